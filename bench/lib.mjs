@@ -1,0 +1,53 @@
+// Shared bench helpers: timing, statistics, and the check protocol.
+// Benches report ratios between backends/peers measured in the same run;
+// targets are ratios too, never absolute milliseconds.
+import { performance } from "node:perf_hooks";
+
+export const now = () => performance.now();
+
+/** Runs fn `iterations` times after `warmup` runs; returns per-call ms samples. */
+export async function sample(fn, { iterations = 20, warmup = 3 } = {}) {
+  for (let i = 0; i < warmup; i++) await fn();
+  const out = [];
+  for (let i = 0; i < iterations; i++) {
+    const t0 = now();
+    await fn();
+    out.push(now() - t0);
+  }
+  return out;
+}
+
+export function median(xs) {
+  const s = [...xs].sort((a, b) => a - b);
+  const m = s.length >> 1;
+  return s.length % 2 ? s[m] : (s[m - 1] + s[m]) / 2;
+}
+
+export const fmtMs = (ms) => (ms < 1 ? `${(ms * 1000).toFixed(1)} µs` : `${ms.toFixed(2)} ms`);
+
+/**
+ * A check: `value op target`. op ">=" means "at least", "<=" means "at most".
+ * Every check is printed; run.mjs exits non-zero if any fails.
+ */
+export function check(name, value, op, target, unit = "×") {
+  const ok = op === ">=" ? value >= target : value <= target;
+  return { name, value, op, target, unit, ok };
+}
+
+export function printTable(title, rows) {
+  console.log(`\n## ${title}`);
+  if (rows.length === 0) return;
+  const keys = Object.keys(rows[0]);
+  const widths = keys.map((k) => Math.max(k.length, ...rows.map((r) => String(r[k]).length)));
+  console.log(keys.map((k, i) => k.padEnd(widths[i])).join("  "));
+  console.log(widths.map((w) => "-".repeat(w)).join("  "));
+  for (const r of rows) console.log(keys.map((k, i) => String(r[k]).padEnd(widths[i])).join("  "));
+}
+
+export function printChecks(checks) {
+  for (const c of checks) {
+    const v = c.unit === "×" ? `${c.value.toFixed(2)}×` : `${c.value.toFixed(2)} ${c.unit}`;
+    const t = c.unit === "×" ? `${c.target}×` : `${c.target} ${c.unit}`;
+    console.log(`  ${c.ok ? "PASS" : "FAIL"}  ${c.name}: ${v} (target ${c.op} ${t})`);
+  }
+}

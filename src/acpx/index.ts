@@ -1,0 +1,2 @@
+// Public surface of src/acpx, re-exported from the package root.
+export {};

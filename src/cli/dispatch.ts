@@ -1,0 +1,45 @@
+/**
+ * The `proclease` operator command. Each subcommand lives in
+ * `commands/<name>.ts` and exports `run(args, io)`; this file only dispatches.
+ * Exit codes: 0 ok, 1 runtime error, 2 usage error.
+ */
+import { UsageError, type CliIo } from "./io.js";
+
+const COMMANDS: Record<string, string> = {
+  ps: "the live process table (--tree, --json)",
+  inspect: "one process in depth: inspect <pid> [--env KEY]... [--json]",
+  doctor: "what this host allows, one row per capability",
+  leases: "every lease with its state and live verdict [--state-dir D] [--json]",
+  explain: "the evidence table for a lease id or pid [--state-dir D]",
+  reap: "reap this instance's verified orphans [--state-dir D] [--dry-run]",
+  demo: "the whole lifecycle story with a fixture agent, as a timeline",
+};
+
+function usage(): string {
+  const rows = Object.entries(COMMANDS).map(([k, v]) => `  ${k.padEnd(8)} ${v}`);
+  return `usage: proclease <command> [options]\n\n${rows.join("\n")}\n`;
+}
+
+export async function main(argv: readonly string[], io: CliIo): Promise<number> {
+  const [name, ...rest] = argv;
+  if (name === undefined || name === "-h" || name === "--help" || name === "help") {
+    io.out(usage());
+    return name === undefined ? 2 : 0;
+  }
+  if (!Object.hasOwn(COMMANDS, name)) {
+    io.err(`proclease: unknown command ${JSON.stringify(name)}\n\n${usage()}`);
+    return 2;
+  }
+  try {
+    const mod = (await import(`./commands/${name}.js`)) as { run(args: readonly string[], io: CliIo): Promise<number> };
+    return await mod.run(rest, io);
+  } catch (err) {
+    if (err instanceof UsageError) {
+      io.err(`proclease ${name}: ${err.message}\n`);
+      return 2;
+    }
+    io.err(`proclease ${name}: ${err instanceof Error ? err.message : String(err)}\n`);
+    return 1;
+  }
+}
+

@@ -1,0 +1,2 @@
+// Public surface of src/facts, re-exported from the package root.
+export {};

@@ -1,0 +1,74 @@
+/**
+ * The typed surface of the C++ addon (node-usb style: one file declares what
+ * the native side returns, so no `any` escapes the loader). The native side
+ * only marshals plain data; all validation happens in TypeScript before a call.
+ *
+ * Exception mode: the addon is built with NAPI_CPP_EXCEPTIONS off
+ * (NAPI_DISABLE_CPP_EXCEPTIONS) and never throws for OS errors: every
+ * OS-level failure is a value (null, a negative errno, or an outcome string).
+ * It throws a JS TypeError only when called with wrong argument types, which
+ * TS validation rules out.
+ */
+
+/**
+ * Packed result of a full /proc (or proc_listallpids) walk.
+ * `ints` holds `count` records of INT_FIELDS int32 values each:
+ *   [pid, ppid, pgid, sid, uid, stateCharCode]
+ * `starts` holds `count` start times (Linux: clock ticks since boot,
+ * macOS: microseconds since the epoch) as float64 — exact up to 2^53.
+ */
+export interface NativeSnapshot {
+  count: number;
+  ints: Int32Array;
+  starts: Float64Array;
+}
+
+export const INT_FIELDS = 6;
+
+export interface NativeDetails {
+  pid: number;
+  ppid: number;
+  pgid: number;
+  sid: number;
+  uid: number;
+  state: string;
+  startTime: number;
+  /** null when unreadable */
+  exePath: string | null;
+  argv: string[] | null;
+  /** false when the environment could not be read at all */
+  envReadable: boolean;
+  /** only the requested keys that were present */
+  env: Record<string, string>;
+}
+
+export type NativeSignalOutcome = "signalled" | "gone" | "mismatch" | "denied" | "unsupported";
+
+export interface NativeBinding {
+  readonly platform: "linux" | "darwin";
+  /** Full walk, executed on a libuv worker thread (Napi::AsyncWorker). */
+  snapshot(): Promise<NativeSnapshot>;
+  /** Synchronous single-pid read; null when the process does not exist or vanished mid-read. */
+  inspect(pid: number, envKeys: string[]): NativeDetails | null;
+  /** Linux: /proc/sys/kernel/random/boot_id; macOS: kern.boottime as a string. null when unreadable. */
+  bootId(): string | null;
+  /** Linux: readlink /proc/self/ns/pid (e.g. "pid:[4026531836]"); macOS: null. */
+  pidNamespace(): string | null;
+  /**
+   * Identity-checked signal. Linux: pidfd_open → re-read start time → compare
+   * with expectedStart → pidfd_send_signal. macOS: re-read start time → kill(2).
+   */
+  signalIfSame(pid: number, expectedStart: number, signal: number): NativeSignalOutcome;
+  /** Linux: prctl(PR_SET_CHILD_SUBREAPER, 1). Returns 0 or -errno. macOS: -ENOSYS. */
+  setChildSubreaper(): number;
+  /** Linux: prctl(PR_SET_PDEATHSIG, signal). Returns 0 or -errno. macOS: -ENOSYS. */
+  setParentDeathSignal(signal: number): number;
+  /**
+   * waitpid(pid, WNOHANG) on each given pid (zombie children adopted by a
+   * subreaper, chosen in TS so the adapter libuv waits for is never stolen).
+   * Returns the pids actually reaped.
+   */
+  reapChildren(pids: number[]): number[];
+  /** true when pidfd_open and pidfd_send_signal work on this kernel */
+  pidfdSupported(): boolean;
+}

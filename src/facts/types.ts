@@ -1,0 +1,87 @@
+/**
+ * The public shape of live process facts (CONTRACT §1). Every backend
+ * (native, procfs, ps, none) implements `ProcessFacts`; callers above this
+ * layer never learn which one answered except through `backend` and
+ * `identityStrength`.
+ */
+
+export type FactsBackend = "native" | "procfs" | "ps" | "none";
+
+/**
+ * "exact": start time is unique per process (Linux clock ticks since boot,
+ * qualified by boot id; macOS microseconds). "coarse": `ps lstart`, one-second
+ * resolution. "none": nothing can be verified.
+ */
+export type IdentityStrength = "exact" | "coarse" | "none";
+
+export interface ProcessInfo {
+  pid: number;
+  ppid: number;
+  pgid: number;
+  sid: number;
+  uid: number;
+  /** kernel state letter; "Z" = zombie */
+  state: string;
+  /** decimal string; its unit depends on the backend (see identityStrength) */
+  startTime: string;
+}
+
+export interface ProcessDetails extends ProcessInfo {
+  /** null = unreadable (permission, kernel thread) — never guessed.
+   *  A Linux exe whose file was unlinked keeps the kernel's " (deleted)" suffix:
+   *  it names what was executed, and never equals a live path. */
+  exePath: string | null;
+  /** the real argv (NUL-split), not a re-joined string; null = unreadable */
+  argv: string[] | null;
+  /** ONLY the requested keys; null = absent or unreadable */
+  env: Record<string, string | null>;
+  /** true when the environment itself could be read (so a null value means "absent", not "unknown") */
+  envReadable?: boolean;
+  bootId?: string;
+  pidNamespace?: string;
+}
+
+export interface ProcessSnapshot {
+  /** Date.now() when the walk started */
+  readonly takenAt: number;
+  readonly processes: ReadonlyMap<number, ProcessInfo>;
+  /** O(1) per call: the index is built once per snapshot */
+  childrenOf(pid: number): readonly ProcessInfo[];
+  groupMembers(pgid: number): readonly ProcessInfo[];
+}
+
+export interface InspectOptions {
+  envKeys?: readonly string[];
+}
+
+export interface ProcessFacts {
+  readonly backend: FactsBackend;
+  readonly identityStrength: IdentityStrength;
+  /** Every visible process with the cheap fields. Must not block the event loop. */
+  snapshot(): Promise<ProcessSnapshot>;
+  /** One process in depth; null when it does not exist (or is gone mid-read). */
+  inspect(pid: number, opts?: InspectOptions): Promise<ProcessDetails | null>;
+}
+
+/**
+ * Outcome of one identity-checked signal. Typed, never a bare boolean
+ * (psutil's NoSuchProcess / AccessDenied, but as values):
+ * - signalled: the process we meant received the signal
+ * - gone: no such process (or it exited between check and send)
+ * - mismatch: the pid now belongs to a different process (start time differs)
+ * - denied: EPERM
+ * - unsupported: this host/backend cannot signal with an identity check
+ * - unknown: identity could not be established (fail closed: nothing was sent)
+ */
+export type SignalOutcome = "signalled" | "gone" | "mismatch" | "denied" | "unsupported" | "unknown";
+
+/**
+ * Sends a signal to `pid` only if its start time is still `expectedStartTime`.
+ * On Linux with the addon: pidfd_open, re-read start time, pidfd_send_signal
+ * (race-free). Elsewhere: re-inspect then kill(2), with a documented window.
+ */
+export interface ProcessSignaller {
+  /** true when the check and the send cannot be separated by a pid reuse */
+  readonly raceFree: boolean;
+  signal(pid: number, expectedStartTime: string, signal: NodeJS.Signals): Promise<SignalOutcome>;
+}

@@ -1,0 +1,2 @@
+// Public surface of src/ownership, re-exported from the package root.
+export {};

@@ -1,0 +1,2 @@
+// Public surface of src/sessions, re-exported from the package root.
+export {};

@@ -1,0 +1,2 @@
+// Public surface of src/supervisor, re-exported from the package root.
+export {};
