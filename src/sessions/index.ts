@@ -1,2 +1,37 @@
 // Public surface of src/sessions, re-exported from the package root.
-export {};
+// Session visibility (CONTRACT §4), agent-to-agent policy, and the owner
+// metadata (AcpSessionOwner, CONTRACT §3) that spawners write on rows.
+export type {
+  AcpSessionOwner,
+  AgentToAgentPolicy,
+  CanSeeSessionRowInput,
+  SessionAction,
+  SessionRowOwnership,
+  SessionVisibility,
+  SessionVisibilityContext,
+} from "./types.js";
+export { SESSION_ACTIONS, SESSION_VISIBILITIES } from "./types.js";
+export {
+  agentIdFromSessionKey,
+  canSeeSessionRow,
+  clampSessionVisibility,
+  isSessionVisibility,
+  resolveSessionVisibility,
+} from "./visibility.js";
+export { assertAgentToAgentPolicy, isAgentAllowed, resolveAgentToAgentPolicy } from "./a2a-policy.js";
+export { compileStarGlob, matchStarGlob, type StarGlobMatcher } from "./glob.js";
+export {
+  authorizeSessionAction,
+  filterVisibleSessions,
+  type AuthorizeSessionActionInput,
+  type SessionAuthorization,
+  type SessionDenialReason,
+  type VisibleSessions,
+} from "./authorize.js";
+export {
+  buildSessionOwner,
+  normalizeSessionOwner,
+  toSessionRowOwnership,
+  type BuildSessionOwnerInput,
+  type NormalizedSessionOwner,
+} from "./owner.js";

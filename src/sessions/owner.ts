@@ -1,0 +1,113 @@
+/**
+ * Owner metadata on session rows (seed "Fase 4"). Writers (the ACPX
+ * controller, subagent and background-task spawners, the session store)
+ * build it with `buildSessionOwner`; readers normalize whatever a row holds
+ * with `normalizeSessionOwner`. Ownership is only ever what a row declares:
+ * a legacy row without owner fields is not owned, whatever its key looks like.
+ */
+import { describeValue, isNonEmptyString, isRecord } from "./describe.js";
+import type { AcpSessionOwner, SessionRowOwnership } from "./types.js";
+
+export interface BuildSessionOwnerInput {
+  sessionKey: string;
+  agentId: string;
+  gatewayInstanceId: string;
+  spawnedBy?: string;
+  parentSessionKey?: string;
+  /** default: spawnedBy, else parentSessionKey, else the session itself */
+  ownerSessionKey?: string;
+  /** default: Date.now() */
+  createdAt?: number;
+}
+
+/**
+ * Builds the `AcpSessionOwner` to store on a session row/record. A session
+ * spawned by nobody owns itself, which grants nothing beyond "self". Throws
+ * TypeError naming the field for a missing/empty key, agent id or instance
+ * id, a non-string optional key, or a createdAt that is not a finite
+ * non-negative number.
+ */
+export function buildSessionOwner(input: BuildSessionOwnerInput): AcpSessionOwner {
+  if (!isRecord(input)) throw new TypeError(`input must be an object, got ${describeValue(input)}`);
+  const required = ["sessionKey", "agentId", "gatewayInstanceId"] as const;
+  for (const f of required) {
+    if (!isNonEmptyString(input[f])) throw new TypeError(`${f} must be a non-empty string, got ${describeValue(input[f])}`);
+  }
+  const optional = ["spawnedBy", "parentSessionKey", "ownerSessionKey"] as const;
+  for (const f of optional) {
+    const v: unknown = input[f];
+    if (v !== undefined && !isNonEmptyString(v)) {
+      throw new TypeError(`${f} must be a non-empty string when given, got ${describeValue(v)}`);
+    }
+  }
+  const createdAt: unknown = input.createdAt ?? Date.now();
+  if (typeof createdAt !== "number" || !Number.isFinite(createdAt) || createdAt < 0) {
+    throw new TypeError(`createdAt must be a finite non-negative number (ms), got ${describeValue(createdAt)}`);
+  }
+  const owner: AcpSessionOwner = {
+    sessionKey: input.sessionKey,
+    ownerSessionKey: input.ownerSessionKey ?? input.spawnedBy ?? input.parentSessionKey ?? input.sessionKey,
+    agentId: input.agentId,
+    backend: "acpx",
+    gatewayInstanceId: input.gatewayInstanceId,
+    createdAt,
+  };
+  if (input.spawnedBy !== undefined) owner.spawnedBy = input.spawnedBy;
+  if (input.parentSessionKey !== undefined) owner.parentSessionKey = input.parentSessionKey;
+  return owner;
+}
+
+/** The owner fields a row declares; absent means unknown, never guessed. */
+export type NormalizedSessionOwner = Partial<AcpSessionOwner>;
+
+/**
+ * Reads owner metadata from a gateway session row or a session record.
+ * Accepts `key` or `sessionKey`, top-level fields or a nested `owner`
+ * object (top-level wins), and keeps only well-typed values. ownerSessionKey
+ * falls back to spawnedBy, then parentSessionKey. A row declaring none of
+ * them has no ownerSessionKey: it is not owned by anyone. Pure; throws
+ * TypeError only when `row` is not an object.
+ */
+export function normalizeSessionOwner(row: unknown): NormalizedSessionOwner {
+  if (!isRecord(row)) throw new TypeError(`row must be an object, got ${describeValue(row)}`);
+  const nested = isRecord(row.owner) ? row.owner : {};
+  const str = (f: string): string | undefined => {
+    const top = row[f];
+    if (isNonEmptyString(top)) return top;
+    const inner = nested[f];
+    return isNonEmptyString(inner) ? inner : undefined;
+  };
+  const out: NormalizedSessionOwner = {};
+  const sessionKey = str("key") ?? str("sessionKey");
+  if (sessionKey !== undefined) out.sessionKey = sessionKey;
+  const agentId = str("agentId");
+  if (agentId !== undefined) out.agentId = agentId;
+  const spawnedBy = str("spawnedBy");
+  if (spawnedBy !== undefined) out.spawnedBy = spawnedBy;
+  const parentSessionKey = str("parentSessionKey");
+  if (parentSessionKey !== undefined) out.parentSessionKey = parentSessionKey;
+  const ownerSessionKey = str("ownerSessionKey") ?? spawnedBy ?? parentSessionKey;
+  if (ownerSessionKey !== undefined) out.ownerSessionKey = ownerSessionKey;
+  if (row.backend === "acpx" || nested.backend === "acpx") out.backend = "acpx";
+  const gatewayInstanceId = str("gatewayInstanceId");
+  if (gatewayInstanceId !== undefined) out.gatewayInstanceId = gatewayInstanceId;
+  const createdAt = [row.createdAt, nested.createdAt].find(
+    (v): v is number => typeof v === "number" && Number.isFinite(v) && v >= 0,
+  );
+  if (createdAt !== undefined) out.createdAt = createdAt;
+  return out;
+}
+
+/**
+ * The `SessionRowOwnership` view of a row or record for `canSeeSessionRow`,
+ * or null when its key or agent id is unknown (such a row is never visible).
+ */
+export function toSessionRowOwnership(row: unknown): SessionRowOwnership | null {
+  const o = normalizeSessionOwner(row);
+  if (o.sessionKey === undefined || o.agentId === undefined) return null;
+  const out: SessionRowOwnership = { key: o.sessionKey, agentId: o.agentId };
+  if (o.ownerSessionKey !== undefined) out.ownerSessionKey = o.ownerSessionKey;
+  if (o.spawnedBy !== undefined) out.spawnedBy = o.spawnedBy;
+  if (o.parentSessionKey !== undefined) out.parentSessionKey = o.parentSessionKey;
+  return out;
+}

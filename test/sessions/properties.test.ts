@@ -1,0 +1,157 @@
+/**
+ * Properties of the visibility rule over random rows, policies and levels.
+ * Keys and agent ids come from small pools so that self, owned, same-agent
+ * and allow-list hits actually happen often.
+ */
+import fc from "fast-check";
+import { describe, expect, it } from "vitest";
+import {
+  SESSION_ACTIONS,
+  SESSION_VISIBILITIES,
+  authorizeSessionAction,
+  canSeeSessionRow,
+  filterVisibleSessions,
+  type AgentToAgentPolicy,
+  type SessionRowOwnership,
+  type SessionVisibility,
+} from "../../src/sessions/index.js";
+
+const AGENTS = ["main", "codex", "research", "ops-bot"];
+const KEYS = ["agent:main:main", "agent:main:sub:1", "agent:codex:acp:1", "agent:research:main", "cron:job", "main"];
+
+const agentId = fc.constantFrom(...AGENTS);
+const sessionKey = fc.constantFrom(...KEYS);
+const ownerField = fc.option(sessionKey, { nil: undefined });
+
+const row: fc.Arbitrary<SessionRowOwnership> = fc
+  .record({ key: sessionKey, agentId, ownerSessionKey: ownerField, spawnedBy: ownerField, parentSessionKey: ownerField })
+  .map((r) => {
+    // drop undefined optionals so rows look like real ones
+    const out: SessionRowOwnership = { key: r.key, agentId: r.agentId };
+    if (r.ownerSessionKey !== undefined) out.ownerSessionKey = r.ownerSessionKey;
+    if (r.spawnedBy !== undefined) out.spawnedBy = r.spawnedBy;
+    if (r.parentSessionKey !== undefined) out.parentSessionKey = r.parentSessionKey;
+    return out;
+  });
+
+const pattern = fc.constantFrom("main", "codex", "research", "*", "code*", "*-bot", "*a*", "m*n", "nobody");
+const policy: fc.Arbitrary<AgentToAgentPolicy> = fc.record(
+  { enabled: fc.boolean(), allow: fc.array(pattern, { maxLength: 3 }) },
+  { requiredKeys: ["enabled"] },
+);
+const visibility = fc.constantFrom<SessionVisibility>(...SESSION_VISIBILITIES);
+const requesterAgentId = fc.option(agentId, { nil: undefined });
+const rank = (v: SessionVisibility) => SESSION_VISIBILITIES.indexOf(v);
+
+const base = fc.record({
+  requesterSessionKey: sessionKey,
+  requesterAgentId,
+  a2aPolicy: policy,
+  row,
+  sandboxed: fc.boolean(),
+});
+
+const RUNS = { numRuns: 2000 };
+
+describe("visibility properties", () => {
+  it("monotonic: self ⊆ tree ⊆ agent ⊆ all for every row and policy", () => {
+    fc.assert(
+      fc.property(base, (b) => {
+        const seen = SESSION_VISIBILITIES.map((v) => canSeeSessionRow({ ...b, visibility: v }));
+        for (let i = 0; i + 1 < seen.length; i++) {
+          if (seen[i]) expect(seen[i + 1], `${SESSION_VISIBILITIES[i]} ⊆ ${SESSION_VISIBILITIES[i + 1]}`).toBe(true);
+        }
+      }),
+      RUNS,
+    );
+  });
+
+  it("an owned child is visible wherever the configured visibility includes the requester's tree (sandboxed or not)", () => {
+    fc.assert(
+      fc.property(base, visibility, fc.constantFrom("ownerSessionKey", "spawnedBy", "parentSessionKey"), (b, v, field) => {
+        const child = { ...b.row, [field]: b.requesterSessionKey };
+        const input = { ...b, row: child, visibility: v };
+        expect(canSeeSessionRow(input)).toBe(rank(v) >= rank("tree") ? true : child.key === b.requesterSessionKey);
+      }),
+      RUNS,
+    );
+  });
+
+  it("every action gives the same answer, in canSeeSessionRow and authorizeSessionAction", () => {
+    fc.assert(
+      fc.property(base, visibility, (b, v) => {
+        const plain = canSeeSessionRow({ ...b, visibility: v });
+        for (const action of SESSION_ACTIONS) {
+          expect(canSeeSessionRow({ ...b, visibility: v, action })).toBe(plain);
+          expect(authorizeSessionAction({ ...b, visibility: v, action }).allowed).toBe(plain);
+        }
+      }),
+      RUNS,
+    );
+  });
+
+  it("sandboxing never widens, and equals the unsandboxed answer at min(visibility, tree)", () => {
+    fc.assert(
+      fc.property(base, visibility, (b, v) => {
+        const boxed = canSeeSessionRow({ ...b, visibility: v, sandboxed: true });
+        const free = canSeeSessionRow({ ...b, visibility: v, sandboxed: false });
+        if (boxed) expect(free).toBe(true);
+        const clamped: SessionVisibility = rank(v) > rank("tree") ? "tree" : v;
+        expect(boxed).toBe(canSeeSessionRow({ ...b, visibility: clamped, sandboxed: false }));
+      }),
+      RUNS,
+    );
+  });
+
+  it("pure: inputs are not mutated (deep-frozen inputs work) and repeated calls agree", () => {
+    fc.assert(
+      fc.property(base, visibility, (b, v) => {
+        const input = { ...b, visibility: v };
+        const snapshot = structuredClone(input);
+        const frozen = deepFreeze(structuredClone(input));
+        const first = canSeeSessionRow(frozen);
+        expect(canSeeSessionRow(input)).toBe(first);
+        expect(canSeeSessionRow(input)).toBe(first);
+        expect(input).toEqual(snapshot);
+      }),
+      { numRuns: 500 },
+    );
+  });
+
+  it("filterVisibleSessions keeps exactly the rows canSeeSessionRow admits, in order, without copying them", () => {
+    fc.assert(
+      fc.property(base, visibility, fc.array(row, { maxLength: 12 }), (b, v, rows) => {
+        const { row: _ignored, ...ctx } = b;
+        const out = filterVisibleSessions(rows, { ...ctx, visibility: v });
+        expect(out.rows).toEqual(rows.filter((r) => canSeeSessionRow({ ...ctx, visibility: v, row: r })));
+        for (const r of out.rows) expect(rows).toContain(r);
+        expect(out.scope).toBe(b.sandboxed && rank(v) > rank("tree") ? "tree" : v);
+        expect(out.sandboxClamped).toBe(out.scope !== v);
+      }),
+      { numRuns: 500 },
+    );
+  });
+
+  it("a2a disabled: no non-owned cross-agent row is ever visible, at any level", () => {
+    fc.assert(
+      fc.property(base, visibility, (b, v) => {
+        const me = b.requesterSessionKey;
+        const myAgent = b.requesterAgentId ?? (me.startsWith("agent:") && me.split(":").length >= 3 ? me.split(":")[1] : "main");
+        const r = b.row;
+        const ownedOrSelf = r.key === me || r.ownerSessionKey === me || r.spawnedBy === me || r.parentSessionKey === me;
+        if (!ownedOrSelf && r.agentId !== myAgent) {
+          expect(canSeeSessionRow({ ...b, visibility: v, a2aPolicy: { ...b.a2aPolicy, enabled: false } })).toBe(false);
+        }
+      }),
+      RUNS,
+    );
+  });
+});
+
+function deepFreeze<T>(o: T): T {
+  if (o && typeof o === "object") {
+    for (const v of Object.values(o)) deepFreeze(v);
+    Object.freeze(o);
+  }
+  return o;
+}
