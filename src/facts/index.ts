@@ -1,2 +1,19 @@
 // Public surface of src/facts, re-exported from the package root.
-export {};
+export type {
+  FactsBackend,
+  IdentityStrength,
+  InspectOptions,
+  ProcessDetails,
+  ProcessFacts,
+  ProcessInfo,
+  ProcessSignaller,
+  ProcessSnapshot,
+  SignalOutcome,
+} from "./types.js";
+export type { NativeBinding, NativeDetails, NativeSignalOutcome, NativeSnapshot } from "./native-binding.js";
+export { getProcessFacts, describeBackendChoice } from "./get.js";
+export { FactsUnavailableError } from "./none.js";
+export { assertPid, assertEnvKeys, MAX_PID } from "./validate.js";
+export { buildSnapshot } from "./snapshot.js";
+export { loadNative, loadError, createNativeFacts } from "./native.js";
+export { createSignaller } from "./signal.js";

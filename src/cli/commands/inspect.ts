@@ -1,0 +1,73 @@
+/**
+ * `proclease inspect <pid> [--env KEY]... [--json] [--backend NAME]`.
+ * Environment values are shown only for the keys the operator named: the
+ * facts layer never reads any other, so nothing else can leak into a log.
+ */
+import { assertEnvKeys, assertPid } from "../../facts/validate.js";
+import type { ProcessDetails } from "../../facts/types.js";
+import { UsageError, parseArgs, type CliIo } from "../io.js";
+import { backendLine, factsFromFlag } from "./ps.js";
+
+/** The pid argument, with validate.ts's message turned into a usage error. */
+export function parsePidArg(text: string): number {
+  // Number() would accept "0x10", "1e3" and " 5 ": an operator typo must not name another process
+  const n = /^-?\d+(\.\d+)?$/.test(text) ? Number(text) : Number.NaN;
+  try {
+    assertPid(n);
+  } catch (err) {
+    const msg = err instanceof Error ? err.message : String(err);
+    throw new UsageError(Number.isNaN(n) ? `pid must be an integer process id, got ${JSON.stringify(text)}` : msg);
+  }
+  return n;
+}
+
+function envLine(key: string, value: string | null, readable: boolean | undefined): string {
+  if (value !== null) return `  ${key}=${value}`;
+  return `  ${key}: ${readable === true ? "(not set)" : "(unknown: environment not readable)"}`;
+}
+
+function human(d: ProcessDetails, keys: readonly string[]): string {
+  const lines = [
+    `pid         ${d.pid}`,
+    `ppid        ${d.ppid}`,
+    `pgid        ${d.pgid}`,
+    `sid         ${d.sid}`,
+    `uid         ${d.uid}`,
+    `state       ${d.state}${d.state === "Z" ? " (zombie)" : ""}`,
+    `start time  ${d.startTime}`,
+    `exe         ${d.exePath ?? "(unknown)"}`,
+    `argv        ${d.argv === null ? "(unknown)" : JSON.stringify(d.argv)}`,
+  ];
+  if (d.bootId !== undefined) lines.push(`boot id     ${d.bootId}`);
+  if (d.pidNamespace !== undefined) lines.push(`pid ns      ${d.pidNamespace}`);
+  if (keys.length > 0) {
+    lines.push("env");
+    for (const k of keys) lines.push(envLine(k, d.env[k] ?? null, d.envReadable));
+  }
+  return lines.join("\n") + "\n";
+}
+
+export async function run(args: readonly string[], io: CliIo): Promise<number> {
+  const { flags, positionals } = parseArgs(args, { booleans: ["json"], strings: ["backend"], multi: ["env"] });
+  if (positionals.length === 0) throw new UsageError("missing <pid>");
+  if (positionals.length > 1) throw new UsageError(`unexpected argument ${JSON.stringify(positionals[1])}`);
+  const pid = parsePidArg(positionals[0]!);
+  const keys = Array.isArray(flags.env) ? flags.env : [];
+  try {
+    assertEnvKeys(keys, "--env");
+  } catch (err) {
+    throw new UsageError(err instanceof Error ? err.message : String(err));
+  }
+  const facts = factsFromFlag(flags.backend);
+  const details = await facts.inspect(pid, { envKeys: keys });
+  if (details === null) {
+    io.err(`proclease inspect: no such process ${pid} (backend: ${facts.backend})\n`);
+    return 1;
+  }
+  if (flags.json === true) {
+    io.out(JSON.stringify({ backend: facts.backend, identityStrength: facts.identityStrength, process: details }) + "\n");
+  } else {
+    io.out(backendLine(facts) + human(details, keys));
+  }
+  return 0;
+}

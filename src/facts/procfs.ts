@@ -1,0 +1,275 @@
+/**
+ * The pure-TypeScript Linux backend: reads /proc with asynchronous fs calls
+ * (libuv pool), so a walk never blocks the event loop. It parses exactly what the native Linux walker
+ * parses (stat by the LAST ')', uid = owner of /proc/PID/stat), so the two
+ * agree field for field and either can stand in for the other.
+ */
+import fs, { promises as fsp } from "node:fs";
+import { buildSnapshot } from "./snapshot.js";
+import { assertEnvKeys, assertPid } from "./validate.js";
+import type { InspectOptions, ProcessDetails, ProcessFacts, ProcessInfo, ProcessSnapshot } from "./types.js";
+
+/** The fields of /proc/PID/stat this project uses. */
+export interface ParsedStat {
+  pid: number;
+  comm: string;
+  state: string;
+  ppid: number;
+  pgid: number;
+  sid: number;
+  /** field 22, clock ticks since boot, kept as the kernel's decimal string */
+  startTime: string;
+}
+
+const INT_RE = /^-?\d+$/;
+const UINT_RE = /^\d+$/;
+
+/**
+ * Parses one /proc/PID/stat line. comm (field 2) may contain anything,
+ * including ") (", spaces and newlines, so it is delimited by the first "("
+ * and the LAST ")". Returns null for anything truncated or malformed: a
+ * half-read stat must never become a half-true ProcessInfo.
+ */
+export function parseStat(text: string): ParsedStat | null {
+  const open = text.indexOf(" (");
+  const close = text.lastIndexOf(")");
+  if (open <= 0 || close < open) return null;
+  const pidText = text.slice(0, open);
+  if (!UINT_RE.test(pidText)) return null;
+  // after ") " come fields 3.. separated by single spaces
+  if (text[close + 1] !== " ") return null;
+  const rest = text.slice(close + 2).trimEnd().split(" ");
+  // rest[0] = field 3 (state) … rest[19] = field 22 (starttime)
+  if (rest.length < 20) return null;
+  const [state, ppid, pgid, sid] = rest;
+  const startTime = rest[19]!;
+  if (state === undefined || !/^[A-Za-z]$/.test(state)) return null;
+  if (!INT_RE.test(ppid ?? "") || !INT_RE.test(pgid ?? "") || !INT_RE.test(sid ?? "")) return null;
+  if (!UINT_RE.test(startTime)) return null;
+  return {
+    pid: Number(pidText),
+    comm: text.slice(open + 2, close),
+    state,
+    ppid: Number(ppid),
+    pgid: Number(pgid),
+    sid: Number(sid),
+    // normalise like the native side does (a double printed as an integer)
+    startTime: BigInt(startTime).toString(),
+  };
+}
+
+/**
+ * /proc/PID/cmdline → argv. Arguments are NUL-terminated; the final NUL is a
+ * terminator, not an empty last argument. A process that rewrote its argv
+ * area may leave no final NUL: the last piece is still an argument.
+ */
+export function parseCmdline(buf: Buffer): string[] {
+  if (buf.length === 0) return [];
+  const end = buf[buf.length - 1] === 0 ? buf.length - 1 : buf.length;
+  return buf.subarray(0, end).toString("utf8").split("\0");
+}
+
+/**
+ * /proc/PID/environ → only the requested keys (null when absent). Values are
+ * never copied for keys nobody asked for. The first "=" separates key and
+ * value, so values may themselves contain "=". An entry without "=" is skipped.
+ */
+export function parseEnviron(buf: Buffer, keys: readonly string[]): Record<string, string | null> {
+  const out: Record<string, string | null> = {};
+  for (const k of keys) out[k] = null;
+  if (keys.length === 0) return out;
+  const wanted = new Set(keys);
+  let start = 0;
+  while (start < buf.length) {
+    let end = buf.indexOf(0, start);
+    if (end === -1) end = buf.length;
+    const eq = buf.indexOf(0x3d, start); // '='
+    if (eq !== -1 && eq < end) {
+      const key = buf.subarray(start, eq).toString("utf8");
+      // the first occurrence wins, as getenv(3) would see it
+      if (wanted.has(key) && out[key] === null) out[key] = buf.subarray(eq + 1, end).toString("utf8");
+    }
+    start = end + 1;
+  }
+  return out;
+}
+
+/**
+ * The options of the mount at /proc from /proc/mounts text, or null when
+ * /proc is not mounted. The last matching line wins (it is the one on top).
+ */
+export function procMountOptions(mounts: string): string[] | null {
+  let found: string[] | null = null;
+  for (const line of mounts.split("\n")) {
+    const f = line.split(" ");
+    if (f[1] === "/proc" && f[2] === "proc" && f[3] !== undefined) found = f[3].split(",");
+  }
+  return found;
+}
+
+/** The hidepid= value (e.g. "2", "invisible"), or null when processes are not hidden. */
+export function hidepidOf(options: readonly string[]): string | null {
+  for (const o of options) {
+    if (o.startsWith("hidepid=")) {
+      const v = o.slice("hidepid=".length);
+      return v === "0" || v === "off" ? null : v;
+    }
+  }
+  return null;
+}
+
+/**
+ * Reads in flight per snapshot. They run on the libuv pool, not the loop:
+ * a /proc read can block for as long as the target task holds its mm lock
+ * (the classic "ps hangs" on a process stuck in the kernel), and that must
+ * stall a pool thread, never the event loop. 32 keeps the pool busy without
+ * letting one snapshot queue thousands of requests ahead of everyone else.
+ */
+const CONCURRENCY = 32;
+const STAT_BUF = 4096;
+
+function errCode(err: unknown): string | undefined {
+  return typeof err === "object" && err !== null && "code" in err ? String((err as { code: unknown }).code) : undefined;
+}
+
+/** ENOENT/ESRCH: gone; EACCES/EPERM: hidden from us. Both mean "not readable now". */
+function isGoneOrHidden(err: unknown): boolean {
+  const c = errCode(err);
+  return c === "ENOENT" || c === "ESRCH" || c === "EACCES" || c === "EPERM" || c === "EINVAL";
+}
+
+/**
+ * Reads /proc/PID/stat and its owner through one descriptor, so the uid and
+ * the text come from the same process even if the pid is reused in between.
+ * null when the process is gone or unreadable.
+ *
+ * Callback fs rather than FileHandle: the same libuv pool work, but about a
+ * third of the cost per process (no FileHandle object, no close tracking),
+ * which is most of a snapshot's time.
+ */
+function readStat(pid: number, root: string, buf: Buffer): Promise<ProcessInfo | null> {
+  return new Promise((resolve, reject) => {
+    const fail = (err: NodeJS.ErrnoException) => (isGoneOrHidden(err) ? resolve(null) : reject(err));
+    fs.open(`${root}/${pid}/stat`, "r", (openErr, fd) => {
+      if (openErr) return fail(openErr);
+      const done = (err: NodeJS.ErrnoException | null, value: ProcessInfo | null) =>
+        fs.close(fd, () => (err ? fail(err) : resolve(value)));
+      fs.fstat(fd, (statErr, st) => {
+        if (statErr) return done(statErr, null);
+        fs.read(fd, buf, 0, buf.length, 0, (readErr, bytesRead) => {
+          if (readErr) return done(readErr, null);
+          const parsed = parseStat(buf.toString("latin1", 0, bytesRead));
+          if (parsed === null || parsed.pid !== pid) return done(null, null);
+          done(null, {
+            pid,
+            ppid: parsed.ppid,
+            pgid: parsed.pgid,
+            sid: parsed.sid,
+            uid: st.uid,
+            state: parsed.state,
+            startTime: parsed.startTime,
+          });
+        });
+      });
+    });
+  });
+}
+
+async function readOptional(path: string): Promise<Buffer | null> {
+  try {
+    return await fsp.readFile(path);
+  } catch (err) {
+    if (isGoneOrHidden(err)) return null;
+    throw err;
+  }
+}
+
+async function readlinkOptional(path: string): Promise<string | null> {
+  try {
+    return await fsp.readlink(path);
+  } catch (err) {
+    if (isGoneOrHidden(err)) return null;
+    throw err;
+  }
+}
+
+export interface ProcfsOptions {
+  /** mount point to read; tests may point it at a fixture tree */
+  root?: string;
+}
+
+export function createProcfsFacts(opts: ProcfsOptions = {}): ProcessFacts {
+  const root = opts.root ?? "/proc";
+  // Both are fixed for the life of this process: read once.
+  let hostIds: Promise<{ bootId: string | null; pidNamespace: string | null }> | undefined;
+  const ids = () =>
+    (hostIds ??= (async () => {
+      const boot = await readOptional(`${root}/sys/kernel/random/boot_id`);
+      const ns = await readlinkOptional(`${root}/self/ns/pid`);
+      return { bootId: boot === null ? null : boot.toString("utf8").trim(), pidNamespace: ns };
+    })());
+
+  async function snapshot(): Promise<ProcessSnapshot> {
+    const takenAt = Date.now();
+    const names = await fsp.readdir(root);
+    const pids: number[] = [];
+    for (const n of names) if (UINT_RE.test(n)) pids.push(Number(n));
+    const infos: ProcessInfo[] = [];
+    let next = 0;
+    const worker = async () => {
+      const buf = Buffer.allocUnsafe(STAT_BUF);
+      while (next < pids.length) {
+        const pid = pids[next++]!;
+        const info = await readStat(pid, root, buf);
+        if (info !== null) infos.push(info);
+      }
+    };
+    await Promise.all(Array.from({ length: Math.min(CONCURRENCY, pids.length) }, worker));
+    infos.sort((a, b) => a.pid - b.pid);
+    return buildSnapshot(takenAt, infos);
+  }
+
+  async function inspect(pid: number, o?: InspectOptions): Promise<ProcessDetails | null> {
+    assertPid(pid);
+    const envKeys = o?.envKeys ?? [];
+    assertEnvKeys(envKeys, "opts.envKeys");
+    const buf = Buffer.allocUnsafe(STAT_BUF);
+    const before = await readStat(pid, root, buf);
+    if (before === null) return null;
+    const environPath = `${root}/${pid}/environ`;
+    const [exePath, cmdline, environ, host] = await Promise.all([
+      readlinkOptional(`${root}/${pid}/exe`),
+      readOptional(`${root}/${pid}/cmdline`),
+      // With no key asked for, nothing is read: an open() answers the permission question alone.
+      envKeys.length > 0 ? readOptional(environPath) : canRead(environPath).then((ok) => (ok ? Buffer.alloc(0) : null)),
+      ids(),
+    ]);
+    // Re-read: if the pid died or was reused while we read, the pieces above
+    // may belong to two different processes. Report "gone" rather than mix them.
+    const after = await readStat(pid, root, buf);
+    if (after === null || after.startTime !== before.startTime) return null;
+    const details: ProcessDetails = {
+      ...after,
+      exePath,
+      argv: cmdline === null ? null : parseCmdline(cmdline),
+      env: parseEnviron(environ ?? Buffer.alloc(0), envKeys),
+      envReadable: environ !== null,
+    };
+    if (host.bootId !== null) details.bootId = host.bootId;
+    if (host.pidNamespace !== null) details.pidNamespace = host.pidNamespace;
+    return details;
+  }
+
+  return { backend: "procfs", identityStrength: "exact", snapshot, inspect };
+}
+
+/** Whether the file could be opened for reading now (used only when no env key was asked for). */
+async function canRead(path: string): Promise<boolean> {
+  try {
+    const fh = await fsp.open(path, "r");
+    await fh.close();
+    return true;
+  } catch {
+    return false;
+  }
+}

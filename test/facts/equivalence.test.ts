@@ -1,0 +1,96 @@
+/**
+ * "Bindings match fallback" (bufferutil style): on a live Linux system the
+ * native walker and the pure-TS procfs reader must tell the same story.
+ */
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { createNativeFacts, loadError, loadNative } from "../../src/facts/native.js";
+import { createProcfsFacts } from "../../src/facts/procfs.js";
+import type { ProcessFacts } from "../../src/facts/types.js";
+import { killAll, spawnGroup, spawnTracked, waitFor } from "../fixtures/facts/procs.js";
+
+const binding = loadNative();
+const skip =
+  process.platform !== "linux" ? `procfs needs Linux, this is ${process.platform}` : binding === null ? `native addon not loaded: ${loadError()}` : null;
+if (skip !== null) console.log(`[equivalence] skipping: ${skip}`);
+const d = skip === null ? describe : describe.skip;
+const suffix = skip === null ? "" : ` (skipped: ${skip})`;
+
+d(`native equals procfs${suffix}`, () => {
+  let native: ProcessFacts;
+  let procfs: ProcessFacts;
+  const kids: number[] = [];
+
+  beforeAll(async () => {
+    native = createNativeFacts(binding!);
+    procfs = createProcfsFacts();
+    // a few stable children: plain, in their own session, and a zombie's parent
+    kids.push(spawnTracked("sleep", ["30"]).pid);
+    kids.push(spawnGroup("sleep", ["30"]).pid);
+    const zparent = spawnTracked("sh", ["-c", "sleep 0.05 & exec sleep 30"]);
+    kids.push(zparent.pid);
+    const z = await waitFor("a zombie", async () => (await procfs.snapshot()).childrenOf(zparent.pid).find((p) => p.state === "Z") ?? null);
+    kids.push(z.pid);
+    await waitFor("children settled", async () => {
+      const s = await procfs.snapshot();
+      return kids.every((k) => ["S", "Z"].includes(s.processes.get(k)?.state ?? "")) ? true : null;
+    });
+  });
+  afterAll(killAll);
+
+  it("snapshots taken back to back agree on every process both saw with the same start time", async () => {
+    const a = await native.snapshot();
+    const b = await procfs.snapshot();
+    let compared = 0;
+    for (const [pid, pa] of a.processes) {
+      const pb = b.processes.get(pid);
+      if (pb === undefined || pb.startTime !== pa.startTime) continue; // exited or reused in between
+      expect({ pid, ppid: pb.ppid, pgid: pb.pgid, sid: pb.sid, uid: pb.uid }).toEqual({ pid, ppid: pa.ppid, pgid: pa.pgid, sid: pa.sid, uid: pa.uid });
+      compared++;
+    }
+    // nearly everything is long-lived: the overlap must be most of the table
+    expect(compared).toBeGreaterThan(a.processes.size * 0.8);
+    expect(a.processes.has(1)).toBe(b.processes.has(1));
+  });
+
+  it("our own children: state and start time equal", async () => {
+    const a = await native.snapshot();
+    const b = await procfs.snapshot();
+    for (const k of [process.pid, ...kids]) {
+      const pa = a.processes.get(k);
+      expect(pa, `native sees ${k}`).toBeDefined();
+      const pb = b.processes.get(k)!;
+      expect(pb, `procfs sees ${k}`).toBeDefined();
+      if (k !== process.pid) expect(pb.state).toBe(pa!.state); // our own state flips R/S while we run
+      expect(pb.startTime).toBe(pa!.startTime);
+      expect(pb).toMatchObject({ ppid: pa!.ppid, pgid: pa!.pgid, sid: pa!.sid, uid: pa!.uid });
+    }
+    // childrenOf / groupMembers go through the same index builder
+    expect(b.childrenOf(process.pid).map((p) => p.pid).sort()).toEqual(a.childrenOf(process.pid).map((p) => p.pid).sort());
+  });
+
+  it("inspect of a child is equal in every field", async () => {
+    const child = spawnTracked("sh", ["-c", "read x", "arg one", "", "three"], {
+      env: { PATH: process.env.PATH, EQ_KEY: "a=b c", EMPTY: "" },
+      stdio: ["pipe", "ignore", "inherit"],
+    });
+    const keys = ["EQ_KEY", "EMPTY", "NOPE"];
+    await waitFor("the shell to block in read", async () => (await procfs.inspect(child.pid))?.state === "S");
+    const a = await native.inspect(child.pid, { envKeys: keys });
+    const b = await procfs.inspect(child.pid, { envKeys: keys });
+    expect(a).not.toBeNull();
+    expect(b).toEqual(a);
+    expect(b!.env).toEqual({ EQ_KEY: "a=b c", EMPTY: "", NOPE: null });
+    // and for a zombie and for ourselves
+    for (const pid of [kids[3]!, kids[1]!]) expect(await procfs.inspect(pid, { envKeys: keys })).toEqual(await native.inspect(pid, { envKeys: keys }));
+    const selfA = await native.inspect(process.pid, { envKeys: ["PATH"] });
+    const selfB = await procfs.inspect(process.pid, { envKeys: ["PATH"] });
+    expect({ ...selfB, state: "" }).toEqual({ ...selfA, state: "" });
+  });
+
+  it("both say null for a pid that is gone", async () => {
+    const c = spawnTracked("true", []);
+    await new Promise((r) => c.once("exit", r));
+    expect(await native.inspect(c.pid)).toBeNull();
+    expect(await procfs.inspect(c.pid)).toBeNull();
+  });
+});

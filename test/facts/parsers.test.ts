@@ -1,0 +1,206 @@
+import { mkdir, mkdtemp, rm, symlink, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { describe, expect, it } from "vitest";
+import { createProcfsFacts, hidepidOf, parseCmdline, parseEnviron, parseStat, procMountOptions } from "../../src/facts/procfs.js";
+import { parseLstart, parsePsLine, parsePsOutput, psColumns } from "../../src/facts/ps.js";
+
+/** A stat line as the kernel writes it: fields 3..22 then a tail. */
+function statLine(pid: number, comm: string, o: { state?: string; ppid?: number; pgid?: number; sid?: number; start?: string } = {}): string {
+  const f = [o.state ?? "S", o.ppid ?? 1, o.pgid ?? pid, o.sid ?? pid, 34816, pid, 4194560, 100, 0, 0, 0, 1, 2, 0, 0, 20, 0, 1, 0, o.start ?? "123456"];
+  return `${pid} (${comm}) ${f.join(" ")} 1000 2000 18446744073709551615 1 1 0 0 0 0 0 0 0 0 0 0 17 1 0 0 0 0 0\n`;
+}
+
+describe("parseStat", () => {
+  const cases: Array<[string, string]> = [
+    ["plain", "sleep"],
+    ["close-open paren", "x) (y"],
+    ["only parens", ")))((("],
+    ["spaces", "a b  c"],
+    ["newline", "a\nb"],
+    ["empty", ""],
+    ["fake fields", "x) S 99 99 99 ("],
+    ["unicode", "δ☃"],
+  ];
+  it.each(cases)("comm %s is delimited by the last ')'", (_name, comm) => {
+    const p = parseStat(statLine(4242, comm, { ppid: 7, pgid: 8, sid: 9, state: "Z", start: "987654321" }));
+    expect(p).toEqual({ pid: 4242, comm, state: "Z", ppid: 7, pgid: 8, sid: 9, startTime: "987654321" });
+  });
+
+  it("keeps start times above 2^53 exact as strings", () => {
+    expect(parseStat(statLine(1, "init", { start: "9007199254740993" }))?.startTime).toBe("9007199254740993");
+  });
+
+  it("normalises leading zeros like the native double does", () => {
+    expect(parseStat(statLine(1, "init", { start: "000123" }))?.startTime).toBe("123");
+  });
+
+  it("parses ppid 0 (init, kthreadd)", () => {
+    expect(parseStat(statLine(2, "kthreadd", { ppid: 0, pgid: 0, sid: 0 }))).toMatchObject({ ppid: 0, pgid: 0, sid: 0 });
+  });
+
+  const full = statLine(77, "ok");
+  const bad: Array<[string, string]> = [
+    ["empty", ""],
+    ["no parens", "77 ok S 1 2 3"],
+    ["no close paren", "77 (ok S 1 2 3 4 5"],
+    ["truncated before start time", full.slice(0, full.indexOf(" 123456"))],
+    ["truncated right after comm", "77 (ok)"],
+    ["truncated mid comm", "77 (o"],
+    ["non-numeric pid", "x7 (ok) S 1 2 3"],
+    ["non-numeric ppid", statLine(77, "ok").replace(" S 1 ", " S one ")],
+    ["bad state", statLine(77, "ok", { state: "SS" })],
+    ["non-numeric start", statLine(77, "ok", { start: "12a" })],
+    ["no space after paren", "77 (ok)S 1 77 77 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 5"],
+  ];
+  it.each(bad)("rejects %s with null", (_name, text) => {
+    expect(parseStat(text)).toBeNull();
+  });
+});
+
+describe("parseCmdline", () => {
+  it("splits on NUL and drops the terminator", () => {
+    expect(parseCmdline(Buffer.from("node\0-e\0a b\0\0x\0"))).toEqual(["node", "-e", "a b", "", "x"]);
+  });
+  it("keeps a last argument without terminator (rewritten argv area)", () => {
+    expect(parseCmdline(Buffer.from("nginx: worker process"))).toEqual(["nginx: worker process"]);
+  });
+  it("empty cmdline is an empty argv", () => {
+    expect(parseCmdline(Buffer.alloc(0))).toEqual([]);
+  });
+  it("a single empty argument", () => {
+    expect(parseCmdline(Buffer.from("\0"))).toEqual([""]);
+  });
+});
+
+describe("parseEnviron", () => {
+  const env = Buffer.from("A=1\0B=x=y\0EMPTY=\0NOEQ\0A=second\0LAST=z");
+  it("returns only requested keys, first occurrence, values may hold '='", () => {
+    expect(parseEnviron(env, ["A", "B", "EMPTY", "LAST", "MISSING"])).toEqual({ A: "1", B: "x=y", EMPTY: "", LAST: "z", MISSING: null });
+  });
+  it("never returns keys that were not asked for", () => {
+    expect(Object.keys(parseEnviron(env, ["B"]))).toEqual(["B"]);
+  });
+  it("an entry without '=' is not a key", () => {
+    expect(parseEnviron(env, ["NOEQ"])).toEqual({ NOEQ: null });
+  });
+  it("no keys → empty record", () => {
+    expect(parseEnviron(env, [])).toEqual({});
+  });
+});
+
+describe("proc mount options", () => {
+  const mounts = "sysfs /sys sysfs rw 0 0\nproc /proc proc rw,nosuid,relatime 0 0\n";
+  it("finds /proc options", () => {
+    expect(procMountOptions(mounts)).toEqual(["rw", "nosuid", "relatime"]);
+    expect(hidepidOf(procMountOptions(mounts)!)).toBeNull();
+  });
+  it("the last /proc mount wins and hidepid is reported", () => {
+    const m = mounts + "proc /proc proc rw,relatime,hidepid=invisible,gid=10 0 0\n";
+    expect(hidepidOf(procMountOptions(m)!)).toBe("invisible");
+    expect(hidepidOf(["hidepid=2"])).toBe("2");
+    expect(hidepidOf(["hidepid=0"])).toBeNull();
+  });
+  it("no /proc mount → null", () => {
+    expect(procMountOptions("sysfs /sys sysfs rw 0 0\nproc /mnt/proc proc rw 0 0\n")).toBeNull();
+  });
+});
+
+describe("ps parsing", () => {
+  it("lstart → epoch seconds (UTC), day may be space-padded", () => {
+    expect(parseLstart(["Mon", "Nov", "30", "04:24:50", "2026"])).toBe(String(Date.UTC(2026, 10, 30, 4, 24, 50) / 1000));
+    expect(parseLstart("Tue Mar  3 00:00:01 2026".split(/\s+/))).toBe(String(Date.UTC(2026, 2, 3, 0, 0, 1) / 1000));
+  });
+  it.each([
+    [["Mon", "Feb", "31", "00:00:00", "2026"]],
+    [["Mon", "Foo", "1", "00:00:00", "2026"]],
+    [["Xyz", "Feb", "1", "00:00:00", "2026"]],
+    [["Mon", "Feb", "1", "0:00:00", "2026"]],
+    [["Mon", "Feb", "1", "00:00:00"]],
+  ])("bad lstart %j → null", (tokens) => {
+    expect(parseLstart(tokens)).toBeNull();
+  });
+
+  it("columns: sid everywhere but macOS (whose sess is a pointer)", () => {
+    expect(psColumns("linux")).toEqual(["pid", "ppid", "pgid", "sid", "uid", "stat", "lstart"]);
+    expect(psColumns("freebsd")).toContain("sid");
+    expect(psColumns("darwin")).toEqual(["pid", "ppid", "pgid", "uid", "stat", "lstart"]);
+  });
+
+  it("parses a procps line", () => {
+    expect(parsePsLine("  412     1   412   412  1000 Ss+  Mon Nov 30 04:24:50 2026", true)).toEqual({
+      pid: 412, ppid: 1, pgid: 412, sid: 412, uid: 1000, state: "S", startTime: String(Date.UTC(2026, 10, 30, 4, 24, 50) / 1000),
+    });
+  });
+  it("parses a macOS line (no sid → -1, unknown)", () => {
+    expect(parsePsLine("  412     1   412   501 Z    Mon Nov  2 04:24:50 2026", false)).toMatchObject({ pid: 412, sid: -1, uid: 501, state: "Z" });
+  });
+  it.each([
+    ["too few columns", "412 1 412 412 S Mon Nov 30 04:24:50 2026"],
+    ["text pid", "abc 1 412 412 0 S Mon Nov 30 04:24:50 2026"],
+    ["bad stat", "412 1 412 412 0 - Mon Nov 30 04:24:50 2026"],
+    ["pid 0", "0 0 0 0 0 S Mon Nov 30 04:24:50 2026"],
+    ["truncated lstart", "412 1 412 412 0 S Mon Nov 30"],
+  ])("rejects %s", (_n, line) => {
+    expect(parsePsLine(line, true)).toBeNull();
+  });
+  it("output: blank and bad lines skipped", () => {
+    const out = "\n  1 0 1 1 0 Ss Mon Nov 30 04:24:12 2026\ngarbage\n  2 0 0 0 0 S Mon Nov 30 04:24:12 2026\n";
+    expect(parsePsOutput(out, true).map((p) => p.pid)).toEqual([1, 2]);
+  });
+});
+
+describe("procfs over a fixture /proc tree (unreadable and odd entries)", () => {
+  async function tree(): Promise<string> {
+    const root = await mkdtemp(join(tmpdir(), "proclease-procfix-"));
+    const proc = async (pid: number, files: Record<string, string>, links: Record<string, string> = {}) => {
+      await mkdir(join(root, String(pid)));
+      for (const [f, v] of Object.entries(files)) await writeFile(join(root, String(pid), f), v);
+      for (const [f, v] of Object.entries(links)) await symlink(v, join(root, String(pid), f));
+    };
+    await proc(100, { stat: statLine(100, "x) (y", { ppid: 1, pgid: 100, sid: 100, start: "5000" }), cmdline: "/opt/x) (y\0--flag\0" }, { exe: "/opt/x) (y (deleted)" });
+    await proc(200, { stat: statLine(200, "ok", { ppid: 100, pgid: 100, sid: 100, start: "6000" }), cmdline: "", environ: "K=v\0" });
+    await proc(300, { stat: "300 (trunc) S 1 3" }); // half-written: skipped, never half-true
+    await mkdir(join(root, "self", "ns"), { recursive: true });
+    await symlink("pid:[4026531836]", join(root, "self", "ns", "pid"));
+    await mkdir(join(root, "sys", "kernel", "random"), { recursive: true });
+    await writeFile(join(root, "sys", "kernel", "random", "boot_id"), "b00t-1d\n");
+    return root;
+  }
+
+  it("snapshot skips malformed entries and non-pid names", async () => {
+    const root = await tree();
+    try {
+      const snap = await createProcfsFacts({ root }).snapshot();
+      expect([...snap.processes.keys()]).toEqual([100, 200]);
+      expect(snap.childrenOf(100).map((p) => p.pid)).toEqual([200]);
+      expect(snap.groupMembers(100).map((p) => p.pid)).toEqual([100, 200]);
+      expect(snap.processes.get(100)).toMatchObject({ ppid: 1, pgid: 100, sid: 100, state: "S", startTime: "5000", uid: process.getuid!() });
+    } finally {
+      await rm(root, { recursive: true, force: true });
+    }
+  });
+
+  it("inspect: deleted exe kept verbatim, missing environ = unreadable, missing exe = null, truncated stat = null", async () => {
+    const root = await tree();
+    try {
+      const f = createProcfsFacts({ root });
+      const a = await f.inspect(100, { envKeys: ["K"] });
+      expect(a).toMatchObject({
+        pid: 100,
+        exePath: "/opt/x) (y (deleted)",
+        argv: ["/opt/x) (y", "--flag"],
+        env: { K: null },
+        envReadable: false,
+        bootId: "b00t-1d",
+        pidNamespace: "pid:[4026531836]",
+      });
+      const b = await f.inspect(200, { envKeys: ["K", "Z"] });
+      expect(b).toMatchObject({ exePath: null, argv: [], env: { K: "v", Z: null }, envReadable: true });
+      expect(await f.inspect(300)).toBeNull();
+      expect(await f.inspect(999)).toBeNull();
+    } finally {
+      await rm(root, { recursive: true, force: true });
+    }
+  });
+});
