@@ -1,2 +1,30 @@
 // Public surface of src/ownership, re-exported from the package root.
-export {};
+//
+// Data flow: facts → ownership → acpx / supervisor. Nothing here imports from above.
+// - instance-id.ts   loadOrCreateGatewayInstanceId: <stateDir>/gateway-instance-id, link()-exclusive create
+// - lease-store.ts   one 0600 JSON file per lease under <stateDir>/acpx/leases (live) and …/archive (closed/lost)
+// - command-hash.ts  sha256(JSON(argv)) and a POSIX tokenizer for legacy shell strings
+// - verify.ts        explainLease / verifyOwnedTree / verifyLeases: evidence list, fail closed, one snapshot per batch
+// - collect.ts       the tree of a root from one snapshot (parent links, recorded group, env-marker pids)
+// - guards.ts        the hard refusals every signal path asks first
+// - reap.ts          leaves first, identity-checked TERM → grace → KILL, per-pid outcomes
+// - legacy.ts        records without a lease: live root + wrapper-root or command match, else left alone
+export type { GatewayInstanceId, AcpxProcessLease, LeaseState, OwnershipEvidence, OwnedProcessTree } from "./types.js";
+export { LEASE_ENV_KEY, INSTANCE_ENV_KEY, LEASE_SCHEMA_VERSION } from "./types.js";
+export { loadOrCreateGatewayInstanceId, GatewayInstanceIdError, INSTANCE_ID_FILE } from "./instance-id.js";
+export { computeCommandHash, tokenizeShellCommand } from "./command-hash.js";
+export { isLegalTransition, parseLeaseRecord, LeaseTransitionError, LEASE_ID_RE } from "./lease-record.js";
+export type { ParsedLease } from "./lease-record.js";
+export { openLeaseStore, LeaseNotFoundError } from "./lease-store.js";
+export type { LeaseStore, LeaseProblem, LeasePatch, LeaseCreateInput, LeaseListFilter, LeaseStoreOptions } from "./lease-store.js";
+export { checkSignalTarget, checkGroupSignal, ownProcessGroupId } from "./guards.js";
+export type { GuardVerdict } from "./guards.js";
+export { collectTree } from "./collect.js";
+export type { CollectOptions } from "./collect.js";
+export { explainLease, verifyOwnedTree, verifyLeases } from "./verify.js";
+export type { LeaseVerdict, LeaseVerification, VerifyOptions } from "./verify.js";
+export { reapOwnedTree } from "./reap.js";
+// The contract's `ReapReport` is the controller's startup report (src/acpx); the per-tree one is exported as OwnedTreeReapReport.
+export type { ReapOutcome, ReapTarget, ReapReport as OwnedTreeReapReport, ReapOptions } from "./reap.js";
+export { verifyLegacyRecord } from "./legacy.js";
+export type { LegacySessionRecord } from "./legacy.js";

@@ -1,0 +1,129 @@
+/**
+ * Small filesystem primitives shared by the lease store and the instance id:
+ * atomic durable writes, symlink-refusing reads, owned private directories.
+ */
+import { randomBytes } from "node:crypto";
+import { constants } from "node:fs";
+import { lstat, mkdir, open, rename, unlink, chmod } from "node:fs/promises";
+import { join } from "node:path";
+
+const O_NOFOLLOW = constants.O_NOFOLLOW ?? 0;
+const O_NONBLOCK = constants.O_NONBLOCK ?? 0;
+
+export function myUid(): number | null {
+  return typeof process.getuid === "function" ? process.getuid() : null;
+}
+
+/**
+ * mkdir -p with 0700, then refuses a directory that is a symlink, not a
+ * directory, or owned by another uid (an attacker-controlled directory would
+ * let someone else plant leases). With `tighten` (our own subdirectories,
+ * never a caller's state dir, which could be something like /tmp) an existing
+ * directory's mode is set to 0700.
+ */
+export async function ensurePrivateDir(path: string, tighten = true): Promise<void> {
+  await mkdir(path, { recursive: true, mode: 0o700 });
+  const st = await lstat(path);
+  if (st.isSymbolicLink()) throw new Error(`${path} is a symlink; refusing to use it as a private directory`);
+  if (!st.isDirectory()) throw new Error(`${path} is not a directory`);
+  const uid = myUid();
+  if (uid !== null && st.uid !== uid) throw new Error(`${path} is owned by uid ${st.uid}, not ${uid}; refusing to use it`);
+  if (tighten && (st.mode & 0o777) !== 0o700) await chmod(path, 0o700);
+}
+
+/** fsync a directory so a rename/unlink in it is durable; a no-op where the OS refuses. */
+export async function fsyncDir(path: string): Promise<void> {
+  let fh;
+  try {
+    fh = await open(path, constants.O_RDONLY);
+    await fh.sync();
+  } catch (e) {
+    const code = (e as NodeJS.ErrnoException).code;
+    if (code !== "EINVAL" && code !== "EISDIR" && code !== "EPERM" && code !== "EBADF") throw e;
+  } finally {
+    await fh?.close();
+  }
+}
+
+export function tempName(dir: string, base: string): string {
+  return join(dir, `.tmp-${base}-${process.pid}-${randomBytes(6).toString("hex")}`);
+}
+
+/** Writes `data` to a fresh 0600 temp file in `dir` (exclusive create), fsynced when durable. */
+export async function writeTemp(dir: string, base: string, data: string, durable: boolean): Promise<string> {
+  const tmp = tempName(dir, base);
+  const fh = await open(tmp, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | O_NOFOLLOW, 0o600);
+  try {
+    await fh.writeFile(data, "utf8");
+    if (durable) await fh.sync();
+  } catch (e) {
+    await fh.close().catch(() => undefined);
+    await unlink(tmp).catch(() => undefined);
+    throw e;
+  }
+  await fh.close();
+  return tmp;
+}
+
+/** temp + fsync + rename + fsync(dir): readers see the old file or the new one, never a torn one. */
+export async function atomicWrite(dir: string, file: string, data: string, durable: boolean): Promise<void> {
+  const tmp = await writeTemp(dir, file, data, durable);
+  try {
+    await rename(tmp, join(dir, file));
+  } catch (e) {
+    await unlink(tmp).catch(() => undefined);
+    throw e;
+  }
+  if (durable) await fsyncDir(dir);
+}
+
+export type SafeRead =
+  | { kind: "ok"; text: string; ino: number; dev: number; mtimeMs: number }
+  | { kind: "missing" }
+  | { kind: "symlink" }
+  | { kind: "foreign-owner"; uid: number }
+  | { kind: "unreadable"; detail: string };
+
+/**
+ * Opens with O_NOFOLLOW|O_NONBLOCK (a symlink fails with ELOOP instead of
+ * being followed; a planted FIFO cannot block us) and checks the OPEN file
+ * with fstat, so there is no lstat/open window to swap the file in.
+ */
+export async function readOwnedFile(path: string, maxBytes: number): Promise<SafeRead> {
+  let fh;
+  try {
+    fh = await open(path, constants.O_RDONLY | O_NOFOLLOW | O_NONBLOCK);
+  } catch (e) {
+    const code = (e as NodeJS.ErrnoException).code;
+    if (code === "ENOENT" || code === "ENOTDIR") return { kind: "missing" };
+    if (code === "ELOOP" || code === "EMLINK") return { kind: "symlink" };
+    return { kind: "unreadable", detail: `${code ?? "error"}: ${(e as Error).message}` };
+  }
+  try {
+    const st = await fh.stat();
+    if (!st.isFile()) return { kind: "unreadable", detail: "not a regular file" };
+    const uid = myUid();
+    if (uid !== null && st.uid !== uid) return { kind: "foreign-owner", uid: st.uid };
+    if (st.size > maxBytes) return { kind: "unreadable", detail: `larger than ${maxBytes} bytes` };
+    const text = await fh.readFile("utf8");
+    return { kind: "ok", text, ino: st.ino, dev: st.dev, mtimeMs: st.mtimeMs };
+  } catch (e) {
+    return { kind: "unreadable", detail: (e as Error).message };
+  } finally {
+    await fh.close();
+  }
+}
+
+/** Runs fn over items with at most `limit` in flight; results keep input order. */
+export async function mapLimit<T, R>(items: readonly T[], limit: number, fn: (item: T) => Promise<R>): Promise<R[]> {
+  const out = new Array<R>(items.length);
+  let next = 0;
+  const worker = async () => {
+    while (next < items.length) {
+      const i = next++;
+      out[i] = await fn(items[i]!);
+    }
+  };
+  await Promise.all(Array.from({ length: Math.min(limit, items.length) }, worker));
+  return out;
+}

@@ -1,0 +1,430 @@
+/**
+ * The lease store: one JSON file per lease under <stateDir>/acpx/leases.
+ *
+ * Layout (all directories 0700, all files 0600):
+ *   leases/<leaseId>.json          live leases: state open | closing
+ *   leases/archive/<leaseId>.json  finished leases: state closed | lost
+ *   leases/quarantine/<name>.<ts>  corrupt / truncated / malformed files, kept for inspection
+ *
+ * Why two directories: a gateway lists its OPEN leases at startup and on
+ * every close, while finished leases pile up for the retention window
+ * (thousands). Keeping them apart makes "open leases for this gateway" a
+ * readdir of the few live files instead of a parse of every file ever
+ * written. A move to the archive writes the archive copy first, then unlinks
+ * the live copy; a crash in between leaves both, and the archive copy wins
+ * (terminal states are absorbing), so a lease is never resurrected.
+ *
+ * Writers: one gateway process owns its leases. Within a process, updates to
+ * one lease are serialised; across processes the last rename wins (the store
+ * never tears a file, but it does not arbitrate between two gateways writing
+ * the same lease, which the instance id exists to prevent).
+ */
+import { randomUUID } from "node:crypto";
+import { link, lstat, readdir, rename, unlink, stat } from "node:fs/promises";
+import { join } from "node:path";
+import {
+  atomicWrite,
+  ensurePrivateDir,
+  fsyncDir,
+  mapLimit,
+  readOwnedFile,
+  writeTemp,
+} from "./fs-safe.js";
+import {
+  LEASE_ID_RE,
+  LeaseTransitionError,
+  TERMINAL_STATES,
+  isLegalTransition,
+  parseLeaseRecord,
+  serializeLease,
+} from "./lease-record.js";
+import type { AcpxProcessLease, LeaseState } from "./types.js";
+
+export { LeaseTransitionError };
+
+export interface LeaseProblem {
+  file: string;
+  kind: "corrupt" | "symlink" | "foreign-owner" | "bad-schema" | "unreadable";
+  detail: string;
+  quarantinedTo?: string;
+}
+
+export type LeasePatch = Partial<Omit<AcpxProcessLease, "leaseId" | "gatewayInstanceId" | "state">>;
+
+export interface LeaseCreateInput {
+  gatewayInstanceId: string;
+  sessionKey: string;
+  wrapperRoot: string;
+  wrapperPath: string;
+  commandHash: string;
+  leaseId?: string;
+}
+
+export interface LeaseListFilter {
+  gatewayInstanceId?: string;
+  states?: readonly LeaseState[];
+}
+
+export interface LeaseStore {
+  /** <stateDir>/acpx/leases */
+  readonly dir: string;
+  /** Writes a new lease, state "open", rootPid 0, startedAt/updatedAt now. Exclusive: an existing id is an error. */
+  create(input: LeaseCreateInput): Promise<AcpxProcessLease>;
+  /** null when absent, or when the file was refused/quarantined (reported through onProblem) */
+  get(leaseId: string): Promise<AcpxProcessLease | null>;
+  /** Merges a patch (never leaseId, gatewayInstanceId or state), sets updatedAt. Throws LeaseNotFoundError. */
+  update(leaseId: string, patch: LeasePatch): Promise<AcpxProcessLease>;
+  /** Validated state change (see isLegalTransition); throws LeaseTransitionError on an illegal one. */
+  transition(leaseId: string, to: LeaseState, patch?: LeasePatch): Promise<AcpxProcessLease>;
+  /** Every readable lease matching the filter, sorted by startedAt; bad files come back as problems. */
+  list(filter?: LeaseListFilter): Promise<{ leases: AcpxProcessLease[]; problems: LeaseProblem[] }>;
+  /** Removes closed/lost leases whose updatedAt (else startedAt) is older than now - retentionMs. */
+  expire(retentionMs: number, now?: number): Promise<{ removed: string[]; problems: LeaseProblem[] }>;
+}
+
+export interface LeaseStoreOptions {
+  /** fsync files and directories (default true). false is for benchmarks and throwaway state only. */
+  durable?: boolean;
+  /** called for every problem met outside list()/expire() (get/update/transition) */
+  onProblem?: (p: LeaseProblem) => void;
+  /** files read in parallel by list()/expire() (default 64) */
+  concurrency?: number;
+}
+
+export class LeaseNotFoundError extends Error {
+  override name = "LeaseNotFoundError";
+  constructor(readonly leaseId: string) {
+    super(`lease ${leaseId} does not exist`);
+  }
+}
+
+const MAX_LEASE_BYTES = 64 * 1024;
+const LIVE_STATES: ReadonlySet<LeaseState> = new Set<LeaseState>(["open", "closing"]);
+/** temp files older than this are debris from a crashed write */
+const STALE_TEMP_MS = 10 * 60 * 1000;
+
+export async function openLeaseStore(stateDir: string, opts: LeaseStoreOptions = {}): Promise<LeaseStore> {
+  if (typeof stateDir !== "string" || stateDir.length === 0) throw new TypeError("stateDir must be a non-empty string");
+  const dir = join(stateDir, "acpx", "leases");
+  const archive = join(dir, "archive");
+  const quarantine = join(dir, "quarantine");
+  await ensurePrivateDir(stateDir, false);
+  await ensurePrivateDir(join(stateDir, "acpx"));
+  await ensurePrivateDir(dir);
+  await ensurePrivateDir(archive);
+  await ensurePrivateDir(quarantine);
+  const durable = opts.durable ?? true;
+  const concurrency = Math.max(1, opts.concurrency ?? 64);
+  const report = (p: LeaseProblem) => {
+    try {
+      opts.onProblem?.(p);
+    } catch {
+      // a reporting hook must not break the store
+    }
+  };
+  const locks = new Map<string, Promise<unknown>>();
+
+  /** Serialises read-modify-write per lease id within this process. */
+  function withLock<T>(leaseId: string, fn: () => Promise<T>): Promise<T> {
+    const prev = locks.get(leaseId) ?? Promise.resolve();
+    const run = prev.then(fn, fn);
+    const tail = run.then(
+      () => undefined,
+      () => undefined,
+    );
+    locks.set(leaseId, tail);
+    void tail.then(() => {
+      if (locks.get(leaseId) === tail) locks.delete(leaseId);
+    });
+    return run;
+  }
+
+  type ReadResult = { lease: AcpxProcessLease | null; problem?: LeaseProblem };
+
+  async function readLease(folder: string, file: string, expectedId: string | null): Promise<ReadResult> {
+    const path = join(folder, file);
+    const r = await readOwnedFile(path, MAX_LEASE_BYTES);
+    switch (r.kind) {
+      case "missing":
+        return { lease: null };
+      case "symlink":
+        return { lease: null, problem: { file: path, kind: "symlink", detail: "lease file is a symlink; refused, left in place" } };
+      case "foreign-owner":
+        return {
+          lease: null,
+          problem: { file: path, kind: "foreign-owner", detail: `owned by uid ${r.uid}; refused, left in place` },
+        };
+      case "unreadable":
+        return { lease: null, problem: { file: path, kind: "unreadable", detail: r.detail } };
+      case "ok":
+        break;
+    }
+    let json: unknown;
+    try {
+      json = JSON.parse(r.text);
+    } catch (e) {
+      const detail = r.text.trim().length === 0 ? "empty file" : `invalid JSON (truncated?): ${(e as Error).message}`;
+      return { lease: null, problem: await quarantineFile(path, r, "corrupt", detail) };
+    }
+    const parsed = parseLeaseRecord(json, true);
+    if (!parsed.ok) {
+      if (parsed.futureSchema) {
+        // written by a newer proclease: not ours to judge or move
+        return { lease: null, problem: { file: path, kind: "bad-schema", detail: `${parsed.reason} (newer schema; left in place)` } };
+      }
+      return { lease: null, problem: await quarantineFile(path, r, "bad-schema", parsed.reason) };
+    }
+    if (expectedId !== null && parsed.lease.leaseId !== expectedId) {
+      return {
+        lease: null,
+        problem: await quarantineFile(path, r, "bad-schema", `file name says ${expectedId}, record says ${parsed.lease.leaseId}`),
+      };
+    }
+    return { lease: parsed.lease };
+  }
+
+  async function quarantineFile(
+    path: string,
+    seen: { ino: number; dev: number },
+    kind: LeaseProblem["kind"],
+    detail: string,
+  ): Promise<LeaseProblem> {
+    const problem: LeaseProblem = { file: path, kind, detail };
+    try {
+      // only move the very file we judged: a writer may have renamed a good one over it since
+      const now = await lstat(path);
+      if (now.ino !== seen.ino || now.dev !== seen.dev || !now.isFile()) return problem;
+      const base = path.slice(path.lastIndexOf("/") + 1);
+      const to = join(quarantine, `${base}.${Date.now()}-${Math.random().toString(36).slice(2, 8)}`);
+      await rename(path, to);
+      if (durable) await fsyncDir(quarantine);
+      problem.quarantinedTo = to;
+    } catch (e) {
+      problem.detail += ` (quarantine failed: ${(e as Error).message})`;
+    }
+    return problem;
+  }
+
+  async function load(leaseId: string): Promise<AcpxProcessLease | null> {
+    // the archive copy wins: terminal states are absorbing (see the layout note)
+    const a = await readLease(archive, `${leaseId}.json`, leaseId);
+    if (a.problem) report(a.problem);
+    if (a.lease) return a.lease;
+    const l = await readLease(dir, `${leaseId}.json`, leaseId);
+    if (l.problem) report(l.problem);
+    return l.lease;
+  }
+
+  async function write(lease: AcpxProcessLease, previous: LeaseState | null): Promise<void> {
+    const data = serializeLease(lease);
+    const file = `${lease.leaseId}.json`;
+    if (TERMINAL_STATES.has(lease.state)) {
+      await atomicWrite(archive, file, data, durable);
+      if (previous !== null && !TERMINAL_STATES.has(previous)) {
+        await unlink(join(dir, file)).catch(ignoreEnoent);
+        if (durable) await fsyncDir(dir);
+      }
+    } else {
+      await atomicWrite(dir, file, data, durable);
+    }
+  }
+
+  function checkId(leaseId: unknown): asserts leaseId is string {
+    if (typeof leaseId !== "string" || !LEASE_ID_RE.test(leaseId)) {
+      throw new TypeError(`leaseId must match ${LEASE_ID_RE}, got ${JSON.stringify(leaseId)}`);
+    }
+  }
+
+  function applyPatch(lease: AcpxProcessLease, patch: LeasePatch | undefined): AcpxProcessLease {
+    if (patch !== undefined && (typeof patch !== "object" || patch === null)) throw new TypeError("patch must be an object");
+    for (const k of ["leaseId", "gatewayInstanceId", "state"]) {
+      if (patch && Object.prototype.hasOwnProperty.call(patch, k)) throw new TypeError(`patch must not change ${k}`);
+    }
+    const merged: Record<string, unknown> = { ...lease };
+    for (const [k, v] of Object.entries(patch ?? {})) {
+      if (v === undefined) delete merged[k];
+      else merged[k] = v;
+    }
+    merged.updatedAt = Date.now();
+    const parsed = parseLeaseRecord(merged, false);
+    if (!parsed.ok) throw new TypeError(`patch makes an invalid lease: ${parsed.reason}`);
+    return parsed.lease;
+  }
+
+  async function listFolder(
+    folder: string,
+    wanted: (l: AcpxProcessLease) => boolean,
+  ): Promise<{ leases: AcpxProcessLease[]; problems: LeaseProblem[] }> {
+    const names = (await readdir(folder)).filter((n) => n.endsWith(".json") && !n.startsWith("."));
+    const leases: AcpxProcessLease[] = [];
+    const problems: LeaseProblem[] = [];
+    const results = await mapLimit(names, concurrency, (n) => readLease(folder, n, n.slice(0, -5)));
+    for (const r of results) {
+      if (r.problem) problems.push(r.problem);
+      if (r.lease && wanted(r.lease)) leases.push(r.lease);
+    }
+    return { leases, problems };
+  }
+
+  const store: LeaseStore = {
+    dir,
+
+    async create(input) {
+      if (typeof input !== "object" || input === null) throw new TypeError("input must be an object");
+      const leaseId = input.leaseId ?? randomUUID();
+      checkId(leaseId);
+      const now = Date.now();
+      const parsed = parseLeaseRecord(
+        {
+          leaseId,
+          gatewayInstanceId: input.gatewayInstanceId,
+          sessionKey: input.sessionKey,
+          wrapperRoot: input.wrapperRoot,
+          wrapperPath: input.wrapperPath,
+          rootPid: 0,
+          commandHash: input.commandHash,
+          startedAt: now,
+          state: "open",
+          updatedAt: now,
+        },
+        false,
+      );
+      if (!parsed.ok) throw new TypeError(`invalid lease input: ${parsed.reason}`);
+      return withLock(leaseId, async () => {
+        const file = `${leaseId}.json`;
+        if (await exists(join(archive, file))) throw new Error(`lease ${leaseId} already exists`);
+        // link() is the exclusive create: it never replaces an existing lease
+        const tmp = await writeTemp(dir, file, serializeLease(parsed.lease), durable);
+        try {
+          await link(tmp, join(dir, file));
+        } catch (e) {
+          if ((e as NodeJS.ErrnoException).code === "EEXIST") throw new Error(`lease ${leaseId} already exists`);
+          throw e;
+        } finally {
+          await unlink(tmp).catch(ignoreEnoent);
+        }
+        if (durable) await fsyncDir(dir);
+        return parsed.lease;
+      });
+    },
+
+    async get(leaseId) {
+      checkId(leaseId);
+      return load(leaseId);
+    },
+
+    async update(leaseId, patch) {
+      checkId(leaseId);
+      return withLock(leaseId, async () => {
+        const cur = await load(leaseId);
+        if (!cur) throw new LeaseNotFoundError(leaseId);
+        const next = applyPatch(cur, patch);
+        await write(next, cur.state);
+        return next;
+      });
+    },
+
+    async transition(leaseId, to, patch) {
+      checkId(leaseId);
+      if (typeof to !== "string" || !["open", "closing", "closed", "lost"].includes(to)) {
+        throw new TypeError(`to must be open | closing | closed | lost, got ${JSON.stringify(to)}`);
+      }
+      return withLock(leaseId, async () => {
+        const cur = await load(leaseId);
+        if (!cur) throw new LeaseNotFoundError(leaseId);
+        if (!isLegalTransition(cur.state, to)) throw new LeaseTransitionError(leaseId, cur.state, to);
+        const next = { ...applyPatch(cur, patch), state: to };
+        await write(next, cur.state);
+        return next;
+      });
+    },
+
+    async list(filter) {
+      const states = filter?.states;
+      const gw = filter?.gatewayInstanceId;
+      const wanted = (l: AcpxProcessLease) =>
+        (gw === undefined || l.gatewayInstanceId === gw) && (states === undefined || states.includes(l.state));
+      const needLive = states === undefined || states.some((s) => LIVE_STATES.has(s));
+      const needDone = states === undefined || states.some((s) => TERMINAL_STATES.has(s));
+      const problems: LeaseProblem[] = [];
+      const byId = new Map<string, AcpxProcessLease>();
+      if (needDone) {
+        const r = await listFolder(archive, wanted);
+        problems.push(...r.problems);
+        for (const l of r.leases) byId.set(l.leaseId, l);
+      }
+      // the live folder holds open/closing leases; it can also hold a terminal
+      // record someone placed there by hand, which is honoured as written
+      const live = await listFolder(dir, wanted);
+      problems.push(...live.problems);
+      const liveIds = live.leases.map((l) => l.leaseId).filter((id) => !byId.has(id));
+      // a live copy whose archive copy exists is the debris of an interrupted move
+      const superseded = needDone
+        ? new Set<string>()
+        : new Set(
+            (await mapLimit(liveIds, concurrency, async (id) => ((await exists(join(archive, `${id}.json`))) ? id : null))).filter(
+              (x): x is string => x !== null,
+            ),
+          );
+      for (const l of live.leases) {
+        if (byId.has(l.leaseId) || superseded.has(l.leaseId)) continue;
+        byId.set(l.leaseId, l);
+      }
+      const leases = [...byId.values()].sort((a, b) => a.startedAt - b.startedAt || (a.leaseId < b.leaseId ? -1 : 1));
+      return { leases, problems };
+    },
+
+    async expire(retentionMs, now = Date.now()) {
+      if (typeof retentionMs !== "number" || !(retentionMs >= 0)) throw new RangeError(`retentionMs must be a number >= 0, got ${retentionMs}`);
+      const cutoff = now - retentionMs;
+      const removed: string[] = [];
+      const problems: LeaseProblem[] = [];
+      const done = await listFolder(archive, () => true);
+      problems.push(...done.problems);
+      const archived = new Set(done.leases.map((l) => l.leaseId));
+      for (const l of done.leases) {
+        if (TERMINAL_STATES.has(l.state) && (l.updatedAt ?? l.startedAt) < cutoff) {
+          await unlink(join(archive, `${l.leaseId}.json`)).catch(ignoreEnoent);
+          removed.push(l.leaseId);
+        }
+      }
+      const live = await listFolder(dir, () => true);
+      problems.push(...live.problems);
+      for (const l of live.leases) {
+        const file = join(dir, `${l.leaseId}.json`);
+        if (archived.has(l.leaseId)) {
+          await unlink(file).catch(ignoreEnoent); // finish an interrupted move
+        } else if (TERMINAL_STATES.has(l.state) && (l.updatedAt ?? l.startedAt) < cutoff) {
+          await unlink(file).catch(ignoreEnoent);
+          removed.push(l.leaseId);
+        }
+      }
+      for (const folder of [dir, archive]) {
+        for (const n of await readdir(folder)) {
+          if (!n.startsWith(".tmp-")) continue;
+          const st = await lstat(join(folder, n)).catch(() => null);
+          if (st && st.isFile() && now - st.mtimeMs > STALE_TEMP_MS) await unlink(join(folder, n)).catch(ignoreEnoent);
+        }
+      }
+      if (durable && removed.length > 0) {
+        await fsyncDir(archive);
+        await fsyncDir(dir);
+      }
+      return { removed, problems };
+    },
+  };
+  return store;
+}
+
+async function exists(path: string): Promise<boolean> {
+  try {
+    await stat(path);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+function ignoreEnoent(e: unknown): void {
+  if ((e as NodeJS.ErrnoException).code !== "ENOENT") throw e;
+}

@@ -1,0 +1,137 @@
+/**
+ * The legacy path, for session records written before leases existed
+ * ({sessionKey, pid, command, wrapperPath?}). It fails closed (seed,
+ * "Note di compatibilità"): a live root is required; wrapper-root ownership
+ * when a wrapper path is recorded; a command match otherwise. Stored pid
+ * metadata alone never leads to a signal. Anything unverifiable → no tree,
+ * and the process is left as it is.
+ *
+ * The returned tree's `lease` is SYNTHESISED, not read from the store:
+ *   leaseId "legacy-<sha256(sessionKey) prefix>", gatewayInstanceId "",
+ *   wrapperRoot/wrapperPath as given ("" when absent), rootPid = record.pid,
+ *   commandHash = hash of the live argv, rootStartTime = the live start time
+ *   observed now, startedAt 0, state "open". It must never be written to the
+ *   lease store. Members come from parent links only: a legacy record has no
+ *   verified group and no env marker.
+ */
+import { createHash } from "node:crypto";
+import { realpath } from "node:fs/promises";
+import { basename, isAbsolute, relative, resolve, sep } from "node:path";
+import type { ProcessFacts, ProcessSnapshot } from "../facts/types.js";
+import { collectTree } from "./collect.js";
+import { computeCommandHash, tokenizeShellCommand } from "./command-hash.js";
+import { checkSignalTarget } from "./guards.js";
+import type { AcpxProcessLease, OwnedProcessTree, OwnershipEvidence } from "./types.js";
+
+export interface LegacySessionRecord {
+  sessionKey: string;
+  pid: number;
+  /** the stored command: an argv, or a shell-quoted string (tokenised POSIX-style before comparing) */
+  command: string | readonly string[];
+  wrapperPath?: string;
+}
+
+export async function verifyLegacyRecord(
+  record: LegacySessionRecord,
+  facts: ProcessFacts,
+  opts: { wrapperRoot?: string; snapshot?: ProcessSnapshot },
+): Promise<{ tree: OwnedProcessTree | null; evidence: OwnershipEvidence[] }> {
+  const evidence: OwnershipEvidence[] = [];
+  const fail = (check: string, result: OwnershipEvidence["result"], detail: string) => {
+    evidence.push({ check, result, detail });
+    return { tree: null, evidence };
+  };
+  if (typeof record !== "object" || record === null) return fail("legacy-record", "unknown", "not an object");
+  const pid = record.pid;
+  if (typeof pid !== "number" || !Number.isInteger(pid)) return fail("legacy-record", "unknown", "pid is not an integer");
+  const guard = checkSignalTarget(pid);
+  if (!guard.allowed) return fail("root-pid", "mismatch", `refused by guard: ${guard.reason}`);
+  const stored = storedArgv(record.command);
+  const wrapperPath = typeof record.wrapperPath === "string" && record.wrapperPath !== "" ? record.wrapperPath : undefined;
+  if (facts.identityStrength === "none") return fail("facts-backend", "unknown", `backend "${facts.backend}" cannot verify anything`);
+
+  let snapshot: ProcessSnapshot;
+  try {
+    snapshot = opts?.snapshot ?? (await facts.snapshot());
+  } catch (e) {
+    return fail("process-list", "unknown", `process list unavailable: ${e instanceof Error ? e.message : String(e)}`);
+  }
+  const root = snapshot.processes.get(pid);
+  if (!root) return fail("root-alive", "mismatch", `pid ${pid} is not in the process table`);
+  if (root.state === "Z") return fail("root-alive", "mismatch", `pid ${pid} is a zombie`);
+  evidence.push({ check: "root-alive", result: "match" });
+
+  let d;
+  try {
+    d = await facts.inspect(pid);
+  } catch {
+    return fail("inspect", "unknown", "the root could not be inspected");
+  }
+  if (d === null) return fail("root-alive", "mismatch", `pid ${pid} exited during verification`);
+  if (String(d.startTime) !== String(root.startTime)) return fail("start-time", "mismatch", "pid reused during verification");
+
+  // command: compared whenever both sides are known; required when no wrapper is recorded
+  let command: OwnershipEvidence;
+  if (stored === null) command = { check: "command", result: "unknown", detail: "stored command cannot be tokenised faithfully" };
+  else if (d.argv === null || d.argv.length === 0) command = { check: "command", result: "unknown", detail: "live argv not readable" };
+  else command = sameArgv(stored, d.argv) ? { check: "command", result: "match" } : { check: "command", result: "mismatch", detail: "live argv differs from the stored command" };
+  evidence.push(command);
+  if (command.result === "mismatch") return { tree: null, evidence };
+
+  if (wrapperPath !== undefined) {
+    const wr = opts?.wrapperRoot;
+    if (typeof wr !== "string" || !isAbsolute(wr) || !isAbsolute(wrapperPath)) {
+      return fail("wrapper-root", "unknown", "a wrapper is recorded but no absolute wrapperRoot/wrapperPath to check it against");
+    }
+    const rootDir = await real(wr);
+    const wrapper = await real(wrapperPath);
+    if (!isUnder(wrapper, rootDir)) return fail("wrapper-root", "mismatch", "the recorded wrapper is not under wrapperRoot");
+    const arg1 = d.argv?.[1];
+    const exe = d.exePath !== null && !d.exePath.endsWith(" (deleted)") ? d.exePath : null;
+    const argMatch = arg1 !== undefined && isAbsolute(arg1) && (await real(arg1)) === wrapper;
+    const exeMatch = exe !== null && (await real(exe)) === wrapper;
+    if (argMatch || exeMatch) evidence.push({ check: "wrapper-root", result: "match", detail: argMatch ? "argv[1] is the recorded wrapper" : "executable is the recorded wrapper" });
+    else if (d.argv === null && d.exePath === null) return fail("wrapper-root", "unknown", "argv and exe not readable");
+    else return fail("wrapper-root", "mismatch", "the live root is not the recorded wrapper");
+  } else if (command.result !== "match") {
+    return { tree: null, evidence };
+  }
+
+  const lease: AcpxProcessLease = {
+    leaseId: `legacy-${createHash("sha256").update(String(record.sessionKey)).digest("hex").slice(0, 32)}`,
+    gatewayInstanceId: "",
+    sessionKey: String(record.sessionKey),
+    wrapperRoot: opts?.wrapperRoot ?? "",
+    wrapperPath: wrapperPath ?? "",
+    rootPid: pid,
+    commandHash: d.argv && d.argv.length > 0 ? computeCommandHash(d.argv) : "",
+    startedAt: 0,
+    state: "open",
+    rootStartTime: String(root.startTime),
+  };
+  return { tree: { lease, root, members: collectTree(snapshot, root), evidence }, evidence };
+}
+
+function storedArgv(command: unknown): string[] | null {
+  if (typeof command === "string") return tokenizeShellCommand(command);
+  if (Array.isArray(command) && command.length > 0 && command.every((a) => typeof a === "string")) return [...command];
+  return null;
+}
+
+/** Exact, or equal apart from argv[0] naming the same program by path vs bare name. */
+function sameArgv(stored: readonly string[], live: readonly string[]): boolean {
+  if (stored.length !== live.length || stored.length === 0) return false;
+  for (let i = 1; i < stored.length; i++) if (stored[i] !== live[i]) return false;
+  const a = stored[0]!;
+  const b = live[0]!;
+  return a === b || ((!a.includes("/") || !b.includes("/")) && basename(a) === basename(b));
+}
+
+function real(p: string): Promise<string> {
+  return realpath(p).catch(() => resolve(p));
+}
+
+function isUnder(child: string, parent: string): boolean {
+  const rel = relative(parent, child);
+  return rel !== "" && rel !== ".." && !rel.startsWith(`..${sep}`) && !isAbsolute(rel);
+}

@@ -1,0 +1,247 @@
+/**
+ * The reaper: tears down a verified tree, leaves first, TERM → grace → KILL.
+ *
+ * Every signal is per pid and goes through `ProcessSignaller.signal(pid,
+ * startTime, sig)`, which re-checks that pid still is the process we verified
+ * (pidfd on Linux: open, re-read start time, send). No group signal is ever
+ * sent here: kill(-pgid) cannot be identity-checked per member.
+ */
+import type { ProcessFacts, ProcessInfo, ProcessSignaller, SignalOutcome } from "../facts/types.js";
+import { checkSignalTarget } from "./guards.js";
+
+export type ReapOutcome =
+  | "exited-after-term"
+  | "killed"
+  | "gone-before-signal"
+  | "identity-mismatch"
+  | "permission-denied"
+  | "refused-by-guard"
+  | "survived"
+  | "unknown";
+
+/** OwnedProcessTree satisfies it; members leaves first, root last. */
+export interface ReapTarget {
+  root: ProcessInfo;
+  members: readonly ProcessInfo[];
+}
+
+export interface ReapReport {
+  results: { pid: number; startTime: string; outcome: ReapOutcome }[];
+  termSent: number;
+  killSent: number;
+  durationMs: number;
+}
+
+export interface ReapOptions {
+  facts: ProcessFacts;
+  signaller: ProcessSignaller;
+  /** ms to wait for exits after SIGTERM before SIGKILL (default 3000) */
+  graceMs?: number;
+  /** ms between exit polls (default 25) */
+  pollMs?: number;
+  /** ms to wait for exits after SIGKILL before reporting "survived" (default 2000) */
+  confirmMs?: number;
+}
+
+type Phase = "pending" | "termed" | "killed" | "done";
+interface Entry {
+  pid: number;
+  startTime: string;
+  phase: Phase;
+  outcome: ReapOutcome;
+}
+
+/**
+ * Per pid, the report says what happened: exited after TERM, killed, gone
+ * before any signal, identity mismatch (pid reused: skipped), permission
+ * denied, refused by a guard, survived KILL, or unknown (the signaller could
+ * not establish identity, so nothing was sent). One pid's failure never stops
+ * the others. A zombie counts as exited. Children that appear under a member
+ * while we tear the tree down are added (with their own start time) from one
+ * fresh snapshot after TERM and one before KILL.
+ */
+export async function reapOwnedTree(tree: ReapTarget, opts: ReapOptions): Promise<ReapReport> {
+  const t0 = Date.now();
+  const { facts, signaller } = opts;
+  const graceMs = nonNegative(opts.graceMs, 3000, "graceMs");
+  const pollMs = Math.max(1, nonNegative(opts.pollMs, 25, "pollMs"));
+  const confirmMs = nonNegative(opts.confirmMs, 2000, "confirmMs");
+
+  const entries: Entry[] = [];
+  const byPid = new Map<number, Entry>();
+  const add = (p: ProcessInfo): Entry | null => {
+    if (byPid.has(p.pid)) return null;
+    const e: Entry = { pid: p.pid, startTime: String(p.startTime), phase: "pending", outcome: "unknown" };
+    if (!checkSignalTarget(p.pid).allowed) {
+      e.phase = "done";
+      e.outcome = "refused-by-guard";
+    }
+    byPid.set(p.pid, e);
+    entries.push(e);
+    return e;
+  };
+  // members leaves first; the root always last even if a caller listed it earlier
+  for (const m of tree.members) if (m.pid !== tree.root.pid) add(m);
+  add(tree.root);
+  const rootEntry = entries.pop()!;
+  entries.push(rootEntry);
+
+  let termSent = 0;
+  let killSent = 0;
+
+  const term = async (e: Entry) => {
+    if (e.phase !== "pending") return;
+    const r = await send(signaller, e, "SIGTERM");
+    if (r === "signalled") {
+      termSent++;
+      e.phase = "termed";
+    } else {
+      e.phase = "done";
+      e.outcome = outcomeBeforeSignal(r);
+    }
+  };
+
+  for (const e of entries) await term(e);
+  // new children forked while we were signalling: TERM them too
+  for (const e of await newChildren(facts, entries, byPid, add)) await term(e);
+
+  await pollUntil(facts, entries, "termed", "exited-after-term", graceMs, pollMs);
+
+  for (const e of await newChildren(facts, entries, byPid, add)) {
+    if (e.phase === "pending") e.phase = "termed"; // grace already spent: straight to KILL
+  }
+  const order = [...entries.filter((e) => e !== rootEntry), rootEntry];
+  for (const e of order) {
+    if (e.phase !== "termed") continue;
+    const r = await send(signaller, e, "SIGKILL");
+    if (r === "signalled") {
+      killSent++;
+      e.phase = "killed";
+    } else {
+      e.phase = "done";
+      // gone/mismatch after TERM: it exited (and the pid may already be someone else's)
+      e.outcome = r === "gone" || r === "mismatch" ? "exited-after-term" : r === "denied" ? "permission-denied" : "unknown";
+    }
+  }
+  await pollUntil(facts, entries, "killed", "killed", confirmMs, pollMs);
+  for (const e of entries) {
+    if (e.phase === "killed") {
+      e.phase = "done";
+      e.outcome = "survived";
+    }
+  }
+  return {
+    results: order.map((e) => ({ pid: e.pid, startTime: e.startTime, outcome: e.outcome })),
+    termSent,
+    killSent,
+    durationMs: Date.now() - t0,
+  };
+}
+
+async function send(signaller: ProcessSignaller, e: Entry, sig: NodeJS.Signals): Promise<SignalOutcome> {
+  // the guard is re-asked at send time: our parent can change under us
+  if (!checkSignalTarget(e.pid).allowed) return "unknown";
+  try {
+    return await signaller.signal(e.pid, e.startTime, sig);
+  } catch {
+    return "unknown";
+  }
+}
+
+function outcomeBeforeSignal(r: SignalOutcome): ReapOutcome {
+  switch (r) {
+    case "gone":
+      return "gone-before-signal";
+    case "mismatch":
+      return "identity-mismatch";
+    case "denied":
+      return "permission-denied";
+    default:
+      return "unknown";
+  }
+}
+
+/** Polls the entries in `phase` until each has exited or `budgetMs` passed; exited ones get `outcome`. */
+async function pollUntil(
+  facts: ProcessFacts,
+  entries: Entry[],
+  phase: Phase,
+  outcome: ReapOutcome,
+  budgetMs: number,
+  pollMs: number,
+): Promise<void> {
+  const deadline = Date.now() + budgetMs;
+  for (;;) {
+    const waiting = entries.filter((e) => e.phase === phase);
+    if (waiting.length === 0) return;
+    const states = await Promise.all(waiting.map((e) => exited(facts, e)));
+    waiting.forEach((e, i) => {
+      if (states[i]) {
+        e.phase = "done";
+        e.outcome = outcome;
+      }
+    });
+    if (states.every(Boolean)) return;
+    const left = deadline - Date.now();
+    if (left <= 0) return;
+    await sleep(Math.min(pollMs, left));
+  }
+}
+
+/** true when the process we signalled is gone: absent, a zombie, or the pid now names another process. */
+async function exited(facts: ProcessFacts, e: Entry): Promise<boolean> {
+  try {
+    const d = await facts.inspect(e.pid);
+    return d === null || d.state === "Z" || String(d.startTime) !== e.startTime;
+  } catch {
+    return false; // unknown: keep treating it as alive (the KILL is identity-checked anyway)
+  }
+}
+
+/**
+ * One fresh snapshot: every process whose parent is a member still alive with
+ * its recorded start time, and not yet known, is added (descendants too).
+ */
+async function newChildren(
+  facts: ProcessFacts,
+  entries: Entry[],
+  byPid: Map<number, Entry>,
+  add: (p: ProcessInfo) => Entry | null,
+): Promise<Entry[]> {
+  if (!entries.some((e) => e.phase === "termed" || e.phase === "pending")) return [];
+  let snap;
+  try {
+    snap = await facts.snapshot();
+  } catch {
+    return [];
+  }
+  const found: Entry[] = [];
+  const stack: number[] = [];
+  for (const e of entries) {
+    const live = snap.processes.get(e.pid);
+    if (live && String(live.startTime) === e.startTime) stack.push(e.pid);
+  }
+  while (stack.length > 0) {
+    const parent = stack.pop()!;
+    for (const c of snap.childrenOf(parent)) {
+      if (byPid.has(c.pid)) continue;
+      const e = add(c);
+      if (e) {
+        found.push(e);
+        stack.push(c.pid);
+      }
+    }
+  }
+  // leaves first among the newcomers
+  return found.reverse();
+}
+
+function nonNegative(v: number | undefined, dflt: number, name: string): number {
+  if (v === undefined) return dflt;
+  if (typeof v !== "number" || !Number.isFinite(v) || v < 0) throw new RangeError(`${name} must be a finite number >= 0, got ${v}`);
+  return v;
+}
+
+function sleep(ms: number): Promise<void> {
+  return new Promise((r) => setTimeout(r, ms));
+}

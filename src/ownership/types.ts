@@ -1,0 +1,59 @@
+/**
+ * Ownership records (CONTRACT §2). The lease field names are the seed's
+ * (`acp-lifecycle-refactor`), kept as named; the identity of the live root
+ * recorded at spawn time is added after them.
+ */
+import type { ProcessInfo } from "../facts/types.js";
+
+/** A random id, minted once per state directory; an ownership discriminator, not a secret. */
+export type GatewayInstanceId = string;
+
+export type LeaseState = "open" | "closing" | "closed" | "lost";
+
+export interface AcpxProcessLease {
+  leaseId: string;
+  gatewayInstanceId: GatewayInstanceId;
+  sessionKey: string;
+  wrapperRoot: string;
+  wrapperPath: string;
+  /** 0 while the spawn is pending */
+  rootPid: number;
+  /**
+   * The process group the lease's processes run in: either the root's own
+   * group (wrapper spawned detached, pgid == rootPid) or the adapter group the
+   * wrapper created and reported (its leader is a child of the root).
+   * Verification accepts both layouts; see verify.ts.
+   */
+  processGroupId?: number;
+  /** computeCommandHash(argv of the root exactly as spawned); never a shell string */
+  commandHash: string;
+  startedAt: number;
+  state: LeaseState;
+  // additions: identity of the live root, recorded at spawn time
+  /** the root's ProcessInfo.startTime, from the same facts backend that will verify it */
+  rootStartTime?: string;
+  bootId?: string;
+  pidNamespace?: string;
+  updatedAt?: number;
+}
+
+export interface OwnershipEvidence {
+  check: string;
+  result: "match" | "mismatch" | "unknown";
+  detail?: string;
+}
+
+export interface OwnedProcessTree {
+  lease: AcpxProcessLease;
+  root: ProcessInfo;
+  /** root and every verified descendant / group member, leaves first (kill order) */
+  members: readonly ProcessInfo[];
+  evidence: readonly OwnershipEvidence[];
+}
+
+/** Environment keys the controller puts in the wrapper's environment (seed). */
+export const LEASE_ENV_KEY = "OPENCLAW_ACPX_LEASE_ID";
+export const INSTANCE_ENV_KEY = "OPENCLAW_GATEWAY_INSTANCE_ID";
+
+/** Version of the on-disk lease record; bumped on any incompatible change. */
+export const LEASE_SCHEMA_VERSION = 1;

@@ -1,0 +1,342 @@
+/**
+ * Live verification of leases: does the process the lease names still exist,
+ * and is it provably the one we spawned? Fail closed: any mismatch → no tree;
+ * nothing but "unknown" → no tree.
+ *
+ * Cost model (why verifyLeases exists): one snapshot and one inspect of this
+ * process per batch; one inspect per lease root; and ONE pass of env reads
+ * over marker candidates shared by the whole batch. Marker candidates are
+ * processes with the uid of some verified root, not already in a collected
+ * tree, not zombies, and started no earlier than the oldest verified root
+ * (when start times are comparable numbers). Their environment is read once
+ * for OPENCLAW_ACPX_LEASE_ID and mapped leaseId → pids. On a busy host under
+ * one uid that pass dominates, so 100 separate verifyOwnedTree calls cost
+ * ~100 passes while verifyLeases costs one (bench/ownership.bench.mjs).
+ * The ps backend cannot read environments, so the pass is skipped there.
+ */
+import { realpath } from "node:fs/promises";
+import { isAbsolute, relative, resolve, sep } from "node:path";
+import type { ProcessDetails, ProcessFacts, ProcessInfo, ProcessSnapshot } from "../facts/types.js";
+import { collectTree } from "./collect.js";
+import { computeCommandHash } from "./command-hash.js";
+import { mapLimit } from "./fs-safe.js";
+import { checkSignalTarget, ownProcessGroupId } from "./guards.js";
+import { parseLeaseRecord } from "./lease-record.js";
+import { INSTANCE_ENV_KEY, LEASE_ENV_KEY, type AcpxProcessLease, type OwnedProcessTree, type OwnershipEvidence } from "./types.js";
+
+export type LeaseVerdict = "owned" | "gone" | "mismatch" | "unknown";
+
+export interface LeaseVerification {
+  lease: AcpxProcessLease;
+  /**
+   * owned: a tree was verified. gone: the root is not alive (absent, zombie,
+   * or the host rebooted since the lease was written): the controller may
+   * mark the lease lost. mismatch: something alive answers to the pid but is
+   * not ours: never signal. unknown: facts unavailable or insufficient.
+   */
+  verdict: LeaseVerdict;
+  evidence: OwnershipEvidence[];
+  tree: OwnedProcessTree | null;
+}
+
+export interface VerifyOptions {
+  /** reuse a snapshot the caller already took */
+  snapshot?: ProcessSnapshot;
+  /** when given, a lease of another gateway instance is a mismatch */
+  gatewayInstanceId?: string;
+}
+
+/** Checks whose match identifies the root beyond its pid (used for the sufficiency rule). */
+const CORROBORATING = new Set(["wrapper-path", "command-hash", "process-group", "lease-env", "instance-env"]);
+const MARKER_CONCURRENCY = 16;
+
+export async function explainLease(lease: AcpxProcessLease, facts: ProcessFacts, opts?: VerifyOptions): Promise<LeaseVerification> {
+  const [v] = await verifyLeases([lease], facts, opts);
+  return v!;
+}
+
+export async function verifyOwnedTree(
+  lease: AcpxProcessLease,
+  facts: ProcessFacts,
+  opts?: { snapshot?: ProcessSnapshot; gatewayInstanceId?: string },
+): Promise<OwnedProcessTree | null> {
+  return (await explainLease(lease, facts, opts)).tree;
+}
+
+/** Verifies many leases against ONE snapshot and one shared env-marker pass. Never throws for bad leases or facts. */
+export async function verifyLeases(
+  leases: readonly AcpxProcessLease[],
+  facts: ProcessFacts,
+  opts?: VerifyOptions,
+): Promise<LeaseVerification[]> {
+  const states: State[] = leases.map((raw) => {
+    const parsed = parseLeaseRecord(raw, false);
+    if (!parsed.ok) {
+      return done(raw, "unknown", [{ check: "lease-record", result: "unknown", detail: `not a valid lease: ${parsed.reason}` }]);
+    }
+    return { lease: parsed.lease, evidence: [], verdict: null, root: null, details: null };
+  });
+  const pending = () => states.filter((s) => s.verdict === null);
+  if (pending().length === 0) return states.map(finish);
+
+  if (facts.identityStrength === "none") {
+    for (const s of pending()) finishWith(s, "unknown", { check: "facts-backend", result: "unknown", detail: `backend "${facts.backend}" cannot verify anything` });
+    return states.map(finish);
+  }
+  let snapshot: ProcessSnapshot;
+  try {
+    snapshot = opts?.snapshot ?? (await facts.snapshot());
+  } catch (e) {
+    for (const s of pending()) finishWith(s, "unknown", { check: "process-list", result: "unknown", detail: `process list unavailable: ${errMsg(e)}` });
+    return states.map(finish);
+  }
+  const host = (await inspectSafe(facts, process.pid, [])) ?? null;
+  const paths = new PathCache();
+
+  // phase 1: the root of each lease, checked on its own
+  await mapLimit(pending(), MARKER_CONCURRENCY, (s) => checkRoot(s, facts, snapshot, host, paths, opts?.gatewayInstanceId));
+
+  // phase 2: one env-marker pass for every lease whose root checked out so far
+  const alive = pending().filter((s) => s.root !== null);
+  const markers = await findMarkers(alive, facts, snapshot);
+
+  // phase 3: process group, sufficiency, tree
+  for (const s of alive) decide(s, snapshot, markers.get(s.lease.leaseId) ?? [], facts);
+  for (const s of pending()) finishWith(s, "unknown", { check: "sufficiency", result: "unknown", detail: "verification did not complete" });
+  return states.map(finish);
+}
+
+interface State {
+  lease: AcpxProcessLease;
+  evidence: OwnershipEvidence[];
+  verdict: LeaseVerdict | null;
+  root: ProcessInfo | null;
+  details: ProcessDetails | null;
+  tree?: OwnedProcessTree | null;
+}
+
+function done(lease: AcpxProcessLease, verdict: LeaseVerdict, evidence: OwnershipEvidence[]): State {
+  return { lease, evidence, verdict, root: null, details: null, tree: null };
+}
+function finishWith(s: State, verdict: LeaseVerdict, ev?: OwnershipEvidence): void {
+  if (ev) s.evidence.push(ev);
+  s.verdict = verdict;
+  s.tree = null;
+}
+function finish(s: State): LeaseVerification {
+  return { lease: s.lease, verdict: s.verdict ?? "unknown", evidence: s.evidence, tree: s.tree ?? null };
+}
+
+async function checkRoot(
+  s: State,
+  facts: ProcessFacts,
+  snapshot: ProcessSnapshot,
+  host: ProcessDetails | null,
+  paths: PathCache,
+  gatewayInstanceId: string | undefined,
+): Promise<void> {
+  const { lease, evidence: ev } = s;
+  const push = (check: string, result: OwnershipEvidence["result"], detail?: string) =>
+    ev.push(detail === undefined ? { check, result } : { check, result, detail });
+
+  if (gatewayInstanceId !== undefined) {
+    push("instance", lease.gatewayInstanceId === gatewayInstanceId ? "match" : "mismatch",
+      lease.gatewayInstanceId === gatewayInstanceId ? undefined : `lease belongs to gateway ${lease.gatewayInstanceId}, not ${gatewayInstanceId}`);
+    if (lease.gatewayInstanceId !== gatewayInstanceId) return finishWith(s, "mismatch");
+  }
+  if (lease.rootPid === 0) return finishWith(s, "unknown", { check: "root-pid", result: "unknown", detail: "no root pid recorded (spawn pending or never completed)" });
+  const guard = checkSignalTarget(lease.rootPid);
+  if (!guard.allowed) return finishWith(s, "mismatch", { check: "root-pid", result: "mismatch", detail: `refused by guard: ${guard.reason}` });
+  if (lease.processGroupId !== undefined) {
+    const own = ownProcessGroupId();
+    if (own !== null && lease.processGroupId === own) {
+      return finishWith(s, "mismatch", { check: "process-group", result: "mismatch", detail: `recorded group ${own} is this process's own group` });
+    }
+  }
+
+  // a reboot since the lease was written means the recorded process cannot be alive
+  const hostBoot = host?.bootId;
+  if (lease.bootId === undefined || hostBoot === undefined) push("boot-id", "unknown", lease.bootId === undefined ? "not recorded" : "not readable");
+  else if (lease.bootId !== hostBoot) return finishWith(s, "gone", { check: "boot-id", result: "mismatch", detail: "host rebooted since the lease was written" });
+  else push("boot-id", "match");
+
+  const root = snapshot.processes.get(lease.rootPid);
+  if (!root) return finishWith(s, "gone", { check: "root-alive", result: "mismatch", detail: `pid ${lease.rootPid} is not in the process table` });
+  if (root.state === "Z") return finishWith(s, "gone", { check: "root-alive", result: "mismatch", detail: `pid ${lease.rootPid} is a zombie` });
+  push("root-alive", "match");
+
+  if (lease.rootStartTime === undefined) push("start-time", "unknown", "not recorded");
+  else if (String(root.startTime) !== lease.rootStartTime) {
+    return finishWith(s, "mismatch", { check: "start-time", result: "mismatch", detail: `pid ${lease.rootPid} started at ${root.startTime}, lease says ${lease.rootStartTime} (pid reused)` });
+  } else push("start-time", "match");
+
+  const d = await inspectSafe(facts, lease.rootPid, [LEASE_ENV_KEY, INSTANCE_ENV_KEY]);
+  if (d === undefined) return finishWith(s, "unknown", { check: "inspect", result: "unknown", detail: "the root could not be inspected" });
+  if (d === null) return finishWith(s, "gone", { check: "root-alive", result: "mismatch", detail: `pid ${lease.rootPid} exited during verification` });
+  if (String(d.startTime) !== String(root.startTime)) {
+    return finishWith(s, "mismatch", { check: "start-time", result: "mismatch", detail: "pid reused during verification" });
+  }
+  if (d.state === "Z") return finishWith(s, "gone", { check: "root-alive", result: "mismatch", detail: `pid ${lease.rootPid} became a zombie` });
+
+  const liveNs = d.pidNamespace;
+  if (lease.pidNamespace === undefined || liveNs === undefined) push("pid-namespace", "unknown", lease.pidNamespace === undefined ? "not recorded" : "not readable");
+  else if (lease.pidNamespace !== liveNs) push("pid-namespace", "mismatch", `root is in ${liveNs}, lease says ${lease.pidNamespace}`);
+  else push("pid-namespace", "match");
+
+  ev.push(await wrapperPathEvidence(lease, d, paths));
+
+  const envKnown = d.envReadable === true;
+  const leaseEnv = d.env?.[LEASE_ENV_KEY] ?? null;
+  if (leaseEnv !== null) push("lease-env", leaseEnv === lease.leaseId ? "match" : "mismatch", leaseEnv === lease.leaseId ? undefined : "the root carries another lease id");
+  else push("lease-env", envKnown ? "mismatch" : "unknown", envKnown ? "the root's environment has no lease id" : "environment not readable");
+  const instEnv = d.env?.[INSTANCE_ENV_KEY] ?? null;
+  if (instEnv !== null) {
+    push("instance-env", instEnv === lease.gatewayInstanceId ? "match" : "mismatch",
+      instEnv === lease.gatewayInstanceId ? undefined : `the root belongs to gateway ${instEnv}`);
+  } else push("instance-env", "unknown", envKnown ? "not set in the root's environment" : "environment not readable");
+
+  if (d.argv === null || d.argv.length === 0) push("command-hash", "unknown", "argv not readable");
+  else if (lease.commandHash === "") push("command-hash", "unknown", "not recorded");
+  else push("command-hash", computeCommandHash(d.argv) === lease.commandHash ? "match" : "mismatch");
+
+  if (ev.some((e) => e.result === "mismatch")) return finishWith(s, "mismatch");
+  s.root = root;
+  s.details = d;
+}
+
+async function wrapperPathEvidence(lease: AcpxProcessLease, d: ProcessDetails, paths: PathCache): Promise<OwnershipEvidence> {
+  const check = "wrapper-path";
+  if (!isAbsolute(lease.wrapperRoot) || !isAbsolute(lease.wrapperPath)) {
+    return { check, result: "unknown", detail: "lease has no absolute wrapperRoot/wrapperPath" };
+  }
+  const root = await paths.real(lease.wrapperRoot);
+  const wrapper = await paths.real(lease.wrapperPath);
+  if (!isUnder(wrapper, root)) return { check, result: "mismatch", detail: "the lease's wrapperPath is not under its wrapperRoot" };
+  const arg1 = d.argv?.[1];
+  if (arg1 !== undefined && isAbsolute(arg1) && (await paths.real(arg1)) === wrapper) {
+    return { check, result: "match", detail: "argv[1] is the leased wrapper" };
+  }
+  const exe = d.exePath;
+  const deleted = exe !== null && exe.endsWith(" (deleted)");
+  if (exe !== null && !deleted && isUnder(await paths.real(exe), root)) return { check, result: "match", detail: "executable is under wrapperRoot" };
+  if (d.argv === null && exe === null) return { check, result: "unknown", detail: "argv and exe not readable" };
+  return { check, result: "mismatch", detail: deleted ? "neither argv[1] nor the (deleted) executable is the leased wrapper" : "neither argv[1] nor the executable is the leased wrapper" };
+}
+
+/**
+ * The recorded process group is "as recorded" when the root is in it, or its
+ * leader is a child of the root (the adapter group a wrapper creates). When
+ * the leader is gone but members remain (the adapter exited, a grandchild
+ * stayed), the group counts only if one member is tied to the lease by parent
+ * links or by its env marker; otherwise it is unknown and not collected.
+ */
+function groupEvidence(s: State, snapshot: ProcessSnapshot, root: ProcessInfo, markerPids: readonly number[]): OwnershipEvidence {
+  const check = "process-group";
+  const pgid = s.lease.processGroupId;
+  if (pgid === undefined) return { check, result: "unknown", detail: "no group recorded" };
+  if (root.pgid === pgid) return { check, result: "match", detail: "root is in the recorded group" };
+  // the root led its own group when the lease was written: a leader that is a
+  // session leader (a detached wrapper) can never leave its group
+  if (pgid === root.pid) return { check, result: "mismatch", detail: `root led group ${pgid} when leased, now it is in ${root.pgid}` };
+  const leader = snapshot.processes.get(pgid);
+  if (leader && leader.pgid === pgid) {
+    if (leader.ppid === root.pid) return { check, result: "match", detail: "the group leader is a child of the root" };
+    return { check, result: "mismatch", detail: `group ${pgid} is led by a process that is not a child of the root` };
+  }
+  const members = snapshot.groupMembers(pgid);
+  if (members.length === 0) return { check, result: "unknown", detail: `group ${pgid} no longer exists` };
+  const tied = new Set<number>(markerPids);
+  for (const p of collectTree(snapshot, root)) tied.add(p.pid);
+  if (members.some((m) => tied.has(m.pid))) return { check, result: "match", detail: "a member of the recorded group is tied to the lease" };
+  return { check, result: "unknown", detail: `group ${pgid} has members not tied to the root; not collected` };
+}
+
+function decide(s: State, snapshot: ProcessSnapshot, markerPids: readonly number[], facts: ProcessFacts): void {
+  const root = s.root!;
+  const group = groupEvidence(s, snapshot, root, markerPids);
+  s.evidence.push(group);
+  if (group.result === "mismatch") return finishWith(s, "mismatch");
+  s.evidence.push(
+    markerPids.length > 0
+      ? { check: "env-marker", result: "match", detail: `${markerPids.length} process(es) outside the parent links carry the lease id` }
+      : { check: "env-marker", result: "unknown", detail: facts.backend === "ps" ? "environments not readable on the ps backend" : "no escapee carries the lease id" },
+  );
+  const matched = (c: string) => s.evidence.some((e) => e.check === c && e.result === "match");
+  const corroborating = (except: string) => s.evidence.some((e) => e.result === "match" && CORROBORATING.has(e.check) && e.check !== except);
+  const coarse = facts.identityStrength !== "exact";
+  let enough: boolean;
+  if (matched("start-time")) enough = !coarse || corroborating("start-time");
+  else enough = matched("lease-env") && corroborating("lease-env");
+  if (!enough) {
+    const why = matched("start-time")
+      ? "start time matches but identity is coarse (1 s resolution) and nothing else matched"
+      : "no start time match and no lease id + one more positive check";
+    return finishWith(s, "unknown", { check: "sufficiency", result: "unknown", detail: why });
+  }
+  const members = collectTree(snapshot, root, group.result === "match" ? { pgid: s.lease.processGroupId!, markerPids } : { markerPids });
+  s.verdict = "owned";
+  s.tree = { lease: s.lease, root, members, evidence: s.evidence };
+}
+
+/** One pass of env reads shared by every lease in the batch. */
+async function findMarkers(alive: State[], facts: ProcessFacts, snapshot: ProcessSnapshot): Promise<Map<string, number[]>> {
+  const out = new Map<string, number[]>();
+  if (alive.length === 0 || facts.backend === "ps") return out;
+  const byId = new Map(alive.map((s) => [s.lease.leaseId, s]));
+  const uids = new Set(alive.map((s) => s.root!.uid));
+  const inTree = new Set<number>();
+  for (const s of alive) for (const p of collectTree(snapshot, s.root!)) inTree.add(p.pid);
+  const starts = alive.map((s) => Number(s.root!.startTime));
+  const comparable = starts.every((n) => Number.isFinite(n));
+  const oldest = comparable ? Math.min(...starts) : -Infinity;
+  const candidates: ProcessInfo[] = [];
+  for (const p of snapshot.processes.values()) {
+    if (inTree.has(p.pid) || !uids.has(p.uid) || p.state === "Z" || !checkSignalTarget(p.pid).allowed) continue;
+    if (comparable && !(Number(p.startTime) >= oldest)) continue;
+    candidates.push(p);
+  }
+  const details = await mapLimit(candidates, MARKER_CONCURRENCY, (p) => inspectSafe(facts, p.pid, [LEASE_ENV_KEY]));
+  candidates.forEach((p, i) => {
+    const d = details[i];
+    const id = d?.env?.[LEASE_ENV_KEY];
+    if (!d || typeof id !== "string" || String(d.startTime) !== String(p.startTime)) return;
+    const s = byId.get(id);
+    if (!s || s.root!.uid !== p.uid) return;
+    if (comparable && Number(p.startTime) < Number(s.root!.startTime)) return;
+    const list = out.get(id);
+    if (list) list.push(p.pid);
+    else out.set(id, [p.pid]);
+  });
+  return out;
+}
+
+/** undefined = the facts layer failed (unknown); null = no such process. */
+async function inspectSafe(facts: ProcessFacts, pid: number, envKeys: readonly string[]): Promise<ProcessDetails | null | undefined> {
+  try {
+    return await facts.inspect(pid, envKeys.length > 0 ? { envKeys } : undefined);
+  } catch {
+    return undefined;
+  }
+}
+
+class PathCache {
+  private readonly cache = new Map<string, Promise<string>>();
+  /** realpath when the path exists here, else the normalised path (a live argv may name a file we cannot see) */
+  real(p: string): Promise<string> {
+    let hit = this.cache.get(p);
+    if (!hit) {
+      hit = realpath(p).catch(() => resolve(p));
+      this.cache.set(p, hit);
+    }
+    return hit;
+  }
+}
+
+function isUnder(child: string, parent: string): boolean {
+  const rel = relative(parent, child);
+  return rel !== "" && !rel.startsWith(`..${sep}`) && rel !== ".." && !isAbsolute(rel);
+}
+
+function errMsg(e: unknown): string {
+  return e instanceof Error ? e.message : String(e);
+}
