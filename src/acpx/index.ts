@@ -1,2 +1,36 @@
 // Public surface of src/acpx, re-exported from the package root.
-export {};
+export { createAcpxLifecycleController } from "./controller.js";
+export type {
+  AcpRuntimeEnsureInput,
+  AcpRuntimeHandle,
+  AcpxLifecycleController,
+  AcpxLifecycleControllerOptions,
+  CloseReport,
+  EnsureTiming,
+  ReapReport,
+  ReapReportEntry,
+  ReapedProcess,
+  TreeReapSummary,
+} from "./types.js";
+export { AcpxEnsureError, AcpxNoSessionError, AcpxSessionClosedError, type EnsureFailureCause } from "./errors.js";
+export {
+  openSessionStore,
+  parseSessionRecord,
+  sessionFileName,
+  type AcpxSessionRecord,
+  type LegacyAcpxSessionRecord,
+  type SessionStore,
+  type StoredSessionRecord,
+} from "./session-store.js";
+export { installWrapper, packagedWrapperPath, wrapperShimSource, type InstalledWrapper } from "./install-wrapper.js";
+export { AcpClient, AcpTimeoutError, type AcpClientOptions } from "./acp-client.js";
+export {
+  LIFELINE_FD,
+  parseReportLine,
+  createReportReader,
+  type WrapperReport,
+  type StartedReport,
+  type SpawnErrorReport,
+  type ExitReport,
+  type CleanupReport,
+} from "./wrapper/protocol.js";

@@ -1,0 +1,26 @@
+/**
+ * Per-key serialization: calls for the same key run one after another, in
+ * call order; different keys run concurrently. A failed call does not block
+ * the next one. Entries are dropped once a key's queue drains.
+ */
+export class KeyedQueue {
+  private readonly tails = new Map<string, Promise<void>>();
+
+  run<T>(key: string, fn: () => Promise<T>): Promise<T> {
+    const prev = this.tails.get(key) ?? Promise.resolve();
+    const result = prev.then(fn);
+    const tail = result.then(
+      () => undefined,
+      () => undefined,
+    );
+    this.tails.set(key, tail);
+    void tail.then(() => {
+      if (this.tails.get(key) === tail) this.tails.delete(key);
+    });
+    return result;
+  }
+
+  get size(): number {
+    return this.tails.size;
+  }
+}

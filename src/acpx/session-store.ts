@@ -1,0 +1,146 @@
+/**
+ * Session records under `<stateDir>/acpx/sessions/`: one JSON file per
+ * session key, written atomically (temp file + fsync + rename) so a crash
+ * mid-write leaves either the old record or the new one, never half of each.
+ *
+ * Two shapes live here: the current record (it names its lease) and the
+ * legacy record from before leases existed (`{sessionKey, pid, command,
+ * wrapperPath?}`), which close still has to handle during the migration.
+ */
+import { createHash, randomBytes } from "node:crypto";
+import { mkdir, open, readdir, readFile, rename, rm } from "node:fs/promises";
+import { join } from "node:path";
+import type { AcpSessionOwner } from "../sessions/index.js";
+
+export interface AcpxSessionRecord {
+  sessionKey: string;
+  leaseId: string;
+  acpSessionId: string;
+  owner: AcpSessionOwner;
+  /** the adapter argv as given to ensureSession (kept for operators) */
+  command?: string[];
+  cwd?: string;
+  createdAt: number;
+  updatedAt: number;
+  /** set when closeSession settled the lease (record kept unless discarded) */
+  closedAt?: number;
+}
+
+/** Records written before leases existed. Verified only by the legacy path. */
+export interface LegacyAcpxSessionRecord {
+  sessionKey: string;
+  pid: number;
+  command: string[] | string;
+  wrapperPath?: string;
+}
+
+export type StoredSessionRecord =
+  | { kind: "lease"; record: AcpxSessionRecord }
+  | { kind: "legacy"; record: LegacyAcpxSessionRecord };
+
+export interface SessionStore {
+  readonly dir: string;
+  get(sessionKey: string): Promise<StoredSessionRecord | null>;
+  put(record: AcpxSessionRecord | LegacyAcpxSessionRecord): Promise<void>;
+  remove(sessionKey: string): Promise<boolean>;
+  list(): Promise<{ records: StoredSessionRecord[]; problems: { file: string; error: string }[] }>;
+}
+
+/**
+ * File name for a key: a readable prefix plus a hash, because keys may hold
+ * "/" or exceed the file-name limit, and two keys must never share a file.
+ */
+export function sessionFileName(sessionKey: string): string {
+  const readable = sessionKey.replace(/[^A-Za-z0-9._-]+/g, "_").slice(0, 64);
+  const digest = createHash("sha256").update(sessionKey).digest("hex").slice(0, 16);
+  return `${readable}-${digest}.json`;
+}
+
+export function parseSessionRecord(value: unknown): StoredSessionRecord | null {
+  if (typeof value !== "object" || value === null) return null;
+  const v = value as Record<string, unknown>;
+  if (typeof v.sessionKey !== "string" || v.sessionKey.length === 0) return null;
+  if (typeof v.leaseId === "string" && v.leaseId.length > 0) {
+    if (typeof v.acpSessionId !== "string" || typeof v.owner !== "object" || v.owner === null) return null;
+    return { kind: "lease", record: v as unknown as AcpxSessionRecord };
+  }
+  const commandOk =
+    typeof v.command === "string" || (Array.isArray(v.command) && v.command.every((a) => typeof a === "string"));
+  if (typeof v.pid === "number" && commandOk) {
+    if (v.wrapperPath !== undefined && typeof v.wrapperPath !== "string") return null;
+    return { kind: "legacy", record: v as unknown as LegacyAcpxSessionRecord };
+  }
+  return null;
+}
+
+export async function openSessionStore(stateDir: string): Promise<SessionStore> {
+  const dir = join(stateDir, "acpx", "sessions");
+  await mkdir(dir, { recursive: true, mode: 0o700 });
+  const fileOf = (key: string) => join(dir, sessionFileName(key));
+
+  async function readRecord(file: string): Promise<StoredSessionRecord | null> {
+    let text: string;
+    try {
+      text = await readFile(file, "utf8");
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code === "ENOENT") return null;
+      throw err;
+    }
+    const parsed = parseSessionRecord(JSON.parse(text));
+    if (!parsed) throw new Error(`not a session record: ${file}`);
+    return parsed;
+  }
+
+  return {
+    dir,
+    async get(sessionKey) {
+      const rec = await readRecord(fileOf(sessionKey));
+      // A hash collision or a hand-edited file must not answer for another key.
+      return rec && rec.record.sessionKey === sessionKey ? rec : null;
+    },
+    async put(record) {
+      await writeAtomic(fileOf(record.sessionKey), `${JSON.stringify(record, null, 2)}\n`);
+    },
+    async remove(sessionKey) {
+      try {
+        await rm(fileOf(sessionKey));
+        return true;
+      } catch (err) {
+        if ((err as NodeJS.ErrnoException).code === "ENOENT") return false;
+        throw err;
+      }
+    },
+    async list() {
+      const records: StoredSessionRecord[] = [];
+      const problems: { file: string; error: string }[] = [];
+      for (const name of (await readdir(dir)).sort()) {
+        if (!name.endsWith(".json")) continue;
+        try {
+          const rec = await readRecord(join(dir, name));
+          if (rec) records.push(rec);
+        } catch (err) {
+          problems.push({ file: name, error: err instanceof Error ? err.message : String(err) });
+        }
+      }
+      return { records, problems };
+    },
+  };
+}
+
+/** temp file in the same directory (same filesystem), fsync, then rename over */
+export async function writeAtomic(file: string, text: string): Promise<void> {
+  const tmp = `${file}.${process.pid}.${randomBytes(4).toString("hex")}.tmp`;
+  const fh = await open(tmp, "w", 0o600);
+  try {
+    await fh.writeFile(text, "utf8");
+    await fh.sync();
+  } finally {
+    await fh.close();
+  }
+  try {
+    await rename(tmp, file);
+  } catch (err) {
+    await rm(tmp, { force: true });
+    throw err;
+  }
+}

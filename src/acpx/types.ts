@@ -1,0 +1,169 @@
+/**
+ * The lifecycle controller's public shapes (CONTRACT §3; names fixed there)
+ * plus the two reports it returns, which are ours to design.
+ */
+import type { ProcessFacts, ProcessSignaller } from "../facts/types.js";
+import type {
+  AcpxProcessLease,
+  GatewayInstanceId,
+  OwnedProcessTree,
+  OwnershipEvidence,
+} from "../ownership/types.js";
+import type { AcpSessionOwner } from "../sessions/index.js";
+
+export interface AcpRuntimeEnsureInput {
+  sessionKey: string;
+  agentId: string;
+  /** the ACP adapter's argv */
+  command: readonly string[];
+  cwd?: string;
+  env?: Record<string, string>;
+  spawnedBy?: string;
+  parentSessionKey?: string;
+  ownerSessionKey?: string;
+}
+
+export interface AcpRuntimeHandle {
+  sessionKey: string;
+  leaseId: string;
+  /** the wrapper's pid (the root of the lease's tree) */
+  rootPid: number;
+  /** the adapter's process group, as the wrapper reported it */
+  processGroupId?: number;
+  /** from the adapter's session/new answer */
+  acpSessionId: string;
+  owner: AcpSessionOwner;
+}
+
+/** What happened to one process the reaper meant to stop. */
+export interface ReapedProcess {
+  pid: number;
+  startTime: string;
+  /** the reaper's outcome: exited-after-term, killed, gone-before-signal, identity-mismatch, … */
+  outcome: string;
+}
+
+export interface TreeReapSummary {
+  /** every verified member, leaves first */
+  members: ReapedProcess[];
+  /** members still alive after the SIGKILL fallback (normally empty) */
+  survivors: number[];
+  termSent: number;
+  killSent: number;
+  durationMs: number;
+}
+
+export type LeaseVerdict = "owned" | "gone" | "mismatch" | "unknown";
+
+export interface CloseReport {
+  sessionKey: string;
+  /**
+   * - closed: a verified tree (or, with the wrapper gone, its remnants carrying the lease id: see
+   *   remnants.ts) was reaped, or the wrapper was witnessed cleaning up after its lifeline closed; lease closed
+   * - lost: nothing verified was alive any more; lease lost, nothing signalled
+   * - left-alone: ownership could not be established (facts unavailable, or a
+   *   legacy record that did not verify); nothing signalled, lease back to open
+   * - retry-pending: something verified survived the SIGKILL fallback; lease stays closing for the maintenance timer
+   * - noop: unknown key, or already closed
+   */
+  outcome: "closed" | "lost" | "left-alone" | "retry-pending" | "noop";
+  /** set when the key had a lease */
+  leaseId?: string;
+  /** the lease state after the close */
+  leaseState?: AcpxProcessLease["state"];
+  /** "legacy" when the record had no lease id */
+  path: "lease" | "legacy" | "none";
+  verdict?: LeaseVerdict;
+  evidence: readonly OwnershipEvidence[];
+  reap?: TreeReapSummary;
+  /** whether a running prompt was rejected by this close */
+  interruptedPrompt: boolean;
+  reason?: string;
+  /** human-readable one-liner, for logs and the CLI */
+  detail: string;
+  elapsedMs: number;
+}
+
+export interface ReapReportEntry {
+  leaseId: string;
+  sessionKey: string;
+  rootPid: number;
+  stateBefore: AcpxProcessLease["state"];
+  verdict: LeaseVerdict;
+  /** lease state after this run */
+  stateAfter: AcpxProcessLease["state"];
+  /** what decided the verdict (failed/unknown checks first) */
+  evidence: readonly OwnershipEvidence[];
+  reap?: TreeReapSummary;
+  /** dry runs only say what would be done */
+  action: "reaped" | "reaped-remnants" | "marked-lost" | "left-alone" | "skipped-live" | "would-reap" | "would-mark-lost";
+}
+
+export interface ReapReport {
+  gatewayInstanceId: GatewayInstanceId;
+  dryRun: boolean;
+  /** open/closing leases of this instance that were examined */
+  examined: number;
+  entries: ReapReportEntry[];
+  /** process snapshots taken for the verification (always 1 when anything was examined) */
+  snapshots: number;
+  /** closed/lost leases removed by retention */
+  expired: string[];
+  /** unreadable or refused lease files */
+  problems: { file: string; detail: string }[];
+  elapsedMs: number;
+}
+
+export interface AcpxLifecycleController {
+  readonly gatewayInstanceId: GatewayInstanceId;
+  ensureSession(input: AcpRuntimeEnsureInput): Promise<AcpRuntimeHandle>;
+  prompt(handle: AcpRuntimeHandle, text: string): Promise<{ stopReason: string }>;
+  cancelTurn(handle: AcpRuntimeHandle): Promise<void>;
+  closeSession(input: {
+    handle: AcpRuntimeHandle | { sessionKey: string };
+    discardPersistentState?: boolean;
+    reason?: string;
+  }): Promise<CloseReport>;
+  /** dryRun: verify and report, change nothing. skipAttached: leave owned trees whose root has a live parent (CLI use). */
+  reapStartupOrphans(opts?: { dryRun?: boolean; skipAttached?: boolean }): Promise<ReapReport>;
+  verifyOwnedTree(lease: AcpxProcessLease): Promise<OwnedProcessTree | null>;
+  listLeases(): Promise<AcpxProcessLease[]>;
+  /** stops timers; leaves sessions running (and lets this process exit) */
+  dispose(): Promise<void>;
+}
+
+export interface AcpxLifecycleControllerOptions {
+  /** leases, session records, the instance id and the installed wrapper live under it */
+  stateDir: string;
+  facts?: ProcessFacts;
+  /** identity-checked signals; default createSignaller(facts) */
+  signaller?: ProcessSignaller;
+  /** SIGTERM → SIGKILL grace, for the reaper and the wrapper; default 3000 */
+  graceMs?: number;
+  /** closed/lost leases are kept this long; default 7 days */
+  retentionMs?: number;
+  /** per step of the handshake (initialize, session/new); default 30 000 */
+  handshakeTimeoutMs?: number;
+  /** how long to wait for the wrapper's "started" report; default 10 000 */
+  startTimeoutMs?: number;
+  /** maintenance timer period (retry closing leases, retention); default 60 000; 0 = no timer */
+  maintenanceIntervalMs?: number;
+  /** the node binary that runs the wrapper; default process.execPath */
+  nodePath?: string;
+  /** diagnostics: called once per successful ensureSession spawn with its phase timings */
+  onEnsureTiming?: (t: EnsureTiming) => void;
+}
+
+/** Where an ensureSession spawn spent its time (ms, monotonic clock). */
+export interface EnsureTiming {
+  sessionKey: string;
+  /** writing the lease before the spawn */
+  leaseMs: number;
+  /** spawn of the wrapper until its "started" report (the adapter is running) */
+  wrapperSpawnMs: number;
+  /** recording root pid / pgid / start time in the lease */
+  recordRootMs: number;
+  /** ACP initialize + session/new */
+  handshakeMs: number;
+  totalMs: number;
+}

@@ -1,0 +1,262 @@
+/**
+ * `proclease demo [--grace-ms N] [--keep]`: the whole lifecycle story against
+ * real processes, in a throwaway state dir, as a timeline with pids and
+ * timings. Every step is checked; exit 0 only when all of them held.
+ *
+ *  1. ensure: lease written, wrapper spawned, ACP initialize + session/new
+ *  2. prompt + cancel: the turn ends "cancelled", every process stays alive
+ *  3. close: the stubborn adapter and its escaped (double-forked) grandchild are reaped
+ *  4. a stand-in gateway is SIGKILLed: its wrapper cleans up through the lifeline
+ *  5. a gateway AND its wrapper are SIGKILLed: a new controller reaps at startup
+ *
+ * The adapter is the package's scriptable ACP fixture agent
+ * (test/fixtures/acp-agent/agent.mjs), located from the package root. It is
+ * not part of the published files: from an npm install the demo says so and
+ * exits 1; from a checkout (`npm run demo`) it runs.
+ */
+import { spawn, type ChildProcess } from "node:child_process";
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { dirname, join, resolve } from "node:path";
+import { fileURLToPath, pathToFileURL } from "node:url";
+import { createAcpxLifecycleController } from "../../acpx/controller.js";
+import type { AcpRuntimeHandle, AcpxLifecycleController } from "../../acpx/types.js";
+import { parseArgs, UsageError, type CliIo } from "../io.js";
+
+const PACKAGE_ROOT = resolve(dirname(fileURLToPath(import.meta.url)), "..", "..", "..");
+const AGENT = join(PACKAGE_ROOT, "test", "fixtures", "acp-agent", "agent.mjs");
+const ACPX_INDEX = join(PACKAGE_ROOT, "dist", "acpx", "index.js");
+
+interface AgentPids {
+  pid: number;
+  grandchildPid: number | null;
+}
+
+export async function run(args: readonly string[], io: CliIo): Promise<number> {
+  const { flags } = parseArgs(args, { booleans: ["keep"], strings: ["grace-ms"] });
+  const graceMs = flags["grace-ms"] === undefined ? 500 : Number(flags["grace-ms"]);
+  if (!Number.isInteger(graceMs) || graceMs < 0 || graceMs > 60_000) throw new UsageError("--grace-ms must be an integer 0..60000");
+  if (!existsSync(AGENT)) {
+    io.err(
+      `the demo's ACP fixture agent is not here: ${AGENT}\n` +
+        "it ships with the source checkout, not the npm package: run `npm run demo` from a clone of proclease\n",
+    );
+    return 1;
+  }
+  if (!existsSync(ACPX_INDEX)) {
+    io.err(`the compiled package is missing (${ACPX_INDEX}); run \`npm run build\` first\n`);
+    return 1;
+  }
+
+  const stateDir = mkdtempSync(join(tmpdir(), "proclease-demo-"));
+  const t0 = Date.now();
+  const failures: string[] = [];
+  const log = (msg: string) => io.out(`[+${String(Date.now() - t0).padStart(6)} ms] ${msg}\n`);
+  const check = (ok: boolean, what: string) => {
+    log(`${ok ? "ok  " : "FAIL"} ${what}`);
+    if (!ok) failures.push(what);
+  };
+  const spawned: ChildProcess[] = [];
+  const controllers: AcpxLifecycleController[] = [];
+  const leaseIds: string[] = [];
+  io.out(`proclease demo — state dir ${stateDir}, grace ${graceMs} ms, this process ${process.pid}\n\n`);
+
+  try {
+    // ---------------------------------------------------------------- 1-3
+    const ctl = await createAcpxLifecycleController({ stateDir, graceMs, maintenanceIntervalMs: 0 });
+    controllers.push(ctl);
+    log(`controller up: gateway instance ${ctl.gatewayInstanceId}`);
+    const pidfile = join(stateDir, "agent-1.json");
+    let t = Date.now();
+    const h = await ctl.ensureSession({
+      sessionKey: "agent:main:acp:demo",
+      agentId: "main",
+      command: agentArgv(["--ignore-sigterm", "--grandchild=double-fork", "--survive-stdin-close", "--turn=until-cancel", `--pidfile=${pidfile}`]),
+    });
+    leaseIds.push(h.leaseId);
+    const p1 = await readPidfile(pidfile);
+    log(`ensureSession ${Date.now() - t} ms: lease ${h.leaseId}, ACP session ${h.acpSessionId}`);
+    log(`  wrapper ${h.rootPid} → adapter ${p1.pid} (pgid ${h.processGroupId}, ignores SIGTERM) → double-forked grandchild ${p1.grandchildPid} (ignores SIGTERM)`);
+    const tree1 = [h.rootPid, p1.pid, p1.grandchildPid ?? 0];
+
+    t = Date.now();
+    const turn = ctl.prompt(h, "work until cancelled");
+    await sleep(300);
+    await ctl.cancelTurn(h);
+    const res = await turn;
+    log(`prompt → cancelTurn after 300 ms → stopReason "${res.stopReason}" (${Date.now() - t} ms)`);
+    check(res.stopReason === "cancelled", "the turn ended cancelled");
+    check(tree1.every(alive), `cancel signalled nothing: ${tree1.map((p) => `${p} alive`).join(", ")}`);
+    const again = ctl.prompt(h, "next turn");
+    await sleep(100);
+    await ctl.cancelTurn(h);
+    check((await again).stopReason === "cancelled", "the session is reusable: a second turn ran and was cancelled");
+
+    t = Date.now();
+    const closed = await ctl.closeSession({ handle: h, reason: "demo close" });
+    log(`closeSession ${Date.now() - t} ms: verdict ${closed.verdict}, lease ${closed.leaseState}`);
+    for (const m of closed.reap?.members ?? []) log(`  pid ${m.pid}: ${m.outcome}`);
+    check(closed.outcome === "closed" && !tree1.some(alive), "close reaped the wrapper, the stubborn adapter and the escaped grandchild");
+
+    // ---------------------------------------------------------------- 4
+    io.out("\n");
+    const pid2 = join(stateDir, "agent-2.json");
+    const gw = startGateway(stateDir, graceMs, agentArgv(["--ignore-sigterm", "--grandchild=setsid", "--survive-stdin-close", `--pidfile=${pid2}`]));
+    spawned.push(gw);
+    const h2 = await readHandle(gw);
+    leaseIds.push(h2.leaseId);
+    const p2 = await readPidfile(pid2);
+    const tree2 = [h2.rootPid, p2.pid, p2.grandchildPid ?? 0];
+    log(`stand-in gateway ${gw.pid} ensured a session: wrapper ${h2.rootPid} → adapter ${p2.pid} → setsid grandchild ${p2.grandchildPid}`);
+    gw.kill("SIGKILL");
+    t = Date.now();
+    log(`SIGKILL → gateway ${gw.pid}; its wrapper sees the lifeline EOF`);
+    const gone2 = await waitFor(() => !tree2.some(alive) && leaseCarriers(h2.leaseId).length === 0, graceMs + 5000);
+    log(`  tree gone ${gone2 ? `after ${Date.now() - t} ms` : "NOT within the deadline"} (grace ${graceMs} ms)`);
+    check(gone2 && Date.now() - t <= graceMs + 1000, "the wrapper cleaned up within grace + 1 s, no process carries the lease id");
+
+    // ---------------------------------------------------------------- 5
+    io.out("\n");
+    const pid3 = join(stateDir, "agent-3.json");
+    const gw3 = startGateway(stateDir, graceMs, agentArgv(["--ignore-sigterm", "--grandchild=double-fork", "--survive-stdin-close", `--pidfile=${pid3}`]));
+    spawned.push(gw3);
+    const h3 = await readHandle(gw3);
+    leaseIds.push(h3.leaseId);
+    const p3 = await readPidfile(pid3);
+    log(`stand-in gateway ${gw3.pid}: wrapper ${h3.rootPid} → adapter ${p3.pid} → double-forked grandchild ${p3.grandchildPid}`);
+    process.kill(h3.rootPid, "SIGKILL");
+    gw3.kill("SIGKILL");
+    log(`SIGKILL → wrapper ${h3.rootPid} and gateway ${gw3.pid}: nobody is left to clean up`);
+    await waitFor(() => !alive(h3.rootPid), 3000);
+    await sleep(200);
+    const orphans = [p3.pid, p3.grandchildPid ?? 0].filter(alive);
+    log(`  orphans still running: ${orphans.join(", ") || "(none)"}`);
+    check(orphans.length > 0, "the escaped processes outlived gateway and wrapper (the case startup reaping exists for)");
+    t = Date.now();
+    const ctl2 = await createAcpxLifecycleController({ stateDir, graceMs, maintenanceIntervalMs: 0 });
+    controllers.push(ctl2);
+    const rep = await ctl2.reapStartupOrphans();
+    log(`new controller, reapStartupOrphans: ${rep.examined} lease(s) examined, ${rep.snapshots} snapshot, ${rep.elapsedMs} ms`);
+    for (const e of rep.entries) {
+      log(`  lease ${e.leaseId}: ${e.verdict} → ${e.action} (${e.stateBefore}→${e.stateAfter})${e.reap ? `; ${e.reap.members.map((m) => `${m.pid}:${m.outcome}`).join(" ")}` : ""}`);
+    }
+    check(!orphans.some(alive) && leaseCarriers(h3.leaseId).length === 0, `startup reaping left no process carrying lease ${h3.leaseId}`);
+    check((await ctl2.listLeases()).every((l) => l.state === "closed" || l.state === "lost"), "every lease is settled (closed or lost)");
+    log(`total ${Date.now() - t0} ms`);
+  } catch (err) {
+    failures.push(err instanceof Error ? err.message : String(err));
+    io.err(`demo step failed: ${err instanceof Error ? err.message : String(err)}\n`);
+  } finally {
+    for (const c of controllers) await c.dispose();
+    for (const c of spawned) if (c.exitCode === null && c.signalCode === null) c.kill("SIGKILL");
+    // safety net: anything still carrying one of the demo's lease ids was spawned by the demo
+    for (const id of leaseIds) for (const pid of leaseCarriers(id)) killQuietly(pid);
+    if (!flags.keep) rmSync(stateDir, { recursive: true, force: true });
+  }
+  io.out(failures.length === 0 ? "\nevery step verified.\n" : `\n${failures.length} step(s) failed:\n${failures.map((f) => `  - ${f}`).join("\n")}\n`);
+  return failures.length === 0 ? 0 : 1;
+}
+
+function agentArgv(flags: string[]): string[] {
+  return [process.execPath, AGENT, ...flags];
+}
+
+/** A separate node process playing the gateway: ensures one session, prints the handle, idles. */
+function startGateway(stateDir: string, graceMs: number, command: string[]): ChildProcess {
+  const code = `
+    const { createAcpxLifecycleController } = await import(${JSON.stringify(pathToFileURL(ACPX_INDEX).href)});
+    const cfg = JSON.parse(process.env.PROCLEASE_DEMO_GATEWAY);
+    const ctl = await createAcpxLifecycleController({ stateDir: cfg.stateDir, graceMs: cfg.graceMs, maintenanceIntervalMs: 0 });
+    const h = await ctl.ensureSession({ sessionKey: "agent:main:acp:gateway-" + process.pid, agentId: "main", command: cfg.command });
+    process.stdout.write(JSON.stringify(h) + "\\n");
+    setInterval(() => {}, 1 << 30);
+  `;
+  return spawn(process.execPath, ["--input-type=module", "-e", code], {
+    stdio: ["ignore", "pipe", "inherit"],
+    env: { ...process.env, PROCLEASE_DEMO_GATEWAY: JSON.stringify({ stateDir, graceMs, command }) },
+  });
+}
+
+function readHandle(c: ChildProcess): Promise<AcpRuntimeHandle> {
+  return new Promise((res, rej) => {
+    let buf = "";
+    const timer = setTimeout(() => rej(new Error("the stand-in gateway printed no handle within 20 s")), 20_000);
+    c.stdout!.on("data", (d: Buffer) => {
+      buf += d.toString();
+      const nl = buf.indexOf("\n");
+      if (nl !== -1) {
+        clearTimeout(timer);
+        res(JSON.parse(buf.slice(0, nl)) as AcpRuntimeHandle);
+      }
+    });
+    c.once("exit", (code) => {
+      clearTimeout(timer);
+      rej(new Error(`the stand-in gateway exited early (code ${code})`));
+    });
+  });
+}
+
+async function readPidfile(path: string): Promise<AgentPids> {
+  const deadline = Date.now() + 10_000;
+  for (;;) {
+    try {
+      return JSON.parse(readFileSync(path, "utf8")) as AgentPids;
+    } catch {
+      if (Date.now() > deadline) throw new Error(`the fixture agent never wrote ${path}`);
+      await sleep(25);
+    }
+  }
+}
+
+function alive(pid: number): boolean {
+  if (!pid) return false;
+  try {
+    const s = readFileSync(`/proc/${pid}/stat`, "utf8");
+    return s.slice(s.lastIndexOf(")") + 2)[0] !== "Z";
+  } catch {
+    if (process.platform === "linux") return false;
+    try {
+      process.kill(pid, 0);
+      return true;
+    } catch {
+      return false;
+    }
+  }
+}
+
+/** Linux: processes whose environment carries the lease id (the demo's own proof of "nothing left"). */
+function leaseCarriers(leaseId: string): number[] {
+  if (process.platform !== "linux") return [];
+  const needle = Buffer.from(`OPENCLAW_ACPX_LEASE_ID=${leaseId}\0`);
+  const out: number[] = [];
+  for (const d of readdirSync("/proc")) {
+    if (!/^\d+$/.test(d)) continue;
+    try {
+      if (readFileSync(`/proc/${d}/environ`).indexOf(needle) !== -1 && alive(Number(d))) out.push(Number(d));
+    } catch {
+      // gone or unreadable
+    }
+  }
+  return out;
+}
+
+function killQuietly(pid: number): void {
+  try {
+    if (pid > 1 && pid !== process.pid) process.kill(pid, "SIGKILL");
+  } catch {
+    // already gone
+  }
+}
+
+async function waitFor(cond: () => boolean, ms: number): Promise<boolean> {
+  const deadline = Date.now() + ms;
+  while (Date.now() < deadline) {
+    if (cond()) return true;
+    await sleep(20);
+  }
+  return cond();
+}
+
+function sleep(ms: number): Promise<void> {
+  return new Promise((r) => setTimeout(r, ms));
+}

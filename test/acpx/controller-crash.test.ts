@@ -1,0 +1,135 @@
+/**
+ * Crashes, with a separate node process standing in for the gateway:
+ * - the gateway is SIGKILLed: its wrapper notices the lifeline EOF and no
+ *   process carrying the lease id is left within grace + 1 s, for every
+ *   grandchild variant;
+ * - the gateway AND its wrapper are SIGKILLed: a new controller on the same
+ *   state dir reaps the remnants at startup (from the lease, never from a
+ *   command-line scan) in one snapshot;
+ * - a lease stuck in "closing" (a close that crashed midway) is finished by
+ *   the maintenance timer.
+ */
+import { join } from "node:path";
+import { afterAll, afterEach, describe, expect, it } from "vitest";
+import { createAcpxLifecycleController } from "../../src/acpx/controller.js";
+import type { AcpRuntimeHandle, AcpxLifecycleController } from "../../src/acpx/types.js";
+import { openLeaseStore } from "../../src/ownership/lease-store.js";
+import {
+  agentArgv,
+  alive,
+  cleanupAll,
+  GRACE_MS,
+  GRANDCHILD_KINDS,
+  leaseCarriers,
+  readJsonLine,
+  readPidfile,
+  spawnGateway,
+  tempStateDir,
+  trackLease,
+  trackPid,
+  waitFor,
+} from "./controller-helpers.js";
+
+const controllers: AcpxLifecycleController[] = [];
+afterEach(async () => {
+  for (const c of controllers.splice(0)) await c.dispose();
+  cleanupAll();
+});
+afterAll(() => cleanupAll());
+
+describe("gateway SIGKILL: the wrapper cleans up through the lifeline", () => {
+  for (const kind of GRANDCHILD_KINDS) {
+    it(`no process carries the lease id within grace + 1 s (${kind} grandchild, stubborn adapter)`, async () => {
+      const stateDir = tempStateDir(`gw-${kind}`);
+      const pidfile = join(stateDir, "agent.json");
+      const gw = spawnGateway(stateDir, agentArgv({ kind, stubborn: true, surviveStdinClose: true, pidfile }));
+      const h = await readJsonLine<AcpRuntimeHandle>(gw);
+      trackLease(h.leaseId);
+      trackPid(h.rootPid);
+      const pids = await readPidfile(pidfile);
+      const all = [h.rootPid, pids.pid, pids.grandchildPid!];
+      expect(all.every(alive)).toBe(true);
+
+      gw.kill("SIGKILL");
+      const t0 = Date.now();
+      const took = await waitFor(() => leaseCarriers(h.leaseId).length === 0 && !all.some(alive), GRACE_MS + 5000);
+      const elapsed = took === -1 ? Date.now() - t0 : took;
+      console.log(`[${kind}] gateway SIGKILL → tree gone in ${elapsed} ms (grace ${GRACE_MS} ms)`);
+      expect(took).not.toBe(-1);
+      expect(elapsed).toBeLessThanOrEqual(GRACE_MS + 1000);
+
+      // the lease is still open on disk (the gateway died before settling it):
+      // the next controller's startup reap marks it lost without signalling
+      const ctl = await createAcpxLifecycleController({ stateDir, graceMs: GRACE_MS, maintenanceIntervalMs: 0 });
+      controllers.push(ctl);
+      const rep = await ctl.reapStartupOrphans();
+      const entry = rep.entries.find((e) => e.leaseId === h.leaseId)!;
+      expect(entry).toMatchObject({ verdict: "gone", action: "marked-lost", stateAfter: "lost" });
+    });
+  }
+});
+
+describe("gateway and wrapper both SIGKILLed", () => {
+  it("a new controller on the same state dir reaps the remnants at startup", async () => {
+    const stateDir = tempStateDir("both");
+    const pidfile = join(stateDir, "agent.json");
+    const gw = spawnGateway(stateDir, agentArgv({ kind: "double-fork", stubborn: true, surviveStdinClose: true, pidfile }));
+    const h = await readJsonLine<AcpRuntimeHandle>(gw);
+    trackLease(h.leaseId);
+    const pids = await readPidfile(pidfile);
+    // the wrapper first, so its parent-death cleanup can never run
+    process.kill(h.rootPid, "SIGKILL");
+    gw.kill("SIGKILL");
+    expect(await waitFor(() => !alive(h.rootPid), 5000)).not.toBe(-1);
+    await new Promise((r) => setTimeout(r, 300));
+    // The stubborn grandchild is the orphan that matters. The adapter may die
+    // on its own: its stderr pipe's reader (the gateway) is gone, so the
+    // fixture's next stderr write fails with EPIPE.
+    expect(alive(pids.grandchildPid!)).toBe(true);
+    const orphans = [pids.pid, pids.grandchildPid!].filter(alive);
+
+    const ctl = await createAcpxLifecycleController({ stateDir, graceMs: GRACE_MS, maintenanceIntervalMs: 0 });
+    controllers.push(ctl);
+    expect(ctl.gatewayInstanceId).toBe(h.owner.gatewayInstanceId);
+
+    const dry = await ctl.reapStartupOrphans({ dryRun: true });
+    expect(dry.entries.find((e) => e.leaseId === h.leaseId)?.action).toBe("would-reap");
+    expect(orphans.every(alive)).toBe(true);
+
+    const rep = await ctl.reapStartupOrphans();
+    expect(rep.snapshots).toBe(1);
+    const entry = rep.entries.find((e) => e.leaseId === h.leaseId)!;
+    expect(entry).toMatchObject({ verdict: "gone", action: "reaped-remnants", stateAfter: "closed" });
+    expect(entry.evidence.some((e) => e.check === "remnant-env" && e.result === "match")).toBe(true);
+    expect(entry.reap!.members.map((m) => m.pid)).toEqual(expect.arrayContaining(orphans));
+    expect(orphans.filter(alive)).toEqual([]);
+    expect(leaseCarriers(h.leaseId)).toEqual([]);
+    // and the session record still closes cleanly (idempotent no-op now)
+    expect((await ctl.closeSession({ handle: { sessionKey: h.sessionKey } })).outcome).toBe("noop");
+  });
+});
+
+describe("maintenance timer", () => {
+  it("finishes a lease left in closing, then retention removes old settled leases", async () => {
+    const stateDir = tempStateDir("maint");
+    const pidfile = join(stateDir, "agent.json");
+    // A: the session owner; B: a second controller on the same state dir
+    // (same instance) that only runs maintenance, as a restarted gateway would.
+    const a = await createAcpxLifecycleController({ stateDir, graceMs: GRACE_MS, maintenanceIntervalMs: 0 });
+    controllers.push(a);
+    const h = await a.ensureSession({ sessionKey: "k-maint", agentId: "main", command: agentArgv({ kind: "setsid", pidfile }) });
+    trackLease(h.leaseId);
+    const pids = await readPidfile(pidfile);
+    const store = await openLeaseStore(stateDir);
+    await store.transition(h.leaseId, "closing"); // a close that crashed after marking
+
+    const b = await createAcpxLifecycleController({ stateDir, graceMs: GRACE_MS, maintenanceIntervalMs: 150, retentionMs: 1500 });
+    controllers.push(b);
+    const took = await waitFor(async () => (await store.get(h.leaseId))?.state === "closed", 10_000, 50);
+    expect(took).not.toBe(-1);
+    expect([h.rootPid, pids.pid, pids.grandchildPid!].filter(alive)).toEqual([]);
+
+    // retention: once the settled lease is older than retentionMs the timer expires it
+    expect(await waitFor(async () => (await store.get(h.leaseId)) === null, 10_000, 50)).not.toBe(-1);
+  });
+});

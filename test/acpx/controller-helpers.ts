@@ -1,0 +1,193 @@
+/**
+ * Shared helpers for the controller tests: temp state dirs, the fixture
+ * agent's argv, /proc probes, and a safety net that SIGKILLs (only) the
+ * processes these tests spawned: those carrying one of our lease ids, and
+ * pids the tests registered themselves. Tests run against dist/ (build first)
+ * because the wrapper is spawned as a real node process.
+ */
+import { spawn, type ChildProcess } from "node:child_process";
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { dirname, join, resolve } from "node:path";
+import { fileURLToPath, pathToFileURL } from "node:url";
+
+export const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), "../..");
+export const AGENT = join(ROOT, "test/fixtures/acp-agent/agent.mjs");
+export const DIST_ACPX = pathToFileURL(join(ROOT, "dist/acpx/index.js")).href;
+export const GRACE_MS = 400;
+export const GRANDCHILD_KINDS = ["plain", "setsid", "double-fork"] as const;
+export type GrandchildKind = (typeof GRANDCHILD_KINDS)[number];
+
+if (!existsSync(join(ROOT, "dist/acpx/wrapper/main.js"))) {
+  throw new Error("dist/acpx/wrapper/main.js is missing: run `npx tsc -p tsconfig.build.json` before these tests");
+}
+
+const dirs: string[] = [];
+/** pid -> start time when registered, so a reused pid is never signalled */
+const ownPids = new Map<number, string>();
+const leaseIds = new Set<string>();
+const children: ChildProcess[] = [];
+
+export function tempStateDir(label: string): string {
+  const d = mkdtempSync(join(tmpdir(), `proclease-ctl-${label}-`));
+  dirs.push(d);
+  return d;
+}
+
+export function trackLease(id: string): void {
+  leaseIds.add(id);
+}
+export function trackPid(pid: number | undefined | null): void {
+  if (!pid) return;
+  const st = startTimeOf(pid);
+  if (st !== null) ownPids.set(pid, st);
+}
+
+export function startTimeOf(pid: number): string | null {
+  try {
+    const s = readFileSync(`/proc/${pid}/stat`, "utf8");
+    return s.slice(s.lastIndexOf(")") + 2).split(" ")[19] ?? null;
+  } catch {
+    return null;
+  }
+}
+export function trackChild(c: ChildProcess): ChildProcess {
+  children.push(c);
+  trackPid(c.pid);
+  return c;
+}
+
+export function agentArgv(opts: {
+  kind?: GrandchildKind;
+  stubborn?: boolean;
+  surviveStdinClose?: boolean;
+  turn?: "quick" | "until-cancel";
+  pidfile?: string;
+  extra?: string[];
+}): string[] {
+  const a = [process.execPath, AGENT];
+  if (opts.stubborn) a.push("--ignore-sigterm");
+  if (opts.kind) a.push(`--grandchild=${opts.kind}`);
+  if (opts.surviveStdinClose) a.push("--survive-stdin-close");
+  if (opts.turn) a.push(`--turn=${opts.turn}`);
+  if (opts.pidfile) a.push(`--pidfile=${opts.pidfile}`);
+  a.push(...(opts.extra ?? []));
+  return a;
+}
+
+export interface AgentPids {
+  pid: number;
+  grandchildPid: number | null;
+  pgid: number | null;
+}
+
+export async function readPidfile(path: string, timeoutMs = 10_000): Promise<AgentPids> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    try {
+      const p = JSON.parse(readFileSync(path, "utf8")) as AgentPids;
+      trackPid(p.pid);
+      trackPid(p.grandchildPid);
+      return p;
+    } catch {
+      if (Date.now() > deadline) throw new Error(`pidfile ${path} never appeared`);
+      await sleep(25);
+    }
+  }
+}
+
+/** alive and not a zombie */
+export function alive(pid: number): boolean {
+  try {
+    const s = readFileSync(`/proc/${pid}/stat`, "utf8");
+    return s.slice(s.lastIndexOf(")") + 2)[0] !== "Z";
+  } catch {
+    return false;
+  }
+}
+
+/** pids whose environment carries OPENCLAW_ACPX_LEASE_ID=<leaseId> (zombies have no environ) */
+export function leaseCarriers(leaseId: string): number[] {
+  const needle = Buffer.from(`OPENCLAW_ACPX_LEASE_ID=${leaseId}\0`);
+  const out: number[] = [];
+  for (const d of readdirSync("/proc")) {
+    if (!/^\d+$/.test(d)) continue;
+    try {
+      if (readFileSync(`/proc/${d}/environ`).indexOf(needle) !== -1 && alive(Number(d))) out.push(Number(d));
+    } catch {
+      // gone or unreadable
+    }
+  }
+  return out;
+}
+
+export async function waitFor(cond: () => boolean | Promise<boolean>, timeoutMs: number, stepMs = 20): Promise<number> {
+  const t0 = Date.now();
+  for (;;) {
+    if (await cond()) return Date.now() - t0;
+    if (Date.now() - t0 > timeoutMs) return -1;
+    await sleep(stepMs);
+  }
+}
+
+export function sleep(ms: number): Promise<void> {
+  return new Promise((r) => setTimeout(r, ms));
+}
+
+/**
+ * A stand-in gateway: a separate node process that creates a controller on
+ * `stateDir`, ensures one session with `command`, prints the handle as one
+ * JSON line and then idles until killed.
+ */
+export function spawnGateway(stateDir: string, command: string[], graceMs = GRACE_MS): ChildProcess {
+  const code = `
+    const { createAcpxLifecycleController } = await import(${JSON.stringify(DIST_ACPX)});
+    const cfg = JSON.parse(process.env.GW_CONFIG);
+    const ctl = await createAcpxLifecycleController({ stateDir: cfg.stateDir, graceMs: cfg.graceMs, maintenanceIntervalMs: 0 });
+    const h = await ctl.ensureSession({ sessionKey: "agent:main:acp:gw", agentId: "main", command: cfg.command });
+    process.stdout.write(JSON.stringify(h) + "\\n");
+    setInterval(() => {}, 1 << 30);
+  `;
+  const c = spawn(process.execPath, ["--input-type=module", "-e", code], {
+    stdio: ["ignore", "pipe", "inherit"],
+    env: { ...process.env, GW_CONFIG: JSON.stringify({ stateDir, graceMs, command }) },
+  });
+  return trackChild(c);
+}
+
+export function readJsonLine<T>(c: ChildProcess, timeoutMs = 15_000): Promise<T> {
+  return new Promise((resolvePromise, reject) => {
+    let buf = "";
+    const timer = setTimeout(() => reject(new Error("no JSON line from the stand-in gateway")), timeoutMs);
+    c.stdout!.on("data", (d: Buffer) => {
+      buf += d.toString();
+      const nl = buf.indexOf("\n");
+      if (nl !== -1) {
+        clearTimeout(timer);
+        resolvePromise(JSON.parse(buf.slice(0, nl)) as T);
+      }
+    });
+    c.once("exit", (code) => {
+      clearTimeout(timer);
+      reject(new Error(`stand-in gateway exited early (code ${code})`));
+    });
+  });
+}
+
+/** Kill everything these tests spawned (by our lease ids and registered pids); remove temp dirs. */
+export function cleanupAll(): void {
+  const victims = new Set<number>();
+  for (const [pid, st] of ownPids) if (startTimeOf(pid) === st) victims.add(pid);
+  for (const id of leaseIds) for (const p of leaseCarriers(id)) victims.add(p);
+  for (const c of children) if (c.exitCode === null && c.signalCode === null && c.pid) victims.add(c.pid);
+  for (const pid of victims) {
+    if (pid <= 1 || pid === process.pid || !alive(pid)) continue;
+    try {
+      process.kill(pid, "SIGKILL");
+    } catch {
+      // already gone
+    }
+  }
+  ownPids.clear();
+  for (const d of dirs.splice(0)) rmSync(d, { recursive: true, force: true });
+}

@@ -1,0 +1,220 @@
+/**
+ * The lifecycle controller over real processes and real ACP: close reaps the
+ * wrapper, a stubborn adapter and every grandchild variant; cancel signals
+ * nothing and the session stays usable; a close racing a prompt rejects it;
+ * every ensureSession failure path settles its lease and leaves no process.
+ */
+import { join } from "node:path";
+import { afterAll, afterEach, describe, expect, it } from "vitest";
+import { createAcpxLifecycleController } from "../../src/acpx/controller.js";
+import { AcpxEnsureError, AcpxSessionClosedError } from "../../src/acpx/errors.js";
+import type { AcpxLifecycleController } from "../../src/acpx/types.js";
+import {
+  agentArgv,
+  alive,
+  cleanupAll,
+  GRACE_MS,
+  GRANDCHILD_KINDS,
+  leaseCarriers,
+  readPidfile,
+  sleep,
+  tempStateDir,
+  trackLease,
+  trackPid,
+} from "./controller-helpers.js";
+
+const controllers: AcpxLifecycleController[] = [];
+async function newController(label: string, extra?: { handshakeTimeoutMs?: number }) {
+  const stateDir = tempStateDir(label);
+  const ctl = await createAcpxLifecycleController({ stateDir, graceMs: GRACE_MS, maintenanceIntervalMs: 0, ...extra });
+  controllers.push(ctl);
+  return { ctl, stateDir };
+}
+
+afterEach(async () => {
+  for (const c of controllers.splice(0)) await c.dispose();
+  cleanupAll();
+});
+afterAll(() => cleanupAll());
+
+describe("closeSession reaps the verified tree", () => {
+  for (const kind of GRANDCHILD_KINDS) {
+    it(`wrapper, SIGTERM-ignoring adapter and a ${kind} grandchild are all gone, lease closed`, async () => {
+      const { ctl, stateDir } = await newController(`close-${kind}`);
+      const pidfile = join(stateDir, "agent.json");
+      const h = await ctl.ensureSession({
+        sessionKey: `agent:main:acp:${kind}`,
+        agentId: "main",
+        command: agentArgv({ kind, stubborn: true, surviveStdinClose: true, pidfile }),
+      });
+      trackLease(h.leaseId);
+      trackPid(h.rootPid);
+      const pids = await readPidfile(pidfile);
+      expect(pids.grandchildPid).toBeGreaterThan(1);
+      const all = [h.rootPid, pids.pid, pids.grandchildPid!];
+      expect(all.every(alive)).toBe(true);
+      expect(leaseCarriers(h.leaseId).sort()).toEqual(expect.arrayContaining(all));
+
+      const report = await ctl.closeSession({ handle: h, reason: "test close" });
+      expect(report.outcome).toBe("closed");
+      expect(report.leaseState).toBe("closed");
+      expect(report.verdict).toBe("owned");
+      const reapedPids = report.reap!.members.map((m) => m.pid);
+      expect(reapedPids).toEqual(expect.arrayContaining(all));
+      // leaves first, the wrapper (root) last
+      expect(reapedPids[reapedPids.length - 1]).toBe(h.rootPid);
+      expect(all.filter(alive)).toEqual([]);
+      expect(leaseCarriers(h.leaseId)).toEqual([]);
+      const lease = (await ctl.listLeases()).find((l) => l.leaseId === h.leaseId)!;
+      expect(lease.state).toBe("closed");
+      expect(lease.rootPid).toBe(h.rootPid);
+      expect(lease.processGroupId).toBe(pids.pgid);
+    });
+  }
+
+  it("is idempotent: a second close and an unknown key are no-ops", async () => {
+    const { ctl } = await newController("idem");
+    const h = await ctl.ensureSession({ sessionKey: "k-idem", agentId: "main", command: agentArgv({}) });
+    trackLease(h.leaseId);
+    expect((await ctl.closeSession({ handle: h })).outcome).toBe("closed");
+    const again = await ctl.closeSession({ handle: { sessionKey: "k-idem" } });
+    expect(again.outcome).toBe("noop");
+    expect(again.leaseState).toBe("closed");
+    const unknown = await ctl.closeSession({ handle: { sessionKey: "never-seen" } });
+    expect(unknown).toMatchObject({ outcome: "noop", path: "none" });
+  });
+});
+
+describe("cancelTurn", () => {
+  it("cancels the running turn without signalling; processes stay and the next prompt works", async () => {
+    const { ctl, stateDir } = await newController("cancel");
+    const pidfile = join(stateDir, "agent.json");
+    const h = await ctl.ensureSession({
+      sessionKey: "k-cancel",
+      agentId: "main",
+      command: agentArgv({ kind: "plain", turn: "until-cancel", pidfile }),
+    });
+    trackLease(h.leaseId);
+    const pids = await readPidfile(pidfile);
+    const all = [h.rootPid, pids.pid, pids.grandchildPid!];
+
+    const turn = ctl.prompt(h, "run until cancelled");
+    await sleep(150);
+    await expect(ctl.prompt(h, "second at once")).rejects.toThrow(/already has a prompt running/);
+    await ctl.cancelTurn(h);
+    await expect(turn).resolves.toEqual({ stopReason: "cancelled" });
+    await sleep(100);
+    expect(all.every(alive)).toBe(true);
+
+    const next = ctl.prompt(h, "next turn");
+    await sleep(100);
+    await ctl.cancelTurn(h);
+    await expect(next).resolves.toEqual({ stopReason: "cancelled" });
+    expect(all.every(alive)).toBe(true);
+    const lease = (await ctl.listLeases()).find((l) => l.leaseId === h.leaseId)!;
+    expect(lease.state).toBe("open");
+    await ctl.closeSession({ handle: h });
+  });
+
+  it("a close racing a running prompt makes that prompt reject with a clear error", async () => {
+    const { ctl } = await newController("race");
+    const h = await ctl.ensureSession({ sessionKey: "k-race", agentId: "main", command: agentArgv({ turn: "until-cancel" }) });
+    trackLease(h.leaseId);
+    const turn = ctl.prompt(h, "long");
+    const settled = turn.then(
+      () => null,
+      (e: unknown) => e,
+    );
+    await sleep(100);
+    const report = await ctl.closeSession({ handle: h, reason: "operator closed it" });
+    const err = await settled;
+    expect(err).toBeInstanceOf(AcpxSessionClosedError);
+    expect((err as Error).message).toMatch(/was closed while a prompt was running \(operator closed it\)/);
+    expect(report.interruptedPrompt).toBe(true);
+    expect(report.outcome).toBe("closed");
+    await expect(ctl.prompt(h, "after close")).rejects.toThrow(/no live ACP session/);
+  });
+
+  it("serializes calls for one session key: concurrent ensures share one session", async () => {
+    const { ctl } = await newController("serial");
+    const input = { sessionKey: "k-serial", agentId: "main", command: agentArgv({}) };
+    const [a, b] = await Promise.all([ctl.ensureSession(input), ctl.ensureSession(input)]);
+    trackLease(a.leaseId);
+    expect(b.leaseId).toBe(a.leaseId);
+    expect((await ctl.listLeases()).filter((l) => l.sessionKey === "k-serial")).toHaveLength(1);
+    expect(await ctl.prompt(a, "hi")).toEqual({ stopReason: "end_turn" });
+    await ctl.closeSession({ handle: a });
+  });
+});
+
+describe("ensureSession failure paths settle the lease and leave nothing running", () => {
+  async function expectSettled(ctl: AcpxLifecycleController, err: unknown, failure: string, message: RegExp) {
+    expect(err).toBeInstanceOf(AcpxEnsureError);
+    const e = err as AcpxEnsureError;
+    expect(e.failure).toBe(failure);
+    expect(e.message).toMatch(message);
+    trackLease(e.leaseId!);
+    const lease = (await ctl.listLeases()).find((l) => l.leaseId === e.leaseId)!;
+    expect(["closed", "lost"]).toContain(lease.state);
+    expect(lease.state).toBe(e.leaseState);
+    expect(leaseCarriers(e.leaseId!)).toEqual([]);
+    expect((await ctl.listLeases()).filter((l) => l.state === "open" || l.state === "closing")).toEqual([]);
+  }
+  const fail = (p: Promise<unknown>) =>
+    p.then(
+      () => null,
+      (e: unknown) => e,
+    );
+
+  it("empty command: TypeError before any lease is written", async () => {
+    const { ctl } = await newController("empty");
+    await expect(ctl.ensureSession({ sessionKey: "k", agentId: "main", command: [] })).rejects.toThrow(TypeError);
+    await expect(ctl.ensureSession({ sessionKey: "k", agentId: "main", command: [""] })).rejects.toThrow(/command\[0\]/);
+    expect(await ctl.listLeases()).toEqual([]);
+  });
+
+  it("missing executable: the wrapper's spawn-error names it", async () => {
+    const { ctl } = await newController("missing");
+    const err = await fail(ctl.ensureSession({ sessionKey: "k", agentId: "main", command: ["/nonexistent/acp-adapter", "--x"] }));
+    await expectSettled(ctl, err, "spawn-error", /\/nonexistent\/acp-adapter.*could not be started: ENOENT/);
+  });
+
+  for (const method of ["initialize", "session/new"] as const) {
+    it(`adapter crashing on ${method}: named, reaped, settled`, async () => {
+      const { ctl } = await newController("crash");
+      const err = await fail(
+        ctl.ensureSession({ sessionKey: "k", agentId: "main", command: agentArgv({ kind: "setsid", extra: [`--crash-on=${method}`] }) }),
+      );
+      await expectSettled(ctl, err, "adapter-exited", new RegExp(`adapter exited during ACP ${method} \\(exit code 3\\)`));
+    });
+  }
+
+  it("adapter that never answers: handshake timeout, stubborn tree reaped", async () => {
+    const { ctl } = await newController("never", { handshakeTimeoutMs: 1500 });
+    const t0 = Date.now();
+    const err = await fail(
+      ctl.ensureSession({
+        sessionKey: "k",
+        agentId: "main",
+        command: agentArgv({ kind: "double-fork", stubborn: true, surviveStdinClose: true, extra: ["--never-answer"] }),
+      }),
+    );
+    await expectSettled(ctl, err, "handshake-timeout", /never answered ACP initialize \(timeout 1500 ms\)/);
+    expect((err as AcpxEnsureError).leaseState).toBe("closed");
+    expect(Date.now() - t0).toBeLessThan(1500 + GRACE_MS + 5000);
+  });
+});
+
+describe("dispose", () => {
+  it("stops the timer and leaves sessions running; close still works afterwards", async () => {
+    const { ctl } = await newController("dispose");
+    const h = await ctl.ensureSession({ sessionKey: "k-dispose", agentId: "main", command: agentArgv({}) });
+    trackLease(h.leaseId);
+    await ctl.dispose();
+    await sleep(200);
+    expect(alive(h.rootPid)).toBe(true);
+    expect(await ctl.prompt(h, "still there")).toEqual({ stopReason: "end_turn" });
+    expect((await ctl.closeSession({ handle: h })).outcome).toBe("closed");
+    expect(alive(h.rootPid)).toBe(false);
+  });
+});

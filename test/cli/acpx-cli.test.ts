@@ -1,0 +1,102 @@
+/**
+ * The lease operator commands, run as an operator runs them
+ * (`node dist/cli/main.js …`), against a real session in a temp state dir:
+ * leases (state + live verdict), explain (evidence table + what cleanup would
+ * do), reap (dry run, and never a session a live gateway holds), and demo.
+ */
+import { execFile } from "node:child_process";
+import { existsSync } from "node:fs";
+import { fileURLToPath } from "node:url";
+import { afterAll, describe, expect, it } from "vitest";
+import { createAcpxLifecycleController } from "../../src/acpx/controller.js";
+import { agentArgv, alive, cleanupAll, GRACE_MS, tempStateDir, trackLease } from "../acpx/controller-helpers.js";
+
+const MAIN = fileURLToPath(new URL("../../dist/cli/main.js", import.meta.url));
+
+interface Run {
+  code: number;
+  stdout: string;
+  stderr: string;
+}
+function cli(args: string[], env: Record<string, string> = {}): Promise<Run> {
+  return new Promise((resolve) => {
+    execFile(process.execPath, [MAIN, ...args], { env: { ...process.env, ...env }, timeout: 25_000, encoding: "utf8" }, (err, stdout, stderr) =>
+      resolve({ code: err ? (typeof err.code === "number" ? err.code : -1) : 0, stdout, stderr }),
+    );
+  });
+}
+
+afterAll(() => cleanupAll());
+
+describe("proclease leases / explain / reap", () => {
+  it("an empty state dir: no lease store, nothing to explain", async () => {
+    const dir = tempStateDir("cli-empty");
+    const r = await cli(["leases", "--state-dir", dir]);
+    expect(r.code).toBe(0);
+    expect(r.stdout).toMatch(/no lease store/);
+    const viaEnv = await cli(["leases", "--json"], { PROCLEASE_STATE_DIR: dir });
+    expect(JSON.parse(viaEnv.stdout)).toMatchObject({ stateDir: dir, leases: [] });
+    const e = await cli(["explain", "no-such-lease", "--state-dir", dir]);
+    expect(e.code).toBe(1);
+    expect(e.stdout).toMatch(/no lease "no-such-lease"/);
+    expect((await cli(["explain", "--state-dir", dir])).code).toBe(2);
+  });
+
+  it("shows a live session's lease, explains it by id and by pid, and reap leaves it alone", async () => {
+    expect(existsSync(MAIN)).toBe(true);
+    const dir = tempStateDir("cli-live");
+    const ctl = await createAcpxLifecycleController({ stateDir: dir, graceMs: GRACE_MS, maintenanceIntervalMs: 0 });
+    try {
+      const h = await ctl.ensureSession({ sessionKey: "agent:main:acp:cli", agentId: "main", command: agentArgv({ kind: "plain" }) });
+      trackLease(h.leaseId);
+
+      const json = JSON.parse((await cli(["leases", "--state-dir", dir, "--json"])).stdout) as {
+        leases: { leaseId: string; state: string; verdict: string }[];
+      };
+      expect(json.leases).toEqual([expect.objectContaining({ leaseId: h.leaseId, state: "open", verdict: "owned" })]);
+      const human = await cli(["leases", "--state-dir", dir]);
+      expect(human.stdout).toMatch(new RegExp(`${h.leaseId}\\s+open\\s+owned\\s+${h.rootPid}`));
+
+      const byId = await cli(["explain", h.leaseId, "--state-dir", dir]);
+      expect(byId.code).toBe(0);
+      expect(byId.stdout).toMatch(/root-alive\s+match/);
+      expect(byId.stdout).toMatch(/start-time\s+match/);
+      expect(byId.stdout).toMatch(/wrapper-path\s+match/);
+      expect(byId.stdout).toMatch(/verdict: owned/);
+      expect(byId.stdout).toMatch(/cleanup would SIGTERM these 3 verified process\(es\)/);
+      const byPid = await cli(["explain", String(h.rootPid), "--state-dir", dir]);
+      expect(byPid.stdout).toContain(`lease ${h.leaseId}`);
+      const stranger = await cli(["explain", String(process.pid), "--state-dir", dir]);
+      expect(stranger.stdout).toMatch(/not named by any lease.*\n.*never signal/);
+
+      const dry = await cli(["reap", "--dry-run", "--state-dir", dir]);
+      expect(dry.code).toBe(0);
+      expect(dry.stdout).toMatch(/dry run: examined 1/);
+      expect(dry.stdout).toMatch(/skipped-live/);
+      const real = await cli(["reap", "--state-dir", dir, "--json"]);
+      const rep = JSON.parse(real.stdout) as { snapshots: number; entries: { action: string }[] };
+      expect(rep.entries.map((e) => e.action)).toEqual(["skipped-live"]);
+      expect(rep.snapshots).toBe(1);
+      expect(alive(h.rootPid)).toBe(true);
+      expect(await ctl.prompt(h, "still usable")).toEqual({ stopReason: "end_turn" });
+
+      await ctl.closeSession({ handle: h });
+      const after = await cli(["explain", h.leaseId, "--state-dir", dir]);
+      expect(after.stdout).toMatch(/state closed/);
+      expect(after.stdout).toMatch(/verdict: gone/);
+      expect(after.stdout).toMatch(/already closed/);
+    } finally {
+      await ctl.dispose();
+    }
+  });
+});
+
+describe("proclease demo", () => {
+  it("runs the whole story and verifies every step (exit 0)", async () => {
+    const r = await cli(["demo", "--grace-ms", "400"]);
+    expect(r.stderr).toBe("");
+    expect(r.stdout).toMatch(/every step verified\./);
+    expect(r.stdout).not.toMatch(/FAIL/);
+    expect(r.code).toBe(0);
+  }, 30_000);
+});
