@@ -1,2 +1,51 @@
 // Public surface of src/supervisor, re-exported from the package root.
-export {};
+export type {
+  ManagedRun,
+  ManagedRunStdin,
+  RunExit,
+  RunRecord,
+  RunState,
+  SpawnChildInput,
+  SpawnInput,
+  SpawnPtyInput,
+  StdinMode,
+  TerminationReason,
+} from "./types.js";
+export { createProcessSupervisor } from "./supervisor.js";
+export type { ProcessSupervisor, ProcessSupervisorOptions } from "./supervisor.js";
+export { createRunRegistry, DEFAULT_MAX_EXITED_RECORDS } from "./registry.js";
+export type { FinalizeInput, FinalizeResult, RunRegistry } from "./registry.js";
+export { killProcessTree, DEFAULT_KILL_GRACE_MS } from "./kill-tree.js";
+export type { KillProcessTreeOptions, KillTreeResult } from "./kill-tree.js";
+export {
+  FRESH_WATCHDOG_DEFAULTS,
+  RESUME_WATCHDOG_DEFAULTS,
+  WATCHDOG_MIN_TIMEOUT_MS,
+  resolveNoOutputTimeoutMs,
+} from "./watchdog.js";
+export type { ResolveNoOutputTimeoutInput, WatchdogProfile } from "./watchdog.js";
+export {
+  createExecSessions,
+  UnknownSessionError,
+  DEFAULT_FINISHED_TTL_MS,
+  DEFAULT_LOG_LINES,
+  DEFAULT_MAX_POLL_WAIT_MS,
+} from "./actions.js";
+export type {
+  ExecSessionInfo,
+  ExecSessions,
+  ExecSessionsOptions,
+  ExecSessionStatus,
+  LogResult,
+  PollResult,
+  ProcessActionRequest,
+  ProcessActionResult,
+  TerminateResult,
+} from "./actions.js";
+export { encodeKey, encodeKeySequence, KEY_NAMES, BRACKETED_PASTE_START, BRACKETED_PASTE_END } from "./keys.js";
+export type { KeySequence } from "./keys.js";
+export { PtyUnavailableError, PTY_SHELL } from "./adapters/pty.js";
+export type { PtyLoader, PtyModule, PtyProcess } from "./adapters/pty.js";
+export { SUPERVISOR_SESSION_PREFIX, SUPERVISOR_WRAPPER_FIELDS } from "./durability.js";
+export type { ReconcileReport, ReconciledRun } from "./durability.js";
+export { DEFAULT_MAX_OUTPUT_CHARS } from "./output.js";

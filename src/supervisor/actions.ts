@@ -1,0 +1,383 @@
+/**
+ * Process actions for background exec sessions (seed §1: poll, log,
+ * send-keys, paste, submit, kill, remove). A session is a background run the
+ * supervisor spawned, or a process adopted by pid that it does not know
+ * (e.g. one started by an earlier incarnation). Termination always asks the
+ * supervisor first and falls back to the real, guarded OS tree kill when the
+ * supervisor has no live record of the run.
+ */
+import type { ProcessFacts, ProcessSignaller } from "../facts/types.js";
+import { assertPid } from "../facts/validate.js";
+import { BRACKETED_PASTE_END, BRACKETED_PASTE_START, encodeKeySequence, type KeySequence } from "./keys.js";
+import { DEFAULT_KILL_GRACE_MS, killProcessTree, type KillTreeResult } from "./kill-tree.js";
+import { DEFAULT_MAX_OUTPUT_CHARS, truncationMarker } from "./output.js";
+import type { ProcessSupervisor } from "./supervisor.js";
+import type { ManagedRun, ManagedRunStdin, RunExit, SpawnInput } from "./types.js";
+
+export const DEFAULT_FINISHED_TTL_MS = 30 * 60_000;
+export const DEFAULT_MAX_POLL_WAIT_MS = 30_000;
+export const DEFAULT_LOG_LINES = 200;
+
+export type ExecSessionStatus = "running" | "exited";
+
+export interface ExecSessionInfo {
+  id: string;
+  /** the supervisor run id; absent for adopted processes */
+  runId?: string;
+  pid?: number;
+  mode: "child" | "pty" | "adopted";
+  command: string;
+  status: ExecSessionStatus;
+  startedAtMs: number;
+  exitedAtMs?: number;
+  exit?: RunExit;
+}
+
+export interface PollResult {
+  status: ExecSessionStatus;
+  /** output that arrived since the previous poll */
+  output: string;
+  exit?: RunExit;
+}
+
+export interface LogResult {
+  lines: string[];
+  totalLines: number;
+  /** index of the first returned line */
+  offset: number;
+}
+
+export type TerminateResult =
+  | { via: "supervisor"; exit: RunExit }
+  | { via: "tree-kill"; result: KillTreeResult }
+  | { via: "none"; reason: "already-exited" | "no-pid" };
+
+export type ProcessActionRequest =
+  | { action: "list" }
+  | { action: "poll"; sessionId: string; timeoutMs?: number }
+  | { action: "log"; sessionId: string; offset?: number; limit?: number }
+  | { action: "write"; sessionId: string; data: string; eof?: boolean }
+  | ({ action: "send-keys"; sessionId: string } & KeySequence)
+  | { action: "submit"; sessionId: string; text: string }
+  | { action: "paste"; sessionId: string; text: string }
+  | { action: "kill"; sessionId: string }
+  | { action: "clear"; sessionId: string }
+  | { action: "remove"; sessionId: string };
+
+export type ProcessActionResult =
+  | { action: "list"; sessions: ExecSessionInfo[] }
+  | ({ action: "poll" } & PollResult)
+  | ({ action: "log" } & LogResult)
+  | { action: "write" | "send-keys" | "submit" | "paste" | "clear"; ok: true }
+  | { action: "kill" | "remove"; result: TerminateResult };
+
+export interface ExecSessionsOptions {
+  supervisor: ProcessSupervisor;
+  /** finished sessions are forgotten this long after they exit; default 30 min */
+  finishedTtlMs?: number;
+  /** upper bound for a poll's wait, whatever the caller asks; default 30 s */
+  maxPollWaitMs?: number;
+  /** aggregated output kept per session (the tail); default 1 000 000 characters */
+  maxOutputChars?: number;
+  /** for the fallback tree kill */
+  graceMs?: number;
+  facts?: ProcessFacts;
+  signaller?: ProcessSignaller;
+}
+
+export interface ExecSessions {
+  /** Spawns a background run through the supervisor and tracks it as a session (id = runId). */
+  start(input: SpawnInput): Promise<ExecSessionInfo>;
+  /** Tracks a live process the supervisor does not know; kill/remove use the tree kill. */
+  adopt(input: { pid: number; command: string; id?: string }): ExecSessionInfo;
+  list(): ExecSessionInfo[];
+  poll(id: string, opts?: { timeoutMs?: number }): Promise<PollResult>;
+  log(id: string, opts?: { offset?: number; limit?: number }): LogResult;
+  write(id: string, data: string, opts?: { eof?: boolean }): void;
+  sendKeys(id: string, seq: KeySequence): void;
+  /** text then Enter (CR on a PTY, LF on a pipe) */
+  submit(id: string, text: string): void;
+  /** bracketed paste on a PTY, plain text on a pipe */
+  paste(id: string, text: string): void;
+  kill(id: string): Promise<TerminateResult>;
+  /** Forgets a finished session; a running one must be killed or removed instead. */
+  clear(id: string): void;
+  /** Forgets the session at once (even while running) and still terminates it. */
+  remove(id: string): Promise<TerminateResult>;
+  run(request: ProcessActionRequest): Promise<ProcessActionResult>;
+  /** Drops finished sessions older than the TTL; returns how many went. */
+  sweep(now?: number): number;
+}
+
+interface Session {
+  info: ExecSessionInfo;
+  run?: ManagedRun;
+  stdin?: ManagedRunStdin;
+  pty: boolean;
+  output: string;
+  dropped: number;
+  pending: string;
+  exitPromise?: Promise<RunExit>;
+  waiters: Set<() => void>;
+}
+
+export class UnknownSessionError extends Error {
+  override readonly name = "UnknownSessionError";
+  constructor(readonly sessionId: string) {
+    super(`no exec session ${JSON.stringify(sessionId)}`);
+  }
+}
+
+export function createExecSessions(opts: ExecSessionsOptions): ExecSessions {
+  const { supervisor } = opts;
+  const ttl = opts.finishedTtlMs ?? DEFAULT_FINISHED_TTL_MS;
+  const maxPoll = opts.maxPollWaitMs ?? DEFAULT_MAX_POLL_WAIT_MS;
+  const cap = opts.maxOutputChars ?? DEFAULT_MAX_OUTPUT_CHARS;
+  const sessions = new Map<string, Session>();
+
+  const sweep = (now = Date.now()): number => {
+    let n = 0;
+    for (const [id, s] of sessions) {
+      if (s.info.status === "exited" && s.info.exitedAtMs !== undefined && now - s.info.exitedAtMs >= ttl) {
+        sessions.delete(id);
+        n++;
+      }
+    }
+    return n;
+  };
+
+  const get = (id: string): Session => {
+    sweep();
+    const s = sessions.get(id);
+    if (!s) throw new UnknownSessionError(id);
+    return s;
+  };
+
+  const notify = (s: Session) => {
+    for (const w of s.waiters) w();
+    s.waiters.clear();
+  };
+
+  const append = (s: Session, chunk: string) => {
+    s.output += chunk;
+    s.pending += chunk;
+    if (s.output.length > cap) {
+      s.dropped += s.output.length - cap;
+      s.output = s.output.slice(-cap);
+    }
+    if (s.pending.length > cap) s.pending = s.pending.slice(-cap);
+    notify(s);
+  };
+
+  const markExited = (s: Session, exit?: RunExit) => {
+    if (s.info.status === "exited") return;
+    s.info.status = "exited";
+    s.info.exitedAtMs = Date.now();
+    if (exit) s.info.exit = exit;
+    notify(s);
+  };
+
+  const stdinOf = (s: Session): ManagedRunStdin => {
+    if (s.info.status === "exited") throw new Error(`exec session ${s.info.id} has exited`);
+    if (!s.stdin || s.stdin.destroyed) throw new Error(`exec session ${s.info.id} has no open stdin`);
+    return s.stdin;
+  };
+
+  const terminate = async (s: Session): Promise<TerminateResult> => {
+    if (s.info.status === "exited") return { via: "none", reason: "already-exited" };
+    if (s.info.runId !== undefined && s.exitPromise && supervisor.cancel(s.info.runId, "manual-cancel")) {
+      return { via: "supervisor", exit: await s.exitPromise };
+    }
+    if (s.info.pid === undefined) return { via: "none", reason: "no-pid" };
+    const result = await killProcessTree(s.info.pid, {
+      graceMs: opts.graceMs ?? DEFAULT_KILL_GRACE_MS,
+      facts: opts.facts,
+      signaller: opts.signaller,
+    });
+    if (result.outcome === "reaped" || result.outcome === "gone") {
+      // a supervised run's own wait() reports its exit; an adopted one has none
+      if (!s.exitPromise) markExited(s);
+      else await s.exitPromise;
+    }
+    return { via: "tree-kill", result };
+  };
+
+  const api: ExecSessions = {
+    async start(input) {
+      // Output can arrive while spawn() is still settling (lease bookkeeping):
+      // it is buffered until the session exists, never dropped.
+      let session: Session | undefined;
+      const early: string[] = [];
+      const sink = (c: string) => (session ? append(session, c) : void early.push(c));
+      const run = await supervisor.spawn({
+        ...input,
+        background: true,
+        captureOutput: false,
+        onStdout: (c) => {
+          sink(c);
+          input.onStdout?.(c);
+        },
+        onStderr: (c) => {
+          sink(c);
+          input.onStderr?.(c);
+        },
+      });
+      const s: Session = {
+        info: {
+          id: run.runId,
+          runId: run.runId,
+          pid: run.pid,
+          mode: input.mode,
+          command: input.mode === "pty" ? input.ptyCommand : input.argv.join(" "),
+          status: "running",
+          startedAtMs: run.startedAtMs,
+        },
+        run,
+        stdin: run.stdin,
+        pty: input.mode === "pty",
+        output: "",
+        dropped: 0,
+        pending: "",
+        waiters: new Set(),
+      };
+      sessions.set(run.runId, s);
+      session = s;
+      for (const c of early) append(s, c);
+      s.exitPromise = run.wait().then((exit) => {
+        markExited(s, exit);
+        return exit;
+      });
+      return { ...s.info };
+    },
+
+    adopt({ pid, command, id }) {
+      assertPid(pid, "pid");
+      const sid = id ?? `pid-${pid}-${Date.now()}`;
+      if (sessions.has(sid)) throw new Error(`exec session ${sid} already exists`);
+      const s: Session = {
+        info: { id: sid, pid, mode: "adopted", command, status: "running", startedAtMs: Date.now() },
+        pty: false,
+        output: "",
+        dropped: 0,
+        pending: "",
+        waiters: new Set(),
+      };
+      sessions.set(sid, s);
+      return { ...s.info };
+    },
+
+    list() {
+      sweep();
+      return [...sessions.values()].map((s) => ({ ...s.info }));
+    },
+
+    async poll(id, o = {}) {
+      const s = get(id);
+      const wait = Math.min(Math.max(0, o.timeoutMs ?? 0), maxPoll);
+      if (s.pending === "" && s.info.status === "running" && wait > 0) {
+        await new Promise<void>((resolve) => {
+          const t = setTimeout(done, wait);
+          function done() {
+            clearTimeout(t);
+            s.waiters.delete(done);
+            resolve();
+          }
+          s.waiters.add(done);
+        });
+      }
+      const output = s.pending;
+      s.pending = "";
+      return { status: s.info.status, output, ...(s.info.exit ? { exit: s.info.exit } : {}) };
+    },
+
+    log(id, o = {}) {
+      const s = get(id);
+      const text = (s.dropped > 0 ? truncationMarker(s.dropped) : "") + s.output;
+      const all = text.split(/\r?\n/);
+      if (all.length > 0 && all[all.length - 1] === "") all.pop();
+      const limit = o.limit ?? DEFAULT_LOG_LINES;
+      if (!Number.isInteger(limit) || limit < 0) throw new RangeError(`limit must be an integer >= 0, got ${limit}`);
+      let offset: number;
+      if (o.offset === undefined) offset = Math.max(0, all.length - limit);
+      else {
+        if (!Number.isInteger(o.offset) || o.offset < 0) throw new RangeError(`offset must be an integer >= 0, got ${o.offset}`);
+        offset = o.offset;
+      }
+      return { lines: all.slice(offset, offset + limit), totalLines: all.length, offset };
+    },
+
+    write(id, data, o = {}) {
+      const stdin = stdinOf(get(id));
+      stdin.write(data);
+      if (o.eof) stdin.end();
+    },
+
+    sendKeys(id, seq) {
+      const bytes = encodeKeySequence(seq);
+      stdinOf(get(id)).write(bytes);
+    },
+
+    submit(id, text) {
+      const s = get(id);
+      stdinOf(s).write(text + (s.pty ? "\r" : "\n"));
+    },
+
+    paste(id, text) {
+      const s = get(id);
+      stdinOf(s).write(s.pty ? `${BRACKETED_PASTE_START}${text}${BRACKETED_PASTE_END}` : text);
+    },
+
+    kill(id) {
+      return terminate(get(id));
+    },
+
+    clear(id) {
+      const s = get(id);
+      if (s.info.status !== "exited") throw new Error(`exec session ${id} is still running; use kill or remove`);
+      sessions.delete(id);
+    },
+
+    remove(id) {
+      const s = get(id);
+      // dropped first, synchronously: the session is gone for every caller
+      // even while its termination (up to the grace period) is still running
+      sessions.delete(id);
+      return terminate(s);
+    },
+
+    async run(req) {
+      switch (req.action) {
+        case "list":
+          return { action: "list", sessions: api.list() };
+        case "poll":
+          return { action: "poll", ...(await api.poll(req.sessionId, { timeoutMs: req.timeoutMs })) };
+        case "log":
+          return { action: "log", ...api.log(req.sessionId, { offset: req.offset, limit: req.limit }) };
+        case "write":
+          api.write(req.sessionId, req.data, { eof: req.eof });
+          return { action: "write", ok: true };
+        case "send-keys":
+          api.sendKeys(req.sessionId, req);
+          return { action: "send-keys", ok: true };
+        case "submit":
+          api.submit(req.sessionId, req.text);
+          return { action: "submit", ok: true };
+        case "paste":
+          api.paste(req.sessionId, req.text);
+          return { action: "paste", ok: true };
+        case "kill":
+          return { action: "kill", result: await api.kill(req.sessionId) };
+        case "clear":
+          api.clear(req.sessionId);
+          return { action: "clear", ok: true };
+        case "remove":
+          return { action: "remove", result: await api.remove(req.sessionId) };
+        default:
+          throw new TypeError(`unknown process action ${JSON.stringify((req as { action?: unknown }).action)}`);
+      }
+    },
+
+    sweep,
+  };
+  return api;
+}

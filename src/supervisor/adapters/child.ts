@@ -1,0 +1,95 @@
+import { spawn, type StdioOptions } from "node:child_process";
+import type { ManagedRunStdin, SpawnChildInput } from "../types.js";
+import { OUTPUT_FLUSH_MS, type AdapterExit, type SpawnedProcess } from "./adapter.js";
+
+/**
+ * Spawns argv directly (no shell), detached into its own process group so a
+ * tree kill can address the group without touching the gateway's. stdout
+ * and stderr are decoded as UTF-8 with multi-byte sequences kept whole.
+ */
+export function spawnChild(input: SpawnChildInput, env: NodeJS.ProcessEnv): SpawnedProcess {
+  const [file, ...args] = input.argv;
+  if (file === undefined || file === "") throw new TypeError("argv must start with a non-empty program name");
+  const stdinMode = input.stdinMode ?? "pipe-closed";
+  const stdio: StdioOptions = [stdinMode === "inherit" ? "inherit" : "pipe", "pipe", "pipe"];
+  // env left to Node when it is process.env itself: measurably cheaper than passing it
+  const child = spawn(file, args, { cwd: input.cwd, env: env === process.env ? undefined : env, detached: true, stdio });
+
+  const stdoutListeners: Array<(c: string) => void> = [];
+  const stderrListeners: Array<(c: string) => void> = [];
+  child.stdout?.setEncoding("utf8");
+  child.stderr?.setEncoding("utf8");
+  child.stdout?.on("data", (c: string) => stdoutListeners.forEach((l) => l(c)));
+  child.stderr?.on("data", (c: string) => stderrListeners.forEach((l) => l(c)));
+
+  // A child that exits (or fails to start) before the reader closes stdin
+  // would otherwise surface EPIPE as an uncaught error.
+  child.stdin?.on("error", () => {});
+  let stdin: ManagedRunStdin | undefined;
+  if (child.stdin) {
+    const s = child.stdin;
+    if (input.input !== undefined) s.write(input.input);
+    if (stdinMode === "pipe-closed") s.end();
+    stdin = {
+      write: (data) => void s.write(data),
+      end: () => void s.end(),
+      get destroyed() {
+        return s.destroyed || s.writableEnded;
+      },
+    };
+  }
+
+  let exitObserved = false;
+  const exited = new Promise<AdapterExit>((resolve) => {
+    let exit: AdapterExit | undefined;
+    let closed = false;
+    let flushTimer: NodeJS.Timeout | undefined;
+    const done = () => {
+      if (flushTimer) clearTimeout(flushTimer);
+      resolve(exit!);
+    };
+    child.once("error", (err) => {
+      // 'error' without a pid = the program never started; with a pid it is a
+      // kill/IPC failure, which the exit event still reports.
+      if (child.pid === undefined && exit === undefined) {
+        exitObserved = true;
+        exit = { exitCode: null, exitSignal: null, spawnError: err };
+        done();
+      }
+    });
+    child.once("exit", (code, signal) => {
+      exitObserved = true;
+      exit = { exitCode: code, exitSignal: signal };
+      if (closed) return done();
+      // A backgrounded grandchild can hold the pipes open forever: bound the flush.
+      flushTimer = setTimeout(done, OUTPUT_FLUSH_MS);
+      flushTimer.unref();
+    });
+    child.once("close", () => {
+      closed = true;
+      if (exit !== undefined) done();
+    });
+  });
+
+  return {
+    pid: child.pid,
+    stdin,
+    leadsGroup: true,
+    get exitObserved() {
+      return exitObserved;
+    },
+    signalRoot(signal) {
+      if (!exitObserved) child.kill(signal);
+    },
+    onStdout: (l) => void stdoutListeners.push(l),
+    onStderr: (l) => void stderrListeners.push(l),
+    wait: () => exited,
+    dispose() {
+      stdoutListeners.length = 0;
+      stderrListeners.length = 0;
+      child.stdout?.destroy();
+      child.stderr?.destroy();
+      if (child.stdin && !child.stdin.destroyed) child.stdin.destroy();
+    },
+  };
+}

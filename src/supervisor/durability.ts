@@ -1,0 +1,187 @@
+/**
+ * Restart durability for background runs (beyond the seed's in-memory-only
+ * boundary): each one gets a lease in the SAME store the ACPX controller uses
+ * and is verified by the SAME verifier, so "is this still ours?" has one
+ * answer in the whole package.
+ *
+ * How a supervisor lease maps onto the lease fields:
+ * - sessionKey = "supervisor:<runId>". The prefix is how reconciliation tells
+ *   its own leases from ACPX sessions sharing the store and instance id.
+ * - commandHash = computeCommandHash(argv exactly as spawned): the child's
+ *   argv, or ["/bin/sh", "-c", ptyCommand] for a PTY run.
+ * - wrapperRoot / wrapperPath: a supervised run has no wrapper; the root IS
+ *   the spawned program. See `wrapperFields` for what is recorded and why.
+ * - the root's identity (start time, boot id, pid namespace, process group)
+ *   is recorded right after the spawn; OPENCLAW_ACPX_LEASE_ID and
+ *   OPENCLAW_GATEWAY_INSTANCE_ID are injected into the child's environment
+ *   (descendants inherit them, which lets the verifier find escapees).
+ */
+import { getProcessFacts } from "../facts/get.js";
+import type { ProcessFacts, ProcessSignaller } from "../facts/types.js";
+import { computeCommandHash } from "../ownership/command-hash.js";
+import { loadOrCreateGatewayInstanceId } from "../ownership/instance-id.js";
+import { openLeaseStore, type LeaseStore } from "../ownership/lease-store.js";
+import { reapOwnedTree, type ReapReport } from "../ownership/reap.js";
+import { INSTANCE_ENV_KEY, LEASE_ENV_KEY, type AcpxProcessLease, type LeaseState, type OwnershipEvidence } from "../ownership/types.js";
+import { signallerFor } from "./kill-tree.js";
+import { verifyLeases, type LeaseVerification } from "../ownership/verify.js";
+
+/** sessionKey prefix of every lease the supervisor writes. */
+export const SUPERVISOR_SESSION_PREFIX = "supervisor:";
+
+export interface RunLease {
+  leaseId: string;
+  /** to merge into the child's environment */
+  env: Record<string, string>;
+}
+
+export interface ReconciledRun {
+  leaseId: string;
+  runId: string;
+  rootPid: number;
+  verdict: LeaseVerification["verdict"];
+  /** reaped: a verified tree was torn down; settled: nothing of ours was alive; left: unverifiable, untouched */
+  action: "reaped" | "settled" | "left";
+  /** the lease's state after reconciliation */
+  state: LeaseState;
+  evidence: readonly OwnershipEvidence[];
+  reap?: ReapReport;
+}
+
+export interface ReconcileReport {
+  instanceId: string | null;
+  runs: ReconciledRun[];
+}
+
+export interface RunLeases {
+  open(runId: string, argv: readonly string[]): Promise<RunLease>;
+  /** Records the live root's identity; a root already gone leaves the lease to `settle`. */
+  attach(leaseId: string, pid: number): Promise<void>;
+  /** open/closing → closing → closed|lost; a lease already terminal is left alone. */
+  settle(leaseId: string, to: "closed" | "lost"): Promise<void>;
+  /** `live`: lease ids of runs this incarnation still supervises; never touched. */
+  reconcile(live?: ReadonlySet<string>): Promise<ReconcileReport>;
+}
+
+export interface RunLeasesOptions {
+  stateDir: string;
+  gatewayInstanceId?: string;
+  facts?: ProcessFacts;
+  signaller?: ProcessSignaller;
+  graceMs: number;
+}
+
+export function createRunLeases(opts: RunLeasesOptions): RunLeases {
+  const facts = opts.facts ?? getProcessFacts();
+  const signaller = opts.signaller ?? signallerFor(facts);
+  let ready: Promise<{ store: LeaseStore; instanceId: string }> | undefined;
+  const init = () => {
+    ready ??= (async () => {
+      const [store, instanceId] = await Promise.all([
+        openLeaseStore(opts.stateDir),
+        opts.gatewayInstanceId ?? loadOrCreateGatewayInstanceId(opts.stateDir),
+      ]);
+      return { store, instanceId };
+    })();
+    ready.catch(() => (ready = undefined));
+    return ready;
+  };
+
+  const settle = async (store: LeaseStore, lease: AcpxProcessLease, to: "closed" | "lost") => {
+    let cur = lease;
+    if (cur.state === "closed" || cur.state === "lost") return cur;
+    if (cur.state === "open") cur = await store.transition(cur.leaseId, "closing");
+    return store.transition(cur.leaseId, to);
+  };
+
+  return {
+    async open(runId, argv) {
+      const { store, instanceId } = await init();
+      const lease = await store.create({
+        gatewayInstanceId: instanceId,
+        sessionKey: SUPERVISOR_SESSION_PREFIX + runId,
+        ...SUPERVISOR_WRAPPER_FIELDS,
+        commandHash: computeCommandHash(argv),
+      });
+      return { leaseId: lease.leaseId, env: { [LEASE_ENV_KEY]: lease.leaseId, [INSTANCE_ENV_KEY]: instanceId } };
+    },
+
+    async attach(leaseId, pid) {
+      const { store } = await init();
+      const d = await facts.inspect(pid);
+      if (!d || d.state === "Z") {
+        await store.update(leaseId, { rootPid: pid });
+        return;
+      }
+      await store.update(leaseId, {
+        rootPid: pid,
+        processGroupId: d.pgid,
+        rootStartTime: d.startTime,
+        bootId: d.bootId,
+        pidNamespace: d.pidNamespace,
+      });
+    },
+
+    async settle(leaseId, to) {
+      const { store } = await init();
+      const lease = await store.get(leaseId);
+      if (lease) await settle(store, lease, to);
+    },
+
+    async reconcile(live = new Set<string>()) {
+      const { store, instanceId } = await init();
+      const { leases } = await store.list({ gatewayInstanceId: instanceId, states: ["open", "closing"] });
+      const mine = leases.filter(
+        (l) => l.sessionKey.startsWith(SUPERVISOR_SESSION_PREFIX) && l.gatewayInstanceId === instanceId && !live.has(l.leaseId),
+      );
+      const verdicts = await verifyLeases(mine, facts, { gatewayInstanceId: instanceId });
+      const runs: ReconciledRun[] = [];
+      for (const v of verdicts) {
+        const base = {
+          leaseId: v.lease.leaseId,
+          runId: v.lease.sessionKey.slice(SUPERVISOR_SESSION_PREFIX.length),
+          rootPid: v.lease.rootPid,
+          verdict: v.verdict,
+          evidence: v.evidence,
+        };
+        if (v.verdict === "owned" && v.tree) {
+          const closing = v.lease.state === "open" ? await store.transition(v.lease.leaseId, "closing") : v.lease;
+          const reap = await reapOwnedTree(v.tree, { facts, signaller, graceMs: opts.graceMs });
+          const survived = reap.results.some((r) => r.outcome === "survived" || r.outcome === "unknown");
+          if (survived) {
+            // could not finish: back to open, so the next reconciliation tries again
+            await store.transition(closing.leaseId, "open");
+            runs.push({ ...base, action: "left", state: "open", reap });
+          } else {
+            await store.transition(closing.leaseId, "closed");
+            runs.push({ ...base, action: "reaped", state: "closed", reap });
+          }
+        } else if (v.verdict === "gone" || v.verdict === "mismatch") {
+          // nothing of ours is alive (a mismatching pid belongs to someone else now)
+          const after = await settle(store, v.lease, "lost");
+          runs.push({ ...base, action: "settled", state: after.state });
+        } else {
+          // unknown evidence never leads to a signal, nor to forgetting the lease
+          runs.push({ ...base, action: "left", state: v.lease.state });
+        }
+      }
+      return { instanceId, runs };
+    },
+  };
+}
+
+/**
+ * A supervised run has no wrapper: its root is the program itself. Both
+ * fields are recorded empty, which the verifier reports as "unknown"
+ * (not applicable) for its wrapper-path check. Naming the executable's
+ * directory instead (/usr/bin for `node`, /bin for the PTY shell) would make
+ * that check "match" for every process started from that directory: evidence
+ * that proves nothing, counted as if it did. The verdict rests on what does
+ * identify the run: the root's start time (with boot id and pid namespace),
+ * the command hash of the exact argv, the lease id in the root's environment,
+ * and its process group.
+ */
+export const SUPERVISOR_WRAPPER_FIELDS: Readonly<{ wrapperRoot: string; wrapperPath: string }> = Object.freeze({
+  wrapperRoot: "",
+  wrapperPath: "",
+});

@@ -1,0 +1,126 @@
+/**
+ * The supervisor's contract (CONTRACT §5, seed `process-supervisor-plan.es.md`;
+ * its names are kept). Process-local on purpose: nothing here imports agent
+ * or session types, so the supervisor can sit under any caller.
+ */
+
+export type RunState = "starting" | "running" | "exiting" | "exited";
+
+/**
+ * Why a run ended. When several apply, priority is
+ * forced (`manual-cancel`) > deadline (`overall-timeout`, `no-output-timeout`)
+ * > `signal` > `exit`. `spawn-error` means the OS never started the program.
+ */
+export type TerminationReason =
+  | "manual-cancel"
+  | "overall-timeout"
+  | "no-output-timeout"
+  | "spawn-error"
+  | "signal"
+  | "exit";
+
+/** The stdin of a run, as the supervisor hands it out: process-local, no agent types. */
+export interface ManagedRunStdin {
+  /** Writes bytes/text; on a PTY the terminal's line discipline applies. */
+  write(data: string | Uint8Array): void;
+  /** Pipes: closes the write end. PTYs: sends EOT (`\x04`, Ctrl-D). */
+  end(): void;
+  readonly destroyed: boolean;
+}
+
+export type StdinMode = "inherit" | "pipe-open" | "pipe-closed";
+
+interface SpawnCommon {
+  /** Caller-chosen id; a random UUID when absent. Must be unique among live runs. */
+  runId?: string;
+  sessionId: string;
+  backendId: string;
+  /** Runs sharing a scope can be cancelled together (`cancelScope`). */
+  scopeKey?: string;
+  /** Cancel the scope's live runs (reason `manual-cancel`) before spawning this one. */
+  replaceExistingScope?: boolean;
+  cwd?: string;
+  /** Full environment of the child; defaults to `process.env`. */
+  env?: Record<string, string | undefined>;
+  /** Overall deadline in ms; absent, 0 or negative = none. */
+  timeoutMs?: number;
+  /** Deadline between two output chunks in ms; resets on every chunk; absent or 0 = disabled. */
+  noOutputTimeoutMs?: number;
+  /** Keep stdout/stderr in the RunExit (default true). Capped: see `maxOutputChars`. */
+  captureOutput?: boolean;
+  onStdout?: (chunk: string) => void;
+  onStderr?: (chunk: string) => void;
+  /**
+   * A background run outlives the call that started it. With a supervisor
+   * `stateDir`, background runs get a lease (restart durability); foreground
+   * runs never do (their caller awaits them, so a gateway crash ends the
+   * caller too and the reconciliation of the lease would reap nothing useful).
+   */
+  background?: boolean;
+}
+
+export interface SpawnChildInput extends SpawnCommon {
+  mode: "child";
+  /** argv[0] is the program (PATH lookup), the rest its arguments; never joined into a shell string. */
+  argv: readonly string[];
+  /** Written to stdin before it is closed (or left open with `pipe-open`). */
+  input?: string;
+  /** Default `pipe-closed`: a detached child must never compete for the gateway's terminal. */
+  stdinMode?: StdinMode;
+}
+
+export interface SpawnPtyInput extends SpawnCommon {
+  mode: "pty";
+  /**
+   * The exact command line handed to `/bin/sh -c` inside the terminal. It is
+   * used literally (quotes, `$`, unicode untouched) and never rebuilt from
+   * an argv; an empty or whitespace-only command is rejected.
+   */
+  ptyCommand: string;
+  cols?: number;
+  rows?: number;
+}
+
+export type SpawnInput = SpawnChildInput | SpawnPtyInput;
+
+export interface RunExit {
+  reason: TerminationReason;
+  exitCode: number | null;
+  exitSignal: NodeJS.Signals | null;
+  durationMs: number;
+  stdout: string;
+  stderr: string;
+  timedOut: boolean;
+  noOutputTimedOut: boolean;
+}
+
+export interface ManagedRun {
+  readonly runId: string;
+  readonly pid?: number;
+  readonly startedAtMs: number;
+  readonly stdin?: ManagedRunStdin;
+  /** Resolves once the root exited and any tree kill started for it has finished. */
+  wait(): Promise<RunExit>;
+  /** Requests termination of the whole tree (TERM, grace, KILL). Default reason `manual-cancel`. */
+  cancel(reason?: TerminationReason): void;
+}
+
+export interface RunRecord {
+  runId: string;
+  sessionId: string;
+  backendId: string;
+  mode: "child" | "pty";
+  scopeKey?: string;
+  pid?: number;
+  processGroupId?: number;
+  /** Present when the run is covered by a lease (background + stateDir). */
+  leaseId?: string;
+  state: RunState;
+  createdAtMs: number;
+  startedAtMs: number;
+  updatedAtMs: number;
+  lastOutputAtMs: number;
+  terminationReason?: TerminationReason;
+  exitCode?: number | null;
+  exitSignal?: NodeJS.Signals | null;
+}

@@ -1,0 +1,61 @@
+/**
+ * The single source of watchdog defaults (seed §3.4: "fuente única"). Every
+ * consumer that needs a no-output deadline imports the resolver from here;
+ * nothing else in the package may restate these numbers.
+ */
+
+/** No timeout the resolver returns is shorter than this. */
+export const WATCHDOG_MIN_TIMEOUT_MS = 1_000;
+
+export interface WatchdogProfile {
+  /** share of the overall timeout given to the no-output watchdog */
+  readonly noOutputTimeoutRatio: number;
+  readonly minMs: number;
+  readonly maxMs: number;
+}
+
+/** A fresh run may think for a long time before its first output. */
+export const FRESH_WATCHDOG_DEFAULTS: WatchdogProfile = Object.freeze({
+  noOutputTimeoutRatio: 0.8,
+  minMs: 180_000,
+  maxMs: 600_000,
+});
+
+/** A resumed run already has context: silence means trouble sooner. */
+export const RESUME_WATCHDOG_DEFAULTS: WatchdogProfile = Object.freeze({
+  noOutputTimeoutRatio: 0.3,
+  minMs: 60_000,
+  maxMs: 180_000,
+});
+
+export interface ResolveNoOutputTimeoutInput {
+  /** the run's overall timeout in ms */
+  timeoutMs: number;
+  resumed?: boolean;
+  /** per-backend overrides; an explicit `noOutputTimeoutMs` wins over the ratio */
+  override?: Partial<WatchdogProfile> & { noOutputTimeoutMs?: number };
+}
+
+/**
+ * The no-output deadline for a run: ratio × overall timeout, clamped to the
+ * profile's [min, max], then kept below the overall timeout (1 s of headroom,
+ * so the more specific `no-output-timeout` reason can fire first) and never
+ * under WATCHDOG_MIN_TIMEOUT_MS.
+ */
+export function resolveNoOutputTimeoutMs(input: ResolveNoOutputTimeoutInput): number {
+  const { timeoutMs } = input;
+  if (typeof timeoutMs !== "number" || !Number.isFinite(timeoutMs) || timeoutMs <= 0) {
+    throw new RangeError(`timeoutMs must be a positive finite number, got ${String(timeoutMs)}`);
+  }
+  const base = input.resumed ? RESUME_WATCHDOG_DEFAULTS : FRESH_WATCHDOG_DEFAULTS;
+  const o = input.override ?? {};
+  const cap = Math.max(WATCHDOG_MIN_TIMEOUT_MS, Math.floor(timeoutMs) - WATCHDOG_MIN_TIMEOUT_MS);
+  if (o.noOutputTimeoutMs !== undefined) {
+    return Math.max(WATCHDOG_MIN_TIMEOUT_MS, Math.min(Math.floor(o.noOutputTimeoutMs), cap));
+  }
+  const ratio = o.noOutputTimeoutRatio ?? base.noOutputTimeoutRatio;
+  const minMs = o.minMs ?? base.minMs;
+  const maxMs = o.maxMs ?? base.maxMs;
+  const bounded = Math.min(maxMs, Math.max(minMs, Math.floor(timeoutMs * ratio)));
+  return Math.max(WATCHDOG_MIN_TIMEOUT_MS, Math.min(bounded, cap));
+}

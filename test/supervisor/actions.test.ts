@@ -1,0 +1,216 @@
+import { spawn } from "node:child_process";
+import { readFileSync } from "node:fs";
+import { afterEach, describe, expect, it } from "vitest";
+import { createExecSessions, UnknownSessionError } from "../../src/supervisor/actions.js";
+import { createProcessSupervisor } from "../../src/supervisor/supervisor.js";
+import { fixture, isAlive, killQuietly, matcher, waitFor } from "./helpers.js";
+
+const pids = new Set<number>();
+afterEach(() => {
+  killQuietly(pids);
+  pids.clear();
+});
+
+const base = { sessionId: "agent-session", backendId: "exec" } as const;
+
+function setup(extra: Parameters<typeof createExecSessions>[0] extends infer O ? Partial<O> : never = {}) {
+  const supervisor = createProcessSupervisor({ graceMs: 300 });
+  const sessions = createExecSessions({ supervisor, graceMs: 300, ...extra });
+  return { supervisor, sessions };
+}
+
+/** Polls until the accumulated output matches (each poll returns only what is new). */
+async function pollUntil(sessions: ReturnType<typeof createExecSessions>, id: string, re: RegExp, timeoutMs = 10_000) {
+  let text = "";
+  const end = Date.now() + timeoutMs;
+  while (Date.now() < end) {
+    const r = await sessions.poll(id, { timeoutMs: 500 });
+    text += r.output;
+    if (re.test(text)) return text;
+    if (r.status === "exited") break;
+  }
+  throw new Error(`no ${re} in ${JSON.stringify(text)}`);
+}
+
+function runningSleep(shellPid: number): boolean {
+  const kids = (() => {
+    try {
+      return readFileSync(`/proc/${shellPid}/task/${shellPid}/children`, "utf8").trim().split(" ").filter(Boolean);
+    } catch {
+      return [];
+    }
+  })();
+  const pids = [shellPid, ...kids.map(Number)];
+  return pids.some((p) => {
+    try {
+      return readFileSync(`/proc/${p}/cmdline`, "utf8").startsWith("sleep\0");
+    } catch {
+      return false;
+    }
+  });
+}
+
+/** Stubborn tree started outside any supervisor, detached, for the no-record paths. */
+async function unsupervisedTree() {
+  const child = spawn(process.execPath, [fixture("stubborn-tree.mjs")], { detached: true, stdio: ["ignore", "pipe", "inherit"] });
+  pids.add(child.pid!);
+  const out = matcher();
+  child.stdout!.setEncoding("utf8").on("data", (c: string) => out.push(c));
+  const grandchild = Number((await out.waitFor(/tree (\d+) (\d+)/))[2]);
+  pids.add(grandchild);
+  return { pid: child.pid!, grandchild };
+}
+
+describe("process actions: terminal input", () => {
+  it("send-keys C-c interrupts a PTY sleep", async () => {
+    const { sessions } = setup();
+    const s = await sessions.start({ ...base, mode: "pty", ptyCommand: "echo armed; sleep 30" });
+    pids.add(s.pid!);
+    await pollUntil(sessions, s.id, /armed/);
+    // a SIGINT landing before `sleep` is exec'd (dash -c catches it, and so does
+    // its forked child until exec) is lost: C-c must reach the sleep itself,
+    // so wait until the sleep program runs (measured: ~25% lost otherwise)
+    await waitFor(() => runningSleep(s.pid!));
+    const t0 = Date.now();
+    await sessions.run({ action: "send-keys", sessionId: s.id, keys: ["C-c"] });
+    await waitFor(() => sessions.list().find((x) => x.id === s.id)?.status === "exited", 10_000);
+    const info = sessions.list().find((x) => x.id === s.id)!;
+    expect(Date.now() - t0).toBeLessThan(10_000);
+    expect(info.exit).toMatchObject({ reason: "signal", exitSignal: "SIGINT" });
+  });
+
+  it("paste (bracketed on a PTY) and submit reach a PTY cat", async () => {
+    const { sessions } = setup();
+    // echo off: whatever comes back was printed by cat, not echoed by the terminal
+    const s = await sessions.start({ ...base, mode: "pty", ptyCommand: "stty -echo; echo ready; cat" });
+    pids.add(s.pid!);
+    await pollUntil(sessions, s.id, /ready/);
+    await sessions.run({ action: "paste", sessionId: s.id, text: "pasted ✓ text" });
+    await sessions.run({ action: "send-keys", sessionId: s.id, keys: ["Enter"] });
+    const pasted = await pollUntil(sessions, s.id, /\x1b\[201~/);
+    expect(pasted).toContain("\x1b[200~pasted ✓ text\x1b[201~");
+    await sessions.run({ action: "submit", sessionId: s.id, text: "submitted line" });
+    expect(await pollUntil(sessions, s.id, /submitted line/)).not.toContain("\x1b[200~");
+    await sessions.kill(s.id);
+  });
+
+  it("write / submit / paste on a pipe are plain text; poll returns only new output", async () => {
+    const { sessions } = setup();
+    const s = await sessions.start({ ...base, mode: "child", argv: ["cat"], stdinMode: "pipe-open" });
+    pids.add(s.pid!);
+    sessions.write(s.id, "one\n");
+    expect(await pollUntil(sessions, s.id, /one\n/)).toBe("one\n");
+    sessions.paste(s.id, "two");
+    sessions.submit(s.id, "");
+    expect(await pollUntil(sessions, s.id, /two\n/)).toBe("two\n");
+    expect((await sessions.poll(s.id)).output).toBe("");
+    sessions.write(s.id, "last\n", { eof: true });
+    await waitFor(() => sessions.list()[0]?.status === "exited");
+    const final = await sessions.poll(s.id);
+    expect(final.output).toBe("last\n");
+    expect(final.exit).toMatchObject({ reason: "exit", exitCode: 0 });
+    expect(() => sessions.write(s.id, "x")).toThrow(/exited/);
+  });
+});
+
+describe("process actions: log, list, clear, TTL", () => {
+  it("log tails 200 lines by default and pages with offset/limit", async () => {
+    const { sessions } = setup();
+    const s = await sessions.start({ ...base, mode: "child", argv: ["seq", "1", "500"] });
+    await waitFor(() => sessions.list()[0]?.status === "exited");
+    const tail = sessions.log(s.id);
+    expect(tail.lines.length).toBe(200);
+    expect(tail.totalLines).toBe(500);
+    expect(tail.lines[0]).toBe("301");
+    expect(tail.lines.at(-1)).toBe("500");
+    expect(sessions.log(s.id, { offset: 10, limit: 3 }).lines).toEqual(["11", "12", "13"]);
+  });
+
+  it("clear refuses a running session, forgets a finished one; a TTL expires finished sessions", async () => {
+    const { sessions } = setup({ finishedTtlMs: 150 });
+    const running = await sessions.start({ ...base, mode: "child", argv: ["sleep", "30"] });
+    pids.add(running.pid!);
+    const done = await sessions.start({ ...base, mode: "child", argv: ["true"] });
+    const other = await sessions.start({ ...base, mode: "child", argv: ["true"] });
+    await waitFor(() => sessions.list().filter((x) => x.status === "exited").length === 2);
+    expect(() => sessions.clear(running.id)).toThrow(/still running/);
+    sessions.clear(done.id);
+    expect(() => sessions.log(done.id)).toThrow(UnknownSessionError);
+    expect(sessions.list().map((x) => x.id)).toContain(other.id);
+    await new Promise((r) => setTimeout(r, 250));
+    const ids = sessions.list().map((x) => x.id);
+    expect(ids).not.toContain(other.id); // expired
+    expect(ids).toContain(running.id); // running sessions never expire
+    await sessions.kill(running.id);
+  });
+});
+
+describe("process actions: kill and remove", () => {
+  it("kill with a supervisor record goes through supervisor.cancel and leaves no tree", async () => {
+    const { sessions, supervisor } = setup();
+    const out = matcher();
+    const s = await sessions.start({ ...base, mode: "child", argv: [process.execPath, fixture("stubborn-tree.mjs")], onStdout: (c) => out.push(c) });
+    pids.add(s.pid!);
+    const grandchild = Number((await out.waitFor(/tree (\d+) (\d+)/))[2]);
+    pids.add(grandchild);
+    const r = await sessions.run({ action: "kill", sessionId: s.id });
+    expect(r).toMatchObject({ action: "kill", result: { via: "supervisor", exit: { reason: "manual-cancel" } } });
+    expect(supervisor.getRecord(s.runId!)?.terminationReason).toBe("manual-cancel");
+    expect(isAlive(s.pid!)).toBe(false);
+    expect(isAlive(grandchild)).toBe(false);
+    expect(await sessions.kill(s.id)).toEqual({ via: "none", reason: "already-exited" });
+  });
+
+  it("kill without a supervisor record falls back to the real tree kill", async () => {
+    const { sessions } = setup();
+    const { pid, grandchild } = await unsupervisedTree();
+    const s = sessions.adopt({ pid, command: "stubborn-tree" });
+    const r = await sessions.kill(s.id);
+    expect(r.via).toBe("tree-kill");
+    expect(r.via === "tree-kill" && r.result.outcome).toBe("reaped");
+    expect(isAlive(pid)).toBe(false);
+    expect(isAlive(grandchild)).toBe(false);
+    expect(sessions.list().find((x) => x.id === s.id)?.status).toBe("exited");
+  });
+
+  it("remove with a supervisor record drops the session at once and still terminates it", async () => {
+    const { sessions } = setup();
+    const out = matcher();
+    const s = await sessions.start({ ...base, mode: "child", argv: [process.execPath, fixture("stubborn-tree.mjs")], onStdout: (c) => out.push(c) });
+    pids.add(s.pid!);
+    const grandchild = Number((await out.waitFor(/tree (\d+) (\d+)/))[2]);
+    pids.add(grandchild);
+    const pending = sessions.remove(s.id);
+    // gone for every caller before the termination has finished
+    expect(sessions.list().map((x) => x.id)).not.toContain(s.id);
+    expect(isAlive(grandchild)).toBe(true);
+    const r = await pending;
+    expect(r).toMatchObject({ via: "supervisor", exit: { reason: "manual-cancel" } });
+    expect(isAlive(s.pid!)).toBe(false);
+    expect(isAlive(grandchild)).toBe(false);
+  });
+
+  it("remove without a supervisor record drops it and tree-kills it", async () => {
+    const { sessions } = setup();
+    const { pid, grandchild } = await unsupervisedTree();
+    const s = sessions.adopt({ pid, command: "stubborn-tree", id: "adopted-1" });
+    const pending = sessions.run({ action: "remove", sessionId: s.id });
+    expect(sessions.list()).toEqual([]);
+    const r = await pending;
+    expect(r).toMatchObject({ action: "remove", result: { via: "tree-kill", result: { outcome: "reaped" } } });
+    expect(isAlive(pid)).toBe(false);
+    expect(isAlive(grandchild)).toBe(false);
+  });
+
+  it("a run the supervisor no longer tracks is killed by the fallback too", async () => {
+    // the session was started by another supervisor (e.g. one since replaced): cancel finds nothing
+    const { sessions: first } = setup();
+    const s = await first.start({ ...base, mode: "child", argv: ["sleep", "30"] });
+    pids.add(s.pid!);
+    const { sessions } = setup();
+    const adopted = sessions.adopt({ pid: s.pid!, command: s.command });
+    const r = await sessions.kill(adopted.id);
+    expect(r).toMatchObject({ via: "tree-kill", result: { outcome: "reaped" } });
+    expect(isAlive(s.pid!)).toBe(false);
+  });
+});

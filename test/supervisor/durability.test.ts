@@ -1,0 +1,149 @@
+import { spawn, type ChildProcess } from "node:child_process";
+import { existsSync } from "node:fs";
+import { mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { getProcessFacts } from "../../src/facts/get.js";
+import { openLeaseStore } from "../../src/ownership/lease-store.js";
+import { LEASE_ENV_KEY } from "../../src/ownership/types.js";
+import { SUPERVISOR_SESSION_PREFIX } from "../../src/supervisor/durability.js";
+import { createProcessSupervisor } from "../../src/supervisor/supervisor.js";
+import { fixture, isAlive, killQuietly, matcher, waitFor } from "./helpers.js";
+
+const DIST = join(fixture(""), "..", "..", "..", "dist", "supervisor", "index.js");
+const pids = new Set<number>();
+const dirs: string[] = [];
+const gateways: ChildProcess[] = [];
+
+beforeAll(() => {
+  // the simulated gateway is a separate Node process: it runs the built package
+  if (!existsSync(DIST)) throw new Error(`${DIST} is missing: run \`npm run build\` before this test file`);
+});
+afterEach(() => {
+  for (const g of gateways.splice(0)) killQuietly([g.pid]);
+  killQuietly(pids);
+  pids.clear();
+});
+afterAll(async () => {
+  for (const d of dirs) await rm(d, { recursive: true, force: true });
+});
+
+async function stateDir(): Promise<string> {
+  const d = await mkdtemp(join(tmpdir(), "proclease-sup-"));
+  dirs.push(d);
+  return d;
+}
+
+interface Crashed {
+  root: number;
+  grandchild: number;
+  leaseId: string;
+  runId: string;
+}
+
+/** Runs the stand-in gateway, waits for its background run, then SIGKILLs the gateway. */
+async function crashGateway(dir: string, runId = "crash-run"): Promise<Crashed> {
+  const gw = spawn(process.execPath, [fixture("gateway.mjs"), dir, runId], { stdio: ["ignore", "pipe", "inherit"] });
+  gateways.push(gw);
+  const out = matcher();
+  gw.stdout!.setEncoding("utf8").on("data", (c: string) => out.push(c));
+  const line = (await out.waitFor(/\{.*\}\n/, 15_000))[0];
+  const info = JSON.parse(line) as Crashed & { gateway: number };
+  pids.add(info.root);
+  pids.add(info.grandchild);
+  gw.kill("SIGKILL");
+  await new Promise((r) => gw.once("exit", r));
+  // the run was detached: the crash left it running
+  expect(isAlive(info.gateway)).toBe(false);
+  expect(isAlive(info.root)).toBe(true);
+  expect(isAlive(info.grandchild)).toBe(true);
+  return info;
+}
+
+describe("restart durability: background runs hold leases", () => {
+  it("reconcileOrphans after a gateway crash reaps the leftover tree and closes its lease", async () => {
+    const dir = await stateDir();
+    const crashed = await crashGateway(dir);
+    const store = await openLeaseStore(dir);
+    const lease = await store.get(crashed.leaseId);
+    expect(lease).toMatchObject({
+      state: "open",
+      rootPid: crashed.root,
+      processGroupId: crashed.root,
+      sessionKey: SUPERVISOR_SESSION_PREFIX + crashed.runId,
+    });
+    expect(lease?.rootStartTime).toMatch(/^\d+$/);
+
+    // another gateway instance sharing the store never touches this run
+    const other = createProcessSupervisor({ stateDir: dir, gatewayInstanceId: "another-gateway-instance", graceMs: 300 });
+    expect((await other.reconcileOrphans()).runs).toEqual([]);
+    expect(isAlive(crashed.root)).toBe(true);
+
+    // the next incarnation of the same instance (same stateDir → same id)
+    const next = createProcessSupervisor({ stateDir: dir, graceMs: 300 });
+    const report = await next.reconcileOrphans();
+    expect(report.runs).toHaveLength(1);
+    const [run] = report.runs;
+    expect(run).toMatchObject({ leaseId: crashed.leaseId, runId: crashed.runId, verdict: "owned", action: "reaped", state: "closed" });
+    const pidsReaped = run!.reap!.results.map((r) => r.pid);
+    expect(pidsReaped).toEqual(expect.arrayContaining([crashed.root, crashed.grandchild]));
+    expect(run!.evidence.find((e) => e.check === "start-time")?.result).toBe("match");
+    // the ps backend cannot read argv: the hash is then "unknown", never a mismatch
+    const hash = run!.evidence.find((e) => e.check === "command-hash")?.result;
+    expect(hash).toBe(getProcessFacts().backend === "ps" ? "unknown" : "match");
+    expect(isAlive(crashed.root)).toBe(false);
+    expect(isAlive(crashed.grandchild)).toBe(false);
+    expect((await store.get(crashed.leaseId))?.state).toBe("closed");
+    // idempotent: nothing left to reconcile
+    expect((await next.reconcileOrphans()).runs).toEqual([]);
+  });
+
+  it("a leftover that died on its own is settled as lost, without a signal", async () => {
+    const dir = await stateDir();
+    const crashed = await crashGateway(dir, "died-alone");
+    process.kill(crashed.grandchild, "SIGKILL");
+    process.kill(crashed.root, "SIGKILL");
+    await waitFor(() => !isAlive(crashed.root) && !isAlive(crashed.grandchild));
+    const report = await createProcessSupervisor({ stateDir: dir }).reconcileOrphans();
+    expect(report.runs).toEqual([
+      expect.objectContaining({ leaseId: crashed.leaseId, verdict: "gone", action: "settled", state: "lost" }),
+    ]);
+  });
+
+  it("background runs get a lease (env injected) that closes on exit; foreground runs get none", async () => {
+    const dir = await stateDir();
+    const sup = createProcessSupervisor({ stateDir: dir });
+    const bg = await sup.spawn({
+      mode: "child",
+      sessionId: "s",
+      backendId: "t",
+      background: true,
+      argv: ["sh", "-c", `printf %s "$${LEASE_ENV_KEY}"`],
+    });
+    const leaseId = sup.getRecord(bg.runId)?.leaseId;
+    expect(leaseId).toMatch(/^[A-Za-z0-9_-]+$/);
+    expect((await bg.wait()).stdout).toBe(leaseId);
+    const store = await openLeaseStore(dir);
+    expect((await store.get(leaseId!))?.state).toBe("closed");
+
+    const fg = await sup.spawn({ mode: "child", sessionId: "s", backendId: "t", argv: ["sh", "-c", `printf %s "$${LEASE_ENV_KEY}"`] });
+    expect(sup.getRecord(fg.runId)?.leaseId).toBeUndefined();
+    expect((await fg.wait()).stdout).toBe("");
+  });
+
+  it("reconcileOrphans never touches the runs this supervisor is still running", async () => {
+    const dir = await stateDir();
+    const sup = createProcessSupervisor({ stateDir: dir, graceMs: 300 });
+    const run = await sup.spawn({ mode: "child", sessionId: "s", backendId: "t", background: true, argv: ["sleep", "30"] });
+    pids.add(run.pid!);
+    expect((await sup.reconcileOrphans()).runs).toEqual([]);
+    expect(isAlive(run.pid!)).toBe(true);
+    run.cancel();
+    expect((await run.wait()).reason).toBe("manual-cancel");
+  });
+
+  it("without a stateDir reconcileOrphans has nothing durable to do", async () => {
+    expect(await createProcessSupervisor().reconcileOrphans()).toEqual({ instanceId: null, runs: [] });
+  });
+});

@@ -1,0 +1,82 @@
+import { readFileSync } from "node:fs";
+import { fileURLToPath } from "node:url";
+import { dirname, join } from "node:path";
+
+export const FIXTURES = join(dirname(fileURLToPath(import.meta.url)), "..", "fixtures", "supervisor");
+export const fixture = (name: string) => join(FIXTURES, name);
+
+/** Alive = exists and is not a zombie (an unreaped zombie can no longer run anything). */
+export function isAlive(pid: number): boolean {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+    const state = stat.slice(stat.lastIndexOf(")") + 2).split(" ")[0];
+    return state !== "Z" && state !== "X";
+  } catch {
+    return false;
+  }
+}
+
+export function pgidOf(pid: number): number | null {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+    return Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[2]);
+  } catch {
+    return null;
+  }
+}
+
+export async function waitFor(cond: () => boolean | Promise<boolean>, timeoutMs = 10_000, stepMs = 20): Promise<void> {
+  const end = Date.now() + timeoutMs;
+  for (;;) {
+    if (await cond()) return;
+    if (Date.now() > end) throw new Error(`condition not met within ${timeoutMs} ms`);
+    await new Promise((r) => setTimeout(r, stepMs));
+  }
+}
+
+/** Last-resort cleanup of pids this test spawned (never anything else). */
+export function killQuietly(pids: Iterable<number | undefined>): void {
+  for (const pid of pids) {
+    if (pid === undefined || pid <= 1 || pid === process.pid) continue;
+    try {
+      process.kill(pid, "SIGKILL");
+    } catch {
+      // already gone
+    }
+  }
+}
+
+/** Resolves with the first regex match in the accumulated text. */
+export function matcher() {
+  let text = "";
+  const waiters: Array<{ re: RegExp; resolve: (m: RegExpMatchArray) => void }> = [];
+  return {
+    push(chunk: string) {
+      text += chunk;
+      for (const w of [...waiters]) {
+        const m = text.match(w.re);
+        if (m) {
+          waiters.splice(waiters.indexOf(w), 1);
+          w.resolve(m);
+        }
+      }
+    },
+    get text() {
+      return text;
+    },
+    waitFor(re: RegExp, timeoutMs = 10_000): Promise<RegExpMatchArray> {
+      const m = text.match(re);
+      if (m) return Promise.resolve(m);
+      return new Promise((resolve, reject) => {
+        const t = setTimeout(() => reject(new Error(`no ${re} within ${timeoutMs} ms; got ${JSON.stringify(text.slice(-500))}`)), timeoutMs);
+        waiters.push({
+          re,
+          resolve: (mm) => {
+            clearTimeout(t);
+            resolve(mm);
+          },
+        });
+      });
+    },
+  };
+}
