@@ -1,0 +1,221 @@
+// How fast are live process facts, and what do they cost the event loop?
+// native vs procfs vs ps snapshots at the current process count and with
+// 1,000 extra sleepers; the native walk against a C floor doing the same
+// syscalls; native inspect with one env key; event-loop delay while native
+// snapshots run.
+import { execFileSync, spawn, spawnSync } from "node:child_process";
+import { mkdirSync } from "node:fs";
+import { loadavg } from "node:os";
+import { dirname, join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { monitorEventLoopDelay } from "node:perf_hooks";
+import { getProcessFacts, loadError, loadNative } from "../dist/facts/index.js";
+import { check, fmtMs, median, now, printTable, sample } from "./lib.mjs";
+
+const here = dirname(fileURLToPath(import.meta.url));
+const EXTRA = 1000;
+
+export async function run({ quick }) {
+  const binding = loadNative();
+  if (!binding) {
+    console.log(`skipped: native addon did not load (${loadError()}); run npm run build:native`);
+    return [];
+  }
+  const it = quick
+    ? { rounds: 3, native: 10, procfs: 3, ps: 2, c: 20, inspect: 400, elMs: 1500 }
+    : { rounds: 7, native: 20, procfs: 5, ps: 3, c: 40, inspect: 3000, elMs: 5000 };
+  const backends = { native: getProcessFacts({ backend: "native" }), procfs: null, ps: null };
+  for (const b of ["procfs", "ps"]) {
+    try {
+      backends[b] = getProcessFacts({ backend: b });
+    } catch (err) {
+      console.log(`${b} backend unavailable: ${err.message}`);
+    }
+  }
+  const cLoop = buildCLoop();
+
+  const snapRows = [];
+  // Rounds interleave every contender so a change in process count or in
+  // machine load hits all of them alike; ratios are taken per round and the
+  // median round is reported.
+  const measure = async (label) => {
+    const rounds = [];
+    const counts = [];
+    for (let r = 0; r < it.rounds; r++) {
+      counts.push((await backends.native.snapshot()).processes.size);
+      const ms = {};
+      for (const b of ["native", "procfs", "ps"]) {
+        if (!backends[b]) continue;
+        ms[b] = median(await sample(() => backends[b].snapshot(), { iterations: it[b], warmup: 2 }));
+      }
+      if (cLoop.path) ms.c = JSON.parse(execFileSync(cLoop.path, [String(it.c)], { encoding: "utf8" })).medianMs;
+      rounds.push(ms);
+    }
+    const mid = (f) => median(rounds.map(f));
+    const out = { native: mid((m) => m.native) };
+    const row = { case: label, procs: Math.min(...counts) === Math.max(...counts) ? counts[0] : `${Math.min(...counts)}-${Math.max(...counts)}` };
+    row.native = fmtMs(out.native);
+    for (const b of ["procfs", "ps"]) {
+      if (!backends[b]) continue;
+      row[b] = fmtMs(mid((m) => m[b]));
+      out[`${b}/native`] = mid((m) => m[b] / m.native);
+    }
+    if (cLoop.path) {
+      row["C floor"] = fmtMs(mid((m) => m.c));
+      out["native/C"] = mid((m) => m.native / m.c);
+      row["native/C"] = out["native/C"].toFixed(2);
+    }
+    for (const b of ["procfs", "ps"]) if (out[`${b}/native`]) row[`${b}/native`] = out[`${b}/native`].toFixed(2);
+    snapRows.push(row);
+    return out;
+  };
+
+  await measure("current");
+
+  const group = await spawnSleepers(backends.native, EXTRA);
+  let loaded;
+  let inspectUs;
+  let elMaxMs;
+  let inspectRows = [];
+  try {
+    loaded = await measure(`+${EXTRA} sleepers`);
+
+    // inspect one realistic process (inherits this environment) for one key
+    const target = spawn("sleep", ["300"], { stdio: "ignore", env: { ...process.env, PROCLEASE_BENCH_KEY: "1" } });
+    await new Promise((r) => target.once("spawn", r));
+    try {
+      const opts = { envKeys: ["PROCLEASE_BENCH_KEY"] };
+      const d = await backends.native.inspect(target.pid, opts);
+      if (d?.env.PROCLEASE_BENCH_KEY !== "1") throw new Error("native inspect did not read the env key");
+      const row = { case: "inspect + 1 env key" };
+      for (const b of ["native", "procfs", "ps"]) {
+        if (!backends[b]) continue;
+        const n = b === "native" ? it.inspect : b === "procfs" ? it.inspect / 4 : 10;
+        const m = median(await sample(() => backends[b].inspect(target.pid, opts), { iterations: n, warmup: 20 }));
+        if (b === "native") inspectUs = m * 1000;
+        row[b] = fmtMs(m);
+      }
+      inspectRows.push(row);
+    } finally {
+      target.kill("SIGKILL");
+    }
+
+    // event-loop delay while idle, for context: on a shared machine other
+    // processes delay timers too, and that is not the walk's doing
+    const idle = monitorEventLoopDelay({ resolution: 1 });
+    idle.enable();
+    await new Promise((r) => setTimeout(r, it.elMs / 3));
+    idle.disable();
+    inspectRows.push({
+      case: "event loop idle (baseline)",
+      native: `max ${(idle.max / 1e6).toFixed(2)} ms, p99 ${(idle.percentile(99) / 1e6).toFixed(2)} ms`,
+      procfs: "-",
+      ps: "-",
+    });
+
+    // and while the C floor walks /proc from another process: the kernel
+    // side of a walk delays this process's timers too, whoever walks
+    if (cLoop.path) {
+      const walker = spawn(cLoop.path, ["1000000"], { stdio: "ignore" });
+      const walkerExited = new Promise((r) => walker.once("exit", r));
+      const ext = monitorEventLoopDelay({ resolution: 1 });
+      try {
+        await new Promise((r) => setTimeout(r, 50));
+        ext.enable();
+        await new Promise((r) => setTimeout(r, it.elMs / 3));
+        ext.disable();
+      } finally {
+        walker.kill("SIGKILL");
+        await walkerExited;
+      }
+      inspectRows.push({
+        case: "event loop idle, C floor walking in another process",
+        native: `max ${(ext.max / 1e6).toFixed(2)} ms, p99 ${(ext.percentile(99) / 1e6).toFixed(2)} ms`,
+        procfs: "-",
+        ps: "-",
+      });
+    }
+
+    // event-loop delay while native snapshots run back to back
+    const h = monitorEventLoopDelay({ resolution: 1 });
+    h.enable();
+    const t0 = now();
+    let walks = 0;
+    while (now() - t0 < it.elMs) {
+      await backends.native.snapshot();
+      walks++;
+    }
+    h.disable();
+    elMaxMs = h.max / 1e6;
+    inspectRows.push({
+      case: `event loop during ${walks} native snapshots`,
+      native: `max ${elMaxMs.toFixed(2)} ms, p99 ${(h.percentile(99) / 1e6).toFixed(2)} ms`,
+      procfs: "-",
+      ps: "-",
+    });
+  } finally {
+    await killGroup(backends.native, group);
+  }
+
+  // other work on this machine shows up as event-loop delay: say how busy it was
+  printTable(`snapshot (median per call; load average ${loadavg()[0].toFixed(2)})`, snapRows);
+  printTable("inspect and event loop", inspectRows);
+  if (!cLoop.path) console.log(`C floor skipped: ${cLoop.reason}`);
+
+  const checks = [];
+  const at = `@${EXTRA}+ procs`;
+  if (loaded["procfs/native"]) checks.push(check(`native snapshot faster than procfs ${at}`, loaded["procfs/native"], ">=", 2.5));
+  if (loaded["ps/native"]) checks.push(check(`native snapshot faster than ps ${at}`, loaded["ps/native"], ">=", 3));
+  if (loaded["native/C"]) checks.push(check(`native snapshot / C floor ${at}`, loaded["native/C"], "<=", 1.5));
+  checks.push(check("native inspect + 1 env key (median)", inspectUs, "<=", 40, "µs"));
+  checks.push(check("event loop max delay during native snapshots", elMaxMs, "<=", 8, "ms"));
+  return checks;
+}
+
+function buildCLoop() {
+  const cc = spawnSync("cc", ["--version"], { stdio: "ignore" });
+  if (cc.error || cc.status !== 0) return { path: null, reason: "no C compiler (cc) on PATH" };
+  const out = join(here, ".out");
+  mkdirSync(out, { recursive: true });
+  const path = join(out, "stat_loop");
+  const r = spawnSync("cc", ["-O2", "-o", path, join(here, "c", "stat_loop.c")], { encoding: "utf8" });
+  if (r.status !== 0) return { path: null, reason: `cc failed: ${r.stderr.trim()}` };
+  return { path, reason: null };
+}
+
+/** One detached shell (its own process group) that forks `count` sleepers. */
+async function spawnSleepers(facts, count) {
+  const sh = spawn("sh", ["-c", `i=0; while [ $i -lt ${count} ]; do sleep 600 & i=$((i+1)); done; wait`], {
+    detached: true,
+    stdio: "ignore",
+  });
+  await new Promise((r) => sh.once("spawn", r));
+  const pgid = sh.pid;
+  const exited = new Promise((r) => sh.once("exit", r));
+  const deadline = Date.now() + 60_000;
+  while ((await facts.snapshot()).groupMembers(pgid).length < count + 1) {
+    if (Date.now() > deadline) {
+      await killGroup(facts, { pgid, exited });
+      throw new Error(`only some of ${count} sleepers started within 60 s`);
+    }
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  return { pgid, exited };
+}
+
+async function killGroup(facts, { pgid, exited }) {
+  try {
+    process.kill(-pgid, "SIGKILL");
+  } catch (err) {
+    if (err.code !== "ESRCH") throw err;
+  }
+  await exited;
+  const deadline = Date.now() + 30_000;
+  for (;;) {
+    const left = (await facts.snapshot()).groupMembers(pgid).filter((p) => p.state !== "Z").length;
+    if (left === 0) break;
+    if (Date.now() > deadline) throw new Error(`${left} sleepers of group ${pgid} still alive`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  console.log(`sleeper group ${pgid} killed and verified gone`);
+}

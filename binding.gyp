@@ -1,0 +1,26 @@
+{
+  "targets": [
+    {
+      "target_name": "proclease",
+      "sources": ["native/addon.cc"],
+      "include_dirs": ["<!(node -p \"require('node-addon-api').include_dir\")"],
+      "defines": ["NAPI_DISABLE_CPP_EXCEPTIONS", "NAPI_VERSION=8", "NODE_ADDON_API_DISABLE_DEPRECATED"],
+      "cflags!": ["-fno-exceptions"],
+      "cflags_cc!": ["-fno-exceptions", "-std=gnu++17", "-std=gnu++20"],
+      "cflags_cc": ["-std=c++17", "-fno-exceptions", "-Wall", "-Wextra", "-Wno-unused-parameter"],
+      "conditions": [
+        ["OS=='linux'", {
+          "sources": ["native/facts_linux.cc", "native/pidfd_linux.cc"]
+        }],
+        ["OS=='mac'", {
+          "sources": ["native/facts_darwin.cc"],
+          "xcode_settings": {
+            "CLANG_CXX_LANGUAGE_STANDARD": "c++17",
+            "GCC_ENABLE_CPP_EXCEPTIONS": "NO",
+            "MACOSX_DEPLOYMENT_TARGET": "10.15"
+          }
+        }]
+      ]
+    }
+  ]
+}

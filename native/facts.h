@@ -1,0 +1,76 @@
+// The plain C++ surface each OS file implements. addon.cc only marshals
+// these structs to JS; no N-API type crosses into the OS files, so each one
+// reads like a small syscall wrapper (serialport/bindings-cpp style).
+//
+// Every OS failure is reported as a value (bool, negative errno, outcome):
+// the addon is built without C++ exceptions.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace proclease {
+
+// One process's cheap fields. `start` is Linux clock ticks since boot or
+// macOS microseconds since the epoch; both are exact in a double below 2^53.
+struct ProcRecord {
+  int32_t pid = 0;
+  int32_t ppid = 0;
+  int32_t pgid = 0;
+  int32_t sid = 0;
+  int32_t uid = 0;
+  int32_t state = 0;  // kernel state letter as a char code ('Z' = zombie)
+  double start = 0;
+};
+
+// Packed like the JS side wants it: ints holds kIntFields per record.
+constexpr int kIntFields = 6;
+struct PackedSnapshot {
+  std::vector<int32_t> ints;
+  std::vector<double> starts;
+  size_t count = 0;
+};
+
+struct ProcDetails {
+  ProcRecord rec;
+  bool hasExe = false;
+  std::string exe;
+  bool hasArgv = false;
+  std::vector<std::string> argv;
+  bool envReadable = false;
+  // only the requested keys that were present, in request order
+  std::vector<std::pair<std::string, std::string>> env;
+};
+
+enum class SignalResult { kSignalled, kGone, kMismatch, kDenied, kUnsupported };
+
+const char* PlatformName();
+
+// Walks every visible process. Returns 0, or -errno when the process table
+// itself cannot be listed (processes that vanish mid-walk are skipped).
+int WalkProcesses(PackedSnapshot& out);
+
+// false when the process does not exist or vanished mid-read.
+bool InspectProcess(int pid, const std::vector<std::string>& envKeys, ProcDetails& out);
+
+bool BootId(std::string& out);
+bool PidNamespace(std::string& out);
+bool PidfdSupported();
+
+SignalResult SignalIfSame(int pid, double expectedStart, int sig);
+
+int SetChildSubreaper();            // 0 or -errno
+int SetParentDeathSignal(int sig);  // 0 or -errno
+bool ReapChild(int pid);            // true when waitpid(WNOHANG) reaped it
+
+}  // namespace proclease
+
+#ifdef __linux__
+namespace proclease::linux_detail {
+// Reads and parses `rel` (a "stat" file) relative to dirfd in one
+// open+fstat+read+close. false when it is unreadable (process gone).
+bool ReadStatAt(int dirfd, const char* rel, ProcRecord& out);
+}  // namespace proclease::linux_detail
+#endif
