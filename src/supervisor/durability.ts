@@ -23,7 +23,7 @@ import { loadOrCreateGatewayInstanceId } from "../ownership/instance-id.js";
 import { openLeaseStore, type LeaseStore } from "../ownership/lease-store.js";
 import { reapOwnedTree, type ReapReport } from "../ownership/reap.js";
 import { INSTANCE_ENV_KEY, LEASE_ENV_KEY, type AcpxProcessLease, type LeaseState, type OwnershipEvidence } from "../ownership/types.js";
-import { signallerFor } from "./kill-tree.js";
+import { createSignaller } from "../facts/signal.js";
 import { verifyLeases, type LeaseVerification } from "../ownership/verify.js";
 
 /** sessionKey prefix of every lease the supervisor writes. */
@@ -73,7 +73,7 @@ export interface RunLeasesOptions {
 
 export function createRunLeases(opts: RunLeasesOptions): RunLeases {
   const facts = opts.facts ?? getProcessFacts();
-  const signaller = opts.signaller ?? signallerFor(facts);
+  const signaller = opts.signaller ?? createSignaller(facts);
   let ready: Promise<{ store: LeaseStore; instanceId: string }> | undefined;
   const init = () => {
     ready ??= (async () => {

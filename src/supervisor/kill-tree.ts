@@ -9,7 +9,6 @@
  * root that does not lead its own group contributes no group at all.
  */
 import { getProcessFacts } from "../facts/get.js";
-import { loadNative } from "../facts/native.js";
 import { createSignaller } from "../facts/signal.js";
 import type { ProcessFacts, ProcessInfo, ProcessSignaller } from "../facts/types.js";
 import { assertPid } from "../facts/validate.js";
@@ -82,17 +81,9 @@ const signallers = new WeakMap<ProcessFacts, ProcessSignaller>();
 function defaultSignaller(facts: ProcessFacts): ProcessSignaller {
   let s = signallers.get(facts);
   if (!s) {
-    s = signallerFor(facts);
+    s = createSignaller(facts);
     signallers.set(facts, s);
   }
   return s;
 }
 
-/**
- * The addon's identity check compares start times in ITS unit (Linux clock
- * ticks, macOS µs): it is paired only with the native backend, whose facts
- * are in that unit. Any other backend re-inspects through itself.
- */
-export function signallerFor(facts: ProcessFacts): ProcessSignaller {
-  return createSignaller(facts, facts.backend === "native" ? loadNative() : null);
-}
