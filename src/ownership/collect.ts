@@ -49,7 +49,8 @@ export function collectTree(snapshot: ProcessSnapshot, root: ProcessInfo, opts?:
   return out;
 }
 
-function ancestorsOfSelf(snapshot: ProcessSnapshot): Set<number> {
+/** This process and every ancestor of it in `snapshot` (never part of anyone's tree). */
+export function ancestorsOfSelf(snapshot: ProcessSnapshot): Set<number> {
   const seen = new Set<number>([process.pid]);
   // the snapshot's view of our parent counts too (it differs only if we were re-parented mid-walk)
   const starts = [process.ppid, snapshot.processes.get(process.pid)?.ppid ?? process.ppid];

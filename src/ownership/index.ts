@@ -9,6 +9,9 @@
 // - guards.ts        the hard refusals every signal path asks first
 // - reap.ts          leaves first, identity-checked TERM → grace → KILL, per-pid outcomes
 // - legacy.ts        records without a lease: live root + wrapper-root or command match, else left alone
+// - remnants.ts      what is left when a lease's root is gone: env-marker carriers proven ours, judged in verify's one env pass
+// - start-clock.ts   ProcessInfo.startTime → epoch ms (Linux ticks via btime + CLK_TCK)
+// - reap-verification.ts  reapLeaseVerification: the tree, else the remnants, else nothing
 export type { GatewayInstanceId, AcpxProcessLease, LeaseState, OwnershipEvidence, OwnedProcessTree } from "./types.js";
 export { LEASE_ENV_KEY, INSTANCE_ENV_KEY, LEASE_SCHEMA_VERSION } from "./types.js";
 export { loadOrCreateGatewayInstanceId, GatewayInstanceIdError, INSTANCE_ID_FILE } from "./instance-id.js";
@@ -24,6 +27,10 @@ export type { CollectOptions } from "./collect.js";
 export { explainLease, verifyOwnedTree, verifyLeases } from "./verify.js";
 export type { LeaseVerdict, LeaseVerification, VerifyOptions } from "./verify.js";
 export { reapOwnedTree } from "./reap.js";
+export { reapLeaseVerification } from "./reap-verification.js";
+export type { LeaseReapResult } from "./reap-verification.js";
+export { startTimeToEpochMs, readStartClock, START_CLOCK_SLACK_MS } from "./start-clock.js";
+export type { StartClock } from "./start-clock.js";
 // The contract's `ReapReport` is the controller's startup report (src/acpx); the per-tree one is exported as OwnedTreeReapReport.
 export type { ReapOutcome, ReapTarget, ReapReport as OwnedTreeReapReport, ReapOptions } from "./reap.js";
 export { verifyLegacyRecord } from "./legacy.js";

@@ -7,7 +7,9 @@
  * sent here: kill(-pgid) cannot be identity-checked per member.
  */
 import type { ProcessFacts, ProcessInfo, ProcessSignaller, SignalOutcome } from "../facts/types.js";
-import { checkSignalTarget } from "./guards.js";
+import { MAX_PID } from "../facts/validate.js";
+import { ancestorsOfSelf } from "./collect.js";
+import { checkSignalTarget, ownProcessGroupId } from "./guards.js";
 
 export type ReapOutcome =
   | "exited-after-term"
@@ -23,6 +25,12 @@ export type ReapOutcome =
 export interface ReapTarget {
   root: ProcessInfo;
   members: readonly ProcessInfo[];
+  /**
+   * A process group verified as the lease's own (OwnedProcessTree sets it
+   * only when "process-group" matched). New members that join it during the
+   * teardown are reaped too; see ReapOptions.group.
+   */
+  group?: number;
 }
 
 export interface ReapReport {
@@ -41,6 +49,16 @@ export interface ReapOptions {
   pollMs?: number;
   /** ms to wait for exits after SIGKILL before reporting "survived" (default 2000) */
   confirmMs?: number;
+  /**
+   * Overrides `target.group`. Pass only a group verified as the lease's own.
+   * The re-checks after TERM and before KILL then also add processes that
+   * are in this group now and were not known, each with its own start time,
+   * provided they are in the session of a member that was in the group at
+   * verification (a group id cannot be recycled into that session by a
+   * stranger), and are neither our ancestors nor refused by the guards.
+   * Never this process's own group.
+   */
+  group?: number;
 }
 
 type Phase = "pending" | "termed" | "killed" | "done";
@@ -66,6 +84,7 @@ export async function reapOwnedTree(tree: ReapTarget, opts: ReapOptions): Promis
   const graceMs = nonNegative(opts.graceMs, 3000, "graceMs");
   const pollMs = Math.max(1, nonNegative(opts.pollMs, 25, "pollMs"));
   const confirmMs = nonNegative(opts.confirmMs, 2000, "confirmMs");
+  const group = groupToWatch(opts.group !== undefined ? opts.group : tree.group, opts.group !== undefined ? "opts.group" : "target.group", tree);
 
   const entries: Entry[] = [];
   const byPid = new Map<number, Entry>();
@@ -103,11 +122,11 @@ export async function reapOwnedTree(tree: ReapTarget, opts: ReapOptions): Promis
 
   for (const e of entries) await term(e);
   // new children forked while we were signalling: TERM them too
-  for (const e of await newChildren(facts, entries, byPid, add)) await term(e);
+  for (const e of await newChildren(facts, entries, byPid, add, group)) await term(e);
 
   await pollUntil(facts, entries, "termed", "exited-after-term", graceMs, pollMs);
 
-  for (const e of await newChildren(facts, entries, byPid, add)) {
+  for (const e of await newChildren(facts, entries, byPid, add, group)) {
     if (e.phase === "pending") e.phase = "termed"; // grace already spent: straight to KILL
   }
   const order = [...entries.filter((e) => e !== rootEntry), rootEntry];
@@ -198,17 +217,40 @@ async function exited(facts: ProcessFacts, e: Entry): Promise<boolean> {
   }
 }
 
+interface WatchedGroup {
+  pgid: number;
+  /** sessions of the target's members that were in the group when it was verified */
+  sids: ReadonlySet<number>;
+}
+
+/** Validates the group argument; null when there is none or it cannot be watched safely. */
+function groupToWatch(value: number | undefined, name: string, tree: ReapTarget): WatchedGroup | null {
+  if (value === undefined) return null;
+  if (typeof value !== "number" || !Number.isInteger(value)) throw new TypeError(`${name} must be an integer process group id, got ${String(value)}`);
+  if (value <= 1 || value > MAX_PID) throw new RangeError(`${name} must be between 2 and ${MAX_PID}, got ${value}`);
+  const own = ownProcessGroupId();
+  // fail closed: our own group (or one we cannot tell apart from it) is never watched
+  if (own === null || value === own || value === process.pid || value === process.ppid) return null;
+  const sids = new Set<number>();
+  for (const m of [...tree.members, tree.root]) if (m.pgid === value) sids.add(m.sid);
+  return sids.size > 0 ? { pgid: value, sids } : null;
+}
+
 /**
  * One fresh snapshot: every process whose parent is a member still alive with
- * its recorded start time, and not yet known, is added (descendants too).
+ * its recorded start time, and not yet known, is added (descendants too); and
+ * with a watched group, every new member of it in one of its recorded
+ * sessions (with its descendants).
  */
 async function newChildren(
   facts: ProcessFacts,
   entries: Entry[],
   byPid: Map<number, Entry>,
   add: (p: ProcessInfo) => Entry | null,
+  group: WatchedGroup | null,
 ): Promise<Entry[]> {
-  if (!entries.some((e) => e.phase === "termed" || e.phase === "pending")) return [];
+  // with a watched group, newcomers can join it even after every known member exited
+  if (group === null && !entries.some((e) => e.phase === "termed" || e.phase === "pending")) return [];
   let snap;
   try {
     snap = await facts.snapshot();
@@ -220,6 +262,18 @@ async function newChildren(
   for (const e of entries) {
     const live = snap.processes.get(e.pid);
     if (live && String(live.startTime) === e.startTime) stack.push(e.pid);
+  }
+  if (group !== null) {
+    const ancestors = ancestorsOfSelf(snap);
+    for (const p of snap.groupMembers(group.pgid)) {
+      if (byPid.has(p.pid) || p.state === "Z" || !group.sids.has(p.sid)) continue;
+      if (ancestors.has(p.pid) || !checkSignalTarget(p.pid).allowed) continue;
+      const e = add(p);
+      if (e) {
+        found.push(e);
+        stack.push(p.pid);
+      }
+    }
   }
   while (stack.length > 0) {
     const parent = stack.pop()!;

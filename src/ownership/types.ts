@@ -49,6 +49,12 @@ export interface OwnedProcessTree {
   /** root and every verified descendant / group member, leaves first (kill order) */
   members: readonly ProcessInfo[];
   evidence: readonly OwnershipEvidence[];
+  /**
+   * The recorded process group, present only when verification proved it the
+   * lease's own ("process-group" matched). The reaper then also picks up new
+   * members of that group while it tears the tree down (reap.ts).
+   */
+  group?: number;
 }
 
 /** Environment keys the controller puts in the wrapper's environment (seed). */

@@ -13,15 +13,32 @@
  * one uid that pass dominates, so 100 separate verifyOwnedTree calls cost
  * ~100 passes while verifyLeases costs one (bench/ownership.bench.mjs).
  * The ps backend cannot read environments, so the pass is skipped there.
+ *
+ * The same pass looks for remnants (remnants.ts): for a lease whose root is
+ * gone, or whose root pid now names a process with another start time, the
+ * processes that still carry the lease's markers. Candidates for that are
+ * processes of this uid that are not our ancestors and started no earlier
+ * than the recorded root; both marker keys are read in the one env read.
  */
 import { realpath } from "node:fs/promises";
 import { isAbsolute, relative, resolve, sep } from "node:path";
 import type { ProcessDetails, ProcessFacts, ProcessInfo, ProcessSnapshot } from "../facts/types.js";
-import { collectTree } from "./collect.js";
+import { ancestorsOfSelf, collectTree } from "./collect.js";
 import { computeCommandHash } from "./command-hash.js";
 import { mapLimit } from "./fs-safe.js";
 import { checkSignalTarget, ownProcessGroupId } from "./guards.js";
 import { parseLeaseRecord } from "./lease-record.js";
+import type { ReapTarget } from "./reap.js";
+import {
+  buildRemnantTarget,
+  judgeCarrier,
+  remnantEvidence,
+  remnantSearchBlocked,
+  remnantStartBound,
+  RemnantTally,
+  type RemnantContext,
+} from "./remnants.js";
+import { readStartClock, type StartClock } from "./start-clock.js";
 import { INSTANCE_ENV_KEY, LEASE_ENV_KEY, type AcpxProcessLease, type OwnedProcessTree, type OwnershipEvidence } from "./types.js";
 
 export type LeaseVerdict = "owned" | "gone" | "mismatch" | "unknown";
@@ -37,6 +54,15 @@ export interface LeaseVerification {
   verdict: LeaseVerdict;
   evidence: OwnershipEvidence[];
   tree: OwnedProcessTree | null;
+  /**
+   * Only with verdict "gone" (root absent or a zombie, same boot) or
+   * "mismatch" because the root pid was reused (start time differs): the
+   * processes still proven to be this lease's by their env markers and the
+   * other remnant checks (remnants.ts), with their descendants, leaves first,
+   * the oldest carrier last as `root`. null otherwise, and always null on the
+   * ps and none backends. Never set together with `tree`.
+   */
+  remnants: ReapTarget | null;
 }
 
 export interface VerifyOptions {
@@ -44,6 +70,12 @@ export interface VerifyOptions {
   snapshot?: ProcessSnapshot;
   /** when given, a lease of another gateway instance is a mismatch */
   gatewayInstanceId?: string;
+  /**
+   * The boot clock used to compare a remnant's start with the lease's
+   * `startedAt`; default: read from /proc/stat (only when a remnant search
+   * runs). null = not computable (tests use it to exercise that path).
+   */
+  startClock?: StartClock | null;
 }
 
 /** Checks whose match identifies the root beyond its pid (used for the sufficiency rule). */
@@ -96,9 +128,11 @@ export async function verifyLeases(
   // phase 1: the root of each lease, checked on its own
   await mapLimit(pending(), MARKER_CONCURRENCY, (s) => checkRoot(s, facts, snapshot, host, paths, opts?.gatewayInstanceId));
 
-  // phase 2: one env-marker pass for every lease whose root checked out so far
+  // phase 2: one env pass: markers of every lease whose root checked out so
+  // far, and remnants of every lease whose root vanished or was reused
   const alive = pending().filter((s) => s.root !== null);
-  const markers = await findMarkers(alive, facts, snapshot);
+  const seekers = states.filter((s) => s.remnantSearch === true);
+  const markers = await scanEnvironments(alive, seekers, facts, snapshot, host, opts);
 
   // phase 3: process group, sufficiency, tree
   for (const s of alive) decide(s, snapshot, markers.get(s.lease.leaseId) ?? [], facts);
@@ -113,6 +147,9 @@ interface State {
   root: ProcessInfo | null;
   details: ProcessDetails | null;
   tree?: OwnedProcessTree | null;
+  /** the root vanished (same boot) or its pid was reused: look for remnants */
+  remnantSearch?: boolean;
+  remnants?: ReapTarget | null;
 }
 
 function done(lease: AcpxProcessLease, verdict: LeaseVerdict, evidence: OwnershipEvidence[]): State {
@@ -123,8 +160,13 @@ function finishWith(s: State, verdict: LeaseVerdict, ev?: OwnershipEvidence): vo
   s.verdict = verdict;
   s.tree = null;
 }
+/** finishWith, and the lease's remnants are searched for in the env pass. */
+function vanished(s: State, verdict: "gone" | "mismatch", ev: OwnershipEvidence): void {
+  finishWith(s, verdict, ev);
+  s.remnantSearch = true;
+}
 function finish(s: State): LeaseVerification {
-  return { lease: s.lease, verdict: s.verdict ?? "unknown", evidence: s.evidence, tree: s.tree ?? null };
+  return { lease: s.lease, verdict: s.verdict ?? "unknown", evidence: s.evidence, tree: s.tree ?? null, remnants: s.tree ? null : (s.remnants ?? null) };
 }
 
 async function checkRoot(
@@ -161,22 +203,22 @@ async function checkRoot(
   else push("boot-id", "match");
 
   const root = snapshot.processes.get(lease.rootPid);
-  if (!root) return finishWith(s, "gone", { check: "root-alive", result: "mismatch", detail: `pid ${lease.rootPid} is not in the process table` });
-  if (root.state === "Z") return finishWith(s, "gone", { check: "root-alive", result: "mismatch", detail: `pid ${lease.rootPid} is a zombie` });
+  if (!root) return vanished(s, "gone", { check: "root-alive", result: "mismatch", detail: `pid ${lease.rootPid} is not in the process table` });
+  if (root.state === "Z") return vanished(s, "gone", { check: "root-alive", result: "mismatch", detail: `pid ${lease.rootPid} is a zombie` });
   push("root-alive", "match");
 
   if (lease.rootStartTime === undefined) push("start-time", "unknown", "not recorded");
   else if (String(root.startTime) !== lease.rootStartTime) {
-    return finishWith(s, "mismatch", { check: "start-time", result: "mismatch", detail: `pid ${lease.rootPid} started at ${root.startTime}, lease says ${lease.rootStartTime} (pid reused)` });
+    return vanished(s, "mismatch", { check: "start-time", result: "mismatch", detail: `pid ${lease.rootPid} started at ${root.startTime}, lease says ${lease.rootStartTime} (pid reused)` });
   } else push("start-time", "match");
 
   const d = await inspectSafe(facts, lease.rootPid, [LEASE_ENV_KEY, INSTANCE_ENV_KEY]);
   if (d === undefined) return finishWith(s, "unknown", { check: "inspect", result: "unknown", detail: "the root could not be inspected" });
-  if (d === null) return finishWith(s, "gone", { check: "root-alive", result: "mismatch", detail: `pid ${lease.rootPid} exited during verification` });
+  if (d === null) return vanished(s, "gone", { check: "root-alive", result: "mismatch", detail: `pid ${lease.rootPid} exited during verification` });
   if (String(d.startTime) !== String(root.startTime)) {
-    return finishWith(s, "mismatch", { check: "start-time", result: "mismatch", detail: "pid reused during verification" });
+    return vanished(s, "mismatch", { check: "start-time", result: "mismatch", detail: "pid reused during verification" });
   }
-  if (d.state === "Z") return finishWith(s, "gone", { check: "root-alive", result: "mismatch", detail: `pid ${lease.rootPid} became a zombie` });
+  if (d.state === "Z") return vanished(s, "gone", { check: "root-alive", result: "mismatch", detail: `pid ${lease.rootPid} became a zombie` });
 
   const liveNs = d.pidNamespace;
   if (lease.pidNamespace === undefined || liveNs === undefined) push("pid-namespace", "unknown", lease.pidNamespace === undefined ? "not recorded" : "not readable");
@@ -276,13 +318,48 @@ function decide(s: State, snapshot: ProcessSnapshot, markerPids: readonly number
   const members = collectTree(snapshot, root, group.result === "match" ? { pgid: s.lease.processGroupId!, markerPids } : { markerPids });
   s.verdict = "owned";
   s.tree = { lease: s.lease, root, members, evidence: s.evidence };
+  if (group.result === "match") s.tree.group = s.lease.processGroupId!;
 }
 
-/** One pass of env reads shared by every lease in the batch. */
-async function findMarkers(alive: State[], facts: ProcessFacts, snapshot: ProcessSnapshot): Promise<Map<string, number[]>> {
+/**
+ * One pass of env reads shared by every lease in the batch: returns the
+ * marker pids of the alive leases, and fills in `remnants` (plus evidence)
+ * of every seeker (a lease whose root vanished or was reused).
+ */
+async function scanEnvironments(
+  alive: State[],
+  seekers: State[],
+  facts: ProcessFacts,
+  snapshot: ProcessSnapshot,
+  host: ProcessDetails | null,
+  opts: VerifyOptions | undefined,
+): Promise<Map<string, number[]>> {
   const out = new Map<string, number[]>();
-  if (alive.length === 0 || facts.backend === "ps") return out;
   const byId = new Map(alive.map((s) => [s.lease.leaseId, s]));
+
+  // remnant seekers: who can be searched at all, and from which start time on
+  const ctx: RemnantContext = {
+    facts,
+    myUid: typeof process.getuid === "function" ? process.getuid() : null,
+    hostBootId: host?.bootId,
+    hostPidNamespace: host?.pidNamespace,
+    ancestors: ancestorsOfSelf(snapshot),
+    clock: null,
+  };
+  const tallies = new Map<string, { s: State; tally: RemnantTally }>();
+  for (const s of seekers) {
+    const blocked = remnantSearchBlocked(s.lease, ctx);
+    if (blocked !== null) {
+      s.evidence.push(...remnantEvidence(null, null, blocked));
+      s.remnants = null;
+    } else tallies.set(s.lease.leaseId, { s, tally: new RemnantTally() });
+  }
+  if (tallies.size > 0) ctx.clock = opts?.startClock !== undefined ? opts.startClock : await readStartClock().catch(() => null);
+  const remnantBound = Math.min(...[...tallies.values()].map(({ s }) => remnantStartBound(s.lease, ctx)));
+
+  const markersWanted = alive.length > 0 && facts.backend !== "ps";
+  if (!markersWanted && tallies.size === 0) return out;
+
   const uids = new Set(alive.map((s) => s.root!.uid));
   const inTree = new Set<number>();
   for (const s of alive) for (const p of collectTree(snapshot, s.root!)) inTree.add(p.pid);
@@ -291,15 +368,19 @@ async function findMarkers(alive: State[], facts: ProcessFacts, snapshot: Proces
   const oldest = comparable ? Math.min(...starts) : -Infinity;
   const candidates: ProcessInfo[] = [];
   for (const p of snapshot.processes.values()) {
-    if (inTree.has(p.pid) || !uids.has(p.uid) || p.state === "Z" || !checkSignalTarget(p.pid).allowed) continue;
-    if (comparable && !(Number(p.startTime) >= oldest)) continue;
-    candidates.push(p);
+    if (inTree.has(p.pid) || p.state === "Z" || !checkSignalTarget(p.pid).allowed) continue;
+    const forMarkers = markersWanted && uids.has(p.uid) && !(comparable && !(Number(p.startTime) >= oldest));
+    const forRemnants = tallies.size > 0 && p.uid === ctx.myUid && !ctx.ancestors.has(p.pid) && !(Number(p.startTime) < remnantBound);
+    if (forMarkers || forRemnants) candidates.push(p);
   }
-  const details = await mapLimit(candidates, MARKER_CONCURRENCY, (p) => inspectSafe(facts, p.pid, [LEASE_ENV_KEY]));
+  const details = await mapLimit(candidates, MARKER_CONCURRENCY, (p) => inspectSafe(facts, p.pid, [LEASE_ENV_KEY, INSTANCE_ENV_KEY]));
   candidates.forEach((p, i) => {
     const d = details[i];
     const id = d?.env?.[LEASE_ENV_KEY];
-    if (!d || typeof id !== "string" || String(d.startTime) !== String(p.startTime)) return;
+    if (!d || typeof id !== "string" || String(d.startTime) !== String(p.startTime) || d.state === "Z") return;
+    const seeker = tallies.get(id);
+    if (seeker) return seeker.tally.add(p, judgeCarrier(seeker.s.lease, p, d, ctx));
+    if (!markersWanted) return;
     const s = byId.get(id);
     if (!s || s.root!.uid !== p.uid) return;
     if (comparable && Number(p.startTime) < Number(s.root!.startTime)) return;
@@ -307,6 +388,12 @@ async function findMarkers(alive: State[], facts: ProcessFacts, snapshot: Proces
     if (list) list.push(p.pid);
     else out.set(id, [p.pid]);
   });
+
+  for (const { s, tally } of tallies.values()) {
+    const target = buildRemnantTarget(snapshot, tally);
+    s.evidence.push(...remnantEvidence(tally, target, null));
+    s.remnants = target;
+  }
   return out;
 }
 

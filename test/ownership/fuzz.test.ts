@@ -13,6 +13,7 @@ import {
   explainLease,
   openLeaseStore,
   parseLeaseRecord,
+  reapLeaseVerification,
   reapOwnedTree,
   verifyLeases,
   verifyLegacyRecord,
@@ -40,11 +41,21 @@ const base = {
   updatedAt: 2,
 };
 
-/** a table where every pid a lease could plausibly name belongs to an impostor */
+/**
+ * a table where every pid a lease could plausibly name belongs to an impostor;
+ * some carry the base lease's id under our uid but another gateway's instance
+ * marker, so a fuzzed lease whose root is gone meets look-alike remnants
+ */
 function impostorTable(): SimFacts {
   const sim = new SimFacts();
+  const my = process.getuid?.() ?? 1000;
   for (let i = 0; i < 20; i++) {
-    sim.add({ name: `imp${i}`, pid: P + i, ppid: 1, pgid: P + i, sid: P + i, uid: 1000, state: i % 7 === 3 ? "Z" : "S", startTime: "7777777", argv: ["imp"], exePath: "/usr/bin/imp", envReadable: i % 2 === 0, env: {} });
+    const lookAlike = i % 3 === 1;
+    sim.add({
+      name: `imp${i}`, pid: P + i, ppid: 1, pgid: P + i, sid: P + i, uid: lookAlike ? my : 1000, state: i % 7 === 3 ? "Z" : "S",
+      startTime: "7777777", argv: ["imp"], exePath: "/usr/bin/imp", envReadable: i % 2 === 0,
+      env: lookAlike ? { OPENCLAW_ACPX_LEASE_ID: base.leaseId, OPENCLAW_GATEWAY_INSTANCE_ID: "gw-other" } : {},
+    });
   }
   return sim;
 }
@@ -107,7 +118,7 @@ describe("fuzz", () => {
         const vs = await verifyLeases(leases, sim, { gatewayInstanceId: "gw-A" });
         for (const v of vs) {
           expect(["owned", "gone", "mismatch", "unknown"]).toContain(v.verdict);
-          if (v.tree) await reapOwnedTree(v.tree, { facts: sim, signaller: sig, graceMs: 10, pollMs: 1, confirmMs: 10 });
+          await reapLeaseVerification(v, { facts: sim, signaller: sig, graceMs: 10, pollMs: 1, confirmMs: 10 });
         }
         expect(sig.log).toEqual([]);
         // clean slate for the next run
@@ -127,6 +138,7 @@ describe("fuzz", () => {
         const sig = new RecordingSignaller(sim);
         const v = await explainLease(value as unknown as AcpxProcessLease, sim);
         expect(v.tree).toBeNull();
+        await reapLeaseVerification(v, { facts: sim, signaller: sig, graceMs: 10, pollMs: 1, confirmMs: 10 });
         const legacy = await verifyLegacyRecord(value as never, sim, { wrapperRoot: "/opt/gw/acpx" });
         if (legacy.tree) await reapOwnedTree(legacy.tree, { facts: sim, signaller: sig, graceMs: 10, pollMs: 1, confirmMs: 10 });
         expect(sig.log).toEqual([]);

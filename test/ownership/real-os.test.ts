@@ -17,6 +17,7 @@ import {
   computeCommandHash,
   explainLease,
   openLeaseStore,
+  reapLeaseVerification,
   reapOwnedTree,
   verifyLeases,
   type AcpxProcessLease,
@@ -100,6 +101,15 @@ async function leaseFor(stateDir: string, facts: ProcessFacts, mode: string): Pr
   return { lease, report };
 }
 
+async function waitFor<T>(probe: () => Promise<T | null>, ms = 5000): Promise<T | null> {
+  const end = Date.now() + ms;
+  for (;;) {
+    const v = await probe();
+    if (v !== null || Date.now() >= end) return v;
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}
+
 async function waitGone(facts: ProcessFacts, pid: number, startTime: string, ms = 5000): Promise<boolean> {
   const end = Date.now() + ms;
   while (Date.now() < end) {
@@ -164,6 +174,41 @@ describe.skipIf(skipReason !== null)("real processes", () => {
         }
       });
 
+      it("wrapper SIGKILLed: explainLease says gone with remnants, reapLeaseVerification leaves nothing alive", async () => {
+        const dir = await mkdtemp(join(tmpdir(), "own-real-"));
+        try {
+          const f = facts();
+          const { lease, report } = await leaseFor(dir, f, "stubborn");
+          const adapter = (await f.inspect(report.adapter!))!;
+          const grandchild = (await f.inspect(report.grandchild!))!;
+          process.kill(report.wrapper!, "SIGKILL");
+          expect(await waitGone(f, report.wrapper!, lease.rootStartTime!)).toBe(true);
+          // the adapter is re-parented away from the dead wrapper: only its env markers tie it to the lease now
+          expect(await waitFor(async () => ((await f.inspect(adapter.pid))?.ppid !== report.wrapper ? true : null))).toBe(true);
+          const v = await explainLease(lease, f, { gatewayInstanceId: "gw-test" });
+          expect(v.verdict, JSON.stringify(v.evidence)).toBe("gone");
+          expect(v.tree).toBeNull();
+          expect(v.remnants?.members.map((m) => m.pid), JSON.stringify(v.evidence)).toEqual([grandchild.pid, adapter.pid]);
+          expect(v.remnants!.members.map((m) => m.startTime)).toEqual([grandchild.startTime, adapter.startTime]);
+          expect(v.evidence.filter((e) => e.check.startsWith("remnant-")).map((e) => [e.check, e.result])).toEqual([
+            ["remnant-env", "match"],
+            ["remnant-start", "match"],
+          ]);
+          const r = await reapLeaseVerification(v, { facts: f, signaller: signaller(), graceMs: 600, pollMs: 25 });
+          expect(r.target).toBe("remnants");
+          expect(r.report!.results.map((x) => [x.pid, x.outcome])).toEqual([
+            [grandchild.pid, "killed"],
+            [adapter.pid, "exited-after-term"],
+          ]);
+          expect(await waitGone(f, grandchild.pid, grandchild.startTime)).toBe(true);
+          expect(await waitGone(f, adapter.pid, adapter.startTime)).toBe(true);
+          // nothing left that carries the lease's markers
+          expect((await explainLease(lease, f, { gatewayInstanceId: "gw-test" })).remnants).toBeNull();
+        } finally {
+          await rm(dir, { recursive: true, force: true });
+        }
+      });
+
       it("a setsid escapee (double fork) is found by its env marker and reaped", async () => {
         const dir = await mkdtemp(join(tmpdir(), "own-real-"));
         try {
@@ -171,7 +216,11 @@ describe.skipIf(skipReason !== null)("real processes", () => {
           const { lease, report } = await leaseFor(dir, f, "escapee");
           // wait for the launcher to exit so the escapee is re-parented away from our tree
           expect(await waitGone(f, report.launcher!, (await f.inspect(report.launcher!))?.startTime ?? "")).toBe(true);
-          const esc = (await f.inspect(report.escapee!))!;
+          // a dying launcher can vanish from inspect a moment before the kernel re-parents its child: poll for that too
+          const esc = (await waitFor(async () => {
+            const d = await f.inspect(report.escapee!);
+            return d && d.ppid !== report.launcher ? d : null;
+          }))!;
           expect(esc.pgid).toBe(report.escapee); // its own session and group
           expect([report.adapter, report.launcher, report.wrapper]).not.toContain(esc.ppid); // no parent link to us
           const [v] = await verifyLeases([lease], f, { gatewayInstanceId: "gw-test" });

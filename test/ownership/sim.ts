@@ -5,6 +5,8 @@
  * turn zombie). The table can be changed between calls.
  */
 import { buildSnapshot } from "../../src/facts/snapshot.js";
+import { computeCommandHash } from "../../src/ownership/command-hash.js";
+import type { AcpxProcessLease } from "../../src/ownership/types.js";
 import type {
   FactsBackend,
   IdentityStrength,
@@ -28,6 +30,8 @@ export interface SimProc extends ProcessInfo {
   onTerm?: "exit" | "ignore" | "zombie";
   onKill?: "exit" | "ignore";
   deny?: boolean;
+  /** appears in the table when this process receives SIGTERM (forked on its way out) */
+  onTermSpawn?: SimProc;
 }
 
 export const BOOT = "boot-aaaa";
@@ -39,6 +43,8 @@ export class SimFacts implements ProcessFacts {
   bootId = BOOT;
   snapshots = 0;
   inspects = 0;
+  /** every pid inspect() was asked about, in order */
+  readonly inspected: number[] = [];
   constructor(
     readonly backend: FactsBackend = "procfs",
     readonly identityStrength: IdentityStrength = "exact",
@@ -57,6 +63,7 @@ export class SimFacts implements ProcessFacts {
   }
   async inspect(pid: number, opts?: InspectOptions): Promise<ProcessDetails | null> {
     this.inspects++;
+    this.inspected.push(pid);
     if (this.snapshotFails) throw new Error("EACCES (simulated)");
     const p = this.table.get(pid);
     if (!p) return null;
@@ -109,8 +116,75 @@ export class RecordingSignaller implements ProcessSignaller {
     this.log.push(`${sig} ${p.name}`);
     if (p.state === "Z") return "signalled";
     const react = sig === "SIGKILL" ? (p.onKill ?? "exit") : (p.onTerm ?? "exit");
+    if (sig === "SIGTERM" && p.onTermSpawn) this.sim.add(p.onTermSpawn);
     if (react === "exit") this.sim.exit(pid);
     else if (react === "zombie") this.sim.exit(pid, true);
     return "signalled";
   }
+}
+
+/** What every simulator table row states; each table adds its own expectations. */
+export interface SimRowBase {
+  name: string;
+  setup: (sim: SimFacts) => void;
+  lease?: AcpxProcessLease;
+  facts?: () => SimFacts;
+  gatewayInstanceId?: string;
+  /** the exact signals delivered, in order; an empty list included */
+  signals: string[];
+}
+
+// ---- the simulated family every table shares: wrapper W → adapter A (group leader) → grandchild G
+
+export const P = 4_100_000;
+export const W = P + 1; // wrapper (lease root)
+export const A = P + 2; // adapter child, leader of the adapter group
+export const G = P + 3; // grandchild, in the adapter group
+export const E = P + 4; // setsid escapee
+export const X = P + 9; // unrelated process
+export const ROOT = "/opt/gw-a/acpx";
+export const WRAPPER = `${ROOT}/wrapper.mjs`;
+export const ARGV = ["/usr/bin/node", WRAPPER, "--session", "agent:main:acp:1"];
+export const ENV = { OPENCLAW_ACPX_LEASE_ID: "lease-1", OPENCLAW_GATEWAY_INSTANCE_ID: "gw-A" };
+
+export function lease(over: Partial<AcpxProcessLease> = {}): AcpxProcessLease {
+  return {
+    leaseId: "lease-1",
+    gatewayInstanceId: "gw-A",
+    sessionKey: "agent:main:acp:1",
+    wrapperRoot: ROOT,
+    wrapperPath: WRAPPER,
+    rootPid: W,
+    processGroupId: A,
+    commandHash: computeCommandHash(ARGV),
+    startedAt: 1,
+    state: "open",
+    rootStartTime: "5000",
+    bootId: BOOT,
+    pidNamespace: NS,
+    ...over,
+  };
+}
+
+export const wrapper = (over: Partial<SimProc> = {}): SimProc => ({
+  name: "W", pid: W, ppid: process.pid, pgid: W, sid: W, uid: 1000, state: "S", startTime: "5000",
+  exePath: "/usr/bin/node", argv: ARGV, env: ENV, ...over,
+});
+export const adapter = (over: Partial<SimProc> = {}): SimProc => ({
+  name: "A", pid: A, ppid: W, pgid: A, sid: W, uid: 1000, state: "S", startTime: "5001",
+  exePath: "/usr/bin/python3", argv: ["python3", "-m", "adapter"], env: ENV, ...over,
+});
+export const grandchild = (over: Partial<SimProc> = {}): SimProc => ({
+  name: "G", pid: G, ppid: A, pgid: A, sid: W, uid: 1000, state: "S", startTime: "5002",
+  exePath: "/usr/bin/sleep", argv: ["sleep", "1000"], env: ENV, ...over,
+});
+export const unrelated = (over: Partial<SimProc> = {}): SimProc => ({
+  name: "X", pid: X, ppid: 1, pgid: X, sid: X, uid: 1000, state: "S", startTime: "6000",
+  exePath: "/usr/bin/vim", argv: ["vim"], env: {}, ...over,
+});
+
+export const family = (sim: SimFacts) => sim.add(wrapper()).add(adapter()).add(grandchild()).add(unrelated());
+
+export function nameOf(pid: number): string {
+  return ({ [W]: "W", [A]: "A", [G]: "G", [E]: "E", [X]: "X" } as Record<number, string>)[pid] ?? String(pid);
 }

@@ -16,74 +16,18 @@ import {
   tokenizeShellCommand,
   verifyLeases,
   verifyLegacyRecord,
-  type AcpxProcessLease,
   type LeaseVerdict,
   type ReapOutcome,
 } from "../../src/ownership/index.js";
-import { BOOT, NS, RecordingSignaller, SimFacts, type SimProc } from "./sim.js";
+import { A, adapter, ARGV, BOOT, E, ENV, family, G, grandchild, lease, nameOf, NS, P, RecordingSignaller, ROOT, SimFacts, unrelated, type SimRowBase, W, WRAPPER, wrapper, X, type SimProc } from "./sim.js";
 
-const P = 4_100_000;
-const W = P + 1; // wrapper (lease root)
-const A = P + 2; // adapter child, leader of the adapter group
-const G = P + 3; // grandchild, in the adapter group
-const E = P + 4; // setsid escapee
-const X = P + 9; // unrelated process
-const ROOT = "/opt/gw-a/acpx";
-const WRAPPER = `${ROOT}/wrapper.mjs`;
-const ARGV = ["/usr/bin/node", WRAPPER, "--session", "agent:main:acp:1"];
-const ENV = { OPENCLAW_ACPX_LEASE_ID: "lease-1", OPENCLAW_GATEWAY_INSTANCE_ID: "gw-A" };
-
-function lease(over: Partial<AcpxProcessLease> = {}): AcpxProcessLease {
-  return {
-    leaseId: "lease-1",
-    gatewayInstanceId: "gw-A",
-    sessionKey: "agent:main:acp:1",
-    wrapperRoot: ROOT,
-    wrapperPath: WRAPPER,
-    rootPid: W,
-    processGroupId: A,
-    commandHash: computeCommandHash(ARGV),
-    startedAt: 1,
-    state: "open",
-    rootStartTime: "5000",
-    bootId: BOOT,
-    pidNamespace: NS,
-    ...over,
-  };
-}
-
-const wrapper = (over: Partial<SimProc> = {}): SimProc => ({
-  name: "W", pid: W, ppid: process.pid, pgid: W, sid: W, uid: 1000, state: "S", startTime: "5000",
-  exePath: "/usr/bin/node", argv: ARGV, env: ENV, ...over,
-});
-const adapter = (over: Partial<SimProc> = {}): SimProc => ({
-  name: "A", pid: A, ppid: W, pgid: A, sid: W, uid: 1000, state: "S", startTime: "5001",
-  exePath: "/usr/bin/python3", argv: ["python3", "-m", "adapter"], env: ENV, ...over,
-});
-const grandchild = (over: Partial<SimProc> = {}): SimProc => ({
-  name: "G", pid: G, ppid: A, pgid: A, sid: W, uid: 1000, state: "S", startTime: "5002",
-  exePath: "/usr/bin/sleep", argv: ["sleep", "1000"], env: ENV, ...over,
-});
-const unrelated = (over: Partial<SimProc> = {}): SimProc => ({
-  name: "X", pid: X, ppid: 1, pgid: X, sid: X, uid: 1000, state: "S", startTime: "6000",
-  exePath: "/usr/bin/vim", argv: ["vim"], env: {}, ...over,
-});
-
-interface Row {
-  name: string;
-  setup: (sim: SimFacts) => void;
-  lease?: AcpxProcessLease;
-  facts?: () => SimFacts;
-  gatewayInstanceId?: string;
+interface Row extends SimRowBase {
   /** mutate the table after verification, before reaping */
   between?: (sim: SimFacts) => void;
   verdict: LeaseVerdict;
-  signals: string[];
   outcomes?: Record<string, ReapOutcome>;
   evidence?: string; // a check that must appear as mismatch/unknown
 }
-
-const family = (sim: SimFacts) => sim.add(wrapper()).add(adapter()).add(grandchild()).add(unrelated());
 
 const rows: Row[] = [
   {
@@ -406,9 +350,6 @@ describe("process-lifecycle simulator", () => {
   });
 });
 
-function nameOf(pid: number): string {
-  return ({ [W]: "W", [A]: "A", [G]: "G", [E]: "E", [X]: "X" } as Record<number, string>)[pid] ?? String(pid);
-}
 
 describe("legacy records in the simulator", () => {
   const quoted = `/usr/bin/node '/opt/gw-a/acpx/wrapper v2.mjs' --session "agent:a b"`;

@@ -1,0 +1,157 @@
+/**
+ * Remnants: what is left of a lease's tree when its root is gone (the wrapper
+ * was SIGKILLed together with the gateway, so its parent-death cleanup never
+ * ran) or its pid now names another process. Verification alone would say
+ * "gone" and leave the adapter and its children running forever.
+ *
+ * A remnant is accepted only on live evidence, all of it required (fail closed):
+ * (a) its environment is readable and carries OPENCLAW_ACPX_LEASE_ID equal to
+ *     the lease id AND OPENCLAW_GATEWAY_INSTANCE_ID equal to the lease's gateway;
+ * (b) the same boot id and pid namespace as the lease, when the lease recorded
+ *     them (recorded but unknown now → no remnants);
+ * (c) it started no earlier than the lease: against the root's recorded start
+ *     time (same clock, when the boot id matched) and against `startedAt`
+ *     through startTimeToEpochMs; when neither can be computed the check is
+ *     skipped only if (a) and a recorded boot id matched, and the evidence says so;
+ * (d) this process's uid;
+ * (e) it passes checkSignalTarget and is not an ancestor of this process.
+ * Only exact-identity backends that read environments can prove (a): the ps
+ * and none backends never yield remnants.
+ *
+ * The env reads themselves happen in verify.ts's one shared pass; this module
+ * judges what that pass read and builds the reap target. Pure: no I/O.
+ */
+import type { ProcessDetails, ProcessFacts, ProcessInfo, ProcessSnapshot } from "../facts/types.js";
+import { collectTree } from "./collect.js";
+import { checkSignalTarget } from "./guards.js";
+import type { ReapTarget } from "./reap.js";
+import { START_CLOCK_SLACK_MS, startTimeToEpochMs, type StartClock } from "./start-clock.js";
+import { INSTANCE_ENV_KEY, type AcpxProcessLease, type OwnershipEvidence } from "./types.js";
+
+/** What every judgement of a batch shares. */
+export interface RemnantContext {
+  facts: Pick<ProcessFacts, "backend" | "identityStrength">;
+  myUid: number | null;
+  hostBootId: string | undefined;
+  hostPidNamespace: string | undefined;
+  /** this process and its ancestors */
+  ancestors: ReadonlySet<number>;
+  clock: StartClock | null;
+}
+
+type Refusal = "instance-marker" | "env-unreadable" | "boot-id" | "pid-namespace" | "uid" | "guard" | "started-early" | "start-unknown";
+type StartHow = "ticks" | "epoch" | "both" | "skipped";
+
+const REFUSAL_TEXT: Record<Refusal, string> = {
+  "instance-marker": "gateway instance marker differs or is absent",
+  "env-unreadable": "environment not readable",
+  "boot-id": "boot id differs or is unknown",
+  "pid-namespace": "pid namespace differs or is unknown",
+  uid: "another uid",
+  guard: "refused by guard or an ancestor of this process",
+  "started-early": "started before the lease",
+  "start-unknown": "start time not comparable and no recorded boot id to lean on",
+};
+
+/** Why a lease cannot have remnants at all in this context, or null when a search makes sense. */
+export function remnantSearchBlocked(lease: AcpxProcessLease, ctx: RemnantContext): string | null {
+  if (ctx.facts.backend === "ps" || ctx.facts.backend === "none") return `environments not readable on the ${ctx.facts.backend} backend`;
+  if (ctx.facts.identityStrength !== "exact") return "identity is not exact";
+  if (ctx.myUid === null) return "this process's uid is unknown";
+  if (lease.bootId !== undefined && ctx.hostBootId === undefined) return "the current boot id is unknown";
+  if (lease.pidNamespace !== undefined && ctx.hostPidNamespace === undefined) return "the current pid namespace is unknown";
+  return null;
+}
+
+/**
+ * Lowest raw start time a remnant of this lease can have, in the backend's
+ * own unit, for pre-filtering the env pass; -Infinity when not comparable.
+ * Only the root's recorded start time is on the same clock, and only on the
+ * same boot.
+ */
+export function remnantStartBound(lease: AcpxProcessLease, ctx: RemnantContext): number {
+  const root = Number(lease.rootStartTime);
+  if (lease.bootId === undefined || lease.bootId !== ctx.hostBootId || lease.rootStartTime === undefined || !Number.isFinite(root)) return -Infinity;
+  return root;
+}
+
+export type CarrierJudgement = { ok: true; start: StartHow } | { ok: false; why: Refusal };
+
+/**
+ * Judges one process whose environment carries this lease's id. `d` is what
+ * the env pass read for `p` (same start time, checked by the caller).
+ */
+export function judgeCarrier(lease: AcpxProcessLease, p: ProcessInfo, d: ProcessDetails, ctx: RemnantContext): CarrierJudgement {
+  if (d.envReadable === false) return { ok: false, why: "env-unreadable" };
+  if (d.env[INSTANCE_ENV_KEY] !== lease.gatewayInstanceId) return { ok: false, why: "instance-marker" };
+  if (lease.bootId !== undefined && (d.bootId === undefined || d.bootId !== lease.bootId || ctx.hostBootId !== lease.bootId)) return { ok: false, why: "boot-id" };
+  if (lease.pidNamespace !== undefined && (d.pidNamespace === undefined || d.pidNamespace !== lease.pidNamespace)) return { ok: false, why: "pid-namespace" };
+  if (ctx.myUid === null || p.uid !== ctx.myUid || d.uid !== ctx.myUid) return { ok: false, why: "uid" };
+  if (!checkSignalTarget(p.pid).allowed || ctx.ancestors.has(p.pid)) return { ok: false, why: "guard" };
+
+  const bound = remnantStartBound(lease, ctx);
+  const ticks = Number(p.startTime);
+  const tickChecked = bound !== -Infinity && Number.isFinite(ticks);
+  if (tickChecked && ticks < bound) return { ok: false, why: "started-early" };
+  const epoch = Number.isFinite(lease.startedAt) ? startTimeToEpochMs(String(p.startTime), ctx.facts.backend, ctx.clock) : null;
+  if (epoch !== null && epoch < lease.startedAt - START_CLOCK_SLACK_MS) return { ok: false, why: "started-early" };
+  if (tickChecked) return { ok: true, start: epoch !== null ? "both" : "ticks" };
+  if (epoch !== null) return { ok: true, start: "epoch" };
+  // (a) matched above; a recorded boot id matched too: the markers were minted for this boot's lease
+  return lease.bootId !== undefined ? { ok: true, start: "skipped" } : { ok: false, why: "start-unknown" };
+}
+
+/** Accepted carriers and refusal counts for one lease, gathered during the env pass. */
+export class RemnantTally {
+  readonly accepted: { p: ProcessInfo; start: StartHow }[] = [];
+  readonly refused = new Map<Refusal, number>();
+  add(p: ProcessInfo, j: CarrierJudgement): void {
+    if (j.ok) this.accepted.push({ p, start: j.start });
+    else this.refused.set(j.why, (this.refused.get(j.why) ?? 0) + 1);
+  }
+}
+
+/**
+ * The reap target: the oldest accepted carrier as root (last), the other
+ * carriers and every descendant by parent links before it, leaves first.
+ * Each member is the snapshot's own ProcessInfo (its own start time).
+ */
+export function buildRemnantTarget(snapshot: ProcessSnapshot, tally: RemnantTally): ReapTarget | null {
+  if (tally.accepted.length === 0) return null;
+  const sorted = tally.accepted.map((a) => a.p).sort((a, b) => Number(a.startTime) - Number(b.startTime) || a.pid - b.pid);
+  const anchor = sorted[0]!;
+  const members = collectTree(snapshot, anchor, { markerPids: sorted.slice(1).map((p) => p.pid) });
+  return members.length === 0 ? null : { root: anchor, members };
+}
+
+/** Evidence rows for a lease that was searched (or could not be). */
+export function remnantEvidence(tally: RemnantTally | null, target: ReapTarget | null, blocked: string | null): OwnershipEvidence[] {
+  if (blocked !== null || tally === null) {
+    return [{ check: "remnant-env", result: "unknown", detail: `no remnant search: ${blocked ?? "not searched"}` }];
+  }
+  const refused = [...tally.refused].map(([why, n]) => `${n} ${REFUSAL_TEXT[why]}`).join(", ");
+  const refusedText = refused === "" ? "" : `; carriers refused: ${refused}`;
+  if (target === null) {
+    return [{ check: "remnant-env", result: "unknown", detail: `no live process proven to carry this lease's markers${refusedText}` }];
+  }
+  const hows = new Set(tally.accepted.map((a) => a.start));
+  const start: OwnershipEvidence = hows.has("skipped")
+    ? { check: "remnant-start", result: "unknown", detail: "start time not comparable (no boot clock): skipped, accepted on both env markers and the recorded boot id" }
+    : {
+        check: "remnant-start",
+        result: "match",
+        detail: hows.has("ticks") && !hows.has("both") && !hows.has("epoch")
+          ? "started no earlier than the recorded root (same boot clock)"
+          : hows.has("epoch") && !hows.has("both") && !hows.has("ticks")
+            ? `started no earlier than the lease (epoch via btime, ±${START_CLOCK_SLACK_MS} ms)`
+            : `started no earlier than the recorded root and the lease (epoch via btime, ±${START_CLOCK_SLACK_MS} ms)`,
+      };
+  return [
+    {
+      check: "remnant-env",
+      result: "match",
+      detail: `${tally.accepted.length} live process(es) carry this lease id and gateway instance id; ${target.members.length} to reap with their descendants${refusedText}`,
+    },
+    start,
+  ];
+}

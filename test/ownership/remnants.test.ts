@@ -1,0 +1,446 @@
+/**
+ * Remnants (a lease whose root is gone or reused, with processes that still
+ * carry its markers), the boot clock that dates them, reapLeaseVerification,
+ * and the reaper's pickup of new members of a verified process group.
+ * Simulator rows: every row states the verdict, what is reaped, and the exact
+ * signal list (an empty one included).
+ */
+import { describe, expect, it } from "vitest";
+import {
+  explainLease,
+  reapLeaseVerification,
+  reapOwnedTree,
+  START_CLOCK_SLACK_MS,
+  startTimeToEpochMs,
+  verifyLeases,
+  verifyOwnedTree,
+  type LeaseVerdict,
+  type StartClock,
+} from "../../src/ownership/index.js";
+import { judgeCarrier, type RemnantContext } from "../../src/ownership/remnants.js";
+import { parseBtimeMs, readStartClock } from "../../src/ownership/start-clock.js";
+import type { ProcessDetails } from "../../src/facts/types.js";
+import { A, adapter, BOOT, ENV, G, grandchild, lease, nameOf, NS, P, RecordingSignaller, SimFacts, unrelated, type SimRowBase, W, wrapper, type SimProc } from "./sim.js";
+
+const MY = process.getuid?.() ?? 1000;
+const N = P + 5; // a process that appears during the teardown
+const CLOCK: StartClock = { bootTimeMs: 1_000_000, ticksPerSecond: 100 }; // tick 5001 → 1_050_010 ms
+const REAP = { graceMs: 150, pollMs: 5, confirmMs: 150 };
+
+/** Adapter and grandchild left behind by a SIGKILLed wrapper: re-parented to init, our uid, markers inherited. */
+const orphanA = (over: Partial<SimProc> = {}) => adapter({ ppid: 1, uid: MY, ...over });
+const orphanG = (over: Partial<SimProc> = {}) => grandchild({ uid: MY, ...over });
+const remnantFamily = (a: Partial<SimProc> = {}, g: Partial<SimProc> = {}) => (sim: SimFacts) =>
+  sim.add(orphanA(a)).add(orphanG(g)).add(unrelated({ uid: MY }));
+
+interface Row extends SimRowBase {
+  startClock?: StartClock | null;
+  verdict: LeaseVerdict;
+  /** names of the remnant members, leaves first; undefined = no remnants */
+  remnants?: string[];
+  /** a check that must appear with this result */
+  evidence?: [string, "match" | "mismatch" | "unknown", RegExp?];
+}
+
+const rows: Row[] = [
+  {
+    name: "root gone, adapter and grandchild carry the markers: reaped leaves first, the oldest carrier last",
+    setup: remnantFamily(),
+    verdict: "gone",
+    remnants: ["G", "A"],
+    signals: ["SIGTERM G", "SIGTERM A"],
+    evidence: ["remnant-env", "match", /2 live process\(es\)/],
+  },
+  {
+    name: "root gone, a grandchild without markers is still reaped as a descendant of a proven remnant",
+    setup: remnantFamily({}, { env: {} }),
+    verdict: "gone",
+    remnants: ["G", "A"],
+    signals: ["SIGTERM G", "SIGTERM A"],
+  },
+  {
+    name: "root gone, the grandchild ignores SIGTERM: TERM → KILL",
+    setup: remnantFamily({}, { onTerm: "ignore" }),
+    verdict: "gone",
+    remnants: ["G", "A"],
+    signals: ["SIGTERM G", "SIGTERM A", "SIGKILL G"],
+  },
+  {
+    name: "zombie root, its adapter carries the markers: reaped",
+    setup: (sim) => sim.add(wrapper({ state: "Z", uid: MY })).add(orphanA()),
+    verdict: "gone",
+    remnants: ["A"],
+    signals: ["SIGTERM A"],
+  },
+  {
+    name: "root pid reused by an unrelated process: the impostor is untouched, the remnants are reaped",
+    setup: (sim) => remnantFamily()(sim).add(unrelated({ name: "W'", pid: W, startTime: "7000", uid: MY })),
+    verdict: "mismatch",
+    remnants: ["G", "A"],
+    signals: ["SIGTERM G", "SIGTERM A"],
+    evidence: ["start-time", "mismatch"],
+  },
+  {
+    name: "remnant whose gateway instance marker differs: untouched",
+    setup: remnantFamily({ env: { ...ENV, OPENCLAW_GATEWAY_INSTANCE_ID: "gw-B" } }, { env: { ...ENV, OPENCLAW_GATEWAY_INSTANCE_ID: "gw-B" } }),
+    verdict: "gone",
+    signals: [],
+    evidence: ["remnant-env", "unknown", /2 gateway instance marker differs/],
+  },
+  {
+    name: "remnant without the instance marker: untouched",
+    setup: remnantFamily({ env: { OPENCLAW_ACPX_LEASE_ID: "lease-1" } }, { env: {} }),
+    verdict: "gone",
+    signals: [],
+    evidence: ["remnant-env", "unknown", /instance marker/],
+  },
+  {
+    name: "remnant with an unreadable environment: untouched",
+    setup: remnantFamily({ envReadable: false }, { envReadable: false }),
+    verdict: "gone",
+    signals: [],
+    evidence: ["remnant-env", "unknown"],
+  },
+  {
+    name: "remnant started before the lease's root (same boot clock): untouched",
+    setup: remnantFamily({ startTime: "4000" }, { startTime: "4001" }),
+    verdict: "gone",
+    signals: [],
+    // filtered out before any env read: they are never even inspected
+    evidence: ["remnant-env", "unknown", /no live process proven/],
+  },
+  {
+    name: "remnant started before the lease was written (epoch via the boot clock): untouched",
+    setup: remnantFamily(),
+    lease: lease({ rootStartTime: undefined, startedAt: 1_050_010 + 60_000 }),
+    startClock: CLOCK,
+    verdict: "gone",
+    signals: [],
+    evidence: ["remnant-env", "unknown", /started before the lease/],
+  },
+  {
+    name: "remnant started after the lease was written (epoch only, root start never recorded): reaped",
+    setup: remnantFamily(),
+    lease: lease({ rootStartTime: undefined, startedAt: 1_050_010 - 5_000 }),
+    startClock: CLOCK,
+    verdict: "gone",
+    remnants: ["G", "A"],
+    signals: ["SIGTERM G", "SIGTERM A"],
+    evidence: ["remnant-start", "match", /epoch via btime/],
+  },
+  {
+    name: "boot clock not computable, recorded boot id matched: the start check is skipped and says so",
+    setup: remnantFamily(),
+    lease: lease({ rootStartTime: undefined, startedAt: 9e15 }),
+    startClock: null,
+    verdict: "gone",
+    remnants: ["G", "A"],
+    signals: ["SIGTERM G", "SIGTERM A"],
+    evidence: ["remnant-start", "unknown", /skipped/],
+  },
+  {
+    name: "boot clock not computable and no boot id recorded: untouched",
+    setup: remnantFamily(),
+    lease: lease({ rootStartTime: undefined, bootId: undefined }),
+    startClock: null,
+    verdict: "gone",
+    signals: [],
+    evidence: ["remnant-env", "unknown", /start time not comparable/],
+  },
+  {
+    name: "ps backend: environments cannot be read, remnants never found",
+    facts: () => new SimFacts("ps", "coarse"),
+    setup: remnantFamily(),
+    lease: lease({ bootId: undefined, pidNamespace: undefined }),
+    verdict: "gone",
+    signals: [],
+    evidence: ["remnant-env", "unknown", /ps backend/],
+  },
+  {
+    name: "host rebooted since the lease (boot id differs): no search, untouched",
+    setup: (sim) => {
+      remnantFamily()(sim);
+      sim.bootId = "boot-bbbb";
+    },
+    verdict: "gone",
+    signals: [],
+    evidence: ["boot-id", "mismatch"],
+  },
+  {
+    name: "remnant in another pid namespace: untouched",
+    setup: remnantFamily({ pidNamespace: "pid:[4026532999]" }, { pidNamespace: "pid:[4026532999]" }),
+    verdict: "gone",
+    signals: [],
+    evidence: ["remnant-env", "unknown", /pid namespace/],
+  },
+  {
+    name: "remnant under another uid: untouched",
+    setup: remnantFamily({ uid: MY + 1 }, { uid: MY + 1 }),
+    verdict: "gone",
+    signals: [],
+  },
+  {
+    name: "a marker carrier that is an ancestor of this process: untouched",
+    setup: (sim) =>
+      sim
+        .add({ name: "parent", pid: process.ppid, ppid: P + 20, pgid: P + 20, sid: P + 20, uid: MY, state: "S", startTime: "5002", env: ENV })
+        .add({ name: "grandparent", pid: P + 20, ppid: 1, pgid: P + 20, sid: P + 20, uid: MY, state: "S", startTime: "5001", env: ENV }),
+    verdict: "gone",
+    signals: [],
+    evidence: ["remnant-env", "unknown", /no live process proven/],
+  },
+  {
+    name: "root alive but another gateway's (lease id differs): mismatch for another reason, carriers untouched",
+    setup: (sim) =>
+      remnantFamily()(sim).add(wrapper({ uid: MY, env: { OPENCLAW_ACPX_LEASE_ID: "lease-of-B", OPENCLAW_GATEWAY_INSTANCE_ID: "gw-B" } })),
+    verdict: "mismatch",
+    signals: [],
+    evidence: ["lease-env", "mismatch"],
+  },
+  {
+    name: "lease of another gateway instance, root gone: mismatch, carriers untouched",
+    setup: remnantFamily(),
+    gatewayInstanceId: "gw-B",
+    verdict: "mismatch",
+    signals: [],
+    evidence: ["instance", "mismatch"],
+  },
+  {
+    name: "spawn pending (rootPid 0): unknown, carriers untouched",
+    setup: remnantFamily(),
+    lease: lease({ rootPid: 0, rootStartTime: undefined }),
+    verdict: "unknown",
+    signals: [],
+  },
+];
+
+describe("remnants of a vanished root (simulator)", () => {
+  for (const row of rows) {
+    it(row.name, async () => {
+      const sim = row.facts ? row.facts() : new SimFacts();
+      row.setup(sim);
+      const sig = new RecordingSignaller(sim);
+      const v = await explainLease(row.lease ?? lease(), sim, {
+        ...(row.gatewayInstanceId ? { gatewayInstanceId: row.gatewayInstanceId } : {}),
+        ...(row.startClock !== undefined ? { startClock: row.startClock } : {}),
+      });
+      const why = JSON.stringify(v.evidence);
+      expect(v.verdict, why).toBe(row.verdict);
+      expect(v.tree).toBeNull();
+      expect(v.remnants?.members.map((m) => nameOf(m.pid)) ?? null, why).toEqual(row.remnants ?? null);
+      if (v.remnants) expect(v.remnants.members.at(-1)).toBe(v.remnants.root);
+      if (row.evidence) {
+        const [check, result, detail] = row.evidence;
+        const hit = v.evidence.find((e) => e.check === check && e.result === result && (!detail || detail.test(e.detail ?? "")));
+        expect(hit, why).toBeDefined();
+      }
+      const r = await reapLeaseVerification(v, { facts: sim, signaller: sig, ...REAP });
+      expect(r.reaped).toBe(row.remnants !== undefined);
+      expect(r.target).toBe(row.remnants !== undefined ? "remnants" : null);
+      expect(r.report === null).toBe(row.remnants === undefined);
+      expect(sig.log).toEqual(row.signals);
+    });
+  }
+
+  it("verifyOwnedTree still answers null for a gone root that has remnants", async () => {
+    const sim = new SimFacts();
+    remnantFamily()(sim);
+    expect(await verifyOwnedTree(lease(), sim)).toBeNull();
+    expect((await explainLease(lease(), sim)).remnants).not.toBeNull();
+  });
+
+  it("an owned lease reports a tree and no remnants; reapLeaseVerification reaps the tree", async () => {
+    const sim = new SimFacts();
+    sim.add(wrapper({ uid: MY })).add(adapter({ uid: MY })).add(grandchild({ uid: MY }));
+    const v = await explainLease(lease(), sim);
+    expect(v.verdict).toBe("owned");
+    expect(v.remnants).toBeNull();
+    expect(v.evidence.some((e) => e.check.startsWith("remnant"))).toBe(false);
+    const sig = new RecordingSignaller(sim);
+    const r = await reapLeaseVerification(v, { facts: sim, signaller: sig, ...REAP });
+    expect([r.reaped, r.target]).toEqual([true, "tree"]);
+    expect(sig.log).toEqual(["SIGTERM G", "SIGTERM A", "SIGTERM W"]);
+  });
+
+  it("verifyLeases keeps one snapshot and one env read per process for owned, remnant and empty leases together", async () => {
+    const sim = new SimFacts();
+    sim.add(wrapper({ uid: MY })).add(adapter({ uid: MY })).add(grandchild({ uid: MY })).add(unrelated({ uid: MY }));
+    const env2 = { OPENCLAW_ACPX_LEASE_ID: "lease-2", OPENCLAW_GATEWAY_INSTANCE_ID: "gw-A" };
+    sim.add({ name: "A2", pid: P + 30, ppid: 1, pgid: P + 30, sid: P + 30, uid: MY, state: "S", startTime: "5101", env: env2 });
+    sim.add({ name: "G2", pid: P + 31, ppid: P + 30, pgid: P + 30, sid: P + 30, uid: MY, state: "S", startTime: "5102", env: env2 });
+    const leases = [
+      lease(),
+      lease({ leaseId: "lease-2", rootPid: P + 29, rootStartTime: "5100", processGroupId: P + 30 }),
+      lease({ leaseId: "lease-3", rootPid: P + 50, rootStartTime: "5200", processGroupId: undefined }),
+    ];
+    const vs = await verifyLeases(leases, sim);
+    expect(vs.map((v) => v.verdict)).toEqual(["owned", "gone", "gone"]);
+    expect(vs[1]!.remnants?.members.map((m) => m.pid)).toEqual([P + 31, P + 30]);
+    expect(vs[2]!.remnants).toBeNull();
+    expect(vs[0]!.tree?.members.map((m) => m.pid)).toEqual([G, A, W]);
+    expect(sim.snapshots).toBe(1);
+    const seen = new Set(sim.inspected);
+    expect(seen.size, `pids inspected more than once: ${sim.inspected.join(",")}`).toBe(sim.inspected.length);
+  });
+});
+
+describe("judgeCarrier (each remnant check on its own, behind the env pass's pre-filter)", () => {
+  const ctx: RemnantContext = {
+    facts: { backend: "procfs", identityStrength: "exact" },
+    myUid: MY,
+    hostBootId: BOOT,
+    hostPidNamespace: NS,
+    ancestors: new Set([process.pid, P + 20]),
+    clock: CLOCK,
+  };
+  const proc = { pid: A, ppid: 1, pgid: A, sid: W, uid: MY, state: "S", startTime: "5001" };
+  const details = (over: Partial<ProcessDetails> = {}): ProcessDetails => ({
+    ...proc, exePath: null, argv: null, env: { ...ENV }, envReadable: true, bootId: BOOT, pidNamespace: NS, ...over,
+  });
+  const l = lease({ startedAt: 1_050_010 - 1000 });
+
+  it("accepts a carrier that passes every check, dated both ways", () => {
+    expect(judgeCarrier(l, proc, details(), ctx)).toEqual({ ok: true, start: "both" });
+  });
+
+  it("refuses each failed check with its reason", () => {
+    const cases: [string, ReturnType<typeof judgeCarrier>][] = [
+      ["instance", judgeCarrier(l, proc, details({ env: { ...ENV, OPENCLAW_GATEWAY_INSTANCE_ID: "gw-B" } }), ctx)],
+      ["unreadable", judgeCarrier(l, proc, details({ envReadable: false }), ctx)],
+      ["boot", judgeCarrier(l, proc, details({ bootId: "boot-bbbb" }), ctx)],
+      ["boot unknown", judgeCarrier(l, proc, details({ bootId: undefined }), ctx)],
+      ["ns", judgeCarrier(l, proc, details({ pidNamespace: "pid:[1]" }), ctx)],
+      ["uid", judgeCarrier(l, { ...proc, uid: MY + 1 }, details({ uid: MY + 1 }), ctx)],
+      ["ancestor", judgeCarrier(l, { ...proc, pid: P + 20 }, details({ pid: P + 20 }), ctx)],
+      ["pid 1", judgeCarrier(l, { ...proc, pid: 1 }, details({ pid: 1 }), ctx)],
+      ["before root", judgeCarrier(l, { ...proc, startTime: "4999" }, details({ startTime: "4999" }), ctx)],
+      ["before lease", judgeCarrier(lease({ startedAt: 1_050_010 + START_CLOCK_SLACK_MS + 1 }), proc, details(), ctx)],
+    ];
+    expect(cases.map(([n, j]) => [n, j.ok ? "ok" : j.why])).toEqual([
+      ["instance", "instance-marker"],
+      ["unreadable", "env-unreadable"],
+      ["boot", "boot-id"],
+      ["boot unknown", "boot-id"],
+      ["ns", "pid-namespace"],
+      ["uid", "uid"],
+      ["ancestor", "guard"],
+      ["pid 1", "guard"],
+      ["before root", "started-early"],
+      ["before lease", "started-early"],
+    ]);
+  });
+
+  it("the boot clock's slack absorbs btime's whole-second rounding, no more", () => {
+    const within = lease({ rootStartTime: undefined, startedAt: 1_050_010 + START_CLOCK_SLACK_MS });
+    expect(judgeCarrier(within, proc, details(), ctx)).toEqual({ ok: true, start: "epoch" });
+    const beyond = lease({ rootStartTime: undefined, startedAt: 1_050_010 + START_CLOCK_SLACK_MS + 1 });
+    expect(judgeCarrier(beyond, proc, details(), ctx)).toEqual({ ok: false, why: "started-early" });
+  });
+});
+
+describe("start clock", () => {
+  it("parses btime from /proc/stat text", () => {
+    expect(parseBtimeMs("cpu  1 2 3\nbtime 1700000000\nprocesses 5\n")).toBe(1_700_000_000_000);
+    expect(parseBtimeMs("cpu 1\n")).toBeNull();
+    expect(parseBtimeMs("btime -5\n")).toBeNull();
+  });
+
+  it("converts each backend's unit to epoch ms, and says null rather than guess", () => {
+    expect(startTimeToEpochMs("5001", "procfs", CLOCK)).toBe(1_050_010);
+    expect(startTimeToEpochMs("5001", "native", CLOCK, "linux")).toBe(1_050_010);
+    expect(startTimeToEpochMs("5001", "procfs", null)).toBeNull();
+    expect(startTimeToEpochMs("5001", "procfs", { bootTimeMs: 1, ticksPerSecond: 0 })).toBeNull();
+    expect(startTimeToEpochMs("1700000000123456", "native", null, "darwin")).toBe(1_700_000_000_123.456);
+    expect(startTimeToEpochMs("1700000000", "ps", null)).toBe(1_700_000_000_000);
+    expect(startTimeToEpochMs("5001", "none", CLOCK)).toBeNull();
+    for (const bad of ["", "-1", "1e3", "abc", " 5"]) expect(startTimeToEpochMs(bad, "procfs", CLOCK), bad).toBeNull();
+  });
+
+  it.skipIf(process.platform !== "linux")("on this host, this process's own start converts to about now − uptime", async () => {
+    const clock = await readStartClock();
+    expect(clock).not.toBeNull();
+    const { getProcessFacts } = await import("../../src/facts/index.js");
+    const self = (await getProcessFacts({ backend: "procfs" }).inspect(process.pid))!;
+    const epoch = startTimeToEpochMs(self.startTime, "procfs", clock)!;
+    const expected = Date.now() - process.uptime() * 1000;
+    expect(Math.abs(epoch - expected)).toBeLessThan(START_CLOCK_SLACK_MS);
+  });
+});
+
+describe("reaper: new members of a verified process group", () => {
+  // G forks N on its way out of SIGTERM; N lands in the adapter group, re-parented to init (no parent link to any member)
+  const newcomer = (over: Partial<SimProc> = {}): SimProc => ({
+    name: "N", pid: N, ppid: 1, pgid: A, sid: W, uid: MY, state: "S", startTime: "5010", env: {}, ...over,
+  });
+  const setup = (n: SimProc) => {
+    const sim = new SimFacts();
+    sim.add(wrapper({ uid: MY })).add(adapter({ uid: MY })).add(grandchild({ uid: MY, onTermSpawn: n }));
+    return sim;
+  };
+  const name = (pid: number) => (pid === N ? "N" : nameOf(pid));
+
+  it("verification marks the recorded group on the tree only when it matched", async () => {
+    const sim = setup(newcomer());
+    const v = await explainLease(lease(), sim);
+    expect(v.tree?.group).toBe(A);
+    const noGroup = await explainLease(lease({ processGroupId: undefined }), sim);
+    expect(noGroup.verdict).toBe("owned");
+    expect(noGroup.tree?.group).toBeUndefined();
+  });
+
+  it("a newcomer in the group's recorded session is reaped with its own start time", async () => {
+    const sim = setup(newcomer());
+    const v = await explainLease(lease(), sim);
+    const sig = new RecordingSignaller(sim);
+    const r = await reapLeaseVerification(v, { facts: sim, signaller: sig, ...REAP });
+    expect(sig.log).toEqual(["SIGTERM G", "SIGTERM A", "SIGTERM W", "SIGTERM N"]);
+    expect(r.report!.results.map((x) => [name(x.pid), x.startTime, x.outcome])).toContainEqual(["N", "5010", "exited-after-term"]);
+    expect(sim.table.has(N)).toBe(false);
+  });
+
+  it("a stubborn newcomer is killed after the grace period", async () => {
+    const sim = setup(newcomer({ onTerm: "ignore" }));
+    const v = await explainLease(lease(), sim);
+    const sig = new RecordingSignaller(sim);
+    const r = await reapOwnedTree(v.tree!, { facts: sim, signaller: sig, ...REAP });
+    expect(sig.log).toEqual(["SIGTERM G", "SIGTERM A", "SIGTERM W", "SIGTERM N", "SIGKILL N"]);
+    expect(r.results.find((x) => x.pid === N)?.outcome).toBe("killed");
+  });
+
+  it("a process with the group's number in another session (a recycled group id) is untouched", async () => {
+    const sim = setup(newcomer({ sid: N }));
+    const v = await explainLease(lease(), sim);
+    const sig = new RecordingSignaller(sim);
+    await reapOwnedTree(v.tree!, { facts: sim, signaller: sig, ...REAP });
+    expect(sig.log).toEqual(["SIGTERM G", "SIGTERM A", "SIGTERM W"]);
+    expect(sim.table.has(N)).toBe(true);
+  });
+
+  it("without a verified group only parent links are followed", async () => {
+    const sim = setup(newcomer());
+    const v = await explainLease(lease(), sim);
+    const sig = new RecordingSignaller(sim);
+    await reapOwnedTree({ root: v.tree!.root, members: v.tree!.members }, { facts: sim, signaller: sig, ...REAP });
+    expect(sig.log).toEqual(["SIGTERM G", "SIGTERM A", "SIGTERM W"]);
+    expect(sim.table.has(N)).toBe(true);
+  });
+
+  it("opts.group is validated and names itself; our own group is never watched", async () => {
+    const sim = setup(newcomer());
+    const v = await explainLease(lease(), sim);
+    const sig = new RecordingSignaller(sim);
+    await expect(reapOwnedTree(v.tree!, { facts: sim, signaller: sig, ...REAP, group: 1 })).rejects.toThrow(/opts\.group/);
+    await expect(reapOwnedTree(v.tree!, { facts: sim, signaller: sig, ...REAP, group: 2.5 })).rejects.toThrow(TypeError);
+    expect(sig.log).toEqual([]);
+    const { ownProcessGroupId } = await import("../../src/ownership/index.js");
+    const own = ownProcessGroupId()!;
+    // a tree whose members claim our own group: the group is not watched, N (put in our group) is untouched
+    const sim2 = new SimFacts();
+    sim2.add(wrapper({ uid: MY, pgid: own, onTermSpawn: newcomer({ pgid: own, sid: W }) }));
+    const sig2 = new RecordingSignaller(sim2);
+    const root = [...(await sim2.snapshot()).processes.values()].find((p) => p.pid === W)!;
+    await reapOwnedTree({ root, members: [root], group: own }, { facts: sim2, signaller: sig2, ...REAP });
+    expect(sig2.log).toEqual(["SIGTERM W"]);
+  });
+
+});
