@@ -61,5 +61,12 @@ export interface OwnedProcessTree {
 export const LEASE_ENV_KEY = "OPENCLAW_ACPX_LEASE_ID";
 export const INSTANCE_ENV_KEY = "OPENCLAW_GATEWAY_INSTANCE_ID";
 
+/**
+ * sessionKey prefix of the leases the process supervisor writes into the same
+ * store. It lives here, below both users, so the ACPX controller can leave
+ * supervisor runs alone without importing the supervisor.
+ */
+export const SUPERVISOR_SESSION_PREFIX = "supervisor:";
+
 /** Version of the on-disk lease record; bumped on any incompatible change. */
 export const LEASE_SCHEMA_VERSION = 1;

@@ -21,13 +21,13 @@ import type { ProcessFacts, ProcessSignaller } from "../facts/types.js";
 import { computeCommandHash } from "../ownership/command-hash.js";
 import { loadOrCreateGatewayInstanceId } from "../ownership/instance-id.js";
 import { openLeaseStore, type LeaseStore } from "../ownership/lease-store.js";
-import { reapOwnedTree, type ReapReport } from "../ownership/reap.js";
-import { INSTANCE_ENV_KEY, LEASE_ENV_KEY, type AcpxProcessLease, type LeaseState, type OwnershipEvidence } from "../ownership/types.js";
+import type { ReapReport } from "../ownership/reap.js";
+import { reapLeaseVerification } from "../ownership/reap-verification.js";
+import { INSTANCE_ENV_KEY, LEASE_ENV_KEY, SUPERVISOR_SESSION_PREFIX, type AcpxProcessLease, type LeaseState, type OwnershipEvidence } from "../ownership/types.js";
 import { createSignaller } from "../facts/signal.js";
 import { verifyLeases, type LeaseVerification } from "../ownership/verify.js";
 
-/** sessionKey prefix of every lease the supervisor writes. */
-export const SUPERVISOR_SESSION_PREFIX = "supervisor:";
+export { SUPERVISOR_SESSION_PREFIX };
 
 export interface RunLease {
   leaseId: string;
@@ -144,9 +144,11 @@ export function createRunLeases(opts: RunLeasesOptions): RunLeases {
           verdict: v.verdict,
           evidence: v.evidence,
         };
-        if (v.verdict === "owned" && v.tree) {
+        // a verified tree, or (root gone) the verified remnants still carrying this run's markers
+        if ((v.verdict === "owned" && v.tree) || v.remnants) {
           const closing = v.lease.state === "open" ? await store.transition(v.lease.leaseId, "closing") : v.lease;
-          const reap = await reapOwnedTree(v.tree, { facts, signaller, graceMs: opts.graceMs });
+          const { report: reap } = await reapLeaseVerification(v, { facts, signaller, graceMs: opts.graceMs });
+          if (reap === null) throw new Error("unreachable: a tree or remnants were present");
           const survived = reap.results.some((r) => r.outcome === "survived" || r.outcome === "unknown");
           if (survived) {
             // could not finish: back to open, so the next reconciliation tries again
