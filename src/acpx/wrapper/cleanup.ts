@@ -1,0 +1,194 @@
+/**
+ * The wrapper's local tree cleanup: SIGTERM to the adapter's group and to
+ * every descendant, the grace period, SIGKILL to what is left. Targets come
+ * from the project's one collector (collectTree) and go through the one
+ * reaper (reapOwnedTree: per-pid, identity-checked, leaves first). The
+ * wrapper itself is never a target: the tree is rooted at the adapter and
+ * the guards refuse this process and its parent anyway.
+ *
+ * What counts as the wrapper's tree (all from one snapshot):
+ * - the adapter and its descendants by parent links;
+ * - the adapter's process group, while the adapter is an unreaped child of
+ *   ours (its pid, and so its group id, cannot be reused until we reap it);
+ * - every other child of the wrapper: as a Linux subreaper, orphaned
+ *   descendants (double-fork, setsid escapees) are re-parented to us;
+ * - processes carrying our OPENCLAW_ACPX_LEASE_ID in their environment
+ *   (escapees on hosts without a subreaper), with their descendants.
+ */
+import type { ProcessFacts, ProcessInfo, ProcessSignaller, ProcessSnapshot } from "../../facts/types.js";
+import { collectTree } from "../../ownership/collect.js";
+import { checkGroupSignal, checkSignalTarget } from "../../ownership/guards.js";
+import { reapOwnedTree, type ReapOutcome } from "../../ownership/reap.js";
+import { LEASE_ENV_KEY } from "./protocol.js";
+
+export interface CleanupDeps {
+  facts: ProcessFacts;
+  signaller: ProcessSignaller;
+  graceMs: number;
+  /** our lease id, or undefined when the wrapper runs without one (no marker scan then) */
+  leaseId: string | undefined;
+  /** the adapter's pid while libuv has not reaped it yet, else null */
+  unreapedAdapterPid: () => number | null;
+  /** reaps adopted zombies found in this snapshot (subreaper only) */
+  reapZombies?: (snapshot: ProcessSnapshot) => void;
+  /** ms between exit polls */
+  pollMs?: number;
+}
+
+/**
+ * Outcomes that count as "reaped": gone after our signal, or gone before the
+ * per-pid signal because the group SIGTERM that opens the cleanup got there
+ * first. Every target was in the tree when the snapshot was taken.
+ */
+const GONE: ReadonlySet<ReapOutcome> = new Set<ReapOutcome>(["exited-after-term", "killed", "gone-before-signal"]);
+
+/** Sweeps after the grace: enough for a tree that forks while it dies, bounded so cleanup always ends. */
+const FINAL_SWEEPS = 3;
+
+/** Runs the cleanup; resolves with the pids that were signalled and are gone. */
+export async function cleanupTree(deps: CleanupDeps): Promise<number[]> {
+  const t0 = Date.now();
+  const pollMs = deps.pollMs ?? 5;
+  const reaped = new Set<number>();
+
+  // The group signal goes first: it is one syscall, needs no facts, and also
+  // reaches a member forked after the snapshot below.
+  groupSignal(deps, "SIGTERM");
+
+  let snapshot = await snapshotOrNull(deps.facts);
+  if (snapshot !== null) {
+    const members = await collectTargets(snapshot, deps);
+    if (members.length > 0) {
+      const report = await reapOwnedTree(
+        { root: members[members.length - 1]!, members },
+        {
+          facts: deps.facts,
+          signaller: deps.signaller,
+          // the grace counts from the group SIGTERM above
+          graceMs: Math.max(0, deps.graceMs - (Date.now() - t0)),
+          pollMs,
+          confirmMs: Math.max(1000, pollMs * 10),
+        },
+      );
+      for (const r of report.results) if (GONE.has(r.outcome)) reaped.add(r.pid);
+    }
+  } else {
+    // No facts: nothing can be identity-checked, so nothing is signalled per
+    // pid (fail closed). The group is still provably ours while the adapter
+    // is unreaped: give it the grace, then SIGKILL it.
+    await waitForAdapter(deps, Math.max(0, deps.graceMs - (Date.now() - t0)), pollMs);
+  }
+  groupSignal(deps, "SIGKILL");
+
+  // Whatever appeared during the grace (a fork racing the snapshot, a child
+  // adopted late) gets SIGKILL straight away: its grace has been spent.
+  for (let i = 0; i < FINAL_SWEEPS; i++) {
+    snapshot = await snapshotOrNull(deps.facts);
+    if (snapshot === null) break;
+    deps.reapZombies?.(snapshot);
+    const left = (await collectTargets(snapshot, deps)).filter((p) => p.state !== "Z");
+    if (left.length === 0) break;
+    const report = await reapOwnedTree(
+      { root: left[left.length - 1]!, members: left },
+      { facts: deps.facts, signaller: deps.signaller, graceMs: 0, pollMs, confirmMs: Math.max(1000, pollMs * 10) },
+    );
+    for (const r of report.results) if (GONE.has(r.outcome)) reaped.add(r.pid);
+  }
+  return [...reaped].sort((a, b) => a - b);
+}
+
+/**
+ * The wrapper's tree in kill order (leaves first), from one snapshot plus
+ * an environment read per candidate for the lease marker.
+ */
+export async function collectTargets(snapshot: ProcessSnapshot, deps: Pick<CleanupDeps, "facts" | "leaseId" | "unreapedAdapterPid">): Promise<ProcessInfo[]> {
+  const self = process.pid;
+  const adapterPid = deps.unreapedAdapterPid();
+  const seeds = new Set<number>();
+  for (const c of snapshot.childrenOf(self)) seeds.add(c.pid);
+  for (const pid of await markerPids(snapshot, deps.facts, deps.leaseId)) seeds.add(pid);
+
+  const adapter = adapterPid === null ? undefined : snapshot.processes.get(adapterPid);
+  const root = adapter && adapter.ppid === self ? adapter : firstSeed(snapshot, seeds);
+  if (root === undefined) return [];
+  seeds.delete(root.pid);
+  return collectTree(snapshot, root, {
+    markerPids: seeds,
+    ...(adapter && adapter.ppid === self ? { pgid: adapter.pid } : {}),
+  });
+}
+
+function firstSeed(snapshot: ProcessSnapshot, seeds: ReadonlySet<number>): ProcessInfo | undefined {
+  for (const pid of seeds) {
+    const p = snapshot.processes.get(pid);
+    if (p && checkSignalTarget(pid).allowed) return p;
+  }
+  return undefined;
+}
+
+/**
+ * Pids carrying our lease id. Only processes whose environment we can read
+ * are candidates (same uid, or any when we are root); kernel threads and
+ * zombies have no environment to carry it; and a process started before
+ * this wrapper cannot have inherited the environment the gateway gave us
+ * (on a busy host this skips nearly every environment read).
+ */
+async function markerPids(snapshot: ProcessSnapshot, facts: ProcessFacts, leaseId: string | undefined): Promise<number[]> {
+  if (leaseId === undefined || leaseId === "") return [];
+  const uid = typeof process.getuid === "function" ? process.getuid() : -1;
+  const ourStart = decimal(snapshot.processes.get(process.pid)?.startTime);
+  const candidates: number[] = [];
+  for (const p of snapshot.processes.values()) {
+    if (p.pid === process.pid || p.pid <= 2 || p.ppid === 2 || p.state === "Z") continue;
+    if (uid !== 0 && p.uid !== uid) continue;
+    const start = decimal(p.startTime);
+    // same unit: both come from the same backend's snapshot
+    if (ourStart !== null && start !== null && start < ourStart) continue;
+    candidates.push(p.pid);
+  }
+  const found: number[] = [];
+  await Promise.all(
+    candidates.map(async (pid) => {
+      try {
+        const d = await facts.inspect(pid, { envKeys: [LEASE_ENV_KEY] });
+        if (d && d.env[LEASE_ENV_KEY] === leaseId) found.push(pid);
+      } catch {
+        // unreadable: not evidence of anything
+      }
+    }),
+  );
+  return found;
+}
+
+function groupSignal(deps: Pick<CleanupDeps, "unreapedAdapterPid">, sig: NodeJS.Signals): void {
+  const pgid = deps.unreapedAdapterPid();
+  if (pgid === null) return;
+  // we spawned the adapter as a session leader and have not reaped it, so
+  // the group id is provably its own
+  if (!checkGroupSignal(pgid, { groupVerifiedAsOwn: true, leaderIsVerifiedRoot: true }).allowed) return;
+  try {
+    process.kill(-pgid, sig);
+  } catch {
+    // ESRCH: the group is empty already
+  }
+}
+
+async function waitForAdapter(deps: Pick<CleanupDeps, "unreapedAdapterPid">, ms: number, pollMs: number): Promise<void> {
+  const deadline = Date.now() + ms;
+  while (deps.unreapedAdapterPid() !== null && Date.now() < deadline) {
+    await new Promise((r) => setTimeout(r, Math.min(pollMs, Math.max(1, deadline - Date.now()))));
+  }
+}
+
+function decimal(s: string | undefined): bigint | null {
+  return s !== undefined && /^\d+$/.test(s) ? BigInt(s) : null;
+}
+
+async function snapshotOrNull(facts: ProcessFacts): Promise<ProcessSnapshot | null> {
+  if (facts.identityStrength === "none") return null;
+  try {
+    return await facts.snapshot();
+  } catch {
+    return null;
+  }
+}

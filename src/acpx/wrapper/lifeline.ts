@@ -1,0 +1,66 @@
+/**
+ * The wrapper's end of the lifeline (fd 3): reports go out as JSON lines;
+ * the read side exists only to see EOF, which means the gateway is gone
+ * (event-driven, no polling). Data the gateway might write is discarded.
+ */
+import { fstatSync, writeSync } from "node:fs";
+import { Socket } from "node:net";
+import { formatReport, LIFELINE_FD, type WrapperReport } from "./protocol.js";
+
+export interface Lifeline {
+  /** Synchronous, so a report is on the wire before a following process.exit(). Never throws. */
+  send(report: WrapperReport): void;
+}
+
+/**
+ * Opens fd 3 when it is a socket or a pipe (what the controller's "pipe"
+ * stdio entry gives us); returns null when it is closed or something else,
+ * so a wrapper started by hand works without one. `onGone` fires once, on
+ * EOF, close or error of the read side.
+ */
+export function openLifeline(onGone: () => void, fd = LIFELINE_FD): Lifeline | null {
+  let ok = false;
+  try {
+    const st = fstatSync(fd);
+    ok = st.isSocket() || st.isFIFO();
+  } catch {
+    ok = false;
+  }
+  if (!ok) return null;
+
+  let writable = true;
+  let gone = false;
+  const fire = (): void => {
+    if (gone) return;
+    gone = true;
+    onGone();
+  };
+  // A gateway that half-closes its end (a graceful "I am going") must still
+  // get the cleanup report written after that EOF. So the Socket keeps its
+  // write side open (never used: reports go through writeSync) and allows a
+  // half-open state; a read-only Socket would be auto-destroyed at EOF,
+  // closing fd 3 under our feet.
+  const reader = new Socket({ fd, readable: true, writable: true, allowHalfOpen: true });
+  reader.on("data", () => {});
+  reader.on("end", fire);
+  reader.on("close", fire);
+  reader.on("error", fire);
+  // the adapter's exit handle keeps the loop alive; the lifeline must not
+  reader.unref();
+
+  return {
+    send(report) {
+      if (!writable) return;
+      const buf = Buffer.from(formatReport(report));
+      let off = 0;
+      // The fd is non-blocking; a report is a few dozen bytes into a socket
+      // buffer of hundreds of KB, so EAGAIN means the gateway stopped reading
+      // for good: drop the report rather than spin.
+      try {
+        while (off < buf.length) off += writeSync(fd, buf, off);
+      } catch {
+        writable = false;
+      }
+    },
+  };
+}

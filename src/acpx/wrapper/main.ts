@@ -1,0 +1,244 @@
+/**
+ * The ACPX wrapper: a tini-sized supervisor between the gateway and one ACP
+ * adapter. It decides no session policy; it only keeps the adapter's process
+ * tree from outliving the gateway.
+ *
+ *   node <wrapperPath> [--grace-ms N] -- <adapter argv...>
+ *   stdio [pipe, pipe, pipe, pipe]; env OPENCLAW_ACPX_LEASE_ID, OPENCLAW_GATEWAY_INSTANCE_ID
+ *
+ * | event                              | what the wrapper does                                        |
+ * |------------------------------------|--------------------------------------------------------------|
+ * | start                              | (Linux+addon) becomes a child subreaper and arms             |
+ * |                                    | PR_SET_PDEATHSIG=SIGUSR2; spawns the adapter detached (own   |
+ * |                                    | session + group, pgid == pid) with the wrapper's own fds     |
+ * |                                    | 0/1/2 (no copying); reports "started" on fd 3                |
+ * | spawn fails                        | reports "spawn-error", exits 127 (ENOENT) / 126 (other)      |
+ * | SIGTERM / SIGINT / SIGHUP          | forwarded to the adapter's group; the wrapper keeps running  |
+ * | adapter exits                      | reports "exit"; after a forwarded signal, sweeps what is     |
+ * |                                    | left of its tree (reason "signal"); exits with the adapter's |
+ * |                                    | code, or 128 + signal number                                 |
+ * | lifeline EOF or SIGUSR2 (pdeath)   | parent gone: SIGTERM to the group and every descendant,      |
+ * |                                    | grace (--grace-ms, default 3000), SIGKILL what is left,      |
+ * |                                    | reports "cleanup" (reason "parent-gone"), then exits         |
+ * | adopted orphan exits (SIGCHLD)     | waits on it (WNOHANG, never on the adapter's pid)            |
+ *
+ * Caveat: PR_SET_PDEATHSIG follows the parent *thread* that spawned the
+ * wrapper. A gateway that spawns it from a worker thread which later ends
+ * would trigger a cleanup while the gateway lives; spawn from the main thread.
+ *
+ * Report format and constants: ./protocol.ts. Module runs on import, so a
+ * generated stub under <stateDir>/acpx/wrappers/ can simply import it.
+ *
+ * Guarantees by platform:
+ * - Linux with the addon: subreaper (double-fork/setsid escapees re-parent
+ *   here and are found by parent links), pdeathsig as a second parent-death
+ *   signal, race-free per-pid signals (pidfd).
+ * - Linux without the addon: lifeline only; escapees found by the lease id
+ *   in their environment (procfs); per-pid signals have an inspect→kill window.
+ * - macOS: lifeline only; escapees found by lease id where the environment
+ *   is readable.
+ * - facts backend "none": only the adapter's group is signalled (provably
+ *   ours while the adapter is unreaped); nothing is signalled per pid.
+ */
+import { spawn, type ChildProcess } from "node:child_process";
+import { writeSync } from "node:fs";
+import { constants } from "node:os";
+import { getProcessFacts } from "../../facts/get.js";
+import { loadNative } from "../../facts/native.js";
+import { createSignaller } from "../../facts/signal.js";
+import type { NativeBinding } from "../../facts/native-binding.js";
+import { checkGroupSignal } from "../../ownership/guards.js";
+import { startAdoptedReaper, type AdoptedReaper } from "./adopted.js";
+import { parseWrapperArgs, type WrapperArgs } from "./args.js";
+import { cleanupTree } from "./cleanup.js";
+import { openLifeline, type Lifeline } from "./lifeline.js";
+import {
+  EXIT_CANNOT_EXECUTE,
+  EXIT_NOT_FOUND,
+  EXIT_USAGE,
+  FORWARDED_SIGNALS,
+  LEASE_ENV_KEY,
+  PARENT_DEATH_SIGNAL,
+  type CleanupReason,
+} from "./protocol.js";
+
+const signalNumbers = constants.signals as Readonly<Record<string, number | undefined>>;
+
+let adapterPid: number | null = null;
+/** null while the adapter runs (or never ran); set once libuv reaped it */
+let adapterStatus: { code: number | null; signal: NodeJS.Signals | null } | null = null;
+let forwardedSignal = false;
+let cleanup: Promise<void> | null = null;
+let pendingSignals: NodeJS.Signals[] = [];
+let lifeline: Lifeline | null = null;
+let reaper: AdoptedReaper | null = null;
+
+// After the gateway dies, fd 2 is a pipe with no reader: any write there
+// fails with EPIPE. An exception escaping a handler must not kill the wrapper
+// (that would orphan the very tree it exists to clean up), so it is noted on
+// stderr when possible and the state machine carries on: each handler below
+// is small and leaves the state consistent before anything can throw.
+process.on("uncaughtException", (err) => stderr(`proclease wrapper: ${err instanceof Error ? err.message : String(err)}`));
+
+// Handlers first: a signal that arrives before the adapter exists is held
+// and forwarded right after the spawn instead of killing the wrapper (which
+// would orphan the adapter it is about to start).
+for (const sig of FORWARDED_SIGNALS) process.on(sig, () => forward(sig));
+process.on(PARENT_DEATH_SIGNAL, () => parentGone());
+
+lifeline = openLifeline(() => parentGone());
+
+let args: WrapperArgs;
+try {
+  args = parseWrapperArgs(process.argv.slice(2));
+} catch (err) {
+  const message = (err as Error).message;
+  lifeline?.send({ type: "spawn-error", code: "EUSAGE", message });
+  stderr(`proclease wrapper: ${message}\nusage: node <wrapper> [--grace-ms N] -- <adapter argv...>`);
+  process.exit(EXIT_USAGE);
+}
+
+const binding: NativeBinding | null = loadNative();
+if (binding !== null && binding.platform === "linux") {
+  // Both before the spawn: an orphan created before we are a subreaper
+  // would go to init. Failures leave the lifeline as the only mechanism.
+  binding.setChildSubreaper();
+  binding.setParentDeathSignal(signalNumbers[PARENT_DEATH_SIGNAL] ?? 0);
+}
+const subreaper = binding !== null && binding.platform === "linux";
+const facts = getProcessFacts();
+const signaller = createSignaller(facts, binding);
+
+spawnAdapter(args.command);
+
+function spawnAdapter(command: string[]): void {
+  const [file, ...rest] = command as [string, ...string[]];
+  let child: ChildProcess;
+  try {
+    // detached → setsid: the adapter leads its own session and group, so the
+    // group can be signalled as a unit and never includes the wrapper.
+    child = spawn(file, rest, { stdio: ["inherit", "inherit", "inherit"], detached: true });
+  } catch (err) {
+    spawnFailed(err as NodeJS.ErrnoException);
+    return;
+  }
+  child.once("error", (err: NodeJS.ErrnoException) => {
+    // 'error' without a pid is a failed spawn; with a pid it is a failed
+    // kill/send, which we never ask libuv for
+    if (child.pid === undefined) spawnFailed(err);
+  });
+  if (child.pid === undefined) return; // the 'error' event follows
+  adapterPid = child.pid;
+  child.once("exit", (code, signal) => onAdapterExit(code, signal));
+  // Only with an in-process walker: the ps backend spawns `ps` through libuv,
+  // and a reaper racing libuv for that child's status would hang its caller.
+  if (subreaper && binding && (facts.backend === "native" || facts.backend === "procfs")) {
+    reaper = startAdoptedReaper(binding, () => facts.snapshot(), new Set([child.pid]));
+  }
+  lifeline?.send({ type: "started", wrapperPid: process.pid, adapterPid: child.pid, pgid: child.pid });
+  const held = pendingSignals;
+  pendingSignals = [];
+  for (const sig of held) forward(sig);
+}
+
+function spawnFailed(err: NodeJS.ErrnoException): void {
+  const code = typeof err.code === "string" ? err.code : "EUNKNOWN";
+  lifeline?.send({ type: "spawn-error", code, message: err.message });
+  stderr(`proclease wrapper: cannot start adapter: ${err.message}`);
+  process.exit(code === "ENOENT" ? EXIT_NOT_FOUND : EXIT_CANNOT_EXECUTE);
+}
+
+function forward(sig: NodeJS.Signals): void {
+  if (adapterPid === null) {
+    pendingSignals.push(sig);
+    return;
+  }
+  if (adapterStatus !== null) return;
+  forwardedSignal = true;
+  groupKill(sig);
+}
+
+/** Signals the adapter's group only while the adapter is our unreaped child (its pid, so its group id, cannot be reused). */
+function groupKill(sig: NodeJS.Signals): void {
+  if (adapterPid === null || adapterStatus !== null) return;
+  if (!checkGroupSignal(adapterPid, { groupVerifiedAsOwn: true, leaderIsVerifiedRoot: true }).allowed) return;
+  try {
+    process.kill(-adapterPid, sig);
+  } catch {
+    // ESRCH: the group is already empty
+  }
+}
+
+function onAdapterExit(code: number | null, signal: NodeJS.Signals | null): void {
+  adapterStatus = { code, signal };
+  lifeline?.send({ type: "exit", code, signal });
+  if (cleanup !== null) return; // parent-gone cleanup exits when done
+  if (forwardedSignal) {
+    runCleanup("signal");
+    return;
+  }
+  finish();
+}
+
+function parentGone(): void {
+  // before a pid exists the spawn-error path is about to exit: nothing to clean
+  if (adapterPid === null || cleanup !== null) return;
+  runCleanup("parent-gone");
+}
+
+/**
+ * A cleanup is bounded by the reaper's own timers (grace, then a KILL
+ * confirmation); this watchdog only guards against a facts call that never
+ * settles. It SIGKILLs the group (still provably ours while unreaped) and
+ * exits, so the wrapper can never hang on forever.
+ */
+const CLEANUP_SLACK_MS = 15_000;
+
+function runCleanup(reason: CleanupReason): void {
+  const t0 = Date.now();
+  setTimeout(() => {
+    groupKill("SIGKILL");
+    lifeline?.send({ type: "cleanup", reason, reaped: [], durationMs: Date.now() - t0 });
+    finish();
+  }, args.graceMs + CLEANUP_SLACK_MS);
+  cleanup = cleanupTree({
+    facts,
+    signaller,
+    graceMs: args.graceMs,
+    leaseId: process.env[LEASE_ENV_KEY],
+    unreapedAdapterPid: () => (adapterStatus === null ? adapterPid : null),
+    ...(reaper ? { reapZombies: (snap) => void reaper?.reapIn(snap) } : {}),
+  })
+    .catch(() => [] as number[])
+    .then(async (reaped) => {
+      // the adapter was signalled too: give libuv a moment to report its status
+      await waitForAdapterStatus(1000);
+      // the adapter counts as reaped once libuv has its status (the group
+      // SIGTERM may have ended it before any per-pid signal)
+      if (adapterPid !== null && adapterStatus !== null && !reaped.includes(adapterPid)) reaped.push(adapterPid);
+      reaped.sort((a, b) => a - b);
+      lifeline?.send({ type: "cleanup", reason, reaped, durationMs: Date.now() - t0 });
+      finish();
+    });
+}
+
+async function waitForAdapterStatus(ms: number): Promise<void> {
+  const deadline = Date.now() + ms;
+  while (adapterStatus === null && Date.now() < deadline) await new Promise((r) => setTimeout(r, 5));
+}
+
+function finish(): never {
+  reaper?.stop();
+  const s = adapterStatus;
+  if (s === null) process.exit(1);
+  if (s.code !== null) process.exit(s.code);
+  process.exit(128 + (signalNumbers[s.signal ?? ""] ?? 0));
+}
+
+function stderr(msg: string): void {
+  try {
+    writeSync(2, `${msg}\n`);
+  } catch {
+    // nowhere left to say it
+  }
+}

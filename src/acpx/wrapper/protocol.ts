@@ -1,0 +1,201 @@
+/**
+ * The wrapper contract, shared by the wrapper (which writes reports) and the
+ * lifecycle controller (which spawns the wrapper and reads them). Kept free
+ * of I/O so both sides import the same constants and the same parser.
+ *
+ * Invocation:
+ *   node <wrapperPath> [--grace-ms N] -- <adapter argv...>
+ * stdio: [pipe, pipe, pipe, pipe]
+ *   fd 0/1/2  the adapter's stdin/stdout/stderr. The wrapper hands its own
+ *             fds to the adapter ("inherit"): it never copies a byte.
+ *   fd 3      the lifeline, a socket pair end. The wrapper writes one JSON
+ *             report per line to it and reads it only to see EOF, which means
+ *             "the gateway is gone". The adapter never inherits it.
+ * env: OPENCLAW_ACPX_LEASE_ID and OPENCLAW_GATEWAY_INSTANCE_ID (the adapter
+ *      inherits both; the wrapper uses the lease id to find escaped
+ *      descendants during parent-gone cleanup).
+ *
+ * Reports, in the order they can appear:
+ *   started      right after the adapter was spawned (pgid == adapterPid:
+ *                the adapter leads its own session and process group)
+ *   spawn-error  the adapter could not be started; the wrapper exits 127
+ *                (ENOENT), 126 (any other spawn errno) or 2 (bad arguments)
+ *   exit         the adapter exited (code or signal, exactly one non-null)
+ *   cleanup      the wrapper's own tree cleanup finished: reason
+ *                "parent-gone" (lifeline EOF or the parent-death signal) or
+ *                "signal" (a forwarded termination signal, swept after the
+ *                adapter exited); reaped = pids of the wrapper's tree (the
+ *                adapter included) that a group or per-pid signal of this
+ *                shutdown reached and that are gone now
+ *
+ * Exit status: the adapter's exit code; when the adapter was killed by a
+ * signal, 128 + the signal number (tini's convention: a re-raise could be
+ * swallowed by Node's own handlers, and the exact signal is in the "exit"
+ * report anyway).
+ */
+
+export const LIFELINE_FD = 3;
+export const LEASE_ENV_KEY = "OPENCLAW_ACPX_LEASE_ID";
+export const INSTANCE_ENV_KEY = "OPENCLAW_GATEWAY_INSTANCE_ID";
+export const DEFAULT_GRACE_MS = 3000;
+/** Upper bound for --grace-ms: a typo must not keep a stubborn tree alive for days. */
+export const MAX_GRACE_MS = 600_000;
+/**
+ * The signal PR_SET_PDEATHSIG delivers on Linux. Not SIGTERM, so a parent
+ * death can never be mistaken for a forwarded SIGTERM (which only forwards).
+ */
+export const PARENT_DEATH_SIGNAL = "SIGUSR2" as const;
+/** Termination signals the wrapper forwards to the adapter's process group. */
+export const FORWARDED_SIGNALS = ["SIGTERM", "SIGINT", "SIGHUP"] as const;
+export type ForwardedSignal = (typeof FORWARDED_SIGNALS)[number];
+
+/** Exit statuses of the wrapper when the adapter never ran. */
+export const EXIT_USAGE = 2;
+export const EXIT_NOT_FOUND = 127;
+export const EXIT_CANNOT_EXECUTE = 126;
+
+export interface StartedReport {
+  type: "started";
+  wrapperPid: number;
+  adapterPid: number;
+  pgid: number;
+}
+
+export interface SpawnErrorReport {
+  type: "spawn-error";
+  /** errno name from the failed spawn ("ENOENT", "EACCES", …) or "EUSAGE" for bad wrapper arguments */
+  code: string;
+  message: string;
+}
+
+export interface ExitReport {
+  type: "exit";
+  code: number | null;
+  signal: string | null;
+}
+
+export type CleanupReason = "parent-gone" | "signal";
+
+export interface CleanupReport {
+  type: "cleanup";
+  reason: CleanupReason;
+  /** pids of the wrapper's tree (adapter included) reached by this shutdown's signals and gone now; ascending */
+  reaped: number[];
+  durationMs: number;
+}
+
+export type WrapperReport = StartedReport | SpawnErrorReport | ExitReport | CleanupReport;
+
+export function formatReport(report: WrapperReport): string {
+  return `${JSON.stringify(report)}\n`;
+}
+
+/**
+ * Parses one lifeline line. Returns null for anything that is not a
+ * well-formed report (the controller treats the lifeline as untrusted input:
+ * a malformed line is ignored, never guessed at).
+ */
+export function parseReportLine(line: string): WrapperReport | null {
+  let v: unknown;
+  try {
+    v = JSON.parse(line);
+  } catch {
+    return null;
+  }
+  if (typeof v !== "object" || v === null) return null;
+  const r = v as Record<string, unknown>;
+  switch (r.type) {
+    case "started":
+      return isPid(r.wrapperPid) && isPid(r.adapterPid) && isPid(r.pgid)
+        ? { type: "started", wrapperPid: r.wrapperPid, adapterPid: r.adapterPid, pgid: r.pgid }
+        : null;
+    case "spawn-error":
+      return typeof r.code === "string" && typeof r.message === "string"
+        ? { type: "spawn-error", code: r.code, message: r.message }
+        : null;
+    case "exit": {
+      const codeOk = r.code === null || (typeof r.code === "number" && Number.isInteger(r.code));
+      const signalOk = r.signal === null || typeof r.signal === "string";
+      return codeOk && signalOk
+        ? { type: "exit", code: r.code as number | null, signal: r.signal as string | null }
+        : null;
+    }
+    case "cleanup":
+      return (r.reason === "parent-gone" || r.reason === "signal") &&
+        Array.isArray(r.reaped) &&
+        r.reaped.every(isPid) &&
+        typeof r.durationMs === "number" &&
+        Number.isFinite(r.durationMs)
+        ? { type: "cleanup", reason: r.reason, reaped: [...(r.reaped as number[])], durationMs: r.durationMs }
+        : null;
+    default:
+      return null;
+  }
+}
+
+/**
+ * Incremental line splitter for the lifeline's read side: feed it chunks as
+ * they arrive, it calls `onReport` once per well-formed line (partial lines
+ * are kept until their newline). `end()` flushes a final unterminated line.
+ */
+export function createReportReader(onReport: (r: WrapperReport) => void): {
+  push(chunk: Buffer | string): void;
+  end(): void;
+} {
+  let pending = "";
+  const emit = (line: string): void => {
+    const t = line.trim();
+    if (t === "") return;
+    const r = parseReportLine(t);
+    if (r) onReport(r);
+  };
+  return {
+    push(chunk) {
+      pending += typeof chunk === "string" ? chunk : chunk.toString("utf8");
+      let nl = pending.indexOf("\n");
+      while (nl !== -1) {
+        emit(pending.slice(0, nl));
+        pending = pending.slice(nl + 1);
+        nl = pending.indexOf("\n");
+      }
+    },
+    end() {
+      emit(pending);
+      pending = "";
+    },
+  };
+}
+
+/**
+ * Arguments for `spawn(process.execPath, wrapperArgs(...))`. Validates what
+ * the wrapper would refuse anyway, so the controller fails before spawning.
+ */
+export function wrapperArgs(wrapperPath: string, command: readonly string[], opts?: { graceMs?: number }): string[] {
+  if (typeof wrapperPath !== "string" || wrapperPath === "") {
+    throw new TypeError("wrapperPath must be a non-empty string");
+  }
+  if (!Array.isArray(command) || command.length === 0 || command.some((a) => typeof a !== "string")) {
+    throw new TypeError("command must be a non-empty array of strings");
+  }
+  if (command[0] === "") throw new TypeError("command[0] must be a non-empty string");
+  const args = [wrapperPath];
+  if (opts?.graceMs !== undefined) {
+    assertGraceMs(opts.graceMs);
+    args.push("--grace-ms", String(opts.graceMs));
+  }
+  args.push("--", ...command);
+  return args;
+}
+
+export function assertGraceMs(value: unknown, name = "graceMs"): asserts value is number {
+  if (typeof value !== "number" || !Number.isInteger(value)) {
+    throw new TypeError(`${name} must be an integer number of milliseconds, got ${String(value)}`);
+  }
+  if (value < 0 || value > MAX_GRACE_MS) {
+    throw new RangeError(`${name} must be between 0 and ${MAX_GRACE_MS}, got ${value}`);
+  }
+}
+
+function isPid(v: unknown): v is number {
+  return typeof v === "number" && Number.isInteger(v) && v > 0;
+}
