@@ -310,6 +310,16 @@ describe.skipIf(!LINUX)("wrapper (real processes)", () => {
     expect(killed.reports.find((r) => r.type === "exit")).toEqual({ type: "exit", code: null, signal: "SIGKILL" });
   });
 
+  it("sweeps what the adapter left behind when it exits on its own (setsid grandchild ignoring SIGTERM)", async () => {
+    const lease = newLease();
+    // the adapter starts an escaped, stubborn grandchild and exits 0 at once
+    const w = spawnWrapper(["sh", "-c", "setsid sh -c 'trap \"\" TERM; sleep 600 & wait' & sleep 0.2; exit 0"], { lease, graceMs: 300 });
+    expect(await w.exited).toEqual({ code: 0, signal: null });
+    const cleanup = await w.report("cleanup");
+    expect(cleanup.reason).toBe("adapter-exit");
+    expect(leaseCarriers(lease)).toEqual([]);
+  });
+
   it("reports spawn-error and exits 127 for a missing executable", async () => {
     const w = spawnWrapper(["/nonexistent/proclease-no-such-adapter", "--x"]);
     expect(await w.exited).toEqual({ code: 127, signal: null });

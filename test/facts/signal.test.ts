@@ -168,9 +168,13 @@ nativeSuite(binding ? "pidfd signaller (native)" : `pidfd signaller (skipped: ${
 });
 
 describe("inspect-then-kill signaller (fallback)", () => {
-  it("is selected without a binding, and with PROCLEASE_DISABLE_NATIVE=1", () => {
+  it("is selected with binding null, with PROCLEASE_DISABLE_NATIVE=1, and for a backend whose start-time unit differs", () => {
     expect(createSignaller(procfsStub(), null).raceFree).toBe(false);
-    expect(createSignaller(procfsStub()).raceFree).toBe(false);
+    // ps counts whole seconds: the addon's tick comparison would always say "mismatch"
+    const psStub = { ...procfsStub(), backend: "ps" as const, identityStrength: "coarse" as const };
+    expect(createSignaller(psStub, loadNative()).raceFree).toBe(false);
+    // procfs counts the same clock ticks as the addon: the default pairs them (race-free)
+    if (loadNative()?.pidfdSupported()) expect(createSignaller(procfsStub()).raceFree).toBe(true);
     const before = process.env.PROCLEASE_DISABLE_NATIVE;
     process.env.PROCLEASE_DISABLE_NATIVE = "1";
     try {

@@ -14,9 +14,9 @@
  * |                                    | 0/1/2 (no copying); reports "started" on fd 3                |
  * | spawn fails                        | reports "spawn-error", exits 127 (ENOENT) / 126 (other)      |
  * | SIGTERM / SIGINT / SIGHUP          | forwarded to the adapter's group; the wrapper keeps running  |
- * | adapter exits                      | reports "exit"; after a forwarded signal, sweeps what is     |
- * |                                    | left of its tree (reason "signal"); exits with the adapter's |
- * |                                    | code, or 128 + signal number                                 |
+ * | adapter exits                      | reports "exit"; sweeps what is left of its tree (reason      |
+ * |                                    | "signal" after a forwarded signal, else "adapter-exit");     |
+ * |                                    | exits with the adapter's code, or 128 + signal number        |
  * | lifeline EOF or SIGUSR2 (pdeath)   | parent gone: SIGTERM to the group and every descendant,      |
  * |                                    | grace (--grace-ms, default 3000), SIGKILL what is left,      |
  * |                                    | reports "cleanup" (reason "parent-gone"), then exits         |
@@ -173,11 +173,9 @@ function onAdapterExit(code: number | null, signal: NodeJS.Signals | null): void
   adapterStatus = { code, signal };
   lifeline?.send({ type: "exit", code, signal });
   if (cleanup !== null) return; // parent-gone cleanup exits when done
-  if (forwardedSignal) {
-    runCleanup("signal");
-    return;
-  }
-  finish();
+  // Either way the adapter's session is over and anything it left running
+  // (a setsid or double-forked grandchild) is an orphan of ours: sweep it.
+  runCleanup(forwardedSignal ? "signal" : "adapter-exit");
 }
 
 function parentGone(): void {

@@ -24,7 +24,9 @@
  *   cleanup      the wrapper's own tree cleanup finished: reason
  *                "parent-gone" (lifeline EOF or the parent-death signal) or
  *                "signal" (a forwarded termination signal, swept after the
- *                adapter exited); reaped = pids of the wrapper's tree (the
+ *                adapter exited) or "adapter-exit" (the adapter ended on its
+ *                own: whatever it left behind is swept, since the tree is the
+ *                wrapper's and the session is over); reaped = pids of the wrapper's tree (the
  *                adapter included) that a group or per-pid signal of this
  *                shutdown reached and that are gone now
  *
@@ -74,7 +76,7 @@ export interface ExitReport {
   signal: string | null;
 }
 
-export type CleanupReason = "parent-gone" | "signal";
+export type CleanupReason = "parent-gone" | "signal" | "adapter-exit";
 
 export interface CleanupReport {
   type: "cleanup";
@@ -121,7 +123,7 @@ export function parseReportLine(line: string): WrapperReport | null {
         : null;
     }
     case "cleanup":
-      return (r.reason === "parent-gone" || r.reason === "signal") &&
+      return (r.reason === "parent-gone" || r.reason === "signal" || r.reason === "adapter-exit") &&
         Array.isArray(r.reaped) &&
         r.reaped.every(isPid) &&
         typeof r.durationMs === "number" &&
