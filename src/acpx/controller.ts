@@ -7,9 +7,9 @@
  * - cancelTurn: ACP `session/cancel`, never a signal; the session stays.
  * - closeSession: load record and lease, verify the live tree against the
  *   lease NOW, reap what verified, settle the lease.
- * - reapStartupOrphans: start from this instance's open/closing leases (never
- *   from command strings), verify them all against one snapshot, reap, settle,
- *   then apply retention.
+ * - reapStartupOrphans: start from this instance's open/closing ACPX leases
+ *   (never from command strings, never the process supervisor's runs), verify
+ *   them all against one snapshot, reap, settle, then apply retention.
  *
  * Every signal goes through the ownership reaper (per pid, identity
  * re-checked); unknown evidence never leads to a signal. For a session this
@@ -28,12 +28,16 @@ import {
   explainLease,
   loadOrCreateGatewayInstanceId,
   openLeaseStore,
+  reapLeaseVerification,
   reapOwnedTree,
+  SUPERVISOR_SESSION_PREFIX,
   verifyLeases,
   verifyLegacyRecord,
   verifyOwnedTree as verifyTree,
   type LeaseStore,
+  type LeaseReapResult,
   type LeaseVerification,
+  type OwnedTreeReapReport,
 } from "../ownership/index.js";
 import type { AcpxProcessLease, OwnedProcessTree, OwnershipEvidence } from "../ownership/types.js";
 import { buildSessionOwner } from "../sessions/index.js";
@@ -42,7 +46,6 @@ import { AcpxEnsureError, AcpxNoSessionError, AcpxSessionClosedError, type Ensur
 import { installWrapper, type InstalledWrapper } from "./install-wrapper.js";
 import { KeyedQueue } from "./key-queue.js";
 import { launchWrapper, rootArgvFor, type LaunchedWrapper } from "./launch.js";
-import { findRemnants, rootVanished, type RemnantTree } from "./remnants.js";
 import { openSessionStore, type AcpxSessionRecord, type LegacyAcpxSessionRecord, type SessionStore } from "./session-store.js";
 import type {
   AcpRuntimeEnsureInput,
@@ -110,6 +113,12 @@ export async function createAcpxLifecycleController(opts: AcpxLifecycleControlle
   });
   if (maintenanceIntervalMs > 0) ctl.startMaintenance(maintenanceIntervalMs);
   return ctl;
+}
+
+/** What the reaper was handed for one lease, summarized for the reports. */
+interface VerifiedReap {
+  target: NonNullable<LeaseReapResult["target"]>;
+  reap: TreeReapSummary;
 }
 
 interface ControllerDeps {
@@ -321,13 +330,7 @@ class Controller implements AcpxLifecycleController {
     let current = (await d.leases.get(lease.leaseId)) ?? lease;
     let reaped = false;
     if (current.state === "open") current = await d.leases.transition(current.leaseId, "closing");
-    if (current.rootPid > 0) {
-      const v = await explainLease(current, d.facts, { gatewayInstanceId: d.gatewayInstanceId }).catch(() => null);
-      if (v?.verdict === "owned" && v.tree) {
-        const r = await reapOwnedTree(v.tree, { facts: d.facts, signaller: d.signaller, graceMs: d.graceMs });
-        reaped = r.results.some((x) => x.outcome === "exited-after-term" || x.outcome === "killed");
-      }
-    }
+    if (current.rootPid > 0 && (await this.verifyAndReap(current)) !== null) reaped = true;
     if (launched) {
       launched.endLifeline();
       launched.stdin.destroy();
@@ -338,8 +341,8 @@ class Controller implements AcpxLifecycleController {
       }
     }
     // The wrapper exits with its adapter; a grandchild in its own session can
-    // outlive both. What still carries this lease id is reaped too.
-    if (current.rootPid > 0 && (await this.reapRemnants(current)) !== null) reaped = true;
+    // outlive both. Verified again now the root is gone: its remnants are reaped too.
+    if (current.rootPid > 0 && (await this.verifyAndReap(current)) !== null) reaped = true;
     const to = reaped ? "closed" : "lost";
     await d.leases.transition(current.leaseId, to);
     return to;
@@ -476,109 +479,75 @@ class Controller implements AcpxLifecycleController {
   ): Promise<Pick<CloseReport, "outcome" | "leaseState" | "verdict" | "evidence" | "reap" | "detail" | "interruptedPrompt">> {
     const d = this.d;
     const v = await explainLease(lease, d.facts, { gatewayInstanceId: d.gatewayInstanceId });
-    let current = lease.state === "open" ? await d.leases.transition(lease.leaseId, "closing") : lease;
+    const current = lease.state === "open" ? await d.leases.transition(lease.leaseId, "closing") : lease;
     const interruptedPrompt = live?.turn !== undefined;
     live?.client.close(new AcpxSessionClosedError(lease.sessionKey, reason));
 
-    if (v.verdict === "owned" && v.tree) {
-      const reap = summarize(await reapOwnedTree(v.tree, { facts: d.facts, signaller: d.signaller, graceMs: d.graceMs }));
-      await this.releaseLive(live);
-      if (reap.survivors.length > 0) {
-        return {
-          outcome: "retry-pending",
-          leaseState: current.state,
-          verdict: v.verdict,
-          evidence: v.evidence,
-          reap,
-          interruptedPrompt,
-          detail: `verified tree reaped but ${reap.survivors.join(", ")} survived; lease stays closing for the maintenance retry`,
-        };
-      }
-      current = await d.leases.transition(lease.leaseId, "closed");
-      return {
-        outcome: "closed",
-        leaseState: "closed",
-        verdict: v.verdict,
-        evidence: v.evidence,
-        reap,
-        interruptedPrompt,
-        detail: `reaped ${reap.members.length} verified process(es) in ${reap.durationMs} ms`,
-      };
-    }
+    // every outcome carries the same verdict and evidence; `settle` also moves the lease
+    const report = (outcome: CloseReport["outcome"], leaseState: AcpxProcessLease["state"], detail: string, reap?: TreeReapSummary) => ({
+      outcome,
+      leaseState,
+      verdict: v.verdict,
+      evidence: v.evidence,
+      interruptedPrompt,
+      detail,
+      ...(reap ? { reap } : {}),
+    });
+    const settle = async (outcome: CloseReport["outcome"], to: "open" | "closed" | "lost", detail: string, reap?: TreeReapSummary) => {
+      await d.leases.transition(lease.leaseId, to);
+      return report(outcome, to, detail, reap);
+    };
 
     if (v.verdict === "unknown") {
       // Facts could not prove ownership: no signal. Our own live child can
       // still be told to clean up through its lifeline.
-      if (live) {
-        const exited = await this.releaseLive(live);
-        if (exited) {
-          await d.leases.transition(lease.leaseId, "closed");
-          return {
-            outcome: "closed",
-            leaseState: "closed",
-            verdict: v.verdict,
-            evidence: v.evidence,
-            interruptedPrompt,
-            detail: "ownership unverifiable, nothing signalled; the wrapper cleaned up its own tree after the lifeline closed",
-          };
-        }
+      if (live && (await this.releaseLive(live))) {
+        return settle("closed", "closed", "ownership unverifiable, nothing signalled; the wrapper cleaned up its own tree after the lifeline closed");
       }
-      await d.leases.transition(lease.leaseId, "open");
-      return {
-        outcome: "left-alone",
-        leaseState: "open",
-        verdict: v.verdict,
-        evidence: v.evidence,
-        interruptedPrompt,
-        detail: "ownership could not be verified (process facts unavailable); nothing signalled, lease left open",
-      };
+      return settle("left-alone", "open", "ownership could not be verified (process facts unavailable); nothing signalled, lease left open");
     }
 
-    if (v.verdict === "gone" && rootVanished(v.evidence)) {
-      // The wrapper is gone (it exited with a crashed adapter, or gateway and
-      // wrapper were killed together): reap what still carries this lease.
-      await this.releaseLive(live);
-      const rem = await this.reapRemnants(lease);
-      if (rem) {
-        const evidence = [...v.evidence, ...rem.evidence];
-        if (rem.reap.survivors.length > 0) {
-          return { outcome: "retry-pending", leaseState: "closing", verdict: v.verdict, evidence, reap: rem.reap, interruptedPrompt, detail: `remnants reaped but ${rem.reap.survivors.join(", ")} survived` };
-        }
-        await d.leases.transition(lease.leaseId, "closed");
-        return {
-          outcome: "closed",
-          leaseState: "closed",
-          verdict: v.verdict,
-          evidence,
-          reap: rem.reap,
-          interruptedPrompt,
-          detail: `the wrapper was gone; reaped ${rem.reap.members.length} remnant process(es) carrying the lease id`,
-        };
-      }
+    // The tree when it verified, else (the wrapper gone, or its pid reused)
+    // the remnants still proven to carry this lease: ownership's one choice.
+    // A gone wrapper lets go of our end first; a live one is reaped first.
+    if (!v.tree) await this.releaseLive(live);
+    const r = await this.reapVerified(v);
+    if (v.tree) await this.releaseLive(live);
+    if (r && r.reap.survivors.length > 0) {
+      const what = r.target === "tree" ? "verified tree reaped" : "remnants reaped";
+      return report("retry-pending", current.state, `${what} but ${r.reap.survivors.join(", ")} survived; lease stays closing for the maintenance retry`, r.reap);
     }
-
+    if (r) {
+      return settle(
+        "closed",
+        "closed",
+        r.target === "tree"
+          ? `reaped ${r.reap.members.length} verified process(es) in ${r.reap.durationMs} ms`
+          : `the wrapper was gone; reaped ${r.reap.members.length} remnant process(es) carrying the lease id`,
+        r.reap,
+      );
+    }
     // gone or mismatch: nothing verified is alive; the pid (if any) is not ours
-    await this.releaseLive(live);
-    await d.leases.transition(lease.leaseId, "lost");
-    return {
-      outcome: "lost",
-      leaseState: "lost",
-      verdict: v.verdict,
-      evidence: v.evidence,
-      interruptedPrompt,
-      detail: v.verdict === "gone" ? "the lease's processes were already gone; nothing signalled" : "the live process does not match the lease; nothing signalled",
-    };
+    return settle(
+      "lost",
+      "lost",
+      v.verdict === "gone" ? "the lease's processes were already gone; nothing signalled" : "the live process does not match the lease; nothing signalled",
+    );
   }
 
-  /** Finds and reaps the remnants of a lease whose root is gone; null when there were none. */
-  private async reapRemnants(lease: AcpxProcessLease): Promise<{ evidence: OwnershipEvidence[]; reap: TreeReapSummary } | null> {
-    const d = this.d;
-    const snapshot = await d.facts.snapshot().catch(() => null);
-    if (!snapshot) return null;
-    const rem = (await findRemnants([lease], d.facts, snapshot, d.gatewayInstanceId)).get(lease.leaseId);
-    if (!rem) return null;
-    const reap = summarize(await reapOwnedTree(rem, { facts: d.facts, signaller: d.signaller, graceMs: d.graceMs }));
-    return { evidence: rem.evidence, reap };
+  /** Reaps what a verification proved ours (ownership's choice: tree, else remnants); null when nothing was. */
+  private async reapVerified(
+    v: LeaseVerification,
+    facts: ProcessFacts = this.d.facts,
+  ): Promise<VerifiedReap | null> {
+    const r = await reapLeaseVerification(v, { facts, signaller: this.d.signaller, graceMs: this.d.graceMs });
+    return r.target !== null && r.report !== null ? { target: r.target, reap: summarize(r.report) } : null;
+  }
+
+  /** Verifies one lease now (its own snapshot) and reaps what verified; null when nothing did or facts failed. */
+  private async verifyAndReap(lease: AcpxProcessLease): Promise<VerifiedReap | null> {
+    const v = await explainLease(lease, this.d.facts, { gatewayInstanceId: this.d.gatewayInstanceId }).catch(() => null);
+    return v ? this.reapVerified(v) : null;
   }
 
   /** Ends our side of a live session (lifeline, stdin) and waits for the wrapper to exit. */
@@ -657,7 +626,10 @@ class Controller implements AcpxLifecycleController {
   private async reapLeases(states: readonly ("open" | "closing")[], dryRun: boolean, skipAttached = false): Promise<ReapReport> {
     const t0 = Date.now();
     const d = this.d;
-    const { leases: all, problems } = await d.leases.list({ gatewayInstanceId: d.gatewayInstanceId, states });
+    const listed = await d.leases.list({ gatewayInstanceId: d.gatewayInstanceId, states });
+    const problems = listed.problems;
+    // the process supervisor's runs share the store and the instance id; they are its to settle
+    const all = listed.leases.filter((l) => !l.sessionKey.startsWith(SUPERVISOR_SESSION_PREFIX));
     const entries: ReapReportEntry[] = [];
     const candidates: AcpxProcessLease[] = [];
     for (const l of all) {
@@ -667,10 +639,9 @@ class Controller implements AcpxLifecycleController {
     }
     let snapshots = 0;
     let verifications: LeaseVerification[] = [];
-    let remnants = new Map<string, RemnantTree>();
     let snapshot: ProcessSnapshot | undefined;
     if (candidates.length > 0) {
-      // ONE snapshot for the whole batch: verification and the remnant scan share it
+      // ONE snapshot for the whole batch: tree verification and the remnant search share it
       const counting = countingFacts(d.facts, () => snapshots++);
       try {
         snapshot = await counting.snapshot();
@@ -681,40 +652,24 @@ class Controller implements AcpxLifecycleController {
         gatewayInstanceId: d.gatewayInstanceId,
         ...(snapshot ? { snapshot } : {}),
       });
-      const vanished = verifications.filter((v) => v.verdict === "gone" && rootVanished(v.evidence)).map((v) => v.lease);
-      if (snapshot && vanished.length > 0) remnants = await findRemnants(vanished, d.facts, snapshot, d.gatewayInstanceId);
     }
     const batchFacts = coalescingFacts(d.facts);
     await Promise.all(
       verifications.map(async (v) => {
         const l = v.lease;
-        if (v.verdict === "owned" && v.tree) {
-          const parent = v.tree.root.ppid;
-          if (skipAttached && parent > 1 && snapshot?.processes.has(parent)) {
+        if (v.tree || v.remnants) {
+          const parent = v.tree?.root.ppid;
+          if (skipAttached && parent !== undefined && parent > 1 && snapshot?.processes.has(parent)) {
             return void entries.push(entryFor(l, v.verdict, l.state, v.evidence, "skipped-live"));
           }
           if (dryRun) return void entries.push(entryFor(l, v.verdict, l.state, v.evidence, "would-reap"));
           this.inFlight.add(l.leaseId);
           try {
             if (l.state === "open") await d.leases.transition(l.leaseId, "closing");
-            const reap = summarize(await reapOwnedTree(v.tree, { facts: batchFacts, signaller: d.signaller, graceMs: d.graceMs }));
-            const after = reap.survivors.length === 0 ? "closed" : "closing";
+            const r = (await this.reapVerified(v, batchFacts))!; // a tree or remnants is always handed to the reaper
+            const after = r.reap.survivors.length === 0 ? "closed" : "closing";
             if (after === "closed") await d.leases.transition(l.leaseId, "closed");
-            entries.push({ ...entryFor(l, v.verdict, after, v.evidence, "reaped"), reap });
-          } finally {
-            this.inFlight.delete(l.leaseId);
-          }
-        } else if (v.verdict === "gone" && remnants.has(l.leaseId)) {
-          const rem = remnants.get(l.leaseId)!;
-          const evidence = [...v.evidence, ...rem.evidence];
-          if (dryRun) return void entries.push(entryFor(l, v.verdict, l.state, evidence, "would-reap"));
-          this.inFlight.add(l.leaseId);
-          try {
-            if (l.state === "open") await d.leases.transition(l.leaseId, "closing");
-            const reap = summarize(await reapOwnedTree(rem, { facts: batchFacts, signaller: d.signaller, graceMs: d.graceMs }));
-            const after = reap.survivors.length === 0 ? "closed" : "closing";
-            if (after === "closed") await d.leases.transition(l.leaseId, "closed");
-            entries.push({ ...entryFor(l, v.verdict, after, evidence, "reaped-remnants"), reap });
+            entries.push({ ...entryFor(l, v.verdict, after, v.evidence, r.target === "tree" ? "reaped" : "reaped-remnants"), reap: r.reap });
           } finally {
             this.inFlight.delete(l.leaseId);
           }
@@ -803,7 +758,7 @@ function entryFor(
   return { leaseId: l.leaseId, sessionKey: l.sessionKey, rootPid: l.rootPid, stateBefore: l.state, verdict, stateAfter, evidence, action };
 }
 
-function summarize(r: Awaited<ReturnType<typeof reapOwnedTree>>): TreeReapSummary {
+function summarize(r: OwnedTreeReapReport): TreeReapSummary {
   const survivors = r.results
     .filter((x) => x.outcome === "survived" || x.outcome === "permission-denied" || x.outcome === "unknown")
     .map((x) => x.pid);

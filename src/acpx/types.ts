@@ -6,9 +6,11 @@ import type { ProcessFacts, ProcessSignaller } from "../facts/types.js";
 import type {
   AcpxProcessLease,
   GatewayInstanceId,
+  LeaseVerdict,
   OwnedProcessTree,
   OwnershipEvidence,
-} from "../ownership/types.js";
+  ReapOutcome,
+} from "../ownership/index.js";
 import type { AcpSessionOwner } from "../sessions/index.js";
 
 export interface AcpRuntimeEnsureInput {
@@ -39,8 +41,8 @@ export interface AcpRuntimeHandle {
 export interface ReapedProcess {
   pid: number;
   startTime: string;
-  /** the reaper's outcome: exited-after-term, killed, gone-before-signal, identity-mismatch, … */
-  outcome: string;
+  /** the reaper's outcome, as the ownership reaper reported it */
+  outcome: ReapOutcome;
 }
 
 export interface TreeReapSummary {
@@ -53,13 +55,12 @@ export interface TreeReapSummary {
   durationMs: number;
 }
 
-export type LeaseVerdict = "owned" | "gone" | "mismatch" | "unknown";
-
 export interface CloseReport {
   sessionKey: string;
   /**
-   * - closed: a verified tree (or, with the wrapper gone, its remnants carrying the lease id: see
-   *   remnants.ts) was reaped, or the wrapper was witnessed cleaning up after its lifeline closed; lease closed
+   * - closed: a verified tree (or, with the wrapper gone or its pid reused, the remnants proven to carry
+   *   the lease's markers: LeaseVerification.remnants) was reaped, or the wrapper was witnessed cleaning
+   *   up after its lifeline closed; lease closed
    * - lost: nothing verified was alive any more; lease lost, nothing signalled
    * - left-alone: ownership could not be established (facts unavailable, or a
    *   legacy record that did not verify); nothing signalled, lease back to open
@@ -102,7 +103,7 @@ export interface ReapReportEntry {
 export interface ReapReport {
   gatewayInstanceId: GatewayInstanceId;
   dryRun: boolean;
-  /** open/closing leases of this instance that were examined */
+  /** open/closing ACPX leases of this instance that were examined (never the process supervisor's runs) */
   examined: number;
   entries: ReapReportEntry[];
   /** process snapshots taken for the verification (always 1 when anything was examined) */

@@ -10,14 +10,14 @@
  *   the maintenance timer.
  */
 import { join } from "node:path";
-import { afterAll, afterEach, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { createAcpxLifecycleController } from "../../src/acpx/controller.js";
-import type { AcpRuntimeHandle, AcpxLifecycleController } from "../../src/acpx/types.js";
+import type { AcpRuntimeHandle } from "../../src/acpx/types.js";
 import { openLeaseStore } from "../../src/ownership/lease-store.js";
 import {
   agentArgv,
   alive,
-  cleanupAll,
+  disposeAfterEach,
   GRACE_MS,
   GRANDCHILD_KINDS,
   leaseCarriers,
@@ -30,12 +30,7 @@ import {
   waitFor,
 } from "./controller-helpers.js";
 
-const controllers: AcpxLifecycleController[] = [];
-afterEach(async () => {
-  for (const c of controllers.splice(0)) await c.dispose();
-  cleanupAll();
-});
-afterAll(() => cleanupAll());
+const controllers = disposeAfterEach();
 
 describe("gateway SIGKILL: the wrapper cleans up through the lifeline", () => {
   for (const kind of GRANDCHILD_KINDS) {

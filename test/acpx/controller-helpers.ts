@@ -10,6 +10,10 @@ import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from "node
 import { tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
+import { afterAll, afterEach } from "vitest";
+import type { AcpxLifecycleController } from "../../src/acpx/types.js";
+import { openLeaseStore, type AcpxProcessLease } from "../../src/ownership/index.js";
+import { createRunLeases } from "../../src/supervisor/durability.js";
 
 export const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), "../..");
 export const AGENT = join(ROOT, "test/fixtures/acp-agent/agent.mjs");
@@ -174,6 +178,20 @@ export function readJsonLine<T>(c: ChildProcess, timeoutMs = 15_000): Promise<T>
   });
 }
 
+/**
+ * The hooks every controller test file needs: after each test, dispose the
+ * controllers it pushed onto the returned list, then kill what it spawned.
+ */
+export function disposeAfterEach(): AcpxLifecycleController[] {
+  const controllers: AcpxLifecycleController[] = [];
+  afterEach(async () => {
+    for (const c of controllers.splice(0)) await c.dispose();
+    cleanupAll();
+  });
+  afterAll(() => cleanupAll());
+  return controllers;
+}
+
 /** Kill everything these tests spawned (by our lease ids and registered pids); remove temp dirs. */
 export function cleanupAll(): void {
   const victims = new Set<number>();
@@ -190,4 +208,22 @@ export function cleanupAll(): void {
   }
   ownPids.clear();
   for (const d of dirs.splice(0)) rmSync(d, { recursive: true, force: true });
+}
+
+/**
+ * A run leased by the process supervisor's own lease code into this state
+ * dir's store (sessionKey "supervisor:<runId>", markers in the child's
+ * environment, live identity recorded after the spawn), for a real idle
+ * process in its own process group.
+ */
+export async function spawnSupervisorStyleRun(stateDir: string, runId: string): Promise<{ lease: AcpxProcessLease; pid: number }> {
+  const runs = createRunLeases({ stateDir, graceMs: GRACE_MS });
+  const argv = [process.execPath, "-e", "setInterval(() => {}, 1 << 30)"];
+  const { leaseId, env } = await runs.open(runId, argv);
+  trackLease(leaseId);
+  const child = trackChild(spawn(argv[0]!, argv.slice(1), { detached: true, stdio: "ignore", env: { ...process.env, ...env } }));
+  await runs.attach(leaseId, child.pid!);
+  const lease = await (await openLeaseStore(stateDir)).get(leaseId);
+  if (!lease || lease.rootStartTime === undefined) throw new Error(`the supervisor-style run (pid ${child.pid}) was gone right after its spawn`);
+  return { lease, pid: child.pid! };
 }

@@ -2,29 +2,36 @@
  * Ownership boundaries: two controllers with different state dirs never
  * touch each other's processes; an unowned look-alike of the adapter (same
  * argv) is never touched, even when a forged lease names its pid; legacy
- * records are reaped only when they verify.
+ * records are reaped only when they verify; the process supervisor's runs in
+ * the same store are never the controller's to reap.
  */
 import { spawn } from "node:child_process";
 import { join } from "node:path";
-import { afterAll, afterEach, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { createAcpxLifecycleController } from "../../src/acpx/controller.js";
 import { openSessionStore } from "../../src/acpx/session-store.js";
-import type { AcpxLifecycleController } from "../../src/acpx/types.js";
 import { getProcessFacts } from "../../src/facts/get.js";
+import { explainLease } from "../../src/ownership/index.js";
 import { openLeaseStore } from "../../src/ownership/lease-store.js";
-import { agentArgv, alive, cleanupAll, GRACE_MS, readPidfile, sleep, tempStateDir, trackChild, trackLease } from "./controller-helpers.js";
+import {
+  agentArgv,
+  alive,
+  disposeAfterEach,
+  GRACE_MS,
+  readPidfile,
+  sleep,
+  spawnSupervisorStyleRun,
+  tempStateDir,
+  trackChild,
+  trackLease,
+} from "./controller-helpers.js";
 
-const controllers: AcpxLifecycleController[] = [];
+const controllers = disposeAfterEach();
 async function newController(stateDir: string) {
   const ctl = await createAcpxLifecycleController({ stateDir, graceMs: GRACE_MS, maintenanceIntervalMs: 0 });
   controllers.push(ctl);
   return ctl;
 }
-afterEach(async () => {
-  for (const c of controllers.splice(0)) await c.dispose();
-  cleanupAll();
-});
-afterAll(() => cleanupAll());
 
 /** a process we start directly (no wrapper, no lease), with the given argv */
 function spawnUnowned(argv: string[]) {
@@ -93,6 +100,32 @@ describe("two installations on one host", () => {
     expect(alive(lookalike.pid!)).toBe(true);
     expect((await b.closeSession({ handle: hb })).outcome).toBe("closed");
     expect(alive(lookalike.pid!)).toBe(true);
+  });
+});
+
+describe("process supervisor runs sharing the store", () => {
+  it("an open supervisor:x lease of a live process of this instance is left untouched by reapStartupOrphans", async () => {
+    const dir = tempStateDir("supervisor");
+    const ctl = await newController(dir);
+    const { lease, pid } = await spawnSupervisorStyleRun(dir, "x");
+    expect(lease.sessionKey).toBe("supervisor:x");
+    expect(lease.gatewayInstanceId).toBe(ctl.gatewayInstanceId);
+    // the control: ownership alone would call it this instance's and reap it
+    const v = await explainLease(lease, getProcessFacts(), { gatewayInstanceId: ctl.gatewayInstanceId });
+    expect(v.verdict).toBe("owned");
+    expect(v.tree!.members.map((m) => m.pid)).toContain(pid);
+
+    const dry = await ctl.reapStartupOrphans({ dryRun: true });
+    const rep = await ctl.reapStartupOrphans();
+    for (const r of [dry, rep]) {
+      expect(r.examined).toBe(0);
+      expect(r.entries.some((e) => e.leaseId === lease.leaseId)).toBe(false);
+    }
+    expect(rep.snapshots).toBe(0);
+    await sleep(GRACE_MS + 200);
+    expect(alive(pid)).toBe(true);
+    const store = await openLeaseStore(dir);
+    expect((await store.get(lease.leaseId))?.state).toBe("open");
   });
 });
 

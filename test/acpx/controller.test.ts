@@ -5,14 +5,14 @@
  * every ensureSession failure path settles its lease and leaves no process.
  */
 import { join } from "node:path";
-import { afterAll, afterEach, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { createAcpxLifecycleController } from "../../src/acpx/controller.js";
 import { AcpxEnsureError, AcpxSessionClosedError } from "../../src/acpx/errors.js";
 import type { AcpxLifecycleController } from "../../src/acpx/types.js";
 import {
   agentArgv,
   alive,
-  cleanupAll,
+  disposeAfterEach,
   GRACE_MS,
   GRANDCHILD_KINDS,
   leaseCarriers,
@@ -23,7 +23,7 @@ import {
   trackPid,
 } from "./controller-helpers.js";
 
-const controllers: AcpxLifecycleController[] = [];
+const controllers = disposeAfterEach();
 async function newController(label: string, extra?: { handshakeTimeoutMs?: number }) {
   const stateDir = tempStateDir(label);
   const ctl = await createAcpxLifecycleController({ stateDir, graceMs: GRACE_MS, maintenanceIntervalMs: 0, ...extra });
@@ -31,11 +31,6 @@ async function newController(label: string, extra?: { handshakeTimeoutMs?: numbe
   return { ctl, stateDir };
 }
 
-afterEach(async () => {
-  for (const c of controllers.splice(0)) await c.dispose();
-  cleanupAll();
-});
-afterAll(() => cleanupAll());
 
 describe("closeSession reaps the verified tree", () => {
   for (const kind of GRANDCHILD_KINDS) {

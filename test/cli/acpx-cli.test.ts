@@ -9,7 +9,7 @@ import { existsSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 import { afterAll, describe, expect, it } from "vitest";
 import { createAcpxLifecycleController } from "../../src/acpx/controller.js";
-import { agentArgv, alive, cleanupAll, GRACE_MS, tempStateDir, trackLease } from "../acpx/controller-helpers.js";
+import { agentArgv, alive, cleanupAll, GRACE_MS, spawnSupervisorStyleRun, tempStateDir, trackLease } from "../acpx/controller-helpers.js";
 
 const MAIN = fileURLToPath(new URL("../../dist/cli/main.js", import.meta.url));
 
@@ -88,6 +88,25 @@ describe("proclease leases / explain / reap", () => {
     } finally {
       await ctl.dispose();
     }
+  });
+});
+
+describe("a process-supervisor run in the same store", () => {
+  it("reap never examines it; explain says it is the supervisor's to settle", async () => {
+    const dir = tempStateDir("cli-supervisor");
+    const { lease, pid } = await spawnSupervisorStyleRun(dir, "x");
+    const rep = JSON.parse((await cli(["reap", "--state-dir", dir, "--json", "--grace-ms", String(GRACE_MS)])).stdout) as {
+      examined: number;
+      entries: unknown[];
+    };
+    expect(rep).toMatchObject({ examined: 0, entries: [] });
+    expect(alive(pid)).toBe(true);
+    const ex = await cli(["explain", lease.leaseId, "--state-dir", dir]);
+    expect(ex.code).toBe(0);
+    expect(ex.stdout).toMatch(/verdict: owned/);
+    expect(ex.stdout).toMatch(/process-supervisor run: `proclease reap` and the ACPX controller never touch it/);
+    const listed = JSON.parse((await cli(["leases", "--state-dir", dir, "--json"])).stdout) as { leases: { leaseId: string; state: string }[] };
+    expect(listed.leases).toEqual([expect.objectContaining({ leaseId: lease.leaseId, state: "open" })]);
   });
 });
 

@@ -1,11 +1,9 @@
 /**
  * `proclease explain <leaseId|pid> [--state-dir D] [--json]`: the evidence
- * table for one lease (by id, or the lease whose verified tree holds the pid)
+ * table for one lease (by id, or the lease whose verified tree or remnants hold the pid)
  * and what cleanup would therefore do. Read-only: nothing is signalled.
  */
-import { getProcessFacts } from "../../facts/get.js";
-import { findRemnants, rootVanished } from "../../acpx/remnants.js";
-import type { LeaseVerification } from "../../ownership/verify.js";
+import { SUPERVISOR_SESSION_PREFIX, type LeaseVerification } from "../../ownership/index.js";
 import { UsageError, parseArgs, type CliIo } from "../io.js";
 import { parsePidArg } from "./inspect.js";
 import { loadVerifiedLeases, resolveStateDir, table } from "./leases.js";
@@ -22,7 +20,7 @@ export async function run(args: readonly string[], io: CliIo): Promise<number> {
   let pid: number | null = null;
   if (/^\d+$/.test(target)) {
     pid = parsePidArg(target);
-    matches = all.filter((v) => v.lease.rootPid === pid || v.tree?.members.some((m) => m.pid === pid));
+    matches = all.filter((v) => v.lease.rootPid === pid || (v.tree ?? v.remnants)?.members.some((m) => m.pid === pid));
     // prefer the lease that is still live over settled ones that once named the pid
     matches.sort((a, b) => rank(a) - rank(b));
     matches = matches.slice(0, 1);
@@ -31,18 +29,13 @@ export async function run(args: readonly string[], io: CliIo): Promise<number> {
   }
   const v = matches[0];
   if (!v) {
-    const what = pid !== null ? `pid ${pid} is not named by any lease (nor in a verified tree)` : `no lease ${JSON.stringify(target)}`;
+    const what = pid !== null ? `pid ${pid} is not named by any lease (nor in a verified tree or its remnants)` : `no lease ${JSON.stringify(target)}`;
     io.out(`${what} in ${stateDir}\ncleanup would never signal it.\n`);
     return pid !== null ? 0 : 1;
   }
 
-  let remnantPids: number[] = [];
-  if (v.verdict === "gone" && rootVanished(v.evidence) && (v.lease.state === "open" || v.lease.state === "closing")) {
-    const facts = getProcessFacts();
-    const snap = await facts.snapshot();
-    const rem = (await findRemnants([v.lease], facts, snap, v.lease.gatewayInstanceId)).get(v.lease.leaseId);
-    if (rem) remnantPids = rem.members.map((m) => m.pid);
-  }
+  // found in the same verification pass as the verdict (one snapshot); a settled lease is never reaped
+  const remnantPids = rank(v) === 0 ? (v.remnants?.members.map((m) => m.pid) ?? []) : [];
   const conclusion = conclude(v, remnantPids);
   if (flags.json) {
     io.out(`${JSON.stringify({ lease: v.lease, verdict: v.verdict, evidence: v.evidence, members: v.tree?.members ?? [], remnants: remnantPids, conclusion }, null, 2)}\n`);
@@ -57,6 +50,7 @@ export async function run(args: readonly string[], io: CliIo): Promise<number> {
   for (const e of v.evidence) rows.push([e.check, e.result, e.detail ?? ""]);
   io.out(table(rows));
   if (v.tree) io.out(`\nverified members (kill order): ${v.tree.members.map((m) => m.pid).join(" ")}\n`);
+  if (remnantPids.length > 0) io.out(`\nremnants (kill order): ${remnantPids.join(" ")}\n`);
   io.out(`\nverdict: ${v.verdict}\n${conclusion}\n`);
   return 0;
 }
@@ -67,16 +61,22 @@ function rank(v: LeaseVerification): number {
 
 function conclude(v: LeaseVerification, remnants: number[]): string {
   const settled = v.lease.state === "closed" || v.lease.state === "lost";
+  if (v.lease.sessionKey.startsWith(SUPERVISOR_SESSION_PREFIX)) {
+    return settled
+      ? `a process-supervisor run, already ${v.lease.state}; nothing would be done`
+      : "a process-supervisor run: `proclease reap` and the ACPX controller never touch it; the supervisor's own reconciliation settles it";
+  }
+  if (!settled && remnants.length > 0) {
+    const why = v.verdict === "gone" ? "the wrapper is gone" : "the wrapper's pid now names another process";
+    return `${why} but ${remnants.length} process(es) still carry this lease id and instance id (${remnants.join(" ")}): cleanup would reap them and mark the lease closed`;
+  }
   switch (v.verdict) {
     case "owned":
       return settled
         ? `the lease is already ${v.lease.state}; nothing would be done`
         : `cleanup would SIGTERM these ${v.tree!.members.length} verified process(es) leaves first, SIGKILL what is left after the grace period (each identity re-checked before its signal), then mark the lease closed`;
     case "gone":
-      if (settled) return `nothing alive; the lease is already ${v.lease.state}`;
-      return remnants.length > 0
-        ? `the wrapper is gone but ${remnants.length} process(es) still carry this lease id and instance id (${remnants.join(" ")}): cleanup would reap them and mark the lease closed`
-        : "nothing verified is alive: cleanup sends no signal and marks the lease lost";
+      return settled ? `nothing alive; the lease is already ${v.lease.state}` : "nothing verified is alive: cleanup sends no signal and marks the lease lost";
     case "mismatch":
       return `the live process does not match the lease: cleanup sends NO signal${settled ? "" : " and marks the lease lost"}`;
     default:
