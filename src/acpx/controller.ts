@@ -26,11 +26,13 @@ import type { ProcessFacts, ProcessSignaller, ProcessSnapshot } from "../facts/t
 import {
   computeCommandHash,
   explainLease,
+  isSupervisorLease,
   loadOrCreateGatewayInstanceId,
   openLeaseStore,
   reapLeaseVerification,
   reapOwnedTree,
-  SUPERVISOR_SESSION_PREFIX,
+  recordRootIdentity,
+  survivorsOf,
   verifyLeases,
   verifyLegacyRecord,
   verifyOwnedTree as verifyTree,
@@ -234,17 +236,12 @@ class Controller implements AcpxLifecycleController {
     }
     if (start.kind === "timeout") return fail("wrapper-failed", `the wrapper sent no "started" report within ${start.ms} ms`);
 
-    // Identity of the live root, from the same facts backend that will verify it.
+    // Identity of the live root; the group is the adapter group the wrapper reported.
     const rootPid = start.report.wrapperPid;
-    const details = await d.facts.inspect(rootPid).catch(() => null);
-    lease = await d.leases.update(lease.leaseId, {
-      rootPid,
-      processGroupId: start.report.pgid,
-      ...(details ? { rootStartTime: String(details.startTime) } : {}),
-      ...(details?.bootId ? { bootId: details.bootId } : {}),
-      ...(details?.pidNamespace ? { pidNamespace: details.pidNamespace } : {}),
-    });
-    if (!details) return fail("adapter-exited", `the wrapper (pid ${rootPid}) was gone right after it started${stderrNote(launched)}`);
+    const recorded = await recordRootIdentity(d.leases, lease.leaseId, { rootPid, processGroupId: start.report.pgid }, d.facts);
+    lease = recorded.lease;
+    if (recorded.identity === "gone") return fail("adapter-exited", `the wrapper (pid ${rootPid}) was gone right after it started${stderrNote(launched)}`);
+    if (recorded.identity === "unknown") return fail("adapter-exited", `the wrapper's identity could not be recorded: ${recorded.detail}${stderrNote(launched)}`);
 
     const tRecorded = performance.now();
     client = new AcpClient({ input: launched.stdout, output: launched.stdin });
@@ -411,11 +408,7 @@ class Controller implements AcpxLifecycleController {
     // Mark the live session closing right away (not after the queue): a
     // prompt racing this close must fail with the close error, and no new
     // prompt may start.
-    const live = this.live.get(key);
-    if (live && !live.closing) {
-      live.closing = true;
-      live.closeReason = input.reason;
-    }
+    markClosing(this.live.get(key), input.reason);
     return this.queue.run(key, () => this.closeLocked(key, input.reason, input.discardPersistentState === true));
   }
 
@@ -423,10 +416,7 @@ class Controller implements AcpxLifecycleController {
     const t0 = Date.now();
     const d = this.d;
     const live = this.live.get(key);
-    if (live && !live.closing) {
-      live.closing = true;
-      live.closeReason = reason;
-    }
+    markClosing(live, reason);
     const base = { sessionKey: key, reason, evidence: [] as OwnershipEvidence[], interruptedPrompt: false };
     type Partial = Omit<CloseReport, "elapsedMs" | "sessionKey" | "reason" | "interruptedPrompt" | "evidence"> & {
       interruptedPrompt?: boolean;
@@ -629,7 +619,7 @@ class Controller implements AcpxLifecycleController {
     const listed = await d.leases.list({ gatewayInstanceId: d.gatewayInstanceId, states });
     const problems = listed.problems;
     // the process supervisor's runs share the store and the instance id; they are its to settle
-    const all = listed.leases.filter((l) => !l.sessionKey.startsWith(SUPERVISOR_SESSION_PREFIX));
+    const all = listed.leases.filter((l) => !isSupervisorLease(l));
     const entries: ReapReportEntry[] = [];
     const candidates: AcpxProcessLease[] = [];
     for (const l of all) {
@@ -748,6 +738,14 @@ class Controller implements AcpxLifecycleController {
 
 // -------------------------------------------------------------------- helpers
 
+/** The first close to reach a live session marks it, with its reason; a later one keeps that reason. */
+function markClosing(live: LiveSession | undefined, reason: string | undefined): void {
+  if (live && !live.closing) {
+    live.closing = true;
+    live.closeReason = reason;
+  }
+}
+
 function entryFor(
   l: AcpxProcessLease,
   verdict: ReapReportEntry["verdict"],
@@ -759,12 +757,9 @@ function entryFor(
 }
 
 function summarize(r: OwnedTreeReapReport): TreeReapSummary {
-  const survivors = r.results
-    .filter((x) => x.outcome === "survived" || x.outcome === "permission-denied" || x.outcome === "unknown")
-    .map((x) => x.pid);
   return {
     members: r.results.map((x) => ({ pid: x.pid, startTime: x.startTime, outcome: x.outcome })),
-    survivors,
+    survivors: survivorsOf(r),
     termSent: r.termSent,
     killSent: r.killSent,
     durationMs: r.durationMs,

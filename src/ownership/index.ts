@@ -12,8 +12,9 @@
 // - remnants.ts      what is left when a lease's root is gone: env-marker carriers proven ours, judged in verify's one env pass
 // - start-clock.ts   ProcessInfo.startTime → epoch ms (Linux ticks via btime + CLK_TCK)
 // - reap-verification.ts  reapLeaseVerification: the tree, else the remnants, else nothing
+// - root-identity.ts recordRootIdentity: the live root's identity into its lease after the spawn, fail closed
 export type { GatewayInstanceId, AcpxProcessLease, LeaseState, OwnershipEvidence, OwnedProcessTree } from "./types.js";
-export { LEASE_ENV_KEY, INSTANCE_ENV_KEY, LEASE_SCHEMA_VERSION, SUPERVISOR_SESSION_PREFIX } from "./types.js";
+export { LEASE_ENV_KEY, INSTANCE_ENV_KEY, LEASE_SCHEMA_VERSION, SUPERVISOR_SESSION_PREFIX, isSupervisorLease } from "./types.js";
 export { loadOrCreateGatewayInstanceId, GatewayInstanceIdError, INSTANCE_ID_FILE } from "./instance-id.js";
 export { computeCommandHash, tokenizeShellCommand } from "./command-hash.js";
 export { isLegalTransition, parseLeaseRecord, LeaseTransitionError, LEASE_ID_RE } from "./lease-record.js";
@@ -26,9 +27,11 @@ export { collectTree } from "./collect.js";
 export type { CollectOptions } from "./collect.js";
 export { explainLease, verifyOwnedTree, verifyLeases } from "./verify.js";
 export type { LeaseVerdict, LeaseVerification, VerifyOptions } from "./verify.js";
-export { reapOwnedTree } from "./reap.js";
+export { reapOwnedTree, survivorsOf, reapCompleted, reapStoppedPid } from "./reap.js";
 export { reapLeaseVerification } from "./reap-verification.js";
 export type { LeaseReapResult } from "./reap-verification.js";
+export { recordRootIdentity } from "./root-identity.js";
+export type { SpawnedRoot, RecordedRoot } from "./root-identity.js";
 export { startTimeToEpochMs, readStartClock, START_CLOCK_SLACK_MS } from "./start-clock.js";
 export type { StartClock } from "./start-clock.js";
 // The contract's `ReapReport` is the controller's startup report (src/acpx); the per-tree one is exported as OwnedTreeReapReport.

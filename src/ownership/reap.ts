@@ -61,6 +61,50 @@ export interface ReapOptions {
   group?: number;
 }
 
+/**
+ * What each outcome leaves behind: the one rule for "did the reap finish?",
+ * so the controller, the supervisor and the CLI settle leases alike. The
+ * Record type makes a new outcome a compile error until it is classed here.
+ * - stopped: the reaper saw the verified process exit, or found it gone.
+ * - not-ours: nothing was sent and nothing of ours is there to stop: the pid
+ *   now names another process (ours exited), or a guard refused it (pid <= 1,
+ *   this process, its parent: never signalled, whatever a lease says).
+ * - may-run: the verified process may still be alive: it survived KILL, the
+ *   signal was denied (the process is there and not ours to signal from
+ *   here), or its identity could not be re-established so nothing was sent.
+ *   A lease with such a member must not be settled closed.
+ */
+const AFTER_REAP: Readonly<Record<ReapOutcome, "stopped" | "not-ours" | "may-run">> = Object.freeze({
+  "exited-after-term": "stopped",
+  killed: "stopped",
+  "gone-before-signal": "stopped",
+  "identity-mismatch": "not-ours",
+  "refused-by-guard": "not-ours",
+  "permission-denied": "may-run",
+  survived: "may-run",
+  unknown: "may-run",
+});
+
+/** Pids of the report whose verified process may still be running (see AFTER_REAP), in report order. */
+export function survivorsOf(report: Pick<ReapReport, "results">): number[] {
+  return report.results.filter((r) => AFTER_REAP[r.outcome] === "may-run").map((r) => r.pid);
+}
+
+/** True when nothing the reaper was handed may still be running: the lease may be settled closed. */
+export function reapCompleted(report: Pick<ReapReport, "results">): boolean {
+  return survivorsOf(report).length === 0;
+}
+
+/**
+ * True only when the reaper itself saw `pid` stop (exit after TERM or KILL,
+ * or already gone). A mismatch or a guard refusal proves nothing about a
+ * process the caller still holds a handle to, so it is not counted.
+ */
+export function reapStoppedPid(report: Pick<ReapReport, "results">, pid: number): boolean {
+  const r = report.results.find((x) => x.pid === pid);
+  return r !== undefined && AFTER_REAP[r.outcome] === "stopped";
+}
+
 type Phase = "pending" | "termed" | "killed" | "done";
 interface Entry {
   pid: number;

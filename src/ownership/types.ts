@@ -68,5 +68,15 @@ export const INSTANCE_ENV_KEY = "OPENCLAW_GATEWAY_INSTANCE_ID";
  */
 export const SUPERVISOR_SESSION_PREFIX = "supervisor:";
 
+/**
+ * True for a lease the process supervisor wrote (its sessionKey carries the
+ * prefix). The one test for "is this a supervisor run?": the ACPX controller
+ * and `proclease reap` leave such leases alone, the supervisor reconciles only
+ * these, and `proclease explain` says so.
+ */
+export function isSupervisorLease(lease: Pick<AcpxProcessLease, "sessionKey">): boolean {
+  return lease.sessionKey.startsWith(SUPERVISOR_SESSION_PREFIX);
+}
+
 /** Version of the on-disk lease record; bumped on any incompatible change. */
 export const LEASE_SCHEMA_VERSION = 1;

@@ -21,9 +21,18 @@ import type { ProcessFacts, ProcessSignaller } from "../facts/types.js";
 import { computeCommandHash } from "../ownership/command-hash.js";
 import { loadOrCreateGatewayInstanceId } from "../ownership/instance-id.js";
 import { openLeaseStore, type LeaseStore } from "../ownership/lease-store.js";
-import type { ReapReport } from "../ownership/reap.js";
+import { reapCompleted, type ReapReport } from "../ownership/reap.js";
 import { reapLeaseVerification } from "../ownership/reap-verification.js";
-import { INSTANCE_ENV_KEY, LEASE_ENV_KEY, SUPERVISOR_SESSION_PREFIX, type AcpxProcessLease, type LeaseState, type OwnershipEvidence } from "../ownership/types.js";
+import { recordRootIdentity } from "../ownership/root-identity.js";
+import {
+  INSTANCE_ENV_KEY,
+  isSupervisorLease,
+  LEASE_ENV_KEY,
+  SUPERVISOR_SESSION_PREFIX,
+  type AcpxProcessLease,
+  type LeaseState,
+  type OwnershipEvidence,
+} from "../ownership/types.js";
 import { createSignaller } from "../facts/signal.js";
 import { verifyLeases, type LeaseVerification } from "../ownership/verify.js";
 
@@ -55,7 +64,11 @@ export interface ReconcileReport {
 
 export interface RunLeases {
   open(runId: string, argv: readonly string[]): Promise<RunLease>;
-  /** Records the live root's identity; a root already gone leaves the lease to `settle`. */
+  /**
+   * Records the live root's identity (ownership's recordRootIdentity; the
+   * group is the root's own). A root already gone, or facts that cannot
+   * answer, leave only the pid recorded; the lease is then `settle`'s.
+   */
   attach(leaseId: string, pid: number): Promise<void>;
   /** open/closing → closing → closed|lost; a lease already terminal is left alone. */
   settle(leaseId: string, to: "closed" | "lost"): Promise<void>;
@@ -108,18 +121,7 @@ export function createRunLeases(opts: RunLeasesOptions): RunLeases {
 
     async attach(leaseId, pid) {
       const { store } = await init();
-      const d = await facts.inspect(pid);
-      if (!d || d.state === "Z") {
-        await store.update(leaseId, { rootPid: pid });
-        return;
-      }
-      await store.update(leaseId, {
-        rootPid: pid,
-        processGroupId: d.pgid,
-        rootStartTime: d.startTime,
-        bootId: d.bootId,
-        pidNamespace: d.pidNamespace,
-      });
+      await recordRootIdentity(store, leaseId, { rootPid: pid }, facts);
     },
 
     async settle(leaseId, to) {
@@ -132,7 +134,7 @@ export function createRunLeases(opts: RunLeasesOptions): RunLeases {
       const { store, instanceId } = await init();
       const { leases } = await store.list({ gatewayInstanceId: instanceId, states: ["open", "closing"] });
       const mine = leases.filter(
-        (l) => l.sessionKey.startsWith(SUPERVISOR_SESSION_PREFIX) && l.gatewayInstanceId === instanceId && !live.has(l.leaseId),
+        (l) => isSupervisorLease(l) && l.gatewayInstanceId === instanceId && !live.has(l.leaseId),
       );
       const verdicts = await verifyLeases(mine, facts, { gatewayInstanceId: instanceId });
       const runs: ReconciledRun[] = [];
@@ -149,8 +151,7 @@ export function createRunLeases(opts: RunLeasesOptions): RunLeases {
           const closing = v.lease.state === "open" ? await store.transition(v.lease.leaseId, "closing") : v.lease;
           const { report: reap } = await reapLeaseVerification(v, { facts, signaller, graceMs: opts.graceMs });
           if (reap === null) throw new Error("unreachable: a tree or remnants were present");
-          const survived = reap.results.some((r) => r.outcome === "survived" || r.outcome === "unknown");
-          if (survived) {
+          if (!reapCompleted(reap)) {
             // could not finish: back to open, so the next reconciliation tries again
             await store.transition(closing.leaseId, "open");
             runs.push({ ...base, action: "left", state: "open", reap });

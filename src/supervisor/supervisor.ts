@@ -6,6 +6,7 @@
  */
 import { randomUUID } from "node:crypto";
 import type { ProcessFacts, ProcessSignaller } from "../facts/types.js";
+import { reapStoppedPid } from "../ownership/reap.js";
 import type { SpawnedProcess } from "./adapters/adapter.js";
 import { spawnChild } from "./adapters/child.js";
 import { loadNodePty, ptyArgv, spawnPty, type PtyLoader } from "./adapters/pty.js";
@@ -199,7 +200,7 @@ export function createProcessSupervisor(opts: ProcessSupervisorOptions = {}): Pr
       } catch {
         result = undefined;
       }
-      if (result?.outcome === "reaped" && rootReaped(result, rootPid)) return;
+      if (result?.outcome === "reaped" && reapStoppedPid(result.report, rootPid)) return;
       if (proc.exitObserved) return;
       // The tree kill could not verify the root (facts "none", identity unknown):
       // fall back to the root alone, through our own handle. The handle cannot
@@ -332,11 +333,6 @@ function validate(input: SpawnInput): void {
   } else {
     throw new TypeError(`mode must be "child" or "pty", got ${JSON.stringify((input as { mode?: unknown }).mode)}`);
   }
-}
-
-function rootReaped(result: KillTreeResult & { outcome: "reaped" }, pid: number): boolean {
-  const r = result.report.results.find((x) => x.pid === pid);
-  return r !== undefined && (r.outcome === "exited-after-term" || r.outcome === "killed" || r.outcome === "gone-before-signal");
 }
 
 function delay(ms: number): Promise<void> {

@@ -3,7 +3,7 @@
  * table for one lease (by id, or the lease whose verified tree or remnants hold the pid)
  * and what cleanup would therefore do. Read-only: nothing is signalled.
  */
-import { SUPERVISOR_SESSION_PREFIX, type LeaseVerification } from "../../ownership/index.js";
+import { isSupervisorLease, type LeaseVerification } from "../../ownership/index.js";
 import { UsageError, parseArgs, type CliIo } from "../io.js";
 import { parsePidArg } from "./inspect.js";
 import { loadVerifiedLeases, resolveStateDir, table } from "./leases.js";
@@ -61,7 +61,7 @@ function rank(v: LeaseVerification): number {
 
 function conclude(v: LeaseVerification, remnants: number[]): string {
   const settled = v.lease.state === "closed" || v.lease.state === "lost";
-  if (v.lease.sessionKey.startsWith(SUPERVISOR_SESSION_PREFIX)) {
+  if (isSupervisorLease(v.lease)) {
     return settled
       ? `a process-supervisor run, already ${v.lease.state}; nothing would be done`
       : "a process-supervisor run: `proclease reap` and the ACPX controller never touch it; the supervisor's own reconciliation settles it";

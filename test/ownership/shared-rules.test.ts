@@ -1,0 +1,195 @@
+/**
+ * The rules the controller, the supervisor and the CLI share, each written
+ * once in ownership: "is this a supervisor lease?", "did the reap finish?",
+ * and "what does a lease record about its root after the spawn?".
+ */
+import { spawn, type ChildProcess } from "node:child_process";
+import { mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, afterEach, describe, expect, it } from "vitest";
+import { getProcessFacts } from "../../src/facts/get.js";
+import { createNoneFacts } from "../../src/facts/none.js";
+import type { ProcessDetails, ProcessFacts } from "../../src/facts/types.js";
+import {
+  computeCommandHash,
+  explainLease,
+  INSTANCE_ENV_KEY,
+  isSupervisorLease,
+  LEASE_ENV_KEY,
+  openLeaseStore,
+  reapCompleted,
+  reapStoppedPid,
+  recordRootIdentity,
+  SUPERVISOR_SESSION_PREFIX,
+  survivorsOf,
+  type LeaseStore,
+  type ReapOutcome,
+} from "../../src/ownership/index.js";
+
+const children: ChildProcess[] = [];
+const dirs: string[] = [];
+afterEach(() => {
+  for (const c of children.splice(0)) if (c.exitCode === null && c.signalCode === null) c.kill("SIGKILL");
+});
+afterAll(async () => {
+  for (const d of dirs) await rm(d, { recursive: true, force: true });
+});
+
+async function freshStore(): Promise<LeaseStore> {
+  const d = await mkdtemp(join(tmpdir(), "proclease-rules-"));
+  dirs.push(d);
+  return openLeaseStore(d, { durable: false });
+}
+
+const INSTANCE = "rules-test-instance";
+const SLEEPER = [process.execPath, "-e", "setTimeout(() => {}, 60000)"];
+
+async function newLease(store: LeaseStore, argv: readonly string[] = SLEEPER) {
+  return store.create({ gatewayInstanceId: INSTANCE, sessionKey: "agent:rules", wrapperRoot: "", wrapperPath: "", commandHash: computeCommandHash(argv) });
+}
+
+function startSleeper(env: Record<string, string> = {}): ChildProcess {
+  const c = spawn(SLEEPER[0]!, SLEEPER.slice(1), { detached: true, stdio: "ignore", env: { ...process.env, ...env } });
+  children.push(c);
+  return c;
+}
+
+describe("isSupervisorLease", () => {
+  it("is the prefix test, and nothing looser", () => {
+    expect(isSupervisorLease({ sessionKey: `${SUPERVISOR_SESSION_PREFIX}run-1` })).toBe(true);
+    expect(isSupervisorLease({ sessionKey: SUPERVISOR_SESSION_PREFIX })).toBe(true);
+    expect(isSupervisorLease({ sessionKey: "agent:main:acp:1" })).toBe(false);
+    expect(isSupervisorLease({ sessionKey: `agent:${SUPERVISOR_SESSION_PREFIX}x` })).toBe(false);
+    expect(isSupervisorLease({ sessionKey: "Supervisor:run-1" })).toBe(false);
+  });
+});
+
+describe("what a reap report says about the tree", () => {
+  const report = (outcomes: ReapOutcome[]) => ({ results: outcomes.map((outcome, i) => ({ pid: 100 + i, startTime: "1", outcome })) });
+  const cases: [ReapOutcome, { survivor: boolean; stopped: boolean }][] = [
+    ["exited-after-term", { survivor: false, stopped: true }],
+    ["killed", { survivor: false, stopped: true }],
+    ["gone-before-signal", { survivor: false, stopped: true }],
+    ["identity-mismatch", { survivor: false, stopped: false }],
+    ["refused-by-guard", { survivor: false, stopped: false }],
+    // a verified member that may still be alive: the lease must not be settled closed
+    ["permission-denied", { survivor: true, stopped: false }],
+    ["survived", { survivor: true, stopped: false }],
+    ["unknown", { survivor: true, stopped: false }],
+  ];
+  for (const [outcome, want] of cases) {
+    it(`${outcome}: ${want.survivor ? "may still run (not completed)" : "nothing left to stop"}${want.stopped ? ", seen stopped" : ""}`, () => {
+      const r = report([outcome]);
+      expect(survivorsOf(r)).toEqual(want.survivor ? [100] : []);
+      expect(reapCompleted(r)).toBe(!want.survivor);
+      expect(reapStoppedPid(r, 100)).toBe(want.stopped);
+    });
+  }
+  it("a mixed report lists every possible survivor in report order; an unknown pid was not seen stopped", () => {
+    const r = report(["killed", "permission-denied", "exited-after-term", "unknown", "survived", "identity-mismatch"]);
+    expect(survivorsOf(r)).toEqual([101, 103, 104]);
+    expect(reapCompleted(r)).toBe(false);
+    expect(reapCompleted(report(["killed", "gone-before-signal", "identity-mismatch"]))).toBe(true);
+    expect(reapCompleted(report([]))).toBe(true);
+    expect(reapStoppedPid(r, 999)).toBe(false);
+  });
+});
+
+describe("recordRootIdentity", () => {
+  const facts = getProcessFacts();
+
+  it("a live root: its start time, own group, boot id and pid namespace go into the lease; verification then matches them", async () => {
+    const store = await freshStore();
+    const lease = await newLease(store);
+    const child = startSleeper({ [LEASE_ENV_KEY]: lease.leaseId, [INSTANCE_ENV_KEY]: INSTANCE });
+    const pid = child.pid!;
+    const live = await facts.inspect(pid);
+    expect(live).not.toBeNull();
+
+    const r = await recordRootIdentity(store, lease.leaseId, { rootPid: pid }, facts);
+    expect(r.identity).toBe("recorded");
+    expect(r.detail).toBeUndefined();
+    expect(r.lease).toMatchObject({ rootPid: pid, processGroupId: pid, rootStartTime: String(live!.startTime) });
+    if (live!.bootId) expect(r.lease.bootId).toBe(live!.bootId);
+    if (live!.pidNamespace) expect(r.lease.pidNamespace).toBe(live!.pidNamespace);
+    // what was returned is what was written
+    expect(await store.get(lease.leaseId)).toEqual(r.lease);
+
+    const v = await explainLease(r.lease, facts, { gatewayInstanceId: INSTANCE });
+    expect(v.evidence.find((e) => e.check === "start-time")?.result).toBe("match");
+    expect(v.evidence.find((e) => e.check === "process-group")?.result).toBe("match");
+    expect(v.verdict).toBe("owned");
+  });
+
+  it("a group the spawn reported is recorded as given, not replaced by the root's own", async () => {
+    const store = await freshStore();
+    const lease = await newLease(store);
+    const child = startSleeper();
+    const r = await recordRootIdentity(store, lease.leaseId, { rootPid: child.pid!, processGroupId: 4242 }, facts);
+    expect(r.identity).toBe("recorded");
+    expect(r.lease.processGroupId).toBe(4242);
+    expect(r.lease.rootStartTime).toMatch(/^\d+$/);
+  });
+
+  it("a root already gone: the pid (and a reported group) are recorded, no identity, and it says why", async () => {
+    const store = await freshStore();
+    const lease = await newLease(store);
+    const child = spawn(process.execPath, ["-e", ""], { stdio: "ignore" });
+    await new Promise((r) => child.once("exit", r));
+    // Node has reaped it by now: the pid names nothing (a reuse this fast would need a full pid wrap)
+    const r = await recordRootIdentity(store, lease.leaseId, { rootPid: child.pid!, processGroupId: child.pid! }, facts);
+    expect(r.identity).toBe("gone");
+    expect(r.detail).toMatch(/is not running; no identity recorded/);
+    expect(r.lease.rootPid).toBe(child.pid);
+    expect(r.lease.processGroupId).toBe(child.pid);
+    expect(r.lease.rootStartTime).toBeUndefined();
+    expect(r.lease.bootId).toBeUndefined();
+    expect(r.lease.pidNamespace).toBeUndefined();
+  });
+
+  it("a zombie root counts as gone: its exit is final, so no identity is recorded for it", async () => {
+    const store = await freshStore();
+    const lease = await newLease(store);
+    const zombie: ProcessDetails = {
+      pid: 31337, ppid: process.pid, pgid: 31337, sid: 1, uid: 0, state: "Z", startTime: "12345",
+      exePath: null, argv: null, env: {}, bootId: "b", pidNamespace: "pid:[1]",
+    };
+    const stub: ProcessFacts = {
+      backend: "procfs",
+      identityStrength: "exact",
+      snapshot: () => Promise.reject(new Error("not used")),
+      inspect: async (pid) => (pid === 31337 ? zombie : null),
+    };
+    const r = await recordRootIdentity(store, lease.leaseId, { rootPid: 31337 }, stub);
+    expect(r.identity).toBe("gone");
+    expect(r.detail).toMatch(/zombie/);
+    expect(r.lease.rootPid).toBe(31337);
+    expect(r.lease.processGroupId).toBeUndefined();
+    expect(r.lease.rootStartTime).toBeUndefined();
+  });
+
+  it("facts that cannot answer: only the pid and the reported group are recorded (fail closed), reported as unknown", async () => {
+    const store = await freshStore();
+    const lease = await newLease(store);
+    const child = startSleeper();
+    const r = await recordRootIdentity(store, lease.leaseId, { rootPid: child.pid!, processGroupId: child.pid! }, createNoneFacts("test"));
+    expect(r.identity).toBe("unknown");
+    expect(r.detail).toMatch(/could not be inspected .*backend "none"/);
+    expect(r.lease).toMatchObject({ rootPid: child.pid, processGroupId: child.pid });
+    expect(r.lease.rootStartTime).toBeUndefined();
+    // verification of such a lease never gets past "unknown" on the same facts
+    expect((await explainLease(r.lease, createNoneFacts("test"), { gatewayInstanceId: INSTANCE })).verdict).toBe("unknown");
+  });
+
+  it("bad input names the argument and writes nothing", async () => {
+    const store = await freshStore();
+    const lease = await newLease(store);
+    await expect(recordRootIdentity(store, lease.leaseId, { rootPid: 0 }, facts)).rejects.toThrow(RangeError);
+    await expect(recordRootIdentity(store, lease.leaseId, { rootPid: 0 }, facts)).rejects.toThrow(/root\.rootPid/);
+    await expect(recordRootIdentity(store, lease.leaseId, { rootPid: Number.NaN }, facts)).rejects.toThrow(TypeError);
+    await expect(recordRootIdentity(store, lease.leaseId, { rootPid: 2 ** 23 }, facts)).rejects.toThrow(/root\.rootPid/);
+    await expect(recordRootIdentity(store, lease.leaseId, { rootPid: process.pid, processGroupId: -1 }, facts)).rejects.toThrow(/root\.processGroupId/);
+    expect((await store.get(lease.leaseId))?.rootPid).toBe(0);
+  });
+});
