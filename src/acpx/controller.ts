@@ -60,6 +60,7 @@ import type {
   TreeReapSummary,
 } from "./types.js";
 import { assertGraceMs } from "./wrapper/protocol.js";
+import { nonNegativeOption, positiveOption } from "../facts/validate.js";
 
 const DEFAULT_GRACE_MS = 3000;
 const DEFAULT_RETENTION_MS = 7 * 24 * 60 * 60 * 1000;
@@ -84,10 +85,10 @@ export async function createAcpxLifecycleController(opts: AcpxLifecycleControlle
   }
   const graceMs = opts.graceMs ?? DEFAULT_GRACE_MS;
   assertGraceMs(graceMs, "opts.graceMs");
-  const retentionMs = nonNegative(opts.retentionMs, DEFAULT_RETENTION_MS, "opts.retentionMs");
-  const handshakeTimeoutMs = positive(opts.handshakeTimeoutMs, DEFAULT_HANDSHAKE_TIMEOUT_MS, "opts.handshakeTimeoutMs");
-  const startTimeoutMs = positive(opts.startTimeoutMs, DEFAULT_START_TIMEOUT_MS, "opts.startTimeoutMs");
-  const maintenanceIntervalMs = nonNegative(opts.maintenanceIntervalMs, DEFAULT_MAINTENANCE_MS, "opts.maintenanceIntervalMs");
+  const retentionMs = nonNegativeOption(opts.retentionMs, DEFAULT_RETENTION_MS, "opts.retentionMs");
+  const handshakeTimeoutMs = positiveOption(opts.handshakeTimeoutMs, DEFAULT_HANDSHAKE_TIMEOUT_MS, "opts.handshakeTimeoutMs");
+  const startTimeoutMs = positiveOption(opts.startTimeoutMs, DEFAULT_START_TIMEOUT_MS, "opts.startTimeoutMs");
+  const maintenanceIntervalMs = nonNegativeOption(opts.maintenanceIntervalMs, DEFAULT_MAINTENANCE_MS, "opts.maintenanceIntervalMs");
 
   const stateDir = resolve(opts.stateDir);
   await mkdir(stateDir, { recursive: true, mode: 0o700 });
@@ -846,14 +847,4 @@ function errMessage(err: unknown): string {
   return err instanceof Error ? err.message : String(err);
 }
 
-function nonNegative(v: number | undefined, dflt: number, name: string): number {
-  if (v === undefined) return dflt;
-  if (typeof v !== "number" || !Number.isFinite(v) || v < 0) throw new RangeError(`${name} must be a finite number >= 0, got ${String(v)}`);
-  return v;
-}
 
-function positive(v: number | undefined, dflt: number, name: string): number {
-  if (v === undefined) return dflt;
-  if (typeof v !== "number" || !Number.isFinite(v) || v <= 0) throw new RangeError(`${name} must be a finite number > 0, got ${String(v)}`);
-  return v;
-}

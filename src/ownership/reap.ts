@@ -7,7 +7,7 @@
  * sent here: kill(-pgid) cannot be identity-checked per member.
  */
 import type { ProcessFacts, ProcessInfo, ProcessSignaller, SignalOutcome } from "../facts/types.js";
-import { MAX_PID } from "../facts/validate.js";
+import { MAX_PID, nonNegativeOption } from "../facts/validate.js";
 import { ancestorsOfSelf } from "./collect.js";
 import { checkSignalTarget, ownProcessGroupId } from "./guards.js";
 
@@ -125,9 +125,9 @@ interface Entry {
 export async function reapOwnedTree(tree: ReapTarget, opts: ReapOptions): Promise<ReapReport> {
   const t0 = Date.now();
   const { facts, signaller } = opts;
-  const graceMs = nonNegative(opts.graceMs, 3000, "graceMs");
-  const pollMs = Math.max(1, nonNegative(opts.pollMs, 25, "pollMs"));
-  const confirmMs = nonNegative(opts.confirmMs, 2000, "confirmMs");
+  const graceMs = nonNegativeOption(opts.graceMs, 3000, "graceMs");
+  const pollMs = Math.max(1, nonNegativeOption(opts.pollMs, 25, "pollMs"));
+  const confirmMs = nonNegativeOption(opts.confirmMs, 2000, "confirmMs");
   const group = groupToWatch(opts.group !== undefined ? opts.group : tree.group, opts.group !== undefined ? "opts.group" : "target.group", tree);
 
   const entries: Entry[] = [];
@@ -334,11 +334,6 @@ async function newChildren(
   return found.reverse();
 }
 
-function nonNegative(v: number | undefined, dflt: number, name: string): number {
-  if (v === undefined) return dflt;
-  if (typeof v !== "number" || !Number.isFinite(v) || v < 0) throw new RangeError(`${name} must be a finite number >= 0, got ${v}`);
-  return v;
-}
 
 function sleep(ms: number): Promise<void> {
   return new Promise((r) => setTimeout(r, ms));

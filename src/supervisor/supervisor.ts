@@ -15,6 +15,7 @@ import { DEFAULT_KILL_GRACE_MS, killProcessTree, type KillTreeResult } from "./k
 import { CappedOutput, DEFAULT_MAX_OUTPUT_CHARS } from "./output.js";
 import { createRunRegistry } from "./registry.js";
 import type { ManagedRun, RunExit, RunRecord, SpawnInput, TerminationReason } from "./types.js";
+import { nonNegativeOption } from "../facts/validate.js";
 
 export interface ProcessSupervisorOptions {
   /** Enables restart durability: background runs get a lease under this directory. */
@@ -72,7 +73,7 @@ interface LiveRun {
 export function createProcessSupervisor(opts: ProcessSupervisorOptions = {}): ProcessSupervisor {
   const registry = createRunRegistry({ maxExitedRecords: opts.maxExitedRecords });
   const live = new Map<string, LiveRun>();
-  const graceMs = opts.graceMs ?? DEFAULT_KILL_GRACE_MS;
+  const graceMs = nonNegativeOption(opts.graceMs, DEFAULT_KILL_GRACE_MS, "opts.graceMs");
   const maxOutput = opts.maxOutputChars ?? DEFAULT_MAX_OUTPUT_CHARS;
   const loadPty = opts.loadPty ?? loadNodePty;
   let leases: RunLeases | undefined;

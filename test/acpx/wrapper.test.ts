@@ -28,6 +28,10 @@ const GATEWAY = join(root, "test/fixtures/acpx/gateway.mjs");
 const PROBE = join(root, "test/fixtures/acpx/group-probe.mjs");
 const LINUX = process.platform === "linux";
 const SUBREAPER = LINUX && loadNative() !== null;
+const NOT_LINUX = LINUX ? "" : " (skipped: the wrapper's real-process tests read /proc, Linux only)";
+const NO_SUBREAPER = SUBREAPER ? "" : " (skipped: needs Linux and the native addon for PR_SET_CHILD_SUBREAPER)";
+if (!LINUX) console.log(`[wrapper.test]${NOT_LINUX}`);
+else if (!SUBREAPER) console.log(`[wrapper.test]${NO_SUBREAPER}`);
 
 const tmp = mkdtempSync(join(tmpdir(), "proclease-wrapper-"));
 const leases: string[] = [];
@@ -224,7 +228,7 @@ function acpOver(w: { child: ChildProcess }): ClientConnection {
   );
 }
 
-describe.skipIf(!LINUX)("fixture ACP agent, spoken to through the wrapper", () => {
+describe.skipIf(!LINUX)(`fixture ACP agent, spoken to through the wrapper${NOT_LINUX}`, () => {
   it("answers the handshake and quick turns", async () => {
     const w = spawnWrapper(["node", AGENT]);
     const acp = acpOver(w);
@@ -272,7 +276,7 @@ describe.skipIf(!LINUX)("fixture ACP agent, spoken to through the wrapper", () =
   });
 });
 
-describe.skipIf(!LINUX)("wrapper (real processes)", () => {
+describe.skipIf(!LINUX)(`wrapper (real processes)${NOT_LINUX}`, () => {
   it("reports started with its own pid and the adapter's pid, which leads its own session and group", async () => {
     const pidfile = join(tmp, `started-${++seq}.json`);
     const w = spawnWrapper(["node", AGENT, `--pidfile=${pidfile}`]);
@@ -387,7 +391,7 @@ describe.skipIf(!LINUX)("wrapper (real processes)", () => {
     expect(await w.exited).toEqual({ code: 128 + 15, signal: null });
   });
 
-  it.skipIf(!SUBREAPER)("adopts a double-forked grandchild as subreaper and reaps its zombie without touching the adapter", async () => {
+  it.skipIf(!SUBREAPER)(`adopts a double-forked grandchild as subreaper and reaps its zombie without touching the adapter${NO_SUBREAPER}`, async () => {
     const pidfile = join(tmp, `adopt-${++seq}.json`);
     const w = spawnWrapper(["node", AGENT, "--survive-stdin-close", "--grandchild=double-fork", `--pidfile=${pidfile}`]);
     const started = await w.report("started");

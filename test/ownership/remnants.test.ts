@@ -356,7 +356,9 @@ describe("start clock", () => {
     for (const bad of ["", "-1", "1e3", "abc", " 5"]) expect(startTimeToEpochMs(bad, "procfs", CLOCK), bad).toBeNull();
   });
 
-  it.skipIf(process.platform !== "linux")("on this host, this process's own start converts to about now − uptime", async () => {
+  const notLinux = process.platform !== "linux" ? "skipped: /proc start clock exists on Linux only" : null;
+  if (notLinux) console.log(`[remnants.test] ${notLinux}`);
+  it.skipIf(notLinux !== null)(`on this host, this process's own start converts to about now − uptime${notLinux ? ` (${notLinux})` : ""}`, async () => {
     const clock = await readStartClock();
     expect(clock).not.toBeNull();
     const { getProcessFacts } = await import("../../src/facts/index.js");

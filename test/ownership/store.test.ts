@@ -98,7 +98,8 @@ describe("lease store", () => {
     expect((await lstat(join(store.dir, "evil.json"))).isSymbolicLink()).toBe(true);
   });
 
-  it.skipIf(!isRoot)("refuses a lease file owned by another uid (chown 65534), reports it, leaves it in place", async () => {
+  if (!isRoot) console.log("[store.test] skipping the foreign-owner test: chown to another uid needs root");
+  it.skipIf(!isRoot)(`refuses a lease file owned by another uid (chown 65534), reports it, leaves it in place${isRoot ? "" : " (skipped: chown needs root)"}`, async () => {
     const store = await openLeaseStore(dir, { durable: false });
     const l = await store.create(input());
     const file = join(store.dir, `${l.leaseId}.json`);
