@@ -45,6 +45,20 @@ export function loadNative(): NativeBinding | null {
   return cached.binding;
 }
 
+/**
+ * The file node-gyp-build would load (build/Release first, then prebuilds/),
+ * or null when there is none. For callers that must load the same addon in
+ * another process (a child running as another uid, a PID namespace).
+ */
+export function nativeAddonPath(): string | null {
+  try {
+    const gypBuild = require("node-gyp-build") as { path(dir: string): string };
+    return gypBuild.path(PACKAGE_ROOT);
+  } catch {
+    return null;
+  }
+}
+
 /** Why loadNative() returns null (for `proclease doctor`); null when it loaded. */
 export function loadError(): string | null {
   if (disabledByEnv()) return "disabled by PROCLEASE_DISABLE_NATIVE=1";

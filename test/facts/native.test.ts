@@ -7,7 +7,7 @@ import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { performance } from "node:perf_hooks";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
-import { createNativeFacts, loadError, loadNative } from "../../src/facts/native.js";
+import { createNativeFacts, loadError, loadNative, nativeAddonPath } from "../../src/facts/native.js";
 
 const binding = loadNative();
 const skipReason = binding ? null : `native addon did not load: ${loadError() ?? "unknown reason"}`;
@@ -266,7 +266,7 @@ suite(suiteName, () => {
     const child = track(spawn("sleep", ["30"], { stdio: "ignore" }));
     const pid = await spawned(child);
     await waitFor("exec of sleep", async () => ((await facts.inspect(pid))?.argv?.[0] === "sleep" ? true : undefined));
-    const addon = fileURLToPath(new URL("../../build/Release/proclease.node", import.meta.url));
+    const addon = nativeAddonPath() ?? "addon-not-found";
     const script = `process.stdout.write(JSON.stringify(require(${JSON.stringify(addon)}).inspect(${pid}, ["PATH"])))`;
     const run = spawnSync(process.execPath, ["-e", script], { uid: 65534, gid: 65534, encoding: "utf8", timeout: 15_000 });
     if (process.getuid!() !== 0 || run.status !== 0) {
@@ -288,7 +288,7 @@ suite(suiteName, () => {
   });
 
   it("subreaper adopts an orphan and reapChildren reaps only what is ours (in a separate process)", () => {
-    const addon = fileURLToPath(new URL("../../build/Release/proclease.node", import.meta.url));
+    const addon = nativeAddonPath() ?? "addon-not-found";
     const fixture = fileURLToPath(new URL("../fixtures/native/subreaper.mjs", import.meta.url));
     const run = spawnSync(process.execPath, [fixture, addon], { encoding: "utf8", timeout: 20_000 });
     expect(run.status, run.stderr).toBe(0);

@@ -5,14 +5,14 @@ import { spawn, spawnSync, type ChildProcess } from "node:child_process";
 import { readFileSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 import { afterEach, describe, expect, it } from "vitest";
-import { createNativeFacts, loadError, loadNative } from "../../src/facts/native.js";
+import { createNativeFacts, loadError, loadNative, nativeAddonPath } from "../../src/facts/native.js";
 import { createSignaller } from "../../src/facts/signal.js";
 import type { ProcessDetails, ProcessFacts } from "../../src/facts/types.js";
 
 const binding = loadNative();
 const skipReason = binding ? null : `native addon did not load: ${loadError() ?? "unknown reason"}`;
 if (skipReason) console.log(`[signal.test] skipping native cases: ${skipReason}`);
-const ADDON = fileURLToPath(new URL("../../build/Release/proclease.node", import.meta.url));
+const ADDON = nativeAddonPath() ?? "addon-not-found";
 const FIXTURES = fileURLToPath(new URL("../fixtures/native/", import.meta.url));
 
 const children: ChildProcess[] = [];
