@@ -112,7 +112,25 @@ export function alive(pid: number): boolean {
 
 /** pids whose environment carries OPENCLAW_ACPX_LEASE_ID=<leaseId> (zombies have no environ) */
 export function leaseCarriers(leaseId: string): number[] {
-  const needle = Buffer.from(`OPENCLAW_ACPX_LEASE_ID=${leaseId}\0`);
+  return envCarriers("OPENCLAW_ACPX_LEASE_ID", leaseId);
+}
+
+const TEST_MARKER_KEY = "PROCLEASE_TEST_MARKER";
+const testMarkers = new Set<string>();
+
+/**
+ * An environment marker for processes a test spawns outside any lease (an
+ * unowned look-alike, a legacy root): cleanupAll finds them and everything
+ * they forked (setsid grandchildren included) by it.
+ */
+export function testMarkerEnv(): Record<string, string> {
+  const id = `${process.pid}-${Date.now()}-${testMarkers.size}`;
+  testMarkers.add(id);
+  return { [TEST_MARKER_KEY]: id };
+}
+
+function envCarriers(key: string, value: string): number[] {
+  const needle = Buffer.from(`${key}=${value}\0`);
   const out: number[] = [];
   for (const d of readdirSync("/proc")) {
     if (!/^\d+$/.test(d)) continue;
@@ -197,6 +215,7 @@ export function cleanupAll(): void {
   const victims = new Set<number>();
   for (const [pid, st] of ownPids) if (startTimeOf(pid) === st) victims.add(pid);
   for (const id of leaseIds) for (const p of leaseCarriers(id)) victims.add(p);
+  for (const id of testMarkers) for (const p of envCarriers(TEST_MARKER_KEY, id)) victims.add(p);
   for (const c of children) if (c.exitCode === null && c.signalCode === null && c.pid) victims.add(c.pid);
   for (const pid of victims) {
     if (pid <= 1 || pid === process.pid || !alive(pid)) continue;

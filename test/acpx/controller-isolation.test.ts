@@ -22,6 +22,7 @@ import {
   sleep,
   spawnSupervisorStyleRun,
   tempStateDir,
+  testMarkerEnv,
   trackChild,
   trackLease,
 } from "./controller-helpers.js";
@@ -35,7 +36,7 @@ async function newController(stateDir: string) {
 
 /** a process we start directly (no wrapper, no lease), with the given argv */
 function spawnUnowned(argv: string[]) {
-  const c = trackChild(spawn(argv[0]!, argv.slice(1), { stdio: ["pipe", "ignore", "ignore"] }));
+  const c = trackChild(spawn(argv[0]!, argv.slice(1), { stdio: ["pipe", "ignore", "ignore"], env: { ...process.env, ...testMarkerEnv() } }));
   return c;
 }
 

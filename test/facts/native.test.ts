@@ -150,10 +150,13 @@ suite(suiteName, () => {
     const child = track(
       spawn("sh", args, {
         stdio: "ignore",
+        // its own group: the shell forks `sleep`, which killing the shell alone would orphan
+        detached: true,
         env: { PATH: process.env.PATH, PROCLEASE_T1: "v a=l", PROCLEASE_T2: "", OTHER_SECRET: "x" },
       }),
     );
     const pid = await spawned(child);
+    groups.push(pid);
     const d = await facts.inspect(pid, { envKeys: ["PROCLEASE_T1", "PROCLEASE_T2", "PROCLEASE_ABSENT"] });
     expect(d).not.toBeNull();
     expect(d!.argv).toEqual(["sh", ...args]);
