@@ -78,5 +78,8 @@ export function isSupervisorLease(lease: Pick<AcpxProcessLease, "sessionKey">): 
   return lease.sessionKey.startsWith(SUPERVISOR_SESSION_PREFIX);
 }
 
+/** Grace between SIGTERM and SIGKILL everywhere a tree is reaped (CONTRACT §2), unless a caller passes its own. */
+export const DEFAULT_GRACE_MS = 3000;
+
 /** Version of the on-disk lease record; bumped on any incompatible change. */
 export const LEASE_SCHEMA_VERSION = 1;
