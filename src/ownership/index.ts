@@ -14,7 +14,9 @@
 // - reap-verification.ts  reapLeaseVerification: the tree, else the remnants, else nothing
 // - root-identity.ts recordRootIdentity: the live root's identity into its lease after the spawn, fail closed
 export type { GatewayInstanceId, AcpxProcessLease, LeaseState, OwnershipEvidence, OwnedProcessTree } from "./types.js";
-export { LEASE_ENV_KEY, INSTANCE_ENV_KEY, LEASE_SCHEMA_VERSION, SUPERVISOR_SESSION_PREFIX, isSupervisorLease } from "./types.js";
+export { LEASE_ENV_KEY, INSTANCE_ENV_KEY, LEASE_SCHEMA_VERSION, SUPERVISOR_SESSION_PREFIX, isSupervisorLease, DEFAULT_GRACE_MS } from "./types.js";
+export { markerVerdict, MARKER_ENV_KEYS } from "./markers.js";
+export type { MarkerVerdict } from "./markers.js";
 export { loadOrCreateGatewayInstanceId, GatewayInstanceIdError, INSTANCE_ID_FILE } from "./instance-id.js";
 export { computeCommandHash, tokenizeShellCommand } from "./command-hash.js";
 export { isLegalTransition, parseLeaseRecord, LeaseTransitionError, LEASE_ID_RE } from "./lease-record.js";
