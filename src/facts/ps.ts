@@ -81,12 +81,20 @@ export function parsePsLine(line: string, hasSid: boolean): ProcessInfo | null {
   return { pid, ppid, pgid, sid, uid, state: stat[0]!, startTime };
 }
 
+/**
+ * Every row of a ps run. A line that is neither blank, nor pid 0 (macOS lists
+ * kernel_task), nor a well-formed row throws: a table we could only partly
+ * read must not look like "those processes are gone" to a caller deciding
+ * whether a lease's root is still alive.
+ */
 export function parsePsOutput(stdout: string, hasSid: boolean): ProcessInfo[] {
   const out: ProcessInfo[] = [];
   for (const line of stdout.split("\n")) {
-    if (line.trim() === "") continue;
+    const t = line.trim();
+    if (t === "" || /^0\s/.test(t)) continue;
     const p = parsePsLine(line, hasSid);
-    if (p !== null) out.push(p);
+    if (p === null) throw new Error(`ps printed a line that could not be parsed: ${JSON.stringify(t.slice(0, 120))}`);
+    out.push(p);
   }
   return out;
 }
@@ -130,7 +138,10 @@ export function createPsFacts(opts: PsOptions = {}): ProcessFacts {
     const takenAt = Date.now();
     const r = await runPs(["-A", ...colArgs], bin);
     if (r.code !== 0) throw new Error(`ps exited with ${r.code}: ${r.stderr.trim()}`);
-    return buildSnapshot(takenAt, parsePsOutput(r.stdout, hasSid));
+    const rows = parsePsOutput(r.stdout, hasSid);
+    // ps -A always lists at least itself: an empty table is a failure, not a fact
+    if (rows.length === 0) throw new Error("ps listed no processes");
+    return buildSnapshot(takenAt, rows);
   }
 
   async function inspect(pid: number, o?: InspectOptions): Promise<ProcessDetails | null> {
@@ -138,11 +149,12 @@ export function createPsFacts(opts: PsOptions = {}): ProcessFacts {
     const envKeys = o?.envKeys ?? [];
     assertEnvKeys(envKeys, "opts.envKeys");
     const r = await runPs(["-p", String(pid), ...colArgs], bin);
-    // ps exits 1 with no rows when the pid does not exist
+    // ps exits 1 with no rows when the pid does not exist; any other empty
+    // answer (exit 0 without the row, another code) is not evidence of absence
     const rows = parsePsOutput(r.stdout, hasSid).filter((p) => p.pid === pid);
     if (rows.length === 0) {
-      if (r.code === 0 || r.code === 1) return null;
-      throw new Error(`ps exited with ${r.code}: ${r.stderr.trim()}`);
+      if (r.code === 1) return null;
+      throw new Error(`ps -p ${pid} exited with ${r.code} and no row for it: ${r.stderr.trim()}`);
     }
     const env: Record<string, string | null> = {};
     for (const k of envKeys) env[k] = null;

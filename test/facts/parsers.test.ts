@@ -3,7 +3,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { createProcfsFacts, hidepidOf, parseCmdline, parseEnviron, parseStat, procMountOptions } from "../../src/facts/procfs.js";
-import { parseLstart, parsePsLine, parsePsOutput, psColumns } from "../../src/facts/ps.js";
+import { createPsFacts, parseLstart, parsePsLine, parsePsOutput, psColumns } from "../../src/facts/ps.js";
 
 /** A stat line as the kernel writes it: fields 3..22 then a tail. */
 function statLine(pid: number, comm: string, o: { state?: string; ppid?: number; pgid?: number; sid?: number; start?: string } = {}): string {
@@ -144,9 +144,13 @@ describe("ps parsing", () => {
   ])("rejects %s", (_n, line) => {
     expect(parsePsLine(line, true)).toBeNull();
   });
-  it("output: blank and bad lines skipped", () => {
-    const out = "\n  1 0 1 1 0 Ss Mon Nov 30 04:24:12 2026\ngarbage\n  2 0 0 0 0 S Mon Nov 30 04:24:12 2026\n";
+  it("output: blank lines and pid 0 (macOS kernel_task) skipped", () => {
+    const out = "\n  0 0 0 0 0 Ss Mon Nov 30 04:24:12 2026\n  1 0 1 1 0 Ss Mon Nov 30 04:24:12 2026\n\n  2 0 0 0 0 S Mon Nov 30 04:24:12 2026\n";
     expect(parsePsOutput(out, true).map((p) => p.pid)).toEqual([1, 2]);
+  });
+  it("output: a line that cannot be parsed throws instead of silently dropping a process", () => {
+    const out = "  1 0 1 1 0 Ss Mon Nov 30 04:24:12 2026\ngarbage\n  2 0 0 0 0 S Mon Nov 30 04:24:12 2026\n";
+    expect(() => parsePsOutput(out, true)).toThrow(/could not be parsed.*garbage/);
   });
 });
 
@@ -202,5 +206,26 @@ describe("procfs over a fixture /proc tree (unreadable and odd entries)", () => 
     } finally {
       await rm(root, { recursive: true, force: true });
     }
+  });
+});
+
+describe("ps backend over a ps that misbehaves (fail closed: an unreadable table is an error, never 'gone')", () => {
+  async function fakePs(script: string): Promise<string> {
+    const dir = await mkdtemp(join(tmpdir(), "proclease-fakeps-"));
+    const bin = join(dir, "ps");
+    await writeFile(bin, `#!/bin/sh\n${script}\n`, { mode: 0o755 });
+    return bin;
+  }
+  it("an empty table from exit 0 rejects the snapshot", async () => {
+    const facts = createPsFacts({ bin: await fakePs("exit 0"), platform: "linux" });
+    await expect(facts.snapshot()).rejects.toThrow(/no processes/);
+  });
+  it("a garbled row rejects the snapshot", async () => {
+    const facts = createPsFacts({ bin: await fakePs("echo '  1 0 1 1 0 Ss Mon Nov 30 04:24:12 2026'; echo 'ps: warning: something'"), platform: "linux" });
+    await expect(facts.snapshot()).rejects.toThrow(/could not be parsed/);
+  });
+  it("inspect: exit 1 without the row is 'gone' (null); exit 0 without the row is an error", async () => {
+    expect(await createPsFacts({ bin: await fakePs("exit 1"), platform: "linux" }).inspect(4242)).toBeNull();
+    await expect(createPsFacts({ bin: await fakePs("exit 0"), platform: "linux" }).inspect(4242)).rejects.toThrow(/no row/);
   });
 });
