@@ -1,7 +1,7 @@
 import { mkdir, mkdtemp, rm, symlink, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { describe, expect, it } from "vitest";
+import { afterAll, describe, expect, it } from "vitest";
 import { createProcfsFacts, hidepidOf, parseCmdline, parseEnviron, parseStat, procMountOptions } from "../../src/facts/procfs.js";
 import { createPsFacts, parseLstart, parsePsLine, parsePsOutput, psColumns } from "../../src/facts/ps.js";
 
@@ -210,8 +210,13 @@ describe("procfs over a fixture /proc tree (unreadable and odd entries)", () => 
 });
 
 describe("ps backend over a ps that misbehaves (fail closed: an unreadable table is an error, never 'gone')", () => {
+  const dirs: string[] = [];
+  afterAll(async () => {
+    for (const d of dirs) await rm(d, { recursive: true, force: true });
+  });
   async function fakePs(script: string): Promise<string> {
     const dir = await mkdtemp(join(tmpdir(), "proclease-fakeps-"));
+    dirs.push(dir);
     const bin = join(dir, "ps");
     await writeFile(bin, `#!/bin/sh\n${script}\n`, { mode: 0o755 });
     return bin;
