@@ -12,7 +12,8 @@
 //    while still failing anything quadratic by a wide margin.
 // 2. Peers at one small size (where backtracking is slow but bounded):
 //    the textbook recursive backtracking matcher and a RegExp built from the
-//    glob, both exponential in the number of stars on shape A. Target: ours
+//    glob, both exponential in the number of stars on shape B (not A, whose
+//    end anchor would let ours answer without searching). Target: ours
 //    at least 10× faster (it is usually thousands of times faster).
 // 3. Informational: the classic two-pointer matcher (star backtrack point)
 //    on C's anchored form *aaaa…ab, to show what O(n·m) scaling looks like
@@ -86,17 +87,28 @@ export async function run({ quick }) {
     const [p1, t1] = make(n);
     const [p4, t4] = make(4 * n);
     if (matchStarGlob(p1, t1) || matchStarGlob(p4, t4)) throw new Error(`shape ${name} unexpectedly matched`);
-    const a = perCall(() => matchStarGlob(p1, t1), timing);
-    const b = perCall(() => matchStarGlob(p4, t4), timing);
+    // n and 4n interleaved, and the fastest round of each: interference
+    // from the rest of the machine only ever adds time, so the minimum is
+    // the least disturbed estimate of the algorithm's own cost
+    const as = [];
+    const bs = [];
+    for (let r = 0; r < timing.reps; r++) {
+      as.push(perCall(() => matchStarGlob(p1, t1), { minMs: timing.minMs, reps: 1 }));
+      bs.push(perCall(() => matchStarGlob(p4, t4), { minMs: timing.minMs, reps: 1 }));
+    }
+    const a = Math.min(...as);
+    const b = Math.min(...bs);
     rows.push({ shape: name, pattern: `${p1.slice(0, 12)}… (${p1.length} chars)`, [`n=${n}`]: fmtMs(a), [`4n=${4 * n}`]: fmtMs(b), ratio: `${(b / a).toFixed(2)}×` });
     checks.push(check(`matchStarGlob shape ${name}: time(4n)/time(n)`, b / a, "<=", 6));
   }
   printTable("matchStarGlob scaling on adversarial globs vs \"aaaa…\" (linear ≈ 4×, quadratic ≈ 16×)", rows);
 
-  // 2. peers at a small, bounded size on shape A
+  // 2. peers at a small, bounded size on shape B: shape A's end anchor lets
+  // ours reject before searching, which would make this comparison hold by
+  // construction; B makes ours search every segment like the peers do
   const small = quick ? 24 : 28;
   const stars = small / 4;
-  const pSmall = "*a".repeat(stars) + "*b";
+  const pSmall = "*a".repeat(stars) + "*b*";
   const tSmall = "a".repeat(small);
   const re = regexFromGlob(pSmall);
   if (naiveBacktracking(pSmall, tSmall) || re.test(tSmall) || matchStarGlob(pSmall, tSmall)) throw new Error("peer disagreement");
@@ -109,8 +121,8 @@ export async function run({ quick }) {
     { matcher: "recursive backtracking", "per call": fmtMs(naive), "vs ours": `${(naive / ours).toFixed(0)}×` },
     { matcher: "RegExp from glob (irregexp)", "per call": fmtMs(regex), "vs ours": `${(regex / ours).toFixed(0)}×` },
   ]);
-  checks.push(check("recursive backtracking / matchStarGlob (shape A, small)", naive / ours, ">=", 10));
-  checks.push(check("RegExp-from-glob / matchStarGlob (shape A, small)", regex / ours, ">=", 10));
+  checks.push(check("recursive backtracking / matchStarGlob (shape B, small)", naive / ours, ">=", 10));
+  checks.push(check("RegExp-from-glob / matchStarGlob (shape B, small)", regex / ours, ">=", 10));
 
   // 3. informational: what O(n·m) scaling looks like (no target)
   const m = quick ? 2_000 : 4_000;

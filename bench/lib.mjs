@@ -34,6 +34,15 @@ export function check(name, value, op, target, unit = "×") {
   return { name, value, op, target, unit, ok };
 }
 
+/**
+ * A target that could not be measured in this run (a backend or tool was
+ * missing). It counts as a failure: a bench that silently measures less must
+ * not pass as if it had shown the target.
+ */
+export function unmeasured(name, why) {
+  return { name, value: NaN, op: "", target: NaN, unit: "", ok: false, why };
+}
+
 export function printTable(title, rows) {
   console.log(`\n## ${title}`);
   if (rows.length === 0) return;
@@ -46,6 +55,10 @@ export function printTable(title, rows) {
 
 export function printChecks(checks) {
   for (const c of checks) {
+    if (c.why !== undefined) {
+      console.log(`  FAIL  ${c.name}: not measured (${c.why})`);
+      continue;
+    }
     const v = c.unit === "×" ? `${c.value.toFixed(2)}×` : `${c.value.toFixed(2)} ${c.unit}`;
     const t = c.unit === "×" ? `${c.target}×` : `${c.target} ${c.unit}`;
     console.log(`  ${c.ok ? "PASS" : "FAIL"}  ${c.name}: ${v} (target ${c.op} ${t})`);
