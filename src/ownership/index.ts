@@ -9,9 +9,10 @@
 // - guards.ts        the hard refusals every signal path asks first
 // - reap.ts          leaves first, identity-checked TERM → grace → KILL, per-pid outcomes
 // - legacy.ts        records without a lease: live root + wrapper-root or command match, else left alone
-// - remnants.ts      what is left when a lease's root is gone: env-marker carriers proven ours, judged in verify's one env pass
+// - remnants.ts      what is left when a lease's root is gone (never when its pid was reused): env-marker carriers proven ours, judged in verify's one env pass
+// - markers.ts       markerVerdict: the one env-marker rule (lease id AND gateway instance id)
 // - start-clock.ts   ProcessInfo.startTime → epoch ms (Linux ticks via btime + CLK_TCK)
-// - reap-verification.ts  reapLeaseVerification: the tree, else the remnants, else nothing
+// - reap-verification.ts  reapLeaseVerification: the owned tree, else the remnants of a gone root, else nothing
 // - root-identity.ts recordRootIdentity: the live root's identity into its lease after the spawn, fail closed
 export type { GatewayInstanceId, AcpxProcessLease, LeaseState, OwnershipEvidence, OwnedProcessTree } from "./types.js";
 export { LEASE_ENV_KEY, INSTANCE_ENV_KEY, LEASE_SCHEMA_VERSION, SUPERVISOR_SESSION_PREFIX, isSupervisorLease, DEFAULT_GRACE_MS } from "./types.js";
@@ -23,9 +24,9 @@ export { isLegalTransition, parseLeaseRecord, LeaseTransitionError, LEASE_ID_RE 
 export type { ParsedLease } from "./lease-record.js";
 export { openLeaseStore, LeaseNotFoundError } from "./lease-store.js";
 export type { LeaseStore, LeaseProblem, LeasePatch, LeaseCreateInput, LeaseListFilter, LeaseStoreOptions } from "./lease-store.js";
-export { checkSignalTarget, checkGroupSignal, ownProcessGroupId } from "./guards.js";
+export { checkSignalTarget, checkGroupSignal, checkGroupTarget, isOwnProcessGroup, ownProcessGroupId, ancestorsOfThisProcess } from "./guards.js";
 export type { GuardVerdict } from "./guards.js";
-export { collectTree } from "./collect.js";
+export { collectTree, ancestorsOfSelf } from "./collect.js";
 export type { CollectOptions } from "./collect.js";
 export { explainLease, verifyOwnedTree, verifyLeases } from "./verify.js";
 export type { LeaseVerdict, LeaseVerification, VerifyOptions } from "./verify.js";

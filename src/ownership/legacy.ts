@@ -4,7 +4,14 @@
  * "Note di compatibilità"): a live root is required; wrapper-root ownership
  * when a wrapper path is recorded; a command match otherwise. Stored pid
  * metadata alone never leads to a signal. Anything unverifiable → no tree,
- * and the process is left as it is.
+ * and the process is left as it is. In particular:
+ * - a stored command that cannot be tokenised faithfully is never a match,
+ *   and then nothing verifies (not even a wrapper-root match: the shared
+ *   wrapper shim is what every current session's wrapper runs too);
+ * - a live root carrying OPENCLAW_ACPX_LEASE_ID in its environment belongs to
+ *   a LEASED session (the pid was reused by a current wrapper or adapter):
+ *   mismatch; a root whose environment cannot be read cannot be told apart
+ *   from one: unknown, left alone.
  *
  * The returned tree's `lease` is SYNTHESISED, not read from the store:
  *   leaseId "legacy-<sha256(sessionKey) prefix>", gatewayInstanceId "",
@@ -21,7 +28,7 @@ import type { ProcessFacts, ProcessSnapshot } from "../facts/types.js";
 import { collectTree } from "./collect.js";
 import { computeCommandHash, tokenizeShellCommand } from "./command-hash.js";
 import { checkSignalTarget } from "./guards.js";
-import type { AcpxProcessLease, OwnedProcessTree, OwnershipEvidence } from "./types.js";
+import { LEASE_ENV_KEY, type AcpxProcessLease, type OwnedProcessTree, type OwnershipEvidence } from "./types.js";
 
 export interface LegacySessionRecord {
   sessionKey: string;
@@ -47,6 +54,7 @@ export async function verifyLegacyRecord(
   const guard = checkSignalTarget(pid);
   if (!guard.allowed) return fail("root-pid", "mismatch", `refused by guard: ${guard.reason}`);
   const stored = storedArgv(record.command);
+  if (stored === null) return fail("command", "unknown", "stored command cannot be tokenised faithfully: nothing to match, left alone");
   const wrapperPath = typeof record.wrapperPath === "string" && record.wrapperPath !== "" ? record.wrapperPath : undefined;
   if (facts.identityStrength === "none") return fail("facts-backend", "unknown", `backend "${facts.backend}" cannot verify anything`);
 
@@ -63,17 +71,22 @@ export async function verifyLegacyRecord(
 
   let d;
   try {
-    d = await facts.inspect(pid);
+    d = await facts.inspect(pid, { envKeys: [LEASE_ENV_KEY] });
   } catch {
     return fail("inspect", "unknown", "the root could not be inspected");
   }
   if (d === null) return fail("root-alive", "mismatch", `pid ${pid} exited during verification`);
   if (String(d.startTime) !== String(root.startTime)) return fail("start-time", "mismatch", "pid reused during verification");
 
+  // a legacy session predates leases: a root with a lease id is a current session's process
+  const leaseEnv = d.env?.[LEASE_ENV_KEY];
+  if (typeof leaseEnv === "string") return fail("lease-env", "mismatch", `the root carries ${LEASE_ENV_KEY}: it belongs to a leased session, not a legacy one`);
+  if (d.envReadable !== true) return fail("lease-env", "unknown", "environment not readable: a leased session's process cannot be ruled out");
+  evidence.push({ check: "lease-env", result: "match", detail: `no ${LEASE_ENV_KEY} in the root's environment (as a legacy process has none)` });
+
   // command: compared whenever both sides are known; required when no wrapper is recorded
   let command: OwnershipEvidence;
-  if (stored === null) command = { check: "command", result: "unknown", detail: "stored command cannot be tokenised faithfully" };
-  else if (d.argv === null || d.argv.length === 0) command = { check: "command", result: "unknown", detail: "live argv not readable" };
+  if (d.argv === null || d.argv.length === 0) command = { check: "command", result: "unknown", detail: "live argv not readable" };
   else command = sameArgv(stored, d.argv) ? { check: "command", result: "match" } : { check: "command", result: "mismatch", detail: "live argv differs from the stored command" };
   evidence.push(command);
   if (command.result === "mismatch") return { tree: null, evidence };

@@ -1,8 +1,11 @@
 /**
  * The one place that decides what a verification lets us reap, so the
  * controller, the supervisor and the CLI do not each reinvent the choice:
- * the verified tree when there is one (with its verified process group),
- * else the proven remnants of a vanished or reused root, else nothing.
+ * the verified tree when there is one (verdict "owned", with its verified
+ * process group), else the proven remnants of a GONE root (absent or a
+ * zombie, same boot), else nothing. A "mismatch" (a reused root pid, another
+ * gateway's lease, …) or "unknown" verdict never leads to a signal, whatever
+ * else the verification object carries.
  */
 import { reapOwnedTree, type ReapOptions, type ReapReport } from "./reap.js";
 import type { LeaseVerification } from "./verify.js";
@@ -17,10 +20,10 @@ export interface LeaseReapResult {
 }
 
 export async function reapLeaseVerification(
-  v: Pick<LeaseVerification, "tree" | "remnants">,
+  v: Pick<LeaseVerification, "verdict" | "tree" | "remnants">,
   opts: ReapOptions,
 ): Promise<LeaseReapResult> {
-  if (v.tree) return { reaped: true, target: "tree", report: await reapOwnedTree(v.tree, opts) };
-  if (v.remnants) return { reaped: true, target: "remnants", report: await reapOwnedTree(v.remnants, opts) };
+  if (v.verdict === "owned" && v.tree) return { reaped: true, target: "tree", report: await reapOwnedTree(v.tree, opts) };
+  if (v.verdict === "gone" && v.remnants) return { reaped: true, target: "remnants", report: await reapOwnedTree(v.remnants, opts) };
   return { reaped: false, target: null, report: null };
 }

@@ -9,7 +9,8 @@
 import type { ProcessFacts, ProcessInfo, ProcessSignaller, SignalOutcome } from "../facts/types.js";
 import { MAX_PID, nonNegativeOption } from "../facts/validate.js";
 import { ancestorsOfSelf } from "./collect.js";
-import { checkSignalTarget, ownProcessGroupId } from "./guards.js";
+import { checkGroupTarget, checkSignalTarget } from "./guards.js";
+import { DEFAULT_GRACE_MS } from "./types.js";
 
 export type ReapOutcome =
   | "exited-after-term"
@@ -43,7 +44,7 @@ export interface ReapReport {
 export interface ReapOptions {
   facts: ProcessFacts;
   signaller: ProcessSignaller;
-  /** ms to wait for exits after SIGTERM before SIGKILL (default 3000) */
+  /** ms to wait for exits after SIGTERM before SIGKILL (default DEFAULT_GRACE_MS, 3000) */
   graceMs?: number;
   /** ms between exit polls (default 25) */
   pollMs?: number;
@@ -125,7 +126,7 @@ interface Entry {
 export async function reapOwnedTree(tree: ReapTarget, opts: ReapOptions): Promise<ReapReport> {
   const t0 = Date.now();
   const { facts, signaller } = opts;
-  const graceMs = nonNegativeOption(opts.graceMs, 3000, "graceMs");
+  const graceMs = nonNegativeOption(opts.graceMs, DEFAULT_GRACE_MS, "graceMs");
   const pollMs = Math.max(1, nonNegativeOption(opts.pollMs, 25, "pollMs"));
   const confirmMs = nonNegativeOption(opts.confirmMs, 2000, "confirmMs");
   const group = groupToWatch(opts.group !== undefined ? opts.group : tree.group, opts.group !== undefined ? "opts.group" : "target.group", tree);
@@ -272,19 +273,22 @@ function groupToWatch(value: number | undefined, name: string, tree: ReapTarget)
   if (value === undefined) return null;
   if (typeof value !== "number" || !Number.isInteger(value)) throw new TypeError(`${name} must be an integer process group id, got ${String(value)}`);
   if (value <= 1 || value > MAX_PID) throw new RangeError(`${name} must be between 2 and ${MAX_PID}, got ${value}`);
-  const own = ownProcessGroupId();
   // fail closed: our own group (or one we cannot tell apart from it) is never watched
-  if (own === null || value === own || value === process.pid || value === process.ppid) return null;
+  if (!checkGroupTarget(value).allowed) return null;
   const sids = new Set<number>();
   for (const m of [...tree.members, tree.root]) if (m.pgid === value) sids.add(m.sid);
   return sids.size > 0 ? { pgid: value, sids } : null;
 }
 
 /**
- * One fresh snapshot: every process whose parent is a member still alive with
- * its recorded start time, and not yet known, is added (descendants too); and
- * with a watched group, every new member of it in one of its recorded
- * sessions (with its descendants).
+ * One fresh snapshot: every process whose parent is a member we are tearing
+ * down (pending, termed or killed, still alive with its recorded start time)
+ * and not yet known is added, with its descendants; and with a watched group,
+ * every new member of it in one of its recorded sessions (with its
+ * descendants). A member the guards refused never seeds the search (its
+ * children are not the lease's: it may be this process's parent), and every
+ * newcomer must pass checkSignalTarget and not be an ancestor of this
+ * process, or it is neither added nor walked through.
  */
 async function newChildren(
   facts: ProcessFacts,
@@ -301,39 +305,34 @@ async function newChildren(
   } catch {
     return [];
   }
+  const ancestors = ancestorsOfSelf(snap);
+  const eligible = (p: ProcessInfo) =>
+    !byPid.has(p.pid) && p.state !== "Z" && !ancestors.has(p.pid) && checkSignalTarget(p.pid).allowed;
   const found: Entry[] = [];
   const stack: number[] = [];
   for (const e of entries) {
+    if (e.phase !== "pending" && e.phase !== "termed" && e.phase !== "killed") continue;
+    if (ancestors.has(e.pid) || !checkSignalTarget(e.pid).allowed) continue;
     const live = snap.processes.get(e.pid);
     if (live && String(live.startTime) === e.startTime) stack.push(e.pid);
   }
-  if (group !== null) {
-    const ancestors = ancestorsOfSelf(snap);
-    for (const p of snap.groupMembers(group.pgid)) {
-      if (byPid.has(p.pid) || p.state === "Z" || !group.sids.has(p.sid)) continue;
-      if (ancestors.has(p.pid) || !checkSignalTarget(p.pid).allowed) continue;
-      const e = add(p);
-      if (e) {
-        found.push(e);
-        stack.push(p.pid);
-      }
+  const take = (p: ProcessInfo) => {
+    const e = add(p);
+    if (e) {
+      found.push(e);
+      stack.push(p.pid);
     }
+  };
+  if (group !== null) {
+    for (const p of snap.groupMembers(group.pgid)) if (group.sids.has(p.sid) && eligible(p)) take(p);
   }
   while (stack.length > 0) {
     const parent = stack.pop()!;
-    for (const c of snap.childrenOf(parent)) {
-      if (byPid.has(c.pid)) continue;
-      const e = add(c);
-      if (e) {
-        found.push(e);
-        stack.push(c.pid);
-      }
-    }
+    for (const c of snap.childrenOf(parent)) if (eligible(c)) take(c);
   }
   // leaves first among the newcomers
   return found.reverse();
 }
-
 
 function sleep(ms: number): Promise<void> {
   return new Promise((r) => setTimeout(r, ms));

@@ -1,18 +1,22 @@
 /**
  * Remnants: what is left of a lease's tree when its root is gone (the wrapper
  * was SIGKILLed together with the gateway, so its parent-death cleanup never
- * ran) or its pid now names another process. Verification alone would say
- * "gone" and leave the adapter and its children running forever.
+ * ran). Verification alone would say "gone" and leave the adapter and its
+ * children running forever. Only a "gone" verdict (root absent, or a zombie,
+ * on the same boot) is searched: when the root pid names a live process with
+ * another start time (pid reused) nothing is searched and nothing is
+ * signalled, whatever that process carries (verify.ts).
  *
  * A remnant is accepted only on live evidence, all of it required (fail closed):
- * (a) its environment is readable and carries OPENCLAW_ACPX_LEASE_ID equal to
- *     the lease id AND OPENCLAW_GATEWAY_INSTANCE_ID equal to the lease's gateway;
- * (b) the same boot id and pid namespace as the lease, when the lease recorded
- *     them (recorded but unknown now → no remnants);
+ * (a) markerVerdict (markers.ts) is "match": its environment is readable and
+ *     carries this lease id AND this gateway instance id;
+ * (b) the same boot id as the lease, when the lease recorded one, and this
+ *     gateway still sees the pid namespace the lease was written in (recorded
+ *     but unknown now → no remnants);
  * (c) it started no earlier than the lease: against the root's recorded start
- *     time (same clock, when the boot id matched) and against `startedAt`
- *     through startTimeToEpochMs; when neither can be computed the check is
- *     skipped only if (a) and a recorded boot id matched, and the evidence says so;
+ *     time (same clock, when the boot id matched) and/or against `startedAt`
+ *     through startTimeToEpochMs; when neither can be computed the carrier is
+ *     refused (its start cannot be compared with the lease);
  * (d) this process's uid;
  * (e) it passes checkSignalTarget and is not an ancestor of this process.
  * Only exact-identity backends that read environments can prove (a): the ps
@@ -26,7 +30,8 @@ import { collectTree } from "./collect.js";
 import { checkSignalTarget } from "./guards.js";
 import type { ReapTarget } from "./reap.js";
 import { START_CLOCK_SLACK_MS, startTimeToEpochMs, type StartClock } from "./start-clock.js";
-import { INSTANCE_ENV_KEY, type AcpxProcessLease, type OwnershipEvidence } from "./types.js";
+import { markerVerdict } from "./markers.js";
+import type { AcpxProcessLease, OwnershipEvidence } from "./types.js";
 
 /** What every judgement of a batch shares. */
 export interface RemnantContext {
@@ -39,18 +44,18 @@ export interface RemnantContext {
   clock: StartClock | null;
 }
 
-type Refusal = "instance-marker" | "env-unreadable" | "boot-id" | "pid-namespace" | "uid" | "guard" | "started-early" | "start-unknown";
-type StartHow = "ticks" | "epoch" | "both" | "skipped";
+type Refusal = "markers" | "env-unreadable" | "boot-id" | "pid-namespace" | "uid" | "guard" | "started-early" | "start-unknown";
+type StartHow = "ticks" | "epoch" | "both";
 
 const REFUSAL_TEXT: Record<Refusal, string> = {
-  "instance-marker": "gateway instance marker differs or is absent",
+  markers: "lease id or gateway instance marker differs or is absent",
   "env-unreadable": "environment not readable",
   "boot-id": "boot id differs or is unknown",
-  "pid-namespace": "pid namespace differs or is unknown",
+  "pid-namespace": "seen from another pid namespace than the lease's, or unknown",
   uid: "another uid",
   guard: "refused by guard or an ancestor of this process",
   "started-early": "started before the lease",
-  "start-unknown": "start time not comparable and no recorded boot id to lean on",
+  "start-unknown": "start time not comparable with the lease (no recorded root start on this boot, no boot clock)",
 };
 
 /** Why a lease cannot have remnants at all in this context, or null when a search makes sense. */
@@ -60,6 +65,7 @@ export function remnantSearchBlocked(lease: AcpxProcessLease, ctx: RemnantContex
   if (ctx.myUid === null) return "this process's uid is unknown";
   if (lease.bootId !== undefined && ctx.hostBootId === undefined) return "the current boot id is unknown";
   if (lease.pidNamespace !== undefined && ctx.hostPidNamespace === undefined) return "the current pid namespace is unknown";
+  if (lease.pidNamespace !== undefined && ctx.hostPidNamespace !== lease.pidNamespace) return "this gateway sees another pid namespace than at spawn";
   return null;
 }
 
@@ -82,10 +88,14 @@ export type CarrierJudgement = { ok: true; start: StartHow } | { ok: false; why:
  * the env pass read for `p` (same start time, checked by the caller).
  */
 export function judgeCarrier(lease: AcpxProcessLease, p: ProcessInfo, d: ProcessDetails, ctx: RemnantContext): CarrierJudgement {
-  if (d.envReadable === false) return { ok: false, why: "env-unreadable" };
-  if (d.env[INSTANCE_ENV_KEY] !== lease.gatewayInstanceId) return { ok: false, why: "instance-marker" };
+  const markers = markerVerdict(d, lease);
+  if (markers === "unknown") return { ok: false, why: "env-unreadable" };
+  if (markers === "mismatch") return { ok: false, why: "markers" };
   if (lease.bootId !== undefined && (d.bootId === undefined || d.bootId !== lease.bootId || ctx.hostBootId !== lease.bootId)) return { ok: false, why: "boot-id" };
-  if (lease.pidNamespace !== undefined && (d.pidNamespace === undefined || d.pidNamespace !== lease.pidNamespace)) return { ok: false, why: "pid-namespace" };
+  // the backends report the OBSERVER's pid namespace: this asks "does this gateway still see the lease's namespace?"
+  if (lease.pidNamespace !== undefined && (d.pidNamespace === undefined || d.pidNamespace !== lease.pidNamespace || ctx.hostPidNamespace !== lease.pidNamespace)) {
+    return { ok: false, why: "pid-namespace" };
+  }
   if (ctx.myUid === null || p.uid !== ctx.myUid || d.uid !== ctx.myUid) return { ok: false, why: "uid" };
   if (!checkSignalTarget(p.pid).allowed || ctx.ancestors.has(p.pid)) return { ok: false, why: "guard" };
 
@@ -97,8 +107,8 @@ export function judgeCarrier(lease: AcpxProcessLease, p: ProcessInfo, d: Process
   if (epoch !== null && epoch < lease.startedAt - START_CLOCK_SLACK_MS) return { ok: false, why: "started-early" };
   if (tickChecked) return { ok: true, start: epoch !== null ? "both" : "ticks" };
   if (epoch !== null) return { ok: true, start: "epoch" };
-  // (a) matched above; a recorded boot id matched too: the markers were minted for this boot's lease
-  return lease.bootId !== undefined ? { ok: true, start: "skipped" } : { ok: false, why: "start-unknown" };
+  // markers alone never date a process: a carrier that cannot be compared with the lease is refused
+  return { ok: false, why: "start-unknown" };
 }
 
 /** Accepted carriers and refusal counts for one lease, gathered during the env pass. */
@@ -135,17 +145,15 @@ export function remnantEvidence(tally: RemnantTally | null, target: ReapTarget |
     return [{ check: "remnant-env", result: "unknown", detail: `no live process proven to carry this lease's markers${refusedText}` }];
   }
   const hows = new Set(tally.accepted.map((a) => a.start));
-  const start: OwnershipEvidence = hows.has("skipped")
-    ? { check: "remnant-start", result: "unknown", detail: "start time not comparable (no boot clock): skipped, accepted on both env markers and the recorded boot id" }
-    : {
-        check: "remnant-start",
-        result: "match",
-        detail: hows.has("ticks") && !hows.has("both") && !hows.has("epoch")
-          ? "started no earlier than the recorded root (same boot clock)"
-          : hows.has("epoch") && !hows.has("both") && !hows.has("ticks")
-            ? `started no earlier than the lease (epoch via btime, ±${START_CLOCK_SLACK_MS} ms)`
-            : `started no earlier than the recorded root and the lease (epoch via btime, ±${START_CLOCK_SLACK_MS} ms)`,
-      };
+  const start: OwnershipEvidence = {
+    check: "remnant-start",
+    result: "match",
+    detail: hows.has("ticks") && !hows.has("both") && !hows.has("epoch")
+      ? "started no earlier than the recorded root (same boot clock)"
+      : hows.has("epoch") && !hows.has("both") && !hows.has("ticks")
+        ? `started no earlier than the lease (epoch via btime, ±${START_CLOCK_SLACK_MS} ms)`
+        : `started no earlier than the recorded root and the lease (epoch via btime, ±${START_CLOCK_SLACK_MS} ms)`,
+  };
   return [
     {
       check: "remnant-env",

@@ -33,6 +33,11 @@ export interface AcpxProcessLease {
   /** the root's ProcessInfo.startTime, from the same facts backend that will verify it */
   rootStartTime?: string;
   bootId?: string;
+  /**
+   * The pid namespace the recording gateway SAW (the backends read the
+   * observer's /proc/self/ns/pid), not the root's own: verification asks
+   * "does this gateway still see the same namespace as at spawn?".
+   */
   pidNamespace?: string;
   updatedAt?: number;
 }

@@ -9,16 +9,24 @@
  * processes with the uid of some verified root, not already in a collected
  * tree, not zombies, and started no earlier than the oldest verified root
  * (when start times are comparable numbers). Their environment is read once
- * for OPENCLAW_ACPX_LEASE_ID and mapped leaseId → pids. On a busy host under
+ * for both marker keys, mapped leaseId → pids, and each one kept only when
+ * markerVerdict (markers.ts: lease id AND gateway instance id) says "match". On a busy host under
  * one uid that pass dominates, so 100 separate verifyOwnedTree calls cost
  * ~100 passes while verifyLeases costs one (bench/ownership.bench.mjs).
  * The ps backend cannot read environments, so the pass is skipped there.
  *
  * The same pass looks for remnants (remnants.ts): for a lease whose root is
- * gone, or whose root pid now names a process with another start time, the
- * processes that still carry the lease's markers. Candidates for that are
- * processes of this uid that are not our ancestors and started no earlier
- * than the recorded root; both marker keys are read in the one env read.
+ * gone (absent or a zombie, same boot), the processes that still carry the
+ * lease's markers. Candidates for that are processes of this uid that are not
+ * our ancestors and started no earlier than the recorded root. A root pid
+ * that now names a process with another start time (pid reused) is a
+ * mismatch: no remnant search, nothing signalled, whatever the impostor
+ * carries (fail closed: any mismatch → nothing).
+ *
+ * pid-namespace: the facts backends report the OBSERVER's namespace
+ * (/proc/self/ns/pid), so the check asks "does this gateway still see the
+ * pid namespace it saw at spawn?". When it does not, the lease's pid numbers
+ * do not name the same processes here: mismatch, before any pid is looked up.
  */
 import { realpath } from "node:fs/promises";
 import { isAbsolute, relative, resolve, sep } from "node:path";
@@ -26,7 +34,7 @@ import type { ProcessDetails, ProcessFacts, ProcessInfo, ProcessSnapshot } from 
 import { ancestorsOfSelf, collectTree } from "./collect.js";
 import { computeCommandHash } from "./command-hash.js";
 import { mapLimit } from "./fs-safe.js";
-import { checkSignalTarget, ownProcessGroupId } from "./guards.js";
+import { checkSignalTarget, isOwnProcessGroup } from "./guards.js";
 import { parseLeaseRecord } from "./lease-record.js";
 import type { ReapTarget } from "./reap.js";
 import {
@@ -39,7 +47,8 @@ import {
   type RemnantContext,
 } from "./remnants.js";
 import { readStartClock, type StartClock } from "./start-clock.js";
-import { INSTANCE_ENV_KEY, LEASE_ENV_KEY, type AcpxProcessLease, type OwnedProcessTree, type OwnershipEvidence } from "./types.js";
+import { MARKER_ENV_KEYS, markerVerdict } from "./markers.js";
+import { LEASE_ENV_KEY, type AcpxProcessLease, type OwnedProcessTree, type OwnershipEvidence } from "./types.js";
 
 export type LeaseVerdict = "owned" | "gone" | "mismatch" | "unknown";
 
@@ -55,12 +64,12 @@ export interface LeaseVerification {
   evidence: OwnershipEvidence[];
   tree: OwnedProcessTree | null;
   /**
-   * Only with verdict "gone" (root absent or a zombie, same boot) or
-   * "mismatch" because the root pid was reused (start time differs): the
-   * processes still proven to be this lease's by their env markers and the
-   * other remnant checks (remnants.ts), with their descendants, leaves first,
-   * the oldest carrier last as `root`. null otherwise, and always null on the
-   * ps and none backends. Never set together with `tree`.
+   * Only with verdict "gone" because the root is absent or a zombie on the
+   * same boot: the processes still proven to be this lease's by their env
+   * markers and the other remnant checks (remnants.ts), with their
+   * descendants, leaves first, the oldest carrier last as `root`. null
+   * otherwise (a reused root pid, "mismatch", never has remnants), and always
+   * null on the ps and none backends. Never set together with `tree`.
    */
   remnants: ReapTarget | null;
 }
@@ -78,8 +87,12 @@ export interface VerifyOptions {
   startClock?: StartClock | null;
 }
 
-/** Checks whose match identifies the root beyond its pid (used for the sufficiency rule). */
-const CORROBORATING = new Set(["wrapper-path", "command-hash", "process-group", "lease-env", "instance-env"]);
+/**
+ * Checks whose match identifies the root beyond its pid (used for the
+ * sufficiency rule). "process-group" counts only when the recorded group is
+ * not the root's own pid (see decide).
+ */
+const CORROBORATING = new Set(["wrapper-path", "command-hash", "process-group", "lease-env"]);
 const MARKER_CONCURRENCY = 16;
 
 export async function explainLease(lease: AcpxProcessLease, facts: ProcessFacts, opts?: VerifyOptions): Promise<LeaseVerification> {
@@ -129,7 +142,7 @@ export async function verifyLeases(
   await mapLimit(pending(), MARKER_CONCURRENCY, (s) => checkRoot(s, facts, snapshot, host, paths, opts?.gatewayInstanceId));
 
   // phase 2: one env pass: markers of every lease whose root checked out so
-  // far, and remnants of every lease whose root vanished or was reused
+  // far, and remnants of every lease whose root is gone
   const alive = pending().filter((s) => s.root !== null);
   const seekers = states.filter((s) => s.remnantSearch === true);
   const markers = await scanEnvironments(alive, seekers, facts, snapshot, host, opts);
@@ -147,7 +160,7 @@ interface State {
   root: ProcessInfo | null;
   details: ProcessDetails | null;
   tree?: OwnedProcessTree | null;
-  /** the root vanished (same boot) or its pid was reused: look for remnants */
+  /** the root is gone (absent or a zombie, same boot): look for remnants */
   remnantSearch?: boolean;
   remnants?: ReapTarget | null;
 }
@@ -160,9 +173,9 @@ function finishWith(s: State, verdict: LeaseVerdict, ev?: OwnershipEvidence): vo
   s.verdict = verdict;
   s.tree = null;
 }
-/** finishWith, and the lease's remnants are searched for in the env pass. */
-function vanished(s: State, verdict: "gone" | "mismatch", ev: OwnershipEvidence): void {
-  finishWith(s, verdict, ev);
+/** finishWith "gone", and the lease's remnants are searched for in the env pass. Only a gone root has remnants. */
+function vanished(s: State, ev: OwnershipEvidence): void {
+  finishWith(s, "gone", ev);
   s.remnantSearch = true;
 }
 function finish(s: State): LeaseVerification {
@@ -189,11 +202,8 @@ async function checkRoot(
   if (lease.rootPid === 0) return finishWith(s, "unknown", { check: "root-pid", result: "unknown", detail: "no root pid recorded (spawn pending or never completed)" });
   const guard = checkSignalTarget(lease.rootPid);
   if (!guard.allowed) return finishWith(s, "mismatch", { check: "root-pid", result: "mismatch", detail: `refused by guard: ${guard.reason}` });
-  if (lease.processGroupId !== undefined) {
-    const own = ownProcessGroupId();
-    if (own !== null && lease.processGroupId === own) {
-      return finishWith(s, "mismatch", { check: "process-group", result: "mismatch", detail: `recorded group ${own} is this process's own group` });
-    }
+  if (lease.processGroupId !== undefined && isOwnProcessGroup(lease.processGroupId) === true) {
+    return finishWith(s, "mismatch", { check: "process-group", result: "mismatch", detail: `recorded group ${lease.processGroupId} is this process's own group, or led by this process or its parent` });
   }
 
   // a reboot since the lease was written means the recorded process cannot be alive
@@ -202,40 +212,39 @@ async function checkRoot(
   else if (lease.bootId !== hostBoot) return finishWith(s, "gone", { check: "boot-id", result: "mismatch", detail: "host rebooted since the lease was written" });
   else push("boot-id", "match");
 
+  // the observer's namespace (see the header): another one means the pid numbers name other processes here
+  const hostNs = host?.pidNamespace;
+  if (lease.pidNamespace === undefined || hostNs === undefined) push("pid-namespace", "unknown", lease.pidNamespace === undefined ? "not recorded" : "this gateway's pid namespace is not readable");
+  else if (lease.pidNamespace !== hostNs) {
+    return finishWith(s, "mismatch", { check: "pid-namespace", result: "mismatch", detail: `this gateway now sees pid namespace ${hostNs}, the lease was written while it saw ${lease.pidNamespace}: its pids name other processes here` });
+  } else push("pid-namespace", "match", "this gateway still sees the pid namespace it saw at spawn");
+
   const root = snapshot.processes.get(lease.rootPid);
-  if (!root) return vanished(s, "gone", { check: "root-alive", result: "mismatch", detail: `pid ${lease.rootPid} is not in the process table` });
-  if (root.state === "Z") return vanished(s, "gone", { check: "root-alive", result: "mismatch", detail: `pid ${lease.rootPid} is a zombie` });
+  if (!root) return vanished(s, { check: "root-alive", result: "mismatch", detail: `pid ${lease.rootPid} is not in the process table` });
+  if (root.state === "Z") return vanished(s, { check: "root-alive", result: "mismatch", detail: `pid ${lease.rootPid} is a zombie` });
   push("root-alive", "match");
 
   if (lease.rootStartTime === undefined) push("start-time", "unknown", "not recorded");
   else if (String(root.startTime) !== lease.rootStartTime) {
-    return vanished(s, "mismatch", { check: "start-time", result: "mismatch", detail: `pid ${lease.rootPid} started at ${root.startTime}, lease says ${lease.rootStartTime} (pid reused)` });
+    // pid reused: not ours, and not a reason to look for anything else either
+    return finishWith(s, "mismatch", { check: "start-time", result: "mismatch", detail: `pid ${lease.rootPid} started at ${root.startTime}, lease says ${lease.rootStartTime} (pid reused)` });
   } else push("start-time", "match");
 
-  const d = await inspectSafe(facts, lease.rootPid, [LEASE_ENV_KEY, INSTANCE_ENV_KEY]);
+  const d = await inspectSafe(facts, lease.rootPid, MARKER_ENV_KEYS);
   if (d === undefined) return finishWith(s, "unknown", { check: "inspect", result: "unknown", detail: "the root could not be inspected" });
-  if (d === null) return vanished(s, "gone", { check: "root-alive", result: "mismatch", detail: `pid ${lease.rootPid} exited during verification` });
+  if (d === null) return vanished(s, { check: "root-alive", result: "mismatch", detail: `pid ${lease.rootPid} exited during verification` });
   if (String(d.startTime) !== String(root.startTime)) {
-    return vanished(s, "mismatch", { check: "start-time", result: "mismatch", detail: "pid reused during verification" });
+    return finishWith(s, "mismatch", { check: "start-time", result: "mismatch", detail: "pid reused during verification" });
   }
-  if (d.state === "Z") return vanished(s, "gone", { check: "root-alive", result: "mismatch", detail: `pid ${lease.rootPid} became a zombie` });
-
-  const liveNs = d.pidNamespace;
-  if (lease.pidNamespace === undefined || liveNs === undefined) push("pid-namespace", "unknown", lease.pidNamespace === undefined ? "not recorded" : "not readable");
-  else if (lease.pidNamespace !== liveNs) push("pid-namespace", "mismatch", `root is in ${liveNs}, lease says ${lease.pidNamespace}`);
-  else push("pid-namespace", "match");
+  if (d.state === "Z") return vanished(s, { check: "root-alive", result: "mismatch", detail: `pid ${lease.rootPid} became a zombie` });
 
   ev.push(await wrapperPathEvidence(lease, d, paths));
 
-  const envKnown = d.envReadable === true;
-  const leaseEnv = d.env?.[LEASE_ENV_KEY] ?? null;
-  if (leaseEnv !== null) push("lease-env", leaseEnv === lease.leaseId ? "match" : "mismatch", leaseEnv === lease.leaseId ? undefined : "the root carries another lease id");
-  else push("lease-env", envKnown ? "mismatch" : "unknown", envKnown ? "the root's environment has no lease id" : "environment not readable");
-  const instEnv = d.env?.[INSTANCE_ENV_KEY] ?? null;
-  if (instEnv !== null) {
-    push("instance-env", instEnv === lease.gatewayInstanceId ? "match" : "mismatch",
-      instEnv === lease.gatewayInstanceId ? undefined : `the root belongs to gateway ${instEnv}`);
-  } else push("instance-env", "unknown", envKnown ? "not set in the root's environment" : "environment not readable");
+  // the one marker rule (markers.ts): lease id AND gateway instance id
+  const markers = markerVerdict(d, lease);
+  if (markers === "match") push("lease-env", "match", "the root carries this lease id and gateway instance id");
+  else if (markers === "mismatch") push("lease-env", "mismatch", "the root's environment does not carry this lease id and this gateway instance id");
+  else push("lease-env", "unknown", "environment not readable");
 
   if (d.argv === null || d.argv.length === 0) push("command-hash", "unknown", "argv not readable");
   else if (lease.commandHash === "") push("command-hash", "unknown", "not recorded");
@@ -276,7 +285,13 @@ function groupEvidence(s: State, snapshot: ProcessSnapshot, root: ProcessInfo, m
   const check = "process-group";
   const pgid = s.lease.processGroupId;
   if (pgid === undefined) return { check, result: "unknown", detail: "no group recorded" };
-  if (root.pgid === pgid) return { check, result: "match", detail: "root is in the recorded group" };
+  // fail closed: a group that cannot be told apart from ours is never collected
+  if (isOwnProcessGroup(pgid) !== false) return { check, result: "unknown", detail: "this process's own group is unknown, so the recorded group cannot be told apart from it" };
+  if (root.pgid === pgid) {
+    return pgid === root.pid
+      ? { check, result: "match", detail: "the root leads the recorded group (implied by its pid: not counted beyond it)" }
+      : { check, result: "match", detail: "root is in the recorded group" };
+  }
   // the root led its own group when the lease was written: a leader that is a
   // session leader (a detached wrapper) can never leave its group
   if (pgid === root.pid) return { check, result: "mismatch", detail: `root led group ${pgid} when leased, now it is in ${root.pgid}` };
@@ -300,11 +315,15 @@ function decide(s: State, snapshot: ProcessSnapshot, markerPids: readonly number
   if (group.result === "mismatch") return finishWith(s, "mismatch");
   s.evidence.push(
     markerPids.length > 0
-      ? { check: "env-marker", result: "match", detail: `${markerPids.length} process(es) outside the parent links carry the lease id` }
-      : { check: "env-marker", result: "unknown", detail: facts.backend === "ps" ? "environments not readable on the ps backend" : "no escapee carries the lease id" },
+      ? { check: "env-marker", result: "match", detail: `${markerPids.length} process(es) outside the parent links carry this lease id and gateway instance id` }
+      : { check: "env-marker", result: "unknown", detail: facts.backend === "ps" ? "environments not readable on the ps backend" : "no escapee carries this lease id and gateway instance id" },
   );
   const matched = (c: string) => s.evidence.some((e) => e.check === c && e.result === "match");
-  const corroborating = (except: string) => s.evidence.some((e) => e.result === "match" && CORROBORATING.has(e.check) && e.check !== except);
+  // a recorded group equal to the root's pid is implied by the pid: any
+  // impostor leading its own group matches it, so it proves nothing more
+  const groupImplied = s.lease.processGroupId === root.pid;
+  const counts = (e: OwnershipEvidence) => CORROBORATING.has(e.check) && !(e.check === "process-group" && groupImplied);
+  const corroborating = (except: string) => s.evidence.some((e) => e.result === "match" && counts(e) && e.check !== except);
   const coarse = facts.identityStrength !== "exact";
   let enough: boolean;
   if (matched("start-time")) enough = !coarse || corroborating("start-time");
@@ -324,7 +343,7 @@ function decide(s: State, snapshot: ProcessSnapshot, markerPids: readonly number
 /**
  * One pass of env reads shared by every lease in the batch: returns the
  * marker pids of the alive leases, and fills in `remnants` (plus evidence)
- * of every seeker (a lease whose root vanished or was reused).
+ * of every seeker (a lease whose root is gone).
  */
 async function scanEnvironments(
   alive: State[],
@@ -373,16 +392,17 @@ async function scanEnvironments(
     const forRemnants = tallies.size > 0 && p.uid === ctx.myUid && !ctx.ancestors.has(p.pid) && !(Number(p.startTime) < remnantBound);
     if (forMarkers || forRemnants) candidates.push(p);
   }
-  const details = await mapLimit(candidates, MARKER_CONCURRENCY, (p) => inspectSafe(facts, p.pid, [LEASE_ENV_KEY, INSTANCE_ENV_KEY]));
+  const details = await mapLimit(candidates, MARKER_CONCURRENCY, (p) => inspectSafe(facts, p.pid, MARKER_ENV_KEYS));
   candidates.forEach((p, i) => {
     const d = details[i];
+    // the lease id only indexes the batch; markerVerdict (in judgeCarrier, and below) decides
     const id = d?.env?.[LEASE_ENV_KEY];
     if (!d || typeof id !== "string" || String(d.startTime) !== String(p.startTime) || d.state === "Z") return;
     const seeker = tallies.get(id);
     if (seeker) return seeker.tally.add(p, judgeCarrier(seeker.s.lease, p, d, ctx));
     if (!markersWanted) return;
     const s = byId.get(id);
-    if (!s || s.root!.uid !== p.uid) return;
+    if (!s || s.root!.uid !== p.uid || markerVerdict(d, s.lease) !== "match") return;
     if (comparable && Number(p.startTime) < Number(s.root!.startTime)) return;
     const list = out.get(id);
     if (list) list.push(p.pid);

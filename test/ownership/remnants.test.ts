@@ -73,11 +73,19 @@ const rows: Row[] = [
     signals: ["SIGTERM A"],
   },
   {
-    name: "root pid reused by an unrelated process: the impostor is untouched, the remnants are reaped",
+    // fail closed: a reused root pid is a mismatch, and a mismatch never leads to a signal; the
+    // remnants are left until a later verification finds the root pid free (verdict "gone")
+    name: "root pid reused by an unrelated process: mismatch, no remnant search, nothing signalled",
     setup: (sim) => remnantFamily()(sim).add(unrelated({ name: "W'", pid: W, startTime: "7000", uid: MY })),
     verdict: "mismatch",
-    remnants: ["G", "A"],
-    signals: ["SIGTERM G", "SIGTERM A"],
+    signals: [],
+    evidence: ["start-time", "mismatch"],
+  },
+  {
+    name: "root pid reused by an impostor carrying this lease's markers: the impostor and the remnants are untouched",
+    setup: (sim) => remnantFamily()(sim).add(wrapper({ name: "W'", startTime: "7000", ppid: 1, uid: MY })),
+    verdict: "mismatch",
+    signals: [],
     evidence: ["start-time", "mismatch"],
   },
   {
@@ -85,7 +93,7 @@ const rows: Row[] = [
     setup: remnantFamily({ env: { ...ENV, OPENCLAW_GATEWAY_INSTANCE_ID: "gw-B" } }, { env: { ...ENV, OPENCLAW_GATEWAY_INSTANCE_ID: "gw-B" } }),
     verdict: "gone",
     signals: [],
-    evidence: ["remnant-env", "unknown", /2 gateway instance marker differs/],
+    evidence: ["remnant-env", "unknown", /2 lease id or gateway instance marker differs/],
   },
   {
     name: "remnant without the instance marker: untouched",
@@ -129,14 +137,14 @@ const rows: Row[] = [
     evidence: ["remnant-start", "match", /epoch via btime/],
   },
   {
-    name: "boot clock not computable, recorded boot id matched: the start check is skipped and says so",
+    // markers and a matching boot id alone never date a process: it cannot be compared with the lease
+    name: "boot clock not computable and no root start recorded, recorded boot id matched: refused, untouched",
     setup: remnantFamily(),
     lease: lease({ rootStartTime: undefined, startedAt: 9e15 }),
     startClock: null,
     verdict: "gone",
-    remnants: ["G", "A"],
-    signals: ["SIGTERM G", "SIGTERM A"],
-    evidence: ["remnant-start", "unknown", /skipped/],
+    signals: [],
+    evidence: ["remnant-env", "unknown", /2 start time not comparable/],
   },
   {
     name: "boot clock not computable and no boot id recorded: untouched",
@@ -167,11 +175,15 @@ const rows: Row[] = [
     evidence: ["boot-id", "mismatch"],
   },
   {
-    name: "remnant in another pid namespace: untouched",
-    setup: remnantFamily({ pidNamespace: "pid:[4026532999]" }, { pidNamespace: "pid:[4026532999]" }),
-    verdict: "gone",
+    // the backends report the observer's namespace: another one means the lease's pids mean nothing here
+    name: "this gateway now sees another pid namespace than at spawn: mismatch, no remnant search, untouched",
+    setup: (sim) => {
+      remnantFamily()(sim);
+      sim.pidNamespace = "pid:[4026532999]";
+    },
+    verdict: "mismatch",
     signals: [],
-    evidence: ["remnant-env", "unknown", /pid namespace/],
+    evidence: ["pid-namespace", "mismatch", /this gateway now sees pid namespace/],
   },
   {
     name: "remnant under another uid: untouched",
@@ -306,27 +318,33 @@ describe("judgeCarrier (each remnant check on its own, behind the env pass's pre
   it("refuses each failed check with its reason", () => {
     const cases: [string, ReturnType<typeof judgeCarrier>][] = [
       ["instance", judgeCarrier(l, proc, details({ env: { ...ENV, OPENCLAW_GATEWAY_INSTANCE_ID: "gw-B" } }), ctx)],
+      ["no instance", judgeCarrier(l, proc, details({ env: { OPENCLAW_ACPX_LEASE_ID: "lease-1", OPENCLAW_GATEWAY_INSTANCE_ID: null } }), ctx)],
       ["unreadable", judgeCarrier(l, proc, details({ envReadable: false }), ctx)],
       ["boot", judgeCarrier(l, proc, details({ bootId: "boot-bbbb" }), ctx)],
       ["boot unknown", judgeCarrier(l, proc, details({ bootId: undefined }), ctx)],
       ["ns", judgeCarrier(l, proc, details({ pidNamespace: "pid:[1]" }), ctx)],
+      ["host ns", judgeCarrier(l, proc, details(), { ...ctx, hostPidNamespace: "pid:[1]" })],
       ["uid", judgeCarrier(l, { ...proc, uid: MY + 1 }, details({ uid: MY + 1 }), ctx)],
       ["ancestor", judgeCarrier(l, { ...proc, pid: P + 20 }, details({ pid: P + 20 }), ctx)],
       ["pid 1", judgeCarrier(l, { ...proc, pid: 1 }, details({ pid: 1 }), ctx)],
       ["before root", judgeCarrier(l, { ...proc, startTime: "4999" }, details({ startTime: "4999" }), ctx)],
       ["before lease", judgeCarrier(lease({ startedAt: 1_050_010 + START_CLOCK_SLACK_MS + 1 }), proc, details(), ctx)],
+      ["not comparable", judgeCarrier(lease({ rootStartTime: undefined }), proc, details(), { ...ctx, clock: null })],
     ];
     expect(cases.map(([n, j]) => [n, j.ok ? "ok" : j.why])).toEqual([
-      ["instance", "instance-marker"],
+      ["instance", "markers"],
+      ["no instance", "markers"],
       ["unreadable", "env-unreadable"],
       ["boot", "boot-id"],
       ["boot unknown", "boot-id"],
       ["ns", "pid-namespace"],
+      ["host ns", "pid-namespace"],
       ["uid", "uid"],
       ["ancestor", "guard"],
       ["pid 1", "guard"],
       ["before root", "started-early"],
       ["before lease", "started-early"],
+      ["not comparable", "start-unknown"],
     ]);
   });
 

@@ -26,7 +26,6 @@ export interface SimProc extends ProcessInfo {
   env?: Record<string, string>;
   /** default true */
   envReadable?: boolean;
-  pidNamespace?: string;
   onTerm?: "exit" | "ignore" | "zombie";
   onKill?: "exit" | "ignore";
   deny?: boolean;
@@ -36,11 +35,18 @@ export interface SimProc extends ProcessInfo {
 
 export const BOOT = "boot-aaaa";
 export const NS = "pid:[4026531836]";
+/** this test process's uid: the simulated family runs under it, so the remnant path (our uid only) is live in every row */
+export const MY = process.getuid?.() ?? 1000;
 
 export class SimFacts implements ProcessFacts {
   readonly table = new Map<number, SimProc>();
   snapshotFails = false;
   bootId = BOOT;
+  /**
+   * The OBSERVER's pid namespace, as every backend reports it
+   * (/proc/self/ns/pid): the same for every inspected process.
+   */
+  pidNamespace = NS;
   snapshots = 0;
   inspects = 0;
   /** every pid inspect() was asked about, in order */
@@ -50,7 +56,7 @@ export class SimFacts implements ProcessFacts {
     readonly identityStrength: IdentityStrength = "exact",
   ) {
     // this process is in the table, as on a real host
-    this.add({ name: "self", pid: process.pid, ppid: process.ppid, pgid: process.pid, sid: process.pid, uid: 1000, state: "S", startTime: "10", argv: ["node"], exePath: "/usr/bin/node" });
+    this.add({ name: "self", pid: process.pid, ppid: process.ppid, pgid: process.pid, sid: process.pid, uid: MY, state: "S", startTime: "10", argv: ["node"], exePath: "/usr/bin/node" });
   }
   add(p: SimProc): this {
     this.table.set(p.pid, { ...p });
@@ -79,7 +85,7 @@ export class SimFacts implements ProcessFacts {
     };
     if (this.backend !== "ps") {
       d.bootId = this.bootId;
-      d.pidNamespace = p.pidNamespace ?? NS;
+      d.pidNamespace = this.pidNamespace;
     }
     return d;
   }
@@ -167,19 +173,19 @@ export function lease(over: Partial<AcpxProcessLease> = {}): AcpxProcessLease {
 }
 
 export const wrapper = (over: Partial<SimProc> = {}): SimProc => ({
-  name: "W", pid: W, ppid: process.pid, pgid: W, sid: W, uid: 1000, state: "S", startTime: "5000",
+  name: "W", pid: W, ppid: process.pid, pgid: W, sid: W, uid: MY, state: "S", startTime: "5000",
   exePath: "/usr/bin/node", argv: ARGV, env: ENV, ...over,
 });
 export const adapter = (over: Partial<SimProc> = {}): SimProc => ({
-  name: "A", pid: A, ppid: W, pgid: A, sid: W, uid: 1000, state: "S", startTime: "5001",
+  name: "A", pid: A, ppid: W, pgid: A, sid: W, uid: MY, state: "S", startTime: "5001",
   exePath: "/usr/bin/python3", argv: ["python3", "-m", "adapter"], env: ENV, ...over,
 });
 export const grandchild = (over: Partial<SimProc> = {}): SimProc => ({
-  name: "G", pid: G, ppid: A, pgid: A, sid: W, uid: 1000, state: "S", startTime: "5002",
+  name: "G", pid: G, ppid: A, pgid: A, sid: W, uid: MY, state: "S", startTime: "5002",
   exePath: "/usr/bin/sleep", argv: ["sleep", "1000"], env: ENV, ...over,
 });
 export const unrelated = (over: Partial<SimProc> = {}): SimProc => ({
-  name: "X", pid: X, ppid: 1, pgid: X, sid: X, uid: 1000, state: "S", startTime: "6000",
+  name: "X", pid: X, ppid: 1, pgid: X, sid: X, uid: MY, state: "S", startTime: "6000",
   exePath: "/usr/bin/vim", argv: ["vim"], env: {}, ...over,
 });
 

@@ -1,7 +1,10 @@
 /**
  * The table-driven process-lifecycle simulator (issue 3, test 1). One row per
  * case; every row states the exact list of signals that must be delivered,
- * an empty list included, and the verdict.
+ * an empty list included, and the verdict. Every row, whatever its verdict,
+ * goes through the production path (explainLease → reapLeaseVerification)
+ * with the recording signaller, and the simulated family runs under this
+ * process's uid, so an empty signal list is something a row can fail.
  */
 import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
@@ -12,6 +15,7 @@ import {
   explainLease,
   openLeaseStore,
   ownProcessGroupId,
+  reapLeaseVerification,
   reapOwnedTree,
   tokenizeShellCommand,
   verifyLeases,
@@ -19,12 +23,14 @@ import {
   type LeaseVerdict,
   type ReapOutcome,
 } from "../../src/ownership/index.js";
-import { A, adapter, ARGV, BOOT, E, ENV, family, G, grandchild, lease, nameOf, NS, P, RecordingSignaller, ROOT, SimFacts, unrelated, type SimRowBase, W, WRAPPER, wrapper, X, type SimProc } from "./sim.js";
+import { A, adapter, ARGV, BOOT, E, ENV, family, G, grandchild, lease, MY, nameOf, NS, P, RecordingSignaller, ROOT, SimFacts, unrelated, type SimRowBase, W, WRAPPER, wrapper, X, type SimProc } from "./sim.js";
 
 interface Row extends SimRowBase {
   /** mutate the table after verification, before reaping */
   between?: (sim: SimFacts) => void;
   verdict: LeaseVerdict;
+  /** names of the remnant members reaped (leaves first); undefined = no remnants */
+  remnants?: string[];
   outcomes?: Record<string, ReapOutcome>;
   evidence?: string; // a check that must appear as mismatch/unknown
 }
@@ -40,6 +46,15 @@ const rows: Row[] = [
   {
     name: "pid reused by an unrelated process",
     setup: (sim) => sim.add(unrelated({ name: "W'", pid: W, startTime: "7000" })),
+    verdict: "mismatch",
+    signals: [],
+    evidence: "start-time",
+  },
+  {
+    // fail closed: the impostor carries this lease's markers and the old adapter and grandchild
+    // are still alive with them, but a reused root pid is a mismatch: nothing is searched or signalled
+    name: "pid reused by a process carrying our markers, the old adapter and grandchild still alive: nothing signalled",
+    setup: (sim) => sim.add(wrapper({ name: "W'", startTime: "7000", ppid: 1 })).add(adapter({ ppid: 1 })).add(grandchild()),
     verdict: "mismatch",
     signals: [],
     evidence: "start-time",
@@ -125,11 +140,28 @@ const rows: Row[] = [
     signals: ["SIGTERM G", "SIGTERM A", "SIGTERM W"],
   },
   {
-    name: "zombie root",
-    setup: (sim) => sim.add(wrapper({ state: "Z" })).add(adapter()),
+    // a zombie root has exited (same boot): "gone", so what still carries BOTH markers of this lease
+    // under our uid, started after the root, is a remnant and reaped; the zombie itself is never signalled
+    name: "zombie root, adapter and grandchild carry both markers: reaped as remnants, the zombie is not signalled",
+    setup: (sim) => sim.add(wrapper({ state: "Z" })).add(adapter({ ppid: 1 })).add(grandchild()).add(unrelated()),
+    verdict: "gone",
+    remnants: ["G", "A"],
+    signals: ["SIGTERM G", "SIGTERM A"],
+    evidence: "root-alive",
+  },
+  {
+    name: "zombie root, its adapter carries the lease id but not this gateway's instance id: untouched",
+    setup: (sim) => sim.add(wrapper({ state: "Z" })).add(adapter({ ppid: 1, env: { OPENCLAW_ACPX_LEASE_ID: "lease-1" } })),
     verdict: "gone",
     signals: [],
-    evidence: "root-alive",
+    evidence: "remnant-env",
+  },
+  {
+    name: "zombie root, its adapter carries both markers but started before the root: untouched",
+    setup: (sim) => sim.add(wrapper({ state: "Z" })).add(adapter({ ppid: 1, startTime: "4999" })),
+    verdict: "gone",
+    signals: [],
+    evidence: "remnant-env",
   },
   {
     name: "different boot id (host rebooted)",
@@ -142,8 +174,13 @@ const rows: Row[] = [
     evidence: "boot-id",
   },
   {
-    name: "different pid namespace",
-    setup: (sim) => sim.add(wrapper({ pidNamespace: "pid:[4026532999]" })).add(adapter()),
+    // backends report the observer's namespace: this gateway now runs in another one (a container
+    // sharing the state dir), so the lease's pid numbers name other processes here
+    name: "this gateway now sees another pid namespace than at spawn: mismatch before any pid is looked up",
+    setup: (sim) => {
+      family(sim);
+      sim.pidNamespace = "pid:[4026532999]";
+    },
     verdict: "mismatch",
     signals: [],
     evidence: "pid-namespace",
@@ -221,12 +258,22 @@ const rows: Row[] = [
     evidence: "sufficiency",
   },
   {
-    name: "ps backend, start time plus recorded group match: verified",
+    // any same-second impostor leading its own group looks exactly like this: pgid == rootPid is implied by the pid
+    name: "ps backend, start time plus a recorded group that is the root's own pid: not enough, left alone",
     facts: () => new SimFacts("ps", "coarse"),
     setup: (sim) => sim.add(wrapper({ startTime: "1700000000" })),
     lease: lease({ processGroupId: W, rootStartTime: "1700000000", bootId: undefined, pidNamespace: undefined }),
+    verdict: "unknown",
+    signals: [],
+    evidence: "sufficiency",
+  },
+  {
+    name: "ps backend, start time plus the adapter group led by a child of the root: verified",
+    facts: () => new SimFacts("ps", "coarse"),
+    setup: (sim) => sim.add(wrapper({ startTime: "1700000000" })).add(adapter({ startTime: "1700000001" })),
+    lease: lease({ processGroupId: A, rootStartTime: "1700000000", bootId: undefined, pidNamespace: undefined }),
     verdict: "owned",
-    signals: ["SIGTERM W"],
+    signals: ["SIGTERM A", "SIGTERM W"],
   },
   {
     name: "lease from another gateway instance",
@@ -240,14 +287,21 @@ const rows: Row[] = [
   {
     name: "setsid escapee found by its env marker",
     setup: (sim) =>
-      family(sim).add({ name: "E", pid: E, ppid: 1, pgid: E, sid: E, uid: 1000, state: "S", startTime: "5003", argv: ["daemon"], env: ENV }),
+      family(sim).add({ name: "E", pid: E, ppid: 1, pgid: E, sid: E, uid: MY, state: "S", startTime: "5003", argv: ["daemon"], env: ENV }),
     verdict: "owned",
     signals: ["SIGTERM E", "SIGTERM G", "SIGTERM A", "SIGTERM W"],
   },
   {
+    name: "a setsid process carrying the lease id but another gateway's instance id is not collected",
+    setup: (sim) =>
+      family(sim).add({ name: "E", pid: E, ppid: 1, pgid: E, sid: E, uid: MY, state: "S", startTime: "5003", argv: ["daemon"], env: { ...ENV, OPENCLAW_GATEWAY_INSTANCE_ID: "gw-B" } }),
+    verdict: "owned",
+    signals: ["SIGTERM G", "SIGTERM A", "SIGTERM W"],
+  },
+  {
     name: "a process of another uid carrying the lease id is not collected",
     setup: (sim) =>
-      family(sim).add({ name: "E", pid: E, ppid: 1, pgid: E, sid: E, uid: 2000, state: "S", startTime: "5003", argv: ["daemon"], env: ENV }),
+      family(sim).add({ name: "E", pid: E, ppid: 1, pgid: E, sid: E, uid: MY + 1, state: "S", startTime: "5003", argv: ["daemon"], env: ENV }),
     verdict: "owned",
     signals: ["SIGTERM G", "SIGTERM A", "SIGTERM W"],
   },
@@ -303,16 +357,20 @@ describe("process-lifecycle simulator", () => {
         expect(v.evidence.some((e) => e.check === row.evidence && e.result !== "match"), JSON.stringify(v.evidence)).toBe(true);
       }
       expect(v.tree === null).toBe(row.verdict !== "owned");
+      expect(v.remnants?.members.map((m) => nameOf(m.pid)) ?? null, JSON.stringify(v.evidence)).toEqual(row.remnants ?? null);
       row.between?.(sim);
-      if (v.tree) {
-        const report = await reapOwnedTree(v.tree, { facts: sim, signaller: sig, graceMs: 150, pollMs: 5, confirmMs: 150 });
+      // the production path for every row, owned or not
+      const r = await reapLeaseVerification(v, { facts: sim, signaller: sig, graceMs: 150, pollMs: 5, confirmMs: 150 });
+      expect(r.target).toBe(row.verdict === "owned" ? "tree" : row.remnants ? "remnants" : null);
+      if (r.report) {
         if (row.outcomes) {
-          const names = new Map([...v.tree.members].map((m) => [m.pid, nameOf(m.pid)]));
-          const got = Object.fromEntries(report.results.map((r) => [names.get(r.pid), r.outcome]));
+          const got = Object.fromEntries(r.report.results.map((x) => [nameOf(x.pid), x.outcome]));
           expect(got).toEqual(row.outcomes);
         }
-        expect(report.termSent).toBe(row.signals.filter((s) => s.startsWith("SIGTERM")).length);
-        expect(report.killSent).toBe(row.signals.filter((s) => s.startsWith("SIGKILL")).length);
+        expect(r.report.termSent).toBe(row.signals.filter((s) => s.startsWith("SIGTERM")).length);
+        expect(r.report.killSent).toBe(row.signals.filter((s) => s.startsWith("SIGKILL")).length);
+      } else {
+        expect(sig.attempts).toEqual([]);
       }
       expect(sig.log).toEqual(row.signals);
     });
@@ -337,13 +395,22 @@ describe("process-lifecycle simulator", () => {
       const { leases, problems } = await store.list({ gatewayInstanceId: "gw-A", states: ["open"] });
       expect(problems.map((p) => p.kind)).toEqual(["corrupt"]);
       expect(problems[0]!.quarantinedTo).toContain("quarantine");
-      // the corrupt lease names a live process that is NOT ours: it must not be touched
+      expect(leases.map((l) => l.leaseId)).toEqual(["lease-1"]);
+      // the corrupt file was meant to be lease-2, whose live wrapper W2 (our uid, its markers) is NOT
+      // proven ours by anything that was readable: nothing may touch it, though lease-1's root is gone
+      // and its remnant search runs over every process of our uid
       const sim = new SimFacts();
-      sim.add(wrapper({ name: "W2", pid: P + 60, startTime: "5100" }));
+      sim.add(wrapper({ name: "W2", pid: P + 60, startTime: "5100", env: { OPENCLAW_ACPX_LEASE_ID: "lease-2", OPENCLAW_GATEWAY_INSTANCE_ID: "gw-A" } }));
       const sig = new RecordingSignaller(sim);
       const vs = await verifyLeases(leases, sim);
       expect(vs.map((v) => v.verdict)).toEqual(["gone"]);
-      expect(sig.log).toEqual([]);
+      expect(vs[0]!.evidence.some((e) => e.check === "remnant-env")).toBe(true); // the search ran
+      for (const v of vs) {
+        const r = await reapLeaseVerification(v, { facts: sim, signaller: sig, graceMs: 50, pollMs: 5, confirmMs: 50 });
+        expect(r.target).toBeNull();
+      }
+      expect(sig.attempts).toEqual([]);
+      expect(sim.table.has(P + 60)).toBe(true);
     } finally {
       await rm(dir, { recursive: true, force: true });
     }
@@ -354,22 +421,70 @@ describe("process-lifecycle simulator", () => {
 describe("legacy records in the simulator", () => {
   const quoted = `/usr/bin/node '/opt/gw-a/acpx/wrapper v2.mjs' --session "agent:a b"`;
   const live = ["/usr/bin/node", "/opt/gw-a/acpx/wrapper v2.mjs", "--session", "agent:a b"];
-  const legacyRows: { name: string; proc: Partial<SimProc>; record: { pid: number; command: string | string[]; wrapperPath?: string }; wrapperRoot?: string; signals: string[] }[] = [
-    { name: "shell-quoted stored command, same live argv, no wrapper: verified", proc: { argv: live }, record: { pid: W, command: quoted }, signals: ["SIGTERM W"] },
-    { name: "shell-quoted stored command, different live argv: left alone", proc: { argv: [...live.slice(0, 3), "agent:a", "b"] }, record: { pid: W, command: quoted }, signals: [] },
-    { name: "wrapper recorded and under wrapperRoot: verified", proc: { argv: live }, record: { pid: W, command: quoted, wrapperPath: "/opt/gw-a/acpx/wrapper v2.mjs" }, wrapperRoot: ROOT, signals: ["SIGTERM W"] },
-    { name: "wrapper recorded but no wrapperRoot to check: left alone", proc: { argv: live }, record: { pid: W, command: quoted, wrapperPath: "/opt/gw-a/acpx/wrapper v2.mjs" }, signals: [] },
-    { name: "wrapper recorded, live root is another gateway's wrapper: left alone", proc: { argv: ["/usr/bin/node", "/opt/gw-b/acpx/wrapper.mjs"] }, record: { pid: W, command: ["/usr/bin/node", "/opt/gw-b/acpx/wrapper.mjs"], wrapperPath: "/opt/gw-a/acpx/wrapper.mjs" }, wrapperRoot: ROOT, signals: [] },
-    { name: "stored pid metadata alone (untokenisable command, argv unreadable): left alone", proc: { argv: null }, record: { pid: W, command: "node $(cat x)" }, signals: [] },
-    { name: "dead root: left alone", proc: { pid: P + 77 }, record: { pid: W, command: quoted }, signals: [] },
+  const wrapperV2 = "/opt/gw-a/acpx/wrapper v2.mjs";
+  type LegacyRow = {
+    name: string;
+    proc: Partial<SimProc>;
+    record: { pid: number; command: string | string[]; wrapperPath?: string };
+    wrapperRoot?: string;
+    signals: string[];
+    /** a check that must appear with this result */
+    evidence?: [string, "match" | "mismatch" | "unknown"];
+  };
+  // the legacy process's environment is readable and carries no lease markers unless a row says otherwise
+  const legacyRows: LegacyRow[] = [
+    { name: "shell-quoted stored command, same live argv, no wrapper: verified", proc: { argv: live }, record: { pid: W, command: quoted }, signals: ["SIGTERM W"], evidence: ["lease-env", "match"] },
+    { name: "shell-quoted stored command, different live argv: left alone", proc: { argv: [...live.slice(0, 3), "agent:a", "b"] }, record: { pid: W, command: quoted }, signals: [], evidence: ["command", "mismatch"] },
+    { name: "wrapper recorded and under wrapperRoot: verified", proc: { argv: live }, record: { pid: W, command: quoted, wrapperPath: wrapperV2 }, wrapperRoot: ROOT, signals: ["SIGTERM W"], evidence: ["wrapper-root", "match"] },
+    { name: "wrapper recorded but no wrapperRoot to check: left alone", proc: { argv: live }, record: { pid: W, command: quoted, wrapperPath: wrapperV2 }, signals: [], evidence: ["wrapper-root", "unknown"] },
+    { name: "wrapper recorded, live root is another gateway's wrapper: left alone", proc: { argv: ["/usr/bin/node", "/opt/gw-b/acpx/wrapper.mjs"] }, record: { pid: W, command: ["/usr/bin/node", "/opt/gw-b/acpx/wrapper.mjs"], wrapperPath: "/opt/gw-a/acpx/wrapper.mjs" }, wrapperRoot: ROOT, signals: [], evidence: ["wrapper-root", "mismatch"] },
+    { name: "stored pid metadata alone (untokenisable command, argv unreadable): left alone", proc: { argv: null }, record: { pid: W, command: "node $(cat x)" }, signals: [], evidence: ["command", "unknown"] },
+    {
+      // the legacy pid now runs this installation's shared wrapper shim for a CURRENT session
+      name: "untokenisable stored command, live root runs the recorded wrapper: never a match, left alone",
+      proc: { argv: live },
+      record: { pid: W, command: `node '${wrapperV2}' $(session)`, wrapperPath: wrapperV2 },
+      wrapperRoot: ROOT,
+      signals: [],
+      evidence: ["command", "unknown"],
+    },
+    {
+      name: "wrapper root carrying OPENCLAW_ACPX_LEASE_ID is a leased wrapper, not a legacy one: left alone",
+      proc: { argv: live, env: ENV },
+      record: { pid: W, command: quoted, wrapperPath: wrapperV2 },
+      wrapperRoot: ROOT,
+      signals: [],
+      evidence: ["lease-env", "mismatch"],
+    },
+    {
+      name: "command-only legacy root carrying OPENCLAW_ACPX_LEASE_ID (a current session's process on the reused pid): left alone",
+      proc: { argv: live, env: { OPENCLAW_ACPX_LEASE_ID: "lease-9" } },
+      record: { pid: W, command: quoted },
+      signals: [],
+      evidence: ["lease-env", "mismatch"],
+    },
+    {
+      name: "wrapper root whose environment cannot be read: unknown, left alone",
+      proc: { argv: live, envReadable: false },
+      record: { pid: W, command: quoted, wrapperPath: wrapperV2 },
+      wrapperRoot: ROOT,
+      signals: [],
+      evidence: ["lease-env", "unknown"],
+    },
+    { name: "dead root: left alone", proc: { pid: P + 77 }, record: { pid: W, command: quoted }, signals: [], evidence: ["root-alive", "mismatch"] },
   ];
   for (const row of legacyRows) {
     it(row.name, async () => {
       const sim = new SimFacts();
-      sim.add(wrapper({ envReadable: false, ...row.proc }));
+      sim.add(wrapper({ env: {}, ...row.proc }));
       const sig = new RecordingSignaller(sim);
       const { tree, evidence } = await verifyLegacyRecord({ sessionKey: "old", ...row.record }, sim, row.wrapperRoot ? { wrapperRoot: row.wrapperRoot } : {});
       expect(evidence.length).toBeGreaterThan(0);
+      if (row.evidence) {
+        const [check, result] = row.evidence;
+        expect(evidence.some((e) => e.check === check && e.result === result), JSON.stringify(evidence)).toBe(true);
+      }
+      expect(tree !== null).toBe(row.signals.length > 0);
       if (tree) {
         expect(tree.lease.leaseId.startsWith("legacy-")).toBe(true);
         await reapOwnedTree(tree, { facts: sim, signaller: sig, graceMs: 100, pollMs: 5, confirmMs: 100 });
@@ -377,4 +492,48 @@ describe("legacy records in the simulator", () => {
       expect(sig.log).toEqual(row.signals);
     });
   }
+});
+
+describe("reaper: a tree that contains this process and its parent", () => {
+  // A caller hands the reaper a target that (wrongly) lists our parent and this process next to
+  // the legit members. Our parent has another child (our sibling S), we have a child of our own (C),
+  // and the legit root W forks a newcomer N on its way out. Only W, its child K and N may be signalled.
+  const S = P + 40;
+  const C = P + 41;
+  const K = P + 42;
+  const N = P + 43;
+  const names: Record<number, string> = { [process.ppid]: "parent", [process.pid]: "self", [S]: "S", [C]: "C", [K]: "K", [N]: "N", [W]: "W" };
+
+  it("guard-refused members never seed the new-children search; only the legit members are signalled", async () => {
+    const sim = new SimFacts();
+    sim.add({ name: "parent", pid: process.ppid, ppid: 1, pgid: process.ppid, sid: process.ppid, uid: MY, state: "S", startTime: "1" });
+    sim.add({ name: "S", pid: S, ppid: process.ppid, pgid: S, sid: S, uid: MY, state: "S", startTime: "20" });
+    sim.add({ name: "C", pid: C, ppid: process.pid, pgid: C, sid: C, uid: MY, state: "S", startTime: "30" });
+    sim.add({ name: "K", pid: K, ppid: W, pgid: W, sid: W, uid: MY, state: "S", startTime: "5001" });
+    sim.add(wrapper({ ppid: 1, onTerm: "ignore", onTermSpawn: { name: "N", pid: N, ppid: W, pgid: W, sid: W, uid: MY, state: "S", startTime: "5010" } }));
+    const snap = await sim.snapshot();
+    const info = (pid: number) => snap.processes.get(pid)!;
+    const target = { root: info(W), members: [info(K), info(process.pid), info(process.ppid), info(W)] };
+    const sig = new RecordingSignaller(sim);
+    const report = await reapOwnedTree(target, { facts: sim, signaller: sig, graceMs: 100, pollMs: 5, confirmMs: 100 });
+    expect(sig.log).toEqual(["SIGTERM K", "SIGTERM W", "SIGTERM N", "SIGKILL W"]);
+    expect(sig.attempts.map((a) => names[a.pid])).toEqual(["K", "W", "N", "W"]);
+    const outcome = Object.fromEntries(report.results.map((r) => [names[r.pid] ?? String(r.pid), r.outcome]));
+    expect(outcome).toEqual({ K: "exited-after-term", self: "refused-by-guard", parent: "refused-by-guard", W: "killed", N: "exited-after-term" });
+    for (const pid of [S, C, process.pid, process.ppid]) expect(sim.table.has(pid), names[pid]).toBe(true);
+  });
+
+  it("a newcomer that is this process's ancestor or refused by the guards is neither signalled nor walked through", async () => {
+    // W's snapshot child is (by the table) our parent: the chain W → parent → self → C must stop at W
+    const sim = new SimFacts();
+    sim.add(wrapper({ ppid: 1, onTerm: "ignore" }));
+    sim.add({ name: "parent", pid: process.ppid, ppid: W, pgid: process.ppid, sid: process.ppid, uid: MY, state: "S", startTime: "1" });
+    sim.add({ name: "S", pid: S, ppid: process.ppid, pgid: S, sid: S, uid: MY, state: "S", startTime: "20" });
+    sim.add({ name: "C", pid: C, ppid: process.pid, pgid: C, sid: C, uid: MY, state: "S", startTime: "30" });
+    const root = (await sim.snapshot()).processes.get(W)!;
+    const sig = new RecordingSignaller(sim);
+    await reapOwnedTree({ root, members: [root] }, { facts: sim, signaller: sig, graceMs: 60, pollMs: 5, confirmMs: 60 });
+    expect(sig.attempts.map((a) => `${a.sig} ${names[a.pid]}`)).toEqual(["SIGTERM W", "SIGKILL W"]);
+    for (const pid of [S, C, process.pid, process.ppid]) expect(sim.table.has(pid), names[pid]).toBe(true);
+  });
 });

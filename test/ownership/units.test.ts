@@ -2,14 +2,18 @@ import { describe, expect, it } from "vitest";
 import { buildSnapshot } from "../../src/facts/snapshot.js";
 import type { ProcessInfo } from "../../src/facts/types.js";
 import {
+  ancestorsOfThisProcess,
   checkGroupSignal,
+  checkGroupTarget,
   checkSignalTarget,
+  isOwnProcessGroup,
   collectTree,
   computeCommandHash,
   ownProcessGroupId,
   tokenizeShellCommand,
 } from "../../src/ownership/index.js";
 import { createHash } from "node:crypto";
+import { readFileSync } from "node:fs";
 
 const P = 4_100_000;
 const proc = (pid: number, ppid: number, pgid = pid, over: Partial<ProcessInfo> = {}): ProcessInfo => ({
@@ -35,6 +39,38 @@ describe("guards", () => {
     expect(checkGroupSignal(P, { groupVerifiedAsOwn: false, leaderIsVerifiedRoot: true }).allowed).toBe(false);
     expect(checkGroupSignal(P, { groupVerifiedAsOwn: true, leaderIsVerifiedRoot: false }).allowed).toBe(false);
     expect(checkGroupSignal(P, proof)).toEqual({ allowed: true });
+  });
+
+  it("the proof-independent group refusals and 'is this group ours?' have one answer", () => {
+    const own = ownProcessGroupId()!;
+    expect(isOwnProcessGroup(own)).toBe(true);
+    expect(isOwnProcessGroup(process.pid)).toBe(true);
+    expect(isOwnProcessGroup(process.ppid)).toBe(true);
+    expect(isOwnProcessGroup(P)).toBe(false);
+    for (const g of [own, process.pid, process.ppid, 1, 0, -1, 2.5, 2 ** 22 + 1]) expect(checkGroupTarget(g).allowed, String(g)).toBe(false);
+    expect(checkGroupTarget(P)).toEqual({ allowed: true });
+  });
+
+  // the grandparent is the first ancestor that is not refused by the pid/ppid checks alone
+  const grandparent = (() => {
+    if (process.platform !== "linux") return null;
+    try {
+      const stat = readFileSync(`/proc/${process.ppid}/stat`, "utf8");
+      const gp = Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[1]);
+      return gp > 1 ? gp : null;
+    } catch {
+      return null;
+    }
+  })();
+  const noGrandparent = grandparent === null ? "skipped: needs Linux /proc and a grandparent above pid 1" : null;
+  if (noGrandparent) console.log(`[units.test] ancestor guard test ${noGrandparent}`);
+  it.skipIf(noGrandparent !== null)(`never signals an ancestor of this process (its grandparent here)${noGrandparent ? ` (${noGrandparent})` : ""}`, () => {
+    expect(ancestorsOfThisProcess().has(grandparent!)).toBe(true);
+    expect(ancestorsOfThisProcess().has(process.ppid)).toBe(true);
+    expect(ancestorsOfThisProcess().has(process.pid)).toBe(false);
+    const v = checkSignalTarget(grandparent!);
+    expect(v.allowed).toBe(false);
+    expect(v.allowed ? "" : v.reason).toMatch(/ancestor/);
   });
 });
 
