@@ -14,8 +14,12 @@
 //    `sleep` child. Its lease records pid, start time, boot id, pid namespace,
 //    pgid and the hash of its real argv, so it verifies through exactly the
 //    same checks as a node wrapper and every process is reaped for real.
-//    Targets: ONE snapshot for the verification (counted through a wrapping
-//    ProcessFacts), and elapsed under 100 ms + grace.
+//    Targets: ONE snapshot for the verification, counted by the bench itself
+//    (not the controller's self-reported number): the facts handed to the
+//    controller count snapshot() calls, and the signaller handed to it notes
+//    that count at the first signal, i.e. every call the verification made
+//    before the reaper started; a dry run (verifies, reaps nothing) is counted
+//    the same way. And elapsed under 100 ms + grace.
 import { spawn } from "node:child_process";
 import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -29,7 +33,7 @@ const AGENT = join(root, "test/fixtures/acp-agent/agent.mjs");
 const ACPX = pathToFileURL(join(root, "dist/acpx/index.js")).href;
 
 const { createAcpxLifecycleController, AcpClient } = await import(ACPX);
-const { getProcessFacts } = await import(pathToFileURL(join(root, "dist/facts/index.js")).href);
+const { getProcessFacts, createSignaller } = await import(pathToFileURL(join(root, "dist/facts/index.js")).href);
 const { openLeaseStore, computeCommandHash, loadOrCreateGatewayInstanceId } = await import(
   pathToFileURL(join(root, "dist/ownership/index.js")).href
 );
@@ -196,7 +200,11 @@ async function startupReap(n, graceMs) {
     });
   }
   const before = roots.reduce((k, r) => k + carriers(r.lease.leaseId).length, 0);
+  // The bench's own counters: every snapshot() the controller makes goes
+  // through `counting`; the first signal the reaper sends notes how many
+  // there were by then (the verification's share).
   let snapshotCalls = 0;
+  let callsAtFirstSignal = null;
   const counting = {
     backend: facts.backend,
     identityStrength: facts.identityStrength,
@@ -206,11 +214,23 @@ async function startupReap(n, graceMs) {
     },
     inspect: (pid, o) => facts.inspect(pid, o),
   };
-  const ctl = await createAcpxLifecycleController({ stateDir: dir, facts: counting, graceMs, maintenanceIntervalMs: 0 });
+  const base = createSignaller(facts);
+  const noting = {
+    raceFree: base.raceFree,
+    signal: (pid, startTime, sig) => {
+      if (callsAtFirstSignal === null) callsAtFirstSignal = snapshotCalls;
+      return base.signal(pid, startTime, sig);
+    },
+  };
+  const ctl = await createAcpxLifecycleController({ stateDir: dir, facts: counting, signaller: noting, graceMs, maintenanceIntervalMs: 0 });
+  snapshotCalls = 0;
   const td = now();
   const dry = await ctl.reapStartupOrphans({ dryRun: true });
   const dryMs = now() - td;
+  const dryCalls = snapshotCalls;
+  const drySignals = callsAtFirstSignal; // a dry run must not signal: stays null
   snapshotCalls = 0;
+  callsAtFirstSignal = null;
   const t0 = now();
   const rep = await ctl.reapStartupOrphans();
   const elapsed = now() - t0;
@@ -225,7 +245,10 @@ async function startupReap(n, graceMs) {
     dryWould: dry.entries.filter((e) => e.action === "would-reap").length,
     outcomes,
     elapsed,
-    verifySnapshots: rep.snapshots,
+    reportedSnapshots: rep.snapshots,
+    verifySnapshots: callsAtFirstSignal,
+    dryCalls,
+    drySignalled: drySignals !== null,
     snapshotCalls,
     reaped: rep.entries.filter((e) => e.action === "reaped").length,
     members: rep.entries.reduce((k, e) => k + (e.reap?.members.length ?? 0), 0),
@@ -264,7 +287,9 @@ export async function run({ quick }) {
       reaped: r.reaped,
       "members signalled": r.members,
       "roots left": r.left,
-      "verify snapshots": r.verifySnapshots,
+      "snapshots before 1st signal (bench count)": r.verifySnapshots ?? "no signal",
+      "dry-run snapshots (bench count)": r.dryCalls,
+      "controller's own count": r.reportedSnapshots,
       "snapshot() calls total": r.snapshotCalls,
       "dry run (verify only)": fmtMs(r.dryMs),
       elapsed: fmtMs(r.elapsed),
@@ -272,10 +297,16 @@ export async function run({ quick }) {
   ]);
   console.log(`  reaper outcomes: ${JSON.stringify(r.outcomes)}; dry run would reap ${r.dryWould}`);
   console.log(
-    "  (snapshot() calls total = the one verification snapshot + the reaper's coalesced re-scans for children forked mid-teardown)",
+    "  (snapshot() calls total = the one verification snapshot + the reaper's coalesced re-scans for children forked mid-teardown;\n" +
+      "   the checks use the bench's own counts, not the controller's report)",
   );
   checks.push(check("startup reap: leases reaped", r.reaped, ">=", 100, "leases"));
-  checks.push(check("startup reap: verification snapshots", r.verifySnapshots, "<=", 1, "snapshot"));
+  // no signal at all would leave the pre-signal count undefined: that fails (Infinity)
+  const preSignal = r.verifySnapshots ?? Number.POSITIVE_INFINITY;
+  checks.push(check("startup reap: snapshot() calls before the first signal (bench's count)", preSignal, "<=", 1, "snapshot"));
+  checks.push(check("startup reap: the bench's counter saw the verification snapshot", r.verifySnapshots ?? 0, ">=", 1, "snapshot"));
+  checks.push(check("startup reap: dry run (verify only) snapshot() calls (bench's count)", r.dryCalls, "<=", 1, "snapshot"));
+  checks.push(check("startup reap: dry run sent no signal", r.drySignalled ? 1 : 0, "<=", 0, "signals"));
   checks.push(check("startup reap: elapsed", r.elapsed, "<=", 100 + reapGrace, "ms"));
   return checks;
 }

@@ -12,7 +12,11 @@
  *   them all against one snapshot, reap, settle, then apply retention.
  *
  * Every signal goes through the ownership reaper (per pid, identity
- * re-checked); unknown evidence never leads to a signal. For a session this
+ * re-checked); unknown evidence never leads to a signal. The one exception is
+ * our own wrapper child after a failed ensure, SIGKILLed through the guard
+ * only while it is unreaped (its pid cannot have been reused). A lease is
+ * settled closed only when a verified reap completed (reapCompleted); an
+ * unknown verdict never settles it. For a session this
  * controller spawned itself, closing our end of the lifeline is the one extra
  * lever: it is our own pipe, not a signal, and it makes the wrapper clean up
  * its own tree.
@@ -24,12 +28,15 @@ import { getProcessFacts } from "../facts/get.js";
 import { createSignaller } from "../facts/signal.js";
 import type { ProcessFacts, ProcessSignaller, ProcessSnapshot } from "../facts/types.js";
 import {
+  checkSignalTarget,
   computeCommandHash,
+  DEFAULT_GRACE_MS,
   explainLease,
   isSupervisorLease,
   loadOrCreateGatewayInstanceId,
   openLeaseStore,
   reapLeaseVerification,
+  reapCompleted,
   reapOwnedTree,
   recordRootIdentity,
   survivorsOf,
@@ -62,7 +69,6 @@ import type {
 import { assertGraceMs } from "./wrapper/protocol.js";
 import { nonNegativeOption, positiveOption } from "../facts/validate.js";
 
-const DEFAULT_GRACE_MS = 3000;
 const DEFAULT_RETENTION_MS = 7 * 24 * 60 * 60 * 1000;
 const DEFAULT_HANDSHAKE_TIMEOUT_MS = 30_000;
 const DEFAULT_START_TIMEOUT_MS = 10_000;
@@ -122,6 +128,8 @@ export async function createAcpxLifecycleController(opts: AcpxLifecycleControlle
 interface VerifiedReap {
   target: NonNullable<LeaseReapResult["target"]>;
   reap: TreeReapSummary;
+  /** reapCompleted(report): nothing the reaper was handed may still run */
+  completed: boolean;
 }
 
 interface ControllerDeps {
@@ -321,28 +329,46 @@ class Controller implements AcpxLifecycleController {
   /**
    * Cleanup after a failed ensure: verify and reap whatever the lease owns,
    * break the lifeline (the wrapper then cleans its own tree), wait for our
-   * child, and settle the lease. Returns the final lease state.
+   * child, and settle the lease. Returns the final lease state:
+   * - closed: a verified reap ran and every one that ran completed
+   *   (reapCompleted: nothing it was handed may still be running);
+   * - closing: a reap left survivors, or the facts could not tell (unknown):
+   *   the maintenance timer verifies and retries;
+   * - lost: nothing verified was ever reaped and the last verification says
+   *   gone or mismatch (nothing of ours is alive to settle).
    */
   private async settleFailedSpawn(lease: AcpxProcessLease, launched: LaunchedWrapper | undefined): Promise<string> {
     const d = this.d;
     let current = (await d.leases.get(lease.leaseId)) ?? lease;
-    let reaped = false;
     if (current.state === "open") current = await d.leases.transition(current.leaseId, "closing");
-    if (current.rootPid > 0 && (await this.verifyAndReap(current)) !== null) reaped = true;
+    const reaps: VerifiedReap[] = [];
+    // set inside pass(); null while no verification answered
+    let lastVerdict = null as LeaseVerification["verdict"] | null;
+    const pass = async () => {
+      if (current.rootPid <= 0) return;
+      const r = await this.verifyAndReap(current);
+      lastVerdict = r.verdict;
+      if (r.reap) reaps.push(r.reap);
+    };
+    await pass();
     if (launched) {
       launched.endLifeline();
       launched.stdin.destroy();
-      // our own unreaped child: its pid cannot have been reused, so this wait is exact
-      if (!(await launched.waitExit(d.graceMs + 2000)) && launched.exitStatus() === undefined) {
-        launched.child.kill("SIGKILL");
+      if (!(await launched.waitExit(d.graceMs + 2000))) {
+        killUnreapedChild(launched);
         await launched.waitExit(2000);
       }
     }
     // The wrapper exits with its adapter; a grandchild in its own session can
     // outlive both. Verified again now the root is gone: its remnants are reaped too.
-    if (current.rootPid > 0 && (await this.verifyAndReap(current)) !== null) reaped = true;
-    const to = reaped ? "closed" : "lost";
-    await d.leases.transition(current.leaseId, to);
+    await pass();
+    let to: "closed" | "closing" | "lost";
+    if (reaps.length > 0) to = reaps.every((r) => r.completed) ? "closed" : "closing";
+    // the wrapper never reported a pid, or the facts say nothing of ours is alive
+    else if (current.rootPid <= 0 || lastVerdict === "gone" || lastVerdict === "mismatch") to = "lost";
+    // the facts could not tell (or failed): not settled on a guess
+    else to = "closing";
+    if (to !== "closing") await d.leases.transition(current.leaseId, to);
     return to;
   }
 
@@ -469,12 +495,13 @@ class Controller implements AcpxLifecycleController {
     reason: string | undefined,
   ): Promise<Pick<CloseReport, "outcome" | "leaseState" | "verdict" | "evidence" | "reap" | "detail" | "interruptedPrompt">> {
     const d = this.d;
-    const v = await explainLease(lease, d.facts, { gatewayInstanceId: d.gatewayInstanceId });
+    let v = await explainLease(lease, d.facts, { gatewayInstanceId: d.gatewayInstanceId });
     const current = lease.state === "open" ? await d.leases.transition(lease.leaseId, "closing") : lease;
     const interruptedPrompt = live?.turn !== undefined;
     live?.client.close(new AcpxSessionClosedError(lease.sessionKey, reason));
 
-    // every outcome carries the same verdict and evidence; `settle` also moves the lease
+    // every outcome carries the same verdict and evidence (of the verification
+    // that decided it); `settle` also moves the lease
     const report = (outcome: CloseReport["outcome"], leaseState: AcpxProcessLease["state"], detail: string, reap?: TreeReapSummary) => ({
       outcome,
       leaseState,
@@ -490,21 +517,31 @@ class Controller implements AcpxLifecycleController {
     };
 
     if (v.verdict === "unknown") {
-      // Facts could not prove ownership: no signal. Our own live child can
-      // still be told to clean up through its lifeline.
-      if (live && (await this.releaseLive(live))) {
-        return settle("closed", "closed", "ownership unverifiable, nothing signalled; the wrapper cleaned up its own tree after the lifeline closed");
+      // Facts could not prove ownership: no signal. Our own live child is
+      // still told to clean up through its lifeline (our pipe, not a signal),
+      // but its exit proves nothing about the tree: only a verification can
+      // settle the lease, so the facts are asked once more.
+      const released = live ? await this.releaseLive(live) : false;
+      const again = live ? await explainLease(lease, d.facts, { gatewayInstanceId: d.gatewayInstanceId }).catch(() => null) : null;
+      if (again === null || again.verdict === "unknown") {
+        return settle(
+          "left-alone",
+          "open",
+          `process list unavailable: ownership could not be verified; nothing signalled, lease back to open${
+            released ? " (the wrapper exited after its lifeline closed, which proves nothing about its tree)" : ""
+          }`,
+        );
       }
-      return settle("left-alone", "open", "ownership could not be verified (process facts unavailable); nothing signalled, lease left open");
+      v = again; // the facts answered now: settle by what they say
     }
 
-    // The tree when it verified, else (the wrapper gone, or its pid reused)
-    // the remnants still proven to carry this lease: ownership's one choice.
+    // The tree when it verified, else (the wrapper gone) the remnants still
+    // proven to carry this lease: ownership's one choice.
     // A gone wrapper lets go of our end first; a live one is reaped first.
     if (!v.tree) await this.releaseLive(live);
     const r = await this.reapVerified(v);
     if (v.tree) await this.releaseLive(live);
-    if (r && r.reap.survivors.length > 0) {
+    if (r && !r.completed) {
       const what = r.target === "tree" ? "verified tree reaped" : "remnants reaped";
       return report("retry-pending", current.state, `${what} but ${r.reap.survivors.join(", ")} survived; lease stays closing for the maintenance retry`, r.reap);
     }
@@ -514,7 +551,7 @@ class Controller implements AcpxLifecycleController {
         "closed",
         r.target === "tree"
           ? `reaped ${r.reap.members.length} verified process(es) in ${r.reap.durationMs} ms`
-          : `the wrapper was gone; reaped ${r.reap.members.length} remnant process(es) carrying the lease id`,
+          : `the wrapper was gone; reaped ${r.reap.members.length} remnant process(es) carrying the lease and instance id`,
         r.reap,
       );
     }
@@ -532,13 +569,19 @@ class Controller implements AcpxLifecycleController {
     facts: ProcessFacts = this.d.facts,
   ): Promise<VerifiedReap | null> {
     const r = await reapLeaseVerification(v, { facts, signaller: this.d.signaller, graceMs: this.d.graceMs });
-    return r.target !== null && r.report !== null ? { target: r.target, reap: summarize(r.report) } : null;
+    return r.target !== null && r.report !== null ? { target: r.target, reap: summarize(r.report), completed: reapCompleted(r.report) } : null;
   }
 
-  /** Verifies one lease now (its own snapshot) and reaps what verified; null when nothing did or facts failed. */
-  private async verifyAndReap(lease: AcpxProcessLease): Promise<VerifiedReap | null> {
+  /**
+   * Verifies one lease now (its own snapshot) and reaps what verified. verdict
+   * is null when the verification itself failed; reap is null when nothing
+   * was handed to the reaper.
+   */
+  private async verifyAndReap(
+    lease: AcpxProcessLease,
+  ): Promise<{ verdict: LeaseVerification["verdict"] | null; reap: VerifiedReap | null }> {
     const v = await explainLease(lease, this.d.facts, { gatewayInstanceId: this.d.gatewayInstanceId }).catch(() => null);
-    return v ? this.reapVerified(v) : null;
+    return v ? { verdict: v.verdict, reap: await this.reapVerified(v) } : { verdict: null, reap: null };
   }
 
   /** Ends our side of a live session (lifeline, stdin) and waits for the wrapper to exit. */
@@ -658,7 +701,7 @@ class Controller implements AcpxLifecycleController {
           try {
             if (l.state === "open") await d.leases.transition(l.leaseId, "closing");
             const r = (await this.reapVerified(v, batchFacts))!; // a tree or remnants is always handed to the reaper
-            const after = r.reap.survivors.length === 0 ? "closed" : "closing";
+            const after = r.completed ? "closed" : "closing";
             if (after === "closed") await d.leases.transition(l.leaseId, "closed");
             entries.push({ ...entryFor(l, v.verdict, after, v.evidence, r.target === "tree" ? "reaped" : "reaped-remnants"), reap: r.reap });
           } finally {
@@ -738,6 +781,19 @@ class Controller implements AcpxLifecycleController {
 }
 
 // -------------------------------------------------------------------- helpers
+
+/**
+ * SIGKILLs our own wrapper child, only while it is unreaped (Node has not
+ * seen its exit, so its pid cannot have been reused) and the guard allows
+ * the pid. Used when the lifeline and stdin were ended and it still did not exit.
+ */
+function killUnreapedChild(l: LaunchedWrapper): void {
+  const c = l.child;
+  const pid = c.pid;
+  if (pid === undefined || c.exitCode !== null || c.signalCode !== null || l.exitStatus() !== undefined) return;
+  if (!checkSignalTarget(pid).allowed) return;
+  c.kill("SIGKILL");
+}
 
 /** The first close to reach a live session marks it, with its reason; a later one keeps that reason. */
 function markClosing(live: LiveSession | undefined, reason: string | undefined): void {

@@ -19,6 +19,11 @@ export class AcpxEnsureError extends Error {
     message: string,
     /** the lease that was written for the attempt, settled before this was thrown */
     readonly leaseId: string | undefined,
+    /**
+     * its state then: "closed" (a verified reap completed), "lost" (nothing of
+     * it alive), or "closing" when something may still run or the facts could
+     * not tell (the maintenance timer and startup reaping retry it)
+     */
     readonly leaseState: string | undefined,
     options?: { cause?: unknown },
   ) {

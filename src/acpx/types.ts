@@ -58,13 +58,14 @@ export interface TreeReapSummary {
 export interface CloseReport {
   sessionKey: string;
   /**
-   * - closed: a verified tree (or, with the wrapper gone or its pid reused, the remnants proven to carry
-   *   the lease's markers: LeaseVerification.remnants) was reaped, or the wrapper was witnessed cleaning
-   *   up after its lifeline closed; lease closed
+   * - closed: a verified tree (or, with the wrapper gone, the remnants proven to carry the lease's
+   *   markers: LeaseVerification.remnants) was reaped and nothing it was handed may still run
+   *   (reapCompleted); lease closed. The wrapper exiting after its lifeline closed is never enough.
    * - lost: nothing verified was alive any more; lease lost, nothing signalled
-   * - left-alone: ownership could not be established (facts unavailable, or a
-   *   legacy record that did not verify); nothing signalled, lease back to open
-   * - retry-pending: something verified survived the SIGKILL fallback; lease stays closing for the maintenance timer
+   * - left-alone: ownership could not be established (process list unavailable, also when asked again
+   *   after the lifeline closed, or a legacy record that did not verify); nothing signalled, lease back to open
+   * - retry-pending: something verified may still run (survived, permission denied, unknown outcome);
+   *   lease stays closing for the maintenance timer
    * - noop: unknown key, or already closed
    */
   outcome: "closed" | "lost" | "left-alone" | "retry-pending" | "noop";
@@ -139,7 +140,7 @@ export interface AcpxLifecycleControllerOptions {
   facts?: ProcessFacts;
   /** identity-checked signals; default createSignaller(facts) */
   signaller?: ProcessSignaller;
-  /** SIGTERM → SIGKILL grace, for the reaper and the wrapper; default 3000 */
+  /** SIGTERM → SIGKILL grace, for the reaper and the wrapper; default DEFAULT_GRACE_MS (3000, src/ownership/types.ts) */
   graceMs?: number;
   /** closed/lost leases are kept this long; default 7 days */
   retentionMs?: number;

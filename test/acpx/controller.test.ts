@@ -9,6 +9,9 @@ import { describe, expect, it } from "vitest";
 import { createAcpxLifecycleController } from "../../src/acpx/controller.js";
 import { AcpxEnsureError, AcpxSessionClosedError } from "../../src/acpx/errors.js";
 import type { AcpxLifecycleController } from "../../src/acpx/types.js";
+import { getProcessFacts } from "../../src/facts/get.js";
+import type { ProcessFacts, ProcessSignaller } from "../../src/facts/types.js";
+import { openLeaseStore } from "../../src/ownership/index.js";
 import {
   agentArgv,
   alive,
@@ -21,10 +24,14 @@ import {
   tempStateDir,
   trackLease,
   trackPid,
+  waitFor,
 } from "./controller-helpers.js";
 
 const controllers = disposeAfterEach();
-async function newController(label: string, extra?: { handshakeTimeoutMs?: number }) {
+async function newController(
+  label: string,
+  extra?: { handshakeTimeoutMs?: number; facts?: ProcessFacts; signaller?: ProcessSignaller },
+) {
   const stateDir = tempStateDir(label);
   const ctl = await createAcpxLifecycleController({ stateDir, graceMs: GRACE_MS, maintenanceIntervalMs: 0, ...extra });
   controllers.push(ctl);
@@ -211,5 +218,87 @@ describe("dispose", () => {
     expect(await ctl.prompt(h, "still there")).toEqual({ stopReason: "end_turn" });
     expect((await ctl.closeSession({ handle: h })).outcome).toBe("closed");
     expect(alive(h.rootPid)).toBe(false);
+  });
+});
+
+/**
+ * Real facts that can be switched off: while `down` (or for the next
+ * `failSnapshots` calls) snapshot() and inspect() throw, as a process list
+ * that cannot be read would.
+ */
+function switchableFacts(): { facts: ProcessFacts; down: boolean; failSnapshots: number } {
+  const real = getProcessFacts();
+  const ctl = { down: false, failSnapshots: 0, facts: undefined as unknown as ProcessFacts };
+  const broken = () => ctl.down || ctl.failSnapshots > 0;
+  ctl.facts = {
+    backend: real.backend,
+    identityStrength: real.identityStrength,
+    snapshot: () => {
+      if (ctl.failSnapshots > 0) {
+        ctl.failSnapshots--;
+        return Promise.reject(new Error("process list unavailable (test)"));
+      }
+      return ctl.down ? Promise.reject(new Error("process list unavailable (test)")) : real.snapshot();
+    },
+    inspect: (pid, o) => (broken() ? Promise.reject(new Error("process list unavailable (test)")) : real.inspect(pid, o)),
+  };
+  return ctl;
+}
+
+describe("the lease is settled by verification, never by the wrapper's exit alone", () => {
+  it("close with the process list unavailable: nothing signalled, lease back to open; settled once facts answer", async () => {
+    const sw = switchableFacts();
+    const { ctl, stateDir } = await newController("unknown-close", { facts: sw.facts });
+    const h = await ctl.ensureSession({ sessionKey: "k-unknown", agentId: "main", command: agentArgv({ kind: "setsid" }) });
+    trackLease(h.leaseId);
+    sw.down = true;
+    const r = await ctl.closeSession({ handle: h, reason: "facts down" });
+    expect(r).toMatchObject({ outcome: "left-alone", leaseState: "open", verdict: "unknown" });
+    expect(r.reap).toBeUndefined();
+    expect(r.detail).toMatch(/process list unavailable/);
+    expect(r.detail).toMatch(/proves nothing/);
+    // the lifeline was ended (our pipe, not a signal): the wrapper cleaned its own tree and exited…
+    expect(await waitFor(() => !alive(h.rootPid) && leaseCarriers(h.leaseId).length === 0, 10_000)).not.toBe(-1);
+    // …and still the lease is not marked closed on that alone
+    expect((await (await openLeaseStore(stateDir)).get(h.leaseId))?.state).toBe("open");
+
+    sw.down = false;
+    const again = await ctl.closeSession({ handle: { sessionKey: "k-unknown" } });
+    expect(again).toMatchObject({ outcome: "lost", leaseState: "lost", verdict: "gone" });
+    expect((await (await openLeaseStore(stateDir)).get(h.leaseId))?.state).toBe("lost");
+  });
+
+  it("close whose first verification fails: the facts are asked again after the lifeline and settle it", async () => {
+    const sw = switchableFacts();
+    const { ctl } = await newController("unknown-once", { facts: sw.facts });
+    const h = await ctl.ensureSession({ sessionKey: "k-once", agentId: "main", command: agentArgv({}) });
+    trackLease(h.leaseId);
+    sw.failSnapshots = 1;
+    const r = await ctl.closeSession({ handle: h });
+    // the second look (after the wrapper exited) answered: gone, nothing to reap
+    expect(r).toMatchObject({ outcome: "lost", leaseState: "lost", verdict: "gone" });
+    expect(alive(h.rootPid)).toBe(false);
+  });
+
+  it("a failed ensure whose reap left survivors keeps the lease closing; the next reap settles it", async () => {
+    // a signaller that never gets a signal through: every verified member "may still run"
+    const denying: ProcessSignaller = { raceFree: false, signal: () => Promise.resolve("denied") };
+    const { ctl } = await newController("survivors", { handshakeTimeoutMs: 1000, signaller: denying });
+    const err = await ctl
+      .ensureSession({ sessionKey: "k-surv", agentId: "main", command: agentArgv({ kind: "plain", extra: ["--never-answer"] }) })
+      .then(
+        () => null,
+        (e: unknown) => e,
+      );
+    expect(err).toBeInstanceOf(AcpxEnsureError);
+    const e = err as AcpxEnsureError;
+    trackLease(e.leaseId!);
+    expect(e.failure).toBe("handshake-timeout");
+    expect(e.leaseState).toBe("closing");
+    expect((await ctl.listLeases()).find((l) => l.leaseId === e.leaseId)?.state).toBe("closing");
+    // the wrapper still cleaned its own tree when the lifeline closed
+    expect(await waitFor(() => leaseCarriers(e.leaseId!).length === 0, 10_000)).not.toBe(-1);
+    const rep = await ctl.reapStartupOrphans();
+    expect(rep.entries.find((x) => x.leaseId === e.leaseId)).toMatchObject({ verdict: "gone", action: "marked-lost", stateAfter: "lost" });
   });
 });

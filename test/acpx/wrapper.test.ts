@@ -12,6 +12,7 @@ import { Readable, Writable } from "node:stream";
 import { client as acpClient, ndJsonStream, type ClientConnection } from "@agentclientprotocol/sdk";
 import { fileURLToPath } from "node:url";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { adapterGroupProof, checkAdapterGroup, signalAdapterGroup } from "../../src/acpx/wrapper/adapter-group.js";
 import { parseWrapperArgs } from "../../src/acpx/wrapper/args.js";
 import {
   createReportReader,
@@ -20,6 +21,7 @@ import {
   type WrapperReport,
 } from "../../src/acpx/wrapper/protocol.js";
 import { loadNative } from "../../src/facts/native.js";
+import { ownProcessGroupId } from "../../src/ownership/guards.js";
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), "../..");
 const WRAPPER = join(root, "dist/acpx/wrapper/main.js");
@@ -109,11 +111,11 @@ function jsonLines(stream: Readable): { lines: Record<string, unknown>[] } {
 }
 
 /** Spawns the wrapper directly (the test is its gateway), with the lifeline on fd 3. */
-function spawnWrapper(command: string[], opts: { lease?: string; graceMs?: number; raw?: string[] } = {}) {
+function spawnWrapper(command: string[], opts: { lease?: string; graceMs?: number; raw?: string[]; instance?: string | null } = {}) {
   const args = opts.raw ?? wrapperArgs(WRAPPER, command, opts.graceMs === undefined ? {} : { graceMs: opts.graceMs });
   const child = spawn(process.execPath, opts.raw ? [WRAPPER, ...opts.raw] : args, {
     stdio: ["pipe", "pipe", "pipe", "pipe"],
-    env: { ...process.env, OPENCLAW_ACPX_LEASE_ID: opts.lease ?? newLease(), OPENCLAW_GATEWAY_INSTANCE_ID: "wrapper-test" },
+    env: markerEnv(opts.lease ?? newLease(), opts.instance === undefined ? INSTANCE : opts.instance),
   });
   spawned.push(child);
   const reports: WrapperReport[] = [];
@@ -136,6 +138,37 @@ function spawnWrapper(command: string[], opts: { lease?: string; graceMs?: numbe
     report: <T extends WrapperReport["type"]>(type: T) =>
       waitFor(`a "${type}" report`, () => reports.find((r) => r.type === type) as Extract<WrapperReport, { type: T }> | undefined),
   };
+}
+
+const INSTANCE = "wrapper-test";
+
+/** The test's environment with the lease markers set (instance null: the key removed). */
+function markerEnv(lease: string, instance: string | null): NodeJS.ProcessEnv {
+  const env: NodeJS.ProcessEnv = { ...process.env, OPENCLAW_ACPX_LEASE_ID: lease };
+  if (instance === null) delete env.OPENCLAW_GATEWAY_INSTANCE_ID;
+  else env.OPENCLAW_GATEWAY_INSTANCE_ID = instance;
+  return env;
+}
+
+/**
+ * A `sleep` carrying the given markers, orphaned at once (its shell exits),
+ * so it is outside every wrapper's tree: only a marker scan can find it.
+ * Killed by killLeaseCarriers after each test.
+ */
+async function markedOrphan(lease: string, instance: string | null): Promise<number> {
+  const sh = spawn("sh", ["-c", "sleep 600 >/dev/null 2>&1 & echo $!"], { stdio: ["ignore", "pipe", "ignore"], env: markerEnv(lease, instance) });
+  let out = "";
+  sh.stdout!.on("data", (c: Buffer) => (out += c.toString()));
+  await new Promise((r) => sh.once("exit", r));
+  const pid = Number(out.trim());
+  if (!Number.isInteger(pid) || pid <= 1) throw new Error(`no pid from the orphan's shell: ${JSON.stringify(out)}`);
+  await waitFor(`orphan ${pid} re-parented away from its shell`, () => stat(pid)?.ppid !== sh.pid);
+  return pid;
+}
+
+function liveNotZombie(pid: number): boolean {
+  const s = stat(pid);
+  return s !== null && s.state !== "Z";
 }
 
 function killLeaseCarriers(): void {
@@ -214,6 +247,30 @@ describe("protocol", () => {
     expect(() => parseWrapperArgs(["--grace-ms", "abc", "--", "x"])).toThrow(/--grace-ms/);
     expect(() => parseWrapperArgs(["--grace-ms", "99999999", "--", "x"])).toThrow(RangeError);
     expect(() => parseWrapperArgs(["--"])).toThrow(/adapter command/);
+  });
+});
+
+describe("adapter group proof (computed from the wrapper's state, never asserted)", () => {
+  it("holds only for the group of the unreaped adapter it was created for", () => {
+    expect(adapterGroupProof(4242, 4242)).toEqual({ groupVerifiedAsOwn: true, leaderIsVerifiedRoot: true });
+    // reaped adapter (libuv has its status): no proof, whatever the pgid
+    expect(adapterGroupProof(4242, null)).toEqual({ groupVerifiedAsOwn: false, leaderIsVerifiedRoot: false });
+    // another group than the adapter's
+    expect(adapterGroupProof(4243, 4242)).toEqual({ groupVerifiedAsOwn: false, leaderIsVerifiedRoot: false });
+    expect(checkAdapterGroup(4243, 4242)).toMatchObject({ allowed: false, reason: expect.stringMatching(/not verified as the lease's own group/) });
+    expect(checkAdapterGroup(4242, null).allowed).toBe(false);
+  });
+
+  it("the guard still refuses our own group and our own pid even with a matching proof; nothing is sent", () => {
+    const own = ownProcessGroupId();
+    expect(own).not.toBeNull();
+    expect(checkAdapterGroup(own!, own!)).toMatchObject({ allowed: false, reason: expect.stringMatching(/own process group/) });
+    expect(checkAdapterGroup(process.pid, process.pid).allowed).toBe(false);
+    expect(checkAdapterGroup(1, 1).allowed).toBe(false);
+    // refused or unproven: signalAdapterGroup reports nothing sent (and this test process is still here)
+    expect(signalAdapterGroup(own!, own!, "SIGTERM")).toBe(false);
+    expect(signalAdapterGroup(null, null, "SIGTERM")).toBe(false);
+    expect(signalAdapterGroup(4242, null, "SIGTERM")).toBe(false);
   });
 });
 
@@ -378,6 +435,43 @@ describe.skipIf(!LINUX)(`wrapper (real processes)${NOT_LINUX}`, () => {
     expect(leaseCarriers(lease)).toEqual([]);
   });
 
+  it("finds an escapee by marker only when it carries the lease id AND the wrapper's instance id", async () => {
+    const lease = newLease();
+    const w = spawnWrapper(["node", AGENT, "--survive-stdin-close"], { lease, graceMs: 300 });
+    const started = await w.report("started");
+    const ours = await markedOrphan(lease, INSTANCE);
+    const otherInstance = await markedOrphan(lease, "another-gateway");
+    const leaseIdOnly = await markedOrphan(lease, null);
+    for (const pid of [ours, otherInstance, leaseIdOnly]) expect(stat(pid)!.ppid).not.toBe(w.child.pid);
+
+    (w.child.stdio[3] as NodeJS.WritableStream).end();
+    const cleanup = await w.report("cleanup");
+    expect(cleanup.reason).toBe("parent-gone");
+    expect(cleanup.reaped).toEqual(expect.arrayContaining([started.adapterPid, ours]));
+    expect(cleanup.reaped).not.toContain(otherInstance);
+    expect(cleanup.reaped).not.toContain(leaseIdOnly);
+    await waitFor("the proven escapee gone", () => !liveNotZombie(ours));
+    // a lease id alone (or with another instance's id) is not ours: left running
+    expect(liveNotZombie(otherInstance)).toBe(true);
+    expect(liveNotZombie(leaseIdOnly)).toBe(true);
+  });
+
+  it("without an instance id in its own environment the wrapper finds nothing by marker", async () => {
+    const lease = newLease();
+    const w = spawnWrapper(["node", AGENT, "--survive-stdin-close"], { lease, graceMs: 300, instance: null });
+    const started = await w.report("started");
+    const bothMarkers = await markedOrphan(lease, INSTANCE);
+    const leaseIdOnly = await markedOrphan(lease, null);
+    (w.child.stdio[3] as NodeJS.WritableStream).end();
+    const cleanup = await w.report("cleanup");
+    // its own tree is still found by parent links
+    expect(cleanup.reaped).toContain(started.adapterPid);
+    expect(cleanup.reaped).not.toContain(bothMarkers);
+    expect(cleanup.reaped).not.toContain(leaseIdOnly);
+    expect(liveNotZombie(bothMarkers)).toBe(true);
+    expect(liveNotZombie(leaseIdOnly)).toBe(true);
+  });
+
   it("treats the parent-death signal (SIGUSR2) as parent gone", async () => {
     const lease = newLease();
     const w = spawnWrapper(["node", AGENT, "--survive-stdin-close"], { lease, graceMs: 2000 });
@@ -435,8 +529,14 @@ describe.skipIf(!LINUX)(`wrapper (real processes)${NOT_LINUX}`, () => {
         if (kind === "double-fork" && SUBREAPER && !("PROCLEASE_DISABLE_NATIVE" in env)) {
           await waitFor("re-parented to the wrapper", () => stat(gc)?.ppid === started.wrapperPid);
         }
-        const carriers = leaseCarriers(lease);
-        expect(carriers).toEqual(expect.arrayContaining([started.wrapperPid as number, agent.pid, gc]));
+        // polled: a grandchild in the middle of its exec (sh → sleep) has an
+        // environ that cannot be read for an instant
+        const expected = [started.wrapperPid as number, agent.pid, gc];
+        const carriers = await waitFor("every tree member carrying the lease id", () => {
+          const c = leaseCarriers(lease);
+          return expected.every((p) => c.includes(p)) ? c : null;
+        }, 5000).catch(() => leaseCarriers(lease));
+        expect(carriers).toEqual(expect.arrayContaining(expected));
 
         const t0 = Date.now();
         gw.kill("SIGKILL");

@@ -6,10 +6,26 @@
  */
 import { execFile } from "node:child_process";
 import { existsSync } from "node:fs";
+import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { afterAll, describe, expect, it } from "vitest";
 import { createAcpxLifecycleController } from "../../src/acpx/controller.js";
-import { agentArgv, alive, cleanupAll, GRACE_MS, spawnSupervisorStyleRun, tempStateDir, trackLease } from "../acpx/controller-helpers.js";
+import type { AcpRuntimeHandle } from "../../src/acpx/types.js";
+import { openLeaseStore } from "../../src/ownership/index.js";
+import {
+  agentArgv,
+  alive,
+  cleanupAll,
+  GRACE_MS,
+  leaseCarriers,
+  readJsonLine,
+  readPidfile,
+  spawnGateway,
+  spawnSupervisorStyleRun,
+  tempStateDir,
+  trackLease,
+  waitFor,
+} from "../acpx/controller-helpers.js";
 
 const MAIN = fileURLToPath(new URL("../../dist/cli/main.js", import.meta.url));
 
@@ -85,6 +101,68 @@ describe("proclease leases / explain / reap", () => {
       expect(after.stdout).toMatch(/state closed/);
       expect(after.stdout).toMatch(/verdict: gone/);
       expect(after.stdout).toMatch(/already closed/);
+    } finally {
+      await ctl.dispose();
+    }
+  });
+});
+
+describe("explain / reap when the wrapper is gone, and when its pid does not match", () => {
+  interface ReapJson {
+    entries: { leaseId: string; verdict: string; action: string; stateAfter: string; reap?: { members: { pid: number }[] } }[];
+  }
+
+  it("gone wrapper with escaped processes: explain lists the remnants, reap reaps them and closes the lease", async () => {
+    const dir = tempStateDir("cli-remnants");
+    const pidfile = join(dir, "agent.json");
+    const gw = spawnGateway(dir, agentArgv({ kind: "double-fork", stubborn: true, surviveStdinClose: true, pidfile }));
+    const h = await readJsonLine<AcpRuntimeHandle>(gw);
+    trackLease(h.leaseId);
+    const pids = await readPidfile(pidfile);
+    // the wrapper first (spawned by this test, through its gateway), so no lifeline cleanup runs
+    process.kill(h.rootPid, "SIGKILL");
+    gw.kill("SIGKILL");
+    expect(await waitFor(() => !alive(h.rootPid), 5000)).not.toBe(-1);
+    expect(alive(pids.grandchildPid!)).toBe(true);
+
+    const ex = await cli(["explain", h.leaseId, "--state-dir", dir]);
+    expect(ex.code).toBe(0);
+    expect(ex.stdout).toMatch(/verdict: gone/);
+    expect(ex.stdout).toMatch(new RegExp(`remnants \\(kill order\\): .*\\b${pids.grandchildPid}\\b`));
+    expect(ex.stdout).toMatch(/the wrapper is gone but \d+ process\(es\) still carry this lease id and instance id/);
+    expect(alive(pids.grandchildPid!)).toBe(true); // explain is read-only
+
+    const rep = JSON.parse((await cli(["reap", "--state-dir", dir, "--json", "--grace-ms", String(GRACE_MS)])).stdout) as ReapJson;
+    const entry = rep.entries.find((e) => e.leaseId === h.leaseId)!;
+    expect(entry).toMatchObject({ verdict: "gone", action: "reaped-remnants", stateAfter: "closed" });
+    expect(entry.reap!.members.map((m) => m.pid)).toContain(pids.grandchildPid);
+    expect(alive(pids.grandchildPid!)).toBe(false);
+    expect(leaseCarriers(h.leaseId)).toEqual([]);
+  });
+
+  it("a root whose start time does not match: no remnants, explain promises no signal, reap marks it lost and signals nothing", async () => {
+    const dir = tempStateDir("cli-mismatch");
+    const ctl = await createAcpxLifecycleController({ stateDir: dir, graceMs: GRACE_MS, maintenanceIntervalMs: 0 });
+    try {
+      const h = await ctl.ensureSession({ sessionKey: "agent:main:acp:mm", agentId: "main", command: agentArgv({ kind: "plain" }) });
+      trackLease(h.leaseId);
+      const carriers = leaseCarriers(h.leaseId);
+      expect(carriers).toContain(h.rootPid);
+      // as if the recorded pid had been reused: same pid, another start time
+      await (await openLeaseStore(dir)).update(h.leaseId, { rootStartTime: "1" });
+
+      const ex = await cli(["explain", h.leaseId, "--state-dir", dir]);
+      expect(ex.stdout).toMatch(/start-time\s+mismatch/);
+      expect(ex.stdout).toMatch(/verdict: mismatch/);
+      expect(ex.stdout).not.toMatch(/remnants/);
+      expect(ex.stdout).toMatch(/cleanup sends NO signal and marks the lease lost/);
+
+      const rep = JSON.parse((await cli(["reap", "--state-dir", dir, "--json", "--grace-ms", String(GRACE_MS)])).stdout) as ReapJson;
+      const entry = rep.entries.find((e) => e.leaseId === h.leaseId)!;
+      expect(entry).toMatchObject({ verdict: "mismatch", action: "marked-lost", stateAfter: "lost" });
+      expect(entry.reap).toBeUndefined();
+      // every process carrying the lease markers is still running: nothing was signalled
+      expect(carriers.every(alive)).toBe(true);
     } finally {
       await ctl.dispose();
     }

@@ -12,14 +12,19 @@
  *   ours (its pid, and so its group id, cannot be reused until we reap it);
  * - every other child of the wrapper: as a Linux subreaper, orphaned
  *   descendants (double-fork, setsid escapees) are re-parented to us;
- * - processes carrying our OPENCLAW_ACPX_LEASE_ID in their environment
- *   (escapees on hosts without a subreaper), with their descendants.
+ * - processes whose environment carries our lease id AND our gateway
+ *   instance id (ownership's one marker rule, markerVerdict): escapees on
+ *   hosts without a subreaper, with their descendants.
+ *
+ * The group signals go through ./adapter-group.ts, whose proof is computed
+ * from the adapter being our unreaped child, never asserted.
  */
 import type { ProcessFacts, ProcessInfo, ProcessSignaller, ProcessSnapshot } from "../../facts/types.js";
 import { collectTree } from "../../ownership/collect.js";
-import { checkGroupSignal, checkSignalTarget } from "../../ownership/guards.js";
+import { checkSignalTarget } from "../../ownership/guards.js";
+import { MARKER_ENV_KEYS, markerVerdict } from "../../ownership/markers.js";
 import { reapOwnedTree, type ReapOutcome } from "../../ownership/reap.js";
-import { LEASE_ENV_KEY } from "./protocol.js";
+import { signalAdapterGroup } from "./adapter-group.js";
 
 export interface CleanupDeps {
   facts: ProcessFacts;
@@ -27,6 +32,10 @@ export interface CleanupDeps {
   graceMs: number;
   /** our lease id, or undefined when the wrapper runs without one (no marker scan then) */
   leaseId: string | undefined;
+  /** our gateway instance id (OPENCLAW_GATEWAY_INSTANCE_ID), or undefined (no marker scan then) */
+  gatewayInstanceId: string | undefined;
+  /** the group the wrapper created for the adapter (pgid == adapterPid by setsid), null before the spawn */
+  adapterPgid: number | null;
   /** the adapter's pid while libuv has not reaped it yet, else null */
   unreapedAdapterPid: () => number | null;
   /** reaps adopted zombies found in this snapshot (subreaper only) */
@@ -101,12 +110,15 @@ export async function cleanupTree(deps: CleanupDeps): Promise<number[]> {
  * The wrapper's tree in kill order (leaves first), from one snapshot plus
  * an environment read per candidate for the lease marker.
  */
-export async function collectTargets(snapshot: ProcessSnapshot, deps: Pick<CleanupDeps, "facts" | "leaseId" | "unreapedAdapterPid">): Promise<ProcessInfo[]> {
+export async function collectTargets(
+  snapshot: ProcessSnapshot,
+  deps: Pick<CleanupDeps, "facts" | "leaseId" | "gatewayInstanceId" | "unreapedAdapterPid">,
+): Promise<ProcessInfo[]> {
   const self = process.pid;
   const adapterPid = deps.unreapedAdapterPid();
   const seeds = new Set<number>();
   for (const c of snapshot.childrenOf(self)) seeds.add(c.pid);
-  for (const pid of await markerPids(snapshot, deps.facts, deps.leaseId)) seeds.add(pid);
+  for (const pid of await markerPids(snapshot, deps.facts, deps.leaseId, deps.gatewayInstanceId)) seeds.add(pid);
 
   const adapter = adapterPid === null ? undefined : snapshot.processes.get(adapterPid);
   const root = adapter && adapter.ppid === self ? adapter : firstSeed(snapshot, seeds);
@@ -127,14 +139,26 @@ function firstSeed(snapshot: ProcessSnapshot, seeds: ReadonlySet<number>): Proce
 }
 
 /**
- * Pids carrying our lease id. Only processes whose environment we can read
- * are candidates (same uid, or any when we are root); kernel threads and
- * zombies have no environment to carry it; and a process started before
- * this wrapper cannot have inherited the environment the gateway gave us
- * (on a busy host this skips nearly every environment read).
+ * Pids whose environment proves them ours by ownership's one marker rule
+ * (markerVerdict: lease id AND gateway instance id). Only processes whose
+ * environment we can read are candidates (same uid, or any when we are
+ * root); kernel threads and zombies have no environment to carry it; and a
+ * process started before this wrapper cannot have inherited the environment
+ * the gateway gave us (on a busy host this skips nearly every environment
+ * read).
  */
-async function markerPids(snapshot: ProcessSnapshot, facts: ProcessFacts, leaseId: string | undefined): Promise<number[]> {
-  if (leaseId === undefined || leaseId === "") return [];
+async function markerPids(
+  snapshot: ProcessSnapshot,
+  facts: ProcessFacts,
+  leaseId: string | undefined,
+  gatewayInstanceId: string | undefined,
+): Promise<number[]> {
+  // Without both markers in our own environment there is nothing to compare
+  // against: a lease id alone could be another installation's copy of a
+  // state dir. Nothing is found by marker then; parent links (and, on Linux
+  // with the addon, the subreaper) still find the adapter's tree.
+  if (leaseId === undefined || leaseId === "" || gatewayInstanceId === undefined || gatewayInstanceId === "") return [];
+  const lease = { leaseId, gatewayInstanceId };
   const uid = typeof process.getuid === "function" ? process.getuid() : -1;
   const ourStart = decimal(snapshot.processes.get(process.pid)?.startTime);
   const candidates: number[] = [];
@@ -150,8 +174,8 @@ async function markerPids(snapshot: ProcessSnapshot, facts: ProcessFacts, leaseI
   await Promise.all(
     candidates.map(async (pid) => {
       try {
-        const d = await facts.inspect(pid, { envKeys: [LEASE_ENV_KEY] });
-        if (d && d.env[LEASE_ENV_KEY] === leaseId) found.push(pid);
+        const d = await facts.inspect(pid, { envKeys: MARKER_ENV_KEYS });
+        if (markerVerdict(d, lease) === "match") found.push(pid);
       } catch {
         // unreadable: not evidence of anything
       }
@@ -160,17 +184,9 @@ async function markerPids(snapshot: ProcessSnapshot, facts: ProcessFacts, leaseI
   return found;
 }
 
-function groupSignal(deps: Pick<CleanupDeps, "unreapedAdapterPid">, sig: NodeJS.Signals): void {
-  const pgid = deps.unreapedAdapterPid();
-  if (pgid === null) return;
-  // we spawned the adapter as a session leader and have not reaped it, so
-  // the group id is provably its own
-  if (!checkGroupSignal(pgid, { groupVerifiedAsOwn: true, leaderIsVerifiedRoot: true }).allowed) return;
-  try {
-    process.kill(-pgid, sig);
-  } catch {
-    // ESRCH: the group is empty already
-  }
+function groupSignal(deps: Pick<CleanupDeps, "adapterPgid" | "unreapedAdapterPid">, sig: NodeJS.Signals): void {
+  // the proof is computed from the adapter being our unreaped child (adapter-group.ts)
+  signalAdapterGroup(deps.adapterPgid, deps.unreapedAdapterPid(), sig);
 }
 
 async function waitForAdapter(deps: Pick<CleanupDeps, "unreapedAdapterPid">, ms: number, pollMs: number): Promise<void> {

@@ -34,9 +34,12 @@
  *   here and are found by parent links), pdeathsig as a second parent-death
  *   signal, race-free per-pid signals (pidfd).
  * - Linux without the addon: lifeline only; escapees found by the lease id
- *   in their environment (procfs); per-pid signals have an inspect→kill window.
- * - macOS: lifeline only; escapees found by lease id where the environment
- *   is readable.
+ *   AND instance id in their environment (procfs); per-pid signals have an
+ *   inspect→kill window.
+ * - macOS: lifeline only; escapees found by the same two markers where the
+ *   environment is readable.
+ * - without OPENCLAW_GATEWAY_INSTANCE_ID (or the lease id) in the wrapper's
+ *   own environment no escapee is found by marker at all.
  * - facts backend "none": only the adapter's group is signalled (provably
  *   ours while the adapter is unreaped); nothing is signalled per pid.
  */
@@ -47,7 +50,7 @@ import { getProcessFacts } from "../../facts/get.js";
 import { loadNative } from "../../facts/native.js";
 import { createSignaller } from "../../facts/signal.js";
 import type { NativeBinding } from "../../facts/native-binding.js";
-import { checkGroupSignal } from "../../ownership/guards.js";
+import { signalAdapterGroup } from "./adapter-group.js";
 import { startAdoptedReaper, type AdoptedReaper } from "./adopted.js";
 import { parseWrapperArgs, type WrapperArgs } from "./args.js";
 import { cleanupTree } from "./cleanup.js";
@@ -57,6 +60,7 @@ import {
   EXIT_NOT_FOUND,
   EXIT_USAGE,
   FORWARDED_SIGNALS,
+  INSTANCE_ENV_KEY,
   LEASE_ENV_KEY,
   PARENT_DEATH_SIGNAL,
   type CleanupReason,
@@ -158,15 +162,20 @@ function forward(sig: NodeJS.Signals): void {
   groupKill(sig);
 }
 
-/** Signals the adapter's group only while the adapter is our unreaped child (its pid, so its group id, cannot be reused). */
+/**
+ * The adapter's pid while it is our unreaped child, else null. This is the
+ * whole proof for a group signal (adapter-group.ts): the adapter is the
+ * verified root of the wrapper's reap target, and the group setsid() gave it
+ * (pgid == adapterPid) cannot be reused until we reap it.
+ */
+function unreapedAdapterPid(): number | null {
+  return adapterStatus === null ? adapterPid : null;
+}
+
+/** Signals the adapter's group, only while the guard accepts the proof computed from our own state. */
 function groupKill(sig: NodeJS.Signals): void {
-  if (adapterPid === null || adapterStatus !== null) return;
-  if (!checkGroupSignal(adapterPid, { groupVerifiedAsOwn: true, leaderIsVerifiedRoot: true }).allowed) return;
-  try {
-    process.kill(-adapterPid, sig);
-  } catch {
-    // ESRCH: the group is already empty
-  }
+  // the group the wrapper created: detached → setsid, so pgid == adapterPid
+  signalAdapterGroup(adapterPid, unreapedAdapterPid(), sig);
 }
 
 function onAdapterExit(code: number | null, signal: NodeJS.Signals | null): void {
@@ -204,7 +213,9 @@ function runCleanup(reason: CleanupReason): void {
     signaller,
     graceMs: args.graceMs,
     leaseId: process.env[LEASE_ENV_KEY],
-    unreapedAdapterPid: () => (adapterStatus === null ? adapterPid : null),
+    gatewayInstanceId: process.env[INSTANCE_ENV_KEY],
+    adapterPgid: adapterPid,
+    unreapedAdapterPid,
     ...(reaper ? { reapZombies: (snap) => void reaper?.reapIn(snap) } : {}),
   })
     .catch(() => [] as number[])

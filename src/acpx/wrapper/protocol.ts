@@ -12,8 +12,9 @@
  *             report per line to it and reads it only to see EOF, which means
  *             "the gateway is gone". The adapter never inherits it.
  * env: OPENCLAW_ACPX_LEASE_ID and OPENCLAW_GATEWAY_INSTANCE_ID (the adapter
- *      inherits both; the wrapper uses the lease id to find escaped
- *      descendants during parent-gone cleanup).
+ *      inherits both; the wrapper finds escaped descendants during cleanup
+ *      by BOTH, through ownership's markerVerdict; without either in its own
+ *      environment it finds none by marker).
  *
  * Reports, in the order they can appear:
  *   started      right after the adapter was spawned (pgid == adapterPid:
@@ -36,10 +37,11 @@
  * report anyway).
  */
 
+// The marker keys and the default grace are ownership's (one definition each);
+// re-exported here so both sides of the wrapper contract read them from one place.
+export { DEFAULT_GRACE_MS, INSTANCE_ENV_KEY, LEASE_ENV_KEY } from "../../ownership/types.js";
+
 export const LIFELINE_FD = 3;
-export const LEASE_ENV_KEY = "OPENCLAW_ACPX_LEASE_ID";
-export const INSTANCE_ENV_KEY = "OPENCLAW_GATEWAY_INSTANCE_ID";
-export const DEFAULT_GRACE_MS = 3000;
 /** Upper bound for --grace-ms: a typo must not keep a stubborn tree alive for days. */
 export const MAX_GRACE_MS = 600_000;
 /**

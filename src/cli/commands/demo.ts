@@ -9,6 +9,13 @@
  *  4. a stand-in gateway is SIGKILLed: its wrapper cleans up through the lifeline
  *  5. a gateway AND its wrapper are SIGKILLed: a new controller reaps at startup
  *
+ * The demo signals only what it spawned itself (its stand-in gateways, while
+ * they are its unreaped children) or verified: a pid is learned together with
+ * its start time (the wrapper pid a gateway prints is checked to be that
+ * gateway's child; a safety-net carrier must match the lease id AND instance
+ * id by ownership's marker rule) and every signal goes through the guards and
+ * an identity-checked signaller with that start time.
+ *
  * The adapter is the package's scriptable ACP fixture agent
  * (test/fixtures/acp-agent/agent.mjs), located from the package root. It is
  * not part of the published files: from an npm install the demo says so and
@@ -21,6 +28,10 @@ import { dirname, join, resolve } from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
 import { createAcpxLifecycleController } from "../../acpx/controller.js";
 import type { AcpRuntimeHandle, AcpxLifecycleController } from "../../acpx/types.js";
+import { getProcessFacts } from "../../facts/get.js";
+import { createSignaller } from "../../facts/signal.js";
+import type { ProcessFacts, ProcessSignaller, SignalOutcome } from "../../facts/types.js";
+import { checkSignalTarget, markerVerdict, MARKER_ENV_KEYS } from "../../ownership/index.js";
 import { parseArgs, UsageError, type CliIo } from "../io.js";
 
 const PACKAGE_ROOT = resolve(dirname(fileURLToPath(import.meta.url)), "..", "..", "..");
@@ -59,12 +70,16 @@ export async function run(args: readonly string[], io: CliIo): Promise<number> {
   const spawned: ChildProcess[] = [];
   const controllers: AcpxLifecycleController[] = [];
   const leaseIds: string[] = [];
+  const facts = getProcessFacts();
+  const signaller = createSignaller(facts);
+  let instanceId: string | undefined;
   io.out(`proclease demo — state dir ${stateDir}, grace ${graceMs} ms, this process ${process.pid}\n\n`);
 
   try {
     // ---------------------------------------------------------------- 1-3
     const ctl = await createAcpxLifecycleController({ stateDir, graceMs, maintenanceIntervalMs: 0 });
     controllers.push(ctl);
+    instanceId = ctl.gatewayInstanceId;
     log(`controller up: gateway instance ${ctl.gatewayInstanceId}`);
     const pidfile = join(stateDir, "agent-1.json");
     let t = Date.now();
@@ -108,7 +123,7 @@ export async function run(args: readonly string[], io: CliIo): Promise<number> {
     const p2 = await readPidfile(pid2);
     const tree2 = [h2.rootPid, p2.pid, p2.grandchildPid ?? 0];
     log(`stand-in gateway ${gw.pid} ensured a session: wrapper ${h2.rootPid} → adapter ${p2.pid} → setsid grandchild ${p2.grandchildPid}`);
-    gw.kill("SIGKILL");
+    killOwnChild(gw);
     t = Date.now();
     log(`SIGKILL → gateway ${gw.pid}; its wrapper sees the lifeline EOF`);
     const gone2 = await waitFor(() => !tree2.some(alive) && leaseCarriers(h2.leaseId).length === 0, graceMs + 5000);
@@ -124,8 +139,13 @@ export async function run(args: readonly string[], io: CliIo): Promise<number> {
     leaseIds.push(h3.leaseId);
     const p3 = await readPidfile(pid3);
     log(`stand-in gateway ${gw3.pid}: wrapper ${h3.rootPid} → adapter ${p3.pid} → double-forked grandchild ${p3.grandchildPid}`);
-    process.kill(h3.rootPid, "SIGKILL");
-    gw3.kill("SIGKILL");
+    // the wrapper pid came from the gateway's stdout: signalled only once it is
+    // verified as that gateway's child, with the start time seen then
+    const wrapper3 = await childOf(facts, h3.rootPid, gw3);
+    if (wrapper3 === null) throw new Error(`pid ${h3.rootPid} (printed by gateway ${gw3.pid}) is not that gateway's child; not signalled`);
+    const killed3 = await signalVerified(signaller, h3.rootPid, wrapper3, "SIGKILL");
+    check(killed3 === "signalled", `SIGKILL reached the verified wrapper ${h3.rootPid} (${killed3})`);
+    killOwnChild(gw3);
     log(`SIGKILL → wrapper ${h3.rootPid} and gateway ${gw3.pid}: nobody is left to clean up`);
     await waitFor(() => !alive(h3.rootPid), 3000);
     await sleep(200);
@@ -148,9 +168,12 @@ export async function run(args: readonly string[], io: CliIo): Promise<number> {
     io.err(`demo step failed: ${err instanceof Error ? err.message : String(err)}\n`);
   } finally {
     for (const c of controllers) await c.dispose();
-    for (const c of spawned) if (c.exitCode === null && c.signalCode === null) c.kill("SIGKILL");
-    // safety net: anything still carrying one of the demo's lease ids was spawned by the demo
-    for (const id of leaseIds) for (const pid of leaseCarriers(id)) killQuietly(pid);
+    for (const c of spawned) killOwnChild(c);
+    // safety net: what still carries one of the demo's lease ids AND its
+    // instance id (from the demo's own throwaway state dir) was spawned by it
+    if (instanceId !== undefined) {
+      for (const id of leaseIds) await killCarriers(facts, signaller, { leaseId: id, gatewayInstanceId: instanceId });
+    }
     if (!flags.keep) rmSync(stateDir, { recursive: true, force: true });
   }
   io.out(failures.length === 0 ? "\nevery step verified.\n" : `\n${failures.length} step(s) failed:\n${failures.map((f) => `  - ${f}`).join("\n")}\n`);
@@ -240,11 +263,36 @@ function leaseCarriers(leaseId: string): number[] {
   return out;
 }
 
-function killQuietly(pid: number): void {
-  try {
-    if (pid > 1 && pid !== process.pid) process.kill(pid, "SIGKILL");
-  } catch {
-    // already gone
+/** SIGKILL to a child the demo spawned, only while it is unreaped (its pid cannot have been reused) and the guard allows it. */
+function killOwnChild(c: ChildProcess): void {
+  if (c.pid === undefined || c.exitCode !== null || c.signalCode !== null) return;
+  if (!checkSignalTarget(c.pid).allowed) return;
+  c.kill("SIGKILL");
+}
+
+/**
+ * The start time of `pid` when it is a child of `parent` (the demo's own
+ * unreaped child, so the parent link cannot point at a reused pid); null
+ * otherwise.
+ */
+async function childOf(facts: ProcessFacts, pid: number, parent: ChildProcess): Promise<string | null> {
+  if (parent.pid === undefined || parent.exitCode !== null || parent.signalCode !== null) return null;
+  const d = await facts.inspect(pid).catch(() => null);
+  return d !== null && d.ppid === parent.pid ? d.startTime : null;
+}
+
+/** Guarded, identity-checked signal to a pid the demo verified, with the start time it recorded then. */
+async function signalVerified(signaller: ProcessSignaller, pid: number, startTime: string, sig: NodeJS.Signals): Promise<SignalOutcome | "refused"> {
+  if (!checkSignalTarget(pid).allowed) return "refused";
+  return signaller.signal(pid, startTime, sig).catch((): SignalOutcome => "unknown");
+}
+
+/** SIGKILL to each process the marker rule proves carries this lease (lease id AND instance id), identity-checked. */
+async function killCarriers(facts: ProcessFacts, signaller: ProcessSignaller, lease: { leaseId: string; gatewayInstanceId: string }): Promise<void> {
+  for (const pid of leaseCarriers(lease.leaseId)) {
+    const d = await facts.inspect(pid, { envKeys: MARKER_ENV_KEYS }).catch(() => null);
+    if (d === null || markerVerdict(d, lease) !== "match") continue;
+    await signalVerified(signaller, pid, d.startTime, "SIGKILL");
   }
 }
 

@@ -66,15 +66,16 @@ function conclude(v: LeaseVerification, remnants: number[]): string {
       ? `a process-supervisor run, already ${v.lease.state}; nothing would be done`
       : "a process-supervisor run: `proclease reap` and the ACPX controller never touch it; the supervisor's own reconciliation settles it";
   }
+  // remnants exist only for a "gone" verdict (ownership never searches them
+  // for a pid that now names another process, nor on unknown evidence)
   if (!settled && remnants.length > 0) {
-    const why = v.verdict === "gone" ? "the wrapper is gone" : "the wrapper's pid now names another process";
-    return `${why} but ${remnants.length} process(es) still carry this lease id and instance id (${remnants.join(" ")}): cleanup would reap them and mark the lease closed`;
+    return `the wrapper is gone but ${remnants.length} process(es) still carry this lease id and instance id (${remnants.join(" ")}): cleanup would reap them (each identity re-checked) and mark the lease closed once none of them may still run`;
   }
   switch (v.verdict) {
     case "owned":
       return settled
         ? `the lease is already ${v.lease.state}; nothing would be done`
-        : `cleanup would SIGTERM these ${v.tree!.members.length} verified process(es) leaves first, SIGKILL what is left after the grace period (each identity re-checked before its signal), then mark the lease closed`;
+        : `cleanup would SIGTERM these ${v.tree!.members.length} verified process(es) leaves first, SIGKILL what is left after the grace period (each identity re-checked before its signal), then mark the lease closed (it stays closing if any may still run)`;
     case "gone":
       return settled ? `nothing alive; the lease is already ${v.lease.state}` : "nothing verified is alive: cleanup sends no signal and marks the lease lost";
     case "mismatch":
