@@ -72,6 +72,14 @@ export interface LeaseVerification {
    * null on the ps and none backends. Never set together with `tree`.
    */
   remnants: ReapTarget | null;
+  /**
+   * How the remnant search for a gone root ended, so callers never have to
+   * read evidence text: "found" (remnants set), "none-found" (every
+   * candidate was judged and none carries this lease: nothing of it is
+   * alive), "inconclusive" (the search could not run, or some carrier could
+   * not be judged), "not-run" (the root is not gone).
+   */
+  remnantSearch: "found" | "none-found" | "inconclusive" | "not-run";
 }
 
 export interface VerifyOptions {
@@ -163,6 +171,7 @@ interface State {
   /** the root is gone (absent or a zombie, same boot): look for remnants */
   remnantSearch?: boolean;
   remnants?: ReapTarget | null;
+  remnantOutcome?: LeaseVerification["remnantSearch"];
 }
 
 function done(lease: AcpxProcessLease, verdict: LeaseVerdict, evidence: OwnershipEvidence[]): State {
@@ -179,7 +188,8 @@ function vanished(s: State, ev: OwnershipEvidence): void {
   s.remnantSearch = true;
 }
 function finish(s: State): LeaseVerification {
-  return { lease: s.lease, verdict: s.verdict ?? "unknown", evidence: s.evidence, tree: s.tree ?? null, remnants: s.tree ? null : (s.remnants ?? null) };
+  const remnants = s.tree ? null : (s.remnants ?? null);
+  return { lease: s.lease, verdict: s.verdict ?? "unknown", evidence: s.evidence, tree: s.tree ?? null, remnants, remnantSearch: s.remnantOutcome ?? "not-run" };
 }
 
 async function checkRoot(
@@ -371,6 +381,7 @@ async function scanEnvironments(
     if (blocked !== null) {
       s.evidence.push(...remnantEvidence(null, null, blocked));
       s.remnants = null;
+      s.remnantOutcome = "inconclusive";
     } else tallies.set(s.lease.leaseId, { s, tally: new RemnantTally() });
   }
   if (tallies.size > 0) ctx.clock = opts?.startClock !== undefined ? opts.startClock : await readStartClock().catch(() => null);
@@ -413,6 +424,7 @@ async function scanEnvironments(
     const target = buildRemnantTarget(snapshot, tally);
     s.evidence.push(...remnantEvidence(tally, target, null));
     s.remnants = target;
+    s.remnantOutcome = target !== null ? "found" : tally.refused.size > 0 ? "inconclusive" : "none-found";
   }
   return out;
 }

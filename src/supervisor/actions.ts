@@ -2,14 +2,18 @@
  * Process actions for background exec sessions (seed §1: poll, log,
  * send-keys, paste, submit, kill, remove). A session is a background run the
  * supervisor spawned, or a process adopted by pid that it does not know
- * (e.g. one started by an earlier incarnation). Termination always asks the
- * supervisor first and falls back to the real, guarded OS tree kill when the
- * supervisor has no live record of the run.
+ * (e.g. one started by an earlier incarnation). A session the supervisor
+ * started is terminated through supervisor.cancel only. An adopted one is
+ * pinned to the exact process it named at adopt time (its start time) and
+ * terminated by the guarded OS tree kill of that process only: a pid that now
+ * names another process is never signalled.
  */
+import { getProcessFacts } from "../facts/get.js";
 import type { ProcessFacts, ProcessSignaller } from "../facts/types.js";
 import { assertPid } from "../facts/validate.js";
+import { DEFAULT_GRACE_MS, reapStoppedPid } from "../ownership/index.js";
 import { BRACKETED_PASTE_END, BRACKETED_PASTE_START, encodeKeySequence, type KeySequence } from "./keys.js";
-import { DEFAULT_KILL_GRACE_MS, killProcessTree, type KillTreeResult } from "./kill-tree.js";
+import { killProcessTree, type KillTreeResult } from "./kill-tree.js";
 import { DEFAULT_MAX_OUTPUT_CHARS, truncationMarker } from "./output.js";
 import type { ProcessSupervisor } from "./supervisor.js";
 import type { ManagedRun, ManagedRunStdin, RunExit, SpawnInput } from "./types.js";
@@ -17,6 +21,7 @@ import type { ManagedRun, ManagedRunStdin, RunExit, SpawnInput } from "./types.j
 export const DEFAULT_FINISHED_TTL_MS = 30 * 60_000;
 export const DEFAULT_MAX_POLL_WAIT_MS = 30_000;
 export const DEFAULT_LOG_LINES = 200;
+export const DEFAULT_ADOPTED_CHECK_MS = 1000;
 
 export type ExecSessionStatus = "running" | "exited";
 
@@ -25,6 +30,8 @@ export interface ExecSessionInfo {
   /** the supervisor run id; absent for adopted processes */
   runId?: string;
   pid?: number;
+  /** adopted sessions: the start time recorded at adopt time (ProcessInfo.startTime); kill/remove signal only that process */
+  startTime?: string;
   mode: "child" | "pty" | "adopted";
   command: string;
   status: ExecSessionStatus;
@@ -79,8 +86,10 @@ export interface ExecSessionsOptions {
   maxPollWaitMs?: number;
   /** aggregated output kept per session (the tail); default 1 000 000 characters */
   maxOutputChars?: number;
-  /** for the fallback tree kill */
+  /** for the tree kill of adopted sessions; default DEFAULT_GRACE_MS */
   graceMs?: number;
+  /** how often adopted sessions are checked for an exit (so the TTL can expire them); default 1000 ms */
+  adoptedCheckMs?: number;
   facts?: ProcessFacts;
   signaller?: ProcessSignaller;
 }
@@ -88,8 +97,13 @@ export interface ExecSessionsOptions {
 export interface ExecSessions {
   /** Spawns a background run through the supervisor and tracks it as a session (id = runId). */
   start(input: SpawnInput): Promise<ExecSessionInfo>;
-  /** Tracks a live process the supervisor does not know; kill/remove use the tree kill. */
-  adopt(input: { pid: number; command: string; id?: string }): ExecSessionInfo;
+  /**
+   * Tracks a live process the supervisor does not know. Its start time is
+   * read now (rejects when the process is not running or the facts backend
+   * cannot tell its identity); kill/remove tree-kill that exact process only,
+   * and the session is marked exited once that process is gone.
+   */
+  adopt(input: { pid: number; command: string; id?: string }): Promise<ExecSessionInfo>;
   list(): ExecSessionInfo[];
   poll(id: string, opts?: { timeoutMs?: number }): Promise<PollResult>;
   log(id: string, opts?: { offset?: number; limit?: number }): LogResult;
@@ -121,6 +135,17 @@ interface Session {
   waiters: Set<() => void>;
 }
 
+/** adopt() could not pin the pid to one process: nothing was adopted. */
+export class AdoptError extends Error {
+  override readonly name = "AdoptError";
+  constructor(
+    readonly pid: number,
+    reason: string,
+  ) {
+    super(`cannot adopt pid ${pid}: ${reason}`);
+  }
+}
+
 export class UnknownSessionError extends Error {
   override readonly name = "UnknownSessionError";
   constructor(readonly sessionId: string) {
@@ -133,6 +158,10 @@ export function createExecSessions(opts: ExecSessionsOptions): ExecSessions {
   const ttl = opts.finishedTtlMs ?? DEFAULT_FINISHED_TTL_MS;
   const maxPoll = opts.maxPollWaitMs ?? DEFAULT_MAX_POLL_WAIT_MS;
   const cap = opts.maxOutputChars ?? DEFAULT_MAX_OUTPUT_CHARS;
+  const graceMs = opts.graceMs ?? DEFAULT_GRACE_MS;
+  const checkMs = Math.max(1, opts.adoptedCheckMs ?? DEFAULT_ADOPTED_CHECK_MS);
+  let factsCache: ProcessFacts | undefined;
+  const facts = (): ProcessFacts => (factsCache ??= opts.facts ?? getProcessFacts());
   const sessions = new Map<string, Session>();
 
   const sweep = (now = Date.now()): number => {
@@ -185,21 +214,58 @@ export function createExecSessions(opts: ExecSessionsOptions): ExecSessions {
 
   const terminate = async (s: Session): Promise<TerminateResult> => {
     if (s.info.status === "exited") return { via: "none", reason: "already-exited" };
-    if (s.info.runId !== undefined && s.exitPromise && supervisor.cancel(s.info.runId, "manual-cancel")) {
-      return { via: "supervisor", exit: await s.exitPromise };
+    if (s.info.runId !== undefined && s.exitPromise) {
+      if (supervisor.cancel(s.info.runId, "manual-cancel")) return { via: "supervisor", exit: await s.exitPromise };
+      // the supervisor has no live record: the root already exited and its
+      // exit is on its way; its pid may be someone else's by now, so no kill by pid
+      await s.exitPromise;
+      return { via: "none", reason: "already-exited" };
     }
-    if (s.info.pid === undefined) return { via: "none", reason: "no-pid" };
-    const result = await killProcessTree(s.info.pid, {
-      graceMs: opts.graceMs ?? DEFAULT_KILL_GRACE_MS,
-      facts: opts.facts,
+    if (s.info.pid === undefined || s.info.startTime === undefined) return { via: "none", reason: "no-pid" };
+    const pid = s.info.pid;
+    const result = await killProcessTree(pid, {
+      graceMs,
+      facts: facts(),
       signaller: opts.signaller,
+      expectedStartTime: s.info.startTime,
     });
-    if (result.outcome === "reaped" || result.outcome === "gone") {
-      // a supervised run's own wait() reports its exit; an adopted one has none
-      if (!s.exitPromise) markExited(s);
-      else await s.exitPromise;
+    // gone or mismatch: the adopted process is no longer there (a pid reused by
+    // another process means ours exited); reaped: only if the reaper saw it stop
+    if (result.outcome === "gone" || result.outcome === "mismatch" || (result.outcome === "reaped" && reapStoppedPid(result.report, pid))) {
+      markExited(s);
     }
     return { via: "tree-kill", result };
+  };
+
+  /**
+   * Adopted sessions have no exit event: one unref'd timer checks them while
+   * any is running, so a process that exits on its own becomes a finished
+   * session (and the TTL can expire it). Unknown evidence changes nothing.
+   */
+  let checkTimer: NodeJS.Timeout | undefined;
+  let checking = false;
+  const adoptedRunning = () => [...sessions.values()].filter((x) => x.info.mode === "adopted" && x.info.status === "running");
+  const checkAdopted = async (): Promise<void> => {
+    if (checking) return;
+    checking = true;
+    try {
+      await Promise.all(
+        adoptedRunning().map(async (x) => {
+          if (await adoptedExited(facts(), x.info.pid!, x.info.startTime!)) markExited(x);
+        }),
+      );
+    } finally {
+      checking = false;
+      if (adoptedRunning().length === 0 && checkTimer) {
+        clearInterval(checkTimer);
+        checkTimer = undefined;
+      }
+    }
+  };
+  const watchAdopted = () => {
+    if (checkTimer) return;
+    checkTimer = setInterval(() => void checkAdopted(), checkMs);
+    checkTimer.unref();
   };
 
   const api: ExecSessions = {
@@ -250,12 +316,26 @@ export function createExecSessions(opts: ExecSessionsOptions): ExecSessions {
       return { ...s.info };
     },
 
-    adopt({ pid, command, id }) {
+    async adopt({ pid, command, id }) {
       assertPid(pid, "pid");
       const sid = id ?? `pid-${pid}-${Date.now()}`;
       if (sessions.has(sid)) throw new Error(`exec session ${sid} already exists`);
+      const f = facts();
+      if (f.identityStrength === "none") {
+        throw new AdoptError(pid, `the facts backend "${f.backend}" cannot read process identity, so a later kill could not be pinned to this process`);
+      }
+      let details;
+      try {
+        details = await f.inspect(pid);
+      } catch (err) {
+        throw new AdoptError(pid, `it could not be inspected (${err instanceof Error ? err.message : String(err)})`);
+      }
+      if (details === null || details.state === "Z") throw new AdoptError(pid, "no such running process");
+      const startTime = String(details.startTime);
+      if (!/^\d+$/.test(startTime)) throw new AdoptError(pid, "its start time could not be read");
+      if (sessions.has(sid)) throw new Error(`exec session ${sid} already exists`);
       const s: Session = {
-        info: { id: sid, pid, mode: "adopted", command, status: "running", startedAtMs: Date.now() },
+        info: { id: sid, pid, startTime, mode: "adopted", command, status: "running", startedAtMs: Date.now() },
         pty: false,
         output: "",
         dropped: 0,
@@ -263,6 +343,7 @@ export function createExecSessions(opts: ExecSessionsOptions): ExecSessions {
         waiters: new Set(),
       };
       sessions.set(sid, s);
+      watchAdopted();
       return { ...s.info };
     },
 
@@ -273,6 +354,9 @@ export function createExecSessions(opts: ExecSessionsOptions): ExecSessions {
 
     async poll(id, o = {}) {
       const s = get(id);
+      if (s.info.mode === "adopted" && s.info.status === "running" && (await adoptedExited(facts(), s.info.pid!, s.info.startTime!))) {
+        markExited(s);
+      }
       const wait = Math.min(Math.max(0, o.timeoutMs ?? 0), maxPoll);
       if (s.pending === "" && s.info.status === "running" && wait > 0) {
         await new Promise<void>((resolve) => {
@@ -380,4 +464,14 @@ export function createExecSessions(opts: ExecSessionsOptions): ExecSessions {
     sweep,
   };
   return api;
+}
+
+/** true when the adopted process is provably gone: absent, a zombie, or its pid now names another process. */
+async function adoptedExited(facts: ProcessFacts, pid: number, startTime: string): Promise<boolean> {
+  try {
+    const d = await facts.inspect(pid);
+    return d === null || d.state === "Z" || (/^\d+$/.test(String(d.startTime)) && String(d.startTime) !== startTime);
+  } catch {
+    return false;
+  }
 }

@@ -49,7 +49,7 @@ export interface ReconciledRun {
   runId: string;
   rootPid: number;
   verdict: LeaseVerification["verdict"];
-  /** reaped: a verified tree was torn down; settled: nothing of ours was alive; left: unverifiable, untouched */
+  /** reaped: a verified tree was torn down; settled: nothing of ours was alive; left: unverifiable (untouched) or not finished (survivors: the lease stays closing) */
   action: "reaped" | "settled" | "left";
   /** the lease's state after reconciliation */
   state: LeaseState;
@@ -72,6 +72,15 @@ export interface RunLeases {
   attach(leaseId: string, pid: number): Promise<void>;
   /** open/closing → closing → closed|lost; a lease already terminal is left alone. */
   settle(leaseId: string, to: "closed" | "lost"): Promise<void>;
+  /**
+   * Settles the lease of a run whose root exited, by ownership's one reap
+   * rule: closed when `report` (the run's tree kill, if one ran) completed,
+   * or when the verifier finds nothing of the run alive (root gone, no
+   * remnants carrying its markers). Anything else (survivors, remnants, a
+   * reused pid, unknown evidence) leaves it "closing", which reconcile
+   * retries. Returns the lease's state afterwards (undefined: no such lease).
+   */
+  finish(leaseId: string, report: ReapReport | null): Promise<LeaseState | undefined>;
   /** `live`: lease ids of runs this incarnation still supervises; never touched. */
   reconcile(live?: ReadonlySet<string>): Promise<ReconcileReport>;
 }
@@ -130,6 +139,20 @@ export function createRunLeases(opts: RunLeasesOptions): RunLeases {
       if (lease) await settle(store, lease, to);
     },
 
+    async finish(leaseId, report) {
+      const { store, instanceId } = await init();
+      const lease = await store.get(leaseId);
+      if (!lease) return undefined;
+      if (lease.state === "closed" || lease.state === "lost") return lease.state;
+      let nothingAlive = report !== null && reapCompleted(report);
+      if (!nothingAlive) {
+        const [v] = await verifyLeases([lease], facts, { gatewayInstanceId: instanceId });
+        nothingAlive = v !== undefined && provenNothingLeft(v);
+      }
+      if (nothingAlive) return (await settle(store, lease, "closed")).state;
+      return lease.state === "open" ? (await store.transition(leaseId, "closing")).state : lease.state;
+    },
+
     async reconcile(live = new Set<string>()) {
       const { store, instanceId } = await init();
       const { leases } = await store.list({ gatewayInstanceId: instanceId, states: ["open", "closing"] });
@@ -152,9 +175,10 @@ export function createRunLeases(opts: RunLeasesOptions): RunLeases {
           const { report: reap } = await reapLeaseVerification(v, { facts, signaller, graceMs: opts.graceMs });
           if (reap === null) throw new Error("unreachable: a tree or remnants were present");
           if (!reapCompleted(reap)) {
-            // could not finish: back to open, so the next reconciliation tries again
-            await store.transition(closing.leaseId, "open");
-            runs.push({ ...base, action: "left", state: "open", reap });
+            // could not finish: the lease stays closing (reconcile lists open and
+            // closing, so the next one tries again). closing → open is kept for
+            // "the process list was unavailable", which is not this case.
+            runs.push({ ...base, action: "left", state: closing.state, reap });
           } else {
             await store.transition(closing.leaseId, "closed");
             runs.push({ ...base, action: "reaped", state: "closed", reap });
@@ -171,6 +195,18 @@ export function createRunLeases(opts: RunLeasesOptions): RunLeases {
       return { instanceId, runs };
     },
   };
+}
+
+/**
+ * True only when the verification proves nothing of the run is alive: its
+ * root is gone AND the remnant search ran (environments readable) and found
+ * no process carrying the run's markers, proven or refused. A mismatch only
+ * proves the root's pid is someone else's now (its descendants are not
+ * searched then); a blocked search (ps/none backends cannot read
+ * environments) proves nothing either (LeaseVerification.remnantSearch).
+ */
+function provenNothingLeft(v: LeaseVerification): boolean {
+  return v.verdict === "gone" && v.remnantSearch === "none-found";
 }
 
 /**

@@ -22,11 +22,14 @@ export {
   RESUME_WATCHDOG_DEFAULTS,
   WATCHDOG_MIN_TIMEOUT_MS,
   resolveNoOutputTimeoutMs,
+  resolveRunNoOutputTimeoutMs,
 } from "./watchdog.js";
 export type { ResolveNoOutputTimeoutInput, WatchdogProfile } from "./watchdog.js";
 export {
   createExecSessions,
+  AdoptError,
   UnknownSessionError,
+  DEFAULT_ADOPTED_CHECK_MS,
   DEFAULT_FINISHED_TTL_MS,
   DEFAULT_LOG_LINES,
   DEFAULT_MAX_POLL_WAIT_MS,

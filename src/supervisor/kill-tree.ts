@@ -1,26 +1,37 @@
 /**
  * The OS-level process-tree kill: TERM leaves first, a grace period, KILL to
  * what is left, over the tree that exists NOW under `pid` (its descendants,
- * and its group when it leads one). It owns no rule of its own: targets come
- * from the ownership collector (which already drops pid <= 1, this process,
- * its parent and our ancestors), every signal goes through the ownership
- * reaper (identity re-checked per process, pidfd on Linux), and the guards
- * are asked first. So it can never reach the caller's own process group: a
- * root that does not lead its own group contributes no group at all.
+ * and the members of its group when it leads one). It owns no rule of its
+ * own: targets come from the ownership collector (which already drops pid
+ * <= 1, this process, its parent and our ancestors), every signal goes
+ * through the ownership reaper (identity re-checked per process, pidfd on
+ * Linux), and the guards are asked first.
+ *
+ * No group signal (kill(-pgid)) is ever sent: group members are signalled
+ * one by one by the reaper, each with the start time it had in the snapshot.
+ * Sweeping a group's members is still as consequential as signalling the
+ * group, so that decision asks checkGroupSignal with a proof computed from
+ * the snapshot (see groupToSweep), never with literals.
  */
 import { getProcessFacts } from "../facts/get.js";
 import { createSignaller } from "../facts/signal.js";
-import type { ProcessFacts, ProcessInfo, ProcessSignaller } from "../facts/types.js";
+import type { ProcessFacts, ProcessInfo, ProcessSignaller, ProcessSnapshot } from "../facts/types.js";
 import { assertPid } from "../facts/validate.js";
-import { collectTree } from "../ownership/collect.js";
-import { checkGroupSignal, checkSignalTarget } from "../ownership/guards.js";
-import { reapOwnedTree, type ReapReport } from "../ownership/reap.js";
+import { collectTree, DEFAULT_GRACE_MS, checkGroupSignal, checkSignalTarget, reapOwnedTree } from "../ownership/index.js";
+import type { OwnedTreeReapReport as ReapReport } from "../ownership/index.js";
 
 export interface KillProcessTreeOptions {
-  /** ms between TERM and KILL; default 3000 (the ownership reaper's default) */
+  /** ms between TERM and KILL; default DEFAULT_GRACE_MS (ownership's, 3000) */
   graceMs?: number;
   facts?: ProcessFacts;
   signaller?: ProcessSignaller;
+  /**
+   * The start time (ProcessInfo.startTime, same facts backend) the caller
+   * recorded for `pid`. When given, only that exact process is the root: a
+   * live pid with another start time gives "mismatch", one whose start time
+   * cannot be read gives "unknown"; either way nothing is sent.
+   */
+  expectedStartTime?: string;
 }
 
 export type KillTreeResult =
@@ -28,18 +39,27 @@ export type KillTreeResult =
   | { outcome: "reaped"; pid: number; members: number; report: ReapReport }
   /** no live process with that pid (or only its zombie) */
   | { outcome: "gone"; pid: number }
+  /** the pid is held by another process than `expectedStartTime` names: nothing was sent */
+  | { outcome: "mismatch"; pid: number; expectedStartTime: string; actualStartTime: string }
   /** a guard refused the root: nothing was sent */
   | { outcome: "refused"; pid: number; reason: string }
-  /** the facts backend cannot see processes: nothing was sent (fail closed) */
+  /** the facts backend cannot see processes, or the root's identity could not be read: nothing was sent (fail closed) */
   | { outcome: "unknown"; pid: number; reason: string };
 
-export const DEFAULT_KILL_GRACE_MS = 3000;
+/** Kept for callers of the earlier export; the one default is ownership's DEFAULT_GRACE_MS. */
+export const DEFAULT_KILL_GRACE_MS: number = DEFAULT_GRACE_MS;
+
+const START_TIME_RE = /^\d+$/;
 
 /** Validates `pid` (TypeError/RangeError naming it), then kills its live tree. */
 export async function killProcessTree(pid: number, opts: KillProcessTreeOptions = {}): Promise<KillTreeResult> {
   assertPid(pid, "pid");
   if (opts.graceMs !== undefined && (!Number.isFinite(opts.graceMs) || opts.graceMs < 0)) {
     throw new RangeError(`graceMs must be a finite number >= 0, got ${opts.graceMs}`);
+  }
+  const expected = opts.expectedStartTime;
+  if (expected !== undefined && (typeof expected !== "string" || !START_TIME_RE.test(expected))) {
+    throw new TypeError(`expectedStartTime must be a decimal start-time string, got ${JSON.stringify(expected)}`);
   }
   const guard = checkSignalTarget(pid);
   if (!guard.allowed) return { outcome: "refused", pid, reason: guard.reason };
@@ -50,30 +70,46 @@ export async function killProcessTree(pid: number, opts: KillProcessTreeOptions 
   const snapshot = await facts.snapshot();
   const root = snapshot.processes.get(pid);
   if (!root || root.state === "Z") return { outcome: "gone", pid };
-  const members = collectTree(snapshot, root, { pgid: ownGroupOf(root) });
+  if (expected !== undefined) {
+    const actual = String(root.startTime);
+    if (!START_TIME_RE.test(actual)) {
+      return { outcome: "unknown", pid, reason: `the start time of pid ${pid} could not be read, so it cannot be matched to ${expected}` };
+    }
+    if (actual !== expected) return { outcome: "mismatch", pid, expectedStartTime: expected, actualStartTime: actual };
+  }
+  const members = collectTree(snapshot, root, { pgid: groupToSweep(snapshot, root) });
   if (members.length === 0) {
     return { outcome: "refused", pid, reason: `pid ${pid} is this process or one of its ancestors` };
   }
   const signaller = opts.signaller ?? defaultSignaller(facts);
   const report = await reapOwnedTree(
     { root, members },
-    { facts, signaller, graceMs: opts.graceMs ?? DEFAULT_KILL_GRACE_MS },
+    { facts, signaller, graceMs: opts.graceMs ?? DEFAULT_GRACE_MS },
   );
   return { outcome: "reaped", pid, members: members.length, report };
 }
 
 /**
- * The group to sweep with the root: only the one the root itself leads, and
- * only if the group guard would accept it (never our own group, never the one
- * led by us or our parent). A root sitting in someone else's group (ours,
- * typically: a non-detached child) contributes descendants only.
- * The proofs passed are "true" because no group signal is ever sent: members
- * are signalled one by one, each identity-checked by the reaper, and the
- * leader is the live root itself. The guard is asked for its hard refusals.
+ * The group whose members are swept with the root, or undefined. The proof
+ * handed to the group guard is what this snapshot establishes:
+ * - leaderIsVerifiedRoot: the snapshot's process at pid == pgid is the root
+ *   itself (same pid and start time, not a zombie). The root is the process
+ *   the caller named (and, with expectedStartTime, the one it recorded).
+ * - groupVerifiedAsOwn: the group is the root's own, i.e. the root leads it
+ *   (pgid == pid). A pgid cannot be handed to a new process while its leader
+ *   lives, so every member is in the group the root created.
+ * A root sitting in someone else's group (ours, typically: a non-detached
+ * child) contributes descendants only. The guard adds its hard refusals: never
+ * our own group, never the one led by us or our parent, and every group when
+ * our own group is unknown.
  */
-function ownGroupOf(root: ProcessInfo): number | undefined {
-  if (root.pgid !== root.pid) return undefined;
-  const verdict = checkGroupSignal(root.pgid, { groupVerifiedAsOwn: true, leaderIsVerifiedRoot: true });
+export function groupToSweep(snapshot: ProcessSnapshot, root: ProcessInfo): number | undefined {
+  const leader = snapshot.processes.get(root.pgid);
+  const leaderIsVerifiedRoot =
+    leader !== undefined && leader.pid === root.pid && String(leader.startTime) === String(root.startTime) && leader.state !== "Z";
+  const groupVerifiedAsOwn = root.pgid === root.pid;
+  // the guard decides: it refuses an unproven group as well as the forbidden ones
+  const verdict = checkGroupSignal(root.pgid, { groupVerifiedAsOwn, leaderIsVerifiedRoot });
   return verdict.allowed ? root.pgid : undefined;
 }
 
@@ -86,4 +122,3 @@ function defaultSignaller(facts: ProcessFacts): ProcessSignaller {
   }
   return s;
 }
-

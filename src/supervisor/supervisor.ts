@@ -6,15 +6,16 @@
  */
 import { randomUUID } from "node:crypto";
 import type { ProcessFacts, ProcessSignaller } from "../facts/types.js";
-import { reapStoppedPid } from "../ownership/reap.js";
+import { DEFAULT_GRACE_MS, reapStoppedPid } from "../ownership/index.js";
 import type { SpawnedProcess } from "./adapters/adapter.js";
 import { spawnChild } from "./adapters/child.js";
 import { loadNodePty, ptyArgv, spawnPty, type PtyLoader } from "./adapters/pty.js";
 import { createRunLeases, type ReconcileReport, type RunLease, type RunLeases } from "./durability.js";
-import { DEFAULT_KILL_GRACE_MS, killProcessTree, type KillTreeResult } from "./kill-tree.js";
+import { killProcessTree, type KillTreeResult } from "./kill-tree.js";
 import { CappedOutput, DEFAULT_MAX_OUTPUT_CHARS } from "./output.js";
 import { createRunRegistry } from "./registry.js";
 import type { ManagedRun, RunExit, RunRecord, SpawnInput, TerminationReason } from "./types.js";
+import { resolveRunNoOutputTimeoutMs } from "./watchdog.js";
 import { nonNegativeOption } from "../facts/validate.js";
 
 export interface ProcessSupervisorOptions {
@@ -24,7 +25,7 @@ export interface ProcessSupervisorOptions {
   gatewayInstanceId?: string;
   facts?: ProcessFacts;
   signaller?: ProcessSignaller;
-  /** TERM → KILL grace for every tree kill; default 3000 ms */
+  /** TERM → KILL grace for every tree kill; default DEFAULT_GRACE_MS (3000 ms) */
   graceMs?: number;
   /** exited records kept for getRecord; default 1000 */
   maxExitedRecords?: number;
@@ -67,13 +68,15 @@ interface LiveRun {
   pid?: number;
   requested?: TerminationReason;
   kill?: Promise<unknown>;
+  /** what the tree kill reported, once it ran (undefined when it threw or never ran) */
+  killResult?: KillTreeResult;
   requestKill(reason: TerminationReason): void;
 }
 
 export function createProcessSupervisor(opts: ProcessSupervisorOptions = {}): ProcessSupervisor {
   const registry = createRunRegistry({ maxExitedRecords: opts.maxExitedRecords });
   const live = new Map<string, LiveRun>();
-  const graceMs = nonNegativeOption(opts.graceMs, DEFAULT_KILL_GRACE_MS, "opts.graceMs");
+  const graceMs = nonNegativeOption(opts.graceMs, DEFAULT_GRACE_MS, "opts.graceMs");
   const maxOutput = opts.maxOutputChars ?? DEFAULT_MAX_OUTPUT_CHARS;
   const loadPty = opts.loadPty ?? loadNodePty;
   let leases: RunLeases | undefined;
@@ -201,12 +204,16 @@ export function createProcessSupervisor(opts: ProcessSupervisorOptions = {}): Pr
       } catch {
         result = undefined;
       }
+      run.killResult = result;
       if (result?.outcome === "reaped" && reapStoppedPid(result.report, rootPid)) return;
       if (proc.exitObserved) return;
-      // The tree kill could not verify the root (facts "none", identity unknown):
-      // fall back to the root alone, through our own handle. The handle cannot
-      // hit a reused pid: Node does not release the pid before it reaps the child.
-      proc.signalRoot("SIGTERM");
+      // The tree kill did not stop the root (facts "none", identity unknown,
+      // signal denied). The one signal not derived from facts: the root alone,
+      // through our own handle, whose identity is the handle itself. The
+      // adapter sends it only while the child is provably unreaped (so its pid
+      // cannot have been reused) and the guard allows the pid; a PTY handle
+      // cannot prove that and sends nothing. See SpawnedProcess.signalRoot.
+      if (proc.signalRoot("SIGTERM") !== "signalled") return;
       const exited = await Promise.race([proc.wait().then(() => true), delay(graceMs).then(() => false)]);
       if (!exited) proc.signalRoot("SIGKILL");
     };
@@ -220,7 +227,8 @@ export function createProcessSupervisor(opts: ProcessSupervisorOptions = {}): Pr
       overallTimer = quietTimer = undefined;
     };
     const timeoutMs = positiveMs(input.timeoutMs);
-    const quietMs = positiveMs(input.noOutputTimeoutMs);
+    // the watchdog's one resolver: clamped below the overall deadline, never under its minimum
+    const quietMs = resolveRunNoOutputTimeoutMs({ noOutputTimeoutMs: input.noOutputTimeoutMs, timeoutMs });
     if (timeoutMs !== undefined) {
       overallTimer = setTimeout(() => run.requestKill("overall-timeout"), timeoutMs);
       overallTimer.unref();
@@ -270,7 +278,15 @@ export function createProcessSupervisor(opts: ProcessSupervisorOptions = {}): Pr
       const fin = registry.finalize(runId, { reason, exitCode: exit.exitCode, exitSignal: exit.exitSignal });
       const final = fin?.record.terminationReason ?? reason;
       proc.dispose();
-      if (lease) await store!.settle(lease.leaseId, pid === undefined ? "lost" : "closed").catch(() => {});
+      if (lease) {
+        // closed only when nothing of ours may still run: a tree kill whose reap
+        // left survivors keeps the lease closing, for reconcileOrphans to retry
+        const settled =
+          pid === undefined
+            ? store!.settle(lease.leaseId, "lost")
+            : store!.finish(lease.leaseId, run.killResult?.outcome === "reaped" ? run.killResult.report : null);
+        await settled.catch(() => {});
+      }
       const err = exit.spawnError ? `${exit.spawnError.message}\n` : "";
       return {
         reason: final,

@@ -44,7 +44,12 @@ interface SpawnCommon {
   env?: Record<string, string | undefined>;
   /** Overall deadline in ms; absent, 0 or negative = none. */
   timeoutMs?: number;
-  /** Deadline between two output chunks in ms; resets on every chunk; absent or 0 = disabled. */
+  /**
+   * Deadline between two output chunks in ms; resets on every chunk; absent or
+   * 0 = disabled. Resolved by the watchdog's one resolver
+   * (`resolveRunNoOutputTimeoutMs`): never under WATCHDOG_MIN_TIMEOUT_MS and,
+   * with a `timeoutMs`, kept below it so `no-output-timeout` can fire first.
+   */
   noOutputTimeoutMs?: number;
   /** Keep stdout/stderr in the RunExit (default true). Capped: see `maxOutputChars`. */
   captureOutput?: boolean;

@@ -59,3 +59,20 @@ export function resolveNoOutputTimeoutMs(input: ResolveNoOutputTimeoutInput): nu
   const bounded = Math.min(maxMs, Math.max(minMs, Math.floor(timeoutMs * ratio)));
   return Math.max(WATCHDOG_MIN_TIMEOUT_MS, Math.min(bounded, cap));
 }
+
+/**
+ * The no-output deadline the supervisor arms for one run, from its SpawnInput:
+ * undefined when disabled (absent, 0, negative or not finite); with an
+ * overall timeout, `resolveNoOutputTimeoutMs` with the explicit value as its
+ * override (so it is clamped below the overall deadline); without one, the
+ * explicit value, never under WATCHDOG_MIN_TIMEOUT_MS.
+ */
+export function resolveRunNoOutputTimeoutMs(input: { noOutputTimeoutMs?: number; timeoutMs?: number }): number | undefined {
+  const quiet = input.noOutputTimeoutMs;
+  if (typeof quiet !== "number" || !Number.isFinite(quiet) || quiet <= 0) return undefined;
+  const overall = input.timeoutMs;
+  if (typeof overall === "number" && Number.isFinite(overall) && overall > 0) {
+    return resolveNoOutputTimeoutMs({ timeoutMs: overall, override: { noOutputTimeoutMs: quiet } });
+  }
+  return Math.max(WATCHDOG_MIN_TIMEOUT_MS, Math.floor(quiet));
+}

@@ -241,6 +241,11 @@ describe("remnants of a vanished root (simulator)", () => {
       expect(v.tree).toBeNull();
       expect(v.remnants?.members.map((m) => nameOf(m.pid)) ?? null, why).toEqual(row.remnants ?? null);
       if (v.remnants) expect(v.remnants.members.at(-1)).toBe(v.remnants.root);
+      // the structured outcome agrees with what was found; "none-found" only when nothing was refused either
+      if (v.remnants) expect(v.remnantSearch).toBe("found");
+      else expect(["none-found", "inconclusive", "not-run"]).toContain(v.remnantSearch);
+      if (v.verdict !== "gone") expect(v.remnantSearch).toBe("not-run");
+      if (v.remnantSearch === "none-found") expect(v.evidence.find((e) => e.check === "remnant-env")?.detail ?? "").not.toMatch(/refused|no remnant search/);
       if (row.evidence) {
         const [check, result, detail] = row.evidence;
         const hit = v.evidence.find((e) => e.check === check && e.result === result && (!detail || detail.test(e.detail ?? "")));
@@ -289,6 +294,7 @@ describe("remnants of a vanished root (simulator)", () => {
     expect(vs.map((v) => v.verdict)).toEqual(["owned", "gone", "gone"]);
     expect(vs[1]!.remnants?.members.map((m) => m.pid)).toEqual([P + 31, P + 30]);
     expect(vs[2]!.remnants).toBeNull();
+    expect(vs.map((v) => v.remnantSearch)).toEqual(["not-run", "found", "none-found"]);
     expect(vs[0]!.tree?.members.map((m) => m.pid)).toEqual([G, A, W]);
     expect(sim.snapshots).toBe(1);
     const seen = new Set(sim.inspected);

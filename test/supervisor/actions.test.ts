@@ -1,7 +1,10 @@
 import { spawn } from "node:child_process";
 import { readFileSync } from "node:fs";
 import { afterEach, describe, expect, it } from "vitest";
-import { createExecSessions, UnknownSessionError } from "../../src/supervisor/actions.js";
+import { getProcessFacts } from "../../src/facts/get.js";
+import { buildSnapshot } from "../../src/facts/snapshot.js";
+import type { ProcessFacts, ProcessInfo, ProcessSignaller } from "../../src/facts/types.js";
+import { AdoptError, createExecSessions, UnknownSessionError } from "../../src/supervisor/actions.js";
 import { createProcessSupervisor } from "../../src/supervisor/supervisor.js";
 import { fixture, isAlive, killQuietly, matcher, waitFor } from "./helpers.js";
 
@@ -164,7 +167,8 @@ describe("process actions: kill and remove", () => {
   it("kill without a supervisor record falls back to the real tree kill", async () => {
     const { sessions } = setup();
     const { pid, grandchild } = await unsupervisedTree();
-    const s = sessions.adopt({ pid, command: "stubborn-tree" });
+    const s = await sessions.adopt({ pid, command: "stubborn-tree" });
+    expect(s.startTime).toMatch(/^\d+$/);
     const r = await sessions.kill(s.id);
     expect(r.via).toBe("tree-kill");
     expect(r.via === "tree-kill" && r.result.outcome).toBe("reaped");
@@ -193,7 +197,7 @@ describe("process actions: kill and remove", () => {
   it("remove without a supervisor record drops it and tree-kills it", async () => {
     const { sessions } = setup();
     const { pid, grandchild } = await unsupervisedTree();
-    const s = sessions.adopt({ pid, command: "stubborn-tree", id: "adopted-1" });
+    const s = await sessions.adopt({ pid, command: "stubborn-tree", id: "adopted-1" });
     const pending = sessions.run({ action: "remove", sessionId: s.id });
     expect(sessions.list()).toEqual([]);
     const r = await pending;
@@ -208,9 +212,93 @@ describe("process actions: kill and remove", () => {
     const s = await first.start({ ...base, mode: "child", argv: ["sleep", "30"] });
     pids.add(s.pid!);
     const { sessions } = setup();
-    const adopted = sessions.adopt({ pid: s.pid!, command: s.command });
+    const adopted = await sessions.adopt({ pid: s.pid!, command: s.command });
     const r = await sessions.kill(adopted.id);
     expect(r).toMatchObject({ via: "tree-kill", result: { outcome: "reaped" } });
     expect(isAlive(s.pid!)).toBe(false);
+  });
+});
+
+/** Real facts, except that `pid` reports the start time `fake(real)` once `on()` holds (a pid reused, as the facts see it). */
+function reusedPidFacts(pid: number, fake: (real: string) => string, on: () => boolean): ProcessFacts {
+  const real = getProcessFacts();
+  const patch = <T extends ProcessInfo>(p: T): T => (p.pid === pid && on() ? { ...p, startTime: fake(p.startTime) } : p);
+  return {
+    backend: real.backend,
+    identityStrength: real.identityStrength,
+    async snapshot() {
+      const snap = await real.snapshot();
+      return buildSnapshot(snap.takenAt, [...snap.processes.values()].map(patch));
+    },
+    async inspect(p, o) {
+      const d = await real.inspect(p, o);
+      return d === null ? null : patch(d);
+    },
+  };
+}
+
+function recordingSignaller(): ProcessSignaller & { sent: Array<[number, string]> } {
+  const sent: Array<[number, string]> = [];
+  return { raceFree: true, sent, signal: async (pid, _st, sig) => (sent.push([pid, sig]), "signalled") };
+}
+
+describe("process actions: adopted sessions are pinned to the process they named", () => {
+  it("adopt records the start time; after the pid is reused (facts report another start time) kill sends nothing and the session is finished", async () => {
+    const sleeper = spawn("sleep", ["30"], { detached: true, stdio: "ignore" });
+    pids.add(sleeper.pid!);
+    let reused = false;
+    const facts = reusedPidFacts(sleeper.pid!, (st) => String(BigInt(st) + 1n), () => reused);
+    const signaller = recordingSignaller();
+    const { sessions } = setup({ facts, signaller, adoptedCheckMs: 60_000 });
+    const s = await sessions.adopt({ pid: sleeper.pid!, command: "sleep 30" });
+    expect(s.startTime).toBe((await getProcessFacts().inspect(sleeper.pid!))!.startTime);
+    reused = true; // the adopted process "exited" and another one now holds its pid
+    const r = await sessions.kill(s.id);
+    expect(r).toMatchObject({ via: "tree-kill", result: { outcome: "mismatch", expectedStartTime: s.startTime } });
+    expect(signaller.sent).toEqual([]);
+    expect(isAlive(sleeper.pid!)).toBe(true);
+    // ours is gone (its pid names another process): finished, not "running" forever
+    expect(sessions.list().find((x) => x.id === s.id)?.status).toBe("exited");
+    expect(await sessions.remove(s.id)).toEqual({ via: "none", reason: "already-exited" });
+    expect(signaller.sent).toEqual([]);
+  });
+
+  it("remove of an adopted session whose start time cannot be read sends nothing (unknown)", async () => {
+    const sleeper = spawn("sleep", ["30"], { detached: true, stdio: "ignore" });
+    pids.add(sleeper.pid!);
+    let hidden = false;
+    const facts = reusedPidFacts(sleeper.pid!, () => "", () => hidden);
+    const signaller = recordingSignaller();
+    const { sessions } = setup({ facts, signaller, adoptedCheckMs: 60_000 });
+    const s = await sessions.adopt({ pid: sleeper.pid!, command: "sleep 30" });
+    hidden = true;
+    expect(await sessions.remove(s.id)).toMatchObject({ via: "tree-kill", result: { outcome: "unknown" } });
+    expect(signaller.sent).toEqual([]);
+    expect(isAlive(sleeper.pid!)).toBe(true);
+  });
+
+  it("an adopted process that exits on its own becomes finished, and the TTL then expires it", async () => {
+    const short = spawn("sleep", ["0.3"], { detached: true, stdio: "ignore" });
+    pids.add(short.pid!);
+    const { sessions } = setup({ adoptedCheckMs: 25, finishedTtlMs: 150 });
+    const s = await sessions.adopt({ pid: short.pid!, command: "sleep 0.3", id: "short" });
+    expect(sessions.list().find((x) => x.id === s.id)?.status).toBe("running");
+    await waitFor(() => sessions.list().find((x) => x.id === "short")?.status === "exited", 10_000);
+    await waitFor(() => !sessions.list().some((x) => x.id === "short"), 10_000);
+    expect(() => sessions.log("short")).toThrow(UnknownSessionError);
+  });
+
+  it("adopt fails clearly when the pid cannot be pinned: no such process, or facts that cannot tell identity", async () => {
+    const done = spawn("true");
+    await new Promise((r) => done.once("exit", r));
+    const { sessions } = setup();
+    await expect(sessions.adopt({ pid: done.pid!, command: "true" })).rejects.toThrow(AdoptError);
+    await expect(sessions.adopt({ pid: done.pid!, command: "true" })).rejects.toThrow(/no such running process/);
+    const sleeper = spawn("sleep", ["30"], { detached: true, stdio: "ignore" });
+    pids.add(sleeper.pid!);
+    const { sessions: blind } = setup({ facts: getProcessFacts({ backend: "none" }) });
+    await expect(blind.adopt({ pid: sleeper.pid!, command: "sleep" })).rejects.toThrow(/cannot read process identity/);
+    expect(blind.list()).toEqual([]);
+    await expect(sessions.adopt({ pid: 0, command: "x" })).rejects.toThrow(RangeError);
   });
 });

@@ -1,9 +1,38 @@
-import { afterEach, describe, expect, it } from "vitest";
+import { existsSync } from "node:fs";
+import { afterEach, describe, expect, it, vi } from "vitest";
 import { getProcessFacts } from "../../src/facts/get.js";
+import { spawnChild } from "../../src/supervisor/adapters/child.js";
+import { loadNodePty } from "../../src/supervisor/adapters/pty.js";
 import { killProcessTree } from "../../src/supervisor/kill-tree.js";
+import type { FinalizeInput } from "../../src/supervisor/registry.js";
 import { createProcessSupervisor } from "../../src/supervisor/supervisor.js";
 import type { ManagedRun } from "../../src/supervisor/types.js";
 import { fixture, isAlive, killQuietly, matcher, waitFor } from "./helpers.js";
+
+// Every registry.finalize call the supervisor makes, in call order: the race
+// test compares the recorded reason with the FIRST call's.
+const finalizeCalls = vi.hoisted(() => [] as Array<{ runId: string; reason: string }>);
+vi.mock("../../src/supervisor/registry.js", async (importOriginal) => {
+  const mod = await importOriginal<typeof import("../../src/supervisor/registry.js")>();
+  return {
+    ...mod,
+    createRunRegistry: (...args: Parameters<typeof mod.createRunRegistry>) => {
+      const reg = mod.createRunRegistry(...args);
+      const finalize = reg.finalize.bind(reg);
+      reg.finalize = (runId: string, input: FinalizeInput) => {
+        finalizeCalls.push({ runId, reason: input.reason });
+        return finalize(runId, input);
+      };
+      return reg;
+    },
+  };
+});
+
+const PTY = await loadNodePty().then(
+  () => true,
+  () => false,
+);
+if (!PTY) console.log("supervisor.test: node-pty cannot be loaded here, so the PTY facts-none test is skipped");
 
 const node = process.execPath;
 const spawned = new Set<number>();
@@ -125,9 +154,31 @@ describe("supervisor: exits, reasons and finalize", () => {
     expect(sup.getRecord(run.runId)).toMatchObject({ state: "exited", terminationReason: "spawn-error" });
   });
 
-  it("finalize is idempotent under an exit/cancel race: one reason, everywhere", async () => {
+  it("exit/cancel race, both orders shown: a cancel before the exit wins, one after the exit is observed changes nothing", async () => {
     const sup = createProcessSupervisor({ graceMs: 200 });
-    const seen = new Set<string>();
+    // cancel first: the run is still running when the kill is requested
+    const first = await sup.spawn({ mode: "child", sessionId: "s", backendId: "t", argv: ["sleep", "30"] });
+    runs.push(first);
+    first.cancel();
+    sup.cancel(first.runId, "overall-timeout"); // weaker, during the kill: no relabel
+    expect(await first.wait()).toMatchObject({ reason: "manual-cancel", exitSignal: "SIGTERM" });
+    // exit first: the root is reaped (its /proc entry gone, so Node has seen the
+    // exit) while a background holder keeps the output open, so wait() is still pending
+    const late = await sup.spawn({ mode: "child", sessionId: "s", backendId: "t", argv: ["sh", "-c", "sleep 0.4 & exit 0"] });
+    runs.push(late);
+    await waitFor(() => !existsSync(`/proc/${late.pid}`));
+    expect(sup.getRecord(late.runId)?.state).not.toBe("exited");
+    late.cancel();
+    expect(await late.wait()).toMatchObject({ reason: "exit", exitCode: 0 });
+    for (const run of [first, late]) {
+      const calls = finalizeCalls.filter((c) => c.runId === run.runId);
+      expect(calls.length).toBeGreaterThanOrEqual(1);
+      expect(sup.getRecord(run.runId)?.terminationReason).toBe(calls[0]!.reason);
+    }
+  });
+
+  it("under a real exit/cancel race the recorded reason is the first finalize call's, everywhere", async () => {
+    const sup = createProcessSupervisor({ graceMs: 200 });
     for (let i = 0; i < 12; i++) {
       const run = await sup.spawn({ mode: "child", sessionId: "s", backendId: "t", argv: ["sh", "-c", "exit 0"] });
       // cancel lands before, during or after the exit depending on scheduling
@@ -135,15 +186,25 @@ describe("supervisor: exits, reasons and finalize", () => {
       setTimeout(() => run.cancel(), delays[i % delays.length]);
       setTimeout(() => sup.cancel(run.runId, "overall-timeout"), delays[(i + 1) % delays.length]);
       const exit = await run.wait();
-      const again = await run.wait();
-      expect(again).toBe(exit);
-      expect(["exit", "manual-cancel", "overall-timeout"]).toContain(exit.reason);
-      expect(sup.getRecord(run.runId)?.terminationReason).toBe(exit.reason);
-      seen.add(exit.reason);
+      expect(await run.wait()).toBe(exit);
+      const calls = finalizeCalls.filter((c) => c.runId === run.runId);
+      expect(calls.length).toBeGreaterThanOrEqual(1);
+      expect(exit.reason).toBe(calls[0]!.reason);
+      expect(sup.getRecord(run.runId)?.terminationReason).toBe(calls[0]!.reason);
       run.cancel(); // after the fact: no effect
       expect(sup.getRecord(run.runId)?.terminationReason).toBe(exit.reason);
     }
-    expect(seen.size).toBeGreaterThanOrEqual(1);
+  });
+
+  it("a no-output timeout larger than the overall one is clamped below it, so its own reason fires first", async () => {
+    const sup = createProcessSupervisor({ graceMs: 200 });
+    const run = await sup.spawn({ mode: "child", sessionId: "s", backendId: "t", argv: ["sleep", "30"], timeoutMs: 2500, noOutputTimeoutMs: 60_000 });
+    runs.push(run);
+    const exit = await run.wait();
+    // resolveNoOutputTimeoutMs: min(60 000, 2500 - 1000) = 1500 ms
+    expect(exit).toMatchObject({ reason: "no-output-timeout", noOutputTimedOut: true, timedOut: false });
+    expect(exit.durationMs).toBeGreaterThanOrEqual(1400);
+    expect(exit.durationMs).toBeLessThan(2500);
   });
 
   it("caps captured output with a truncation marker, and can skip capture", async () => {
@@ -202,7 +263,7 @@ describe("supervisor: exits, reasons and finalize", () => {
 });
 
 describe("supervisor: facts that cannot verify (backend none)", () => {
-  it("the tree kill sends nothing; cancel falls back to the root through the supervisor's own handle", async () => {
+  it("the tree kill sends nothing; the one signal not derived from facts goes to the unreaped child through the supervisor's own handle (the handle is the identity)", async () => {
     const facts = getProcessFacts({ backend: "none" });
     const sup = createProcessSupervisor({ facts, graceMs: 300 });
     const run = await sup.spawn({ mode: "child", sessionId: "s", backendId: "t", argv: ["sleep", "30"] });
@@ -214,5 +275,28 @@ describe("supervisor: facts that cannot verify (backend none)", () => {
     const exit = await run.wait();
     expect(exit).toMatchObject({ reason: "manual-cancel", exitSignal: "SIGTERM" });
     expect(isAlive(run.pid!)).toBe(false);
+  });
+
+  it("the child handle sends nothing once Node has reported the exit (reaped: the pid may be reused)", async () => {
+    const proc = spawnChild({ mode: "child", sessionId: "s", backendId: "t", argv: ["true"] }, process.env);
+    await proc.wait();
+    expect(proc.signalRoot("SIGTERM")).toBe("exited");
+    proc.dispose();
+  });
+
+  it.skipIf(!PTY)(`a PTY handle cannot prove its pid unreaped (node-pty reaps on its own thread): with facts none, cancel sends nothing${PTY ? "" : " [skipped: node-pty not loadable]"}`, async () => {
+    const facts = getProcessFacts({ backend: "none" });
+    const sup = createProcessSupervisor({ facts, graceMs: 100 });
+    const run = await sup.spawn({ mode: "pty", sessionId: "s", backendId: "t", ptyCommand: "exec sleep 30" });
+    runs.push(run);
+    spawned.add(run.pid!);
+    run.cancel();
+    expect(sup.getRecord(run.runId)?.state).toBe("exiting");
+    // longer than the grace: a fallback would have signalled by now
+    await new Promise((r) => setTimeout(r, 600));
+    expect(isAlive(run.pid!)).toBe(true);
+    expect(sup.getRecord(run.runId)?.state).toBe("exiting");
+    killQuietly([run.pid]); // the test's own cleanup of the process it started
+    expect((await run.wait()).reason).toBe("manual-cancel");
   });
 });

@@ -5,6 +5,7 @@ import {
   RESUME_WATCHDOG_DEFAULTS,
   WATCHDOG_MIN_TIMEOUT_MS,
   resolveNoOutputTimeoutMs,
+  resolveRunNoOutputTimeoutMs,
 } from "../../src/supervisor/watchdog.js";
 import { encodeKey, encodeKeySequence } from "../../src/supervisor/keys.js";
 import { CappedOutput } from "../../src/supervisor/output.js";
@@ -47,6 +48,16 @@ describe("run registry", () => {
     expect(r.finalize("missing", { reason: "exit", exitCode: 0, exitSignal: null })).toBeNull();
   });
 
+  it("first reason wins in the other order too: a cancel finalized first is not relabelled by the exit", () => {
+    const r = createRunRegistry();
+    r.add(rec("b"));
+    const first = r.finalize("b", { reason: "manual-cancel", exitCode: null, exitSignal: "SIGTERM" });
+    const second = r.finalize("b", { reason: "exit", exitCode: 0, exitSignal: null });
+    expect(first?.firstFinalize).toBe(true);
+    expect(second?.firstFinalize).toBe(false);
+    expect(r.get("b")).toMatchObject({ state: "exited", terminationReason: "manual-cancel", exitCode: null, exitSignal: "SIGTERM" });
+  });
+
   it("prunes the oldest exited records beyond the cap and keeps live ones", () => {
     const r = createRunRegistry({ maxExitedRecords: 2 });
     for (const id of ["a", "b", "c", "live"]) r.add(rec(id));
@@ -80,6 +91,18 @@ describe("watchdog defaults (single source)", () => {
     expect(resolveNoOutputTimeoutMs({ timeoutMs: 300_000, override: { noOutputTimeoutMs: 5_000 } })).toBe(5_000);
     expect(resolveNoOutputTimeoutMs({ timeoutMs: 10_000, override: { noOutputTimeoutMs: 50_000 } })).toBe(9_000);
     expect(() => resolveNoOutputTimeoutMs({ timeoutMs: 0 })).toThrow(RangeError);
+  });
+
+  it("a run's no-output deadline goes through the same resolver: clamped below its overall timeout", () => {
+    expect(resolveRunNoOutputTimeoutMs({ noOutputTimeoutMs: 60_000, timeoutMs: 2_500 })).toBe(1_500);
+    expect(resolveRunNoOutputTimeoutMs({ noOutputTimeoutMs: 5_000, timeoutMs: 300_000 })).toBe(5_000);
+    expect(resolveRunNoOutputTimeoutMs({ noOutputTimeoutMs: 400, timeoutMs: 300_000 })).toBe(1_000);
+    // no overall timeout: the explicit value, never under the floor
+    expect(resolveRunNoOutputTimeoutMs({ noOutputTimeoutMs: 700 })).toBe(1_000);
+    expect(resolveRunNoOutputTimeoutMs({ noOutputTimeoutMs: 7_000.9 })).toBe(7_000);
+    for (const off of [undefined, 0, -5, Number.NaN, Number.POSITIVE_INFINITY]) {
+      expect(resolveRunNoOutputTimeoutMs({ noOutputTimeoutMs: off, timeoutMs: 10_000 })).toBeUndefined();
+    }
   });
 });
 

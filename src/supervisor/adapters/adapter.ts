@@ -24,17 +24,32 @@ export interface SpawnedProcess {
   /** true as soon as the root's exit was observed (before the output flush) */
   readonly exitObserved: boolean;
   /**
-   * Signals the root through the handle this process holds. Identity-safe
-   * without a facts check (Node never signals a child it has already reaped),
-   * so the supervisor uses it as its fallback when the tree kill cannot verify
-   * anything (facts backend "none"): the root at least, never a guess.
+   * Signals the root through the handle this process holds: the one signal
+   * in the supervisor that is not derived from process facts, because the
+   * handle itself is the identity. It is sent only while that holds:
+   * - child: Node's ChildProcess has reported no exit (exitCode and
+   *   signalCode both null). libuv reaps a child and reports its exit in one
+   *   callback, so an unreported child is unreaped, and an unreaped child's pid
+   *   cannot be reused (at worst it is our own zombie);
+   * - PTY: never. node-pty reaps the child on its own thread (waitpid) and
+   *   reports the exit later, so a live-looking handle does not prove the pid
+   *   is still the child's: "not-identity-safe", nothing is sent.
+   * The pid also has to pass the ownership guard (checkSignalTarget).
    */
-  signalRoot(signal: NodeJS.Signals): void;
+  signalRoot(signal: NodeJS.Signals): RootSignalOutcome;
   /** Resolves once the root exited and its output was flushed (bounded wait). */
   wait(): Promise<AdapterExit>;
   /** Releases listeners and handles; never signals. */
   dispose(): void;
 }
+
+/**
+ * What `signalRoot` did: "signalled"; "exited" (the handle already reported
+ * the exit, or the kernel said the process is gone); "refused" (a guard
+ * refused the pid); "not-identity-safe" (the handle cannot prove the pid is
+ * still the child's). Only "signalled" sent anything.
+ */
+export type RootSignalOutcome = "signalled" | "exited" | "refused" | "not-identity-safe";
 
 const SIGNAL_NAMES = new Map<number, NodeJS.Signals>(
   Object.entries(constants.signals).map(([name, num]) => [num, name as NodeJS.Signals]),

@@ -115,9 +115,10 @@ export async function spawnPty(input: SpawnPtyInput, env: NodeJS.ProcessEnv, loa
     get exitObserved() {
       return exited;
     },
-    signalRoot(signal) {
-      // node-pty's onExit comes from its own waitpid: before it, the pid is still ours
-      if (!exited) pty.kill(signal);
+    signalRoot() {
+      // node-pty reaps on its own thread before onExit reaches us: a handle
+      // that has not reported the exit does not prove the pid is still ours
+      return exited ? "exited" : "not-identity-safe";
     },
     onStdout: (l) => void stdoutListeners.push(l),
     onStderr: () => {},
@@ -135,7 +136,7 @@ function failed(spawnError: Error): SpawnedProcess {
     pid: undefined,
     leadsGroup: false,
     exitObserved: true,
-    signalRoot: () => {},
+    signalRoot: () => "exited",
     onStdout: () => {},
     onStderr: () => {},
     wait: async () => ({ exitCode: null, exitSignal: null, spawnError }),
