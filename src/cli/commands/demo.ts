@@ -22,7 +22,7 @@
  * exits 1; from a checkout (`npm run demo`) it runs.
  */
 import { spawn, type ChildProcess } from "node:child_process";
-import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
+import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
@@ -126,7 +126,7 @@ export async function run(args: readonly string[], io: CliIo): Promise<number> {
     killOwnChild(gw);
     t = Date.now();
     log(`SIGKILL → gateway ${gw.pid}; its wrapper sees the lifeline EOF`);
-    const gone2 = await waitFor(() => !tree2.some(alive) && leaseCarriers(h2.leaseId).length === 0, graceMs + 5000);
+    const gone2 = await waitFor(async () => !tree2.some(alive) && (await leaseCarriers(facts, markersOf(h2))).length === 0, graceMs + 5000);
     log(`  tree gone ${gone2 ? `after ${Date.now() - t} ms` : "NOT within the deadline"} (grace ${graceMs} ms)`);
     check(gone2 && Date.now() - t <= graceMs + 1000, "the wrapper cleaned up within grace + 1 s, no process carries the lease id");
 
@@ -160,7 +160,7 @@ export async function run(args: readonly string[], io: CliIo): Promise<number> {
     for (const e of rep.entries) {
       log(`  lease ${e.leaseId}: ${e.verdict} → ${e.action} (${e.stateBefore}→${e.stateAfter})${e.reap ? `; ${e.reap.members.map((m) => `${m.pid}:${m.outcome}`).join(" ")}` : ""}`);
     }
-    check(!orphans.some(alive) && leaseCarriers(h3.leaseId).length === 0, `startup reaping left no process carrying lease ${h3.leaseId}`);
+    check(!orphans.some(alive) && (await leaseCarriers(facts, markersOf(h3))).length === 0, `startup reaping left no process carrying lease ${h3.leaseId}`);
     check((await ctl2.listLeases()).every((l) => l.state === "closed" || l.state === "lost"), "every lease is settled (closed or lost)");
     log(`total ${Date.now() - t0} ms`);
   } catch (err) {
@@ -247,18 +247,19 @@ function alive(pid: number): boolean {
   }
 }
 
-/** Linux: processes whose environment carries the lease id (the demo's own proof of "nothing left"). */
-function leaseCarriers(leaseId: string): number[] {
-  if (process.platform !== "linux") return [];
-  const needle = Buffer.from(`OPENCLAW_ACPX_LEASE_ID=${leaseId}\0`);
+/**
+ * The demo's proof of "nothing left": every process started since the demo
+ * began whose environment carries this lease's markers, asked through the
+ * facts backend like the library itself would. A process whose environment
+ * cannot be read counts as a carrier: the proof must not pass on "unknown".
+ */
+async function leaseCarriers(facts: ProcessFacts, lease: { leaseId: string; gatewayInstanceId: string }): Promise<number[]> {
+  const since = Number((await facts.inspect(process.pid))?.startTime ?? 0);
   const out: number[] = [];
-  for (const d of readdirSync("/proc")) {
-    if (!/^\d+$/.test(d)) continue;
-    try {
-      if (readFileSync(`/proc/${d}/environ`).indexOf(needle) !== -1 && alive(Number(d))) out.push(Number(d));
-    } catch {
-      // gone or unreadable
-    }
+  for (const p of (await facts.snapshot()).processes.values()) {
+    if (p.state === "Z" || p.pid === process.pid || !(Number(p.startTime) >= since)) continue;
+    const d = await facts.inspect(p.pid, { envKeys: MARKER_ENV_KEYS }).catch(() => null);
+    if (d !== null && d.state !== "Z" && markerVerdict(d, lease) !== "mismatch") out.push(p.pid);
   }
   return out;
 }
@@ -289,17 +290,21 @@ async function signalVerified(signaller: ProcessSignaller, pid: number, startTim
 
 /** SIGKILL to each process the marker rule proves carries this lease (lease id AND instance id), identity-checked. */
 async function killCarriers(facts: ProcessFacts, signaller: ProcessSignaller, lease: { leaseId: string; gatewayInstanceId: string }): Promise<void> {
-  for (const pid of leaseCarriers(lease.leaseId)) {
+  for (const pid of await leaseCarriers(facts, lease)) {
     const d = await facts.inspect(pid, { envKeys: MARKER_ENV_KEYS }).catch(() => null);
     if (d === null || markerVerdict(d, lease) !== "match") continue;
     await signalVerified(signaller, pid, d.startTime, "SIGKILL");
   }
 }
 
-async function waitFor(cond: () => boolean, ms: number): Promise<boolean> {
+function markersOf(h: AcpRuntimeHandle): { leaseId: string; gatewayInstanceId: string } {
+  return { leaseId: h.leaseId, gatewayInstanceId: h.owner.gatewayInstanceId };
+}
+
+async function waitFor(cond: () => boolean | Promise<boolean>, ms: number): Promise<boolean> {
   const deadline = Date.now() + ms;
   while (Date.now() < deadline) {
-    if (cond()) return true;
+    if (await cond()) return true;
     await sleep(20);
   }
   return cond();
