@@ -99,7 +99,6 @@ export class LeaseNotFoundError extends Error {
 }
 
 const MAX_LEASE_BYTES = 64 * 1024;
-const LIVE_STATES: ReadonlySet<LeaseState> = new Set<LeaseState>(["open", "closing"]);
 /** temp files older than this are debris from a crashed write */
 const STALE_TEMP_MS = 10 * 60 * 1000;
 
@@ -344,7 +343,6 @@ export async function openLeaseStore(stateDir: string, opts: LeaseStoreOptions =
       const gw = filter?.gatewayInstanceId;
       const wanted = (l: AcpxProcessLease) =>
         (gw === undefined || l.gatewayInstanceId === gw) && (states === undefined || states.includes(l.state));
-      const needLive = states === undefined || states.some((s) => LIVE_STATES.has(s));
       const needDone = states === undefined || states.some((s) => TERMINAL_STATES.has(s));
       const problems: LeaseProblem[] = [];
       const byId = new Map<string, AcpxProcessLease>();

@@ -2,11 +2,9 @@ import { spawn } from "node:child_process";
 import { readFileSync } from "node:fs";
 import { afterEach, describe, expect, it } from "vitest";
 import { getProcessFacts } from "../../src/facts/get.js";
-import { buildSnapshot } from "../../src/facts/snapshot.js";
-import type { ProcessFacts, ProcessInfo, ProcessSignaller } from "../../src/facts/types.js";
 import { AdoptError, createExecSessions, UnknownSessionError } from "../../src/supervisor/actions.js";
 import { createProcessSupervisor } from "../../src/supervisor/supervisor.js";
-import { fixture, isAlive, killQuietly, matcher, waitFor } from "./helpers.js";
+import { fixture, isAlive, killQuietly, matcher, recordingSignaller, reusedPidFacts, waitFor } from "./helpers.js";
 
 const pids = new Set<number>();
 afterEach(() => {
@@ -219,28 +217,7 @@ describe("process actions: kill and remove", () => {
   });
 });
 
-/** Real facts, except that `pid` reports the start time `fake(real)` once `on()` holds (a pid reused, as the facts see it). */
-function reusedPidFacts(pid: number, fake: (real: string) => string, on: () => boolean): ProcessFacts {
-  const real = getProcessFacts();
-  const patch = <T extends ProcessInfo>(p: T): T => (p.pid === pid && on() ? { ...p, startTime: fake(p.startTime) } : p);
-  return {
-    backend: real.backend,
-    identityStrength: real.identityStrength,
-    async snapshot() {
-      const snap = await real.snapshot();
-      return buildSnapshot(snap.takenAt, [...snap.processes.values()].map(patch));
-    },
-    async inspect(p, o) {
-      const d = await real.inspect(p, o);
-      return d === null ? null : patch(d);
-    },
-  };
-}
 
-function recordingSignaller(): ProcessSignaller & { sent: Array<[number, string]> } {
-  const sent: Array<[number, string]> = [];
-  return { raceFree: true, sent, signal: async (pid, _st, sig) => (sent.push([pid, sig]), "signalled") };
-}
 
 describe("process actions: adopted sessions are pinned to the process they named", () => {
   it("adopt records the start time; after the pid is reused (facts report another start time) kill sends nothing and the session is finished", async () => {

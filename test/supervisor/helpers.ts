@@ -1,6 +1,9 @@
 import { readFileSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 import { dirname, join } from "node:path";
+import { buildSnapshot } from "../../src/facts/snapshot.js";
+import { getProcessFacts } from "../../src/facts/get.js";
+import type { ProcessFacts, ProcessInfo, ProcessSignaller } from "../../src/facts/types.js";
 
 export const FIXTURES = join(dirname(fileURLToPath(import.meta.url)), "..", "fixtures", "supervisor");
 export const fixture = (name: string) => join(FIXTURES, name);
@@ -79,4 +82,28 @@ export function matcher() {
       });
     },
   };
+}
+
+/** Real facts, except that `pid` is reported with the start time `fake(real)` while `on()` holds (a pid reused, as the facts see it). */
+export function reusedPidFacts(pid: number, fake: (real: string) => string, on: () => boolean): ProcessFacts {
+  const real = getProcessFacts();
+  const patch = <T extends ProcessInfo>(p: T): T => (p.pid === pid && on() ? { ...p, startTime: fake(p.startTime) } : p);
+  return {
+    backend: real.backend,
+    identityStrength: real.identityStrength,
+    async snapshot() {
+      const snap = await real.snapshot();
+      return buildSnapshot(snap.takenAt, [...snap.processes.values()].map(patch));
+    },
+    async inspect(p, o) {
+      const d = await real.inspect(p, o);
+      return d === null ? null : patch(d);
+    },
+  };
+}
+
+/** A signaller that records what it was asked to send and sends nothing. */
+export function recordingSignaller(): ProcessSignaller & { sent: Array<[number, string]> } {
+  const sent: Array<[number, string]> = [];
+  return { raceFree: true, sent, signal: async (pid, _st, sig) => (sent.push([pid, sig]), "signalled") };
 }

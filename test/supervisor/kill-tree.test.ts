@@ -4,10 +4,10 @@ import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import { getProcessFacts } from "../../src/facts/get.js";
 import { buildSnapshot } from "../../src/facts/snapshot.js";
-import type { ProcessFacts, ProcessInfo, ProcessSignaller } from "../../src/facts/types.js";
+import type { ProcessInfo } from "../../src/facts/types.js";
 import { ownProcessGroupId } from "../../src/ownership/guards.js";
 import { groupToSweep, killProcessTree } from "../../src/supervisor/kill-tree.js";
-import { fixture, isAlive, killQuietly, matcher, pgidOf, waitFor } from "./helpers.js";
+import { fixture, isAlive, killQuietly, matcher, pgidOf, recordingSignaller, reusedPidFacts, waitFor } from "./helpers.js";
 
 const DIST = join(fixture(""), "..", "..", "..", "dist", "supervisor", "index.js");
 
@@ -111,28 +111,7 @@ describe("killProcessTree", () => {
   });
 });
 
-/** Real facts, except that `pid` is reported with the start time `fake(real)` while `on()` holds. */
-function facts2(pid: number, fake: (real: string) => string, on: () => boolean): ProcessFacts {
-  const real = getProcessFacts();
-  const patch = <T extends ProcessInfo>(p: T): T => (p.pid === pid && on() ? { ...p, startTime: fake(p.startTime) } : p);
-  return {
-    backend: real.backend,
-    identityStrength: real.identityStrength,
-    async snapshot() {
-      const snap = await real.snapshot();
-      return buildSnapshot(snap.takenAt, [...snap.processes.values()].map(patch));
-    },
-    async inspect(p, o) {
-      const d = await real.inspect(p, o);
-      return d === null ? null : patch(d);
-    },
-  };
-}
 
-function recording(): ProcessSignaller & { sent: Array<[number, string]> } {
-  const sent: Array<[number, string]> = [];
-  return { raceFree: true, sent, signal: async (pid, _st, sig) => (sent.push([pid, sig]), "signalled") };
-}
 
 describe("killProcessTree: expectedStartTime pins the root", () => {
   it("a pid now held by a process with another start time: typed mismatch, nothing sent", async () => {
@@ -140,8 +119,8 @@ describe("killProcessTree: expectedStartTime pins the root", () => {
     spawned.add(sleeper.pid!);
     const real = await getProcessFacts().inspect(sleeper.pid!);
     expect(real?.startTime).toMatch(/^\d+$/);
-    const facts = facts2(sleeper.pid!, (st) => String(BigInt(st) + 7n), () => true);
-    const signaller = recording();
+    const facts = reusedPidFacts(sleeper.pid!, (st) => String(BigInt(st) + 7n), () => true);
+    const signaller = recordingSignaller();
     const r = await killProcessTree(sleeper.pid!, { facts, signaller, graceMs: 50, expectedStartTime: real!.startTime });
     expect(r).toEqual({ outcome: "mismatch", pid: sleeper.pid, expectedStartTime: real!.startTime, actualStartTime: String(BigInt(real!.startTime) + 7n) });
     expect(signaller.sent).toEqual([]);
@@ -153,8 +132,8 @@ describe("killProcessTree: expectedStartTime pins the root", () => {
     spawned.add(sleeper.pid!);
     const st = (await getProcessFacts().inspect(sleeper.pid!))!.startTime;
     let hide = true;
-    const facts = facts2(sleeper.pid!, () => "", () => hide);
-    const signaller = recording();
+    const facts = reusedPidFacts(sleeper.pid!, () => "", () => hide);
+    const signaller = recordingSignaller();
     expect(await killProcessTree(sleeper.pid!, { facts, signaller, expectedStartTime: st })).toMatchObject({ outcome: "unknown" });
     expect(signaller.sent).toEqual([]);
     hide = false;
