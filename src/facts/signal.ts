@@ -18,6 +18,7 @@
 import { constants } from "node:os";
 import type { NativeBinding, NativeSignalOutcome } from "./native-binding.js";
 import type { ProcessFacts, ProcessSignaller, SignalOutcome } from "./types.js";
+import { checkSignalTarget } from "./guards.js";
 import { assertPid } from "./validate.js";
 import { loadNative } from "./native.js";
 
@@ -51,6 +52,7 @@ function nativeSignaller(binding: NativeBinding, raceFree: boolean): ProcessSign
     async signal(pid, expectedStartTime, signal): Promise<SignalOutcome> {
       assertPid(pid);
       const sig = signalNumber(signal);
+      if (!checkSignalTarget(pid).allowed) return "refused";
       const expected = parseStart(expectedStartTime);
       if (expected === null) return "unknown";
       const outcome: NativeSignalOutcome = binding.signalIfSame(pid, expected, sig);
@@ -72,6 +74,7 @@ function inspectThenKill(facts: ProcessFacts): ProcessSignaller {
     async signal(pid, expectedStartTime, signal): Promise<SignalOutcome> {
       assertPid(pid);
       signalNumber(signal);
+      if (!checkSignalTarget(pid).allowed) return "refused";
       // A backend that cannot verify identity must never lead to a signal.
       if (facts.identityStrength === "none") return "unknown";
       if (typeof expectedStartTime !== "string" || expectedStartTime.length === 0) return "unknown";

@@ -72,8 +72,10 @@ export interface ProcessFacts {
  * - denied: EPERM
  * - unsupported: this host/backend cannot signal with an identity check
  * - unknown: identity could not be established (fail closed: nothing was sent)
+ * - refused: the guards (guards.ts) forbid this pid (init, ourselves, an
+ *   ancestor, …): nothing was sent
  */
-export type SignalOutcome = "signalled" | "gone" | "mismatch" | "denied" | "unsupported" | "unknown";
+export type SignalOutcome = "signalled" | "gone" | "mismatch" | "denied" | "unsupported" | "unknown" | "refused";
 
 /**
  * Sends a signal to `pid` only if its start time is still `expectedStartTime`.

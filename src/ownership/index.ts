@@ -24,7 +24,7 @@ export { isLegalTransition, parseLeaseRecord, LeaseTransitionError, LEASE_ID_RE 
 export type { ParsedLease } from "./lease-record.js";
 export { openLeaseStore, LeaseNotFoundError } from "./lease-store.js";
 export type { LeaseStore, LeaseProblem, LeasePatch, LeaseCreateInput, LeaseListFilter, LeaseStoreOptions } from "./lease-store.js";
-export { checkSignalTarget, checkGroupSignal, checkGroupTarget, isOwnProcessGroup, ownProcessGroupId, ancestorsOfThisProcess } from "./guards.js";
+export { checkSignalTarget, checkGroupSignal, checkGroupTarget, isOwnProcessGroup, ownProcessGroupId, ancestorsOfThisProcess, signalUnreapedChild } from "./guards.js";
 export type { GuardVerdict } from "./guards.js";
 export { collectTree, ancestorsOfSelf } from "./collect.js";
 export type { CollectOptions } from "./collect.js";

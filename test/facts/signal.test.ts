@@ -223,3 +223,17 @@ describe("inspect-then-kill signaller (fallback)", () => {
     await expect(signaller.signal(Number.NaN, "1", "SIGTERM")).rejects.toThrow(TypeError);
   });
 });
+
+describe("the signaller asks the guards itself (a direct caller cannot reach a forbidden pid)", () => {
+  const selfStart = (pid: number) => statStart(pid) ?? "0";
+  const signallers: Array<[string, ReturnType<typeof createSignaller>]> = [["inspect-then-kill", createSignaller(procfsStub(), null)]];
+  if (loadNative()?.pidfdSupported()) signallers.push(["pidfd (native)", createSignaller(createNativeFacts(loadNative()!))]);
+  for (const [name, s] of signallers) {
+    it(`${name}: this process, its parent and init are refused with their real start times, and nothing is sent`, async () => {
+      // SIGCONT would be harmless if it were sent; "refused" proves it was not even attempted
+      expect(await s.signal(process.pid, selfStart(process.pid), "SIGCONT")).toBe("refused");
+      expect(await s.signal(process.ppid, selfStart(process.ppid), "SIGCONT")).toBe("refused");
+      expect(await s.signal(1, selfStart(1), "SIGCONT")).toBe("refused");
+    });
+  }
+});

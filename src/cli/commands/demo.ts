@@ -31,7 +31,8 @@ import type { AcpRuntimeHandle, AcpxLifecycleController } from "../../acpx/types
 import { getProcessFacts } from "../../facts/get.js";
 import { createSignaller } from "../../facts/signal.js";
 import type { ProcessFacts, ProcessSignaller, SignalOutcome } from "../../facts/types.js";
-import { checkSignalTarget, markerVerdict, MARKER_ENV_KEYS } from "../../ownership/index.js";
+import { signalUnreapedChild } from "../../facts/guards.js";
+import { markerVerdict, MARKER_ENV_KEYS } from "../../ownership/index.js";
 import { parseArgs, UsageError, type CliIo } from "../io.js";
 
 const PACKAGE_ROOT = resolve(dirname(fileURLToPath(import.meta.url)), "..", "..", "..");
@@ -266,9 +267,7 @@ async function leaseCarriers(facts: ProcessFacts, lease: { leaseId: string; gate
 
 /** SIGKILL to a child the demo spawned, only while it is unreaped (its pid cannot have been reused) and the guard allows it. */
 function killOwnChild(c: ChildProcess): void {
-  if (c.pid === undefined || c.exitCode !== null || c.signalCode !== null) return;
-  if (!checkSignalTarget(c.pid).allowed) return;
-  c.kill("SIGKILL");
+  signalUnreapedChild(c, "SIGKILL");
 }
 
 /**
@@ -282,9 +281,8 @@ async function childOf(facts: ProcessFacts, pid: number, parent: ChildProcess): 
   return d !== null && d.ppid === parent.pid ? d.startTime : null;
 }
 
-/** Guarded, identity-checked signal to a pid the demo verified, with the start time it recorded then. */
-async function signalVerified(signaller: ProcessSignaller, pid: number, startTime: string, sig: NodeJS.Signals): Promise<SignalOutcome | "refused"> {
-  if (!checkSignalTarget(pid).allowed) return "refused";
+/** Identity-checked signal (the signaller asks the guards) to a pid the demo verified, with the start time it recorded then. */
+async function signalVerified(signaller: ProcessSignaller, pid: number, startTime: string, sig: NodeJS.Signals): Promise<SignalOutcome> {
   return signaller.signal(pid, startTime, sig).catch((): SignalOutcome => "unknown");
 }
 

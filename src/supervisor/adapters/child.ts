@@ -1,6 +1,6 @@
 import { spawn, type StdioOptions } from "node:child_process";
 import type { ManagedRunStdin, SpawnChildInput } from "../types.js";
-import { checkSignalTarget } from "../../ownership/index.js";
+import { signalUnreapedChild } from "../../facts/guards.js";
 import { OUTPUT_FLUSH_MS, type AdapterExit, type SpawnedProcess } from "./adapter.js";
 
 /**
@@ -81,9 +81,7 @@ export function spawnChild(input: SpawnChildInput, env: NodeJS.ProcessEnv): Spaw
     },
     signalRoot(signal) {
       // unreaped = Node has not reported the exit: the pid is still this child's (see SpawnedProcess.signalRoot)
-      if (exitObserved || child.exitCode !== null || child.signalCode !== null || child.pid === undefined) return "exited";
-      if (!checkSignalTarget(child.pid).allowed) return "refused";
-      return child.kill(signal) ? "signalled" : "exited";
+      return signalUnreapedChild(child, signal, exitObserved);
     },
     onStdout: (l) => void stdoutListeners.push(l),
     onStderr: (l) => void stderrListeners.push(l),

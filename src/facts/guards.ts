@@ -1,0 +1,230 @@
+/**
+ * The hard guards. Every signal path in proclease (the signaller itself, the
+ * reaper, supervisor, wrapper, controller) asks here first, whatever a lease
+ * or a caller says. A guard only ever refuses; passing it is necessary, never
+ * sufficient. They sit in the facts layer, beside the signaller, so that
+ * even a direct `createSignaller().signal()` cannot reach a forbidden pid.
+ */
+import { execFileSync } from "node:child_process";
+import { readFileSync } from "node:fs";
+import { MAX_PID } from "./validate.js";
+
+export type GuardVerdict = { allowed: true } | { allowed: false; reason: string };
+
+const ALLOWED: GuardVerdict = Object.freeze({ allowed: true });
+
+/**
+ * Refuses a per-pid signal to pid <= 1 (init, "every process" for -1, "my
+ * group" for 0), a non-integer, a pid beyond 2^22, this process, its parent
+ * and any other ancestor of this process. `process.ppid` is re-read on every
+ * call: the parent can change when the original one dies and we are
+ * re-parented; the rest of the ancestor chain comes from a cache refreshed
+ * on such a change (see ancestorsOfThisProcess).
+ */
+export function checkSignalTarget(pid: number): GuardVerdict {
+  if (typeof pid !== "number" || !Number.isInteger(pid)) return refuse(`pid ${String(pid)} is not an integer`);
+  if (pid <= 1) return refuse(`pid ${pid} is <= 1`);
+  if (pid > MAX_PID) return refuse(`pid ${pid} is beyond ${MAX_PID}`);
+  if (pid === process.pid) return refuse(`pid ${pid} is this process`);
+  if (pid === process.ppid) return refuse(`pid ${pid} is this process's parent`);
+  if (ancestorsOfThisProcess().has(pid)) return refuse(`pid ${pid} is an ancestor of this process`);
+  return ALLOWED;
+}
+
+/**
+ * The refusals of a group signal that hold whatever proof a caller brings:
+ * pgid <= 1, beyond 2^22, this process's own group, a group led by this
+ * process or its parent, and any group at all when our own pgid cannot be
+ * learned (fail closed). The reaper uses it to decide whether a verified
+ * group may even be watched; checkGroupSignal adds the proofs.
+ */
+export function checkGroupTarget(pgid: number): GuardVerdict {
+  if (typeof pgid !== "number" || !Number.isInteger(pgid)) return refuse(`pgid ${String(pgid)} is not an integer`);
+  if (pgid <= 1) return refuse(`pgid ${pgid} is <= 1`);
+  if (pgid > MAX_PID) return refuse(`pgid ${pgid} is beyond ${MAX_PID}`);
+  const own = isOwnProcessGroup(pgid);
+  if (own === null) return refuse("this process's own process group is unknown, so no group can be told apart from it");
+  if (own) return refuse(`pgid ${pgid} is this process's own process group, or led by this process or its parent`);
+  return ALLOWED;
+}
+
+/**
+ * Refuses a group signal (kill(-pgid)) unless the caller proves the group is
+ * the lease's own AND its leader is the verified root, on top of every
+ * refusal of checkGroupTarget.
+ *
+ * Note: the reaper never sends group signals at all (a group signal cannot be
+ * identity-checked per member); this guard is for the wrapper/supervisor.
+ */
+export function checkGroupSignal(
+  pgid: number,
+  proof: { groupVerifiedAsOwn: boolean; leaderIsVerifiedRoot: boolean },
+): GuardVerdict {
+  const target = checkGroupTarget(pgid);
+  if (!target.allowed) return target;
+  if (proof?.groupVerifiedAsOwn !== true) return refuse(`pgid ${pgid} was not verified as the lease's own group`);
+  if (proof?.leaderIsVerifiedRoot !== true) return refuse(`the leader of pgid ${pgid} is not the verified root`);
+  return ALLOWED;
+}
+
+/**
+ * True when `pgid` is this process's own process group, or a group led by
+ * this process or by its parent (a live process's pid cannot name a group it
+ * did not create); null when our own group cannot be learned and `pgid` is
+ * neither of those pids; false otherwise. The one answer to "is this group
+ * ours?" for verification and the reaper.
+ */
+export function isOwnProcessGroup(pgid: number): boolean | null {
+  if (pgid === process.pid || pgid === process.ppid) return true;
+  const own = ownProcessGroupId();
+  if (own === null) return null;
+  return pgid === own;
+}
+
+let cachedPgid: number | null | undefined;
+
+
+/**
+ * This process's process group id, or null when it cannot be learned. Node
+ * has no getpgid(), so it is read once: /proc/self/stat on Linux (field 5,
+ * parsed after the last ")" because comm may contain spaces and parens),
+ * else `ps -o pgid= -p <pid>` from /bin or /usr/bin. Cached for the life of
+ * the process: Node itself never calls setpgid/setsid on the running process,
+ * and a native helper that did would be the one to call
+ * `resetOwnProcessGroupCache()`.
+ */
+export function ownProcessGroupId(): number | null {
+  if (cachedPgid !== undefined) return cachedPgid;
+  cachedPgid = readOwnPgid();
+  return cachedPgid;
+}
+
+export function resetOwnProcessGroupCache(): void {
+  cachedPgid = undefined;
+}
+
+function readOwnPgid(): number | null {
+  if (process.platform === "linux") {
+    try {
+      const stat = readFileSync("/proc/self/stat", "utf8");
+      const rest = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+      // rest: state ppid pgrp ...
+      const pgid = Number(rest[2]);
+      if (Number.isInteger(pgid) && pgid > 0) return pgid;
+    } catch {
+      // fall through to ps
+    }
+  }
+  for (const ps of ["/bin/ps", "/usr/bin/ps"]) {
+    try {
+      const out = execFileSync(ps, ["-o", "pgid=", "-p", String(process.pid)], {
+        encoding: "utf8",
+        stdio: ["ignore", "pipe", "ignore"],
+        timeout: 5000,
+      });
+      const pgid = Number(out.trim());
+      if (Number.isInteger(pgid) && pgid > 0) return pgid;
+    } catch {
+      // try the next location
+    }
+  }
+  return null;
+}
+
+// ---- ancestors of this process, for checkSignalTarget (the hot signal path)
+
+interface AncestorCache {
+  ppid: number;
+  at: number;
+  set: ReadonlySet<number>;
+}
+let ancestorCache: AncestorCache | undefined;
+/** how long a walked chain is trusted while process.ppid stays the same: an ancestor further up can die and hand us to a subreaper */
+const ANCESTOR_TTL_MS = process.platform === "linux" ? 1000 : 30_000;
+const MAX_ANCESTOR_DEPTH = 4096;
+
+/**
+ * Every ancestor of this process (parent, grandparent, … up to but not
+ * including pid 1), as far as it can be read. Cached: re-walked when
+ * process.ppid changes (we were re-parented) or the cache is older than
+ * ANCESTOR_TTL_MS. On Linux one small /proc/<pid>/stat read per level; else
+ * one `ps -A -o pid=,ppid=`. When nothing can be read, the set holds the
+ * parent alone (checkSignalTarget refuses it anyway).
+ */
+export function ancestorsOfThisProcess(): ReadonlySet<number> {
+  const ppid = process.ppid;
+  const now = Date.now();
+  const c = ancestorCache;
+  if (c !== undefined && c.ppid === ppid && now - c.at < ANCESTOR_TTL_MS) return c.set;
+  const set = walkAncestors(ppid);
+  ancestorCache = { ppid, at: now, set };
+  return set;
+}
+
+/** Drops the cached ancestor chain (tests; a caller that knows the chain changed). */
+export function resetAncestorCache(): void {
+  ancestorCache = undefined;
+}
+
+function walkAncestors(ppid: number): ReadonlySet<number> {
+  const set = new Set<number>();
+  const parentOf = process.platform === "linux" ? procfsParent : psParents();
+  let pid = ppid;
+  while (pid > 1 && !set.has(pid) && set.size < MAX_ANCESTOR_DEPTH) {
+    set.add(pid);
+    const next = parentOf(pid);
+    if (next === null) break;
+    pid = next;
+  }
+  return set;
+}
+
+function procfsParent(pid: number): number | null {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+    // fields after the last ")" (comm may contain spaces and parens): state ppid ...
+    const ppid = Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[1]);
+    return Number.isInteger(ppid) && ppid >= 0 ? ppid : null;
+  } catch {
+    return null;
+  }
+}
+
+function psParents(): (pid: number) => number | null {
+  const parents = new Map<number, number>();
+  for (const ps of ["/bin/ps", "/usr/bin/ps"]) {
+    try {
+      const out = execFileSync(ps, ["-A", "-o", "pid=,ppid="], { encoding: "utf8", stdio: ["ignore", "pipe", "ignore"], timeout: 5000 });
+      for (const line of out.split("\n")) {
+        const [a, b] = line.trim().split(/\s+/).map(Number);
+        if (Number.isInteger(a) && Number.isInteger(b)) parents.set(a!, b!);
+      }
+      break;
+    } catch {
+      // try the next location
+    }
+  }
+  return (pid) => parents.get(pid) ?? null;
+}
+
+function refuse(reason: string): GuardVerdict {
+  return { allowed: false, reason };
+}
+
+/**
+ * Signals a child this process spawned and still holds, the one signal that
+ * needs no facts: while Node has not reported the child's exit (exitCode and
+ * signalCode both null, and the caller saw no exit event), libuv has not
+ * reaped it, so its pid cannot have been reused and the handle itself is the
+ * identity. Still asks checkSignalTarget. "exited" when the handle can no
+ * longer prove anything (the signal is not sent).
+ */
+export function signalUnreapedChild(
+  child: { pid?: number | undefined; exitCode: number | null; signalCode: NodeJS.Signals | null; kill(signal: NodeJS.Signals): boolean },
+  signal: NodeJS.Signals,
+  exitSeen = false,
+): "signalled" | "exited" | "refused" {
+  if (exitSeen || child.pid === undefined || child.exitCode !== null || child.signalCode !== null) return "exited";
+  if (!checkSignalTarget(child.pid).allowed) return "refused";
+  return child.kill(signal) ? "signalled" : "exited";
+}
