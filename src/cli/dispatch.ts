@@ -5,18 +5,22 @@
  */
 import { UsageError, type CliIo } from "./io.js";
 
-const COMMANDS: Record<string, string> = {
-  ps: "the live process table (--tree, --json)",
-  inspect: "one process in depth: inspect <pid> [--env KEY]... [--json]",
-  doctor: "what this host allows, one row per capability",
-  leases: "every lease with its state and live verdict [--state-dir D] [--json]",
-  explain: "the evidence table for a lease id or pid [--state-dir D]",
-  reap: "reap this instance's verified orphans [--state-dir D] [--dry-run]",
-  demo: "the whole lifecycle story with a fixture agent, as a timeline",
+type Command = { run(args: readonly string[], io: CliIo): Promise<number> };
+
+// Static imports per command (loaded on demand), so the table is type-checked
+// and bundlers/test runners can follow every entry.
+const COMMANDS: Record<string, { help: string; load: () => Promise<Command> }> = {
+  ps: { help: "the live process table (--tree, --json)", load: () => import("./commands/ps.js") },
+  inspect: { help: "one process in depth: inspect <pid> [--env KEY]... [--json]", load: () => import("./commands/inspect.js") },
+  doctor: { help: "what this host allows, one row per capability", load: () => import("./commands/doctor.js") },
+  leases: { help: "every lease with its state and live verdict [--state-dir D] [--json]", load: () => import("./commands/leases.js") },
+  explain: { help: "the evidence table for a lease id or pid [--state-dir D]", load: () => import("./commands/explain.js") },
+  reap: { help: "reap this instance's verified orphans [--state-dir D] [--dry-run]", load: () => import("./commands/reap.js") },
+  demo: { help: "the whole lifecycle story with a fixture agent, as a timeline", load: () => import("./commands/demo.js") },
 };
 
 function usage(): string {
-  const rows = Object.entries(COMMANDS).map(([k, v]) => `  ${k.padEnd(8)} ${v}`);
+  const rows = Object.entries(COMMANDS).map(([k, v]) => `  ${k.padEnd(8)} ${v.help}`);
   return `usage: proclease <command> [options]\n\n${rows.join("\n")}\n`;
 }
 
@@ -31,7 +35,7 @@ export async function main(argv: readonly string[], io: CliIo): Promise<number> 
     return 2;
   }
   try {
-    const mod = (await import(`./commands/${name}.js`)) as { run(args: readonly string[], io: CliIo): Promise<number> };
+    const mod = await COMMANDS[name]!.load();
     return await mod.run(rest, io);
   } catch (err) {
     if (err instanceof UsageError) {

@@ -34,6 +34,7 @@ import type { ProcessFacts, ProcessSignaller, SignalOutcome } from "../../facts/
 import { signalUnreapedChild } from "../../facts/guards.js";
 import { markerVerdict, MARKER_ENV_KEYS } from "../../ownership/index.js";
 import { parseArgs, UsageError, type CliIo } from "../io.js";
+import { backendLine } from "./ps.js";
 
 const PACKAGE_ROOT = resolve(dirname(fileURLToPath(import.meta.url)), "..", "..", "..");
 const AGENT = join(PACKAGE_ROOT, "test", "fixtures", "acp-agent", "agent.mjs");
@@ -74,7 +75,7 @@ export async function run(args: readonly string[], io: CliIo): Promise<number> {
   const facts = getProcessFacts();
   const signaller = createSignaller(facts);
   let instanceId: string | undefined;
-  io.out(`proclease demo — state dir ${stateDir}, grace ${graceMs} ms, this process ${process.pid}\n\n`);
+  io.out(backendLine(facts) + `proclease demo — state dir ${stateDir}, grace ${graceMs} ms, this process ${process.pid}\n\n`);
 
   try {
     // ---------------------------------------------------------------- 1-3

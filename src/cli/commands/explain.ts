@@ -3,9 +3,11 @@
  * table for one lease (by id, or the lease whose verified tree or remnants hold the pid)
  * and what cleanup would therefore do. Read-only: nothing is signalled.
  */
+import { getProcessFacts } from "../../facts/get.js";
 import { isSupervisorLease, type LeaseVerification } from "../../ownership/index.js";
 import { UsageError, parseArgs, type CliIo } from "../io.js";
 import { parsePidArg } from "./inspect.js";
+import { backendLine } from "./ps.js";
 import { loadVerifiedLeases, resolveStateDir, table } from "./leases.js";
 
 export async function run(args: readonly string[], io: CliIo): Promise<number> {
@@ -13,7 +15,9 @@ export async function run(args: readonly string[], io: CliIo): Promise<number> {
   if (positionals.length !== 1) throw new UsageError("usage: proclease explain <leaseId|pid> [--state-dir D] [--json]");
   const target = positionals[0]!;
   const stateDir = resolveStateDir(flags["state-dir"]);
-  const loaded = await loadVerifiedLeases(stateDir);
+  const facts = getProcessFacts();
+  const loaded = await loadVerifiedLeases(stateDir, facts);
+  if (!flags.json) io.out(backendLine(facts));
   const all = loaded?.verifications ?? [];
 
   let matches: LeaseVerification[];

@@ -11,7 +11,9 @@ import { join, resolve } from "node:path";
 import { getProcessFacts } from "../../facts/get.js";
 import { openLeaseStore, verifyLeases } from "../../ownership/index.js";
 import type { LeaseVerification } from "../../ownership/verify.js";
+import type { ProcessFacts } from "../../facts/types.js";
 import { parseArgs, type CliIo } from "../io.js";
+import { backendLine } from "./ps.js";
 
 export function resolveStateDir(flag: string | boolean | string[] | undefined): string {
   if (typeof flag === "string" && flag.length > 0) return resolve(flag);
@@ -23,11 +25,12 @@ export function resolveStateDir(flag: string | boolean | string[] | undefined): 
 /** Leases of the state dir plus their live verdicts; null when the dir holds no lease store. */
 export async function loadVerifiedLeases(
   stateDir: string,
+  facts: ProcessFacts = getProcessFacts(),
 ): Promise<{ verifications: LeaseVerification[]; problems: { file: string; detail: string }[] } | null> {
   if (!existsSync(join(stateDir, "acpx", "leases"))) return null;
   const store = await openLeaseStore(stateDir);
   const { leases, problems } = await store.list();
-  const verifications = leases.length > 0 ? await verifyLeases(leases, getProcessFacts()) : [];
+  const verifications = leases.length > 0 ? await verifyLeases(leases, facts) : [];
   return { verifications, problems: problems.map((p) => ({ file: p.file, detail: p.detail })) };
 }
 
@@ -40,11 +43,14 @@ export function table(rows: string[][]): string {
 export async function run(args: readonly string[], io: CliIo): Promise<number> {
   const { flags } = parseArgs(args, { booleans: ["json"], strings: ["state-dir"] });
   const stateDir = resolveStateDir(flags["state-dir"]);
-  const loaded = await loadVerifiedLeases(stateDir);
+  const facts = getProcessFacts();
+  const loaded = await loadVerifiedLeases(stateDir, facts);
   if (flags.json) {
     io.out(
       `${JSON.stringify(
         {
+          backend: facts.backend,
+          identityStrength: facts.identityStrength,
           stateDir,
           leases: (loaded?.verifications ?? []).map((v) => ({ ...v.lease, verdict: v.verdict, evidence: v.evidence })),
           problems: loaded?.problems ?? [],
@@ -55,6 +61,7 @@ export async function run(args: readonly string[], io: CliIo): Promise<number> {
     );
     return 0;
   }
+  io.out(backendLine(facts));
   if (!loaded) {
     io.out(`no lease store under ${stateDir}\n`);
     return 0;

@@ -6,14 +6,30 @@
  * skipped: an operator command must not close sessions a gateway is using.
  */
 import { createAcpxLifecycleController } from "../../acpx/controller.js";
-import { parseArgs, type CliIo } from "../io.js";
+import { existsSync } from "node:fs";
+import { join } from "node:path";
+import { getProcessFacts } from "../../facts/get.js";
+import { INSTANCE_ID_FILE } from "../../ownership/index.js";
+import { parseArgs, UsageError, type CliIo } from "../io.js";
+import { backendLine } from "./ps.js";
 import { resolveStateDir, table } from "./leases.js";
 
 export async function run(args: readonly string[], io: CliIo): Promise<number> {
   const { flags } = parseArgs(args, { booleans: ["dry-run", "json"], strings: ["state-dir", "grace-ms"] });
   const stateDir = resolveStateDir(flags["state-dir"]);
-  const graceMs = typeof flags["grace-ms"] === "string" ? Number(flags["grace-ms"]) : undefined;
-  const ctl = await createAcpxLifecycleController({ stateDir, maintenanceIntervalMs: 0, ...(graceMs !== undefined ? { graceMs } : {}) });
+  const graceFlag = flags["grace-ms"];
+  const graceMs = typeof graceFlag === "string" ? Number(graceFlag) : undefined;
+  if (graceMs !== undefined && !(Number.isFinite(graceMs) && graceMs >= 0)) throw new UsageError(`--grace-ms must be a number of milliseconds >= 0, got ${JSON.stringify(graceFlag)}`);
+  const facts = getProcessFacts();
+  if (!flags.json) io.out(backendLine(facts));
+  // An operator command must not mint state: a dir without an instance id has
+  // no leases of any instance to reap (and a typo must not create a second identity).
+  if (!existsSync(join(stateDir, INSTANCE_ID_FILE))) {
+    if (flags.json) io.out(`${JSON.stringify({ backend: facts.backend, stateDir, examined: 0, entries: [], note: "no gateway instance id in this state dir" })}\n`);
+    else io.out(`no gateway instance id under ${stateDir}: nothing to reap (nothing was created)\n`);
+    return 0;
+  }
+  const ctl = await createAcpxLifecycleController({ stateDir, facts, maintenanceIntervalMs: 0, ...(graceMs !== undefined ? { graceMs } : {}) });
   try {
     const r = await ctl.reapStartupOrphans({ dryRun: flags["dry-run"] === true, skipAttached: true });
     if (flags.json) {

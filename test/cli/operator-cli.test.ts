@@ -1,0 +1,38 @@
+/**
+ * Operator commands on state dirs that hold nothing: they answer, name the
+ * backend, and create nothing (a typo in --state-dir must never mint a
+ * second gateway identity or a lease store).
+ */
+import { mkdtempSync, readdirSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, describe, expect, it } from "vitest";
+import { main } from "../../src/cli/dispatch.js";
+
+const root = mkdtempSync(join(tmpdir(), "proclease-opcli-"));
+afterAll(() => rmSync(root, { recursive: true, force: true }));
+
+async function cli(args: string[]): Promise<{ code: number; out: string; err: string }> {
+  let out = "";
+  let err = "";
+  const code = await main(args, { out: (s) => void (out += s), err: (s) => void (err += s) });
+  return { code, out, err };
+}
+
+describe("leases, explain and reap on an empty state dir", () => {
+  for (const args of [["leases"], ["explain", "12345"], ["reap"], ["reap", "--dry-run"]]) {
+    it(`${args.join(" ")}: names the backend, exits 0, and writes nothing`, async () => {
+      const dir = join(root, `typo-${args.join("-")}`);
+      const r = await cli([...args, "--state-dir", dir]);
+      expect(r.code, r.err).toBe(0);
+      expect(r.out).toMatch(/^backend: \w+ \(identity: \w+\)/);
+      expect(readdirSync(root)).not.toContain(`typo-${args.join("-")}`);
+    });
+  }
+
+  it("reap --grace-ms with a non-number is a usage error (exit 2), before anything runs", async () => {
+    const r = await cli(["reap", "--grace-ms", "soon", "--state-dir", join(root, "x")]);
+    expect(r.code).toBe(2);
+    expect(r.err).toMatch(/--grace-ms/);
+  });
+});
