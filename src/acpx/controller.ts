@@ -14,9 +14,11 @@
  * Every signal goes through the ownership reaper (per pid, identity
  * re-checked); unknown evidence never leads to a signal. The one exception is
  * our own wrapper child after a failed ensure, SIGKILLed through the guard
- * only while it is unreaped (its pid cannot have been reused). A lease is
- * settled closed only when a verified reap completed (reapCompleted); an
- * unknown verdict never settles it. For a session this
+ * only while it is unreaped (its pid cannot have been reused). Every lease
+ * is settled by ownership's one rule (settlementFor, settle.ts): closed only
+ * when a verified reap completed, lost only when nothing of it can be alive
+ * or its root pid names another process, back to open only when the process
+ * list was unavailable, closing (retried) otherwise. For a session this
  * controller spawned itself, closing our end of the lifeline is the one extra
  * lever: it is our own pipe, not a signal, and it makes the wrapper clean up
  * its own tree.
@@ -35,10 +37,12 @@ import {
   isSupervisorLease,
   loadOrCreateGatewayInstanceId,
   openLeaseStore,
+  applySettlement,
+  NOTHING_STARTED,
   reapLeaseVerification,
-  reapCompleted,
   reapOwnedTree,
   recordRootIdentity,
+  settlementFor,
   survivorsOf,
   verifyLeases,
   verifyLegacyRecord,
@@ -47,6 +51,8 @@ import {
   type LeaseReapResult,
   type LeaseVerification,
   type OwnedTreeReapReport,
+  type Settlement,
+  type SettlementTarget,
 } from "../ownership/index.js";
 import type { AcpxProcessLease, OwnedProcessTree, OwnershipEvidence } from "../ownership/types.js";
 import { buildSessionOwner } from "../sessions/index.js";
@@ -82,6 +88,13 @@ interface LiveSession {
   turn: Promise<{ stopReason: string }> | undefined;
   closing: boolean;
   closeReason: string | undefined;
+  /**
+   * A close ran and left the lease open or closing while the wrapper still
+   * ran: the session is over (its ACP connection closed), only the handle
+   * is kept; the lease is retried by the maintenance timer, the startup
+   * reap, or the next close.
+   */
+  closeSettling?: boolean;
 }
 
 export async function createAcpxLifecycleController(opts: AcpxLifecycleControllerOptions): Promise<AcpxLifecycleController> {
@@ -128,9 +141,18 @@ export async function createAcpxLifecycleController(opts: AcpxLifecycleControlle
 interface VerifiedReap {
   target: NonNullable<LeaseReapResult["target"]>;
   reap: TreeReapSummary;
-  /** reapCompleted(report): nothing the reaper was handed may still run */
-  completed: boolean;
+  /** the reaper's own report, for settlementFor */
+  report: OwnedTreeReapReport;
 }
+
+/** How a close reports each settlement target (CloseReport.outcome). */
+const CLOSE_OUTCOME: Readonly<Record<SettlementTarget, CloseReport["outcome"]>> = Object.freeze({
+  closed: "closed",
+  lost: "lost",
+  closing: "retry-pending",
+  open: "left-alone",
+  unchanged: "left-alone",
+});
 
 interface ControllerDeps {
   stateDir: string;
@@ -329,26 +351,29 @@ class Controller implements AcpxLifecycleController {
   /**
    * Cleanup after a failed ensure: verify and reap whatever the lease owns,
    * break the lifeline (the wrapper then cleans its own tree), wait for our
-   * child, and settle the lease. Returns the final lease state:
-   * - closed: a verified reap ran and every one that ran completed
-   *   (reapCompleted: nothing it was handed may still be running);
-   * - closing: a reap left survivors, or the facts could not tell (unknown):
-   *   the maintenance timer verifies and retries;
-   * - lost: nothing verified was ever reaped and the last verification says
-   *   gone or mismatch (nothing of ours is alive to settle).
+   * child, verify again (its remnants are reaped too), and settle the lease
+   * by ownership's one rule (settlementFor) applied to that LAST
+   * verification, the first pass's reap counting only as a prior one: a
+   * first reap that completed never closes the lease when the last look
+   * could not prove nothing is left. Returns the lease state afterwards.
+   * A wrapper that never reported its pid is still our child: its pid
+   * (without an identity, see recordChildPid) lets the second look search
+   * for what carries the lease's markers; no pid at all = nothing started.
    */
   private async settleFailedSpawn(lease: AcpxProcessLease, launched: LaunchedWrapper | undefined): Promise<string> {
     const d = this.d;
     let current = (await d.leases.get(lease.leaseId)) ?? lease;
+    if (current.state === "closed" || current.state === "lost") return current.state;
     if (current.state === "open") current = await d.leases.transition(current.leaseId, "closing");
-    const reaps: VerifiedReap[] = [];
-    // set inside pass(); null while no verification answered
-    let lastVerdict = null as LeaseVerification["verdict"] | null;
+    if (current.rootPid <= 0 && launched?.pid !== undefined) current = await this.recordChildPid(current, launched.pid);
+    let prior: OwnedTreeReapReport | null = null;
+    let last: { v: LeaseVerification | null; report: OwnedTreeReapReport | null } | null = null;
     const pass = async () => {
       if (current.rootPid <= 0) return;
-      const r = await this.verifyAndReap(current);
-      lastVerdict = r.verdict;
-      if (r.reap) reaps.push(r.reap);
+      const v = await explainLease(current, d.facts, { gatewayInstanceId: d.gatewayInstanceId }).catch(() => null);
+      const r = v ? await this.reapVerified(v) : null;
+      if (last?.report) prior = last.report;
+      last = { v, report: r?.report ?? null };
     };
     await pass();
     if (launched) {
@@ -362,14 +387,28 @@ class Controller implements AcpxLifecycleController {
     // The wrapper exits with its adapter; a grandchild in its own session can
     // outlive both. Verified again now the root is gone: its remnants are reaped too.
     await pass();
-    let to: "closed" | "closing" | "lost";
-    if (reaps.length > 0) to = reaps.every((r) => r.completed) ? "closed" : "closing";
-    // the wrapper never reported a pid, or the facts say nothing of ours is alive
-    else if (current.rootPid <= 0 || lastVerdict === "gone" || lastVerdict === "mismatch") to = "lost";
-    // the facts could not tell (or failed): not settled on a guess
-    else to = "closing";
-    if (to !== "closing") await d.leases.transition(current.leaseId, to);
-    return to;
+    const final = last as { v: LeaseVerification | null; report: OwnedTreeReapReport | null } | null;
+    const s: Settlement =
+      current.rootPid <= 0
+        ? NOTHING_STARTED
+        : final?.v
+          ? settlementFor(final.v, final.report, { prior })
+          : { to: "closing", why: "the verification itself failed; retried later" };
+    const after = await applySettlement(d.leases, current.leaseId, s);
+    return after?.state ?? current.state;
+  }
+
+  /**
+   * Records the pid of our own wrapper child in a lease that has none (it
+   * never reported): the pid only, never an identity read now (the child
+   * may have exited and been reaped, so the pid may name another process).
+   * Verification then needs the lease id in the root's environment plus one
+   * more positive check to call a live pid ours, and a gone pid starts the
+   * remnant search (dated against the lease's startedAt).
+   */
+  private async recordChildPid(lease: AcpxProcessLease, pid: number): Promise<AcpxProcessLease> {
+    if (!checkSignalTarget(pid).allowed) return lease;
+    return this.d.leases.update(lease.leaseId, { rootPid: pid }).catch(() => lease);
   }
 
   // ---------------------------------------------------------------- turns
@@ -477,6 +516,14 @@ class Controller implements AcpxLifecycleController {
         this.dropLive(key, live);
         if (discard) await d.sessions.remove(key);
         else if (stored?.kind === "lease") await d.sessions.put({ ...stored.record, closedAt: Date.now(), updatedAt: Date.now() });
+      } else if (live) {
+        // Not settled (open or closing): the session is over either way, it
+        // must not hold its lease hostage. A wrapper that exited is let go (the
+        // session record still names the lease, for the next close); one still
+        // running keeps its handle, and the lease is retried by the
+        // maintenance timer (closing) or the startup reap and the next close.
+        if (live.launched.exitStatus() !== undefined) this.dropLive(key, live);
+        else live.closeSettling = true;
       }
       return done({ ...r, path: "lease", leaseId });
     } finally {
@@ -485,9 +532,10 @@ class Controller implements AcpxLifecycleController {
   }
 
   /**
-   * The lease-first close: verify now, mark closing, reap, settle. A live
-   * session's prompt is failed with the close error before anything is
-   * signalled, and its lifeline is ended last.
+   * The lease-first close: verify now, mark closing, reap, settle by
+   * ownership's one rule (settlementFor). A live session's prompt is failed
+   * with the close error before anything is signalled, and its lifeline is
+   * ended last.
    */
   private async settleLease(
     lease: AcpxProcessLease,
@@ -496,26 +544,27 @@ class Controller implements AcpxLifecycleController {
   ): Promise<Pick<CloseReport, "outcome" | "leaseState" | "verdict" | "evidence" | "reap" | "detail" | "interruptedPrompt">> {
     const d = this.d;
     let v = await explainLease(lease, d.facts, { gatewayInstanceId: d.gatewayInstanceId });
-    const current = lease.state === "open" ? await d.leases.transition(lease.leaseId, "closing") : lease;
+    if (lease.state === "open") await d.leases.transition(lease.leaseId, "closing");
     const interruptedPrompt = live?.turn !== undefined;
     live?.client.close(new AcpxSessionClosedError(lease.sessionKey, reason));
 
-    // every outcome carries the same verdict and evidence (of the verification
-    // that decided it); `settle` also moves the lease
-    const report = (outcome: CloseReport["outcome"], leaseState: AcpxProcessLease["state"], detail: string, reap?: TreeReapSummary) => ({
-      outcome,
-      leaseState,
-      verdict: v.verdict,
-      evidence: v.evidence,
-      interruptedPrompt,
-      detail,
-      ...(reap ? { reap } : {}),
-    });
-    const settle = async (outcome: CloseReport["outcome"], to: "open" | "closed" | "lost", detail: string, reap?: TreeReapSummary) => {
-      await d.leases.transition(lease.leaseId, to);
-      return report(outcome, to, detail, reap);
+    // every outcome carries the verdict and evidence of the verification that
+    // decided it; the lease moves exactly as the rule says
+    const settle = async (s: Settlement, note: string, r?: VerifiedReap) => {
+      const after = await applySettlement(d.leases, lease.leaseId, s);
+      const leaseState = after?.state ?? lease.state;
+      return {
+        outcome: CLOSE_OUTCOME[s.to],
+        leaseState,
+        verdict: v.verdict,
+        evidence: v.evidence,
+        interruptedPrompt,
+        detail: `${note}${s.why}`,
+        ...(r ? { reap: r.reap } : {}),
+      };
     };
 
+    let note = "";
     if (v.verdict === "unknown") {
       // Facts could not prove ownership: no signal. Our own live child is
       // still told to clean up through its lifeline (our pipe, not a signal),
@@ -523,16 +572,9 @@ class Controller implements AcpxLifecycleController {
       // settle the lease, so the facts are asked once more.
       const released = live ? await this.releaseLive(live) : false;
       const again = live ? await explainLease(lease, d.facts, { gatewayInstanceId: d.gatewayInstanceId }).catch(() => null) : null;
-      if (again === null || again.verdict === "unknown") {
-        return settle(
-          "left-alone",
-          "open",
-          `process list unavailable: ownership could not be verified; nothing signalled, lease back to open${
-            released ? " (the wrapper exited after its lifeline closed, which proves nothing about its tree)" : ""
-          }`,
-        );
-      }
-      v = again; // the facts answered now: settle by what they say
+      if (again !== null) v = again; // the latest answer decides, whatever it is
+      if (released) note = "the wrapper exited after its lifeline closed, which proves nothing about its tree; ";
+      if (v.verdict === "unknown") return settle(settlementFor(v, null), `nothing signalled; ${note}`);
     }
 
     // The tree when it verified, else (the wrapper gone) the remnants still
@@ -541,26 +583,8 @@ class Controller implements AcpxLifecycleController {
     if (!v.tree) await this.releaseLive(live);
     const r = await this.reapVerified(v);
     if (v.tree) await this.releaseLive(live);
-    if (r && !r.completed) {
-      const what = r.target === "tree" ? "verified tree reaped" : "remnants reaped";
-      return report("retry-pending", current.state, `${what} but ${r.reap.survivors.join(", ")} survived; lease stays closing for the maintenance retry`, r.reap);
-    }
-    if (r) {
-      return settle(
-        "closed",
-        "closed",
-        r.target === "tree"
-          ? `reaped ${r.reap.members.length} verified process(es) in ${r.reap.durationMs} ms`
-          : `the wrapper was gone; reaped ${r.reap.members.length} remnant process(es) carrying the lease and instance id`,
-        r.reap,
-      );
-    }
-    // gone or mismatch: nothing verified is alive; the pid (if any) is not ours
-    return settle(
-      "lost",
-      "lost",
-      v.verdict === "gone" ? "the lease's processes were already gone; nothing signalled" : "the live process does not match the lease; nothing signalled",
-    );
+    const what = r === null ? "nothing signalled; " : r.target === "tree" ? "verified tree reaped; " : "the wrapper was gone, remnants carrying the lease and instance id reaped; ";
+    return settle(settlementFor(v, r?.report ?? null), `${what}${note}`, r ?? undefined);
   }
 
   /** Reaps what a verification proved ours (ownership's choice: tree, else remnants); null when nothing was. */
@@ -569,19 +593,7 @@ class Controller implements AcpxLifecycleController {
     facts: ProcessFacts = this.d.facts,
   ): Promise<VerifiedReap | null> {
     const r = await reapLeaseVerification(v, { facts, signaller: this.d.signaller, graceMs: this.d.graceMs });
-    return r.target !== null && r.report !== null ? { target: r.target, reap: summarize(r.report), completed: reapCompleted(r.report) } : null;
-  }
-
-  /**
-   * Verifies one lease now (its own snapshot) and reaps what verified. verdict
-   * is null when the verification itself failed; reap is null when nothing
-   * was handed to the reaper.
-   */
-  private async verifyAndReap(
-    lease: AcpxProcessLease,
-  ): Promise<{ verdict: LeaseVerification["verdict"] | null; reap: VerifiedReap | null }> {
-    const v = await explainLease(lease, this.d.facts, { gatewayInstanceId: this.d.gatewayInstanceId }).catch(() => null);
-    return v ? { verdict: v.verdict, reap: await this.reapVerified(v) } : { verdict: null, reap: null };
+    return r.target !== null && r.report !== null ? { target: r.target, reap: summarize(r.report), report: r.report } : null;
   }
 
   /** Ends our side of a live session (lifeline, stdin) and waits for the wrapper to exit. */
@@ -701,20 +713,23 @@ class Controller implements AcpxLifecycleController {
           try {
             if (l.state === "open") await d.leases.transition(l.leaseId, "closing");
             const r = (await this.reapVerified(v, batchFacts))!; // a tree or remnants is always handed to the reaper
-            const after = r.completed ? "closed" : "closing";
-            if (after === "closed") await d.leases.transition(l.leaseId, "closed");
-            entries.push({ ...entryFor(l, v.verdict, after, v.evidence, r.target === "tree" ? "reaped" : "reaped-remnants"), reap: r.reap });
+            const s = settlementFor(v, r.report);
+            const after = (await applySettlement(d.leases, l.leaseId, s))?.state ?? "closing";
+            this.afterSettled(l.leaseId, after);
+            entries.push({ ...entryFor(l, v.verdict, after, v.evidence, r.target === "tree" ? "reaped" : "reaped-remnants", s.why), reap: r.reap });
           } finally {
             this.inFlight.delete(l.leaseId);
           }
-        } else if (v.verdict === "gone" || v.verdict === "mismatch") {
-          if (dryRun) return void entries.push(entryFor(l, v.verdict, l.state, v.evidence, "would-mark-lost"));
-          if (l.state === "open") await d.leases.transition(l.leaseId, "closing");
-          await d.leases.transition(l.leaseId, "lost");
-          entries.push(entryFor(l, v.verdict, "lost", v.evidence, "marked-lost"));
-        } else {
-          entries.push(entryFor(l, v.verdict, l.state, v.evidence, "left-alone"));
+          return;
         }
+        const s = settlementFor(v, null);
+        // the CLI's attached-run guard: an unknown verdict cannot tell whether a
+        // running gateway holds the lease (a spawn still pending, say), so it is left as it is
+        if (skipAttached && v.verdict === "unknown") return void entries.push(entryFor(l, v.verdict, l.state, v.evidence, "left-alone", s.why));
+        if (dryRun) return void entries.push(entryFor(l, v.verdict, l.state, v.evidence, s.to === "lost" ? "would-mark-lost" : "left-alone", s.why));
+        const after = (await applySettlement(d.leases, l.leaseId, s))?.state ?? l.state;
+        this.afterSettled(l.leaseId, after);
+        entries.push(entryFor(l, v.verdict, after, v.evidence, after === "lost" ? "marked-lost" : "left-alone", s.why));
       }),
     );
     let expired: string[] = [];
@@ -735,9 +750,20 @@ class Controller implements AcpxLifecycleController {
     };
   }
 
+  /**
+   * A session this controller still serves. One whose close already ran and
+   * left the lease open or closing (its wrapper still running) is not: the
+   * maintenance timer and the startup reap retry its lease like any other.
+   */
   private isLiveLease(leaseId: string): boolean {
-    for (const s of this.live.values()) if (s.handle.leaseId === leaseId) return true;
+    for (const s of this.live.values()) if (s.handle.leaseId === leaseId && !s.closeSettling) return true;
     return false;
+  }
+
+  /** A batch reap settled `leaseId`: a closed session still held for it is let go. */
+  private afterSettled(leaseId: string, state: AcpxProcessLease["state"]): void {
+    if (state !== "closed" && state !== "lost") return;
+    for (const [key, s] of this.live) if (s.handle.leaseId === leaseId && s.closeSettling) this.dropLive(key, s);
   }
 
   startMaintenance(intervalMs: number): void {
@@ -809,8 +835,19 @@ function entryFor(
   stateAfter: AcpxProcessLease["state"],
   evidence: readonly OwnershipEvidence[],
   action: ReapReportEntry["action"],
+  why?: string,
 ): ReapReportEntry {
-  return { leaseId: l.leaseId, sessionKey: l.sessionKey, rootPid: l.rootPid, stateBefore: l.state, verdict, stateAfter, evidence, action };
+  return {
+    leaseId: l.leaseId,
+    sessionKey: l.sessionKey,
+    rootPid: l.rootPid,
+    stateBefore: l.state,
+    verdict,
+    stateAfter,
+    evidence,
+    action,
+    ...(why !== undefined ? { why } : {}),
+  };
 }
 
 function summarize(r: OwnedTreeReapReport): TreeReapSummary {

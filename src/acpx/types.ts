@@ -61,11 +61,14 @@ export interface CloseReport {
    * - closed: a verified tree (or, with the wrapper gone, the remnants proven to carry the lease's
    *   markers: LeaseVerification.remnants) was reaped and nothing it was handed may still run
    *   (reapCompleted); lease closed. The wrapper exiting after its lifeline closed is never enough.
-   * - lost: nothing verified was alive any more; lease lost, nothing signalled
-   * - left-alone: ownership could not be established (process list unavailable, also when asked again
-   *   after the lifeline closed, or a legacy record that did not verify); nothing signalled, lease back to open
-   * - retry-pending: something verified may still run (survived, permission denied, unknown outcome);
-   *   lease stays closing for the maintenance timer
+   * - lost: nothing verified was alive any more (root gone and nothing carries its markers, or the
+   *   root pid names another process now); lease lost, nothing signalled
+   * - left-alone: the process list was unavailable (also when asked again after the lifeline closed):
+   *   nothing signalled, lease back to open; or a legacy record that did not verify
+   * - retry-pending: something verified may still run (survived, permission denied, unknown outcome),
+   *   or the verification could not settle the lease (unknown for another reason than an unavailable
+   *   process list, a remnant search that could not clear every candidate); lease stays closing for
+   *   the maintenance timer. `detail` names the cause (ownership's settlementFor).
    * - noop: unknown key, or already closed
    */
   outcome: "closed" | "lost" | "left-alone" | "retry-pending" | "noop";
@@ -97,6 +100,8 @@ export interface ReapReportEntry {
   /** what decided the verdict (failed/unknown checks first) */
   evidence: readonly OwnershipEvidence[];
   reap?: TreeReapSummary;
+  /** the settlement rule's reason (ownership settlementFor) when it was asked */
+  why?: string;
   /** dry runs only say what would be done */
   action: "reaped" | "reaped-remnants" | "marked-lost" | "left-alone" | "skipped-live" | "would-reap" | "would-mark-lost";
 }

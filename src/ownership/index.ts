@@ -13,6 +13,7 @@
 // - markers.ts       markerVerdict: the one env-marker rule (lease id AND gateway instance id)
 // - start-clock.ts   ProcessInfo.startTime → epoch ms (Linux ticks via btime + CLK_TCK)
 // - reap-verification.ts  reapLeaseVerification: the owned tree, else the remnants of a gone root, else nothing
+// - settle.ts        settlementFor / applySettlement: the one rule for the lease state after a verification (and maybe a reap)
 // - root-identity.ts recordRootIdentity: the live root's identity into its lease after the spawn, fail closed
 export type { GatewayInstanceId, AcpxProcessLease, LeaseState, OwnershipEvidence, OwnedProcessTree } from "./types.js";
 export { LEASE_ENV_KEY, INSTANCE_ENV_KEY, LEASE_SCHEMA_VERSION, SUPERVISOR_SESSION_PREFIX, isSupervisorLease, DEFAULT_GRACE_MS } from "./types.js";
@@ -33,6 +34,8 @@ export type { LeaseVerdict, LeaseVerification, VerifyOptions } from "./verify.js
 export { reapOwnedTree, survivorsOf, reapCompleted, reapStoppedPid } from "./reap.js";
 export { reapLeaseVerification } from "./reap-verification.js";
 export type { LeaseReapResult } from "./reap-verification.js";
+export { settlementFor, applySettlement, NOTHING_STARTED } from "./settle.js";
+export type { Settlement, SettlementTarget, SettleVerification, SettleContext } from "./settle.js";
 export { recordRootIdentity } from "./root-identity.js";
 export type { SpawnedRoot, RecordedRoot } from "./root-identity.js";
 export { startTimeToEpochMs, readStartClock, START_CLOCK_SLACK_MS } from "./start-clock.js";

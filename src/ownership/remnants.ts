@@ -44,12 +44,13 @@ export interface RemnantContext {
   clock: StartClock | null;
 }
 
-type Refusal = "markers" | "env-unreadable" | "boot-id" | "pid-namespace" | "uid" | "guard" | "started-early" | "start-unknown";
+type Refusal = "markers" | "env-unreadable" | "inspect-failed" | "boot-id" | "pid-namespace" | "uid" | "guard" | "started-early" | "start-unknown";
 type StartHow = "ticks" | "epoch" | "both";
 
 const REFUSAL_TEXT: Record<Refusal, string> = {
   markers: "lease id or gateway instance marker differs or is absent",
   "env-unreadable": "environment not readable",
+  "inspect-failed": "could not be inspected",
   "boot-id": "boot id differs or is unknown",
   "pid-namespace": "seen from another pid namespace than the lease's, or unknown",
   uid: "another uid",
@@ -79,6 +80,24 @@ export function remnantStartBound(lease: AcpxProcessLease, ctx: RemnantContext):
   const root = Number(lease.rootStartTime);
   if (lease.bootId === undefined || lease.bootId !== ctx.hostBootId || lease.rootStartTime === undefined || !Number.isFinite(root)) return -Infinity;
   return root;
+}
+
+/**
+ * Could `p` be a carrier of this lease, judged on what is known WITHOUT its
+ * environment (our uid, the guards, not an ancestor, not started before the
+ * lease on a comparable clock)? The env pass asks it for a process whose
+ * environment could not be read or that could not be inspected: when the
+ * answer is yes, that process is counted as a carrier the search could not
+ * clear (the search is then "inconclusive", never "none-found").
+ */
+export function couldCarry(lease: AcpxProcessLease, p: ProcessInfo, ctx: RemnantContext): boolean {
+  if (ctx.myUid === null || p.uid !== ctx.myUid) return false;
+  if (!checkSignalTarget(p.pid).allowed || ctx.ancestors.has(p.pid)) return false;
+  const bound = remnantStartBound(lease, ctx);
+  const ticks = Number(p.startTime);
+  if (bound !== -Infinity && Number.isFinite(ticks) && ticks < bound) return false;
+  const epoch = Number.isFinite(lease.startedAt) ? startTimeToEpochMs(String(p.startTime), ctx.facts.backend, ctx.clock) : null;
+  return !(epoch !== null && epoch < lease.startedAt - START_CLOCK_SLACK_MS);
 }
 
 export type CarrierJudgement = { ok: true; start: StartHow } | { ok: false; why: Refusal };

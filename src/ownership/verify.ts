@@ -18,7 +18,10 @@
  * The same pass looks for remnants (remnants.ts): for a lease whose root is
  * gone (absent or a zombie, same boot), the processes that still carry the
  * lease's markers. Candidates for that are processes of this uid that are not
- * our ancestors and started no earlier than the recorded root. A root pid
+ * our ancestors and started no earlier than the recorded root; one whose
+ * environment cannot be read, or that cannot be inspected at all, and that
+ * could be the lease's by everything else known about it (couldCarry), makes
+ * the search "inconclusive", never "none-found". A root pid
  * that now names a process with another start time (pid reused) is a
  * mismatch: no remnant search, nothing signalled, whatever the impostor
  * carries (fail closed: any mismatch → nothing).
@@ -39,6 +42,7 @@ import { parseLeaseRecord } from "./lease-record.js";
 import type { ReapTarget } from "./reap.js";
 import {
   buildRemnantTarget,
+  couldCarry,
   judgeCarrier,
   remnantEvidence,
   remnantSearchBlocked,
@@ -77,9 +81,28 @@ export interface LeaseVerification {
    * read evidence text: "found" (remnants set), "none-found" (every
    * candidate was judged and none carries this lease: nothing of it is
    * alive), "inconclusive" (the search could not run, or some carrier could
-   * not be judged), "not-run" (the root is not gone).
+   * not be judged, or a candidate's environment could not be read or it
+   * could not be inspected), "not-run" (the root is not gone). A host
+   * rebooted since the lease was written answers "none-found" without a
+   * search: nothing started on an earlier boot can be alive.
    */
   remnantSearch: "found" | "none-found" | "inconclusive" | "not-run";
+  /**
+   * How many processes the remnant search could not clear: carriers of this
+   * lease id it refused, and candidates whose environment could not be read
+   * or that could not be inspected. 0 when nothing was searched. A remnant
+   * reap that completed still leaves the lease closing while this is not 0
+   * (settle.ts).
+   */
+  remnantsUncleared: number;
+  /**
+   * true when the verdict is "unknown" because the facts could not answer at
+   * all: the process list could not be read, or the backend verifies nothing
+   * ("none"). The one case a closing lease goes back to open (settle.ts);
+   * every other unknown (no root pid yet, a root that could not be
+   * inspected, coarse identity, …) keeps it closing.
+   */
+  factsUnavailable: boolean;
 }
 
 export interface VerifyOptions {
@@ -129,18 +152,27 @@ export async function verifyLeases(
     }
     return { lease: parsed.lease, evidence: [], verdict: null, root: null, details: null };
   });
+  const unavailable = (s: State) => {
+    s.factsUnavailable = true;
+  };
   const pending = () => states.filter((s) => s.verdict === null);
   if (pending().length === 0) return states.map(finish);
 
   if (facts.identityStrength === "none") {
-    for (const s of pending()) finishWith(s, "unknown", { check: "facts-backend", result: "unknown", detail: `backend "${facts.backend}" cannot verify anything` });
+    for (const s of pending()) {
+      unavailable(s);
+      finishWith(s, "unknown", { check: "facts-backend", result: "unknown", detail: `backend "${facts.backend}" cannot verify anything` });
+    }
     return states.map(finish);
   }
   let snapshot: ProcessSnapshot;
   try {
     snapshot = opts?.snapshot ?? (await facts.snapshot());
   } catch (e) {
-    for (const s of pending()) finishWith(s, "unknown", { check: "process-list", result: "unknown", detail: `process list unavailable: ${errMsg(e)}` });
+    for (const s of pending()) {
+      unavailable(s);
+      finishWith(s, "unknown", { check: "process-list", result: "unknown", detail: `process list unavailable: ${errMsg(e)}` });
+    }
     return states.map(finish);
   }
   const host = (await inspectSafe(facts, process.pid, [])) ?? null;
@@ -172,6 +204,8 @@ interface State {
   remnantSearch?: boolean;
   remnants?: ReapTarget | null;
   remnantOutcome?: LeaseVerification["remnantSearch"];
+  remnantsUncleared?: number;
+  factsUnavailable?: boolean;
 }
 
 function done(lease: AcpxProcessLease, verdict: LeaseVerdict, evidence: OwnershipEvidence[]): State {
@@ -189,7 +223,16 @@ function vanished(s: State, ev: OwnershipEvidence): void {
 }
 function finish(s: State): LeaseVerification {
   const remnants = s.tree ? null : (s.remnants ?? null);
-  return { lease: s.lease, verdict: s.verdict ?? "unknown", evidence: s.evidence, tree: s.tree ?? null, remnants, remnantSearch: s.remnantOutcome ?? "not-run" };
+  return {
+    lease: s.lease,
+    verdict: s.verdict ?? "unknown",
+    evidence: s.evidence,
+    tree: s.tree ?? null,
+    remnants,
+    remnantSearch: s.remnantOutcome ?? "not-run",
+    remnantsUncleared: s.remnantsUncleared ?? 0,
+    factsUnavailable: s.factsUnavailable === true,
+  };
 }
 
 async function checkRoot(
@@ -219,7 +262,12 @@ async function checkRoot(
   // a reboot since the lease was written means the recorded process cannot be alive
   const hostBoot = host?.bootId;
   if (lease.bootId === undefined || hostBoot === undefined) push("boot-id", "unknown", lease.bootId === undefined ? "not recorded" : "not readable");
-  else if (lease.bootId !== hostBoot) return finishWith(s, "gone", { check: "boot-id", result: "mismatch", detail: "host rebooted since the lease was written" });
+  else if (lease.bootId !== hostBoot) {
+    finishWith(s, "gone", { check: "boot-id", result: "mismatch", detail: "host rebooted since the lease was written" });
+    // nothing started on an earlier boot is alive: there is nothing to search for
+    s.remnantOutcome = "none-found";
+    return;
+  }
   else push("boot-id", "match");
 
   // the observer's namespace (see the header): another one means the pid numbers name other processes here
@@ -406,9 +454,21 @@ async function scanEnvironments(
   const details = await mapLimit(candidates, MARKER_CONCURRENCY, (p) => inspectSafe(facts, p.pid, MARKER_ENV_KEYS));
   candidates.forEach((p, i) => {
     const d = details[i];
+    // gone since the snapshot, or its pid already names another process: not a carrier of anything
+    if (d === null || (d !== undefined && (String(d.startTime) !== String(p.startTime) || d.state === "Z"))) return;
+    if (d === undefined || d.envReadable === false) {
+      // Nothing says whose it is: for every gone root it could have come from
+      // (our uid, not an ancestor, not started before the lease), the search
+      // cannot say "nothing is left" (fail closed: unknown is never "none").
+      for (const { s, tally } of tallies.values()) {
+        if (!couldCarry(s.lease, p, ctx)) continue;
+        tally.add(p, d === undefined ? { ok: false, why: "inspect-failed" } : judgeCarrier(s.lease, p, d, ctx));
+      }
+      return;
+    }
     // the lease id only indexes the batch; markerVerdict (in judgeCarrier, and below) decides
-    const id = d?.env?.[LEASE_ENV_KEY];
-    if (!d || typeof id !== "string" || String(d.startTime) !== String(p.startTime) || d.state === "Z") return;
+    const id = d.env?.[LEASE_ENV_KEY];
+    if (typeof id !== "string") return;
     const seeker = tallies.get(id);
     if (seeker) return seeker.tally.add(p, judgeCarrier(seeker.s.lease, p, d, ctx));
     if (!markersWanted) return;
@@ -425,6 +485,7 @@ async function scanEnvironments(
     s.evidence.push(...remnantEvidence(tally, target, null));
     s.remnants = target;
     s.remnantOutcome = target !== null ? "found" : tally.refused.size > 0 ? "inconclusive" : "none-found";
+    s.remnantsUncleared = [...tally.refused.values()].reduce((a, b) => a + b, 0);
   }
   return out;
 }

@@ -21,20 +21,20 @@ import type { ProcessFacts, ProcessSignaller } from "../facts/types.js";
 import { computeCommandHash } from "../ownership/command-hash.js";
 import { loadOrCreateGatewayInstanceId } from "../ownership/instance-id.js";
 import { openLeaseStore, type LeaseStore } from "../ownership/lease-store.js";
-import { reapCompleted, type ReapReport } from "../ownership/reap.js";
+import type { ReapReport } from "../ownership/reap.js";
 import { reapLeaseVerification } from "../ownership/reap-verification.js";
+import { applySettlement, NOTHING_STARTED, settlementFor } from "../ownership/settle.js";
 import { recordRootIdentity } from "../ownership/root-identity.js";
 import {
   INSTANCE_ENV_KEY,
   isSupervisorLease,
   LEASE_ENV_KEY,
   SUPERVISOR_SESSION_PREFIX,
-  type AcpxProcessLease,
   type LeaseState,
   type OwnershipEvidence,
 } from "../ownership/types.js";
 import { createSignaller } from "../facts/signal.js";
-import { verifyLeases, type LeaseVerification } from "../ownership/verify.js";
+import { explainLease, verifyLeases, type LeaseVerification } from "../ownership/verify.js";
 
 export { SUPERVISOR_SESSION_PREFIX };
 
@@ -49,10 +49,17 @@ export interface ReconciledRun {
   runId: string;
   rootPid: number;
   verdict: LeaseVerification["verdict"];
-  /** reaped: a verified tree was torn down; settled: nothing of ours was alive; left: unverifiable (untouched) or not finished (survivors: the lease stays closing) */
+  /**
+   * reaped: a verified tree (or remnants) was torn down and the lease closed;
+   * settled: nothing was reaped and the lease was closed or lost by the rule;
+   * left: the lease stays open or closing (survivors, remnants not cleared,
+   * unknown evidence), retried by the next reconcile
+   */
   action: "reaped" | "settled" | "left";
   /** the lease's state after reconciliation */
   state: LeaseState;
+  /** why, as ownership's settlementFor put it */
+  why: string;
   evidence: readonly OwnershipEvidence[];
   reap?: ReapReport;
 }
@@ -62,25 +69,46 @@ export interface ReconcileReport {
   runs: ReconciledRun[];
 }
 
+/** What a cancel of a leased run did: the run's lease verified now, and the reap of what verified. */
+export interface RunLeaseReap {
+  verification: LeaseVerification;
+  /** the reaper's report when a tree (with its marker-carrying escapees) or remnants were reaped; null otherwise */
+  report: ReapReport | null;
+}
+
 export interface RunLeases {
   open(runId: string, argv: readonly string[]): Promise<RunLease>;
   /**
    * Records the live root's identity (ownership's recordRootIdentity; the
    * group is the root's own). A root already gone, or facts that cannot
-   * answer, leave only the pid recorded; the lease is then `settle`'s.
+   * answer, leave only the pid recorded; the lease is then `finish`'s.
    */
   attach(leaseId: string, pid: number): Promise<void>;
-  /** open/closing → closing → closed|lost; a lease already terminal is left alone. */
-  settle(leaseId: string, to: "closed" | "lost"): Promise<void>;
+  /** The spawn never produced a process: open → closing → lost (ownership's NOTHING_STARTED). */
+  neverStarted(leaseId: string): Promise<void>;
   /**
-   * Settles the lease of a run whose root exited, by ownership's one reap
-   * rule: closed when `report` (the run's tree kill, if one ran) completed,
-   * or when the verifier finds nothing of the run alive (root gone, no
-   * remnants carrying its markers). Anything else (survivors, remnants, a
-   * reused pid, unknown evidence) leaves it "closing", which reconcile
-   * retries. Returns the lease's state afterwards (undefined: no such lease).
+   * The tree kill of a leased run (cancel, deadline): verifies the run's
+   * lease now and reaps what verified through ownership's
+   * reapLeaseVerification: the root's tree INCLUDING the processes that
+   * carry the run's markers outside the parent links (a double-forked
+   * `setsid` escapee), or, when the root is already gone, its remnants.
+   * Nothing is reaped for any other verdict (report null); the caller may
+   * then fall back to its identity-checked tree kill. The lease is moved to
+   * closing first; `finish` settles it.
    */
-  finish(leaseId: string, report: ReapReport | null): Promise<LeaseState | undefined>;
+  reap(leaseId: string): Promise<RunLeaseReap | null>;
+  /**
+   * Settles the lease of a run whose root exited (reported by the
+   * supervisor's own handle) by ownership's one rule (settlementFor): closed
+   * when `reap` (the lease reap of a cancel, if one ran) completed and
+   * cleared every candidate; otherwise by a fresh verification: closed when
+   * the root is gone and nothing carries the run's markers, closing while
+   * anything may still run or cannot be cleared (reconcile retries it), open
+   * when the process list was unavailable. `prior` is a tree kill that was
+   * not derived from the lease (no marker pids): it never settles anything by
+   * itself. Returns the lease's state afterwards (undefined: no such lease).
+   */
+  finish(leaseId: string, reap: RunLeaseReap | null, prior?: ReapReport | null): Promise<LeaseState | undefined>;
   /** `live`: lease ids of runs this incarnation still supervises; never touched. */
   reconcile(live?: ReadonlySet<string>): Promise<ReconcileReport>;
 }
@@ -108,13 +136,7 @@ export function createRunLeases(opts: RunLeasesOptions): RunLeases {
     ready.catch(() => (ready = undefined));
     return ready;
   };
-
-  const settle = async (store: LeaseStore, lease: AcpxProcessLease, to: "closed" | "lost") => {
-    let cur = lease;
-    if (cur.state === "closed" || cur.state === "lost") return cur;
-    if (cur.state === "open") cur = await store.transition(cur.leaseId, "closing");
-    return store.transition(cur.leaseId, to);
-  };
+  const reapOpts = { facts, signaller, graceMs: opts.graceMs };
 
   return {
     async open(runId, argv) {
@@ -133,24 +155,36 @@ export function createRunLeases(opts: RunLeasesOptions): RunLeases {
       await recordRootIdentity(store, leaseId, { rootPid: pid }, facts);
     },
 
-    async settle(leaseId, to) {
+    async neverStarted(leaseId) {
       const { store } = await init();
-      const lease = await store.get(leaseId);
-      if (lease) await settle(store, lease, to);
+      await applySettlement(store, leaseId, NOTHING_STARTED);
     },
 
-    async finish(leaseId, report) {
+    async reap(leaseId) {
+      const { store, instanceId } = await init();
+      const lease = await store.get(leaseId);
+      if (!lease || lease.state === "closed" || lease.state === "lost") return null;
+      const verification = await explainLease(lease, facts, { gatewayInstanceId: instanceId });
+      if (verification.tree === null && verification.remnants === null) return { verification, report: null };
+      if (lease.state === "open") await store.transition(leaseId, "closing");
+      const { report } = await reapLeaseVerification(verification, reapOpts);
+      return { verification, report };
+    },
+
+    async finish(leaseId, reap, prior = null) {
       const { store, instanceId } = await init();
       const lease = await store.get(leaseId);
       if (!lease) return undefined;
       if (lease.state === "closed" || lease.state === "lost") return lease.state;
-      let nothingAlive = report !== null && reapCompleted(report);
-      if (!nothingAlive) {
-        const [v] = await verifyLeases([lease], facts, { gatewayInstanceId: instanceId });
-        nothingAlive = v !== undefined && provenNothingLeft(v);
+      if (reap?.report) {
+        const s = settlementFor(reap.verification, reap.report);
+        if (s.to === "closed") return (await applySettlement(store, leaseId, s))?.state;
       }
-      if (nothingAlive) return (await settle(store, lease, "closed")).state;
-      return lease.state === "open" ? (await store.transition(leaseId, "closing")).state : lease.state;
+      // no lease reap, or one that could not settle it: the facts decide now
+      const [v] = await verifyLeases([lease], facts, { gatewayInstanceId: instanceId });
+      const s = v ? settlementFor(v, null, { prior: reap?.report ?? prior, rootExitObserved: true }) : { to: "closing" as const, why: "not verified" };
+      // the run is over: a lease it leaves unsettled is closing (reconcile retries it), unless the rule hands it back
+      return (await applySettlement(store, leaseId, s.to === "unchanged" ? { ...s, to: "closing" } : s))?.state;
     },
 
     async reconcile(live = new Set<string>()) {
@@ -170,43 +204,19 @@ export function createRunLeases(opts: RunLeasesOptions): RunLeases {
           evidence: v.evidence,
         };
         // a verified tree, or (root gone) the verified remnants still carrying this run's markers
-        if ((v.verdict === "owned" && v.tree) || v.remnants) {
-          const closing = v.lease.state === "open" ? await store.transition(v.lease.leaseId, "closing") : v.lease;
-          const { report: reap } = await reapLeaseVerification(v, { facts, signaller, graceMs: opts.graceMs });
-          if (reap === null) throw new Error("unreachable: a tree or remnants were present");
-          if (!reapCompleted(reap)) {
-            // could not finish: the lease stays closing (reconcile lists open and
-            // closing, so the next one tries again). closing → open is kept for
-            // "the process list was unavailable", which is not this case.
-            runs.push({ ...base, action: "left", state: closing.state, reap });
-          } else {
-            await store.transition(closing.leaseId, "closed");
-            runs.push({ ...base, action: "reaped", state: "closed", reap });
-          }
-        } else if (v.verdict === "gone" || v.verdict === "mismatch") {
-          // nothing of ours is alive (a mismatching pid belongs to someone else now)
-          const after = await settle(store, v.lease, "lost");
-          runs.push({ ...base, action: "settled", state: after.state });
-        } else {
-          // unknown evidence never leads to a signal, nor to forgetting the lease
-          runs.push({ ...base, action: "left", state: v.lease.state });
+        let reap: ReapReport | null = null;
+        if (v.tree || v.remnants) {
+          if (v.lease.state === "open") await store.transition(v.lease.leaseId, "closing");
+          reap = (await reapLeaseVerification(v, reapOpts)).report;
         }
+        const s = settlementFor(v, reap);
+        const after = (await applySettlement(store, v.lease.leaseId, s))?.state ?? v.lease.state;
+        const action = reap !== null ? (after === "closed" ? "reaped" : "left") : after === "closed" || after === "lost" ? "settled" : "left";
+        runs.push({ ...base, action, state: after, why: s.why, ...(reap !== null ? { reap } : {}) });
       }
       return { instanceId, runs };
     },
   };
-}
-
-/**
- * True only when the verification proves nothing of the run is alive: its
- * root is gone AND the remnant search ran (environments readable) and found
- * no process carrying the run's markers, proven or refused. A mismatch only
- * proves the root's pid is someone else's now (its descendants are not
- * searched then); a blocked search (ps/none backends cannot read
- * environments) proves nothing either (LeaseVerification.remnantSearch).
- */
-function provenNothingLeft(v: LeaseVerification): boolean {
-  return v.verdict === "gone" && v.remnantSearch === "none-found";
 }
 
 /**

@@ -23,6 +23,8 @@ export interface RunRegistry {
   list(): RunRecord[];
   /** Moves a record forward (never backwards, never out of `exited`). */
   setState(runId: string, state: RunState, patch?: Partial<Pick<RunRecord, "pid" | "processGroupId" | "leaseId">>): void;
+  /** Records what the supervisor learned about the root's identity after the spawn (any state but exited). */
+  noteRootIdentity(runId: string, identity: Pick<RunRecord, "rootStartTime" | "rootIdentityUnavailable">): void;
   touchOutput(runId: string, atMs?: number): void;
   /** Idempotent: the first reason wins; returns null for an unknown run. */
   finalize(runId: string, input: FinalizeInput): FinalizeResult | null;
@@ -69,6 +71,12 @@ export function createRunRegistry(opts: { maxExitedRecords?: number } = {}): Run
       r.state = state;
       if (patch) Object.assign(r, patch);
       r.updatedAtMs = Date.now();
+    },
+    noteRootIdentity(runId, identity) {
+      const r = records.get(runId);
+      if (!r) return;
+      if (identity.rootStartTime !== undefined) r.rootStartTime = identity.rootStartTime;
+      if (identity.rootIdentityUnavailable !== undefined) r.rootIdentityUnavailable = identity.rootIdentityUnavailable;
     },
     touchOutput(runId, atMs = Date.now()) {
       const r = records.get(runId);

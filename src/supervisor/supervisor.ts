@@ -3,14 +3,25 @@
  * lifecycle of every run it spawns — registry record, output capture,
  * deadlines, cancellation through the verified tree kill, and, for
  * background runs with a state directory, a lease that survives a crash.
+ *
+ * Cancellation (manual, deadlines): a leased run is reaped through its lease
+ * (ownership's verification + reapLeaseVerification: the tree with every
+ * process that carries the run's markers, setsid escapees included) and
+ * settled by ownership's one rule (settlementFor); any other run, or a
+ * leased one whose lease proves nothing reapable, gets the plain tree kill,
+ * always bound to the root's start time read right after the spawn (a
+ * reused pid is never signalled). When that start time could not be read,
+ * no tree kill is sent: only the guarded signal through the unreaped child
+ * handle.
  */
 import { randomUUID } from "node:crypto";
+import { getProcessFacts } from "../facts/get.js";
 import type { ProcessFacts, ProcessSignaller } from "../facts/types.js";
 import { DEFAULT_GRACE_MS, reapStoppedPid } from "../ownership/index.js";
 import type { SpawnedProcess } from "./adapters/adapter.js";
 import { spawnChild } from "./adapters/child.js";
 import { loadNodePty, ptyArgv, spawnPty, type PtyLoader } from "./adapters/pty.js";
-import { createRunLeases, type ReconcileReport, type RunLease, type RunLeases } from "./durability.js";
+import { createRunLeases, type ReconcileReport, type RunLease, type RunLeaseReap, type RunLeases } from "./durability.js";
 import { killProcessTree, type KillTreeResult } from "./kill-tree.js";
 import { CappedOutput, DEFAULT_MAX_OUTPUT_CHARS } from "./output.js";
 import { createRunRegistry } from "./registry.js";
@@ -68,8 +79,10 @@ interface LiveRun {
   pid?: number;
   requested?: TerminationReason;
   kill?: Promise<unknown>;
-  /** what the tree kill reported, once it ran (undefined when it threw or never ran) */
+  /** what the identity-checked tree kill reported, once it ran (undefined when it threw or never ran) */
   killResult?: KillTreeResult;
+  /** a leased run's cancel: its lease verified and reaped (escapees carrying its markers included) */
+  leaseReap?: RunLeaseReap | null;
   requestKill(reason: TerminationReason): void;
 }
 
@@ -79,21 +92,24 @@ export function createProcessSupervisor(opts: ProcessSupervisorOptions = {}): Pr
   const graceMs = nonNegativeOption(opts.graceMs, DEFAULT_GRACE_MS, "opts.graceMs");
   const maxOutput = opts.maxOutputChars ?? DEFAULT_MAX_OUTPUT_CHARS;
   const loadPty = opts.loadPty ?? loadNodePty;
+  // one facts backend for the start time read at spawn, the tree kill and the leases: the same unit everywhere
+  const facts = opts.facts ?? getProcessFacts();
   let leases: RunLeases | undefined;
   const getLeases = (): RunLeases | undefined => {
     if (opts.stateDir === undefined) return undefined;
     leases ??= createRunLeases({
       stateDir: opts.stateDir,
       gatewayInstanceId: opts.gatewayInstanceId,
-      facts: opts.facts,
+      facts,
       signaller: opts.signaller,
       graceMs,
     });
     return leases;
   };
 
-  const killTree = (pid: number): Promise<KillTreeResult> =>
-    killProcessTree(pid, { graceMs, facts: opts.facts, signaller: opts.signaller });
+  // every tree kill of a run's root is bound to the start time read at spawn: a reused pid gets nothing
+  const killTree = (pid: number, expectedStartTime: string): Promise<KillTreeResult> =>
+    killProcessTree(pid, { graceMs, facts, signaller: opts.signaller, expectedStartTime });
 
   const cancel = (runId: string, reason: TerminationReason = "manual-cancel"): boolean => {
     const run = live.get(runId);
@@ -159,12 +175,19 @@ export function createProcessSupervisor(opts: ProcessSupervisorOptions = {}): Pr
     } catch (err) {
       registry.finalize(runId, { reason: "spawn-error", exitCode: null, exitSignal: null });
       // no process ever existed: the lease record's convention for a failed spawn is "lost"
-      if (lease) await store!.settle(lease.leaseId, "lost").catch(() => {});
+      if (lease) await store!.neverStarted(lease.leaseId).catch(() => {});
       throw err;
     }
 
     const startedAtMs = Date.now();
     const pid = proc.pid;
+    // Read now, concurrently with the rest of the bookkeeping (a spawn must stay cheap);
+    // the tree kill waits for it.
+    const rootStart: Promise<RootStart> =
+      pid === undefined ? Promise.resolve({ why: "the spawn produced no pid" }) : readRootStart(facts, proc, pid, input.mode);
+    void rootStart.then((r) =>
+      registry.noteRootIdentity(runId, r.startTime !== undefined ? { rootStartTime: r.startTime } : { rootIdentityUnavailable: r.why }),
+    );
     registry.setState(runId, "running", {
       pid,
       processGroupId: pid !== undefined && proc.leadsGroup ? pid : undefined,
@@ -198,15 +221,31 @@ export function createProcessSupervisor(opts: ProcessSupervisorOptions = {}): Pr
     live.set(runId, run);
 
     const terminate = async (rootPid: number): Promise<void> => {
-      let result: KillTreeResult | undefined;
-      try {
-        result = await killTree(rootPid);
-      } catch {
-        result = undefined;
+      let stopped = false;
+      let treeReaped = false;
+      if (lease) {
+        // A leased run: its lease names the tree, processes that escaped the
+        // parent links but carry the run's markers included (ownership's
+        // verification + reapLeaseVerification). Only when the lease proves
+        // nothing reapable (unknown on ps, say) does the plain tree kill run.
+        const r = await store!.reap(lease.leaseId).catch(() => null);
+        run.leaseReap = r;
+        if (r?.report) {
+          treeReaped = true;
+          stopped = reapStoppedPid(r.report, rootPid);
+        }
       }
-      run.killResult = result;
-      if (result?.outcome === "reaped" && reapStoppedPid(result.report, rootPid)) return;
-      if (proc.exitObserved) return;
+      if (!treeReaped) {
+        const id = await rootStart;
+        if (id.startTime !== undefined) {
+          const result = await killTree(rootPid, id.startTime).catch(() => undefined);
+          run.killResult = result;
+          stopped = result?.outcome === "reaped" && reapStoppedPid(result.report, rootPid);
+        }
+        // else: the root's identity was never established (recorded in the run's
+        // record): no tree kill, only the guarded handle signal below
+      }
+      if (stopped || proc.exitObserved) return;
       // The tree kill did not stop the root (facts "none", identity unknown,
       // signal denied). The one signal not derived from facts: the root alone,
       // through our own handle, whose identity is the handle itself. The
@@ -281,10 +320,12 @@ export function createProcessSupervisor(opts: ProcessSupervisorOptions = {}): Pr
       if (lease) {
         // closed only when nothing of ours may still run: a tree kill whose reap
         // left survivors keeps the lease closing, for reconcileOrphans to retry
+        // settled by ownership's one rule: the lease reap of a cancel when it cleared
+        // everything, else a fresh verification (a plain tree kill only counts as prior)
         const settled =
           pid === undefined
-            ? store!.settle(lease.leaseId, "lost")
-            : store!.finish(lease.leaseId, run.killResult?.outcome === "reaped" ? run.killResult.report : null);
+            ? store!.neverStarted(lease.leaseId)
+            : store!.finish(lease.leaseId, run.leaseReap ?? null, run.killResult?.outcome === "reaped" ? run.killResult.report : null);
         await settled.catch(() => {});
       }
       const err = exit.spawnError ? `${exit.spawnError.message}\n` : "";
@@ -328,6 +369,36 @@ export function createProcessSupervisor(opts: ProcessSupervisorOptions = {}): Pr
       return store.reconcile(own);
     },
   };
+}
+
+type RootStart = { startTime: string; why?: undefined } | { startTime?: undefined; why: string };
+
+/**
+ * The root's start time, read right after the spawn, kept only when the
+ * process read provably was this run's child:
+ * - child: Node had reported no exit once the read finished. libuv reaps a
+ *   child and reports its exit in one callback, so the child was unreaped for
+ *   the whole read and its pid could not name another process.
+ * - PTY: node-pty reaps on its own thread, so the handle proves nothing; the
+ *   process read must name this process as its parent (node-pty forks it
+ *   from here) and not be a zombie. A pid reused within the read would have
+ *   to be another child of ours, forked after our PTY child was reaped.
+ * Anything else (backend "none", the read failed, it exited first) is
+ * reported with why, and no tree kill is ever bound to a guess.
+ */
+async function readRootStart(facts: ProcessFacts, proc: SpawnedProcess, pid: number, mode: SpawnInput["mode"]): Promise<RootStart> {
+  if (facts.identityStrength === "none") return { why: `the facts backend "${facts.backend}" cannot read start times` };
+  let d;
+  try {
+    d = await facts.inspect(pid);
+  } catch (err) {
+    return { why: `pid ${pid} could not be inspected: ${err instanceof Error ? err.message : String(err)}` };
+  }
+  if (d === null || d.state === "Z") return { why: `pid ${pid} had exited before its start time could be read` };
+  if (mode === "child" && proc.exitObserved) return { why: `pid ${pid} exited while its start time was read, so the read proves nothing` };
+  if (mode === "pty" && d.ppid !== process.pid) return { why: `pid ${pid} is not this process's child any more, so its start time is not the PTY's` };
+  if (!/^\d+$/.test(String(d.startTime))) return { why: `pid ${pid} has no readable start time` };
+  return { startTime: String(d.startTime) };
 }
 
 function validate(input: SpawnInput): void {

@@ -120,6 +120,17 @@ export interface RunRecord {
   processGroupId?: number;
   /** Present when the run is covered by a lease (background + stateDir). */
   leaseId?: string;
+  /**
+   * The root's start time (the facts backend's unit), read right after the
+   * spawn while the process at that pid provably was this run's child. Every
+   * tree kill of the root is bound to it (a reused pid is never signalled).
+   */
+  rootStartTime?: string;
+  /**
+   * Why the root's start time could not be read: no tree kill is then sent
+   * for the root, only the guarded signal through the unreaped child handle.
+   */
+  rootIdentityUnavailable?: string;
   state: RunState;
   createdAtMs: number;
   startedAtMs: number;

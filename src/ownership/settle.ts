@@ -1,0 +1,161 @@
+/**
+ * The one rule for "what state does a lease go to after a verification (and
+ * maybe a reap)?". The ACPX controller (close, failed spawn, startup and
+ * maintenance reaps) and the process supervisor (a run's end, reconcile) all
+ * settle through settlementFor + applySettlement, so "when may a lease be
+ * settled?" has one answer in the package.
+ *
+ * Inputs: the LATEST verification of the lease, the report of the reap run on
+ * that verification (reapLeaseVerification; null when none ran), and what
+ * the caller witnessed before it (SettleContext): a reap that ran earlier in
+ * the same close (a first pass, or a tree kill not derived from the lease),
+ * or the root's exit reported by the caller's own handle (a supervised run
+ * that ended). Neither settles anything by itself; they only decide whether
+ * "nothing of ours is left" reads closed (it ended under our eyes, or we
+ * cleaned it up) or lost (it vanished before cleanup).
+ *
+ * | # | reap of this verification            | verdict  | what else                                  | to        |
+ * |---|--------------------------------------|----------|--------------------------------------------|-----------|
+ * | 0 | (lease already closed or lost)       |          |                                            | unchanged |
+ * | 1 | ran, reapCompleted                   | owned    |                                            | closed    |
+ * | 2 | ran, reapCompleted                   | gone     | remnantsUncleared = 0                      | closed    |
+ * | 3 | ran, reapCompleted                   | gone     | remnantsUncleared > 0 (carrier not judged) | closing   |
+ * | 4 | ran, something may still run         | any      | survived, denied, unknown outcome          | closing   |
+ * | 5 | none                                 | owned    | a verified tree is alive, not reaped       | closing   |
+ * | 6 | none                                 | gone     | remnantSearch none-found                   | lost (closed with a prior reap or an observed root exit) |
+ * | 7 | none                                 | gone     | found (not reaped), inconclusive, not-run  | closing   |
+ * | 8 | none                                 | mismatch | the lease is another gateway instance's    | unchanged |
+ * | 9 | none                                 | mismatch | anything else                              | lost (closed with a completed prior reap) |
+ * |10 | none                                 | unknown  | factsUnavailable (no process list, backend none) | open |
+ * |11 | none                                 | unknown  | anything else                              | closing   |
+ *
+ * Why each row:
+ * - 1-4: a reap settles closed only when nothing it was handed may still run
+ *   (reap.ts AFTER_REAP) and, for remnants, when the search cleared every
+ *   candidate; otherwise the lease stays closing and is retried (the ACPX
+ *   maintenance timer and startup reap, the supervisor's reconcile).
+ * - 6-7: a gone root settles only on proof that nothing carries its markers
+ *   any more; "inconclusive" (environments unreadable, a candidate that could
+ *   not be inspected, a blocked search on ps/none) is never read as "none".
+ * - 8: a lease of another gateway instance is not ours to settle at all.
+ * - 9: a mismatch proves the root pid (or group, or namespace) names someone
+ *   else's process now, or a guard refuses it: nothing the lease names may
+ *   be signalled, now or later, and no later verification can turn it into
+ *   ours, so retrying is pointless. Fail closed, with a known cost: the
+ *   remnant search never runs for a mismatch, so marker-carrying escapees of
+ *   a lease whose root pid was reused are left running (never signalled).
+ * - 10: issue 3 allows closing → open only when cleanup could not run
+ *   because the process list was unavailable; the lease is handed back to
+ *   its session (the ACPX startup reap and the supervisor's reconcile list
+ *   open leases too).
+ * - 11: every other unknown (no root pid yet, a start time that could not be
+ *   compared, a root that could not be inspected, coarse identity with no
+ *   corroboration, an invalid record) is not settled on a guess: closing,
+ *   retried. `why` names the deciding evidence.
+ */
+import type { LeaseStore } from "./lease-store.js";
+import { reapCompleted, survivorsOf, type ReapReport } from "./reap.js";
+import type { AcpxProcessLease, LeaseState, OwnershipEvidence } from "./types.js";
+import type { LeaseVerification } from "./verify.js";
+
+export type SettlementTarget = "closed" | "lost" | "closing" | "open" | "unchanged";
+
+export interface Settlement {
+  to: SettlementTarget;
+  /** one line naming the fact that decided it (for reports and logs) */
+  why: string;
+}
+
+/** What the rule reads from a verification. */
+export type SettleVerification = Pick<
+  LeaseVerification,
+  "lease" | "verdict" | "evidence" | "remnantSearch" | "remnantsUncleared" | "factsUnavailable"
+>;
+
+/** For a lease whose spawn never produced a process (no pid ever existed): nothing can be alive. */
+export const NOTHING_STARTED: Readonly<Settlement> = Object.freeze({
+  to: "lost",
+  why: "no process was ever started for this lease",
+});
+
+/** What the caller witnessed before the verification (see the header). */
+export interface SettleContext {
+  /** a reap that ran earlier in the same close, not on this verification */
+  prior?: Pick<ReapReport, "results"> | null;
+  /** the root's exit was reported by the caller's own handle (its child, unreaped until then) */
+  rootExitObserved?: boolean;
+}
+
+export function settlementFor(v: SettleVerification, reap: Pick<ReapReport, "results"> | null, ctx: SettleContext = {}): Settlement {
+  const prior = ctx.prior ?? null;
+  if (v.lease.state === "closed" || v.lease.state === "lost") return { to: "unchanged", why: `already ${v.lease.state}` };
+
+  if (reap !== null) {
+    const survivors = survivorsOf(reap);
+    if (survivors.length > 0) return { to: "closing", why: `pid(s) ${survivors.join(", ")} may still run after the reap (survived, denied or unknown); retried later` };
+    if (v.verdict === "gone" && v.remnantsUncleared > 0) {
+      return { to: "closing", why: `remnants reaped, but ${v.remnantsUncleared} process(es) that may carry the lease could not be cleared (${detailOf(v, "remnant-env")}); retried later` };
+    }
+    return { to: "closed", why: `reaped ${reap.results.length} verified process(es); none may still run` };
+  }
+
+  switch (v.verdict) {
+    case "owned":
+      return { to: "closing", why: "a verified tree is alive and was not reaped; retried later" };
+    case "gone": {
+      if (v.remnantSearch === "none-found") {
+        const gone = decisive(v, "mismatch") ?? "the root is gone";
+        if (ctx.rootExitObserved === true) return { to: "closed", why: `the root's exit was observed; ${gone} and nothing carries the lease's markers` };
+        return prior !== null
+          ? { to: "closed", why: `reaped earlier; now ${gone} and nothing carries the lease's markers` }
+          : { to: "lost", why: `${gone}; nothing carries the lease's markers; nothing signalled` };
+      }
+      if (v.remnantSearch === "found") return { to: "closing", why: "the root is gone but live processes carry the lease's markers and were not reaped; retried later" };
+      return { to: "closing", why: `the root is gone but the remnant search could not prove nothing is left (${detailOf(v, "remnant-env")}); retried later` };
+    }
+    case "mismatch": {
+      if (v.evidence.some((e) => e.check === "instance" && e.result === "mismatch")) {
+        return { to: "unchanged", why: decisive(v, "mismatch") ?? "the lease belongs to another gateway instance" };
+      }
+      const what = decisive(v, "mismatch") ?? "the live process does not match the lease";
+      return prior !== null && reapCompleted(prior)
+        ? { to: "closed", why: `reaped earlier; now ${what}` }
+        : { to: "lost", why: `${what}; nothing signalled (escapees of a reused root pid are never searched for)` };
+    }
+    case "unknown": {
+      const cause = decisive(v, "unknown") ?? "ownership could not be established";
+      if (v.factsUnavailable) return { to: "open", why: `${cause}; cleanup could not run, lease back to open` };
+      return { to: "closing", why: `${cause}; not settled on unknown evidence, retried later` };
+    }
+  }
+}
+
+/**
+ * Moves the lease as `s` says, through the legal transitions: open → closing
+ * first for closed/lost, closing → open only for "open", nothing for a
+ * target equal to the state, for "unchanged", or for a lease already
+ * terminal (re-read from the store: a concurrent settle may have won).
+ * Returns the lease as stored afterwards (null when it no longer exists).
+ */
+export async function applySettlement(store: LeaseStore, leaseId: string, s: Settlement): Promise<AcpxProcessLease | null> {
+  let cur = await store.get(leaseId);
+  if (cur === null) return null;
+  if (s.to === "unchanged" || cur.state === "closed" || cur.state === "lost" || cur.state === s.to) return cur;
+  const to: LeaseState = s.to;
+  if (to === "open") return cur.state === "closing" ? store.transition(leaseId, "open") : cur;
+  if (cur.state === "open") cur = await store.transition(leaseId, "closing");
+  return to === "closing" ? cur : store.transition(leaseId, to);
+}
+
+/** The first row with `result`, as "check: detail". */
+function decisive(v: SettleVerification, result: OwnershipEvidence["result"]): string | null {
+  // an unknown verdict is decided by the LAST unknown row (verify pushes the deciding one last)
+  const rows = result === "unknown" ? [...v.evidence].reverse() : v.evidence;
+  const e = rows.find((x) => x.result === result);
+  return e ? `${e.check}: ${e.detail ?? result}` : null;
+}
+
+function detailOf(v: SettleVerification, check: string): string {
+  const e = v.evidence.find((x) => x.check === check);
+  return e?.detail ?? "no search";
+}

@@ -1,0 +1,201 @@
+/**
+ * The one settlement rule (settle.ts), row by row, over verifications the
+ * simulator produces through the production path (explainLease), plus the
+ * remnant search's refusal to call unreadable evidence "nothing left".
+ */
+import { mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, describe, expect, it } from "vitest";
+import type { InspectOptions, ProcessDetails } from "../../src/facts/types.js";
+import {
+  applySettlement,
+  explainLease,
+  NOTHING_STARTED,
+  openLeaseStore,
+  reapLeaseVerification,
+  settlementFor,
+  type OwnedTreeReapReport,
+  type SettleVerification,
+} from "../../src/ownership/index.js";
+import { adapter, E, family, lease, MY, RecordingSignaller, SimFacts, unrelated, W, wrapper, X } from "./sim.js";
+
+const REAP = { graceMs: 50, pollMs: 5, confirmMs: 50 };
+/** Inspect throws for the pids in `broken` (the facts layer failed on them). */
+class BrokenSim extends SimFacts {
+  readonly broken = new Set<number>();
+  override async inspect(pid: number, opts?: InspectOptions): Promise<ProcessDetails | null> {
+    if (this.broken.has(pid)) throw new Error(`EIO reading /proc/${pid} (simulated)`);
+    return super.inspect(pid, opts);
+  }
+}
+
+/** a same-uid process, started after the lease's root, outside its tree */
+const stranger = (over: Parameters<typeof unrelated>[0] = {}) =>
+  unrelated({ name: "E", pid: E, ppid: 1, pgid: E, sid: E, uid: MY, startTime: "5010", env: {}, ...over });
+
+describe("N2: a remnant candidate that cannot be read is never 'nothing left'", () => {
+  it("gone root + a same-uid process with an unreadable environment: inconclusive (env-unreadable), settlement closing, nothing signalled", async () => {
+    const sim = new SimFacts();
+    sim.add(stranger({ envReadable: false }));
+    const v = await explainLease(lease(), sim);
+    expect(v.verdict).toBe("gone");
+    expect(v.remnantSearch).toBe("inconclusive");
+    expect(v.remnantsUncleared).toBe(1);
+    expect(v.evidence.find((e) => e.check === "remnant-env")?.detail).toMatch(/1 environment not readable/);
+    expect(settlementFor(v, null)).toMatchObject({ to: "closing" });
+    const sig = new RecordingSignaller(sim);
+    expect((await reapLeaseVerification(v, { facts: sim, signaller: sig, ...REAP })).target).toBeNull();
+    expect(sig.attempts).toEqual([]);
+  });
+
+  it("gone root + a same-uid process whose inspect threw: inconclusive (could not be inspected), settlement closing", async () => {
+    const sim = new BrokenSim();
+    sim.add(stranger());
+    sim.broken.add(E);
+    const v = await explainLease(lease(), sim);
+    expect(v.verdict).toBe("gone");
+    expect(v.remnantSearch).toBe("inconclusive");
+    expect(v.evidence.find((e) => e.check === "remnant-env")?.detail).toMatch(/could not be inspected/);
+    expect(settlementFor(v, null).to).toBe("closing");
+  });
+
+  it("an unreadable process that provably cannot be the lease's (started before the root, another uid) does not block 'none-found'", async () => {
+    const sim = new SimFacts();
+    sim.add(stranger({ startTime: "4000", envReadable: false })).add(stranger({ pid: X, name: "X", uid: MY + 1, envReadable: false }));
+    const v = await explainLease(lease(), sim);
+    expect(v.remnantSearch).toBe("none-found");
+    expect(v.remnantsUncleared).toBe(0);
+    expect(settlementFor(v, null)).toMatchObject({ to: "lost" });
+  });
+
+  it("remnants found and reaped while another candidate could not be read: the completed reap does not close the lease", async () => {
+    const sim = new SimFacts();
+    sim.add(wrapper({ state: "Z" })).add(adapter({ ppid: 1 })).add(stranger({ envReadable: false }));
+    const v = await explainLease(lease(), sim);
+    expect(v.remnantSearch).toBe("found");
+    expect(v.remnantsUncleared).toBe(1);
+    const r = await reapLeaseVerification(v, { facts: sim, signaller: new RecordingSignaller(sim), ...REAP });
+    expect(r.target).toBe("remnants");
+    expect(settlementFor(v, r.report)).toMatchObject({ to: "closing" });
+  });
+});
+
+const done = (outcome: OwnedTreeReapReport["results"][number]["outcome"]): OwnedTreeReapReport => ({
+  results: [{ pid: W, startTime: "5000", outcome }],
+  termSent: 1,
+  killSent: 0,
+  durationMs: 1,
+});
+
+describe("settlementFor: the table", () => {
+  it("1/4: a reap that completed closes; one with a member that may still run keeps closing", async () => {
+    const sim = new SimFacts();
+    family(sim);
+    const v = await explainLease(lease(), sim);
+    expect(v.verdict).toBe("owned");
+    expect(settlementFor(v, done("exited-after-term")).to).toBe("closed");
+    expect(settlementFor(v, done("identity-mismatch")).to).toBe("closed");
+    for (const o of ["survived", "permission-denied", "unknown"] as const) {
+      const s = settlementFor(v, done(o));
+      expect(s.to).toBe("closing");
+      expect(s.why).toContain(String(W));
+    }
+    // 5: a verified tree alive and not reaped is not settled
+    expect(settlementFor(v, null).to).toBe("closing");
+  });
+
+  it("6: gone with nothing left is lost, or closed after a reap or an observed root exit", async () => {
+    const v = await explainLease(lease(), new SimFacts());
+    expect([v.verdict, v.remnantSearch]).toEqual(["gone", "none-found"]);
+    expect(settlementFor(v, null).to).toBe("lost");
+    expect(settlementFor(v, null, { prior: done("permission-denied") }).to).toBe("closed");
+    expect(settlementFor(v, null, { rootExitObserved: true }).to).toBe("closed");
+  });
+
+  it("6: a host rebooted since the lease: nothing of it can be alive (none-found without a search)", async () => {
+    const sim = new SimFacts();
+    family(sim);
+    sim.bootId = "boot-other";
+    const v = await explainLease(lease(), sim);
+    expect([v.verdict, v.remnantSearch]).toEqual(["gone", "none-found"]);
+    expect(settlementFor(v, null).to).toBe("lost");
+  });
+
+  it("7: gone with remnants not reaped, or a blocked search (ps), stays closing", async () => {
+    const sim = new SimFacts();
+    sim.add(wrapper({ state: "Z" })).add(adapter({ ppid: 1 }));
+    const v = await explainLease(lease(), sim);
+    expect(v.remnantSearch).toBe("found");
+    expect(settlementFor(v, null).to).toBe("closing");
+    const ps = await explainLease(lease(), new SimFacts("ps", "coarse"));
+    expect([ps.verdict, ps.remnantSearch]).toEqual(["gone", "inconclusive"]);
+    expect(settlementFor(ps, null).to).toBe("closing");
+  });
+
+  it("8/9: a mismatch is lost (closed after a completed earlier reap); another instance's lease is not ours to settle", async () => {
+    const sim = new SimFacts();
+    sim.add(unrelated({ name: "W'", pid: W, startTime: "7000" }));
+    const v = await explainLease(lease(), sim);
+    expect(v.verdict).toBe("mismatch");
+    const s = settlementFor(v, null);
+    expect(s.to).toBe("lost");
+    expect(s.why).toMatch(/start-time: .*pid reused/);
+    expect(settlementFor(v, null, { prior: done("killed") }).to).toBe("closed");
+    expect(settlementFor(v, null, { prior: done("survived") }).to).toBe("lost");
+    const foreign = await explainLease(lease(), sim, { gatewayInstanceId: "gw-OTHER" });
+    expect(settlementFor(foreign, null).to).toBe("unchanged");
+  });
+
+  it("10/11: unknown goes back to open only when the facts were unavailable; every other unknown stays closing and says why", async () => {
+    const down = new SimFacts();
+    down.snapshotFails = true;
+    const a = await explainLease(lease({ state: "closing" }), down);
+    expect([a.verdict, a.factsUnavailable]).toEqual(["unknown", true]);
+    expect(settlementFor(a, null)).toMatchObject({ to: "open" });
+    expect(settlementFor(a, null).why).toMatch(/process list unavailable/);
+    const none = await explainLease(lease(), new SimFacts("none", "none"));
+    expect([none.verdict, none.factsUnavailable, settlementFor(none, null).to]).toEqual(["unknown", true, "open"]);
+
+    const pending = await explainLease(lease({ rootPid: 0, rootStartTime: undefined }), new SimFacts());
+    expect([pending.verdict, pending.factsUnavailable]).toEqual(["unknown", false]);
+    expect(settlementFor(pending, null)).toMatchObject({ to: "closing", why: expect.stringMatching(/root-pid: no root pid recorded/) });
+
+    const broken = new BrokenSim();
+    family(broken);
+    broken.broken.add(W);
+    const b = await explainLease(lease(), broken);
+    expect([b.verdict, b.factsUnavailable]).toEqual(["unknown", false]);
+    expect(settlementFor(b, null)).toMatchObject({ to: "closing", why: expect.stringMatching(/inspect: the root could not be inspected/) });
+  });
+
+  it("0: a lease already closed or lost is left unchanged", () => {
+    const v: SettleVerification = { lease: lease({ state: "lost" }), verdict: "gone", evidence: [], remnantSearch: "none-found", remnantsUncleared: 0, factsUnavailable: false };
+    expect(settlementFor(v, done("killed")).to).toBe("unchanged");
+  });
+});
+
+describe("applySettlement moves the lease only through legal transitions", () => {
+  const dirs: string[] = [];
+  afterAll(async () => {
+    for (const d of dirs) await rm(d, { recursive: true, force: true });
+  });
+  it("open → closing → closed|lost; closing → open; same state and terminal leases untouched", async () => {
+    const dir = await mkdtemp(join(tmpdir(), "own-settle-"));
+    dirs.push(dir);
+    const store = await openLeaseStore(dir, { durable: false });
+    const mk = async () => (await store.create({ gatewayInstanceId: "gw-A", sessionKey: "s", wrapperRoot: "/x", wrapperPath: "/x/w", commandHash: "h" })).leaseId;
+    const a = await mk();
+    expect((await applySettlement(store, a, { to: "open", why: "t" }))?.state).toBe("open");
+    expect((await applySettlement(store, a, { to: "closing", why: "t" }))?.state).toBe("closing");
+    expect((await applySettlement(store, a, { to: "open", why: "t" }))?.state).toBe("open");
+    expect((await applySettlement(store, a, { to: "closed", why: "t" }))?.state).toBe("closed");
+    expect((await applySettlement(store, a, { to: "open", why: "t" }))?.state).toBe("closed");
+    const b = await mk();
+    expect((await applySettlement(store, b, NOTHING_STARTED))?.state).toBe("lost");
+    expect((await applySettlement(store, b, { to: "closed", why: "t" }))?.state).toBe("lost");
+    const c = await mk();
+    expect((await applySettlement(store, c, { to: "unchanged", why: "t" }))?.state).toBe("open");
+    expect(await applySettlement(store, "no-such-lease", { to: "closed", why: "t" })).toBeNull();
+  });
+});
