@@ -155,7 +155,7 @@ describe("explain / reap when the wrapper is gone, and when its pid does not mat
       expect(ex.stdout).toMatch(/start-time\s+mismatch/);
       expect(ex.stdout).toMatch(/verdict: mismatch/);
       expect(ex.stdout).not.toMatch(/remnants/);
-      expect(ex.stdout).toMatch(/cleanup sends NO signal and marks the lease lost/);
+      expect(ex.stdout).toMatch(/cleanup sends NO signal; the lease would go to lost/);
 
       const rep = JSON.parse((await cli(["reap", "--state-dir", dir, "--json", "--grace-ms", String(GRACE_MS)])).stdout) as ReapJson;
       const entry = rep.entries.find((e) => e.leaseId === h.leaseId)!;

@@ -4,7 +4,7 @@
  * and what cleanup would therefore do. Read-only: nothing is signalled.
  */
 import { getProcessFacts } from "../../facts/get.js";
-import { isSupervisorLease, type LeaseVerification } from "../../ownership/index.js";
+import { isSupervisorLease, settlementFor, type LeaseVerification } from "../../ownership/index.js";
 import { UsageError, parseArgs, type CliIo } from "../io.js";
 import { parsePidArg } from "./inspect.js";
 import { backendLine } from "./ps.js";
@@ -81,10 +81,16 @@ function conclude(v: LeaseVerification, remnants: number[]): string {
         ? `the lease is already ${v.lease.state}; nothing would be done`
         : `cleanup would SIGTERM these ${v.tree!.members.length} verified process(es) leaves first, SIGKILL what is left after the grace period (each identity re-checked before its signal), then mark the lease closed (it stays closing if any may still run)`;
     case "gone":
-      return settled ? `nothing alive; the lease is already ${v.lease.state}` : "nothing verified is alive: cleanup sends no signal and marks the lease lost";
+      return settled ? `nothing alive; the lease is already ${v.lease.state}` : `nothing verified is alive: cleanup sends no signal; ${settlementText(v)}`;
     case "mismatch":
-      return `the live process does not match the lease: cleanup sends NO signal${settled ? "" : " and marks the lease lost"}`;
+      return `the live process does not match the lease: cleanup sends NO signal${settled ? "" : `; ${settlementText(v)}`}`;
     default:
-      return "ownership cannot be established (unknown evidence): cleanup fails closed, sends no signal and leaves the lease as it is";
+      return `ownership cannot be established (unknown evidence): cleanup fails closed and sends no signal${settled ? "" : `; ${settlementText(v)}`}`;
   }
+}
+
+/** What the one settlement rule (ownership/settle.ts) would do with this lease when nothing is reaped. */
+function settlementText(v: LeaseVerification): string {
+  const s = settlementFor(v, null);
+  return s.to === "unchanged" ? `the lease stays ${v.lease.state} (${s.why})` : `the lease would go to ${s.to} (${s.why})`;
 }
