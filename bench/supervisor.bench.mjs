@@ -20,7 +20,7 @@ const LEAVES = 19; // 1 + 10 + 10 × 19 = 201 processes
 
 export async function run({ quick }) {
   const checks = [];
-  checks.push(...(await spawnOverhead(quick ? 120 : 600)));
+  checks.push(...(await spawnOverhead(quick ? 300 : 600)));
   checks.push(...(await treeKillComparison(quick ? 1 : 3)));
   return checks;
 }
