@@ -34,5 +34,6 @@ describe("leases, explain and reap on an empty state dir", () => {
     const r = await cli(["reap", "--grace-ms", "soon", "--state-dir", join(root, "x")]);
     expect(r.code).toBe(2);
     expect(r.err).toMatch(/--grace-ms/);
+    expect(readdirSync(root)).not.toContain("x");
   });
 });

@@ -234,6 +234,18 @@ describe("the signaller asks the guards itself (a direct caller cannot reach a f
       expect(await s.signal(process.pid, selfStart(process.pid), "SIGCONT")).toBe("refused");
       expect(await s.signal(process.ppid, selfStart(process.ppid), "SIGCONT")).toBe("refused");
       expect(await s.signal(1, selfStart(1), "SIGCONT")).toBe("refused");
+      // an ancestor beyond the parent (the guards refuse the whole chain up to init)
+      const grandparent = ppidOf(process.ppid);
+      if (grandparent !== null && grandparent > 1) expect(await s.signal(grandparent, selfStart(grandparent), "SIGCONT")).toBe("refused");
     });
   }
 });
+
+function ppidOf(pid: number): number | null {
+  try {
+    const st = readFileSync(`/proc/${pid}/stat`, "utf8");
+    return Number(st.slice(st.lastIndexOf(")") + 2).split(" ")[1]);
+  } catch {
+    return null;
+  }
+}

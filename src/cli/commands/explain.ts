@@ -42,7 +42,7 @@ export async function run(args: readonly string[], io: CliIo): Promise<number> {
   const remnantPids = rank(v) === 0 ? (v.remnants?.members.map((m) => m.pid) ?? []) : [];
   const conclusion = conclude(v, remnantPids);
   if (flags.json) {
-    io.out(`${JSON.stringify({ lease: v.lease, verdict: v.verdict, evidence: v.evidence, members: v.tree?.members ?? [], remnants: remnantPids, conclusion }, null, 2)}\n`);
+    io.out(`${JSON.stringify({ backend: facts.backend, identityStrength: facts.identityStrength, lease: v.lease, verdict: v.verdict, evidence: v.evidence, members: v.tree?.members ?? [], remnants: remnantPids, conclusion }, null, 2)}\n`);
     return 0;
   }
   const l = v.lease;

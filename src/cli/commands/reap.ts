@@ -33,7 +33,7 @@ export async function run(args: readonly string[], io: CliIo): Promise<number> {
   try {
     const r = await ctl.reapStartupOrphans({ dryRun: flags["dry-run"] === true, skipAttached: true });
     if (flags.json) {
-      io.out(`${JSON.stringify(r, null, 2)}\n`);
+      io.out(`${JSON.stringify({ backend: facts.backend, identityStrength: facts.identityStrength, ...r }, null, 2)}\n`);
       return 0;
     }
     io.out(
