@@ -42,6 +42,7 @@ import {
   reapLeaseVerification,
   reapOwnedTree,
   recordRootIdentity,
+  settlementAfterReap,
   settlementFor,
   survivorsOf,
   verifyLeases,
@@ -141,8 +142,10 @@ export async function createAcpxLifecycleController(opts: AcpxLifecycleControlle
 interface VerifiedReap {
   target: NonNullable<LeaseReapResult["target"]>;
   reap: TreeReapSummary;
-  /** the reaper's own report, for settlementFor */
+  /** the reaper's own report (every reap of the lease, the follow-up on the re-verification included) */
   report: OwnedTreeReapReport;
+  /** the whole result, for settlementAfterReap: the lease is settled on its LAST verification */
+  result: LeaseReapResult;
 }
 
 /** How a close reports each settlement target (CloseReport.outcome). */
@@ -367,13 +370,13 @@ class Controller implements AcpxLifecycleController {
     if (current.state === "open") current = await d.leases.transition(current.leaseId, "closing");
     if (current.rootPid <= 0 && launched?.pid !== undefined) current = await this.recordChildPid(current, launched.pid);
     let prior: OwnedTreeReapReport | null = null;
-    let last: { v: LeaseVerification | null; report: OwnedTreeReapReport | null } | null = null;
+    let last: { v: LeaseVerification | null; r: VerifiedReap | null } | null = null;
     const pass = async () => {
       if (current.rootPid <= 0) return;
       const v = await explainLease(current, d.facts, { gatewayInstanceId: d.gatewayInstanceId }).catch(() => null);
       const r = v ? await this.reapVerified(v) : null;
-      if (last?.report) prior = last.report;
-      last = { v, report: r?.report ?? null };
+      if (last?.r) prior = last.r.report;
+      last = { v, r };
     };
     await pass();
     if (launched) {
@@ -387,13 +390,15 @@ class Controller implements AcpxLifecycleController {
     // The wrapper exits with its adapter; a grandchild in its own session can
     // outlive both. Verified again now the root is gone: its remnants are reaped too.
     await pass();
-    const final = last as { v: LeaseVerification | null; report: OwnedTreeReapReport | null } | null;
+    const final = last as { v: LeaseVerification | null; r: VerifiedReap | null } | null;
     const s: Settlement =
       current.rootPid <= 0
         ? NOTHING_STARTED
-        : final?.v
-          ? settlementFor(final.v, final.report, { prior })
-          : { to: "closing", why: "the verification itself failed; retried later" };
+        : final?.r
+          ? settlementAfterReap(final.r.result, { prior })
+          : final?.v
+            ? settlementFor(final.v, null, { prior })
+            : { to: "closing", why: "the verification itself failed; retried later" };
     const after = await applySettlement(d.leases, current.leaseId, s);
     return after?.state ?? current.state;
   }
@@ -584,7 +589,8 @@ class Controller implements AcpxLifecycleController {
     const r = await this.reapVerified(v);
     if (v.tree) await this.releaseLive(live);
     const what = r === null ? "nothing signalled; " : r.target === "tree" ? "verified tree reaped; " : "the wrapper was gone, remnants carrying the lease and instance id reaped; ";
-    return settle(settlementFor(v, r?.report ?? null), `${what}${note}`, r ?? undefined);
+    // settled on the verification after the reap (settlementAfterReap), never on the report alone
+    return settle(r ? settlementAfterReap(r.result) : settlementFor(v, null), `${what}${note}`, r ?? undefined);
   }
 
   /** Reaps what a verification proved ours (ownership's choice: tree, else remnants); null when nothing was. */
@@ -592,8 +598,8 @@ class Controller implements AcpxLifecycleController {
     v: LeaseVerification,
     facts: ProcessFacts = this.d.facts,
   ): Promise<VerifiedReap | null> {
-    const r = await reapLeaseVerification(v, { facts, signaller: this.d.signaller, graceMs: this.d.graceMs });
-    return r.target !== null && r.report !== null ? { target: r.target, reap: summarize(r.report), report: r.report } : null;
+    const r = await reapLeaseVerification(v, { facts, signaller: this.d.signaller, graceMs: this.d.graceMs, gatewayInstanceId: this.d.gatewayInstanceId });
+    return r.target !== null && r.report !== null ? { target: r.target, reap: summarize(r.report), report: r.report, result: r } : null;
   }
 
   /** Ends our side of a live session (lifeline, stdin) and waits for the wrapper to exit. */
@@ -713,7 +719,7 @@ class Controller implements AcpxLifecycleController {
           try {
             if (l.state === "open") await d.leases.transition(l.leaseId, "closing");
             const r = (await this.reapVerified(v, batchFacts))!; // a tree or remnants is always handed to the reaper
-            const s = settlementFor(v, r.report);
+            const s = settlementAfterReap(r.result);
             const after = (await applySettlement(d.leases, l.leaseId, s))?.state ?? "closing";
             this.afterSettled(l.leaseId, after);
             entries.push({ ...entryFor(l, v.verdict, after, v.evidence, r.target === "tree" ? "reaped" : "reaped-remnants", s.why), reap: r.reap });

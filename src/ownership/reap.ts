@@ -106,6 +106,16 @@ export function reapStoppedPid(report: Pick<ReapReport, "results">, pid: number)
   return r !== undefined && AFTER_REAP[r.outcome] === "stopped";
 }
 
+/** Results of two reaps of one lease: a pid (with its start time) reaped twice keeps its later outcome. */
+export function mergeReapResults(a: Pick<ReapReport, "results">, b: Pick<ReapReport, "results">): ReapReport["results"] {
+  const byKey = new Map<string, ReapReport["results"][number]>();
+  for (const x of [...a.results, ...b.results]) {
+    byKey.delete(`${x.pid}:${x.startTime}`);
+    byKey.set(`${x.pid}:${x.startTime}`, x);
+  }
+  return [...byKey.values()];
+}
+
 type Phase = "pending" | "termed" | "killed" | "done";
 interface Entry {
   pid: number;

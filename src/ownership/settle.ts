@@ -22,11 +22,11 @@
  * | 3 | ran, reapCompleted                   | gone     | remnantsUncleared > 0 (carrier not judged) | closing   |
  * | 4 | ran, something may still run         | any      | survived, denied, unknown outcome          | closing   |
  * | 5 | none                                 | owned    | a verified tree is alive, not reaped       | closing   |
- * | 6 | none                                 | gone     | remnantSearch none-found                   | lost (closed with a prior reap or an observed root exit) |
+ * | 6 | none                                 | gone     | remnantSearch none-found                   | lost; closed after a COMPLETED prior reap, or (no prior reap) an observed root exit; closing after a prior reap with survivors |
  * | 7 | none                                 | gone     | found (not reaped), inconclusive, not-run  | closing   |
  * | 8 | none                                 | mismatch | the lease is another gateway instance's    | unchanged |
- * | 9 | none                                 | mismatch | anything else                              | lost (closed with a completed prior reap) |
- * |10 | none                                 | unknown  | factsUnavailable (no process list, backend none) | open |
+ * | 9 | none                                 | mismatch | anything else                              | as row 6 (the same prior rule) |
+ * |10 | none                                 | unknown  | factsUnavailable (no process list, backend none), no prior reap | open |
  * |11 | none                                 | unknown  | anything else                              | closing   |
  *
  * Why each row:
@@ -34,6 +34,10 @@
  *   (reap.ts AFTER_REAP) and, for remnants, when the search cleared every
  *   candidate; otherwise the lease stays closing and is retried (the ACPX
  *   maintenance timer and startup reap, the supervisor's reconcile).
+ * - 6 and 9 share one prior rule (byPrior): "nothing of ours is left" reads
+ *   closed only after a prior reap that COMPLETED, or, with no prior reap,
+ *   an exit the caller observed; a prior reap that left a member that may
+ *   still run keeps the lease closing (that member is not proven gone).
  * - 6-7: a gone root settles only on proof that nothing carries its markers
  *   any more; "inconclusive" (environments unreadable, a candidate that could
  *   not be inspected, a blocked search on ps/none) is never read as "none".
@@ -41,7 +45,8 @@
  * - 9: a mismatch proves the root pid (or group, or namespace) names someone
  *   else's process now, or a guard refuses it: nothing the lease names may
  *   be signalled, now or later, and no later verification can turn it into
- *   ours, so retrying is pointless. Fail closed, with a known cost: the
+ *   ours, so retrying is pointless (unless a prior reap left a member that
+ *   may still run: closing, by the prior rule). Fail closed, with a known cost: the
  *   remnant search never runs for a mismatch, so marker-carrying escapees of
  *   a lease whose root pid was reused are left running (never signalled).
  * - 10: issue 3 allows closing → open only when cleanup could not run
@@ -54,7 +59,8 @@
  *   retried. `why` names the deciding evidence.
  */
 import type { LeaseStore } from "./lease-store.js";
-import { reapCompleted, survivorsOf, type ReapReport } from "./reap.js";
+import { mergeReapResults, survivorsOf, type ReapReport } from "./reap.js";
+import type { LeaseReapResult } from "./reap-verification.js";
 import type { AcpxProcessLease, LeaseState, OwnershipEvidence } from "./types.js";
 import type { LeaseVerification } from "./verify.js";
 
@@ -78,7 +84,12 @@ export const NOTHING_STARTED: Readonly<Settlement> = Object.freeze({
   why: "no process was ever started for this lease",
 });
 
-/** What the caller witnessed before the verification (see the header). */
+/**
+ * What the caller witnessed before the verification (see the header). The
+ * one prior rule (rows 6 and 9): a prior reap that completed → closed; one
+ * that left a member that may still run → closing (fail closed: retried);
+ * no prior reap but the root's exit observed → closed; neither → lost.
+ */
 export interface SettleContext {
   /** a reap that ran earlier in the same close, not on this verification */
   prior?: Pick<ReapReport, "results"> | null;
@@ -105,10 +116,7 @@ export function settlementFor(v: SettleVerification, reap: Pick<ReapReport, "res
     case "gone": {
       if (v.remnantSearch === "none-found") {
         const gone = decisive(v, "mismatch") ?? "the root is gone";
-        if (ctx.rootExitObserved === true) return { to: "closed", why: `the root's exit was observed; ${gone} and nothing carries the lease's markers` };
-        return prior !== null
-          ? { to: "closed", why: `reaped earlier; now ${gone} and nothing carries the lease's markers` }
-          : { to: "lost", why: `${gone}; nothing carries the lease's markers; nothing signalled` };
+        return byPrior(prior, ctx, `${gone} and nothing carries the lease's markers`, `${gone}; nothing carries the lease's markers; nothing signalled`);
       }
       if (v.remnantSearch === "found") return { to: "closing", why: "the root is gone but live processes carry the lease's markers and were not reaped; retried later" };
       return { to: "closing", why: `the root is gone but the remnant search could not prove nothing is left (${detailOf(v, "remnant-env")}); retried later` };
@@ -118,17 +126,44 @@ export function settlementFor(v: SettleVerification, reap: Pick<ReapReport, "res
         return { to: "unchanged", why: decisive(v, "mismatch") ?? "the lease belongs to another gateway instance" };
       }
       const what = decisive(v, "mismatch") ?? "the live process does not match the lease";
-      return prior !== null && reapCompleted(prior)
-        ? { to: "closed", why: `reaped earlier; now ${what}` }
-        : { to: "lost", why: `${what}; nothing signalled (escapees of a reused root pid are never searched for)` };
+      return byPrior(prior, ctx, what, `${what}; nothing signalled (escapees of a reused root pid are never searched for)`);
     }
     case "unknown": {
       const cause = decisive(v, "unknown") ?? "ownership could not be established";
-      if (v.factsUnavailable) return { to: "open", why: `${cause}; cleanup could not run, lease back to open` };
+      // after a reap, cleanup DID run: the lease is not handed back, it stays closing
+      if (v.factsUnavailable && prior === null) return { to: "open", why: `${cause}; cleanup could not run, lease back to open` };
       return { to: "closing", why: `${cause}; not settled on unknown evidence, retried later` };
     }
   }
 }
+
+/** Rows 6 and 9: what a verification that found nothing of ours reads as, by what the caller witnessed before it. */
+function byPrior(prior: Pick<ReapReport, "results"> | null, ctx: SettleContext, now: string, lost: string): Settlement {
+  if (prior !== null) {
+    const survivors = survivorsOf(prior);
+    return survivors.length === 0
+      ? { to: "closed", why: `reaped earlier; now ${now}` }
+      : { to: "closing", why: `reaped earlier, but pid(s) ${survivors.join(", ")} may still run after that reap; now ${now}; retried later` };
+  }
+  if (ctx.rootExitObserved === true) return { to: "closed", why: `the root's exit was observed; ${now}` };
+  return { to: "lost", why: lost };
+}
+
+/**
+ * The settlement after reapLeaseVerification: by the LAST verification
+ * (`final`), never by a reap report alone. When a follow-up reap ran on
+ * `final` (remnants found after the first reap), the combined report is the
+ * reap of that verification (a survivor of either reap keeps it closing);
+ * otherwise the first reap counts as the prior one (with `ctx.prior`, if the
+ * caller had one of its own). With nothing reaped it is settlementFor(v, null, ctx).
+ */
+export function settlementAfterReap(r: Pick<LeaseReapResult, "final" | "report" | "finalReap">, ctx: SettleContext = {}): Settlement {
+  if (r.report === null) return settlementFor(r.final, null, ctx);
+  const all = ctx.prior ? { results: mergeReapResults(ctx.prior, r.report) } : r.report;
+  if (r.finalReap !== null) return settlementFor(r.final, all, ctx);
+  return settlementFor(r.final, null, { ...ctx, prior: all });
+}
+
 
 /**
  * Moves the lease as `s` says, through the legal transitions: open → closing

@@ -125,6 +125,7 @@ export interface VerifyOptions {
  */
 const CORROBORATING = new Set(["wrapper-path", "command-hash", "process-group", "lease-env"]);
 const MARKER_CONCURRENCY = 16;
+const EXECD = "the root exec'd another program since spawn (same start time): the command no longer identifies it";
 
 export async function explainLease(lease: AcpxProcessLease, facts: ProcessFacts, opts?: VerifyOptions): Promise<LeaseVerification> {
   const [v] = await verifyLeases([lease], facts, opts);
@@ -296,7 +297,19 @@ async function checkRoot(
   }
   if (d.state === "Z") return vanished(s, { check: "root-alive", result: "mismatch", detail: `pid ${lease.rootPid} became a zombie` });
 
-  ev.push(await wrapperPathEvidence(lease, d, paths));
+  // Under exact identity, a start time that matched on the same boot and in
+  // the same pid namespace IS the process we spawned: a command or executable
+  // that differs now only says it exec'd another program since (`sh -c "exec
+  // …"`, `bash -c "sleep 30"`, every PTY run's /bin/sh -c). That proves
+  // nothing either way, so it is "unknown", never "mismatch". With coarse
+  // identity (1 s) the start time alone proves nothing: a difference stays one.
+  const same = facts.identityStrength === "exact" && ["start-time", "boot-id", "pid-namespace"].every((c) => ev.some((e) => e.check === c && e.result === "match"));
+  const execd = (e: OwnershipEvidence): OwnershipEvidence =>
+    same && e.result === "mismatch" ? { check: e.check, result: "unknown", detail: `${EXECD} (${e.detail ?? "differs"})` } : e;
+
+  const wrapperEv = await wrapperPathEvidence(lease, d, paths);
+  // a wrapperPath outside its wrapperRoot is the record's own fault, not an exec
+  ev.push(wrapperEv.detail?.startsWith("neither") ? execd(wrapperEv) : wrapperEv);
 
   // the one marker rule (markers.ts): lease id AND gateway instance id
   const markers = markerVerdict(d, lease);
@@ -306,7 +319,8 @@ async function checkRoot(
 
   if (d.argv === null || d.argv.length === 0) push("command-hash", "unknown", "argv not readable");
   else if (lease.commandHash === "") push("command-hash", "unknown", "not recorded");
-  else push("command-hash", computeCommandHash(d.argv) === lease.commandHash ? "match" : "mismatch");
+  else if (computeCommandHash(d.argv) === lease.commandHash) push("command-hash", "match");
+  else ev.push(execd({ check: "command-hash", result: "mismatch", detail: "the argv's hash differs from the lease's" }));
 
   if (ev.some((e) => e.result === "mismatch")) return finishWith(s, "mismatch");
   s.root = root;

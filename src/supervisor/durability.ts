@@ -23,7 +23,7 @@ import { loadOrCreateGatewayInstanceId } from "../ownership/instance-id.js";
 import { openLeaseStore, type LeaseStore } from "../ownership/lease-store.js";
 import type { ReapReport } from "../ownership/reap.js";
 import { reapLeaseVerification } from "../ownership/reap-verification.js";
-import { applySettlement, NOTHING_STARTED, settlementFor } from "../ownership/settle.js";
+import { applySettlement, NOTHING_STARTED, settlementAfterReap, settlementFor } from "../ownership/settle.js";
 import { recordRootIdentity } from "../ownership/root-identity.js";
 import {
   INSTANCE_ENV_KEY,
@@ -69,11 +69,18 @@ export interface ReconcileReport {
   runs: ReconciledRun[];
 }
 
-/** What a cancel of a leased run did: the run's lease verified now, and the reap of what verified. */
+/** What a cancel of a leased run did: the run's lease verified, the reap of what verified, and the look after it. */
 export interface RunLeaseReap {
+  /**
+   * The LAST verification: after a reap, the re-verification
+   * reapLeaseVerification ran once the signals were sent (its `final`);
+   * without a reap, the one that found nothing to reap.
+   */
   verification: LeaseVerification;
-  /** the reaper's report when a tree (with its marker-carrying escapees) or remnants were reaped; null otherwise */
+  /** the reaper's report (every reap of the lease combined) when a tree (with its marker-carrying escapees) or remnants were reaped; null otherwise */
   report: ReapReport | null;
+  /** the follow-up reap run on `verification` (remnants it found after the first reap); null or absent when none ran */
+  finalReap?: ReapReport | null;
 }
 
 export interface RunLeases {
@@ -99,10 +106,12 @@ export interface RunLeases {
   reap(leaseId: string): Promise<RunLeaseReap | null>;
   /**
    * Settles the lease of a run whose root exited (reported by the
-   * supervisor's own handle) by ownership's one rule (settlementFor): closed
-   * when `reap` (the lease reap of a cancel, if one ran) completed and
-   * cleared every candidate; otherwise by a fresh verification: closed when
-   * the root is gone and nothing carries the run's markers, closing while
+   * supervisor's own handle) by ownership's one rule (settlementAfterReap /
+   * settlementFor): closed when `reap` (the lease reap of a cancel, if one
+   * ran) completed and the look after it found nothing left; otherwise by a
+   * fresh verification: closed when the root is gone and nothing carries the
+   * run's markers AND the earlier reap (lease reap or `prior`) completed, or
+   * none ran (the observed exit then counts), closing while
    * anything may still run or cannot be cleared (reconcile retries it), open
    * when the process list was unavailable. `prior` is a tree kill that was
    * not derived from the lease (no marker pids): it never settles anything by
@@ -167,8 +176,8 @@ export function createRunLeases(opts: RunLeasesOptions): RunLeases {
       const verification = await explainLease(lease, facts, { gatewayInstanceId: instanceId });
       if (verification.tree === null && verification.remnants === null) return { verification, report: null };
       if (lease.state === "open") await store.transition(leaseId, "closing");
-      const { report } = await reapLeaseVerification(verification, reapOpts);
-      return { verification, report };
+      const r = await reapLeaseVerification(verification, { ...reapOpts, gatewayInstanceId: instanceId });
+      return { verification: r.final, report: r.report, finalReap: r.finalReap };
     },
 
     async finish(leaseId, reap, prior = null) {
@@ -177,12 +186,17 @@ export function createRunLeases(opts: RunLeasesOptions): RunLeases {
       if (!lease) return undefined;
       if (lease.state === "closed" || lease.state === "lost") return lease.state;
       if (reap?.report) {
-        const s = settlementFor(reap.verification, reap.report);
+        // settled on the verification after the reap, never on its report alone
+        const s = settlementAfterReap({ final: reap.verification, report: reap.report, finalReap: reap.finalReap ?? null });
         if (s.to === "closed") return (await applySettlement(store, leaseId, s))?.state;
       }
-      // no lease reap, or one that could not settle it: the facts decide now
+      // no lease reap, or one that could not settle it: the facts decide now.
+      // The prior reap is what ran (the lease reap, else the plain tree kill):
+      // one that left a member that may still run keeps the lease closing; the
+      // root's exit (our handle saw it) counts only when no reap ran at all.
       const [v] = await verifyLeases([lease], facts, { gatewayInstanceId: instanceId });
-      const s = v ? settlementFor(v, null, { prior: reap?.report ?? prior, rootExitObserved: true }) : { to: "closing" as const, why: "not verified" };
+      const before = reap?.report ?? prior;
+      const s = v ? settlementFor(v, null, before !== null ? { prior: before } : { rootExitObserved: true }) : { to: "closing" as const, why: "not verified" };
       // the run is over: a lease it leaves unsettled is closing (reconcile retries it), unless the rule hands it back
       return (await applySettlement(store, leaseId, s.to === "unchanged" ? { ...s, to: "closing" } : s))?.state;
     },
@@ -205,11 +219,14 @@ export function createRunLeases(opts: RunLeasesOptions): RunLeases {
         };
         // a verified tree, or (root gone) the verified remnants still carrying this run's markers
         let reap: ReapReport | null = null;
+        let s = settlementFor(v, null);
         if (v.tree || v.remnants) {
           if (v.lease.state === "open") await store.transition(v.lease.leaseId, "closing");
-          reap = (await reapLeaseVerification(v, reapOpts)).report;
+          const r = await reapLeaseVerification(v, { ...reapOpts, gatewayInstanceId: instanceId });
+          reap = r.report;
+          // settled on the verification after the reap (escapees forked during the teardown were reaped too)
+          s = settlementAfterReap(r);
         }
-        const s = settlementFor(v, reap);
         const after = (await applySettlement(store, v.lease.leaseId, s))?.state ?? v.lease.state;
         const action = reap !== null ? (after === "closed" ? "reaped" : "left") : after === "closed" || after === "lost" ? "settled" : "left";
         runs.push({ ...base, action, state: after, why: s.why, ...(reap !== null ? { reap } : {}) });

@@ -14,7 +14,8 @@ import { createAcpxLifecycleController } from "../../src/acpx/controller.js";
 import { AcpxEnsureError } from "../../src/acpx/errors.js";
 import { getProcessFacts } from "../../src/facts/get.js";
 import { buildSnapshot } from "../../src/facts/snapshot.js";
-import type { ProcessFacts, ProcessInfo } from "../../src/facts/types.js";
+import { createSignaller } from "../../src/facts/signal.js";
+import type { ProcessFacts, ProcessInfo, ProcessSignaller } from "../../src/facts/types.js";
 import { openLeaseStore } from "../../src/ownership/index.js";
 import { agentArgv, alive, disposeAfterEach, GRACE_MS, leaseCarriers, tempStateDir, trackChild, trackLease, waitFor } from "./controller-helpers.js";
 
@@ -52,7 +53,18 @@ describe("the controller settles by the one rule", () => {
   it.skipIf(SKIP)(`failed ensure: the first reap completed, the last look could not clear a candidate → closing; the startup reap settles it${SKIP_NOTE}`, async () => {
     const t = trickyFacts();
     const stateDir = tempStateDir("settle-spawn");
-    const ctl = await createAcpxLifecycleController({ stateDir, graceMs: GRACE_MS, maintenanceIntervalMs: 0, handshakeTimeoutMs: 1500, facts: t.facts });
+    // records every identity-checked signal, so the test can tell "the first reap ran" from "no reap at all"
+    const real = createSignaller(t.facts);
+    const sent: { pid: number; sig: string; outcome: string }[] = [];
+    const signaller: ProcessSignaller = {
+      raceFree: real.raceFree,
+      async signal(pid, startTime, sig) {
+        const outcome = await real.signal(pid, startTime, sig);
+        sent.push({ pid, sig, outcome });
+        return outcome;
+      },
+    };
+    const ctl = await createAcpxLifecycleController({ stateDir, graceMs: GRACE_MS, maintenanceIntervalMs: 0, handshakeTimeoutMs: 1500, facts: t.facts, signaller });
     controllers.push(ctl);
     const pending = ctl
       .ensureSession({ sessionKey: "k-spawn", agentId: "main", command: agentArgv({ kind: "plain", extra: ["--never-answer"] }) })
@@ -71,6 +83,11 @@ describe("the controller settles by the one rule", () => {
     const e = err as AcpxEnsureError;
     trackLease(e.leaseId!);
     expect(e.failure).toBe("handshake-timeout");
+    // the first pass verified the live wrapper's tree and reaped it: its root got an identity-checked SIGTERM
+    const rootPid = (await store.get(e.leaseId!))!.rootPid;
+    expect(sent).toContainEqual({ pid: rootPid, sig: "SIGTERM", outcome: "signalled" });
+    // the process the facts could not inspect was never signalled
+    expect(sent.map((x) => x.pid)).not.toContain(odd.pid);
     // everything of the lease is gone, but the last look could not prove it: never settled on unknown
     expect(leaseCarriers(e.leaseId!)).toEqual([]);
     expect(e.leaseState).toBe("closing");

@@ -280,7 +280,7 @@ describe("the lease is settled by verification, never by the wrapper's exit alon
     expect(alive(h.rootPid)).toBe(false);
   });
 
-  it("a failed ensure whose own reap was denied is settled by the LAST verification, not by the first reap's survivors", async () => {
+  it("a failed ensure whose own reap was denied is not closed on the last look alone: the first reap's survivors keep it closing, a later reap settles it", async () => {
     // a signaller that never gets a signal through: every verified member "may still run" after the first pass
     const denying: ProcessSignaller = { raceFree: false, signal: () => Promise.resolve("denied") };
     const { ctl } = await newController("survivors", { handshakeTimeoutMs: 1000, signaller: denying });
@@ -294,10 +294,14 @@ describe("the lease is settled by verification, never by the wrapper's exit alon
     const e = err as AcpxEnsureError;
     trackLease(e.leaseId!);
     expect(e.failure).toBe("handshake-timeout");
-    // the wrapper cleaned its own tree when the lifeline closed, and the second look proved it:
-    // root gone, nothing carries the lease's markers → closed (a reap ran earlier in this close)
+    // the wrapper cleaned its own tree when the lifeline closed, and the second look found nothing
+    // carrying the lease's markers; but the first reap left members that may still run (denied), and a
+    // member tied only by parent links carries no marker to be found by: not proven gone → closing
     expect(leaseCarriers(e.leaseId!)).toEqual([]);
-    expect(e.leaseState).toBe("closed");
-    expect((await ctl.listLeases()).find((l) => l.leaseId === e.leaseId)?.state).toBe("closed");
+    expect(e.leaseState).toBe("closing");
+    expect((await ctl.listLeases()).find((l) => l.leaseId === e.leaseId)?.state).toBe("closing");
+    // the next reap (no reap of its own ran, nothing is left): settled without a signal
+    const rep = await ctl.reapStartupOrphans();
+    expect(rep.entries.find((x) => x.leaseId === e.leaseId)).toMatchObject({ verdict: "gone", stateAfter: "lost" });
   });
 });

@@ -105,12 +105,20 @@ describe("settlementFor: the table", () => {
     expect(settlementFor(v, null).to).toBe("closing");
   });
 
-  it("6: gone with nothing left is lost, or closed after a reap or an observed root exit", async () => {
+  it("6: gone with nothing left is lost; closed after a COMPLETED prior reap or (no prior reap) an observed root exit; a prior reap with survivors keeps closing", async () => {
     const v = await explainLease(lease(), new SimFacts());
     expect([v.verdict, v.remnantSearch]).toEqual(["gone", "none-found"]);
     expect(settlementFor(v, null).to).toBe("lost");
-    expect(settlementFor(v, null, { prior: done("permission-denied") }).to).toBe("closed");
+    expect(settlementFor(v, null, { prior: done("killed") }).to).toBe("closed");
     expect(settlementFor(v, null, { rootExitObserved: true }).to).toBe("closed");
+    // fail closed: a member the prior reap could not signal is not proven gone
+    for (const o of ["permission-denied", "survived", "unknown"] as const) {
+      const s = settlementFor(v, null, { prior: done(o) });
+      expect(s.to).toBe("closing");
+      expect(s.why).toContain(String(W));
+      // an observed root exit does not outweigh a prior reap's survivor
+      expect(settlementFor(v, null, { prior: done(o), rootExitObserved: true }).to).toBe("closing");
+    }
   });
 
   it("6: a host rebooted since the lease: nothing of it can be alive (none-found without a search)", async () => {
@@ -133,7 +141,7 @@ describe("settlementFor: the table", () => {
     expect(settlementFor(ps, null).to).toBe("closing");
   });
 
-  it("8/9: a mismatch is lost (closed after a completed earlier reap); another instance's lease is not ours to settle", async () => {
+  it("8/9: a mismatch is lost (the prior rule of row 6); another instance's lease is not ours to settle", async () => {
     const sim = new SimFacts();
     sim.add(unrelated({ name: "W'", pid: W, startTime: "7000" }));
     const v = await explainLease(lease(), sim);
@@ -142,7 +150,8 @@ describe("settlementFor: the table", () => {
     expect(s.to).toBe("lost");
     expect(s.why).toMatch(/start-time: .*pid reused/);
     expect(settlementFor(v, null, { prior: done("killed") }).to).toBe("closed");
-    expect(settlementFor(v, null, { prior: done("survived") }).to).toBe("lost");
+    expect(settlementFor(v, null, { prior: done("survived") }).to).toBe("closing");
+    expect(settlementFor(v, null, { rootExitObserved: true }).to).toBe("closed");
     const foreign = await explainLease(lease(), sim, { gatewayInstanceId: "gw-OTHER" });
     expect(settlementFor(foreign, null).to).toBe("unchanged");
   });

@@ -35,6 +35,8 @@ interface Row extends SimRowBase {
   evidence?: string; // a check that must appear as mismatch/unknown
 }
 
+// Rows on `new SimFacts("procfs", "coarse")`: argv and exe readable, but a start time of 1 s
+// resolution (as on macOS): a different command then still refuses the pid.
 const rows: Row[] = [
   {
     name: "baseline: verified wrapper, adapter and grandchild are reaped leaves first",
@@ -68,7 +70,9 @@ const rows: Row[] = [
     evidence: "lease-env",
   },
   {
-    name: "pid reused by another gateway's wrapper root under a different wrapperRoot",
+    // under exact identity an equal start time on the same boot and namespace IS our process (see the exec'd rows)
+    name: "pid reused by another gateway's wrapper root under a different wrapperRoot (coarse identity)",
+    facts: () => new SimFacts("procfs", "coarse"),
     setup: (sim) => sim.add(wrapper({ name: "W-other", startTime: "5000", argv: ["/usr/bin/node", "/opt/gw-b/acpx/wrapper.mjs"], env: {} , envReadable: false })),
     verdict: "mismatch",
     signals: [],
@@ -86,7 +90,8 @@ const rows: Row[] = [
     signals: ["SIGTERM W"],
   },
   {
-    name: "stored wrapper command is shell-quoted, live argv differs (split differently): refused",
+    name: "stored wrapper command is shell-quoted, live argv differs (split differently), coarse identity: refused",
+    facts: () => new SimFacts("procfs", "coarse"),
     setup: (sim) => sim.add(wrapper({ argv: ["/usr/bin/node", "/opt/gw-a/acpx/wrapper v2.mjs", "--session", "agent:a", "b"] })),
     lease: lease({
       processGroupId: undefined,
@@ -208,12 +213,31 @@ const rows: Row[] = [
     signals: ["SIGTERM W"],
   },
   {
-    name: "deleted exe of a binary wrapper under wrapperRoot: not proof, refused",
+    name: "deleted exe of a binary wrapper under wrapperRoot, coarse identity: not proof, refused",
+    facts: () => new SimFacts("procfs", "coarse"),
     setup: (sim) => sim.add(wrapper({ exePath: `${ROOT}/wrapper (deleted)`, argv: [`${ROOT}/wrapper`] })),
     lease: lease({ processGroupId: undefined, wrapperPath: `${ROOT}/wrapper`, commandHash: computeCommandHash([`${ROOT}/wrapper`]) }),
     verdict: "mismatch",
     signals: [],
     evidence: "wrapper-path",
+  },
+  {
+    // F1: `sh -c "exec sleep 30"`, `bash -c "sleep 30"`: same process (same start time, boot, namespace), another program
+    name: "exec'd root (same start time, different argv and executable), exact identity: owned, reaped",
+    setup: (sim) => sim.add(wrapper({ argv: ["/bin/sleep", "30"], exePath: "/bin/sleep" })),
+    lease: lease({ processGroupId: undefined }),
+    verdict: "owned",
+    signals: ["SIGTERM W"],
+    evidence: "command-hash",
+  },
+  {
+    name: "exec'd root (same start time, different argv), coarse identity: the start time alone proves nothing, refused",
+    facts: () => new SimFacts("procfs", "coarse"),
+    setup: (sim) => sim.add(wrapper({ argv: ["/bin/sleep", "30"], exePath: "/bin/sleep" })),
+    lease: lease({ processGroupId: undefined }),
+    verdict: "mismatch",
+    signals: [],
+    evidence: "command-hash",
   },
   {
     name: "lease whose pgid is our own process group",

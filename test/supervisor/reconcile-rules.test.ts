@@ -116,19 +116,25 @@ describe("reconcile follows ownership's reap rule", () => {
     expect(await blindRuns.finish(b, null)).toBe("closing");
     expect((await store.get(b))?.state).toBe("closing");
 
-    // a lease reap (the run's verified tree, marker escapees included) that completed needs no search;
-    // one with a survivor keeps closing
-    const owned = async (leaseId: string): Promise<LeaseVerification> => ({
-      lease: (await store.get(leaseId))!, verdict: "owned", evidence: [], tree: null, remnants: null,
-      remnantSearch: "not-run", remnantsUncleared: 0, factsUnavailable: false,
+    // a lease reap (the run's verified tree, marker escapees included) is settled on the verification
+    // AFTER it (reapLeaseVerification's `final`): a completed reap whose last look found nothing closes;
+    // one with a survivor keeps closing, even when that look found nothing (the prior rule)
+    const nothingLeft = async (leaseId: string): Promise<LeaseVerification> => ({
+      lease: (await store.get(leaseId))!, verdict: "gone", evidence: [], tree: null, remnants: null,
+      remnantSearch: "none-found", remnantsUncleared: 0, factsUnavailable: false,
     });
     const c = await exited(blindRuns, "reaped-exit");
     const done = { results: [{ pid: 4_100_001, startTime: "1", outcome: "killed" as const }], termSent: 1, killSent: 1, durationMs: 1 };
-    expect(await blindRuns.finish(c, { verification: await owned(c), report: done })).toBe("closed");
+    expect(await blindRuns.finish(c, { verification: await nothingLeft(c), report: done })).toBe("closed");
     const d = await exited(seeing, "survivor-exit");
     const survived = { ...done, results: [{ pid: 4_100_001, startTime: "1", outcome: "survived" as const }] };
-    // the root is gone but the report says something may run: only a search could clear it
-    expect(await blindRuns.finish(d, { verification: await owned(d), report: survived })).toBe("closing");
+    // the root is gone but the report says something may run: it is not proven gone, whatever the search says
+    expect(await blindRuns.finish(d, { verification: await nothingLeft(d), report: survived })).toBe("closing");
+    expect(await seeing.finish(d, { verification: await nothingLeft(d), report: survived })).toBe("closing");
+    // a completed reap whose last look could not clear everything (a blocked search) is not closed on the report alone
+    const f = await exited(blindRuns, "blind-after-reap");
+    const blocked = { ...(await nothingLeft(f)), remnantSearch: "inconclusive" as const };
+    expect(await blindRuns.finish(f, { verification: blocked, report: done })).toBe("closing");
     // a plain tree kill (parent links and group only, no marker pids) never settles a lease by itself:
     // escapees carrying the markers are not in it, and the blind search cannot clear them
     const e = await exited(blindRuns, "plain-kill-exit");
