@@ -120,6 +120,8 @@ describe("F3: an escapee forked during the teardown is reaped by the look after 
     run.cancel();
     expect((await run.wait()).reason).toBe("manual-cancel");
     const state = (await (await openLeaseStore(dir)).get(leaseId))?.state;
+    // transient `sleep 0.05` orphans end on their own (see the reconcile case below)
+    await waitFor(() => carriers(leaseId).length === 0, 1_000).catch(() => undefined);
     const left = carriers(leaseId);
     // closed only when nothing is left; an orphan that could not be reaped keeps it closing
     if (left.length === 0) expect(state).toBe("closed");
@@ -139,6 +141,10 @@ describe("F3: an escapee forked during the teardown is reaped by the look after 
 
     const report = await createProcessSupervisor({ stateDir: dir, gatewayInstanceId: "gw-final", graceMs: 400 }).reconcileOrphans();
     expect(report.runs).toEqual([expect.objectContaining({ leaseId, verdict: "owned", action: "reaped", state: "closed" })]);
+    // A `sleep 0.05` the loop forked between the reaper's walks is orphaned
+    // when its shell dies and ends on its own within 50 ms; the escapee this
+    // test is about (`sleep 600`) would still be there after a second.
+    await waitFor(() => carriers(leaseId).length === 0, 1_000).catch(() => undefined);
     expect(carriers(leaseId)).toEqual([]);
     await run.wait();
     expect((await (await openLeaseStore(dir)).get(leaseId))?.state).toBe("closed");
