@@ -40,10 +40,16 @@ d(`native equals procfs${suffix}`, () => {
   it("snapshots taken back to back agree on every process both saw with the same start time", async () => {
     const a = await native.snapshot();
     const b = await procfs.snapshot();
+    const after = await native.snapshot();
     let compared = 0;
     for (const [pid, pa] of a.processes) {
       const pb = b.processes.get(pid);
       if (pb === undefined || pb.startTime !== pa.startTime) continue; // exited or reused in between
+      // a process may legitimately change group, session or parent (setsid,
+      // re-parenting) while the walks run: compare only those the native
+      // walks saw unchanged on both sides of the procfs walk
+      const pz = after.processes.get(pid);
+      if (pz === undefined || pz.startTime !== pa.startTime || pz.pgid !== pa.pgid || pz.sid !== pa.sid || pz.ppid !== pa.ppid) continue;
       expect({ pid, ppid: pb.ppid, pgid: pb.pgid, sid: pb.sid, uid: pb.uid }).toEqual({ pid, ppid: pa.ppid, pgid: pa.pgid, sid: pa.sid, uid: pa.uid });
       compared++;
     }
