@@ -6,7 +6,7 @@
  * even a direct `createSignaller().signal()` cannot reach a forbidden pid.
  */
 import { execFileSync } from "node:child_process";
-import { readFileSync } from "node:fs";
+import { readStatSync } from "./procfs.js";
 import { MAX_PID } from "./validate.js";
 
 export type GuardVerdict = { allowed: true } | { allowed: false; reason: string };
@@ -105,15 +105,9 @@ export function resetOwnProcessGroupCache(): void {
 
 function readOwnPgid(): number | null {
   if (process.platform === "linux") {
-    try {
-      const stat = readFileSync("/proc/self/stat", "utf8");
-      const rest = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
-      // rest: state ppid pgrp ...
-      const pgid = Number(rest[2]);
-      if (Number.isInteger(pgid) && pgid > 0) return pgid;
-    } catch {
-      // fall through to ps
-    }
+    const pgid = readStatSync("self")?.pgid;
+    if (pgid !== undefined && pgid > 0) return pgid;
+    // else fall through to ps
   }
   for (const ps of ["/bin/ps", "/usr/bin/ps"]) {
     try {
@@ -180,14 +174,8 @@ function walkAncestors(ppid: number): ReadonlySet<number> {
 }
 
 function procfsParent(pid: number): number | null {
-  try {
-    const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
-    // fields after the last ")" (comm may contain spaces and parens): state ppid ...
-    const ppid = Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[1]);
-    return Number.isInteger(ppid) && ppid >= 0 ? ppid : null;
-  } catch {
-    return null;
-  }
+  const ppid = readStatSync(pid)?.ppid;
+  return ppid !== undefined && ppid >= 0 ? ppid : null;
 }
 
 function psParents(): (pid: number) => number | null {

@@ -30,6 +30,19 @@ const UINT_RE = /^\d+$/;
  * and the LAST ")". Returns null for anything truncated or malformed: a
  * half-read stat must never become a half-true ProcessInfo.
  */
+/**
+ * One synchronous read of /proc/<pid>/stat through parseStat, for the few
+ * callers that must not await (the guards, on the signal path). null when the
+ * process is gone or the file is unreadable or malformed.
+ */
+export function readStatSync(pid: number | "self", procRoot = "/proc"): ParsedStat | null {
+  try {
+    return parseStat(fs.readFileSync(`${procRoot}/${pid}/stat`, "utf8"));
+  } catch {
+    return null;
+  }
+}
+
 export function parseStat(text: string): ParsedStat | null {
   const open = text.indexOf(" (");
   const close = text.lastIndexOf(")");

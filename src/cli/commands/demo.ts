@@ -29,6 +29,7 @@ import { fileURLToPath, pathToFileURL } from "node:url";
 import { createAcpxLifecycleController } from "../../acpx/controller.js";
 import type { AcpRuntimeHandle, AcpxLifecycleController } from "../../acpx/types.js";
 import { getProcessFacts } from "../../facts/get.js";
+import { readStatSync } from "../../facts/procfs.js";
 import { createSignaller } from "../../facts/signal.js";
 import type { ProcessFacts, ProcessSignaller, SignalOutcome } from "../../facts/types.js";
 import { signalUnreapedChild } from "../../facts/guards.js";
@@ -235,17 +236,15 @@ async function readPidfile(path: string): Promise<AgentPids> {
 
 function alive(pid: number): boolean {
   if (!pid) return false;
+  if (process.platform === "linux") {
+    const st = readStatSync(pid);
+    return st !== null && st.state !== "Z";
+  }
   try {
-    const s = readFileSync(`/proc/${pid}/stat`, "utf8");
-    return s.slice(s.lastIndexOf(")") + 2)[0] !== "Z";
+    process.kill(pid, 0); // signal 0: an existence probe, nothing is delivered
+    return true;
   } catch {
-    if (process.platform === "linux") return false;
-    try {
-      process.kill(pid, 0);
-      return true;
-    } catch {
-      return false;
-    }
+    return false;
   }
 }
 
