@@ -25,7 +25,7 @@ import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "n
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
-import { check, median, now, printTable, fmtMs } from "./lib.mjs";
+import { check, median, now, printTable, fmtMs, alive } from "./lib.mjs";
 
 const here = dirname(fileURLToPath(import.meta.url));
 const root = join(here, "..");
@@ -40,14 +40,6 @@ const { openLeaseStore, computeCommandHash, loadOrCreateGatewayInstanceId } = aw
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
-function alive(pid) {
-  try {
-    const s = readFileSync(`/proc/${pid}/stat`, "utf8");
-    return s.slice(s.lastIndexOf(")") + 2)[0] !== "Z";
-  } catch {
-    return false;
-  }
-}
 
 function carriers(leaseId) {
   const needle = Buffer.from(`OPENCLAW_ACPX_LEASE_ID=${leaseId}\0`);

@@ -1,6 +1,7 @@
 // Shared bench helpers: timing, statistics, and the check protocol.
 // Benches report ratios between backends/peers measured in the same run;
 // targets are ratios too, never absolute milliseconds.
+import { readFileSync } from "node:fs";
 import { performance } from "node:perf_hooks";
 
 export const now = () => performance.now();
@@ -62,5 +63,15 @@ export function printChecks(checks) {
     const v = c.unit === "×" ? `${c.value.toFixed(2)}×` : `${c.value.toFixed(2)} ${c.unit}`;
     const t = c.unit === "×" ? `${c.target}×` : `${c.target} ${c.unit}`;
     console.log(`  ${c.ok ? "PASS" : "FAIL"}  ${c.name}: ${v} (target ${c.op} ${t})`);
+  }
+}
+
+/** Linux: the process exists and is not a zombie (benches check their own trees with it). */
+export function alive(pid) {
+  try {
+    const s = readFileSync(`/proc/${pid}/stat`, "utf8");
+    return s.slice(s.lastIndexOf(")") + 2)[0] !== "Z";
+  } catch {
+    return false;
   }
 }

@@ -10,7 +10,7 @@ import { readFileSync } from "node:fs";
 import { createRequire } from "node:module";
 import { loadNative } from "../dist/facts/index.js";
 import { createProcessSupervisor, killProcessTree } from "../dist/supervisor/index.js";
-import { check, fmtMs, median, now, printTable } from "./lib.mjs";
+import { check, fmtMs, median, now, printTable, alive } from "./lib.mjs";
 
 const require = createRequire(import.meta.url);
 const treeKill = require("tree-kill");
@@ -150,14 +150,6 @@ function isSleep(pid) {
   }
 }
 
-function alive(pid) {
-  try {
-    const s = readFileSync(`/proc/${pid}/stat`, "utf8");
-    return s.slice(s.lastIndexOf(")") + 2)[0] !== "Z";
-  } catch {
-    return false;
-  }
-}
 
 async function allGone(pids) {
   const end = Date.now() + 20_000;

@@ -28,6 +28,7 @@ import {
   trackLease,
   trackPid,
   waitFor,
+  orphanByKillingGatewayAndWrapper,
 } from "./controller-helpers.js";
 
 const controllers = disposeAfterEach();
@@ -67,15 +68,7 @@ describe("gateway SIGKILL: the wrapper cleans up through the lifeline", () => {
 describe("gateway and wrapper both SIGKILLed", () => {
   it("a new controller on the same state dir reaps the remnants at startup", async () => {
     const stateDir = tempStateDir("both");
-    const pidfile = join(stateDir, "agent.json");
-    const gw = spawnGateway(stateDir, agentArgv({ kind: "double-fork", stubborn: true, surviveStdinClose: true, pidfile }));
-    const h = await readJsonLine<AcpRuntimeHandle>(gw);
-    trackLease(h.leaseId);
-    const pids = await readPidfile(pidfile);
-    // the wrapper first, so its parent-death cleanup can never run
-    process.kill(h.rootPid, "SIGKILL");
-    gw.kill("SIGKILL");
-    expect(await waitFor(() => !alive(h.rootPid), 5000)).not.toBe(-1);
+    const { h, pids } = await orphanByKillingGatewayAndWrapper(stateDir);
     await new Promise((r) => setTimeout(r, 300));
     // The stubborn grandchild is the orphan that matters. The adapter may die
     // on its own: its stderr pipe's reader (the gateway) is gone, so the

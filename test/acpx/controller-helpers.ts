@@ -11,7 +11,7 @@ import { tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
 import { afterAll, afterEach } from "vitest";
-import type { AcpxLifecycleController } from "../../src/acpx/types.js";
+import type { AcpRuntimeHandle, AcpxLifecycleController } from "../../src/acpx/types.js";
 import { openLeaseStore, type AcpxProcessLease } from "../../src/ownership/index.js";
 import { createRunLeases } from "../../src/supervisor/durability.js";
 
@@ -245,4 +245,22 @@ export async function spawnSupervisorStyleRun(stateDir: string, runId: string): 
   const lease = await (await openLeaseStore(stateDir)).get(leaseId);
   if (!lease || lease.rootStartTime === undefined) throw new Error(`the supervisor-style run (pid ${child.pid}) was gone right after its spawn`);
   return { lease, pid: child.pid! };
+}
+
+/**
+ * A stand-in gateway ensures a session whose adapter double-forks a stubborn
+ * grandchild; then the wrapper (first, so no parent-death cleanup can run)
+ * and the gateway are SIGKILLed. What is left is exactly the startup-reaping
+ * case: a lease whose root is gone and escapees that still carry its markers.
+ */
+export async function orphanByKillingGatewayAndWrapper(stateDir: string): Promise<{ h: AcpRuntimeHandle; pids: AgentPids }> {
+  const pidfile = join(stateDir, "agent.json");
+  const gw = spawnGateway(stateDir, agentArgv({ kind: "double-fork", stubborn: true, surviveStdinClose: true, pidfile }));
+  const h = await readJsonLine<AcpRuntimeHandle>(gw);
+  trackLease(h.leaseId);
+  const pids = await readPidfile(pidfile);
+  process.kill(h.rootPid, "SIGKILL");
+  gw.kill("SIGKILL");
+  if ((await waitFor(() => !alive(h.rootPid), 5000)) === -1) throw new Error(`wrapper ${h.rootPid} survived SIGKILL`);
+  return { h, pids };
 }

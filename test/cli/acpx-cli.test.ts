@@ -6,11 +6,9 @@
  */
 import { execFile } from "node:child_process";
 import { existsSync } from "node:fs";
-import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { afterAll, describe, expect, it } from "vitest";
 import { createAcpxLifecycleController } from "../../src/acpx/controller.js";
-import type { AcpRuntimeHandle } from "../../src/acpx/types.js";
 import { openLeaseStore } from "../../src/ownership/index.js";
 import {
   agentArgv,
@@ -18,13 +16,10 @@ import {
   cleanupAll,
   GRACE_MS,
   leaseCarriers,
-  readJsonLine,
-  readPidfile,
-  spawnGateway,
   spawnSupervisorStyleRun,
   tempStateDir,
+  orphanByKillingGatewayAndWrapper,
   trackLease,
-  waitFor,
 } from "../acpx/controller-helpers.js";
 
 const MAIN = fileURLToPath(new URL("../../dist/cli/main.js", import.meta.url));
@@ -114,15 +109,7 @@ describe("explain / reap when the wrapper is gone, and when its pid does not mat
 
   it("gone wrapper with escaped processes: explain lists the remnants, reap reaps them and closes the lease", async () => {
     const dir = tempStateDir("cli-remnants");
-    const pidfile = join(dir, "agent.json");
-    const gw = spawnGateway(dir, agentArgv({ kind: "double-fork", stubborn: true, surviveStdinClose: true, pidfile }));
-    const h = await readJsonLine<AcpRuntimeHandle>(gw);
-    trackLease(h.leaseId);
-    const pids = await readPidfile(pidfile);
-    // the wrapper first (spawned by this test, through its gateway), so no lifeline cleanup runs
-    process.kill(h.rootPid, "SIGKILL");
-    gw.kill("SIGKILL");
-    expect(await waitFor(() => !alive(h.rootPid), 5000)).not.toBe(-1);
+    const { h, pids } = await orphanByKillingGatewayAndWrapper(dir);
     expect(alive(pids.grandchildPid!)).toBe(true);
 
     const ex = await cli(["explain", h.leaseId, "--state-dir", dir]);

@@ -7,7 +7,7 @@ import { fileURLToPath } from "node:url";
 import { afterEach, describe, expect, it } from "vitest";
 import { createNativeFacts, loadError, loadNative, nativeAddonPath } from "../../src/facts/native.js";
 import { createSignaller } from "../../src/facts/signal.js";
-import type { ProcessDetails, ProcessFacts } from "../../src/facts/types.js";
+import type { ProcessDetails, ProcessFacts, ProcessSignaller } from "../../src/facts/types.js";
 
 const binding = loadNative();
 const skipReason = binding ? null : `native addon did not load: ${loadError() ?? "unknown reason"}`;
@@ -84,26 +84,7 @@ nativeSuite(binding ? "pidfd signaller (native)" : `pidfd signaller (skipped: ${
     expect(signaller.raceFree).toBe(true);
   });
 
-  it("signals the process whose start time matches", async () => {
-    const { child, pid, start } = await sleeper();
-    expect(await signaller.signal(pid, start, "SIGTERM")).toBe("signalled");
-    await exited(child);
-    expect(child.signalCode).toBe("SIGTERM");
-  });
-
-  it("answers gone for a reaped pid", async () => {
-    const { child, pid, start } = await sleeper();
-    child.kill("SIGKILL");
-    await exited(child);
-    expect(await signaller.signal(pid, start, "SIGTERM")).toBe("gone");
-  });
-
-  it("answers mismatch and sends nothing when the start time differs", async () => {
-    const { child, pid, start } = await sleeper();
-    expect(await signaller.signal(pid, String(Number(start) - 1), "SIGKILL")).toBe("mismatch");
-    await new Promise((r) => setTimeout(r, 100));
-    expect(alive(child)).toBe(true);
-  });
+  sharedOutcomeCases(() => signaller);
 
   it.each(["", "12a", "-5", "1e3", " 12", "0x10"])("answers unknown for start time %j and sends nothing", async (bad) => {
     const { child, pid } = await sleeper();
@@ -189,26 +170,7 @@ describe("inspect-then-kill signaller (fallback)", () => {
 
   const signaller = createSignaller(procfsStub(), null);
 
-  it("signals the process whose start time matches", async () => {
-    const { child, pid, start } = await sleeper();
-    expect(await signaller.signal(pid, start, "SIGTERM")).toBe("signalled");
-    await exited(child);
-    expect(child.signalCode).toBe("SIGTERM");
-  });
-
-  it("answers gone for a reaped pid", async () => {
-    const { child, pid, start } = await sleeper();
-    child.kill("SIGKILL");
-    await exited(child);
-    expect(await signaller.signal(pid, start, "SIGTERM")).toBe("gone");
-  });
-
-  it("answers mismatch and sends nothing when the start time differs", async () => {
-    const { child, pid, start } = await sleeper();
-    expect(await signaller.signal(pid, `${start}0`, "SIGKILL")).toBe("mismatch");
-    await new Promise((r) => setTimeout(r, 100));
-    expect(alive(child)).toBe(true);
-  });
+  sharedOutcomeCases(() => signaller);
 
   it("never signals (and never inspects) when the backend cannot verify identity", async () => {
     const facts = procfsStub("none");
@@ -248,4 +210,28 @@ function ppidOf(pid: number): number | null {
   } catch {
     return null;
   }
+}
+
+/** The outcomes every signaller must give on real processes, whichever path it takes. */
+function sharedOutcomeCases(signaller: () => ProcessSignaller): void {
+  it("signals the process whose start time matches", async () => {
+    const { child, pid, start } = await sleeper();
+    expect(await signaller().signal(pid, start, "SIGTERM")).toBe("signalled");
+    await exited(child);
+    expect(child.signalCode).toBe("SIGTERM");
+  });
+
+  it("answers gone for a reaped pid", async () => {
+    const { child, pid, start } = await sleeper();
+    child.kill("SIGKILL");
+    await exited(child);
+    expect(await signaller().signal(pid, start, "SIGTERM")).toBe("gone");
+  });
+
+  it("answers mismatch and sends nothing when the start time differs", async () => {
+    const { child, pid, start } = await sleeper();
+    expect(await signaller().signal(pid, String(Number(start) + 1), "SIGKILL")).toBe("mismatch");
+    await new Promise((r) => setTimeout(r, 100));
+    expect(alive(child)).toBe(true);
+  });
 }
