@@ -29,7 +29,7 @@ import { check, median, now, printTable, fmtMs, alive } from "./lib.mjs";
 
 const here = dirname(fileURLToPath(import.meta.url));
 const root = join(here, "..");
-const AGENT = join(root, "test/fixtures/acp-agent/agent.mjs");
+const AGENT = join(root, "fixtures/acp-agent/agent.mjs");
 const ACPX = pathToFileURL(join(root, "dist/acpx/index.js")).href;
 
 const { createAcpxLifecycleController, AcpClient } = await import(ACPX);

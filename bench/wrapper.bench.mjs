@@ -22,7 +22,7 @@ import { check, median, now, printTable } from "./lib.mjs";
 
 const root = join(dirname(fileURLToPath(import.meta.url)), "..");
 const WRAPPER = join(root, "dist/acpx/wrapper/main.js");
-const AGENT = join(root, "test/fixtures/acp-agent/agent.mjs");
+const AGENT = join(root, "fixtures/acp-agent/agent.mjs");
 const GATEWAY = join(root, "test/fixtures/acpx/gateway.mjs");
 
 function carries(pid, needle) {

@@ -16,7 +16,7 @@ import { openLeaseStore, type AcpxProcessLease } from "../../src/ownership/index
 import { createRunLeases } from "../../src/supervisor/durability.js";
 
 export const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), "../..");
-export const AGENT = join(ROOT, "test/fixtures/acp-agent/agent.mjs");
+export const AGENT = join(ROOT, "fixtures/acp-agent/agent.mjs");
 export const DIST_ACPX = pathToFileURL(join(ROOT, "dist/acpx/index.js")).href;
 export const GRACE_MS = 400;
 export const GRANDCHILD_KINDS = ["plain", "setsid", "double-fork"] as const;

@@ -25,7 +25,7 @@ import { ownProcessGroupId } from "../../src/ownership/guards.js";
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), "../..");
 const WRAPPER = join(root, "dist/acpx/wrapper/main.js");
-const AGENT = join(root, "test/fixtures/acp-agent/agent.mjs");
+const AGENT = join(root, "fixtures/acp-agent/agent.mjs");
 const GATEWAY = join(root, "test/fixtures/acpx/gateway.mjs");
 const PROBE = join(root, "test/fixtures/acpx/group-probe.mjs");
 const LINUX = process.platform === "linux";

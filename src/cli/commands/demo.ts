@@ -17,7 +17,7 @@
  * an identity-checked signaller with that start time.
  *
  * The adapter is the package's scriptable ACP fixture agent
- * (test/fixtures/acp-agent/agent.mjs), located from the package root. It is
+ * (fixtures/acp-agent/agent.mjs, shipped in the package), located from the package root. It is
  * not part of the published files: from an npm install the demo says so and
  * exits 1; from a checkout (`npm run demo`) it runs.
  */
@@ -38,7 +38,7 @@ import { parseArgs, UsageError, type CliIo } from "../io.js";
 import { backendLine } from "./ps.js";
 
 const PACKAGE_ROOT = resolve(dirname(fileURLToPath(import.meta.url)), "..", "..", "..");
-const AGENT = join(PACKAGE_ROOT, "test", "fixtures", "acp-agent", "agent.mjs");
+const AGENT = join(PACKAGE_ROOT, "fixtures", "acp-agent", "agent.mjs");
 const ACPX_INDEX = join(PACKAGE_ROOT, "dist", "acpx", "index.js");
 
 interface AgentPids {
