@@ -111,6 +111,8 @@ Napi::Value Inspect(const Napi::CallbackInfo& info) {
   char state[2] = {static_cast<char>(d.rec.state), 0};
   out.Set("state", Napi::String::New(env, state));
   out.Set("startTime", Napi::Number::New(env, d.rec.start));
+  out.Set("kernelThread", Napi::Boolean::New(env, (d.rec.flags & proclease::kRecKernelThread) != 0));
+  out.Set("zombieLeader", Napi::Boolean::New(env, (d.rec.flags & proclease::kRecZombieLeader) != 0));
   out.Set("exePath", NullableString(env, d.hasExe, d.exe));
   if (d.hasArgv) {
     Napi::Array argv = Napi::Array::New(env, d.argv.size());

@@ -22,11 +22,18 @@ struct ProcRecord {
   int32_t sid = 0;
   int32_t uid = 0;
   int32_t state = 0;  // kernel state letter as a char code ('Z' = zombie)
+  int32_t flags = 0;  // kRecKernelThread | kRecZombieLeader
   double start = 0;
 };
 
+// ProcRecord::flags bits (mirrored in src/facts/native-binding.ts).
+// A zombie leader is a thread-group leader in state Z whose other threads
+// still run: the process is alive and a signal to its pid reaches them.
+constexpr int32_t kRecKernelThread = 1;
+constexpr int32_t kRecZombieLeader = 2;
+
 // Packed like the JS side wants it: ints holds kIntFields per record.
-constexpr int kIntFields = 6;
+constexpr int kIntFields = 7;
 struct PackedSnapshot {
   std::vector<int32_t> ints;
   std::vector<double> starts;

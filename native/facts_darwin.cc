@@ -47,6 +47,7 @@ int32_t SessionOf(pid_t pid) {
 // proc_pidinfo(PROC_PIDTBSDINFO) fails for zombies, so those fall back to
 // sysctl KERN_PROC_PID (kinfo_proc), which still describes them.
 bool ReadRecord(pid_t pid, ProcRecord& out) {
+  out.flags = 0;  // no kernel threads as processes, no zombie leaders on macOS
   struct proc_bsdinfo bi;
   int n = proc_pidinfo(pid, PROC_PIDTBSDINFO, 0, &bi, static_cast<int>(sizeof bi));
   if (n == static_cast<int>(sizeof bi)) {
@@ -147,7 +148,7 @@ int WalkProcesses(PackedSnapshot& out) {
   for (int i = 0; i < n; i++) {
     if (pids[i] <= 0) continue;  // pid 0 (kernel_task) has no BSD info worth listing
     if (!ReadRecord(pids[i], rec)) continue;  // vanished mid-walk
-    out.ints.insert(out.ints.end(), {rec.pid, rec.ppid, rec.pgid, rec.sid, rec.uid, rec.state});
+    out.ints.insert(out.ints.end(), {rec.pid, rec.ppid, rec.pgid, rec.sid, rec.uid, rec.state, rec.flags});
     out.starts.push_back(rec.start);
   }
   out.count = out.starts.size();

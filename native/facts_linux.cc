@@ -28,6 +28,8 @@ namespace {
 
 std::atomic<size_t> g_lastCount{512};
 
+constexpr long long kPfKthread = 0x00200000;  // PF_KTHREAD in stat field 9
+
 // Writes the decimal digits of v to dst; returns the length.
 size_t FormatUint(char* dst, unsigned v) {
   char tmp[16];
@@ -76,16 +78,92 @@ bool ParseStat(const char* buf, size_t len, ProcRecord& out) {
   out.pid = static_cast<int32_t>(pid);
   out.state = static_cast<unsigned char>(*c.p);
   c.SkipField();  // field 3: state
-  long long ppid = 0, pgrp = 0, sid = 0, start = 0;
+  long long ppid = 0, pgrp = 0, sid = 0, flags = 0, start = 0;
   if (!c.Int(ppid) || !c.Int(pgrp) || !c.Int(sid)) return false;  // fields 4-6
-  for (int field = 7; field < 22; field++) c.SkipField();
+  c.SkipField();                                                  // 7: tty_nr
+  c.SkipField();                                                  // 8: tpgid
+  if (!c.Int(flags)) return false;                                // 9: flags (PF_*)
+  for (int field = 10; field < 22; field++) c.SkipField();
   if (!c.Int(start)) return false;  // field 22: starttime, clock ticks since boot
   out.ppid = static_cast<int32_t>(ppid);
   out.pgid = static_cast<int32_t>(pgrp);
   out.sid = static_cast<int32_t>(sid);
+  out.flags = (flags & kPfKthread) != 0 ? kRecKernelThread : 0;
   out.start = static_cast<double>(start);
   return true;
 }
+
+// Reads up to cap bytes of a small proc file relative to dirfd into buf.
+// Returns the length, or -1 when it could not be opened or read.
+ssize_t ReadSmallAt(int dirfd, const char* rel, char* buf, size_t cap) {
+  int fd = openat(dirfd, rel, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return -1;
+  size_t len = 0;
+  while (len < cap) {
+    ssize_t n = read(fd, buf + len, cap - len);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      len = static_cast<size_t>(-1);
+      break;
+    }
+    if (n == 0) break;
+    len += static_cast<size_t>(n);
+  }
+  close(fd);
+  return static_cast<ssize_t>(len);
+}
+
+// The value after "\nName:\t" in /proc/PID/status text, or nullptr.
+const char* StatusField(const char* buf, size_t len, const char* name) {
+  size_t nameLen = strlen(name);
+  const char* end = buf + len;
+  for (const char* line = buf; line < end;) {
+    const char* nl = static_cast<const char*>(memchr(line, '\n', static_cast<size_t>(end - line)));
+    if (nl == nullptr) nl = end;
+    if (static_cast<size_t>(nl - line) > nameLen && memcmp(line, name, nameLen) == 0 && line[nameLen] == ':') {
+      const char* v = line + nameLen + 1;
+      while (v < nl && (*v == '\t' || *v == ' ')) v++;
+      return v;
+    }
+    line = nl + 1;
+  }
+  return nullptr;
+}
+
+bool StatusInt(const char* buf, size_t len, const char* name, long long& v) {
+  const char* p = StatusField(buf, len, name);
+  if (p == nullptr) return false;
+  Cursor c{p, buf + len};
+  return c.Int(v);
+}
+
+// A zombie thread-group leader whose other threads still run (the main
+// thread called pthread_exit): /proc/PID/stat says Z, yet the process lives.
+// status "Threads:" counts the leader until it is reaped, so > 1 means live
+// threads; when status cannot say, /proc/PID/task is counted instead.
+bool LiveThreadsBehindZombie(int dirfd, const char* statusRel, const char* taskRel) {
+  char buf[8192];
+  ssize_t n = ReadSmallAt(dirfd, statusRel, buf, sizeof buf);
+  long long threads = 0;
+  if (n > 0 && StatusInt(buf, static_cast<size_t>(n), "Threads", threads)) return threads > 1;
+  int fd = openat(dirfd, taskRel, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return false;
+  DIR* dir = fdopendir(fd);
+  if (dir == nullptr) {
+    close(fd);
+    return false;
+  }
+  int tasks = 0;
+  while (struct dirent* ent = readdir(dir)) {
+    if (ent->d_name[0] != '.') tasks++;
+  }
+  closedir(dir);
+  return tasks > 1;
+}
+
+// A dead ('X', or 'x' on 2.6.33-3.13 kernels) task is on its way out of the
+// table: its ids read as -1 and nothing about it can be checked. Gone.
+bool IsDead(int32_t state) { return state == 'X' || state == 'x'; }
 
 // Reads a whole (possibly large) proc file relative to dirfd. Returns 0 or errno.
 int ReadWholeAt(int dirfd, const char* rel, std::string& out) {
@@ -197,8 +275,16 @@ int WalkProcesses(PackedSnapshot& out) {
     size_t n = FormatUint(rel, pid);
     memcpy(rel + n, "/stat", 6);
     // A process that exits between readdir and openat is simply not listed.
-    if (!linux_detail::ReadStatAt(dfd, rel, rec)) continue;
-    out.ints.insert(out.ints.end(), {rec.pid, rec.ppid, rec.pgid, rec.sid, rec.uid, rec.state});
+    if (!linux_detail::ReadStatAt(dfd, rel, rec) || IsDead(rec.state)) continue;
+    if (rec.state == 'Z') {
+      // rare: only zombies pay for the status read
+      char task[32];
+      memcpy(rel + n, "/status", 8);
+      memcpy(task, rel, n);
+      memcpy(task + n, "/task", 6);
+      if (LiveThreadsBehindZombie(dfd, rel, task)) rec.flags |= kRecZombieLeader;
+    }
+    out.ints.insert(out.ints.end(), {rec.pid, rec.ppid, rec.pgid, rec.sid, rec.uid, rec.state, rec.flags});
     out.starts.push_back(rec.start);
   }
   closedir(dir);
@@ -215,10 +301,11 @@ bool InspectProcess(int pid, const std::vector<std::string>& envKeys, ProcDetail
   // processes' facts (reads fail instead).
   int dfd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (dfd < 0) return false;
-  if (!linux_detail::ReadStatAt(dfd, "stat", out.rec)) {
+  if (!linux_detail::ReadStatAt(dfd, "stat", out.rec) || IsDead(out.rec.state)) {
     close(dfd);
     return false;
   }
+  if (out.rec.state == 'Z' && LiveThreadsBehindZombie(dfd, "status", "task")) out.rec.flags |= kRecZombieLeader;
   bool partial = false;
 
   char link[PATH_MAX + 64];
@@ -250,9 +337,12 @@ bool InspectProcess(int pid, const std::vector<std::string>& envKeys, ProcDetail
 
   // A read failed the way a dying process fails: if it is gone now, say so;
   // if it is a zombie now, report its current state.
-  if (partial && !linux_detail::ReadStatAt(dfd, "stat", out.rec)) {
-    close(dfd);
-    return false;
+  if (partial) {
+    if (!linux_detail::ReadStatAt(dfd, "stat", out.rec) || IsDead(out.rec.state)) {
+      close(dfd);
+      return false;
+    }
+    if (out.rec.state == 'Z' && LiveThreadsBehindZombie(dfd, "status", "task")) out.rec.flags |= kRecZombieLeader;
   }
   close(dfd);
   return true;

@@ -13,7 +13,8 @@
 /**
  * Packed result of a full /proc (or proc_listallpids) walk.
  * `ints` holds `count` records of INT_FIELDS int32 values each:
- *   [pid, ppid, pgid, sid, uid, stateCharCode]
+ *   [pid, ppid, pgid, sid, uid, stateCharCode, flags]
+ * where flags holds REC_KERNEL_THREAD | REC_ZOMBIE_LEADER.
  * `starts` holds `count` start times (Linux: clock ticks since boot,
  * macOS: microseconds since the epoch) as float64 — exact up to 2^53.
  */
@@ -23,7 +24,11 @@ export interface NativeSnapshot {
   starts: Float64Array;
 }
 
-export const INT_FIELDS = 6;
+export const INT_FIELDS = 7;
+/** PF_KTHREAD was set in /proc/PID/stat field 9 (mirrors kRecKernelThread in native/facts.h) */
+export const REC_KERNEL_THREAD = 1;
+/** a thread-group leader in state Z with live threads (mirrors kRecZombieLeader) */
+export const REC_ZOMBIE_LEADER = 2;
 
 export interface NativeDetails {
   pid: number;
@@ -33,6 +38,8 @@ export interface NativeDetails {
   uid: number;
   state: string;
   startTime: number;
+  kernelThread: boolean;
+  zombieLeader: boolean;
   /** null when unreadable */
   exePath: string | null;
   argv: string[] | null;

@@ -6,7 +6,7 @@
 import { createRequire } from "node:module";
 import { fileURLToPath } from "node:url";
 import type { NativeBinding } from "./native-binding.js";
-import { INT_FIELDS } from "./native-binding.js";
+import { INT_FIELDS, REC_KERNEL_THREAD, REC_ZOMBIE_LEADER } from "./native-binding.js";
 import { buildSnapshot } from "./snapshot.js";
 import type { InspectOptions, ProcessDetails, ProcessFacts, ProcessInfo, ProcessSnapshot } from "./types.js";
 import { assertEnvKeys, assertPid } from "./validate.js";
@@ -105,6 +105,7 @@ export function createNativeFacts(binding: NativeBinding): ProcessFacts {
       for (let i = 0, o = 0; i < count; i++, o += INT_FIELDS) {
         const pid = ints[o]!;
         const start = starts[i]!;
+        const flags = ints[o + 6]!;
         const old = previous.get(pid);
         // Most processes are unchanged between walks: handing out the same
         // (frozen) object keeps the young generation small, which is what
@@ -116,6 +117,8 @@ export function createNativeFacts(binding: NativeBinding): ProcessFacts {
           old.sid === ints[o + 3] &&
           old.uid === ints[o + 4] &&
           old.state.charCodeAt(0) === ints[o + 5] &&
+          old.zombieLeader === ((flags & REC_ZOMBIE_LEADER) !== 0) &&
+          old.kernelThread === ((flags & REC_KERNEL_THREAD) !== 0) &&
           Number(old.startTime) === start
             ? old
             : Object.freeze({
@@ -126,6 +129,8 @@ export function createNativeFacts(binding: NativeBinding): ProcessFacts {
                 uid: ints[o + 4]!,
                 state: String.fromCharCode(ints[o + 5]!),
                 startTime: String(start),
+                kernelThread: (flags & REC_KERNEL_THREAD) !== 0,
+                zombieLeader: (flags & REC_ZOMBIE_LEADER) !== 0,
               });
         infos[i] = info;
       }
@@ -153,6 +158,8 @@ export function createNativeFacts(binding: NativeBinding): ProcessFacts {
         uid: d.uid,
         state: d.state,
         startTime: String(d.startTime),
+        kernelThread: d.kernelThread,
+        zombieLeader: d.zombieLeader,
         exePath: d.exePath,
         argv: d.argv,
         env,

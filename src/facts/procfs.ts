@@ -17,8 +17,47 @@ export interface ParsedStat {
   ppid: number;
   pgid: number;
   sid: number;
+  /** field 9, the task's PF_* flags */
+  flags: number;
   /** field 22, clock ticks since boot, kept as the kernel's decimal string */
   startTime: string;
+}
+
+/** PF_KTHREAD in /proc/PID/stat field 9: a kernel thread. */
+export const PF_KTHREAD = 0x00200000;
+
+/** A dead task ("X"; "x" on 2.6.33-3.13 kernels) is on its way out of the table: gone. */
+export function isDeadState(state: string): boolean {
+  return state === "X" || state === "x";
+}
+
+/** The /proc/PID/status lines this project uses; each is undefined when absent or malformed. */
+export interface ParsedStatus {
+  tgid?: number;
+  /** Uid: real, effective */
+  realUid?: number;
+  effectiveUid?: number;
+  threads?: number;
+}
+
+/** Parses /proc/PID/status text ("Name:\tvalue" lines) for Tgid, Uid and Threads. */
+export function parseStatus(text: string): ParsedStatus {
+  const out: ParsedStatus = {};
+  for (const line of text.split("\n")) {
+    const colon = line.indexOf(":");
+    if (colon <= 0) continue;
+    const name = line.slice(0, colon);
+    if (name !== "Tgid" && name !== "Uid" && name !== "Threads") continue;
+    const vals = line.slice(colon + 1).trim().split(/\s+/);
+    if (!vals.every((v) => UINT_RE.test(v))) continue;
+    if (name === "Tgid" && vals.length === 1) out.tgid = Number(vals[0]);
+    else if (name === "Threads" && vals.length === 1) out.threads = Number(vals[0]);
+    else if (name === "Uid" && vals.length === 4) {
+      out.realUid = Number(vals[0]);
+      out.effectiveUid = Number(vals[1]);
+    }
+  }
+  return out;
 }
 
 const INT_RE = /^-?\d+$/;
@@ -55,10 +94,11 @@ export function parseStat(text: string): ParsedStat | null {
   // rest[0] = field 3 (state) … rest[19] = field 22 (starttime)
   if (rest.length < 20) return null;
   const [state, ppid, pgid, sid] = rest;
+  const flags = rest[6]!;
   const startTime = rest[19]!;
   if (state === undefined || !/^[A-Za-z]$/.test(state)) return null;
   if (!INT_RE.test(ppid ?? "") || !INT_RE.test(pgid ?? "") || !INT_RE.test(sid ?? "")) return null;
-  if (!UINT_RE.test(startTime)) return null;
+  if (!UINT_RE.test(flags) || !UINT_RE.test(startTime)) return null;
   return {
     pid: Number(pidText),
     comm: text.slice(open + 2, close),
@@ -66,6 +106,7 @@ export function parseStat(text: string): ParsedStat | null {
     ppid: Number(ppid),
     pgid: Number(pgid),
     sid: Number(sid),
+    flags: Number(flags),
     // normalise like the native side does (a double printed as an integer)
     startTime: BigInt(startTime).toString(),
   };
@@ -172,8 +213,8 @@ function readStat(pid: number, root: string, buf: Buffer): Promise<ProcessInfo |
         fs.read(fd, buf, 0, buf.length, 0, (readErr, bytesRead) => {
           if (readErr) return done(readErr, null);
           const parsed = parseStat(buf.toString("latin1", 0, bytesRead));
-          if (parsed === null || parsed.pid !== pid) return done(null, null);
-          done(null, {
+          if (parsed === null || parsed.pid !== pid || isDeadState(parsed.state)) return done(null, null);
+          const info: ProcessInfo = {
             pid,
             ppid: parsed.ppid,
             pgid: parsed.pgid,
@@ -181,11 +222,37 @@ function readStat(pid: number, root: string, buf: Buffer): Promise<ProcessInfo |
             uid: st.uid,
             state: parsed.state,
             startTime: parsed.startTime,
-          });
+            kernelThread: (parsed.flags & PF_KTHREAD) !== 0,
+            zombieLeader: false,
+          };
+          if (parsed.state !== "Z") return done(null, info);
+          // rare: only zombies pay for the status read
+          liveThreadsBehindZombie(`${root}/${pid}`).then(
+            (live) => done(null, { ...info, zombieLeader: live }),
+            (err: NodeJS.ErrnoException) => done(err, null),
+          );
         });
       });
     });
   });
+}
+
+/**
+ * A zombie thread-group leader whose other threads still run (its main
+ * thread called pthread_exit): alive. status "Threads:" counts the leader
+ * until it is reaped, so > 1 means live threads; when status cannot say,
+ * the entries of task/ are counted instead.
+ */
+async function liveThreadsBehindZombie(dir: string): Promise<boolean> {
+  const status = await readOptional(`${dir}/status`);
+  const threads = status === null ? undefined : parseStatus(status.toString("latin1")).threads;
+  if (threads !== undefined) return threads > 1;
+  try {
+    return (await fsp.readdir(`${dir}/task`)).length > 1;
+  } catch (err) {
+    if (isGoneOrHidden(err)) return false;
+    throw err;
+  }
 }
 
 async function readOptional(path: string): Promise<Buffer | null> {

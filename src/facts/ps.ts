@@ -62,8 +62,13 @@ export function psColumns(platform: NodeJS.Platform): string[] {
 /**
  * One line of `ps -o pid= -o ppid= -o pgid= [-o sid=] -o uid= -o stat= -o lstart=`.
  * null for anything that does not have exactly that shape.
+ *
+ * On Linux (`linux`), ps knows two more things: kernel threads are kthreadd
+ * (pid 2) and its children, and procps adds "l" to the stat of a
+ * multi-threaded process, so "Z…l" is a zombie leader whose threads still
+ * run. Elsewhere both are false.
  */
-export function parsePsLine(line: string, hasSid: boolean): ProcessInfo | null {
+export function parsePsLine(line: string, hasSid: boolean, linux = false): ProcessInfo | null {
   const tok = line.trim().split(/\s+/);
   const nInts = hasSid ? 5 : 4;
   if (tok.length !== nInts + 1 + 5) return null;
@@ -78,7 +83,18 @@ export function parsePsLine(line: string, hasSid: boolean): ProcessInfo | null {
   const sid = hasSid ? n[3]! : -1;
   const uid = n[nInts - 1]!;
   if (pid < 1) return null;
-  return { pid, ppid, pgid, sid, uid, state: stat[0]!, startTime };
+  const state = stat[0]!;
+  return {
+    pid,
+    ppid,
+    pgid,
+    sid,
+    uid,
+    state,
+    startTime,
+    kernelThread: linux && (pid === 2 || ppid === 2),
+    zombieLeader: linux && state === "Z" && stat.includes("l", 1),
+  };
 }
 
 /**
@@ -87,13 +103,15 @@ export function parsePsLine(line: string, hasSid: boolean): ProcessInfo | null {
  * read must not look like "those processes are gone" to a caller deciding
  * whether a lease's root is still alive.
  */
-export function parsePsOutput(stdout: string, hasSid: boolean): ProcessInfo[] {
+export function parsePsOutput(stdout: string, hasSid: boolean, linux = false): ProcessInfo[] {
   const out: ProcessInfo[] = [];
   for (const line of stdout.split("\n")) {
     const t = line.trim();
     if (t === "" || /^0\s/.test(t)) continue;
-    const p = parsePsLine(line, hasSid);
+    const p = parsePsLine(line, hasSid, linux);
     if (p === null) throw new Error(`ps printed a line that could not be parsed: ${JSON.stringify(t.slice(0, 120))}`);
+    // a dead ("X") task is on its way out of the table: gone, like in every backend
+    if (p.state === "X" || p.state === "x") continue;
     out.push(p);
   }
   return out;
@@ -132,13 +150,14 @@ export function createPsFacts(opts: PsOptions = {}): ProcessFacts {
   const platform = opts.platform ?? process.platform;
   const cols = psColumns(platform);
   const hasSid = cols.includes("sid");
+  const linux = platform === "linux";
   const colArgs = cols.flatMap((c) => ["-o", `${c}=`]);
 
   async function snapshot(): Promise<ProcessSnapshot> {
     const takenAt = Date.now();
     const r = await runPs(["-A", ...colArgs], bin);
     if (r.code !== 0) throw new Error(`ps exited with ${r.code}: ${r.stderr.trim()}`);
-    const rows = parsePsOutput(r.stdout, hasSid);
+    const rows = parsePsOutput(r.stdout, hasSid, linux);
     // ps -A always lists at least itself: an empty table is a failure, not a fact
     if (rows.length === 0) throw new Error("ps listed no processes");
     return buildSnapshot(takenAt, rows);
@@ -151,7 +170,7 @@ export function createPsFacts(opts: PsOptions = {}): ProcessFacts {
     const r = await runPs(["-p", String(pid), ...colArgs], bin);
     // ps exits 1 with no rows when the pid does not exist; any other empty
     // answer (exit 0 without the row, another code) is not evidence of absence
-    const rows = parsePsOutput(r.stdout, hasSid).filter((p) => p.pid === pid);
+    const rows = parsePsOutput(r.stdout, hasSid, linux).filter((p) => p.pid === pid);
     if (rows.length === 0) {
       if (r.code === 1) return null;
       throw new Error(`ps -p ${pid} exited with ${r.code} and no row for it: ${r.stderr.trim()}`);

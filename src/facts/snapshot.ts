@@ -12,9 +12,13 @@ export function buildSnapshot(takenAt: number, infos: Iterable<ProcessInfo>): Pr
   const children = new Map<number, ProcessInfo[]>();
   const groups = new Map<number, ProcessInfo[]>();
   for (const p of infos) {
+    // a dead ("X") record is gone, whatever a backend let through
+    if (p.state === "X" || p.state === "x") continue;
     processes.set(p.pid, p);
-    push(children, p.ppid, p);
-    push(groups, p.pgid, p);
+    // -1 means "unknown" (a dying task, macOS ps's sid): it is nobody's
+    // parent or group, so it must never be a key someone can look up
+    if (p.ppid >= 0) push(children, p.ppid, p);
+    if (p.pgid >= 0) push(groups, p.pgid, p);
   }
   return {
     takenAt,

@@ -20,10 +20,18 @@ export interface ProcessInfo {
   pgid: number;
   sid: number;
   uid: number;
-  /** kernel state letter; "Z" = zombie */
+  /** kernel state letter; "Z" = zombie (but see zombieLeader). Dead ("X") records are never reported. */
   state: string;
   /** decimal string; its unit depends on the backend (see identityStrength) */
   startTime: string;
+  /** Linux: a kernel thread (PF_KTHREAD; `ps`: pid 2 and its children). Never a lease's process. */
+  kernelThread?: boolean;
+  /**
+   * state "Z", yet ALIVE: a thread-group leader whose main thread exited
+   * (pthread_exit) while other threads run on. A signal to its pid reaches
+   * them; exe, argv and environment are no longer readable.
+   */
+  zombieLeader?: boolean;
 }
 
 export interface ProcessDetails extends ProcessInfo {

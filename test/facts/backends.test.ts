@@ -4,7 +4,9 @@
  * documents it cannot see (ps: no argv, no exe, env unknown).
  */
 import { chmod, copyFile, mkdtemp, readFile, realpath, rm } from "node:fs/promises";
-import { existsSync } from "node:fs";
+import { existsSync, readFileSync } from "node:fs";
+import { spawnSync } from "node:child_process";
+import { fileURLToPath } from "node:url";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
@@ -45,6 +47,28 @@ for (const r of rows) if (r.skip !== null) console.log(`[backends] skipping ${r.
 const SH = existsSync("/bin/sh") ? "/bin/sh" : "sh";
 
 afterEach(killAll);
+
+/**
+ * The zombie-leader helper (test/fixtures/facts/zombie-leader.c), compiled
+ * once per run with cc. null and a printed reason when there is no compiler.
+ */
+let helperDir: string | null = null;
+function buildZombieLeader(): { path: string | null; why: string } {
+  if (!isLinux) return { path: null, why: `a zombie leader is a Linux thread-group state; this is ${process.platform}` };
+  const src = fileURLToPath(new URL("../fixtures/facts/zombie-leader.c", import.meta.url));
+  const cc = spawnSync("cc", ["--version"], { stdio: "ignore" });
+  if (cc.error || cc.status !== 0) return { path: null, why: "no C compiler (cc) on PATH" };
+  helperDir ??= spawnSync("mktemp", ["-d"], { encoding: "utf8" }).stdout.trim();
+  const out = join(helperDir, "zombie-leader");
+  const r = spawnSync("cc", ["-O1", "-pthread", "-o", out, src], { encoding: "utf8" });
+  if (r.status !== 0) return { path: null, why: `cc failed: ${r.stderr.trim()}` };
+  return { path: out, why: "" };
+}
+const zombieLeaderHelper = buildZombieLeader();
+if (zombieLeaderHelper.path === null) console.log(`[backends] zombie-leader tests skipped: ${zombieLeaderHelper.why}`);
+afterAll(async () => {
+  if (helperDir) await rm(helperDir, { recursive: true, force: true });
+});
 
 describe.each(rows)("facts backend $name", (row) => {
   const title = (t: string) => (row.skip === null ? t : `${t} (skipped: ${row.skip})`);
@@ -158,6 +182,54 @@ describe.each(rows)("facts backend $name", (row) => {
     if (row.deep) expect(d!.exePath).toBeNull(); // a zombie has no mm: nothing to read, nothing guessed
   });
 
+  const zlTest = row.skip === null && zombieLeaderHelper.path !== null ? it : it.skip;
+  const zlTitle = (t: string) => (zombieLeaderHelper.path === null ? `${t} (skipped: ${zombieLeaderHelper.why})` : title(t));
+  zlTest(zlTitle("a leader in Z whose other thread runs on is alive: zombieLeader, and a signal to its pid ends it"), async () => {
+    const child = spawnTracked(zombieLeaderHelper.path!, []);
+    let out = "";
+    child.stdout!.on("data", (b: Buffer) => (out += b.toString()));
+    await waitFor("the helper's main thread to exit", async () => out.includes("ready"));
+    const p = await waitFor("the leader to read as Z", async () => {
+      const q = (await facts.snapshot()).processes.get(child.pid);
+      return q?.state === "Z" ? q : null;
+    });
+    expect(p).toMatchObject({ pid: child.pid, ppid: process.pid, state: "Z", zombieLeader: true, kernelThread: false });
+    const d = await facts.inspect(child.pid);
+    expect(d).toMatchObject({ pid: child.pid, state: "Z", zombieLeader: true, startTime: p.startTime });
+    if (row.deep) expect(d!.exePath).toBeNull(); // the leader's mm is gone: nothing is guessed
+    // it is a live process: a signal to the tgid reaches the thread that runs on
+    expect(isRunning(child)).toBe(true);
+    process.kill(child.pid, "SIGTERM");
+    await exited(child);
+    expect(child.signalCode).toBe("SIGTERM");
+    expect(await facts.inspect(child.pid)).toBeNull();
+  });
+
+  test(title("a plain zombie is not a zombie leader; our own process is neither that nor a kernel thread"), async () => {
+    const parent = spawnTracked(SH, ["-c", "sleep 0.1 & exec sleep 30"]);
+    const zombie = await waitFor("a zombie child", async () => {
+      const snap = await facts.snapshot();
+      return snap.childrenOf(parent.pid).find((c) => c.state === "Z") ?? null;
+    });
+    expect(zombie.zombieLeader).toBe(false);
+    expect((await facts.inspect(zombie.pid))!.zombieLeader).toBe(false);
+    const snap = await facts.snapshot();
+    expect(snap.processes.get(process.pid)).toMatchObject({ kernelThread: false, zombieLeader: false });
+    expect((await facts.inspect(process.pid))!.kernelThread).toBe(false);
+  });
+
+  const kthreadd = isLinux ? readStat2() : null;
+  const ktTest = row.skip === null && kthreadd !== null ? it : it.skip;
+  ktTest(title(kthreadd === null ? "kernel threads (skipped: no kthreadd (pid 2) visible in this pid namespace)" : "kernel threads are marked: kthreadd (pid 2) and its children"), async () => {
+    const snap = await facts.snapshot();
+    expect(snap.processes.get(2)).toMatchObject({ pid: 2, kernelThread: true });
+    const kids = snap.childrenOf(2);
+    expect(kids.length).toBeGreaterThan(0);
+    for (const k of kids) expect(k.kernelThread, `pid ${k.pid}`).toBe(true);
+    expect(snap.processes.get(1)?.kernelThread ?? false).toBe(false);
+    expect((await facts.inspect(2))!.kernelThread).toBe(true);
+  });
+
   test(title("processes exiting mid-snapshot never make it throw"), async () => {
     const churn = [0, 1].map(() => spawnGroup(SH, ["-c", "while :; do /bin/true; done"]));
     const sizes: number[] = [];
@@ -221,6 +293,16 @@ describe.each(rows)("facts backend $name", (row) => {
     expect((await facts.snapshot()).processes.has(c.pid)).toBe(false);
   });
 });
+
+/** kthreadd's stat, when this pid namespace shows it (a container's private namespace does not). */
+function readStat2(): string | null {
+  try {
+    const text = readFileSync("/proc/2/stat", "utf8");
+    return text.includes("(kthreadd)") ? text : null;
+  } catch {
+    return null;
+  }
+}
 
 describe("facts backend none", () => {
   const variants: Array<[string, () => ProcessFacts]> = [

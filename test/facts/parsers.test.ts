@@ -4,10 +4,12 @@ import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { createProcfsFacts, hidepidOf, parseCmdline, parseEnviron, parseStat, procMountOptions } from "../../src/facts/procfs.js";
 import { createPsFacts, parseLstart, parsePsLine, parsePsOutput, psColumns } from "../../src/facts/ps.js";
+import { buildSnapshot } from "../../src/facts/snapshot.js";
+import type { ProcessInfo } from "../../src/facts/types.js";
 
 /** A stat line as the kernel writes it: fields 3..22 then a tail. */
-function statLine(pid: number, comm: string, o: { state?: string; ppid?: number; pgid?: number; sid?: number; start?: string } = {}): string {
-  const f = [o.state ?? "S", o.ppid ?? 1, o.pgid ?? pid, o.sid ?? pid, 34816, pid, 4194560, 100, 0, 0, 0, 1, 2, 0, 0, 20, 0, 1, 0, o.start ?? "123456"];
+function statLine(pid: number, comm: string, o: { state?: string; ppid?: number; pgid?: number; sid?: number; start?: string; flags?: number } = {}): string {
+  const f = [o.state ?? "S", o.ppid ?? 1, o.pgid ?? pid, o.sid ?? pid, 34816, pid, o.flags ?? 4194560, 100, 0, 0, 0, 1, 2, 0, 0, 20, 0, 1, 0, o.start ?? "123456"];
   return `${pid} (${comm}) ${f.join(" ")} 1000 2000 18446744073709551615 1 1 0 0 0 0 0 0 0 0 0 0 17 1 0 0 0 0 0\n`;
 }
 
@@ -24,7 +26,7 @@ describe("parseStat", () => {
   ];
   it.each(cases)("comm %s is delimited by the last ')'", (_name, comm) => {
     const p = parseStat(statLine(4242, comm, { ppid: 7, pgid: 8, sid: 9, state: "Z", start: "987654321" }));
-    expect(p).toEqual({ pid: 4242, comm, state: "Z", ppid: 7, pgid: 8, sid: 9, startTime: "987654321" });
+    expect(p).toEqual({ pid: 4242, comm, state: "Z", ppid: 7, pgid: 8, sid: 9, flags: 4194560, startTime: "987654321" });
   });
 
   it("keeps start times above 2^53 exact as strings", () => {
@@ -130,6 +132,7 @@ describe("ps parsing", () => {
   it("parses a procps line", () => {
     expect(parsePsLine("  412     1   412   412  1000 Ss+  Mon Nov 30 04:24:50 2026", true)).toEqual({
       pid: 412, ppid: 1, pgid: 412, sid: 412, uid: 1000, state: "S", startTime: String(Date.UTC(2026, 10, 30, 4, 24, 50) / 1000),
+      kernelThread: false, zombieLeader: false,
     });
   });
   it("parses a macOS line (no sid → -1, unknown)", () => {
@@ -148,6 +151,24 @@ describe("ps parsing", () => {
     const out = "\n  0 0 0 0 0 Ss Mon Nov 30 04:24:12 2026\n  1 0 1 1 0 Ss Mon Nov 30 04:24:12 2026\n\n  2 0 0 0 0 S Mon Nov 30 04:24:12 2026\n";
     expect(parsePsOutput(out, true).map((p) => p.pid)).toEqual([1, 2]);
   });
+  it("Linux: kthreadd and its children are kernel threads; 'Z…l' is a zombie leader; dead ('X') rows are gone", () => {
+    const out = [
+      "  2 0 0 0 0 S Mon Nov 30 04:24:12 2026",
+      " 17 2 0 0 0 I< Mon Nov 30 04:24:12 2026",
+      " 50 1 50 50 0 Zl Mon Nov 30 04:24:12 2026",
+      " 51 1 51 51 0 Z Mon Nov 30 04:24:12 2026",
+      " 52 0 -1 -1 0 X Mon Nov 30 04:24:12 2026",
+    ].join("\n");
+    const rows = parsePsOutput(out, true, true);
+    expect(rows.map((p) => [p.pid, p.kernelThread, p.zombieLeader])).toEqual([
+      [2, true, false],
+      [17, true, false],
+      [50, false, true],
+      [51, false, false],
+    ]);
+    // elsewhere ps says nothing about either: false, not guessed from Linux numbering
+    expect(parsePsOutput(out, true, false).every((p) => p.kernelThread === false && p.zombieLeader === false)).toBe(true);
+  });
   it("output: a line that cannot be parsed throws instead of silently dropping a process", () => {
     const out = "  1 0 1 1 0 Ss Mon Nov 30 04:24:12 2026\ngarbage\n  2 0 0 0 0 S Mon Nov 30 04:24:12 2026\n";
     expect(() => parsePsOutput(out, true)).toThrow(/could not be parsed.*garbage/);
@@ -165,6 +186,8 @@ describe("procfs over a fixture /proc tree (unreadable and odd entries)", () => 
     await proc(100, { stat: statLine(100, "x) (y", { ppid: 1, pgid: 100, sid: 100, start: "5000" }), cmdline: "/opt/x) (y\0--flag\0" }, { exe: "/opt/x) (y (deleted)" });
     await proc(200, { stat: statLine(200, "ok", { ppid: 100, pgid: 100, sid: 100, start: "6000" }), cmdline: "", environ: "K=v\0" });
     await proc(300, { stat: "300 (trunc) S 1 3" }); // half-written: skipped, never half-true
+    // a dead task under fork churn: ppid 0, pgid -1, sid -1 (seen on real walks)
+    await proc(400, { stat: statLine(400, "dying", { state: "X", ppid: 0, pgid: -1, sid: -1, start: "7000" }) });
     await mkdir(join(root, "self", "ns"), { recursive: true });
     await symlink("pid:[4026531836]", join(root, "self", "ns", "pid"));
     await mkdir(join(root, "sys", "kernel", "random"), { recursive: true });
@@ -176,7 +199,8 @@ describe("procfs over a fixture /proc tree (unreadable and odd entries)", () => 
     const root = await tree();
     try {
       const snap = await createProcfsFacts({ root }).snapshot();
-      expect([...snap.processes.keys()]).toEqual([100, 200]);
+      expect([...snap.processes.keys()]).toEqual([100, 200]); // 400 is dead ("X"): gone
+      expect(snap.groupMembers(-1)).toEqual([]);
       expect(snap.childrenOf(100).map((p) => p.pid)).toEqual([200]);
       expect(snap.groupMembers(100).map((p) => p.pid)).toEqual([100, 200]);
       expect(snap.processes.get(100)).toMatchObject({ ppid: 1, pgid: 100, sid: 100, state: "S", startTime: "5000", uid: process.getuid!() });
@@ -202,10 +226,24 @@ describe("procfs over a fixture /proc tree (unreadable and odd entries)", () => 
       const b = await f.inspect(200, { envKeys: ["K", "Z"] });
       expect(b).toMatchObject({ exePath: null, argv: [], env: { K: "v", Z: null }, envReadable: true });
       expect(await f.inspect(300)).toBeNull();
+      expect(await f.inspect(400)).toBeNull(); // dead ("X") = gone
       expect(await f.inspect(999)).toBeNull();
     } finally {
       await rm(root, { recursive: true, force: true });
     }
+  });
+});
+
+describe("buildSnapshot (every backend's index)", () => {
+  const info = (pid: number, ppid: number, pgid: number, state = "S"): ProcessInfo => ({ pid, ppid, pgid, sid: pgid, uid: 0, state, startTime: "1" });
+  it("drops dead ('X') records and never indexes a ppid or pgid of -1", () => {
+    const snap = buildSnapshot(0, [info(10, 1, 10), info(11, 0, -1, "X"), info(12, -1, -1), info(13, 10, 10, "Z")]);
+    expect([...snap.processes.keys()]).toEqual([10, 12, 13]);
+    expect(snap.childrenOf(-1)).toEqual([]);
+    expect(snap.groupMembers(-1)).toEqual([]);
+    expect(snap.childrenOf(0)).toEqual([]);
+    expect(snap.childrenOf(10).map((p) => p.pid)).toEqual([13]);
+    expect(snap.groupMembers(10).map((p) => p.pid)).toEqual([10, 13]);
   });
 });
 
