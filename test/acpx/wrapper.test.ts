@@ -24,7 +24,8 @@ import { loadNative } from "../../src/facts/native.js";
 import { ownProcessGroupId } from "../../src/ownership/guards.js";
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), "../..");
-const WRAPPER = join(root, "dist/acpx/wrapper/main.js");
+// the bundle the controller runs (scripts/bundle-wrapper.mjs), not tsc's per-file output
+const WRAPPER = join(root, "dist/acpx/wrapper.cjs");
 const AGENT = join(root, "fixtures/acp-agent/agent.mjs");
 const GATEWAY = join(root, "test/fixtures/acpx/gateway.mjs");
 const PROBE = join(root, "test/fixtures/acpx/group-probe.mjs");
@@ -193,7 +194,7 @@ beforeAll(() => {
     ),
   );
   if (!existsSync(WRAPPER) || statSync(WRAPPER).mtimeMs < newest) {
-    const r = spawnSync("npx", ["tsc", "-p", "tsconfig.build.json"], { cwd: root, stdio: "inherit" });
+    const r = spawnSync("npm", ["run", "build"], { cwd: root, stdio: "inherit" });
     if (!existsSync(WRAPPER)) throw new Error(`build failed (tsc exit ${r.status}); ${WRAPPER} missing`);
   }
 }, 120_000);

@@ -42,9 +42,14 @@ export interface AdoptedReaper {
   stop(): void;
 }
 
+/**
+ * @param snapshot a fresh snapshot, or null when no in-process walker is
+ *   available (the pass is skipped then); asked for at the first SIGCHLD, so
+ *   the wrapper creates its facts backend only once something has exited
+ */
 export function startAdoptedReaper(
   binding: Pick<NativeBinding, "reapChildren">,
-  snapshot: () => Promise<ProcessSnapshot>,
+  snapshot: () => Promise<ProcessSnapshot> | null,
   libuvChildren: ReadonlySet<number>,
 ): AdoptedReaper {
   let running: Promise<number[]> | null = null;
@@ -54,7 +59,9 @@ export function startAdoptedReaper(
     do {
       again = false;
       try {
-        const pids = adoptedZombies(await snapshot(), process.pid, libuvChildren);
+        const pending = snapshot();
+        if (pending === null) return reaped;
+        const pids = adoptedZombies(await pending, process.pid, libuvChildren);
         if (pids.length > 0) reaped.push(...binding.reapChildren(pids));
       } catch {
         // a failed walk leaves zombies for the next SIGCHLD or for init

@@ -27,7 +27,11 @@
  * would trigger a cleanup while the gateway lives; spawn from the main thread.
  *
  * Report format and constants: ./protocol.ts. Module runs on import, so a
- * generated stub under <stateDir>/acpx/wrappers/ can simply import it.
+ * generated stub under <stateDir>/acpx/wrappers/ can simply require it. What
+ * runs is dist/acpx/wrapper.cjs, this module and its imports bundled into one
+ * CommonJS file at `npm run build` (scripts/bundle-wrapper.mjs): one file
+ * read, no ESM loader, no zod, no ACP SDK. Everything the start does not need
+ * (facts backend, signaller; off Linux the addon) is created on first use.
  *
  * Guarantees by platform:
  * - Linux with the addon: subreaper (double-fork/setsid escapees re-parent
@@ -48,8 +52,10 @@ import { writeSync } from "node:fs";
 import { constants } from "node:os";
 import { getProcessFacts } from "../../facts/get.js";
 import { loadNative } from "../../facts/native.js";
+import { createNoneFacts } from "../../facts/none.js";
 import { createSignaller } from "../../facts/signal.js";
 import type { NativeBinding } from "../../facts/native-binding.js";
+import type { ProcessFacts, ProcessSignaller } from "../../facts/types.js";
 import { signalAdapterGroup } from "./adapter-group.js";
 import { startAdoptedReaper, type AdoptedReaper } from "./adopted.js";
 import { parseWrapperArgs, type WrapperArgs } from "./args.js";
@@ -102,16 +108,37 @@ try {
   process.exit(EXIT_USAGE);
 }
 
-const binding: NativeBinding | null = loadNative();
-if (binding !== null && binding.platform === "linux") {
-  // Both before the spawn: an orphan created before we are a subreaper
-  // would go to init. Failures leave the lifeline as the only mechanism.
-  binding.setChildSubreaper();
-  binding.setParentDeathSignal(signalNumbers[PARENT_DEATH_SIGNAL] ?? 0);
+// Start-up cost is the price of every session (bench/wrapper.bench.mjs), so
+// the start does only what must precede the spawn. On Linux that is the
+// addon's two prctl calls: an orphan created before we are a subreaper would
+// go to init. Elsewhere the addon (and on every platform the facts backend
+// and the signaller) is first needed by a cleanup or a SIGCHLD, so it is
+// loaded then. Failures leave the lifeline as the only mechanism.
+const linux = process.platform === "linux";
+const startBinding: NativeBinding | null = linux ? loadNative() : null;
+const subreaper = startBinding !== null && startBinding.platform === "linux";
+if (subreaper) {
+  startBinding.setChildSubreaper();
+  startBinding.setParentDeathSignal(signalNumbers[PARENT_DEATH_SIGNAL] ?? 0);
 }
-const subreaper = binding !== null && binding.platform === "linux";
-const facts = getProcessFacts();
-const signaller = createSignaller(facts, binding);
+
+let tools: { facts: ProcessFacts; signaller: ProcessSignaller } | null = null;
+/**
+ * The facts backend and the signaller, created on first use. A backend that
+ * cannot be created (a bad PROCLEASE_BACKEND, say) becomes "none": the
+ * cleanup then signals only the adapter's group, which needs no facts.
+ */
+function cleanupTools(): { facts: ProcessFacts; signaller: ProcessSignaller } {
+  if (tools !== null) return tools;
+  let facts: ProcessFacts;
+  try {
+    facts = getProcessFacts();
+  } catch (err) {
+    facts = createNoneFacts((err as Error).message);
+  }
+  tools = { facts, signaller: createSignaller(facts, linux ? startBinding : loadNative()) };
+  return tools;
+}
 
 spawnAdapter(args.command);
 
@@ -136,8 +163,13 @@ function spawnAdapter(command: string[]): void {
   child.once("exit", (code, signal) => onAdapterExit(code, signal));
   // Only with an in-process walker: the ps backend spawns `ps` through libuv,
   // and a reaper racing libuv for that child's status would hang its caller.
-  if (subreaper && binding && (facts.backend === "native" || facts.backend === "procfs")) {
-    reaper = startAdoptedReaper(binding, () => facts.snapshot(), new Set([child.pid]));
+  // Which backend that is gets decided at the first SIGCHLD, not now.
+  if (subreaper) {
+    const binding = startBinding;
+    reaper = startAdoptedReaper(binding, () => {
+      const { facts } = cleanupTools();
+      return inProcessWalker(facts) ? facts.snapshot() : null;
+    }, new Set([child.pid]));
   }
   lifeline?.send({ type: "started", wrapperPid: process.pid, adapterPid: child.pid, pgid: child.pid });
   const held = pendingSignals;
@@ -208,6 +240,7 @@ function runCleanup(reason: CleanupReason): void {
     lifeline?.send({ type: "cleanup", reason, reaped: [], durationMs: Date.now() - t0 });
     finish();
   }, args.graceMs + CLEANUP_SLACK_MS);
+  const { facts, signaller } = cleanupTools();
   cleanup = cleanupTree({
     facts,
     signaller,
@@ -216,7 +249,7 @@ function runCleanup(reason: CleanupReason): void {
     gatewayInstanceId: process.env[INSTANCE_ENV_KEY],
     adapterPgid: adapterPid,
     unreapedAdapterPid,
-    ...(reaper ? { reapZombies: (snap) => void reaper?.reapIn(snap) } : {}),
+    ...(reaper && inProcessWalker(facts) ? { reapZombies: (snap) => void reaper?.reapIn(snap) } : {}),
   })
     .catch(() => [] as number[])
     .then(async (reaped) => {
@@ -242,6 +275,11 @@ function finish(): never {
   if (s === null) process.exit(1);
   if (s.code !== null) process.exit(s.code);
   process.exit(128 + (signalNumbers[s.signal ?? ""] ?? 0));
+}
+
+/** A backend that walks the process list in this process (never spawns `ps` through libuv). */
+function inProcessWalker(facts: ProcessFacts): boolean {
+  return facts.backend === "native" || facts.backend === "procfs";
 }
 
 function stderr(msg: string): void {
