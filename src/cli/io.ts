@@ -1,7 +1,23 @@
+/**
+ * What every `proclease` command shares: its output sinks, the parsed
+ * arguments it receives from dispatch.ts, the usage error, and the few
+ * formatting rules (tables, ages, colour) that must read the same in every
+ * command. Nothing here loads the facts or ownership layers, so `--help`
+ * stays cheap.
+ */
+import { homedir } from "node:os";
+import { join, resolve } from "node:path";
+
 /** Output sinks for CLI commands, so tests can capture them without spawning. */
 export interface CliIo {
   out(text: string): void;
   err(text: string): void;
+  /** stdout is a terminal and colour is allowed (not piped, no NO_COLOR, TERM is not "dumb"); default false */
+  readonly color?: boolean;
+  /** stdout is a terminal (a `--watch` redraw clears the screen only then); default false */
+  readonly tty?: boolean;
+  /** true once the reader of stdout went away (EPIPE): long-running commands stop early; default never */
+  closed?(): boolean;
 }
 
 /** Thrown for bad flags or arguments; main() maps it to exit code 2. */
@@ -9,46 +25,118 @@ export class UsageError extends Error {
   override name = "UsageError";
 }
 
+/** Exit codes, the same for the same situation in every command (README "CLI"). */
+export const EXIT = {
+  ok: 0,
+  /** what was named does not exist (pid, lease), the facts could not answer, or a check failed */
+  failed: 1,
+  usage: 2,
+} as const;
+
+/** What dispatch.ts hands a command: options already checked against its table entry. */
+export interface ParsedArgs {
+  readonly values: Readonly<Record<string, string | boolean | string[] | undefined>>;
+  readonly positionals: readonly string[];
+}
+
+export function flag(p: ParsedArgs, name: string): boolean {
+  return p.values[name] === true;
+}
+
+export function option(p: ParsedArgs, name: string): string | undefined {
+  const v = p.values[name];
+  return typeof v === "string" ? v : undefined;
+}
+
+export function options(p: ParsedArgs, name: string): string[] {
+  const v = p.values[name];
+  return Array.isArray(v) ? v : typeof v === "string" ? [v] : [];
+}
+
+/** `--state-dir`, else $PROCLEASE_STATE_DIR, else ~/.proclease (an empty --state-dir= never gets here: dispatch rejects it). */
+export function resolveStateDir(p: ParsedArgs): string {
+  const flagged = option(p, "state-dir");
+  if (flagged !== undefined) return resolve(flagged);
+  const env = process.env.PROCLEASE_STATE_DIR;
+  if (env) return resolve(env);
+  return join(homedir(), ".proclease");
+}
+
+/** `--grace-ms`: an integer number of milliseconds, 0..600000; undefined when absent. */
+export function graceMsOption(p: ParsedArgs): number | undefined {
+  const raw = option(p, "grace-ms");
+  if (raw === undefined) return undefined;
+  const n = /^\d+$/.test(raw) ? Number(raw) : Number.NaN;
+  if (!Number.isSafeInteger(n) || n > 600_000) throw new UsageError(`--grace-ms must be an integer number of milliseconds, 0 to 600000; got ${JSON.stringify(raw)}`);
+  return n;
+}
+
+/** One JSON object on one line: the only shape `--json` prints (NDJSON when `status --watch` repeats it). */
+export function jsonLine(value: unknown): string {
+  return `${JSON.stringify(value)}\n`;
+}
+
 /**
- * Minimal flag parser: `--flag`, `--key value`, `--key=value`, repeated keys
- * collect into arrays. Unknown flags are a UsageError, never ignored.
+ * Columns padded to the widest cell. A cell holding several lines (an OS
+ * error, a stderr tail) continues on the next rows in its own column, so it
+ * never breaks the alignment of the rows after it.
  */
-export function parseArgs(
-  args: readonly string[],
-  spec: { booleans?: readonly string[]; strings?: readonly string[]; multi?: readonly string[] },
-): { flags: Record<string, string | boolean | string[]>; positionals: string[] } {
-  const flags: Record<string, string | boolean | string[]> = {};
-  const positionals: string[] = [];
-  const booleans = new Set(spec.booleans ?? []);
-  const strings = new Set(spec.strings ?? []);
-  const multi = new Set(spec.multi ?? []);
-  for (let i = 0; i < args.length; i++) {
-    const a = args[i]!;
-    if (a === "--") {
-      positionals.push(...args.slice(i + 1));
-      break;
-    }
-    if (!a.startsWith("--")) {
-      positionals.push(a);
-      continue;
-    }
-    const eq = a.indexOf("=");
-    const key = eq === -1 ? a.slice(2) : a.slice(2, eq);
-    if (booleans.has(key)) {
-      if (eq !== -1) throw new UsageError(`--${key} takes no value`);
-      flags[key] = true;
-    } else if (strings.has(key) || multi.has(key)) {
-      let value: string | undefined;
-      if (eq !== -1) value = a.slice(eq + 1);
-      else value = args[++i];
-      if (value === undefined) throw new UsageError(`--${key} needs a value`);
-      if (multi.has(key)) {
-        const prev = flags[key];
-        flags[key] = Array.isArray(prev) ? [...prev, value] : [value];
-      } else flags[key] = value;
-    } else {
-      throw new UsageError(`unknown option --${key}`);
+export function table(rows: readonly (readonly string[])[]): string {
+  if (rows.length === 0) return "";
+  const split = rows.map((r) => r.map((c) => c.replace(/\r/g, "").split("\n")));
+  const cols = Math.max(...split.map((r) => r.length));
+  const widths = Array.from({ length: cols }, (_, i) => Math.max(0, ...split.map((r) => Math.max(...(r[i] ?? [""]).map(visibleLength)))));
+  const out: string[] = [];
+  for (const r of split) {
+    const height = Math.max(...r.map((c) => c.length));
+    for (let line = 0; line < height; line++) {
+      const cells = r.map((c, i) => {
+        const text = c[line] ?? "";
+        return i === r.length - 1 ? text : text + " ".repeat(widths[i]! - visibleLength(text));
+      });
+      out.push(cells.join("  ").trimEnd());
     }
   }
-  return { flags, positionals };
+  return out.join("\n") + "\n";
+}
+
+// eslint-disable-next-line no-control-regex
+const ANSI = /\x1b\[[0-9;]*m/g;
+export function visibleLength(s: string): number {
+  return s.replace(ANSI, "").length;
+}
+
+/** `42s`, `5m07s`, `2h13m`, `3d04h`; "-" when unknown (null) or in the future by more than the clock's slack. */
+export function formatAge(ms: number | null): string {
+  if (ms === null || !Number.isFinite(ms)) return "-";
+  const s = Math.max(0, Math.floor(ms / 1000));
+  if (s < 60) return `${s}s`;
+  const m = Math.floor(s / 60);
+  if (m < 60) return `${m}m${String(s % 60).padStart(2, "0")}s`;
+  const h = Math.floor(m / 60);
+  if (h < 24) return `${h}h${String(m % 60).padStart(2, "0")}m`;
+  return `${Math.floor(h / 24)}d${String(h % 24).padStart(2, "0")}h`;
+}
+
+export type Hue = "green" | "red" | "yellow" | "blue" | "dim" | "bold";
+const SGR: Record<Hue, string> = { green: "32", red: "31", yellow: "33", blue: "34", dim: "2", bold: "1" };
+
+/** A painter that colours only when the io says so (a TTY without NO_COLOR). */
+export type Paint = (hue: Hue, text: string) => string;
+export function painter(io: CliIo): Paint {
+  if (io.color !== true) return (_hue, text) => text;
+  return (hue, text) => `\x1b[${SGR[hue]}m${text}\x1b[0m`;
+}
+
+/** The colour a verification result reads in, everywhere. */
+export function resultHue(result: string): Hue {
+  if (result === "match" || result === "owned" || result === "open") return "green";
+  if (result === "mismatch") return "red";
+  if (result === "unknown" || result === "closing") return "yellow";
+  return "dim";
+}
+
+/** `1 snapshot`, `0 snapshots`, `2 processes`. */
+export function plural(n: number, noun: string): string {
+  return `${n} ${noun}${n === 1 ? "" : /(s|sh|ch|x)$/.test(noun) ? "es" : "s"}`;
 }

@@ -5,7 +5,8 @@
  * do), reap (dry run, and never a session a live gateway holds), and demo.
  */
 import { execFile } from "node:child_process";
-import { existsSync } from "node:fs";
+import { existsSync, rmSync } from "node:fs";
+import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { afterAll, describe, expect, it } from "vitest";
 import { createAcpxLifecycleController } from "../../src/acpx/controller.js";
@@ -49,7 +50,7 @@ describe("proclease leases / explain / reap", () => {
     expect(JSON.parse(viaEnv.stdout)).toMatchObject({ stateDir: dir, leases: [] });
     const e = await cli(["explain", "no-such-lease", "--state-dir", dir]);
     expect(e.code).toBe(1);
-    expect(e.stdout).toMatch(/no lease "no-such-lease"/);
+    expect(e.stderr).toMatch(/no lease "no-such-lease"/);
     expect((await cli(["explain", "--state-dir", dir])).code).toBe(2);
   });
 
@@ -78,12 +79,16 @@ describe("proclease leases / explain / reap", () => {
       const byPid = await cli(["explain", String(h.rootPid), "--state-dir", dir]);
       expect(byPid.stdout).toContain(`lease ${h.leaseId}`);
       const stranger = await cli(["explain", String(process.pid), "--state-dir", dir]);
-      expect(stranger.stdout).toMatch(/not named by any lease.*\n.*never signal/);
+      expect(stranger.code).toBe(1);
+      expect(stranger.stderr).toMatch(/not named by any lease.*cleanup would never signal it/);
 
       const dry = await cli(["reap", "--dry-run", "--state-dir", dir]);
       expect(dry.code).toBe(0);
-      expect(dry.stdout).toMatch(/dry run: examined 1/);
-      expect(dry.stdout).toMatch(/skipped-live/);
+      expect(dry.stdout).toMatch(/dry run: examined 1 open\/closing lease of instance/);
+      // a dry run says only what would happen: no state transition, no past-tense action
+      expect(dry.stdout).toMatch(/LEASE\s+ROOT\s+VERDICT\s+WOULD/);
+      expect(dry.stdout).toMatch(new RegExp(`${h.leaseId}\\s+${h.rootPid}\\s+owned\\s+skip it: its gateway is alive`));
+      expect(dry.stdout).not.toMatch(/→|skipped-live/);
       const real = await cli(["reap", "--state-dir", dir, "--json"]);
       const rep = JSON.parse(real.stdout) as { snapshots: number; entries: { action: string }[] };
       expect(rep.entries.map((e) => e.action)).toEqual(["skipped-live"]);
@@ -176,11 +181,42 @@ describe("a process-supervisor run in the same store", () => {
 });
 
 describe("proclease demo", () => {
-  it("runs the whole story and verifies every step (exit 0)", async () => {
+  it("runs the whole story and verifies every step (exit 0); keeps its state dir and prints the commands to look at it", async () => {
     const r = await cli(["demo", "--grace-ms", "400"]);
     expect(r.stderr).toBe("");
     expect(r.stdout).toMatch(/every step verified\./);
     expect(r.stdout).not.toMatch(/FAIL/);
+    expect(r.stdout).toMatch(/\b1 snapshot\b/);
     expect(r.code).toBe(0);
-  }, 30_000);
+    const kept = /the state dir is kept at (\S+) \(--clean deletes it\)/.exec(r.stdout);
+    expect(kept).not.toBeNull();
+    const dir = kept![1]!;
+    try {
+      expect(existsSync(join(dir, "acpx", "leases"))).toBe(true);
+      const cmds = r.stdout.slice(kept!.index).split("\n").slice(1, 4).map((l) => l.trim());
+      expect(cmds[0]).toMatch(new RegExp(`^node \\S*main\\.js status --state-dir ${dir}$`));
+      expect(cmds[1]).toMatch(new RegExp(`^node \\S*main\\.js leases --state-dir ${dir}$`));
+      expect(cmds[2]).toMatch(new RegExp(`^node \\S*main\\.js explain [0-9a-f-]{36} --state-dir ${dir}$`));
+      // the printed commands work: the status of the kept dir shows the demo's three settled leases
+      const status = JSON.parse((await cli(["status", "--state-dir", dir, "--json"])).stdout) as { leases: { lease: { state: string } }[] };
+      expect(status.leases).toHaveLength(3);
+      expect(status.leases.every((l) => l.lease.state === "closed" || l.lease.state === "lost")).toBe(true);
+      const explained = await cli([...cmds[2]!.split(" ").slice(2)]);
+      expect(explained.code, explained.stderr).toBe(0);
+      expect(explained.stdout).toMatch(/verdict: /);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  }, 60_000);
+
+  it("--clean deletes the state dir; --keep with --clean is a usage error", async () => {
+    const both = await cli(["demo", "--keep", "--clean"]);
+    expect(both.code).toBe(2);
+    expect(both.stderr).toMatch(/--keep and --clean/);
+    const r = await cli(["demo", "--grace-ms", "400", "--clean"]);
+    expect(r.code, r.stderr).toBe(0);
+    const dir = /state dir (\S+),/.exec(r.stdout)![1]!;
+    expect(existsSync(dir)).toBe(false);
+    expect(r.stdout).not.toMatch(/state dir is kept/);
+  }, 60_000);
 });

@@ -3,7 +3,7 @@
  * `node dist/cli/main.js …` as a child process.
  */
 import { execFile } from "node:child_process";
-import { existsSync } from "node:fs";
+import { existsSync, readFileSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 import { afterEach, beforeAll, describe, expect, it } from "vitest";
 import { killAll, spawnTracked, waitFor } from "../fixtures/facts/procs.js";
@@ -42,7 +42,7 @@ afterEach(killAll);
 interface PsJson {
   backend: string;
   identityStrength: string;
-  processes: Array<{ pid: number; ppid: number; pgid: number; sid: number; uid: number; state: string; startTime: string }>;
+  processes: Array<{ pid: number; ppid: number; pgid: number; sid: number; uid: number; state: string; startTime: string; comm: string | null; startedAt: number | null }>;
 }
 
 describe("proclease ps", () => {
@@ -56,22 +56,35 @@ describe("proclease ps", () => {
     const row = out.processes.find((p) => p.pid === child.pid);
     expect(row).toMatchObject({ pid: child.pid, ppid: process.pid, uid: process.getuid!() });
     expect(row!.startTime).toMatch(/^\d+$/);
+    // comm may still be node's until the exec; startedAt is wall-clock ms, near now
+    expect(row!.comm).toMatch(/^(sleep|node)$/);
+    expect(Math.abs(row!.startedAt! - Date.now())).toBeLessThan(60_000);
+    expect(r.stdout.split("\n")).toHaveLength(2);
     expect(out.processes.some((p) => p.pid === process.pid)).toBe(true);
   });
 
-  it("human output names the backend first; --tree indents a child under its parent", async () => {
+  it("human output names the backend first, shows comm and a human age, never raw start ticks; --tree indents a child's comm under its parent", async () => {
     const child = spawnTracked("sleep", ["30"]);
+    await waitFor("sleep to exec", async () => readFileSync(`/proc/${child.pid}/comm`, "utf8").trim() === "sleep");
     const r = await cli(["ps", "--tree", "--backend", "procfs"]);
     expect(r.code).toBe(0);
     const lines = r.stdout.split("\n");
     expect(lines[0]).toBe("backend: procfs (identity: exact)");
+    expect(lines[1]).toMatch(/^\s+PID\s+PPID\s+PGID\s+SID\s+UID\s+S\s+AGE\s+COMM$/);
+    const commAt = lines[1]!.indexOf("COMM");
     const parentLine = lines.find((l) => l.trimStart().startsWith(`${process.pid} `))!;
     const childLine = lines.find((l) => l.trimStart().startsWith(`${child.pid} `))!;
     expect(parentLine).toBeDefined();
     expect(childLine).toBeDefined();
-    const indent = (l: string) => l.length - l.trimStart().length;
+    expect(parentLine.slice(commAt).trimStart()).toBe("node");
+    expect(childLine.slice(commAt).trimStart()).toBe("sleep");
+    const indent = (l: string) => l.slice(commAt).length - l.slice(commAt).trimStart().length;
     expect(indent(childLine)).toBe(indent(parentLine) + 2);
     expect(lines.indexOf(childLine)).toBeGreaterThan(lines.indexOf(parentLine));
+    // AGE is human (like 12s or 3m04s); the raw start time is only in --json
+    expect(childLine).toMatch(/\s\d+s\s+sleep$/);
+    const raw = (JSON.parse((await cli(["ps", "--json"])).stdout) as PsJson).processes.find((p) => p.pid === child.pid)!.startTime;
+    expect(childLine).not.toContain(raw);
   });
 
   it("--backend ps answers through ps; the none backend is a runtime error, never an empty table", async () => {
@@ -162,6 +175,21 @@ describe("proclease doctor", () => {
     const backend = out.rows[0]!;
     expect(backend.detail).toMatch(/PROCLEASE_DISABLE_NATIVE=1/);
     expect(out.rows.find((x) => x.capability === "pidfd")!.ok).toBe(false);
+  });
+
+  it("--backend ps: every row describes ps, never the addon's race-free signals", async () => {
+    const r = await cli(["doctor", "--json", "--backend", "ps"]);
+    const out = JSON.parse(r.stdout) as { backend: string; rows: Array<{ capability: string; ok: boolean; detail: string }> };
+    expect(out.backend).toBe("ps");
+    const row = (c: string) => out.rows.find((x) => x.capability === c)!;
+    expect(row("identity")).toMatchObject({ ok: false });
+    expect(row("pidfd").ok).toBe(false);
+    expect(row("pidfd").detail).toMatch(/NOT race-free/);
+    expect(row("foreign-env")).toMatchObject({ ok: false });
+    expect(row("foreign-env").detail).toMatch(/ps backend reads no environments/);
+    const text = await cli(["doctor", "--backend", "ps"]);
+    expect(text.code).toBe(0);
+    for (const line of text.stdout.split("\n")) if (line.includes("race-free")) expect(line).toMatch(/NOT race-free/);
   });
 
   it("--backend none is reported as nothing verifiable", async () => {

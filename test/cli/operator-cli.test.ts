@@ -19,12 +19,13 @@ async function cli(args: string[]): Promise<{ code: number; out: string; err: st
   return { code, out, err };
 }
 
-describe("leases, explain and reap on an empty state dir", () => {
-  for (const args of [["leases"], ["explain", "12345"], ["reap"], ["reap", "--dry-run"]]) {
-    it(`${args.join(" ")}: names the backend, exits 0, and writes nothing`, async () => {
+describe("leases, explain, reap and status on an empty state dir", () => {
+  // explain names something that is not there: "not found" exits 1, like an unknown pid in inspect
+  for (const [args, code] of [[["leases"], 0], [["status"], 0], [["explain", "12345"], 1], [["reap"], 0], [["reap", "--dry-run"], 0]] as const) {
+    it(`${args.join(" ")}: names the backend, exits ${code}, and writes nothing`, async () => {
       const dir = join(root, `typo-${args.join("-")}`);
       const r = await cli([...args, "--state-dir", dir]);
-      expect(r.code, r.err).toBe(0);
+      expect(r.code, r.err).toBe(code);
       expect(r.out).toMatch(/^backend: \w+ \(identity: \w+\)/);
       expect(readdirSync(root)).not.toContain(`typo-${args.join("-")}`);
     });

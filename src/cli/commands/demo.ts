@@ -1,7 +1,9 @@
 /**
- * `proclease demo [--grace-ms N] [--keep]`: the whole lifecycle story against
- * real processes, in a throwaway state dir, as a timeline with pids and
- * timings. Every step is checked; exit 0 only when all of them held.
+ * `proclease demo [--grace-ms MS] [--keep | --clean]`: the whole lifecycle
+ * story against real processes, in a fresh temp state dir, as a timeline with
+ * pids and timings. Every step is checked; exit 0 only when all of them held.
+ * The state dir is kept (its path is printed, with the commands to look at
+ * it) unless --clean is given.
  *
  *  1. ensure: lease written, wrapper spawned, ACP initialize + session/new
  *  2. prompt + cancel: the turn ends "cancelled", every process stays alive
@@ -17,14 +19,14 @@
  * an identity-checked signaller with that start time.
  *
  * The adapter is the package's scriptable ACP fixture agent
- * (fixtures/acp-agent/agent.mjs, shipped in the package), located from the package root. It is
- * not part of the published files: from an npm install the demo says so and
- * exits 1; from a checkout (`npm run demo`) it runs.
+ * (fixtures/acp-agent/agent.mjs, shipped in the package's "files"), located
+ * from the package root, so the demo runs from a checkout (`npm run demo`)
+ * and from an installed package (`npx proclease demo`) alike.
  */
 import { spawn, type ChildProcess } from "node:child_process";
 import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { dirname, join, resolve } from "node:path";
+import { basename, dirname, join, relative, resolve } from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
 import { createAcpxLifecycleController } from "../../acpx/controller.js";
 import type { AcpRuntimeHandle, AcpxLifecycleController } from "../../acpx/types.js";
@@ -34,8 +36,8 @@ import { createSignaller } from "../../facts/signal.js";
 import type { ProcessFacts, ProcessSignaller, SignalOutcome } from "../../facts/types.js";
 import { signalUnreapedChild } from "../../facts/guards.js";
 import { markerVerdict, MARKER_ENV_KEYS } from "../../ownership/index.js";
-import { parseArgs, UsageError, type CliIo } from "../io.js";
-import { backendLine } from "./ps.js";
+import { backendLine } from "../backend.js";
+import { flag, graceMsOption, plural, UsageError, type CliIo, type ParsedArgs } from "../io.js";
 
 const PACKAGE_ROOT = resolve(dirname(fileURLToPath(import.meta.url)), "..", "..", "..");
 const AGENT = join(PACKAGE_ROOT, "fixtures", "acp-agent", "agent.mjs");
@@ -46,15 +48,12 @@ interface AgentPids {
   grandchildPid: number | null;
 }
 
-export async function run(args: readonly string[], io: CliIo): Promise<number> {
-  const { flags } = parseArgs(args, { booleans: ["keep"], strings: ["grace-ms"] });
-  const graceMs = flags["grace-ms"] === undefined ? 500 : Number(flags["grace-ms"]);
-  if (!Number.isInteger(graceMs) || graceMs < 0 || graceMs > 60_000) throw new UsageError("--grace-ms must be an integer 0..60000");
+export async function run(parsed: ParsedArgs, io: CliIo): Promise<number> {
+  const graceMs = graceMsOption(parsed) ?? 500;
+  if (flag(parsed, "keep") && flag(parsed, "clean")) throw new UsageError("--keep and --clean contradict each other");
+  const clean = flag(parsed, "clean");
   if (!existsSync(AGENT)) {
-    io.err(
-      `the demo's ACP fixture agent is not here: ${AGENT}\n` +
-        "it ships with the source checkout, not the npm package: run `npm run demo` from a clone of proclease\n",
-    );
+    io.err(`the demo's ACP fixture agent is missing from this package: ${AGENT} (it ships in fixtures/; reinstall proclease)\n`);
     return 1;
   }
   if (!existsSync(ACPX_INDEX)) {
@@ -115,6 +114,9 @@ export async function run(args: readonly string[], io: CliIo): Promise<number> {
     log(`closeSession ${Date.now() - t} ms: verdict ${closed.verdict}, lease ${closed.leaseState}`);
     for (const m of closed.reap?.members ?? []) log(`  pid ${m.pid}: ${m.outcome}`);
     check(closed.outcome === "closed" && !tree1.some(alive), "close reaped the wrapper, the stubborn adapter and the escaped grandchild");
+    // one gateway per state dir: this controller gives the dir (its lock) to the stand-in gateways below
+    await ctl.dispose();
+    controllers.splice(controllers.indexOf(ctl), 1);
 
     // ---------------------------------------------------------------- 4
     io.out("\n");
@@ -127,12 +129,14 @@ export async function run(args: readonly string[], io: CliIo): Promise<number> {
     const tree2 = [h2.rootPid, p2.pid, p2.grandchildPid ?? 0];
     log(`stand-in gateway ${gw.pid} ensured a session: wrapper ${h2.rootPid} → adapter ${p2.pid} → setsid grandchild ${p2.grandchildPid}`);
     killOwnChild(gw);
+    const gwGone = exited(gw);
     t = Date.now();
     log(`SIGKILL → gateway ${gw.pid}; its wrapper sees the lifeline EOF`);
     const gone2 = await waitFor(async () => !tree2.some(alive) && (await leaseCarriers(facts, markersOf(h2))).length === 0, graceMs + 5000);
     log(`  tree gone ${gone2 ? `after ${Date.now() - t} ms` : "NOT within the deadline"} (grace ${graceMs} ms)`);
     check(gone2 && Date.now() - t <= graceMs + 1000, "the wrapper cleaned up within grace + 1 s, no process carries the lease id");
 
+    await gwGone; // its state dir lock goes with it
     // ---------------------------------------------------------------- 5
     io.out("\n");
     const pid3 = join(stateDir, "agent-3.json");
@@ -156,10 +160,11 @@ export async function run(args: readonly string[], io: CliIo): Promise<number> {
     log(`  orphans still running: ${orphans.join(", ") || "(none)"}`);
     check(orphans.length > 0, "the escaped processes outlived gateway and wrapper (the case startup reaping exists for)");
     t = Date.now();
+    await exited(gw3); // the new controller takes the state dir lock the dead gateway held
     const ctl2 = await createAcpxLifecycleController({ stateDir, graceMs, maintenanceIntervalMs: 0 });
     controllers.push(ctl2);
     const rep = await ctl2.reapStartupOrphans();
-    log(`new controller, reapStartupOrphans: ${rep.examined} lease(s) examined, ${rep.snapshots} snapshot, ${rep.elapsedMs} ms`);
+    log(`new controller, reapStartupOrphans: ${rep.examined} lease(s) examined, ${plural(rep.snapshots, "snapshot")}, ${rep.elapsedMs} ms`);
     for (const e of rep.entries) {
       log(`  lease ${e.leaseId}: ${e.verdict} → ${e.action} (${e.stateBefore}→${e.stateAfter})${e.reap ? `; ${e.reap.members.map((m) => `${m.pid}:${m.outcome}`).join(" ")}` : ""}`);
     }
@@ -177,10 +182,30 @@ export async function run(args: readonly string[], io: CliIo): Promise<number> {
     if (instanceId !== undefined) {
       for (const id of leaseIds) await killCarriers(facts, signaller, { leaseId: id, gatewayInstanceId: instanceId });
     }
-    if (!flags.keep) rmSync(stateDir, { recursive: true, force: true });
+    if (clean) rmSync(stateDir, { recursive: true, force: true });
   }
   io.out(failures.length === 0 ? "\nevery step verified.\n" : `\n${failures.length} step(s) failed:\n${failures.map((f) => `  - ${f}`).join("\n")}\n`);
+  if (!clean) io.out(lookAtIt(stateDir, leaseIds.at(-1)));
   return failures.length === 0 ? 0 : 1;
+}
+
+/** How this very binary was started, so the printed commands work when pasted: `npx proclease` or `node <path>`. */
+function selfCommand(): string {
+  const script = process.argv[1] ?? "";
+  if (basename(script) === "proclease") return "npx proclease";
+  const rel = relative(process.cwd(), script);
+  return `node ${rel.startsWith("..") || rel === "" ? script : rel}`;
+}
+
+function lookAtIt(stateDir: string, leaseId: string | undefined): string {
+  const cmd = selfCommand();
+  const dir = /^[\w./-]+$/.test(stateDir) ? stateDir : JSON.stringify(stateDir);
+  return (
+    `\nthe state dir is kept at ${dir} (--clean deletes it); look at it with:\n` +
+    `  ${cmd} status --state-dir ${dir}\n` +
+    `  ${cmd} leases --state-dir ${dir}\n` +
+    `  ${cmd} explain ${leaseId ?? "<leaseId>"} --state-dir ${dir}\n`
+  );
 }
 
 function agentArgv(flags: string[]): string[] {
@@ -263,6 +288,11 @@ async function leaseCarriers(facts: ProcessFacts, lease: { leaseId: string; gate
     if (d !== null && d.state !== "Z" && markerVerdict(d, lease) !== "mismatch") out.push(p.pid);
   }
   return out;
+}
+
+function exited(c: ChildProcess): Promise<void> {
+  if (c.exitCode !== null || c.signalCode !== null) return Promise.resolve();
+  return new Promise((resolve) => c.once("exit", () => resolve()));
 }
 
 /** SIGKILL to a child the demo spawned, only while it is unreaped (its pid cannot have been reused) and the guard allows it. */

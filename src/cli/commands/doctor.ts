@@ -3,17 +3,20 @@
  * per capability, each with yes/no and the reason. Every check is a real
  * attempt (load the addon, open pidfds, set the subreaper bit in a throwaway
  * child, read pid 1's environment), never a guess from the platform name.
+ * Rows that depend on the facts backend (identity, signals, environments)
+ * describe the backend that was asked, not the best one the host has.
  */
 import { execFile } from "node:child_process";
 import { promises as fsp } from "node:fs";
 import { release } from "node:os";
 import { describeBackendChoice } from "../../facts/get.js";
 import { loadError, loadNative } from "../../facts/native.js";
+import { createSignaller } from "../../facts/signal.js";
 import type { NativeBinding } from "../../facts/native-binding.js";
 import { hidepidOf, procMountOptions } from "../../facts/procfs.js";
 import type { ProcessFacts } from "../../facts/types.js";
-import { UsageError, parseArgs, type CliIo } from "../io.js";
-import { backendLine, factsFromFlag } from "./ps.js";
+import { backendLine, factsFromFlag, forcedBackend } from "../backend.js";
+import { flag, jsonLine, table, type CliIo, type ParsedArgs } from "../io.js";
 
 export interface DoctorRow {
   capability: string;
@@ -52,15 +55,21 @@ function identityRow(facts: ProcessFacts): DoctorRow {
   return { capability: "identity", ok: facts.identityStrength === "exact", detail: `${facts.identityStrength}: ${detail}` };
 }
 
-function pidfdRow(binding: NativeBinding | null): DoctorRow {
-  if (process.platform !== "linux") return { capability: "pidfd", ok: false, detail: `Linux only (this is ${process.platform}): check-then-kill has a pid-reuse window` };
-  if (binding === null) return { capability: "pidfd", ok: false, detail: `needs the native addon: ${nativeWhy()}` };
-  const ok = binding.pidfdSupported();
-  return {
-    capability: "pidfd",
-    ok,
-    detail: ok ? "pidfd_open + pidfd_send_signal work: identity-checked signals are race-free" : `kernel ${release()} refuses pidfd_open/pidfd_send_signal (needs Linux >= 5.3)`,
-  };
+/** Whether the signaller built for THIS backend (facts/signal.ts decides) checks and sends without a window. */
+function pidfdRow(facts: ProcessFacts, binding: NativeBinding | null): DoctorRow {
+  const cap = "pidfd";
+  if (process.platform !== "linux") return { capability: cap, ok: false, detail: `Linux only (this is ${process.platform}): check-then-kill has a pid-reuse window` };
+  if (binding === null) return { capability: cap, ok: false, detail: `needs the native addon: ${nativeWhy()}` };
+  if (!binding.pidfdSupported()) return { capability: cap, ok: false, detail: `kernel ${release()} refuses pidfd_open/pidfd_send_signal (needs Linux >= 5.3)` };
+  if (facts.backend === "none") return { capability: cap, ok: false, detail: "the kernel supports pidfd, but backend none verifies nothing, so it signals nothing" };
+  if (!createSignaller(facts, binding).raceFree) {
+    return {
+      capability: cap,
+      ok: false,
+      detail: `the kernel supports pidfd, but ${facts.backend} start times are not the kernel's clock ticks: signals are inspect-then-kill, NOT race-free`,
+    };
+  }
+  return { capability: cap, ok: true, detail: `pidfd_open + pidfd_send_signal work with ${facts.backend} start times: identity-checked signals are race-free` };
 }
 
 /** Sets PR_SET_CHILD_SUBREAPER in a throwaway child, so this process keeps its own state. */
@@ -83,6 +92,8 @@ async function subreaperRow(binding: NativeBinding | null): Promise<DoctorRow> {
 
 async function foreignEnvRow(facts: ProcessFacts): Promise<DoctorRow> {
   const cap = "foreign-env";
+  if (facts.backend === "none") return { capability: cap, ok: false, detail: "backend none reads nothing" };
+  if (facts.backend === "ps") return { capability: cap, ok: false, detail: "the ps backend reads no environments: the lease-env and marker checks report \"unknown\"" };
   if (process.pid === 1) return { capability: cap, ok: false, detail: "this process is pid 1: no other process to test against" };
   if (process.platform === "linux") {
     try {
@@ -94,7 +105,6 @@ async function foreignEnvRow(facts: ProcessFacts): Promise<DoctorRow> {
       return { capability: cap, ok: false, detail: `/proc/1/environ: ${code}; the lease-id environment check reports "unknown"` };
     }
   }
-  if (facts.backend === "none") return { capability: cap, ok: false, detail: "backend none reads nothing" };
   try {
     const d = await facts.inspect(1, { envKeys: ["PATH"] });
     const ok = d?.envReadable === true;
@@ -125,24 +135,20 @@ export async function collectDoctorRows(facts: ProcessFacts, forced: string | un
   return [
     backendRow(facts, forced, binding),
     identityRow(facts),
-    pidfdRow(binding),
+    pidfdRow(facts, binding),
     await subreaperRow(binding),
     await foreignEnvRow(facts),
     await visibilityRow(),
   ];
 }
 
-export async function run(args: readonly string[], io: CliIo): Promise<number> {
-  const { flags, positionals } = parseArgs(args, { booleans: ["json"], strings: ["backend"] });
-  if (positionals.length > 0) throw new UsageError(`unexpected argument ${JSON.stringify(positionals[0])}`);
-  const facts = factsFromFlag(flags.backend);
-  const forced = typeof flags.backend === "string" && flags.backend !== "auto" ? flags.backend : undefined;
-  const rows = await collectDoctorRows(facts, forced);
-  if (flags.json === true) {
-    io.out(JSON.stringify({ backend: facts.backend, identityStrength: facts.identityStrength, rows }) + "\n");
+export async function run(parsed: ParsedArgs, io: CliIo): Promise<number> {
+  const facts = factsFromFlag(parsed);
+  const rows = await collectDoctorRows(facts, forcedBackend(parsed));
+  if (flag(parsed, "json")) {
+    io.out(jsonLine({ backend: facts.backend, identityStrength: facts.identityStrength, rows }));
     return 0;
   }
-  const w = Math.max(...rows.map((r) => r.capability.length));
-  io.out(backendLine(facts) + rows.map((r) => `${r.capability.padEnd(w)}  ${r.ok ? "yes" : "no "}  ${r.detail}`).join("\n") + "\n");
+  io.out(backendLine(facts) + table(rows.map((r) => [r.capability, r.ok ? "yes" : "no", r.detail])));
   return 0;
 }

@@ -1,29 +1,33 @@
 /**
- * `proclease explain <leaseId|pid> [--state-dir D] [--json]`: the evidence
+ * `proclease explain <leaseId|pid> [--state-dir D] [--json] [--backend NAME]`: the evidence
  * table for one lease (by id, or the lease whose verified tree or remnants hold the pid)
  * and what cleanup would therefore do. Read-only: nothing is signalled.
  */
-import { getProcessFacts } from "../../facts/get.js";
+import type { ProcessFacts } from "../../facts/types.js";
 import { isSupervisorLease, settlementFor, type LeaseVerification } from "../../ownership/index.js";
-import { UsageError, parseArgs, type CliIo } from "../io.js";
+import { backendLine, factsFromFlag } from "../backend.js";
+import { EXIT, flag, jsonLine, resolveStateDir, table, type CliIo, type ParsedArgs } from "../io.js";
 import { parsePidArg } from "./inspect.js";
-import { backendLine } from "./ps.js";
-import { loadVerifiedLeases, resolveStateDir, table } from "./leases.js";
+import { loadVerifiedLeases } from "./leases.js";
 
-export async function run(args: readonly string[], io: CliIo): Promise<number> {
-  const { flags, positionals } = parseArgs(args, { booleans: ["json"], strings: ["state-dir"] });
-  if (positionals.length !== 1) throw new UsageError("usage: proclease explain <leaseId|pid> [--state-dir D] [--json]");
-  const target = positionals[0]!;
-  const stateDir = resolveStateDir(flags["state-dir"]);
-  const facts = getProcessFacts();
+/** Argument plumbing only; the explanation itself is below. */
+export async function run(parsed: ParsedArgs, io: CliIo): Promise<number> {
+  const target = parsed.positionals[0]!;
+  // a pid is checked before anything is read, so a bad one is a usage error
+  const pid = /^\d+$/.test(target) ? parsePidArg(target) : null;
+  return explain({ target, pid, stateDir: resolveStateDir(parsed), facts: factsFromFlag(parsed), json: flag(parsed, "json") }, io);
+}
+
+async function explain(
+  { target, pid, stateDir, facts, json }: { target: string; pid: number | null; stateDir: string; facts: ProcessFacts; json: boolean },
+  io: CliIo,
+): Promise<number> {
   const loaded = await loadVerifiedLeases(stateDir, facts);
-  if (!flags.json) io.out(backendLine(facts));
+  if (!json) io.out(backendLine(facts));
   const all = loaded?.verifications ?? [];
 
   let matches: LeaseVerification[];
-  let pid: number | null = null;
-  if (/^\d+$/.test(target)) {
-    pid = parsePidArg(target);
+  if (pid !== null) {
     matches = all.filter((v) => v.lease.rootPid === pid || (v.tree ?? v.remnants)?.members.some((m) => m.pid === pid));
     // prefer the lease that is still live over settled ones that once named the pid
     matches.sort((a, b) => rank(a) - rank(b));
@@ -34,15 +38,16 @@ export async function run(args: readonly string[], io: CliIo): Promise<number> {
   const v = matches[0];
   if (!v) {
     const what = pid !== null ? `pid ${pid} is not named by any lease (nor in a verified tree or its remnants)` : `no lease ${JSON.stringify(target)}`;
-    io.out(`${what} in ${stateDir}\ncleanup would never signal it.\n`);
-    return pid !== null ? 0 : 1;
+    if (json) io.out(jsonLine({ backend: facts.backend, identityStrength: facts.identityStrength, stateDir, found: false, target, conclusion: `${what}; cleanup would never signal it` }));
+    else io.err(`proclease explain: ${what} in ${stateDir}; cleanup would never signal it\n`);
+    return EXIT.failed;
   }
 
   // found in the same verification pass as the verdict (one snapshot); a settled lease is never reaped
   const remnantPids = rank(v) === 0 ? (v.remnants?.members.map((m) => m.pid) ?? []) : [];
   const conclusion = conclude(v, remnantPids);
-  if (flags.json) {
-    io.out(`${JSON.stringify({ backend: facts.backend, identityStrength: facts.identityStrength, lease: v.lease, verdict: v.verdict, evidence: v.evidence, members: v.tree?.members ?? [], remnants: remnantPids, conclusion }, null, 2)}\n`);
+  if (json) {
+    io.out(jsonLine({ backend: facts.backend, identityStrength: facts.identityStrength, stateDir, found: true, lease: v.lease, verdict: v.verdict, evidence: v.evidence, members: v.tree?.members ?? [], remnants: remnantPids, conclusion }));
     return 0;
   }
   const l = v.lease;

@@ -5,8 +5,9 @@
  */
 import { assertEnvKeys, assertPid } from "../../facts/validate.js";
 import type { ProcessDetails } from "../../facts/types.js";
-import { UsageError, parseArgs, type CliIo } from "../io.js";
-import { backendLine, factsFromFlag } from "./ps.js";
+import { backendLine, factsFromFlag } from "../backend.js";
+import { flag, formatAge, jsonLine, options, UsageError, type CliIo, type ParsedArgs } from "../io.js";
+import { labelProcesses } from "../labels.js";
 
 /** The pid argument, with validate.ts's message turned into a usage error. */
 export function parsePidArg(text: string): number {
@@ -26,15 +27,16 @@ function envLine(key: string, value: string | null, readable: boolean | undefine
   return `  ${key}: ${readable === true ? "(not set)" : "(unknown: environment not readable)"}`;
 }
 
-function human(d: ProcessDetails, keys: readonly string[]): string {
+function human(d: ProcessDetails, keys: readonly string[], comm: string | null, startedAt: number | null): string {
   const lines = [
+    `comm        ${comm ?? "?"}`,
     `pid         ${d.pid}`,
     `ppid        ${d.ppid}`,
     `pgid        ${d.pgid}`,
     `sid         ${d.sid}`,
     `uid         ${d.uid}`,
     `state       ${d.state}${d.state === "Z" ? " (zombie)" : ""}`,
-    `start time  ${d.startTime}`,
+    `start time  ${d.startTime}${startedAt === null ? "" : ` (${new Date(startedAt).toISOString()}, ${formatAge(Date.now() - startedAt)} ago)`}`,
     `exe         ${d.exePath ?? "(unknown)"}`,
     `argv        ${d.argv === null ? "(unknown)" : JSON.stringify(d.argv)}`,
   ];
@@ -47,27 +49,25 @@ function human(d: ProcessDetails, keys: readonly string[]): string {
   return lines.join("\n") + "\n";
 }
 
-export async function run(args: readonly string[], io: CliIo): Promise<number> {
-  const { flags, positionals } = parseArgs(args, { booleans: ["json"], strings: ["backend"], multi: ["env"] });
-  if (positionals.length === 0) throw new UsageError("missing <pid>");
-  if (positionals.length > 1) throw new UsageError(`unexpected argument ${JSON.stringify(positionals[1])}`);
-  const pid = parsePidArg(positionals[0]!);
-  const keys = Array.isArray(flags.env) ? flags.env : [];
+export async function run(parsed: ParsedArgs, io: CliIo): Promise<number> {
+  const pid = parsePidArg(parsed.positionals[0]!);
+  const keys = options(parsed, "env");
   try {
     assertEnvKeys(keys, "--env");
   } catch (err) {
     throw new UsageError(err instanceof Error ? err.message : String(err));
   }
-  const facts = factsFromFlag(flags.backend);
+  const facts = factsFromFlag(parsed);
   const details = await facts.inspect(pid, { envKeys: keys });
   if (details === null) {
     io.err(`proclease inspect: no such process ${pid} (backend: ${facts.backend})\n`);
     return 1;
   }
-  if (flags.json === true) {
-    io.out(JSON.stringify({ backend: facts.backend, identityStrength: facts.identityStrength, process: details }) + "\n");
+  const labels = await labelProcesses(facts, [details]);
+  if (flag(parsed, "json")) {
+    io.out(jsonLine({ backend: facts.backend, identityStrength: facts.identityStrength, process: { ...details, comm: labels.comm(pid), startedAt: labels.startedAt(details) } }));
   } else {
-    io.out(backendLine(facts) + human(details, keys));
+    io.out(backendLine(facts) + human(details, keys, labels.comm(pid), labels.startedAt(details)));
   }
   return 0;
 }

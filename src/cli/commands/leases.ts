@@ -1,26 +1,18 @@
 /**
- * `proclease leases [--state-dir D] [--json]`: every lease in the state dir
+ * `proclease leases [--state-dir D] [--json] [--backend NAME]`: every lease in the state dir
  * with its recorded state and its live verdict, all verified against ONE
  * process snapshot. Read-only: it never signals and never changes a lease.
  *
  * The state dir defaults to $PROCLEASE_STATE_DIR, else ~/.proclease.
  */
 import { existsSync } from "node:fs";
-import { homedir } from "node:os";
-import { join, resolve } from "node:path";
+import { join } from "node:path";
 import { getProcessFacts } from "../../facts/get.js";
 import { openLeaseStore, verifyLeases } from "../../ownership/index.js";
 import type { LeaseVerification } from "../../ownership/verify.js";
 import type { ProcessFacts } from "../../facts/types.js";
-import { parseArgs, type CliIo } from "../io.js";
-import { backendLine } from "./ps.js";
-
-export function resolveStateDir(flag: string | boolean | string[] | undefined): string {
-  if (typeof flag === "string" && flag.length > 0) return resolve(flag);
-  const env = process.env.PROCLEASE_STATE_DIR;
-  if (env) return resolve(env);
-  return join(homedir(), ".proclease");
-}
+import { backendLine, factsFromFlag } from "../backend.js";
+import { flag, jsonLine, resolveStateDir, table, type CliIo, type ParsedArgs } from "../io.js";
 
 /** Leases of the state dir plus their live verdicts; null when the dir holds no lease store. */
 export async function loadVerifiedLeases(
@@ -34,30 +26,22 @@ export async function loadVerifiedLeases(
   return { verifications, problems: problems.map((p) => ({ file: p.file, detail: p.detail })) };
 }
 
-export function table(rows: string[][]): string {
-  if (rows.length === 0) return "";
-  const widths = rows[0]!.map((_, i) => Math.max(...rows.map((r) => (r[i] ?? "").length)));
-  return rows.map((r) => r.map((c, i) => (i === r.length - 1 ? c : c.padEnd(widths[i]!))).join("  ")).join("\n") + "\n";
+/** Argument plumbing only; the listing itself is below. */
+export async function run(parsed: ParsedArgs, io: CliIo): Promise<number> {
+  return listLeases({ stateDir: resolveStateDir(parsed), facts: factsFromFlag(parsed), json: flag(parsed, "json") }, io);
 }
 
-export async function run(args: readonly string[], io: CliIo): Promise<number> {
-  const { flags } = parseArgs(args, { booleans: ["json"], strings: ["state-dir"] });
-  const stateDir = resolveStateDir(flags["state-dir"]);
-  const facts = getProcessFacts();
+async function listLeases({ stateDir, facts, json }: { stateDir: string; facts: ProcessFacts; json: boolean }, io: CliIo): Promise<number> {
   const loaded = await loadVerifiedLeases(stateDir, facts);
-  if (flags.json) {
+  if (json) {
     io.out(
-      `${JSON.stringify(
-        {
-          backend: facts.backend,
-          identityStrength: facts.identityStrength,
-          stateDir,
-          leases: (loaded?.verifications ?? []).map((v) => ({ ...v.lease, verdict: v.verdict, evidence: v.evidence })),
-          problems: loaded?.problems ?? [],
-        },
-        null,
-        2,
-      )}\n`,
+      jsonLine({
+        backend: facts.backend,
+        identityStrength: facts.identityStrength,
+        stateDir,
+        leases: (loaded?.verifications ?? []).map((v) => ({ ...v.lease, verdict: v.verdict, evidence: v.evidence })),
+        problems: loaded?.problems ?? [],
+      }),
     );
     return 0;
   }

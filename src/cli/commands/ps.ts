@@ -1,36 +1,34 @@
 /**
  * `proclease ps [--tree] [--json] [--backend NAME]`: the live process table as
- * the facts layer sees it. The first line names the backend that answered,
- * because what a row means (start-time unit, what could be seen) depends on it.
+ * the facts layer sees it, with the command name and a human age. Raw start
+ * times (whose unit depends on the backend) appear only in `--json`.
  */
-import { getProcessFacts, isFactsBackend } from "../../facts/get.js";
-import type { FactsBackend, ProcessFacts, ProcessInfo, ProcessSnapshot } from "../../facts/types.js";
-import { UsageError, parseArgs, type CliIo } from "../io.js";
+import type { ProcessInfo, ProcessSnapshot } from "../../facts/types.js";
+import { backendLine, factsFromFlag } from "../backend.js";
+import { flag, formatAge, jsonLine, type CliIo, type ParsedArgs } from "../io.js";
+import { labelProcesses, type ProcessLabels } from "../labels.js";
 
-/** `--backend NAME` → facts; shared by ps, inspect and doctor. */
-export function factsFromFlag(value: string | boolean | string[] | undefined): ProcessFacts {
-  if (value === undefined) return getProcessFacts();
-  if (typeof value !== "string" || (value !== "auto" && !isFactsBackend(value))) {
-    throw new UsageError(`--backend must be one of auto, native, procfs, ps, none; got ${JSON.stringify(value)}`);
-  }
-  return getProcessFacts({ backend: value as "auto" | FactsBackend });
+const HEADER = ["PID", "PPID", "PGID", "SID", "UID", "S", "AGE", "COMM"] as const;
+
+function row(p: ProcessInfo, labels: ProcessLabels, now: number, indent = ""): string[] {
+  const started = labels.startedAt(p);
+  return [
+    String(p.pid),
+    String(p.ppid),
+    String(p.pgid),
+    String(p.sid),
+    String(p.uid),
+    p.state,
+    formatAge(started === null ? null : now - started),
+    indent + (labels.comm(p.pid) ?? "?"),
+  ];
 }
 
-export function backendLine(facts: ProcessFacts): string {
-  return `backend: ${facts.backend} (identity: ${facts.identityStrength})\n`;
-}
-
-const HEADER = ["PID", "PPID", "PGID", "SID", "UID", "S", "START"] as const;
-
-function row(p: ProcessInfo, indent = ""): string[] {
-  return [indent + String(p.pid), String(p.ppid), String(p.pgid), String(p.sid), String(p.uid), p.state, p.startTime];
-}
-
-/** Right-aligns numeric columns, except the first in tree mode (its indent is the point). */
-function table(rows: string[][], leftFirst: boolean): string {
+/** Numbers right-aligned; the command name last and left-aligned (its indent is the tree). */
+function render(rows: string[][]): string {
   const widths = HEADER.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i]!.length)));
-  const fmt = (r: readonly string[]) =>
-    r.map((c, i) => (i === 0 && leftFirst ? c.padEnd(widths[i]!) : c.padStart(widths[i]!))).join("  ").trimEnd();
+  const last = HEADER.length - 1;
+  const fmt = (r: readonly string[]) => r.map((c, i) => (i === last ? c : c.padStart(widths[i]!))).join("  ").trimEnd();
   return [fmt(HEADER), ...rows.map(fmt)].join("\n") + "\n";
 }
 
@@ -62,24 +60,28 @@ export function treeOrder(snap: ProcessSnapshot): Array<{ p: ProcessInfo; depth:
   return out;
 }
 
-export async function run(args: readonly string[], io: CliIo): Promise<number> {
-  const { flags, positionals } = parseArgs(args, { booleans: ["tree", "json"], strings: ["backend"] });
-  if (positionals.length > 0) throw new UsageError(`unexpected argument ${JSON.stringify(positionals[0])}`);
-  const facts = factsFromFlag(flags.backend);
+export async function run(parsed: ParsedArgs, io: CliIo): Promise<number> {
+  const facts = factsFromFlag(parsed);
   const snap = await facts.snapshot();
   const procs = [...snap.processes.values()].sort((a, b) => a.pid - b.pid);
-  if (flags.json === true) {
+  const labels = await labelProcesses(facts, procs);
+  if (flag(parsed, "json")) {
     io.out(
-      JSON.stringify({ backend: facts.backend, identityStrength: facts.identityStrength, takenAt: snap.takenAt, processes: procs }) +
-        "\n",
+      jsonLine({
+        backend: facts.backend,
+        identityStrength: facts.identityStrength,
+        takenAt: snap.takenAt,
+        processes: procs.map((p) => ({ ...p, comm: labels.comm(p.pid), startedAt: labels.startedAt(p) })),
+      }),
     );
     return 0;
   }
   io.out(backendLine(facts));
-  if (flags.tree === true) {
-    io.out(table(treeOrder(snap).map(({ p, depth }) => row(p, "  ".repeat(depth))), true));
+  const now = Date.now();
+  if (flag(parsed, "tree")) {
+    io.out(render(treeOrder(snap).map(({ p, depth }) => row(p, labels, now, "  ".repeat(depth)))));
   } else {
-    io.out(table(procs.map((p) => row(p)), false));
+    io.out(render(procs.map((p) => row(p, labels, now))));
   }
   return 0;
 }
