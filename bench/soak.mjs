@@ -1,0 +1,858 @@
+// Seeded chaos soak (issue 9, item 8): many sessions over many incarnations of
+// ONE gateway (one state dir, each incarnation its own node process), against
+// real processes, with foreign bystanders and busy-host churn running
+// throughout. At the end a final incarnation reaps, the soak waits out the
+// grace and then asserts, with its own /proc reads:
+//   - 0 orphans: no live process carries this run's lease ids or instance id,
+//     and no session process the soak saw outlived the run
+//   - 0 foreign signals: every bystander is untouched
+//   - every lease accounted for, in closed or lost; 0 open/closing; nothing in quarantine
+//   - clean closes settle "closed"; scripted steps behave as the contract says
+// and prints sessions/s, reap time per incarnation and the peak process count.
+//
+//   npm run soak [-- --quick] [--seed N] [--sessions N] [--churn N | --no-churn]
+//                [--grace-ms N] [--max-batch N] [--keep] [--verbose]
+// --quick = 40 sessions (CI). The plan (variants, scripts, endings, batches) is
+// drawn from the printed seed, so --seed N replays it; timing on a busy host
+// does not replay. Exit 0 when every assertion holds, 1 when one fails, 2 when
+// the harness itself could not run.
+import { randomInt } from "node:crypto";
+import { closeSync, existsSync, mkdirSync, mkdtempSync, openSync, readdirSync, readFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { dirname, join } from "node:path";
+import { fileURLToPath, pathToFileURL } from "node:url";
+import { Bystanders, Churn } from "./soak/bystanders.mjs";
+import { EventTimeout, GatewayDied, Incarnation } from "./soak/incarnation.mjs";
+import { ENDINGS, KILLS_GATEWAY, makePlan } from "./soak/plan.mjs";
+import { carriers, children, cmdline, killSame, pids, sameAlive, stat } from "./soak/proc.mjs";
+
+const here = dirname(fileURLToPath(import.meta.url));
+const ROOT = join(here, "..");
+const AGENT = join(ROOT, "fixtures/acp-agent/agent.mjs");
+const GATEWAY = join(ROOT, "test/fixtures/soak/gateway.mjs");
+const HOLD = join(ROOT, "test/fixtures/soak/hold.mjs");
+const DIST = join(ROOT, "dist/index.js");
+
+// ------------------------------------------------------------------ options
+
+function parseArgs(argv) {
+  const o = { quick: false, seed: null, sessions: null, churn: 4, graceMs: 400, maxBatch: 4, keep: false, verbose: false };
+  const num = (i, name) => {
+    const v = Number(argv[i]);
+    if (!Number.isInteger(v) || v < 0) usage(`${name} needs a non-negative integer, got ${JSON.stringify(argv[i])}`);
+    return v;
+  };
+  for (let i = 0; i < argv.length; i++) {
+    const a = argv[i];
+    if (a === "--quick") o.quick = true;
+    else if (a === "--seed") o.seed = num(++i, a) >>> 0;
+    else if (a === "--sessions") o.sessions = num(++i, a);
+    else if (a === "--churn") o.churn = num(++i, a);
+    else if (a === "--no-churn") o.churn = 0;
+    else if (a === "--grace-ms") o.graceMs = num(++i, a);
+    else if (a === "--max-batch") o.maxBatch = Math.max(1, num(++i, a));
+    else if (a === "--keep") o.keep = true;
+    else if (a === "--verbose") o.verbose = true;
+    else if (a === "-h" || a === "--help") usage(null);
+    else usage(`unknown argument ${a}`);
+  }
+  o.sessions ??= o.quick ? 40 : 500;
+  o.seed ??= randomInt(0, 2 ** 32);
+  return o;
+}
+
+function usage(err) {
+  const text =
+    "usage: node bench/soak.mjs [--quick] [--seed N] [--sessions N] [--churn N | --no-churn] [--grace-ms N] [--max-batch N] [--keep] [--verbose]";
+  if (err) {
+    console.error(`soak: ${err}\n${text}`);
+    process.exit(2);
+  }
+  console.log(text);
+  process.exit(0);
+}
+
+const opts = parseArgs(process.argv.slice(2));
+if (process.platform !== "linux") {
+  console.error("soak: Linux only (it checks the outcome through /proc itself)");
+  process.exit(2);
+}
+if (!existsSync(DIST)) {
+  console.error(`soak: ${DIST} is missing; run \`npm run build\` (npm run soak does)`);
+  process.exit(2);
+}
+
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+const T = { ensure: 60_000, prompt: 30_000, close: 60_000, start: 120_000, stop: 15_000 };
+
+// ------------------------------------------------------------------ run state
+
+const runDir = mkdtempSync(join(tmpdir(), `proclease-soak-${opts.seed}-`));
+const stateDir = join(runDir, "state");
+const pidDir = join(runDir, "pids");
+const logDir = join(runDir, "bystanders");
+for (const d of [stateDir, pidDir, logDir]) mkdirSync(d, { mode: 0o700 });
+const leaseDir = join(stateDir, "acpx", "leases");
+const gatewayLog = openSync(join(runDir, "gateways.log"), "a");
+
+const plan = makePlan(opts.seed, opts.sessions, { maxBatch: opts.maxBatch });
+/** per session: what happened */
+const results = plan.sessions.map((s) => ({
+  s,
+  incarnation: null,
+  ran: false,
+  collateral: false,
+  leaseIds: new Set(),
+  handle: null,
+  ensure: null, //       "ok" | "failed" | "interrupted"
+  ensureError: null,
+  kill: null, //         {what, point, late}
+  closes: [], //         close reports (and the clean-close flag)
+  errors: [], //         scripted steps that did not behave as the contract says
+  procs: [], //          {role, pid, startTime}: what the soak saw of this session
+  cancels: 0,
+}));
+const stepTimes = { ensure: [], prompt: [], "prompt+cancel": [], close: [] }; // ms, as the soak waited for them
+const incarnations = []; // {index, pid, instanceId, reapMs, examined, actions, problems, lockRetries, failed}
+const lastReapEntry = new Map(); // leaseId -> the latest reap entry about it
+const allLeaseIds = new Set();
+const harness = []; // harness failures (an incarnation that could not start, a fatal, a timeout)
+let instanceId = null;
+const instanceIds = new Set();
+let current = null; // the live incarnation
+let wrapperPath = null;
+
+const bystanders = new Bystanders({ holdPath: HOLD, logDir });
+let churn = null;
+let peakProcs = 0;
+const baselineProcs = pids().length;
+const sampler = setInterval(() => (peakProcs = Math.max(peakProcs, pids().length)), 200);
+sampler.unref();
+
+// Interrupted (Ctrl-C, a CI timeout): take down everything the soak started, synchronously.
+function emergencyCleanup() {
+  for (const inc of [current, spare]) {
+    try {
+      inc?.child.kill("SIGKILL");
+    } catch {}
+  }
+  churn?.stop();
+  for (const b of bystanders.all) if (b.startTime) killSame(b.pid, b.startTime);
+  killCarriers();
+}
+for (const sig of ["SIGINT", "SIGTERM", "SIGHUP"]) {
+  process.on(sig, () => {
+    console.error(`\nsoak: ${sig}; cleaning up (run dir kept: ${runDir})`);
+    emergencyCleanup();
+    process.exit(130);
+  });
+}
+
+/** SIGKILL every live carrier of our markers (after the report): end of run or interruption. */
+function killCarriers() {
+  const found = carriers({ leaseIds: allLeaseIds, instanceIds, exclude: bystanders.excludeMap() });
+  for (const p of found) killSame(p.pid, p.startTime);
+  return found.length;
+}
+
+// ------------------------------------------------------------------ helpers
+
+const sidOf = (s, sub = "") => `${s.sid}${sub}`;
+const pidfileOf = (s, sub = "") => join(pidDir, `${sidOf(s, sub)}.json`);
+
+function adapterCommand(s, pidfile) {
+  const v = s.variant;
+  const a = [process.execPath, AGENT];
+  if (v.stubborn) a.push("--ignore-sigterm");
+  if (v.surviveStdinClose) a.push("--survive-stdin-close");
+  if (v.grandchild !== "none") a.push(`--grandchild=${v.grandchild}`);
+  a.push(`--turn=${v.turn}`);
+  if (v.crashOn) a.push(`--crash-on=${v.crashOn}`);
+  a.push(`--pidfile=${pidfile}`);
+  return a;
+}
+
+function note(r, role, pid, check) {
+  const st = pid > 0 ? stat(pid) : null;
+  if (!st || st.state === "Z") return null;
+  if (check && !check(pid)) return null;
+  const p = { role, pid, startTime: st.startTime };
+  r.procs.push(p);
+  return p;
+}
+const argvHas = (needle) => (pid) => (cmdline(pid) ?? []).some((x) => x.includes(needle));
+
+/** The wrapper of session s: a child of the gateway whose argv carries the session's pidfile. */
+function findWrapper(inc, pidfile) {
+  for (const c of children(inc.pid)) if (argvHas(pidfile)(c)) return c;
+  return null;
+}
+
+function readPidfile(pidfile) {
+  try {
+    return JSON.parse(readFileSync(pidfile, "utf8"));
+  } catch {
+    return null;
+  }
+}
+
+/** Records the adapter and grandchild from the pidfile (each checked to be that process now). */
+function noteAdapter(r, pidfile) {
+  const p = readPidfile(pidfile);
+  if (!p) return null;
+  const adapter = note(r, "adapter", p.pid, argvHas(pidfile));
+  if (p.grandchildPid) note(r, "grandchild", p.grandchildPid, (pid) => (cmdline(pid) ?? []).join(" ").includes("sleep"));
+  return adapter;
+}
+
+function learnLease(r, leaseId) {
+  if (!leaseId || r.leaseIds.has(leaseId)) return;
+  r.leaseIds.add(leaseId);
+  allLeaseIds.add(leaseId);
+  if (r.s.twin) bystanders.twin(leaseId, r.s.twin);
+}
+
+/** Lease files on disk, read directly (an independent look at the store). */
+function diskLeases() {
+  const byId = new Map();
+  const read = (dir, where) => {
+    let names = [];
+    try {
+      names = readdirSync(dir).filter((n) => n.endsWith(".json") && !n.startsWith("."));
+    } catch {
+      return;
+    }
+    for (const n of names) {
+      try {
+        const l = JSON.parse(readFileSync(join(dir, n), "utf8"));
+        // the archive copy wins over a live one left by an interrupted move (lease-store.ts)
+        if (where === "archive" || !byId.has(l.leaseId)) byId.set(l.leaseId, { ...l, where });
+      } catch (e) {
+        byId.set(n, { leaseId: n, state: "unparseable", where, error: String(e.message) });
+      }
+    }
+  };
+  read(join(leaseDir, "archive"), "archive");
+  read(leaseDir, "live");
+  return byId;
+}
+
+/** Every file under any folder named "quarantine" in the state dir. */
+function quarantined(dir = stateDir) {
+  const out = [];
+  let entries = [];
+  try {
+    entries = readdirSync(dir, { withFileTypes: true });
+  } catch {
+    return out;
+  }
+  for (const e of entries) {
+    if (!e.isDirectory()) continue;
+    const p = join(dir, e.name);
+    if (e.name === "quarantine") for (const f of readdirSync(p)) out.push(join(p, f));
+    else out.push(...quarantined(p));
+  }
+  return out;
+}
+
+/** New lease file for key, not among `before` (poll). */
+function newLeaseFor(key, before) {
+  let names = [];
+  try {
+    names = readdirSync(leaseDir).filter((n) => n.endsWith(".json") && !before.has(n));
+  } catch {
+    return null;
+  }
+  for (const n of names) {
+    try {
+      const l = JSON.parse(readFileSync(join(leaseDir, n), "utf8"));
+      if (l.sessionKey === key) return l;
+    } catch {
+      /* mid-write */
+    }
+  }
+  return null;
+}
+
+/** Polls fn every ~2 ms until it returns non-null, or `stop` settles. */
+async function poll(fn, stop) {
+  let stopped = false;
+  stop.then(
+    () => (stopped = true),
+    () => (stopped = true),
+  );
+  while (!stopped) {
+    const v = fn();
+    if (v !== null && v !== undefined && v !== false) return v;
+    await sleep(2);
+  }
+  return null;
+}
+
+// ------------------------------------------------------------------ session steps
+
+async function ensureStep(inc, r, sub = "") {
+  const s = r.s;
+  const sid = sidOf(s, sub);
+  const pidfile = pidfileOf(s, sub);
+  const mark = inc.mark();
+  inc.send({ op: "ensure", sid, key: s.key, command: adapterCommand(s, pidfile) });
+  const t = Date.now();
+  const ev = await inc.waitSession(sid, ["ensured", "ensure-failed"], T.ensure, mark);
+  stepTimes.ensure.push(Date.now() - t);
+  return settleEnsure(inc, r, ev, pidfile);
+}
+
+function settleEnsure(inc, r, ev, pidfile) {
+  if (ev.ev === "ensured") {
+    r.ensure = "ok";
+    learnLease(r, ev.handle.leaseId);
+    note(r, "wrapper", ev.handle.rootPid, argvHas(pidfile));
+    noteAdapter(r, pidfile);
+    return ev.handle;
+  }
+  r.ensure = "failed";
+  r.ensureError = ev.error;
+  learnLease(r, ev.error.leaseId);
+  return null;
+}
+
+async function promptStep(inc, r, p, sid) {
+  const mark = inc.mark();
+  inc.send({ op: "prompt", sid, text: "soak", ...(p.kind === "long" ? { cancelAfterMs: p.cancelAfterMs } : {}) });
+  const t = Date.now();
+  const ev = await inc.waitSession(sid, ["prompted", "prompt-failed"], T.prompt, mark);
+  stepTimes[p.kind === "long" ? "prompt+cancel" : "prompt"].push(Date.now() - t);
+  r.cancels += ev.cancels ?? 0;
+  const want = p.kind === "long" ? "cancelled" : "end_turn";
+  if (ev.ev !== "prompted" || ev.stopReason !== want) {
+    r.errors.push(`prompt (${p.kind}) on ${sid}: ${ev.ev === "prompted" ? `stopReason ${ev.stopReason}` : `${ev.error.name}: ${ev.error.message}`}; expected ${want}`);
+  }
+  return ev;
+}
+
+async function closeStep(inc, r, sid, { handleOf, clean = false } = {}) {
+  const mark = inc.mark();
+  inc.send({ op: "close", sid, key: r.s.key, ...(handleOf ? { handleOf } : {}) });
+  const t = Date.now();
+  const ev = await inc.waitSession(sid, ["closed", "close-failed"], T.close, mark);
+  stepTimes.close.push(Date.now() - t);
+  const rec = { sid, clean, handleOf: handleOf ?? null, ev: ev.ev, report: ev.report ?? null, error: ev.error ?? null };
+  r.closes.push(rec);
+  if (ev.report?.leaseId && !handleOf) learnLease(r, ev.report.leaseId);
+  return rec;
+}
+
+async function killGateway(inc, r, point, late = false) {
+  r.kill = { what: "gateway", point, late };
+  await inc.kill();
+}
+
+/** SIGKILL a process the soak noted for this session, if it is still that process. */
+function killNoted(r, role) {
+  const p = r.procs.find((x) => x.role === role);
+  return p ? killSame(p.pid, p.startTime) : false;
+}
+
+async function waitGone(p, ms = 5000) {
+  const deadline = Date.now() + ms;
+  while (Date.now() < deadline && sameAlive(p.pid, p.startTime)) await sleep(10);
+}
+
+/**
+ * Runs ensure while watching for the kill point; returns when the point is
+ * reached (or ensure answered first: then `late`).
+ */
+async function ensureUntil(inc, r, point) {
+  const s = r.s;
+  const sid = sidOf(s);
+  const pidfile = pidfileOf(s);
+  let before = new Set();
+  try {
+    before = new Set(readdirSync(leaseDir));
+  } catch {}
+  const mark = inc.mark();
+  const answered = inc.waitSession(sid, ["ensured", "ensure-failed"], T.ensure, mark);
+  answered.catch(() => {});
+  inc.send({ op: "ensure", sid, key: s.key, command: adapterCommand(s, pidfile) });
+  let wrapper = null;
+  const reached =
+    point === "at-send"
+      ? true
+      : point === "at-ensuring"
+        ? await inc.waitSession(sid, ["ensuring"], T.ensure, mark).then(() => true)
+        : point === "lease-written"
+          ? await poll(() => {
+              const l = newLeaseFor(s.key, before);
+              if (l) learnLease(r, l.leaseId);
+              return l;
+            }, answered)
+          : point === "wrapper-spawned"
+            ? await poll(() => (wrapper = findWrapper(inc, pidfile)), answered)
+            : point === "adapter-started"
+              ? await poll(() => existsSync(pidfile), answered)
+              : await sleep(s.delayMs).then(() => true);
+  // whatever is up right now, the soak notes it (for the "nothing outlived" check)
+  wrapper ??= findWrapper(inc, pidfile);
+  if (wrapper) note(r, "wrapper", wrapper, argvHas(pidfile));
+  noteAdapter(r, pidfile);
+  const early = inc.events.slice(mark).find((e) => e.sid === sid && (e.ev === "ensured" || e.ev === "ensure-failed"));
+  if (early) settleEnsure(inc, r, early, pidfile);
+  else r.ensure = "interrupted";
+  return { late: !reached || early !== undefined };
+}
+
+async function runSession(inc, r) {
+  const s = r.s;
+  const sid = sidOf(s);
+  r.ran = true;
+  r.incarnation = inc.index;
+  switch (s.ending) {
+    case "clean": {
+      const h = await ensureStep(inc, r);
+      if (!h) {
+        r.errors.push(`ensureSession failed: ${r.ensureError.name}: ${r.ensureError.message}`);
+        return;
+      }
+      for (const p of s.prompts) await promptStep(inc, r, p, sid);
+      if (!s.staleHandle) {
+        await closeStep(inc, r, sid, { clean: true });
+        return;
+      }
+      // stale handle: close, ensure the same key again, then close with the OLD handle
+      await closeStep(inc, r, sid, { clean: true });
+      const h2 = await ensureStep(inc, r, "b");
+      if (!h2) {
+        r.errors.push(`second ensureSession on the key failed: ${r.ensureError.name}: ${r.ensureError.message}`);
+        return;
+      }
+      const stale = await closeStep(inc, r, sidOf(s, "b"), { handleOf: sid });
+      const wrapper2 = r.procs.findLast((p) => p.role === "wrapper");
+      if (stale.ev === "closed" && stale.report.outcome !== "noop") {
+        r.errors.push(`closeSession with a stale handle (lease ${h.leaseId}) acted on the current session (lease ${h2.leaseId}): ${stale.report.outcome} ${stale.report.detail}`);
+      }
+      if (wrapper2 && !sameAlive(wrapper2.pid, wrapper2.startTime)) {
+        r.errors.push(`the current session's wrapper (pid ${wrapper2.pid}) died after a close with a stale handle`);
+      }
+      await promptStep(inc, r, s.variant.turn === "quick" ? { kind: "quick" } : { kind: "long", cancelAfterMs: 50 }, sidOf(s, "b"));
+      await closeStep(inc, r, sidOf(s, "b"), { clean: true });
+      return;
+    }
+    case "gw-kill-before-ensure":
+    case "gw-kill-during-ensure": {
+      const { late } = await ensureUntil(inc, r, s.point);
+      await killGateway(inc, r, s.point, late);
+      return;
+    }
+    case "gw-kill-after-ensure": {
+      await ensureStep(inc, r);
+      await sleep(s.delayMs);
+      await killGateway(inc, r, `after-ensure+${s.delayMs}ms`);
+      return;
+    }
+    case "gw-kill-mid-prompt": {
+      if (!(await ensureStep(inc, r))) return killGateway(inc, r, "mid-prompt (ensure failed)", true);
+      const mark = inc.mark();
+      inc.send({ op: "prompt", sid, text: "long" });
+      await inc.waitSession(sid, ["prompting"], T.prompt, mark);
+      await sleep(s.delayMs);
+      const late = inc.events.slice(mark).some((e) => e.sid === sid && (e.ev === "prompted" || e.ev === "prompt-failed"));
+      await killGateway(inc, r, `mid-prompt+${s.delayMs}ms`, late);
+      return;
+    }
+    case "gw-kill-mid-close": {
+      if (!(await ensureStep(inc, r))) return killGateway(inc, r, "mid-close (ensure failed)", true);
+      for (const p of s.prompts) await promptStep(inc, r, p, sid);
+      const mark = inc.mark();
+      inc.send({ op: "close", sid, key: s.key });
+      await inc.waitSession(sid, ["closing"], T.close, mark);
+      const delay = Math.round(s.delayFraction * opts.graceMs);
+      await sleep(delay);
+      const late = inc.events.slice(mark).some((e) => e.sid === sid && (e.ev === "closed" || e.ev === "close-failed"));
+      await killGateway(inc, r, `mid-close+${delay}ms`, late);
+      return;
+    }
+    case "wrapper-kill": {
+      if (!(await ensureStep(inc, r))) return;
+      for (const p of s.prompts) await promptStep(inc, r, p, sid);
+      const w = r.procs.find((p) => p.role === "wrapper");
+      r.kill = { what: "wrapper", point: "live", late: !killNoted(r, "wrapper") };
+      if (w) await waitGone(w);
+      // the adapter's stdio is the gateway's own pipe, so a prompt may still be answered: no expectation
+      if (s.promptAfterWrapperKill) {
+        const mark = inc.mark();
+        inc.send({ op: "prompt", sid, text: "after wrapper kill", cancelAfterMs: 100 });
+        await inc.waitSession(sid, ["prompted", "prompt-failed"], T.prompt, mark);
+      }
+      await closeStep(inc, r, sid);
+      return;
+    }
+    case "adapter-crash": {
+      const h = await ensureStep(inc, r);
+      if (s.point !== "mid-session") {
+        if (h) r.errors.push(`ensureSession succeeded although the adapter exits on ${s.point}`);
+        else if (r.ensureError.name !== "AcpxEnsureError") r.errors.push(`ensureSession failed with ${r.ensureError.name}, expected AcpxEnsureError: ${r.ensureError.message}`);
+        return;
+      }
+      if (!h) return;
+      for (const p of s.prompts) await promptStep(inc, r, p, sid);
+      const a = r.procs.find((p) => p.role === "adapter");
+      r.kill = { what: "adapter", point: "mid-session", late: !killNoted(r, "adapter") };
+      if (a) await waitGone(a);
+      await closeStep(inc, r, sid);
+      return;
+    }
+    case "gw+wrapper-kill": {
+      let late = false;
+      if (s.point === "after-ensure" || s.point === "mid-prompt") {
+        if (!(await ensureStep(inc, r))) late = true;
+        else if (s.point === "mid-prompt") {
+          const mark = inc.mark();
+          inc.send({ op: "prompt", sid, text: "long" });
+          await inc.waitSession(sid, ["prompting"], T.prompt, mark);
+          await sleep(s.delayMs);
+        }
+      } else {
+        late = (await ensureUntil(inc, r, s.point)).late;
+      }
+      const wrapperKilled = killNoted(r, "wrapper");
+      r.kill = { what: wrapperKilled ? "gateway+wrapper" : "gateway (no wrapper found)", point: s.point, late };
+      await inc.kill();
+      return;
+    }
+    default:
+      throw new Error(`unknown ending ${s.ending}`);
+  }
+}
+
+async function runSessionSafe(inc, r) {
+  try {
+    await runSession(inc, r);
+  } catch (e) {
+    if (e instanceof GatewayDied) {
+      // another session of this incarnation killed the gateway under this one
+      if (!r.kill) r.collateral = true;
+    } else if (e instanceof EventTimeout) {
+      r.errors.push(`stuck: ${e.message}`);
+      harness.push(`session ${r.s.sid} (${r.s.ending}): ${e.message}`);
+    } else {
+      r.errors.push(`soak error: ${e.stack ?? e}`);
+      harness.push(`session ${r.s.sid}: ${e.stack ?? e}`);
+    }
+  }
+}
+
+// ------------------------------------------------------------------ incarnations
+
+let spare = null;
+let spawned = 0;
+function spawnIncarnation() {
+  const name = `g${++spawned}`;
+  return new Incarnation({
+    index: name,
+    script: GATEWAY,
+    args: ["--dist", pathToFileURL(DIST).href, "--state-dir", stateDir, "--grace-ms", String(opts.graceMs), "--hold", HOLD, "--agent", AGENT, "--log-dir", logDir, "--name", name],
+    stderrFd: gatewayLog,
+  });
+}
+
+/**
+ * The next incarnation: a warm spare (node started, package imported) is told
+ * to go only now, after the previous one is dead; another spare is warmed for
+ * the one after. last: no spare after it.
+ */
+async function startIncarnation(index, { last = false } = {}) {
+  const inc = spare ?? spawnIncarnation();
+  spare = last ? null : spawnIncarnation();
+  inc.index = index;
+  current = inc;
+  inc.send({ op: "go" });
+  const rec = { index, pid: inc.pid, t0: Date.now(), startMs: null, wallMs: null, instanceId: null, reapMs: null, examined: 0, actions: {}, problems: [], lockRetries: 0, failed: null };
+  incarnations.push(rec);
+  try {
+    const gw = await inc.waitEvent((e) => e.ev === "gateway" || e.ev === "fatal", T.start, "gateway start");
+    if (gw.ev === "gateway" && gw.bystanderPid) bystanders.addGroup(gw.bystanderPid, gw.bystanderLog);
+    const c = await inc.waitEvent((e) => e.ev === "controller" || e.ev === "fatal", T.start, "controller");
+    if (c.ev === "fatal") throw new Error(`controller: ${c.error.name}: ${c.error.message}`);
+    rec.instanceId = c.instanceId;
+    rec.lockRetries = c.lockRetries;
+    instanceIds.add(c.instanceId);
+    instanceId ??= c.instanceId;
+    const rp = await inc.waitEvent((e) => e.ev === "reaped" || e.ev === "fatal", T.start, "startup reap");
+    if (rp.ev === "fatal") throw new Error(`reapStartupOrphans: ${rp.error.name}: ${rp.error.message}`);
+    rec.reapMs = rp.ms;
+    rec.startMs = Date.now() - rec.t0;
+    rec.examined = rp.examined;
+    rec.problems = rp.problems;
+    for (const e of rp.entries) {
+      rec.actions[e.action] = (rec.actions[e.action] ?? 0) + 1;
+      lastReapEntry.set(e.leaseId, { ...e, incarnation: index });
+      allLeaseIds.add(e.leaseId);
+    }
+    return inc;
+  } catch (e) {
+    rec.failed = String(e.message ?? e);
+    harness.push(`incarnation ${index} did not start: ${rec.failed}`);
+    await inc.kill();
+    return null;
+  }
+}
+
+function describeSession(r) {
+  const s = r.s;
+  let txt = `#${s.sid} ${s.ending}${s.point ? `@${s.point}` : ""}`;
+  if (r.collateral) txt += " (collateral)";
+  if (r.kill?.late) txt += " (late)";
+  const close = r.closes.at(-1);
+  if (close?.report) txt += ` →${close.report.outcome}`;
+  if (r.ensure === "failed") txt += " ensure✗";
+  if (r.errors.length) txt += " ERR";
+  return txt;
+}
+
+async function runBatch(batch, index) {
+  const inc = await startIncarnation(index);
+  const rs = batch.sessions.map((s) => results[s.sid]);
+  if (!inc) return;
+  const last = rs.at(-1);
+  const killer = KILLS_GATEWAY(last.s.ending) ? last : null;
+  const others = killer ? rs.slice(0, -1) : rs;
+  if (killer && batch.killerMode === "alongside") {
+    await Promise.all([...others.map((r) => runSessionSafe(inc, r)), sleep(20).then(() => runSessionSafe(inc, killer))]);
+  } else {
+    await Promise.all(others.map((r) => runSessionSafe(inc, r)));
+    if (killer) await runSessionSafe(inc, killer);
+  }
+  if (!inc.dead && !(await inc.stop(T.stop))) harness.push(`incarnation ${index} did not exit within ${T.stop} ms of "exit"`);
+  await inc.exited;
+  for (const e of inc.events) if (e.ev === "fatal" || e.ev === "op-failed" || e.ev === "bad-command") harness.push(`incarnation ${index}: ${e.ev} ${JSON.stringify(e.error ?? e)}`);
+  if (inc.killedAt === null && inc.exit.code !== 0) harness.push(`incarnation ${index} died on its own (${JSON.stringify(inc.exit)})`);
+  const rec = incarnations.at(-1);
+  rec.wallMs = Date.now() - rec.t0;
+  const acts = Object.entries(rec.actions).map(([k, v]) => `${k} ${v}`).join(", ");
+  console.log(
+    `inc ${String(index).padStart(3)}  ${(rec.wallMs / 1000).toFixed(1).padStart(5)} s (up ${(rec.startMs / 1000).toFixed(1)} s)  reap ${rec.reapMs.toFixed(0).padStart(4)} ms  examined ${rec.examined}${acts ? ` (${acts})` : ""}${rec.lockRetries ? `  lock retries ${rec.lockRetries}` : ""}  | ${rs.map(describeSession).join(", ")}`,
+  );
+  if (opts.verbose) for (const r of rs) for (const e of r.errors) console.log(`      #${r.s.sid}: ${e}`);
+  // the installed wrapper's path is known once a lease names it: start the wrapper look-alike
+  if (!wrapperPath) {
+    for (const l of diskLeases().values()) {
+      if (l.wrapperPath) {
+        wrapperPath = l.wrapperPath;
+        bystanders.startWrapperLookalike({ wrapperPath, graceMs: opts.graceMs, agentPath: AGENT });
+        break;
+      }
+    }
+  }
+}
+
+// ------------------------------------------------------------------ main
+
+const t0 = Date.now();
+console.log(
+  `# chaos soak: seed ${opts.seed}, ${opts.sessions} sessions in ${plan.batches.length} incarnations + 1 final, ` +
+    `churn ${opts.churn}, grace ${opts.graceMs} ms (replay: npm run soak -- --seed ${opts.seed} --sessions ${opts.sessions}${opts.churn !== 4 ? ` --churn ${opts.churn}` : ""})`,
+);
+console.log(`# run dir ${runDir}`);
+
+let exitCode = 2;
+try {
+  bystanders.startStatic({ agentPath: AGENT });
+  if (opts.churn > 0) churn = new Churn(opts.churn);
+  const tRun = Date.now();
+  for (let i = 0; i < plan.batches.length; i++) await runBatch(plan.batches[i], i + 1);
+  const runSeconds = (Date.now() - tRun) / 1000;
+
+  // ---- final incarnation: reap, wait out the grace, list
+  const fin = await startIncarnation("final", { last: true });
+  let apiLeases = null;
+  if (fin) {
+    await sleep(opts.graceMs + 1000);
+    const mark = fin.mark();
+    fin.send({ op: "list", sid: "final" });
+    apiLeases = (await fin.waitSession("final", ["leases"], T.start, mark).catch(() => null))?.leases ?? null;
+    if (!apiLeases) harness.push("the final incarnation did not list its leases");
+    if (!(await fin.stop(T.stop))) harness.push(`final incarnation did not exit within ${T.stop} ms`);
+  }
+  const finalRec = incarnations.at(-1);
+  await sleep(opts.graceMs);
+
+  // ---- independent checks
+  const orphanList = carriers({ leaseIds: allLeaseIds, instanceIds, exclude: bystanders.excludeMap() });
+  const orphanPids = new Set(orphanList.map((p) => p.pid));
+  const outlived = results.flatMap((r) => r.procs.filter((p) => sameAlive(p.pid, p.startTime) && !orphanPids.has(p.pid)).map((p) => ({ ...p, r })));
+  const verdicts = await bystanders.verdicts();
+  const foreign = verdicts.filter((v) => v.problems.length > 0);
+  const disk = diskLeases();
+  for (const id of disk.keys()) allLeaseIds.add(id);
+  const quarantine = quarantined();
+  const keys = new Set(plan.sessions.map((s) => s.key));
+  const api = new Map((apiLeases ?? []).map((l) => [l.leaseId, l]));
+
+  const unsettled = [...disk.values()].filter((l) => l.state !== "closed" && l.state !== "lost");
+  const apiUnsettled = [...api.values()].filter((l) => l.state !== "closed" && l.state !== "lost" && !unsettled.some((u) => u.leaseId === l.leaseId));
+  const unaccounted = [];
+  for (const l of disk.values()) {
+    if (!keys.has(l.sessionKey)) unaccounted.push(`${l.leaseId}: session key ${JSON.stringify(l.sessionKey)} is not one the soak used`);
+    else if (l.gatewayInstanceId !== instanceId) unaccounted.push(`${l.leaseId}: instance ${l.gatewayInstanceId}, the gateway's is ${instanceId}`);
+  }
+  for (const r of results) for (const id of r.leaseIds) if (!disk.has(id)) unaccounted.push(`${id} (session #${r.s.sid} ${r.s.ending}) is not on disk`);
+  for (const id of api.keys()) if (!disk.has(id)) unaccounted.push(`${id}: listLeases() has it, the disk does not`);
+  for (const id of disk.keys()) if (apiLeases && !api.has(id)) unaccounted.push(`${id}: on disk, listLeases() does not return it`);
+  if (instanceIds.size > 1) unaccounted.push(`the gateway's identity changed across incarnations: ${[...instanceIds].join(", ")}`);
+  const reapProblems = incarnations.flatMap((i) => i.problems.map((p) => `incarnation ${i.index}: ${p.file}: ${p.detail}`));
+
+  const cleanCloses = results.flatMap((r) => r.closes.filter((c) => c.clean).map((c) => ({ c, r })));
+  const badClean = cleanCloses.filter(({ c }) => {
+    const id = c.report?.leaseId;
+    return c.ev !== "closed" || c.report.outcome !== "closed" || !id || disk.get(id)?.state !== "closed";
+  });
+  const stepErrors = results.filter((r) => r.errors.length > 0);
+  const notRun = results.filter((r) => !r.ran && !r.collateral);
+
+  // ---- figures
+  const totalSeconds = (Date.now() - t0) / 1000;
+  const ran = results.filter((r) => r.ran).length;
+  const reapTimes = incarnations.filter((i) => i.reapMs !== null).map((i) => i.reapMs);
+  const sorted = [...reapTimes].sort((a, b) => a - b);
+  const q = (f) => sorted[Math.min(sorted.length - 1, Math.floor(f * sorted.length))] ?? NaN;
+  const states = {};
+  for (const l of disk.values()) states[l.state] = (states[l.state] ?? 0) + 1;
+
+  console.log(`\n## endings (seed ${opts.seed})`);
+  const byEnding = {};
+  for (const r of results) {
+    const k = r.s.ending;
+    const e = (byEnding[k] ??= { n: 0, collateral: 0, late: 0, ensureFailed: 0, closes: {} });
+    e.n++;
+    if (r.collateral) e.collateral++;
+    if (r.kill?.late) e.late++;
+    if (r.ensure === "failed") e.ensureFailed++;
+    for (const c of r.closes) {
+      const o = `${c.handleOf ? "stale-handle " : ""}${c.report?.outcome ?? c.ev}`;
+      e.closes[o] = (e.closes[o] ?? 0) + 1;
+    }
+  }
+  for (const k of Object.keys(ENDINGS)) {
+    const e = byEnding[k];
+    if (!e) continue;
+    const closes = Object.entries(e.closes).map(([o, n]) => `${o} ${n}`).join(", ");
+    console.log(
+      `  ${k.padEnd(22)} ${String(e.n).padStart(4)}${e.collateral ? `  collateral ${e.collateral}` : ""}${e.late ? `  kill late ${e.late}` : ""}${e.ensureFailed ? `  ensure failed ${e.ensureFailed}` : ""}${closes ? `  closes: ${closes}` : ""}`,
+    );
+  }
+
+  console.log(`\n## figures`);
+  console.log(`  sessions            ${ran} run of ${opts.sessions} planned over ${incarnations.length} incarnations`);
+  console.log(`  wall                ${totalSeconds.toFixed(1)} s (sessions phase ${runSeconds.toFixed(1)} s)`);
+  console.log(`  sessions/s          ${(ran / runSeconds).toFixed(2)}`);
+  console.log(
+    `  reap per incarnation  min ${q(0).toFixed(0)} ms  median ${q(0.5).toFixed(0)} ms  p95 ${q(0.95).toFixed(0)} ms  max ${q(1).toFixed(0)} ms; final ${finalRec?.reapMs?.toFixed(0) ?? "?"} ms (examined ${finalRec?.examined ?? "?"})`,
+  );
+  const med = (xs) => (xs.length ? [...xs].sort((a, b) => a - b)[xs.length >> 1] : NaN);
+  console.log(`  step medians        ${Object.entries(stepTimes).map(([k, v]) => `${k} ${med(v).toFixed(0)} ms (${v.length})`).join(", ")}`);
+  console.log(`  peak processes      ${peakProcs} (baseline ${baselineProcs} before the soak)`);
+  console.log(`  leases              ${disk.size} (${Object.entries(states).map(([k, v]) => `${k} ${v}`).join(", ") || "none"})`);
+  console.log(`  bystanders          ${verdicts.length} (${verdicts.filter((v) => v.kind === "twin").length} twins carrying real lease ids, ${verdicts.filter((v) => v.kind === "group").length} in gateways' own groups)`);
+  const cancels = results.reduce((n, r) => n + r.cancels, 0);
+  if (cancels) console.log(`  cancelTurn calls    ${cancels}`);
+
+  // ---- assertions
+  const checks = [
+    { name: "0 orphans (no live carrier of this run's markers, nothing the soak saw outlived)", ok: orphanList.length === 0 && outlived.length === 0, n: orphanList.length + outlived.length },
+    { name: "0 foreign signals (every bystander untouched)", ok: foreign.length === 0, n: foreign.length },
+    { name: "every lease accounted for", ok: unaccounted.length === 0, n: unaccounted.length },
+    { name: "0 leases open/closing (all closed or lost)", ok: unsettled.length === 0 && apiUnsettled.length === 0, n: unsettled.length + apiUnsettled.length },
+    { name: "nothing in quarantine, no refused lease files", ok: quarantine.length === 0 && reapProblems.length === 0, n: quarantine.length + reapProblems.length },
+    { name: `clean closes settle "closed" (${cleanCloses.length})`, ok: badClean.length === 0, n: badClean.length },
+    { name: "scripted steps behave (prompts, cancel, stale handle, crash-on ensure)", ok: stepErrors.length === 0, n: stepErrors.length },
+    { name: "harness: every incarnation started, nothing stuck", ok: harness.length === 0 && notRun.length === 0, n: harness.length + notRun.length },
+  ];
+  console.log(`\n## assertions`);
+  for (const c of checks) console.log(`  ${c.ok ? "PASS" : "FAIL"}  ${c.name}${c.ok ? "" : `: ${c.n}`}`);
+
+  // ---- details of every failure
+  const whose = (leaseId) => results.find((r) => r.leaseIds.has(leaseId)) ?? results.find((r) => r.s.key === disk.get(leaseId)?.sessionKey);
+  const sessionTag = (r) => (r ? `#${r.s.sid} ${r.s.ending}${r.s.point ? `@${r.s.point}` : ""} ${variantTag(r.s.variant)} inc ${r.incarnation}` : "no session");
+  const evidenceOf = (leaseId) => {
+    const e = lastReapEntry.get(leaseId);
+    const bad = e?.evidence?.filter((x) => x.result !== "match") ?? [];
+    return e
+      ? `last reap (inc ${e.incarnation}): ${e.action} ${e.stateBefore}→${e.stateAfter} verdict ${e.verdict}${e.why ? `; why: ${e.why}` : ""}${bad.length ? `; evidence: ${bad.map((x) => `${x.check}=${x.result}${x.detail ? ` (${x.detail})` : ""}`).join("; ")}` : ""}`
+      : "never in a reap report";
+  };
+  if (orphanList.length || outlived.length) {
+    console.log(`\n## orphans`);
+    for (const p of orphanList) {
+      const r = whose(p.lease);
+      console.log(`  pid ${p.pid} ppid ${p.ppid} pgid ${p.pgid} ${p.state} ${p.comm} start ${p.startTime} lease ${p.lease} instance ${p.instance === instanceId ? "ours" : p.instance}`);
+      console.log(`      argv ${JSON.stringify(p.argv)}`);
+      console.log(`      session ${sessionTag(r)}; lease ${disk.get(p.lease)?.state ?? "not on disk"}; ${evidenceOf(p.lease)}`);
+    }
+    for (const p of outlived) console.log(`  outlived: ${p.role} pid ${p.pid} (start ${p.startTime}) of session ${sessionTag(p.r)}: ${JSON.stringify(cmdline(p.pid))}`);
+  }
+  if (foreign.length) {
+    console.log(`\n## bystanders signalled or gone`);
+    for (const v of foreign) console.log(`  ${v.name} pid ${v.pid}: ${v.problems.join("; ")}`);
+  }
+  if (unaccounted.length) {
+    console.log(`\n## unaccounted`);
+    for (const u of unaccounted) console.log(`  ${u}`);
+  }
+  if (unsettled.length || apiUnsettled.length) {
+    console.log(`\n## unsettled leases`);
+    for (const l of [...unsettled, ...apiUnsettled]) {
+      console.log(`  ${l.leaseId} ${l.state} rootPid ${l.rootPid} key ${l.sessionKey} | ${sessionTag(whose(l.leaseId))}`);
+      console.log(`      ${evidenceOf(l.leaseId)}`);
+    }
+  }
+  if (quarantine.length || reapProblems.length) {
+    console.log(`\n## quarantine / refused files`);
+    for (const f of quarantine) console.log(`  ${f}`);
+    for (const p of reapProblems) console.log(`  ${p}`);
+  }
+  if (badClean.length) {
+    console.log(`\n## clean closes that did not settle "closed"`);
+    for (const { c, r } of badClean) {
+      const id = c.report?.leaseId;
+      console.log(`  ${sessionTag(r)} lease ${id ?? "?"}: ${c.ev} ${c.report ? `${c.report.outcome} (${c.report.leaseState}): ${c.report.detail}` : `${c.error?.name}: ${c.error?.message}`}; on disk ${disk.get(id)?.state ?? "missing"}`);
+      const bad = (c.report?.evidence ?? []).filter((x) => x.result !== "match");
+      if (bad.length) console.log(`      evidence: ${bad.map((x) => `${x.check}=${x.result}${x.detail ? ` (${x.detail})` : ""}`).join("; ")}`);
+      if (id) console.log(`      then ${evidenceOf(id)}`);
+    }
+  }
+  if (stepErrors.length) {
+    console.log(`\n## scripted steps`);
+    for (const r of stepErrors) for (const e of r.errors) console.log(`  ${sessionTag(r)}: ${e}`);
+  }
+  if (harness.length || notRun.length) {
+    console.log(`\n## harness`);
+    for (const h of harness) console.log(`  ${h}`);
+    for (const r of notRun) console.log(`  session #${r.s.sid} never ran`);
+  }
+
+  const failed = checks.filter((c) => !c.ok).length;
+  console.log(`\nsoak ${failed ? "FAILED" : "passed"}: seed ${opts.seed}, ${ran} sessions, ${totalSeconds.toFixed(1)} s, ${failed} assertion(s) failed`);
+  // clean up what is left only now, after it has been reported
+  const killed = killCarriers();
+  for (const p of outlived) killSame(p.pid, p.startTime);
+  if (killed) console.log(`(killed ${killed} leftover carrier(s) after reporting them)`);
+  exitCode = failed ? 1 : 0;
+} catch (e) {
+  console.error(`soak: harness error: ${e.stack ?? e}`);
+  exitCode = 2;
+} finally {
+  clearInterval(sampler);
+  for (const inc of [current, spare]) if (inc && !inc.dead) await inc.kill();
+  churn?.stop();
+  await bystanders.stopAll();
+  killCarriers();
+  closeSync(gatewayLog);
+  if (exitCode === 0 && !opts.keep) rmSync(runDir, { recursive: true, force: true });
+  else console.log(`run dir kept: ${runDir}`);
+}
+process.exit(exitCode);
+
+function variantTag(v) {
+  return `[${v.stubborn ? "stubborn" : "coop"}${v.surviveStdinClose ? "+survive" : ""} gc=${v.grandchild} ${v.turn}${v.crashOn ? ` crash-on=${v.crashOn}` : ""}]`;
+}
