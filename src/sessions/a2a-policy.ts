@@ -4,7 +4,7 @@
  */
 import { compileStarGlob, type StarGlobMatcher } from "./glob.js";
 import type { AgentToAgentPolicy } from "./types.js";
-import { describeValue, isRecord } from "./describe.js";
+import { describeValue, isRecord, own } from "./describe.js";
 
 /**
  * Throws a TypeError naming the offending field when `value` is not an
@@ -18,10 +18,11 @@ export function assertAgentToAgentPolicy(
   if (!isRecord(value)) {
     throw new TypeError(`${name} must be an object {enabled, allow?}, got ${describeValue(value)}`);
   }
-  if (typeof value.enabled !== "boolean") {
-    throw new TypeError(`${name}.enabled must be a boolean, got ${describeValue(value.enabled)}`);
+  const enabled = own(value, "enabled");
+  if (typeof enabled !== "boolean") {
+    throw new TypeError(`${name}.enabled must be a boolean, got ${describeValue(enabled)}`);
   }
-  assertAllowList(value.allow, `${name}.allow`);
+  assertAllowList(own(value, "allow"), `${name}.allow`);
 }
 
 function assertAllowList(allow: unknown, name: string): asserts allow is readonly string[] | undefined {
@@ -29,11 +30,13 @@ function assertAllowList(allow: unknown, name: string): asserts allow is readonl
   if (!Array.isArray(allow)) {
     throw new TypeError(`${name} must be an array of agent id globs, got ${describeValue(allow)}`);
   }
-  allow.forEach((p: unknown, i) => {
+  // every index, holes included: a hole would read through to Array.prototype
+  for (let i = 0; i < allow.length; i++) {
+    const p: unknown = own(allow as unknown as Record<string, unknown>, String(i));
     if (typeof p !== "string" || p.length === 0) {
       throw new TypeError(`${name}[${i}] must be a non-empty string, got ${describeValue(p)}`);
     }
-  });
+  }
 }
 
 /** Compiled form of a validated policy: the allow list's globs built once. */
@@ -44,11 +47,13 @@ export interface CompiledAgentToAgentPolicy {
 
 export function compileAgentToAgentPolicy(policy: AgentToAgentPolicy): CompiledAgentToAgentPolicy {
   assertAgentToAgentPolicy(policy);
-  const allow = policy.allow ?? [];
+  // own properties only (validated above): an inherited `allow` or `enabled` is not the policy's
+  const fields = policy as unknown as Record<string, unknown>;
+  const allow = (own(fields, "allow") as readonly string[] | undefined) ?? [];
   const matchers: StarGlobMatcher[] = allow.map((p) => compileStarGlob(p));
   const allowAll = matchers.length === 0;
   return {
-    enabled: policy.enabled,
+    enabled: own(fields, "enabled") === true,
     isAllowed: (agentId) => allowAll || matchers.some((m) => m(agentId)),
   };
 }
@@ -72,13 +77,14 @@ export function resolveAgentToAgentPolicy(cfg: unknown): AgentToAgentPolicy {
   const section = readSection(cfg, ["tools", "agentToAgent"]);
   if (section === undefined) return { enabled: false };
   const path = "tools.agentToAgent";
-  const enabled = section.enabled;
+  const enabled = own(section, "enabled");
   if (enabled !== undefined && typeof enabled !== "boolean") {
     throw new TypeError(`${path}.enabled must be a boolean, got ${describeValue(enabled)}`);
   }
-  assertAllowList(section.allow, `${path}.allow`);
+  const allow = own(section, "allow");
+  assertAllowList(allow, `${path}.allow`);
   const policy: AgentToAgentPolicy = { enabled: enabled === true };
-  if (section.allow !== undefined) policy.allow = Object.freeze([...(section.allow as readonly string[])]);
+  if (allow !== undefined) policy.allow = Object.freeze([...allow]);
   return policy;
 }
 
@@ -91,7 +97,7 @@ export function readSection(cfg: unknown, path: readonly string[]): Record<strin
   if (!isRecord(cfg)) throw new TypeError(`cfg must be an object, got ${describeValue(cfg)}`);
   let cur: Record<string, unknown> = cfg;
   for (let i = 0; i < path.length; i++) {
-    const next = cur[path[i] as string];
+    const next = own(cur, path[i] as string);
     if (next === undefined || next === null) return undefined;
     if (!isRecord(next)) {
       throw new TypeError(`${path.slice(0, i + 1).join(".")} must be an object, got ${describeValue(next)}`);

@@ -3,7 +3,7 @@
  * history/send/status (with an error that names what refused), and a list
  * filter that reports the scope it applied.
  */
-import { describeValue } from "./describe.js";
+import { describeValue, isRecord, own } from "./describe.js";
 import {
   assertSessionAction,
   isVisibleWith,
@@ -47,11 +47,13 @@ export interface AuthorizeSessionActionInput extends SessionVisibilityContext {
  */
 export function authorizeSessionAction(input: AuthorizeSessionActionInput): SessionAuthorization {
   const prep = prepareVisibility(input);
-  if (input.action === undefined) throw new TypeError("action must be one of \"list\", \"history\", \"send\", \"status\", got undefined");
-  assertSessionAction(input.action);
-  const row: unknown = input.row;
+  const fields = input as unknown as Record<string, unknown>;
+  const action = own(fields, "action");
+  if (action === undefined) throw new TypeError("action must be one of \"list\", \"history\", \"send\", \"status\", got undefined");
+  assertSessionAction(action);
+  const row: unknown = own(fields, "row");
   if (isVisibleWith(prep, row)) return { allowed: true };
-  return deny(prep, input.action, row);
+  return deny(prep, action, row);
 }
 
 function deny(prep: PreparedVisibility, action: SessionAction, row: unknown): SessionAuthorization {
@@ -65,7 +67,9 @@ function deny(prep: PreparedVisibility, action: SessionAction, row: unknown): Se
       error: `Cannot ${action}: the session row has no readable key/agentId, and a row without ownership facts is never visible.`,
     };
   }
-  const r = row as SessionRowOwnership;
+  // readable: its own key and agentId are non-empty strings
+  const fields = isRecord(row) ? row : {};
+  const r = { key: own(fields, "key") as string, agentId: own(fields, "agentId") as string };
   const target = `session ${JSON.stringify(r.key)} (agent ${JSON.stringify(r.agentId)})`;
   const level = narrowestLevelFor(prep, relation, r.agentId);
   if (level === null) {

@@ -16,6 +16,7 @@ export {
   canSeeSessionRow,
   clampSessionVisibility,
   isSessionVisibility,
+  parseSessionVisibility,
   resolveSessionVisibility,
 } from "./visibility.js";
 export { assertAgentToAgentPolicy, isAgentAllowed, resolveAgentToAgentPolicy } from "./a2a-policy.js";

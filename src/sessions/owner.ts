@@ -5,7 +5,7 @@
  * with `normalizeSessionOwner`. Ownership is only ever what a row declares:
  * a legacy row without owner fields is not owned, whatever its key looks like.
  */
-import { describeValue, isNonEmptyString, isRecord } from "./describe.js";
+import { describeValue, isNonEmptyString, isRecord, own } from "./describe.js";
 import type { AcpSessionOwner, SessionRowOwnership } from "./types.js";
 
 export interface BuildSessionOwnerInput {
@@ -29,31 +29,38 @@ export interface BuildSessionOwnerInput {
  */
 export function buildSessionOwner(input: BuildSessionOwnerInput): AcpSessionOwner {
   if (!isRecord(input)) throw new TypeError(`input must be an object, got ${describeValue(input)}`);
+  // own properties only, read once: the owner is built from what was read
+  const fields = input as unknown as Record<string, unknown>;
+  const str = (f: string): string | undefined => own(fields, f) as string | undefined;
   const required = ["sessionKey", "agentId", "gatewayInstanceId"] as const;
   for (const f of required) {
-    if (!isNonEmptyString(input[f])) throw new TypeError(`${f} must be a non-empty string, got ${describeValue(input[f])}`);
+    const v = own(fields, f);
+    if (!isNonEmptyString(v)) throw new TypeError(`${f} must be a non-empty string, got ${describeValue(v)}`);
   }
   const optional = ["spawnedBy", "parentSessionKey", "ownerSessionKey"] as const;
   for (const f of optional) {
-    const v: unknown = input[f];
+    const v: unknown = own(fields, f);
     if (v !== undefined && !isNonEmptyString(v)) {
       throw new TypeError(`${f} must be a non-empty string when given, got ${describeValue(v)}`);
     }
   }
-  const createdAt: unknown = input.createdAt ?? Date.now();
+  const sessionKey = str("sessionKey")!;
+  const spawnedBy = str("spawnedBy");
+  const parentSessionKey = str("parentSessionKey");
+  const createdAt: unknown = own(fields, "createdAt") ?? Date.now();
   if (typeof createdAt !== "number" || !Number.isFinite(createdAt) || createdAt < 0) {
     throw new TypeError(`createdAt must be a finite non-negative number (ms), got ${describeValue(createdAt)}`);
   }
   const owner: AcpSessionOwner = {
-    sessionKey: input.sessionKey,
-    ownerSessionKey: input.ownerSessionKey ?? input.spawnedBy ?? input.parentSessionKey ?? input.sessionKey,
-    agentId: input.agentId,
+    sessionKey,
+    ownerSessionKey: str("ownerSessionKey") ?? spawnedBy ?? parentSessionKey ?? sessionKey,
+    agentId: str("agentId")!,
     backend: "acpx",
-    gatewayInstanceId: input.gatewayInstanceId,
+    gatewayInstanceId: str("gatewayInstanceId")!,
     createdAt,
   };
-  if (input.spawnedBy !== undefined) owner.spawnedBy = input.spawnedBy;
-  if (input.parentSessionKey !== undefined) owner.parentSessionKey = input.parentSessionKey;
+  if (spawnedBy !== undefined) owner.spawnedBy = spawnedBy;
+  if (parentSessionKey !== undefined) owner.parentSessionKey = parentSessionKey;
   return owner;
 }
 
@@ -70,11 +77,12 @@ export type NormalizedSessionOwner = Partial<AcpSessionOwner>;
  */
 export function normalizeSessionOwner(row: unknown): NormalizedSessionOwner {
   if (!isRecord(row)) throw new TypeError(`row must be an object, got ${describeValue(row)}`);
-  const nested = isRecord(row.owner) ? row.owner : {};
+  const ownerField = own(row, "owner");
+  const nested: Record<string, unknown> = isRecord(ownerField) ? ownerField : {};
   const str = (f: string): string | undefined => {
-    const top = row[f];
+    const top = own(row, f);
     if (isNonEmptyString(top)) return top;
-    const inner = nested[f];
+    const inner = own(nested, f);
     return isNonEmptyString(inner) ? inner : undefined;
   };
   const out: NormalizedSessionOwner = {};
@@ -88,10 +96,10 @@ export function normalizeSessionOwner(row: unknown): NormalizedSessionOwner {
   if (parentSessionKey !== undefined) out.parentSessionKey = parentSessionKey;
   const ownerSessionKey = str("ownerSessionKey") ?? spawnedBy ?? parentSessionKey;
   if (ownerSessionKey !== undefined) out.ownerSessionKey = ownerSessionKey;
-  if (row.backend === "acpx" || nested.backend === "acpx") out.backend = "acpx";
+  if (own(row, "backend") === "acpx" || own(nested, "backend") === "acpx") out.backend = "acpx";
   const gatewayInstanceId = str("gatewayInstanceId");
   if (gatewayInstanceId !== undefined) out.gatewayInstanceId = gatewayInstanceId;
-  const createdAt = [row.createdAt, nested.createdAt].find(
+  const createdAt = [own(row, "createdAt"), own(nested, "createdAt")].find(
     (v): v is number => typeof v === "number" && Number.isFinite(v) && v >= 0,
   );
   if (createdAt !== undefined) out.createdAt = createdAt;
@@ -103,11 +111,15 @@ export function normalizeSessionOwner(row: unknown): NormalizedSessionOwner {
  * or null when its key or agent id is unknown (such a row is never visible).
  */
 export function toSessionRowOwnership(row: unknown): SessionRowOwnership | null {
-  const o = normalizeSessionOwner(row);
-  if (o.sessionKey === undefined || o.agentId === undefined) return null;
-  const out: SessionRowOwnership = { key: o.sessionKey, agentId: o.agentId };
-  if (o.ownerSessionKey !== undefined) out.ownerSessionKey = o.ownerSessionKey;
-  if (o.spawnedBy !== undefined) out.spawnedBy = o.spawnedBy;
-  if (o.parentSessionKey !== undefined) out.parentSessionKey = o.parentSessionKey;
+  // the normalized owner leaves absent fields out: read its own properties only, never inherited ones
+  const o = normalizeSessionOwner(row) as Record<string, unknown>;
+  const sessionKey = own(o, "sessionKey") as string | undefined;
+  const agentId = own(o, "agentId") as string | undefined;
+  if (sessionKey === undefined || agentId === undefined) return null;
+  const out: SessionRowOwnership = { key: sessionKey, agentId };
+  for (const f of ["ownerSessionKey", "spawnedBy", "parentSessionKey"] as const) {
+    const v = own(o, f) as string | undefined;
+    if (v !== undefined) out[f] = v;
+  }
   return out;
 }

@@ -9,10 +9,11 @@
  * construction: `all` can never hide an owned child that `tree` shows.
  */
 import { compileAgentToAgentPolicy, type CompiledAgentToAgentPolicy } from "./a2a-policy.js";
-import { describeValue, isNonEmptyString, isRecord } from "./describe.js";
+import { describeValue, isNonEmptyString, isRecord, own } from "./describe.js";
 import {
   SESSION_ACTIONS,
   SESSION_VISIBILITIES,
+  type AgentToAgentPolicy,
   type CanSeeSessionRowInput,
   type SessionAction,
   type SessionVisibility,
@@ -21,8 +22,21 @@ import {
 
 const RANK: Readonly<Record<SessionVisibility, number>> = { self: 0, tree: 1, agent: 2, all: 3 };
 
+/** Exactly one of the four level names, as the type spells them (lower case). */
 export function isSessionVisibility(v: unknown): v is SessionVisibility {
   return typeof v === "string" && (SESSION_VISIBILITIES as readonly string[]).includes(v);
+}
+
+/**
+ * A level name as config spells it: any case, surrounding whitespace ignored
+ * (OpenClaw lower-cases and trims `tools.sessions.visibility`, so "ALL"
+ * means `all`); undefined for anything else. The one parser of level
+ * strings: the config resolver and the check's own input both use it.
+ */
+export function parseSessionVisibility(v: unknown): SessionVisibility | undefined {
+  if (typeof v !== "string") return undefined;
+  const level = v.trim().toLowerCase();
+  return isSessionVisibility(level) ? level : undefined;
 }
 
 /** min(visibility, "tree") when sandboxed; sandboxing only ever narrows. */
@@ -43,19 +57,19 @@ export function agentIdFromSessionKey(sessionKey: string): string {
 }
 
 /**
- * `tools.sessions.visibility` from OpenClaw-style config. Missing or invalid
- * (including a config that is not an object) → "tree"; a sandboxed requester
- * is clamped to "tree".
+ * `tools.sessions.visibility` from OpenClaw-style config, in any case
+ * ("ALL" is `all`). Missing or invalid (including a config that is not an
+ * object) → "tree"; a sandboxed requester is clamped to "tree". Only own
+ * properties are read.
  */
 export function resolveSessionVisibility(cfg: unknown, opts: { sandboxed?: boolean } = {}): SessionVisibility {
   if (!isRecord(opts)) throw new TypeError(`opts must be an object, got ${describeValue(opts)}`);
-  const sandboxed = readSandboxed(opts.sandboxed);
+  const sandboxed = readSandboxed(own(opts, "sandboxed"));
   let configured: unknown;
-  if (isRecord(cfg) && isRecord(cfg.tools) && isRecord(cfg.tools.sessions)) {
-    configured = cfg.tools.sessions.visibility;
-  }
-  const visibility: SessionVisibility = isSessionVisibility(configured) ? configured : "tree";
-  return clampSessionVisibility(visibility, sandboxed);
+  const tools = isRecord(cfg) ? own(cfg, "tools") : undefined;
+  const sessions = isRecord(tools) ? own(tools, "sessions") : undefined;
+  if (isRecord(sessions)) configured = own(sessions, "visibility");
+  return clampSessionVisibility(parseSessionVisibility(configured) ?? "tree", sandboxed);
 }
 
 /** Why a row is (or is not) reachable: the narrowest level that shows it. */
@@ -82,22 +96,23 @@ export interface PreparedVisibility {
  */
 export function prepareVisibility(ctx: SessionVisibilityContext): PreparedVisibility {
   if (!isRecord(ctx)) throw new TypeError(`input must be an object, got ${describeValue(ctx)}`);
-  const key: unknown = ctx.requesterSessionKey;
+  const key: unknown = own(ctx, "requesterSessionKey");
   if (!isNonEmptyString(key)) {
     throw new TypeError(`requesterSessionKey must be a non-empty string, got ${describeValue(key)}`);
   }
-  const agentIn: unknown = ctx.requesterAgentId;
+  const agentIn: unknown = own(ctx, "requesterAgentId");
   if (agentIn !== undefined && !isNonEmptyString(agentIn)) {
     throw new TypeError(`requesterAgentId must be a non-empty string when given, got ${describeValue(agentIn)}`);
   }
-  const requested: unknown = ctx.visibility;
-  if (!isSessionVisibility(requested)) {
+  const given: unknown = own(ctx, "visibility");
+  const requested = parseSessionVisibility(given);
+  if (requested === undefined) {
     throw new TypeError(
-      `visibility must be one of ${SESSION_VISIBILITIES.map((v) => JSON.stringify(v)).join(", ")}, got ${describeValue(requested)}`,
+      `visibility must be one of ${SESSION_VISIBILITIES.map((v) => JSON.stringify(v)).join(", ")} (any case), got ${describeValue(given)}`,
     );
   }
-  const sandboxed = readSandboxed(ctx.sandboxed);
-  const policy = compileAgentToAgentPolicy(ctx.a2aPolicy);
+  const sandboxed = readSandboxed(own(ctx, "sandboxed"));
+  const policy = compileAgentToAgentPolicy(own(ctx, "a2aPolicy") as AgentToAgentPolicy);
   const requesterAgentId = agentIn ?? agentIdFromSessionKey(key);
   const effective = clampSessionVisibility(requested, sandboxed);
   return {
@@ -111,14 +126,17 @@ export function prepareVisibility(ctx: SessionVisibilityContext): PreparedVisibi
   };
 }
 
-/** The requester's relation to a row; a row without a readable key/agentId is "unreadable". */
+/** The requester's relation to a row; a row without a readable key/agentId is "unreadable". Own properties only. */
 export function relationOf(prep: PreparedVisibility, row: unknown): RowRelation {
-  if (!isRecord(row) || !isNonEmptyString(row.key) || !isNonEmptyString(row.agentId)) return "unreadable";
+  if (!isRecord(row)) return "unreadable";
+  const key = own(row, "key");
+  const agentId = own(row, "agentId");
+  if (!isNonEmptyString(key) || !isNonEmptyString(agentId)) return "unreadable";
   const me = prep.requesterSessionKey;
-  if (row.key === me) return "self";
+  if (key === me) return "self";
   // Only explicit owner fields count; non-string values simply do not match.
-  if (row.ownerSessionKey === me || row.spawnedBy === me || row.parentSessionKey === me) return "owned";
-  if (row.agentId === prep.requesterAgentId) return "same-agent";
+  if (own(row, "ownerSessionKey") === me || own(row, "spawnedBy") === me || own(row, "parentSessionKey") === me) return "owned";
+  if (agentId === prep.requesterAgentId) return "same-agent";
   return "cross-agent";
 }
 
@@ -146,7 +164,7 @@ export function narrowestLevelFor(prep: PreparedVisibility, relation: RowRelatio
 
 export function isVisibleWith(prep: PreparedVisibility, row: unknown): boolean {
   const relation = relationOf(prep, row);
-  const agentId = relation === "cross-agent" ? ((row as { agentId: string }).agentId) : undefined;
+  const agentId = relation === "cross-agent" ? (own(row as Record<string, unknown>, "agentId") as string) : undefined;
   const level = narrowestLevelFor(prep, relation, agentId);
   return level !== null && RANK[prep.effective] >= RANK[level];
 }
@@ -166,8 +184,9 @@ export function assertSessionAction(action: unknown, name = "action"): asserts a
  */
 export function canSeeSessionRow(input: CanSeeSessionRowInput): boolean {
   const prep = prepareVisibility(input);
-  assertSessionAction(input.action);
-  return isVisibleWith(prep, input.row);
+  const fields = input as unknown as Record<string, unknown>;
+  assertSessionAction(own(fields, "action"));
+  return isVisibleWith(prep, own(fields, "row"));
 }
 
 export function visibilityRank(v: SessionVisibility): number {

@@ -28,7 +28,7 @@ describe("bad input throws a TypeError naming the field", () => {
     ["empty requester key", { requesterSessionKey: "" }, /requesterSessionKey/],
     ["empty requesterAgentId", { requesterAgentId: "" }, /requesterAgentId/],
     ["unknown visibility", { visibility: "everyone" }, /visibility/],
-    ["visibility in wrong case", { visibility: "ALL" }, /visibility/],
+    ["visibility that only resembles a level", { visibility: "al l" }, /visibility/],
     ["missing visibility", { visibility: undefined }, /visibility/],
     ["missing policy", { a2aPolicy: undefined }, /a2aPolicy/],
     ["policy enabled as string", { a2aPolicy: { enabled: "true" } }, /a2aPolicy\.enabled/],
@@ -124,7 +124,12 @@ describe("resolveSessionVisibility", () => {
     [{ tools: {} }, false, "tree"],
     [{ tools: { sessions: "all" } }, false, "tree"],
     [{ tools: { sessions: { visibility: "bogus" } } }, false, "tree"],
-    [{ tools: { sessions: { visibility: "ALL" } } }, false, "tree"],
+    // OpenClaw lower-cases and trims the setting: any case names the level
+    [{ tools: { sessions: { visibility: "ALL" } } }, false, "all"],
+    [{ tools: { sessions: { visibility: " Agent " } } }, false, "agent"],
+    [{ tools: { sessions: { visibility: "SeLf" } } }, false, "self"],
+    [{ tools: { sessions: { visibility: "ALL" } } }, true, "tree"],
+    [{ tools: { sessions: { visibility: "a l l" } } }, false, "tree"],
     [{ tools: { sessions: { visibility: "self" } } }, false, "self"],
     [{ tools: { sessions: { visibility: "agent" } } }, false, "agent"],
     [{ tools: { sessions: { visibility: "all" } } }, false, "all"],
@@ -136,6 +141,26 @@ describe("resolveSessionVisibility", () => {
   });
   it("sandboxed must be a boolean", () => {
     expect(() => resolveSessionVisibility({}, { sandboxed: 1 as never })).toThrow(/sandboxed/);
+  });
+});
+
+describe("level names in any case, agent ids exactly", () => {
+  const row = { key: "agent:codex:acp:1", agentId: "codex" };
+  it("the check's own visibility input takes any case, and reports the level it parsed", () => {
+    for (const v of ["ALL", "All", " all ", "aLL"]) {
+      expect(canSeeSessionRow({ ...ok, visibility: v as never, a2aPolicy: { enabled: true }, row })).toBe(true);
+      const list = filterVisibleSessions([row], { ...ok, visibility: v as never, a2aPolicy: { enabled: true } });
+      expect(list).toMatchObject({ scope: "all", requested: "all", rows: [row] });
+    }
+    expect(canSeeSessionRow({ ...ok, visibility: "TREE" as never, a2aPolicy: { enabled: true }, row })).toBe(false);
+    expect(authorizeSessionAction({ ...ok, visibility: "Agent" as never, row: ok.row, action: "send" })).toEqual({ allowed: true });
+  });
+  it("agent-id globs stay case-sensitive (agent ids are normalized lower-case)", () => {
+    const on = (allow: string[]) => ({ ...ok, visibility: "all" as const, a2aPolicy: { enabled: true, allow: ["main", ...allow] }, row });
+    expect(canSeeSessionRow(on(["codex"]))).toBe(true);
+    expect(canSeeSessionRow(on(["code*"]))).toBe(true);
+    expect(canSeeSessionRow(on(["Codex"]))).toBe(false);
+    expect(canSeeSessionRow(on(["CODE*"]))).toBe(false);
   });
 });
 

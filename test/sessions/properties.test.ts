@@ -11,6 +11,10 @@ import {
   authorizeSessionAction,
   canSeeSessionRow,
   filterVisibleSessions,
+  normalizeSessionOwner,
+  resolveAgentToAgentPolicy,
+  resolveSessionVisibility,
+  toSessionRowOwnership,
   type AgentToAgentPolicy,
   type SessionRowOwnership,
   type SessionVisibility,
@@ -145,6 +149,119 @@ describe("visibility properties", () => {
       }),
       RUNS,
     );
+  });
+});
+
+/**
+ * Prototype pollution: every field the rule, the policy and the owner readers
+ * take from caller data, set on Object.prototype with values chosen to widen
+ * access (the requester as owner, a2a on for everyone, visibility "all",
+ * sandbox off, a config that enables everything).
+ */
+const POLLUTABLE = [
+  "ownerSessionKey", "spawnedBy", "parentSessionKey", "key", "sessionKey", "agentId",
+  "enabled", "allow", "visibility", "sandboxed", "requesterAgentId", "requesterSessionKey",
+  "action", "row", "a2aPolicy", "tools", "sessions", "agentToAgent", "owner", "backend", "createdAt",
+] as const;
+const WIDE_CONFIG = { sessions: { visibility: "all" }, agentToAgent: { enabled: true, allow: ["*"] }, visibility: "all", enabled: true };
+const pollutionValue = fc.oneof(
+  sessionKey,
+  agentId,
+  fc.boolean(),
+  fc.constantFrom("all", "ALL", "tree", "self", "acpx", "history"),
+  fc.constant(["*"]),
+  fc.constant(["nobody"]),
+  fc.constant(WIDE_CONFIG),
+  fc.constant({ enabled: true }),
+  fc.nat(),
+);
+const pollution = fc.dictionary(fc.constantFrom(...POLLUTABLE), pollutionValue, { minKeys: 1 });
+const sparseConfig = fc.constantFrom<unknown>({}, { tools: {} }, { tools: { sessions: {} } }, { tools: { agentToAgent: {} } }, { tools: { sessions: {}, agentToAgent: {} } });
+/** inputs that leave the optional fields out, so an inherited value would be read if anything looked */
+const sparse = fc.record(
+  { requesterSessionKey: sessionKey, requesterAgentId: agentId, a2aPolicy: policy, row, sandboxed: fc.boolean() },
+  { requiredKeys: ["requesterSessionKey", "a2aPolicy", "row"] },
+);
+
+type Outcome = { ok: unknown } | { threw: string };
+const attempt = (f: () => unknown): Outcome => {
+  try {
+    return { ok: f() };
+  } catch (err) {
+    return { threw: err instanceof Error ? `${err.name}: ${err.message}` : String(err) };
+  }
+};
+
+/** Every answer of the module for one input, each captured (a throw is an answer too). */
+function answers(b: Record<string, unknown>, v: SessionVisibility, rows: SessionRowOwnership[], cfg: unknown): Record<string, Outcome> {
+  const input = { ...b, visibility: v } as unknown as Parameters<typeof canSeeSessionRow>[0];
+  const { row: _row, ...ctx } = input;
+  return {
+    see: attempt(() => canSeeSessionRow(input)),
+    auth: attempt(() => authorizeSessionAction({ ...input, action: "history" })),
+    list: attempt(() => filterVisibleSessions(rows, ctx).rows.map((r) => rows.indexOf(r))),
+    level: attempt(() => resolveSessionVisibility(cfg)),
+    levelOpts: attempt(() => resolveSessionVisibility(cfg, {})),
+    a2a: attempt(() => resolveAgentToAgentPolicy(cfg)),
+    owner: attempt(() => toSessionRowOwnership(input.row)),
+    normalized: attempt(() => normalizeSessionOwner(input.row)),
+  };
+}
+
+/** Runs `f` with Object.prototype polluted, always cleaned up (even when f throws). */
+function withPollution<T>(fields: Record<string, unknown>, f: () => T): T {
+  const proto = Object.prototype as Record<string, unknown>;
+  const added: string[] = [];
+  try {
+    for (const [k, val] of Object.entries(fields)) {
+      if (Object.hasOwn(proto, k)) continue;
+      added.push(k);
+      proto[k] = val; // plain assignment: enumerable, as a real pollution is
+    }
+    return f();
+  } finally {
+    for (const k of added) delete proto[k];
+  }
+}
+
+describe("own properties only: a polluted Object.prototype changes no answer", () => {
+  it("property: for random rows, policies, configs and pollutions, every answer equals the unpolluted one", () => {
+    fc.assert(
+      fc.property(sparse, visibility, fc.array(row, { maxLength: 6 }), sparseConfig, pollution, (b, v, rows, cfg, fields) => {
+        const clean = answers(b, v, rows, cfg);
+        const polluted = withPollution(fields, () => answers(b, v, rows, cfg));
+        for (const k of POLLUTABLE) expect(Object.hasOwn(Object.prototype, k), `cleanup of ${k}`).toBe(false);
+        expect(polluted).toEqual(clean);
+      }),
+      { numRuns: 400 },
+    );
+  });
+
+  it("the widest pollution at once cannot make a stranger's legacy row visible or widen any setting", () => {
+    const me = "agent:main:main";
+    const fields = {
+      ownerSessionKey: me, spawnedBy: me, parentSessionKey: me, requesterAgentId: "codex",
+      enabled: true, allow: ["*"], visibility: "all", sandboxed: false, tools: WIDE_CONFIG,
+      owner: { ownerSessionKey: me, agentId: "main" }, key: me, agentId: "main",
+    };
+    const stranger = { key: "agent:codex:acp:9", agentId: "codex" };
+    const ctx = { requesterSessionKey: me, visibility: "tree" as const, a2aPolicy: { enabled: false } };
+    const seen = withPollution(fields, () => ({
+      tree: canSeeSessionRow({ ...ctx, row: stranger }),
+      all: canSeeSessionRow({ ...ctx, visibility: "all", row: stranger }),
+      boxed: filterVisibleSessions([stranger], { ...ctx, visibility: "all", sandboxed: true }).scope,
+      level: resolveSessionVisibility({}),
+      a2a: resolveAgentToAgentPolicy({ tools: {} }),
+      noKeyRow: toSessionRowOwnership({}),
+    }));
+    expect(seen).toEqual({ tree: false, all: false, boxed: "tree", level: "tree", a2a: { enabled: false }, noKeyRow: null });
+  });
+
+  it("an allow list with a hole is refused, not read through to Array.prototype", () => {
+    // eslint-disable-next-line no-sparse-arrays
+    const holed = ["main", , "codex"] as unknown as string[];
+    expect(() => canSeeSessionRow({ requesterSessionKey: "agent:main:main", visibility: "all", a2aPolicy: { enabled: true, allow: holed }, row: { key: "k", agentId: "x" } })).toThrow(/a2aPolicy\.allow\[1\]/);
+    expect(() => resolveAgentToAgentPolicy({ tools: { agentToAgent: { enabled: true, allow: holed } } })).toThrow(/allow\[1\]/);
   });
 });
 
