@@ -3,16 +3,97 @@
  * carries it as a typed field, so callers can branch without parsing text.
  */
 
+import type { SessionEnd } from "./launch.js";
+
 /** Why ensureSession failed. */
 export type EnsureFailureCause =
   | "spawn-error" // the wrapper could not start the adapter (missing executable, EACCES, …)
-  | "wrapper-failed" // the wrapper itself could not be started or died before reporting
+  | "wrapper-failed" // the wrapper itself could not be started, died before reporting, or was killed (by a signal) during the handshake
   | "adapter-exited" // the adapter exited during the ACP handshake
-  | "handshake-timeout" // the adapter never answered initialize / session/new in time
-  | "handshake-error"; // the adapter answered the handshake with an error
+  | "handshake-timeout" // the adapter never answered initialize / authenticate / session/new in time
+  | "handshake-error" // the adapter answered the handshake with an error
+  | "protocol-version" // the agent answered initialize with an ACP protocol version this client cannot speak
+  | "auth-required" // the agent requires ACP authenticate and no method was given (authMethods lists the agent's)
+  | "auth-failed"; // the given method is not one the agent offers, authenticate failed, or the agent still required auth after it
+
+/** An error answer of the agent (a JSON-RPC error object), kept as received. */
+export interface AcpErrorInfo {
+  code: number;
+  message: string;
+  /** the agent's own details, often the real cause ("Internal error" alone says little) */
+  data?: unknown;
+}
+
+/** One of the agent's ACP auth methods, as its initialize answer advertised it. */
+export interface AcpAuthMethodInfo {
+  id: string;
+  name: string;
+  description?: string;
+  /** "terminal" for methods ACP forbids passing to authenticate; absent = the agent's own ("agent") */
+  type?: string;
+}
+
+/** What the gateway saw of a failing adapter, carried by every ensure and prompt error. */
+export interface AcpxDiagnostics {
+  /** the agent's JSON-RPC error answer, when the failure was one */
+  acpError?: AcpErrorInfo;
+  /** the adapter's most recent stderr (at most 16 KB), when it wrote any */
+  stderrTail?: string;
+  /** how its processes ended, when they did */
+  end?: SessionEnd;
+}
+
+/** The JSON-RPC error carried by `err` (the SDK's RequestError or any {code, message, data}), else undefined. */
+export function acpErrorOf(err: unknown): AcpErrorInfo | undefined {
+  if (typeof err !== "object" || err === null) return undefined;
+  const e = err as { code?: unknown; message?: unknown; data?: unknown };
+  if (typeof e.code !== "number" || !Number.isInteger(e.code) || typeof e.message !== "string") return undefined;
+  return e.data === undefined ? { code: e.code, message: e.message } : { code: e.code, message: e.message, data: e.data };
+}
+
+const DATA_IN_MESSAGE = 600;
+const STDERR_LINES_IN_MESSAGE = 6;
+const STDERR_CHARS_IN_MESSAGE = 1000;
+
+/**
+ * The message suffix for diagnostics: the error's data (JSON, cut at 600
+ * chars) and the last lines of stderr (cut at 1000 chars). The fields keep
+ * everything; the message stays readable in a log line.
+ */
+export function diagnosticsNote(d: AcpxDiagnostics): string {
+  let note = "";
+  if (d.acpError?.data !== undefined) {
+    let data: string;
+    try {
+      data = typeof d.acpError.data === "string" ? d.acpError.data : JSON.stringify(d.acpError.data);
+    } catch {
+      data = String(d.acpError.data);
+    }
+    note += `; error data: ${data.length > DATA_IN_MESSAGE ? `${data.slice(0, DATA_IN_MESSAGE)}…` : data}`;
+  }
+  const tail = d.stderrTail?.trim();
+  if (tail) {
+    const lines = tail.split("\n").slice(-STDERR_LINES_IN_MESSAGE).join(" | ");
+    note += `; adapter stderr: ${lines.length > STDERR_CHARS_IN_MESSAGE ? `…${lines.slice(-STDERR_CHARS_IN_MESSAGE)}` : lines}`;
+  }
+  return note;
+}
+
+export interface AcpxEnsureErrorDetails extends AcpxDiagnostics {
+  cause?: unknown;
+  /** the agent's auth methods, when it advertised any (always set for auth-required / auth-failed) */
+  authMethods?: readonly AcpAuthMethodInfo[];
+  /** the protocol version the agent answered initialize with */
+  agentProtocolVersion?: unknown;
+}
 
 export class AcpxEnsureError extends Error {
   override name = "AcpxEnsureError";
+  readonly acpError: AcpErrorInfo | undefined;
+  readonly stderrTail: string | undefined;
+  readonly end: SessionEnd | undefined;
+  readonly authMethods: readonly AcpAuthMethodInfo[] | undefined;
+  readonly agentProtocolVersion: unknown;
   constructor(
     readonly sessionKey: string,
     readonly failure: EnsureFailureCause,
@@ -25,9 +106,14 @@ export class AcpxEnsureError extends Error {
      * not tell (the maintenance timer and startup reaping retry it)
      */
     readonly leaseState: string | undefined,
-    options?: { cause?: unknown },
+    options?: AcpxEnsureErrorDetails,
   ) {
-    super(message, options);
+    super(message, options?.cause === undefined ? undefined : { cause: options.cause });
+    this.acpError = options?.acpError;
+    this.stderrTail = options?.stderrTail || undefined;
+    this.end = options?.end;
+    this.authMethods = options?.authMethods;
+    this.agentProtocolVersion = options?.agentProtocolVersion;
   }
 }
 
@@ -50,5 +136,114 @@ export class AcpxNoSessionError extends Error {
     detail: string,
   ) {
     super(`no live ACP session for ${JSON.stringify(sessionKey)}: ${detail}`);
+  }
+}
+
+/** Why a prompt failed (other than a timeout, an abort or a close). */
+export type PromptFailureCause =
+  | "agent-error" // the agent answered session/prompt with an error (acpError)
+  | "adapter-exited" // the adapter exited during the turn
+  | "wrapper-killed" // the wrapper died by a signal during the turn: the session lost its supervisor
+  | "wrapper-exited" // the wrapper exited without reporting an adapter exit
+  | "connection-lost"; // the ACP connection ended and no process exit explains it (yet)
+
+/** A prompt that failed; carries what the gateway saw (ACP error data, stderr tail, how it ended). */
+export class AcpxPromptError extends Error {
+  override name = "AcpxPromptError";
+  readonly acpError: AcpErrorInfo | undefined;
+  readonly stderrTail: string | undefined;
+  readonly end: SessionEnd | undefined;
+  constructor(
+    readonly sessionKey: string,
+    readonly failure: PromptFailureCause,
+    message: string,
+    details: AcpxDiagnostics & { cause?: unknown } = {},
+  ) {
+    super(message, details.cause === undefined ? undefined : { cause: details.cause });
+    this.acpError = details.acpError;
+    this.stderrTail = details.stderrTail || undefined;
+    this.end = details.end;
+  }
+}
+
+/** What became of a turn that was given up on (timeout or abort). */
+export interface InterruptedTurn {
+  /** session/cancel went out (false only when the turn had not been sent yet) */
+  cancelSent: boolean;
+  /** the agent ended the turn within the cancel grace: the session is usable */
+  turnEnded: boolean;
+  /** the turn's stop reason when it ended within the grace (normally "cancelled") */
+  stopReason?: string;
+  /** the grace waited after session/cancel */
+  cancelGraceMs: number;
+  stderrTail?: string;
+}
+
+/**
+ * `prompt` ran past `timeoutMs` (CONTRACT §6). session/cancel was sent first.
+ * When `turnEnded` is false the agent did not answer the cancel within the
+ * grace: the turn still counts as running and the session takes no new
+ * prompt until it ends (or the session is closed).
+ */
+export class AcpxPromptTimeoutError extends Error {
+  override name = "AcpxPromptTimeoutError";
+  readonly cancelSent: boolean;
+  readonly turnEnded: boolean;
+  readonly stopReason: string | undefined;
+  readonly cancelGraceMs: number;
+  readonly stderrTail: string | undefined;
+  constructor(
+    readonly sessionKey: string,
+    readonly timeoutMs: number,
+    turn: InterruptedTurn,
+    options?: { cause?: unknown },
+  ) {
+    super(
+      `ACP prompt on ${JSON.stringify(sessionKey)} timed out after ${timeoutMs} ms; session/cancel sent, ` +
+        (turn.turnEnded
+          ? `the turn ended (${turn.stopReason ?? "with an error"}) within ${turn.cancelGraceMs} ms`
+          : `the agent did not end the turn within ${turn.cancelGraceMs} ms: the session takes no new prompt until it does`) +
+        diagnosticsNote({ ...(turn.stderrTail !== undefined ? { stderrTail: turn.stderrTail } : {}) }),
+      options,
+    );
+    this.cancelSent = turn.cancelSent;
+    this.turnEnded = turn.turnEnded;
+    this.stopReason = turn.stopReason;
+    this.cancelGraceMs = turn.cancelGraceMs;
+    this.stderrTail = turn.stderrTail || undefined;
+  }
+}
+
+/**
+ * `prompt`'s AbortSignal fired (CONTRACT §6: name "AbortError", like the
+ * platform's own aborts). session/cancel was sent when the turn had started;
+ * `cause` is the signal's reason.
+ */
+export class AcpxPromptAbortError extends Error {
+  override name = "AbortError";
+  readonly cancelSent: boolean;
+  readonly turnEnded: boolean;
+  readonly stopReason: string | undefined;
+  readonly cancelGraceMs: number;
+  readonly stderrTail: string | undefined;
+  constructor(
+    readonly sessionKey: string,
+    turn: InterruptedTurn,
+    options?: { cause?: unknown },
+  ) {
+    super(
+      `ACP prompt on ${JSON.stringify(sessionKey)} was aborted` +
+        (!turn.cancelSent
+          ? " before it was sent"
+          : turn.turnEnded
+            ? `; session/cancel sent, the turn ended (${turn.stopReason ?? "with an error"}) within ${turn.cancelGraceMs} ms`
+            : `; session/cancel sent, the agent did not end the turn within ${turn.cancelGraceMs} ms: the session takes no new prompt until it does`),
+      options,
+    );
+    this.cancelSent = turn.cancelSent;
+    this.turnEnded = turn.turnEnded;
+    this.stopReason = turn.stopReason;
+    this.cancelGraceMs = turn.cancelGraceMs;
+    this.stderrTail = turn.stderrTail || undefined;
   }
 }

@@ -12,7 +12,21 @@ export type {
   ReapedProcess,
   TreeReapSummary,
 } from "./types.js";
-export { AcpxEnsureError, AcpxNoSessionError, AcpxSessionClosedError, type EnsureFailureCause } from "./errors.js";
+export {
+  AcpxEnsureError,
+  AcpxNoSessionError,
+  AcpxPromptAbortError,
+  AcpxPromptError,
+  AcpxPromptTimeoutError,
+  AcpxSessionClosedError,
+  type AcpAuthMethodInfo,
+  type AcpErrorInfo,
+  type AcpxDiagnostics,
+  type EnsureFailureCause,
+  type PromptFailureCause,
+} from "./errors.js";
+export type { AcpAuthInput, AcpAuthResolver, PromptOptions } from "./types.js";
+export { STDERR_RING_BYTES, type SessionEnd } from "./launch.js";
 export {
   openSessionStore,
   parseSessionRecord,
@@ -23,7 +37,7 @@ export {
   type StoredSessionRecord,
 } from "./session-store.js";
 export { installWrapper, packagedWrapperPath, wrapperShimSource, type InstalledWrapper } from "./install-wrapper.js";
-export { AcpClient, AcpTimeoutError, type AcpClientOptions } from "./acp-client.js";
+export { AcpClient, AcpTimeoutError, SUPPORTED_PROTOCOL_VERSIONS, type AcpClientOptions } from "./acp-client.js";
 export {
   LIFELINE_FD,
   parseReportLine,

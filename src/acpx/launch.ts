@@ -1,10 +1,13 @@
 /**
  * Starting one wrapper: `node <wrapperPath> --grace-ms N -- <adapter argv>`
  * with stdio [pipe, pipe, pipe, pipe]. fd 0/1 carry ACP to the adapter (the
- * wrapper hands them over untouched), fd 2 is the adapter's stderr (kept as a
- * short tail for error messages), fd 3 is the lifeline: the wrapper writes its
- * reports there, and our end staying open is what tells it we are alive.
- * Nothing here decides policy: the controller reads the reports and settles.
+ * wrapper hands them over untouched), fd 2 is the adapter's stderr (its most
+ * recent 16 KB kept in a ring for error messages), fd 3 is the lifeline: the
+ * wrapper writes its reports there, and our end staying open is what tells it
+ * we are alive. The wrapper's environment, which the adapter inherits, is
+ * built here: the gateway's, minus `envRemove`, plus `env`, plus the two
+ * markers (which can be neither removed nor overridden). Nothing here decides
+ * policy: the controller reads the reports and settles.
  */
 import { spawn, type ChildProcess } from "node:child_process";
 import type { Readable, Writable } from "node:stream";
@@ -29,11 +32,42 @@ export interface LaunchInput {
   gatewayInstanceId: string;
   cwd?: string;
   env?: Record<string, string>;
+  /** keys dropped from the inherited environment before `env` is applied (never the markers) */
+  envRemove?: readonly string[];
 }
 
 export interface ChildExit {
   code: number | null;
   signal: NodeJS.Signals | null;
+}
+
+/**
+ * How a session's processes ended, as far as the gateway can tell:
+ * - adapter-exited: the wrapper reported the adapter's exit (code or signal);
+ * - wrapper-killed: the wrapper itself died by a signal (SIGKILL, the OOM
+ *   killer, a crash) without reporting an adapter exit: the adapter may still
+ *   run, unsupervised, until a close or the startup reap finds it by lease;
+ * - wrapper-exited: the wrapper exited with a status but reported no adapter
+ *   exit (it could not start it, or failed itself).
+ */
+export type SessionEnd =
+  | { kind: "adapter-exited"; code: number | null; signal: string | null }
+  | { kind: "wrapper-killed"; wrapperPid: number | undefined; signal: NodeJS.Signals }
+  | { kind: "wrapper-exited"; wrapperPid: number | undefined; code: number | null };
+
+/** One sentence naming who ended and how; a killed wrapper is named as such, never blamed on the adapter. */
+export function describeEnd(end: SessionEnd): string {
+  switch (end.kind) {
+    case "adapter-exited":
+      return `the adapter exited (${end.signal !== null ? `signal ${end.signal}` : `exit code ${end.code}`})`;
+    case "wrapper-killed":
+      return (
+        `the wrapper${end.wrapperPid !== undefined ? ` (pid ${end.wrapperPid})` : ""} was killed by ${end.signal} ` +
+        "before it reported an adapter exit; the adapter may still run unsupervised until its lease is reaped"
+      );
+    case "wrapper-exited":
+      return `the wrapper${end.wrapperPid !== undefined ? ` (pid ${end.wrapperPid})` : ""} exited (exit code ${end.code}) without reporting an adapter exit`;
+  }
 }
 
 /** The first thing the wrapper tells us, or why it never did. */
@@ -60,6 +94,21 @@ export interface LaunchedWrapper {
   waitStart(timeoutMs: number): Promise<StartOutcome>;
   /** resolves true when the child exits within ms */
   waitExit(ms: number): Promise<boolean>;
+  /**
+   * How the session ended (undefined while the wrapper runs and has not
+   * reported an adapter exit). After the wrapper's exit the lifeline is
+   * drained first, so a report written just before the exit is not missed.
+   */
+  howEnded(): SessionEnd | undefined;
+  /** resolves with howEnded() once the wrapper has exited and its lifeline is drained */
+  readonly ended: Promise<SessionEnd>;
+  /**
+   * Calls `listener` once with how the session ended (as `ended` resolves);
+   * returns the unsubscribe. For per-prompt listeners on a long session, so
+   * a finished prompt leaves nothing attached.
+   */
+  onEnd(listener: (end: SessionEnd) => void): () => void;
+  /** the adapter's (and wrapper's) most recent stderr, at most STDERR_RING_BYTES, trimmed */
   stderrTail(): string;
   /** closing our lifeline end = "the gateway is gone" to the wrapper */
   endLifeline(): void;
@@ -67,7 +116,90 @@ export interface LaunchedWrapper {
   unref(): void;
 }
 
-const STDERR_TAIL = 4096;
+/** How much of the adapter's recent stderr is kept for diagnostics. */
+export const STDERR_RING_BYTES = 16 * 1024;
+
+/**
+ * A bounded ring of the most recent bytes written to a stream: chunks are
+ * kept as they arrive and dropped from the front once the total passes the
+ * cap, so a chatty adapter costs at most `cap` bytes (plus one chunk) and no
+ * copying per write. text() cuts at the cap and skips a UTF-8 sequence the
+ * cut split.
+ */
+export class ByteRing {
+  private chunks: Buffer[] = [];
+  private size = 0;
+  /** bytes dropped from the front so far */
+  dropped = 0;
+
+  constructor(readonly cap: number = STDERR_RING_BYTES) {
+    if (!Number.isInteger(cap) || cap <= 0) throw new RangeError(`cap must be a positive integer, got ${String(cap)}`);
+  }
+
+  push(chunk: Buffer): void {
+    if (chunk.length === 0) return;
+    this.chunks.push(chunk);
+    this.size += chunk.length;
+    while (this.chunks.length > 1 && this.size - this.chunks[0]!.length >= this.cap) {
+      const first = this.chunks.shift()!;
+      this.size -= first.length;
+      this.dropped += first.length;
+    }
+  }
+
+  get length(): number {
+    return Math.min(this.size, this.cap);
+  }
+
+  text(): string {
+    let buf = Buffer.concat(this.chunks, this.size);
+    if (buf.length > this.cap) buf = buf.subarray(buf.length - this.cap);
+    let start = 0;
+    // a cut in the middle of a UTF-8 sequence leaves continuation bytes (10xxxxxx) in front
+    if (this.dropped > 0 || this.size > this.cap) while (start < buf.length && start < 3 && (buf[start]! & 0xc0) === 0x80) start++;
+    return buf.subarray(start).toString("utf8");
+  }
+}
+
+/** The keys no caller may drop from, or set in, the wrapper's environment. */
+export const MARKER_KEYS: readonly string[] = Object.freeze([LEASE_ENV_KEY, INSTANCE_ENV_KEY]);
+
+/**
+ * Validates `envRemove` (ensureSession input): an array of non-empty strings
+ * without "=" or NUL, never one of the two markers (a TypeError naming them:
+ * without them neither verification nor the wrapper's escapee search can
+ * tell the tree is ours).
+ */
+export function assertEnvRemove(value: unknown, name = "envRemove"): asserts value is readonly string[] {
+  if (!Array.isArray(value)) throw new TypeError(`${name} must be an array of environment variable names`);
+  value.forEach((k: unknown, i: number) => {
+    if (typeof k !== "string" || k.length === 0 || k.includes("=") || k.includes("\0")) {
+      throw new TypeError(`${name}[${i}] must be a non-empty environment variable name without "=" or NUL`);
+    }
+    if (MARKER_KEYS.includes(k)) {
+      throw new TypeError(
+        `${name}[${i}]: ${k} cannot be removed: ${MARKER_KEYS.join(" and ")} are the lease markers the wrapper and the adapter must carry`,
+      );
+    }
+  });
+}
+
+/**
+ * The wrapper's (and so the adapter's) environment: the gateway's, minus
+ * `envRemove`, plus `env` (an explicit value wins over a removal: removal is
+ * about what is inherited), plus the markers, which always win.
+ */
+export function buildWrapperEnv(input: Pick<LaunchInput, "env" | "envRemove" | "leaseId" | "gatewayInstanceId">, base: NodeJS.ProcessEnv = process.env): NodeJS.ProcessEnv {
+  if (input.envRemove !== undefined) assertEnvRemove(input.envRemove);
+  const env: NodeJS.ProcessEnv = { ...base };
+  for (const k of input.envRemove ?? []) delete env[k];
+  return {
+    ...env,
+    ...input.env,
+    [LEASE_ENV_KEY]: input.leaseId,
+    [INSTANCE_ENV_KEY]: input.gatewayInstanceId,
+  };
+}
 
 /** The root argv for a wrapper launch (exactly what the kernel will report). */
 export function rootArgvFor(nodePath: string, wrapperPath: string, command: readonly string[], graceMs: number): string[] {
@@ -76,12 +208,7 @@ export function rootArgvFor(nodePath: string, wrapperPath: string, command: read
 
 export function launchWrapper(input: LaunchInput): LaunchedWrapper {
   const rootArgv = rootArgvFor(input.nodePath, input.wrapperPath, input.command, input.graceMs);
-  const env: NodeJS.ProcessEnv = {
-    ...process.env,
-    ...input.env,
-    [LEASE_ENV_KEY]: input.leaseId,
-    [INSTANCE_ENV_KEY]: input.gatewayInstanceId,
-  };
+  const env = buildWrapperEnv(input);
   const child = spawn(rootArgv[0]!, rootArgv.slice(1), {
     stdio: ["pipe", "pipe", "pipe", "pipe"],
     env,
@@ -105,10 +232,8 @@ export function launchWrapper(input: LaunchInput): LaunchedWrapper {
     else lifeline.once("close", () => resolve());
   });
 
-  let tail = "";
-  child.stderr?.on("data", (chunk: Buffer) => {
-    tail = (tail + chunk.toString("utf8")).slice(-STDERR_TAIL);
-  });
+  const ring = new ByteRing(STDERR_RING_BYTES);
+  child.stderr?.on("data", (chunk: Buffer) => ring.push(chunk));
   child.stdin?.on("error", () => undefined);
 
   let exitStatus: ChildExit | undefined;
@@ -130,6 +255,25 @@ export function launchWrapper(input: LaunchInput): LaunchedWrapper {
 
   const find = <T extends WrapperReport["type"]>(t: T) =>
     reports.find((r) => r.type === t) as Extract<WrapperReport, { type: T }> | undefined;
+
+  const howEnded = (): SessionEnd | undefined => {
+    const exit = find("exit");
+    if (exit) return { kind: "adapter-exited", code: exit.code, signal: exit.signal };
+    if (!exitStatus) return undefined;
+    if (exitStatus.signal !== null) return { kind: "wrapper-killed", wrapperPid: child.pid, signal: exitStatus.signal };
+    return { kind: "wrapper-exited", wrapperPid: child.pid, code: exitStatus.code };
+  };
+  const endListeners = new Set<(end: SessionEnd) => void>();
+  const ended = exited.then(async () => {
+    // the lifeline may still hold the report that explains the exit
+    await Promise.race([lifelineClosed, new Promise((r) => setTimeout(r, 200).unref())]);
+    const end = howEnded()!;
+    for (const l of endListeners) l(end);
+    endListeners.clear();
+    return end;
+  });
+  let endedValue: SessionEnd | undefined;
+  void ended.then((e) => (endedValue = e));
 
   return {
     rootArgv,
@@ -179,7 +323,18 @@ export function launchWrapper(input: LaunchInput): LaunchedWrapper {
         });
       });
     },
-    stderrTail: () => tail.trim(),
+    howEnded,
+    ended,
+    onEnd(listener) {
+      if (endedValue !== undefined) {
+        const e = endedValue;
+        queueMicrotask(() => listener(e));
+        return () => undefined;
+      }
+      endListeners.add(listener);
+      return () => void endListeners.delete(listener);
+    },
+    stderrTail: () => ring.text().trim(),
     endLifeline() {
       lifeline?.destroy();
     },

@@ -12,6 +12,7 @@ import type {
   ReapOutcome,
 } from "../ownership/index.js";
 import type { AcpSessionOwner } from "../sessions/index.js";
+import type { AcpAuthMethodInfo } from "./errors.js";
 
 export interface AcpRuntimeEnsureInput {
   sessionKey: string;
@@ -19,10 +20,41 @@ export interface AcpRuntimeEnsureInput {
   /** the ACP adapter's argv */
   command: readonly string[];
   cwd?: string;
+  /** keys set in the adapter's environment (after envRemove; the two markers always win) */
   env?: Record<string, string>;
+  /**
+   * Keys dropped from the environment the adapter inherits from the gateway
+   * (OpenClaw's `env -u …`: provider credentials an adapter must not see).
+   * The markers OPENCLAW_ACPX_LEASE_ID and OPENCLAW_GATEWAY_INSTANCE_ID can
+   * never be removed (TypeError naming them). A key both removed and set in
+   * `env` gets the `env` value.
+   */
+  envRemove?: readonly string[];
+  /**
+   * ACP `authenticate` before `session/new`: a method id the agent advertised
+   * in its initialize answer, or a resolver that picks one from the agent's
+   * methods (undefined = do not authenticate). Without it, an agent that
+   * answers session/new with auth_required fails ensureSession with
+   * AcpxEnsureError("auth-required") listing its methods.
+   */
+  auth?: AcpAuthInput;
   spawnedBy?: string;
   parentSessionKey?: string;
   ownerSessionKey?: string;
+}
+
+/** ensureSession's `auth` (CONTRACT §6: `{ methodId }`; the resolver form is ours). */
+export type AcpAuthInput = { methodId: string } | AcpAuthResolver;
+export type AcpAuthResolver = (methods: readonly AcpAuthMethodInfo[]) => string | undefined | Promise<string | undefined>;
+
+/** prompt's options (CONTRACT §6: signal, timeoutMs; cancelGraceMs is ours). */
+export interface PromptOptions {
+  /** aborting sends session/cancel and rejects with an error named "AbortError" */
+  signal?: AbortSignal;
+  /** past it, session/cancel is sent and prompt rejects with AcpxPromptTimeoutError */
+  timeoutMs?: number;
+  /** after session/cancel, how long to wait for the agent to end the turn before rejecting; default 2000 */
+  cancelGraceMs?: number;
 }
 
 export interface AcpRuntimeHandle {
@@ -124,7 +156,11 @@ export interface ReapReport {
 export interface AcpxLifecycleController {
   readonly gatewayInstanceId: GatewayInstanceId;
   ensureSession(input: AcpRuntimeEnsureInput): Promise<AcpRuntimeHandle>;
-  prompt(handle: AcpRuntimeHandle, text: string): Promise<{ stopReason: string }>;
+  /**
+   * One turn. With `timeoutMs` or `signal`: session/cancel, a bounded grace
+   * for the turn to end, then AcpxPromptTimeoutError / an "AbortError".
+   */
+  prompt(handle: AcpRuntimeHandle, text: string, options?: PromptOptions): Promise<{ stopReason: string }>;
   cancelTurn(handle: AcpRuntimeHandle): Promise<void>;
   closeSession(input: {
     handle: AcpRuntimeHandle | { sessionKey: string };
