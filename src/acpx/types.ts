@@ -6,10 +6,12 @@ import type { ProcessFacts, ProcessSignaller } from "../facts/types.js";
 import type {
   AcpxProcessLease,
   GatewayInstanceId,
+  LeaseOutcome,
   LeaseVerdict,
   OwnedProcessTree,
   OwnershipEvidence,
   ReapOutcome,
+  LeaseReconcileReport,
 } from "../ownership/index.js";
 import type { AcpSessionOwner } from "../sessions/index.js";
 import type { AcpAuthMethodInfo } from "./errors.js";
@@ -121,37 +123,15 @@ export interface CloseReport {
   elapsedMs: number;
 }
 
-export interface ReapReportEntry {
-  leaseId: string;
-  sessionKey: string;
-  rootPid: number;
-  stateBefore: AcpxProcessLease["state"];
-  verdict: LeaseVerdict;
-  /** lease state after this run */
-  stateAfter: AcpxProcessLease["state"];
-  /** what decided the verdict (failed/unknown checks first) */
-  evidence: readonly OwnershipEvidence[];
-  reap?: TreeReapSummary;
-  /** the settlement rule's reason (ownership settlementFor) when it was asked */
-  why?: string;
-  /** dry runs only say what would be done */
-  action: "reaped" | "reaped-remnants" | "marked-lost" | "left-alone" | "skipped-live" | "would-reap" | "would-mark-lost";
-}
+/**
+ * One lease of a batch reap: the lifecycle's neutral outcome
+ * (src/ownership/lifecycle.ts LeaseOutcome: the same rows the supervisor's
+ * reconcile and the CLI's reap and explain give), with the reap summarised.
+ */
+export type ReapReportEntry = Omit<LeaseOutcome, "verification" | "reap"> & { reap?: TreeReapSummary };
 
-export interface ReapReport {
-  gatewayInstanceId: GatewayInstanceId;
-  dryRun: boolean;
-  /** open/closing ACPX leases of this instance that were examined (never the process supervisor's runs) */
-  examined: number;
-  entries: ReapReportEntry[];
-  /** process snapshots taken for the verification (always 1 when anything was examined) */
-  snapshots: number;
-  /** closed/lost leases removed by retention */
-  expired: string[];
-  /** unreadable or refused lease files */
-  problems: { file: string; detail: string }[];
-  elapsedMs: number;
-}
+/** The batch report (lifecycle.ts LeaseReconcileReport) with ReapReportEntry rows. */
+export type ReapReport = Omit<LeaseReconcileReport, "entries"> & { entries: ReapReportEntry[] };
 
 export interface AcpxLifecycleController {
   readonly gatewayInstanceId: GatewayInstanceId;

@@ -4,7 +4,7 @@
  */
 import { randomBytes } from "node:crypto";
 import { constants } from "node:fs";
-import { lstat, mkdir, open, rename, unlink, chmod } from "node:fs/promises";
+import { lstat, mkdir, open, rename, unlink } from "node:fs/promises";
 import { join } from "node:path";
 
 const O_NOFOLLOW = constants.O_NOFOLLOW ?? 0;
@@ -15,20 +15,55 @@ export function myUid(): number | null {
 }
 
 /**
- * mkdir -p with 0700, then refuses a directory that is a symlink, not a
- * directory, or owned by another uid (an attacker-controlled directory would
- * let someone else plant leases). With `tighten` (our own subdirectories,
- * never a caller's state dir, which could be something like /tmp) an existing
- * directory's mode is set to 0700.
+ * A state dir, a folder under it or a file we trust is refused, like ssh
+ * refuses a loose ~/.ssh, when it is writable by group or others or owned by
+ * another uid: either would let someone else plant or delete leases, or the
+ * instance id (a deleted id mints a new identity and strands every earlier
+ * lease's processes). The error names the path and the fix; nothing is ever
+ * chmod'ed behind the operator's back.
  */
-export async function ensurePrivateDir(path: string, tighten = true): Promise<void> {
-  await mkdir(path, { recursive: true, mode: 0o700 });
-  const st = await lstat(path);
-  if (st.isSymbolicLink()) throw new Error(`${path} is a symlink; refusing to use it as a private directory`);
-  if (!st.isDirectory()) throw new Error(`${path} is not a directory`);
+export class InsecurePathError extends Error {
+  override name = "InsecurePathError";
+  constructor(
+    readonly path: string,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+export function assertPrivate(path: string, st: { uid: number; mode: number }, kind: "directory" | "file"): void {
   const uid = myUid();
-  if (uid !== null && st.uid !== uid) throw new Error(`${path} is owned by uid ${st.uid}, not ${uid}; refusing to use it`);
-  if (tighten && (st.mode & 0o777) !== 0o700) await chmod(path, 0o700);
+  if (uid !== null && st.uid !== uid) {
+    throw new InsecurePathError(path, `${path} is owned by uid ${st.uid}, not ${uid}; refusing to use it (chown ${uid} ${path}, or choose a state dir of your own)`);
+  }
+  const loose = st.mode & 0o022;
+  if (loose !== 0) {
+    const who = loose === 0o022 ? "group and others" : loose === 0o020 ? "group" : "others";
+    const mode = (st.mode & 0o777).toString(8).padStart(3, "0");
+    throw new InsecurePathError(path, `${path} is writable by ${who} (mode ${mode}); refusing to use it. Fix: chmod ${kind === "directory" ? "700" : "600"} ${path}`);
+  }
+}
+
+/**
+ * mkdir -p with 0700 (unless `create` is false), then refuses a directory
+ * that is a symlink, not a directory, owned by another uid or writable by
+ * group or others (assertPrivate). Returns false when it does not exist and
+ * `create` is false (a read-only caller).
+ */
+export async function ensurePrivateDir(path: string, create = true): Promise<boolean> {
+  if (create) await mkdir(path, { recursive: true, mode: 0o700 });
+  let st;
+  try {
+    st = await lstat(path);
+  } catch (e) {
+    if (!create && (e as NodeJS.ErrnoException).code === "ENOENT") return false;
+    throw e;
+  }
+  if (st.isSymbolicLink()) throw new InsecurePathError(path, `${path} is a symlink; refusing to use it as a private directory`);
+  if (!st.isDirectory()) throw new Error(`${path} is not a directory`);
+  assertPrivate(path, st, "directory");
+  return true;
 }
 
 /** fsync a directory so a rename/unlink in it is durable; a no-op where the OS refuses. */
@@ -78,7 +113,7 @@ export async function atomicWrite(dir: string, file: string, data: string, durab
 }
 
 export type SafeRead =
-  | { kind: "ok"; text: string; ino: number; dev: number; mtimeMs: number }
+  | { kind: "ok"; text: string; ino: number; dev: number; mtimeMs: number; mode: number; uid: number }
   | { kind: "missing" }
   | { kind: "symlink" }
   | { kind: "foreign-owner"; uid: number }
@@ -106,7 +141,7 @@ export async function readOwnedFile(path: string, maxBytes: number): Promise<Saf
     if (uid !== null && st.uid !== uid) return { kind: "foreign-owner", uid: st.uid };
     if (st.size > maxBytes) return { kind: "unreadable", detail: `larger than ${maxBytes} bytes` };
     const text = await fh.readFile("utf8");
-    return { kind: "ok", text, ino: st.ino, dev: st.dev, mtimeMs: st.mtimeMs };
+    return { kind: "ok", text, ino: st.ino, dev: st.dev, mtimeMs: st.mtimeMs, mode: st.mode, uid: st.uid };
   } catch (e) {
     return { kind: "unreadable", detail: (e as Error).message };
   } finally {

@@ -14,16 +14,20 @@
 // - start-clock.ts   ProcessInfo.startTime → epoch ms (Linux ticks via btime + CLK_TCK)
 // - reap-verification.ts  reapLeaseVerification: the owned tree, else the remnants of a gone root, else nothing
 // - settle.ts        settlementFor / applySettlement: the one rule for the lease state after a verification (and maybe a reap)
+// - lifecycle.ts     settleLease / reconcileLeases: the ONE place a lease moves (verify → closing → reap → verify → settle)
+// - state-lock.ts    acquireStateDirLock: one gateway (writer) per state dir
+// - keyed-queue.ts   the one per-key lock
 // - root-identity.ts recordRootIdentity: the live root's identity into its lease after the spawn, fail closed
 export type { GatewayInstanceId, AcpxProcessLease, LeaseState, OwnershipEvidence, OwnedProcessTree } from "./types.js";
 export { LEASE_ENV_KEY, INSTANCE_ENV_KEY, LEASE_SCHEMA_VERSION, SUPERVISOR_SESSION_PREFIX, isSupervisorLease, DEFAULT_GRACE_MS } from "./types.js";
 export { markerVerdict, MARKER_ENV_KEYS } from "./markers.js";
 export type { MarkerVerdict } from "./markers.js";
-export { loadOrCreateGatewayInstanceId, GatewayInstanceIdError, INSTANCE_ID_FILE } from "./instance-id.js";
+export { loadOrCreateGatewayInstanceId, readGatewayInstanceId, GatewayInstanceIdError, INSTANCE_ID_FILE } from "./instance-id.js";
+export { InsecurePathError } from "./fs-safe.js";
 export { computeCommandHash, tokenizeShellCommand } from "./command-hash.js";
 export { isLegalTransition, parseLeaseRecord, LeaseTransitionError, LEASE_ID_RE } from "./lease-record.js";
 export type { ParsedLease } from "./lease-record.js";
-export { openLeaseStore, LeaseNotFoundError } from "./lease-store.js";
+export { openLeaseStore, LeaseNotFoundError, LeaseStoreReadOnlyError } from "./lease-store.js";
 export type { LeaseStore, LeaseProblem, LeasePatch, LeaseCreateInput, LeaseListFilter, LeaseStoreOptions } from "./lease-store.js";
 export { checkSignalTarget, checkGroupSignal, checkGroupTarget, isOwnProcessGroup, ownProcessGroupId, ancestorsOfThisProcess, signalUnreapedChild } from "./guards.js";
 export type { GuardVerdict } from "./guards.js";
@@ -34,7 +38,7 @@ export type { LeaseVerdict, LeaseVerification, VerifyOptions } from "./verify.js
 export { reapOwnedTree, survivorsOf, reapCompleted, reapStoppedPid } from "./reap.js";
 export { reapLeaseVerification } from "./reap-verification.js";
 export type { LeaseReapResult, LeaseReapOptions } from "./reap-verification.js";
-export { settlementFor, settlementAfterReap, applySettlement, NOTHING_STARTED } from "./settle.js";
+export { settlementFor, settlementAfterReap, NOTHING_STARTED } from "./settle.js";
 export type { Settlement, SettlementTarget, SettleVerification, SettleContext } from "./settle.js";
 export { recordRootIdentity } from "./root-identity.js";
 export type { SpawnedRoot, RecordedRoot } from "./root-identity.js";
@@ -44,3 +48,8 @@ export type { StartClock } from "./start-clock.js";
 export type { ReapOutcome, ReapTarget, ReapReport as OwnedTreeReapReport, ReapOptions } from "./reap.js";
 export { verifyLegacyRecord } from "./legacy.js";
 export type { LegacySessionRecord } from "./legacy.js";
+export { settleLease, reconcileLeases, applySettlement } from "./lifecycle.js";
+export type { LifecycleDeps, LeaseAction, LeaseOutcome, SettleLeaseOptions, ReconcileOptions, LeaseReconcileReport } from "./lifecycle.js";
+export { acquireStateDirLock, stateDirLockHolder, StateDirLockedError, STATE_LOCK_FILE } from "./state-lock.js";
+export type { StateDirLock } from "./state-lock.js";
+export { KeyedQueue } from "./keyed-queue.js";

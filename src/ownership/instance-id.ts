@@ -6,7 +6,7 @@
 import { randomUUID } from "node:crypto";
 import { link, unlink } from "node:fs/promises";
 import { join } from "node:path";
-import { ensurePrivateDir, fsyncDir, readOwnedFile, writeTemp } from "./fs-safe.js";
+import { assertPrivate, ensurePrivateDir, fsyncDir, readOwnedFile, writeTemp } from "./fs-safe.js";
 import type { GatewayInstanceId } from "./types.js";
 
 export const INSTANCE_ID_FILE = "gateway-instance-id";
@@ -32,7 +32,7 @@ export class GatewayInstanceIdError extends Error {
  */
 export async function loadOrCreateGatewayInstanceId(stateDir: string): Promise<GatewayInstanceId> {
   if (typeof stateDir !== "string" || stateDir.length === 0) throw new TypeError("stateDir must be a non-empty string");
-  await ensurePrivateDir(stateDir, false);
+  await ensurePrivateDir(stateDir);
   const file = join(stateDir, INSTANCE_ID_FILE);
   const existing = await readId(file);
   if (existing !== null) return existing;
@@ -52,6 +52,16 @@ export async function loadOrCreateGatewayInstanceId(stateDir: string): Promise<G
   return id;
 }
 
+/**
+ * The instance id of a state dir, read-only: null when the dir or the file
+ * does not exist (nothing is created). The same refusals as the writer's.
+ */
+export async function readGatewayInstanceId(stateDir: string): Promise<GatewayInstanceId | null> {
+  if (typeof stateDir !== "string" || stateDir.length === 0) throw new TypeError("stateDir must be a non-empty string");
+  if (!(await ensurePrivateDir(stateDir, false))) return null;
+  return readId(join(stateDir, INSTANCE_ID_FILE));
+}
+
 async function readId(file: string): Promise<string | null> {
   const r = await readOwnedFile(file, 4096);
   switch (r.kind) {
@@ -64,6 +74,7 @@ async function readId(file: string): Promise<string | null> {
     case "unreadable":
       throw new GatewayInstanceIdError(file, `unreadable: ${r.detail}`);
     case "ok": {
+      assertPrivate(file, r, "file");
       const id = r.text.trim();
       if (id.length === 0) throw new GatewayInstanceIdError(file, "is empty; refusing to mint a second identity (restore or delete it deliberately)");
       if (!ID_RE.test(id)) throw new GatewayInstanceIdError(file, "is corrupt (not an instance id); refusing to mint a second identity");

@@ -14,10 +14,10 @@
  * the live copy; a crash in between leaves both, and the archive copy wins
  * (terminal states are absorbing), so a lease is never resurrected.
  *
- * Writers: one gateway process owns its leases. Within a process, updates to
- * one lease are serialised; across processes the last rename wins (the store
- * never tears a file, but it does not arbitrate between two gateways writing
- * the same lease, which the instance id exists to prevent).
+ * Writers: one gateway process owns its leases, and holds the state dir's
+ * lock (state-lock.ts) for as long as it writes. Within a process, updates
+ * to one lease are serialised; the store never tears a file. Readers (the
+ * CLI) open it read-only and change nothing.
  */
 import { randomUUID } from "node:crypto";
 import { link, lstat, readdir, rename, unlink, stat } from "node:fs/promises";
@@ -38,6 +38,7 @@ import {
   parseLeaseRecord,
   serializeLease,
 } from "./lease-record.js";
+import { KeyedQueue } from "./keyed-queue.js";
 import type { AcpxProcessLease, LeaseState } from "./types.js";
 
 export { LeaseTransitionError };
@@ -89,6 +90,20 @@ export interface LeaseStoreOptions {
   onProblem?: (p: LeaseProblem) => void;
   /** files read in parallel by list()/expire() (default 64) */
   concurrency?: number;
+  /**
+   * Read-only (the CLI's leases, explain, status, reap --dry-run): nothing is
+   * created, moved, chmod'ed or quarantined; a corrupt file is reported as a
+   * problem and left where it is; a state dir without leases lists none.
+   * Every write throws LeaseStoreReadOnlyError.
+   */
+  readOnly?: boolean;
+}
+
+export class LeaseStoreReadOnlyError extends Error {
+  override name = "LeaseStoreReadOnlyError";
+  constructor(op: string) {
+    super(`lease store opened read-only: ${op} refused`);
+  }
 }
 
 export class LeaseNotFoundError extends Error {
@@ -107,11 +122,12 @@ export async function openLeaseStore(stateDir: string, opts: LeaseStoreOptions =
   const dir = join(stateDir, "acpx", "leases");
   const archive = join(dir, "archive");
   const quarantine = join(dir, "quarantine");
-  await ensurePrivateDir(stateDir, false);
-  await ensurePrivateDir(join(stateDir, "acpx"));
-  await ensurePrivateDir(dir);
-  await ensurePrivateDir(archive);
-  await ensurePrivateDir(quarantine);
+  const readOnly = opts.readOnly === true;
+  // read-only: the folders are checked (never created); a missing one holds no leases
+  let present = true;
+  for (const d of [stateDir, join(stateDir, "acpx"), dir, archive, quarantine]) {
+    if (!(await ensurePrivateDir(d, !readOnly))) present = false;
+  }
   const durable = opts.durable ?? true;
   const concurrency = Math.max(1, opts.concurrency ?? 64);
   const report = (p: LeaseProblem) => {
@@ -121,22 +137,9 @@ export async function openLeaseStore(stateDir: string, opts: LeaseStoreOptions =
       // a reporting hook must not break the store
     }
   };
-  const locks = new Map<string, Promise<unknown>>();
-
-  /** Serialises read-modify-write per lease id within this process. */
-  function withLock<T>(leaseId: string, fn: () => Promise<T>): Promise<T> {
-    const prev = locks.get(leaseId) ?? Promise.resolve();
-    const run = prev.then(fn, fn);
-    const tail = run.then(
-      () => undefined,
-      () => undefined,
-    );
-    locks.set(leaseId, tail);
-    void tail.then(() => {
-      if (locks.get(leaseId) === tail) locks.delete(leaseId);
-    });
-    return run;
-  }
+  // read-modify-write of one lease is serialised within this process (one writer process per state dir: state-lock.ts)
+  const queue = new KeyedQueue();
+  const withLock = <T>(leaseId: string, fn: () => Promise<T>): Promise<T> => queue.run(leaseId, fn);
 
   type ReadResult = { lease: AcpxProcessLease | null; problem?: LeaseProblem };
 
@@ -189,6 +192,7 @@ export async function openLeaseStore(stateDir: string, opts: LeaseStoreOptions =
     detail: string,
   ): Promise<LeaseProblem> {
     const problem: LeaseProblem = { file: path, kind, detail };
+    if (readOnly) return problem; // reported, never moved by a reader
     try {
       // only move the very file we judged: a writer may have renamed a good one over it since
       const now = await lstat(path);
@@ -205,6 +209,7 @@ export async function openLeaseStore(stateDir: string, opts: LeaseStoreOptions =
   }
 
   async function load(leaseId: string): Promise<AcpxProcessLease | null> {
+    if (!present) return null;
     // the archive copy wins: terminal states are absorbing (see the layout note)
     const a = await readLease(archive, `${leaseId}.json`, leaseId);
     if (a.problem) report(a.problem);
@@ -254,6 +259,7 @@ export async function openLeaseStore(stateDir: string, opts: LeaseStoreOptions =
     folder: string,
     wanted: (l: AcpxProcessLease) => boolean,
   ): Promise<{ leases: AcpxProcessLease[]; problems: LeaseProblem[] }> {
+    if (!present) return { leases: [], problems: [] };
     const names = (await readdir(folder)).filter((n) => n.endsWith(".json") && !n.startsWith("."));
     const leases: AcpxProcessLease[] = [];
     const problems: LeaseProblem[] = [];
@@ -269,6 +275,7 @@ export async function openLeaseStore(stateDir: string, opts: LeaseStoreOptions =
     dir,
 
     async create(input) {
+      if (readOnly) throw new LeaseStoreReadOnlyError("create");
       if (typeof input !== "object" || input === null) throw new TypeError("input must be an object");
       const leaseId = input.leaseId ?? randomUUID();
       checkId(leaseId);
@@ -313,6 +320,7 @@ export async function openLeaseStore(stateDir: string, opts: LeaseStoreOptions =
     },
 
     async update(leaseId, patch) {
+      if (readOnly) throw new LeaseStoreReadOnlyError("update");
       checkId(leaseId);
       return withLock(leaseId, async () => {
         const cur = await load(leaseId);
@@ -324,6 +332,7 @@ export async function openLeaseStore(stateDir: string, opts: LeaseStoreOptions =
     },
 
     async transition(leaseId, to, patch) {
+      if (readOnly) throw new LeaseStoreReadOnlyError("transition");
       checkId(leaseId);
       if (typeof to !== "string" || !["open", "closing", "closed", "lost"].includes(to)) {
         throw new TypeError(`to must be open | closing | closed | lost, got ${JSON.stringify(to)}`);
@@ -373,6 +382,7 @@ export async function openLeaseStore(stateDir: string, opts: LeaseStoreOptions =
     },
 
     async expire(retentionMs, now = Date.now()) {
+      if (readOnly) throw new LeaseStoreReadOnlyError("expire");
       if (typeof retentionMs !== "number" || !(retentionMs >= 0)) throw new RangeError(`retentionMs must be a number >= 0, got ${retentionMs}`);
       const cutoff = now - retentionMs;
       const removed: string[] = [];

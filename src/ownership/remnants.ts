@@ -134,10 +134,23 @@ export function judgeCarrier(lease: AcpxProcessLease, p: ProcessInfo, d: Process
 export class RemnantTally {
   readonly accepted: { p: ProcessInfo; start: StartHow }[] = [];
   readonly refused = new Map<Refusal, number>();
-  add(p: ProcessInfo, j: CarrierJudgement): void {
+  /** which processes were refused, for the evidence (an operator must be able to find the one that keeps a lease closing) */
+  readonly refusedPids: { pid: number; name: string | undefined; why: Refusal }[] = [];
+  add(p: ProcessInfo, j: CarrierJudgement, name?: string): void {
     if (j.ok) this.accepted.push({ p, start: j.start });
-    else this.refused.set(j.why, (this.refused.get(j.why) ?? 0) + 1);
+    else {
+      this.refused.set(j.why, (this.refused.get(j.why) ?? 0) + 1);
+      this.refusedPids.push({ pid: p.pid, name, why: j.why });
+    }
   }
+}
+
+const LISTED = 5;
+function refusedList(tally: RemnantTally): string {
+  if (tally.refusedPids.length === 0) return "";
+  const shown = tally.refusedPids.slice(0, LISTED).map((r) => `${r.pid}${r.name ? ` (${r.name})` : ""}: ${REFUSAL_TEXT[r.why]}`);
+  const more = tally.refusedPids.length > LISTED ? `, and ${tally.refusedPids.length - LISTED} more` : "";
+  return ` [${shown.join("; ")}${more}]`;
 }
 
 /**
@@ -159,7 +172,7 @@ export function remnantEvidence(tally: RemnantTally | null, target: ReapTarget |
     return [{ check: "remnant-env", result: "unknown", detail: `no remnant search: ${blocked ?? "not searched"}` }];
   }
   const refused = [...tally.refused].map(([why, n]) => `${n} ${REFUSAL_TEXT[why]}`).join(", ");
-  const refusedText = refused === "" ? "" : `; carriers refused: ${refused}`;
+  const refusedText = refused === "" ? "" : `; carriers refused: ${refused}${refusedList(tally)}`;
   if (target === null) {
     return [{ check: "remnant-env", result: "unknown", detail: `no live process proven to carry this lease's markers${refusedText}` }];
   }

@@ -2,8 +2,8 @@
  * The one rule for "what state does a lease go to after a verification (and
  * maybe a reap)?". The ACPX controller (close, failed spawn, startup and
  * maintenance reaps) and the process supervisor (a run's end, reconcile) all
- * settle through settlementFor + applySettlement, so "when may a lease be
- * settled?" has one answer in the package.
+ * settle through lifecycle.ts, which asks settlementFor and applies its
+ * answer, so "when may a lease be settled?" has one answer in the package.
  *
  * Inputs: the LATEST verification of the lease, the report of the reap run on
  * that verification (reapLeaseVerification; null when none ran), and what
@@ -58,10 +58,9 @@
  *   corroboration, an invalid record) is not settled on a guess: closing,
  *   retried. `why` names the deciding evidence.
  */
-import type { LeaseStore } from "./lease-store.js";
 import { mergeReapResults, survivorsOf, type ReapReport } from "./reap.js";
 import type { LeaseReapResult } from "./reap-verification.js";
-import type { AcpxProcessLease, LeaseState, OwnershipEvidence } from "./types.js";
+import type { OwnershipEvidence } from "./types.js";
 import type { LeaseVerification } from "./verify.js";
 
 export type SettlementTarget = "closed" | "lost" | "closing" | "open" | "unchanged";
@@ -164,23 +163,6 @@ export function settlementAfterReap(r: Pick<LeaseReapResult, "final" | "report" 
   return settlementFor(r.final, null, { ...ctx, prior: all });
 }
 
-
-/**
- * Moves the lease as `s` says, through the legal transitions: open → closing
- * first for closed/lost, closing → open only for "open", nothing for a
- * target equal to the state, for "unchanged", or for a lease already
- * terminal (re-read from the store: a concurrent settle may have won).
- * Returns the lease as stored afterwards (null when it no longer exists).
- */
-export async function applySettlement(store: LeaseStore, leaseId: string, s: Settlement): Promise<AcpxProcessLease | null> {
-  let cur = await store.get(leaseId);
-  if (cur === null) return null;
-  if (s.to === "unchanged" || cur.state === "closed" || cur.state === "lost" || cur.state === s.to) return cur;
-  const to: LeaseState = s.to;
-  if (to === "open") return cur.state === "closing" ? store.transition(leaseId, "open") : cur;
-  if (cur.state === "open") cur = await store.transition(leaseId, "closing");
-  return to === "closing" ? cur : store.transition(leaseId, to);
-}
 
 /** The first row with `result`, as "check: detail". */
 function decisive(v: SettleVerification, result: OwnershipEvidence["result"]): string | null {

@@ -33,6 +33,7 @@
  */
 import { realpath } from "node:fs/promises";
 import { isAbsolute, relative, resolve, sep } from "node:path";
+import { isAlive, isKernelThread } from "../facts/liveness.js";
 import type { ProcessDetails, ProcessFacts, ProcessInfo, ProcessSnapshot } from "../facts/types.js";
 import { ancestorsOfSelf, collectTree } from "./collect.js";
 import { computeCommandHash } from "./command-hash.js";
@@ -253,8 +254,7 @@ async function checkRoot(
       lease.gatewayInstanceId === gatewayInstanceId ? undefined : `lease belongs to gateway ${lease.gatewayInstanceId}, not ${gatewayInstanceId}`);
     if (lease.gatewayInstanceId !== gatewayInstanceId) return finishWith(s, "mismatch");
   }
-  if (lease.rootPid === 0) return finishWith(s, "unknown", { check: "root-pid", result: "unknown", detail: "no root pid recorded (spawn pending or never completed)" });
-  const guard = checkSignalTarget(lease.rootPid);
+  const guard = lease.rootPid === 0 ? { allowed: true as const } : checkSignalTarget(lease.rootPid);
   if (!guard.allowed) return finishWith(s, "mismatch", { check: "root-pid", result: "mismatch", detail: `refused by guard: ${guard.reason}` });
   if (lease.processGroupId !== undefined && isOwnProcessGroup(lease.processGroupId) === true) {
     return finishWith(s, "mismatch", { check: "process-group", result: "mismatch", detail: `recorded group ${lease.processGroupId} is this process's own group, or led by this process or its parent` });
@@ -278,9 +278,14 @@ async function checkRoot(
     return finishWith(s, "mismatch", { check: "pid-namespace", result: "mismatch", detail: `this gateway now sees pid namespace ${hostNs}, the lease was written while it saw ${lease.pidNamespace}: its pids name other processes here` });
   } else push("pid-namespace", "match", "this gateway still sees the pid namespace it saw at spawn");
 
+  // A lease with no pid: its writer died between the lease write and the
+  // wrapper's report (a live writer's pending spawn is never verified: the
+  // controller skips leases in flight, and one gateway holds the state dir).
+  // Its root is as gone as a dead one; what it started is found by markers.
+  if (lease.rootPid === 0) return vanished(s, { check: "root-pid", result: "mismatch", detail: "no root pid recorded: the spawn never reported one and its gateway is gone; searching by markers" });
   const root = snapshot.processes.get(lease.rootPid);
   if (!root) return vanished(s, { check: "root-alive", result: "mismatch", detail: `pid ${lease.rootPid} is not in the process table` });
-  if (root.state === "Z") return vanished(s, { check: "root-alive", result: "mismatch", detail: `pid ${lease.rootPid} is a zombie` });
+  if (!isAlive(root)) return vanished(s, { check: "root-alive", result: "mismatch", detail: `pid ${lease.rootPid} is a zombie` });
   push("root-alive", "match");
 
   if (lease.rootStartTime === undefined) push("start-time", "unknown", "not recorded");
@@ -295,7 +300,7 @@ async function checkRoot(
   if (String(d.startTime) !== String(root.startTime)) {
     return finishWith(s, "mismatch", { check: "start-time", result: "mismatch", detail: "pid reused during verification" });
   }
-  if (d.state === "Z") return vanished(s, { check: "root-alive", result: "mismatch", detail: `pid ${lease.rootPid} became a zombie` });
+  if (!isAlive(d)) return vanished(s, { check: "root-alive", result: "mismatch", detail: `pid ${lease.rootPid} became a zombie` });
 
   // Under exact identity, a start time that matched on the same boot and in
   // the same pid namespace IS the process we spawned: a command or executable
@@ -460,23 +465,35 @@ async function scanEnvironments(
   const oldest = comparable ? Math.min(...starts) : -Infinity;
   const candidates: ProcessInfo[] = [];
   for (const p of snapshot.processes.values()) {
-    if (inTree.has(p.pid) || p.state === "Z" || !checkSignalTarget(p.pid).allowed) continue;
+    // dead records, zombies and kernel threads carry nobody's markers
+    if (inTree.has(p.pid) || !isAlive(p) || isKernelThread(p) || !checkSignalTarget(p.pid).allowed) continue;
     const forMarkers = markersWanted && uids.has(p.uid) && !(comparable && !(Number(p.startTime) >= oldest));
     const forRemnants = tallies.size > 0 && p.uid === ctx.myUid && !ctx.ancestors.has(p.pid) && !(Number(p.startTime) < remnantBound);
     if (forMarkers || forRemnants) candidates.push(p);
   }
   const details = await mapLimit(candidates, MARKER_CONCURRENCY, (p) => inspectSafe(facts, p.pid, MARKER_ENV_KEYS));
+  // A busy host has same-uid processes exiting or exec'ing at the very moment
+  // their environment is read; such a read fails without saying anything
+  // about our lease. Each failed read gets ONE more try: a process gone or a
+  // zombie by then is gone; only one that stays unreadable keeps a search open.
+  const retry = candidates.map((_, i) => i).filter((i) => tallies.size > 0 && (details[i] === undefined || details[i]?.envReadable === false));
+  if (retry.length > 0) {
+    const again = await mapLimit(retry, MARKER_CONCURRENCY, (i) => inspectSafe(facts, candidates[i]!.pid, MARKER_ENV_KEYS));
+    retry.forEach((i, k) => {
+      details[i] = again[k];
+    });
+  }
   candidates.forEach((p, i) => {
     const d = details[i];
     // gone since the snapshot, or its pid already names another process: not a carrier of anything
-    if (d === null || (d !== undefined && (String(d.startTime) !== String(p.startTime) || d.state === "Z"))) return;
+    if (d === null || (d !== undefined && (String(d.startTime) !== String(p.startTime) || !isAlive(d) || isKernelThread(d)))) return;
     if (d === undefined || d.envReadable === false) {
       // Nothing says whose it is: for every gone root it could have come from
       // (our uid, not an ancestor, not started before the lease), the search
       // cannot say "nothing is left" (fail closed: unknown is never "none").
       for (const { s, tally } of tallies.values()) {
         if (!couldCarry(s.lease, p, ctx)) continue;
-        tally.add(p, d === undefined ? { ok: false, why: "inspect-failed" } : judgeCarrier(s.lease, p, d, ctx));
+        tally.add(p, d === undefined ? { ok: false, why: "inspect-failed" } : judgeCarrier(s.lease, p, d, ctx), d?.argv?.[0]);
       }
       return;
     }
@@ -484,7 +501,7 @@ async function scanEnvironments(
     const id = d.env?.[LEASE_ENV_KEY];
     if (typeof id !== "string") return;
     const seeker = tallies.get(id);
-    if (seeker) return seeker.tally.add(p, judgeCarrier(seeker.s.lease, p, d, ctx));
+    if (seeker) return seeker.tally.add(p, judgeCarrier(seeker.s.lease, p, d, ctx), d.argv?.[0]);
     if (!markersWanted) return;
     const s = byId.get(id);
     if (!s || s.root!.uid !== p.uid || markerVerdict(d, s.lease) !== "match") return;

@@ -218,11 +218,13 @@ const rows: Row[] = [
     evidence: ["instance", "mismatch"],
   },
   {
-    name: "spawn pending (rootPid 0): unknown, carriers untouched",
+    name: "no pid recorded (its gateway died before the wrapper reported): a gone root, its carriers found by markers and reaped",
     setup: remnantFamily(),
     lease: lease({ rootPid: 0, rootStartTime: undefined }),
-    verdict: "unknown",
-    signals: [],
+    verdict: "gone",
+    remnants: ["G", "A"],
+    signals: ["SIGTERM G", "SIGTERM A"],
+    evidence: ["root-pid", "mismatch", /no root pid recorded/],
   },
 ];
 

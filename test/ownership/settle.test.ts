@@ -166,9 +166,11 @@ describe("settlementFor: the table", () => {
     const none = await explainLease(lease(), new SimFacts("none", "none"));
     expect([none.verdict, none.factsUnavailable, settlementFor(none, null).to]).toEqual(["unknown", true, "open"]);
 
+    // a lease with no pid (its writer died before the wrapper reported) is a gone root: searched by
+    // markers, and with nothing carrying them it is lost, never stuck closing
     const pending = await explainLease(lease({ rootPid: 0, rootStartTime: undefined }), new SimFacts());
-    expect([pending.verdict, pending.factsUnavailable]).toEqual(["unknown", false]);
-    expect(settlementFor(pending, null)).toMatchObject({ to: "closing", why: expect.stringMatching(/root-pid: no root pid recorded/) });
+    expect([pending.verdict, pending.remnantSearch]).toEqual(["gone", "none-found"]);
+    expect(settlementFor(pending, null)).toMatchObject({ to: "lost", why: expect.stringMatching(/root-pid: no root pid recorded/) });
 
     const broken = new BrokenSim();
     family(broken);

@@ -355,11 +355,14 @@ const rows: Row[] = [
     outcomes: { A: "exited-after-term", W: "exited-after-term" },
   },
   {
-    name: "spawn pending: rootPid 0",
+    // its gateway died between the lease write and the wrapper's report (a live gateway's own
+    // pending spawn is never verified: it is in flight, and one gateway holds the state dir)
+    name: "no pid recorded: a gone root, the family found by its markers",
     setup: family,
     lease: lease({ rootPid: 0, rootStartTime: undefined }),
-    verdict: "unknown",
-    signals: [],
+    verdict: "gone",
+    remnants: ["G", "A", "W"],
+    signals: ["SIGTERM G", "SIGTERM A", "SIGTERM W"],
     evidence: "root-pid",
   },
 ];

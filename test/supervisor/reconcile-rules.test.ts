@@ -116,16 +116,19 @@ describe("reconcile follows ownership's reap rule", () => {
     expect(await blindRuns.finish(b, null)).toBe("closing");
     expect((await store.get(b))?.state).toBe("closing");
 
-    // a lease reap (the run's verified tree, marker escapees included) is settled on the verification
-    // AFTER it (reapLeaseVerification's `final`): a completed reap whose last look found nothing closes;
-    // one with a survivor keeps closing, even when that look found nothing (the prior rule)
+    // a lease reap that did not settle the lease itself (the lifecycle settles a completed one at once)
+    // leaves finish to ask the facts again, with that reap as the prior: a completed reap plus a look
+    // that finds nothing closes; one with a survivor keeps closing, even when that look found nothing
+    // (the prior rule); facts that cannot look (blind) never close it on the report alone
     const nothingLeft = async (leaseId: string): Promise<LeaseVerification> => ({
       lease: (await store.get(leaseId))!, verdict: "gone", evidence: [], tree: null, remnants: null,
       remnantSearch: "none-found", remnantsUncleared: 0, factsUnavailable: false,
     });
-    const c = await exited(blindRuns, "reaped-exit");
+    const c = await exited(seeing, "reaped-exit");
     const done = { results: [{ pid: 4_100_001, startTime: "1", outcome: "killed" as const }], termSent: 1, killSent: 1, durationMs: 1 };
-    expect(await blindRuns.finish(c, { verification: await nothingLeft(c), report: done })).toBe("closed");
+    expect(await seeing.finish(c, { verification: await nothingLeft(c), report: done })).toBe("closed");
+    const c2 = await exited(blindRuns, "reaped-exit-blind");
+    expect(await blindRuns.finish(c2, { verification: await nothingLeft(c2), report: done })).toBe("closing");
     const d = await exited(seeing, "survivor-exit");
     const survived = { ...done, results: [{ pid: 4_100_001, startTime: "1", outcome: "survived" as const }] };
     // the root is gone but the report says something may run: it is not proven gone, whatever the search says

@@ -1,0 +1,161 @@
+/**
+ * closeSession's work, run under the session key's lock: load the record and
+ * its lease, then settle the lease through the one lifecycle (lifecycle.ts:
+ * verify now, mark closing, reap what verified, verify again, settle). A
+ * live session's prompt is failed with the close error before anything is
+ * signalled, and its lifeline is our lever (a pipe, not a signal). Records
+ * without a lease id take the legacy path: live root required, wrapper-root
+ * or command match, else left alone.
+ */
+import { reapOwnedTree, settleLease, survivorsOf, verifyLegacyRecord, type LeaseOutcome, type OwnedTreeReapReport } from "../ownership/index.js";
+import type { LeaseState, OwnershipEvidence } from "../ownership/types.js";
+import { AcpxSessionClosedError } from "./errors.js";
+import { lifecycleDeps, markClosing, type ControllerDeps, type LiveSessions } from "./live-sessions.js";
+import type { LegacyAcpxSessionRecord } from "./session-store.js";
+import type { CloseReport, TreeReapSummary } from "./types.js";
+
+/** How a close reports the lease's state afterwards (CloseReport.outcome). */
+const CLOSE_OUTCOME: Readonly<Record<LeaseState, CloseReport["outcome"]>> = Object.freeze({
+  closed: "closed",
+  lost: "lost",
+  closing: "retry-pending",
+  open: "left-alone",
+});
+
+type CloseBody = Omit<CloseReport, "elapsedMs" | "sessionKey" | "reason" | "interruptedPrompt" | "evidence"> & {
+  interruptedPrompt?: boolean;
+  evidence?: readonly OwnershipEvidence[];
+};
+
+/**
+ * `expectedLeaseId`: the lease the caller's handle names. When it is not the
+ * key's current lease (a stale handle of a session closed and started again)
+ * the close is a no-op that names the mismatch: nothing is signalled and the
+ * current session is not touched.
+ */
+export async function closeLocked(
+  d: ControllerDeps,
+  sessions: LiveSessions,
+  key: string,
+  reason: string | undefined,
+  discard: boolean,
+  expectedLeaseId?: string,
+): Promise<CloseReport> {
+  const t0 = Date.now();
+  const done = (r: CloseBody): CloseReport =>
+    ({ sessionKey: key, reason, evidence: [], interruptedPrompt: false, ...r, elapsedMs: Date.now() - t0 }) as CloseReport;
+
+  const live = sessions.get(key);
+  const stored = await d.sessions.get(key);
+  if (stored?.kind === "legacy") return done(await closeLegacy(d, stored.record));
+  const leaseId = live?.handle.leaseId ?? (stored?.kind === "lease" ? stored.record.leaseId : undefined);
+  if (expectedLeaseId !== undefined && leaseId !== expectedLeaseId) {
+    return done({
+      outcome: "noop",
+      path: leaseId === undefined ? "none" : "lease",
+      ...(leaseId !== undefined ? { leaseId } : {}),
+      detail: `stale handle: it names lease ${expectedLeaseId}, the key's current session is ${leaseId === undefined ? "none" : `lease ${leaseId}`}; nothing signalled, the current session untouched`,
+    });
+  }
+  markClosing(live, reason);
+  if (!leaseId) return done({ outcome: "noop", path: "none", detail: "no session record for this key" });
+  const lease = await d.leases.get(leaseId);
+  if (!lease) {
+    sessions.drop(key, live);
+    return done({ outcome: "noop", path: "lease", leaseId, detail: `lease ${leaseId} no longer exists (expired?); nothing signalled` });
+  }
+  if (lease.state === "closed" || lease.state === "lost") {
+    sessions.drop(key, live);
+    if (discard) await d.sessions.remove(key);
+    return done({ outcome: "noop", path: "lease", leaseId, leaseState: lease.state, detail: `already ${lease.state}` });
+  }
+
+  sessions.inFlight.add(leaseId);
+  try {
+    const interruptedPrompt = live?.turn !== undefined;
+    const o = await settleLease(lifecycleDeps(d), lease, {
+      // the prompt fails with the close error before anything is signalled
+      beforeSignals: () => live?.client.close(new AcpxSessionClosedError(lease.sessionKey, reason)),
+      ...(live ? { release: () => sessions.release(live) } : {}),
+    });
+    if (o.stateAfter === "closed" || o.stateAfter === "lost") {
+      sessions.drop(key, live);
+      if (discard) await d.sessions.remove(key);
+      else if (stored?.kind === "lease") await d.sessions.put({ ...stored.record, closedAt: Date.now(), updatedAt: Date.now() });
+    } else if (live) {
+      // Not settled (open or closing): the session is over either way, it
+      // must not hold its lease hostage. A wrapper that exited is let go (the
+      // session record still names the lease, for the next close); one still
+      // running keeps its handle, and the lease is retried by the
+      // maintenance timer (closing) or the startup reap and the next close.
+      if (live.launched.exitStatus() !== undefined) sessions.drop(key, live);
+      else live.closeSettling = true;
+    }
+    return done({
+      outcome: CLOSE_OUTCOME[o.stateAfter],
+      path: "lease",
+      leaseId,
+      leaseState: o.stateAfter,
+      verdict: o.verdict,
+      evidence: o.evidence,
+      interruptedPrompt,
+      detail: `${describeReap(o)}${o.why}`,
+      ...(o.reap ? { reap: summarize(o.reap) } : {}),
+    });
+  } finally {
+    sessions.inFlight.delete(leaseId);
+  }
+}
+
+function describeReap(o: LeaseOutcome): string {
+  if (o.reap === null) return "nothing signalled; ";
+  return o.target === "tree" ? "verified tree reaped; " : "the wrapper was gone, remnants carrying the lease and instance id reaped; ";
+}
+
+/** Records without a lease: live root required, wrapper-root or command match, else left alone. */
+async function closeLegacy(d: ControllerDeps, record: LegacyAcpxSessionRecord): Promise<CloseBody> {
+  const v = await verifyLegacyRecord(record, d.facts, { wrapperRoot: d.wrapper.wrapperRoot });
+  if (v.tree) {
+    const reap = summarize(await reapOwnedTree(v.tree, { facts: d.facts, signaller: d.signaller, graceMs: d.graceMs }));
+    if (reap.survivors.length === 0) await d.sessions.remove(record.sessionKey);
+    return {
+      outcome: reap.survivors.length === 0 ? "closed" : "retry-pending",
+      path: "legacy",
+      verdict: "owned",
+      evidence: v.evidence,
+      reap,
+      detail: `legacy record verified; reaped ${reap.members.length} process(es)`,
+    };
+  }
+  const gone = v.evidence.some((e) => e.check === "root-alive" && e.result === "mismatch");
+  if (gone) {
+    // the recorded pid is not alive: there is nothing left to leave alone
+    await d.sessions.remove(record.sessionKey);
+    return {
+      outcome: "lost",
+      path: "legacy",
+      verdict: "gone",
+      evidence: v.evidence,
+      detail: "legacy record: the recorded pid is gone; nothing signalled, record retired",
+    };
+  }
+  // an unverifiable legacy record is kept as it is, whatever the caller asked
+  const verdict = v.evidence.some((e) => e.result === "mismatch") ? "mismatch" : "unknown";
+  return {
+    outcome: "left-alone",
+    path: "legacy",
+    verdict,
+    evidence: v.evidence,
+    detail: `legacy record could not be verified (${verdict}); left as it is, nothing signalled`,
+  };
+}
+
+export function summarize(r: OwnedTreeReapReport): TreeReapSummary {
+  return {
+    members: r.results.map((x) => ({ pid: x.pid, startTime: x.startTime, outcome: x.outcome })),
+    survivors: survivorsOf(r),
+    termSent: r.termSent,
+    killSent: r.killSent,
+    durationMs: r.durationMs,
+  };
+}

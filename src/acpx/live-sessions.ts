@@ -1,0 +1,153 @@
+/**
+ * Live-session bookkeeping of one controller: which sessions it serves, which
+ * leases an ensure or close is working on right now, and the controller's
+ * own levers on a wrapper it spawned (the lifeline, and a SIGKILL of its
+ * child while Node has not reaped it). Decides nothing about leases: those
+ * move only through src/ownership/lifecycle.ts.
+ */
+import type { ProcessFacts, ProcessSignaller } from "../facts/types.js";
+import { checkSignalTarget, type LeaseStore, type LifecycleDeps } from "../ownership/index.js";
+import type { AcpxProcessLease } from "../ownership/types.js";
+import type { AcpClient } from "./acp-client.js";
+import { AcpxNoSessionError, AcpxSessionClosedError } from "./errors.js";
+import type { InstalledWrapper } from "./install-wrapper.js";
+import type { LaunchedWrapper } from "./launch.js";
+import type { SessionStore } from "./session-store.js";
+import type { AcpRuntimeHandle, AcpxLifecycleControllerOptions } from "./types.js";
+
+/** What every part of the controller shares. */
+export interface ControllerDeps {
+  stateDir: string;
+  facts: ProcessFacts;
+  signaller: ProcessSignaller;
+  gatewayInstanceId: string;
+  leases: LeaseStore;
+  sessions: SessionStore;
+  wrapper: InstalledWrapper;
+  graceMs: number;
+  retentionMs: number;
+  handshakeTimeoutMs: number;
+  startTimeoutMs: number;
+  nodePath: string;
+  onEnsureTiming: AcpxLifecycleControllerOptions["onEnsureTiming"];
+}
+
+export function lifecycleDeps(d: ControllerDeps): LifecycleDeps {
+  return { store: d.leases, facts: d.facts, signaller: d.signaller, graceMs: d.graceMs, gatewayInstanceId: d.gatewayInstanceId };
+}
+
+export interface LiveSession {
+  handle: AcpRuntimeHandle;
+  launched: LaunchedWrapper;
+  client: AcpClient;
+  /** the running prompt, if any (one turn at a time per session) */
+  turn: Promise<{ stopReason: string }> | undefined;
+  closing: boolean;
+  closeReason: string | undefined;
+  /**
+   * A close ran and left the lease open or closing while the wrapper still
+   * ran: the session is over (its ACP connection closed), only the handle
+   * is kept; the lease is retried by the maintenance timer, the startup
+   * reap, or the next close.
+   */
+  closeSettling?: boolean;
+}
+
+export class LiveSessions {
+  private readonly byKey = new Map<string, LiveSession>();
+  /** lease ids an ensure or close of this controller is working on right now */
+  readonly inFlight = new Set<string>();
+
+  constructor(private readonly graceMs: number) {}
+
+  get(key: string): LiveSession | undefined {
+    return this.byKey.get(key);
+  }
+
+  add(live: LiveSession): void {
+    this.byKey.set(live.handle.sessionKey, live);
+  }
+
+  /** The live session a handle names, only when the handle is that session's (its lease id): a stale handle never reaches a newer session. */
+  forHandle(handle: Pick<AcpRuntimeHandle, "sessionKey" | "leaseId">): LiveSession | undefined {
+    const live = this.byKey.get(handle.sessionKey);
+    return live && live.handle.leaseId === handle.leaseId ? live : undefined;
+  }
+
+  /** Like forHandle, but says why there is none. */
+  require(handle: Pick<AcpRuntimeHandle, "sessionKey" | "leaseId">): LiveSession {
+    const live = this.byKey.get(handle.sessionKey);
+    if (!live) {
+      throw new AcpxNoSessionError(handle.sessionKey, "it was closed, or was started by an earlier gateway run; call ensureSession");
+    }
+    if (live.handle.leaseId !== handle.leaseId) {
+      throw new AcpxNoSessionError(handle.sessionKey, `the handle names lease ${handle.leaseId}, the live session is ${live.handle.leaseId}`);
+    }
+    return live;
+  }
+
+  /** Why a batch reap must leave this lease alone now (a session served, or an ensure/close in flight); undefined when it may proceed. */
+  busy(lease: Pick<AcpxProcessLease, "leaseId">): string | undefined {
+    if (this.inFlight.has(lease.leaseId)) return "an ensure or close of this gateway is working on it";
+    for (const s of this.byKey.values()) if (s.handle.leaseId === lease.leaseId && !s.closeSettling) return "a session this gateway serves";
+    return undefined;
+  }
+
+  /** A batch reap settled `leaseId`: a closed session still held for it is let go. */
+  afterSettled(leaseId: string, state: AcpxProcessLease["state"]): void {
+    if (state !== "closed" && state !== "lost") return;
+    for (const [key, s] of this.byKey) if (s.handle.leaseId === leaseId && s.closeSettling) this.drop(key, s);
+  }
+
+  /** Ends our side of a live session (lifeline, stdin) and waits for the wrapper to exit. */
+  async release(live: LiveSession | undefined): Promise<boolean> {
+    if (!live) return false;
+    live.launched.endLifeline();
+    live.launched.stdin.destroy();
+    return live.launched.waitExit(this.graceMs + 2000);
+  }
+
+  drop(key: string, live: LiveSession | undefined): void {
+    if (live && this.byKey.get(key) === live) {
+      this.byKey.delete(key);
+      live.client.close(new AcpxSessionClosedError(key, live.closeReason));
+      live.launched.endLifeline();
+    }
+  }
+
+  /** Sessions keep running; only their hold on our event loop is released. */
+  unrefAll(): void {
+    for (const s of this.byKey.values()) s.launched.unref();
+  }
+}
+
+/** The first close to reach a live session marks it, with its reason; a later one keeps that reason. */
+export function markClosing(live: LiveSession | undefined, reason: string | undefined): void {
+  if (live && !live.closing) {
+    live.closing = true;
+    live.closeReason = reason;
+  }
+}
+
+/**
+ * SIGKILLs our own wrapper child, only while it is unreaped (Node has not
+ * seen its exit, so its pid cannot have been reused) and the guard allows
+ * the pid. Used when the lifeline and stdin were ended and it still did not exit.
+ */
+export function killUnreapedChild(l: LaunchedWrapper): void {
+  const c = l.child;
+  const pid = c.pid;
+  if (pid === undefined || c.exitCode !== null || c.signalCode !== null || l.exitStatus() !== undefined) return;
+  if (!checkSignalTarget(pid).allowed) return;
+  c.kill("SIGKILL");
+}
+
+/** Our lever on a wrapper we spawned and that is not (or no longer) a live session: lifeline, stdin, then SIGKILL while unreaped. */
+export async function releaseLaunched(launched: LaunchedWrapper, graceMs: number): Promise<void> {
+  launched.endLifeline();
+  launched.stdin.destroy();
+  if (!(await launched.waitExit(graceMs + 2000))) {
+    killUnreapedChild(launched);
+    await launched.waitExit(2000);
+  }
+}

@@ -1,0 +1,236 @@
+/**
+ * ensureSession's spawn and handshake: the lease is written before the
+ * wrapper is spawned; the wrapper's "started" report gives the root pid and
+ * the adapter's group, whose identity goes into the lease; then ACP
+ * `initialize` + `session/new`, and the session record. Every failure
+ * settles the attempt's lease through the lifecycle (lifecycle.ts) before
+ * the error is thrown.
+ */
+import { performance } from "node:perf_hooks";
+import {
+  applySettlement,
+  checkSignalTarget,
+  computeCommandHash,
+  NOTHING_STARTED,
+  recordRootIdentity,
+  settleLease,
+} from "../ownership/index.js";
+import type { AcpxProcessLease } from "../ownership/types.js";
+import { buildSessionOwner } from "../sessions/index.js";
+import { AcpClient, AcpTimeoutError } from "./acp-client.js";
+import { AcpxEnsureError, type EnsureFailureCause } from "./errors.js";
+import { launchWrapper, rootArgvFor, type LaunchedWrapper } from "./launch.js";
+import { lifecycleDeps, releaseLaunched, type ControllerDeps, type LiveSessions } from "./live-sessions.js";
+import type { AcpxSessionRecord } from "./session-store.js";
+import type { AcpRuntimeEnsureInput, AcpRuntimeHandle } from "./types.js";
+
+export async function spawnSession(d: ControllerDeps, live: LiveSessions, input: AcpRuntimeEnsureInput, disposed: () => boolean): Promise<AcpRuntimeHandle> {
+  const tStart = performance.now();
+  const rootArgv = rootArgvFor(d.nodePath, d.wrapper.wrapperPath, input.command, d.graceMs);
+  let lease = await d.leases.create({
+    gatewayInstanceId: d.gatewayInstanceId,
+    sessionKey: input.sessionKey,
+    wrapperRoot: d.wrapper.wrapperRoot,
+    wrapperPath: d.wrapper.wrapperPath,
+    commandHash: computeCommandHash(rootArgv),
+  });
+  live.inFlight.add(lease.leaseId);
+  const tLease = performance.now();
+  let launched: LaunchedWrapper | undefined;
+  let client: AcpClient | undefined;
+  const fail = async (failure: EnsureFailureCause, message: string, cause?: unknown): Promise<never> => {
+    client?.close(new Error(`ensureSession failed: ${failure}`));
+    const settled = await settleFailedSpawn(d, lease, launched);
+    live.inFlight.delete(lease.leaseId);
+    throw new AcpxEnsureError(
+      input.sessionKey,
+      failure,
+      `ensureSession ${JSON.stringify(input.sessionKey)} failed: ${message} (lease ${lease.leaseId} ${settled})`,
+      lease.leaseId,
+      settled,
+      cause === undefined ? undefined : { cause },
+    );
+  };
+
+  try {
+    launched = launchWrapper({
+      nodePath: d.nodePath,
+      wrapperPath: d.wrapper.wrapperPath,
+      command: input.command,
+      graceMs: d.graceMs,
+      leaseId: lease.leaseId,
+      gatewayInstanceId: d.gatewayInstanceId,
+      cwd: input.cwd,
+      env: input.env,
+    });
+  } catch (err) {
+    return fail("wrapper-failed", `the wrapper could not be spawned: ${errMessage(err)}`, err);
+  }
+
+  const start = await launched.waitStart(d.startTimeoutMs);
+  const tStarted = performance.now();
+  if (start.kind === "spawn-error") {
+    return fail(
+      "spawn-error",
+      `the adapter ${JSON.stringify(input.command[0])} could not be started: ${start.report.code} ${start.report.message}`,
+    );
+  }
+  if (start.kind === "error") return fail("wrapper-failed", `the wrapper could not be spawned: ${start.error.message}`, start.error);
+  if (start.kind === "exited") {
+    return fail("wrapper-failed", `the wrapper exited before reporting (${describeExit(start.exit)})${stderrNote(launched)}`);
+  }
+  if (start.kind === "timeout") return fail("wrapper-failed", `the wrapper sent no "started" report within ${start.ms} ms`);
+
+  // Identity of the live root; the group is the adapter group the wrapper reported.
+  const rootPid = start.report.wrapperPid;
+  const recorded = await recordRootIdentity(d.leases, lease.leaseId, { rootPid, processGroupId: start.report.pgid }, d.facts);
+  lease = recorded.lease;
+  if (recorded.identity === "gone") return fail("adapter-exited", `the wrapper (pid ${rootPid}) was gone right after it started${stderrNote(launched)}`);
+  if (recorded.identity === "unknown") return fail("adapter-exited", `the wrapper's identity could not be recorded: ${recorded.detail}${stderrNote(launched)}`);
+
+  const tRecorded = performance.now();
+  client = new AcpClient({ input: launched.stdout, output: launched.stdin });
+  let step = "initialize";
+  let acpSessionId: string;
+  try {
+    await client.initialize(d.handshakeTimeoutMs);
+    step = "session/new";
+    acpSessionId = await client.newSession(input.cwd ?? process.cwd(), d.handshakeTimeoutMs);
+  } catch (err) {
+    if (err instanceof AcpTimeoutError) {
+      return fail("handshake-timeout", `the adapter never answered ACP ${err.method} (timeout ${err.timeoutMs} ms)`, err);
+    }
+    // the connection closing usually means the adapter died: say how
+    const exitedNow = await launched.waitExit(500);
+    const exitReport = launched.exitReport();
+    if (exitedNow || exitReport) {
+      const how = exitReport
+        ? exitReport.signal
+          ? `signal ${exitReport.signal}`
+          : `exit code ${exitReport.code}`
+        : describeExit(launched.exitStatus()!);
+      return fail("adapter-exited", `the adapter exited during ACP ${step} (${how})${stderrNote(launched)}`, err);
+    }
+    return fail("handshake-error", `ACP ${step} failed: ${errMessage(err)}`, err);
+  }
+
+  const tHandshake = performance.now();
+  const owner = buildSessionOwner({
+    sessionKey: input.sessionKey,
+    agentId: input.agentId,
+    gatewayInstanceId: d.gatewayInstanceId,
+    ...(input.spawnedBy !== undefined ? { spawnedBy: input.spawnedBy } : {}),
+    ...(input.parentSessionKey !== undefined ? { parentSessionKey: input.parentSessionKey } : {}),
+    ...(input.ownerSessionKey !== undefined ? { ownerSessionKey: input.ownerSessionKey } : {}),
+  });
+  const now = Date.now();
+  const record: AcpxSessionRecord = {
+    sessionKey: input.sessionKey,
+    leaseId: lease.leaseId,
+    acpSessionId,
+    owner,
+    command: [...input.command],
+    ...(input.cwd !== undefined ? { cwd: input.cwd } : {}),
+    createdAt: now,
+    updatedAt: now,
+  };
+  try {
+    await d.sessions.put(record);
+  } catch (err) {
+    return fail("wrapper-failed", `the session record could not be written: ${errMessage(err)}`, err);
+  }
+  const handle: AcpRuntimeHandle = {
+    sessionKey: input.sessionKey,
+    leaseId: lease.leaseId,
+    rootPid,
+    processGroupId: start.report.pgid,
+    acpSessionId,
+    owner,
+  };
+  live.add({ handle, launched, client, turn: undefined, closing: false, closeReason: undefined });
+  live.inFlight.delete(lease.leaseId);
+  if (disposed()) launched.unref();
+  d.onEnsureTiming?.({
+    sessionKey: input.sessionKey,
+    leaseMs: tLease - tStart,
+    wrapperSpawnMs: tStarted - tLease,
+    recordRootMs: tRecorded - tStarted,
+    handshakeMs: tHandshake - tRecorded,
+    totalMs: performance.now() - tStart,
+  });
+  return handle;
+}
+
+/**
+ * Cleanup after a failed ensure, through the one lifecycle: verify and reap
+ * whatever the lease owns, break the lifeline (the wrapper then cleans its
+ * own tree; SIGKILL of our child while it is unreaped if it does not exit),
+ * verify again when that was all that ran, and settle. A wrapper that never
+ * reported its pid is still our child: its pid (without an identity, see
+ * recordChildPid) lets the verification search for what carries the lease's
+ * markers; no process at all = nothing started. Returns the lease state.
+ */
+async function settleFailedSpawn(d: ControllerDeps, lease: AcpxProcessLease, launched: LaunchedWrapper | undefined): Promise<string> {
+  let current = (await d.leases.get(lease.leaseId)) ?? lease;
+  if (current.state === "closed" || current.state === "lost") return current.state;
+  if (current.rootPid <= 0 && launched?.pid !== undefined) current = await recordChildPid(d, current, launched.pid);
+  if (current.rootPid <= 0 && launched?.pid === undefined) {
+    return (await applySettlement(d.leases, current.leaseId, NOTHING_STARTED))?.state ?? current.state;
+  }
+  const o = await settleLease(lifecycleDeps(d), current, launched ? { release: () => releaseLaunched(launched, d.graceMs) } : {});
+  return o.stateAfter;
+}
+
+/**
+ * Records the pid of our own wrapper child in a lease that has none (it
+ * never reported): the pid only, never an identity read now (the child
+ * may have exited and been reaped, so the pid may name another process).
+ * Verification then needs the lease id in the root's environment plus one
+ * more positive check to call a live pid ours, and a gone pid starts the
+ * remnant search (dated against the lease's startedAt).
+ */
+async function recordChildPid(d: ControllerDeps, lease: AcpxProcessLease, pid: number): Promise<AcpxProcessLease> {
+  if (!checkSignalTarget(pid).allowed) return lease;
+  return d.leases.update(lease.leaseId, { rootPid: pid }).catch(() => lease);
+}
+
+export function validateEnsureInput(input: AcpRuntimeEnsureInput): void {
+  if (typeof input !== "object" || input === null) throw new TypeError("input must be an object");
+  if (typeof input.sessionKey !== "string" || input.sessionKey.length === 0) {
+    throw new TypeError("input.sessionKey must be a non-empty string");
+  }
+  if (typeof input.agentId !== "string" || input.agentId.length === 0) throw new TypeError("input.agentId must be a non-empty string");
+  if (!Array.isArray(input.command) || input.command.length === 0) {
+    throw new TypeError("input.command must be a non-empty array (the adapter's argv); got an empty command");
+  }
+  input.command.forEach((a: unknown, i: number) => {
+    if (typeof a !== "string") throw new TypeError(`input.command[${i}] must be a string`);
+  });
+  if (input.command[0] === "") throw new TypeError("input.command[0] (the adapter executable) must be a non-empty string");
+  if (input.cwd !== undefined && (typeof input.cwd !== "string" || input.cwd.length === 0)) {
+    throw new TypeError("input.cwd must be a non-empty string when given");
+  }
+  if (input.env !== undefined) {
+    if (typeof input.env !== "object" || input.env === null) throw new TypeError("input.env must be an object of strings");
+    for (const [k, v] of Object.entries(input.env)) {
+      if (typeof v !== "string") throw new TypeError(`input.env.${k} must be a string`);
+    }
+  }
+}
+
+export function describeExit(e: { code: number | null; signal: NodeJS.Signals | null }): string {
+  return e.signal ? `signal ${e.signal}` : `exit code ${e.code}`;
+}
+
+function stderrNote(l: LaunchedWrapper): string {
+  const t = l.stderrTail();
+  if (!t) return "";
+  const last = t.split("\n").slice(-3).join(" | ");
+  return `; stderr: ${last.slice(-300)}`;
+}
+
+export function errMessage(err: unknown): string {
+  return err instanceof Error ? err.message : String(err);
+}
+
+

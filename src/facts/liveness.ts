@@ -1,0 +1,28 @@
+/**
+ * The one rule for "is this record a live process?" and "could this record
+ * be a user-space process of ours?", so verification, the reaper and the
+ * wrapper do not each test state letters by hand.
+ *
+ * - "X" (dead) records can show up under fork churn between the kernel's
+ *   exit and the reap: gone.
+ * - "Z" is gone, except for a thread-group leader whose main thread exited
+ *   while other threads run on (zombieLeader): that process is alive, and a
+ *   signal to its pid reaches the live threads.
+ * - Kernel threads (PF_KTHREAD from stat's flags; where a backend cannot
+ *   read flags, kthreadd = pid 2 and its children) never carry our markers:
+ *   they are nobody's remnant. The pid-2 guess is only a fallback: inside a
+ *   pid namespace pid 2 is an ordinary process.
+ */
+import type { ProcessInfo } from "./types.js";
+
+export type LivenessFields = Pick<ProcessInfo, "state"> & { zombieLeader?: boolean | undefined };
+
+export function isAlive(p: LivenessFields): boolean {
+  if (p.state === "X" || p.state === "x") return false;
+  return p.state !== "Z" || p.zombieLeader === true;
+}
+
+export function isKernelThread(p: Pick<ProcessInfo, "pid" | "ppid"> & { kernelThread?: boolean | undefined }): boolean {
+  if (typeof p.kernelThread === "boolean") return p.kernelThread;
+  return p.pid === 2 || p.ppid === 2;
+}

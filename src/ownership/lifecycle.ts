@@ -1,0 +1,399 @@
+/**
+ * The one place a lease moves. Every caller that ends a lease (the ACPX
+ * controller's close, failed ensure, startup reap and maintenance timer; the
+ * supervisor's leased runs and its reconcile; the CLI's leases, explain and
+ * reap) goes through settleLease or reconcileLeases, so the sequence
+ *
+ *   verify → mark closing → reap what the verification proves ours →
+ *   (our own lever: the lifeline) → verify again → settle by settle.ts
+ *
+ * is written once. Both return one neutral outcome type (LeaseOutcome).
+ *
+ * - settleLease: one lease, now. The caller may hand in a verification it
+ *   already has (a batch's), a `release` (its own pipe to a wrapper it
+ *   spawned: closing it makes the wrapper clean up its tree, which is our
+ *   lever, not a signal) and what it witnessed (the root's exit reported by
+ *   its own child handle, or an earlier tree kill not derived from the
+ *   lease). A release is pulled first when the verification is "unknown"
+ *   (nothing may be signalled, but the wrapper may still be told to clean
+ *   up), else after the reap; when it was the only thing that ran, the lease
+ *   is verified again and whatever that proves ours is reaped too.
+ * - reconcileLeases: the batch form (startup reap, maintenance, supervisor
+ *   reconcile, CLI reap and explain): ONE snapshot for every lease's
+ *   verification, then settleLease per lease with that verification. A dry
+ *   run changes nothing and says, per lease, what the same code would do.
+ *
+ * The settlement rule itself (which state after which evidence) stays in
+ * settle.ts; this module applies it (applySettlement) and is the only
+ * caller of the store's transitions outside the store.
+ */
+import type { ProcessFacts, ProcessSignaller, ProcessSnapshot } from "../facts/types.js";
+import type { LeaseStore } from "./lease-store.js";
+import type { ReapReport } from "./reap.js";
+import { reapLeaseVerification, type LeaseReapResult } from "./reap-verification.js";
+import { settlementAfterReap, settlementFor, type Settlement } from "./settle.js";
+import { isSupervisorLease, type AcpxProcessLease, type LeaseState, type OwnershipEvidence } from "./types.js";
+import { explainLease, verifyLeases, type LeaseVerdict, type LeaseVerification } from "./verify.js";
+
+export interface LifecycleDeps {
+  store: LeaseStore;
+  facts: ProcessFacts;
+  signaller: ProcessSignaller;
+  graceMs: number;
+  /** the gateway these leases belong to; a lease of another instance is never moved */
+  gatewayInstanceId: string;
+}
+
+/**
+ * What was done to a lease (a dry run: what would be done).
+ * - reaped / reaped-remnants: a verified tree, or the proven remnants of a gone root, was torn down
+ * - marked-lost: nothing of it could be alive; nothing signalled
+ * - settled: closed without a reap of its own (an exit the caller observed, an earlier reap)
+ * - left-alone: not moved to a final state (unknown evidence, another instance's lease, a
+ *   closing lease retried later, a lease handed back to open)
+ * - skipped-live: a lease this gateway is using right now, or (CLI --force) an attached tree
+ */
+export type LeaseAction = "reaped" | "reaped-remnants" | "marked-lost" | "settled" | "left-alone" | "skipped-live";
+
+export interface LeaseOutcome {
+  leaseId: string;
+  sessionKey: string;
+  rootPid: number;
+  stateBefore: LeaseState;
+  /** the lease's state afterwards; in a dry run, the state it would have */
+  stateAfter: LeaseState;
+  dryRun: boolean;
+  action: LeaseAction;
+  /** the verdict of the verification that decided what to reap */
+  verdict: LeaseVerdict;
+  evidence: readonly OwnershipEvidence[];
+  /** the settlement rule's reason (or why nothing was done) */
+  why: string;
+  /** what the reap took (a dry run: would take) */
+  target: "tree" | "remnants" | null;
+  /** every reap of the lease combined; null when none ran */
+  reap: ReapReport | null;
+  /** a dry run: the pids a reap would be handed, leaves first */
+  wouldReap?: number[];
+  /** the LAST verification (after the reap when one ran) */
+  verification: LeaseVerification;
+}
+
+export interface SettleLeaseOptions {
+  /** a verification already made (a batch's); else one is made now */
+  verification?: LeaseVerification;
+  /** facts for the reaps (a batch shares a coalescing one) */
+  facts?: ProcessFacts;
+  /** the caller's own lever on the root: ends the lifeline and waits for its wrapper child */
+  release?: () => Promise<unknown>;
+  /** runs after the lease is marked closing and before any signal (a live session fails its prompt here) */
+  beforeSignals?: () => void;
+  /** the root's exit was reported by the caller's own handle (its child, unreaped until then) */
+  rootExitObserved?: boolean;
+  /** a reap the caller ran earlier, not derived from this lease (a plain tree kill): it never settles anything by itself */
+  prior?: ReapReport | null;
+  dryRun?: boolean;
+}
+
+/** A lease as it stands, verified now (or with the given verification), reaped where proven ours, and settled. */
+export async function settleLease(deps: LifecycleDeps, lease: AcpxProcessLease, opts: SettleLeaseOptions = {}): Promise<LeaseOutcome> {
+  const dryRun = opts.dryRun === true;
+  const cur = (await deps.store.get(lease.leaseId).catch(() => null)) ?? lease;
+  let v = opts.verification ?? (await verify(deps, cur));
+  /** the verification that decided what to reap (reported as the verdict) */
+  let decided = v;
+  const base = (stateAfter: LeaseState, action: LeaseAction, why: string, extra: Partial<LeaseOutcome> = {}): LeaseOutcome => ({
+    leaseId: cur.leaseId,
+    sessionKey: cur.sessionKey,
+    rootPid: cur.rootPid,
+    stateBefore: cur.state,
+    stateAfter,
+    dryRun,
+    action,
+    verdict: decided.verdict,
+    evidence: decided.evidence,
+    why,
+    target: null,
+    reap: null,
+    verification: v,
+    ...extra,
+  });
+  if (cur.state === "closed" || cur.state === "lost") return base(cur.state, "left-alone", `already ${cur.state}`);
+  const ctx = { rootExitObserved: opts.rootExitObserved === true };
+
+  if (dryRun) {
+    const t = targetOf(v);
+    if (t !== null) {
+      const members = t === "tree" ? v.tree!.members : v.remnants!.members;
+      const pids = members.map((m) => m.pid);
+      return base("closed", t === "tree" ? "reaped" : "reaped-remnants", `would reap ${pids.length} process(es) (${pids.join(" ")}); closed if none may still run after it`, { target: t, wouldReap: pids });
+    }
+    const s = settlementFor(v, null, { ...ctx, prior: opts.prior ?? null });
+    const to = s.to === "unchanged" ? cur.state : s.to;
+    return base(to, actionFor(to, cur.state, null, false), s.why);
+  }
+  // another gateway instance's lease is not ours to move at all
+  if (isOtherInstance(v)) return base(cur.state, "left-alone", settlementFor(v, null).why);
+
+  await markClosing(deps.store, cur);
+  opts.beforeSignals?.();
+  const facts = opts.facts ?? deps.facts;
+  let released = false;
+  const release = async () => {
+    if (released || !opts.release) return;
+    released = true;
+    await opts.release();
+  };
+
+  if (v.verdict === "unknown" && opts.release) {
+    // Nothing may be signalled, but our own wrapper child can still be told
+    // to clean up. Its exit proves nothing about its tree: only a
+    // verification settles the lease, so the facts are asked once more.
+    await release();
+    v = (await verify(deps, cur).catch(() => null)) ?? v;
+    decided = v;
+  }
+  const prior: ReapReport | null = opts.prior ?? null;
+  let last: LeaseReapResult | null = await reapProven(deps, v, facts);
+  const firstTarget = last?.target ?? null;
+  if (opts.release && !released) {
+    await release();
+    if (last === null) {
+      // the release was the only thing that ran: what it left is verified (and reaped) now
+      v = (await verify(deps, cur).catch(() => null)) ?? v;
+      last = await reapProven(deps, v, facts);
+    }
+  }
+  let s: Settlement;
+  if (last !== null) {
+    s = settlementAfterReap(last, { ...ctx, prior });
+  } else s = settlementFor(v, null, { ...ctx, prior });
+  const after = await applySettlement(deps.store, cur.leaseId, s);
+  const stateAfter = after?.state ?? cur.state;
+  const reap = last?.report ?? null;
+  return {
+    ...base(stateAfter, actionFor(stateAfter, cur.state, firstTarget ?? last?.target ?? null, reap !== null), s.why),
+    target: firstTarget ?? last?.target ?? null,
+    reap,
+    verification: last?.final ?? v,
+  };
+}
+
+export interface ReconcileOptions {
+  /** which leases: the ACPX controller's, the supervisor's runs, or both (default) */
+  kind?: "acpx" | "supervisor" | "all";
+  /** default open and closing */
+  states?: readonly ("open" | "closing")[];
+  /** only these lease ids (explain); a lease of another instance then shows as such */
+  leaseIds?: readonly string[];
+  dryRun?: boolean;
+  /** a reason to leave a lease untouched now (a session or run this gateway is using, a spawn in flight) */
+  skip?: (lease: AcpxProcessLease) => string | undefined;
+  /**
+   * For a reap while a gateway may still run (CLI `reap --force`): an owned
+   * tree whose root has a live parent other than init is left alone as
+   * attached, and so is every lease whose evidence is unknown or that has no
+   * pid yet (its spawn may be pending in that gateway).
+   */
+  skipAttached?: boolean;
+  /** closed/lost leases older than this are removed afterwards (not in a dry run) */
+  retentionMs?: number;
+  /** called with each settled lease (the controller lets go of sessions it held for them) */
+  onSettled?: (o: LeaseOutcome) => void;
+}
+
+export interface LeaseReconcileReport {
+  gatewayInstanceId: string;
+  dryRun: boolean;
+  /** leases examined (skipped ones included) */
+  examined: number;
+  entries: LeaseOutcome[];
+  /** snapshot() calls made for the batch's verification (1 when anything was verified) */
+  snapshots: number;
+  /** closed/lost leases removed by retention */
+  expired: string[];
+  /** unreadable, refused or quarantined lease files, each once */
+  problems: { file: string; detail: string }[];
+  elapsedMs: number;
+}
+
+/** Verifies a batch of leases against ONE snapshot, then settles each through settleLease. */
+export async function reconcileLeases(deps: LifecycleDeps, opts: ReconcileOptions = {}): Promise<LeaseReconcileReport> {
+  const t0 = Date.now();
+  const dryRun = opts.dryRun === true;
+  const states = opts.states ?? ["open", "closing"];
+  const ids = opts.leaseIds ? new Set(opts.leaseIds) : null;
+  const listed = await deps.store.list(ids ? {} : { gatewayInstanceId: deps.gatewayInstanceId, states });
+  const problems = new Map<string, string>();
+  for (const p of listed.problems) problems.set(p.file, p.detail);
+  const kind = opts.kind ?? "all";
+  const leases = listed.leases.filter(
+    (l) => (ids === null || ids.has(l.leaseId)) && (kind === "all" || (kind === "supervisor") === isSupervisorLease(l)),
+  );
+
+  const entries: LeaseOutcome[] = [];
+  const candidates: AcpxProcessLease[] = [];
+  const skipped: { lease: AcpxProcessLease; why: string }[] = [];
+  for (const l of leases) {
+    const why = opts.skip?.(l);
+    if (why !== undefined) skipped.push({ lease: l, why });
+    else candidates.push(l);
+  }
+  let snapshots = 0;
+  let snapshot: ProcessSnapshot | undefined;
+  let verifications: LeaseVerification[] = [];
+  if (candidates.length > 0 || skipped.length > 0) {
+    const counting = countingFacts(deps.facts, () => snapshots++);
+    snapshot = await counting.snapshot().catch(() => undefined);
+    // without a process list every verification answers "unknown": nothing is signalled
+    verifications = await verifyLeases([...candidates, ...skipped.map((x) => x.lease)], counting, {
+      gatewayInstanceId: deps.gatewayInstanceId,
+      ...(snapshot ? { snapshot } : {}),
+    });
+  }
+  const byId = new Map(verifications.map((v) => [v.lease.leaseId, v]));
+  for (const { lease, why } of skipped) entries.push(untouched(lease, byId.get(lease.leaseId)!, "skipped-live", why, dryRun));
+
+  const batchFacts = coalescingFacts(deps.facts);
+  await Promise.all(
+    candidates.map(async (l) => {
+      const v = byId.get(l.leaseId)!;
+      if (opts.skipAttached === true) {
+        const attached = attachedReason(v, snapshot);
+        if (attached !== null) return void entries.push(untouched(l, v, attached.action, attached.why, dryRun));
+      }
+      const o = await settleLease(deps, l, { verification: v, facts: batchFacts, dryRun });
+      if (!dryRun) opts.onSettled?.(o);
+      entries.push(o);
+    }),
+  );
+  entries.sort((a, b) => leases.findIndex((l) => l.leaseId === a.leaseId) - leases.findIndex((l) => l.leaseId === b.leaseId));
+
+  let expired: string[] = [];
+  if (!dryRun && opts.retentionMs !== undefined) {
+    const ex = await deps.store.expire(opts.retentionMs);
+    expired = ex.removed;
+    for (const p of ex.problems) if (!problems.has(p.file)) problems.set(p.file, p.detail);
+  }
+  return {
+    gatewayInstanceId: deps.gatewayInstanceId,
+    dryRun,
+    examined: leases.length,
+    entries,
+    snapshots,
+    expired,
+    problems: [...problems].map(([file, detail]) => ({ file, detail })),
+    elapsedMs: Date.now() - t0,
+  };
+}
+
+/**
+ * Moves the lease as `s` says (settle.ts's answer; NOTHING_STARTED for a
+ * spawn that never produced a process), through the legal transitions: open → closing
+ * first for closed/lost, closing → open only for "open", nothing for a
+ * target equal to the state, for "unchanged", or for a lease already
+ * terminal (re-read from the store: a concurrent settle may have won).
+ * Returns the lease as stored afterwards (null when it no longer exists).
+ */
+export async function applySettlement(store: LeaseStore, leaseId: string, s: Settlement): Promise<AcpxProcessLease | null> {
+  let cur = await store.get(leaseId);
+  if (cur === null) return null;
+  if (s.to === "unchanged" || cur.state === "closed" || cur.state === "lost" || cur.state === s.to) return cur;
+  const to: LeaseState = s.to;
+  if (to === "open") return cur.state === "closing" ? store.transition(leaseId, "open") : cur;
+  cur = await markClosing(store, cur);
+  return to === "closing" ? cur : store.transition(leaseId, to);
+}
+
+async function markClosing(store: LeaseStore, lease: AcpxProcessLease): Promise<AcpxProcessLease> {
+  return lease.state === "open" ? store.transition(lease.leaseId, "closing") : lease;
+}
+
+function verify(deps: LifecycleDeps, lease: AcpxProcessLease): Promise<LeaseVerification> {
+  return explainLease(lease, deps.facts, { gatewayInstanceId: deps.gatewayInstanceId });
+}
+
+function targetOf(v: LeaseVerification): "tree" | "remnants" | null {
+  return v.verdict === "owned" && v.tree ? "tree" : v.verdict === "gone" && v.remnants ? "remnants" : null;
+}
+
+/** Reaps what the verification proves ours (reapLeaseVerification's one choice); null when nothing is. */
+async function reapProven(deps: LifecycleDeps, v: LeaseVerification, facts: ProcessFacts): Promise<LeaseReapResult | null> {
+  if (targetOf(v) === null) return null;
+  return reapLeaseVerification(v, { facts, signaller: deps.signaller, graceMs: deps.graceMs, gatewayInstanceId: deps.gatewayInstanceId });
+}
+
+function isOtherInstance(v: LeaseVerification): boolean {
+  return v.evidence.some((e) => e.check === "instance" && e.result === "mismatch");
+}
+
+function actionFor(to: LeaseState, from: LeaseState, target: "tree" | "remnants" | null, reaped: boolean): LeaseAction {
+  if (reaped && target !== null) return target === "tree" ? "reaped" : "reaped-remnants";
+  if (to === "lost" && from !== "lost") return "marked-lost";
+  if (to === "closed" && from !== "closed") return "settled";
+  return "left-alone";
+}
+
+function untouched(lease: AcpxProcessLease, v: LeaseVerification, action: LeaseAction, why: string, dryRun: boolean): LeaseOutcome {
+  return {
+    leaseId: lease.leaseId,
+    sessionKey: lease.sessionKey,
+    rootPid: lease.rootPid,
+    stateBefore: lease.state,
+    stateAfter: lease.state,
+    dryRun,
+    action,
+    verdict: v.verdict,
+    evidence: v.evidence,
+    why,
+    target: null,
+    reap: null,
+    verification: v,
+  };
+}
+
+/** The CLI --force rule: what a gateway that may still run could be using is left alone. */
+function attachedReason(v: LeaseVerification, snapshot: ProcessSnapshot | undefined): { action: LeaseAction; why: string } | null {
+  if (v.lease.rootPid === 0) return { action: "left-alone", why: "no pid recorded yet: its spawn may be pending in a running gateway" };
+  if (v.verdict === "unknown") return { action: "left-alone", why: "unknown evidence cannot tell whether a running gateway holds it" };
+  const parent = v.tree?.root.ppid;
+  if (parent !== undefined && parent > 1 && snapshot?.processes.has(parent)) {
+    return { action: "skipped-live", why: `its wrapper's parent (pid ${parent}) is alive: attached to a running gateway` };
+  }
+  return null;
+}
+
+/** Counts snapshot() calls (the one-snapshot promise is checked, not assumed). */
+function countingFacts(facts: ProcessFacts, onSnapshot: () => void): ProcessFacts {
+  return {
+    backend: facts.backend,
+    identityStrength: facts.identityStrength,
+    snapshot: () => {
+      onSnapshot();
+      return facts.snapshot();
+    },
+    inspect: (pid, o) => facts.inspect(pid, o),
+  };
+}
+
+/**
+ * Many trees reaped at once each ask for a fresh snapshot (to catch children
+ * forked mid-teardown) at nearly the same moment; concurrent callers share
+ * the walk in flight instead of each walking /proc.
+ */
+function coalescingFacts(facts: ProcessFacts): ProcessFacts {
+  let inflight: Promise<ProcessSnapshot> | undefined;
+  return {
+    backend: facts.backend,
+    identityStrength: facts.identityStrength,
+    snapshot: () => {
+      if (!inflight) {
+        inflight = facts.snapshot().finally(() => {
+          inflight = undefined;
+        });
+      }
+      return inflight;
+    },
+    inspect: (pid, o) => facts.inspect(pid, o),
+  };
+}

@@ -1,0 +1,199 @@
+/**
+ * One gateway per state dir. Two controllers on one state dir (a restart
+ * overlapping the old gateway's shutdown, or two gateways by mistake) would
+ * each start a tree for the same session key and each settle the other's
+ * leases. So a writer (the controller, `proclease reap`) holds
+ * `<stateDir>/gateway.lock` for its lifetime:
+ *
+ * - with the addon: flock(LOCK_EX | LOCK_NB) on the open file. The kernel
+ *   drops it when the holder dies, so a crashed gateway never blocks the
+ *   next one, and a pid reused since cannot pass for the holder.
+ * - without it: the file is created link()-exclusively and names its holder
+ *   (pid + start time); a later writer verifies that holder through the facts
+ *   layer and takes over only when it is gone or its pid names another
+ *   process now. Two writers that find the same stale file at the same
+ *   moment can both take it over: the one window this fallback has.
+ *
+ * Either way the file holds `{"pid", "startTime"}` of the holder, which is
+ * how a refused writer names it (StateDirLockedError.holderPid). Readers
+ * (leases, explain, status) never take the lock and work beside a live
+ * gateway. Mixing a gateway with the addon and one without on the same state
+ * dir is not supported (their locks do not see each other's).
+ */
+import { constants } from "node:fs";
+import { link, open, unlink, type FileHandle } from "node:fs/promises";
+import { join } from "node:path";
+import { loadNative } from "../facts/native.js";
+import type { ProcessFacts } from "../facts/types.js";
+import { assertPrivate, ensurePrivateDir, readOwnedFile, writeTemp } from "./fs-safe.js";
+
+export const STATE_LOCK_FILE = "gateway.lock";
+const O_NOFOLLOW = constants.O_NOFOLLOW ?? 0;
+const EWOULDBLOCK = new Set([-11, -35]); // EAGAIN/EWOULDBLOCK on Linux, macOS
+
+export class StateDirLockedError extends Error {
+  override name = "StateDirLockedError";
+  constructor(
+    readonly stateDir: string,
+    /** the live holder's pid, null when the holder could not be named */
+    readonly holderPid: number | null,
+  ) {
+    super(
+      `state dir ${stateDir} is in use by another gateway${holderPid !== null ? ` (pid ${holderPid})` : ""}: ` +
+        "one gateway per state dir. Stop it first, or give this one its own state dir",
+    );
+  }
+}
+
+export interface StateDirLock {
+  readonly path: string;
+  readonly how: "flock" | "lock-file";
+  /** Idempotent. The kernel releases a flock on exit anyway; the lock file is removed only while it still names us. */
+  release(): Promise<void>;
+}
+
+interface Holder {
+  pid: number;
+  startTime: string;
+}
+
+/** Takes the state dir's lock, or rejects with StateDirLockedError naming the live holder. */
+export async function acquireStateDirLock(stateDir: string, facts: ProcessFacts): Promise<StateDirLock> {
+  await ensurePrivateDir(stateDir);
+  const path = join(stateDir, STATE_LOCK_FILE);
+  const me = await selfHolder(facts);
+  const native = loadNative();
+  return native ? flockLock(stateDir, path, me, native.lockExclusive.bind(native)) : fileLock(stateDir, path, me, facts);
+}
+
+async function flockLock(stateDir: string, path: string, me: Holder, lockExclusive: (fd: number) => number): Promise<StateDirLock> {
+  const fh = await open(path, constants.O_RDWR | constants.O_CREAT | O_NOFOLLOW, 0o600);
+  let held = false;
+  try {
+    const st = await fh.stat();
+    if (!st.isFile()) throw new Error(`${path} is not a regular file`);
+    assertPrivate(path, st, "file");
+    // a reader's probe (stateDirLockHolder) holds it for microseconds: a few short retries tell it from a gateway
+    let rc = lockExclusive(fh.fd);
+    for (let i = 0; i < 5 && EWOULDBLOCK.has(rc); i++) {
+      await new Promise((r) => setTimeout(r, 20));
+      rc = lockExclusive(fh.fd);
+    }
+    if (EWOULDBLOCK.has(rc)) throw new StateDirLockedError(stateDir, parseHolder(await fh.readFile("utf8"))?.pid ?? null);
+    if (rc !== 0) throw new Error(`${path}: flock failed (errno ${-rc})`);
+    await fh.truncate(0);
+    await fh.write(JSON.stringify(me) + "\n", 0, "utf8");
+    await fh.sync();
+    held = true;
+  } finally {
+    if (!held) await fh.close().catch(() => undefined);
+  }
+  let released = false;
+  return {
+    path,
+    how: "flock",
+    async release() {
+      if (released) return;
+      released = true;
+      await fh.truncate(0).catch(() => undefined);
+      await fh.close().catch(() => undefined);
+    },
+  };
+}
+
+async function fileLock(stateDir: string, path: string, me: Holder, facts: ProcessFacts): Promise<StateDirLock> {
+  for (let attempt = 0; ; attempt++) {
+    const tmp = await writeTemp(stateDir, STATE_LOCK_FILE, JSON.stringify(me) + "\n", true);
+    try {
+      await link(tmp, path);
+      break;
+    } catch (e) {
+      if ((e as NodeJS.ErrnoException).code !== "EEXIST") throw e;
+    } finally {
+      await unlink(tmp).catch(() => undefined);
+    }
+    const r = await readOwnedFile(path, 4096);
+    if (r.kind === "missing") continue;
+    if (r.kind !== "ok") throw new Error(`${path}: ${r.kind === "unreadable" ? r.detail : r.kind}; refusing to guess whether a gateway holds it`);
+    assertPrivate(path, r, "file");
+    const holder = parseHolder(r.text);
+    // fail closed: a holder that cannot be proven gone is a holder
+    if (holder === null || attempt > 0 || (await holderAlive(holder, facts)) !== false) throw new StateDirLockedError(stateDir, holder?.pid ?? null);
+    await unlink(path).catch(() => undefined);
+  }
+  let released = false;
+  return {
+    path,
+    how: "lock-file",
+    async release() {
+      if (released) return;
+      released = true;
+      const r = await readOwnedFile(path, 4096);
+      const h = r.kind === "ok" ? parseHolder(r.text) : null;
+      if (h !== null && h.pid === me.pid && h.startTime === me.startTime) await unlink(path).catch(() => undefined);
+    },
+  };
+}
+
+/** true/false when the facts can say; null when they cannot (then the holder counts as alive). */
+async function holderAlive(h: Holder, facts: ProcessFacts): Promise<boolean | null> {
+  try {
+    const d = await facts.inspect(h.pid);
+    if (d === null) return false;
+    return String(d.startTime) === h.startTime && d.state !== "Z" && d.state !== "X";
+  } catch {
+    return null;
+  }
+}
+
+async function selfHolder(facts: ProcessFacts): Promise<Holder> {
+  let startTime = "unknown";
+  try {
+    const d = await facts.inspect(process.pid);
+    if (d) startTime = String(d.startTime);
+  } catch {
+    // the start time only names the holder; the flock itself does not need it
+  }
+  return { pid: process.pid, startTime };
+}
+
+function parseHolder(text: string): Holder | null {
+  try {
+    const j = JSON.parse(text) as unknown;
+    if (typeof j !== "object" || j === null) return null;
+    const { pid, startTime } = j as Record<string, unknown>;
+    if (typeof pid !== "number" || !Number.isInteger(pid) || pid <= 0 || typeof startTime !== "string") return null;
+    return { pid, startTime };
+  } catch {
+    return null;
+  }
+}
+
+/**
+ * Whether a writer holds the state dir now, for read-only callers (status,
+ * leases). Never creates the lock file. With the addon the answer comes from
+ * the kernel (a probe flock, released at once); without it, from the file's
+ * holder checked through the facts layer.
+ */
+export async function stateDirLockHolder(stateDir: string, facts: ProcessFacts): Promise<{ held: boolean; holderPid: number | null }> {
+  const path = join(stateDir, STATE_LOCK_FILE);
+  const r = await readOwnedFile(path, 4096);
+  if (r.kind === "missing") return { held: false, holderPid: null };
+  const holder = r.kind === "ok" ? parseHolder(r.text) : null;
+  const native = loadNative();
+  if (native) {
+    let fh: FileHandle | undefined;
+    try {
+      fh = await open(path, constants.O_RDONLY | O_NOFOLLOW);
+      const rc = native.lockExclusive(fh.fd);
+      return { held: EWOULDBLOCK.has(rc), holderPid: EWOULDBLOCK.has(rc) ? (holder?.pid ?? null) : null };
+    } catch {
+      return { held: true, holderPid: holder?.pid ?? null };
+    } finally {
+      await fh?.close().catch(() => undefined);
+    }
+  }
+  if (holder === null) return { held: r.kind !== "ok" || r.text.trim() !== "", holderPid: null };
+  const alive = await holderAlive(holder, facts);
+  return { held: alive !== false, holderPid: alive !== false ? holder.pid : null };
+}
