@@ -22,19 +22,20 @@ import { computeCommandHash } from "../ownership/command-hash.js";
 import { loadOrCreateGatewayInstanceId } from "../ownership/instance-id.js";
 import { openLeaseStore, type LeaseStore } from "../ownership/lease-store.js";
 import type { ReapReport } from "../ownership/reap.js";
-import { reapLeaseVerification } from "../ownership/reap-verification.js";
-import { applySettlement, NOTHING_STARTED, settlementAfterReap, settlementFor } from "../ownership/settle.js";
+import { applySettlement, reconcileLeases, settleLease, type LifecycleDeps } from "../ownership/lifecycle.js";
+import { NOTHING_STARTED } from "../ownership/settle.js";
 import { recordRootIdentity } from "../ownership/root-identity.js";
 import {
   INSTANCE_ENV_KEY,
-  isSupervisorLease,
   LEASE_ENV_KEY,
   SUPERVISOR_SESSION_PREFIX,
+  type AcpxProcessLease,
   type LeaseState,
   type OwnershipEvidence,
 } from "../ownership/types.js";
 import { createSignaller } from "../facts/signal.js";
-import { explainLease, verifyLeases, type LeaseVerification } from "../ownership/verify.js";
+import type { LeaseVerification } from "../ownership/verify.js";
+import type { SupervisorRunRef } from "./types.js";
 
 export { SUPERVISOR_SESSION_PREFIX };
 
@@ -79,8 +80,6 @@ export interface RunLeaseReap {
   verification: LeaseVerification;
   /** the reaper's report (every reap of the lease combined) when a tree (with its marker-carrying escapees) or remnants were reaped; null otherwise */
   report: ReapReport | null;
-  /** the follow-up reap run on `verification` (remnants it found after the first reap); null or absent when none ran */
-  finalReap?: ReapReport | null;
 }
 
 export interface RunLeases {
@@ -100,8 +99,9 @@ export interface RunLeases {
    * carry the run's markers outside the parent links (a double-forked
    * `setsid` escapee), or, when the root is already gone, its remnants.
    * Nothing is reaped for any other verdict (report null); the caller may
-   * then fall back to its identity-checked tree kill. The lease is moved to
-   * closing first; `finish` settles it.
+   * then fall back to its identity-checked tree kill. The lease goes through
+   * the one lifecycle (settleLease): settled when the reap completed, else
+   * left closing for `finish`.
    */
   reap(leaseId: string): Promise<RunLeaseReap | null>;
   /**
@@ -118,8 +118,11 @@ export interface RunLeases {
    * itself. Returns the lease's state afterwards (undefined: no such lease).
    */
   finish(leaseId: string, reap: RunLeaseReap | null, prior?: ReapReport | null): Promise<LeaseState | undefined>;
-  /** `live`: lease ids of runs this incarnation still supervises; never touched. */
-  reconcile(live?: ReadonlySet<string>): Promise<ReconcileReport>;
+  /**
+   * `live`: lease ids of runs this incarnation still supervises; `isTracked`:
+   * runs a caller still tracks (true keeps it). Neither is touched or reported.
+   */
+  reconcile(live?: ReadonlySet<string>, isTracked?: (run: SupervisorRunRef) => boolean): Promise<ReconcileReport>;
 }
 
 export interface RunLeasesOptions {
@@ -145,7 +148,10 @@ export function createRunLeases(opts: RunLeasesOptions): RunLeases {
     ready.catch(() => (ready = undefined));
     return ready;
   };
-  const reapOpts = { facts, signaller, graceMs: opts.graceMs };
+  const lifecycle = async (): Promise<LifecycleDeps> => {
+    const { store, instanceId } = await init();
+    return { store, facts, signaller, graceMs: opts.graceMs, gatewayInstanceId: instanceId };
+  };
 
   return {
     async open(runId, argv) {
@@ -170,66 +176,50 @@ export function createRunLeases(opts: RunLeasesOptions): RunLeases {
     },
 
     async reap(leaseId) {
-      const { store, instanceId } = await init();
-      const lease = await store.get(leaseId);
+      const deps = await lifecycle();
+      const lease = await deps.store.get(leaseId);
       if (!lease || lease.state === "closed" || lease.state === "lost") return null;
-      const verification = await explainLease(lease, facts, { gatewayInstanceId: instanceId });
-      if (verification.tree === null && verification.remnants === null) return { verification, report: null };
-      if (lease.state === "open") await store.transition(leaseId, "closing");
-      const r = await reapLeaseVerification(verification, { ...reapOpts, gatewayInstanceId: instanceId });
-      return { verification: r.final, report: r.report, finalReap: r.finalReap };
+      // the one lifecycle: verify, closing, reap what verified (tree + marker escapees, or remnants), verify again, settle
+      const o = await settleLease(deps, lease);
+      return { verification: o.verification, report: o.reap };
     },
 
     async finish(leaseId, reap, prior = null) {
-      const { store, instanceId } = await init();
-      const lease = await store.get(leaseId);
+      const deps = await lifecycle();
+      const lease = await deps.store.get(leaseId);
       if (!lease) return undefined;
       if (lease.state === "closed" || lease.state === "lost") return lease.state;
-      if (reap?.report) {
-        // settled on the verification after the reap, never on its report alone
-        const s = settlementAfterReap({ final: reap.verification, report: reap.report, finalReap: reap.finalReap ?? null });
-        if (s.to === "closed") return (await applySettlement(store, leaseId, s))?.state;
-      }
-      // no lease reap, or one that could not settle it: the facts decide now.
-      // The prior reap is what ran (the lease reap, else the plain tree kill):
-      // one that left a member that may still run keeps the lease closing; the
-      // root's exit (our handle saw it) counts only when no reap ran at all.
-      const [v] = await verifyLeases([lease], facts, { gatewayInstanceId: instanceId });
+      // Not settled by the lease reap (or none ran): the facts decide now,
+      // with what ran before as the prior (the lease reap, else the plain tree
+      // kill); the root's exit (our handle saw it) counts only when no reap
+      // ran at all.
       const before = reap?.report ?? prior;
-      const s = v ? settlementFor(v, null, before !== null ? { prior: before } : { rootExitObserved: true }) : { to: "closing" as const, why: "not verified" };
-      // the run is over: a lease it leaves unsettled is closing (reconcile retries it), unless the rule hands it back
-      return (await applySettlement(store, leaseId, s.to === "unchanged" ? { ...s, to: "closing" } : s))?.state;
+      const o = await settleLease(deps, lease, before !== null ? { prior: before } : { rootExitObserved: true });
+      return o.stateAfter;
     },
 
-    async reconcile(live = new Set<string>()) {
-      const { store, instanceId } = await init();
-      const { leases } = await store.list({ gatewayInstanceId: instanceId, states: ["open", "closing"] });
-      const mine = leases.filter(
-        (l) => isSupervisorLease(l) && l.gatewayInstanceId === instanceId && !live.has(l.leaseId),
-      );
-      const verdicts = await verifyLeases(mine, facts, { gatewayInstanceId: instanceId });
+    async reconcile(live = new Set<string>(), isTracked) {
+      const deps = await lifecycle();
+      const instanceId = deps.gatewayInstanceId;
+      const tracked = (l: AcpxProcessLease) =>
+        live.has(l.leaseId) ||
+        isTracked?.({ runId: l.sessionKey.slice(SUPERVISOR_SESSION_PREFIX.length), leaseId: l.leaseId, sessionKey: l.sessionKey }) === true;
+      const r = await reconcileLeases(deps, { kind: "supervisor", skip: (l) => (tracked(l) ? "tracked" : undefined) });
       const runs: ReconciledRun[] = [];
-      for (const v of verdicts) {
-        const base = {
-          leaseId: v.lease.leaseId,
-          runId: v.lease.sessionKey.slice(SUPERVISOR_SESSION_PREFIX.length),
-          rootPid: v.lease.rootPid,
-          verdict: v.verdict,
-          evidence: v.evidence,
-        };
-        // a verified tree, or (root gone) the verified remnants still carrying this run's markers
-        let reap: ReapReport | null = null;
-        let s = settlementFor(v, null);
-        if (v.tree || v.remnants) {
-          if (v.lease.state === "open") await store.transition(v.lease.leaseId, "closing");
-          const r = await reapLeaseVerification(v, { ...reapOpts, gatewayInstanceId: instanceId });
-          reap = r.report;
-          // settled on the verification after the reap (escapees forked during the teardown were reaped too)
-          s = settlementAfterReap(r);
-        }
-        const after = (await applySettlement(store, v.lease.leaseId, s))?.state ?? v.lease.state;
-        const action = reap !== null ? (after === "closed" ? "reaped" : "left") : after === "closed" || after === "lost" ? "settled" : "left";
-        runs.push({ ...base, action, state: after, why: s.why, ...(reap !== null ? { reap } : {}) });
+      for (const o of r.entries) {
+        if (o.action === "skipped-live") continue; // runs still supervised or tracked: neither touched nor reported
+        const action = o.reap !== null ? (o.stateAfter === "closed" ? "reaped" : "left") : o.stateAfter === "closed" || o.stateAfter === "lost" ? "settled" : "left";
+        runs.push({
+          leaseId: o.leaseId,
+          runId: o.sessionKey.slice(SUPERVISOR_SESSION_PREFIX.length),
+          rootPid: o.rootPid,
+          verdict: o.verdict,
+          evidence: o.evidence,
+          action,
+          state: o.stateAfter,
+          why: o.why,
+          ...(o.reap !== null ? { reap: o.reap } : {}),
+        });
       }
       return { instanceId, runs };
     },
