@@ -9,8 +9,17 @@
 //   ratio bounds the containment share of ensureSession from above. Target
 //   (issue 13): under 1.02×.
 // Also prints the absolute cost of each step (µs), for the README.
+//
+// Where the time goes: the move (a write to cgroup.procs) write-locks the
+// kernel's cgroup_threadgroup_rwsem, which waits for an RCU grace period
+// unless cgroup2 is mounted with `favordynmods` (Linux >= 6.0). An idle host
+// pays a fraction of a millisecond; a loaded one pays the grace period at its
+// current length, and forks everywhere wait for it meanwhile. Spawning
+// straight into the cgroup (clone3 with CLONE_INTO_CGROUP) would skip it;
+// Node's spawn cannot do that.
 import { spawn } from "node:child_process";
-import { existsSync } from "node:fs";
+import { cpus, loadavg } from "node:os";
+import { existsSync, readFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { check, fmtMs, median, now, printTable } from "./lib.mjs";
@@ -97,9 +106,10 @@ export async function run({ quick }) {
   const stepRows = Object.entries(steps).map(([step, xs]) => ({ step, median: fmtMs(median(xs)), p90: fmtMs([...xs].sort((x, y) => x - y)[Math.floor(xs.length * 0.9)]), samples: xs.length }));
   const nodeSteps = { mkdir: [], move: [], rmdir: [] };
   const node = await pairs({ label: "node (a wrapper's floor)", argv: [process.execPath, "-e", "process.stdin.resume()"], n: quick ? 40 : 120, lib, support, steps: nodeSteps });
-  printTable(`containment cost per session (cgroup under ${support.root}, kill via ${support.kill})`, stepRows);
+  const favordynmods = readFileSync("/proc/self/mountinfo", "utf8").split("\n").some((l) => l.includes(" - cgroup2 ") && /\bfavordynmods\b/.test(l));
+  printTable(`containment cost per session (cgroup under ${support.root}, kill via ${support.kill}, favordynmods ${favordynmods ? "on" : "off"})`, stepRows);
   printTable("spawn-to-exit, plain vs contained (mkdir + move + rmdir), median of interleaved pairs", [cat, node].map((r) => ({ child: r.label, plain: fmtMs(r.plain), contained: fmtMs(r.contained), ratio: `${r.ratio.toFixed(3)}×`, pairs: r.n })));
   const added = median(steps.mkdir) + median(steps.move) + median(steps.rmdir);
-  console.log(`  mkdir + move + rmdir: ${fmtMs(added)} per session (medians of the cat run)`);
+  console.log(`  mkdir + move + rmdir: ${fmtMs(added)} per session (medians of the cat run); load average ${loadavg()[0].toFixed(1)} on ${cpus().length} cores`);
   return [check("node child contained / plain (bounds the share of ensureSession)", node.ratio, "<=", 1.02)];
 }

@@ -322,6 +322,12 @@ export type ContainmentSupport =
       missingControllers: ControllerProblem[];
       /** how killCgroup ends a subtree here */
       kill: "cgroup.kill" | "signal-loop";
+      /**
+       * cgroup2 is mounted with favordynmods: a move into a lease cgroup does
+       * not wait for an RCU grace period (without it, each move does, and
+       * forks host-wide wait with it; see bench/containment.bench.mjs)
+       */
+      favordynmods: boolean;
     }
   | { available: false; code: ContainmentOffCode; why: string };
 
@@ -462,6 +468,7 @@ export async function detectContainment(opts: DetectOptions = {}): Promise<Conta
     controllers,
     missingControllers: missing,
     kill: probe.kill,
+    favordynmods: entries.some((e) => e.fsType === "cgroup2" && e.mountPoint === mount.mountPoint && e.superOptions.includes("favordynmods")),
   };
 }
 
@@ -489,7 +496,8 @@ async function runProbe(root: string, uid: number, base: string): Promise<ProbeR
   try {
     await fsp.mkdir(probe);
   } catch (e) {
-    const [code, why] = mkdirOff(e, root, uid);
+    // named after base: that is the cgroup an operator delegates
+    const [code, why] = mkdirOff(e, base, uid);
     return { ok: false, code, why };
   }
   const child = await spawnProbeProcess();

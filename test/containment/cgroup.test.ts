@@ -121,6 +121,8 @@ describe("detection on this host", () => {
     expect(s.base.startsWith(s.mount)).toBe(true);
     const mountinfo = readFileSync("/proc/self/mountinfo", "utf8");
     expect(mountinfo).toContain(` ${s.mount.replace(/ /g, "\\040")} `);
+    const line = mountinfo.split("\n").find((l) => l.includes(` ${s.mount.replace(/ /g, "\\040")} `) && l.includes(" - cgroup2 "));
+    expect(s.favordynmods).toBe(/[ ,]favordynmods(,|$)/.test(line!.split(" - ")[1]!));
     expect(statSync(s.root).isDirectory()).toBe(true);
     expect(s.kill).toBe(existsSync(`${(await lease("killfile")).path}/cgroup.kill`) ? "cgroup.kill" : "signal-loop");
     expect(readdirSync(s.root).filter((n) => n.startsWith(`_probe-${process.pid}-`))).toEqual([]);
