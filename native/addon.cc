@@ -33,14 +33,15 @@ bool IsInt(const Napi::Value& v) {
 
 class SnapshotWorker : public Napi::AsyncWorker {
  public:
-  explicit SnapshotWorker(Napi::Env env) : Napi::AsyncWorker(env), deferred_(Napi::Promise::Deferred::New(env)) {}
+  SnapshotWorker(Napi::Env env, bool uidFromStatus)
+      : Napi::AsyncWorker(env), deferred_(Napi::Promise::Deferred::New(env)), uidFromStatus_(uidFromStatus) {}
 
   Napi::Promise Promise() const { return deferred_.Promise(); }
 
  protected:
   // libuv worker thread: no JS access here.
   void Execute() override {
-    int rc = proclease::WalkProcesses(snap_);
+    int rc = proclease::WalkProcesses(snap_, uidFromStatus_);
     if (rc != 0) {
       std::string msg = "cannot list processes: ";
       msg += strerror(-rc);
@@ -70,11 +71,16 @@ class SnapshotWorker : public Napi::AsyncWorker {
 
  private:
   Napi::Promise::Deferred deferred_;
+  bool uidFromStatus_;
   PackedSnapshot snap_;
 };
 
 Napi::Value Snapshot(const Napi::CallbackInfo& info) {
-  auto* worker = new SnapshotWorker(info.Env());  // deletes itself after OnOK/OnError
+  if (info.Length() > 0 && !info[0].IsBoolean() && !info[0].IsUndefined()) {
+    return ThrowType(info.Env(), "snapshot(uidFromStatus?: boolean)");
+  }
+  const bool uidFromStatus = info.Length() > 0 && info[0].IsBoolean() && info[0].As<Napi::Boolean>().Value();
+  auto* worker = new SnapshotWorker(info.Env(), uidFromStatus);  // deletes itself after OnOK/OnError
   Napi::Promise promise = worker->Promise();
   worker->Queue();
   return promise;
@@ -108,6 +114,7 @@ Napi::Value Inspect(const Napi::CallbackInfo& info) {
   out.Set("pgid", Napi::Number::New(env, d.rec.pgid));
   out.Set("sid", Napi::Number::New(env, d.rec.sid));
   out.Set("uid", Napi::Number::New(env, d.rec.uid));
+  out.Set("realUid", d.realUid >= 0 ? Napi::Number::New(env, d.realUid) : env.Null());
   char state[2] = {static_cast<char>(d.rec.state), 0};
   out.Set("state", Napi::String::New(env, state));
   out.Set("startTime", Napi::Number::New(env, d.rec.start));

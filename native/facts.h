@@ -41,7 +41,8 @@ struct PackedSnapshot {
 };
 
 struct ProcDetails {
-  ProcRecord rec;
+  ProcRecord rec;     // rec.uid: the effective uid
+  int32_t realUid = -1;  // -1: unknown
   bool hasExe = false;
   std::string exe;
   bool hasArgv = false;
@@ -56,10 +57,15 @@ enum class SignalResult { kSignalled, kGone, kMismatch, kDenied, kUnsupported };
 const char* PlatformName();
 
 // Walks every visible process. Returns 0, or -errno when the process table
-// itself cannot be listed (processes that vanish mid-walk are skipped).
-int WalkProcesses(PackedSnapshot& out);
+// itself cannot be listed or was only partly listed (processes that vanish
+// mid-walk are skipped). Dead records are never listed.
+// uidFromStatus (Linux): a process whose /proc/PID/stat is owned by root
+// gets its effective uid from /proc/PID/status instead; the TS side asks for
+// it when the caller is not root (see facts_linux.cc). macOS ignores it.
+int WalkProcesses(PackedSnapshot& out, bool uidFromStatus);
 
-// false when the process does not exist or vanished mid-read.
+// false when the process does not exist, vanished mid-read, or `pid` names
+// a thread that is not its thread group's leader.
 bool InspectProcess(int pid, const std::vector<std::string>& envKeys, ProcDetails& out);
 
 bool BootId(std::string& out);

@@ -3,13 +3,18 @@
 // Cost model: the walk is one readdir over /proc plus, per process, exactly
 // openat + fstat + read + close on /proc/PID/stat into a stack buffer. No
 // per-record heap allocation; the output vectors are reserved from the size
-// of the previous walk.
+// of the previous walk. Two rare cases add one read of /proc/PID/status:
+// zombies (is it a leader whose threads still run?) and, for a caller that
+// is not root, processes whose stat is owned by root (see uid below).
 //
-// uid is the owner of /proc/PID/stat, which the kernel sets to the task's
-// effective uid — except for non-dumpable processes (setuid programs,
-// prctl(PR_SET_DUMPABLE, 0)), whose /proc files are owned by root. Such a
-// process shows uid 0 here. That errs towards "not ours", which is the safe
-// direction for an ownership check.
+// uid. The owner of /proc/PID/stat is the task's effective uid, except for
+// a non-dumpable process (setuid without exec, ruid != euid at exec,
+// prctl(PR_SET_DUMPABLE, 0)), whose /proc files are owned by root. So:
+// - inspect always reads "Uid:" from status: uid = effective, realUid = real;
+// - the walk trusts the stat owner, except that when the caller is not root
+//   (uidFromStatus) a root-owned stat is checked against status, so a
+//   non-root gateway still sees its own non-dumpable processes as its own.
+//   A root caller gets 0 for those: for root, uid decides nothing.
 #include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -20,8 +25,10 @@
 #include <climits>
 #include <cstdio>
 #include <cstring>
+#include <memory>
 
 #include "facts.h"
+#include "procargs.h"
 
 namespace proclease {
 namespace {
@@ -113,39 +120,63 @@ ssize_t ReadSmallAt(int dirfd, const char* rel, char* buf, size_t cap) {
   return static_cast<ssize_t>(len);
 }
 
-// The value after "\nName:\t" in /proc/PID/status text, or nullptr.
-const char* StatusField(const char* buf, size_t len, const char* name) {
-  size_t nameLen = strlen(name);
+// The "Tgid:", "Uid:" and "Threads:" lines of /proc/PID/status; -1 where a
+// line is missing or malformed.
+struct StatusFacts {
+  long long tgid = -1;
+  long long ruid = -1;
+  long long euid = -1;
+  long long threads = -1;
+};
+
+// Parses decimal digits at p (after any tabs/spaces); -1 if there are none.
+long long StatusNumber(const char*& p, const char* end) {
+  while (p < end && (*p == '\t' || *p == ' ')) p++;
+  if (p >= end || *p < '0' || *p > '9') return -1;
+  long long v = 0;
+  while (p < end && *p >= '0' && *p <= '9') v = v * 10 + (*p++ - '0');
+  return v;
+}
+
+void ParseStatus(const char* buf, size_t len, StatusFacts& out) {
   const char* end = buf + len;
   for (const char* line = buf; line < end;) {
     const char* nl = static_cast<const char*>(memchr(line, '\n', static_cast<size_t>(end - line)));
     if (nl == nullptr) nl = end;
-    if (static_cast<size_t>(nl - line) > nameLen && memcmp(line, name, nameLen) == 0 && line[nameLen] == ':') {
-      const char* v = line + nameLen + 1;
-      while (v < nl && (*v == '\t' || *v == ' ')) v++;
-      return v;
+    const size_t n = static_cast<size_t>(nl - line);
+    const char* v = nullptr;
+    if (n > 5 && memcmp(line, "Tgid:", 5) == 0) {
+      v = line + 5;
+      out.tgid = StatusNumber(v, nl);
+    } else if (n > 4 && memcmp(line, "Uid:", 4) == 0) {
+      v = line + 4;
+      out.ruid = StatusNumber(v, nl);
+      out.euid = StatusNumber(v, nl);
+    } else if (n > 8 && memcmp(line, "Threads:", 8) == 0) {
+      v = line + 8;
+      out.threads = StatusNumber(v, nl);
+      break;  // the last line we need
     }
     line = nl + 1;
   }
-  return nullptr;
 }
 
-bool StatusInt(const char* buf, size_t len, const char* name, long long& v) {
-  const char* p = StatusField(buf, len, name);
-  if (p == nullptr) return false;
-  Cursor c{p, buf + len};
-  return c.Int(v);
+// status is a page of text at most (Groups: aside); 8 KiB holds every
+// line we read on any machine we know of.
+bool ReadStatusAt(int dirfd, const char* rel, StatusFacts& out) {
+  char buf[8192];
+  ssize_t n = ReadSmallAt(dirfd, rel, buf, sizeof buf);
+  if (n <= 0) return false;
+  ParseStatus(buf, static_cast<size_t>(n), out);
+  return true;
 }
 
 // A zombie thread-group leader whose other threads still run (the main
 // thread called pthread_exit): /proc/PID/stat says Z, yet the process lives.
 // status "Threads:" counts the leader until it is reaped, so > 1 means live
-// threads; when status cannot say, /proc/PID/task is counted instead.
-bool LiveThreadsBehindZombie(int dirfd, const char* statusRel, const char* taskRel) {
-  char buf[8192];
-  ssize_t n = ReadSmallAt(dirfd, statusRel, buf, sizeof buf);
-  long long threads = 0;
-  if (n > 0 && StatusInt(buf, static_cast<size_t>(n), "Threads", threads)) return threads > 1;
+// threads; when status could not say, /proc/PID/task is counted instead.
+bool LiveThreadsBehindZombie(int dirfd, const StatusFacts& status, const char* taskRel) {
+  if (status.threads >= 0) return status.threads > 1;
   int fd = openat(dirfd, taskRel, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (fd < 0) return false;
   DIR* dir = fdopendir(fd);
@@ -165,16 +196,45 @@ bool LiveThreadsBehindZombie(int dirfd, const char* statusRel, const char* taskR
 // table: its ids read as -1 and nothing about it can be checked. Gone.
 bool IsDead(int32_t state) { return state == 'X' || state == 'x'; }
 
-// Reads a whole (possibly large) proc file relative to dirfd. Returns 0 or errno.
-int ReadWholeAt(int dirfd, const char* rel, std::string& out) {
+// A per-thread buffer for cmdline and environ: inspect runs on every
+// verification, and these reads are most of its allocations otherwise.
+struct Scratch {
+  std::unique_ptr<char[]> data;
+  size_t cap = 0;
+  size_t len = 0;
+  static constexpr size_t kInitial = 16 * 1024;
+  static constexpr size_t kKeep = 1024 * 1024;  // give back what one huge environment grew
+  void Trim() {
+    if (cap > kKeep) {
+      data.reset();
+      cap = 0;
+    }
+  }
+};
+thread_local Scratch t_cmdline;
+thread_local Scratch t_environ;
+
+// Reads a whole (possibly large) proc file relative to dirfd into b.
+// Returns 0 or errno.
+int ReadWholeAt(int dirfd, const char* rel, Scratch& b) {
   int fd = openat(dirfd, rel, O_RDONLY | O_CLOEXEC);
   if (fd < 0) return errno;
-  char buf[8192];
+  if (b.cap == 0) {
+    b.data.reset(new char[Scratch::kInitial]);
+    b.cap = Scratch::kInitial;
+  }
+  b.len = 0;
   int err = 0;
   for (;;) {
-    ssize_t n = read(fd, buf, sizeof buf);
+    if (b.len == b.cap) {
+      std::unique_ptr<char[]> bigger(new char[b.cap * 2]);
+      memcpy(bigger.get(), b.data.get(), b.len);
+      b.data = std::move(bigger);
+      b.cap *= 2;
+    }
+    ssize_t n = read(fd, b.data.get() + b.len, b.cap - b.len);
     if (n > 0) {
-      out.append(buf, static_cast<size_t>(n));
+      b.len += static_cast<size_t>(n);
       continue;
     }
     if (n < 0) {
@@ -189,43 +249,19 @@ int ReadWholeAt(int dirfd, const char* rel, std::string& out) {
 
 // Strips exactly one trailing NUL and splits on NUL: "a\0\0b\0" → a, "", b.
 // An empty file (kernel thread, zombie) is an empty argv.
-void SplitNul(const std::string& data, std::vector<std::string>& out) {
-  if (data.empty()) return;
-  size_t len = data.size();
-  if (data[len - 1] == '\0') len--;
-  size_t from = 0;
+void SplitNul(const char* data, size_t size, std::vector<std::string>& out) {
+  if (size == 0) return;
+  size_t len = data[size - 1] == '\0' ? size - 1 : size;
+  const char* p = data;
+  const char* end = data + len;
   for (;;) {
-    size_t at = data.find('\0', from);
-    if (at == std::string::npos || at >= len) {
-      out.emplace_back(data, from, len - from);
+    const char* nul = static_cast<const char*>(memchr(p, '\0', static_cast<size_t>(end - p)));
+    if (nul == nullptr) {
+      out.emplace_back(p, static_cast<size_t>(end - p));
       return;
     }
-    out.emplace_back(data, from, at - from);
-    from = at + 1;
-  }
-}
-
-// Picks only the requested keys out of a NUL-separated environ block; the
-// first occurrence wins, as with getenv(3).
-void PickEnv(const std::string& data, const std::vector<std::string>& keys,
-             std::vector<std::pair<std::string, std::string>>& out) {
-  std::vector<bool> found(keys.size(), false);
-  size_t from = 0;
-  while (from < data.size()) {
-    size_t at = data.find('\0', from);
-    if (at == std::string::npos) at = data.size();
-    size_t eq = data.find('=', from);
-    if (eq != std::string::npos && eq < at) {
-      size_t keyLen = eq - from;
-      for (size_t k = 0; k < keys.size(); k++) {
-        if (found[k] || keys[k].size() != keyLen) continue;
-        if (data.compare(from, keyLen, keys[k]) != 0) continue;
-        found[k] = true;
-        out.emplace_back(keys[k], data.substr(eq + 1, at - eq - 1));
-        break;
-      }
-    }
-    from = at + 1;
+    out.emplace_back(p, static_cast<size_t>(nul - p));
+    p = nul + 1;
   }
 }
 
@@ -250,7 +286,7 @@ bool ReadStatAt(int dirfd, const char* rel, ProcRecord& out) {
 
 const char* PlatformName() { return "linux"; }
 
-int WalkProcesses(PackedSnapshot& out) {
+int WalkProcesses(PackedSnapshot& out, bool uidFromStatus) {
   DIR* dir = opendir("/proc");
   if (dir == nullptr) return -errno;
   const int dfd = dirfd(dir);
@@ -258,6 +294,7 @@ int WalkProcesses(PackedSnapshot& out) {
   out.ints.reserve(hint * kIntFields);
   out.starts.reserve(hint);
   char rel[32];
+  char task[32];
   ProcRecord rec;
   while (struct dirent* ent = readdir(dir)) {
     const char* name = ent->d_name;
@@ -276,13 +313,18 @@ int WalkProcesses(PackedSnapshot& out) {
     memcpy(rel + n, "/stat", 6);
     // A process that exits between readdir and openat is simply not listed.
     if (!linux_detail::ReadStatAt(dfd, rel, rec) || IsDead(rec.state)) continue;
-    if (rec.state == 'Z') {
-      // rare: only zombies pay for the status read
-      char task[32];
+    const bool zombie = rec.state == 'Z';
+    const bool rootOwned = uidFromStatus && rec.uid == 0;
+    if (zombie || rootOwned) {
+      StatusFacts status;
       memcpy(rel + n, "/status", 8);
-      memcpy(task, rel, n);
-      memcpy(task + n, "/task", 6);
-      if (LiveThreadsBehindZombie(dfd, rel, task)) rec.flags |= kRecZombieLeader;
+      ReadStatusAt(dfd, rel, status);
+      if (rootOwned && status.euid >= 0) rec.uid = static_cast<int32_t>(status.euid);
+      if (zombie) {
+        memcpy(task, rel, n);
+        memcpy(task + n, "/task", 6);
+        if (LiveThreadsBehindZombie(dfd, status, task)) rec.flags |= kRecZombieLeader;
+      }
     }
     out.ints.insert(out.ints.end(), {rec.pid, rec.ppid, rec.pgid, rec.sid, rec.uid, rec.state, rec.flags});
     out.starts.push_back(rec.start);
@@ -293,20 +335,42 @@ int WalkProcesses(PackedSnapshot& out) {
   return 0;
 }
 
+namespace {
+
+// stat + status through the pinned directory: the record with uid and
+// realUid from status. 0 = ok, 1 = gone (or dead), 2 = not a thread-group
+// leader (a tid is not a process), 3 = status unreadable (dying, or denied
+// by an LSM): the record stands on stat alone (uid = the stat owner).
+int ReadIdentity(int dfd, int pid, ProcDetails& out) {
+  if (!linux_detail::ReadStatAt(dfd, "stat", out.rec) || IsDead(out.rec.state)) return 1;
+  StatusFacts status;
+  if (!ReadStatusAt(dfd, "status", status)) return 3;
+  if (status.tgid >= 0 && status.tgid != pid) return 2;
+  if (status.euid >= 0 && status.ruid >= 0) {
+    out.rec.uid = static_cast<int32_t>(status.euid);
+    out.realUid = static_cast<int32_t>(status.ruid);
+  }
+  if (out.rec.state == 'Z' && LiveThreadsBehindZombie(dfd, status, "task")) out.rec.flags |= kRecZombieLeader;
+  return 0;
+}
+
+}  // namespace
+
 bool InspectProcess(int pid, const std::vector<std::string>& envKeys, ProcDetails& out) {
   char path[32];
-  snprintf(path, sizeof path, "/proc/%d", pid);
+  memcpy(path, "/proc/", 6);
+  path[6 + FormatUint(path + 6, static_cast<unsigned>(pid))] = '\0';
   // Every read below goes through this directory fd: once open, it stays
   // bound to this process, so a pid reused mid-inspect can never mix two
   // processes' facts (reads fail instead).
   int dfd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (dfd < 0) return false;
-  if (!linux_detail::ReadStatAt(dfd, "stat", out.rec) || IsDead(out.rec.state)) {
+  int id = ReadIdentity(dfd, pid, out);
+  if (id == 1 || id == 2) {
     close(dfd);
     return false;
   }
-  if (out.rec.state == 'Z' && LiveThreadsBehindZombie(dfd, "status", "task")) out.rec.flags |= kRecZombieLeader;
-  bool partial = false;
+  bool partial = id == 3;
 
   char link[PATH_MAX + 64];
   ssize_t n = readlinkat(dfd, "exe", link, sizeof link);
@@ -316,33 +380,44 @@ bool InspectProcess(int pid, const std::vector<std::string>& envKeys, ProcDetail
   } else if (n < 0 && errno == ESRCH) {
     partial = true;
   }
+  // ENAMETOOLONG (a path longer than a page), EACCES, ENOENT (kernel
+  // thread, zombie): exePath stays null, never a throw and never a guess.
 
-  std::string data;
-  int err = ReadWholeAt(dfd, "cmdline", data);
+  int err = ReadWholeAt(dfd, "cmdline", t_cmdline);
   if (err == 0) {
     out.hasArgv = true;
-    SplitNul(data, out.argv);
+    SplitNul(t_cmdline.data.get(), t_cmdline.len, out.argv);
   } else if (err == ESRCH || err == ENOENT) {
     partial = true;
   }
+  t_cmdline.Trim();
 
-  data.clear();
-  err = ReadWholeAt(dfd, "environ", data);
-  if (err == 0) {
-    out.envReadable = true;
-    if (!envKeys.empty()) PickEnv(data, envKeys, out.env);
-  } else if (err == ESRCH || err == ENOENT) {
-    partial = true;
+  if (envKeys.empty()) {
+    // Nothing to pick: opening answers the permission question alone
+    // (environ checks ptrace access at open time).
+    int fd = openat(dfd, "environ", O_RDONLY | O_CLOEXEC);
+    err = fd >= 0 ? 0 : errno;
+    if (fd >= 0) close(fd);
+    out.envReadable = fd >= 0;
+  } else {
+    err = ReadWholeAt(dfd, "environ", t_environ);
+    if (err == 0) {
+      out.envReadable = true;
+      procargs::PickEnv(t_environ.data.get(), t_environ.data.get() + t_environ.len, envKeys, out.env);
+    }
+    t_environ.Trim();
   }
+  if (err == ESRCH || err == ENOENT) partial = true;
 
   // A read failed the way a dying process fails: if it is gone now, say so;
   // if it is a zombie now, report its current state.
   if (partial) {
-    if (!linux_detail::ReadStatAt(dfd, "stat", out.rec) || IsDead(out.rec.state)) {
+    out.realUid = -1;
+    int again = ReadIdentity(dfd, pid, out);
+    if (again == 1 || again == 2) {
       close(dfd);
       return false;
     }
-    if (out.rec.state == 'Z' && LiveThreadsBehindZombie(dfd, "status", "task")) out.rec.flags |= kRecZombieLeader;
   }
   close(dfd);
   return true;

@@ -35,7 +35,10 @@ export interface NativeDetails {
   ppid: number;
   pgid: number;
   sid: number;
+  /** effective uid (Linux: "Uid:" in /proc/PID/status; macOS: pbi_uid) */
   uid: number;
+  /** real uid; null when status could not be read */
+  realUid: number | null;
   state: string;
   startTime: number;
   kernelThread: boolean;
@@ -53,11 +56,20 @@ export type NativeSignalOutcome = "signalled" | "gone" | "mismatch" | "denied" |
 
 export interface NativeBinding {
   readonly platform: "linux" | "darwin";
-  /** Full walk, executed on a libuv worker thread (Napi::AsyncWorker). */
-  snapshot(): Promise<NativeSnapshot>;
-  /** Synchronous single-pid read; null when the process does not exist or vanished mid-read. */
+  /**
+   * Full walk, executed on a libuv worker thread (Napi::AsyncWorker).
+   * uidFromStatus (Linux): processes whose /proc/PID/stat is owned by root
+   * take their effective uid from /proc/PID/status (non-dumpable processes
+   * show root as the owner of their /proc files). Ignored on macOS.
+   */
+  snapshot(uidFromStatus?: boolean): Promise<NativeSnapshot>;
+  /**
+   * Synchronous single-pid read; null when the process does not exist,
+   * vanished mid-read, or `pid` is a thread id that is not its process's
+   * (Tgid != pid).
+   */
   inspect(pid: number, envKeys: string[]): NativeDetails | null;
-  /** Linux: /proc/sys/kernel/random/boot_id; macOS: kern.boottime as a string. null when unreadable. */
+  /** Linux: /proc/sys/kernel/random/boot_id; macOS: kern.bootsessionuuid. null when unreadable. */
   bootId(): string | null;
   /** Linux: readlink /proc/self/ns/pid (e.g. "pid:[4026531836]"); macOS: null. */
   pidNamespace(): string | null;

@@ -7,7 +7,7 @@ import { createRequire } from "node:module";
 import { fileURLToPath } from "node:url";
 import type { NativeBinding } from "./native-binding.js";
 import { INT_FIELDS, REC_KERNEL_THREAD, REC_ZOMBIE_LEADER } from "./native-binding.js";
-import { buildSnapshot } from "./snapshot.js";
+import { buildSnapshot, callerNeedsStatusUid } from "./snapshot.js";
 import type { InspectOptions, ProcessDetails, ProcessFacts, ProcessInfo, ProcessSnapshot } from "./types.js";
 import { assertEnvKeys, assertPid } from "./validate.js";
 
@@ -86,8 +86,17 @@ function checkShape(mod: unknown): string | null {
   return missing.length ? `addon is missing ${missing.join(", ")} (stale build?)` : null;
 }
 
+export interface NativeFactsOptions {
+  /**
+   * Linux: re-read the uid of root-owned /proc/PID/stat entries from status
+   * (see callerNeedsStatusUid in snapshot.ts). Default: whether this process is not root.
+   * Tests and the bench force it to measure or check the non-root path as root.
+   */
+  uidFromStatus?: boolean;
+}
+
 /** The `native` backend: exact start times, the /proc walk off the main thread. */
-export function createNativeFacts(binding: NativeBinding): ProcessFacts {
+export function createNativeFacts(binding: NativeBinding, opts: NativeFactsOptions = {}): ProcessFacts {
   // Neither changes during the life of a process: read once.
   let ids: { bootId: string | null; pidNamespace: string | null } | undefined;
   const identity = () => (ids ??= { bootId: binding.bootId(), pidNamespace: binding.pidNamespace() });
@@ -100,7 +109,7 @@ export function createNativeFacts(binding: NativeBinding): ProcessFacts {
 
     async snapshot(): Promise<ProcessSnapshot> {
       const takenAt = Date.now();
-      const { count, ints, starts } = await binding.snapshot();
+      const { count, ints, starts } = await binding.snapshot(opts.uidFromStatus ?? callerNeedsStatusUid());
       const infos: ProcessInfo[] = new Array<ProcessInfo>(count);
       for (let i = 0, o = 0; i < count; i++, o += INT_FIELDS) {
         const pid = ints[o]!;
@@ -165,6 +174,7 @@ export function createNativeFacts(binding: NativeBinding): ProcessFacts {
         env,
         envReadable: d.envReadable,
       };
+      if (d.realUid !== null) details.realUid = d.realUid;
       const { bootId, pidNamespace } = identity();
       if (bootId !== null) details.bootId = bootId;
       if (pidNamespace !== null) details.pidNamespace = pidNamespace;

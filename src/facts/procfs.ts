@@ -5,7 +5,7 @@
  * agree field for field and either can stand in for the other.
  */
 import fs, { promises as fsp } from "node:fs";
-import { buildSnapshot } from "./snapshot.js";
+import { buildSnapshot, callerNeedsStatusUid } from "./snapshot.js";
 import { assertEnvKeys, assertPid } from "./validate.js";
 import type { InspectOptions, ProcessDetails, ProcessFacts, ProcessInfo, ProcessSnapshot } from "./types.js";
 
@@ -201,40 +201,44 @@ function isGoneOrHidden(err: unknown): boolean {
  * third of the cost per process (no FileHandle object, no close tracking),
  * which is most of a snapshot's time.
  */
-function readStat(pid: number, root: string, buf: Buffer): Promise<ProcessInfo | null> {
+function readStat(pid: number, root: string, buf: Buffer): Promise<{ stat: ParsedStat; owner: number } | null> {
   return new Promise((resolve, reject) => {
     const fail = (err: NodeJS.ErrnoException) => (isGoneOrHidden(err) ? resolve(null) : reject(err));
     fs.open(`${root}/${pid}/stat`, "r", (openErr, fd) => {
       if (openErr) return fail(openErr);
-      const done = (err: NodeJS.ErrnoException | null, value: ProcessInfo | null) =>
+      const done = (err: NodeJS.ErrnoException | null, value: { stat: ParsedStat; owner: number } | null) =>
         fs.close(fd, () => (err ? fail(err) : resolve(value)));
       fs.fstat(fd, (statErr, st) => {
         if (statErr) return done(statErr, null);
         fs.read(fd, buf, 0, buf.length, 0, (readErr, bytesRead) => {
           if (readErr) return done(readErr, null);
           const parsed = parseStat(buf.toString("latin1", 0, bytesRead));
+          // a dead ("X") task is gone, like one we could not read at all
           if (parsed === null || parsed.pid !== pid || isDeadState(parsed.state)) return done(null, null);
-          const info: ProcessInfo = {
-            pid,
-            ppid: parsed.ppid,
-            pgid: parsed.pgid,
-            sid: parsed.sid,
-            uid: st.uid,
-            state: parsed.state,
-            startTime: parsed.startTime,
-            kernelThread: (parsed.flags & PF_KTHREAD) !== 0,
-            zombieLeader: false,
-          };
-          if (parsed.state !== "Z") return done(null, info);
-          // rare: only zombies pay for the status read
-          liveThreadsBehindZombie(`${root}/${pid}`).then(
-            (live) => done(null, { ...info, zombieLeader: live }),
-            (err: NodeJS.ErrnoException) => done(err, null),
-          );
+          done(null, { stat: parsed, owner: st.uid });
         });
       });
     });
   });
+}
+
+function toInfo(stat: ParsedStat, uid: number, zombieLeader: boolean): ProcessInfo {
+  return {
+    pid: stat.pid,
+    ppid: stat.ppid,
+    pgid: stat.pgid,
+    sid: stat.sid,
+    uid,
+    state: stat.state,
+    startTime: stat.startTime,
+    kernelThread: (stat.flags & PF_KTHREAD) !== 0,
+    zombieLeader,
+  };
+}
+
+async function readStatus(dir: string): Promise<ParsedStatus | null> {
+  const b = await readOptional(`${dir}/status`);
+  return b === null ? null : parseStatus(b.toString("latin1"));
 }
 
 /**
@@ -243,9 +247,8 @@ function readStat(pid: number, root: string, buf: Buffer): Promise<ProcessInfo |
  * until it is reaped, so > 1 means live threads; when status cannot say,
  * the entries of task/ are counted instead.
  */
-async function liveThreadsBehindZombie(dir: string): Promise<boolean> {
-  const status = await readOptional(`${dir}/status`);
-  const threads = status === null ? undefined : parseStatus(status.toString("latin1")).threads;
+async function liveThreadsBehindZombie(dir: string, status: ParsedStatus | null): Promise<boolean> {
+  const threads = status?.threads;
   if (threads !== undefined) return threads > 1;
   try {
     return (await fsp.readdir(`${dir}/task`)).length > 1;
@@ -268,7 +271,9 @@ async function readlinkOptional(path: string): Promise<string | null> {
   try {
     return await fsp.readlink(path);
   } catch (err) {
-    if (isGoneOrHidden(err)) return null;
+    // ENAMETOOLONG: the kernel cannot render a path longer than a page. The
+    // target is unknown, which is null like any other unreadable exe.
+    if (isGoneOrHidden(err) || errCode(err) === "ENAMETOOLONG") return null;
     throw err;
   }
 }
@@ -276,6 +281,12 @@ async function readlinkOptional(path: string): Promise<string | null> {
 export interface ProcfsOptions {
   /** mount point to read; tests may point it at a fixture tree */
   root?: string;
+  /**
+   * Re-read the uid of root-owned stat entries from status in snapshots
+   * (a non-dumpable process's /proc files belong to root). Default: whether
+   * this process is not root, as in the native backend.
+   */
+  uidFromStatus?: boolean;
 }
 
 export function createProcfsFacts(opts: ProcfsOptions = {}): ProcessFacts {
@@ -291,6 +302,7 @@ export function createProcfsFacts(opts: ProcfsOptions = {}): ProcessFacts {
 
   async function snapshot(): Promise<ProcessSnapshot> {
     const takenAt = Date.now();
+    const uidFromStatus = opts.uidFromStatus ?? callerNeedsStatusUid();
     const names = await fsp.readdir(root);
     const pids: number[] = [];
     for (const n of names) if (UINT_RE.test(n)) pids.push(Number(n));
@@ -300,8 +312,19 @@ export function createProcfsFacts(opts: ProcfsOptions = {}): ProcessFacts {
       const buf = Buffer.allocUnsafe(STAT_BUF);
       while (next < pids.length) {
         const pid = pids[next++]!;
-        const info = await readStat(pid, root, buf);
-        if (info !== null) infos.push(info);
+        const r = await readStat(pid, root, buf);
+        if (r === null) continue;
+        const zombie = r.stat.state === "Z";
+        const rootOwned = uidFromStatus && r.owner === 0;
+        if (!zombie && !rootOwned) {
+          infos.push(toInfo(r.stat, r.owner, false));
+          continue;
+        }
+        // rare: zombies and (for a non-root caller) root-owned entries pay for a status read
+        const dir = `${root}/${pid}`;
+        const status = await readStatus(dir);
+        const uid = rootOwned ? (status?.effectiveUid ?? r.owner) : r.owner;
+        infos.push(toInfo(r.stat, uid, zombie && (await liveThreadsBehindZombie(dir, status))));
       }
     };
     await Promise.all(Array.from({ length: Math.min(CONCURRENCY, pids.length) }, worker));
@@ -316,25 +339,34 @@ export function createProcfsFacts(opts: ProcfsOptions = {}): ProcessFacts {
     const buf = Buffer.allocUnsafe(STAT_BUF);
     const before = await readStat(pid, root, buf);
     if (before === null) return null;
-    const environPath = `${root}/${pid}/environ`;
-    const [exePath, cmdline, environ, host] = await Promise.all([
-      readlinkOptional(`${root}/${pid}/exe`),
-      readOptional(`${root}/${pid}/cmdline`),
+    const dir = `${root}/${pid}`;
+    const environPath = `${dir}/environ`;
+    const [status, exePath, cmdline, environ, host] = await Promise.all([
+      readStatus(dir),
+      readlinkOptional(`${dir}/exe`),
+      readOptional(`${dir}/cmdline`),
       // With no key asked for, nothing is read: an open() answers the permission question alone.
       envKeys.length > 0 ? readOptional(environPath) : canRead(environPath).then((ok) => (ok ? Buffer.alloc(0) : null)),
       ids(),
     ]);
+    // /proc/TID answers for any thread; a thread id is not a process (ps and
+    // kill(2) semantics aside, it has no start time of its own to lease).
+    if (status?.tgid !== undefined && status.tgid !== pid) return null;
     // Re-read: if the pid died or was reused while we read, the pieces above
     // may belong to two different processes. Report "gone" rather than mix them.
     const after = await readStat(pid, root, buf);
-    if (after === null || after.startTime !== before.startTime) return null;
+    if (after === null || after.stat.startTime !== before.stat.startTime) return null;
+    // it may have become a zombie while we read: ask status again then
+    const zombieLeader =
+      after.stat.state === "Z" && (await liveThreadsBehindZombie(dir, before.stat.state === "Z" ? status : await readStatus(dir)));
     const details: ProcessDetails = {
-      ...after,
+      ...toInfo(after.stat, status?.effectiveUid ?? after.owner, zombieLeader),
       exePath,
       argv: cmdline === null ? null : parseCmdline(cmdline),
       env: parseEnviron(environ ?? Buffer.alloc(0), envKeys),
       envReadable: environ !== null,
     };
+    if (status?.realUid !== undefined && status.effectiveUid !== undefined) details.realUid = status.realUid;
     if (host.bootId !== null) details.bootId = host.bootId;
     if (host.pidNamespace !== null) details.pidNamespace = host.pidNamespace;
     return details;

@@ -33,3 +33,13 @@ function push(index: Map<number, ProcessInfo[]>, key: number, p: ProcessInfo): v
   if (list) list.push(p);
   else index.set(key, [p]);
 }
+
+/**
+ * Whether a snapshot must look past the owner of /proc/PID/stat: a
+ * non-dumpable process's /proc files belong to root, so a caller that is not
+ * root would not recognise its own such processes. Root is owner of every
+ * process as far as signals go, so a root caller skips the extra reads.
+ */
+export function callerNeedsStatusUid(): boolean {
+  return typeof process.geteuid === "function" && process.geteuid() !== 0;
+}

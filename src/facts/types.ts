@@ -19,6 +19,12 @@ export interface ProcessInfo {
   ppid: number;
   pgid: number;
   sid: number;
+  /**
+   * The effective uid. Linux snapshots read it from the owner of
+   * /proc/PID/stat, which is root for a non-dumpable process; when the caller
+   * is not root such records are re-read from /proc/PID/status. inspect
+   * always reads status. See the README's facts section.
+   */
   uid: number;
   /** kernel state letter; "Z" = zombie (but see zombieLeader). Dead ("X") records are never reported. */
   state: string;
@@ -35,6 +41,11 @@ export interface ProcessInfo {
 }
 
 export interface ProcessDetails extends ProcessInfo {
+  /**
+   * The real uid, where the backend can read it (Linux: "Uid:" in
+   * /proc/PID/status; macOS native: pbi_ruid). `uid` is always the effective uid.
+   */
+  realUid?: number;
   /** null = unreadable (permission, kernel thread) — never guessed.
    *  A Linux exe whose file was unlinked keeps the kernel's " (deleted)" suffix:
    *  it names what was executed, and never equals a live path. */

@@ -4,9 +4,7 @@
  * documents it cannot see (ps: no argv, no exe, env unknown).
  */
 import { chmod, copyFile, mkdtemp, readFile, realpath, rm } from "node:fs/promises";
-import { existsSync, readFileSync } from "node:fs";
-import { spawnSync } from "node:child_process";
-import { fileURLToPath } from "node:url";
+import { existsSync, readFileSync, readdirSync, statSync, unlinkSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
@@ -17,7 +15,18 @@ import { createPsFacts } from "../../src/facts/ps.js";
 import { getProcessFacts } from "../../src/facts/get.js";
 import { MAX_PID } from "../../src/facts/validate.js";
 import type { ProcessFacts, ProcessInfo } from "../../src/facts/types.js";
-import { exited, isRunning, killAll, spawnGroup, spawnTracked, waitFor } from "../fixtures/facts/procs.js";
+import {
+  buildCHelper,
+  exited,
+  isRunning,
+  killAll,
+  printed,
+  removeCHelpers,
+  spawnDeepExe,
+  spawnGroup,
+  spawnTracked,
+  waitFor,
+} from "../fixtures/facts/procs.js";
 
 const binding = loadNative();
 const isLinux = process.platform === "linux";
@@ -29,6 +38,8 @@ interface Row {
   skip: string | null;
   /** what inspect can tell beyond the cheap fields */
   deep: boolean;
+  /** the snapshot a non-root caller gets (status re-read for root-owned stat), forced even as root; null: ps has no such switch */
+  makeNonRootView: (() => ProcessFacts) | null;
 }
 
 const rows: Row[] = [
@@ -37,9 +48,16 @@ const rows: Row[] = [
     make: () => createNativeFacts(binding!),
     skip: binding === null ? `native addon not loaded: ${loadError()}` : null,
     deep: true,
+    makeNonRootView: () => createNativeFacts(binding!, { uidFromStatus: true }),
   },
-  { name: "procfs", make: () => createProcfsFacts(), skip: isLinux ? null : `procfs needs Linux, this is ${process.platform}`, deep: true },
-  { name: "ps", make: () => createPsFacts(), skip: hasPs ? null : "no ps binary on this host", deep: false },
+  {
+    name: "procfs",
+    make: () => createProcfsFacts(),
+    skip: isLinux ? null : `procfs needs Linux, this is ${process.platform}`,
+    deep: true,
+    makeNonRootView: () => createProcfsFacts({ uidFromStatus: true }),
+  },
+  { name: "ps", make: () => createPsFacts(), skip: hasPs ? null : "no ps binary on this host", deep: false, makeNonRootView: null },
 ];
 
 for (const r of rows) if (r.skip !== null) console.log(`[backends] skipping ${r.name}: ${r.skip}`);
@@ -48,27 +66,19 @@ const SH = existsSync("/bin/sh") ? "/bin/sh" : "sh";
 
 afterEach(killAll);
 
-/**
- * The zombie-leader helper (test/fixtures/facts/zombie-leader.c), compiled
- * once per run with cc. null and a printed reason when there is no compiler.
- */
-let helperDir: string | null = null;
-function buildZombieLeader(): { path: string | null; why: string } {
-  if (!isLinux) return { path: null, why: `a zombie leader is a Linux thread-group state; this is ${process.platform}` };
-  const src = fileURLToPath(new URL("../fixtures/facts/zombie-leader.c", import.meta.url));
-  const cc = spawnSync("cc", ["--version"], { stdio: "ignore" });
-  if (cc.error || cc.status !== 0) return { path: null, why: "no C compiler (cc) on PATH" };
-  helperDir ??= spawnSync("mktemp", ["-d"], { encoding: "utf8" }).stdout.trim();
-  const out = join(helperDir, "zombie-leader");
-  const r = spawnSync("cc", ["-O1", "-pthread", "-o", out, src], { encoding: "utf8" });
-  if (r.status !== 0) return { path: null, why: `cc failed: ${r.stderr.trim()}` };
-  return { path: out, why: "" };
+const zombieLeaderHelper = buildCHelper("zombie-leader");
+const nondumpableHelper = buildCHelper("nondumpable");
+const envexecHelper = buildCHelper("envexec");
+const deepexecHelper = buildCHelper("deepexec");
+for (const [name, h] of [
+  ["zombie-leader", zombieLeaderHelper],
+  ["nondumpable", nondumpableHelper],
+  ["envexec", envexecHelper],
+  ["deepexec", deepexecHelper],
+] as const) {
+  if (h.path === null) console.log(`[backends] tests needing the ${name} helper are skipped: ${h.why}`);
 }
-const zombieLeaderHelper = buildZombieLeader();
-if (zombieLeaderHelper.path === null) console.log(`[backends] zombie-leader tests skipped: ${zombieLeaderHelper.why}`);
-afterAll(async () => {
-  if (helperDir) await rm(helperDir, { recursive: true, force: true });
-});
+afterAll(removeCHelpers);
 
 describe.each(rows)("facts backend $name", (row) => {
   const title = (t: string) => (row.skip === null ? t : `${t} (skipped: ${row.skip})`);
@@ -186,9 +196,7 @@ describe.each(rows)("facts backend $name", (row) => {
   const zlTitle = (t: string) => (zombieLeaderHelper.path === null ? `${t} (skipped: ${zombieLeaderHelper.why})` : title(t));
   zlTest(zlTitle("a leader in Z whose other thread runs on is alive: zombieLeader, and a signal to its pid ends it"), async () => {
     const child = spawnTracked(zombieLeaderHelper.path!, []);
-    let out = "";
-    child.stdout!.on("data", (b: Buffer) => (out += b.toString()));
-    await waitFor("the helper's main thread to exit", async () => out.includes("ready"));
+    await printed(child, "ready"); // the main thread has exited
     const p = await waitFor("the leader to read as Z", async () => {
       const q = (await facts.snapshot()).processes.get(child.pid);
       return q?.state === "Z" ? q : null;
@@ -228,6 +236,106 @@ describe.each(rows)("facts backend $name", (row) => {
     for (const k of kids) expect(k.kernelThread, `pid ${k.pid}`).toBe(true);
     expect(snap.processes.get(1)?.kernelThread ?? false).toBe(false);
     expect((await facts.inspect(2))!.kernelThread).toBe(true);
+  });
+
+  const helperTest = (h: { path: string | null; why: string }) => (row.skip === null && h.path !== null ? it : it.skip);
+  const helperTitle = (h: { path: string | null; why: string }, t: string) => (h.path === null ? `${t} (skipped: ${h.why})` : title(t));
+
+  helperTest(nondumpableHelper)(
+    helperTitle(nondumpableHelper, "a non-dumpable process (its /proc files owned by root): uid is its effective uid, realUid its real one"),
+    async () => {
+      // As root the helper sets real and effective uid apart (which also
+      // makes it non-dumpable); otherwise it only drops dumpability.
+      const root = process.geteuid!() === 0;
+      const child = spawnTracked(nondumpableHelper.path!, root ? ["65533", "65534"] : []);
+      await printed(child, "ready");
+      const euid = root ? 65534 : process.geteuid!();
+      const ruid = root ? 65533 : process.getuid!();
+      expect(statSync(`/proc/${child.pid}/stat`).uid).toBe(0); // the premise: stat's owner says root
+
+      const d = await facts.inspect(child.pid);
+      expect(d).toMatchObject({ pid: child.pid, uid: euid });
+      if (row.deep) expect(d!.realUid).toBe(ruid);
+
+      const snap = await facts.snapshot();
+      if (row.makeNonRootView === null) {
+        expect(snap.processes.get(child.pid)?.uid).toBe(euid); // ps prints the effective uid
+      } else {
+        // a root caller keeps the stat owner (for root, uid decides nothing); a non-root caller re-reads status
+        expect(snap.processes.get(child.pid)?.uid).toBe(root ? 0 : euid);
+        const nonRoot = await row.makeNonRootView().snapshot();
+        expect(nonRoot.processes.get(child.pid)?.uid).toBe(euid);
+        expect(nonRoot.processes.get(process.pid)?.uid).toBe(process.geteuid!()); // a dumpable one is unchanged
+      }
+    },
+  );
+
+  test(title("a thread id is not a process: inspect(tid) is null and no snapshot lists it"), async () => {
+    const tids = isLinux ? readdirSync(`/proc/${process.pid}/task`).map(Number).filter((t) => t !== process.pid) : [];
+    if (tids.length === 0) {
+      console.log(`[backends] ${row.name}: no thread ids to try on ${process.platform}`);
+      expect(isLinux).toBe(false); // Node always runs libuv threads on Linux
+      return;
+    }
+    expect(existsSync(`/proc/${tids[0]}/stat`)).toBe(true); // the premise: /proc answers for a tid
+    for (const tid of tids.slice(0, 3)) expect(await facts.inspect(tid), `tid ${tid}`).toBeNull();
+    const snap = await facts.snapshot();
+    for (const tid of tids) expect(snap.processes.has(tid)).toBe(false);
+    expect((await facts.inspect(process.pid))?.pid).toBe(process.pid);
+  });
+
+  helperTest(envexecHelper)(
+    helperTitle(envexecHelper, "a verbatim environment: duplicate keys (first wins), empty entries, no '='; argv with spaces"),
+    async () => {
+      const env = ["DUP=first", "", "DUP=second", "NOEQ", "=lead", "EMPTY=", "", `PATH=${process.env.PATH ?? ""}`, "LAST=a=b c"];
+      const args = ["-c", "read x", "two  spaces", " lead", "trail ", ""];
+      const child = spawnTracked(envexecHelper.path!, [...env, "--", SH, ...args], { stdio: ["pipe", "ignore", "inherit"] });
+      await waitExec(child.pid, SH);
+      const keys = ["DUP", "EMPTY", "NOEQ", "LAST", "MISSING", "lead"];
+      const d = await waitFor("the shell to block in read", async () => {
+        const x = await facts.inspect(child.pid, { envKeys: keys });
+        return x?.state === "S" ? x : null;
+      });
+      if (row.deep) {
+        expect(d.argv).toEqual([SH, ...args]);
+        expect(d.env).toEqual({ DUP: "first", EMPTY: "", NOEQ: null, LAST: "a=b c", MISSING: null, lead: null });
+        expect(d.envReadable).toBe(true);
+      } else {
+        expect(d.argv).toBeNull();
+        expect(d.env).toEqual(Object.fromEntries(keys.map((k) => [k, null])));
+      }
+    },
+  );
+
+  test(title("an unlinked executable keeps the kernel's ' (deleted)' suffix"), async () => {
+    const exe = join(tmp, "deleted-sleep");
+    await copyFile(existsSync("/bin/sleep") ? "/bin/sleep" : "/usr/bin/sleep", exe);
+    await chmod(exe, 0o755);
+    const child = spawnTracked(exe, ["30"]);
+    await waitExec(child.pid, exe);
+    unlinkSync(exe);
+    const d = await facts.inspect(child.pid);
+    expect(d?.pid).toBe(child.pid);
+    expect(d!.exePath).toBe(row.deep ? `${exe} (deleted)` : null);
+  });
+
+  helperTest(deepexecHelper)(helperTitle(deepexecHelper, "an exe path longer than a page (ENAMETOOLONG) is exePath null, never a throw"), async () => {
+    const deep = spawnDeepExe(deepexecHelper.path!);
+    try {
+      await waitExec(deep.child.pid, "./s");
+      const d = await facts.inspect(deep.child.pid, { envKeys: ["PATH"] });
+      expect(d).not.toBeNull();
+      expect(d!.exePath).toBeNull();
+      if (row.deep) {
+        expect(d!.argv).toEqual(["./s", "300"]);
+        expect(d!.envReadable).toBe(true);
+      }
+      expect((await facts.snapshot()).processes.get(deep.child.pid)?.pid).toBe(deep.child.pid);
+    } finally {
+      deep.child.kill("SIGKILL");
+      await exited(deep.child);
+      deep.cleanup();
+    }
   });
 
   test(title("processes exiting mid-snapshot never make it throw"), async () => {

@@ -6,7 +6,9 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createNativeFacts, loadError, loadNative } from "../../src/facts/native.js";
 import { createProcfsFacts } from "../../src/facts/procfs.js";
 import type { ProcessFacts } from "../../src/facts/types.js";
-import { killAll, spawnGroup, spawnTracked, waitFor } from "../fixtures/facts/procs.js";
+import { once } from "node:events";
+import { readdirSync } from "node:fs";
+import { buildCHelper, killAll, printed, removeCHelpers, spawnDeepExe, spawnGroup, spawnTracked, waitFor } from "../fixtures/facts/procs.js";
 
 const binding = loadNative();
 const skip =
@@ -35,7 +37,10 @@ d(`native equals procfs${suffix}`, () => {
       return kids.every((k) => ["S", "Z"].includes(s.processes.get(k)?.state ?? "")) ? true : null;
     });
   });
-  afterAll(killAll);
+  afterAll(async () => {
+    await killAll();
+    removeCHelpers();
+  });
 
   it("snapshots taken back to back agree on every process both saw with the same start time", async () => {
     const a = await native.snapshot();
@@ -91,6 +96,41 @@ d(`native equals procfs${suffix}`, () => {
     const selfA = await native.inspect(process.pid, { envKeys: ["PATH"] });
     const selfB = await procfs.inspect(process.pid, { envKeys: ["PATH"] });
     expect({ ...selfB, state: "" }).toEqual({ ...selfA, state: "" });
+  });
+
+  it("the edge cases agree field for field: a deep exe path, a non-dumpable process, a zombie leader, a thread id", async (ctx) => {
+    const helpers = ["deepexec", "nondumpable", "zombie-leader"].map((n) => [n, buildCHelper(n)] as const);
+    const missing = helpers.find(([, h]) => h.path === null);
+    if (missing) {
+      console.log(`[equivalence] edge cases skipped: ${missing[1].why}`);
+      ctx.skip();
+    }
+    const [deepexec, nondumpable, zombieLeader] = helpers.map(([, h]) => h.path!) as [string, string, string];
+    const deep = spawnDeepExe(deepexec);
+    const nd = spawnTracked(nondumpable, process.geteuid!() === 0 ? ["65533", "65534"] : []);
+    const zl = spawnTracked(zombieLeader, []);
+    // listen to both now: a flowing stdout drops what nobody listens to yet
+    const ready = Promise.all([printed(nd, "ready"), printed(zl, "ready")]);
+    try {
+      await ready;
+      await waitFor("the deep child to exec", async () => (await procfs.inspect(deep.child.pid))?.argv?.[0] === "./s");
+      await waitFor("the leader to read as Z", async () => (await procfs.inspect(zl.pid))?.state === "Z");
+      const keys = ["PATH"];
+      for (const pid of [deep.child.pid, nd.pid, zl.pid]) {
+        const a = await native.inspect(pid, { envKeys: keys });
+        expect(a, `native inspect ${pid}`).not.toBeNull();
+        expect(await procfs.inspect(pid, { envKeys: keys }), `pid ${pid}`).toEqual(a);
+      }
+      expect((await native.inspect(deep.child.pid))!.exePath).toBeNull();
+      expect((await native.inspect(zl.pid))!.zombieLeader).toBe(true);
+      const tid = readdirSync(`/proc/${process.pid}/task`).map(Number).find((t) => t !== process.pid)!;
+      expect(await native.inspect(tid)).toBeNull();
+      expect(await procfs.inspect(tid)).toBeNull();
+    } finally {
+      for (const c of [deep.child, nd, zl]) c.kill("SIGKILL");
+      await Promise.all([deep.child, nd, zl].map((c) => (c.exitCode === null && c.signalCode === null ? once(c, "exit") : null)));
+      deep.cleanup();
+    }
   });
 
   it("both say null for a pid that is gone", async () => {

@@ -2,10 +2,41 @@ import { mkdir, mkdtemp, rm, symlink, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
-import { createProcfsFacts, hidepidOf, parseCmdline, parseEnviron, parseStat, procMountOptions } from "../../src/facts/procfs.js";
+import { createProcfsFacts, hidepidOf, parseCmdline, parseEnviron, parseStat, parseStatus, procMountOptions } from "../../src/facts/procfs.js";
 import { createPsFacts, parseLstart, parsePsLine, parsePsOutput, psColumns } from "../../src/facts/ps.js";
 import { buildSnapshot } from "../../src/facts/snapshot.js";
 import type { ProcessInfo } from "../../src/facts/types.js";
+
+/** A status text as the kernel writes it (the lines this project reads, among others). */
+function status(o: { tgid: number; pid: number; uid?: string; threads?: number }): string {
+  return [
+    "Name:\tx",
+    "Umask:\t0022",
+    "State:\tS (sleeping)",
+    `Tgid:\t${o.tgid}`,
+    "Ngid:\t0",
+    `Pid:\t${o.pid}`,
+    "PPid:\t1",
+    "TracerPid:\t0",
+    `Uid:\t${o.uid ?? "0\t0\t0\t0"}`,
+    "Gid:\t0\t0\t0\t0",
+    "FDSize:\t64",
+    "Groups:\t0 1 2",
+    `Threads:\t${o.threads ?? 1}`,
+    "SigQ:\t0/31366",
+    "",
+  ].join("\n");
+}
+
+describe("parseStatus", () => {
+  it("reads Tgid, real and effective uid, and Threads", () => {
+    expect(parseStatus(status({ tgid: 10, pid: 12, uid: "1000\t0\t0\t0", threads: 3 }))).toEqual({ tgid: 10, realUid: 1000, effectiveUid: 0, threads: 3 });
+  });
+  it("leaves out what is missing or malformed", () => {
+    expect(parseStatus("Name:\tx\nUid:\t1\t2\nTgid:\tabc\n")).toEqual({});
+    expect(parseStatus("")).toEqual({});
+  });
+});
 
 /** A stat line as the kernel writes it: fields 3..22 then a tail. */
 function statLine(pid: number, comm: string, o: { state?: string; ppid?: number; pgid?: number; sid?: number; start?: string; flags?: number } = {}): string {
@@ -188,6 +219,14 @@ describe("procfs over a fixture /proc tree (unreadable and odd entries)", () => 
     await proc(300, { stat: "300 (trunc) S 1 3" }); // half-written: skipped, never half-true
     // a dead task under fork churn: ppid 0, pgid -1, sid -1 (seen on real walks)
     await proc(400, { stat: statLine(400, "dying", { state: "X", ppid: 0, pgid: -1, sid: -1, start: "7000" }) });
+    // a thread: /proc/TID answers, but its Tgid is another pid
+    await proc(501, { stat: statLine(501, "worker", { ppid: 1, pgid: 500, sid: 500 }), status: status({ tgid: 500, pid: 501 }), cmdline: "w\0" });
+    // a zombie leader with a live thread, and a non-dumpable process (real uid 7, effective 8)
+    await proc(600, { stat: statLine(600, "zl", { state: "Z" }), status: status({ tgid: 600, pid: 600, threads: 2 }) });
+    await proc(601, { stat: statLine(601, "z", { state: "Z" }), status: status({ tgid: 601, pid: 601, threads: 1 }) });
+    await proc(700, { stat: statLine(700, "nd"), status: status({ tgid: 700, pid: 700, uid: "7\t8\t8\t8" }), cmdline: "nd\0" });
+    // a kernel thread
+    await proc(800, { stat: statLine(800, "kworker/0:1", { ppid: 2, pgid: 0, sid: 0, flags: 0x00208040 }) });
     await mkdir(join(root, "self", "ns"), { recursive: true });
     await symlink("pid:[4026531836]", join(root, "self", "ns", "pid"));
     await mkdir(join(root, "sys", "kernel", "random"), { recursive: true });
@@ -198,8 +237,21 @@ describe("procfs over a fixture /proc tree (unreadable and odd entries)", () => 
   it("snapshot skips malformed entries and non-pid names", async () => {
     const root = await tree();
     try {
-      const snap = await createProcfsFacts({ root }).snapshot();
-      expect([...snap.processes.keys()]).toEqual([100, 200]); // 400 is dead ("X"): gone
+      const snap = await createProcfsFacts({ root, uidFromStatus: false }).snapshot();
+      // 400 is dead ("X"): gone. 501 is listed here only because a fixture has no
+      // readdir semantics: the real /proc lists thread-group leaders only.
+      expect([...snap.processes.keys()]).toEqual([100, 200, 501, 600, 601, 700, 800]);
+      expect(snap.processes.get(600)).toMatchObject({ state: "Z", zombieLeader: true });
+      expect(snap.processes.get(601)).toMatchObject({ state: "Z", zombieLeader: false });
+      expect(snap.processes.get(800)).toMatchObject({ kernelThread: true });
+      expect(snap.processes.get(100)).toMatchObject({ kernelThread: false, zombieLeader: false });
+      // the stat owner, unless asked to look at status for root-owned entries
+      expect(snap.processes.get(700)?.uid).toBe(process.geteuid!());
+      if (process.geteuid!() === 0) {
+        const nonRoot = await createProcfsFacts({ root, uidFromStatus: true }).snapshot();
+        expect(nonRoot.processes.get(700)?.uid).toBe(8);
+        expect(nonRoot.processes.get(100)?.uid).toBe(0); // no status file: the owner stands
+      }
       expect(snap.groupMembers(-1)).toEqual([]);
       expect(snap.childrenOf(100).map((p) => p.pid)).toEqual([200]);
       expect(snap.groupMembers(100).map((p) => p.pid)).toEqual([100, 200]);
@@ -227,6 +279,12 @@ describe("procfs over a fixture /proc tree (unreadable and odd entries)", () => 
       expect(b).toMatchObject({ exePath: null, argv: [], env: { K: "v", Z: null }, envReadable: true });
       expect(await f.inspect(300)).toBeNull();
       expect(await f.inspect(400)).toBeNull(); // dead ("X") = gone
+      expect(await f.inspect(501)).toBeNull(); // a thread id (Tgid 500) is not a process
+      expect(await f.inspect(700)).toMatchObject({ uid: 8, realUid: 7 });
+      expect(await f.inspect(600)).toMatchObject({ state: "Z", zombieLeader: true });
+      const noStatus = await f.inspect(200);
+      expect(noStatus?.uid).toBe(process.geteuid!()); // no status: the stat owner, and no realUid
+      expect(noStatus).not.toHaveProperty("realUid");
       expect(await f.inspect(999)).toBeNull();
     } finally {
       await rm(root, { recursive: true, force: true });
