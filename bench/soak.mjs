@@ -11,20 +11,23 @@
 // and prints sessions/s, reap time per incarnation and the peak process count.
 //
 //   npm run soak [-- --quick] [--seed N] [--sessions N] [--churn N | --no-churn]
-//                [--grace-ms N] [--max-batch N] [--keep] [--verbose]
+//                [--grace-ms N] [--max-batch N] [--keep] [--verbose] [--inject-faults]
+// --inject-faults plants an orphan and signals two bystanders after the final
+// reap: the run must then fail, naming them (a check of the checks).
 // --quick = 40 sessions (CI). The plan (variants, scripts, endings, batches) is
 // drawn from the printed seed, so --seed N replays it; timing on a busy host
 // does not replay. Exit 0 when every assertion holds, 1 when one fails, 2 when
 // the harness itself could not run.
+import { spawn } from "node:child_process";
 import { randomInt } from "node:crypto";
 import { closeSync, existsSync, mkdirSync, mkdtempSync, openSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
-import { Bystanders, Churn } from "./soak/bystanders.mjs";
+import { Bystanders, CHURN_NICE, Churn } from "./soak/bystanders.mjs";
 import { EventTimeout, GatewayDied, Incarnation } from "./soak/incarnation.mjs";
 import { ENDINGS, KILLS_GATEWAY, makePlan } from "./soak/plan.mjs";
-import { carriers, children, cmdline, killSame, pids, sameAlive, stat } from "./soak/proc.mjs";
+import { INSTANCE_KEY, LEASE_KEY, carriers, children, cmdline, killSame, pids, sameAlive, stat } from "./soak/proc.mjs";
 
 const here = dirname(fileURLToPath(import.meta.url));
 const ROOT = join(here, "..");
@@ -53,6 +56,7 @@ function parseArgs(argv) {
     else if (a === "--max-batch") o.maxBatch = Math.max(1, num(++i, a));
     else if (a === "--keep") o.keep = true;
     else if (a === "--verbose") o.verbose = true;
+    else if (a === "--inject-faults") o.injectFaults = true;
     else if (a === "-h" || a === "--help") usage(null);
     else usage(`unknown argument ${a}`);
   }
@@ -63,7 +67,7 @@ function parseArgs(argv) {
 
 function usage(err) {
   const text =
-    "usage: node bench/soak.mjs [--quick] [--seed N] [--sessions N] [--churn N | --no-churn] [--grace-ms N] [--max-batch N] [--keep] [--verbose]";
+    "usage: node bench/soak.mjs [--quick] [--seed N] [--sessions N] [--churn N | --no-churn] [--grace-ms N] [--max-batch N] [--keep] [--verbose] [--inject-faults]";
   if (err) {
     console.error(`soak: ${err}\n${text}`);
     process.exit(2);
@@ -126,6 +130,17 @@ const bystanders = new Bystanders({ holdPath: HOLD, logDir });
 let churn = null;
 let peakProcs = 0;
 const baselineProcs = pids().length;
+/** the most recently assigned pid (system-wide), for the spawn rate during the run */
+const lastPid = () => Number(readFileSync("/proc/loadavg", "utf8").trim().split("/").pop().split(" ").pop());
+const pidMax = Number(readFileSync("/proc/sys/kernel/pid_max", "utf8"));
+let pidsAssigned = 0;
+let pidPrev = lastPid();
+const pidSampler = setInterval(() => {
+  const p = lastPid();
+  pidsAssigned += (p - pidPrev + pidMax) % pidMax;
+  pidPrev = p;
+}, 100);
+pidSampler.unref();
 const sampler = setInterval(() => (peakProcs = Math.max(peakProcs, pids().length)), 200);
 sampler.unref();
 
@@ -314,6 +329,8 @@ function settleEnsure(inc, r, ev, pidfile) {
   r.ensure = "failed";
   r.ensureError = ev.error;
   learnLease(r, ev.error.leaseId);
+  // only an adapter told to crash on the handshake may fail it
+  if (!r.s.variant.crashOn) r.errors.push(`ensureSession failed: ${ev.error.name}: ${ev.error.message}`);
   return null;
 }
 
@@ -410,10 +427,7 @@ async function runSession(inc, r) {
   switch (s.ending) {
     case "clean": {
       const h = await ensureStep(inc, r);
-      if (!h) {
-        r.errors.push(`ensureSession failed: ${r.ensureError.name}: ${r.ensureError.message}`);
-        return;
-      }
+      if (!h) return;
       for (const p of s.prompts) await promptStep(inc, r, p, sid);
       if (!s.staleHandle) {
         await closeStep(inc, r, sid, { clean: true });
@@ -422,10 +436,7 @@ async function runSession(inc, r) {
       // stale handle: close, ensure the same key again, then close with the OLD handle
       await closeStep(inc, r, sid, { clean: true });
       const h2 = await ensureStep(inc, r, "b");
-      if (!h2) {
-        r.errors.push(`second ensureSession on the key failed: ${r.ensureError.name}: ${r.ensureError.message}`);
-        return;
-      }
+      if (!h2) return;
       const stale = await closeStep(inc, r, sidOf(s, "b"), { handleOf: sid });
       const wrapper2 = r.procs.findLast((p) => p.role === "wrapper");
       if (stale.ev === "closed" && stale.report.outcome !== "noop") {
@@ -618,7 +629,10 @@ async function runBatch(batch, index) {
   const killer = KILLS_GATEWAY(last.s.ending) ? last : null;
   const others = killer ? rs.slice(0, -1) : rs;
   if (killer && batch.killerMode === "alongside") {
-    await Promise.all([...others.map((r) => runSessionSafe(inc, r)), sleep(20).then(() => runSessionSafe(inc, killer))]);
+    // the killer starts once the others are past ensureSession: its kill lands on live sessions
+    const running = others.map((r) => runSessionSafe(inc, r).finally(() => (r.done = true)));
+    while (!others.every((r) => r.done || r.ensure !== null)) await sleep(20);
+    await Promise.all([...running, runSessionSafe(inc, killer)]);
   } else {
     await Promise.all(others.map((r) => runSessionSafe(inc, r)));
     if (killer) await runSessionSafe(inc, killer);
@@ -644,6 +658,22 @@ async function runBatch(batch, index) {
       }
     }
   }
+}
+
+/**
+ * The soak's self-check (--inject-faults): after the final reap, plant one
+ * orphan (a sleep carrying a real lease id and our instance id, started by no
+ * controller) and signal two bystanders (SIGUSR1 to one, SIGKILL to another).
+ * The run must then FAIL the orphan and foreign-signal checks, naming them.
+ */
+function injectFaults() {
+  const leaseId = [...allLeaseIds][0];
+  const c = spawn("sleep", ["600"], { stdio: "ignore", detached: true, env: { ...process.env, [LEASE_KEY]: leaseId, [INSTANCE_KEY]: instanceId } });
+  c.unref();
+  const live = bystanders.all.filter((b) => b.kind === "static" && b.startTime && sameAlive(b.pid, b.startTime));
+  if (live[0]) killSame(live[0].pid, live[0].startTime, "SIGUSR1");
+  if (live[1]) killSame(live[1].pid, live[1].startTime, "SIGKILL");
+  console.log(`# injected faults: orphan pid ${c.pid} carrying lease ${leaseId}; SIGUSR1 → ${live[0]?.name}; SIGKILL → ${live[1]?.name}`);
 }
 
 // ------------------------------------------------------------------ main
@@ -675,6 +705,7 @@ try {
     if (!(await fin.stop(T.stop))) harness.push(`final incarnation did not exit within ${T.stop} ms`);
   }
   const finalRec = incarnations.at(-1);
+  if (opts.injectFaults) injectFaults();
   await sleep(opts.graceMs);
 
   // ---- independent checks
@@ -752,6 +783,7 @@ try {
   const med = (xs) => (xs.length ? [...xs].sort((a, b) => a - b)[xs.length >> 1] : NaN);
   console.log(`  step medians        ${Object.entries(stepTimes).map(([k, v]) => `${k} ${med(v).toFixed(0)} ms (${v.length})`).join(", ")}`);
   console.log(`  peak processes      ${peakProcs} (baseline ${baselineProcs} before the soak)`);
+  console.log(`  process churn       ${(pidsAssigned / totalSeconds).toFixed(0)} new pids/s system-wide (churn loops: ${opts.churn}, nice ${CHURN_NICE})`);
   console.log(`  leases              ${disk.size} (${Object.entries(states).map(([k, v]) => `${k} ${v}`).join(", ") || "none"})`);
   console.log(`  bystanders          ${verdicts.length} (${verdicts.filter((v) => v.kind === "twin").length} twins carrying real lease ids, ${verdicts.filter((v) => v.kind === "group").length} in gateways' own groups)`);
   const cancels = results.reduce((n, r) => n + r.cancels, 0);
@@ -781,6 +813,16 @@ try {
       ? `last reap (inc ${e.incarnation}): ${e.action} ${e.stateBefore}→${e.stateAfter} verdict ${e.verdict}${e.why ? `; why: ${e.why}` : ""}${bad.length ? `; evidence: ${bad.map((x) => `${x.check}=${x.result}${x.detail ? ` (${x.detail})` : ""}`).join("; ")}` : ""}`
       : "never in a reap report";
   };
+  // name the soak's own bystanders where the library's evidence names their pids
+  const byPid = new Map(verdicts.map((v) => [v.pid, v.name]));
+  const whoIs = (text) => {
+    const named = [...new Set([...String(text).matchAll(/\b(\d{2,})\b/g)].map((m) => Number(m[1])))].filter((pid) => byPid.has(pid));
+    return named.length ? `      (soak bystanders named above: ${named.map((pid) => `${pid} = ${byPid.get(pid)}`).join(", ")})` : null;
+  };
+  const printWho = (text) => {
+    const w = whoIs(text);
+    if (w) console.log(w);
+  };
   if (orphanList.length || outlived.length) {
     console.log(`\n## orphans`);
     for (const p of orphanList) {
@@ -804,7 +846,21 @@ try {
     for (const l of [...unsettled, ...apiUnsettled]) {
       console.log(`  ${l.leaseId} ${l.state} rootPid ${l.rootPid} key ${l.sessionKey} | ${sessionTag(whose(l.leaseId))}`);
       console.log(`      ${evidenceOf(l.leaseId)}`);
+      printWho(evidenceOf(l.leaseId));
     }
+  }
+  if (unsettled.length) {
+    // one line per distinct reason the last reap gave (pids and counts folded), so a run's causes read at a glance
+    const causes = new Map();
+    for (const l of unsettled) {
+      const e = lastReapEntry.get(l.leaseId);
+      const why = (e?.why ?? "never in a reap report").replace(/\[[^\]]*\]/g, "[…]").replace(/\d+/g, "N");
+      const named = whoIs(e?.why ?? "");
+      const key = `${why}${named ? " — names a soak bystander" : ""}`;
+      causes.set(key, (causes.get(key) ?? 0) + 1);
+    }
+    console.log(`\n## why leases stayed unsettled (last reap's reason)`);
+    for (const [why, n] of [...causes].sort((a, b) => b[1] - a[1])) console.log(`  ${String(n).padStart(4)} × ${why}`);
   }
   if (quarantine.length || reapProblems.length) {
     console.log(`\n## quarantine / refused files`);
@@ -819,11 +875,17 @@ try {
       const bad = (c.report?.evidence ?? []).filter((x) => x.result !== "match");
       if (bad.length) console.log(`      evidence: ${bad.map((x) => `${x.check}=${x.result}${x.detail ? ` (${x.detail})` : ""}`).join("; ")}`);
       if (id) console.log(`      then ${evidenceOf(id)}`);
+      printWho(`${c.report?.detail ?? ""} ${id ? evidenceOf(id) : ""}`);
     }
   }
   if (stepErrors.length) {
     console.log(`\n## scripted steps`);
-    for (const r of stepErrors) for (const e of r.errors) console.log(`  ${sessionTag(r)}: ${e}`);
+    for (const r of stepErrors) {
+      for (const e of r.errors) {
+        console.log(`  ${sessionTag(r)}: ${e}`);
+        printWho(e);
+      }
+    }
   }
   if (harness.length || notRun.length) {
     console.log(`\n## harness`);
@@ -831,6 +893,7 @@ try {
     for (const r of notRun) console.log(`  session #${r.s.sid} never ran`);
   }
 
+  if (opts.quick && totalSeconds > 90) console.log(`\nnote: the quick soak took ${totalSeconds.toFixed(0)} s, over its 90 s budget (load average ${readFileSync("/proc/loadavg", "utf8").split(" ").slice(0, 3).join(" ")})`);
   const failed = checks.filter((c) => !c.ok).length;
   console.log(`\nsoak ${failed ? "FAILED" : "passed"}: seed ${opts.seed}, ${ran} sessions, ${totalSeconds.toFixed(1)} s, ${failed} assertion(s) failed`);
   // clean up what is left only now, after it has been reported
@@ -843,6 +906,7 @@ try {
   exitCode = 2;
 } finally {
   clearInterval(sampler);
+  clearInterval(pidSampler);
   for (const inc of [current, spare]) if (inc && !inc.dead) await inc.kill();
   churn?.stop();
   await bystanders.stopAll();

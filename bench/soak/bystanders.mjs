@@ -140,12 +140,19 @@ export class Bystanders {
   }
 }
 
-/** N same-uid loops spawning /bin/true for the whole run: processes appearing and exiting at every read. */
+/**
+ * N same-uid loops spawning /bin/true for the whole run: processes appearing
+ * and exiting at every read. At nice 10: the loops take every idle cycle (the
+ * spawn rate stays in the hundreds per second, printed at the end) without
+ * starving the gateways they are meant to disturb, which would only make the
+ * soak slower, not harder.
+ */
+export const CHURN_NICE = 10;
 export class Churn {
   constructor(n) {
     this.loops = [];
     for (let i = 0; i < n; i++) {
-      const c = spawn("sh", ["-c", "while :; do /bin/true; done"], { stdio: "ignore", detached: true, env: cleanEnv() });
+      const c = spawn("nice", ["-n", String(CHURN_NICE), "sh", "-c", "while :; do /bin/true; done"], { stdio: "ignore", detached: true, env: cleanEnv() });
       c.on("error", () => {});
       c.unref();
       this.loops.push({ pid: c.pid, startTime: stat(c.pid)?.startTime ?? null, child: c });

@@ -94,8 +94,8 @@ export function makePlan(seed, count, { maxBatch }) {
     const k = killers.findIndex(fits);
     if (k !== -1) {
       batch.sessions.push(...killers.splice(k, 1));
-      // the killer waits for the others to finish, or runs alongside them (they become collateral)
-      batch.killerMode = b.chance(0.6) ? "after-others" : "alongside";
+      // the killer waits for the others to finish, or starts once they are past ensureSession (they become collateral)
+      batch.killerMode = b.chance(0.7) ? "after-others" : "alongside";
     }
     if (batch.sessions.length === 0) batch.sessions.push(calm.length ? calm.shift() : killers.shift());
     batches.push(batch);
