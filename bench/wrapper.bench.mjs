@@ -1,4 +1,15 @@
-// Parent death → tree gone. A stand-in gateway spawns the wrapper (lifeline
+// 1. Start-up cost (issue 10): the wrapper as the controller starts it (the
+//    installed .cjs shim requiring dist/acpx/wrapper.cjs, stdio [pipe, pipe,
+//    pipe, pipe], the two markers in its env), spawn → its "started" report
+//    on the lifeline, against spawn → exit of a bare `node -e 0`. Interleaved
+//    pairs (the order flips every pair), median of the per-pair ratios.
+//    Target <= 1.15. Plus its PSS (/proc/PID/smaps_rollup) while it
+//    supervises an idle adapter, against an idle bare node started beside it
+//    (PSS splits shared pages among the processes mapping them, so both are
+//    read at the same moment): median ratio, target <= 1.25; the absolute
+//    PSS is printed, not checked.
+//
+// 2. Parent death → tree gone. A stand-in gateway spawns the wrapper (lifeline
 // on fd 3) around the fixture ACP agent; the bench SIGKILLs the gateway and
 // measures until no process carries the lease id any more.
 //
@@ -17,11 +28,13 @@ import { spawn } from "node:child_process";
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
-import { fileURLToPath } from "node:url";
-import { check, median, now, printTable } from "./lib.mjs";
+import { fileURLToPath, pathToFileURL } from "node:url";
+import { check, fmtMs, median, now, printTable } from "./lib.mjs";
 
 const root = join(dirname(fileURLToPath(import.meta.url)), "..");
-const WRAPPER = join(root, "dist/acpx/wrapper/main.js");
+// the bundle the controller runs (scripts/bundle-wrapper.mjs), not tsc's per-file output
+const WRAPPER = join(root, "dist/acpx/wrapper.cjs");
+const INSTALL = join(root, "dist/acpx/install-wrapper.js");
 const AGENT = join(root, "fixtures/acp-agent/agent.mjs");
 const GATEWAY = join(root, "test/fixtures/acpx/gateway.mjs");
 
@@ -50,6 +63,98 @@ async function until(what, fn, timeoutMs, everyMs = 5) {
     if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
     await sleep(everyMs);
   }
+}
+
+function bareNode() {
+  return new Promise((resolve, reject) => {
+    const t0 = now();
+    const c = spawn(process.execPath, ["-e", "0"], { stdio: "ignore" });
+    c.once("error", reject);
+    c.once("exit", () => resolve(now() - t0));
+  });
+}
+
+/** Spawns the wrapper like launch.ts does; resolves at its "started" report (and, later, its exit). */
+function startWrapper(wrapperPath, adapter, n) {
+  const t0 = now();
+  const c = spawn(process.execPath, [wrapperPath, "--grace-ms", "200", "--", ...adapter], {
+    stdio: ["pipe", "pipe", "pipe", "pipe"],
+    env: { ...process.env, OPENCLAW_ACPX_LEASE_ID: `wrapper-start-bench-${process.pid}-${n}`, OPENCLAW_GATEWAY_INSTANCE_ID: `bench-${process.pid}` },
+  });
+  c.stdout.resume();
+  c.stderr.resume();
+  const exited = new Promise((r) => c.once("exit", r));
+  const started = new Promise((resolve, reject) => {
+    let buf = "";
+    c.stdio[3].on("data", (d) => {
+      buf += d;
+      if (buf.includes('"type":"started"')) resolve(now() - t0);
+    });
+    c.once("exit", (code, sig) => reject(new Error(`wrapper exited before "started" (${code ?? sig})`)));
+  });
+  return { child: c, started, exited };
+}
+
+function pssKb(pid) {
+  const m = /^Pss:\s+(\d+) kB/m.exec(readFileSync(`/proc/${pid}/smaps_rollup`, "utf8"));
+  if (!m) throw new Error(`no Pss in /proc/${pid}/smaps_rollup`);
+  return Number(m[1]);
+}
+
+async function startCost({ pairs, pssRounds }) {
+  const dir = mkdtempSync(join(tmpdir(), "proclease-wrapper-start-"));
+  const { installWrapper } = await import(pathToFileURL(INSTALL).href);
+  const { wrapperPath } = await installWrapper(dir);
+  const bare = [];
+  const wrapped = [];
+  const ratios = [];
+  const pss = [];
+  try {
+    for (let i = 0; i < 3; i++) {
+      // warm-up: page cache, the addon's first load
+      await bareNode();
+      const w = startWrapper(wrapperPath, ["/bin/true"], `warm-${i}`);
+      await w.started;
+      await w.exited;
+    }
+    for (let i = 0; i < pairs; i++) {
+      let b;
+      let t;
+      const runWrapper = async () => {
+        const w = startWrapper(wrapperPath, ["/bin/true"], i);
+        t = await w.started;
+        await w.exited; // its adapter-exit sweep must not overlap the next measurement
+      };
+      if (i % 2 === 0) {
+        b = await bareNode();
+        await runWrapper();
+      } else {
+        await runWrapper();
+        b = await bareNode();
+      }
+      bare.push(b);
+      wrapped.push(t);
+      ratios.push(t / b);
+    }
+    for (let i = 0; i < pssRounds; i++) {
+      const w = startWrapper(wrapperPath, ["sleep", "60"], `pss-${i}`);
+      const idle = spawn(process.execPath, ["-e", "setInterval(() => {}, 1 << 30)"], { stdio: "ignore" });
+      try {
+        await w.started;
+        await sleep(500); // both past start-up, idle
+        const wk = pssKb(w.child.pid);
+        const bk = pssKb(idle.pid);
+        pss.push({ wrapper: wk, bare: bk, ratio: wk / bk });
+      } finally {
+        idle.kill("SIGKILL");
+        w.child.stdio[3].destroy(); // lifeline EOF: the wrapper reaps its sleep and exits
+        await w.exited;
+      }
+    }
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+  return { bare, wrapped, ratios, pss };
 }
 
 async function once({ graceMs, stubborn, grandchild, tmp, n }) {
@@ -94,7 +199,25 @@ export async function run({ quick }) {
     console.log("wrapper bench: Linux only (reads /proc/<pid>/environ to see the lease id)");
     return [];
   }
-  if (!existsSync(WRAPPER)) throw new Error(`${WRAPPER} missing: run \`npx tsc -p tsconfig.build.json\` first`);
+  if (!existsSync(WRAPPER)) throw new Error(`${WRAPPER} missing: run \`npm run build\` first`);
+  const sc = await startCost({ pairs: quick ? 25 : 80, pssRounds: quick ? 3 : 7 });
+  printTable("wrapper start: spawn → \"started\" report, against spawn → exit of `node -e 0` (interleaved pairs)", [
+    {
+      pairs: sc.ratios.length,
+      "node -e 0 (median)": fmtMs(median(sc.bare)),
+      "wrapper → started (median)": fmtMs(median(sc.wrapped)),
+      "ratio (median of pairs)": `${median(sc.ratios).toFixed(3)}×`,
+    },
+  ]);
+  const pssMed = (k) => median(sc.pss.map((p) => p[k]));
+  printTable("wrapper PSS while it supervises an idle adapter, beside an idle bare node", [
+    {
+      rounds: sc.pss.length,
+      "wrapper PSS (median)": `${(pssMed("wrapper") / 1024).toFixed(1)} MB`,
+      "bare node PSS (median)": `${(pssMed("bare") / 1024).toFixed(1)} MB`,
+      "ratio (median)": `${pssMed("ratio").toFixed(3)}×`,
+    },
+  ]);
   const graceMs = quick ? 500 : 1000;
   const kinds = ["plain", "setsid", "double-fork"];
   const stubbornRuns = quick ? 3 : 9;
@@ -125,6 +248,8 @@ export async function run({ quick }) {
   printTable(`gateway SIGKILL → no process carries the lease id (grace ${graceMs} ms)`, rows);
   console.log(`  stubborn: median ${median(overheads).toFixed(1)} ms over the grace, max ${Math.max(...overheads).toFixed(1)} ms`);
   return [
+    check("wrapper start: spawn → started / node -e 0 (median of interleaved pairs)", median(sc.ratios), "<=", 1.15),
+    check("wrapper PSS / idle bare node PSS (median)", pssMed("ratio"), "<=", 1.25),
     check("stubborn tree gone after grace + (median)", median(overheads), "<=", 100, "ms"),
     check("stubborn tree: SIGKILL waited for the grace (min elapsed - grace)", Math.min(...overheads), ">=", 0, "ms"),
     check("cooperative tree gone, fraction of grace (median)", median(coopRatios), "<=", 0.5),

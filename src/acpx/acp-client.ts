@@ -309,14 +309,15 @@ export async function handshake(client: AcpClient, opts: HandshakeOptions): Prom
  */
 export async function explainHandshakeFailure(
   err: unknown,
-  launched: Pick<LaunchedWrapper, "howEnded" | "ended" | "stderrTail">,
+  launched: Pick<LaunchedWrapper, "howEnded" | "ended" | "stderrTail" | "stderrSettled">,
   waitMs = 500,
 ): Promise<{ cause: EnsureFailureCause; message: string; details: AcpxEnsureErrorDetails }> {
   const f = err instanceof HandshakeFailure ? err : new HandshakeFailure("closed", "initialize", String(err), { cause: err });
   let end = f.info.end ?? launched.howEnded();
-  if (end === undefined && (f.kind === "closed" || f.kind === "agent-error")) {
+  if (end === undefined && f.kind === "closed") {
     end = await Promise.race([launched.ended, new Promise<undefined>((r) => setTimeout(() => r(undefined), waitMs).unref())]);
   }
+  await launched.stderrSettled();
   const details: AcpxEnsureErrorDetails = {
     cause: f.info.cause ?? f,
     ...(f.info.acpError ? { acpError: f.info.acpError } : {}),
@@ -380,7 +381,7 @@ export interface TurnContext {
   acpSessionId: string;
   text: string;
   options?: PromptOptions;
-  launched: Pick<LaunchedWrapper, "howEnded" | "ended" | "onEnd" | "stderrTail">;
+  launched: Pick<LaunchedWrapper, "howEnded" | "ended" | "onEnd" | "stderrTail" | "stderrSettled">;
 }
 
 export interface StartedTurn {
@@ -449,6 +450,7 @@ export function startTurn(client: AcpClient, ctx: TurnContext): StartedTurn {
         cancelGraceMs: grace,
         ...(settled.ended && settled.stopReason !== undefined ? { stopReason: settled.stopReason } : {}),
       };
+      if (!settled.ended) await ctx.launched.stderrSettled();
       const tail = ctx.launched.stderrTail();
       if (tail) turn.stderrTail = tail;
       const cause = settled.ended ? settled.error : undefined;
@@ -473,7 +475,8 @@ export function startTurn(client: AcpClient, ctx: TurnContext): StartedTurn {
     );
     // the adapter's exit also closes the connection; whichever comes first, one error names it
     unsubscribe = ctx.launched.onEnd((end) => {
-      if (finish()) reject(turnEndedError(ctx, end, undefined));
+      if (!finish()) return;
+      void ctx.launched.stderrSettled().then(() => reject(turnEndedError(ctx, end, undefined)));
     });
   });
   return { request, result };
@@ -494,6 +497,7 @@ function turnEndedError(ctx: TurnContext, end: SessionEnd, cause: unknown): Acpx
 async function explainTurnFailure(err: unknown, ctx: TurnContext): Promise<Error> {
   if (err instanceof AcpxSessionClosedError) return err;
   const acpError = acpErrorOf(err);
+  await ctx.launched.stderrSettled();
   const stderrTail = ctx.launched.stderrTail();
   if (acpError) {
     const details = { acpError, cause: err, ...(stderrTail ? { stderrTail } : {}) };

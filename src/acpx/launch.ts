@@ -110,6 +110,13 @@ export interface LaunchedWrapper {
   onEnd(listener: (end: SessionEnd) => void): () => void;
   /** the adapter's (and wrapper's) most recent stderr, at most STDERR_RING_BYTES, trimmed */
   stderrTail(): string;
+  /**
+   * Resolves once stderr has been quiet for `quietMs` (or has ended), at the
+   * latest after `maxMs`. An adapter writes its cause to stderr just before
+   * its error answer on stdout; the two pipes are read independently, so an
+   * error message waits this long for the cause to arrive.
+   */
+  stderrSettled(quietMs?: number, maxMs?: number): Promise<void>;
   /** closing our lifeline end = "the gateway is gone" to the wrapper */
   endLifeline(): void;
   /** lets this process exit while the wrapper runs (dispose) */
@@ -233,7 +240,13 @@ export function launchWrapper(input: LaunchInput): LaunchedWrapper {
   });
 
   const ring = new ByteRing(STDERR_RING_BYTES);
-  child.stderr?.on("data", (chunk: Buffer) => ring.push(chunk));
+  let lastStderrAt = 0;
+  let stderrEnded = child.stderr === null;
+  child.stderr?.on("data", (chunk: Buffer) => {
+    ring.push(chunk);
+    lastStderrAt = Date.now();
+  });
+  child.stderr?.once("close", () => (stderrEnded = true));
   child.stdin?.on("error", () => undefined);
 
   let exitStatus: ChildExit | undefined;
@@ -335,6 +348,17 @@ export function launchWrapper(input: LaunchInput): LaunchedWrapper {
       return () => void endListeners.delete(listener);
     },
     stderrTail: () => ring.text().trim(),
+    async stderrSettled(quietMs = 30, maxMs = 250) {
+      const deadline = Date.now() + maxMs;
+      // at least one quiet period from now: data already in the pipe is read before it ends
+      const since = Date.now();
+      for (;;) {
+        if (stderrEnded) return;
+        const quietFor = Date.now() - Math.max(lastStderrAt, since);
+        if (quietFor >= quietMs || Date.now() >= deadline) return;
+        await new Promise((r) => setTimeout(r, Math.min(quietMs - quietFor, Math.max(1, deadline - Date.now()))).unref());
+      }
+    },
     endLifeline() {
       lifeline?.destroy();
     },

@@ -1,0 +1,59 @@
+/**
+ * What the wrapper loads (issue 10, "Wrapper start-up cost"): started the way
+ * the controller starts it (the installed .cjs shim requiring the bundle), a
+ * CommonJS hook notes every user file Node loaded and every ESM-loader module
+ * it initialised over the wrapper's whole life (start, adapter exit, sweep).
+ * The answer must be one module graph: the shim, the bundle, the addon and
+ * its loader; no zod, no ACP SDK, none of tsc's per-file output, and no more
+ * of Node's ESM loader than a bare `node -e 0` initialises. The timing and
+ * PSS targets live in bench/wrapper.bench.mjs (ratios, not timed tests).
+ * Build first (`npm run build`).
+ */
+import { spawnSync } from "node:child_process";
+import { existsSync, statSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { afterAll, describe, expect, it } from "vitest";
+import { installWrapper, packagedWrapperPath } from "../../src/acpx/install-wrapper.js";
+import { cleanupAll, ROOT, tempStateDir } from "./controller-helpers.js";
+
+afterAll(() => cleanupAll());
+
+const HOOK = `
+process.on("exit", () => {
+  const esm = process.moduleLoadList.filter((m) => m.startsWith("NativeModule internal/modules/esm/"));
+  require("node:fs").writeSync(2, "\\nLOADED " + JSON.stringify({ files: Object.keys(require.cache), esm }) + "\\n");
+});
+`;
+
+function loaded(args: string[], dir: string): { files: string[]; esm: string[] } {
+  const hook = join(dir, "hook.cjs");
+  writeFileSync(hook, HOOK);
+  const r = spawnSync(process.execPath, ["--require", hook, ...args], { encoding: "utf8", timeout: 30_000 });
+  const line = r.stderr.split("\n").find((l) => l.startsWith("LOADED "));
+  if (!line) throw new Error(`no LOADED line (exit ${r.status}, stderr ${r.stderr.slice(-500)})`);
+  const v = JSON.parse(line.slice("LOADED ".length)) as { files: string[]; esm: string[] };
+  return { files: v.files.filter((f) => f !== hook), esm: v.esm };
+}
+
+describe.skipIf(process.platform !== "linux")("the wrapper's module graph (Linux: the addon is loaded at start for its prctls)", () => {
+  it("is the shim, the bundle and the addon: no zod, no SDK, no per-file dist, no ESM loader beyond node -e 0's", async () => {
+    const bundle = packagedWrapperPath();
+    expect(bundle).toBe(join(ROOT, "dist/acpx/wrapper.cjs"));
+    // the bundle must be built from the current tsc output, else this test would look at stale code
+    expect(statSync(bundle).mtimeMs).toBeGreaterThanOrEqual(statSync(join(ROOT, "dist/acpx/wrapper/main.js")).mtimeMs);
+    const dir = tempStateDir("wrapper-start");
+    const { wrapperPath } = await installWrapper(dir);
+    expect(wrapperPath.endsWith(".cjs")).toBe(true);
+
+    const w = loaded([wrapperPath, "--grace-ms", "100", "--", "/bin/true"], dir);
+    const bare = loaded(["-e", "0"], dir);
+
+    expect(w.files.filter((f) => /zod|@agentclientprotocol/.test(f))).toEqual([]);
+    const ours = w.files.filter((f) => !f.includes("/node_modules/node-gyp-build/"));
+    const addon = w.files.find((f) => f.endsWith(".node"));
+    expect(addon).toBeDefined();
+    expect(existsSync(addon!)).toBe(true);
+    expect(ours.sort()).toEqual([wrapperPath, bundle, join(ROOT, "package.json"), addon!].sort());
+    expect(w.esm.sort()).toEqual(bare.esm.sort());
+  });
+});
