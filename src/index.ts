@@ -1,3 +1,5 @@
+// Kept in dist/index.d.ts (preserve): the declarations use Node's types, so a consumer needs @types/node installed and no "types" entry.
+/// <reference types="node" preserve="true" />
 /**
  * proclease: process ownership as a first-class fact.
  * Data flows one way: facts → ownership → acpx / supervisor; sessions is
