@@ -87,7 +87,8 @@ if (!existsSync(DIST)) {
 }
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
-const T = { ensure: 60_000, prompt: 30_000, close: 60_000, start: 120_000, stop: 15_000 };
+// how long the soak waits for a gateway's answer before calling a session stuck (the controller's own timeouts are 60 s)
+const T = { ensure: 150_000, prompt: 60_000, close: 90_000, start: 120_000, stop: 15_000 };
 
 // ------------------------------------------------------------------ run state
 
@@ -107,7 +108,6 @@ const results = plan.sessions.map((s) => ({
   ran: false,
   collateral: false,
   leaseIds: new Set(),
-  handle: null,
   ensure: null, //       "ok" | "failed" | "interrupted"
   ensureError: null,
   kill: null, //         {what, point, late}
@@ -240,8 +240,9 @@ function diskLeases() {
     for (const n of names) {
       try {
         const l = JSON.parse(readFileSync(join(dir, n), "utf8"));
+        const id = typeof l.leaseId === "string" ? l.leaseId : n;
         // the archive copy wins over a live one left by an interrupted move (lease-store.ts)
-        if (where === "archive" || !byId.has(l.leaseId)) byId.set(l.leaseId, { ...l, where });
+        if (where === "archive" || !byId.has(id)) byId.set(id, { ...l, leaseId: id, where });
       } catch (e) {
         byId.set(n, { leaseId: n, state: "unparseable", where, error: String(e.message) });
       }
@@ -582,7 +583,7 @@ async function startIncarnation(index, { last = false } = {}) {
   incarnations.push(rec);
   try {
     const gw = await inc.waitEvent((e) => e.ev === "gateway" || e.ev === "fatal", T.start, "gateway start");
-    if (gw.ev === "gateway" && gw.bystanderPid) bystanders.addGroup(gw.bystanderPid, gw.bystanderLog);
+    if (gw.ev === "gateway" && gw.bystanderPid) bystanders.addGroup(gw.bystanderPid, gw.bystanderStartTime, gw.bystanderLog);
     const c = await inc.waitEvent((e) => e.ev === "controller" || e.ev === "fatal", T.start, "controller");
     if (c.ev === "fatal") throw new Error(`controller: ${c.error.name}: ${c.error.message}`);
     rec.instanceId = c.instanceId;
@@ -784,7 +785,9 @@ try {
   console.log(`  step medians        ${Object.entries(stepTimes).map(([k, v]) => `${k} ${med(v).toFixed(0)} ms (${v.length})`).join(", ")}`);
   console.log(`  peak processes      ${peakProcs} (baseline ${baselineProcs} before the soak)`);
   console.log(`  process churn       ${(pidsAssigned / totalSeconds).toFixed(0)} new pids/s system-wide (churn loops: ${opts.churn}, nice ${CHURN_NICE})`);
-  console.log(`  leases              ${disk.size} (${Object.entries(states).map(([k, v]) => `${k} ${v}`).join(", ") || "none"})`);
+  const keysWithLease = new Set([...disk.values()].map((l) => l.sessionKey));
+  const noLease = results.filter((r) => r.ran && !keysWithLease.has(r.s.key)).length;
+  console.log(`  leases              ${disk.size} (${Object.entries(states).map(([k, v]) => `${k} ${v}`).join(", ") || "none"})${noLease ? `; ${noLease} session(s) wrote none (killed before the lease write)` : ""}`);
   console.log(`  bystanders          ${verdicts.length} (${verdicts.filter((v) => v.kind === "twin").length} twins carrying real lease ids, ${verdicts.filter((v) => v.kind === "group").length} in gateways' own groups)`);
   const cancels = results.reduce((n, r) => n + r.cancels, 0);
   if (cancels) console.log(`  cancelTurn calls    ${cancels}`);

@@ -91,9 +91,8 @@ export class Bystanders {
   }
 
   /** The bystander an incarnation put into its own process group (it exits once the gateway is gone). */
-  addGroup(pid, log) {
-    const st = stat(pid);
-    this.all.push({ name: `gateway-group`, pid, startTime: st?.startTime ?? null, log, stop: null, kind: "group", retired: true });
+  addGroup(pid, startTime, log) {
+    this.all.push({ name: "gateway-group", pid, startTime, log, stop: null, kind: "group", retired: true });
   }
 
   /**

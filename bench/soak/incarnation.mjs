@@ -40,6 +40,8 @@ export class Incarnation {
       } catch {
         ev = { ev: "garbage", line };
       }
+      // the bystander the gateway put into its own group: its identity is read at once, while it surely runs
+      if (ev.ev === "gateway" && ev.bystanderPid) ev.bystanderStartTime = stat(ev.bystanderPid)?.startTime ?? null;
       this.events.push(ev);
       for (const w of [...this.waiters]) w.check(ev);
     });
