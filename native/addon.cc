@@ -197,6 +197,12 @@ Napi::Value ReapChildren(const Napi::CallbackInfo& info) {
   return out;
 }
 
+Napi::Value LockExclusive(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  if (info.Length() < 1 || !IsInt(info[0])) return ThrowType(env, "lockExclusive(fd: int)");
+  return Napi::Number::New(env, proclease::LockExclusive(info[0].As<Napi::Number>().Int32Value()));
+}
+
 Napi::Object Init(Napi::Env env, Napi::Object exports) {
   exports.Set("platform", Napi::String::New(env, proclease::PlatformName()));
   exports.Set("snapshot", Napi::Function::New(env, Snapshot, "snapshot"));
@@ -208,6 +214,7 @@ Napi::Object Init(Napi::Env env, Napi::Object exports) {
   exports.Set("setChildSubreaper", Napi::Function::New(env, SetChildSubreaper, "setChildSubreaper"));
   exports.Set("setParentDeathSignal", Napi::Function::New(env, SetParentDeathSignal, "setParentDeathSignal"));
   exports.Set("reapChildren", Napi::Function::New(env, ReapChildren, "reapChildren"));
+  exports.Set("lockExclusive", Napi::Function::New(env, LockExclusive, "lockExclusive"));
   return exports;
 }
 

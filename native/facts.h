@@ -78,6 +78,10 @@ int SetChildSubreaper();            // 0 or -errno
 int SetParentDeathSignal(int sig);  // 0 or -errno
 bool ReapChild(int pid);            // true when waitpid(WNOHANG) reaped it
 
+// flock(fd, LOCK_EX | LOCK_NB): 0, or -errno (-EWOULDBLOCK when another
+// open file description holds it). lock_posix.cc, shared by both OSes.
+int LockExclusive(int fd);
+
 }  // namespace proclease
 
 #ifdef __linux__

@@ -90,4 +90,11 @@ export interface NativeBinding {
   reapChildren(pids: number[]): number[];
   /** true when pidfd_open and pidfd_send_signal work on this kernel */
   pidfdSupported(): boolean;
+  /**
+   * flock(fd, LOCK_EX | LOCK_NB) on a descriptor Node opened: 0, or -errno
+   * (-EWOULDBLOCK / -EAGAIN: another open file description holds it). The
+   * lock lives as long as the descriptor; the kernel drops it when the
+   * holder dies.
+   */
+  lockExclusive(fd: number): number;
 }
