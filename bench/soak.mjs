@@ -163,11 +163,31 @@ for (const sig of ["SIGINT", "SIGTERM", "SIGHUP"]) {
   });
 }
 
-/** SIGKILL every live carrier of our markers (after the report): end of run or interruption. */
+/**
+ * SIGKILL every live carrier of our markers (after the report): end of run or
+ * interruption. Synchronous (a signal handler runs it) and repeated until the
+ * table has been clean for 300 ms: an adapter being spawned when the scan
+ * starts can still fork its grandchild after it.
+ */
 function killCarriers() {
-  const found = carriers({ leaseIds: allLeaseIds, instanceIds, exclude: bystanders.excludeMap() });
-  for (const p of found) killSame(p.pid, p.startTime);
-  return found.length;
+  const pause = new Int32Array(new SharedArrayBuffer(4));
+  let killed = 0;
+  let cleanSince = Date.now();
+  const deadline = Date.now() + 3000;
+  // interrupted before the first gateway reported its identity: read it from the state dir
+  if (instanceIds.size === 0) {
+    try {
+      instanceIds.add(readFileSync(join(stateDir, "gateway-instance-id"), "utf8").trim());
+    } catch {}
+  }
+  while (Date.now() < deadline) {
+    const found = carriers({ leaseIds: allLeaseIds, instanceIds, exclude: bystanders.excludeMap() });
+    for (const p of found) if (killSame(p.pid, p.startTime)) killed++;
+    if (found.length) cleanSince = Date.now();
+    else if (Date.now() - cleanSince >= 300) break;
+    Atomics.wait(pause, 0, 0, 50);
+  }
+  return killed;
 }
 
 // ------------------------------------------------------------------ helpers
