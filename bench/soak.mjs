@@ -440,6 +440,46 @@ async function ensureUntil(inc, r, point) {
   return { late: !reached || early !== undefined };
 }
 
+/**
+ * With the key's newer session b live: a prompt with the OLD handle must be
+ * refused; a cancelTurn with the old handle must not cancel b's running turn
+ * (until-cancel adapters); b still answers its own prompt and cancel.
+ */
+async function staleTurnChecks(inc, r, oldSid, newSid) {
+  const staleSid = `${newSid}~stale`;
+  let mark = inc.mark();
+  inc.send({ op: "prompt", sid: staleSid, text: "stale", handleOf: oldSid });
+  const sp = await inc.waitSession(staleSid, ["prompted", "prompt-failed"], T.prompt, mark);
+  if (sp.ev === "prompted") r.errors.push(`prompt with a stale handle ran a turn (stopReason ${sp.stopReason}) on the current session`);
+  if (r.s.variant.turn === "quick") {
+    await promptStep(inc, r, { kind: "quick" }, newSid);
+    return;
+  }
+  mark = inc.mark();
+  inc.send({ op: "prompt", sid: newSid, text: "long" });
+  await inc.waitSession(newSid, ["prompting"], T.prompt, mark);
+  await sleep(150); // let the adapter register the turn, so a wrongly delivered cancel would end it
+  const cm = inc.mark();
+  inc.send({ op: "cancel", sid: staleSid, handleOf: oldSid });
+  await inc.waitSession(staleSid, ["cancel-sent", "cancel-failed"], T.prompt, cm);
+  await sleep(300);
+  const early = inc.events.slice(mark).find((e) => e.sid === newSid && (e.ev === "prompted" || e.ev === "prompt-failed"));
+  if (early) r.errors.push(`cancelTurn with a stale handle ended the current session's turn (${early.stopReason ?? early.error?.message})`);
+  // now the real cancel, repeated: one that reaches the fixture before it registered the turn is lost
+  const t = Date.now();
+  let done = early;
+  while (!done) {
+    inc.send({ op: "cancel", sid: newSid });
+    done = await inc.waitSession(newSid, ["prompted", "prompt-failed"], 250, mark).catch((e) => {
+      if (e instanceof EventTimeout && Date.now() - t < T.prompt) return null;
+      throw e;
+    });
+  }
+  if (!early && (done.ev !== "prompted" || done.stopReason !== "cancelled")) {
+    r.errors.push(`the current session's own cancel gave ${done.ev === "prompted" ? `stopReason ${done.stopReason}` : done.error.message}, expected cancelled`);
+  }
+}
+
 async function runSession(inc, r) {
   const s = r.s;
   const sid = sidOf(s);
@@ -466,7 +506,7 @@ async function runSession(inc, r) {
       if (wrapper2 && !sameAlive(wrapper2.pid, wrapper2.startTime)) {
         r.errors.push(`the current session's wrapper (pid ${wrapper2.pid}) died after a close with a stale handle`);
       }
-      await promptStep(inc, r, s.variant.turn === "quick" ? { kind: "quick" } : { kind: "long", cancelAfterMs: 50 }, sidOf(s, "b"));
+      await staleTurnChecks(inc, r, sid, sidOf(s, "b"));
       await closeStep(inc, r, sidOf(s, "b"), { clean: true });
       return;
     }
