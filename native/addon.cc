@@ -120,6 +120,7 @@ Napi::Value Inspect(const Napi::CallbackInfo& info) {
   out.Set("startTime", Napi::Number::New(env, d.rec.start));
   out.Set("kernelThread", Napi::Boolean::New(env, (d.rec.flags & proclease::kRecKernelThread) != 0));
   out.Set("zombieLeader", Napi::Boolean::New(env, (d.rec.flags & proclease::kRecZombieLeader) != 0));
+  out.Set("exiting", Napi::Boolean::New(env, (d.rec.flags & proclease::kRecExiting) != 0));
   out.Set("exePath", NullableString(env, d.hasExe, d.exe));
   if (d.hasArgv) {
     Napi::Array argv = Napi::Array::New(env, d.argv.size());

@@ -22,7 +22,7 @@ struct ProcRecord {
   int32_t sid = 0;
   int32_t uid = 0;
   int32_t state = 0;  // kernel state letter as a char code ('Z' = zombie)
-  int32_t flags = 0;  // kRecKernelThread | kRecZombieLeader
+  int32_t flags = 0;  // kRecKernelThread | kRecZombieLeader | kRecExiting
   double start = 0;
 };
 
@@ -31,6 +31,10 @@ struct ProcRecord {
 // still run: the process is alive and a signal to its pid reaches them.
 constexpr int32_t kRecKernelThread = 1;
 constexpr int32_t kRecZombieLeader = 2;
+// PF_EXITING: the task is inside exit(2). Its memory (argv, environ, exe)
+// may already be gone while its state is still R or D; unless it is a leader
+// whose other threads run on (kRecZombieLeader), the process is going away.
+constexpr int32_t kRecExiting = 4;
 
 // Packed like the JS side wants it: ints holds kIntFields per record.
 constexpr int kIntFields = 7;

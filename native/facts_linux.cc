@@ -36,6 +36,7 @@ namespace {
 std::atomic<size_t> g_lastCount{512};
 
 constexpr long long kPfKthread = 0x00200000;  // PF_KTHREAD in stat field 9
+constexpr long long kPfExiting = 0x00000004;  // PF_EXITING in stat field 9
 
 // Writes the decimal digits of v to dst; returns the length.
 size_t FormatUint(char* dst, unsigned v) {
@@ -95,7 +96,7 @@ bool ParseStat(const char* buf, size_t len, ProcRecord& out) {
   out.ppid = static_cast<int32_t>(ppid);
   out.pgid = static_cast<int32_t>(pgrp);
   out.sid = static_cast<int32_t>(sid);
-  out.flags = (flags & kPfKthread) != 0 ? kRecKernelThread : 0;
+  out.flags = ((flags & kPfKthread) != 0 ? kRecKernelThread : 0) | ((flags & kPfExiting) != 0 ? kRecExiting : 0);
   out.start = static_cast<double>(start);
   return true;
 }
@@ -313,7 +314,8 @@ int WalkProcesses(PackedSnapshot& out, bool uidFromStatus) {
     memcpy(rel + n, "/stat", 6);
     // A process that exits between readdir and openat is simply not listed.
     if (!linux_detail::ReadStatAt(dfd, rel, rec) || IsDead(rec.state)) continue;
-    const bool zombie = rec.state == 'Z';
+    // a zombie or an exiting leader may still have live threads: only then is status read
+    const bool zombie = rec.state == 'Z' || (rec.flags & kRecExiting) != 0;
     const bool rootOwned = uidFromStatus && rec.uid == 0;
     if (zombie || rootOwned) {
       StatusFacts status;
@@ -350,7 +352,9 @@ int ReadIdentity(int dfd, int pid, ProcDetails& out) {
     out.rec.uid = static_cast<int32_t>(status.euid);
     out.realUid = static_cast<int32_t>(status.ruid);
   }
-  if (out.rec.state == 'Z' && LiveThreadsBehindZombie(dfd, status, "task")) out.rec.flags |= kRecZombieLeader;
+  if ((out.rec.state == 'Z' || (out.rec.flags & kRecExiting) != 0) && LiveThreadsBehindZombie(dfd, status, "task")) {
+    out.rec.flags |= kRecZombieLeader;
+  }
   return 0;
 }
 

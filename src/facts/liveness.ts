@@ -8,6 +8,10 @@
  * - "Z" is gone, except for a thread-group leader whose main thread exited
  *   while other threads run on (zombieLeader): that process is alive, and a
  *   signal to its pid reaches the live threads.
+ * - A process inside exit(2) (PF_EXITING) has released or is releasing its
+ *   memory: its environment reads as unreadable while its state still says
+ *   R or D. It is gone for every decision here (a busy host has many), except
+ *   a leader whose other threads run on (zombieLeader).
  * - Kernel threads (PF_KTHREAD from stat's flags; where a backend cannot
  *   read flags, kthreadd = pid 2 and its children) never carry our markers:
  *   they are nobody's remnant. The pid-2 guess is only a fallback: inside a
@@ -15,11 +19,12 @@
  */
 import type { ProcessInfo } from "./types.js";
 
-export type LivenessFields = Pick<ProcessInfo, "state"> & { zombieLeader?: boolean | undefined };
+export type LivenessFields = Pick<ProcessInfo, "state"> & { zombieLeader?: boolean | undefined; exiting?: boolean | undefined };
 
 export function isAlive(p: LivenessFields): boolean {
   if (p.state === "X" || p.state === "x") return false;
-  return p.state !== "Z" || p.zombieLeader === true;
+  if (p.zombieLeader === true) return true;
+  return p.state !== "Z" && p.exiting !== true;
 }
 
 export function isKernelThread(p: Pick<ProcessInfo, "pid" | "ppid"> & { kernelThread?: boolean | undefined }): boolean {

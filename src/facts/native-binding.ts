@@ -14,7 +14,7 @@
  * Packed result of a full /proc (or proc_listallpids) walk.
  * `ints` holds `count` records of INT_FIELDS int32 values each:
  *   [pid, ppid, pgid, sid, uid, stateCharCode, flags]
- * where flags holds REC_KERNEL_THREAD | REC_ZOMBIE_LEADER.
+ * where flags holds REC_KERNEL_THREAD | REC_ZOMBIE_LEADER | REC_EXITING.
  * `starts` holds `count` start times (Linux: clock ticks since boot,
  * macOS: microseconds since the epoch) as float64 — exact up to 2^53.
  */
@@ -29,6 +29,8 @@ export const INT_FIELDS = 7;
 export const REC_KERNEL_THREAD = 1;
 /** a thread-group leader in state Z with live threads (mirrors kRecZombieLeader) */
 export const REC_ZOMBIE_LEADER = 2;
+/** PF_EXITING was set: the task is inside exit(2) (mirrors kRecExiting) */
+export const REC_EXITING = 4;
 
 export interface NativeDetails {
   pid: number;
@@ -43,6 +45,7 @@ export interface NativeDetails {
   startTime: number;
   kernelThread: boolean;
   zombieLeader: boolean;
+  exiting: boolean;
   /** null when unreadable */
   exePath: string | null;
   argv: string[] | null;

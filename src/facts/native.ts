@@ -6,7 +6,7 @@
 import { createRequire } from "node:module";
 import { fileURLToPath } from "node:url";
 import type { NativeBinding } from "./native-binding.js";
-import { INT_FIELDS, REC_KERNEL_THREAD, REC_ZOMBIE_LEADER } from "./native-binding.js";
+import { INT_FIELDS, REC_EXITING, REC_KERNEL_THREAD, REC_ZOMBIE_LEADER } from "./native-binding.js";
 import { buildSnapshot, callerNeedsStatusUid } from "./snapshot.js";
 import type { InspectOptions, ProcessDetails, ProcessFacts, ProcessInfo, ProcessSnapshot } from "./types.js";
 import { assertEnvKeys, assertPid } from "./validate.js";
@@ -128,6 +128,7 @@ export function createNativeFacts(binding: NativeBinding, opts: NativeFactsOptio
           old.state.charCodeAt(0) === ints[o + 5] &&
           old.zombieLeader === ((flags & REC_ZOMBIE_LEADER) !== 0) &&
           old.kernelThread === ((flags & REC_KERNEL_THREAD) !== 0) &&
+          old.exiting === ((flags & REC_EXITING) !== 0) &&
           Number(old.startTime) === start
             ? old
             : Object.freeze({
@@ -140,6 +141,7 @@ export function createNativeFacts(binding: NativeBinding, opts: NativeFactsOptio
                 startTime: String(start),
                 kernelThread: (flags & REC_KERNEL_THREAD) !== 0,
                 zombieLeader: (flags & REC_ZOMBIE_LEADER) !== 0,
+                exiting: (flags & REC_EXITING) !== 0,
               });
         infos[i] = info;
       }
@@ -169,6 +171,7 @@ export function createNativeFacts(binding: NativeBinding, opts: NativeFactsOptio
         startTime: String(d.startTime),
         kernelThread: d.kernelThread,
         zombieLeader: d.zombieLeader,
+        exiting: d.exiting,
         exePath: d.exePath,
         argv: d.argv,
         env,

@@ -25,6 +25,8 @@ export interface ParsedStat {
 
 /** PF_KTHREAD in /proc/PID/stat field 9: a kernel thread. */
 export const PF_KTHREAD = 0x00200000;
+/** PF_EXITING in /proc/PID/stat field 9: the task is inside exit(2). */
+export const PF_EXITING = 0x00000004;
 
 /** A dead task ("X"; "x" on 2.6.33-3.13 kernels) is on its way out of the table: gone. */
 export function isDeadState(state: string): boolean {
@@ -233,6 +235,7 @@ function toInfo(stat: ParsedStat, uid: number, zombieLeader: boolean): ProcessIn
     startTime: stat.startTime,
     kernelThread: (stat.flags & PF_KTHREAD) !== 0,
     zombieLeader,
+    exiting: (stat.flags & PF_EXITING) !== 0,
   };
 }
 
@@ -314,7 +317,8 @@ export function createProcfsFacts(opts: ProcfsOptions = {}): ProcessFacts {
         const pid = pids[next++]!;
         const r = await readStat(pid, root, buf);
         if (r === null) continue;
-        const zombie = r.stat.state === "Z";
+        // a zombie or an exiting leader may still have live threads: only then is status read
+        const zombie = r.stat.state === "Z" || (r.stat.flags & PF_EXITING) !== 0;
         const rootOwned = uidFromStatus && r.owner === 0;
         if (!zombie && !rootOwned) {
           infos.push(toInfo(r.stat, r.owner, false));
@@ -358,7 +362,8 @@ export function createProcfsFacts(opts: ProcfsOptions = {}): ProcessFacts {
     if (after === null || after.stat.startTime !== before.stat.startTime) return null;
     // it may have become a zombie while we read: ask status again then
     const zombieLeader =
-      after.stat.state === "Z" && (await liveThreadsBehindZombie(dir, before.stat.state === "Z" ? status : await readStatus(dir)));
+      (after.stat.state === "Z" || (after.stat.flags & PF_EXITING) !== 0) &&
+      (await liveThreadsBehindZombie(dir, before.stat.state === "Z" ? status : await readStatus(dir)));
     const details: ProcessDetails = {
       ...toInfo(after.stat, status?.effectiveUid ?? after.owner, zombieLeader),
       exePath,

@@ -38,6 +38,13 @@ export interface ProcessInfo {
    * them; exe, argv and environment are no longer readable.
    */
   zombieLeader?: boolean;
+  /**
+   * PF_EXITING (Linux): the task is inside exit(2); argv, environ and exe may
+   * already read as gone while the state is still R or D. Unless zombieLeader
+   * (other threads run on), the process is going away: liveness.ts counts it
+   * as gone. Absent where a backend cannot tell.
+   */
+  exiting?: boolean;
 }
 
 export interface ProcessDetails extends ProcessInfo {

@@ -21,6 +21,7 @@
  *   lease store. Members come from parent links only: a legacy record has no
  *   verified group and no env marker.
  */
+import { isAlive } from "../facts/liveness.js";
 import { createHash } from "node:crypto";
 import { realpath } from "node:fs/promises";
 import { basename, isAbsolute, relative, resolve, sep } from "node:path";
@@ -66,7 +67,7 @@ export async function verifyLegacyRecord(
   }
   const root = snapshot.processes.get(pid);
   if (!root) return fail("root-alive", "mismatch", `pid ${pid} is not in the process table`);
-  if (root.state === "Z") return fail("root-alive", "mismatch", `pid ${pid} is a zombie`);
+  if (!isAlive(root)) return fail("root-alive", "mismatch", `pid ${pid} is a zombie`);
   evidence.push({ check: "root-alive", result: "match" });
 
   let d;

@@ -6,6 +6,7 @@
  * (pidfd on Linux: open, re-read start time, send). No group signal is ever
  * sent here: kill(-pgid) cannot be identity-checked per member.
  */
+import { isAlive } from "../facts/liveness.js";
 import type { ProcessFacts, ProcessInfo, ProcessSignaller, SignalOutcome } from "../facts/types.js";
 import { MAX_PID, nonNegativeOption } from "../facts/validate.js";
 import { ancestorsOfSelf } from "./collect.js";
@@ -266,7 +267,7 @@ async function pollUntil(
 async function exited(facts: ProcessFacts, e: Entry): Promise<boolean> {
   try {
     const d = await facts.inspect(e.pid);
-    return d === null || d.state === "Z" || String(d.startTime) !== e.startTime;
+    return d === null || !isAlive(d) || String(d.startTime) !== e.startTime;
   } catch {
     return false; // unknown: keep treating it as alive (the KILL is identity-checked anyway)
   }
@@ -317,7 +318,7 @@ async function newChildren(
   }
   const ancestors = ancestorsOfSelf(snap);
   const eligible = (p: ProcessInfo) =>
-    !byPid.has(p.pid) && p.state !== "Z" && !ancestors.has(p.pid) && checkSignalTarget(p.pid).allowed;
+    !byPid.has(p.pid) && isAlive(p) && !ancestors.has(p.pid) && checkSignalTarget(p.pid).allowed;
   const found: Entry[] = [];
   const stack: number[] = [];
   for (const e of entries) {

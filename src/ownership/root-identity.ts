@@ -6,6 +6,7 @@
  * The identity comes from the same facts backend that will verify it later,
  * so the start time is in the unit verification compares against.
  */
+import { isAlive } from "../facts/liveness.js";
 import type { ProcessDetails, ProcessFacts } from "../facts/types.js";
 import { assertPid } from "../facts/validate.js";
 import type { LeasePatch, LeaseStore } from "./lease-store.js";
@@ -73,7 +74,7 @@ export async function recordRootIdentity(
     rootPid: root.rootPid,
     ...(root.processGroupId !== undefined ? { processGroupId: root.processGroupId } : {}),
   };
-  if (details === null || details.state === "Z") {
+  if (details === null || !isAlive(details)) {
     const lease = await store.update(leaseId, reported);
     if (failure !== undefined) {
       return { lease, identity: "unknown", detail: `pid ${root.rootPid} could not be inspected (${failure}); no identity recorded` };

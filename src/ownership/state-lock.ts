@@ -20,6 +20,7 @@
  * gateway. Mixing a gateway with the addon and one without on the same state
  * dir is not supported (their locks do not see each other's).
  */
+import { isAlive } from "../facts/liveness.js";
 import { constants } from "node:fs";
 import { link, open, unlink, type FileHandle } from "node:fs/promises";
 import { join } from "node:path";
@@ -140,7 +141,7 @@ async function holderAlive(h: Holder, facts: ProcessFacts): Promise<boolean | nu
   try {
     const d = await facts.inspect(h.pid);
     if (d === null) return false;
-    return String(d.startTime) === h.startTime && d.state !== "Z" && d.state !== "X";
+    return String(d.startTime) === h.startTime && isAlive(d);
   } catch {
     return null;
   }

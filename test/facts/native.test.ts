@@ -284,7 +284,7 @@ suite(suiteName, () => {
   it("maps unreadable environments to null values for every requested key", async () => {
     const stub = {
       ...binding!,
-      inspect: () => ({ pid: 7, ppid: 1, pgid: 7, sid: 7, uid: 0, realUid: null, state: "S", startTime: 5, kernelThread: false, zombieLeader: false, exePath: null, argv: null, envReadable: false, env: {} }),
+      inspect: () => ({ pid: 7, ppid: 1, pgid: 7, sid: 7, uid: 0, realUid: null, state: "S", startTime: 5, kernelThread: false, zombieLeader: false, exiting: false, exePath: null, argv: null, envReadable: false, env: {} }),
     };
     const d = await createNativeFacts(stub).inspect(7, { envKeys: ["A", "B"] });
     expect(d).toMatchObject({ startTime: "5", env: { A: null, B: null }, envReadable: false, exePath: null, argv: null });
