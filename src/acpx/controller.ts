@@ -27,6 +27,7 @@ import { nonNegativeOption, positiveOption } from "../facts/validate.js";
 import {
   acquireStateDirLock,
   DEFAULT_GRACE_MS,
+  DEFAULT_RETENTION_MS,
   KeyedQueue,
   loadOrCreateGatewayInstanceId,
   openLeaseStore,
@@ -37,23 +38,24 @@ import {
 } from "../ownership/index.js";
 import type { AcpxProcessLease, OwnedProcessTree } from "../ownership/types.js";
 import { closeLocked, summarize } from "./close-session.js";
+import { assertPromptOptions, sessionEndedError, startTurn } from "./acp-client.js";
 import { AcpxSessionClosedError } from "./errors.js";
 import { installWrapper } from "./install-wrapper.js";
 import { lifecycleDeps, LiveSessions, markClosing, type ControllerDeps } from "./live-sessions.js";
 import { openSessionStore } from "./session-store.js";
-import { describeExit, spawnSession, validateEnsureInput } from "./spawn-session.js";
+import { spawnSession, validateEnsureInput } from "./spawn-session.js";
 import type {
   AcpRuntimeEnsureInput,
   AcpRuntimeHandle,
   AcpxLifecycleController,
   AcpxLifecycleControllerOptions,
   CloseReport,
+  PromptOptions,
   ReapReport,
   ReapReportEntry,
 } from "./types.js";
 import { assertGraceMs } from "./wrapper/protocol.js";
 
-const DEFAULT_RETENTION_MS = 7 * 24 * 60 * 60 * 1000;
 const DEFAULT_HANDSHAKE_TIMEOUT_MS = 30_000;
 const DEFAULT_START_TIMEOUT_MS = 10_000;
 const DEFAULT_MAINTENANCE_MS = 60_000;
@@ -149,29 +151,42 @@ class Controller implements AcpxLifecycleController {
 
   // ---------------------------------------------------------------- turns
 
-  async prompt(handle: AcpRuntimeHandle, text: string): Promise<{ stopReason: string }> {
+  async prompt(handle: AcpRuntimeHandle, text: string, options?: PromptOptions): Promise<{ stopReason: string }> {
     assertHandle(handle);
     if (typeof text !== "string") throw new TypeError("text must be a string");
+    assertPromptOptions(options);
     const live = this.live.require(handle);
     if (live.closing) throw new AcpxSessionClosedError(handle.sessionKey, live.closeReason);
-    if (live.turn) throw new Error(`ACP session ${JSON.stringify(handle.sessionKey)} already has a prompt running; cancel it or wait`);
-    const turn = live.client.prompt(live.handle.acpSessionId, text);
-    live.turn = turn;
+    // a session whose wrapper or adapter is gone says how, whatever turn it had
+    const ended = sessionEndedError(handle.sessionKey, live.launched);
+    if (ended) throw ended;
+    if (live.turn) {
+      throw new Error(
+        `ACP session ${JSON.stringify(handle.sessionKey)} already has a prompt running (a timed-out or aborted turn counts until the agent ends it); cancel it or wait`,
+      );
+    }
+    // timeout / abort → session/cancel, bounded grace, typed rejection; errors carry ACP data and stderr (acp-client.ts)
+    const turn = startTurn(live.client, {
+      sessionKey: handle.sessionKey,
+      acpSessionId: live.handle.acpSessionId,
+      text,
+      launched: live.launched,
+      ...(options !== undefined ? { options } : {}),
+    });
+    const request = turn.request;
+    if (request !== null) {
+      // the turn holds the session until the agent ends it, even after the caller stopped waiting
+      live.turn = request;
+      const free = (): void => {
+        if (live.turn === request) live.turn = undefined;
+      };
+      request.then(free, free);
+    }
     try {
-      return await turn;
+      return await turn.result;
     } catch (err) {
       if (live.closing) throw new AcpxSessionClosedError(handle.sessionKey, live.closeReason);
-      const exit = live.launched.exitReport();
-      const status = live.launched.exitStatus();
-      if (exit || status) {
-        const how = exit ? (exit.signal ? `signal ${exit.signal}` : `exit code ${exit.code}`) : describeExit(status!);
-        throw new Error(`the adapter of ACP session ${JSON.stringify(handle.sessionKey)} exited during the prompt (${how})`, {
-          cause: err,
-        });
-      }
       throw err;
-    } finally {
-      if (live.turn === turn) live.turn = undefined;
     }
   }
 

@@ -127,12 +127,16 @@ export const COMMANDS: readonly CommandSpec[] = [
     args: [],
     options: [
       STATE_DIR,
-      { name: "dry-run", type: "boolean", help: "say what would be done; signal nothing and change no lease" },
+      { name: "dry-run", type: "boolean", help: "say what would be done; signal nothing and change no lease (works beside a live gateway)" },
+      { name: "force", type: "boolean", help: "reap although a gateway holds the state dir: trees whose wrapper has a live parent, leases with no pid yet and unknown evidence are then left alone" },
       GRACE_MS,
       JSON_OPT,
       BACKEND,
     ],
-    notes: ["Trees whose wrapper still has a live parent (a running gateway) are skipped."],
+    notes: [
+      "Covers ACPX sessions and process-supervisor runs alike, through the same lifecycle as the gateway's own startup reap.",
+      "Refused (exit 1) while a gateway holds the state dir, unless --force. `--dry-run` and `explain` share this code path and never change anything.",
+    ],
     load: () => import("./commands/reap.js"),
   },
   {

@@ -51,7 +51,7 @@ export interface LifecycleDeps {
  * - settled: closed without a reap of its own (an exit the caller observed, an earlier reap)
  * - left-alone: not moved to a final state (unknown evidence, another instance's lease, a
  *   closing lease retried later, a lease handed back to open)
- * - skipped-live: a lease this gateway is using right now, or (CLI --force) an attached tree
+ * - skipped-live: a lease this gateway is using right now, or (skipAttached) one a running gateway may be using
  */
 export type LeaseAction = "reaped" | "reaped-remnants" | "marked-lost" | "settled" | "left-alone" | "skipped-live";
 
@@ -190,12 +190,13 @@ export interface ReconcileOptions {
   /** a reason to leave a lease untouched now (a session or run this gateway is using, a spawn in flight) */
   skip?: (lease: AcpxProcessLease) => string | undefined;
   /**
-   * For a reap while a gateway may still run (CLI `reap --force`): an owned
-   * tree whose root has a live parent other than init is left alone as
-   * attached, and so is every lease whose evidence is unknown or that has no
-   * pid yet (its spawn may be pending in that gateway).
+   * For a reap while a gateway may still run (CLI `reap --force`, and the
+   * supervisor's runs, whose gateway takes no state-dir lock): for the leases
+   * this says yes to, an owned tree whose root has a live parent other than
+   * init is left alone as attached, and so is every lease whose evidence is
+   * unknown or that has no pid yet (its spawn may be pending in that gateway).
    */
-  skipAttached?: boolean;
+  skipAttached?: boolean | ((lease: AcpxProcessLease) => boolean);
   /** closed/lost leases older than this are removed afterwards (not in a dry run) */
   retentionMs?: number;
   /** called with each settled lease (the controller lets go of sessions it held for them) */
@@ -258,7 +259,8 @@ export async function reconcileLeases(deps: LifecycleDeps, opts: ReconcileOption
   await Promise.all(
     candidates.map(async (l) => {
       const v = byId.get(l.leaseId)!;
-      if (opts.skipAttached === true) {
+      const guarded = typeof opts.skipAttached === "function" ? opts.skipAttached(l) : opts.skipAttached === true;
+      if (guarded) {
         const attached = attachedReason(v, snapshot);
         if (attached !== null) return void entries.push(untouched(l, v, attached.action, attached.why, dryRun));
       }
@@ -354,11 +356,11 @@ function untouched(lease: AcpxProcessLease, v: LeaseVerification, action: LeaseA
 
 /** The CLI --force rule: what a gateway that may still run could be using is left alone. */
 function attachedReason(v: LeaseVerification, snapshot: ProcessSnapshot | undefined): { action: LeaseAction; why: string } | null {
-  if (v.lease.rootPid === 0) return { action: "left-alone", why: "no pid recorded yet: its spawn may be pending in a running gateway" };
-  if (v.verdict === "unknown") return { action: "left-alone", why: "unknown evidence cannot tell whether a running gateway holds it" };
+  if (v.lease.rootPid === 0) return { action: "skipped-live", why: "no pid recorded yet: its spawn may be pending in a running gateway" };
+  if (v.verdict === "unknown") return { action: "skipped-live", why: "unknown evidence cannot tell whether a running gateway holds it" };
   const parent = v.tree?.root.ppid;
   if (parent !== undefined && parent > 1 && snapshot?.processes.has(parent)) {
-    return { action: "skipped-live", why: `its wrapper's parent (pid ${parent}) is alive: attached to a running gateway` };
+    return { action: "skipped-live", why: `its root's parent (pid ${parent}) is alive: attached to a running gateway` };
   }
   return null;
 }

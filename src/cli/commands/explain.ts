@@ -1,14 +1,17 @@
 /**
  * `proclease explain <leaseId|pid> [--state-dir D] [--json] [--backend NAME]`: the evidence
- * table for one lease (by id, or the lease whose verified tree or remnants hold the pid)
- * and what cleanup would therefore do. Read-only: nothing is signalled.
+ * table for one lease (by id, or the open/closing lease whose root, verified tree or remnants
+ * hold the pid) and what cleanup would do with it. It asks the lifecycle `reap` uses
+ * (reconcileLeases, as a dry run), so the two cannot disagree. Read-only: nothing is signalled,
+ * nothing is written.
  */
 import type { ProcessFacts } from "../../facts/types.js";
-import { isSupervisorLease, settlementFor, type LeaseVerification } from "../../ownership/index.js";
+import { isSupervisorLease, reconcileLeases, type LeaseOutcome } from "../../ownership/index.js";
 import { backendLine, factsFromFlag } from "../backend.js";
 import { EXIT, flag, jsonLine, resolveStateDir, table, type CliIo, type ParsedArgs } from "../io.js";
+import { attachedGuard, gatewayHolder, openReadOnly } from "../lease-view.js";
 import { parsePidArg } from "./inspect.js";
-import { loadVerifiedLeases } from "./leases.js";
+import { entryJson } from "./reap.js";
 
 /** Argument plumbing only; the explanation itself is below. */
 export async function run(parsed: ParsedArgs, io: CliIo): Promise<number> {
@@ -22,80 +25,55 @@ async function explain(
   { target, pid, stateDir, facts, json }: { target: string; pid: number | null; stateDir: string; facts: ProcessFacts; json: boolean },
   io: CliIo,
 ): Promise<number> {
-  const loaded = await loadVerifiedLeases(stateDir, facts);
+  const deps = await openReadOnly(stateDir, facts);
   if (!json) io.out(backendLine(facts));
-  const all = loaded?.verifications ?? [];
-
-  let matches: LeaseVerification[];
-  if (pid !== null) {
-    matches = all.filter((v) => v.lease.rootPid === pid || (v.tree ?? v.remnants)?.members.some((m) => m.pid === pid));
-    // prefer the lease that is still live over settled ones that once named the pid
-    matches.sort((a, b) => rank(a) - rank(b));
-    matches = matches.slice(0, 1);
-  } else {
-    matches = all.filter((v) => v.lease.leaseId === target);
+  let o: LeaseOutcome | undefined;
+  if (deps) {
+    // exactly `reap --dry-run` (and so `reap`): the same options, narrowed to the lease asked about
+    const skipAttached = attachedGuard((await gatewayHolder(stateDir, facts)).held);
+    const r = await reconcileLeases(deps, pid !== null ? { dryRun: true, skipAttached } : { dryRun: true, skipAttached, leaseIds: [target] });
+    o = pid !== null ? r.entries.find((e) => names(e, pid)) : r.entries[0];
   }
-  const v = matches[0];
-  if (!v) {
-    const what = pid !== null ? `pid ${pid} is not named by any lease (nor in a verified tree or its remnants)` : `no lease ${JSON.stringify(target)}`;
+  if (!o) {
+    const what = pid !== null ? `pid ${pid} is not named by any open or closing lease (nor in a verified tree or its remnants)` : `no lease ${JSON.stringify(target)}`;
     if (json) io.out(jsonLine({ backend: facts.backend, identityStrength: facts.identityStrength, stateDir, found: false, target, conclusion: `${what}; cleanup would never signal it` }));
     else io.err(`proclease explain: ${what} in ${stateDir}; cleanup would never signal it\n`);
     return EXIT.failed;
   }
-
-  // found in the same verification pass as the verdict (one snapshot); a settled lease is never reaped
-  const remnantPids = rank(v) === 0 ? (v.remnants?.members.map((m) => m.pid) ?? []) : [];
-  const conclusion = conclude(v, remnantPids);
+  const conclusion = conclude(o);
+  const l = o.verification.lease;
   if (json) {
-    io.out(jsonLine({ backend: facts.backend, identityStrength: facts.identityStrength, stateDir, found: true, lease: v.lease, verdict: v.verdict, evidence: v.evidence, members: v.tree?.members ?? [], remnants: remnantPids, conclusion }));
-    return 0;
+    io.out(jsonLine({ backend: facts.backend, identityStrength: facts.identityStrength, stateDir, found: true, lease: l, ...entryJson(o), conclusion }));
+    return EXIT.ok;
   }
-  const l = v.lease;
   io.out(
     `lease ${l.leaseId}  state ${l.state}  session ${l.sessionKey}\n` +
-      `root pid ${l.rootPid || "-"}  pgid ${l.processGroupId ?? "-"}  start ${l.rootStartTime ?? "-"}  wrapper ${l.wrapperPath}\n\n`,
+      `root pid ${l.rootPid || "-"}  pgid ${l.processGroupId ?? "-"}  start ${l.rootStartTime ?? "-"}  wrapper ${l.wrapperPath || "-"}\n\n`,
   );
   const rows = [["CHECK", "RESULT", "DETAIL"]];
-  for (const e of v.evidence) rows.push([e.check, e.result, e.detail ?? ""]);
+  for (const e of o.evidence) rows.push([e.check, e.result, e.detail ?? ""]);
   io.out(table(rows));
-  if (v.tree) io.out(`\nverified members (kill order): ${v.tree.members.map((m) => m.pid).join(" ")}\n`);
-  if (remnantPids.length > 0) io.out(`\nremnants (kill order): ${remnantPids.join(" ")}\n`);
-  io.out(`\nverdict: ${v.verdict}\n${conclusion}\n`);
-  return 0;
+  io.out(`\nverdict: ${o.verdict}\n${conclusion}\n`);
+  return EXIT.ok;
 }
 
-function rank(v: LeaseVerification): number {
-  return v.lease.state === "open" || v.lease.state === "closing" ? 0 : 1;
+/** Does this lease name the pid: its root, a verified member, or a remnant? */
+function names(o: LeaseOutcome, pid: number): boolean {
+  const v = o.verification;
+  return o.rootPid === pid || (o.wouldReap ?? []).includes(pid) || (v.tree ?? v.remnants)?.members.some((m) => m.pid === pid) === true;
 }
 
-function conclude(v: LeaseVerification, remnants: number[]): string {
-  const settled = v.lease.state === "closed" || v.lease.state === "lost";
-  if (isSupervisorLease(v.lease)) {
-    return settled
-      ? `a process-supervisor run, already ${v.lease.state}; nothing would be done`
-      : "a process-supervisor run: `proclease reap` and the ACPX controller never touch it; the supervisor's own reconciliation settles it";
+/** What `proclease reap` (and the gateway's own startup reap) would do, from the dry run's outcome. */
+function conclude(o: LeaseOutcome): string {
+  const who = isSupervisorLease(o) ? "a process-supervisor run; " : "";
+  if (o.stateBefore === "closed" || o.stateBefore === "lost") return `${who}already ${o.stateBefore}; nothing would be done`;
+  if (o.action === "skipped-live") return `${who}cleanup leaves it alone: ${o.why}`;
+  if (o.wouldReap) {
+    const what = o.target === "tree" ? "the verified tree" : "the remnants (the wrapper is gone; these still carry the lease id and instance id)";
+    return `${who}cleanup would SIGTERM ${what}, leaves first (${o.wouldReap.join(" ")}), SIGKILL what is left after the grace period (each identity re-checked before its signal), then mark the lease closed (it stays closing if any may still run)`;
   }
-  // remnants exist only for a "gone" verdict (ownership never searches them
-  // for a pid that now names another process, nor on unknown evidence)
-  if (!settled && remnants.length > 0) {
-    return `the wrapper is gone but ${remnants.length} process(es) still carry this lease id and instance id (${remnants.join(" ")}): cleanup would reap them (each identity re-checked) and mark the lease closed once none of them may still run`;
-  }
-  switch (v.verdict) {
-    case "owned":
-      return settled
-        ? `the lease is already ${v.lease.state}; nothing would be done`
-        : `cleanup would SIGTERM these ${v.tree!.members.length} verified process(es) leaves first, SIGKILL what is left after the grace period (each identity re-checked before its signal), then mark the lease closed (it stays closing if any may still run)`;
-    case "gone":
-      return settled ? `nothing alive; the lease is already ${v.lease.state}` : `nothing verified is alive: cleanup sends no signal; ${settlementText(v)}`;
-    case "mismatch":
-      return `the live process does not match the lease: cleanup sends NO signal${settled ? "" : `; ${settlementText(v)}`}`;
-    default:
-      return `ownership cannot be established (unknown evidence): cleanup fails closed and sends no signal${settled ? "" : `; ${settlementText(v)}`}`;
-  }
-}
-
-/** What the one settlement rule (ownership/settle.ts) would do with this lease when nothing is reaped. */
-function settlementText(v: LeaseVerification): string {
-  const s = settlementFor(v, null);
-  return s.to === "unchanged" ? `the lease stays ${v.lease.state} (${s.why})` : `the lease would go to ${s.to} (${s.why})`;
+  const signal = o.verdict === "owned" ? "" : "cleanup sends no signal; ";
+  return o.stateAfter === o.stateBefore
+    ? `${who}${signal}the lease stays ${o.stateBefore} (${o.why})`
+    : `${who}${signal}the lease would go to ${o.stateAfter} (${o.why})`;
 }

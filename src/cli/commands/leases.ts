@@ -20,7 +20,8 @@ export async function loadVerifiedLeases(
   facts: ProcessFacts = getProcessFacts(),
 ): Promise<{ verifications: LeaseVerification[]; problems: { file: string; detail: string }[] } | null> {
   if (!existsSync(join(stateDir, "acpx", "leases"))) return null;
-  const store = await openLeaseStore(stateDir);
+  // read-only: a corrupt file is reported, never moved (only a writer quarantines)
+  const store = await openLeaseStore(stateDir, { readOnly: true });
   const { leases, problems } = await store.list();
   const verifications = leases.length > 0 ? await verifyLeases(leases, facts) : [];
   return { verifications, problems: problems.map((p) => ({ file: p.file, detail: p.detail })) };
