@@ -75,6 +75,25 @@ export async function run(parsed: ParsedArgs, io: CliIo): Promise<number> {
   const facts = getProcessFacts();
   const signaller = createSignaller(facts);
   let instanceId: string | undefined;
+  let cleaning: Promise<void> | undefined;
+  /** Once, at the end or on Ctrl-C / SIGTERM: the demo never leaves behind what it spawned. */
+  const cleanup = () =>
+    (cleaning ??= (async () => {
+      for (const c of controllers) await c.dispose().catch(() => undefined);
+      for (const c of spawned) killOwnChild(c);
+      // safety net: what still carries one of the demo's lease ids AND its
+      // instance id (from the demo's own fresh state dir) was spawned by it
+      if (instanceId !== undefined) {
+        for (const id of leaseIds) await killCarriers(facts, signaller, { leaseId: id, gatewayInstanceId: instanceId });
+      }
+      if (clean) rmSync(stateDir, { recursive: true, force: true });
+    })());
+  const onSignal = (sig: NodeJS.Signals) => {
+    io.err(`\ndemo interrupted (${sig}): stopping what it spawned\n`);
+    void cleanup().finally(() => process.exit(sig === "SIGINT" ? 130 : 143));
+  };
+  process.once("SIGINT", onSignal);
+  process.once("SIGTERM", onSignal);
   io.out(backendLine(facts) + `proclease demo — state dir ${stateDir}, grace ${graceMs} ms, this process ${process.pid}\n\n`);
 
   try {
@@ -175,14 +194,9 @@ export async function run(parsed: ParsedArgs, io: CliIo): Promise<number> {
     failures.push(err instanceof Error ? err.message : String(err));
     io.err(`demo step failed: ${err instanceof Error ? err.message : String(err)}\n`);
   } finally {
-    for (const c of controllers) await c.dispose();
-    for (const c of spawned) killOwnChild(c);
-    // safety net: what still carries one of the demo's lease ids AND its
-    // instance id (from the demo's own throwaway state dir) was spawned by it
-    if (instanceId !== undefined) {
-      for (const id of leaseIds) await killCarriers(facts, signaller, { leaseId: id, gatewayInstanceId: instanceId });
-    }
-    if (clean) rmSync(stateDir, { recursive: true, force: true });
+    await cleanup();
+    process.removeListener("SIGINT", onSignal);
+    process.removeListener("SIGTERM", onSignal);
   }
   io.out(failures.length === 0 ? "\nevery step verified.\n" : `\n${failures.length} step(s) failed:\n${failures.map((f) => `  - ${f}`).join("\n")}\n`);
   if (!clean) io.out(lookAtIt(stateDir, leaseIds.at(-1)));
