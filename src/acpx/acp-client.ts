@@ -188,6 +188,16 @@ export class HandshakeFailure extends Error {
   }
 }
 
+/** Validates ensureSession's `auth`: `{ methodId: non-empty string }` or a resolver function. */
+export function assertAuthInput(value: unknown, name = "auth"): asserts value is AcpAuthInput {
+  if (typeof value === "function") return;
+  if (typeof value !== "object" || value === null) {
+    throw new TypeError(`${name} must be { methodId: string } or a function choosing one of the agent's auth methods`);
+  }
+  const id = (value as { methodId?: unknown }).methodId;
+  if (typeof id !== "string" || id.length === 0) throw new TypeError(`${name}.methodId must be a non-empty string`);
+}
+
 /** The agent's advertised auth methods, as plain data (malformed entries are dropped). */
 export function authMethodsOf(res: { authMethods?: unknown }): AcpAuthMethodInfo[] {
   if (!Array.isArray(res.authMethods)) return [];
@@ -412,6 +422,8 @@ export function startTurn(client: AcpClient, ctx: TurnContext): StartedTurn {
     const turn: InterruptedTurn = { cancelSent: false, turnEnded: true, cancelGraceMs: grace };
     return { request: null, result: Promise.reject(new AcpxPromptAbortError(ctx.sessionKey, turn, { cause: signal.reason })) };
   }
+  const over = sessionEndedError(ctx.sessionKey, ctx.launched);
+  if (over !== undefined) return { request: null, result: Promise.reject(over) };
   const request = client.prompt(ctx.acpSessionId, ctx.text);
   // the caller may stop waiting before the request settles; it must never be an unhandled rejection
   request.catch(() => undefined);
@@ -482,7 +494,17 @@ export function startTurn(client: AcpClient, ctx: TurnContext): StartedTurn {
   return { request, result };
 }
 
-function turnEndedError(ctx: TurnContext, end: SessionEnd, cause: unknown): AcpxPromptError {
+/**
+ * The error for a prompt on a session whose wrapper or adapter is gone, else
+ * undefined. Such a session takes no turn: after a killed wrapper the adapter
+ * may still answer, but nothing supervises it any more (its lease does).
+ */
+export function sessionEndedError(sessionKey: string, launched: Pick<LaunchedWrapper, "howEnded" | "stderrTail">): AcpxPromptError | undefined {
+  const end = launched.howEnded();
+  return end === undefined ? undefined : turnEndedError({ sessionKey, launched }, end, undefined);
+}
+
+function turnEndedError(ctx: Pick<TurnContext, "sessionKey"> & { launched: Pick<LaunchedWrapper, "stderrTail"> }, end: SessionEnd, cause: unknown): AcpxPromptError {
   const failure: PromptFailureCause = end.kind;
   const stderrTail = ctx.launched.stderrTail();
   const details = { end, ...(stderrTail ? { stderrTail } : {}), ...(cause !== undefined ? { cause } : {}) };

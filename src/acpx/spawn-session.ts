@@ -17,9 +17,9 @@ import {
 } from "../ownership/index.js";
 import type { AcpxProcessLease } from "../ownership/types.js";
 import { buildSessionOwner } from "../sessions/index.js";
-import { AcpClient, AcpTimeoutError } from "./acp-client.js";
-import { AcpxEnsureError, type EnsureFailureCause } from "./errors.js";
-import { launchWrapper, rootArgvFor, type LaunchedWrapper } from "./launch.js";
+import { AcpClient, assertAuthInput, explainHandshakeFailure, handshake } from "./acp-client.js";
+import { AcpxEnsureError, type AcpxEnsureErrorDetails, type EnsureFailureCause } from "./errors.js";
+import { assertEnvRemove, launchWrapper, rootArgvFor, type LaunchedWrapper } from "./launch.js";
 import { lifecycleDeps, releaseLaunched, type ControllerDeps, type LiveSessions } from "./live-sessions.js";
 import type { AcpxSessionRecord } from "./session-store.js";
 import type { AcpRuntimeEnsureInput, AcpRuntimeHandle } from "./types.js";
@@ -38,8 +38,14 @@ export async function spawnSession(d: ControllerDeps, live: LiveSessions, input:
   const tLease = performance.now();
   let launched: LaunchedWrapper | undefined;
   let client: AcpClient | undefined;
-  const fail = async (failure: EnsureFailureCause, message: string, cause?: unknown): Promise<never> => {
+  const fail = async (failure: EnsureFailureCause, message: string, cause?: unknown, details?: AcpxEnsureErrorDetails): Promise<never> => {
     client?.close(new Error(`ensureSession failed: ${failure}`));
+    // what the adapter said and how it ended, read before the settlement reaps it
+    const diag: AcpxEnsureErrorDetails = { ...(cause !== undefined ? { cause } : {}), ...details };
+    const tail = launched?.stderrTail();
+    if (diag.stderrTail === undefined && tail) diag.stderrTail = tail;
+    const end = launched?.howEnded();
+    if (diag.end === undefined && end) diag.end = end;
     const settled = await settleFailedSpawn(d, lease, launched);
     live.inFlight.delete(lease.leaseId);
     throw new AcpxEnsureError(
@@ -48,7 +54,7 @@ export async function spawnSession(d: ControllerDeps, live: LiveSessions, input:
       `ensureSession ${JSON.stringify(input.sessionKey)} failed: ${message} (lease ${lease.leaseId} ${settled})`,
       lease.leaseId,
       settled,
-      cause === undefined ? undefined : { cause },
+      diag,
     );
   };
 
@@ -62,6 +68,7 @@ export async function spawnSession(d: ControllerDeps, live: LiveSessions, input:
       gatewayInstanceId: d.gatewayInstanceId,
       cwd: input.cwd,
       env: input.env,
+      envRemove: input.envRemove,
     });
   } catch (err) {
     return fail("wrapper-failed", `the wrapper could not be spawned: ${errMessage(err)}`, err);
@@ -90,28 +97,20 @@ export async function spawnSession(d: ControllerDeps, live: LiveSessions, input:
 
   const tRecorded = performance.now();
   client = new AcpClient({ input: launched.stdout, output: launched.stdin });
-  let step = "initialize";
   let acpSessionId: string;
   try {
-    await client.initialize(d.handshakeTimeoutMs);
-    step = "session/new";
-    acpSessionId = await client.newSession(input.cwd ?? process.cwd(), d.handshakeTimeoutMs);
+    // initialize → protocol version check → authenticate (input.auth) → session/new (acp-client.ts)
+    const hs = await handshake(client, {
+      cwd: input.cwd ?? process.cwd(),
+      timeoutMs: d.handshakeTimeoutMs,
+      ended: launched.ended,
+      ...(input.auth !== undefined ? { auth: input.auth } : {}),
+    });
+    acpSessionId = hs.sessionId;
   } catch (err) {
-    if (err instanceof AcpTimeoutError) {
-      return fail("handshake-timeout", `the adapter never answered ACP ${err.method} (timeout ${err.timeoutMs} ms)`, err);
-    }
-    // the connection closing usually means the adapter died: say how
-    const exitedNow = await launched.waitExit(500);
-    const exitReport = launched.exitReport();
-    if (exitedNow || exitReport) {
-      const how = exitReport
-        ? exitReport.signal
-          ? `signal ${exitReport.signal}`
-          : `exit code ${exitReport.code}`
-        : describeExit(launched.exitStatus()!);
-      return fail("adapter-exited", `the adapter exited during ACP ${step} (${how})${stderrNote(launched)}`, err);
-    }
-    return fail("handshake-error", `ACP ${step} failed: ${errMessage(err)}`, err);
+    // names who ended and how (a killed wrapper as such), with the ACP error data, stderr tail and auth methods
+    const f = await explainHandshakeFailure(err, launched);
+    return fail(f.cause, f.message, undefined, f.details);
   }
 
   const tHandshake = performance.now();
@@ -216,6 +215,9 @@ export function validateEnsureInput(input: AcpRuntimeEnsureInput): void {
       if (typeof v !== "string") throw new TypeError(`input.env.${k} must be a string`);
     }
   }
+  // the markers can never be removed: a TypeError names them
+  if (input.envRemove !== undefined) assertEnvRemove(input.envRemove, "input.envRemove");
+  if (input.auth !== undefined) assertAuthInput(input.auth, "input.auth");
 }
 
 export function describeExit(e: { code: number | null; signal: NodeJS.Signals | null }): string {

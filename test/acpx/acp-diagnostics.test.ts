@@ -283,7 +283,8 @@ describe("handshake", () => {
   });
 
   it("a wrapper SIGKILLed mid-handshake ends the wait at once and is named as the wrapper's death", async () => {
-    const { l, client } = launch(["--never-answer"]);
+    // --survive-stdin-close: Node destroys our end of stdin when the wrapper exits
+    const { l, client } = launch(["--never-answer", "--survive-stdin-close"]);
     const { wrapperPid, adapterPid } = await started(l);
     const pending = failedHandshake(client, l);
     process.kill(wrapperPid, "SIGKILL");
@@ -349,6 +350,9 @@ describe("bounded turns", () => {
     expect(e.name).toBe("AbortError");
     expect(e.cancelSent).toBe(false);
     await expect(turn("after").result).resolves.toEqual({ stopReason: "end_turn" });
+    await l.stderrSettled();
+    expect(l.stderrTail()).toContain('prompt received: "after"');
+    expect(l.stderrTail()).not.toContain('prompt received: "hang"');
   });
 
   it("an agent that ignores session/cancel: the timeout still rejects after the grace, turnEnded false", async () => {
