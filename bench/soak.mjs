@@ -751,7 +751,12 @@ try {
   bystanders.startStatic({ agentPath: AGENT });
   if (opts.churn > 0) churn = new Churn(opts.churn);
   const tRun = Date.now();
-  for (let i = 0; i < plan.batches.length; i++) await runBatch(plan.batches[i], i + 1);
+  for (let i = 0; i < plan.batches.length; i++) {
+    await runBatch(plan.batches[i], i + 1);
+    // a package that cannot even start a gateway (a broken build) is not a soak result
+    const recent = incarnations.slice(-3);
+    if (recent.length === 3 && recent.every((x) => x.failed)) throw new Error(`three incarnations in a row did not start; last: ${recent[2].failed}`);
+  }
   const runSeconds = (Date.now() - tRun) / 1000;
 
   // ---- final incarnation: reap, wait out the grace, list
