@@ -41,7 +41,7 @@
  * arguments (a programming error) throw a TypeError.
  */
 import { spawn } from "node:child_process";
-import { constants as fsConstants, promises as fsp, readFileSync } from "node:fs";
+import { closeSync, constants as fsConstants, openSync, promises as fsp, readFileSync, statfsSync, writeSync } from "node:fs";
 import { dirname, basename, normalize, isAbsolute } from "node:path";
 import { checkSignalTarget, ancestorsOfThisProcess } from "../facts/guards.js";
 import { createProcfsFacts, readStatSync } from "../facts/procfs.js";
@@ -630,9 +630,28 @@ export type MoveOutcome = {
   detail?: string;
 };
 
-/** Moves this process (every thread) into the cgroup: what the wrapper does before it spawns the adapter. */
+/**
+ * Moves this process (every thread) into the cgroup: what the wrapper does
+ * before it spawns the adapter. Synchronous syscalls on purpose: the mover is
+ * the caller itself, with nothing else to serve until it is moved, and under
+ * load the four thread-pool round trips of the async path (statfs, open,
+ * write, close) cost more than the syscalls. The write itself may wait for
+ * one RCU grace period (see ContainmentSupport.favordynmods).
+ */
 export function moveSelfInto(path: string): Promise<MoveOutcome> {
-  return moveInto(path, process.pid);
+  const bad = cgroupPathProblemSync(path);
+  if (bad !== null) return Promise.resolve(bad === "gone" ? { outcome: "no-cgroup" } : { outcome: "refused", detail: bad });
+  try {
+    const fd = openSync(`${path}/cgroup.procs`, fsConstants.O_WRONLY);
+    try {
+      writeSync(fd, String(process.pid));
+    } finally {
+      closeSync(fd);
+    }
+    return Promise.resolve({ outcome: "moved" });
+  } catch (e) {
+    return Promise.resolve(moveError(path, e));
+  }
 }
 
 /**
@@ -652,24 +671,28 @@ async function writeProcs(path: string, pid: number): Promise<MoveOutcome> {
     await writeCgroupFile(`${path}/cgroup.procs`, String(pid));
     return { outcome: "moved" };
   } catch (e) {
-    const code = errCode(e);
-    switch (code) {
-      case "ESRCH":
-        return { outcome: "gone" };
-      case "ENOENT":
-      case "ENODEV":
-        return { outcome: "no-cgroup" };
-      case "EACCES":
-      case "EPERM":
-        return { outcome: "denied", detail: code };
-      case "EBUSY":
-        return { outcome: "busy", detail: `${path} hands controllers to its children, so it cannot hold processes` };
-      case "EOPNOTSUPP":
-      case "EINVAL":
-        return { outcome: "unsupported", detail: code };
-      default:
-        return { outcome: "unknown", detail: code };
-    }
+    return moveError(path, e);
+  }
+}
+
+function moveError(path: string, e: unknown): MoveOutcome {
+  const code = errCode(e);
+  switch (code) {
+    case "ESRCH":
+      return { outcome: "gone" };
+    case "ENOENT":
+    case "ENODEV":
+      return { outcome: "no-cgroup" };
+    case "EACCES":
+    case "EPERM":
+      return { outcome: "denied", detail: code };
+    case "EBUSY":
+      return { outcome: "busy", detail: `${path} hands controllers to its children, so it cannot hold processes` };
+    case "EOPNOTSUPP":
+    case "EINVAL":
+      return { outcome: "unsupported", detail: code };
+    default:
+      return { outcome: "unknown", detail: code };
   }
 }
 
@@ -1188,13 +1211,25 @@ export async function listLeaseCgroups(root: string): Promise<ListResult> {
 
 /** null when `path` is an absolute, normalised directory on cgroup2; "gone" when missing; else why not. */
 async function cgroupPathProblem(path: string): Promise<string | "gone" | null> {
-  if (typeof path !== "string" || !isAbsolute(path) || normalize(path) !== path || path.length > 1 && path.endsWith("/")) {
+  if (typeof path !== "string" || !isAbsolute(path) || normalize(path) !== path || (path.length > 1 && path.endsWith("/"))) {
     return `${JSON.stringify(path)} is not an absolute, normalised path`;
   }
   try {
     const fsType = (await fsp.statfs(path)).type;
     if (fsType !== CGROUP2_SUPER_MAGIC) return `${path} is not on a cgroup2 filesystem`;
     return null;
+  } catch (e) {
+    const code = errCode(e);
+    return code === "ENOENT" || code === "ENOTDIR" ? "gone" : `cannot statfs ${path} (${code})`;
+  }
+}
+
+function cgroupPathProblemSync(path: string): string | "gone" | null {
+  if (typeof path !== "string" || !isAbsolute(path) || normalize(path) !== path || (path.length > 1 && path.endsWith("/"))) {
+    return `${JSON.stringify(path)} is not an absolute, normalised path`;
+  }
+  try {
+    return statfsSync(path).type === CGROUP2_SUPER_MAGIC ? null : `${path} is not on a cgroup2 filesystem`;
   } catch (e) {
     const code = errCode(e);
     return code === "ENOENT" || code === "ENOTDIR" ? "gone" : `cannot statfs ${path} (${code})`;

@@ -264,13 +264,17 @@ describe("identity and membership", () => {
     expect(r).toEqual({ ok: false, code: "unavailable", why: "test" });
   });
 
-  it.skipIf(SKIP)(`moveInto: a vanished pid is "gone", a missing cgroup "no-cgroup", a non-cgroup path refused${NOTE}`, async () => {
+  it.skipIf(SKIP)(`moveInto/moveSelfInto: a vanished pid is "gone", a missing cgroup "no-cgroup", a non-cgroup path refused${NOTE}`, async () => {
     const cg = await lease("move");
     const dead = spawnSync("true").pid!;
     expect((await moveInto(cg.path, dead)).outcome).toBe("gone");
     expect((await moveInto(`${cg.path}-missing`, process.pid)).outcome).toBe("no-cgroup");
     expect((await moveInto(tmpdir(), process.pid)).outcome).toBe("refused");
     expect((await moveInto("relative/path", process.pid)).outcome).toBe("refused");
+    // the synchronous self-move gives the same answers
+    expect((await moveSelfInto(`${cg.path}-missing`)).outcome).toBe("no-cgroup");
+    expect((await moveSelfInto(tmpdir())).outcome).toBe("refused");
+    expect((await moveSelfInto(`${cg.path}/`)).outcome).toBe("refused");
     expect(await readCgroupOf(dead)).toBeNull();
     await expect(moveInto(cg.path, 0)).rejects.toThrow(TypeError);
   });
