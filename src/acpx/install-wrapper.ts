@@ -17,10 +17,9 @@
  */
 import { createHash } from "node:crypto";
 import { existsSync } from "node:fs";
-import { mkdir, readFile } from "node:fs/promises";
-import { dirname, join, resolve } from "node:path";
+import { basename, dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
-import { writeAtomic } from "./session-store.js";
+import { atomicWrite, ensurePrivateDir, readOwnedFile } from "../ownership/fs-safe.js";
 
 export interface InstalledWrapper {
   /** `<stateDir>/acpx/wrappers` */
@@ -61,13 +60,10 @@ export async function installWrapper(stateDir: string, opts?: { sourcePath?: str
   const text = wrapperShimSource(sourcePath);
   const digest = createHash("sha256").update(text).digest("hex").slice(0, 12);
   const wrapperPath = join(wrapperRoot, `acpx-wrapper-${digest}.cjs`);
-  await mkdir(wrapperRoot, { recursive: true, mode: 0o700 });
-  let current: string | null = null;
-  try {
-    current = await readFile(wrapperPath, "utf8");
-  } catch {
-    current = null;
-  }
-  if (current !== text) await writeAtomic(wrapperPath, text);
+  await ensurePrivateDir(join(resolve(stateDir), "acpx"));
+  await ensurePrivateDir(wrapperRoot);
+  // the shim every wrapper runs from: the same refusals and atomic write as the lease store
+  const current = await readOwnedFile(wrapperPath, 64 * 1024);
+  if (current.kind !== "ok" || current.text !== text) await atomicWrite(wrapperRoot, basename(wrapperPath), text, true);
   return { wrapperRoot, wrapperPath, sourcePath };
 }

@@ -7,9 +7,10 @@
  * legacy record from before leases existed (`{sessionKey, pid, command,
  * wrapperPath?}`), which close still has to handle during the migration.
  */
-import { createHash, randomBytes } from "node:crypto";
-import { mkdir, open, readdir, readFile, rename, rm } from "node:fs/promises";
+import { createHash } from "node:crypto";
+import { readdir, rm } from "node:fs/promises";
 import { join } from "node:path";
+import { atomicWrite, ensurePrivateDir, readOwnedFile } from "../ownership/fs-safe.js";
 import type { AcpSessionOwner } from "../sessions/index.js";
 
 export interface AcpxSessionRecord {
@@ -73,19 +74,21 @@ export function parseSessionRecord(value: unknown): StoredSessionRecord | null {
   return null;
 }
 
+const MAX_RECORD_BYTES = 256 * 1024;
+
 export async function openSessionStore(stateDir: string): Promise<SessionStore> {
   const dir = join(stateDir, "acpx", "sessions");
-  await mkdir(dir, { recursive: true, mode: 0o700 });
+  // the same refusals and the same atomic, fsynced, symlink-refusing writes as the lease store (fs-safe.ts)
+  await ensurePrivateDir(stateDir);
+  await ensurePrivateDir(join(stateDir, "acpx"));
+  await ensurePrivateDir(dir);
   const fileOf = (key: string) => join(dir, sessionFileName(key));
 
   async function readRecord(file: string): Promise<StoredSessionRecord | null> {
-    let text: string;
-    try {
-      text = await readFile(file, "utf8");
-    } catch (err) {
-      if ((err as NodeJS.ErrnoException).code === "ENOENT") return null;
-      throw err;
-    }
+    const r = await readOwnedFile(file, MAX_RECORD_BYTES);
+    if (r.kind === "missing") return null;
+    if (r.kind !== "ok") throw new Error(`session record ${file} refused: ${r.kind === "unreadable" ? r.detail : r.kind === "foreign-owner" ? `owned by uid ${r.uid}` : "a symlink"}`);
+    const text = r.text;
     const parsed = parseSessionRecord(JSON.parse(text));
     if (!parsed) throw new Error(`not a session record: ${file}`);
     return parsed;
@@ -99,7 +102,7 @@ export async function openSessionStore(stateDir: string): Promise<SessionStore> 
       return rec && rec.record.sessionKey === sessionKey ? rec : null;
     },
     async put(record) {
-      await writeAtomic(fileOf(record.sessionKey), `${JSON.stringify(record, null, 2)}\n`);
+      await atomicWrite(dir, sessionFileName(record.sessionKey), `${JSON.stringify(record, null, 2)}\n`, true);
     },
     async remove(sessionKey) {
       try {
@@ -125,22 +128,4 @@ export async function openSessionStore(stateDir: string): Promise<SessionStore> 
       return { records, problems };
     },
   };
-}
-
-/** temp file in the same directory (same filesystem), fsync, then rename over */
-export async function writeAtomic(file: string, text: string): Promise<void> {
-  const tmp = `${file}.${process.pid}.${randomBytes(4).toString("hex")}.tmp`;
-  const fh = await open(tmp, "w", 0o600);
-  try {
-    await fh.writeFile(text, "utf8");
-    await fh.sync();
-  } finally {
-    await fh.close();
-  }
-  try {
-    await rename(tmp, file);
-  } catch (err) {
-    await rm(tmp, { force: true });
-    throw err;
-  }
 }

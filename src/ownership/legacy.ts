@@ -24,10 +24,11 @@
 import { isAlive } from "../facts/liveness.js";
 import { createHash } from "node:crypto";
 import { realpath } from "node:fs/promises";
-import { basename, isAbsolute, relative, resolve, sep } from "node:path";
+import { basename, isAbsolute, resolve } from "node:path";
 import type { ProcessFacts, ProcessSnapshot } from "../facts/types.js";
 import { collectTree } from "./collect.js";
 import { computeCommandHash, tokenizeShellCommand } from "./command-hash.js";
+import { isUnder } from "./fs-safe.js";
 import { checkSignalTarget } from "./guards.js";
 import { LEASE_ENV_KEY, type AcpxProcessLease, type OwnedProcessTree, type OwnershipEvidence } from "./types.js";
 
@@ -143,9 +144,4 @@ function sameArgv(stored: readonly string[], live: readonly string[]): boolean {
 
 function real(p: string): Promise<string> {
   return realpath(p).catch(() => resolve(p));
-}
-
-function isUnder(child: string, parent: string): boolean {
-  const rel = relative(parent, child);
-  return rel !== "" && rel !== ".." && !rel.startsWith(`..${sep}`) && !isAbsolute(rel);
 }

@@ -32,12 +32,12 @@
  * do not name the same processes here: mismatch, before any pid is looked up.
  */
 import { realpath } from "node:fs/promises";
-import { isAbsolute, relative, resolve, sep } from "node:path";
+import { isAbsolute, resolve } from "node:path";
 import { isAlive, isKernelThread } from "../facts/liveness.js";
 import type { ProcessDetails, ProcessFacts, ProcessInfo, ProcessSnapshot } from "../facts/types.js";
 import { ancestorsOfSelf, collectTree } from "./collect.js";
 import { computeCommandHash } from "./command-hash.js";
-import { mapLimit } from "./fs-safe.js";
+import { isUnder, mapLimit } from "./fs-safe.js";
 import { checkSignalTarget, isOwnProcessGroup } from "./guards.js";
 import { parseLeaseRecord } from "./lease-record.js";
 import type { ReapTarget } from "./reap.js";
@@ -541,11 +541,6 @@ class PathCache {
     }
     return hit;
   }
-}
-
-function isUnder(child: string, parent: string): boolean {
-  const rel = relative(parent, child);
-  return rel !== "" && !rel.startsWith(`..${sep}`) && rel !== ".." && !isAbsolute(rel);
 }
 
 function errMsg(e: unknown): string {

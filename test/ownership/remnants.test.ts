@@ -40,7 +40,13 @@ interface Row extends SimRowBase {
   remnants?: string[];
   /** a check that must appear with this result */
   evidence?: [string, "match" | "mismatch" | "unknown", RegExp?];
+  /** how the search must end, when the row is about that */
+  search?: "none-found" | "inconclusive";
 }
+
+// processes of our uid, started after the lease, whose environment cannot be read
+const K = P + 20;
+const unreadable = (over: Partial<SimProc>) => unrelated({ name: "K", pid: K, ppid: 2, startTime: "6000", envReadable: false, env: {}, ...over });
 
 const rows: Row[] = [
   {
@@ -228,6 +234,62 @@ const rows: Row[] = [
   },
 ];
 
+// Only a process that could carry our markers can keep a search open: never a kernel thread, a
+// zombie or dead record, a process inside exit(2), one older than the lease or of another uid.
+rows.push(
+  {
+    name: "a kernel thread (PF_KTHREAD, our uid when the gateway is root, environment unreadable) never keeps the search open",
+    setup: (sim) => sim.add(unreadable({ kernelThread: true })),
+    verdict: "gone",
+    signals: [],
+    search: "none-found",
+  },
+  {
+    name: "where a backend cannot read flags, kthreadd's children (ppid 2) count as kernel threads",
+    setup: (sim) => sim.add(unreadable({})),
+    verdict: "gone",
+    signals: [],
+    search: "none-found",
+  },
+  {
+    name: "…but with flags read, a user-space child of pid 2 is judged like any other process (pid 2 is ordinary inside a pid namespace)",
+    setup: (sim) => sim.add(unreadable({ kernelThread: false })),
+    verdict: "gone",
+    signals: [],
+    search: "inconclusive",
+    evidence: ["remnant-env", "unknown", new RegExp(`${K} \\(vim\\): environment not readable`)],
+  },
+  {
+    name: "a same-uid process inside exit(2) (PF_EXITING: its environment already unreadable) is gone, not a candidate",
+    setup: (sim) => sim.add(unreadable({ ppid: 1, kernelThread: false, exiting: true })),
+    verdict: "gone",
+    signals: [],
+    search: "none-found",
+  },
+  {
+    name: "a leader whose main thread exited while its threads run (exiting, zombieLeader) is alive: it keeps the search open",
+    setup: (sim) => sim.add(unreadable({ ppid: 1, kernelThread: false, state: "Z", exiting: true, zombieLeader: true })),
+    verdict: "gone",
+    signals: [],
+    search: "inconclusive",
+  },
+  {
+    name: "a zombie and a dead record with unreadable environments are gone",
+    setup: (sim) => sim.add(unreadable({ ppid: 1, kernelThread: false, state: "Z" })).add(unreadable({ name: "K2", pid: K + 1, ppid: 1, kernelThread: false, state: "X" })),
+    verdict: "gone",
+    signals: [],
+    search: "none-found",
+  },
+  {
+    name: "a live same-uid process older than the lease, or of another uid, never keeps the search open",
+    setup: (sim) =>
+      sim.add(unreadable({ ppid: 1, kernelThread: false, startTime: "10" })).add(unreadable({ name: "K2", pid: K + 1, ppid: 1, kernelThread: false, uid: MY + 1 })),
+    verdict: "gone",
+    signals: [],
+    search: "none-found",
+  },
+);
+
 describe("remnants of a vanished root (simulator)", () => {
   for (const row of rows) {
     it(row.name, async () => {
@@ -247,6 +309,7 @@ describe("remnants of a vanished root (simulator)", () => {
       if (v.remnants) expect(v.remnantSearch).toBe("found");
       else expect(["none-found", "inconclusive", "not-run"]).toContain(v.remnantSearch);
       if (v.verdict !== "gone") expect(v.remnantSearch).toBe("not-run");
+      if (row.search) expect(v.remnantSearch, why).toBe(row.search);
       if (v.remnantSearch === "none-found") expect(v.evidence.find((e) => e.check === "remnant-env")?.detail ?? "").not.toMatch(/refused|no remnant search/);
       if (row.evidence) {
         const [check, result, detail] = row.evidence;

@@ -100,7 +100,12 @@ export class SimFacts implements ProcessFacts {
 }
 
 function strip(p: SimProc): ProcessInfo {
-  return { pid: p.pid, ppid: p.ppid, pgid: p.pgid, sid: p.sid, uid: p.uid, state: p.state, startTime: p.startTime };
+  const info: ProcessInfo = { pid: p.pid, ppid: p.ppid, pgid: p.pgid, sid: p.sid, uid: p.uid, state: p.state, startTime: p.startTime };
+  // the liveness flags only where a row sets them (most backends' records carry them, the rows need not)
+  if (p.kernelThread !== undefined) info.kernelThread = p.kernelThread;
+  if (p.exiting !== undefined) info.exiting = p.exiting;
+  if (p.zombieLeader !== undefined) info.zombieLeader = p.zombieLeader;
+  return info;
 }
 
 /** Records delivered signals as "SIGTERM name"; identity-checked against the table like a pidfd would be. */
