@@ -228,7 +228,7 @@ export function formatAuthMethods(methods: readonly AcpAuthMethodInfo[]): string
 export async function handshake(client: AcpClient, opts: HandshakeOptions): Promise<HandshakeResult> {
   const step = async <T>(name: HandshakeStep, p: Promise<T>): Promise<T> => {
     const ended = opts.ended?.then((end) => {
-      throw new HandshakeFailure("ended", name, `${describeEnd(end)} during ACP ${name}`, { end });
+      throw new HandshakeFailure("ended", name, describeEnd(end, `ACP ${name}`), { end });
     });
     ended?.catch(() => undefined);
     try {
@@ -352,7 +352,7 @@ export async function explainHandshakeFailure(
       if (end === undefined) cause = "handshake-error";
       else {
         cause = end.kind === "adapter-exited" ? "adapter-exited" : "wrapper-failed";
-        if (f.kind !== "ended") message = `${describeEnd(end)} during ACP ${f.step}`;
+        if (f.kind !== "ended") message = describeEnd(end, `ACP ${f.step}`);
         if (f.info.acpError) message += ` (the agent had answered: ${f.info.acpError.message})`;
       }
   }
@@ -511,7 +511,7 @@ function turnEndedError(ctx: Pick<TurnContext, "sessionKey"> & { launched: Pick<
   return new AcpxPromptError(
     ctx.sessionKey,
     failure,
-    `ACP session ${JSON.stringify(ctx.sessionKey)}: ${describeEnd(end)} during the prompt${diagnosticsNote(details)}`,
+    `ACP session ${JSON.stringify(ctx.sessionKey)}: ${describeEnd(end, "the prompt")}${diagnosticsNote(details)}`,
     details,
   );
 }

@@ -55,18 +55,23 @@ export type SessionEnd =
   | { kind: "wrapper-killed"; wrapperPid: number | undefined; signal: NodeJS.Signals }
   | { kind: "wrapper-exited"; wrapperPid: number | undefined; code: number | null };
 
-/** One sentence naming who ended and how; a killed wrapper is named as such, never blamed on the adapter. */
-export function describeEnd(end: SessionEnd): string {
+/**
+ * One sentence naming who ended and how (`during`, e.g. "ACP initialize", says
+ * when); a killed wrapper is named as such, never blamed on the adapter.
+ */
+export function describeEnd(end: SessionEnd, during?: string): string {
+  const when = during !== undefined ? ` during ${during}` : "";
+  const wrapper = `the wrapper${end.kind !== "adapter-exited" && end.wrapperPid !== undefined ? ` (pid ${end.wrapperPid})` : ""}`;
   switch (end.kind) {
     case "adapter-exited":
-      return `the adapter exited (${end.signal !== null ? `signal ${end.signal}` : `exit code ${end.code}`})`;
+      return `the adapter exited${when} (${end.signal !== null ? `signal ${end.signal}` : `exit code ${end.code}`})`;
     case "wrapper-killed":
       return (
-        `the wrapper${end.wrapperPid !== undefined ? ` (pid ${end.wrapperPid})` : ""} was killed by ${end.signal} ` +
-        "before it reported an adapter exit; the adapter may still run unsupervised until its lease is reaped"
+        `${wrapper} was killed by ${end.signal}${when}, before it reported an adapter exit; ` +
+        "the adapter may still run unsupervised until its lease is reaped"
       );
     case "wrapper-exited":
-      return `the wrapper${end.wrapperPid !== undefined ? ` (pid ${end.wrapperPid})` : ""} exited (exit code ${end.code}) without reporting an adapter exit`;
+      return `${wrapper} exited${when} (exit code ${end.code}) without reporting an adapter exit`;
   }
 }
 

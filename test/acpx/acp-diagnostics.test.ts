@@ -278,7 +278,7 @@ describe("handshake", () => {
     await started(l);
     const r = await failedHandshake(client, l);
     expect(r.cause).toBe("adapter-exited");
-    expect(r.message).toContain("the adapter exited (exit code 3) during ACP initialize");
+    expect(r.message).toContain("the adapter exited during ACP initialize (exit code 3)");
     expect(r.message).toContain("crashing on initialize as asked");
   });
 
