@@ -12,10 +12,14 @@
  * Sweeping a group's members is still as consequential as signalling the
  * group, so that decision asks checkGroupSignal with a proof computed from
  * the snapshot (see groupToSweep), never with literals.
+ *
+ * `signalProcessTree` sends one signal over the same tree, found the same
+ * way (liveTree below is the only path from a pid to signalled members).
  */
+import { constants } from "node:os";
 import { getProcessFacts } from "../facts/get.js";
 import { createSignaller } from "../facts/signal.js";
-import type { ProcessFacts, ProcessInfo, ProcessSignaller, ProcessSnapshot } from "../facts/types.js";
+import type { ProcessFacts, ProcessInfo, ProcessSignaller, ProcessSnapshot, SignalOutcome } from "../facts/types.js";
 import { assertPid } from "../facts/validate.js";
 import { collectTree, DEFAULT_GRACE_MS, checkGroupSignal, checkSignalTarget, reapOwnedTree } from "../ownership/index.js";
 import type { OwnedTreeReapReport as ReapReport } from "../ownership/index.js";
@@ -51,12 +55,74 @@ export const DEFAULT_KILL_GRACE_MS: number = DEFAULT_GRACE_MS;
 
 const START_TIME_RE = /^\d+$/;
 
+/** Options of the one-signal tree walk: the same root pinning as killProcessTree, no grace (nothing is escalated). */
+export type SignalProcessTreeOptions = Omit<KillProcessTreeOptions, "graceMs">;
+
+/** What happened to one member of the tree: the signaller's typed outcome (nothing is sent to a zombie: "gone"). */
+export interface TreeSignalResult {
+  pid: number;
+  startTime: string;
+  outcome: SignalOutcome;
+}
+
+export type SignalTreeResult =
+  /** every member was handed to the identity-checked signaller, leaves first, root last */
+  | { outcome: "signalled"; pid: number; signal: NodeJS.Signals; members: number; results: TreeSignalResult[] }
+  | Exclude<KillTreeResult, { outcome: "reaped" }>;
+
 /** Validates `pid` (TypeError/RangeError naming it), then kills its live tree. */
 export async function killProcessTree(pid: number, opts: KillProcessTreeOptions = {}): Promise<KillTreeResult> {
   assertPid(pid, "pid");
   if (opts.graceMs !== undefined && (!Number.isFinite(opts.graceMs) || opts.graceMs < 0)) {
     throw new RangeError(`graceMs must be a finite number >= 0, got ${opts.graceMs}`);
   }
+  const t = await liveTree(pid, opts);
+  if (!("members" in t)) return t;
+  const report = await reapOwnedTree({ root: t.root, members: t.members }, { facts: t.facts, signaller: t.signaller, graceMs: opts.graceMs ?? DEFAULT_GRACE_MS });
+  return { outcome: "reaped", pid, members: t.members.length, report };
+}
+
+/**
+ * One signal to the live tree of `pid` (SIGSTOP/SIGCONT to pause a run,
+ * SIGINT to interrupt it, SIGTERM without the escalation): the same
+ * validation, guards, root pinning (`expectedStartTime`) and tree collection
+ * as killProcessTree, then `signal` once per member through the
+ * identity-checked signaller, leaves first and the root last. Nothing waits
+ * and nothing escalates: the result says what each member's signal did.
+ */
+export async function signalProcessTree(pid: number, signal: NodeJS.Signals, opts: SignalProcessTreeOptions = {}): Promise<SignalTreeResult> {
+  const table = constants.signals as Readonly<Record<string, number | undefined>>;
+  if (typeof signal !== "string" || table[signal] === undefined) {
+    throw new TypeError(`signal must be a signal name such as "SIGTERM", got ${JSON.stringify(signal)}`);
+  }
+  const t = await liveTree(pid, opts);
+  if (!("members" in t)) return t;
+  const results: TreeSignalResult[] = [];
+  for (const m of t.members) {
+    const startTime = String(m.startTime);
+    // a zombie has exited: there is nothing left to receive the signal
+    const outcome: SignalOutcome = m.state === "Z" ? "gone" : await t.signaller.signal(m.pid, startTime, signal);
+    results.push({ pid: m.pid, startTime, outcome });
+  }
+  return { outcome: "signalled", pid, signal, members: t.members.length, results };
+}
+
+interface LiveTree {
+  root: ProcessInfo;
+  members: ProcessInfo[];
+  facts: ProcessFacts;
+  signaller: ProcessSignaller;
+}
+
+/**
+ * The one path from a pid to the tree that may be signalled, shared by
+ * killProcessTree and signalProcessTree: argument checks, the guards, facts
+ * that can verify identity, the root pinned to `expectedStartTime`, and the
+ * collection (descendants, plus the group's members when the snapshot proves
+ * the root leads it). Anything short of that is the result itself.
+ */
+async function liveTree(pid: number, opts: SignalProcessTreeOptions): Promise<LiveTree | Exclude<KillTreeResult, { outcome: "reaped" }>> {
+  assertPid(pid, "pid");
   const expected = opts.expectedStartTime;
   if (expected !== undefined && (typeof expected !== "string" || !START_TIME_RE.test(expected))) {
     throw new TypeError(`expectedStartTime must be a decimal start-time string, got ${JSON.stringify(expected)}`);
@@ -81,12 +147,7 @@ export async function killProcessTree(pid: number, opts: KillProcessTreeOptions 
   if (members.length === 0) {
     return { outcome: "refused", pid, reason: `pid ${pid} is this process or one of its ancestors` };
   }
-  const signaller = opts.signaller ?? defaultSignaller(facts);
-  const report = await reapOwnedTree(
-    { root, members },
-    { facts, signaller, graceMs: opts.graceMs ?? DEFAULT_GRACE_MS },
-  );
-  return { outcome: "reaped", pid, members: members.length, report };
+  return { root, members, facts, signaller: opts.signaller ?? defaultSignaller(facts) };
 }
 
 /**

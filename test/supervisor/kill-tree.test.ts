@@ -1,12 +1,12 @@
 import { spawn, type ChildProcess } from "node:child_process";
-import { existsSync } from "node:fs";
+import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import { getProcessFacts } from "../../src/facts/get.js";
 import { buildSnapshot } from "../../src/facts/snapshot.js";
 import type { ProcessInfo } from "../../src/facts/types.js";
 import { ownProcessGroupId } from "../../src/ownership/guards.js";
-import { groupToSweep, killProcessTree } from "../../src/supervisor/kill-tree.js";
+import { groupToSweep, killProcessTree, signalProcessTree } from "../../src/supervisor/kill-tree.js";
 import { fixture, isAlive, killQuietly, matcher, pgidOf, recordingSignaller, reusedPidFacts, waitFor } from "./helpers.js";
 
 const DIST = join(fixture(""), "..", "..", "..", "dist", "supervisor", "index.js");
@@ -170,5 +170,94 @@ describe("groupToSweep: the group proof is computed from the snapshot", () => {
     expect(own).not.toBeNull();
     const root = info(own!, own!);
     expect(groupToSweep(buildSnapshot(0, [root]), root)).toBeUndefined();
+  });
+});
+
+/** The process state letter from /proc (T = stopped), or null once gone. */
+function stateOf(pid: number): string | null {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+    return stat.slice(stat.lastIndexOf(")") + 2).split(" ")[0]!;
+  } catch {
+    return null;
+  }
+}
+
+describe("signalProcessTree: one signal, the same guards and the same tree as killProcessTree", () => {
+  const FACTS = getProcessFacts();
+  const NONE = FACTS.identityStrength === "none";
+  const NOTE = NONE ? " [skipped: the facts backend cannot verify identity]" : "";
+
+  it("validates the pid and the signal name", async () => {
+    await expect(signalProcessTree(0, "SIGTERM")).rejects.toThrow(RangeError);
+    await expect(signalProcessTree(1.5, "SIGTERM")).rejects.toThrow(TypeError);
+    await expect(signalProcessTree(process.pid, "SIGNOPE" as NodeJS.Signals)).rejects.toThrow(/signal/);
+    await expect(signalProcessTree(12345, "SIGTERM", { expectedStartTime: "x" })).rejects.toThrow(/expectedStartTime/);
+  });
+
+  it("refuses this process and its parent, and reports a vanished pid as gone", async () => {
+    expect(await signalProcessTree(process.pid, "SIGCONT")).toMatchObject({ outcome: "refused" });
+    expect(await signalProcessTree(process.ppid, "SIGCONT")).toMatchObject({ outcome: "refused" });
+    const done = spawn("true");
+    await new Promise((r) => done.once("exit", r));
+    expect(await signalProcessTree(done.pid!, "SIGTERM")).toMatchObject({ outcome: "gone" });
+  });
+
+  it.skipIf(NONE)(`SIGSTOP then SIGCONT reach every member, leaves first; SIGTERM is sent once and never escalated${NOTE}`, async () => {
+    const { pid, grandchild } = await startTree(true);
+    const stop = await signalProcessTree(pid, "SIGSTOP");
+    expect(stop.outcome).toBe("signalled");
+    if (stop.outcome !== "signalled") return;
+    expect(stop.results.map((r) => r.pid)).toEqual([grandchild, pid]);
+    expect(stop.results.every((r) => r.outcome === "signalled")).toBe(true);
+    await waitFor(() => stateOf(pid) === "T" && stateOf(grandchild) === "T");
+    const cont = await signalProcessTree(pid, "SIGCONT");
+    expect(cont).toMatchObject({ outcome: "signalled", members: 2 });
+    await waitFor(() => stateOf(pid) !== "T" && stateOf(grandchild) !== "T");
+    // one SIGTERM: the child dies of it, the grandchild ignores it and nothing follows up
+    const term = await signalProcessTree(pid, "SIGTERM");
+    expect(term).toMatchObject({ outcome: "signalled", signal: "SIGTERM" });
+    await waitFor(() => !isAlive(pid));
+    expect(isAlive(grandchild)).toBe(true);
+  });
+
+  it.skipIf(NONE)(`a root pinned to another start time gets nothing (mismatch); facts "none" give unknown${NOTE}`, async () => {
+    const { pid } = await startTree(true);
+    const real = await FACTS.inspect(pid);
+    const sig = recordingSignaller();
+    const wrong = String(BigInt(String(real!.startTime)) + 7n);
+    expect(await signalProcessTree(pid, "SIGKILL", { expectedStartTime: wrong, signaller: sig })).toMatchObject({ outcome: "mismatch" });
+    expect(await signalProcessTree(pid, "SIGKILL", { facts: getProcessFacts({ backend: "none" }), signaller: sig })).toMatchObject({ outcome: "unknown" });
+    expect(sig.sent).toEqual([]);
+    expect(isAlive(pid)).toBe(true);
+  });
+
+  it.skipIf(NONE)(`it addresses exactly the pids killProcessTree would (descendants and the root's own group, setsid escapees excluded)${NOTE}`, async () => {
+    // root leads its group; a group member that is not its descendant (re-parented), and a setsid escapee
+    // (sleep &): re-parented away, still in the root's group; (setsid sleep & echo $!): re-parented AND in its own session
+    const root = spawn("sh", ["-c", `(sleep 30 &) ; (setsid sleep 30 & echo "esc $!") ; sleep 30 & wait`], { detached: true, stdio: ["ignore", "pipe", "ignore"] });
+    spawned.add(root.pid!);
+    const out = matcher();
+    root.stdout!.setEncoding("utf8").on("data", (c: string) => out.push(c));
+    const escapee = Number((await out.waitFor(/esc (\d+)/))[1]);
+    spawned.add(escapee);
+    await waitFor(async () => {
+      const snap = await FACTS.snapshot();
+      return snap.groupMembers(root.pid!).length >= 3;
+    });
+    const snap = await FACTS.snapshot();
+    for (const p of snap.groupMembers(root.pid!)) spawned.add(p.pid);
+    const asked = recordingSignaller();
+    const one = await signalProcessTree(root.pid!, "SIGTERM", { signaller: asked });
+    const reaper = recordingSignaller();
+    await killProcessTree(root.pid!, { signaller: reaper, graceMs: 0 });
+    const viaSignal = new Set(asked.sent.map(([p]) => p));
+    const viaKill = new Set(reaper.sent.map(([p]) => p));
+    expect(one.outcome).toBe("signalled");
+    expect(viaSignal).toEqual(viaKill);
+    expect(viaSignal.has(root.pid!)).toBe(true);
+    expect(viaSignal.has(escapee)).toBe(false);
+    expect(viaSignal.size).toBeGreaterThanOrEqual(3);
+    expect(asked.sent.every(([, s]) => s === "SIGTERM")).toBe(true);
   });
 });
