@@ -14,7 +14,7 @@ import { assertPid } from "../facts/validate.js";
 import { DEFAULT_GRACE_MS, reapStoppedPid } from "../ownership/index.js";
 import { BRACKETED_PASTE_END, BRACKETED_PASTE_START, encodeKeySequence, type KeySequence } from "./keys.js";
 import { killProcessTree, type KillTreeResult } from "./kill-tree.js";
-import { DEFAULT_MAX_OUTPUT_CHARS, truncationMarker } from "./output.js";
+import { capTail, DEFAULT_MAX_OUTPUT_CHARS, maxOutputOption, tailStart, truncationMarker } from "./output.js";
 import type { ProcessSupervisor } from "./supervisor.js";
 import type { ManagedRun, ManagedRunStdin, RunExit, SpawnInput } from "./types.js";
 
@@ -61,7 +61,7 @@ export type TerminateResult =
 
 export type ProcessActionRequest =
   | { action: "list" }
-  | { action: "poll"; sessionId: string; timeoutMs?: number }
+  | { action: "poll"; sessionId: string; timeoutMs?: number; signal?: AbortSignal }
   | { action: "log"; sessionId: string; offset?: number; limit?: number }
   | { action: "write"; sessionId: string; data: string; eof?: boolean }
   | ({ action: "send-keys"; sessionId: string } & KeySequence)
@@ -105,7 +105,13 @@ export interface ExecSessions {
    */
   adopt(input: { pid: number; command: string; id?: string }): Promise<ExecSessionInfo>;
   list(): ExecSessionInfo[];
-  poll(id: string, opts?: { timeoutMs?: number }): Promise<PollResult>;
+  /**
+   * Output since the previous poll; with `timeoutMs`, waits (up to
+   * maxPollWaitMs) for output or the exit first. An aborted `signal` ends
+   * the wait at once and rejects with its reason (an AbortError by
+   * default); the output stays pending for the next poll.
+   */
+  poll(id: string, opts?: { timeoutMs?: number; signal?: AbortSignal }): Promise<PollResult>;
   log(id: string, opts?: { offset?: number; limit?: number }): LogResult;
   write(id: string, data: string, opts?: { eof?: boolean }): void;
   sendKeys(id: string, seq: KeySequence): void;
@@ -157,7 +163,7 @@ export function createExecSessions(opts: ExecSessionsOptions): ExecSessions {
   const { supervisor } = opts;
   const ttl = opts.finishedTtlMs ?? DEFAULT_FINISHED_TTL_MS;
   const maxPoll = opts.maxPollWaitMs ?? DEFAULT_MAX_POLL_WAIT_MS;
-  const cap = opts.maxOutputChars ?? DEFAULT_MAX_OUTPUT_CHARS;
+  const cap = maxOutputOption(opts.maxOutputChars, DEFAULT_MAX_OUTPUT_CHARS, "maxOutputChars");
   const graceMs = opts.graceMs ?? DEFAULT_GRACE_MS;
   const checkMs = Math.max(1, opts.adoptedCheckMs ?? DEFAULT_ADOPTED_CHECK_MS);
   let factsCache: ProcessFacts | undefined;
@@ -191,10 +197,11 @@ export function createExecSessions(opts: ExecSessionsOptions): ExecSessions {
     s.output += chunk;
     s.pending += chunk;
     if (s.output.length > cap) {
-      s.dropped += s.output.length - cap;
-      s.output = s.output.slice(-cap);
+      const at = tailStart(s.output, s.output.length - cap);
+      s.dropped += at;
+      s.output = s.output.slice(at);
     }
-    if (s.pending.length > cap) s.pending = s.pending.slice(-cap);
+    s.pending = capTail(s.pending, cap);
     notify(s);
   };
 
@@ -353,22 +360,32 @@ export function createExecSessions(opts: ExecSessionsOptions): ExecSessions {
     },
 
     async poll(id, o = {}) {
+      const signal = o.signal;
+      if (signal !== undefined && !(signal instanceof AbortSignal)) throw new TypeError("signal must be an AbortSignal");
+      signal?.throwIfAborted();
       const s = get(id);
       if (s.info.mode === "adopted" && s.info.status === "running" && (await adoptedExited(facts(), s.info.pid!, s.info.startTime!))) {
         markExited(s);
       }
       const wait = Math.min(Math.max(0, o.timeoutMs ?? 0), maxPoll);
       if (s.pending === "" && s.info.status === "running" && wait > 0) {
-        await new Promise<void>((resolve) => {
-          const t = setTimeout(done, wait);
-          function done() {
+        await new Promise<void>((resolve, reject) => {
+          const finish = (aborted: boolean) => {
             clearTimeout(t);
-            s.waiters.delete(done);
-            resolve();
-          }
-          s.waiters.add(done);
+            s.waiters.delete(wake);
+            signal?.removeEventListener("abort", onAbort);
+            if (aborted) reject(signal!.reason);
+            else resolve();
+          };
+          const wake = () => finish(false);
+          const onAbort = () => finish(true);
+          const t = setTimeout(wake, wait);
+          s.waiters.add(wake);
+          signal?.addEventListener("abort", onAbort, { once: true });
         });
       }
+      // aborted after the wait ended (or while the adopted check ran): the output stays pending
+      signal?.throwIfAborted();
       const output = s.pending;
       s.pending = "";
       return { status: s.info.status, output, ...(s.info.exit ? { exit: s.info.exit } : {}) };
@@ -434,7 +451,7 @@ export function createExecSessions(opts: ExecSessionsOptions): ExecSessions {
         case "list":
           return { action: "list", sessions: api.list() };
         case "poll":
-          return { action: "poll", ...(await api.poll(req.sessionId, { timeoutMs: req.timeoutMs })) };
+          return { action: "poll", ...(await api.poll(req.sessionId, { timeoutMs: req.timeoutMs, signal: req.signal })) };
         case "log":
           return { action: "log", ...api.log(req.sessionId, { offset: req.offset, limit: req.limit }) };
         case "write":

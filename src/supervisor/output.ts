@@ -2,6 +2,26 @@
 export const DEFAULT_MAX_OUTPUT_CHARS = 1_000_000;
 
 /**
+ * Where the kept tail of `text` starts when `over` leading UTF-16 units must
+ * go: `over`, or one more when that index would start the tail on the low
+ * half of a surrogate pair. The one cut rule for every capped buffer (run
+ * capture, exec session logs): a tail never begins with a lone surrogate, so
+ * it never holds more than the cap and never a broken character.
+ */
+export function tailStart(text: string, over: number): number {
+  if (over <= 0) return 0;
+  if (over >= text.length) return text.length;
+  const c = text.charCodeAt(over);
+  const prev = text.charCodeAt(over - 1);
+  return c >= 0xdc00 && c <= 0xdfff && prev >= 0xd800 && prev <= 0xdbff ? over + 1 : over;
+}
+
+/** The last at most `cap` UTF-16 units of `text`, cut on a code-point boundary. */
+export function capTail(text: string, cap: number): string {
+  return text.length > cap ? text.slice(tailStart(text, text.length - cap)) : text;
+}
+
+/**
  * Keeps the most recent `cap` characters of a stream (the end of a log is
  * what explains how a run ended) and counts what was dropped, so the result
  * can say so instead of silently looking complete.
@@ -26,12 +46,22 @@ export class CappedOutput {
   private trim(): void {
     const over = this.text.length - this.cap;
     if (over > 0) {
-      this.text = this.text.slice(over);
-      this.dropped += over;
+      const at = tailStart(this.text, over);
+      this.text = this.text.slice(at);
+      this.dropped += at;
     }
   }
 }
 
 export function truncationMarker(droppedChars: number): string {
   return `[proclease: output truncated, ${droppedChars} earlier characters dropped]\n`;
+}
+
+/** A cap option: undefined → the default; else an integer >= 1, or a RangeError naming it. */
+export function maxOutputOption(v: number | undefined, dflt: number, name: string): number {
+  if (v === undefined) return dflt;
+  if (typeof v !== "number" || !Number.isInteger(v) || v < 1) {
+    throw new RangeError(`${name} must be an integer >= 1, got ${String(v)}`);
+  }
+  return v;
 }

@@ -21,6 +21,8 @@ export interface RunRegistry {
   add(record: RunRecord): void;
   get(runId: string): RunRecord | undefined;
   list(): RunRecord[];
+  /** Copies of the records of one scope (any state, starting runs included), oldest first. */
+  listByScope(scopeKey: string): RunRecord[];
   /** Moves a record forward (never backwards, never out of `exited`). */
   setState(runId: string, state: RunState, patch?: Partial<Pick<RunRecord, "pid" | "processGroupId" | "leaseId">>): void;
   /** Records what the supervisor learned about the root's identity after the spawn (any state but exited). */
@@ -63,6 +65,11 @@ export function createRunRegistry(opts: { maxExitedRecords?: number } = {}): Run
     },
     list() {
       return [...records.values()].map((r) => ({ ...r }));
+    },
+    listByScope(scopeKey) {
+      const out: RunRecord[] = [];
+      for (const r of records.values()) if (r.scopeKey === scopeKey) out.push({ ...r });
+      return out;
     },
     setState(runId, state, patch) {
       const r = records.get(runId);

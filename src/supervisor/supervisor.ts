@@ -18,16 +18,19 @@ import { randomUUID } from "node:crypto";
 import { getProcessFacts } from "../facts/get.js";
 import type { ProcessFacts, ProcessSignaller } from "../facts/types.js";
 import { DEFAULT_GRACE_MS, reapStoppedPid } from "../ownership/index.js";
-import type { SpawnedProcess } from "./adapters/adapter.js";
+import type { AdapterExit, SpawnedProcess } from "./adapters/adapter.js";
 import { spawnChild } from "./adapters/child.js";
-import { loadNodePty, ptyArgv, spawnPty, type PtyLoader } from "./adapters/pty.js";
+import { loadNodePty, loadPtyModule, ptyArgv, spawnPty, type PtyLoader, type PtyModule } from "./adapters/pty.js";
 import { createRunLeases, type ReconcileReport, type RunLease, type RunLeaseReap, type RunLeases } from "./durability.js";
 import { killProcessTree, type KillTreeResult } from "./kill-tree.js";
-import { CappedOutput, DEFAULT_MAX_OUTPUT_CHARS } from "./output.js";
+import { CappedOutput, DEFAULT_MAX_OUTPUT_CHARS, maxOutputOption } from "./output.js";
 import { createRunRegistry } from "./registry.js";
-import type { ManagedRun, RunExit, RunRecord, SpawnInput, TerminationReason } from "./types.js";
+import type { ManagedRun, RunExit, RunRecord, SpawnInput, SupervisorRunRef, TerminationReason } from "./types.js";
 import { resolveRunNoOutputTimeoutMs } from "./watchdog.js";
 import { nonNegativeOption } from "../facts/validate.js";
+
+/** OpenClaw's PTY adapter settles `wait()` this long after a forced kill when node-pty reports no exit. */
+export const PTY_EXIT_FALLBACK_MS = 4_000;
 
 export interface ProcessSupervisorOptions {
   /** Enables restart durability: background runs get a lease under this directory. */
@@ -40,28 +43,79 @@ export interface ProcessSupervisorOptions {
   graceMs?: number;
   /** exited records kept for getRecord; default 1000 */
   maxExitedRecords?: number;
-  /** captured characters kept per stream (the tail); default 1 000 000 */
+  /** captured characters kept per stream (the tail); default 1 000 000; a spawn may set its own */
   maxOutputChars?: number;
   /** how node-pty is loaded; tests and embedders may substitute it */
   loadPty?: PtyLoader;
+  /**
+   * A PTY run whose forced kill has finished but whose exit node-pty never
+   * reported: every this many ms the root is looked up, and `wait()` settles
+   * as soon as it is verified gone (absent, a zombie, or its pid now names
+   * another process). Default PTY_EXIT_FALLBACK_MS (4000, OpenClaw's).
+   */
+  ptyExitFallbackMs?: number;
+}
+
+export interface ReconcileOrphansOptions {
+  /**
+   * True keeps the run: its lease is neither verified nor reaped nor settled,
+   * and it is not reported (a run the caller still tracks, e.g. one it
+   * adopted after the restart). A predicate that throws keeps the run too:
+   * an unknown answer never leads to a signal.
+   */
+  isSessionTracked?: (run: SupervisorRunRef) => boolean;
+}
+
+export interface ShutdownReport {
+  /** runs asked to stop (starting ones included) */
+  cancelled: number;
+  /** every run that was live, once it ended and its lease settled; `exit` null when its startup failed (its spawn rejected) */
+  runs: Array<{ runId: string; exit: RunExit | null }>;
+}
+
+/** `spawn` after `shutdown()`: nothing is started. */
+export class SupervisorShutdownError extends Error {
+  override readonly name = "SupervisorShutdownError";
+  constructor() {
+    super("the process supervisor is shut down: no new runs are started");
+  }
 }
 
 export interface ProcessSupervisor {
+  /**
+   * Starts a run. It is registered (live, state "starting") before the first
+   * await, so cancel/cancelScope/cancelAll reach it from the moment its id
+   * exists: a run cancelled while it awaits its lease write or the PTY loader
+   * never gets a process (its spawn resolves with a run whose wait() reports
+   * the cancel, and its lease settles as never started); one cancelled once
+   * its process exists is killed like any other.
+   */
   spawn(input: SpawnInput): Promise<ManagedRun>;
-  /** Requests the tree kill of a live run; false when the supervisor has no live record of it. */
+  /** Requests the tree kill of a live (or starting) run; false when the supervisor has no live record of it. */
   cancel(runId: string, reason?: TerminationReason): boolean;
-  /** Cancels every live run of the scope; returns how many were asked to stop. */
+  /** Cancels every live run of the scope, starting ones included; returns how many were asked to stop. */
   cancelScope(scopeKey: string, reason?: TerminationReason): number;
+  /** Cancels every live run, starting ones included (default reason `manual-cancel`); returns how many were asked to stop. */
+  cancelAll(reason?: TerminationReason): number;
+  /**
+   * Gateway shutdown: refuses new spawns (SupervisorShutdownError), cancels
+   * every live run, and resolves once each has ended and its lease settled.
+   * Idempotent; a second call waits for the same runs.
+   */
+  shutdown(reason?: TerminationReason): Promise<ShutdownReport>;
   getRecord(runId: string): RunRecord | undefined;
   listRecords(): RunRecord[];
+  /** Records of one scope, any state (registry.listByScope). */
+  listByScope(scopeKey: string): RunRecord[];
   /**
    * After a restart: verifies and reaps the background runs that a previous
-   * incarnation of THIS gateway instance left behind (this supervisor's own
-   * live runs are skipped; run one supervisor per state directory) (from their leases, never
-   * from a scan of command lines), settles their leases, and reports.
+   * incarnation of THIS gateway instance left behind (from their leases,
+   * never from a scan of command lines), settles their leases, and reports.
+   * Skipped: this supervisor's own runs (live, starting, or still settling;
+   * run one supervisor per state directory) and runs `isSessionTracked` keeps.
    * Without a `stateDir` there is nothing durable: an empty report.
    */
-  reconcileOrphans(): Promise<ReconcileReport>;
+  reconcileOrphans(opts?: ReconcileOrphansOptions): Promise<ReconcileReport>;
 }
 
 const RANK: Record<TerminationReason, number> = {
@@ -73,24 +127,35 @@ const RANK: Record<TerminationReason, number> = {
   exit: 0,
 };
 
+const stronger = (a: TerminationReason | undefined, b: TerminationReason): TerminationReason =>
+  a === undefined || RANK[b] > RANK[a] ? b : a;
+
 interface LiveRun {
   runId: string;
   scopeKey?: string;
-  pid?: number;
+  /** set once the process exists; absent while the run is starting */
+  proc?: SpawnedProcess;
   requested?: TerminationReason;
   kill?: Promise<unknown>;
   /** what the identity-checked tree kill reported, once it ran (undefined when it threw or never ran) */
   killResult?: KillTreeResult;
   /** a leased run's cancel: its lease verified and reaped (escapees carrying its markers included) */
   leaseReap?: RunLeaseReap | null;
+  /** its exit once it ended and its lease settled; null when its startup failed */
+  done: Promise<RunExit | null>;
   requestKill(reason: TerminationReason): void;
 }
 
 export function createProcessSupervisor(opts: ProcessSupervisorOptions = {}): ProcessSupervisor {
   const registry = createRunRegistry({ maxExitedRecords: opts.maxExitedRecords });
+  /** runs that cancel can reach: from spawn's first line until their exit is final */
   const live = new Map<string, LiveRun>();
+  /** runs whose lease may not be settled yet: from spawn's first line until the last bookkeeping; reconcile never touches them */
+  const unsettled = new Map<string, LiveRun>();
+  let shutDown = false;
   const graceMs = nonNegativeOption(opts.graceMs, DEFAULT_GRACE_MS, "opts.graceMs");
-  const maxOutput = opts.maxOutputChars ?? DEFAULT_MAX_OUTPUT_CHARS;
+  const ptyFallbackMs = nonNegativeOption(opts.ptyExitFallbackMs, PTY_EXIT_FALLBACK_MS, "opts.ptyExitFallbackMs");
+  const defaultMaxOutput = maxOutputOption(opts.maxOutputChars, DEFAULT_MAX_OUTPUT_CHARS, "opts.maxOutputChars");
   const loadPty = opts.loadPty ?? loadNodePty;
   // one facts backend for the start time read at spawn, the tree kill and the leases: the same unit everywhere
   const facts = opts.facts ?? getProcessFacts();
@@ -129,13 +194,26 @@ export function createProcessSupervisor(opts: ProcessSupervisorOptions = {}): Pr
     return n;
   };
 
+  const cancelAll = (reason: TerminationReason = "manual-cancel"): number => {
+    const runs = [...live.values()];
+    for (const run of runs) run.requestKill(reason);
+    return runs.length;
+  };
+
   const spawn = async (input: SpawnInput): Promise<ManagedRun> => {
+    if (shutDown) throw new SupervisorShutdownError();
     validate(input);
+    const maxOutput = maxOutputOption(input.maxOutputChars, defaultMaxOutput, "maxOutputChars");
     const runId = input.runId ?? randomUUID();
-    if (registry.get(runId) && registry.get(runId)!.state !== "exited") {
+    const prior = registry.get(runId);
+    if (unsettled.has(runId) || (prior && prior.state !== "exited")) {
       throw new Error(`runId ${runId} is already live`);
     }
     registry.delete(runId);
+    // The fence: every earlier run of the scope, those still starting
+    // included, is cancelled before this one is registered. Each spawn does
+    // this synchronously on entry, so of many replacements only the last
+    // call is left, however their startups interleave or fail.
     if (input.replaceExistingScope && input.scopeKey !== undefined) cancelScope(input.scopeKey, "manual-cancel");
 
     const createdAtMs = Date.now();
@@ -152,32 +230,77 @@ export function createProcessSupervisor(opts: ProcessSupervisorOptions = {}): Pr
       lastOutputAtMs: createdAtMs,
     });
 
+    let resolveDone!: (exit: RunExit | null) => void;
+    // started: set once the process exists; until then a cancel is only remembered
+    let killStarted: ((reason: TerminationReason) => void) | undefined;
+    const run: LiveRun = {
+      runId,
+      scopeKey: input.scopeKey,
+      done: new Promise<RunExit | null>((r) => (resolveDone = r)),
+      requestKill(reason) {
+        if (live.get(runId) !== run) return;
+        if (killStarted) return killStarted(reason);
+        // still starting: the startup checks this before every step that could create a process
+        run.requested = stronger(run.requested, reason);
+        registry.setState(runId, "exiting");
+      },
+    };
+    live.set(runId, run);
+    unsettled.set(runId, run);
+    const leaveLive = () => {
+      if (live.get(runId) === run) live.delete(runId);
+    };
+    const settled = (exit: RunExit | null) => {
+      leaveLive();
+      if (unsettled.get(runId) === run) unsettled.delete(runId);
+      resolveDone(exit);
+    };
+
     // copied only when a lease adds to it: copying process.env costs more than the spawn bookkeeping
     let env: NodeJS.ProcessEnv = input.env ?? process.env;
     const argv = input.mode === "child" ? [...input.argv] : ptyArgv(input.ptyCommand);
-    // The lease is written BEFORE the spawn (rootPid 0): a crash between the
-    // two leaves a lease that verifies as "gone", never an untracked process.
     const store = input.background ? getLeases() : undefined;
     let lease: RunLease | undefined;
+
+    /** Ends a run that never got a process: cancelled while starting, or its startup failed. */
+    const endUnstarted = async (err: unknown): Promise<ManagedRun> => {
+      const reason = run.requested;
+      registry.finalize(runId, { reason: reason ?? "spawn-error", exitCode: null, exitSignal: null });
+      leaveLive();
+      // no process ever existed: the lease record's convention for that is "lost"
+      if (lease) await store!.neverStarted(lease.leaseId).catch(() => {});
+      if (reason === undefined) {
+        settled(null);
+        throw err;
+      }
+      // cancelled first: the run ends as cancelled; a startup error after the cancel is kept in stderr
+      const exit = exitFor(reason, { exitCode: null, exitSignal: null }, 0, "", err === undefined ? "" : `${errorMessage(err)}\n`);
+      settled(exit);
+      return { runId, startedAtMs: createdAtMs, wait: () => Promise.resolve(exit), cancel: () => {} };
+    };
+
+    // The lease is written BEFORE the spawn (rootPid 0): a crash between the
+    // two leaves a lease that verifies as "gone", never an untracked process.
+    let ptyModule: PtyModule | undefined;
     try {
       if (store) {
         lease = await store.open(runId, argv);
         env = { ...env, ...lease.env };
       }
+      if (run.requested === undefined && input.mode === "pty") ptyModule = await loadPtyModule(loadPty);
     } catch (err) {
-      registry.finalize(runId, { reason: "spawn-error", exitCode: null, exitSignal: null });
-      throw err;
+      return endUnstarted(err);
     }
+    if (run.requested !== undefined) return endUnstarted(undefined);
 
+    // From here to `killStarted` nothing awaits: a cancel cannot fall between the check above and the spawn.
     let proc: SpawnedProcess;
     try {
-      proc = input.mode === "child" ? spawnChild(input, env) : await spawnPty(input, env, loadPty);
+      proc = input.mode === "child" ? spawnChild(input, env) : spawnPty(input, env, ptyModule!);
     } catch (err) {
-      registry.finalize(runId, { reason: "spawn-error", exitCode: null, exitSignal: null });
-      // no process ever existed: the lease record's convention for a failed spawn is "lost"
-      if (lease) await store!.neverStarted(lease.leaseId).catch(() => {});
-      throw err;
+      return endUnstarted(err);
     }
+    run.proc = proc;
 
     const startedAtMs = Date.now();
     const pid = proc.pid;
@@ -198,29 +321,29 @@ export function createProcessSupervisor(opts: ProcessSupervisorOptions = {}): Pr
     const stdout = new CappedOutput(maxOutput);
     const stderr = new CappedOutput(maxOutput);
 
-    const run: LiveRun = {
-      runId,
-      scopeKey: input.scopeKey,
-      pid,
-      requestKill(reason) {
-        if (!live.has(runId)) return;
-        if (run.kill) {
-          // already terminating: a stronger reason relabels it (forced > deadline)
-          if (RANK[reason] > RANK[run.requested!]) run.requested = reason;
-          return;
-        }
-        // A root that exited on its own ends as "exit"/"signal": a late cancel or
-        // deadline must not relabel it.
-        if (proc.exitObserved) return;
-        run.requested = reason;
-        registry.setState(runId, "exiting");
-        clearTimers();
-        run.kill = pid === undefined ? Promise.resolve() : terminate(pid);
-      },
+    // Record the live root's identity in the lease before spawn() returns, so a
+    // crash from here on leaves a lease the next incarnation can verify; a
+    // cancel meanwhile reaps only once the lease names the root.
+    const attached: Promise<void> = lease && pid !== undefined ? store!.attach(lease.leaseId, pid).catch(() => {}) : Promise.resolve();
+
+    killStarted = (reason) => {
+      if (run.kill) {
+        // already terminating: a stronger reason relabels it (forced > deadline)
+        run.requested = stronger(run.requested, reason);
+        return;
+      }
+      // A root that exited on its own ends as "exit"/"signal": a late cancel or
+      // deadline must not relabel it.
+      if (proc.exitObserved) return;
+      run.requested = reason;
+      registry.setState(runId, "exiting");
+      clearTimers();
+      run.kill = pid === undefined ? Promise.resolve() : terminate(pid);
+      if (proc.mayMissExit && pid !== undefined) void run.kill.then(() => watchGone(pid));
     };
-    live.set(runId, run);
 
     const terminate = async (rootPid: number): Promise<void> => {
+      await attached;
       let stopped = false;
       let treeReaped = false;
       if (lease) {
@@ -255,6 +378,23 @@ export function createProcessSupervisor(opts: ProcessSupervisorOptions = {}): Pr
       if (proc.signalRoot("SIGTERM") !== "signalled") return;
       const exited = await Promise.race([proc.wait().then(() => true), delay(graceMs).then(() => false)]);
       if (!exited) proc.signalRoot("SIGKILL");
+    };
+
+    // A transport that may never report the exit (node-pty): after the forced
+    // kill, the run settles once its root is verified gone. Looked up again
+    // every ptyFallbackMs while it is not (unknown evidence settles nothing).
+    let fallbackTimer: NodeJS.Timeout | undefined;
+    let resolveFallback: ((exit: AdapterExit) => void) | undefined;
+    const fallbackExit = new Promise<AdapterExit>((r) => (resolveFallback = r));
+    const watchGone = (rootPid: number) => {
+      if (proc.exitObserved || resolveFallback === undefined) return;
+      fallbackTimer = setTimeout(async () => {
+        fallbackTimer = undefined;
+        if (proc.exitObserved || resolveFallback === undefined) return;
+        if (await rootVerifiedGone(facts, rootPid, await rootStart)) {
+          resolveFallback({ exitCode: null, exitSignal: signalThatStopped(run, rootPid) });
+        } else watchGone(rootPid);
+      }, ptyFallbackMs);
     };
 
     // Deadlines. Timers are unref'd: the child handle keeps the loop alive, the timers must not.
@@ -297,18 +437,14 @@ export function createProcessSupervisor(opts: ProcessSupervisorOptions = {}): Pr
     proc.onStdout(onChunk(stdout, input.onStdout));
     proc.onStderr(onChunk(stderr, input.onStderr));
 
-    // Record the live root's identity in the lease before spawn() returns, so a
-    // crash from here on leaves a lease the next incarnation can verify.
-    if (lease && pid !== undefined) {
-      await store!.attach(lease.leaseId, pid).catch(() => {});
-    }
-
-    const exitPromise: Promise<RunExit> = proc.wait().then(async (exit) => {
+    const exitPromise: Promise<RunExit> = Promise.race([proc.wait(), fallbackExit]).then(async (exit) => {
+      resolveFallback = undefined;
+      if (fallbackTimer) clearTimeout(fallbackTimer);
       // An exit during a tree kill is only final once the kill has finished
       // with the rest of the tree.
       if (run.kill) await run.kill;
       clearTimers();
-      live.delete(runId);
+      leaveLive();
       let reason: TerminationReason;
       if (exit.spawnError) reason = "spawn-error";
       else if (run.requested !== undefined) reason = run.requested;
@@ -322,25 +458,25 @@ export function createProcessSupervisor(opts: ProcessSupervisorOptions = {}): Pr
         // left survivors keeps the lease closing, for reconcileOrphans to retry
         // settled by ownership's one rule: the lease reap of a cancel when it cleared
         // everything, else a fresh verification (a plain tree kill only counts as prior)
-        const settled =
+        const settledLease =
           pid === undefined
             ? store!.neverStarted(lease.leaseId)
             : store!.finish(lease.leaseId, run.leaseReap ?? null, run.killResult?.outcome === "reaped" ? run.killResult.report : null);
-        await settled.catch(() => {});
+        await settledLease.catch(() => {});
       }
       const err = exit.spawnError ? `${exit.spawnError.message}\n` : "";
-      return {
-        reason: final,
-        exitCode: exit.exitCode,
-        exitSignal: exit.exitSignal,
-        durationMs: Date.now() - startedAtMs,
-        stdout: captureOutput ? stdout.toString() : "",
-        stderr: captureOutput ? stderr.toString() + err : err,
-        timedOut: final === "overall-timeout",
-        noOutputTimedOut: final === "no-output-timeout",
-      };
+      const result = exitFor(
+        final,
+        exit,
+        Date.now() - startedAtMs,
+        captureOutput ? stdout.toString() : "",
+        captureOutput ? stderr.toString() + err : err,
+      );
+      settled(result);
+      return result;
     });
 
+    await attached;
     return {
       runId,
       pid,
@@ -351,24 +487,105 @@ export function createProcessSupervisor(opts: ProcessSupervisorOptions = {}): Pr
     };
   };
 
+  let shutdownReport: Promise<ShutdownReport> | undefined;
+
   return {
     spawn,
     cancel,
     cancelScope,
+    cancelAll,
+    shutdown(reason = "manual-cancel") {
+      shutDown = true;
+      shutdownReport ??= (async () => {
+        const runs = [...unsettled.values()];
+        const cancelled = cancelAll(reason);
+        const exits = await Promise.all(runs.map(async (r) => ({ runId: r.runId, exit: await r.done })));
+        return { cancelled, runs: exits };
+      })();
+      return shutdownReport;
+    },
     getRecord: (runId) => registry.get(runId),
     listRecords: () => registry.list(),
-    async reconcileOrphans() {
+    listByScope: (scopeKey) => registry.listByScope(scopeKey),
+    async reconcileOrphans(ropts: ReconcileOrphansOptions = {}) {
       const store = getLeases();
       if (!store) return { instanceId: opts.gatewayInstanceId ?? null, runs: [] };
-      // runs this incarnation is still supervising are not orphans, whatever their lease says
+      const tracked = ropts.isSessionTracked;
+      if (tracked !== undefined && typeof tracked !== "function") {
+        throw new TypeError(`isSessionTracked must be a function, got ${typeof tracked}`);
+      }
+      // runs this incarnation is still supervising (starting or settling
+      // included) are not orphans, whatever their lease says; their ids are
+      // known before their lease is written, so no startup can slip between
       const own = new Set<string>();
-      for (const runId of live.keys()) {
+      for (const runId of unsettled.keys()) {
         const leaseId = registry.get(runId)?.leaseId;
         if (leaseId !== undefined) own.add(leaseId);
       }
-      return store.reconcile(own);
+      return store.reconcile(own, (ref) => {
+        if (unsettled.has(ref.runId)) return true;
+        if (tracked === undefined) return false;
+        try {
+          return tracked({ ...ref }) === true;
+        } catch {
+          // fail closed: a caller that cannot answer keeps the run
+          return true;
+        }
+      });
     },
   };
+}
+
+/** The one shape of a run's result; `timedOut` is true for both deadlines (OpenClaw's meaning). */
+function exitFor(
+  reason: TerminationReason,
+  exit: Pick<AdapterExit, "exitCode" | "exitSignal">,
+  durationMs: number,
+  stdout: string,
+  stderr: string,
+): RunExit {
+  return {
+    reason,
+    exitCode: exit.exitCode,
+    exitSignal: exit.exitSignal,
+    durationMs,
+    stdout,
+    stderr,
+    timedOut: reason === "overall-timeout" || reason === "no-output-timeout",
+    noOutputTimedOut: reason === "no-output-timeout",
+  };
+}
+
+function errorMessage(err: unknown): string {
+  return err instanceof Error ? err.message : String(err);
+}
+
+/**
+ * True only when the root is provably gone: no such pid, a zombie, or the pid
+ * now names another process (its start time differs from the one read at
+ * spawn). Facts that cannot tell, or a failed read, prove nothing.
+ */
+async function rootVerifiedGone(facts: ProcessFacts, pid: number, start: RootStart): Promise<boolean> {
+  if (facts.identityStrength === "none") return false;
+  let d;
+  try {
+    d = await facts.inspect(pid);
+  } catch {
+    return false;
+  }
+  if (d === null || d.state === "Z") return true;
+  const now = String(d.startTime);
+  return start.startTime !== undefined && /^\d+$/.test(now) && now !== start.startTime;
+}
+
+/** The signal the reaper saw stop the root (TERM or KILL), or null when its reports do not say. */
+function signalThatStopped(run: LiveRun, rootPid: number): NodeJS.Signals | null {
+  const results = [
+    ...(run.leaseReap?.report?.results ?? []),
+    ...(run.killResult?.outcome === "reaped" ? run.killResult.report.results : []),
+  ].filter((r) => r.pid === rootPid);
+  const last = results[results.length - 1]?.outcome;
+  return last === "killed" ? "SIGKILL" : last === "exited-after-term" ? "SIGTERM" : null;
 }
 
 type RootStart = { startTime: string; why?: undefined } | { startTime?: undefined; why: string };

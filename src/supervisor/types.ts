@@ -37,7 +37,12 @@ interface SpawnCommon {
   backendId: string;
   /** Runs sharing a scope can be cancelled together (`cancelScope`). */
   scopeKey?: string;
-  /** Cancel the scope's live runs (reason `manual-cancel`) before spawning this one. */
+  /**
+   * Cancel the scope's live runs (reason `manual-cancel`) before spawning
+   * this one, runs still starting included (they end before or as soon as
+   * their process exists). Of several replacements of one scope, the last
+   * `spawn` call is the only one that can survive.
+   */
   replaceExistingScope?: boolean;
   cwd?: string;
   /** Full environment of the child; defaults to `process.env`. */
@@ -53,6 +58,12 @@ interface SpawnCommon {
   noOutputTimeoutMs?: number;
   /** Keep stdout/stderr in the RunExit (default true). Capped: see `maxOutputChars`. */
   captureOutput?: boolean;
+  /**
+   * Characters of each captured stream kept for this run (the tail, cut on a
+   * code-point boundary); an integer >= 1. Default: the supervisor's
+   * `maxOutputChars`.
+   */
+  maxOutputChars?: number;
   onStdout?: (chunk: string) => void;
   onStderr?: (chunk: string) => void;
   /**
@@ -95,12 +106,15 @@ export interface RunExit {
   durationMs: number;
   stdout: string;
   stderr: string;
+  /** true for both deadlines (`overall-timeout` and `no-output-timeout`), as OpenClaw sets it; `reason` tells which */
   timedOut: boolean;
+  /** true only for `no-output-timeout` */
   noOutputTimedOut: boolean;
 }
 
 export interface ManagedRun {
   readonly runId: string;
+  /** absent when no process was ever started (a run cancelled while it was starting) */
   readonly pid?: number;
   readonly startedAtMs: number;
   readonly stdin?: ManagedRunStdin;
@@ -139,4 +153,15 @@ export interface RunRecord {
   terminationReason?: TerminationReason;
   exitCode?: number | null;
   exitSignal?: NodeJS.Signals | null;
+}
+
+/**
+ * A supervisor lease as `reconcileOrphans({ isSessionTracked })` shows it:
+ * the run it covers (`runId`, from the lease's session key
+ * `supervisor:<runId>`), the lease id, and that session key.
+ */
+export interface SupervisorRunRef {
+  runId: string;
+  leaseId: string;
+  sessionKey: string;
 }

@@ -32,9 +32,21 @@ export interface ResolveNoOutputTimeoutInput {
   /** the run's overall timeout in ms */
   timeoutMs: number;
   resumed?: boolean;
+  /**
+   * What started the run (OpenClaw's run trigger: "user", "cron", …). Only
+   * "cron" changes anything: a resumed run started by a cron job gets the
+   * fresh profile instead of the resume one, unless the backend configured
+   * its resume watchdog (any field of `override`). A scheduled job resumes a
+   * session nobody is watching, so it may think as long as a fresh run
+   * before its first output; the resume ceiling (RESUME_WATCHDOG_DEFAULTS.maxMs)
+   * would otherwise kill it after 3 minutes of silence.
+   */
+  trigger?: string;
   /** per-backend overrides; an explicit `noOutputTimeoutMs` wins over the ratio */
   override?: Partial<WatchdogProfile> & { noOutputTimeoutMs?: number };
 }
+
+const PROFILE_FIELDS = ["noOutputTimeoutRatio", "minMs", "maxMs", "noOutputTimeoutMs"] as const;
 
 /**
  * The no-output deadline for a run: ratio × overall timeout, clamped to the
@@ -47,8 +59,10 @@ export function resolveNoOutputTimeoutMs(input: ResolveNoOutputTimeoutInput): nu
   if (typeof timeoutMs !== "number" || !Number.isFinite(timeoutMs) || timeoutMs <= 0) {
     throw new RangeError(`timeoutMs must be a positive finite number, got ${String(timeoutMs)}`);
   }
-  const base = input.resumed ? RESUME_WATCHDOG_DEFAULTS : FRESH_WATCHDOG_DEFAULTS;
   const o = input.override ?? {};
+  const configured = PROFILE_FIELDS.some((f) => o[f] !== undefined);
+  // OpenClaw: a resumed cron run without a configured resume watchdog is watched like a fresh one
+  const base = input.resumed && !(input.trigger === "cron" && !configured) ? RESUME_WATCHDOG_DEFAULTS : FRESH_WATCHDOG_DEFAULTS;
   const cap = Math.max(WATCHDOG_MIN_TIMEOUT_MS, Math.floor(timeoutMs) - WATCHDOG_MIN_TIMEOUT_MS);
   if (o.noOutputTimeoutMs !== undefined) {
     return Math.max(WATCHDOG_MIN_TIMEOUT_MS, Math.min(Math.floor(o.noOutputTimeoutMs), cap));

@@ -279,3 +279,41 @@ describe("process actions: adopted sessions are pinned to the process they named
     await expect(sessions.adopt({ pid: 0, command: "x" })).rejects.toThrow(RangeError);
   });
 });
+
+describe("process actions: poll takes an AbortSignal", () => {
+  it("an abort ends a waiting poll at once with the signal's reason; the output stays pending for the next poll", async () => {
+    const { sessions } = setup();
+    const s = await sessions.start({ ...base, mode: "child", argv: ["sh", "-c", "read x; echo got $x; sleep 30"], stdinMode: "pipe-open" });
+    pids.add(s.pid!);
+    const ac = new AbortController();
+    const t0 = Date.now();
+    const waiting = sessions.poll(s.id, { timeoutMs: 20_000, signal: ac.signal });
+    setImmediate(() => ac.abort());
+    const err = await waiting.catch((e: unknown) => e);
+    expect(err).toMatchObject({ name: "AbortError" });
+    // ended by the abort, not by the 20 s wait
+    expect(Date.now() - t0).toBeLessThan(15_000);
+
+    // an already-aborted signal rejects before anything is consumed, with a caller-chosen reason
+    sessions.write(s.id, "hi\n");
+    await waitFor(() => sessions.log(s.id).lines.includes("got hi"));
+    const why = new Error("tool call cancelled");
+    const gone = new AbortController();
+    gone.abort(why);
+    await expect(sessions.poll(s.id, { signal: gone.signal })).rejects.toBe(why);
+    await expect(sessions.run({ action: "poll", sessionId: s.id, signal: gone.signal })).rejects.toBe(why);
+    expect((await sessions.poll(s.id)).output).toBe("got hi\n");
+    await expect(sessions.poll(s.id, { signal: "nope" as never })).rejects.toThrow(TypeError);
+    await sessions.kill(s.id);
+  });
+
+  it("a signal that is never aborted changes nothing: the poll returns on output", async () => {
+    const { sessions } = setup();
+    const s = await sessions.start({ ...base, mode: "child", argv: ["sh", "-c", "read x; echo got $x"], stdinMode: "pipe-open" });
+    pids.add(s.pid!);
+    const ac = new AbortController();
+    const waiting = sessions.poll(s.id, { timeoutMs: 20_000, signal: ac.signal });
+    sessions.write(s.id, "now\n");
+    expect((await waiting).output).toBe("got now\n");
+  });
+});

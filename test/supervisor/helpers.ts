@@ -4,6 +4,7 @@ import { dirname, join } from "node:path";
 import { buildSnapshot } from "../../src/facts/snapshot.js";
 import { getProcessFacts } from "../../src/facts/get.js";
 import type { ProcessFacts, ProcessInfo, ProcessSignaller } from "../../src/facts/types.js";
+import { INSTANCE_ENV_KEY } from "../../src/ownership/types.js";
 
 export const FIXTURES = join(dirname(fileURLToPath(import.meta.url)), "..", "fixtures", "supervisor");
 export const fixture = (name: string) => join(FIXTURES, name);
@@ -106,4 +107,32 @@ export function reusedPidFacts(pid: number, fake: (real: string) => string, on: 
 export function recordingSignaller(): ProcessSignaller & { sent: Array<[number, string]> } {
   const sent: Array<[number, string]> = [];
   return { raceFree: true, sent, signal: async (pid, _st, sig) => (sent.push([pid, sig]), "signalled") };
+}
+
+/**
+ * Live pids whose environment carries OPENCLAW_GATEWAY_INSTANCE_ID=`instanceId`
+ * (a test's own instance id: only processes of that test's leased runs, and
+ * their descendants, carry it).
+ */
+export async function instanceCarriers(instanceId: string): Promise<number[]> {
+  const { readdir, readFile } = await import("node:fs/promises");
+  const want = `${INSTANCE_ENV_KEY}=${instanceId}`;
+  const out: number[] = [];
+  for (const name of await readdir("/proc")) {
+    if (!/^\d+$/.test(name)) continue;
+    try {
+      const env = await readFile(`/proc/${name}/environ`, "latin1");
+      if (env.split("\0").includes(want) && isAlive(Number(name))) out.push(Number(name));
+    } catch {
+      // gone, or not ours to read
+    }
+  }
+  return out;
+}
+
+/** A promise the test resolves by hand: `open()` lets whatever awaits `gate` continue. */
+export function gate(): { gate: Promise<void>; open: () => void } {
+  let open!: () => void;
+  const g = new Promise<void>((r) => (open = r));
+  return { gate: g, open };
 }

@@ -44,14 +44,22 @@ afterEach(async () => {
   spawned.clear();
 });
 
+/**
+ * The stubborn tree in sh: the root forks a grandchild that ignores SIGTERM
+ * and prints "tree <root> <grandchild>" at once. sh starts in a fraction of
+ * node's time, so a deadline armed at spawn cannot fire before the tree
+ * exists even on a loaded machine (the node fixture could take seconds).
+ */
+const SH_STUBBORN_TREE = ["sh", "-c", `sh -c 'trap "" TERM; while :; do sleep 1; done' & echo "tree $$ $!"; wait`];
+
 /** Starts the stubborn tree under `sup` and resolves with the run and both pids once they exist. */
-async function stubbornTree(sup: ReturnType<typeof createProcessSupervisor>, extra: Record<string, unknown> = {}) {
+async function stubbornTree(sup: ReturnType<typeof createProcessSupervisor>, extra: Record<string, unknown> = {}, argv: string[] = [node, fixture("stubborn-tree.mjs")]) {
   const out = matcher();
   const run = await sup.spawn({
     mode: "child",
     sessionId: "s1",
     backendId: "test",
-    argv: [node, fixture("stubborn-tree.mjs")],
+    argv,
     onStdout: (c) => out.push(c),
     ...extra,
   });
@@ -84,7 +92,7 @@ describe("supervisor: cancellation and deadlines kill the whole tree", () => {
 
   it("overall timeout yields its own reason and kills the tree", async () => {
     const sup = createProcessSupervisor({ graceMs: 300 });
-    const { run, child, grandchild } = await stubbornTree(sup, { timeoutMs: 1200, noOutputTimeoutMs: 0 });
+    const { run, child, grandchild } = await stubbornTree(sup, { timeoutMs: 1200, noOutputTimeoutMs: 0 }, SH_STUBBORN_TREE);
     const exit = await run.wait();
     expect(exit).toMatchObject({ reason: "overall-timeout", timedOut: true, noOutputTimedOut: false });
     expect(exit.durationMs).toBeGreaterThanOrEqual(1100);
@@ -92,25 +100,26 @@ describe("supervisor: cancellation and deadlines kill the whole tree", () => {
     expect(isAlive(grandchild)).toBe(false);
   });
 
-  it("no-output timeout yields its own reason and kills the tree", async () => {
+  it("no-output timeout yields its own reason, sets timedOut as OpenClaw does, and kills the tree", async () => {
     const sup = createProcessSupervisor({ graceMs: 300 });
-    const { run, child, grandchild } = await stubbornTree(sup, { timeoutMs: 20_000, noOutputTimeoutMs: 700 });
+    const { run, child, grandchild } = await stubbornTree(sup, { timeoutMs: 20_000, noOutputTimeoutMs: 700 }, SH_STUBBORN_TREE);
     const exit = await run.wait();
-    expect(exit).toMatchObject({ reason: "no-output-timeout", timedOut: false, noOutputTimedOut: true });
+    // timedOut is true for both deadlines (callers branch on it); reason and noOutputTimedOut tell which
+    expect(exit).toMatchObject({ reason: "no-output-timeout", timedOut: true, noOutputTimedOut: true });
     expect(isAlive(child)).toBe(false);
     expect(isAlive(grandchild)).toBe(false);
   });
 
   it("the no-output timer resets on every chunk, and 0 disables it", async () => {
     const sup = createProcessSupervisor({ graceMs: 300 });
-    // prints every 50 ms: a 400 ms quiet deadline never fires, the overall one does
+    // prints every 50 ms (sh: no startup cost worth a deadline): a 2 s quiet deadline never fires, the overall one does
     const chatty = await sup.spawn({
       mode: "child",
       sessionId: "s",
       backendId: "t",
-      argv: [node, fixture("chatty.mjs"), "50"],
-      timeoutMs: 1500,
-      noOutputTimeoutMs: 400,
+      argv: ["sh", "-c", "i=0; while :; do echo line $i; i=$((i+1)); sleep 0.05; done"],
+      timeoutMs: 4000,
+      noOutputTimeoutMs: 2000,
     });
     runs.push(chatty);
     const silent = await sup.spawn({
@@ -129,7 +138,7 @@ describe("supervisor: cancellation and deadlines kill the whole tree", () => {
 
   it("a forced cancel outranks a deadline that already started the kill", async () => {
     const sup = createProcessSupervisor({ graceMs: 400 });
-    const { run } = await stubbornTree(sup, { timeoutMs: 1500 });
+    const { run } = await stubbornTree(sup, { timeoutMs: 1500 }, SH_STUBBORN_TREE);
     await waitFor(() => sup.getRecord(run.runId)?.state === "exiting");
     run.cancel();
     expect((await run.wait()).reason).toBe("manual-cancel");
@@ -202,7 +211,7 @@ describe("supervisor: exits, reasons and finalize", () => {
     runs.push(run);
     const exit = await run.wait();
     // resolveNoOutputTimeoutMs: min(60 000, 2500 - 1000) = 1500 ms
-    expect(exit).toMatchObject({ reason: "no-output-timeout", noOutputTimedOut: true, timedOut: false });
+    expect(exit).toMatchObject({ reason: "no-output-timeout", noOutputTimedOut: true, timedOut: true });
     expect(exit.durationMs).toBeGreaterThanOrEqual(1400);
     expect(exit.durationMs).toBeLessThan(2500);
   });

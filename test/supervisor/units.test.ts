@@ -106,6 +106,44 @@ describe("watchdog defaults (single source)", () => {
   });
 });
 
+describe("watchdog: the cron trigger lifts the resumed-session ceiling (OpenClaw's resolver)", () => {
+  it("a resumed cron run without a configured resume watchdog is watched like a fresh run", () => {
+    // OpenClaw's cases: 600 s runs, resumed
+    expect(resolveNoOutputTimeoutMs({ timeoutMs: 600_000, resumed: true, trigger: "cron" })).toBe(480_000);
+    expect(resolveNoOutputTimeoutMs({ timeoutMs: 600_000, resumed: true, trigger: "user" })).toBe(180_000);
+    expect(resolveNoOutputTimeoutMs({ timeoutMs: 600_000, resumed: true })).toBe(180_000);
+    // the fresh profile's own bounds apply, ceiling included
+    expect(resolveNoOutputTimeoutMs({ timeoutMs: 3_600_000, resumed: true, trigger: "cron" })).toBe(FRESH_WATCHDOG_DEFAULTS.maxMs);
+    expect(resolveNoOutputTimeoutMs({ timeoutMs: 100_000, resumed: true, trigger: "cron" })).toBe(99_000);
+  });
+  it("a configured resume watchdog wins over the trigger; a fresh run is unchanged by it", () => {
+    const override = { noOutputTimeoutRatio: 0.2, minMs: 1_000, maxMs: 120_000 };
+    expect(resolveNoOutputTimeoutMs({ timeoutMs: 600_000, resumed: true, trigger: "cron", override })).toBe(120_000);
+    expect(resolveNoOutputTimeoutMs({ timeoutMs: 600_000, resumed: true, trigger: "cron", override: { maxMs: 200_000 } })).toBe(180_000);
+    expect(resolveNoOutputTimeoutMs({ timeoutMs: 600_000, resumed: true, trigger: "cron", override: { noOutputTimeoutMs: 42_000 } })).toBe(42_000);
+    for (const timeoutMs of [5_000, 600_000, 3_600_000]) {
+      expect(resolveNoOutputTimeoutMs({ timeoutMs, trigger: "cron" })).toBe(resolveNoOutputTimeoutMs({ timeoutMs }));
+    }
+  });
+});
+
+describe("registry.listByScope", () => {
+  it("returns copies of one scope's records in every state, oldest first", () => {
+    const r = createRunRegistry();
+    r.add({ ...rec("a"), scopeKey: "S" });
+    r.add({ ...rec("b"), scopeKey: "T" });
+    r.add({ ...rec("c"), scopeKey: "S" });
+    r.add(rec("d"));
+    r.setState("c", "running", { pid: 7 });
+    r.finalize("a", { reason: "manual-cancel", exitCode: null, exitSignal: null });
+    const s = r.listByScope("S");
+    expect(s.map((x) => [x.runId, x.state])).toEqual([["a", "exited"], ["c", "running"]]);
+    s[0]!.state = "running";
+    expect(r.get("a")!.state).toBe("exited");
+    expect(r.listByScope("nope")).toEqual([]);
+  });
+});
+
 describe("send-keys encoding", () => {
   it("maps named keys, control and meta chords to terminal bytes", () => {
     expect(encodeKey("Enter")).toBe("\r");

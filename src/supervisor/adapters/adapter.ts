@@ -19,6 +19,14 @@ export interface SpawnedProcess {
   readonly stdin?: ManagedRunStdin;
   /** true when the root leads its own process group (detached child, PTY session leader) */
   readonly leadsGroup: boolean;
+  /**
+   * true when the transport may never report the root's exit: node-pty
+   * reaps on its own thread and has been seen to drop the exit report after
+   * a forced kill. The supervisor then settles `wait()` on a fallback timer
+   * once the root is verified gone (see ProcessSupervisorOptions.ptyExitFallbackMs).
+   * Node's ChildProcess always reports the exit: false.
+   */
+  readonly mayMissExit: boolean;
   onStdout(listener: (chunk: string) => void): void;
   onStderr(listener: (chunk: string) => void): void;
   /** true as soon as the root's exit was observed (before the output flush) */

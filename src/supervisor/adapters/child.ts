@@ -76,6 +76,7 @@ export function spawnChild(input: SpawnChildInput, env: NodeJS.ProcessEnv): Spaw
     pid: child.pid,
     stdin,
     leadsGroup: true,
+    mayMissExit: false,
     get exitObserved() {
       return exitObserved;
     },

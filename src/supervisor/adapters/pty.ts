@@ -59,17 +59,25 @@ export function ptyArgv(ptyCommand: string): string[] {
 }
 
 /**
- * Runs `/bin/sh -c <ptyCommand>` in a new terminal. node-pty makes the shell
- * a session (and group) leader, so the tree kill can address its group.
- * The terminal merges stdout and stderr: everything arrives on stdout.
+ * Loads the PTY module (the one await of a PTY spawn), so the supervisor can
+ * check for a cancel between loading and spawning: a run cancelled while the
+ * loader ran never gets a process.
  */
-export async function spawnPty(input: SpawnPtyInput, env: NodeJS.ProcessEnv, load: PtyLoader): Promise<SpawnedProcess> {
-  let mod: PtyModule;
+export async function loadPtyModule(load: PtyLoader): Promise<PtyModule> {
   try {
-    mod = await load();
+    return await load();
   } catch (err) {
     throw new PtyUnavailableError(err);
   }
+}
+
+/**
+ * Runs `/bin/sh -c <ptyCommand>` in a new terminal. node-pty makes the shell
+ * a session (and group) leader, so the tree kill can address its group.
+ * The terminal merges stdout and stderr: everything arrives on stdout.
+ * Synchronous: the process exists when this returns.
+ */
+export function spawnPty(input: SpawnPtyInput, env: NodeJS.ProcessEnv, mod: PtyModule): SpawnedProcess {
   const [file, ...args] = ptyArgv(input.ptyCommand);
   let pty: PtyProcess;
   try {
@@ -112,6 +120,7 @@ export async function spawnPty(input: SpawnPtyInput, env: NodeJS.ProcessEnv, loa
     pid: pty.pid,
     stdin,
     leadsGroup: true,
+    mayMissExit: true,
     get exitObserved() {
       return exited;
     },
@@ -135,6 +144,7 @@ function failed(spawnError: Error): SpawnedProcess {
   return {
     pid: undefined,
     leadsGroup: false,
+    mayMissExit: false,
     exitObserved: true,
     signalRoot: () => "exited",
     onStdout: () => {},
