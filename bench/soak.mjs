@@ -983,7 +983,7 @@ try {
   killCarriers();
   closeSync(gatewayLog);
   if (exitCode === 0 && !opts.keep) rmSync(runDir, { recursive: true, force: true });
-  else console.log(`run dir kept: ${runDir}`);
+  else console.log(`run dir kept: ${runDir} (leases: node dist/cli/main.js leases --state-dir ${stateDir})`);
 }
 process.exit(exitCode);
 
