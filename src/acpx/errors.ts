@@ -51,6 +51,8 @@ export function acpErrorOf(err: unknown): AcpErrorInfo | undefined {
   return e.data === undefined ? { code: e.code, message: e.message } : { code: e.code, message: e.message, data: e.data };
 }
 
+// CSI sequences (colours, cursor moves) and OSC strings
+const ANSI_ESCAPE = /\u001b\[[0-?]*[ -/]*[@-~]|\u001b\][^\u0007\u001b]*(?:\u0007|\u001b\\)/g;
 const DATA_IN_MESSAGE = 600;
 const STDERR_LINES_IN_MESSAGE = 6;
 const STDERR_CHARS_IN_MESSAGE = 1000;
@@ -71,7 +73,8 @@ export function diagnosticsNote(d: AcpxDiagnostics): string {
     }
     note += `; error data: ${data.length > DATA_IN_MESSAGE ? `${data.slice(0, DATA_IN_MESSAGE)}…` : data}`;
   }
-  const tail = d.stderrTail?.trim();
+  // colour codes (codex-acp logs in colour) are noise in a log line; the field keeps them
+  const tail = d.stderrTail?.replace(ANSI_ESCAPE, "").trim();
   if (tail) {
     const lines = tail.split("\n").slice(-STDERR_LINES_IN_MESSAGE).join(" | ");
     note += `; adapter stderr: ${lines.length > STDERR_CHARS_IN_MESSAGE ? `…${lines.slice(-STDERR_CHARS_IN_MESSAGE)}` : lines}`;

@@ -20,7 +20,7 @@ import {
   startTurn,
   type HandshakeOptions,
 } from "../../src/acpx/acp-client.js";
-import { AcpxPromptAbortError, AcpxPromptError, AcpxPromptTimeoutError } from "../../src/acpx/errors.js";
+import { AcpxPromptAbortError, AcpxPromptError, AcpxPromptTimeoutError, diagnosticsNote } from "../../src/acpx/errors.js";
 import { packagedWrapperPath } from "../../src/acpx/install-wrapper.js";
 import {
   assertEnvRemove,
@@ -126,6 +126,14 @@ describe("ByteRing: the adapter's recent stderr, bounded", () => {
     ring.push(Buffer.from("two\n"));
     expect(ring.text()).toBe("one\ntwo\n");
     expect(ring.dropped).toBe(0);
+  });
+});
+
+describe("diagnosticsNote", () => {
+  it("keeps the error data and the last stderr lines, without colour codes", () => {
+    const stderrTail = ["first", "\u001b[2m2026-12-01T03:27:24Z\u001b[0m \u001b[31mERROR\u001b[0m codex_acp::thread: failed to connect", "last"].join("\n");
+    const note = diagnosticsNote({ acpError: { code: -32603, message: "Internal error", data: { details: "Query closed" } }, stderrTail });
+    expect(note).toBe('; error data: {"details":"Query closed"}; adapter stderr: first | 2026-12-01T03:27:24Z ERROR codex_acp::thread: failed to connect | last');
   });
 });
 
