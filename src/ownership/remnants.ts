@@ -135,12 +135,12 @@ export class RemnantTally {
   readonly accepted: { p: ProcessInfo; start: StartHow }[] = [];
   readonly refused = new Map<Refusal, number>();
   /** which processes were refused, for the evidence (an operator must be able to find the one that keeps a lease closing) */
-  readonly refusedPids: { pid: number; name: string | undefined; why: Refusal }[] = [];
+  readonly refusedPids: { pid: number; name: string | undefined; state: string; why: Refusal }[] = [];
   add(p: ProcessInfo, j: CarrierJudgement, name?: string): void {
     if (j.ok) this.accepted.push({ p, start: j.start });
     else {
       this.refused.set(j.why, (this.refused.get(j.why) ?? 0) + 1);
-      this.refusedPids.push({ pid: p.pid, name, why: j.why });
+      this.refusedPids.push({ pid: p.pid, name, state: p.state, why: j.why });
     }
   }
 }
@@ -148,7 +148,7 @@ export class RemnantTally {
 const LISTED = 5;
 function refusedList(tally: RemnantTally): string {
   if (tally.refusedPids.length === 0) return "";
-  const shown = tally.refusedPids.slice(0, LISTED).map((r) => `${r.pid}${r.name ? ` (${r.name})` : ""}: ${REFUSAL_TEXT[r.why]}`);
+  const shown = tally.refusedPids.slice(0, LISTED).map((r) => `${r.pid} (${r.name ? `${r.name}, ` : ""}state ${r.state}): ${REFUSAL_TEXT[r.why]}`);
   const more = tally.refusedPids.length > LISTED ? `, and ${tally.refusedPids.length - LISTED} more` : "";
   return ` [${shown.join("; ")}${more}]`;
 }

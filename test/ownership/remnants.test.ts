@@ -257,7 +257,7 @@ rows.push(
     verdict: "gone",
     signals: [],
     search: "inconclusive",
-    evidence: ["remnant-env", "unknown", new RegExp(`${K} \\(vim\\): environment not readable`)],
+    evidence: ["remnant-env", "unknown", new RegExp(`${K} \\(vim, state S\\): environment not readable`)],
   },
   {
     name: "a same-uid process inside exit(2) (PF_EXITING: its environment already unreadable) is gone, not a candidate",
