@@ -117,7 +117,7 @@ describe("proclease leases / explain / reap", () => {
 
 describe("explain / reap when the wrapper is gone, and when its pid does not match", () => {
   interface ReapJson {
-    entries: { leaseId: string; verdict: string; action: string; stateAfter: string; reap?: { members: { pid: number }[] } }[];
+    entries: { leaseId: string; verdict: string; action: string; stateAfter: string; reap?: { results: { pid: number }[] } | null }[];
   }
 
   it("gone wrapper with escaped processes: explain lists the remnants, reap reaps them and closes the lease", async () => {
@@ -134,7 +134,7 @@ describe("explain / reap when the wrapper is gone, and when its pid does not mat
     const rep = JSON.parse((await cli(["reap", "--state-dir", dir, "--json", "--grace-ms", String(GRACE_MS)])).stdout) as ReapJson;
     const entry = rep.entries.find((e) => e.leaseId === h.leaseId)!;
     expect(entry).toMatchObject({ verdict: "gone", action: "reaped-remnants", stateAfter: "closed" });
-    expect(entry.reap!.members.map((m) => m.pid)).toContain(pids.grandchildPid);
+    expect(entry.reap!.results.map((m) => m.pid)).toContain(pids.grandchildPid);
     expect(alive(pids.grandchildPid!)).toBe(false);
     expect(leaseCarriers(h.leaseId)).toEqual([]);
   });
