@@ -19,7 +19,7 @@ import type { AcpxProcessLease } from "../ownership/types.js";
 import { buildSessionOwner } from "../sessions/index.js";
 import { AcpClient, assertAuthInput, explainHandshakeFailure, handshake } from "./acp-client.js";
 import { AcpxEnsureError, type AcpxEnsureErrorDetails, type EnsureFailureCause } from "./errors.js";
-import { assertEnvRemove, launchWrapper, rootArgvFor, type LaunchedWrapper } from "./launch.js";
+import { assertEnvRemove, describeEnd, launchWrapper, rootArgvFor, type LaunchedWrapper } from "./launch.js";
 import { lifecycleDeps, releaseLaunched, type ControllerDeps, type LiveSessions } from "./live-sessions.js";
 import type { AcpxSessionRecord } from "./session-store.js";
 import type { AcpRuntimeEnsureInput, AcpRuntimeHandle } from "./types.js";
@@ -92,7 +92,12 @@ export async function spawnSession(d: ControllerDeps, live: LiveSessions, input:
   const rootPid = start.report.wrapperPid;
   const recorded = await recordRootIdentity(d.leases, lease.leaseId, { rootPid, processGroupId: start.report.pgid }, d.facts);
   lease = recorded.lease;
-  if (recorded.identity === "gone") return fail("adapter-exited", `the wrapper (pid ${rootPid}) was gone right after it started${stderrNote(launched)}`);
+  if (recorded.identity === "gone") {
+    // an adapter that exits at once takes its wrapper along; a killed wrapper is named as such
+    const end = await Promise.race([launched.ended, new Promise<undefined>((r) => setTimeout(() => r(undefined), 500).unref())]);
+    const failure = end === undefined || end.kind === "adapter-exited" ? "adapter-exited" : "wrapper-failed";
+    return fail(failure, `the wrapper (pid ${rootPid}) was gone right after it started${end ? `: ${describeEnd(end)}` : ""}${stderrNote(launched)}`);
+  }
   if (recorded.identity === "unknown") return fail("adapter-exited", `the wrapper's identity could not be recorded: ${recorded.detail}${stderrNote(launched)}`);
 
   const tRecorded = performance.now();
