@@ -1,5 +1,6 @@
 // The native backend against real processes. Skips (and says why) when the
 // addon did not load, so a machine without a compiler still runs the rest.
+import { worldReadableCopies } from "../helpers/readable-copy.js";
 import { spawn, spawnSync, type ChildProcess } from "node:child_process";
 import { copyFileSync, chmodSync, mkdtempSync, realpathSync, rmSync, unlinkSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -269,9 +270,10 @@ suite(suiteName, () => {
     const child = track(spawn("sleep", ["30"], { stdio: "ignore" }));
     const pid = await spawned(child);
     await waitFor("exec of sleep", async () => ((await facts.inspect(pid))?.argv?.[0] === "sleep" ? true : undefined));
-    const addon = nativeAddonPath() ?? "addon-not-found";
-    const script = `process.stdout.write(JSON.stringify(require(${JSON.stringify(addon)}).inspect(${pid}, ["PATH"])))`;
-    const run = spawnSync(process.execPath, ["-e", script], { uid: 65534, gid: 65534, encoding: "utf8", timeout: 15_000 });
+    // the checkout may be 0700: the other uid loads the addon from a world-readable copy
+    const copy = worldReadableCopies([nativeAddonPath() ?? "addon-not-found"]);
+    const script = `process.stdout.write(JSON.stringify(require(${JSON.stringify(copy.paths[0])}).inspect(${pid}, ["PATH"])))`;
+    const run = spawnSync(process.execPath, ["-e", script], { uid: 65534, gid: 65534, cwd: copy.dir, encoding: "utf8", timeout: 15_000 });
     if (process.getuid!() !== 0 || run.status !== 0) {
       console.log(`[native.test] unprivileged view not checked: ${run.error?.message ?? (run.stderr || "not root")}`);
       expect(process.getuid!()).not.toBe(0); // only acceptable reason

@@ -1,6 +1,7 @@
 // Identity-checked signalling against real processes: the pidfd path (when
 // the addon loads) and the inspect-then-kill fallback, plus a real pid reuse
 // inside a private pid namespace.
+import { worldReadableCopies } from "../helpers/readable-copy.js";
 import { spawn, spawnSync, type ChildProcess } from "node:child_process";
 import { readFileSync } from "node:fs";
 import { fileURLToPath } from "node:url";
@@ -110,9 +111,12 @@ nativeSuite(binding ? "pidfd signaller (native)" : `pidfd signaller (skipped: ${
     nobodyReason ? `denied (skipped: ${nobodyReason})` : "answers denied for another user's process (asked by a child running as uid 65534)",
     async () => {
       const { child, pid, start } = await sleeper();
-      const run = spawnSync(process.execPath, [`${FIXTURES}signal-as-other-user.cjs`, ADDON, String(pid), start], {
+      // the checkout may be 0700: the other uid reads the fixture and the addon from a world-readable copy
+      const copy = worldReadableCopies([`${FIXTURES}signal-as-other-user.cjs`, ADDON]);
+      const run = spawnSync(process.execPath, [copy.paths[0]!, copy.paths[1]!, String(pid), start], {
         uid: 65534,
         gid: 65534,
+        cwd: copy.dir,
         encoding: "utf8",
         timeout: 15_000,
       });
