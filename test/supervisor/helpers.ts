@@ -5,20 +5,23 @@ import { buildSnapshot } from "../../src/facts/snapshot.js";
 import { getProcessFacts } from "../../src/facts/get.js";
 import type { ProcessFacts, ProcessInfo, ProcessSignaller } from "../../src/facts/types.js";
 import { INSTANCE_ENV_KEY } from "../../src/ownership/types.js";
+import { isAlive as liveness } from "../../src/facts/liveness.js";
+import { PF_EXITING, readStatSync } from "../../src/facts/procfs.js";
 
 export const FIXTURES = join(dirname(fileURLToPath(import.meta.url)), "..", "fixtures", "supervisor");
 export const fixture = (name: string) => join(FIXTURES, name);
 
-/** Alive = exists and is not a zombie (an unreaped zombie can no longer run anything). */
+/**
+ * Alive by the package's one liveness rule (facts/liveness.ts): exists, is
+ * not a zombie or dead record, and is not inside exit(2) (PF_EXITING). The
+ * reaper counts an exiting process as stopped, so a test must not call it
+ * alive in the moment before its /proc entry turns into a zombie.
+ */
 export function isAlive(pid: number): boolean {
-  try {
-    const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
-    const state = stat.slice(stat.lastIndexOf(")") + 2).split(" ")[0];
-    return state !== "Z" && state !== "X";
-  } catch {
-    return false;
-  }
+  const stat = readStatSync(pid);
+  return stat !== null && liveness({ state: stat.state, exiting: (stat.flags & PF_EXITING) !== 0 });
 }
+
 
 export function pgidOf(pid: number): number | null {
   try {
