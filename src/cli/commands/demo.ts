@@ -31,7 +31,8 @@ import { fileURLToPath, pathToFileURL } from "node:url";
 import { createAcpxLifecycleController } from "../../acpx/controller.js";
 import type { AcpRuntimeHandle, AcpxLifecycleController } from "../../acpx/types.js";
 import { getProcessFacts } from "../../facts/get.js";
-import { readStatSync } from "../../facts/procfs.js";
+import { isAlive, isKernelThread } from "../../facts/liveness.js";
+import { PF_EXITING, readStatSync } from "../../facts/procfs.js";
 import { createSignaller } from "../../facts/signal.js";
 import type { ProcessFacts, ProcessSignaller, SignalOutcome } from "../../facts/types.js";
 import { signalUnreapedChild } from "../../facts/guards.js";
@@ -277,7 +278,7 @@ function alive(pid: number): boolean {
   if (!pid) return false;
   if (process.platform === "linux") {
     const st = readStatSync(pid);
-    return st !== null && st.state !== "Z";
+    return st !== null && isAlive({ state: st.state, exiting: (st.flags & PF_EXITING) !== 0 });
   }
   try {
     process.kill(pid, 0); // signal 0: an existence probe, nothing is delivered
@@ -288,18 +289,23 @@ function alive(pid: number): boolean {
 }
 
 /**
- * The demo's proof of "nothing left": every process started since the demo
- * began whose environment carries this lease's markers, asked through the
- * facts backend like the library itself would. A process whose environment
- * cannot be read counts as a carrier: the proof must not pass on "unknown".
+ * The demo's proof of "nothing left": every live process of this uid started
+ * since the demo began whose environment carries this lease's markers, asked
+ * through the facts backend like the library itself would. A process whose
+ * environment cannot be read counts as a carrier: the proof must not pass on
+ * "unknown". Liveness is the library's one rule (a process inside exit(2) is
+ * gone, though its environment already reads as unreadable), and only this
+ * uid is searched: everything the demo spawns runs as this uid, while other
+ * users' processes on a busy host may well be unreadable.
  */
 async function leaseCarriers(facts: ProcessFacts, lease: { leaseId: string; gatewayInstanceId: string }): Promise<number[]> {
   const since = Number((await facts.inspect(process.pid))?.startTime ?? 0);
+  const uid = typeof process.getuid === "function" ? process.getuid() : null;
   const out: number[] = [];
   for (const p of (await facts.snapshot()).processes.values()) {
-    if (p.state === "Z" || p.pid === process.pid || !(Number(p.startTime) >= since)) continue;
+    if (!isAlive(p) || isKernelThread(p) || p.pid === process.pid || (uid !== null && p.uid !== uid) || !(Number(p.startTime) >= since)) continue;
     const d = await facts.inspect(p.pid, { envKeys: MARKER_ENV_KEYS }).catch(() => null);
-    if (d !== null && d.state !== "Z" && markerVerdict(d, lease) !== "mismatch") out.push(p.pid);
+    if (d !== null && d.startTime === p.startTime && isAlive(d) && markerVerdict(d, lease) !== "mismatch") out.push(p.pid);
   }
   return out;
 }
