@@ -92,6 +92,13 @@ export interface SettleLeaseOptions {
   rootExitObserved?: boolean;
   /** a reap the caller ran earlier, not derived from this lease (a plain tree kill): it never settles anything by itself */
   prior?: ReapReport | null;
+  /**
+   * false: verify and settle, never signal (a supervised run that ended on
+   * its own: what it left running, a daemonised child, is not killed by its
+   * exit, as in OpenClaw; the lease stays closing and reconcile decides).
+   * Default true.
+   */
+  reap?: boolean;
   dryRun?: boolean;
 }
 
@@ -145,6 +152,7 @@ export async function settleLease(deps: LifecycleDeps, lease: AcpxProcessLease, 
     await opts.release();
   };
 
+  let note = "";
   if (v.verdict === "unknown" && opts.release) {
     // Nothing may be signalled, but our own wrapper child can still be told
     // to clean up. Its exit proves nothing about its tree: only a
@@ -152,16 +160,18 @@ export async function settleLease(deps: LifecycleDeps, lease: AcpxProcessLease, 
     await release();
     v = (await verify(deps, cur).catch(() => null)) ?? v;
     decided = v;
+    note = "the wrapper was told to clean up (its lifeline closed); its exit proves nothing about its tree; ";
   }
   const prior: ReapReport | null = opts.prior ?? null;
-  let last: LeaseReapResult | null = await reapProven(deps, v, facts);
+  const mayReap = opts.reap !== false;
+  let last: LeaseReapResult | null = mayReap ? await reapProven(deps, v, facts) : null;
   const firstTarget = last?.target ?? null;
   if (opts.release && !released) {
     await release();
     if (last === null) {
       // the release was the only thing that ran: what it left is verified (and reaped) now
       v = (await verify(deps, cur).catch(() => null)) ?? v;
-      last = await reapProven(deps, v, facts);
+      last = mayReap ? await reapProven(deps, v, facts) : null;
     }
   }
   let s: Settlement;
@@ -172,7 +182,7 @@ export async function settleLease(deps: LifecycleDeps, lease: AcpxProcessLease, 
   const stateAfter = after?.state ?? cur.state;
   const reap = last?.report ?? null;
   return {
-    ...base(stateAfter, actionFor(stateAfter, cur.state, firstTarget ?? last?.target ?? null, reap !== null), s.why),
+    ...base(stateAfter, actionFor(stateAfter, cur.state, firstTarget ?? last?.target ?? null, reap !== null), `${note}${s.why}`),
     target: firstTarget ?? last?.target ?? null,
     reap,
     verification: last?.final ?? v,

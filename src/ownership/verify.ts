@@ -290,6 +290,12 @@ async function checkRoot(
 
   if (lease.rootStartTime === undefined) push("start-time", "unknown", "not recorded");
   else if (String(root.startTime) !== lease.rootStartTime) {
+    // Coarse identity (ps: epoch seconds) cannot tell a reused pid from a
+    // lease recorded in another unit (clock ticks by native or procfs): a
+    // difference proves nothing, so it is unknown and nothing is settled on it.
+    if (facts.identityStrength !== "exact") {
+      return finishWith(s, "unknown", { check: "start-time", result: "unknown", detail: `pid ${lease.rootPid} reads ${root.startTime} on the ${facts.backend} backend, the lease says ${lease.rootStartTime}: coarse identity cannot compare them (another unit, or a reused pid)` });
+    }
     // pid reused: not ours, and not a reason to look for anything else either
     return finishWith(s, "mismatch", { check: "start-time", result: "mismatch", detail: `pid ${lease.rootPid} started at ${root.startTime}, lease says ${lease.rootStartTime} (pid reused)` });
   } else push("start-time", "match");

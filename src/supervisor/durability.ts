@@ -194,7 +194,8 @@ export function createRunLeases(opts: RunLeasesOptions): RunLeases {
       // kill); the root's exit (our handle saw it) counts only when no reap
       // ran at all.
       const before = reap?.report ?? prior;
-      const o = await settleLease(deps, lease, before !== null ? { prior: before } : { rootExitObserved: true });
+      // the run ended: settle on the facts, never signal (what it left running is reconcile's, as in OpenClaw)
+      const o = await settleLease(deps, lease, { reap: false, ...(before !== null ? { prior: before } : { rootExitObserved: true }) });
       return o.stateAfter;
     },
 

@@ -81,7 +81,10 @@ describe("gateway and wrapper both SIGKILLed", () => {
     expect(ctl.gatewayInstanceId).toBe(h.owner.gatewayInstanceId);
 
     const dry = await ctl.reapStartupOrphans({ dryRun: true });
-    expect(dry.entries.find((e) => e.leaseId === h.leaseId)?.action).toBe("would-reap");
+    // a dry run says what would be done (the same lifecycle, nothing moved or signalled)
+    const would = dry.entries.find((e) => e.leaseId === h.leaseId)!;
+    expect(would).toMatchObject({ dryRun: true, action: "reaped-remnants", stateBefore: "open" });
+    expect(would.wouldReap).toEqual(expect.arrayContaining(orphans));
     expect(orphans.every(alive)).toBe(true);
 
     const rep = await ctl.reapStartupOrphans();
@@ -101,15 +104,16 @@ describe("maintenance timer", () => {
   it("finishes a lease left in closing, then retention removes old settled leases", async () => {
     const stateDir = tempStateDir("maint");
     const pidfile = join(stateDir, "agent.json");
-    // A: the session owner; B: a second controller on the same state dir
+    // A: the session owner, gone (disposed: its state dir lock released, its
+    // session left running); B: the next controller on the same state dir
     // (same instance) that only runs maintenance, as a restarted gateway would.
     const a = await createAcpxLifecycleController({ stateDir, graceMs: GRACE_MS, maintenanceIntervalMs: 0 });
-    controllers.push(a);
     const h = await a.ensureSession({ sessionKey: "k-maint", agentId: "main", command: agentArgv({ kind: "setsid", pidfile }) });
     trackLease(h.leaseId);
     const pids = await readPidfile(pidfile);
     const store = await openLeaseStore(stateDir);
     await store.transition(h.leaseId, "closing"); // a close that crashed after marking
+    await a.dispose();
 
     const b = await createAcpxLifecycleController({ stateDir, graceMs: GRACE_MS, maintenanceIntervalMs: 150, retentionMs: 1500 });
     controllers.push(b);

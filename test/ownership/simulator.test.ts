@@ -355,6 +355,15 @@ const rows: Row[] = [
     outcomes: { A: "exited-after-term", W: "exited-after-term" },
   },
   {
+    name: "coarse identity (ps) against a start time recorded in another unit (ticks): unknown, never a mismatch that would settle a live lease lost",
+    facts: () => new SimFacts("ps", "coarse"),
+    setup: family,
+    lease: lease({ rootStartTime: "1700000000" }),
+    verdict: "unknown",
+    signals: [],
+    evidence: "start-time",
+  },
+  {
     // its gateway died between the lease write and the wrapper's report (a live gateway's own
     // pending spawn is never verified: it is in flight, and one gateway holds the state dir)
     name: "no pid recorded: a gone root, the family found by its markers",
