@@ -775,9 +775,14 @@ try {
   await sleep(opts.graceMs);
 
   // ---- independent checks
-  const orphanList = carriers({ leaseIds: allLeaseIds, instanceIds, exclude: bystanders.excludeMap() });
+  // Two looks 1 s apart: a process caught inside exit(2) reads as alive for an
+  // instant; an orphan is what is still the same live process a second later.
+  const firstLook = carriers({ leaseIds: allLeaseIds, instanceIds, exclude: bystanders.excludeMap() });
+  const firstOutlived = results.flatMap((r) => r.procs.filter((p) => sameAlive(p.pid, p.startTime)).map((p) => ({ ...p, r })));
+  if (firstLook.length || firstOutlived.length) await sleep(1000);
+  const orphanList = firstLook.filter((p) => sameAlive(p.pid, p.startTime));
   const orphanPids = new Set(orphanList.map((p) => p.pid));
-  const outlived = results.flatMap((r) => r.procs.filter((p) => sameAlive(p.pid, p.startTime) && !orphanPids.has(p.pid)).map((p) => ({ ...p, r })));
+  const outlived = firstOutlived.filter((p) => sameAlive(p.pid, p.startTime) && !orphanPids.has(p.pid));
   const verdicts = await bystanders.verdicts();
   const foreign = verdicts.filter((v) => v.problems.length > 0);
   const disk = diskLeases();
