@@ -1,7 +1,9 @@
 // How fast are live process facts, and what do they cost the event loop?
 // native vs procfs vs ps snapshots at the current process count and with
 // 1,000 extra sleepers; the native walk against a C floor doing the same
-// syscalls; native inspect with one env key; event-loop delay while native
+// syscalls, also as a caller that is not root sees it (status re-read for
+// every root-owned stat, marked †); native inspect with one env key against
+// a C loop making the same syscalls; event-loop delay while native
 // snapshots run.
 import { execFileSync, spawn, spawnSync } from "node:child_process";
 import { mkdirSync } from "node:fs";
@@ -10,18 +12,23 @@ import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { monitorEventLoopDelay } from "node:perf_hooks";
 import { createNativeFacts, getProcessFacts, loadError, loadNative } from "../dist/facts/index.js";
+import { createProcfsFacts } from "../dist/facts/procfs.js";
 import { check, fmtMs, median, now, printTable, sample, unmeasured } from "./lib.mjs";
 
 const here = dirname(fileURLToPath(import.meta.url));
 const EXTRA = 1000;
+const INSPECT_TARGET = 1.2;
 
 export async function run({ quick }) {
   const binding = loadNative();
   if (!binding) return [unmeasured("native facts backend", `the addon did not load (${loadError()}); run npm run build:native`)];
   const it = quick
-    ? { rounds: 3, native: 10, procfs: 3, ps: 2, c: 20, inspect: 400, elMs: 1500 }
-    : { rounds: 7, native: 20, procfs: 5, ps: 3, c: 40, inspect: 3000, elMs: 5000 };
+    ? { rounds: 3, native: 10, procfs: 3, ps: 2, c: 20, inspect: 400, inspectRounds: 5, elMs: 1500 }
+    : { rounds: 7, native: 20, procfs: 5, ps: 3, c: 40, inspect: 2000, inspectRounds: 9, elMs: 5000 };
   const backends = { native: getProcessFacts({ backend: "native" }), procfs: null, ps: null };
+  // the view of a caller that is not root, forced: this bench usually runs as
+  // root, where the status re-reads never happen
+  const nonRoot = { native: createNativeFacts(binding, { uidFromStatus: true }), procfs: process.platform === "linux" ? createProcfsFacts({ uidFromStatus: true }) : null };
   for (const b of ["procfs", "ps"]) {
     try {
       backends[b] = getProcessFacts({ backend: b });
@@ -29,7 +36,8 @@ export async function run({ quick }) {
       console.log(`${b} backend unavailable: ${err.message}`);
     }
   }
-  const cLoop = buildCLoop();
+  const cLoop = buildC("stat_loop");
+  const cInspect = buildC("inspect_loop");
 
   const snapRows = [];
   // Rounds interleave every contender so a change in process count or in
@@ -46,6 +54,9 @@ export async function run({ quick }) {
         ms[b] = median(await sample(() => backends[b].snapshot(), { iterations: it[b], warmup: 2 }));
       }
       if (cLoop.path) ms.c = JSON.parse(execFileSync(cLoop.path, [String(it.c)], { encoding: "utf8" })).medianMs;
+      ms.nativeNR = median(await sample(() => nonRoot.native.snapshot(), { iterations: it.native, warmup: 2 }));
+      if (nonRoot.procfs) ms.procfsNR = median(await sample(() => nonRoot.procfs.snapshot(), { iterations: it.procfs, warmup: 1 }));
+      if (cLoop.path) ms.cNR = JSON.parse(execFileSync(cLoop.path, [String(it.c), "status"], { encoding: "utf8" })).medianMs;
       rounds.push(ms);
     }
     const mid = (f) => median(rounds.map(f));
@@ -64,6 +75,22 @@ export async function run({ quick }) {
     }
     for (const b of ["procfs", "ps"]) if (out[`${b}/native`]) row[`${b}/native`] = out[`${b}/native`].toFixed(2);
     snapRows.push(row);
+    // the same walk as a caller that is not root sees it
+    const nr = { case: `${label} †`, procs: row.procs, native: fmtMs(mid((m) => m.nativeNR)) };
+    if (nonRoot.procfs) {
+      nr.procfs = fmtMs(mid((m) => m.procfsNR));
+      out["procfs/native†"] = mid((m) => m.procfsNR / m.nativeNR);
+    }
+    if (backends.ps) nr.ps = "-";
+    if (cLoop.path) {
+      nr["C floor"] = fmtMs(mid((m) => m.cNR));
+      out["native/C†"] = mid((m) => m.nativeNR / m.cNR);
+      nr["native/C"] = out["native/C†"].toFixed(2);
+    }
+    if (out["procfs/native†"]) nr["procfs/native"] = out["procfs/native†"].toFixed(2);
+    if (backends.ps) nr["ps/native"] = "-";
+    out["native†/native"] = mid((m) => m.nativeNR / m.native);
+    snapRows.push(nr);
     return out;
   };
 
@@ -71,7 +98,7 @@ export async function run({ quick }) {
 
   const group = await spawnSleepers(backends.native, EXTRA);
   let loaded;
-  let inspectUs;
+  let inspectRatio;
   let elMaxMs = 0;
   let inspectRows = [];
   try {
@@ -85,12 +112,31 @@ export async function run({ quick }) {
       const d = await backends.native.inspect(target.pid, opts);
       if (d?.env.PROCLEASE_BENCH_KEY !== "1") throw new Error("native inspect did not read the env key");
       const row = { case: "inspect + 1 env key" };
-      for (const b of ["native", "procfs", "ps"]) {
+      for (const b of ["procfs", "ps"]) {
         if (!backends[b]) continue;
-        const n = b === "native" ? it.inspect : b === "procfs" ? it.inspect / 4 : 10;
-        const m = median(await sample(() => backends[b].inspect(target.pid, opts), { iterations: n, warmup: 20 }));
-        if (b === "native") inspectUs = m * 1000;
-        row[b] = fmtMs(m);
+        const n = b === "procfs" ? it.inspect / 4 : 10;
+        row[b] = fmtMs(median(await sample(() => backends[b].inspect(target.pid, opts), { iterations: n, warmup: 20 })));
+      }
+      // native against the C loop, interleaved round by round: the floor with
+      // the same syscalls (stat, status, exe, cmdline, environ through one
+      // directory fd), and the issue's floor without status
+      const rounds = [];
+      for (let r = 0; r < it.inspectRounds; r++) {
+        const m = { native: median(await sample(() => backends.native.inspect(target.pid, opts), { iterations: it.inspect, warmup: 50 })) };
+        if (cInspect.path) {
+          const c = (extra) =>
+            JSON.parse(execFileSync(cInspect.path, [String(target.pid), String(it.inspect), "PROCLEASE_BENCH_KEY", ...extra], { encoding: "utf8" })).medianUs / 1000;
+          m.cStatus = c(["status"]);
+          m.c = c([]);
+        }
+        rounds.push(m);
+      }
+      const mid = (f) => median(rounds.map(f));
+      row.native = fmtMs(mid((m) => m.native));
+      if (cInspect.path) {
+        inspectRatio = mid((m) => m.native / m.cStatus);
+        row["C floor"] = `${fmtMs(mid((m) => m.cStatus))} (no status: ${fmtMs(mid((m) => m.c))})`;
+        row["native/C"] = `${inspectRatio.toFixed(2)} (no status: ${mid((m) => m.native / m.c).toFixed(2)})`;
       }
       inspectRows.push(row);
     } finally {
@@ -141,7 +187,7 @@ export async function run({ quick }) {
     let mark = 0;
     const timed = createNativeFacts({
       ...binding,
-      snapshot: () => binding.snapshot().then((r) => ((mark = now()), r)),
+      snapshot: (uidFromStatus) => binding.snapshot(uidFromStatus).then((r) => ((mark = now()), r)),
     });
     const h = monitorEventLoopDelay({ resolution: 1 });
     h.enable();
@@ -168,8 +214,12 @@ export async function run({ quick }) {
 
   // other work on this machine shows up as event-loop delay: say how busy it was
   printTable(`snapshot (median per call; load average ${loadavg()[0].toFixed(2)})`, snapRows);
-  printTable("inspect and event loop", inspectRows);
+  // rows after the first print only the columns they have
+  const cols = Object.keys(inspectRows[0] ?? {});
+  printTable("inspect and event loop", inspectRows.map((r) => Object.fromEntries(cols.map((c) => [c, r[c] ?? "-"]))));
   if (!cLoop.path) console.log(`C floor skipped: ${cLoop.reason}`);
+  if (!cInspect.path) console.log(`C inspect floor skipped: ${cInspect.reason}`);
+  console.log(`† as a caller that is not root sees it (status re-read for root-owned stat); the status reads cost ${loaded["native†/native"].toFixed(2)}× the root walk @${EXTRA}+ procs`);
 
   const checks = [];
   const at = `@${EXTRA}+ procs`;
@@ -181,18 +231,21 @@ export async function run({ quick }) {
   else checks.push(unmeasured(`native snapshot faster than ps ${at}`, "ps backend unavailable"));
   if (loaded["native/C"]) checks.push(check(`native snapshot / C floor ${at}`, loaded["native/C"], "<=", 1.5));
   else checks.push(unmeasured(`native snapshot / C floor ${at}`, cLoop.reason ?? "C floor not measured"));
-  checks.push(check("native inspect + 1 env key (median)", inspectUs, "<=", 40, "µs"));
+  if (loaded["procfs/native†"]) checks.push(check(`native snapshot faster than procfs ${at} †`, loaded["procfs/native†"], ">=", 2.5));
+  if (loaded["native/C†"]) checks.push(check(`native snapshot / C floor ${at} †`, loaded["native/C†"], "<=", 1.5));
+  if (inspectRatio) checks.push(check("native inspect + 1 env key / C loop, same syscalls", inspectRatio, "<=", INSPECT_TARGET));
+  else checks.push(unmeasured("native inspect + 1 env key / C loop, same syscalls", cInspect.reason ?? "C loop not measured"));
   checks.push(check("longest event-loop block by a native snapshot", elMaxMs, "<=", 8, "ms"));
   return checks;
 }
 
-function buildCLoop() {
+function buildC(name) {
   const cc = spawnSync("cc", ["--version"], { stdio: "ignore" });
   if (cc.error || cc.status !== 0) return { path: null, reason: "no C compiler (cc) on PATH" };
   const out = join(here, ".out");
   mkdirSync(out, { recursive: true });
-  const path = join(out, "stat_loop");
-  const r = spawnSync("cc", ["-O2", "-o", path, join(here, "c", "stat_loop.c")], { encoding: "utf8" });
+  const path = join(out, name);
+  const r = spawnSync("cc", ["-O2", "-o", path, join(here, "c", `${name}.c`)], { encoding: "utf8" });
   if (r.status !== 0) return { path: null, reason: `cc failed: ${r.stderr.trim()}` };
   return { path, reason: null };
 }

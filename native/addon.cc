@@ -86,6 +86,9 @@ Napi::Value Snapshot(const Napi::CallbackInfo& info) {
   return promise;
 }
 
+// inspect's fixed slots before the env values (see Inspect)
+constexpr size_t kDetailsFixed = 12;
+
 Napi::Value NullableString(Napi::Env env, bool has, const std::string& s) {
   return has ? Napi::String::New(env, s) : env.Null();
 }
@@ -108,31 +111,40 @@ Napi::Value Inspect(const Napi::CallbackInfo& info) {
   ProcDetails d;
   if (!proclease::InspectProcess(pid, keys, d)) return env.Null();
 
-  Napi::Object out = Napi::Object::New(env);
-  out.Set("pid", Napi::Number::New(env, d.rec.pid));
-  out.Set("ppid", Napi::Number::New(env, d.rec.ppid));
-  out.Set("pgid", Napi::Number::New(env, d.rec.pgid));
-  out.Set("sid", Napi::Number::New(env, d.rec.sid));
-  out.Set("uid", Napi::Number::New(env, d.rec.uid));
-  out.Set("realUid", d.realUid >= 0 ? Napi::Number::New(env, d.realUid) : env.Null());
-  char state[2] = {static_cast<char>(d.rec.state), 0};
-  out.Set("state", Napi::String::New(env, state));
-  out.Set("startTime", Napi::Number::New(env, d.rec.start));
-  out.Set("kernelThread", Napi::Boolean::New(env, (d.rec.flags & proclease::kRecKernelThread) != 0));
-  out.Set("zombieLeader", Napi::Boolean::New(env, (d.rec.flags & proclease::kRecZombieLeader) != 0));
-  out.Set("exiting", Napi::Boolean::New(env, (d.rec.flags & proclease::kRecExiting) != 0));
-  out.Set("exePath", NullableString(env, d.hasExe, d.exe));
+  // A flat array (the layout of NativeDetails in native-binding.ts): set by
+  // index, with no property name to create per call; the TS side builds the
+  // one object callers see. This keeps inspect close to its syscall floor.
+  const uint32_t n = static_cast<uint32_t>(kDetailsFixed + keys.size());
+  Napi::Array out = Napi::Array::New(env, n);
+  out.Set(0u, Napi::Number::New(env, d.rec.pid));
+  out.Set(1u, Napi::Number::New(env, d.rec.ppid));
+  out.Set(2u, Napi::Number::New(env, d.rec.pgid));
+  out.Set(3u, Napi::Number::New(env, d.rec.sid));
+  out.Set(4u, Napi::Number::New(env, d.rec.uid));
+  out.Set(5u, Napi::Number::New(env, d.realUid));
+  out.Set(6u, Napi::Number::New(env, d.rec.state));
+  out.Set(7u, Napi::Number::New(env, d.rec.flags));
+  out.Set(8u, Napi::Number::New(env, d.rec.start));
+  out.Set(9u, NullableString(env, d.hasExe, d.exe));
   if (d.hasArgv) {
     Napi::Array argv = Napi::Array::New(env, d.argv.size());
     for (size_t i = 0; i < d.argv.size(); i++) argv.Set(static_cast<uint32_t>(i), Napi::String::New(env, d.argv[i]));
-    out.Set("argv", argv);
+    out.Set(10u, argv);
   } else {
-    out.Set("argv", env.Null());
+    out.Set(10u, env.Null());
   }
-  out.Set("envReadable", Napi::Boolean::New(env, d.envReadable));
-  Napi::Object envObj = Napi::Object::New(env);
-  for (const auto& kv : d.env) envObj.Set(kv.first, Napi::String::New(env, kv.second));
-  out.Set("env", envObj);
+  out.Set(11u, Napi::Boolean::New(env, d.envReadable));
+  // one value per requested key, in request order; null when absent
+  for (size_t k = 0; k < keys.size(); k++) {
+    Napi::Value v = env.Null();
+    for (const auto& kv : d.env) {
+      if (kv.first == keys[k]) {
+        v = Napi::String::New(env, kv.second);
+        break;
+      }
+    }
+    out.Set(static_cast<uint32_t>(kDetailsFixed + k), v);
+  }
   return out;
 }
 

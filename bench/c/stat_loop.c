@@ -2,7 +2,10 @@
  * (readdir over /proc; per process openat + fstat + read + close of
  * /proc/PID/stat into a stack buffer) and the same parse (last ')', fields
  * 4-6 and 22), with no Node, no thread hop and no JS objects.
- * Usage: stat_loop ITERATIONS. Prints one JSON line:
+ * With "status", also what the native walk does for a caller that is not
+ * root: openat + read + close of /proc/PID/status for every root-owned
+ * stat, taking the effective uid from its "Uid:" line.
+ * Usage: stat_loop ITERATIONS [status]. Prints one JSON line:
  *   {"iterations":N,"count":procs,"medianMs":x,"minMs":y}
  */
 #define _GNU_SOURCE
@@ -19,6 +22,24 @@ struct rec { int pid, ppid, pgid, sid, uid, state; double start; };
 
 static struct rec *recs;
 static size_t cap;
+static int with_status;
+
+/* effective uid from /proc/PID/status ("Uid:\treal\teffective\t..."), or -1 */
+static int status_euid(int dfd, const char *pid) {
+  char rel[300], buf[8192];
+  snprintf(rel, sizeof rel, "%s/status", pid);
+  int fd = openat(dfd, rel, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return -1;
+  ssize_t len = 0, n;
+  while (len < (ssize_t)sizeof buf - 1 && (n = read(fd, buf + len, sizeof buf - 1 - (size_t)len)) > 0) len += n;
+  close(fd);
+  buf[len > 0 ? len : 0] = 0;
+  char *u = strstr(buf, "\nUid:");
+  if (!u) return -1;
+  u += 5;
+  strtol(u, &u, 10);
+  return (int)strtol(u, NULL, 10);
+}
 
 static long long field(const char **p) {
   long long v = 0;
@@ -66,6 +87,10 @@ static size_t walk(void) {
     r->sid = (int)field(&p);
     for (int f = 7; f < 22; f++) skip(&p);
     r->start = (double)field(&p);
+    if (with_status && r->uid == 0) {
+      int euid = status_euid(dfd, e->d_name);
+      if (euid >= 0) r->uid = euid;
+    }
   }
   closedir(dir);
   return n;
@@ -82,6 +107,7 @@ static int cmp(const void *a, const void *b) {
 
 int main(int argc, char **argv) {
   int iterations = argc > 1 ? atoi(argv[1]) : 50;
+  with_status = argc > 2 && strcmp(argv[2], "status") == 0;
   if (iterations < 1) iterations = 1;
   double *samples = malloc(sizeof(double) * (size_t)iterations);
   size_t count = 0;

@@ -32,28 +32,34 @@ export const REC_ZOMBIE_LEADER = 2;
 /** PF_EXITING was set: the task is inside exit(2) (mirrors kRecExiting) */
 export const REC_EXITING = 4;
 
-export interface NativeDetails {
-  pid: number;
-  ppid: number;
-  pgid: number;
-  sid: number;
+/**
+ * What inspect returns: a flat array, so the addon sets slots by index and
+ * creates no property names per call (native.ts builds ProcessDetails).
+ * realUid is -1 when status could not be read; stateCode is the kernel
+ * state letter's char code; flags holds REC_* bits; envValues has one slot
+ * per requested key, in request order, null when absent.
+ */
+export type NativeDetails = [
+  pid: number,
+  ppid: number,
+  pgid: number,
+  sid: number,
   /** effective uid (Linux: "Uid:" in /proc/PID/status; macOS: pbi_uid) */
-  uid: number;
-  /** real uid; null when status could not be read */
-  realUid: number | null;
-  state: string;
-  startTime: number;
-  kernelThread: boolean;
-  zombieLeader: boolean;
-  exiting: boolean;
+  uid: number,
+  realUid: number,
+  stateCode: number,
+  flags: number,
+  startTime: number,
   /** null when unreadable */
-  exePath: string | null;
-  argv: string[] | null;
+  exePath: string | null,
+  argv: string[] | null,
   /** false when the environment could not be read at all */
-  envReadable: boolean;
-  /** only the requested keys that were present */
-  env: Record<string, string>;
-}
+  envReadable: boolean,
+  ...envValues: Array<string | null>,
+];
+
+/** index of the first env value in NativeDetails */
+export const DETAILS_ENV = 12;
 
 export type NativeSignalOutcome = "signalled" | "gone" | "mismatch" | "denied" | "unsupported";
 

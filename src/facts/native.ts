@@ -6,7 +6,7 @@
 import { createRequire } from "node:module";
 import { fileURLToPath } from "node:url";
 import type { NativeBinding } from "./native-binding.js";
-import { INT_FIELDS, REC_EXITING, REC_KERNEL_THREAD, REC_ZOMBIE_LEADER } from "./native-binding.js";
+import { DETAILS_ENV, INT_FIELDS, REC_EXITING, REC_KERNEL_THREAD, REC_ZOMBIE_LEADER } from "./native-binding.js";
 import { buildSnapshot, callerNeedsStatusUid } from "./snapshot.js";
 import type { InspectOptions, ProcessDetails, ProcessFacts, ProcessInfo, ProcessSnapshot } from "./types.js";
 import { assertEnvKeys, assertPid } from "./validate.js";
@@ -160,24 +160,25 @@ export function createNativeFacts(binding: NativeBinding, opts: NativeFactsOptio
       const d = binding.inspect(pid, keys);
       if (d === null) return null;
       const env: Record<string, string | null> = {};
-      for (const k of keys) env[k] = Object.hasOwn(d.env, k) ? d.env[k]! : null;
+      for (let i = 0; i < keys.length; i++) env[keys[i]!] = (d[DETAILS_ENV + i] as string | null | undefined) ?? null;
+      const flags = d[7];
       const details: ProcessDetails = {
-        pid: d.pid,
-        ppid: d.ppid,
-        pgid: d.pgid,
-        sid: d.sid,
-        uid: d.uid,
-        state: d.state,
-        startTime: String(d.startTime),
-        kernelThread: d.kernelThread,
-        zombieLeader: d.zombieLeader,
-        exiting: d.exiting,
-        exePath: d.exePath,
-        argv: d.argv,
+        pid: d[0],
+        ppid: d[1],
+        pgid: d[2],
+        sid: d[3],
+        uid: d[4],
+        state: String.fromCharCode(d[6]),
+        startTime: String(d[8]),
+        kernelThread: (flags & REC_KERNEL_THREAD) !== 0,
+        zombieLeader: (flags & REC_ZOMBIE_LEADER) !== 0,
+        exiting: (flags & REC_EXITING) !== 0,
+        exePath: d[9],
+        argv: d[10],
         env,
-        envReadable: d.envReadable,
+        envReadable: d[11],
       };
-      if (d.realUid !== null) details.realUid = d.realUid;
+      if (d[5] >= 0) details.realUid = d[5];
       const { bootId, pidNamespace } = identity();
       if (bootId !== null) details.bootId = bootId;
       if (pidNamespace !== null) details.pidNamespace = pidNamespace;

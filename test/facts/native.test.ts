@@ -9,6 +9,7 @@ import { fileURLToPath } from "node:url";
 import { performance } from "node:perf_hooks";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { createNativeFacts, loadError, loadNative, nativeAddonPath } from "../../src/facts/native.js";
+import { REC_ZOMBIE_LEADER, type NativeDetails } from "../../src/facts/native-binding.js";
 
 const binding = loadNative();
 const skipReason = binding ? null : `native addon did not load: ${loadError() ?? "unknown reason"}`;
@@ -279,17 +280,21 @@ suite(suiteName, () => {
       expect(process.getuid!()).not.toBe(0); // only acceptable reason
       return;
     }
-    const d = JSON.parse(run.stdout) as Record<string, unknown>;
-    expect(d).toMatchObject({ pid, uid: 0, exePath: null, argv: ["sleep", "30"], envReadable: false, env: {} });
+    // the raw NativeDetails array: [pid, ppid, pgid, sid, uid, realUid, state, flags, start, exe, argv, envReadable, PATH]
+    const d = JSON.parse(run.stdout) as unknown[];
+    expect(d[0]).toBe(pid);
+    expect([d[4], d[5]]).toEqual([0, 0]); // uid and realUid from status: sleep runs as root
+    expect(d.slice(9)).toEqual([null, ["sleep", "30"], false, null]);
   });
 
   it("maps unreadable environments to null values for every requested key", async () => {
     const stub = {
       ...binding!,
-      inspect: () => ({ pid: 7, ppid: 1, pgid: 7, sid: 7, uid: 0, realUid: null, state: "S", startTime: 5, kernelThread: false, zombieLeader: false, exiting: false, exePath: null, argv: null, envReadable: false, env: {} }),
+      inspect: (): NativeDetails => [7, 1, 7, 7, 0, -1, "S".charCodeAt(0), REC_ZOMBIE_LEADER, 5, null, null, false, null, null],
     };
     const d = await createNativeFacts(stub).inspect(7, { envKeys: ["A", "B"] });
-    expect(d).toMatchObject({ startTime: "5", env: { A: null, B: null }, envReadable: false, exePath: null, argv: null });
+    expect(d).toMatchObject({ startTime: "5", state: "S", env: { A: null, B: null }, envReadable: false, exePath: null, argv: null, zombieLeader: true, kernelThread: false });
+    expect(d).not.toHaveProperty("realUid"); // -1: status unread, so no claim
   });
 
   it("subreaper adopts an orphan and reapChildren reaps only what is ours (in a separate process)", () => {

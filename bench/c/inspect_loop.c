@@ -1,0 +1,104 @@
+/* The floor for one inspect: the syscalls the native inspect makes, with no
+ * Node, no N-API and no JS objects. Per call: open /proc/PID as a directory,
+ * then through it openat + fstat + read + close of stat, [openat + read +
+ * close of status,] readlinkat of exe, and openat + read + close of cmdline
+ * and environ; the stat line is parsed by its last ')', cmdline split on NUL
+ * and environ searched for one key, like the native side does.
+ * Usage: inspect_loop PID ITERATIONS KEY [status]
+ * Prints one JSON line: {"iterations":N,"medianUs":x,"minUs":y,"found":0|1}
+ */
+#define _GNU_SOURCE
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+static char big[1 << 20];
+
+static ssize_t read_at(int dfd, const char *rel, char *buf, size_t cap) {
+  int fd = openat(dfd, rel, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return -1;
+  size_t len = 0;
+  ssize_t n;
+  while (len < cap && (n = read(fd, buf + len, cap - len)) > 0) len += (size_t)n;
+  close(fd);
+  return (ssize_t)len;
+}
+
+static int inspect(const char *dir, const char *key, int with_status) {
+  int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dfd < 0) return -1;
+  char stat_buf[4096];
+  int fd = openat(dfd, "stat", O_RDONLY | O_CLOEXEC);
+  struct stat st;
+  ssize_t n = -1;
+  if (fd >= 0) {
+    if (fstat(fd, &st) == 0) n = read(fd, stat_buf, sizeof stat_buf);
+    close(fd);
+  }
+  if (n <= 0 || memrchr(stat_buf, ')', (size_t)n) == NULL) {
+    close(dfd);
+    return -1;
+  }
+  if (with_status) {
+    char status[8192];
+    ssize_t s = read_at(dfd, "status", status, sizeof status);
+    if (s <= 0 || memmem(status, (size_t)s, "\nUid:", 5) == NULL) {
+      close(dfd);
+      return -1;
+    }
+  }
+  char link[PATH_MAX + 64];
+  volatile ssize_t l = readlinkat(dfd, "exe", link, sizeof link);
+  (void)l;
+  ssize_t c = read_at(dfd, "cmdline", big, sizeof big);
+  int args = 0;
+  for (ssize_t i = 0; i < c; i++) args += big[i] == 0;
+  ssize_t e = read_at(dfd, "environ", big, sizeof big);
+  size_t klen = strlen(key);
+  int found = 0;
+  for (ssize_t i = 0; i < e && !found;) {
+    char *nul = memchr(big + i, 0, (size_t)(e - i));
+    size_t len = nul ? (size_t)(nul - (big + i)) : (size_t)(e - i);
+    if (len > klen && big[i + (ssize_t)klen] == '=' && memcmp(big + i, key, klen) == 0) found = 1;
+    i += (ssize_t)len + 1;
+  }
+  close(dfd);
+  return found + (args > 0 ? 0 : 0);
+}
+
+static int cmp(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+int main(int argc, char **argv) {
+  if (argc < 4) {
+    fprintf(stderr, "usage: inspect_loop PID ITERATIONS KEY [status]\n");
+    return 2;
+  }
+  char dir[64];
+  snprintf(dir, sizeof dir, "/proc/%s", argv[1]);
+  int iterations = atoi(argv[2]);
+  if (iterations < 1) iterations = 1;
+  const char *key = argv[3];
+  int with_status = argc > 4 && strcmp(argv[4], "status") == 0;
+  double *samples = malloc(sizeof(double) * (size_t)iterations);
+  int found = 0;
+  for (int w = 0; w < 50; w++) found = inspect(dir, key, with_status);
+  for (int i = 0; i < iterations; i++) {
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    found = inspect(dir, key, with_status);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    samples[i] = (double)(t1.tv_sec - t0.tv_sec) * 1e6 + (double)(t1.tv_nsec - t0.tv_nsec) / 1e3;
+  }
+  qsort(samples, (size_t)iterations, sizeof(double), cmp);
+  printf("{\"iterations\":%d,\"medianUs\":%.3f,\"minUs\":%.3f,\"found\":%d}\n", iterations, samples[iterations / 2],
+         samples[0], found);
+  return found == 1 ? 0 : 1;
+}
