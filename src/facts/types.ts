@@ -1,5 +1,5 @@
 /**
- * The public shape of live process facts (CONTRACT §1). Every backend
+ * The public shape of live process facts (README "Live process facts"). Every backend
  * (native, procfs, ps, none) implements `ProcessFacts`; callers above this
  * layer never learn which one answered except through `backend` and
  * `identityStrength`.

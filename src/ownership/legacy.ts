@@ -1,6 +1,6 @@
 /**
  * The legacy path, for session records written before leases existed
- * ({sessionKey, pid, command, wrapperPath?}). It fails closed (seed,
+ * ({sessionKey, pid, command, wrapperPath?}). It fails closed (
  * "Note di compatibilità"): a live root is required; wrapper-root ownership
  * when a wrapper path is recorded; a command match otherwise. Stored pid
  * metadata alone never leads to a signal. Anything unverifiable → no tree,

@@ -1,5 +1,5 @@
 /**
- * Ownership records (CONTRACT §2). The lease field names are the seed's
+ * Ownership records (README "Ownership"). The lease field names are OpenClaw's
  * (`acp-lifecycle-refactor`), kept as named; the identity of the live root
  * recorded at spawn time is added after them.
  */
@@ -62,7 +62,7 @@ export interface OwnedProcessTree {
   group?: number;
 }
 
-/** Environment keys the controller puts in the wrapper's environment (seed). */
+/** Environment keys the controller puts in the wrapper's environment (the markers). */
 export const LEASE_ENV_KEY = "OPENCLAW_ACPX_LEASE_ID";
 export const INSTANCE_ENV_KEY = "OPENCLAW_GATEWAY_INSTANCE_ID";
 
@@ -83,7 +83,7 @@ export function isSupervisorLease(lease: Pick<AcpxProcessLease, "sessionKey">): 
   return lease.sessionKey.startsWith(SUPERVISOR_SESSION_PREFIX);
 }
 
-/** Grace between SIGTERM and SIGKILL everywhere a tree is reaped (CONTRACT §2), unless a caller passes its own. */
+/** Grace between SIGTERM and SIGKILL everywhere a tree is reaped unless a caller passes its own. */
 export const DEFAULT_GRACE_MS = 3000;
 
 /** How long closed/lost leases are kept before retention removes them (the controller's and `proclease reap`'s default). */

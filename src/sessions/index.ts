@@ -1,6 +1,6 @@
 // Public surface of src/sessions, re-exported from the package root.
-// Session visibility (CONTRACT §4), agent-to-agent policy, and the owner
-// metadata (AcpSessionOwner, CONTRACT §3) that spawners write on rows.
+// Session visibility (README "Session visibility"), agent-to-agent policy, and the owner
+// metadata (AcpSessionOwner) that spawners write on rows.
 export type {
   AcpSessionOwner,
   AgentToAgentPolicy,

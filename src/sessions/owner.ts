@@ -1,5 +1,5 @@
 /**
- * Owner metadata on session rows (seed "Fase 4"). Writers (the ACPX
+ * Owner metadata on session rows. Writers (the ACPX
  * controller, subagent and background-task spawners, the session store)
  * build it with `buildSessionOwner`; readers normalize whatever a row holds
  * with `normalizeSessionOwner`. Ownership is only ever what a row declares:

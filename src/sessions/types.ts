@@ -1,6 +1,6 @@
 /**
- * Session visibility contract types (CONTRACT §4) and the seed's
- * `AcpSessionOwner` (CONTRACT §3). Names are kept as the seed spells them.
+ * Session visibility types and the
+ * `AcpSessionOwner`. Names are kept as OpenClaw spells them.
  */
 
 /** Ordered narrowest to widest: self ⊆ tree ⊆ agent ⊆ all. */
@@ -48,7 +48,7 @@ export interface SessionRowOwnership {
 /** Kept as a plain string alias here so src/sessions stays independent of src/ownership. */
 type GatewayInstanceIdString = string;
 
-/** The seed's normalized owner metadata for a spawned session. */
+/** Normalized owner metadata for a spawned session. */
 export interface AcpSessionOwner {
   sessionKey: string;
   spawnedBy?: string;

@@ -1,5 +1,5 @@
 /**
- * The session visibility rule (CONTRACT §4): one pure check shared by list,
+ * The session visibility rule (README "Session visibility"): one pure check shared by list,
  * history, send and status.
  *
  * Each row gets a relation to the requester (self, owned, same agent, cross
@@ -46,7 +46,7 @@ export function clampSessionVisibility(visibility: SessionVisibility, sandboxed:
 
 /**
  * The agent id encoded in an "agent:<id>:<rest>" session key, else "main".
- * Used only for the requester's default agent id (CONTRACT §4); ownership of
+ * Used only for the requester's default agent id ("agent:<id>:…", else "main"); ownership of
  * a row is never inferred from its key.
  */
 export function agentIdFromSessionKey(sessionKey: string): string {
@@ -179,7 +179,7 @@ export function assertSessionAction(action: unknown, name = "action"): asserts a
 }
 
 /**
- * CONTRACT §4. Pure: reads only the row and the policy, never mutates them,
+ * self ⊆ tree ⊆ agent ⊆ all. Pure: reads only the row and the policy, never mutates them,
  * never queries anything else. The same answer for every action.
  */
 export function canSeeSessionRow(input: CanSeeSessionRowInput): boolean {

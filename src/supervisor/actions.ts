@@ -1,5 +1,5 @@
 /**
- * Process actions for background exec sessions (seed §1: poll, log,
+ * Process actions for background exec sessions (OpenClaw's process tool: poll, log,
  * send-keys, paste, submit, kill, remove). A session is a background run the
  * supervisor spawned, or a process adopted by pid that it does not know
  * (e.g. one started by an earlier incarnation). A session the supervisor

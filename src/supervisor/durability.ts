@@ -1,5 +1,5 @@
 /**
- * Restart durability for background runs (beyond the seed's in-memory-only
+ * Restart durability for background runs (beyond OpenClaw's in-memory-only
  * boundary): each one gets a lease in the SAME store the ACPX controller uses
  * and is verified by the SAME verifier, so "is this still ours?" has one
  * answer in the whole package.

@@ -1,5 +1,5 @@
 /**
- * The process supervisor (seed `process-supervisor-plan.es.md`): it owns the
+ * The process supervisor (OpenClaw's, rebuilt on leases; README "Process supervisor"): it owns the
  * lifecycle of every run it spawns — registry record, output capture,
  * deadlines, cancellation through the verified tree kill, and, for
  * background runs with a state directory, a lease that survives a crash.

@@ -1,5 +1,5 @@
 /**
- * The supervisor's contract (CONTRACT §5, seed `process-supervisor-plan.es.md`;
+ * The supervisor's public shapes (README "Process supervisor"; OpenClaw's names;
  * its names are kept). Process-local on purpose: nothing here imports agent
  * or session types, so the supervisor can sit under any caller.
  */

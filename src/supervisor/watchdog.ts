@@ -1,5 +1,5 @@
 /**
- * The single source of watchdog defaults (seed §3.4: "fuente única"). Every
+ * The single source of watchdog defaults (one source, as in OpenClaw). Every
  * consumer that needs a no-output deadline imports the resolver from here;
  * nothing else in the package may restate these numbers.
  */
