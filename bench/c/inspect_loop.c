@@ -6,6 +6,7 @@
  * and environ searched for one key, like the native side does.
  * Usage: inspect_loop PID ITERATIONS KEY [status]
  * Prints one JSON line: {"iterations":N,"medianUs":x,"minUs":y,"found":0|1}
+ * and exits 1 when KEY was not found (the loop did not read what it should).
  */
 #define _GNU_SOURCE
 #include <fcntl.h>
@@ -56,7 +57,7 @@ static int inspect(const char *dir, const char *key, int with_status) {
   volatile ssize_t l = readlinkat(dfd, "exe", link, sizeof link);
   (void)l;
   ssize_t c = read_at(dfd, "cmdline", big, sizeof big);
-  int args = 0;
+  volatile int args = 0; /* the split the native side makes */
   for (ssize_t i = 0; i < c; i++) args += big[i] == 0;
   ssize_t e = read_at(dfd, "environ", big, sizeof big);
   size_t klen = strlen(key);
@@ -68,7 +69,7 @@ static int inspect(const char *dir, const char *key, int with_status) {
     i += (ssize_t)len + 1;
   }
   close(dfd);
-  return found + (args > 0 ? 0 : 0);
+  return found;
 }
 
 static int cmp(const void *a, const void *b) {

@@ -312,11 +312,15 @@ suite(suiteName, () => {
     const snap = await facts.snapshot();
     const ps = spawnSync("ps", ["-e", "-o", "pid=,ppid=,pgid=,sid="], { encoding: "utf8" });
     if (ps.status !== 0) return; // no ps: nothing to compare (asserted by the rest of the suite)
+    // other tests re-parent and setsid concurrently: compare only processes
+    // the native walks saw unchanged on both sides of the ps run
+    const after = await facts.snapshot();
     let compared = 0;
     for (const line of ps.stdout.trim().split("\n")) {
       const [pid, ppid, pgid, sid] = line.trim().split(/\s+/).map(Number);
       const p = snap.processes.get(pid!);
-      if (!p) continue;
+      const q = after.processes.get(pid!);
+      if (!p || !q || q.startTime !== p.startTime || q.ppid !== p.ppid || q.pgid !== p.pgid || q.sid !== p.sid) continue;
       expect([p.ppid, p.pgid, p.sid]).toEqual([ppid, pgid, sid]);
       compared++;
     }
