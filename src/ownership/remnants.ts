@@ -130,12 +130,27 @@ export function judgeCarrier(lease: AcpxProcessLease, p: ProcessInfo, d: Process
   return { ok: false, why: "start-unknown" };
 }
 
+/**
+ * Refusals that could not judge the process: it may carry this lease, so a
+ * search that met one cannot say "nothing is left" (the lease stays
+ * closing). Every other refusal is a proof that the process is not this
+ * lease's: its readable environment names another instance (or none),
+ * another uid, a start before the lease, or the guards refuse it for good.
+ */
+const UNCLEARED: ReadonlySet<Refusal> = new Set<Refusal>(["env-unreadable", "inspect-failed", "boot-id", "pid-namespace", "start-unknown"]);
+
 /** Accepted carriers and refusal counts for one lease, gathered during the env pass. */
 export class RemnantTally {
   readonly accepted: { p: ProcessInfo; start: StartHow }[] = [];
   readonly refused = new Map<Refusal, number>();
   /** which processes were refused, for the evidence (an operator must be able to find the one that keeps a lease closing) */
   readonly refusedPids: { pid: number; name: string | undefined; state: string; why: Refusal }[] = [];
+  /** how many refused processes could not be judged (they keep a search open) */
+  uncleared(): number {
+    let n = 0;
+    for (const [why, count] of this.refused) if (UNCLEARED.has(why)) n += count;
+    return n;
+  }
   add(p: ProcessInfo, j: CarrierJudgement, name?: string): void {
     if (j.ok) this.accepted.push({ p, start: j.start });
     else {
@@ -146,11 +161,21 @@ export class RemnantTally {
 }
 
 const LISTED = 5;
-function refusedList(tally: RemnantTally): string {
-  if (tally.refusedPids.length === 0) return "";
-  const shown = tally.refusedPids.slice(0, LISTED).map((r) => `${r.pid} (${r.name ? `${r.name}, ` : ""}state ${r.state}): ${REFUSAL_TEXT[r.why]}`);
-  const more = tally.refusedPids.length > LISTED ? `, and ${tally.refusedPids.length - LISTED} more` : "";
+function listOf(refused: RemnantTally["refusedPids"]): string {
+  if (refused.length === 0) return "";
+  const shown = refused.slice(0, LISTED).map((r) => `${r.pid} (${r.name ? `${r.name}, ` : ""}state ${r.state}): ${REFUSAL_TEXT[r.why]}`);
+  const more = refused.length > LISTED ? `, and ${refused.length - LISTED} more` : "";
   return ` [${shown.join("; ")}${more}]`;
+}
+
+/** "; not this lease's: …; could not be judged: …" for the refused processes, the ones that keep the search open named last. */
+function refusedText(tally: RemnantTally): string {
+  const open = tally.refusedPids.filter((r) => UNCLEARED.has(r.why));
+  const ruled = tally.refusedPids.filter((r) => !UNCLEARED.has(r.why));
+  let out = "";
+  if (ruled.length > 0) out += `; ruled out (readable proof they are not this lease's): ${ruled.length}${listOf(ruled)}`;
+  if (open.length > 0) out += `; carriers refused, could not be judged: ${open.length}${listOf(open)}`;
+  return out;
 }
 
 /**
@@ -171,10 +196,9 @@ export function remnantEvidence(tally: RemnantTally | null, target: ReapTarget |
   if (blocked !== null || tally === null) {
     return [{ check: "remnant-env", result: "unknown", detail: `no remnant search: ${blocked ?? "not searched"}` }];
   }
-  const refused = [...tally.refused].map(([why, n]) => `${n} ${REFUSAL_TEXT[why]}`).join(", ");
-  const refusedText = refused === "" ? "" : `; carriers refused: ${refused}${refusedList(tally)}`;
+  const refused = refusedText(tally);
   if (target === null) {
-    return [{ check: "remnant-env", result: "unknown", detail: `no live process proven to carry this lease's markers${refusedText}` }];
+    return [{ check: "remnant-env", result: "unknown", detail: `no live process proven to carry this lease's markers${refused}` }];
   }
   const hows = new Set(tally.accepted.map((a) => a.start));
   const start: OwnershipEvidence = {
@@ -190,7 +214,7 @@ export function remnantEvidence(tally: RemnantTally | null, target: ReapTarget |
     {
       check: "remnant-env",
       result: "match",
-      detail: `${tally.accepted.length} live process(es) carry this lease id and gateway instance id; ${target.members.length} to reap with their descendants${refusedText}`,
+      detail: `${tally.accepted.length} live process(es) carry this lease id and gateway instance id; ${target.members.length} to reap with their descendants${refused}`,
     },
     start,
   ];

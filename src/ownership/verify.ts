@@ -521,8 +521,10 @@ async function scanEnvironments(
     const target = buildRemnantTarget(snapshot, tally);
     s.evidence.push(...remnantEvidence(tally, target, null));
     s.remnants = target;
-    s.remnantOutcome = target !== null ? "found" : tally.refused.size > 0 ? "inconclusive" : "none-found";
-    s.remnantsUncleared = [...tally.refused.values()].reduce((a, b) => a + b, 0);
+    // only a refusal that could not judge the process keeps the search open (remnants.ts UNCLEARED):
+    // a readable environment with other markers, another uid or an earlier start proves it is not ours
+    s.remnantsUncleared = tally.uncleared();
+    s.remnantOutcome = target !== null ? "found" : s.remnantsUncleared > 0 ? "inconclusive" : "none-found";
   }
   return out;
 }

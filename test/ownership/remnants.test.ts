@@ -99,7 +99,9 @@ const rows: Row[] = [
     setup: remnantFamily({ env: { ...ENV, OPENCLAW_GATEWAY_INSTANCE_ID: "gw-B" } }, { env: { ...ENV, OPENCLAW_GATEWAY_INSTANCE_ID: "gw-B" } }),
     verdict: "gone",
     signals: [],
-    evidence: ["remnant-env", "unknown", /2 lease id or gateway instance marker differs/],
+    // a readable environment with another instance id proves it is not ours: the search ends, nothing left of ours
+    evidence: ["remnant-env", "unknown", /ruled out \(readable proof they are not this lease's\): 2 \[\d+ \(python3, state S\): lease id or gateway instance marker differs/],
+    search: "none-found",
   },
   {
     name: "remnant without the instance marker: untouched",
@@ -150,7 +152,7 @@ const rows: Row[] = [
     startClock: null,
     verdict: "gone",
     signals: [],
-    evidence: ["remnant-env", "unknown", /2 start time not comparable/],
+    evidence: ["remnant-env", "unknown", /could not be judged: 2 \[.*start time not comparable/],
   },
   {
     name: "boot clock not computable and no boot id recorded: untouched",
@@ -257,7 +259,7 @@ rows.push(
     verdict: "gone",
     signals: [],
     search: "inconclusive",
-    evidence: ["remnant-env", "unknown", new RegExp(`${K} \\(vim, state S\\): environment not readable`)],
+    evidence: ["remnant-env", "unknown", new RegExp(`could not be judged: 1 \\[${K} \\(vim, state S\\): environment not readable`)],
   },
   {
     name: "a same-uid process inside exit(2) (PF_EXITING: its environment already unreadable) is gone, not a candidate",

@@ -42,7 +42,7 @@ describe("N2: a remnant candidate that cannot be read is never 'nothing left'", 
     expect(v.verdict).toBe("gone");
     expect(v.remnantSearch).toBe("inconclusive");
     expect(v.remnantsUncleared).toBe(1);
-    expect(v.evidence.find((e) => e.check === "remnant-env")?.detail).toMatch(/1 environment not readable/);
+    expect(v.evidence.find((e) => e.check === "remnant-env")?.detail).toMatch(/could not be judged: 1 \[.*environment not readable/);
     expect(settlementFor(v, null)).toMatchObject({ to: "closing" });
     const sig = new RecordingSignaller(sim);
     expect((await reapLeaseVerification(v, { facts: sim, signaller: sig, ...REAP })).target).toBeNull();
