@@ -32,19 +32,37 @@ int32_t SessionOf(pid_t pid) {
 }
 
 // PROC_PIDTBSDINFO with arg 1 also answers for zombies (xnu then looks the
-// pid up among zombies when no live process has it).
+// pid up among zombies when no live process has it). It refuses (EPERM) a
+// caller that is not root for another user's process, so those come from
+// sysctl KERN_PROC_PID, which describes every process, as ps(1) does.
 bool ReadBsdInfo(pid_t pid, procargs::BsdInfo& out) {
   struct proc_bsdinfo bi;
+  errno = 0;
   int n = proc_pidinfo(pid, PROC_PIDTBSDINFO, 1, &bi, static_cast<int>(sizeof bi));
-  if (n != static_cast<int>(sizeof bi) || static_cast<pid_t>(bi.pbi_pid) != pid) return false;
-  out.pid = bi.pbi_pid;
-  out.ppid = bi.pbi_ppid;
-  out.pgid = bi.pbi_pgid;
-  out.uid = bi.pbi_uid;
-  out.ruid = bi.pbi_ruid;
-  out.status = bi.pbi_status;
-  out.startSec = bi.pbi_start_tvsec;
-  out.startUsec = bi.pbi_start_tvusec;
+  if (n == static_cast<int>(sizeof bi) && static_cast<pid_t>(bi.pbi_pid) == pid) {
+    out.pid = bi.pbi_pid;
+    out.ppid = bi.pbi_ppid;
+    out.pgid = bi.pbi_pgid;
+    out.uid = bi.pbi_uid;
+    out.ruid = bi.pbi_ruid;
+    out.status = bi.pbi_status;
+    out.startSec = bi.pbi_start_tvsec;
+    out.startUsec = bi.pbi_start_tvusec;
+    return true;
+  }
+  if (errno == ESRCH) return false;  // neither a live process nor a zombie
+  int mib[4] = {CTL_KERN, KERN_PROC, KERN_PROC_PID, pid};
+  struct kinfo_proc kp;
+  size_t len = sizeof kp;
+  if (sysctl(mib, 4, &kp, &len, nullptr, 0) != 0 || len != sizeof kp || kp.kp_proc.p_pid != pid) return false;
+  out.pid = static_cast<uint32_t>(kp.kp_proc.p_pid);
+  out.ppid = static_cast<uint32_t>(kp.kp_eproc.e_ppid);
+  out.pgid = static_cast<uint32_t>(kp.kp_eproc.e_pgid);
+  out.uid = kp.kp_eproc.e_ucred.cr_uid;
+  out.ruid = kp.kp_eproc.e_pcred.p_ruid;
+  out.status = static_cast<uint32_t>(kp.kp_proc.p_stat);
+  out.startSec = static_cast<uint64_t>(kp.kp_proc.p_starttime.tv_sec);
+  out.startUsec = static_cast<uint64_t>(kp.kp_proc.p_starttime.tv_usec);
   return true;
 }
 
