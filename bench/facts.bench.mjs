@@ -23,7 +23,7 @@ export async function run({ quick }) {
   const binding = loadNative();
   if (!binding) return [unmeasured("native facts backend", `the addon did not load (${loadError()}); run npm run build:native`)];
   const it = quick
-    ? { rounds: 3, native: 10, procfs: 3, ps: 2, c: 20, inspect: 400, inspectRounds: 7, elMs: 1500 }
+    ? { rounds: 3, native: 10, procfs: 3, ps: 2, c: 20, inspect: 300, inspectRounds: 9, elMs: 1500 }
     : { rounds: 7, native: 20, procfs: 5, ps: 3, c: 40, inspect: 2000, inspectRounds: 9, elMs: 5000 };
   const backends = { native: getProcessFacts({ backend: "native" }), procfs: null, ps: null };
   // the view of a caller that is not root, forced: this bench usually runs as
