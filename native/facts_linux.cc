@@ -176,8 +176,13 @@ bool ReadStatusAt(int dirfd, const char* rel, StatusFacts& out) {
 // thread called pthread_exit): /proc/PID/stat says Z, yet the process lives.
 // status "Threads:" counts the leader until it is reaped, so > 1 means live
 // threads; when status could not say, /proc/PID/task is counted instead.
-bool LiveThreadsBehindZombie(int dirfd, const StatusFacts& status, const char* taskRel) {
-  if (status.threads >= 0) return status.threads > 1;
+
+// A leader in Z (or exiting) belongs to a live process only while some other
+// thread runs on: one that is neither a zombie, dead, nor inside exit(2).
+// A dying multi-threaded process (node, say) shows "Threads: 5" for a moment
+// with every thread on its way out: that process is not alive.
+bool LiveThreadsBehindZombie(int dirfd, const StatusFacts& status, const char* taskRel, int leader) {
+  if (status.threads >= 0 && status.threads <= 1) return false;
   int fd = openat(dirfd, taskRel, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (fd < 0) return false;
   DIR* dir = fdopendir(fd);
@@ -185,12 +190,21 @@ bool LiveThreadsBehindZombie(int dirfd, const StatusFacts& status, const char* t
     close(fd);
     return false;
   }
-  int tasks = 0;
+  bool live = false;
+  char rel[96];
   while (struct dirent* ent = readdir(dir)) {
-    if (ent->d_name[0] != '.') tasks++;
+    if (ent->d_name[0] < '0' || ent->d_name[0] > '9') continue;
+    int n = snprintf(rel, sizeof rel, "%s/%s/stat", taskRel, ent->d_name);
+    if (n <= 0 || static_cast<size_t>(n) >= sizeof rel) continue;
+    ProcRecord t;
+    if (!linux_detail::ReadStatAt(dirfd, rel, t) || t.pid == leader) continue;
+    if (t.state != 'Z' && t.state != 'X' && t.state != 'x' && (t.flags & kRecExiting) == 0) {
+      live = true;
+      break;
+    }
   }
   closedir(dir);
-  return tasks > 1;
+  return live;
 }
 
 // A dead ('X', or 'x' on 2.6.33-3.13 kernels) task is on its way out of the
@@ -283,6 +297,7 @@ bool ReadStatAt(int dirfd, const char* rel, ProcRecord& out) {
   return ParseStat(buf, static_cast<size_t>(n), out);
 }
 
+
 }  // namespace linux_detail
 
 const char* PlatformName() { return "linux"; }
@@ -325,7 +340,7 @@ int WalkProcesses(PackedSnapshot& out, bool uidFromStatus) {
       if (zombie) {
         memcpy(task, rel, n);
         memcpy(task + n, "/task", 6);
-        if (LiveThreadsBehindZombie(dfd, status, task)) rec.flags |= kRecZombieLeader;
+        if (LiveThreadsBehindZombie(dfd, status, task, rec.pid)) rec.flags |= kRecZombieLeader;
       }
     }
     out.ints.insert(out.ints.end(), {rec.pid, rec.ppid, rec.pgid, rec.sid, rec.uid, rec.state, rec.flags});
@@ -352,7 +367,7 @@ int ReadIdentity(int dfd, int pid, ProcDetails& out) {
     out.rec.uid = static_cast<int32_t>(status.euid);
     out.realUid = static_cast<int32_t>(status.ruid);
   }
-  if ((out.rec.state == 'Z' || (out.rec.flags & kRecExiting) != 0) && LiveThreadsBehindZombie(dfd, status, "task")) {
+  if ((out.rec.state == 'Z' || (out.rec.flags & kRecExiting) != 0) && LiveThreadsBehindZombie(dfd, status, "task", pid)) {
     out.rec.flags |= kRecZombieLeader;
   }
   return 0;

@@ -250,15 +250,29 @@ async function readStatus(dir: string): Promise<ParsedStatus | null> {
  * until it is reaped, so > 1 means live threads; when status cannot say,
  * the entries of task/ are counted instead.
  */
+/**
+ * A leader in Z (or exiting) belongs to a live process only while some other
+ * thread runs on: neither a zombie, dead, nor inside exit(2). A dying
+ * multi-threaded process shows several threads for a moment, all on their
+ * way out: that process is not alive (as native/facts_linux.cc decides).
+ */
 async function liveThreadsBehindZombie(dir: string, status: ParsedStatus | null): Promise<boolean> {
-  const threads = status?.threads;
-  if (threads !== undefined) return threads > 1;
+  if (status?.threads !== undefined && status.threads <= 1) return false;
+  const leader = Number(dir.slice(dir.lastIndexOf("/") + 1));
+  let tids: string[];
   try {
-    return (await fsp.readdir(`${dir}/task`)).length > 1;
+    tids = await fsp.readdir(`${dir}/task`);
   } catch (err) {
     if (isGoneOrHidden(err)) return false;
     throw err;
   }
+  for (const tid of tids) {
+    if (Number(tid) === leader) continue;
+    const text = await readOptional(`${dir}/task/${tid}/stat`);
+    const t = text === null ? null : parseStat(text.toString("latin1"));
+    if (t && t.state !== "Z" && t.state !== "X" && t.state !== "x" && (t.flags & PF_EXITING) === 0) return true;
+  }
+  return false;
 }
 
 async function readOptional(path: string): Promise<Buffer | null> {

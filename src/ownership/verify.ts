@@ -493,6 +493,11 @@ async function scanEnvironments(
     const d = details[i];
     // gone since the snapshot, or its pid already names another process: not a carrier of anything
     if (d === null || (d !== undefined && (String(d.startTime) !== String(p.startTime) || !isAlive(d) || isKernelThread(d)))) return;
+    // Neither argv nor environment readable: the process has no address space
+    // (cmdline needs none of the permissions environ does). It holds no
+    // environment at all, so it carries nobody's markers: a task between
+    // exit and its exit flags, or a kernel-spawned helper before its exec.
+    if (d !== undefined && d.envReadable === false && d.argv === null) return;
     if (d === undefined || d.envReadable === false) {
       // Nothing says whose it is: for every gone root it could have come from
       // (our uid, not an ancestor, not started before the lease), the search

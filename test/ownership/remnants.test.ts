@@ -276,6 +276,13 @@ rows.push(
     search: "inconclusive",
   },
   {
+    name: "a same-uid process with neither argv nor environment readable has no address space: it carries nobody's markers",
+    setup: (sim) => sim.add(unreadable({ ppid: 1, kernelThread: false, argv: null })),
+    verdict: "gone",
+    signals: [],
+    search: "none-found",
+  },
+  {
     name: "a zombie and a dead record with unreadable environments are gone",
     setup: (sim) => sim.add(unreadable({ ppid: 1, kernelThread: false, state: "Z" })).add(unreadable({ name: "K2", pid: K + 1, ppid: 1, kernelThread: false, state: "X" })),
     verdict: "gone",
