@@ -101,7 +101,7 @@ function pssKb(pid) {
   return Number(m[1]);
 }
 
-async function startCost({ pairs, pssRounds }) {
+export async function startCost({ pairs, pssRounds }) {
   const dir = mkdtempSync(join(tmpdir(), "proclease-wrapper-start-"));
   const { installWrapper } = await import(pathToFileURL(INSTALL).href);
   const { wrapperPath } = await installWrapper(dir);
@@ -200,7 +200,7 @@ export async function run({ quick }) {
     return [];
   }
   if (!existsSync(WRAPPER)) throw new Error(`${WRAPPER} missing: run \`npm run build\` first`);
-  const sc = await startCost({ pairs: quick ? 25 : 80, pssRounds: quick ? 3 : 7 });
+  const sc = await startCost({ pairs: quick ? 40 : 80, pssRounds: quick ? 3 : 7 });
   printTable("wrapper start: spawn → \"started\" report, against spawn → exit of `node -e 0` (interleaved pairs)", [
     {
       pairs: sc.ratios.length,
