@@ -41,6 +41,7 @@ import { closeLocked, summarize } from "./close-session.js";
 import { assertPromptOptions, sessionEndedError, startTurn } from "./acp-client.js";
 import { AcpxSessionClosedError } from "./errors.js";
 import { installWrapper } from "./install-wrapper.js";
+import { detectContainment, type ContainmentSupport } from "../containment/index.js";
 import { lifecycleDeps, LiveSessions, markClosing, type ControllerDeps } from "./live-sessions.js";
 import { openSessionStore } from "./session-store.js";
 import { spawnSession, validateEnsureInput } from "./spawn-session.js";
@@ -83,7 +84,10 @@ export async function createAcpxLifecycleController(opts: AcpxLifecycleControlle
     const leases = await openLeaseStore(stateDir);
     const sessions = await openSessionStore(stateDir);
     const wrapper = await installWrapper(stateDir);
+    const containment: ContainmentSupport =
+      opts.containment === "off" ? { available: false, code: "refused", why: "turned off (containment: \"off\")" } : await detectContainment();
     deps = {
+    containment,
     stateDir,
     facts,
     signaller,
@@ -260,6 +264,11 @@ class Controller implements AcpxLifecycleController {
   }
 
   // ---------------------------------------------------------------- misc
+
+  /** Whether each lease gets its own cgroup here, and why not (README "Containment"). */
+  get containment(): ContainmentSupport {
+    return this.d.containment;
+  }
 
   verifyOwnedTree(lease: AcpxProcessLease): Promise<OwnedProcessTree | null> {
     // a lease of another gateway instance is never ours, whatever the live facts say

@@ -5,6 +5,7 @@
  * child while Node has not reaped it). Decides nothing about leases: those
  * move only through src/ownership/lifecycle.ts.
  */
+import type { ContainmentSupport } from "../containment/index.js";
 import type { ProcessFacts, ProcessSignaller } from "../facts/types.js";
 import { checkSignalTarget, type LeaseStore, type LifecycleDeps } from "../ownership/index.js";
 import type { AcpxProcessLease } from "../ownership/types.js";
@@ -30,6 +31,8 @@ export interface ControllerDeps {
   startTimeoutMs: number;
   nodePath: string;
   onEnsureTiming: AcpxLifecycleControllerOptions["onEnsureTiming"];
+  /** whether each lease gets its own cgroup, and why not (detected once at start) */
+  containment: ContainmentSupport;
 }
 
 export function lifecycleDeps(d: ControllerDeps): LifecycleDeps {

@@ -21,6 +21,8 @@ import { AcpClient, assertAuthInput, explainHandshakeFailure, handshake } from "
 import { AcpxEnsureError, type AcpxEnsureErrorDetails, type EnsureFailureCause } from "./errors.js";
 import { assertEnvRemove, describeEnd, launchWrapper, rootArgvFor, type LaunchedWrapper } from "./launch.js";
 import { lifecycleDeps, releaseLaunched, type ControllerDeps, type LiveSessions } from "./live-sessions.js";
+import { createLeaseCgroup, readCgroupOf, removeCgroup } from "../containment/index.js";
+import { CGROUP_ENV_KEY } from "./wrapper/protocol.js";
 import type { AcpxSessionRecord } from "./session-store.js";
 import type { AcpRuntimeEnsureInput, AcpRuntimeHandle } from "./types.js";
 
@@ -35,6 +37,9 @@ export async function spawnSession(d: ControllerDeps, live: LiveSessions, input:
     commandHash: computeCommandHash(rootArgv),
   });
   live.inFlight.add(lease.leaseId);
+  // the lease's own cgroup, recorded before the spawn (README "Containment"); the wrapper enters it
+  const cgroup = await openLeaseCgroup(d, lease.leaseId);
+  if (cgroup !== null) lease = await d.leases.update(lease.leaseId, { cgroup });
   const tLease = performance.now();
   let launched: LaunchedWrapper | undefined;
   let client: AcpClient | undefined;
@@ -67,7 +72,7 @@ export async function spawnSession(d: ControllerDeps, live: LiveSessions, input:
       leaseId: lease.leaseId,
       gatewayInstanceId: d.gatewayInstanceId,
       cwd: input.cwd,
-      env: input.env,
+      env: cgroup !== null ? { ...input.env, [CGROUP_ENV_KEY]: cgroup.path } : input.env,
       envRemove: input.envRemove,
     });
   } catch (err) {
@@ -99,6 +104,11 @@ export async function spawnSession(d: ControllerDeps, live: LiveSessions, input:
     return fail(failure, `the wrapper (pid ${rootPid}) was gone right after it started${end ? `: ${describeEnd(end)}` : ""}${stderrNote(launched)}`);
   }
   if (recorded.identity === "unknown") return fail("adapter-exited", `the wrapper's identity could not be recorded: ${recorded.detail}${stderrNote(launched)}`);
+  // the cgroup is evidence only when the root is in it (the wrapper's move can fail): else it is dropped
+  if (cgroup !== null && (await readCgroupOf(rootPid)) !== cgroup.path) {
+    lease = await d.leases.update(lease.leaseId, { cgroup: undefined });
+    await removeCgroup(cgroup.path, { waitMs: 0 });
+  }
 
   const tRecorded = performance.now();
   client = new AcpClient({ input: launched.stdout, output: launched.stdin });
@@ -163,6 +173,13 @@ export async function spawnSession(d: ControllerDeps, live: LiveSessions, input:
     totalMs: performance.now() - tStart,
   });
   return handle;
+}
+
+/** A fresh cgroup for the lease when containment is on; null (uncontained, as without it) when it is off or cannot be made. */
+async function openLeaseCgroup(d: ControllerDeps, leaseId: string): Promise<{ path: string; id: string } | null> {
+  if (!d.containment.available) return null;
+  const r = await createLeaseCgroup(d.containment, leaseId);
+  return r.ok ? { path: r.cgroup.path, id: r.cgroup.id } : null;
 }
 
 /**

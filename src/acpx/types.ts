@@ -173,6 +173,11 @@ export interface AcpxLifecycleControllerOptions {
   maintenanceIntervalMs?: number;
   /** the node binary that runs the wrapper; default process.execPath */
   nodePath?: string;
+  /**
+   * "auto" (default): each lease gets its own cgroup v2 where the host allows
+   * it (README "Containment"); "off": never.
+   */
+  containment?: "auto" | "off";
   /** diagnostics: called once per successful ensureSession spawn with its phase timings */
   onEnsureTiming?: (t: EnsureTiming) => void;
 }

@@ -81,6 +81,12 @@ export function parseLeaseRecord(value: unknown, requireSchema: boolean): Parsed
     if (v[k] !== undefined && typeof v[k] !== "string") return bad(k, "absent or a string");
   }
   if (v.updatedAt !== undefined && !isFiniteNumber(v.updatedAt)) return bad("updatedAt", "absent or a finite number");
+  if (v.cgroup !== undefined) {
+    const c = v.cgroup as Record<string, unknown> | null;
+    if (typeof c !== "object" || c === null || !nonEmpty(c.path) || !c.path.startsWith("/") || typeof c.id !== "string" || !/^\d+$/.test(c.id)) {
+      return bad("cgroup", "absent or {path: an absolute path, id: a decimal inode}");
+    }
+  }
   const lease: AcpxProcessLease = {
     leaseId: v.leaseId,
     gatewayInstanceId: v.gatewayInstanceId,
@@ -97,6 +103,10 @@ export function parseLeaseRecord(value: unknown, requireSchema: boolean): Parsed
   if (v.bootId !== undefined) lease.bootId = v.bootId as string;
   if (v.pidNamespace !== undefined) lease.pidNamespace = v.pidNamespace as string;
   if (v.updatedAt !== undefined) lease.updatedAt = v.updatedAt as number;
+  if (v.cgroup !== undefined) {
+    const c = v.cgroup as { path: string; id: string };
+    lease.cgroup = { path: c.path, id: c.id };
+  }
   return { ok: true, lease };
 }
 

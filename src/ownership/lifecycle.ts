@@ -28,6 +28,7 @@
  * caller of the store's transitions outside the store.
  */
 import type { ProcessFacts, ProcessSignaller, ProcessSnapshot } from "../facts/types.js";
+import { cgroupMembers, drainLeaseCgroup } from "./lease-cgroup.js";
 import type { LeaseStore } from "./lease-store.js";
 import type { ReapReport } from "./reap.js";
 import { reapLeaseVerification, type LeaseReapResult } from "./reap-verification.js";
@@ -130,10 +131,11 @@ export async function settleLease(deps: LifecycleDeps, lease: AcpxProcessLease, 
 
   if (dryRun) {
     const t = targetOf(v);
-    if (t !== null) {
-      const members = t === "tree" ? v.tree!.members : v.remnants!.members;
-      const pids = members.map((m) => m.pid);
-      return base("closed", t === "tree" ? "reaped" : "reaped-remnants", `would reap ${pids.length} process(es) (${pids.join(" ")}); closed if none may still run after it`, { target: t, wouldReap: pids });
+    const contained = (await cgroupMembers(cur)) ?? [];
+    if (t !== null || contained.length > 0) {
+      const members = t === "tree" ? v.tree!.members : t === "remnants" ? v.remnants!.members : [];
+      const pids = [...new Set([...members.map((m) => m.pid), ...contained])];
+      return base("closed", t === "tree" ? "reaped" : "reaped-remnants", `would reap ${pids.length} process(es) (${pids.join(" ")})${contained.length > 0 ? `, ${contained.length} of them in the lease's cgroup` : ""}; closed if none may still run after it`, { target: t ?? "remnants", wouldReap: pids });
     }
     const s = settlementFor(v, null, { ...ctx, prior: opts.prior ?? null });
     const to = s.to === "unchanged" ? cur.state : s.to;
@@ -178,14 +180,26 @@ export async function settleLease(deps: LifecycleDeps, lease: AcpxProcessLease, 
   if (last !== null) {
     s = settlementAfterReap(last, { ...ctx, prior });
   } else s = settlementFor(v, null, { ...ctx, prior });
+  // The lease's own cgroup (lease-cgroup.ts) holds every process it started:
+  // emptied as a unit after the reap, its populated 0 is the proof that
+  // nothing is left, whatever the search above could or could not clear.
+  const drain = mayReap && s.to !== "unchanged" ? await drainLeaseCgroup(cur, { graceMs: deps.graceMs, signaller: deps.signaller }) : null;
+  if (drain?.state === "empty") {
+    const ended = last !== null || drain.members > 0 || prior !== null || ctx.rootExitObserved;
+    s = ended ? { to: "closed", why: drain.evidence.detail ?? "cgroup empty" } : { to: "lost", why: `nothing of it was alive; ${drain.evidence.detail ?? "cgroup empty"}` };
+  } else if (drain?.state === "survivors") s = { to: "closing", why: `${drain.evidence.detail ?? "cgroup still populated"}; ${s.why}` };
   const after = await applySettlement(deps.store, cur.leaseId, s);
   const stateAfter = after?.state ?? cur.state;
   const reap = last?.report ?? null;
+  // processes ended through the cgroup alone count as remnants reaped
+  const drained = drain !== null && drain.members > 0;
+  const target = firstTarget ?? last?.target ?? (drained ? "remnants" : null);
   return {
-    ...base(stateAfter, actionFor(stateAfter, cur.state, firstTarget ?? last?.target ?? null, reap !== null), `${note}${s.why}`),
-    target: firstTarget ?? last?.target ?? null,
+    ...base(stateAfter, actionFor(stateAfter, cur.state, target, reap !== null || drained), `${note}${s.why}`),
+    target,
     reap,
     verification: last?.final ?? v,
+    ...(drain ? { evidence: [...decided.evidence, drain.evidence] } : {}),
   };
 }
 

@@ -40,6 +40,13 @@ export interface AcpxProcessLease {
    */
   pidNamespace?: string;
   updatedAt?: number;
+  /**
+   * The lease's own cgroup v2 (README "Containment"), when the host allows
+   * one: every process of the lease runs in it whatever its environment,
+   * parent or session. `id` is the directory's inode (= cgroup.id), so a
+   * re-created directory of the same name never passes for it.
+   */
+  cgroup?: { path: string; id: string };
 }
 
 export interface OwnershipEvidence {

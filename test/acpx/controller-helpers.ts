@@ -161,18 +161,18 @@ export function sleep(ms: number): Promise<void> {
  * `stateDir`, ensures one session with `command`, prints the handle as one
  * JSON line and then idles until killed.
  */
-export function spawnGateway(stateDir: string, command: string[], graceMs = GRACE_MS): ChildProcess {
+export function spawnGateway(stateDir: string, command: string[], graceMs = GRACE_MS, containment: "auto" | "off" = "auto"): ChildProcess {
   const code = `
     const { createAcpxLifecycleController } = await import(${JSON.stringify(DIST_ACPX)});
     const cfg = JSON.parse(process.env.GW_CONFIG);
-    const ctl = await createAcpxLifecycleController({ stateDir: cfg.stateDir, graceMs: cfg.graceMs, maintenanceIntervalMs: 0 });
+    const ctl = await createAcpxLifecycleController({ stateDir: cfg.stateDir, graceMs: cfg.graceMs, maintenanceIntervalMs: 0, containment: cfg.containment });
     const h = await ctl.ensureSession({ sessionKey: "agent:main:acp:gw", agentId: "main", command: cfg.command });
     process.stdout.write(JSON.stringify(h) + "\\n");
     setInterval(() => {}, 1 << 30);
   `;
   const c = spawn(process.execPath, ["--input-type=module", "-e", code], {
     stdio: ["ignore", "pipe", "inherit"],
-    env: { ...process.env, GW_CONFIG: JSON.stringify({ stateDir, graceMs, command }) },
+    env: { ...process.env, GW_CONFIG: JSON.stringify({ stateDir, graceMs, command, containment }) },
   });
   return trackChild(c);
 }

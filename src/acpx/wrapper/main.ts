@@ -48,7 +48,7 @@
  *   ours while the adapter is unreaped); nothing is signalled per pid.
  */
 import { spawn, type ChildProcess } from "node:child_process";
-import { writeSync } from "node:fs";
+import { writeFileSync, writeSync } from "node:fs";
 import { constants } from "node:os";
 import { getProcessFacts } from "../../facts/get.js";
 import { loadNative } from "../../facts/native.js";
@@ -62,6 +62,7 @@ import { parseWrapperArgs, type WrapperArgs } from "./args.js";
 import { cleanupTree } from "./cleanup.js";
 import { openLifeline, type Lifeline } from "./lifeline.js";
 import {
+  CGROUP_ENV_KEY,
   EXIT_CANNOT_EXECUTE,
   EXIT_NOT_FOUND,
   EXIT_USAGE,
@@ -140,7 +141,26 @@ function cleanupTools(): { facts: ProcessFacts; signaller: ProcessSignaller } {
   return tools;
 }
 
+enterLeaseCgroup();
 spawnAdapter(args.command);
+
+/**
+ * Moves this wrapper into the lease's cgroup before the adapter exists, so
+ * every descendant is born inside it whatever it later does to its
+ * environment, parent or session. A move that fails leaves the session
+ * uncontained: the lease's cgroup stays empty and ownership rests on the
+ * parent links and markers, as without containment.
+ */
+function enterLeaseCgroup(): void {
+  const dir = process.env[CGROUP_ENV_KEY];
+  if (dir === undefined) return;
+  delete process.env[CGROUP_ENV_KEY];
+  try {
+    writeFileSync(`${dir}/cgroup.procs`, `${process.pid}\n`);
+  } catch {
+    // uncontained (see above)
+  }
+}
 
 function spawnAdapter(command: string[]): void {
   const [file, ...rest] = command as [string, ...string[]];

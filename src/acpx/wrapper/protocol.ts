@@ -42,6 +42,12 @@
 export { DEFAULT_GRACE_MS, INSTANCE_ENV_KEY, LEASE_ENV_KEY } from "../../ownership/types.js";
 
 export const LIFELINE_FD = 3;
+/**
+ * The lease's cgroup v2 directory, when the controller made one (README
+ * "Containment"): the wrapper enters it before the adapter exists, and drops
+ * the variable so the adapter does not inherit it.
+ */
+export const CGROUP_ENV_KEY = "PROCLEASE_CGROUP";
 /** Upper bound for --grace-ms: a typo must not keep a stubborn tree alive for days. */
 export const MAX_GRACE_MS = 600_000;
 /**

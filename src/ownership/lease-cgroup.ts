@@ -1,0 +1,71 @@
+/**
+ * A lease's own cgroup in the lifecycle (README "Containment"). When the
+ * lease records one, it holds every process the lease ever started, whatever
+ * they did to their environment, parent or session; so once the reap of the
+ * verified tree (or remnants) is done, the cgroup is emptied as a unit:
+ * SIGTERM to what is left, the grace, then one write to cgroup.kill. "Nothing
+ * left" is then the kernel's `populated 0`, not a search, and the directory
+ * is removed. The cgroup's identity (its inode) is checked first: a directory
+ * re-created under the same name is not ours and is never touched.
+ */
+import {
+  isPopulated,
+  killCgroup,
+  membersOf,
+  removeCgroup,
+  signalMembers,
+  verifyCgroupIdentity,
+  waitUntilEmpty,
+} from "../containment/index.js";
+import type { ProcessSignaller } from "../facts/types.js";
+import type { AcpxProcessLease, OwnershipEvidence } from "./types.js";
+
+export interface CgroupDrain {
+  /** empty: populated 0 and removed (or already gone); survivors: still populated; unknown: could not tell or not ours */
+  state: "empty" | "survivors" | "unknown";
+  /** processes found in it before the drain */
+  members: number;
+  evidence: OwnershipEvidence;
+}
+
+/** What a dry run would find: the pids in the lease's cgroup (null when there is none, or it is not ours). */
+export async function cgroupMembers(lease: AcpxProcessLease): Promise<number[] | null> {
+  const cg = lease.cgroup;
+  if (!cg || (await verifyCgroupIdentity(cg.path, cg.id)) !== "match") return null;
+  const m = await membersOf(cg.path);
+  return m.state === "ok" ? m.pids : null;
+}
+
+export async function drainLeaseCgroup(
+  lease: AcpxProcessLease,
+  opts: { graceMs: number; signaller: ProcessSignaller },
+): Promise<CgroupDrain | null> {
+  const cg = lease.cgroup;
+  if (!cg) return null;
+  const ev = (result: OwnershipEvidence["result"], detail: string): OwnershipEvidence => ({ check: "cgroup", result, detail: `${cg.path}: ${detail}` });
+  const id = await verifyCgroupIdentity(cg.path, cg.id);
+  // a populated cgroup cannot be removed: gone means nothing of the lease was left in it
+  if (id === "gone") return { state: "empty", members: 0, evidence: ev("match", "already removed (nothing can have been left in it)") };
+  if (id !== "match") return { state: "unknown", members: 0, evidence: ev("unknown", id === "mismatch" ? "another cgroup now has this name; not touched" : "its identity cannot be read; not touched") };
+
+  const before = await membersOf(cg.path);
+  const members = before.state === "ok" ? before.pids.length : 0;
+  if ((await isPopulated(cg.path)) === "populated") {
+    await signalMembers(cg.path, "SIGTERM", { signaller: opts.signaller });
+    if ((await waitUntilEmpty(cg.path, opts.graceMs)) !== "empty") {
+      const k = await killCgroup(cg.path, { signaller: opts.signaller });
+      if (k.outcome !== "empty" && k.outcome !== "gone") {
+        return { state: "survivors", members, evidence: ev("unknown", `still populated after cgroup.kill (${k.outcome}); retried later`) };
+      }
+    }
+  }
+  const populated = await isPopulated(cg.path);
+  if (populated !== "empty" && populated !== "gone") return { state: populated === "populated" ? "survivors" : "unknown", members, evidence: ev("unknown", `populated: ${populated}`) };
+  const rm = await removeCgroup(cg.path);
+  const removed = rm.outcome === "removed" || rm.outcome === "gone";
+  return {
+    state: "empty",
+    members,
+    evidence: ev("match", `populated 0${members > 0 ? ` after ending ${members} process(es) in it` : ""}${removed ? ", removed" : ` (not removed: ${rm.outcome})`}: nothing of the lease is left`),
+  };
+}

@@ -1,0 +1,92 @@
+/**
+ * Kernel-enforced containment (README "Containment"): an adapter leaves a
+ * grandchild that clears its environment and calls setsid, then the gateway
+ * and the wrapper are SIGKILLed together. Nothing ties that grandchild to the
+ * lease any more (no markers, reparented to init) except the lease's cgroup.
+ */
+import { readFileSync } from "node:fs";
+import { join } from "node:path";
+import { afterAll, describe, expect, it } from "vitest";
+import { detectContainment } from "../../src/containment/index.js";
+import { createAcpxLifecycleController } from "../../src/acpx/controller.js";
+import type { AcpRuntimeHandle } from "../../src/acpx/types.js";
+import { agentArgv, alive, disposeAfterEach, readJsonLine, spawnGateway, tempStateDir, trackLease, trackPid, waitFor, GRACE_MS } from "./controller-helpers.js";
+
+const controllers = disposeAfterEach();
+const support = await detectContainment();
+const why = support.available ? "" : ` [containment unavailable here: ${support.why}]`;
+if (!support.available) console.log(`[containment.test] the contained case is skipped: ${support.why}`);
+
+/**
+ * The adapter argv: first an env-scrubbed, setsid'd sleeper, double-forked
+ * (its subshell exits at once, so it is nobody's descendant by parent links;
+ * its pid goes into `pidfile`), then the fixture agent.
+ */
+function scrubbingAdapter(pidfile: string): string[] {
+  return ["/bin/sh", "-c", `( env -i setsid sleep 1000 & echo $! > ${pidfile} ); exec "$0" "$@"`, ...agentArgv({ stubborn: true, surviveStdinClose: true })];
+}
+
+async function orphanScrubbedEscapee(stateDir: string, containment: "auto" | "off"): Promise<{ h: AcpRuntimeHandle; escapee: number }> {
+  const pidfile = join(stateDir, "escapee.pid");
+  const gw = spawnGateway(stateDir, scrubbingAdapter(pidfile), GRACE_MS, containment);
+  const h = await readJsonLine<AcpRuntimeHandle>(gw);
+  trackLease(h.leaseId);
+  expect(await waitFor(() => /^\d+\n$/.test(readText(pidfile)), 10_000)).not.toBe(-1);
+  const escapee = Number(readText(pidfile));
+  trackPid(escapee);
+  // no markers: its environment is empty
+  expect(readFileSync(`/proc/${escapee}/environ`).length).toBe(0);
+  process.kill(h.rootPid, "SIGKILL");
+  gw.kill("SIGKILL");
+  expect(await waitFor(() => !alive(h.rootPid), 5000)).not.toBe(-1);
+  return { h, escapee };
+}
+
+function readText(p: string): string {
+  try {
+    return readFileSync(p, "utf8");
+  } catch {
+    return "";
+  }
+}
+
+const strays: number[] = [];
+afterAll(() => {
+  for (const pid of strays) {
+    try {
+      process.kill(pid, "SIGKILL");
+    } catch {
+      // gone
+    }
+  }
+});
+
+describe("an env-scrubbed setsid grandchild outlives a SIGKILL of gateway + wrapper", () => {
+  it.runIf(support.available)(`with containment on, the startup reap kills it through the lease's cgroup and the lease settles closed${why}`, async () => {
+    const stateDir = tempStateDir("contained");
+    const { h, escapee } = await orphanScrubbedEscapee(stateDir, "auto");
+    expect(alive(escapee)).toBe(true);
+    const ctl = await createAcpxLifecycleController({ stateDir, graceMs: GRACE_MS, maintenanceIntervalMs: 0 });
+    controllers.push(ctl);
+    const lease = (await ctl.listLeases()).find((l) => l.leaseId === h.leaseId)!;
+    expect(lease.cgroup?.path).toMatch(new RegExp(`/proclease/${h.leaseId}$`));
+    const r = await ctl.reapStartupOrphans();
+    const e = r.entries.find((x) => x.leaseId === h.leaseId)!;
+    expect(e, JSON.stringify(e)).toMatchObject({ stateAfter: "closed" });
+    expect(e.evidence.some((x) => x.check === "cgroup" && x.result === "match" && /populated 0/.test(x.detail ?? ""))).toBe(true);
+    expect(await waitFor(() => !alive(escapee), 5000)).not.toBe(-1);
+  });
+
+  it("with containment off, nothing ties it to the lease: the startup reap settles the lease without it and the escapee runs on (the documented limit)", async () => {
+    const stateDir = tempStateDir("uncontained");
+    const { h, escapee } = await orphanScrubbedEscapee(stateDir, "off");
+    strays.push(escapee);
+    const ctl = await createAcpxLifecycleController({ stateDir, graceMs: GRACE_MS, maintenanceIntervalMs: 0, containment: "off" });
+    controllers.push(ctl);
+    const r = await ctl.reapStartupOrphans();
+    const e = r.entries.find((x) => x.leaseId === h.leaseId)!;
+    // the adapter (stubborn, markers) is reaped as a remnant; the scrubbed sleeper is not found
+    expect(e.stateAfter, JSON.stringify(e)).toMatch(/^(closed|lost)$/);
+    expect(alive(escapee)).toBe(true);
+  });
+});
