@@ -22,8 +22,8 @@ export const GRACE_MS = 400;
 export const GRANDCHILD_KINDS = ["plain", "setsid", "double-fork"] as const;
 export type GrandchildKind = (typeof GRANDCHILD_KINDS)[number];
 
-if (!existsSync(join(ROOT, "dist/acpx/wrapper/main.js"))) {
-  throw new Error("dist/acpx/wrapper/main.js is missing: run `npx tsc -p tsconfig.build.json` before these tests");
+if (!existsSync(join(ROOT, "dist/acpx/wrapper.cjs"))) {
+  throw new Error("dist/acpx/wrapper.cjs (the bundled wrapper) is missing: run `npm run build` before these tests");
 }
 
 const dirs: string[] = [];

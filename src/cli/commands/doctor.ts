@@ -31,6 +31,7 @@ export const CAPABILITIES = [
   "subreaper",
   "foreign-env",
   "proc-visibility",
+  "containment",
 ] as const;
 
 function nativeWhy(): string {
@@ -130,6 +131,26 @@ async function visibilityRow(): Promise<DoctorRow> {
   return { capability: cap, ok: false, detail: `/proc mounted with hidepid=${hp}: other users' processes are hidden or opaque` };
 }
 
+/** What a gateway started here would get (README "Containment"); asked without moving this process anywhere. */
+async function containmentRow(): Promise<DoctorRow> {
+  const cap = "containment";
+  const { detectContainment } = await import("../../containment/index.js");
+  const c = await detectContainment({ allowGatewayMove: false });
+  if (!c.available) {
+    return {
+      capability: cap,
+      ok: false,
+      detail: `off: ${c.why}. Without it, a grandchild that clears its environment and calls setsid outlives a SIGKILL of gateway + wrapper (its lease settles lost); no per-session memory figures`,
+    };
+  }
+  const missing = c.missingControllers.map((m) => `${m.controller}: ${m.why}`).join("; ");
+  return {
+    capability: cap,
+    ok: true,
+    detail: `contained: each lease in ${c.root}/<leaseId> (cgroup v2 at ${c.mount}; ended with ${c.kill})${missing ? `; not per session: ${missing}` : ""}`,
+  };
+}
+
 export async function collectDoctorRows(facts: ProcessFacts, forced: string | undefined): Promise<DoctorRow[]> {
   const binding = loadNative();
   return [
@@ -139,6 +160,7 @@ export async function collectDoctorRows(facts: ProcessFacts, forced: string | un
     await subreaperRow(binding),
     await foreignEnvRow(facts),
     await visibilityRow(),
+    await containmentRow(),
   ];
 }
 
