@@ -64,7 +64,8 @@ describe("the controller settles by the one rule", () => {
         return outcome;
       },
     };
-    const ctl = await createAcpxLifecycleController({ stateDir, graceMs: GRACE_MS, maintenanceIntervalMs: 0, handshakeTimeoutMs: 1500, facts: t.facts, signaller });
+    // uncontained: these rows drive the settlement rule with failing facts; the lease cgroup would overrule them (containment.test.ts)
+    const ctl = await createAcpxLifecycleController({ stateDir, graceMs: GRACE_MS, maintenanceIntervalMs: 0, handshakeTimeoutMs: 1500, facts: t.facts, signaller, containment: "off" });
     controllers.push(ctl);
     const pending = ctl
       .ensureSession({ sessionKey: "k-spawn", agentId: "main", command: agentArgv({ kind: "plain", extra: ["--never-answer"] }) })
@@ -105,7 +106,8 @@ describe("the controller settles by the one rule", () => {
   it.skipIf(SKIP)(`close with a root that cannot be inspected: closing with that cause, the session let go, the maintenance timer settles it${SKIP_NOTE}`, async () => {
     const t = trickyFacts();
     const stateDir = tempStateDir("settle-close");
-    const ctl = await createAcpxLifecycleController({ stateDir, graceMs: GRACE_MS, maintenanceIntervalMs: 150, facts: t.facts });
+    // uncontained, as above
+    const ctl = await createAcpxLifecycleController({ stateDir, graceMs: GRACE_MS, maintenanceIntervalMs: 150, facts: t.facts, containment: "off" });
     controllers.push(ctl);
     const h = await ctl.ensureSession({ sessionKey: "k-close", agentId: "main", command: agentArgv({ kind: "setsid" }) });
     trackLease(h.leaseId);

@@ -33,7 +33,10 @@ async function newController(
   extra?: { handshakeTimeoutMs?: number; facts?: ProcessFacts; signaller?: ProcessSignaller },
 ) {
   const stateDir = tempStateDir(label);
-  const ctl = await createAcpxLifecycleController({ stateDir, graceMs: GRACE_MS, maintenanceIntervalMs: 0, ...extra });
+  // a test that hands in failing facts or a signaller drives the uncontained rules: with containment the
+  // lease's cgroup (kernel evidence those fakes cannot touch) would settle it instead (containment.test.ts)
+  const off = extra?.facts !== undefined || extra?.signaller !== undefined ? { containment: "off" as const } : {};
+  const ctl = await createAcpxLifecycleController({ stateDir, graceMs: GRACE_MS, maintenanceIntervalMs: 0, ...off, ...extra });
   controllers.push(ctl);
   return { ctl, stateDir };
 }

@@ -141,7 +141,8 @@ describe("explain / reap when the wrapper is gone, and when its pid does not mat
 
   it("a root whose start time does not match: no remnants, explain promises no signal, reap marks it lost and signals nothing", async () => {
     const dir = tempStateDir("cli-mismatch");
-    const ctl = await createAcpxLifecycleController({ stateDir: dir, graceMs: GRACE_MS, maintenanceIntervalMs: 0 });
+    // uncontained: the faked reuse below would be overruled by the lease's cgroup, which the kernel keeps (containment.test.ts)
+    const ctl = await createAcpxLifecycleController({ stateDir: dir, graceMs: GRACE_MS, maintenanceIntervalMs: 0, containment: "off" });
     try {
       const h = await ctl.ensureSession({ sessionKey: "agent:main:acp:mm", agentId: "main", command: agentArgv({ kind: "plain" }) });
       trackLease(h.leaseId);

@@ -152,9 +152,9 @@ describe("proclease inspect", () => {
 });
 
 describe("proclease doctor", () => {
-  const ROWS = ["backend", "identity", "pidfd", "subreaper", "foreign-env", "proc-visibility"];
+  const ROWS = ["backend", "identity", "pidfd", "subreaper", "foreign-env", "proc-visibility", "containment"];
 
-  it("prints all six rows with yes/no and a reason", async () => {
+  it("prints all seven rows with yes/no and a reason", async () => {
     const r = await cli(["doctor"]);
     expect(r.code).toBe(0);
     const lines = r.stdout.trimEnd().split("\n");

@@ -223,6 +223,17 @@ describe("procfs over a fixture /proc tree (unreadable and odd entries)", () => 
     await proc(501, { stat: statLine(501, "worker", { ppid: 1, pgid: 500, sid: 500 }), status: status({ tgid: 500, pid: 501 }), cmdline: "w\0" });
     // a zombie leader with a live thread, and a non-dumpable process (real uid 7, effective 8)
     await proc(600, { stat: statLine(600, "zl", { state: "Z" }), status: status({ tgid: 600, pid: 600, threads: 2 }) });
+    // its threads: the leader (Z) and one that runs on (S, no PF_EXITING): a live process
+    for (const [tid, state] of [[600, "Z"], [6001, "S"]] as const) {
+      await mkdir(join(root, "600", "task", String(tid)), { recursive: true });
+      await writeFile(join(root, "600", "task", String(tid), "stat"), statLine(tid, "zl", { state }));
+    }
+    // a dying multi-threaded process: "Threads: 2", but its other thread is inside exit(2) too (PF_EXITING)
+    await proc(602, { stat: statLine(602, "dying", { state: "Z" }), status: status({ tgid: 602, pid: 602, threads: 2 }) });
+    for (const [tid, state, flags] of [[602, "Z", 4194564], [6021, "R", 4194564]] as const) {
+      await mkdir(join(root, "602", "task", String(tid)), { recursive: true });
+      await writeFile(join(root, "602", "task", String(tid), "stat"), statLine(tid, "dying", { state, flags }));
+    }
     await proc(601, { stat: statLine(601, "z", { state: "Z" }), status: status({ tgid: 601, pid: 601, threads: 1 }) });
     await proc(700, { stat: statLine(700, "nd"), status: status({ tgid: 700, pid: 700, uid: "7\t8\t8\t8" }), cmdline: "nd\0" });
     // a kernel thread
@@ -240,9 +251,10 @@ describe("procfs over a fixture /proc tree (unreadable and odd entries)", () => 
       const snap = await createProcfsFacts({ root, uidFromStatus: false }).snapshot();
       // 400 is dead ("X"): gone. 501 is listed here only because a fixture has no
       // readdir semantics: the real /proc lists thread-group leaders only.
-      expect([...snap.processes.keys()]).toEqual([100, 200, 501, 600, 601, 700, 800]);
+      expect([...snap.processes.keys()]).toEqual([100, 200, 501, 600, 601, 602, 700, 800]);
       expect(snap.processes.get(600)).toMatchObject({ state: "Z", zombieLeader: true });
       expect(snap.processes.get(601)).toMatchObject({ state: "Z", zombieLeader: false });
+      expect(snap.processes.get(602)).toMatchObject({ state: "Z", zombieLeader: false });
       expect(snap.processes.get(800)).toMatchObject({ kernelThread: true });
       expect(snap.processes.get(100)).toMatchObject({ kernelThread: false, zombieLeader: false });
       // the stat owner, unless asked to look at status for root-owned entries
