@@ -9,7 +9,6 @@
  * Build first (`npm run build`): the wrapper runs from dist/.
  */
 import { randomUUID } from "node:crypto";
-import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import {
@@ -33,7 +32,7 @@ import {
   type LaunchInput,
 } from "../../src/acpx/launch.js";
 import { INSTANCE_ENV_KEY, LEASE_ENV_KEY } from "../../src/ownership/types.js";
-import { AGENT, alive, cleanupAll, GRACE_MS, readPidfile, tempStateDir, trackChild, trackLease, waitFor } from "./controller-helpers.js";
+import { AGENT, alive, cleanupAll, GRACE_MS, readPidfile, tempStateDir, trackChild, trackLease, waitFor, environOf } from "./controller-helpers.js";
 
 const GW = `gw-diag-${process.pid}`;
 const open: { l: LaunchedWrapper; client: AcpClient }[] = [];
@@ -88,14 +87,6 @@ async function failedHandshake(client: AcpClient, l: LaunchedWrapper, extra: Par
   return { failure: err as HandshakeFailure, ...(await explainHandshakeFailure(err, l)) };
 }
 
-function environOf(pid: number): Map<string, string> {
-  const env = new Map<string, string>();
-  for (const kv of readFileSync(`/proc/${pid}/environ`, "utf8").split("\0")) {
-    const i = kv.indexOf("=");
-    if (i > 0) env.set(kv.slice(0, i), kv.slice(i + 1));
-  }
-  return env;
-}
 
 describe("ByteRing: the adapter's recent stderr, bounded", () => {
   it("keeps at most cap bytes, the most recent ones, over many chunks", () => {

@@ -27,6 +27,7 @@ import {
   trackLease,
   trackPid,
   waitFor,
+  environOf,
 } from "./controller-helpers.js";
 
 const controllers = disposeAfterEach();
@@ -61,14 +62,6 @@ async function expectSettled(ctl: Awaited<ReturnType<typeof newController>>["ctl
   expect(leaseCarriers(e.leaseId!)).toEqual([]);
 }
 
-function environOf(pid: number): Map<string, string> {
-  const env = new Map<string, string>();
-  for (const kv of readFileSync(`/proc/${pid}/environ`, "utf8").split("\0")) {
-    const i = kv.indexOf("=");
-    if (i > 0) env.set(kv.slice(0, i), kv.slice(i + 1));
-  }
-  return env;
-}
 
 describe("ensureSession: ACP authenticate", () => {
   it("with auth: { methodId } the agent that requires it gives a session", async () => {

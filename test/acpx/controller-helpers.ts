@@ -264,3 +264,13 @@ export async function orphanByKillingGatewayAndWrapper(stateDir: string): Promis
   if ((await waitFor(() => !alive(h.rootPid), 5000)) === -1) throw new Error(`wrapper ${h.rootPid} survived SIGKILL`);
   return { h, pids };
 }
+
+/** A live process's whole environment, from /proc (tests only: they read what an adapter really got). */
+export function environOf(pid: number): Map<string, string> {
+  const env = new Map<string, string>();
+  for (const kv of readFileSync(`/proc/${pid}/environ`, "utf8").split("\0")) {
+    const i = kv.indexOf("=");
+    if (i > 0) env.set(kv.slice(0, i), kv.slice(i + 1));
+  }
+  return env;
+}

@@ -1,4 +1,6 @@
 import { readFileSync } from "node:fs";
+import { rm } from "node:fs/promises";
+import { afterAll, afterEach } from "vitest";
 import { fileURLToPath } from "node:url";
 import { dirname, join } from "node:path";
 import { buildSnapshot } from "../../src/facts/snapshot.js";
@@ -138,4 +140,18 @@ export function gate(): { gate: Promise<void>; open: () => void } {
   let open!: () => void;
   const g = new Promise<void>((r) => (open = r));
   return { gate: g, open };
+}
+
+/** The temp dirs and pids a test file makes: pids killed after each test, dirs removed at the end. */
+export function trackedCleanup(): { dirs: string[]; pids: Set<number> } {
+  const dirs: string[] = [];
+  const pids = new Set<number>();
+  afterEach(() => {
+    killQuietly(pids);
+    pids.clear();
+  });
+  afterAll(async () => {
+    for (const d of dirs) await rm(d, { recursive: true, force: true });
+  });
+  return { dirs, pids };
 }

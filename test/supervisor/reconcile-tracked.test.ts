@@ -4,30 +4,22 @@
  * those are kept: not verified, not reaped, not settled, not reported. A
  * predicate that throws keeps the run too (unknown never leads to a signal).
  */
-import { mkdtemp, rm } from "node:fs/promises";
+import { mkdtemp } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { afterAll, afterEach, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { getProcessFacts } from "../../src/facts/get.js";
 import { openLeaseStore } from "../../src/ownership/lease-store.js";
 import { createProcessSupervisor } from "../../src/supervisor/supervisor.js";
 import type { SupervisorRunRef } from "../../src/supervisor/types.js";
-import { isAlive, killQuietly, waitFor } from "./helpers.js";
+import { isAlive, waitFor, trackedCleanup } from "./helpers.js";
 
 // on ps a supervisor lease verifies as unknown (no argv or environment to back a one-second start time): nothing is reaped there
 const NO_ENV = ["ps", "none"].includes(getProcessFacts().backend);
 const NOTE = NO_ENV ? ` [skipped: the ${getProcessFacts().backend} backend cannot verify supervisor leases]` : "";
 if (NO_ENV) console.log(`reconcile-tracked.test:${NOTE}`);
 
-const dirs: string[] = [];
-const pids = new Set<number>();
-afterEach(() => {
-  killQuietly(pids);
-  pids.clear();
-});
-afterAll(async () => {
-  for (const d of dirs) await rm(d, { recursive: true, force: true });
-});
+const { dirs, pids } = trackedCleanup();
 
 const base = { sessionId: "s", backendId: "t", mode: "child", background: true } as const;
 

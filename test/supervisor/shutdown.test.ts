@@ -3,25 +3,17 @@
  * included), shutdown() also refuses new spawns and resolves once every run
  * has ended and its lease settled.
  */
-import { mkdtemp, rm } from "node:fs/promises";
+import { mkdtemp } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { afterAll, afterEach, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { openLeaseStore } from "../../src/ownership/lease-store.js";
 import { SUPERVISOR_SESSION_PREFIX } from "../../src/ownership/types.js";
 import type { PtyLoader } from "../../src/supervisor/adapters/pty.js";
 import { createProcessSupervisor, SupervisorShutdownError } from "../../src/supervisor/supervisor.js";
-import { gate, instanceCarriers, isAlive, killQuietly, matcher, waitFor } from "./helpers.js";
+import { gate, instanceCarriers, isAlive, matcher, waitFor, trackedCleanup } from "./helpers.js";
 
-const dirs: string[] = [];
-const pids = new Set<number>();
-afterEach(() => {
-  killQuietly(pids);
-  pids.clear();
-});
-afterAll(async () => {
-  for (const d of dirs) await rm(d, { recursive: true, force: true });
-});
+const { dirs, pids } = trackedCleanup();
 
 const base = { sessionId: "s", backendId: "t" } as const;
 const TREE = ["sh", "-c", `sh -c 'trap "" TERM; while :; do sleep 1; done' & echo "tree $$ $!"; wait`];
