@@ -329,8 +329,10 @@ int WalkProcesses(PackedSnapshot& out, bool uidFromStatus) {
     memcpy(rel + n, "/stat", 6);
     // A process that exits between readdir and openat is simply not listed.
     if (!linux_detail::ReadStatAt(dfd, rel, rec) || IsDead(rec.state)) continue;
-    // a zombie or an exiting leader may still have live threads: only then is status read
-    const bool zombie = rec.state == 'Z' || (rec.flags & kRecExiting) != 0;
+    // a zombie leader may still have live threads: only then is status read. A
+    // leader merely exiting (not yet Z) is counted as going away: a process
+    // being SIGKILLed shows exactly that, with threads not yet flagged.
+    const bool zombie = rec.state == 'Z';
     const bool rootOwned = uidFromStatus && rec.uid == 0;
     if (zombie || rootOwned) {
       StatusFacts status;
@@ -367,7 +369,7 @@ int ReadIdentity(int dfd, int pid, ProcDetails& out) {
     out.rec.uid = static_cast<int32_t>(status.euid);
     out.realUid = static_cast<int32_t>(status.ruid);
   }
-  if ((out.rec.state == 'Z' || (out.rec.flags & kRecExiting) != 0) && LiveThreadsBehindZombie(dfd, status, "task", pid)) {
+  if (out.rec.state == 'Z' && LiveThreadsBehindZombie(dfd, status, "task", pid)) {
     out.rec.flags |= kRecZombieLeader;
   }
   return 0;

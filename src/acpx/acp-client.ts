@@ -361,7 +361,7 @@ export async function explainHandshakeFailure(
 
 // ------------------------------------------------------------------ turns
 
-/** Validates prompt options (CONTRACT §6); throws TypeError / RangeError naming the field. */
+/** Validates prompt options (signal, timeoutMs, cancelGraceMs); throws TypeError / RangeError naming the field. */
 export function assertPromptOptions(opts: unknown): asserts opts is PromptOptions | undefined {
   if (opts === undefined) return;
   if (typeof opts !== "object" || opts === null) throw new TypeError("prompt options must be an object");

@@ -182,14 +182,8 @@ export interface InterruptedTurn {
   stderrTail?: string;
 }
 
-/**
- * `prompt` ran past `timeoutMs` (CONTRACT §6). session/cancel was sent first.
- * When `turnEnded` is false the agent did not answer the cancel within the
- * grace: the turn still counts as running and the session takes no new
- * prompt until it ends (or the session is closed).
- */
-export class AcpxPromptTimeoutError extends Error {
-  override name = "AcpxPromptTimeoutError";
+/** What a timed-out or aborted prompt saw of its turn: both errors carry it the same way. */
+abstract class InterruptedPromptError extends Error {
   readonly cancelSent: boolean;
   readonly turnEnded: boolean;
   readonly stopReason: string | undefined;
@@ -197,18 +191,11 @@ export class AcpxPromptTimeoutError extends Error {
   readonly stderrTail: string | undefined;
   constructor(
     readonly sessionKey: string,
-    readonly timeoutMs: number,
+    message: string,
     turn: InterruptedTurn,
     options?: { cause?: unknown },
   ) {
-    super(
-      `ACP prompt on ${JSON.stringify(sessionKey)} timed out after ${timeoutMs} ms; session/cancel sent, ` +
-        (turn.turnEnded
-          ? `the turn ended (${turn.stopReason ?? "with an error"}) within ${turn.cancelGraceMs} ms`
-          : `the agent did not end the turn within ${turn.cancelGraceMs} ms: the session takes no new prompt until it does`) +
-        diagnosticsNote({ ...(turn.stderrTail !== undefined ? { stderrTail: turn.stderrTail } : {}) }),
-      options,
-    );
+    super(message, options);
     this.cancelSent = turn.cancelSent;
     this.turnEnded = turn.turnEnded;
     this.stopReason = turn.stopReason;
@@ -218,35 +205,50 @@ export class AcpxPromptTimeoutError extends Error {
 }
 
 /**
- * `prompt`'s AbortSignal fired (CONTRACT §6: name "AbortError", like the
- * platform's own aborts). session/cancel was sent when the turn had started;
- * `cause` is the signal's reason.
+ * `prompt` ran past `timeoutMs`. session/cancel was sent first.
+ * When `turnEnded` is false the agent did not answer the cancel within the
+ * grace: the turn still counts as running and the session takes no new
+ * prompt until it ends (or the session is closed).
  */
-export class AcpxPromptAbortError extends Error {
-  override name = "AbortError";
-  readonly cancelSent: boolean;
-  readonly turnEnded: boolean;
-  readonly stopReason: string | undefined;
-  readonly cancelGraceMs: number;
-  readonly stderrTail: string | undefined;
+export class AcpxPromptTimeoutError extends InterruptedPromptError {
+  override name = "AcpxPromptTimeoutError";
   constructor(
-    readonly sessionKey: string,
+    sessionKey: string,
+    readonly timeoutMs: number,
     turn: InterruptedTurn,
     options?: { cause?: unknown },
   ) {
     super(
+      sessionKey,
+      `ACP prompt on ${JSON.stringify(sessionKey)} timed out after ${timeoutMs} ms; session/cancel sent, ` +
+        (turn.turnEnded
+          ? `the turn ended (${turn.stopReason ?? "with an error"}) within ${turn.cancelGraceMs} ms`
+          : `the agent did not end the turn within ${turn.cancelGraceMs} ms: the session takes no new prompt until it does`) +
+        diagnosticsNote({ ...(turn.stderrTail !== undefined ? { stderrTail: turn.stderrTail } : {}) }),
+      turn,
+      options,
+    );
+  }
+}
+
+/**
+ * `prompt`'s AbortSignal fired (its `name` is "AbortError", like the
+ * platform's own aborts). session/cancel was sent when the turn had started;
+ * `cause` is the signal's reason.
+ */
+export class AcpxPromptAbortError extends InterruptedPromptError {
+  override name = "AbortError";
+  constructor(sessionKey: string, turn: InterruptedTurn, options?: { cause?: unknown }) {
+    super(
+      sessionKey,
       `ACP prompt on ${JSON.stringify(sessionKey)} was aborted` +
         (!turn.cancelSent
           ? " before it was sent"
           : turn.turnEnded
             ? `; session/cancel sent, the turn ended (${turn.stopReason ?? "with an error"}) within ${turn.cancelGraceMs} ms`
             : `; session/cancel sent, the agent did not end the turn within ${turn.cancelGraceMs} ms: the session takes no new prompt until it does`),
+      turn,
       options,
     );
-    this.cancelSent = turn.cancelSent;
-    this.turnEnded = turn.turnEnded;
-    this.stopReason = turn.stopReason;
-    this.cancelGraceMs = turn.cancelGraceMs;
-    this.stderrTail = turn.stderrTail || undefined;
   }
 }

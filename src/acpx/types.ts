@@ -1,5 +1,5 @@
 /**
- * The lifecycle controller's public shapes (CONTRACT §3; names fixed there)
+ * The lifecycle controller's public shapes (their names are the public API)
  * plus the two reports it returns, which are ours to design.
  */
 import type { ProcessFacts, ProcessSignaller } from "../facts/types.js";
@@ -45,11 +45,11 @@ export interface AcpRuntimeEnsureInput {
   ownerSessionKey?: string;
 }
 
-/** ensureSession's `auth` (CONTRACT §6: `{ methodId }`; the resolver form is ours). */
+/** ensureSession's `auth`: `{ methodId }`, or a resolver that picks one from the agent's methods. */
 export type AcpAuthInput = { methodId: string } | AcpAuthResolver;
 export type AcpAuthResolver = (methods: readonly AcpAuthMethodInfo[]) => string | undefined | Promise<string | undefined>;
 
-/** prompt's options (CONTRACT §6: signal, timeoutMs; cancelGraceMs is ours). */
+/** prompt's options: signal, timeoutMs, and the grace for the turn to end after session/cancel. */
 export interface PromptOptions {
   /** aborting sends session/cancel and rejects with an error named "AbortError" */
   signal?: AbortSignal;

@@ -331,8 +331,9 @@ export function createProcfsFacts(opts: ProcfsOptions = {}): ProcessFacts {
         const pid = pids[next++]!;
         const r = await readStat(pid, root, buf);
         if (r === null) continue;
-        // a zombie or an exiting leader may still have live threads: only then is status read
-        const zombie = r.stat.state === "Z" || (r.stat.flags & PF_EXITING) !== 0;
+        // a zombie leader may still have live threads: only then is status read (an
+        // exiting leader not yet Z counts as going away, as in native/facts_linux.cc)
+        const zombie = r.stat.state === "Z";
         const rootOwned = uidFromStatus && r.owner === 0;
         if (!zombie && !rootOwned) {
           infos.push(toInfo(r.stat, r.owner, false));
@@ -376,7 +377,7 @@ export function createProcfsFacts(opts: ProcfsOptions = {}): ProcessFacts {
     if (after === null || after.stat.startTime !== before.stat.startTime) return null;
     // it may have become a zombie while we read: ask status again then
     const zombieLeader =
-      (after.stat.state === "Z" || (after.stat.flags & PF_EXITING) !== 0) &&
+      after.stat.state === "Z" &&
       (await liveThreadsBehindZombie(dir, before.stat.state === "Z" ? status : await readStatus(dir)));
     const details: ProcessDetails = {
       ...toInfo(after.stat, status?.effectiveUid ?? after.owner, zombieLeader),
