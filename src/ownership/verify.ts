@@ -126,6 +126,8 @@ export interface VerifyOptions {
  */
 const CORROBORATING = new Set(["wrapper-path", "command-hash", "process-group", "lease-env"]);
 const MARKER_CONCURRENCY = 16;
+/** how long an unreadable or mid-exec candidate is given before its second read */
+const EXEC_SETTLE_MS = 20;
 const EXECD = "the root exec'd another program since spawn (same start time): the command no longer identifies it";
 
 export async function explainLease(lease: AcpxProcessLease, facts: ProcessFacts, opts?: VerifyOptions): Promise<LeaseVerification> {
@@ -482,8 +484,15 @@ async function scanEnvironments(
   // their environment is read; such a read fails without saying anything
   // about our lease. Each failed read gets ONE more try: a process gone or a
   // zombie by then is gone; only one that stays unreadable keeps a search open.
-  const retry = candidates.map((_, i) => i).filter((i) => tallies.size > 0 && (details[i] === undefined || details[i]?.envReadable === false));
+  // An empty argv from a user-space process means it is inside execve (its new
+  // memory has no argument or environment area yet, so markers it carries read
+  // as absent): a process a TERM trap forks during the teardown is often caught
+  // there. Both kinds are read again after a pause long enough for an exec.
+  const retry = candidates
+    .map((_, i) => i)
+    .filter((i) => tallies.size > 0 && (details[i] === undefined || details[i]?.envReadable === false || details[i]?.argv?.length === 0));
   if (retry.length > 0) {
+    await new Promise((r) => setTimeout(r, EXEC_SETTLE_MS));
     const again = await mapLimit(retry, MARKER_CONCURRENCY, (i) => inspectSafe(facts, candidates[i]!.pid, MARKER_ENV_KEYS));
     retry.forEach((i, k) => {
       details[i] = again[k];
