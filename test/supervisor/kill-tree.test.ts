@@ -241,9 +241,11 @@ describe("signalProcessTree: one signal, the same guards and the same tree as ki
     root.stdout!.setEncoding("utf8").on("data", (c: string) => out.push(c));
     const escapee = Number((await out.waitFor(/esc (\d+)/))[1]);
     spawned.add(escapee);
+    // `$!` is printed before the child has called setsid(): until it has, it is still in the root's group
+    // and a tree walk rightly includes it. Wait for the state the test is about: escapee in its own group.
     await waitFor(async () => {
       const snap = await FACTS.snapshot();
-      return snap.groupMembers(root.pid!).length >= 3;
+      return pgidOf(escapee) === escapee && snap.groupMembers(root.pid!).length >= 3;
     });
     const snap = await FACTS.snapshot();
     for (const p of snap.groupMembers(root.pid!)) spawned.add(p.pid);
