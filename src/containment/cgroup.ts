@@ -47,6 +47,7 @@ import { checkSignalTarget, ancestorsOfThisProcess } from "../facts/guards.js";
 import { createProcfsFacts, readStatSync } from "../facts/procfs.js";
 import { createSignaller } from "../facts/signal.js";
 import type { ProcessSignaller, SignalOutcome } from "../facts/types.js";
+import { sameProcess } from "../facts/identity.js";
 
 /** statfs f_type of a cgroup2 filesystem */
 export const CGROUP2_SUPER_MAGIC = 0x63677270;
@@ -988,7 +989,7 @@ async function signalPids(path: string, pids: readonly number[], signal: NodeJS.
     }
     // the membership read above belongs to the process with this start time
     const again = readStatSync(pid);
-    if (again === null || again.startTime !== st.startTime) {
+    if (again === null || !sameProcess({ pid, startTime: again.startTime }, { pid, startTime: st.startTime })) {
       out.push({ pid, outcome: "left" });
       continue;
     }

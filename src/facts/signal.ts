@@ -21,6 +21,7 @@ import type { ProcessFacts, ProcessSignaller, SignalOutcome } from "./types.js";
 import { checkSignalTarget } from "./guards.js";
 import { assertPid } from "./validate.js";
 import { loadNative } from "./native.js";
+import { sameProcess } from "./identity.js";
 
 const DECIMAL = /^(0|[1-9][0-9]*)$/;
 
@@ -80,7 +81,7 @@ function inspectThenKill(facts: ProcessFacts): ProcessSignaller {
       if (typeof expectedStartTime !== "string" || expectedStartTime.length === 0) return "unknown";
       const live = await facts.inspect(pid);
       if (live === null) return "gone";
-      if (live.startTime !== expectedStartTime) return "mismatch";
+      if (!sameProcess(live, { pid, startTime: expectedStartTime })) return "mismatch";
       // The window: between the inspect above and this kill the process may
       // exit and its pid be reused. See the module comment.
       try {

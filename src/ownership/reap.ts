@@ -12,6 +12,7 @@ import { MAX_PID, nonNegativeOption } from "../facts/validate.js";
 import { ancestorsOfSelf } from "./collect.js";
 import { checkGroupTarget, checkSignalTarget } from "./guards.js";
 import { DEFAULT_GRACE_MS } from "./types.js";
+import { sameProcess } from "../facts/identity.js";
 
 export type ReapOutcome =
   | "exited-after-term"
@@ -267,7 +268,7 @@ async function pollUntil(
 async function exited(facts: ProcessFacts, e: Entry): Promise<boolean> {
   try {
     const d = await facts.inspect(e.pid);
-    return d === null || !isAlive(d) || String(d.startTime) !== e.startTime;
+    return d === null || !isAlive(d) || !sameProcess(d, e);
   } catch {
     return false; // unknown: keep treating it as alive (the KILL is identity-checked anyway)
   }
@@ -325,7 +326,7 @@ async function newChildren(
     if (e.phase !== "pending" && e.phase !== "termed" && e.phase !== "killed") continue;
     if (ancestors.has(e.pid) || !checkSignalTarget(e.pid).allowed) continue;
     const live = snap.processes.get(e.pid);
-    if (live && String(live.startTime) === e.startTime) stack.push(e.pid);
+    if (sameProcess(live, e)) stack.push(e.pid);
   }
   const take = (p: ProcessInfo) => {
     const e = add(p);

@@ -27,6 +27,7 @@ import { join } from "node:path";
 import { loadNative } from "../facts/native.js";
 import type { ProcessFacts } from "../facts/types.js";
 import { assertPrivate, ensurePrivateDir, readOwnedFile, writeTemp } from "./fs-safe.js";
+import { sameProcess } from "../facts/identity.js";
 
 export const STATE_LOCK_FILE = "gateway.lock";
 const O_NOFOLLOW = constants.O_NOFOLLOW ?? 0;
@@ -131,7 +132,7 @@ async function fileLock(stateDir: string, path: string, me: Holder, facts: Proce
       released = true;
       const r = await readOwnedFile(path, 4096);
       const h = r.kind === "ok" ? parseHolder(r.text) : null;
-      if (h !== null && h.pid === me.pid && h.startTime === me.startTime) await unlink(path).catch(() => undefined);
+      if (sameProcess(h, me)) await unlink(path).catch(() => undefined);
     },
   };
 }
@@ -141,7 +142,7 @@ async function holderAlive(h: Holder, facts: ProcessFacts): Promise<boolean | nu
   try {
     const d = await facts.inspect(h.pid);
     if (d === null) return false;
-    return String(d.startTime) === h.startTime && isAlive(d);
+    return sameProcess(d, h) && isAlive(d);
   } catch {
     return null;
   }

@@ -54,6 +54,7 @@ import {
 import { readStartClock, type StartClock } from "./start-clock.js";
 import { MARKER_ENV_KEYS, markerVerdict } from "./markers.js";
 import { LEASE_ENV_KEY, type AcpxProcessLease, type OwnedProcessTree, type OwnershipEvidence } from "./types.js";
+import { sameProcess } from "../facts/identity.js";
 
 export type LeaseVerdict = "owned" | "gone" | "mismatch" | "unknown";
 
@@ -291,7 +292,7 @@ async function checkRoot(
   push("root-alive", "match");
 
   if (lease.rootStartTime === undefined) push("start-time", "unknown", "not recorded");
-  else if (String(root.startTime) !== lease.rootStartTime) {
+  else if (!sameProcess(root, { pid: lease.rootPid, startTime: lease.rootStartTime })) {
     // Coarse identity (ps: epoch seconds) cannot tell a reused pid from a
     // lease recorded in another unit (clock ticks by native or procfs): a
     // difference proves nothing, so it is unknown and nothing is settled on it.
@@ -305,7 +306,7 @@ async function checkRoot(
   const d = await inspectSafe(facts, lease.rootPid, MARKER_ENV_KEYS);
   if (d === undefined) return finishWith(s, "unknown", { check: "inspect", result: "unknown", detail: "the root could not be inspected" });
   if (d === null) return vanished(s, { check: "root-alive", result: "mismatch", detail: `pid ${lease.rootPid} exited during verification` });
-  if (String(d.startTime) !== String(root.startTime)) {
+  if (!sameProcess(d, root)) {
     return finishWith(s, "mismatch", { check: "start-time", result: "mismatch", detail: "pid reused during verification" });
   }
   if (!isAlive(d)) return vanished(s, { check: "root-alive", result: "mismatch", detail: `pid ${lease.rootPid} became a zombie` });
@@ -501,7 +502,7 @@ async function scanEnvironments(
   candidates.forEach((p, i) => {
     const d = details[i];
     // gone since the snapshot, or its pid already names another process: not a carrier of anything
-    if (d === null || (d !== undefined && (String(d.startTime) !== String(p.startTime) || !isAlive(d) || isKernelThread(d)))) return;
+    if (d === null || (d !== undefined && (!sameProcess(d, p) || !isAlive(d) || isKernelThread(d)))) return;
     // Neither argv nor environment readable: the process has no address space
     // (cmdline needs none of the permissions environ does). It holds no
     // environment at all, so it carries nobody's markers: a task between

@@ -23,6 +23,7 @@ import type { ProcessFacts, ProcessInfo, ProcessSignaller, ProcessSnapshot, Sign
 import { assertPid } from "../facts/validate.js";
 import { collectTree, DEFAULT_GRACE_MS, checkGroupSignal, checkSignalTarget, reapOwnedTree } from "../ownership/index.js";
 import type { OwnedTreeReapReport as ReapReport } from "../ownership/index.js";
+import { sameProcess } from "../facts/identity.js";
 
 export interface KillProcessTreeOptions {
   /** ms between TERM and KILL; default DEFAULT_GRACE_MS (ownership's, 3000) */
@@ -167,7 +168,7 @@ async function liveTree(pid: number, opts: SignalProcessTreeOptions): Promise<Li
 export function groupToSweep(snapshot: ProcessSnapshot, root: ProcessInfo): number | undefined {
   const leader = snapshot.processes.get(root.pgid);
   const leaderIsVerifiedRoot =
-    leader !== undefined && leader.pid === root.pid && String(leader.startTime) === String(root.startTime) && leader.state !== "Z";
+    leader !== undefined && sameProcess(leader, root) && leader.state !== "Z";
   const groupVerifiedAsOwn = root.pgid === root.pid;
   // the guard decides: it refuses an unproven group as well as the forbidden ones
   const verdict = checkGroupSignal(root.pgid, { groupVerifiedAsOwn, leaderIsVerifiedRoot });

@@ -39,6 +39,7 @@ import { signalUnreapedChild } from "../../facts/guards.js";
 import { markerVerdict, MARKER_ENV_KEYS } from "../../ownership/index.js";
 import { backendLine } from "../backend.js";
 import { flag, graceMsOption, plural, UsageError, type CliIo, type ParsedArgs } from "../io.js";
+import { sameProcess } from "../../facts/identity.js";
 
 const PACKAGE_ROOT = resolve(dirname(fileURLToPath(import.meta.url)), "..", "..", "..");
 const AGENT = join(PACKAGE_ROOT, "fixtures", "acp-agent", "agent.mjs");
@@ -305,7 +306,7 @@ async function leaseCarriers(facts: ProcessFacts, lease: { leaseId: string; gate
   for (const p of (await facts.snapshot()).processes.values()) {
     if (!isAlive(p) || isKernelThread(p) || p.pid === process.pid || (uid !== null && p.uid !== uid) || !(Number(p.startTime) >= since)) continue;
     const d = await facts.inspect(p.pid, { envKeys: MARKER_ENV_KEYS }).catch(() => null);
-    if (d !== null && d.startTime === p.startTime && isAlive(d) && markerVerdict(d, lease) !== "mismatch") out.push(p.pid);
+    if (d !== null && sameProcess(d, p) && isAlive(d) && markerVerdict(d, lease) !== "mismatch") out.push(p.pid);
   }
   return out;
 }

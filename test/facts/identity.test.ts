@@ -1,0 +1,26 @@
+import { describe, expect, it } from "vitest";
+import { identityOf, sameProcess } from "../../src/facts/identity.js";
+
+describe("process identity is one value: pid and start time together", () => {
+  it("same pid and start time is the same process, whatever type carried the start", () => {
+    expect(sameProcess({ pid: 42, startTime: "1234" }, { pid: 42, startTime: "1234" })).toBe(true);
+    expect(sameProcess({ pid: 42, startTime: 1234 }, { pid: 42, startTime: 1234n })).toBe(true);
+    expect(identityOf({ pid: 7, startTime: 99n })).toEqual({ pid: 7, startTime: "99" });
+  });
+
+  it("a reused pid (another start time) or another pid is another process", () => {
+    expect(sameProcess({ pid: 42, startTime: "1234" }, { pid: 42, startTime: "1235" })).toBe(false);
+    expect(sameProcess({ pid: 42, startTime: "1234" }, { pid: 43, startTime: "1234" })).toBe(false);
+  });
+
+  it("an unknown start time or a bad pid is never the same process (fail closed)", () => {
+    expect(sameProcess({ pid: 42, startTime: undefined }, { pid: 42, startTime: undefined })).toBe(false);
+    expect(sameProcess({ pid: 42, startTime: "" }, { pid: 42, startTime: "" })).toBe(false);
+    expect(sameProcess({ pid: 42, startTime: null }, { pid: 42, startTime: "1" })).toBe(false);
+    expect(sameProcess({ pid: 0, startTime: "1" }, { pid: 0, startTime: "1" })).toBe(false);
+    expect(sameProcess({ pid: Number.NaN, startTime: "1" }, { pid: Number.NaN, startTime: "1" })).toBe(false);
+    expect(sameProcess({ pid: -1, startTime: "1" }, { pid: -1, startTime: "1" })).toBe(false);
+    expect(sameProcess(null, { pid: 42, startTime: "1" })).toBe(false);
+    expect(sameProcess({ pid: 42, startTime: "1" }, undefined)).toBe(false);
+  });
+});
