@@ -28,6 +28,19 @@ export const KILLS_GATEWAY = (ending) => ending.startsWith("gw-") || ending === 
 
 const GRANDCHILD = Object.freeze({ none: 3, plain: 2, setsid: 2, "double-fork": 2 });
 
+/**
+ * The env-scrubbing escapee (issue 13): the adapter command leaves a
+ * grandchild that clears its environment and calls setsid, so no marker and,
+ * once its parents are gone, no parent link ties it to the lease; only the
+ * lease's cgroup does. Its chance per ending: the gateway+wrapper kill is the
+ * case containment exists for; every other ending gets some too, so clean
+ * closes, wrapper kills and crashes are soaked with an escapee as well.
+ */
+const ENV_SCRUB = Object.freeze({ "gw+wrapper-kill": 0.5, other: 0.12 });
+/** gw+wrapper-kill points at which the adapter (and so the escapee) is surely up */
+const ESCAPEE_UP = new Set(["adapter-started", "after-ensure", "mid-prompt"]);
+export const isEscapeeCrash = (s) => s.variant.envScrub && s.ending === "gw+wrapper-kill" && ESCAPEE_UP.has(s.point);
+
 function drawSession(seed, sid, earlierKeys) {
   const r = rng(subSeed(seed, sid));
   const ending = r.weighted(ENDINGS);
@@ -48,7 +61,7 @@ function drawSession(seed, sid, earlierKeys) {
   }
   // a few sessions reuse an earlier key: ensureSession must settle the old record first
   const reuse = earlierKeys.length > 0 && r.chance(0.08);
-  return {
+  const s = {
     sid,
     key: reuse ? r.pick(earlierKeys) : `soak-${seed}-${sid}`,
     reusedKey: reuse,
@@ -64,6 +77,40 @@ function drawSession(seed, sid, earlierKeys) {
     promptAfterWrapperKill: r.chance(0.5),
     twin: r.chance(0.25) ? (r.chance(0.5) ? "foreign-instance" : "lease-only") : null,
   };
+  // drawn last: every earlier draw of a seed is what it was before this variant existed
+  variant.envScrub = r.chance(ENV_SCRUB[ending] ?? ENV_SCRUB.other);
+  return s;
+}
+
+/**
+ * At least `min` sessions whose gateway and wrapper are SIGKILLed while their
+ * env-scrubbed escapee runs, whatever the draws gave (a 40-session plan
+ * expects only about two). Deterministic: its own stream of the seed. First
+ * gw+wrapper-kill sessions at a point where the adapter is up get the
+ * escapee; then gw+wrapper-kill sessions at an earlier point and other
+ * gateway killers become gw+wrapper-kill after-ensure escapee sessions.
+ */
+function ensureEscapeeCrashes(seed, sessions, min) {
+  const r = rng(subSeed(seed, 0x7ffffffe));
+  let have = sessions.filter(isEscapeeCrash).length;
+  const take = (candidates, change) => {
+    const pool = [...candidates];
+    while (have < min && pool.length) {
+      change(pool.splice(r.int(0, pool.length - 1), 1)[0]);
+      have++;
+    }
+  };
+  take(
+    sessions.filter((s) => s.ending === "gw+wrapper-kill" && ESCAPEE_UP.has(s.point) && !s.variant.envScrub),
+    (s) => (s.variant.envScrub = true),
+  );
+  const convert = (s) => {
+    s.ending = "gw+wrapper-kill";
+    s.point = "after-ensure";
+    s.variant.envScrub = true;
+  };
+  take(sessions.filter((s) => s.ending === "gw+wrapper-kill" && !ESCAPEE_UP.has(s.point)), convert);
+  take(sessions.filter((s) => KILLS_GATEWAY(s.ending) && s.ending !== "gw+wrapper-kill"), convert);
 }
 
 export function makePlan(seed, count, { maxBatch }) {
@@ -74,6 +121,7 @@ export function makePlan(seed, count, { maxBatch }) {
     sessions.push(s);
     if (!s.reusedKey) keys.push(s.key);
   }
+  ensureEscapeeCrashes(seed, sessions, Math.min(count, Math.max(2, Math.ceil(count / 25))));
   // Batches: up to maxBatch sessions, non-killers first, at most one killer,
   // always last (its kill ends the incarnation). Taken in sid order from two
   // queues, so a plan needs about one incarnation per killing session.
