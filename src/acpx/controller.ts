@@ -45,6 +45,7 @@ import { detectContainment, type ContainmentSupport } from "../containment/index
 import { lifecycleDeps, LiveSessions, markClosing, type ControllerDeps } from "./live-sessions.js";
 import { openSessionStore } from "./session-store.js";
 import { spawnSession, validateEnsureInput } from "./spawn-session.js";
+import { assertContainmentOption, assertRunningLimits, configureLimitControllers, detectOptionsFor } from "./session-limits.js";
 import type {
   AcpRuntimeEnsureInput,
   AcpRuntimeHandle,
@@ -72,6 +73,7 @@ export async function createAcpxLifecycleController(opts: AcpxLifecycleControlle
   const handshakeTimeoutMs = positiveOption(opts.handshakeTimeoutMs, DEFAULT_HANDSHAKE_TIMEOUT_MS, "opts.handshakeTimeoutMs");
   const startTimeoutMs = positiveOption(opts.startTimeoutMs, DEFAULT_START_TIMEOUT_MS, "opts.startTimeoutMs");
   const maintenanceIntervalMs = nonNegativeOption(opts.maintenanceIntervalMs, DEFAULT_MAINTENANCE_MS, "opts.maintenanceIntervalMs");
+  assertContainmentOption(opts.containment, "opts.containment");
 
   const stateDir = resolve(opts.stateDir);
   const facts = opts.facts ?? getProcessFacts();
@@ -85,7 +87,10 @@ export async function createAcpxLifecycleController(opts: AcpxLifecycleControlle
     const sessions = await openSessionStore(stateDir);
     const wrapper = await installWrapper(stateDir);
     const containment: ContainmentSupport =
-      opts.containment === "off" ? { available: false, code: "refused", why: "turned off (containment: \"off\")" } : await detectContainment();
+      opts.containment === "off"
+        ? { available: false, code: "refused", why: "turned off (containment: \"off\")" }
+        : // controllers (and a gateway move) only when asked for: session-limits.ts
+          await detectContainment(detectOptionsFor(opts.containment));
     deps = {
     containment,
     stateDir,
@@ -106,6 +111,7 @@ export async function createAcpxLifecycleController(opts: AcpxLifecycleControlle
     await lock.release();
     throw e;
   }
+  configureLimitControllers(deps, opts.containment);
   const ctl = new Controller(deps, lock);
   if (maintenanceIntervalMs > 0) ctl.startMaintenance(maintenanceIntervalMs);
   return ctl;
@@ -139,7 +145,10 @@ class Controller implements AcpxLifecycleController {
 
   private async ensureLocked(input: AcpRuntimeEnsureInput): Promise<AcpRuntimeHandle> {
     const existing = this.live.get(input.sessionKey);
-    if (existing && !existing.closing && existing.launched.exitStatus() === undefined) return existing.handle;
+    if (existing && !existing.closing && existing.launched.exitStatus() === undefined) {
+      assertRunningLimits(existing.handle, input);
+      return existing.handle;
+    }
     // A record from an earlier run (or a session whose adapter died) is
     // settled first, through the same verified close path.
     if (existing || (await this.d.sessions.get(input.sessionKey))) {

@@ -14,7 +14,9 @@ export type EnsureFailureCause =
   | "handshake-error" // the adapter answered the handshake with an error
   | "protocol-version" // the agent answered initialize with an ACP protocol version this client cannot speak
   | "auth-required" // the agent requires ACP authenticate and no method was given (authMethods lists the agent's)
-  | "auth-failed"; // the given method is not one the agent offers, authenticate failed, or the agent still required auth after it
+  | "auth-failed" // the given method is not one the agent offers, authenticate failed, or the agent still required auth after it
+  | "limits-unavailable" // limits were asked for and cannot be applied (containment off, controller not on cgroup v2, write refused); nothing ran unlimited
+  | "limits-mismatch"; // the key's session is already running with other limits than the ones asked for; it was left alone
 
 /** An error answer of the agent (a JSON-RPC error object), kept as received. */
 export interface AcpErrorInfo {
@@ -82,12 +84,22 @@ export function diagnosticsNote(d: AcpxDiagnostics): string {
   return note;
 }
 
+/** Why ensureSession's limits were refused (the failures "limits-unavailable" and "limits-mismatch"). */
+export interface LimitsRefusal {
+  /** the cgroup controller that could not be had ("memory", "pids"), when one was the cause */
+  controller?: string;
+  /** the reason, in an operator's words (applyLimits's or detection's why) */
+  why: string;
+}
+
 export interface AcpxEnsureErrorDetails extends AcpxDiagnostics {
   cause?: unknown;
   /** the agent's auth methods, when it advertised any (always set for auth-required / auth-failed) */
   authMethods?: readonly AcpAuthMethodInfo[];
   /** the protocol version the agent answered initialize with */
   agentProtocolVersion?: unknown;
+  /** set for "limits-unavailable" and "limits-mismatch" */
+  limitsRefusal?: LimitsRefusal;
 }
 
 export class AcpxEnsureError extends Error {
@@ -97,6 +109,7 @@ export class AcpxEnsureError extends Error {
   readonly end: SessionEnd | undefined;
   readonly authMethods: readonly AcpAuthMethodInfo[] | undefined;
   readonly agentProtocolVersion: unknown;
+  readonly limitsRefusal: LimitsRefusal | undefined;
   constructor(
     readonly sessionKey: string,
     readonly failure: EnsureFailureCause,
@@ -117,6 +130,7 @@ export class AcpxEnsureError extends Error {
     this.end = options?.end;
     this.authMethods = options?.authMethods;
     this.agentProtocolVersion = options?.agentProtocolVersion;
+    this.limitsRefusal = options?.limitsRefusal;
   }
 }
 

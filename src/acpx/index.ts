@@ -23,9 +23,11 @@ export {
   type AcpErrorInfo,
   type AcpxDiagnostics,
   type EnsureFailureCause,
+  type LimitsRefusal,
   type PromptFailureCause,
 } from "./errors.js";
 export type { AcpAuthInput, AcpAuthResolver, PromptOptions } from "./types.js";
+export type { AcpxContainmentOptions, LimitController, SessionLimits } from "./types.js";
 export { STDERR_RING_BYTES, type SessionEnd } from "./launch.js";
 export {
   openSessionStore,

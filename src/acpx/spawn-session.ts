@@ -4,7 +4,9 @@
  * the adapter's group, whose identity goes into the lease; then ACP
  * `initialize` + `session/new`, and the session record. Every failure
  * settles the attempt's lease through the lifecycle (lifecycle.ts) before
- * the error is thrown.
+ * the error is thrown. With `limits` (session-limits.ts), they are written
+ * into the lease's cgroup between its creation and the spawn; when they
+ * cannot be, nothing is spawned.
  */
 import { performance } from "node:perf_hooks";
 import {
@@ -21,13 +23,31 @@ import { AcpClient, assertAuthInput, explainHandshakeFailure, handshake } from "
 import { AcpxEnsureError, type AcpxEnsureErrorDetails, type EnsureFailureCause } from "./errors.js";
 import { assertEnvRemove, describeEnd, launchWrapper, rootArgvFor, type LaunchedWrapper } from "./launch.js";
 import { lifecycleDeps, releaseLaunched, type ControllerDeps, type LiveSessions } from "./live-sessions.js";
-import { createLeaseCgroup, readCgroupOf, removeCgroup } from "../containment/index.js";
+import { applyLimits, createLeaseCgroup, readCgroupOf, removeCgroup } from "../containment/index.js";
+import { assertSessionLimits, controllersFor, describeLimits, enableLimitControllers, enforcedLimits, rememberLimits, type EnforcedLimits } from "./session-limits.js";
 import { CGROUP_ENV_KEY } from "./wrapper/protocol.js";
 import type { AcpxSessionRecord } from "./session-store.js";
 import type { AcpRuntimeEnsureInput, AcpRuntimeHandle } from "./types.js";
 
 export async function spawnSession(d: ControllerDeps, live: LiveSessions, input: AcpRuntimeEnsureInput, disposed: () => boolean): Promise<AcpRuntimeHandle> {
   const tStart = performance.now();
+  const limits = enforcedLimits(input.limits);
+  const limitControllers = controllersFor(limits);
+  if (limitControllers.length > 0) {
+    // refused before any lease is written: without containment there is no cgroup to hold a limit
+    if (!d.containment.available) {
+      const why = `containment is off: ${d.containment.why}`;
+      throw new AcpxEnsureError(
+        input.sessionKey,
+        "limits-unavailable",
+        `ensureSession ${JSON.stringify(input.sessionKey)} refused: limits (${describeLimits(limits)}) were asked for but cannot be applied: ${why}; nothing was started`,
+        undefined,
+        undefined,
+        { limitsRefusal: { controller: limitControllers[0]!, why } },
+      );
+    }
+    await enableLimitControllers(d, limitControllers);
+  }
   const rootArgv = rootArgvFor(d.nodePath, d.wrapper.wrapperPath, input.command, d.graceMs);
   let lease = await d.leases.create({
     gatewayInstanceId: d.gatewayInstanceId,
@@ -38,7 +58,8 @@ export async function spawnSession(d: ControllerDeps, live: LiveSessions, input:
   });
   live.inFlight.add(lease.leaseId);
   // the lease's own cgroup, recorded before the spawn (README "Containment"); the wrapper enters it
-  const cgroup = await openLeaseCgroup(d, lease.leaseId);
+  const opened = await openLeaseCgroup(d, lease.leaseId);
+  const cgroup = opened.cgroup;
   if (cgroup !== null) lease = await d.leases.update(lease.leaseId, { cgroup });
   const tLease = performance.now();
   let launched: LaunchedWrapper | undefined;
@@ -62,6 +83,19 @@ export async function spawnSession(d: ControllerDeps, live: LiveSessions, input:
       diag,
     );
   };
+
+  if (limitControllers.length > 0) {
+    // after the cgroup exists, before anything can run in it
+    const refusal = await applyOrRemove(cgroup, opened.why, limits);
+    if (refusal !== null) {
+      return fail(
+        "limits-unavailable",
+        `limits (${describeLimits(limits)}) were asked for but cannot be applied: ${refusal.why}; nothing was started${refusal.removal}`,
+        undefined,
+        { limitsRefusal: { ...(refusal.controller !== undefined ? { controller: refusal.controller } : {}), why: refusal.why } },
+      );
+    }
+  }
 
   try {
     launched = launchWrapper({
@@ -105,7 +139,13 @@ export async function spawnSession(d: ControllerDeps, live: LiveSessions, input:
   }
   if (recorded.identity === "unknown") return fail("adapter-exited", `the wrapper's identity could not be recorded: ${recorded.detail}${stderrNote(launched)}`);
   // the cgroup is evidence only when the root is in it (the wrapper's move can fail): else it is dropped
-  if (cgroup !== null && (await readCgroupOf(rootPid)) !== cgroup.path) {
+  const rootCgroup = cgroup !== null ? await readCgroupOf(rootPid) : null;
+  if (cgroup !== null && rootCgroup !== cgroup.path) {
+    if (limitControllers.length > 0) {
+      // limits hold only inside the cgroup: the settlement reaps the tree and drains the cgroup
+      const why = `the wrapper (pid ${rootPid}) is in ${rootCgroup ?? "an unreadable cgroup"}, not in its lease cgroup ${cgroup.path}, so the limits would not hold`;
+      return fail("limits-unavailable", `${why}; its tree was reaped`, undefined, { limitsRefusal: { why } });
+    }
     lease = await d.leases.update(lease.leaseId, { cgroup: undefined });
     await removeCgroup(cgroup.path, { waitMs: 0 });
   }
@@ -161,6 +201,7 @@ export async function spawnSession(d: ControllerDeps, live: LiveSessions, input:
     acpSessionId,
     owner,
   };
+  rememberLimits(handle, limits);
   live.add({ handle, launched, client, turn: undefined, closing: false, closeReason: undefined });
   live.inFlight.delete(lease.leaseId);
   if (disposed()) launched.unref();
@@ -175,11 +216,35 @@ export async function spawnSession(d: ControllerDeps, live: LiveSessions, input:
   return handle;
 }
 
-/** A fresh cgroup for the lease when containment is on; null (uncontained, as without it) when it is off or cannot be made. */
-async function openLeaseCgroup(d: ControllerDeps, leaseId: string): Promise<{ path: string; id: string } | null> {
-  if (!d.containment.available) return null;
+/**
+ * A fresh cgroup for the lease when containment is on; null (uncontained, as
+ * without it) when it is off or cannot be made, with why (which limits need).
+ */
+async function openLeaseCgroup(d: ControllerDeps, leaseId: string): Promise<{ cgroup: { path: string; id: string } | null; why: string }> {
+  if (!d.containment.available) return { cgroup: null, why: `containment is off: ${d.containment.why}` };
   const r = await createLeaseCgroup(d.containment, leaseId);
-  return r.ok ? { path: r.cgroup.path, id: r.cgroup.id } : null;
+  return r.ok ? { cgroup: { path: r.cgroup.path, id: r.cgroup.id }, why: "" } : { cgroup: null, why: `the lease cgroup could not be made: ${r.why}` };
+}
+
+/**
+ * Writes the limits into the lease's fresh, empty cgroup. On a refusal the
+ * cgroup is removed (nothing is in it) and the result says why and how the
+ * removal went; null = applied.
+ */
+async function applyOrRemove(
+  cgroup: { path: string } | null,
+  noCgroupWhy: string,
+  limits: EnforcedLimits,
+): Promise<{ controller?: string; why: string; removal: string } | null> {
+  if (cgroup === null) return { why: noCgroupWhy, removal: "" };
+  const r = await applyLimits(cgroup.path, limits);
+  if (r.ok) return null;
+  const rm = await removeCgroup(cgroup.path, { waitMs: 1000 });
+  const removal =
+    rm.outcome === "removed" || rm.outcome === "gone"
+      ? `; its cgroup ${cgroup.path} was removed`
+      : `; its empty cgroup ${cgroup.path} could not be removed (${rm.outcome}: ${"why" in rm ? rm.why : rm.detail})`;
+  return { controller: r.controller, why: r.why, removal };
 }
 
 /**
@@ -240,6 +305,7 @@ export function validateEnsureInput(input: AcpRuntimeEnsureInput): void {
   // the markers can never be removed: a TypeError names them
   if (input.envRemove !== undefined) assertEnvRemove(input.envRemove, "input.envRemove");
   if (input.auth !== undefined) assertAuthInput(input.auth, "input.auth");
+  if (input.limits !== undefined) assertSessionLimits(input.limits, "input.limits");
 }
 
 export function describeExit(e: { code: number | null; signal: NodeJS.Signals | null }): string {

@@ -40,9 +40,59 @@ export interface AcpRuntimeEnsureInput {
    * AcpxEnsureError("auth-required") listing its methods.
    */
   auth?: AcpAuthInput;
+  /**
+   * Resource limits written into the lease's own cgroup v2 (memory.max,
+   * pids.max) after the cgroup is made and before the wrapper is spawned, so
+   * the adapter and everything it forks are born limited: a runaway agent is
+   * OOM-killed, or refused forks, inside its own cgroup instead of taking
+   * the host down. Fail closed: a positive limit that cannot be applied
+   * (containment off, the controller not on cgroup v2 here, a refused write)
+   * rejects with AcpxEnsureError("limits-unavailable") whose message carries
+   * the reason, and nothing is spawned. `"max"` asks for no limit (a new
+   * cgroup's default): it is never written and never refused. Malformed
+   * values (0, negative, NaN, non-integer, unknown keys) are a TypeError
+   * before any lease is written. The controllers are enabled for the leases
+   * on the first request that needs them, or at create with
+   * `containment: { controllers }` (README "Containment").
+   * ensureSession on a key whose session is already running returns it only
+   * when every positive limit asked for is the one it runs with
+   * (AcpxEnsureError("limits-mismatch") otherwise).
+   */
+  limits?: SessionLimits;
   spawnedBy?: string;
   parentSessionKey?: string;
   ownerSessionKey?: string;
+}
+
+/** ensureSession's `limits`: each a positive integer, or "max" for none. */
+export interface SessionLimits {
+  /** bytes (memory.max; the kernel rounds down to whole pages), or "max" */
+  memoryMax?: number | "max";
+  /** tasks: processes and threads together (pids.max), or "max" */
+  pidsMax?: number | "max";
+}
+
+/** A cgroup v2 controller that SessionLimits needs (memoryMax → memory, pidsMax → pids). */
+export type LimitController = "memory" | "pids";
+
+/** createAcpxLifecycleController's `containment` in its object form: "auto" plus these. */
+export interface AcpxContainmentOptions {
+  /**
+   * Controllers to enable for every lease cgroup at create, instead of on
+   * the first ensureSession whose limits need them: the gateway learns at
+   * start (`controller.containment.controllers` / `missingControllers`)
+   * whether limits will hold, and no cgroup change happens later while
+   * sessions are being spawned. Default none.
+   */
+  controllers?: readonly LimitController[];
+  /**
+   * May the gateway move itself into `<its cgroup>/proclease/_gateway` to
+   * hand controllers to the leases (cgroup v2's no-internal-processes rule;
+   * systemd's Delegate=yes pattern)? Applies at create and to the enabling
+   * on first use. Default true; false = limits that would need the move are
+   * refused, with that reason.
+   */
+  allowGatewayMove?: boolean;
 }
 
 /** ensureSession's `auth`: `{ methodId }`, or a resolver that picks one from the agent's methods. */
@@ -175,9 +225,11 @@ export interface AcpxLifecycleControllerOptions {
   nodePath?: string;
   /**
    * "auto" (default): each lease gets its own cgroup v2 where the host allows
-   * it (README "Containment"); "off": never.
+   * it (README "Containment"); "off": never (and ensureSession's positive
+   * `limits` are refused); an object: "auto", plus controllers enabled for
+   * the leases at create (AcpxContainmentOptions).
    */
-  containment?: "auto" | "off";
+  containment?: "auto" | "off" | AcpxContainmentOptions;
   /** diagnostics: called once per successful ensureSession spawn with its phase timings */
   onEnsureTiming?: (t: EnsureTiming) => void;
 }
