@@ -42,6 +42,7 @@ import { assertPromptOptions, sessionEndedError, startTurn } from "./acp-client.
 import { AcpxSessionClosedError } from "./errors.js";
 import { installWrapper } from "./install-wrapper.js";
 import { detectContainment, type ContainmentSupport } from "../containment/index.js";
+import { recordContainmentRoot } from "../ownership/containment-record.js";
 import { lifecycleDeps, LiveSessions, markClosing, type ControllerDeps } from "./live-sessions.js";
 import { openSessionStore } from "./session-store.js";
 import { spawnSession, validateEnsureInput } from "./spawn-session.js";
@@ -91,6 +92,8 @@ export async function createAcpxLifecycleController(opts: AcpxLifecycleControlle
         ? { available: false, code: "refused", why: "turned off (containment: \"off\")" }
         : // controllers (and a gateway move) only when asked for: session-limits.ts
           await detectContainment(detectOptionsFor(opts.containment));
+    // the CLI finds this state dir's lease cgroups (and orphans among them) from this record
+    if (containment.available) await recordContainmentRoot(stateDir, containment.root);
     deps = {
     containment,
     stateDir,

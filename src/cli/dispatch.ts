@@ -72,7 +72,10 @@ export const COMMANDS: readonly CommandSpec[] = [
       { name: "watch", type: "boolean", help: "redraw every second until Ctrl-C (with --json: one object per line per redraw)" },
       BACKEND,
     ],
-    notes: ["Read-only: it never signals and never changes a lease. Colour only on a terminal, never under NO_COLOR."],
+    notes: [
+      "Read-only: it never signals and never changes a lease. Colour only on a terminal, never under NO_COLOR.",
+      "A lease with its own cgroup shows memory.current and memory.peak (where memory is on cgroup v2; else why not, once). Cgroups under the state dir's proclease roots that are no lease's own are listed as orphans: `proclease reap --orphan-cgroups` removes them.",
+    ],
     load: () => import("./commands/status.js"),
   },
   {
@@ -102,7 +105,7 @@ export const COMMANDS: readonly CommandSpec[] = [
     name: "doctor",
     summary: "what this host allows for the backend asked, one row per capability",
     args: [],
-    options: [JSON_OPT, BACKEND],
+    options: [{ ...STATE_DIR, help: `${STATE_DIR.help}; its orphan cgroups get a row` }, JSON_OPT, BACKEND],
     load: () => import("./commands/doctor.js"),
   },
   {
@@ -129,6 +132,11 @@ export const COMMANDS: readonly CommandSpec[] = [
       STATE_DIR,
       { name: "dry-run", type: "boolean", help: "say what would be done; signal nothing and change no lease (works beside a live gateway)" },
       { name: "force", type: "boolean", help: "reap although a gateway holds the state dir: trees whose wrapper has a live parent, leases with no pid yet and unknown evidence are then left alone" },
+      {
+        name: "orphan-cgroups",
+        type: "boolean",
+        help: "instead of leases: end (cgroup.kill) and remove the cgroups under this state dir's proclease roots that are no lease's own, as `status` lists them",
+      },
       GRACE_MS,
       JSON_OPT,
       BACKEND,
@@ -136,6 +144,7 @@ export const COMMANDS: readonly CommandSpec[] = [
     notes: [
       "Covers ACPX sessions and process-supervisor runs alike, through the same lifecycle as the gateway's own startup reap.",
       "Refused (exit 1) while a gateway holds the state dir, unless --force. `--dry-run` and `explain` share this code path and never change anything.",
+      "--orphan-cgroups: the same lock rule; with --force, a cgroup named for an open lease that records none yet is left alone (a gateway may be making it), and so is one whose processes carry another gateway instance's markers. Exit 1 when one could not be ended or removed.",
     ],
     load: () => import("./commands/reap.js"),
   },

@@ -6,6 +6,8 @@
  * lifecycle (ownership/lifecycle.ts reconcileLeases), so `explain` and
  * `reap --dry-run` say exactly what `reap` would do.
  */
+import { basename, dirname } from "node:path";
+import { listLeaseCgroups, readMemory, verifyCgroupIdentity, type ListedCgroup, type MemoryReading, type PopulatedState } from "../containment/index.js";
 import { createSignaller } from "../facts/signal.js";
 import type { ProcessFacts, ProcessSignaller } from "../facts/types.js";
 import {
@@ -20,6 +22,7 @@ import {
   type LifecycleDeps,
   type StateDirLock,
 } from "../ownership/index.js";
+import { checkProcleaseRoot, readContainmentRecord } from "../ownership/containment-record.js";
 
 /** A dry run never signals; this signaller makes sure of it. */
 const NEVER: ProcessSignaller = {
@@ -78,4 +81,173 @@ export function attachedGuard(gatewayHoldsLock: boolean): (lease: AcpxProcessLea
 /** Read-only: does a gateway hold the state dir now (and who)? */
 export function gatewayHolder(stateDir: string, facts: ProcessFacts): Promise<{ held: boolean; holderPid: number | null }> {
   return stateDirLockHolder(stateDir, facts);
+}
+
+// ------------------------------------------------- lease cgroups (README "Containment")
+
+/**
+ * A lease's memory figures, read-only. Only the lease's own cgroup is read:
+ * a directory re-created under the recorded path (another identity) is not
+ * the lease's, and its figures would be someone else's.
+ */
+export async function leaseMemory(lease: AcpxProcessLease): Promise<MemoryReading | undefined> {
+  const cg = lease.cgroup;
+  if (!cg) return undefined;
+  const id = await verifyCgroupIdentity(cg.path, cg.id);
+  if (id === "gone") return { ok: false, why: `${cg.path} no longer exists (the lease's cgroup was removed)` };
+  if (id === "mismatch") return { ok: false, why: `${cg.path} is no longer the lease's cgroup (another one was created under that name)` };
+  if (id === "unknown") return { ok: false, why: `the identity of ${cg.path} cannot be read` };
+  return readMemory(cg.path);
+}
+
+/** 1536 → "1.5 KiB" */
+export function formatBytes(n: number): string {
+  const units = ["B", "KiB", "MiB", "GiB", "TiB"];
+  let v = n;
+  let i = 0;
+  while (v >= 1024 && i < units.length - 1) {
+    v /= 1024;
+    i++;
+  }
+  return i === 0 ? `${n} B` : `${v.toFixed(1)} ${units[i]}`;
+}
+
+/**
+ * The reasons memory could not be read, each once with the leases it hit (a
+ * v1 memory controller says the same for every lease: one line, not one per
+ * lease). A removed cgroup of a settled lease is expected, so not a reason.
+ */
+export function memoryWhyLines(rows: ReadonlyArray<{ lease: AcpxProcessLease; memory?: MemoryReading | undefined }>): string[] {
+  const byWhy = new Map<string, string[]>();
+  for (const r of rows) {
+    const m = r.memory;
+    if (m === undefined || m.ok) continue;
+    if ((r.lease.state === "closed" || r.lease.state === "lost") && m.why.endsWith("(the lease's cgroup was removed)")) continue;
+    const list = byWhy.get(m.why) ?? [];
+    list.push(r.lease.leaseId);
+    byWhy.set(m.why, list);
+  }
+  return [...byWhy].map(([why, ids]) => `memory per lease not shown (${ids.length === 1 ? `lease ${ids[0]}` : `${ids.length} leases`}): ${why}`);
+}
+
+export interface CgroupRoot {
+  root: string;
+  /** where it was learnt: the gateway's containment record, or a lease's recorded cgroup path */
+  source: "record" | "lease";
+  /** listed; absent (nothing can be under it); refused (not a proclease root on cgroup2); unknown (unreadable) */
+  state: "listed" | "absent" | "refused" | "unknown";
+  why?: string;
+}
+
+export interface OrphanCgroup {
+  name: string;
+  path: string;
+  /** the directory's identity (inode = cgroup.id) when it was listed */
+  id: string;
+  populated: PopulatedState;
+  /** why it is nobody's */
+  why: string;
+  /**
+   * set when a reap must leave it alone whatever the lock says: a lease file
+   * of its name cannot be read, or (only beside a live gateway) an open lease
+   * of its name records no cgroup yet and may be getting this one
+   */
+  caution?: string;
+  /** true when the caution applies only while a gateway may be running (reap --force) */
+  cautionOnlyIfLive?: boolean;
+}
+
+export interface OrphanScan {
+  roots: CgroupRoot[];
+  orphans: OrphanCgroup[];
+  /** cgroups under the roots that are their open/closing lease's own */
+  owned: number;
+  /** the containment record could not be used (the roots of the leases still are) */
+  problems: string[];
+}
+
+const LIVE: ReadonlySet<string> = new Set(["open", "closing"]);
+
+/**
+ * The cgroups under this state dir's proclease roots that are no lease's own:
+ * read-only (listing and stat only; nothing is created, moved or probed).
+ * Roots: those the gateway recorded (ownership/containment-record.ts) and the
+ * parent of every lease's recorded cgroup; a root that is not an absolute,
+ * normalised …/proclease path on cgroup2 is refused with the reason and never
+ * listed. Our own `_` leaves (`_gateway`, probes) are never listed
+ * (listLeaseCgroups). A cgroup is a lease's only when that lease recorded
+ * this path AND this identity: a directory re-created under a lease's name is
+ * an orphan, with that reason.
+ */
+export async function scanOrphanCgroups(
+  stateDir: string,
+  leases: readonly AcpxProcessLease[],
+  unreadableLeaseFiles: readonly string[] = [],
+): Promise<OrphanScan> {
+  const problems: string[] = [];
+  const roots: CgroupRoot[] = [];
+  const seen = new Set<string>();
+  const add = (root: string, source: CgroupRoot["source"]) => {
+    if (seen.has(root)) return;
+    seen.add(root);
+    roots.push({ root, source, state: "listed" });
+  };
+  const rec = await readContainmentRecord(stateDir);
+  if (rec.kind === "refused") problems.push(rec.why);
+  if (rec.kind === "ok") for (const r of rec.record.roots) add(r, "record");
+  for (const l of leases) if (l.cgroup) add(dirname(l.cgroup.path), "lease");
+
+  const unreadable = new Set(unreadableLeaseFiles.map((f) => basename(f).replace(/\.json$/, "")));
+  const orphans: OrphanCgroup[] = [];
+  let owned = 0;
+  for (const r of roots) {
+    const bad = await checkProcleaseRoot(r.root);
+    if (bad === "absent") {
+      r.state = "absent";
+      continue;
+    }
+    if (bad !== null) {
+      r.state = "refused";
+      r.why = bad;
+      continue;
+    }
+    const listed = await listLeaseCgroups(r.root);
+    if (listed.state !== "ok") {
+      r.state = "unknown";
+      r.why = listed.why;
+      continue;
+    }
+    for (const c of listed.cgroups) {
+      const o = classify(c, leases, unreadable, stateDir);
+      if (o === null) owned++;
+      else orphans.push(o);
+    }
+  }
+  return { roots, orphans, owned, problems };
+}
+
+function classify(c: ListedCgroup, leases: readonly AcpxProcessLease[], unreadable: ReadonlySet<string>, stateDir: string): OrphanCgroup | null {
+  const base = { name: c.name, path: c.path, id: c.id, populated: c.populated };
+  const recorders = leases.filter((l) => l.cgroup?.path === c.path);
+  const own = recorders.find((l) => l.cgroup!.id === c.id);
+  if (own !== undefined) {
+    if (LIVE.has(own.state)) return null;
+    // a settled lease's cgroup should have been removed; nothing drains it any more
+    return { ...base, why: `left over from lease ${own.leaseId}, already ${own.state}: nothing will drain or remove it` };
+  }
+  if (recorders.length > 0) {
+    const r = recorders[0]!;
+    return { ...base, why: `not lease ${r.leaseId}'s: its identity (cgroup.id ${c.id}) differs from the one the lease recorded (${r.cgroup!.id}), so it was created again under that name` };
+  }
+  if (unreadable.has(c.name)) {
+    const why = `the lease file named ${c.name} cannot be read, so whether this is its cgroup is unknown`;
+    return { ...base, why, caution: `${why}; left alone` };
+  }
+  const byName = leases.find((l) => l.leaseId === c.name);
+  if (byName === undefined) return { ...base, why: `no lease file named ${c.name} in ${stateDir}` };
+  if (byName.cgroup) return { ...base, why: `lease ${c.name} records its cgroup at ${byName.cgroup.path}, not here` };
+  const why = `lease ${c.name} (${byName.state}) records no cgroup`;
+  if (!LIVE.has(byName.state)) return { ...base, why };
+  // the gateway writes the lease, then makes its cgroup, then records it: beside a live gateway this is a lease in the making
+  return { ...base, why, caution: `${why} yet: a live gateway may be creating it; left alone`, cautionOnlyIfLive: true };
 }

@@ -152,9 +152,9 @@ describe("proclease inspect", () => {
 });
 
 describe("proclease doctor", () => {
-  const ROWS = ["backend", "identity", "pidfd", "subreaper", "foreign-env", "proc-visibility", "containment"];
+  const ROWS = ["backend", "identity", "pidfd", "subreaper", "foreign-env", "proc-visibility", "containment", "orphan-cgroups"];
 
-  it("prints all seven rows with yes/no and a reason", async () => {
+  it("prints all eight rows with yes/no and a reason", async () => {
     const r = await cli(["doctor"]);
     expect(r.code).toBe(0);
     const lines = r.stdout.trimEnd().split("\n");

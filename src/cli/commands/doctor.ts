@@ -5,9 +5,12 @@
  * child, read pid 1's environment), never a guess from the platform name.
  * Rows that depend on the facts backend (identity, signals, environments)
  * describe the backend that was asked, not the best one the host has.
+ * The orphan-cgroups row reads the state dir (read-only): cgroups under its
+ * proclease roots that are no lease's own.
  */
 import { execFile } from "node:child_process";
-import { promises as fsp } from "node:fs";
+import { existsSync, promises as fsp } from "node:fs";
+import { join } from "node:path";
 import { release } from "node:os";
 import { describeBackendChoice } from "../../facts/get.js";
 import { loadError, loadNative } from "../../facts/native.js";
@@ -16,7 +19,9 @@ import type { NativeBinding } from "../../facts/native-binding.js";
 import { hidepidOf, procMountOptions } from "../../facts/procfs.js";
 import type { ProcessFacts } from "../../facts/types.js";
 import { backendLine, factsFromFlag, forcedBackend } from "../backend.js";
-import { flag, jsonLine, table, type CliIo, type ParsedArgs } from "../io.js";
+import { openLeaseStore } from "../../ownership/index.js";
+import { flag, jsonLine, plural, resolveStateDir, table, type CliIo, type ParsedArgs } from "../io.js";
+import { scanOrphanCgroups } from "../lease-view.js";
 
 export interface DoctorRow {
   capability: string;
@@ -32,6 +37,7 @@ export const CAPABILITIES = [
   "foreign-env",
   "proc-visibility",
   "containment",
+  "orphan-cgroups",
 ] as const;
 
 function nativeWhy(): string {
@@ -151,7 +157,37 @@ async function containmentRow(): Promise<DoctorRow> {
   };
 }
 
-export async function collectDoctorRows(facts: ProcessFacts, forced: string | undefined): Promise<DoctorRow[]> {
+/** Cgroups under the state dir's proclease roots that no lease owns (read-only; `reap --orphan-cgroups` removes them). */
+export async function orphanCgroupsRow(stateDir: string): Promise<DoctorRow> {
+  const cap = "orphan-cgroups";
+  let leases: Parameters<typeof scanOrphanCgroups>[1] = [];
+  let unreadable: string[] = [];
+  try {
+    if (existsSync(join(stateDir, "acpx", "leases"))) {
+      const listed = await (await openLeaseStore(stateDir, { readOnly: true })).list();
+      leases = listed.leases;
+      unreadable = listed.problems.map((p) => p.file);
+    }
+  } catch (e) {
+    return { capability: cap, ok: false, detail: `cannot read the leases of ${stateDir}: ${e instanceof Error ? e.message : String(e)}` };
+  }
+  const scan = await scanOrphanCgroups(stateDir, leases, unreadable);
+  const bad = [
+    ...scan.roots.filter((r) => r.state === "refused" || r.state === "unknown").map((r) => `root ${r.state}: ${r.why ?? r.root}`),
+    ...scan.problems,
+  ];
+  if (scan.roots.length === 0) {
+    return { capability: cap, ok: bad.length === 0, detail: bad.length > 0 ? bad.join("; ") : `none: ${stateDir} records no proclease cgroup root and no lease records a cgroup` };
+  }
+  const where = scan.roots.filter((r) => r.state === "listed").map((r) => r.root);
+  if (scan.orphans.length === 0) {
+    return { capability: cap, ok: bad.length === 0, detail: [`none under ${where.join(", ") || "the recorded roots (none exists now)"}`, ...bad].join("; ") };
+  }
+  const list = scan.orphans.map((o) => `${o.path} (${o.populated}: ${o.caution ?? o.why})`).join(", ");
+  return { capability: cap, ok: false, detail: [`${plural(scan.orphans.length, "orphan cgroup")}: ${list}; \`proclease reap --orphan-cgroups --state-dir ${stateDir}\` ends and removes them`, ...bad].join("; ") };
+}
+
+export async function collectDoctorRows(facts: ProcessFacts, forced: string | undefined, stateDir?: string): Promise<DoctorRow[]> {
   const binding = loadNative();
   return [
     backendRow(facts, forced, binding),
@@ -161,12 +197,13 @@ export async function collectDoctorRows(facts: ProcessFacts, forced: string | un
     await foreignEnvRow(facts),
     await visibilityRow(),
     await containmentRow(),
+    ...(stateDir !== undefined ? [await orphanCgroupsRow(stateDir)] : []),
   ];
 }
 
 export async function run(parsed: ParsedArgs, io: CliIo): Promise<number> {
   const facts = factsFromFlag(parsed);
-  const rows = await collectDoctorRows(facts, forcedBackend(parsed));
+  const rows = await collectDoctorRows(facts, forcedBackend(parsed), resolveStateDir(parsed));
   if (flag(parsed, "json")) {
     io.out(jsonLine({ backend: facts.backend, identityStrength: facts.identityStrength, rows }));
     return 0;

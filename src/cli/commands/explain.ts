@@ -3,13 +3,14 @@
  * table for one lease (by id, or the open/closing lease whose root, verified tree or remnants
  * hold the pid) and what cleanup would do with it. It asks the lifecycle `reap` uses
  * (reconcileLeases, as a dry run), so the two cannot disagree. Read-only: nothing is signalled,
- * nothing is written.
+ * nothing is written. A lease with its own cgroup also shows memory.current and memory.peak, or
+ * why they cannot be read (`memory: {ok: false, why}` in --json).
  */
 import type { ProcessFacts } from "../../facts/types.js";
 import { isSupervisorLease, reconcileLeases, type LeaseOutcome } from "../../ownership/index.js";
 import { backendLine, factsFromFlag } from "../backend.js";
 import { EXIT, flag, jsonLine, resolveStateDir, table, type CliIo, type ParsedArgs } from "../io.js";
-import { attachedGuard, gatewayHolder, openReadOnly } from "../lease-view.js";
+import { attachedGuard, formatBytes, gatewayHolder, leaseMemory, openReadOnly } from "../lease-view.js";
 import { parsePidArg } from "./inspect.js";
 import { entryJson } from "./reap.js";
 
@@ -42,13 +43,17 @@ async function explain(
   }
   const conclusion = conclude(o);
   const l = o.verification.lease;
+  const memory = await leaseMemory(l);
   if (json) {
-    io.out(jsonLine({ backend: facts.backend, identityStrength: facts.identityStrength, stateDir, found: true, lease: l, ...entryJson(o), conclusion }));
+    io.out(jsonLine({ backend: facts.backend, identityStrength: facts.identityStrength, stateDir, found: true, lease: l, ...entryJson(o), ...(memory !== undefined ? { memory } : {}), conclusion }));
     return EXIT.ok;
   }
+  const mem = memory === undefined ? "" : memory.ok ? `current ${formatBytes(memory.current)}  peak ${memory.peak === null ? "- (kernel < 5.19)" : formatBytes(memory.peak)}` : `not shown: ${memory.why}`;
   io.out(
     `lease ${l.leaseId}  state ${l.state}  session ${l.sessionKey}\n` +
-      `root pid ${l.rootPid || "-"}  pgid ${l.processGroupId ?? "-"}  start ${l.rootStartTime ?? "-"}  wrapper ${l.wrapperPath || "-"}\n\n`,
+      `root pid ${l.rootPid || "-"}  pgid ${l.processGroupId ?? "-"}  start ${l.rootStartTime ?? "-"}  wrapper ${l.wrapperPath || "-"}\n` +
+      (l.cgroup ? `cgroup ${l.cgroup.path} (id ${l.cgroup.id})\nmemory ${mem}\n` : "") +
+      "\n",
   );
   const rows = [["CHECK", "RESULT", "DETAIL"]];
   for (const e of o.evidence) rows.push([e.check, e.result, e.detail ?? ""]);

@@ -1,7 +1,8 @@
 /**
  * `proclease leases [--state-dir D] [--json] [--backend NAME]`: every lease in the state dir
  * with its recorded state and its live verdict, all verified against ONE
- * process snapshot. Read-only: it never signals and never changes a lease.
+ * process snapshot, and the memory figures of each lease's own cgroup (or why
+ * not, once per report). Read-only: it never signals and never changes a lease.
  *
  * The state dir defaults to $PROCLEASE_STATE_DIR, else ~/.proclease.
  */
@@ -13,6 +14,7 @@ import type { LeaseVerification } from "../../ownership/verify.js";
 import type { ProcessFacts } from "../../facts/types.js";
 import { backendLine, factsFromFlag } from "../backend.js";
 import { flag, jsonLine, resolveStateDir, table, type CliIo, type ParsedArgs } from "../io.js";
+import { formatBytes, leaseMemory, memoryWhyLines } from "../lease-view.js";
 
 /** Leases of the state dir plus their live verdicts; null when the dir holds no lease store. */
 export async function loadVerifiedLeases(
@@ -34,13 +36,14 @@ export async function run(parsed: ParsedArgs, io: CliIo): Promise<number> {
 
 async function listLeases({ stateDir, facts, json }: { stateDir: string; facts: ProcessFacts; json: boolean }, io: CliIo): Promise<number> {
   const loaded = await loadVerifiedLeases(stateDir, facts);
+  const memory = await Promise.all((loaded?.verifications ?? []).map((v) => leaseMemory(v.lease)));
   if (json) {
     io.out(
       jsonLine({
         backend: facts.backend,
         identityStrength: facts.identityStrength,
         stateDir,
-        leases: (loaded?.verifications ?? []).map((v) => ({ ...v.lease, verdict: v.verdict, evidence: v.evidence })),
+        leases: (loaded?.verifications ?? []).map((v, i) => ({ ...v.lease, verdict: v.verdict, evidence: v.evidence, ...(memory[i] !== undefined ? { memory: memory[i] } : {}) })),
         problems: loaded?.problems ?? [],
       }),
     );
@@ -52,9 +55,12 @@ async function listLeases({ stateDir, facts, json }: { stateDir: string; facts: 
     return 0;
   }
   io.out(`state dir ${stateDir}: ${loaded.verifications.length} lease(s)\n`);
-  const rows = [["LEASE", "STATE", "VERDICT", "ROOT", "PGID", "SESSION", "STARTED"]];
-  for (const v of loaded.verifications) {
+  // a memory column only where some lease's figures could be read (the reasons otherwise follow the table once)
+  const withMemory = memory.some((m) => m?.ok === true);
+  const rows = [["LEASE", "STATE", "VERDICT", "ROOT", "PGID", "SESSION", "STARTED", ...(withMemory ? ["MEMORY (PEAK)"] : [])]];
+  for (const [i, v] of loaded.verifications.entries()) {
     const l = v.lease;
+    const m = memory[i];
     rows.push([
       l.leaseId,
       l.state,
@@ -63,9 +69,11 @@ async function listLeases({ stateDir, facts, json }: { stateDir: string; facts: 
       String(l.processGroupId ?? "-"),
       l.sessionKey,
       new Date(l.startedAt).toISOString(),
+      ...(withMemory ? [m?.ok === true ? `${formatBytes(m.current)} (${m.peak === null ? "-" : formatBytes(m.peak)})` : "-"] : []),
     ]);
   }
   io.out(table(rows));
+  for (const line of memoryWhyLines(loaded.verifications.map((v, i) => ({ lease: v.lease, memory: memory[i] })))) io.out(`${line}\n`);
   for (const p of loaded.problems) io.out(`problem: ${p.file}: ${p.detail}\n`);
   return 0;
 }

@@ -8,12 +8,28 @@
  * it the command refuses, unless --force (then trees attached to a live
  * parent, leases with no pid yet and unknown evidence are left alone). A dry
  * run is read-only and shares explain's code path.
+ *
+ * `--orphan-cgroups` reaps cgroups instead of leases: those under the state
+ * dir's proclease roots that are no lease's own (lease-view.ts
+ * scanOrphanCgroups, the list `status` and `doctor` show). Each one's identity
+ * is checked again, then killCgroup (cgroup.kill, or the identity-checked
+ * signal loop) and removeCgroup; each outcome is reported. The same lock rule
+ * as for leases; a dry run signals nothing and removes nothing.
  */
+import { killCgroup, membersOf, removeCgroup, verifyCgroupIdentity, type KillOutcome, type PopulatedState, type RemoveOutcome } from "../../containment/index.js";
 import type { ProcessFacts } from "../../facts/types.js";
-import { DEFAULT_GRACE_MS, DEFAULT_RETENTION_MS, reconcileLeases, type LeaseOutcome, type LeaseReconcileReport } from "../../ownership/index.js";
+import {
+  DEFAULT_GRACE_MS,
+  DEFAULT_RETENTION_MS,
+  INSTANCE_ENV_KEY,
+  reconcileLeases,
+  type LeaseOutcome,
+  type LeaseReconcileReport,
+  type LifecycleDeps,
+} from "../../ownership/index.js";
 import { backendLine, factsFromFlag } from "../backend.js";
 import { EXIT, flag, graceMsOption, jsonLine, plural, resolveStateDir, table, type CliIo, type ParsedArgs } from "../io.js";
-import { attachedGuard, gatewayHolder, openReadOnly, openWriter } from "../lease-view.js";
+import { attachedGuard, gatewayHolder, openReadOnly, openWriter, scanOrphanCgroups, type CgroupRoot, type OrphanCgroup } from "../lease-view.js";
 
 /** Argument plumbing only; the reaping itself is below. */
 export async function run(parsed: ParsedArgs, io: CliIo): Promise<number> {
@@ -25,6 +41,7 @@ export async function run(parsed: ParsedArgs, io: CliIo): Promise<number> {
       force: flag(parsed, "force"),
       json: flag(parsed, "json"),
       facts: factsFromFlag(parsed),
+      orphanCgroups: flag(parsed, "orphan-cgroups"),
     },
     io,
   );
@@ -37,9 +54,11 @@ interface ReapArgs {
   force: boolean;
   json: boolean;
   facts: ProcessFacts;
+  orphanCgroups: boolean;
 }
 
-async function reap({ stateDir, graceMs, dryRun, force, json, facts }: ReapArgs, io: CliIo): Promise<number> {
+async function reap({ stateDir, graceMs, dryRun, force, json, facts, orphanCgroups }: ReapArgs, io: CliIo): Promise<number> {
+  if (orphanCgroups) return reapOrphans({ stateDir, graceMs, dryRun, force, json, facts, orphanCgroups }, io);
   if (!json) io.out(backendLine(facts));
   const nothing = () => {
     if (json) io.out(jsonLine({ backend: facts.backend, identityStrength: facts.identityStrength, stateDir, dryRun, examined: 0, entries: [], note: "no gateway instance id in this state dir" }));
@@ -108,5 +127,133 @@ export function formatReport(r: LeaseReconcileReport): string {
   if (r.entries.length > 0) out += table(rows);
   if (r.expired.length > 0) out += `retention removed ${plural(r.expired.length, "settled lease")}\n`;
   for (const p of r.problems) out += `problem: ${p.file}: ${p.detail}\n`;
+  return out;
+}
+
+// ------------------------------------------------------------ orphan cgroups
+
+export interface OrphanReapEntry {
+  name: string;
+  path: string;
+  id: string;
+  populated: PopulatedState;
+  /** why it is nobody's */
+  why: string;
+  /** would-reap: a dry run's plan; reaped: killed (if anything was in it) and removed; gone: it vanished first */
+  action: "would-reap" | "reaped" | "gone" | "left-alone" | "failed";
+  detail?: string;
+  kill?: KillOutcome;
+  remove?: RemoveOutcome;
+}
+
+export interface OrphanReapReport {
+  dryRun: boolean;
+  roots: CgroupRoot[];
+  entries: OrphanReapEntry[];
+  problems: string[];
+}
+
+async function reapOrphans({ stateDir, dryRun, force, json, facts }: ReapArgs, io: CliIo): Promise<number> {
+  if (!json) io.out(backendLine(facts));
+  const print = (r: OrphanReapReport) => {
+    if (json) io.out(jsonLine({ backend: facts.backend, identityStrength: facts.identityStrength, stateDir, orphanCgroups: true, ...r }));
+    else io.out(formatOrphanReport(r));
+    return r.entries.some((e) => e.action === "failed") ? EXIT.failed : EXIT.ok;
+  };
+  const nothing = () => {
+    if (json) io.out(jsonLine({ backend: facts.backend, identityStrength: facts.identityStrength, stateDir, orphanCgroups: true, dryRun, roots: [], entries: [], problems: [], note: "no gateway instance id in this state dir" }));
+    else io.out(`no gateway instance id under ${stateDir}: no cgroup root is recorded there (nothing was created)\n`);
+    return EXIT.ok;
+  };
+  if (dryRun) {
+    const deps = await openReadOnly(stateDir, facts);
+    if (!deps) return nothing();
+    const holder = await gatewayHolder(stateDir, facts);
+    if (holder.held && !json) {
+      io.out(`a gateway${holder.holderPid !== null ? ` (pid ${holder.holderPid})` : ""} holds this state dir: reap --orphan-cgroups would refuse without --force; with --force it would do this:\n`);
+    }
+    return print(await orphanPlan(stateDir, deps, holder.held, true));
+  }
+  // the lock is taken like for leases; no lease is written
+  const w = await openWriter(stateDir, facts, DEFAULT_GRACE_MS, force);
+  if (w.kind === "none") return nothing();
+  if (w.kind === "locked") {
+    const who = w.holderPid !== null ? ` (pid ${w.holderPid})` : "";
+    io.err(`proclease reap: a gateway${who} holds ${stateDir}; it may be creating lease cgroups. Stop it first, or pass --force to leave alone any cgroup a live gateway may be making\n`);
+    return EXIT.failed;
+  }
+  try {
+    return print(await orphanPlan(stateDir, w.deps, w.lock === null, false));
+  } finally {
+    await w.lock?.release();
+  }
+}
+
+/** The plan (dry run) or its execution, one orphan at a time. `live`: a gateway may be running (dry run beside one, or --force). */
+async function orphanPlan(stateDir: string, deps: LifecycleDeps, live: boolean, dryRun: boolean): Promise<OrphanReapReport> {
+  const { leases, problems } = await deps.store.list();
+  const scan = await scanOrphanCgroups(stateDir, leases, problems.map((p) => p.file));
+  const entries: OrphanReapEntry[] = [];
+  const named = new Set(leases.map((l) => l.leaseId));
+  for (const o of scan.orphans) entries.push(await orphanEntry(o, deps, live, dryRun, named.has(o.name)));
+  return { dryRun, roots: scan.roots, entries, problems: [...scan.problems, ...problems.map((p) => `${p.file}: ${p.detail}`)] };
+}
+
+async function orphanEntry(o: OrphanCgroup, deps: LifecycleDeps, live: boolean, dryRun: boolean, leaseNamed: boolean): Promise<OrphanReapEntry> {
+  const base = { name: o.name, path: o.path, id: o.id, populated: o.populated, why: o.why };
+  const leave = (detail: string): OrphanReapEntry => ({ ...base, action: "left-alone", detail });
+  if (o.caution !== undefined && (o.cautionOnlyIfLive !== true || live)) return leave(o.caution);
+  const foreign = await foreignMarkers(o.path, deps);
+  if (foreign !== null) return leave(foreign);
+  if (dryRun) return { ...base, action: "would-reap", detail: o.populated === "populated" ? "cgroup.kill, then remove it" : "remove it" };
+  // what was listed must still be what is acted on: no lease of that name since, the same directory
+  if (!leaseNamed && (await deps.store.get(o.name).catch(() => undefined)) !== null) {
+    return leave(`a lease file named ${o.name} appeared (or could not be read) since the listing`);
+  }
+  const id = await verifyCgroupIdentity(o.path, o.id);
+  if (id === "gone") return { ...base, action: "gone", detail: "removed by someone else before the reap" };
+  if (id !== "match") return leave(`its identity is now ${id === "mismatch" ? "another one (re-created since the listing)" : "unreadable"}`);
+  const kill = await killCgroup(o.path, { signaller: deps.signaller });
+  if (kill.outcome !== "empty" && kill.outcome !== "gone") return { ...base, action: "failed", kill, detail: describe(kill) };
+  const remove = await removeCgroup(o.path);
+  const ok = remove.outcome === "removed" || remove.outcome === "gone";
+  return { ...base, action: ok ? "reaped" : "failed", kill, remove, detail: `${describe(kill)}; ${describe(remove)}` };
+}
+
+/**
+ * A member carrying another gateway instance's marker belongs to another
+ * state dir whose gateway shares this cgroup (two gateways in one unit share
+ * `<cgroup>/proclease`): that cgroup is that gateway's lease, not an orphan.
+ */
+async function foreignMarkers(path: string, deps: LifecycleDeps): Promise<string | null> {
+  const m = await membersOf(path);
+  if (m.state !== "ok") return null;
+  for (const pid of m.pids) {
+    const d = await deps.facts.inspect(pid, { envKeys: [INSTANCE_ENV_KEY] }).catch(() => null);
+    const marker = d?.envReadable === false ? undefined : d?.env[INSTANCE_ENV_KEY];
+    if (typeof marker === "string" && marker !== deps.gatewayInstanceId) {
+      return `pid ${pid} in it carries gateway instance ${marker}'s marker (not ${deps.gatewayInstanceId}): another state dir's lease under a shared cgroup root; left alone`;
+    }
+  }
+  return null;
+}
+
+function describe(r: KillOutcome | RemoveOutcome): string {
+  if ("why" in r) return `${r.outcome}: ${r.why}`;
+  if (r.outcome === "empty") return r.via === "already-empty" ? "nothing in it" : `emptied by ${r.via}`;
+  if (r.outcome === "survivors") return `survivors (${r.pids?.join(" ") ?? "unknown pids"}) after ${r.via}${r.detail ? `: ${r.detail}` : ""}`;
+  if (r.outcome === "busy") return `busy (${r.populated}): ${r.detail}`;
+  return r.outcome;
+}
+
+export function formatOrphanReport(r: OrphanReapReport): string {
+  let out = `${r.dryRun ? "dry run: " : ""}${r.entries.length === 0 ? "no orphan cgroups" : plural(r.entries.length, "orphan cgroup")} under ${plural(r.roots.filter((x) => x.state === "listed").length, "proclease root")}\n`;
+  if (r.entries.length > 0) {
+    const rows = [["CGROUP", "POPULATED", r.dryRun ? "WOULD" : "ACTION", "DETAIL", "WHY"]];
+    for (const e of r.entries) rows.push([e.path, e.populated, e.action === "would-reap" ? "reap" : e.action, e.detail ?? "", e.why]);
+    out += table(rows);
+  }
+  for (const x of r.roots) if (x.state === "refused" || x.state === "unknown") out += `cgroup root ${x.state}: ${x.why ?? x.root}\n`;
+  for (const p of r.problems) out += `problem: ${p}\n`;
   return out;
 }

@@ -6,11 +6,18 @@
  * comm, age and whether each carries BOTH markers), and the verdict with the
  * evidence that decided it.
  *
+ * Where a lease has its own cgroup (README "Containment"): its memory.current
+ * and memory.peak, or, once per report, why they cannot be read. Below the
+ * leases: the orphan cgroups under this state dir's proclease roots (no
+ * lease's own; `proclease reap --orphan-cgroups` removes them).
+ *
  * Read-only: the store is opened read-only, verification is ownership's
  * (verifyLeases: one snapshot for the whole batch), the marker answer is
- * ownership's one rule (markerVerdict). Nothing is signalled or written.
+ * ownership's one rule (markerVerdict), cgroups are only listed and read.
+ * Nothing is signalled or written.
  */
 import { existsSync } from "node:fs";
+import type { MemoryReading } from "../../containment/index.js";
 import { join } from "node:path";
 import type { ProcessFacts, ProcessInfo, ProcessSnapshot } from "../../facts/types.js";
 import {
@@ -27,6 +34,7 @@ import {
 import { backendLine, factsFromFlag } from "../backend.js";
 import { flag, formatAge, jsonLine, painter, plural, type Paint, resolveStateDir, resultHue, table, type CliIo, type ParsedArgs } from "../io.js";
 import { labelProcesses } from "../labels.js";
+import { formatBytes, leaseMemory, memoryWhyLines, scanOrphanCgroups, type OrphanScan } from "../lease-view.js";
 
 export const WATCH_INTERVAL_MS = 1000;
 /** settled leases with nothing alive get one line each; only the most recent this many in text */
@@ -60,6 +68,8 @@ export interface StatusLease {
   live: "tree" | "remnants" | "none";
   /** parents before children (display order) */
   processes: StatusProcess[];
+  /** memory.current / memory.peak of the lease's own cgroup; absent when the lease records none */
+  memory?: MemoryReading;
 }
 
 export interface StatusView {
@@ -69,6 +79,8 @@ export interface StatusView {
   takenAt: number;
   leases: StatusLease[];
   problems: { file: string; detail: string }[];
+  /** cgroups under this state dir's proclease roots that are no lease's own */
+  orphanCgroups?: OrphanScan;
   /** set when the state dir holds no lease store */
   note?: string;
 }
@@ -141,6 +153,7 @@ export async function collectStatus(stateDir: string, facts: ProcessFacts): Prom
     const live = v.tree !== null ? "tree" : v.remnants !== null ? "remnants" : "none";
     const procs = target === null ? [] : orderTree(target.members, v.lease.rootPid);
     const markers = await Promise.all(procs.map(({ p }) => markersOf(facts, p, v.lease)));
+    const memory = await leaseMemory(v.lease);
     out.push({
       lease: v.lease,
       ageMs: Math.max(0, takenAt - v.lease.startedAt),
@@ -159,9 +172,11 @@ export async function collectStatus(stateDir: string, facts: ProcessFacts): Prom
         markers: markers[i]!,
         depth,
       })),
+      ...(memory !== undefined ? { memory } : {}),
     });
   }
-  return { ...base, takenAt, leases: out, problems: problems.map((p) => ({ file: p.file, detail: p.detail })) };
+  const orphanCgroups = await scanOrphanCgroups(stateDir, leases, problems.map((p) => p.file));
+  return { ...base, takenAt, leases: out, problems: problems.map((p) => ({ file: p.file, detail: p.detail })), orphanCgroups };
 }
 
 /** Ownership's marker rule, asked of the very process in the snapshot (a pid reused since answers "unknown"). */
@@ -231,7 +246,23 @@ export function renderStatus(view: StatusView, io: CliIo, watching: boolean): st
     ]);
     out += table(rows);
   }
+  for (const line of memoryWhyLines(view.leases)) out += paint("dim", line) + "\n";
+  if (view.orphanCgroups !== undefined) out += orphanLines(view.orphanCgroups, paint);
   for (const p of view.problems) out += paint("red", `problem: ${p.file}: ${p.detail}`) + "\n";
+  return out;
+}
+
+/** The orphan cgroups (with the one command that removes them) and any root that was refused; nothing when all is clean. */
+export function orphanLines(scan: OrphanScan, paint: Paint): string {
+  let out = "";
+  if (scan.orphans.length > 0) {
+    out += `\n${paint("yellow", `orphan cgroups (${scan.orphans.length})`)}: no lease's own; \`proclease reap --orphan-cgroups\` ends and removes them\n`;
+    const rows = [["  CGROUP", "POPULATED", "WHY"]];
+    for (const o of scan.orphans) rows.push([`  ${o.path}`, paint(o.populated === "populated" ? "red" : "dim", o.populated), o.caution ?? o.why]);
+    out += table(rows);
+  }
+  for (const r of scan.roots) if (r.state === "refused" || r.state === "unknown") out += paint("red", `cgroup root ${r.state}: ${r.why ?? r.root}`) + "\n";
+  for (const p of scan.problems) out += paint("red", `problem: ${p}`) + "\n";
   return out;
 }
 
@@ -243,6 +274,9 @@ function leaseBlock(l: StatusLease, paint: Paint, now: number): string {
       ["  session", x.sessionKey],
       ["  instance", x.gatewayInstanceId],
       ["  root", `pid ${x.rootPid || "- (not spawned yet)"}  pgid ${x.processGroupId ?? "-"}  start ${x.rootStartTime ?? "-"}`],
+      ...(x.cgroup ? [["  cgroup", x.cgroup.path]] : []),
+      // a reading that failed is said once below the leases, not in every block
+      ...(l.memory?.ok === true ? [["  memory", `current ${formatBytes(l.memory.current)}  peak ${l.memory.peak === null ? "- (kernel < 5.19)" : formatBytes(l.memory.peak)}`]] : []),
     ]);
   if (l.processes.length === 0) {
     out += `  live tree: ${paint("dim", "no process alive is verified as this lease's")}\n`;
