@@ -31,7 +31,7 @@
  *   every positive limit asked for; limits not asked for are not compared
  *   (a caller fetching its session without limits gets it as it runs).
  */
-import { detectContainment, type ContainmentSupport, type DetectOptions } from "../containment/index.js";
+import { detectContainment, isLimitValue, type ContainmentSupport, type DetectOptions } from "../containment/index.js";
 import { AcpxEnsureError } from "./errors.js";
 import type { ControllerDeps } from "./live-sessions.js";
 import type { AcpRuntimeEnsureInput, AcpRuntimeHandle, AcpxContainmentOptions, LimitController, SessionLimits } from "./types.js";
@@ -52,8 +52,7 @@ export function assertSessionLimits(v: unknown, name: string): asserts v is Sess
   if (typeof v !== "object" || v === null || Array.isArray(v)) throw new TypeError(`${name} must be an object { memoryMax?, pidsMax? }`);
   for (const [k, x] of Object.entries(v)) {
     if (!Object.hasOwn(CONTROLLER_OF, k)) throw new TypeError(`${name}.${k} is not a limit (memoryMax, pidsMax)`);
-    if (x === undefined || x === "max") continue;
-    if (typeof x !== "number" || !Number.isSafeInteger(x) || x <= 0) {
+    if (x !== undefined && !isLimitValue(x)) {
       throw new TypeError(`${name}.${k} must be a positive integer or "max", got ${typeof x === "string" ? JSON.stringify(x) : String(x)}`);
     }
   }

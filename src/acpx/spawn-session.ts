@@ -25,7 +25,7 @@ import { assertEnvRemove, describeEnd, launchWrapper, rootArgvFor, type Launched
 import { lifecycleDeps, releaseLaunched, type ControllerDeps, type LiveSessions } from "./live-sessions.js";
 import { applyLimits, createLeaseCgroup, readCgroupOf, removeCgroup } from "../containment/index.js";
 import { assertSessionLimits, controllersFor, describeLimits, enableLimitControllers, enforcedLimits, rememberLimits, type EnforcedLimits } from "./session-limits.js";
-import { CGROUP_ENV_KEY } from "./wrapper/protocol.js";
+import { CGROUP_ENV_KEY, CGROUP_MOVE_FAILED, CGROUP_REQUIRED_ENV_KEY } from "./wrapper/protocol.js";
 import type { AcpxSessionRecord } from "./session-store.js";
 import type { AcpRuntimeEnsureInput, AcpRuntimeHandle } from "./types.js";
 
@@ -106,7 +106,7 @@ export async function spawnSession(d: ControllerDeps, live: LiveSessions, input:
       leaseId: lease.leaseId,
       gatewayInstanceId: d.gatewayInstanceId,
       cwd: input.cwd,
-      env: cgroup !== null ? { ...input.env, [CGROUP_ENV_KEY]: cgroup.path } : input.env,
+      env: cgroup !== null ? { ...input.env, [CGROUP_ENV_KEY]: cgroup.path, ...(limitControllers.length > 0 ? { [CGROUP_REQUIRED_ENV_KEY]: "1" } : {}) } : input.env,
       envRemove: input.envRemove,
     });
   } catch (err) {
@@ -115,6 +115,10 @@ export async function spawnSession(d: ControllerDeps, live: LiveSessions, input:
 
   const start = await launched.waitStart(d.startTimeoutMs);
   const tStarted = performance.now();
+  if (start.kind === "spawn-error" && start.report.code === CGROUP_MOVE_FAILED) {
+    // the wrapper refused to start the adapter outside the cgroup its limits live in
+    return fail("limits-unavailable", start.report.message, undefined, { limitsRefusal: { why: start.report.message } });
+  }
   if (start.kind === "spawn-error") {
     return fail(
       "spawn-error",

@@ -1143,9 +1143,13 @@ export async function applyLimits(path: string, limits: Limits): Promise<ApplyLi
   return { ok: true, applied };
 }
 
+/** The one rule for a limit's value: a positive safe integer, or "max" (no limit). */
+export function isLimitValue(v: unknown): v is number | "max" {
+  return v === "max" || (typeof v === "number" && Number.isSafeInteger(v) && v > 0);
+}
+
 function limitValue(name: string, v: number | "max"): string {
-  if (v === "max") return "max";
-  if (typeof v !== "number" || !Number.isSafeInteger(v) || v <= 0) throw new TypeError(`${name} must be a positive integer or "max", got ${JSON.stringify(v)}`);
+  if (!isLimitValue(v)) throw new TypeError(`${name} must be a positive integer or "max", got ${JSON.stringify(v)}`);
   return String(v);
 }
 

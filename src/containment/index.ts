@@ -2,6 +2,7 @@
 // re-exported from the package root: the lifecycle wires it in.
 export {
   applyLimits,
+  isLimitValue,
   CGROUP_NAME_RE,
   createLeaseCgroup,
   detectContainment,

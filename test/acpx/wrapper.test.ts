@@ -112,11 +112,11 @@ function jsonLines(stream: Readable): { lines: Record<string, unknown>[] } {
 }
 
 /** Spawns the wrapper directly (the test is its gateway), with the lifeline on fd 3. */
-function spawnWrapper(command: string[], opts: { lease?: string; graceMs?: number; raw?: string[]; instance?: string | null } = {}) {
+function spawnWrapper(command: string[], opts: { lease?: string; graceMs?: number; raw?: string[]; instance?: string | null; env?: Record<string, string> } = {}) {
   const args = opts.raw ?? wrapperArgs(WRAPPER, command, opts.graceMs === undefined ? {} : { graceMs: opts.graceMs });
   const child = spawn(process.execPath, opts.raw ? [WRAPPER, ...opts.raw] : args, {
     stdio: ["pipe", "pipe", "pipe", "pipe"],
-    env: markerEnv(opts.lease ?? newLease(), opts.instance === undefined ? INSTANCE : opts.instance),
+    env: { ...markerEnv(opts.lease ?? newLease(), opts.instance === undefined ? INSTANCE : opts.instance), ...opts.env },
   });
   spawned.push(child);
   const reports: WrapperReport[] = [];
@@ -388,6 +388,21 @@ describe.skipIf(!LINUX)(`wrapper (real processes)${NOT_LINUX}`, () => {
     expect(w.reports).toHaveLength(1);
     expect(w.reports[0]).toMatchObject({ type: "spawn-error", code: "ENOENT" });
     expect((w.reports[0] as { message: string }).message).toContain("proclease-no-such-adapter");
+  });
+
+  it("a session with limits never starts its adapter outside the lease cgroup: a failed move is a spawn-error ECGROUPMOVE; without limits it runs uncontained", async () => {
+    const mark = join(tmp, `adapter-ran-${process.pid}-${Date.now()}`);
+    const missing = join(tmp, "no-such-cgroup");
+    const limited = spawnWrapper(["sh", "-c", `touch ${mark}`], { env: { PROCLEASE_CGROUP: missing, PROCLEASE_CGROUP_REQUIRED: "1" } });
+    expect(await limited.exited).toEqual({ code: 126, signal: null });
+    expect(limited.reports).toHaveLength(1);
+    expect(limited.reports[0]).toMatchObject({ type: "spawn-error", code: "ECGROUPMOVE" });
+    expect((limited.reports[0] as { message: string }).message).toContain(missing);
+    expect(existsSync(mark)).toBe(false);
+    const plain = spawnWrapper(["sh", "-c", `touch ${mark}`], { env: { PROCLEASE_CGROUP: missing } });
+    await plain.report("started");
+    expect(await plain.exited).toEqual({ code: 0, signal: null });
+    expect(existsSync(mark)).toBe(true);
   });
 
   it("refuses bad wrapper arguments with exit 2 and a spawn-error report", async () => {

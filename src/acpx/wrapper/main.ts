@@ -63,6 +63,8 @@ import { cleanupTree } from "./cleanup.js";
 import { openLifeline, type Lifeline } from "./lifeline.js";
 import {
   CGROUP_ENV_KEY,
+  CGROUP_MOVE_FAILED,
+  CGROUP_REQUIRED_ENV_KEY,
   EXIT_CANNOT_EXECUTE,
   EXIT_NOT_FOUND,
   EXIT_USAGE,
@@ -141,8 +143,9 @@ function cleanupTools(): { facts: ProcessFacts; signaller: ProcessSignaller } {
   return tools;
 }
 
-enterLeaseCgroup();
-spawnAdapter(args.command);
+const entered = enterLeaseCgroup();
+if (entered.ok) spawnAdapter(args.command);
+else spawnFailed(Object.assign(new Error(entered.why), { code: CGROUP_MOVE_FAILED }));
 
 /**
  * Moves this wrapper into the lease's cgroup before the adapter exists, so
@@ -151,14 +154,19 @@ spawnAdapter(args.command);
  * uncontained: the lease's cgroup stays empty and ownership rests on the
  * parent links and markers, as without containment.
  */
-function enterLeaseCgroup(): void {
+function enterLeaseCgroup(): { ok: true } | { ok: false; why: string } {
   const dir = process.env[CGROUP_ENV_KEY];
-  if (dir === undefined) return;
+  const required = process.env[CGROUP_REQUIRED_ENV_KEY] === "1";
   delete process.env[CGROUP_ENV_KEY];
+  delete process.env[CGROUP_REQUIRED_ENV_KEY];
+  if (dir === undefined) return required ? { ok: false, why: "limits were asked for but no lease cgroup was given" } : { ok: true };
   try {
     writeFileSync(`${dir}/cgroup.procs`, `${process.pid}\n`);
-  } catch {
-    // uncontained (see above)
+    return { ok: true };
+  } catch (err) {
+    // uncontained (see above), unless limits need the cgroup: then nothing may start outside it
+    const why = `cannot enter the lease cgroup ${dir} (${(err as NodeJS.ErrnoException).code ?? String(err)}), so the session's limits would not hold`;
+    return required ? { ok: false, why } : { ok: true };
   }
 }
 

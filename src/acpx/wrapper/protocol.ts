@@ -48,6 +48,13 @@ export const LIFELINE_FD = 3;
  * the variable so the adapter does not inherit it.
  */
 export const CGROUP_ENV_KEY = "PROCLEASE_CGROUP";
+/**
+ * Set (to "1") when the session asked for limits: they hold only inside the
+ * lease cgroup, so a wrapper that cannot enter it must not start the adapter
+ * at all. It reports a spawn error with CGROUP_MOVE_FAILED instead.
+ */
+export const CGROUP_REQUIRED_ENV_KEY = "PROCLEASE_CGROUP_REQUIRED";
+export const CGROUP_MOVE_FAILED = "ECGROUPMOVE";
 /** Upper bound for --grace-ms: a typo must not keep a stubborn tree alive for days. */
 export const MAX_GRACE_MS = 600_000;
 /**
