@@ -1,16 +1,27 @@
 // What does cgroup containment add to a session? Per session it is one mkdir
-// (the lease cgroup, plus a stat for its identity), one write to cgroup.procs
-// (the wrapper moving itself in) and one rmdir once the session's processes
-// have exited. Measured against the same session shape without it,
-// interleaved pair by pair so machine noise hits both:
-// - `cat`, moved in by the parent right after spawn: the cheapest child, so
-//   the worst ratio there can be (printed, not a target);
-// - a wrapper-shaped chain: node starts, (contained: moves ITSELF into the
-//   lease cgroup with moveSelfInto, as the wrapper will,) spawns a node
-//   "adapter", and both exit on stdin EOF. ensureSession does all of this plus
-//   the ACP handshake, so this ratio bounds containment's share of
-//   ensureSession from above. Target (issue 13): under 1.02×.
-// Also prints the absolute cost of each step, for the README.
+// (the lease cgroup, plus a stat for its identity, recorded in the lease), one
+// write to cgroup.procs (the wrapper moving itself in) and, once the session's
+// processes have exited, the drain: populated 0, then one rmdir.
+//
+// 1. The gate (issue 13: under 1.02× ensureSession). Two controllers in this
+//    process, one with containment "auto" (on here) and one with "off", each
+//    on its own state dir, run real ensureSession + closeSession on the
+//    fixture ACP agent through dist/acpx, interleaved pair by pair (the order
+//    flips every pair, so neither side always gets the warmer cache). The
+//    ratio is contained ensureSession / uncontained ensureSession per pair:
+//    the mkdir, the identity stat, the extra lease update and the wrapper's
+//    move are all inside it. Printed with it: the median's 95% bootstrap
+//    interval and the interquartile range of the per-pair ratios, and the
+//    whole per-session cost, (on.ensure + on.close - off.close) / off.ensure,
+//    which adds the drain and rmdir that closeSession pays.
+// 2. Where the time goes, as absolute steps (for the README, never gated),
+//    against the same session shape without containment, interleaved:
+//    - `cat`, moved in by the parent right after spawn: the cheapest child,
+//      so the worst ratio there can be;
+//    - a wrapper-shaped chain: node starts, (contained: moves ITSELF into the
+//      lease cgroup with moveSelfInto, as the wrapper does,) spawns a node
+//      "adapter", and both exit on stdin EOF: ensureSession minus the ACP
+//      handshake and the lease writes, so a stricter upper bound (printed).
 //
 // Where the time goes: the move (a write to cgroup.procs) write-locks the
 // kernel's cgroup_threadgroup_rwsem, which waits for an RCU grace period
@@ -20,14 +31,31 @@
 // straight into the cgroup (clone3 with CLONE_INTO_CGROUP) would skip it;
 // Node's spawn cannot do that.
 import { spawn } from "node:child_process";
-import { existsSync, readFileSync } from "node:fs";
-import { cpus, loadavg } from "node:os";
+import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { cpus, loadavg, tmpdir } from "node:os";
 import { dirname, join } from "node:path";
-import { fileURLToPath } from "node:url";
-import { fmtMs, median, now, printTable } from "./lib.mjs";
+import { fileURLToPath, pathToFileURL } from "node:url";
+import { bootstrapMedianCI, check, fmtMs, median, now, printTable, quantile } from "./lib.mjs";
 
 const root = join(dirname(fileURLToPath(import.meta.url)), "..");
 const MODULE = join(root, "dist/containment/cgroup.js");
+const ACPX = join(root, "dist/acpx/index.js");
+const AGENT = join(root, "fixtures/acp-agent/agent.mjs");
+
+// Issue 13's target for the contained / uncontained ensureSession ratio.
+const TARGET = 1.02;
+// The full run judges 1.02× only when its 95% interval for the median is
+// narrower than ±0.01, half the 2% margin under test: a wider one (a loaded
+// 2-core host) cannot tell 1.01× from 1.03×, so it would pass or fail on
+// noise; it then says so and gates only the regression guard.
+const STABLE_HALF_WIDTH = 0.01;
+// The regression guard, gated in every run (quick included): a quick run of
+// 30 pairs here at load 14–20 read 1.010× with a 95% CI of 0.966–1.054× and
+// an IQR of 0.940–1.109×, so its median moves by about ±0.05 on noise alone;
+// 1.10× sits above that and below what a real regression costs (a move or a
+// drain that blocks for tens of ms on every session, a lease rewrite that
+// waits on the disk).
+const GUARD = 1.1;
 
 // The wrapper stand-in. argv: <module> [lease cgroup]. Prints "moved <ms>"
 // when it moved itself; the adapter stand-in ends on stdin EOF.
@@ -121,23 +149,114 @@ async function pairs({ label, n, lib, support, plainArgv, containedArgv, parentM
 
 const p90 = (xs) => [...xs].sort((x, y) => x - y)[Math.floor(xs.length * 0.9)];
 
+/**
+ * Real sessions on two controllers, one contained and one not, interleaved.
+ * Returns per-pair timings, or null when containment is off here.
+ */
+async function ensurePairs({ n, warmup }) {
+  const { createAcpxLifecycleController } = await import(pathToFileURL(ACPX).href);
+  const dirOn = mkdtempSync(join(tmpdir(), "proclease-bench-contain-on-"));
+  const dirOff = mkdtempSync(join(tmpdir(), "proclease-bench-contain-off-"));
+  const base = { graceMs: 300, maintenanceIntervalMs: 0 };
+  const on = await createAcpxLifecycleController({ ...base, stateDir: dirOn, containment: "auto" });
+  const off = await createAcpxLifecycleController({ ...base, stateDir: dirOff, containment: "off" });
+  const command = [process.execPath, AGENT];
+  let seq = 0;
+  const session = async (ctl) => {
+    const t0 = now();
+    const h = await ctl.ensureSession({ sessionKey: `bench:contain:${++seq}`, agentId: "main", command });
+    const t1 = now();
+    const r = await ctl.closeSession({ handle: h, discardPersistentState: true });
+    const t2 = now();
+    if (r.outcome !== "closed") throw new Error(`closeSession ${h.leaseId}: ${r.outcome} (${r.detail})`);
+    return { ensure: t1 - t0, close: t2 - t1 };
+  };
+  try {
+    if (!on.containment.available) return { off: on.containment.why };
+    for (let i = 0; i < warmup; i++) {
+      await session(on);
+      await session(off);
+    }
+    const pairs = [];
+    for (let i = 0; i < n; i++) {
+      let a;
+      let b;
+      if (i % 2) {
+        b = await session(off);
+        a = await session(on);
+      } else {
+        a = await session(on);
+        b = await session(off);
+      }
+      pairs.push({ on: a, off: b });
+    }
+    // the contained side must really have been contained, and left no cgroup behind
+    const leases = await on.listLeases();
+    const contained = leases.filter((l) => l.cgroup?.path);
+    const left = contained.filter((l) => existsSync(l.cgroup.path));
+    const uncontained = (await off.listLeases()).filter((l) => l.cgroup);
+    if (contained.length !== leases.length || left.length || uncontained.length) {
+      throw new Error(
+        `containment "auto" recorded a cgroup in ${contained.length} of ${leases.length} leases, ${left.length} left behind; "off" recorded ${uncontained.length}`,
+      );
+    }
+    return { pairs, sessions: leases.length };
+  } finally {
+    await on.dispose();
+    await off.dispose();
+    rmSync(dirOn, { recursive: true, force: true });
+    rmSync(dirOff, { recursive: true, force: true });
+  }
+}
+
+/** median, its 95% bootstrap interval and the interquartile range of per-pair ratios */
+function ratioStats(xs) {
+  const ci = bootstrapMedianCI(xs);
+  return { median: median(xs), lo: ci.lo, hi: ci.hi, q1: quantile(xs, 0.25), q3: quantile(xs, 0.75), n: xs.length };
+}
+const fmtRatio = (r) => `${r.median.toFixed(3)}× (95% CI ${r.lo.toFixed(3)}–${r.hi.toFixed(3)}, IQR ${r.q1.toFixed(3)}–${r.q3.toFixed(3)})`;
+
 export async function run({ quick }) {
   if (process.platform !== "linux") {
     console.log("containment bench: Linux only (cgroup v2)");
     return [];
   }
-  if (!existsSync(MODULE)) throw new Error(`${MODULE} missing: run \`npm run build\` first`);
-  const lib = await import(MODULE);
+  for (const f of [MODULE, ACPX]) if (!existsSync(f)) throw new Error(`${f} missing: run \`npm run build\` first`);
+  const lib = await import(pathToFileURL(MODULE).href);
   const support = await lib.detectContainment();
   if (!support.available) {
     // a host without writable cgroups runs without containment: nothing to cost
     console.log(`containment bench: containment is off here, nothing to measure (${support.why})`);
     return [];
   }
+  const load0 = loadavg()[0];
+  const es = await ensurePairs({ n: quick ? 30 : 120, warmup: quick ? 2 : 4 });
+  if (es.off !== undefined) {
+    console.log(`containment bench: the controller runs without containment here (${es.off}), nothing to measure`);
+    return [];
+  }
+  const ensure = ratioStats(es.pairs.map((p) => p.on.ensure / p.off.ensure));
+  const whole = ratioStats(es.pairs.map((p) => (p.on.ensure + p.on.close - p.off.close) / p.off.ensure));
+  const med = (side, step) => fmtMs(median(es.pairs.map((p) => p[side][step])));
+  printTable("real sessions, containment auto (on here) vs off, interleaved pairs on the fixture ACP agent", [
+    { step: "ensureSession", off: med("off", "ensure"), on: med("on", "ensure"), "on/off per pair (median, 95% CI, IQR)": fmtRatio(ensure) },
+    { step: "closeSession", off: med("off", "close"), on: med("on", "close"), "on/off per pair (median, 95% CI, IQR)": "-" },
+    { step: "containment's whole cost / ensureSession", off: "-", on: "-", "on/off per pair (median, 95% CI, IQR)": fmtRatio(whole) },
+  ]);
+  console.log(`  ${es.pairs.length} pairs (${es.sessions} contained sessions, every one recorded its cgroup and had it removed); load average ${load0.toFixed(1)} → ${loadavg()[0].toFixed(1)} on ${cpus().length} cores`);
+  const halfWidth = (ensure.hi - ensure.lo) / 2;
+  const stable = halfWidth <= STABLE_HALF_WIDTH;
+  const checks = [check(`containment on / off ensureSession, regression guard (median of ${ensure.n} pairs)`, ensure.median, "<=", GUARD)];
+  if (!quick && stable) checks.push(check(`containment on / off ensureSession (median of ${ensure.n} pairs, 95% CI ±${halfWidth.toFixed(3)})`, ensure.median, "<=", TARGET));
+  else {
+    const why = quick ? "a quick run gates only the guard" : `its 95% CI is ±${halfWidth.toFixed(3)}, wider than ±${STABLE_HALF_WIDTH}: too noisy to judge a 2% margin here`;
+    console.log(`  issue 13's ${TARGET}× not judged in this run (${why}); median ${ensure.median.toFixed(3)}×, CI upper end ${ensure.hi.toFixed(3)}×`);
+  }
+
   const catSteps = { mkdir: [], move: [], rmdir: [] };
   const cat = await pairs({
     label: "cat, moved by the parent",
-    n: quick ? 150 : 400,
+    n: quick ? 60 : 400,
     lib,
     support,
     plainArgv: ["cat"],
@@ -147,9 +266,10 @@ export async function run({ quick }) {
   });
   const chainSteps = { mkdir: [], move: [], rmdir: [] };
   const node = process.execPath;
-  const chain = await pairs({
+  // two node starts per side and pair: the full run only (the quick one's budget goes to the gate)
+  const chain = quick ? null : await pairs({
     label: "node wrapper → node adapter, wrapper moves itself",
-    n: quick ? 40 : 120,
+    n: 80,
     lib,
     support,
     plainArgv: [node, "--input-type=module", "-e", CHAIN, MODULE],
@@ -161,20 +281,23 @@ export async function run({ quick }) {
     .split("\n")
     .some((l) => l.includes(" - cgroup2 ") && /[ ,]favordynmods(,|$)/.test(l.split(" - ")[1] ?? ""));
   const stepRows = [];
-  for (const [run, steps] of [["cat", catSteps], ["chain", chainSteps]]) {
+  for (const [run, steps] of chain ? [["cat", catSteps], ["chain", chainSteps]] : [["cat", catSteps]]) {
     for (const [step, xs] of Object.entries(steps)) stepRows.push({ run, step, median: fmtMs(median(xs)), p90: fmtMs(p90(xs)), samples: xs.length });
   }
   printTable(`containment steps (under ${support.root}; kill via ${support.kill}; favordynmods ${favordynmods ? "on" : "off"})`, stepRows);
   printTable(
-    "session spawn-to-exit, plain vs contained (mkdir + move + rmdir), median of interleaved pairs",
-    [cat, chain].map((r) => ({ session: r.label, plain: fmtMs(r.plain), contained: fmtMs(r.contained), ratio: `${r.ratio.toFixed(3)}×`, pairs: r.n })),
+    "spawn-to-exit without the ACP handshake, plain vs contained (mkdir + move + rmdir), median of interleaved pairs (printed, not gated)",
+    [cat, chain].filter(Boolean).map((r) => ({ session: r.label, plain: fmtMs(r.plain), contained: fmtMs(r.contained), ratio: `${r.ratio.toFixed(3)}×`, pairs: r.n })),
   );
+  if (!chain) console.log("  the wrapper-shaped chain (ensureSession minus the handshake) runs in the full bench only");
   console.log(`  load average ${loadavg()[0].toFixed(1)} on ${cpus().length} cores while measuring`);
-  // Issue 13's target is containment's share of ensureSession (< 1.02×). This
-  // chain is far shorter than ensureSession (no ACP handshake), so its ratio
-  // is a stricter upper bound, and on a 2-core host its pair-to-pair noise is
-  // as large as the margin (1.005× to 1.056× across runs): printed, not gated,
-  // until the bench measures ensureSession itself with containment on and off.
-  console.log(`  chain ratio ${chain.ratio.toFixed(3)}× (an upper bound on containment's share of ensureSession; issue 13's < 1.02× is not checked here)`);
-  return [];
+  return checks;
+}
+
+// `node bench/containment.bench.mjs [--quick]`: this file alone, as bench/run.mjs would run it
+if (import.meta.url === pathToFileURL(process.argv[1] ?? "").href) {
+  const { printChecks } = await import("./lib.mjs");
+  const checks = await run({ quick: process.argv.includes("--quick") });
+  printChecks(checks);
+  process.exit(checks.every((c) => c.ok) ? 0 : 1);
 }

@@ -3,6 +3,7 @@
 // targets are ratios too, never absolute milliseconds.
 import { readFileSync } from "node:fs";
 import { performance } from "node:perf_hooks";
+import { mulberry32 } from "./soak/rng.mjs";
 
 export const now = () => performance.now();
 
@@ -22,6 +23,28 @@ export function median(xs) {
   const s = [...xs].sort((a, b) => a - b);
   const m = s.length >> 1;
   return s.length % 2 ? s[m] : (s[m - 1] + s[m]) / 2;
+}
+
+/** The q-quantile (0..1) of xs, nearest rank. */
+export function quantile(xs, q) {
+  const s = [...xs].sort((a, b) => a - b);
+  return s[Math.min(s.length - 1, Math.max(0, Math.round(q * (s.length - 1))))];
+}
+
+/**
+ * A 95% percentile-bootstrap interval for the median of xs: how far the
+ * median of these samples could move on another run of the same machine.
+ * Seeded, so one set of samples always prints the same interval.
+ */
+export function bootstrapMedianCI(xs, { rounds = 2000, seed = 0x5eed } = {}) {
+  const next = mulberry32(seed);
+  const meds = [];
+  const pick = new Array(xs.length);
+  for (let r = 0; r < rounds; r++) {
+    for (let i = 0; i < xs.length; i++) pick[i] = xs[Math.floor(next() * xs.length)];
+    meds.push(median(pick));
+  }
+  return { lo: quantile(meds, 0.025), hi: quantile(meds, 0.975) };
 }
 
 export const fmtMs = (ms) => (ms < 1 ? `${(ms * 1000).toFixed(1)} µs` : `${ms.toFixed(2)} ms`);

@@ -921,7 +921,7 @@ try {
   const crashStates = {};
   for (const r of crashes) for (const id of r.leaseIds) crashStates[disk.get(id)?.state ?? "missing"] = (crashStates[disk.get(id)?.state ?? "missing"] ?? 0) + 1;
   console.log(
-    `  env-scrub escapees  ${scrubbed.length} sessions launched one (${scrubbed.filter((r) => r.escapees.length).length} seen by pid); ` +
+    `  env-scrub escapees  ${scrubbed.length} sessions ran with one (${scrubbed.filter((r) => r.escapees.length).length} escapees seen by pid before a kill or close); ` +
       `${crashes.length} had gateway+wrapper SIGKILLed while it ran, their leases: ${Object.entries(crashStates).map(([k, v]) => `${k} ${v}`).join(", ") || "none"}`,
   );
 
