@@ -69,3 +69,31 @@ export async function drainLeaseCgroup(
     evidence: ev("match", `populated 0${members > 0 ? ` after ending ${members} process(es) in it` : ""}${removed ? ", removed" : ` (not removed: ${rm.outcome})`}: nothing of the lease is left`),
   };
 }
+
+/**
+ * The lease's cgroup looked at without a signal, for a lease settled on the
+ * facts alone (a supervised run that ended on its own: what it left running
+ * is reconcile's). populated 0: nothing of the lease is left and the
+ * directory is removed ("empty"); still populated: "survivors", which keeps
+ * the lease closing for the next reconcile, whatever the search found
+ * (an env-scrubbed setsid grandchild carries no marker, but it is in there).
+ */
+export async function lookIntoLeaseCgroup(lease: AcpxProcessLease): Promise<CgroupDrain | null> {
+  const cg = lease.cgroup;
+  if (!cg) return null;
+  const ev = (result: OwnershipEvidence["result"], detail: string): OwnershipEvidence => ({ check: "cgroup", result, detail: `${cg.path}: ${detail}` });
+  const id = await verifyCgroupIdentity(cg.path, cg.id);
+  if (id === "gone") return { state: "empty", members: 0, evidence: ev("match", "already removed (nothing can have been left in it)") };
+  if (id !== "match") return { state: "unknown", members: 0, evidence: ev("unknown", id === "mismatch" ? "another cgroup now has this name; not touched" : "its identity cannot be read; not touched") };
+  const populated = await isPopulated(cg.path);
+  if (populated === "populated") {
+    const m = await membersOf(cg.path);
+    const pids = m.state === "ok" ? m.pids : [];
+    // members 0: nothing was ended here (the count is in the evidence)
+    return { state: "survivors", members: 0, evidence: ev("match", `still populated${pids.length > 0 ? ` (${pids.join(" ")})` : ""}: left running, for the next reconcile to reap`) };
+  }
+  if (populated !== "empty" && populated !== "gone") return { state: "unknown", members: 0, evidence: ev("unknown", `populated: ${populated}`) };
+  const rm = await removeCgroup(cg.path);
+  const removed = rm.outcome === "removed" || rm.outcome === "gone";
+  return { state: "empty", members: 0, evidence: ev("match", `populated 0${removed ? ", removed" : ` (not removed: ${rm.outcome})`}: nothing of the lease is left`) };
+}

@@ -28,7 +28,7 @@
  * caller of the store's transitions outside the store.
  */
 import type { ProcessFacts, ProcessSignaller, ProcessSnapshot } from "../facts/types.js";
-import { cgroupMembers, drainLeaseCgroup } from "./lease-cgroup.js";
+import { cgroupMembers, drainLeaseCgroup, lookIntoLeaseCgroup } from "./lease-cgroup.js";
 import type { LeaseStore } from "./lease-store.js";
 import type { ReapReport } from "./reap.js";
 import { reapLeaseVerification, type LeaseReapResult } from "./reap-verification.js";
@@ -183,7 +183,9 @@ export async function settleLease(deps: LifecycleDeps, lease: AcpxProcessLease, 
   // The lease's own cgroup (lease-cgroup.ts) holds every process it started:
   // emptied as a unit after the reap, its populated 0 is the proof that
   // nothing is left, whatever the search above could or could not clear.
-  const drain = mayReap && s.to !== "unchanged" ? await drainLeaseCgroup(cur, { graceMs: deps.graceMs, signaller: deps.signaller }) : null;
+  // without a reap it is only looked into: populated keeps the lease closing, populated 0 removes it
+  const drain =
+    s.to === "unchanged" ? null : mayReap ? await drainLeaseCgroup(cur, { graceMs: deps.graceMs, signaller: deps.signaller }) : await lookIntoLeaseCgroup(cur);
   if (drain?.state === "empty") {
     const ended = last !== null || drain.members > 0 || prior !== null || ctx.rootExitObserved;
     s = ended ? { to: "closed", why: drain.evidence.detail ?? "cgroup empty" } : { to: "lost", why: `nothing of it was alive; ${drain.evidence.detail ?? "cgroup empty"}` };

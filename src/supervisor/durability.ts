@@ -15,6 +15,10 @@
  *   is recorded right after the spawn; OPENCLAW_ACPX_LEASE_ID and
  *   OPENCLAW_GATEWAY_INSTANCE_ID are injected into the child's environment
  *   (descendants inherit them, which lets the verifier find escapees).
+ * - cgroup: with containment (README "Containment"), the lease's own cgroup
+ *   `<gateway cgroup>/proclease/<leaseId>`, made and recorded before the
+ *   spawn; the run is born inside it (adapters/cgroup-shim.ts), so the
+ *   lifecycle's drain ends whatever it left there, markers or not.
  */
 import { getProcessFacts } from "../facts/get.js";
 import type { ProcessFacts, ProcessSignaller } from "../facts/types.js";
@@ -34,6 +38,9 @@ import {
   type OwnershipEvidence,
 } from "../ownership/types.js";
 import { createSignaller } from "../facts/signal.js";
+import { createLeaseCgroup, detectContainment, removeCgroup, type ContainmentSupport, type LeaseCgroup } from "../containment/index.js";
+import { lookIntoLeaseCgroup } from "../ownership/lease-cgroup.js";
+import { shimUnavailable } from "./adapters/cgroup-shim.js";
 import type { LeaseVerification } from "../ownership/verify.js";
 import type { SupervisorRunRef } from "./types.js";
 
@@ -43,6 +50,8 @@ export interface RunLease {
   leaseId: string;
   /** to merge into the child's environment */
   env: Record<string, string>;
+  /** the lease's own cgroup, recorded in the lease: the run must be born inside it (or `dropCgroup` before the spawn) */
+  cgroup?: LeaseCgroup;
 }
 
 export interface ReconciledRun {
@@ -83,7 +92,17 @@ export interface RunLeaseReap {
 }
 
 export interface RunLeases {
+  /** Writes the run's lease (rootPid 0) and, with containment, makes its cgroup and records it. */
   open(runId: string, argv: readonly string[]): Promise<RunLease>;
+  /**
+   * The run cannot be started inside its cgroup (see adapters/cgroup-shim.ts):
+   * the cgroup leaves the lease, and is removed, BEFORE the spawn, so no lease
+   * names a cgroup its command runs outside of (the ACPX controller's rule:
+   * the cgroup is evidence only when the root is in it).
+   */
+  dropCgroup(leaseId: string, cgroup: LeaseCgroup): Promise<void>;
+  /** What containment this supervisor has (detected once, on the first call). */
+  containment(): Promise<ContainmentSupport>;
   /**
    * Records the live root's identity (ownership's recordRootIdentity; the
    * group is the root's own). A root already gone, or facts that cannot
@@ -131,6 +150,8 @@ export interface RunLeasesOptions {
   facts?: ProcessFacts;
   signaller?: ProcessSignaller;
   graceMs: number;
+  /** "auto" (default): each lease gets its own cgroup v2 where the host allows it; "off": never */
+  containment?: "auto" | "off";
 }
 
 export function createRunLeases(opts: RunLeasesOptions): RunLeases {
@@ -148,6 +169,16 @@ export function createRunLeases(opts: RunLeasesOptions): RunLeases {
     ready.catch(() => (ready = undefined));
     return ready;
   };
+  let containment: Promise<ContainmentSupport> | undefined;
+  const detect = (): Promise<ContainmentSupport> => {
+    containment ??= (async (): Promise<ContainmentSupport> => {
+      if (opts.containment === "off") return { available: false, code: "refused", why: 'turned off (containment: "off")' };
+      const support = await detectContainment();
+      const noShim = support.available ? shimUnavailable() : null;
+      return noShim === null ? support : { available: false, code: "probe-failed", why: noShim };
+    })();
+    return containment;
+  };
   const lifecycle = async (): Promise<LifecycleDeps> => {
     const { store, instanceId } = await init();
     return { store, facts, signaller, graceMs: opts.graceMs, gatewayInstanceId: instanceId };
@@ -155,15 +186,34 @@ export function createRunLeases(opts: RunLeasesOptions): RunLeases {
 
   return {
     async open(runId, argv) {
-      const { store, instanceId } = await init();
+      const [{ store, instanceId }, support] = await Promise.all([init(), detect()]);
       const lease = await store.create({
         gatewayInstanceId: instanceId,
         sessionKey: SUPERVISOR_SESSION_PREFIX + runId,
         ...SUPERVISOR_WRAPPER_FIELDS,
         commandHash: computeCommandHash(argv),
       });
-      return { leaseId: lease.leaseId, env: { [LEASE_ENV_KEY]: lease.leaseId, [INSTANCE_ENV_KEY]: instanceId } };
+      const env = { [LEASE_ENV_KEY]: lease.leaseId, [INSTANCE_ENV_KEY]: instanceId };
+      // a cgroup that cannot be made leaves the run uncontained, as without containment
+      const made = support.available ? await createLeaseCgroup(support, lease.leaseId) : null;
+      if (!made?.ok) return { leaseId: lease.leaseId, env };
+      const cgroup = { path: made.cgroup.path, id: made.cgroup.id };
+      try {
+        await store.update(lease.leaseId, { cgroup });
+      } catch (err) {
+        await removeCgroup(cgroup.path, { waitMs: 0 });
+        throw err;
+      }
+      return { leaseId: lease.leaseId, env, cgroup };
     },
+
+    async dropCgroup(leaseId, cgroup) {
+      const { store } = await init();
+      await store.update(leaseId, { cgroup: undefined });
+      await removeCgroup(cgroup.path, { waitMs: 0 });
+    },
+
+    containment: detect,
 
     async attach(leaseId, pid) {
       const { store } = await init();
@@ -172,7 +222,9 @@ export function createRunLeases(opts: RunLeasesOptions): RunLeases {
 
     async neverStarted(leaseId) {
       const { store } = await init();
-      await applySettlement(store, leaseId, NOTHING_STARTED);
+      const settled = await applySettlement(store, leaseId, NOTHING_STARTED);
+      // nothing was ever in its cgroup: populated 0, removed
+      if (settled) await lookIntoLeaseCgroup(settled);
     },
 
     async reap(leaseId) {

@@ -28,6 +28,8 @@ import { createRunRegistry } from "./registry.js";
 import type { ManagedRun, RunExit, RunRecord, SpawnInput, SupervisorRunRef, TerminationReason } from "./types.js";
 import { resolveRunNoOutputTimeoutMs } from "./watchdog.js";
 import { nonNegativeOption } from "../facts/validate.js";
+import type { ContainmentSupport } from "../containment/index.js";
+import { containedChild, containedPty, executableFound, type ShimCommand } from "./adapters/cgroup-shim.js";
 
 /** OpenClaw's PTY adapter settles `wait()` this long after a forced kill when node-pty reports no exit. */
 export const PTY_EXIT_FALLBACK_MS = 4_000;
@@ -54,6 +56,15 @@ export interface ProcessSupervisorOptions {
    * another process). Default PTY_EXIT_FALLBACK_MS (4000, OpenClaw's).
    */
   ptyExitFallbackMs?: number;
+  /**
+   * "auto" (default): each leased run gets its own cgroup v2 where the host
+   * allows it (detected once, on the first leased spawn), made and recorded in
+   * the lease before the spawn, and the run is born inside it: whatever it
+   * leaves behind, env-scrubbed setsid escapees included, is ended through
+   * the cgroup when the lease is reaped (README "Containment"). "off": never.
+   * Runs without a lease are never contained.
+   */
+  containment?: "auto" | "off";
 }
 
 export interface ReconcileOrphansOptions {
@@ -116,6 +127,12 @@ export interface ProcessSupervisor {
    * Without a `stateDir` there is nothing durable: an empty report.
    */
   reconcileOrphans(opts?: ReconcileOrphansOptions): Promise<ReconcileReport>;
+  /**
+   * The containment leased runs get (ContainmentSupport: available, or why
+   * not), detected once per supervisor; without a `stateDir` no run is
+   * leased, so none is contained.
+   */
+  containment(): Promise<ContainmentSupport>;
 }
 
 const RANK: Record<TerminationReason, number> = {
@@ -157,6 +174,9 @@ export function createProcessSupervisor(opts: ProcessSupervisorOptions = {}): Pr
   const ptyFallbackMs = nonNegativeOption(opts.ptyExitFallbackMs, PTY_EXIT_FALLBACK_MS, "opts.ptyExitFallbackMs");
   const defaultMaxOutput = maxOutputOption(opts.maxOutputChars, DEFAULT_MAX_OUTPUT_CHARS, "opts.maxOutputChars");
   const loadPty = opts.loadPty ?? loadNodePty;
+  if (opts.containment !== undefined && opts.containment !== "auto" && opts.containment !== "off") {
+    throw new TypeError(`opts.containment must be "auto" or "off", got ${JSON.stringify(opts.containment)}`);
+  }
   // one facts backend for the start time read at spawn, the tree kill and the leases: the same unit everywhere
   const facts = opts.facts ?? getProcessFacts();
   let leases: RunLeases | undefined;
@@ -168,6 +188,7 @@ export function createProcessSupervisor(opts: ProcessSupervisorOptions = {}): Pr
       facts,
       signaller: opts.signaller,
       graceMs,
+      ...(opts.containment !== undefined ? { containment: opts.containment } : {}),
     });
     return leases;
   };
@@ -282,10 +303,17 @@ export function createProcessSupervisor(opts: ProcessSupervisorOptions = {}): Pr
     // The lease is written BEFORE the spawn (rootPid 0): a crash between the
     // two leaves a lease that verifies as "gone", never an untracked process.
     let ptyModule: PtyModule | undefined;
+    /** how a contained run starts: the shim that enters the lease's cgroup, then execs the run */
+    let shim: ShimCommand | undefined;
     try {
       if (store) {
         lease = await store.open(runId, argv);
         env = { ...env, ...lease.env };
+        if (lease.cgroup !== undefined) {
+          shim = shimFor(input, lease.cgroup.path, argv, env) ?? undefined;
+          // not startable inside it: out of the lease before anything runs (never a claim the run is outside of)
+          if (shim === undefined) await store.dropCgroup(lease.leaseId, lease.cgroup);
+        }
       }
       if (run.requested === undefined && input.mode === "pty") ptyModule = await loadPtyModule(loadPty);
     } catch (err) {
@@ -296,7 +324,7 @@ export function createProcessSupervisor(opts: ProcessSupervisorOptions = {}): Pr
     // From here to `killStarted` nothing awaits: a cancel cannot fall between the check above and the spawn.
     let proc: SpawnedProcess;
     try {
-      proc = input.mode === "child" ? spawnChild(input, env) : spawnPty(input, env, ptyModule!);
+      proc = input.mode === "child" ? spawnChild(input, env, shim && { ...shim, env: lease!.env }) : spawnPty(input, env, ptyModule!, shim);
     } catch (err) {
       return endUnstarted(err);
     }
@@ -504,6 +532,8 @@ export function createProcessSupervisor(opts: ProcessSupervisorOptions = {}): Pr
       })();
       return shutdownReport;
     },
+    containment: async () =>
+      getLeases()?.containment() ?? { available: false, code: "refused", why: "no stateDir: runs are not leased, so none is contained" },
     getRecord: (runId) => registry.get(runId),
     listRecords: () => registry.list(),
     listByScope: (scopeKey) => registry.listByScope(scopeKey),
@@ -534,6 +564,18 @@ export function createProcessSupervisor(opts: ProcessSupervisorOptions = {}): Pr
       });
     },
   };
+}
+
+/**
+ * The shim that starts this run inside its lease's cgroup, or null when it
+ * cannot: a child program the exec would not find (started without the shim,
+ * Node then reports the spawn error as for any run) or whose name env(1)
+ * would read as an assignment.
+ */
+function shimFor(input: SpawnInput, cgroupPath: string, argv: readonly string[], env: NodeJS.ProcessEnv): ShimCommand | null {
+  if (input.mode === "pty") return containedPty(cgroupPath, argv);
+  if (!executableFound(argv[0]!, env, input.cwd ?? process.cwd())) return null;
+  return containedChild(cgroupPath, argv, env);
 }
 
 /** The one shape of a run's result; `timedOut` is true for both deadlines (OpenClaw's meaning). */

@@ -144,7 +144,8 @@ describe("restart durability: background runs hold leases", () => {
     // every identity-checked signal is denied: the tree kill reaps nothing; the
     // root still goes, through the supervisor's own (unreaped) child handle
     const denying: ProcessSignaller = { raceFree: true, signal: async () => "denied" };
-    const sup = createProcessSupervisor({ stateDir: dir, signaller: denying, graceMs: 200 });
+    // containment off: the lease's cgroup would end the survivor without the signaller (containment.test.ts covers that)
+    const sup = createProcessSupervisor({ stateDir: dir, signaller: denying, graceMs: 200, containment: "off" });
     const out = matcher();
     const run = await sup.spawn({
       mode: "child",

@@ -120,7 +120,8 @@ describe("cancel of a leased run reaps through its lease", () => {
       raceFree: real.raceFree,
       signal: (pid, st, sig) => (pid === denied ? Promise.resolve("denied") : real.signal(pid, st, sig)),
     };
-    const sup = createProcessSupervisor({ stateDir: dir, graceMs: 200, signaller: picky });
+    // containment off: the lease's cgroup would end the escapee without the signaller (containment.test.ts covers that)
+    const sup = createProcessSupervisor({ stateDir: dir, graceMs: 200, signaller: picky, containment: "off" });
     const run = await sup.spawn({ mode: "child", sessionId: "s", backendId: "t", background: true, argv: escapingRoot(pidFile) });
     pids.add(run.pid!);
     const escapee = await readEscapee(pidFile);

@@ -3,7 +3,9 @@
  * verified member whose signal was denied may still be alive, so the lease
  * stays closing (reconcile lists open and closing, so it is retried later),
  * exactly as the ACPX controller keeps its lease closing. And attach records
- * the root through ownership's one helper.
+ * the root through ownership's one helper. Containment is off throughout:
+ * these tests spawn the runs themselves, outside any lease cgroup, to drive
+ * the uncontained rules (containment.test.ts covers the contained ones).
  */
 import { spawn, type ChildProcess } from "node:child_process";
 import { mkdtemp, rm } from "node:fs/promises";
@@ -44,7 +46,7 @@ describe("reconcile follows ownership's reap rule", () => {
     const dir = await mkdtemp(join(tmpdir(), "proclease-sup-rules-"));
     dirs.push(dir);
     const facts = getProcessFacts();
-    const runs = createRunLeases({ stateDir: dir, gatewayInstanceId: "sup-rules", facts, signaller: denying, graceMs: 100 });
+    const runs = createRunLeases({ stateDir: dir, gatewayInstanceId: "sup-rules", facts, signaller: denying, graceMs: 100, containment: "off" });
     const { leaseId, env } = await runs.open("denied-run", ARGV);
     const child = spawn(ARGV[0]!, ARGV.slice(1), { detached: true, stdio: "ignore", env: { ...process.env, ...env } });
     children.push(child);
@@ -65,7 +67,7 @@ describe("reconcile follows ownership's reap rule", () => {
     expect(again.runs).toEqual([expect.objectContaining({ leaseId, action: "left", state: "closing" })]);
     expect(isAlive(child.pid!)).toBe(true);
 
-    const next = createRunLeases({ stateDir: dir, gatewayInstanceId: "sup-rules", facts, graceMs: 100 });
+    const next = createRunLeases({ stateDir: dir, gatewayInstanceId: "sup-rules", facts, graceMs: 100, containment: "off" });
     const second = await next.reconcile();
     expect(second.runs).toEqual([expect.objectContaining({ leaseId, action: "reaped", state: "closed" })]);
     await waitFor(() => !isAlive(child.pid!), 5000);
@@ -75,7 +77,7 @@ describe("reconcile follows ownership's reap rule", () => {
   it("attach of a root already gone records the pid without identity; reconcile then settles the lease lost without a signal", async () => {
     const dir = await mkdtemp(join(tmpdir(), "proclease-sup-rules-"));
     dirs.push(dir);
-    const runs = createRunLeases({ stateDir: dir, gatewayInstanceId: "sup-rules", signaller: denying, graceMs: 100 });
+    const runs = createRunLeases({ stateDir: dir, gatewayInstanceId: "sup-rules", signaller: denying, graceMs: 100, containment: "off" });
     const { leaseId, env } = await runs.open("gone-run", [process.execPath, "-e", ""]);
     const child = spawn(process.execPath, ["-e", ""], { stdio: "ignore", env: { ...process.env, ...env } });
     await new Promise((r) => child.once("exit", r));
@@ -104,14 +106,14 @@ describe("reconcile follows ownership's reap rule", () => {
       return leaseId;
     };
 
-    const seeing = createRunLeases({ stateDir: dir, gatewayInstanceId: "sup-rules", facts: real, graceMs: 100 });
+    const seeing = createRunLeases({ stateDir: dir, gatewayInstanceId: "sup-rules", facts: real, graceMs: 100, containment: "off" });
     if (real.backend !== "ps") {
       const a = await exited(seeing, "seen-exit");
       expect(await seeing.finish(a, null)).toBe("closed");
       expect((await store.get(a))?.state).toBe("closed");
     }
 
-    const blindRuns = createRunLeases({ stateDir: dir, gatewayInstanceId: "sup-rules", facts: blind, graceMs: 100 });
+    const blindRuns = createRunLeases({ stateDir: dir, gatewayInstanceId: "sup-rules", facts: blind, graceMs: 100, containment: "off" });
     const b = await exited(blindRuns, "blind-exit");
     expect(await blindRuns.finish(b, null)).toBe("closing");
     expect((await store.get(b))?.state).toBe("closing");
@@ -149,7 +151,7 @@ describe("reconcile follows ownership's reap rule", () => {
     dirs.push(dir);
     const sent: number[] = [];
     const recording: ProcessSignaller = { raceFree: true, signal: async (pid) => (sent.push(pid), "signalled") };
-    const runs = createRunLeases({ stateDir: dir, gatewayInstanceId: "sup-rules", signaller: recording, graceMs: 100 });
+    const runs = createRunLeases({ stateDir: dir, gatewayInstanceId: "sup-rules", signaller: recording, graceMs: 100, containment: "off" });
     const { leaseId, env } = await runs.open("ps-run", ARGV);
     const child = spawn(ARGV[0]!, ARGV.slice(1), { detached: true, stdio: "ignore", env: { ...process.env, ...env } });
     children.push(child);

@@ -2,15 +2,21 @@ import { spawn, type StdioOptions } from "node:child_process";
 import type { ManagedRunStdin, SpawnChildInput } from "../types.js";
 import { signalUnreapedChild } from "../../facts/guards.js";
 import { OUTPUT_FLUSH_MS, type AdapterExit, type SpawnedProcess } from "./adapter.js";
+import type { ShimCommand } from "./cgroup-shim.js";
 
 /**
  * Spawns argv directly (no shell), detached into its own process group so a
  * tree kill can address the group without touching the gateway's. stdout
  * and stderr are decoded as UTF-8 with multi-byte sequences kept whole.
+ * `shim`: what is exec'd first to enter the lease's cgroup (cgroup-shim.ts),
+ * with its own environment; it execs argv with `env` in the same process.
  */
-export function spawnChild(input: SpawnChildInput, env: NodeJS.ProcessEnv): SpawnedProcess {
-  const [file, ...args] = input.argv;
-  if (file === undefined || file === "") throw new TypeError("argv must start with a non-empty program name");
+export function spawnChild(input: SpawnChildInput, env: NodeJS.ProcessEnv, shim?: ShimCommand & { env: NodeJS.ProcessEnv }): SpawnedProcess {
+  const [program, ...rest] = input.argv;
+  if (program === undefined || program === "") throw new TypeError("argv must start with a non-empty program name");
+  const file = shim?.file ?? program;
+  const args = shim?.args ?? rest;
+  if (shim) env = shim.env;
   const stdinMode = input.stdinMode ?? "pipe-closed";
   const stdio: StdioOptions = [stdinMode === "inherit" ? "inherit" : "pipe", "pipe", "pipe"];
   // env left to Node when it is process.env itself: measurably cheaper than passing it

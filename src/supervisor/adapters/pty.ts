@@ -1,5 +1,6 @@
 import type { ManagedRunStdin, SpawnPtyInput } from "../types.js";
 import { signalName, type AdapterExit, type SpawnedProcess } from "./adapter.js";
+import type { ShimCommand } from "./cgroup-shim.js";
 
 /**
  * The slice of node-pty the adapter uses, declared here so the optional
@@ -75,10 +76,14 @@ export async function loadPtyModule(load: PtyLoader): Promise<PtyModule> {
  * Runs `/bin/sh -c <ptyCommand>` in a new terminal. node-pty makes the shell
  * a session (and group) leader, so the tree kill can address its group.
  * The terminal merges stdout and stderr: everything arrives on stdout.
- * Synchronous: the process exists when this returns.
+ * Synchronous: the process exists when this returns. `shim`: what the
+ * terminal starts instead, to enter the lease's cgroup (cgroup-shim.ts); it
+ * execs the same shell in the same process.
  */
-export function spawnPty(input: SpawnPtyInput, env: NodeJS.ProcessEnv, mod: PtyModule): SpawnedProcess {
-  const [file, ...args] = ptyArgv(input.ptyCommand);
+export function spawnPty(input: SpawnPtyInput, env: NodeJS.ProcessEnv, mod: PtyModule, shim?: ShimCommand): SpawnedProcess {
+  const [shell, ...shellArgs] = ptyArgv(input.ptyCommand);
+  const file = shim?.file ?? shell;
+  const args = shim?.args ?? shellArgs;
   let pty: PtyProcess;
   try {
     pty = mod.spawn(file!, args, {
