@@ -226,7 +226,7 @@ export async function spawnSession(d: ControllerDeps, live: LiveSessions, input:
  */
 async function openLeaseCgroup(d: ControllerDeps, leaseId: string): Promise<{ cgroup: { path: string; id: string } | null; why: string }> {
   if (!d.containment.available) return { cgroup: null, why: `containment is off: ${d.containment.why}` };
-  const r = await createLeaseCgroup(d.containment, leaseId);
+  const r = await createLeaseCgroup(d.containment, leaseId, d.gatewayInstanceId);
   return r.ok ? { cgroup: { path: r.cgroup.path, id: r.cgroup.id }, why: "" } : { cgroup: null, why: `the lease cgroup could not be made: ${r.why}` };
 }
 

@@ -22,7 +22,7 @@ import {
   type LifecycleDeps,
   type StateDirLock,
 } from "../ownership/index.js";
-import { checkProcleaseRoot, readContainmentRecord } from "../ownership/containment-record.js";
+import { checkOwnerFolder, readContainmentRecord } from "../ownership/containment-record.js";
 
 /** A dry run never signals; this signaller makes sure of it. */
 const NEVER: ProcessSignaller = {
@@ -171,10 +171,12 @@ const LIVE: ReadonlySet<string> = new Set(["open", "closing"]);
 /**
  * The cgroups under this state dir's proclease roots that are no lease's own:
  * read-only (listing and stat only; nothing is created, moved or probed).
- * Roots: those the gateway recorded (ownership/containment-record.ts) and the
- * parent of every lease's recorded cgroup; a root that is not an absolute,
- * normalised …/proclease path on cgroup2 is refused with the reason and never
- * listed. Our own `_` leaves (`_gateway`, probes) are never listed
+ * Folders listed: this state dir's instance folder under each root the
+ * gateway recorded (ownership/containment-record.ts), and the folder of every
+ * lease's recorded cgroup; one that is not `<…/proclease>/<instance id>` on
+ * cgroup2 is refused with the reason and never listed. A proclease root
+ * itself is never listed: other gateways sharing the cgroup keep their
+ * folders there. Our own `_` leaves (`_gateway`, probes) are never listed
  * (listLeaseCgroups). A cgroup is a lease's only when that lease recorded
  * this path AND this identity: a directory re-created under a lease's name is
  * an orphan, with that reason.
@@ -194,14 +196,22 @@ export async function scanOrphanCgroups(
   };
   const rec = await readContainmentRecord(stateDir);
   if (rec.kind === "refused") problems.push(rec.why);
-  if (rec.kind === "ok") for (const r of rec.record.roots) add(r, "record");
+  let instanceId: string | null = null;
+  try {
+    instanceId = await readGatewayInstanceId(stateDir);
+  } catch (e) {
+    problems.push((e as Error).message);
+  }
+  // this state dir's folder under each recorded root (createLeaseCgroup: <root>/<instance id>/<lease id>)
+  if (rec.kind === "ok" && instanceId !== null) for (const r of rec.record.roots) add(`${r}/${instanceId}`, "record");
+  // and the folder of every lease's recorded cgroup (an earlier instance id of this state dir included)
   for (const l of leases) if (l.cgroup) add(dirname(l.cgroup.path), "lease");
 
   const unreadable = new Set(unreadableLeaseFiles.map((f) => basename(f).replace(/\.json$/, "")));
   const orphans: OrphanCgroup[] = [];
   let owned = 0;
   for (const r of roots) {
-    const bad = await checkProcleaseRoot(r.root);
+    const bad = await checkOwnerFolder(r.root);
     if (bad === "absent") {
       r.state = "absent";
       continue;

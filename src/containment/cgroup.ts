@@ -602,28 +602,49 @@ export type CreateLeaseCgroupResult =
   | { ok: false; code: "unavailable" | "bad-name" | "exists" | "denied" | "limit" | "error"; why: string };
 
 /**
- * Creates `<support.root>/<name>` for a lease. Never adopts an existing
- * directory: a leftover of the same name could still hold processes that are
- * not this lease's.
+ * Creates `<support.root>/<owner>/<name>` for a lease: one folder per gateway
+ * instance (`owner`, its instance id), so two gateways whose cgroups are the
+ * same (one systemd unit, a test runner) each see only their own leases'
+ * cgroups, and an operator's orphan sweep for one state dir never touches
+ * another's. The owner folder holds no process, so it can hand every
+ * controller the root hands out down to its leases (no-internal-processes
+ * rule); it is made on first use and kept. Never adopts an existing lease directory: a
+ * leftover of the same name could still hold processes that are not this
+ * lease's.
  */
-export async function createLeaseCgroup(support: ContainmentSupport, name: string): Promise<CreateLeaseCgroupResult> {
+export async function createLeaseCgroup(support: ContainmentSupport, name: string, owner: string): Promise<CreateLeaseCgroupResult> {
   if (!support.available) return { ok: false, code: "unavailable", why: support.why };
-  if (typeof name !== "string" || !CGROUP_NAME_RE.test(name)) {
-    return { ok: false, code: "bad-name", why: `cgroup name must match ${CGROUP_NAME_RE}, got ${JSON.stringify(name)}` };
+  for (const [what, v] of [["cgroup name", name], ["owner name", owner]] as const) {
+    if (typeof v !== "string" || !CGROUP_NAME_RE.test(v)) {
+      return { ok: false, code: "bad-name", why: `${what} must match ${CGROUP_NAME_RE}, got ${JSON.stringify(v)}` };
+    }
   }
-  const path = `${support.root}/${name}`;
+  const parent = `${support.root}/${owner}`;
+  const folder = await mkdirCgroup(parent, true);
+  if (folder !== null) return folder;
+  // controllers the root hands out reach the lease only through its owner folder; one missing is named by applyLimits
+  const enabled = (await readSet(`${parent}/cgroup.subtree_control`)) ?? new Set<string>();
+  for (const c of support.controllers) if (!enabled.has(c)) await enableController(parent, c);
+  const path = `${parent}/${name}`;
+  const made = await mkdirCgroup(path, false);
+  if (made !== null) return made;
+  const id = await cgroupIdOf(path);
+  if (id === null) return { ok: false, code: "error", why: `${path} was created but its identity cannot be read` };
+  return { ok: true, cgroup: { path, id } };
+}
+
+/** mkdir of a cgroup; null when made (or, with existingOk, already there). */
+async function mkdirCgroup(path: string, existingOk: boolean): Promise<Extract<CreateLeaseCgroupResult, { ok: false }> | null> {
   try {
     await fsp.mkdir(path);
+    return null;
   } catch (e) {
     const code = errCode(e);
-    if (code === "EEXIST") return { ok: false, code: "exists", why: `${path} already exists (a leftover of an earlier lease of that name?)` };
+    if (code === "EEXIST") return existingOk ? null : { ok: false, code: "exists", why: `${path} already exists (a leftover of an earlier lease of that name?)` };
     if (code === "EACCES" || code === "EPERM") return { ok: false, code: "denied", why: `not allowed to create ${path} (${code})` };
     if (code === "EAGAIN") return { ok: false, code: "limit", why: `cgroup.max.descendants or cgroup.max.depth reached above ${path}` };
     return { ok: false, code: "error", why: `mkdir ${path}: ${code}` };
   }
-  const id = await cgroupIdOf(path);
-  if (id === null) return { ok: false, code: "error", why: `${path} was created but its identity cannot be read` };
-  return { ok: true, cgroup: { path, id } };
 }
 
 export type MoveOutcome = {
@@ -1004,14 +1025,23 @@ function defaultSignaller(): ProcessSignaller {
   return signallerCache;
 }
 
+/**
+ * The one shape a cgroup must have before this module kills or removes it:
+ * `…/proclease/<owner>/<name>` (createLeaseCgroup), both names matching
+ * CGROUP_NAME_RE: never the root, an owner's folder, or our `_` leaves.
+ */
+export function leaseCgroupShapeProblem(path: string): string | null {
+  const parent = dirname(path);
+  const ok = CGROUP_NAME_RE.test(basename(path)) && CGROUP_NAME_RE.test(basename(parent)) && basename(dirname(parent)) === PROCLEASE_DIR;
+  return ok ? null : `${path} is not a lease cgroup (…/${PROCLEASE_DIR}/<owner>/<name>, names matching ${CGROUP_NAME_RE})`;
+}
+
 /** null = allowed; "gone" = no such cgroup; else why not. */
 async function killRefusal(path: string): Promise<string | "gone" | null> {
   const bad = await cgroupPathProblem(path);
   if (bad !== null) return bad;
-  const name = basename(path);
-  if (basename(dirname(path)) !== PROCLEASE_DIR || !CGROUP_NAME_RE.test(name)) {
-    return `${path} is not a lease cgroup (…/${PROCLEASE_DIR}/<name>, name matching ${CGROUP_NAME_RE})`;
-  }
+  const shape = leaseCgroupShapeProblem(path);
+  if (shape !== null) return shape;
   // cgroup.kill takes the whole subtree: never one that holds us or an ancestor
   const watch = [process.pid, process.ppid, ...ancestorsOfThisProcess()];
   for (const pid of new Set(watch)) {
@@ -1043,9 +1073,8 @@ export async function removeCgroup(path: string, opts: { waitMs?: number } = {})
   const bad = await cgroupPathProblem(path);
   if (bad === "gone") return { outcome: "gone" };
   if (bad !== null) return { outcome: "refused", why: bad };
-  if (basename(dirname(path)) !== PROCLEASE_DIR || !CGROUP_NAME_RE.test(basename(path))) {
-    return { outcome: "refused", why: `${path} is not a lease cgroup (…/${PROCLEASE_DIR}/<name>)` };
-  }
+  const shape = leaseCgroupShapeProblem(path);
+  if (shape !== null) return { outcome: "refused", why: shape };
   return removeTree(path, opts.waitMs ?? 5000);
 }
 

@@ -17,8 +17,8 @@
  * CLI to kill what lives elsewhere).
  */
 import { statfs } from "node:fs/promises";
-import { basename, isAbsolute, join, normalize } from "node:path";
-import { CGROUP2_SUPER_MAGIC, PROCLEASE_DIR } from "../containment/cgroup.js";
+import { basename, dirname, isAbsolute, join, normalize } from "node:path";
+import { CGROUP2_SUPER_MAGIC, CGROUP_NAME_RE, PROCLEASE_DIR } from "../containment/cgroup.js";
 import { assertPrivate, atomicWrite, ensurePrivateDir, readOwnedFile } from "./fs-safe.js";
 
 export const CONTAINMENT_RECORD_FILE = "containment.json";
@@ -62,6 +62,27 @@ export async function checkProcleaseRoot(root: string): Promise<string | "absent
   } catch (e) {
     const code = (e as NodeJS.ErrnoException).code ?? String(e);
     return code === "ENOENT" || code === "ENOTDIR" ? "absent" : `cannot statfs ${root} (${code})`;
+  }
+}
+
+/**
+ * null when `dir` is a gateway instance's folder of lease cgroups
+ * (`<proclease root>/<instance id>`, createLeaseCgroup's owner folder) on
+ * cgroup2; "absent" when it does not exist; else why not. Orphans are looked
+ * for only in such folders, never in a proclease root itself: the root also
+ * holds the folders of other gateways sharing the cgroup, which are not this
+ * state dir's to judge.
+ */
+export async function checkOwnerFolder(dir: string): Promise<string | "absent" | null> {
+  const shape = rootShapeProblem(dirname(dir));
+  if (shape !== null) return `${dir} is not in a proclease root: ${shape}`;
+  if (!CGROUP_NAME_RE.test(basename(dir))) return `${dir} is not an instance folder (its name must match ${CGROUP_NAME_RE})`;
+  try {
+    const st = await statfs(dir);
+    return st.type === CGROUP2_SUPER_MAGIC ? null : `${dir} is not on a cgroup2 filesystem`;
+  } catch (e) {
+    const code = (e as NodeJS.ErrnoException).code ?? String(e);
+    return code === "ENOENT" || code === "ENOTDIR" ? "absent" : `cannot statfs ${dir} (${code})`;
   }
 }
 

@@ -38,6 +38,7 @@ import {
   type OwnershipEvidence,
 } from "../ownership/types.js";
 import { createSignaller } from "../facts/signal.js";
+import { recordContainmentRoot } from "../ownership/containment-record.js";
 import { createLeaseCgroup, detectContainment, removeCgroup, type ContainmentSupport, type LeaseCgroup } from "../containment/index.js";
 import { lookIntoLeaseCgroup } from "../ownership/lease-cgroup.js";
 import { shimUnavailable } from "./adapters/cgroup-shim.js";
@@ -170,6 +171,7 @@ export function createRunLeases(opts: RunLeasesOptions): RunLeases {
     return ready;
   };
   let containment: Promise<ContainmentSupport> | undefined;
+  let rootRecorded: Promise<void> | undefined;
   const detect = (): Promise<ContainmentSupport> => {
     containment ??= (async (): Promise<ContainmentSupport> => {
       if (opts.containment === "off") return { available: false, code: "refused", why: 'turned off (containment: "off")' };
@@ -187,6 +189,10 @@ export function createRunLeases(opts: RunLeasesOptions): RunLeases {
   return {
     async open(runId, argv) {
       const [{ store, instanceId }, support] = await Promise.all([init(), detect()]);
+      // the CLI finds this state dir's lease cgroups (and orphans among them) from this record; once per supervisor
+      // (a failed write costs only that view, never the run)
+      if (support.available) rootRecorded ??= recordContainmentRoot(opts.stateDir, support.root).catch(() => undefined);
+      await rootRecorded;
       const lease = await store.create({
         gatewayInstanceId: instanceId,
         sessionKey: SUPERVISOR_SESSION_PREFIX + runId,
@@ -195,7 +201,7 @@ export function createRunLeases(opts: RunLeasesOptions): RunLeases {
       });
       const env = { [LEASE_ENV_KEY]: lease.leaseId, [INSTANCE_ENV_KEY]: instanceId };
       // a cgroup that cannot be made leaves the run uncontained, as without containment
-      const made = support.available ? await createLeaseCgroup(support, lease.leaseId) : null;
+      const made = support.available ? await createLeaseCgroup(support, lease.leaseId, instanceId) : null;
       if (!made?.ok) return { leaseId: lease.leaseId, env };
       const cgroup = { path: made.cgroup.path, id: made.cgroup.id };
       try {

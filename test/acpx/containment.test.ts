@@ -69,7 +69,7 @@ describe("an env-scrubbed setsid grandchild outlives a SIGKILL of gateway + wrap
     const ctl = await createAcpxLifecycleController({ stateDir, graceMs: GRACE_MS, maintenanceIntervalMs: 0 });
     controllers.push(ctl);
     const lease = (await ctl.listLeases()).find((l) => l.leaseId === h.leaseId)!;
-    expect(lease.cgroup?.path).toMatch(new RegExp(`/proclease/${h.leaseId}$`));
+    expect(lease.cgroup?.path).toMatch(new RegExp(`/proclease/${lease.gatewayInstanceId}/${h.leaseId}$`));
     const r = await ctl.reapStartupOrphans();
     const e = r.entries.find((x) => x.leaseId === h.leaseId)!;
     expect(e, JSON.stringify(e)).toMatchObject({ stateAfter: "closed" });

@@ -144,7 +144,7 @@ describe("limits that cannot hold are refused, nothing is spawned", () => {
       expect(lease.state).toBe(err.leaseState);
       expect(lease.state).toBe("lost"); // NOTHING_STARTED: no process ever existed for it
       expect(lease.rootPid).toBe(0);
-      expect(lease.cgroup?.path).toMatch(new RegExp(`/proclease/${err.leaseId}$`));
+      expect(lease.cgroup?.path).toMatch(new RegExp(`/proclease/${lease.gatewayInstanceId}/${err.leaseId}$`));
       expect(existsSync(lease.cgroup!.path)).toBe(false);
       expect(processesUnder(stateDir)).toEqual([]);
     },

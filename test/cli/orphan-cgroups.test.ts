@@ -14,7 +14,7 @@
 import { execFile, spawn, type ChildProcess } from "node:child_process";
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmdirSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { basename, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { afterEach, describe, expect, it } from "vitest";
 import { findCgroup2Mount, moveInto, parseMountInfo, readMemory } from "../../src/containment/cgroup.js";
@@ -69,6 +69,8 @@ interface Fixture {
   stateDir: string;
   /** `<top>/proclease` */
   root: string;
+  /** `<root>/<instance id>`: where this state dir's lease cgroups live (createLeaseCgroup's owner folder) */
+  folder: string;
 }
 
 /** A fresh state dir (instance id, lease store) whose recorded proclease root is a fresh cgroup. */
@@ -81,10 +83,12 @@ async function fixture(): Promise<Fixture> {
   mkdirSync(root);
   const stateDir = mkdtempSync(join(tmpdir(), "proclease-orphan-"));
   dirs.push(stateDir);
-  await loadOrCreateGatewayInstanceId(stateDir);
+  const instanceId = await loadOrCreateGatewayInstanceId(stateDir);
   await openLeaseStore(stateDir);
   await recordContainmentRoot(stateDir, root);
-  return { stateDir, root };
+  const folder = `${root}/${instanceId}`;
+  mkdirSync(folder);
+  return { stateDir, root, folder };
 }
 
 const idOf = (path: string) => String(statSync(path).ino);
@@ -157,7 +161,7 @@ interface StatusJson {
 describe("orphan cgroups", () => {
   it.skipIf(SKIP)(`status and doctor list a populated orphan; --dry-run leaves it; reap --orphan-cgroups ends it and removes it${NOTE}`, async () => {
     const f = await fixture();
-    const orphan = `${f.root}/stray-${process.pid}`;
+    const orphan = `${f.folder}/stray-${process.pid}`;
     mkdirSync(orphan);
     const pid = await stubbornIn(orphan);
     // our own leaf, with a process in it, is never an orphan
@@ -167,7 +171,7 @@ describe("orphan cgroups", () => {
     const st = await cli(["status", "--state-dir", f.stateDir, "--json"]);
     expect(st.code, st.stderr).toBe(0);
     const view = JSON.parse(st.stdout) as StatusJson;
-    expect(view.orphanCgroups.roots).toEqual([{ root: f.root, source: "record", state: "listed" }]);
+    expect(view.orphanCgroups.roots).toEqual([{ root: f.folder, source: "record", state: "listed" }]);
     expect(view.orphanCgroups.orphans).toEqual([expect.objectContaining({ name: `stray-${process.pid}`, path: orphan, populated: "populated" })]);
     expect(view.orphanCgroups.orphans[0]!.why).toMatch(/no lease file named/);
     const text = await cli(["status", "--state-dir", f.stateDir]);
@@ -205,13 +209,13 @@ describe("orphan cgroups", () => {
 
   it.skipIf(SKIP)(`a lease's own cgroup is not an orphan; one re-created under a lease's name (another identity) is, and is reaped${NOTE}`, async () => {
     const f = await fixture();
-    const ownPath = `${f.root}/own-${process.pid}`;
+    const ownPath = `${f.folder}/own-${process.pid}`;
     mkdirSync(ownPath);
     const own = await leaseWithCgroup(f.stateDir, { path: ownPath, id: idOf(ownPath) });
     const ownPid = await stubbornIn(ownPath);
 
     const impostorName = `reborn-${process.pid}`;
-    const impostorPath = `${f.root}/${impostorName}`;
+    const impostorPath = `${f.folder}/${impostorName}`;
     mkdirSync(impostorPath);
     const oldId = idOf(impostorPath);
     rmdirSync(impostorPath);
@@ -237,12 +241,12 @@ describe("orphan cgroups", () => {
 
   it.skipIf(SKIP)(`reap --orphan-cgroups refuses while a gateway holds the state dir; --force leaves a cgroup a live gateway may be making${NOTE}`, async () => {
     const f = await fixture();
-    const stray = `${f.root}/stray-${process.pid}`;
+    const stray = `${f.folder}/stray-${process.pid}`;
     mkdirSync(stray);
     const pid = await stubbornIn(stray);
     // an open lease that records no cgroup yet, and a cgroup of its name: what a gateway shows between mkdir and recording it
     const making = await leaseWithCgroup(f.stateDir, null);
-    const makingPath = `${f.root}/${making.leaseId}`;
+    const makingPath = `${f.folder}/${making.leaseId}`;
     mkdirSync(makingPath);
 
     const lock = await acquireStateDirLock(f.stateDir, getProcessFacts());
@@ -267,24 +271,56 @@ describe("orphan cgroups", () => {
     }
   });
 
+  it.skipIf(SKIP)(`two state dirs whose gateways share one cgroup each judge only their own folder: the other's lease cgroup, with an unmarked process in it, is never an orphan here${NOTE}`, async () => {
+    const a = await fixture();
+    const other = mkdtempSync(join(tmpdir(), "proclease-orphan-"));
+    dirs.push(other);
+    const otherId = await loadOrCreateGatewayInstanceId(other);
+    await openLeaseStore(other);
+    await recordContainmentRoot(other, a.root);
+    const otherFolder = `${a.root}/${otherId}`;
+    mkdirSync(otherFolder);
+    const theirs = `${otherFolder}/theirs-${process.pid}`;
+    mkdirSync(theirs);
+    await leaseWithCgroup(other, { path: theirs, id: idOf(theirs) });
+    // the test's environment carries no lease markers: nothing but the folder says whose it is
+    const theirPid = await stubbornIn(theirs);
+    const mine = `${a.folder}/stray-${process.pid}`;
+    mkdirSync(mine);
+
+    const view = JSON.parse((await cli(["status", "--state-dir", a.stateDir, "--json"])).stdout) as StatusJson;
+    expect(view.orphanCgroups.roots.map((r) => r.root)).toEqual([a.folder]);
+    expect(view.orphanCgroups.orphans.map((o) => o.path)).toEqual([mine]);
+    const real = await cli(["reap", "--orphan-cgroups", "--state-dir", a.stateDir, "--json"]);
+    expect(real.code, real.stderr).toBe(0);
+    expect((JSON.parse(real.stdout) as { entries: Array<{ path: string }> }).entries.map((e) => e.path)).toEqual([mine]);
+    expect(existsSync(mine)).toBe(false);
+    expect(existsSync(theirs)).toBe(true);
+    expect(isAlive(theirPid)).toBe(true);
+    // and from the other state dir it is that lease's own
+    const theirView = JSON.parse((await cli(["status", "--state-dir", other, "--json"])).stdout) as StatusJson;
+    expect(theirView.orphanCgroups).toMatchObject({ owned: 1, orphans: [] });
+  });
+
   it.skipIf(SKIP)(`a recorded root that is not on cgroup2 is refused with the reason, never listed${NOTE}`, async () => {
     const f = await fixture();
     const fake = join(f.stateDir, "fake", "proclease");
-    mkdirSync(join(fake, "victim"), { recursive: true });
+    const instance = basename(f.folder);
+    mkdirSync(join(fake, instance, "victim"), { recursive: true });
     const file = join(f.stateDir, "acpx", CONTAINMENT_RECORD_FILE);
     const rec = JSON.parse(readFileSync(file, "utf8")) as { roots: string[] };
     writeFileSync(file, JSON.stringify({ ...rec, roots: [fake, `${f.root}/../x/proclease`, ...rec.roots] }), { mode: 0o600 });
     const view = JSON.parse((await cli(["status", "--state-dir", f.stateDir, "--json"])).stdout) as StatusJson;
     const byRoot = new Map(view.orphanCgroups.roots.map((r) => [r.root, r]));
-    expect(byRoot.get(fake)).toMatchObject({ state: "refused", why: `${fake} is not on a cgroup2 filesystem` });
-    expect(byRoot.get(`${f.root}/../x/proclease`)).toMatchObject({ state: "refused" });
-    expect(byRoot.get(`${f.root}/../x/proclease`)!.why).toMatch(/not an absolute, normalised path/);
+    expect(byRoot.get(`${fake}/${instance}`)).toMatchObject({ state: "refused", why: `${fake}/${instance} is not on a cgroup2 filesystem` });
+    expect(byRoot.get(`${f.root}/../x/proclease/${instance}`)).toMatchObject({ state: "refused" });
+    expect(byRoot.get(`${f.root}/../x/proclease/${instance}`)!.why).toMatch(/not an absolute, normalised path/);
     expect(view.orphanCgroups.orphans).toEqual([]);
     const text = await cli(["status", "--state-dir", f.stateDir]);
-    expect(text.stdout).toMatch(/cgroup root refused: .*fake\/proclease is not on a cgroup2 filesystem/);
+    expect(text.stdout).toMatch(/cgroup root refused: .*fake\/proclease\/[^ ]+ is not on a cgroup2 filesystem/);
     const dry = JSON.parse((await cli(["reap", "--orphan-cgroups", "--dry-run", "--state-dir", f.stateDir, "--json"])).stdout) as { entries: unknown[] };
     expect(dry.entries).toEqual([]);
-    expect(existsSync(join(fake, "victim"))).toBe(true);
+    expect(existsSync(join(fake, instance, "victim"))).toBe(true);
   });
 });
 
@@ -294,7 +330,7 @@ describe("memory per lease", () => {
     const cgs: string[] = [];
     const leases: AcpxProcessLease[] = [];
     for (const n of [1, 2]) {
-      const p = `${f.root}/mem${n}-${process.pid}`;
+      const p = `${f.folder}/mem${n}-${process.pid}`;
       mkdirSync(p);
       cgs.push(p);
       leases.push(await leaseWithCgroup(f.stateDir, { path: p, id: idOf(p) }));

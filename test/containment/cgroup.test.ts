@@ -63,9 +63,11 @@ const made: LeaseCgroup[] = [];
 const pids = new Set<number>();
 const children: ChildProcess[] = [];
 let seq = 0;
+/** this file's owner folder (createLeaseCgroup: <root>/<owner>/<name>), removed in afterAll */
+const OWNER = `test-owner-${process.pid}`;
 
 async function lease(tag: string): Promise<LeaseCgroup> {
-  const r = await createLeaseCgroup(support, `test-${tag}-${process.pid}-${++seq}`);
+  const r = await createLeaseCgroup(support, `test-${tag}-${process.pid}-${++seq}`, OWNER);
   if (!r.ok) throw new Error(r.why);
   made.push(r.cgroup);
   return r.cgroup;
@@ -231,7 +233,7 @@ describe("identity and membership", () => {
     expect(await removeCgroup(first.path)).toEqual({ outcome: "removed" });
     expect(await verifyCgroupIdentity(first.path, first.id)).toBe("gone");
     const name = first.path.slice(first.path.lastIndexOf("/") + 1);
-    const again = await createLeaseCgroup(support, name);
+    const again = await createLeaseCgroup(support, name, OWNER);
     expect(again.ok).toBe(true);
     if (!again.ok) return;
     made.push(again.cgroup);
@@ -250,17 +252,47 @@ describe("identity and membership", () => {
     expect(await membershipOf(process.pid, again.cgroup)).toBe("not-member");
   });
 
+  it.skipIf(SKIP)(`with an owner, the lease cgroup sits in the owner's folder (made once, kept); kill and remove take it, never the folder or the root${NOTE}`, async () => {
+    if (!support.available) return;
+    const owner = `test-owner-${process.pid}-${++seq}`;
+    const folder = `${support.root}/${owner}`;
+    try {
+      const a = await createLeaseCgroup(support, `lease-a-${process.pid}`, owner);
+      const b = await createLeaseCgroup(support, `lease-b-${process.pid}`, owner);
+      expect(a.ok && b.ok).toBe(true);
+      if (!a.ok || !b.ok) return;
+      expect(a.cgroup.path).toBe(`${folder}/lease-a-${process.pid}`);
+      expect(b.cgroup.path).toBe(`${folder}/lease-b-${process.pid}`);
+      const child = spawn("sleep", ["1000"], { stdio: "ignore" });
+      children.push(child);
+      pids.add(child.pid!);
+      expect(await moveInto(a.cgroup.path, child.pid!)).toEqual({ outcome: "moved" });
+      expect(await killCgroup(folder)).toMatchObject({ outcome: "refused" });
+      expect(await removeCgroup(folder)).toMatchObject({ outcome: "refused" });
+      expect(await removeCgroup(support.root)).toMatchObject({ outcome: "refused" });
+      expect(existsSync(b.cgroup.path)).toBe(true);
+      expect(await killCgroup(a.cgroup.path)).toMatchObject({ outcome: "empty" });
+      expect(await removeCgroup(a.cgroup.path)).toEqual({ outcome: "removed" });
+      expect(await removeCgroup(b.cgroup.path)).toEqual({ outcome: "removed" });
+      const bad = await createLeaseCgroup(support, "x", "a.b");
+      expect(bad.ok === false && bad.code).toBe("bad-name");
+    } finally {
+      for (const n of readdirSync(folder, { withFileTypes: true })) if (n.isDirectory()) await removeCgroup(`${folder}/${n.name}`);
+      rmdirSync(folder);
+    }
+  });
+
   it.skipIf(SKIP)(`createLeaseCgroup never adopts an existing directory and refuses names that are not plain${NOTE}`, async () => {
     const cg = await lease("exists");
     const name = cg.path.slice(cg.path.lastIndexOf("/") + 1);
-    const dup = await createLeaseCgroup(support, name);
+    const dup = await createLeaseCgroup(support, name, OWNER);
     expect(dup.ok === false && dup.code).toBe("exists");
     for (const bad of ["../escape", GATEWAY_LEAF, "_probe-1", "a.b", "a/b", ""]) {
-      const r = await createLeaseCgroup(support, bad);
+      const r = await createLeaseCgroup(support, bad, OWNER);
       expect(r.ok === false && r.code).toBe("bad-name");
     }
     const offSupport: ContainmentSupport = { available: false, code: "not-linux", why: "test" };
-    const r = await createLeaseCgroup(offSupport, "x");
+    const r = await createLeaseCgroup(offSupport, "x", OWNER);
     expect(r).toEqual({ ok: false, code: "unavailable", why: "test" });
   });
 
@@ -287,20 +319,21 @@ describe("identity and membership", () => {
     children.push(child);
     pids.add(child.pid!);
     expect(await moveInto(b.path, child.pid!)).toEqual({ outcome: "moved" });
-    mkdirSync(`${s.root}/_probe-listing-${process.pid}`);
+    const folder = `${s.root}/${OWNER}`;
+    mkdirSync(`${folder}/_probe-listing-${process.pid}`);
     try {
-      const r = await listLeaseCgroups(s.root);
+      const r = await listLeaseCgroups(folder);
       expect(r.state).toBe("ok");
       if (r.state !== "ok") return;
       const mine = r.cgroups.filter((c) => c.path === a.path || c.path === b.path);
       expect(mine).toEqual([
-        { name: a.path.slice(s.root.length + 1), path: a.path, id: a.id, populated: "empty" },
-        { name: b.path.slice(s.root.length + 1), path: b.path, id: b.id, populated: "populated" },
+        { name: a.path.slice(folder.length + 1), path: a.path, id: a.id, populated: "empty" },
+        { name: b.path.slice(folder.length + 1), path: b.path, id: b.id, populated: "populated" },
       ]);
       expect(r.cgroups.some((c) => c.name.startsWith("_"))).toBe(false);
       expect(await listLeaseCgroups(`${s.root}/no-such-dir`)).toEqual({ state: "ok", cgroups: [] });
     } finally {
-      rmdirSync(`${s.root}/_probe-listing-${process.pid}`);
+      rmdirSync(`${folder}/_probe-listing-${process.pid}`);
     }
   });
 
@@ -326,7 +359,7 @@ describe("identity and membership", () => {
 });
 
 describe("guards", () => {
-  it.skipIf(SKIP)(`killCgroup refuses a cgroup holding this process, and any path that is not …/proclease/<name>${NOTE}`, async () => {
+  it.skipIf(SKIP)(`killCgroup refuses a cgroup holding this process, and any path that is not …/proclease/<owner>/<name>${NOTE}`, async () => {
     const s = on(support);
     const cg = await lease("self");
     const home = (await readCgroupOf(process.pid))!;
@@ -342,7 +375,7 @@ describe("guards", () => {
       expect(await moveSelfInto(home)).toEqual({ outcome: "moved" });
     }
     expect(await readCgroupOf(process.pid)).toBe(home);
-    for (const p of [s.mount, s.root, s.base, `${s.root}/${GATEWAY_LEAF}`]) {
+    for (const p of [s.mount, s.root, s.base, `${s.root}/${GATEWAY_LEAF}`, `${s.root}/${OWNER}`]) {
       const k = await killCgroup(p);
       expect(["refused", "gone"]).toContain(k.outcome);
     }
@@ -350,10 +383,10 @@ describe("guards", () => {
     // a directory that merely looks like one, on another filesystem
     const fake = mkdtempSync(join(tmpdir(), "proclease-fake-"));
     try {
-      mkdirSync(join(fake, "proclease", "x"), { recursive: true });
-      const k = await killCgroup(join(fake, "proclease", "x"));
+      mkdirSync(join(fake, "proclease", "o", "x"), { recursive: true });
+      const k = await killCgroup(join(fake, "proclease", "o", "x"));
       expect(k.outcome === "refused" && k.why).toMatch(/not on a cgroup2 filesystem/);
-      expect((await removeCgroup(join(fake, "proclease", "x"))).outcome).toBe("refused");
+      expect((await removeCgroup(join(fake, "proclease", "o", "x"))).outcome).toBe("refused");
     } finally {
       rmSync(fake, { recursive: true, force: true });
     }
@@ -392,7 +425,7 @@ describe("resources", () => {
 
   it.skipIf(SKIP || PIDS_SKIP)(`pids.max is enforced inside the lease cgroup${PIDS_SKIP ? ` [skipped: ${PIDS_SKIP}]` : NOTE}`, async () => {
     const s = on(withControllers);
-    const r = await createLeaseCgroup(s, `test-pids-${process.pid}-${++seq}`);
+    const r = await createLeaseCgroup(s, `test-pids-${process.pid}-${++seq}`, OWNER);
     if (!r.ok) throw new Error(r.why);
     made.push(r.cgroup);
     expect(await applyLimits(r.cgroup.path, { pidsMax: 5 })).toEqual({ ok: true, applied: ["pids.max"] });
@@ -405,7 +438,7 @@ describe("resources", () => {
 
   it.skipIf(SKIP || MEMORY_SKIP)(`memory.current/peak are read, and memory.max OOM-kills a runaway inside its own cgroup${MEMORY_SKIP ? ` [skipped: ${MEMORY_SKIP}]` : NOTE}`, async () => {
     const s = on(withControllers);
-    const r = await createLeaseCgroup(s, `test-mem-${process.pid}-${++seq}`);
+    const r = await createLeaseCgroup(s, `test-mem-${process.pid}-${++seq}`, OWNER);
     if (!r.ok) throw new Error(r.why);
     made.push(r.cgroup);
     expect(await applyLimits(r.cgroup.path, { memoryMax: 64 * 1024 * 1024 })).toEqual({ ok: true, applied: ["memory.max"] });
@@ -454,6 +487,8 @@ beforeAll(() => {
 }, 120_000);
 afterAll(() => {
   if (copyDir) rmSync(copyDir, { recursive: true, force: true });
+  // every lease cgroup in it was removed after its test; the folder goes last
+  if (support.available && existsSync(`${support.root}/${OWNER}`)) rmdirSync(`${support.root}/${OWNER}`);
 });
 
 interface DetectRun {

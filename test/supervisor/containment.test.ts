@@ -160,7 +160,7 @@ describe("containment of leased supervisor runs", () => {
     const leaseId = sup.getRecord(run.runId)!.leaseId!;
     const store = await openLeaseStore(dir);
     const lease = (await store.get(leaseId))!;
-    expect(lease.cgroup?.path).toBe(`${(support as { root: string }).root}/${leaseId}`);
+    expect(lease.cgroup?.path).toBe(`${(support as { root: string }).root}/${lease.gatewayInstanceId}/${leaseId}`);
     expect(lease.cgroup?.id).toMatch(/^[1-9]\d*$/);
     expect(cgroupOf(run.pid!)).toBe(lease.cgroup!.path);
     // what it verifies is the exec'd command, not the shim: argv, environment and command hash are the run's
