@@ -41,7 +41,7 @@ import { closeLocked, summarize } from "./close-session.js";
 import { assertPromptOptions, sessionEndedError, startTurn } from "./acp-client.js";
 import { AcpxSessionClosedError } from "./errors.js";
 import { installWrapper } from "./install-wrapper.js";
-import { detectContainment, type ContainmentSupport } from "../containment/index.js";
+import { detectContainment, removeOwnerFolder, type ContainmentSupport } from "../containment/index.js";
 import { recordContainmentRoot } from "../ownership/containment-record.js";
 import { lifecycleDeps, LiveSessions, markClosing, type ControllerDeps } from "./live-sessions.js";
 import { openSessionStore } from "./session-store.js";
@@ -303,6 +303,8 @@ class Controller implements AcpxLifecycleController {
     this.timer = undefined;
     await this.maintaining;
     this.live.unrefAll();
+    // the instance's cgroup folder goes when no lease cgroup is left in it (live sessions keep theirs)
+    if (this.d.containment.available) await removeOwnerFolder(this.d.containment, this.d.gatewayInstanceId);
     await this.lock.release();
   }
 

@@ -620,17 +620,38 @@ export async function createLeaseCgroup(support: ContainmentSupport, name: strin
     }
   }
   const parent = `${support.root}/${owner}`;
-  const folder = await mkdirCgroup(parent, true);
-  if (folder !== null) return folder;
-  // controllers the root hands out reach the lease only through its owner folder; one missing is named by applyLimits
-  const enabled = (await readSet(`${parent}/cgroup.subtree_control`)) ?? new Set<string>();
-  for (const c of support.controllers) if (!enabled.has(c)) await enableController(parent, c);
   const path = `${parent}/${name}`;
-  const made = await mkdirCgroup(path, false);
-  if (made !== null) return made;
+  // twice at most: a disposing controller of the same instance may remove the empty folder in between (removeOwnerFolder)
+  for (let attempt = 0; ; attempt++) {
+    const folder = await mkdirCgroup(parent, true);
+    if (folder !== null) return folder;
+    // controllers the root hands out reach the lease only through its owner folder; one missing is named by applyLimits
+    const enabled = (await readSet(`${parent}/cgroup.subtree_control`)) ?? new Set<string>();
+    for (const c of support.controllers) if (!enabled.has(c)) await enableController(parent, c);
+    const made = await mkdirCgroup(path, false);
+    if (made === null) break;
+    if (made.code !== "error" || !made.why.endsWith("ENOENT") || attempt > 0) return made;
+  }
   const id = await cgroupIdOf(path);
   if (id === null) return { ok: false, code: "error", why: `${path} was created but its identity cannot be read` };
   return { ok: true, cgroup: { path, id } };
+}
+
+/**
+ * Removes an instance's owner folder when it is empty (a controller being
+ * disposed): one folder per state dir would otherwise outlive it on the host.
+ * A folder still holding lease cgroups stays ("busy"): a live session keeps
+ * its cgroup whatever happens to the controller.
+ */
+export async function removeOwnerFolder(support: ContainmentSupport, owner: string): Promise<"removed" | "busy" | "gone" | "refused"> {
+  if (!support.available || typeof owner !== "string" || !CGROUP_NAME_RE.test(owner)) return "refused";
+  try {
+    await fsp.rmdir(`${support.root}/${owner}`);
+    return "removed";
+  } catch (e) {
+    const code = errCode(e);
+    return code === "ENOENT" ? "gone" : code === "ENOTEMPTY" || code === "EBUSY" ? "busy" : "refused";
+  }
 }
 
 /** mkdir of a cgroup; null when made (or, with existingOk, already there). */

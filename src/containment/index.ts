@@ -18,6 +18,7 @@ export {
   readCgroupOf,
   readMemory,
   removeCgroup,
+  removeOwnerFolder,
   signalMembers,
   verifyCgroupIdentity,
   waitUntilEmpty,

@@ -39,7 +39,7 @@ import {
 } from "../ownership/types.js";
 import { createSignaller } from "../facts/signal.js";
 import { recordContainmentRoot } from "../ownership/containment-record.js";
-import { createLeaseCgroup, detectContainment, removeCgroup, type ContainmentSupport, type LeaseCgroup } from "../containment/index.js";
+import { createLeaseCgroup, detectContainment, removeOwnerFolder, removeCgroup, type ContainmentSupport, type LeaseCgroup } from "../containment/index.js";
 import { lookIntoLeaseCgroup } from "../ownership/lease-cgroup.js";
 import { shimUnavailable } from "./adapters/cgroup-shim.js";
 import type { LeaseVerification } from "../ownership/verify.js";
@@ -143,6 +143,8 @@ export interface RunLeases {
    * runs a caller still tracks (true keeps it). Neither is touched or reported.
    */
   reconcile(live?: ReadonlySet<string>, isTracked?: (run: SupervisorRunRef) => boolean): Promise<ReconcileReport>;
+  /** Shutdown: removes this instance's cgroup folder when no lease cgroup is left in it (containment's removeOwnerFolder). */
+  release(): Promise<void>;
 }
 
 export interface RunLeasesOptions {
@@ -281,6 +283,13 @@ export function createRunLeases(opts: RunLeasesOptions): RunLeases {
         });
       }
       return { instanceId, runs };
+    },
+
+    async release() {
+      // only a supervisor that contained something has a folder; never detect just to remove one
+      if (containment === undefined || ready === undefined) return;
+      const [support, { instanceId }] = await Promise.all([containment, ready]);
+      if (support.available) await removeOwnerFolder(support, instanceId);
     },
   };
 }

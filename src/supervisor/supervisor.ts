@@ -528,6 +528,7 @@ export function createProcessSupervisor(opts: ProcessSupervisorOptions = {}): Pr
         const runs = [...unsettled.values()];
         const cancelled = cancelAll(reason);
         const exits = await Promise.all(runs.map(async (r) => ({ runId: r.runId, exit: await r.done })));
+        await getLeases()?.release().catch(() => undefined);
         return { cancelled, runs: exits };
       })();
       return shutdownReport;

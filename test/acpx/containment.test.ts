@@ -4,8 +4,8 @@
  * and the wrapper are SIGKILLed together. Nothing ties that grandchild to the
  * lease any more (no markers, reparented to init) except the lease's cgroup.
  */
-import { readFileSync } from "node:fs";
-import { join } from "node:path";
+import { existsSync, readFileSync } from "node:fs";
+import { dirname, join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { detectContainment } from "../../src/containment/index.js";
 import { createAcpxLifecycleController } from "../../src/acpx/controller.js";
@@ -36,9 +36,12 @@ async function orphanScrubbedEscapee(stateDir: string, containment: "auto" | "of
   trackPid(escapee);
   // no markers: its environment is empty
   expect(readFileSync(`/proc/${escapee}/environ`).length).toBe(0);
+  const gwExited = new Promise((r) => (gw.exitCode !== null || gw.signalCode !== null ? r(null) : gw.once("exit", r)));
   process.kill(h.rootPid, "SIGKILL");
   gw.kill("SIGKILL");
   expect(await waitFor(() => !alive(h.rootPid), 5000)).not.toBe(-1);
+  // its state-dir lock goes with its exit, which a loaded host may deliver after the wrapper's
+  await gwExited;
   return { h, escapee };
 }
 
@@ -75,6 +78,27 @@ describe("an env-scrubbed setsid grandchild outlives a SIGKILL of gateway + wrap
     expect(e, JSON.stringify(e)).toMatchObject({ stateAfter: "closed" });
     expect(e.evidence.some((x) => x.check === "cgroup" && x.result === "match" && /populated 0/.test(x.detail ?? ""))).toBe(true);
     expect(await waitFor(() => !alive(escapee), 5000)).not.toBe(-1);
+    // nothing is left in this instance's folder, so disposing the controller removes it
+    const folder = dirname(lease.cgroup!.path);
+    expect(existsSync(folder)).toBe(true);
+    await ctl.dispose();
+    expect(existsSync(folder)).toBe(false);
+  });
+
+  it.runIf(support.available)(`dispose keeps the instance's cgroup folder while a live session's cgroup is in it${why}`, async () => {
+    const stateDir = tempStateDir("folder");
+    const ctl = await createAcpxLifecycleController({ stateDir, graceMs: GRACE_MS, maintenanceIntervalMs: 0 });
+    controllers.push(ctl);
+    const h = await ctl.ensureSession({ sessionKey: "agent:folder:1", agentId: "folder", command: agentArgv({}) });
+    trackLease(h.leaseId);
+    const lease = (await ctl.listLeases()).find((l) => l.leaseId === h.leaseId)!;
+    await ctl.dispose();
+    expect(existsSync(lease.cgroup!.path)).toBe(true);
+    const next = await createAcpxLifecycleController({ stateDir, graceMs: GRACE_MS, maintenanceIntervalMs: 0 });
+    controllers.push(next);
+    expect(await next.closeSession({ handle: { sessionKey: "agent:folder:1" } })).toMatchObject({ outcome: "closed", leaseState: "closed" });
+    await next.dispose();
+    expect(existsSync(dirname(lease.cgroup!.path))).toBe(false);
   });
 
   it("with containment off, nothing ties it to the lease: the startup reap settles the lease without it and the escapee runs on (the documented limit)", async () => {
