@@ -4,7 +4,7 @@
  * The model. A process's cgroup does not change when it forks, calls setsid,
  * clears its environment or is re-parented to init; only a write to some
  * cgroup.procs moves it. So when the wrapper moves itself into
- * `<gateway cgroup>/proclease/<leaseId>` before it spawns the adapter, every
+ * `<gateway cgroup>/proclease/<instance id>/<leaseId>` before it spawns the adapter, every
  * descendant of the adapter is born there and stays there, and the kernel can
  * answer three questions that a /proc walk cannot answer for an escapee:
  * - who belongs to the lease: cgroup.procs of the lease cgroup (and of any
@@ -18,7 +18,10 @@
  * under the same name has a new inode, so it cannot pass for the old one.
  *
  * Layout under the gateway's own cgroup (`base`):
- *   base/proclease/<leaseId>    one leaf per lease (the wrapper moves itself in)
+ *   base/proclease/<instance>/<leaseId>
+ *                               one leaf per lease (the wrapper moves itself in),
+ *                               in one folder per gateway instance: gateways
+ *                               sharing `base` never judge each other's leases
  *   base/proclease/_gateway     the gateway itself, only when it had to leave
  *                               `base` to hand controllers to the leases
  *   base/proclease/_probe-*     short-lived, made by detectContainment
@@ -28,7 +31,8 @@
  * The no-internal-processes rule of cgroup v2: a non-root cgroup may hand
  * controllers (memory, pids, …) to its children only while it holds no
  * processes itself, and a process may not join a cgroup that hands out domain
- * controllers. The leases are leaves and `proclease` never holds processes,
+ * controllers. The leases are leaves, and `proclease` and the instance
+ * folders never hold processes,
  * so containment as such always works where a child cgroup can be created and
  * written. Only per-lease controllers may need more: `base` must enable them
  * in its cgroup.subtree_control, which it can only do once it is empty. Then

@@ -153,7 +153,7 @@ async function containmentRow(): Promise<DoctorRow> {
   return {
     capability: cap,
     ok: true,
-    detail: `contained: each lease in ${c.root}/<leaseId> (cgroup v2 at ${c.mount}; ended with ${c.kill})${missing ? `; not per session: ${missing}` : ""}`,
+    detail: `contained: each lease in ${c.root}/<instance id>/<leaseId> (cgroup v2 at ${c.mount}; ended with ${c.kill})${missing ? `; not per session: ${missing}` : ""}`,
   };
 }
 
