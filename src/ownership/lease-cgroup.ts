@@ -36,17 +36,31 @@ export async function cgroupMembers(lease: AcpxProcessLease): Promise<number[] |
   return m.state === "ok" ? m.pids : null;
 }
 
+type Evidence = (result: OwnershipEvidence["result"], detail: string) => OwnershipEvidence;
+
+/**
+ * The lease's cgroup once its identity is proven (with the evidence maker for
+ * it), or the drain's answer when it cannot be touched: gone (a populated
+ * cgroup cannot be removed, so nothing of the lease was left in it), another
+ * cgroup under its name, or an identity that cannot be read. null: no cgroup.
+ */
+async function openLeaseCgroup(lease: AcpxProcessLease): Promise<CgroupDrain | { cg: NonNullable<AcpxProcessLease["cgroup"]>; ev: Evidence } | null> {
+  const cg = lease.cgroup;
+  if (!cg) return null;
+  const ev: Evidence = (result, detail) => ({ check: "cgroup", result, detail: `${cg.path}: ${detail}` });
+  const id = await verifyCgroupIdentity(cg.path, cg.id);
+  if (id === "gone") return { state: "empty", members: 0, evidence: ev("match", "already removed (nothing can have been left in it)") };
+  if (id !== "match") return { state: "unknown", members: 0, evidence: ev("unknown", id === "mismatch" ? "another cgroup now has this name; not touched" : "its identity cannot be read; not touched") };
+  return { cg, ev };
+}
+
 export async function drainLeaseCgroup(
   lease: AcpxProcessLease,
   opts: { graceMs: number; signaller: ProcessSignaller },
 ): Promise<CgroupDrain | null> {
-  const cg = lease.cgroup;
-  if (!cg) return null;
-  const ev = (result: OwnershipEvidence["result"], detail: string): OwnershipEvidence => ({ check: "cgroup", result, detail: `${cg.path}: ${detail}` });
-  const id = await verifyCgroupIdentity(cg.path, cg.id);
-  // a populated cgroup cannot be removed: gone means nothing of the lease was left in it
-  if (id === "gone") return { state: "empty", members: 0, evidence: ev("match", "already removed (nothing can have been left in it)") };
-  if (id !== "match") return { state: "unknown", members: 0, evidence: ev("unknown", id === "mismatch" ? "another cgroup now has this name; not touched" : "its identity cannot be read; not touched") };
+  const opened = await openLeaseCgroup(lease);
+  if (opened === null || "state" in opened) return opened;
+  const { cg, ev } = opened;
 
   const before = await membersOf(cg.path);
   const members = before.state === "ok" ? before.pids.length : 0;
@@ -79,12 +93,9 @@ export async function drainLeaseCgroup(
  * (an env-scrubbed setsid grandchild carries no marker, but it is in there).
  */
 export async function lookIntoLeaseCgroup(lease: AcpxProcessLease): Promise<CgroupDrain | null> {
-  const cg = lease.cgroup;
-  if (!cg) return null;
-  const ev = (result: OwnershipEvidence["result"], detail: string): OwnershipEvidence => ({ check: "cgroup", result, detail: `${cg.path}: ${detail}` });
-  const id = await verifyCgroupIdentity(cg.path, cg.id);
-  if (id === "gone") return { state: "empty", members: 0, evidence: ev("match", "already removed (nothing can have been left in it)") };
-  if (id !== "match") return { state: "unknown", members: 0, evidence: ev("unknown", id === "mismatch" ? "another cgroup now has this name; not touched" : "its identity cannot be read; not touched") };
+  const opened = await openLeaseCgroup(lease);
+  if (opened === null || "state" in opened) return opened;
+  const { cg, ev } = opened;
   const populated = await isPopulated(cg.path);
   if (populated === "populated") {
     const m = await membersOf(cg.path);
