@@ -14,6 +14,7 @@ import { parseStat } from "../facts/procfs.js";
 import type { ProcessFacts, ProcessInfo } from "../facts/types.js";
 import { mapLimit } from "../ownership/fs-safe.js";
 import { readStartClock, startTimeToEpochMs, type StartClock } from "../ownership/start-clock.js";
+import { sameProcess } from "../facts/identity.js";
 
 export interface ProcessLabels {
   /** comm, or null when it could not be read for this very process */
@@ -39,7 +40,7 @@ async function readComms(facts: ProcessFacts, procs: readonly ProcessInfo[]): Pr
     await mapLimit(procs, 32, async (p) => {
       try {
         const st = parseStat(await readFile(`/proc/${p.pid}/stat`, "utf8"));
-        if (st !== null && (!comparable || st.startTime === p.startTime)) out.set(p.pid, st.comm);
+        if (st !== null && (!comparable || sameProcess({ pid: p.pid, startTime: st.startTime }, p))) out.set(p.pid, st.comm);
       } catch {
         // gone since the snapshot: no label
       }

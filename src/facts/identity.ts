@@ -22,7 +22,7 @@ export interface IdentityLike {
 
 /** The identity of a facts record (or anything pid+startTime shaped). */
 export function identityOf(p: IdentityLike): ProcessIdentity {
-  return { pid: p.pid, startTime: p.startTime === undefined || p.startTime === null ? "" : String(p.startTime) };
+  return { pid: p.pid, startTime: startText(p.startTime) };
 }
 
 /**
@@ -32,6 +32,11 @@ export function identityOf(p: IdentityLike): ProcessIdentity {
 export function sameProcess(a: IdentityLike | null | undefined, b: IdentityLike | null | undefined): boolean {
   if (a === null || a === undefined || b === null || b === undefined) return false;
   if (a.pid !== b.pid || !Number.isInteger(a.pid) || a.pid <= 0) return false;
-  const sa = identityOf(a).startTime;
-  return sa !== "" && sa === identityOf(b).startTime;
+  // on the verify and signal paths: compared without building identity objects
+  const sa = startText(a.startTime);
+  return sa !== "" && sa === startText(b.startTime);
+}
+
+function startText(t: IdentityLike["startTime"]): string {
+  return t === undefined || t === null ? "" : typeof t === "string" ? t : String(t);
 }

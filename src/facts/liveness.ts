@@ -17,7 +17,8 @@
  *   they are nobody's remnant. The pid-2 guess is only a fallback: inside a
  *   pid namespace pid 2 is an ordinary process.
  */
-import type { ProcessInfo } from "./types.js";
+import { sameProcess } from "./identity.js";
+import type { ProcessFacts, ProcessInfo } from "./types.js";
 
 export type LivenessFields = Pick<ProcessInfo, "state"> & { zombieLeader?: boolean | undefined; exiting?: boolean | undefined };
 
@@ -25,6 +26,25 @@ export function isAlive(p: LivenessFields): boolean {
   if (p.state === "X" || p.state === "x") return false;
   if (p.zombieLeader === true) return true;
   return p.state !== "Z" && p.exiting !== true;
+}
+
+/**
+ * True only when the process is provably gone: no such pid, not alive by the
+ * rule above, or its pid now names another process (a readable start time
+ * that differs from `startTime`). Facts that cannot tell, or a failed read,
+ * prove nothing: false. The reaper, the supervisor's exit fallback and its
+ * adopted-process sweep all ask this.
+ */
+export async function provablyGone(facts: ProcessFacts, id: { pid: number; startTime?: string | undefined }): Promise<boolean> {
+  if (facts.identityStrength === "none") return false;
+  let d;
+  try {
+    d = await facts.inspect(id.pid);
+  } catch {
+    return false;
+  }
+  if (d === null || !isAlive(d)) return true;
+  return id.startTime !== undefined && /^\d+$/.test(String(d.startTime)) && !sameProcess(d, { pid: id.pid, startTime: id.startTime });
 }
 
 export function isKernelThread(p: Pick<ProcessInfo, "pid" | "ppid"> & { kernelThread?: boolean | undefined }): boolean {

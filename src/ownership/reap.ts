@@ -6,7 +6,7 @@
  * (pidfd on Linux: open, re-read start time, send). No group signal is ever
  * sent here: kill(-pgid) cannot be identity-checked per member.
  */
-import { isAlive } from "../facts/liveness.js";
+import { isAlive, provablyGone } from "../facts/liveness.js";
 import type { ProcessFacts, ProcessInfo, ProcessSignaller, SignalOutcome } from "../facts/types.js";
 import { MAX_PID, nonNegativeOption } from "../facts/validate.js";
 import { ancestorsOfSelf } from "./collect.js";
@@ -264,14 +264,9 @@ async function pollUntil(
   }
 }
 
-/** true when the process we signalled is gone: absent, a zombie, or the pid now names another process. */
-async function exited(facts: ProcessFacts, e: Entry): Promise<boolean> {
-  try {
-    const d = await facts.inspect(e.pid);
-    return d === null || !isAlive(d) || !sameProcess(d, e);
-  } catch {
-    return false; // unknown: keep treating it as alive (the KILL is identity-checked anyway)
-  }
+/** true when the process we signalled is provably gone (unknown keeps it alive: the KILL is identity-checked anyway). */
+function exited(facts: ProcessFacts, e: Entry): Promise<boolean> {
+  return provablyGone(facts, e);
 }
 
 interface WatchedGroup {

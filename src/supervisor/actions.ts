@@ -17,6 +17,7 @@ import { killProcessTree, type KillTreeResult } from "./kill-tree.js";
 import { capTail, DEFAULT_MAX_OUTPUT_CHARS, maxOutputOption, tailStart, truncationMarker } from "./output.js";
 import type { ProcessSupervisor } from "./supervisor.js";
 import type { ManagedRun, ManagedRunStdin, RunExit, SpawnInput } from "./types.js";
+import { provablyGone } from "../facts/liveness.js";
 
 export const DEFAULT_FINISHED_TTL_MS = 30 * 60_000;
 export const DEFAULT_MAX_POLL_WAIT_MS = 30_000;
@@ -483,12 +484,7 @@ export function createExecSessions(opts: ExecSessionsOptions): ExecSessions {
   return api;
 }
 
-/** true when the adopted process is provably gone: absent, a zombie, or its pid now names another process. */
-async function adoptedExited(facts: ProcessFacts, pid: number, startTime: string): Promise<boolean> {
-  try {
-    const d = await facts.inspect(pid);
-    return d === null || d.state === "Z" || (/^\d+$/.test(String(d.startTime)) && String(d.startTime) !== startTime);
-  } catch {
-    return false;
-  }
+/** true when the adopted process is provably gone (liveness.ts provablyGone). */
+function adoptedExited(facts: ProcessFacts, pid: number, startTime: string): Promise<boolean> {
+  return provablyGone(facts, { pid, startTime });
 }

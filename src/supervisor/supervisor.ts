@@ -30,6 +30,7 @@ import { resolveRunNoOutputTimeoutMs } from "./watchdog.js";
 import { nonNegativeOption } from "../facts/validate.js";
 import type { ContainmentSupport } from "../containment/index.js";
 import { containedChild, containedPty, executableFound, type ShimCommand } from "./adapters/cgroup-shim.js";
+import { provablyGone } from "../facts/liveness.js";
 
 /** OpenClaw's PTY adapter settles `wait()` this long after a forced kill when node-pty reports no exit. */
 export const PTY_EXIT_FALLBACK_MS = 4_000;
@@ -603,22 +604,9 @@ function errorMessage(err: unknown): string {
   return err instanceof Error ? err.message : String(err);
 }
 
-/**
- * True only when the root is provably gone: no such pid, a zombie, or the pid
- * now names another process (its start time differs from the one read at
- * spawn). Facts that cannot tell, or a failed read, prove nothing.
- */
-async function rootVerifiedGone(facts: ProcessFacts, pid: number, start: RootStart): Promise<boolean> {
-  if (facts.identityStrength === "none") return false;
-  let d;
-  try {
-    d = await facts.inspect(pid);
-  } catch {
-    return false;
-  }
-  if (d === null || d.state === "Z") return true;
-  const now = String(d.startTime);
-  return start.startTime !== undefined && /^\d+$/.test(now) && now !== start.startTime;
+/** True only when the root is provably gone (liveness.ts provablyGone) against the start time read at spawn. */
+function rootVerifiedGone(facts: ProcessFacts, pid: number, start: RootStart): Promise<boolean> {
+  return provablyGone(facts, { pid, startTime: start.startTime });
 }
 
 /** The signal the reaper saw stop the root (TERM or KILL), or null when its reports do not say. */

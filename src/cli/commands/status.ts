@@ -35,6 +35,7 @@ import { backendLine, factsFromFlag } from "../backend.js";
 import { flag, formatAge, jsonLine, painter, plural, type Paint, resolveStateDir, resultHue, table, type CliIo, type ParsedArgs } from "../io.js";
 import { labelProcesses } from "../labels.js";
 import { formatBytes, leaseMemory, memoryWhyLines, scanOrphanCgroups, type OrphanScan } from "../lease-view.js";
+import { sameProcess } from "../../facts/identity.js";
 
 export const WATCH_INTERVAL_MS = 1000;
 /** settled leases with nothing alive get one line each; only the most recent this many in text */
@@ -182,7 +183,7 @@ export async function collectStatus(stateDir: string, facts: ProcessFacts): Prom
 /** Ownership's marker rule, asked of the very process in the snapshot (a pid reused since answers "unknown"). */
 async function markersOf(facts: ProcessFacts, p: ProcessInfo, lease: AcpxProcessLease): Promise<MarkerVerdict> {
   const d = await facts.inspect(p.pid, { envKeys: MARKER_ENV_KEYS }).catch(() => null);
-  if (d === null || d.startTime !== p.startTime) return "unknown";
+  if (d === null || !sameProcess(d, p)) return "unknown";
   return markerVerdict(d, lease);
 }
 
