@@ -1269,7 +1269,7 @@ export async function listLeaseCgroups(root: string): Promise<ListResult> {
 // ----------------------------------------------------------------- helpers
 
 /** null when `path` is an absolute, normalised directory on cgroup2; "gone" when missing; else why not. */
-async function cgroupPathProblem(path: string): Promise<string | "gone" | null> {
+export async function cgroupPathProblem(path: string): Promise<string | "gone" | null> {
   if (typeof path !== "string" || !isAbsolute(path) || normalize(path) !== path || (path.length > 1 && path.endsWith("/"))) {
     return `${JSON.stringify(path)} is not an absolute, normalised path`;
   }

@@ -16,9 +16,8 @@
  * the reason, never listed (fail closed: a planted path must not lead the
  * CLI to kill what lives elsewhere).
  */
-import { statfs } from "node:fs/promises";
 import { basename, dirname, isAbsolute, join, normalize } from "node:path";
-import { CGROUP2_SUPER_MAGIC, CGROUP_NAME_RE, PROCLEASE_DIR } from "../containment/cgroup.js";
+import { CGROUP_NAME_RE, cgroupPathProblem, PROCLEASE_DIR } from "../containment/cgroup.js";
 import { assertPrivate, atomicWrite, ensurePrivateDir, readOwnedFile } from "./fs-safe.js";
 
 export const CONTAINMENT_RECORD_FILE = "containment.json";
@@ -50,22 +49,6 @@ export function rootShapeProblem(root: unknown): string | null {
 }
 
 /**
- * null when `root` is a usable proclease root: the right shape and on
- * cgroup2; "absent" when it does not exist (nothing can be under it); else why not.
- */
-export async function checkProcleaseRoot(root: string): Promise<string | "absent" | null> {
-  const shape = rootShapeProblem(root);
-  if (shape !== null) return shape;
-  try {
-    const st = await statfs(root);
-    return st.type === CGROUP2_SUPER_MAGIC ? null : `${root} is not on a cgroup2 filesystem`;
-  } catch (e) {
-    const code = (e as NodeJS.ErrnoException).code ?? String(e);
-    return code === "ENOENT" || code === "ENOTDIR" ? "absent" : `cannot statfs ${root} (${code})`;
-  }
-}
-
-/**
  * null when `dir` is a gateway instance's folder of lease cgroups
  * (`<proclease root>/<instance id>`, createLeaseCgroup's owner folder) on
  * cgroup2; "absent" when it does not exist; else why not. Orphans are looked
@@ -77,13 +60,8 @@ export async function checkOwnerFolder(dir: string): Promise<string | "absent" |
   const shape = rootShapeProblem(dirname(dir));
   if (shape !== null) return `${dir} is not in a proclease root: ${shape}`;
   if (!CGROUP_NAME_RE.test(basename(dir))) return `${dir} is not an instance folder (its name must match ${CGROUP_NAME_RE})`;
-  try {
-    const st = await statfs(dir);
-    return st.type === CGROUP2_SUPER_MAGIC ? null : `${dir} is not on a cgroup2 filesystem`;
-  } catch (e) {
-    const code = (e as NodeJS.ErrnoException).code ?? String(e);
-    return code === "ENOENT" || code === "ENOTDIR" ? "absent" : `cannot statfs ${dir} (${code})`;
-  }
+  const fs = await cgroupPathProblem(dir);
+  return fs === "gone" ? "absent" : fs;
 }
 
 /** Reads the record without creating anything. */
@@ -117,7 +95,7 @@ export async function readContainmentRecord(stateDir: string): Promise<Containme
   if (typeof o !== "object" || o === null || o.version !== RECORD_VERSION || !Array.isArray(o.roots) || typeof o.updatedAt !== "number") {
     return { kind: "refused", why: `${file} does not have the shape {version: ${RECORD_VERSION}, roots: [paths], updatedAt}` };
   }
-  // each root is checked where it is used (checkProcleaseRoot), so one bad entry refuses only itself
+  // each root is checked where it is used (checkOwnerFolder), so one bad entry refuses only itself
   return { kind: "ok", record: { version: RECORD_VERSION, roots: o.roots.map((x) => (typeof x === "string" ? x : JSON.stringify(x))), updatedAt: o.updatedAt } };
 }
 

@@ -20,7 +20,7 @@
 // - root-identity.ts recordRootIdentity: the live root's identity into its lease after the spawn, fail closed
 export type { GatewayInstanceId, AcpxProcessLease, LeaseState, OwnershipEvidence, OwnedProcessTree } from "./types.js";
 export { LEASE_ENV_KEY, INSTANCE_ENV_KEY, LEASE_SCHEMA_VERSION, SUPERVISOR_SESSION_PREFIX, isSupervisorLease, DEFAULT_GRACE_MS, DEFAULT_RETENTION_MS } from "./types.js";
-export { markerVerdict, MARKER_ENV_KEYS } from "./markers.js";
+export { foreignInstanceOf, markerVerdict, MARKER_ENV_KEYS } from "./markers.js";
 export type { MarkerVerdict } from "./markers.js";
 export { loadOrCreateGatewayInstanceId, readGatewayInstanceId, GatewayInstanceIdError, INSTANCE_ID_FILE } from "./instance-id.js";
 export { InsecurePathError } from "./fs-safe.js";

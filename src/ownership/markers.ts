@@ -28,3 +28,17 @@ export function markerVerdict(
   if (leaseId !== lease.leaseId) return "mismatch";
   return details.env[INSTANCE_ENV_KEY] === lease.gatewayInstanceId ? "match" : "mismatch";
 }
+
+/**
+ * The other gateway instance a process's environment names, or null: the
+ * environment is unreadable, carries no instance marker, or carries this
+ * instance's. A process naming another instance is that gateway's.
+ */
+export function foreignInstanceOf(
+  details: { env: Readonly<Record<string, string | null>>; envReadable?: boolean } | null | undefined,
+  gatewayInstanceId: string,
+): string | null {
+  if (details === null || details === undefined || details.envReadable === false) return null;
+  const marker = details.env[INSTANCE_ENV_KEY];
+  return typeof marker === "string" && marker !== gatewayInstanceId ? marker : null;
+}

@@ -21,6 +21,7 @@ import type { ProcessFacts } from "../../facts/types.js";
 import {
   DEFAULT_GRACE_MS,
   DEFAULT_RETENTION_MS,
+  foreignInstanceOf,
   INSTANCE_ENV_KEY,
   reconcileLeases,
   type LeaseOutcome,
@@ -57,17 +58,58 @@ interface ReapArgs {
   orphanCgroups: boolean;
 }
 
-async function reap({ stateDir, graceMs, dryRun, force, json, facts, orphanCgroups }: ReapArgs, io: CliIo): Promise<number> {
-  if (orphanCgroups) return reapOrphans({ stateDir, graceMs, dryRun, force, json, facts, orphanCgroups }, io);
+async function reap(args: ReapArgs, io: CliIo): Promise<number> {
+  const { stateDir, facts, json } = args;
+  if (args.orphanCgroups) {
+    return underStateLock(args, io, {
+      command: "reap --orphan-cgroups",
+      lockedWhy: "it may be creating lease cgroups. Stop it first, or pass --force to leave alone any cgroup a live gateway may be making",
+      nothingText: "no cgroup root is recorded there",
+      nothingJson: { orphanCgroups: true, roots: [], entries: [], problems: [] },
+      run: (deps, live, dryRun) => orphanPlan(stateDir, deps, live, dryRun),
+      print: (r) => {
+        if (json) io.out(jsonLine({ backend: facts.backend, identityStrength: facts.identityStrength, stateDir, orphanCgroups: true, ...r }));
+        else io.out(formatOrphanReport(r));
+        return r.entries.some((e) => e.action === "failed") ? EXIT.failed : EXIT.ok;
+      },
+    });
+  }
+  return underStateLock(args, io, {
+    command: "reap",
+    lockedWhy: "it reaps its own leases. Stop it first, or pass --force to reap only what no live gateway can be using",
+    nothingText: "nothing to reap",
+    nothingJson: { examined: 0, entries: [] },
+    run: (deps, live, dryRun) =>
+      reconcileLeases(deps, dryRun ? { dryRun: true, skipAttached: attachedGuard(live) } : { skipAttached: attachedGuard(live), retentionMs: DEFAULT_RETENTION_MS }),
+    print: (r) => {
+      if (json) io.out(jsonLine({ backend: facts.backend, identityStrength: facts.identityStrength, stateDir, ...r, entries: r.entries.map(entryJson) }));
+      else io.out(formatReport(r));
+      return EXIT.ok;
+    },
+  });
+}
+
+/** What one kind of reap does; the state-dir lock, the dry run and the refusals around it are underStateLock's. */
+interface ReapMode<R> {
+  command: string;
+  lockedWhy: string;
+  nothingText: string;
+  nothingJson: Record<string, unknown>;
+  /** `live`: a gateway may be running (a dry run beside one, or --force) */
+  run(deps: LifecycleDeps, live: boolean, dryRun: boolean): Promise<R>;
+  print(r: R): number;
+}
+
+/**
+ * The one sequence both reaps follow: a dry run reads only (and says when a
+ * gateway holds the state dir); a real one takes the state dir's lock, or
+ * refuses while a gateway holds it unless --force.
+ */
+async function underStateLock<R>({ stateDir, graceMs, dryRun, force, json, facts }: ReapArgs, io: CliIo, mode: ReapMode<R>): Promise<number> {
   if (!json) io.out(backendLine(facts));
   const nothing = () => {
-    if (json) io.out(jsonLine({ backend: facts.backend, identityStrength: facts.identityStrength, stateDir, dryRun, examined: 0, entries: [], note: "no gateway instance id in this state dir" }));
-    else io.out(`no gateway instance id under ${stateDir}: nothing to reap (nothing was created)\n`);
-    return EXIT.ok;
-  };
-  const print = (r: LeaseReconcileReport) => {
-    if (json) io.out(jsonLine({ backend: facts.backend, identityStrength: facts.identityStrength, stateDir, ...r, entries: r.entries.map(entryJson) }));
-    else io.out(formatReport(r));
+    if (json) io.out(jsonLine({ backend: facts.backend, identityStrength: facts.identityStrength, stateDir, dryRun, ...mode.nothingJson, note: "no gateway instance id in this state dir" }));
+    else io.out(`no gateway instance id under ${stateDir}: ${mode.nothingText} (nothing was created)\n`);
     return EXIT.ok;
   };
   if (dryRun) {
@@ -75,19 +117,19 @@ async function reap({ stateDir, graceMs, dryRun, force, json, facts, orphanCgrou
     if (!deps) return nothing();
     const holder = await gatewayHolder(stateDir, facts);
     if (holder.held && !json) {
-      io.out(`a gateway${holder.holderPid !== null ? ` (pid ${holder.holderPid})` : ""} holds this state dir: reap would refuse without --force; with --force it would do this:\n`);
+      io.out(`a gateway${holder.holderPid !== null ? ` (pid ${holder.holderPid})` : ""} holds this state dir: ${mode.command} would refuse without --force; with --force it would do this:\n`);
     }
-    return print(await reconcileLeases(deps, { dryRun: true, skipAttached: attachedGuard(holder.held) }));
+    return mode.print(await mode.run(deps, holder.held, true));
   }
   const w = await openWriter(stateDir, facts, graceMs ?? DEFAULT_GRACE_MS, force);
   if (w.kind === "none") return nothing();
   if (w.kind === "locked") {
     const who = w.holderPid !== null ? ` (pid ${w.holderPid})` : "";
-    io.err(`proclease reap: a gateway${who} holds ${stateDir}; it reaps its own leases. Stop it first, or pass --force to reap only what no live gateway can be using\n`);
+    io.err(`proclease reap: a gateway${who} holds ${stateDir}; ${mode.lockedWhy}\n`);
     return EXIT.failed;
   }
   try {
-    return print(await reconcileLeases(w.deps, { skipAttached: attachedGuard(w.lock === null), retentionMs: DEFAULT_RETENTION_MS }));
+    return mode.print(await mode.run(w.deps, w.lock === null, false));
   } finally {
     await w.lock?.release();
   }
@@ -153,42 +195,6 @@ export interface OrphanReapReport {
   problems: string[];
 }
 
-async function reapOrphans({ stateDir, dryRun, force, json, facts }: ReapArgs, io: CliIo): Promise<number> {
-  if (!json) io.out(backendLine(facts));
-  const print = (r: OrphanReapReport) => {
-    if (json) io.out(jsonLine({ backend: facts.backend, identityStrength: facts.identityStrength, stateDir, orphanCgroups: true, ...r }));
-    else io.out(formatOrphanReport(r));
-    return r.entries.some((e) => e.action === "failed") ? EXIT.failed : EXIT.ok;
-  };
-  const nothing = () => {
-    if (json) io.out(jsonLine({ backend: facts.backend, identityStrength: facts.identityStrength, stateDir, orphanCgroups: true, dryRun, roots: [], entries: [], problems: [], note: "no gateway instance id in this state dir" }));
-    else io.out(`no gateway instance id under ${stateDir}: no cgroup root is recorded there (nothing was created)\n`);
-    return EXIT.ok;
-  };
-  if (dryRun) {
-    const deps = await openReadOnly(stateDir, facts);
-    if (!deps) return nothing();
-    const holder = await gatewayHolder(stateDir, facts);
-    if (holder.held && !json) {
-      io.out(`a gateway${holder.holderPid !== null ? ` (pid ${holder.holderPid})` : ""} holds this state dir: reap --orphan-cgroups would refuse without --force; with --force it would do this:\n`);
-    }
-    return print(await orphanPlan(stateDir, deps, holder.held, true));
-  }
-  // the lock is taken like for leases; no lease is written
-  const w = await openWriter(stateDir, facts, DEFAULT_GRACE_MS, force);
-  if (w.kind === "none") return nothing();
-  if (w.kind === "locked") {
-    const who = w.holderPid !== null ? ` (pid ${w.holderPid})` : "";
-    io.err(`proclease reap: a gateway${who} holds ${stateDir}; it may be creating lease cgroups. Stop it first, or pass --force to leave alone any cgroup a live gateway may be making\n`);
-    return EXIT.failed;
-  }
-  try {
-    return print(await orphanPlan(stateDir, w.deps, w.lock === null, false));
-  } finally {
-    await w.lock?.release();
-  }
-}
-
 /** The plan (dry run) or its execution, one orphan at a time. `live`: a gateway may be running (dry run beside one, or --force). */
 async function orphanPlan(stateDir: string, deps: LifecycleDeps, live: boolean, dryRun: boolean): Promise<OrphanReapReport> {
   const { leases, problems } = await deps.store.list();
@@ -229,9 +235,8 @@ async function foreignMarkers(path: string, deps: LifecycleDeps): Promise<string
   const m = await membersOf(path);
   if (m.state !== "ok") return null;
   for (const pid of m.pids) {
-    const d = await deps.facts.inspect(pid, { envKeys: [INSTANCE_ENV_KEY] }).catch(() => null);
-    const marker = d?.envReadable === false ? undefined : d?.env[INSTANCE_ENV_KEY];
-    if (typeof marker === "string" && marker !== deps.gatewayInstanceId) {
+    const marker = foreignInstanceOf(await deps.facts.inspect(pid, { envKeys: [INSTANCE_ENV_KEY] }).catch(() => null), deps.gatewayInstanceId);
+    if (marker !== null) {
       return `pid ${pid} in it carries gateway instance ${marker}'s marker (not ${deps.gatewayInstanceId}): another state dir's lease under a shared cgroup root; left alone`;
     }
   }
