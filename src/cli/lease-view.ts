@@ -100,6 +100,11 @@ export async function leaseMemory(lease: AcpxProcessLease): Promise<MemoryReadin
   return readMemory(cg.path);
 }
 
+/** "current 1.5 MiB  peak 2.0 MiB": one lease's figures as status and explain print them. */
+export function memoryFigures(m: Extract<MemoryReading, { ok: true }>): string {
+  return `current ${formatBytes(m.current)}  peak ${m.peak === null ? "- (kernel < 5.19)" : formatBytes(m.peak)}`;
+}
+
 /** 1536 → "1.5 KiB" */
 export function formatBytes(n: number): string {
   const units = ["B", "KiB", "MiB", "GiB", "TiB"];

@@ -10,7 +10,7 @@ import type { ProcessFacts } from "../../facts/types.js";
 import { isSupervisorLease, reconcileLeases, type LeaseOutcome } from "../../ownership/index.js";
 import { backendLine, factsFromFlag } from "../backend.js";
 import { EXIT, flag, jsonLine, resolveStateDir, table, type CliIo, type ParsedArgs } from "../io.js";
-import { attachedGuard, formatBytes, gatewayHolder, leaseMemory, openReadOnly } from "../lease-view.js";
+import { attachedGuard, gatewayHolder, leaseMemory, memoryFigures, openReadOnly } from "../lease-view.js";
 import { parsePidArg } from "./inspect.js";
 import { entryJson } from "./reap.js";
 
@@ -48,7 +48,7 @@ async function explain(
     io.out(jsonLine({ backend: facts.backend, identityStrength: facts.identityStrength, stateDir, found: true, lease: l, ...entryJson(o), ...(memory !== undefined ? { memory } : {}), conclusion }));
     return EXIT.ok;
   }
-  const mem = memory === undefined ? "" : memory.ok ? `current ${formatBytes(memory.current)}  peak ${memory.peak === null ? "- (kernel < 5.19)" : formatBytes(memory.peak)}` : `not shown: ${memory.why}`;
+  const mem = memory === undefined ? "" : memory.ok ? memoryFigures(memory) : `not shown: ${memory.why}`;
   io.out(
     `lease ${l.leaseId}  state ${l.state}  session ${l.sessionKey}\n` +
       `root pid ${l.rootPid || "-"}  pgid ${l.processGroupId ?? "-"}  start ${l.rootStartTime ?? "-"}  wrapper ${l.wrapperPath || "-"}\n` +

@@ -34,7 +34,7 @@ import {
 import { backendLine, factsFromFlag } from "../backend.js";
 import { flag, formatAge, jsonLine, painter, plural, type Paint, resolveStateDir, resultHue, table, type CliIo, type ParsedArgs } from "../io.js";
 import { labelProcesses } from "../labels.js";
-import { formatBytes, leaseMemory, memoryWhyLines, scanOrphanCgroups, type OrphanScan } from "../lease-view.js";
+import { leaseMemory, memoryFigures, memoryWhyLines, scanOrphanCgroups, type OrphanScan } from "../lease-view.js";
 import { sameProcess } from "../../facts/identity.js";
 
 export const WATCH_INTERVAL_MS = 1000;
@@ -277,7 +277,7 @@ function leaseBlock(l: StatusLease, paint: Paint, now: number): string {
       ["  root", `pid ${x.rootPid || "- (not spawned yet)"}  pgid ${x.processGroupId ?? "-"}  start ${x.rootStartTime ?? "-"}`],
       ...(x.cgroup ? [["  cgroup", x.cgroup.path]] : []),
       // a reading that failed is said once below the leases, not in every block
-      ...(l.memory?.ok === true ? [["  memory", `current ${formatBytes(l.memory.current)}  peak ${l.memory.peak === null ? "- (kernel < 5.19)" : formatBytes(l.memory.peak)}`]] : []),
+      ...(l.memory?.ok === true ? [["  memory", memoryFigures(l.memory)]] : []),
     ]);
   if (l.processes.length === 0) {
     out += `  live tree: ${paint("dim", "no process alive is verified as this lease's")}\n`;
