@@ -7,12 +7,10 @@
  * incarnation's reconcile, and the lease settles `closed` on populated 0.
  * With containment off, the same grandchild survives: the documented limit.
  */
-import { spawn, type ChildProcess } from "node:child_process";
+import { spawn } from "node:child_process";
 import { existsSync, readFileSync, rmdirSync } from "node:fs";
-import { mkdtemp, rm } from "node:fs/promises";
-import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { detectContainment } from "../../src/containment/index.js";
 import { getProcessFacts } from "../../src/facts/get.js";
 import { openLeaseStore } from "../../src/ownership/lease-store.js";
@@ -21,7 +19,7 @@ import { explainLease } from "../../src/ownership/verify.js";
 import { SHIM_REFUSED_EXIT } from "../../src/supervisor/adapters/cgroup-shim.js";
 import { loadNodePty } from "../../src/supervisor/adapters/pty.js";
 import { createProcessSupervisor } from "../../src/supervisor/supervisor.js";
-import { fixture, isAlive, killQuietly, matcher, waitFor } from "./helpers.js";
+import { gatewayProcessHarness, isAlive, matcher, waitFor } from "./helpers.js";
 
 const FACTS = getProcessFacts();
 const support = await detectContainment();
@@ -40,28 +38,7 @@ const PTY = await loadNodePty().then(
 const PTY_NOTE = PTY ? "" : " [PTY case skipped: node-pty cannot be loaded here]";
 if (!PTY) console.log(`containment.test:${PTY_NOTE}`);
 
-const DIST = join(fixture(""), "..", "..", "..", "dist", "supervisor", "index.js");
-const pids = new Set<number>();
-const dirs: string[] = [];
-const gateways: ChildProcess[] = [];
-beforeAll(() => {
-  // the crashed gateway is a separate Node process: it runs the built package
-  if (!existsSync(DIST)) throw new Error(`${DIST} is missing: run \`npm run build\` before this test file`);
-});
-afterEach(() => {
-  for (const g of gateways.splice(0)) killQuietly([g.pid]);
-  killQuietly(pids);
-  pids.clear();
-});
-afterAll(async () => {
-  for (const d of dirs) await rm(d, { recursive: true, force: true });
-});
-
-async function stateDir(): Promise<string> {
-  const d = await mkdtemp(join(tmpdir(), "proclease-sup-contained-"));
-  dirs.push(d);
-  return d;
-}
+const { DIST, pids, gateways, stateDir } = gatewayProcessHarness("proclease-sup-contained-");
 
 const base = { sessionId: "s", backendId: "t", background: true } as const;
 

@@ -1,45 +1,19 @@
-import { spawn, type ChildProcess } from "node:child_process";
-import { existsSync } from "node:fs";
-import { mkdtemp, rm } from "node:fs/promises";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
-import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { spawn } from "node:child_process";
+import { describe, expect, it } from "vitest";
 import { getProcessFacts } from "../../src/facts/get.js";
 import type { ProcessSignaller } from "../../src/facts/types.js";
 import { openLeaseStore } from "../../src/ownership/lease-store.js";
 import { LEASE_ENV_KEY } from "../../src/ownership/types.js";
 import { SUPERVISOR_SESSION_PREFIX } from "../../src/supervisor/durability.js";
 import { createProcessSupervisor } from "../../src/supervisor/supervisor.js";
-import { fixture, isAlive, killQuietly, matcher, waitFor } from "./helpers.js";
+import { fixture, gatewayProcessHarness, isAlive, matcher, waitFor } from "./helpers.js";
 
 // see reconcile-rules.test.ts: on ps a supervisor lease verifies as unknown, and environments cannot be read
 const PS = getProcessFacts().backend === "ps";
 const PS_NOTE = " [skipped on the ps backend: supervisor leases verify as unknown there]";
 if (PS) console.log(`durability.test:${PS_NOTE}`);
 
-const DIST = join(fixture(""), "..", "..", "..", "dist", "supervisor", "index.js");
-const pids = new Set<number>();
-const dirs: string[] = [];
-const gateways: ChildProcess[] = [];
-
-beforeAll(() => {
-  // the simulated gateway is a separate Node process: it runs the built package
-  if (!existsSync(DIST)) throw new Error(`${DIST} is missing: run \`npm run build\` before this test file`);
-});
-afterEach(() => {
-  for (const g of gateways.splice(0)) killQuietly([g.pid]);
-  killQuietly(pids);
-  pids.clear();
-});
-afterAll(async () => {
-  for (const d of dirs) await rm(d, { recursive: true, force: true });
-});
-
-async function stateDir(): Promise<string> {
-  const d = await mkdtemp(join(tmpdir(), "proclease-sup-"));
-  dirs.push(d);
-  return d;
-}
+const { pids, gateways, stateDir } = gatewayProcessHarness("proclease-sup-");
 
 interface Crashed {
   root: number;

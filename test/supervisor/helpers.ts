@@ -1,6 +1,8 @@
-import { readFileSync } from "node:fs";
-import { rm } from "node:fs/promises";
-import { afterAll, afterEach } from "vitest";
+import type { ChildProcess } from "node:child_process";
+import { existsSync, readFileSync } from "node:fs";
+import { mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { afterAll, afterEach, beforeAll } from "vitest";
 import { fileURLToPath } from "node:url";
 import { dirname, join } from "node:path";
 import { buildSnapshot } from "../../src/facts/snapshot.js";
@@ -154,4 +156,28 @@ export function trackedCleanup(): { dirs: string[]; pids: Set<number> } {
     for (const d of dirs) await rm(d, { recursive: true, force: true });
   });
   return { dirs, pids };
+}
+
+/**
+ * For a test file whose gateway is a separate Node process running the built
+ * package (so it can be SIGKILLed): dist's supervisor entry, the gateways,
+ * pids and dirs to clean up (gateways killed after each test), and a fresh
+ * state dir per call.
+ */
+export function gatewayProcessHarness(prefix: string): { DIST: string; pids: Set<number>; gateways: ChildProcess[]; stateDir: () => Promise<string> } {
+  const { dirs, pids } = trackedCleanup();
+  const gateways: ChildProcess[] = [];
+  const DIST = join(FIXTURES, "..", "..", "..", "dist", "supervisor", "index.js");
+  beforeAll(() => {
+    if (!existsSync(DIST)) throw new Error(`${DIST} is missing: run \`npm run build\` before this test file`);
+  });
+  afterEach(() => {
+    for (const g of gateways.splice(0)) killQuietly([g.pid]);
+  });
+  const stateDir = async () => {
+    const d = await mkdtemp(join(tmpdir(), prefix));
+    dirs.push(d);
+    return d;
+  };
+  return { DIST, pids, gateways, stateDir };
 }
