@@ -17,7 +17,8 @@ import {
   verifyCgroupIdentity,
   waitUntilEmpty,
 } from "../containment/index.js";
-import type { ProcessSignaller } from "../facts/types.js";
+import { isAlive } from "../facts/liveness.js";
+import type { ProcessFacts, ProcessSignaller } from "../facts/types.js";
 import type { AcpxProcessLease, OwnershipEvidence } from "./types.js";
 
 export interface CgroupDrain {
@@ -56,14 +57,15 @@ async function openLeaseCgroup(lease: AcpxProcessLease): Promise<CgroupDrain | {
 
 export async function drainLeaseCgroup(
   lease: AcpxProcessLease,
-  opts: { graceMs: number; signaller: ProcessSignaller },
+  opts: { graceMs: number; signaller: ProcessSignaller; facts: ProcessFacts },
 ): Promise<CgroupDrain | null> {
   const opened = await openLeaseCgroup(lease);
   if (opened === null || "state" in opened) return opened;
   const { cg, ev } = opened;
 
   const before = await membersOf(cg.path);
-  const members = before.state === "ok" ? before.pids.length : 0;
+  // what the drain ends: members alive by the one liveness rule (an unreaped zombie is listed until its parent waits, and was ended by nobody here)
+  const members = before.state === "ok" ? await countAlive(opts.facts, before.pids) : 0;
   if ((await isPopulated(cg.path)) === "populated") {
     await signalMembers(cg.path, "SIGTERM", { signaller: opts.signaller });
     if ((await waitUntilEmpty(cg.path, opts.graceMs)) !== "empty") {
@@ -107,4 +109,14 @@ export async function lookIntoLeaseCgroup(lease: AcpxProcessLease): Promise<Cgro
   const rm = await removeCgroup(cg.path);
   const removed = rm.outcome === "removed" || rm.outcome === "gone";
   return { state: "empty", members: 0, evidence: ev("match", `populated 0${removed ? ", removed" : ` (not removed: ${rm.outcome})`}: nothing of the lease is left`) };
+}
+
+/** How many of `pids` are alive (liveness.ts); one that cannot be read counts as alive (a drain never understates what it ended). */
+async function countAlive(facts: ProcessFacts, pids: readonly number[]): Promise<number> {
+  let n = 0;
+  for (const pid of pids) {
+    const d = await facts.inspect(pid).catch(() => undefined);
+    if (d === undefined || (d !== null && isAlive(d))) n++;
+  }
+  return n;
 }

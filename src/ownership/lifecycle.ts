@@ -185,7 +185,7 @@ export async function settleLease(deps: LifecycleDeps, lease: AcpxProcessLease, 
   // nothing is left, whatever the search above could or could not clear.
   // without a reap it is only looked into: populated keeps the lease closing, populated 0 removes it
   const drain =
-    s.to === "unchanged" ? null : mayReap ? await drainLeaseCgroup(cur, { graceMs: deps.graceMs, signaller: deps.signaller }) : await lookIntoLeaseCgroup(cur);
+    s.to === "unchanged" ? null : mayReap ? await drainLeaseCgroup(cur, { graceMs: deps.graceMs, signaller: deps.signaller, facts: deps.facts }) : await lookIntoLeaseCgroup(cur);
   if (drain?.state === "empty") {
     const ended = last !== null || drain.members > 0 || prior !== null || ctx.rootExitObserved;
     s = ended ? { to: "closed", why: drain.evidence.detail ?? "cgroup empty" } : { to: "lost", why: `nothing of it was alive; ${drain.evidence.detail ?? "cgroup empty"}` };
