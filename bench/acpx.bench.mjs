@@ -180,7 +180,18 @@ async function startupReap(n, graceMs) {
     c.unref();
     roots.push({ lease, pid: c.pid });
   }
-  await sleep(300); // every sh has started its sleep child
+  // every sh has started its sleep child (a child of each root, seen in one
+  // snapshot), rather than a fixed pause a loaded machine may outlast
+  const rootPids = new Set(roots.map((r) => r.pid));
+  const deadline = now() + 30_000;
+  for (;;) {
+    const snap = await facts.snapshot();
+    const withChild = new Set();
+    for (const p of snap.processes.values()) if (rootPids.has(p.ppid)) withChild.add(p.ppid);
+    if (withChild.size === rootPids.size) break;
+    if (now() > deadline) throw new Error(`startup reap bench: ${rootPids.size - withChild.size} of ${n} sleepers never started their child`);
+    await sleep(10);
+  }
   for (const r of roots) {
     const d = await facts.inspect(r.pid);
     await store.update(r.lease.leaseId, {
