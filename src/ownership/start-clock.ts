@@ -15,6 +15,7 @@
  */
 import { execFile } from "node:child_process";
 import { readFile } from "node:fs/promises";
+import { endianness } from "node:os";
 import type { FactsBackend } from "../facts/types.js";
 
 /** What a Linux tick start time needs to become epoch ms. */
@@ -98,11 +99,21 @@ async function readBtimeMs(procRoot: string): Promise<number | null> {
 }
 
 /**
- * Node has no sysconf(), so `getconf CLK_TCK` answers. If getconf is missing,
- * USER_HZ is part of the kernel ABI and is 100 on every architecture Node
- * runs on (only alpha and ia64 differed), so 100 is a fact there, not a guess.
+ * Node has no sysconf(). The kernel hands every process CLK_TCK in its aux
+ * vector (AT_CLKTCK, what sysconf reads), so /proc/self/auxv answers without
+ * a child process: a startup reap needs the clock first thing, and spawning
+ * `getconf CLK_TCK` there cost about 20 ms of its critical path. getconf is
+ * the fallback. If both fail, USER_HZ is part of the kernel ABI and is 100 on
+ * every architecture Node runs on (only alpha and ia64 differed), so 100 is a
+ * fact there, not a guess.
  */
-function readTicksPerSecond(): Promise<number | null> {
+async function readTicksPerSecond(): Promise<number | null> {
+  try {
+    const n = parseAuxvClockTicks(await readFile("/proc/self/auxv"), WORD_BYTES[process.arch] ?? 0, endianness());
+    if (n !== null) return n;
+  } catch {
+    // no /proc/self/auxv (hidepid, a sandbox): ask getconf
+  }
   return new Promise((resolve) => {
     execFile("getconf", ["CLK_TCK"], { timeout: 5000, encoding: "utf8" }, (err, stdout) => {
       const n = err ? NaN : Number(String(stdout).trim());
@@ -110,6 +121,37 @@ function readTicksPerSecond(): Promise<number | null> {
       resolve(USER_HZ_100_ARCHES.has(process.arch) ? 100 : null);
     });
   });
+}
+
+const AT_NULL = 0;
+const AT_CLKTCK = 17;
+/** the aux vector's word size: the architecture's unsigned long */
+const WORD_BYTES: Readonly<Record<string, number>> = {
+  x64: 8, arm64: 8, ppc64: 8, s390x: 8, riscv64: 8, loong64: 8, mips64el: 8,
+  ia32: 4, arm: 4, mips: 4, mipsel: 4, ppc: 4, s390: 4,
+};
+
+/**
+ * AT_CLKTCK from an aux vector (pairs of native words: type, value; AT_NULL
+ * ends it); null when the word size is unknown, the entry is missing or its
+ * value is not a plausible tick rate.
+ */
+export function parseAuxvClockTicks(auxv: Uint8Array, wordBytes: number, order: "LE" | "BE"): number | null {
+  if (wordBytes !== 4 && wordBytes !== 8) return null;
+  const view = new DataView(auxv.buffer, auxv.byteOffset, auxv.byteLength);
+  const word = (at: number): number => {
+    if (wordBytes === 4) return view.getUint32(at, order === "LE");
+    const v = view.getBigUint64(at, order === "LE");
+    return v > BigInt(Number.MAX_SAFE_INTEGER) ? -1 : Number(v);
+  };
+  for (let at = 0; at + 2 * wordBytes <= auxv.byteLength; at += 2 * wordBytes) {
+    const type = word(at);
+    if (type === AT_NULL) return null;
+    if (type !== AT_CLKTCK) continue;
+    const v = word(at + wordBytes);
+    return Number.isInteger(v) && v > 0 && v <= 1_000_000 ? v : null;
+  }
+  return null;
 }
 
 const USER_HZ_100_ARCHES = new Set<string>(["x64", "ia32", "arm", "arm64", "ppc64", "s390x", "riscv64", "loong64", "mips", "mipsel", "s390", "ppc"]);

@@ -5,6 +5,9 @@
  * Simulator rows: every row states the verdict, what is reaped, and the exact
  * signal list (an empty one included).
  */
+import { execFileSync } from "node:child_process";
+import { readFileSync } from "node:fs";
+import { endianness } from "node:os";
 import { describe, expect, it } from "vitest";
 import {
   explainLease,
@@ -18,7 +21,7 @@ import {
   type StartClock,
 } from "../../src/ownership/index.js";
 import { judgeCarrier, type RemnantContext } from "../../src/ownership/remnants.js";
-import { parseBtimeMs, readStartClock } from "../../src/ownership/start-clock.js";
+import { parseAuxvClockTicks, parseBtimeMs, readStartClock } from "../../src/ownership/start-clock.js";
 import type { ProcessDetails } from "../../src/facts/types.js";
 import { A, adapter, BOOT, ENV, G, grandchild, lease, nameOf, NS, P, RecordingSignaller, SimFacts, unrelated, type SimRowBase, W, wrapper, type SimProc } from "./sim.js";
 
@@ -454,8 +457,41 @@ describe("start clock", () => {
     for (const bad of ["", "-1", "1e3", "abc", " 5"]) expect(startTimeToEpochMs(bad, "procfs", CLOCK), bad).toBeNull();
   });
 
+  it("reads CLK_TCK from an aux vector of either word size and byte order, and nothing else", () => {
+    const vec = (bytes: 4 | 8, le: boolean, pairs: [number, number][]): Uint8Array => {
+      const b = new DataView(new ArrayBuffer(pairs.length * 2 * bytes));
+      pairs.forEach(([t, v], i) => {
+        const at = i * 2 * bytes;
+        if (bytes === 4) {
+          b.setUint32(at, t, le);
+          b.setUint32(at + 4, v, le);
+        } else {
+          b.setBigUint64(at, BigInt(t), le);
+          b.setBigUint64(at + 8, BigInt(v), le);
+        }
+      });
+      return new Uint8Array(b.buffer);
+    };
+    const typical: [number, number][] = [[33, 0x7ffd1234], [16, 0xbfebfbff], [6, 4096], [17, 100], [3, 0x400040], [0, 0]];
+    expect(parseAuxvClockTicks(vec(8, true, typical), 8, "LE")).toBe(100);
+    expect(parseAuxvClockTicks(vec(4, false, [[6, 4096], [17, 250], [0, 0]]), 4, "BE")).toBe(250);
+    // absent, after AT_NULL, zero, truncated, unknown word size: null, never a guess
+    expect(parseAuxvClockTicks(vec(8, true, [[6, 4096], [0, 0]]), 8, "LE")).toBeNull();
+    expect(parseAuxvClockTicks(vec(8, true, [[6, 4096], [0, 0], [17, 100]]), 8, "LE")).toBeNull();
+    expect(parseAuxvClockTicks(vec(8, true, [[17, 0], [0, 0]]), 8, "LE")).toBeNull();
+    expect(parseAuxvClockTicks(vec(8, true, [[17, 100]]).subarray(0, 12), 8, "LE")).toBeNull();
+    expect(parseAuxvClockTicks(vec(8, true, typical), 2, "LE")).toBeNull();
+  });
+
   const notLinux = process.platform !== "linux" ? "skipped: /proc start clock exists on Linux only" : null;
   if (notLinux) console.log(`[remnants.test] ${notLinux}`);
+  it.skipIf(notLinux !== null)(`on this host, /proc/self/auxv's CLK_TCK is what getconf says${notLinux ? ` (${notLinux})` : ""}`, async () => {
+    const word = process.arch === "x64" || process.arch === "arm64" ? 8 : 4;
+    const fromAuxv = parseAuxvClockTicks(readFileSync("/proc/self/auxv"), word, endianness());
+    const fromGetconf = Number(execFileSync("getconf", ["CLK_TCK"], { encoding: "utf8" }).trim());
+    expect(fromAuxv).toBe(fromGetconf);
+    expect((await readStartClock())?.ticksPerSecond).toBe(fromGetconf);
+  });
   it.skipIf(notLinux !== null)(`on this host, this process's own start converts to about now − uptime${notLinux ? ` (${notLinux})` : ""}`, async () => {
     const clock = await readStartClock();
     expect(clock).not.toBeNull();
