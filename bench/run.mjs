@@ -117,7 +117,11 @@ async function settle(f) {
 /** Runs one bench file in a child; its checks, or null if it died first. */
 function runChild(f) {
   return new Promise((resolve) => {
-    const child = fork(fileURLToPath(import.meta.url), ["--child", f, ...(quick ? ["--quick"] : [])], { stdio: "inherit" });
+    const child = fork(fileURLToPath(import.meta.url), ["--child", f, ...(quick ? ["--quick"] : [])], {
+      stdio: "inherit",
+      // a bench may collect garbage before a µs-scale measurement (facts)
+      execArgv: [...process.execArgv, "--expose-gc"],
+    });
     let checks = null;
     child.on("message", (m) => {
       if (m && Array.isArray(m.checks)) checks = m.checks;
