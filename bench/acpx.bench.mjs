@@ -282,8 +282,20 @@ export async function run({ quick }) {
   checks.push(check("parent death → tree gone, minus grace (median)", median(pd) - graceMs, "<=", 100, "ms"));
 
   const reapGrace = 500;
-  const r = await startupReap(100, reapGrace);
-  printTable(`reapStartupOrphans, 100 open leases on real sleeping processes (grace ${reapGrace} ms)`, [
+  // Several reaps, each of 100 fresh leases: the elapsed check takes their
+  // median (one reap on a shared 2-core machine read 409–650 ms in quick runs
+  // of the same code); every count check must hold for each of them.
+  const reaps = [];
+  for (let k = 0; k < (quick ? 3 : 5); k++) reaps.push(await startupReap(100, reapGrace));
+  const r = [...reaps].sort((a, b) => a.elapsed - b.elapsed)[reaps.length >> 1];
+  const worst = {
+    reaped: Math.min(...reaps.map((x) => x.reaped)),
+    verifySnapshots: reaps.some((x) => x.verifySnapshots === null) ? null : Math.max(...reaps.map((x) => x.verifySnapshots)),
+    verifySeen: Math.min(...reaps.map((x) => x.verifySnapshots ?? 0)),
+    dryCalls: Math.max(...reaps.map((x) => x.dryCalls)),
+    drySignalled: reaps.some((x) => x.drySignalled),
+  };
+  printTable(`reapStartupOrphans, 100 open leases on real sleeping processes (grace ${reapGrace} ms; the median of ${reaps.length} reaps, elapsed ${reaps.map((x) => x.elapsed.toFixed(0)).join(", ")} ms)`, [
     {
       leases: 100,
       "processes before": r.before,
@@ -303,13 +315,13 @@ export async function run({ quick }) {
     "  (snapshot() calls total = the one verification snapshot + the reaper's coalesced re-scans for children forked mid-teardown;\n" +
       "   the checks use the bench's own counts, not the controller's report)",
   );
-  checks.push(check("startup reap: leases reaped", r.reaped, ">=", 100, "leases"));
+  checks.push(check(`startup reap: leases reaped (fewest of ${reaps.length} reaps)`, worst.reaped, ">=", 100, "leases"));
   // no signal at all would leave the pre-signal count undefined: that fails (Infinity)
-  const preSignal = r.verifySnapshots ?? Number.POSITIVE_INFINITY;
-  checks.push(check("startup reap: snapshot() calls before the first signal (bench's count)", preSignal, "<=", 1, "snapshot"));
-  checks.push(check("startup reap: the bench's counter saw the verification snapshot", r.verifySnapshots ?? 0, ">=", 1, "snapshot"));
-  checks.push(check("startup reap: dry run (verify only) snapshot() calls (bench's count)", r.dryCalls, "<=", 1, "snapshot"));
-  checks.push(check("startup reap: dry run sent no signal", r.drySignalled ? 1 : 0, "<=", 0, "signals"));
-  checks.push(check("startup reap: elapsed", r.elapsed, "<=", 100 + reapGrace, "ms"));
+  const preSignal = worst.verifySnapshots ?? Number.POSITIVE_INFINITY;
+  checks.push(check("startup reap: snapshot() calls before the first signal (bench's count, most of any reap)", preSignal, "<=", 1, "snapshot"));
+  checks.push(check("startup reap: the bench's counter saw the verification snapshot (in every reap)", worst.verifySeen, ">=", 1, "snapshot"));
+  checks.push(check("startup reap: dry run (verify only) snapshot() calls (bench's count, most of any reap)", worst.dryCalls, "<=", 1, "snapshot"));
+  checks.push(check("startup reap: dry runs sent no signal", worst.drySignalled ? 1 : 0, "<=", 0, "signals"));
+  checks.push(check(`startup reap: elapsed (median of ${reaps.length})`, r.elapsed, "<=", 100 + reapGrace, "ms"));
   return checks;
 }
