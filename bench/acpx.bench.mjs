@@ -151,6 +151,15 @@ async function parentDeath(rounds, graceMs) {
       if (left.length > 0) console.log(`  WARNING: ${left.length} process(es) still carry lease ${handle.leaseId}`);
       for (const p of left) process.kill(p, "SIGKILL");
     }
+    // What the next gateway of this state dir would do: settle the dead
+    // gateways' leases, which also removes their lease cgroups and the
+    // instance folder on the host (each bench run left three otherwise).
+    const next = await createAcpxLifecycleController({ stateDir: dir, graceMs, maintenanceIntervalMs: 0 });
+    try {
+      await next.reapStartupOrphans();
+    } finally {
+      await next.dispose();
+    }
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
