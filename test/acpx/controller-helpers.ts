@@ -104,11 +104,17 @@ export async function readPidfile(path: string, timeoutMs = 10_000): Promise<Age
 export function alive(pid: number): boolean {
   try {
     const s = readFileSync(`/proc/${pid}/stat`, "utf8");
-    return s.slice(s.lastIndexOf(")") + 2)[0] !== "Z";
+    const f = s.slice(s.lastIndexOf(")") + 2).split(" ");
+    // a zombie, or a process already inside exit(2) (PF_EXITING in the flags,
+    // field 9): the library's liveness rule counts both as gone, and a node
+    // process tearing down its memory can show R or D for tens of ms before Z
+    // (a close reported "closed" and this read R once in CI)
+    return f[0] !== "Z" && (Number(f[6]) & PF_EXITING) === 0;
   } catch {
     return false;
   }
 }
+const PF_EXITING = 0x4;
 
 /** pids whose environment carries OPENCLAW_ACPX_LEASE_ID=<leaseId> (zombies have no environ) */
 export function leaseCarriers(leaseId: string): number[] {
