@@ -14,6 +14,7 @@ import { afterAll, afterEach } from "vitest";
 import type { AcpRuntimeHandle, AcpxLifecycleController } from "../../src/acpx/types.js";
 import { openLeaseStore, type AcpxProcessLease } from "../../src/ownership/index.js";
 import { createRunLeases } from "../../src/supervisor/durability.js";
+import { isAliveSync } from "../helpers/liveness.js";
 
 export const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), "../..");
 export const AGENT = join(ROOT, "fixtures/acp-agent/agent.mjs");
@@ -101,20 +102,10 @@ export async function readPidfile(path: string, timeoutMs = 10_000): Promise<Age
 }
 
 /** alive and not a zombie */
+/** Alive by the package's one liveness rule (see test/helpers/liveness.ts). */
 export function alive(pid: number): boolean {
-  try {
-    const s = readFileSync(`/proc/${pid}/stat`, "utf8");
-    const f = s.slice(s.lastIndexOf(")") + 2).split(" ");
-    // a zombie, or a process already inside exit(2) (PF_EXITING in the flags,
-    // field 9): the library's liveness rule counts both as gone, and a node
-    // process tearing down its memory can show R or D for tens of ms before Z
-    // (a close reported "closed" and this read R once in CI)
-    return f[0] !== "Z" && (Number(f[6]) & PF_EXITING) === 0;
-  } catch {
-    return false;
-  }
+  return isAliveSync(pid);
 }
-const PF_EXITING = 0x4;
 
 /** pids whose environment carries OPENCLAW_ACPX_LEASE_ID=<leaseId> (zombies have no environ) */
 export function leaseCarriers(leaseId: string): number[] {

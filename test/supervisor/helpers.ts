@@ -9,23 +9,15 @@ import { buildSnapshot } from "../../src/facts/snapshot.js";
 import { getProcessFacts } from "../../src/facts/get.js";
 import type { ProcessFacts, ProcessInfo, ProcessSignaller } from "../../src/facts/types.js";
 import { INSTANCE_ENV_KEY } from "../../src/ownership/types.js";
-import { isAlive as liveness } from "../../src/facts/liveness.js";
-import { PF_EXITING, readStatSync } from "../../src/facts/procfs.js";
+import { isAliveSync } from "../helpers/liveness.js";
 
 export const FIXTURES = join(dirname(fileURLToPath(import.meta.url)), "..", "fixtures", "supervisor");
 export const fixture = (name: string) => join(FIXTURES, name);
 
-/**
- * Alive by the package's one liveness rule (facts/liveness.ts): exists, is
- * not a zombie or dead record, and is not inside exit(2) (PF_EXITING). The
- * reaper counts an exiting process as stopped, so a test must not call it
- * alive in the moment before its /proc entry turns into a zombie.
- */
+/** Alive by the package's one liveness rule (see test/helpers/liveness.ts). */
 export function isAlive(pid: number): boolean {
-  const stat = readStatSync(pid);
-  return stat !== null && liveness({ state: stat.state, exiting: (stat.flags & PF_EXITING) !== 0 });
+  return isAliveSync(pid);
 }
-
 
 export function pgidOf(pid: number): number | null {
   try {
