@@ -5,8 +5,6 @@ import { defineConfig } from "vitest/config";
 export default defineConfig({
   test: {
     include: ["test/**/*.test.ts"],
-    // removes the empty cgroup folders tests without dispose() leave on the host
-    globalSetup: ["test/global-setup.ts"],
     pool: "forks",
     maxWorkers: 2,
     testTimeout: 30_000,

@@ -5,6 +5,7 @@
  * agree field for field and either can stand in for the other.
  */
 import fs, { promises as fsp } from "node:fs";
+import { isAlive } from "./liveness.js";
 import { buildSnapshot, callerNeedsStatusUid } from "./snapshot.js";
 import { assertEnvKeys, assertPid } from "./validate.js";
 import type { InspectOptions, ProcessDetails, ProcessFacts, ProcessInfo, ProcessSnapshot } from "./types.js";
@@ -270,7 +271,7 @@ async function liveThreadsBehindZombie(dir: string, status: ParsedStatus | null)
     if (Number(tid) === leader) continue;
     const text = await readOptional(`${dir}/task/${tid}/stat`);
     const t = text === null ? null : parseStat(text.toString("latin1"));
-    if (t && t.state !== "Z" && t.state !== "X" && t.state !== "x" && (t.flags & PF_EXITING) === 0) return true;
+    if (t && isAlive({ state: t.state, exiting: (t.flags & PF_EXITING) !== 0 })) return true;
   }
   return false;
 }

@@ -101,11 +101,8 @@ export async function readPidfile(path: string, timeoutMs = 10_000): Promise<Age
   }
 }
 
-/** alive and not a zombie */
 /** Alive by the package's one liveness rule (see test/helpers/liveness.ts). */
-export function alive(pid: number): boolean {
-  return isAliveSync(pid);
-}
+export const alive = isAliveSync;
 
 /** pids whose environment carries OPENCLAW_ACPX_LEASE_ID=<leaseId> (zombies have no environ) */
 export function leaseCarriers(leaseId: string): number[] {

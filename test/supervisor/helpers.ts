@@ -15,9 +15,7 @@ export const FIXTURES = join(dirname(fileURLToPath(import.meta.url)), "..", "fix
 export const fixture = (name: string) => join(FIXTURES, name);
 
 /** Alive by the package's one liveness rule (see test/helpers/liveness.ts). */
-export function isAlive(pid: number): boolean {
-  return isAliveSync(pid);
-}
+export const isAlive = isAliveSync;
 
 export function pgidOf(pid: number): number | null {
   try {
