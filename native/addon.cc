@@ -31,39 +31,42 @@ bool IsInt(const Napi::Value& v) {
   return d == static_cast<double>(static_cast<long long>(d)) && d >= -2147483648.0 && d <= 2147483647.0;
 }
 
+// Creates a typed array over a fresh copy of `v` (the worker's vectors die with it).
+template <typename T, typename Array>
+Array CopyToTyped(Napi::Env env, const std::vector<T>& v) {
+  Napi::ArrayBuffer buf = Napi::ArrayBuffer::New(env, v.size() * sizeof(T));
+  if (!v.empty()) memcpy(buf.Data(), v.data(), v.size() * sizeof(T));
+  return Array::New(env, v.size(), buf, 0);
+}
+
 class SnapshotWorker : public Napi::AsyncWorker {
  public:
-  SnapshotWorker(Napi::Env env, bool uidFromStatus)
-      : Napi::AsyncWorker(env), deferred_(Napi::Promise::Deferred::New(env)), uidFromStatus_(uidFromStatus) {}
+  explicit SnapshotWorker(Napi::Env env) : Napi::AsyncWorker(env), deferred_(Napi::Promise::Deferred::New(env)) {}
 
   Napi::Promise Promise() const { return deferred_.Promise(); }
 
  protected:
-  // libuv worker thread: no JS access here.
+  // libuv worker thread: no JS access here. The walk and its indexes.
   void Execute() override {
-    int rc = proclease::WalkProcesses(snap_, uidFromStatus_);
+    int rc = proclease::WalkProcesses(snap_);
     if (rc != 0) {
       std::string msg = "cannot list processes: ";
       msg += strerror(-rc);
       SetError(msg);
+      return;
     }
+    proclease::BuildSnapshotIndex(snap_);
   }
 
-  // Main thread: two memcpy's into fresh ArrayBuffers, nothing per record.
+  // Main thread: three memcpy's into fresh ArrayBuffers, nothing per record.
   void OnOK() override {
     Napi::Env env = Env();
     Napi::HandleScope scope(env);
-    const size_t n = snap_.count;
-    Napi::ArrayBuffer intBuf = Napi::ArrayBuffer::New(env, n * proclease::kIntFields * sizeof(int32_t));
-    Napi::ArrayBuffer startBuf = Napi::ArrayBuffer::New(env, n * sizeof(double));
-    if (n > 0) {
-      memcpy(intBuf.Data(), snap_.ints.data(), n * proclease::kIntFields * sizeof(int32_t));
-      memcpy(startBuf.Data(), snap_.starts.data(), n * sizeof(double));
-    }
     Napi::Object out = Napi::Object::New(env);
-    out.Set("count", Napi::Number::New(env, static_cast<double>(n)));
-    out.Set("ints", Napi::Int32Array::New(env, n * proclease::kIntFields, intBuf, 0));
-    out.Set("starts", Napi::Float64Array::New(env, n, startBuf, 0));
+    out.Set("count", Napi::Number::New(env, static_cast<double>(snap_.count)));
+    out.Set("ints", CopyToTyped<int32_t, Napi::Int32Array>(env, snap_.ints));
+    out.Set("starts", CopyToTyped<double, Napi::Float64Array>(env, snap_.starts));
+    out.Set("index", CopyToTyped<int32_t, Napi::Int32Array>(env, snap_.index));
     deferred_.Resolve(out);
   }
 
@@ -71,81 +74,142 @@ class SnapshotWorker : public Napi::AsyncWorker {
 
  private:
   Napi::Promise::Deferred deferred_;
-  bool uidFromStatus_;
   PackedSnapshot snap_;
 };
 
 Napi::Value Snapshot(const Napi::CallbackInfo& info) {
-  if (info.Length() > 0 && !info[0].IsBoolean() && !info[0].IsUndefined()) {
-    return ThrowType(info.Env(), "snapshot(uidFromStatus?: boolean)");
-  }
-  const bool uidFromStatus = info.Length() > 0 && info[0].IsBoolean() && info[0].As<Napi::Boolean>().Value();
-  auto* worker = new SnapshotWorker(info.Env(), uidFromStatus);  // deletes itself after OnOK/OnError
+  auto* worker = new SnapshotWorker(info.Env());  // deletes itself after OnOK/OnError
   Napi::Promise promise = worker->Promise();
   worker->Queue();
   return promise;
 }
 
-// inspect's fixed slots before the env values (see Inspect)
-constexpr size_t kDetailsFixed = 12;
+// One inspected process as plain data (layout: NativeDetailSlots in
+// native-binding.ts): kSlotsFixed numbers, then one 0/1 per requested key;
+// its strings (exe if any, each argv element, each present env value in key
+// order) are appended to `text`, each followed by a NUL, which none of them
+// can contain. Numbers in a Float64Array and one string for all text keep
+// the marshalling to a handful of N-API calls however many fields there are.
+constexpr size_t kSlotsFixed = 13;
 
-Napi::Value NullableString(Napi::Env env, bool has, const std::string& s) {
-  return has ? Napi::String::New(env, s) : env.Null();
-}
-
-Napi::Value Inspect(const Napi::CallbackInfo& info) {
-  Napi::Env env = info.Env();
-  if (info.Length() < 2 || !IsInt(info[0]) || !info[1].IsArray()) {
-    return ThrowType(env, "inspect(pid: int, envKeys: string[])");
-  }
-  int pid = info[0].As<Napi::Number>().Int32Value();
-  Napi::Array keysArr = info[1].As<Napi::Array>();
-  std::vector<std::string> keys;
-  keys.reserve(keysArr.Length());
-  for (uint32_t i = 0; i < keysArr.Length(); i++) {
-    Napi::Value k = keysArr.Get(i);
-    if (!k.IsString()) return ThrowType(env, "inspect: envKeys must be strings");
-    keys.push_back(k.As<Napi::String>().Utf8Value());
-  }
-
-  ProcDetails d;
-  if (!proclease::InspectProcess(pid, keys, d)) return env.Null();
-
-  // A flat array (the layout of NativeDetails in native-binding.ts): set by
-  // index, with no property name to create per call; the TS side builds the
-  // one object callers see. This keeps inspect close to its syscall floor.
-  const uint32_t n = static_cast<uint32_t>(kDetailsFixed + keys.size());
-  Napi::Array out = Napi::Array::New(env, n);
-  out.Set(0u, Napi::Number::New(env, d.rec.pid));
-  out.Set(1u, Napi::Number::New(env, d.rec.ppid));
-  out.Set(2u, Napi::Number::New(env, d.rec.pgid));
-  out.Set(3u, Napi::Number::New(env, d.rec.sid));
-  out.Set(4u, Napi::Number::New(env, d.rec.uid));
-  out.Set(5u, Napi::Number::New(env, d.realUid));
-  out.Set(6u, Napi::Number::New(env, d.rec.state));
-  out.Set(7u, Napi::Number::New(env, d.rec.flags));
-  out.Set(8u, Napi::Number::New(env, d.rec.start));
-  out.Set(9u, NullableString(env, d.hasExe, d.exe));
-  if (d.hasArgv) {
-    Napi::Array argv = Napi::Array::New(env, d.argv.size());
-    for (size_t i = 0; i < d.argv.size(); i++) argv.Set(static_cast<uint32_t>(i), Napi::String::New(env, d.argv[i]));
-    out.Set(10u, argv);
-  } else {
-    out.Set(10u, env.Null());
-  }
-  out.Set(11u, Napi::Boolean::New(env, d.envReadable));
-  // one value per requested key, in request order; null when absent
+void PackDetails(bool found, const ProcDetails& d, const std::vector<std::string>& keys, double* slots, std::string& text) {
+  slots[0] = found ? 1 : 0;
+  if (!found) return;
+  slots[1] = d.rec.pid;
+  slots[2] = d.rec.ppid;
+  slots[3] = d.rec.pgid;
+  slots[4] = d.rec.sid;
+  slots[5] = d.rec.uid;
+  slots[6] = d.realUid;
+  slots[7] = d.rec.state;
+  slots[8] = d.rec.flags;
+  slots[9] = d.rec.start;
+  slots[10] = d.hasExe ? 1 : 0;
+  slots[11] = d.hasArgv ? static_cast<double>(d.argv.size()) : -1;
+  slots[12] = d.envReadable ? 1 : 0;
+  if (d.hasExe) text.append(d.exe).push_back('\0');
+  for (const auto& a : d.argv) text.append(a).push_back('\0');
   for (size_t k = 0; k < keys.size(); k++) {
-    Napi::Value v = env.Null();
+    slots[kSlotsFixed + k] = 0;
     for (const auto& kv : d.env) {
       if (kv.first == keys[k]) {
-        v = Napi::String::New(env, kv.second);
+        slots[kSlotsFixed + k] = 1;
+        text.append(kv.second).push_back('\0');
         break;
       }
     }
-    out.Set(static_cast<uint32_t>(kDetailsFixed + k), v);
   }
-  return out;
+}
+
+// Requested env keys arrive as one NUL-joined string ("" = none).
+std::vector<std::string> SplitKeys(const std::string& joined) {
+  std::vector<std::string> keys;
+  if (joined.empty()) return keys;
+  size_t from = 0;
+  for (;;) {
+    size_t nul = joined.find('\0', from);
+    keys.push_back(joined.substr(from, nul == std::string::npos ? std::string::npos : nul - from));
+    if (nul == std::string::npos) return keys;
+    from = nul + 1;
+  }
+}
+
+// inspect(pid, keys, slots): synchronous; fills slots (a Float64Array of at
+// least kSlotsFixed + key count) and returns the text, or null when the
+// process does not exist.
+Napi::Value Inspect(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  if (info.Length() < 3 || !IsInt(info[0]) || !info[1].IsString() || !info[2].IsTypedArray()) {
+    return ThrowType(env, "inspect(pid: int, envKeys: string, slots: Float64Array)");
+  }
+  std::vector<std::string> keys = SplitKeys(info[1].As<Napi::String>().Utf8Value());
+  Napi::TypedArray ta = info[2].As<Napi::TypedArray>();
+  if (ta.TypedArrayType() != napi_float64_array || ta.ElementLength() < kSlotsFixed + keys.size()) {
+    return ThrowType(env, "inspect: slots must be a Float64Array of 13 + envKeys.length");
+  }
+  ProcDetails d;
+  if (!proclease::InspectProcess(info[0].As<Napi::Number>().Int32Value(), keys, d)) return env.Null();
+  std::string text;
+  PackDetails(true, d, keys, ta.As<Napi::Float64Array>().Data(), text);
+  return Napi::String::New(env, text);
+}
+
+class InspectManyWorker : public Napi::AsyncWorker {
+ public:
+  InspectManyWorker(Napi::Env env, std::vector<int> pids, std::vector<std::string> keys)
+      : Napi::AsyncWorker(env), deferred_(Napi::Promise::Deferred::New(env)), pids_(std::move(pids)), keys_(std::move(keys)) {}
+
+  Napi::Promise Promise() const { return deferred_.Promise(); }
+
+ protected:
+  // libuv worker thread: each pid on its own; one that is gone is found = 0.
+  void Execute() override {
+    const size_t stride = kSlotsFixed + keys_.size();
+    slots_.assign(pids_.size() * stride, 0);
+    for (size_t i = 0; i < pids_.size(); i++) {
+      ProcDetails d;
+      bool found = proclease::InspectProcess(pids_[i], keys_, d);
+      PackDetails(found, d, keys_, slots_.data() + i * stride, text_);
+    }
+  }
+
+  void OnOK() override {
+    Napi::Env env = Env();
+    Napi::HandleScope scope(env);
+    Napi::Object out = Napi::Object::New(env);
+    out.Set("slots", CopyToTyped<double, Napi::Float64Array>(env, slots_));
+    out.Set("text", Napi::String::New(env, text_));
+    deferred_.Resolve(out);
+  }
+
+  void OnError(const Napi::Error& e) override { deferred_.Reject(e.Value()); }
+
+ private:
+  Napi::Promise::Deferred deferred_;
+  std::vector<int> pids_;
+  std::vector<std::string> keys_;
+  std::vector<double> slots_;
+  std::string text_;
+};
+
+// inspectMany(pids, keys): one worker-thread job for every pid.
+Napi::Value InspectMany(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  if (info.Length() < 2 || !info[0].IsTypedArray() || !info[1].IsString()) {
+    return ThrowType(env, "inspectMany(pids: Int32Array, envKeys: string)");
+  }
+  Napi::TypedArray ta = info[0].As<Napi::TypedArray>();
+  if (ta.TypedArrayType() != napi_int32_array) return ThrowType(env, "inspectMany: pids must be an Int32Array");
+  Napi::Int32Array arr = ta.As<Napi::Int32Array>();
+  std::vector<int> pids(arr.Data(), arr.Data() + arr.ElementLength());
+  auto* worker = new InspectManyWorker(env, std::move(pids), SplitKeys(info[1].As<Napi::String>().Utf8Value()));
+  Napi::Promise promise = worker->Promise();
+  worker->Queue();
+  return promise;
+}
+
+Napi::Value NullableString(Napi::Env env, bool has, const std::string& s) {
+  return has ? Napi::String::New(env, s) : env.Null();
 }
 
 Napi::Value BootId(const Napi::CallbackInfo& info) {
@@ -216,10 +280,15 @@ Napi::Value LockExclusive(const Napi::CallbackInfo& info) {
   return Napi::Number::New(env, proclease::LockExclusive(info[0].As<Napi::Number>().Int32Value()));
 }
 
+Napi::Value ThreadCpuTimeNs(const Napi::CallbackInfo& info) {
+  return Napi::Number::New(info.Env(), proclease::ThreadCpuTimeNs());
+}
+
 Napi::Object Init(Napi::Env env, Napi::Object exports) {
   exports.Set("platform", Napi::String::New(env, proclease::PlatformName()));
   exports.Set("snapshot", Napi::Function::New(env, Snapshot, "snapshot"));
   exports.Set("inspect", Napi::Function::New(env, Inspect, "inspect"));
+  exports.Set("inspectMany", Napi::Function::New(env, InspectMany, "inspectMany"));
   exports.Set("bootId", Napi::Function::New(env, BootId, "bootId"));
   exports.Set("pidNamespace", Napi::Function::New(env, PidNamespace, "pidNamespace"));
   exports.Set("pidfdSupported", Napi::Function::New(env, PidfdSupported, "pidfdSupported"));
@@ -228,6 +297,7 @@ Napi::Object Init(Napi::Env env, Napi::Object exports) {
   exports.Set("setParentDeathSignal", Napi::Function::New(env, SetParentDeathSignal, "setParentDeathSignal"));
   exports.Set("reapChildren", Napi::Function::New(env, ReapChildren, "reapChildren"));
   exports.Set("lockExclusive", Napi::Function::New(env, LockExclusive, "lockExclusive"));
+  exports.Set("threadCpuTimeNs", Napi::Function::New(env, ThreadCpuTimeNs, "threadCpuTimeNs"));
   return exports;
 }
 

@@ -36,11 +36,14 @@ constexpr int32_t kRecZombieLeader = 2;
 // whose other threads run on (kRecZombieLeader), the process is going away.
 constexpr int32_t kRecExiting = 4;
 
-// Packed like the JS side wants it: ints holds kIntFields per record.
+// Packed like the JS side wants it: ints holds kIntFields per record, and
+// index the lookup tables BuildSnapshotIndex makes (layout in
+// snapshot_index.cc and src/facts/native-binding.ts).
 constexpr int kIntFields = 7;
 struct PackedSnapshot {
   std::vector<int32_t> ints;
   std::vector<double> starts;
+  std::vector<int32_t> index;
   size_t count = 0;
 };
 
@@ -60,13 +63,15 @@ enum class SignalResult { kSignalled, kGone, kMismatch, kDenied, kUnsupported };
 
 const char* PlatformName();
 
-// Walks every visible process. Returns 0, or -errno when the process table
-// itself cannot be listed or was only partly listed (processes that vanish
-// mid-walk are skipped). Dead records are never listed.
-// uidFromStatus (Linux): a process whose /proc/PID/stat is owned by root
-// gets its effective uid from /proc/PID/status instead; the TS side asks for
-// it when the caller is not root (see facts_linux.cc). macOS ignores it.
-int WalkProcesses(PackedSnapshot& out, bool uidFromStatus);
+// Walks every visible process into out.ints/starts/count. Returns 0, or
+// -errno when the process table itself cannot be listed or was only partly
+// listed (processes that vanish mid-walk are skipped). Dead records are
+// never listed. uid is always the effective uid (facts_linux.cc says how).
+int WalkProcesses(PackedSnapshot& out);
+
+// Fills out.index from out.ints: the pid, ppid and pgid lookup tables, so
+// the main thread builds nothing per record (snapshot_index.cc, portable).
+void BuildSnapshotIndex(PackedSnapshot& out);
 
 // false when the process does not exist, vanished mid-read, or `pid` names
 // a thread that is not its thread group's leader.
@@ -81,6 +86,10 @@ SignalResult SignalIfSame(int pid, double expectedStart, int sig);
 int SetChildSubreaper();            // 0 or -errno
 int SetParentDeathSignal(int sig);  // 0 or -errno
 bool ReapChild(int pid);            // true when waitpid(WNOHANG) reaped it
+
+// CLOCK_THREAD_CPUTIME_ID of the calling thread in ns, or -1
+// (thread_clock_posix.cc, shared by both OSes).
+double ThreadCpuTimeNs();
 
 // flock(fd, LOCK_EX | LOCK_NB): 0, or -errno (-EWOULDBLOCK when another
 // open file description holds it). lock_posix.cc, shared by both OSes.

@@ -107,7 +107,7 @@ void ReadProcArgs(pid_t pid, const std::vector<std::string>& keys, ProcDetails& 
 
 const char* PlatformName() { return "darwin"; }
 
-int WalkProcesses(PackedSnapshot& out, bool) {
+int WalkProcesses(PackedSnapshot& out) {
   // With a null buffer the kernel answers how many pids there are (plus
   // slack); grow and retry while the table outgrows the buffer. A table we
   // could only partly list is an error: a short table would read as

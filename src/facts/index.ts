@@ -10,10 +10,11 @@ export type {
   ProcessSnapshot,
   SignalOutcome,
 } from "./types.js";
-export type { NativeBinding, NativeDetails, NativeSignalOutcome, NativeSnapshot } from "./native-binding.js";
+export type { NativeBinding, NativeDetailsBatch, NativeSignalOutcome, NativeSnapshot } from "./native-binding.js";
 export { getProcessFacts, describeBackendChoice } from "./get.js";
 export { FactsUnavailableError } from "./none.js";
 export { assertPid, assertEnvKeys, MAX_PID } from "./validate.js";
 export { buildSnapshot } from "./snapshot.js";
+export { inspectEach } from "./inspect-many.js";
 export { loadNative, loadError, createNativeFacts } from "./native.js";
 export { createSignaller } from "./signal.js";

@@ -17,11 +17,14 @@
  * where flags holds REC_KERNEL_THREAD | REC_ZOMBIE_LEADER | REC_EXITING.
  * `starts` holds `count` start times (Linux: clock ticks since boot,
  * macOS: microseconds since the epoch) as float64 — exact up to 2^53.
+ * `index` holds the pid, ppid and pgid lookup tables the worker built
+ * (layout in native/snapshot_index.cc; read by native-snapshot.ts).
  */
 export interface NativeSnapshot {
   count: number;
   ints: Int32Array;
   starts: Float64Array;
+  index: Int32Array;
 }
 
 export const INT_FIELDS = 7;
@@ -33,51 +36,54 @@ export const REC_ZOMBIE_LEADER = 2;
 export const REC_EXITING = 4;
 
 /**
- * What inspect returns: a flat array, so the addon sets slots by index and
- * creates no property names per call (native.ts builds ProcessDetails).
- * realUid is -1 when status could not be read; stateCode is the kernel
- * state letter's char code; flags holds REC_* bits; envValues has one slot
- * per requested key, in request order, null when absent.
+ * One inspected process as the addon packs it (kSlotsFixed in addon.cc):
+ * DETAIL_SLOTS numbers in a Float64Array, then one 0/1 per requested key
+ * (present or not). Its strings travel separately in one text, each followed
+ * by a NUL: the exe path when hasExe, then argc argv elements, then the
+ * value of every present key, in key order.
  */
-export type NativeDetails = [
-  pid: number,
-  ppid: number,
-  pgid: number,
-  sid: number,
+export const SLOT = {
+  found: 0,
+  pid: 1,
+  ppid: 2,
+  pgid: 3,
+  sid: 4,
   /** effective uid (Linux: "Uid:" in /proc/PID/status; macOS: pbi_uid) */
-  uid: number,
-  realUid: number,
-  stateCode: number,
-  flags: number,
-  startTime: number,
-  /** null when unreadable */
-  exePath: string | null,
-  argv: string[] | null,
-  /** false when the environment could not be read at all */
-  envReadable: boolean,
-  ...envValues: Array<string | null>,
-];
+  uid: 5,
+  /** -1 when status could not be read */
+  realUid: 6,
+  stateCode: 7,
+  flags: 8,
+  startTime: 9,
+  hasExe: 10,
+  /** -1 when argv is unreadable */
+  argc: 11,
+  /** 0 when the environment could not be read at all */
+  envReadable: 12,
+} as const;
+export const DETAIL_SLOTS = 13;
 
-/** index of the first env value in NativeDetails */
-export const DETAILS_ENV = 12;
+/** What inspectMany resolves with: DETAIL_SLOTS + keys slots per pid, in request order, and their text. */
+export interface NativeDetailsBatch {
+  slots: Float64Array;
+  text: string;
+}
 
 export type NativeSignalOutcome = "signalled" | "gone" | "mismatch" | "denied" | "unsupported";
 
 export interface NativeBinding {
   readonly platform: "linux" | "darwin";
+  /** Full walk and its indexes, executed on a libuv worker thread (Napi::AsyncWorker). */
+  snapshot(): Promise<NativeSnapshot>;
   /**
-   * Full walk, executed on a libuv worker thread (Napi::AsyncWorker).
-   * uidFromStatus (Linux): processes whose /proc/PID/stat is owned by root
-   * take their effective uid from /proc/PID/status (non-dumpable processes
-   * show root as the owner of their /proc files). Ignored on macOS.
+   * Synchronous single-pid read into `slots` (a Float64Array of at least
+   * DETAIL_SLOTS + key count); returns its text, or null when the process
+   * does not exist, vanished mid-read, or `pid` is a thread id that is not
+   * its process's (Tgid != pid). `envKeys` is the keys joined by NUL.
    */
-  snapshot(uidFromStatus?: boolean): Promise<NativeSnapshot>;
-  /**
-   * Synchronous single-pid read; null when the process does not exist,
-   * vanished mid-read, or `pid` is a thread id that is not its process's
-   * (Tgid != pid).
-   */
-  inspect(pid: number, envKeys: string[]): NativeDetails | null;
+  inspect(pid: number, envKeys: string, slots: Float64Array): string | null;
+  /** The same reads for every pid in one worker-thread job; a pid that does not exist has Found 0. */
+  inspectMany(pids: Int32Array, envKeys: string): Promise<NativeDetailsBatch>;
   /** Linux: /proc/sys/kernel/random/boot_id; macOS: kern.bootsessionuuid. null when unreadable. */
   bootId(): string | null;
   /** Linux: readlink /proc/self/ns/pid (e.g. "pid:[4026531836]"); macOS: null. */
@@ -106,4 +112,10 @@ export interface NativeBinding {
    * holder dies.
    */
   lockExclusive(fd: number): number;
+  /**
+   * CLOCK_THREAD_CPUTIME_ID of the calling thread in nanoseconds (-1 when
+   * unreadable): what a call cost this thread, without the time a busy host
+   * gave to other threads. The benches measure the main thread with it.
+   */
+  threadCpuTimeNs(): number;
 }

@@ -6,9 +6,10 @@
 import { createRequire } from "node:module";
 import { fileURLToPath } from "node:url";
 import type { NativeBinding } from "./native-binding.js";
-import { DETAILS_ENV, INT_FIELDS, REC_EXITING, REC_KERNEL_THREAD, REC_ZOMBIE_LEADER } from "./native-binding.js";
-import { buildSnapshot, callerNeedsStatusUid } from "./snapshot.js";
-import type { InspectOptions, ProcessDetails, ProcessFacts, ProcessInfo, ProcessSnapshot } from "./types.js";
+import { DETAIL_SLOTS, REC_EXITING, REC_KERNEL_THREAD, REC_ZOMBIE_LEADER, SLOT } from "./native-binding.js";
+import { nativeSnapshot } from "./native-snapshot.js";
+import type { InspectOptions, ProcessDetails, ProcessFacts, ProcessSnapshot } from "./types.js";
+import { assertBatch } from "./inspect-many.js";
 import { assertEnvKeys, assertPid } from "./validate.js";
 
 const require = createRequire(import.meta.url);
@@ -19,6 +20,7 @@ const PACKAGE_ROOT = fileURLToPath(new URL("../../", import.meta.url));
 const METHODS = [
   "snapshot",
   "inspect",
+  "inspectMany",
   "bootId",
   "pidNamespace",
   "signalIfSame",
@@ -26,6 +28,8 @@ const METHODS = [
   "setParentDeathSignal",
   "reapChildren",
   "pidfdSupported",
+  "lockExclusive",
+  "threadCpuTimeNs",
 ] as const;
 
 let cached: { binding: NativeBinding | null; error: string | null } | undefined;
@@ -86,22 +90,13 @@ function checkShape(mod: unknown): string | null {
   return missing.length ? `addon is missing ${missing.join(", ")} (stale build?)` : null;
 }
 
-export interface NativeFactsOptions {
-  /**
-   * Linux: re-read the uid of root-owned /proc/PID/stat entries from status
-   * (see callerNeedsStatusUid in snapshot.ts). Default: whether this process is not root.
-   * Tests and the bench force it to measure or check the non-root path as root.
-   */
-  uidFromStatus?: boolean;
-}
-
-/** The `native` backend: exact start times, the /proc walk off the main thread. */
-export function createNativeFacts(binding: NativeBinding, opts: NativeFactsOptions = {}): ProcessFacts {
+/** The `native` backend: exact start times, the /proc walk and batches off the main thread. */
+export function createNativeFacts(binding: NativeBinding): ProcessFacts {
   // Neither changes during the life of a process: read once.
   let ids: { bootId: string | null; pidNamespace: string | null } | undefined;
   const identity = () => (ids ??= { bootId: binding.bootId(), pidNamespace: binding.pidNamespace() });
-  // the last walk's records, reused when a process has not changed
-  let previous: ReadonlyMap<number, ProcessInfo> = new Map();
+  // one inspect's slots, reused: inspect is synchronous, so no two calls share it
+  let slots = new Float64Array(DETAIL_SLOTS + 4);
 
   return {
     backend: "native",
@@ -109,80 +104,88 @@ export function createNativeFacts(binding: NativeBinding, opts: NativeFactsOptio
 
     async snapshot(): Promise<ProcessSnapshot> {
       const takenAt = Date.now();
-      const { count, ints, starts } = await binding.snapshot(opts.uidFromStatus ?? callerNeedsStatusUid());
-      const infos: ProcessInfo[] = new Array<ProcessInfo>(count);
-      for (let i = 0, o = 0; i < count; i++, o += INT_FIELDS) {
-        const pid = ints[o]!;
-        const start = starts[i]!;
-        const flags = ints[o + 6]!;
-        const old = previous.get(pid);
-        // Most processes are unchanged between walks: handing out the same
-        // (frozen) object keeps the young generation small, which is what
-        // keeps GC pauses off the event loop with thousands of processes.
-        const info =
-          old !== undefined &&
-          old.ppid === ints[o + 1] &&
-          old.pgid === ints[o + 2] &&
-          old.sid === ints[o + 3] &&
-          old.uid === ints[o + 4] &&
-          old.state.charCodeAt(0) === ints[o + 5] &&
-          old.zombieLeader === ((flags & REC_ZOMBIE_LEADER) !== 0) &&
-          old.kernelThread === ((flags & REC_KERNEL_THREAD) !== 0) &&
-          old.exiting === ((flags & REC_EXITING) !== 0) &&
-          Number(old.startTime) === start
-            ? old
-            : Object.freeze({
-                pid,
-                ppid: ints[o + 1]!,
-                pgid: ints[o + 2]!,
-                sid: ints[o + 3]!,
-                uid: ints[o + 4]!,
-                state: String.fromCharCode(ints[o + 5]!),
-                startTime: String(start),
-                kernelThread: (flags & REC_KERNEL_THREAD) !== 0,
-                zombieLeader: (flags & REC_ZOMBIE_LEADER) !== 0,
-                exiting: (flags & REC_EXITING) !== 0,
-              });
-        infos[i] = info;
-      }
-      const snap = buildSnapshot(takenAt, infos);
-      previous = snap.processes;
-      return snap;
+      return nativeSnapshot(takenAt, await binding.snapshot());
     },
 
     async inspect(pid: number, opts?: InspectOptions): Promise<ProcessDetails | null> {
       // Validate before touching the OS: bad input is an error even when no
       // such process exists.
       assertPid(pid);
-      const envKeys = opts?.envKeys;
-      assertEnvKeys(envKeys, "opts.envKeys");
-      const keys = envKeys ? [...envKeys] : [];
-      const d = binding.inspect(pid, keys);
-      if (d === null) return null;
-      const env: Record<string, string | null> = {};
-      for (let i = 0; i < keys.length; i++) env[keys[i]!] = (d[DETAILS_ENV + i] as string | null | undefined) ?? null;
-      const flags = d[7];
-      const details: ProcessDetails = {
-        pid: d[0],
-        ppid: d[1],
-        pgid: d[2],
-        sid: d[3],
-        uid: d[4],
-        state: String.fromCharCode(d[6]),
-        startTime: String(d[8]),
-        kernelThread: (flags & REC_KERNEL_THREAD) !== 0,
-        zombieLeader: (flags & REC_ZOMBIE_LEADER) !== 0,
-        exiting: (flags & REC_EXITING) !== 0,
-        exePath: d[9],
-        argv: d[10],
-        env,
-        envReadable: d[11],
-      };
-      if (d[5] >= 0) details.realUid = d[5];
-      const { bootId, pidNamespace } = identity();
-      if (bootId !== null) details.bootId = bootId;
-      if (pidNamespace !== null) details.pidNamespace = pidNamespace;
-      return details;
+      const keys = opts?.envKeys ?? NO_KEYS;
+      assertEnvKeys(keys, "opts.envKeys");
+      if (slots.length < DETAIL_SLOTS + keys.length) slots = new Float64Array(DETAIL_SLOTS + keys.length);
+      const text = binding.inspect(pid, keys.join("\0"), slots);
+      if (text === null) return null;
+      return decodeDetails(slots, 0, keys, text.split("\0"), { next: 0 }, identity());
+    },
+
+    async inspectMany(pids: readonly number[], opts?: InspectOptions): Promise<Array<ProcessDetails | null>> {
+      const keys = opts?.envKeys ?? NO_KEYS;
+      const packed = packPids(pids, keys);
+      if (packed.length === 0) return [];
+      const { slots: all, text } = await binding.inspectMany(packed, keys.join("\0"));
+      const pieces = text.split("\0");
+      const cursor = { next: 0 };
+      const stride = DETAIL_SLOTS + keys.length;
+      const host = identity();
+      const out = new Array<ProcessDetails | null>(packed.length);
+      for (let i = 0; i < packed.length; i++) out[i] = decodeDetails(all, i * stride, keys, pieces, cursor, host);
+      return out;
     },
   };
+}
+
+const NO_KEYS: readonly string[] = Object.freeze([]);
+
+/** Validates a batch's input before anything is read (as inspect does), and packs its pids. */
+function packPids(pids: readonly number[], keys: readonly string[]): Int32Array {
+  assertBatch(pids, keys);
+  return Int32Array.from(pids);
+}
+
+/**
+ * One record of the addon's packing (native-binding.ts SLOT): its numbers at
+ * slots[at…], its strings from pieces[cursor.next…], which it advances.
+ * null when the process was not found.
+ */
+function decodeDetails(
+  slots: Float64Array,
+  at: number,
+  keys: readonly string[],
+  pieces: readonly string[],
+  cursor: { next: number },
+  host: { bootId: string | null; pidNamespace: string | null },
+): ProcessDetails | null {
+  if (slots[at + SLOT.found] !== 1) return null;
+  const flags = slots[at + SLOT.flags]!;
+  const exePath = slots[at + SLOT.hasExe] === 1 ? pieces[cursor.next++]! : null;
+  const argc = slots[at + SLOT.argc]!;
+  let argv: string[] | null = null;
+  if (argc >= 0) {
+    argv = pieces.slice(cursor.next, cursor.next + argc);
+    cursor.next += argc;
+  }
+  const env: Record<string, string | null> = {};
+  for (let k = 0; k < keys.length; k++) env[keys[k]!] = slots[at + DETAIL_SLOTS + k] === 1 ? pieces[cursor.next++]! : null;
+  const details: ProcessDetails = {
+    pid: slots[at + SLOT.pid]!,
+    ppid: slots[at + SLOT.ppid]!,
+    pgid: slots[at + SLOT.pgid]!,
+    sid: slots[at + SLOT.sid]!,
+    uid: slots[at + SLOT.uid]!,
+    state: String.fromCharCode(slots[at + SLOT.stateCode]!),
+    startTime: String(slots[at + SLOT.startTime]!),
+    kernelThread: (flags & REC_KERNEL_THREAD) !== 0,
+    zombieLeader: (flags & REC_ZOMBIE_LEADER) !== 0,
+    exiting: (flags & REC_EXITING) !== 0,
+    exePath,
+    argv,
+    env,
+    envReadable: slots[at + SLOT.envReadable] === 1,
+  };
+  const realUid = slots[at + SLOT.realUid]!;
+  if (realUid >= 0) details.realUid = realUid;
+  if (host.bootId !== null) details.bootId = host.bootId;
+  if (host.pidNamespace !== null) details.pidNamespace = host.pidNamespace;
+  return details;
 }

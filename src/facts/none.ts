@@ -9,6 +9,7 @@
  * therefore never signals. Input is validated first, as on every backend, so
  * a programming error still surfaces as the TypeError/RangeError it is.
  */
+import { assertBatch } from "./inspect-many.js";
 import { assertEnvKeys, assertPid } from "./validate.js";
 import type { InspectOptions, ProcessDetails, ProcessFacts, ProcessSnapshot } from "./types.js";
 
@@ -31,6 +32,10 @@ export function createNoneFacts(reason?: string): ProcessFacts {
     async inspect(pid: number, opts?: InspectOptions): Promise<ProcessDetails | null> {
       assertPid(pid);
       assertEnvKeys(opts?.envKeys, "opts.envKeys");
+      throw new FactsUnavailableError(message);
+    },
+    async inspectMany(pids: readonly number[], opts?: InspectOptions): Promise<Array<ProcessDetails | null>> {
+      assertBatch(pids, opts?.envKeys);
       throw new FactsUnavailableError(message);
     },
   };

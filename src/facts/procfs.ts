@@ -6,7 +6,8 @@
  */
 import fs, { promises as fsp } from "node:fs";
 import { isAlive } from "./liveness.js";
-import { buildSnapshot, callerNeedsStatusUid } from "./snapshot.js";
+import { inspectEach } from "./inspect-many.js";
+import { buildSnapshot } from "./snapshot.js";
 import { assertEnvKeys, assertPid } from "./validate.js";
 import type { InspectOptions, ProcessDetails, ProcessFacts, ProcessInfo, ProcessSnapshot } from "./types.js";
 
@@ -276,6 +277,16 @@ async function liveThreadsBehindZombie(dir: string, status: ParsedStatus | null)
   return false;
 }
 
+/** The owner of a /proc/PID directory, or null when it is gone or hidden. */
+async function dirOwner(dir: string): Promise<number | null> {
+  try {
+    return (await fsp.stat(dir)).uid;
+  } catch (err) {
+    if (isGoneOrHidden(err)) return null;
+    throw err;
+  }
+}
+
 async function readOptional(path: string): Promise<Buffer | null> {
   try {
     return await fsp.readFile(path);
@@ -299,12 +310,6 @@ async function readlinkOptional(path: string): Promise<string | null> {
 export interface ProcfsOptions {
   /** mount point to read; tests may point it at a fixture tree */
   root?: string;
-  /**
-   * Re-read the uid of root-owned stat entries from status in snapshots
-   * (a non-dumpable process's /proc files belong to root). Default: whether
-   * this process is not root, as in the native backend.
-   */
-  uidFromStatus?: boolean;
 }
 
 export function createProcfsFacts(opts: ProcfsOptions = {}): ProcessFacts {
@@ -320,7 +325,6 @@ export function createProcfsFacts(opts: ProcfsOptions = {}): ProcessFacts {
 
   async function snapshot(): Promise<ProcessSnapshot> {
     const takenAt = Date.now();
-    const uidFromStatus = opts.uidFromStatus ?? callerNeedsStatusUid();
     const names = await fsp.readdir(root);
     const pids: number[] = [];
     for (const n of names) if (UINT_RE.test(n)) pids.push(Number(n));
@@ -332,19 +336,19 @@ export function createProcfsFacts(opts: ProcfsOptions = {}): ProcessFacts {
         const pid = pids[next++]!;
         const r = await readStat(pid, root, buf);
         if (r === null) continue;
+        const dir = `${root}/${pid}`;
+        // a root-owned stat may belong to a non-dumpable process or a zombie:
+        // the pid directory's owner is the effective uid either way (native/facts_linux.cc)
+        let uid = r.owner;
+        if (uid === 0 && (r.stat.flags & PF_KTHREAD) === 0) {
+          const owner = await dirOwner(dir);
+          if (owner === null) continue; // gone since its stat was read
+          uid = owner;
+        }
         // a zombie leader may still have live threads: only then is status read (an
         // exiting leader not yet Z counts as going away, as in native/facts_linux.cc)
-        const zombie = r.stat.state === "Z";
-        const rootOwned = uidFromStatus && r.owner === 0;
-        if (!zombie && !rootOwned) {
-          infos.push(toInfo(r.stat, r.owner, false));
-          continue;
-        }
-        // rare: zombies and (for a non-root caller) root-owned entries pay for a status read
-        const dir = `${root}/${pid}`;
-        const status = await readStatus(dir);
-        const uid = rootOwned ? (status?.effectiveUid ?? r.owner) : r.owner;
-        infos.push(toInfo(r.stat, uid, zombie && (await liveThreadsBehindZombie(dir, status))));
+        const zombieLeader = r.stat.state === "Z" && (await liveThreadsBehindZombie(dir, await readStatus(dir)));
+        infos.push(toInfo(r.stat, uid, zombieLeader));
       }
     };
     await Promise.all(Array.from({ length: Math.min(CONCURRENCY, pids.length) }, worker));
@@ -393,7 +397,8 @@ export function createProcfsFacts(opts: ProcfsOptions = {}): ProcessFacts {
     return details;
   }
 
-  return { backend: "procfs", identityStrength: "exact", snapshot, inspect };
+  const inspectMany = (pids: readonly number[], o?: InspectOptions) => inspectEach(inspect, pids, o, CONCURRENCY / 4);
+  return { backend: "procfs", identityStrength: "exact", snapshot, inspect, inspectMany };
 }
 
 /** Whether the file could be opened for reading now (used only when no env key was asked for). */

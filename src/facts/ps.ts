@@ -21,6 +21,7 @@
  * the rest of its argument, so `-o pid=,ppid=` would be one column there.
  */
 import { execFile } from "node:child_process";
+import { inspectEach } from "./inspect-many.js";
 import { buildSnapshot } from "./snapshot.js";
 import { assertEnvKeys, assertPid } from "./validate.js";
 import type { InspectOptions, ProcessDetails, ProcessFacts, ProcessInfo, ProcessSnapshot } from "./types.js";
@@ -180,5 +181,7 @@ export function createPsFacts(opts: PsOptions = {}): ProcessFacts {
     return { ...rows[0]!, exePath: null, argv: null, env, envReadable: false };
   }
 
-  return { backend: "ps", identityStrength: "coarse", snapshot, inspect };
+  // a few ps runs at a time: each one is a fork and exec
+  const inspectMany = (pids: readonly number[], o?: InspectOptions) => inspectEach(inspect, pids, o, 4);
+  return { backend: "ps", identityStrength: "coarse", snapshot, inspect, inspectMany };
 }

@@ -4,8 +4,9 @@ const EMPTY: readonly ProcessInfo[] = Object.freeze([]);
 
 /**
  * Builds the snapshot indexes once (children by ppid, members by pgid) so
- * `childrenOf` and `groupMembers` are O(1) per call. Every backend goes
- * through here, so the indexes can never disagree between backends.
+ * `childrenOf` and `groupMembers` are O(1) per call, for the procfs and ps
+ * backends; the native backend's worker builds the same tables
+ * (native-snapshot.ts), held to this one by test/facts/equivalence.test.ts.
  */
 export function buildSnapshot(takenAt: number, infos: Iterable<ProcessInfo>): ProcessSnapshot {
   const processes = new Map<number, ProcessInfo>();
@@ -34,12 +35,3 @@ function push(index: Map<number, ProcessInfo[]>, key: number, p: ProcessInfo): v
   else index.set(key, [p]);
 }
 
-/**
- * Whether a snapshot must look past the owner of /proc/PID/stat: a
- * non-dumpable process's /proc files belong to root, so a caller that is not
- * root would not recognise its own such processes. Root is owner of every
- * process as far as signals go, so a root caller skips the extra reads.
- */
-export function callerNeedsStatusUid(): boolean {
-  return typeof process.geteuid === "function" && process.geteuid() !== 0;
-}

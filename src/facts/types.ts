@@ -87,6 +87,16 @@ export interface ProcessFacts {
   snapshot(): Promise<ProcessSnapshot>;
   /** One process in depth; null when it does not exist (or is gone mid-read). */
   inspect(pid: number, opts?: InspectOptions): Promise<ProcessDetails | null>;
+  /**
+   * inspect for many pids at once: one result per pid, in order, each
+   * independent of the others (null for a pid that does not exist or is
+   * gone mid-read, never an error for the batch). The native backend reads
+   * them all in one worker-thread job; procfs and ps loop over inspect.
+   * Every pid is validated first, as inspect does; an empty list gives [].
+   * It rejects only when the facts themselves fail (the none backend, ps
+   * that cannot run): then nothing about any pid is known.
+   */
+  inspectMany(pids: readonly number[], opts?: InspectOptions): Promise<Array<ProcessDetails | null>>;
 }
 
 /**

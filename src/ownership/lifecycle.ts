@@ -401,6 +401,7 @@ function countingFacts(facts: ProcessFacts, onSnapshot: () => void): ProcessFact
       return facts.snapshot();
     },
     inspect: (pid, o) => facts.inspect(pid, o),
+    inspectMany: (pids, o) => facts.inspectMany(pids, o),
   };
 }
 
@@ -423,5 +424,6 @@ function coalescingFacts(facts: ProcessFacts): ProcessFacts {
       return inflight;
     },
     inspect: (pid, o) => facts.inspect(pid, o),
+    inspectMany: (pids, o) => facts.inspectMany(pids, o),
   };
 }

@@ -18,6 +18,7 @@ import { createSignaller } from "../../src/facts/signal.js";
 import type { ProcessFacts, ProcessInfo, ProcessSignaller } from "../../src/facts/types.js";
 import { openLeaseStore } from "../../src/ownership/index.js";
 import { agentArgv, alive, disposeAfterEach, GRACE_MS, leaseCarriers, tempStateDir, trackChild, trackLease, waitFor } from "./controller-helpers.js";
+import { inspectEach } from "../../src/facts/inspect-many.js";
 
 const controllers = disposeAfterEach();
 
@@ -39,6 +40,7 @@ function trickyFacts(): { facts: ProcessFacts; blind: Set<number>; ghost: Proces
       return buildSnapshot(snap.takenAt, [...snap.processes.values(), g]);
     },
     inspect: (pid, o) => (t.blind.has(pid) ? Promise.reject(new Error(`inspect of ${pid} failed (test)`)) : real.inspect(pid, o)),
+    inspectMany: (pids, o) => inspectEach(t.facts.inspect, pids, o, 8),
   };
   return t;
 }

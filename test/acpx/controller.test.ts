@@ -26,6 +26,7 @@ import {
   trackPid,
   waitFor,
 } from "./controller-helpers.js";
+import { inspectEach } from "../../src/facts/inspect-many.js";
 
 const controllers = disposeAfterEach();
 async function newController(
@@ -244,6 +245,7 @@ function switchableFacts(): { facts: ProcessFacts; down: boolean; failSnapshots:
       return ctl.down ? Promise.reject(new Error("process list unavailable (test)")) : real.snapshot();
     },
     inspect: (pid, o) => (broken() ? Promise.reject(new Error("process list unavailable (test)")) : real.inspect(pid, o)),
+    inspectMany: (pids, o) => inspectEach(ctl.facts.inspect, pids, o, 8),
   };
   return ctl;
 }

@@ -38,8 +38,6 @@ interface Row {
   skip: string | null;
   /** what inspect can tell beyond the cheap fields */
   deep: boolean;
-  /** the snapshot a non-root caller gets (status re-read for root-owned stat), forced even as root; null: ps has no such switch */
-  makeNonRootView: (() => ProcessFacts) | null;
 }
 
 const rows: Row[] = [
@@ -48,16 +46,14 @@ const rows: Row[] = [
     make: () => createNativeFacts(binding!),
     skip: binding === null ? `native addon not loaded: ${loadError()}` : null,
     deep: true,
-    makeNonRootView: () => createNativeFacts(binding!, { uidFromStatus: true }),
   },
   {
     name: "procfs",
     make: () => createProcfsFacts(),
     skip: isLinux ? null : `procfs needs Linux, this is ${process.platform}`,
     deep: true,
-    makeNonRootView: () => createProcfsFacts({ uidFromStatus: true }),
   },
-  { name: "ps", make: () => createPsFacts(), skip: hasPs ? null : "no ps binary on this host", deep: false, makeNonRootView: null },
+  { name: "ps", make: () => createPsFacts(), skip: hasPs ? null : "no ps binary on this host", deep: false },
 ];
 
 for (const r of rows) if (r.skip !== null) console.log(`[backends] skipping ${r.name}: ${r.skip}`);
@@ -257,16 +253,11 @@ describe.each(rows)("facts backend $name", (row) => {
       expect(d).toMatchObject({ pid: child.pid, uid: euid });
       if (row.deep) expect(d!.realUid).toBe(ruid);
 
+      // every backend, whoever asks: the effective uid (ps prints it; native and
+      // procfs read the owner of /proc/PID, which the kernel keeps at the euid)
       const snap = await facts.snapshot();
-      if (row.makeNonRootView === null) {
-        expect(snap.processes.get(child.pid)?.uid).toBe(euid); // ps prints the effective uid
-      } else {
-        // a root caller keeps the stat owner (for root, uid decides nothing); a non-root caller re-reads status
-        expect(snap.processes.get(child.pid)?.uid).toBe(root ? 0 : euid);
-        const nonRoot = await row.makeNonRootView().snapshot();
-        expect(nonRoot.processes.get(child.pid)?.uid).toBe(euid);
-        expect(nonRoot.processes.get(process.pid)?.uid).toBe(process.geteuid!()); // a dumpable one is unchanged
-      }
+      expect(snap.processes.get(child.pid)?.uid).toBe(euid);
+      expect(snap.processes.get(process.pid)?.uid).toBe(process.geteuid!()); // a dumpable one is unchanged
     },
   );
 

@@ -5,6 +5,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createNativeFacts, loadError, loadNative } from "../../src/facts/native.js";
 import { createProcfsFacts } from "../../src/facts/procfs.js";
+import { buildSnapshot } from "../../src/facts/snapshot.js";
 import type { ProcessFacts } from "../../src/facts/types.js";
 import { once } from "node:events";
 import { readdirSync } from "node:fs";
@@ -77,6 +78,47 @@ d(`native equals procfs${suffix}`, () => {
     }
     // childrenOf / groupMembers go through the same index builder
     expect(b.childrenOf(process.pid).map((p) => p.pid).sort()).toEqual(a.childrenOf(process.pid).map((p) => p.pid).sort());
+  });
+
+  it("the native indexes answer what buildSnapshot's would over the same records: get, childrenOf, groupMembers for every key", async () => {
+    const a = await native.snapshot();
+    const records = [...a.processes.values()];
+    const b = buildSnapshot(a.takenAt, records);
+    expect(a.processes.size).toBe(b.processes.size);
+    expect([...a.processes.keys()]).toEqual([...b.processes.keys()]);
+    const keys = new Set<number>([0, -1, 1, 2 ** 31, 2 ** 22 + 1]);
+    for (const p of records) {
+      keys.add(p.pid).add(p.ppid).add(p.pgid).add(p.sid);
+      expect(a.processes.get(p.pid)).toBe(p);
+      expect(a.processes.has(p.pid)).toBe(true);
+    }
+    for (const k of keys) {
+      expect(a.childrenOf(k).map((p) => p.pid), `childrenOf(${k})`).toEqual(b.childrenOf(k).map((p) => p.pid));
+      expect(a.groupMembers(k).map((p) => p.pid), `groupMembers(${k})`).toEqual(b.groupMembers(k).map((p) => p.pid));
+      expect(a.processes.has(k)).toBe(b.processes.has(k));
+    }
+    for (const odd of [Number.NaN, 1.5, -7, Infinity]) {
+      expect(a.childrenOf(odd)).toEqual([]);
+      expect(a.processes.get(odd)).toBeUndefined();
+    }
+  });
+
+  it("a non-dumpable process of another uid: both snapshots report its effective uid, as inspect does", async (ctx) => {
+    const h = buildCHelper("nondumpable");
+    if (h.path === null || process.geteuid!() !== 0) {
+      console.log(`[equivalence] non-dumpable uid skipped: ${h.path === null ? h.why : "needs root to run a process as uid 65534"}`);
+      ctx.skip();
+    }
+    const nd = spawnTracked(h.path!, ["65533", "65534"]);
+    await printed(nd, "ready");
+    try {
+      const uids = [(await native.snapshot()).processes.get(nd.pid)?.uid, (await procfs.snapshot()).processes.get(nd.pid)?.uid];
+      expect(uids).toEqual([65534, 65534]);
+      expect((await native.inspect(nd.pid))?.uid).toBe(65534);
+    } finally {
+      nd.kill("SIGKILL");
+      await once(nd, "exit");
+    }
   });
 
   it("inspect of a child is equal in every field", async () => {

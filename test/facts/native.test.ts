@@ -9,7 +9,7 @@ import { fileURLToPath } from "node:url";
 import { performance } from "node:perf_hooks";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { createNativeFacts, loadError, loadNative, nativeAddonPath } from "../../src/facts/native.js";
-import { REC_ZOMBIE_LEADER, type NativeDetails } from "../../src/facts/native-binding.js";
+import { DETAIL_SLOTS, REC_ZOMBIE_LEADER, SLOT } from "../../src/facts/native-binding.js";
 
 const binding = loadNative();
 const skipReason = binding ? null : `native addon did not load: ${loadError() ?? "unknown reason"}`;
@@ -96,18 +96,23 @@ suite(suiteName, () => {
     expect(snap.processes.get(process.pid)).toMatchObject({ pid: process.pid, ppid: process.ppid });
   });
 
-  it("hands out frozen records, reusing the object only while a process is unchanged", async () => {
+  it("hands out frozen records, one object per process within a snapshot, and a new walk sees changes", async () => {
     const child = track(spawn("sleep", ["30"], { stdio: "ignore" }));
     const pid = await spawned(child);
-    const first = await waitFor("child to sleep", async () => {
-      const p = (await facts.snapshot()).processes.get(pid);
-      return p?.state === "S" ? p : undefined;
+    const { first, snap } = await waitFor("child to sleep", async () => {
+      const s = await facts.snapshot();
+      const p = s.processes.get(pid);
+      return p?.state === "S" ? { first: p, snap: s } : undefined;
     });
     expect(Object.isFrozen(first)).toBe(true);
     expect(() => {
       (first as { pid: number }).pid = 1;
     }).toThrow(TypeError);
-    expect((await facts.snapshot()).processes.get(pid)).toBe(first);
+    // get, the parent index, the group index and iteration all hand out the same record
+    expect(snap.processes.get(pid)).toBe(first);
+    expect(snap.childrenOf(process.pid).find((p) => p.pid === pid)).toBe(first);
+    expect(snap.groupMembers(first.pgid).find((p) => p.pid === pid)).toBe(first);
+    expect([...snap.processes.values()].find((p) => p.pid === pid)).toBe(first);
     child.kill("SIGSTOP");
     const stopped = await waitFor("child to stop", async () => {
       const p = (await facts.snapshot()).processes.get(pid);
@@ -273,24 +278,30 @@ suite(suiteName, () => {
     await waitFor("exec of sleep", async () => ((await facts.inspect(pid))?.argv?.[0] === "sleep" ? true : undefined));
     // the checkout may be 0700: the other uid loads the addon from a world-readable copy
     const copy = worldReadableCopies([nativeAddonPath() ?? "addon-not-found"]);
-    const script = `process.stdout.write(JSON.stringify(require(${JSON.stringify(copy.paths[0])}).inspect(${pid}, ["PATH"])))`;
+    const script =
+      `const s = new Float64Array(${DETAIL_SLOTS + 1}); const t = require(${JSON.stringify(copy.paths[0])}).inspect(${pid}, "PATH", s);` +
+      `process.stdout.write(JSON.stringify({ slots: [...s], text: t }))`;
     const run = spawnSync(process.execPath, ["-e", script], { uid: 65534, gid: 65534, cwd: copy.dir, encoding: "utf8", timeout: 15_000 });
     if (process.getuid!() !== 0 || run.status !== 0) {
       console.log(`[native.test] unprivileged view not checked: ${run.error?.message ?? (run.stderr || "not root")}`);
       expect(process.getuid!()).not.toBe(0); // only acceptable reason
       return;
     }
-    // the raw NativeDetails array: [pid, ppid, pgid, sid, uid, realUid, state, flags, start, exe, argv, envReadable, PATH]
-    const d = JSON.parse(run.stdout) as unknown[];
-    expect(d[0]).toBe(pid);
-    expect([d[4], d[5]]).toEqual([0, 0]); // uid and realUid from status: sleep runs as root
-    expect(d.slice(9)).toEqual([null, ["sleep", "30"], false, null]);
+    // the raw packing (native-binding.ts SLOT): numbers, then the text of exe, argv and present env values
+    const { slots: d, text } = JSON.parse(run.stdout) as { slots: number[]; text: string };
+    expect(d[SLOT.pid]).toBe(pid);
+    expect([d[SLOT.uid], d[SLOT.realUid]]).toEqual([0, 0]); // uid and realUid from status: sleep runs as root
+    expect([d[SLOT.hasExe], d[SLOT.argc], d[SLOT.envReadable], d[DETAIL_SLOTS]]).toEqual([0, 2, 0, 0]);
+    expect(text).toBe("sleep\u000030\u0000");
   });
 
   it("maps unreadable environments to null values for every requested key", async () => {
     const stub = {
       ...binding!,
-      inspect: (): NativeDetails => [7, 1, 7, 7, 0, -1, "S".charCodeAt(0), REC_ZOMBIE_LEADER, 5, null, null, false, null, null],
+      inspect: (_pid: number, _keys: string, s: Float64Array): string => {
+        s.set([1, 7, 1, 7, 7, 0, -1, "S".charCodeAt(0), REC_ZOMBIE_LEADER, 5, 0, -1, 0, 0, 0]);
+        return "";
+      },
     };
     const d = await createNativeFacts(stub).inspect(7, { envKeys: ["A", "B"] });
     expect(d).toMatchObject({ startTime: "5", state: "S", env: { A: null, B: null }, envReadable: false, exePath: null, argv: null, zombieLeader: true, kernelThread: false });

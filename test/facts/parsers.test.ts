@@ -248,7 +248,7 @@ describe("procfs over a fixture /proc tree (unreadable and odd entries)", () => 
   it("snapshot skips malformed entries and non-pid names", async () => {
     const root = await tree();
     try {
-      const snap = await createProcfsFacts({ root, uidFromStatus: false }).snapshot();
+      const snap = await createProcfsFacts({ root }).snapshot();
       // 400 is dead ("X"): gone. 501 is listed here only because a fixture has no
       // readdir semantics: the real /proc lists thread-group leaders only.
       expect([...snap.processes.keys()]).toEqual([100, 200, 501, 600, 601, 602, 700, 800]);
@@ -257,13 +257,8 @@ describe("procfs over a fixture /proc tree (unreadable and odd entries)", () => 
       expect(snap.processes.get(602)).toMatchObject({ state: "Z", zombieLeader: false });
       expect(snap.processes.get(800)).toMatchObject({ kernelThread: true });
       expect(snap.processes.get(100)).toMatchObject({ kernelThread: false, zombieLeader: false });
-      // the stat owner, unless asked to look at status for root-owned entries
+      // the stat owner; a root-owned one is asked of its pid directory (here: the fixture's owner)
       expect(snap.processes.get(700)?.uid).toBe(process.geteuid!());
-      if (process.geteuid!() === 0) {
-        const nonRoot = await createProcfsFacts({ root, uidFromStatus: true }).snapshot();
-        expect(nonRoot.processes.get(700)?.uid).toBe(8);
-        expect(nonRoot.processes.get(100)?.uid).toBe(0); // no status file: the owner stands
-      }
       expect(snap.groupMembers(-1)).toEqual([]);
       expect(snap.childrenOf(100).map((p) => p.pid)).toEqual([200]);
       expect(snap.groupMembers(100).map((p) => p.pid)).toEqual([100, 200]);

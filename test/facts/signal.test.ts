@@ -9,6 +9,7 @@ import { afterEach, describe, expect, it } from "vitest";
 import { createNativeFacts, loadError, loadNative, nativeAddonPath } from "../../src/facts/native.js";
 import { createSignaller } from "../../src/facts/signal.js";
 import type { ProcessDetails, ProcessFacts, ProcessSignaller } from "../../src/facts/types.js";
+import { inspectEach } from "../../src/facts/inspect-many.js";
 
 const binding = loadNative();
 const skipReason = binding ? null : `native addon did not load: ${loadError() ?? "unknown reason"}`;
@@ -62,6 +63,7 @@ function procfsStub(identityStrength: ProcessFacts["identityStrength"] = "exact"
       if (start === null) return null;
       return { pid, ppid: 0, pgid: 0, sid: 0, uid: 0, state: "S", startTime: start, exePath: null, argv: null, env: {} };
     },
+    inspectMany: (pids: readonly number[]) => inspectEach((pid) => stub.inspect(pid), pids, undefined, 1),
   };
   return stub;
 }

@@ -26,6 +26,7 @@ import {
   type LeaseStore,
   type ReapOutcome,
 } from "../../src/ownership/index.js";
+import { inspectEach } from "../../src/facts/inspect-many.js";
 
 const children: ChildProcess[] = [];
 const dirs: string[] = [];
@@ -160,6 +161,7 @@ describe("recordRootIdentity", () => {
       identityStrength: "exact",
       snapshot: () => Promise.reject(new Error("not used")),
       inspect: async (pid) => (pid === 31337 ? zombie : null),
+      inspectMany: (pids, o) => inspectEach(stub.inspect, pids, o, 1),
     };
     const r = await recordRootIdentity(store, lease.leaseId, { rootPid: 31337 }, stub);
     expect(r.identity).toBe("gone");

@@ -5,6 +5,7 @@
  * turn zombie). The table can be changed between calls.
  */
 import { buildSnapshot } from "../../src/facts/snapshot.js";
+import { inspectEach } from "../../src/facts/inspect-many.js";
 import { computeCommandHash } from "../../src/ownership/command-hash.js";
 import type { AcpxProcessLease } from "../../src/ownership/types.js";
 import type {
@@ -66,6 +67,9 @@ export class SimFacts implements ProcessFacts {
     this.snapshots++;
     if (this.snapshotFails) throw new Error("EACCES: /proc unreadable (simulated)");
     return buildSnapshot(Date.now(), [...this.table.values()].map(strip));
+  }
+  inspectMany(pids: readonly number[], opts?: InspectOptions): Promise<Array<ProcessDetails | null>> {
+    return inspectEach((pid, o) => this.inspect(pid, o), pids, opts, 1);
   }
   async inspect(pid: number, opts?: InspectOptions): Promise<ProcessDetails | null> {
     this.inspects++;

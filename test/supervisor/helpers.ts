@@ -10,6 +10,7 @@ import { getProcessFacts } from "../../src/facts/get.js";
 import type { ProcessFacts, ProcessInfo, ProcessSignaller } from "../../src/facts/types.js";
 import { INSTANCE_ENV_KEY } from "../../src/ownership/types.js";
 import { isAliveSync } from "../helpers/liveness.js";
+import { inspectEach } from "../../src/facts/inspect-many.js";
 
 export const FIXTURES = join(dirname(fileURLToPath(import.meta.url)), "..", "fixtures", "supervisor");
 export const fixture = (name: string) => join(FIXTURES, name);
@@ -96,6 +97,9 @@ export function reusedPidFacts(pid: number, fake: (real: string) => string, on: 
     async inspect(p, o) {
       const d = await real.inspect(p, o);
       return d === null ? null : patch(d);
+    },
+    inspectMany(pids, o) {
+      return inspectEach((p, oo) => this.inspect(p, oo), pids, o, 8);
     },
   };
 }

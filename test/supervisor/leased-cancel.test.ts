@@ -21,6 +21,7 @@ import { openLeaseStore } from "../../src/ownership/lease-store.js";
 import { LEASE_ENV_KEY } from "../../src/ownership/types.js";
 import { createProcessSupervisor } from "../../src/supervisor/supervisor.js";
 import { fixture, isAlive, killQuietly, matcher, recordingSignaller, waitFor } from "./helpers.js";
+import { inspectEach } from "../../src/facts/inspect-many.js";
 
 const FACTS = getProcessFacts();
 const NO_ENV = FACTS.backend === "ps" || FACTS.backend === "none";
@@ -166,6 +167,9 @@ function switchedFacts(): { facts: ProcessFacts; fakeStart: Map<number, string>;
       if (t.failInspect) throw new Error("inspect failed (test)");
       const d = await FACTS.inspect(pid, o);
       return d === null ? null : patch(d);
+    },
+    inspectMany(pids, o) {
+      return inspectEach((p, oo) => this.inspect(p, oo), pids, o, 8);
     },
   };
   return t;

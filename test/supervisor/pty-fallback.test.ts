@@ -13,6 +13,7 @@ import type { ProcessFacts, ProcessSignaller } from "../../src/facts/types.js";
 import type { PtyModule } from "../../src/supervisor/adapters/pty.js";
 import { createProcessSupervisor, PTY_EXIT_FALLBACK_MS } from "../../src/supervisor/supervisor.js";
 import { isAlive, killQuietly, matcher, waitFor } from "./helpers.js";
+import { inspectEach } from "../../src/facts/inspect-many.js";
 
 const FACTS = getProcessFacts();
 const NONE = FACTS.identityStrength === "none";
@@ -59,6 +60,9 @@ function countingFacts(): { facts: ProcessFacts; looks: Map<number, number> } {
       inspect(pid, o) {
         looks.set(pid, (looks.get(pid) ?? 0) + 1);
         return FACTS.inspect(pid, o);
+      },
+      inspectMany(pids, o) {
+        return inspectEach((p, oo) => this.inspect(p, oo), pids, o, 8);
       },
     },
   };

@@ -96,7 +96,13 @@ describe("reconcile follows ownership's reap rule", () => {
     dirs.push(dir);
     const real = getProcessFacts();
     // the same facts, labelled as a backend that cannot read environments: the remnant search is blocked
-    const blind: ProcessFacts = { backend: "ps", identityStrength: real.identityStrength, snapshot: () => real.snapshot(), inspect: (p, o) => real.inspect(p, o) };
+    const blind: ProcessFacts = {
+      backend: "ps",
+      identityStrength: real.identityStrength,
+      snapshot: () => real.snapshot(),
+      inspect: (p, o) => real.inspect(p, o),
+      inspectMany: (pids, o) => real.inspectMany(pids, o),
+    };
     const store = await openLeaseStore(dir);
     const exited = async (runs: ReturnType<typeof createRunLeases>, runId: string) => {
       const { leaseId, env } = await runs.open(runId, [process.execPath, "-e", "setTimeout(() => {}, 100)"]);

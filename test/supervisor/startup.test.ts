@@ -19,6 +19,7 @@ import { loadNodePty, PtyUnavailableError, type PtyLoader, type PtyModule } from
 import { createProcessSupervisor, type ProcessSupervisor } from "../../src/supervisor/supervisor.js";
 import type { ManagedRun, RunExit } from "../../src/supervisor/types.js";
 import { gate, instanceCarriers, isAlive, killQuietly, pgidOf, waitFor } from "./helpers.js";
+import { inspectEach } from "../../src/facts/inspect-many.js";
 
 const FACTS = getProcessFacts();
 const PTY = await loadNodePty().then(
@@ -158,6 +159,9 @@ describe("cancel while a run is starting", () => {
           await g.gate;
         }
         return FACTS.inspect(pid, o);
+      },
+      inspectMany(pids, o) {
+        return inspectEach((p, oo) => this.inspect(p, oo), pids, o, 8);
       },
     };
     const { sup, gatewayInstanceId } = supervisor({ stateDir: dir, facts: held });
