@@ -1,10 +1,14 @@
 // How fast are live process facts, and what do they cost the event loop?
 // native vs procfs vs ps snapshots at the current process count and with
-// 1,000 extra sleepers; the native walk against a C floor doing the same
-// syscalls, also as a caller that is not root sees it (status re-read for
-// every root-owned stat, marked †); native inspect with one env key against
-// a C loop making the same syscalls; event-loop delay while native
-// snapshots run.
+// 1,000 extra sleepers (and 10,000 in the full run); the native walk against
+// a C floor making the same syscalls; native inspect with one env key
+// against a C loop making the same syscalls; and what a snapshot holds the
+// main thread for, in CPU time, at each size.
+//
+// The C floors run as Node runs: with a second thread (a shared file table)
+// and raw openat/read/close, as the addon makes them. A ratio then compares
+// the same kernel work from the same kind of process, so it moves with what
+// our code adds, not with how fast this host's syscalls are.
 import { execFileSync, spawn, spawnSync } from "node:child_process";
 import { mkdirSync } from "node:fs";
 import { loadavg } from "node:os";
@@ -12,11 +16,12 @@ import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { monitorEventLoopDelay } from "node:perf_hooks";
 import { createNativeFacts, getProcessFacts, loadError, loadNative } from "../dist/facts/index.js";
-import { createProcfsFacts } from "../dist/facts/procfs.js";
 import { check, fmtMs, median, now, printTable, quantile, sample, unmeasured } from "./lib.mjs";
 
 const here = dirname(fileURLToPath(import.meta.url));
 const EXTRA = 1000;
+// the full run also walks a host with 10,000 more processes (issue 20)
+const HUGE = 10_000;
 // issue 11's aim for inspect against the C loop, judged in the full run; the
 // quick (CI) run gates a regression guard above its noise on a shared host
 // (1.11–1.25× in quick runs of the same code; the per-call object build it
@@ -36,10 +41,9 @@ export async function run({ quick }) {
   const it = quick
     ? { rounds: 5, native: 10, procfs: 3, ps: 2, c: 20, inspect: 300, inspectRounds: 9, elMs: 1500 }
     : { rounds: 7, native: 20, procfs: 5, ps: 3, c: 40, inspect: 2000, inspectRounds: 9, elMs: 5000 };
+  // at 10,000 processes one procfs or ps walk takes about a second: fewer of each
+  const itHuge = { ...it, rounds: 3, native: 5, procfs: 1, ps: 1, c: 5, elMs: 8000 };
   const backends = { native: getProcessFacts({ backend: "native" }), procfs: null, ps: null };
-  // the view of a caller that is not root, forced: this bench usually runs as
-  // root, where the status re-reads never happen
-  const nonRoot = { native: createNativeFacts(binding, { uidFromStatus: true }), procfs: process.platform === "linux" ? createProcfsFacts({ uidFromStatus: true }) : null };
   for (const b of ["procfs", "ps"]) {
     try {
       backends[b] = getProcessFacts({ backend: b });
@@ -49,245 +53,262 @@ export async function run({ quick }) {
   }
   const cLoop = buildC("stat_loop");
   const cInspect = buildC("inspect_loop");
+  const ctx = { binding, backends, cLoop, cInspect };
 
   const snapRows = [];
-  // Rounds interleave every contender so a change in process count or in
-  // machine load hits all of them alike; ratios are taken per round and the
-  // median round is reported.
-  const measure = async (label) => {
-    const rounds = [];
-    const counts = [];
-    for (let r = 0; r < it.rounds; r++) {
-      counts.push((await backends.native.snapshot()).processes.size);
-      const ms = {};
-      for (const b of ["native", "procfs", "ps"]) {
-        if (!backends[b]) continue;
-        ms[b] = median(await sample(() => backends[b].snapshot(), { iterations: it[b], warmup: 2 }));
-      }
-      if (cLoop.path) ms.c = JSON.parse(execFileSync(cLoop.path, [String(it.c)], { encoding: "utf8" })).medianMs;
-      ms.nativeNR = median(await sample(() => nonRoot.native.snapshot(), { iterations: it.native, warmup: 2 }));
-      if (nonRoot.procfs) ms.procfsNR = median(await sample(() => nonRoot.procfs.snapshot(), { iterations: it.procfs, warmup: 1 }));
-      if (cLoop.path) ms.cNR = JSON.parse(execFileSync(cLoop.path, [String(it.c), "status"], { encoding: "utf8" })).medianMs;
-      rounds.push(ms);
-    }
-    const mid = (f) => median(rounds.map(f));
-    const out = { native: mid((m) => m.native), c: cLoop.path ? mid((m) => m.c) : undefined };
-    const row = { case: label, procs: Math.min(...counts) === Math.max(...counts) ? counts[0] : `${Math.min(...counts)}-${Math.max(...counts)}` };
-    row.native = fmtMs(out.native);
-    for (const b of ["procfs", "ps"]) {
-      if (!backends[b]) continue;
-      row[b] = fmtMs(mid((m) => m[b]));
-      out[`${b}/native`] = mid((m) => m[b] / m.native);
-    }
-    if (cLoop.path) {
-      row["C floor"] = fmtMs(mid((m) => m.c));
-      out["native/C"] = mid((m) => m.native / m.c);
-      row["native/C"] = out["native/C"].toFixed(2);
-    }
-    for (const b of ["procfs", "ps"]) if (out[`${b}/native`]) row[`${b}/native`] = out[`${b}/native`].toFixed(2);
-    snapRows.push(row);
-    // the same walk as a caller that is not root sees it
-    const nr = { case: `${label} †`, procs: row.procs, native: fmtMs(mid((m) => m.nativeNR)) };
-    if (nonRoot.procfs) {
-      nr.procfs = fmtMs(mid((m) => m.procfsNR));
-      out["procfs/native†"] = mid((m) => m.procfsNR / m.nativeNR);
-    }
-    if (backends.ps) nr.ps = "-";
-    if (cLoop.path) {
-      nr["C floor"] = fmtMs(mid((m) => m.cNR));
-      out["native/C†"] = mid((m) => m.nativeNR / m.cNR);
-      nr["native/C"] = out["native/C†"].toFixed(2);
-    }
-    if (out["procfs/native†"]) nr["procfs/native"] = out["procfs/native†"].toFixed(2);
-    if (backends.ps) nr["ps/native"] = "-";
-    out["native†/native"] = mid((m) => m.nativeNR / m.native);
-    snapRows.push(nr);
-    return out;
-  };
-
-  await measure("current");
-
-  const group = await spawnSleepers(backends.native, EXTRA);
-  let loaded;
-  let inspectRatio;
-  let slice;
-  let inspectRows = [];
-  try {
-    loaded = await measure(`+${EXTRA} sleepers`);
-
-    // inspect one realistic process (inherits this environment) for one key
-    const target = spawn("sleep", ["300"], { stdio: "ignore", env: { ...process.env, PROCLEASE_BENCH_KEY: "1" } });
-    await new Promise((r) => target.once("spawn", r));
+  const inspectRows = [];
+  const sliceRows = [];
+  snapRows.push((await measureSnapshots(ctx, "current", it)).row);
+  const at = {};
+  for (const extra of quick ? [EXTRA] : [EXTRA, HUGE]) {
+    const group = await spawnSleepers(backends.native, extra);
     try {
-      const opts = { envKeys: ["PROCLEASE_BENCH_KEY"] };
-      const d = await backends.native.inspect(target.pid, opts);
-      if (d?.env.PROCLEASE_BENCH_KEY !== "1") throw new Error("native inspect did not read the env key");
-      const row = { case: "inspect + 1 env key" };
-      for (const b of ["procfs", "ps"]) {
-        if (!backends[b]) continue;
-        const n = b === "procfs" ? it.inspect / 4 : 10;
-        row[b] = fmtMs(median(await sample(() => backends[b].inspect(target.pid, opts), { iterations: n, warmup: 20 })));
+      const m = await measureSnapshots(ctx, `+${extra} sleepers`, extra === HUGE ? itHuge : it);
+      snapRows.push(m.row);
+      if (extra === EXTRA) {
+        m.inspect = await measureInspect(ctx, it, inspectRows);
+        inspectRows.push(...(await loopBaselines(cLoop, it)));
       }
-      // native against the C loop, interleaved round by round: the floor with
-      // the same syscalls (stat, status, exe, cmdline, environ through one
-      // directory fd), and the issue's floor without status
-      // (the order alternates round by round, so neither side always runs
-      // right after the other's cache and scheduler footprint)
-      // The walks above (1,000 records per snapshot, procfs and ps parsing)
-      // leave V8 a heap to collect; done concurrently, that work shares the
-      // 2 cores with the µs-scale calls timed here, and only on the native
-      // side. Collected first (run.mjs starts each bench with --expose-gc).
-      globalThis.gc?.();
-      const rounds = [];
-      for (let r = 0; r < it.inspectRounds; r++) {
-        const m = {};
-        const nativeSide = async () => {
-          m.native = median(await sample(() => backends.native.inspect(target.pid, opts), { iterations: it.inspect, warmup: 50 }));
-        };
-        const cSide = () => {
-          if (!cInspect.path) return;
-          const c = (extra) =>
-            JSON.parse(execFileSync(cInspect.path, [String(target.pid), String(it.inspect), "PROCLEASE_BENCH_KEY", ...extra], { encoding: "utf8" })).medianUs / 1000;
-          m.cStatus = c(["status"]);
-          m.c = c([]);
-        };
-        if (r % 2 === 0) {
-          await nativeSide();
-          cSide();
-        } else {
-          cSide();
-          await nativeSide();
-        }
-        rounds.push(m);
-      }
-      // Each side's cost is its quietest round (the lowest per-round median):
-      // interference from other tenants only ever adds time, and at tens of
-      // µs it moved single rounds of either side by 30% or more (the C loop
-      // read 35–49 µs in rounds minutes apart). The median of per-round
-      // ratios is printed beside it.
-      const mid = (f) => median(rounds.map(f));
-      const least = (f) => Math.min(...rounds.map(f));
-      row.native = `${fmtMs(least((m) => m.native))} (median round ${fmtMs(mid((m) => m.native))})`;
-      if (cInspect.path) {
-        inspectRatio = least((m) => m.native) / least((m) => m.cStatus);
-        row["C floor"] = `${fmtMs(least((m) => m.cStatus))} (no status: ${fmtMs(least((m) => m.c))})`;
-        row["native/C"] =
-          `${inspectRatio.toFixed(2)} (no status: ${(least((m) => m.native) / least((m) => m.c)).toFixed(2)}; ` +
-          `median of per-round ratios ${mid((m) => m.native / m.cStatus).toFixed(2)})`;
-      }
-      inspectRows.push(row);
+      m.slice = await measureSlices(binding, extra === HUGE ? itHuge : it);
+      sliceRows.push(sliceRow(`+${extra} sleepers`, m.slice, m.out.c));
+      at[extra] = m;
     } finally {
-      target.kill("SIGKILL");
+      await killGroup(backends.native, group);
     }
-
-    // event-loop delay while idle, for context: on a shared machine other
-    // processes delay timers too, and that is not the walk's doing
-    const idle = monitorEventLoopDelay({ resolution: 1 });
-    idle.enable();
-    await new Promise((r) => setTimeout(r, it.elMs / 3));
-    idle.disable();
-    inspectRows.push({
-      case: "event loop idle (baseline)",
-      native: `max ${(idle.max / 1e6).toFixed(2)} ms, p99 ${(idle.percentile(99) / 1e6).toFixed(2)} ms`,
-      procfs: "-",
-      ps: "-",
-    });
-
-    // and while the C floor walks /proc from another process: the kernel
-    // side of a walk delays this process's timers too, whoever walks
-    if (cLoop.path) {
-      const walker = spawn(cLoop.path, ["1000000"], { stdio: "ignore" });
-      const walkerExited = new Promise((r) => walker.once("exit", r));
-      const ext = monitorEventLoopDelay({ resolution: 1 });
-      try {
-        await new Promise((r) => setTimeout(r, 50));
-        ext.enable();
-        await new Promise((r) => setTimeout(r, it.elMs / 3));
-        ext.disable();
-      } finally {
-        walker.kill("SIGKILL");
-        await walkerExited;
-      }
-      inspectRows.push({
-        case: "event loop idle, C floor walking in another process",
-        native: `max ${(ext.max / 1e6).toFixed(2)} ms, p99 ${(ext.percentile(99) / 1e6).toFixed(2)} ms`,
-        procfs: "-",
-        ps: "-",
-      });
-    }
-
-    // What a snapshot itself holds the main thread for: the synchronous call
-    // that queues the worker, plus the continuation that turns the packed
-    // arrays into records (it runs in one macrotask: microtasks never yield).
-    // Timer delay (below) also includes whatever else this shared machine is
-    // doing, which the baselines above show; the check uses the direct slice.
-    // (The thread's own CPU time would leave preemption out, but Node 20 has
-    // no per-thread clock, and schedstat moves only at scheduler ticks.)
-    let mark = 0;
-    const timed = createNativeFacts({
-      ...binding,
-      snapshot: (uidFromStatus) => binding.snapshot(uidFromStatus).then((r) => ((mark = now()), r)),
-    });
-    const h = monitorEventLoopDelay({ resolution: 1 });
-    h.enable();
-    const t0 = now();
-    const slices = [];
-    const walls = [];
-    while (now() - t0 < it.elMs) {
-      const c0 = now();
-      const p = timed.snapshot();
-      const callMs = now() - c0;
-      await p;
-      const end = now();
-      slices.push(callMs + (end - mark));
-      walls.push(end - c0);
-    }
-    h.disable();
-    slice = { walks: slices.length, median: median(slices), p90: quantile(slices, 0.9), max: Math.max(...slices), wall: median(walls) };
-    inspectRows.push({
-      case: `event loop during ${slice.walks} native snapshots`,
-      native:
-        `timer delay max ${(h.max / 1e6).toFixed(2)} ms, p99 ${(h.percentile(99) / 1e6).toFixed(2)} ms; ` +
-        `main-thread slice median ${fmtMs(slice.median)}, p90 ${fmtMs(slice.p90)}, max ${fmtMs(slice.max)} of a ${fmtMs(slice.wall)} snapshot`,
-      procfs: "-",
-      ps: "-",
-    });
-  } finally {
-    await killGroup(backends.native, group);
   }
 
   // other work on this machine shows up as event-loop delay: say how busy it was
   printTable(`snapshot (median per call; load average ${loadavg()[0].toFixed(2)})`, snapRows);
-  // rows after the first print only the columns they have
   const cols = Object.keys(inspectRows[0] ?? {});
   printTable("inspect and event loop", inspectRows.map((r) => Object.fromEntries(cols.map((c) => [c, r[c] ?? "-"]))));
+  printTable("what one native snapshot holds the main thread for (CPU time of the call and of the continuation that makes the snapshot)", sliceRows);
   if (!cLoop.path) console.log(`C floor skipped: ${cLoop.reason}`);
   if (!cInspect.path) console.log(`C inspect floor skipped: ${cInspect.reason}`);
-  console.log(`† as a caller that is not root sees it (status re-read for root-owned stat); the status reads cost ${loaded["native†/native"].toFixed(2)}× the root walk @${EXTRA}+ procs`);
+  return snapshotChecks(at, quick, cLoop, cInspect);
+}
 
+/**
+ * Rounds interleave every contender so a change in process count or in
+ * machine load hits all of them alike; ratios are taken per round and the
+ * median round is reported.
+ */
+async function measureSnapshots({ backends, cLoop }, label, it) {
+  const rounds = [];
+  const counts = [];
+  for (let r = 0; r < it.rounds; r++) {
+    counts.push((await backends.native.snapshot()).processes.size);
+    const ms = {};
+    for (const b of ["native", "procfs", "ps"]) {
+      if (!backends[b]) continue;
+      ms[b] = median(await sample(() => backends[b].snapshot(), { iterations: it[b], warmup: b === "native" ? 2 : 1 }));
+    }
+    if (cLoop.path) ms.c = JSON.parse(execFileSync(cLoop.path, [String(it.c)], { encoding: "utf8" })).medianMs;
+    rounds.push(ms);
+  }
+  const mid = (f) => median(rounds.map(f));
+  const out = { native: mid((m) => m.native), c: cLoop.path ? mid((m) => m.c) : undefined };
+  const row = { case: label, procs: Math.min(...counts) === Math.max(...counts) ? counts[0] : `${Math.min(...counts)}-${Math.max(...counts)}` };
+  row.native = fmtMs(out.native);
+  for (const b of ["procfs", "ps"]) {
+    if (!backends[b]) continue;
+    row[b] = fmtMs(mid((m) => m[b]));
+    out[`${b}/native`] = mid((m) => m[b] / m.native);
+  }
+  if (cLoop.path) {
+    row["C floor"] = fmtMs(mid((m) => m.c));
+    out["native/C"] = mid((m) => m.native / m.c);
+    row["native/C"] = out["native/C"].toFixed(2);
+  }
+  for (const b of ["procfs", "ps"]) if (out[`${b}/native`]) row[`${b}/native`] = out[`${b}/native`].toFixed(2);
+  return { row, out };
+}
+
+/** inspect one realistic process (it inherits this environment) for one key; returns native / C. */
+async function measureInspect({ backends, cInspect }, it, rows) {
+  const target = spawn("sleep", ["300"], { stdio: "ignore", env: { ...process.env, PROCLEASE_BENCH_KEY: "1" } });
+  await new Promise((r) => target.once("spawn", r));
+  try {
+    const opts = { envKeys: ["PROCLEASE_BENCH_KEY"] };
+    // wait for the exec: before it, the child's argv and environ are node's
+    for (let t = 0; t < 200 && (await backends.native.inspect(target.pid, opts))?.argv?.[0] !== "sleep"; t++) await new Promise((r) => setTimeout(r, 5));
+    const d = await backends.native.inspect(target.pid, opts);
+    if (d?.env.PROCLEASE_BENCH_KEY !== "1") throw new Error("native inspect did not read the env key");
+    const row = { case: "inspect + 1 env key" };
+    for (const b of ["procfs", "ps"]) {
+      if (!backends[b]) continue;
+      const n = b === "procfs" ? it.inspect / 4 : 10;
+      row[b] = fmtMs(median(await sample(() => backends[b].inspect(target.pid, opts), { iterations: n, warmup: 20 })));
+    }
+    // native against the C loop, interleaved round by round: the floor with
+    // the same syscalls (stat, status, exe, cmdline, environ through one
+    // directory fd), and the issue's floor without status. The order
+    // alternates round by round, so neither side always runs right after the
+    // other's cache and scheduler footprint. The walks before this leave V8 a
+    // heap to collect; done concurrently, that work shares the 2 cores with
+    // the µs-scale calls timed here, and only on the native side: collected
+    // first (run.mjs starts each bench with --expose-gc).
+    globalThis.gc?.();
+    const rounds = [];
+    for (let r = 0; r < it.inspectRounds; r++) {
+      const m = {};
+      const nativeSide = async () => {
+        m.native = median(await sample(() => backends.native.inspect(target.pid, opts), { iterations: it.inspect, warmup: 50 }));
+      };
+      const cSide = () => {
+        if (!cInspect.path) return;
+        const c = (extra) =>
+          JSON.parse(execFileSync(cInspect.path, [String(target.pid), String(it.inspect), "PROCLEASE_BENCH_KEY", ...extra], { encoding: "utf8" })).medianUs / 1000;
+        m.cStatus = c(["status"]);
+        m.c = c([]);
+      };
+      if (r % 2 === 0) {
+        await nativeSide();
+        cSide();
+      } else {
+        cSide();
+        await nativeSide();
+      }
+      rounds.push(m);
+    }
+    // Each side's cost is its quietest round (the lowest per-round median):
+    // interference from other tenants only ever adds time, and at tens of
+    // µs it moved single rounds of either side by 30% or more. The median of
+    // per-round ratios is printed beside it.
+    const mid = (f) => median(rounds.map(f));
+    const least = (f) => Math.min(...rounds.map(f));
+    row.native = `${fmtMs(least((m) => m.native))} (median round ${fmtMs(mid((m) => m.native))})`;
+    rows.push(row);
+    if (!cInspect.path) return undefined;
+    const ratio = least((m) => m.native) / least((m) => m.cStatus);
+    row["C floor"] = `${fmtMs(least((m) => m.cStatus))} (no status: ${fmtMs(least((m) => m.c))})`;
+    row["native/C"] =
+      `${ratio.toFixed(2)} (no status: ${(least((m) => m.native) / least((m) => m.c)).toFixed(2)}; ` +
+      `median of per-round ratios ${mid((m) => m.native / m.cStatus).toFixed(2)})`;
+    return ratio;
+  } finally {
+    target.kill("SIGKILL");
+  }
+}
+
+/** Timer delay with nothing of ours running, and while the C floor walks /proc from another process. */
+async function loopBaselines(cLoop, it) {
+  const rows = [];
+  const idle = monitorEventLoopDelay({ resolution: 1 });
+  idle.enable();
+  await new Promise((r) => setTimeout(r, it.elMs / 3));
+  idle.disable();
+  rows.push({ case: "event loop idle (baseline)", native: delay(idle) });
+  if (!cLoop.path) return rows;
+  const walker = spawn(cLoop.path, ["1000000"], { stdio: "ignore" });
+  const walkerExited = new Promise((r) => walker.once("exit", r));
+  const ext = monitorEventLoopDelay({ resolution: 1 });
+  try {
+    await new Promise((r) => setTimeout(r, 50));
+    ext.enable();
+    await new Promise((r) => setTimeout(r, it.elMs / 3));
+    ext.disable();
+  } finally {
+    walker.kill("SIGKILL");
+    await walkerExited;
+  }
+  rows.push({ case: "event loop idle, C floor walking in another process", native: delay(ext) });
+  return rows;
+}
+
+const delay = (h) => `max ${(h.max / 1e6).toFixed(2)} ms, p99 ${(h.percentile(99) / 1e6).toFixed(2)} ms`;
+
+/**
+ * What a snapshot holds the main thread for: the synchronous call that
+ * queues the worker, plus the continuation that turns its columns into the
+ * snapshot (one macrotask: microtasks never yield). Measured in this
+ * thread's CPU time (the addon's CLOCK_THREAD_CPUTIME_ID), so the time a
+ * busy host gives other processes is not counted as ours; the wall-clock
+ * slice and the timer delay, which do count it, are printed beside it.
+ */
+async function measureSlices(binding, it) {
+  const cpu = () => binding.threadCpuTimeNs() / 1e6;
+  let markWall = 0;
+  let markCpu = 0;
+  const timed = createNativeFacts({
+    ...binding,
+    snapshot: () => binding.snapshot().then((r) => ((markWall = now()), (markCpu = cpu()), r)),
+  });
+  const idle = monitorEventLoopDelay({ resolution: 1 });
+  idle.enable();
+  await new Promise((r) => setTimeout(r, 500));
+  idle.disable();
+  const h = monitorEventLoopDelay({ resolution: 1 });
+  h.enable();
+  const t0 = now();
+  const cpuSlices = [];
+  const wallSlices = [];
+  const walls = [];
+  while (now() - t0 < it.elMs) {
+    const w0 = now();
+    const c0 = cpu();
+    const p = timed.snapshot();
+    const callCpu = cpu() - c0;
+    const callWall = now() - w0;
+    await p;
+    const endCpu = cpu();
+    const end = now();
+    cpuSlices.push(callCpu + (endCpu - markCpu));
+    wallSlices.push(callWall + (end - markWall));
+    walls.push(end - w0);
+  }
+  h.disable();
+  return {
+    walks: cpuSlices.length,
+    p90: quantile(cpuSlices, 0.9),
+    max: Math.max(...cpuSlices),
+    median: median(cpuSlices),
+    wallP90: quantile(wallSlices, 0.9),
+    wallMax: Math.max(...wallSlices),
+    wall: median(walls),
+    timer: delay(h),
+    idleTimer: delay(idle),
+  };
+}
+
+function sliceRow(label, s, cWalk) {
+  return {
+    case: label,
+    walks: s.walks,
+    "CPU median": fmtMs(s.median),
+    "CPU p90": fmtMs(s.p90),
+    "CPU max": fmtMs(s.max),
+    "p90 / C walk": cWalk ? (s.p90 / cWalk).toFixed(3) : "-",
+    "wall p90 / max": `${fmtMs(s.wallP90)} / ${fmtMs(s.wallMax)}`,
+    snapshot: fmtMs(s.wall),
+    "timer delay (idle before)": `${s.timer} (${s.idleTimer})`,
+  };
+}
+
+function snapshotChecks(at, quick, cLoop, cInspect) {
   const checks = [];
-  const at = `@${EXTRA}+ procs`;
+  const loaded = at[EXTRA];
+  const procs = `@${EXTRA}+ procs`;
   // a contender that could not run leaves its target unshown, which fails
   // (on macOS there is no /proc: procfs is not expected there)
-  if (loaded["procfs/native"]) checks.push(check(`native snapshot faster than procfs ${at}${quick ? " (regression guard)" : ""}`, loaded["procfs/native"], ">=", quick ? PROCFS_TARGET.quick : PROCFS_TARGET.full));
-  else if (process.platform === "linux") checks.push(unmeasured(`native snapshot faster than procfs ${at}`, "procfs backend unavailable"));
-  if (loaded["ps/native"]) checks.push(check(`native snapshot faster than ps ${at}`, loaded["ps/native"], ">=", 3));
-  else checks.push(unmeasured(`native snapshot faster than ps ${at}`, "ps backend unavailable"));
-  if (loaded["native/C"]) checks.push(check(`native snapshot / C floor ${at}`, loaded["native/C"], "<=", 1.5));
-  else checks.push(unmeasured(`native snapshot / C floor ${at}`, cLoop.reason ?? "C floor not measured"));
-  if (loaded["procfs/native†"]) checks.push(check(`native snapshot faster than procfs ${at} †`, loaded["procfs/native†"], ">=", 2.5));
-  if (loaded["native/C†"]) checks.push(check(`native snapshot / C floor ${at} †`, loaded["native/C†"], "<=", 1.5));
-  if (inspectRatio) checks.push(check(`native inspect + 1 env key / C loop, same syscalls${quick ? " (regression guard)" : ""}`, inspectRatio, "<=", quick ? INSPECT_TARGET.quick : INSPECT_TARGET.full));
+  if (loaded.out["procfs/native"]) checks.push(check(`native snapshot faster than procfs ${procs}${quick ? " (regression guard)" : ""}`, loaded.out["procfs/native"], ">=", quick ? PROCFS_TARGET.quick : PROCFS_TARGET.full));
+  else if (process.platform === "linux") checks.push(unmeasured(`native snapshot faster than procfs ${procs}`, "procfs backend unavailable"));
+  if (loaded.out["ps/native"]) checks.push(check(`native snapshot faster than ps ${procs}`, loaded.out["ps/native"], ">=", 3));
+  else checks.push(unmeasured(`native snapshot faster than ps ${procs}`, "ps backend unavailable"));
+  if (loaded.inspect) checks.push(check(`native inspect + 1 env key / C loop, same syscalls${quick ? " (regression guard)" : ""}`, loaded.inspect, "<=", quick ? INSPECT_TARGET.quick : INSPECT_TARGET.full));
   else checks.push(unmeasured("native inspect + 1 env key / C loop, same syscalls", cInspect.reason ?? "C loop not measured"));
-  // What the worker thread buys: the share of a synchronous walk (the C
-  // floor, same process count) that the main thread still holds per
-  // snapshot. The p90, not the max, and a ratio, not issue 2's absolute 8 ms:
-  // the longest wall-clock slice also counts the scheduler's choices on a
-  // shared 2-core machine (8.69 ms in one CI run, 2.6–4.5 ms in others). The
-  // max is printed above.
-  const name = `main-thread slice of a native snapshot (p90) / C floor walk ${at}`;
-  if (loaded.c) checks.push(check(name, slice.p90 / loaded.c, "<=", SLICE_SHARE_TARGET));
-  else checks.push(unmeasured(name, cLoop.reason ?? "C floor not measured"));
+  for (const [extra, m] of Object.entries(at)) {
+    const where = `@${extra}+ procs`;
+    if (m.out["native/C"]) checks.push(check(`native snapshot / C floor ${where}`, m.out["native/C"], "<=", 1.5));
+    else checks.push(unmeasured(`native snapshot / C floor ${where}`, cLoop.reason ?? "C floor not measured"));
+    // What the worker thread buys: the share of a synchronous walk (the C
+    // floor, same process count) that the main thread still spends per
+    // snapshot, by the p90 of its CPU time.
+    const name = `main-thread CPU per native snapshot (p90) / C floor walk ${where}`;
+    if (m.out.c) checks.push(check(name, m.slice.p90 / m.out.c, "<=", SLICE_SHARE_TARGET));
+    else checks.push(unmeasured(name, cLoop.reason ?? "C floor not measured"));
+  }
+  // issue 20's bound on the longest one, judged by the full run; the quick run prints it
+  if (!quick) checks.push(check(`main-thread CPU per native snapshot (max) ${procs}`, loaded.slice.max, "<=", 1, "ms"));
   return checks;
 }
 
@@ -297,7 +318,7 @@ function buildC(name) {
   const out = join(here, ".out");
   mkdirSync(out, { recursive: true });
   const path = join(out, name);
-  const r = spawnSync("cc", ["-O2", "-o", path, join(here, "c", `${name}.c`)], { encoding: "utf8" });
+  const r = spawnSync("cc", ["-O2", "-pthread", "-o", path, join(here, "c", `${name}.c`)], { encoding: "utf8" });
   if (r.status !== 0) return { path: null, reason: `cc failed: ${r.stderr.trim()}` };
   return { path, reason: null };
 }
@@ -311,11 +332,13 @@ async function spawnSleepers(facts, count) {
   await new Promise((r) => sh.once("spawn", r));
   const pgid = sh.pid;
   const exited = new Promise((r) => sh.once("exit", r));
-  const deadline = Date.now() + 60_000;
+  // a shell forks 10,000 sleepers in 10-30 s on a 2-core host
+  const limitS = Math.max(60, count / 50);
+  const deadline = Date.now() + limitS * 1000;
   while ((await facts.snapshot()).groupMembers(pgid).length < count + 1) {
     if (Date.now() > deadline) {
       await killGroup(facts, { pgid, exited });
-      throw new Error(`only some of ${count} sleepers started within 60 s`);
+      throw new Error(`only some of ${count} sleepers started within ${limitS} s`);
     }
     await new Promise((r) => setTimeout(r, 50));
   }
