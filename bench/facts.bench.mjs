@@ -9,16 +9,12 @@
 // and raw openat/read/close, as the addon makes them. A ratio then compares
 // the same kernel work from the same kind of process, so it moves with what
 // our code adds, not with how fast this host's syscalls are.
-import { execFileSync, spawn, spawnSync } from "node:child_process";
-import { mkdirSync } from "node:fs";
+import { execFileSync, spawn } from "node:child_process";
 import { loadavg } from "node:os";
-import { dirname, join } from "node:path";
-import { fileURLToPath } from "node:url";
 import { monitorEventLoopDelay } from "node:perf_hooks";
 import { createNativeFacts, getProcessFacts, loadError, loadNative } from "../dist/facts/index.js";
-import { check, fmtMs, median, now, printTable, quantile, sample, unmeasured } from "./lib.mjs";
+import { buildC, check, fmtMs, median, now, printTable, quantile, sample, unmeasured } from "./lib.mjs";
 
-const here = dirname(fileURLToPath(import.meta.url));
 const EXTRA = 1000;
 // the full run also walks a host with 10,000 more processes (issue 20)
 const HUGE = 10_000;
@@ -310,17 +306,6 @@ function snapshotChecks(at, quick, cLoop, cInspect) {
   // issue 20's bound on the longest one, judged by the full run; the quick run prints it
   if (!quick) checks.push(check(`main-thread CPU per native snapshot (max) ${procs}`, loaded.slice.max, "<=", 1, "ms"));
   return checks;
-}
-
-function buildC(name) {
-  const cc = spawnSync("cc", ["--version"], { stdio: "ignore" });
-  if (cc.error || cc.status !== 0) return { path: null, reason: "no C compiler (cc) on PATH" };
-  const out = join(here, ".out");
-  mkdirSync(out, { recursive: true });
-  const path = join(out, name);
-  const r = spawnSync("cc", ["-O2", "-pthread", "-o", path, join(here, "c", `${name}.c`)], { encoding: "utf8" });
-  if (r.status !== 0) return { path: null, reason: `cc failed: ${r.stderr.trim()}` };
-  return { path, reason: null };
 }
 
 /** One detached shell (its own process group) that forks `count` sleepers. */

@@ -1,7 +1,10 @@
 // Shared bench helpers: timing, statistics, and the check protocol.
 // Benches report ratios between backends/peers measured in the same run;
 // targets are ratios too, never absolute milliseconds.
-import { readFileSync } from "node:fs";
+import { spawnSync } from "node:child_process";
+import { mkdirSync, readFileSync } from "node:fs";
+import { dirname, join } from "node:path";
+import { fileURLToPath } from "node:url";
 import { performance } from "node:perf_hooks";
 import { mulberry32 } from "./soak/rng.mjs";
 
@@ -98,3 +101,18 @@ export function alive(pid) {
     return false;
   }
 }
+
+const here = dirname(fileURLToPath(import.meta.url));
+
+/** Compiles bench/c/NAME.c into bench/.out/NAME: { path } or { path: null, reason }. */
+export function buildC(name) {
+  const cc = spawnSync("cc", ["--version"], { stdio: "ignore" });
+  if (cc.error || cc.status !== 0) return { path: null, reason: "no C compiler (cc) on PATH" };
+  const out = join(here, ".out");
+  mkdirSync(out, { recursive: true });
+  const path = join(out, name);
+  const r = spawnSync("cc", ["-O2", "-pthread", "-o", path, join(here, "c", `${name}.c`)], { encoding: "utf8" });
+  if (r.status !== 0) return { path: null, reason: `cc failed: ${r.stderr.trim()}` };
+  return { path, reason: null };
+}
+

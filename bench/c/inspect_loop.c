@@ -4,9 +4,11 @@
  * close of status,] readlinkat of exe, and openat + read + close of cmdline
  * and environ; the stat line is parsed by its last ')', cmdline split on NUL
  * and environ searched for one key, like the native side does.
- * Usage: inspect_loop PID ITERATIONS KEY [status]
- * Prints one JSON line: {"iterations":N,"medianUs":x,"minUs":y,"found":0|1}
- * and exits 1 when KEY was not found (the loop did not read what it should).
+ * Usage: inspect_loop PID|@FILE ITERATIONS KEY [status]; with @FILE, every
+ * pid listed in FILE is inspected once per iteration (times are per pid).
+ * Prints one JSON line: {"iterations":N,"pids":n,"medianUs":x,"minUs":y,"found":0|1}
+ * and exits 1 when KEY was not found in every pid (the loop did not read
+ * what it should).
  * Made from a process like Node's: one idle thread keeps the file table
  * shared (the kernel then counts references on every fd lookup) and the
  * syscalls go straight to the kernel as the addon's do (raw openat, read,
@@ -102,30 +104,58 @@ static int cmp(const void *a, const void *b) {
   return (x > y) - (x < y);
 }
 
+/* "@FILE": the pids listed in FILE (whitespace-separated), each inspected once per iteration */
+static int read_pids(const char *arg, int **out) {
+  if (arg[0] != '@') {
+    *out = malloc(sizeof(int));
+    (*out)[0] = atoi(arg);
+    return 1;
+  }
+  FILE *f = fopen(arg + 1, "r");
+  if (!f) {
+    perror(arg + 1);
+    exit(2);
+  }
+  int cap = 1024, n = 0, pid;
+  *out = malloc(sizeof(int) * (size_t)cap);
+  while (fscanf(f, "%d", &pid) == 1) {
+    if (n == cap) *out = realloc(*out, sizeof(int) * (size_t)(cap *= 2));
+    (*out)[n++] = pid;
+  }
+  fclose(f);
+  return n;
+}
+
 int main(int argc, char **argv) {
   become_multithreaded();
   if (argc < 4) {
-    fprintf(stderr, "usage: inspect_loop PID ITERATIONS KEY [status]\n");
+    fprintf(stderr, "usage: inspect_loop PID|@FILE ITERATIONS KEY [status]\n");
     return 2;
   }
-  char dir[64];
-  snprintf(dir, sizeof dir, "/proc/%s", argv[1]);
+  int *pids;
+  int npids = read_pids(argv[1], &pids);
   int iterations = atoi(argv[2]);
   if (iterations < 1) iterations = 1;
   const char *key = argv[3];
   int with_status = argc > 4 && strcmp(argv[4], "status") == 0;
   double *samples = malloc(sizeof(double) * (size_t)iterations);
+  char (*dirs)[64] = malloc(sizeof *dirs * (size_t)(npids > 0 ? npids : 1));
+  for (int k = 0; k < npids; k++) snprintf(dirs[k], sizeof dirs[k], "/proc/%d", pids[k]);
   int found = 0;
-  for (int w = 0; w < 50; w++) found = inspect(dir, key, with_status);
+  /* every pid must be found, every time (the loop read what it should) */
+  for (int w = 0; w < (npids == 1 ? 50 : 1); w++)
+    for (int k = 0; k < npids; k++) found = inspect(dirs[k], key, with_status);
+  int all = npids > 0;
   for (int i = 0; i < iterations; i++) {
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
-    found = inspect(dir, key, with_status);
+    for (int k = 0; k < npids; k++) all &= (found = inspect(dirs[k], key, with_status)) == 1;
     clock_gettime(CLOCK_MONOTONIC, &t1);
-    samples[i] = (double)(t1.tv_sec - t0.tv_sec) * 1e6 + (double)(t1.tv_nsec - t0.tv_nsec) / 1e3;
+    /* per pid */
+    samples[i] = ((double)(t1.tv_sec - t0.tv_sec) * 1e6 + (double)(t1.tv_nsec - t0.tv_nsec) / 1e3) / (npids > 0 ? npids : 1);
   }
   qsort(samples, (size_t)iterations, sizeof(double), cmp);
-  printf("{\"iterations\":%d,\"medianUs\":%.3f,\"minUs\":%.3f,\"found\":%d}\n", iterations, samples[iterations / 2],
-         samples[0], found);
-  return found == 1 ? 0 : 1;
+  printf("{\"iterations\":%d,\"pids\":%d,\"medianUs\":%.3f,\"minUs\":%.3f,\"found\":%d}\n", iterations, npids,
+         samples[iterations / 2], samples[0], all);
+  return all ? 0 : 1;
 }

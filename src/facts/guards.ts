@@ -22,12 +22,28 @@ const ALLOWED: GuardVerdict = Object.freeze({ allowed: true });
  * on such a change (see ancestorsOfThisProcess).
  */
 export function checkSignalTarget(pid: number): GuardVerdict {
+  return checkTarget(pid, process.ppid, ancestorsOfThisProcess);
+}
+
+/**
+ * checkSignalTarget's rule with this process's parent and ancestors read
+ * once, for one pass over many pids (every process of a snapshot) within a
+ * turn of the event loop: each call would otherwise re-read them. A signal
+ * still asks checkSignalTarget itself right before it is sent.
+ */
+export function signalTargetGuard(): (pid: number) => GuardVerdict {
+  const parent = process.ppid;
+  const ancestors = ancestorsOfThisProcess();
+  return (pid) => checkTarget(pid, parent, () => ancestors);
+}
+
+function checkTarget(pid: number, parent: number, ancestors: () => ReadonlySet<number>): GuardVerdict {
   if (typeof pid !== "number" || !Number.isInteger(pid)) return refuse(`pid ${String(pid)} is not an integer`);
   if (pid <= 1) return refuse(`pid ${pid} is <= 1`);
   if (pid > MAX_PID) return refuse(`pid ${pid} is beyond ${MAX_PID}`);
   if (pid === process.pid) return refuse(`pid ${pid} is this process`);
-  if (pid === process.ppid) return refuse(`pid ${pid} is this process's parent`);
-  if (ancestorsOfThisProcess().has(pid)) return refuse(`pid ${pid} is an ancestor of this process`);
+  if (pid === parent) return refuse(`pid ${pid} is this process's parent`);
+  if (ancestors().has(pid)) return refuse(`pid ${pid} is an ancestor of this process`);
   return ALLOWED;
 }
 

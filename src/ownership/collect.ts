@@ -5,13 +5,26 @@
  * supervisor's unleased killProcessTree. Pure: no I/O, one walk.
  */
 import type { ProcessInfo, ProcessSnapshot } from "../facts/types.js";
-import { checkSignalTarget } from "./guards.js";
+import { signalTargetGuard } from "./guards.js";
 
 export interface CollectOptions {
   /** members of this group (and their descendants) are included; pass only a group already tied to the root */
   pgid?: number;
   /** extra seeds, e.g. processes carrying the lease id in their environment */
   markerPids?: Iterable<number>;
+  /** what every tree of this snapshot shares (treeContext): pass one when collecting many */
+  context?: TreeContext;
+}
+
+/** Our ancestors in a snapshot and the signal-target guard, read once for many trees of it. */
+export interface TreeContext {
+  readonly ancestors: ReadonlySet<number>;
+  readonly allowed: (pid: number) => boolean;
+}
+
+export function treeContext(snapshot: ProcessSnapshot): TreeContext {
+  const guard = signalTargetGuard();
+  return { ancestors: ancestorsOfSelf(snapshot), allowed: (pid) => guard(pid).allowed };
 }
 
 /**
@@ -24,10 +37,11 @@ export interface CollectOptions {
  * before it is signalled.
  */
 export function collectTree(snapshot: ProcessSnapshot, root: ProcessInfo, opts?: CollectOptions): ProcessInfo[] {
-  if (!checkSignalTarget(root.pid).allowed) return [];
+  const ctx = opts?.context ?? treeContext(snapshot);
+  if (!ctx.allowed(root.pid)) return [];
   // our own ancestors are never part of anyone's tree: marking them visited
   // keeps them (and the path down to us) out even if a lease's root sits above us
-  const visited = ancestorsOfSelf(snapshot);
+  const visited = new Set(ctx.ancestors);
   if (visited.has(root.pid)) return [];
   const out: ProcessInfo[] = [];
   // the root is marked visited up front so it can only be emitted last
@@ -42,9 +56,9 @@ export function collectTree(snapshot: ProcessSnapshot, root: ProcessInfo, opts?:
   if (pgid !== undefined && Number.isInteger(pgid) && pgid > 1) {
     for (const p of snapshot.groupMembers(pgid)) seeds.push(p);
   }
-  for (const s of seeds) postOrder(snapshot, s, visited, out);
+  for (const s of seeds) postOrder(snapshot, s, visited, out, ctx.allowed);
   // children of the root last, then the root itself
-  walkChildren(snapshot, root, visited, out);
+  walkChildren(snapshot, root, visited, out, ctx.allowed);
   out.push(root);
   return out;
 }
@@ -65,8 +79,8 @@ export function ancestorsOfSelf(snapshot: ProcessSnapshot): Set<number> {
 }
 
 /** Iterative post-order from `start` (deep chains must not blow the stack). */
-function postOrder(snapshot: ProcessSnapshot, start: ProcessInfo, visited: Set<number>, out: ProcessInfo[]): void {
-  if (visited.has(start.pid) || !checkSignalTarget(start.pid).allowed) return;
+function postOrder(snapshot: ProcessSnapshot, start: ProcessInfo, visited: Set<number>, out: ProcessInfo[], allowed: (pid: number) => boolean): void {
+  if (visited.has(start.pid) || !allowed(start.pid)) return;
   visited.add(start.pid);
   const stack: { p: ProcessInfo; kids: readonly ProcessInfo[]; i: number }[] = [
     { p: start, kids: snapshot.childrenOf(start.pid), i: 0 },
@@ -75,7 +89,7 @@ function postOrder(snapshot: ProcessSnapshot, start: ProcessInfo, visited: Set<n
     const top = stack[stack.length - 1]!;
     if (top.i < top.kids.length) {
       const c = top.kids[top.i++]!;
-      if (visited.has(c.pid) || !checkSignalTarget(c.pid).allowed) continue;
+      if (visited.has(c.pid) || !allowed(c.pid)) continue;
       visited.add(c.pid);
       stack.push({ p: c, kids: snapshot.childrenOf(c.pid), i: 0 });
     } else {
@@ -85,6 +99,6 @@ function postOrder(snapshot: ProcessSnapshot, start: ProcessInfo, visited: Set<n
   }
 }
 
-function walkChildren(snapshot: ProcessSnapshot, parent: ProcessInfo, visited: Set<number>, out: ProcessInfo[]): void {
-  for (const c of snapshot.childrenOf(parent.pid)) postOrder(snapshot, c, visited, out);
+function walkChildren(snapshot: ProcessSnapshot, parent: ProcessInfo, visited: Set<number>, out: ProcessInfo[], allowed: (pid: number) => boolean): void {
+  for (const c of snapshot.childrenOf(parent.pid)) postOrder(snapshot, c, visited, out, allowed);
 }

@@ -3,7 +3,11 @@
  * spawned (the JSON of the array), never of a shell-quoted string: quoting is
  * not canonical ("a b" vs 'a b' vs a\ b), an argv is.
  */
-import { createHash } from "node:crypto";
+import * as crypto from "node:crypto";
+
+// the one-shot crypto.hash (Node >= 20.12, 21.7) skips a Hash object per call
+const sha256Hex: (data: string) => string =
+  typeof crypto.hash === "function" ? (data) => crypto.hash("sha256", data, "hex") : (data) => crypto.createHash("sha256").update(data).digest("hex");
 
 /**
  * sha256 (hex) of JSON.stringify(argv). `argv` is the full argv of the root
@@ -19,7 +23,7 @@ export function computeCommandHash(argv: readonly string[]): string {
   argv.forEach((a: unknown, i) => {
     if (typeof a !== "string") throw new TypeError(`argv[${i}] must be a string, got ${typeof a}`);
   });
-  return createHash("sha256").update(JSON.stringify(argv)).digest("hex");
+  return sha256Hex(JSON.stringify(argv));
 }
 
 /**

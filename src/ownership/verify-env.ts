@@ -1,0 +1,158 @@
+/**
+ * The env pass of a verification (verify.ts): ONE batch of environment reads
+ * over the processes that could carry a marker, shared by every lease being
+ * verified. It finds the escapees of live roots (processes outside the
+ * parent links that carry a lease's id and gateway instance id) and the
+ * remnants of gone roots (remnants.ts). Candidates are processes with the uid
+ * of some verified root, not already in a collected tree, not zombies, and
+ * started no earlier than the oldest verified root (when start times are
+ * comparable); for remnants, processes of this uid that are not our
+ * ancestors and started no earlier than the recorded root.
+ */
+import { isAlive, isKernelThread } from "../facts/liveness.js";
+import { sameProcess } from "../facts/identity.js";
+import type { ProcessDetails, ProcessFacts, ProcessInfo, ProcessSnapshot } from "../facts/types.js";
+import { collectTree, type TreeContext } from "./collect.js";
+import { markerVerdict } from "./markers.js";
+import {
+  buildRemnantTarget,
+  couldCarry,
+  judgeCarrier,
+  remnantEvidence,
+  remnantSearchBlocked,
+  remnantStartBound,
+  RemnantTally,
+  type RemnantContext,
+} from "./remnants.js";
+import { readStartClock, type StartClock } from "./start-clock.js";
+import { LEASE_ENV_KEY } from "./types.js";
+import type { DetailsBatch } from "./verify-cache.js";
+import type { State } from "./verify-state.js";
+
+/** how long an unreadable or mid-exec candidate is given before its second read */
+const EXEC_SETTLE_MS = 20;
+
+/**
+ * One pass of env reads shared by every lease in the batch: returns the
+ * marker pids of the alive leases, and fills in `remnants` (plus evidence)
+ * of every seeker (a lease whose root is gone).
+ */
+export interface EnvPass {
+  /** leases whose root checked out so far: their markers are looked for */
+  alive: State[];
+  /** leases whose root is gone: their remnants are looked for */
+  seekers: State[];
+  facts: ProcessFacts;
+  snapshot: ProcessSnapshot;
+  host: ProcessDetails | null;
+  batch: DetailsBatch;
+  tree: TreeContext;
+  startClock: StartClock | null | undefined;
+}
+
+export async function scanEnvironments(pass: EnvPass): Promise<Map<string, number[]>> {
+  const { alive, seekers, facts, snapshot, host, batch, tree } = pass;
+  const out = new Map<string, number[]>();
+  const byId = new Map(alive.map((s) => [s.lease.leaseId, s]));
+
+  // remnant seekers: who can be searched at all, and from which start time on
+  const ctx: RemnantContext = {
+    facts,
+    myUid: typeof process.getuid === "function" ? process.getuid() : null,
+    hostBootId: host?.bootId,
+    hostPidNamespace: host?.pidNamespace,
+    ancestors: tree.ancestors,
+    clock: null,
+  };
+  const tallies = new Map<string, { s: State; tally: RemnantTally }>();
+  for (const s of seekers) {
+    const blocked = remnantSearchBlocked(s.lease, ctx);
+    if (blocked !== null) {
+      s.evidence.push(...remnantEvidence(null, null, blocked));
+      s.remnants = null;
+      s.remnantOutcome = "inconclusive";
+    } else tallies.set(s.lease.leaseId, { s, tally: new RemnantTally() });
+  }
+  if (tallies.size > 0) ctx.clock = pass.startClock !== undefined ? pass.startClock : await readStartClock().catch(() => null);
+  const remnantBound = Math.min(...[...tallies.values()].map(({ s }) => remnantStartBound(s.lease, ctx)));
+
+  const markersWanted = alive.length > 0 && facts.backend !== "ps";
+  if (!markersWanted && tallies.size === 0) return out;
+
+  const uids = new Set(alive.map((s) => s.root!.uid));
+  const inTree = new Set<number>();
+  for (const s of alive) for (const p of collectTree(snapshot, s.root!, { context: tree })) inTree.add(p.pid);
+  const starts = alive.map((s) => Number(s.root!.startTime));
+  const comparable = starts.every((n) => Number.isFinite(n));
+  const oldest = comparable ? Math.min(...starts) : -Infinity;
+  const candidates: ProcessInfo[] = [];
+  for (const p of snapshot.processes.values()) {
+    // dead records, zombies and kernel threads carry nobody's markers
+    if (inTree.has(p.pid) || !isAlive(p) || isKernelThread(p) || !tree.allowed(p.pid)) continue;
+    const forMarkers = markersWanted && uids.has(p.uid) && !(comparable && !(Number(p.startTime) >= oldest));
+    const forRemnants = tallies.size > 0 && p.uid === ctx.myUid && !ctx.ancestors.has(p.pid) && !(Number(p.startTime) < remnantBound);
+    if (forMarkers || forRemnants) candidates.push(p);
+  }
+  await batch.fetch(candidates.map((p) => p.pid));
+  const details = candidates.map((p) => batch.get(p.pid));
+  // A busy host has same-uid processes exiting or exec'ing at the very moment
+  // their environment is read; such a read fails without saying anything
+  // about our lease. Each failed read gets ONE more try: a process gone or a
+  // zombie by then is gone; only one that stays unreadable keeps a search open.
+  // An empty argv from a user-space process means it is inside execve (its new
+  // memory has no argument or environment area yet, so markers it carries read
+  // as absent): a process a TERM trap forks during the teardown is often caught
+  // there. Both kinds are read again after a pause long enough for an exec.
+  const retry = candidates
+    .map((_, i) => i)
+    .filter((i) => tallies.size > 0 && (details[i] === undefined || details[i]?.envReadable === false || details[i]?.argv?.length === 0));
+  if (retry.length > 0) {
+    await new Promise((r) => setTimeout(r, EXEC_SETTLE_MS));
+    await batch.refetch(retry.map((i) => candidates[i]!.pid));
+    for (const i of retry) details[i] = batch.get(candidates[i]!.pid);
+  }
+  candidates.forEach((p, i) => {
+    const d = details[i];
+    // gone since the snapshot, or its pid already names another process: not a carrier of anything
+    if (d === null || (d !== undefined && (!sameProcess(d, p) || !isAlive(d) || isKernelThread(d)))) return;
+    // Neither argv nor environment readable: the process has no address space
+    // (cmdline needs none of the permissions environ does). It holds no
+    // environment at all, so it carries nobody's markers: a task between
+    // exit and its exit flags, or a kernel-spawned helper before its exec.
+    if (d !== undefined && d.envReadable === false && d.argv === null) return;
+    if (d === undefined || d.envReadable === false) {
+      // Nothing says whose it is: for every gone root it could have come from
+      // (our uid, not an ancestor, not started before the lease), the search
+      // cannot say "nothing is left" (fail closed: unknown is never "none").
+      for (const { s, tally } of tallies.values()) {
+        if (!couldCarry(s.lease, p, ctx)) continue;
+        tally.add(p, d === undefined ? { ok: false, why: "inspect-failed" } : judgeCarrier(s.lease, p, d, ctx), d?.argv?.[0]);
+      }
+      return;
+    }
+    // the lease id only indexes the batch; markerVerdict (in judgeCarrier, and below) decides
+    const id = d.env?.[LEASE_ENV_KEY];
+    if (typeof id !== "string") return;
+    const seeker = tallies.get(id);
+    if (seeker) return seeker.tally.add(p, judgeCarrier(seeker.s.lease, p, d, ctx), d.argv?.[0]);
+    if (!markersWanted) return;
+    const s = byId.get(id);
+    if (!s || s.root!.uid !== p.uid || markerVerdict(d, s.lease) !== "match") return;
+    if (comparable && Number(p.startTime) < Number(s.root!.startTime)) return;
+    const list = out.get(id);
+    if (list) list.push(p.pid);
+    else out.set(id, [p.pid]);
+  });
+
+  for (const { s, tally } of tallies.values()) {
+    const target = buildRemnantTarget(snapshot, tally);
+    s.evidence.push(...remnantEvidence(tally, target, null));
+    s.remnants = target;
+    // only a refusal that could not judge the process keeps the search open (remnants.ts UNCLEARED):
+    // a readable environment with other markers, another uid or an earlier start proves it is not ours
+    s.remnantsUncleared = tally.uncleared();
+    s.remnantOutcome = target !== null ? "found" : s.remnantsUncleared > 0 ? "inconclusive" : "none-found";
+  }
+  return out;
+}
+
