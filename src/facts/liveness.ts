@@ -18,7 +18,7 @@
  *   pid namespace pid 2 is an ordinary process.
  */
 import { sameProcess } from "./identity.js";
-import type { ProcessFacts, ProcessInfo } from "./types.js";
+import type { ProcessDetails, ProcessFacts, ProcessInfo } from "./types.js";
 
 export type LivenessFields = Pick<ProcessInfo, "state"> & { zombieLeader?: boolean | undefined; exiting?: boolean | undefined };
 
@@ -35,7 +35,7 @@ export function isAlive(p: LivenessFields): boolean {
  * prove nothing: false. The reaper, the supervisor's exit fallback and its
  * adopted-process sweep all ask this.
  */
-export async function provablyGone(facts: ProcessFacts, id: { pid: number; startTime?: string | undefined }): Promise<boolean> {
+export async function provablyGone(facts: ProcessFacts, id: ProcessId): Promise<boolean> {
   if (facts.identityStrength === "none") return false;
   let d;
   try {
@@ -43,6 +43,27 @@ export async function provablyGone(facts: ProcessFacts, id: { pid: number; start
   } catch {
     return false;
   }
+  return goneBy(d, id);
+}
+
+/**
+ * provablyGone for many processes, read in one batch (facts.inspectMany). A
+ * batch the facts could not answer proves nothing about any of them: all false.
+ */
+export async function provablyGoneAll(facts: ProcessFacts, ids: readonly ProcessId[]): Promise<boolean[]> {
+  if (facts.identityStrength === "none" || ids.length === 0) return ids.map(() => false);
+  let ds;
+  try {
+    ds = await facts.inspectMany(ids.map((id) => id.pid));
+  } catch {
+    return ids.map(() => false);
+  }
+  return ids.map((id, i) => goneBy(ds[i] ?? null, id));
+}
+
+type ProcessId = { pid: number; startTime?: string | undefined };
+
+function goneBy(d: ProcessDetails | null, id: ProcessId): boolean {
   if (d === null || !isAlive(d)) return true;
   return id.startTime !== undefined && /^\d+$/.test(String(d.startTime)) && !sameProcess(d, { pid: id.pid, startTime: id.startTime });
 }

@@ -6,7 +6,7 @@
  * (pidfd on Linux: open, re-read start time, send). No group signal is ever
  * sent here: kill(-pgid) cannot be identity-checked per member.
  */
-import { isAlive, provablyGone } from "../facts/liveness.js";
+import { isAlive, provablyGoneAll } from "../facts/liveness.js";
 import type { ProcessFacts, ProcessInfo, ProcessSignaller, SignalOutcome } from "../facts/types.js";
 import { MAX_PID, nonNegativeOption } from "../facts/validate.js";
 import { ancestorsOfSelf } from "./collect.js";
@@ -250,7 +250,8 @@ async function pollUntil(
   for (;;) {
     const waiting = entries.filter((e) => e.phase === phase);
     if (waiting.length === 0) return;
-    const states = await Promise.all(waiting.map((e) => exited(facts, e)));
+    // one batch per poll, however many are waiting
+    const states = await provablyGoneAll(facts, waiting);
     waiting.forEach((e, i) => {
       if (states[i]) {
         e.phase = "done";
@@ -262,11 +263,6 @@ async function pollUntil(
     if (left <= 0) return;
     await sleep(Math.min(pollMs, left));
   }
-}
-
-/** true when the process we signalled is provably gone (unknown keeps it alive: the KILL is identity-checked anyway). */
-function exited(facts: ProcessFacts, e: Entry): Promise<boolean> {
-  return provablyGone(facts, e);
 }
 
 interface WatchedGroup {
