@@ -225,6 +225,7 @@ async function startupReap(n, graceMs) {
       return facts.snapshot();
     },
     inspect: (pid, o) => facts.inspect(pid, o),
+    inspectMany: (pids, o) => facts.inspectMany(pids, o),
   };
   const base = createSignaller(facts);
   const noting = {

@@ -32,6 +32,7 @@ import { cgroupMembers, drainLeaseCgroup, lookIntoLeaseCgroup } from "./lease-cg
 import type { LeaseStore } from "./lease-store.js";
 import type { ReapReport } from "./reap.js";
 import { reapLeaseVerification, type LeaseReapResult } from "./reap-verification.js";
+import { batchingVerifier, type LeaseVerifier } from "./verify-batching.js";
 import { settlementAfterReap, settlementFor, type Settlement } from "./settle.js";
 import { isSupervisorLease, type AcpxProcessLease, type LeaseState, type OwnershipEvidence } from "./types.js";
 import { explainLease, verifyLeases, type LeaseVerdict, type LeaseVerification } from "./verify.js";
@@ -85,6 +86,8 @@ export interface SettleLeaseOptions {
   verification?: LeaseVerification;
   /** facts for the reaps (a batch shares a coalescing one) */
   facts?: ProcessFacts;
+  /** makes the re-verification after a reap (a batch shares a batching one: verify-batching.ts) */
+  verifier?: LeaseVerifier;
   /** the caller's own lever on the root: ends the lifeline and waits for its wrapper child */
   release?: () => Promise<unknown>;
   /** runs after the lease is marked closing and before any signal (a live session fails its prompt here) */
@@ -166,14 +169,14 @@ export async function settleLease(deps: LifecycleDeps, lease: AcpxProcessLease, 
   }
   const prior: ReapReport | null = opts.prior ?? null;
   const mayReap = opts.reap !== false;
-  let last: LeaseReapResult | null = mayReap ? await reapProven(deps, v, facts) : null;
+  let last: LeaseReapResult | null = mayReap ? await reapProven(deps, v, facts, opts.verifier) : null;
   const firstTarget = last?.target ?? null;
   if (opts.release && !released) {
     await release();
     if (last === null) {
       // the release was the only thing that ran: what it left is verified (and reaped) now
       v = (await verify(deps, cur).catch(() => null)) ?? v;
-      last = mayReap ? await reapProven(deps, v, facts) : null;
+      last = mayReap ? await reapProven(deps, v, facts, opts.verifier) : null;
     }
   }
   let s: Settlement;
@@ -282,6 +285,8 @@ export async function reconcileLeases(deps: LifecycleDeps, opts: ReconcileOption
   for (const { lease, why } of skipped) entries.push(untouched(lease, byId.get(lease.leaseId)!, "skipped-live", why, dryRun));
 
   const batchFacts = coalescingFacts(deps.facts);
+  // the re-verifications after the batch's reaps are verified together, a turn of the event loop at a time
+  const verifier = batchingVerifier(batchFacts, { gatewayInstanceId: deps.gatewayInstanceId });
   await Promise.all(
     candidates.map(async (l) => {
       const v = byId.get(l.leaseId)!;
@@ -290,12 +295,13 @@ export async function reconcileLeases(deps: LifecycleDeps, opts: ReconcileOption
         const attached = attachedReason(v, snapshot);
         if (attached !== null) return void entries.push(untouched(l, v, attached.action, attached.why, dryRun));
       }
-      const o = await settleLease(deps, l, { verification: v, facts: batchFacts, dryRun });
+      const o = await settleLease(deps, l, { verification: v, facts: batchFacts, verifier, dryRun });
       if (!dryRun) opts.onSettled?.(o);
       entries.push(o);
     }),
   );
-  entries.sort((a, b) => leases.findIndex((l) => l.leaseId === a.leaseId) - leases.findIndex((l) => l.leaseId === b.leaseId));
+  const order = new Map(leases.map((l, i) => [l.leaseId, i]));
+  entries.sort((a, b) => order.get(a.leaseId)! - order.get(b.leaseId)!);
 
   let expired: string[] = [];
   if (!dryRun && opts.retentionMs !== undefined) {
@@ -346,9 +352,10 @@ function targetOf(v: LeaseVerification): "tree" | "remnants" | null {
 }
 
 /** Reaps what the verification proves ours (reapLeaseVerification's one choice); null when nothing is. */
-async function reapProven(deps: LifecycleDeps, v: LeaseVerification, facts: ProcessFacts): Promise<LeaseReapResult | null> {
+async function reapProven(deps: LifecycleDeps, v: LeaseVerification, facts: ProcessFacts, verifier: LeaseVerifier | undefined): Promise<LeaseReapResult | null> {
   if (targetOf(v) === null) return null;
-  return reapLeaseVerification(v, { facts, signaller: deps.signaller, graceMs: deps.graceMs, gatewayInstanceId: deps.gatewayInstanceId });
+  const verify = verifier === undefined ? {} : { verify: verifier };
+  return reapLeaseVerification(v, { facts, signaller: deps.signaller, graceMs: deps.graceMs, gatewayInstanceId: deps.gatewayInstanceId, ...verify });
 }
 
 function isOtherInstance(v: LeaseVerification): boolean {

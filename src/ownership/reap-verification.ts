@@ -18,10 +18,13 @@
  */
 import { mergeReapResults, reapOwnedTree, type ReapOptions, type ReapReport } from "./reap.js";
 import { verifyLeases, type LeaseVerification } from "./verify.js";
+import type { LeaseVerifier } from "./verify-batching.js";
 
 export interface LeaseReapOptions extends ReapOptions {
   /** passed to the re-verification after a reap (a lease of another instance is a mismatch) */
   gatewayInstanceId?: string;
+  /** makes the re-verification after a reap; a batch's reaps share one (verify-batching.ts) */
+  verify?: LeaseVerifier;
 }
 
 export interface LeaseReapResult {
@@ -44,7 +47,8 @@ export async function reapLeaseVerification(v: LeaseVerification, opts: LeaseRea
 
   // once, after the last signal: anything of the lease that escaped the teardown
   const verifyOpts = opts.gatewayInstanceId !== undefined ? { gatewayInstanceId: opts.gatewayInstanceId } : {};
-  const [again] = await verifyLeases([v.lease], opts.facts, verifyOpts).catch(() => [] as LeaseVerification[]);
+  const reverify = opts.verify ?? (async (l) => (await verifyLeases([l], opts.facts, verifyOpts))[0]!);
+  const again = await reverify(v.lease).catch(() => undefined);
   const final: LeaseVerification = again ?? {
     ...v,
     verdict: "unknown",

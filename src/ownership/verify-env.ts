@@ -28,6 +28,7 @@ import { readStartClock, type StartClock } from "./start-clock.js";
 import { LEASE_ENV_KEY } from "./types.js";
 import type { DetailsBatch } from "./verify-cache.js";
 import type { State } from "./verify-state.js";
+import type { Turns } from "./turns.js";
 
 /** how long an unreadable or mid-exec candidate is given before its second read */
 const EXEC_SETTLE_MS = 20;
@@ -47,11 +48,13 @@ export interface EnvPass {
   host: ProcessDetails | null;
   batch: DetailsBatch;
   tree: TreeContext;
+  /** the verification's slices of the event loop (turns.ts) */
+  turns: Turns;
   startClock: StartClock | null | undefined;
 }
 
 export async function scanEnvironments(pass: EnvPass): Promise<Map<string, number[]>> {
-  const { alive, seekers, facts, snapshot, host, batch, tree } = pass;
+  const { alive, seekers, facts, snapshot, host, batch, tree, turns } = pass;
   const out = new Map<string, number[]>();
   const byId = new Map(alive.map((s) => [s.lease.leaseId, s]));
 
@@ -87,6 +90,7 @@ export async function scanEnvironments(pass: EnvPass): Promise<Map<string, numbe
   const oldest = comparable ? Math.min(...starts) : -Infinity;
   const candidates: ProcessInfo[] = [];
   for (const p of snapshot.processes.values()) {
+    if (turns.due()) await turns.yield();
     // dead records, zombies and kernel threads carry nobody's markers
     if (inTree.has(p.pid) || !isAlive(p) || isKernelThread(p) || !tree.allowed(p.pid)) continue;
     const forMarkers = markersWanted && uids.has(p.uid) && !(comparable && !(Number(p.startTime) >= oldest));
@@ -111,8 +115,12 @@ export async function scanEnvironments(pass: EnvPass): Promise<Map<string, numbe
     await batch.refetch(retry.map((i) => candidates[i]!.pid));
     for (const i of retry) details[i] = batch.get(candidates[i]!.pid);
   }
-  candidates.forEach((p, i) => {
-    const d = details[i];
+  for (const [i, p] of candidates.entries()) {
+    if (turns.due()) await turns.yield();
+    judgeCandidate(p, details[i]);
+  }
+  // one candidate: gone, unjudgeable (a search it keeps open), a remnant of a gone root, or a marker of a live one
+  function judgeCandidate(p: ProcessInfo, d: ProcessDetails | null | undefined): void {
     // gone since the snapshot, or its pid already names another process: not a carrier of anything
     if (d === null || (d !== undefined && (!sameProcess(d, p) || !isAlive(d) || isKernelThread(d)))) return;
     // Neither argv nor environment readable: the process has no address space
@@ -142,7 +150,7 @@ export async function scanEnvironments(pass: EnvPass): Promise<Map<string, numbe
     const list = out.get(id);
     if (list) list.push(p.pid);
     else out.set(id, [p.pid]);
-  });
+  }
 
   for (const { s, tally } of tallies.values()) {
     const target = buildRemnantTarget(snapshot, tally);

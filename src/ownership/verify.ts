@@ -43,6 +43,7 @@ import type { AcpxProcessLease, OwnedProcessTree, OwnershipEvidence } from "./ty
 import { sameProcess } from "../facts/identity.js";
 import { CommandHashes, DetailsBatch, PathCache } from "./verify-cache.js";
 import { scanEnvironments } from "./verify-env.js";
+import { Turns } from "./turns.js";
 import { done, finish, finishWith, vanished, type LeaseVerification, type State, type VerifyOptions } from "./verify-state.js";
 
 export type { LeaseVerdict, LeaseVerification, VerifyOptions } from "./verify-state.js";
@@ -114,17 +115,24 @@ export async function verifyLeases(
   await caches.paths.load(pending().flatMap((s) => pathsToResolve(s.lease, batch.get(s.lease.rootPid))));
 
   // phase 1: the root of each lease, checked on its own
-  for (const s of pending()) checkRoot(s, facts, snapshot, host, caches, opts?.gatewayInstanceId);
+  const turns = new Turns();
+  for (const s of pending()) {
+    checkRoot(s, facts, snapshot, host, caches, opts?.gatewayInstanceId);
+    if (turns.due()) await turns.yield();
+  }
 
   // phase 2: one env pass: markers of every lease whose root checked out so
   // far, and remnants of every lease whose root is gone
   const tree = treeContext(snapshot);
   const alive = pending().filter((s) => s.root !== null);
   const seekers = states.filter((s) => s.remnantSearch === true);
-  const markers = await scanEnvironments({ alive, seekers, facts, snapshot, host, batch, tree, startClock: opts?.startClock });
+  const markers = await scanEnvironments({ alive, seekers, facts, snapshot, host, batch, tree, turns, startClock: opts?.startClock });
 
   // phase 3: process group, sufficiency, tree
-  for (const s of alive) decide(s, snapshot, markers.get(s.lease.leaseId) ?? [], facts, tree);
+  for (const s of alive) {
+    decide(s, snapshot, markers.get(s.lease.leaseId) ?? [], facts, tree);
+    if (turns.due()) await turns.yield();
+  }
   for (const s of pending()) finishWith(s, "unknown", { check: "sufficiency", result: "unknown", detail: "verification did not complete" });
   return states.map(finish);
 }
