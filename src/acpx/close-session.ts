@@ -73,6 +73,8 @@ export async function closeLocked(
   sessions.inFlight.add(leaseId);
   try {
     const interruptedPrompt = live?.turn !== undefined;
+    // ACP session/close when the agent advertises it, and the terminals' trees, before the reap (conversation.ts)
+    await live?.conv.beforeClose(live.client, live.launched.exitStatus() === undefined, reason ?? "closeSession");
     const o = await settleLease(lifecycleDeps(d), lease, {
       // the prompt fails with the close error before anything is signalled
       beforeSignals: () => live?.client.close(new AcpxSessionClosedError(lease.sessionKey, reason)),

@@ -19,6 +19,11 @@
  * session closed and started again) never reaches the current session, for
  * prompt, cancelTurn and closeSession alike. One controller per state dir:
  * it holds the state dir's lock (state-lock.ts) until dispose().
+ *
+ * The conversation rides on top (README "Conversation"): streamed turns
+ * (turn-stream.ts), updates outside turns (session-updates.ts), permissions,
+ * client fs and terminals, resume and session controls, each in its own
+ * file; none of them moves a lease.
  */
 import { resolve } from "node:path";
 import { getProcessFacts } from "../facts/get.js";
@@ -38,12 +43,21 @@ import {
 } from "../ownership/index.js";
 import type { AcpxProcessLease, OwnedProcessTree } from "../ownership/types.js";
 import { closeLocked, summarize } from "./close-session.js";
-import { assertPromptOptions, sessionEndedError, startTurn } from "./acp-client.js";
-import { AcpxSessionClosedError } from "./errors.js";
+import { assertPromptOptions, DEFAULT_CANCEL_GRACE_MS, sessionEndedError } from "./acp-client.js";
+import { AcpxControllerDisposedError, AcpxSessionBusyError, AcpxSessionClosedError } from "./errors.js";
+import { assertConversationOptions, conversationConfig, reconcileTerminals } from "./conversation-options.js";
+import { TERMINAL_RUN_PREFIX } from "./client-terminal.js";
+import { assertReuseInput, mismatchError, resumeTarget, sessionDifferences } from "./session-reuse.js";
+import { setConfigOption, setMode } from "./session-controls.js";
+import { listSessionSummaries, statusOf } from "./session-status.js";
+import type { SessionUpdateListener } from "./session-updates.js";
+import { runTurn, cancelAndWait, type CancelReport, type TurnInput, type TurnStream } from "./turn-stream.js";
+import type { SessionConfigOption } from "@agentclientprotocol/sdk";
+import { SUPERVISOR_SESSION_PREFIX } from "../ownership/types.js";
 import { installWrapper } from "./install-wrapper.js";
 import { detectContainment, removeOwnerFolder, type ContainmentSupport } from "../containment/index.js";
 import { recordContainmentRoot } from "../ownership/containment-record.js";
-import { lifecycleDeps, LiveSessions, markClosing, type ControllerDeps } from "./live-sessions.js";
+import { lifecycleDeps, LiveSessions, markClosing, type ControllerDeps, type LiveSession } from "./live-sessions.js";
 import { openSessionStore } from "./session-store.js";
 import { spawnSession, validateEnsureInput } from "./spawn-session.js";
 import { assertContainmentOption, assertRunningLimits, configureLimitControllers, detectOptionsFor } from "./session-limits.js";
@@ -53,9 +67,12 @@ import type {
   AcpxLifecycleController,
   AcpxLifecycleControllerOptions,
   CloseReport,
+  LeaseSettledOutcome,
   PromptOptions,
   ReapReport,
   ReapReportEntry,
+  SessionStatus,
+  SessionSummary,
 } from "./types.js";
 import { assertGraceMs } from "./wrapper/protocol.js";
 
@@ -75,6 +92,7 @@ export async function createAcpxLifecycleController(opts: AcpxLifecycleControlle
   const startTimeoutMs = positiveOption(opts.startTimeoutMs, DEFAULT_START_TIMEOUT_MS, "opts.startTimeoutMs");
   const maintenanceIntervalMs = nonNegativeOption(opts.maintenanceIntervalMs, DEFAULT_MAINTENANCE_MS, "opts.maintenanceIntervalMs");
   assertContainmentOption(opts.containment, "opts.containment");
+  assertConversationOptions(opts);
 
   const stateDir = resolve(opts.stateDir);
   const facts = opts.facts ?? getProcessFacts();
@@ -109,13 +127,14 @@ export async function createAcpxLifecycleController(opts: AcpxLifecycleControlle
     startTimeoutMs,
     nodePath: opts.nodePath ?? process.execPath,
     onEnsureTiming: opts.onEnsureTiming,
+    conversation: conversationConfig(opts, { stateDir, gatewayInstanceId, facts, signaller, graceMs }),
     };
   } catch (e) {
     await lock.release();
     throw e;
   }
   configureLimitControllers(deps, opts.containment);
-  const ctl = new Controller(deps, lock);
+  const ctl = new Controller(deps, lock, opts);
   if (maintenanceIntervalMs > 0) ctl.startMaintenance(maintenanceIntervalMs);
   return ctl;
 }
@@ -126,13 +145,14 @@ class Controller implements AcpxLifecycleController {
   private readonly queue = new KeyedQueue();
   private timer: NodeJS.Timeout | undefined;
   private maintaining: Promise<void> | undefined;
-  private disposed = false;
+  private disposed: "disposed" | "shut down" | undefined;
   /** last maintenance failure, kept for diagnostics (the timer must never throw) */
   lastMaintenanceError: unknown;
 
   constructor(
     private readonly d: ControllerDeps,
     private readonly lock: StateDirLock,
+    private readonly hooks: Pick<AcpxLifecycleControllerOptions, "onSessionEnd" | "onLeaseSettled">,
   ) {
     this.gatewayInstanceId = d.gatewayInstanceId;
     this.live = new LiveSessions(d.graceMs);
@@ -142,6 +162,7 @@ class Controller implements AcpxLifecycleController {
 
   async ensureSession(input: AcpRuntimeEnsureInput): Promise<AcpRuntimeHandle> {
     validateEnsureInput(input);
+    assertReuseInput(input);
     this.assertUsable();
     return this.queue.run(input.sessionKey, () => this.ensureLocked(input));
   }
@@ -149,69 +170,142 @@ class Controller implements AcpxLifecycleController {
   private async ensureLocked(input: AcpRuntimeEnsureInput): Promise<AcpRuntimeHandle> {
     const existing = this.live.get(input.sessionKey);
     if (existing && !existing.closing && existing.launched.exitStatus() === undefined) {
-      assertRunningLimits(existing.handle, input);
-      return existing.handle;
+      const stored = await this.d.sessions.get(input.sessionKey);
+      const cwd = stored?.kind === "lease" ? stored.record.cwd : undefined;
+      const differences = sessionDifferences({ handle: existing.handle, command: stored?.kind === "lease" ? (stored.record.command ?? []) : [], cwd }, input);
+      if (differences.length === 0 || input.replace !== true) {
+        if (differences.length > 0) throw mismatchError(existing.handle, differences);
+        assertRunningLimits(existing.handle, input);
+        return { ...existing.handle, reused: true };
+      }
     }
-    // A record from an earlier run (or a session whose adapter died) is
-    // settled first, through the same verified close path.
-    if (existing || (await this.d.sessions.get(input.sessionKey))) {
-      const prior = await closeLocked(this.d, this.live, input.sessionKey, "superseded by ensureSession", false);
+    // A record from an earlier run (or a session whose adapter died, or one
+    // being replaced) is settled first, through the same verified close path;
+    // the agent session it names is taken back when it can be (session-reuse.ts).
+    const stored = await this.d.sessions.get(input.sessionKey);
+    const resumeSessionId = resumeTarget(input, stored);
+    if (existing || stored) {
+      const prior = await this.closeAndReport(input.sessionKey, existing ? "superseded by ensureSession" : "settled by ensureSession", false);
       if (prior.outcome === "left-alone" || prior.outcome === "retry-pending") {
         throw new Error(
           `ensureSession ${JSON.stringify(input.sessionKey)}: the previous session could not be settled (${prior.detail}); refusing to start a second one`,
         );
       }
     }
-    return spawnSession(this.d, this.live, input, () => this.disposed);
+    const spawnInput = resumeSessionId !== undefined ? { ...input, resumeSessionId } : input;
+    const handle = await spawnSession(this.d, this.live, spawnInput, () => this.disposed !== undefined).catch((err: unknown) => {
+      this.settledOnEnsureFailure(err);
+      throw err;
+    });
+    const live = this.live.forHandle(handle);
+    if (live) this.watchEnd(live);
+    return handle;
+  }
+
+  /** onSessionEnd for a session whose processes end while it is not being closed. */
+  private watchEnd(live: LiveSession): void {
+    live.launched.onEnd((end) => {
+      if (live.closing) return;
+      const duringTurn = live.turn !== undefined;
+      void live.conv.end("the session's processes ended");
+      this.callHook(() => this.hooks.onSessionEnd?.(live.handle, { kind: "adapter-died", duringTurn, end }));
+    });
   }
 
   // ---------------------------------------------------------------- turns
 
   async prompt(handle: AcpRuntimeHandle, text: string, options?: PromptOptions): Promise<{ stopReason: string }> {
-    assertHandle(handle);
     if (typeof text !== "string") throw new TypeError("text must be a string");
+    const turn = this.beginTurn(handle, text, options, false);
+    const r = await turn.result;
+    return { stopReason: r.stopReason };
+  }
+
+  startTurn(handle: AcpRuntimeHandle, input: TurnInput, options?: PromptOptions): TurnStream {
+    return this.beginTurn(handle, input, options, true);
+  }
+
+  private beginTurn(handle: AcpRuntimeHandle, input: TurnInput, options: PromptOptions | undefined, stream: boolean): TurnStream {
+    assertHandle(handle);
     assertPromptOptions(options);
     const live = this.live.require(handle);
     if (live.closing) throw new AcpxSessionClosedError(handle.sessionKey, live.closeReason);
     // a session whose wrapper or adapter is gone says how, whatever turn it had
     const ended = sessionEndedError(handle.sessionKey, live.launched);
     if (ended) throw ended;
-    if (live.turn) {
-      throw new Error(
-        `ACP session ${JSON.stringify(handle.sessionKey)} already has a prompt running (a timed-out or aborted turn counts until the agent ends it); cancel it or wait`,
-      );
-    }
-    // timeout / abort → session/cancel, bounded grace, typed rejection; errors carry ACP data and stderr (acp-client.ts)
-    const turn = startTurn(live.client, {
-      sessionKey: handle.sessionKey,
-      acpSessionId: live.handle.acpSessionId,
-      text,
-      launched: live.launched,
-      ...(options !== undefined ? { options } : {}),
-    });
-    const request = turn.request;
-    if (request !== null) {
-      // the turn holds the session until the agent ends it, even after the caller stopped waiting
-      live.turn = request;
-      const free = (): void => {
-        if (live.turn === request) live.turn = undefined;
-      };
-      request.then(free, free);
-    }
-    try {
-      return await turn.result;
-    } catch (err) {
-      if (live.closing) throw new AcpxSessionClosedError(handle.sessionKey, live.closeReason);
-      throw err;
-    }
+    if (live.turn) throw new AcpxSessionBusyError(handle.sessionKey);
+    const turn = runTurn(
+      {
+        sessionKey: handle.sessionKey,
+        acpSessionId: live.handle.acpSessionId,
+        client: live.client,
+        launched: live.launched,
+        conv: live.conv,
+        setTurn: (r) => {
+          live.turn = r;
+        },
+      },
+      input,
+      options,
+      stream,
+      this.d.conversation.stderrInMessages,
+    );
+    // a close racing the turn fails it with the close error, also when the agent ended it for the close (session/close)
+    const result = turn.result.then(
+      (r) => {
+        if (live.closing) throw new AcpxSessionClosedError(handle.sessionKey, live.closeReason);
+        return r;
+      },
+      (err: unknown) => {
+        if (live.closing) throw new AcpxSessionClosedError(handle.sessionKey, live.closeReason);
+        throw err;
+      },
+    );
+    result.catch(() => undefined);
+    return { ...turn, result };
   }
 
-  async cancelTurn(handle: AcpRuntimeHandle): Promise<void> {
+  onUpdate(handle: AcpRuntimeHandle, listener: SessionUpdateListener): () => void {
+    assertHandle(handle);
+    if (typeof listener !== "function") throw new TypeError("listener must be a function");
+    return this.live.require(handle).conv.router.subscribe(listener);
+  }
+
+  async cancelTurn(handle: AcpRuntimeHandle): Promise<CancelReport> {
     assertHandle(handle);
     const live = this.live.forHandle(handle);
     // nothing live (or a stale handle): there is no turn to cancel, and cancel never escalates
-    if (!live || live.closing) return;
-    await live.client.cancel(live.handle.acpSessionId);
+    if (!live || live.closing || live.turn === undefined) return { cancelSent: false, turnEnded: true };
+    live.conv.permissions.cancelAll("the turn was cancelled");
+    return cancelAndWait(live.client, live.handle.acpSessionId, live.turn as Promise<{ stopReason: string }>, DEFAULT_CANCEL_GRACE_MS);
+  }
+
+  // ---------------------------------------------------------------- controls and status
+
+  async setMode(handle: AcpRuntimeHandle, modeId: string): Promise<void> {
+    await setMode(this.controlTarget(handle), modeId);
+  }
+
+  async setConfigOption(handle: AcpRuntimeHandle, key: string, value: string | boolean): Promise<SessionConfigOption[]> {
+    return setConfigOption(this.controlTarget(handle), key, value);
+  }
+
+  private controlTarget(handle: AcpRuntimeHandle) {
+    assertHandle(handle);
+    const live = this.live.require(handle);
+    if (live.closing) throw new AcpxSessionClosedError(handle.sessionKey, live.closeReason);
+    const ended = sessionEndedError(handle.sessionKey, live.launched);
+    if (ended) throw ended;
+    return { sessionKey: handle.sessionKey, acpSessionId: live.handle.acpSessionId, client: live.client, state: live.conv.state!, timeoutMs: this.d.handshakeTimeoutMs };
+  }
+
+  async sessionStatus(handle: AcpRuntimeHandle): Promise<SessionStatus> {
+    assertHandle(handle);
+    return statusOf(this.d, this.live.require(handle));
+  }
+
+  listSessions(): Promise<SessionSummary[]> {
+    return listSessionSummaries(this.d, this.live);
   }
 
   // ---------------------------------------------------------------- close
@@ -233,17 +327,65 @@ class Controller implements AcpxLifecycleController {
     // prompt racing this close must fail with the close error, and no new
     // prompt may start. A stale handle marks nothing.
     markClosing(expected === undefined ? this.live.get(key) : this.live.forHandle({ sessionKey: key, leaseId: expected }), input.reason);
-    return this.queue.run(key, () => closeLocked(this.d, this.live, key, input.reason, input.discardPersistentState === true, expected));
+    return this.queue.run(key, () => this.closeAndReport(key, input.reason, input.discardPersistentState === true, expected));
+  }
+
+  /** closeLocked, then the hooks: onSessionEnd for a live session, onLeaseSettled for a settled lease. */
+  private async closeAndReport(key: string, reason: string | undefined, discard: boolean, expected?: string): Promise<CloseReport> {
+    const live = this.live.get(key);
+    const report = await closeLocked(this.d, this.live, key, reason, discard, expected);
+    if (report.outcome === "noop") return report;
+    if (live && (expected === undefined || live.handle.leaseId === expected)) this.callHook(() => this.hooks.onSessionEnd?.(live.handle, { kind: "closed", report }));
+    if (report.leaseId !== undefined && (report.leaseState === "closed" || report.leaseState === "lost")) {
+      await this.leaseSettled(report.leaseId, { via: "close", state: report.leaseState, detail: report.detail });
+    }
+    return report;
+  }
+
+  private settledOnEnsureFailure(err: unknown): void {
+    const e = err as { leaseId?: unknown; leaseState?: unknown; message?: unknown };
+    if (typeof e?.leaseId !== "string" || (e.leaseState !== "closed" && e.leaseState !== "lost")) return;
+    void this.leaseSettled(e.leaseId, { via: "ensure-failed", state: e.leaseState, detail: String(e.message) });
+  }
+
+  private async leaseSettled(leaseId: string, outcome: LeaseSettledOutcome): Promise<void> {
+    const hook = this.hooks.onLeaseSettled;
+    if (hook === undefined) return;
+    const lease = await this.d.leases.get(leaseId).catch(() => null);
+    if (lease) this.callHook(() => hook(lease, outcome));
+  }
+
+  /** A hook that throws is reported, never rethrown: hooks cannot break the lifecycle. */
+  private callHook(fn: () => void): void {
+    try {
+      fn();
+    } catch (err) {
+      this.d.conversation.log.error?.(`a controller hook threw: ${err instanceof Error ? err.message : String(err)}`);
+    }
   }
 
   // ---------------------------------------------------------------- startup / maintenance
 
-  reapStartupOrphans(opts?: { dryRun?: boolean; skipAttached?: boolean }): Promise<ReapReport> {
+  async reapStartupOrphans(opts?: { dryRun?: boolean; skipAttached?: boolean }): Promise<ReapReport> {
     this.assertUsable();
-    return this.reapLeases(["open", "closing"], opts?.dryRun === true, opts?.skipAttached === true);
+    const report = await this.reapLeases(["open", "closing"], opts?.dryRun === true, opts?.skipAttached === true);
+    if (opts?.dryRun !== true) await this.reapTerminals();
+    return report;
+  }
+
+  /** ACP terminals a previous incarnation left running: their supervisor leases (conversation-options.ts). */
+  private async reapTerminals(): Promise<void> {
+    const prefix = `${SUPERVISOR_SESSION_PREFIX}${TERMINAL_RUN_PREFIX}`;
+    const { leases } = await this.d.leases.list();
+    if (!leases.some((l) => l.sessionKey.startsWith(prefix) && (l.state === "open" || l.state === "closing"))) return;
+    const r = await reconcileTerminals(this.d.conversation.supervisor, this.d);
+    for (const run of r.runs) {
+      if (run.state === "closed" || run.state === "lost") await this.leaseSettled(run.leaseId, { via: "reap", state: run.state, detail: run.why });
+    }
   }
 
   private async reapLeases(states: readonly ("open" | "closing")[], dryRun: boolean, skipAttached = false): Promise<ReapReport> {
+    const settled: { leaseId: string; state: "closed" | "lost"; why: string }[] = [];
     const r = await reconcileLeases(lifecycleDeps(this.d), {
       // the process supervisor's runs share the store and the instance id; they are its to settle
       kind: "acpx",
@@ -252,8 +394,12 @@ class Controller implements AcpxLifecycleController {
       skipAttached,
       skip: (l) => this.live.busy(l),
       retentionMs: this.d.retentionMs,
-      onSettled: (o) => this.live.afterSettled(o.leaseId, o.stateAfter),
+      onSettled: (o) => {
+        this.live.afterSettled(o.leaseId, o.stateAfter);
+        if (o.stateAfter === "closed" || o.stateAfter === "lost") settled.push({ leaseId: o.leaseId, state: o.stateAfter, why: o.why });
+      },
     });
+    for (const s of settled) await this.leaseSettled(s.leaseId, { via: "reap", state: s.state, detail: s.why });
     return { ...r, entries: r.entries.map(toEntry) };
   }
 
@@ -292,13 +438,33 @@ class Controller implements AcpxLifecycleController {
   }
 
   /**
+   * Closes every live session (each verified and reaped through the
+   * lifecycle, its terminals ended, session/close sent where advertised),
+   * then disposes. Idempotent: a second call after the first returns [].
+   */
+  async shutdown(): Promise<CloseReport[]> {
+    if (this.disposed !== undefined) return [];
+    const keys = this.live.all().map((l) => l.handle.sessionKey);
+    const reports = await Promise.all(keys.map((key) => this.closeSession({ handle: { sessionKey: key }, reason: "controller shutdown" })));
+    await this.d.conversation.supervisor?.shutdown();
+    await this.release("shut down");
+    return reports;
+  }
+
+  /**
    * Stops the timer and gives the state dir back (its lock): a new
-   * controller may start on it. Sessions keep running; only their hold on
-   * our event loop is released. If this process then exits, the lifelines
-   * close and the wrappers clean up.
+   * controller may start on it. Live sessions are not closed and their
+   * leases stay open (the next controller's startup reap settles them, or
+   * ensureSession resumes them); they keep running while this process
+   * lives, and their wrappers end their trees when it exits (the lifeline).
    */
   async dispose(): Promise<void> {
-    this.disposed = true;
+    if (this.disposed !== undefined) return;
+    await this.release("disposed");
+  }
+
+  private async release(how: "disposed" | "shut down"): Promise<void> {
+    this.disposed = how;
     if (this.timer) clearInterval(this.timer);
     this.timer = undefined;
     await this.maintaining;
@@ -309,7 +475,7 @@ class Controller implements AcpxLifecycleController {
   }
 
   private assertUsable(): void {
-    if (this.disposed) throw new Error("this controller was disposed (its state dir lock is released); create a new one");
+    if (this.disposed !== undefined) throw new AcpxControllerDisposedError(this.disposed);
   }
 }
 

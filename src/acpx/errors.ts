@@ -16,7 +16,8 @@ export type EnsureFailureCause =
   | "auth-required" // the agent requires ACP authenticate and no method was given (authMethods lists the agent's)
   | "auth-failed" // the given method is not one the agent offers, authenticate failed, or the agent still required auth after it
   | "limits-unavailable" // limits were asked for and cannot be applied (containment off, controller not on cgroup v2, write refused); nothing ran unlimited
-  | "limits-mismatch"; // the key's session is already running with other limits than the ones asked for; it was left alone
+  | "limits-mismatch" // the key's session is already running with other limits than the ones asked for; it was left alone
+  | "session-mismatch"; // the key's session is already running with another command, agentId or cwd (ask replace: true to replace it)
 
 /** An error answer of the agent (a JSON-RPC error object), kept as received. */
 export interface AcpErrorInfo {
@@ -61,10 +62,13 @@ const STDERR_CHARS_IN_MESSAGE = 1000;
 
 /**
  * The message suffix for diagnostics: the error's data (JSON, cut at 600
- * chars) and the last lines of stderr (cut at 1000 chars). The fields keep
- * everything; the message stays readable in a log line.
+ * chars) and, only when `includeStderr` (the controller's
+ * `stderrInMessages`), the last lines of stderr (cut at 1000 chars).
+ * Otherwise the message only says how much stderr the `stderrTail` field
+ * holds: an adapter's stderr can echo prompt text, and error messages end up
+ * in gateway logs. The fields keep everything.
  */
-export function diagnosticsNote(d: AcpxDiagnostics): string {
+export function diagnosticsNote(d: AcpxDiagnostics, includeStderr = false): string {
   let note = "";
   if (d.acpError?.data !== undefined) {
     let data: string;
@@ -77,7 +81,9 @@ export function diagnosticsNote(d: AcpxDiagnostics): string {
   }
   // colour codes (codex-acp logs in colour) are noise in a log line; the field keeps them
   const tail = d.stderrTail?.replace(ANSI_ESCAPE, "").trim();
-  if (tail) {
+  if (tail && !includeStderr) {
+    note += `; the adapter wrote ${Buffer.byteLength(d.stderrTail!, "utf8")} bytes of stderr (in the error's stderrTail)`;
+  } else if (tail) {
     const lines = tail.split("\n").slice(-STDERR_LINES_IN_MESSAGE).join(" | ");
     note += `; adapter stderr: ${lines.length > STDERR_CHARS_IN_MESSAGE ? `…${lines.slice(-STDERR_CHARS_IN_MESSAGE)}` : lines}`;
   }
@@ -100,6 +106,8 @@ export interface AcpxEnsureErrorDetails extends AcpxDiagnostics {
   agentProtocolVersion?: unknown;
   /** set for "limits-unavailable" and "limits-mismatch" */
   limitsRefusal?: LimitsRefusal;
+  /** the first bytes of the adapter's stdout, when a line of them was not ACP (a banner, a usage text) */
+  stdoutHead?: string;
 }
 
 export class AcpxEnsureError extends Error {
@@ -110,6 +118,11 @@ export class AcpxEnsureError extends Error {
   readonly authMethods: readonly AcpAuthMethodInfo[] | undefined;
   readonly agentProtocolVersion: unknown;
   readonly limitsRefusal: LimitsRefusal | undefined;
+  readonly stdoutHead: string | undefined;
+  /** the failure, as every proclease error names its cause */
+  get code(): EnsureFailureCause {
+    return this.failure;
+  }
   constructor(
     readonly sessionKey: string,
     readonly failure: EnsureFailureCause,
@@ -131,12 +144,14 @@ export class AcpxEnsureError extends Error {
     this.authMethods = options?.authMethods;
     this.agentProtocolVersion = options?.agentProtocolVersion;
     this.limitsRefusal = options?.limitsRefusal;
+    this.stdoutHead = options?.stdoutHead;
   }
 }
 
 /** A prompt that was running when its session was closed. */
 export class AcpxSessionClosedError extends Error {
   override name = "AcpxSessionClosedError";
+  readonly code = "session-closed";
   constructor(
     readonly sessionKey: string,
     readonly reason: string | undefined,
@@ -148,6 +163,7 @@ export class AcpxSessionClosedError extends Error {
 /** prompt on a handle this controller has no live connection for. */
 export class AcpxNoSessionError extends Error {
   override name = "AcpxNoSessionError";
+  readonly code = "no-session";
   constructor(
     readonly sessionKey: string,
     detail: string,
@@ -167,6 +183,9 @@ export type PromptFailureCause =
 /** A prompt that failed; carries what the gateway saw (ACP error data, stderr tail, how it ended). */
 export class AcpxPromptError extends Error {
   override name = "AcpxPromptError";
+  get code(): PromptFailureCause {
+    return this.failure;
+  }
   readonly acpError: AcpErrorInfo | undefined;
   readonly stderrTail: string | undefined;
   readonly end: SessionEnd | undefined;
@@ -226,6 +245,7 @@ abstract class InterruptedPromptError extends Error {
  */
 export class AcpxPromptTimeoutError extends InterruptedPromptError {
   override name = "AcpxPromptTimeoutError";
+  readonly code = "prompt-timeout";
   constructor(
     sessionKey: string,
     readonly timeoutMs: number,
@@ -252,6 +272,7 @@ export class AcpxPromptTimeoutError extends InterruptedPromptError {
  */
 export class AcpxPromptAbortError extends InterruptedPromptError {
   override name = "AbortError";
+  readonly code = "prompt-aborted";
   constructor(sessionKey: string, turn: InterruptedTurn, options?: { cause?: unknown }) {
     super(
       sessionKey,
@@ -264,5 +285,64 @@ export class AcpxPromptAbortError extends InterruptedPromptError {
       turn,
       options,
     );
+  }
+}
+
+/** A second turn on a session whose turn is still running (one turn at a time per ACP session). */
+export class AcpxSessionBusyError extends Error {
+  override name = "AcpxSessionBusyError";
+  readonly code = "session-busy";
+  constructor(readonly sessionKey: string) {
+    super(
+      `ACP session ${JSON.stringify(sessionKey)} already has a prompt running (a timed-out or aborted turn counts until the agent ends it); cancel it or wait`,
+    );
+  }
+}
+
+/** A call on a controller after dispose() or shutdown(). */
+export class AcpxControllerDisposedError extends Error {
+  override name = "AcpxControllerDisposedError";
+  readonly code = "controller-disposed";
+  constructor(readonly how: "disposed" | "shut down") {
+    super(`this controller was ${how} (its state dir lock is released); create a new one`);
+  }
+}
+
+/** Why a session request other than a turn failed (AcpxSessionRequestError.failure). */
+export type SessionRequestFailure =
+  | "unsupported" // the agent did not advertise what the call needs (no modes, no such config option, no session/list)
+  | "invalid" // the value is not one the agent offered
+  | "agent-error" // the agent answered with an error (acpError)
+  | "timeout" // no answer within the controller's handshakeTimeoutMs
+  | "connection-lost"; // the session's connection closed
+
+/** setMode, setConfigOption, session/list and the like, refused or failed. */
+export class AcpxSessionRequestError extends Error {
+  override name = "AcpxSessionRequestError";
+  get code(): SessionRequestFailure {
+    return this.failure;
+  }
+  constructor(
+    readonly sessionKey: string,
+    readonly method: string,
+    readonly failure: SessionRequestFailure,
+    message: string,
+    readonly acpError?: AcpErrorInfo,
+    options?: { cause?: unknown },
+  ) {
+    super(`ACP ${method} on ${JSON.stringify(sessionKey)}: ${message}`, options);
+  }
+}
+
+/** A turn whose content the agent did not advertise (an image to an agent without promptCapabilities.image, …). */
+export class AcpxUnsupportedContentError extends Error {
+  override name = "AcpxUnsupportedContentError";
+  readonly code = "unsupported-content";
+  constructor(
+    readonly sessionKey: string,
+    readonly blockType: string,
+    readonly capability: string,
+  ) {
+    super(`ACP session ${JSON.stringify(sessionKey)}: the agent did not advertise ${capability}, so a ${blockType} block cannot be sent; nothing was sent`);
   }
 }

@@ -5,8 +5,20 @@ export type {
   AcpRuntimeHandle,
   AcpxLifecycleController,
   AcpxLifecycleControllerOptions,
+  CancelReport,
+  ClientCapabilitiesOption,
   CloseReport,
+  ContentBlock,
   EnsureTiming,
+  LeaseSettledOutcome,
+  SessionEndHow,
+  SessionStatus,
+  SessionSummary,
+  SessionUpdate,
+  SessionUpdateListener,
+  TurnInput,
+  TurnResult,
+  TurnStream,
   ReapReport,
   ReapReportEntry,
   ReapedProcess,
@@ -19,6 +31,11 @@ export {
   AcpxPromptError,
   AcpxPromptTimeoutError,
   AcpxSessionClosedError,
+  AcpxControllerDisposedError,
+  AcpxSessionBusyError,
+  AcpxSessionRequestError,
+  AcpxUnsupportedContentError,
+  type SessionRequestFailure,
   type AcpAuthMethodInfo,
   type AcpErrorInfo,
   type AcpxDiagnostics,
@@ -39,7 +56,13 @@ export {
   type StoredSessionRecord,
 } from "./session-store.js";
 export { installWrapper, packagedWrapperPath, wrapperShimSource, type InstalledWrapper } from "./install-wrapper.js";
-export { AcpClient, AcpTimeoutError, SUPPORTED_PROTOCOL_VERSIONS, type AcpClientOptions } from "./acp-client.js";
+export { AcpClient, AcpTimeoutError, SUPPORTED_PROTOCOL_VERSIONS, type AcpClientOptions, type PromptAnswer } from "./acp-client.js";
+export { permissionOption, DEFAULT_PERMISSION_TIMEOUT_MS, type PermissionAnswer, type PermissionContext, type PermissionHook } from "./permissions.js";
+export { DEFAULT_MAX_READ_BYTES, DEFAULT_MAX_WRITE_BYTES, type ClientFsOptions, type FsRefusal } from "./client-fs.js";
+export { DEFAULT_MAX_TERMINALS, DEFAULT_TERMINAL_OUTPUT_BYTES, TERMINAL_RUN_PREFIX, type ClientTerminalOptions } from "./client-terminal.js";
+export { MAX_BACKLOG } from "./session-updates.js";
+export type { SessionAgentState } from "./session-controls.js";
+export type { ControllerLogger } from "./logger.js";
 export {
   LIFELINE_FD,
   parseReportLine,

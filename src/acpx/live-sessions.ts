@@ -10,6 +10,7 @@ import type { ProcessFacts, ProcessSignaller } from "../facts/types.js";
 import { checkSignalTarget, type LeaseStore, type LifecycleDeps } from "../ownership/index.js";
 import type { AcpxProcessLease } from "../ownership/types.js";
 import type { AcpClient } from "./acp-client.js";
+import type { ConversationConfig, SessionConversation } from "./conversation.js";
 import { AcpxNoSessionError, AcpxSessionClosedError } from "./errors.js";
 import type { InstalledWrapper } from "./install-wrapper.js";
 import type { LaunchedWrapper } from "./launch.js";
@@ -33,6 +34,8 @@ export interface ControllerDeps {
   onEnsureTiming: AcpxLifecycleControllerOptions["onEnsureTiming"];
   /** whether each lease gets its own cgroup, and why not (detected once at start) */
   containment: ContainmentSupport;
+  /** what every session's conversation shares (permissions, fs, terminals, logger) */
+  conversation: ConversationConfig;
 }
 
 export function lifecycleDeps(d: ControllerDeps): LifecycleDeps {
@@ -43,8 +46,10 @@ export interface LiveSession {
   handle: AcpRuntimeHandle;
   launched: LaunchedWrapper;
   client: AcpClient;
+  /** updates, permissions, fs, terminals and what the agent advertised */
+  conv: SessionConversation;
   /** the running prompt, if any (one turn at a time per session) */
-  turn: Promise<{ stopReason: string }> | undefined;
+  turn: Promise<unknown> | undefined;
   closing: boolean;
   closeReason: string | undefined;
   /**
@@ -115,12 +120,18 @@ export class LiveSessions {
       this.byKey.delete(key);
       live.client.close(new AcpxSessionClosedError(key, live.closeReason));
       live.launched.endLifeline();
+      // terminals end with the session; the router forgets its listeners
+      void live.conv.end(live.closeReason ?? "the session was dropped").then(() => live.conv.router.clear());
     }
   }
 
   /** Sessions keep running; only their hold on our event loop is released. */
   unrefAll(): void {
     for (const s of this.byKey.values()) s.launched.unref();
+  }
+
+  all(): LiveSession[] {
+    return [...this.byKey.values()];
   }
 }
 

@@ -18,6 +18,8 @@ export interface AcpxSessionRecord {
   leaseId: string;
   acpSessionId: string;
   owner: AcpSessionOwner;
+  /** the agent id given to ensureSession (a resume is offered only to the same agent) */
+  agentId?: string;
   /** the adapter argv as given to ensureSession (kept for operators) */
   command?: string[];
   cwd?: string;

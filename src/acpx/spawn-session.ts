@@ -27,6 +27,7 @@ import { applyLimits, createLeaseCgroup, readCgroupOf, removeCgroup } from "../c
 import { assertSessionLimits, controllersFor, describeLimits, enableLimitControllers, enforcedLimits, rememberLimits, type EnforcedLimits } from "./session-limits.js";
 import { CGROUP_ENV_KEY, CGROUP_MOVE_FAILED, CGROUP_REQUIRED_ENV_KEY } from "./wrapper/protocol.js";
 import type { AcpxSessionRecord } from "./session-store.js";
+import { handleFields, handshakeFields, SessionConversation } from "./conversation.js";
 import type { AcpRuntimeEnsureInput, AcpRuntimeHandle } from "./types.js";
 
 export async function spawnSession(d: ControllerDeps, live: LiveSessions, input: AcpRuntimeEnsureInput, disposed: () => boolean): Promise<AcpRuntimeHandle> {
@@ -64,8 +65,10 @@ export async function spawnSession(d: ControllerDeps, live: LiveSessions, input:
   const tLease = performance.now();
   let launched: LaunchedWrapper | undefined;
   let client: AcpClient | undefined;
+  let conv: SessionConversation | undefined;
   const fail = async (failure: EnsureFailureCause, message: string, cause?: unknown, details?: AcpxEnsureErrorDetails): Promise<never> => {
     client?.close(new Error(`ensureSession failed: ${failure}`));
+    await conv?.end(`ensureSession failed: ${failure}`);
     // what the adapter said and how it ended, read before the settlement reaps it
     const diag: AcpxEnsureErrorDetails = { ...(cause !== undefined ? { cause } : {}), ...details };
     const tail = launched?.stderrTail();
@@ -155,7 +158,8 @@ export async function spawnSession(d: ControllerDeps, live: LiveSessions, input:
   }
 
   const tRecorded = performance.now();
-  client = new AcpClient({ input: launched.stdout, output: launched.stdin });
+  conv = new SessionConversation(d.conversation, input);
+  client = new AcpClient({ input: launched.stdout, output: launched.stdin, ...conv.clientOptions() });
   let acpSessionId: string;
   try {
     // initialize → protocol version check → authenticate (input.auth) → session/new (acp-client.ts)
@@ -164,11 +168,13 @@ export async function spawnSession(d: ControllerDeps, live: LiveSessions, input:
       timeoutMs: d.handshakeTimeoutMs,
       ended: launched.ended,
       ...(input.auth !== undefined ? { auth: input.auth } : {}),
+      ...handshakeFields(input),
     });
     acpSessionId = hs.sessionId;
+    conv.opened(hs);
   } catch (err) {
     // names who ended and how (a killed wrapper as such), with the ACP error data, stderr tail and auth methods
-    const f = await explainHandshakeFailure(err, launched);
+    const f = await explainHandshakeFailure(err, launched, 500, { client, stderrInMessage: d.conversation.stderrInMessages });
     return fail(f.cause, f.message, undefined, f.details);
   }
 
@@ -187,6 +193,7 @@ export async function spawnSession(d: ControllerDeps, live: LiveSessions, input:
     leaseId: lease.leaseId,
     acpSessionId,
     owner,
+    agentId: input.agentId,
     command: [...input.command],
     ...(input.cwd !== undefined ? { cwd: input.cwd } : {}),
     createdAt: now,
@@ -204,9 +211,11 @@ export async function spawnSession(d: ControllerDeps, live: LiveSessions, input:
     processGroupId: start.report.pgid,
     acpSessionId,
     owner,
+    ...handleFields(conv),
   };
   rememberLimits(handle, limits);
-  live.add({ handle, launched, client, turn: undefined, closing: false, closeReason: undefined });
+  conv.bind(handle);
+  live.add({ handle, launched, client, conv, turn: undefined, closing: false, closeReason: undefined });
   live.inFlight.delete(lease.leaseId);
   if (disposed()) launched.unref();
   d.onEnsureTiming?.({

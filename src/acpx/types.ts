@@ -14,7 +14,15 @@ import type {
   LeaseReconcileReport,
 } from "../ownership/index.js";
 import type { AcpSessionOwner } from "../sessions/index.js";
+import type { AgentCapabilities, ContentBlock, Implementation, McpServer, SessionUpdate } from "@agentclientprotocol/sdk";
+import type { ClientFsOptions } from "./client-fs.js";
+import type { ClientTerminalOptions } from "./client-terminal.js";
 import type { AcpAuthMethodInfo } from "./errors.js";
+import type { ControllerLogger } from "./logger.js";
+import type { PermissionHook } from "./permissions.js";
+import type { SessionAgentState } from "./session-controls.js";
+import type { SessionUpdateListener } from "./session-updates.js";
+import type { CancelReport, TurnInput, TurnResult, TurnStream } from "./turn-stream.js";
 
 export interface AcpRuntimeEnsureInput {
   sessionKey: string;
@@ -62,6 +70,22 @@ export interface AcpRuntimeEnsureInput {
   spawnedBy?: string;
   parentSessionKey?: string;
   ownerSessionKey?: string;
+  /** MCP servers passed through to session/new (and session/resume / session/load) as given */
+  mcpServers?: readonly McpServer[];
+  /**
+   * The agent session to take back (session/resume or session/load,
+   * whichever the agent advertises; README "Sessions survive a restart").
+   * Absent: the key's stored record's agent session, unless `resume: false`.
+   */
+  resumeSessionId?: string;
+  /** false: never take an earlier agent session back, start a new one (default true) */
+  resume?: boolean;
+  /**
+   * The key already has a running session with another command, agentId or
+   * cwd: true closes it (verified, through the lifecycle) and starts this
+   * one; absent or false refuses with AcpxEnsureError("session-mismatch").
+   */
+  replace?: boolean;
 }
 
 /** ensureSession's `limits`: each a positive integer, or "max" for none. */
@@ -116,10 +140,71 @@ export interface AcpRuntimeHandle {
   rootPid: number;
   /** the adapter's process group, as the wrapper reported it */
   processGroupId?: number;
-  /** from the adapter's session/new answer */
+  /** from the adapter's session/new answer (or the session resumed or loaded) */
   acpSessionId: string;
   owner: AcpSessionOwner;
+  /** the key's running session was returned as it is (ensureSession on a live key) */
+  reused: boolean;
+  /** the earlier agent session was resumed or loaded (session/resume, session/load) */
+  resumed: boolean;
+  /** why not, when `resumed` is false ("nothing to resume: a new session" when none was asked for) */
+  resumeReason?: string;
+  /** what the agent advertised in initialize */
+  agentCapabilities: AgentCapabilities;
+  agentInfo?: Implementation;
 }
+
+/** One session the controller knows: live ones and the records it keeps (closed, or from an earlier run). */
+export interface SessionSummary {
+  sessionKey: string;
+  leaseId: string;
+  acpSessionId: string;
+  agentId: string;
+  /** served by this controller now */
+  live: boolean;
+  /** a turn is running */
+  busy: boolean;
+  /** set when the record's lease was settled by a close */
+  closedAt?: number;
+  cwd?: string;
+  command?: readonly string[];
+}
+
+/** sessionStatus: the live session's state and what its agent advertised. */
+export interface SessionStatus extends SessionAgentState {
+  sessionKey: string;
+  leaseId: string;
+  acpSessionId: string;
+  busy: boolean;
+  /** the lease as recorded now */
+  leaseState: AcpxProcessLease["state"] | "missing";
+  /** live ACP terminals of the session (their supervisor run ids) */
+  terminals: string[];
+  /** updates dropped because nobody listened and the backlog was full */
+  droppedUpdates: number;
+}
+
+/** How a session ended, for onSessionEnd. */
+export type SessionEndHow =
+  | { kind: "closed"; report: CloseReport }
+  | { kind: "adapter-died"; duringTurn: boolean; end: import("./launch.js").SessionEnd };
+
+/** Which settlement onLeaseSettled reports. */
+export interface LeaseSettledOutcome {
+  via: "close" | "ensure-failed" | "reap";
+  state: AcpxProcessLease["state"];
+  detail: string;
+}
+
+/** `clientCapabilities`: ACP client features, each advertised only when on. */
+export interface ClientCapabilitiesOption {
+  /** ACP terminals served by the process supervisor as leased runs of the session */
+  terminal?: boolean | ClientTerminalOptions;
+  /** fs/read_text_file and fs/write_text_file confined to the session's cwd and roots */
+  fs?: ClientFsOptions;
+}
+
+export type { TurnInput, TurnResult, TurnStream, CancelReport, SessionUpdate, ContentBlock, SessionUpdateListener };
 
 /** What happened to one process the reaper meant to stop. */
 export interface ReapedProcess {
@@ -191,7 +276,21 @@ export interface AcpxLifecycleController {
    * for the turn to end, then AcpxPromptTimeoutError / an "AbortError".
    */
   prompt(handle: AcpRuntimeHandle, text: string, options?: PromptOptions): Promise<{ stopReason: string }>;
-  cancelTurn(handle: AcpRuntimeHandle): Promise<void>;
+  /**
+   * One streamed turn (README "Conversation"): `events` yields the session's
+   * updates in arrival order, `result` the stop reason and usage, `cancel()`
+   * sends session/cancel and resolves once the turn ended (or its grace ran out).
+   */
+  startTurn(handle: AcpRuntimeHandle, input: TurnInput, options?: PromptOptions): TurnStream;
+  /** updates outside startTurn turns (the backlog first); returns the unsubscribe */
+  onUpdate(handle: AcpRuntimeHandle, listener: SessionUpdateListener): () => void;
+  /** session/cancel for the running turn; resolves once it ended or its grace ran out */
+  cancelTurn(handle: AcpRuntimeHandle): Promise<CancelReport>;
+  setMode(handle: AcpRuntimeHandle, modeId: string): Promise<void>;
+  /** answers the agent's config options after the change */
+  setConfigOption(handle: AcpRuntimeHandle, key: string, value: string | boolean): Promise<import("@agentclientprotocol/sdk").SessionConfigOption[]>;
+  sessionStatus(handle: AcpRuntimeHandle): Promise<SessionStatus>;
+  listSessions(): Promise<SessionSummary[]>;
   closeSession(input: {
     handle: AcpRuntimeHandle | { sessionKey: string };
     discardPersistentState?: boolean;
@@ -201,8 +300,15 @@ export interface AcpxLifecycleController {
   reapStartupOrphans(opts?: { dryRun?: boolean; skipAttached?: boolean }): Promise<ReapReport>;
   verifyOwnedTree(lease: AcpxProcessLease): Promise<OwnedProcessTree | null>;
   listLeases(): Promise<AcpxProcessLease[]>;
-  /** stops timers; leaves sessions running (and lets this process exit) */
+  /**
+   * Stops timers and gives the state dir back. Live sessions are not
+   * closed: their leases stay open for the next controller's startup reap
+   * (or resume). Their processes end when this process exits (the lifeline
+   * closes); call shutdown() to close them now.
+   */
   dispose(): Promise<void>;
+  /** closes every live session (verified, through the lifecycle), ends the terminals, then dispose() */
+  shutdown(): Promise<CloseReport[]>;
 }
 
 export interface AcpxLifecycleControllerOptions {
@@ -232,6 +338,20 @@ export interface AcpxLifecycleControllerOptions {
   containment?: "auto" | "off" | AcpxContainmentOptions;
   /** diagnostics: called once per successful ensureSession spawn with its phase timings */
   onEnsureTiming?: (t: EnsureTiming) => void;
+  /** answers session/request_permission (default: "cancelled", fail closed; README "Permissions") */
+  onPermissionRequest?: PermissionHook;
+  /** bound on one onPermissionRequest answer; past it, "cancelled" (default 300 000) */
+  permissionTimeoutMs?: number;
+  /** ACP client terminals and file access, each off unless asked for */
+  clientCapabilities?: ClientCapabilitiesOption;
+  /** a session ended: closed, or its adapter died (in a turn or while idle) */
+  onSessionEnd?: (handle: AcpRuntimeHandle, how: SessionEndHow) => void;
+  /** a lease this controller settled (close, failed ensure, reap) */
+  onLeaseSettled?: (lease: AcpxProcessLease, outcome: LeaseSettledOutcome) => void;
+  /** where the controller reports what it decided on its own (console fits) */
+  logger?: ControllerLogger;
+  /** put the adapter's stderr tail into error messages too (default false: only in the errors' stderrTail field) */
+  stderrInMessages?: boolean;
 }
 
 /** Where an ensureSession spawn spent its time (ms, monotonic clock). */

@@ -121,10 +121,17 @@ describe("ByteRing: the adapter's recent stderr, bounded", () => {
 });
 
 describe("diagnosticsNote", () => {
-  it("keeps the error data and the last stderr lines, without colour codes", () => {
+  it("keeps the error data and, when asked, the last stderr lines, without colour codes", () => {
     const stderrTail = ["first", "\u001b[2m2026-12-01T03:27:24Z\u001b[0m \u001b[31mERROR\u001b[0m codex_acp::thread: failed to connect", "last"].join("\n");
-    const note = diagnosticsNote({ acpError: { code: -32603, message: "Internal error", data: { details: "Query closed" } }, stderrTail });
-    expect(note).toBe('; error data: {"details":"Query closed"}; adapter stderr: first | 2026-12-01T03:27:24Z ERROR codex_acp::thread: failed to connect | last');
+    const d = { acpError: { code: -32603, message: "Internal error", data: { details: "Query closed" } }, stderrTail };
+    expect(diagnosticsNote(d, true)).toBe('; error data: {"details":"Query closed"}; adapter stderr: first | 2026-12-01T03:27:24Z ERROR codex_acp::thread: failed to connect | last');
+  });
+
+  it("by default keeps stderr out of the message: it can echo prompt text into gateway logs", () => {
+    const d = { acpError: { code: -32603, message: "Internal error" }, stderrTail: "user said: my secret prompt\n" };
+    const note = diagnosticsNote(d);
+    expect(note).not.toContain("secret");
+    expect(note).toBe(`; the adapter wrote ${Buffer.byteLength(d.stderrTail)} bytes of stderr (in the error's stderrTail)`);
   });
 });
 
@@ -265,7 +272,9 @@ describe("handshake", () => {
     expect(r.cause).toBe("handshake-error");
     expect(r.details.acpError).toEqual({ code: -32603, message: "Internal error", data: { fixture: "error-on", method: "session/new" } });
     expect(r.message).toContain('error data: {"fixture":"error-on","method":"session/new"}');
-    expect(r.message).toContain("fixture cause: session/new refused on purpose");
+    // stderr stays in the field; the message only says how much there is
+    expect(r.message).not.toContain("fixture cause: session/new refused on purpose");
+    expect(r.message).toMatch(/the adapter wrote \d+ bytes of stderr \(in the error's stderrTail\)/);
     const tail = r.details.stderrTail!;
     expect(Buffer.byteLength(tail)).toBeLessThanOrEqual(STDERR_RING_BYTES);
     expect(tail).toContain("fixture cause: session/new refused on purpose");
@@ -278,7 +287,8 @@ describe("handshake", () => {
     const r = await failedHandshake(client, l);
     expect(r.cause).toBe("adapter-exited");
     expect(r.message).toContain("the adapter exited during ACP initialize (exit code 3)");
-    expect(r.message).toContain("crashing on initialize as asked");
+    expect(r.details.stderrTail).toContain("crashing on initialize as asked");
+    expect(r.message).not.toContain("crashing on initialize as asked");
   });
 
   it("a wrapper SIGKILLed mid-handshake ends the wait at once and is named as the wrapper's death", async () => {
@@ -305,7 +315,7 @@ describe("bounded turns", () => {
     await started(s.l);
     const res = await hs(s.client, s.l);
     const turn = (text: string, options?: Parameters<typeof startTurn>[1]["options"]) =>
-      startTurn(s.client, { sessionKey: "k", acpSessionId: res.sessionId, text, launched: s.l, ...(options ? { options } : {}) });
+      startTurn(s.client, { sessionKey: "k", acpSessionId: res.sessionId, prompt: text, launched: s.l, ...(options ? { options } : {}) });
     return { ...s, turn };
   }
 

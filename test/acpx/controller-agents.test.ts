@@ -143,6 +143,17 @@ describe("ensureSession: diagnostics and protocol version", () => {
     expect(e.stderrTail).toContain("fixture cause: session/new refused on purpose");
     expect(Buffer.byteLength(e.stderrTail!)).toBeLessThanOrEqual(16 * 1024);
     expect(e.message).toContain('error data: {"fixture":"error-on","method":"session/new"}');
+    // the stderr tail stays in its field unless the controller asks for it in messages
+    expect(e.message).not.toContain("fixture cause: session/new refused on purpose");
+    expect(e.message).toMatch(/the adapter wrote \d+ bytes of stderr/);
+    await expectSettled(ctl, e);
+  });
+
+  it("with stderrInMessages: true the message carries the last stderr lines too", async () => {
+    const stateDir = tempStateDir("stderr-in-msg");
+    const ctl = await createAcpxLifecycleController({ stateDir, graceMs: GRACE_MS, maintenanceIntervalMs: 0, stderrInMessages: true });
+    controllers.push(ctl);
+    const e = await ensureFails(ctl, { sessionKey: "agent:main:acp:diag2", agentId: "main", command: agentArgv({ extra: ["--error-on=session/new"] }) });
     expect(e.message).toContain("adapter stderr:");
     expect(e.message).toContain("fixture cause: session/new refused on purpose");
     await expectSettled(ctl, e);

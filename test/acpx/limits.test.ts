@@ -203,7 +203,7 @@ describe("a running session is returned only with the limits asked for", () => {
     expect(e.message).toContain(`already running (lease ${h.leaseId}) with no limits, not pidsMax 100`);
     expect(alive(h.rootPid)).toBe(true);
     expect((await ctl.listLeases()).map((l) => [l.leaseId, l.state])).toEqual([[h.leaseId, "open"]]);
-    expect(await ctl.ensureSession(input("agent:main:acp:mm", undefined))).toBe(h);
+    expect(await ctl.ensureSession(input("agent:main:acp:mm", undefined))).toEqual({ ...h, reused: true });
     expect((await ctl.closeSession({ handle: h })).outcome).toBe("closed");
   });
 });

@@ -1,0 +1,84 @@
+/**
+ * The controller options of the conversation (permissions, client
+ * capabilities, hooks, logger), validated at create, and the process
+ * supervisor that serves ACP terminals: one per controller, on the
+ * controller's state dir and instance id, so a terminal's lease lives in the
+ * same store and the startup reap (reconcileTerminals) takes what a
+ * previous incarnation left running.
+ */
+import type { ProcessFacts, ProcessSignaller } from "../facts/types.js";
+import { createProcessSupervisor, type ProcessSupervisor, type ReconcileReport } from "../supervisor/index.js";
+import { assertFsOptions } from "./client-fs.js";
+import { assertTerminalOption, TERMINAL_RUN_PREFIX, type ClientTerminalOptions } from "./client-terminal.js";
+import type { ConversationConfig } from "./conversation.js";
+import { assertLogger, safeLogger } from "./logger.js";
+import { DEFAULT_PERMISSION_TIMEOUT_MS } from "./permissions.js";
+import type { AcpxLifecycleControllerOptions } from "./types.js";
+
+export function assertConversationOptions(opts: AcpxLifecycleControllerOptions): void {
+  for (const k of ["onPermissionRequest", "onSessionEnd", "onLeaseSettled"] as const) {
+    if (opts[k] !== undefined && typeof opts[k] !== "function") throw new TypeError(`opts.${k} must be a function`);
+  }
+  const t = opts.permissionTimeoutMs;
+  if (t !== undefined && (typeof t !== "number" || !Number.isInteger(t) || t < 1 || t > 2 ** 31 - 1)) {
+    throw new TypeError(`opts.permissionTimeoutMs must be a positive integer of milliseconds, got ${String(t)}`);
+  }
+  assertLogger(opts.logger, "opts.logger");
+  if (opts.stderrInMessages !== undefined && typeof opts.stderrInMessages !== "boolean") throw new TypeError("opts.stderrInMessages must be a boolean");
+  const caps = opts.clientCapabilities;
+  if (caps === undefined) return;
+  if (typeof caps !== "object" || caps === null || Array.isArray(caps)) throw new TypeError("opts.clientCapabilities must be an object { terminal?, fs? }");
+  for (const k of Object.keys(caps)) if (k !== "terminal" && k !== "fs") throw new TypeError(`opts.clientCapabilities.${k} is not a capability (terminal, fs)`);
+  assertTerminalOption(caps.terminal, "opts.clientCapabilities.terminal");
+  assertFsOptions(caps.fs, "opts.clientCapabilities.fs");
+}
+
+export interface SupervisorContext {
+  stateDir: string;
+  gatewayInstanceId: string;
+  facts: ProcessFacts;
+  signaller: ProcessSignaller;
+  graceMs: number;
+}
+
+export function conversationConfig(opts: AcpxLifecycleControllerOptions, ctx: SupervisorContext): ConversationConfig {
+  const t = opts.clientCapabilities?.terminal;
+  const terminal: ClientTerminalOptions | undefined = t === undefined || t === false ? undefined : t === true ? {} : t;
+  const supervisor =
+    terminal === undefined
+      ? undefined
+      : createProcessSupervisor({
+          stateDir: ctx.stateDir,
+          gatewayInstanceId: ctx.gatewayInstanceId,
+          facts: ctx.facts,
+          signaller: ctx.signaller,
+          graceMs: ctx.graceMs,
+          containment: opts.containment === "off" ? "off" : "auto",
+        });
+  return {
+    log: safeLogger(opts.logger),
+    onPermissionRequest: opts.onPermissionRequest,
+    permissionTimeoutMs: opts.permissionTimeoutMs ?? DEFAULT_PERMISSION_TIMEOUT_MS,
+    fs: opts.clientCapabilities?.fs,
+    terminal,
+    supervisor,
+    stderrInMessages: opts.stderrInMessages === true,
+  };
+}
+
+/**
+ * The startup reap's part for terminals: the ACP terminal runs a previous
+ * incarnation of this instance left behind, verified and reaped through
+ * their leases. Other supervisor runs on the same state dir (a gateway's own
+ * exec supervisor) are left to their supervisor. Without terminals on, a
+ * short-lived supervisor does the same, so turning terminals off never
+ * strands a terminal left by a run that had them on.
+ */
+export async function reconcileTerminals(supervisor: ProcessSupervisor | undefined, ctx: SupervisorContext): Promise<ReconcileReport> {
+  const sup = supervisor ?? createProcessSupervisor({ ...ctx, containment: "auto" });
+  try {
+    return await sup.reconcileOrphans({ isSessionTracked: (run) => !run.runId.startsWith(TERMINAL_RUN_PREFIX) });
+  } finally {
+    if (supervisor === undefined) await sup.shutdown();
+  }
+}

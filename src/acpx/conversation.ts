@@ -1,0 +1,161 @@
+/**
+ * The conversation side of one session, beside its lease: where its updates
+ * go (session-updates.ts), who answers its permission requests
+ * (permissions.ts), its client fs and terminals (client-fs.ts,
+ * client-terminal.ts), and what the agent advertised (session-controls.ts).
+ * Made before the ACP client (the client's handlers are its), bound to the
+ * handle once the handshake succeeded, and ended before the session's lease
+ * is settled: pending permissions answered "cancelled", ACP session/close
+ * sent when the agent advertises it, every terminal's tree ended. Decides
+ * nothing about the lease.
+ */
+import type { InitializeResponse } from "@agentclientprotocol/sdk";
+import { INSTANCE_ENV_KEY, LEASE_ENV_KEY } from "../ownership/types.js";
+import type { ProcessSupervisor } from "../supervisor/index.js";
+import { withTimeout, type AcpClient, type AcpClientOptions } from "./acp-client.js";
+import { createClientFs, type ClientFsOptions } from "./client-fs.js";
+import { SessionTerminals, type ClientTerminalOptions } from "./client-terminal.js";
+import type { HandshakeOptions, HandshakeResult } from "./handshake.js";
+import type { ControllerLogger } from "./logger.js";
+import { PermissionBroker, type PermissionHook } from "./permissions.js";
+import { canCloseSession } from "./resume.js";
+import { SessionState } from "./session-controls.js";
+import { UpdateRouter } from "./session-updates.js";
+import type { AcpRuntimeEnsureInput, AcpRuntimeHandle } from "./types.js";
+
+/** how long session/close may take before the reap goes ahead */
+export const SESSION_CLOSE_TIMEOUT_MS = 2000;
+
+/** What every session's conversation shares, from the controller's options. */
+export interface ConversationConfig {
+  log: ControllerLogger;
+  onPermissionRequest: PermissionHook | undefined;
+  permissionTimeoutMs: number;
+  fs: ClientFsOptions | undefined;
+  terminal: ClientTerminalOptions | undefined;
+  /** the supervisor that serves terminals (present when `terminal` is) */
+  supervisor: ProcessSupervisor | undefined;
+  stderrInMessages: boolean;
+}
+
+export class SessionConversation {
+  handle: AcpRuntimeHandle | undefined;
+  acpSessionId: string | undefined;
+  init: InitializeResponse | undefined;
+  state: SessionState | undefined;
+  /** how the handshake opened the agent session (new, resumed, loaded) */
+  opening: HandshakeResult["opened"] | undefined;
+  readonly router: UpdateRouter;
+  readonly permissions: PermissionBroker;
+  readonly terminals: SessionTerminals | undefined;
+  private readonly fsOpts: ClientFsOptions | undefined;
+  private readonly cwd: string;
+  private ended = false;
+
+  constructor(
+    readonly config: ConversationConfig,
+    input: Pick<AcpRuntimeEnsureInput, "sessionKey" | "cwd" | "env" | "envRemove">,
+  ) {
+    const log = config.log;
+    this.cwd = input.cwd ?? process.cwd();
+    this.router = new UpdateRouter({
+      observe: (u) => this.state?.observe(u),
+      onListenerError: (err) => log.warn?.(`an onUpdate listener of ${JSON.stringify(input.sessionKey)} threw: ${err instanceof Error ? err.message : String(err)}`),
+    });
+    this.permissions = new PermissionBroker(config.onPermissionRequest, config.permissionTimeoutMs, () => this.handle, log);
+    this.fsOpts = config.fs;
+    if (config.terminal !== undefined && config.supervisor !== undefined) {
+      this.terminals = new SessionTerminals({
+        supervisor: config.supervisor,
+        sessionKey: input.sessionKey,
+        sessionId: () => this.acpSessionId,
+        cwd: this.cwd,
+        env: adapterEnv(input),
+        options: config.terminal,
+        log,
+      });
+    }
+  }
+
+  /** The ACP client's handlers: updates, permissions, and fs / terminals when turned on. */
+  clientOptions(): Omit<AcpClientOptions, "input" | "output"> {
+    const out: Omit<AcpClientOptions, "input" | "output"> = {
+      onUpdate: this.router.deliver,
+      requestPermission: this.permissions.answer,
+    };
+    if (this.fsOpts !== undefined) out.fs = createClientFs(this.fsOpts, this.cwd, () => this.acpSessionId, this.config.log);
+    if (this.terminals !== undefined) out.terminal = this.terminals;
+    return out;
+  }
+
+  /** The handshake succeeded: the agent session and what the agent advertised. */
+  opened(hs: HandshakeResult): void {
+    this.acpSessionId = hs.sessionId;
+    this.init = hs.init;
+    this.opening = hs.opened;
+    this.state = new SessionState(hs.opened.response);
+  }
+
+  bind(handle: AcpRuntimeHandle): void {
+    this.handle = handle;
+  }
+
+  /**
+   * Before the lease is settled: permissions cancelled, ACP session/close
+   * (bounded) when the agent advertises it and the adapter still runs, then
+   * every terminal's tree ended. Never throws.
+   */
+  async beforeClose(client: AcpClient | undefined, adapterRunning: boolean, why: string): Promise<{ sessionCloseSent: boolean }> {
+    this.permissions.cancelAll(why);
+    let sessionCloseSent = false;
+    if (client !== undefined && adapterRunning && !this.ended && this.acpSessionId !== undefined && canCloseSession(this.init)) {
+      try {
+        await withTimeout("session/close", SESSION_CLOSE_TIMEOUT_MS, client.connection.agent.request("session/close", { sessionId: this.acpSessionId }));
+        sessionCloseSent = true;
+      } catch (err) {
+        this.config.log.debug?.(`session/close of ${JSON.stringify(this.handle?.sessionKey)} got no clean answer: ${err instanceof Error ? err.message : String(err)}`);
+      }
+    }
+    await this.end(why);
+    return { sessionCloseSent };
+  }
+
+  /** The session is over (closed, or its processes ended): terminals ended, listeners dropped. Never throws. */
+  async end(why: string): Promise<void> {
+    this.ended = true;
+    this.permissions.cancelAll(why);
+    await this.terminals?.closeAll(why).catch((err: unknown) => {
+      this.config.log.error?.(`ending the terminals of ${JSON.stringify(this.handle?.sessionKey)} failed: ${err instanceof Error ? err.message : String(err)}`);
+    });
+  }
+}
+
+/** The environment the adapter was given (without the lease markers, which a terminal's own lease sets). */
+function adapterEnv(input: Pick<AcpRuntimeEnsureInput, "env" | "envRemove">): Record<string, string | undefined> {
+  const env: Record<string, string | undefined> = { ...process.env };
+  for (const k of input.envRemove ?? []) delete env[k];
+  Object.assign(env, input.env ?? {});
+  delete env[LEASE_ENV_KEY];
+  delete env[INSTANCE_ENV_KEY];
+  return env;
+}
+
+/** The handshake's part of an ensure input: MCP servers, and the agent session to take back. */
+export function handshakeFields(input: Pick<AcpRuntimeEnsureInput, "mcpServers" | "resumeSessionId">): Pick<HandshakeOptions, "mcpServers" | "resumeSessionId"> {
+  return {
+    ...(input.mcpServers !== undefined ? { mcpServers: input.mcpServers } : {}),
+    ...(input.resumeSessionId !== undefined ? { resumeSessionId: input.resumeSessionId } : {}),
+  };
+}
+
+/** The conversation's part of a new handle. */
+export function handleFields(conv: SessionConversation): Pick<AcpRuntimeHandle, "reused" | "resumed" | "resumeReason" | "agentCapabilities" | "agentInfo"> {
+  const o = conv.opening;
+  return {
+    reused: false,
+    resumed: o?.resumed === true,
+    ...(o?.resumeReason !== undefined ? { resumeReason: o.resumeReason } : {}),
+    agentCapabilities: conv.init?.agentCapabilities ?? {},
+    ...(conv.init?.agentInfo ? { agentInfo: conv.init.agentInfo } : {}),
+  };
+}
