@@ -33,6 +33,8 @@ const CANCELLED: RequestPermissionResponse = Object.freeze({ outcome: Object.fre
 
 export class PermissionBroker {
   private readonly pending = new Set<AbortController>();
+  /** set by cancelAll until the next turn starts: a request arriving in a cancelled turn is answered "cancelled" at once */
+  private refusing: string | undefined;
 
   constructor(
     private readonly hook: PermissionHook | undefined,
@@ -45,6 +47,10 @@ export class PermissionBroker {
   readonly answer = async (request: RequestPermissionRequest, requestSignal: AbortSignal): Promise<RequestPermissionResponse> => {
     const handle = this.handle();
     if (this.hook === undefined || handle === undefined) return CANCELLED;
+    if (this.refusing !== undefined) {
+      this.log.info?.(`permission request of ${JSON.stringify(handle.sessionKey)} answered "cancelled": ${this.refusing}`, { sessionKey: handle.sessionKey });
+      return CANCELLED;
+    }
     const ac = new AbortController();
     this.pending.add(ac);
     const onWithdrawn = (): void => ac.abort(new Error("the agent withdrew the permission request"));
@@ -70,9 +76,15 @@ export class PermissionBroker {
     }
   };
 
-  /** Every pending request is answered "cancelled" now (turn cancelled, session closing). */
+  /** Every pending request, and every one until the next turn starts, is answered "cancelled" (turn cancelled, session closing). */
   cancelAll(why: string): void {
+    this.refusing = why;
     for (const ac of this.pending) ac.abort(new Error(why));
+  }
+
+  /** A new turn: its requests go to the hook again. */
+  turnStarted(): void {
+    this.refusing = undefined;
   }
 
   private checked(request: RequestPermissionRequest, answer: unknown, handle: AcpRuntimeHandle): RequestPermissionResponse {

@@ -82,6 +82,7 @@ export function runTurn(s: TurnSession, input: TurnInput, options: PromptOptions
   const queue = new UpdateQueue(stream);
   const detach = stream ? s.conv.router.attachTurn(s.acpSessionId, queue.push) : () => undefined;
   const usageBefore = s.conv.state?.agent.contextUsage ?? null;
+  s.conv.permissions.turnStarted();
   let cancelRequested = false;
   const turn = startBoundedTurn(s.client, {
     sessionKey: s.sessionKey,

@@ -1,0 +1,86 @@
+/**
+ * ACP client file access through the controller, driven by the fixture
+ * agent's own fs/read_text_file and fs/write_text_file requests: confined to
+ * the session's cwd and the configured roots, symlinks resolved, sizes
+ * bounded, typed refusals; off unless asked for (then advertised as off and
+ * answered "method not found"). Build first (`npm run build`).
+ */
+import { mkdirSync, mkdtempSync, readFileSync, realpathSync, symlinkSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { describe, expect, it } from "vitest";
+import type { SessionUpdate } from "@agentclientprotocol/sdk";
+import { createAcpxLifecycleController } from "../../src/acpx/controller.js";
+import type { AcpxLifecycleControllerOptions } from "../../src/acpx/types.js";
+import { agentArgv, disposeAfterEach, GRACE_MS, tempStateDir, trackLease } from "./controller-helpers.js";
+
+const controllers = disposeAfterEach();
+
+function tree() {
+  const base = realpathSync(mkdtempSync(join(tmpdir(), "proclease-fs-")));
+  const cwd = join(base, "work");
+  const root = join(base, "extra");
+  const outside = join(base, "outside");
+  for (const d of [cwd, root, outside]) mkdirSync(d);
+  writeFileSync(join(cwd, "a.txt"), "one\ntwo\nthree\n");
+  writeFileSync(join(root, "b.txt"), "from the extra root");
+  writeFileSync(join(outside, "secret.txt"), "secret");
+  symlinkSync(join(outside, "secret.txt"), join(cwd, "link-out.txt"));
+  symlinkSync(outside, join(cwd, "dir-out"));
+  return { base, cwd, root, outside };
+}
+
+async function session(label: string, fs: AcpxLifecycleControllerOptions["clientCapabilities"], cwd: string) {
+  const ctl = await createAcpxLifecycleController({ stateDir: tempStateDir(label), graceMs: GRACE_MS, maintenanceIntervalMs: 0, clientCapabilities: fs });
+  controllers.push(ctl);
+  const h = await ctl.ensureSession({ sessionKey: `k-${label}`, agentId: "main", command: agentArgv({}), cwd });
+  trackLease(h.leaseId);
+  const say = async (prompt: string): Promise<string> => {
+    const out: string[] = [];
+    const turn = ctl.startTurn(h, prompt);
+    for await (const u of turn.events as AsyncIterable<SessionUpdate>) {
+      if (u.sessionUpdate === "agent_message_chunk" && u.content.type === "text") out.push(u.content.text);
+    }
+    await turn.result;
+    return out.join("");
+  };
+  return { ctl, h, say };
+}
+
+describe("client fs", () => {
+  it("reads and writes inside the session's cwd and roots; line and limit apply; missing folders are made", async () => {
+    const t = tree();
+    const { say } = await session("fs-ok", { fs: { roots: [t.root] } }, t.cwd);
+    expect(await say(`/read ${join(t.cwd, "a.txt")}`)).toBe("read: one\ntwo\nthree\n");
+    expect(await say(`/read ${join(t.root, "b.txt")}`)).toBe("read: from the extra root");
+    expect(await say(`/write ${join(t.cwd, "new/deep/c.txt")} hello world`)).toBe("written");
+    expect(readFileSync(join(t.cwd, "new/deep/c.txt"), "utf8")).toBe("hello world");
+  });
+
+  it("refuses paths outside, through a symlink (file or folder), relative paths and files over the limit", async () => {
+    const t = tree();
+    writeFileSync(join(t.cwd, "big.txt"), "x".repeat(2000));
+    const { say } = await session("fs-refuse", { fs: { maxReadBytes: 1000, maxWriteBytes: 10 } }, t.cwd);
+    expect(await say(`/read ${join(t.outside, "secret.txt")}`)).toMatch(/^refused: -32602 \{"refusal":"outside-roots"/);
+    expect(await say(`/read ${join(t.cwd, "link-out.txt")}`)).toMatch(/"refusal":"outside-roots"/);
+    expect(await say(`/read ${join(t.cwd, "dir-out", "secret.txt")}`)).toMatch(/"refusal":"outside-roots"/);
+    expect(await say(`/write ${join(t.cwd, "dir-out", "planted.txt")} x`)).toMatch(/"refusal":"outside-roots"/);
+    expect(await say(`/write ${join(t.cwd, "link-out.txt")} x`)).toMatch(/"refusal":"outside-roots"/);
+    expect(readFileSync(join(t.outside, "secret.txt"), "utf8")).toBe("secret");
+    expect(await say("/read relative/a.txt")).toMatch(/"refusal":"not-absolute"/);
+    expect(await say(`/read ${join(t.cwd, "big.txt")}`)).toMatch(/"refusal":"too-large"/);
+    expect(await say(`/write ${join(t.cwd, "w.txt")} 0123456789abc`)).toMatch(/"refusal":"too-large"/);
+    expect(await say(`/read ${join(t.cwd, "missing.txt")}`)).toMatch(/^refused: -32002 \{"refusal":"not-found"/);
+  });
+
+  it("read-only: writes are not served; without fs nothing is (method not found)", async () => {
+    const t = tree();
+    const ro = await session("fs-ro", { fs: { write: false } }, t.cwd);
+    expect(await ro.say(`/read ${join(t.cwd, "a.txt")}`)).toBe("read: one\ntwo\nthree\n");
+    expect(await ro.say(`/write ${join(t.cwd, "x.txt")} no`)).toMatch(/^refused: -32601/);
+    expect(JSON.parse(await ro.say("/whoami")).clientCapabilities).toMatchObject({ fs: { readTextFile: true, writeTextFile: false }, terminal: false });
+    const off = await session("fs-off", undefined, t.cwd);
+    expect(await off.say(`/read ${join(t.cwd, "a.txt")}`)).toMatch(/^refused: -32601/);
+    expect(JSON.parse(await off.say("/whoami")).clientCapabilities).toMatchObject({ fs: { readTextFile: false, writeTextFile: false }, terminal: false });
+  });
+});

@@ -1,0 +1,156 @@
+/**
+ * ACP client terminals served by the process supervisor as leased runs of
+ * the session, driven by the fixture agent's own terminal/* requests. The
+ * terminal's command forks a setsid grandchild that ignores SIGTERM: the
+ * session's close leaves nothing, and so does a gateway SIGKILL followed by
+ * the next gateway's start (its startup reap settles the terminal's lease).
+ * Build first (`npm run build`).
+ */
+import { spawn } from "node:child_process";
+import { readFileSync } from "node:fs";
+import { join } from "node:path";
+import { createInterface } from "node:readline";
+import { describe, expect, it } from "vitest";
+import type { SessionUpdate } from "@agentclientprotocol/sdk";
+import { OutputTail, TERMINAL_RUN_PREFIX } from "../../src/acpx/client-terminal.js";
+import { createAcpxLifecycleController } from "../../src/acpx/controller.js";
+import type { AcpRuntimeHandle, AcpxLifecycleController } from "../../src/acpx/types.js";
+import { agentArgv, alive, disposeAfterEach, GRACE_MS, leaseCarriers, ROOT, tempStateDir, trackChild, trackLease, trackPid, waitFor } from "./controller-helpers.js";
+
+const controllers = disposeAfterEach();
+
+async function say(ctl: AcpxLifecycleController, h: AcpRuntimeHandle, prompt: string): Promise<string> {
+  const out: string[] = [];
+  const turn = ctl.startTurn(h, prompt);
+  for await (const u of turn.events as AsyncIterable<SessionUpdate>) {
+    if (u.sessionUpdate === "agent_message_chunk" && u.content.type === "text") out.push(u.content.text);
+  }
+  await turn.result;
+  return out.join("");
+}
+
+/** a command whose setsid grandchild ignores SIGTERM and writes its pid to `pidfile` */
+const stubbornTree = (pidfile: string): string => `setsid sh -c 'trap "" TERM; exec sleep 600' & echo $! > ${pidfile}; echo started; wait`;
+/** the same, with its environment scrubbed (no lease markers): only the terminal's cgroup can find it */
+const scrubbedTree = (pidfile: string): string => `env -i setsid sh -c 'trap "" TERM; exec sleep 600' & echo $! > ${pidfile}; wait`;
+
+async function readPid(file: string): Promise<number> {
+  let pid = 0;
+  await waitFor(() => {
+    try {
+      pid = Number(readFileSync(file, "utf8").trim());
+    } catch {
+      return false;
+    }
+    return pid > 0;
+  }, 10_000);
+  trackPid(pid);
+  return pid;
+}
+
+describe("OutputTail", () => {
+  it("keeps the last bytes within the limit, never starting inside a character", () => {
+    const t = new OutputTail(5);
+    t.append("ab");
+    expect([t.text(), t.truncated]).toEqual(["ab", false]);
+    t.append("éé€"); // 2 + 2 + 3 bytes
+    expect(Buffer.byteLength(t.text())).toBeLessThanOrEqual(5);
+    expect(t.text()).toBe("é€");
+    expect(t.truncated).toBe(true);
+    const z = new OutputTail(0);
+    z.append("x");
+    expect(z.text()).toBe("");
+  });
+});
+
+describe("client terminals", () => {
+  it("runs a command, reports output and exit status, honours the output limit; off unless asked for", async () => {
+    const ctl = await createAcpxLifecycleController({
+      stateDir: tempStateDir("term-run"),
+      graceMs: GRACE_MS,
+      maintenanceIntervalMs: 0,
+      clientCapabilities: { terminal: { maxOutputBytes: 8 } },
+    });
+    controllers.push(ctl);
+    const h = await ctl.ensureSession({ sessionKey: "k-term-run", agentId: "main", command: agentArgv({}) });
+    trackLease(h.leaseId);
+    const r = JSON.parse(await say(ctl, h, "/terminal-run printf 'héllo wörld'; exit 3")) as { terminalId: string; exit: unknown; output: string; truncated: boolean };
+    expect(r.terminalId.startsWith(TERMINAL_RUN_PREFIX)).toBe(true);
+    expect(r.exit).toMatchObject({ exitCode: 3 });
+    expect(r.truncated).toBe(true);
+    expect(Buffer.byteLength(r.output)).toBeLessThanOrEqual(8);
+    expect("héllo wörld".endsWith(r.output)).toBe(true);
+    // its lease settled with the run
+    const leases = (await ctl.listLeases()).filter((l) => l.sessionKey === `supervisor:${r.terminalId}`);
+    expect(leases.map((l) => l.state)).toEqual([expect.stringMatching(/closed|lost/)]);
+    expect(JSON.parse(await say(ctl, h, "/whoami")).clientCapabilities).toMatchObject({ terminal: true });
+
+    const off = await createAcpxLifecycleController({ stateDir: tempStateDir("term-off"), graceMs: GRACE_MS, maintenanceIntervalMs: 0 });
+    controllers.push(off);
+    const h2 = await off.ensureSession({ sessionKey: "k-term-off", agentId: "main", command: agentArgv({}) });
+    trackLease(h2.leaseId);
+    expect(await say(off, h2, "/terminal-run echo hi")).toMatch(/^refused: -32601/);
+  });
+
+  it("session close ends the terminal's whole tree: a setsid grandchild that ignores SIGTERM included", async () => {
+    const stateDir = tempStateDir("term-close");
+    const ctl = await createAcpxLifecycleController({ stateDir, graceMs: GRACE_MS, maintenanceIntervalMs: 0, clientCapabilities: { terminal: true } });
+    controllers.push(ctl);
+    const h = await ctl.ensureSession({ sessionKey: "k-term-close", agentId: "main", command: agentArgv({}) });
+    trackLease(h.leaseId);
+    const pidfile = join(stateDir, "grandchild.pid");
+    const started = await say(ctl, h, `/terminal-start ${stubbornTree(pidfile)}`);
+    const terminalId = started.replace(/^terminal /, "");
+    const grandchild = await readPid(pidfile);
+    expect(alive(grandchild)).toBe(true);
+    expect((await ctl.sessionStatus(h)).terminals).toEqual([terminalId]);
+    const lease = (await ctl.listLeases()).find((l) => l.sessionKey === `supervisor:${terminalId}`)!;
+    expect(lease.state).toBe("open");
+    trackLease(lease.leaseId);
+    const scrubbedFile = join(stateDir, "scrubbed.pid");
+    await say(ctl, h, `/terminal-start ${scrubbedTree(scrubbedFile)}`);
+    const scrubbed = await readPid(scrubbedFile);
+    const report = await ctl.closeSession({ handle: h });
+    expect(report.outcome).toBe("closed");
+    expect(alive(grandchild)).toBe(false);
+    if (ctl.containment.available) expect(alive(scrubbed)).toBe(false);
+    else console.log(`[skip] env-scrubbed terminal escapee not checked: containment is off here (${ctl.containment.why})`);
+    expect(leaseCarriers(lease.leaseId)).toEqual([]);
+    const after = (await ctl.listLeases()).find((l) => l.leaseId === lease.leaseId)!;
+    expect(["closed", "lost"]).toContain(after.state);
+  });
+
+  it("gateway SIGKILL, then the next gateway's start: the terminal's tree is gone and its lease settled", async () => {
+    const stateDir = tempStateDir("term-crash");
+    const pidfile = join(stateDir, "grandchild.pid");
+    const gw = trackChild(
+      spawn(process.execPath, [join(ROOT, "test/fixtures/acpx/conversation-gateway.mjs"), stateDir, "k-term-crash", JSON.stringify(agentArgv({})), `/terminal-start ${stubbornTree(pidfile)}`], {
+        stdio: ["ignore", "pipe", "inherit"],
+      }),
+    );
+    const lines = createInterface({ input: gw.stdout! });
+    let terminalId = "";
+    for await (const line of lines) {
+      const ev = JSON.parse(line) as { type: string; text?: string; handle?: AcpRuntimeHandle };
+      if (ev.type === "ready") trackLease(ev.handle!.leaseId);
+      if (ev.type === "chunk") terminalId = ev.text!.replace(/^terminal /, "");
+      if (ev.type === "result") break;
+    }
+    const grandchild = await readPid(pidfile);
+    expect(alive(grandchild)).toBe(true);
+    gw.kill("SIGKILL");
+    await new Promise((r) => gw.once("exit", r));
+    // the terminal is the gateway's (detached) child, not the wrapper's: it outlives the gateway
+    expect(alive(grandchild)).toBe(true);
+    const next = await createAcpxLifecycleController({ stateDir, graceMs: GRACE_MS, maintenanceIntervalMs: 0 });
+    controllers.push(next);
+    const lease = (await next.listLeases()).find((l) => l.sessionKey === `supervisor:${terminalId}`)!;
+    expect(lease.state).toBe("open");
+    trackLease(lease.leaseId);
+    await next.reapStartupOrphans();
+    expect(await waitFor(() => !alive(grandchild), 5000)).toBeGreaterThanOrEqual(0);
+    expect(leaseCarriers(lease.leaseId)).toEqual([]);
+    const after = (await next.listLeases()).find((l) => l.leaseId === lease.leaseId)!;
+    expect(["closed", "lost"]).toContain(after.state);
+  });
+});
