@@ -2,6 +2,7 @@
  * The lifecycle controller's public shapes (their names are the public API)
  * plus the two reports it returns, which are ours to design.
  */
+import type { ContainmentSupport } from "../containment/index.js";
 import type { ProcessFacts, ProcessSignaller } from "../facts/types.js";
 import type {
   AcpxProcessLease,
@@ -270,6 +271,8 @@ export type ReapReport = Omit<LeaseReconcileReport, "entries"> & { entries: Reap
 
 export interface AcpxLifecycleController {
   readonly gatewayInstanceId: GatewayInstanceId;
+  /** whether each lease gets its own cgroup here, and why not (README "Containment") */
+  readonly containment: ContainmentSupport;
   ensureSession(input: AcpRuntimeEnsureInput): Promise<AcpRuntimeHandle>;
   /**
    * One turn. With `timeoutMs` or `signal`: session/cancel, a bounded grace

@@ -329,9 +329,9 @@ describe("controller hygiene", () => {
 
   it("an adapter that prints something other than ACP on stdout is named in the handshake error", async () => {
     const ctl = await newController("garbage", { handshakeTimeoutMs: 1500 });
-    const e = await ctl
+    const e = (await ctl
       .ensureSession({ sessionKey: "k-garbage", agentId: "main", command: ["sh", "-c", "echo 'Usage: my-agent [--acp] <prompt>'; exec sleep 60"] })
-      .catch((err: unknown) => err as AcpxEnsureError);
+      .catch((err: unknown) => err)) as AcpxEnsureError;
     expect(e).toBeInstanceOf(AcpxEnsureError);
     if (e.leaseId) trackLease(e.leaseId);
     expect(e.failure).toBe("handshake-timeout");
