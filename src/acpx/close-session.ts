@@ -77,7 +77,7 @@ export async function closeLocked(
     await live?.conv.beforeClose(live.client, live.launched.exitStatus() === undefined, reason ?? "closeSession");
     const o = await settleLease(lifecycleDeps(d), lease, {
       // the prompt fails with the close error before anything is signalled
-      beforeSignals: () => live?.client.close(new AcpxSessionClosedError(lease.sessionKey, reason)),
+      beforeSignals: () => live?.client?.close(new AcpxSessionClosedError(lease.sessionKey, reason)),
       ...(live ? { release: () => sessions.release(live) } : {}),
     });
     if (o.stateAfter === "closed" || o.stateAfter === "lost") {

@@ -47,6 +47,8 @@ import { assertPromptOptions, DEFAULT_CANCEL_GRACE_MS, sessionEndedError } from 
 import { AcpxControllerDisposedError, AcpxSessionBusyError, AcpxSessionClosedError } from "./errors.js";
 import { assertConversationOptions, conversationConfig, reconcileTerminals } from "./conversation-options.js";
 import { TERMINAL_RUN_PREFIX } from "./client-terminal.js";
+import { ControllerHooks } from "./controller-hooks.js";
+import { AcpxRawSessionError, rawAdapterOf, type RawAdapter, type RawAdapterInput } from "./raw-adapter.js";
 import { assertReuseInput, mismatchError, resumeTarget, sessionDifferences } from "./session-reuse.js";
 import { setConfigOption, setMode } from "./session-controls.js";
 import { listSessionSummaries, statusOf } from "./session-status.js";
@@ -57,7 +59,7 @@ import { SUPERVISOR_SESSION_PREFIX } from "../ownership/types.js";
 import { installWrapper } from "./install-wrapper.js";
 import { detectContainment, removeOwnerFolder, type ContainmentSupport } from "../containment/index.js";
 import { recordContainmentRoot } from "../ownership/containment-record.js";
-import { lifecycleDeps, LiveSessions, markClosing, type ControllerDeps, type LiveSession } from "./live-sessions.js";
+import { closeTarget, lifecycleDeps, LiveSessions, markClosing, type ControllerDeps, type LiveSession } from "./live-sessions.js";
 import { openSessionStore } from "./session-store.js";
 import { spawnSession, validateEnsureInput } from "./spawn-session.js";
 import { assertContainmentOption, assertRunningLimits, configureLimitControllers, detectOptionsFor } from "./session-limits.js";
@@ -67,7 +69,6 @@ import type {
   AcpxLifecycleController,
   AcpxLifecycleControllerOptions,
   CloseReport,
-  LeaseSettledOutcome,
   PromptOptions,
   ReapReport,
   ReapReportEntry,
@@ -146,16 +147,18 @@ class Controller implements AcpxLifecycleController {
   private timer: NodeJS.Timeout | undefined;
   private maintaining: Promise<void> | undefined;
   private disposed: "disposed" | "shut down" | undefined;
+  private readonly hooks: ControllerHooks;
   /** last maintenance failure, kept for diagnostics (the timer must never throw) */
   lastMaintenanceError: unknown;
 
   constructor(
     private readonly d: ControllerDeps,
     private readonly lock: StateDirLock,
-    private readonly hooks: Pick<AcpxLifecycleControllerOptions, "onSessionEnd" | "onLeaseSettled">,
+    hooks: Pick<AcpxLifecycleControllerOptions, "onSessionEnd" | "onLeaseSettled">,
   ) {
     this.gatewayInstanceId = d.gatewayInstanceId;
     this.live = new LiveSessions(d.graceMs);
+    this.hooks = new ControllerHooks(hooks, d.leases, d.conversation.log);
   }
 
   // ---------------------------------------------------------------- ensure
@@ -194,12 +197,36 @@ class Controller implements AcpxLifecycleController {
     }
     const spawnInput = resumeSessionId !== undefined ? { ...input, resumeSessionId } : input;
     const handle = await spawnSession(this.d, this.live, spawnInput, () => this.disposed !== undefined).catch((err: unknown) => {
-      this.settledOnEnsureFailure(err);
+      this.hooks.ensureFailed(err);
       throw err;
     });
     const live = this.live.forHandle(handle);
     if (live) this.watchEnd(live);
     return handle;
+  }
+
+  /**
+   * A leased adapter whose ACP the caller speaks itself (raw-adapter.ts).
+   * The key must have no running session; an earlier record is settled first.
+   */
+  async spawnRawAdapter(input: RawAdapterInput): Promise<RawAdapter> {
+    validateEnsureInput(input);
+    this.assertUsable();
+    return this.queue.run(input.sessionKey, async () => {
+      const existing = this.live.get(input.sessionKey);
+      if (existing && !existing.closing && existing.launched.exitStatus() === undefined) {
+        throw mismatchError(existing.handle, ["a running session (close it first)"]);
+      }
+      if (existing || (await this.d.sessions.get(input.sessionKey))) await this.closeAndReport(input.sessionKey, "superseded by spawnRawAdapter", false);
+      const handle = await spawnSession(this.d, this.live, input, () => this.disposed !== undefined, true).catch((err: unknown) => {
+        this.hooks.ensureFailed(err);
+        throw err;
+      });
+      const live = this.live.forHandle(handle)!;
+      this.watchEnd(live);
+      const lease = (await this.d.leases.get(handle.leaseId))!;
+      return rawAdapterOf(handle, lease, live.launched, this, async () => (await this.d.leases.get(handle.leaseId)) ?? lease);
+    });
   }
 
   /** onSessionEnd for a session whose processes end while it is not being closed. */
@@ -208,7 +235,7 @@ class Controller implements AcpxLifecycleController {
       if (live.closing) return;
       const duringTurn = live.turn !== undefined;
       void live.conv.end("the session's processes ended");
-      this.callHook(() => this.hooks.onSessionEnd?.(live.handle, { kind: "adapter-died", duringTurn, end }));
+      this.hooks.sessionEnded(live.handle, { kind: "adapter-died", duringTurn, end });
     });
   }
 
@@ -234,6 +261,7 @@ class Controller implements AcpxLifecycleController {
     const ended = sessionEndedError(handle.sessionKey, live.launched);
     if (ended) throw ended;
     if (live.turn) throw new AcpxSessionBusyError(handle.sessionKey);
+    if (live.client === undefined) throw new AcpxRawSessionError(handle.sessionKey);
     const turn = runTurn(
       {
         sessionKey: handle.sessionKey,
@@ -268,14 +296,16 @@ class Controller implements AcpxLifecycleController {
   onUpdate(handle: AcpRuntimeHandle, listener: SessionUpdateListener): () => void {
     assertHandle(handle);
     if (typeof listener !== "function") throw new TypeError("listener must be a function");
-    return this.live.require(handle).conv.router.subscribe(listener);
+    const live = this.live.require(handle);
+    if (live.client === undefined) throw new AcpxRawSessionError(handle.sessionKey);
+    return live.conv.router.subscribe(listener);
   }
 
   async cancelTurn(handle: AcpRuntimeHandle): Promise<CancelReport> {
     assertHandle(handle);
     const live = this.live.forHandle(handle);
     // nothing live (or a stale handle): there is no turn to cancel, and cancel never escalates
-    if (!live || live.closing || live.turn === undefined) return { cancelSent: false, turnEnded: true };
+    if (!live || live.closing || live.turn === undefined || live.client === undefined) return { cancelSent: false, turnEnded: true };
     live.conv.permissions.cancelAll("the turn was cancelled");
     return cancelAndWait(live.client, live.handle.acpSessionId, live.turn as Promise<{ stopReason: string }>, DEFAULT_CANCEL_GRACE_MS);
   }
@@ -296,6 +326,7 @@ class Controller implements AcpxLifecycleController {
     if (live.closing) throw new AcpxSessionClosedError(handle.sessionKey, live.closeReason);
     const ended = sessionEndedError(handle.sessionKey, live.launched);
     if (ended) throw ended;
+    if (live.client === undefined) throw new AcpxRawSessionError(handle.sessionKey);
     return { sessionKey: handle.sessionKey, acpSessionId: live.handle.acpSessionId, client: live.client, state: live.conv.state!, timeoutMs: this.d.handshakeTimeoutMs };
   }
 
@@ -315,14 +346,7 @@ class Controller implements AcpxLifecycleController {
     discardPersistentState?: boolean;
     reason?: string;
   }): Promise<CloseReport> {
-    if (typeof input !== "object" || input === null) throw new TypeError("input must be an object");
-    const h = input.handle as { sessionKey?: unknown; leaseId?: unknown } | null | undefined;
-    if (typeof h !== "object" || h === null || typeof h.sessionKey !== "string" || h.sessionKey.length === 0) {
-      throw new TypeError("input.handle.sessionKey must be a non-empty string");
-    }
-    if (h.leaseId !== undefined && typeof h.leaseId !== "string") throw new TypeError("input.handle.leaseId must be a string when given");
-    const key = h.sessionKey;
-    const expected = typeof h.leaseId === "string" ? h.leaseId : undefined;
+    const { key, expected } = closeTarget(input);
     // Mark the live session closing right away (not after the queue): a
     // prompt racing this close must fail with the close error, and no new
     // prompt may start. A stale handle marks nothing.
@@ -335,33 +359,11 @@ class Controller implements AcpxLifecycleController {
     const live = this.live.get(key);
     const report = await closeLocked(this.d, this.live, key, reason, discard, expected);
     if (report.outcome === "noop") return report;
-    if (live && (expected === undefined || live.handle.leaseId === expected)) this.callHook(() => this.hooks.onSessionEnd?.(live.handle, { kind: "closed", report }));
+    if (live && (expected === undefined || live.handle.leaseId === expected)) this.hooks.sessionEnded(live.handle, { kind: "closed", report });
     if (report.leaseId !== undefined && (report.leaseState === "closed" || report.leaseState === "lost")) {
-      await this.leaseSettled(report.leaseId, { via: "close", state: report.leaseState, detail: report.detail });
+      await this.hooks.leaseSettled(report.leaseId, { via: "close", state: report.leaseState, detail: report.detail });
     }
     return report;
-  }
-
-  private settledOnEnsureFailure(err: unknown): void {
-    const e = err as { leaseId?: unknown; leaseState?: unknown; message?: unknown };
-    if (typeof e?.leaseId !== "string" || (e.leaseState !== "closed" && e.leaseState !== "lost")) return;
-    void this.leaseSettled(e.leaseId, { via: "ensure-failed", state: e.leaseState, detail: String(e.message) });
-  }
-
-  private async leaseSettled(leaseId: string, outcome: LeaseSettledOutcome): Promise<void> {
-    const hook = this.hooks.onLeaseSettled;
-    if (hook === undefined) return;
-    const lease = await this.d.leases.get(leaseId).catch(() => null);
-    if (lease) this.callHook(() => hook(lease, outcome));
-  }
-
-  /** A hook that throws is reported, never rethrown: hooks cannot break the lifecycle. */
-  private callHook(fn: () => void): void {
-    try {
-      fn();
-    } catch (err) {
-      this.d.conversation.log.error?.(`a controller hook threw: ${err instanceof Error ? err.message : String(err)}`);
-    }
   }
 
   // ---------------------------------------------------------------- startup / maintenance
@@ -380,7 +382,7 @@ class Controller implements AcpxLifecycleController {
     if (!leases.some((l) => l.sessionKey.startsWith(prefix) && (l.state === "open" || l.state === "closing"))) return;
     const r = await reconcileTerminals(this.d.conversation.supervisor, this.d);
     for (const run of r.runs) {
-      if (run.state === "closed" || run.state === "lost") await this.leaseSettled(run.leaseId, { via: "reap", state: run.state, detail: run.why });
+      if (run.state === "closed" || run.state === "lost") await this.hooks.leaseSettled(run.leaseId, { via: "reap", state: run.state, detail: run.why });
     }
   }
 
@@ -399,7 +401,7 @@ class Controller implements AcpxLifecycleController {
         if (o.stateAfter === "closed" || o.stateAfter === "lost") settled.push({ leaseId: o.leaseId, state: o.stateAfter, why: o.why });
       },
     });
-    for (const s of settled) await this.leaseSettled(s.leaseId, { via: "reap", state: s.state, detail: s.why });
+    for (const s of settled) await this.hooks.leaseSettled(s.leaseId, { via: "reap", state: s.state, detail: s.why });
     return { ...r, entries: r.entries.map(toEntry) };
   }
 

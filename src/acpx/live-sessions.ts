@@ -45,7 +45,8 @@ export function lifecycleDeps(d: ControllerDeps): LifecycleDeps {
 export interface LiveSession {
   handle: AcpRuntimeHandle;
   launched: LaunchedWrapper;
-  client: AcpClient;
+  /** absent for a raw adapter (spawnRawAdapter): its plugin speaks ACP itself */
+  client: AcpClient | undefined;
   /** updates, permissions, fs, terminals and what the agent advertised */
   conv: SessionConversation;
   /** the running prompt, if any (one turn at a time per session) */
@@ -118,7 +119,7 @@ export class LiveSessions {
   drop(key: string, live: LiveSession | undefined): void {
     if (live && this.byKey.get(key) === live) {
       this.byKey.delete(key);
-      live.client.close(new AcpxSessionClosedError(key, live.closeReason));
+      live.client?.close(new AcpxSessionClosedError(key, live.closeReason));
       live.launched.endLifeline();
       // terminals end with the session; the router forgets its listeners
       void live.conv.end(live.closeReason ?? "the session was dropped").then(() => live.conv.router.clear());
@@ -164,4 +165,15 @@ export async function releaseLaunched(launched: LaunchedWrapper, graceMs: number
     killUnreapedChild(launched);
     await launched.waitExit(2000);
   }
+}
+
+/** closeSession's input, checked: the key and the lease the handle names (when it names one). */
+export function closeTarget(input: unknown): { key: string; expected: string | undefined } {
+  if (typeof input !== "object" || input === null) throw new TypeError("input must be an object");
+  const h = (input as { handle?: unknown }).handle as { sessionKey?: unknown; leaseId?: unknown } | null | undefined;
+  if (typeof h !== "object" || h === null || typeof h.sessionKey !== "string" || h.sessionKey.length === 0) {
+    throw new TypeError("input.handle.sessionKey must be a non-empty string");
+  }
+  if (h.leaseId !== undefined && typeof h.leaseId !== "string") throw new TypeError("input.handle.leaseId must be a string when given");
+  return { key: h.sessionKey, expected: typeof h.leaseId === "string" ? h.leaseId : undefined };
 }

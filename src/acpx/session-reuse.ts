@@ -54,7 +54,8 @@ export function resumeTarget(input: AcpRuntimeEnsureInput, stored: StoredSession
   if (input.resume === false || stored?.kind !== "lease") return undefined;
   const r = stored.record;
   const agentId = r.agentId ?? r.owner.agentId;
-  if (agentId !== input.agentId) return undefined;
+  // a raw adapter's record holds no agent session id (its plugin keeps it)
+  if (agentId !== input.agentId || r.acpSessionId === "") return undefined;
   return r.acpSessionId;
 }
 

@@ -28,9 +28,10 @@ import { assertSessionLimits, controllersFor, describeLimits, enableLimitControl
 import { CGROUP_ENV_KEY, CGROUP_MOVE_FAILED, CGROUP_REQUIRED_ENV_KEY } from "./wrapper/protocol.js";
 import type { AcpxSessionRecord } from "./session-store.js";
 import { handleFields, handshakeFields, SessionConversation } from "./conversation.js";
+import { finishRawSpawn } from "./raw-adapter.js";
 import type { AcpRuntimeEnsureInput, AcpRuntimeHandle } from "./types.js";
 
-export async function spawnSession(d: ControllerDeps, live: LiveSessions, input: AcpRuntimeEnsureInput, disposed: () => boolean): Promise<AcpRuntimeHandle> {
+export async function spawnSession(d: ControllerDeps, live: LiveSessions, input: AcpRuntimeEnsureInput, disposed: () => boolean, raw = false): Promise<AcpRuntimeHandle> {
   const tStart = performance.now();
   const limits = enforcedLimits(input.limits);
   const limitControllers = controllersFor(limits);
@@ -158,6 +159,8 @@ export async function spawnSession(d: ControllerDeps, live: LiveSessions, input:
   }
 
   const tRecorded = performance.now();
+  // spawnRawAdapter: the plugin speaks ACP itself on the adapter's stdin/stdout (raw-adapter.ts)
+  if (raw) return finishRawSpawn(d, live, input, lease, launched, start.report.pgid).catch((err: unknown) => fail("wrapper-failed", `the session record could not be written: ${errMessage(err)}`, err));
   conv = new SessionConversation(d.conversation, input);
   client = new AcpClient({ input: launched.stdout, output: launched.stdin, ...conv.clientOptions() });
   let acpSessionId: string;

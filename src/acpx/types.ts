@@ -294,6 +294,8 @@ export interface AcpxLifecycleController {
   setConfigOption(handle: AcpRuntimeHandle, key: string, value: string | boolean): Promise<import("@agentclientprotocol/sdk").SessionConfigOption[]>;
   sessionStatus(handle: AcpRuntimeHandle): Promise<SessionStatus>;
   listSessions(): Promise<SessionSummary[]>;
+  /** a leased adapter whose ACP the caller speaks itself: its stdin/stdout, the lease, close and verify (README "Raw adapters") */
+  spawnRawAdapter(input: import("./raw-adapter.js").RawAdapterInput): Promise<import("./raw-adapter.js").RawAdapter>;
   closeSession(input: {
     handle: AcpRuntimeHandle | { sessionKey: string };
     discardPersistentState?: boolean;
