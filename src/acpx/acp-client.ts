@@ -124,8 +124,8 @@ export class AcpClient {
       fs: { readTextFile: opts.fs?.read !== undefined, writeTextFile: opts.fs?.write !== undefined },
       terminal: t !== undefined,
     };
-    const input = (Readable.toWeb(opts.input) as ReadableStream<Uint8Array>).pipeThrough(this.stdoutProbe.transform());
-    const stream = ndJsonStream(Writable.toWeb(opts.output) as WritableStream<Uint8Array>, input);
+    this.stdoutProbe.watch(opts.input);
+    const stream = ndJsonStream(Writable.toWeb(opts.output) as WritableStream<Uint8Array>, Readable.toWeb(opts.input) as ReadableStream<Uint8Array>);
     this.connection = app.connect(stream);
   }
 

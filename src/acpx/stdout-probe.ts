@@ -4,8 +4,11 @@
  * a usage text or a crash report there makes the SDK skip each line (it
  * answers a parse error), so the handshake would otherwise end as a bare
  * timeout. With these bytes the ensure error says what the adapter printed.
- * After `stop()` (the handshake is over) the stream passes through untouched.
+ * The probe listens beside the ACP reader (a second 'data' listener on the
+ * same stream) and is detached by `stop()` when the handshake is over, so a
+ * session's turns pay nothing for it.
  */
+import type { Readable } from "node:stream";
 
 /** bytes of stdout kept for the handshake error */
 export const STDOUT_HEAD_BYTES = 4096;
@@ -17,22 +20,26 @@ export class StdoutProbe {
   private bytes = 0;
   private watching = true;
 
-  transform(): TransformStream<Uint8Array, Uint8Array> {
-    return new TransformStream<Uint8Array, Uint8Array>({
-      transform: (chunk, controller) => {
-        if (this.watching && this.bytes < STDOUT_HEAD_BYTES) {
-          const take = chunk.subarray(0, STDOUT_HEAD_BYTES - this.bytes);
-          this.chunks.push(take.slice());
-          this.bytes += take.length;
-        }
-        controller.enqueue(chunk);
-      },
-    });
+  private detach: (() => void) | undefined;
+
+  /** Starts watching `input` (call before the ACP reader starts reading). */
+  watch(input: Readable): void {
+    const onData = (chunk: Buffer | string): void => {
+      if (!this.watching || this.bytes >= STDOUT_HEAD_BYTES) return this.stop();
+      const b = typeof chunk === "string" ? Buffer.from(chunk) : chunk;
+      const take = b.subarray(0, STDOUT_HEAD_BYTES - this.bytes);
+      this.chunks.push(Buffer.from(take));
+      this.bytes += take.length;
+    };
+    input.on("data", onData);
+    this.detach = () => input.off("data", onData);
   }
 
-  /** The handshake is over: nothing more is kept. */
+  /** The handshake is over: nothing more is kept, the listener is gone. */
   stop(): void {
     this.watching = false;
+    this.detach?.();
+    this.detach = undefined;
   }
 
   /** The head of stdout as text (at most STDOUT_HEAD_BYTES). */
