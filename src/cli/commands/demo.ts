@@ -5,6 +5,9 @@
  * The state dir is kept (its path is printed, with the commands to look at
  * it) unless --clean is given.
  *
+ *  0. the conversation (demo-conversation.ts): a streamed reply as it
+ *     arrives, a permission answered, a terminal whose setsid grandchild is
+ *     gone after the close, a session resumed after its gateway was SIGKILLed
  *  1. ensure: lease written, wrapper spawned, ACP initialize + session/new
  *  2. prompt + cancel: the turn ends "cancelled", every process stays alive
  *  3. close: the stubborn adapter and its escaped (double-forked) grandchild are reaped
@@ -40,6 +43,7 @@ import { markerVerdict, MARKER_ENV_KEYS } from "../../ownership/index.js";
 import { backendLine } from "../backend.js";
 import { flag, graceMsOption, plural, UsageError, type CliIo, type ParsedArgs } from "../io.js";
 import { sameProcess } from "../../facts/identity.js";
+import { conversationStory } from "./demo-conversation.js";
 
 const PACKAGE_ROOT = resolve(dirname(fileURLToPath(import.meta.url)), "..", "..", "..");
 const AGENT = join(PACKAGE_ROOT, "fixtures", "acp-agent", "agent.mjs");
@@ -99,6 +103,9 @@ export async function run(parsed: ParsedArgs, io: CliIo): Promise<number> {
   io.out(backendLine(facts) + `proclease demo — state dir ${stateDir}, grace ${graceMs} ms, this process ${process.pid}\n\n`);
 
   try {
+    // ---------------------------------------------------------------- 0
+    await conversationStory({ stateDir, graceMs, agent: AGENT, acpxIndex: ACPX_INDEX, log, check, alive, spawned, controllers, leaseIds, out: (t) => io.out(t) });
+    io.out("\n");
     // ---------------------------------------------------------------- 1-3
     const ctl = await createAcpxLifecycleController({ stateDir, graceMs, maintenanceIntervalMs: 0 });
     controllers.push(ctl);
