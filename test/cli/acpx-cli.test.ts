@@ -196,6 +196,11 @@ describe("proclease demo", () => {
     expect(r.stdout).toMatch(/every step verified\./);
     expect(r.stdout).not.toMatch(/FAIL/);
     expect(r.stdout).toMatch(/\b1 snapshot\b/);
+    // the conversation act: streamed reply, permission, terminal grandchild gone, resume after SIGKILL
+    expect(r.stdout).toMatch(/reply so far: permission: allow\. Done\./);
+    expect(r.stdout).toMatch(/permission asked for "Write notes\.txt": answered Allow once/);
+    expect(r.stdout).toMatch(/ok {3}after the close the terminal's grandchild \d+ is gone and its lease settled/);
+    expect(r.stdout).toMatch(/ok {3}the next gateway resumed the same agent session \(session\/resume\)/);
     expect(r.code).toBe(0);
     const kept = /the state dir is kept at (\S+) \(--clean deletes it\)/.exec(r.stdout);
     expect(kept).not.toBeNull();
@@ -206,9 +211,10 @@ describe("proclease demo", () => {
       expect(cmds[0]).toMatch(new RegExp(`^node \\S*main\\.js status --state-dir ${dir}$`));
       expect(cmds[1]).toMatch(new RegExp(`^node \\S*main\\.js leases --state-dir ${dir}$`));
       expect(cmds[2]).toMatch(new RegExp(`^node \\S*main\\.js explain [0-9a-f-]{36} --state-dir ${dir}$`));
-      // the printed commands work: the status of the kept dir shows the demo's three settled leases
+      // the printed commands work: the status of the kept dir shows the demo's seven settled leases
+      // (three sessions and a terminal in the conversation act, three sessions in the lifecycle story)
       const status = JSON.parse((await cli(["status", "--state-dir", dir, "--json"])).stdout) as { leases: { lease: { state: string } }[] };
-      expect(status.leases).toHaveLength(3);
+      expect(status.leases).toHaveLength(7);
       expect(status.leases.every((l) => l.lease.state === "closed" || l.lease.state === "lost")).toBe(true);
       const explained = await cli([...cmds[2]!.split(" ").slice(2)]);
       expect(explained.code, explained.stderr).toBe(0);
