@@ -63,6 +63,7 @@ export { DEFAULT_MAX_TERMINALS, DEFAULT_TERMINAL_OUTPUT_BYTES, TERMINAL_RUN_PREF
 export { MAX_BACKLOG } from "./session-updates.js";
 export type { SessionAgentState } from "./session-controls.js";
 export type { ControllerLogger } from "./logger.js";
+export { fixtureAgentPath } from "./fixture-agent.js";
 export { AcpxRawSessionError, type RawAdapter, type RawAdapterInput } from "./raw-adapter.js";
 export {
   LIFELINE_FD,
