@@ -11,12 +11,11 @@
  * (AcpxRawSessionError): the controller does not speak on a stream it handed over.
  */
 import type { Readable, Writable } from "node:stream";
-import { buildSessionOwner } from "../sessions/index.js";
 import type { AcpxProcessLease, OwnedProcessTree } from "../ownership/types.js";
 import { SessionConversation } from "./conversation.js";
 import type { LaunchedWrapper, SessionEnd } from "./launch.js";
 import type { ControllerDeps, LiveSessions } from "./live-sessions.js";
-import type { AcpxSessionRecord } from "./session-store.js";
+import { newSessionRecord } from "./session-store.js";
 import type { AcpRuntimeEnsureInput, AcpRuntimeHandle, CloseReport } from "./types.js";
 
 /** What spawnRawAdapter takes: ensureSession's input without the ACP parts (auth, MCP servers, resume). */
@@ -62,26 +61,8 @@ export async function finishRawSpawn(
   launched: LaunchedWrapper,
   processGroupId: number | undefined,
 ): Promise<AcpRuntimeHandle> {
-  const owner = buildSessionOwner({
-    sessionKey: input.sessionKey,
-    agentId: input.agentId,
-    gatewayInstanceId: d.gatewayInstanceId,
-    ...(input.spawnedBy !== undefined ? { spawnedBy: input.spawnedBy } : {}),
-    ...(input.parentSessionKey !== undefined ? { parentSessionKey: input.parentSessionKey } : {}),
-    ...(input.ownerSessionKey !== undefined ? { ownerSessionKey: input.ownerSessionKey } : {}),
-  });
-  const now = Date.now();
-  const record: AcpxSessionRecord = {
-    sessionKey: input.sessionKey,
-    leaseId: lease.leaseId,
-    acpSessionId: "",
-    owner,
-    agentId: input.agentId,
-    command: [...input.command],
-    ...(input.cwd !== undefined ? { cwd: input.cwd } : {}),
-    createdAt: now,
-    updatedAt: now,
-  };
+  // no agent session id: the plugin holds it
+  const { owner, record } = newSessionRecord(input, d.gatewayInstanceId, lease.leaseId, "");
   await d.sessions.put(record);
   const handle: AcpRuntimeHandle = {
     sessionKey: input.sessionKey,

@@ -11,7 +11,8 @@ import { createHash } from "node:crypto";
 import { readdir, rm } from "node:fs/promises";
 import { join } from "node:path";
 import { atomicWrite, ensurePrivateDir, readOwnedFile } from "../ownership/fs-safe.js";
-import type { AcpSessionOwner } from "../sessions/index.js";
+import { buildSessionOwner, type AcpSessionOwner } from "../sessions/index.js";
+import type { AcpRuntimeEnsureInput } from "./types.js";
 
 export interface AcpxSessionRecord {
   sessionKey: string;
@@ -27,6 +28,36 @@ export interface AcpxSessionRecord {
   updatedAt: number;
   /** set when closeSession settled the lease (record kept unless discarded) */
   closedAt?: number;
+}
+
+/** The owner and the record of a session ensureSession (or spawnRawAdapter) just started. */
+export function newSessionRecord(
+  input: AcpRuntimeEnsureInput,
+  gatewayInstanceId: string,
+  leaseId: string,
+  acpSessionId: string,
+): { owner: AcpSessionOwner; record: AcpxSessionRecord } {
+  const owner = buildSessionOwner({
+    sessionKey: input.sessionKey,
+    agentId: input.agentId,
+    gatewayInstanceId,
+    ...(input.spawnedBy !== undefined ? { spawnedBy: input.spawnedBy } : {}),
+    ...(input.parentSessionKey !== undefined ? { parentSessionKey: input.parentSessionKey } : {}),
+    ...(input.ownerSessionKey !== undefined ? { ownerSessionKey: input.ownerSessionKey } : {}),
+  });
+  const now = Date.now();
+  const record: AcpxSessionRecord = {
+    sessionKey: input.sessionKey,
+    leaseId,
+    acpSessionId,
+    owner,
+    agentId: input.agentId,
+    command: [...input.command],
+    ...(input.cwd !== undefined ? { cwd: input.cwd } : {}),
+    createdAt: now,
+    updatedAt: now,
+  };
+  return { owner, record };
 }
 
 /** Records written before leases existed. Verified only by the legacy path. */

@@ -18,7 +18,6 @@ import {
   settleLease,
 } from "../ownership/index.js";
 import type { AcpxProcessLease } from "../ownership/types.js";
-import { buildSessionOwner } from "../sessions/index.js";
 import { AcpClient, assertAuthInput, explainHandshakeFailure, handshake } from "./acp-client.js";
 import { AcpxEnsureError, type AcpxEnsureErrorDetails, type EnsureFailureCause } from "./errors.js";
 import { assertEnvRemove, describeEnd, launchWrapper, rootArgvFor, type LaunchedWrapper } from "./launch.js";
@@ -26,7 +25,7 @@ import { lifecycleDeps, releaseLaunched, type ControllerDeps, type LiveSessions 
 import { applyLimits, createLeaseCgroup, readCgroupOf, removeCgroup } from "../containment/index.js";
 import { assertSessionLimits, controllersFor, describeLimits, enableLimitControllers, enforcedLimits, rememberLimits, type EnforcedLimits } from "./session-limits.js";
 import { CGROUP_ENV_KEY, CGROUP_MOVE_FAILED, CGROUP_REQUIRED_ENV_KEY } from "./wrapper/protocol.js";
-import type { AcpxSessionRecord } from "./session-store.js";
+import { newSessionRecord } from "./session-store.js";
 import { handleFields, handshakeFields, SessionConversation } from "./conversation.js";
 import { finishRawSpawn } from "./raw-adapter.js";
 import type { AcpRuntimeEnsureInput, AcpRuntimeHandle } from "./types.js";
@@ -182,26 +181,7 @@ export async function spawnSession(d: ControllerDeps, live: LiveSessions, input:
   }
 
   const tHandshake = performance.now();
-  const owner = buildSessionOwner({
-    sessionKey: input.sessionKey,
-    agentId: input.agentId,
-    gatewayInstanceId: d.gatewayInstanceId,
-    ...(input.spawnedBy !== undefined ? { spawnedBy: input.spawnedBy } : {}),
-    ...(input.parentSessionKey !== undefined ? { parentSessionKey: input.parentSessionKey } : {}),
-    ...(input.ownerSessionKey !== undefined ? { ownerSessionKey: input.ownerSessionKey } : {}),
-  });
-  const now = Date.now();
-  const record: AcpxSessionRecord = {
-    sessionKey: input.sessionKey,
-    leaseId: lease.leaseId,
-    acpSessionId,
-    owner,
-    agentId: input.agentId,
-    command: [...input.command],
-    ...(input.cwd !== undefined ? { cwd: input.cwd } : {}),
-    createdAt: now,
-    updatedAt: now,
-  };
+  const { owner, record } = newSessionRecord(input, d.gatewayInstanceId, lease.leaseId, acpSessionId);
   try {
     await d.sessions.put(record);
   } catch (err) {

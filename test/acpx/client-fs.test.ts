@@ -9,10 +9,9 @@ import { mkdirSync, mkdtempSync, readFileSync, realpathSync, symlinkSync, writeF
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
-import type { SessionUpdate } from "@agentclientprotocol/sdk";
 import { createAcpxLifecycleController } from "../../src/acpx/controller.js";
 import type { AcpxLifecycleControllerOptions } from "../../src/acpx/types.js";
-import { agentArgv, disposeAfterEach, GRACE_MS, tempStateDir, trackLease } from "./controller-helpers.js";
+import { agentArgv, disposeAfterEach, GRACE_MS, say as sayIn, tempStateDir, trackLease } from "./controller-helpers.js";
 
 const controllers = disposeAfterEach();
 
@@ -35,15 +34,7 @@ async function session(label: string, fs: AcpxLifecycleControllerOptions["client
   controllers.push(ctl);
   const h = await ctl.ensureSession({ sessionKey: `k-${label}`, agentId: "main", command: agentArgv({}), cwd });
   trackLease(h.leaseId);
-  const say = async (prompt: string): Promise<string> => {
-    const out: string[] = [];
-    const turn = ctl.startTurn(h, prompt);
-    for await (const u of turn.events as AsyncIterable<SessionUpdate>) {
-      if (u.sessionUpdate === "agent_message_chunk" && u.content.type === "text") out.push(u.content.text);
-    }
-    await turn.result;
-    return out.join("");
-  };
+  const say = (prompt: string): Promise<string> => sayIn(ctl, h, prompt);
   return { ctl, h, say };
 }
 

@@ -11,23 +11,12 @@ import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { createInterface } from "node:readline";
 import { describe, expect, it } from "vitest";
-import type { SessionUpdate } from "@agentclientprotocol/sdk";
 import { OutputTail, TERMINAL_RUN_PREFIX } from "../../src/acpx/client-terminal.js";
 import { createAcpxLifecycleController } from "../../src/acpx/controller.js";
-import type { AcpRuntimeHandle, AcpxLifecycleController } from "../../src/acpx/types.js";
-import { agentArgv, alive, disposeAfterEach, GRACE_MS, leaseCarriers, ROOT, tempStateDir, trackChild, trackLease, trackPid, waitFor } from "./controller-helpers.js";
+import type { AcpRuntimeHandle } from "../../src/acpx/types.js";
+import { agentArgv, alive, disposeAfterEach, GRACE_MS, leaseCarriers, ROOT, tempStateDir, trackChild, trackLease, trackPid, waitFor , say } from "./controller-helpers.js";
 
 const controllers = disposeAfterEach();
-
-async function say(ctl: AcpxLifecycleController, h: AcpRuntimeHandle, prompt: string): Promise<string> {
-  const out: string[] = [];
-  const turn = ctl.startTurn(h, prompt);
-  for await (const u of turn.events as AsyncIterable<SessionUpdate>) {
-    if (u.sessionUpdate === "agent_message_chunk" && u.content.type === "text") out.push(u.content.text);
-  }
-  await turn.result;
-  return out.join("");
-}
 
 /** a command whose setsid grandchild ignores SIGTERM and writes its pid to `pidfile` */
 const stubbornTree = (pidfile: string): string => `setsid sh -c 'trap "" TERM; exec sleep 600' & echo $! > ${pidfile}; echo started; wait`;

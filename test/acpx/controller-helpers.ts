@@ -268,3 +268,14 @@ export function environOf(pid: number): Map<string, string> {
   }
   return env;
 }
+
+/** One streamed turn; the text of its agent_message_chunk updates, once the turn ended. */
+export async function say(ctl: AcpxLifecycleController, h: AcpRuntimeHandle, prompt: string): Promise<string> {
+  const out: string[] = [];
+  const turn = ctl.startTurn(h, prompt);
+  for await (const u of turn.events) {
+    if (u.sessionUpdate === "agent_message_chunk" && u.content.type === "text") out.push(u.content.text);
+  }
+  await turn.result;
+  return out.join("");
+}

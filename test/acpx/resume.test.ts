@@ -15,19 +15,9 @@ import { describe, expect, it } from "vitest";
 import type { SessionUpdate } from "@agentclientprotocol/sdk";
 import { createAcpxLifecycleController } from "../../src/acpx/controller.js";
 import type { AcpRuntimeHandle, AcpxLifecycleController } from "../../src/acpx/types.js";
-import { agentArgv, alive, disposeAfterEach, GRACE_MS, leaseCarriers, ROOT, tempStateDir, trackChild, trackLease, waitFor } from "./controller-helpers.js";
+import { agentArgv, alive, disposeAfterEach, GRACE_MS, leaseCarriers, ROOT, tempStateDir, trackChild, trackLease, waitFor , say } from "./controller-helpers.js";
 
 const controllers = disposeAfterEach();
-
-async function say(ctl: AcpxLifecycleController, h: AcpRuntimeHandle, prompt: string): Promise<string> {
-  const out: string[] = [];
-  const turn = ctl.startTurn(h, prompt);
-  for await (const u of turn.events as AsyncIterable<SessionUpdate>) {
-    if (u.sessionUpdate === "agent_message_chunk" && u.content.type === "text") out.push(u.content.text);
-  }
-  await turn.result;
-  return out.join("");
-}
 
 async function newController(stateDir: string): Promise<AcpxLifecycleController> {
   const ctl = await createAcpxLifecycleController({ stateDir, graceMs: GRACE_MS, maintenanceIntervalMs: 0 });

@@ -163,7 +163,8 @@ function startConversationGateway(c: DemoContext, command: string[]): ChildProce
   });
 }
 
-function readJsonLine<T>(c: ChildProcess): Promise<T> {
+/** The first JSON line a stand-in gateway prints (its handle). */
+export function readJsonLine<T>(c: ChildProcess): Promise<T> {
   return new Promise((res, rej) => {
     let buf = "";
     const timer = setTimeout(() => rej(new Error("the stand-in gateway printed nothing within 20 s")), 20_000);

@@ -43,7 +43,7 @@ import { markerVerdict, MARKER_ENV_KEYS } from "../../ownership/index.js";
 import { backendLine } from "../backend.js";
 import { flag, graceMsOption, plural, UsageError, type CliIo, type ParsedArgs } from "../io.js";
 import { sameProcess } from "../../facts/identity.js";
-import { conversationStory } from "./demo-conversation.js";
+import { conversationStory, readJsonLine } from "./demo-conversation.js";
 
 const PACKAGE_ROOT = resolve(dirname(fileURLToPath(import.meta.url)), "..", "..", "..");
 const AGENT = join(PACKAGE_ROOT, "fixtures", "acp-agent", "agent.mjs");
@@ -252,22 +252,7 @@ function startGateway(stateDir: string, graceMs: number, command: string[]): Chi
 }
 
 function readHandle(c: ChildProcess): Promise<AcpRuntimeHandle> {
-  return new Promise((res, rej) => {
-    let buf = "";
-    const timer = setTimeout(() => rej(new Error("the stand-in gateway printed no handle within 20 s")), 20_000);
-    c.stdout!.on("data", (d: Buffer) => {
-      buf += d.toString();
-      const nl = buf.indexOf("\n");
-      if (nl !== -1) {
-        clearTimeout(timer);
-        res(JSON.parse(buf.slice(0, nl)) as AcpRuntimeHandle);
-      }
-    });
-    c.once("exit", (code) => {
-      clearTimeout(timer);
-      rej(new Error(`the stand-in gateway exited early (code ${code})`));
-    });
-  });
+  return readJsonLine<AcpRuntimeHandle>(c);
 }
 
 async function readPidfile(path: string): Promise<AgentPids> {
