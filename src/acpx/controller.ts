@@ -327,7 +327,7 @@ class Controller implements AcpxLifecycleController {
     const ended = sessionEndedError(handle.sessionKey, live.launched);
     if (ended) throw ended;
     if (live.client === undefined) throw new AcpxRawSessionError(handle.sessionKey);
-    return { sessionKey: handle.sessionKey, acpSessionId: live.handle.acpSessionId, client: live.client, state: live.conv.state!, timeoutMs: this.d.handshakeTimeoutMs };
+    return { sessionKey: handle.sessionKey, acpSessionId: live.handle.acpSessionId, client: live.client, state: live.conv.state, timeoutMs: this.d.handshakeTimeoutMs };
   }
 
   async sessionStatus(handle: AcpRuntimeHandle): Promise<SessionStatus> {

@@ -42,7 +42,8 @@ export class SessionConversation {
   handle: AcpRuntimeHandle | undefined;
   acpSessionId: string | undefined;
   init: InitializeResponse | undefined;
-  state: SessionState | undefined;
+  /** what the agent advertised, tracked from the first update on */
+  readonly state = new SessionState();
   /** how the handshake opened the agent session (new, resumed, loaded) */
   opening: HandshakeResult["opened"] | undefined;
   readonly router: UpdateRouter;
@@ -59,7 +60,7 @@ export class SessionConversation {
     const log = config.log;
     this.cwd = input.cwd ?? process.cwd();
     this.router = new UpdateRouter({
-      observe: (u) => this.state?.observe(u),
+      observe: (u) => this.state.observe(u),
       onListenerError: (err) => log.warn?.(`an onUpdate listener of ${JSON.stringify(input.sessionKey)} threw: ${err instanceof Error ? err.message : String(err)}`),
     });
     this.permissions = new PermissionBroker(config.onPermissionRequest, config.permissionTimeoutMs, () => this.handle, log);
@@ -93,7 +94,7 @@ export class SessionConversation {
     this.acpSessionId = hs.sessionId;
     this.init = hs.init;
     this.opening = hs.opened;
-    this.state = new SessionState(hs.opened.response);
+    this.state.adopt(hs.opened.response);
   }
 
   bind(handle: AcpRuntimeHandle): void {

@@ -32,16 +32,16 @@ export interface SessionAgentState {
 }
 
 export class SessionState {
-  readonly agent: SessionAgentState;
+  readonly agent: SessionAgentState = { modes: null, configOptions: null, availableCommands: [], contextUsage: null, title: null };
 
-  constructor(opened: NewSessionResponse | ResumeSessionResponse | LoadSessionResponse) {
-    this.agent = {
-      modes: opened.modes ?? null,
-      configOptions: opened.configOptions ?? null,
-      availableCommands: [],
-      contextUsage: null,
-      title: null,
-    };
+  /**
+   * The agent's session/new (resume, load) answer. Updates that came before
+   * it (an agent may send its commands before the answer has been read) are
+   * kept; its modes and config options are the current ones.
+   */
+  adopt(opened: NewSessionResponse | ResumeSessionResponse | LoadSessionResponse): void {
+    this.agent.modes = opened.modes ?? null;
+    this.agent.configOptions = opened.configOptions ?? null;
   }
 
   /** The router's observer: every update of the session passes here first. */

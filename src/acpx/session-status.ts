@@ -10,7 +10,7 @@ import type { SessionStatus, SessionSummary } from "./types.js";
 export async function statusOf(d: ControllerDeps, live: LiveSession): Promise<SessionStatus> {
   const h = live.handle;
   const lease = await d.leases.get(h.leaseId);
-  const agent = live.conv.state?.snapshot() ?? { modes: null, configOptions: null, availableCommands: [], contextUsage: null, title: null };
+  const agent = live.conv.state.snapshot();
   return {
     sessionKey: h.sessionKey,
     leaseId: h.leaseId,

@@ -81,7 +81,7 @@ export function runTurn(s: TurnSession, input: TurnInput, options: PromptOptions
   const prompt = promptBlocks(s.sessionKey, input, s.conv.init?.agentCapabilities?.promptCapabilities as Record<string, unknown> | undefined);
   const queue = new UpdateQueue(stream);
   const detach = stream ? s.conv.router.attachTurn(s.acpSessionId, queue.push) : () => undefined;
-  const usageBefore = s.conv.state?.agent.contextUsage ?? null;
+  const usageBefore = s.conv.state.agent.contextUsage;
   s.conv.permissions.turnStarted();
   let cancelRequested = false;
   const turn = startBoundedTurn(s.client, {
@@ -102,7 +102,7 @@ export function runTurn(s: TurnSession, input: TurnInput, options: PromptOptions
     (answer): TurnResult => {
       detach();
       queue.end();
-      const usageNow = s.conv.state?.agent.contextUsage ?? null;
+      const usageNow = s.conv.state.agent.contextUsage;
       return {
         stopReason: answer.stopReason,
         ...(answer.usage !== undefined ? { usage: answer.usage } : {}),

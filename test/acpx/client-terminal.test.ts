@@ -13,6 +13,7 @@ import { createInterface } from "node:readline";
 import { describe, expect, it } from "vitest";
 import { OutputTail, TERMINAL_RUN_PREFIX } from "../../src/acpx/client-terminal.js";
 import { createAcpxLifecycleController } from "../../src/acpx/controller.js";
+import { createProcessSupervisor } from "../../src/supervisor/index.js";
 import type { AcpRuntimeHandle } from "../../src/acpx/types.js";
 import { agentArgv, alive, disposeAfterEach, GRACE_MS, leaseCarriers, ROOT, tempStateDir, trackChild, trackLease, trackPid, waitFor , say } from "./controller-helpers.js";
 
@@ -131,15 +132,26 @@ describe("client terminals", () => {
     await new Promise((r) => gw.once("exit", r));
     // the terminal is the gateway's (detached) child, not the wrapper's: it outlives the gateway
     expect(alive(grandchild)).toBe(true);
-    const next = await createAcpxLifecycleController({ stateDir, graceMs: GRACE_MS, maintenanceIntervalMs: 0 });
+    const settled: [string, string][] = [];
+    const next = await createAcpxLifecycleController({ stateDir, graceMs: GRACE_MS, maintenanceIntervalMs: 0, onLeaseSettled: (l, o) => settled.push([l.sessionKey, o.via]) });
     controllers.push(next);
     const lease = (await next.listLeases()).find((l) => l.sessionKey === `supervisor:${terminalId}`)!;
     expect(lease.state).toBe("open");
     trackLease(lease.leaseId);
+    // another supervisor's leased run on the same state dir and instance is not the controller's to reap
+    const other = createProcessSupervisor({ stateDir, gatewayInstanceId: next.gatewayInstanceId, graceMs: GRACE_MS });
+    const run = await other.spawn({ mode: "child", argv: ["sleep", "600"], sessionId: "other", backendId: "exec", background: true });
+    trackPid(run.pid);
     await next.reapStartupOrphans();
     expect(await waitFor(() => !alive(grandchild), 5000)).toBeGreaterThanOrEqual(0);
     expect(leaseCarriers(lease.leaseId)).toEqual([]);
     const after = (await next.listLeases()).find((l) => l.leaseId === lease.leaseId)!;
     expect(["closed", "lost"]).toContain(after.state);
+    expect(settled).toContainEqual([`supervisor:${terminalId}`, "reap"]);
+    expect(settled).toContainEqual(["k-term-crash", "reap"]);
+    expect(alive(run.pid!)).toBe(true);
+    expect((await next.listLeases()).find((l) => l.sessionKey === `supervisor:${run.runId}`)?.state).toBe("open");
+    await other.shutdown();
+    expect(alive(run.pid!)).toBe(false);
   });
 });

@@ -19,7 +19,7 @@ import {
 } from "../../src/acpx/errors.js";
 import type { AcpRuntimeHandle, AcpxLifecycleControllerOptions, LeaseSettledOutcome, SessionEndHow } from "../../src/acpx/types.js";
 import type { AcpxProcessLease } from "../../src/ownership/types.js";
-import { agentArgv, alive, disposeAfterEach, GRACE_MS, leaseCarriers, sleep, tempStateDir, trackLease, waitFor } from "./controller-helpers.js";
+import { agentArgv, alive, disposeAfterEach, GRACE_MS, leaseCarriers, tempStateDir, trackLease, waitFor } from "./controller-helpers.js";
 
 const controllers = disposeAfterEach();
 
@@ -80,12 +80,18 @@ describe("startTurn: streamed updates", () => {
   });
 
   it("updates outside a turn reach onUpdate, the backlog first (available_commands_update after session/new is kept)", async () => {
-    const ctl = await newController("outside");
+    const warnings: string[] = [];
+    const ctl = await newController("outside", { logger: { warn: (m: string) => warnings.push(m) } });
     const h = await ensure(ctl, "k-outside");
-    await sleep(200); // the fixture sends its commands right after answering session/new
+    // the fixture sends its commands right after answering session/new; the state tracks them with no listener attached
+    expect(await waitFor(async () => (await ctl.sessionStatus(h)).availableCommands.length > 0, 5000)).toBeGreaterThanOrEqual(0);
     const seen: SessionUpdate[] = [];
     const off = ctl.onUpdate(h, (u) => seen.push(u));
     expect(seen.map((u) => u.sessionUpdate)).toEqual(["available_commands_update"]);
+    // a listener that throws is logged and breaks nothing
+    const offBad = ctl.onUpdate(h, () => {
+      throw new Error("listener exploded");
+    });
     // prompt() turns are not streamed: their updates go to the listeners
     await expect(ctl.prompt(h, "hello")).resolves.toEqual({ stopReason: "end_turn" });
     expect(seen.map(text)).toContain("ok");
@@ -94,6 +100,8 @@ describe("startTurn: streamed updates", () => {
     await collect(ctl.startTurn(h, "hello").events);
     expect(seen.length).toBe(n);
     off();
+    offBad();
+    expect(warnings.some((w) => w.includes("listener exploded"))).toBe(true);
     const st = await ctl.sessionStatus(h);
     expect(st.availableCommands.map((c) => c.name)).toEqual(["story", "whoami"]);
   });
@@ -102,13 +110,15 @@ describe("startTurn: streamed updates", () => {
     const ctl = await newController("cancel");
     const h = await ensure(ctl, "k-cancel", ["--turn=by-text"]);
     const turn = ctl.startTurn(h, "hang");
-    await sleep(100);
+    // the fixture's first update says the turn has started
+    const it = turn.events[Symbol.asyncIterator]();
+    expect((await it.next()).value).toMatchObject({ sessionUpdate: "agent_thought_chunk" });
     const report = await turn.cancel();
     expect(report).toEqual({ cancelSent: true, turnEnded: true, stopReason: "cancelled" });
     await expect(turn.result).resolves.toEqual({ stopReason: "cancelled", cancelRequested: true });
     // a deaf agent never ends the turn: cancel gives up after the grace and says so
     const deaf = ctl.startTurn(h, "deaf", { cancelGraceMs: 300 });
-    await sleep(50);
+    await deaf.events[Symbol.asyncIterator]().next();
     expect(await deaf.cancel()).toEqual({ cancelSent: true, turnEnded: false });
     expect(() => ctl.startTurn(h, "again")).toThrow(AcpxSessionBusyError);
     expect((await ctl.sessionStatus(h)).busy).toBe(true);
@@ -328,7 +338,8 @@ describe("controller hygiene", () => {
   });
 
   it("an adapter that prints something other than ACP on stdout is named in the handshake error", async () => {
-    const ctl = await newController("garbage", { handshakeTimeoutMs: 1500 });
+    const settled: [string, string][] = [];
+    const ctl = await newController("garbage", { handshakeTimeoutMs: 1500, onLeaseSettled: (l, o) => settled.push([l.leaseId, o.via]) });
     const e = (await ctl
       .ensureSession({ sessionKey: "k-garbage", agentId: "main", command: ["sh", "-c", "echo 'Usage: my-agent [--acp] <prompt>'; exec sleep 60"] })
       .catch((err: unknown) => err)) as AcpxEnsureError;
@@ -338,5 +349,7 @@ describe("controller hygiene", () => {
     expect(e.message).toContain('the adapter wrote something other than ACP on stdout: "Usage: my-agent [--acp] <prompt>"');
     expect(e.stdoutHead).toBe("Usage: my-agent [--acp] <prompt>\n");
     expect(["closed", "lost"]).toContain(e.leaseState);
+    expect(await waitFor(() => settled.length > 0, 5000)).toBeGreaterThanOrEqual(0);
+    expect(settled).toEqual([[e.leaseId, "ensure-failed"]]);
   });
 });
