@@ -26,7 +26,8 @@
 //    round's p99 and the p99 over all rounds printed beside it.
 // Full run: N = 10 000, 9 rounds, targets ≤ 1.1× and p99 ≤ 1 ms. Quick run:
 // the same turn, 3 rounds, a regression guard with margin for a loaded CI
-// machine: ≤ 1.5× and p99 ≤ 5 ms.
+// machine: ≤ 1.5× and p99 ≤ 10 ms (a per-update timer or flush would still
+// miss it: on a quiet host the quietest round is well under 1 ms).
 import { spawn } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -165,7 +166,7 @@ export async function run({ quick }) {
   ]);
   const quietestP99 = Math.min(...lat.controller.map((xs) => p(xs, 0.99)));
   const ratioTarget = quick ? 1.5 : 1.1;
-  const p99Target = quick ? 5 : 1;
+  const p99Target = quick ? 10 : 1;
   checks.push(check(`turn of ${n} updates, controller vs bare SDK client${quick ? " (quick guard)" : ""}`, ratio, "<=", ratioTarget));
   checks.push(check(`per-update delivery latency p99 (quietest round), controller${quick ? " (quick guard)" : ""}`, quietestP99, "<=", p99Target, "ms"));
   return checks;
