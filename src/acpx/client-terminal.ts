@@ -223,7 +223,8 @@ export class OutputTail {
       let from = next.length - this.limit;
       // 0b10xxxxxx is a continuation byte: not a character start
       while (from < next.length && (next[from]! & 0xc0) === 0x80) from++;
-      next = next.subarray(from);
+      // a copy: a view would keep the whole concatenation alive
+      next = Buffer.from(next.subarray(from));
       this.truncated = true;
     }
     this.buf = next;
