@@ -41,6 +41,11 @@ async function collect(events: AsyncIterable<SessionUpdate>): Promise<SessionUpd
   return out;
 }
 
+/** The turn's updates without the fixture's available_commands_update, which it sends right after session/new and may land in the first turn (arrival order). */
+async function collectTurn(events: AsyncIterable<SessionUpdate>): Promise<SessionUpdate[]> {
+  return (await collect(events)).filter((u) => u.sessionUpdate !== "available_commands_update");
+}
+
 const text = (u: SessionUpdate): string => (u.sessionUpdate === "agent_message_chunk" && u.content.type === "text" ? u.content.text : "");
 
 describe("startTurn: streamed updates", () => {
@@ -48,7 +53,7 @@ describe("startTurn: streamed updates", () => {
     const ctl = await newController("stream");
     const h = await ensure(ctl, "k-stream");
     const turn = ctl.startTurn(h, "/chunks 500");
-    const got = await collect(turn.events);
+    const got = await collectTurn(turn.events);
     const r = await turn.result;
     expect(r).toEqual({ stopReason: "end_turn", cancelRequested: false });
     expect(got).toHaveLength(500);
@@ -62,8 +67,7 @@ describe("startTurn: streamed updates", () => {
     const ctl = await newController("story", { onPermissionRequest: (req) => ({ outcome: { outcome: "selected", optionId: req.options[0]!.optionId } }) });
     const h = await ensure(ctl, "k-story");
     const turn = ctl.startTurn(h, "/story");
-    // the fixture's available_commands_update (sent right after session/new) may land in the turn: arrival order
-    const got = (await collect(turn.events)).filter((u) => u.sessionUpdate !== "available_commands_update");
+    const got = await collectTurn(turn.events);
     expect(got.map((u) => u.sessionUpdate)).toEqual([
       "agent_thought_chunk",
       "plan",
@@ -112,7 +116,9 @@ describe("startTurn: streamed updates", () => {
     const turn = ctl.startTurn(h, "hang");
     // the fixture's first update says the turn has started
     const it = turn.events[Symbol.asyncIterator]();
-    expect((await it.next()).value).toMatchObject({ sessionUpdate: "agent_thought_chunk" });
+    let first = await it.next();
+    while (first.value?.sessionUpdate === "available_commands_update") first = await it.next();
+    expect(first.value).toMatchObject({ sessionUpdate: "agent_thought_chunk" });
     const report = await turn.cancel();
     expect(report).toEqual({ cancelSent: true, turnEnded: true, stopReason: "cancelled" });
     await expect(turn.result).resolves.toEqual({ stopReason: "cancelled", cancelRequested: true });
@@ -135,7 +141,7 @@ describe("startTurn: streamed updates", () => {
       { type: "resource_link", uri: "file:///tmp/x.txt", name: "x.txt" },
       { type: "resource", resource: { uri: "file:///tmp/y.txt", text: "hello" } },
     ]);
-    expect((await collect(turn.events)).map(text)).toEqual(["block text", "block image", "block resource_link", "block resource"]);
+    expect((await collectTurn(turn.events)).map(text)).toEqual(["block text", "block image", "block resource_link", "block resource"]);
     expect(() => ctl.startTurn(h, [{ type: "audio", mimeType: "audio/wav", data: "AAAA" }])).toThrow(AcpxUnsupportedContentError);
     expect(() => ctl.startTurn(h, [])).toThrow(TypeError);
     await expect(ctl.prompt(h, "still fine")).resolves.toEqual({ stopReason: "end_turn" });
