@@ -340,9 +340,13 @@ export function createProcessSupervisor(opts: ProcessSupervisorOptions = {}): Pr
     void rootStart.then((r) =>
       registry.noteRootIdentity(runId, r.startTime !== undefined ? { rootStartTime: r.startTime } : { rootIdentityUnavailable: r.why }),
     );
+    // A root that leads its group leads the group of its own pid (the adapter's
+    // contract), which is what the lease records: read from the live root it
+    // could still be the gateway's, before a PTY's child has called setsid.
+    const ownGroup = pid !== undefined && proc.leadsGroup ? pid : undefined;
     registry.setState(runId, "running", {
       pid,
-      processGroupId: pid !== undefined && proc.leadsGroup ? pid : undefined,
+      processGroupId: ownGroup,
       leaseId: lease?.leaseId,
     });
 
@@ -353,7 +357,7 @@ export function createProcessSupervisor(opts: ProcessSupervisorOptions = {}): Pr
     // Record the live root's identity in the lease before spawn() returns, so a
     // crash from here on leaves a lease the next incarnation can verify; a
     // cancel meanwhile reaps only once the lease names the root.
-    const attached: Promise<void> = lease && pid !== undefined ? store!.attach(lease.leaseId, pid).catch(() => {}) : Promise.resolve();
+    const attached: Promise<void> = lease && pid !== undefined ? store!.attach(lease.leaseId, pid, ownGroup).catch(() => {}) : Promise.resolve();
 
     killStarted = (reason) => {
       if (run.kill) {

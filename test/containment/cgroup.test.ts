@@ -31,7 +31,7 @@ import {
   type ContainmentSupport,
   type LeaseCgroup,
 } from "../../src/containment/cgroup.js";
-import { readStatSync } from "../../src/facts/procfs.js";
+import { readStat } from "../helpers/liveness.js";
 import { isAlive, killQuietly, waitFor } from "../supervisor/helpers.js";
 
 const HERE = dirname(fileURLToPath(import.meta.url));
@@ -152,7 +152,7 @@ describe("the env-scrubbed setsid escapee", () => {
       const { pid } = await startFixture("escapee.sh", [cg.path], ["wrapper", "adapter", "escapee"]);
       const escapee = pid.escapee!;
       // the escapee is where the ownership markers cannot follow: new session, empty environment
-      await waitFor(() => readStatSync(escapee)?.sid === escapee && readStatSync(escapee)?.comm === "sleep", 10_000);
+      await waitFor(() => readStat(escapee)?.session === escapee && readStat(escapee)?.comm === "sleep", 10_000);
       expect(environOf(escapee)?.length).toBe(0);
       for (const p of [pid.wrapper!, pid.adapter!, escapee]) expect(await readCgroupOf(p)).toBe(cg.path);
 
@@ -160,7 +160,7 @@ describe("the env-scrubbed setsid escapee", () => {
       process.kill(pid.wrapper!, "SIGKILL");
       await waitFor(() => !isAlive(pid.adapter!) && !isAlive(pid.wrapper!), 10_000);
       // re-parented away from its dead parents, no marker, yet still a member
-      await waitFor(() => readStatSync(escapee)?.ppid !== pid.adapter, 10_000);
+      await waitFor(() => readStat(escapee)?.ppid !== pid.adapter, 10_000);
       expect(isAlive(escapee)).toBe(true);
       const members = await membersOf(cg.path);
       expect(members).toEqual({ state: "ok", pids: [escapee] });

@@ -1,5 +1,5 @@
 import type { ChildProcess } from "node:child_process";
-import { existsSync, readFileSync } from "node:fs";
+import { existsSync } from "node:fs";
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { afterAll, afterEach, beforeAll } from "vitest";
@@ -9,22 +9,17 @@ import { buildSnapshot } from "../../src/facts/snapshot.js";
 import { getProcessFacts } from "../../src/facts/get.js";
 import type { ProcessFacts, ProcessInfo, ProcessSignaller } from "../../src/facts/types.js";
 import { INSTANCE_ENV_KEY } from "../../src/ownership/types.js";
-import { isAliveSync } from "../helpers/liveness.js";
+import { isAliveSync, readStat } from "../helpers/liveness.js";
 import { inspectEach } from "../../src/facts/inspect-many.js";
 
 export const FIXTURES = join(dirname(fileURLToPath(import.meta.url)), "..", "fixtures", "supervisor");
 export const fixture = (name: string) => join(FIXTURES, name);
 
-/** Alive by the package's one liveness rule (see test/helpers/liveness.ts). */
+/** Alive by the tests' own /proc oracle (test/helpers/liveness.ts), not the library's rule. */
 export const isAlive = isAliveSync;
 
 export function pgidOf(pid: number): number | null {
-  try {
-    const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
-    return Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[2]);
-  } catch {
-    return null;
-  }
+  return readStat(pid)?.pgrp ?? null;
 }
 
 export async function waitFor(cond: () => boolean | Promise<boolean>, timeoutMs = 10_000, stepMs = 20): Promise<void> {
