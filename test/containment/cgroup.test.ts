@@ -31,6 +31,7 @@ import {
   type ContainmentSupport,
   type LeaseCgroup,
 } from "../../src/containment/cgroup.js";
+import { containmentSkipNote, probeCgroup2 } from "../helpers/cgroup-probe.mjs";
 import { readStat } from "../helpers/liveness.js";
 import { isAlive, killQuietly, waitFor } from "../supervisor/helpers.js";
 
@@ -38,9 +39,13 @@ const HERE = dirname(fileURLToPath(import.meta.url));
 const ROOT = join(HERE, "..", "..");
 const FIX = join(ROOT, "test", "fixtures", "containment");
 
+// Whether these tests run is the independent probe's call (a child moved into
+// a cgroup of our own by hand), never detectContainment()'s: a detection that
+// wrongly says "off" fails them instead of skipping them.
+const probe = await probeCgroup2();
 const support: ContainmentSupport = await detectContainment();
-const SKIP = support.available ? null : support.why;
-const NOTE = SKIP ? ` [skipped: containment is off here: ${SKIP}]` : "";
+const SKIP = probe.writable ? null : probe.why;
+const NOTE = containmentSkipNote(probe);
 if (SKIP) console.log(`containment/cgroup.test:${NOTE}`);
 const on = (s: ContainmentSupport) => {
   if (!s.available) throw new Error(s.why);
@@ -111,6 +116,10 @@ afterEach(async () => {
 });
 
 describe("detection on this host", () => {
+  it(`detectContainment() agrees with the independent probe (${probe.writable ? `a child was moved into a cgroup under ${probe.own}` : `no: ${probe.why}`})`, () => {
+    expect(support.available, `detectContainment(): ${JSON.stringify(support)}; probe: ${JSON.stringify(probe)}`).toBe(probe.writable);
+  });
+
   it.skipIf(SKIP)(`finds our cgroup from /proc, proves a child cgroup works, leaves no probe behind${NOTE}`, async () => {
     const s = on(support);
     const ours = await readCgroupOf(process.pid);
@@ -253,7 +262,8 @@ describe("identity and membership", () => {
   });
 
   it.skipIf(SKIP)(`with an owner, the lease cgroup sits in the owner's folder (made once, kept); kill and remove take it, never the folder or the root${NOTE}`, async () => {
-    if (!support.available) return;
+    on(support);
+    if (!support.available) return; // narrows the type: on() has thrown otherwise
     const owner = `test-owner-${process.pid}-${++seq}`;
     const folder = `${support.root}/${owner}`;
     try {
