@@ -31,6 +31,18 @@ export async function waitFor(cond: () => boolean | Promise<boolean>, timeoutMs 
   }
 }
 
+/**
+ * Resolves once every timer of at most `ms` that the code under test armed
+ * before this call has fired (Node runs timers in order of their expiry, and
+ * one armed later with a delay at least as long expires later), plus `turns`
+ * event-loop turns for what those timers started. For "nothing happened": an
+ * ordering of events, not a guess at how long a pause a loaded host needs.
+ */
+export async function afterTimersArmedBefore(ms: number, turns = 20): Promise<void> {
+  await new Promise((r) => setTimeout(r, ms + 1));
+  for (let i = 0; i < turns; i++) await new Promise((r) => setImmediate(r));
+}
+
 /** Last-resort cleanup of pids this test spawned (never anything else). */
 export function killQuietly(pids: Iterable<number | undefined>): void {
   for (const pid of pids) {
