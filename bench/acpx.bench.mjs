@@ -312,7 +312,9 @@ export async function run({ quick }) {
     { phase: "ensureSession total", ms: lat.total.toFixed(2) },
     { phase: "direct: spawn adapter + same handshake", ms: lat.direct.toFixed(2) },
   ]);
-  checks.push(check("ensureSession / direct spawn+handshake", lat.total / lat.direct, "<=", 3));
+  // The full run (10 sessions) judges 2×, over the 1.55× it measures; the quick run's 3 sessions
+  // read up to 2.40× on a loaded 2-core host, so its gate stays a regression guard at 3×.
+  checks.push(check(`ensureSession / direct spawn+handshake (median of ${quick ? 3 : 10})`, lat.total / lat.direct, "<=", quick ? 3 : 2));
 
   const graceMs = 300;
   const pdLeft = { count: 0 };
