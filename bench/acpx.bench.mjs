@@ -27,6 +27,14 @@ import { dirname, join } from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
 import { check, median, now, printTable, fmtMs, alive } from "./lib.mjs";
 
+function killQuietly(pid) {
+  try {
+    process.kill(pid, "SIGKILL");
+  } catch {
+    // already gone
+  }
+}
+
 const here = dirname(fileURLToPath(import.meta.url));
 const root = join(here, "..");
 const AGENT = join(root, "fixtures/acp-agent/agent.mjs");
@@ -40,6 +48,22 @@ const { openLeaseStore, computeCommandHash, loadOrCreateGatewayInstanceId } = aw
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
+
+/** Live pids whose environment names any of `leaseIds` as its lease (one pass over /proc). */
+function carriersOfAny(leaseIds) {
+  const key = "OPENCLAW_ACPX_LEASE_ID=";
+  const out = [];
+  for (const d of readdirSync("/proc")) {
+    if (!/^\d+$/.test(d)) continue;
+    try {
+      const entry = readFileSync(`/proc/${d}/environ`, "latin1").split("\0").find((e) => e.startsWith(key));
+      if (entry !== undefined && leaseIds.has(entry.slice(key.length)) && alive(Number(d))) out.push(Number(d));
+    } catch {
+      /* gone */
+    }
+  }
+  return out;
+}
 
 function carriers(leaseId) {
   const needle = Buffer.from(`OPENCLAW_ACPX_LEASE_ID=${leaseId}\0`);
@@ -124,7 +148,7 @@ function startGateway(stateDir, graceMs, command) {
   });
 }
 
-async function parentDeath(rounds, graceMs) {
+async function parentDeath(rounds, graceMs, leftovers) {
   const dir = mkdtempSync(join(tmpdir(), "proclease-bench-pd-"));
   const out = [];
   try {
@@ -148,8 +172,10 @@ async function parentDeath(rounds, graceMs) {
       while (tree.some(alive) && now() - t0 < graceMs + 5000) await sleep(2);
       out.push(now() - t0);
       const left = carriers(handle.leaseId);
-      if (left.length > 0) console.log(`  WARNING: ${left.length} process(es) still carry lease ${handle.leaseId}`);
-      for (const p of left) process.kill(p, "SIGKILL");
+      // counted for the check below, then ended: the host is left as found
+      leftovers.count += left.length;
+      if (left.length > 0) console.log(`  ${left.length} process(es) still carry lease ${handle.leaseId} after the parent death (a failed check)`);
+      for (const p of left) killQuietly(p);
     }
     // What the next gateway of this state dir would do: settle the dead
     // gateways' leases, which also removes their lease cgroups and the
@@ -248,8 +274,11 @@ async function startupReap(n, graceMs) {
   const rep = await ctl.reapStartupOrphans();
   const elapsed = now() - t0;
   await ctl.dispose();
+  // what the reap left is counted first (a check fails on it), then ended: the host is left as found
   const left = roots.filter((r) => alive(r.pid)).length;
+  const carriersLeft = carriersOfAny(new Set(roots.map((r) => r.lease.leaseId)));
   for (const r of roots) if (alive(r.pid)) process.kill(r.pid, "SIGKILL");
+  for (const p of carriersLeft) killQuietly(p);
   rmSync(dir, { recursive: true, force: true });
   const outcomes = {};
   for (const e of rep.entries) for (const m of e.reap?.members ?? []) outcomes[m.outcome] = (outcomes[m.outcome] ?? 0) + 1;
@@ -267,6 +296,7 @@ async function startupReap(n, graceMs) {
     members: rep.entries.reduce((k, e) => k + (e.reap?.members.length ?? 0), 0),
     before,
     left,
+    carriersLeft: carriersLeft.length,
   };
 }
 
@@ -282,14 +312,18 @@ export async function run({ quick }) {
     { phase: "ensureSession total", ms: lat.total.toFixed(2) },
     { phase: "direct: spawn adapter + same handshake", ms: lat.direct.toFixed(2) },
   ]);
-  checks.push(check("ensureSession / direct spawn+handshake", lat.total / lat.direct, "<=", 3));
+  // The full run (10 sessions) judges 2×, over the 1.55× it measures; the quick run's 3 sessions
+  // read up to 2.40× on a loaded 2-core host, so its gate stays a regression guard at 3×.
+  checks.push(check(`ensureSession / direct spawn+handshake (median of ${quick ? 3 : 10})`, lat.total / lat.direct, "<=", quick ? 3 : 2));
 
   const graceMs = 300;
-  const pd = await parentDeath(quick ? 2 : 5, graceMs);
+  const pdLeft = { count: 0 };
+  const pd = await parentDeath(quick ? 2 : 5, graceMs, pdLeft);
   printTable(`parent death → no process carries the lease id (stubborn adapter + setsid grandchild, grace ${graceMs} ms)`, [
     { rounds: pd.length, median: fmtMs(median(pd)), max: fmtMs(Math.max(...pd)), "over grace (median)": fmtMs(median(pd) - graceMs) },
   ]);
   checks.push(check("parent death → tree gone, minus grace (median)", median(pd) - graceMs, "<=", 100, "ms"));
+  checks.push(check("parent death: processes still carrying the lease id afterwards (all rounds)", pdLeft.count, "<=", 0, "processes"));
 
   const reapGrace = 500;
   // Several reaps, each of 100 fresh leases: the elapsed check takes their
@@ -312,6 +346,7 @@ export async function run({ quick }) {
       reaped: r.reaped,
       "members signalled": r.members,
       "roots left": r.left,
+      "carriers left": r.carriersLeft,
       "snapshots before 1st signal (bench count)": r.verifySnapshots ?? "no signal",
       "dry-run snapshots (bench count)": r.dryCalls,
       "controller's own count": r.reportedSnapshots,
@@ -333,5 +368,7 @@ export async function run({ quick }) {
   checks.push(check("startup reap: dry run (verify only) snapshot() calls (bench's count, most of any reap)", worst.dryCalls, "<=", 1, "snapshot"));
   checks.push(check("startup reap: dry runs sent no signal", worst.drySignalled ? 1 : 0, "<=", 0, "signals"));
   checks.push(check(`startup reap: elapsed (median of ${reaps.length})`, r.elapsed, "<=", 100 + reapGrace, "ms"));
+  checks.push(check(`startup reap: leased roots still alive after the reap (most of any of ${reaps.length} reaps)`, Math.max(...reaps.map((x) => x.left)), "<=", 0, "processes"));
+  checks.push(check(`startup reap: processes still carrying a lease id after the reap (most of any of ${reaps.length} reaps)`, Math.max(...reaps.map((x) => x.carriersLeft)), "<=", 0, "processes"));
   return checks;
 }

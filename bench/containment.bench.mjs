@@ -35,7 +35,8 @@ import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { cpus, loadavg, tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
-import { bootstrapMedianCI, check, fmtMs, median, now, printTable, quantile } from "./lib.mjs";
+import { probeCgroup2 } from "../test/helpers/cgroup-probe.mjs";
+import { bootstrapMedianCI, check, fmtMs, median, now, printTable, quantile, unmeasured } from "./lib.mjs";
 
 const root = join(dirname(fileURLToPath(import.meta.url)), "..");
 const MODULE = join(root, "dist/containment/cgroup.js");
@@ -219,24 +220,20 @@ function ratioStats(xs) {
 const fmtRatio = (r) => `${r.median.toFixed(3)}× (95% CI ${r.lo.toFixed(3)}–${r.hi.toFixed(3)}, IQR ${r.q1.toFixed(3)}–${r.q3.toFixed(3)})`;
 
 export async function run({ quick }) {
-  if (process.platform !== "linux") {
-    console.log("containment bench: Linux only (cgroup v2)");
-    return [];
-  }
+  // Nothing measured is a failure, never a pass: a detection that wrongly says
+  // "off" must not turn this bench into an empty success. Whether the host
+  // could contain is asked of an independent probe, to say which it is.
+  const name = "containment on / off ensureSession, regression guard";
+  if (process.platform !== "linux") return [unmeasured(name, "Linux only (cgroup v2)")];
   for (const f of [MODULE, ACPX]) if (!existsSync(f)) throw new Error(`${f} missing: run \`npm run build\` first`);
   const lib = await import(pathToFileURL(MODULE).href);
+  const probe = await probeCgroup2();
+  const host = probe.writable ? `the independent probe moved a child into a cgroup under ${probe.own}` : `no writable cgroup2 here either (independent probe: ${probe.why})`;
   const support = await lib.detectContainment();
-  if (!support.available) {
-    // a host without writable cgroups runs without containment: nothing to cost
-    console.log(`containment bench: containment is off here, nothing to measure (${support.why})`);
-    return [];
-  }
+  if (!support.available) return [unmeasured(name, `detectContainment() says off (${support.why}); ${host}`)];
   const load0 = loadavg()[0];
   const es = await ensurePairs({ n: quick ? 30 : 120, warmup: quick ? 2 : 4 });
-  if (es.off !== undefined) {
-    console.log(`containment bench: the controller runs without containment here (${es.off}), nothing to measure`);
-    return [];
-  }
+  if (es.off !== undefined) return [unmeasured(name, `the controller runs without containment here (${es.off}); ${host}`)];
   const ensure = ratioStats(es.pairs.map((p) => p.on.ensure / p.off.ensure));
   const whole = ratioStats(es.pairs.map((p) => (p.on.ensure + p.on.close - p.off.close) / p.off.ensure));
   const med = (side, step) => fmtMs(median(es.pairs.map((p) => p[side][step])));

@@ -13,8 +13,8 @@
 // 2. Peers at one small size (where backtracking is slow but bounded):
 //    the textbook recursive backtracking matcher and a RegExp built from the
 //    glob, both exponential in the number of stars on shape B (not A, whose
-//    end anchor would let ours answer without searching). Target: ours
-//    at least 10× faster (it is usually thousands of times faster).
+//    end anchor would let ours answer without searching). Targets a few
+//    times below what each size measures (see the gates in run()).
 // 3. Informational: the classic two-pointer matcher (star backtrack point)
 //    on C's anchored form *aaaa…ab, to show what O(n·m) scaling looks like
 //    in the same run.
@@ -121,8 +121,12 @@ export async function run({ quick }) {
     { matcher: "recursive backtracking", "per call": fmtMs(naive), "vs ours": `${(naive / ours).toFixed(0)}×` },
     { matcher: "RegExp from glob (irregexp)", "per call": fmtMs(regex), "vs ours": `${(regex / ours).toFixed(0)}×` },
   ]);
-  checks.push(check("recursive backtracking / matchStarGlob (shape B, small)", naive / ours, ">=", 10));
-  checks.push(check("RegExp-from-glob / matchStarGlob (shape B, small)", regex / ours, ">=", 10));
+  // Gates a few times below what these sizes measure (the peers are exponential in the stars, so
+  // the full run's larger size reads ~16× more): quick 843–2,124× and 77–227× on a loaded 2-core
+  // host, full 33,623× and 4,847×. A 10× gate sat 100× under the measurement and guarded nothing.
+  const gate = quick ? { naive: 200, regex: 20 } : { naive: 5000, regex: 500 };
+  checks.push(check("recursive backtracking / matchStarGlob (shape B, small)", naive / ours, ">=", gate.naive));
+  checks.push(check("RegExp-from-glob / matchStarGlob (shape B, small)", regex / ours, ">=", gate.regex));
 
   // 3. informational: what O(n·m) scaling looks like (no target)
   const m = quick ? 2_000 : 4_000;

@@ -57,6 +57,8 @@ export const fmtMs = (ms) => (ms < 1 ? `${(ms * 1000).toFixed(1)} µs` : `${ms.t
  * Every check is printed; run.mjs exits non-zero if any fails.
  */
 export function check(name, value, op, target, unit = "×") {
+  // a value that is not a number was not measured (an empty sample, a 0/0 ratio): a failure, never a pass
+  if (typeof value !== "number" || !Number.isFinite(value)) return unmeasured(name, `the measured value is ${String(value)}`);
   const ok = op === ">=" ? value >= target : value <= target;
   return { name, value, op, target, unit, ok };
 }

@@ -33,12 +33,13 @@ if (childIdx !== -1) {
   // the child: run one file, print its tables and checks, hand the checks
   // back, and exit (a bench may leave a handle open; the old single process
   // ended with process.exit too)
-  const report = (checks) => process.send({ checks }, () => process.exit(0));
+  const report = (checks, skipped) => process.send({ checks, skipped }, () => process.exit(0));
   const f = args[childIdx + 1];
   const mod = await import(pathToFileURL(join(here, f)).href);
   if (quick && mod.quick === false) {
-    console.log(`\n# ${f}: skipped in --quick (full run only: ${mod.quickSkipReason ?? "long-running"})`);
-    report([]);
+    const why = `full run only: ${mod.quickSkipReason ?? "long-running"}`;
+    console.log(`\n# ${f}: skipped in --quick (${why})`);
+    report([], why);
   } else {
     console.log(`\n# ${f}${quick ? " (quick)" : ""}`);
     const checks = await mod.run({ quick });
@@ -52,9 +53,16 @@ if (childIdx !== -1) {
     if (only && !f.startsWith(only)) continue;
     await settle(f);
     const t1 = Date.now();
-    const checks = await runChild(f);
-    if (checks === null) {
+    const result = await runChild(f);
+    if (result === null) {
       failures.push(`${f}: the bench did not finish (see its output above)`);
+      continue;
+    }
+    const { checks, skipped } = result;
+    // a bench that gates nothing proves nothing: only a declared quick-run skip may report no check
+    if (checks.length === 0 && skipped === undefined) {
+      console.log(`  FAIL  ${f}: nothing measured (the bench reported no check)`);
+      failures.push(`${f}: nothing measured (the bench reported no check)`);
       continue;
     }
     let missed = checks.filter((c) => !c.ok).map((c) => c.name);
@@ -68,7 +76,7 @@ if (childIdx !== -1) {
       console.log(`\n# ${f}: ${missed.length} check(s) missed (${missed.join("; ")}); measuring once more in a fresh process`);
       await settle(f);
       const again = await runChild(f);
-      const passedAgain = new Set((again ?? []).filter((c) => c.ok).map((c) => c.name));
+      const passedAgain = new Set((again?.checks ?? []).filter((c) => c.ok).map((c) => c.name));
       const confirmed = missed.filter((n) => !passedAgain.has(n));
       for (const n of missed) if (passedAgain.has(n)) console.log(`  missed once, met on the second run: ${n}`);
       missed = confirmed;
@@ -114,7 +122,7 @@ async function settle(f) {
   else if (waited > 1000) console.log(`\n(${f}: waited ${(waited / 1000).toFixed(1)} s for the host to settle)`);
 }
 
-/** Runs one bench file in a child; its checks, or null if it died first. */
+/** Runs one bench file in a child: its checks (and why it skipped, if it did), or null if it died first. */
 function runChild(f) {
   return new Promise((resolve) => {
     const child = fork(fileURLToPath(import.meta.url), ["--child", f, ...(quick ? ["--quick"] : [])], {
@@ -122,13 +130,13 @@ function runChild(f) {
       // a bench may collect garbage before a µs-scale measurement (facts)
       execArgv: [...process.execArgv, "--expose-gc"],
     });
-    let checks = null;
+    let result = null;
     child.on("message", (m) => {
-      if (m && Array.isArray(m.checks)) checks = m.checks;
+      if (m && Array.isArray(m.checks)) result = { checks: m.checks, skipped: typeof m.skipped === "string" ? m.skipped : undefined };
     });
     child.on("exit", (code, signal) => {
-      if (checks === null) console.log(`\n# ${f}: exited (${signal ?? `code ${code}`}) before reporting its checks`);
-      resolve(checks);
+      if (result === null) console.log(`\n# ${f}: exited (${signal ?? `code ${code}`}) before reporting its checks`);
+      resolve(result);
     });
   });
 }

@@ -99,7 +99,9 @@ async function treeKillComparison(rounds) {
     { tool: "tree-kill 1.2.2", median: fmtMs(mp) },
     { tool: "ratio ours / tree-kill", median: `${(mo / mp).toFixed(3)}×` },
   ]);
-  return [check("killProcessTree / tree-kill (201-process tree)", mo / mp, "<=", 1)];
+  // measured 0.010–0.023× in quick runs on a loaded 2-core host (tree-kill runs ps per level);
+  // a 1× gate sat 50–100× above that and would only catch a tree kill slower than a ps walk per level
+  return [check("killProcessTree / tree-kill (201-process tree)", mo / mp, "<=", 0.1)];
 }
 
 /**

@@ -196,8 +196,7 @@ async function once({ graceMs, stubborn, grandchild, tmp, n }) {
 
 export async function run({ quick }) {
   if (process.platform !== "linux") {
-    console.log("wrapper bench: Linux only (reads /proc/<pid>/environ to see the lease id)");
-    return [];
+    return [unmeasured("wrapper bench", "Linux only (reads /proc/<pid>/environ to see the lease id)")];
   }
   if (!existsSync(WRAPPER)) throw new Error(`${WRAPPER} missing: run \`npm run build\` first`);
   const sc = await startCost({ pairs: quick ? 40 : 80, pssRounds: quick ? 3 : 7 });

@@ -105,7 +105,12 @@ export const COMMANDS: readonly CommandSpec[] = [
     name: "doctor",
     summary: "what this host allows for the backend asked, one row per capability",
     args: [],
-    options: [{ ...STATE_DIR, help: `${STATE_DIR.help}; its orphan cgroups get a row` }, JSON_OPT, BACKEND],
+    options: [
+      { ...STATE_DIR, help: `${STATE_DIR.help}; its orphan cgroups get a row` },
+      JSON_OPT,
+      BACKEND,
+      { name: "strict", type: "boolean", help: "exit 1 when a row says no that this host should support (the rows the host's own policy decides never count)" },
+    ],
     load: () => import("./commands/doctor.js"),
   },
   {

@@ -105,11 +105,14 @@ export interface RunLeases {
   /** What containment this supervisor has (detected once, on the first call). */
   containment(): Promise<ContainmentSupport>;
   /**
-   * Records the live root's identity (ownership's recordRootIdentity; the
-   * group is the root's own). A root already gone, or facts that cannot
-   * answer, leave only the pid recorded; the lease is then `finish`'s.
+   * Records the live root's identity (ownership's recordRootIdentity). The
+   * group is `processGroupId` when the adapter knows it (a root that makes
+   * itself a session leader: a PTY's child calls setsid after the fork, so
+   * its live group read right after the spawn can still be the gateway's),
+   * else the live root's. A root already gone, or facts that cannot answer,
+   * leave only the pid (and a known group) recorded; the lease is then `finish`'s.
    */
-  attach(leaseId: string, pid: number): Promise<void>;
+  attach(leaseId: string, pid: number, processGroupId?: number): Promise<void>;
   /** The spawn never produced a process: open → closing → lost (ownership's NOTHING_STARTED). */
   neverStarted(leaseId: string): Promise<void>;
   /**
@@ -223,9 +226,9 @@ export function createRunLeases(opts: RunLeasesOptions): RunLeases {
 
     containment: detect,
 
-    async attach(leaseId, pid) {
+    async attach(leaseId, pid, processGroupId) {
       const { store } = await init();
-      await recordRootIdentity(store, leaseId, { rootPid: pid }, facts);
+      await recordRootIdentity(store, leaseId, { rootPid: pid, ...(processGroupId !== undefined ? { processGroupId } : {}) }, facts);
     },
 
     async neverStarted(leaseId) {

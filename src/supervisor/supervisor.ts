@@ -20,7 +20,7 @@ import type { ProcessFacts, ProcessSignaller } from "../facts/types.js";
 import { DEFAULT_GRACE_MS, reapStoppedPid } from "../ownership/index.js";
 import type { AdapterExit, SpawnedProcess } from "./adapters/adapter.js";
 import { spawnChild } from "./adapters/child.js";
-import { loadNodePty, loadPtyModule, ptyArgv, spawnPty, type PtyLoader, type PtyModule } from "./adapters/pty.js";
+import { loadNodePty, loadPtyModule, ptyArgv, spawnPty, untilSessionLeader, type PtyLoader, type PtyModule } from "./adapters/pty.js";
 import { createRunLeases, type ReconcileReport, type RunLease, type RunLeaseReap, type RunLeases } from "./durability.js";
 import { killProcessTree, type KillTreeResult } from "./kill-tree.js";
 import { CappedOutput, DEFAULT_MAX_OUTPUT_CHARS, maxOutputOption } from "./output.js";
@@ -340,9 +340,13 @@ export function createProcessSupervisor(opts: ProcessSupervisorOptions = {}): Pr
     void rootStart.then((r) =>
       registry.noteRootIdentity(runId, r.startTime !== undefined ? { rootStartTime: r.startTime } : { rootIdentityUnavailable: r.why }),
     );
+    // A root that leads its group leads the group of its own pid (the adapter's
+    // contract), which is what the lease records: read from the live root it
+    // could still be the gateway's, before a PTY's child has called setsid.
+    const ownGroup = pid !== undefined && proc.leadsGroup ? pid : undefined;
     registry.setState(runId, "running", {
       pid,
-      processGroupId: pid !== undefined && proc.leadsGroup ? pid : undefined,
+      processGroupId: ownGroup,
       leaseId: lease?.leaseId,
     });
 
@@ -353,7 +357,10 @@ export function createProcessSupervisor(opts: ProcessSupervisorOptions = {}): Pr
     // Record the live root's identity in the lease before spawn() returns, so a
     // crash from here on leaves a lease the next incarnation can verify; a
     // cancel meanwhile reaps only once the lease names the root.
-    const attached: Promise<void> = lease && pid !== undefined ? store!.attach(lease.leaseId, pid).catch(() => {}) : Promise.resolve();
+    // A PTY run is returned (and attached) once its shell leads its own group, so what is
+    // recorded and verified from here on is the run's own group, never a moment before setsid.
+    const led: Promise<void> = input.mode === "pty" && pid !== undefined ? untilSessionLeader((p) => facts.inspect(p), pid) : Promise.resolve();
+    const attached: Promise<void> = lease && pid !== undefined ? led.then(() => store!.attach(lease.leaseId, pid, ownGroup)).catch(() => {}) : led;
 
     killStarted = (reason) => {
       if (run.kill) {

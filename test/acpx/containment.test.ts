@@ -7,15 +7,16 @@
 import { existsSync, readFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
-import { detectContainment } from "../../src/containment/index.js";
 import { createAcpxLifecycleController } from "../../src/acpx/controller.js";
 import type { AcpRuntimeHandle } from "../../src/acpx/types.js";
+import { containmentSkipNote, probeCgroup2 } from "../helpers/cgroup-probe.mjs";
 import { agentArgv, alive, disposeAfterEach, readJsonLine, spawnGateway, tempStateDir, trackLease, trackPid, waitFor, GRACE_MS } from "./controller-helpers.js";
 
 const controllers = disposeAfterEach();
-const support = await detectContainment();
-const why = support.available ? "" : ` [containment unavailable here: ${support.why}]`;
-if (!support.available) console.log(`[containment.test] the contained case is skipped: ${support.why}`);
+// run or skip by the independent probe (test/helpers/cgroup-probe.mjs), never by detectContainment()
+const probe = await probeCgroup2();
+const why = containmentSkipNote(probe);
+if (!probe.writable) console.log(`[containment.test] the contained case is skipped: ${probe.why}`);
 
 /**
  * The adapter argv: first an env-scrubbed, setsid'd sleeper, double-forked
@@ -65,7 +66,7 @@ afterAll(() => {
 });
 
 describe("an env-scrubbed setsid grandchild outlives a SIGKILL of gateway + wrapper", () => {
-  it.runIf(support.available)(`with containment on, the startup reap kills it through the lease's cgroup and the lease settles closed${why}`, async () => {
+  it.runIf(probe.writable)(`with containment on, the startup reap kills it through the lease's cgroup and the lease settles closed${why}`, async () => {
     const stateDir = tempStateDir("contained");
     const { h, escapee } = await orphanScrubbedEscapee(stateDir, "auto");
     expect(alive(escapee)).toBe(true);
@@ -85,7 +86,7 @@ describe("an env-scrubbed setsid grandchild outlives a SIGKILL of gateway + wrap
     expect(existsSync(folder)).toBe(false);
   });
 
-  it.runIf(support.available)(`dispose keeps the instance's cgroup folder while a live session's cgroup is in it${why}`, async () => {
+  it.runIf(probe.writable)(`dispose keeps the instance's cgroup folder while a live session's cgroup is in it${why}`, async () => {
     const stateDir = tempStateDir("folder");
     const ctl = await createAcpxLifecycleController({ stateDir, graceMs: GRACE_MS, maintenanceIntervalMs: 0 });
     controllers.push(ctl);

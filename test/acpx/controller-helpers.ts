@@ -101,7 +101,7 @@ export async function readPidfile(path: string, timeoutMs = 10_000): Promise<Age
   }
 }
 
-/** Alive by the package's one liveness rule (see test/helpers/liveness.ts). */
+/** Alive by the tests' own /proc oracle (test/helpers/liveness.ts), not the library's rule. */
 export const alive = isAliveSync;
 
 /** pids whose environment carries OPENCLAW_ACPX_LEASE_ID=<leaseId> (zombies have no environ) */

@@ -6,11 +6,14 @@
  * the same store are never the controller's to reap.
  */
 import { spawn } from "node:child_process";
+import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { createAcpxLifecycleController } from "../../src/acpx/controller.js";
 import { openSessionStore } from "../../src/acpx/session-store.js";
 import { getProcessFacts } from "../../src/facts/get.js";
+import { createSignaller } from "../../src/facts/signal.js";
+import type { ProcessSignaller } from "../../src/facts/types.js";
 import { explainLease } from "../../src/ownership/index.js";
 import { openLeaseStore } from "../../src/ownership/lease-store.js";
 import {
@@ -19,12 +22,12 @@ import {
   disposeAfterEach,
   GRACE_MS,
   readPidfile,
-  sleep,
   spawnSupervisorStyleRun,
   tempStateDir,
   testMarkerEnv,
   trackChild,
   trackLease,
+  waitFor,
 } from "./controller-helpers.js";
 
 const controllers = disposeAfterEach();
@@ -34,9 +37,25 @@ async function newController(stateDir: string) {
   return ctl;
 }
 
-/** a process we start directly (no wrapper, no lease), with the given argv */
-function spawnUnowned(argv: string[]) {
-  const c = trackChild(spawn(argv[0]!, argv.slice(1), { stdio: ["pipe", "ignore", "ignore"], env: { ...process.env, ...testMarkerEnv() } }));
+/**
+ * A process we start directly (no wrapper, no lease), with the given argv,
+ * once it has exec'd that argv (read from /proc here): before the exec its
+ * argv is Node's, and a command check would say "mismatch" for the wrong reason.
+ */
+function startUnowned(argv: string[]) {
+  return trackChild(spawn(argv[0]!, argv.slice(1), { stdio: ["pipe", "ignore", "ignore"], env: { ...process.env, ...testMarkerEnv() } }));
+}
+async function spawnUnowned(argv: string[]) {
+  const c = startUnowned(argv);
+  const want = argv.join("\0");
+  const ran = await waitFor(() => {
+    try {
+      return readFileSync(`/proc/${c.pid}/cmdline`, "utf8").replace(/\0$/, "") === want;
+    } catch {
+      return false;
+    }
+  }, 10_000);
+  if (ran === -1) throw new Error(`pid ${c.pid} never showed the argv ${JSON.stringify(argv)}`);
   return c;
 }
 
@@ -53,8 +72,7 @@ describe("two installations on one host", () => {
     const hb = await b.ensureSession({ sessionKey: "agent:main:acp:same", agentId: "main", command: argv });
     trackLease(ha.leaseId);
     trackLease(hb.leaseId);
-    const lookalike = spawnUnowned(argv);
-    await sleep(300);
+    const lookalike = await spawnUnowned(argv);
     expect(alive(lookalike.pid!)).toBe(true);
 
     const leaseB = (await b.listLeases())[0]!;
@@ -107,7 +125,12 @@ describe("two installations on one host", () => {
 describe("process supervisor runs sharing the store", () => {
   it("an open supervisor:x lease of a live process of this instance is left untouched by reapStartupOrphans", async () => {
     const dir = tempStateDir("supervisor");
-    const ctl = await newController(dir);
+    // every signal the controller asks for is recorded (and sent): "left untouched" is counted, not waited for
+    const asked: number[] = [];
+    const real = createSignaller(getProcessFacts());
+    const signaller: ProcessSignaller = { raceFree: real.raceFree, signal: (p, st, sig) => (asked.push(p), real.signal(p, st, sig)) };
+    const ctl = await createAcpxLifecycleController({ stateDir: dir, graceMs: GRACE_MS, maintenanceIntervalMs: 0, signaller });
+    controllers.push(ctl);
     const { lease, pid } = await spawnSupervisorStyleRun(dir, "x");
     expect(lease.sessionKey).toBe("supervisor:x");
     expect(lease.gatewayInstanceId).toBe(ctl.gatewayInstanceId);
@@ -123,7 +146,7 @@ describe("process supervisor runs sharing the store", () => {
       expect(r.entries.some((e) => e.leaseId === lease.leaseId)).toBe(false);
     }
     expect(rep.snapshots).toBe(0);
-    await sleep(GRACE_MS + 200);
+    expect(asked).toEqual([]);
     expect(alive(pid)).toBe(true);
     const store = await openLeaseStore(dir);
     expect((await store.get(lease.leaseId))?.state).toBe("open");
@@ -136,7 +159,7 @@ describe("legacy session records (no leaseId)", () => {
     const ctl = await newController(dir);
     const pidfile = join(dir, "legacy.json");
     const argv = agentArgv({ kind: "plain", surviveStdinClose: true, pidfile });
-    const legacy = spawnUnowned(argv);
+    const legacy = await spawnUnowned(argv);
     const pids = await readPidfile(pidfile);
     const sessions = await openSessionStore(dir);
     await sessions.put({ sessionKey: "legacy:ok", pid: legacy.pid!, command: argv });
@@ -152,8 +175,7 @@ describe("legacy session records (no leaseId)", () => {
     const dir = tempStateDir("legacy-quoted");
     const ctl = await newController(dir);
     const argv = agentArgv({ surviveStdinClose: true, extra: [] });
-    const legacy = spawnUnowned(argv);
-    await sleep(200);
+    const legacy = await spawnUnowned(argv);
     const sessions = await openSessionStore(dir);
     await sessions.put({ sessionKey: "legacy:quoted", pid: legacy.pid!, command: argv.map((a) => `'${a}'`).join(" ") });
     const r = await ctl.closeSession({ handle: { sessionKey: "legacy:quoted" } });
@@ -165,8 +187,7 @@ describe("legacy session records (no leaseId)", () => {
     const dir = tempStateDir("legacy-bad");
     const ctl = await newController(dir);
     const argv = agentArgv({ surviveStdinClose: true });
-    const victim = spawnUnowned(argv);
-    await sleep(200);
+    const victim = await spawnUnowned(argv);
     const sessions = await openSessionStore(dir);
     await sessions.put({ sessionKey: "legacy:cmd", pid: victim.pid!, command: [process.execPath, "/some/other/adapter.js"] });
     const r1 = await ctl.closeSession({ handle: { sessionKey: "legacy:cmd" } });
@@ -184,7 +205,7 @@ describe("legacy session records (no leaseId)", () => {
   it("a legacy record whose pid is gone: nothing signalled, record retired", async () => {
     const dir = tempStateDir("legacy-gone");
     const ctl = await newController(dir);
-    const c = spawnUnowned(["/bin/sh", "-c", "exit 0"]);
+    const c = startUnowned(["/bin/sh", "-c", "exit 0"]);
     await new Promise((r) => c.once("exit", r));
     const sessions = await openSessionStore(dir);
     await sessions.put({ sessionKey: "legacy:gone", pid: c.pid!, command: ["/bin/sh", "-c", "exit 0"] });

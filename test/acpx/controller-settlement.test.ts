@@ -27,9 +27,10 @@ const controllers = disposeAfterEach();
  * throws, as for a process the facts layer failed on), and `ghost` stays in
  * every snapshot even after it exited (a root the list still shows).
  */
-function trickyFacts(): { facts: ProcessFacts; blind: Set<number>; ghost: ProcessInfo | null } {
+function trickyFacts(): { facts: ProcessFacts; blind: Set<number>; ghost: ProcessInfo | null; blindReads: number } {
   const real = getProcessFacts();
-  const t = { blind: new Set<number>(), ghost: null as ProcessInfo | null, facts: undefined as unknown as ProcessFacts };
+  // blindReads: how often a blinded pid was asked for (each verification that looked at it)
+  const t = { blind: new Set<number>(), ghost: null as ProcessInfo | null, blindReads: 0, facts: undefined as unknown as ProcessFacts };
   t.facts = {
     backend: real.backend,
     identityStrength: real.identityStrength,
@@ -39,7 +40,7 @@ function trickyFacts(): { facts: ProcessFacts; blind: Set<number>; ghost: Proces
       if (g === null || snap.processes.has(g.pid)) return snap;
       return buildSnapshot(snap.takenAt, [...snap.processes.values(), g]);
     },
-    inspect: (pid, o) => (t.blind.has(pid) ? Promise.reject(new Error(`inspect of ${pid} failed (test)`)) : real.inspect(pid, o)),
+    inspect: (pid, o) => (t.blind.has(pid) ? (t.blindReads++, Promise.reject(new Error(`inspect of ${pid} failed (test)`))) : real.inspect(pid, o)),
     inspectMany: (pids, o) => inspectEach(t.facts.inspect, pids, o, 8),
   };
   return t;
@@ -128,8 +129,10 @@ describe("the controller settles by the one rule", () => {
     expect((await store.get(h.leaseId))?.state).toBe("closing");
     // the lifeline was ended: the wrapper cleaned its own tree and exited (which settles nothing by itself)
     expect(await waitFor(() => !alive(h.rootPid) && leaseCarriers(h.leaseId).length === 0, 10_000)).not.toBe(-1);
-    // while the facts still cannot tell, the timer keeps it closing, never open or settled
-    await new Promise((res) => setTimeout(res, 400));
+    // while the facts still cannot tell, the timer keeps it closing, never open or settled: counted in
+    // maintenance passes that looked at the root (two more blinded reads), so it cannot pass on a timer that never ran
+    const reads = t.blindReads;
+    expect(await waitFor(() => t.blindReads >= reads + 2, 10_000)).not.toBe(-1);
     expect((await store.get(h.leaseId))?.state).toBe("closing");
 
     // the facts answer again: the maintenance timer (not another close) settles the lease

@@ -310,7 +310,9 @@ describe.skipIf(!LINUX)(`fixture ACP agent, spoken to through the wrapper${NOT_L
       let settled = false;
       const turn = acp.agent.request("session/prompt", { sessionId, prompt: [{ type: "text", text: `t${i}` }] });
       void turn.then(() => (settled = true));
-      await new Promise((r) => setTimeout(r, 150));
+      // "the turn has not ended" after events, not a pause: a request the agent does not
+      // know, sent after the prompt, has been answered (an error) while the prompt has not
+      await expect(acp.agent.request("proclease/ping", {})).rejects.toBeDefined();
       expect(settled).toBe(false);
       await acp.agent.notify("session/cancel", { sessionId });
       expect((await turn).stopReason).toBe("cancelled");
@@ -329,8 +331,14 @@ describe.skipIf(!LINUX)(`fixture ACP agent, spoken to through the wrapper${NOT_L
     const acp2 = acpOver(mute);
     const pending = acp2.agent.request("initialize", { protocolVersion: 1, clientCapabilities: {} });
     pending.catch(() => {});
-    const first = await Promise.race([pending.then(() => "answered"), new Promise((r) => setTimeout(() => r("silent"), 500))]);
-    expect(first).toBe("silent");
+    let answered = false;
+    pending.then(() => (answered = true), () => {});
+    // silent after events, not after a pause: a request sent after initialize (one no agent
+    // knows) comes back as an error, or not at all from a mute agent; either way the
+    // initialize is still unanswered once the agent has had the later one
+    const later = await Promise.race([acp2.agent.request("proclease/ping", {}).then(() => "ok", () => "error"), mute.exited.then(() => "exited")]);
+    expect(later).not.toBe("exited");
+    expect(answered).toBe(false);
   });
 });
 
@@ -495,8 +503,8 @@ describe.skipIf(!LINUX)(`wrapper (real processes)${NOT_LINUX}`, () => {
     w.child.kill("SIGUSR2");
     const cleanup = await w.report("cleanup");
     expect(cleanup.reason).toBe("parent-gone");
-    // a cooperative adapter dies on the SIGTERM: far sooner than the grace
-    expect(cleanup.durationMs).toBeLessThan(1500);
+    // a cooperative adapter dies of the SIGTERM itself, never of the SIGKILL that ends the grace
+    expect(await w.report("exit")).toEqual({ type: "exit", code: null, signal: "SIGTERM" });
     expect(cleanup.reaped).toContain(started.adapterPid);
     expect(await w.exited).toEqual({ code: 128 + 15, signal: null });
   });
@@ -527,7 +535,7 @@ describe.skipIf(!LINUX)(`wrapper (real processes)${NOT_LINUX}`, () => {
   describe.each(modes)("gateway SIGKILL (stand-in gateway process, $name)", ({ env }) => {
     const GRACE = 500;
     for (const kind of ["plain", "setsid", "double-fork"] as const) {
-      it(`leaves no process carrying the lease id within grace + 1 s (${kind} grandchild, SIGTERM-ignoring adapter)`, async () => {
+      it(`leaves no process carrying the lease id, killed only once the grace ran out (${kind} grandchild, SIGTERM-ignoring adapter)`, async () => {
         const lease = newLease();
         const pidfile = join(tmp, `gw-${kind}-${++seq}.json`);
         const gw = spawn(
@@ -556,11 +564,12 @@ describe.skipIf(!LINUX)(`wrapper (real processes)${NOT_LINUX}`, () => {
 
         const t0 = Date.now();
         gw.kill("SIGKILL");
-        await waitFor("no lease carrier left", () => leaseCarriers(lease).length === 0, GRACE + 1000);
-        const elapsed = Date.now() - t0;
-        // the stubborn processes held out for the grace: SIGKILL did it, not SIGTERM
-        expect(elapsed).toBeGreaterThanOrEqual(GRACE - 50);
-        expect(elapsed).toBeLessThanOrEqual(GRACE + 1000);
+        // the condition, waited for; how soon after the grace it holds is bench/wrapper.bench.mjs's
+        // ("stubborn tree gone after grace +"), never a unit test's on a loaded host
+        await waitFor("no lease carrier left", () => leaseCarriers(lease).length === 0, GRACE + 20_000);
+        // a lower bound only (load can only add time): the stubborn processes held out for the
+        // grace, so SIGKILL ended them, not the SIGTERM they ignore
+        expect(Date.now() - t0).toBeGreaterThanOrEqual(GRACE - 50);
       });
     }
   });

@@ -7,6 +7,7 @@ import { existsSync, readFileSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 import { afterEach, beforeAll, describe, expect, it } from "vitest";
 import { killAll, spawnTracked, waitFor } from "../fixtures/facts/procs.js";
+import { probeCgroup2 } from "../helpers/cgroup-probe.mjs";
 
 const ROOT = fileURLToPath(new URL("../../", import.meta.url));
 const MAIN = fileURLToPath(new URL("../../dist/cli/main.js", import.meta.url));
@@ -190,6 +191,39 @@ describe("proclease doctor", () => {
     const text = await cli(["doctor", "--backend", "ps"]);
     expect(text.code).toBe(0);
     for (const line of text.stdout.split("\n")) if (line.includes("race-free")) expect(line).toMatch(/NOT race-free/);
+  });
+
+  type Strict = { rows: Array<{ capability: string; ok: boolean }>; strictFailures: Array<{ capability: string; expected: string }> };
+
+  it("--strict: a 'no' the host should support exits 1 and names the row (--backend none: no backend)", async () => {
+    const r = await cli(["doctor", "--strict", "--backend", "none"]);
+    expect(r.code).toBe(1);
+    expect(r.stderr).toMatch(/doctor --strict: backend is "no" on a host that should support it/);
+    const j = await cli(["doctor", "--strict", "--json", "--backend", "none"]);
+    expect(j.code).toBe(1);
+    expect((JSON.parse(j.stdout) as Strict).strictFailures.map((f) => f.capability)).toEqual(["backend"]);
+  });
+
+  it("--strict: the ps backend's own limits (coarse identity, no pidfd race-freedom, no environments) are not failures", async () => {
+    const j = await cli(["doctor", "--strict", "--json", "--backend", "ps"]);
+    const out = JSON.parse(j.stdout) as Strict;
+    const no = out.rows.filter((x) => !x.ok).map((x) => x.capability);
+    expect(no).toEqual(expect.arrayContaining(["identity", "pidfd", "foreign-env"]));
+    expect(out.strictFailures.map((f) => f.capability)).not.toEqual(expect.arrayContaining(["identity"]));
+    expect(out.strictFailures.filter((f) => ["identity", "pidfd", "foreign-env"].includes(f.capability))).toEqual([]);
+    expect(j.code).toBe(out.strictFailures.length > 0 ? 1 : 0);
+  });
+
+  it("--strict on this host: containment is expected where the independent cgroup probe (root) moved a child, and the exit code follows the failures", async () => {
+    const probe = await probeCgroup2();
+    const j = await cli(["doctor", "--strict", "--json"]);
+    const out = JSON.parse(j.stdout) as Strict;
+    const containment = out.rows.find((x) => x.capability === "containment")!;
+    if (probe.writable && process.getuid!() === 0 && !containment.ok) {
+      expect(out.strictFailures.map((f) => f.capability)).toContain("containment");
+    }
+    for (const f of out.strictFailures) expect(out.rows.find((x) => x.capability === f.capability)?.ok).toBe(false);
+    expect(j.code, JSON.stringify(out.strictFailures)).toBe(out.strictFailures.length > 0 ? 1 : 0);
   });
 
   it("--backend none is reported as nothing verifiable", async () => {

@@ -128,6 +128,7 @@ describe("getProcessFacts in-process (src)", () => {
 
   it("disabling native mid-process is honoured by auto and by an explicit request", () => {
     process.env.PROCLEASE_DISABLE_NATIVE = "1";
+    delete process.env.PROCLEASE_BACKEND; // the suite may run under a chosen backend; this is about auto
     if (process.platform === "linux") expect(getProcessFacts().backend).toBe("procfs");
     expect(() => getProcessFacts({ backend: "native" })).toThrow(loadError()!);
   });

@@ -262,17 +262,18 @@ suite(suiteName, () => {
     clearInterval(timer);
     const perWalk = (performance.now() - t0) / walks;
     console.log(`[native.test] ${walks} snapshots, ${ticks} ticks, max gap ${maxGap.toFixed(2)} ms, ${perWalk.toFixed(2)} ms per snapshot`);
+    // counted, not timed: a walk that held the loop would let no tick fire
+    // between snapshots; how long the main thread is held is measured in
+    // bench/facts.bench.mjs (CPU time beside the C floor), never here
     expect(ticks).toBeGreaterThan(walks / 4);
-    // generous: a shared 2-core machine can delay any timer; a blocking walk
-    // would instead hold the loop for the whole run.
-    expect(maxGap).toBeLessThan(Math.max(100, 3 * perWalk));
 
     process.kill(-pgid, "SIGKILL");
     await exited(group);
     await waitFor("sleepers gone", async () => ((await facts.snapshot()).groupMembers(pgid).every((p) => p.state === "Z") ? true : undefined));
   });
 
-  it("as another user: exe and environment are unreadable (null / envReadable false), argv still read", async () => {
+  it("as another user: exe and environment are unreadable (null / envReadable false), argv still read", async (ctx) => {
+    if (process.getuid!() !== 0) ctx.skip("not root: no other uid to read as");
     const child = track(spawn("sleep", ["30"], { stdio: "ignore" }));
     const pid = await spawned(child);
     await waitFor("exec of sleep", async () => ((await facts.inspect(pid))?.argv?.[0] === "sleep" ? true : undefined));
@@ -282,11 +283,7 @@ suite(suiteName, () => {
       `const s = new Float64Array(${DETAIL_SLOTS + 1}); const t = require(${JSON.stringify(copy.paths[0])}).inspect(${pid}, "PATH", s);` +
       `process.stdout.write(JSON.stringify({ slots: [...s], text: t }))`;
     const run = spawnSync(process.execPath, ["-e", script], { uid: 65534, gid: 65534, cwd: copy.dir, encoding: "utf8", timeout: 15_000 });
-    if (process.getuid!() !== 0 || run.status !== 0) {
-      console.log(`[native.test] unprivileged view not checked: ${run.error?.message ?? (run.stderr || "not root")}`);
-      expect(process.getuid!()).not.toBe(0); // only acceptable reason
-      return;
-    }
+    expect(run.status, `${run.error?.message ?? ""} ${run.stderr}`).toBe(0);
     // the raw packing (native-binding.ts SLOT): numbers, then the text of exe, argv and present env values
     const { slots: d, text } = JSON.parse(run.stdout) as { slots: number[]; text: string };
     expect(d[SLOT.pid]).toBe(pid);
@@ -319,10 +316,11 @@ suite(suiteName, () => {
     expect(r.reaped).toEqual([r.orphan]);
   });
 
-  it("agrees with ps on pid, ppid, pgid and sid for every process both saw", async () => {
+  it("agrees with ps on pid, ppid, pgid and sid for every process both saw", async (ctx) => {
     const snap = await facts.snapshot();
     const ps = spawnSync("ps", ["-e", "-o", "pid=,ppid=,pgid=,sid="], { encoding: "utf8" });
-    if (ps.status !== 0) return; // no ps: nothing to compare (asserted by the rest of the suite)
+    if (ps.error !== undefined) ctx.skip(`no ps to compare with: ${ps.error.message}`);
+    expect(ps.status, ps.stderr).toBe(0);
     // other tests re-parent and setsid concurrently: compare only processes
     // the native walks saw unchanged on both sides of the ps run
     const after = await facts.snapshot();

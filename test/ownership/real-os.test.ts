@@ -13,6 +13,7 @@ import { fileURLToPath } from "node:url";
 import { afterEach, describe, expect, it } from "vitest";
 import { createSignaller, getProcessFacts, loadNative } from "../../src/facts/index.js";
 import type { FactsBackend, ProcessFacts } from "../../src/facts/types.js";
+import { isAliveSync } from "../helpers/liveness.js";
 import {
   computeCommandHash,
   explainLease,
@@ -110,11 +111,16 @@ async function waitFor<T>(probe: () => Promise<T | null>, ms = 5000): Promise<T 
   }
 }
 
+/**
+ * Gone by the tests' own /proc oracle (test/helpers/liveness.ts), or its pid
+ * now names another process (a start time in the backend's unit that differs).
+ */
 async function waitGone(facts: ProcessFacts, pid: number, startTime: string, ms = 5000): Promise<boolean> {
   const end = Date.now() + ms;
   while (Date.now() < end) {
+    if (!isAliveSync(pid)) return true;
     const d = await facts.inspect(pid);
-    if (!d || d.startTime !== startTime || d.state === "Z") return true;
+    if (d !== null && d.startTime !== startTime) return true;
     await new Promise((r) => setTimeout(r, 20));
   }
   return false;

@@ -12,7 +12,6 @@ import {
   ownProcessGroupId,
   tokenizeShellCommand,
 } from "../../src/ownership/index.js";
-import { createHash } from "node:crypto";
 import { readFileSync } from "node:fs";
 
 const P = 4_100_000;
@@ -123,10 +122,18 @@ describe("collectTree", () => {
 });
 
 describe("command hash and shell tokenizer", () => {
-  it("hashes the JSON of the argv", () => {
-    const argv = ["/usr/bin/node", "/w/wrapper.mjs", "a b"];
-    expect(computeCommandHash(argv)).toBe(createHash("sha256").update(JSON.stringify(argv)).digest("hex"));
-    expect(computeCommandHash(["a b"])).not.toBe(computeCommandHash(["a", "b"]));
+  // Literal values, computed outside this code (`printf '%s' '<JSON>' | sha256sum`): lease files
+  // written by earlier versions hold these, so a change in how the hash is made must fail here.
+  it.each([
+    [["/usr/bin/node", "/w/wrapper.mjs", "a b"], "7ce7bb3a4fd57265bfc2c6e6dad00e9f4d35c625ebab9dc816cd9605a2ab89fe"],
+    [["a b"], "541e27fe8b978a09c9f563ba3c0e193823e476a11ba911803b7312a51f9c4411"],
+    [["a", "b"], "0473ef2dc0d324ab659d3580c1134e9d812035905c4781fdd6d529b0c6860e13"],
+    [["sh", "-c", 'echo "ünï" $HOME'], "95e02d20a737f4ac14b18c12d34ed67dad0889c4905c2677702b32795549d6e1"],
+  ])("hashes %j to the sha256 of its UTF-8 JSON (literal table)", (argv, hex) => {
+    expect(computeCommandHash(argv)).toBe(hex);
+  });
+
+  it("refuses an empty or non-string argv", () => {
     expect(() => computeCommandHash([])).toThrow(TypeError);
     expect(() => computeCommandHash([1 as never])).toThrow(/argv\[0\]/);
   });

@@ -43,9 +43,24 @@ const policy: fc.Arbitrary<AgentToAgentPolicy> = fc.record(
   { enabled: fc.boolean(), allow: fc.array(pattern, { maxLength: 3 }) },
   { requiredKeys: ["enabled"] },
 );
-const visibility = fc.constantFrom<SessionVisibility>(...SESSION_VISIBILITIES);
+// Literal tables from the README's rule, never re-derived from the code under test:
+/** the levels, narrowest first */
+const ORDER: readonly SessionVisibility[] = ["self", "tree", "agent", "all"];
+/** what a sandboxed requester gets for each configured level (clamped to its tree) */
+const SANDBOX_CLAMP: Readonly<Record<SessionVisibility, SessionVisibility>> = { self: "self", tree: "tree", agent: "tree", all: "tree" };
+/** whether a row the requester owns (not itself) is visible at each level */
+const OWNED_VISIBLE: Readonly<Record<SessionVisibility, boolean>> = { self: false, tree: true, agent: true, all: true };
+/** the agent each pool key belongs to: agent:<id>:… names it; any other key is the main agent's */
+const AGENT_OF_KEY: Readonly<Record<string, string>> = {
+  "agent:main:main": "main",
+  "agent:main:sub:1": "main",
+  "agent:codex:acp:1": "codex",
+  "agent:research:main": "research",
+  "cron:job": "main",
+  main: "main",
+};
+const visibility = fc.constantFrom<SessionVisibility>(...ORDER);
 const requesterAgentId = fc.option(agentId, { nil: undefined });
-const rank = (v: SessionVisibility) => SESSION_VISIBILITIES.indexOf(v);
 
 const base = fc.record({
   requesterSessionKey: sessionKey,
@@ -58,12 +73,16 @@ const base = fc.record({
 const RUNS = { numRuns: 2000 };
 
 describe("visibility properties", () => {
+  it("the levels are the README's four, narrowest first", () => {
+    expect([...SESSION_VISIBILITIES]).toEqual(ORDER);
+  });
+
   it("monotonic: self ⊆ tree ⊆ agent ⊆ all for every row and policy", () => {
     fc.assert(
       fc.property(base, (b) => {
-        const seen = SESSION_VISIBILITIES.map((v) => canSeeSessionRow({ ...b, visibility: v }));
+        const seen = ORDER.map((v) => canSeeSessionRow({ ...b, visibility: v }));
         for (let i = 0; i + 1 < seen.length; i++) {
-          if (seen[i]) expect(seen[i + 1], `${SESSION_VISIBILITIES[i]} ⊆ ${SESSION_VISIBILITIES[i + 1]}`).toBe(true);
+          if (seen[i]) expect(seen[i + 1], `${ORDER[i]} ⊆ ${ORDER[i + 1]}`).toBe(true);
         }
       }),
       RUNS,
@@ -75,7 +94,7 @@ describe("visibility properties", () => {
       fc.property(base, visibility, fc.constantFrom("ownerSessionKey", "spawnedBy", "parentSessionKey"), (b, v, field) => {
         const child = { ...b.row, [field]: b.requesterSessionKey };
         const input = { ...b, row: child, visibility: v };
-        expect(canSeeSessionRow(input)).toBe(rank(v) >= rank("tree") ? true : child.key === b.requesterSessionKey);
+        expect(canSeeSessionRow(input)).toBe(OWNED_VISIBLE[v] || child.key === b.requesterSessionKey);
       }),
       RUNS,
     );
@@ -100,8 +119,7 @@ describe("visibility properties", () => {
         const boxed = canSeeSessionRow({ ...b, visibility: v, sandboxed: true });
         const free = canSeeSessionRow({ ...b, visibility: v, sandboxed: false });
         if (boxed) expect(free).toBe(true);
-        const clamped: SessionVisibility = rank(v) > rank("tree") ? "tree" : v;
-        expect(boxed).toBe(canSeeSessionRow({ ...b, visibility: clamped, sandboxed: false }));
+        expect(boxed).toBe(canSeeSessionRow({ ...b, visibility: SANDBOX_CLAMP[v], sandboxed: false }));
       }),
       RUNS,
     );
@@ -129,7 +147,7 @@ describe("visibility properties", () => {
         const out = filterVisibleSessions(rows, { ...ctx, visibility: v });
         expect(out.rows).toEqual(rows.filter((r) => canSeeSessionRow({ ...ctx, visibility: v, row: r })));
         for (const r of out.rows) expect(rows).toContain(r);
-        expect(out.scope).toBe(b.sandboxed && rank(v) > rank("tree") ? "tree" : v);
+        expect(out.scope).toBe(b.sandboxed ? SANDBOX_CLAMP[v] : v);
         expect(out.sandboxClamped).toBe(out.scope !== v);
       }),
       { numRuns: 500 },
@@ -137,15 +155,26 @@ describe("visibility properties", () => {
   });
 
   it("a2a disabled: no non-owned cross-agent row is ever visible, at any level", () => {
+    // the rows are made not owned and of another agent by construction (keys other than the
+    // requester's, an agent other than the literal table's), never by re-stating the rule
+    const crossAgent = fc
+      .record({ me: sessionKey, requesterAgentId, v: visibility, sandboxed: fc.boolean(), policy })
+      .chain(({ me, requesterAgentId: rid, v, sandboxed, policy: pol }) => {
+        const mine = rid ?? AGENT_OF_KEY[me]!;
+        const otherKey = fc.constantFrom(...KEYS.filter((k) => k !== me));
+        const other = fc.option(otherKey, { nil: undefined });
+        return fc
+          .record({ key: otherKey, agentId: fc.constantFrom(...AGENTS.filter((a) => a !== mine)), ownerSessionKey: other, spawnedBy: other, parentSessionKey: other })
+          .map((r) => ({ me, rid, v, sandboxed, pol, r }));
+      });
     fc.assert(
-      fc.property(base, visibility, (b, v) => {
-        const me = b.requesterSessionKey;
-        const myAgent = b.requesterAgentId ?? (me.startsWith("agent:") && me.split(":").length >= 3 ? me.split(":")[1] : "main");
-        const r = b.row;
-        const ownedOrSelf = r.key === me || r.ownerSessionKey === me || r.spawnedBy === me || r.parentSessionKey === me;
-        if (!ownedOrSelf && r.agentId !== myAgent) {
-          expect(canSeeSessionRow({ ...b, visibility: v, a2aPolicy: { ...b.a2aPolicy, enabled: false } })).toBe(false);
-        }
+      fc.property(crossAgent, ({ me, rid, v, sandboxed, pol, r }) => {
+        const rowIn: SessionRowOwnership = { key: r.key, agentId: r.agentId };
+        if (r.ownerSessionKey !== undefined) rowIn.ownerSessionKey = r.ownerSessionKey;
+        if (r.spawnedBy !== undefined) rowIn.spawnedBy = r.spawnedBy;
+        if (r.parentSessionKey !== undefined) rowIn.parentSessionKey = r.parentSessionKey;
+        const input = { requesterSessionKey: me, requesterAgentId: rid, sandboxed, visibility: v, row: rowIn, a2aPolicy: { ...pol, enabled: false } };
+        expect(canSeeSessionRow(input)).toBe(false);
       }),
       RUNS,
     );

@@ -72,11 +72,10 @@ describe("process actions: terminal input", () => {
     // its forked child until exec) is lost: C-c must reach the sleep itself,
     // so wait until the sleep program runs (measured: ~25% lost otherwise)
     await waitFor(() => runningSleep(s.pid!));
-    const t0 = Date.now();
     await sessions.run({ action: "send-keys", sessionId: s.id, keys: ["C-c"] });
+    // waitFor throws when the session never exits: the exit itself is the assertion, with how it ended
     await waitFor(() => sessions.list().find((x) => x.id === s.id)?.status === "exited", 10_000);
     const info = sessions.list().find((x) => x.id === s.id)!;
-    expect(Date.now() - t0).toBeLessThan(10_000);
     expect(info.exit).toMatchObject({ reason: "signal", exitSignal: "SIGINT" });
   });
 
@@ -138,10 +137,11 @@ describe("process actions: log, list, clear, TTL", () => {
     sessions.clear(done.id);
     expect(() => sessions.log(done.id)).toThrow(UnknownSessionError);
     expect(sessions.list().map((x) => x.id)).toContain(other.id);
-    await new Promise((r) => setTimeout(r, 250));
+    // the TTL is the one timer here: wait for the expiry it causes, then look at what it kept
+    await waitFor(() => !sessions.list().some((x) => x.id === other.id));
     const ids = sessions.list().map((x) => x.id);
     expect(ids).not.toContain(other.id); // expired
-    expect(ids).toContain(running.id); // running sessions never expire
+    expect(ids).toContain(running.id); // running sessions never expire, though the finished one beside them did
     await sessions.kill(running.id);
   });
 });
@@ -286,13 +286,11 @@ describe("process actions: poll takes an AbortSignal", () => {
     const s = await sessions.start({ ...base, mode: "child", argv: ["sh", "-c", "read x; echo got $x; sleep 30"], stdinMode: "pipe-open" });
     pids.add(s.pid!);
     const ac = new AbortController();
-    const t0 = Date.now();
     const waiting = sessions.poll(s.id, { timeoutMs: 20_000, signal: ac.signal });
     setImmediate(() => ac.abort());
     const err = await waiting.catch((e: unknown) => e);
+    // ended by the abort, not by the 20 s wait: a timed-out poll resolves, only an abort rejects with AbortError
     expect(err).toMatchObject({ name: "AbortError" });
-    // ended by the abort, not by the 20 s wait
-    expect(Date.now() - t0).toBeLessThan(15_000);
 
     // an already-aborted signal rejects before anything is consumed, with a caller-chosen reason
     sessions.write(s.id, "hi\n");

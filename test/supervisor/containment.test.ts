@@ -19,14 +19,17 @@ import { explainLease } from "../../src/ownership/verify.js";
 import { SHIM_REFUSED_EXIT } from "../../src/supervisor/adapters/cgroup-shim.js";
 import { loadNodePty } from "../../src/supervisor/adapters/pty.js";
 import { createProcessSupervisor } from "../../src/supervisor/supervisor.js";
+import { containmentSkipNote, probeCgroup2 } from "../helpers/cgroup-probe.mjs";
 import { gatewayProcessHarness, isAlive, matcher, waitFor } from "./helpers.js";
 
 const FACTS = getProcessFacts();
+// run or skip by the independent probe (test/helpers/cgroup-probe.mjs), never by detectContainment()
+const probe = await probeCgroup2();
 const support = await detectContainment();
 const PS = FACTS.backend === "ps" || FACTS.backend === "none";
-const SKIP = !support.available || PS;
-const SKIP_NOTE = !support.available
-  ? ` [skipped: containment is not available here: ${support.why}]`
+const SKIP = !probe.writable || PS;
+const SKIP_NOTE = !probe.writable
+  ? containmentSkipNote(probe)
   : PS
     ? ` [skipped on the ${FACTS.backend} backend: supervisor leases verify as unknown there]`
     : "";

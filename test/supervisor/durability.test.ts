@@ -113,7 +113,7 @@ describe("restart durability: background runs hold leases", () => {
     expect((await fg.wait()).stdout).toBe("");
   });
 
-  it("a cancel whose reap left a survivor keeps the lease closing; reconcileOrphans later reaps the survivor and closes it", async () => {
+  it("a cancel whose reap left a survivor keeps the lease closing; reconcileOrphans later reaps the survivor and closes it", async (ctx) => {
     const dir = await stateDir();
     // every identity-checked signal is denied: the tree kill reaps nothing; the
     // root still goes, through the supervisor's own (unreaped) child handle
@@ -139,10 +139,7 @@ describe("restart durability: background runs hold leases", () => {
     expect(isAlive(grandchild)).toBe(true);
     const store = await openLeaseStore(dir);
     expect((await store.get(leaseId))?.state).toBe("closing");
-    if (getProcessFacts().backend === "ps") {
-      console.log("durability.test: the ps backend cannot read environments, so the survivor cannot be proven ours and reconcile does not reap it");
-      return;
-    }
+    if (getProcessFacts().backend === "ps") ctx.skip("the ps backend cannot read environments, so the survivor cannot be proven ours and reconcile does not reap it");
 
     const next = createProcessSupervisor({ stateDir: dir, graceMs: 300 });
     const report = await next.reconcileOrphans();
@@ -152,7 +149,7 @@ describe("restart durability: background runs hold leases", () => {
     expect((await store.get(leaseId))?.state).toBe("closed");
   });
 
-  it("a root that exits on its own leaving a marked process alive keeps the lease closing, not closed", async () => {
+  it("a root that exits on its own leaving a marked process alive keeps the lease closing, not closed", async (ctx) => {
     const dir = await stateDir();
     const sup = createProcessSupervisor({ stateDir: dir, graceMs: 300 });
     const run = await sup.spawn({
@@ -171,10 +168,7 @@ describe("restart durability: background runs hold leases", () => {
     const leaseId = sup.getRecord(run.runId)!.leaseId!;
     const store = await openLeaseStore(dir);
     expect((await store.get(leaseId))?.state).toBe("closing");
-    if (getProcessFacts().backend === "ps") {
-      console.log("durability.test: the ps backend cannot read environments, so the leftover cannot be proven ours and reconcile does not reap it");
-      return;
-    }
+    if (getProcessFacts().backend === "ps") ctx.skip("the ps backend cannot read environments, so the leftover cannot be proven ours and reconcile does not reap it");
     const report = await createProcessSupervisor({ stateDir: dir, graceMs: 300 }).reconcileOrphans();
     expect(report.runs).toEqual([expect.objectContaining({ leaseId, action: "reaped", state: "closed" })]);
     await waitFor(() => !isAlive(left));

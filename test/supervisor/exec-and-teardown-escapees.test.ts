@@ -9,6 +9,7 @@
  *   the reap is followed by one more verification that reaps the orphan too,
  *   and the lease is settled on that last look.
  */
+import { spawn } from "node:child_process";
 import { existsSync, readdirSync, readFileSync } from "node:fs";
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
@@ -18,7 +19,7 @@ import { getProcessFacts } from "../../src/facts/get.js";
 import { openLeaseStore } from "../../src/ownership/lease-store.js";
 import { LEASE_ENV_KEY } from "../../src/ownership/types.js";
 import { createProcessSupervisor } from "../../src/supervisor/supervisor.js";
-import { isAlive, killQuietly, waitFor } from "./helpers.js";
+import { gatewayProcessHarness, isAlive, killQuietly, waitFor } from "./helpers.js";
 
 const FACTS = getProcessFacts();
 // exact identity and readable environments are what both fixes rest on
@@ -27,6 +28,8 @@ const NOTE = SKIP ? ` [skipped: the ${FACTS.backend} backend has no exact identi
 if (SKIP) console.log(`final-ownership.test:${NOTE}`);
 
 const dirs: string[] = [];
+// the built package and the gateway processes it runs (killed after each test)
+const { DIST, gateways } = gatewayProcessHarness("proclease-final-gw-");
 const leaseIds = new Set<string>();
 const pids = new Set<number>();
 
@@ -129,24 +132,47 @@ describe("F3: an escapee forked during the teardown is reaped by the look after 
     expect(left).toEqual([]);
   });
 
-  it.skipIf(SKIP)(`reconcileOrphans of a crashed run: the escapee is reaped too and the lease closed${NOTE}`, async () => {
+  it.skipIf(SKIP)(`reconcileOrphans of a crashed run (its gateway, a separate process, SIGKILLed): the escapee is reaped too and the lease closed${NOTE}`, async () => {
     const dir = await stateDir();
-    const sup = createProcessSupervisor({ stateDir: dir, gatewayInstanceId: "gw-final", graceMs: 400 });
-    let out = "";
-    const run = await sup.spawn({ mode: "child", sessionId: "s", backendId: "t", background: true, argv: ["/bin/sh", "-c", ESCAPER], onStdout: (c) => (out += c) });
-    pids.add(run.pid!);
-    const leaseId = sup.getRecord(run.runId)!.leaseId!;
+    // the gateway that crashes is its own Node process running the built package, so
+    // nothing of it lives on in this one to race the next incarnation's reconcile
+    const code = `
+      import { createProcessSupervisor } from ${JSON.stringify(DIST)};
+      const sup = createProcessSupervisor({ stateDir: ${JSON.stringify(dir)}, gatewayInstanceId: "gw-final", graceMs: 400 });
+      let out = "";
+      let ready;
+      const seen = new Promise((r) => (ready = r));
+      const run = await sup.spawn({ mode: "child", sessionId: "s", backendId: "t", background: true, argv: ["/bin/sh", "-c", ${JSON.stringify(ESCAPER)}],
+        onStdout: (c) => { out += c; if (out.includes("ready")) ready(); } });
+      await seen;
+      process.stdout.write(JSON.stringify({ root: run.pid, leaseId: sup.getRecord(run.runId).leaseId }) + "\\n");
+      setInterval(() => {}, 1000);
+    `;
+    const gw = spawn(process.execPath, ["--input-type=module", "-e", code], { stdio: ["ignore", "pipe", "inherit"] });
+    gateways.push(gw);
+    let line = "";
+    gw.stdout!.setEncoding("utf8").on("data", (c: string) => (line += c));
+    await waitFor(() => line.includes("\n") || gw.exitCode !== null, 20_000);
+    const { root, leaseId } = JSON.parse(line) as { root: number; leaseId: string };
+    pids.add(root);
     leaseIds.add(leaseId);
-    await waitFor(() => out.includes("ready"), 10_000);
+    gw.kill("SIGKILL");
+    await new Promise((r) => (gw.exitCode !== null || gw.signalCode !== null ? r(null) : gw.once("exit", r)));
+    // the premise, checked: the gateway is gone, its run is not
+    expect(gw.signalCode).toBe("SIGKILL");
+    expect(isAlive(gw.pid!)).toBe(false);
+    expect(isAlive(root)).toBe(true);
+    expect((await (await openLeaseStore(dir)).get(leaseId))?.state).toBe("open");
 
-    const report = await createProcessSupervisor({ stateDir: dir, gatewayInstanceId: "gw-final", graceMs: 400 }).reconcileOrphans();
+    const next = createProcessSupervisor({ stateDir: dir, gatewayInstanceId: "gw-final", graceMs: 400 });
+    const report = await next.reconcileOrphans();
     expect(report.runs).toEqual([expect.objectContaining({ leaseId, verdict: "owned", action: "reaped", state: "closed" })]);
-    // A `sleep 0.05` the loop forked between the reaper's walks is orphaned
-    // when its shell dies and ends on its own within 50 ms; the escapee this
-    // test is about (`sleep 600`) would still be there after a second.
-    await waitFor(() => carriers(leaseId).length === 0, 1_000).catch(() => undefined);
-    expect(carriers(leaseId)).toEqual([]);
-    await run.wait();
+    // A `sleep 0.05` the loop forked between the reaper's walks is orphaned when its
+    // shell dies and ends on its own; the escapee this test is about (`sleep 600`)
+    // never would: waiting for none at all tells them apart, however loaded the host
+    const settled = await waitFor(() => carriers(leaseId).length === 0, 15_000).then(() => true, () => false);
+    expect(settled, `still carrying the lease: ${JSON.stringify(carriers(leaseId).map((p) => [p, cmdline(p)]))}`).toBe(true);
     expect((await (await openLeaseStore(dir)).get(leaseId))?.state).toBe("closed");
+    await next.shutdown();
   });
 });

@@ -1,5 +1,5 @@
 import type { ChildProcess } from "node:child_process";
-import { existsSync, readFileSync } from "node:fs";
+import { existsSync } from "node:fs";
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { afterAll, afterEach, beforeAll } from "vitest";
@@ -9,22 +9,17 @@ import { buildSnapshot } from "../../src/facts/snapshot.js";
 import { getProcessFacts } from "../../src/facts/get.js";
 import type { ProcessFacts, ProcessInfo, ProcessSignaller } from "../../src/facts/types.js";
 import { INSTANCE_ENV_KEY } from "../../src/ownership/types.js";
-import { isAliveSync } from "../helpers/liveness.js";
+import { isAliveSync, readStat } from "../helpers/liveness.js";
 import { inspectEach } from "../../src/facts/inspect-many.js";
 
 export const FIXTURES = join(dirname(fileURLToPath(import.meta.url)), "..", "fixtures", "supervisor");
 export const fixture = (name: string) => join(FIXTURES, name);
 
-/** Alive by the package's one liveness rule (see test/helpers/liveness.ts). */
+/** Alive by the tests' own /proc oracle (test/helpers/liveness.ts), not the library's rule. */
 export const isAlive = isAliveSync;
 
 export function pgidOf(pid: number): number | null {
-  try {
-    const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
-    return Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[2]);
-  } catch {
-    return null;
-  }
+  return readStat(pid)?.pgrp ?? null;
 }
 
 export async function waitFor(cond: () => boolean | Promise<boolean>, timeoutMs = 10_000, stepMs = 20): Promise<void> {
@@ -34,6 +29,18 @@ export async function waitFor(cond: () => boolean | Promise<boolean>, timeoutMs 
     if (Date.now() > end) throw new Error(`condition not met within ${timeoutMs} ms`);
     await new Promise((r) => setTimeout(r, stepMs));
   }
+}
+
+/**
+ * Resolves once every timer of at most `ms` that the code under test armed
+ * before this call has fired (Node runs timers in order of their expiry, and
+ * one armed later with a delay at least as long expires later), plus `turns`
+ * event-loop turns for what those timers started. For "nothing happened": an
+ * ordering of events, not a guess at how long a pause a loaded host needs.
+ */
+export async function afterTimersArmedBefore(ms: number, turns = 20): Promise<void> {
+  await new Promise((r) => setTimeout(r, ms + 1));
+  for (let i = 0; i < turns; i++) await new Promise((r) => setImmediate(r));
 }
 
 /** Last-resort cleanup of pids this test spawned (never anything else). */

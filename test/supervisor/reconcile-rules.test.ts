@@ -7,7 +7,8 @@
  * these tests spawn the runs themselves, outside any lease cgroup, to drive
  * the uncontained rules (containment.test.ts covers the contained ones).
  */
-import { spawn, type ChildProcess } from "node:child_process";
+import { spawn, spawnSync, type ChildProcess } from "node:child_process";
+import { chmodSync, chownSync, cpSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, statSync } from "node:fs";
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -17,7 +18,8 @@ import type { ProcessFacts, ProcessSignaller } from "../../src/facts/types.js";
 import { openLeaseStore } from "../../src/ownership/lease-store.js";
 import type { LeaseVerification } from "../../src/ownership/verify.js";
 import { createRunLeases } from "../../src/supervisor/durability.js";
-import { isAlive, waitFor } from "./helpers.js";
+import { readStat } from "../helpers/liveness.js";
+import { FIXTURES, fixture, isAlive, waitFor } from "./helpers.js";
 
 const ARGV = [process.execPath, "-e", "setTimeout(() => {}, 60000)"];
 const children: ChildProcess[] = [];
@@ -38,10 +40,86 @@ const PS = getProcessFacts().backend === "ps";
 const PS_NOTE = " [skipped on the ps backend: supervisor leases verify as unknown there]";
 if (PS) console.log(`reconcile-rules.test:${PS_NOTE}`);
 
+const [PS_FACTS, PS_WHY] = ((): [ProcessFacts | null, string] => {
+  try {
+    return [getProcessFacts({ backend: "ps" }), ""];
+  } catch (err) {
+    return [null, `no ps backend here: ${err instanceof Error ? err.message : String(err)}`];
+  }
+})();
+
 /** Every signal is "denied": nothing is ever sent, as for a process we may not signal. */
 const denying: ProcessSignaller = { raceFree: true, signal: async () => "denied" };
 
+/** Why the real-EPERM test cannot run here, or null: it needs root to start a gateway as uid 65534. */
+const NOBODY_WHY = ((): string | null => {
+  if (process.platform !== "linux") return `Linux only (this is ${process.platform})`;
+  if (process.getuid?.() !== 0) return "not root: no gateway can be started as another uid";
+  const r = spawnSync(process.execPath, ["-e", ""], { uid: 65534, gid: 65534, timeout: 15_000 });
+  return r.status === 0 ? null : `cannot start node as uid 65534 (${r.error?.message ?? `exit ${r.status}`})`;
+})();
+
+/**
+ * The built package, the EPERM gateway fixture and a state dir, in a fresh
+ * world-readable folder the other uid can read (a checkout may sit in a 0700
+ * folder); the state dir is the other uid's own.
+ */
+function nobodysCopy(): { dir: string; fixture: string; dist: string; stateDir: string } {
+  const dir = mkdtempSync(join(tmpdir(), "proclease-eperm-"));
+  dirs.push(dir);
+  cpSync(join(FIXTURES, "..", "..", "..", "dist"), join(dir, "dist"), { recursive: true });
+  cpSync(join(FIXTURES, "..", "..", "..", "package.json"), join(dir, "package.json"));
+  cpSync(fixture("eperm-gateway.mjs"), join(dir, "eperm-gateway.mjs"));
+  const open = (p: string): void => {
+    const isDir = statSync(p).isDirectory();
+    chmodSync(p, isDir ? 0o755 : 0o644);
+    if (isDir) for (const n of readdirSync(p)) open(join(p, n));
+  };
+  open(dir);
+  const stateDir = join(dir, "state");
+  mkdirSync(stateDir, { mode: 0o700 });
+  chownSync(stateDir, 65534, 65534);
+  return { dir, fixture: join(dir, "eperm-gateway.mjs"), dist: join(dir, "dist"), stateDir };
+}
+
 describe("reconcile follows ownership's reap rule", () => {
+  it.skipIf(NOBODY_WHY !== null)(
+    `a real EPERM through reap → settle: a live gateway running as uid 65534 verifies a root process its lease names, its signal is refused by the kernel, the lease stays closing and the process untouched${NOBODY_WHY ? ` [skipped: ${NOBODY_WHY}]` : ""}`,
+    async () => {
+      const c = nobodysCopy();
+      const gw = spawn(process.execPath, [c.fixture, c.dist, c.stateDir, JSON.stringify(ARGV)], { uid: 65534, gid: 65534, cwd: c.dir, stdio: ["pipe", "pipe", "inherit"] });
+      children.push(gw);
+      const lines: string[] = [];
+      let buf = "";
+      gw.stdout!.setEncoding("utf8").on("data", (d: string) => {
+        buf += d;
+        for (let i = buf.indexOf("\n"); i >= 0; i = buf.indexOf("\n")) {
+          lines.push(buf.slice(0, i));
+          buf = buf.slice(i + 1);
+        }
+      });
+      const exited = new Promise<number | null>((r) => gw.once("exit", (code) => r(code)));
+      await waitFor(() => lines.length >= 1 || gw.exitCode !== null, 20_000);
+      const opened = JSON.parse(lines[0]!) as { uid: number; leaseId: string; env: Record<string, string> };
+      expect(opened.uid).toBe(65534);
+      // the lease's process: root's, carrying the lease's markers (this process is root)
+      const victim = spawn(ARGV[0]!, ARGV.slice(1), { detached: true, stdio: "ignore", env: { ...process.env, ...opened.env } });
+      children.push(victim);
+      await waitFor(() => readStat(victim.pid!)?.comm === "node" && readFileSync(`/proc/${victim.pid}/cmdline`, "utf8").includes("setTimeout"));
+      gw.stdin!.write(`${victim.pid}\n`);
+      expect(await exited).toBe(0);
+      const { report, lease } = JSON.parse(lines[1]!) as { report: { runs: Array<Record<string, unknown> & { reap?: { results: Array<{ pid: number; outcome: string }> } }> }; lease: { state: string } };
+      expect(report.runs).toHaveLength(1);
+      const [run] = report.runs;
+      // owned by every check it could read (the environment of another uid is not readable: unknown)
+      expect(run).toMatchObject({ leaseId: opened.leaseId, verdict: "owned", action: "left", state: "closing" });
+      expect(run!.reap!.results).toEqual([expect.objectContaining({ pid: victim.pid, outcome: "permission-denied" })]);
+      expect(lease.state).toBe("closing");
+      expect(victim.exitCode === null && victim.signalCode === null && isAlive(victim.pid!)).toBe(true);
+    },
+  );
+
+
   it.skipIf(PS)(`permission-denied leaves the lease closing (never back to open) and the run untouched; a later reconcile with a working signaller closes it${PS ? PS_NOTE : ""}`, async () => {
     const dir = await mkdtemp(join(tmpdir(), "proclease-sup-rules-"));
     dirs.push(dir);
@@ -152,12 +230,13 @@ describe("reconcile follows ownership's reap rule", () => {
     expect(await blindRuns.finish(e, null, done)).toBe("closing");
   });
 
-  it.runIf(PS)(`ps backend: an unverifiable supervisor lease is kept closing and nothing is signalled${PS ? "" : " [runs only on the ps backend]"}`, async () => {
+  // ps facts are injected (the real ps binary, through the ps backend), so this runs on every host with ps
+  it.skipIf(PS_FACTS === null)(`ps backend: an unverifiable supervisor lease is kept closing and nothing is signalled${PS_FACTS === null ? ` [skipped: ${PS_WHY}]` : ""}`, async () => {
     const dir = await mkdtemp(join(tmpdir(), "proclease-sup-rules-"));
     dirs.push(dir);
     const sent: number[] = [];
     const recording: ProcessSignaller = { raceFree: true, signal: async (pid) => (sent.push(pid), "signalled") };
-    const runs = createRunLeases({ stateDir: dir, gatewayInstanceId: "sup-rules", signaller: recording, graceMs: 100, containment: "off" });
+    const runs = createRunLeases({ stateDir: dir, gatewayInstanceId: "sup-rules", facts: PS_FACTS!, signaller: recording, graceMs: 100, containment: "off" });
     const { leaseId, env } = await runs.open("ps-run", ARGV);
     const child = spawn(ARGV[0]!, ARGV.slice(1), { detached: true, stdio: "ignore", env: { ...process.env, ...env } });
     children.push(child);

@@ -145,6 +145,32 @@ export function spawnPty(input: SpawnPtyInput, env: NodeJS.ProcessEnv, mod: PtyM
   };
 }
 
+/**
+ * node-pty's child makes itself a session (and group) leader with setsid
+ * after the fork, and spawn returns before it has necessarily run: on a
+ * loaded host its group can still read as the gateway's for a while. Resolves
+ * once `pid` leads its own group, is gone, or cannot be read (nothing to wait
+ * for), or after `limitMs` (the lease then still records the pid as its group,
+ * and a verification meanwhile fails closed: mismatch, never a signal).
+ */
+export async function untilSessionLeader(
+  inspect: (pid: number) => Promise<{ pgid: number; state: string } | null>,
+  pid: number,
+  limitMs = 5000,
+): Promise<void> {
+  const end = Date.now() + limitMs;
+  for (;;) {
+    let d;
+    try {
+      d = await inspect(pid);
+    } catch {
+      return;
+    }
+    if (d === null || d.state === "Z" || d.pgid === pid || Date.now() > end) return;
+    await new Promise((r) => setTimeout(r, 1));
+  }
+}
+
 function failed(spawnError: Error): SpawnedProcess {
   return {
     pid: undefined,
