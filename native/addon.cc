@@ -143,14 +143,18 @@ Napi::Value Inspect(const Napi::CallbackInfo& info) {
     return ThrowType(env, "inspect(pid: int, envKeys: string, slots: Float64Array)");
   }
   std::vector<std::string> keys = SplitKeys(info[1].As<Napi::String>().Utf8Value());
-  Napi::TypedArray ta = info[2].As<Napi::TypedArray>();
-  if (ta.TypedArrayType() != napi_float64_array || ta.ElementLength() < kSlotsFixed + keys.size()) {
+  // one napi_get_typedarray_info (node-addon-api's accessors each make their own)
+  napi_typedarray_type type;
+  size_t length = 0;
+  void* data = nullptr;
+  if (napi_get_typedarray_info(env, info[2], &type, &length, &data, nullptr, nullptr) != napi_ok ||
+      type != napi_float64_array || length < kSlotsFixed + keys.size()) {
     return ThrowType(env, "inspect: slots must be a Float64Array of 13 + envKeys.length");
   }
   ProcDetails d;
   if (!proclease::InspectProcess(info[0].As<Napi::Number>().Int32Value(), keys, d)) return env.Null();
   std::string text;
-  PackDetails(true, d, keys, ta.As<Napi::Float64Array>().Data(), text);
+  PackDetails(true, d, keys, static_cast<double*>(data), text);
   return Napi::String::New(env, text);
 }
 

@@ -114,7 +114,7 @@ export function createNativeFacts(binding: NativeBinding): ProcessFacts {
       const keys = opts?.envKeys ?? NO_KEYS;
       assertEnvKeys(keys, "opts.envKeys");
       if (slots.length < DETAIL_SLOTS + keys.length) slots = new Float64Array(DETAIL_SLOTS + keys.length);
-      const text = binding.inspect(pid, keys.join("\0"), slots);
+      const text = binding.inspect(pid, joinedKeys(keys), slots);
       if (text === null) return null;
       return decodeDetails(slots, 0, keys, text.split("\0"), { next: 0 }, identity());
     },
@@ -123,7 +123,7 @@ export function createNativeFacts(binding: NativeBinding): ProcessFacts {
       const keys = opts?.envKeys ?? NO_KEYS;
       const packed = packPids(pids, keys);
       if (packed.length === 0) return [];
-      const { slots: all, text } = await binding.inspectMany(packed, keys.join("\0"));
+      const { slots: all, text } = await binding.inspectMany(packed, joinedKeys(keys));
       const pieces = text.split("\0");
       const cursor = { next: 0 };
       const stride = DETAIL_SLOTS + keys.length;
@@ -136,6 +136,20 @@ export function createNativeFacts(binding: NativeBinding): ProcessFacts {
 }
 
 const NO_KEYS: readonly string[] = Object.freeze([]);
+
+// The keys as the addon takes them, joined by NUL. Callers pass the same
+// frozen list on every verification (MARKER_ENV_KEYS): its join is kept.
+let lastKeys: readonly string[] = NO_KEYS;
+let lastJoined = "";
+function joinedKeys(keys: readonly string[]): string {
+  if (keys === lastKeys) return lastJoined;
+  const joined = keys.join("\0");
+  if (Object.isFrozen(keys)) {
+    lastKeys = keys;
+    lastJoined = joined;
+  }
+  return joined;
+}
 
 /** Validates a batch's input before anything is read (as inspect does), and packs its pids. */
 function packPids(pids: readonly number[], keys: readonly string[]): Int32Array {
