@@ -1,11 +1,19 @@
-// npm "install" script. A platform with a prebuilt addon in prebuilds/ (Linux
-// x64 ships one) compiles nothing and prints nothing. Elsewhere it says in one
-// line what is compiled and why, then lets node-gyp-build compile native/. A
-// failed compile does not fail the install: proclease then runs on its
-// pure-TypeScript backends (procfs on Linux, ps elsewhere), and
-// `npx proclease doctor` says what that costs.
+// npm "install" script. npm 11 names it two ways: its install-time warning
+// lists "install: node scripts/install.cjs" (this file), and
+// `npm install-scripts ls` lists "install: node-gyp rebuild" (npm's name for
+// any package with a binding.gyp). Both mean this file, which runs
+// `node-gyp rebuild` only where no prebuilt addon fits:
+// - linux-x64 and linux-arm64 on glibc ship one (prebuilds/, built for
+//   glibc >= 2.28 by scripts/prebuild-linux.mjs): nothing is compiled and
+//   nothing is printed.
+// - Elsewhere (macOS, musl/Alpine, other architectures) it says in one line
+//   what it runs and why, then lets node-gyp-build run node-gyp rebuild on
+//   native/. A failed compile does not fail the install: proclease then runs
+//   on its pure-TypeScript backends (procfs on Linux, ps elsewhere), and
+//   `npx proclease doctor` says what that costs.
 "use strict";
 const { spawnSync } = require("node:child_process");
+const { existsSync } = require("node:fs");
 const { join } = require("node:path");
 
 const root = join(__dirname, "..");
@@ -16,12 +24,16 @@ try {
   // nothing prebuilt or built for this platform, Node ABI and libc
 }
 if (found === null) {
+  // the libc node-gyp-build matched prebuilds against (its own rule)
+  const libc = process.platform === "linux" ? (process.env.LIBC ?? (existsSync("/etc/alpine-release") ? "musl" : "glibc")) : "";
   console.log(
-    `proclease: no prebuilt addon for ${process.platform}-${process.arch}; compiling native/ with node-gyp ` +
-      "(C++17 compiler and Python needed, about a minute) for exact start times and race-free signals",
+    `proclease: install: no prebuilt addon for ${process.platform}-${process.arch}${libc ? ` (${libc})` : ""}; running node-gyp rebuild ` +
+      "(needs a C++17 compiler and Python, about a minute) for exact start times and race-free signals",
   );
   const r = spawnSync(process.execPath, [require.resolve("node-gyp-build/bin.js")], { cwd: root, stdio: "inherit" });
   if (r.status !== 0) {
-    console.log("proclease: the addon did not compile; proclease still works through its TypeScript backends (see `npx proclease doctor`)");
+    console.log(
+      "proclease: install: node-gyp rebuild failed; proclease still works through its TypeScript backends (see `npx proclease doctor`)",
+    );
   }
 }
