@@ -108,5 +108,11 @@ check(sig === "SIGTERM", `the probe died of ${sig}`);
 const again = await signaller.signal(pid, dn.startTime, "SIGTERM");
 check(again === "gone" || again === "mismatch", `signalling it again answers ${again} (gone, or mismatch if its pid was reused)`);
 
+// This process is a throwaway: it may set the subreaper bit on itself.
+const subreaper = binding.setChildSubreaper();
+if (subreaper !== 0) {
+  fellBack.push(`prctl(PR_SET_CHILD_SUBREAPER) answers errno ${-subreaper}: wrappers run without the subreaper bit, as where the kernel refuses it`);
+}
+check(typeof subreaper === "number", `setChildSubreaper() answers ${subreaper === 0 ? "0 (set)" : `errno ${-subreaper}`}`);
 console.log(`fell back on: ${fellBack.length === 0 ? "nothing (every syscall the addon uses is emulated)" : fellBack.join("; ")}`);
 console.log(`arm64 facts check: OK in ${Date.now() - started} ms (emulated)`);
