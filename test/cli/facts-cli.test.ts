@@ -77,7 +77,8 @@ describe("proclease ps", () => {
     const childLine = lines.find((l) => l.trimStart().startsWith(`${child.pid} `))!;
     expect(parentLine).toBeDefined();
     expect(childLine).toBeDefined();
-    expect(parentLine.slice(commAt).trimStart()).toBe("node");
+    // this Node's main thread names itself: "node" up to Node 22, "MainThread" on 24, "node-MainThread" on 26
+    expect(parentLine.slice(commAt).trimStart()).toBe(readFileSync("/proc/self/comm", "utf8").trim());
     expect(childLine.slice(commAt).trimStart()).toBe("sleep");
     const indent = (l: string) => l.slice(commAt).length - l.slice(commAt).trimStart().length;
     expect(indent(childLine)).toBe(indent(parentLine) + 2);

@@ -17,6 +17,10 @@ import { treePrefixes, type StatusView } from "../../src/cli/commands/status.js"
 import { agentArgv, alive, cleanupAll, GRACE_MS, readPidfile, tempStateDir, trackLease, waitFor, type AgentPids } from "../acpx/controller-helpers.js";
 
 const MAIN = fileURLToPath(new URL("../../dist/cli/main.js", import.meta.url));
+// The wrapper and the adapter run this same Node, whose main thread names
+// itself: comm is "node" up to Node 22, "MainThread" on 24, "node-MainThread" on 26.
+const NODE_COMM = readFileSync("/proc/self/comm", "utf8").trim();
+const NODE_COMM_RE = NODE_COMM.replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
 const ANSI = /\x1b\[/;
 
 interface Run {
@@ -95,8 +99,8 @@ describe("proclease status on a live session", () => {
       const wrapper = row(h.rootPid);
       const adapter = row(pids.pid);
       const grandchild = row(pids.grandchildPid!);
-      expect(wrapper).toMatch(/\d+s\s+both\s+wrapper\s+node$/);
-      expect(adapter).toMatch(/\d+s\s+both\s+adapter\s+└─ node$/);
+      expect(wrapper).toMatch(new RegExp(`\\d+s\\s+both\\s+wrapper\\s+${NODE_COMM_RE}$`));
+      expect(adapter).toMatch(new RegExp(`\\d+s\\s+both\\s+adapter\\s+└─ ${NODE_COMM_RE}$`));
       expect(grandchild).toMatch(/\d+s\s+both\s+└─ sleep$/);
       const lines = out.split("\n");
       expect(lines.indexOf(wrapper!)).toBeLessThan(lines.indexOf(adapter!));
@@ -127,7 +131,7 @@ describe("proclease status on a live session", () => {
         [pids.pid, "adapter", "match", 1],
         [pids.grandchildPid, "descendant", "match", 2],
       ]);
-      expect(l.processes.map((p) => p.comm)).toEqual(["node", "node", "sleep"]);
+      expect(l.processes.map((p) => p.comm)).toEqual([NODE_COMM, NODE_COMM, "sleep"]);
       for (const p of l.processes) {
         expect(p.startTime).toMatch(/^\d+$/);
         if (p.startedAt !== null) expect(Math.abs(p.startedAt - Date.now())).toBeLessThan(120_000);

