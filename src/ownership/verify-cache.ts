@@ -68,6 +68,7 @@ export class PathCache {
 
   async load(paths: Iterable<string>): Promise<void> {
     const want = [...new Set(paths)].filter((p) => !this.real.has(p));
+    if (want.length === 0) return;
     const got = await Promise.all(want.map((p) => realpath(p).catch(() => resolve(p))));
     want.forEach((p, i) => this.real.set(p, got[i]!));
   }

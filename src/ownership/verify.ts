@@ -98,11 +98,17 @@ export async function verifyLeases(
   // The snapshot and every root's details are read at the same time: the
   // root pids come from the leases, so neither read waits for the other.
   const batch = new DetailsBatch(facts, MARKER_ENV_KEYS);
+  const paths = new PathCache();
   const guard = signalTargetGuard();
   const roots = pending().map((s) => s.lease.rootPid).filter((pid) => pid > 0 && guard(pid).allowed);
   let snapshot: ProcessSnapshot;
   try {
-    [snapshot] = await Promise.all([opts?.snapshot ?? facts.snapshot(), batch.fetch([process.pid, ...roots])]);
+    // the leases' own paths are resolved meanwhile; the roots' argv and exe paths, known after the batch, are mostly the same ones
+    [snapshot] = await Promise.all([
+      opts?.snapshot ?? facts.snapshot(),
+      batch.fetch([process.pid, ...roots]),
+      paths.load(pending().flatMap((s) => pathsToResolve(s.lease, undefined))),
+    ]);
   } catch (e) {
     for (const s of pending()) {
       unavailable(s);
@@ -111,7 +117,7 @@ export async function verifyLeases(
     return states.map(finish);
   }
   const host = batch.get(process.pid) ?? null;
-  const caches: RootCaches = { batch, paths: new PathCache(), hashes: new CommandHashes(), guard };
+  const caches: RootCaches = { batch, paths, hashes: new CommandHashes(), guard };
   await caches.paths.load(pending().flatMap((s) => pathsToResolve(s.lease, batch.get(s.lease.rootPid))));
 
   // phase 1: the root of each lease, checked on its own
