@@ -49,7 +49,10 @@ export type { ReapOutcome, ReapTarget, ReapReport as OwnedTreeReapReport, ReapOp
 export { verifyLegacyRecord } from "./legacy.js";
 export type { LegacySessionRecord } from "./legacy.js";
 export { settleLease, reconcileLeases, applySettlement } from "./lifecycle.js";
-export type { LifecycleDeps, LeaseAction, LeaseOutcome, SettleLeaseOptions, ReconcileOptions, LeaseReconcileReport } from "./lifecycle.js";
+export type { LifecycleDeps, LeaseAction, LeaseOutcome, SettleLeaseOptions, ReconcileOptions, LeaseReconcileReport, PendingSettlement } from "./lifecycle.js";
+export { pendingSettlements } from "./pending-settlements.js";
+export { LeaseRecordWriteError, HostResourceError, CwdUnusableError, checkCwd, hostResourceError, processLimitError, isRecordWriteBlocked } from "./host-faults.js";
+export type { HostResource } from "./host-faults.js";
 export { acquireStateDirLock, stateDirLockHolder, StateDirLockedError, STATE_LOCK_FILE } from "./state-lock.js";
 export type { StateDirLock } from "./state-lock.js";
 export { KeyedQueue } from "./keyed-queue.js";
