@@ -10,7 +10,8 @@
  * policy: the controller reads the reports and settles.
  */
 import { spawn, type ChildProcess } from "node:child_process";
-import type { Readable, Writable } from "node:stream";
+import { PassThrough, type Readable, type Writable } from "node:stream";
+import { hostResourceError } from "../ownership/host-faults.js";
 import {
   createReportReader,
   INSTANCE_ENV_KEY,
@@ -227,6 +228,16 @@ export function launchWrapper(input: LaunchInput): LaunchedWrapper {
     cwd: input.cwd,
     windowsHide: true,
   });
+  // Heard before anything else runs: a spawn that failed on EMFILE/ENFILE
+  // emits "error" on the next tick and sets up no stdio at all (child.stdio
+  // is then empty), and an "error" nobody listens to crashes the gateway.
+  let spawnError: Error | undefined;
+  const earlyErrors: Array<(err: Error) => void> = [];
+  child.on("error", (err) => {
+    // a host limit (descriptors, processes, memory) is named with where its limit is read
+    spawnError ??= hostResourceError(err, `spawn ${input.nodePath}`) ?? err;
+    for (const l of earlyErrors) l(err);
+  });
 
   const reports: WrapperReport[] = [];
   const listeners = new Set<(r: WrapperReport) => void>();
@@ -234,7 +245,7 @@ export function launchWrapper(input: LaunchInput): LaunchedWrapper {
     reports.push(r);
     for (const l of listeners) l(r);
   });
-  const lifeline = child.stdio[3] as (Readable & Writable) | null;
+  const lifeline = (child.stdio?.[3] ?? null) as (Readable & Writable) | null;
   lifeline?.on("data", (chunk: Buffer) => reader.push(chunk));
   lifeline?.on("end", () => reader.end());
   // EPIPE/ECONNRESET on the lifeline only means the wrapper is gone; the exit event says how.
@@ -252,17 +263,18 @@ export function launchWrapper(input: LaunchInput): LaunchedWrapper {
     lastStderrAt = Date.now();
   });
   child.stderr?.once("close", () => (stderrEnded = true));
+  // every stream we own has an "error" listener: an unheard one crashes the gateway; the exit says what happened
   child.stdin?.on("error", () => undefined);
+  child.stdout?.on("error", () => undefined);
+  child.stderr?.on("error", () => undefined);
 
   let exitStatus: ChildExit | undefined;
-  let spawnError: Error | undefined;
   const exited = new Promise<ChildExit>((resolve) => {
     child.once("exit", (code, signal) => {
       exitStatus = { code, signal };
       resolve(exitStatus);
     });
-    child.once("error", (err) => {
-      spawnError = err;
+    earlyErrors.push(() => {
       // a failed spawn emits "error" and never "exit"
       if (child.pid === undefined) {
         exitStatus = { code: null, signal: null };
@@ -297,8 +309,9 @@ export function launchWrapper(input: LaunchInput): LaunchedWrapper {
     rootArgv,
     child,
     pid: child.pid,
-    stdin: child.stdin!,
-    stdout: child.stdout!,
+    // a spawn that failed on EMFILE/ENFILE set up no pipes: ended streams stand in, so no caller meets a null
+    stdin: child.stdin ?? endedStream(),
+    stdout: child.stdout ?? endedStream(),
     reports,
     exitReport: () => find("exit"),
     cleanupReport: () => find("cleanup"),
@@ -369,7 +382,14 @@ export function launchWrapper(input: LaunchInput): LaunchedWrapper {
     },
     unref() {
       child.unref();
-      for (const s of child.stdio) (s as { unref?: () => void } | null)?.unref?.();
+      for (const s of child.stdio ?? []) (s as { unref?: () => void } | null)?.unref?.();
     },
   };
+}
+
+function endedStream(): PassThrough {
+  const s = new PassThrough();
+  s.on("error", () => undefined);
+  s.end();
+  return s;
 }

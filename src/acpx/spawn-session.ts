@@ -10,12 +10,12 @@
  */
 import { performance } from "node:perf_hooks";
 import {
-  applySettlement,
   checkSignalTarget,
   computeCommandHash,
-  NOTHING_STARTED,
+  descriptorShortage,
   recordRootIdentity,
   settleLease,
+  settleUnstarted,
 } from "../ownership/index.js";
 import type { AcpxProcessLease } from "../ownership/types.js";
 import { AcpClient, assertAuthInput, explainHandshakeFailure, handshake } from "./acp-client.js";
@@ -61,7 +61,7 @@ export async function spawnSession(d: ControllerDeps, live: LiveSessions, input:
   // the lease's own cgroup, recorded before the spawn (README "Containment"); the wrapper enters it
   const opened = await openLeaseCgroup(d, lease.leaseId);
   const cgroup = opened.cgroup;
-  if (cgroup !== null) lease = await d.leases.update(lease.leaseId, { cgroup });
+  if (cgroup !== null) lease = await d.leases.update(lease.leaseId, { cgroup }).catch((err: unknown) => abandonUnstarted(d, live, { ...lease, cgroup }, err));
   const tLease = performance.now();
   let launched: LaunchedWrapper | undefined;
   let client: AcpClient | undefined;
@@ -136,12 +136,19 @@ export async function spawnSession(d: ControllerDeps, live: LiveSessions, input:
 
   // Identity of the live root; the group is the adapter group the wrapper reported.
   const rootPid = start.report.wrapperPid;
-  const recorded = await recordRootIdentity(d.leases, lease.leaseId, { rootPid, processGroupId: start.report.pgid }, d.facts);
+  const recorded = await recordRootIdentity(d.leases, lease.leaseId, { rootPid, processGroupId: start.report.pgid }, d.facts).catch((err: unknown) =>
+    fail("wrapper-failed", `the wrapper's identity could not be recorded: ${errMessage(err)}`, err),
+  );
   lease = recorded.lease;
   if (recorded.identity === "gone") {
     // an adapter that exits at once takes its wrapper along; a killed wrapper is named as such
     const end = await Promise.race([launched.ended, new Promise<undefined>((r) => setTimeout(() => r(undefined), 500).unref())]);
     const failure = end === undefined || end.kind === "adapter-exited" ? "adapter-exited" : "wrapper-failed";
+    // our child has not exited, so it runs: the read that found it gone was refused by the host (a /proc read with no descriptor left reads as "gone")
+    if (end === undefined) {
+      const short = descriptorShortage(`the wrapper (pid ${rootPid}) runs`);
+      return fail("wrapper-failed", `the wrapper (pid ${rootPid}) runs (our child has not exited) but the facts backend read it as gone, so its identity could not be recorded${short ? `: ${short.message}` : ""}`, short ?? undefined);
+    }
     return fail(failure, `the wrapper (pid ${rootPid}) was gone right after it started${end ? `: ${describeEnd(end)}` : ""}${stderrNote(launched)}`);
   }
   if (recorded.identity === "unknown") return fail("adapter-exited", `the wrapper's identity could not be recorded: ${recorded.detail}${stderrNote(launched)}`);
@@ -153,7 +160,7 @@ export async function spawnSession(d: ControllerDeps, live: LiveSessions, input:
       const why = `the wrapper (pid ${rootPid}) is in ${rootCgroup ?? "an unreadable cgroup"}, not in its lease cgroup ${cgroup.path}, so the limits would not hold`;
       return fail("limits-unavailable", `${why}; its tree was reaped`, undefined, { limitsRefusal: { why } });
     }
-    lease = await d.leases.update(lease.leaseId, { cgroup: undefined });
+    lease = await d.leases.update(lease.leaseId, { cgroup: undefined }).catch((err: unknown) => fail("wrapper-failed", `the lease could not drop its unused cgroup: ${errMessage(err)}`, err));
     await removeCgroup(cgroup.path, { waitMs: 0 });
   }
 
@@ -253,14 +260,30 @@ async function applyOrRemove(
  * markers; no process at all = nothing started. Returns the lease state.
  */
 async function settleFailedSpawn(d: ControllerDeps, lease: AcpxProcessLease, launched: LaunchedWrapper | undefined): Promise<string> {
+  try {
+    return await settleFailedSpawnNow(d, lease, launched);
+  } catch (err) {
+    // the host failing the settlement (a read refused): our wrapper is still told to clean up, and the lease is the next reconcile's
+    if (launched) await releaseLaunched(launched, d.graceMs).catch(() => undefined);
+    return `not settled (${errMessage(err)}); the next reconcile settles it`;
+  }
+}
+
+async function settleFailedSpawnNow(d: ControllerDeps, lease: AcpxProcessLease, launched: LaunchedWrapper | undefined): Promise<string> {
   let current = (await d.leases.get(lease.leaseId)) ?? lease;
   if (current.state === "closed" || current.state === "lost") return current.state;
   if (current.rootPid <= 0 && launched?.pid !== undefined) current = await recordChildPid(d, current, launched.pid);
-  if (current.rootPid <= 0 && launched?.pid === undefined) {
-    return (await applySettlement(d.leases, current.leaseId, NOTHING_STARTED))?.state ?? current.state;
-  }
+  // no process of it was ever known: the one unstarted sequence (drains and removes its cgroup)
+  if (current.rootPid <= 0 && launched?.pid === undefined) return (await settleUnstarted(lifecycleDeps(d), { ...lease, ...current })).state;
   const o = await settleLease(lifecycleDeps(d), current, launched ? { release: () => releaseLaunched(launched, d.graceMs) } : {});
   return o.stateAfter;
+}
+
+/** The lease was written but the spawn cannot go on (its cgroup could not be recorded): the unstarted sequence, then the error. */
+async function abandonUnstarted(d: ControllerDeps, live: LiveSessions, lease: AcpxProcessLease, err: unknown): Promise<never> {
+  await settleUnstarted(lifecycleDeps(d), lease).catch(() => undefined);
+  live.inFlight.delete(lease.leaseId);
+  throw err;
 }
 
 /**

@@ -544,7 +544,8 @@ async function spawnProbeProcess(): Promise<ProbeProcess> {
   for (const [cmd, args] of tries) {
     const r = await new Promise<ProbeProcess>((resolve) => {
       const c = spawn(cmd, args, { stdio: "ignore" });
-      c.once("error", (e) => resolve({ ok: false, why: `${cmd}: ${errCode(e)}` }));
+      // "on", not "once": a ChildProcess can emit "error" again (a failed kill), and an unheard one crashes the gateway
+      c.on("error", (e) => resolve({ ok: false, why: `${cmd}: ${errCode(e)}` }));
       c.once("spawn", () => {
         c.unref();
         resolve({

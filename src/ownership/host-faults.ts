@@ -17,7 +17,7 @@
  * Limits are read when the error is made (synchronously: an error path,
  * small files), so the message carries the number that was hit.
  */
-import { accessSync, constants, readFileSync, statSync } from "node:fs";
+import { accessSync, closeSync, constants, openSync, readFileSync, statSync } from "node:fs";
 import { join } from "node:path";
 
 /** errno codes that mean "the record could not be written", not "the code is wrong". */
@@ -46,7 +46,7 @@ export function describeRecordWrite(code: string, stateDir: string): string {
     case "ENOTDIR":
       return `the state dir ${stateDir} (or its acpx/leases folder) no longer exists: was it removed under the running gateway?`;
     case "EMFILE":
-      return `this process has no descriptor left to write under ${stateDir} (${describeNofile()})`;
+      return `this process has no descriptor left for a file under ${stateDir} (${describeNofile()})`;
     case "ENFILE":
       return `the system's file table is full (${describeFileMax()})`;
     case "ENOMEM":
@@ -67,7 +67,7 @@ export class LeaseRecordWriteError extends Error {
     readonly op: string,
     cause: unknown,
   ) {
-    super(`the lease record ${path} could not be written (${op}): ${code}: ${describeRecordWrite(code, stateDir)}; the record on disk is as it was before, never half-written`, { cause });
+    super(`the lease record ${path} could not be ${op === "read" ? "read" : `written (${op})`}: ${code}: ${describeRecordWrite(code, stateDir)}; the record on disk is as it was before, never half-written`, { cause });
   }
 }
 
@@ -130,6 +130,24 @@ export function hostResourceError(err: unknown, what: string): HostResourceError
   }
 }
 
+/**
+ * Whether this process can open a descriptor right now: the typed error
+ * when it cannot (EMFILE, ENFILE), else null. For a read that answered
+ * "nothing there" under a descriptor limit (a /proc read that could not even
+ * open its file reads like a process that is gone).
+ */
+export function descriptorShortage(what: string): HostResourceError | null {
+  let fd: number | undefined;
+  try {
+    fd = openSync("/dev/null", "r");
+    return null;
+  } catch (e) {
+    return hostResourceError(e, what);
+  } finally {
+    if (fd !== undefined) closeSync(fd);
+  }
+}
+
 /** EAGAIN from fork/clone/pthread_create: the tightest pids.max above this process, RLIMIT_NPROC and threads-max. */
 export function processLimitError(what: string, cause?: unknown): HostResourceError {
   const pids = tightestPidsMax();
@@ -159,8 +177,16 @@ function describeMemoryLimit(): string {
   return [avail ? `MemAvailable ${avail} kB` : null, as ? `RLIMIT_AS soft ${as.soft}` : null].filter((x) => x !== null).join("; ") || "memory";
 }
 
+/**
+ * /proc/self/limits as last read: read again for each error (a limit can be
+ * changed under a running process, prlimit --pid), but when the read itself
+ * fails (EMFILE: it needs a descriptor too) the last good copy answers.
+ */
+let limitsText = readText("/proc/self/limits") ?? "";
+
 function readLimit(name: string): { soft: string; hard: string } | null {
-  const line = (readText("/proc/self/limits") ?? "").split("\n").find((l) => l.startsWith(name));
+  limitsText = readText("/proc/self/limits") ?? limitsText;
+  const line = limitsText.split("\n").find((l) => l.startsWith(name));
   if (!line) return null;
   const f = line.slice(name.length).trim().split(/\s+/);
   return f.length >= 2 ? { soft: f[0]!, hard: f[1]! } : null;

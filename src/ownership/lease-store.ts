@@ -158,6 +158,8 @@ export async function openLeaseStore(stateDir: string, opts: LeaseStoreOptions =
           problem: { file: path, kind: "foreign-owner", detail: `owned by uid ${r.uid}; refused, left in place` },
         };
       case "unreadable":
+        // the host refused the read (no descriptor left, an I/O error): not "no such lease", an error naming the cause
+        if (r.code !== undefined && r.code !== "EACCES" && r.code !== "EPERM") throw asRecordWriteError(Object.assign(new Error(r.detail), { code: r.code }), stateDir, path, "read");
         return { lease: null, problem: { file: path, kind: "unreadable", detail: r.detail } };
       case "ok":
         break;

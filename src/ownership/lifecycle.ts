@@ -46,7 +46,7 @@ import type { LeaseStore } from "./lease-store.js";
 import type { ReapReport } from "./reap.js";
 import { reapLeaseVerification, type LeaseReapResult } from "./reap-verification.js";
 import { batchingVerifier, type LeaseVerifier } from "./verify-batching.js";
-import { settlementAfterReap, settlementFor, type Settlement } from "./settle.js";
+import { NOTHING_STARTED, settlementAfterReap, settlementFor, type Settlement } from "./settle.js";
 import { isSupervisorLease, type AcpxProcessLease, type LeaseState, type OwnershipEvidence } from "./types.js";
 import { explainLease, verifyLeases, type LeaseVerdict, type LeaseVerification } from "./verify.js";
 import { pendingOf, writeGuard, type PendingSettlement } from "./pending-settlements.js";
@@ -360,6 +360,33 @@ export async function reconcileLeases(deps: LifecycleDeps, opts: ReconcileOption
     problems: [...problems].map(([file, detail]) => ({ file, detail })),
     elapsedMs: Date.now() - t0,
   };
+}
+
+/**
+ * The one sequence for a spawn that failed before a process of it was known
+ * (the ACPX controller's failed ensure, the supervisor's run that never
+ * started): the lease's cgroup, if it was made, is drained and removed
+ * (lease-cgroup.ts: anything born in it is ended, and populated 0 is the
+ * proof nothing is left), then the lease settles: lost (NOTHING_STARTED)
+ * when nothing was in it, closed when the drain ended something, closing
+ * while it cannot be emptied. `lease` may name a cgroup the record could not
+ * take (its write failed): that one is drained too. A record that cannot be
+ * written leaves the settlement pending, as in settleLease.
+ */
+export async function settleUnstarted(deps: LifecycleDeps, lease: AcpxProcessLease): Promise<{ state: LeaseState; pending?: PendingSettlement }> {
+  const stored = await deps.store.get(lease.leaseId).catch(() => null);
+  const cur = stored ?? lease;
+  if (cur.state === "closed" || cur.state === "lost") return { state: cur.state };
+  const cgroup = cur.cgroup ?? lease.cgroup;
+  const drain = cgroup ? await drainLeaseCgroup({ ...cur, cgroup }, { graceMs: deps.graceMs, signaller: deps.signaller, facts: deps.facts }) : null;
+  const s: Settlement =
+    drain?.state === "survivors" || drain?.state === "unknown"
+      ? { to: "closing", why: `the spawn failed and its cgroup could not be emptied: ${drain.evidence.detail ?? drain.state}` }
+      : drain !== null && drain.members > 0
+        ? { to: "closed", why: `the spawn failed; ${drain.evidence.detail ?? "its cgroup was emptied"}` }
+        : NOTHING_STARTED;
+  const { stateAfter, pending } = await writeSettlement(deps.store, cur, s, writeGuard(), { ended: true, prior: null });
+  return { state: stateAfter, ...(pending ? { pending } : {}) };
 }
 
 /**

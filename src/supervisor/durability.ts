@@ -26,8 +26,7 @@ import { computeCommandHash } from "../ownership/command-hash.js";
 import { loadOrCreateGatewayInstanceId } from "../ownership/instance-id.js";
 import { openLeaseStore, type LeaseStore } from "../ownership/lease-store.js";
 import type { ReapReport } from "../ownership/reap.js";
-import { applySettlement, reconcileLeases, settleLease, type LifecycleDeps } from "../ownership/lifecycle.js";
-import { NOTHING_STARTED } from "../ownership/settle.js";
+import { reconcileLeases, settleLease, settleUnstarted, type LifecycleDeps } from "../ownership/lifecycle.js";
 import { recordRootIdentity } from "../ownership/root-identity.js";
 import {
   INSTANCE_ENV_KEY,
@@ -40,7 +39,6 @@ import {
 import { createSignaller } from "../facts/signal.js";
 import { recordContainmentRoot } from "../ownership/containment-record.js";
 import { createLeaseCgroup, detectContainment, removeOwnerFolder, removeCgroup, type ContainmentSupport, type LeaseCgroup } from "../containment/index.js";
-import { lookIntoLeaseCgroup } from "../ownership/lease-cgroup.js";
 import { shimUnavailable } from "./adapters/cgroup-shim.js";
 import type { LeaseVerification } from "../ownership/verify.js";
 import type { SupervisorRunRef } from "./types.js";
@@ -209,7 +207,8 @@ export function createRunLeases(opts: RunLeasesOptions): RunLeases {
       try {
         await store.update(lease.leaseId, { cgroup });
       } catch (err) {
-        await removeCgroup(cgroup.path, { waitMs: 0 });
+        // the record could not take it: the one unstarted sequence removes the cgroup and settles the lease
+        await settleUnstarted(await lifecycle(), { ...lease, cgroup }).catch(() => undefined);
         throw err;
       }
       return { leaseId: lease.leaseId, env, cgroup };
@@ -229,10 +228,10 @@ export function createRunLeases(opts: RunLeasesOptions): RunLeases {
     },
 
     async neverStarted(leaseId) {
-      const { store } = await init();
-      const settled = await applySettlement(store, leaseId, NOTHING_STARTED);
-      // nothing was ever in its cgroup: populated 0, removed
-      if (settled) await lookIntoLeaseCgroup(settled);
+      const deps = await lifecycle();
+      const lease = await deps.store.get(leaseId);
+      // the one unstarted sequence (lifecycle.ts): its cgroup drained and removed, the lease settled
+      if (lease) await settleUnstarted(deps, lease);
     },
 
     async reap(leaseId) {
