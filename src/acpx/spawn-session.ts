@@ -13,6 +13,7 @@ import {
   checkSignalTarget,
   computeCommandHash,
   descriptorShortage,
+  hostFaultNote,
   recordRootIdentity,
   settleLease,
   settleUnstarted,
@@ -192,7 +193,7 @@ export async function spawnSession(d: ControllerDeps, live: LiveSessions, input:
   try {
     await d.sessions.put(record);
   } catch (err) {
-    return fail("wrapper-failed", `the session record could not be written: ${errMessage(err)}`, err);
+    return fail("wrapper-failed", `the session record could not be written: ${errMessage(err)}${hostFaultNote(err, d.stateDir)}`, err);
   }
   const handle: AcpRuntimeHandle = {
     sessionKey: input.sessionKey,

@@ -78,6 +78,12 @@ export function asRecordWriteError(err: unknown, stateDir: string, path: string,
   return code !== undefined && RECORD_WRITE_CODES.has(code) ? new LeaseRecordWriteError(stateDir, path, code, op, err) : err;
 }
 
+/** "; <what the errno means for the state dir>" for an error the host caused (RECORD_WRITE_CODES), else "". */
+export function hostFaultNote(err: unknown, stateDir: string): string {
+  const code = errnoCode(err);
+  return code !== undefined && RECORD_WRITE_CODES.has(code) ? `; ${describeRecordWrite(code, stateDir)}` : "";
+}
+
 export function isRecordWriteBlocked(err: unknown): err is LeaseRecordWriteError {
   return err instanceof LeaseRecordWriteError;
 }

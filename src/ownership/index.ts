@@ -51,7 +51,7 @@ export type { LegacySessionRecord } from "./legacy.js";
 export { settleLease, reconcileLeases, applySettlement, settleUnstarted } from "./lifecycle.js";
 export type { LifecycleDeps, LeaseAction, LeaseOutcome, SettleLeaseOptions, ReconcileOptions, LeaseReconcileReport, PendingSettlement } from "./lifecycle.js";
 export { pendingSettlements } from "./pending-settlements.js";
-export { LeaseRecordWriteError, HostResourceError, CwdUnusableError, checkCwd, descriptorShortage, hostResourceError, processLimitError, isRecordWriteBlocked } from "./host-faults.js";
+export { LeaseRecordWriteError, HostResourceError, CwdUnusableError, checkCwd, descriptorShortage, hostFaultNote, hostResourceError, processLimitError, isRecordWriteBlocked } from "./host-faults.js";
 export type { HostResource } from "./host-faults.js";
 export { acquireStateDirLock, stateDirLockHolder, StateDirLockedError, STATE_LOCK_FILE } from "./state-lock.js";
 export type { StateDirLock } from "./state-lock.js";
