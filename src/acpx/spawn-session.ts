@@ -10,6 +10,7 @@
  */
 import { performance } from "node:perf_hooks";
 import {
+  checkCwd,
   checkSignalTarget,
   computeCommandHash,
   descriptorShortage,
@@ -326,6 +327,8 @@ export function validateEnsureInput(input: AcpRuntimeEnsureInput): void {
   if (input.envRemove !== undefined) assertEnvRemove(input.envRemove, "input.envRemove");
   if (input.auth !== undefined) assertAuthInput(input.auth, "input.auth");
   if (input.limits !== undefined) assertSessionLimits(input.limits, "input.limits");
+  // exists, is a directory, may be entered: else a CwdUnusableError naming it, before any lease or cgroup is made
+  if (input.cwd !== undefined) checkCwd(input.cwd);
 }
 
 export function describeExit(e: { code: number | null; signal: NodeJS.Signals | null }): string {

@@ -17,7 +17,7 @@
 import { randomUUID } from "node:crypto";
 import { getProcessFacts } from "../facts/get.js";
 import type { ProcessFacts, ProcessSignaller } from "../facts/types.js";
-import { DEFAULT_GRACE_MS, reapStoppedPid } from "../ownership/index.js";
+import { checkCwd, DEFAULT_GRACE_MS, reapStoppedPid } from "../ownership/index.js";
 import type { AdapterExit, SpawnedProcess } from "./adapters/adapter.js";
 import { spawnChild } from "./adapters/child.js";
 import { loadNodePty, loadPtyModule, ptyArgv, spawnPty, type PtyLoader, type PtyModule } from "./adapters/pty.js";
@@ -669,6 +669,8 @@ function validate(input: SpawnInput): void {
   } else {
     throw new TypeError(`mode must be "child" or "pty", got ${JSON.stringify((input as { mode?: unknown }).mode)}`);
   }
+  // exists, is a directory, may be entered: else a CwdUnusableError naming it, before any lease or cgroup is made
+  if (input.cwd !== undefined) checkCwd(input.cwd);
 }
 
 function delay(ms: number): Promise<void> {
