@@ -22,7 +22,7 @@ import {
 import type { AcpxProcessLease } from "../ownership/types.js";
 import { AcpClient, assertAuthInput, explainHandshakeFailure, handshake } from "./acp-client.js";
 import { AcpxEnsureError, type AcpxEnsureErrorDetails, type EnsureFailureCause } from "./errors.js";
-import { assertEnvRemove, describeEnd, launchWrapper, rootArgvFor, type LaunchedWrapper } from "./launch.js";
+import { assertEnvRemove, describeEarlyExit, describeEnd, launchWrapper, rootArgvFor, type LaunchedWrapper } from "./launch.js";
 import { lifecycleDeps, releaseLaunched, type ControllerDeps, type LiveSessions } from "./live-sessions.js";
 import { applyLimits, createLeaseCgroup, readCgroupOf, removeCgroup } from "../containment/index.js";
 import { assertSessionLimits, controllersFor, describeLimits, enableLimitControllers, enforcedLimits, rememberLimits, type EnforcedLimits } from "./session-limits.js";
@@ -131,10 +131,12 @@ export async function spawnSession(d: ControllerDeps, live: LiveSessions, input:
     );
   }
   if (start.kind === "error") return fail("wrapper-failed", `the wrapper could not be spawned: ${start.error.message}`, start.error);
-  if (start.kind === "exited") {
-    return fail("wrapper-failed", `the wrapper exited before reporting (${describeExit(start.exit)})${stderrNote(launched)}`);
+  // classified by its exit (abort, signal, code) and its stderr, in one line (launch.ts describeEarlyExit)
+  if (start.kind === "exited" || start.kind === "timeout") {
+    const early = describeEarlyExit(start.kind === "exited" ? start.exit : null, launched.stderrTail(), launched.pid);
+    const late = start.kind === "timeout" ? ` (no "started" report within ${start.ms} ms)` : "";
+    return fail("wrapper-failed", `${early.cause}${late}`, early.host);
   }
-  if (start.kind === "timeout") return fail("wrapper-failed", `the wrapper sent no "started" report within ${start.ms} ms`);
 
   // Identity of the live root; the group is the adapter group the wrapper reported.
   const rootPid = start.report.wrapperPid;

@@ -155,8 +155,8 @@ export function descriptorShortage(what: string): HostResourceError | null {
 }
 
 /** EAGAIN from fork/clone/pthread_create: the tightest pids.max above this process, RLIMIT_NPROC and threads-max. */
-export function processLimitError(what: string, cause?: unknown): HostResourceError {
-  const pids = tightestPidsMax();
+export function processLimitError(what: string, cause?: unknown, pid?: number): HostResourceError {
+  const pids = tightestPidsMax(pid) ?? tightestPidsMax();
   const nproc = readLimit("Max processes");
   const parts = [
     pids ? `pids.max ${pids.max} of cgroup ${pids.path} (pids.current ${pids.current})` : null,
@@ -198,9 +198,19 @@ function readLimit(name: string): { soft: string; hard: string } | null {
   return f.length >= 2 ? { soft: f[0]!, hard: f[1]! } : null;
 }
 
-/** The pids cgroup above this process with the lowest pids.max (v2 first, then v1), or null when none limits it. */
-function tightestPidsMax(): { path: string; max: number; current: string } | null {
-  const cgroups = readText("/proc/self/cgroup") ?? "";
+/**
+ * Whether a pids cgroup above `pid` (default: this process) is at its
+ * pids.max now: a process that stalls or dies before it can report, in a
+ * cgroup with no task left, could not make its threads.
+ */
+export function pidsLimitReached(pid?: number): boolean {
+  const t = tightestPidsMax(pid);
+  return t !== null && Number(t.current) >= t.max;
+}
+
+/** The pids cgroup above `pid` (default: this process) with the lowest pids.max (v2 first, then v1), or null when none limits it. */
+function tightestPidsMax(pid?: number): { path: string; max: number; current: string } | null {
+  const cgroups = readText(`/proc/${pid ?? "self"}/cgroup`) ?? "";
   const mounts = (readText("/proc/self/mountinfo") ?? "").split("\n").map((l) => l.split(" "));
   const candidates: string[] = [];
   for (const line of cgroups.split("\n")) {
