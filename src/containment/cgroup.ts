@@ -659,6 +659,26 @@ export async function removeOwnerFolder(support: ContainmentSupport, owner: stri
   }
 }
 
+/**
+ * The instance folder a lease cgroup lived in (`<proclease root>/<owner>`),
+ * removed when nothing is left in it: a folder per state dir (or per
+ * supervisor process) would otherwise outlive its last lease on the host.
+ * Only a folder of that shape is touched, and rmdir itself refuses one that
+ * still holds a cgroup (a lease being made right now keeps it; that maker
+ * re-creates a folder removed under it: createLeaseCgroup's retry).
+ */
+export async function removeEmptyOwnerFolder(leaseCgroupPath: string): Promise<"removed" | "busy" | "gone" | "refused"> {
+  const folder = dirname(leaseCgroupPath);
+  if (basename(dirname(folder)) !== PROCLEASE_DIR || !CGROUP_NAME_RE.test(basename(folder)) || basename(folder) === GATEWAY_LEAF) return "refused";
+  try {
+    await fsp.rmdir(folder);
+    return "removed";
+  } catch (e) {
+    const code = errCode(e);
+    return code === "ENOENT" ? "gone" : code === "ENOTEMPTY" || code === "EBUSY" ? "busy" : "refused";
+  }
+}
+
 /** mkdir of a cgroup; null when made (or, with existingOk, already there). */
 async function mkdirCgroup(path: string, existingOk: boolean): Promise<Extract<CreateLeaseCgroupResult, { ok: false }> | null> {
   try {

@@ -60,6 +60,8 @@ export interface LeaseCreateInput {
   wrapperPath: string;
   commandHash: string;
   leaseId?: string;
+  /** a supervisor run's holder (supervisor-holders.ts) */
+  holder?: string;
 }
 
 export interface LeaseListFilter {
@@ -343,6 +345,7 @@ export async function openLeaseStore(stateDir: string, opts: LeaseStoreOptions =
           startedAt: now,
           state: "open",
           updatedAt: now,
+          ...(input.holder !== undefined ? { holder: input.holder } : {}),
         },
         false,
       );

@@ -42,7 +42,7 @@
  */
 import type { ProcessFacts, ProcessSignaller, ProcessSnapshot } from "../facts/types.js";
 import { cgroupMembers, drainLeaseCgroup, lookIntoLeaseCgroup } from "./lease-cgroup.js";
-import type { LeaseStore } from "./lease-store.js";
+import { LeaseTransitionError, type LeaseStore } from "./lease-store.js";
 import type { ReapReport } from "./reap.js";
 import { reapLeaseVerification, type LeaseReapResult } from "./reap-verification.js";
 import { batchingVerifier, type LeaseVerifier } from "./verify-batching.js";
@@ -425,9 +425,17 @@ export async function applySettlement(store: LeaseStore, leaseId: string, s: Set
   if (cur === null) return null;
   if (s.to === "unchanged" || cur.state === "closed" || cur.state === "lost" || cur.state === s.to) return cur;
   const to: LeaseState = s.to;
-  if (to === "open") return cur.state === "closing" ? store.transition(leaseId, "open") : cur;
-  cur = await markClosing(store, cur);
-  return to === "closing" ? cur : store.transition(leaseId, to);
+  try {
+    if (to === "open") return cur.state === "closing" ? await store.transition(leaseId, "open") : cur;
+    cur = await markClosing(store, cur);
+    return to === "closing" ? cur : await store.transition(leaseId, to);
+  } catch (e) {
+    // another settle of the same lease (a second supervisor object in this process) won the race: its state stands
+    if (!(e instanceof LeaseTransitionError)) throw e;
+    const now = await store.get(leaseId);
+    if (now === null || now.state === "closed" || now.state === "lost") return now;
+    throw e;
+  }
 }
 
 async function markClosing(store: LeaseStore, lease: AcpxProcessLease): Promise<AcpxProcessLease> {

@@ -20,7 +20,9 @@
  *   spawn; the run is born inside it (adapters/cgroup-shim.ts), so the
  *   lifecycle's drain ends whatever it left there, markers or not.
  */
+import { resolve } from "node:path";
 import { getProcessFacts } from "../facts/get.js";
+import { holdSupervisorLock, liveHolders, releaseSupervisorLock } from "../ownership/supervisor-holders.js";
 import type { ProcessFacts, ProcessSignaller } from "../facts/types.js";
 import { computeCommandHash } from "../ownership/command-hash.js";
 import { loadOrCreateGatewayInstanceId } from "../ownership/instance-id.js";
@@ -158,14 +160,17 @@ export interface RunLeasesOptions {
 export function createRunLeases(opts: RunLeasesOptions): RunLeases {
   const facts = opts.facts ?? getProcessFacts();
   const signaller = opts.signaller ?? createSignaller(facts);
-  let ready: Promise<{ store: LeaseStore; instanceId: string }> | undefined;
+  const stateDir = resolve(opts.stateDir);
+  let ready: Promise<{ store: LeaseStore; instanceId: string; holder: string }> | undefined;
   const init = () => {
     ready ??= (async () => {
       const [store, instanceId] = await Promise.all([
         openLeaseStore(opts.stateDir),
         opts.gatewayInstanceId ?? loadOrCreateGatewayInstanceId(opts.stateDir),
       ]);
-      return { store, instanceId };
+      // this process's holder lock: another process's reconcile leaves our runs alone while we live (supervisor-holders.ts)
+      const holder = await holdSupervisorLock(stateDir);
+      return { store, instanceId, holder };
     })();
     ready.catch(() => (ready = undefined));
     return ready;
@@ -188,7 +193,7 @@ export function createRunLeases(opts: RunLeasesOptions): RunLeases {
 
   return {
     async open(runId, argv) {
-      const [{ store, instanceId }, support] = await Promise.all([init(), detect()]);
+      const [{ store, instanceId, holder }, support] = await Promise.all([init(), detect()]);
       // the CLI finds this state dir's lease cgroups (and orphans among them) from this record; once per supervisor
       // (a failed write costs only that view, never the run)
       if (support.available) rootRecorded ??= recordContainmentRoot(opts.stateDir, support.root).catch(() => undefined);
@@ -198,6 +203,7 @@ export function createRunLeases(opts: RunLeasesOptions): RunLeases {
         sessionKey: SUPERVISOR_SESSION_PREFIX + runId,
         ...SUPERVISOR_WRAPPER_FIELDS,
         commandHash: computeCommandHash(argv),
+        holder,
       });
       const env = { [LEASE_ENV_KEY]: lease.leaseId, [INSTANCE_ENV_KEY]: instanceId };
       // a cgroup that cannot be made leaves the run uncontained, as without containment
@@ -264,7 +270,11 @@ export function createRunLeases(opts: RunLeasesOptions): RunLeases {
       const tracked = (l: AcpxProcessLease) =>
         live.has(l.leaseId) ||
         isTracked?.({ runId: l.sessionKey.slice(SUPERVISOR_SESSION_PREFIX.length), leaseId: l.leaseId, sessionKey: l.sessionKey }) === true;
-      const r = await reconcileLeases(deps, { kind: "supervisor", skip: (l) => (tracked(l) ? "tracked" : undefined) });
+      // runs of a supervisor alive in another process are its own, whatever their lease says
+      const others = await liveHolders(stateDir, facts);
+      const skip = (l: AcpxProcessLease) =>
+        l.holder !== undefined && others.has(l.holder) ? `its supervisor (holder ${l.holder}) is alive in another process` : tracked(l) ? "tracked" : undefined;
+      const r = await reconcileLeases(deps, { kind: "supervisor", skip });
       const runs: ReconciledRun[] = [];
       for (const o of r.entries) {
         if (o.action === "skipped-live") continue; // runs still supervised or tracked: neither touched nor reported
@@ -285,9 +295,12 @@ export function createRunLeases(opts: RunLeasesOptions): RunLeases {
     },
 
     async release() {
+      if (ready === undefined) return;
+      const { instanceId } = await ready;
+      await releaseSupervisorLock(stateDir);
       // only a supervisor that contained something has a folder; never detect just to remove one
-      if (containment === undefined || ready === undefined) return;
-      const [support, { instanceId }] = await Promise.all([containment, ready]);
+      if (containment === undefined) return;
+      const support = await containment;
       if (support.available) await removeOwnerFolder(support, instanceId);
     },
   };
