@@ -40,8 +40,8 @@ import {
 } from "../ownership/types.js";
 import { createSignaller } from "../facts/signal.js";
 import { recordContainmentRoot } from "../ownership/containment-record.js";
-import { createLeaseCgroup, detectContainment, removeOwnerFolder, removeCgroup, type ContainmentSupport, type LeaseCgroup } from "../containment/index.js";
-import { shimUnavailable } from "./adapters/cgroup-shim.js";
+import { createLeaseCgroup, removeEmptyOwnerFolder, removeOwnerFolder, removeCgroup, type ContainmentSupport, type LeaseCgroup } from "../containment/index.js";
+import { detectRunContainment } from "./run-cgroups.js";
 import type { LeaseVerification } from "../ownership/verify.js";
 import type { SupervisorRunRef } from "./types.js";
 
@@ -178,12 +178,7 @@ export function createRunLeases(opts: RunLeasesOptions): RunLeases {
   let containment: Promise<ContainmentSupport> | undefined;
   let rootRecorded: Promise<void> | undefined;
   const detect = (): Promise<ContainmentSupport> => {
-    containment ??= (async (): Promise<ContainmentSupport> => {
-      if (opts.containment === "off") return { available: false, code: "refused", why: 'turned off (containment: "off")' };
-      const support = await detectContainment();
-      const noShim = support.available ? shimUnavailable() : null;
-      return noShim === null ? support : { available: false, code: "probe-failed", why: noShim };
-    })();
+    containment ??= detectRunContainment(opts.containment);
     return containment;
   };
   const lifecycle = async (): Promise<LifecycleDeps> => {
@@ -223,7 +218,8 @@ export function createRunLeases(opts: RunLeasesOptions): RunLeases {
     async dropCgroup(leaseId, cgroup) {
       const { store } = await init();
       await store.update(leaseId, { cgroup: undefined });
-      await removeCgroup(cgroup.path, { waitMs: 0 });
+      const rm = await removeCgroup(cgroup.path, { waitMs: 0 });
+      if (rm.outcome === "removed") await removeEmptyOwnerFolder(cgroup.path);
     },
 
     containment: detect,

@@ -28,7 +28,9 @@ import { createRunRegistry } from "./registry.js";
 import type { ManagedRun, RunExit, RunRecord, SpawnInput, SupervisorRunRef, TerminationReason } from "./types.js";
 import { resolveRunNoOutputTimeoutMs } from "./watchdog.js";
 import { nonNegativeOption } from "../facts/validate.js";
-import type { ContainmentSupport } from "../containment/index.js";
+import type { ContainmentSupport, LeaseCgroup } from "../containment/index.js";
+import { createSignaller } from "../facts/signal.js";
+import { createRunCgroups, detectRunContainment, sweepDeadRunFolders } from "./run-cgroups.js";
 import { containedChild, containedPty, executableFound, type ShimCommand } from "./adapters/cgroup-shim.js";
 import { provablyGone } from "../facts/liveness.js";
 
@@ -62,8 +64,9 @@ export interface ProcessSupervisorOptions {
    * allows it (detected once, on the first leased spawn), made and recorded in
    * the lease before the spawn, and the run is born inside it: whatever it
    * leaves behind, env-scrubbed setsid escapees included, is ended through
-   * the cgroup when the lease is reaped (README "Containment"). "off": never.
-   * Runs without a lease are never contained.
+   * the cgroup when the lease is reaped (README "Containment"). Runs without
+   * a lease (foreground, or no stateDir) get a cgroup too (run-cgroups.ts):
+   * their escapees end with the run's cancel or deadline. "off": never.
    */
   containment?: "auto" | "off";
 }
@@ -129,9 +132,8 @@ export interface ProcessSupervisor {
    */
   reconcileOrphans(opts?: ReconcileOrphansOptions): Promise<ReconcileReport>;
   /**
-   * The containment leased runs get (ContainmentSupport: available, or why
-   * not), detected once per supervisor; without a `stateDir` no run is
-   * leased, so none is contained.
+   * The containment runs get, leased or not (ContainmentSupport: available,
+   * or why not), detected once per supervisor.
    */
   containment(): Promise<ContainmentSupport>;
 }
@@ -193,6 +195,20 @@ export function createProcessSupervisor(opts: ProcessSupervisorOptions = {}): Pr
     });
     return leases;
   };
+
+  // runs without a lease get a cgroup of their own too, where containment is available (run-cgroups.ts)
+  let unleasedSupport: Promise<ContainmentSupport> | undefined;
+  const detectForRuns = (): Promise<ContainmentSupport> => {
+    const l = getLeases();
+    if (l) return l.containment();
+    if (!unleasedSupport) {
+      unleasedSupport = detectRunContainment(opts.containment);
+      // a dead supervisor process's empty run folders go at the next start
+      void unleasedSupport.then((s) => sweepDeadRunFolders(s, facts)).catch(() => undefined);
+    }
+    return unleasedSupport;
+  };
+  const runCgroups = createRunCgroups({ detect: detectForRuns, facts, signaller: opts.signaller ?? createSignaller(facts), graceMs });
 
   // every tree kill of a run's root is bound to the start time read at spawn: a reused pid gets nothing
   const killTree = (pid: number, expectedStartTime: string): Promise<KillTreeResult> =>
@@ -283,6 +299,8 @@ export function createProcessSupervisor(opts: ProcessSupervisorOptions = {}): Pr
     const argv = input.mode === "child" ? [...input.argv] : ptyArgv(input.ptyCommand);
     const store = input.background ? getLeases() : undefined;
     let lease: RunLease | undefined;
+    /** the cgroup of a run without a lease (run-cgroups.ts) */
+    let own: LeaseCgroup | undefined;
 
     /** Ends a run that never got a process: cancelled while starting, or its startup failed. */
     const endUnstarted = async (err: unknown): Promise<ManagedRun> => {
@@ -291,6 +309,7 @@ export function createProcessSupervisor(opts: ProcessSupervisorOptions = {}): Pr
       leaveLive();
       // no process ever existed: the lease record's convention for that is "lost"
       if (lease) await store!.neverStarted(lease.leaseId).catch(() => {});
+      if (own) await runCgroups.settle(own).catch(() => {});
       if (reason === undefined) {
         settled(null);
         throw err;
@@ -315,6 +334,15 @@ export function createProcessSupervisor(opts: ProcessSupervisorOptions = {}): Pr
           // not startable inside it: out of the lease before anything runs (never a claim the run is outside of)
           if (shim === undefined) await store.dropCgroup(lease.leaseId, lease.cgroup);
         }
+      } else if (run.requested === undefined) {
+        own = (await runCgroups.open().catch(() => null)) ?? undefined;
+        if (own !== undefined) {
+          shim = shimFor(input, own.path, argv, env) ?? undefined;
+          if (shim === undefined) {
+            await runCgroups.settle(own);
+            own = undefined;
+          }
+        }
       }
       if (run.requested === undefined && input.mode === "pty") ptyModule = await loadPtyModule(loadPty);
     } catch (err) {
@@ -325,7 +353,8 @@ export function createProcessSupervisor(opts: ProcessSupervisorOptions = {}): Pr
     // From here to `killStarted` nothing awaits: a cancel cannot fall between the check above and the spawn.
     let proc: SpawnedProcess;
     try {
-      proc = input.mode === "child" ? spawnChild(input, env, shim && { ...shim, env: lease!.env }) : spawnPty(input, env, ptyModule!, shim);
+      // the shim starts with the lease markers only (a run without a lease: nothing); it execs the run with `env`
+      proc = input.mode === "child" ? spawnChild(input, env, shim && { ...shim, env: lease?.env ?? {} }) : spawnPty(input, env, ptyModule!, shim);
     } catch (err) {
       return endUnstarted(err);
     }
@@ -367,7 +396,9 @@ export function createProcessSupervisor(opts: ProcessSupervisorOptions = {}): Pr
       run.requested = reason;
       registry.setState(runId, "exiting");
       clearTimers();
-      run.kill = pid === undefined ? Promise.resolve() : terminate(pid);
+      const killed = pid === undefined ? Promise.resolve() : terminate(pid);
+      // a run without a lease: what its cgroup still holds (a setsid escapee) ends with the cancel or deadline
+      run.kill = own === undefined ? killed : killed.finally(() => runCgroups.drain(own!).catch(() => undefined));
       if (proc.mayMissExit && pid !== undefined) void run.kill.then(() => watchGone(pid));
     };
 
@@ -482,6 +513,8 @@ export function createProcessSupervisor(opts: ProcessSupervisorOptions = {}): Pr
       const fin = registry.finalize(runId, { reason, exitCode: exit.exitCode, exitSignal: exit.exitSignal });
       const final = fin?.record.terminationReason ?? reason;
       proc.dispose();
+      // ended on its own: nothing is signalled; its cgroup goes once it is empty
+      if (own !== undefined && run.kill === undefined) await runCgroups.settle(own).catch(() => {});
       if (lease) {
         // closed only when nothing of ours may still run: a tree kill whose reap
         // left survivors keeps the lease closing, for reconcileOrphans to retry
@@ -530,12 +563,12 @@ export function createProcessSupervisor(opts: ProcessSupervisorOptions = {}): Pr
         const cancelled = cancelAll(reason);
         const exits = await Promise.all(runs.map(async (r) => ({ runId: r.runId, exit: await r.done })));
         await getLeases()?.release().catch(() => undefined);
+        await runCgroups.release().catch(() => undefined);
         return { cancelled, runs: exits };
       })();
       return shutdownReport;
     },
-    containment: async () =>
-      getLeases()?.containment() ?? { available: false, code: "refused", why: "no stateDir: runs are not leased, so none is contained" },
+    containment: detectForRuns,
     getRecord: (runId) => registry.get(runId),
     listRecords: () => registry.list(),
     listByScope: (scopeKey) => registry.listByScope(scopeKey),

@@ -188,7 +188,8 @@ describe("every tree kill of a run's root is bound to the start time read at spa
   it.skipIf(FACTS.identityStrength === "none")("facts that report another start time for the root: no tree kill (the root still goes through its unreaped handle)", async () => {
     const t = switchedFacts();
     const sig = recordingSignaller();
-    const sup = createProcessSupervisor({ facts: t.facts, signaller: sig, graceMs: 200 });
+    // containment off: the run's own cgroup would end the grandchild whatever the facts say of the root (foreground-containment.test.ts)
+    const sup = createProcessSupervisor({ facts: t.facts, signaller: sig, graceMs: 200, containment: "off" });
     const { run, grandchild } = await stubborn(sup);
     await waitFor(() => sup.getRecord(run.runId)?.rootStartTime !== undefined, 5000);
     const start = sup.getRecord(run.runId)!.rootStartTime!;
