@@ -67,4 +67,53 @@ describe.skipIf(skip !== null)(`a full disk (ENOSPC from a 512 KB tmpfs)${skip ?
     expect(await gw.lives()).toBe(true);
     await gw.call("dispose");
   }, 90_000);
+
+  it("a supervisor's leased run cancelled on a full disk ends all the same; its reconcile settles the lease once space is back", async () => {
+    fs = mountTmpfs(512);
+    const stateDir = join(fs.dir, "state");
+    const gw = await startGateway();
+    await gw.call("supervisor", { stateDir });
+    const run = await gw.call<{ pid: number; leaseId: string }>("spawn", { runId: "full-run", argv: ["/bin/sh", "-c", "trap '' TERM; sleep 1000 & exec sleep 1000"], background: true });
+    await waitFor(() => carriersOf("OPENCLAW_ACPX_LEASE_ID", run.leaseId).length === 2);
+    fs.fill();
+    expect(await gw.call("cancel", { runId: "full-run" })).toBe(true);
+    const exit = await gw.call<{ reason: string }>("wait", { runId: "full-run" }, 30_000);
+    expect(exit.reason).toBe("manual-cancel");
+    await waitFor(() => carriersOf("OPENCLAW_ACPX_LEASE_ID", run.leaseId).length === 0, 10_000);
+    const during = leaseFiles(stateDir);
+    expect(during.filter((f) => f.corrupt)).toEqual([]);
+    expect(during.find((f) => f.lease?.leaseId === run.leaseId)?.lease?.state).toBe("open");
+    expect(await gw.lives()).toBe(true);
+    fs.unfill();
+    const rep = await gw.call<{ runs: { leaseId: string; state: string }[] }>("reconcile");
+    expect(rep.runs).toEqual([expect.objectContaining({ leaseId: run.leaseId, state: "closed" })]);
+    expect(leaseFiles(stateDir).filter((f) => f.lease?.state !== "closed" && f.lease?.state !== "lost")).toEqual([]);
+    await gw.call("shutdown");
+  }, 90_000);
+
+  it("the startup reap on a full disk ends what the crashed gateway left, and settles it once space is back", async () => {
+    fs = mountTmpfs(512);
+    const stateDir = join(fs.dir, "state");
+    const first = await startGateway();
+    ({ instanceId: instance } = await first.call<{ instanceId: string }>("controller", { stateDir, maintenanceIntervalMs: 0 }));
+    const h = await first.call<{ leaseId: string; rootPid: number }>("ensure", { key: "crash-1", command: agentArgv("--ignore-sigterm", "--survive-stdin-close", "--grandchild=setsid") });
+    // gateway and wrapper killed together: the adapter and its grandchild are left for the next start
+    process.kill(h.rootPid, "SIGKILL");
+    first.kill();
+    await first.exited;
+    await waitFor(() => carriersOf("OPENCLAW_ACPX_LEASE_ID", h.leaseId).length === 2);
+    const next = await startGateway();
+    await next.call("controller", { stateDir, maintenanceIntervalMs: 0 });
+    fs.fill();
+    const rep = await next.call<{ entries: { leaseId: string; stateAfter: string; pending?: { to: string; code: string } }[] }>("reap");
+    const e = rep.entries.find((x) => x.leaseId === h.leaseId)!;
+    expect(e.pending).toMatchObject({ to: "closed", code: "ENOSPC" });
+    await waitFor(() => carriersOf("OPENCLAW_ACPX_LEASE_ID", h.leaseId).length === 0, 10_000);
+    expect(leaseFiles(stateDir).filter((f) => f.corrupt)).toEqual([]);
+    fs.unfill();
+    const again = await next.call<{ entries: { leaseId: string; stateAfter: string }[] }>("reap");
+    expect(again.entries.find((x) => x.leaseId === h.leaseId)?.stateAfter).toBe("closed");
+    expect(await next.lives()).toBe(true);
+    await next.call("dispose");
+  }, 90_000);
 });
