@@ -114,7 +114,9 @@ export async function recordContainmentRoot(stateDir: string, root: string): Pro
   const prev = await readContainmentRecord(stateDir);
   const earlier = prev.kind === "ok" ? prev.record.roots.filter((x) => x !== root && rootShapeProblem(x) === null) : [];
   const record: ContainmentRecord = { version: RECORD_VERSION, roots: [root, ...earlier].slice(0, MAX_ROOTS), updatedAt: Date.now() };
-  await atomicWrite(dir, CONTAINMENT_RECORD_FILE, JSON.stringify(record) + "\n", true);
+  // a restart in the same cgroup changes nothing: no write (a full disk must not keep a gateway from starting)
+  const same = prev.kind === "ok" && prev.record.roots.length === record.roots.length && prev.record.roots.every((x, i) => x === record.roots[i]);
+  if (!same) await atomicWrite(dir, CONTAINMENT_RECORD_FILE, JSON.stringify(record) + "\n", true);
   await removeEmptyInstanceFolders(stateDir, [root, ...earlier]);
 }
 
