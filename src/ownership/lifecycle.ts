@@ -50,6 +50,7 @@ import { NOTHING_STARTED, settlementAfterReap, settlementFor, type Settlement } 
 import { isSupervisorLease, type AcpxProcessLease, type LeaseState, type OwnershipEvidence } from "./types.js";
 import { explainLease, verifyLeases, type LeaseVerdict, type LeaseVerification } from "./verify.js";
 import { pendingOf, writeGuard, type PendingSettlement } from "./pending-settlements.js";
+import { coalescingFacts, countingFacts } from "./batch-facts.js";
 
 export type { PendingSettlement };
 
@@ -495,41 +496,4 @@ function attachedReason(v: LeaseVerification, snapshot: ProcessSnapshot | undefi
     return { action: "skipped-live", why: `its root's parent (pid ${parent}) is alive: attached to a running gateway` };
   }
   return null;
-}
-
-/** Counts snapshot() calls (the one-snapshot promise is checked, not assumed). */
-function countingFacts(facts: ProcessFacts, onSnapshot: () => void): ProcessFacts {
-  return {
-    backend: facts.backend,
-    identityStrength: facts.identityStrength,
-    snapshot: () => {
-      onSnapshot();
-      return facts.snapshot();
-    },
-    inspect: (pid, o) => facts.inspect(pid, o),
-    inspectMany: (pids, o) => facts.inspectMany(pids, o),
-  };
-}
-
-/**
- * Many trees reaped at once each ask for a fresh snapshot (to catch children
- * forked mid-teardown) at nearly the same moment; concurrent callers share
- * the walk in flight instead of each walking /proc.
- */
-function coalescingFacts(facts: ProcessFacts): ProcessFacts {
-  let inflight: Promise<ProcessSnapshot> | undefined;
-  return {
-    backend: facts.backend,
-    identityStrength: facts.identityStrength,
-    snapshot: () => {
-      if (!inflight) {
-        inflight = facts.snapshot().finally(() => {
-          inflight = undefined;
-        });
-      }
-      return inflight;
-    },
-    inspect: (pid, o) => facts.inspect(pid, o),
-    inspectMany: (pids, o) => facts.inspectMany(pids, o),
-  };
 }
