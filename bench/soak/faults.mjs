@@ -44,6 +44,9 @@ export class FaultWindows {
   start(gatewayPid) {
     const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
     this.loop = (async () => {
+      // the first window waits for the first gateway to be up: a state dir that was never initialised
+      // cannot be on a full disk (its instance id, wrapper and folders must be written once)
+      while (!this.stopped && gatewayPid() === null) await sleep(50);
       while (!this.stopped) {
         await sleep(this.r.int(1500, 5000));
         if (this.stopped) break;

@@ -52,4 +52,25 @@ describe.skipIf(skip !== null)(`descriptors run out (EMFILE from prlimit --nofil
     expect(await gw.lives()).toBe(true);
     await gw.call("dispose");
   }, 240_000);
+
+  it("60 supervisor runs (background, leased): the gateway lives, each spawn error names RLIMIT_NOFILE, every lease settles", async () => {
+    const stateDir = tempDir("emfile-sup");
+    const gw = await startGateway({ prefix: ["prlimit", "--nofile=128:128", "--"] });
+    await gw.call("supervisor", { stateDir });
+    const ids = Array.from({ length: 60 }, (_, i) => `run-${i}`);
+    const spawned = await Promise.all(ids.map((runId) => gw.request("spawn", { runId, argv: ["sleep", "3"], background: true }, 120_000)));
+    expect(await gw.lives()).toBe(true);
+    const waits = await Promise.all(ids.map((runId, i) => (spawned[i]!.ok ? gw.request("wait", { runId }, 120_000) : Promise.resolve(spawned[i]!))));
+    const failures = waits.map((w) => (w.ok ? ((w.value as { reason: string; stderr: string }).reason === "spawn-error" ? (w.value as { stderr: string }).stderr : null) : `${w.error!.message}`)).filter((x): x is string => x !== null);
+    expect(failures.length).toBeGreaterThan(0);
+    for (const f of failures) expect(f, f).toMatch(/EMFILE/);
+    for (const f of failures) expect(f, f).toMatch(/RLIMIT_NOFILE soft 128, hard 128|could not be (written|read)/);
+    const rep = await gw.call<{ runs: { state: string }[] }>("reconcile");
+    expect(rep.runs.filter((r) => r.state !== "closed" && r.state !== "lost")).toEqual([]);
+    const files = leaseFiles(stateDir);
+    expect(files.filter((f) => f.corrupt)).toEqual([]);
+    expect(files.filter((f) => f.lease!.state !== "closed" && f.lease!.state !== "lost")).toEqual([]);
+    expect(await gw.lives()).toBe(true);
+    await gw.call("shutdown");
+  }, 240_000);
 });

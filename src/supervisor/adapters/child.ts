@@ -3,6 +3,7 @@ import type { ManagedRunStdin, SpawnChildInput } from "../types.js";
 import { signalUnreapedChild } from "../../facts/guards.js";
 import { OUTPUT_FLUSH_MS, type AdapterExit, type SpawnedProcess } from "./adapter.js";
 import type { ShimCommand } from "./cgroup-shim.js";
+import { hostResourceError } from "../../ownership/host-faults.js";
 
 /**
  * Spawns argv directly (no shell), detached into its own process group so a
@@ -64,7 +65,8 @@ export function spawnChild(input: SpawnChildInput, env: NodeJS.ProcessEnv, shim?
       // kill/IPC failure, which the exit event still reports.
       if (child.pid === undefined && exit === undefined) {
         exitObserved = true;
-        exit = { exitCode: null, exitSignal: null, spawnError: err };
+        // a host limit (descriptors, processes, memory) is named with where its limit is read
+        exit = { exitCode: null, exitSignal: null, spawnError: hostResourceError(err, `spawn ${file}`) ?? err };
         done();
       }
     });
