@@ -795,7 +795,7 @@ function injectFaults() {
 const t0 = Date.now();
 console.log(
   `# chaos soak: seed ${opts.seed}, ${opts.sessions} sessions in ${plan.batches.length} incarnations + 1 final, ` +
-    `churn ${opts.churn}, grace ${opts.graceMs} ms (replay: npm run soak -- --seed ${opts.seed} --sessions ${opts.sessions}${opts.churn !== 4 ? ` --churn ${opts.churn}` : ""})`,
+    `churn ${opts.churn}, grace ${opts.graceMs} ms (replay: npm run soak -- --seed ${opts.seed} --sessions ${opts.sessions}${opts.churn !== 4 ? ` --churn ${opts.churn}` : ""}${opts.faults ? " --faults" : ""})`,
 );
 console.log(`# run dir ${runDir}`);
 
