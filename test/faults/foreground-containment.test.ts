@@ -33,7 +33,7 @@ describe.skipIf(skip !== null)(`foreground supervisor runs are contained${skip ?
         const before = cgroupFolders().length;
         const gw = await startGateway();
         await gw.call("supervisor", leased ? { stateDir: tempDir("fg") } : {});
-        await gw.call("spawn", { runId: "fg", argv: ["/bin/sh", "-c", escaping(marker)], background: leased, ...(how === "timeout" ? { timeoutMs: 1500 } : {}) });
+        await gw.call("spawn", { runId: "fg", argv: ["/bin/sh", "-c", escaping(marker)], background: leased, ...(how === "timeout" ? { timeoutMs: 6000 } : {}) });
         await waitFor(() => argvCarriers(marker).length === 1, 10_000);
         const [escapee] = argvCarriers(marker);
         expect(cgroupOf(escapee!)).toMatch(/\/proclease\//);
