@@ -14,6 +14,7 @@ import { tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
 import { isAliveSync } from "../helpers/liveness.js";
+import { detectContainment } from "../../src/containment/index.js";
 
 export const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), "../..");
 export const GATEWAY = join(ROOT, "test/faults/fixtures/gateway.mjs");
@@ -394,8 +395,13 @@ export function worldReadablePackage(): { dir: string; dist: string; gateway: st
   };
 }
 
-/** The folders under the proclease cgroup root (instance folders and their lease cgroups), for before/after counts. */
-export function cgroupFolders(root = "/sys/fs/cgroup/unified/proclease"): string[] {
+/** Where this host puts lease cgroups (detected the way a gateway does), or null without containment. */
+export const CONTAINMENT = await detectContainment();
+const CGROUP_ROOT = CONTAINMENT.available ? CONTAINMENT.root : null;
+
+/** The folders under the proclease cgroup root (instance folders and their lease cgroups). */
+export function cgroupFolders(root: string | null = CGROUP_ROOT): string[] {
+  if (root === null) return [];
   const out: string[] = [];
   const walk = (d: string) => {
     let ents;
