@@ -9,7 +9,7 @@
  * that pid, or a start time that could not be read, get no tree kill at all.
  */
 import { readFileSync } from "node:fs";
-import { mkdtemp, readdir, readFile, rm } from "node:fs/promises";
+import { mkdtemp, readdir, readFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, afterEach, describe, expect, it } from "vitest";
@@ -22,6 +22,7 @@ import { LEASE_ENV_KEY } from "../../src/ownership/types.js";
 import { createProcessSupervisor } from "../../src/supervisor/supervisor.js";
 import { fixture, isAlive, killQuietly, matcher, recordingSignaller, waitFor } from "./helpers.js";
 import { inspectEach } from "../../src/facts/inspect-many.js";
+import { removeStateDir } from "../helpers/state-dir-cleanup.js";
 
 const FACTS = getProcessFacts();
 const NO_ENV = FACTS.backend === "ps" || FACTS.backend === "none";
@@ -35,7 +36,7 @@ afterEach(() => {
   pids.clear();
 });
 afterAll(async () => {
-  for (const d of dirs) await rm(d, { recursive: true, force: true });
+  for (const d of dirs) removeStateDir(d);
 });
 
 async function tempDir(): Promise<string> {

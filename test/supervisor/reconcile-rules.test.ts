@@ -8,7 +8,7 @@
  * the uncontained rules (containment.test.ts covers the contained ones).
  */
 import { spawn, type ChildProcess } from "node:child_process";
-import { mkdtemp, rm } from "node:fs/promises";
+import { mkdtemp } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, afterEach, describe, expect, it } from "vitest";
@@ -18,6 +18,7 @@ import { openLeaseStore } from "../../src/ownership/lease-store.js";
 import type { LeaseVerification } from "../../src/ownership/verify.js";
 import { createRunLeases } from "../../src/supervisor/durability.js";
 import { isAlive, waitFor } from "./helpers.js";
+import { removeStateDir } from "../helpers/state-dir-cleanup.js";
 
 const ARGV = [process.execPath, "-e", "setTimeout(() => {}, 60000)"];
 const children: ChildProcess[] = [];
@@ -26,7 +27,7 @@ afterEach(() => {
   for (const c of children.splice(0)) if (c.exitCode === null && c.signalCode === null) c.kill("SIGKILL");
 });
 afterAll(async () => {
-  for (const d of dirs) await rm(d, { recursive: true, force: true });
+  for (const d of dirs) removeStateDir(d);
 });
 
 /**
