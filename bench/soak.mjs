@@ -26,7 +26,12 @@
 //
 //   npm run soak [-- --quick] [--seed N] [--sessions N] [--churn N | --no-churn]
 //                [--grace-ms N] [--max-batch N] [--containment auto|off]
-//                [--keep] [--verbose] [--inject-faults]
+//                [--keep] [--verbose] [--inject-faults] [--faults]
+// --faults (issue 17): real ENOSPC and EMFILE windows while the sessions run
+// (bench/soak/faults.mjs: the state dir on a size-limited tmpfs filled to the
+// last block; the live gateway's RLIMIT_NOFILE lowered with prlimit --pid);
+// the same assertions, and a gateway that dies on its own fails the run. A
+// step that failed naming the fault counts as faulted, not as an error.
 // --inject-faults plants an orphan and an env-scrubbed escapee and signals two
 // bystanders after the final reap: the run must then fail, naming them (a
 // check of the checks; without containment the escapee shows as the limit).
@@ -46,6 +51,7 @@ import { Escapees } from "./soak/escapees.mjs";
 import { ENDINGS, KILLS_GATEWAY, isEscapeeCrash, makePlan } from "./soak/plan.mjs";
 import { probeCgroup2 } from "../test/helpers/cgroup-probe.mjs";
 import { INSTANCE_KEY, LEASE_KEY, carriers, children, cmdline, killSame, pids, sameAlive, stat } from "./soak/proc.mjs";
+import { FAULT_TEXT, FaultWindows, faultModeUnavailable } from "./soak/faults.mjs";
 
 const here = dirname(fileURLToPath(import.meta.url));
 const ROOT = join(here, "..");
@@ -78,6 +84,7 @@ function parseArgs(argv) {
     } else if (a === "--keep") o.keep = true;
     else if (a === "--verbose") o.verbose = true;
     else if (a === "--inject-faults") o.injectFaults = true;
+    else if (a === "--faults") o.faults = true;
     else if (a === "-h" || a === "--help") usage(null);
     else usage(`unknown argument ${a}`);
   }
@@ -88,7 +95,7 @@ function parseArgs(argv) {
 
 function usage(err) {
   const text =
-    "usage: node bench/soak.mjs [--quick] [--seed N] [--sessions N] [--churn N | --no-churn] [--grace-ms N] [--max-batch N] [--containment auto|off] [--keep] [--verbose] [--inject-faults]";
+    "usage: node bench/soak.mjs [--quick] [--seed N] [--sessions N] [--churn N | --no-churn] [--grace-ms N] [--max-batch N] [--containment auto|off] [--keep] [--verbose] [--inject-faults] [--faults]";
   if (err) {
     console.error(`soak: ${err}\n${text}`);
     process.exit(2);
@@ -107,6 +114,10 @@ if (process.platform !== "linux") {
   console.error("soak: Linux only (it checks the outcome through /proc itself)");
   process.exit(2);
 }
+if (opts.faults && faultModeUnavailable()) {
+  console.error(`soak: --faults cannot run here: ${faultModeUnavailable()}`);
+  process.exit(2);
+}
 if (!existsSync(DIST)) {
   console.error(`soak: ${DIST} is missing; run \`npm run build\` (npm run soak does)`);
   process.exit(2);
@@ -123,6 +134,8 @@ const stateDir = join(runDir, "state");
 const pidDir = join(runDir, "pids");
 const logDir = join(runDir, "bystanders");
 for (const d of [stateDir, pidDir, logDir]) mkdirSync(d, { mode: 0o700 });
+// --faults: the state dir is a tmpfs of its own, for the ENOSPC windows
+const faults = opts.faults ? new FaultWindows({ seed: opts.seed, dir: stateDir }) : null;
 const leaseDir = join(stateDir, "acpx", "leases");
 const gatewayLog = openSync(join(runDir, "gateways.log"), "a");
 
@@ -788,7 +801,7 @@ function injectFaults() {
 const t0 = Date.now();
 console.log(
   `# chaos soak: seed ${opts.seed}, ${opts.sessions} sessions in ${plan.batches.length} incarnations + 1 final, ` +
-    `churn ${opts.churn}, grace ${opts.graceMs} ms (replay: npm run soak -- --seed ${opts.seed} --sessions ${opts.sessions}${opts.churn !== 4 ? ` --churn ${opts.churn}` : ""})`,
+    `churn ${opts.churn}, grace ${opts.graceMs} ms (replay: npm run soak -- --seed ${opts.seed} --sessions ${opts.sessions}${opts.churn !== 4 ? ` --churn ${opts.churn}` : ""}${opts.faults ? " --faults" : ""})`,
 );
 console.log(`# run dir ${runDir}`);
 
@@ -796,6 +809,8 @@ let exitCode = 2;
 try {
   bystanders.startStatic({ agentPath: AGENT });
   if (opts.churn > 0) churn = new Churn(opts.churn);
+  // EMFILE windows hit a gateway that is up (its startup reap done): one still loading its modules is not the library's to survive
+  faults?.start(() => (current && !current.dead && current.events.some((e) => e.ev === "ready") ? current.pid : null));
   const tRun = Date.now();
   for (let i = 0; i < plan.batches.length; i++) {
     await runBatch(plan.batches[i], i + 1);
@@ -804,6 +819,8 @@ try {
     if (recent.length === 3 && recent.every((x) => x.failed)) throw new Error(`three incarnations in a row did not start; last: ${recent[2].failed}`);
   }
   const runSeconds = (Date.now() - tRun) / 1000;
+  // the faults end before the final incarnation: its reap must be able to write
+  await faults?.stop();
 
   // ---- final incarnation: reap, wait out the grace, list
   const fin = await startIncarnation("final", { last: true });
@@ -865,9 +882,24 @@ try {
   if (instanceIds.size > 1) unaccounted.push(`the gateway's identity changed across incarnations: ${[...instanceIds].join(", ")}`);
   const reapProblems = incarnations.flatMap((i) => i.problems.map((p) => `incarnation ${i.index}: ${p.file}: ${p.detail}`));
 
+  // --faults: a step that failed naming the fault is the fault's (counted), not the library's
+  let faultedSteps = 0;
+  if (faults) {
+    for (const r of results) {
+      const kept = r.errors.filter((e) => !FAULT_TEXT.test(e));
+      faultedSteps += r.errors.length - kept.length;
+      r.errors = kept;
+    }
+  }
+  const faultedClose = (c) =>
+    faults !== null &&
+    ((c.ev === "closed" && c.report.outcome === "retry-pending" && c.report.settlementPending) || (c.ev === "close-failed" && FAULT_TEXT.test(c.error?.message ?? "")));
   const cleanCloses = results.flatMap((r) => r.closes.filter((c) => c.clean).map((c) => ({ c, r })));
+  const faultedCloses = cleanCloses.filter(({ c }) => faultedClose(c));
   const badClean = cleanCloses.filter(({ c }) => {
     const id = c.report?.leaseId;
+    // a close the fault left pending must still end settled: closed, or lost once the tree it ended is found gone by a later start
+    if (faultedClose(c)) return !id ? false : !["closed", "lost"].includes(disk.get(id)?.state);
     return c.ev !== "closed" || c.report.outcome !== "closed" || !id || disk.get(id)?.state !== "closed";
   });
   const stepErrors = results.filter((r) => r.errors.length > 0);
@@ -915,6 +947,10 @@ try {
   const med = (xs) => (xs.length ? [...xs].sort((a, b) => a - b)[xs.length >> 1] : NaN);
   console.log(`  step medians        ${Object.entries(stepTimes).map(([k, v]) => `${k} ${med(v).toFixed(0)} ms (${v.length})`).join(", ")}`);
   console.log(`  peak processes      ${peakProcs} (baseline ${baselineProcs} before the soak)`);
+  if (faults) {
+    const f = faults.summary();
+    console.log(`  fault windows       ${f.count} (ENOSPC ${f.by.ENOSPC}, EMFILE ${f.by.EMFILE}), ${f.seconds.toFixed(1)} s under a fault; ${faultedSteps} step(s) failed naming the fault, ${faultedCloses.length} clean close(s) left pending by it`);
+  }
   console.log(`  process churn       ${(pidsAssigned / totalSeconds).toFixed(0)} new pids/s system-wide (churn loops: ${opts.churn}, nice ${CHURN_NICE})`);
   const keysWithLease = new Set([...disk.values()].map((l) => l.sessionKey));
   const noLease = results.filter((r) => r.ran && !keysWithLease.has(r.s.key)).length;
@@ -1097,6 +1133,8 @@ try {
   killCarriers();
   escapees.killAll();
   closeSync(gatewayLog);
+  await faults?.stop();
+  if (!opts.keep) faults?.umount();
   if (exitCode === 0 && !opts.keep) rmSync(runDir, { recursive: true, force: true });
   else console.log(`run dir kept: ${runDir} (leases: node dist/cli/main.js leases --state-dir ${stateDir})`);
 }

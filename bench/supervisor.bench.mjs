@@ -26,7 +26,9 @@ export async function run({ quick }) {
 }
 
 async function spawnOverhead(pairs) {
-  const sup = createProcessSupervisor();
+  // the supervisor's own bookkeeping against a bare spawn: containment off, so both sides run the same one process
+  // (a contained run adds its cgroup and the shim's exec, which bench/containment.bench.mjs measures)
+  const sup = createProcessSupervisor({ containment: "off" });
   const bare = () =>
     new Promise((resolve, reject) => {
       const c = spawn("true", [], { stdio: ["pipe", "pipe", "pipe"], detached: true });

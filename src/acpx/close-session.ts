@@ -94,7 +94,9 @@ export async function closeLocked(
       else live.closeSettling = true;
     }
     return done({
-      outcome: CLOSE_OUTCOME[o.stateAfter],
+      // a settlement the record could not take (a full disk): the tree is ended, the lease is retried
+      outcome: o.pending ? "retry-pending" : CLOSE_OUTCOME[o.stateAfter],
+      ...(o.pending ? { settlementPending: o.pending } : {}),
       path: "lease",
       leaseId,
       leaseState: o.stateAfter,

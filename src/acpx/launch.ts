@@ -10,7 +10,8 @@
  * policy: the controller reads the reports and settles.
  */
 import { spawn, type ChildProcess } from "node:child_process";
-import type { Readable, Writable } from "node:stream";
+import { PassThrough, type Readable, type Writable } from "node:stream";
+import { hostResourceError, pidsLimitReached, processLimitError, type HostResourceError } from "../ownership/host-faults.js";
 import {
   createReportReader,
   INSTANCE_ENV_KEY,
@@ -227,6 +228,16 @@ export function launchWrapper(input: LaunchInput): LaunchedWrapper {
     cwd: input.cwd,
     windowsHide: true,
   });
+  // Heard before anything else runs: a spawn that failed on EMFILE/ENFILE
+  // emits "error" on the next tick and sets up no stdio at all (child.stdio
+  // is then empty), and an "error" nobody listens to crashes the gateway.
+  let spawnError: Error | undefined;
+  const earlyErrors: Array<(err: Error) => void> = [];
+  child.on("error", (err) => {
+    // a host limit (descriptors, processes, memory) is named with where its limit is read
+    spawnError ??= hostResourceError(err, `spawn ${input.nodePath}`) ?? err;
+    for (const l of earlyErrors) l(err);
+  });
 
   const reports: WrapperReport[] = [];
   const listeners = new Set<(r: WrapperReport) => void>();
@@ -234,7 +245,7 @@ export function launchWrapper(input: LaunchInput): LaunchedWrapper {
     reports.push(r);
     for (const l of listeners) l(r);
   });
-  const lifeline = child.stdio[3] as (Readable & Writable) | null;
+  const lifeline = (child.stdio?.[3] ?? null) as (Readable & Writable) | null;
   lifeline?.on("data", (chunk: Buffer) => reader.push(chunk));
   lifeline?.on("end", () => reader.end());
   // EPIPE/ECONNRESET on the lifeline only means the wrapper is gone; the exit event says how.
@@ -252,17 +263,18 @@ export function launchWrapper(input: LaunchInput): LaunchedWrapper {
     lastStderrAt = Date.now();
   });
   child.stderr?.once("close", () => (stderrEnded = true));
+  // every stream we own has an "error" listener: an unheard one crashes the gateway; the exit says what happened
   child.stdin?.on("error", () => undefined);
+  child.stdout?.on("error", () => undefined);
+  child.stderr?.on("error", () => undefined);
 
   let exitStatus: ChildExit | undefined;
-  let spawnError: Error | undefined;
   const exited = new Promise<ChildExit>((resolve) => {
     child.once("exit", (code, signal) => {
       exitStatus = { code, signal };
       resolve(exitStatus);
     });
-    child.once("error", (err) => {
-      spawnError = err;
+    earlyErrors.push(() => {
       // a failed spawn emits "error" and never "exit"
       if (child.pid === undefined) {
         exitStatus = { code: null, signal: null };
@@ -297,8 +309,9 @@ export function launchWrapper(input: LaunchInput): LaunchedWrapper {
     rootArgv,
     child,
     pid: child.pid,
-    stdin: child.stdin!,
-    stdout: child.stdout!,
+    // a spawn that failed on EMFILE/ENFILE set up no pipes: ended streams stand in, so no caller meets a null
+    stdin: child.stdin ?? endedStream(),
+    stdout: child.stdout ?? endedStream(),
     reports,
     exitReport: () => find("exit"),
     cleanupReport: () => find("cleanup"),
@@ -369,7 +382,51 @@ export function launchWrapper(input: LaunchInput): LaunchedWrapper {
     },
     unref() {
       child.unref();
-      for (const s of child.stdio) (s as { unref?: () => void } | null)?.unref?.();
+      for (const s of child.stdio ?? []) (s as { unref?: () => void } | null)?.unref?.();
     },
   };
+}
+
+function endedStream(): PassThrough {
+  const s = new PassThrough();
+  s.on("error", () => undefined);
+  s.end();
+  return s;
+}
+
+/**
+ * Why a wrapper died (or stalled) before its "started" report, in one line,
+ * from its exit and its stderr: never a stack line. A node that cannot make
+ * its threads (a pids cgroup or RLIMIT_NPROC at its limit) prints
+ * "pthread_create: Resource temporarily unavailable" and aborts or stalls;
+ * one with no descriptor or memory left says so. `host` is the typed error
+ * when the cause was a host limit.
+ */
+export function describeEarlyExit(exit: ChildExit | null, stderr: string, pid?: number): { cause: string; host?: HostResourceError } {
+  const how = exit === null ? "stalled" : exit.signal === "SIGABRT" ? "aborted (SIGABRT)" : exit.signal ? `was killed by ${exit.signal}` : `exited with code ${exit.code}`;
+  const what = `the wrapper ${how} before it reported`;
+  // said on stderr, or silent in a pids cgroup with no task left (its own, while it stalls; else ours)
+  if (/pthread_create|uv_thread_create|Resource temporarily unavailable|EAGAIN|fork: retry/i.test(stderr) || pidsLimitReached(exit === null ? pid : undefined)) {
+    const host = processLimitError(what, undefined, exit === null ? pid : undefined);
+    return { cause: host.message, host };
+  }
+  for (const code of ["EMFILE", "ENFILE", "ENOMEM"] as const) {
+    const seen = code === "EMFILE" ? /EMFILE|Too many open files/ : code === "ENFILE" ? /ENFILE|file table overflow/i : /ENOMEM|Cannot allocate memory|heap out of memory/i;
+    if (seen.test(stderr)) {
+      const host = hostResourceError({ code }, what)!;
+      return { cause: host.message, host };
+    }
+  }
+  const line = firstCauseLine(stderr);
+  return { cause: line ? `${what}: ${line}` : what };
+}
+
+/** The first stderr line that says something: not a stack frame, a source excerpt, a caret or a separator. */
+function firstCauseLine(stderr: string): string | null {
+  for (const raw of stderr.split("\n")) {
+    const l = raw.trim();
+    if (l === "" || /^at\s|^\d+:\s+0x|^----- |^\^+$|^node:internal|^Node\.js v|^\(Use `node --trace/.test(l) || /^[/\w.-]+:\d+$/.test(l)) continue;
+    return l.length > 300 ? `${l.slice(0, 300)}…` : l;
+  }
+  return null;
 }

@@ -10,17 +10,19 @@
  */
 import { performance } from "node:perf_hooks";
 import {
-  applySettlement,
+  checkCwd,
   checkSignalTarget,
   computeCommandHash,
-  NOTHING_STARTED,
+  descriptorShortage,
+  hostFaultNote,
   recordRootIdentity,
   settleLease,
+  settleUnstarted,
 } from "../ownership/index.js";
 import type { AcpxProcessLease } from "../ownership/types.js";
 import { AcpClient, assertAuthInput, explainHandshakeFailure, handshake } from "./acp-client.js";
 import { AcpxEnsureError, type AcpxEnsureErrorDetails, type EnsureFailureCause } from "./errors.js";
-import { assertEnvRemove, describeEnd, launchWrapper, rootArgvFor, type LaunchedWrapper } from "./launch.js";
+import { assertEnvRemove, describeEarlyExit, describeEnd, launchWrapper, rootArgvFor, type LaunchedWrapper } from "./launch.js";
 import { lifecycleDeps, releaseLaunched, type ControllerDeps, type LiveSessions } from "./live-sessions.js";
 import { applyLimits, createLeaseCgroup, readCgroupOf, removeCgroup } from "../containment/index.js";
 import { assertSessionLimits, controllersFor, describeLimits, enableLimitControllers, enforcedLimits, rememberLimits, type EnforcedLimits } from "./session-limits.js";
@@ -61,7 +63,7 @@ export async function spawnSession(d: ControllerDeps, live: LiveSessions, input:
   // the lease's own cgroup, recorded before the spawn (README "Containment"); the wrapper enters it
   const opened = await openLeaseCgroup(d, lease.leaseId);
   const cgroup = opened.cgroup;
-  if (cgroup !== null) lease = await d.leases.update(lease.leaseId, { cgroup });
+  if (cgroup !== null) lease = await d.leases.update(lease.leaseId, { cgroup }).catch((err: unknown) => abandonUnstarted(d, live, { ...lease, cgroup }, err));
   const tLease = performance.now();
   let launched: LaunchedWrapper | undefined;
   let client: AcpClient | undefined;
@@ -129,19 +131,28 @@ export async function spawnSession(d: ControllerDeps, live: LiveSessions, input:
     );
   }
   if (start.kind === "error") return fail("wrapper-failed", `the wrapper could not be spawned: ${start.error.message}`, start.error);
-  if (start.kind === "exited") {
-    return fail("wrapper-failed", `the wrapper exited before reporting (${describeExit(start.exit)})${stderrNote(launched)}`);
+  // classified by its exit (abort, signal, code) and its stderr, in one line (launch.ts describeEarlyExit)
+  if (start.kind === "exited" || start.kind === "timeout") {
+    const early = describeEarlyExit(start.kind === "exited" ? start.exit : null, launched.stderrTail(), launched.pid);
+    const late = start.kind === "timeout" ? ` (no "started" report within ${start.ms} ms)` : "";
+    return fail("wrapper-failed", `${early.cause}${late}`, early.host);
   }
-  if (start.kind === "timeout") return fail("wrapper-failed", `the wrapper sent no "started" report within ${start.ms} ms`);
 
   // Identity of the live root; the group is the adapter group the wrapper reported.
   const rootPid = start.report.wrapperPid;
-  const recorded = await recordRootIdentity(d.leases, lease.leaseId, { rootPid, processGroupId: start.report.pgid }, d.facts);
+  const recorded = await recordRootIdentity(d.leases, lease.leaseId, { rootPid, processGroupId: start.report.pgid }, d.facts).catch((err: unknown) =>
+    fail("wrapper-failed", `the wrapper's identity could not be recorded: ${errMessage(err)}`, err),
+  );
   lease = recorded.lease;
   if (recorded.identity === "gone") {
     // an adapter that exits at once takes its wrapper along; a killed wrapper is named as such
     const end = await Promise.race([launched.ended, new Promise<undefined>((r) => setTimeout(() => r(undefined), 500).unref())]);
     const failure = end === undefined || end.kind === "adapter-exited" ? "adapter-exited" : "wrapper-failed";
+    // our child has not exited, so it runs: the read that found it gone was refused by the host (a /proc read with no descriptor left reads as "gone")
+    if (end === undefined) {
+      const short = descriptorShortage(`the wrapper (pid ${rootPid}) runs`);
+      return fail("wrapper-failed", `the wrapper (pid ${rootPid}) runs (our child has not exited) but the facts backend read it as gone, so its identity could not be recorded${short ? `: ${short.message}` : ""}`, short ?? undefined);
+    }
     return fail(failure, `the wrapper (pid ${rootPid}) was gone right after it started${end ? `: ${describeEnd(end)}` : ""}${stderrNote(launched)}`);
   }
   if (recorded.identity === "unknown") return fail("adapter-exited", `the wrapper's identity could not be recorded: ${recorded.detail}${stderrNote(launched)}`);
@@ -153,7 +164,7 @@ export async function spawnSession(d: ControllerDeps, live: LiveSessions, input:
       const why = `the wrapper (pid ${rootPid}) is in ${rootCgroup ?? "an unreadable cgroup"}, not in its lease cgroup ${cgroup.path}, so the limits would not hold`;
       return fail("limits-unavailable", `${why}; its tree was reaped`, undefined, { limitsRefusal: { why } });
     }
-    lease = await d.leases.update(lease.leaseId, { cgroup: undefined });
+    lease = await d.leases.update(lease.leaseId, { cgroup: undefined }).catch((err: unknown) => fail("wrapper-failed", `the lease could not drop its unused cgroup: ${errMessage(err)}`, err));
     await removeCgroup(cgroup.path, { waitMs: 0 });
   }
 
@@ -185,7 +196,7 @@ export async function spawnSession(d: ControllerDeps, live: LiveSessions, input:
   try {
     await d.sessions.put(record);
   } catch (err) {
-    return fail("wrapper-failed", `the session record could not be written: ${errMessage(err)}`, err);
+    return fail("wrapper-failed", `the session record could not be written: ${errMessage(err)}${hostFaultNote(err, d.stateDir)}`, err);
   }
   const handle: AcpRuntimeHandle = {
     sessionKey: input.sessionKey,
@@ -253,14 +264,30 @@ async function applyOrRemove(
  * markers; no process at all = nothing started. Returns the lease state.
  */
 async function settleFailedSpawn(d: ControllerDeps, lease: AcpxProcessLease, launched: LaunchedWrapper | undefined): Promise<string> {
+  try {
+    return await settleFailedSpawnNow(d, lease, launched);
+  } catch (err) {
+    // the host failing the settlement (a read refused): our wrapper is still told to clean up, and the lease is the next reconcile's
+    if (launched) await releaseLaunched(launched, d.graceMs).catch(() => undefined);
+    return `not settled (${errMessage(err)}); the next reconcile settles it`;
+  }
+}
+
+async function settleFailedSpawnNow(d: ControllerDeps, lease: AcpxProcessLease, launched: LaunchedWrapper | undefined): Promise<string> {
   let current = (await d.leases.get(lease.leaseId)) ?? lease;
   if (current.state === "closed" || current.state === "lost") return current.state;
   if (current.rootPid <= 0 && launched?.pid !== undefined) current = await recordChildPid(d, current, launched.pid);
-  if (current.rootPid <= 0 && launched?.pid === undefined) {
-    return (await applySettlement(d.leases, current.leaseId, NOTHING_STARTED))?.state ?? current.state;
-  }
+  // no process of it was ever known: the one unstarted sequence (drains and removes its cgroup)
+  if (current.rootPid <= 0 && launched?.pid === undefined) return (await settleUnstarted(lifecycleDeps(d), { ...lease, ...current })).state;
   const o = await settleLease(lifecycleDeps(d), current, launched ? { release: () => releaseLaunched(launched, d.graceMs) } : {});
   return o.stateAfter;
+}
+
+/** The lease was written but the spawn cannot go on (its cgroup could not be recorded): the unstarted sequence, then the error. */
+async function abandonUnstarted(d: ControllerDeps, live: LiveSessions, lease: AcpxProcessLease, err: unknown): Promise<never> {
+  await settleUnstarted(lifecycleDeps(d), lease).catch(() => undefined);
+  live.inFlight.delete(lease.leaseId);
+  throw err;
 }
 
 /**
@@ -302,6 +329,8 @@ export function validateEnsureInput(input: AcpRuntimeEnsureInput): void {
   if (input.envRemove !== undefined) assertEnvRemove(input.envRemove, "input.envRemove");
   if (input.auth !== undefined) assertAuthInput(input.auth, "input.auth");
   if (input.limits !== undefined) assertSessionLimits(input.limits, "input.limits");
+  // exists, is a directory, may be entered: else a CwdUnusableError naming it, before any lease or cgroup is made
+  if (input.cwd !== undefined) checkCwd(input.cwd);
 }
 
 export function describeExit(e: { code: number | null; signal: NodeJS.Signals | null }): string {

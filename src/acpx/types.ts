@@ -8,6 +8,7 @@ import type {
   AcpxProcessLease,
   GatewayInstanceId,
   LeaseOutcome,
+  PendingSettlement,
   LeaseVerdict,
   OwnedProcessTree,
   OwnershipEvidence,
@@ -256,6 +257,8 @@ export interface CloseReport {
   reason?: string;
   /** human-readable one-liner, for logs and the CLI */
   detail: string;
+  /** the lease record could not be written (a full disk, …): where it should go and why; the tree was ended all the same, the next reconcile settles it */
+  settlementPending?: PendingSettlement;
   elapsedMs: number;
 }
 

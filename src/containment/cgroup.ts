@@ -544,7 +544,8 @@ async function spawnProbeProcess(): Promise<ProbeProcess> {
   for (const [cmd, args] of tries) {
     const r = await new Promise<ProbeProcess>((resolve) => {
       const c = spawn(cmd, args, { stdio: "ignore" });
-      c.once("error", (e) => resolve({ ok: false, why: `${cmd}: ${errCode(e)}` }));
+      // "on", not "once": a ChildProcess can emit "error" again (a failed kill), and an unheard one crashes the gateway
+      c.on("error", (e) => resolve({ ok: false, why: `${cmd}: ${errCode(e)}` }));
       c.once("spawn", () => {
         c.unref();
         resolve({
@@ -651,6 +652,26 @@ export async function removeOwnerFolder(support: ContainmentSupport, owner: stri
   if (!support.available || typeof owner !== "string" || !CGROUP_NAME_RE.test(owner)) return "refused";
   try {
     await fsp.rmdir(`${support.root}/${owner}`);
+    return "removed";
+  } catch (e) {
+    const code = errCode(e);
+    return code === "ENOENT" ? "gone" : code === "ENOTEMPTY" || code === "EBUSY" ? "busy" : "refused";
+  }
+}
+
+/**
+ * The instance folder a lease cgroup lived in (`<proclease root>/<owner>`),
+ * removed when nothing is left in it: a folder per state dir (or per
+ * supervisor process) would otherwise outlive its last lease on the host.
+ * Only a folder of that shape is touched, and rmdir itself refuses one that
+ * still holds a cgroup (a lease being made right now keeps it; that maker
+ * re-creates a folder removed under it: createLeaseCgroup's retry).
+ */
+export async function removeEmptyOwnerFolder(leaseCgroupPath: string): Promise<"removed" | "busy" | "gone" | "refused"> {
+  const folder = dirname(leaseCgroupPath);
+  if (basename(dirname(folder)) !== PROCLEASE_DIR || !CGROUP_NAME_RE.test(basename(folder)) || basename(folder) === GATEWAY_LEAF) return "refused";
+  try {
+    await fsp.rmdir(folder);
     return "removed";
   } catch (e) {
     const code = errCode(e);

@@ -19,6 +19,7 @@ export {
   readMemory,
   removeCgroup,
   removeOwnerFolder,
+  removeEmptyOwnerFolder,
   signalMembers,
   verifyCgroupIdentity,
   waitUntilEmpty,

@@ -18,7 +18,9 @@
  */
 import { basename, dirname, isAbsolute, join, normalize } from "node:path";
 import { CGROUP_NAME_RE, cgroupPathProblem, PROCLEASE_DIR } from "../containment/cgroup.js";
+import { rmdir } from "node:fs/promises";
 import { assertPrivate, atomicWrite, ensurePrivateDir, readOwnedFile } from "./fs-safe.js";
+import { readGatewayInstanceId } from "./instance-id.js";
 
 export const CONTAINMENT_RECORD_FILE = "containment.json";
 /** roots kept per state dir: enough for every cgroup a gateway was ever moved between in practice */
@@ -112,5 +114,26 @@ export async function recordContainmentRoot(stateDir: string, root: string): Pro
   const prev = await readContainmentRecord(stateDir);
   const earlier = prev.kind === "ok" ? prev.record.roots.filter((x) => x !== root && rootShapeProblem(x) === null) : [];
   const record: ContainmentRecord = { version: RECORD_VERSION, roots: [root, ...earlier].slice(0, MAX_ROOTS), updatedAt: Date.now() };
-  await atomicWrite(dir, CONTAINMENT_RECORD_FILE, JSON.stringify(record) + "\n", true);
+  // a restart in the same cgroup changes nothing: no write (a full disk must not keep a gateway from starting)
+  const same = prev.kind === "ok" && prev.record.roots.length === record.roots.length && prev.record.roots.every((x, i) => x === record.roots[i]);
+  if (!same) await atomicWrite(dir, CONTAINMENT_RECORD_FILE, JSON.stringify(record) + "\n", true);
+  await removeEmptyInstanceFolders(stateDir, [root, ...earlier]);
+}
+
+/**
+ * At a start on the state dir: this instance's folder under each recorded
+ * root is removed when it is empty (an earlier incarnation died, or ran
+ * under another cgroup, and left it). rmdir refuses a folder that still
+ * holds a lease cgroup, so nothing of a lease is touched, and only this
+ * state dir's own instance folder is ever tried: another gateway's never.
+ * A lease being made in it right now re-creates it (createLeaseCgroup).
+ */
+async function removeEmptyInstanceFolders(stateDir: string, roots: readonly string[]): Promise<void> {
+  const id = await readGatewayInstanceId(stateDir).catch(() => null);
+  if (id === null || !CGROUP_NAME_RE.test(id)) return;
+  for (const r of roots) {
+    const folder = join(r, id);
+    if ((await checkOwnerFolder(folder)) !== null) continue;
+    await rmdir(folder).catch(() => undefined);
+  }
 }

@@ -118,7 +118,7 @@ export type SafeRead =
   | { kind: "missing" }
   | { kind: "symlink" }
   | { kind: "foreign-owner"; uid: number }
-  | { kind: "unreadable"; detail: string };
+  | { kind: "unreadable"; detail: string; code?: string };
 
 /**
  * Opens with O_NOFOLLOW|O_NONBLOCK (a symlink fails with ELOOP instead of
@@ -133,7 +133,7 @@ export async function readOwnedFile(path: string, maxBytes: number): Promise<Saf
     const code = (e as NodeJS.ErrnoException).code;
     if (code === "ENOENT" || code === "ENOTDIR") return { kind: "missing" };
     if (code === "ELOOP" || code === "EMLINK") return { kind: "symlink" };
-    return { kind: "unreadable", detail: `${code ?? "error"}: ${(e as Error).message}` };
+    return { kind: "unreadable", detail: `${code ?? "error"}: ${(e as Error).message}`, ...(code !== undefined ? { code } : {}) };
   }
   try {
     const st = await fh.stat();

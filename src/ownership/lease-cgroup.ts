@@ -13,6 +13,7 @@ import {
   killCgroup,
   membersOf,
   removeCgroup,
+  removeEmptyOwnerFolder,
   signalMembers,
   verifyCgroupIdentity,
   waitUntilEmpty,
@@ -30,12 +31,15 @@ export interface CgroupDrain {
 }
 
 /** What a dry run would find: the pids in the lease's cgroup (null when there is none, or it is not ours). */
-export async function cgroupMembers(lease: AcpxProcessLease): Promise<number[] | null> {
+export async function cgroupMembers(lease: Contained): Promise<number[] | null> {
   const cg = lease.cgroup;
   if (!cg || (await verifyCgroupIdentity(cg.path, cg.id)) !== "match") return null;
   const m = await membersOf(cg.path);
   return m.state === "ok" ? m.pids : null;
 }
+
+/** What holds a cgroup: a lease, or a supervisor run without one (its cgroup alone). */
+export type Contained = Pick<AcpxProcessLease, "cgroup">;
 
 type Evidence = (result: OwnershipEvidence["result"], detail: string) => OwnershipEvidence;
 
@@ -45,7 +49,7 @@ type Evidence = (result: OwnershipEvidence["result"], detail: string) => Ownersh
  * cgroup cannot be removed, so nothing of the lease was left in it), another
  * cgroup under its name, or an identity that cannot be read. null: no cgroup.
  */
-async function openLeaseCgroup(lease: AcpxProcessLease): Promise<CgroupDrain | { cg: NonNullable<AcpxProcessLease["cgroup"]>; ev: Evidence } | null> {
+async function openLeaseCgroup(lease: Contained): Promise<CgroupDrain | { cg: NonNullable<AcpxProcessLease["cgroup"]>; ev: Evidence } | null> {
   const cg = lease.cgroup;
   if (!cg) return null;
   const ev: Evidence = (result, detail) => ({ check: "cgroup", result, detail: `${cg.path}: ${detail}` });
@@ -56,7 +60,7 @@ async function openLeaseCgroup(lease: AcpxProcessLease): Promise<CgroupDrain | {
 }
 
 export async function drainLeaseCgroup(
-  lease: AcpxProcessLease,
+  lease: Contained,
   opts: { graceMs: number; signaller: ProcessSignaller; facts: ProcessFacts },
 ): Promise<CgroupDrain | null> {
   const opened = await openLeaseCgroup(lease);
@@ -79,6 +83,8 @@ export async function drainLeaseCgroup(
   if (populated !== "empty" && populated !== "gone") return { state: populated === "populated" ? "survivors" : "unknown", members, evidence: ev("unknown", `populated: ${populated}`) };
   const rm = await removeCgroup(cg.path);
   const removed = rm.outcome === "removed" || rm.outcome === "gone";
+  // the instance's folder goes with its last cgroup (another one of it may be made in it right now: then it stays)
+  if (removed) await removeEmptyOwnerFolder(cg.path);
   return {
     state: "empty",
     members,
@@ -94,7 +100,7 @@ export async function drainLeaseCgroup(
  * the lease closing for the next reconcile, whatever the search found
  * (an env-scrubbed setsid grandchild carries no marker, but it is in there).
  */
-export async function lookIntoLeaseCgroup(lease: AcpxProcessLease): Promise<CgroupDrain | null> {
+export async function lookIntoLeaseCgroup(lease: Contained): Promise<CgroupDrain | null> {
   const opened = await openLeaseCgroup(lease);
   if (opened === null || "state" in opened) return opened;
   const { cg, ev } = opened;
@@ -108,6 +114,7 @@ export async function lookIntoLeaseCgroup(lease: AcpxProcessLease): Promise<Cgro
   if (populated !== "empty" && populated !== "gone") return { state: "unknown", members: 0, evidence: ev("unknown", `populated: ${populated}`) };
   const rm = await removeCgroup(cg.path);
   const removed = rm.outcome === "removed" || rm.outcome === "gone";
+  if (removed) await removeEmptyOwnerFolder(cg.path);
   return { state: "empty", members: 0, evidence: ev("match", `populated 0${removed ? ", removed" : ` (not removed: ${rm.outcome})`}: nothing of the lease is left`) };
 }
 

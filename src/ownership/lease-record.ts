@@ -77,7 +77,7 @@ export function parseLeaseRecord(value: unknown, requireSchema: boolean): Parsed
   if (typeof v.state !== "string" || !(LEASE_STATES as readonly string[]).includes(v.state)) {
     return bad("state", LEASE_STATES.join(" | "));
   }
-  for (const k of ["rootStartTime", "bootId", "pidNamespace"] as const) {
+  for (const k of ["rootStartTime", "bootId", "pidNamespace", "holder"] as const) {
     if (v[k] !== undefined && typeof v[k] !== "string") return bad(k, "absent or a string");
   }
   if (v.updatedAt !== undefined && !isFiniteNumber(v.updatedAt)) return bad("updatedAt", "absent or a finite number");
@@ -103,6 +103,7 @@ export function parseLeaseRecord(value: unknown, requireSchema: boolean): Parsed
   if (v.bootId !== undefined) lease.bootId = v.bootId as string;
   if (v.pidNamespace !== undefined) lease.pidNamespace = v.pidNamespace as string;
   if (v.updatedAt !== undefined) lease.updatedAt = v.updatedAt as number;
+  if (v.holder !== undefined) lease.holder = v.holder as string;
   if (v.cgroup !== undefined) {
     const c = v.cgroup as { path: string; id: string };
     lease.cgroup = { path: c.path, id: c.id };

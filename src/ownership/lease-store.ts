@@ -39,6 +39,7 @@ import {
   serializeLease,
 } from "./lease-record.js";
 import { KeyedQueue } from "./keyed-queue.js";
+import { asRecordWriteError } from "./host-faults.js";
 import type { AcpxProcessLease, LeaseState } from "./types.js";
 
 export { LeaseTransitionError };
@@ -59,6 +60,8 @@ export interface LeaseCreateInput {
   wrapperPath: string;
   commandHash: string;
   leaseId?: string;
+  /** a supervisor run's holder (supervisor-holders.ts) */
+  holder?: string;
 }
 
 export interface LeaseListFilter {
@@ -157,6 +160,8 @@ export async function openLeaseStore(stateDir: string, opts: LeaseStoreOptions =
           problem: { file: path, kind: "foreign-owner", detail: `owned by uid ${r.uid}; refused, left in place` },
         };
       case "unreadable":
+        // the host refused the read (no descriptor left, an I/O error): not "no such lease", an error naming the cause
+        if (r.code !== undefined && r.code !== "EACCES" && r.code !== "EPERM") throw asRecordWriteError(Object.assign(new Error(r.detail), { code: r.code }), stateDir, path, "read");
         return { lease: null, problem: { file: path, kind: "unreadable", detail: r.detail } };
       case "ok":
         break;
@@ -216,10 +221,50 @@ export async function openLeaseStore(stateDir: string, opts: LeaseStoreOptions =
     if (a.lease) return a.lease;
     const l = await readLease(dir, `${leaseId}.json`, leaseId);
     if (l.problem) report(l.problem);
+    if (l.lease === null && !l.problem && remembered.has(leaseId) && !(await isDir(dir))) return remembered.get(leaseId)!;
     return l.lease;
   }
 
-  async function write(lease: AcpxProcessLease, previous: LeaseState | null): Promise<void> {
+  /**
+   * A write refused by the host becomes a LeaseRecordWriteError naming the
+   * state dir (host-faults.ts); the file is as it was. A lease folder removed
+   * under a running gateway is made again when the state dir itself is back
+   * (the operator's to re-create), and the write is tried once more.
+   */
+  async function guarded<T>(path: string, op: string, fn: () => Promise<T>): Promise<T> {
+    try {
+      return await fn();
+    } catch (e) {
+      if ((e as NodeJS.ErrnoException).code === "ENOENT" && (await isDir(stateDir))) {
+        try {
+          for (const d of [join(stateDir, "acpx"), dir, archive, quarantine]) await ensurePrivateDir(d, true);
+          return await fn();
+        } catch (again) {
+          throw asRecordWriteError(again, stateDir, path, op);
+        }
+      }
+      throw asRecordWriteError(e, stateDir, path, op);
+    }
+  }
+
+  /**
+   * The last record this store wrote of each live (open/closing) lease. Read
+   * back only when the lease folder itself is gone (the state dir removed
+   * under a running gateway): the trees this gateway started can still be
+   * verified and ended, and their settlements written once the folder is back.
+   */
+  const remembered = new Map<string, AcpxProcessLease>();
+  const remember = (l: AcpxProcessLease): AcpxProcessLease => {
+    if (TERMINAL_STATES.has(l.state)) remembered.delete(l.leaseId);
+    else remembered.set(l.leaseId, l);
+    return l;
+  };
+
+  async function write(lease: AcpxProcessLease, previous: LeaseState | null, op: string): Promise<void> {
+    return guarded(join(TERMINAL_STATES.has(lease.state) ? archive : dir, `${lease.leaseId}.json`), op, () => writeNow(lease, previous));
+  }
+
+  async function writeNow(lease: AcpxProcessLease, previous: LeaseState | null): Promise<void> {
     const data = serializeLease(lease);
     const file = `${lease.leaseId}.json`;
     if (TERMINAL_STATES.has(lease.state)) {
@@ -260,7 +305,15 @@ export async function openLeaseStore(stateDir: string, opts: LeaseStoreOptions =
     wanted: (l: AcpxProcessLease) => boolean,
   ): Promise<{ leases: AcpxProcessLease[]; problems: LeaseProblem[] }> {
     if (!present) return { leases: [], problems: [] };
-    const names = (await readdir(folder)).filter((n) => n.endsWith(".json") && !n.startsWith("."));
+    let all: string[];
+    try {
+      all = await readdir(folder);
+    } catch (e) {
+      if ((e as NodeJS.ErrnoException).code !== "ENOENT") throw e;
+      // removed under a running gateway: nothing to list, said once (the writes name it too)
+      return { leases: [], problems: [{ file: folder, kind: "unreadable", detail: `missing: the state dir ${stateDir} or its lease folder was removed` }] };
+    }
+    const names = all.filter((n) => n.endsWith(".json") && !n.startsWith("."));
     const leases: AcpxProcessLease[] = [];
     const problems: LeaseProblem[] = [];
     const results = await mapLimit(names, concurrency, (n) => readLease(folder, n, n.slice(0, -5)));
@@ -292,11 +345,12 @@ export async function openLeaseStore(stateDir: string, opts: LeaseStoreOptions =
           startedAt: now,
           state: "open",
           updatedAt: now,
+          ...(input.holder !== undefined ? { holder: input.holder } : {}),
         },
         false,
       );
       if (!parsed.ok) throw new TypeError(`invalid lease input: ${parsed.reason}`);
-      return withLock(leaseId, async () => {
+      return withLock(leaseId, () => guarded(join(dir, `${leaseId}.json`), "create", async () => {
         const file = `${leaseId}.json`;
         if (await exists(join(archive, file))) throw new Error(`lease ${leaseId} already exists`);
         // link() is the exclusive create: it never replaces an existing lease
@@ -310,8 +364,8 @@ export async function openLeaseStore(stateDir: string, opts: LeaseStoreOptions =
           await unlink(tmp).catch(ignoreEnoent);
         }
         if (durable) await fsyncDir(dir);
-        return parsed.lease;
-      });
+        return remember(parsed.lease);
+      }));
     },
 
     async get(leaseId) {
@@ -326,8 +380,8 @@ export async function openLeaseStore(stateDir: string, opts: LeaseStoreOptions =
         const cur = await load(leaseId);
         if (!cur) throw new LeaseNotFoundError(leaseId);
         const next = applyPatch(cur, patch);
-        await write(next, cur.state);
-        return next;
+        await write(next, cur.state, "update");
+        return remember(next);
       });
     },
 
@@ -342,8 +396,8 @@ export async function openLeaseStore(stateDir: string, opts: LeaseStoreOptions =
         if (!cur) throw new LeaseNotFoundError(leaseId);
         if (!isLegalTransition(cur.state, to)) throw new LeaseTransitionError(leaseId, cur.state, to);
         const next = { ...applyPatch(cur, patch), state: to };
-        await write(next, cur.state);
-        return next;
+        await write(next, cur.state, `transition ${cur.state} → ${to}`);
+        return remember(next);
       });
     },
 
@@ -408,7 +462,7 @@ export async function openLeaseStore(stateDir: string, opts: LeaseStoreOptions =
         }
       }
       for (const folder of [dir, archive]) {
-        for (const n of await readdir(folder)) {
+        for (const n of await readdir(folder).catch((): string[] => [])) {
           if (!n.startsWith(".tmp-")) continue;
           const st = await lstat(join(folder, n)).catch(() => null);
           if (st && st.isFile() && now - st.mtimeMs > STALE_TEMP_MS) await unlink(join(folder, n)).catch(ignoreEnoent);
@@ -422,6 +476,14 @@ export async function openLeaseStore(stateDir: string, opts: LeaseStoreOptions =
     },
   };
   return store;
+}
+
+async function isDir(path: string): Promise<boolean> {
+  try {
+    return (await stat(path)).isDirectory();
+  } catch {
+    return false;
+  }
 }
 
 async function exists(path: string): Promise<boolean> {

@@ -26,16 +26,33 @@
  * The settlement rule itself (which state after which evidence) stays in
  * settle.ts; this module applies it (applySettlement) and is the only
  * caller of the store's transitions outside the store.
+ *
+ * Ending a verified tree never waits on the disk. When the lease record
+ * cannot be written (host-faults.ts LeaseRecordWriteError: a full, read-only
+ * or failing disk, a removed or unwritable state dir), the sequence goes on
+ * without the writes: what the verification proved ours is reaped and its
+ * cgroup drained, the record stays as it was on disk (writes are temp +
+ * rename: never half-written), and the outcome says the settlement is
+ * pending and why (LeaseOutcome.pending). The settlement is remembered for
+ * the store (in this process) and the next reconcileLeases that can write
+ * settles it, whatever states it was asked for: the tree ended under our
+ * eyes, so a root found gone then settles closed. After a restart the
+ * memory is gone, and the record (open or closing) is settled like any
+ * other by the startup reap.
  */
 import type { ProcessFacts, ProcessSignaller, ProcessSnapshot } from "../facts/types.js";
 import { cgroupMembers, drainLeaseCgroup, lookIntoLeaseCgroup } from "./lease-cgroup.js";
-import type { LeaseStore } from "./lease-store.js";
+import { LeaseTransitionError, type LeaseStore } from "./lease-store.js";
 import type { ReapReport } from "./reap.js";
 import { reapLeaseVerification, type LeaseReapResult } from "./reap-verification.js";
 import { batchingVerifier, type LeaseVerifier } from "./verify-batching.js";
-import { settlementAfterReap, settlementFor, type Settlement } from "./settle.js";
+import { NOTHING_STARTED, settlementAfterReap, settlementFor, type Settlement } from "./settle.js";
 import { isSupervisorLease, type AcpxProcessLease, type LeaseState, type OwnershipEvidence } from "./types.js";
 import { explainLease, verifyLeases, type LeaseVerdict, type LeaseVerification } from "./verify.js";
+import { pendingOf, writeGuard, type PendingSettlement } from "./pending-settlements.js";
+import { coalescingFacts, countingFacts } from "./batch-facts.js";
+
+export type { PendingSettlement };
 
 export interface LifecycleDeps {
   store: LeaseStore;
@@ -79,6 +96,12 @@ export interface LeaseOutcome {
   wouldReap?: number[];
   /** the LAST verification (after the reap when one ran) */
   verification: LeaseVerification;
+  /**
+   * The settlement could not be written (the record is as it was on disk,
+   * `stateAfter`): where the lease should go, why, and what refused the
+   * write. The next reconcile that can write settles it.
+   */
+  pending?: PendingSettlement;
 }
 
 export interface SettleLeaseOptions {
@@ -129,8 +152,13 @@ export async function settleLease(deps: LifecycleDeps, lease: AcpxProcessLease, 
     verification: v,
     ...extra,
   });
-  if (cur.state === "closed" || cur.state === "lost") return base(cur.state, "left-alone", `already ${cur.state}`);
-  const ctx = { rootExitObserved: opts.rootExitObserved === true };
+  if (cur.state === "closed" || cur.state === "lost") {
+    pendingOf(deps.store).delete(cur.leaseId);
+    return base(cur.state, "left-alone", `already ${cur.state}`);
+  }
+  // a settlement left pending by an earlier attempt: the tree ended then, under our eyes
+  const earlier = dryRun ? undefined : pendingOf(deps.store).get(cur.leaseId);
+  const ctx = { rootExitObserved: opts.rootExitObserved === true || earlier?.ended === true };
 
   if (dryRun) {
     const t = targetOf(v);
@@ -147,7 +175,9 @@ export async function settleLease(deps: LifecycleDeps, lease: AcpxProcessLease, 
   // another gateway instance's lease is not ours to move at all
   if (isOtherInstance(v)) return base(cur.state, "left-alone", settlementFor(v, null).why);
 
-  await markClosing(deps.store, cur);
+  // the record may be unwritable (a full disk): the tree is ended all the same
+  const writes = writeGuard();
+  await writes.run(() => markClosing(deps.store, cur));
   opts.beforeSignals?.();
   const facts = opts.facts ?? deps.facts;
   let released = false;
@@ -167,7 +197,7 @@ export async function settleLease(deps: LifecycleDeps, lease: AcpxProcessLease, 
     decided = v;
     note = "the wrapper was told to clean up (its lifeline closed); its exit proves nothing about its tree; ";
   }
-  const prior: ReapReport | null = opts.prior ?? null;
+  const prior: ReapReport | null = opts.prior ?? earlier?.prior ?? null;
   const mayReap = opts.reap !== false;
   let last: LeaseReapResult | null = mayReap ? await reapProven(deps, v, facts, opts.verifier) : null;
   const firstTarget = last?.target ?? null;
@@ -193,18 +223,20 @@ export async function settleLease(deps: LifecycleDeps, lease: AcpxProcessLease, 
     const ended = last !== null || drain.members > 0 || prior !== null || ctx.rootExitObserved;
     s = ended ? { to: "closed", why: drain.evidence.detail ?? "cgroup empty" } : { to: "lost", why: `nothing of it was alive; ${drain.evidence.detail ?? "cgroup empty"}` };
   } else if (drain?.state === "survivors") s = { to: "closing", why: `${drain.evidence.detail ?? "cgroup still populated"}; ${s.why}` };
-  const after = await applySettlement(deps.store, cur.leaseId, s);
-  const stateAfter = after?.state ?? cur.state;
   const reap = last?.report ?? null;
   // processes ended through the cgroup alone count as remnants reaped
   const drained = drain !== null && drain.members > 0;
   const target = firstTarget ?? last?.target ?? (drained ? "remnants" : null);
+  const ended = ctx.rootExitObserved || last !== null || drained || prior !== null;
+  const { stateAfter, pending } = await writeSettlement(deps.store, cur, s, writes, { ended, prior: reap ?? prior });
+  const why = pending ? `${note}${s.why}; settlement pending (${pending.to}): ${pending.blockedBy}; the next reconcile that can write settles it` : `${note}${s.why}`;
   return {
-    ...base(stateAfter, actionFor(stateAfter, cur.state, target, reap !== null || drained), `${note}${s.why}`),
+    ...base(stateAfter, actionFor(stateAfter, cur.state, target, reap !== null || drained), why),
     target,
     reap,
     verification: last?.final ?? v,
     ...(drain ? { evidence: [...decided.evidence, drain.evidence] } : {}),
+    ...(pending ? { pending } : {}),
   };
 }
 
@@ -257,6 +289,16 @@ export async function reconcileLeases(deps: LifecycleDeps, opts: ReconcileOption
   const problems = new Map<string, string>();
   for (const p of listed.problems) problems.set(p.file, p.detail);
   const kind = opts.kind ?? "all";
+  // settlements left pending by an unwritable record are retried whatever states were asked for
+  if (!dryRun && ids === null) {
+    const have = new Set(listed.leases.map((l) => l.leaseId));
+    for (const id of pendingOf(deps.store).keys()) {
+      if (have.has(id)) continue;
+      const l = await deps.store.get(id).catch(() => null);
+      if (l !== null && l.gatewayInstanceId === deps.gatewayInstanceId) listed.leases.push(l);
+      else if (l === null || l.state === "closed" || l.state === "lost") pendingOf(deps.store).delete(id);
+    }
+  }
   const leases = listed.leases.filter(
     (l) => (ids === null || ids.has(l.leaseId)) && (kind === "all" || (kind === "supervisor") === isSupervisorLease(l)),
   );
@@ -322,6 +364,56 @@ export async function reconcileLeases(deps: LifecycleDeps, opts: ReconcileOption
 }
 
 /**
+ * The one sequence for a spawn that failed before a process of it was known
+ * (the ACPX controller's failed ensure, the supervisor's run that never
+ * started): the lease's cgroup, if it was made, is drained and removed
+ * (lease-cgroup.ts: anything born in it is ended, and populated 0 is the
+ * proof nothing is left), then the lease settles: lost (NOTHING_STARTED)
+ * when nothing was in it, closed when the drain ended something, closing
+ * while it cannot be emptied. `lease` may name a cgroup the record could not
+ * take (its write failed): that one is drained too. A record that cannot be
+ * written leaves the settlement pending, as in settleLease.
+ */
+export async function settleUnstarted(deps: LifecycleDeps, lease: AcpxProcessLease): Promise<{ state: LeaseState; pending?: PendingSettlement }> {
+  const stored = await deps.store.get(lease.leaseId).catch(() => null);
+  const cur = stored ?? lease;
+  if (cur.state === "closed" || cur.state === "lost") return { state: cur.state };
+  const cgroup = cur.cgroup ?? lease.cgroup;
+  const drain = cgroup ? await drainLeaseCgroup({ ...cur, cgroup }, { graceMs: deps.graceMs, signaller: deps.signaller, facts: deps.facts }) : null;
+  const s: Settlement =
+    drain?.state === "survivors" || drain?.state === "unknown"
+      ? { to: "closing", why: `the spawn failed and its cgroup could not be emptied: ${drain.evidence.detail ?? drain.state}` }
+      : drain !== null && drain.members > 0
+        ? { to: "closed", why: `the spawn failed; ${drain.evidence.detail ?? "its cgroup was emptied"}` }
+        : NOTHING_STARTED;
+  const { stateAfter, pending } = await writeSettlement(deps.store, cur, s, writeGuard(), { ended: true, prior: null });
+  return { state: stateAfter, ...(pending ? { pending } : {}) };
+}
+
+/**
+ * applySettlement through the write guard: when the record cannot be
+ * written, the state reported is the one on disk (never half-written) and
+ * the settlement is remembered for the next reconcile.
+ */
+async function writeSettlement(
+  store: LeaseStore,
+  cur: AcpxProcessLease,
+  s: Settlement,
+  writes: ReturnType<typeof writeGuard>,
+  memo: { ended: boolean; prior: ReapReport | null },
+): Promise<{ stateAfter: LeaseState; pending?: PendingSettlement }> {
+  const settled = await writes.run(() => applySettlement(store, cur.leaseId, s));
+  if (settled !== null || writes.error === null) {
+    pendingOf(store).delete(cur.leaseId);
+    return { stateAfter: settled?.state ?? cur.state };
+  }
+  const stateAfter = (await store.get(cur.leaseId).catch(() => null))?.state ?? cur.state;
+  if (s.to === "unchanged" || s.to === stateAfter) return { stateAfter };
+  pendingOf(store).set(cur.leaseId, memo);
+  return { stateAfter, pending: { to: s.to, why: s.why, code: writes.error.code, blockedBy: writes.error.message } };
+}
+
+/**
  * Moves the lease as `s` says (settle.ts's answer; NOTHING_STARTED for a
  * spawn that never produced a process), through the legal transitions: open → closing
  * first for closed/lost, closing → open only for "open", nothing for a
@@ -334,9 +426,17 @@ export async function applySettlement(store: LeaseStore, leaseId: string, s: Set
   if (cur === null) return null;
   if (s.to === "unchanged" || cur.state === "closed" || cur.state === "lost" || cur.state === s.to) return cur;
   const to: LeaseState = s.to;
-  if (to === "open") return cur.state === "closing" ? store.transition(leaseId, "open") : cur;
-  cur = await markClosing(store, cur);
-  return to === "closing" ? cur : store.transition(leaseId, to);
+  try {
+    if (to === "open") return cur.state === "closing" ? await store.transition(leaseId, "open") : cur;
+    cur = await markClosing(store, cur);
+    return to === "closing" ? cur : await store.transition(leaseId, to);
+  } catch (e) {
+    // another settle of the same lease (a second supervisor object in this process) won the race: its state stands
+    if (!(e instanceof LeaseTransitionError)) throw e;
+    const now = await store.get(leaseId);
+    if (now === null || now.state === "closed" || now.state === "lost") return now;
+    throw e;
+  }
 }
 
 async function markClosing(store: LeaseStore, lease: AcpxProcessLease): Promise<AcpxProcessLease> {
@@ -396,41 +496,4 @@ function attachedReason(v: LeaseVerification, snapshot: ProcessSnapshot | undefi
     return { action: "skipped-live", why: `its root's parent (pid ${parent}) is alive: attached to a running gateway` };
   }
   return null;
-}
-
-/** Counts snapshot() calls (the one-snapshot promise is checked, not assumed). */
-function countingFacts(facts: ProcessFacts, onSnapshot: () => void): ProcessFacts {
-  return {
-    backend: facts.backend,
-    identityStrength: facts.identityStrength,
-    snapshot: () => {
-      onSnapshot();
-      return facts.snapshot();
-    },
-    inspect: (pid, o) => facts.inspect(pid, o),
-    inspectMany: (pids, o) => facts.inspectMany(pids, o),
-  };
-}
-
-/**
- * Many trees reaped at once each ask for a fresh snapshot (to catch children
- * forked mid-teardown) at nearly the same moment; concurrent callers share
- * the walk in flight instead of each walking /proc.
- */
-function coalescingFacts(facts: ProcessFacts): ProcessFacts {
-  let inflight: Promise<ProcessSnapshot> | undefined;
-  return {
-    backend: facts.backend,
-    identityStrength: facts.identityStrength,
-    snapshot: () => {
-      if (!inflight) {
-        inflight = facts.snapshot().finally(() => {
-          inflight = undefined;
-        });
-      }
-      return inflight;
-    },
-    inspect: (pid, o) => facts.inspect(pid, o),
-    inspectMany: (pids, o) => facts.inspectMany(pids, o),
-  };
 }

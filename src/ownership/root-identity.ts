@@ -11,6 +11,7 @@ import type { ProcessDetails, ProcessFacts } from "../facts/types.js";
 import { assertPid } from "../facts/validate.js";
 import type { LeasePatch, LeaseStore } from "./lease-store.js";
 import type { AcpxProcessLease } from "./types.js";
+import { hostResourceError } from "./host-faults.js";
 
 export interface SpawnedRoot {
   /** the root's pid as the spawn reported it */
@@ -67,7 +68,8 @@ export async function recordRootIdentity(
     details = await facts.inspect(root.rootPid);
   } catch (err) {
     details = null;
-    failure = err instanceof Error ? err.message : String(err);
+    // a read the host refused (no descriptor left) names the limit that was hit
+    failure = hostResourceError(err, "the read")?.message ?? (err instanceof Error ? err.message : String(err));
   }
 
   const reported: LeasePatch = {

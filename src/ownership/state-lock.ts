@@ -83,10 +83,18 @@ async function flockLock(stateDir: string, path: string, me: Holder, lockExclusi
     }
     if (EWOULDBLOCK.has(rc)) throw new StateDirLockedError(stateDir, parseHolder(await fh.readFile("utf8"))?.pid ?? null);
     if (rc !== 0) throw new Error(`${path}: flock failed (errno ${-rc})`);
-    await fh.truncate(0);
-    await fh.write(JSON.stringify(me) + "\n", 0, "utf8");
-    await fh.sync();
     held = true;
+    // The flock is the lock; the file's text only names the holder for a
+    // refused writer. A full or read-only disk must not keep a gateway from
+    // starting (it still ends trees without writing: lifecycle.ts): the name
+    // is then missing, and StateDirLockedError says so with a null holderPid.
+    try {
+      await fh.truncate(0);
+      await fh.write(JSON.stringify(me) + "\n", 0, "utf8");
+      await fh.sync();
+    } catch {
+      await fh.truncate(0).catch(() => undefined);
+    }
   } finally {
     if (!held) await fh.close().catch(() => undefined);
   }

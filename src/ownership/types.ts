@@ -47,6 +47,12 @@ export interface AcpxProcessLease {
    * re-created directory of the same name never passes for it.
    */
   cgroup?: { path: string; id: string };
+  /**
+   * A supervisor run's holder: the supervisor process that runs it
+   * (supervisor-holders.ts). While that process holds its holder lock, no
+   * other process's reconcile touches the run.
+   */
+  holder?: string;
 }
 
 export interface OwnershipEvidence {

@@ -20,14 +20,15 @@
  *   spawn; the run is born inside it (adapters/cgroup-shim.ts), so the
  *   lifecycle's drain ends whatever it left there, markers or not.
  */
+import { resolve } from "node:path";
 import { getProcessFacts } from "../facts/get.js";
+import { holdSupervisorLock, liveHolders, releaseSupervisorLock } from "../ownership/supervisor-holders.js";
 import type { ProcessFacts, ProcessSignaller } from "../facts/types.js";
 import { computeCommandHash } from "../ownership/command-hash.js";
 import { loadOrCreateGatewayInstanceId } from "../ownership/instance-id.js";
 import { openLeaseStore, type LeaseStore } from "../ownership/lease-store.js";
 import type { ReapReport } from "../ownership/reap.js";
-import { applySettlement, reconcileLeases, settleLease, type LifecycleDeps } from "../ownership/lifecycle.js";
-import { NOTHING_STARTED } from "../ownership/settle.js";
+import { reconcileLeases, settleLease, settleUnstarted, type LifecycleDeps } from "../ownership/lifecycle.js";
 import { recordRootIdentity } from "../ownership/root-identity.js";
 import {
   INSTANCE_ENV_KEY,
@@ -39,9 +40,8 @@ import {
 } from "../ownership/types.js";
 import { createSignaller } from "../facts/signal.js";
 import { recordContainmentRoot } from "../ownership/containment-record.js";
-import { createLeaseCgroup, detectContainment, removeOwnerFolder, removeCgroup, type ContainmentSupport, type LeaseCgroup } from "../containment/index.js";
-import { lookIntoLeaseCgroup } from "../ownership/lease-cgroup.js";
-import { shimUnavailable } from "./adapters/cgroup-shim.js";
+import { createLeaseCgroup, removeEmptyOwnerFolder, removeOwnerFolder, removeCgroup, type ContainmentSupport, type LeaseCgroup } from "../containment/index.js";
+import { detectRunContainment } from "./run-cgroups.js";
 import type { LeaseVerification } from "../ownership/verify.js";
 import type { SupervisorRunRef } from "./types.js";
 
@@ -163,14 +163,17 @@ export interface RunLeasesOptions {
 export function createRunLeases(opts: RunLeasesOptions): RunLeases {
   const facts = opts.facts ?? getProcessFacts();
   const signaller = opts.signaller ?? createSignaller(facts);
-  let ready: Promise<{ store: LeaseStore; instanceId: string }> | undefined;
+  const stateDir = resolve(opts.stateDir);
+  let ready: Promise<{ store: LeaseStore; instanceId: string; holder: string }> | undefined;
   const init = () => {
     ready ??= (async () => {
       const [store, instanceId] = await Promise.all([
         openLeaseStore(opts.stateDir),
         opts.gatewayInstanceId ?? loadOrCreateGatewayInstanceId(opts.stateDir),
       ]);
-      return { store, instanceId };
+      // this process's holder lock: another process's reconcile leaves our runs alone while we live (supervisor-holders.ts)
+      const holder = await holdSupervisorLock(stateDir);
+      return { store, instanceId, holder };
     })();
     ready.catch(() => (ready = undefined));
     return ready;
@@ -178,12 +181,7 @@ export function createRunLeases(opts: RunLeasesOptions): RunLeases {
   let containment: Promise<ContainmentSupport> | undefined;
   let rootRecorded: Promise<void> | undefined;
   const detect = (): Promise<ContainmentSupport> => {
-    containment ??= (async (): Promise<ContainmentSupport> => {
-      if (opts.containment === "off") return { available: false, code: "refused", why: 'turned off (containment: "off")' };
-      const support = await detectContainment();
-      const noShim = support.available ? shimUnavailable() : null;
-      return noShim === null ? support : { available: false, code: "probe-failed", why: noShim };
-    })();
+    containment ??= detectRunContainment(opts.containment);
     return containment;
   };
   const lifecycle = async (): Promise<LifecycleDeps> => {
@@ -193,7 +191,7 @@ export function createRunLeases(opts: RunLeasesOptions): RunLeases {
 
   return {
     async open(runId, argv) {
-      const [{ store, instanceId }, support] = await Promise.all([init(), detect()]);
+      const [{ store, instanceId, holder }, support] = await Promise.all([init(), detect()]);
       // the CLI finds this state dir's lease cgroups (and orphans among them) from this record; once per supervisor
       // (a failed write costs only that view, never the run)
       if (support.available) rootRecorded ??= recordContainmentRoot(opts.stateDir, support.root).catch(() => undefined);
@@ -203,6 +201,7 @@ export function createRunLeases(opts: RunLeasesOptions): RunLeases {
         sessionKey: SUPERVISOR_SESSION_PREFIX + runId,
         ...SUPERVISOR_WRAPPER_FIELDS,
         commandHash: computeCommandHash(argv),
+        holder,
       });
       const env = { [LEASE_ENV_KEY]: lease.leaseId, [INSTANCE_ENV_KEY]: instanceId };
       // a cgroup that cannot be made leaves the run uncontained, as without containment
@@ -212,7 +211,8 @@ export function createRunLeases(opts: RunLeasesOptions): RunLeases {
       try {
         await store.update(lease.leaseId, { cgroup });
       } catch (err) {
-        await removeCgroup(cgroup.path, { waitMs: 0 });
+        // the record could not take it: the one unstarted sequence removes the cgroup and settles the lease
+        await settleUnstarted(await lifecycle(), { ...lease, cgroup }).catch(() => undefined);
         throw err;
       }
       return { leaseId: lease.leaseId, env, cgroup };
@@ -221,7 +221,8 @@ export function createRunLeases(opts: RunLeasesOptions): RunLeases {
     async dropCgroup(leaseId, cgroup) {
       const { store } = await init();
       await store.update(leaseId, { cgroup: undefined });
-      await removeCgroup(cgroup.path, { waitMs: 0 });
+      const rm = await removeCgroup(cgroup.path, { waitMs: 0 });
+      if (rm.outcome === "removed") await removeEmptyOwnerFolder(cgroup.path);
     },
 
     containment: detect,
@@ -232,10 +233,10 @@ export function createRunLeases(opts: RunLeasesOptions): RunLeases {
     },
 
     async neverStarted(leaseId) {
-      const { store } = await init();
-      const settled = await applySettlement(store, leaseId, NOTHING_STARTED);
-      // nothing was ever in its cgroup: populated 0, removed
-      if (settled) await lookIntoLeaseCgroup(settled);
+      const deps = await lifecycle();
+      const lease = await deps.store.get(leaseId);
+      // the one unstarted sequence (lifecycle.ts): its cgroup drained and removed, the lease settled
+      if (lease) await settleUnstarted(deps, lease);
     },
 
     async reap(leaseId) {
@@ -268,7 +269,11 @@ export function createRunLeases(opts: RunLeasesOptions): RunLeases {
       const tracked = (l: AcpxProcessLease) =>
         live.has(l.leaseId) ||
         isTracked?.({ runId: l.sessionKey.slice(SUPERVISOR_SESSION_PREFIX.length), leaseId: l.leaseId, sessionKey: l.sessionKey }) === true;
-      const r = await reconcileLeases(deps, { kind: "supervisor", skip: (l) => (tracked(l) ? "tracked" : undefined) });
+      // runs of a supervisor alive in another process are its own, whatever their lease says
+      const others = await liveHolders(stateDir, facts);
+      const skip = (l: AcpxProcessLease) =>
+        l.holder !== undefined && others.has(l.holder) ? `its supervisor (holder ${l.holder}) is alive in another process` : tracked(l) ? "tracked" : undefined;
+      const r = await reconcileLeases(deps, { kind: "supervisor", skip });
       const runs: ReconciledRun[] = [];
       for (const o of r.entries) {
         if (o.action === "skipped-live") continue; // runs still supervised or tracked: neither touched nor reported
@@ -289,9 +294,12 @@ export function createRunLeases(opts: RunLeasesOptions): RunLeases {
     },
 
     async release() {
+      if (ready === undefined) return;
+      const { instanceId } = await ready;
+      await releaseSupervisorLock(stateDir);
       // only a supervisor that contained something has a folder; never detect just to remove one
-      if (containment === undefined || ready === undefined) return;
-      const [support, { instanceId }] = await Promise.all([containment, ready]);
+      if (containment === undefined) return;
+      const support = await containment;
       if (support.available) await removeOwnerFolder(support, instanceId);
     },
   };

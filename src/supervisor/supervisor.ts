@@ -28,9 +28,12 @@ import { createRunRegistry } from "./registry.js";
 import type { ManagedRun, RunExit, RunRecord, SpawnInput, SupervisorRunRef, TerminationReason } from "./types.js";
 import { resolveRunNoOutputTimeoutMs } from "./watchdog.js";
 import { nonNegativeOption } from "../facts/validate.js";
-import type { ContainmentSupport } from "../containment/index.js";
+import type { ContainmentSupport, LeaseCgroup } from "../containment/index.js";
+import { createSignaller } from "../facts/signal.js";
+import { createRunCgroups, detectRunContainment, sweepDeadRunFolders } from "./run-cgroups.js";
 import { containedChild, containedPty, executableFound, type ShimCommand } from "./adapters/cgroup-shim.js";
 import { provablyGone } from "../facts/liveness.js";
+import { delay, exitFor, positiveMs, readRootStart, validate, type RootStart } from "./run-helpers.js";
 
 /** OpenClaw's PTY adapter settles `wait()` this long after a forced kill when node-pty reports no exit. */
 export const PTY_EXIT_FALLBACK_MS = 4_000;
@@ -62,8 +65,9 @@ export interface ProcessSupervisorOptions {
    * allows it (detected once, on the first leased spawn), made and recorded in
    * the lease before the spawn, and the run is born inside it: whatever it
    * leaves behind, env-scrubbed setsid escapees included, is ended through
-   * the cgroup when the lease is reaped (README "Containment"). "off": never.
-   * Runs without a lease are never contained.
+   * the cgroup when the lease is reaped (README "Containment"). Runs without
+   * a lease (foreground, or no stateDir) get a cgroup too (run-cgroups.ts):
+   * their escapees end with the run's cancel or deadline. "off": never.
    */
   containment?: "auto" | "off";
 }
@@ -129,9 +133,8 @@ export interface ProcessSupervisor {
    */
   reconcileOrphans(opts?: ReconcileOrphansOptions): Promise<ReconcileReport>;
   /**
-   * The containment leased runs get (ContainmentSupport: available, or why
-   * not), detected once per supervisor; without a `stateDir` no run is
-   * leased, so none is contained.
+   * The containment runs get, leased or not (ContainmentSupport: available,
+   * or why not), detected once per supervisor.
    */
   containment(): Promise<ContainmentSupport>;
 }
@@ -193,6 +196,20 @@ export function createProcessSupervisor(opts: ProcessSupervisorOptions = {}): Pr
     });
     return leases;
   };
+
+  // runs without a lease get a cgroup of their own too, where containment is available (run-cgroups.ts)
+  let unleasedSupport: Promise<ContainmentSupport> | undefined;
+  const detectForRuns = (): Promise<ContainmentSupport> => {
+    const l = getLeases();
+    if (l) return l.containment();
+    if (!unleasedSupport) {
+      unleasedSupport = detectRunContainment(opts.containment);
+      // a dead supervisor process's empty run folders go at the next start
+      void unleasedSupport.then((s) => sweepDeadRunFolders(s, facts)).catch(() => undefined);
+    }
+    return unleasedSupport;
+  };
+  const runCgroups = createRunCgroups({ detect: detectForRuns, facts, signaller: opts.signaller ?? createSignaller(facts), graceMs });
 
   // every tree kill of a run's root is bound to the start time read at spawn: a reused pid gets nothing
   const killTree = (pid: number, expectedStartTime: string): Promise<KillTreeResult> =>
@@ -283,6 +300,8 @@ export function createProcessSupervisor(opts: ProcessSupervisorOptions = {}): Pr
     const argv = input.mode === "child" ? [...input.argv] : ptyArgv(input.ptyCommand);
     const store = input.background ? getLeases() : undefined;
     let lease: RunLease | undefined;
+    /** the cgroup of a run without a lease (run-cgroups.ts) */
+    let own: LeaseCgroup | undefined;
 
     /** Ends a run that never got a process: cancelled while starting, or its startup failed. */
     const endUnstarted = async (err: unknown): Promise<ManagedRun> => {
@@ -291,6 +310,7 @@ export function createProcessSupervisor(opts: ProcessSupervisorOptions = {}): Pr
       leaveLive();
       // no process ever existed: the lease record's convention for that is "lost"
       if (lease) await store!.neverStarted(lease.leaseId).catch(() => {});
+      if (own) await runCgroups.settle(own).catch(() => {});
       if (reason === undefined) {
         settled(null);
         throw err;
@@ -315,6 +335,15 @@ export function createProcessSupervisor(opts: ProcessSupervisorOptions = {}): Pr
           // not startable inside it: out of the lease before anything runs (never a claim the run is outside of)
           if (shim === undefined) await store.dropCgroup(lease.leaseId, lease.cgroup);
         }
+      } else if (run.requested === undefined) {
+        own = (await runCgroups.open().catch(() => null)) ?? undefined;
+        if (own !== undefined) {
+          shim = shimFor(input, own.path, argv, env) ?? undefined;
+          if (shim === undefined) {
+            await runCgroups.settle(own);
+            own = undefined;
+          }
+        }
       }
       if (run.requested === undefined && input.mode === "pty") ptyModule = await loadPtyModule(loadPty);
     } catch (err) {
@@ -325,7 +354,8 @@ export function createProcessSupervisor(opts: ProcessSupervisorOptions = {}): Pr
     // From here to `killStarted` nothing awaits: a cancel cannot fall between the check above and the spawn.
     let proc: SpawnedProcess;
     try {
-      proc = input.mode === "child" ? spawnChild(input, env, shim && { ...shim, env: lease!.env }) : spawnPty(input, env, ptyModule!, shim);
+      // the shim starts with the lease markers only (a run without a lease: nothing); it execs the run with `env`
+      proc = input.mode === "child" ? spawnChild(input, env, shim && { ...shim, env: lease?.env ?? {} }) : spawnPty(input, env, ptyModule!, shim);
     } catch (err) {
       return endUnstarted(err);
     }
@@ -374,7 +404,9 @@ export function createProcessSupervisor(opts: ProcessSupervisorOptions = {}): Pr
       run.requested = reason;
       registry.setState(runId, "exiting");
       clearTimers();
-      run.kill = pid === undefined ? Promise.resolve() : terminate(pid);
+      const killed = pid === undefined ? Promise.resolve() : terminate(pid);
+      // a run without a lease: what its cgroup still holds (a setsid escapee) ends with the cancel or deadline
+      run.kill = own === undefined ? killed : killed.finally(() => runCgroups.drain(own!).catch(() => undefined));
       if (proc.mayMissExit && pid !== undefined) void run.kill.then(() => watchGone(pid));
     };
 
@@ -489,6 +521,8 @@ export function createProcessSupervisor(opts: ProcessSupervisorOptions = {}): Pr
       const fin = registry.finalize(runId, { reason, exitCode: exit.exitCode, exitSignal: exit.exitSignal });
       const final = fin?.record.terminationReason ?? reason;
       proc.dispose();
+      // ended on its own: nothing is signalled; its cgroup goes once it is empty
+      if (own !== undefined && run.kill === undefined) await runCgroups.settle(own).catch(() => {});
       if (lease) {
         // closed only when nothing of ours may still run: a tree kill whose reap
         // left survivors keeps the lease closing, for reconcileOrphans to retry
@@ -537,12 +571,12 @@ export function createProcessSupervisor(opts: ProcessSupervisorOptions = {}): Pr
         const cancelled = cancelAll(reason);
         const exits = await Promise.all(runs.map(async (r) => ({ runId: r.runId, exit: await r.done })));
         await getLeases()?.release().catch(() => undefined);
+        await runCgroups.release().catch(() => undefined);
         return { cancelled, runs: exits };
       })();
       return shutdownReport;
     },
-    containment: async () =>
-      getLeases()?.containment() ?? { available: false, code: "refused", why: "no stateDir: runs are not leased, so none is contained" },
+    containment: detectForRuns,
     getRecord: (runId) => registry.get(runId),
     listRecords: () => registry.list(),
     listByScope: (scopeKey) => registry.listByScope(scopeKey),
@@ -587,26 +621,6 @@ function shimFor(input: SpawnInput, cgroupPath: string, argv: readonly string[],
   return containedChild(cgroupPath, argv, env);
 }
 
-/** The one shape of a run's result; `timedOut` is true for both deadlines (OpenClaw's meaning). */
-function exitFor(
-  reason: TerminationReason,
-  exit: Pick<AdapterExit, "exitCode" | "exitSignal">,
-  durationMs: number,
-  stdout: string,
-  stderr: string,
-): RunExit {
-  return {
-    reason,
-    exitCode: exit.exitCode,
-    exitSignal: exit.exitSignal,
-    durationMs,
-    stdout,
-    stderr,
-    timedOut: reason === "overall-timeout" || reason === "no-output-timeout",
-    noOutputTimedOut: reason === "no-output-timeout",
-  };
-}
-
 function errorMessage(err: unknown): string {
   return err instanceof Error ? err.message : String(err);
 }
@@ -626,63 +640,3 @@ function signalThatStopped(run: LiveRun, rootPid: number): NodeJS.Signals | null
   return last === "killed" ? "SIGKILL" : last === "exited-after-term" ? "SIGTERM" : null;
 }
 
-type RootStart = { startTime: string; why?: undefined } | { startTime?: undefined; why: string };
-
-/**
- * The root's start time, read right after the spawn, kept only when the
- * process read provably was this run's child:
- * - child: Node had reported no exit once the read finished. libuv reaps a
- *   child and reports its exit in one callback, so the child was unreaped for
- *   the whole read and its pid could not name another process.
- * - PTY: node-pty reaps on its own thread, so the handle proves nothing; the
- *   process read must name this process as its parent (node-pty forks it
- *   from here) and not be a zombie. A pid reused within the read would have
- *   to be another child of ours, forked after our PTY child was reaped.
- * Anything else (backend "none", the read failed, it exited first) is
- * reported with why, and no tree kill is ever bound to a guess.
- */
-async function readRootStart(facts: ProcessFacts, proc: SpawnedProcess, pid: number, mode: SpawnInput["mode"]): Promise<RootStart> {
-  if (facts.identityStrength === "none") return { why: `the facts backend "${facts.backend}" cannot read start times` };
-  let d;
-  try {
-    d = await facts.inspect(pid);
-  } catch (err) {
-    return { why: `pid ${pid} could not be inspected: ${err instanceof Error ? err.message : String(err)}` };
-  }
-  if (d === null || d.state === "Z") return { why: `pid ${pid} had exited before its start time could be read` };
-  if (mode === "child" && proc.exitObserved) return { why: `pid ${pid} exited while its start time was read, so the read proves nothing` };
-  if (mode === "pty" && d.ppid !== process.pid) return { why: `pid ${pid} is not this process's child any more, so its start time is not the PTY's` };
-  if (!/^\d+$/.test(String(d.startTime))) return { why: `pid ${pid} has no readable start time` };
-  return { startTime: String(d.startTime) };
-}
-
-function validate(input: SpawnInput): void {
-  if (input === null || typeof input !== "object") throw new TypeError("spawn input must be an object");
-  if (typeof input.sessionId !== "string") throw new TypeError("sessionId must be a string");
-  if (typeof input.backendId !== "string") throw new TypeError("backendId must be a string");
-  if (input.mode === "child") {
-    if (!Array.isArray(input.argv) || input.argv.length === 0) throw new TypeError("argv must be a non-empty array");
-    input.argv.forEach((a: unknown, i) => {
-      if (typeof a !== "string") throw new TypeError(`argv[${i}] must be a string`);
-    });
-    if (input.argv[0] === "") throw new TypeError("argv[0] must be a non-empty program name");
-    if (input.stdinMode !== undefined && !["inherit", "pipe-open", "pipe-closed"].includes(input.stdinMode)) {
-      throw new TypeError(`stdinMode must be inherit, pipe-open or pipe-closed, got ${String(input.stdinMode)}`);
-    }
-  } else if (input.mode === "pty") {
-    if (typeof input.ptyCommand !== "string" || input.ptyCommand.trim() === "") {
-      throw new TypeError("ptyCommand must be a non-empty command string (PTY runs never rebuild one from argv)");
-    }
-  } else {
-    throw new TypeError(`mode must be "child" or "pty", got ${JSON.stringify((input as { mode?: unknown }).mode)}`);
-  }
-}
-
-function delay(ms: number): Promise<void> {
-  return new Promise((r) => setTimeout(r, ms).unref());
-}
-
-function positiveMs(v: number | undefined): number | undefined {
-  if (typeof v !== "number" || !Number.isFinite(v) || v <= 0) return undefined;
-  return Math.max(1, Math.floor(v));
-}

@@ -6,7 +6,7 @@
  * because the wrapper is spawned as a real node process.
  */
 import { spawn, type ChildProcess } from "node:child_process";
-import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
+import { existsSync, mkdtempSync, readdirSync, readFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
@@ -15,6 +15,7 @@ import type { AcpRuntimeHandle, AcpxLifecycleController } from "../../src/acpx/t
 import { openLeaseStore, type AcpxProcessLease } from "../../src/ownership/index.js";
 import { createRunLeases } from "../../src/supervisor/durability.js";
 import { isAliveSync } from "../helpers/liveness.js";
+import { removeStateDir } from "../helpers/state-dir-cleanup.js";
 
 export const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), "../..");
 export const AGENT = join(ROOT, "fixtures/acp-agent/agent.mjs");
@@ -220,7 +221,8 @@ export function cleanupAll(): void {
     }
   }
   ownPids.clear();
-  for (const d of dirs.splice(0)) rmSync(d, { recursive: true, force: true });
+  // with the cgroups its leases left on the host (test/helpers/state-dir-cleanup.ts)
+  for (const d of dirs.splice(0)) removeStateDir(d);
 }
 
 /**

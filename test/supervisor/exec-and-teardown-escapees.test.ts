@@ -11,7 +11,7 @@
  */
 import { spawn } from "node:child_process";
 import { existsSync, readdirSync, readFileSync } from "node:fs";
-import { mkdtemp, rm } from "node:fs/promises";
+import { mkdtemp } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, afterEach, describe, expect, it } from "vitest";
@@ -20,6 +20,7 @@ import { openLeaseStore } from "../../src/ownership/lease-store.js";
 import { LEASE_ENV_KEY } from "../../src/ownership/types.js";
 import { createProcessSupervisor } from "../../src/supervisor/supervisor.js";
 import { gatewayProcessHarness, isAlive, killQuietly, waitFor } from "./helpers.js";
+import { removeStateDir } from "../helpers/state-dir-cleanup.js";
 
 const FACTS = getProcessFacts();
 // exact identity and readable environments are what both fixes rest on
@@ -56,7 +57,7 @@ afterEach(() => {
   pids.clear();
 });
 afterAll(async () => {
-  for (const d of dirs) await rm(d, { recursive: true, force: true });
+  for (const d of dirs) removeStateDir(d);
 });
 
 async function stateDir(): Promise<string> {

@@ -1,6 +1,6 @@
 import type { ChildProcess } from "node:child_process";
 import { existsSync } from "node:fs";
-import { mkdtemp, rm } from "node:fs/promises";
+import { mkdtemp } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { afterAll, afterEach, beforeAll } from "vitest";
 import { fileURLToPath } from "node:url";
@@ -10,6 +10,7 @@ import { getProcessFacts } from "../../src/facts/get.js";
 import type { ProcessFacts, ProcessInfo, ProcessSignaller } from "../../src/facts/types.js";
 import { INSTANCE_ENV_KEY } from "../../src/ownership/types.js";
 import { isAliveSync, readStat } from "../helpers/liveness.js";
+import { removeStateDir } from "../helpers/state-dir-cleanup.js";
 import { inspectEach } from "../../src/facts/inspect-many.js";
 
 export const FIXTURES = join(dirname(fileURLToPath(import.meta.url)), "..", "fixtures", "supervisor");
@@ -153,8 +154,9 @@ export function trackedCleanup(): { dirs: string[]; pids: Set<number> } {
     killQuietly(pids);
     pids.clear();
   });
-  afterAll(async () => {
-    for (const d of dirs) await rm(d, { recursive: true, force: true });
+  afterAll(() => {
+    // with the cgroups its leases left on the host (state-dir-cleanup.ts)
+    for (const d of dirs) removeStateDir(d);
   });
   return { dirs, pids };
 }

@@ -9,7 +9,7 @@
  * that pid, or a start time that could not be read, get no tree kill at all.
  */
 import { readFileSync } from "node:fs";
-import { mkdtemp, readdir, readFile, rm } from "node:fs/promises";
+import { mkdtemp, readdir, readFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, afterEach, describe, expect, it } from "vitest";
@@ -22,6 +22,7 @@ import { LEASE_ENV_KEY } from "../../src/ownership/types.js";
 import { createProcessSupervisor } from "../../src/supervisor/supervisor.js";
 import { fixture, isAlive, killQuietly, matcher, recordingSignaller, waitFor } from "./helpers.js";
 import { inspectEach } from "../../src/facts/inspect-many.js";
+import { removeStateDir } from "../helpers/state-dir-cleanup.js";
 
 const FACTS = getProcessFacts();
 const NO_ENV = FACTS.backend === "ps" || FACTS.backend === "none";
@@ -35,7 +36,7 @@ afterEach(() => {
   pids.clear();
 });
 afterAll(async () => {
-  for (const d of dirs) await rm(d, { recursive: true, force: true });
+  for (const d of dirs) removeStateDir(d);
 });
 
 async function tempDir(): Promise<string> {
@@ -188,7 +189,8 @@ describe("every tree kill of a run's root is bound to the start time read at spa
   it.skipIf(FACTS.identityStrength === "none")("facts that report another start time for the root: no tree kill (the root still goes through its unreaped handle)", async () => {
     const t = switchedFacts();
     const sig = recordingSignaller();
-    const sup = createProcessSupervisor({ facts: t.facts, signaller: sig, graceMs: 200 });
+    // containment off: the run's own cgroup would end the grandchild whatever the facts say of the root (foreground-containment.test.ts)
+    const sup = createProcessSupervisor({ facts: t.facts, signaller: sig, graceMs: 200, containment: "off" });
     const { run, grandchild } = await stubborn(sup);
     await waitFor(() => sup.getRecord(run.runId)?.rootStartTime !== undefined, 5000);
     const start = sup.getRecord(run.runId)!.rootStartTime!;

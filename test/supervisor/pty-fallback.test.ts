@@ -103,7 +103,8 @@ describe("PTY wait() when node-pty never reports the exit", () => {
     const { facts, looks } = countingFacts();
     // every identity-checked signal is denied: the tree kill stops nothing (and a PTY handle sends nothing)
     const denying: ProcessSignaller = { raceFree: true, signal: async () => "denied" };
-    const sup = createProcessSupervisor({ facts, signaller: denying, graceMs: 50, loadPty: async () => exitlessPty(), ptyExitFallbackMs: fallbackMs });
+    // containment off: cgroup.kill on the run's own cgroup would stop it without the signaller
+    const sup = createProcessSupervisor({ facts, signaller: denying, graceMs: 50, loadPty: async () => exitlessPty(), ptyExitFallbackMs: fallbackMs, containment: "off" });
     const out = matcher();
     const run = await sup.spawn({ ...base, ptyCommand: "echo ready; exec sleep 30", onStdout: (c) => out.push(c) });
     await out.waitFor(/ready/);

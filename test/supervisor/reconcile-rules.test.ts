@@ -9,7 +9,7 @@
  */
 import { spawn, spawnSync, type ChildProcess } from "node:child_process";
 import { chmodSync, chownSync, cpSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, statSync } from "node:fs";
-import { mkdtemp, rm } from "node:fs/promises";
+import { mkdtemp } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, afterEach, describe, expect, it } from "vitest";
@@ -20,6 +20,7 @@ import type { LeaseVerification } from "../../src/ownership/verify.js";
 import { createRunLeases } from "../../src/supervisor/durability.js";
 import { readStat } from "../helpers/liveness.js";
 import { FIXTURES, fixture, isAlive, waitFor } from "./helpers.js";
+import { removeStateDir } from "../helpers/state-dir-cleanup.js";
 
 const ARGV = [process.execPath, "-e", "setTimeout(() => {}, 60000)"];
 const children: ChildProcess[] = [];
@@ -28,7 +29,7 @@ afterEach(() => {
   for (const c of children.splice(0)) if (c.exitCode === null && c.signalCode === null) c.kill("SIGKILL");
 });
 afterAll(async () => {
-  for (const d of dirs) await rm(d, { recursive: true, force: true });
+  for (const d of dirs) removeStateDir(d);
 });
 
 /**

@@ -7,7 +7,7 @@
  * many same-scope replacements, exactly the newest survives, also when
  * startups fail in between.
  */
-import { mkdtemp, rm } from "node:fs/promises";
+import { mkdtemp } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, afterEach, describe, expect, it } from "vitest";
@@ -20,6 +20,7 @@ import { createProcessSupervisor, type ProcessSupervisor } from "../../src/super
 import type { ManagedRun, RunExit } from "../../src/supervisor/types.js";
 import { gate, instanceCarriers, isAlive, killQuietly, pgidOf, waitFor } from "./helpers.js";
 import { inspectEach } from "../../src/facts/inspect-many.js";
+import { removeStateDir } from "../helpers/state-dir-cleanup.js";
 
 const FACTS = getProcessFacts();
 const PTY = await loadNodePty().then(
@@ -39,7 +40,7 @@ afterEach(async () => {
   pids.clear();
 });
 afterAll(async () => {
-  for (const d of dirs) await rm(d, { recursive: true, force: true });
+  for (const d of dirs) removeStateDir(d);
 });
 
 async function stateDir(): Promise<string> {

@@ -181,10 +181,15 @@ function spawnAdapter(command: string[]): void {
     spawnFailed(err as NodeJS.ErrnoException);
     return;
   }
-  child.once("error", (err: NodeJS.ErrnoException) => {
+  let failedReported = false;
+  // "on", not "once": a second "error" (a failed kill) must not take the wrapper down
+  child.on("error", (err: NodeJS.ErrnoException) => {
     // 'error' without a pid is a failed spawn; with a pid it is a failed
     // kill/send, which we never ask libuv for
-    if (child.pid === undefined) spawnFailed(err);
+    if (child.pid === undefined && !failedReported) {
+      failedReported = true;
+      spawnFailed(err);
+    }
   });
   if (child.pid === undefined) return; // the 'error' event follows
   adapterPid = child.pid;

@@ -3,6 +3,7 @@ import type { ManagedRunStdin, SpawnChildInput } from "../types.js";
 import { signalUnreapedChild } from "../../facts/guards.js";
 import { OUTPUT_FLUSH_MS, type AdapterExit, type SpawnedProcess } from "./adapter.js";
 import type { ShimCommand } from "./cgroup-shim.js";
+import { hostResourceError } from "../../ownership/host-faults.js";
 
 /**
  * Spawns argv directly (no shell), detached into its own process group so a
@@ -26,6 +27,9 @@ export function spawnChild(input: SpawnChildInput, env: NodeJS.ProcessEnv, shim?
   const stderrListeners: Array<(c: string) => void> = [];
   child.stdout?.setEncoding("utf8");
   child.stderr?.setEncoding("utf8");
+  // a pipe error is reported by the exit; unheard, it would crash the gateway
+  child.stdout?.on("error", () => {});
+  child.stderr?.on("error", () => {});
   child.stdout?.on("data", (c: string) => stdoutListeners.forEach((l) => l(c)));
   child.stderr?.on("data", (c: string) => stderrListeners.forEach((l) => l(c)));
 
@@ -55,12 +59,14 @@ export function spawnChild(input: SpawnChildInput, env: NodeJS.ProcessEnv, shim?
       if (flushTimer) clearTimeout(flushTimer);
       resolve(exit!);
     };
-    child.once("error", (err) => {
+    // "on", not "once": Node can emit "error" more than once for one child (EMFILE at spawn, a failed kill)
+    child.on("error", (err) => {
       // 'error' without a pid = the program never started; with a pid it is a
       // kill/IPC failure, which the exit event still reports.
       if (child.pid === undefined && exit === undefined) {
         exitObserved = true;
-        exit = { exitCode: null, exitSignal: null, spawnError: err };
+        // a host limit (descriptors, processes, memory) is named with where its limit is read
+        exit = { exitCode: null, exitSignal: null, spawnError: hostResourceError(err, `spawn ${file}`) ?? err };
         done();
       }
     });

@@ -1,6 +1,7 @@
 import type { ManagedRunStdin, SpawnPtyInput } from "../types.js";
 import { signalName, type AdapterExit, type SpawnedProcess } from "./adapter.js";
 import type { ShimCommand } from "./cgroup-shim.js";
+import { hostResourceError } from "../../ownership/host-faults.js";
 
 /**
  * The slice of node-pty the adapter uses, declared here so the optional
@@ -94,7 +95,8 @@ export function spawnPty(input: SpawnPtyInput, env: NodeJS.ProcessEnv, mod: PtyM
       env,
     });
   } catch (err) {
-    const spawnError = err instanceof Error ? err : new Error(String(err));
+    // a host limit (descriptors, processes, memory) is named with where its limit is read
+    const spawnError = hostResourceError(err, `spawn ${file} (PTY)`) ?? (err instanceof Error ? err : new Error(String(err)));
     return failed(spawnError);
   }
 
