@@ -92,9 +92,10 @@ Napi::Value Snapshot(const Napi::CallbackInfo& info) {
 // the marshalling to a handful of N-API calls however many fields there are.
 constexpr size_t kSlotsFixed = 13;
 
-void PackDetails(bool found, const ProcDetails& d, const std::vector<std::string>& keys, double* slots, std::string& text) {
-  slots[0] = found ? 1 : 0;
-  if (!found) return;
+// slots[0]: 1 found, 0 gone, -errno when the host refused the read (InspectProcess).
+void PackDetails(int found, const ProcDetails& d, const std::vector<std::string>& keys, double* slots, std::string& text) {
+  slots[0] = found;
+  if (found != proclease::kInspectFound) return;
   slots[1] = d.rec.pid;
   slots[2] = d.rec.ppid;
   slots[3] = d.rec.pgid;
@@ -135,8 +136,8 @@ std::vector<std::string> SplitKeys(const std::string& joined) {
 }
 
 // inspect(pid, keys, slots): synchronous; fills slots (a Float64Array of at
-// least kSlotsFixed + key count) and returns the text, or null when the
-// process does not exist.
+// least kSlotsFixed + key count) and returns the text, null when the process
+// does not exist, or -errno when the host refused a read that decides it.
 Napi::Value Inspect(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   if (info.Length() < 3 || !IsInt(info[0]) || !info[1].IsString() || !info[2].IsTypedArray()) {
@@ -152,9 +153,11 @@ Napi::Value Inspect(const Napi::CallbackInfo& info) {
     return ThrowType(env, "inspect: slots must be a Float64Array of 13 + envKeys.length");
   }
   ProcDetails d;
-  if (!proclease::InspectProcess(info[0].As<Napi::Number>().Int32Value(), keys, d)) return env.Null();
+  const int found = proclease::InspectProcess(info[0].As<Napi::Number>().Int32Value(), keys, d);
+  if (found < 0) return Napi::Number::New(env, found);  // -errno: the TS side throws FactsReadError
+  if (found == proclease::kInspectGone) return env.Null();
   std::string text;
-  PackDetails(true, d, keys, static_cast<double*>(data), text);
+  PackDetails(found, d, keys, static_cast<double*>(data), text);
   return Napi::String::New(env, text);
 }
 
@@ -172,7 +175,7 @@ class InspectManyWorker : public Napi::AsyncWorker {
     slots_.assign(pids_.size() * stride, 0);
     for (size_t i = 0; i < pids_.size(); i++) {
       ProcDetails d;
-      bool found = proclease::InspectProcess(pids_[i], keys_, d);
+      const int found = proclease::InspectProcess(pids_[i], keys_, d);
       PackDetails(found, d, keys_, slots_.data() + i * stride, text_);
     }
   }

@@ -73,9 +73,13 @@ int WalkProcesses(PackedSnapshot& out);
 // the main thread builds nothing per record (snapshot_index.cc, portable).
 void BuildSnapshotIndex(PackedSnapshot& out);
 
-// false when the process does not exist, vanished mid-read, or `pid` names
-// a thread that is not its thread group's leader.
-bool InspectProcess(int pid, const std::vector<std::string>& envKeys, ProcDetails& out);
+// kInspectFound; kInspectGone when the process does not exist, vanished
+// mid-read, or `pid` names a thread that is not its thread group's leader;
+// -errno when the host refused a read that decides it (EMFILE, ENOMEM, EIO…):
+// nothing is known then, and "gone" would be a guess.
+constexpr int kInspectFound = 1;
+constexpr int kInspectGone = 0;
+int InspectProcess(int pid, const std::vector<std::string>& envKeys, ProcDetails& out);
 
 bool BootId(std::string& out);
 bool PidNamespace(std::string& out);
@@ -102,5 +106,8 @@ namespace proclease::linux_detail {
 // Reads and parses `rel` (a "stat" file) relative to dirfd in one
 // open+fstat+read+close. false when it is unreadable (process gone).
 bool ReadStatAt(int dirfd, const char* rel, ProcRecord& out);
+// Whether errno from a failed /proc read means the host refused it (EMFILE,
+// ENOMEM, EIO…) rather than that the process is gone or hidden from us.
+bool HostFailure(int err);
 }  // namespace proclease::linux_detail
 #endif

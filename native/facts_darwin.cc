@@ -141,8 +141,8 @@ int WalkProcesses(PackedSnapshot& out) {
   return 0;
 }
 
-bool InspectProcess(int pid, const std::vector<std::string>& envKeys, ProcDetails& out) {
-  if (!ReadRecord(pid, out.rec, &out.realUid)) return false;
+int InspectProcess(int pid, const std::vector<std::string>& envKeys, ProcDetails& out) {
+  if (!ReadRecord(pid, out.rec, &out.realUid)) return kInspectGone;
   char path[PROC_PIDPATHINFO_MAXSIZE];
   int n = proc_pidpath(pid, path, sizeof path);
   if (n > 0) {
@@ -153,9 +153,9 @@ bool InspectProcess(int pid, const std::vector<std::string>& envKeys, ProcDetail
   // libproc has no handle that pins a process, so confirm the pid still
   // names the same process after the reads; otherwise the facts may mix two.
   ProcRecord again;
-  if (!ReadRecord(pid, again, &out.realUid) || again.start != out.rec.start) return false;
+  if (!ReadRecord(pid, again, &out.realUid) || again.start != out.rec.start) return kInspectGone;
   out.rec = again;
-  return true;
+  return kInspectFound;
 }
 
 // kern.bootsessionuuid changes at every boot and, unlike kern.boottime,

@@ -312,10 +312,26 @@ bool ReadStatAt(int dirfd, const char* rel, ProcRecord& out) {
   bool ok = fstat(fd, &st) == 0;
   char buf[4096];
   ssize_t n = ok ? Read(fd, buf, sizeof buf) : -1;
+  const int err = n < 0 ? errno : 0;
   Close(fd);
+  errno = err;  // the caller tells a gone process from a failing host by it (HostFailure)
   if (n <= 0) return false;
   out.uid = static_cast<int32_t>(st.st_uid);
   return ParseStat(buf, static_cast<size_t>(n), out);
+}
+
+bool HostFailure(int err) {
+  switch (err) {
+    case 0:
+    case ENOENT:
+    case ESRCH:
+    case EACCES:  // hidden (hidepid, an LSM): not ours to read, like the procfs backend
+    case EPERM:
+    case EINVAL:
+      return false;
+    default:
+      return true;
+  }
 }
 
 
@@ -348,11 +364,26 @@ int WalkProcesses(PackedSnapshot& out) {
     if (!numeric) continue;
     size_t n = FormatUint(rel, pid);
     memcpy(rel + n, "/stat", 6);
-    // A process that exits between readdir and openat is simply not listed.
-    if (!linux_detail::ReadStatAt(dfd, rel, rec) || IsDead(rec.state)) continue;
+    // A process that exits between readdir and openat is simply not listed;
+    // a read the host refused (EMFILE, ENOMEM, EIO…) fails the walk: left
+    // out, a live process would read as gone.
+    if (!linux_detail::ReadStatAt(dfd, rel, rec)) {
+      const int err = errno;
+      if (linux_detail::HostFailure(err)) {
+        closedir(dir);
+        return -err;
+      }
+      continue;
+    }
+    if (IsDead(rec.state)) continue;
     if (rec.uid == 0 && (rec.flags & kRecKernelThread) == 0) {
       rel[n] = '\0';
       const int32_t owner = DirOwner(dfd, rel);
+      if (owner < 0 && linux_detail::HostFailure(errno)) {
+        const int err = errno;
+        closedir(dir);
+        return -err;
+      }
       if (owner < 0) continue;  // gone since its stat was read
       rec.uid = owner;
     }
@@ -381,9 +412,11 @@ namespace {
 // stat + status through the pinned directory: the record with uid and
 // realUid from status. 0 = ok, 1 = gone (or dead), 2 = not a thread-group
 // leader (a tid is not a process), 3 = status unreadable (dying, or denied
-// by an LSM): the record stands on stat alone (uid = the stat owner).
+// by an LSM): the record stands on stat alone (uid = the stat owner),
+// 4 = the host refused the read (errno says why).
 int ReadIdentity(int dfd, int pid, ProcDetails& out) {
-  if (!linux_detail::ReadStatAt(dfd, "stat", out.rec) || IsDead(out.rec.state)) return 1;
+  if (!linux_detail::ReadStatAt(dfd, "stat", out.rec)) return linux_detail::HostFailure(errno) ? 4 : 1;
+  if (IsDead(out.rec.state)) return 1;
   StatusFacts status;
   if (!ReadStatusAt(dfd, "status", status)) return 3;
   if (status.tgid >= 0 && status.tgid != pid) return 2;
@@ -399,7 +432,7 @@ int ReadIdentity(int dfd, int pid, ProcDetails& out) {
 
 }  // namespace
 
-bool InspectProcess(int pid, const std::vector<std::string>& envKeys, ProcDetails& out) {
+int InspectProcess(int pid, const std::vector<std::string>& envKeys, ProcDetails& out) {
   char path[32];
   memcpy(path, "/proc/", 6);
   path[6 + FormatUint(path + 6, static_cast<unsigned>(pid))] = '\0';
@@ -407,11 +440,16 @@ bool InspectProcess(int pid, const std::vector<std::string>& envKeys, ProcDetail
   // bound to this process, so a pid reused mid-inspect can never mix two
   // processes' facts (reads fail instead).
   int dfd = OpenAt(AT_FDCWD, path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dfd < 0) return false;
+  if (dfd < 0) return linux_detail::HostFailure(errno) ? -errno : kInspectGone;
   int id = ReadIdentity(dfd, pid, out);
+  if (id == 4) {
+    const int err = errno;
+    Close(dfd);
+    return -err;
+  }
   if (id == 1 || id == 2) {
     Close(dfd);
-    return false;
+    return kInspectGone;
   }
   bool partial = id == 3;
 
@@ -457,13 +495,18 @@ bool InspectProcess(int pid, const std::vector<std::string>& envKeys, ProcDetail
   if (partial) {
     out.realUid = -1;
     int again = ReadIdentity(dfd, pid, out);
+    if (again == 4) {
+      const int err = errno;
+      Close(dfd);
+      return -err;
+    }
     if (again == 1 || again == 2) {
       Close(dfd);
-      return false;
+      return kInspectGone;
     }
   }
   Close(dfd);
-  return true;
+  return kInspectFound;
 }
 
 bool BootId(std::string& out) {

@@ -12,7 +12,7 @@ export type {
 } from "./types.js";
 export type { NativeBinding, NativeDetailsBatch, NativeSignalOutcome, NativeSnapshot } from "./native-binding.js";
 export { getProcessFacts, describeBackendChoice } from "./get.js";
-export { FactsUnavailableError } from "./none.js";
+export { FactsReadError, FactsUnavailableError } from "./none.js";
 export { assertPid, assertEnvKeys, MAX_PID } from "./validate.js";
 export { buildSnapshot } from "./snapshot.js";
 export { inspectEach } from "./inspect-many.js";

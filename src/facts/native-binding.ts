@@ -79,10 +79,11 @@ export interface NativeBinding {
    * Synchronous single-pid read into `slots` (a Float64Array of at least
    * DETAIL_SLOTS + key count); returns its text, or null when the process
    * does not exist, vanished mid-read, or `pid` is a thread id that is not
-   * its process's (Tgid != pid). `envKeys` is the keys joined by NUL.
+   * its process's (Tgid != pid), or -errno when the host refused a read that
+   * decides it (EMFILE, ENOMEM, EIO…). `envKeys` is the keys joined by NUL.
    */
-  inspect(pid: number, envKeys: string, slots: Float64Array): string | null;
-  /** The same reads for every pid in one worker-thread job; a pid that does not exist has Found 0. */
+  inspect(pid: number, envKeys: string, slots: Float64Array): string | null | number;
+  /** The same reads for every pid in one worker-thread job; a pid that does not exist has found 0, a refused read -errno. */
   inspectMany(pids: Int32Array, envKeys: string): Promise<NativeDetailsBatch>;
   /** Linux: /proc/sys/kernel/random/boot_id; macOS: kern.bootsessionuuid. null when unreadable. */
   bootId(): string | null;

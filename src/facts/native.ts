@@ -10,6 +10,7 @@ import { DETAIL_SLOTS, REC_EXITING, REC_KERNEL_THREAD, REC_ZOMBIE_LEADER, SLOT }
 import { nativeSnapshot } from "./native-snapshot.js";
 import type { InspectOptions, ProcessDetails, ProcessFacts, ProcessSnapshot } from "./types.js";
 import { assertBatch } from "./inspect-many.js";
+import { FactsReadError } from "./none.js";
 import { assertEnvKeys, assertPid } from "./validate.js";
 
 const require = createRequire(import.meta.url);
@@ -116,6 +117,7 @@ export function createNativeFacts(binding: NativeBinding): ProcessFacts {
       if (slots.length < DETAIL_SLOTS + keys.length) slots = new Float64Array(DETAIL_SLOTS + keys.length);
       const text = binding.inspect(pid, joinedKeys(keys), slots);
       if (text === null) return null;
+      if (typeof text === "number") throw new FactsReadError(pid, -text);
       return decodeDetails(slots, 0, keys, text.split("\0"), { next: 0 }, identity());
     },
 
@@ -129,7 +131,12 @@ export function createNativeFacts(binding: NativeBinding): ProcessFacts {
       const stride = DETAIL_SLOTS + keys.length;
       const host = identity();
       const out = new Array<ProcessDetails | null>(packed.length);
-      for (let i = 0; i < packed.length; i++) out[i] = decodeDetails(all, i * stride, keys, pieces, cursor, host);
+      for (let i = 0; i < packed.length; i++) {
+        // a read the host refused is a failure of the facts, not a gone pid (types.ts inspectMany)
+        const found = all[i * stride + SLOT.found]!;
+        if (found < 0) throw new FactsReadError(packed[i]!, -found);
+        out[i] = decodeDetails(all, i * stride, keys, pieces, cursor, host);
+      }
       return out;
     },
   };

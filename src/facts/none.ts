@@ -9,6 +9,7 @@
  * therefore never signals. Input is validated first, as on every backend, so
  * a programming error still surfaces as the TypeError/RangeError it is.
  */
+import { constants as osConstants } from "node:os";
 import { assertBatch } from "./inspect-many.js";
 import { assertEnvKeys, assertPid } from "./validate.js";
 import type { InspectOptions, ProcessDetails, ProcessFacts, ProcessSnapshot } from "./types.js";
@@ -39,4 +40,28 @@ export function createNoneFacts(reason?: string): ProcessFacts {
       throw new FactsUnavailableError(message);
     },
   };
+}
+
+/**
+ * The host refused a read that decides whether a process exists (EMFILE,
+ * ENFILE, ENOMEM, EIO…): nothing is known about it. Never read as "gone":
+ * every caller treats it as unknown, so nothing is signalled or settled on it.
+ */
+export class FactsReadError extends Error {
+  override name = "FactsReadError";
+  /** the errno name, e.g. "EMFILE" */
+  readonly code: string;
+  constructor(
+    readonly pid: number | null,
+    errno: number,
+  ) {
+    const code = errnoName(errno);
+    super(`the host refused to read ${pid === null ? "the process table" : `/proc/${pid}`} (${code}${code === "EMFILE" || code === "ENFILE" ? ": out of file descriptors, see RLIMIT_NOFILE" : ""}): nothing is known about it`);
+    this.code = code;
+  }
+}
+
+function errnoName(errno: number): string {
+  for (const [name, n] of Object.entries(osConstants.errno)) if (n === errno) return name;
+  return `errno ${errno}`;
 }
