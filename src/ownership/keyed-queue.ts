@@ -25,3 +25,28 @@ export class KeyedQueue {
     return this.tails.size;
   }
 }
+
+/**
+ * At most `limit` calls in flight; the rest wait in call order. The lease
+ * store passes its file I/O through one: a reconcile that settles 1,000
+ * leases at once would otherwise have thousands of reads and writes
+ * complete together, and the event loop would run all their continuations
+ * in one turn (hundreds of milliseconds without a timer firing).
+ */
+export class Limiter {
+  private active = 0;
+  private readonly waiting: Array<() => void> = [];
+
+  constructor(private readonly limit: number) {}
+
+  async run<T>(fn: () => Promise<T>): Promise<T> {
+    if (this.active >= this.limit) await new Promise<void>((r) => this.waiting.push(r));
+    this.active++;
+    try {
+      return await fn();
+    } finally {
+      this.active--;
+      this.waiting.shift()?.();
+    }
+  }
+}

@@ -38,7 +38,7 @@ import {
   parseLeaseRecord,
   serializeLease,
 } from "./lease-record.js";
-import { KeyedQueue } from "./keyed-queue.js";
+import { KeyedQueue, Limiter } from "./keyed-queue.js";
 import { asRecordWriteError } from "./host-faults.js";
 import type { AcpxProcessLease, LeaseState } from "./types.js";
 
@@ -117,6 +117,8 @@ export class LeaseNotFoundError extends Error {
 }
 
 const MAX_LEASE_BYTES = 64 * 1024;
+/** lease files read or written at once: enough to keep the thread pool (4 threads) busy */
+const IO_SLOTS = 8;
 /** temp files older than this are debris from a crashed write */
 const STALE_TEMP_MS = 10 * 60 * 1000;
 
@@ -143,6 +145,8 @@ export async function openLeaseStore(stateDir: string, opts: LeaseStoreOptions =
   // read-modify-write of one lease is serialised within this process (one writer process per state dir: state-lock.ts)
   const queue = new KeyedQueue();
   const withLock = <T>(leaseId: string, fn: () => Promise<T>): Promise<T> => queue.run(leaseId, fn);
+  // one lease read or write at a time per IO_SLOTS (keyed-queue.ts Limiter says why)
+  const io = new Limiter(IO_SLOTS);
 
   type ReadResult = { lease: AcpxProcessLease | null; problem?: LeaseProblem };
 
@@ -216,10 +220,10 @@ export async function openLeaseStore(stateDir: string, opts: LeaseStoreOptions =
   async function load(leaseId: string): Promise<AcpxProcessLease | null> {
     if (!present) return null;
     // the archive copy wins: terminal states are absorbing (see the layout note)
-    const a = await readLease(archive, `${leaseId}.json`, leaseId);
+    const a = await io.run(() => readLease(archive, `${leaseId}.json`, leaseId));
     if (a.problem) report(a.problem);
     if (a.lease) return a.lease;
-    const l = await readLease(dir, `${leaseId}.json`, leaseId);
+    const l = await io.run(() => readLease(dir, `${leaseId}.json`, leaseId));
     if (l.problem) report(l.problem);
     if (l.lease === null && !l.problem && remembered.has(leaseId) && !(await isDir(dir))) return remembered.get(leaseId)!;
     return l.lease;
@@ -261,7 +265,7 @@ export async function openLeaseStore(stateDir: string, opts: LeaseStoreOptions =
   };
 
   async function write(lease: AcpxProcessLease, previous: LeaseState | null, op: string): Promise<void> {
-    return guarded(join(TERMINAL_STATES.has(lease.state) ? archive : dir, `${lease.leaseId}.json`), op, () => writeNow(lease, previous));
+    return guarded(join(TERMINAL_STATES.has(lease.state) ? archive : dir, `${lease.leaseId}.json`), op, () => io.run(() => writeNow(lease, previous)));
   }
 
   async function writeNow(lease: AcpxProcessLease, previous: LeaseState | null): Promise<void> {
