@@ -20,7 +20,13 @@ afterAll(() => removeCHelpers());
 describe("the tests' liveness oracle against the library", () => {
   it("a running child: alive by both; stat fields read by hand equal the library's", async () => {
     const child = spawnTracked("/bin/sh", ["-c", "exec sleep 30"], { detached: true, env: { ...process.env, ORACLE_MARK: "x y" } });
-    const st = await waitFor("the child to exec sleep", async () => (readStat(child.pid)?.comm === "sleep" ? readStat(child.pid) : null));
+    // The state letter is compared too, so both reads must see the same one:
+    // wait until sleep is asleep (S). Just after exec it may still read R, and
+    // a read on either side of that moment would differ without a defect.
+    const st = await waitFor("the child to exec sleep and be asleep", async () => {
+      const s = readStat(child.pid);
+      return s?.comm === "sleep" && s.state === "S" ? s : null;
+    });
     const d = await facts.inspect(child.pid, { envKeys: ["ORACLE_MARK"] });
     expect(d).not.toBeNull();
     expect({ pid: d!.pid, ppid: d!.ppid, pgid: d!.pgid, sid: d!.sid, state: d!.state, startTime: d!.startTime }).toEqual({
