@@ -395,6 +395,7 @@ class Controller implements AcpxLifecycleController {
       dryRun,
       skipAttached,
       skip: (l) => this.live.busy(l),
+      ...(this.d.containment.available ? { leftovers: { instanceFolder: `${this.d.containment.root}/${this.d.gatewayInstanceId}`, isLive: (leaseId: string) => this.live.busy({ leaseId }) !== undefined } } : {}),
       retentionMs: this.d.retentionMs,
       onSettled: (o) => {
         this.live.afterSettled(o.leaseId, o.stateAfter);

@@ -11,6 +11,7 @@
 import {
   isPopulated,
   killCgroup,
+  listLeaseCgroups,
   membersOf,
   removeCgroup,
   removeEmptyOwnerFolder,
@@ -23,8 +24,14 @@ import type { ProcessFacts, ProcessSignaller } from "../facts/types.js";
 import type { AcpxProcessLease, OwnershipEvidence } from "./types.js";
 
 export interface CgroupDrain {
-  /** empty: populated 0 and removed (or already gone); survivors: still populated; unknown: could not tell or not ours */
-  state: "empty" | "survivors" | "unknown";
+  /**
+   * empty: populated 0 and removed (or already gone); left: populated 0 but
+   * the host refused the removal for now (no descriptor, a busy rmdir), so
+   * the lease stays closing and the next reconcile drains and removes it
+   * again (a settled lease has nobody left to remove its folder); survivors:
+   * still populated; unknown: could not tell or not ours
+   */
+  state: "empty" | "left" | "survivors" | "unknown";
   /** processes found in it before the drain */
   members: number;
   evidence: OwnershipEvidence;
@@ -81,15 +88,20 @@ export async function drainLeaseCgroup(
   }
   const populated = await isPopulated(cg.path);
   if (populated !== "empty" && populated !== "gone") return { state: populated === "populated" ? "survivors" : "unknown", members, evidence: ev("unknown", `populated: ${populated}`) };
-  const rm = await removeCgroup(cg.path);
-  const removed = rm.outcome === "removed" || rm.outcome === "gone";
-  // the instance's folder goes with its last cgroup (another one of it may be made in it right now: then it stays)
-  if (removed) await removeEmptyOwnerFolder(cg.path);
-  return {
-    state: "empty",
-    members,
-    evidence: ev("match", `populated 0${members > 0 ? ` after ending ${members} process(es) in it` : ""}${removed ? ", removed" : ` (not removed: ${rm.outcome})`}: nothing of the lease is left`),
-  };
+  return removeEmpty(cg.path, members, ev, `populated 0${members > 0 ? ` after ending ${members} process(es) in it` : ""}`);
+}
+
+/** An emptied lease cgroup removed, with its instance folder once that is empty too. */
+async function removeEmpty(path: string, members: number, ev: Evidence, found: string): Promise<CgroupDrain> {
+  const rm = await removeCgroup(path);
+  if (rm.outcome === "removed" || rm.outcome === "gone") {
+    // the instance's folder goes with its last cgroup (another one of it may be made in it right now: then it stays)
+    await removeEmptyOwnerFolder(path);
+    return { state: "empty", members, evidence: ev("match", `${found}, removed: nothing of the lease is left`) };
+  }
+  if (rm.outcome === "refused") return { state: "unknown", members, evidence: ev("unknown", `${found}, not removed: ${rm.why}`) };
+  const why = rm.outcome === "busy" ? rm.detail : rm.why;
+  return { state: "left", members, evidence: ev("match", `${found}, but its folder could not be removed yet (${why}); the next reconcile removes it`) };
 }
 
 /**
@@ -112,10 +124,7 @@ export async function lookIntoLeaseCgroup(lease: Contained): Promise<CgroupDrain
     return { state: "survivors", members: 0, evidence: ev("match", `still populated${pids.length > 0 ? ` (${pids.join(" ")})` : ""}: left running, for the next reconcile to reap`) };
   }
   if (populated !== "empty" && populated !== "gone") return { state: "unknown", members: 0, evidence: ev("unknown", `populated: ${populated}`) };
-  const rm = await removeCgroup(cg.path);
-  const removed = rm.outcome === "removed" || rm.outcome === "gone";
-  if (removed) await removeEmptyOwnerFolder(cg.path);
-  return { state: "empty", members: 0, evidence: ev("match", `populated 0${removed ? ", removed" : ` (not removed: ${rm.outcome})`}: nothing of the lease is left`) };
+  return removeEmpty(cg.path, 0, ev, "populated 0");
 }
 
 /** How many of `pids` are alive (liveness.ts); one that cannot be read counts as alive (a drain never understates what it ended). */
@@ -126,4 +135,33 @@ async function countAlive(facts: ProcessFacts, pids: readonly number[]): Promise
     if (d === undefined || (d !== null && isAlive(d))) n++;
   }
   return n;
+}
+
+/**
+ * The lease cgroups a settled lease left in its instance folder: a settled
+ * lease (closed or lost) has nothing left to remove its folder, and a lease
+ * whose cgroup could not be recorded (the host refused the write right after
+ * the mkdir) never named it. A cgroup is removed only when a lease file of
+ * that name says the lease is settled, it is empty, and, where the lease
+ * recorded a cgroup, it has the identity recorded; anything else (a live
+ * lease, no lease file, a populated or re-created cgroup) is left to the
+ * operator's `proclease status` and `reap --orphan-cgroups`. Returns the
+ * paths removed.
+ */
+export async function removeSettledLeftovers(
+  instanceFolder: string,
+  lease: { isLive(leaseId: string): boolean; get(leaseId: string): Promise<AcpxProcessLease | null> },
+): Promise<string[]> {
+  const listed = await listLeaseCgroups(instanceFolder);
+  if (listed.state !== "ok") return [];
+  const removed: string[] = [];
+  for (const c of listed.cgroups) {
+    if (c.populated !== "empty" || lease.isLive(c.name)) continue;
+    const l = await lease.get(c.name).catch(() => null);
+    if (l === null || (l.state !== "closed" && l.state !== "lost")) continue;
+    if (l.cgroup !== undefined && (l.cgroup.path !== c.path || l.cgroup.id !== c.id)) continue;
+    const drained = await lookIntoLeaseCgroup({ cgroup: { path: c.path, id: c.id } });
+    if (drained?.state === "empty") removed.push(c.path);
+  }
+  return removed;
 }

@@ -41,7 +41,7 @@
  * other by the startup reap.
  */
 import type { ProcessFacts, ProcessSignaller, ProcessSnapshot } from "../facts/types.js";
-import { cgroupMembers, drainLeaseCgroup, lookIntoLeaseCgroup } from "./lease-cgroup.js";
+import { cgroupMembers, drainLeaseCgroup, lookIntoLeaseCgroup, removeSettledLeftovers } from "./lease-cgroup.js";
 import { LeaseTransitionError, type LeaseStore } from "./lease-store.js";
 import type { ReapReport } from "./reap.js";
 import { reapLeaseVerification, type LeaseReapResult } from "./reap-verification.js";
@@ -222,7 +222,7 @@ export async function settleLease(deps: LifecycleDeps, lease: AcpxProcessLease, 
   if (drain?.state === "empty") {
     const ended = last !== null || drain.members > 0 || prior !== null || ctx.rootExitObserved;
     s = ended ? { to: "closed", why: drain.evidence.detail ?? "cgroup empty" } : { to: "lost", why: `nothing of it was alive; ${drain.evidence.detail ?? "cgroup empty"}` };
-  } else if (drain?.state === "survivors") s = { to: "closing", why: `${drain.evidence.detail ?? "cgroup still populated"}; ${s.why}` };
+  } else if (drain?.state === "survivors" || drain?.state === "left") s = { to: "closing", why: `${drain.evidence.detail ?? "cgroup still populated"}; ${s.why}` };
   const reap = last?.report ?? null;
   // processes ended through the cgroup alone count as remnants reaped
   const drained = drain !== null && drain.members > 0;
@@ -262,6 +262,12 @@ export interface ReconcileOptions {
   retentionMs?: number;
   /** called with each settled lease (the controller lets go of sessions it held for them) */
   onSettled?: (o: LeaseOutcome) => void;
+  /**
+   * This instance's cgroup folder: after the settlements, the empty cgroups
+   * that settled leases left in it are removed (lease-cgroup.ts
+   * removeSettledLeftovers); `isLive` spares the lease files of sessions in use.
+   */
+  leftovers?: { instanceFolder: string; isLive?: (leaseId: string) => boolean };
 }
 
 export interface LeaseReconcileReport {
@@ -345,6 +351,11 @@ export async function reconcileLeases(deps: LifecycleDeps, opts: ReconcileOption
   const order = new Map(leases.map((l, i) => [l.leaseId, i]));
   entries.sort((a, b) => order.get(a.leaseId)! - order.get(b.leaseId)!);
 
+  if (!dryRun && opts.leftovers) {
+    const unsettled = new Set(entries.filter((e) => e.stateAfter === "open" || e.stateAfter === "closing").map((e) => e.leaseId));
+    const { instanceFolder, isLive } = opts.leftovers;
+    await removeSettledLeftovers(instanceFolder, { isLive: (id) => unsettled.has(id) || isLive?.(id) === true, get: (id) => deps.store.get(id) }).catch(() => undefined);
+  }
   let expired: string[] = [];
   if (!dryRun && opts.retentionMs !== undefined) {
     const ex = await deps.store.expire(opts.retentionMs);
@@ -381,8 +392,8 @@ export async function settleUnstarted(deps: LifecycleDeps, lease: AcpxProcessLea
   const cgroup = cur.cgroup ?? lease.cgroup;
   const drain = cgroup ? await drainLeaseCgroup({ ...cur, cgroup }, { graceMs: deps.graceMs, signaller: deps.signaller, facts: deps.facts }) : null;
   const s: Settlement =
-    drain?.state === "survivors" || drain?.state === "unknown"
-      ? { to: "closing", why: `the spawn failed and its cgroup could not be emptied: ${drain.evidence.detail ?? drain.state}` }
+    drain?.state === "survivors" || drain?.state === "unknown" || drain?.state === "left"
+      ? { to: "closing", why: `the spawn failed and its cgroup could not be emptied and removed: ${drain.evidence.detail ?? drain.state}` }
       : drain !== null && drain.members > 0
         ? { to: "closed", why: `the spawn failed; ${drain.evidence.detail ?? "its cgroup was emptied"}` }
         : NOTHING_STARTED;

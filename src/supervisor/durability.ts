@@ -273,7 +273,9 @@ export function createRunLeases(opts: RunLeasesOptions): RunLeases {
       const others = await liveHolders(stateDir, facts);
       const skip = (l: AcpxProcessLease) =>
         l.holder !== undefined && others.has(l.holder) ? `its supervisor (holder ${l.holder}) is alive in another process` : tracked(l) ? "tracked" : undefined;
-      const r = await reconcileLeases(deps, { kind: "supervisor", skip });
+      const support = await detect();
+      const leftovers = support.available ? { leftovers: { instanceFolder: `${support.root}/${instanceId}`, isLive: (id: string) => live.has(id) } } : {};
+      const r = await reconcileLeases(deps, { kind: "supervisor", skip, ...leftovers });
       const runs: ReconciledRun[] = [];
       for (const o of r.entries) {
         if (o.action === "skipped-live") continue; // runs still supervised or tracked: neither touched nor reported

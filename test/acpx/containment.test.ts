@@ -4,10 +4,12 @@
  * and the wrapper are SIGKILLed together. Nothing ties that grandchild to the
  * lease any more (no markers, reparented to init) except the lease's cgroup.
  */
-import { existsSync, readFileSync } from "node:fs";
+import { existsSync, mkdirSync, readFileSync, rmdirSync } from "node:fs";
+import { randomUUID } from "node:crypto";
 import { dirname, join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { createAcpxLifecycleController } from "../../src/acpx/controller.js";
+import { openLeaseStore } from "../../src/ownership/lease-store.js";
 import type { AcpRuntimeHandle } from "../../src/acpx/types.js";
 import { containmentSkipNote, probeCgroup2 } from "../helpers/cgroup-probe.mjs";
 import { agentArgv, alive, disposeAfterEach, readJsonLine, spawnGateway, tempStateDir, trackLease, trackPid, waitFor, GRACE_MS } from "./controller-helpers.js";
@@ -100,6 +102,40 @@ describe("an env-scrubbed setsid grandchild outlives a SIGKILL of gateway + wrap
     expect(await next.closeSession({ handle: { sessionKey: "agent:folder:1" } })).toMatchObject({ outcome: "closed", leaseState: "closed" });
     await next.dispose();
     expect(existsSync(dirname(lease.cgroup!.path))).toBe(false);
+  });
+
+  it.runIf(probe.writable)(`a reap removes the empty cgroups settled leases left in the instance folder, and nothing else${why}`, async () => {
+    // A host that refuses a write right after the mkdir (EMFILE) leaves a lease
+    // whose record never named its cgroup; one that refuses the rmdir leaves a
+    // settled lease's folder. Neither has anybody left to remove it but the reap.
+    const stateDir = tempStateDir("leftovers");
+    const ctl = await createAcpxLifecycleController({ stateDir, graceMs: GRACE_MS, maintenanceIntervalMs: 0 });
+    controllers.push(ctl);
+    const c = ctl.containment;
+    if (!c.available) throw new Error(`the probe says containment works here, the controller says: ${c.why}`);
+    const store = await openLeaseStore(stateDir);
+    const lease = (sessionKey: string) =>
+      store.create({ gatewayInstanceId: ctl.gatewayInstanceId, sessionKey, wrapperRoot: stateDir, wrapperPath: join(stateDir, "w"), commandHash: "0".repeat(64) });
+    const settled = await lease("settled");
+    await store.transition(settled.leaseId, "closing");
+    await store.transition(settled.leaseId, "lost");
+    const live = await ctl.ensureSession({ sessionKey: "agent:leftovers:1", agentId: "leftovers", command: agentArgv({}) });
+    trackLease(live.leaseId);
+    const liveCgroup = (await ctl.listLeases()).find((l) => l.leaseId === live.leaseId)!.cgroup!.path;
+    const folder = `${c.root}/${ctl.gatewayInstanceId}`;
+    const made = { settled: `${folder}/${settled.leaseId}`, noLease: `${folder}/${randomUUID()}` };
+    for (const d of Object.values(made)) mkdirSync(d);
+    try {
+      await ctl.reapStartupOrphans();
+      expect(existsSync(made.settled)).toBe(false);
+      // a live session's cgroup stays; one no lease file names is the operator's to judge (proclease status)
+      expect(existsSync(liveCgroup)).toBe(true);
+      expect(existsSync(made.noLease)).toBe(true);
+    } finally {
+      for (const d of Object.values(made)) if (existsSync(d)) rmdirSync(d);
+    }
+    expect(await ctl.closeSession({ handle: live })).toMatchObject({ leaseState: "closed" });
+    expect(existsSync(liveCgroup)).toBe(false);
   });
 
   it("with containment off, nothing ties it to the lease: the startup reap settles the lease without it and the escapee runs on (the documented limit)", async () => {

@@ -7,12 +7,17 @@
  * the next reconcile settles everything.
  */
 import { spawnSync } from "node:child_process";
+import { existsSync } from "node:fs";
 import { afterEach, describe, expect, it } from "vitest";
 import { agentArgv, instanceCarriers, killGateways, killInstance, leaseFiles, startGateway, tempDir, removeTempDirs, waitFor } from "./harness.js";
 import { afterAll } from "vitest";
 
 const skip = process.platform !== "linux" ? "not Linux" : spawnSync("prlimit", ["--version"]).status !== 0 ? "prlimit(1) is not installed" : null;
 if (skip) console.log(`[faults] descriptors skipped: ${skip}`);
+
+/** Settled leases whose lease cgroup is still on the host: a settled lease has nothing left to drain or remove it. */
+const cgroupsLeft = (files: ReturnType<typeof leaseFiles>) =>
+  files.filter((f) => f.lease?.cgroup?.path !== undefined && existsSync(f.lease.cgroup.path)).map((f) => f.lease);
 
 let instance: string | undefined;
 afterEach(() => {
@@ -49,6 +54,7 @@ describe.skipIf(skip !== null)(`descriptors run out (EMFILE from prlimit --nofil
     const files = leaseFiles(stateDir);
     expect(files.filter((f) => f.corrupt)).toEqual([]);
     expect(files.filter((f) => f.lease!.state !== "closed" && f.lease!.state !== "lost")).toEqual([]);
+    expect(cgroupsLeft(files)).toEqual([]);
     expect(await gw.lives()).toBe(true);
     await gw.call("dispose");
   }, 240_000);
@@ -70,6 +76,7 @@ describe.skipIf(skip !== null)(`descriptors run out (EMFILE from prlimit --nofil
     const files = leaseFiles(stateDir);
     expect(files.filter((f) => f.corrupt)).toEqual([]);
     expect(files.filter((f) => f.lease!.state !== "closed" && f.lease!.state !== "lost")).toEqual([]);
+    expect(cgroupsLeft(files)).toEqual([]);
     expect(await gw.lives()).toBe(true);
     await gw.call("shutdown");
   }, 240_000);
