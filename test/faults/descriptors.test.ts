@@ -7,7 +7,8 @@
  * the next reconcile settles everything.
  */
 import { spawnSync } from "node:child_process";
-import { existsSync } from "node:fs";
+import { existsSync, readdirSync, readFileSync } from "node:fs";
+import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import { agentArgv, instanceCarriers, killGateways, killInstance, leaseFiles, startGateway, tempDir, removeTempDirs, waitFor } from "./harness.js";
 import { afterAll } from "vitest";
@@ -18,6 +19,23 @@ if (skip) console.log(`[faults] descriptors skipped: ${skip}`);
 /** Settled leases whose lease cgroup is still on the host: a settled lease has nothing left to drain or remove it. */
 const cgroupsLeft = (files: ReturnType<typeof leaseFiles>) =>
   files.filter((f) => f.lease?.cgroup?.path !== undefined && existsSync(f.lease.cgroup.path)).map((f) => f.lease);
+
+/** Lease cgroups still in this state dir's instance folder under each root it recorded, whoever recorded them (or nobody did). */
+function instanceFolderLeft(stateDir: string, instanceId: string): string[] {
+  let roots: string[] = [];
+  try {
+    roots = (JSON.parse(readFileSync(join(stateDir, "acpx", "containment.json"), "utf8")) as { roots: string[] }).roots;
+  } catch {
+    return []; // containment off: nothing was made
+  }
+  return roots.flatMap((r) => {
+    try {
+      return readdirSync(join(r, instanceId), { withFileTypes: true }).filter((d) => d.isDirectory()).map((d) => join(r, instanceId, d.name));
+    } catch {
+      return [];
+    }
+  });
+}
 
 let instance: string | undefined;
 afterEach(() => {
@@ -55,6 +73,7 @@ describe.skipIf(skip !== null)(`descriptors run out (EMFILE from prlimit --nofil
     expect(files.filter((f) => f.corrupt)).toEqual([]);
     expect(files.filter((f) => f.lease!.state !== "closed" && f.lease!.state !== "lost")).toEqual([]);
     expect(cgroupsLeft(files)).toEqual([]);
+    expect(instanceFolderLeft(stateDir, instance!)).toEqual([]);
     expect(await gw.lives()).toBe(true);
     await gw.call("dispose");
   }, 240_000);
