@@ -14,7 +14,7 @@
 //    interval and the interquartile range of the per-pair ratios, and the
 //    whole per-session cost, (on.ensure + on.close - off.close) / off.ensure,
 //    which adds the drain and rmdir that closeSession pays.
-// 2. Where the time goes, as absolute steps (for the README, never gated),
+// 2. Where the time goes, as absolute steps (for docs/benchmarks.md, never gated),
 //    against the same session shape without containment, interleaved:
 //    - `cat`, moved in by the parent right after spawn: the cheapest child,
 //      so the worst ratio there can be;

@@ -864,7 +864,7 @@ try {
   const disk = diskLeases();
   for (const id of disk.keys()) allLeaseIds.add(id);
   const quarantine = quarantined();
-  // a lease's cgroup is removed once it is empty (README "Containment"); one left behind after the final reap leaks
+  // a lease's cgroup is removed once it is empty (docs/containment.md); one left behind after the final reap leaks
   const cgroupsLeft = [...disk.values()].filter((l) => typeof l.cgroup?.path === "string" && existsSync(l.cgroup.path));
   const keys = new Set(plan.sessions.map((s) => s.key));
   const api = new Map((apiLeases ?? []).map((l) => [l.leaseId, l]));
@@ -996,7 +996,7 @@ try {
   ];
   console.log(`\n## assertions`);
   for (const c of checks) console.log(`  ${c.ok ? "PASS" : "FAIL"}  ${c.name}${c.ok ? "" : `: ${c.n}`}`);
-  // neither a pass nor a failure: what a host without containment cannot do (README "Containment")
+  // neither a pass nor a failure: what a host without containment cannot do (docs/containment.md)
   if (!containmentOn && !containmentMixed && !containmentExpected) console.log(`  LIMIT escaped (documented limit without containment): ${escapedLimit.length}`);
 
   // ---- details of every failure

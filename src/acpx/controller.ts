@@ -20,7 +20,7 @@
  * prompt, cancelTurn and closeSession alike. One controller per state dir:
  * it holds the state dir's lock (state-lock.ts) until dispose().
  *
- * The conversation rides on top (README "Conversation"): streamed turns
+ * The conversation rides on top (docs/conversation.md): streamed turns
  * (turn-stream.ts), updates outside turns (session-updates.ts), permissions,
  * client fs and terminals, resume and session controls, each in its own
  * file; none of them moves a lease.
@@ -426,7 +426,7 @@ class Controller implements AcpxLifecycleController {
 
   // ---------------------------------------------------------------- misc
 
-  /** Whether each lease gets its own cgroup here, and why not (README "Containment"). */
+  /** Whether each lease gets its own cgroup here, and why not (docs/containment.md). */
   get containment(): ContainmentSupport {
     return this.d.containment;
   }

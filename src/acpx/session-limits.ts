@@ -1,5 +1,5 @@
 /**
- * ensureSession's `limits` (README "Containment"): memory.max and pids.max
+ * ensureSession's `limits` (docs/containment.md): memory.max and pids.max
  * written into the lease's own cgroup after it is made and before the
  * wrapper is spawned, so nothing that asked to be limited is ever born
  * unlimited. The writes themselves are src/containment's applyLimits; this

@@ -60,7 +60,7 @@ export async function spawnSession(d: ControllerDeps, live: LiveSessions, input:
     commandHash: computeCommandHash(rootArgv),
   });
   live.inFlight.add(lease.leaseId);
-  // the lease's own cgroup, recorded before the spawn (README "Containment"); the wrapper enters it
+  // the lease's own cgroup, recorded before the spawn (docs/containment.md); the wrapper enters it
   const opened = await openLeaseCgroup(d, lease.leaseId);
   const cgroup = opened.cgroup;
   if (cgroup !== null) lease = await d.leases.update(lease.leaseId, { cgroup }).catch((err: unknown) => abandonUnstarted(d, live, { ...lease, cgroup }, err));

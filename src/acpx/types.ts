@@ -63,7 +63,7 @@ export interface AcpRuntimeEnsureInput {
    * values (0, negative, NaN, non-integer, unknown keys) are a TypeError
    * before any lease is written. The controllers are enabled for the leases
    * on the first request that needs them, or at create with
-   * `containment: { controllers }` (README "Containment").
+   * `containment: { controllers }` (docs/containment.md).
    * ensureSession on a key whose session is already running returns it only
    * when every positive limit asked for is the one it runs with
    * (AcpxEnsureError("limits-mismatch") otherwise).
@@ -76,7 +76,7 @@ export interface AcpRuntimeEnsureInput {
   mcpServers?: readonly McpServer[];
   /**
    * The agent session to take back (session/resume or session/load,
-   * whichever the agent advertises; README "Sessions survive a restart").
+   * whichever the agent advertises; docs/conversation.md "Sessions survive a restart").
    * Absent: the key's stored record's agent session, unless `resume: false`.
    */
   resumeSessionId?: string;
@@ -274,7 +274,7 @@ export type ReapReport = Omit<LeaseReconcileReport, "entries"> & { entries: Reap
 
 export interface AcpxLifecycleController {
   readonly gatewayInstanceId: GatewayInstanceId;
-  /** whether each lease gets its own cgroup here, and why not (README "Containment") */
+  /** whether each lease gets its own cgroup here, and why not (docs/containment.md) */
   readonly containment: ContainmentSupport;
   ensureSession(input: AcpRuntimeEnsureInput): Promise<AcpRuntimeHandle>;
   /**
@@ -283,7 +283,7 @@ export interface AcpxLifecycleController {
    */
   prompt(handle: AcpRuntimeHandle, text: string, options?: PromptOptions): Promise<{ stopReason: string }>;
   /**
-   * One streamed turn (README "Conversation"): `events` yields the session's
+   * One streamed turn (docs/conversation.md): `events` yields the session's
    * updates in arrival order, `result` the stop reason and usage, `cancel()`
    * sends session/cancel and resolves once the turn ended (or its grace ran out).
    */
@@ -297,7 +297,7 @@ export interface AcpxLifecycleController {
   setConfigOption(handle: AcpRuntimeHandle, key: string, value: string | boolean): Promise<import("@agentclientprotocol/sdk").SessionConfigOption[]>;
   sessionStatus(handle: AcpRuntimeHandle): Promise<SessionStatus>;
   listSessions(): Promise<SessionSummary[]>;
-  /** a leased adapter whose ACP the caller speaks itself: its stdin/stdout, the lease, close and verify (README "Raw adapters") */
+  /** a leased adapter whose ACP the caller speaks itself: its stdin/stdout, the lease, close and verify (docs/conversation.md "Raw adapters") */
   spawnRawAdapter(input: import("./raw-adapter.js").RawAdapterInput): Promise<import("./raw-adapter.js").RawAdapter>;
   closeSession(input: {
     handle: AcpRuntimeHandle | { sessionKey: string };
@@ -339,14 +339,14 @@ export interface AcpxLifecycleControllerOptions {
   nodePath?: string;
   /**
    * "auto" (default): each lease gets its own cgroup v2 where the host allows
-   * it (README "Containment"); "off": never (and ensureSession's positive
+   * it (docs/containment.md); "off": never (and ensureSession's positive
    * `limits` are refused); an object: "auto", plus controllers enabled for
    * the leases at create (AcpxContainmentOptions).
    */
   containment?: "auto" | "off" | AcpxContainmentOptions;
   /** diagnostics: called once per successful ensureSession spawn with its phase timings */
   onEnsureTiming?: (t: EnsureTiming) => void;
-  /** answers session/request_permission (default: "cancelled", fail closed; README "Permissions") */
+  /** answers session/request_permission (default: "cancelled", fail closed; docs/conversation.md "Permissions fail closed") */
   onPermissionRequest?: PermissionHook;
   /** bound on one onPermissionRequest answer; past it, "cancelled" (default 300 000) */
   permissionTimeoutMs?: number;

@@ -25,7 +25,7 @@ export class UsageError extends Error {
   override name = "UsageError";
 }
 
-/** Exit codes, the same for the same situation in every command (README "CLI"). */
+/** Exit codes, the same for the same situation in every command (README "The CLI"). */
 export const EXIT = {
   ok: 0,
   /** what was named does not exist (pid, lease), the facts could not answer, or a check failed */

@@ -83,7 +83,7 @@ export function gatewayHolder(stateDir: string, facts: ProcessFacts): Promise<{ 
   return stateDirLockHolder(stateDir, facts);
 }
 
-// ------------------------------------------------- lease cgroups (README "Containment")
+// ------------------------------------------------- lease cgroups (docs/containment.md)
 
 /**
  * A lease's memory figures, read-only. Only the lease's own cgroup is read:

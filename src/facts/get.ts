@@ -1,5 +1,5 @@
 /**
- * Picks the facts backend (README "Live process facts"). An explicit choice wins, then
+ * Picks the facts backend (docs/process-facts.md). An explicit choice wins, then
  * PROCLEASE_BACKEND, then the best this host offers: native → procfs (Linux)
  * → ps (where a ps binary exists) → none. Instances are cached per backend:
  * they hold no per-call state, and procfs/native cache the boot id.

@@ -1,5 +1,5 @@
 /**
- * The public shape of live process facts (README "Live process facts"). Every backend
+ * The public shape of live process facts (docs/process-facts.md). Every backend
  * (native, procfs, ps, none) implements `ProcessFacts`; callers above this
  * layer never learn which one answered except through `backend` and
  * `identityStrength`.
@@ -21,9 +21,11 @@ export interface ProcessInfo {
   sid: number;
   /**
    * The effective uid. Linux snapshots read it from the owner of
-   * /proc/PID/stat, which is root for a non-dumpable process; when the caller
-   * is not root such records are re-read from /proc/PID/status. inspect
-   * always reads status. See the README's facts section.
+   * /proc/PID/stat, which is root for a non-dumpable process and a zombie;
+   * for such a root-owned stat of a process that is not a kernel thread they
+   * ask the owner of the /proc/PID directory, which the kernel keeps at the
+   * effective uid. inspect always reads status. See docs/process-facts.md
+   * ("Which uid").
    */
   uid: number;
   /** kernel state letter; "Z" = zombie (but see zombieLeader). Dead ("X") records are never reported. */

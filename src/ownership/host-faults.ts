@@ -1,6 +1,6 @@
 /**
- * What a failing host does to a gateway, named (README "Faults a host
- * throws"): the one place an errno from the disk or from a spawn becomes a
+ * What a failing host does to a gateway, named (docs/host-faults.md): the
+ * one place an errno from the disk or from a spawn becomes a
  * typed error that says which resource ran out and where its limit can be
  * read. Three kinds:
  *

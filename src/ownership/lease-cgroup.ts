@@ -1,5 +1,5 @@
 /**
- * A lease's own cgroup in the lifecycle (README "Containment"). When the
+ * A lease's own cgroup in the lifecycle (docs/containment.md). When the
  * lease records one, it holds every process the lease ever started, whatever
  * they did to their environment, parent or session; so once the reap of the
  * verified tree (or remnants) is done, the cgroup is emptied as a unit:

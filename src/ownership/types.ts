@@ -1,5 +1,5 @@
 /**
- * Ownership records (README "Ownership"). The lease field names are OpenClaw's
+ * Ownership records (docs/ownership.md). The lease field names are OpenClaw's
  * (`acp-lifecycle-refactor`), kept as named; the identity of the live root
  * recorded at spawn time is added after them.
  */
@@ -41,7 +41,7 @@ export interface AcpxProcessLease {
   pidNamespace?: string;
   updatedAt?: number;
   /**
-   * The lease's own cgroup v2 (README "Containment"), when the host allows
+   * The lease's own cgroup v2 (docs/containment.md), when the host allows
    * one: every process of the lease runs in it whatever its environment,
    * parent or session. `id` is the directory's inode (= cgroup.id), so a
    * re-created directory of the same name never passes for it.

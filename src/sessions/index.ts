@@ -1,5 +1,5 @@
 // Public surface of src/sessions, re-exported from the package root.
-// Session visibility (README "Session visibility"), agent-to-agent policy, and the owner
+// Session visibility (docs/session-visibility.md), agent-to-agent policy, and the owner
 // metadata (AcpSessionOwner) that spawners write on rows.
 export type {
   AcpSessionOwner,

@@ -1,5 +1,5 @@
 /**
- * The session visibility rule (README "Session visibility"): one pure check shared by list,
+ * The session visibility rule (docs/session-visibility.md): one pure check shared by list,
  * history, send and status.
  *
  * Each row gets a relation to the requester (self, owned, same agent, cross

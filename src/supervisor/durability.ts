@@ -15,7 +15,7 @@
  *   is recorded right after the spawn; OPENCLAW_ACPX_LEASE_ID and
  *   OPENCLAW_GATEWAY_INSTANCE_ID are injected into the child's environment
  *   (descendants inherit them, which lets the verifier find escapees).
- * - cgroup: with containment (README "Containment"), the lease's own cgroup
+ * - cgroup: with containment (docs/containment.md), the lease's own cgroup
  *   `<gateway cgroup>/proclease/<leaseId>`, made and recorded before the
  *   spawn; the run is born inside it (adapters/cgroup-shim.ts), so the
  *   lifecycle's drain ends whatever it left there, markers or not.

@@ -1,5 +1,5 @@
 /**
- * Containment for runs without a lease (README "Containment"): a foreground
+ * Containment for runs without a lease (docs/containment.md): a foreground
  * run, or any run of a supervisor without a stateDir, gets a cgroup of its
  * own where containment is available, exactly as a leased run does, so a
  * `setsid` escapee that cleared its environment still ends with the run's

@@ -1,5 +1,5 @@
 /**
- * The process supervisor (OpenClaw's, rebuilt on leases; README "Process supervisor"): it owns the
+ * The process supervisor (OpenClaw's, rebuilt on leases; docs/supervisor.md): it owns the
  * lifecycle of every run it spawns — registry record, output capture,
  * deadlines, cancellation through the verified tree kill, and, for
  * background runs with a state directory, a lease that survives a crash.
@@ -65,7 +65,7 @@ export interface ProcessSupervisorOptions {
    * allows it (detected once, on the first leased spawn), made and recorded in
    * the lease before the spawn, and the run is born inside it: whatever it
    * leaves behind, env-scrubbed setsid escapees included, is ended through
-   * the cgroup when the lease is reaped (README "Containment"). Runs without
+   * the cgroup when the lease is reaped (docs/containment.md). Runs without
    * a lease (foreground, or no stateDir) get a cgroup too (run-cgroups.ts):
    * their escapees end with the run's cancel or deadline. "off": never.
    */

@@ -1,5 +1,5 @@
 /**
- * The supervisor's public shapes (README "Process supervisor"; OpenClaw's names;
+ * The supervisor's public shapes (docs/supervisor.md; OpenClaw's names;
  * its names are kept). Process-local on purpose: nothing here imports agent
  * or session types, so the supervisor can sit under any caller.
  */

@@ -1,5 +1,5 @@
 /**
- * Kernel-enforced containment (README "Containment"): an adapter leaves a
+ * Kernel-enforced containment (docs/containment.md): an adapter leaves a
  * grandchild that clears its environment and calls setsid, then the gateway
  * and the wrapper are SIGKILLed together. Nothing ties that grandchild to the
  * lease any more (no markers, reparented to init) except the lease's cgroup.

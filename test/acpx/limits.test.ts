@@ -1,5 +1,5 @@
 /**
- * ensureSession({ limits }) (README "Containment"): memory.max / pids.max in
+ * ensureSession({ limits }) (docs/containment.md): memory.max / pids.max in
  * the lease's own cgroup, written before the adapter exists; refused loudly,
  * with nothing spawned and the lease settled, wherever they cannot hold.
  * On this development host the memory and pids controllers live on the

@@ -120,7 +120,7 @@ describe("recordRootIdentity", () => {
     const v = await explainLease(r.lease, facts, { gatewayInstanceId: INSTANCE });
     expect(v.evidence.find((e) => e.check === "start-time")?.result).toBe("match");
     expect(v.evidence.find((e) => e.check === "process-group")?.result).toBe("match");
-    // ps: a start time of 1 s resolution and no readable environment or argv corroborate nothing more (README "Live process facts")
+    // ps: a start time of 1 s resolution and no readable environment or argv corroborate nothing more (docs/process-facts.md)
     expect(v.verdict, JSON.stringify(v.evidence)).toBe(facts.identityStrength === "coarse" ? "unknown" : "owned");
   });
 

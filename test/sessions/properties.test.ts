@@ -43,7 +43,7 @@ const policy: fc.Arbitrary<AgentToAgentPolicy> = fc.record(
   { enabled: fc.boolean(), allow: fc.array(pattern, { maxLength: 3 }) },
   { requiredKeys: ["enabled"] },
 );
-// Literal tables from the README's rule, never re-derived from the code under test:
+// Literal tables from docs/session-visibility.md's rule, never re-derived from the code under test:
 /** the levels, narrowest first */
 const ORDER: readonly SessionVisibility[] = ["self", "tree", "agent", "all"];
 /** what a sandboxed requester gets for each configured level (clamped to its tree) */
@@ -73,7 +73,7 @@ const base = fc.record({
 const RUNS = { numRuns: 2000 };
 
 describe("visibility properties", () => {
-  it("the levels are the README's four, narrowest first", () => {
+  it("the levels are docs/session-visibility.md's four, narrowest first", () => {
     expect([...SESSION_VISIBILITIES]).toEqual(ORDER);
   });
 

@@ -1,5 +1,5 @@
 /**
- * Containment of the supervisor's leased runs (README "Containment"): each
+ * Containment of the supervisor's leased runs (docs/containment.md): each
  * lease gets `<gateway cgroup>/proclease/<leaseId>`, recorded before the
  * spawn, and the run is born inside it (a shim enters it, then execs the
  * command in the same process). What the run leaves behind, an env-scrubbed

@@ -43,8 +43,8 @@ export { DEFAULT_GRACE_MS, INSTANCE_ENV_KEY, LEASE_ENV_KEY } from "../../ownersh
 
 export const LIFELINE_FD = 3;
 /**
- * The lease's cgroup v2 directory, when the controller made one (README
- * "Containment"): the wrapper enters it before the adapter exists, and drops
+ * The lease's cgroup v2 directory, when the controller made one
+ * (docs/containment.md): the wrapper enters it before the adapter exists, and drops
  * the variable so the adapter does not inherit it.
  */
 export const CGROUP_ENV_KEY = "PROCLEASE_CGROUP";

@@ -137,7 +137,7 @@ async function visibilityRow(): Promise<DoctorRow> {
   return { capability: cap, ok: false, detail: `/proc mounted with hidepid=${hp}: other users' processes are hidden or opaque` };
 }
 
-/** What a gateway started here would get (README "Containment"); asked without moving this process anywhere. */
+/** What a gateway started here would get (docs/containment.md); asked without moving this process anywhere. */
 async function containmentRow(): Promise<DoctorRow> {
   const cap = "containment";
   const { detectContainment } = await import("../../containment/index.js");

@@ -6,7 +6,7 @@
  * comm, age and whether each carries BOTH markers), and the verdict with the
  * evidence that decided it.
  *
- * Where a lease has its own cgroup (README "Containment"): its memory.current
+ * Where a lease has its own cgroup (docs/containment.md): its memory.current
  * and memory.peak, or, once per report, why they cannot be read. Below the
  * leases: the orphan cgroups under this state dir's proclease roots (no
  * lease's own; `proclease reap --orphan-cgroups` removes them).

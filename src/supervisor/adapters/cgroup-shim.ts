@@ -1,5 +1,5 @@
 /**
- * Birth inside the lease's cgroup (README "Containment"). Node's spawn cannot
+ * Birth inside the lease's cgroup (docs/containment.md). Node's spawn cannot
  * pass CLONE_INTO_CGROUP, and moving the child from here after the spawn
  * races its first fork. So a contained run starts as a shell shim that moves
  * ITSELF (writing 0 to cgroup.procs moves the writer) and then execs the
