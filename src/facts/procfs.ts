@@ -5,7 +5,7 @@
  * agree field for field and either can stand in for the other.
  */
 import fs, { promises as fsp } from "node:fs";
-import { isAlive } from "./liveness.js";
+import { isAlive, isDeadState } from "./liveness.js";
 import { inspectEach } from "./inspect-many.js";
 import { buildSnapshot } from "./snapshot.js";
 import { assertEnvKeys, assertPid } from "./validate.js";
@@ -29,11 +29,6 @@ export interface ParsedStat {
 export const PF_KTHREAD = 0x00200000;
 /** PF_EXITING in /proc/PID/stat field 9: the task is inside exit(2). */
 export const PF_EXITING = 0x00000004;
-
-/** A dead task ("X"; "x" on 2.6.33-3.13 kernels) is on its way out of the table: gone. */
-export function isDeadState(state: string): boolean {
-  return state === "X" || state === "x";
-}
 
 /** The /proc/PID/status lines this project uses; each is undefined when absent or malformed. */
 export interface ParsedStatus {
