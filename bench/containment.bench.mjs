@@ -19,7 +19,7 @@
 //    - `cat`, moved in by the parent right after spawn: the cheapest child,
 //      so the worst ratio there can be;
 //    - a wrapper-shaped chain: node starts, (contained: moves ITSELF into the
-//      lease cgroup with moveSelfInto, as the wrapper does,) spawns a node
+//      lease cgroup with enterCgroup, as the wrapper does,) spawns a node
 //      "adapter", and both exit on stdin EOF: ensureSession minus the ACP
 //      handshake and the lease writes, so a stricter upper bound (printed).
 //
@@ -39,7 +39,7 @@ import { probeCgroup2 } from "../test/helpers/cgroup-probe.mjs";
 import { bootstrapMedianCI, check, fmtMs, median, now, printTable, quantile, unmeasured } from "./lib.mjs";
 
 const root = join(dirname(fileURLToPath(import.meta.url)), "..");
-const MODULE = join(root, "dist/containment/cgroup.js");
+const MODULE = join(root, "dist/containment/index.js");
 const ACPX = join(root, "dist/acpx/index.js");
 const AGENT = join(root, "fixtures/acp-agent/agent.mjs");
 
@@ -64,10 +64,10 @@ const GUARD = { quick: 1.15, full: 1.1 };
 const CHAIN = `
 const { spawn } = await import("node:child_process");
 const [mod, path] = process.argv.slice(1);
-const { moveSelfInto } = await import(mod);
+const { enterCgroup } = await import(mod);
 if (path) {
   const t0 = performance.now();
-  const r = await moveSelfInto(path);
+  const r = enterCgroup(path);
   if (r.outcome !== "moved") { console.error(JSON.stringify(r)); process.exit(3); }
   process.stdout.write("moved " + (performance.now() - t0) + "\\n");
 }
@@ -117,7 +117,7 @@ async function pairs({ label, n, lib, support, plainArgv, containedArgv, parentM
     if (!made.ok) throw new Error(made.why);
     const path = made.cgroup.path;
     try {
-      await runChild(containedArgv(path), { moveInto: parentMoves ? (pid) => lib.moveInto(path, pid) : null, steps });
+      await runChild(containedArgv(path), { moveInto: parentMoves ? (pid) => lib.enterCgroup(path, pid) : null, steps });
     } finally {
       t0 = now();
       const rm = await lib.removeCgroup(path, { waitMs: 5000 });

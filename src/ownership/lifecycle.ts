@@ -41,7 +41,7 @@
  * other by the startup reap.
  */
 import type { ProcessFacts, ProcessSignaller, ProcessSnapshot } from "../facts/types.js";
-import { cgroupMembers, drainLeaseCgroup, lookIntoLeaseCgroup, removeSettledLeftovers } from "./lease-cgroup.js";
+import { cgroupMembers, drainLeaseCgroup, lookIntoLeaseCgroup, removeSettledLeftovers } from "./cgroup-drain.js";
 import { LeaseTransitionError, type LeaseStore } from "./lease-store.js";
 import type { ReapReport } from "./reap.js";
 import { reapLeaseVerification, type LeaseReapResult } from "./reap-verification.js";
@@ -213,7 +213,7 @@ export async function settleLease(deps: LifecycleDeps, lease: AcpxProcessLease, 
   if (last !== null) {
     s = settlementAfterReap(last, { ...ctx, prior });
   } else s = settlementFor(v, null, { ...ctx, prior });
-  // The lease's own cgroup (lease-cgroup.ts) holds every process it started:
+  // The lease's own cgroup (cgroup-drain.ts) holds every process it started:
   // emptied as a unit after the reap, its populated 0 is the proof that
   // nothing is left, whatever the search above could or could not clear.
   // without a reap it is only looked into: populated keeps the lease closing, populated 0 removes it
@@ -264,7 +264,7 @@ export interface ReconcileOptions {
   onSettled?: (o: LeaseOutcome) => void;
   /**
    * This instance's cgroup folder: after the settlements, the empty cgroups
-   * that settled leases left in it are removed (lease-cgroup.ts
+   * that settled leases left in it are removed (cgroup-drain.ts
    * removeSettledLeftovers); `isLive` spares the lease files of sessions in use.
    */
   leftovers?: { instanceFolder: string; isLive?: (leaseId: string) => boolean };
@@ -378,7 +378,7 @@ export async function reconcileLeases(deps: LifecycleDeps, opts: ReconcileOption
  * The one sequence for a spawn that failed before a process of it was known
  * (the ACPX controller's failed ensure, the supervisor's run that never
  * started): the lease's cgroup, if it was made, is drained and removed
- * (lease-cgroup.ts: anything born in it is ended, and populated 0 is the
+ * (cgroup-drain.ts: anything born in it is ended, and populated 0 is the
  * proof nothing is left), then the lease settles: lost (NOTHING_STARTED)
  * when nothing was in it, closed when the drain ended something, closing
  * while it cannot be emptied. `lease` may name a cgroup the record could not
