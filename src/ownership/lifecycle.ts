@@ -271,26 +271,7 @@ export interface LeaseReconcileReport {
 export async function reconcileLeases(deps: LifecycleDeps, opts: ReconcileOptions = {}): Promise<LeaseReconcileReport> {
   const t0 = Date.now();
   const dryRun = opts.dryRun === true;
-  const states = opts.states ?? ["open", "closing"];
-  const ids = opts.leaseIds ? new Set(opts.leaseIds) : null;
-  const listed = await deps.store.list(ids ? {} : { gatewayInstanceId: deps.gatewayInstanceId, states });
-  const problems = new Map<string, string>();
-  for (const p of listed.problems) problems.set(p.file, p.detail);
-  const kind = opts.kind ?? "all";
-  // settlements left pending by an unwritable record are retried whatever states were asked for
-  if (!dryRun && ids === null) {
-    const have = new Set(listed.leases.map((l) => l.leaseId));
-    for (const id of pendingOf(deps.store).keys()) {
-      if (have.has(id)) continue;
-      const l = await deps.store.get(id).catch(() => null);
-      if (l !== null && l.gatewayInstanceId === deps.gatewayInstanceId) listed.leases.push(l);
-      else if (l === null || l.state === "closed" || l.state === "lost") pendingOf(deps.store).delete(id);
-    }
-  }
-  const leases = listed.leases.filter(
-    (l) => (ids === null || ids.has(l.leaseId)) && (kind === "all" || (kind === "supervisor") === isSupervisorLease(l)),
-  );
-
+  const { leases, problems } = await leasesToReconcile(deps, opts);
   const entries: LeaseOutcome[] = [];
   const candidates: AcpxProcessLease[] = [];
   const skipped: { lease: AcpxProcessLease; why: string }[] = [];
@@ -299,19 +280,7 @@ export async function reconcileLeases(deps: LifecycleDeps, opts: ReconcileOption
     if (why !== undefined) skipped.push({ lease: l, why });
     else candidates.push(l);
   }
-  let snapshots = 0;
-  let snapshot: ProcessSnapshot | undefined;
-  let verifications: LeaseVerification[] = [];
-  if (candidates.length > 0 || skipped.length > 0) {
-    const counting = countingFacts(deps.facts, () => snapshots++);
-    snapshot = await counting.snapshot().catch(() => undefined);
-    // without a process list every verification answers "unknown": nothing is signalled
-    verifications = await verifyLeases([...candidates, ...skipped.map((x) => x.lease)], counting, {
-      gatewayInstanceId: deps.gatewayInstanceId,
-      ...(snapshot ? { snapshot } : {}),
-    });
-  }
-  const byId = new Map(verifications.map((v) => [v.lease.leaseId, v]));
+  const { snapshot, snapshots, byId } = await verifyBatch(deps, [...candidates, ...skipped.map((x) => x.lease)]);
   for (const { lease, why } of skipped) entries.push(untouched(lease, byId.get(lease.leaseId)!, "skipped-live", why, dryRun));
 
   const batchFacts = coalescingFacts(deps.facts);
@@ -354,6 +323,44 @@ export async function reconcileLeases(deps: LifecycleDeps, opts: ReconcileOption
     problems: [...problems].map(([file, detail]) => ({ file, detail })),
     elapsedMs: Date.now() - t0,
   };
+}
+
+/**
+ * The leases a reconcile looks at: this instance's in the asked states (or
+ * exactly `leaseIds`, of any instance), of the asked kind, plus those whose
+ * settlement an unwritable record left pending (whatever their state).
+ */
+async function leasesToReconcile(deps: LifecycleDeps, opts: ReconcileOptions): Promise<{ leases: AcpxProcessLease[]; problems: Map<string, string> }> {
+  const states = opts.states ?? ["open", "closing"];
+  const ids = opts.leaseIds ? new Set(opts.leaseIds) : null;
+  const listed = await deps.store.list(ids ? {} : { gatewayInstanceId: deps.gatewayInstanceId, states });
+  const problems = new Map<string, string>();
+  for (const p of listed.problems) problems.set(p.file, p.detail);
+  if (opts.dryRun !== true && ids === null) {
+    const have = new Set(listed.leases.map((l) => l.leaseId));
+    for (const id of pendingOf(deps.store).keys()) {
+      if (have.has(id)) continue;
+      const l = await deps.store.get(id).catch(() => null);
+      if (l !== null && l.gatewayInstanceId === deps.gatewayInstanceId) listed.leases.push(l);
+      else if (l === null || l.state === "closed" || l.state === "lost") pendingOf(deps.store).delete(id);
+    }
+  }
+  const kind = opts.kind ?? "all";
+  const leases = listed.leases.filter((l) => (ids === null || ids.has(l.leaseId)) && (kind === "all" || (kind === "supervisor") === isSupervisorLease(l)));
+  return { leases, problems };
+}
+
+/** Every lease verified against ONE snapshot (none taken for no lease); without a process list each verification answers "unknown": nothing is signalled. */
+async function verifyBatch(
+  deps: LifecycleDeps,
+  leases: readonly AcpxProcessLease[],
+): Promise<{ snapshot: ProcessSnapshot | undefined; snapshots: number; byId: Map<string, LeaseVerification> }> {
+  let snapshots = 0;
+  if (leases.length === 0) return { snapshot: undefined, snapshots, byId: new Map() };
+  const counting = countingFacts(deps.facts, () => snapshots++);
+  const snapshot = await counting.snapshot().catch(() => undefined);
+  const verifications = await verifyLeases(leases, counting, { gatewayInstanceId: deps.gatewayInstanceId, ...(snapshot ? { snapshot } : {}) });
+  return { snapshot, snapshots, byId: new Map(verifications.map((v) => [v.lease.leaseId, v])) };
 }
 
 /**
