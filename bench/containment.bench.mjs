@@ -77,8 +77,8 @@ process.stdin.resume();
 a.on("close", (code) => process.exit(code ?? 4));
 `;
 
-/** One child from spawn to close; `cg.moveInto` (parent-side move) or the child reports its own move. */
-function runChild(argv, { moveInto, steps }) {
+/** One child from spawn to close; `parentJoin` (the parent moves it in) or the child reports its own move. */
+function runChild(argv, { parentJoin, steps }) {
   return new Promise((resolve, reject) => {
     const c = spawn(argv[0], argv.slice(1), { stdio: ["pipe", "pipe", "inherit"] });
     let out = "";
@@ -91,9 +91,9 @@ function runChild(argv, { moveInto, steps }) {
       else resolve();
     });
     c.once("spawn", async () => {
-      if (moveInto) {
+      if (parentJoin) {
         const t0 = now();
-        const r = await moveInto(c.pid);
+        const r = parentJoin(c.pid);
         steps.move.push(now() - t0);
         if (r.outcome !== "moved") {
           c.kill("SIGKILL");
@@ -117,7 +117,7 @@ async function pairs({ label, n, lib, support, plainArgv, containedArgv, parentM
     if (!made.ok) throw new Error(made.why);
     const path = made.cgroup.path;
     try {
-      await runChild(containedArgv(path), { moveInto: parentMoves ? (pid) => lib.enterCgroup(path, pid) : null, steps });
+      await runChild(containedArgv(path), { parentJoin: parentMoves ? (pid) => lib.enterCgroup(path, pid) : null, steps });
     } finally {
       t0 = now();
       const rm = await lib.removeCgroup(path, { waitMs: 5000 });
