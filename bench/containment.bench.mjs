@@ -19,7 +19,7 @@
 //    - `cat`, moved in by the parent right after spawn: the cheapest child,
 //      so the worst ratio there can be;
 //    - a wrapper-shaped chain: node starts, (contained: moves ITSELF into the
-//      lease cgroup with moveSelfInto, as the wrapper does,) spawns a node
+//      lease cgroup with enterCgroup, as the wrapper does,) spawns a node
 //      "adapter", and both exit on stdin EOF: ensureSession minus the ACP
 //      handshake and the lease writes, so a stricter upper bound (printed).
 //
@@ -39,7 +39,7 @@ import { probeCgroup2 } from "../test/helpers/cgroup-probe.mjs";
 import { bootstrapMedianCI, check, fmtMs, median, now, printTable, quantile, unmeasured } from "./lib.mjs";
 
 const root = join(dirname(fileURLToPath(import.meta.url)), "..");
-const MODULE = join(root, "dist/containment/cgroup.js");
+const MODULE = join(root, "dist/containment/index.js");
 const ACPX = join(root, "dist/acpx/index.js");
 const AGENT = join(root, "fixtures/acp-agent/agent.mjs");
 
@@ -64,10 +64,10 @@ const GUARD = { quick: 1.15, full: 1.1 };
 const CHAIN = `
 const { spawn } = await import("node:child_process");
 const [mod, path] = process.argv.slice(1);
-const { moveSelfInto } = await import(mod);
+const { enterCgroup } = await import(mod);
 if (path) {
   const t0 = performance.now();
-  const r = await moveSelfInto(path);
+  const r = enterCgroup(path);
   if (r.outcome !== "moved") { console.error(JSON.stringify(r)); process.exit(3); }
   process.stdout.write("moved " + (performance.now() - t0) + "\\n");
 }
@@ -77,8 +77,8 @@ process.stdin.resume();
 a.on("close", (code) => process.exit(code ?? 4));
 `;
 
-/** One child from spawn to close; `cg.moveInto` (parent-side move) or the child reports its own move. */
-function runChild(argv, { moveInto, steps }) {
+/** One child from spawn to close; `parentJoin` (the parent moves it in) or the child reports its own move. */
+function runChild(argv, { parentJoin, steps }) {
   return new Promise((resolve, reject) => {
     const c = spawn(argv[0], argv.slice(1), { stdio: ["pipe", "pipe", "inherit"] });
     let out = "";
@@ -91,9 +91,9 @@ function runChild(argv, { moveInto, steps }) {
       else resolve();
     });
     c.once("spawn", async () => {
-      if (moveInto) {
+      if (parentJoin) {
         const t0 = now();
-        const r = await moveInto(c.pid);
+        const r = parentJoin(c.pid);
         steps.move.push(now() - t0);
         if (r.outcome !== "moved") {
           c.kill("SIGKILL");
@@ -117,7 +117,7 @@ async function pairs({ label, n, lib, support, plainArgv, containedArgv, parentM
     if (!made.ok) throw new Error(made.why);
     const path = made.cgroup.path;
     try {
-      await runChild(containedArgv(path), { moveInto: parentMoves ? (pid) => lib.moveInto(path, pid) : null, steps });
+      await runChild(containedArgv(path), { parentJoin: parentMoves ? (pid) => lib.enterCgroup(path, pid) : null, steps });
     } finally {
       t0 = now();
       const rm = await lib.removeCgroup(path, { waitMs: 5000 });

@@ -24,7 +24,8 @@ import { AcpClient, assertAuthInput, explainHandshakeFailure, handshake } from "
 import { AcpxEnsureError, type AcpxEnsureErrorDetails, type EnsureFailureCause } from "./errors.js";
 import { assertEnvRemove, describeEarlyExit, describeEnd, launchWrapper, rootArgvFor, type LaunchedWrapper } from "./launch.js";
 import { lifecycleDeps, releaseLaunched, type ControllerDeps, type LiveSessions } from "./live-sessions.js";
-import { applyLimits, createLeaseCgroup, readCgroupOf, removeCgroup } from "../containment/index.js";
+import { applyLimits, mountOf, readCgroupOf, removeCgroup } from "../containment/index.js";
+import { bindLeaseCgroup, containmentOffWhy, dropLeaseCgroup, type LeaseCgroupBinding } from "../ownership/lease-cgroup.js";
 import { assertSessionLimits, controllersFor, describeLimits, enableLimitControllers, enforcedLimits, rememberLimits, type EnforcedLimits } from "./session-limits.js";
 import { CGROUP_ENV_KEY, CGROUP_MOVE_FAILED, CGROUP_REQUIRED_ENV_KEY } from "./wrapper/protocol.js";
 import { newSessionRecord } from "./session-store.js";
@@ -39,7 +40,7 @@ export async function spawnSession(d: ControllerDeps, live: LiveSessions, input:
   if (limitControllers.length > 0) {
     // refused before any lease is written: without containment there is no cgroup to hold a limit
     if (!d.containment.available) {
-      const why = `containment is off: ${d.containment.why}`;
+      const why = containmentOffWhy(d.containment);
       throw new AcpxEnsureError(
         input.sessionKey,
         "limits-unavailable",
@@ -60,10 +61,13 @@ export async function spawnSession(d: ControllerDeps, live: LiveSessions, input:
     commandHash: computeCommandHash(rootArgv),
   });
   live.inFlight.add(lease.leaseId);
-  // the lease's own cgroup, recorded before the spawn (docs/containment.md); the wrapper enters it
-  const opened = await openLeaseCgroup(d, lease.leaseId);
-  const cgroup = opened.cgroup;
-  if (cgroup !== null) lease = await d.leases.update(lease.leaseId, { cgroup }).catch((err: unknown) => abandonUnstarted(d, live, { ...lease, cgroup }, err));
+  // the lease's own cgroup, made and recorded before the spawn by ownership's one binding sequence; the wrapper enters it
+  const bound = await bindLeaseCgroup(lifecycleDeps(d), d.containment, lease).catch((err: unknown) => {
+    live.inFlight.delete(lease.leaseId);
+    throw err;
+  });
+  lease = bound.lease;
+  const cgroup = bound.cgroup;
   const tLease = performance.now();
   let launched: LaunchedWrapper | undefined;
   let client: AcpClient | undefined;
@@ -91,7 +95,7 @@ export async function spawnSession(d: ControllerDeps, live: LiveSessions, input:
 
   if (limitControllers.length > 0) {
     // after the cgroup exists, before anything can run in it
-    const refusal = await applyOrRemove(cgroup, opened.why, limits);
+    const refusal = await applyOrRemove(bound, limits);
     if (refusal !== null) {
       return fail(
         "limits-unavailable",
@@ -157,15 +161,14 @@ export async function spawnSession(d: ControllerDeps, live: LiveSessions, input:
   }
   if (recorded.identity === "unknown") return fail("adapter-exited", `the wrapper's identity could not be recorded: ${recorded.detail}${stderrNote(launched)}`);
   // the cgroup is evidence only when the root is in it (the wrapper's move can fail): else it is dropped
-  const rootCgroup = cgroup !== null ? await readCgroupOf(rootPid) : null;
+  const rootCgroup = cgroup !== null && d.containment.available ? await readCgroupOf(rootPid, mountOf(d.containment)) : null;
   if (cgroup !== null && rootCgroup !== cgroup.path) {
     if (limitControllers.length > 0) {
       // limits hold only inside the cgroup: the settlement reaps the tree and drains the cgroup
       const why = `the wrapper (pid ${rootPid}) is in ${rootCgroup ?? "an unreadable cgroup"}, not in its lease cgroup ${cgroup.path}, so the limits would not hold`;
       return fail("limits-unavailable", `${why}; its tree was reaped`, undefined, { limitsRefusal: { why } });
     }
-    lease = await d.leases.update(lease.leaseId, { cgroup: undefined }).catch((err: unknown) => fail("wrapper-failed", `the lease could not drop its unused cgroup: ${errMessage(err)}`, err));
-    await removeCgroup(cgroup.path, { waitMs: 0 });
+    lease = await dropLeaseCgroup(d.leases, lease.leaseId, cgroup).catch((err: unknown) => fail("wrapper-failed", `the lease could not drop its unused cgroup: ${errMessage(err)}`, err));
   }
 
   const tRecorded = performance.now();
@@ -224,29 +227,16 @@ export async function spawnSession(d: ControllerDeps, live: LiveSessions, input:
 }
 
 /**
- * A fresh cgroup for the lease when containment is on; null (uncontained, as
- * without it) when it is off or cannot be made, with why (which limits need).
- */
-async function openLeaseCgroup(d: ControllerDeps, leaseId: string): Promise<{ cgroup: { path: string; id: string } | null; why: string }> {
-  if (!d.containment.available) return { cgroup: null, why: `containment is off: ${d.containment.why}` };
-  const r = await createLeaseCgroup(d.containment, leaseId, d.gatewayInstanceId);
-  return r.ok ? { cgroup: { path: r.cgroup.path, id: r.cgroup.id }, why: "" } : { cgroup: null, why: `the lease cgroup could not be made: ${r.why}` };
-}
-
-/**
  * Writes the limits into the lease's fresh, empty cgroup. On a refusal the
  * cgroup is removed (nothing is in it) and the result says why and how the
  * removal went; null = applied.
  */
-async function applyOrRemove(
-  cgroup: { path: string } | null,
-  noCgroupWhy: string,
-  limits: EnforcedLimits,
-): Promise<{ controller?: string; why: string; removal: string } | null> {
-  if (cgroup === null) return { why: noCgroupWhy, removal: "" };
-  const r = await applyLimits(cgroup.path, limits);
+async function applyOrRemove(bound: LeaseCgroupBinding, limits: EnforcedLimits): Promise<{ controller?: string; why: string; removal: string } | null> {
+  if (bound.cgroup === null) return { why: bound.why, removal: "" };
+  const cgroup = bound.cgroup;
+  const r = await applyLimits(cgroup, limits);
   if (r.ok) return null;
-  const rm = await removeCgroup(cgroup.path, { waitMs: 1000 });
+  const rm = await removeCgroup(cgroup, { waitMs: 1000 });
   const removal =
     rm.outcome === "removed" || rm.outcome === "gone"
       ? `; its cgroup ${cgroup.path} was removed`
@@ -281,13 +271,6 @@ async function settleFailedSpawnNow(d: ControllerDeps, lease: AcpxProcessLease, 
   if (current.rootPid <= 0 && launched?.pid === undefined) return (await settleUnstarted(lifecycleDeps(d), { ...lease, ...current })).state;
   const o = await settleLease(lifecycleDeps(d), current, launched ? { release: () => releaseLaunched(launched, d.graceMs) } : {});
   return o.stateAfter;
-}
-
-/** The lease was written but the spawn cannot go on (its cgroup could not be recorded): the unstarted sequence, then the error. */
-async function abandonUnstarted(d: ControllerDeps, live: LiveSessions, lease: AcpxProcessLease, err: unknown): Promise<never> {
-  await settleUnstarted(lifecycleDeps(d), lease).catch(() => undefined);
-  live.inFlight.delete(lease.leaseId);
-  throw err;
 }
 
 /**

@@ -22,10 +22,25 @@ import type { ProcessDetails, ProcessFacts, ProcessInfo } from "./types.js";
 
 export type LivenessFields = Pick<ProcessInfo, "state"> & { zombieLeader?: boolean | undefined; exiting?: boolean | undefined };
 
+/** A dead task ("X"; "x" on 2.6.33-3.13 kernels) is on its way out of the table: gone, like one that cannot be read at all. */
+export function isDeadState(state: string): boolean {
+  return state === "X" || state === "x";
+}
+
+/**
+ * The kernel's "Z" letter as such: a task that exited and waits for its
+ * parent's waitpid. This is what a reaper of zombies (waitpid) and a display
+ * ask; it is NOT liveness: a zombie leader whose other threads run is alive
+ * (isAlive).
+ */
+export function isZombieState(p: Pick<ProcessInfo, "state">): boolean {
+  return p.state === "Z";
+}
+
 export function isAlive(p: LivenessFields): boolean {
-  if (p.state === "X" || p.state === "x") return false;
+  if (isDeadState(p.state)) return false;
   if (p.zombieLeader === true) return true;
-  return p.state !== "Z" && p.exiting !== true;
+  return !isZombieState(p) && p.exiting !== true;
 }
 
 /**

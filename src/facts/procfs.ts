@@ -5,7 +5,7 @@
  * agree field for field and either can stand in for the other.
  */
 import fs, { promises as fsp } from "node:fs";
-import { isAlive } from "./liveness.js";
+import { isAlive, isDeadState } from "./liveness.js";
 import { inspectEach } from "./inspect-many.js";
 import { buildSnapshot } from "./snapshot.js";
 import { assertEnvKeys, assertPid } from "./validate.js";
@@ -29,11 +29,6 @@ export interface ParsedStat {
 export const PF_KTHREAD = 0x00200000;
 /** PF_EXITING in /proc/PID/stat field 9: the task is inside exit(2). */
 export const PF_EXITING = 0x00000004;
-
-/** A dead task ("X"; "x" on 2.6.33-3.13 kernels) is on its way out of the table: gone. */
-export function isDeadState(state: string): boolean {
-  return state === "X" || state === "x";
-}
 
 /** The /proc/PID/status lines this project uses; each is undefined when absent or malformed. */
 export interface ParsedStatus {
@@ -323,39 +318,6 @@ export function createProcfsFacts(opts: ProcfsOptions = {}): ProcessFacts {
       return { bootId: boot === null ? null : boot.toString("utf8").trim(), pidNamespace: ns };
     })());
 
-  async function snapshot(): Promise<ProcessSnapshot> {
-    const takenAt = Date.now();
-    const names = await fsp.readdir(root);
-    const pids: number[] = [];
-    for (const n of names) if (UINT_RE.test(n)) pids.push(Number(n));
-    const infos: ProcessInfo[] = [];
-    let next = 0;
-    const worker = async () => {
-      const buf = Buffer.allocUnsafe(STAT_BUF);
-      while (next < pids.length) {
-        const pid = pids[next++]!;
-        const r = await readStat(pid, root, buf);
-        if (r === null) continue;
-        const dir = `${root}/${pid}`;
-        // a root-owned stat may belong to a non-dumpable process or a zombie:
-        // the pid directory's owner is the effective uid either way (native/facts_linux.cc)
-        let uid = r.owner;
-        if (uid === 0 && (r.stat.flags & PF_KTHREAD) === 0) {
-          const owner = await dirOwner(dir);
-          if (owner === null) continue; // gone since its stat was read
-          uid = owner;
-        }
-        // a zombie leader may still have live threads: only then is status read (an
-        // exiting leader not yet Z counts as going away, as in native/facts_linux.cc)
-        const zombieLeader = r.stat.state === "Z" && (await liveThreadsBehindZombie(dir, await readStatus(dir)));
-        infos.push(toInfo(r.stat, uid, zombieLeader));
-      }
-    };
-    await Promise.all(Array.from({ length: Math.min(CONCURRENCY, pids.length) }, worker));
-    infos.sort((a, b) => a.pid - b.pid);
-    return buildSnapshot(takenAt, infos);
-  }
-
   async function inspect(pid: number, o?: InspectOptions): Promise<ProcessDetails | null> {
     assertPid(pid);
     const envKeys = o?.envKeys ?? [];
@@ -398,7 +360,41 @@ export function createProcfsFacts(opts: ProcfsOptions = {}): ProcessFacts {
   }
 
   const inspectMany = (pids: readonly number[], o?: InspectOptions) => inspectEach(inspect, pids, o, CONCURRENCY / 4);
-  return { backend: "procfs", identityStrength: "exact", snapshot, inspect, inspectMany };
+  return { backend: "procfs", identityStrength: "exact", snapshot: () => snapshotOf(root), inspect, inspectMany };
+}
+
+/** Every process under `root` (a /proc mount), read CONCURRENCY at a time. */
+async function snapshotOf(root: string): Promise<ProcessSnapshot> {
+  const takenAt = Date.now();
+  const names = await fsp.readdir(root);
+  const pids: number[] = [];
+  for (const n of names) if (UINT_RE.test(n)) pids.push(Number(n));
+  const infos: ProcessInfo[] = [];
+  let next = 0;
+  const worker = async () => {
+    const buf = Buffer.allocUnsafe(STAT_BUF);
+    while (next < pids.length) {
+      const pid = pids[next++]!;
+      const r = await readStat(pid, root, buf);
+      if (r === null) continue;
+      const dir = `${root}/${pid}`;
+      // a root-owned stat may belong to a non-dumpable process or a zombie:
+      // the pid directory's owner is the effective uid either way (native/facts_linux.cc)
+      let uid = r.owner;
+      if (uid === 0 && (r.stat.flags & PF_KTHREAD) === 0) {
+        const owner = await dirOwner(dir);
+        if (owner === null) continue; // gone since its stat was read
+        uid = owner;
+      }
+      // a zombie leader may still have live threads: only then is status read (an
+      // exiting leader not yet Z counts as going away, as in native/facts_linux.cc)
+      const zombieLeader = r.stat.state === "Z" && (await liveThreadsBehindZombie(dir, await readStatus(dir)));
+      infos.push(toInfo(r.stat, uid, zombieLeader));
+    }
+  };
+  await Promise.all(Array.from({ length: Math.min(CONCURRENCY, pids.length) }, worker));
+  infos.sort((a, b) => a.pid - b.pid);
+  return buildSnapshot(takenAt, infos);
 }
 
 /** Whether the file could be opened for reading now (used only when no env key was asked for). */

@@ -16,8 +16,8 @@
  * the reason, never listed (fail closed: a planted path must not lead the
  * CLI to kill what lives elsewhere).
  */
-import { basename, dirname, isAbsolute, join, normalize } from "node:path";
-import { CGROUP_NAME_RE, cgroupPathProblem, PROCLEASE_DIR } from "../containment/cgroup.js";
+import { basename, dirname, join } from "node:path";
+import { CGROUP_NAME_RE, cgroupPathProblem, pathShapeProblem, PROCLEASE_DIR } from "../containment/index.js";
 import { rmdir } from "node:fs/promises";
 import { assertPrivate, atomicWrite, ensurePrivateDir, readOwnedFile } from "./fs-safe.js";
 import { readGatewayInstanceId } from "./instance-id.js";
@@ -45,7 +45,8 @@ const fileOf = (stateDir: string) => join(stateDir, "acpx", CONTAINMENT_RECORD_F
 /** null when `root` may name a proclease root (before any filesystem check); else why not. */
 export function rootShapeProblem(root: unknown): string | null {
   if (typeof root !== "string" || root.length === 0) return `${JSON.stringify(root)} is not a path`;
-  if (!isAbsolute(root) || normalize(root) !== root || root.endsWith("/")) return `${JSON.stringify(root)} is not an absolute, normalised path`;
+  const shape = pathShapeProblem(root);
+  if (shape !== null) return shape;
   if (basename(root) !== PROCLEASE_DIR) return `${root} does not end in /${PROCLEASE_DIR}`;
   return null;
 }

@@ -13,8 +13,10 @@
 // - markers.ts       markerVerdict: the one env-marker rule (lease id AND gateway instance id)
 // - start-clock.ts   ProcessInfo.startTime → epoch ms (Linux ticks via btime + CLK_TCK)
 // - reap-verification.ts  reapLeaseVerification: the owned tree, else the remnants of a gone root, else nothing
-// - settle.ts        settlementFor / applySettlement: the one rule for the lease state after a verification (and maybe a reap)
-// - lifecycle.ts     settleLease / reconcileLeases: the ONE place a lease moves (verify → closing → reap → verify → settle)
+// - settle.ts        settlementFor: the one table for the lease state after a verification (and maybe a reap, and its cgroup's drain)
+// - lifecycle.ts     settleLease / reconcileLeases / applySettlement: the ONE place a lease moves (verify → closing → reap → verify → drain → settle)
+// - cgroup-drain.ts  a lease's cgroup emptied and removed; what the drain found is an input of settle.ts
+// - lease-cgroup.ts  a cgroup bound to a lease around its spawn: create + record, drop
 // - state-lock.ts    acquireStateDirLock: one gateway (writer) per state dir
 // - keyed-queue.ts   the one per-key lock
 // - root-identity.ts recordRootIdentity: the live root's identity into its lease after the spawn, fail closed

@@ -1,167 +1,64 @@
 /**
- * A lease's own cgroup in the lifecycle (docs/containment.md). When the
- * lease records one, it holds every process the lease ever started, whatever
- * they did to their environment, parent or session; so once the reap of the
- * verified tree (or remnants) is done, the cgroup is emptied as a unit:
- * SIGTERM to what is left, the grace, then one write to cgroup.kill. "Nothing
- * left" is then the kernel's `populated 0`, not a search, and the directory
- * is removed. The cgroup's identity (its inode) is checked first: a directory
- * re-created under the same name is not ours and is never touched.
+ * Binding a cgroup to a lease (docs/containment.md): the one sequence the
+ * ACPX controller and the supervisor both run around a spawn.
+ *
+ *   create → record (before the spawn; the lease's first process joins it)
+ *   → the first process is in it: kept, the lease's strongest evidence
+ *   → it is not (its join failed, or the run cannot start inside): drop
+ *   → the spawn never produced a process: never-started (lifecycle's
+ *     settleUnstarted drains and removes the cgroup, then settles)
+ *   → the lease settles: the drain (cgroup-drain.ts) is an input of the
+ *     settlement table (settle.ts)
+ *
+ * A lease never names a cgroup its processes run outside of, and a cgroup
+ * that could not be recorded is never left behind: the never-started
+ * sequence runs on the lease with that cgroup.
  */
-import {
-  isPopulated,
-  killCgroup,
-  listLeaseCgroups,
-  membersOf,
-  removeCgroup,
-  removeEmptyOwnerFolder,
-  signalMembers,
-  verifyCgroupIdentity,
-  waitUntilEmpty,
-} from "../containment/index.js";
-import { isAlive } from "../facts/liveness.js";
-import type { ProcessFacts, ProcessSignaller } from "../facts/types.js";
-import type { AcpxProcessLease, OwnershipEvidence } from "./types.js";
+import { createLeaseCgroup, refOf, removeCgroup, removeEmptyOwnerFolder, type ContainmentSupport, type LeaseCgroup } from "../containment/index.js";
+import type { LeaseStore } from "./lease-store.js";
+import { settleUnstarted, type LifecycleDeps } from "./lifecycle.js";
+import type { AcpxProcessLease } from "./types.js";
 
-export interface CgroupDrain {
-  /**
-   * empty: populated 0 and removed (or already gone); left: populated 0 but
-   * the host refused the removal for now (no descriptor, a busy rmdir), so
-   * the lease stays closing and the next reconcile drains and removes it
-   * again (a settled lease has nobody left to remove its folder); survivors:
-   * still populated; unknown: could not tell or not ours
-   */
-  state: "empty" | "left" | "survivors" | "unknown";
-  /** processes found in it before the drain */
-  members: number;
-  evidence: OwnershipEvidence;
+/** Why a lease gets no cgroup where containment is off: one wording for every caller. */
+export function containmentOffWhy(support: Extract<ContainmentSupport, { available: false }>): string {
+  return `containment is off: ${support.why}`;
 }
 
-/** What a dry run would find: the pids in the lease's cgroup (null when there is none, or it is not ours). */
-export async function cgroupMembers(lease: Contained): Promise<number[] | null> {
-  const cg = lease.cgroup;
-  if (!cg || (await verifyCgroupIdentity(cg.path, cg.id)) !== "match") return null;
-  const m = await membersOf(cg.path);
-  return m.state === "ok" ? m.pids : null;
-}
-
-/** What holds a cgroup: a lease, or a supervisor run without one (its cgroup alone). */
-export type Contained = Pick<AcpxProcessLease, "cgroup">;
-
-type Evidence = (result: OwnershipEvidence["result"], detail: string) => OwnershipEvidence;
+export type LeaseCgroupBinding =
+  | { lease: AcpxProcessLease; cgroup: LeaseCgroup }
+  /** uncontained, as without containment: ownership rests on the process tree and the markers */
+  | { lease: AcpxProcessLease; cgroup: null; why: string };
 
 /**
- * The lease's cgroup once its identity is proven (with the evidence maker for
- * it), or the drain's answer when it cannot be touched: gone (a populated
- * cgroup cannot be removed, so nothing of the lease was left in it), another
- * cgroup under its name, or an identity that cannot be read. null: no cgroup.
+ * create + record: the lease's own cgroup (`<root>/<instance id>/<lease id>`),
+ * made and recorded in the lease before the spawn. Uncontained (cgroup null,
+ * with why) when containment is off or the cgroup cannot be made. When the
+ * record cannot take it, the never-started sequence runs on the lease with
+ * that cgroup (drained, removed, settled) and the write's error is thrown.
  */
-async function openLeaseCgroup(lease: Contained): Promise<CgroupDrain | { cg: NonNullable<AcpxProcessLease["cgroup"]>; ev: Evidence } | null> {
-  const cg = lease.cgroup;
-  if (!cg) return null;
-  const ev: Evidence = (result, detail) => ({ check: "cgroup", result, detail: `${cg.path}: ${detail}` });
-  const id = await verifyCgroupIdentity(cg.path, cg.id);
-  if (id === "gone") return { state: "empty", members: 0, evidence: ev("match", "already removed (nothing can have been left in it)") };
-  if (id !== "match") return { state: "unknown", members: 0, evidence: ev("unknown", id === "mismatch" ? "another cgroup now has this name; not touched" : "its identity cannot be read; not touched") };
-  return { cg, ev };
-}
-
-export async function drainLeaseCgroup(
-  lease: Contained,
-  opts: { graceMs: number; signaller: ProcessSignaller; facts: ProcessFacts },
-): Promise<CgroupDrain | null> {
-  const opened = await openLeaseCgroup(lease);
-  if (opened === null || "state" in opened) return opened;
-  const { cg, ev } = opened;
-
-  const before = await membersOf(cg.path);
-  // what the drain ends: members alive by the one liveness rule (an unreaped zombie is listed until its parent waits, and was ended by nobody here)
-  const members = before.state === "ok" ? await countAlive(opts.facts, before.pids) : 0;
-  if ((await isPopulated(cg.path)) === "populated") {
-    await signalMembers(cg.path, "SIGTERM", { signaller: opts.signaller });
-    if ((await waitUntilEmpty(cg.path, opts.graceMs)) !== "empty") {
-      const k = await killCgroup(cg.path, { signaller: opts.signaller });
-      if (k.outcome !== "empty" && k.outcome !== "gone") {
-        return { state: "survivors", members, evidence: ev("unknown", `still populated after cgroup.kill (${k.outcome}); retried later`) };
-      }
-    }
+export async function bindLeaseCgroup(deps: LifecycleDeps, support: ContainmentSupport, lease: AcpxProcessLease): Promise<LeaseCgroupBinding> {
+  if (!support.available) return { lease, cgroup: null, why: containmentOffWhy(support) };
+  const made = await createLeaseCgroup(support, lease.leaseId, deps.gatewayInstanceId);
+  if (!made.ok) return { lease, cgroup: null, why: `the lease cgroup could not be made: ${made.why}` };
+  const cgroup = made.cgroup;
+  try {
+    return { lease: await deps.store.update(lease.leaseId, { cgroup: refOf(cgroup) }), cgroup };
+  } catch (err) {
+    await settleUnstarted(deps, { ...lease, cgroup: refOf(cgroup) }).catch(() => undefined);
+    throw err;
   }
-  const populated = await isPopulated(cg.path);
-  if (populated !== "empty" && populated !== "gone") return { state: populated === "populated" ? "survivors" : "unknown", members, evidence: ev("unknown", `populated: ${populated}`) };
-  return removeEmpty(cg.path, members, ev, `populated 0${members > 0 ? ` after ending ${members} process(es) in it` : ""}`);
-}
-
-/** An emptied lease cgroup removed, with its instance folder once that is empty too. */
-async function removeEmpty(path: string, members: number, ev: Evidence, found: string): Promise<CgroupDrain> {
-  const rm = await removeCgroup(path);
-  if (rm.outcome === "removed" || rm.outcome === "gone") {
-    // the instance's folder goes with its last cgroup (another one of it may be made in it right now: then it stays)
-    await removeEmptyOwnerFolder(path);
-    return { state: "empty", members, evidence: ev("match", `${found}, removed: nothing of the lease is left`) };
-  }
-  if (rm.outcome === "refused") return { state: "unknown", members, evidence: ev("unknown", `${found}, not removed: ${rm.why}`) };
-  const why = rm.outcome === "busy" ? rm.detail : rm.why;
-  return { state: "left", members, evidence: ev("match", `${found}, but its folder could not be removed yet (${why}); the next reconcile removes it`) };
 }
 
 /**
- * The lease's cgroup looked at without a signal, for a lease settled on the
- * facts alone (a supervised run that ended on its own: what it left running
- * is reconcile's). populated 0: nothing of the lease is left and the
- * directory is removed ("empty"); still populated: "survivors", which keeps
- * the lease closing for the next reconcile, whatever the search found
- * (an env-scrubbed setsid grandchild carries no marker, but it is in there).
+ * drop: the lease's first process is not in its cgroup, or cannot be started
+ * inside it. The cgroup leaves the lease record first, then is removed (it
+ * is empty: nothing of the lease was born in it), with its instance folder
+ * when that is empty too. Throws what the record write throws: the cgroup
+ * then stays recorded, and the lease's settlement drains it.
  */
-export async function lookIntoLeaseCgroup(lease: Contained): Promise<CgroupDrain | null> {
-  const opened = await openLeaseCgroup(lease);
-  if (opened === null || "state" in opened) return opened;
-  const { cg, ev } = opened;
-  const populated = await isPopulated(cg.path);
-  if (populated === "populated") {
-    const m = await membersOf(cg.path);
-    const pids = m.state === "ok" ? m.pids : [];
-    // members 0: nothing was ended here (the count is in the evidence)
-    return { state: "survivors", members: 0, evidence: ev("match", `still populated${pids.length > 0 ? ` (${pids.join(" ")})` : ""}: left running, for the next reconcile to reap`) };
-  }
-  if (populated !== "empty" && populated !== "gone") return { state: "unknown", members: 0, evidence: ev("unknown", `populated: ${populated}`) };
-  return removeEmpty(cg.path, 0, ev, "populated 0");
-}
-
-/** How many of `pids` are alive (liveness.ts); one that cannot be read counts as alive (a drain never understates what it ended). */
-async function countAlive(facts: ProcessFacts, pids: readonly number[]): Promise<number> {
-  let n = 0;
-  for (const pid of pids) {
-    const d = await facts.inspect(pid).catch(() => undefined);
-    if (d === undefined || (d !== null && isAlive(d))) n++;
-  }
-  return n;
-}
-
-/**
- * The lease cgroups a settled lease left in its instance folder: a settled
- * lease (closed or lost) has nothing left to remove its folder, and a lease
- * whose cgroup could not be recorded (the host refused the write right after
- * the mkdir) never named it. A cgroup is removed only when a lease file of
- * that name says the lease is settled, it is empty, and, where the lease
- * recorded a cgroup, it has the identity recorded; anything else (a live
- * lease, no lease file, a populated or re-created cgroup) is left to the
- * operator's `proclease status` and `reap --orphan-cgroups`. Returns the
- * paths removed.
- */
-export async function removeSettledLeftovers(
-  instanceFolder: string,
-  lease: { isLive(leaseId: string): boolean; get(leaseId: string): Promise<AcpxProcessLease | null> },
-): Promise<string[]> {
-  const listed = await listLeaseCgroups(instanceFolder);
-  if (listed.state !== "ok") return [];
-  const removed: string[] = [];
-  for (const c of listed.cgroups) {
-    if (c.populated !== "empty" || lease.isLive(c.name)) continue;
-    const l = await lease.get(c.name).catch(() => null);
-    if (l === null || (l.state !== "closed" && l.state !== "lost")) continue;
-    if (l.cgroup !== undefined && (l.cgroup.path !== c.path || l.cgroup.id !== c.id)) continue;
-    const drained = await lookIntoLeaseCgroup({ cgroup: { path: c.path, id: c.id } });
-    if (drained?.state === "empty") removed.push(c.path);
-  }
-  return removed;
+export async function dropLeaseCgroup(store: LeaseStore, leaseId: string, cgroup: LeaseCgroup): Promise<AcpxProcessLease> {
+  const lease = await store.update(leaseId, { cgroup: undefined });
+  const rm = await removeCgroup(cgroup, { waitMs: 0 });
+  if (rm.outcome === "removed") await removeEmptyOwnerFolder(cgroup.path);
+  return lease;
 }

@@ -25,7 +25,7 @@ import { isAlive } from "../facts/liveness.js";
 import { createHash } from "node:crypto";
 import { realpath } from "node:fs/promises";
 import { basename, isAbsolute, resolve } from "node:path";
-import type { ProcessFacts, ProcessSnapshot } from "../facts/types.js";
+import type { ProcessDetails, ProcessFacts, ProcessSnapshot } from "../facts/types.js";
 import { collectTree } from "./collect.js";
 import { computeCommandHash, tokenizeShellCommand } from "./command-hash.js";
 import { isUnder } from "./fs-safe.js";
@@ -94,20 +94,9 @@ export async function verifyLegacyRecord(
   if (command.result === "mismatch") return { tree: null, evidence };
 
   if (wrapperPath !== undefined) {
-    const wr = opts?.wrapperRoot;
-    if (typeof wr !== "string" || !isAbsolute(wr) || !isAbsolute(wrapperPath)) {
-      return fail("wrapper-root", "unknown", "a wrapper is recorded but no absolute wrapperRoot/wrapperPath to check it against");
-    }
-    const rootDir = await real(wr);
-    const wrapper = await real(wrapperPath);
-    if (!isUnder(wrapper, rootDir)) return fail("wrapper-root", "mismatch", "the recorded wrapper is not under wrapperRoot");
-    const arg1 = d.argv?.[1];
-    const exe = d.exePath !== null && !d.exePath.endsWith(" (deleted)") ? d.exePath : null;
-    const argMatch = arg1 !== undefined && isAbsolute(arg1) && (await real(arg1)) === wrapper;
-    const exeMatch = exe !== null && (await real(exe)) === wrapper;
-    if (argMatch || exeMatch) evidence.push({ check: "wrapper-root", result: "match", detail: argMatch ? "argv[1] is the recorded wrapper" : "executable is the recorded wrapper" });
-    else if (d.argv === null && d.exePath === null) return fail("wrapper-root", "unknown", "argv and exe not readable");
-    else return fail("wrapper-root", "mismatch", "the live root is not the recorded wrapper");
+    const wrapper = await wrapperEvidence(wrapperPath, opts?.wrapperRoot, d);
+    if (wrapper.result !== "match") return fail(wrapper.check, wrapper.result, wrapper.detail ?? wrapper.result);
+    evidence.push(wrapper);
   } else if (command.result !== "match") {
     return { tree: null, evidence };
   }
@@ -125,6 +114,24 @@ export async function verifyLegacyRecord(
     rootStartTime: String(root.startTime),
   };
   return { tree: { lease, root, members: collectTree(snapshot, root), evidence }, evidence };
+}
+
+/** Is the live root the recorded wrapper (its argv[1] or its executable), under wrapperRoot? */
+async function wrapperEvidence(wrapperPath: string, wrapperRoot: string | undefined, d: ProcessDetails): Promise<OwnershipEvidence> {
+  const ev = (result: OwnershipEvidence["result"], detail: string): OwnershipEvidence => ({ check: "wrapper-root", result, detail });
+  if (typeof wrapperRoot !== "string" || !isAbsolute(wrapperRoot) || !isAbsolute(wrapperPath)) {
+    return ev("unknown", "a wrapper is recorded but no absolute wrapperRoot/wrapperPath to check it against");
+  }
+  const rootDir = await real(wrapperRoot);
+  const wrapper = await real(wrapperPath);
+  if (!isUnder(wrapper, rootDir)) return ev("mismatch", "the recorded wrapper is not under wrapperRoot");
+  const arg1 = d.argv?.[1];
+  const exe = d.exePath !== null && !d.exePath.endsWith(" (deleted)") ? d.exePath : null;
+  const argMatch = arg1 !== undefined && isAbsolute(arg1) && (await real(arg1)) === wrapper;
+  const exeMatch = exe !== null && (await real(exe)) === wrapper;
+  if (argMatch || exeMatch) return ev("match", argMatch ? "argv[1] is the recorded wrapper" : "executable is the recorded wrapper");
+  if (d.argv === null && d.exePath === null) return ev("unknown", "argv and exe not readable");
+  return ev("mismatch", "the live root is not the recorded wrapper");
 }
 
 function storedArgv(command: unknown): string[] | null {

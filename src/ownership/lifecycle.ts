@@ -1,11 +1,10 @@
 /**
- * The one place a lease moves. Every caller that ends a lease (the ACPX
- * controller's close, failed ensure, startup reap and maintenance timer; the
- * supervisor's leased runs and its reconcile; the CLI's leases, explain and
- * reap) goes through settleLease or reconcileLeases, so the sequence
+ * The one place a lease moves. Ending a lease goes through settleLease or
+ * reconcileLeases, so the sequence
  *
  *   verify → mark closing → reap what the verification proves ours →
- *   (our own lever: the lifeline) → verify again → settle by settle.ts
+ *   (our own lever: the lifeline) → verify again → drain the lease's cgroup
+ *   → settle by settle.ts
  *
  * is written once. Both return one neutral outcome type (LeaseOutcome).
  *
@@ -18,14 +17,14 @@
  *   (nothing may be signalled, but the wrapper may still be told to clean
  *   up), else after the reap; when it was the only thing that ran, the lease
  *   is verified again and whatever that proves ours is reaped too.
- * - reconcileLeases: the batch form (startup reap, maintenance, supervisor
- *   reconcile, CLI reap and explain): ONE snapshot for every lease's
+ * - reconcileLeases: the batch form: ONE snapshot for every lease's
  *   verification, then settleLease per lease with that verification. A dry
  *   run changes nothing and says, per lease, what the same code would do.
  *
- * The settlement rule itself (which state after which evidence) stays in
- * settle.ts; this module applies it (applySettlement) and is the only
- * caller of the store's transitions outside the store.
+ * The settlement rule itself (which state after which evidence, the
+ * cgroup drain and a dry run included) is settle.ts's table; this module
+ * runs the steps that feed it, applies its answer (applySettlement) and is
+ * the only caller of the store's transitions outside the store.
  *
  * Ending a verified tree never waits on the disk. When the lease record
  * cannot be written (host-faults.ts LeaseRecordWriteError: a full, read-only
@@ -41,18 +40,28 @@
  * other by the startup reap.
  */
 import type { ProcessFacts, ProcessSignaller, ProcessSnapshot } from "../facts/types.js";
-import { cgroupMembers, drainLeaseCgroup, lookIntoLeaseCgroup, removeSettledLeftovers } from "./lease-cgroup.js";
+import { cgroupMembers, drainLeaseCgroup, lookIntoLeaseCgroup, removeSettledLeftovers, type CgroupDrain } from "./cgroup-drain.js";
+import { actionFor, attachedReason, outcomeOf, untouched, type LeaseAction, type LeaseOutcome } from "./lease-outcome.js";
 import { LeaseTransitionError, type LeaseStore } from "./lease-store.js";
 import type { ReapReport } from "./reap.js";
-import { reapLeaseVerification, type LeaseReapResult } from "./reap-verification.js";
+import { reapLeaseVerification, reapTargetOf, type LeaseReapResult } from "./reap-verification.js";
 import { batchingVerifier, type LeaseVerifier } from "./verify-batching.js";
-import { NOTHING_STARTED, settlementAfterReap, settlementFor, type Settlement } from "./settle.js";
-import { isSupervisorLease, type AcpxProcessLease, type LeaseState, type OwnershipEvidence } from "./types.js";
-import { explainLease, verifyLeases, type LeaseVerdict, type LeaseVerification } from "./verify.js";
+import {
+  drainsCgroup,
+  isOtherInstance,
+  settlementAfterReap,
+  settlementFor,
+  settlementForDryRun,
+  settlementUnstarted,
+  type Settlement,
+  type SettleContext,
+} from "./settle.js";
+import { isSupervisorLease, type AcpxProcessLease, type LeaseState } from "./types.js";
+import { explainLease, verifyLeases, type LeaseVerification } from "./verify.js";
 import { pendingOf, writeGuard, type PendingSettlement } from "./pending-settlements.js";
 import { coalescingFacts, countingFacts } from "./batch-facts.js";
 
-export type { PendingSettlement };
+export type { LeaseAction, LeaseOutcome, PendingSettlement };
 
 export interface LifecycleDeps {
   store: LeaseStore;
@@ -61,47 +70,6 @@ export interface LifecycleDeps {
   graceMs: number;
   /** the gateway these leases belong to; a lease of another instance is never moved */
   gatewayInstanceId: string;
-}
-
-/**
- * What was done to a lease (a dry run: what would be done).
- * - reaped / reaped-remnants: a verified tree, or the proven remnants of a gone root, was torn down
- * - marked-lost: nothing of it could be alive; nothing signalled
- * - settled: closed without a reap of its own (an exit the caller observed, an earlier reap)
- * - left-alone: not moved to a final state (unknown evidence, another instance's lease, a
- *   closing lease retried later, a lease handed back to open)
- * - skipped-live: a lease this gateway is using right now, or (skipAttached) one a running gateway may be using
- */
-export type LeaseAction = "reaped" | "reaped-remnants" | "marked-lost" | "settled" | "left-alone" | "skipped-live";
-
-export interface LeaseOutcome {
-  leaseId: string;
-  sessionKey: string;
-  rootPid: number;
-  stateBefore: LeaseState;
-  /** the lease's state afterwards; in a dry run, the state it would have */
-  stateAfter: LeaseState;
-  dryRun: boolean;
-  action: LeaseAction;
-  /** the verdict of the verification that decided what to reap */
-  verdict: LeaseVerdict;
-  evidence: readonly OwnershipEvidence[];
-  /** the settlement rule's reason (or why nothing was done) */
-  why: string;
-  /** what the reap took (a dry run: would take) */
-  target: "tree" | "remnants" | null;
-  /** every reap of the lease combined; null when none ran */
-  reap: ReapReport | null;
-  /** a dry run: the pids a reap would be handed, leaves first */
-  wouldReap?: number[];
-  /** the LAST verification (after the reap when one ran) */
-  verification: LeaseVerification;
-  /**
-   * The settlement could not be written (the record is as it was on disk,
-   * `stateAfter`): where the lease should go, why, and what refused the
-   * write. The next reconcile that can write settles it.
-   */
-  pending?: PendingSettlement;
 }
 
 export interface SettleLeaseOptions {
@@ -133,111 +101,125 @@ export interface SettleLeaseOptions {
 export async function settleLease(deps: LifecycleDeps, lease: AcpxProcessLease, opts: SettleLeaseOptions = {}): Promise<LeaseOutcome> {
   const dryRun = opts.dryRun === true;
   const cur = (await deps.store.get(lease.leaseId).catch(() => null)) ?? lease;
-  let v = opts.verification ?? (await verify(deps, cur));
-  /** the verification that decided what to reap (reported as the verdict) */
-  let decided = v;
-  const base = (stateAfter: LeaseState, action: LeaseAction, why: string, extra: Partial<LeaseOutcome> = {}): LeaseOutcome => ({
-    leaseId: cur.leaseId,
-    sessionKey: cur.sessionKey,
-    rootPid: cur.rootPid,
-    stateBefore: cur.state,
-    stateAfter,
-    dryRun,
-    action,
-    verdict: decided.verdict,
-    evidence: decided.evidence,
-    why,
-    target: null,
-    reap: null,
-    verification: v,
-    ...extra,
-  });
+  const v = opts.verification ?? (await verify(deps, cur));
   if (cur.state === "closed" || cur.state === "lost") {
     pendingOf(deps.store).delete(cur.leaseId);
-    return base(cur.state, "left-alone", `already ${cur.state}`);
+    return untouched(cur, v, "left-alone", `already ${cur.state}`, dryRun);
   }
   // a settlement left pending by an earlier attempt: the tree ended then, under our eyes
   const earlier = dryRun ? undefined : pendingOf(deps.store).get(cur.leaseId);
-  const ctx = { rootExitObserved: opts.rootExitObserved === true || earlier?.ended === true };
+  const ctx = { rootExitObserved: opts.rootExitObserved === true || earlier?.ended === true, prior: opts.prior ?? earlier?.prior ?? null };
+  if (dryRun) return planDryRun(cur, v, ctx);
+  // another gateway instance's lease is not ours to move at all (settle.ts row 8)
+  if (isOtherInstance(v)) return untouched(cur, v, "left-alone", settlementFor(v, null).why, false);
+  return settleNow(deps, cur, v, ctx, opts);
+}
 
-  if (dryRun) {
-    const t = targetOf(v);
-    const contained = (await cgroupMembers(cur)) ?? [];
-    if (t !== null || contained.length > 0) {
-      const members = t === "tree" ? v.tree!.members : t === "remnants" ? v.remnants!.members : [];
-      const pids = [...new Set([...members.map((m) => m.pid), ...contained])];
-      return base("closed", t === "tree" ? "reaped" : "reaped-remnants", `would reap ${pids.length} process(es) (${pids.join(" ")})${contained.length > 0 ? `, ${contained.length} of them in the lease's cgroup` : ""}; closed if none may still run after it`, { target: t ?? "remnants", wouldReap: pids });
-    }
-    const s = settlementFor(v, null, { ...ctx, prior: opts.prior ?? null });
-    const to = s.to === "unchanged" ? cur.state : s.to;
-    return base(to, actionFor(to, cur.state, null, false), s.why);
-  }
-  // another gateway instance's lease is not ours to move at all
-  if (isOtherInstance(v)) return base(cur.state, "left-alone", settlementFor(v, null).why);
+/** What the same code would do, from the same table (settle.ts rows R), changing nothing. */
+async function planDryRun(cur: AcpxProcessLease, v: LeaseVerification, ctx: SettleContext): Promise<LeaseOutcome> {
+  const t = reapTargetOf(v);
+  const contained = (await cgroupMembers(cur)) ?? [];
+  const members = t === "tree" ? v.tree!.members : t === "remnants" ? v.remnants!.members : [];
+  const pids = [...new Set([...members.map((m) => m.pid), ...contained])];
+  const s = settlementForDryRun(v, { target: t, pids, contained: contained.length }, ctx);
+  const to = s.to === "unchanged" ? cur.state : s.to;
+  if (!s.reaps) return outcomeOf(cur, v, v, true, { stateAfter: to, action: actionFor(to, cur.state, null, false), why: s.why });
+  return outcomeOf(cur, v, v, true, { stateAfter: to, action: t === "tree" ? "reaped" : "reaped-remnants", why: s.why, target: t ?? "remnants", wouldReap: pids });
+}
 
+/** What the verify → reap → release → verify steps leave for the settlement. */
+interface Reaped {
+  /** the verification that decided what to reap (reported as the verdict) */
+  decided: LeaseVerification;
+  /** the last verification made */
+  v: LeaseVerification;
+  /** what the report's why starts with */
+  note: string;
+  /** the reap of what was proven ours (null: none ran) */
+  last: LeaseReapResult | null;
+  /** what the first reap took */
+  firstTarget: "tree" | "remnants" | null;
+}
+
+/** closing → reap → (release) → drain → settle by the table → write (or leave pending). */
+async function settleNow(
+  deps: LifecycleDeps,
+  cur: AcpxProcessLease,
+  v0: LeaseVerification,
+  ctx: SettleContext & { prior: ReapReport | null },
+  opts: SettleLeaseOptions,
+): Promise<LeaseOutcome> {
   // the record may be unwritable (a full disk): the tree is ended all the same
   const writes = writeGuard();
   await writes.run(() => markClosing(deps.store, cur));
   opts.beforeSignals?.();
+  const r = await reapAndRelease(deps, cur, v0, opts);
+  const settle = (drain: CgroupDrain | null): Settlement =>
+    r.last !== null ? settlementAfterReap(r.last, { ...ctx, drain }) : settlementFor(r.v, null, { ...ctx, drain });
+  // the lease's own cgroup (cgroup-drain.ts) holds every process it started: emptied as a unit after the reap,
+  // or, without a reap, only looked into; what it found is the table's last input (settle.ts rows D)
+  const drain = !drainsCgroup(settle(null))
+    ? null
+    : opts.reap !== false
+      ? await drainLeaseCgroup(cur, { graceMs: deps.graceMs, signaller: deps.signaller, facts: deps.facts })
+      : await lookIntoLeaseCgroup(cur);
+  const s = settle(drain);
+  const reap = r.last?.report ?? null;
+  // processes ended through the cgroup alone count as remnants reaped
+  const drained = drain !== null && drain.members > 0;
+  const target = r.firstTarget ?? r.last?.target ?? (drained ? "remnants" : null);
+  const prior = ctx.prior;
+  const ended = ctx.rootExitObserved === true || r.last !== null || drained || prior !== null;
+  const { stateAfter, pending } = await writeSettlement(deps.store, cur, s, writes, { ended, prior: reap ?? prior });
+  const why = pending ? `${r.note}${s.why}; settlement pending (${pending.to}): ${pending.blockedBy}; the next reconcile that can write settles it` : `${r.note}${s.why}`;
+  return outcomeOf(cur, r.decided, r.last?.final ?? r.v, false, {
+    stateAfter,
+    action: actionFor(stateAfter, cur.state, target, reap !== null || drained),
+    why,
+    target,
+    reap,
+    ...(drain ? { evidence: [...r.decided.evidence, drain.evidence] } : {}),
+    ...(pending ? { pending } : {}),
+  });
+}
+
+/**
+ * Reaps what the verification proves ours, with the caller's release: pulled
+ * first when the verdict is "unknown" (nothing may be signalled, but our own
+ * wrapper child can still be told to clean up; its exit proves nothing about
+ * its tree, so the facts are asked once more), else after the reap; when the
+ * release was the only thing that ran, what it left is verified (and reaped)
+ * now.
+ */
+async function reapAndRelease(deps: LifecycleDeps, cur: AcpxProcessLease, v0: LeaseVerification, opts: SettleLeaseOptions): Promise<Reaped> {
   const facts = opts.facts ?? deps.facts;
+  const mayReap = opts.reap !== false;
+  const reapNow = (v: LeaseVerification) => (mayReap ? reapProven(deps, v, facts, opts.verifier) : Promise.resolve(null));
+  const again = async (v: LeaseVerification) => (await verify(deps, cur).catch(() => null)) ?? v;
   let released = false;
   const release = async () => {
     if (released || !opts.release) return;
     released = true;
     await opts.release();
   };
-
+  let v = v0;
+  let decided = v0;
   let note = "";
   if (v.verdict === "unknown" && opts.release) {
-    // Nothing may be signalled, but our own wrapper child can still be told
-    // to clean up. Its exit proves nothing about its tree: only a
-    // verification settles the lease, so the facts are asked once more.
     await release();
-    v = (await verify(deps, cur).catch(() => null)) ?? v;
-    decided = v;
+    v = decided = await again(v);
     note = "the wrapper was told to clean up (its lifeline closed); its exit proves nothing about its tree; ";
   }
-  const prior: ReapReport | null = opts.prior ?? earlier?.prior ?? null;
-  const mayReap = opts.reap !== false;
-  let last: LeaseReapResult | null = mayReap ? await reapProven(deps, v, facts, opts.verifier) : null;
+  let last = await reapNow(v);
   const firstTarget = last?.target ?? null;
   if (opts.release && !released) {
     await release();
     if (last === null) {
-      // the release was the only thing that ran: what it left is verified (and reaped) now
-      v = (await verify(deps, cur).catch(() => null)) ?? v;
-      last = mayReap ? await reapProven(deps, v, facts, opts.verifier) : null;
+      v = await again(v);
+      last = await reapNow(v);
     }
   }
-  let s: Settlement;
-  if (last !== null) {
-    s = settlementAfterReap(last, { ...ctx, prior });
-  } else s = settlementFor(v, null, { ...ctx, prior });
-  // The lease's own cgroup (lease-cgroup.ts) holds every process it started:
-  // emptied as a unit after the reap, its populated 0 is the proof that
-  // nothing is left, whatever the search above could or could not clear.
-  // without a reap it is only looked into: populated keeps the lease closing, populated 0 removes it
-  const drain =
-    s.to === "unchanged" ? null : mayReap ? await drainLeaseCgroup(cur, { graceMs: deps.graceMs, signaller: deps.signaller, facts: deps.facts }) : await lookIntoLeaseCgroup(cur);
-  if (drain?.state === "empty") {
-    const ended = last !== null || drain.members > 0 || prior !== null || ctx.rootExitObserved;
-    s = ended ? { to: "closed", why: drain.evidence.detail ?? "cgroup empty" } : { to: "lost", why: `nothing of it was alive; ${drain.evidence.detail ?? "cgroup empty"}` };
-  } else if (drain?.state === "survivors" || drain?.state === "left") s = { to: "closing", why: `${drain.evidence.detail ?? "cgroup still populated"}; ${s.why}` };
-  const reap = last?.report ?? null;
-  // processes ended through the cgroup alone count as remnants reaped
-  const drained = drain !== null && drain.members > 0;
-  const target = firstTarget ?? last?.target ?? (drained ? "remnants" : null);
-  const ended = ctx.rootExitObserved || last !== null || drained || prior !== null;
-  const { stateAfter, pending } = await writeSettlement(deps.store, cur, s, writes, { ended, prior: reap ?? prior });
-  const why = pending ? `${note}${s.why}; settlement pending (${pending.to}): ${pending.blockedBy}; the next reconcile that can write settles it` : `${note}${s.why}`;
-  return {
-    ...base(stateAfter, actionFor(stateAfter, cur.state, target, reap !== null || drained), why),
-    target,
-    reap,
-    verification: last?.final ?? v,
-    ...(drain ? { evidence: [...decided.evidence, drain.evidence] } : {}),
-    ...(pending ? { pending } : {}),
-  };
+  return { decided, v, note, last, firstTarget };
 }
 
 export interface ReconcileOptions {
@@ -264,7 +246,7 @@ export interface ReconcileOptions {
   onSettled?: (o: LeaseOutcome) => void;
   /**
    * This instance's cgroup folder: after the settlements, the empty cgroups
-   * that settled leases left in it are removed (lease-cgroup.ts
+   * that settled leases left in it are removed (cgroup-drain.ts
    * removeSettledLeftovers); `isLive` spares the lease files of sessions in use.
    */
   leftovers?: { instanceFolder: string; isLive?: (leaseId: string) => boolean };
@@ -289,26 +271,7 @@ export interface LeaseReconcileReport {
 export async function reconcileLeases(deps: LifecycleDeps, opts: ReconcileOptions = {}): Promise<LeaseReconcileReport> {
   const t0 = Date.now();
   const dryRun = opts.dryRun === true;
-  const states = opts.states ?? ["open", "closing"];
-  const ids = opts.leaseIds ? new Set(opts.leaseIds) : null;
-  const listed = await deps.store.list(ids ? {} : { gatewayInstanceId: deps.gatewayInstanceId, states });
-  const problems = new Map<string, string>();
-  for (const p of listed.problems) problems.set(p.file, p.detail);
-  const kind = opts.kind ?? "all";
-  // settlements left pending by an unwritable record are retried whatever states were asked for
-  if (!dryRun && ids === null) {
-    const have = new Set(listed.leases.map((l) => l.leaseId));
-    for (const id of pendingOf(deps.store).keys()) {
-      if (have.has(id)) continue;
-      const l = await deps.store.get(id).catch(() => null);
-      if (l !== null && l.gatewayInstanceId === deps.gatewayInstanceId) listed.leases.push(l);
-      else if (l === null || l.state === "closed" || l.state === "lost") pendingOf(deps.store).delete(id);
-    }
-  }
-  const leases = listed.leases.filter(
-    (l) => (ids === null || ids.has(l.leaseId)) && (kind === "all" || (kind === "supervisor") === isSupervisorLease(l)),
-  );
-
+  const { leases, problems } = await leasesToReconcile(deps, opts);
   const entries: LeaseOutcome[] = [];
   const candidates: AcpxProcessLease[] = [];
   const skipped: { lease: AcpxProcessLease; why: string }[] = [];
@@ -317,19 +280,7 @@ export async function reconcileLeases(deps: LifecycleDeps, opts: ReconcileOption
     if (why !== undefined) skipped.push({ lease: l, why });
     else candidates.push(l);
   }
-  let snapshots = 0;
-  let snapshot: ProcessSnapshot | undefined;
-  let verifications: LeaseVerification[] = [];
-  if (candidates.length > 0 || skipped.length > 0) {
-    const counting = countingFacts(deps.facts, () => snapshots++);
-    snapshot = await counting.snapshot().catch(() => undefined);
-    // without a process list every verification answers "unknown": nothing is signalled
-    verifications = await verifyLeases([...candidates, ...skipped.map((x) => x.lease)], counting, {
-      gatewayInstanceId: deps.gatewayInstanceId,
-      ...(snapshot ? { snapshot } : {}),
-    });
-  }
-  const byId = new Map(verifications.map((v) => [v.lease.leaseId, v]));
+  const { snapshot, snapshots, byId } = await verifyBatch(deps, [...candidates, ...skipped.map((x) => x.lease)]);
   for (const { lease, why } of skipped) entries.push(untouched(lease, byId.get(lease.leaseId)!, "skipped-live", why, dryRun));
 
   const batchFacts = coalescingFacts(deps.facts);
@@ -375,15 +326,51 @@ export async function reconcileLeases(deps: LifecycleDeps, opts: ReconcileOption
 }
 
 /**
- * The one sequence for a spawn that failed before a process of it was known
- * (the ACPX controller's failed ensure, the supervisor's run that never
- * started): the lease's cgroup, if it was made, is drained and removed
- * (lease-cgroup.ts: anything born in it is ended, and populated 0 is the
- * proof nothing is left), then the lease settles: lost (NOTHING_STARTED)
- * when nothing was in it, closed when the drain ended something, closing
- * while it cannot be emptied. `lease` may name a cgroup the record could not
- * take (its write failed): that one is drained too. A record that cannot be
- * written leaves the settlement pending, as in settleLease.
+ * The leases a reconcile looks at: this instance's in the asked states (or
+ * exactly `leaseIds`, of any instance), of the asked kind, plus those whose
+ * settlement an unwritable record left pending (whatever their state).
+ */
+async function leasesToReconcile(deps: LifecycleDeps, opts: ReconcileOptions): Promise<{ leases: AcpxProcessLease[]; problems: Map<string, string> }> {
+  const states = opts.states ?? ["open", "closing"];
+  const ids = opts.leaseIds ? new Set(opts.leaseIds) : null;
+  const listed = await deps.store.list(ids ? {} : { gatewayInstanceId: deps.gatewayInstanceId, states });
+  const problems = new Map<string, string>();
+  for (const p of listed.problems) problems.set(p.file, p.detail);
+  if (opts.dryRun !== true && ids === null) {
+    const have = new Set(listed.leases.map((l) => l.leaseId));
+    for (const id of pendingOf(deps.store).keys()) {
+      if (have.has(id)) continue;
+      const l = await deps.store.get(id).catch(() => null);
+      if (l !== null && l.gatewayInstanceId === deps.gatewayInstanceId) listed.leases.push(l);
+      else if (l === null || l.state === "closed" || l.state === "lost") pendingOf(deps.store).delete(id);
+    }
+  }
+  const kind = opts.kind ?? "all";
+  const leases = listed.leases.filter((l) => (ids === null || ids.has(l.leaseId)) && (kind === "all" || (kind === "supervisor") === isSupervisorLease(l)));
+  return { leases, problems };
+}
+
+/** Every lease verified against ONE snapshot (none taken for no lease); without a process list each verification answers "unknown": nothing is signalled. */
+async function verifyBatch(
+  deps: LifecycleDeps,
+  leases: readonly AcpxProcessLease[],
+): Promise<{ snapshot: ProcessSnapshot | undefined; snapshots: number; byId: Map<string, LeaseVerification> }> {
+  let snapshots = 0;
+  if (leases.length === 0) return { snapshot: undefined, snapshots, byId: new Map() };
+  const counting = countingFacts(deps.facts, () => snapshots++);
+  const snapshot = await counting.snapshot().catch(() => undefined);
+  const verifications = await verifyLeases(leases, counting, { gatewayInstanceId: deps.gatewayInstanceId, ...(snapshot ? { snapshot } : {}) });
+  return { snapshot, snapshots, byId: new Map(verifications.map((v) => [v.lease.leaseId, v])) };
+}
+
+/**
+ * The one sequence for a spawn that failed before a process of it was known:
+ * the lease's cgroup, if it was made, is drained and removed (cgroup-drain.ts:
+ * anything born in it is ended, and populated 0 is the proof nothing is
+ * left), then the lease settles by settle.ts rows U. `lease` may name a
+ * cgroup the record could not take (its write failed): that one is drained
+ * too. A record that cannot be written leaves the settlement pending, as in
+ * settleLease.
  */
 export async function settleUnstarted(deps: LifecycleDeps, lease: AcpxProcessLease): Promise<{ state: LeaseState; pending?: PendingSettlement }> {
   const stored = await deps.store.get(lease.leaseId).catch(() => null);
@@ -391,13 +378,7 @@ export async function settleUnstarted(deps: LifecycleDeps, lease: AcpxProcessLea
   if (cur.state === "closed" || cur.state === "lost") return { state: cur.state };
   const cgroup = cur.cgroup ?? lease.cgroup;
   const drain = cgroup ? await drainLeaseCgroup({ ...cur, cgroup }, { graceMs: deps.graceMs, signaller: deps.signaller, facts: deps.facts }) : null;
-  const s: Settlement =
-    drain?.state === "survivors" || drain?.state === "unknown" || drain?.state === "left"
-      ? { to: "closing", why: `the spawn failed and its cgroup could not be emptied and removed: ${drain.evidence.detail ?? drain.state}` }
-      : drain !== null && drain.members > 0
-        ? { to: "closed", why: `the spawn failed; ${drain.evidence.detail ?? "its cgroup was emptied"}` }
-        : NOTHING_STARTED;
-  const { stateAfter, pending } = await writeSettlement(deps.store, cur, s, writeGuard(), { ended: true, prior: null });
+  const { stateAfter, pending } = await writeSettlement(deps.store, cur, settlementUnstarted(drain), writeGuard(), { ended: true, prior: null });
   return { state: stateAfter, ...(pending ? { pending } : {}) };
 }
 
@@ -458,53 +439,9 @@ function verify(deps: LifecycleDeps, lease: AcpxProcessLease): Promise<LeaseVeri
   return explainLease(lease, deps.facts, { gatewayInstanceId: deps.gatewayInstanceId });
 }
 
-function targetOf(v: LeaseVerification): "tree" | "remnants" | null {
-  return v.verdict === "owned" && v.tree ? "tree" : v.verdict === "gone" && v.remnants ? "remnants" : null;
-}
-
 /** Reaps what the verification proves ours (reapLeaseVerification's one choice); null when nothing is. */
 async function reapProven(deps: LifecycleDeps, v: LeaseVerification, facts: ProcessFacts, verifier: LeaseVerifier | undefined): Promise<LeaseReapResult | null> {
-  if (targetOf(v) === null) return null;
+  if (reapTargetOf(v) === null) return null;
   const verify = verifier === undefined ? {} : { verify: verifier };
   return reapLeaseVerification(v, { facts, signaller: deps.signaller, graceMs: deps.graceMs, gatewayInstanceId: deps.gatewayInstanceId, ...verify });
-}
-
-function isOtherInstance(v: LeaseVerification): boolean {
-  return v.evidence.some((e) => e.check === "instance" && e.result === "mismatch");
-}
-
-function actionFor(to: LeaseState, from: LeaseState, target: "tree" | "remnants" | null, reaped: boolean): LeaseAction {
-  if (reaped && target !== null) return target === "tree" ? "reaped" : "reaped-remnants";
-  if (to === "lost" && from !== "lost") return "marked-lost";
-  if (to === "closed" && from !== "closed") return "settled";
-  return "left-alone";
-}
-
-function untouched(lease: AcpxProcessLease, v: LeaseVerification, action: LeaseAction, why: string, dryRun: boolean): LeaseOutcome {
-  return {
-    leaseId: lease.leaseId,
-    sessionKey: lease.sessionKey,
-    rootPid: lease.rootPid,
-    stateBefore: lease.state,
-    stateAfter: lease.state,
-    dryRun,
-    action,
-    verdict: v.verdict,
-    evidence: v.evidence,
-    why,
-    target: null,
-    reap: null,
-    verification: v,
-  };
-}
-
-/** The CLI --force rule: what a gateway that may still run could be using is left alone. */
-function attachedReason(v: LeaseVerification, snapshot: ProcessSnapshot | undefined): { action: LeaseAction; why: string } | null {
-  if (v.lease.rootPid === 0) return { action: "skipped-live", why: "no pid recorded yet: its spawn may be pending in a running gateway" };
-  if (v.verdict === "unknown") return { action: "skipped-live", why: "unknown evidence cannot tell whether a running gateway holds it" };
-  const parent = v.tree?.root.ppid;
-  if (parent !== undefined && parent > 1 && snapshot?.processes.has(parent)) {
-    return { action: "skipped-live", why: `its root's parent (pid ${parent}) is alive: attached to a running gateway` };
-  }
-  return null;
 }

@@ -40,8 +40,13 @@ export interface LeaseReapResult {
   finalReap: ReapReport | null;
 }
 
+/** What a verification lets us reap: its tree when owned, the remnants of a gone root, else nothing (the one choice, see the header). */
+export function reapTargetOf(v: Pick<LeaseVerification, "verdict" | "tree" | "remnants">): "tree" | "remnants" | null {
+  return v.verdict === "owned" && v.tree ? "tree" : v.verdict === "gone" && v.remnants ? "remnants" : null;
+}
+
 export async function reapLeaseVerification(v: LeaseVerification, opts: LeaseReapOptions): Promise<LeaseReapResult> {
-  const target = v.verdict === "owned" && v.tree ? "tree" : v.verdict === "gone" && v.remnants ? "remnants" : null;
+  const target = reapTargetOf(v);
   if (target === null) return { reaped: false, target: null, report: null, final: v, finalReap: null };
   const first = await reapOwnedTree(target === "tree" ? v.tree! : v.remnants!, opts);
 

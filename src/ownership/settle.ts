@@ -1,9 +1,9 @@
 /**
  * The one rule for "what state does a lease go to after a verification (and
- * maybe a reap)?". The ACPX controller (close, failed spawn, startup and
- * maintenance reaps) and the process supervisor (a run's end, reconcile) all
- * settle through lifecycle.ts, which asks settlementFor and applies its
- * answer, so "when may a lease be settled?" has one answer in the package.
+ * maybe a reap, and the drain of its cgroup)?". Every settlement goes
+ * through lifecycle.ts, which feeds this table and applies its answer, so
+ * "when may a lease be settled?" has one answer in the package. Pure: no
+ * I/O, no clock.
  *
  * Inputs: the LATEST verification of the lease, the report of the reap run on
  * that verification (reapLeaseVerification; null when none ran), and what
@@ -28,6 +28,37 @@
  * | 9 | none                                 | mismatch | anything else                              | as row 6 (the same prior rule) |
  * |10 | none                                 | unknown  | factsUnavailable (no process list, backend none), no prior reap | open |
  * |11 | none                                 | unknown  | anything else                              | closing   |
+ *
+ * The lease's own cgroup, when it records one, is then drained (or, without
+ * a reap, looked into: cgroup-drain.ts), except after rows 0 and 8, and what
+ * the drain found is the last input (SettleContext.drain):
+ *
+ * | #  | the row above             | cgroup drain                                   | what else                   | to        |
+ * |----|---------------------------|------------------------------------------------|-----------------------------|-----------|
+ * | D1 | not 0 or 8                | empty: populated 0, removed (or already gone)  | something ended (see below) | closed    |
+ * | D2 | not 0 or 8                | empty                                          | nothing ended               | lost      |
+ * | D3 | not 0 or 8                | survivors (populated), or left (emptied, its folder not removed yet) |       | closing   |
+ * | D4 | any                       | unknown (not ours, unreadable), or no cgroup   |                             | the row above |
+ *
+ * "Something ended": a reap of this verification or a prior one, the root's
+ * exit observed, or live processes the drain itself ended.
+ *
+ * A spawn that never produced a process (settlementUnstarted):
+ *
+ * | #  | cgroup drain                                  | to        |
+ * |----|-----------------------------------------------|-----------|
+ * | U1 | survivors, unknown or left                    | closing   |
+ * | U2 | empty, after ending processes born in it      | closed    |
+ * | U3 | empty with nothing in it, or no cgroup        | lost (NOTHING_STARTED) |
+ *
+ * A dry run (settlementForDryRun) answers from the same rows, assuming the
+ * reap and the drain it would run complete:
+ *
+ * | #  | the row above | a tree or remnants to reap, or processes in the lease's cgroup | to |
+ * |----|---------------|-----------------------------------------------------------------|----|
+ * | R1 | 0 or 8        | any                                                             | unchanged |
+ * | R2 | any other     | yes                                                             | closed ("would reap") |
+ * | R3 | any other     | no                                                              | the row above |
  *
  * Why each row:
  * - 1-4: a reap settles closed only when nothing it was handed may still run
@@ -57,9 +88,19 @@
  *   compared, a root that could not be inspected, coarse identity with no
  *   corroboration, an invalid record) is not settled on a guess: closing,
  *   retried. `why` names the deciding evidence.
+ * - D1-D3: every process of a contained lease was born in its cgroup (the
+ *   cgroup is recorded only while its first process is in it), so the
+ *   kernel's populated 0 proves nothing of the lease is left, whatever the
+ *   search above could or could not clear; still populated, or a folder the
+ *   host would not let go yet, keeps the lease closing for the next
+ *   reconcile (a settled lease has nobody left to remove its cgroup).
+ * - D4: a drain that cannot tell decides nothing.
+ * - R1: what a real run would not touch (another instance's lease) a dry
+ *   run does not plan to reap either.
  */
 import { mergeReapResults, survivorsOf, type ReapReport } from "./reap.js";
 import type { LeaseReapResult } from "./reap-verification.js";
+import type { CgroupDrain } from "./cgroup-drain.js";
 import type { OwnershipEvidence } from "./types.js";
 import type { LeaseVerification } from "./verify.js";
 
@@ -83,6 +124,9 @@ export const NOTHING_STARTED: Readonly<Settlement> = Object.freeze({
   why: "no process was ever started for this lease",
 });
 
+/** What the lease's cgroup drain (or look) found, as the table reads it (rows D, U). */
+export type DrainInput = Pick<CgroupDrain, "state" | "members" | "evidence">;
+
 /**
  * What the caller witnessed before the verification (see the header). The
  * one prior rule (rows 6 and 9): a prior reap that completed → closed; one
@@ -94,9 +138,26 @@ export interface SettleContext {
   prior?: Pick<ReapReport, "results"> | null;
   /** the root's exit was reported by the caller's own handle (its child, unreaped until then) */
   rootExitObserved?: boolean;
+  /** the lease's own cgroup after its drain (rows D); null or absent: no cgroup, or not drained yet */
+  drain?: DrainInput | null;
+}
+
+/** Another gateway instance's lease (row 8): not ours to move, drain or plan to reap. */
+export function isOtherInstance(v: Pick<SettleVerification, "evidence">): boolean {
+  return v.evidence.some((e) => e.check === "instance" && e.result === "mismatch");
+}
+
+/** Whether the lease's cgroup is drained after this settlement: never after rows 0 and 8 (unchanged). */
+export function drainsCgroup(s: Settlement): boolean {
+  return s.to !== "unchanged";
 }
 
 export function settlementFor(v: SettleVerification, reap: Pick<ReapReport, "results"> | null, ctx: SettleContext = {}): Settlement {
+  return withDrain(rowFor(v, reap, ctx), reap !== null, ctx);
+}
+
+/** Rows 0-11. */
+function rowFor(v: SettleVerification, reap: Pick<ReapReport, "results"> | null, ctx: SettleContext): Settlement {
   const prior = ctx.prior ?? null;
   if (v.lease.state === "closed" || v.lease.state === "lost") return { to: "unchanged", why: `already ${v.lease.state}` };
 
@@ -121,7 +182,7 @@ export function settlementFor(v: SettleVerification, reap: Pick<ReapReport, "res
       return { to: "closing", why: `the root is gone but the remnant search could not prove nothing is left (${detailOf(v, "remnant-env")}); retried later` };
     }
     case "mismatch": {
-      if (v.evidence.some((e) => e.check === "instance" && e.result === "mismatch")) {
+      if (isOtherInstance(v)) {
         return { to: "unchanged", why: decisive(v, "mismatch") ?? "the lease belongs to another gateway instance" };
       }
       const what = decisive(v, "mismatch") ?? "the live process does not match the lease";
@@ -134,6 +195,44 @@ export function settlementFor(v: SettleVerification, reap: Pick<ReapReport, "res
       return { to: "closing", why: `${cause}; not settled on unknown evidence, retried later` };
     }
   }
+}
+
+/** Rows D1-D4: the drain's answer over the row the verification and reaps chose. */
+function withDrain(s: Settlement, reaped: boolean, ctx: SettleContext): Settlement {
+  const d = ctx.drain;
+  if (d === undefined || d === null || !drainsCgroup(s)) return s;
+  const detail = d.evidence.detail;
+  if (d.state === "empty") {
+    const ended = reaped || (ctx.prior ?? null) !== null || ctx.rootExitObserved === true || d.members > 0;
+    return ended ? { to: "closed", why: detail ?? "cgroup empty" } : { to: "lost", why: `nothing of it was alive; ${detail ?? "cgroup empty"}` };
+  }
+  if (d.state === "survivors" || d.state === "left") return { to: "closing", why: `${detail ?? "cgroup still populated"}; ${s.why}` };
+  return s;
+}
+
+/** Rows U1-U3: a spawn that never produced a process, by what its cgroup's drain found (null: it had none). */
+export function settlementUnstarted(drain: DrainInput | null): Settlement {
+  if (drain === null) return NOTHING_STARTED;
+  if (drain.state !== "empty") return { to: "closing", why: `the spawn failed and its cgroup could not be emptied and removed: ${drain.evidence.detail ?? drain.state}` };
+  if (drain.members > 0) return { to: "closed", why: `the spawn failed; ${drain.evidence.detail ?? "its cgroup was emptied"}` };
+  return NOTHING_STARTED;
+}
+
+/** What a dry run would reap: the verification's tree or remnants (their pids) and the pids in the lease's cgroup. */
+export interface DryRunPlan {
+  target: "tree" | "remnants" | null;
+  /** every pid a reap would be handed, the cgroup's members included */
+  pids: readonly number[];
+  /** how many of them are in the lease's cgroup */
+  contained: number;
+}
+
+/** Rows R1-R3: a dry run's answer, from the same rows as the real run; `reaps`: row R2 (the plan would be carried out). */
+export function settlementForDryRun(v: SettleVerification, plan: DryRunPlan, ctx: SettleContext = {}): Settlement & { reaps: boolean } {
+  const s = settlementFor(v, null, { ...ctx, drain: null });
+  if (!drainsCgroup(s) || (plan.target === null && plan.contained === 0)) return { ...s, reaps: false };
+  const inCgroup = plan.contained > 0 ? `, ${plan.contained} of them in the lease's cgroup` : "";
+  return { to: "closed", why: `would reap ${plan.pids.length} process(es) (${plan.pids.join(" ")})${inCgroup}; closed if none may still run after it`, reaps: true };
 }
 
 /** Rows 6 and 9: what a verification that found nothing of ours reads as, by what the caller witnessed before it. */

@@ -44,7 +44,7 @@ import { sameProcess } from "../facts/identity.js";
 import { CommandHashes, DetailsBatch, PathCache } from "./verify-cache.js";
 import { scanEnvironments } from "./verify-env.js";
 import { Turns } from "./turns.js";
-import { done, finish, finishWith, vanished, type LeaseVerification, type State, type VerifyOptions } from "./verify-state.js";
+import { done, finish, finishWith, vanished, type LeaseVerdict, type LeaseVerification, type State, type VerifyOptions } from "./verify-state.js";
 
 export type { LeaseVerdict, LeaseVerification, VerifyOptions } from "./verify-state.js";
 
@@ -160,6 +160,49 @@ interface RootCaches {
   guard: (pid: number) => GuardVerdict;
 }
 
+/**
+ * Where the lease was written against where this gateway is: its instance,
+ * the guards on its root pid and group, the boot and the pid namespace.
+ * false when that already decided the verdict (finished on `s`).
+ */
+function checkPlace(s: State, host: ProcessDetails | null, targetGuard: (pid: number) => GuardVerdict, gatewayInstanceId: string | undefined): boolean {
+  const { lease } = s;
+  const push = (check: string, result: OwnershipEvidence["result"], detail?: string) =>
+    s.evidence.push(detail === undefined ? { check, result } : { check, result, detail });
+  const decided = (verdict: LeaseVerdict, e?: OwnershipEvidence): false => {
+    finishWith(s, verdict, e);
+    return false;
+  };
+  if (gatewayInstanceId !== undefined) {
+    push("instance", lease.gatewayInstanceId === gatewayInstanceId ? "match" : "mismatch",
+      lease.gatewayInstanceId === gatewayInstanceId ? undefined : `lease belongs to gateway ${lease.gatewayInstanceId}, not ${gatewayInstanceId}`);
+    if (lease.gatewayInstanceId !== gatewayInstanceId) return decided("mismatch");
+  }
+  const guard = lease.rootPid === 0 ? { allowed: true as const } : targetGuard(lease.rootPid);
+  if (!guard.allowed) return decided("mismatch", { check: "root-pid", result: "mismatch", detail: `refused by guard: ${guard.reason}` });
+  if (lease.processGroupId !== undefined && isOwnProcessGroup(lease.processGroupId) === true) {
+    return decided("mismatch", { check: "process-group", result: "mismatch", detail: `recorded group ${lease.processGroupId} is this process's own group, or led by this process or its parent` });
+  }
+
+  // a reboot since the lease was written means the recorded process cannot be alive
+  const hostBoot = host?.bootId;
+  if (lease.bootId === undefined || hostBoot === undefined) push("boot-id", "unknown", lease.bootId === undefined ? "not recorded" : "not readable");
+  else if (lease.bootId !== hostBoot) {
+    // nothing started on an earlier boot is alive: there is nothing to search for
+    s.remnantOutcome = "none-found";
+    return decided("gone", { check: "boot-id", result: "mismatch", detail: "host rebooted since the lease was written" });
+  }
+  else push("boot-id", "match");
+
+  // the observer's namespace (see the header): another one means the pid numbers name other processes here
+  const hostNs = host?.pidNamespace;
+  if (lease.pidNamespace === undefined || hostNs === undefined) push("pid-namespace", "unknown", lease.pidNamespace === undefined ? "not recorded" : "this gateway's pid namespace is not readable");
+  else if (lease.pidNamespace !== hostNs) {
+    return decided("mismatch", { check: "pid-namespace", result: "mismatch", detail: `this gateway now sees pid namespace ${hostNs}, the lease was written while it saw ${lease.pidNamespace}: its pids name other processes here` });
+  } else push("pid-namespace", "match", "this gateway still sees the pid namespace it saw at spawn");
+  return true;
+}
+
 function checkRoot(
   s: State,
   facts: ProcessFacts,
@@ -172,34 +215,7 @@ function checkRoot(
   const push = (check: string, result: OwnershipEvidence["result"], detail?: string) =>
     ev.push(detail === undefined ? { check, result } : { check, result, detail });
 
-  if (gatewayInstanceId !== undefined) {
-    push("instance", lease.gatewayInstanceId === gatewayInstanceId ? "match" : "mismatch",
-      lease.gatewayInstanceId === gatewayInstanceId ? undefined : `lease belongs to gateway ${lease.gatewayInstanceId}, not ${gatewayInstanceId}`);
-    if (lease.gatewayInstanceId !== gatewayInstanceId) return finishWith(s, "mismatch");
-  }
-  const guard = lease.rootPid === 0 ? { allowed: true as const } : targetGuard(lease.rootPid);
-  if (!guard.allowed) return finishWith(s, "mismatch", { check: "root-pid", result: "mismatch", detail: `refused by guard: ${guard.reason}` });
-  if (lease.processGroupId !== undefined && isOwnProcessGroup(lease.processGroupId) === true) {
-    return finishWith(s, "mismatch", { check: "process-group", result: "mismatch", detail: `recorded group ${lease.processGroupId} is this process's own group, or led by this process or its parent` });
-  }
-
-  // a reboot since the lease was written means the recorded process cannot be alive
-  const hostBoot = host?.bootId;
-  if (lease.bootId === undefined || hostBoot === undefined) push("boot-id", "unknown", lease.bootId === undefined ? "not recorded" : "not readable");
-  else if (lease.bootId !== hostBoot) {
-    finishWith(s, "gone", { check: "boot-id", result: "mismatch", detail: "host rebooted since the lease was written" });
-    // nothing started on an earlier boot is alive: there is nothing to search for
-    s.remnantOutcome = "none-found";
-    return;
-  }
-  else push("boot-id", "match");
-
-  // the observer's namespace (see the header): another one means the pid numbers name other processes here
-  const hostNs = host?.pidNamespace;
-  if (lease.pidNamespace === undefined || hostNs === undefined) push("pid-namespace", "unknown", lease.pidNamespace === undefined ? "not recorded" : "this gateway's pid namespace is not readable");
-  else if (lease.pidNamespace !== hostNs) {
-    return finishWith(s, "mismatch", { check: "pid-namespace", result: "mismatch", detail: `this gateway now sees pid namespace ${hostNs}, the lease was written while it saw ${lease.pidNamespace}: its pids name other processes here` });
-  } else push("pid-namespace", "match", "this gateway still sees the pid namespace it saw at spawn");
+  if (!checkPlace(s, host, targetGuard, gatewayInstanceId)) return;
 
   // A lease with no pid: its writer died between the lease write and the
   // wrapper's report (a live writer's pending spawn is never verified: the

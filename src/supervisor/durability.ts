@@ -16,9 +16,10 @@
  *   OPENCLAW_GATEWAY_INSTANCE_ID are injected into the child's environment
  *   (descendants inherit them, which lets the verifier find escapees).
  * - cgroup: with containment (docs/containment.md), the lease's own cgroup
- *   `<gateway cgroup>/proclease/<leaseId>`, made and recorded before the
- *   spawn; the run is born inside it (adapters/cgroup-shim.ts), so the
- *   lifecycle's drain ends whatever it left there, markers or not.
+ *   `<gateway cgroup>/proclease/<instance id>/<leaseId>`, made and recorded
+ *   before the spawn by ownership's binding sequence (lease-cgroup.ts); the
+ *   run is born inside it (adapters/cgroup-shim.ts), so the lifecycle's drain
+ *   ends whatever it left there, markers or not.
  */
 import { resolve } from "node:path";
 import { getProcessFacts } from "../facts/get.js";
@@ -40,7 +41,8 @@ import {
 } from "../ownership/types.js";
 import { createSignaller } from "../facts/signal.js";
 import { recordContainmentRoot } from "../ownership/containment-record.js";
-import { createLeaseCgroup, removeEmptyOwnerFolder, removeOwnerFolder, removeCgroup, type ContainmentSupport, type LeaseCgroup } from "../containment/index.js";
+import { removeOwnerFolder, type ContainmentSupport, type LeaseCgroup } from "../containment/index.js";
+import { bindLeaseCgroup, dropLeaseCgroup } from "../ownership/lease-cgroup.js";
 import { detectRunContainment } from "./run-cgroups.js";
 import type { LeaseVerification } from "../ownership/verify.js";
 import type { SupervisorRunRef } from "./types.js";
@@ -204,25 +206,14 @@ export function createRunLeases(opts: RunLeasesOptions): RunLeases {
         holder,
       });
       const env = { [LEASE_ENV_KEY]: lease.leaseId, [INSTANCE_ENV_KEY]: instanceId };
-      // a cgroup that cannot be made leaves the run uncontained, as without containment
-      const made = support.available ? await createLeaseCgroup(support, lease.leaseId, instanceId) : null;
-      if (!made?.ok) return { leaseId: lease.leaseId, env };
-      const cgroup = { path: made.cgroup.path, id: made.cgroup.id };
-      try {
-        await store.update(lease.leaseId, { cgroup });
-      } catch (err) {
-        // the record could not take it: the one unstarted sequence removes the cgroup and settles the lease
-        await settleUnstarted(await lifecycle(), { ...lease, cgroup }).catch(() => undefined);
-        throw err;
-      }
-      return { leaseId: lease.leaseId, env, cgroup };
+      // ownership's one binding sequence: made and recorded, or uncontained (as without containment)
+      const bound = await bindLeaseCgroup(await lifecycle(), support, lease);
+      return { leaseId: lease.leaseId, env, ...(bound.cgroup !== null ? { cgroup: bound.cgroup } : {}) };
     },
 
     async dropCgroup(leaseId, cgroup) {
       const { store } = await init();
-      await store.update(leaseId, { cgroup: undefined });
-      const rm = await removeCgroup(cgroup.path, { waitMs: 0 });
-      if (rm.outcome === "removed") await removeEmptyOwnerFolder(cgroup.path);
+      await dropLeaseCgroup(store, leaseId, cgroup);
     },
 
     containment: detect,

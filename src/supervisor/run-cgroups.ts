@@ -10,7 +10,7 @@
  *   instance id), which lets any later start tell a dead owner's folder from
  *   a live one (sweepDeadRunFolders).
  * - Cancel / deadline: after the identity-checked tree kill, the cgroup is
- *   drained through ownership's one sequence (lease-cgroup.ts: SIGTERM to
+ *   drained through ownership's one sequence (cgroup-drain.ts: SIGTERM to
  *   what is left, the grace, cgroup.kill; populated 0, removed).
  * - A run that ends on its own: nothing is signalled (what it left running
  *   is not killed by its exit, as in OpenClaw). An empty cgroup is removed
@@ -27,7 +27,7 @@ import { shimUnavailable } from "./adapters/cgroup-shim.js";
 import { sameProcess } from "../facts/identity.js";
 import { isAlive } from "../facts/liveness.js";
 import type { ProcessFacts, ProcessSignaller } from "../facts/types.js";
-import { drainLeaseCgroup, lookIntoLeaseCgroup } from "../ownership/lease-cgroup.js";
+import { drainLeaseCgroup, lookIntoLeaseCgroup } from "../ownership/cgroup-drain.js";
 
 /** What containment a supervisor's runs get: detected once (the probe makes and removes a cgroup), off when asked, and never without the shim's programs. */
 export async function detectRunContainment(mode: "auto" | "off" | undefined): Promise<ContainmentSupport> {

@@ -413,6 +413,17 @@ describe.skipIf(!LINUX)(`wrapper (real processes)${NOT_LINUX}`, () => {
     expect(existsSync(mark)).toBe(true);
   });
 
+  it("a lease cgroup path that is a plain directory is not entered, and nothing is written into it: with limits the adapter does not start", async () => {
+    const mark = join(tmp, `adapter-ran-plain-${process.pid}-${Date.now()}`);
+    const plain = mkdtempSync(join(tmp, "not-a-cgroup-"));
+    const limited = spawnWrapper(["sh", "-c", `touch ${mark}`], { env: { PROCLEASE_CGROUP: plain, PROCLEASE_CGROUP_REQUIRED: "1" } });
+    expect(await limited.exited).toEqual({ code: 126, signal: null });
+    expect(limited.reports[0]).toMatchObject({ type: "spawn-error", code: "ECGROUPMOVE" });
+    expect(existsSync(mark)).toBe(false);
+    // cgroup.procs is opened without O_CREAT: a directory that is not a cgroup gets no file
+    expect(readdirSync(plain)).toEqual([]);
+  });
+
   it("refuses bad wrapper arguments with exit 2 and a spawn-error report", async () => {
     const w = spawnWrapper([], { raw: ["--grace-ms", "soon", "--", "true"] });
     expect(await w.exited).toEqual({ code: 2, signal: null });

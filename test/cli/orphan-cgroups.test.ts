@@ -17,7 +17,8 @@ import { tmpdir } from "node:os";
 import { basename, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { afterEach, describe, expect, it } from "vitest";
-import { findCgroup2Mount, moveInto, parseMountInfo, readMemory } from "../../src/containment/cgroup.js";
+import { enterCgroup, readMemory } from "../../src/containment/index.js";
+import { findCgroup2Mount, parseMountInfo } from "../../src/containment/mountinfo.js";
 import { getProcessFacts } from "../../src/facts/get.js";
 import { acquireStateDirLock, loadOrCreateGatewayInstanceId, openLeaseStore, type AcpxProcessLease } from "../../src/ownership/index.js";
 import { CONTAINMENT_RECORD_FILE, recordContainmentRoot } from "../../src/ownership/containment-record.js";
@@ -102,7 +103,7 @@ async function stubbornIn(cgroup: string): Promise<number> {
     c.once("error", reject);
   });
   const pid = c.pid!;
-  const moved = await moveInto(cgroup, pid);
+  const moved = enterCgroup(cgroup, pid);
   if (moved.outcome !== "moved") throw new Error(`moving ${pid} into ${cgroup}: ${moved.outcome} ${moved.detail ?? ""}`);
   // the exec has happened once the comm reads sleep: from then on TERM is ignored by the process itself
   await waitFor(() => readFileSync(`/proc/${pid}/comm`, "utf8").trim() === "sleep", 10_000);

@@ -5,18 +5,10 @@ import { readFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { describe, expect, it } from "vitest";
-import {
-  CGROUP_NAME_RE,
-  findCgroup2Mount,
-  fsPathOf,
-  parseControllerList,
-  parseMountInfo,
-  parsePopulated,
-  parseProcCgroup,
-  planControllers,
-  unescapeMountField,
-  type ControllerPlanInput,
-} from "../../src/containment/cgroup.js";
+import { planControllers, type ControllerPlanInput } from "../../src/containment/controllers.js";
+import { parseControllerList, parsePopulated } from "../../src/containment/files.js";
+import { findCgroup2Mount, fsPathOf, parseMountInfo, parseProcCgroup, unescapeMountField } from "../../src/containment/mountinfo.js";
+import { CGROUP_NAME_RE } from "../../src/containment/paths.js";
 
 const FIX = join(dirname(fileURLToPath(import.meta.url)), "..", "fixtures", "containment");
 const fixture = (name: string) => readFileSync(join(FIX, name), "utf8");

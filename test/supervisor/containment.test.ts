@@ -1,6 +1,6 @@
 /**
  * Containment of the supervisor's leased runs (docs/containment.md): each
- * lease gets `<gateway cgroup>/proclease/<leaseId>`, recorded before the
+ * lease gets `<gateway cgroup>/proclease/<instance id>/<leaseId>`, recorded before the
  * spawn, and the run is born inside it (a shim enters it, then execs the
  * command in the same process). What the run leaves behind, an env-scrubbed
  * setsid grandchild included, is then ended through the cgroup by the next

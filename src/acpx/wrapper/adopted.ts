@@ -23,6 +23,7 @@
  * No interval is needed: an adopted child can only become a zombie by
  * exiting, and that always raises SIGCHLD in its parent, the wrapper.
  */
+import { isZombieState } from "../../facts/liveness.js";
 import type { NativeBinding } from "../../facts/native-binding.js";
 import type { ProcessSnapshot } from "../../facts/types.js";
 
@@ -30,7 +31,7 @@ import type { ProcessSnapshot } from "../../facts/types.js";
 export function adoptedZombies(snapshot: ProcessSnapshot, selfPid: number, libuvChildren: ReadonlySet<number>): number[] {
   return snapshot
     .childrenOf(selfPid)
-    .filter((p) => p.state === "Z" && !libuvChildren.has(p.pid))
+    .filter((p) => isZombieState(p) && !libuvChildren.has(p.pid))
     .map((p) => p.pid);
 }
 

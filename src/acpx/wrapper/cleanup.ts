@@ -19,6 +19,7 @@
  * The group signals go through ./adapter-group.ts, whose proof is computed
  * from the adapter being our unreaped child, never asserted.
  */
+import { isAlive, isKernelThread } from "../../facts/liveness.js";
 import type { ProcessFacts, ProcessInfo, ProcessSignaller, ProcessSnapshot } from "../../facts/types.js";
 import { collectTree } from "../../ownership/collect.js";
 import { checkSignalTarget } from "../../ownership/guards.js";
@@ -95,7 +96,8 @@ export async function cleanupTree(deps: CleanupDeps): Promise<number[]> {
     snapshot = await snapshotOrNull(deps.facts);
     if (snapshot === null) break;
     deps.reapZombies?.(snapshot);
-    const left = (await collectTargets(snapshot, deps)).filter((p) => p.state !== "Z");
+    // alive by the one rule: a zombie leader whose threads run on is still a target
+    const left = (await collectTargets(snapshot, deps)).filter(isAlive);
     if (left.length === 0) break;
     const report = await reapOwnedTree(
       { root: left[left.length - 1]!, members: left },
@@ -142,7 +144,8 @@ function firstSeed(snapshot: ProcessSnapshot, seeds: ReadonlySet<number>): Proce
  * Pids whose environment proves them ours by ownership's one marker rule
  * (markerVerdict: lease id AND gateway instance id). Only processes whose
  * environment we can read are candidates (same uid, or any when we are
- * root); kernel threads and zombies have no environment to carry it; and a
+ * root); kernel threads and processes that are not alive (liveness.ts) have
+ * no environment to carry it; and a
  * process started before this wrapper cannot have inherited the environment
  * the gateway gave us (on a busy host this skips nearly every environment
  * read).
@@ -163,7 +166,7 @@ async function markerPids(
   const ourStart = decimal(snapshot.processes.get(process.pid)?.startTime);
   const candidates: number[] = [];
   for (const p of snapshot.processes.values()) {
-    if (p.pid === process.pid || p.pid <= 2 || p.ppid === 2 || p.state === "Z") continue;
+    if (p.pid === process.pid || p.pid <= 1 || isKernelThread(p) || !isAlive(p)) continue;
     if (uid !== 0 && p.uid !== uid) continue;
     const start = decimal(p.startTime);
     // same unit: both come from the same backend's snapshot

@@ -48,8 +48,9 @@
  *   ours while the adapter is unreaped); nothing is signalled per pid.
  */
 import { spawn, type ChildProcess } from "node:child_process";
-import { writeFileSync, writeSync } from "node:fs";
+import { writeSync } from "node:fs";
 import { constants } from "node:os";
+import { enterCgroup } from "../../containment/enter.js";
 import { getProcessFacts } from "../../facts/get.js";
 import { loadNative } from "../../facts/native.js";
 import { createNoneFacts } from "../../facts/none.js";
@@ -160,14 +161,11 @@ function enterLeaseCgroup(): { ok: true } | { ok: false; why: string } {
   delete process.env[CGROUP_ENV_KEY];
   delete process.env[CGROUP_REQUIRED_ENV_KEY];
   if (dir === undefined) return required ? { ok: false, why: "limits were asked for but no lease cgroup was given" } : { ok: true };
-  try {
-    writeFileSync(`${dir}/cgroup.procs`, `${process.pid}\n`);
-    return { ok: true };
-  } catch (err) {
-    // uncontained (see above), unless limits need the cgroup: then nothing may start outside it
-    const why = `cannot enter the lease cgroup ${dir} (${(err as NodeJS.ErrnoException).code ?? String(err)}), so the session's limits would not hold`;
-    return required ? { ok: false, why } : { ok: true };
-  }
+  const entered = enterCgroup(dir);
+  if (entered.outcome === "moved") return { ok: true };
+  // uncontained (see above), unless limits need the cgroup: then nothing may start outside it
+  const why = `cannot enter the lease cgroup ${dir} (${entered.outcome}${entered.detail ? `: ${entered.detail}` : ""}), so the session's limits would not hold`;
+  return required ? { ok: false, why } : { ok: true };
 }
 
 function spawnAdapter(command: string[]): void {

@@ -102,102 +102,19 @@ export async function run(parsed: ParsedArgs, io: CliIo): Promise<number> {
   process.once("SIGTERM", onSignal);
   io.out(backendLine(facts) + `proclease demo — state dir ${stateDir}, grace ${graceMs} ms, this process ${process.pid}\n\n`);
 
+  const run: DemoRun = { stateDir, graceMs, log, check, facts, signaller, spawned, controllers, leaseIds, instanceIs: (id) => (instanceId = id) };
   try {
     // ---------------------------------------------------------------- 0
     await conversationStory({ stateDir, graceMs, agent: AGENT, acpxIndex: ACPX_INDEX, log, check, alive, spawned, controllers, leaseIds, out: (t) => io.out(t) });
     io.out("\n");
     // ---------------------------------------------------------------- 1-3
-    const ctl = await createAcpxLifecycleController({ stateDir, graceMs, maintenanceIntervalMs: 0 });
-    controllers.push(ctl);
-    instanceId = ctl.gatewayInstanceId;
-    log(`controller up: gateway instance ${ctl.gatewayInstanceId}`);
-    const pidfile = join(stateDir, "agent-1.json");
-    let t = Date.now();
-    const h = await ctl.ensureSession({
-      sessionKey: "agent:main:acp:demo",
-      agentId: "main",
-      command: agentArgv(["--ignore-sigterm", "--grandchild=double-fork", "--survive-stdin-close", "--turn=until-cancel", `--pidfile=${pidfile}`]),
-    });
-    leaseIds.push(h.leaseId);
-    const p1 = await readPidfile(pidfile);
-    log(`ensureSession ${Date.now() - t} ms: lease ${h.leaseId}, ACP session ${h.acpSessionId}`);
-    log(`  wrapper ${h.rootPid} → adapter ${p1.pid} (pgid ${h.processGroupId}, ignores SIGTERM) → double-forked grandchild ${p1.grandchildPid} (ignores SIGTERM)`);
-    const tree1 = [h.rootPid, p1.pid, p1.grandchildPid ?? 0];
-
-    t = Date.now();
-    const turn = ctl.prompt(h, "work until cancelled");
-    await sleep(300);
-    await ctl.cancelTurn(h);
-    const res = await turn;
-    log(`prompt → cancelTurn after 300 ms → stopReason "${res.stopReason}" (${Date.now() - t} ms)`);
-    check(res.stopReason === "cancelled", "the turn ended cancelled");
-    check(tree1.every(alive), `cancel signalled nothing: ${tree1.map((p) => `${p} alive`).join(", ")}`);
-    const again = ctl.prompt(h, "next turn");
-    await sleep(100);
-    await ctl.cancelTurn(h);
-    check((await again).stopReason === "cancelled", "the session is reusable: a second turn ran and was cancelled");
-
-    t = Date.now();
-    const closed = await ctl.closeSession({ handle: h, reason: "demo close" });
-    log(`closeSession ${Date.now() - t} ms: verdict ${closed.verdict}, lease ${closed.leaseState}`);
-    for (const m of closed.reap?.members ?? []) log(`  pid ${m.pid}: ${m.outcome}`);
-    check(closed.outcome === "closed" && !tree1.some(alive), "close reaped the wrapper, the stubborn adapter and the escaped grandchild");
-    // one gateway per state dir: this controller gives the dir (its lock) to the stand-in gateways below
-    await ctl.dispose();
-    controllers.splice(controllers.indexOf(ctl), 1);
-
+    await storyClose(run);
     // ---------------------------------------------------------------- 4
     io.out("\n");
-    const pid2 = join(stateDir, "agent-2.json");
-    const gw = startGateway(stateDir, graceMs, agentArgv(["--ignore-sigterm", "--grandchild=setsid", "--survive-stdin-close", `--pidfile=${pid2}`]));
-    spawned.push(gw);
-    const h2 = await readHandle(gw);
-    leaseIds.push(h2.leaseId);
-    const p2 = await readPidfile(pid2);
-    const tree2 = [h2.rootPid, p2.pid, p2.grandchildPid ?? 0];
-    log(`stand-in gateway ${gw.pid} ensured a session: wrapper ${h2.rootPid} → adapter ${p2.pid} → setsid grandchild ${p2.grandchildPid}`);
-    killOwnChild(gw);
-    const gwGone = exited(gw);
-    t = Date.now();
-    log(`SIGKILL → gateway ${gw.pid}; its wrapper sees the lifeline EOF`);
-    const gone2 = await waitFor(async () => !tree2.some(alive) && (await leaseCarriers(facts, markersOf(h2))).length === 0, graceMs + 5000);
-    log(`  tree gone ${gone2 ? `after ${Date.now() - t} ms` : "NOT within the deadline"} (grace ${graceMs} ms)`);
-    check(gone2 && Date.now() - t <= graceMs + 1000, "the wrapper cleaned up within grace + 1 s, no process carries the lease id");
-
-    await gwGone; // its state dir lock goes with it
+    await storyGatewayKilled(run);
     // ---------------------------------------------------------------- 5
     io.out("\n");
-    const pid3 = join(stateDir, "agent-3.json");
-    const gw3 = startGateway(stateDir, graceMs, agentArgv(["--ignore-sigterm", "--grandchild=double-fork", "--survive-stdin-close", `--pidfile=${pid3}`]));
-    spawned.push(gw3);
-    const h3 = await readHandle(gw3);
-    leaseIds.push(h3.leaseId);
-    const p3 = await readPidfile(pid3);
-    log(`stand-in gateway ${gw3.pid}: wrapper ${h3.rootPid} → adapter ${p3.pid} → double-forked grandchild ${p3.grandchildPid}`);
-    // the wrapper pid came from the gateway's stdout: signalled only once it is
-    // verified as that gateway's child, with the start time seen then
-    const wrapper3 = await childOf(facts, h3.rootPid, gw3);
-    if (wrapper3 === null) throw new Error(`pid ${h3.rootPid} (printed by gateway ${gw3.pid}) is not that gateway's child; not signalled`);
-    const killed3 = await signalVerified(signaller, h3.rootPid, wrapper3, "SIGKILL");
-    check(killed3 === "signalled", `SIGKILL reached the verified wrapper ${h3.rootPid} (${killed3})`);
-    killOwnChild(gw3);
-    log(`SIGKILL → wrapper ${h3.rootPid} and gateway ${gw3.pid}: nobody is left to clean up`);
-    await waitFor(() => !alive(h3.rootPid), 3000);
-    await sleep(200);
-    const orphans = [p3.pid, p3.grandchildPid ?? 0].filter(alive);
-    log(`  orphans still running: ${orphans.join(", ") || "(none)"}`);
-    check(orphans.length > 0, "the escaped processes outlived gateway and wrapper (the case startup reaping exists for)");
-    t = Date.now();
-    await exited(gw3); // the new controller takes the state dir lock the dead gateway held
-    const ctl2 = await createAcpxLifecycleController({ stateDir, graceMs, maintenanceIntervalMs: 0 });
-    controllers.push(ctl2);
-    const rep = await ctl2.reapStartupOrphans();
-    log(`new controller, reapStartupOrphans: ${rep.examined} lease(s) examined, ${plural(rep.snapshots, "snapshot")}, ${rep.elapsedMs} ms`);
-    for (const e of rep.entries) {
-      log(`  lease ${e.leaseId}: ${e.verdict} → ${e.action} (${e.stateBefore}→${e.stateAfter})${e.reap ? `; ${e.reap.members.map((m) => `${m.pid}:${m.outcome}`).join(" ")}` : ""}`);
-    }
-    check(!orphans.some(alive) && (await leaseCarriers(facts, markersOf(h3))).length === 0, `startup reaping left no process carrying lease ${h3.leaseId}`);
-    check((await ctl2.listLeases()).every((l) => l.state === "closed" || l.state === "lost"), "every lease is settled (closed or lost)");
+    await storyStartupReap(run);
     log(`total ${Date.now() - t0} ms`);
   } catch (err) {
     failures.push(err instanceof Error ? err.message : String(err));
@@ -210,6 +127,121 @@ export async function run(parsed: ParsedArgs, io: CliIo): Promise<number> {
   io.out(failures.length === 0 ? "\nevery step verified.\n" : `\n${failures.length} step(s) failed:\n${failures.map((f) => `  - ${f}`).join("\n")}\n`);
   if (!clean) io.out(lookAtIt(stateDir, leaseIds.at(-1)));
   return failures.length === 0 ? 0 : 1;
+}
+
+/** What every step of the demo shares: where it runs, how it reports, and what it must stop at the end. */
+interface DemoRun {
+  stateDir: string;
+  graceMs: number;
+  log: (msg: string) => void;
+  check: (ok: boolean, what: string) => void;
+  facts: ProcessFacts;
+  signaller: ProcessSignaller;
+  spawned: ChildProcess[];
+  controllers: AcpxLifecycleController[];
+  leaseIds: string[];
+  /** the demo's gateway instance id, once a controller made it */
+  instanceIs: (id: string) => void;
+}
+
+/** Steps 1-3: a session whose turn is cancelled (nothing signalled), reused, then closed: its stubborn tree reaped. */
+async function storyClose(d: DemoRun): Promise<void> {
+  const { stateDir, log, check, graceMs, controllers, leaseIds } = d;
+  const ctl = await createAcpxLifecycleController({ stateDir, graceMs, maintenanceIntervalMs: 0 });
+  controllers.push(ctl);
+  d.instanceIs(ctl.gatewayInstanceId);
+  log(`controller up: gateway instance ${ctl.gatewayInstanceId}`);
+  const pidfile = join(stateDir, "agent-1.json");
+  let t = Date.now();
+  const h = await ctl.ensureSession({
+    sessionKey: "agent:main:acp:demo",
+    agentId: "main",
+    command: agentArgv(["--ignore-sigterm", "--grandchild=double-fork", "--survive-stdin-close", "--turn=until-cancel", `--pidfile=${pidfile}`]),
+  });
+  leaseIds.push(h.leaseId);
+  const p1 = await readPidfile(pidfile);
+  log(`ensureSession ${Date.now() - t} ms: lease ${h.leaseId}, ACP session ${h.acpSessionId}`);
+  log(`  wrapper ${h.rootPid} → adapter ${p1.pid} (pgid ${h.processGroupId}, ignores SIGTERM) → double-forked grandchild ${p1.grandchildPid} (ignores SIGTERM)`);
+  const tree1 = [h.rootPid, p1.pid, p1.grandchildPid ?? 0];
+
+  t = Date.now();
+  const turn = ctl.prompt(h, "work until cancelled");
+  await sleep(300);
+  await ctl.cancelTurn(h);
+  const res = await turn;
+  log(`prompt → cancelTurn after 300 ms → stopReason "${res.stopReason}" (${Date.now() - t} ms)`);
+  check(res.stopReason === "cancelled", "the turn ended cancelled");
+  check(tree1.every(alive), `cancel signalled nothing: ${tree1.map((p) => `${p} alive`).join(", ")}`);
+  const again = ctl.prompt(h, "next turn");
+  await sleep(100);
+  await ctl.cancelTurn(h);
+  check((await again).stopReason === "cancelled", "the session is reusable: a second turn ran and was cancelled");
+
+  t = Date.now();
+  const closed = await ctl.closeSession({ handle: h, reason: "demo close" });
+  log(`closeSession ${Date.now() - t} ms: verdict ${closed.verdict}, lease ${closed.leaseState}`);
+  for (const m of closed.reap?.members ?? []) log(`  pid ${m.pid}: ${m.outcome}`);
+  check(closed.outcome === "closed" && !tree1.some(alive), "close reaped the wrapper, the stubborn adapter and the escaped grandchild");
+  // one gateway per state dir: this controller gives the dir (its lock) to the stand-in gateways below
+  await ctl.dispose();
+  controllers.splice(controllers.indexOf(ctl), 1);
+}
+
+/** Step 4: a stand-in gateway SIGKILLed: its wrapper sees the lifeline EOF and cleans up within the grace. */
+async function storyGatewayKilled(d: DemoRun): Promise<void> {
+  const { stateDir, graceMs, log, check, facts, spawned, leaseIds } = d;
+  const pid2 = join(stateDir, "agent-2.json");
+  const gw = startGateway(stateDir, graceMs, agentArgv(["--ignore-sigterm", "--grandchild=setsid", "--survive-stdin-close", `--pidfile=${pid2}`]));
+  spawned.push(gw);
+  const h2 = await readHandle(gw);
+  leaseIds.push(h2.leaseId);
+  const p2 = await readPidfile(pid2);
+  const tree2 = [h2.rootPid, p2.pid, p2.grandchildPid ?? 0];
+  log(`stand-in gateway ${gw.pid} ensured a session: wrapper ${h2.rootPid} → adapter ${p2.pid} → setsid grandchild ${p2.grandchildPid}`);
+  killOwnChild(gw);
+  const gwGone = exited(gw);
+  const t = Date.now();
+  log(`SIGKILL → gateway ${gw.pid}; its wrapper sees the lifeline EOF`);
+  const gone2 = await waitFor(async () => !tree2.some(alive) && (await leaseCarriers(facts, markersOf(h2))).length === 0, graceMs + 5000);
+  log(`  tree gone ${gone2 ? `after ${Date.now() - t} ms` : "NOT within the deadline"} (grace ${graceMs} ms)`);
+  check(gone2 && Date.now() - t <= graceMs + 1000, "the wrapper cleaned up within grace + 1 s, no process carries the lease id");
+
+  await gwGone; // its state dir lock goes with it
+}
+
+/** Step 5: wrapper and gateway SIGKILLed, the escapees outlive both; a new controller's startup reap ends them. */
+async function storyStartupReap(d: DemoRun): Promise<void> {
+  const { stateDir, graceMs, log, check, facts, signaller, spawned, controllers, leaseIds } = d;
+  const pid3 = join(stateDir, "agent-3.json");
+  const gw3 = startGateway(stateDir, graceMs, agentArgv(["--ignore-sigterm", "--grandchild=double-fork", "--survive-stdin-close", `--pidfile=${pid3}`]));
+  spawned.push(gw3);
+  const h3 = await readHandle(gw3);
+  leaseIds.push(h3.leaseId);
+  const p3 = await readPidfile(pid3);
+  log(`stand-in gateway ${gw3.pid}: wrapper ${h3.rootPid} → adapter ${p3.pid} → double-forked grandchild ${p3.grandchildPid}`);
+  // the wrapper pid came from the gateway's stdout: signalled only once it is
+  // verified as that gateway's child, with the start time seen then
+  const wrapper3 = await childOf(facts, h3.rootPid, gw3);
+  if (wrapper3 === null) throw new Error(`pid ${h3.rootPid} (printed by gateway ${gw3.pid}) is not that gateway's child; not signalled`);
+  const killed3 = await signalVerified(signaller, h3.rootPid, wrapper3, "SIGKILL");
+  check(killed3 === "signalled", `SIGKILL reached the verified wrapper ${h3.rootPid} (${killed3})`);
+  killOwnChild(gw3);
+  log(`SIGKILL → wrapper ${h3.rootPid} and gateway ${gw3.pid}: nobody is left to clean up`);
+  await waitFor(() => !alive(h3.rootPid), 3000);
+  await sleep(200);
+  const orphans = [p3.pid, p3.grandchildPid ?? 0].filter(alive);
+  log(`  orphans still running: ${orphans.join(", ") || "(none)"}`);
+  check(orphans.length > 0, "the escaped processes outlived gateway and wrapper (the case startup reaping exists for)");
+  await exited(gw3); // the new controller takes the state dir lock the dead gateway held
+  const ctl2 = await createAcpxLifecycleController({ stateDir, graceMs, maintenanceIntervalMs: 0 });
+  controllers.push(ctl2);
+  const rep = await ctl2.reapStartupOrphans();
+  log(`new controller, reapStartupOrphans: ${rep.examined} lease(s) examined, ${plural(rep.snapshots, "snapshot")}, ${rep.elapsedMs} ms`);
+  for (const e of rep.entries) {
+    log(`  lease ${e.leaseId}: ${e.verdict} → ${e.action} (${e.stateBefore}→${e.stateAfter})${e.reap ? `; ${e.reap.members.map((m) => `${m.pid}:${m.outcome}`).join(" ")}` : ""}`);
+  }
+  check(!orphans.some(alive) && (await leaseCarriers(facts, markersOf(h3))).length === 0, `startup reaping left no process carrying lease ${h3.leaseId}`);
+  check((await ctl2.listLeases()).every((l) => l.state === "closed" || l.state === "lost"), "every lease is settled (closed or lost)");
 }
 
 /** How this very binary was started, so the printed commands work when pasted: `npx proclease` or `node <path>`. */

@@ -4,6 +4,7 @@
  * facts layer never reads any other, so nothing else can leak into a log.
  */
 import { assertEnvKeys, assertPid } from "../../facts/validate.js";
+import { isZombieState } from "../../facts/liveness.js";
 import type { ProcessDetails } from "../../facts/types.js";
 import { backendLine, factsFromFlag } from "../backend.js";
 import { flag, formatAge, jsonLine, options, UsageError, type CliIo, type ParsedArgs } from "../io.js";
@@ -35,7 +36,7 @@ function human(d: ProcessDetails, keys: readonly string[], comm: string | null, 
     `pgid        ${d.pgid}`,
     `sid         ${d.sid}`,
     `uid         ${d.uid}`,
-    `state       ${d.state}${d.state === "Z" ? " (zombie)" : ""}`,
+    `state       ${d.state}${isZombieState(d) ? " (zombie)" : ""}`,
     `start time  ${d.startTime}${startedAt === null ? "" : ` (${new Date(startedAt).toISOString()}, ${formatAge(Date.now() - startedAt)} ago)`}`,
     `exe         ${d.exePath ?? "(unknown)"}`,
     `argv        ${d.argv === null ? "(unknown)" : JSON.stringify(d.argv)}`,

@@ -36,6 +36,7 @@ import { flag, formatAge, jsonLine, painter, plural, type Paint, resolveStateDir
 import { labelProcesses } from "../labels.js";
 import { leaseMemory, memoryFigures, memoryWhyLines, scanOrphanCgroups, type OrphanScan } from "../lease-view.js";
 import { sameProcess } from "../../facts/identity.js";
+import { isZombieState } from "../../facts/liveness.js";
 
 export const WATCH_INTERVAL_MS = 1000;
 /** settled leases with nothing alive get one line each; only the most recent this many in text */
@@ -291,7 +292,7 @@ function leaseBlock(l: StatusLease, paint: Paint, now: number): string {
         formatAge(p.startedAt === null ? null : now - p.startedAt),
         paint(p.markers === "match" ? "green" : p.markers === "mismatch" ? "red" : "yellow", MARKER_TEXT[p.markers]),
         p.role === "descendant" ? "" : p.role,
-        `${prefixes[i]}${p.comm ?? "?"}${p.state === "Z" ? " (zombie)" : ""}`,
+        `${prefixes[i]}${p.comm ?? "?"}${isZombieState(p) ? " (zombie)" : ""}`,
       ]);
     }
     out += table(rows);

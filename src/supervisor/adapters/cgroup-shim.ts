@@ -2,8 +2,8 @@
  * Birth inside the lease's cgroup (docs/containment.md). Node's spawn cannot
  * pass CLONE_INTO_CGROUP, and moving the child from here after the spawn
  * races its first fork. So a contained run starts as a shell shim that moves
- * ITSELF (writing 0 to cgroup.procs moves the writer) and then execs the
- * real command: the exec keeps the pid, the start time and the process group,
+ * ITSELF (containment's enterCgroupShell: the writer joins) and then execs
+ * the real command: the exec keeps the pid, the start time and the process group,
  * so the identity the lease records is the command's, and once the exec is
  * done its argv is the one the lease's command hash covers. Everything the
  * command forks is born inside the cgroup.
@@ -14,6 +14,7 @@
  */
 import { accessSync, constants as fsConstants, existsSync, statSync } from "node:fs";
 import { delimiter, isAbsolute, resolve } from "node:path";
+import { enterCgroupShell } from "../../containment/enter.js";
 
 /** The shim's exit status when it could not enter the cgroup (and ran nothing). */
 export const SHIM_REFUSED_EXIT = 125;
@@ -22,7 +23,8 @@ export const SHIM_SHELL = "/bin/sh";
 /** the child shim's last exec: sets exactly the run's environment (see containedChild) */
 export const SHIM_ENV = "/usr/bin/env";
 
-const enter = `echo 0 > "$1/cgroup.procs" || { echo "proclease: the command was not run: it could not enter its lease cgroup $1" >&2; exit ${SHIM_REFUSED_EXIT}; }; shift; `;
+// the join is containment's one rule, in its shell form (enter.ts)
+const enter = `${enterCgroupShell('"$1"')} || { echo "proclease: the command was not run: it could not enter its lease cgroup $1" >&2; exit ${SHIM_REFUSED_EXIT}; }; shift; `;
 
 /**
  * Child runs: the shell starts with the two lease markers only (so the shim

@@ -1,0 +1,78 @@
+/**
+ * Where lease cgroups live and what a path must look like before anything
+ * here acts on it: the names, the one "inside that cgroup" test, and the
+ * shape checks (a string check, then one statfs).
+ *
+ * Layout under the gateway's own cgroup (`base`):
+ *   base/proclease/<instance>/<leaseId>
+ *                               one leaf per lease (its processes join it),
+ *                               in one folder per gateway instance: gateways
+ *                               sharing `base` never judge each other's leases
+ *   base/proclease/_gateway     the gateway itself, only when it had to leave
+ *                               `base` to hand controllers to the leases
+ *   base/proclease/_probe-*     short-lived, made by detectContainment
+ * Names starting with "_" are ours: a lease cgroup name must start with a
+ * letter or digit, so no lease can be called like them.
+ */
+import { promises as fsp } from "node:fs";
+import { basename, dirname, isAbsolute, normalize } from "node:path";
+import { faultOf } from "./errors.js";
+
+/** statfs f_type of a cgroup2 filesystem */
+export const CGROUP2_SUPER_MAGIC = 0x63677270;
+/** the directory under the gateway's cgroup that holds every lease cgroup */
+export const PROCLEASE_DIR = "proclease";
+/** the leaf the gateway moves into when it has to leave its own cgroup */
+export const GATEWAY_LEAF = "_gateway";
+export const PROBE_PREFIX = "_probe-";
+/**
+ * A lease cgroup name: letters, digits, "_" and "-", starting with a letter or
+ * digit. This is a cgroupfs rule, not the lease-id rule: no "/" or ".." can
+ * leave the directory, no "." can collide with an interface file
+ * (cgroup.procs, memory.max), and a leading "_" stays reserved for our own
+ * leaves (_gateway, _probe-*).
+ */
+export const CGROUP_NAME_RE = /^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$/;
+
+/** Is `path` the cgroup (or filesystem directory) `cgroup` itself, or somewhere below it? The one spelling of "inside". */
+export function isWithin(path: string, cgroup: string): boolean {
+  if (cgroup === "/") return path.startsWith("/");
+  return path === cgroup || path.startsWith(cgroup + "/");
+}
+
+/** null when `path` is an absolute, normalised path without a trailing "/"; else why not. No filesystem access. */
+export function pathShapeProblem(path: unknown): string | null {
+  if (typeof path !== "string" || !isAbsolute(path) || normalize(path) !== path || (path.length > 1 && path.endsWith("/"))) {
+    return `${JSON.stringify(path)} is not an absolute, normalised path`;
+  }
+  return null;
+}
+
+/** null when `path` is an absolute, normalised directory on cgroup2; "gone" when missing; else why not. */
+export async function cgroupPathProblem(path: string): Promise<string | "gone" | null> {
+  const shape = pathShapeProblem(path);
+  if (shape !== null) return shape;
+  try {
+    return (await fsp.statfs(path)).type === CGROUP2_SUPER_MAGIC ? null : `${path} is not on a cgroup2 filesystem`;
+  } catch (e) {
+    const f = faultOf(e);
+    return f.fault === "missing" ? "gone" : `cannot statfs ${path} (${f.code})`;
+  }
+}
+
+/**
+ * The one shape a cgroup must have before this layer kills or removes it:
+ * `…/proclease/<owner>/<name>` (createLeaseCgroup), both names matching
+ * CGROUP_NAME_RE: never the root, an owner's folder, or our `_` leaves.
+ */
+export function leaseCgroupShapeProblem(path: string): string | null {
+  const parent = dirname(path);
+  const ok = CGROUP_NAME_RE.test(basename(path)) && CGROUP_NAME_RE.test(basename(parent)) && basename(dirname(parent)) === PROCLEASE_DIR;
+  return ok ? null : `${path} is not a lease cgroup (…/${PROCLEASE_DIR}/<owner>/<name>, names matching ${CGROUP_NAME_RE})`;
+}
+
+/** null when `folder` is an instance folder (`…/proclease/<owner>`, the owner matching CGROUP_NAME_RE); else why not. */
+export function ownerFolderShapeProblem(folder: string): string | null {
+  const ok = basename(dirname(folder)) === PROCLEASE_DIR && CGROUP_NAME_RE.test(basename(folder));
+  return ok ? null : `${folder} is not an instance folder (…/${PROCLEASE_DIR}/<owner>, the owner matching ${CGROUP_NAME_RE})`;
+}

@@ -1,0 +1,101 @@
+/**
+ * What the lifecycle reports per lease (LeaseOutcome), and the small rules
+ * that word it: which action a move reads as, an outcome for a lease left
+ * untouched, and the CLI --force rule for a lease a running gateway may hold.
+ */
+import type { ProcessSnapshot } from "../facts/types.js";
+import type { PendingSettlement } from "./pending-settlements.js";
+import type { ReapReport } from "./reap.js";
+import type { AcpxProcessLease, LeaseState, OwnershipEvidence } from "./types.js";
+import type { LeaseVerdict, LeaseVerification } from "./verify.js";
+
+/**
+ * What was done to a lease (a dry run: what would be done).
+ * - reaped / reaped-remnants: a verified tree, or the proven remnants of a gone root, was torn down
+ * - marked-lost: nothing of it could be alive; nothing signalled
+ * - settled: closed without a reap of its own (an exit the caller observed, an earlier reap)
+ * - left-alone: not moved to a final state (unknown evidence, another instance's lease, a
+ *   closing lease retried later, a lease handed back to open)
+ * - skipped-live: a lease this gateway is using right now, or (skipAttached) one a running gateway may be using
+ */
+export type LeaseAction = "reaped" | "reaped-remnants" | "marked-lost" | "settled" | "left-alone" | "skipped-live";
+
+export interface LeaseOutcome {
+  leaseId: string;
+  sessionKey: string;
+  rootPid: number;
+  stateBefore: LeaseState;
+  /** the lease's state afterwards; in a dry run, the state it would have */
+  stateAfter: LeaseState;
+  dryRun: boolean;
+  action: LeaseAction;
+  /** the verdict of the verification that decided what to reap */
+  verdict: LeaseVerdict;
+  evidence: readonly OwnershipEvidence[];
+  /** the settlement rule's reason (or why nothing was done) */
+  why: string;
+  /** what the reap took (a dry run: would take) */
+  target: "tree" | "remnants" | null;
+  /** every reap of the lease combined; null when none ran */
+  reap: ReapReport | null;
+  /** a dry run: the pids a reap would be handed, leaves first */
+  wouldReap?: number[];
+  /** the LAST verification (after the reap when one ran) */
+  verification: LeaseVerification;
+  /**
+   * The settlement could not be written (the record is as it was on disk,
+   * `stateAfter`): where the lease should go, why, and what refused the
+   * write. The next reconcile that can write settles it.
+   */
+  pending?: PendingSettlement;
+}
+
+/**
+ * An outcome for `lease` (as it was before), decided by `decided` (its
+ * verdict and evidence), with `last` the last verification made; no reap
+ * unless `extra` says so.
+ */
+export function outcomeOf(
+  lease: AcpxProcessLease,
+  decided: LeaseVerification,
+  last: LeaseVerification,
+  dryRun: boolean,
+  o: Pick<LeaseOutcome, "stateAfter" | "action" | "why"> & Partial<LeaseOutcome>,
+): LeaseOutcome {
+  return {
+    leaseId: lease.leaseId,
+    sessionKey: lease.sessionKey,
+    rootPid: lease.rootPid,
+    stateBefore: lease.state,
+    dryRun,
+    verdict: decided.verdict,
+    evidence: decided.evidence,
+    target: null,
+    reap: null,
+    verification: last,
+    ...o,
+  };
+}
+
+/** A lease nothing was done to: its state stays as it is. */
+export function untouched(lease: AcpxProcessLease, v: LeaseVerification, action: LeaseAction, why: string, dryRun: boolean): LeaseOutcome {
+  return outcomeOf(lease, v, v, dryRun, { stateAfter: lease.state, action, why });
+}
+
+export function actionFor(to: LeaseState, from: LeaseState, target: "tree" | "remnants" | null, reaped: boolean): LeaseAction {
+  if (reaped && target !== null) return target === "tree" ? "reaped" : "reaped-remnants";
+  if (to === "lost" && from !== "lost") return "marked-lost";
+  if (to === "closed" && from !== "closed") return "settled";
+  return "left-alone";
+}
+
+/** The CLI --force rule: what a gateway that may still run could be using is left alone. */
+export function attachedReason(v: LeaseVerification, snapshot: ProcessSnapshot | undefined): { action: LeaseAction; why: string } | null {
+  if (v.lease.rootPid === 0) return { action: "skipped-live", why: "no pid recorded yet: its spawn may be pending in a running gateway" };
+  if (v.verdict === "unknown") return { action: "skipped-live", why: "unknown evidence cannot tell whether a running gateway holds it" };
+  const parent = v.tree?.root.ppid;
+  if (parent !== undefined && parent > 1 && snapshot?.processes.has(parent)) {
+    return { action: "skipped-live", why: `its root's parent (pid ${parent}) is alive: attached to a running gateway` };
+  }
+  return null;
+}
