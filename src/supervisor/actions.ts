@@ -17,7 +17,7 @@ import { killProcessTree, type KillTreeResult } from "./kill-tree.js";
 import { capTail, DEFAULT_MAX_OUTPUT_CHARS, maxOutputOption, tailStart, truncationMarker } from "./output.js";
 import type { ProcessSupervisor } from "./supervisor.js";
 import type { ManagedRun, ManagedRunStdin, RunExit, SpawnInput } from "./types.js";
-import { provablyGone } from "../facts/liveness.js";
+import { isAlive, provablyGone } from "../facts/liveness.js";
 
 export const DEFAULT_FINISHED_TTL_MS = 30 * 60_000;
 export const DEFAULT_MAX_POLL_WAIT_MS = 30_000;
@@ -338,7 +338,7 @@ export function createExecSessions(opts: ExecSessionsOptions): ExecSessions {
       } catch (err) {
         throw new AdoptError(pid, `it could not be inspected (${err instanceof Error ? err.message : String(err)})`);
       }
-      if (details === null || details.state === "Z") throw new AdoptError(pid, "no such running process");
+      if (details === null || !isAlive(details)) throw new AdoptError(pid, "no such running process");
       const startTime = String(details.startTime);
       if (!/^\d+$/.test(startTime)) throw new AdoptError(pid, "its start time could not be read");
       if (sessions.has(sid)) throw new Error(`exec session ${sid} already exists`);

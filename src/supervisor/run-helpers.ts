@@ -4,6 +4,7 @@
  * timing helpers.
  */
 import type { ProcessFacts } from "../facts/types.js";
+import { isAlive } from "../facts/liveness.js";
 import { checkCwd } from "../ownership/index.js";
 import type { AdapterExit, SpawnedProcess } from "./adapters/adapter.js";
 import type { RunExit, SpawnInput, TerminationReason } from "./types.js";
@@ -38,7 +39,7 @@ export type RootStart = { startTime: string; why?: undefined } | { startTime?: u
  *   the whole read and its pid could not name another process.
  * - PTY: node-pty reaps on its own thread, so the handle proves nothing; the
  *   process read must name this process as its parent (node-pty forks it
- *   from here) and not be a zombie. A pid reused within the read would have
+ *   from here) and be alive (liveness.ts). A pid reused within the read would have
  *   to be another child of ours, forked after our PTY child was reaped.
  * Anything else (backend "none", the read failed, it exited first) is
  * reported with why, and no tree kill is ever bound to a guess.
@@ -51,7 +52,7 @@ export async function readRootStart(facts: ProcessFacts, proc: SpawnedProcess, p
   } catch (err) {
     return { why: `pid ${pid} could not be inspected: ${err instanceof Error ? err.message : String(err)}` };
   }
-  if (d === null || d.state === "Z") return { why: `pid ${pid} had exited before its start time could be read` };
+  if (d === null || !isAlive(d)) return { why: `pid ${pid} had exited before its start time could be read` };
   if (mode === "child" && proc.exitObserved) return { why: `pid ${pid} exited while its start time was read, so the read proves nothing` };
   if (mode === "pty" && d.ppid !== process.pid) return { why: `pid ${pid} is not this process's child any more, so its start time is not the PTY's` };
   if (!/^\d+$/.test(String(d.startTime))) return { why: `pid ${pid} has no readable start time` };
