@@ -150,6 +150,11 @@ export interface RunRecord {
   startedAtMs: number;
   updatedAtMs: number;
   lastOutputAtMs: number;
+  /**
+   * While the run is `exiting`: the reason it was asked to stop with (the
+   * strongest, when several were), set the moment it was asked, starting runs
+   * included. Once `exited`: the reason it ended with.
+   */
   terminationReason?: TerminationReason;
   exitCode?: number | null;
   exitSignal?: NodeJS.Signals | null;

@@ -1,11 +1,12 @@
 /**
  * A run is cancellable from the moment spawn() is called: while it awaits its
  * lease write or the PTY loader it is live in state "starting", so cancel,
- * cancelScope, cancelAll and replaceExistingScope reach it. Cancelled before
- * its process exists, it never gets one (and its lease settles as never
- * started); cancelled once it exists, it is killed like any other run. Of
- * many same-scope replacements, exactly the newest survives, also when
- * startups fail in between.
+ * cancelScope, cancelAll and replaceExistingScope reach it, and a stop request
+ * shows on its record at once (state "exiting", its terminationReason).
+ * Cancelled before its process exists, it never gets one (and its lease
+ * settles as never started); cancelled once it exists, it is killed like any
+ * other run. Of many same-scope replacements,
+ * exactly the newest survives, also when startups fail in between.
  */
 import { mkdtemp } from "node:fs/promises";
 import { tmpdir } from "node:os";
@@ -193,6 +194,36 @@ describe("cancel while a run is starting", () => {
     expect(err).toBeInstanceOf(PtyUnavailableError);
     expect(sup.getRecord("nopty")).toMatchObject({ state: "exited", terminationReason: "spawn-error" });
     expect((await leaseStates(dir, gatewayInstanceId)).get("nopty")).toBe("lost");
+  });
+});
+
+describe("the starting window, as OpenClaw's own tests check it", () => {
+  it("a run asked to stop while starting shows the reason on its record at once, state exiting; a stronger reason relabels it, a weaker one does not; a running run's record says it too", async () => {
+    const dir = await stateDir();
+    const { sup } = supervisor({ stateDir: dir });
+    const pending = sup.spawn({ ...base, mode: "child", runId: "w", background: true, argv: TREE });
+    expect(sup.getRecord("w")).toMatchObject({ state: "starting" });
+    expect(sup.getRecord("w")?.terminationReason).toBeUndefined();
+    expect(sup.cancel("w", "overall-timeout")).toBe(true);
+    expect(sup.getRecord("w")).toMatchObject({ state: "exiting", terminationReason: "overall-timeout" });
+    sup.cancel("w");
+    expect(sup.getRecord("w")).toMatchObject({ state: "exiting", terminationReason: "manual-cancel" });
+    sup.cancel("w", "no-output-timeout");
+    expect(sup.getRecord("w")).toMatchObject({ state: "exiting", terminationReason: "manual-cancel" });
+    const run = await pending;
+    expect(run.pid).toBeUndefined();
+    expect(await run.wait()).toMatchObject({ reason: "manual-cancel", timedOut: false });
+    expect(sup.getRecord("w")).toMatchObject({ state: "exited", terminationReason: "manual-cancel" });
+
+    const running = await sup.spawn({ ...base, mode: "child", runId: "w2", argv: TREE });
+    pids.add(running.pid!);
+    expect(sup.getRecord("w2")?.terminationReason).toBeUndefined();
+    running.cancel("overall-timeout");
+    expect(sup.getRecord("w2")).toMatchObject({ state: "exiting", terminationReason: "overall-timeout" });
+    sup.cancel("w2");
+    expect(sup.getRecord("w2")).toMatchObject({ state: "exiting", terminationReason: "manual-cancel" });
+    expect((await running.wait()).reason).toBe("manual-cancel");
+    expect(sup.getRecord("w2")).toMatchObject({ state: "exited", terminationReason: "manual-cancel" });
   });
 });
 

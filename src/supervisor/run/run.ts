@@ -13,8 +13,9 @@
  *        └───────────────────────────────────────────┘  no process was made (unstarted.ts)
  *
  * - starting: registered (record "starting"), no process yet. A stop request
- *   is remembered and shows on the record at once (state "exiting"); the
- *   startup checks it before every step that could create a process.
+ *   is remembered and shows on the record at once (state "exiting", its
+ *   reason); the startup checks it before every step that could create a
+ *   process.
  * - running: the process exists. A stop request starts the termination,
  *   unless the root's exit was already observed (the run then ends as
  *   "exit" or "signal": a late cancel or deadline never relabels it).
@@ -143,10 +144,10 @@ export class Run {
     this.resolveDone(exit);
   }
 
-  /** The record says at once that the run is exiting. */
+  /** The record says at once that the run is exiting, and why. */
   private noteStop(reason: TerminationReason): void {
     this.requested = stronger(this.requested, reason);
-    this.ctx.registry.setState(this.runId, "exiting");
+    this.ctx.registry.setState(this.runId, "exiting", { terminationReason: this.requested });
   }
 
   private beginTermination(reason: TerminationReason): void {
