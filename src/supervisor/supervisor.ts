@@ -97,10 +97,13 @@ export interface ProcessSupervisor {
   /**
    * Starts a run. It is registered (live, state "starting") before the first
    * await, so cancel/cancelScope/cancelAll reach it from the moment its id
-   * exists: a run cancelled while it awaits its lease write or the PTY loader
-   * never gets a process (its spawn resolves with a run whose wait() reports
-   * the cancel, and its lease settles as never started); one cancelled once
-   * its process exists is killed like any other (run/unstarted.ts).
+   * exists, and a stop request shows on its record at once (state "exiting",
+   * its terminationReason). The starting window's rule (run/unstarted.ts): a
+   * startup that fails rejects with that error (record "spawn-error"), even
+   * after a stop request; a run asked to stop whose startup did not fail never
+   * gets a process, and spawn resolves with a run without pid whose wait()
+   * reports the reason asked. One asked to stop once its process exists is
+   * killed like any other.
    */
   spawn(input: SpawnInput): Promise<ManagedRun>;
   /** Requests the tree kill of a live (or starting) run; false when the supervisor has no live record of it. */

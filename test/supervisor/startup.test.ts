@@ -4,8 +4,9 @@
  * cancelScope, cancelAll and replaceExistingScope reach it, and a stop request
  * shows on its record at once (state "exiting", its terminationReason).
  * Cancelled before its process exists, it never gets one (and its lease
- * settles as never started); cancelled once it exists, it is killed like any
- * other run. Of many same-scope replacements,
+ * settles as never started); a startup that fails rejects spawn with its
+ * error and records spawn-error, cancelled first or not; cancelled once it
+ * exists, it is killed like any other run. Of many same-scope replacements,
  * exactly the newest survives, also when startups fail in between.
  */
 import { mkdtemp } from "node:fs/promises";
@@ -225,6 +226,43 @@ describe("the starting window, as OpenClaw's own tests check it", () => {
     expect((await running.wait()).reason).toBe("manual-cancel");
     expect(sup.getRecord("w2")).toMatchObject({ state: "exited", terminationReason: "manual-cancel" });
   });
+
+  it("a startup that fails (the PTY module cannot load) rejects spawn with that error and records spawn-error, though a same-scope replacement had already asked it to stop", async () => {
+    const dir = await stateDir();
+    const g = gate();
+    const cause = new Error("no pty in this test");
+    let loading = false;
+    const loadPty: PtyLoader = async () => {
+      loading = true;
+      await g.gate;
+      throw cause;
+    };
+    const { sup, gatewayInstanceId } = supervisor({ stateDir: dir, loadPty });
+    const failing = sup.spawn({ ...base, mode: "pty", runId: "old", scopeKey: "S", background: true, ptyCommand: "sleep 30" });
+    failing.catch(() => {}); // inspected below
+    await waitFor(() => loading);
+    const next = sup.spawn({ ...base, mode: "child", runId: "new", scopeKey: "S", replaceExistingScope: true, background: true, argv: TREE });
+    try {
+      expect(sup.getRecord("old")).toMatchObject({ state: "exiting", terminationReason: "manual-cancel" });
+    } finally {
+      g.open();
+    }
+    const err = await failing.then(
+      () => null,
+      (e: unknown) => e,
+    );
+    expect(err).toBeInstanceOf(PtyUnavailableError);
+    expect((err as PtyUnavailableError).cause).toBe(cause);
+    expect(sup.getRecord("old")).toMatchObject({ state: "exited", terminationReason: "spawn-error" });
+    expect((await leaseStates(dir, gatewayInstanceId)).get("old")).toBe("lost");
+    // the replacement is untouched by the failure
+    const run = await next;
+    pids.add(run.pid!);
+    expect(sup.getRecord("new")?.state).toBe("running");
+    expect(isAlive(run.pid!)).toBe(true);
+    run.cancel();
+    expect((await run.wait()).reason).toBe("manual-cancel");
+  });
 });
 
 interface Replacement {
@@ -335,7 +373,7 @@ describe("replaceExistingScope: exactly the newest survives", () => {
 
     for (const r of results.filter((x) => x.runId !== "r63")) {
       if (r.error !== undefined) {
-        // a startup that failed before any replacement cancelled it: rejected, never live
+        // a startup that failed, whether or not a replacement had asked it to stop first: rejected, never live
         expect(r.error).toBeInstanceOf(PtyUnavailableError);
         expect(kind(Number(r.runId.slice(1)))).toBe("pty");
       } else {

@@ -1,12 +1,19 @@
 /**
- * How a run that never got a process ends: asked to stop while starting, or
- * its startup failed (the lease write, the cgroup, the PTY module, a spawn
- * that threw). Asked to stop first: spawn resolves with a run without pid
- * whose wait() reports the reason asked (a startup error after it is kept in
- * its stderr). A startup that failed with no stop asked rejects spawn with
- * that error, and the record says "spawn-error". Either way its lease
- * settles as never started (open → closing → lost) and the cgroup of a run
- * without a lease is removed.
+ * How a run that never got a process ends. The starting window's rule:
+ * - A run is live from spawn's first line (record "starting"): cancel,
+ *   cancelScope, cancelAll and a same-scope replacement reach it, and a stop
+ *   request shows on its record at once (state "exiting", `terminationReason`
+ *   the reason asked). No process is made after it.
+ * - A startup that failed (the lease write, the cgroup, the PTY module, a
+ *   spawn that threw) rejects spawn with that error, and the record says
+ *   "spawn-error", whether or not a stop was asked first: a cancel or a
+ *   replacement never hides why the run could not start.
+ * - A run asked to stop whose startup did not fail: spawn resolves with a run
+ *   without pid whose wait() reports the reason asked and whose cancel does
+ *   nothing. A run is cancellable from the moment spawn returns (CONTRACT
+ *   §6); this one is already over.
+ * Either way its lease settles as never started (open → closing → lost) and
+ * the cgroup of a run without a lease is removed.
  */
 import type { ManagedRun } from "../types.js";
 import type { RunContext } from "./context.js";
@@ -16,15 +23,14 @@ import type { StartResult } from "./start.js";
 
 export async function endUnstarted(run: Run, ctx: RunContext, outcome: Exclude<StartResult, { kind: "started" }>): Promise<ManagedRun> {
   run.beginFinishing();
-  const asked = outcome.kind === "stopped" ? outcome.reason : run.requested;
-  ctx.registry.finalize(run.runId, { reason: asked ?? "spawn-error", exitCode: null, exitSignal: null });
+  const reason = outcome.kind === "failed" ? "spawn-error" : outcome.reason;
+  ctx.registry.finalize(run.runId, { reason, exitCode: null, exitSignal: null });
   await releaseUnstarted(run, ctx);
-  if (asked === undefined) {
+  if (outcome.kind === "failed") {
     run.settle(null);
-    throw outcome.kind === "failed" ? outcome.error : undefined;
+    throw outcome.error;
   }
-  const stderr = outcome.kind === "failed" ? `${outcome.error instanceof Error ? outcome.error.message : String(outcome.error)}\n` : "";
-  const exit = exitFor(asked, { exitCode: null, exitSignal: null }, 0, "", stderr);
+  const exit = exitFor(reason, { exitCode: null, exitSignal: null }, 0, "", "");
   run.settle(exit);
   return { runId: run.runId, startedAtMs: run.createdAtMs, wait: () => Promise.resolve(exit), cancel: () => {} };
 }
