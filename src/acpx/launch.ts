@@ -47,7 +47,7 @@ export interface ChildExit {
  * - adapter-exited: the wrapper reported the adapter's exit (code or signal);
  * - wrapper-killed: the wrapper itself died by a signal (SIGKILL, the OOM
  *   killer, a crash) without reporting an adapter exit: the adapter may still
- *   run, unsupervised, until a close or the startup reap finds it by lease;
+ *   run, unsupervised, until a close or the startup reconcile finds it by lease;
  * - wrapper-exited: the wrapper exited with a status but reported no adapter
  *   exit (it could not start it, or failed itself).
  */
@@ -69,7 +69,7 @@ export function describeEnd(end: SessionEnd, during?: string): string {
     case "wrapper-killed":
       return (
         `${wrapper} was killed by ${end.signal}${when}, before it reported an adapter exit; ` +
-        "the adapter may still run unsupervised until its lease is reaped"
+        "the adapter may still run unsupervised until its lease's tree is killed"
       );
     case "wrapper-exited":
       return `${wrapper} exited${when} (exit code ${end.code}) without reporting an adapter exit`;

@@ -63,7 +63,7 @@ class EnsureAttempt {
     const { launched } = this;
     this.client?.close(new Error(`ensureSession failed: ${failure}`));
     await this.conv?.end(`ensureSession failed: ${failure}`);
-    // what the adapter said and how it ended, read before the settlement reaps it
+    // what the adapter said and how it ended, read before the settlement kills it
     const diag: AcpxEnsureErrorDetails = { ...(cause !== undefined ? { cause } : {}), ...details };
     const tail = launched?.stderrTail();
     if (diag.stderrTail === undefined && tail) diag.stderrTail = tail;
@@ -297,7 +297,7 @@ async function bindLeaseCgroup(d: ControllerDeps, live: LiveSessions, lease: Acp
  * The lease's cgroup binding, once the root is known: the cgroup is evidence
  * only when the root is in it (the wrapper's move can fail); else it leaves
  * the lease and is removed, or, with limits (which hold only inside it), the
- * attempt fails and the settlement reaps the tree and drains the cgroup.
+ * attempt fails and the settlement kills the tree and drains the cgroup.
  */
 async function keepCgroupIfRootInside(a: EnsureAttempt, rootPid: number, limitControllers: readonly LimitController[]): Promise<void> {
   const { d, cgroup } = a;
@@ -305,9 +305,9 @@ async function keepCgroupIfRootInside(a: EnsureAttempt, rootPid: number, limitCo
   const rootCgroup = cgroup !== null ? await readCgroupOf(rootPid) : null;
   if (cgroup !== null && rootCgroup !== cgroup.path) {
     if (limitControllers.length > 0) {
-      // limits hold only inside the cgroup: the settlement reaps the tree and drains the cgroup
+      // limits hold only inside the cgroup: the settlement kills the tree and drains the cgroup
       const why = `the wrapper (pid ${rootPid}) is in ${rootCgroup ?? "an unreadable cgroup"}, not in its lease cgroup ${cgroup.path}, so the limits would not hold`;
-      return a.fail("limits-unavailable", `${why}; its tree was reaped`, undefined, { limitsRefusal: { why } });
+      return a.fail("limits-unavailable", `${why}; its tree was killed`, undefined, { limitsRefusal: { why } });
     }
     a.lease = await d.leases.update(a.lease.leaseId, { cgroup: undefined }).catch((err: unknown) => a.fail("wrapper-failed", `the lease could not drop its unused cgroup: ${errMessage(err)}`, err));
     await removeCgroup(cgroup.path, { waitMs: 0 });
@@ -346,7 +346,7 @@ async function applyOrRemove(
 }
 
 /**
- * Cleanup after a failed ensure, through the one lifecycle: verify and reap
+ * Cleanup after a failed ensure, through the one lifecycle: verify and kill
  * whatever the lease owns, break the lifeline (the wrapper then cleans its
  * own tree; SIGKILL of our child while it is unreaped if it does not exit),
  * verify again when that was all that ran, and settle. A wrapper that never

@@ -4,11 +4,11 @@
  * and the members of its group when it leads one). It owns no rule of its
  * own: targets come from the ownership collector (which already drops pid
  * <= 1, this process, its parent and our ancestors), every signal goes
- * through the ownership reaper (identity re-checked per process, pidfd on
- * Linux), and the guards are asked first.
+ * through ownership's tree kill (reap.ts: identity re-checked per process,
+ * pidfd on Linux), and the guards are asked first.
  *
  * No group signal (kill(-pgid)) is ever sent: group members are signalled
- * one by one by the reaper, each with the start time it had in the snapshot.
+ * one by one by that tree kill, each with the start time it had in the snapshot.
  * Sweeping a group's members is still as consequential as signalling the
  * group, so that decision asks checkGroupSignal with a proof computed from
  * the snapshot (see groupToSweep), never with literals.

@@ -61,7 +61,7 @@ export interface ProcessSupervisorOptions {
    * allows it (detected once, on the first leased spawn), made and recorded in
    * the lease before the spawn, and the run is born inside it: whatever it
    * leaves behind, env-scrubbed setsid escapees included, is ended through
-   * the cgroup when the lease is reaped (README "Containment"). Runs without
+   * the cgroup when the lease's tree is killed (README "Containment"). Runs without
    * a lease (foreground, or no stateDir) get a cgroup too (run-cgroups.ts):
    * their escapees end with the run's cancel or deadline. "off": never.
    */
@@ -70,7 +70,7 @@ export interface ProcessSupervisorOptions {
 
 export interface ReconcileOrphansOptions {
   /**
-   * True keeps the run: its lease is neither verified nor reaped nor settled,
+   * True keeps the run: its lease is neither verified nor killed nor settled,
    * and it is not reported (a run the caller still tracks, e.g. one it
    * adopted after the restart). A predicate that throws keeps the run too:
    * an unknown answer never leads to a signal.
@@ -123,7 +123,7 @@ export interface ProcessSupervisor {
   /** Records of one scope, any state (registry.listByScope). */
   listByScope(scopeKey: string): RunRecord[];
   /**
-   * After a restart: verifies and reaps the background runs that a previous
+   * After a restart: verifies and kills the background runs that a previous
    * incarnation of THIS gateway instance left behind (from their leases,
    * never from a scan of command lines), settles their leases, and reports.
    * Skipped: this supervisor's own runs (live, starting, or still settling;

@@ -70,7 +70,7 @@ interface SpawnCommon {
    * A background run outlives the call that started it. With a supervisor
    * `stateDir`, background runs get a lease (restart durability); foreground
    * runs never do (their caller awaits them, so a gateway crash ends the
-   * caller too and the reconciliation of the lease would reap nothing useful).
+   * caller too and the reconciliation of the lease would kill nothing useful).
    */
   background?: boolean;
 }
