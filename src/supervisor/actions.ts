@@ -32,17 +32,6 @@ import {
 
 export { AdoptError, UnknownSessionError } from "./exec/errors.js";
 export { DEFAULT_ADOPTED_CHECK_MS, DEFAULT_FINISHED_TTL_MS, DEFAULT_LOG_LINES, DEFAULT_MAX_POLL_WAIT_MS } from "./exec/types.js";
-export type {
-  ExecSessionInfo,
-  ExecSessions,
-  ExecSessionsOptions,
-  ExecSessionStatus,
-  LogResult,
-  PollResult,
-  ProcessActionRequest,
-  ProcessActionResult,
-  TerminateResult,
-} from "./exec/types.js";
 
 export function createExecSessions(opts: ExecSessionsOptions): ExecSessions {
   const { supervisor } = opts;
