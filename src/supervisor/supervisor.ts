@@ -27,7 +27,7 @@ import type { RunContext } from "./run/context.js";
 import { validateSpawnInput } from "./run/input.js";
 import { Run } from "./run/run.js";
 import { enterRunning } from "./run/running.js";
-import { startProcess } from "./run/start.js";
+import { launchProcess, prepareLaunch } from "./run/start.js";
 import { endUnstarted } from "./run/unstarted.js";
 import type { ManagedRun, RunRecord, RunExit, SpawnInput, SupervisorRunRef, TerminationReason } from "./types.js";
 
@@ -164,7 +164,9 @@ export function createProcessSupervisor(opts: ProcessSupervisorOptions = {}): Pr
     if (input.replaceExistingScope && input.scopeKey !== undefined) cancelScope(input.scopeKey, "manual-cancel");
     const run = new Run(ctx, runId, input, input.background ? ctx.leases() : undefined);
     run.register();
-    const started = await startProcess(run, ctx);
+    const prepared = await prepareLaunch(run, ctx);
+    // nothing awaits from here to the running state: a stop request lands before the spawn's check or after the run runs
+    const started = prepared.kind === "ready" ? launchProcess(run, prepared.launch) : prepared;
     if (started.kind !== "started") return endUnstarted(run, ctx, started);
     return enterRunning(run, ctx, started.proc, maxOutput);
   };

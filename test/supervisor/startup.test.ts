@@ -227,6 +227,24 @@ describe("the starting window, as OpenClaw's own tests check it", () => {
     expect(sup.getRecord("w2")).toMatchObject({ state: "exited", terminationReason: "manual-cancel" });
   });
 
+  it.skipIf(!PTY)(`a stop request that lands in the turn of the spawn itself (a microtask the spawn queued) kills the run${PTY_NOTE}`, async () => {
+    const real = await loadNodePty();
+    let sup: ProcessSupervisor | undefined;
+    const cancelling: PtyModule = {
+      spawn(file, args, o) {
+        const p = real.spawn(file, args, o);
+        pids.add(p.pid);
+        queueMicrotask(() => sup?.cancel("same-turn"));
+        return p;
+      },
+    };
+    sup = supervisor({ loadPty: async () => cancelling }).sup;
+    const run = await sup.spawn({ ...base, mode: "pty", runId: "same-turn", ptyCommand: "sleep 30" });
+    expect(run.pid).toBeDefined();
+    await waitFor(() => !isAlive(run.pid!), 10_000);
+    expect((await run.wait()).reason).toBe("manual-cancel");
+  });
+
   it("a startup that fails (the PTY module cannot load) rejects spawn with that error and records spawn-error, though a same-scope replacement had already asked it to stop", async () => {
     const dir = await stateDir();
     const g = gate();

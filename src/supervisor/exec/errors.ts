@@ -1,4 +1,4 @@
-/** The exec sessions' typed errors (actions.ts re-exports them). */
+/** The exec sessions' typed errors. */
 
 /** adopt() could not pin the pid to one process: nothing was adopted. */
 export class AdoptError extends Error {

@@ -1,4 +1,4 @@
-/** The public shapes of the exec sessions (actions.ts re-exports them) and their defaults. */
+/** The public shapes of the exec sessions, and their defaults. */
 import type { ProcessFacts, ProcessSignaller } from "../../facts/types.js";
 import type { KeySequence } from "../keys.js";
 import type { KillTreeResult } from "../kill-tree.js";

@@ -1,4 +1,4 @@
-/** What every run of one supervisor shares (supervisor.ts builds it once). */
+/** What every run of one supervisor shares. */
 import type { ContainmentSupport } from "../../containment/index.js";
 import type { ProcessFacts } from "../../facts/types.js";
 import type { PtyLoader } from "../adapters/pty.js";

@@ -27,7 +27,7 @@ export type StartResult =
   | { kind: "failed"; error: unknown };
 
 /** What the spawn is handed. */
-interface Launch {
+export interface Launch {
   readonly argv: readonly string[];
   /** copied only when a lease adds to it: copying process.env costs more than the spawn bookkeeping */
   env: NodeJS.ProcessEnv;
@@ -36,7 +36,8 @@ interface Launch {
   ptyModule?: PtyModule;
 }
 
-export async function startProcess(run: Run, ctx: RunContext): Promise<StartResult> {
+/** Steps 1 and 2, each skipped once a stop was asked (the lease is still written: it settles as never started). */
+export async function prepareLaunch(run: Run, ctx: RunContext): Promise<{ kind: "ready"; launch: Launch } | { kind: "failed"; error: unknown }> {
   const { input } = run;
   const launch: Launch = { argv: input.mode === "child" ? [...input.argv] : ptyArgv(input.ptyCommand), env: input.env ?? process.env };
   try {
@@ -46,10 +47,18 @@ export async function startProcess(run: Run, ctx: RunContext): Promise<StartResu
   } catch (error) {
     return { kind: "failed", error };
   }
+  return { kind: "ready", launch };
+}
+
+/**
+ * Step 3, synchronous: the last check for a stop request, then the spawn.
+ * Its caller moves the run to "running" in the same turn (running.ts), so a
+ * stop request falls either before the check or after the run is running.
+ */
+export function launchProcess(run: Run, launch: Launch): StartResult {
   if (run.requested !== undefined) return { kind: "stopped", reason: run.requested };
-  // From this check to the running state nothing awaits: a stop request cannot fall between it and the spawn.
   try {
-    return { kind: "started", proc: spawnProcess(input, launch, run.lease?.env ?? {}) };
+    return { kind: "started", proc: spawnProcess(run.input, launch, run.lease?.env ?? {}) };
   } catch (error) {
     return { kind: "failed", error };
   }
