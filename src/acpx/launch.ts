@@ -47,7 +47,7 @@ export interface ChildExit {
  * - adapter-exited: the wrapper reported the adapter's exit (code or signal);
  * - wrapper-killed: the wrapper itself died by a signal (SIGKILL, the OOM
  *   killer, a crash) without reporting an adapter exit: the adapter may still
- *   run, unsupervised, until a close or the startup reap finds it by lease;
+ *   run, unsupervised, until a close or the startup reconcile finds it by lease;
  * - wrapper-exited: the wrapper exited with a status but reported no adapter
  *   exit (it could not start it, or failed itself).
  */
@@ -69,7 +69,7 @@ export function describeEnd(end: SessionEnd, during?: string): string {
     case "wrapper-killed":
       return (
         `${wrapper} was killed by ${end.signal}${when}, before it reported an adapter exit; ` +
-        "the adapter may still run unsupervised until its lease is reaped"
+        "the adapter may still run unsupervised until its lease's tree is killed"
       );
     case "wrapper-exited":
       return `${wrapper} exited${when} (exit code ${end.code}) without reporting an adapter exit`;
@@ -219,42 +219,124 @@ export function rootArgvFor(nodePath: string, wrapperPath: string, command: read
   return [nodePath, ...wrapperArgs(wrapperPath, command, { graceMs })];
 }
 
+/**
+ * Spawns the wrapper and wires it, as named steps: its spawn errors heard
+ * first, the lifeline read into reports, the stderr ring, the exit, and how
+ * the session ended once the lifeline is drained.
+ */
 export function launchWrapper(input: LaunchInput): LaunchedWrapper {
   const rootArgv = rootArgvFor(input.nodePath, input.wrapperPath, input.command, input.graceMs);
-  const env = buildWrapperEnv(input);
   const child = spawn(rootArgv[0]!, rootArgv.slice(1), {
     stdio: ["pipe", "pipe", "pipe", "pipe"],
-    env,
+    env: buildWrapperEnv(input),
     cwd: input.cwd,
     windowsHide: true,
   });
-  // Heard before anything else runs: a spawn that failed on EMFILE/ENFILE
-  // emits "error" on the next tick and sets up no stdio at all (child.stdio
-  // is then empty), and an "error" nobody listens to crashes the gateway.
-  let spawnError: Error | undefined;
-  const earlyErrors: Array<(err: Error) => void> = [];
-  child.on("error", (err) => {
-    // a host limit (descriptors, processes, memory) is named with where its limit is read
-    spawnError ??= hostResourceError(err, `spawn ${input.nodePath}`) ?? err;
-    for (const l of earlyErrors) l(err);
-  });
+  const failure = hearSpawnErrors(child, input.nodePath);
+  const lifeline = readLifeline(child);
+  const stderr = keepStderr(child);
+  // every stream we own has an "error" listener: an unheard one crashes the gateway; the exit says what happened
+  child.stdin?.on("error", () => undefined);
+  child.stdout?.on("error", () => undefined);
+  const exit = watchExit(child, failure);
+  const end = watchEnd(child, lifeline, exit);
+  return {
+    rootArgv,
+    child,
+    pid: child.pid,
+    // a spawn that failed on EMFILE/ENFILE set up no pipes: ended streams stand in, so no caller meets a null
+    stdin: child.stdin ?? endedStream(),
+    stdout: child.stdout ?? endedStream(),
+    reports: lifeline.reports,
+    exitReport: () => lifeline.find("exit"),
+    cleanupReport: () => lifeline.find("cleanup"),
+    exitStatus: exit.status,
+    exited: exit.exited,
+    waitStart: (timeoutMs) => waitStart(lifeline, failure, exit, timeoutMs),
+    waitExit(ms) {
+      if (exit.status()) return Promise.resolve(true);
+      return new Promise<boolean>((resolve) => {
+        const timer = setTimeout(() => resolve(false), ms);
+        void exit.exited.then(() => {
+          clearTimeout(timer);
+          resolve(true);
+        });
+      });
+    },
+    howEnded: end.howEnded,
+    ended: end.ended,
+    onEnd: end.onEnd,
+    stderrTail: stderr.tail,
+    stderrSettled: stderr.settled,
+    endLifeline: () => lifeline.destroy(),
+    unref() {
+      child.unref();
+      for (const s of child.stdio ?? []) (s as { unref?: () => void } | null)?.unref?.();
+    },
+  };
+}
 
+/** The wrapper's spawn error (a host limit named with where its limit is read), and who else hears it. */
+interface SpawnFailure {
+  error(): Error | undefined;
+  onError(listener: (err: Error) => void): void;
+}
+
+/**
+ * Heard before anything else runs: a spawn that failed on EMFILE/ENFILE
+ * emits "error" on the next tick and sets up no stdio at all (child.stdio is
+ * then empty), and an "error" nobody listens to crashes the gateway.
+ */
+function hearSpawnErrors(child: ChildProcess, nodePath: string): SpawnFailure {
+  let spawnError: Error | undefined;
+  const listeners: Array<(err: Error) => void> = [];
+  child.on("error", (err) => {
+    spawnError ??= hostResourceError(err, `spawn ${nodePath}`) ?? err;
+    for (const l of listeners) l(err);
+  });
+  return { error: () => spawnError, onError: (l) => void listeners.push(l) };
+}
+
+/** fd 3: the wrapper's reports, in arrival order, and whether our end has closed. */
+interface Lifeline {
+  readonly reports: WrapperReport[];
+  find<T extends WrapperReport["type"]>(type: T): Extract<WrapperReport, { type: T }> | undefined;
+  /** hears every later report; returns the unsubscribe */
+  listen(listener: (r: WrapperReport) => void): () => void;
+  readonly closed: Promise<void>;
+  destroy(): void;
+}
+
+function readLifeline(child: ChildProcess): Lifeline {
   const reports: WrapperReport[] = [];
   const listeners = new Set<(r: WrapperReport) => void>();
   const reader = createReportReader((r) => {
     reports.push(r);
     for (const l of listeners) l(r);
   });
-  const lifeline = (child.stdio?.[3] ?? null) as (Readable & Writable) | null;
-  lifeline?.on("data", (chunk: Buffer) => reader.push(chunk));
-  lifeline?.on("end", () => reader.end());
+  const pipe = (child.stdio?.[3] ?? null) as (Readable & Writable) | null;
+  pipe?.on("data", (chunk: Buffer) => reader.push(chunk));
+  pipe?.on("end", () => reader.end());
   // EPIPE/ECONNRESET on the lifeline only means the wrapper is gone; the exit event says how.
-  lifeline?.on("error", () => undefined);
-  const lifelineClosed = new Promise<void>((resolve) => {
-    if (!lifeline) resolve();
-    else lifeline.once("close", () => resolve());
+  pipe?.on("error", () => undefined);
+  const closed = new Promise<void>((resolve) => {
+    if (!pipe) resolve();
+    else pipe.once("close", () => resolve());
   });
+  return {
+    reports,
+    find: <T extends WrapperReport["type"]>(t: T) => reports.find((r) => r.type === t) as Extract<WrapperReport, { type: T }> | undefined,
+    listen(l) {
+      listeners.add(l);
+      return () => void listeners.delete(l);
+    },
+    closed,
+    destroy: () => pipe?.destroy(),
+  };
+}
 
+/** The adapter's (and wrapper's) most recent stderr, and when it has gone quiet (LaunchedWrapper.stderrSettled). */
+function keepStderr(child: ChildProcess): { tail(): string; settled: LaunchedWrapper["stderrSettled"] } {
   const ring = new ByteRing(STDERR_RING_BYTES);
   let lastStderrAt = 0;
   let stderrEnded = child.stderr === null;
@@ -263,128 +345,107 @@ export function launchWrapper(input: LaunchInput): LaunchedWrapper {
     lastStderrAt = Date.now();
   });
   child.stderr?.once("close", () => (stderrEnded = true));
-  // every stream we own has an "error" listener: an unheard one crashes the gateway; the exit says what happened
-  child.stdin?.on("error", () => undefined);
-  child.stdout?.on("error", () => undefined);
   child.stderr?.on("error", () => undefined);
+  const settled = async (quietMs = 30, maxMs = 250): Promise<void> => {
+    const deadline = Date.now() + maxMs;
+    // at least one quiet period from now: data already in the pipe is read before it ends
+    const since = Date.now();
+    for (;;) {
+      if (stderrEnded) return;
+      const quietFor = Date.now() - Math.max(lastStderrAt, since);
+      if (quietFor >= quietMs || Date.now() >= deadline) return;
+      await new Promise((r) => setTimeout(r, Math.min(quietMs - quietFor, Math.max(1, deadline - Date.now()))).unref());
+    }
+  };
+  return { tail: () => ring.text().trim(), settled };
+}
 
+/** The wrapper's exit (we are its parent: Node reaped it); a failed spawn emits "error" and never "exit", and counts as exited. */
+interface ExitWatch {
+  status(): ChildExit | undefined;
+  readonly exited: Promise<ChildExit>;
+}
+
+function watchExit(child: ChildProcess, failure: SpawnFailure): ExitWatch {
   let exitStatus: ChildExit | undefined;
   const exited = new Promise<ChildExit>((resolve) => {
     child.once("exit", (code, signal) => {
       exitStatus = { code, signal };
       resolve(exitStatus);
     });
-    earlyErrors.push(() => {
-      // a failed spawn emits "error" and never "exit"
+    failure.onError(() => {
       if (child.pid === undefined) {
         exitStatus = { code: null, signal: null };
         resolve(exitStatus);
       }
     });
   });
+  return { status: () => exitStatus, exited };
+}
 
-  const find = <T extends WrapperReport["type"]>(t: T) =>
-    reports.find((r) => r.type === t) as Extract<WrapperReport, { type: T }> | undefined;
-
+/** How the session ended (LaunchedWrapper.howEnded, ended, onEnd): after the wrapper's exit the lifeline is drained first. */
+function watchEnd(child: ChildProcess, lifeline: Lifeline, exit: ExitWatch): Pick<LaunchedWrapper, "howEnded" | "ended" | "onEnd"> {
   const howEnded = (): SessionEnd | undefined => {
-    const exit = find("exit");
-    if (exit) return { kind: "adapter-exited", code: exit.code, signal: exit.signal };
-    if (!exitStatus) return undefined;
-    if (exitStatus.signal !== null) return { kind: "wrapper-killed", wrapperPid: child.pid, signal: exitStatus.signal };
-    return { kind: "wrapper-exited", wrapperPid: child.pid, code: exitStatus.code };
+    const report = lifeline.find("exit");
+    if (report) return { kind: "adapter-exited", code: report.code, signal: report.signal };
+    const status = exit.status();
+    if (!status) return undefined;
+    if (status.signal !== null) return { kind: "wrapper-killed", wrapperPid: child.pid, signal: status.signal };
+    return { kind: "wrapper-exited", wrapperPid: child.pid, code: status.code };
   };
-  const endListeners = new Set<(end: SessionEnd) => void>();
-  const ended = exited.then(async () => {
+  const listeners = new Set<(end: SessionEnd) => void>();
+  const ended = exit.exited.then(async () => {
     // the lifeline may still hold the report that explains the exit
-    await Promise.race([lifelineClosed, new Promise((r) => setTimeout(r, 200).unref())]);
+    await Promise.race([lifeline.closed, new Promise((r) => setTimeout(r, 200).unref())]);
     const end = howEnded()!;
-    for (const l of endListeners) l(end);
-    endListeners.clear();
+    for (const l of listeners) l(end);
+    listeners.clear();
     return end;
   });
   let endedValue: SessionEnd | undefined;
   void ended.then((e) => (endedValue = e));
-
-  return {
-    rootArgv,
-    child,
-    pid: child.pid,
-    // a spawn that failed on EMFILE/ENFILE set up no pipes: ended streams stand in, so no caller meets a null
-    stdin: child.stdin ?? endedStream(),
-    stdout: child.stdout ?? endedStream(),
-    reports,
-    exitReport: () => find("exit"),
-    cleanupReport: () => find("cleanup"),
-    exitStatus: () => exitStatus,
-    exited,
-    waitStart(timeoutMs) {
-      return new Promise<StartOutcome>((resolve) => {
-        let timer: NodeJS.Timeout | undefined;
-        const done = (o: StartOutcome) => {
-          clearTimeout(timer);
-          listeners.delete(onReport);
-          resolve(o);
-        };
-        const onReport = (r: WrapperReport) => {
-          if (r.type === "started") done({ kind: "started", report: r });
-          else if (r.type === "spawn-error") done({ kind: "spawn-error", report: r });
-        };
-        const early = find("started") ?? find("spawn-error");
-        if (early) return onReport(early);
-        if (spawnError) return done({ kind: "error", error: spawnError });
-        listeners.add(onReport);
-        timer = setTimeout(() => done({ kind: "timeout", ms: timeoutMs }), timeoutMs);
-        void exited.then(async (exit) => {
-          // the lifeline may still hold the report that explains the exit
-          await Promise.race([lifelineClosed, new Promise((r) => setTimeout(r, 200))]);
-          const late = find("started") ?? find("spawn-error");
-          if (late) onReport(late);
-          else if (spawnError) done({ kind: "error", error: spawnError });
-          else done({ kind: "exited", exit });
-        });
-      });
-    },
-    waitExit(ms) {
-      if (exitStatus) return Promise.resolve(true);
-      return new Promise<boolean>((resolve) => {
-        const timer = setTimeout(() => resolve(false), ms);
-        void exited.then(() => {
-          clearTimeout(timer);
-          resolve(true);
-        });
-      });
-    },
-    howEnded,
-    ended,
-    onEnd(listener) {
-      if (endedValue !== undefined) {
-        const e = endedValue;
-        queueMicrotask(() => listener(e));
-        return () => undefined;
-      }
-      endListeners.add(listener);
-      return () => void endListeners.delete(listener);
-    },
-    stderrTail: () => ring.text().trim(),
-    async stderrSettled(quietMs = 30, maxMs = 250) {
-      const deadline = Date.now() + maxMs;
-      // at least one quiet period from now: data already in the pipe is read before it ends
-      const since = Date.now();
-      for (;;) {
-        if (stderrEnded) return;
-        const quietFor = Date.now() - Math.max(lastStderrAt, since);
-        if (quietFor >= quietMs || Date.now() >= deadline) return;
-        await new Promise((r) => setTimeout(r, Math.min(quietMs - quietFor, Math.max(1, deadline - Date.now()))).unref());
-      }
-    },
-    endLifeline() {
-      lifeline?.destroy();
-    },
-    unref() {
-      child.unref();
-      for (const s of child.stdio ?? []) (s as { unref?: () => void } | null)?.unref?.();
-    },
+  const onEnd = (listener: (end: SessionEnd) => void): (() => void) => {
+    if (endedValue !== undefined) {
+      const e = endedValue;
+      queueMicrotask(() => listener(e));
+      return () => undefined;
+    }
+    listeners.add(listener);
+    return () => void listeners.delete(listener);
   };
+  return { howEnded, ended, onEnd };
+}
+
+/** The first thing the wrapper tells us ("started" or "spawn-error"), or why it never did: its spawn error, its exit, or the timeout. */
+function waitStart(lifeline: Lifeline, failure: SpawnFailure, exit: ExitWatch, timeoutMs: number): Promise<StartOutcome> {
+  return new Promise<StartOutcome>((resolve) => {
+    let timer: NodeJS.Timeout | undefined;
+    let unlisten: () => void = () => undefined;
+    const done = (o: StartOutcome) => {
+      clearTimeout(timer);
+      unlisten();
+      resolve(o);
+    };
+    const onReport = (r: WrapperReport) => {
+      if (r.type === "started") done({ kind: "started", report: r });
+      else if (r.type === "spawn-error") done({ kind: "spawn-error", report: r });
+    };
+    const early = lifeline.find("started") ?? lifeline.find("spawn-error");
+    if (early) return onReport(early);
+    const spawnError = failure.error();
+    if (spawnError) return done({ kind: "error", error: spawnError });
+    unlisten = lifeline.listen(onReport);
+    timer = setTimeout(() => done({ kind: "timeout", ms: timeoutMs }), timeoutMs);
+    void exit.exited.then(async (status) => {
+      // the lifeline may still hold the report that explains the exit
+      await Promise.race([lifeline.closed, new Promise((r) => setTimeout(r, 200))]);
+      const late = lifeline.find("started") ?? lifeline.find("spawn-error");
+      const error = failure.error();
+      if (late) onReport(late);
+      else if (error) done({ kind: "error", error });
+      else done({ kind: "exited", exit: status });
+    });
+  });
 }
 
 function endedStream(): PassThrough {

@@ -23,6 +23,7 @@ import type { AcpxProcessLease } from "../ownership/types.js";
 import { AcpClient, assertAuthInput, explainHandshakeFailure, handshake } from "./acp-client.js";
 import { AcpxEnsureError, type AcpxEnsureErrorDetails, type EnsureFailureCause } from "./errors.js";
 import { assertEnvRemove, describeEarlyExit, describeEnd, launchWrapper, rootArgvFor, type LaunchedWrapper } from "./launch.js";
+import type { StartedReport } from "./wrapper/protocol.js";
 import { lifecycleDeps, releaseLaunched, type ControllerDeps, type LiveSessions } from "./live-sessions.js";
 import { applyLimits, mountOf, readCgroupOf, removeCgroup } from "../containment/index.js";
 import { bindLeaseCgroup, containmentOffWhy, dropLeaseCgroup, type LeaseCgroupBinding } from "../ownership/lease-cgroup.js";
@@ -31,29 +32,96 @@ import { CGROUP_ENV_KEY, CGROUP_MOVE_FAILED, CGROUP_REQUIRED_ENV_KEY } from "./w
 import { newSessionRecord } from "./session-store.js";
 import { handleFields, handshakeFields, SessionConversation } from "./conversation.js";
 import { finishRawSpawn } from "./raw-adapter.js";
-import type { AcpRuntimeEnsureInput, AcpRuntimeHandle } from "./types.js";
+import type { AcpRuntimeEnsureInput, AcpRuntimeHandle, LimitController } from "./types.js";
 
+
+/**
+ * One ensure attempt: its lease (reassigned as it is recorded), its cgroup,
+ * and what was started for it so far. `fail` ends the attempt: it closes what
+ * was opened, reads the adapter's last words, settles the lease through the
+ * lifecycle, and throws the AcpxEnsureError that names the failure.
+ */
+class EnsureAttempt {
+  launched: LaunchedWrapper | undefined;
+  client: AcpClient | undefined;
+  conv: SessionConversation | undefined;
+  /** performance.now() at each step's end, for onEnsureTiming */
+  readonly t = { start: 0, lease: 0, started: 0, recorded: 0, handshake: 0 };
+
+  constructor(
+    readonly d: ControllerDeps,
+    readonly live: LiveSessions,
+    readonly input: AcpRuntimeEnsureInput,
+    public lease: AcpxProcessLease,
+    /** the lease's cgroup binding (ownership/lease-cgroup.ts): its cgroup, or why there is none (what limits need) */
+    readonly bound: LeaseCgroupBinding,
+  ) {}
+
+  get cgroup(): LeaseCgroupBinding["cgroup"] {
+    return this.bound.cgroup;
+  }
+
+  async fail(failure: EnsureFailureCause, message: string, cause?: unknown, details?: AcpxEnsureErrorDetails): Promise<never> {
+    const { launched } = this;
+    this.client?.close(new Error(`ensureSession failed: ${failure}`));
+    await this.conv?.end(`ensureSession failed: ${failure}`);
+    // what the adapter said and how it ended, read before the settlement kills it
+    const diag: AcpxEnsureErrorDetails = { ...(cause !== undefined ? { cause } : {}), ...details };
+    const tail = launched?.stderrTail();
+    if (diag.stderrTail === undefined && tail) diag.stderrTail = tail;
+    const end = launched?.howEnded();
+    if (diag.end === undefined && end) diag.end = end;
+    const settled = await settleFailedSpawn(this.d, this.lease, launched);
+    this.live.inFlight.delete(this.lease.leaseId);
+    const key = this.input.sessionKey;
+    throw new AcpxEnsureError(key, failure, `ensureSession ${JSON.stringify(key)} failed: ${message} (lease ${this.lease.leaseId} ${settled})`, this.lease.leaseId, settled, diag);
+  }
+}
+
+/**
+ * ensureSession's spawn, as named steps: the limits checked, the lease
+ * written with its cgroup, the limits applied, the wrapper started, its root
+ * recorded, the ACP handshake, the session registered.
+ */
 export async function spawnSession(d: ControllerDeps, live: LiveSessions, input: AcpRuntimeEnsureInput, disposed: () => boolean, raw = false): Promise<AcpRuntimeHandle> {
   const tStart = performance.now();
   const limits = enforcedLimits(input.limits);
   const limitControllers = controllersFor(limits);
-  if (limitControllers.length > 0) {
-    // refused before any lease is written: without containment there is no cgroup to hold a limit
-    if (!d.containment.available) {
-      const why = containmentOffWhy(d.containment);
-      throw new AcpxEnsureError(
-        input.sessionKey,
-        "limits-unavailable",
-        `ensureSession ${JSON.stringify(input.sessionKey)} refused: limits (${describeLimits(limits)}) were asked for but cannot be applied: ${why}; nothing was started`,
-        undefined,
-        undefined,
-        { limitsRefusal: { controller: limitControllers[0]!, why } },
-      );
-    }
-    await enableLimitControllers(d, limitControllers);
+  await prepareLimits(d, input, limits, limitControllers);
+  const a = await openAttempt(d, live, input, tStart);
+  await applyAttemptLimits(a, limits, limitControllers);
+  const { launched, report } = await startWrapper(a, limitControllers);
+  await recordRoot(a, launched, report.wrapperPid, report.pgid, limitControllers);
+  a.t.recorded = performance.now();
+  // spawnRawAdapter: the plugin speaks ACP itself on the adapter's stdin/stdout (raw-adapter.ts)
+  if (raw) return finishRawSpawn(d, live, input, a.lease, launched, report.pgid).catch((err: unknown) => a.fail("wrapper-failed", `the session record could not be written: ${errMessage(err)}`, err));
+  const acp = await openAcpSession(a, launched);
+  a.t.handshake = performance.now();
+  return registerSession(a, launched, report, acp, limits, disposed);
+}
+
+/** Limits need containment: refused before any lease is written when it is off; else their controllers are enabled. */
+async function prepareLimits(d: ControllerDeps, input: AcpRuntimeEnsureInput, limits: EnforcedLimits, limitControllers: readonly LimitController[]): Promise<void> {
+  if (limitControllers.length === 0) return;
+  // refused before any lease is written: without containment there is no cgroup to hold a limit
+  if (!d.containment.available) {
+    const why = containmentOffWhy(d.containment);
+    throw new AcpxEnsureError(
+      input.sessionKey,
+      "limits-unavailable",
+      `ensureSession ${JSON.stringify(input.sessionKey)} refused: limits (${describeLimits(limits)}) were asked for but cannot be applied: ${why}; nothing was started`,
+      undefined,
+      undefined,
+      { limitsRefusal: { controller: limitControllers[0]!, why } },
+    );
   }
+  await enableLimitControllers(d, limitControllers);
+}
+
+/** The lease, written before the wrapper is spawned, with its cgroup (bindLeaseCgroup). */
+async function openAttempt(d: ControllerDeps, live: LiveSessions, input: AcpRuntimeEnsureInput, tStart: number): Promise<EnsureAttempt> {
   const rootArgv = rootArgvFor(d.nodePath, d.wrapper.wrapperPath, input.command, d.graceMs);
-  let lease = await d.leases.create({
+  const lease = await d.leases.create({
     gatewayInstanceId: d.gatewayInstanceId,
     sessionKey: input.sessionKey,
     wrapperRoot: d.wrapper.wrapperRoot,
@@ -66,119 +134,100 @@ export async function spawnSession(d: ControllerDeps, live: LiveSessions, input:
     live.inFlight.delete(lease.leaseId);
     throw err;
   });
-  lease = bound.lease;
-  const cgroup = bound.cgroup;
-  const tLease = performance.now();
-  let launched: LaunchedWrapper | undefined;
-  let client: AcpClient | undefined;
-  let conv: SessionConversation | undefined;
-  const fail = async (failure: EnsureFailureCause, message: string, cause?: unknown, details?: AcpxEnsureErrorDetails): Promise<never> => {
-    client?.close(new Error(`ensureSession failed: ${failure}`));
-    await conv?.end(`ensureSession failed: ${failure}`);
-    // what the adapter said and how it ended, read before the settlement reaps it
-    const diag: AcpxEnsureErrorDetails = { ...(cause !== undefined ? { cause } : {}), ...details };
-    const tail = launched?.stderrTail();
-    if (diag.stderrTail === undefined && tail) diag.stderrTail = tail;
-    const end = launched?.howEnded();
-    if (diag.end === undefined && end) diag.end = end;
-    const settled = await settleFailedSpawn(d, lease, launched);
-    live.inFlight.delete(lease.leaseId);
-    throw new AcpxEnsureError(
-      input.sessionKey,
-      failure,
-      `ensureSession ${JSON.stringify(input.sessionKey)} failed: ${message} (lease ${lease.leaseId} ${settled})`,
-      lease.leaseId,
-      settled,
-      diag,
-    );
-  };
+  const a = new EnsureAttempt(d, live, input, bound.lease, bound);
+  a.t.start = tStart;
+  a.t.lease = performance.now();
+  return a;
+}
 
-  if (limitControllers.length > 0) {
-    // after the cgroup exists, before anything can run in it
-    const refusal = await applyOrRemove(bound, limits);
-    if (refusal !== null) {
-      return fail(
-        "limits-unavailable",
-        `limits (${describeLimits(limits)}) were asked for but cannot be applied: ${refusal.why}; nothing was started${refusal.removal}`,
-        undefined,
-        { limitsRefusal: { ...(refusal.controller !== undefined ? { controller: refusal.controller } : {}), why: refusal.why } },
-      );
-    }
-  }
+/** After the cgroup exists, before anything can run in it: the limits, or the attempt fails (nothing was started). */
+async function applyAttemptLimits(a: EnsureAttempt, limits: EnforcedLimits, limitControllers: readonly LimitController[]): Promise<void> {
+  if (limitControllers.length === 0) return;
+  const refusal = await applyOrRemove(a.bound, limits);
+  if (refusal === null) return;
+  await a.fail(
+    "limits-unavailable",
+    `limits (${describeLimits(limits)}) were asked for but cannot be applied: ${refusal.why}; nothing was started${refusal.removal}`,
+    undefined,
+    { limitsRefusal: { ...(refusal.controller !== undefined ? { controller: refusal.controller } : {}), why: refusal.why } },
+  );
+}
 
+/** Launches the wrapper (its environment names the lease's cgroup) and waits for its "started" report; any other first word fails the attempt. */
+async function startWrapper(a: EnsureAttempt, limitControllers: readonly LimitController[]): Promise<{ launched: LaunchedWrapper; report: StartedReport }> {
+  const { d, input, cgroup } = a;
+  let launched: LaunchedWrapper;
   try {
     launched = launchWrapper({
       nodePath: d.nodePath,
       wrapperPath: d.wrapper.wrapperPath,
       command: input.command,
       graceMs: d.graceMs,
-      leaseId: lease.leaseId,
+      leaseId: a.lease.leaseId,
       gatewayInstanceId: d.gatewayInstanceId,
       cwd: input.cwd,
       env: cgroup !== null ? { ...input.env, [CGROUP_ENV_KEY]: cgroup.path, ...(limitControllers.length > 0 ? { [CGROUP_REQUIRED_ENV_KEY]: "1" } : {}) } : input.env,
       envRemove: input.envRemove,
     });
   } catch (err) {
-    return fail("wrapper-failed", `the wrapper could not be spawned: ${errMessage(err)}`, err);
+    return a.fail("wrapper-failed", `the wrapper could not be spawned: ${errMessage(err)}`, err);
   }
-
+  a.launched = launched;
   const start = await launched.waitStart(d.startTimeoutMs);
-  const tStarted = performance.now();
+  a.t.started = performance.now();
+  if (start.kind === "started") return { launched, report: start.report };
   if (start.kind === "spawn-error" && start.report.code === CGROUP_MOVE_FAILED) {
     // the wrapper refused to start the adapter outside the cgroup its limits live in
-    return fail("limits-unavailable", start.report.message, undefined, { limitsRefusal: { why: start.report.message } });
+    return a.fail("limits-unavailable", start.report.message, undefined, { limitsRefusal: { why: start.report.message } });
   }
   if (start.kind === "spawn-error") {
-    return fail(
-      "spawn-error",
-      `the adapter ${JSON.stringify(input.command[0])} could not be started: ${start.report.code} ${start.report.message}`,
-    );
+    return a.fail("spawn-error", `the adapter ${JSON.stringify(input.command[0])} could not be started: ${start.report.code} ${start.report.message}`);
   }
-  if (start.kind === "error") return fail("wrapper-failed", `the wrapper could not be spawned: ${start.error.message}`, start.error);
+  if (start.kind === "error") return a.fail("wrapper-failed", `the wrapper could not be spawned: ${start.error.message}`, start.error);
   // classified by its exit (abort, signal, code) and its stderr, in one line (launch.ts describeEarlyExit)
-  if (start.kind === "exited" || start.kind === "timeout") {
-    const early = describeEarlyExit(start.kind === "exited" ? start.exit : null, launched.stderrTail(), launched.pid);
-    const late = start.kind === "timeout" ? ` (no "started" report within ${start.ms} ms)` : "";
-    return fail("wrapper-failed", `${early.cause}${late}`, early.host);
-  }
+  const early = describeEarlyExit(start.kind === "exited" ? start.exit : null, launched.stderrTail(), launched.pid);
+  const late = start.kind === "timeout" ? ` (no "started" report within ${start.ms} ms)` : "";
+  return a.fail("wrapper-failed", `${early.cause}${late}`, early.host);
+}
 
-  // Identity of the live root; the group is the adapter group the wrapper reported.
-  const rootPid = start.report.wrapperPid;
-  const recorded = await recordRootIdentity(d.leases, lease.leaseId, { rootPid, processGroupId: start.report.pgid }, d.facts).catch((err: unknown) =>
-    fail("wrapper-failed", `the wrapper's identity could not be recorded: ${errMessage(err)}`, err),
+/** The identity of the live root in the lease; the group is the adapter group the wrapper reported. */
+async function recordRoot(a: EnsureAttempt, launched: LaunchedWrapper, rootPid: number, pgid: number, limitControllers: readonly LimitController[]): Promise<void> {
+  const recorded = await recordRootIdentity(a.d.leases, a.lease.leaseId, { rootPid, processGroupId: pgid }, a.d.facts).catch((err: unknown) =>
+    a.fail("wrapper-failed", `the wrapper's identity could not be recorded: ${errMessage(err)}`, err),
   );
-  lease = recorded.lease;
-  if (recorded.identity === "gone") {
-    // an adapter that exits at once takes its wrapper along; a killed wrapper is named as such
-    const end = await Promise.race([launched.ended, new Promise<undefined>((r) => setTimeout(() => r(undefined), 500).unref())]);
-    const failure = end === undefined || end.kind === "adapter-exited" ? "adapter-exited" : "wrapper-failed";
-    // our child has not exited, so it runs: the read that found it gone was refused by the host (a /proc read with no descriptor left reads as "gone")
-    if (end === undefined) {
-      const short = descriptorShortage(`the wrapper (pid ${rootPid}) runs`);
-      return fail("wrapper-failed", `the wrapper (pid ${rootPid}) runs (our child has not exited) but the facts backend read it as gone, so its identity could not be recorded${short ? `: ${short.message}` : ""}`, short ?? undefined);
-    }
-    return fail(failure, `the wrapper (pid ${rootPid}) was gone right after it started${end ? `: ${describeEnd(end)}` : ""}${stderrNote(launched)}`);
-  }
-  if (recorded.identity === "unknown") return fail("adapter-exited", `the wrapper's identity could not be recorded: ${recorded.detail}${stderrNote(launched)}`);
-  // the cgroup is evidence only when the root is in it (the wrapper's move can fail): else it is dropped
-  const rootCgroup = cgroup !== null && d.containment.available ? await readCgroupOf(rootPid, mountOf(d.containment)) : null;
-  if (cgroup !== null && rootCgroup !== cgroup.path) {
-    if (limitControllers.length > 0) {
-      // limits hold only inside the cgroup: the settlement reaps the tree and drains the cgroup
-      const why = `the wrapper (pid ${rootPid}) is in ${rootCgroup ?? "an unreadable cgroup"}, not in its lease cgroup ${cgroup.path}, so the limits would not hold`;
-      return fail("limits-unavailable", `${why}; its tree was reaped`, undefined, { limitsRefusal: { why } });
-    }
-    lease = await dropLeaseCgroup(d.leases, lease.leaseId, cgroup).catch((err: unknown) => fail("wrapper-failed", `the lease could not drop its unused cgroup: ${errMessage(err)}`, err));
-  }
+  a.lease = recorded.lease;
+  if (recorded.identity === "gone") return rootGone(a, launched, rootPid);
+  if (recorded.identity === "unknown") return a.fail("adapter-exited", `the wrapper's identity could not be recorded: ${recorded.detail}${stderrNote(launched)}`);
+  await keepCgroupIfRootInside(a, rootPid, limitControllers);
+}
 
-  const tRecorded = performance.now();
-  // spawnRawAdapter: the plugin speaks ACP itself on the adapter's stdin/stdout (raw-adapter.ts)
-  if (raw) return finishRawSpawn(d, live, input, lease, launched, start.report.pgid).catch((err: unknown) => fail("wrapper-failed", `the session record could not be written: ${errMessage(err)}`, err));
-  conv = new SessionConversation(d.conversation, input);
-  client = new AcpClient({ input: launched.stdout, output: launched.stdin, ...conv.clientOptions() });
-  let acpSessionId: string;
+/** The root read as gone right after it started: an adapter that exits at once takes its wrapper along; a killed wrapper is named as such. */
+async function rootGone(a: EnsureAttempt, launched: LaunchedWrapper, rootPid: number): Promise<never> {
+  const end = await Promise.race([launched.ended, new Promise<undefined>((r) => setTimeout(() => r(undefined), 500).unref())]);
+  const failure = end === undefined || end.kind === "adapter-exited" ? "adapter-exited" : "wrapper-failed";
+  // our child has not exited, so it runs: the read that found it gone was refused by the host (a /proc read with no descriptor left reads as "gone")
+  if (end === undefined) {
+    const short = descriptorShortage(`the wrapper (pid ${rootPid}) runs`);
+    return a.fail("wrapper-failed", `the wrapper (pid ${rootPid}) runs (our child has not exited) but the facts backend read it as gone, so its identity could not be recorded${short ? `: ${short.message}` : ""}`, short ?? undefined);
+  }
+  return a.fail(failure, `the wrapper (pid ${rootPid}) was gone right after it started${end ? `: ${describeEnd(end)}` : ""}${stderrNote(launched)}`);
+}
+
+/** The ACP connection the session is served on, once its handshake succeeded. */
+interface AcpSession {
+  acpSessionId: string;
+  client: AcpClient;
+  conv: SessionConversation;
+}
+
+/** initialize → protocol version check → authenticate (input.auth) → session/new (acp-client.ts). */
+async function openAcpSession(a: EnsureAttempt, launched: LaunchedWrapper): Promise<AcpSession> {
+  const { d, input } = a;
+  const conv = new SessionConversation(d.conversation, input);
+  a.conv = conv;
+  const client = new AcpClient({ input: launched.stdout, output: launched.stdin, ...conv.clientOptions() });
+  a.client = client;
   try {
-    // initialize → protocol version check → authenticate (input.auth) → session/new (acp-client.ts)
     const hs = await handshake(client, {
       cwd: input.cwd ?? process.cwd(),
       timeoutMs: d.handshakeTimeoutMs,
@@ -186,26 +235,36 @@ export async function spawnSession(d: ControllerDeps, live: LiveSessions, input:
       ...(input.auth !== undefined ? { auth: input.auth } : {}),
       ...handshakeFields(input),
     });
-    acpSessionId = hs.sessionId;
     conv.opened(hs);
+    return { acpSessionId: hs.sessionId, client, conv };
   } catch (err) {
     // names who ended and how (a killed wrapper as such), with the ACP error data, stderr tail and auth methods
     const f = await explainHandshakeFailure(err, launched, 500, { client, stderrInMessage: d.conversation.stderrInMessages });
-    return fail(f.cause, f.message, undefined, f.details);
+    return a.fail(f.cause, f.message, undefined, f.details);
   }
+}
 
-  const tHandshake = performance.now();
+/** The session record written, the handle made and the session live; the attempt's timings reported. */
+async function registerSession(
+  a: EnsureAttempt,
+  launched: LaunchedWrapper,
+  report: StartedReport,
+  { acpSessionId, client, conv }: AcpSession,
+  limits: EnforcedLimits,
+  disposed: () => boolean,
+): Promise<AcpRuntimeHandle> {
+  const { d, live, input, lease } = a;
   const { owner, record } = newSessionRecord(input, d.gatewayInstanceId, lease.leaseId, acpSessionId);
   try {
     await d.sessions.put(record);
   } catch (err) {
-    return fail("wrapper-failed", `the session record could not be written: ${errMessage(err)}${hostFaultNote(err, d.stateDir)}`, err);
+    return a.fail("wrapper-failed", `the session record could not be written: ${errMessage(err)}${hostFaultNote(err, d.stateDir)}`, err);
   }
   const handle: AcpRuntimeHandle = {
     sessionKey: input.sessionKey,
     leaseId: lease.leaseId,
-    rootPid,
-    processGroupId: start.report.pgid,
+    rootPid: report.wrapperPid,
+    processGroupId: report.pgid,
     acpSessionId,
     owner,
     ...handleFields(conv),
@@ -215,15 +274,36 @@ export async function spawnSession(d: ControllerDeps, live: LiveSessions, input:
   live.add({ handle, launched, client, conv, turn: undefined, closing: false, closeReason: undefined });
   live.inFlight.delete(lease.leaseId);
   if (disposed()) launched.unref();
+  const t = a.t;
   d.onEnsureTiming?.({
     sessionKey: input.sessionKey,
-    leaseMs: tLease - tStart,
-    wrapperSpawnMs: tStarted - tLease,
-    recordRootMs: tRecorded - tStarted,
-    handshakeMs: tHandshake - tRecorded,
-    totalMs: performance.now() - tStart,
+    leaseMs: t.lease - t.start,
+    wrapperSpawnMs: t.started - t.lease,
+    recordRootMs: t.recorded - t.started,
+    handshakeMs: t.handshake - t.recorded,
+    totalMs: performance.now() - t.start,
   });
   return handle;
+}
+
+/**
+ * The lease's cgroup binding, once the root is known: the cgroup is evidence
+ * only when the root is in it (the wrapper's move can fail); else it leaves
+ * the lease and is removed, or, with limits (which hold only inside it), the
+ * attempt fails and the settlement kills the tree and drains the cgroup.
+ */
+async function keepCgroupIfRootInside(a: EnsureAttempt, rootPid: number, limitControllers: readonly LimitController[]): Promise<void> {
+  const { d, cgroup } = a;
+  // the cgroup is evidence only when the root is in it (the wrapper's move can fail): else it is dropped
+  const rootCgroup = cgroup !== null && d.containment.available ? await readCgroupOf(rootPid, mountOf(d.containment)) : null;
+  if (cgroup !== null && rootCgroup !== cgroup.path) {
+    if (limitControllers.length > 0) {
+      // limits hold only inside the cgroup: the settlement kills the tree and drains the cgroup
+      const why = `the wrapper (pid ${rootPid}) is in ${rootCgroup ?? "an unreadable cgroup"}, not in its lease cgroup ${cgroup.path}, so the limits would not hold`;
+      return a.fail("limits-unavailable", `${why}; its tree was killed`, undefined, { limitsRefusal: { why } });
+    }
+    a.lease = await dropLeaseCgroup(d.leases, a.lease.leaseId, cgroup).catch((err: unknown) => a.fail("wrapper-failed", `the lease could not drop its unused cgroup: ${errMessage(err)}`, err));
+  }
 }
 
 /**
@@ -245,7 +325,7 @@ async function applyOrRemove(bound: LeaseCgroupBinding, limits: EnforcedLimits):
 }
 
 /**
- * Cleanup after a failed ensure, through the one lifecycle: verify and reap
+ * Cleanup after a failed ensure, through the one lifecycle: verify and kill
  * whatever the lease owns, break the lifeline (the wrapper then cleans its
  * own tree; SIGKILL of our child while it is unreaped if it does not exit),
  * verify again when that was all that ran, and settle. A wrapper that never

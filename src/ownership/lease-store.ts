@@ -122,6 +122,37 @@ const IO_SLOTS = 8;
 /** temp files older than this are debris from a crashed write */
 const STALE_TEMP_MS = 10 * 60 * 1000;
 
+/**
+ * One open store: its folders, options, and the state its writes share (the
+ * per-lease lock, the I/O limiter, the records remembered for a removed
+ * folder). Every function below takes it; openLeaseStore makes it once.
+ */
+interface StoreFiles {
+  readonly stateDir: string;
+  /** <stateDir>/acpx/leases: live leases */
+  readonly dir: string;
+  readonly archive: string;
+  readonly quarantine: string;
+  readonly readOnly: boolean;
+  readonly durable: boolean;
+  /** files read in parallel by list()/expire() */
+  readonly concurrency: number;
+  /** false when a read-only store found a folder missing: it holds no leases */
+  readonly present: boolean;
+  report(p: LeaseProblem): void;
+  /** read-modify-write of one lease is serialised within this process (one writer process per state dir: state-lock.ts) */
+  withLock<T>(leaseId: string, fn: () => Promise<T>): Promise<T>;
+  /** one lease read or write at a time per IO_SLOTS (keyed-queue.ts Limiter says why) */
+  readonly io: Limiter;
+  /**
+   * The last record this store wrote of each live (open/closing) lease. Read
+   * back only when the lease folder itself is gone (the state dir removed
+   * under a running gateway): the trees this gateway started can still be
+   * verified and ended, and their settlements written once the folder is back.
+   */
+  readonly remembered: Map<string, AcpxProcessLease>;
+}
+
 export async function openLeaseStore(stateDir: string, opts: LeaseStoreOptions = {}): Promise<LeaseStore> {
   if (typeof stateDir !== "string" || stateDir.length === 0) throw new TypeError("stateDir must be a non-empty string");
   const dir = join(stateDir, "acpx", "leases");
@@ -133,370 +164,332 @@ export async function openLeaseStore(stateDir: string, opts: LeaseStoreOptions =
   for (const d of [stateDir, join(stateDir, "acpx"), dir, archive, quarantine]) {
     if (!(await ensurePrivateDir(d, !readOnly))) present = false;
   }
-  const durable = opts.durable ?? true;
-  const concurrency = Math.max(1, opts.concurrency ?? 64);
-  const report = (p: LeaseProblem) => {
-    try {
-      opts.onProblem?.(p);
-    } catch {
-      // a reporting hook must not break the store
-    }
-  };
-  // read-modify-write of one lease is serialised within this process (one writer process per state dir: state-lock.ts)
   const queue = new KeyedQueue();
-  const withLock = <T>(leaseId: string, fn: () => Promise<T>): Promise<T> => queue.run(leaseId, fn);
-  // one lease read or write at a time per IO_SLOTS (keyed-queue.ts Limiter says why)
-  const io = new Limiter(IO_SLOTS);
-
-  type ReadResult = { lease: AcpxProcessLease | null; problem?: LeaseProblem };
-
-  async function readLease(folder: string, file: string, expectedId: string | null): Promise<ReadResult> {
-    const path = join(folder, file);
-    const r = await readOwnedFile(path, MAX_LEASE_BYTES);
-    switch (r.kind) {
-      case "missing":
-        return { lease: null };
-      case "symlink":
-        return { lease: null, problem: { file: path, kind: "symlink", detail: "lease file is a symlink; refused, left in place" } };
-      case "foreign-owner":
-        return {
-          lease: null,
-          problem: { file: path, kind: "foreign-owner", detail: `owned by uid ${r.uid}; refused, left in place` },
-        };
-      case "unreadable":
-        // the host refused the read (no descriptor left, an I/O error): not "no such lease", an error naming the cause
-        if (r.code !== undefined && r.code !== "EACCES" && r.code !== "EPERM") throw asRecordWriteError(Object.assign(new Error(r.detail), { code: r.code }), stateDir, path, "read");
-        return { lease: null, problem: { file: path, kind: "unreadable", detail: r.detail } };
-      case "ok":
-        break;
-    }
-    let json: unknown;
-    try {
-      json = JSON.parse(r.text);
-    } catch (e) {
-      const detail = r.text.trim().length === 0 ? "empty file" : `invalid JSON (truncated?): ${(e as Error).message}`;
-      return { lease: null, problem: await quarantineFile(path, r, "corrupt", detail) };
-    }
-    const parsed = parseLeaseRecord(json, true);
-    if (!parsed.ok) {
-      if (parsed.futureSchema) {
-        // written by a newer proclease: not ours to judge or move
-        return { lease: null, problem: { file: path, kind: "bad-schema", detail: `${parsed.reason} (newer schema; left in place)` } };
+  const f: StoreFiles = {
+    stateDir, dir, archive, quarantine, readOnly, present,
+    durable: opts.durable ?? true,
+    concurrency: Math.max(1, opts.concurrency ?? 64),
+    report: (p) => {
+      try {
+        opts.onProblem?.(p);
+      } catch {
+        // a reporting hook must not break the store
       }
-      return { lease: null, problem: await quarantineFile(path, r, "bad-schema", parsed.reason) };
-    }
-    if (expectedId !== null && parsed.lease.leaseId !== expectedId) {
-      return {
-        lease: null,
-        problem: await quarantineFile(path, r, "bad-schema", `file name says ${expectedId}, record says ${parsed.lease.leaseId}`),
-      };
-    }
-    return { lease: parsed.lease };
-  }
-
-  async function quarantineFile(
-    path: string,
-    seen: { ino: number; dev: number },
-    kind: LeaseProblem["kind"],
-    detail: string,
-  ): Promise<LeaseProblem> {
-    const problem: LeaseProblem = { file: path, kind, detail };
-    if (readOnly) return problem; // reported, never moved by a reader
-    try {
-      // only move the very file we judged: a writer may have renamed a good one over it since
-      const now = await lstat(path);
-      if (now.ino !== seen.ino || now.dev !== seen.dev || !now.isFile()) return problem;
-      const base = path.slice(path.lastIndexOf("/") + 1);
-      const to = join(quarantine, `${base}.${Date.now()}-${Math.random().toString(36).slice(2, 8)}`);
-      await rename(path, to);
-      if (durable) await fsyncDir(quarantine);
-      problem.quarantinedTo = to;
-    } catch (e) {
-      problem.detail += ` (quarantine failed: ${(e as Error).message})`;
-    }
-    return problem;
-  }
-
-  async function load(leaseId: string): Promise<AcpxProcessLease | null> {
-    if (!present) return null;
-    // the archive copy wins: terminal states are absorbing (see the layout note)
-    const a = await io.run(() => readLease(archive, `${leaseId}.json`, leaseId));
-    if (a.problem) report(a.problem);
-    if (a.lease) return a.lease;
-    const l = await io.run(() => readLease(dir, `${leaseId}.json`, leaseId));
-    if (l.problem) report(l.problem);
-    if (l.lease === null && !l.problem && remembered.has(leaseId) && !(await isDir(dir))) return remembered.get(leaseId)!;
-    return l.lease;
-  }
-
-  /**
-   * A write refused by the host becomes a LeaseRecordWriteError naming the
-   * state dir (host-faults.ts); the file is as it was. A lease folder removed
-   * under a running gateway is made again when the state dir itself is back
-   * (the operator's to re-create), and the write is tried once more.
-   */
-  async function guarded<T>(path: string, op: string, fn: () => Promise<T>): Promise<T> {
-    try {
-      return await fn();
-    } catch (e) {
-      if ((e as NodeJS.ErrnoException).code === "ENOENT" && (await isDir(stateDir))) {
-        try {
-          for (const d of [join(stateDir, "acpx"), dir, archive, quarantine]) await ensurePrivateDir(d, true);
-          return await fn();
-        } catch (again) {
-          throw asRecordWriteError(again, stateDir, path, op);
-        }
-      }
-      throw asRecordWriteError(e, stateDir, path, op);
-    }
-  }
-
-  /**
-   * The last record this store wrote of each live (open/closing) lease. Read
-   * back only when the lease folder itself is gone (the state dir removed
-   * under a running gateway): the trees this gateway started can still be
-   * verified and ended, and their settlements written once the folder is back.
-   */
-  const remembered = new Map<string, AcpxProcessLease>();
-  const remember = (l: AcpxProcessLease): AcpxProcessLease => {
-    if (TERMINAL_STATES.has(l.state)) remembered.delete(l.leaseId);
-    else remembered.set(l.leaseId, l);
-    return l;
-  };
-
-  async function write(lease: AcpxProcessLease, previous: LeaseState | null, op: string): Promise<void> {
-    return guarded(join(TERMINAL_STATES.has(lease.state) ? archive : dir, `${lease.leaseId}.json`), op, () => io.run(() => writeNow(lease, previous)));
-  }
-
-  async function writeNow(lease: AcpxProcessLease, previous: LeaseState | null): Promise<void> {
-    const data = serializeLease(lease);
-    const file = `${lease.leaseId}.json`;
-    if (TERMINAL_STATES.has(lease.state)) {
-      await atomicWrite(archive, file, data, durable);
-      if (previous !== null && !TERMINAL_STATES.has(previous)) {
-        await unlink(join(dir, file)).catch(ignoreEnoent);
-        if (durable) await fsyncDir(dir);
-      }
-    } else {
-      await atomicWrite(dir, file, data, durable);
-    }
-  }
-
-  function checkId(leaseId: unknown): asserts leaseId is string {
-    if (typeof leaseId !== "string" || !LEASE_ID_RE.test(leaseId)) {
-      throw new TypeError(`leaseId must match ${LEASE_ID_RE}, got ${JSON.stringify(leaseId)}`);
-    }
-  }
-
-  function applyPatch(lease: AcpxProcessLease, patch: LeasePatch | undefined): AcpxProcessLease {
-    if (patch !== undefined && (typeof patch !== "object" || patch === null)) throw new TypeError("patch must be an object");
-    for (const k of ["leaseId", "gatewayInstanceId", "state"]) {
-      if (patch && Object.prototype.hasOwnProperty.call(patch, k)) throw new TypeError(`patch must not change ${k}`);
-    }
-    const merged: Record<string, unknown> = { ...lease };
-    for (const [k, v] of Object.entries(patch ?? {})) {
-      if (v === undefined) delete merged[k];
-      else merged[k] = v;
-    }
-    merged.updatedAt = Date.now();
-    const parsed = parseLeaseRecord(merged, false);
-    if (!parsed.ok) throw new TypeError(`patch makes an invalid lease: ${parsed.reason}`);
-    return parsed.lease;
-  }
-
-  async function listFolder(
-    folder: string,
-    wanted: (l: AcpxProcessLease) => boolean,
-  ): Promise<{ leases: AcpxProcessLease[]; problems: LeaseProblem[] }> {
-    if (!present) return { leases: [], problems: [] };
-    let all: string[];
-    try {
-      all = await readdir(folder);
-    } catch (e) {
-      if ((e as NodeJS.ErrnoException).code !== "ENOENT") throw e;
-      // removed under a running gateway: nothing to list, said once (the writes name it too)
-      return { leases: [], problems: [{ file: folder, kind: "unreadable", detail: `missing: the state dir ${stateDir} or its lease folder was removed` }] };
-    }
-    const names = all.filter((n) => n.endsWith(".json") && !n.startsWith("."));
-    const leases: AcpxProcessLease[] = [];
-    const problems: LeaseProblem[] = [];
-    const results = await mapLimit(names, concurrency, (n) => readLease(folder, n, n.slice(0, -5)));
-    for (const r of results) {
-      if (r.problem) problems.push(r.problem);
-      if (r.lease && wanted(r.lease)) leases.push(r.lease);
-    }
-    return { leases, problems };
-  }
-
-  const store: LeaseStore = {
-    dir,
-
-    async create(input) {
-      if (readOnly) throw new LeaseStoreReadOnlyError("create");
-      if (typeof input !== "object" || input === null) throw new TypeError("input must be an object");
-      const leaseId = input.leaseId ?? randomUUID();
-      checkId(leaseId);
-      const now = Date.now();
-      const parsed = parseLeaseRecord(
-        {
-          leaseId,
-          gatewayInstanceId: input.gatewayInstanceId,
-          sessionKey: input.sessionKey,
-          wrapperRoot: input.wrapperRoot,
-          wrapperPath: input.wrapperPath,
-          rootPid: 0,
-          commandHash: input.commandHash,
-          startedAt: now,
-          state: "open",
-          updatedAt: now,
-          ...(input.holder !== undefined ? { holder: input.holder } : {}),
-        },
-        false,
-      );
-      if (!parsed.ok) throw new TypeError(`invalid lease input: ${parsed.reason}`);
-      return withLock(leaseId, () => guarded(join(dir, `${leaseId}.json`), "create", async () => {
-        const file = `${leaseId}.json`;
-        if (await exists(join(archive, file))) throw new Error(`lease ${leaseId} already exists`);
-        // link() is the exclusive create: it never replaces an existing lease
-        const tmp = await writeTemp(dir, file, serializeLease(parsed.lease), durable);
-        try {
-          await link(tmp, join(dir, file));
-        } catch (e) {
-          if ((e as NodeJS.ErrnoException).code === "EEXIST") throw new Error(`lease ${leaseId} already exists`);
-          throw e;
-        } finally {
-          await unlink(tmp).catch(ignoreEnoent);
-        }
-        if (durable) await fsyncDir(dir);
-        return remember(parsed.lease);
-      }));
     },
-
+    withLock: (leaseId, fn) => queue.run(leaseId, fn),
+    io: new Limiter(IO_SLOTS),
+    remembered: new Map(),
+  };
+  return {
+    dir,
+    create: (input) => createLease(f, input),
     async get(leaseId) {
       checkId(leaseId);
-      return load(leaseId);
+      return load(f, leaseId);
     },
-
     async update(leaseId, patch) {
-      if (readOnly) throw new LeaseStoreReadOnlyError("update");
-      checkId(leaseId);
-      return withLock(leaseId, async () => {
-        const cur = await load(leaseId);
-        if (!cur) throw new LeaseNotFoundError(leaseId);
-        const next = applyPatch(cur, patch);
-        await write(next, cur.state, "update");
-        return remember(next);
-      });
+      checkWritable(f, leaseId, "update");
+      return changeLease(f, leaseId, (cur) => ({ next: applyPatch(cur, patch), op: "update" }));
     },
-
     async transition(leaseId, to, patch) {
-      if (readOnly) throw new LeaseStoreReadOnlyError("transition");
-      checkId(leaseId);
+      checkWritable(f, leaseId, "transition");
       if (typeof to !== "string" || !["open", "closing", "closed", "lost"].includes(to)) {
         throw new TypeError(`to must be open | closing | closed | lost, got ${JSON.stringify(to)}`);
       }
-      return withLock(leaseId, async () => {
-        const cur = await load(leaseId);
-        if (!cur) throw new LeaseNotFoundError(leaseId);
+      return changeLease(f, leaseId, (cur) => {
         if (!isLegalTransition(cur.state, to)) throw new LeaseTransitionError(leaseId, cur.state, to);
-        const next = { ...applyPatch(cur, patch), state: to };
-        await write(next, cur.state, `transition ${cur.state} → ${to}`);
-        return remember(next);
+        return { next: { ...applyPatch(cur, patch), state: to }, op: `transition ${cur.state} → ${to}` };
       });
     },
-
-    async list(filter) {
-      const states = filter?.states;
-      const gw = filter?.gatewayInstanceId;
-      const wanted = (l: AcpxProcessLease) =>
-        (gw === undefined || l.gatewayInstanceId === gw) && (states === undefined || states.includes(l.state));
-      const needDone = states === undefined || states.some((s) => TERMINAL_STATES.has(s));
-      const problems: LeaseProblem[] = [];
-      const byId = new Map<string, AcpxProcessLease>();
-      if (needDone) {
-        const r = await listFolder(archive, wanted);
-        problems.push(...r.problems);
-        for (const l of r.leases) byId.set(l.leaseId, l);
-      }
-      // the live folder holds open/closing leases; it can also hold a terminal
-      // record someone placed there by hand, which is honoured as written
-      const live = await listFolder(dir, wanted);
-      problems.push(...live.problems);
-      const liveIds = live.leases.map((l) => l.leaseId).filter((id) => !byId.has(id));
-      // a live copy whose archive copy exists is the debris of an interrupted move
-      const superseded = needDone
-        ? new Set<string>()
-        : new Set(
-            (await mapLimit(liveIds, concurrency, async (id) => ((await exists(join(archive, `${id}.json`))) ? id : null))).filter(
-              (x): x is string => x !== null,
-            ),
-          );
-      for (const l of live.leases) {
-        if (byId.has(l.leaseId) || superseded.has(l.leaseId)) continue;
-        byId.set(l.leaseId, l);
-      }
-      const leases = [...byId.values()].sort((a, b) => a.startedAt - b.startedAt || (a.leaseId < b.leaseId ? -1 : 1));
-      return { leases, problems };
-    },
-
-    async expire(retentionMs, now = Date.now()) {
-      if (readOnly) throw new LeaseStoreReadOnlyError("expire");
-      if (typeof retentionMs !== "number" || !(retentionMs >= 0)) throw new RangeError(`retentionMs must be a number >= 0, got ${retentionMs}`);
-      const cutoff = now - retentionMs;
-      const removed: string[] = [];
-      const problems: LeaseProblem[] = [];
-      const done = await listFolder(archive, () => true);
-      problems.push(...done.problems);
-      const archived = new Set(done.leases.map((l) => l.leaseId));
-      for (const l of done.leases) {
-        if (TERMINAL_STATES.has(l.state) && (l.updatedAt ?? l.startedAt) < cutoff) {
-          await unlink(join(archive, `${l.leaseId}.json`)).catch(ignoreEnoent);
-          removed.push(l.leaseId);
-        }
-      }
-      const live = await listFolder(dir, () => true);
-      problems.push(...live.problems);
-      for (const l of live.leases) {
-        const file = join(dir, `${l.leaseId}.json`);
-        if (archived.has(l.leaseId)) {
-          await unlink(file).catch(ignoreEnoent); // finish an interrupted move
-        } else if (TERMINAL_STATES.has(l.state) && (l.updatedAt ?? l.startedAt) < cutoff) {
-          await unlink(file).catch(ignoreEnoent);
-          removed.push(l.leaseId);
-        }
-      }
-      for (const folder of [dir, archive]) {
-        for (const n of await readdir(folder).catch((): string[] => [])) {
-          if (!n.startsWith(".tmp-")) continue;
-          const st = await lstat(join(folder, n)).catch(() => null);
-          if (st && st.isFile() && now - st.mtimeMs > STALE_TEMP_MS) await unlink(join(folder, n)).catch(ignoreEnoent);
-        }
-      }
-      if (durable && removed.length > 0) {
-        await fsyncDir(archive);
-        await fsyncDir(dir);
-      }
-      return { removed, problems };
-    },
+    list: (filter) => listLeases(f, filter),
+    expire: (retentionMs, now) => expireLeases(f, retentionMs, now),
   };
-  return store;
 }
 
-async function isDir(path: string): Promise<boolean> {
+type ReadResult = { lease: AcpxProcessLease | null; problem?: LeaseProblem };
+type LeaseListing = { leases: AcpxProcessLease[]; problems: LeaseProblem[] };
+
+async function readLease(f: StoreFiles, folder: string, file: string, expectedId: string | null): Promise<ReadResult> {
+  const path = join(folder, file);
+  const r = await readOwnedFile(path, MAX_LEASE_BYTES);
+  switch (r.kind) {
+    case "missing":
+      return { lease: null };
+    case "symlink":
+      return { lease: null, problem: { file: path, kind: "symlink", detail: "lease file is a symlink; refused, left in place" } };
+    case "foreign-owner":
+      return { lease: null, problem: { file: path, kind: "foreign-owner", detail: `owned by uid ${r.uid}; refused, left in place` } };
+    case "unreadable":
+      // the host refused the read (no descriptor left, an I/O error): not "no such lease", an error naming the cause
+      if (r.code !== undefined && r.code !== "EACCES" && r.code !== "EPERM") throw asRecordWriteError(Object.assign(new Error(r.detail), { code: r.code }), f.stateDir, path, "read");
+      return { lease: null, problem: { file: path, kind: "unreadable", detail: r.detail } };
+    case "ok":
+      break;
+  }
+  let json: unknown;
   try {
-    return (await stat(path)).isDirectory();
-  } catch {
-    return false;
+    json = JSON.parse(r.text);
+  } catch (e) {
+    const detail = r.text.trim().length === 0 ? "empty file" : `invalid JSON (truncated?): ${(e as Error).message}`;
+    return { lease: null, problem: await quarantineFile(f, path, r, "corrupt", detail) };
+  }
+  const parsed = parseLeaseRecord(json, true);
+  if (!parsed.ok) {
+    if (parsed.futureSchema) {
+      // written by a newer proclease: not ours to judge or move
+      return { lease: null, problem: { file: path, kind: "bad-schema", detail: `${parsed.reason} (newer schema; left in place)` } };
+    }
+    return { lease: null, problem: await quarantineFile(f, path, r, "bad-schema", parsed.reason) };
+  }
+  if (expectedId !== null && parsed.lease.leaseId !== expectedId) {
+    return { lease: null, problem: await quarantineFile(f, path, r, "bad-schema", `file name says ${expectedId}, record says ${parsed.lease.leaseId}`) };
+  }
+  return { lease: parsed.lease };
+}
+
+async function quarantineFile(f: StoreFiles, path: string, seen: { ino: number; dev: number }, kind: LeaseProblem["kind"], detail: string): Promise<LeaseProblem> {
+  const problem: LeaseProblem = { file: path, kind, detail };
+  if (f.readOnly) return problem; // reported, never moved by a reader
+  try {
+    // only move the very file we judged: a writer may have renamed a good one over it since
+    const now = await lstat(path);
+    if (now.ino !== seen.ino || now.dev !== seen.dev || !now.isFile()) return problem;
+    const base = path.slice(path.lastIndexOf("/") + 1);
+    const to = join(f.quarantine, `${base}.${Date.now()}-${Math.random().toString(36).slice(2, 8)}`);
+    await rename(path, to);
+    if (f.durable) await fsyncDir(f.quarantine);
+    problem.quarantinedTo = to;
+  } catch (e) {
+    problem.detail += ` (quarantine failed: ${(e as Error).message})`;
+  }
+  return problem;
+}
+
+async function load(f: StoreFiles, leaseId: string): Promise<AcpxProcessLease | null> {
+  if (!f.present) return null;
+  // the archive copy wins: terminal states are absorbing (see the layout note)
+  const a = await f.io.run(() => readLease(f, f.archive, `${leaseId}.json`, leaseId));
+  if (a.problem) f.report(a.problem);
+  if (a.lease) return a.lease;
+  const l = await f.io.run(() => readLease(f, f.dir, `${leaseId}.json`, leaseId));
+  if (l.problem) f.report(l.problem);
+  if (l.lease === null && !l.problem && f.remembered.has(leaseId) && !(await isDir(f.dir))) return f.remembered.get(leaseId)!;
+  return l.lease;
+}
+
+/**
+ * A write refused by the host becomes a LeaseRecordWriteError naming the
+ * state dir (host-faults.ts); the file is as it was. A lease folder removed
+ * under a running gateway is made again when the state dir itself is back
+ * (the operator's to re-create), and the write is tried once more.
+ */
+async function guarded<T>(f: StoreFiles, path: string, op: string, fn: () => Promise<T>): Promise<T> {
+  try {
+    return await fn();
+  } catch (e) {
+    if ((e as NodeJS.ErrnoException).code === "ENOENT" && (await isDir(f.stateDir))) {
+      try {
+        for (const d of [join(f.stateDir, "acpx"), f.dir, f.archive, f.quarantine]) await ensurePrivateDir(d, true);
+        return await fn();
+      } catch (again) {
+        throw asRecordWriteError(again, f.stateDir, path, op);
+      }
+    }
+    throw asRecordWriteError(e, f.stateDir, path, op);
   }
 }
 
-async function exists(path: string): Promise<boolean> {
-  try {
-    await stat(path);
-    return true;
-  } catch {
-    return false;
+function remember(f: StoreFiles, l: AcpxProcessLease): AcpxProcessLease {
+  if (TERMINAL_STATES.has(l.state)) f.remembered.delete(l.leaseId);
+  else f.remembered.set(l.leaseId, l);
+  return l;
+}
+
+async function write(f: StoreFiles, lease: AcpxProcessLease, previous: LeaseState | null, op: string): Promise<void> {
+  return guarded(f, join(TERMINAL_STATES.has(lease.state) ? f.archive : f.dir, `${lease.leaseId}.json`), op, () => f.io.run(() => writeNow(f, lease, previous)));
+}
+
+async function writeNow(f: StoreFiles, lease: AcpxProcessLease, previous: LeaseState | null): Promise<void> {
+  const data = serializeLease(lease);
+  const file = `${lease.leaseId}.json`;
+  if (TERMINAL_STATES.has(lease.state)) {
+    await atomicWrite(f.archive, file, data, f.durable);
+    if (previous !== null && !TERMINAL_STATES.has(previous)) {
+      await unlink(join(f.dir, file)).catch(ignoreEnoent);
+      if (f.durable) await fsyncDir(f.dir);
+    }
+  } else {
+    await atomicWrite(f.dir, file, data, f.durable);
   }
+}
+
+function checkId(leaseId: unknown): asserts leaseId is string {
+  if (typeof leaseId !== "string" || !LEASE_ID_RE.test(leaseId)) {
+    throw new TypeError(`leaseId must match ${LEASE_ID_RE}, got ${JSON.stringify(leaseId)}`);
+  }
+}
+
+function applyPatch(lease: AcpxProcessLease, patch: LeasePatch | undefined): AcpxProcessLease {
+  if (patch !== undefined && (typeof patch !== "object" || patch === null)) throw new TypeError("patch must be an object");
+  for (const k of ["leaseId", "gatewayInstanceId", "state"]) {
+    if (patch && Object.prototype.hasOwnProperty.call(patch, k)) throw new TypeError(`patch must not change ${k}`);
+  }
+  const merged: Record<string, unknown> = { ...lease };
+  for (const [k, v] of Object.entries(patch ?? {})) {
+    if (v === undefined) delete merged[k];
+    else merged[k] = v;
+  }
+  merged.updatedAt = Date.now();
+  const parsed = parseLeaseRecord(merged, false);
+  if (!parsed.ok) throw new TypeError(`patch makes an invalid lease: ${parsed.reason}`);
+  return parsed.lease;
+}
+
+async function listFolder(f: StoreFiles, folder: string, wanted: (l: AcpxProcessLease) => boolean): Promise<LeaseListing> {
+  if (!f.present) return { leases: [], problems: [] };
+  let all: string[];
+  try {
+    all = await readdir(folder);
+  } catch (e) {
+    if ((e as NodeJS.ErrnoException).code !== "ENOENT") throw e;
+    // removed under a running gateway: nothing to list, said once (the writes name it too)
+    return { leases: [], problems: [{ file: folder, kind: "unreadable", detail: `missing: the state dir ${f.stateDir} or its lease folder was removed` }] };
+  }
+  const names = all.filter((n) => n.endsWith(".json") && !n.startsWith("."));
+  const leases: AcpxProcessLease[] = [];
+  const problems: LeaseProblem[] = [];
+  const results = await mapLimit(names, f.concurrency, (n) => readLease(f, folder, n, n.slice(0, -5)));
+  for (const r of results) {
+    if (r.problem) problems.push(r.problem);
+    if (r.lease && wanted(r.lease)) leases.push(r.lease);
+  }
+  return { leases, problems };
+}
+
+async function createLease(f: StoreFiles, input: LeaseCreateInput): Promise<AcpxProcessLease> {
+  if (f.readOnly) throw new LeaseStoreReadOnlyError("create");
+  if (typeof input !== "object" || input === null) throw new TypeError("input must be an object");
+  const leaseId = input.leaseId ?? randomUUID();
+  checkId(leaseId);
+  const now = Date.now();
+  const { gatewayInstanceId, sessionKey, wrapperRoot, wrapperPath, commandHash } = input;
+  const record = { leaseId, gatewayInstanceId, sessionKey, wrapperRoot, wrapperPath, rootPid: 0, commandHash, startedAt: now, state: "open", updatedAt: now };
+  const parsed = parseLeaseRecord({ ...record, ...(input.holder !== undefined ? { holder: input.holder } : {}) }, false);
+  if (!parsed.ok) throw new TypeError(`invalid lease input: ${parsed.reason}`);
+  return f.withLock(leaseId, () => guarded(f, join(f.dir, `${leaseId}.json`), "create", async () => {
+    const file = `${leaseId}.json`;
+    if (await exists(join(f.archive, file))) throw new Error(`lease ${leaseId} already exists`);
+    // link() is the exclusive create: it never replaces an existing lease
+    const tmp = await writeTemp(f.dir, file, serializeLease(parsed.lease), f.durable);
+    try {
+      await link(tmp, join(f.dir, file));
+    } catch (e) {
+      if ((e as NodeJS.ErrnoException).code === "EEXIST") throw new Error(`lease ${leaseId} already exists`);
+      throw e;
+    } finally {
+      await unlink(tmp).catch(ignoreEnoent);
+    }
+    if (f.durable) await fsyncDir(f.dir);
+    return remember(f, parsed.lease);
+  }));
+}
+
+function checkWritable(f: StoreFiles, leaseId: unknown, op: string): asserts leaseId is string {
+  if (f.readOnly) throw new LeaseStoreReadOnlyError(op);
+  checkId(leaseId);
+}
+
+/** update and transition: under the lease's lock, the current record and the change `next` makes of it, written and remembered. */
+async function changeLease(f: StoreFiles, leaseId: string, next: (cur: AcpxProcessLease) => { next: AcpxProcessLease; op: string }): Promise<AcpxProcessLease> {
+  return f.withLock(leaseId, async () => {
+    const cur = await load(f, leaseId);
+    if (!cur) throw new LeaseNotFoundError(leaseId);
+    const change = next(cur);
+    await write(f, change.next, cur.state, change.op);
+    return remember(f, change.next);
+  });
+}
+
+async function listLeases(f: StoreFiles, filter: LeaseListFilter | undefined): Promise<LeaseListing> {
+  const states = filter?.states;
+  const gw = filter?.gatewayInstanceId;
+  const wanted = (l: AcpxProcessLease) =>
+    (gw === undefined || l.gatewayInstanceId === gw) && (states === undefined || states.includes(l.state));
+  const needDone = states === undefined || states.some((s) => TERMINAL_STATES.has(s));
+  const problems: LeaseProblem[] = [];
+  const byId = new Map<string, AcpxProcessLease>();
+  if (needDone) {
+    const r = await listFolder(f, f.archive, wanted);
+    problems.push(...r.problems);
+    for (const l of r.leases) byId.set(l.leaseId, l);
+  }
+  // the live folder holds open/closing leases; it can also hold a terminal
+  // record someone placed there by hand, which is honoured as written
+  const live = await listFolder(f, f.dir, wanted);
+  problems.push(...live.problems);
+  const liveIds = live.leases.map((l) => l.leaseId).filter((id) => !byId.has(id));
+  // a live copy whose archive copy exists is the debris of an interrupted move
+  const archivedToo = needDone ? [] : await mapLimit(liveIds, f.concurrency, async (id) => ((await exists(join(f.archive, `${id}.json`))) ? id : null));
+  const superseded = new Set(archivedToo.filter((x): x is string => x !== null));
+  for (const l of live.leases) {
+    if (byId.has(l.leaseId) || superseded.has(l.leaseId)) continue;
+    byId.set(l.leaseId, l);
+  }
+  const leases = [...byId.values()].sort((a, b) => a.startedAt - b.startedAt || (a.leaseId < b.leaseId ? -1 : 1));
+  return { leases, problems };
+}
+
+async function expireLeases(f: StoreFiles, retentionMs: number, now = Date.now()): Promise<{ removed: string[]; problems: LeaseProblem[] }> {
+  if (f.readOnly) throw new LeaseStoreReadOnlyError("expire");
+  if (typeof retentionMs !== "number" || !(retentionMs >= 0)) throw new RangeError(`retentionMs must be a number >= 0, got ${retentionMs}`);
+  const cutoff = now - retentionMs;
+  const removed: string[] = [];
+  const problems: LeaseProblem[] = [];
+  const done = await listFolder(f, f.archive, () => true);
+  problems.push(...done.problems);
+  const archived = new Set(done.leases.map((l) => l.leaseId));
+  for (const l of done.leases) {
+    if (TERMINAL_STATES.has(l.state) && (l.updatedAt ?? l.startedAt) < cutoff) {
+      await unlink(join(f.archive, `${l.leaseId}.json`)).catch(ignoreEnoent);
+      removed.push(l.leaseId);
+    }
+  }
+  const live = await listFolder(f, f.dir, () => true);
+  problems.push(...live.problems);
+  for (const l of live.leases) {
+    const file = join(f.dir, `${l.leaseId}.json`);
+    if (archived.has(l.leaseId)) {
+      await unlink(file).catch(ignoreEnoent); // finish an interrupted move
+    } else if (TERMINAL_STATES.has(l.state) && (l.updatedAt ?? l.startedAt) < cutoff) {
+      await unlink(file).catch(ignoreEnoent);
+      removed.push(l.leaseId);
+    }
+  }
+  await removeStaleTemps(f, now);
+  if (f.durable && removed.length > 0) {
+    await fsyncDir(f.archive);
+    await fsyncDir(f.dir);
+  }
+  return { removed, problems };
+}
+
+/** Temp files older than STALE_TEMP_MS are debris from a crashed write. */
+async function removeStaleTemps(f: StoreFiles, now: number): Promise<void> {
+  for (const folder of [f.dir, f.archive]) {
+    for (const n of await readdir(folder).catch((): string[] => [])) {
+      if (!n.startsWith(".tmp-")) continue;
+      const st = await lstat(join(folder, n)).catch(() => null);
+      if (st && st.isFile() && now - st.mtimeMs > STALE_TEMP_MS) await unlink(join(folder, n)).catch(ignoreEnoent);
+    }
+  }
+}
+
+function isDir(path: string): Promise<boolean> {
+  return stat(path).then((st) => st.isDirectory(), () => false);
+}
+
+function exists(path: string): Promise<boolean> {
+  return stat(path).then(() => true, () => false);
 }
 
 function ignoreEnoent(e: unknown): void {

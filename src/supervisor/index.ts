@@ -45,7 +45,7 @@ export type {
   ProcessActionRequest,
   ProcessActionResult,
   TerminateResult,
-} from "./actions.js";
+} from "./exec/types.js";
 export { encodeKey, encodeKeySequence, KEY_NAMES, BRACKETED_PASTE_START, BRACKETED_PASTE_END } from "./keys.js";
 export type { KeySequence } from "./keys.js";
 export { PtyUnavailableError, PTY_SHELL } from "./adapters/pty.js";

@@ -4,11 +4,11 @@
  * and the members of its group when it leads one). It owns no rule of its
  * own: targets come from the ownership collector (which already drops pid
  * <= 1, this process, its parent and our ancestors), every signal goes
- * through the ownership reaper (identity re-checked per process, pidfd on
- * Linux), and the guards are asked first.
+ * through ownership's tree kill (reap.ts: identity re-checked per process,
+ * pidfd on Linux), and the guards are asked first.
  *
  * No group signal (kill(-pgid)) is ever sent: group members are signalled
- * one by one by the reaper, each with the start time it had in the snapshot.
+ * one by one by that tree kill, each with the start time it had in the snapshot.
  * Sweeping a group's members is still as consequential as signalling the
  * group, so that decision asks checkGroupSignal with a proof computed from
  * the snapshot (see groupToSweep), never with literals.
@@ -22,8 +22,9 @@ import { createSignaller } from "../facts/signal.js";
 import type { ProcessFacts, ProcessInfo, ProcessSignaller, ProcessSnapshot, SignalOutcome } from "../facts/types.js";
 import { assertPid } from "../facts/validate.js";
 import { collectTree, DEFAULT_GRACE_MS, checkGroupSignal, checkSignalTarget, reapOwnedTree } from "../ownership/index.js";
-import type { OwnedTreeReapReport as ReapReport } from "../ownership/index.js";
+import type { OwnedTreeReapReport } from "../ownership/index.js";
 import { sameProcess } from "../facts/identity.js";
+import { isAlive } from "../facts/liveness.js";
 
 export interface KillProcessTreeOptions {
   /** ms between TERM and KILL; default DEFAULT_GRACE_MS (ownership's, 3000) */
@@ -40,9 +41,9 @@ export interface KillProcessTreeOptions {
 }
 
 export type KillTreeResult =
-  /** the tree was reaped; the report says per process what happened */
-  | { outcome: "reaped"; pid: number; members: number; report: ReapReport }
-  /** no live process with that pid (or only its zombie) */
+  /** the tree was killed (TERM, grace, KILL); the report says per process what happened */
+  | { outcome: "reaped"; pid: number; members: number; report: OwnedTreeReapReport }
+  /** no live process with that pid (liveness.ts isAlive: a zombie is gone, a zombie leader whose threads run is not) */
   | { outcome: "gone"; pid: number }
   /** the pid is held by another process than `expectedStartTime` names: nothing was sent */
   | { outcome: "mismatch"; pid: number; expectedStartTime: string; actualStartTime: string }
@@ -101,8 +102,8 @@ export async function signalProcessTree(pid: number, signal: NodeJS.Signals, opt
   const results: TreeSignalResult[] = [];
   for (const m of t.members) {
     const startTime = String(m.startTime);
-    // a zombie has exited: there is nothing left to receive the signal
-    const outcome: SignalOutcome = m.state === "Z" ? "gone" : await t.signaller.signal(m.pid, startTime, signal);
+    // a member that is not alive (liveness.ts) has nothing left to receive the signal
+    const outcome: SignalOutcome = isAlive(m) ? await t.signaller.signal(m.pid, startTime, signal) : "gone";
     results.push({ pid: m.pid, startTime, outcome });
   }
   return { outcome: "signalled", pid, signal, members: t.members.length, results };
@@ -136,7 +137,7 @@ async function liveTree(pid: number, opts: SignalProcessTreeOptions): Promise<Li
   }
   const snapshot = await facts.snapshot();
   const root = snapshot.processes.get(pid);
-  if (!root || root.state === "Z") return { outcome: "gone", pid };
+  if (!root || !isAlive(root)) return { outcome: "gone", pid };
   if (expected !== undefined) {
     const actual = String(root.startTime);
     if (!START_TIME_RE.test(actual)) {
@@ -155,7 +156,7 @@ async function liveTree(pid: number, opts: SignalProcessTreeOptions): Promise<Li
  * The group whose members are swept with the root, or undefined. The proof
  * handed to the group guard is what this snapshot establishes:
  * - leaderIsVerifiedRoot: the snapshot's process at pid == pgid is the root
- *   itself (same pid and start time, not a zombie). The root is the process
+ *   itself (same pid and start time, alive by liveness.ts). The root is the process
  *   the caller named (and, with expectedStartTime, the one it recorded).
  * - groupVerifiedAsOwn: the group is the root's own, i.e. the root leads it
  *   (pgid == pid). A pgid cannot be handed to a new process while its leader
@@ -168,7 +169,7 @@ async function liveTree(pid: number, opts: SignalProcessTreeOptions): Promise<Li
 export function groupToSweep(snapshot: ProcessSnapshot, root: ProcessInfo): number | undefined {
   const leader = snapshot.processes.get(root.pgid);
   const leaderIsVerifiedRoot =
-    leader !== undefined && sameProcess(leader, root) && leader.state !== "Z";
+    leader !== undefined && sameProcess(leader, root) && isAlive(leader);
   const groupVerifiedAsOwn = root.pgid === root.pid;
   // the guard decides: it refuses an unproven group as well as the forbidden ones
   const verdict = checkGroupSignal(root.pgid, { groupVerifiedAsOwn, leaderIsVerifiedRoot });

@@ -23,8 +23,12 @@ export interface RunRegistry {
   list(): RunRecord[];
   /** Copies of the records of one scope (any state, starting runs included), oldest first. */
   listByScope(scopeKey: string): RunRecord[];
-  /** Moves a record forward (never backwards, never out of `exited`). */
-  setState(runId: string, state: RunState, patch?: Partial<Pick<RunRecord, "pid" | "processGroupId" | "leaseId">>): void;
+  /**
+   * Moves a record forward (never backwards, never out of `exited`). A run
+   * asked to stop moves to `exiting` with the reason asked
+   * (`terminationReason`); `finalize` sets the reason it ended with.
+   */
+  setState(runId: string, state: RunState, patch?: Partial<Pick<RunRecord, "pid" | "processGroupId" | "leaseId" | "terminationReason">>): void;
   /** Records what the supervisor learned about the root's identity after the spawn (any state but exited). */
   noteRootIdentity(runId: string, identity: Pick<RunRecord, "rootStartTime" | "rootIdentityUnavailable">): void;
   touchOutput(runId: string, atMs?: number): void;

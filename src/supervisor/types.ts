@@ -70,7 +70,7 @@ interface SpawnCommon {
    * A background run outlives the call that started it. With a supervisor
    * `stateDir`, background runs get a lease (restart durability); foreground
    * runs never do (their caller awaits them, so a gateway crash ends the
-   * caller too and the reconciliation of the lease would reap nothing useful).
+   * caller too and the reconciliation of the lease would kill nothing useful).
    */
   background?: boolean;
 }
@@ -150,6 +150,11 @@ export interface RunRecord {
   startedAtMs: number;
   updatedAtMs: number;
   lastOutputAtMs: number;
+  /**
+   * While the run is `exiting`: the reason it was asked to stop with (the
+   * strongest, when several were), set the moment it was asked, starting runs
+   * included. Once `exited`: the reason it ended with.
+   */
   terminationReason?: TerminationReason;
   exitCode?: number | null;
   exitSignal?: NodeJS.Signals | null;

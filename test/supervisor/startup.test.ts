@@ -1,11 +1,13 @@
 /**
  * A run is cancellable from the moment spawn() is called: while it awaits its
  * lease write or the PTY loader it is live in state "starting", so cancel,
- * cancelScope, cancelAll and replaceExistingScope reach it. Cancelled before
- * its process exists, it never gets one (and its lease settles as never
- * started); cancelled once it exists, it is killed like any other run. Of
- * many same-scope replacements, exactly the newest survives, also when
- * startups fail in between.
+ * cancelScope, cancelAll and replaceExistingScope reach it, and a stop request
+ * shows on its record at once (state "exiting", its terminationReason).
+ * Cancelled before its process exists, it never gets one (and its lease
+ * settles as never started); a startup that fails rejects spawn with its
+ * error and records spawn-error, cancelled first or not; cancelled once it
+ * exists, it is killed like any other run. Of many same-scope replacements,
+ * exactly the newest survives, also when startups fail in between.
  */
 import { mkdtemp } from "node:fs/promises";
 import { tmpdir } from "node:os";
@@ -196,6 +198,91 @@ describe("cancel while a run is starting", () => {
   });
 });
 
+describe("the starting window, as OpenClaw's own tests check it", () => {
+  it("a run asked to stop while starting shows the reason on its record at once, state exiting; a stronger reason relabels it, a weaker one does not; a running run's record says it too", async () => {
+    const dir = await stateDir();
+    const { sup } = supervisor({ stateDir: dir });
+    const pending = sup.spawn({ ...base, mode: "child", runId: "w", background: true, argv: TREE });
+    expect(sup.getRecord("w")).toMatchObject({ state: "starting" });
+    expect(sup.getRecord("w")?.terminationReason).toBeUndefined();
+    expect(sup.cancel("w", "overall-timeout")).toBe(true);
+    expect(sup.getRecord("w")).toMatchObject({ state: "exiting", terminationReason: "overall-timeout" });
+    sup.cancel("w");
+    expect(sup.getRecord("w")).toMatchObject({ state: "exiting", terminationReason: "manual-cancel" });
+    sup.cancel("w", "no-output-timeout");
+    expect(sup.getRecord("w")).toMatchObject({ state: "exiting", terminationReason: "manual-cancel" });
+    const run = await pending;
+    expect(run.pid).toBeUndefined();
+    expect(await run.wait()).toMatchObject({ reason: "manual-cancel", timedOut: false });
+    expect(sup.getRecord("w")).toMatchObject({ state: "exited", terminationReason: "manual-cancel" });
+
+    const running = await sup.spawn({ ...base, mode: "child", runId: "w2", argv: TREE });
+    pids.add(running.pid!);
+    expect(sup.getRecord("w2")?.terminationReason).toBeUndefined();
+    running.cancel("overall-timeout");
+    expect(sup.getRecord("w2")).toMatchObject({ state: "exiting", terminationReason: "overall-timeout" });
+    sup.cancel("w2");
+    expect(sup.getRecord("w2")).toMatchObject({ state: "exiting", terminationReason: "manual-cancel" });
+    expect((await running.wait()).reason).toBe("manual-cancel");
+    expect(sup.getRecord("w2")).toMatchObject({ state: "exited", terminationReason: "manual-cancel" });
+  });
+
+  it.skipIf(!PTY)(`a stop request that lands in the turn of the spawn itself (a microtask the spawn queued) kills the run${PTY_NOTE}`, async () => {
+    const real = await loadNodePty();
+    let sup: ProcessSupervisor | undefined;
+    const cancelling: PtyModule = {
+      spawn(file, args, o) {
+        const p = real.spawn(file, args, o);
+        pids.add(p.pid);
+        queueMicrotask(() => sup?.cancel("same-turn"));
+        return p;
+      },
+    };
+    sup = supervisor({ loadPty: async () => cancelling }).sup;
+    const run = await sup.spawn({ ...base, mode: "pty", runId: "same-turn", ptyCommand: "sleep 30" });
+    expect(run.pid).toBeDefined();
+    await waitFor(() => !isAlive(run.pid!), 10_000);
+    expect((await run.wait()).reason).toBe("manual-cancel");
+  });
+
+  it("a startup that fails (the PTY module cannot load) rejects spawn with that error and records spawn-error, though a same-scope replacement had already asked it to stop", async () => {
+    const dir = await stateDir();
+    const g = gate();
+    const cause = new Error("no pty in this test");
+    let loading = false;
+    const loadPty: PtyLoader = async () => {
+      loading = true;
+      await g.gate;
+      throw cause;
+    };
+    const { sup, gatewayInstanceId } = supervisor({ stateDir: dir, loadPty });
+    const failing = sup.spawn({ ...base, mode: "pty", runId: "old", scopeKey: "S", background: true, ptyCommand: "sleep 30" });
+    failing.catch(() => {}); // inspected below
+    await waitFor(() => loading);
+    const next = sup.spawn({ ...base, mode: "child", runId: "new", scopeKey: "S", replaceExistingScope: true, background: true, argv: TREE });
+    try {
+      expect(sup.getRecord("old")).toMatchObject({ state: "exiting", terminationReason: "manual-cancel" });
+    } finally {
+      g.open();
+    }
+    const err = await failing.then(
+      () => null,
+      (e: unknown) => e,
+    );
+    expect(err).toBeInstanceOf(PtyUnavailableError);
+    expect((err as PtyUnavailableError).cause).toBe(cause);
+    expect(sup.getRecord("old")).toMatchObject({ state: "exited", terminationReason: "spawn-error" });
+    expect((await leaseStates(dir, gatewayInstanceId)).get("old")).toBe("lost");
+    // the replacement is untouched by the failure
+    const run = await next;
+    pids.add(run.pid!);
+    expect(sup.getRecord("new")?.state).toBe("running");
+    expect(isAlive(run.pid!)).toBe(true);
+    run.cancel();
+    expect((await run.wait()).reason).toBe("manual-cancel");
+  });
+});
+
 interface Replacement {
   runId: string;
   promise: Promise<ManagedRun>;
@@ -304,7 +391,7 @@ describe("replaceExistingScope: exactly the newest survives", () => {
 
     for (const r of results.filter((x) => x.runId !== "r63")) {
       if (r.error !== undefined) {
-        // a startup that failed before any replacement cancelled it: rejected, never live
+        // a startup that failed, whether or not a replacement had asked it to stop first: rejected, never live
         expect(r.error).toBeInstanceOf(PtyUnavailableError);
         expect(kind(Number(r.runId.slice(1)))).toBe("pty");
       } else {

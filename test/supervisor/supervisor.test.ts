@@ -267,6 +267,21 @@ describe("supervisor: exits, reasons and finalize", () => {
     expect(sup.getRecord(b1.runId)?.state).toBe("running");
   });
 
+  it("a run's own cancel reaches that run only: once it has ended, a new run with its runId is not touched", async () => {
+    const sup = createProcessSupervisor({ graceMs: 200 });
+    const first = await sup.spawn({ mode: "child", sessionId: "s", backendId: "t", runId: "reused", argv: ["true"] });
+    expect((await first.wait()).reason).toBe("exit");
+    const second = await sup.spawn({ mode: "child", sessionId: "s", backendId: "t", runId: "reused", argv: ["sleep", "30"] });
+    runs.push(second);
+    spawned.add(second.pid!);
+    first.cancel();
+    expect(sup.getRecord("reused")).toMatchObject({ state: "running" });
+    expect(sup.getRecord("reused")?.terminationReason).toBeUndefined();
+    expect(isAlive(second.pid!)).toBe(true);
+    second.cancel();
+    expect((await second.wait()).reason).toBe("manual-cancel");
+  });
+
   it("rejects malformed input with a TypeError naming the field", async () => {
     const sup = createProcessSupervisor();
     await expect(sup.spawn({ mode: "child", sessionId: "s", backendId: "t", argv: [] })).rejects.toThrow(/argv/);

@@ -1,5 +1,5 @@
-import { spawn, type StdioOptions } from "node:child_process";
-import type { ManagedRunStdin, SpawnChildInput } from "../types.js";
+import { spawn, type ChildProcess, type StdioOptions } from "node:child_process";
+import type { ManagedRunStdin, SpawnChildInput, StdinMode } from "../types.js";
 import { signalUnreapedChild } from "../../facts/guards.js";
 import { OUTPUT_FLUSH_MS, type AdapterExit, type SpawnedProcess } from "./adapter.js";
 import type { ShimCommand } from "./cgroup-shim.js";
@@ -33,23 +33,58 @@ export function spawnChild(input: SpawnChildInput, env: NodeJS.ProcessEnv, shim?
   child.stdout?.on("data", (c: string) => stdoutListeners.forEach((l) => l(c)));
   child.stderr?.on("data", (c: string) => stderrListeners.forEach((l) => l(c)));
 
+  const stdin = pipeStdin(child, input.input, stdinMode);
+  const exit = watchExit(child, file);
+
+  return {
+    pid: child.pid,
+    stdin,
+    leadsGroup: true,
+    mayMissExit: false,
+    get exitObserved() {
+      return exit.observed();
+    },
+    signalRoot(signal) {
+      // unreaped = Node has not reported the exit: the pid is still this child's (see SpawnedProcess.signalRoot)
+      return signalUnreapedChild(child, signal, exit.observed());
+    },
+    onStdout: (l) => void stdoutListeners.push(l),
+    onStderr: (l) => void stderrListeners.push(l),
+    wait: () => exit.exited,
+    dispose() {
+      stdoutListeners.length = 0;
+      stderrListeners.length = 0;
+      child.stdout?.destroy();
+      child.stderr?.destroy();
+      if (child.stdin && !child.stdin.destroyed) child.stdin.destroy();
+    },
+  };
+}
+
+/** The run's stdin: `input` written first, then closed unless kept open (`pipe-open`); none when inherited. */
+function pipeStdin(child: ChildProcess, input: string | undefined, stdinMode: StdinMode): ManagedRunStdin | undefined {
   // A child that exits (or fails to start) before the reader closes stdin
   // would otherwise surface EPIPE as an uncaught error.
   child.stdin?.on("error", () => {});
-  let stdin: ManagedRunStdin | undefined;
-  if (child.stdin) {
-    const s = child.stdin;
-    if (input.input !== undefined) s.write(input.input);
-    if (stdinMode === "pipe-closed") s.end();
-    stdin = {
-      write: (data) => void s.write(data),
-      end: () => void s.end(),
-      get destroyed() {
-        return s.destroyed || s.writableEnded;
-      },
-    };
-  }
+  if (!child.stdin) return undefined;
+  const s = child.stdin;
+  if (input !== undefined) s.write(input);
+  if (stdinMode === "pipe-closed") s.end();
+  return {
+    write: (data) => void s.write(data),
+    end: () => void s.end(),
+    get destroyed() {
+      return s.destroyed || s.writableEnded;
+    },
+  };
+}
 
+/**
+ * The root's exit: observed as soon as Node reports it (or the program never
+ * started), resolved once the output is flushed, at most OUTPUT_FLUSH_MS
+ * later (a backgrounded grandchild can hold the pipes open forever).
+ */
+function watchExit(child: ChildProcess, file: string): { exited: Promise<AdapterExit>; observed(): boolean } {
   let exitObserved = false;
   const exited = new Promise<AdapterExit>((resolve) => {
     let exit: AdapterExit | undefined;
@@ -74,7 +109,6 @@ export function spawnChild(input: SpawnChildInput, env: NodeJS.ProcessEnv, shim?
       exitObserved = true;
       exit = { exitCode: code, exitSignal: signal };
       if (closed) return done();
-      // A backgrounded grandchild can hold the pipes open forever: bound the flush.
       flushTimer = setTimeout(done, OUTPUT_FLUSH_MS);
       flushTimer.unref();
     });
@@ -83,28 +117,5 @@ export function spawnChild(input: SpawnChildInput, env: NodeJS.ProcessEnv, shim?
       if (exit !== undefined) done();
     });
   });
-
-  return {
-    pid: child.pid,
-    stdin,
-    leadsGroup: true,
-    mayMissExit: false,
-    get exitObserved() {
-      return exitObserved;
-    },
-    signalRoot(signal) {
-      // unreaped = Node has not reported the exit: the pid is still this child's (see SpawnedProcess.signalRoot)
-      return signalUnreapedChild(child, signal, exitObserved);
-    },
-    onStdout: (l) => void stdoutListeners.push(l),
-    onStderr: (l) => void stderrListeners.push(l),
-    wait: () => exited,
-    dispose() {
-      stdoutListeners.length = 0;
-      stderrListeners.length = 0;
-      child.stdout?.destroy();
-      child.stderr?.destroy();
-      if (child.stdin && !child.stdin.destroyed) child.stdin.destroy();
-    },
-  };
+  return { exited, observed: () => exitObserved };
 }

@@ -2,6 +2,7 @@ import type { ManagedRunStdin, SpawnPtyInput } from "../types.js";
 import { signalName, type AdapterExit, type SpawnedProcess } from "./adapter.js";
 import type { ShimCommand } from "./cgroup-shim.js";
 import { hostResourceError } from "../../ownership/host-faults.js";
+import { isAlive, type LivenessFields } from "../../facts/liveness.js";
 
 /**
  * The slice of node-pty the adapter uses, declared here so the optional
@@ -156,7 +157,7 @@ export function spawnPty(input: SpawnPtyInput, env: NodeJS.ProcessEnv, mod: PtyM
  * and a verification meanwhile fails closed: mismatch, never a signal).
  */
 export async function untilSessionLeader(
-  inspect: (pid: number) => Promise<{ pgid: number; state: string } | null>,
+  inspect: (pid: number) => Promise<(LivenessFields & { pgid: number }) | null>,
   pid: number,
   limitMs = 5000,
 ): Promise<void> {
@@ -168,7 +169,7 @@ export async function untilSessionLeader(
     } catch {
       return;
     }
-    if (d === null || d.state === "Z" || d.pgid === pid || Date.now() > end) return;
+    if (d === null || !isAlive(d) || d.pgid === pid || Date.now() > end) return;
     await new Promise((r) => setTimeout(r, 1));
   }
 }

@@ -1,0 +1,69 @@
+/**
+ * How a run is killed once it was asked to stop while its process exists
+ * (cancel, cancelScope, cancelAll, a same-scope replacement, a deadline).
+ * Every kill waits until the lease names the live root (run.attached), then
+ * takes the first of these that applies:
+ * 1. A leased run: through its lease (durability.ts RunLeases.reap:
+ *    ownership's verification, then the kill of the tree it verified,
+ *    processes that escaped the parent links but carry the run's markers
+ *    included). It settles the lease by ownership's one rule.
+ * 2. No lease, or a lease that proves nothing killable (unknown on ps, say):
+ *    the identity-checked tree kill, bound to the root's start time read at
+ *    spawn. A root whose start time was never read gets no tree kill.
+ * 3. Neither stopped the root (facts "none", identity unknown, signal
+ *    denied): the root alone, through the run's own handle (see below).
+ * A run without a lease then has its cgroup drained: whatever it still
+ * holds (a setsid escapee that cleared its environment) ends too.
+ */
+import { reapStoppedPid } from "../../ownership/index.js";
+import type { SpawnedProcess } from "../adapters/adapter.js";
+import type { RunContext } from "./context.js";
+import type { Run } from "./run.js";
+
+export function terminate(run: Run, ctx: RunContext, proc: SpawnedProcess): Promise<void> {
+  const killed = proc.pid === undefined ? Promise.resolve() : killRoot(run, ctx, proc, proc.pid);
+  const own = run.ownCgroup;
+  return own === undefined ? killed : killed.finally(() => ctx.runCgroups.drain(own).catch(() => undefined));
+}
+
+async function killRoot(run: Run, ctx: RunContext, proc: SpawnedProcess, rootPid: number): Promise<void> {
+  await run.attached;
+  const stopped = (await killThroughLease(run, rootPid)) ?? (await killTreeOfRoot(run, ctx, rootPid));
+  if (stopped || proc.exitObserved) return;
+  await signalThroughHandle(proc, ctx.graceMs);
+}
+
+/** Whether the kill through the lease saw the root stop; undefined when it killed nothing (no lease, or nothing verified). */
+async function killThroughLease(run: Run, rootPid: number): Promise<boolean | undefined> {
+  const { store, lease } = run;
+  if (store === undefined || lease === undefined) return undefined;
+  const r = await store.reap(lease.leaseId).catch(() => null);
+  run.leaseKill = r;
+  return r?.report ? reapStoppedPid(r.report, rootPid) : undefined;
+}
+
+/** Whether the tree kill saw the root stop; false when no start time binds it (said in the run's record: rootIdentityUnavailable). */
+async function killTreeOfRoot(run: Run, ctx: RunContext, rootPid: number): Promise<boolean> {
+  const id = await run.rootStart;
+  if (id.startTime === undefined) return false;
+  const result = await ctx.killTree(rootPid, id.startTime).catch(() => undefined);
+  run.killResult = result;
+  return result?.outcome === "reaped" && reapStoppedPid(result.report, rootPid);
+}
+
+/**
+ * The one signal not derived from facts: the root alone, through our own
+ * handle, whose identity is the handle itself. The adapter sends it only
+ * while the child is provably unreaped (so its pid cannot have been reused)
+ * and the guard allows the pid; a PTY handle cannot prove that and sends
+ * nothing (SpawnedProcess.signalRoot). TERM, the grace, then KILL.
+ */
+async function signalThroughHandle(proc: SpawnedProcess, graceMs: number): Promise<void> {
+  if (proc.signalRoot("SIGTERM") !== "signalled") return;
+  const exited = await Promise.race([proc.wait().then(() => true), delay(graceMs).then(() => false)]);
+  if (!exited) proc.signalRoot("SIGKILL");
+}
+
+function delay(ms: number): Promise<void> {
+  return new Promise((r) => setTimeout(r, ms).unref());
+}
