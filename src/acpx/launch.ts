@@ -11,6 +11,7 @@
  */
 import { spawn, type ChildProcess } from "node:child_process";
 import { PassThrough, type Readable, type Writable } from "node:stream";
+import { enterCgroupAsync } from "../containment/index.js";
 import { hostResourceError, pidsLimitReached, processLimitError, type HostResourceError } from "../ownership/host-faults.js";
 import {
   createReportReader,
@@ -35,6 +36,8 @@ export interface LaunchInput {
   env?: Record<string, string>;
   /** keys dropped from the inherited environment before `env` is applied (never the markers) */
   envRemove?: readonly string[];
+  /** the lease's cgroup: the wrapper is moved in right after the spawn, while its Node boots (it checks before it spawns the adapter) */
+  joinCgroup?: string;
 }
 
 export interface ChildExit {
@@ -233,6 +236,8 @@ export function launchWrapper(input: LaunchInput): LaunchedWrapper {
     windowsHide: true,
   });
   const failure = hearSpawnErrors(child, input.nodePath);
+  // a move that fails here is the wrapper's to make or report (wrapper/main.ts enterLeaseCgroup)
+  if (input.joinCgroup !== undefined && child.pid !== undefined) void enterCgroupAsync(input.joinCgroup, child.pid).catch(() => undefined);
   const lifeline = readLifeline(child);
   const stderr = keepStderr(child);
   // every stream we own has an "error" listener: an unheard one crashes the gateway; the exit says what happened

@@ -168,6 +168,7 @@ async function startWrapper(a: EnsureAttempt, limitControllers: readonly LimitCo
       cwd: input.cwd,
       env: cgroup !== null ? { ...input.env, [CGROUP_ENV_KEY]: cgroup.path, ...(limitControllers.length > 0 ? { [CGROUP_REQUIRED_ENV_KEY]: "1" } : {}) } : input.env,
       envRemove: input.envRemove,
+      ...(cgroup !== null ? { joinCgroup: cgroup.path } : {}),
     });
   } catch (err) {
     return a.fail("wrapper-failed", `the wrapper could not be spawned: ${errMessage(err)}`, err);

@@ -22,7 +22,8 @@
  * Imports only paths.ts and errors.ts (node builtins below them): the
  * wrapper bundles this file without the rest of src/containment.
  */
-import { closeSync, constants as fsConstants, openSync, writeSync } from "node:fs";
+import { closeSync, constants as fsConstants, openSync, readFileSync, writeSync } from "node:fs";
+import { open } from "node:fs/promises";
 import { assertPidArg, faultOf } from "./errors.js";
 import { pathShapeProblem } from "./paths.js";
 
@@ -60,6 +61,53 @@ export function enterCgroup(path: string, pid: number | "self" = "self"): EnterO
   } finally {
     closeSync(fd);
   }
+}
+
+/**
+ * The same join, for another process (our own unreaped child, so its pid
+ * cannot name anyone else), off the event loop: the gateway moves the
+ * wrapper it just spawned while the wrapper's Node boots, so the write's
+ * wait (one RCU grace period per move on a host without favordynmods, about
+ * 10 ms here) is not on the session's critical path.
+ */
+export async function enterCgroupAsync(path: string, pid: number): Promise<EnterOutcome> {
+  assertPidArg(pid);
+  const bad = pathShapeProblem(path);
+  if (bad !== null) return { outcome: "refused", detail: bad };
+  let fh;
+  try {
+    fh = await open(`${path}/${PROCS}`, fsConstants.O_WRONLY);
+  } catch (e) {
+    return enterError(path, e);
+  }
+  try {
+    await fh.write(String(pid));
+    return { outcome: "moved" };
+  } catch (e) {
+    return enterError(path, e);
+  } finally {
+    await fh.close().catch(() => undefined);
+  }
+}
+
+/**
+ * Whether the caller already is in the cgroup at `path` (its /proc/self/cgroup
+ * `0::` line names it). The line is relative to the cgroup namespace's root,
+ * so it is matched as a suffix of `path` that ends in the same two last
+ * components (a lease cgroup's `<instance id>/<lease id>`, both unique);
+ * false when that cannot be told.
+ */
+export function isInCgroup(path: string): boolean {
+  let text: string;
+  try {
+    text = readFileSync("/proc/self/cgroup", "utf8");
+  } catch {
+    return false;
+  }
+  const rel = text.split("\n").find((l) => l.startsWith("0::"))?.slice(3);
+  if (rel === undefined || rel.endsWith(" (deleted)")) return false;
+  const tail = path.split("/").slice(-2).join("/");
+  return rel.split("/").length >= 3 && rel.endsWith(`/${tail}`) && path.endsWith(rel);
 }
 
 function enterError(path: string, e: unknown): EnterOutcome {

@@ -47,7 +47,7 @@ export { createLeaseCgroup, listLeaseCgroups, openLeaseCgroup, refOf, removeEmpt
 export type { CreateLeaseCgroupResult, IdentityVerdict, LeaseCgroup, LeaseCgroupRef, ListedCgroup, ListResult, OpenLeaseCgroupResult } from "./handle.js";
 export { killCgroup, removeCgroup, signalMembers } from "./kill.js";
 export type { KillOptions, KillOutcome, MemberSignal, RemoveOutcome } from "./kill.js";
-export { enterCgroup, enterCgroupShell } from "./enter.js";
+export { enterCgroup, enterCgroupAsync, enterCgroupShell, isInCgroup } from "./enter.js";
 export type { EnterOutcome } from "./enter.js";
 export { applyLimits, isLimitValue, readMemory } from "./resources.js";
 export type { ApplyLimitsResult, Limits, MemoryReading } from "./resources.js";

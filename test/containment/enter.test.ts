@@ -10,7 +10,7 @@ import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync }
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, afterEach, describe, expect, it } from "vitest";
-import { createLeaseCgroup, detectContainment, enterCgroup, enterCgroupShell, removeCgroup, removeOwnerFolder, type LeaseCgroup } from "../../src/containment/index.js";
+import { createLeaseCgroup, detectContainment, enterCgroup, enterCgroupAsync, enterCgroupShell, removeCgroup, removeOwnerFolder, type LeaseCgroup } from "../../src/containment/index.js";
 import { containedChild, SHIM_REFUSED_EXIT } from "../../src/supervisor/adapters/cgroup-shim.js";
 import { containmentSkipNote, probeCgroup2 } from "../helpers/cgroup-probe.mjs";
 
@@ -106,6 +106,28 @@ describe("joining a cgroup: one rule, two forms", () => {
     expect(r.stderr).toContain("could not enter its lease cgroup");
     expect(existsSync(ran)).toBe(false);
     expect(readdirSync(plain)).toEqual([]);
+  });
+
+  it.skipIf(SKIP)(`the gateway's early move (enterCgroupAsync) joins another process by the same rule, and the joiner's own check (isInCgroup) knows its cgroup from a sibling${NOTE}`, async () => {
+    const [a, b] = [await leaseCgroup(), await leaseCgroup()];
+    try {
+      const c = spawn("sleep", ["30"], { stdio: "ignore" });
+      children.push(c);
+      await new Promise((r) => c.once("spawn", r));
+      expect(await enterCgroupAsync(a.path, c.pid!)).toEqual({ outcome: "moved" });
+      expect(cgroupPathOf(c.pid!)).toBe(a.path);
+      expect((await enterCgroupAsync(join(scratch, "plain-async"), c.pid!)).outcome).toBe("no-cgroup");
+      // the check runs in the joiner itself: a Node child of the built package, in `a`
+      const enterJs = join(import.meta.dirname, "../../dist/containment/enter.js");
+      const code = `const m = await import(${JSON.stringify(enterJs)}); const before = m.isInCgroup(process.argv[1]); m.enterCgroup(process.argv[1]); console.log(JSON.stringify([before, m.isInCgroup(process.argv[1]), m.isInCgroup(process.argv[2])]));`;
+      const r = spawnSync(process.execPath, ["--input-type=module", "-e", code, a.path, b.path], { encoding: "utf8" });
+      expect(r.stderr).toBe("");
+      expect(JSON.parse(r.stdout)).toEqual([false, true, false]);
+    } finally {
+      for (const c of children.splice(0)) c.kill("SIGKILL");
+      await removeCgroup(a, { waitMs: 5000 });
+      await removeCgroup(b, { waitMs: 5000 });
+    }
   });
 
   it("a pid that is not a positive integer is a programming error, thrown", () => {

@@ -50,7 +50,7 @@
 import { spawn, type ChildProcess } from "node:child_process";
 import { writeSync } from "node:fs";
 import { constants } from "node:os";
-import { enterCgroup } from "../../containment/enter.js";
+import { enterCgroup, isInCgroup } from "../../containment/enter.js";
 import { getProcessFacts } from "../../facts/get.js";
 import { loadNative } from "../../facts/native.js";
 import { createNoneFacts } from "../../facts/none.js";
@@ -161,6 +161,8 @@ function enterLeaseCgroup(): { ok: true } | { ok: false; why: string } {
   delete process.env[CGROUP_ENV_KEY];
   delete process.env[CGROUP_REQUIRED_ENV_KEY];
   if (dir === undefined) return required ? { ok: false, why: "limits were asked for but no lease cgroup was given" } : { ok: true };
+  // the gateway moves us in while Node boots (launch.ts); the write here is for when it has not landed yet
+  if (isInCgroup(dir)) return { ok: true };
   const entered = enterCgroup(dir);
   if (entered.outcome === "moved") return { ok: true };
   // uncontained (see above), unless limits need the cgroup: then nothing may start outside it
