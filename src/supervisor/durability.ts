@@ -29,7 +29,7 @@ import { computeCommandHash } from "../ownership/command-hash.js";
 import { loadOrCreateGatewayInstanceId } from "../ownership/instance-id.js";
 import { openLeaseStore, type LeaseStore } from "../ownership/lease-store.js";
 import type { ReapReport } from "../ownership/reap.js";
-import { reconcileLeases, settleLease, settleUnstarted, type LifecycleDeps } from "../ownership/lifecycle.js";
+import { reconcileLeases, settleLease, settleUnstarted, type LeaseOutcome, type LifecycleDeps } from "../ownership/lifecycle.js";
 import { recordRootIdentity } from "../ownership/root-identity.js";
 import {
   INSTANCE_ENV_KEY,
@@ -162,17 +162,30 @@ export interface RunLeasesOptions {
   containment?: "auto" | "off";
 }
 
-export function createRunLeases(opts: RunLeasesOptions): RunLeases {
+/** What every call of one supervisor's run leases shares: the store, the instance id and holder lock (opened once), and containment (detected once). */
+interface RunLeaseContext {
+  opts: RunLeasesOptions;
+  facts: ProcessFacts;
+  signaller: ProcessSignaller;
+  stateDir: string;
+  init(): Promise<{ store: LeaseStore; instanceId: string; holder: string }>;
+  /** the store, once init() was asked for; undefined before */
+  opened(): Promise<{ instanceId: string }> | undefined;
+  detect(): Promise<ContainmentSupport>;
+  /** containment, once detect() was asked for; undefined before */
+  detected(): Promise<ContainmentSupport> | undefined;
+  lifecycle(): Promise<LifecycleDeps>;
+}
+
+function runLeaseContext(opts: RunLeasesOptions): RunLeaseContext {
   const facts = opts.facts ?? getProcessFacts();
   const signaller = opts.signaller ?? createSignaller(facts);
   const stateDir = resolve(opts.stateDir);
   let ready: Promise<{ store: LeaseStore; instanceId: string; holder: string }> | undefined;
+  let containment: Promise<ContainmentSupport> | undefined;
   const init = () => {
     ready ??= (async () => {
-      const [store, instanceId] = await Promise.all([
-        openLeaseStore(opts.stateDir),
-        opts.gatewayInstanceId ?? loadOrCreateGatewayInstanceId(opts.stateDir),
-      ]);
+      const [store, instanceId] = await Promise.all([openLeaseStore(opts.stateDir), opts.gatewayInstanceId ?? loadOrCreateGatewayInstanceId(opts.stateDir)]);
       // this process's holder lock: another process's reconcile leaves our runs alone while we live (supervisor-holders.ts)
       const holder = await holdSupervisorLock(stateDir);
       return { store, instanceId, holder };
@@ -180,121 +193,140 @@ export function createRunLeases(opts: RunLeasesOptions): RunLeases {
     ready.catch(() => (ready = undefined));
     return ready;
   };
-  let containment: Promise<ContainmentSupport> | undefined;
-  let rootRecorded: Promise<void> | undefined;
-  const detect = (): Promise<ContainmentSupport> => {
-    containment ??= detectRunContainment(opts.containment);
-    return containment;
+  return {
+    opts,
+    facts,
+    signaller,
+    stateDir,
+    init,
+    opened: () => ready,
+    detect: () => (containment ??= detectRunContainment(opts.containment)),
+    detected: () => containment,
+    lifecycle: async () => {
+      const { store, instanceId } = await init();
+      return { store, facts, signaller, graceMs: opts.graceMs, gatewayInstanceId: instanceId };
+    },
   };
-  const lifecycle = async (): Promise<LifecycleDeps> => {
-    const { store, instanceId } = await init();
-    return { store, facts, signaller, graceMs: opts.graceMs, gatewayInstanceId: instanceId };
-  };
+}
 
+export function createRunLeases(opts: RunLeasesOptions): RunLeases {
+  const ctx = runLeaseContext(opts);
+  let rootRecorded: Promise<void> | undefined;
   return {
     async open(runId, argv) {
-      const [{ store, instanceId, holder }, support] = await Promise.all([init(), detect()]);
+      const support = await ctx.detect();
       // the CLI finds this state dir's lease cgroups (and orphans among them) from this record; once per supervisor
       // (a failed write costs only that view, never the run)
       if (support.available) rootRecorded ??= recordContainmentRoot(opts.stateDir, support.root).catch(() => undefined);
       await rootRecorded;
-      const lease = await store.create({
-        gatewayInstanceId: instanceId,
-        sessionKey: SUPERVISOR_SESSION_PREFIX + runId,
-        ...SUPERVISOR_WRAPPER_FIELDS,
-        commandHash: computeCommandHash(argv),
-        holder,
-      });
-      const env = { [LEASE_ENV_KEY]: lease.leaseId, [INSTANCE_ENV_KEY]: instanceId };
-      // ownership's one binding sequence: made and recorded, or uncontained (as without containment)
-      const bound = await bindLeaseCgroup(await lifecycle(), support, lease);
-      return { leaseId: lease.leaseId, env, ...(bound.cgroup !== null ? { cgroup: bound.cgroup } : {}) };
+      return openRunLease(ctx, support, runId, argv);
     },
 
     async dropCgroup(leaseId, cgroup) {
-      const { store } = await init();
+      const { store } = await ctx.init();
       await dropLeaseCgroup(store, leaseId, cgroup);
     },
 
-    containment: detect,
+    containment: ctx.detect,
 
     async attach(leaseId, pid, processGroupId) {
-      const { store } = await init();
-      await recordRootIdentity(store, leaseId, { rootPid: pid, ...(processGroupId !== undefined ? { processGroupId } : {}) }, facts);
+      const { store } = await ctx.init();
+      await recordRootIdentity(store, leaseId, { rootPid: pid, ...(processGroupId !== undefined ? { processGroupId } : {}) }, ctx.facts);
     },
 
     async neverStarted(leaseId) {
-      const deps = await lifecycle();
+      const deps = await ctx.lifecycle();
       const lease = await deps.store.get(leaseId);
       // the one unstarted sequence (lifecycle.ts): its cgroup drained and removed, the lease settled
       if (lease) await settleUnstarted(deps, lease);
     },
 
     async reap(leaseId) {
-      const deps = await lifecycle();
+      const deps = await ctx.lifecycle();
       const lease = await deps.store.get(leaseId);
       if (!lease || lease.state === "closed" || lease.state === "lost") return null;
-      // the one lifecycle: verify, closing, reap what verified (tree + marker escapees, or remnants), verify again, settle
+      // the one lifecycle: verify, closing, kill what verified (tree + marker escapees, or remnants), verify again, settle
       const o = await settleLease(deps, lease);
       return { verification: o.verification, report: o.reap };
     },
 
     async finish(leaseId, reap, prior = null) {
-      const deps = await lifecycle();
+      const deps = await ctx.lifecycle();
       const lease = await deps.store.get(leaseId);
       if (!lease) return undefined;
       if (lease.state === "closed" || lease.state === "lost") return lease.state;
-      // Not settled by the lease reap (or none ran): the facts decide now,
-      // with what ran before as the prior (the lease reap, else the plain tree
-      // kill); the root's exit (our handle saw it) counts only when no reap
-      // ran at all.
+      // Not settled by the lease's own kill (or none ran): the facts decide
+      // now, with what ran before as the prior (the lease kill, else the
+      // plain tree kill); the root's exit (our handle saw it) counts only
+      // when nothing was killed at all.
       const before = reap?.report ?? prior;
       // the run ended: settle on the facts, never signal (what it left running is reconcile's, as in OpenClaw)
       const o = await settleLease(deps, lease, { reap: false, ...(before !== null ? { prior: before } : { rootExitObserved: true }) });
       return o.stateAfter;
     },
 
-    async reconcile(live = new Set<string>(), isTracked) {
-      const deps = await lifecycle();
-      const instanceId = deps.gatewayInstanceId;
-      const tracked = (l: AcpxProcessLease) =>
-        live.has(l.leaseId) ||
-        isTracked?.({ runId: l.sessionKey.slice(SUPERVISOR_SESSION_PREFIX.length), leaseId: l.leaseId, sessionKey: l.sessionKey }) === true;
-      // runs of a supervisor alive in another process are its own, whatever their lease says
-      const others = await liveHolders(stateDir, facts);
-      const skip = (l: AcpxProcessLease) =>
-        l.holder !== undefined && others.has(l.holder) ? `its supervisor (holder ${l.holder}) is alive in another process` : tracked(l) ? "tracked" : undefined;
-      const support = await detect();
-      const leftovers = support.available ? { leftovers: { instanceFolder: `${support.root}/${instanceId}`, isLive: (id: string) => live.has(id) } } : {};
-      const r = await reconcileLeases(deps, { kind: "supervisor", skip, ...leftovers });
-      const runs: ReconciledRun[] = [];
-      for (const o of r.entries) {
-        if (o.action === "skipped-live") continue; // runs still supervised or tracked: neither touched nor reported
-        const action = o.reap !== null ? (o.stateAfter === "closed" ? "reaped" : "left") : o.stateAfter === "closed" || o.stateAfter === "lost" ? "settled" : "left";
-        runs.push({
-          leaseId: o.leaseId,
-          runId: o.sessionKey.slice(SUPERVISOR_SESSION_PREFIX.length),
-          rootPid: o.rootPid,
-          verdict: o.verdict,
-          evidence: o.evidence,
-          action,
-          state: o.stateAfter,
-          why: o.why,
-          ...(o.reap !== null ? { reap: o.reap } : {}),
-        });
-      }
-      return { instanceId, runs };
-    },
+    reconcile: (live = new Set<string>(), isTracked) => reconcileRuns(ctx, live, isTracked),
 
     async release() {
+      const ready = ctx.opened();
       if (ready === undefined) return;
       const { instanceId } = await ready;
-      await releaseSupervisorLock(stateDir);
+      await releaseSupervisorLock(ctx.stateDir);
       // only a supervisor that contained something has a folder; never detect just to remove one
+      const containment = ctx.detected();
       if (containment === undefined) return;
       const support = await containment;
       if (support.available) await removeOwnerFolder(support, instanceId);
     },
+  };
+}
+
+/** A run's lease, written before its spawn, with the markers for its environment and its own cgroup where containment allows. */
+async function openRunLease(ctx: RunLeaseContext, support: ContainmentSupport, runId: string, argv: readonly string[]): Promise<RunLease> {
+  const { store, instanceId, holder } = await ctx.init();
+  const lease = await store.create({
+    gatewayInstanceId: instanceId,
+    sessionKey: SUPERVISOR_SESSION_PREFIX + runId,
+    ...SUPERVISOR_WRAPPER_FIELDS,
+    commandHash: computeCommandHash(argv),
+    holder,
+  });
+  const env = { [LEASE_ENV_KEY]: lease.leaseId, [INSTANCE_ENV_KEY]: instanceId };
+  // ownership's one binding sequence: made and recorded, or uncontained (as without containment)
+  const bound = await bindLeaseCgroup(await ctx.lifecycle(), support, lease);
+  return { leaseId: lease.leaseId, env, ...(bound.cgroup !== null ? { cgroup: bound.cgroup } : {}) };
+}
+
+/** What an earlier incarnation left: this instance's supervisor leases, except runs still supervised (here or by a live supervisor elsewhere) or tracked. */
+async function reconcileRuns(ctx: RunLeaseContext, live: ReadonlySet<string>, isTracked: Parameters<RunLeases["reconcile"]>[1]): Promise<ReconcileReport> {
+  const deps = await ctx.lifecycle();
+  const instanceId = deps.gatewayInstanceId;
+  const tracked = (l: AcpxProcessLease) =>
+    live.has(l.leaseId) || isTracked?.({ runId: l.sessionKey.slice(SUPERVISOR_SESSION_PREFIX.length), leaseId: l.leaseId, sessionKey: l.sessionKey }) === true;
+  // runs of a supervisor alive in another process are its own, whatever their lease says
+  const others = await liveHolders(ctx.stateDir, ctx.facts);
+  const skip = (l: AcpxProcessLease) =>
+    l.holder !== undefined && others.has(l.holder) ? `its supervisor (holder ${l.holder}) is alive in another process` : tracked(l) ? "tracked" : undefined;
+  const support = await ctx.detect();
+  const leftovers = support.available ? { leftovers: { instanceFolder: `${support.root}/${instanceId}`, isLive: (id: string) => live.has(id) } } : {};
+  const r = await reconcileLeases(deps, { kind: "supervisor", skip, ...leftovers });
+  // runs still supervised or tracked are neither touched nor reported
+  const runs = r.entries.filter((o) => o.action !== "skipped-live").map(reconciledRun);
+  return { instanceId, runs };
+}
+
+function reconciledRun(o: LeaseOutcome): ReconciledRun {
+  const action = o.reap !== null ? (o.stateAfter === "closed" ? "reaped" : "left") : o.stateAfter === "closed" || o.stateAfter === "lost" ? "settled" : "left";
+  return {
+    leaseId: o.leaseId,
+    runId: o.sessionKey.slice(SUPERVISOR_SESSION_PREFIX.length),
+    rootPid: o.rootPid,
+    verdict: o.verdict,
+    evidence: o.evidence,
+    action,
+    state: o.stateAfter,
+    why: o.why,
+    ...(o.reap !== null ? { reap: o.reap } : {}),
   };
 }
 
