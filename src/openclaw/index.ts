@@ -16,3 +16,15 @@ export { default as procleasePlugin, createProcleasePlugin, loadHostAcpRuntimeSd
 export type { AcpRuntimeSdk, PluginApiLike, PluginServiceLike, PluginServiceContextLike, ProcleasePlugin } from "./plugin.js";
 export { parsePluginConfig, runtimeOptionsFor, type PluginConfig, type PluginAgentConfig } from "./plugin-config.js";
 export type * from "./types.js";
+export {
+  createOpenClawProcessSupervisor,
+  installOpenClawProcessSupervisor,
+  execCommandLine,
+  SupervisorAdapterError,
+  type OpenClawManagedRun,
+  type OpenClawProcessSupervisor,
+  type OpenClawRunActivity,
+  type OpenClawRunExit,
+  type OpenClawRunStdin,
+  type OpenClawSpawnInput,
+} from "./supervisor-adapter.js";
