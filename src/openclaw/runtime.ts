@@ -60,7 +60,7 @@ export interface OpenClawAcpRuntime extends OpenClawAcpRuntimeContract {
   readonly ready: Promise<void>;
   /** what the startup reap did (undefined until `ready`) */
   readonly startupReap: ReapReport | undefined;
-  /** false until `ready`, after a failed start and after dispose (OpenClaw's registry asks it) */
+  /** false until `ready`, after a failed start, after dispose, and on a host without process facts (OpenClaw's registry asks it) */
   healthy(): boolean;
   /** the controller under this runtime (waits for it) */
   controller(): Promise<AcpxLifecycleController>;
@@ -140,7 +140,8 @@ class Runtime implements OpenClawAcpRuntime {
   }
 
   healthy(): boolean {
-    return this.ctl !== undefined && !this.disposed;
+    // without facts nothing can be verified, so no session can be started or cleaned up: OpenClaw is told at once
+    return this.ctl !== undefined && !this.disposed && this.facts.backend !== "none";
   }
 
   async controller(): Promise<AcpxLifecycleController> {

@@ -6,11 +6,42 @@
  * controls, the auth error, and stale handles. Build first (`npm run build`).
  */
 import { describe, expect, it } from "vitest";
+import { getProcessFacts } from "../../src/facts/get.js";
+import { inspectEach } from "../../src/facts/inspect-many.js";
+import { buildSnapshot } from "../../src/facts/snapshot.js";
+import type { ProcessFacts, ProcessInfo } from "../../src/facts/types.js";
 import { ProcleaseAcpRuntimeError } from "../../src/openclaw/errors.js";
 import { alive, disposeAfterEach, leaseCarriers, waitFor } from "../acpx/controller-helpers.js";
 import { collect, drain, ensure, fixture, newRuntime, rejection, replyText, turnInput } from "./helpers.js";
 
 const controllers = disposeAfterEach();
+const FACTS = getProcessFacts();
+// the close below needs environments (the remnant search): procfs or native
+const NO_ENV = FACTS.backend === "ps" || FACTS.backend === "none";
+const NO_ENV_NOTE = NO_ENV ? ` [skipped: the ${FACTS.backend} backend cannot read environments]` : "";
+if (NO_ENV) console.log(`openclaw runtime.test:${NO_ENV_NOTE}`);
+
+/**
+ * The host's facts with two switches (as test/acpx/controller-settlement's):
+ * `blind` pids cannot be inspected (inspect throws, as when /proc refuses a
+ * read), and `ghost` stays in every snapshot after it exited.
+ */
+function trickyFacts(): { facts: ProcessFacts; blind: Set<number>; ghost: ProcessInfo | null } {
+  const t = { blind: new Set<number>(), ghost: null as ProcessInfo | null, facts: undefined as unknown as ProcessFacts };
+  t.facts = {
+    backend: FACTS.backend,
+    identityStrength: FACTS.identityStrength,
+    async snapshot() {
+      const snap = await FACTS.snapshot();
+      const g = t.ghost;
+      return g === null || snap.processes.has(g.pid) ? snap : buildSnapshot(snap.takenAt, [...snap.processes.values(), g]);
+    },
+    inspect: (pid, o) => (t.blind.has(pid) ? Promise.reject(new Error(`inspect of ${pid} refused (test)`)) : FACTS.inspect(pid, o)),
+    inspectMany: (pids, o) => inspectEach(t.facts.inspect, pids, o, 8),
+  };
+  return t;
+}
+
 const allowFirst = { onPermissionRequest: (r: { options: Array<{ optionId: string }> }) => ({ outcome: "selected" as const, optionId: r.options[0]!.optionId }) };
 
 describe("a turn, as OpenClaw sees it", () => {
@@ -206,6 +237,32 @@ describe("errors OpenClaw can act on", () => {
     // OpenClaw lowercases agent names; so does the lookup
     expect((await ensure(rt, { agent: " Fixture " })).backend).toBe("proclease");
     expect(await rejection(ensure(rt, { agent: "ghost" }))).toMatchObject({ code: "ACP_SESSION_INIT_FAILED", detailCode: "SPAWN_ERROR", retryable: false });
+  });
+
+  it.skipIf(NO_ENV)(`a close that cannot verify the tree fails loudly, CLOSE_UNSETTLED and retryable, the lease stays closing until the facts answer${NO_ENV_NOTE}`, async () => {
+    const t = trickyFacts();
+    const rt = await newRuntime(controllers, "unsettled", { facts: t.facts, containment: "off", maintenanceIntervalMs: 150, agents: { fixture: { command: fixture("--grandchild=setsid") } } });
+    const h = await ensure(rt);
+    const rootPid = ((await rt.getStatus({ handle: h })).details as { lease: { rootPid: number } }).lease.rootPid;
+    t.ghost = (await FACTS.snapshot()).processes.get(rootPid) ?? null;
+    t.blind.add(rootPid);
+    const e = await rejection(rt.close({ handle: h, reason: "root uninspectable" }));
+    expect(e).toMatchObject({ code: "ACP_TURN_FAILED", detailCode: "CLOSE_UNSETTLED", retryable: true });
+    expect(e.message).toMatch(/the root could not be inspected/);
+    expect((await (await rt.controller()).listLeases()).find((l) => l.leaseId === h.leaseId)?.state).toBe("closing");
+    // once the facts answer again, the maintenance timer settles it
+    t.blind.clear();
+    t.ghost = null;
+    expect(await waitFor(async () => ["closed", "lost"].includes((await (await rt.controller()).listLeases()).find((l) => l.leaseId === h.leaseId)?.state ?? ""), 10_000)).toBeGreaterThanOrEqual(0);
+    expect(leaseCarriers(h.leaseId)).toEqual([]);
+  });
+
+  it("without process facts the backend says it is unhealthy (OpenClaw's registry then refuses it), and doctor says why", async () => {
+    const rt = await newRuntime(controllers, "no-facts", { facts: getProcessFacts({ backend: "none" }) });
+    expect(rt.healthy()).toBe(false);
+    const d = await rt.doctor();
+    expect(d).toMatchObject({ ok: false, code: "FACTS_UNAVAILABLE" });
+    expect(d.message).toMatch(/no process can be verified and none is ever signalled/);
   });
 
   it("a host error factory builds the thrown errors (the plugin passes the SDK's AcpRuntimeError), keeping retryable and authMethods", async () => {
