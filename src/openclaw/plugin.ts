@@ -4,7 +4,8 @@
  * service, and the service's start creates the runtime on the plugin's
  * config, waits until it runs (the startup reap of what an earlier gateway
  * left included) and registers it with the host SDK's
- * `registerAcpRuntimeBackend`; stop unregisters it and disposes the runtime.
+ * `registerAcpRuntimeBackend`; stop unregisters it and shuts the runtime
+ * down (every live session closed through its lease, the state dir freed).
  *
  * The SDK is the host's: `openclaw/plugin-sdk/acp-runtime` is imported at
  * start time (OpenClaw links its own package into an installed plugin's
@@ -138,7 +139,9 @@ export function createProcleasePlugin(opts: { loadSdk?: () => Promise<AcpRuntime
           runtime = undefined;
           if (r === undefined) return;
           sdk?.unregisterAcpRuntimeBackend(r.backendId);
-          await r.dispose();
+          // every live session is closed through its lease (verified reap, lease closed); a persistent
+          // session keeps its agent session id, so the next gateway resumes it
+          await r.shutdown();
         },
       });
     },

@@ -35,7 +35,7 @@ import { classify, DecidedFailure, failure, toThrown, type FailurePhase, type Op
 import { controllerOptions, normalizeAgentName, validateRuntimeOptions, type OpenClawAcpRuntimeOptions, type ResolvedAgent } from "./options.js";
 import { applyRequestedOptions } from "./session-options.js";
 import { SessionTable, type SessionEntry } from "./session-table.js";
-import { capabilities, configOptionResult, configValue, noSessionStatus, sessionStatus } from "./status.js";
+import { capabilities, configOptionResult, configValue, noSessionStatus, sessionStatus, TreeCache } from "./status.js";
 import { runOpenClawTurn, startOpenClawTurn, type TurnDeps } from "./turn.js";
 import type {
   OpenClawAcpRuntimeContract,
@@ -94,6 +94,7 @@ class Runtime implements OpenClawAcpRuntime {
   startupReap: ReapReport | undefined;
   private readonly agents: Map<string, ResolvedAgent>;
   private readonly table = new SessionTable();
+  private readonly trees = new TreeCache();
   private readonly facts: ProcessFacts;
   private readonly starting: Promise<AcpxLifecycleController>;
   private ctl: AcpxLifecycleController | undefined;
@@ -206,6 +207,7 @@ class Runtime implements OpenClawAcpRuntime {
         ...applied.applied,
       };
       const prior = this.table.get(key);
+      if (prior !== undefined && prior.handle.leaseId !== handle.leaseId) this.trees.forget(prior.handle.leaseId);
       this.table.set({ key, openclaw, handle, mode: input.mode, agent, ...(prior?.handle.leaseId === handle.leaseId && prior.ended !== undefined ? { ended: prior.ended } : {}) });
       this.table.clearFresh(key);
       return { ...openclaw };
@@ -280,7 +282,7 @@ class Runtime implements OpenClawAcpRuntime {
       const ctl = await this.controller();
       const { key, entry, stale } = this.table.lookup(input.handle);
       if (entry === undefined) return noSessionStatus(this, key, stale ? "the handle names an earlier lease of this key" : "no live session (closed, or not ensured by this gateway)");
-      return sessionStatus({ backendId: this.backendId, ctl, leases: await this.leaseStore() }, entry);
+      return sessionStatus({ backendId: this.backendId, ctl, leases: await this.leaseStore(), trees: this.trees }, entry);
     });
   }
 
@@ -359,6 +361,7 @@ class Runtime implements OpenClawAcpRuntime {
   private async closeEntry(key: string, entry: SessionEntry | undefined, reason: string, discard: boolean): Promise<void> {
     const ctl = await this.controller();
     this.table.delete(key, entry?.handle.leaseId);
+    if (entry !== undefined) this.trees.forget(entry.handle.leaseId);
     const report = await this.table.trackClose(key, () => ctl.closeSession({ handle: entry?.handle ?? { sessionKey: key }, reason, discardPersistentState: discard }));
     if (report.outcome === "retry-pending" || report.outcome === "left-alone") {
       throw new DecidedFailure(

@@ -19,6 +19,65 @@ export interface StatusContext {
   backendId: string;
   ctl: AcpxLifecycleController;
   leases: LeaseStore;
+  trees: TreeCache;
+}
+
+/** A lease's tree as getStatus reports it: verified against the lease at `verifiedAt`. */
+export interface TreeView {
+  verified: boolean;
+  rootPid?: number;
+  members: Array<{ pid: number; ppid: number; pgid: number; state: string }>;
+  /** epoch ms of the verification */
+  verifiedAt: number;
+}
+
+/**
+ * The last verified tree of each lease. OpenClaw's manager asks getStatus
+ * before and after every turn (to reuse its cached handle, to reconcile
+ * ids); a verification takes a process snapshot (milliseconds, tens under
+ * load on a big host), so a status answers with the last tree, verified at
+ * most TREE_MAX_AGE_MS ago or verified again in the background (one at a
+ * time per lease) when older. The first status of a lease waits for its
+ * verification. `verifiedAt` and `ageMs` say how old the view is.
+ */
+export const TREE_MAX_AGE_MS = 1000;
+
+export class TreeCache {
+  private readonly views = new Map<string, { view: TreeView; refreshing: Promise<void> | undefined }>();
+
+  async get(leaseId: string, verify: () => Promise<TreeView>): Promise<TreeView> {
+    const slot = this.views.get(leaseId);
+    if (slot === undefined) {
+      const view = await verify();
+      this.views.set(leaseId, { view, refreshing: undefined });
+      return view;
+    }
+    if (Date.now() - slot.view.verifiedAt > TREE_MAX_AGE_MS && slot.refreshing === undefined) {
+      slot.refreshing = verify().then(
+        (view) => {
+          slot.view = view;
+          slot.refreshing = undefined;
+        },
+        () => {
+          // the view stays as it was, with its age; the next status tries again
+          slot.refreshing = undefined;
+        },
+      );
+    }
+    return slot.view;
+  }
+
+  forget(leaseId: string): void {
+    this.views.delete(leaseId);
+  }
+}
+
+async function verifyTree(c: StatusContext, leaseId: string): Promise<TreeView> {
+  const lease = await c.leases.get(leaseId);
+  const tree = lease === null ? null : await c.ctl.verifyOwnedTree(lease);
+  const verifiedAt = Date.now();
+  if (tree === null) return { verified: false, members: [], verifiedAt };
+  return { verified: true, rootPid: tree.root.pid, members: tree.members.map((m) => ({ pid: m.pid, ppid: m.ppid, pgid: m.pgid, state: m.state })), verifiedAt };
 }
 
 /** The status of a key this runtime serves no live session for. */
@@ -29,10 +88,9 @@ export function noSessionStatus(c: Pick<StatusContext, "backendId">, key: string
 export async function sessionStatus(c: StatusContext, entry: SessionEntry): Promise<OpenClawRuntimeStatus> {
   const ids = { backendSessionId: entry.handle.acpSessionId, agentSessionId: entry.handle.acpSessionId };
   const st = await c.ctl.sessionStatus(entry.handle);
-  const lease = await c.leases.get(entry.handle.leaseId);
-  const tree = lease === null ? null : await c.ctl.verifyOwnedTree(lease);
+  const tree = await c.trees.get(entry.handle.leaseId, () => verifyTree(c, entry.handle.leaseId));
+  const ageMs = Math.max(0, Date.now() - tree.verifiedAt);
   const status = entry.ended !== undefined ? "dead" : st.busy ? "running" : "idle";
-  const members = tree?.members.map((m) => ({ pid: m.pid, ppid: m.ppid, pgid: m.pgid, state: m.state })) ?? [];
   const details: Record<string, unknown> = {
     status,
     backend: c.backendId,
@@ -50,13 +108,14 @@ export async function sessionStatus(c: StatusContext, entry: SessionEntry): Prom
       rootPid: entry.handle.rootPid,
       ...(entry.handle.processGroupId !== undefined ? { processGroupId: entry.handle.processGroupId } : {}),
     },
-    // verified against the lease now: the wrapper, the adapter and what it forked, leaves first
-    tree: tree === null ? { verified: false, members: [] } : { verified: true, rootPid: tree.root.pid, members },
+    // verified against the lease: the wrapper, the adapter and what it forked, leaves first
+    tree: { ...tree, ageMs },
     ...agentDetails(st),
   };
+  const n = tree.members.length;
   const summary =
     `status=${status} backend=${c.backendId} lease=${entry.handle.leaseId} (${st.leaseState}) ` +
-    `tree=${tree === null ? "not verified" : `${members.length} process${members.length === 1 ? "" : "es"}`}` +
+    `tree=${tree.verified ? `${n} process${n === 1 ? "" : "es"}` : "not verified"} (${ageMs} ms ago)` +
     (st.modes ? ` mode=${st.modes.currentModeId}` : "");
   return { summary, ...ids, details };
 }

@@ -14,7 +14,8 @@ import { describe, expect, it } from "vitest";
 import { createAcpxLifecycleController } from "../../src/acpx/controller.js";
 import { createProcleasePlugin, loadHostAcpRuntimeSdk, type AcpRuntimeSdk, type PluginServiceLike } from "../../src/openclaw/plugin.js";
 import type { OpenClawAcpRuntime } from "../../src/openclaw/runtime.js";
-import { disposeAfterEach, GRACE_MS, ROOT, tempStateDir, trackLease } from "../acpx/controller-helpers.js";
+import { openLeaseStore } from "../../src/ownership/index.js";
+import { alive, disposeAfterEach, GRACE_MS, leaseCarriers, ROOT, tempStateDir, trackLease } from "../acpx/controller-helpers.js";
 import { fixture } from "./helpers.js";
 
 const controllers = disposeAfterEach();
@@ -52,14 +53,14 @@ describe("the OpenClaw plugin entry", () => {
     expect(entry.configSchema.jsonSchema).toEqual(manifest.configSchema);
   });
 
-  it("register → service start: the runtime runs on the plugin config and is registered under its backend id; stop unregisters it and frees the state dir", async () => {
+  it("register → service start: the runtime runs on the plugin config and is registered under its backend id; stop unregisters it, closes its live sessions through their leases and frees the state dir", async () => {
     const { sdk, backends, AcpRuntimeError } = standInSdk();
     const plugin = createProcleasePlugin({ loadSdk: async () => sdk });
     const services: PluginServiceLike[] = [];
     const logged: string[] = [];
     plugin.register({
       registrationMode: "full",
-      pluginConfig: { backendId: "leased", graceMs: GRACE_MS, agents: { fixture: { command: fixture("--require-auth=api-key") } } },
+      pluginConfig: { backendId: "leased", graceMs: GRACE_MS, agents: { fixture: { command: fixture("--require-auth=api-key") }, plain: { command: fixture() } } },
       logger: { info: (m) => logged.push(m) },
       registerService: (s) => services.push(s),
     });
@@ -74,8 +75,16 @@ describe("the OpenClaw plugin entry", () => {
     const e = await registered.runtime.ensureSession({ sessionKey: "agent:main:acp:p", agentId: "main", agent: "fixture", mode: "persistent" }).catch((x: unknown) => x);
     expect(e).toBeInstanceOf(AcpRuntimeError);
     expect(e).toMatchObject({ code: "ACP_SESSION_INIT_FAILED", options: { detailCode: "AUTH_REQUIRED" }, retryable: false });
+    const live = await registered.runtime.ensureSession({ sessionKey: "agent:main:acp:live", agentId: "main", agent: "plain", mode: "persistent" });
+    trackLease(live.leaseId);
+    const pids = leaseCarriers(live.leaseId);
+    expect(pids.length).toBeGreaterThanOrEqual(2);
     await services[0]!.stop({ stateDir: hostStateDir });
     expect(backends.has("leased")).toBe(false);
+    // the stop closed the live session through its lease
+    expect(pids.filter((p) => alive(p))).toEqual([]);
+    const store = await openLeaseStore(join(hostStateDir, "proclease"), { readOnly: true });
+    expect((await store.get(live.leaseId))?.state).toBe("closed");
     expect(registered.healthy()).toBe(false);
     // the state dir is free again: another gateway's controller takes it
     const ctl = await createAcpxLifecycleController({ stateDir: join(hostStateDir, "proclease"), maintenanceIntervalMs: 0 });

@@ -144,11 +144,14 @@ describe("handles and status", () => {
     await expect(newRuntime(controllers, "backend-id-3", { backendId: "Upper" })).rejects.toThrow(/lowercase/);
   });
 
-  it("getStatus gives the lease's state and its tree verified now; after close, no-session", async () => {
+  it("getStatus gives the lease's state and its tree, verified (at most a second ago, its age said); after close, no-session", async () => {
     const rt = await newRuntime(controllers, "status");
     const h = await ensure(rt);
     const st = await rt.getStatus({ handle: h });
-    const d = st.details as { lease: { leaseId: string; state: string; rootPid: number }; tree: { verified: boolean; rootPid: number; members: Array<{ pid: number }> }; status: string };
+    const d = st.details as { lease: { leaseId: string; state: string; rootPid: number }; tree: { verified: boolean; rootPid: number; members: Array<{ pid: number }>; verifiedAt: number; ageMs: number }; status: string };
+    // the first status of a lease waits for its verification
+    expect(d.tree.ageMs).toBeLessThan(1000);
+    expect(d.tree.verifiedAt).toBeLessThanOrEqual(Date.now());
     expect(d.status).toBe("idle");
     expect(d.lease).toMatchObject({ leaseId: h.leaseId, state: "open" });
     expect(d.tree.verified).toBe(true);
@@ -160,6 +163,10 @@ describe("handles and status", () => {
     expect(new Set(leaseCarriers(h.leaseId))).toEqual(new Set(pids));
     expect(st.summary).toMatch(new RegExp(`^status=idle backend=proclease lease=${h.leaseId} \\(open\\) tree=${pids.length} processes`));
     expect(st.agentSessionId).toBe(h.agentSessionId);
+    // the next statuses answer with that view until it is a second old, then one verifies it again in the background
+    const verifiedAt = (s: Awaited<ReturnType<typeof rt.getStatus>>): number => (s.details as { tree: { verifiedAt: number } }).tree.verifiedAt;
+    expect(verifiedAt(await rt.getStatus({ handle: h }))).toBe(d.tree.verifiedAt);
+    expect(await waitFor(async () => verifiedAt(await rt.getStatus({ handle: h })) > d.tree.verifiedAt, 10_000, 100)).toBeGreaterThanOrEqual(1000);
     await rt.close({ handle: h, reason: "test" });
     expect(await waitFor(() => pids.every((p) => !alive(p)), 10_000)).toBeGreaterThanOrEqual(0);
     const after = await rt.getStatus({ handle: h });
