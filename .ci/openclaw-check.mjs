@@ -5,8 +5,12 @@
 //
 //   OPENCLAW_DIR=/tmp/oc node24 .ci/openclaw-check.mjs
 //
-// Three gateway incarnations (.ci/openclaw-gateway.mjs, each its own Node
-// process loading the plugin as OpenClaw does) on one OpenClaw state dir:
+// First OpenClaw's own plugin loader (`openclaw plugins inspect`) loads the
+// plugin from the installed package with the config a user writes, and
+// refuses a config its manifest's schema refuses. Then three gateway
+// incarnations (.ci/openclaw-gateway.mjs, each its own Node process loading
+// the entry package.json names, registering it in full mode and starting
+// its service, as OpenClaw's gateway does) on one OpenClaw state dir:
 //   1. initializeSession (persistent, oneshot); runTurn streaming through
 //      onEvent; a oneshot turn (its lease closes); cancelSession mid-turn;
 //      getSessionStatus; setSessionRuntimeMode and setSessionConfigOption;
@@ -15,6 +19,7 @@
 //      before the turn; then this gateway is SIGKILLed mid-turn;
 //   3. it reaps what gateway 2 left, the session resumes again, nothing of
 //      gateway 2 runs, closeSession (after which status fails), doctor.
+// Last, session visibility as OpenClaw's own checker and proclease decide it.
 // Every manager call is printed with its time. At the end every lease of
 // the run is settled and no process carries the run's instance id.
 // OPENCLAW_STATE_DIR / OPENCLAW_HOME / OPENCLAW_CONFIG_PATH / TMPDIR point
@@ -53,9 +58,14 @@ const lockDir = join(tmpdir(), `openclaw-state-locks-${process.getuid()}`);
 const lockDirExisted = existsSync(lockDir);
 const T = mkdtempSync(join(tmpdir(), "proclease-openclaw-check-"));
 for (const d of ["state", "home", "tmp"]) mkdirSync(join(T, d));
-const cfg = { acp: { backend: "proclease" }, logging: { file: join(T, "openclaw.log") } };
-writeFileSync(join(T, "openclaw.json"), JSON.stringify(cfg));
 const pluginConfig = { graceMs: 500, permissions: "allow-once", agents: { fixture: { command: [process.execPath, fixtureAgent, "--turn=by-text"] } } };
+// the plugin as a user configures it: loaded from the installed package, enabled, with its config
+const cfg = {
+  acp: { backend: "proclease" },
+  logging: { file: join(T, "openclaw.log") },
+  plugins: { load: { paths: [procleaseDir] }, entries: { proclease: { enabled: true, config: pluginConfig } } },
+};
+writeFileSync(join(T, "openclaw.json"), JSON.stringify(cfg));
 const stateDir = join(T, "state", "proclease");
 const env = {
   ...process.env,
@@ -65,7 +75,6 @@ const env = {
   OPENCLAW_CONFIG_PATH: join(T, "openclaw.json"),
   TMPDIR: join(T, "tmp"),
   CHECK_CFG: JSON.stringify(cfg),
-  CHECK_PLUGIN_CONFIG: JSON.stringify(pluginConfig),
 };
 // this process imports OpenClaw modules too (the visibility check): the same temp folders
 for (const k of ["OPENCLAW_STATE_DIR", "OPENCLAW_HOME", "OPENCLAW_CONFIG_PATH", "TMPDIR"]) process.env[k] = env[k];
@@ -162,10 +171,48 @@ function carriers(key, value) {
   return out;
 }
 const statusOf = (v) => v?.runtimeStatus?.details ?? {};
+
+/** `openclaw plugins inspect proclease --runtime --json` with a config file: its exit code, its JSON (if any) and its text. */
+function inspectPlugin(configPath) {
+  return new Promise((resolve) => {
+    const cli = join(dir, "node_modules/openclaw/openclaw.mjs");
+    const c = spawn(process.execPath, [cli, "plugins", "inspect", "proclease", "--runtime", "--json"], { env: { ...env, OPENCLAW_CONFIG_PATH: configPath }, stdio: ["ignore", "pipe", "pipe"] });
+    let out = "";
+    c.stdout.on("data", (d) => (out += d));
+    c.stderr.on("data", (d) => (out += d));
+    c.on("exit", (code) => {
+      const at = out.indexOf("\n{");
+      let json = null;
+      try {
+        json = JSON.parse(at === -1 ? out : out.slice(at + 1));
+      } catch {
+        // not JSON: the text says why
+      }
+      resolve({ code, json, out });
+    });
+  });
+}
+
+/** OpenClaw's own plugin loader reads the manifest, validates the config against it, and loads the entry. */
+async function loader() {
+  let t = performance.now();
+  const ok = await inspectPlugin(join(T, "openclaw.json"));
+  const p = ok.json?.plugin ?? {};
+  say(`openclaw plugins inspect proclease --runtime --json ${fmt(performance.now() - t)}: status ${p.status}, format ${p.format}, origin ${p.origin}, source ${p.source}`);
+  check(ok.code === 0 && p.status === "loaded" && p.format === "openclaw" && p.source === join(procleaseDir, "dist/openclaw/plugin.js"), "OpenClaw's loader found the manifest, took the entry package.json names and loaded it");
+  check(p.configSchema === true && p.configJsonSchema?.required?.includes("agents"), "and read the plugin's config schema from openclaw.plugin.json");
+  const bad = structuredClone(cfg);
+  bad.plugins.entries.proclease.config.agents.fixture.command = "node agent.mjs";
+  writeFileSync(join(T, "bad.json"), JSON.stringify(bad));
+  t = performance.now();
+  const no = await inspectPlugin(join(T, "bad.json"));
+  const problem = no.out.split("\n").find((l) => l.includes("plugins.entries.proclease.config")) ?? "";
+  say(`the same with a shell string as the agent's command ${fmt(performance.now() - t)}: exit ${no.code}: ${problem.trim()}`);
+  check(no.code !== 0 && /agents\.fixture\.command.*must be array/.test(problem), "OpenClaw refuses a config the manifest's schema refuses (a command must be an argv)");
+}
 const gateways = [];
 
 async function main() {
-  say(`openclaw ${openclawVersion} under node ${process.version}; OpenClaw state ${join(T, "state")}, config ${join(T, "openclaw.json")}`);
   // ---- gateway 1
   const g1 = new Gateway("gateway 1");
   gateways.push(g1);
@@ -274,7 +321,9 @@ async function visibility() {
   check(unsetTheirs === "all" && unsetOurs === "tree", "unset: OpenClaw all, proclease tree");
 }
 
+say(`openclaw ${openclawVersion} under node ${process.version}; OpenClaw state ${join(T, "state")}, config ${join(T, "openclaw.json")}`);
 try {
+  await loader();
   await main();
   await visibility();
 } catch (e) {

@@ -10,8 +10,8 @@
 // Requests run concurrently (a cancel reaches a running turn).
 //
 // env: OPENCLAW_DIR (a folder with node_modules/openclaw and
-// node_modules/proclease), CHECK_PLUGIN_CONFIG (JSON), CHECK_CFG (JSON),
-// OPENCLAW_STATE_DIR.
+// node_modules/proclease), CHECK_CFG (OpenClaw's config, JSON: the manager's
+// cfg, and the plugin's config under plugins.entries), OPENCLAW_STATE_DIR.
 import { randomUUID } from "node:crypto";
 import { readFileSync } from "node:fs";
 import { createRequire } from "node:module";
@@ -32,10 +32,11 @@ const entry = (await import(pathToFileURL(join(pkgDir, pkg.openclaw.extensions[0
 const services = [];
 const logs = [];
 const logger = { info: (m) => logs.push(m), warn: (m) => logs.push(`warn: ${m}`), error: (m) => logs.push(`error: ${m}`), debug: () => {} };
-entry.register({ id: entry.id, registrationMode: "full", pluginConfig: JSON.parse(process.env.CHECK_PLUGIN_CONFIG), logger, registerService: (s) => services.push(s) });
+const cfg = JSON.parse(process.env.CHECK_CFG);
+// the plugin's config as OpenClaw hands it over: plugins.entries.<id>.config
+entry.register({ id: entry.id, registrationMode: "full", pluginConfig: cfg.plugins.entries[entry.id].config, logger, registerService: (s) => services.push(s) });
 const ctx = { stateDir: process.env.OPENCLAW_STATE_DIR, logger };
 for (const s of services) await s.start(ctx);
-const cfg = JSON.parse(process.env.CHECK_CFG);
 const backend = sdk.getAcpRuntimeBackend(cfg.acp.backend);
 const manager = sdk.getAcpSessionManager();
 out({ ready: true, ms: performance.now() - t0, node: process.version, pid: process.pid, backend: backend?.id ?? null, healthy: backend?.healthy?.() ?? null, logs });
