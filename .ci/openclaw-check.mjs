@@ -7,7 +7,9 @@
 //
 // First OpenClaw's own plugin loader (`openclaw plugins inspect`) loads the
 // plugin from the installed package with the config a user writes, and
-// refuses a config its manifest's schema refuses. Then three gateway
+// refuses a config its manifest's schema refuses; and, given the packed
+// tarball (PROCLEASE_TARBALL), `openclaw plugins install npm-pack:` installs
+// it as a user would, and its loader loads it from there. Then three gateway
 // incarnations (.ci/openclaw-gateway.mjs, each its own Node process loading
 // the entry package.json names, registering it in full mode and starting
 // its service, as OpenClaw's gateway does) on one OpenClaw state dir:
@@ -172,25 +174,59 @@ function carriers(key, value) {
 }
 const statusOf = (v) => v?.runtimeStatus?.details ?? {};
 
-/** `openclaw plugins inspect proclease --runtime --json` with a config file: its exit code, its JSON (if any) and its text. */
-function inspectPlugin(configPath) {
+/** The openclaw CLI of the install under test: its exit code, its JSON output (when it printed one) and its text. */
+function openclawCli(args, over = {}) {
   return new Promise((resolve) => {
     const cli = join(dir, "node_modules/openclaw/openclaw.mjs");
-    const c = spawn(process.execPath, [cli, "plugins", "inspect", "proclease", "--runtime", "--json"], { env: { ...env, OPENCLAW_CONFIG_PATH: configPath }, stdio: ["ignore", "pipe", "pipe"] });
+    const c = spawn(process.execPath, [cli, ...args], { env: { ...env, ...over }, stdio: ["ignore", "pipe", "pipe"] });
     let out = "";
     c.stdout.on("data", (d) => (out += d));
     c.stderr.on("data", (d) => (out += d));
     c.on("exit", (code) => {
-      const at = out.indexOf("\n{");
+      const at = out.startsWith("{") ? 0 : out.indexOf("\n{") + 1;
       let json = null;
       try {
-        json = JSON.parse(at === -1 ? out : out.slice(at + 1));
+        if (at > 0 || out.startsWith("{")) json = JSON.parse(out.slice(at));
       } catch {
         // not JSON: the text says why
       }
       resolve({ code, json, out });
     });
   });
+}
+const inspectPlugin = (configPath, over = {}) => openclawCli(["plugins", "inspect", "proclease", "--runtime", "--json"], { OPENCLAW_CONFIG_PATH: configPath, ...over });
+
+/**
+ * The install a user runs: `openclaw plugins install npm-pack:<tarball>`
+ * into OpenClaw's managed project (which links its own openclaw package as
+ * the plugin's peer), then the config, `plugins enable`, and OpenClaw's
+ * loader loading it from there. CI passes the packed tarball in
+ * PROCLEASE_TARBALL; a run without it says it skipped this part.
+ */
+async function managedInstall() {
+  const tgz = process.env.PROCLEASE_TARBALL;
+  if (!tgz) {
+    say("SKIPPED `openclaw plugins install npm-pack:`: PROCLEASE_TARBALL names no tarball (CI passes the packed one)");
+    return;
+  }
+  const M = join(T, "managed");
+  for (const d of ["state", "home", "tmp"]) mkdirSync(join(M, d), { recursive: true });
+  writeFileSync(join(M, "openclaw.json"), JSON.stringify({ acp: { backend: "proclease" } }));
+  const over = { HOME: join(M, "home"), OPENCLAW_STATE_DIR: join(M, "state"), OPENCLAW_HOME: join(M, "home"), OPENCLAW_CONFIG_PATH: join(M, "openclaw.json"), TMPDIR: join(M, "tmp") };
+  let t = performance.now();
+  const inst = await openclawCli(["plugins", "install", `npm-pack:${tgz}`, "--force", "--accept-capabilities"], over);
+  for (const l of inst.out.split("\n").filter((x) => /Installing to|Linked peerDependency|Installed plugin|requires configuration/.test(x))) say(`  ${l.trim()}`);
+  say(`openclaw plugins install npm-pack:${tgz} --force --accept-capabilities ${fmt(performance.now() - t)}: exit ${inst.code}`);
+  check(inst.code === 0 && /Installed plugin: proclease/.test(inst.out) && /Linked peerDependency "openclaw"/.test(inst.out), "OpenClaw installed the packed plugin into its managed project and linked itself as the plugin's openclaw peer");
+  t = performance.now();
+  const set = await openclawCli(["config", "set", "plugins.entries.proclease.config", JSON.stringify(pluginConfig), "--strict-json"], over);
+  const en = await openclawCli(["plugins", "enable", "proclease"], over);
+  say(`openclaw config set plugins.entries.proclease.config …; openclaw plugins enable proclease ${fmt(performance.now() - t)}: exit ${set.code}, ${en.code}`);
+  t = performance.now();
+  const ins = await inspectPlugin(join(M, "openclaw.json"), over);
+  const p = ins.json?.plugin ?? {};
+  say(`openclaw plugins inspect proclease --runtime --json ${fmt(performance.now() - t)}: status ${p.status}, origin ${p.origin}, enabled ${p.enabled}, source ${p.source}`);
+  check(set.code === 0 && en.code === 0 && p.status === "loaded" && p.enabled === true && p.source === join(M, "state/npm/projects/proclease/node_modules/proclease/dist/openclaw/plugin.js"), "configured and enabled, OpenClaw's loader loads it from the managed install");
 }
 
 /** OpenClaw's own plugin loader reads the manifest, validates the config against it, and loads the entry. */
@@ -324,6 +360,7 @@ async function visibility() {
 say(`openclaw ${openclawVersion} under node ${process.version}; OpenClaw state ${join(T, "state")}, config ${join(T, "openclaw.json")}`);
 try {
   await loader();
+  await managedInstall();
   await main();
   await visibility();
 } catch (e) {
