@@ -311,10 +311,12 @@ async function main() {
   const who3 = await g3.turn(P, "/whoami");
   const w3 = JSON.parse(who3.reply || "{}");
   check(w3.sessionId === A1 && w3.how === "resume", "the persistent session resumed again in gateway 3");
-  const doc = await g3.send("doctor", {});
-  say(`gateway 3 runtime.doctor() ${fmt(doc.ms)}: ok ${doc.value.ok}, ${doc.value.message}`);
-  for (const l of doc.value.details) say(`  ${l}`);
-  check(doc.ok && doc.value.ok === true, "doctor: ok");
+  const doc = await g3.send("acpDoctor", {});
+  const text = JSON.stringify(doc.value ?? doc.error).match(/"text":"((?:[^"\\]|\\.)*)"/)?.[1];
+  const lines = text === undefined ? [] : JSON.parse(`"${text}"`).split("\n");
+  say(`gateway 3 /acp doctor (OpenClaw's command handler) ${fmt(doc.ms)}:`);
+  for (const l of lines) say(`  ${l}`);
+  check(lines.includes("registeredBackend: proclease") && lines.some((l) => l.startsWith("runtimeDoctor: ok (proclease backend")) && lines.includes("healthy: yes"), "/acp doctor: the backend is registered, its doctor is ok, OpenClaw finds it healthy");
   const closed = await g3.call("closeSession", { sessionKey: P, reason: "check done", clearMeta: true, discardPersistentState: true }, (v) => JSON.stringify(v));
   check(closed.ok && closed.value.runtimeClosed === true && closed.value.metaCleared === true, "closeSession closed the runtime and cleared the metadata");
   const after = await g3.call("getSessionStatus", { sessionKey: P });
