@@ -248,15 +248,18 @@ async function loader() {
 }
 const gateways = [];
 
-async function main() {
-  // ---- gateway 1
+/** What the incarnations hand on: the persistent session's agent session id, its leases, gateway 2's pids. */
+const run = { A1: undefined, L1: undefined, L2: undefined, killedPids: [] };
+
+/** Gateway 1: sessions, turns, cancel, status and controls, then a clean stop. */
+async function gatewayOne() {
   const g1 = new Gateway("gateway 1");
   gateways.push(g1);
   await g1.start();
   const init = await g1.call("initializeSession", { sessionKey: P, agent: "fixture", mode: "persistent" }, (v) => `backend ${v.handle.backend}, agent session ${v.handle.agentSessionId}, lease ${v.handle.leaseId}`);
   check(init.ok && init.value.handle.backend === "proclease", "the handle carries backend \"proclease\" (OpenClaw finds the backend again by it)");
-  const A1 = init.value?.handle.agentSessionId;
-  const L1 = init.value?.handle.leaseId;
+  const A1 = (run.A1 = init.value?.handle.agentSessionId);
+  const L1 = (run.L1 = init.value?.handle.leaseId);
   const once = await g1.call("initializeSession", { sessionKey: O, agent: "fixture", mode: "oneshot" }, (v) => `lease ${v.handle.leaseId}`);
   const story = await g1.turn(P, "/story");
   check(story.m.ok && story.reply === "permission: allow. Done." && story.done?.type === "done" && story.done.stopReason === "end_turn", "runTurn streamed the reply through onEvent (a permission answered allow-once) and ended done/end_turn");
@@ -268,7 +271,7 @@ async function main() {
   check(cancelled.done?.type === "done" && cancelled.done.status === "cancelled", "cancelSession mid-turn: the turn ended done/cancelled (ACP session/cancel; nothing signalled)");
   const st = await g1.call("getSessionStatus", { sessionKey: P }, (v) => `state ${v.state}, ${v.runtimeStatus?.summary}`);
   const d1 = statusOf(st.value);
-  check(st.ok && d1.lease?.leaseId === L1 && d1.lease?.state === "open" && d1.tree?.verified === true && d1.tree.members.length >= 2, "getSessionStatus: the lease (open) and its tree, verified now");
+  check(st.ok && d1.lease?.leaseId === L1 && d1.lease?.state === "open" && d1.tree?.verified === true && d1.tree.members.length >= 2, "getSessionStatus: the lease (open) and its verified tree");
   check(d1.tree?.members.every((m) => alive(m.pid)) && d1.tree.members.length === carriers("OPENCLAW_ACPX_LEASE_ID", L1).length, "the tree's members are exactly the live processes carrying the lease");
   await g1.call("setSessionRuntimeMode", { sessionKey: P, runtimeMode: "code" }, (v) => JSON.stringify(v));
   await g1.call("setSessionConfigOption", { sessionKey: P, key: "model", value: "fixture-large" }, (v) => JSON.stringify(v));
@@ -276,32 +279,37 @@ async function main() {
   const w1 = JSON.parse(who1.reply || "{}");
   check(w1.modeId === "code" && w1.model === "fixture-large" && w1.sessionId === A1, "the agent runs in mode code with model fixture-large");
   await g1.stop();
+}
 
-  // ---- gateway 2: a clean restart
+/** Gateway 2: a clean restart (the manager re-ensures from its metadata and replays its controls), then a SIGKILL mid-turn. */
+async function gatewayTwo() {
+  const { A1, L1 } = run;
   const g2 = new Gateway("gateway 2");
   gateways.push(g2);
   await g2.start();
   check((await leaseOf(L1))?.state === "closed", `gateway 1's lease ${L1} is ${(await leaseOf(L1))?.state}: its service stop closed the session through the lease`);
   const st2 = await g2.call("getSessionStatus", { sessionKey: P }, (v) => `state ${v.state}, ${v.runtimeStatus?.summary}`);
   const d2 = statusOf(st2.value);
-  const L2 = d2.lease?.leaseId;
+  const L2 = (run.L2 = d2.lease?.leaseId);
   check(st2.ok && d2.resumed === true && st2.value.runtimeStatus.agentSessionId === A1 && L2 !== L1, "the manager re-ensured from its stored metadata: same agent session (resumed), a new lease");
   // the new agent process resumed the session with its defaults (it keeps no session store here): mode ask
   check(d2.modes?.current === "ask", `before the next turn the agent's mode is its default (${d2.modes?.current})`);
   const who2 = await g2.turn(P, "/whoami");
   const w2 = JSON.parse(who2.reply || "{}");
   check(w2.sessionId === A1 && w2.how === "resume" && w2.modeId === "code" && w2.model === "fixture-large", "a new agent process took the session back (session/resume) and the manager replayed mode code and model fixture-large before the turn");
-  let killedPids = [];
-  const crashTurn = g2.turn(P, "hang", () => {
-    killedPids = carriers("OPENCLAW_ACPX_LEASE_ID", L2);
-    say(`SIGKILL → gateway 2 (pid ${g2.child.pid}) mid-turn; lease ${L2} is carried by ${killedPids.join(", ")}`);
+  // the turn never answers: its gateway dies in it
+  void g2.turn(P, "hang", () => {
+    run.killedPids = carriers("OPENCLAW_ACPX_LEASE_ID", L2);
+    say(`SIGKILL → gateway 2 (pid ${g2.child.pid}) mid-turn; lease ${L2} is carried by ${run.killedPids.join(", ")}`);
     g2.child.kill("SIGKILL");
   });
   const ex = await g2.exited;
   say(`gateway 2 exited (${ex.signal ?? ex.code})`);
-  void crashTurn;
+}
 
-  // ---- gateway 3: after the SIGKILL
+/** Gateway 3: after the SIGKILL it reaps what gateway 2 left; the session resumes; /acp doctor; closeSession. */
+async function gatewayThree() {
+  const { A1, L2, killedPids } = run;
   const g3 = new Gateway("gateway 3");
   gateways.push(g3);
   await g3.start();
@@ -322,8 +330,10 @@ async function main() {
   const after = await g3.call("getSessionStatus", { sessionKey: P });
   check(!after.ok && after.error[0].code === "ACP_SESSION_INIT_FAILED", "after closeSession, getSessionStatus fails");
   await g3.stop();
+}
 
-  // ---- the end: every lease settled, nothing of the run alive
+/** The end: every lease settled, nothing of the run alive. */
+async function theEnd() {
   const all = await leases();
   const states = all.reduce((m, l) => ({ ...m, [l.state]: (m[l.state] ?? 0) + 1 }), {});
   check(all.length > 0 && all.every((l) => l.state === "closed" || l.state === "lost"), `every lease of the run settled: ${JSON.stringify(states)}`);
@@ -363,7 +373,10 @@ say(`openclaw ${openclawVersion} under node ${process.version}; OpenClaw state $
 try {
   await loader();
   await managedInstall();
-  await main();
+  await gatewayOne();
+  await gatewayTwo();
+  await gatewayThree();
+  await theEnd();
   await visibility();
 } catch (e) {
   failures++;
