@@ -25,10 +25,10 @@
 // Every manager call is printed with its time. At the end every lease of
 // the run is settled and no process carries the run's instance id.
 // OPENCLAW_STATE_DIR / OPENCLAW_HOME / OPENCLAW_CONFIG_PATH / TMPDIR point
-// into one temp folder, removed at the end (and OpenClaw's lock folder in
-// the system temp dir, when this run made it).
+// into one temp folder, removed at the end, and what the run added to
+// OpenClaw's fixed /tmp folders (its lock files, CLI logs) is removed too.
 import { spawn } from "node:child_process";
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { createRequire } from "node:module";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
@@ -56,8 +56,9 @@ function check(ok, what) {
   if (!ok) failures++;
 }
 
-const lockDir = join(tmpdir(), `openclaw-state-locks-${process.getuid()}`);
-const lockDirExisted = existsSync(lockDir);
+// OpenClaw's lock files (/tmp/openclaw-state-locks-<uid>) and CLI logs (/tmp/openclaw) ignore TMPDIR: what this run adds there goes at the end
+const { openclawTmpGuard } = await import(new URL("../bench/lib.mjs", import.meta.url).href);
+const outside = openclawTmpGuard();
 const T = mkdtempSync(join(tmpdir(), "proclease-openclaw-check-"));
 for (const d of ["state", "home", "tmp"]) mkdirSync(join(T, d));
 const pluginConfig = { graceMs: 500, permissions: "allow-once", agents: { fixture: { command: [process.execPath, fixtureAgent, "--turn=by-text"] } } };
@@ -211,7 +212,7 @@ async function managedInstall() {
   }
   const M = join(T, "managed");
   for (const d of ["state", "home", "tmp"]) mkdirSync(join(M, d), { recursive: true });
-  writeFileSync(join(M, "openclaw.json"), JSON.stringify({ acp: { backend: "proclease" } }));
+  writeFileSync(join(M, "openclaw.json"), JSON.stringify({ acp: { backend: "proclease" }, logging: { file: join(M, "openclaw.log") } }));
   const over = { HOME: join(M, "home"), OPENCLAW_STATE_DIR: join(M, "state"), OPENCLAW_HOME: join(M, "home"), OPENCLAW_CONFIG_PATH: join(M, "openclaw.json"), TMPDIR: join(M, "tmp") };
   let t = performance.now();
   const inst = await openclawCli(["plugins", "install", `npm-pack:${tgz}`, "--force", "--accept-capabilities"], over);
@@ -385,7 +386,12 @@ try {
   for (const g of gateways) if (g.child.exitCode === null && g.child.signalCode === null) g.child.kill("SIGKILL");
   await Promise.all(gateways.map((g) => g.exited));
   rmSync(T, { recursive: true, force: true });
-  if (!lockDirExisted && existsSync(lockDir)) rmSync(lockDir, { recursive: true, force: true });
+  outside.clean();
 }
+// OpenClaw's own exit handler writes into its state dir as this process exits: the folders go once more after it
+process.once("exit", () => {
+  rmSync(T, { recursive: true, force: true });
+  outside.clean();
+});
 console.log(failures === 0 ? `${stamp()} openclaw check: every step verified.` : `${stamp()} openclaw check: ${failures} check(s) FAILED`);
 process.exit(failures === 0 ? 0 : 1);

@@ -35,7 +35,7 @@ import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { Readable, Writable } from "node:stream";
 import { fileURLToPath, pathToFileURL } from "node:url";
-import { check, fmtMs, median, now, printTable } from "./lib.mjs";
+import { check, fmtMs, median, now, openclawTmpGuard, printTable } from "./lib.mjs";
 
 const here = dirname(fileURLToPath(import.meta.url));
 const root = join(here, "..");
@@ -183,6 +183,7 @@ export async function run({ quick }) {
   const why = skipReason();
   if (why !== undefined) throw new Error(`openclaw bench cannot run here: ${why}`);
   const T = mkdtempSync(join(tmpdir(), "proclease-bench-openclaw-"));
+  const outside = openclawTmpGuard();
   const checks = [];
   try {
     const oc = await openclaw(T);
@@ -196,7 +197,10 @@ export async function run({ quick }) {
     // OpenClaw's own exit handler writes a quarantine database under its state
     // dir as the process exits; exit handlers run in the order they were
     // added, so this one, added last, removes the folder after it
-    process.once("exit", () => rmSync(T, { recursive: true, force: true }));
+    process.once("exit", () => {
+      rmSync(T, { recursive: true, force: true });
+      outside.clean();
+    });
   }
   return checks;
 }
