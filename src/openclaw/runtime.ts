@@ -190,7 +190,11 @@ class Runtime implements OpenClawAcpRuntime {
         ...(resume === false ? { resume: false } : input.resumeSessionId !== undefined ? { resumeSessionId: input.resumeSessionId } : {}),
         replace: true,
       });
-      const applied = await applyRequestedOptions(ctl, handle, input, this.backendId);
+      // a session whose requested options could not be applied is not handed out: it is closed again
+      const applied = await applyRequestedOptions(ctl, handle, input, this.backendId).catch(async (err: unknown) => {
+        await ctl.closeSession({ handle, reason: "its requested model or thinking level could not be set", discardPersistentState: true }).catch(noop);
+        throw err;
+      });
       if (!applied.ok) {
         await ctl.closeSession({ handle, reason: applied.failure.message, discardPersistentState: true });
         throw new DecidedFailure(applied.failure);
