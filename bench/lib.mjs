@@ -2,7 +2,7 @@
 // Benches report ratios between backends/peers measured in the same run;
 // targets are ratios too, never absolute milliseconds.
 import { spawnSync } from "node:child_process";
-import { mkdirSync, readFileSync } from "node:fs";
+import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { performance } from "node:perf_hooks";
@@ -118,3 +118,25 @@ export function buildC(name) {
   return { path, reason: null };
 }
 
+
+/**
+ * OpenClaw 2026.9.6 writes outside its state dir, whatever TMPDIR says: its
+ * state-lock files go to /tmp/openclaw-state-locks-<uid> (a fixed "/tmp"),
+ * and a CLI run without logging.file logs to /tmp/openclaw. A run that
+ * loads OpenClaw notes what those folders hold first and, with `clean()`,
+ * removes what it added (and a folder it created, once empty).
+ */
+export function openclawTmpGuard() {
+  const dirs = ["/tmp/openclaw", `/tmp/openclaw-state-locks-${process.getuid?.() ?? "x"}`];
+  const before = new Map(dirs.map((d) => [d, existsSync(d) ? new Set(readdirSync(d)) : null]));
+  return {
+    clean() {
+      for (const d of dirs) {
+        if (!existsSync(d)) continue;
+        const had = before.get(d);
+        for (const f of readdirSync(d)) if (!had?.has(f)) rmSync(join(d, f), { recursive: true, force: true });
+        if (had === null && readdirSync(d).length === 0) rmSync(d, { recursive: true, force: true });
+      }
+    },
+  };
+}

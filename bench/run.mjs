@@ -1,6 +1,9 @@
 // Runs every bench/*.bench.mjs in order, each in a fresh Node process,
 // printing ratio tables. `--quick` shrinks iteration counts. `--only NAME`
 // runs one file. Exit 1 only when a ratio misses its target in two runs.
+// A file that exports skipReason() and answers a reason (it needs what this
+// host lacks) is skipped with that reason printed; any other file that
+// reports no check fails the run.
 //
 // One process per file: a bench measures a Node that has not just built
 // another bench's heap, JIT state and handles. Run in one process, the facts
@@ -36,7 +39,12 @@ if (childIdx !== -1) {
   const report = (checks, skipped) => process.send({ checks, skipped }, () => process.exit(0));
   const f = args[childIdx + 1];
   const mod = await import(pathToFileURL(join(here, f)).href);
-  if (quick && mod.quick === false) {
+  // a bench that needs what this host lacks (bench/openclaw.bench.mjs: OpenClaw, Node >= 24.16) declares why
+  const cannot = typeof mod.skipReason === "function" ? mod.skipReason() : undefined;
+  if (cannot !== undefined) {
+    console.log(`\n# ${f}: skipped (${cannot})`);
+    report([], cannot);
+  } else if (quick && mod.quick === false) {
     const why = `full run only: ${mod.quickSkipReason ?? "long-running"}`;
     console.log(`\n# ${f}: skipped in --quick (${why})`);
     report([], why);

@@ -1,0 +1,110 @@
+/**
+ * Which controller session an OpenClaw handle names. OpenClaw isolates a
+ * bare session key by its agent id (`ownerAwareSessions: 1`), so the
+ * controller's key is made of both: `oc:<agentId>:<sessionKey>` (the agent
+ * id with ":" escaped), or `oc:-:<sessionKey>` without one. The table also
+ * keeps what OpenClaw asked for that the controller does not know: the
+ * session mode, a fresh start asked for by prepareFreshSession, and closes
+ * still running (a oneshot session closes after its turn, while OpenClaw
+ * already goes on).
+ */
+import type { AcpRuntimeHandle } from "../acpx/types.js";
+import type { ResolvedAgent } from "./options.js";
+import type { TurnControl } from "./turn.js";
+import type { OpenClawRuntimeHandle, OpenClawSessionMode } from "./types.js";
+
+export interface SessionEntry {
+  key: string;
+  /** what ensureSession returned to OpenClaw */
+  openclaw: OpenClawRuntimeHandle & { leaseId: string };
+  /** the controller's handle */
+  handle: AcpRuntimeHandle;
+  mode: OpenClawSessionMode;
+  agent: ResolvedAgent;
+  /** set when the session's processes ended without a close (how they did) */
+  ended?: string;
+  /** the running turn, for cancel() */
+  turn?: TurnControl;
+}
+
+export function controllerKey(sessionKey: string, agentId: string | undefined): string {
+  return `oc:${agentId === undefined ? "-" : agentId.replaceAll("%", "%25").replaceAll(":", "%3A")}:${sessionKey}`;
+}
+
+export class SessionTable {
+  private readonly entries = new Map<string, SessionEntry>();
+  private readonly fresh = new Set<string>();
+  private readonly closing = new Map<string, Promise<unknown>>();
+
+  keyOf(h: { sessionKey: string; agentId?: string }): string {
+    return controllerKey(h.sessionKey, h.agentId);
+  }
+
+  get(key: string): SessionEntry | undefined {
+    return this.entries.get(key);
+  }
+
+  /**
+   * The live entry a handle names. A handle that names a lease (one this
+   * runtime returned) must name the entry's current lease: an older one is
+   * stale, and never reaches the current session.
+   */
+  lookup(h: OpenClawRuntimeHandle): { key: string; entry: SessionEntry | undefined; stale: boolean } {
+    const key = this.keyOf(h);
+    const entry = this.entries.get(key);
+    const leaseId = (h as { leaseId?: unknown }).leaseId;
+    const stale = entry !== undefined && typeof leaseId === "string" && leaseId !== entry.handle.leaseId;
+    return { key, entry: stale ? undefined : entry, stale };
+  }
+
+  set(entry: SessionEntry): void {
+    this.entries.set(entry.key, entry);
+  }
+
+  delete(key: string, leaseId?: string): void {
+    const e = this.entries.get(key);
+    if (e !== undefined && (leaseId === undefined || e.handle.leaseId === leaseId)) this.entries.delete(key);
+  }
+
+  byLease(leaseId: string): SessionEntry | undefined {
+    for (const e of this.entries.values()) if (e.handle.leaseId === leaseId) return e;
+    return undefined;
+  }
+
+  all(): SessionEntry[] {
+    return [...this.entries.values()];
+  }
+
+  markFresh(key: string): void {
+    this.fresh.add(key);
+  }
+
+  /** Whether the next ensure must start fresh; the mark is consumed by a successful ensure. */
+  isFresh(key: string): boolean {
+    return this.fresh.has(key);
+  }
+
+  clearFresh(key: string): void {
+    this.fresh.delete(key);
+  }
+
+  /** Runs `close` after any close of the key still running, and keeps it until it settles. */
+  trackClose<T>(key: string, close: () => Promise<T>): Promise<T> {
+    const before = this.closing.get(key) ?? Promise.resolve();
+    const p = before.then(close, close);
+    const settled = p.then(
+      () => undefined,
+      () => undefined,
+    );
+    this.closing.set(key, settled);
+    void settled.then(() => {
+      if (this.closing.get(key) === settled) this.closing.delete(key);
+    });
+    return p;
+  }
+
+  /** Resolves once no close of the key is running. */
+  async closed(key: string): Promise<void> {
+    for (let c = this.closing.get(key); c !== undefined; c = this.closing.get(key)) await c;
+  }
+}
