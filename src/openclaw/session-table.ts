@@ -9,6 +9,7 @@
  * already goes on).
  */
 import type { AcpRuntimeHandle } from "../acpx/types.js";
+import { KeyedQueue } from "../ownership/keyed-queue.js";
 import type { ResolvedAgent } from "./options.js";
 import type { TurnControl } from "./turn.js";
 import type { OpenClawRuntimeHandle, OpenClawSessionMode } from "./types.js";
@@ -34,7 +35,7 @@ export function controllerKey(sessionKey: string, agentId: string | undefined): 
 export class SessionTable {
   private readonly entries = new Map<string, SessionEntry>();
   private readonly fresh = new Set<string>();
-  private readonly closing = new Map<string, Promise<unknown>>();
+  private readonly closing = new KeyedQueue();
 
   keyOf(h: { sessionKey: string; agentId?: string }): string {
     return controllerKey(h.sessionKey, h.agentId);
@@ -88,23 +89,13 @@ export class SessionTable {
     this.fresh.delete(key);
   }
 
-  /** Runs `close` after any close of the key still running, and keeps it until it settles. */
+  /** Runs `close` after any close of the key still running (ownership's one per-key queue). */
   trackClose<T>(key: string, close: () => Promise<T>): Promise<T> {
-    const before = this.closing.get(key) ?? Promise.resolve();
-    const p = before.then(close, close);
-    const settled = p.then(
-      () => undefined,
-      () => undefined,
-    );
-    this.closing.set(key, settled);
-    void settled.then(() => {
-      if (this.closing.get(key) === settled) this.closing.delete(key);
-    });
-    return p;
+    return this.closing.run(key, close);
   }
 
   /** Resolves once no close of the key is running. */
-  async closed(key: string): Promise<void> {
-    for (let c = this.closing.get(key); c !== undefined; c = this.closing.get(key)) await c;
+  closed(key: string): Promise<void> {
+    return this.closing.idle(key);
   }
 }

@@ -21,6 +21,11 @@ export class KeyedQueue {
     return result;
   }
 
+  /** Resolves once nothing is queued or running for `key` (a call queued meanwhile is waited for too). */
+  async idle(key: string): Promise<void> {
+    for (let t = this.tails.get(key); t !== undefined; t = this.tails.get(key)) await t;
+  }
+
   get size(): number {
     return this.tails.size;
   }
