@@ -40,6 +40,11 @@ export function tempStateDir(label: string): string {
   return d;
 }
 
+/** A state dir made elsewhere (inside a tracked temp dir, e.g. an OpenClaw plugin's `<host state dir>/proclease`): its cgroups are removed with the rest. */
+export function trackStateDir(d: string): void {
+  dirs.push(d);
+}
+
 export function trackLease(id: string): void {
   leaseIds.add(id);
 }
@@ -221,8 +226,9 @@ export function cleanupAll(): void {
     }
   }
   ownPids.clear();
-  // with the cgroups its leases left on the host (test/helpers/state-dir-cleanup.ts)
-  for (const d of dirs.splice(0)) removeStateDir(d);
+  // with the cgroups its leases left on the host (test/helpers/state-dir-cleanup.ts); the last made first, so
+  // a state dir inside another is read before its parent is removed
+  for (const d of dirs.splice(0).reverse()) removeStateDir(d);
 }
 
 /**

@@ -16,7 +16,7 @@ import { createAcpxLifecycleController } from "../../src/acpx/controller.js";
 import { createProcleasePlugin, loadHostAcpRuntimeSdk, type AcpRuntimeSdk, type PluginServiceLike } from "../../src/openclaw/plugin.js";
 import type { OpenClawAcpRuntime } from "../../src/openclaw/runtime.js";
 import { openLeaseStore } from "../../src/ownership/index.js";
-import { alive, disposeAfterEach, GRACE_MS, leaseCarriers, ROOT, tempStateDir, trackLease } from "../acpx/controller-helpers.js";
+import { alive, disposeAfterEach, GRACE_MS, leaseCarriers, ROOT, tempStateDir, trackLease, trackStateDir } from "../acpx/controller-helpers.js";
 import { fixture } from "./helpers.js";
 
 const controllers = disposeAfterEach();
@@ -68,6 +68,7 @@ describe("the OpenClaw plugin entry", () => {
     });
     expect(services.map((s) => s.id)).toEqual(["proclease-acp-runtime"]);
     const hostStateDir = tempStateDir("oc-plugin");
+    trackStateDir(join(hostStateDir, "proclease"));
     await services[0]!.start({ stateDir: hostStateDir });
     const registered = backends.get("leased") as { runtime: OpenClawAcpRuntime; healthy: () => boolean };
     expect(registered.runtime).toBe(plugin.runtime());
@@ -101,7 +102,10 @@ describe("the OpenClaw plugin entry", () => {
       pluginConfig: { graceMs: GRACE_MS, permissions: "allow-once", agents: { fixture: { command: fixture("--require-auth=api-key"), authMethod: "api-key" } } },
       registerService: (s) => services.push(s),
     });
-    await services[0]!.start({ stateDir: tempStateDir("oc-plugin-auth") });
+    const hostStateDir = tempStateDir("oc-plugin-auth");
+    // the plugin's state dir is <host state dir>/proclease: its lease cgroups are removed with it
+    trackStateDir(join(hostStateDir, "proclease"));
+    await services[0]!.start({ stateDir: hostStateDir });
     const rt = (backends.get("proclease") as { runtime: OpenClawAcpRuntime }).runtime;
     controllers.push(await rt.controller());
     const h = await rt.ensureSession({ sessionKey: "agent:main:acp:a", agentId: "main", agent: "fixture", mode: "persistent" });
