@@ -1,6 +1,6 @@
 // What does cgroup containment add to a session? Per session it is one mkdir
 // (the lease cgroup, plus a stat for its identity, recorded in the lease), one
-// write to cgroup.procs (the wrapper moving itself in) and, once the session's
+// write to cgroup.procs (the gateway moving the wrapper in as it boots) and, once the session's
 // processes have exited, the drain: populated 0, then one rmdir.
 //
 // 1. The gate (issue 13: under 1.02× ensureSession). Two controllers in this
