@@ -29,6 +29,10 @@ const INSPECT_TARGET = { full: 1.2, quick: 1.3 };
 // processes), and quick runs of the same code read 2.28–4.15×: the quick
 // run gates a guard that still fails a walk that lost its edge.
 const PROCFS_TARGET = { full: 2.5, quick: 2 };
+// ps against native: the full run judges 3x; quick runs in CI read 2.93-3.56x
+// under load (the ps child competes for the same two cores), so they gate 2.5x,
+// still far above a walk that lost its edge (ps/native near 1).
+const PS_TARGET = { full: 3, quick: 2.5 };
 const SLICE_SHARE_TARGET = 0.25;
 
 export async function run({ quick }) {
@@ -299,7 +303,7 @@ function snapshotChecks(at, quick, cLoop, cInspect) {
   // (on macOS there is no /proc: procfs is not expected there)
   if (loaded.out["procfs/native"]) checks.push(check(`native snapshot faster than procfs ${procs}${quick ? " (regression guard)" : ""}`, loaded.out["procfs/native"], ">=", quick ? PROCFS_TARGET.quick : PROCFS_TARGET.full));
   else if (process.platform === "linux") checks.push(unmeasured(`native snapshot faster than procfs ${procs}`, "procfs backend unavailable"));
-  if (loaded.out["ps/native"]) checks.push(check(`native snapshot faster than ps ${procs}`, loaded.out["ps/native"], ">=", 3));
+  if (loaded.out["ps/native"]) checks.push(check(`native snapshot faster than ps ${procs}${quick ? " (regression guard)" : ""}`, loaded.out["ps/native"], ">=", quick ? PS_TARGET.quick : PS_TARGET.full));
   else checks.push(unmeasured(`native snapshot faster than ps ${procs}`, "ps backend unavailable"));
   if (loaded.inspect) checks.push(check(`native inspect + 1 env key / C loop, same syscalls${quick ? " (regression guard)" : ""}`, loaded.inspect, "<=", quick ? INSPECT_TARGET.quick : INSPECT_TARGET.full));
   else checks.push(unmeasured("native inspect + 1 env key / C loop, same syscalls", cInspect.reason ?? "C loop not measured"));
