@@ -186,8 +186,10 @@ describe("reconcile follows ownership's reap rule", () => {
     const exited = async (runs: ReturnType<typeof createRunLeases>, runId: string) => {
       const { leaseId, env } = await runs.open(runId, [process.execPath, "-e", "setTimeout(() => {}, 100)"]);
       const child = spawn(process.execPath, ["-e", "setTimeout(() => {}, 100)"], { detached: true, stdio: "ignore", env: { ...process.env, ...env } });
+      // heard from the spawn on: on a loaded host the child can exit (100 ms) before attach returns, and a listener added after its exit waits forever
+      const gone = new Promise((r) => child.once("exit", r));
       await runs.attach(leaseId, child.pid!);
-      await new Promise((r) => child.once("exit", r));
+      await gone;
       return leaseId;
     };
 
