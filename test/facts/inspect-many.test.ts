@@ -46,7 +46,8 @@ for (const row of rows) {
       const snap = await facts.snapshot();
       let pids = [...snap.processes.keys()];
       // the lowest pids are the host's long-lived ones; the test's own sleepers are always in
-      const ours = [one.pid, ...snap.groupMembers(group.pid).map((p) => p.pid)];
+      // this worker too: it lives through the test and its facts do not change
+      const ours = [process.pid, one.pid, ...snap.groupMembers(group.pid).map((p) => p.pid)];
       if (pids.length > row.sample) pids = [...new Set([...ours, ...pids.slice(0, row.sample)])];
       // read each pid alone before and after the batch: where both reads agree the
       // process did not change (exit, exec, reuse) meanwhile, and the batch must agree too
@@ -70,9 +71,12 @@ for (const row of rows) {
         compared++;
         if (ours.includes(pid)) oursCompared.add(pid);
       }
-      // most of a host outlives a few milliseconds, even beside a busy test suite; ours always does
+      // ours always settle, so the comparison is never empty. How much of the rest
+      // settles depends on the host: beside other suites' short-lived children most of
+      // a CI host's table can turn over between the two passes (93 of 396 once), so no
+      // share of it is asserted
       expect([...oursCompared].sort()).toEqual([...ours].sort());
-      expect(compared).toBeGreaterThan(pids.length * 0.5);
+      expect(compared).toBeGreaterThanOrEqual(ours.length);
     });
 
     test(title("a vanished pid is null, never an error for the batch; duplicates answer each time"), async () => {
