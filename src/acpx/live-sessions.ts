@@ -7,7 +7,8 @@
  */
 import type { ContainmentSupport } from "../containment/index.js";
 import type { ProcessFacts, ProcessSignaller } from "../facts/types.js";
-import { checkSignalTarget, type LeaseStore, type LifecycleDeps } from "../ownership/index.js";
+import { signalUnreapedChild } from "../facts/guards.js";
+import type { LeaseStore, LifecycleDeps } from "../ownership/index.js";
 import type { AcpxProcessLease } from "../ownership/types.js";
 import type { AcpClient } from "./acp-client.js";
 import type { ConversationConfig, SessionConversation } from "./conversation.js";
@@ -144,25 +145,12 @@ export function markClosing(live: LiveSession | undefined, reason: string | unde
   }
 }
 
-/**
- * SIGKILLs our own wrapper child, only while it is unreaped (Node has not
- * seen its exit, so its pid cannot have been reused) and the guard allows
- * the pid. Used when the lifeline and stdin were ended and it still did not exit.
- */
-export function killUnreapedChild(l: LaunchedWrapper): void {
-  const c = l.child;
-  const pid = c.pid;
-  if (pid === undefined || c.exitCode !== null || c.signalCode !== null || l.exitStatus() !== undefined) return;
-  if (!checkSignalTarget(pid).allowed) return;
-  c.kill("SIGKILL");
-}
-
 /** Our lever on a wrapper we spawned and that is not (or no longer) a live session: lifeline, stdin, then SIGKILL while unreaped. */
 export async function releaseLaunched(launched: LaunchedWrapper, graceMs: number): Promise<void> {
   launched.endLifeline();
   launched.stdin.destroy();
   if (!(await launched.waitExit(graceMs + 2000))) {
-    killUnreapedChild(launched);
+    signalUnreapedChild(launched.child, "SIGKILL", launched.exitStatus() !== undefined);
     await launched.waitExit(2000);
   }
 }

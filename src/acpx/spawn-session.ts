@@ -9,9 +9,9 @@
  * cannot be, nothing is spawned.
  */
 import { performance } from "node:perf_hooks";
+import { checkSignalTarget } from "../facts/guards.js";
 import {
   checkCwd,
-  checkSignalTarget,
   computeCommandHash,
   descriptorShortage,
   hostFaultNote,

@@ -99,24 +99,18 @@ export function isOwnProcessGroup(pgid: number): boolean | null {
 
 let cachedPgid: number | null | undefined;
 
-
 /**
  * This process's process group id, or null when it cannot be learned. Node
  * has no getpgid(), so it is read once: /proc/self/stat on Linux (field 5,
  * parsed after the last ")" because comm may contain spaces and parens),
  * else `ps -o pgid= -p <pid>` from /bin or /usr/bin. Cached for the life of
- * the process: Node itself never calls setpgid/setsid on the running process,
- * and a native helper that did would be the one to call
- * `resetOwnProcessGroupCache()`.
+ * the process: nothing in this package calls setpgid or setsid on the
+ * running process.
  */
 export function ownProcessGroupId(): number | null {
   if (cachedPgid !== undefined) return cachedPgid;
   cachedPgid = readOwnPgid();
   return cachedPgid;
-}
-
-export function resetOwnProcessGroupCache(): void {
-  cachedPgid = undefined;
 }
 
 function readOwnPgid(): number | null {
@@ -169,11 +163,6 @@ export function ancestorsOfThisProcess(): ReadonlySet<number> {
   const set = walkAncestors(ppid);
   ancestorCache = { ppid, at: now, set };
   return set;
-}
-
-/** Drops the cached ancestor chain (tests; a caller that knows the chain changed). */
-export function resetAncestorCache(): void {
-  ancestorCache = undefined;
 }
 
 function walkAncestors(ppid: number): ReadonlySet<number> {

@@ -18,3 +18,5 @@ export { buildSnapshot } from "./snapshot.js";
 export { inspectEach } from "./inspect-many.js";
 export { loadNative, loadError, createNativeFacts } from "./native.js";
 export { createSignaller } from "./signal.js";
+export { checkSignalTarget, checkGroupSignal, checkGroupTarget, isOwnProcessGroup, ownProcessGroupId, ancestorsOfThisProcess, signalUnreapedChild } from "./guards.js";
+export type { GuardVerdict } from "./guards.js";

@@ -5,7 +5,7 @@
  * supervisor's unleased killProcessTree. Pure: no I/O, one walk.
  */
 import type { ProcessInfo, ProcessSnapshot } from "../facts/types.js";
-import { signalTargetGuard } from "./guards.js";
+import { signalTargetGuard } from "../facts/guards.js";
 
 export interface CollectOptions {
   /** members of this group (and their descendants) are included; pass only a group already tied to the root */

@@ -6,7 +6,6 @@
 // - command-hash.ts  sha256(JSON(argv)) and a POSIX tokenizer for legacy shell strings
 // - verify.ts        explainLease / verifyOwnedTree / verifyLeases: evidence list, fail closed, one snapshot per batch
 // - collect.ts       the tree of a root from one snapshot (parent links, recorded group, env-marker pids)
-// - guards.ts        the hard refusals every signal path asks first
 // - reap.ts          leaves first, identity-checked TERM → grace → KILL, per-pid outcomes
 // - legacy.ts        records without a lease: live root + wrapper-root or command match, else left alone
 // - remnants.ts      what is left when a lease's root is gone (never when its pid was reused): env-marker carriers proven ours, judged in verify's one env pass
@@ -31,8 +30,6 @@ export { isLegalTransition, parseLeaseRecord, LeaseTransitionError, LEASE_ID_RE 
 export type { ParsedLease } from "./lease-record.js";
 export { openLeaseStore, LeaseNotFoundError, LeaseStoreReadOnlyError } from "./lease-store.js";
 export type { LeaseStore, LeaseProblem, LeasePatch, LeaseCreateInput, LeaseListFilter, LeaseStoreOptions } from "./lease-store.js";
-export { checkSignalTarget, checkGroupSignal, checkGroupTarget, isOwnProcessGroup, ownProcessGroupId, ancestorsOfThisProcess, signalUnreapedChild } from "./guards.js";
-export type { GuardVerdict } from "./guards.js";
 export { collectTree, ancestorsOfSelf } from "./collect.js";
 export type { CollectOptions } from "./collect.js";
 export { explainLease, verifyOwnedTree, verifyLeases } from "./verify.js";

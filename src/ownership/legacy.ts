@@ -29,7 +29,7 @@ import type { ProcessDetails, ProcessFacts, ProcessSnapshot } from "../facts/typ
 import { collectTree } from "./collect.js";
 import { computeCommandHash, tokenizeShellCommand } from "./command-hash.js";
 import { isUnder } from "./fs-safe.js";
-import { checkSignalTarget } from "./guards.js";
+import { checkSignalTarget } from "../facts/guards.js";
 import { LEASE_ENV_KEY, type AcpxProcessLease, type OwnedProcessTree, type OwnershipEvidence } from "./types.js";
 
 export interface LegacySessionRecord {

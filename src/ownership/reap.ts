@@ -10,7 +10,7 @@ import { isAlive, provablyGoneAll } from "../facts/liveness.js";
 import type { ProcessFacts, ProcessInfo, ProcessSignaller, SignalOutcome } from "../facts/types.js";
 import { MAX_PID, nonNegativeOption } from "../facts/validate.js";
 import { ancestorsOfSelf } from "./collect.js";
-import { checkGroupTarget, checkSignalTarget } from "./guards.js";
+import { checkGroupTarget, checkSignalTarget } from "../facts/guards.js";
 import { DEFAULT_GRACE_MS } from "./types.js";
 import { sameProcess } from "../facts/identity.js";
 

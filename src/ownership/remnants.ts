@@ -27,7 +27,7 @@
  */
 import type { ProcessDetails, ProcessFacts, ProcessInfo, ProcessSnapshot } from "../facts/types.js";
 import { collectTree } from "./collect.js";
-import { checkSignalTarget } from "./guards.js";
+import { checkSignalTarget } from "../facts/guards.js";
 import type { ReapTarget } from "./reap.js";
 import { START_CLOCK_SLACK_MS, startTimeToEpochMs, type StartClock } from "./start-clock.js";
 import { markerVerdict } from "./markers.js";

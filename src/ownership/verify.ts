@@ -36,7 +36,7 @@ import { isAbsolute } from "node:path";
 import { isAlive } from "../facts/liveness.js";
 import type { ProcessDetails, ProcessFacts, ProcessInfo, ProcessSnapshot } from "../facts/types.js";
 import { collectTree, treeContext, type TreeContext } from "./collect.js";
-import { isOwnProcessGroup, signalTargetGuard, type GuardVerdict } from "./guards.js";
+import { isOwnProcessGroup, signalTargetGuard, type GuardVerdict } from "../facts/guards.js";
 import { parseLeaseRecord } from "./lease-record.js";
 import { MARKER_ENV_KEYS, markerVerdict } from "./markers.js";
 import type { AcpxProcessLease, OwnedProcessTree, OwnershipEvidence } from "./types.js";

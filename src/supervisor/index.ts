@@ -16,7 +16,7 @@ export { createProcessSupervisor, PTY_EXIT_FALLBACK_MS, SupervisorShutdownError 
 export type { ProcessSupervisor, ProcessSupervisorOptions, ReconcileOrphansOptions, ShutdownReport } from "./supervisor.js";
 export { createRunRegistry, DEFAULT_MAX_EXITED_RECORDS } from "./registry.js";
 export type { FinalizeInput, FinalizeResult, RunRegistry } from "./registry.js";
-export { killProcessTree, signalProcessTree, DEFAULT_KILL_GRACE_MS } from "./kill-tree.js";
+export { killProcessTree, signalProcessTree } from "./kill-tree.js";
 export type { KillProcessTreeOptions, KillTreeResult, SignalProcessTreeOptions, SignalTreeResult, TreeSignalResult } from "./kill-tree.js";
 export {
   FRESH_WATCHDOG_DEFAULTS,

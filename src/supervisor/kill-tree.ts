@@ -21,7 +21,8 @@ import { getProcessFacts } from "../facts/get.js";
 import { createSignaller } from "../facts/signal.js";
 import type { ProcessFacts, ProcessInfo, ProcessSignaller, ProcessSnapshot, SignalOutcome } from "../facts/types.js";
 import { assertPid } from "../facts/validate.js";
-import { collectTree, DEFAULT_GRACE_MS, checkGroupSignal, checkSignalTarget, reapOwnedTree } from "../ownership/index.js";
+import { checkGroupSignal, checkSignalTarget } from "../facts/guards.js";
+import { collectTree, DEFAULT_GRACE_MS, reapOwnedTree } from "../ownership/index.js";
 import type { OwnedTreeReapReport } from "../ownership/index.js";
 import { sameProcess } from "../facts/identity.js";
 import { isAlive } from "../facts/liveness.js";
@@ -51,9 +52,6 @@ export type KillTreeResult =
   | { outcome: "refused"; pid: number; reason: string }
   /** the facts backend cannot see processes, or the root's identity could not be read: nothing was sent (fail closed) */
   | { outcome: "unknown"; pid: number; reason: string };
-
-/** Kept for callers of the earlier export; the one default is ownership's DEFAULT_GRACE_MS. */
-export const DEFAULT_KILL_GRACE_MS: number = DEFAULT_GRACE_MS;
 
 const START_TIME_RE = /^\d+$/;
 

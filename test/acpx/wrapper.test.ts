@@ -21,7 +21,7 @@ import {
   type WrapperReport,
 } from "../../src/acpx/wrapper/protocol.js";
 import { loadNative } from "../../src/facts/native.js";
-import { ownProcessGroupId } from "../../src/ownership/guards.js";
+import { ownProcessGroupId } from "../../src/facts/guards.js";
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), "../..");
 // the bundle the controller runs (scripts/bundle-wrapper.mjs), not tsc's per-file output

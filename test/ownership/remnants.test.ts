@@ -568,7 +568,7 @@ describe("reaper: new members of a verified process group", () => {
     await expect(reapOwnedTree(v.tree!, { facts: sim, signaller: sig, ...REAP, group: 1 })).rejects.toThrow(/opts\.group/);
     await expect(reapOwnedTree(v.tree!, { facts: sim, signaller: sig, ...REAP, group: 2.5 })).rejects.toThrow(TypeError);
     expect(sig.log).toEqual([]);
-    const { ownProcessGroupId } = await import("../../src/ownership/index.js");
+    const { ownProcessGroupId } = await import("../../src/facts/guards.js");
     const own = ownProcessGroupId()!;
     // a tree whose members claim our own group: the group is not watched, N (put in our group) is untouched
     const sim2 = new SimFacts();

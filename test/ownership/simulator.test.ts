@@ -14,7 +14,6 @@ import {
   computeCommandHash,
   explainLease,
   openLeaseStore,
-  ownProcessGroupId,
   reapLeaseVerification,
   reapOwnedTree,
   tokenizeShellCommand,
@@ -23,6 +22,7 @@ import {
   type LeaseVerdict,
   type ReapOutcome,
 } from "../../src/ownership/index.js";
+import { ownProcessGroupId } from "../../src/facts/guards.js";
 import { A, adapter, ARGV, BOOT, E, ENV, family, G, grandchild, lease, MY, nameOf, NS, P, RecordingSignaller, ROOT, SimFacts, unrelated, type SimRowBase, W, WRAPPER, wrapper, X, type SimProc } from "./sim.js";
 
 interface Row extends SimRowBase {

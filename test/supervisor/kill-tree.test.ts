@@ -5,7 +5,7 @@ import { afterEach, describe, expect, it } from "vitest";
 import { getProcessFacts } from "../../src/facts/get.js";
 import { buildSnapshot } from "../../src/facts/snapshot.js";
 import type { ProcessFacts, ProcessInfo } from "../../src/facts/types.js";
-import { ownProcessGroupId } from "../../src/ownership/guards.js";
+import { ownProcessGroupId } from "../../src/facts/guards.js";
 import { groupToSweep, killProcessTree, signalProcessTree } from "../../src/supervisor/kill-tree.js";
 import { readStat } from "../helpers/liveness.js";
 import { fixture, isAlive, killQuietly, matcher, pgidOf, recordingSignaller, reusedPidFacts, waitFor } from "./helpers.js";

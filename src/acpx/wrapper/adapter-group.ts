@@ -13,7 +13,7 @@
  * cannot hand its pid (and so that group id) to anyone else. Once libuv has
  * reaped it, the proof is gone and no group signal is sent.
  */
-import { checkGroupSignal, type GuardVerdict } from "../../ownership/guards.js";
+import { checkGroupSignal, type GuardVerdict } from "../../facts/guards.js";
 
 export interface AdapterGroupProof {
   groupVerifiedAsOwn: boolean;

@@ -22,7 +22,7 @@
 import { isAlive, isKernelThread } from "../../facts/liveness.js";
 import type { ProcessFacts, ProcessInfo, ProcessSignaller, ProcessSnapshot } from "../../facts/types.js";
 import { collectTree } from "../../ownership/collect.js";
-import { checkSignalTarget } from "../../ownership/guards.js";
+import { checkSignalTarget } from "../../facts/guards.js";
 import { MARKER_ENV_KEYS, markerVerdict } from "../../ownership/markers.js";
 import { reapOwnedTree, type ReapOutcome } from "../../ownership/reap.js";
 import { signalAdapterGroup } from "./adapter-group.js";

@@ -29,17 +29,6 @@ export interface DoctorRow {
   detail: string;
 }
 
-export const CAPABILITIES = [
-  "backend",
-  "identity",
-  "pidfd",
-  "subreaper",
-  "foreign-env",
-  "proc-visibility",
-  "containment",
-  "orphan-cgroups",
-] as const;
-
 function nativeWhy(): string {
   return loadError() ?? `not built for ${process.platform}`;
 }
