@@ -33,7 +33,7 @@ export function getProcessFacts(opts?: { backend?: "auto" | FactsBackend }): Pro
   return facts;
 }
 
-/** Which backend `auto` would pick, and why; used by `proclease doctor`. */
+/** Which backend `auto` would pick, and why. */
 export function describeBackendChoice(): { backend: FactsBackend; reason: string } {
   const env = envBackend();
   if (env !== undefined) return { backend: env, reason: `PROCLEASE_BACKEND=${env}` };

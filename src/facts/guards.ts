@@ -1,7 +1,6 @@
 /**
- * The hard guards. Every signal path in proclease (the signaller itself, the
- * reaper, supervisor, wrapper, controller) asks here first, whatever a lease
- * or a caller says. A guard only ever refuses; passing it is necessary, never
+ * The hard guards. Every signal path in proclease, the signaller's own
+ * included, asks here first, whatever a lease or a caller says. A guard only ever refuses; passing it is necessary, never
  * sufficient. They sit in the facts layer, beside the signaller, so that
  * even a direct `createSignaller().signal()` cannot reach a forbidden pid.
  */
@@ -69,8 +68,9 @@ export function checkGroupTarget(pgid: number): GuardVerdict {
  * the lease's own AND its leader is the verified root, on top of every
  * refusal of checkGroupTarget.
  *
- * Note: the reaper never sends group signals at all (a group signal cannot be
- * identity-checked per member); this guard is for the wrapper/supervisor.
+ * A group signal cannot be identity-checked per member: a tree kill signals
+ * members one by one and asks this only to decide whether a group's
+ * members may be swept with the root.
  */
 export function checkGroupSignal(
   pgid: number,

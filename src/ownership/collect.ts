@@ -1,8 +1,7 @@
 /**
  * Collects the process tree of a root from one snapshot: descendants by
  * parent links, members of a recorded process group, and marker pids (env
- * escapees) with THEIR descendants. Used by verification and by the
- * supervisor's unleased killProcessTree. Pure: no I/O, one walk.
+ * escapees) with THEIR descendants. Pure: no I/O, one walk.
  */
 import type { ProcessInfo, ProcessSnapshot } from "../facts/types.js";
 import { signalTargetGuard } from "../facts/guards.js";

@@ -1,6 +1,6 @@
 /**
- * Binding a cgroup to a lease (docs/containment.md): the one sequence the
- * ACPX controller and the supervisor both run around a spawn.
+ * Binding a cgroup to a lease (docs/containment.md): the one sequence run
+ * around every leased spawn.
  *
  *   create → record (before the spawn; the lease's first process joins it)
  *   → the first process is in it: kept, the lease's strongest evidence

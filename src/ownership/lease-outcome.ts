@@ -1,7 +1,7 @@
 /**
  * What the lifecycle reports per lease (LeaseOutcome), and the small rules
  * that word it: which action a move reads as, an outcome for a lease left
- * untouched, and the CLI --force rule for a lease a running gateway may hold.
+ * untouched, and the attached rule for a lease a running gateway may hold.
  */
 import type { ProcessSnapshot } from "../facts/types.js";
 import type { PendingSettlement } from "./pending-settlements.js";
@@ -89,7 +89,7 @@ export function actionFor(to: LeaseState, from: LeaseState, target: "tree" | "re
   return "left-alone";
 }
 
-/** The CLI --force rule: what a gateway that may still run could be using is left alone. */
+/** The attached rule (ReconcileOptions.skipAttached): what a gateway that may still run could be using is left alone. */
 export function attachedReason(v: LeaseVerification, snapshot: ProcessSnapshot | undefined): { action: LeaseAction; why: string } | null {
   if (v.lease.rootPid === 0) return { action: "skipped-live", why: "no pid recorded yet: its spawn may be pending in a running gateway" };
   if (v.verdict === "unknown") return { action: "skipped-live", why: "unknown evidence cannot tell whether a running gateway holds it" };

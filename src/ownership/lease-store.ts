@@ -94,7 +94,7 @@ export interface LeaseStoreOptions {
   /** files read in parallel by list()/expire() (default 64) */
   concurrency?: number;
   /**
-   * Read-only (the CLI's leases, explain, status, reap --dry-run): nothing is
+   * Read-only (a reader beside a live gateway): nothing is
    * created, moved, chmod'ed or quarantined; a corrupt file is reported as a
    * problem and left where it is; a state dir without leases lists none.
    * Every write throws LeaseStoreReadOnlyError.

@@ -233,16 +233,15 @@ export interface ReconcileOptions {
   /** a reason to leave a lease untouched now (a session or run this gateway is using, a spawn in flight) */
   skip?: (lease: AcpxProcessLease) => string | undefined;
   /**
-   * For a reap while a gateway may still run (CLI `reap --force`, and the
-   * supervisor's runs, whose gateway takes no state-dir lock): for the leases
-   * this says yes to, an owned tree whose root has a live parent other than
+   * For a reap while a gateway may still run (one that holds no state-dir
+   * lock, or whose lock was overridden): for the leases this says yes to, an owned tree whose root has a live parent other than
    * init is left alone as attached, and so is every lease whose evidence is
    * unknown or that has no pid yet (its spawn may be pending in that gateway).
    */
   skipAttached?: boolean | ((lease: AcpxProcessLease) => boolean);
   /** closed/lost leases older than this are removed afterwards (not in a dry run) */
   retentionMs?: number;
-  /** called with each settled lease (the controller lets go of sessions it held for them) */
+  /** called with each settled lease */
   onSettled?: (o: LeaseOutcome) => void;
   /**
    * This instance's cgroup folder: after the settlements, the empty cgroups

@@ -1,6 +1,5 @@
 /**
- * The one place that decides what a verification lets us reap, so the
- * controller, the supervisor and the CLI do not each reinvent the choice:
+ * The one place that decides what a verification lets us reap:
  * the verified tree when there is one (verdict "owned", with its verified
  * process group), else the proven remnants of a GONE root (absent or a
  * zombie, same boot), else nothing. A "mismatch" (a reused root pid, another

@@ -66,7 +66,7 @@ export interface ReapOptions {
 
 /**
  * What each outcome leaves behind: the one rule for "did the reap finish?",
- * so the controller, the supervisor and the CLI settle leases alike. The
+ * so every settlement reads a report alike. The
  * Record type makes a new outcome a compile error until it is classed here.
  * - stopped: the reaper saw the verified process exit, or found it gone.
  * - not-ours: nothing was sent and nothing of ours is there to stop: the pid

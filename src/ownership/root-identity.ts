@@ -1,7 +1,7 @@
 /**
  * Recording the live root's identity in its lease right after the spawn: the
  * one place that decides what a lease remembers about the process it names,
- * for the ACPX controller (the wrapper) and the supervisor (the run's root).
+ * whatever kind of lease it is.
  *
  * The identity comes from the same facts backend that will verify it later,
  * so the start time is in the unit verification compares against.
@@ -47,9 +47,8 @@ export interface RecordedRoot {
  * recorded (so the lease no longer reads as "spawn pending"), never a guessed
  * start time. A lease without a start time can only verify later through the
  * lease id in the root's environment plus one more positive check, so nothing
- * it names is signalled on the pid alone. The caller decides what an
- * unrecorded identity means for it (the controller fails the spawn; the
- * supervisor leaves the lease to its settle). Store errors are thrown; facts
+ * it names is signalled on the pid alone. What an unrecorded identity means
+ * for the spawn is the caller's to decide. Store errors are thrown; facts
  * errors are reported as `identity: "unknown"`.
  */
 export async function recordRootIdentity(

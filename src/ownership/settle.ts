@@ -63,8 +63,8 @@
  * Why each row:
  * - 1-4: a reap settles closed only when nothing it was handed may still run
  *   (reap.ts AFTER_REAP) and, for remnants, when the search cleared every
- *   candidate; otherwise the lease stays closing and is retried (the ACPX
- *   maintenance timer and startup reap, the supervisor's reconcile).
+ *   candidate; otherwise the lease stays closing and the next reconcile
+ *   retries it.
  * - 6 and 9 share one prior rule (byPrior): "nothing of ours is left" reads
  *   closed only after a prior reap that COMPLETED, or, with no prior reap,
  *   an exit the caller observed; a prior reap that left a member that may
@@ -80,10 +80,9 @@
  *   may still run: closing, by the prior rule). Fail closed, with a known cost: the
  *   remnant search never runs for a mismatch, so marker-carrying escapees of
  *   a lease whose root pid was reused are left running (never signalled).
- * - 10: issue 3 allows closing → open only when cleanup could not run
- *   because the process list was unavailable; the lease is handed back to
- *   its session (the ACPX startup reap and the supervisor's reconcile list
- *   open leases too).
+ * - 10: closing → open only when cleanup could not run because the process
+ *   list was unavailable; the lease is handed back to its session (a
+ *   reconcile lists open leases too).
  * - 11: every other unknown (no root pid yet, a start time that could not be
  *   compared, a root that could not be inspected, coarse identity with no
  *   corroboration, an invalid record) is not settled on a guess: closing,

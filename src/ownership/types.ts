@@ -99,7 +99,7 @@ export function isSupervisorLease(lease: Pick<AcpxProcessLease, "sessionKey">): 
 /** Grace between SIGTERM and SIGKILL everywhere a tree is reaped unless a caller passes its own. */
 export const DEFAULT_GRACE_MS = 3000;
 
-/** How long closed/lost leases are kept before retention removes them (the controller's and `proclease reap`'s default). */
+/** How long closed/lost leases are kept before retention removes them, unless a caller passes its own. */
 export const DEFAULT_RETENTION_MS = 7 * 24 * 60 * 60 * 1000;
 
 /** Version of the on-disk lease record; bumped on any incompatible change. */

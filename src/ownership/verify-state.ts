@@ -14,8 +14,8 @@ export interface LeaseVerification {
   lease: AcpxProcessLease;
   /**
    * owned: a tree was verified. gone: the root is not alive (absent, zombie,
-   * or the host rebooted since the lease was written): the controller may
-   * mark the lease lost. mismatch: something alive answers to the pid but is
+   * or the host rebooted since the lease was written): nothing it names is
+   * alive. mismatch: something alive answers to the pid but is
    * not ours: never signal. unknown: facts unavailable or insufficient.
    */
   verdict: LeaseVerdict;

@@ -100,8 +100,9 @@ export interface RunLeases {
   /**
    * The run cannot be started inside its cgroup (see adapters/cgroup-shim.ts):
    * the cgroup leaves the lease, and is removed, BEFORE the spawn, so no lease
-   * names a cgroup its command runs outside of (the ACPX controller's rule:
-   * the cgroup is evidence only when the root is in it).
+   * names a cgroup its command runs outside of (the binding's rule,
+   * ownership/lease-cgroup.ts: the cgroup is evidence only when the root is
+   * in it).
    */
   dropCgroup(leaseId: string, cgroup: LeaseCgroup): Promise<void>;
   /** What containment this supervisor has (detected once, on the first call). */

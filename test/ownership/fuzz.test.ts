@@ -1,5 +1,5 @@
 /**
- * Fuzz (issue 3, test 3): random and truncated lease JSON through the store
+ * Fuzz: random and truncated lease JSON through the store
  * and the verifier. Nothing may throw to the caller and nothing may be
  * signalled: the only live process a fuzzed lease can name is an impostor.
  */

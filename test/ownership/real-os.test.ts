@@ -1,5 +1,5 @@
 /**
- * Real processes (issue 3, test 2): PID reuse forced in a private PID
+ * Real processes: PID reuse forced in a private PID
  * namespace, a stubborn grandchild reaped TERM → KILL, a setsid escapee found
  * by its env marker and reaped. Root-only; skipped with a printed reason
  * otherwise. Parameterised over the exact-identity backends (native, procfs).

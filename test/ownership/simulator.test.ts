@@ -1,5 +1,5 @@
 /**
- * The table-driven process-lifecycle simulator (issue 3, test 1). One row per
+ * The table-driven process-lifecycle simulator. One row per
  * case; every row states the exact list of signals that must be delivered,
  * an empty list included, and the verdict. Every row, whatever its verdict,
  * goes through the production path (explainLease → reapLeaseVerification)
