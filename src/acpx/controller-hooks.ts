@@ -1,7 +1,7 @@
 /**
  * The controller's hooks (`onSessionEnd`, `onLeaseSettled`): called after
  * the fact, each guarded, so a hook that throws is logged and can never
- * break a close, an ensure or a reap.
+ * break a close, an ensure or a reconcile.
  */
 import type { LeaseStore } from "../ownership/index.js";
 import type { ControllerLogger } from "./logger.js";

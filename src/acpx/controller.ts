@@ -8,11 +8,11 @@
  *
  * Three intents, kept apart on purpose:
  * - cancelTurn: ACP `session/cancel`, never a signal; the session stays.
- * - closeSession: verify the live tree against the lease NOW, reap what
+ * - closeSession: verify the live tree against the lease NOW, kill what
  *   verified, settle the lease (lifecycle.ts settleLease).
  * - reapStartupOrphans: this instance's open/closing ACPX leases (never
  *   command strings, never the process supervisor's runs), verified against
- *   one snapshot, reaped, settled (lifecycle.ts reconcileLeases), then
+ *   one snapshot, killed, settled (lifecycle.ts reconcileLeases), then
  *   retention.
  *
  * Handles are exact: a handle whose lease is not the key's current one (a
@@ -370,13 +370,13 @@ class Controller implements AcpxLifecycleController {
 
   async reapStartupOrphans(opts?: { dryRun?: boolean; skipAttached?: boolean }): Promise<ReapReport> {
     this.assertUsable();
-    const report = await this.reapLeases(["open", "closing"], opts?.dryRun === true, opts?.skipAttached === true);
-    if (opts?.dryRun !== true) await this.reapTerminals();
+    const report = await this.reconcileOwnLeases(["open", "closing"], opts?.dryRun === true, opts?.skipAttached === true);
+    if (opts?.dryRun !== true) await this.reconcileLeftTerminals();
     return report;
   }
 
   /** ACP terminals a previous incarnation left running: their supervisor leases (conversation-options.ts). */
-  private async reapTerminals(): Promise<void> {
+  private async reconcileLeftTerminals(): Promise<void> {
     const prefix = `${SUPERVISOR_SESSION_PREFIX}${TERMINAL_RUN_PREFIX}`;
     const { leases } = await this.d.leases.list();
     if (!leases.some((l) => l.sessionKey.startsWith(prefix) && (l.state === "open" || l.state === "closing"))) return;
@@ -386,7 +386,7 @@ class Controller implements AcpxLifecycleController {
     }
   }
 
-  private async reapLeases(states: readonly ("open" | "closing")[], dryRun: boolean, skipAttached = false): Promise<ReapReport> {
+  private async reconcileOwnLeases(states: readonly ("open" | "closing")[], dryRun: boolean, skipAttached = false): Promise<ReapReport> {
     const settled: { leaseId: string; state: "closed" | "lost"; why: string }[] = [];
     const r = await reconcileLeases(lifecycleDeps(this.d), {
       // the process supervisor's runs share the store and the instance id; they are its to settle
@@ -409,7 +409,7 @@ class Controller implements AcpxLifecycleController {
   startMaintenance(intervalMs: number): void {
     this.timer = setInterval(() => {
       if (this.maintaining) return;
-      this.maintaining = this.reapLeases(["closing"], false)
+      this.maintaining = this.reconcileOwnLeases(["closing"], false)
         .then(
           () => undefined,
           (err: unknown) => {
@@ -441,7 +441,7 @@ class Controller implements AcpxLifecycleController {
   }
 
   /**
-   * Closes every live session (each verified and reaped through the
+   * Closes every live session (each verified and killed through the
    * lifecycle, its terminals ended, session/close sent where advertised),
    * then disposes. Idempotent: a second call after the first returns [].
    */
@@ -482,10 +482,10 @@ class Controller implements AcpxLifecycleController {
   }
 }
 
-/** The controller's report rows: the lifecycle's outcome, with the reap summarised. */
+/** The controller's report rows: the lifecycle's outcome, with the kill summarised. */
 function toEntry(o: LeaseOutcome): ReapReportEntry {
-  const { verification: _v, reap, ...rest } = o;
-  return { ...rest, ...(reap ? { reap: summarize(reap) } : {}) };
+  const { verification: _v, kill, ...rest } = o;
+  return { ...rest, ...(kill ? { kill: summarize(kill) } : {}) };
 }
 
 function assertHandle(handle: AcpRuntimeHandle): void {

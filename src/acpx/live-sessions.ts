@@ -96,14 +96,14 @@ export class LiveSessions {
     return live;
   }
 
-  /** Why a batch reap must leave this lease alone now (a session served, or an ensure/close in flight); undefined when it may proceed. */
+  /** Why a batch reconcile must leave this lease alone now (a session served, or an ensure/close in flight); undefined when it may proceed. */
   busy(lease: Pick<AcpxProcessLease, "leaseId">): string | undefined {
     if (this.inFlight.has(lease.leaseId)) return "an ensure or close of this gateway is working on it";
     for (const s of this.byKey.values()) if (s.handle.leaseId === lease.leaseId && !s.closeSettling) return "a session this gateway serves";
     return undefined;
   }
 
-  /** A batch reap settled `leaseId`: a closed session still held for it is let go. */
+  /** A batch reconcile settled `leaseId`: a closed session still held for it is let go. */
   afterSettled(leaseId: string, state: AcpxProcessLease["state"]): void {
     if (state !== "closed" && state !== "lost") return;
     for (const [key, s] of this.byKey) if (s.handle.leaseId === leaseId && s.closeSettling) this.drop(key, s);

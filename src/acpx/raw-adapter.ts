@@ -5,7 +5,7 @@
  * its own cgroup, limits, the root's identity recorded), skips the ACP
  * handshake, and hands over the adapter's stdin and stdout untouched. The
  * plugin speaks ACP itself. The session is the controller's like any other:
- * closeSession (or the RawAdapter's close) verifies and reaps its tree
+ * closeSession (or the RawAdapter's close) verifies and kills its tree
  * through the lifecycle, the startup reap covers it after a crash, and
  * listSessions shows it. startTurn, prompt, setMode and the like refuse it
  * (AcpxRawSessionError): the controller does not speak on a stream it handed over.
@@ -33,7 +33,7 @@ export interface RawAdapter {
   stderrTail(): string;
   /** resolves when the session's processes ended, saying how */
   readonly ended: Promise<SessionEnd>;
-  /** closeSession for this adapter: verified tree reaped, lease settled */
+  /** closeSession for this adapter: verified tree killed, lease settled */
   close(reason?: string): Promise<CloseReport>;
   /** the live tree, verified against the lease now (null when nothing verifies) */
   verify(): Promise<OwnedProcessTree | null>;

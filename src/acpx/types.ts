@@ -12,7 +12,7 @@ import type {
   LeaseVerdict,
   OwnedProcessTree,
   OwnershipEvidence,
-  ReapOutcome,
+  TreeKillOutcome,
   LeaseReconcileReport,
 } from "../ownership/index.js";
 import type { AcpSessionOwner } from "../sessions/index.js";
@@ -208,17 +208,17 @@ export interface ClientCapabilitiesOption {
 
 export type { TurnInput, TurnResult, TurnStream, CancelReport, SessionUpdate, ContentBlock, SessionUpdateListener };
 
-/** What happened to one process the reaper meant to stop. */
-export interface ReapedProcess {
+/** What happened to one process the tree kill meant to stop. */
+export interface TreeKillMember {
   pid: number;
   startTime: string;
-  /** the reaper's outcome, as the ownership reaper reported it */
-  outcome: ReapOutcome;
+  /** its outcome, as ownership's tree kill reported it */
+  outcome: TreeKillOutcome;
 }
 
-export interface TreeReapSummary {
+export interface TreeKillSummary {
   /** every verified member, leaves first */
-  members: ReapedProcess[];
+  members: TreeKillMember[];
   /** members still alive after the SIGKILL fallback (normally empty) */
   survivors: number[];
   termSent: number;
@@ -230,8 +230,8 @@ export interface CloseReport {
   sessionKey: string;
   /**
    * - closed: a verified tree (or, with the wrapper gone, the remnants proven to carry the lease's
-   *   markers: LeaseVerification.remnants) was reaped and nothing it was handed may still run
-   *   (reapCompleted); lease closed. The wrapper exiting after its lifeline closed is never enough.
+   *   markers: LeaseVerification.remnants) was killed and nothing it was handed may still run
+   *   (killCompleted); lease closed. The wrapper exiting after its lifeline closed is never enough.
    * - lost: nothing verified was alive any more (root gone and nothing carries its markers, or the
    *   root pid names another process now); lease lost, nothing signalled
    * - left-alone: the process list was unavailable (also when asked again after the lifeline closed):
@@ -251,7 +251,7 @@ export interface CloseReport {
   path: "lease" | "legacy" | "none";
   verdict?: LeaseVerdict;
   evidence: readonly OwnershipEvidence[];
-  reap?: TreeReapSummary;
+  kill?: TreeKillSummary;
   /** whether a running prompt was rejected by this close */
   interruptedPrompt: boolean;
   reason?: string;
@@ -263,11 +263,11 @@ export interface CloseReport {
 }
 
 /**
- * One lease of a batch reap: the lifecycle's neutral outcome
+ * One lease of a batch reconcile: the lifecycle's neutral outcome
  * (src/ownership/lifecycle.ts LeaseOutcome: the same rows the supervisor's
- * reconcile and the CLI's reap and explain give), with the reap summarised.
+ * reconcile and the CLI's reap and explain give), with the kill summarised.
  */
-export type ReapReportEntry = Omit<LeaseOutcome, "verification" | "reap"> & { reap?: TreeReapSummary };
+export type ReapReportEntry = Omit<LeaseOutcome, "verification" | "kill"> & { kill?: TreeKillSummary };
 
 /** The batch report (lifecycle.ts LeaseReconcileReport) with ReapReportEntry rows. */
 export type ReapReport = Omit<LeaseReconcileReport, "entries"> & { entries: ReapReportEntry[] };
@@ -325,7 +325,7 @@ export interface AcpxLifecycleControllerOptions {
   facts?: ProcessFacts;
   /** identity-checked signals; default createSignaller(facts) */
   signaller?: ProcessSignaller;
-  /** SIGTERM → SIGKILL grace, for the reaper and the wrapper; default DEFAULT_GRACE_MS (3000, src/ownership/types.ts) */
+  /** SIGTERM → SIGKILL grace, for the tree kill and the wrapper; default DEFAULT_GRACE_MS (3000, src/ownership/types.ts) */
   graceMs?: number;
   /** closed/lost leases are kept this long; default 7 days */
   retentionMs?: number;
@@ -354,7 +354,7 @@ export interface AcpxLifecycleControllerOptions {
   clientCapabilities?: ClientCapabilitiesOption;
   /** a session ended: closed, or its adapter died (in a turn or while idle) */
   onSessionEnd?: (handle: AcpRuntimeHandle, how: SessionEndHow) => void;
-  /** a lease this controller settled (close, failed ensure, reap) */
+  /** a lease this controller settled (close, failed ensure, startup reap or maintenance) */
   onLeaseSettled?: (lease: AcpxProcessLease, outcome: LeaseSettledOutcome) => void;
   /** where the controller reports what it decided on its own (console fits) */
   logger?: ControllerLogger;

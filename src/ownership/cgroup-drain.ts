@@ -2,7 +2,7 @@
  * Draining a lease's own cgroup in the lifecycle (docs/containment.md).
  * When the lease records one, it holds every process the lease ever
  * started, whatever they did to their environment, parent or session; so
- * once the reap of the verified tree (or remnants) is done, the cgroup is
+ * once the kill of the verified tree (or remnants) is done, the cgroup is
  * emptied as a unit: SIGTERM to what is left, the grace, then one write to
  * cgroup.kill. "Nothing left" is then the kernel's `populated 0`, not a
  * search, and the directory is removed. The cgroup is opened first
@@ -136,7 +136,7 @@ export async function lookIntoLeaseCgroup(lease: Contained): Promise<CgroupDrain
     const m = await membersOf(cg);
     const pids = m.state === "ok" ? m.pids : [];
     // members 0: nothing was ended here (the count is in the evidence)
-    return { state: "survivors", members: 0, evidence: ev("match", `still populated${pids.length > 0 ? ` (${pids.join(" ")})` : ""}: left running, for the next reconcile to reap`) };
+    return { state: "survivors", members: 0, evidence: ev("match", `still populated${pids.length > 0 ? ` (${pids.join(" ")})` : ""}: left running, for the next reconcile to kill`) };
   }
   if (populated !== "empty" && populated !== "gone") return { state: "unknown", members: 0, evidence: ev("unknown", `populated: ${populated}`) };
   return removeEmpty(cg, 0, ev, "populated 0");

@@ -5,20 +5,20 @@
  */
 import type { ProcessSnapshot } from "../facts/types.js";
 import type { PendingSettlement } from "./pending-settlements.js";
-import type { ReapReport } from "./reap.js";
+import type { TreeKillReport } from "./tree-kill.js";
 import type { AcpxProcessLease, LeaseState, OwnershipEvidence } from "./types.js";
 import type { LeaseVerdict, LeaseVerification } from "./verify.js";
 
 /**
  * What was done to a lease (a dry run: what would be done).
- * - reaped / reaped-remnants: a verified tree, or the proven remnants of a gone root, was torn down
+ * - killed / killed-remnants: a verified tree, or the proven remnants of a gone root, was torn down
  * - marked-lost: nothing of it could be alive; nothing signalled
- * - settled: closed without a reap of its own (an exit the caller observed, an earlier reap)
+ * - settled: closed without a kill of its own (an exit the caller observed, an earlier kill)
  * - left-alone: not moved to a final state (unknown evidence, another instance's lease, a
  *   closing lease retried later, a lease handed back to open)
  * - skipped-live: a lease this gateway is using right now, or (skipAttached) one a running gateway may be using
  */
-export type LeaseAction = "reaped" | "reaped-remnants" | "marked-lost" | "settled" | "left-alone" | "skipped-live";
+export type LeaseAction = "killed" | "killed-remnants" | "marked-lost" | "settled" | "left-alone" | "skipped-live";
 
 export interface LeaseOutcome {
   leaseId: string;
@@ -29,18 +29,18 @@ export interface LeaseOutcome {
   stateAfter: LeaseState;
   dryRun: boolean;
   action: LeaseAction;
-  /** the verdict of the verification that decided what to reap */
+  /** the verdict of the verification that decided what to kill */
   verdict: LeaseVerdict;
   evidence: readonly OwnershipEvidence[];
   /** the settlement rule's reason (or why nothing was done) */
   why: string;
-  /** what the reap took (a dry run: would take) */
+  /** what the kill took (a dry run: would take) */
   target: "tree" | "remnants" | null;
-  /** every reap of the lease combined; null when none ran */
-  reap: ReapReport | null;
-  /** a dry run: the pids a reap would be handed, leaves first */
-  wouldReap?: number[];
-  /** the LAST verification (after the reap when one ran) */
+  /** every kill of the lease combined; null when none ran */
+  kill: TreeKillReport | null;
+  /** a dry run: the pids a kill would be handed, leaves first */
+  wouldKill?: number[];
+  /** the LAST verification (after the kill when one ran) */
   verification: LeaseVerification;
   /**
    * The settlement could not be written (the record is as it was on disk,
@@ -52,7 +52,7 @@ export interface LeaseOutcome {
 
 /**
  * An outcome for `lease` (as it was before), decided by `decided` (its
- * verdict and evidence), with `last` the last verification made; no reap
+ * verdict and evidence), with `last` the last verification made; no kill
  * unless `extra` says so.
  */
 export function outcomeOf(
@@ -71,7 +71,7 @@ export function outcomeOf(
     verdict: decided.verdict,
     evidence: decided.evidence,
     target: null,
-    reap: null,
+    kill: null,
     verification: last,
     ...o,
   };
@@ -82,8 +82,8 @@ export function untouched(lease: AcpxProcessLease, v: LeaseVerification, action:
   return outcomeOf(lease, v, v, dryRun, { stateAfter: lease.state, action, why });
 }
 
-export function actionFor(to: LeaseState, from: LeaseState, target: "tree" | "remnants" | null, reaped: boolean): LeaseAction {
-  if (reaped && target !== null) return target === "tree" ? "reaped" : "reaped-remnants";
+export function actionFor(to: LeaseState, from: LeaseState, target: "tree" | "remnants" | null, killed: boolean): LeaseAction {
+  if (killed && target !== null) return target === "tree" ? "killed" : "killed-remnants";
   if (to === "lost" && from !== "lost") return "marked-lost";
   if (to === "closed" && from !== "closed") return "settled";
   return "left-alone";

@@ -2,7 +2,7 @@
  * The one place a lease moves. Ending a lease goes through settleLease or
  * reconcileLeases, so the sequence
  *
- *   verify → mark closing → reap what the verification proves ours →
+ *   verify → mark closing → kill what the verification proves ours →
  *   (our own lever: the lifeline) → verify again → drain the lease's cgroup
  *   → settle by settle.ts
  *
@@ -15,8 +15,8 @@
  *   its own child handle, or an earlier tree kill not derived from the
  *   lease). A release is pulled first when the verification is "unknown"
  *   (nothing may be signalled, but the wrapper may still be told to clean
- *   up), else after the reap; when it was the only thing that ran, the lease
- *   is verified again and whatever that proves ours is reaped too.
+ *   up), else after the kill; when it was the only thing that ran, the lease
+ *   is verified again and whatever that proves ours is killed too.
  * - reconcileLeases: the batch form: ONE snapshot for every lease's
  *   verification, then settleLease per lease with that verification. A dry
  *   run changes nothing and says, per lease, what the same code would do.
@@ -29,7 +29,7 @@
  * Ending a verified tree never waits on the disk. When the lease record
  * cannot be written (host-faults.ts LeaseRecordWriteError: a full, read-only
  * or failing disk, a removed or unwritable state dir), the sequence goes on
- * without the writes: what the verification proved ours is reaped and its
+ * without the writes: what the verification proved ours is killed and its
  * cgroup drained, the record stays as it was on disk (writes are temp +
  * rename: never half-written), and the outcome says the settlement is
  * pending and why (LeaseOutcome.pending). The settlement is remembered for
@@ -43,13 +43,13 @@ import type { ProcessFacts, ProcessSignaller, ProcessSnapshot } from "../facts/t
 import { cgroupMembers, drainLeaseCgroup, lookIntoLeaseCgroup, removeSettledLeftovers, type CgroupDrain } from "./cgroup-drain.js";
 import { actionFor, attachedReason, outcomeOf, untouched, type LeaseAction, type LeaseOutcome } from "./lease-outcome.js";
 import { LeaseTransitionError, type LeaseStore } from "./lease-store.js";
-import type { ReapReport } from "./reap.js";
-import { reapLeaseVerification, reapTargetOf, type LeaseReapResult } from "./reap-verification.js";
+import type { TreeKillReport } from "./tree-kill.js";
+import { killLeaseVerification, killTargetOf, type LeaseKillResult } from "./kill-verification.js";
 import { batchingVerifier, type LeaseVerifier } from "./verify-batching.js";
 import {
   drainsCgroup,
   isOtherInstance,
-  settlementAfterReap,
+  settlementAfterKill,
   settlementFor,
   settlementForDryRun,
   settlementUnstarted,
@@ -75,9 +75,9 @@ export interface LifecycleDeps {
 export interface SettleLeaseOptions {
   /** a verification already made (a batch's); else one is made now */
   verification?: LeaseVerification;
-  /** facts for the reaps (a batch shares a coalescing one) */
+  /** facts for the kills (a batch shares a coalescing one) */
   facts?: ProcessFacts;
-  /** makes the re-verification after a reap (a batch shares a batching one: verify-batching.ts) */
+  /** makes the re-verification after a kill (a batch shares a batching one: verify-batching.ts) */
   verifier?: LeaseVerifier;
   /** the caller's own lever on the root: ends the lifeline and waits for its wrapper child */
   release?: () => Promise<unknown>;
@@ -85,19 +85,19 @@ export interface SettleLeaseOptions {
   beforeSignals?: () => void;
   /** the root's exit was reported by the caller's own handle (its child, unreaped until then) */
   rootExitObserved?: boolean;
-  /** a reap the caller ran earlier, not derived from this lease (a plain tree kill): it never settles anything by itself */
-  prior?: ReapReport | null;
+  /** a kill the caller ran earlier, not derived from this lease (a plain tree kill): it never settles anything by itself */
+  prior?: TreeKillReport | null;
   /**
    * false: verify and settle, never signal (a supervised run that ended on
    * its own: what it left running, a daemonised child, is not killed by its
    * exit, as in OpenClaw; the lease stays closing and reconcile decides).
    * Default true.
    */
-  reap?: boolean;
+  kill?: boolean;
   dryRun?: boolean;
 }
 
-/** A lease as it stands, verified now (or with the given verification), reaped where proven ours, and settled. */
+/** A lease as it stands, verified now (or with the given verification), killed where proven ours, and settled. */
 export async function settleLease(deps: LifecycleDeps, lease: AcpxProcessLease, opts: SettleLeaseOptions = {}): Promise<LeaseOutcome> {
   const dryRun = opts.dryRun === true;
   const cur = (await deps.store.get(lease.leaseId).catch(() => null)) ?? lease;
@@ -117,84 +117,84 @@ export async function settleLease(deps: LifecycleDeps, lease: AcpxProcessLease, 
 
 /** What the same code would do, from the same table (settle.ts rows R), changing nothing. */
 async function planDryRun(cur: AcpxProcessLease, v: LeaseVerification, ctx: SettleContext): Promise<LeaseOutcome> {
-  const t = reapTargetOf(v);
+  const t = killTargetOf(v);
   const contained = (await cgroupMembers(cur)) ?? [];
   const members = t === "tree" ? v.tree!.members : t === "remnants" ? v.remnants!.members : [];
   const pids = [...new Set([...members.map((m) => m.pid), ...contained])];
   const s = settlementForDryRun(v, { target: t, pids, contained: contained.length }, ctx);
   const to = s.to === "unchanged" ? cur.state : s.to;
-  if (!s.reaps) return outcomeOf(cur, v, v, true, { stateAfter: to, action: actionFor(to, cur.state, null, false), why: s.why });
-  return outcomeOf(cur, v, v, true, { stateAfter: to, action: t === "tree" ? "reaped" : "reaped-remnants", why: s.why, target: t ?? "remnants", wouldReap: pids });
+  if (!s.kills) return outcomeOf(cur, v, v, true, { stateAfter: to, action: actionFor(to, cur.state, null, false), why: s.why });
+  return outcomeOf(cur, v, v, true, { stateAfter: to, action: t === "tree" ? "killed" : "killed-remnants", why: s.why, target: t ?? "remnants", wouldKill: pids });
 }
 
-/** What the verify → reap → release → verify steps leave for the settlement. */
-interface Reaped {
-  /** the verification that decided what to reap (reported as the verdict) */
+/** What the verify → kill → release → verify steps leave for the settlement. */
+interface Killed {
+  /** the verification that decided what to kill (reported as the verdict) */
   decided: LeaseVerification;
   /** the last verification made */
   v: LeaseVerification;
   /** what the report's why starts with */
   note: string;
-  /** the reap of what was proven ours (null: none ran) */
-  last: LeaseReapResult | null;
-  /** what the first reap took */
+  /** the kill of what was proven ours (null: none ran) */
+  last: LeaseKillResult | null;
+  /** what the first kill took */
   firstTarget: "tree" | "remnants" | null;
 }
 
-/** closing → reap → (release) → drain → settle by the table → write (or leave pending). */
+/** closing → kill → (release) → drain → settle by the table → write (or leave pending). */
 async function settleNow(
   deps: LifecycleDeps,
   cur: AcpxProcessLease,
   v0: LeaseVerification,
-  ctx: SettleContext & { prior: ReapReport | null },
+  ctx: SettleContext & { prior: TreeKillReport | null },
   opts: SettleLeaseOptions,
 ): Promise<LeaseOutcome> {
   // the record may be unwritable (a full disk): the tree is ended all the same
   const writes = writeGuard();
   await writes.run(() => markClosing(deps.store, cur));
   opts.beforeSignals?.();
-  const r = await reapAndRelease(deps, cur, v0, opts);
+  const r = await killAndRelease(deps, cur, v0, opts);
   const settle = (drain: CgroupDrain | null): Settlement =>
-    r.last !== null ? settlementAfterReap(r.last, { ...ctx, drain }) : settlementFor(r.v, null, { ...ctx, drain });
-  // the lease's own cgroup (cgroup-drain.ts) holds every process it started: emptied as a unit after the reap,
-  // or, without a reap, only looked into; what it found is the table's last input (settle.ts rows D)
+    r.last !== null ? settlementAfterKill(r.last, { ...ctx, drain }) : settlementFor(r.v, null, { ...ctx, drain });
+  // the lease's own cgroup (cgroup-drain.ts) holds every process it started: emptied as a unit after the kill,
+  // or, without a kill, only looked into; what it found is the table's last input (settle.ts rows D)
   const drain = !drainsCgroup(settle(null))
     ? null
-    : opts.reap !== false
+    : opts.kill !== false
       ? await drainLeaseCgroup(cur, { graceMs: deps.graceMs, signaller: deps.signaller, facts: deps.facts })
       : await lookIntoLeaseCgroup(cur);
   const s = settle(drain);
-  const reap = r.last?.report ?? null;
-  // processes ended through the cgroup alone count as remnants reaped
+  const kill = r.last?.report ?? null;
+  // processes ended through the cgroup alone count as remnants killed
   const drained = drain !== null && drain.members > 0;
   const target = r.firstTarget ?? r.last?.target ?? (drained ? "remnants" : null);
   const prior = ctx.prior;
   const ended = ctx.rootExitObserved === true || r.last !== null || drained || prior !== null;
-  const { stateAfter, pending } = await writeSettlement(deps.store, cur, s, writes, { ended, prior: reap ?? prior });
+  const { stateAfter, pending } = await writeSettlement(deps.store, cur, s, writes, { ended, prior: kill ?? prior });
   const why = pending ? `${r.note}${s.why}; settlement pending (${pending.to}): ${pending.blockedBy}; the next reconcile that can write settles it` : `${r.note}${s.why}`;
   return outcomeOf(cur, r.decided, r.last?.final ?? r.v, false, {
     stateAfter,
-    action: actionFor(stateAfter, cur.state, target, reap !== null || drained),
+    action: actionFor(stateAfter, cur.state, target, kill !== null || drained),
     why,
     target,
-    reap,
+    kill,
     ...(drain ? { evidence: [...r.decided.evidence, drain.evidence] } : {}),
     ...(pending ? { pending } : {}),
   });
 }
 
 /**
- * Reaps what the verification proves ours, with the caller's release: pulled
+ * Kills what the verification proves ours, with the caller's release: pulled
  * first when the verdict is "unknown" (nothing may be signalled, but our own
  * wrapper child can still be told to clean up; its exit proves nothing about
- * its tree, so the facts are asked once more), else after the reap; when the
- * release was the only thing that ran, what it left is verified (and reaped)
+ * its tree, so the facts are asked once more), else after the kill; when the
+ * release was the only thing that ran, what it left is verified (and killed)
  * now.
  */
-async function reapAndRelease(deps: LifecycleDeps, cur: AcpxProcessLease, v0: LeaseVerification, opts: SettleLeaseOptions): Promise<Reaped> {
+async function killAndRelease(deps: LifecycleDeps, cur: AcpxProcessLease, v0: LeaseVerification, opts: SettleLeaseOptions): Promise<Killed> {
   const facts = opts.facts ?? deps.facts;
-  const mayReap = opts.reap !== false;
-  const reapNow = (v: LeaseVerification) => (mayReap ? reapProven(deps, v, facts, opts.verifier) : Promise.resolve(null));
+  const mayKill = opts.kill !== false;
+  const killNow = (v: LeaseVerification) => (mayKill ? killProven(deps, v, facts, opts.verifier) : Promise.resolve(null));
   const again = async (v: LeaseVerification) => (await verify(deps, cur).catch(() => null)) ?? v;
   let released = false;
   const release = async () => {
@@ -210,13 +210,13 @@ async function reapAndRelease(deps: LifecycleDeps, cur: AcpxProcessLease, v0: Le
     v = decided = await again(v);
     note = "the wrapper was told to clean up (its lifeline closed); its exit proves nothing about its tree; ";
   }
-  let last = await reapNow(v);
+  let last = await killNow(v);
   const firstTarget = last?.target ?? null;
   if (opts.release && !released) {
     await release();
     if (last === null) {
       v = await again(v);
-      last = await reapNow(v);
+      last = await killNow(v);
     }
   }
   return { decided, v, note, last, firstTarget };
@@ -233,7 +233,7 @@ export interface ReconcileOptions {
   /** a reason to leave a lease untouched now (a session or run this gateway is using, a spawn in flight) */
   skip?: (lease: AcpxProcessLease) => string | undefined;
   /**
-   * For a reap while a gateway may still run (one that holds no state-dir
+   * For a kill while a gateway may still run (one that holds no state-dir
    * lock, or whose lock was overridden): for the leases this says yes to, an owned tree whose root has a live parent other than
    * init is left alone as attached, and so is every lease whose evidence is
    * unknown or that has no pid yet (its spawn may be pending in that gateway).
@@ -283,7 +283,7 @@ export async function reconcileLeases(deps: LifecycleDeps, opts: ReconcileOption
   for (const { lease, why } of skipped) entries.push(untouched(lease, byId.get(lease.leaseId)!, "skipped-live", why, dryRun));
 
   const batchFacts = coalescingFacts(deps.facts);
-  // the re-verifications after the batch's reaps are verified together, a turn of the event loop at a time
+  // the re-verifications after the batch's kills are verified together, a turn of the event loop at a time
   const verifier = batchingVerifier(batchFacts, { gatewayInstanceId: deps.gatewayInstanceId });
   await Promise.all(
     candidates.map(async (l) => {
@@ -391,7 +391,7 @@ async function writeSettlement(
   cur: AcpxProcessLease,
   s: Settlement,
   writes: ReturnType<typeof writeGuard>,
-  memo: { ended: boolean; prior: ReapReport | null },
+  memo: { ended: boolean; prior: TreeKillReport | null },
 ): Promise<{ stateAfter: LeaseState; pending?: PendingSettlement }> {
   const settled = await writes.run(() => applySettlement(store, cur.leaseId, s));
   if (settled !== null || writes.error === null) {
@@ -438,9 +438,9 @@ function verify(deps: LifecycleDeps, lease: AcpxProcessLease): Promise<LeaseVeri
   return explainLease(lease, deps.facts, { gatewayInstanceId: deps.gatewayInstanceId });
 }
 
-/** Reaps what the verification proves ours (reapLeaseVerification's one choice); null when nothing is. */
-async function reapProven(deps: LifecycleDeps, v: LeaseVerification, facts: ProcessFacts, verifier: LeaseVerifier | undefined): Promise<LeaseReapResult | null> {
-  if (reapTargetOf(v) === null) return null;
+/** Kills what the verification proves ours (killLeaseVerification's one choice); null when nothing is. */
+async function killProven(deps: LifecycleDeps, v: LeaseVerification, facts: ProcessFacts, verifier: LeaseVerifier | undefined): Promise<LeaseKillResult | null> {
+  if (killTargetOf(v) === null) return null;
   const verify = verifier === undefined ? {} : { verify: verifier };
-  return reapLeaseVerification(v, { facts, signaller: deps.signaller, graceMs: deps.graceMs, gatewayInstanceId: deps.gatewayInstanceId, ...verify });
+  return killLeaseVerification(v, { facts, signaller: deps.signaller, graceMs: deps.graceMs, gatewayInstanceId: deps.gatewayInstanceId, ...verify });
 }

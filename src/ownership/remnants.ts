@@ -23,12 +23,12 @@
  * and none backends never yield remnants.
  *
  * The env reads themselves happen in verify.ts's one shared pass; this module
- * judges what that pass read and builds the reap target. Pure: no I/O.
+ * judges what that pass read and builds the kill target. Pure: no I/O.
  */
 import type { ProcessDetails, ProcessFacts, ProcessInfo, ProcessSnapshot } from "../facts/types.js";
 import { collectTree } from "./collect.js";
 import { checkSignalTarget } from "../facts/guards.js";
-import type { ReapTarget } from "./reap.js";
+import type { KillTarget } from "./tree-kill.js";
 import { START_CLOCK_SLACK_MS, startTimeToEpochMs, type StartClock } from "./start-clock.js";
 import { markerVerdict } from "./markers.js";
 import type { AcpxProcessLease, OwnershipEvidence } from "./types.js";
@@ -179,11 +179,11 @@ function refusedText(tally: RemnantTally): string {
 }
 
 /**
- * The reap target: the oldest accepted carrier as root (last), the other
+ * The kill target: the oldest accepted carrier as root (last), the other
  * carriers and every descendant by parent links before it, leaves first.
  * Each member is the snapshot's own ProcessInfo (its own start time).
  */
-export function buildRemnantTarget(snapshot: ProcessSnapshot, tally: RemnantTally): ReapTarget | null {
+export function buildRemnantTarget(snapshot: ProcessSnapshot, tally: RemnantTally): KillTarget | null {
   if (tally.accepted.length === 0) return null;
   const sorted = tally.accepted.map((a) => a.p).sort((a, b) => Number(a.startTime) - Number(b.startTime) || a.pid - b.pid);
   const anchor = sorted[0]!;
@@ -192,7 +192,7 @@ export function buildRemnantTarget(snapshot: ProcessSnapshot, tally: RemnantTall
 }
 
 /** Evidence rows for a lease that was searched (or could not be). */
-export function remnantEvidence(tally: RemnantTally | null, target: ReapTarget | null, blocked: string | null): OwnershipEvidence[] {
+export function remnantEvidence(tally: RemnantTally | null, target: KillTarget | null, blocked: string | null): OwnershipEvidence[] {
   if (blocked !== null || tally === null) {
     return [{ check: "remnant-env", result: "unknown", detail: `no remnant search: ${blocked ?? "not searched"}` }];
   }
@@ -214,7 +214,7 @@ export function remnantEvidence(tally: RemnantTally | null, target: ReapTarget |
     {
       check: "remnant-env",
       result: "match",
-      detail: `${tally.accepted.length} live process(es) carry this lease id and gateway instance id; ${target.members.length} to reap with their descendants${refused}`,
+      detail: `${tally.accepted.length} live process(es) carry this lease id and gateway instance id; ${target.members.length} to kill with their descendants${refused}`,
     },
     start,
   ];

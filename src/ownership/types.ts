@@ -69,8 +69,8 @@ export interface OwnedProcessTree {
   evidence: readonly OwnershipEvidence[];
   /**
    * The recorded process group, present only when verification proved it the
-   * lease's own ("process-group" matched). The reaper then also picks up new
-   * members of that group while it tears the tree down (reap.ts).
+   * lease's own ("process-group" matched). The tree kill then also picks up new
+   * members of that group while it tears the tree down (kill.ts).
    */
   group?: number;
 }
@@ -96,7 +96,7 @@ export function isSupervisorLease(lease: Pick<AcpxProcessLease, "sessionKey">): 
   return lease.sessionKey.startsWith(SUPERVISOR_SESSION_PREFIX);
 }
 
-/** Grace between SIGTERM and SIGKILL everywhere a tree is reaped unless a caller passes its own. */
+/** Grace between SIGTERM and SIGKILL everywhere a tree is killed unless a caller passes its own. */
 export const DEFAULT_GRACE_MS = 3000;
 
 /** How long closed/lost leases are kept before retention removes them, unless a caller passes its own. */

@@ -4,7 +4,7 @@
  * through while it is checked.
  */
 import type { ProcessDetails, ProcessInfo, ProcessSnapshot } from "../facts/types.js";
-import type { ReapTarget } from "./reap.js";
+import type { KillTarget } from "./tree-kill.js";
 import type { StartClock } from "./start-clock.js";
 import type { AcpxProcessLease, OwnedProcessTree, OwnershipEvidence } from "./types.js";
 
@@ -29,7 +29,7 @@ export interface LeaseVerification {
    * otherwise (a reused root pid, "mismatch", never has remnants), and always
    * null on the ps and none backends. Never set together with `tree`.
    */
-  remnants: ReapTarget | null;
+  remnants: KillTarget | null;
   /**
    * How the remnant search for a gone root ended, so callers never have to
    * read evidence text: "found" (remnants set), "none-found" (every
@@ -45,7 +45,7 @@ export interface LeaseVerification {
    * How many processes the remnant search could not clear: carriers of this
    * lease id it refused, and candidates whose environment could not be read
    * or that could not be inspected. 0 when nothing was searched. A remnant
-   * reap that completed still leaves the lease closing while this is not 0
+   * kill that completed still leaves the lease closing while this is not 0
    * (settle.ts).
    */
   remnantsUncleared: number;
@@ -81,7 +81,7 @@ export interface State {
   tree?: OwnedProcessTree | null;
   /** the root is gone (absent or a zombie, same boot): look for remnants */
   remnantSearch?: boolean;
-  remnants?: ReapTarget | null;
+  remnants?: KillTarget | null;
   remnantOutcome?: LeaseVerification["remnantSearch"];
   remnantsUncleared?: number;
   factsUnavailable?: boolean;

@@ -109,7 +109,7 @@ describe("two installations on one host", () => {
     const closeA = await a.closeSession({ handle: ha });
     expect(closeA.outcome).toBe("closed");
     expect(alive(ha.rootPid)).toBe(false);
-    expect(closeA.reap!.members.map((m) => m.pid).filter((p) => bPids.includes(p) || p === lookalike.pid)).toEqual([]);
+    expect(closeA.kill!.members.map((m) => m.pid).filter((p) => bPids.includes(p) || p === lookalike.pid)).toEqual([]);
     expect(bPids.every(alive)).toBe(true);
     expect(alive(lookalike.pid!)).toBe(true);
 
@@ -192,7 +192,7 @@ describe("legacy session records (no leaseId)", () => {
     await sessions.put({ sessionKey: "legacy:cmd", pid: victim.pid!, command: [process.execPath, "/some/other/adapter.js"] });
     const r1 = await ctl.closeSession({ handle: { sessionKey: "legacy:cmd" } });
     expect(r1).toMatchObject({ path: "legacy", outcome: "left-alone", verdict: "mismatch" });
-    expect(r1.reap).toBeUndefined();
+    expect(r1.kill).toBeUndefined();
 
     await sessions.put({ sessionKey: "legacy:wrapper", pid: victim.pid!, command: argv, wrapperPath: "/elsewhere/wrapper.mjs" });
     const r2 = await ctl.closeSession({ handle: { sessionKey: "legacy:wrapper" } });

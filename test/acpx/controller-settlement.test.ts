@@ -121,7 +121,7 @@ describe("the controller settles by the one rule", () => {
 
     const r = await ctl.closeSession({ handle: h, reason: "root uninspectable" });
     expect(r).toMatchObject({ outcome: "retry-pending", leaseState: "closing", verdict: "unknown" });
-    expect(r.reap).toBeUndefined();
+    expect(r.kill).toBeUndefined();
     // the detail names the real cause, not "process list unavailable"
     expect(r.detail).toMatch(/the root could not be inspected/);
     expect(r.detail).not.toMatch(/process list unavailable/);

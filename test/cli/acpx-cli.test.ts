@@ -117,7 +117,7 @@ describe("proclease leases / explain / reap", () => {
 
 describe("explain / reap when the wrapper is gone, and when its pid does not match", () => {
   interface ReapJson {
-    entries: { leaseId: string; verdict: string; action: string; stateAfter: string; reap?: { results: { pid: number }[] } | null }[];
+    entries: { leaseId: string; verdict: string; action: string; stateAfter: string; kill?: { results: { pid: number }[] } | null }[];
   }
 
   it("gone wrapper with escaped processes: explain lists the remnants, reap reaps them and closes the lease", async () => {
@@ -133,8 +133,8 @@ describe("explain / reap when the wrapper is gone, and when its pid does not mat
 
     const rep = JSON.parse((await cli(["reap", "--state-dir", dir, "--json", "--grace-ms", String(GRACE_MS)])).stdout) as ReapJson;
     const entry = rep.entries.find((e) => e.leaseId === h.leaseId)!;
-    expect(entry).toMatchObject({ verdict: "gone", action: "reaped-remnants", stateAfter: "closed" });
-    expect(entry.reap!.results.map((m) => m.pid)).toContain(pids.grandchildPid);
+    expect(entry).toMatchObject({ verdict: "gone", action: "killed-remnants", stateAfter: "closed" });
+    expect(entry.kill!.results.map((m) => m.pid)).toContain(pids.grandchildPid);
     expect(alive(pids.grandchildPid!)).toBe(false);
     expect(leaseCarriers(h.leaseId)).toEqual([]);
   });
@@ -161,7 +161,7 @@ describe("explain / reap when the wrapper is gone, and when its pid does not mat
       const rep = JSON.parse((await cli(["reap", "--state-dir", dir, "--json", "--grace-ms", String(GRACE_MS)])).stdout) as ReapJson;
       const entry = rep.entries.find((e) => e.leaseId === h.leaseId)!;
       expect(entry).toMatchObject({ verdict: "mismatch", action: "marked-lost", stateAfter: "lost" });
-      expect(entry.reap ?? null).toBeNull(); // no reap ran
+      expect(entry.kill ?? null).toBeNull(); // no kill ran
       // every process carrying the lease markers is still running: nothing was signalled
       expect(carriers.every(alive)).toBe(true);
     } finally {

@@ -191,13 +191,13 @@ describe("orphan cgroups", () => {
     expect(dry.code, dry.stderr).toBe(0);
     const plan = JSON.parse(dry.stdout) as { dryRun: boolean; entries: Array<{ path: string; action: string }> };
     expect(plan.dryRun).toBe(true);
-    expect(plan.entries).toEqual([expect.objectContaining({ path: orphan, action: "would-reap" })]);
+    expect(plan.entries).toEqual([expect.objectContaining({ path: orphan, action: "would-remove" })]);
     expect(isAlive(pid)).toBe(true);
     expect(existsSync(orphan)).toBe(true);
 
     const real = await cli(["reap", "--orphan-cgroups", "--state-dir", f.stateDir]);
     expect(real.code, real.stdout + real.stderr).toBe(0);
-    expect(real.stdout).toMatch(new RegExp(`${orphan}\\s+populated\\s+reaped\\s+emptied by cgroup\\.kill; removed`));
+    expect(real.stdout).toMatch(new RegExp(`${orphan}\\s+populated\\s+removed\\s+emptied by cgroup\\.kill; removed`));
     await waitFor(() => !isAlive(pid), 10_000);
     expect(existsSync(orphan)).toBe(false);
     // the gateway leaf and its process were not touched
@@ -232,7 +232,7 @@ describe("orphan cgroups", () => {
     const real = await cli(["reap", "--orphan-cgroups", "--state-dir", f.stateDir, "--json"]);
     expect(real.code, real.stderr).toBe(0);
     const r = JSON.parse(real.stdout) as { entries: Array<{ path: string; action: string }> };
-    expect(r.entries).toEqual([expect.objectContaining({ path: impostorPath, action: "reaped" })]);
+    expect(r.entries).toEqual([expect.objectContaining({ path: impostorPath, action: "removed" })]);
     expect(existsSync(impostorPath)).toBe(false);
     // the lease's own cgroup and its process stay
     expect(existsSync(ownPath)).toBe(true);
@@ -262,7 +262,7 @@ describe("orphan cgroups", () => {
       expect(forced.code, forced.stderr).toBe(0);
       const r = JSON.parse(forced.stdout) as { entries: Array<{ path: string; action: string; detail?: string }> };
       const byPath = new Map(r.entries.map((e) => [e.path, e]));
-      expect(byPath.get(stray)?.action).toBe("reaped");
+      expect(byPath.get(stray)?.action).toBe("removed");
       expect(byPath.get(makingPath)).toMatchObject({ action: "left-alone" });
       expect(byPath.get(makingPath)!.detail).toMatch(/may be creating it/);
       expect(existsSync(makingPath)).toBe(true);

@@ -1,6 +1,6 @@
 /**
  * Remnants (a lease whose root is gone or reused, with processes that still
- * carry its markers), the boot clock that dates them, reapLeaseVerification,
+ * carry its markers), the boot clock that dates them, killLeaseVerification,
  * and the reaper's pickup of new members of a verified process group.
  * Simulator rows: every row states the verdict, what is reaped, and the exact
  * signal list (an empty one included).
@@ -11,8 +11,8 @@ import { endianness } from "node:os";
 import { describe, expect, it } from "vitest";
 import {
   explainLease,
-  reapLeaseVerification,
-  reapOwnedTree,
+  killLeaseVerification,
+  killOwnedTree,
   START_CLOCK_SLACK_MS,
   startTimeToEpochMs,
   verifyLeases,
@@ -328,8 +328,8 @@ describe("remnants of a vanished root (simulator)", () => {
         const hit = v.evidence.find((e) => e.check === check && e.result === result && (!detail || detail.test(e.detail ?? "")));
         expect(hit, why).toBeDefined();
       }
-      const r = await reapLeaseVerification(v, { facts: sim, signaller: sig, ...REAP });
-      expect(r.reaped).toBe(row.remnants !== undefined);
+      const r = await killLeaseVerification(v, { facts: sim, signaller: sig, ...REAP });
+      expect(r.killed).toBe(row.remnants !== undefined);
       expect(r.target).toBe(row.remnants !== undefined ? "remnants" : null);
       expect(r.report === null).toBe(row.remnants === undefined);
       expect(sig.log).toEqual(row.signals);
@@ -343,7 +343,7 @@ describe("remnants of a vanished root (simulator)", () => {
     expect((await explainLease(lease(), sim)).remnants).not.toBeNull();
   });
 
-  it("an owned lease reports a tree and no remnants; reapLeaseVerification reaps the tree", async () => {
+  it("an owned lease reports a tree and no remnants; killLeaseVerification reaps the tree", async () => {
     const sim = new SimFacts();
     sim.add(wrapper({ uid: MY })).add(adapter({ uid: MY })).add(grandchild({ uid: MY }));
     const v = await explainLease(lease(), sim);
@@ -351,8 +351,8 @@ describe("remnants of a vanished root (simulator)", () => {
     expect(v.remnants).toBeNull();
     expect(v.evidence.some((e) => e.check.startsWith("remnant"))).toBe(false);
     const sig = new RecordingSignaller(sim);
-    const r = await reapLeaseVerification(v, { facts: sim, signaller: sig, ...REAP });
-    expect([r.reaped, r.target]).toEqual([true, "tree"]);
+    const r = await killLeaseVerification(v, { facts: sim, signaller: sig, ...REAP });
+    expect([r.killed, r.target]).toEqual([true, "tree"]);
     expect(sig.log).toEqual(["SIGTERM G", "SIGTERM A", "SIGTERM W"]);
   });
 
@@ -528,7 +528,7 @@ describe("reaper: new members of a verified process group", () => {
     const sim = setup(newcomer());
     const v = await explainLease(lease(), sim);
     const sig = new RecordingSignaller(sim);
-    const r = await reapLeaseVerification(v, { facts: sim, signaller: sig, ...REAP });
+    const r = await killLeaseVerification(v, { facts: sim, signaller: sig, ...REAP });
     expect(sig.log).toEqual(["SIGTERM G", "SIGTERM A", "SIGTERM W", "SIGTERM N"]);
     expect(r.report!.results.map((x) => [name(x.pid), x.startTime, x.outcome])).toContainEqual(["N", "5010", "exited-after-term"]);
     expect(sim.table.has(N)).toBe(false);
@@ -538,7 +538,7 @@ describe("reaper: new members of a verified process group", () => {
     const sim = setup(newcomer({ onTerm: "ignore" }));
     const v = await explainLease(lease(), sim);
     const sig = new RecordingSignaller(sim);
-    const r = await reapOwnedTree(v.tree!, { facts: sim, signaller: sig, ...REAP });
+    const r = await killOwnedTree(v.tree!, { facts: sim, signaller: sig, ...REAP });
     expect(sig.log).toEqual(["SIGTERM G", "SIGTERM A", "SIGTERM W", "SIGTERM N", "SIGKILL N"]);
     expect(r.results.find((x) => x.pid === N)?.outcome).toBe("killed");
   });
@@ -547,7 +547,7 @@ describe("reaper: new members of a verified process group", () => {
     const sim = setup(newcomer({ sid: N }));
     const v = await explainLease(lease(), sim);
     const sig = new RecordingSignaller(sim);
-    await reapOwnedTree(v.tree!, { facts: sim, signaller: sig, ...REAP });
+    await killOwnedTree(v.tree!, { facts: sim, signaller: sig, ...REAP });
     expect(sig.log).toEqual(["SIGTERM G", "SIGTERM A", "SIGTERM W"]);
     expect(sim.table.has(N)).toBe(true);
   });
@@ -556,7 +556,7 @@ describe("reaper: new members of a verified process group", () => {
     const sim = setup(newcomer());
     const v = await explainLease(lease(), sim);
     const sig = new RecordingSignaller(sim);
-    await reapOwnedTree({ root: v.tree!.root, members: v.tree!.members }, { facts: sim, signaller: sig, ...REAP });
+    await killOwnedTree({ root: v.tree!.root, members: v.tree!.members }, { facts: sim, signaller: sig, ...REAP });
     expect(sig.log).toEqual(["SIGTERM G", "SIGTERM A", "SIGTERM W"]);
     expect(sim.table.has(N)).toBe(true);
   });
@@ -565,8 +565,8 @@ describe("reaper: new members of a verified process group", () => {
     const sim = setup(newcomer());
     const v = await explainLease(lease(), sim);
     const sig = new RecordingSignaller(sim);
-    await expect(reapOwnedTree(v.tree!, { facts: sim, signaller: sig, ...REAP, group: 1 })).rejects.toThrow(/opts\.group/);
-    await expect(reapOwnedTree(v.tree!, { facts: sim, signaller: sig, ...REAP, group: 2.5 })).rejects.toThrow(TypeError);
+    await expect(killOwnedTree(v.tree!, { facts: sim, signaller: sig, ...REAP, group: 1 })).rejects.toThrow(/opts\.group/);
+    await expect(killOwnedTree(v.tree!, { facts: sim, signaller: sig, ...REAP, group: 2.5 })).rejects.toThrow(TypeError);
     expect(sig.log).toEqual([]);
     const { ownProcessGroupId } = await import("../../src/facts/guards.js");
     const own = ownProcessGroupId()!;
@@ -575,7 +575,7 @@ describe("reaper: new members of a verified process group", () => {
     sim2.add(wrapper({ uid: MY, pgid: own, onTermSpawn: newcomer({ pgid: own, sid: W }) }));
     const sig2 = new RecordingSignaller(sim2);
     const root = [...(await sim2.snapshot()).processes.values()].find((p) => p.pid === W)!;
-    await reapOwnedTree({ root, members: [root], group: own }, { facts: sim2, signaller: sig2, ...REAP });
+    await killOwnedTree({ root, members: [root], group: own }, { facts: sim2, signaller: sig2, ...REAP });
     expect(sig2.log).toEqual(["SIGTERM W"]);
   });
 

@@ -13,12 +13,12 @@ import { afterAll, afterEach, describe, expect, it } from "vitest";
 import { createLeaseCgroup, detectContainment, enterCgroup, killCgroup, refOf, removeCgroup, removeOwnerFolder } from "../../src/containment/index.js";
 import { getProcessFacts } from "../../src/facts/get.js";
 import { createSignaller } from "../../src/facts/signal.js";
-import { explainLease, openLeaseStore, reconcileLeases, settlementFor, type OwnedTreeReapReport, type ReapOutcome } from "../../src/ownership/index.js";
+import { explainLease, openLeaseStore, reconcileLeases, settlementFor, type TreeKillReport, type TreeKillOutcome } from "../../src/ownership/index.js";
 import { NOTHING_STARTED, settlementForDryRun, settlementUnstarted, type DrainInput } from "../../src/ownership/settle.js";
 import { containmentSkipNote, probeCgroup2 } from "../helpers/cgroup-probe.mjs";
 import { family, lease, SimFacts, W } from "./sim.js";
 
-const done = (outcome: ReapOutcome): Pick<OwnedTreeReapReport, "results"> => ({ results: [{ pid: W, startTime: "5000", outcome }] });
+const done = (outcome: TreeKillOutcome): Pick<TreeKillReport, "results"> => ({ results: [{ pid: W, startTime: "5000", outcome }] });
 const drain = (state: DrainInput["state"], members = 0): DrainInput => ({ state, members, evidence: { check: "cgroup", result: state === "unknown" ? "unknown" : "match", detail: `/cg: ${state}` } });
 
 describe("rows D: the drain of the lease's own cgroup", () => {
@@ -69,16 +69,16 @@ describe("rows U: a spawn that never produced a process", () => {
 });
 
 describe("rows R: a dry run answers from the same table", () => {
-  it("R1: another instance's lease is not planned for, whatever its cgroup holds; R2 would reap; R3 otherwise the row above", async () => {
+  it("R1: another instance's lease is not planned for, whatever its cgroup holds; R2 would kill; R3 otherwise the row above", async () => {
     const foreign = await explainLease(lease(), new SimFacts(), { gatewayInstanceId: "gw-OTHER" });
-    expect(settlementForDryRun(foreign, { target: null, pids: [7], contained: 1 })).toMatchObject({ to: "unchanged", reaps: false });
+    expect(settlementForDryRun(foreign, { target: null, pids: [7], contained: 1 })).toMatchObject({ to: "unchanged", kills: false });
     const gone = await explainLease(lease(), new SimFacts());
     expect(settlementForDryRun(gone, { target: null, pids: [7, 8], contained: 2 })).toEqual({
       to: "closed",
-      why: "would reap 2 process(es) (7 8), 2 of them in the lease's cgroup; closed if none may still run after it",
-      reaps: true,
+      why: "would kill 2 process(es) (7 8), 2 of them in the lease's cgroup; closed if none may still run after it",
+      kills: true,
     });
-    expect(settlementForDryRun(gone, { target: null, pids: [], contained: 0 })).toEqual({ ...settlementFor(gone, null), reaps: false });
+    expect(settlementForDryRun(gone, { target: null, pids: [], contained: 0 })).toEqual({ ...settlementFor(gone, null), kills: false });
   });
 });
 
@@ -118,7 +118,7 @@ describe("a dry run and the real run agree on another instance's contained lease
     try {
       const dry = (await reconcileLeases(deps, { leaseIds: [l.leaseId], dryRun: true })).entries[0]!;
       const real = (await reconcileLeases(deps, { leaseIds: [l.leaseId] })).entries[0]!;
-      expect({ action: dry.action, stateAfter: dry.stateAfter, wouldReap: dry.wouldReap }).toEqual({ action: "left-alone", stateAfter: "open", wouldReap: undefined });
+      expect({ action: dry.action, stateAfter: dry.stateAfter, wouldKill: dry.wouldKill }).toEqual({ action: "left-alone", stateAfter: "open", wouldKill: undefined });
       expect({ action: real.action, stateAfter: real.stateAfter }).toEqual({ action: "left-alone", stateAfter: "open" });
       expect(c.exitCode === null && c.signalCode === null).toBe(true);
     } finally {

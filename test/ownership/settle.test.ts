@@ -13,9 +13,9 @@ import {
   explainLease,
   NOTHING_STARTED,
   openLeaseStore,
-  reapLeaseVerification,
+  killLeaseVerification,
   settlementFor,
-  type OwnedTreeReapReport,
+  type TreeKillReport,
   type SettleVerification,
 } from "../../src/ownership/index.js";
 import { adapter, E, family, lease, MY, RecordingSignaller, SimFacts, unrelated, W, wrapper, X } from "./sim.js";
@@ -45,7 +45,7 @@ describe("N2: a remnant candidate that cannot be read is never 'nothing left'", 
     expect(v.evidence.find((e) => e.check === "remnant-env")?.detail).toMatch(/could not be judged: 1 \[.*environment not readable/);
     expect(settlementFor(v, null)).toMatchObject({ to: "closing" });
     const sig = new RecordingSignaller(sim);
-    expect((await reapLeaseVerification(v, { facts: sim, signaller: sig, ...REAP })).target).toBeNull();
+    expect((await killLeaseVerification(v, { facts: sim, signaller: sig, ...REAP })).target).toBeNull();
     expect(sig.attempts).toEqual([]);
   });
 
@@ -75,13 +75,13 @@ describe("N2: a remnant candidate that cannot be read is never 'nothing left'", 
     const v = await explainLease(lease(), sim);
     expect(v.remnantSearch).toBe("found");
     expect(v.remnantsUncleared).toBe(1);
-    const r = await reapLeaseVerification(v, { facts: sim, signaller: new RecordingSignaller(sim), ...REAP });
+    const r = await killLeaseVerification(v, { facts: sim, signaller: new RecordingSignaller(sim), ...REAP });
     expect(r.target).toBe("remnants");
     expect(settlementFor(v, r.report)).toMatchObject({ to: "closing" });
   });
 });
 
-const done = (outcome: OwnedTreeReapReport["results"][number]["outcome"]): OwnedTreeReapReport => ({
+const done = (outcome: TreeKillReport["results"][number]["outcome"]): TreeKillReport => ({
   results: [{ pid: W, startTime: "5000", outcome }],
   termSent: 1,
   killSent: 0,

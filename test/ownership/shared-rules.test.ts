@@ -18,13 +18,13 @@ import {
   isSupervisorLease,
   LEASE_ENV_KEY,
   openLeaseStore,
-  reapCompleted,
-  reapStoppedPid,
+  killCompleted,
+  killStoppedPid,
   recordRootIdentity,
   SUPERVISOR_SESSION_PREFIX,
   survivorsOf,
   type LeaseStore,
-  type ReapOutcome,
+  type TreeKillOutcome,
 } from "../../src/ownership/index.js";
 import { inspectEach } from "../../src/facts/inspect-many.js";
 
@@ -67,8 +67,8 @@ describe("isSupervisorLease", () => {
 });
 
 describe("what a reap report says about the tree", () => {
-  const report = (outcomes: ReapOutcome[]) => ({ results: outcomes.map((outcome, i) => ({ pid: 100 + i, startTime: "1", outcome })) });
-  const cases: [ReapOutcome, { survivor: boolean; stopped: boolean }][] = [
+  const report = (outcomes: TreeKillOutcome[]) => ({ results: outcomes.map((outcome, i) => ({ pid: 100 + i, startTime: "1", outcome })) });
+  const cases: [TreeKillOutcome, { survivor: boolean; stopped: boolean }][] = [
     ["exited-after-term", { survivor: false, stopped: true }],
     ["killed", { survivor: false, stopped: true }],
     ["gone-before-signal", { survivor: false, stopped: true }],
@@ -83,17 +83,17 @@ describe("what a reap report says about the tree", () => {
     it(`${outcome}: ${want.survivor ? "may still run (not completed)" : "nothing left to stop"}${want.stopped ? ", seen stopped" : ""}`, () => {
       const r = report([outcome]);
       expect(survivorsOf(r)).toEqual(want.survivor ? [100] : []);
-      expect(reapCompleted(r)).toBe(!want.survivor);
-      expect(reapStoppedPid(r, 100)).toBe(want.stopped);
+      expect(killCompleted(r)).toBe(!want.survivor);
+      expect(killStoppedPid(r, 100)).toBe(want.stopped);
     });
   }
   it("a mixed report lists every possible survivor in report order; an unknown pid was not seen stopped", () => {
     const r = report(["killed", "permission-denied", "exited-after-term", "unknown", "survived", "identity-mismatch"]);
     expect(survivorsOf(r)).toEqual([101, 103, 104]);
-    expect(reapCompleted(r)).toBe(false);
-    expect(reapCompleted(report(["killed", "gone-before-signal", "identity-mismatch"]))).toBe(true);
-    expect(reapCompleted(report([]))).toBe(true);
-    expect(reapStoppedPid(r, 999)).toBe(false);
+    expect(killCompleted(r)).toBe(false);
+    expect(killCompleted(report(["killed", "gone-before-signal", "identity-mismatch"]))).toBe(true);
+    expect(killCompleted(report([]))).toBe(true);
+    expect(killStoppedPid(r, 999)).toBe(false);
   });
 });
 

@@ -267,7 +267,7 @@ describe("containment of leased supervisor runs", () => {
       const report = await createProcessSupervisor({ stateDir: dir, graceMs: 300 }).reconcileOrphans();
       expect(report.runs).toHaveLength(1);
       const [run] = report.runs;
-      expect(run).toMatchObject({ leaseId: crashed.leaseId, verdict: "owned", action: "reaped", state: "closed" });
+      expect(run).toMatchObject({ leaseId: crashed.leaseId, verdict: "owned", action: "killed", state: "closed" });
       expect(isAlive(crashed.root)).toBe(false);
       if (mode === "auto") {
         // the grandchild ignored SIGTERM: cgroup.kill ended it; populated 0 closed the lease

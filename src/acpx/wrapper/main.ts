@@ -270,7 +270,7 @@ function runCleanup(reason: CleanupReason): void {
   const t0 = Date.now();
   setTimeout(() => {
     groupKill("SIGKILL");
-    lifeline?.send({ type: "cleanup", reason, reaped: [], durationMs: Date.now() - t0 });
+    lifeline?.send({ type: "cleanup", reason, ended: [], durationMs: Date.now() - t0 });
     finish();
   }, args.graceMs + CLEANUP_SLACK_MS);
   const { facts, signaller } = cleanupTools();
@@ -285,14 +285,14 @@ function runCleanup(reason: CleanupReason): void {
     ...(reaper && inProcessWalker(facts) ? { reapZombies: (snap) => void reaper?.reapIn(snap) } : {}),
   })
     .catch(() => [] as number[])
-    .then(async (reaped) => {
+    .then(async (ended) => {
       // the adapter was signalled too: give libuv a moment to report its status
       await waitForAdapterStatus(1000);
-      // the adapter counts as reaped once libuv has its status (the group
+      // the adapter counts as ended once libuv has its status (the group
       // SIGTERM may have ended it before any per-pid signal)
-      if (adapterPid !== null && adapterStatus !== null && !reaped.includes(adapterPid)) reaped.push(adapterPid);
-      reaped.sort((a, b) => a - b);
-      lifeline?.send({ type: "cleanup", reason, reaped, durationMs: Date.now() - t0 });
+      if (adapterPid !== null && adapterStatus !== null && !ended.includes(adapterPid)) ended.push(adapterPid);
+      ended.sort((a, b) => a - b);
+      lifeline?.send({ type: "cleanup", reason, ended, durationMs: Date.now() - t0 });
       finish();
     });
 }

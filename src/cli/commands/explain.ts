@@ -65,7 +65,7 @@ async function explain(
 /** Does this lease name the pid: its root, a verified member, or a remnant? */
 function names(o: LeaseOutcome, pid: number): boolean {
   const v = o.verification;
-  return o.rootPid === pid || (o.wouldReap ?? []).includes(pid) || (v.tree ?? v.remnants)?.members.some((m) => m.pid === pid) === true;
+  return o.rootPid === pid || (o.wouldKill ?? []).includes(pid) || (v.tree ?? v.remnants)?.members.some((m) => m.pid === pid) === true;
 }
 
 /** What `proclease reap` (and the gateway's own startup reap) would do, from the dry run's outcome. */
@@ -73,9 +73,9 @@ function conclude(o: LeaseOutcome): string {
   const who = isSupervisorLease(o) ? "a process-supervisor run; " : "";
   if (o.stateBefore === "closed" || o.stateBefore === "lost") return `${who}already ${o.stateBefore}; nothing would be done`;
   if (o.action === "skipped-live") return `${who}cleanup leaves it alone: ${o.why}`;
-  if (o.wouldReap) {
+  if (o.wouldKill) {
     const what = o.target === "tree" ? "the verified tree" : "the remnants (the wrapper is gone; these still carry the lease id and instance id)";
-    return `${who}cleanup would SIGTERM ${what}, leaves first (${o.wouldReap.join(" ")}), SIGKILL what is left after the grace period (each identity re-checked before its signal), then mark the lease closed (it stays closing if any may still run)`;
+    return `${who}cleanup would SIGTERM ${what}, leaves first (${o.wouldKill.join(" ")}), SIGKILL what is left after the grace period (each identity re-checked before its signal), then mark the lease closed (it stays closing if any may still run)`;
   }
   const signal = o.verdict === "owned" ? "" : "cleanup sends no signal; ";
   return o.stateAfter === o.stateBefore
