@@ -10,7 +10,7 @@
 import { killOwnedTree, settleLease, survivorsOf, verifyLegacyRecord, type LeaseOutcome, type TreeKillReport } from "../ownership/index.js";
 import type { LeaseState, OwnershipEvidence } from "../ownership/types.js";
 import { AcpxSessionClosedError } from "./errors.js";
-import { lifecycleDeps, markClosing, type ControllerDeps, type LiveSessions } from "./live-sessions.js";
+import { lifecycleDeps, markSessionClosing, type ControllerDeps, type LiveSessions } from "./live-sessions.js";
 import type { LegacyAcpxSessionRecord } from "./session-store.js";
 import type { CloseReport, TreeKillSummary } from "./types.js";
 
@@ -57,7 +57,7 @@ export async function closeLocked(
       detail: `stale handle: it names lease ${expectedLeaseId}, the key's current session is ${leaseId === undefined ? "none" : `lease ${leaseId}`}; nothing signalled, the current session untouched`,
     });
   }
-  markClosing(live, reason);
+  markSessionClosing(live, reason);
   if (!leaseId) return done({ outcome: "noop", path: "none", detail: "no session record for this key" });
   const lease = await d.leases.get(leaseId);
   if (!lease) {

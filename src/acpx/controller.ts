@@ -57,9 +57,9 @@ import { runTurn, cancelAndWait, type CancelReport, type TurnInput, type TurnStr
 import type { SessionConfigOption } from "@agentclientprotocol/sdk";
 import { SUPERVISOR_SESSION_PREFIX } from "../ownership/types.js";
 import { installWrapper } from "./install-wrapper.js";
-import { detectContainment, removeOwnerFolder, type ContainmentSupport } from "../containment/index.js";
+import { detectContainment, removeInstanceFolder, type ContainmentSupport } from "../containment/index.js";
 import { recordContainmentRoot } from "../ownership/containment-record.js";
-import { closeTarget, lifecycleDeps, LiveSessions, markClosing, type ControllerDeps, type LiveSession } from "./live-sessions.js";
+import { closeTarget, lifecycleDeps, LiveSessions, markSessionClosing, type ControllerDeps, type LiveSession } from "./live-sessions.js";
 import { openSessionStore } from "./session-store.js";
 import { spawnSession, validateEnsureInput } from "./spawn-session.js";
 import { assertContainmentOption, assertRunningLimits, configureLimitControllers, detectOptionsFor } from "./session-limits.js";
@@ -350,7 +350,7 @@ class Controller implements AcpxLifecycleController {
     // Mark the live session closing right away (not after the queue): a
     // prompt racing this close must fail with the close error, and no new
     // prompt may start. A stale handle marks nothing.
-    markClosing(expected === undefined ? this.live.get(key) : this.live.forHandle({ sessionKey: key, leaseId: expected }), input.reason);
+    markSessionClosing(expected === undefined ? this.live.get(key) : this.live.forHandle({ sessionKey: key, leaseId: expected }), input.reason);
     return this.queue.run(key, () => this.closeAndReport(key, input.reason, input.discardPersistentState === true, expected));
   }
 
@@ -473,7 +473,7 @@ class Controller implements AcpxLifecycleController {
     await this.maintaining;
     this.live.unrefAll();
     // the instance's cgroup folder goes when no lease cgroup is left in it (live sessions keep theirs)
-    if (this.d.containment.available) await removeOwnerFolder(this.d.containment, this.d.gatewayInstanceId);
+    if (this.d.containment.available) await removeInstanceFolder(this.d.containment, this.d.gatewayInstanceId);
     await this.lock.release();
   }
 

@@ -138,7 +138,7 @@ export class LiveSessions {
 }
 
 /** The first close to reach a live session marks it, with its reason; a later one keeps that reason. */
-export function markClosing(live: LiveSession | undefined, reason: string | undefined): void {
+export function markSessionClosing(live: LiveSession | undefined, reason: string | undefined): void {
   if (live && !live.closing) {
     live.closing = true;
     live.closeReason = reason;

@@ -22,7 +22,7 @@ import {
   type LifecycleDeps,
   type StateDirLock,
 } from "../ownership/index.js";
-import { checkOwnerFolder, readContainmentRecord } from "../ownership/containment-record.js";
+import { checkInstanceFolder, readContainmentRecord } from "../ownership/containment-record.js";
 
 /** A dry run never signals; this signaller makes sure of it. */
 const NEVER: ProcessSignaller = {
@@ -135,11 +135,12 @@ export function memoryWhyLines(rows: ReadonlyArray<{ lease: AcpxProcessLease; me
   return [...byWhy].map(([why, ids]) => `memory per lease not shown (${ids.length === 1 ? `lease ${ids[0]}` : `${ids.length} leases`}): ${why}`);
 }
 
-export interface CgroupRoot {
-  root: string;
+/** An instance folder (`<proclease root>/<instance>`) whose lease cgroups are listed for orphans. */
+export interface InstanceFolder {
+  folder: string;
   /** where it was learnt: the gateway's containment record, or a lease's recorded cgroup path */
   source: "record" | "lease";
-  /** listed; absent (nothing can be under it); refused (not a proclease root on cgroup2); unknown (unreadable) */
+  /** listed; absent (nothing can be under it); refused (not an instance folder on cgroup2); unknown (unreadable) */
   state: "listed" | "absent" | "refused" | "unknown";
   why?: string;
 }
@@ -163,18 +164,18 @@ export interface OrphanCgroup {
 }
 
 export interface OrphanScan {
-  roots: CgroupRoot[];
+  folders: InstanceFolder[];
   orphans: OrphanCgroup[];
-  /** cgroups under the roots that are their open/closing lease's own */
+  /** cgroups in the folders that are their open/closing lease's own */
   owned: number;
-  /** the containment record could not be used (the roots of the leases still are) */
+  /** the containment record could not be used (the folders of the leases still are) */
   problems: string[];
 }
 
 const LIVE: ReadonlySet<string> = new Set(["open", "closing"]);
 
 /**
- * The cgroups under this state dir's proclease roots that are no lease's own:
+ * The cgroups in this state dir's instance folders that are no lease's own:
  * read-only (listing and stat only; nothing is created, moved or probed).
  * Folders listed: this state dir's instance folder under each root the
  * gateway recorded (ownership/containment-record.ts), and the folder of every
@@ -192,12 +193,12 @@ export async function scanOrphanCgroups(
   unreadableLeaseFiles: readonly string[] = [],
 ): Promise<OrphanScan> {
   const problems: string[] = [];
-  const roots: CgroupRoot[] = [];
+  const folders: InstanceFolder[] = [];
   const seen = new Set<string>();
-  const add = (root: string, source: CgroupRoot["source"]) => {
-    if (seen.has(root)) return;
-    seen.add(root);
-    roots.push({ root, source, state: "listed" });
+  const add = (folder: string, source: InstanceFolder["source"]) => {
+    if (seen.has(folder)) return;
+    seen.add(folder);
+    folders.push({ folder, source, state: "listed" });
   };
   const rec = await readContainmentRecord(stateDir);
   if (rec.kind === "refused") problems.push(rec.why);
@@ -207,7 +208,7 @@ export async function scanOrphanCgroups(
   } catch (e) {
     problems.push((e as Error).message);
   }
-  // this state dir's folder under each recorded root (createLeaseCgroup: <root>/<instance id>/<lease id>)
+  // this state dir's instance folder under each recorded proclease root (createLeaseCgroup: <root>/<instance id>/<lease id>)
   if (rec.kind === "ok" && instanceId !== null) for (const r of rec.record.roots) add(`${r}/${instanceId}`, "record");
   // and the folder of every lease's recorded cgroup (an earlier instance id of this state dir included)
   for (const l of leases) if (l.cgroup) add(dirname(l.cgroup.path), "lease");
@@ -215,8 +216,8 @@ export async function scanOrphanCgroups(
   const unreadable = new Set(unreadableLeaseFiles.map((f) => basename(f).replace(/\.json$/, "")));
   const orphans: OrphanCgroup[] = [];
   let owned = 0;
-  for (const r of roots) {
-    const bad = await checkOwnerFolder(r.root);
+  for (const r of folders) {
+    const bad = await checkInstanceFolder(r.folder);
     if (bad === "absent") {
       r.state = "absent";
       continue;
@@ -226,7 +227,7 @@ export async function scanOrphanCgroups(
       r.why = bad;
       continue;
     }
-    const listed = await listLeaseCgroups(r.root);
+    const listed = await listLeaseCgroups(r.folder);
     if (listed.state !== "ok") {
       r.state = "unknown";
       r.why = listed.why;
@@ -238,7 +239,7 @@ export async function scanOrphanCgroups(
       else orphans.push(o);
     }
   }
-  return { roots, orphans, owned, problems };
+  return { folders, orphans, owned, problems };
 }
 
 function classify(c: ListedCgroup, leases: readonly AcpxProcessLease[], unreadable: ReadonlySet<string>, stateDir: string): OrphanCgroup | null {

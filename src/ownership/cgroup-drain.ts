@@ -17,7 +17,7 @@ import {
   membersOf,
   openLeaseCgroup,
   removeCgroup,
-  removeEmptyOwnerFolder,
+  removeEmptyInstanceFolder,
   signalMembers,
   waitUntilEmpty,
   type LeaseCgroup,
@@ -111,7 +111,7 @@ async function removeEmpty(cg: LeaseCgroup, members: number, ev: Evidence, found
   const rm = await removeCgroup(cg);
   if (rm.outcome === "removed" || rm.outcome === "gone") {
     // the instance's folder goes with its last cgroup (another one of it may be made in it right now: then it stays)
-    await removeEmptyOwnerFolder(cg.path);
+    await removeEmptyInstanceFolder(cg.path);
     return { state: "empty", members, evidence: ev("match", `${found}, removed: nothing of the lease is left`) };
   }
   if (rm.outcome === "refused") return { state: "unknown", members, evidence: ev("unknown", `${found}, not removed: ${rm.why}`) };

@@ -23,7 +23,7 @@ export interface TreeContext {
 
 export function treeContext(snapshot: ProcessSnapshot): TreeContext {
   const guard = signalTargetGuard();
-  return { ancestors: ancestorsOfSelf(snapshot), allowed: (pid) => guard(pid).allowed };
+  return { ancestors: selfAndAncestorsIn(snapshot), allowed: (pid) => guard(pid).allowed };
 }
 
 /**
@@ -63,7 +63,7 @@ export function collectTree(snapshot: ProcessSnapshot, root: ProcessInfo, opts?:
 }
 
 /** This process and every ancestor of it in `snapshot` (never part of anyone's tree). */
-export function ancestorsOfSelf(snapshot: ProcessSnapshot): Set<number> {
+export function selfAndAncestorsIn(snapshot: ProcessSnapshot): Set<number> {
   const seen = new Set<number>([process.pid]);
   // the snapshot's view of our parent counts too (it differs only if we were re-parented mid-walk)
   const starts = [process.ppid, snapshot.processes.get(process.pid)?.ppid ?? process.ppid];

@@ -30,7 +30,7 @@ export { isLegalTransition, parseLeaseRecord, LeaseTransitionError, LEASE_ID_RE 
 export type { ParsedLease } from "./lease-record.js";
 export { openLeaseStore, LeaseNotFoundError, LeaseStoreReadOnlyError } from "./lease-store.js";
 export type { LeaseStore, LeaseProblem, LeasePatch, LeaseCreateInput, LeaseListFilter, LeaseStoreOptions } from "./lease-store.js";
-export { collectTree, ancestorsOfSelf } from "./collect.js";
+export { collectTree, selfAndAncestorsIn } from "./collect.js";
 export type { CollectOptions } from "./collect.js";
 export { explainLease, verifyOwnedTree, verifyLeases } from "./verify.js";
 export type { LeaseVerdict, LeaseVerification, VerifyOptions } from "./verify.js";

@@ -14,7 +14,7 @@
  * that could not be recorded is never left behind: the never-started
  * sequence runs on the lease with that cgroup.
  */
-import { createLeaseCgroup, refOf, removeCgroup, removeEmptyOwnerFolder, type ContainmentSupport, type LeaseCgroup } from "../containment/index.js";
+import { createLeaseCgroup, refOf, removeCgroup, removeEmptyInstanceFolder, type ContainmentSupport, type LeaseCgroup } from "../containment/index.js";
 import type { LeaseStore } from "./lease-store.js";
 import { settleUnstarted, type LifecycleDeps } from "./lifecycle.js";
 import type { AcpxProcessLease } from "./types.js";
@@ -59,6 +59,6 @@ export async function bindLeaseCgroup(deps: LifecycleDeps, support: ContainmentS
 export async function dropLeaseCgroup(store: LeaseStore, leaseId: string, cgroup: LeaseCgroup): Promise<AcpxProcessLease> {
   const lease = await store.update(leaseId, { cgroup: undefined });
   const rm = await removeCgroup(cgroup, { waitMs: 0 });
-  if (rm.outcome === "removed") await removeEmptyOwnerFolder(cgroup.path);
+  if (rm.outcome === "removed") await removeEmptyInstanceFolder(cgroup.path);
   return lease;
 }

@@ -151,7 +151,7 @@ async function settleNow(
 ): Promise<LeaseOutcome> {
   // the record may be unwritable (a full disk): the tree is ended all the same
   const writes = writeGuard();
-  await writes.run(() => markClosing(deps.store, cur));
+  await writes.run(() => moveToClosing(deps.store, cur));
   opts.beforeSignals?.();
   const r = await killAndRelease(deps, cur, v0, opts);
   const settle = (drain: CgroupDrain | null): Settlement =>
@@ -419,7 +419,7 @@ export async function applySettlement(store: LeaseStore, leaseId: string, s: Set
   const to: LeaseState = s.to;
   try {
     if (to === "open") return cur.state === "closing" ? await store.transition(leaseId, "open") : cur;
-    cur = await markClosing(store, cur);
+    cur = await moveToClosing(store, cur);
     return to === "closing" ? cur : await store.transition(leaseId, to);
   } catch (e) {
     // another settle of the same lease (a second supervisor object in this process) won the race: its state stands
@@ -430,7 +430,8 @@ export async function applySettlement(store: LeaseStore, leaseId: string, s: Set
   }
 }
 
-async function markClosing(store: LeaseStore, lease: AcpxProcessLease): Promise<AcpxProcessLease> {
+/** open → closing through the store; a lease already past open is returned as it is. */
+async function moveToClosing(store: LeaseStore, lease: AcpxProcessLease): Promise<AcpxProcessLease> {
   return lease.state === "open" ? store.transition(lease.leaseId, "closing") : lease;
 }
 

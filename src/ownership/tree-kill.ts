@@ -9,7 +9,7 @@
 import { isAlive, provablyGoneAll } from "../facts/liveness.js";
 import type { ProcessFacts, ProcessInfo, ProcessSignaller, SignalOutcome } from "../facts/types.js";
 import { MAX_PID, nonNegativeOption } from "../facts/validate.js";
-import { ancestorsOfSelf } from "./collect.js";
+import { selfAndAncestorsIn } from "./collect.js";
 import { checkGroupTarget, checkSignalTarget } from "../facts/guards.js";
 import { DEFAULT_GRACE_MS } from "./types.js";
 import { sameProcess } from "../facts/identity.js";
@@ -308,7 +308,7 @@ async function newChildren(
   } catch {
     return [];
   }
-  const ancestors = ancestorsOfSelf(snap);
+  const ancestors = selfAndAncestorsIn(snap);
   const eligible = (p: ProcessInfo) =>
     !byPid.has(p.pid) && isAlive(p) && !ancestors.has(p.pid) && checkSignalTarget(p.pid).allowed;
   const found: Entry[] = [];

@@ -41,7 +41,7 @@ import {
 } from "../ownership/types.js";
 import { createSignaller } from "../facts/signal.js";
 import { recordContainmentRoot } from "../ownership/containment-record.js";
-import { removeOwnerFolder, type ContainmentSupport, type LeaseCgroup } from "../containment/index.js";
+import { removeInstanceFolder, type ContainmentSupport, type LeaseCgroup } from "../containment/index.js";
 import { bindLeaseCgroup, dropLeaseCgroup } from "../ownership/lease-cgroup.js";
 import { detectRunContainment } from "./run-cgroups.js";
 import type { LeaseVerification } from "../ownership/verify.js";
@@ -149,7 +149,7 @@ export interface RunLeases {
    * runs a caller still tracks (true keeps it). Neither is touched or reported.
    */
   reconcile(live?: ReadonlySet<string>, isTracked?: (run: SupervisorRunRef) => boolean): Promise<ReconcileReport>;
-  /** Shutdown: removes this instance's cgroup folder when no lease cgroup is left in it (containment's removeOwnerFolder). */
+  /** Shutdown: removes this instance's cgroup folder when no lease cgroup is left in it (containment's removeInstanceFolder). */
   release(): Promise<void>;
 }
 
@@ -277,7 +277,7 @@ export function createRunLeases(opts: RunLeasesOptions): RunLeases {
       const containment = ctx.detected();
       if (containment === undefined) return;
       const support = await containment;
-      if (support.available) await removeOwnerFolder(support, instanceId);
+      if (support.available) await removeInstanceFolder(support, instanceId);
     },
   };
 }

@@ -70,7 +70,7 @@ interface Fixture {
   stateDir: string;
   /** `<top>/proclease` */
   root: string;
-  /** `<root>/<instance id>`: where this state dir's lease cgroups live (createLeaseCgroup's owner folder) */
+  /** `<root>/<instance id>`: where this state dir's lease cgroups live (the instance folder) */
   folder: string;
 }
 
@@ -156,7 +156,7 @@ afterEach(async () => {
 
 interface StatusJson {
   leases: Array<{ lease: AcpxProcessLease; memory?: { ok: boolean; why?: string; current?: number; peak?: number | null } }>;
-  orphanCgroups: { roots: Array<{ root: string; source: string; state: string; why?: string }>; orphans: Array<{ name: string; path: string; populated: string; why: string }>; owned: number };
+  orphanCgroups: { folders: Array<{ folder: string; source: string; state: string; why?: string }>; orphans: Array<{ name: string; path: string; populated: string; why: string }>; owned: number };
 }
 
 describe("orphan cgroups", () => {
@@ -172,7 +172,7 @@ describe("orphan cgroups", () => {
     const st = await cli(["status", "--state-dir", f.stateDir, "--json"]);
     expect(st.code, st.stderr).toBe(0);
     const view = JSON.parse(st.stdout) as StatusJson;
-    expect(view.orphanCgroups.roots).toEqual([{ root: f.folder, source: "record", state: "listed" }]);
+    expect(view.orphanCgroups.folders).toEqual([{ folder: f.folder, source: "record", state: "listed" }]);
     expect(view.orphanCgroups.orphans).toEqual([expect.objectContaining({ name: `stray-${process.pid}`, path: orphan, populated: "populated" })]);
     expect(view.orphanCgroups.orphans[0]!.why).toMatch(/no lease file named/);
     const text = await cli(["status", "--state-dir", f.stateDir]);
@@ -290,7 +290,7 @@ describe("orphan cgroups", () => {
     mkdirSync(mine);
 
     const view = JSON.parse((await cli(["status", "--state-dir", a.stateDir, "--json"])).stdout) as StatusJson;
-    expect(view.orphanCgroups.roots.map((r) => r.root)).toEqual([a.folder]);
+    expect(view.orphanCgroups.folders.map((r) => r.folder)).toEqual([a.folder]);
     expect(view.orphanCgroups.orphans.map((o) => o.path)).toEqual([mine]);
     const real = await cli(["reap", "--orphan-cgroups", "--state-dir", a.stateDir, "--json"]);
     expect(real.code, real.stderr).toBe(0);
@@ -312,13 +312,13 @@ describe("orphan cgroups", () => {
     const rec = JSON.parse(readFileSync(file, "utf8")) as { roots: string[] };
     writeFileSync(file, JSON.stringify({ ...rec, roots: [fake, `${f.root}/../x/proclease`, ...rec.roots] }), { mode: 0o600 });
     const view = JSON.parse((await cli(["status", "--state-dir", f.stateDir, "--json"])).stdout) as StatusJson;
-    const byRoot = new Map(view.orphanCgroups.roots.map((r) => [r.root, r]));
-    expect(byRoot.get(`${fake}/${instance}`)).toMatchObject({ state: "refused", why: `${fake}/${instance} is not on a cgroup2 filesystem` });
-    expect(byRoot.get(`${f.root}/../x/proclease/${instance}`)).toMatchObject({ state: "refused" });
-    expect(byRoot.get(`${f.root}/../x/proclease/${instance}`)!.why).toMatch(/not an absolute, normalised path/);
+    const byFolder = new Map(view.orphanCgroups.folders.map((r) => [r.folder, r]));
+    expect(byFolder.get(`${fake}/${instance}`)).toMatchObject({ state: "refused", why: `${fake}/${instance} is not on a cgroup2 filesystem` });
+    expect(byFolder.get(`${f.root}/../x/proclease/${instance}`)).toMatchObject({ state: "refused" });
+    expect(byFolder.get(`${f.root}/../x/proclease/${instance}`)!.why).toMatch(/not an absolute, normalised path/);
     expect(view.orphanCgroups.orphans).toEqual([]);
     const text = await cli(["status", "--state-dir", f.stateDir]);
-    expect(text.stdout).toMatch(/cgroup root refused: .*fake\/proclease\/[^ ]+ is not on a cgroup2 filesystem/);
+    expect(text.stdout).toMatch(/instance folder refused: .*fake\/proclease\/[^ ]+ is not on a cgroup2 filesystem/);
     const dry = JSON.parse((await cli(["reap", "--orphan-cgroups", "--dry-run", "--state-dir", f.stateDir, "--json"])).stdout) as { entries: unknown[] };
     expect(dry.entries).toEqual([]);
     expect(existsSync(join(fake, instance, "victim"))).toBe(true);

@@ -10,7 +10,7 @@ import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, afterEach, describe, expect, it } from "vitest";
-import { createLeaseCgroup, detectContainment, enterCgroup, killCgroup, refOf, removeCgroup, removeOwnerFolder } from "../../src/containment/index.js";
+import { createLeaseCgroup, detectContainment, enterCgroup, killCgroup, refOf, removeCgroup, removeInstanceFolder } from "../../src/containment/index.js";
 import { getProcessFacts } from "../../src/facts/get.js";
 import { createSignaller } from "../../src/facts/signal.js";
 import { explainLease, openLeaseStore, reconcileLeases, settlementFor, type TreeKillReport, type TreeKillOutcome } from "../../src/ownership/index.js";
@@ -96,7 +96,7 @@ afterEach(() => {
 });
 afterAll(async () => {
   for (const d of dirs) await rm(d, { recursive: true, force: true });
-  if (support.available) await removeOwnerFolder(support, OTHER);
+  if (support.available) await removeInstanceFolder(support, OTHER);
 });
 
 describe("a dry run and the real run agree on another instance's contained lease", () => {

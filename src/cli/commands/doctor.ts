@@ -5,8 +5,8 @@
  * child, read pid 1's environment), never a guess from the platform name.
  * Rows that depend on the facts backend (identity, signals, environments)
  * describe the backend that was asked, not the best one the host has.
- * The orphan-cgroups row reads the state dir (read-only): cgroups under its
- * proclease roots that are no lease's own.
+ * The orphan-cgroups row reads the state dir (read-only): cgroups in its
+ * instance folders that are no lease's own.
  */
 import { execFile } from "node:child_process";
 import { constants as fsc, existsSync, promises as fsp } from "node:fs";
@@ -146,7 +146,7 @@ async function containmentRow(): Promise<DoctorRow> {
   };
 }
 
-/** Cgroups under the state dir's proclease roots that no lease owns (read-only; `reap --orphan-cgroups` removes them). */
+/** Cgroups in the state dir's instance folders that no lease owns (read-only; `reap --orphan-cgroups` removes them). */
 export async function orphanCgroupsRow(stateDir: string): Promise<DoctorRow> {
   const cap = "orphan-cgroups";
   let leases: Parameters<typeof scanOrphanCgroups>[1] = [];
@@ -162,15 +162,15 @@ export async function orphanCgroupsRow(stateDir: string): Promise<DoctorRow> {
   }
   const scan = await scanOrphanCgroups(stateDir, leases, unreadable);
   const bad = [
-    ...scan.roots.filter((r) => r.state === "refused" || r.state === "unknown").map((r) => `root ${r.state}: ${r.why ?? r.root}`),
+    ...scan.folders.filter((r) => r.state === "refused" || r.state === "unknown").map((r) => `instance folder ${r.state}: ${r.why ?? r.folder}`),
     ...scan.problems,
   ];
-  if (scan.roots.length === 0) {
+  if (scan.folders.length === 0) {
     return { capability: cap, ok: bad.length === 0, detail: bad.length > 0 ? bad.join("; ") : `none: ${stateDir} records no proclease cgroup root and no lease records a cgroup` };
   }
-  const where = scan.roots.filter((r) => r.state === "listed").map((r) => r.root);
+  const where = scan.folders.filter((r) => r.state === "listed").map((r) => r.folder);
   if (scan.orphans.length === 0) {
-    return { capability: cap, ok: bad.length === 0, detail: [`none under ${where.join(", ") || "the recorded roots (none exists now)"}`, ...bad].join("; ") };
+    return { capability: cap, ok: bad.length === 0, detail: [`none in ${where.join(", ") || "the recorded instance folders (none exists now)"}`, ...bad].join("; ") };
   }
   const list = scan.orphans.map((o) => `${o.path} (${o.populated}: ${o.caution ?? o.why})`).join(", ");
   return { capability: cap, ok: false, detail: [`${plural(scan.orphans.length, "orphan cgroup")}: ${list}; \`proclease reap --orphan-cgroups --state-dir ${stateDir}\` ends and removes them`, ...bad].join("; ") };

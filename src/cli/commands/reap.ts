@@ -9,8 +9,8 @@
  * parent, leases with no pid yet and unknown evidence are left alone). A dry
  * run is read-only and shares explain's code path.
  *
- * `--orphan-cgroups` ends and removes cgroups instead of leases: those under the state
- * dir's proclease roots that are no lease's own (lease-view.ts
+ * `--orphan-cgroups` ends and removes cgroups instead of leases: those in the
+ * state dir's instance folders that are no lease's own (lease-view.ts
  * scanOrphanCgroups, the list `status` and `doctor` show). Each one's identity
  * is checked again, then killCgroup (cgroup.kill, or the identity-checked
  * signal loop) and removeCgroup; each outcome is reported. The same lock rule
@@ -30,7 +30,7 @@ import {
 } from "../../ownership/index.js";
 import { backendLine, factsFromFlag } from "../backend.js";
 import { EXIT, flag, graceMsOption, jsonLine, plural, resolveStateDir, table, type CliIo, type ParsedArgs } from "../io.js";
-import { attachedGuard, gatewayHolder, openReadOnly, openWriter, scanOrphanCgroups, type CgroupRoot, type OrphanCgroup } from "../lease-view.js";
+import { attachedGuard, gatewayHolder, openReadOnly, openWriter, scanOrphanCgroups, type InstanceFolder, type OrphanCgroup } from "../lease-view.js";
 
 /** Argument plumbing only; the reaping itself is below. */
 export async function run(parsed: ParsedArgs, io: CliIo): Promise<number> {
@@ -65,7 +65,7 @@ async function reap(args: ReapArgs, io: CliIo): Promise<number> {
       command: "reap --orphan-cgroups",
       lockedWhy: "it may be creating lease cgroups. Stop it first, or pass --force to leave alone any cgroup a live gateway may be making",
       nothingText: "no cgroup root is recorded there",
-      nothingJson: { orphanCgroups: true, roots: [], entries: [], problems: [] },
+      nothingJson: { orphanCgroups: true, folders: [], entries: [], problems: [] },
       run: (deps, live, dryRun) => orphanPlan(stateDir, deps, live, dryRun),
       print: (r) => {
         if (json) io.out(jsonLine({ backend: facts.backend, identityStrength: facts.identityStrength, stateDir, orphanCgroups: true, ...r }));
@@ -190,7 +190,7 @@ export interface OrphanReapEntry {
 
 export interface OrphanReapReport {
   dryRun: boolean;
-  roots: CgroupRoot[];
+  folders: InstanceFolder[];
   entries: OrphanReapEntry[];
   problems: string[];
 }
@@ -202,7 +202,7 @@ async function orphanPlan(stateDir: string, deps: LifecycleDeps, live: boolean, 
   const entries: OrphanReapEntry[] = [];
   const named = new Set(leases.map((l) => l.leaseId));
   for (const o of scan.orphans) entries.push(await orphanEntry(o, deps, live, dryRun, named.has(o.name)));
-  return { dryRun, roots: scan.roots, entries, problems: [...scan.problems, ...problems.map((p) => `${p.file}: ${p.detail}`)] };
+  return { dryRun, folders: scan.folders, entries, problems: [...scan.problems, ...problems.map((p) => `${p.file}: ${p.detail}`)] };
 }
 
 async function orphanEntry(o: OrphanCgroup, deps: LifecycleDeps, live: boolean, dryRun: boolean, leaseNamed: boolean): Promise<OrphanReapEntry> {
@@ -252,13 +252,13 @@ function describe(r: KillOutcome | RemoveOutcome): string {
 }
 
 export function formatOrphanReport(r: OrphanReapReport): string {
-  let out = `${r.dryRun ? "dry run: " : ""}${r.entries.length === 0 ? "no orphan cgroups" : plural(r.entries.length, "orphan cgroup")} under ${plural(r.roots.filter((x) => x.state === "listed").length, "proclease root")}\n`;
+  let out = `${r.dryRun ? "dry run: " : ""}${r.entries.length === 0 ? "no orphan cgroups" : plural(r.entries.length, "orphan cgroup")} in ${plural(r.folders.filter((x) => x.state === "listed").length, "instance folder")}\n`;
   if (r.entries.length > 0) {
     const rows = [["CGROUP", "POPULATED", r.dryRun ? "WOULD" : "ACTION", "DETAIL", "WHY"]];
     for (const e of r.entries) rows.push([e.path, e.populated, e.action === "would-remove" ? "remove" : e.action, e.detail ?? "", e.why]);
     out += table(rows);
   }
-  for (const x of r.roots) if (x.state === "refused" || x.state === "unknown") out += `cgroup root ${x.state}: ${x.why ?? x.root}\n`;
+  for (const x of r.folders) if (x.state === "refused" || x.state === "unknown") out += `instance folder ${x.state}: ${x.why ?? x.folder}\n`;
   for (const p of r.problems) out += `problem: ${p}\n`;
   return out;
 }

@@ -8,7 +8,7 @@
  *
  * Where a lease has its own cgroup (docs/containment.md): its memory.current
  * and memory.peak, or, once per report, why they cannot be read. Below the
- * leases: the orphan cgroups under this state dir's proclease roots (no
+ * leases: the orphan cgroups in this state dir's instance folders (no
  * lease's own; `proclease reap --orphan-cgroups` removes them).
  *
  * Read-only: the store is opened read-only, verification is ownership's
@@ -81,7 +81,7 @@ export interface StatusView {
   takenAt: number;
   leases: StatusLease[];
   problems: { file: string; detail: string }[];
-  /** cgroups under this state dir's proclease roots that are no lease's own */
+  /** cgroups in this state dir's instance folders that are no lease's own */
   orphanCgroups?: OrphanScan;
   /** set when the state dir holds no lease store */
   note?: string;
@@ -254,7 +254,7 @@ export function renderStatus(view: StatusView, io: CliIo, watching: boolean): st
   return out;
 }
 
-/** The orphan cgroups (with the one command that removes them) and any root that was refused; nothing when all is clean. */
+/** The orphan cgroups (with the one command that removes them) and any instance folder that was refused; nothing when all is clean. */
 export function orphanLines(scan: OrphanScan, paint: Paint): string {
   let out = "";
   if (scan.orphans.length > 0) {
@@ -263,7 +263,7 @@ export function orphanLines(scan: OrphanScan, paint: Paint): string {
     for (const o of scan.orphans) rows.push([`  ${o.path}`, paint(o.populated === "populated" ? "red" : "dim", o.populated), o.caution ?? o.why]);
     out += table(rows);
   }
-  for (const r of scan.roots) if (r.state === "refused" || r.state === "unknown") out += paint("red", `cgroup root ${r.state}: ${r.why ?? r.root}`) + "\n";
+  for (const r of scan.folders) if (r.state === "refused" || r.state === "unknown") out += paint("red", `instance folder ${r.state}: ${r.why ?? r.folder}`) + "\n";
   for (const p of scan.problems) out += paint("red", `problem: ${p}`) + "\n";
   return out;
 }
