@@ -206,7 +206,7 @@ async function startupReap(n, graceMs) {
   const argv = ["/bin/sh", sleeper];
   const roots = [];
   for (let i = 0; i < n; i++) {
-    const lease = await store.create({ gatewayInstanceId: gid, sessionKey: `bench:reap:${i}`, wrapperRoot, wrapperPath: sleeper, commandHash: computeCommandHash(argv) });
+    const lease = await store.create({ kind: "acpx", gatewayInstanceId: gid, sessionKey: `bench:reap:${i}`, wrapperRoot, wrapperPath: sleeper, commandHash: computeCommandHash(argv) });
     const c = spawn(argv[0], argv.slice(1), {
       stdio: "ignore",
       detached: true,

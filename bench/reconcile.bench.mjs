@@ -122,7 +122,7 @@ async function buildHost(dir, started) {
   const remnants = [];
   const gone = [];
   for (let i = 0; i < LEASES; i++) {
-    const lease = await store.create({ gatewayInstanceId: gid, sessionKey: `bench:scale:${i}`, wrapperRoot, wrapperPath: sleeper, commandHash: computeCommandHash(argv) });
+    const lease = await store.create({ kind: "acpx", gatewayInstanceId: gid, sessionKey: `bench:scale:${i}`, wrapperRoot, wrapperPath: sleeper, commandHash: computeCommandHash(argv) });
     const env = { ...process.env, [KEY]: lease.leaseId, OPENCLAW_GATEWAY_INSTANCE_ID: gid };
     const c = spawn(argv[0], argv.slice(1), { stdio: "ignore", detached: true, env });
     c.unref();

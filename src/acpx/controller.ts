@@ -41,12 +41,13 @@ import {
   type LeaseOutcome,
   type StateDirLock,
 } from "../ownership/index.js";
-import type { AcpxProcessLease, OwnedProcessTree } from "../ownership/types.js";
+import type { ProcessLease, OwnedProcessTree } from "../ownership/types.js";
 import { closeLocked, summarize } from "./close-session.js";
 import { assertPromptOptions, DEFAULT_CANCEL_GRACE_MS, sessionEndedError } from "./acp-client.js";
 import { AcpxControllerDisposedError, AcpxSessionBusyError, AcpxSessionClosedError } from "./errors.js";
 import { assertConversationOptions, conversationConfig, reconcileTerminals } from "./conversation-options.js";
 import { TERMINAL_RUN_PREFIX } from "./client-terminal.js";
+import { SUPERVISOR_SESSION_PREFIX } from "../supervisor/index.js";
 import { ControllerHooks } from "./controller-hooks.js";
 import { AcpxRawSessionError, rawAdapterOf, type RawAdapter, type RawAdapterInput } from "./raw-adapter.js";
 import { assertReuseInput, mismatchError, resumeTarget, sessionDifferences } from "./session-reuse.js";
@@ -55,7 +56,6 @@ import { listSessionSummaries, statusOf } from "./session-status.js";
 import type { SessionUpdateListener } from "./session-updates.js";
 import { runTurn, cancelAndWait, type CancelReport, type TurnInput, type TurnStream } from "./turn-stream.js";
 import type { SessionConfigOption } from "@agentclientprotocol/sdk";
-import { SUPERVISOR_SESSION_PREFIX } from "../ownership/types.js";
 import { installWrapper } from "./install-wrapper.js";
 import { detectContainment, removeInstanceFolder, type ContainmentSupport } from "../containment/index.js";
 import { recordContainmentRoot } from "../ownership/containment-record.js";
@@ -431,12 +431,12 @@ class Controller implements AcpxLifecycleController {
     return this.d.containment;
   }
 
-  verifyOwnedTree(lease: AcpxProcessLease): Promise<OwnedProcessTree | null> {
+  verifyOwnedTree(lease: ProcessLease): Promise<OwnedProcessTree | null> {
     // a lease of another gateway instance is never ours, whatever the live facts say
     return verifyTree(lease, this.d.facts, { gatewayInstanceId: this.d.gatewayInstanceId });
   }
 
-  async listLeases(): Promise<AcpxProcessLease[]> {
+  async listLeases(): Promise<ProcessLease[]> {
     return (await this.d.leases.list()).leases;
   }
 

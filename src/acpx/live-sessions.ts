@@ -9,7 +9,7 @@ import type { ContainmentSupport } from "../containment/index.js";
 import type { ProcessFacts, ProcessSignaller } from "../facts/types.js";
 import { signalUnreapedChild } from "../facts/guards.js";
 import type { LeaseStore, LifecycleDeps } from "../ownership/index.js";
-import type { AcpxProcessLease } from "../ownership/types.js";
+import type { ProcessLease } from "../ownership/types.js";
 import type { AcpClient } from "./acp-client.js";
 import type { ConversationConfig, SessionConversation } from "./conversation.js";
 import { AcpxNoSessionError, AcpxSessionClosedError } from "./errors.js";
@@ -97,14 +97,14 @@ export class LiveSessions {
   }
 
   /** Why a batch reconcile must leave this lease alone now (a session served, or an ensure/close in flight); undefined when it may proceed. */
-  busy(lease: Pick<AcpxProcessLease, "leaseId">): string | undefined {
+  busy(lease: Pick<ProcessLease, "leaseId">): string | undefined {
     if (this.inFlight.has(lease.leaseId)) return "an ensure or close of this gateway is working on it";
     for (const s of this.byKey.values()) if (s.handle.leaseId === lease.leaseId && !s.closeSettling) return "a session this gateway serves";
     return undefined;
   }
 
   /** A batch reconcile settled `leaseId`: a closed session still held for it is let go. */
-  afterSettled(leaseId: string, state: AcpxProcessLease["state"]): void {
+  afterSettled(leaseId: string, state: ProcessLease["state"]): void {
     if (state !== "closed" && state !== "lost") return;
     for (const [key, s] of this.byKey) if (s.handle.leaseId === leaseId && s.closeSettling) this.drop(key, s);
   }

@@ -11,7 +11,7 @@
  * (AcpxRawSessionError): the controller does not speak on a stream it handed over.
  */
 import type { Readable, Writable } from "node:stream";
-import type { AcpxProcessLease, OwnedProcessTree } from "../ownership/types.js";
+import type { ProcessLease, OwnedProcessTree } from "../ownership/types.js";
 import { SessionConversation } from "./conversation.js";
 import type { LaunchedWrapper, SessionEnd } from "./launch.js";
 import type { ControllerDeps, LiveSessions } from "./live-sessions.js";
@@ -24,7 +24,7 @@ export type RawAdapterInput = Omit<AcpRuntimeEnsureInput, "auth" | "mcpServers" 
 export interface RawAdapter {
   readonly handle: AcpRuntimeHandle;
   /** the lease as recorded when the adapter started */
-  readonly lease: AcpxProcessLease;
+  readonly lease: ProcessLease;
   /** the adapter's stdin: write ACP requests here */
   readonly stdin: Writable;
   /** the adapter's stdout: ACP from the agent */
@@ -57,7 +57,7 @@ export async function finishRawSpawn(
   d: ControllerDeps,
   live: LiveSessions,
   input: AcpRuntimeEnsureInput,
-  lease: AcpxProcessLease,
+  lease: ProcessLease,
   launched: LaunchedWrapper,
   processGroupId: number | undefined,
 ): Promise<AcpRuntimeHandle> {
@@ -85,10 +85,10 @@ export async function finishRawSpawn(
 
 export function rawAdapterOf(
   handle: AcpRuntimeHandle,
-  lease: AcpxProcessLease,
+  lease: ProcessLease,
   launched: LaunchedWrapper,
-  ctl: { closeSession(input: { handle: AcpRuntimeHandle; reason?: string }): Promise<CloseReport>; verifyOwnedTree(l: AcpxProcessLease): Promise<OwnedProcessTree | null> },
-  currentLease: () => Promise<AcpxProcessLease>,
+  ctl: { closeSession(input: { handle: AcpRuntimeHandle; reason?: string }): Promise<CloseReport>; verifyOwnedTree(l: ProcessLease): Promise<OwnedProcessTree | null> },
+  currentLease: () => Promise<ProcessLease>,
 ): RawAdapter {
   return {
     handle,

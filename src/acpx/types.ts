@@ -5,7 +5,7 @@
 import type { ContainmentSupport } from "../containment/index.js";
 import type { ProcessFacts, ProcessSignaller } from "../facts/types.js";
 import type {
-  AcpxProcessLease,
+  ProcessLease,
   GatewayInstanceId,
   LeaseOutcome,
   PendingSettlement,
@@ -179,7 +179,7 @@ export interface SessionStatus extends SessionAgentState {
   acpSessionId: string;
   busy: boolean;
   /** the lease as recorded now */
-  leaseState: AcpxProcessLease["state"] | "missing";
+  leaseState: ProcessLease["state"] | "missing";
   /** live ACP terminals of the session (their supervisor run ids) */
   terminals: string[];
   /** updates dropped because nobody listened and the backlog was full */
@@ -194,7 +194,7 @@ export type SessionEndHow =
 /** Which settlement onLeaseSettled reports. */
 export interface LeaseSettledOutcome {
   via: "close" | "ensure-failed" | "reap";
-  state: AcpxProcessLease["state"];
+  state: ProcessLease["state"];
   detail: string;
 }
 
@@ -246,7 +246,7 @@ export interface CloseReport {
   /** set when the key had a lease */
   leaseId?: string;
   /** the lease state after the close */
-  leaseState?: AcpxProcessLease["state"];
+  leaseState?: ProcessLease["state"];
   /** "legacy" when the record had no lease id */
   path: "lease" | "legacy" | "none";
   verdict?: LeaseVerdict;
@@ -306,8 +306,8 @@ export interface AcpxLifecycleController {
   }): Promise<CloseReport>;
   /** dryRun: verify and report, change nothing. skipAttached: leave owned trees whose root has a live parent (CLI use). */
   reapStartupOrphans(opts?: { dryRun?: boolean; skipAttached?: boolean }): Promise<ReapReport>;
-  verifyOwnedTree(lease: AcpxProcessLease): Promise<OwnedProcessTree | null>;
-  listLeases(): Promise<AcpxProcessLease[]>;
+  verifyOwnedTree(lease: ProcessLease): Promise<OwnedProcessTree | null>;
+  listLeases(): Promise<ProcessLease[]>;
   /**
    * Stops timers and gives the state dir back. Live sessions are not
    * closed: their leases stay open for the next controller's startup reap
@@ -355,7 +355,7 @@ export interface AcpxLifecycleControllerOptions {
   /** a session ended: closed, or its adapter died (in a turn or while idle) */
   onSessionEnd?: (handle: AcpRuntimeHandle, how: SessionEndHow) => void;
   /** a lease this controller settled (close, failed ensure, startup reap or maintenance) */
-  onLeaseSettled?: (lease: AcpxProcessLease, outcome: LeaseSettledOutcome) => void;
+  onLeaseSettled?: (lease: ProcessLease, outcome: LeaseSettledOutcome) => void;
   /** where the controller reports what it decided on its own (console fits) */
   logger?: ControllerLogger;
   /** put the adapter's stderr tail into error messages too (default false: only in the errors' stderrTail field) */

@@ -13,12 +13,11 @@ import type { ProcessFacts, ProcessSignaller } from "../facts/types.js";
 import {
   acquireStateDirLock,
   DEFAULT_GRACE_MS,
-  isSupervisorLease,
   openLeaseStore,
   readGatewayInstanceId,
   stateDirLockHolder,
   StateDirLockedError,
-  type AcpxProcessLease,
+  type ProcessLease,
   type LifecycleDeps,
   type StateDirLock,
 } from "../ownership/index.js";
@@ -74,8 +73,8 @@ export async function openWriter(stateDir: string, facts: ProcessFacts, graceMs:
  * the state dir (`--force`), and always the process supervisor's runs, whose
  * gateway takes no state-dir lock (their root's parent IS that gateway).
  */
-export function attachedGuard(gatewayHoldsLock: boolean): (lease: AcpxProcessLease) => boolean {
-  return (lease) => gatewayHoldsLock || isSupervisorLease(lease);
+export function attachedGuard(gatewayHoldsLock: boolean): (lease: ProcessLease) => boolean {
+  return (lease) => gatewayHoldsLock || lease.kind === "supervisor";
 }
 
 /** Read-only: does a gateway hold the state dir now (and who)? */
@@ -90,7 +89,7 @@ export function gatewayHolder(stateDir: string, facts: ProcessFacts): Promise<{ 
  * a directory re-created under the recorded path (another identity) is not
  * the lease's, and its figures would be someone else's.
  */
-export async function leaseMemory(lease: AcpxProcessLease): Promise<MemoryReading | undefined> {
+export async function leaseMemory(lease: ProcessLease): Promise<MemoryReading | undefined> {
   const cg = lease.cgroup;
   if (!cg) return undefined;
   const id = await verifyCgroupIdentity(cg.path, cg.id);
@@ -122,7 +121,7 @@ export function formatBytes(n: number): string {
  * v1 memory controller says the same for every lease: one line, not one per
  * lease). A removed cgroup of a settled lease is expected, so not a reason.
  */
-export function memoryWhyLines(rows: ReadonlyArray<{ lease: AcpxProcessLease; memory?: MemoryReading | undefined }>): string[] {
+export function memoryWhyLines(rows: ReadonlyArray<{ lease: ProcessLease; memory?: MemoryReading | undefined }>): string[] {
   const byWhy = new Map<string, string[]>();
   for (const r of rows) {
     const m = r.memory;
@@ -189,7 +188,7 @@ const LIVE: ReadonlySet<string> = new Set(["open", "closing"]);
  */
 export async function scanOrphanCgroups(
   stateDir: string,
-  leases: readonly AcpxProcessLease[],
+  leases: readonly ProcessLease[],
   unreadableLeaseFiles: readonly string[] = [],
 ): Promise<OrphanScan> {
   const problems: string[] = [];
@@ -242,7 +241,7 @@ export async function scanOrphanCgroups(
   return { folders, orphans, owned, problems };
 }
 
-function classify(c: ListedCgroup, leases: readonly AcpxProcessLease[], unreadable: ReadonlySet<string>, stateDir: string): OrphanCgroup | null {
+function classify(c: ListedCgroup, leases: readonly ProcessLease[], unreadable: ReadonlySet<string>, stateDir: string): OrphanCgroup | null {
   const base = { name: c.name, path: c.path, id: c.id, populated: c.populated };
   const recorders = leases.filter((l) => l.cgroup?.path === c.path);
   const own = recorders.find((l) => l.cgroup!.id === c.id);

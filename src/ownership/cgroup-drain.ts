@@ -24,7 +24,7 @@ import {
 } from "../containment/index.js";
 import { isAlive } from "../facts/liveness.js";
 import type { ProcessFacts, ProcessSignaller } from "../facts/types.js";
-import type { AcpxProcessLease, OwnershipEvidence } from "./types.js";
+import type { ProcessLease, OwnershipEvidence } from "./types.js";
 
 export interface CgroupDrain {
   /**
@@ -50,7 +50,7 @@ export async function cgroupMembers(lease: Contained): Promise<number[] | null> 
 }
 
 /** What holds a cgroup: a lease, or a supervisor run without one (its cgroup alone). */
-export type Contained = Pick<AcpxProcessLease, "cgroup">;
+export type Contained = Pick<ProcessLease, "cgroup">;
 
 type Evidence = (result: OwnershipEvidence["result"], detail: string) => OwnershipEvidence;
 
@@ -165,7 +165,7 @@ async function countAlive(facts: ProcessFacts, pids: readonly number[]): Promise
  */
 export async function removeSettledLeftovers(
   instanceFolder: string,
-  lease: { isLive(leaseId: string): boolean; get(leaseId: string): Promise<AcpxProcessLease | null> },
+  lease: { isLive(leaseId: string): boolean; get(leaseId: string): Promise<ProcessLease | null> },
 ): Promise<string[]> {
   const listed = await listLeaseCgroups(instanceFolder);
   if (listed.state !== "ok") return [];

@@ -19,8 +19,8 @@
 // - state-lock.ts    acquireStateDirLock: one gateway (writer) per state dir
 // - keyed-queue.ts   the one per-key lock
 // - root-identity.ts recordRootIdentity: the live root's identity into its lease after the spawn, fail closed
-export type { GatewayInstanceId, AcpxProcessLease, LeaseState, OwnershipEvidence, OwnedProcessTree } from "./types.js";
-export { LEASE_ENV_KEY, INSTANCE_ENV_KEY, LEASE_SCHEMA_VERSION, SUPERVISOR_SESSION_PREFIX, isSupervisorLease, DEFAULT_GRACE_MS, DEFAULT_RETENTION_MS } from "./types.js";
+export type { GatewayInstanceId, ProcessLease, AcpxProcessLease, LeaseKind, LeaseSettledAs, LeaseState, OwnershipEvidence, OwnedProcessTree } from "./types.js";
+export { LEASE_ENV_KEY, INSTANCE_ENV_KEY, LEASE_SCHEMA_VERSION, DEFAULT_GRACE_MS, DEFAULT_RETENTION_MS } from "./types.js";
 export { foreignInstanceOf, markerVerdict, MARKER_ENV_KEYS } from "./markers.js";
 export type { MarkerVerdict } from "./markers.js";
 export { loadOrCreateGatewayInstanceId, readGatewayInstanceId, GatewayInstanceIdError, INSTANCE_ID_FILE } from "./instance-id.js";

@@ -6,7 +6,7 @@
 import type { ProcessSnapshot } from "../facts/types.js";
 import type { PendingSettlement } from "./pending-settlements.js";
 import type { TreeKillReport } from "./tree-kill.js";
-import type { AcpxProcessLease, LeaseState, OwnershipEvidence } from "./types.js";
+import type { ProcessLease, LeaseState, OwnershipEvidence } from "./types.js";
 import type { LeaseVerdict, LeaseVerification } from "./verify.js";
 
 /**
@@ -56,7 +56,7 @@ export interface LeaseOutcome {
  * unless `extra` says so.
  */
 export function outcomeOf(
-  lease: AcpxProcessLease,
+  lease: ProcessLease,
   decided: LeaseVerification,
   last: LeaseVerification,
   dryRun: boolean,
@@ -78,7 +78,7 @@ export function outcomeOf(
 }
 
 /** A lease nothing was done to: its state stays as it is. */
-export function untouched(lease: AcpxProcessLease, v: LeaseVerification, action: LeaseAction, why: string, dryRun: boolean): LeaseOutcome {
+export function untouched(lease: ProcessLease, v: LeaseVerification, action: LeaseAction, why: string, dryRun: boolean): LeaseOutcome {
   return outcomeOf(lease, v, v, dryRun, { stateAfter: lease.state, action, why });
 }
 

@@ -30,7 +30,7 @@ import { collectTree } from "./collect.js";
 import { computeCommandHash, tokenizeShellCommand } from "./command-hash.js";
 import { isUnder } from "./fs-safe.js";
 import { checkSignalTarget } from "../facts/guards.js";
-import { LEASE_ENV_KEY, type AcpxProcessLease, type OwnedProcessTree, type OwnershipEvidence } from "./types.js";
+import { LEASE_ENV_KEY, type ProcessLease, type OwnedProcessTree, type OwnershipEvidence } from "./types.js";
 
 export interface LegacySessionRecord {
   sessionKey: string;
@@ -101,7 +101,8 @@ export async function verifyLegacyRecord(
     return { tree: null, evidence };
   }
 
-  const lease: AcpxProcessLease = {
+  const lease: ProcessLease = {
+    kind: "acpx",
     leaseId: `legacy-${createHash("sha256").update(String(record.sessionKey)).digest("hex").slice(0, 32)}`,
     gatewayInstanceId: "",
     sessionKey: String(record.sessionKey),

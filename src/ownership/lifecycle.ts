@@ -56,7 +56,7 @@ import {
   type Settlement,
   type SettleContext,
 } from "./settle.js";
-import { isSupervisorLease, type AcpxProcessLease, type LeaseState } from "./types.js";
+import type { LeaseKind, LeaseState, ProcessLease } from "./types.js";
 import { explainLease, verifyLeases, type LeaseVerification } from "./verify.js";
 import { pendingOf, writeGuard, type PendingSettlement } from "./pending-settlements.js";
 import { coalescingFacts, countingFacts } from "./batch-facts.js";
@@ -98,7 +98,7 @@ export interface SettleLeaseOptions {
 }
 
 /** A lease as it stands, verified now (or with the given verification), killed where proven ours, and settled. */
-export async function settleLease(deps: LifecycleDeps, lease: AcpxProcessLease, opts: SettleLeaseOptions = {}): Promise<LeaseOutcome> {
+export async function settleLease(deps: LifecycleDeps, lease: ProcessLease, opts: SettleLeaseOptions = {}): Promise<LeaseOutcome> {
   const dryRun = opts.dryRun === true;
   const cur = (await deps.store.get(lease.leaseId).catch(() => null)) ?? lease;
   const v = opts.verification ?? (await verify(deps, cur));
@@ -116,7 +116,7 @@ export async function settleLease(deps: LifecycleDeps, lease: AcpxProcessLease, 
 }
 
 /** What the same code would do, from the same table (settle.ts rows R), changing nothing. */
-async function planDryRun(cur: AcpxProcessLease, v: LeaseVerification, ctx: SettleContext): Promise<LeaseOutcome> {
+async function planDryRun(cur: ProcessLease, v: LeaseVerification, ctx: SettleContext): Promise<LeaseOutcome> {
   const t = killTargetOf(v);
   const contained = (await cgroupMembers(cur)) ?? [];
   const members = t === "tree" ? v.tree!.members : t === "remnants" ? v.remnants!.members : [];
@@ -144,7 +144,7 @@ interface Killed {
 /** closing → kill → (release) → drain → settle by the table → write (or leave pending). */
 async function settleNow(
   deps: LifecycleDeps,
-  cur: AcpxProcessLease,
+  cur: ProcessLease,
   v0: LeaseVerification,
   ctx: SettleContext & { prior: TreeKillReport | null },
   opts: SettleLeaseOptions,
@@ -191,7 +191,7 @@ async function settleNow(
  * release was the only thing that ran, what it left is verified (and killed)
  * now.
  */
-async function killAndRelease(deps: LifecycleDeps, cur: AcpxProcessLease, v0: LeaseVerification, opts: SettleLeaseOptions): Promise<Killed> {
+async function killAndRelease(deps: LifecycleDeps, cur: ProcessLease, v0: LeaseVerification, opts: SettleLeaseOptions): Promise<Killed> {
   const facts = opts.facts ?? deps.facts;
   const mayKill = opts.kill !== false;
   const killNow = (v: LeaseVerification) => (mayKill ? killProven(deps, v, facts, opts.verifier) : Promise.resolve(null));
@@ -223,22 +223,22 @@ async function killAndRelease(deps: LifecycleDeps, cur: AcpxProcessLease, v0: Le
 }
 
 export interface ReconcileOptions {
-  /** which leases: the ACPX controller's, the supervisor's runs, or both (default) */
-  kind?: "acpx" | "supervisor" | "all";
+  /** which leases: of one kind, or all (default) */
+  kind?: LeaseKind | "all";
   /** default open and closing */
   states?: readonly ("open" | "closing")[];
   /** only these lease ids (explain); a lease of another instance then shows as such */
   leaseIds?: readonly string[];
   dryRun?: boolean;
   /** a reason to leave a lease untouched now (a session or run this gateway is using, a spawn in flight) */
-  skip?: (lease: AcpxProcessLease) => string | undefined;
+  skip?: (lease: ProcessLease) => string | undefined;
   /**
    * For a kill while a gateway may still run (one that holds no state-dir
    * lock, or whose lock was overridden): for the leases this says yes to, an owned tree whose root has a live parent other than
    * init is left alone as attached, and so is every lease whose evidence is
    * unknown or that has no pid yet (its spawn may be pending in that gateway).
    */
-  skipAttached?: boolean | ((lease: AcpxProcessLease) => boolean);
+  skipAttached?: boolean | ((lease: ProcessLease) => boolean);
   /** closed/lost leases older than this are removed afterwards (not in a dry run) */
   retentionMs?: number;
   /** called with each settled lease */
@@ -272,8 +272,8 @@ export async function reconcileLeases(deps: LifecycleDeps, opts: ReconcileOption
   const dryRun = opts.dryRun === true;
   const { leases, problems } = await leasesToReconcile(deps, opts);
   const entries: LeaseOutcome[] = [];
-  const candidates: AcpxProcessLease[] = [];
-  const skipped: { lease: AcpxProcessLease; why: string }[] = [];
+  const candidates: ProcessLease[] = [];
+  const skipped: { lease: ProcessLease; why: string }[] = [];
   for (const l of leases) {
     const why = opts.skip?.(l);
     if (why !== undefined) skipped.push({ lease: l, why });
@@ -329,7 +329,7 @@ export async function reconcileLeases(deps: LifecycleDeps, opts: ReconcileOption
  * exactly `leaseIds`, of any instance), of the asked kind, plus those whose
  * settlement an unwritable record left pending (whatever their state).
  */
-async function leasesToReconcile(deps: LifecycleDeps, opts: ReconcileOptions): Promise<{ leases: AcpxProcessLease[]; problems: Map<string, string> }> {
+async function leasesToReconcile(deps: LifecycleDeps, opts: ReconcileOptions): Promise<{ leases: ProcessLease[]; problems: Map<string, string> }> {
   const states = opts.states ?? ["open", "closing"];
   const ids = opts.leaseIds ? new Set(opts.leaseIds) : null;
   const listed = await deps.store.list(ids ? {} : { gatewayInstanceId: deps.gatewayInstanceId, states });
@@ -345,14 +345,14 @@ async function leasesToReconcile(deps: LifecycleDeps, opts: ReconcileOptions): P
     }
   }
   const kind = opts.kind ?? "all";
-  const leases = listed.leases.filter((l) => (ids === null || ids.has(l.leaseId)) && (kind === "all" || (kind === "supervisor") === isSupervisorLease(l)));
+  const leases = listed.leases.filter((l) => (ids === null || ids.has(l.leaseId)) && (kind === "all" || l.kind === kind));
   return { leases, problems };
 }
 
 /** Every lease verified against ONE snapshot (none taken for no lease); without a process list each verification answers "unknown": nothing is signalled. */
 async function verifyBatch(
   deps: LifecycleDeps,
-  leases: readonly AcpxProcessLease[],
+  leases: readonly ProcessLease[],
 ): Promise<{ snapshot: ProcessSnapshot | undefined; snapshots: number; byId: Map<string, LeaseVerification> }> {
   let snapshots = 0;
   if (leases.length === 0) return { snapshot: undefined, snapshots, byId: new Map() };
@@ -371,7 +371,7 @@ async function verifyBatch(
  * too. A record that cannot be written leaves the settlement pending, as in
  * settleLease.
  */
-export async function settleUnstarted(deps: LifecycleDeps, lease: AcpxProcessLease): Promise<{ state: LeaseState; pending?: PendingSettlement }> {
+export async function settleUnstarted(deps: LifecycleDeps, lease: ProcessLease): Promise<{ state: LeaseState; pending?: PendingSettlement }> {
   const stored = await deps.store.get(lease.leaseId).catch(() => null);
   const cur = stored ?? lease;
   if (cur.state === "closed" || cur.state === "lost") return { state: cur.state };
@@ -388,7 +388,7 @@ export async function settleUnstarted(deps: LifecycleDeps, lease: AcpxProcessLea
  */
 async function writeSettlement(
   store: LeaseStore,
-  cur: AcpxProcessLease,
+  cur: ProcessLease,
   s: Settlement,
   writes: ReturnType<typeof writeGuard>,
   memo: { ended: boolean; prior: TreeKillReport | null },
@@ -412,7 +412,7 @@ async function writeSettlement(
  * terminal (re-read from the store: a concurrent settle may have won).
  * Returns the lease as stored afterwards (null when it no longer exists).
  */
-export async function applySettlement(store: LeaseStore, leaseId: string, s: Settlement): Promise<AcpxProcessLease | null> {
+export async function applySettlement(store: LeaseStore, leaseId: string, s: Settlement): Promise<ProcessLease | null> {
   let cur = await store.get(leaseId);
   if (cur === null) return null;
   if (s.to === "unchanged" || cur.state === "closed" || cur.state === "lost" || cur.state === s.to) return cur;
@@ -431,11 +431,11 @@ export async function applySettlement(store: LeaseStore, leaseId: string, s: Set
 }
 
 /** open → closing through the store; a lease already past open is returned as it is. */
-async function moveToClosing(store: LeaseStore, lease: AcpxProcessLease): Promise<AcpxProcessLease> {
+async function moveToClosing(store: LeaseStore, lease: ProcessLease): Promise<ProcessLease> {
   return lease.state === "open" ? store.transition(lease.leaseId, "closing") : lease;
 }
 
-function verify(deps: LifecycleDeps, lease: AcpxProcessLease): Promise<LeaseVerification> {
+function verify(deps: LifecycleDeps, lease: ProcessLease): Promise<LeaseVerification> {
   return explainLease(lease, deps.facts, { gatewayInstanceId: deps.gatewayInstanceId });
 }
 

@@ -31,7 +31,7 @@ import { checkSignalTarget } from "../facts/guards.js";
 import type { KillTarget } from "./tree-kill.js";
 import { START_CLOCK_SLACK_MS, startTimeToEpochMs, type StartClock } from "./start-clock.js";
 import { markerVerdict } from "./markers.js";
-import type { AcpxProcessLease, OwnershipEvidence } from "./types.js";
+import type { ProcessLease, OwnershipEvidence } from "./types.js";
 
 /** What every judgement of a batch shares. */
 export interface RemnantContext {
@@ -60,7 +60,7 @@ const REFUSAL_TEXT: Record<Refusal, string> = {
 };
 
 /** Why a lease cannot have remnants at all in this context, or null when a search makes sense. */
-export function remnantSearchBlocked(lease: AcpxProcessLease, ctx: RemnantContext): string | null {
+export function remnantSearchBlocked(lease: ProcessLease, ctx: RemnantContext): string | null {
   if (ctx.facts.backend === "ps" || ctx.facts.backend === "none") return `environments not readable on the ${ctx.facts.backend} backend`;
   if (ctx.facts.identityStrength !== "exact") return "identity is not exact";
   if (ctx.myUid === null) return "this process's uid is unknown";
@@ -76,7 +76,7 @@ export function remnantSearchBlocked(lease: AcpxProcessLease, ctx: RemnantContex
  * Only the root's recorded start time is on the same clock, and only on the
  * same boot.
  */
-export function remnantStartBound(lease: AcpxProcessLease, ctx: RemnantContext): number {
+export function remnantStartBound(lease: ProcessLease, ctx: RemnantContext): number {
   const root = Number(lease.rootStartTime);
   if (lease.bootId === undefined || lease.bootId !== ctx.hostBootId || lease.rootStartTime === undefined || !Number.isFinite(root)) return -Infinity;
   return root;
@@ -90,7 +90,7 @@ export function remnantStartBound(lease: AcpxProcessLease, ctx: RemnantContext):
  * answer is yes, that process is counted as a carrier the search could not
  * clear (the search is then "inconclusive", never "none-found").
  */
-export function couldCarry(lease: AcpxProcessLease, p: ProcessInfo, ctx: RemnantContext): boolean {
+export function couldCarry(lease: ProcessLease, p: ProcessInfo, ctx: RemnantContext): boolean {
   if (ctx.myUid === null || p.uid !== ctx.myUid) return false;
   if (!checkSignalTarget(p.pid).allowed || ctx.ancestors.has(p.pid)) return false;
   const bound = remnantStartBound(lease, ctx);
@@ -106,7 +106,7 @@ export type CarrierJudgement = { ok: true; start: StartHow } | { ok: false; why:
  * Judges one process whose environment carries this lease's id. `d` is what
  * the env pass read for `p` (same start time, checked by the caller).
  */
-export function judgeCarrier(lease: AcpxProcessLease, p: ProcessInfo, d: ProcessDetails, ctx: RemnantContext): CarrierJudgement {
+export function judgeCarrier(lease: ProcessLease, p: ProcessInfo, d: ProcessDetails, ctx: RemnantContext): CarrierJudgement {
   const markers = markerVerdict(d, lease);
   if (markers === "unknown") return { ok: false, why: "env-unreadable" };
   if (markers === "mismatch") return { ok: false, why: "markers" };

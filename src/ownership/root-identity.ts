@@ -10,7 +10,7 @@ import { isAlive } from "../facts/liveness.js";
 import type { ProcessDetails, ProcessFacts } from "../facts/types.js";
 import { assertPid } from "../facts/validate.js";
 import type { LeasePatch, LeaseStore } from "./lease-store.js";
-import type { AcpxProcessLease } from "./types.js";
+import type { ProcessLease } from "./types.js";
 import { hostResourceError } from "./host-faults.js";
 
 export interface SpawnedRoot {
@@ -27,7 +27,7 @@ export interface SpawnedRoot {
 
 export interface RecordedRoot {
   /** the lease as written */
-  lease: AcpxProcessLease;
+  lease: ProcessLease;
   /**
    * recorded: the root was alive; its start time, group, boot id and pid
    *   namespace are in the lease.

@@ -10,8 +10,34 @@ export type GatewayInstanceId = string;
 
 export type LeaseState = "open" | "closing" | "closed" | "lost";
 
-export interface AcpxProcessLease {
+/** What a lease's processes are: an ACPX session (a wrapper around an ACP adapter) or a process-supervisor run. */
+export type LeaseKind = "acpx" | "supervisor";
+
+/**
+ * How a lease ended, recorded with its final state (settle.ts decides it):
+ * - killed (closed): its processes were ended here: a verified tree, the
+ *   remnants of a gone root, or what its cgroup still held;
+ * - exit-observed (closed): the process that spawned its root saw the root
+ *   exit, and nothing of it was left;
+ * - ended-on-its-own (lost): its processes had ended before the close came
+ *   (a wrapper ends its tree itself when its adapter exits or its gateway
+ *   dies); nothing was signalled;
+ * - not-ours (lost): its root pid, group or namespace names someone else's
+ *   process now; nothing was signalled;
+ * - never-started (lost): its spawn failed before any process of it existed.
+ * A record settled before this field existed has none.
+ */
+export type LeaseSettledAs = "killed" | "exit-observed" | "ended-on-its-own" | "not-ours" | "never-started";
+
+/**
+ * What a lease names, whichever side wrote it (`kind`). The field names are
+ * OpenClaw's `AcpxProcessLease`, kept as named; the public name stays as an
+ * alias of this one.
+ */
+export interface ProcessLease {
   leaseId: string;
+  /** which side wrote the lease and settles it */
+  kind: LeaseKind;
   gatewayInstanceId: GatewayInstanceId;
   sessionKey: string;
   wrapperRoot: string;
@@ -53,7 +79,12 @@ export interface AcpxProcessLease {
    * other process's reconcile touches the run.
    */
   holder?: string;
+  /** how it ended; set with the state closed or lost (LeaseSettledAs) */
+  settledAs?: LeaseSettledAs;
 }
+
+/** The contract's name for a lease (CONTRACT §2). */
+export type AcpxProcessLease = ProcessLease;
 
 export interface OwnershipEvidence {
   check: string;
@@ -62,7 +93,7 @@ export interface OwnershipEvidence {
 }
 
 export interface OwnedProcessTree {
-  lease: AcpxProcessLease;
+  lease: ProcessLease;
   root: ProcessInfo;
   /** root and every verified descendant / group member, leaves first (kill order) */
   members: readonly ProcessInfo[];
@@ -78,23 +109,6 @@ export interface OwnedProcessTree {
 /** Environment keys the controller puts in the wrapper's environment (the markers). */
 export const LEASE_ENV_KEY = "OPENCLAW_ACPX_LEASE_ID";
 export const INSTANCE_ENV_KEY = "OPENCLAW_GATEWAY_INSTANCE_ID";
-
-/**
- * sessionKey prefix of the leases the process supervisor writes into the same
- * store. It lives here, below both users, so the ACPX controller can leave
- * supervisor runs alone without importing the supervisor.
- */
-export const SUPERVISOR_SESSION_PREFIX = "supervisor:";
-
-/**
- * True for a lease the process supervisor wrote (its sessionKey carries the
- * prefix). The one test for "is this a supervisor run?": the ACPX controller
- * and `proclease reap` leave such leases alone, the supervisor reconciles only
- * these, and `proclease explain` says so.
- */
-export function isSupervisorLease(lease: Pick<AcpxProcessLease, "sessionKey">): boolean {
-  return lease.sessionKey.startsWith(SUPERVISOR_SESSION_PREFIX);
-}
 
 /** Grace between SIGTERM and SIGKILL everywhere a tree is killed unless a caller passes its own. */
 export const DEFAULT_GRACE_MS = 3000;

@@ -7,14 +7,14 @@
  * over all of it.
  */
 import type { ProcessFacts } from "../facts/types.js";
-import type { AcpxProcessLease } from "./types.js";
+import type { ProcessLease } from "./types.js";
 import { verifyLeases } from "./verify.js";
 import type { LeaseVerification, VerifyOptions } from "./verify-state.js";
 
-export type LeaseVerifier = (lease: AcpxProcessLease) => Promise<LeaseVerification>;
+export type LeaseVerifier = (lease: ProcessLease) => Promise<LeaseVerification>;
 
 export function batchingVerifier(facts: ProcessFacts, opts: VerifyOptions = {}): LeaseVerifier {
-  let queue = new Map<string, { lease: AcpxProcessLease; waiters: Array<{ resolve: (v: LeaseVerification) => void; reject: (e: unknown) => void }> }>();
+  let queue = new Map<string, { lease: ProcessLease; waiters: Array<{ resolve: (v: LeaseVerification) => void; reject: (e: unknown) => void }> }>();
   let scheduled = false;
   const flush = async () => {
     const batch = queue;

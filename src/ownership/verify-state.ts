@@ -6,12 +6,12 @@
 import type { ProcessDetails, ProcessInfo, ProcessSnapshot } from "../facts/types.js";
 import type { KillTarget } from "./tree-kill.js";
 import type { StartClock } from "./start-clock.js";
-import type { AcpxProcessLease, OwnedProcessTree, OwnershipEvidence } from "./types.js";
+import type { ProcessLease, OwnedProcessTree, OwnershipEvidence } from "./types.js";
 
 export type LeaseVerdict = "owned" | "gone" | "mismatch" | "unknown";
 
 export interface LeaseVerification {
-  lease: AcpxProcessLease;
+  lease: ProcessLease;
   /**
    * owned: a tree was verified. gone: the root is not alive (absent, zombie,
    * or the host rebooted since the lease was written): nothing it names is
@@ -73,7 +73,7 @@ export interface VerifyOptions {
 }
 
 export interface State {
-  lease: AcpxProcessLease;
+  lease: ProcessLease;
   evidence: OwnershipEvidence[];
   verdict: LeaseVerdict | null;
   root: ProcessInfo | null;
@@ -87,7 +87,7 @@ export interface State {
   factsUnavailable?: boolean;
 }
 
-export function done(lease: AcpxProcessLease, verdict: LeaseVerdict, evidence: OwnershipEvidence[]): State {
+export function done(lease: ProcessLease, verdict: LeaseVerdict, evidence: OwnershipEvidence[]): State {
   return { lease, evidence, verdict, root: null, details: null, tree: null };
 }
 export function finishWith(s: State, verdict: LeaseVerdict, ev?: OwnershipEvidence): void {

@@ -39,7 +39,7 @@ import { collectTree, treeContext, type TreeContext } from "./collect.js";
 import { isOwnProcessGroup, signalTargetGuard, type GuardVerdict } from "../facts/guards.js";
 import { parseLeaseRecord } from "./lease-record.js";
 import { MARKER_ENV_KEYS, markerVerdict } from "./markers.js";
-import type { AcpxProcessLease, OwnedProcessTree, OwnershipEvidence } from "./types.js";
+import type { ProcessLease, OwnedProcessTree, OwnershipEvidence } from "./types.js";
 import { sameProcess } from "../facts/identity.js";
 import { CommandHashes, DetailsBatch, PathCache } from "./verify-cache.js";
 import { scanEnvironments } from "./verify-env.js";
@@ -56,13 +56,13 @@ export type { LeaseVerdict, LeaseVerification, VerifyOptions } from "./verify-st
 const CORROBORATING = new Set(["wrapper-path", "command-hash", "process-group", "lease-env"]);
 const EXECD = "the root exec'd another program since spawn (same start time): the command no longer identifies it";
 
-export async function explainLease(lease: AcpxProcessLease, facts: ProcessFacts, opts?: VerifyOptions): Promise<LeaseVerification> {
+export async function explainLease(lease: ProcessLease, facts: ProcessFacts, opts?: VerifyOptions): Promise<LeaseVerification> {
   const [v] = await verifyLeases([lease], facts, opts);
   return v!;
 }
 
 export async function verifyOwnedTree(
-  lease: AcpxProcessLease,
+  lease: ProcessLease,
   facts: ProcessFacts,
   opts?: { snapshot?: ProcessSnapshot; gatewayInstanceId?: string },
 ): Promise<OwnedProcessTree | null> {
@@ -71,7 +71,7 @@ export async function verifyOwnedTree(
 
 /** Verifies many leases against ONE snapshot and one shared env-marker pass. Never throws for bad leases or facts. */
 export async function verifyLeases(
-  leases: readonly AcpxProcessLease[],
+  leases: readonly ProcessLease[],
   facts: ProcessFacts,
   opts?: VerifyOptions,
 ): Promise<LeaseVerification[]> {
@@ -144,7 +144,7 @@ export async function verifyLeases(
 }
 
 /** The paths a lease's wrapper check compares, resolved before the checks run. */
-function pathsToResolve(lease: AcpxProcessLease, d: ProcessDetails | null | undefined): string[] {
+function pathsToResolve(lease: ProcessLease, d: ProcessDetails | null | undefined): string[] {
   const out = [lease.wrapperRoot, lease.wrapperPath].filter((p) => typeof p === "string" && isAbsolute(p));
   const arg1 = d?.argv?.[1];
   if (arg1 !== undefined && isAbsolute(arg1)) out.push(arg1);
@@ -277,7 +277,7 @@ function checkRoot(
   s.details = d;
 }
 
-function wrapperPathEvidence(lease: AcpxProcessLease, d: ProcessDetails, paths: PathCache): OwnershipEvidence {
+function wrapperPathEvidence(lease: ProcessLease, d: ProcessDetails, paths: PathCache): OwnershipEvidence {
   const check = "wrapper-path";
   if (!isAbsolute(lease.wrapperRoot) || !isAbsolute(lease.wrapperPath)) {
     return { check, result: "unknown", detail: "lease has no absolute wrapperRoot/wrapperPath" };

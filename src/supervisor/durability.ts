@@ -34,8 +34,7 @@ import { recordRootIdentity } from "../ownership/root-identity.js";
 import {
   INSTANCE_ENV_KEY,
   LEASE_ENV_KEY,
-  SUPERVISOR_SESSION_PREFIX,
-  type AcpxProcessLease,
+  type ProcessLease,
   type LeaseState,
   type OwnershipEvidence,
 } from "../ownership/types.js";
@@ -47,7 +46,8 @@ import { detectRunContainment } from "./run-cgroups.js";
 import type { LeaseVerification } from "../ownership/verify.js";
 import type { SupervisorRunRef } from "./types.js";
 
-export { SUPERVISOR_SESSION_PREFIX };
+/** A supervisor run's lease has the session key `supervisor:<runId>`. */
+export const SUPERVISOR_SESSION_PREFIX = "supervisor:";
 
 export interface RunLease {
   leaseId: string;
@@ -286,6 +286,7 @@ export function createRunLeases(opts: RunLeasesOptions): RunLeases {
 async function openRunLease(ctx: RunLeaseContext, support: ContainmentSupport, runId: string, argv: readonly string[]): Promise<RunLease> {
   const { store, instanceId, holder } = await ctx.init();
   const lease = await store.create({
+    kind: "supervisor",
     gatewayInstanceId: instanceId,
     sessionKey: SUPERVISOR_SESSION_PREFIX + runId,
     ...SUPERVISOR_WRAPPER_FIELDS,
@@ -302,11 +303,11 @@ async function openRunLease(ctx: RunLeaseContext, support: ContainmentSupport, r
 async function reconcileRuns(ctx: RunLeaseContext, live: ReadonlySet<string>, isTracked: Parameters<RunLeases["reconcile"]>[1]): Promise<ReconcileReport> {
   const deps = await ctx.lifecycle();
   const instanceId = deps.gatewayInstanceId;
-  const tracked = (l: AcpxProcessLease) =>
+  const tracked = (l: ProcessLease) =>
     live.has(l.leaseId) || isTracked?.({ runId: l.sessionKey.slice(SUPERVISOR_SESSION_PREFIX.length), leaseId: l.leaseId, sessionKey: l.sessionKey }) === true;
   // runs of a supervisor alive in another process are its own, whatever their lease says
   const others = await liveHolders(ctx.stateDir, ctx.facts);
-  const skip = (l: AcpxProcessLease) =>
+  const skip = (l: ProcessLease) =>
     l.holder !== undefined && others.has(l.holder) ? `its supervisor (holder ${l.holder}) is alive in another process` : tracked(l) ? "tracked" : undefined;
   const support = await ctx.detect();
   const leftovers = support.available ? { leftovers: { instanceFolder: `${support.root}/${instanceId}`, isLive: (id: string) => live.has(id) } } : {};

@@ -50,6 +50,6 @@ export { encodeKey, encodeKeySequence, KEY_NAMES, BRACKETED_PASTE_START, BRACKET
 export type { KeySequence } from "./keys.js";
 export { PtyUnavailableError, PTY_SHELL } from "./adapters/pty.js";
 export type { PtyLoader, PtyModule, PtyProcess } from "./adapters/pty.js";
-export { SUPERVISOR_WRAPPER_FIELDS } from "./durability.js";
+export { SUPERVISOR_SESSION_PREFIX, SUPERVISOR_WRAPPER_FIELDS } from "./durability.js";
 export type { ReconcileReport, ReconciledRun } from "./durability.js";
 export { DEFAULT_MAX_OUTPUT_CHARS } from "./output.js";

@@ -89,6 +89,7 @@ describe("two installations on one host", () => {
     const d = (await facts.inspect(lookalike.pid!))!;
     const storeA = await openLeaseStore(dirA);
     const forged = await storeA.create({
+      kind: "acpx",
       gatewayInstanceId: a.gatewayInstanceId,
       sessionKey: "forged",
       wrapperRoot: join(dirA, "acpx", "wrappers"),

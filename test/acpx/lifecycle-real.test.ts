@@ -34,8 +34,8 @@ describe("a lease whose gateway died before the wrapper's pid was recorded", () 
     const store = await openLeaseStore(stateDir);
     const fields = { gatewayInstanceId: instance, wrapperRoot: join(stateDir, "acpx", "wrappers"), wrapperPath: join(stateDir, "acpx", "wrappers", "w.cjs"), commandHash: computeCommandHash(["x"]) };
     // what the dead gateway left: leases with rootPid 0, state open (or closing, if a failed ensure began settling)
-    const withSurvivor = await store.create({ ...fields, sessionKey: "agent:main:acp:np1" });
-    const empty = await store.create({ ...fields, sessionKey: "agent:main:acp:np2" });
+    const withSurvivor = await store.create({ kind: "acpx", ...fields, sessionKey: "agent:main:acp:np1" });
+    const empty = await store.create({ kind: "acpx", ...fields, sessionKey: "agent:main:acp:np2" });
     await store.transition(empty.leaseId, "closing");
     trackLease(withSurvivor.leaseId);
     trackLease(empty.leaseId);

@@ -113,7 +113,7 @@ async function stubbornIn(cgroup: string): Promise<number> {
 async function leaseWithCgroup(stateDir: string, cgroup: { path: string; id: string } | null, leaseId?: string): Promise<AcpxProcessLease> {
   const store = await openLeaseStore(stateDir);
   const gatewayInstanceId = await loadOrCreateGatewayInstanceId(stateDir);
-  const l = await store.create({ gatewayInstanceId, sessionKey: `agent:test:${++seq}`, wrapperRoot: "/nonexistent", wrapperPath: "/nonexistent/w", commandHash: "0".repeat(64), ...(leaseId ? { leaseId } : {}) });
+  const l = await store.create({ kind: "acpx", gatewayInstanceId, sessionKey: `agent:test:${++seq}`, wrapperRoot: "/nonexistent", wrapperPath: "/nonexistent/w", commandHash: "0".repeat(64), ...(leaseId ? { leaseId } : {}) });
   return cgroup === null ? l : store.update(l.leaseId, { cgroup });
 }
 

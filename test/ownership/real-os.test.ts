@@ -83,6 +83,7 @@ async function track(facts: ProcessFacts, pids: number[]): Promise<void> {
 async function leaseFor(stateDir: string, facts: ProcessFacts, mode: string): Promise<{ lease: AcpxProcessLease; report: Record<string, number> }> {
   const store = await openLeaseStore(stateDir, { durable: false });
   let lease = await store.create({
+    kind: "acpx",
     gatewayInstanceId: "gw-test",
     sessionKey: `real:${mode}`,
     wrapperRoot: dirname(TREE),

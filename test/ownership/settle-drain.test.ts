@@ -105,7 +105,7 @@ describe("a dry run and the real run agree on another instance's contained lease
     const dir = await mkdtemp(join(tmpdir(), "proclease-settle-drain-"));
     dirs.push(dir);
     const store = await openLeaseStore(dir, { durable: false });
-    const l = await store.create({ gatewayInstanceId: OTHER, sessionKey: "agent:other", wrapperRoot: "", wrapperPath: "", commandHash: "0".repeat(64) });
+    const l = await store.create({ kind: "acpx", gatewayInstanceId: OTHER, sessionKey: "agent:other", wrapperRoot: "", wrapperPath: "", commandHash: "0".repeat(64) });
     const made = await createLeaseCgroup(support, l.leaseId, OTHER);
     if (!made.ok) throw new Error(made.why);
     await store.update(l.leaseId, { cgroup: refOf(made.cgroup) });

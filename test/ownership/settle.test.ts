@@ -195,7 +195,7 @@ describe("applySettlement moves the lease only through legal transitions", () =>
     const dir = await mkdtemp(join(tmpdir(), "own-settle-"));
     dirs.push(dir);
     const store = await openLeaseStore(dir, { durable: false });
-    const mk = async () => (await store.create({ gatewayInstanceId: "gw-A", sessionKey: "s", wrapperRoot: "/x", wrapperPath: "/x/w", commandHash: "h" })).leaseId;
+    const mk = async () => (await store.create({ kind: "acpx", gatewayInstanceId: "gw-A", sessionKey: "s", wrapperRoot: "/x", wrapperPath: "/x/w", commandHash: "h" })).leaseId;
     const a = await mk();
     expect((await applySettlement(store, a, { to: "open", why: "t" }))?.state).toBe("open");
     expect((await applySettlement(store, a, { to: "closing", why: "t" }))?.state).toBe("closing");

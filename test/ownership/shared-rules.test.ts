@@ -1,7 +1,7 @@
 /**
- * The rules the controller, the supervisor and the CLI share, each written
- * once in ownership: "is this a supervisor lease?", "did the reap finish?",
- * and "what does a lease record about its root after the spawn?".
+ * The rules every kind of lease shares, each written once in ownership:
+ * "which kind is this lease?", "did the tree kill finish?", and "what does a
+ * lease record about its root after the spawn?".
  */
 import { spawn, type ChildProcess } from "node:child_process";
 import { mkdtemp, rm } from "node:fs/promises";
@@ -15,13 +15,12 @@ import {
   computeCommandHash,
   explainLease,
   INSTANCE_ENV_KEY,
-  isSupervisorLease,
   LEASE_ENV_KEY,
   openLeaseStore,
   killCompleted,
   killStoppedPid,
   recordRootIdentity,
-  SUPERVISOR_SESSION_PREFIX,
+  parseLeaseRecord,
   survivorsOf,
   type LeaseStore,
   type TreeKillOutcome,
@@ -47,7 +46,7 @@ const INSTANCE = "rules-test-instance";
 const SLEEPER = [process.execPath, "-e", "setTimeout(() => {}, 60000)"];
 
 async function newLease(store: LeaseStore, argv: readonly string[] = SLEEPER) {
-  return store.create({ gatewayInstanceId: INSTANCE, sessionKey: "agent:rules", wrapperRoot: "", wrapperPath: "", commandHash: computeCommandHash(argv) });
+  return store.create({ kind: "acpx", gatewayInstanceId: INSTANCE, sessionKey: "agent:rules", wrapperRoot: "", wrapperPath: "", commandHash: computeCommandHash(argv) });
 }
 
 function startSleeper(env: Record<string, string> = {}): ChildProcess {
@@ -56,13 +55,35 @@ function startSleeper(env: Record<string, string> = {}): ChildProcess {
   return c;
 }
 
-describe("isSupervisorLease", () => {
-  it("is the prefix test, and nothing looser", () => {
-    expect(isSupervisorLease({ sessionKey: `${SUPERVISOR_SESSION_PREFIX}run-1` })).toBe(true);
-    expect(isSupervisorLease({ sessionKey: SUPERVISOR_SESSION_PREFIX })).toBe(true);
-    expect(isSupervisorLease({ sessionKey: "agent:main:acp:1" })).toBe(false);
-    expect(isSupervisorLease({ sessionKey: `agent:${SUPERVISOR_SESSION_PREFIX}x` })).toBe(false);
-    expect(isSupervisorLease({ sessionKey: "Supervisor:run-1" })).toBe(false);
+describe("a lease's kind", () => {
+  const record = (over: Record<string, unknown>) => ({
+    leaseId: "l1", gatewayInstanceId: INSTANCE, sessionKey: "agent:main:acp:1", wrapperRoot: "", wrapperPath: "", rootPid: 0, commandHash: "", startedAt: 1, state: "open", ...over,
+  });
+  const kindOf = (over: Record<string, unknown>) => {
+    const r = parseLeaseRecord(record(over), false);
+    return r.ok ? r.lease.kind : `refused: ${r.reason}`;
+  };
+
+  it("is the record's own field, whatever its session key says", () => {
+    expect(kindOf({ kind: "supervisor", sessionKey: "agent:main:acp:1" })).toBe("supervisor");
+    expect(kindOf({ kind: "acpx", sessionKey: "supervisor:run-1" })).toBe("acpx");
+    expect(kindOf({ kind: "other" })).toBe("refused: kind must be absent or acpx | supervisor");
+  });
+
+  it("of a record written before the field: the supervisor's session-key prefix, and nothing looser", () => {
+    expect(kindOf({ sessionKey: "supervisor:run-1" })).toBe("supervisor");
+    expect(kindOf({ sessionKey: "supervisor:" })).toBe("supervisor");
+    expect(kindOf({ sessionKey: "agent:main:acp:1" })).toBe("acpx");
+    expect(kindOf({ sessionKey: "agent:supervisor:x" })).toBe("acpx");
+    expect(kindOf({ sessionKey: "Supervisor:run-1" })).toBe("acpx");
+  });
+
+  it("is written into every new record, and a create without one is refused", async () => {
+    const store = await freshStore();
+    const l = await store.create({ kind: "supervisor", gatewayInstanceId: INSTANCE, sessionKey: "supervisor:run-1", wrapperRoot: "", wrapperPath: "", commandHash: "" });
+    expect((await store.get(l.leaseId))?.kind).toBe("supervisor");
+    const untyped = { gatewayInstanceId: INSTANCE, sessionKey: "agent:x", wrapperRoot: "", wrapperPath: "", commandHash: "" } as unknown as Parameters<LeaseStore["create"]>[0];
+    await expect(store.create(untyped)).rejects.toThrow(TypeError);
   });
 });
 

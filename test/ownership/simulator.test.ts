@@ -425,7 +425,7 @@ describe("process-lifecycle simulator", () => {
     const dir = await mkdtemp(join(tmpdir(), "own-sim-"));
     try {
       const store = await openLeaseStore(dir, { durable: false });
-      const good = await store.create({ gatewayInstanceId: "gw-A", sessionKey: "s", wrapperRoot: ROOT, wrapperPath: WRAPPER, commandHash: computeCommandHash(ARGV), leaseId: "lease-1" });
+      const good = await store.create({ kind: "acpx", gatewayInstanceId: "gw-A", sessionKey: "s", wrapperRoot: ROOT, wrapperPath: WRAPPER, commandHash: computeCommandHash(ARGV), leaseId: "lease-1" });
       await store.update(good.leaseId, { rootPid: W, rootStartTime: "5000", processGroupId: A, bootId: BOOT, pidNamespace: NS });
       await writeFile(join(store.dir, "lease-2.json"), '{"schemaVersion":1,"leaseId":"lease-2","rootPid":', { mode: 0o600 });
       const { leases, problems } = await store.list({ gatewayInstanceId: "gw-A", states: ["open"] });

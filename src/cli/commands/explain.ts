@@ -7,7 +7,7 @@
  * why they cannot be read (`memory: {ok: false, why}` in --json).
  */
 import type { ProcessFacts } from "../../facts/types.js";
-import { isSupervisorLease, reconcileLeases, type LeaseOutcome } from "../../ownership/index.js";
+import { reconcileLeases, type LeaseOutcome } from "../../ownership/index.js";
 import { backendLine, factsFromFlag } from "../backend.js";
 import { EXIT, flag, jsonLine, resolveStateDir, table, type CliIo, type ParsedArgs } from "../io.js";
 import { attachedGuard, gatewayHolder, leaseMemory, memoryFigures, openReadOnly } from "../lease-view.js";
@@ -70,7 +70,7 @@ function names(o: LeaseOutcome, pid: number): boolean {
 
 /** What `proclease reap` (and the gateway's own startup reap) would do, from the dry run's outcome. */
 function conclude(o: LeaseOutcome): string {
-  const who = isSupervisorLease(o) ? "a process-supervisor run; " : "";
+  const who = o.verification.lease.kind === "supervisor" ? "a process-supervisor run; " : "";
   if (o.stateBefore === "closed" || o.stateBefore === "lost") return `${who}already ${o.stateBefore}; nothing would be done`;
   if (o.action === "skipped-live") return `${who}cleanup leaves it alone: ${o.why}`;
   if (o.wouldKill) {

@@ -21,12 +21,11 @@ import type { MemoryReading } from "../../containment/index.js";
 import { join } from "node:path";
 import type { ProcessFacts, ProcessInfo, ProcessSnapshot } from "../../facts/types.js";
 import {
-  isSupervisorLease,
   markerVerdict,
   MARKER_ENV_KEYS,
   openLeaseStore,
   verifyLeases,
-  type AcpxProcessLease,
+  type ProcessLease,
   type LeaseVerification,
   type MarkerVerdict,
   type OwnershipEvidence,
@@ -62,7 +61,7 @@ export interface StatusProcess {
 }
 
 export interface StatusLease {
-  lease: AcpxProcessLease;
+  lease: ProcessLease;
   ageMs: number;
   verdict: LeaseVerification["verdict"];
   evidence: readonly OwnershipEvidence[];
@@ -182,17 +181,17 @@ export async function collectStatus(stateDir: string, facts: ProcessFacts): Prom
 }
 
 /** Ownership's marker rule, asked of the very process in the snapshot (a pid reused since answers "unknown"). */
-async function markersOf(facts: ProcessFacts, p: ProcessInfo, lease: AcpxProcessLease): Promise<MarkerVerdict> {
+async function markersOf(facts: ProcessFacts, p: ProcessInfo, lease: ProcessLease): Promise<MarkerVerdict> {
   const d = await facts.inspect(p.pid, { envKeys: MARKER_ENV_KEYS }).catch(() => null);
   if (d === null || !sameProcess(d, p)) return "unknown";
   return markerVerdict(d, lease);
 }
 
-function roleOf(p: ProcessInfo, lease: AcpxProcessLease, live: StatusLease["live"]): ProcessRole {
+function roleOf(p: ProcessInfo, lease: ProcessLease, live: StatusLease["live"]): ProcessRole {
   if (live === "remnants") return "remnant";
-  if (p.pid === lease.rootPid) return isSupervisorLease(lease) ? "run" : "wrapper";
+  if (p.pid === lease.rootPid) return lease.kind === "supervisor" ? "run" : "wrapper";
   // the wrapper puts the adapter in a group of its own, recorded in the lease
-  if (!isSupervisorLease(lease) && lease.processGroupId !== undefined && p.pid === lease.processGroupId) return "adapter";
+  if (lease.kind === "acpx" && lease.processGroupId !== undefined && p.pid === lease.processGroupId) return "adapter";
   return "descendant";
 }
 
