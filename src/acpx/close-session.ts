@@ -67,7 +67,7 @@ export async function closeLocked(
   if (lease.state === "closed" || lease.state === "lost") {
     sessions.drop(key, live);
     if (discard) await d.sessions.remove(key);
-    return done({ outcome: "noop", path: "lease", leaseId, leaseState: lease.state, detail: `already ${lease.state}` });
+    return done({ outcome: "noop", path: "lease", leaseId, leaseState: lease.state, ...(lease.settledAs ? { settledAs: lease.settledAs } : {}), code: "already-settled", detail: `already ${lease.state}` });
   }
 
   sessions.inFlight.add(leaseId);
@@ -100,6 +100,8 @@ export async function closeLocked(
       path: "lease",
       leaseId,
       leaseState: o.stateAfter,
+      ...(o.settledAs ? { settledAs: o.settledAs } : {}),
+      code: o.code,
       verdict: o.verdict,
       evidence: o.evidence,
       interruptedPrompt,

@@ -19,12 +19,12 @@ export class ControllerHooks {
     if (hook) this.call(() => hook(handle, how));
   }
 
-  /** onLeaseSettled with the lease as recorded now (a settled state only). */
+  /** onLeaseSettled with the lease as recorded now (a settled state only), and how it ended as the record says. */
   async leaseSettled(leaseId: string, outcome: LeaseSettledOutcome): Promise<void> {
     const hook = this.opts.onLeaseSettled;
     if (hook === undefined) return;
     const lease = await this.leases.get(leaseId).catch(() => null);
-    if (lease) this.call(() => hook(lease, outcome));
+    if (lease) this.call(() => hook(lease, lease.settledAs ? { ...outcome, settledAs: lease.settledAs } : outcome));
   }
 
   /** A failed ensure whose error names a settled lease. */

@@ -8,6 +8,8 @@ import type {
   ProcessLease,
   GatewayInstanceId,
   LeaseOutcome,
+  LeaseOutcomeCode,
+  LeaseSettledAs,
   PendingSettlement,
   LeaseVerdict,
   OwnedProcessTree,
@@ -195,6 +197,8 @@ export type SessionEndHow =
 export interface LeaseSettledOutcome {
   via: "close" | "ensure-failed" | "reap";
   state: ProcessLease["state"];
+  /** how it ended (ProcessLease.settledAs) */
+  settledAs?: LeaseSettledAs;
   detail: string;
 }
 
@@ -247,6 +251,10 @@ export interface CloseReport {
   leaseId?: string;
   /** the lease state after the close */
   leaseState?: ProcessLease["state"];
+  /** how the lease ended, when it is closed or lost (ProcessLease.settledAs) */
+  settledAs?: LeaseSettledAs;
+  /** why, for code to read (the lifecycle's LeaseOutcomeCode); `detail` says it for people */
+  code?: LeaseOutcomeCode;
   /** "legacy" when the record had no lease id */
   path: "lease" | "legacy" | "none";
   verdict?: LeaseVerdict;

@@ -93,9 +93,9 @@ export async function leaseMemory(lease: ProcessLease): Promise<MemoryReading | 
   const cg = lease.cgroup;
   if (!cg) return undefined;
   const id = await verifyCgroupIdentity(cg.path, cg.id);
-  if (id === "gone") return { ok: false, why: `${cg.path} no longer exists (the lease's cgroup was removed)` };
-  if (id === "mismatch") return { ok: false, why: `${cg.path} is no longer the lease's cgroup (another one was created under that name)` };
-  if (id === "unknown") return { ok: false, why: `the identity of ${cg.path} cannot be read` };
+  if (id === "gone") return { ok: false, code: "gone", why: `${cg.path} no longer exists (the lease's cgroup was removed)` };
+  if (id === "mismatch") return { ok: false, code: "cgroup-replaced", why: `${cg.path} is no longer the lease's cgroup (another one was created under that name)` };
+  if (id === "unknown") return { ok: false, code: "identity-unreadable", why: `the identity of ${cg.path} cannot be read` };
   return readMemory(cg.path);
 }
 
@@ -126,7 +126,7 @@ export function memoryWhyLines(rows: ReadonlyArray<{ lease: ProcessLease; memory
   for (const r of rows) {
     const m = r.memory;
     if (m === undefined || m.ok) continue;
-    if ((r.lease.state === "closed" || r.lease.state === "lost") && m.why.endsWith("(the lease's cgroup was removed)")) continue;
+    if ((r.lease.state === "closed" || r.lease.state === "lost") && m.code === "gone") continue;
     const list = byWhy.get(m.why) ?? [];
     list.push(r.lease.leaseId);
     byWhy.set(m.why, list);

@@ -8,7 +8,20 @@ import { execFileSync } from "node:child_process";
 import { readStatSync } from "./procfs.js";
 import { MAX_PID } from "./validate.js";
 
-export type GuardVerdict = { allowed: true } | { allowed: false; reason: string };
+/** Why a guard refused (the reason says it for people). */
+export type GuardRefusal =
+  | "not-an-integer"
+  | "at-most-1"
+  | "beyond-max-pid"
+  | "this-process"
+  | "parent"
+  | "ancestor"
+  | "own-group"
+  | "own-group-unknown"
+  | "group-not-verified"
+  | "leader-not-verified-root";
+
+export type GuardVerdict = { allowed: true } | { allowed: false; code: GuardRefusal; reason: string };
 
 const ALLOWED: GuardVerdict = Object.freeze({ allowed: true });
 
@@ -37,12 +50,12 @@ export function signalTargetGuard(): (pid: number) => GuardVerdict {
 }
 
 function checkTarget(pid: number, parent: number, ancestors: () => ReadonlySet<number>): GuardVerdict {
-  if (typeof pid !== "number" || !Number.isInteger(pid)) return refuse(`pid ${String(pid)} is not an integer`);
-  if (pid <= 1) return refuse(`pid ${pid} is <= 1`);
-  if (pid > MAX_PID) return refuse(`pid ${pid} is beyond ${MAX_PID}`);
-  if (pid === process.pid) return refuse(`pid ${pid} is this process`);
-  if (pid === parent) return refuse(`pid ${pid} is this process's parent`);
-  if (ancestors().has(pid)) return refuse(`pid ${pid} is an ancestor of this process`);
+  if (typeof pid !== "number" || !Number.isInteger(pid)) return refuse("not-an-integer", `pid ${String(pid)} is not an integer`);
+  if (pid <= 1) return refuse("at-most-1", `pid ${pid} is <= 1`);
+  if (pid > MAX_PID) return refuse("beyond-max-pid", `pid ${pid} is beyond ${MAX_PID}`);
+  if (pid === process.pid) return refuse("this-process", `pid ${pid} is this process`);
+  if (pid === parent) return refuse("parent", `pid ${pid} is this process's parent`);
+  if (ancestors().has(pid)) return refuse("ancestor", `pid ${pid} is an ancestor of this process`);
   return ALLOWED;
 }
 
@@ -54,12 +67,12 @@ function checkTarget(pid: number, parent: number, ancestors: () => ReadonlySet<n
  * group may even be watched; checkGroupSignal adds the proofs.
  */
 export function checkGroupTarget(pgid: number): GuardVerdict {
-  if (typeof pgid !== "number" || !Number.isInteger(pgid)) return refuse(`pgid ${String(pgid)} is not an integer`);
-  if (pgid <= 1) return refuse(`pgid ${pgid} is <= 1`);
-  if (pgid > MAX_PID) return refuse(`pgid ${pgid} is beyond ${MAX_PID}`);
+  if (typeof pgid !== "number" || !Number.isInteger(pgid)) return refuse("not-an-integer", `pgid ${String(pgid)} is not an integer`);
+  if (pgid <= 1) return refuse("at-most-1", `pgid ${pgid} is <= 1`);
+  if (pgid > MAX_PID) return refuse("beyond-max-pid", `pgid ${pgid} is beyond ${MAX_PID}`);
   const own = isOwnProcessGroup(pgid);
-  if (own === null) return refuse("this process's own process group is unknown, so no group can be told apart from it");
-  if (own) return refuse(`pgid ${pgid} is this process's own process group, or led by this process or its parent`);
+  if (own === null) return refuse("own-group-unknown", "this process's own process group is unknown, so no group can be told apart from it");
+  if (own) return refuse("own-group", `pgid ${pgid} is this process's own process group, or led by this process or its parent`);
   return ALLOWED;
 }
 
@@ -78,8 +91,8 @@ export function checkGroupSignal(
 ): GuardVerdict {
   const target = checkGroupTarget(pgid);
   if (!target.allowed) return target;
-  if (proof?.groupVerifiedAsOwn !== true) return refuse(`pgid ${pgid} was not verified as the lease's own group`);
-  if (proof?.leaderIsVerifiedRoot !== true) return refuse(`the leader of pgid ${pgid} is not the verified root`);
+  if (proof?.groupVerifiedAsOwn !== true) return refuse("group-not-verified", `pgid ${pgid} was not verified as the lease's own group`);
+  if (proof?.leaderIsVerifiedRoot !== true) return refuse("leader-not-verified-root", `the leader of pgid ${pgid} is not the verified root`);
   return ALLOWED;
 }
 
@@ -200,8 +213,8 @@ function psParents(): (pid: number) => number | null {
   return (pid) => parents.get(pid) ?? null;
 }
 
-function refuse(reason: string): GuardVerdict {
-  return { allowed: false, reason };
+function refuse(code: GuardRefusal, reason: string): GuardVerdict {
+  return { allowed: false, code, reason };
 }
 
 /**

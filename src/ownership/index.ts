@@ -19,14 +19,14 @@
 // - state-lock.ts    acquireStateDirLock: one gateway (writer) per state dir
 // - keyed-queue.ts   the one per-key lock
 // - root-identity.ts recordRootIdentity: the live root's identity into its lease after the spawn, fail closed
-export type { GatewayInstanceId, ProcessLease, AcpxProcessLease, LeaseKind, LeaseSettledAs, LeaseState, OwnershipEvidence, OwnedProcessTree } from "./types.js";
+export type { GatewayInstanceId, ProcessLease, AcpxProcessLease, LeaseKind, LeaseSettledAs, LeaseState, OwnershipEvidence, EvidenceCheck, EvidenceCode, OwnedProcessTree } from "./types.js";
 export { LEASE_ENV_KEY, INSTANCE_ENV_KEY, LEASE_SCHEMA_VERSION, DEFAULT_GRACE_MS, DEFAULT_RETENTION_MS } from "./types.js";
 export { foreignInstanceOf, markerVerdict, MARKER_ENV_KEYS } from "./markers.js";
 export type { MarkerVerdict } from "./markers.js";
 export { loadOrCreateGatewayInstanceId, readGatewayInstanceId, GatewayInstanceIdError, INSTANCE_ID_FILE } from "./instance-id.js";
 export { InsecurePathError } from "./fs-safe.js";
 export { computeCommandHash, tokenizeShellCommand } from "./command-hash.js";
-export { isLegalTransition, parseLeaseRecord, LeaseTransitionError, LEASE_ID_RE } from "./lease-record.js";
+export { isLegalTransition, parseLeaseRecord, settledLine, LeaseTransitionError, LEASE_ID_RE, SETTLED_AS_MEANING } from "./lease-record.js";
 export type { ParsedLease } from "./lease-record.js";
 export { openLeaseStore, LeaseNotFoundError, LeaseStoreReadOnlyError } from "./lease-store.js";
 export type { LeaseStore, LeaseProblem, LeasePatch, LeaseCreateInput, LeaseListFilter, LeaseStoreOptions } from "./lease-store.js";
@@ -38,7 +38,7 @@ export { killOwnedTree, survivorsOf, killCompleted, killStoppedPid } from "./tre
 export { killLeaseVerification } from "./kill-verification.js";
 export type { LeaseKillResult, LeaseKillOptions } from "./kill-verification.js";
 export { settlementFor, settlementAfterKill, NOTHING_STARTED } from "./settle.js";
-export type { Settlement, SettlementTarget, SettleVerification, SettleContext } from "./settle.js";
+export type { Settlement, SettlementCode, SettlementTarget, SettleVerification, SettleContext } from "./settle.js";
 export { recordRootIdentity } from "./root-identity.js";
 export type { SpawnedRoot, RecordedRoot } from "./root-identity.js";
 export { startTimeToEpochMs, readStartClock, START_CLOCK_SLACK_MS } from "./start-clock.js";
@@ -47,7 +47,7 @@ export type { TreeKillOutcome, KillTarget, TreeKillReport, TreeKillOptions } fro
 export { verifyLegacyRecord } from "./legacy.js";
 export type { LegacySessionRecord } from "./legacy.js";
 export { settleLease, reconcileLeases, applySettlement, settleUnstarted } from "./lifecycle.js";
-export type { LifecycleDeps, LeaseAction, LeaseOutcome, SettleLeaseOptions, ReconcileOptions, LeaseReconcileReport, PendingSettlement } from "./lifecycle.js";
+export type { LifecycleDeps, LeaseAction, LeaseOutcome, LeaseOutcomeCode, SettleLeaseOptions, ReconcileOptions, LeaseReconcileReport, PendingSettlement } from "./lifecycle.js";
 export { pendingSettlements } from "./pending-settlements.js";
 export { LeaseRecordWriteError, HostResourceError, CwdUnusableError, checkCwd, descriptorShortage, hostFaultNote, hostResourceError, processLimitError, isRecordWriteBlocked } from "./host-faults.js";
 export type { HostResource } from "./host-faults.js";

@@ -16,6 +16,7 @@
  * (`final`), through settlementAfterKill (settle.ts).
  */
 import { mergeKillResults, killOwnedTree, type TreeKillOptions, type TreeKillReport } from "./tree-kill.js";
+import { evidence } from "./evidence.js";
 import { verifyLeases, type LeaseVerification } from "./verify.js";
 import type { LeaseVerifier } from "./verify-batching.js";
 
@@ -61,7 +62,7 @@ export async function killLeaseVerification(v: LeaseVerification, opts: LeaseKil
     remnantSearch: "not-run",
     remnantsUncleared: 0,
     factsUnavailable: false,
-    evidence: [{ check: "re-verification", result: "unknown", detail: "the verification after the kill failed" }],
+    evidence: [evidence("re-verification", "unknown", "re-verification-failed", "the verification after the kill failed")],
   };
   // only remnants (the root gone) are killed again: a root that survived the kill is the report's survivor already
   const finalKill = final.verdict === "gone" && final.remnants ? await killOwnedTree(final.remnants, opts) : null;

@@ -6,7 +6,8 @@
 import type { ProcessSnapshot } from "../facts/types.js";
 import type { PendingSettlement } from "./pending-settlements.js";
 import type { TreeKillReport } from "./tree-kill.js";
-import type { ProcessLease, LeaseState, OwnershipEvidence } from "./types.js";
+import type { SettlementCode } from "./settle.js";
+import type { LeaseSettledAs, LeaseState, OwnershipEvidence, ProcessLease } from "./types.js";
 import type { LeaseVerdict, LeaseVerification } from "./verify.js";
 
 /**
@@ -20,6 +21,14 @@ import type { LeaseVerdict, LeaseVerification } from "./verify.js";
  */
 export type LeaseAction = "killed" | "killed-remnants" | "marked-lost" | "settled" | "left-alone" | "skipped-live";
 
+/**
+ * Why, for code to read: the settlement table's row (SettlementCode), or
+ * why a lease was left untouched: in-use (a session or run the caller is
+ * using, a spawn in flight), and the attached rule's spawn-may-be-pending,
+ * attached-to-live-parent and unknown-evidence.
+ */
+export type LeaseOutcomeCode = SettlementCode | "in-use" | "spawn-may-be-pending" | "attached-to-live-parent";
+
 export interface LeaseOutcome {
   leaseId: string;
   sessionKey: string;
@@ -29,6 +38,10 @@ export interface LeaseOutcome {
   stateAfter: LeaseState;
   dryRun: boolean;
   action: LeaseAction;
+  /** why (machine-readable); `why` says it for people */
+  code: LeaseOutcomeCode;
+  /** how the lease ended, when `stateAfter` is closed or lost (in a dry run: would end) */
+  settledAs?: LeaseSettledAs;
   /** the verdict of the verification that decided what to kill */
   verdict: LeaseVerdict;
   evidence: readonly OwnershipEvidence[];
@@ -60,7 +73,7 @@ export function outcomeOf(
   decided: LeaseVerification,
   last: LeaseVerification,
   dryRun: boolean,
-  o: Pick<LeaseOutcome, "stateAfter" | "action" | "why"> & Partial<LeaseOutcome>,
+  o: Pick<LeaseOutcome, "stateAfter" | "action" | "code" | "why"> & Partial<LeaseOutcome>,
 ): LeaseOutcome {
   return {
     leaseId: lease.leaseId,
@@ -77,9 +90,9 @@ export function outcomeOf(
   };
 }
 
-/** A lease nothing was done to: its state stays as it is. */
-export function untouched(lease: ProcessLease, v: LeaseVerification, action: LeaseAction, why: string, dryRun: boolean): LeaseOutcome {
-  return outcomeOf(lease, v, v, dryRun, { stateAfter: lease.state, action, why });
+/** A lease nothing was done to: its state (and how it ended, if it did) stays as it is. */
+export function untouched(lease: ProcessLease, v: LeaseVerification, action: LeaseAction, code: LeaseOutcomeCode, why: string, dryRun: boolean): LeaseOutcome {
+  return outcomeOf(lease, v, v, dryRun, { stateAfter: lease.state, action, code, why, ...(lease.settledAs ? { settledAs: lease.settledAs } : {}) });
 }
 
 export function actionFor(to: LeaseState, from: LeaseState, target: "tree" | "remnants" | null, killed: boolean): LeaseAction {
@@ -90,12 +103,12 @@ export function actionFor(to: LeaseState, from: LeaseState, target: "tree" | "re
 }
 
 /** The attached rule (ReconcileOptions.skipAttached): what a gateway that may still run could be using is left alone. */
-export function attachedReason(v: LeaseVerification, snapshot: ProcessSnapshot | undefined): { action: LeaseAction; why: string } | null {
-  if (v.lease.rootPid === 0) return { action: "skipped-live", why: "no pid recorded yet: its spawn may be pending in a running gateway" };
-  if (v.verdict === "unknown") return { action: "skipped-live", why: "unknown evidence cannot tell whether a running gateway holds it" };
+export function attachedReason(v: LeaseVerification, snapshot: ProcessSnapshot | undefined): { code: LeaseOutcomeCode; why: string } | null {
+  if (v.lease.rootPid === 0) return { code: "spawn-may-be-pending", why: "no pid recorded yet: its spawn may be pending in a running gateway" };
+  if (v.verdict === "unknown") return { code: "unknown-evidence", why: "unknown evidence cannot tell whether a running gateway holds it" };
   const parent = v.tree?.root.ppid;
   if (parent !== undefined && parent > 1 && snapshot?.processes.has(parent)) {
-    return { action: "skipped-live", why: `its root's parent (pid ${parent}) is alive: attached to a running gateway` };
+    return { code: "attached-to-live-parent", why: `its root's parent (pid ${parent}) is alive: attached to a running gateway` };
   }
   return null;
 }

@@ -131,6 +131,21 @@ export function parseLeaseRecord(value: unknown, requireSchema: boolean): Parsed
   return { ok: true, lease };
 }
 
+/** What each settledAs means, in the words the CLI and the docs use. */
+export const SETTLED_AS_MEANING: Readonly<Record<LeaseSettledAs, string>> = Object.freeze({
+  killed: "its processes were ended here (a verified tree, the remnants of a gone root, or what its cgroup held)",
+  "exit-observed": "its root's exit was seen by the process that spawned it, and nothing of it was left",
+  "ended-on-its-own": "its processes had ended on their own before the close; nothing was signalled",
+  "not-ours": "its root pid names another process now; nothing was signalled",
+  "never-started": "its spawn failed before any process of it existed",
+});
+
+/** How a settled lease ended, in words ("lost: its processes had ended on their own …"); null for a lease not settled. */
+export function settledLine(lease: Pick<ProcessLease, "state" | "settledAs">): string | null {
+  if (lease.state !== "closed" && lease.state !== "lost") return null;
+  return `${lease.state}: ${lease.settledAs !== undefined ? SETTLED_AS_MEANING[lease.settledAs] : "settled before leases recorded how"}`;
+}
+
 /** The JSON written to disk: schemaVersion first, then the lease fields. */
 export function serializeLease(lease: ProcessLease): string {
   return `${JSON.stringify({ schemaVersion: LEASE_SCHEMA_VERSION, ...lease })}\n`;

@@ -22,23 +22,8 @@
 import { randomUUID } from "node:crypto";
 import { link, lstat, readdir, rename, unlink, stat } from "node:fs/promises";
 import { join } from "node:path";
-import {
-  atomicWrite,
-  ensurePrivateDir,
-  fsyncDir,
-  mapLimit,
-  readOwnedFile,
-  writeTemp,
-} from "./fs-safe.js";
-import {
-  LEASE_ID_RE,
-  LEASE_KINDS,
-  LeaseTransitionError,
-  TERMINAL_STATES,
-  isLegalTransition,
-  parseLeaseRecord,
-  serializeLease,
-} from "./lease-record.js";
+import { atomicWrite, ensurePrivateDir, fsyncDir, mapLimit, readOwnedFile, writeTemp } from "./fs-safe.js";
+import { LEASE_ID_RE, LEASE_KINDS, LeaseTransitionError, TERMINAL_STATES, isLegalTransition, parseLeaseRecord, serializeLease } from "./lease-record.js";
 import { KeyedQueue, Limiter } from "./keyed-queue.js";
 import { asRecordWriteError } from "./host-faults.js";
 import type { LeaseKind, LeaseState, ProcessLease } from "./types.js";

@@ -41,7 +41,7 @@
  */
 import type { ProcessFacts, ProcessSignaller, ProcessSnapshot } from "../facts/types.js";
 import { cgroupMembers, drainLeaseCgroup, lookIntoLeaseCgroup, removeSettledLeftovers, type CgroupDrain } from "./cgroup-drain.js";
-import { actionFor, attachedReason, outcomeOf, untouched, type LeaseAction, type LeaseOutcome } from "./lease-outcome.js";
+import { actionFor, attachedReason, outcomeOf, untouched, type LeaseAction, type LeaseOutcome, type LeaseOutcomeCode } from "./lease-outcome.js";
 import { LeaseTransitionError, type LeaseStore } from "./lease-store.js";
 import type { TreeKillReport } from "./tree-kill.js";
 import { killLeaseVerification, killTargetOf, type LeaseKillResult } from "./kill-verification.js";
@@ -56,12 +56,12 @@ import {
   type Settlement,
   type SettleContext,
 } from "./settle.js";
-import type { LeaseKind, LeaseState, ProcessLease } from "./types.js";
+import type { LeaseKind, LeaseSettledAs, LeaseState, ProcessLease } from "./types.js";
 import { explainLease, verifyLeases, type LeaseVerification } from "./verify.js";
 import { pendingOf, writeGuard, type PendingSettlement } from "./pending-settlements.js";
 import { coalescingFacts, countingFacts } from "./batch-facts.js";
 
-export type { LeaseAction, LeaseOutcome, PendingSettlement };
+export type { LeaseAction, LeaseOutcome, LeaseOutcomeCode, PendingSettlement };
 
 export interface LifecycleDeps {
   store: LeaseStore;
@@ -104,14 +104,17 @@ export async function settleLease(deps: LifecycleDeps, lease: ProcessLease, opts
   const v = opts.verification ?? (await verify(deps, cur));
   if (cur.state === "closed" || cur.state === "lost") {
     pendingOf(deps.store).delete(cur.leaseId);
-    return untouched(cur, v, "left-alone", `already ${cur.state}`, dryRun);
+    return untouched(cur, v, "left-alone", "already-settled", `already ${cur.state}`, dryRun);
   }
   // a settlement left pending by an earlier attempt: the tree ended then, under our eyes
   const earlier = dryRun ? undefined : pendingOf(deps.store).get(cur.leaseId);
   const ctx = { rootExitObserved: opts.rootExitObserved === true || earlier?.ended === true, prior: opts.prior ?? earlier?.prior ?? null };
   if (dryRun) return planDryRun(cur, v, ctx);
   // another gateway instance's lease is not ours to move at all (settle.ts row 8)
-  if (isOtherInstance(v)) return untouched(cur, v, "left-alone", settlementFor(v, null).why, false);
+  if (isOtherInstance(v)) {
+    const s = settlementFor(v, null);
+    return untouched(cur, v, "left-alone", s.code, s.why, false);
+  }
   return settleNow(deps, cur, v, ctx, opts);
 }
 
@@ -123,8 +126,9 @@ async function planDryRun(cur: ProcessLease, v: LeaseVerification, ctx: SettleCo
   const pids = [...new Set([...members.map((m) => m.pid), ...contained])];
   const s = settlementForDryRun(v, { target: t, pids, contained: contained.length }, ctx);
   const to = s.to === "unchanged" ? cur.state : s.to;
-  if (!s.kills) return outcomeOf(cur, v, v, true, { stateAfter: to, action: actionFor(to, cur.state, null, false), why: s.why });
-  return outcomeOf(cur, v, v, true, { stateAfter: to, action: t === "tree" ? "killed" : "killed-remnants", why: s.why, target: t ?? "remnants", wouldKill: pids });
+  const how = { code: s.code, why: s.why, ...(s.settledAs ? { settledAs: s.settledAs } : {}) };
+  if (!s.kills) return outcomeOf(cur, v, v, true, { stateAfter: to, action: actionFor(to, cur.state, null, false), ...how });
+  return outcomeOf(cur, v, v, true, { stateAfter: to, action: t === "tree" ? "killed" : "killed-remnants", ...how, target: t ?? "remnants", wouldKill: pids });
 }
 
 /** What the verify → kill → release → verify steps leave for the settlement. */
@@ -170,11 +174,13 @@ async function settleNow(
   const target = r.firstTarget ?? r.last?.target ?? (drained ? "remnants" : null);
   const prior = ctx.prior;
   const ended = ctx.rootExitObserved === true || r.last !== null || drained || prior !== null;
-  const { stateAfter, pending } = await writeSettlement(deps.store, cur, s, writes, { ended, prior: kill ?? prior });
+  const { stateAfter, settledAs, pending } = await writeSettlement(deps.store, cur, s, writes, { ended, prior: kill ?? prior });
   const why = pending ? `${r.note}${s.why}; settlement pending (${pending.to}): ${pending.blockedBy}; the next reconcile that can write settles it` : `${r.note}${s.why}`;
   return outcomeOf(cur, r.decided, r.last?.final ?? r.v, false, {
     stateAfter,
     action: actionFor(stateAfter, cur.state, target, kill !== null || drained),
+    code: s.code,
+    ...(settledAs ? { settledAs } : {}),
     why,
     target,
     kill,
@@ -280,7 +286,7 @@ export async function reconcileLeases(deps: LifecycleDeps, opts: ReconcileOption
     else candidates.push(l);
   }
   const { snapshot, snapshots, byId } = await verifyBatch(deps, [...candidates, ...skipped.map((x) => x.lease)]);
-  for (const { lease, why } of skipped) entries.push(untouched(lease, byId.get(lease.leaseId)!, "skipped-live", why, dryRun));
+  for (const { lease, why } of skipped) entries.push(untouched(lease, byId.get(lease.leaseId)!, "skipped-live", "in-use", why, dryRun));
 
   const batchFacts = coalescingFacts(deps.facts);
   // the re-verifications after the batch's kills are verified together, a turn of the event loop at a time
@@ -291,7 +297,7 @@ export async function reconcileLeases(deps: LifecycleDeps, opts: ReconcileOption
       const guarded = typeof opts.skipAttached === "function" ? opts.skipAttached(l) : opts.skipAttached === true;
       if (guarded) {
         const attached = attachedReason(v, snapshot);
-        if (attached !== null) return void entries.push(untouched(l, v, attached.action, attached.why, dryRun));
+        if (attached !== null) return void entries.push(untouched(l, v, "skipped-live", attached.code, attached.why, dryRun));
       }
       const o = await settleLease(deps, l, { verification: v, facts: batchFacts, verifier, dryRun });
       if (!dryRun) opts.onSettled?.(o);
@@ -371,14 +377,14 @@ async function verifyBatch(
  * too. A record that cannot be written leaves the settlement pending, as in
  * settleLease.
  */
-export async function settleUnstarted(deps: LifecycleDeps, lease: ProcessLease): Promise<{ state: LeaseState; pending?: PendingSettlement }> {
+export async function settleUnstarted(deps: LifecycleDeps, lease: ProcessLease): Promise<{ state: LeaseState; settledAs?: LeaseSettledAs; pending?: PendingSettlement }> {
   const stored = await deps.store.get(lease.leaseId).catch(() => null);
   const cur = stored ?? lease;
-  if (cur.state === "closed" || cur.state === "lost") return { state: cur.state };
+  if (cur.state === "closed" || cur.state === "lost") return { state: cur.state, ...(cur.settledAs ? { settledAs: cur.settledAs } : {}) };
   const cgroup = cur.cgroup ?? lease.cgroup;
   const drain = cgroup ? await drainLeaseCgroup({ ...cur, cgroup }, { graceMs: deps.graceMs, signaller: deps.signaller, facts: deps.facts }) : null;
-  const { stateAfter, pending } = await writeSettlement(deps.store, cur, settlementUnstarted(drain), writeGuard(), { ended: true, prior: null });
-  return { state: stateAfter, ...(pending ? { pending } : {}) };
+  const { stateAfter, settledAs, pending } = await writeSettlement(deps.store, cur, settlementUnstarted(drain), writeGuard(), { ended: true, prior: null });
+  return { state: stateAfter, ...(settledAs ? { settledAs } : {}), ...(pending ? { pending } : {}) };
 }
 
 /**
@@ -392,16 +398,17 @@ async function writeSettlement(
   s: Settlement,
   writes: ReturnType<typeof writeGuard>,
   memo: { ended: boolean; prior: TreeKillReport | null },
-): Promise<{ stateAfter: LeaseState; pending?: PendingSettlement }> {
+): Promise<{ stateAfter: LeaseState; settledAs?: LeaseSettledAs; pending?: PendingSettlement }> {
   const settled = await writes.run(() => applySettlement(store, cur.leaseId, s));
   if (settled !== null || writes.error === null) {
     pendingOf(store).delete(cur.leaseId);
-    return { stateAfter: settled?.state ?? cur.state };
+    const settledAs = settled?.settledAs;
+    return { stateAfter: settled?.state ?? cur.state, ...(settledAs ? { settledAs } : {}) };
   }
   const stateAfter = (await store.get(cur.leaseId).catch(() => null))?.state ?? cur.state;
   if (s.to === "unchanged" || s.to === stateAfter) return { stateAfter };
   pendingOf(store).set(cur.leaseId, memo);
-  return { stateAfter, pending: { to: s.to, why: s.why, code: writes.error.code, blockedBy: writes.error.message } };
+  return { stateAfter, pending: { to: s.to, settlement: s.code, why: s.why, errno: writes.error.code, blockedBy: writes.error.message } };
 }
 
 /**
@@ -420,7 +427,9 @@ export async function applySettlement(store: LeaseStore, leaseId: string, s: Set
   try {
     if (to === "open") return cur.state === "closing" ? await store.transition(leaseId, "open") : cur;
     cur = await moveToClosing(store, cur);
-    return to === "closing" ? cur : await store.transition(leaseId, to);
+    if (to === "closing") return cur;
+    // how it ended is written with the final state (settle.ts sets it for every closed or lost row)
+    return await store.transition(leaseId, to, s.settledAs ? { settledAs: s.settledAs } : undefined);
   } catch (e) {
     // another settle of the same lease (a second supervisor object in this process) won the race: its state stands
     if (!(e instanceof LeaseTransitionError)) throw e;

@@ -6,15 +6,18 @@
  * lost), and the kill that ended it.
  */
 import type { LeaseStore } from "./lease-store.js";
+import type { SettlementCode } from "./settle.js";
 import type { TreeKillReport } from "./tree-kill.js";
 import type { LeaseState } from "./types.js";
 import { isRecordWriteBlocked, type LeaseRecordWriteError } from "./host-faults.js";
 
 export interface PendingSettlement {
   to: LeaseState;
+  /** the settlement table's row that could not be written */
+  settlement: SettlementCode;
   why: string;
   /** the errno that refused the write (ENOSPC, EROFS, EIO, EDQUOT, EACCES, ENOENT, …) */
-  code: string;
+  errno: string;
   /** the write error's message, naming the record and the state dir */
   blockedBy: string;
 }

@@ -31,6 +31,7 @@ import { checkSignalTarget } from "../facts/guards.js";
 import type { KillTarget } from "./tree-kill.js";
 import { START_CLOCK_SLACK_MS, startTimeToEpochMs, type StartClock } from "./start-clock.js";
 import { markerVerdict } from "./markers.js";
+import { evidence } from "./evidence.js";
 import type { ProcessLease, OwnershipEvidence } from "./types.js";
 
 /** What every judgement of a batch shares. */
@@ -194,28 +195,30 @@ export function buildRemnantTarget(snapshot: ProcessSnapshot, tally: RemnantTall
 /** Evidence rows for a lease that was searched (or could not be). */
 export function remnantEvidence(tally: RemnantTally | null, target: KillTarget | null, blocked: string | null): OwnershipEvidence[] {
   if (blocked !== null || tally === null) {
-    return [{ check: "remnant-env", result: "unknown", detail: `no remnant search: ${blocked ?? "not searched"}` }];
+    return [evidence("remnant-env", "unknown", "search-blocked", `no remnant search: ${blocked ?? "not searched"}`)];
   }
   const refused = refusedText(tally);
   if (target === null) {
-    return [{ check: "remnant-env", result: "unknown", detail: `no live process proven to carry this lease's markers${refused}` }];
+    return [evidence("remnant-env", "unknown", "none-proven", `no live process proven to carry this lease's markers${refused}`)];
   }
   const hows = new Set(tally.accepted.map((a) => a.start));
-  const start: OwnershipEvidence = {
-    check: "remnant-start",
-    result: "match",
-    detail: hows.has("ticks") && !hows.has("both") && !hows.has("epoch")
+  const start = evidence(
+    "remnant-start",
+    "match",
+    "started-after-lease",
+    hows.has("ticks") && !hows.has("both") && !hows.has("epoch")
       ? "started no earlier than the recorded root (same boot clock)"
       : hows.has("epoch") && !hows.has("both") && !hows.has("ticks")
         ? `started no earlier than the lease (epoch via btime, ±${START_CLOCK_SLACK_MS} ms)`
         : `started no earlier than the recorded root and the lease (epoch via btime, ±${START_CLOCK_SLACK_MS} ms)`,
-  };
+  );
   return [
-    {
-      check: "remnant-env",
-      result: "match",
-      detail: `${tally.accepted.length} live process(es) carry this lease id and gateway instance id; ${target.members.length} to kill with their descendants${refused}`,
-    },
+    evidence(
+      "remnant-env",
+      "match",
+      "carriers-found",
+      `${tally.accepted.length} live process(es) carry this lease id and gateway instance id; ${target.members.length} to kill with their descendants${refused}`,
+    ),
     start,
   ];
 }

@@ -86,9 +86,117 @@ export interface ProcessLease {
 /** The contract's name for a lease (CONTRACT §2). */
 export type AcpxProcessLease = ProcessLease;
 
+/**
+ * The checks a verification makes (docs/ownership.md has the table): those
+ * of a lease, of its remnant search and its cgroup, and the two of a legacy
+ * record (`command`, `wrapper-root`).
+ */
+export type EvidenceCheck =
+  | "lease-record"
+  | "legacy-record"
+  | "facts-backend"
+  | "process-list"
+  | "instance"
+  | "root-pid"
+  | "boot-id"
+  | "pid-namespace"
+  | "root-alive"
+  | "start-time"
+  | "inspect"
+  | "wrapper-path"
+  | "lease-env"
+  | "command-hash"
+  | "process-group"
+  | "env-marker"
+  | "sufficiency"
+  | "remnant-env"
+  | "remnant-start"
+  | "re-verification"
+  | "cgroup"
+  | "command"
+  | "wrapper-root";
+
+/** What one check found, for code to read (`detail` says it for people). */
+export type EvidenceCode =
+  // the record and the facts
+  | "invalid-record"
+  | "backend-verifies-nothing"
+  | "process-list-unavailable"
+  | "inspect-failed"
+  | "not-recorded"
+  | "not-readable"
+  // where the lease was written
+  | "same-instance"
+  | "other-instance"
+  | "refused-by-guard"
+  | "no-pid-recorded"
+  | "same-boot"
+  | "rebooted"
+  | "same-namespace"
+  | "other-namespace"
+  // the root
+  | "alive"
+  | "absent"
+  | "zombie"
+  | "exited-during-verification"
+  | "became-zombie"
+  | "same-start"
+  | "pid-reused"
+  | "coarse-cannot-compare"
+  | "no-wrapper-recorded"
+  | "wrapper-outside-root"
+  | "argv1-is-wrapper"
+  | "exe-under-root"
+  | "is-the-wrapper"
+  | "not-the-wrapper"
+  | "exec-since-spawn"
+  | "markers-match"
+  | "markers-differ"
+  | "no-lease-marker"
+  | "carries-lease-marker"
+  | "same-command"
+  | "command-differs"
+  | "untokenisable-command"
+  // the process group
+  | "own-group"
+  | "own-group-unknown"
+  | "root-leads-group"
+  | "root-in-group"
+  | "leader-child-of-root"
+  | "member-tied"
+  | "root-left-group"
+  | "leader-not-child"
+  | "group-gone"
+  | "members-untied"
+  // escapees, sufficiency, remnants
+  | "escapees-found"
+  | "none-found"
+  | "verification-incomplete"
+  | "coarse-identity-alone"
+  | "not-enough-checks"
+  | "search-blocked"
+  | "carriers-found"
+  | "none-proven"
+  | "started-after-lease"
+  | "re-verification-failed"
+  // the lease's cgroup (cgroup-drain.ts)
+  | "cgroup-gone"
+  | "cgroup-replaced"
+  | "not-a-lease-cgroup"
+  | "identity-unreadable"
+  | "kill-left-survivors"
+  | "populated-unknown"
+  | "emptied-and-removed"
+  | "not-removed"
+  | "folder-left"
+  | "still-populated";
+
 export interface OwnershipEvidence {
-  check: string;
+  check: EvidenceCheck;
   result: "match" | "mismatch" | "unknown";
+  /** what the check found (machine-readable) */
+  code: EvidenceCode;
+  /** the same, for people */
   detail?: string;
 }
 

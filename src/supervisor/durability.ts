@@ -29,12 +29,13 @@ import { computeCommandHash } from "../ownership/command-hash.js";
 import { loadOrCreateGatewayInstanceId } from "../ownership/instance-id.js";
 import { openLeaseStore, type LeaseStore } from "../ownership/lease-store.js";
 import type { TreeKillReport } from "../ownership/tree-kill.js";
-import { reconcileLeases, settleLease, settleUnstarted, type LeaseOutcome, type LifecycleDeps } from "../ownership/lifecycle.js";
+import { reconcileLeases, settleLease, settleUnstarted, type LeaseOutcome, type LeaseOutcomeCode, type LifecycleDeps } from "../ownership/lifecycle.js";
 import { recordRootIdentity } from "../ownership/root-identity.js";
 import {
   INSTANCE_ENV_KEY,
   LEASE_ENV_KEY,
   type ProcessLease,
+  type LeaseSettledAs,
   type LeaseState,
   type OwnershipEvidence,
 } from "../ownership/types.js";
@@ -71,6 +72,10 @@ export interface ReconciledRun {
   action: "killed" | "settled" | "left";
   /** the lease's state after reconciliation */
   state: LeaseState;
+  /** how the lease ended, when `state` is closed or lost */
+  settledAs?: LeaseSettledAs;
+  /** why, for code to read (ownership's LeaseOutcomeCode) */
+  code: LeaseOutcomeCode;
   /** why, as ownership's settlementFor put it */
   why: string;
   evidence: readonly OwnershipEvidence[];
@@ -327,6 +332,8 @@ function reconciledRun(o: LeaseOutcome): ReconciledRun {
     evidence: o.evidence,
     action,
     state: o.stateAfter,
+    ...(o.settledAs ? { settledAs: o.settledAs } : {}),
+    code: o.code,
     why: o.why,
     ...(o.kill !== null ? { kill: o.kill } : {}),
   };

@@ -166,7 +166,7 @@ describe("legacy session records (no leaseId)", () => {
     await sessions.put({ sessionKey: "legacy:ok", pid: legacy.pid!, command: argv });
     const r = await ctl.closeSession({ handle: { sessionKey: "legacy:ok" } });
     expect(r).toMatchObject({ path: "legacy", outcome: "closed", verdict: "owned" });
-    expect(r.evidence).toContainEqual({ check: "command", result: "match" });
+    expect(r.evidence).toContainEqual({ check: "command", result: "match", code: "same-command" });
     expect(alive(legacy.pid!)).toBe(false);
     expect(alive(pids.grandchildPid!)).toBe(false);
     expect(await sessions.get("legacy:ok")).toBeNull();

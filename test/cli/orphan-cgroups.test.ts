@@ -352,8 +352,8 @@ describe("memory per lease", () => {
       expect(exMemory).toMatchObject({ ok: true });
       expect(text).toMatch(/memory\s+current \d/);
     } else {
-      for (const m of mem) expect(m).toEqual({ ok: false, why: direct.why });
-      expect(exMemory).toEqual({ ok: false, why: direct.why });
+      for (const m of mem) expect(m).toEqual({ ok: false, code: direct.code, why: direct.why });
+      expect(exMemory).toEqual({ ok: false, code: direct.code, why: direct.why });
       // said once for both leases, not once per lease
       expect(text.split(direct.why).length - 1).toBe(1);
       expect(text).toContain(`memory per lease not shown (2 leases): ${direct.why}`);

@@ -443,6 +443,7 @@ describe("resources", () => {
     const lim = await applyLimits(cg.path, { memoryMax: 64 * 1024 * 1024, pidsMax: 8 });
     if (MEMORY_SKIP) {
       expect(mem.ok).toBe(false);
+      expect(!mem.ok && mem.code).toBe("no-controller");
       expect(!mem.ok && mem.why).toBe(MEMORY_SKIP);
       expect(lim).toEqual({ ok: false, controller: "memory", why: MEMORY_SKIP });
     } else if (PIDS_SKIP) {
@@ -452,7 +453,7 @@ describe("resources", () => {
     }
     await expect(applyLimits(cg.path, { pidsMax: -1 })).rejects.toThrow(TypeError);
     await expect(applyLimits(cg.path, { memoryMax: 1.5 })).rejects.toThrow(TypeError);
-    expect(await readMemory(`${cg.path}-missing`)).toEqual({ ok: false, why: `${cg.path}-missing does not exist` });
+    expect(await readMemory(`${cg.path}-missing`)).toEqual({ ok: false, code: "gone", why: `${cg.path}-missing does not exist` });
   });
 
   it.skipIf(SKIP || PIDS_SKIP)(`pids.max is enforced inside the lease cgroup${PIDS_SKIP ? ` [skipped: ${PIDS_SKIP}]` : NOTE}`, async () => {

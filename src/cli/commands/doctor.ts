@@ -34,9 +34,11 @@ function nativeWhy(): string {
 }
 
 function backendRow(facts: ProcessFacts, forced: string | undefined, binding: NativeBinding | null): DoctorRow {
-  const how = forced !== undefined ? `forced by --backend ${forced}` : describeBackendChoice().reason;
+  const choice = forced !== undefined ? null : describeBackendChoice();
+  const how = choice === null ? `forced by --backend ${forced}` : choice.reason;
   let native = "";
-  if (facts.backend !== "native" && !how.includes("native addon unavailable")) {
+  // the auto choice already says why the addon was not used; a forced or env choice does not
+  if (facts.backend !== "native" && choice?.code !== "native-unavailable") {
     native = binding === null ? `; native addon unavailable: ${nativeWhy()}` : "; native addon loads but was not chosen";
   }
   return { capability: "backend", ok: facts.backend !== "none", detail: `${facts.backend}: ${how}${native}` };

@@ -4,10 +4,10 @@
  * hold the pid) and what cleanup would do with it. It asks the lifecycle `reap` uses
  * (reconcileLeases, as a dry run), so the two cannot disagree. Read-only: nothing is signalled,
  * nothing is written. A lease with its own cgroup also shows memory.current and memory.peak, or
- * why they cannot be read (`memory: {ok: false, why}` in --json).
+ * why they cannot be read (`memory: {ok: false, code, why}` in --json).
  */
 import type { ProcessFacts } from "../../facts/types.js";
-import { reconcileLeases, type LeaseOutcome } from "../../ownership/index.js";
+import { reconcileLeases, settledLine, type LeaseOutcome } from "../../ownership/index.js";
 import { backendLine, factsFromFlag } from "../backend.js";
 import { EXIT, flag, jsonLine, resolveStateDir, table, type CliIo, type ParsedArgs } from "../io.js";
 import { attachedGuard, gatewayHolder, leaseMemory, memoryFigures, openReadOnly } from "../lease-view.js";
@@ -51,6 +51,7 @@ async function explain(
   const mem = memory === undefined ? "" : memory.ok ? memoryFigures(memory) : `not shown: ${memory.why}`;
   io.out(
     `lease ${l.leaseId}  state ${l.state}  session ${l.sessionKey}\n` +
+      (settledLine(l) !== null ? `${settledLine(l)}\n` : "") +
       `root pid ${l.rootPid || "-"}  pgid ${l.processGroupId ?? "-"}  start ${l.rootStartTime ?? "-"}  wrapper ${l.wrapperPath || "-"}\n` +
       (l.cgroup ? `cgroup ${l.cgroup.path} (id ${l.cgroup.id})\nmemory ${mem}\n` : "") +
       "\n",

@@ -24,6 +24,7 @@ import {
   markerVerdict,
   MARKER_ENV_KEYS,
   openLeaseStore,
+  settledLine,
   verifyLeases,
   type ProcessLease,
   type LeaseVerification,
@@ -246,6 +247,7 @@ export function renderStatus(view: StatusView, io: CliIo, watching: boolean): st
       l.lease.sessionKey,
     ]);
     out += table(rows);
+    for (const l of settled.slice(0, SETTLED_LINES)) out += `  ${l.lease.leaseId} ${settledLine(l.lease)}\n`;
   }
   for (const line of memoryWhyLines(view.leases)) out += paint("dim", line) + "\n";
   if (view.orphanCgroups !== undefined) out += orphanLines(view.orphanCgroups, paint);
@@ -279,6 +281,8 @@ function leaseBlock(l: StatusLease, paint: Paint, now: number): string {
       // a reading that failed is said once below the leases, not in every block
       ...(l.memory?.ok === true ? [["  memory", memoryFigures(l.memory)]] : []),
     ]);
+  const settledAs = settledLine(x);
+  if (settledAs !== null) out += `  ${settledAs}\n`;
   if (l.processes.length === 0) {
     out += `  live tree: ${paint("dim", "no process alive is verified as this lease's")}\n`;
   } else {
