@@ -46,6 +46,7 @@ export type { StartClock } from "./start-clock.js";
 export type { TreeKillOutcome, KillTarget, TreeKillReport, TreeKillOptions } from "./tree-kill.js";
 export { verifyLegacyRecord } from "./legacy.js";
 export type { LegacySessionRecord } from "./legacy.js";
+export type { RemnantRefusal } from "./remnants.js";
 export { settleLease, reconcileLeases, applySettlement, settleUnstarted } from "./lifecycle.js";
 export type { LifecycleDeps, LeaseAction, LeaseOutcome, LeaseOutcomeCode, SettleLeaseOptions, ReconcileOptions, LeaseReconcileReport, PendingSettlement } from "./lifecycle.js";
 export { pendingSettlements } from "./pending-settlements.js";

@@ -45,7 +45,9 @@ export interface RemnantContext {
   clock: StartClock | null;
 }
 
-type Refusal = "markers" | "env-unreadable" | "inspect-failed" | "boot-id" | "pid-namespace" | "uid" | "guard" | "started-early" | "start-unknown";
+/** Why the remnant search refused a process that could carry a lease's markers (LeaseVerification.remnantRefusals counts them). */
+export type RemnantRefusal = "markers" | "env-unreadable" | "inspect-failed" | "boot-id" | "pid-namespace" | "uid" | "guard" | "started-early" | "start-unknown";
+type Refusal = RemnantRefusal;
 type StartHow = "ticks" | "epoch" | "both";
 
 const REFUSAL_TEXT: Record<Refusal, string> = {

@@ -36,7 +36,9 @@ export interface RecordedRoot {
    * unknown: the facts backend could not answer: likewise.
    */
   identity: "recorded" | "gone" | "unknown";
-  /** why no identity was recorded; undefined when it was */
+  /** why no identity was recorded (absent, zombie: gone; inspect-failed: unknown); undefined when it was */
+  code?: "absent" | "zombie" | "inspect-failed";
+  /** the same, for people */
   detail?: string;
 }
 
@@ -78,10 +80,10 @@ export async function recordRootIdentity(
   if (details === null || !isAlive(details)) {
     const lease = await store.update(leaseId, reported);
     if (failure !== undefined) {
-      return { lease, identity: "unknown", detail: `pid ${root.rootPid} could not be inspected (${failure}); no identity recorded` };
+      return { lease, identity: "unknown", code: "inspect-failed", detail: `pid ${root.rootPid} could not be inspected (${failure}); no identity recorded` };
     }
     const how = details === null ? "is not running" : "is a zombie (it has exited)";
-    return { lease, identity: "gone", detail: `pid ${root.rootPid} ${how}; no identity recorded` };
+    return { lease, identity: "gone", code: details === null ? "absent" : "zombie", detail: `pid ${root.rootPid} ${how}; no identity recorded` };
   }
   const lease = await store.update(leaseId, {
     ...reported,

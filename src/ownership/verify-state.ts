@@ -4,6 +4,7 @@
  * through while it is checked.
  */
 import type { ProcessDetails, ProcessInfo, ProcessSnapshot } from "../facts/types.js";
+import type { RemnantRefusal } from "./remnants.js";
 import type { KillTarget } from "./tree-kill.js";
 import type { StartClock } from "./start-clock.js";
 import type { ProcessLease, OwnedProcessTree, OwnershipEvidence } from "./types.js";
@@ -49,6 +50,8 @@ export interface LeaseVerification {
    * (settle.ts).
    */
   remnantsUncleared: number;
+  /** the processes the remnant search refused, counted by why (those that could not be judged included); empty when nothing was searched */
+  remnantRefusals: Readonly<Partial<Record<RemnantRefusal, number>>>;
   /**
    * true when the verdict is "unknown" because the facts could not answer at
    * all: the process list could not be read, or the backend verifies nothing
@@ -84,6 +87,7 @@ export interface State {
   remnants?: KillTarget | null;
   remnantOutcome?: LeaseVerification["remnantSearch"];
   remnantsUncleared?: number;
+  remnantRefusals?: Partial<Record<RemnantRefusal, number>>;
   factsUnavailable?: boolean;
 }
 
@@ -110,6 +114,7 @@ export function finish(s: State): LeaseVerification {
     remnants,
     remnantSearch: s.remnantOutcome ?? "not-run",
     remnantsUncleared: s.remnantsUncleared ?? 0,
+    remnantRefusals: s.remnantRefusals ?? {},
     factsUnavailable: s.factsUnavailable === true,
   };
 }

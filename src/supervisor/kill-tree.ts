@@ -21,7 +21,7 @@ import { getProcessFacts } from "../facts/get.js";
 import { createSignaller } from "../facts/signal.js";
 import type { ProcessFacts, ProcessInfo, ProcessSignaller, ProcessSnapshot, SignalOutcome } from "../facts/types.js";
 import { assertPid } from "../facts/validate.js";
-import { checkGroupSignal, checkSignalTarget } from "../facts/guards.js";
+import { checkGroupSignal, checkSignalTarget, type GuardRefusal } from "../facts/guards.js";
 import { collectTree, DEFAULT_GRACE_MS, killOwnedTree } from "../ownership/index.js";
 import type { TreeKillReport } from "../ownership/index.js";
 import { sameProcess } from "../facts/identity.js";
@@ -48,8 +48,8 @@ export type KillTreeResult =
   | { outcome: "gone"; pid: number }
   /** the pid is held by another process than `expectedStartTime` names: nothing was sent */
   | { outcome: "mismatch"; pid: number; expectedStartTime: string; actualStartTime: string }
-  /** a guard refused the root: nothing was sent */
-  | { outcome: "refused"; pid: number; reason: string }
+  /** a guard refused the root (its GuardRefusal; "ancestor" too when the snapshot shows it is this process or one of its ancestors): nothing was sent */
+  | { outcome: "refused"; pid: number; code: GuardRefusal; reason: string }
   /** the facts backend cannot see processes, or the root's identity could not be read: nothing was sent (fail closed) */
   | { outcome: "unknown"; pid: number; reason: string };
 
@@ -128,7 +128,7 @@ async function liveTree(pid: number, opts: SignalProcessTreeOptions): Promise<Li
     throw new TypeError(`expectedStartTime must be a decimal start-time string, got ${JSON.stringify(expected)}`);
   }
   const guard = checkSignalTarget(pid);
-  if (!guard.allowed) return { outcome: "refused", pid, reason: guard.reason };
+  if (!guard.allowed) return { outcome: "refused", pid, code: guard.code, reason: guard.reason };
   const facts = opts.facts ?? getProcessFacts();
   if (facts.identityStrength === "none") {
     return { outcome: "unknown", pid, reason: `facts backend "${facts.backend}" cannot verify process identity` };
@@ -145,7 +145,7 @@ async function liveTree(pid: number, opts: SignalProcessTreeOptions): Promise<Li
   }
   const members = collectTree(snapshot, root, { pgid: groupToSweep(snapshot, root) });
   if (members.length === 0) {
-    return { outcome: "refused", pid, reason: `pid ${pid} is this process or one of its ancestors` };
+    return { outcome: "refused", pid, code: "ancestor", reason: `pid ${pid} is this process or one of its ancestors` };
   }
   return { root, members, facts, signaller: opts.signaller ?? defaultSignaller(facts) };
 }

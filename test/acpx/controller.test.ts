@@ -258,7 +258,10 @@ describe("the lease is settled by verification, never by the wrapper's exit alon
     const r = await ctl.closeSession({ handle: h, reason: "facts down" });
     expect(r).toMatchObject({ outcome: "left-alone", leaseState: "open", verdict: "unknown" });
     expect(r.kill).toBeUndefined();
-    expect(r.detail).toMatch(/process list unavailable/);
+    // decided by the process list that could not be read
+    expect(r.code).toBe("facts-unavailable");
+    expect(r.evidence.at(-1)).toMatchObject({ check: "process-list", result: "unknown", code: "process-list-unavailable" });
+    // the words say the wrapper's exit was not taken for its tree's end
     expect(r.detail).toMatch(/proves nothing/);
     // the lifeline was ended (our pipe, not a signal): the wrapper cleaned its own tree and exited…
     expect(await waitFor(() => !alive(h.rootPid) && leaseCarriers(h.leaseId).length === 0, 10_000)).not.toBe(-1);

@@ -43,8 +43,7 @@ describe("N2: a remnant candidate that cannot be read is never 'nothing left'", 
     expect(v.remnantSearch).toBe("inconclusive");
     expect(v.remnantsUncleared).toBe(1);
     expect(v.evidence.find((e) => e.check === "remnant-env")).toMatchObject({ result: "unknown", code: "none-proven" });
-    // the words name which candidate could not be judged and why (explain shows them)
-    expect(v.evidence.find((e) => e.check === "remnant-env")?.detail).toMatch(/could not be judged: 1 \[.*environment not readable/);
+    expect(v.remnantRefusals).toEqual({ "env-unreadable": 1 });
     expect(settlementFor(v, null)).toMatchObject({ to: "closing", code: "remnant-search-inconclusive" });
     const sig = new RecordingSignaller(sim);
     expect((await killLeaseVerification(v, { facts: sim, signaller: sig, ...REAP })).target).toBeNull();
@@ -59,7 +58,7 @@ describe("N2: a remnant candidate that cannot be read is never 'nothing left'", 
     expect(v.verdict).toBe("gone");
     expect(v.remnantSearch).toBe("inconclusive");
     expect(v.evidence.find((e) => e.check === "remnant-env")).toMatchObject({ result: "unknown", code: "none-proven" });
-    expect(v.evidence.find((e) => e.check === "remnant-env")?.detail).toMatch(/could not be inspected/);
+    expect(v.remnantRefusals).toEqual({ "inspect-failed": 1 });
     expect(settlementFor(v, null)).toMatchObject({ to: "closing", code: "remnant-search-inconclusive" });
   });
 

@@ -40,8 +40,8 @@ describe("killProcessTree", () => {
   });
 
   it("refuses this process and its parent, and reports a vanished pid as gone", async () => {
-    expect(await killProcessTree(process.pid)).toMatchObject({ outcome: "refused" });
-    expect(await killProcessTree(process.ppid)).toMatchObject({ outcome: "refused" });
+    expect(await killProcessTree(process.pid)).toMatchObject({ outcome: "refused", code: "this-process" });
+    expect(await killProcessTree(process.ppid)).toMatchObject({ outcome: "refused", code: "parent" });
     const done = spawn("true");
     await new Promise((r) => done.once("exit", r));
     expect(await killProcessTree(done.pid!)).toMatchObject({ outcome: "gone" });

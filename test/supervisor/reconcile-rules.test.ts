@@ -209,7 +209,7 @@ describe("reconcile follows ownership's reap rule", () => {
     // (the prior rule); facts that cannot look (blind) never close it on the report alone
     const nothingLeft = async (leaseId: string): Promise<LeaseVerification> => ({
       lease: (await store.get(leaseId))!, verdict: "gone", evidence: [], tree: null, remnants: null,
-      remnantSearch: "none-found", remnantsUncleared: 0, factsUnavailable: false,
+      remnantSearch: "none-found", remnantsUncleared: 0, remnantRefusals: {}, factsUnavailable: false,
     });
     const c = await exited(seeing, "reaped-exit");
     const done = { results: [{ pid: 4_100_001, startTime: "1", outcome: "killed" as const }], termSent: 1, killSent: 1, durationMs: 1 };
