@@ -156,7 +156,7 @@ afterEach(async () => {
 
 interface StatusJson {
   leases: Array<{ lease: AcpxProcessLease; memory?: { ok: boolean; why?: string; current?: number; peak?: number | null } }>;
-  orphanCgroups: { folders: Array<{ folder: string; source: string; state: string; why?: string }>; orphans: Array<{ name: string; path: string; populated: string; why: string }>; owned: number };
+  orphanCgroups: { folders: Array<{ folder: string; source: string; state: string; why?: string }>; orphans: Array<{ name: string; path: string; populated: string; code: string; why: string }>; owned: number };
 }
 
 describe("orphan cgroups", () => {
@@ -174,7 +174,7 @@ describe("orphan cgroups", () => {
     const view = JSON.parse(st.stdout) as StatusJson;
     expect(view.orphanCgroups.folders).toEqual([{ folder: f.folder, source: "record", state: "listed" }]);
     expect(view.orphanCgroups.orphans).toEqual([expect.objectContaining({ name: `stray-${process.pid}`, path: orphan, populated: "populated" })]);
-    expect(view.orphanCgroups.orphans[0]!.why).toMatch(/no lease file named/);
+    expect(view.orphanCgroups.orphans[0]!.code).toBe("no-lease-file");
     const text = await cli(["status", "--state-dir", f.stateDir]);
     expect(text.stdout).toMatch(/orphan cgroups \(1\)/);
     expect(text.stdout).toContain(orphan);
@@ -227,7 +227,9 @@ describe("orphan cgroups", () => {
     const view = JSON.parse((await cli(["status", "--state-dir", f.stateDir, "--json"])).stdout) as StatusJson;
     expect(view.orphanCgroups.owned).toBe(1);
     expect(view.orphanCgroups.orphans.map((o) => o.path)).toEqual([impostorPath]);
-    expect(view.orphanCgroups.orphans[0]!.why).toMatch(new RegExp(`not lease ${impostorName}'s: its identity .* differs`));
+    expect(view.orphanCgroups.orphans[0]!.code).toBe("identity-differs");
+    // the words name the lease whose name it took
+    expect(view.orphanCgroups.orphans[0]!.why).toContain(`not lease ${impostorName}'s`);
 
     const real = await cli(["reap", "--orphan-cgroups", "--state-dir", f.stateDir, "--json"]);
     expect(real.code, real.stderr).toBe(0);
@@ -260,10 +262,10 @@ describe("orphan cgroups", () => {
 
       const forced = await cli(["reap", "--orphan-cgroups", "--force", "--state-dir", f.stateDir, "--json"]);
       expect(forced.code, forced.stderr).toBe(0);
-      const r = JSON.parse(forced.stdout) as { entries: Array<{ path: string; action: string; detail?: string }> };
+      const r = JSON.parse(forced.stdout) as { entries: Array<{ path: string; action: string; code: string; detail?: string }> };
       const byPath = new Map(r.entries.map((e) => [e.path, e]));
       expect(byPath.get(stray)?.action).toBe("removed");
-      expect(byPath.get(makingPath)).toMatchObject({ action: "left-alone" });
+      expect(byPath.get(makingPath)).toMatchObject({ action: "left-alone", code: "no-cgroup-recorded" });
       expect(byPath.get(makingPath)!.detail).toMatch(/may be creating it/);
       expect(existsSync(makingPath)).toBe(true);
       await waitFor(() => !isAlive(pid), 10_000);

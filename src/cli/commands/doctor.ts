@@ -12,7 +12,7 @@ import { execFile } from "node:child_process";
 import { constants as fsc, existsSync, promises as fsp } from "node:fs";
 import { join } from "node:path";
 import { release } from "node:os";
-import { describeBackendChoice } from "../../facts/get.js";
+import { describeBackendChoice, type BackendChoiceCode } from "../../facts/get.js";
 import { loadError, loadNative } from "../../facts/native.js";
 import { createSignaller } from "../../facts/signal.js";
 import type { NativeBinding } from "../../facts/native-binding.js";
@@ -26,8 +26,25 @@ import { scanOrphanCgroups } from "../lease-view.js";
 export interface DoctorRow {
   capability: string;
   ok: boolean;
+  /** why, where a row has more than one (the backend choice, pidfd, foreign environments) */
+  code?: DoctorCode;
   detail: string;
 }
+
+/** A row's why, for code to read: the backend's choice (BackendChoiceCode, or forced), pidfd's, foreign-env's. */
+export type DoctorCode =
+  | BackendChoiceCode
+  | "forced"
+  | "not-linux"
+  | "no-addon"
+  | "kernel-refuses-pidfd"
+  | "backend-none"
+  | "not-race-free"
+  | "race-free"
+  | "ps-reads-no-env"
+  | "pid-1"
+  | "env-readable"
+  | "env-unreadable";
 
 function nativeWhy(): string {
   return loadError() ?? `not built for ${process.platform}`;
@@ -41,7 +58,7 @@ function backendRow(facts: ProcessFacts, forced: string | undefined, binding: Na
   if (facts.backend !== "native" && choice?.code !== "native-unavailable") {
     native = binding === null ? `; native addon unavailable: ${nativeWhy()}` : "; native addon loads but was not chosen";
   }
-  return { capability: "backend", ok: facts.backend !== "none", detail: `${facts.backend}: ${how}${native}` };
+  return { capability: "backend", ok: facts.backend !== "none", code: choice?.code ?? "forced", detail: `${facts.backend}: ${how}${native}` };
 }
 
 function identityRow(facts: ProcessFacts): DoctorRow {
@@ -56,18 +73,19 @@ function identityRow(facts: ProcessFacts): DoctorRow {
 /** Whether the signaller built for THIS backend (facts/signal.ts decides) checks and sends without a window. */
 function pidfdRow(facts: ProcessFacts, binding: NativeBinding | null): DoctorRow {
   const cap = "pidfd";
-  if (process.platform !== "linux") return { capability: cap, ok: false, detail: `Linux only (this is ${process.platform}): check-then-kill has a pid-reuse window` };
-  if (binding === null) return { capability: cap, ok: false, detail: `needs the native addon: ${nativeWhy()}` };
-  if (!binding.pidfdSupported()) return { capability: cap, ok: false, detail: `kernel ${release()} refuses pidfd_open/pidfd_send_signal (needs Linux >= 5.3)` };
-  if (facts.backend === "none") return { capability: cap, ok: false, detail: "the kernel supports pidfd, but backend none verifies nothing, so it signals nothing" };
+  if (process.platform !== "linux") return { capability: cap, ok: false, code: "not-linux", detail: `Linux only (this is ${process.platform}): check-then-kill has a pid-reuse window` };
+  if (binding === null) return { capability: cap, ok: false, code: "no-addon", detail: `needs the native addon: ${nativeWhy()}` };
+  if (!binding.pidfdSupported()) return { capability: cap, ok: false, code: "kernel-refuses-pidfd", detail: `kernel ${release()} refuses pidfd_open/pidfd_send_signal (needs Linux >= 5.3)` };
+  if (facts.backend === "none") return { capability: cap, ok: false, code: "backend-none", detail: "the kernel supports pidfd, but backend none verifies nothing, so it signals nothing" };
   if (!createSignaller(facts, binding).raceFree) {
     return {
       capability: cap,
       ok: false,
+      code: "not-race-free",
       detail: `the kernel supports pidfd, but ${facts.backend} start times are not the kernel's clock ticks: signals are inspect-then-kill, NOT race-free`,
     };
   }
-  return { capability: cap, ok: true, detail: `pidfd_open + pidfd_send_signal work with ${facts.backend} start times: identity-checked signals are race-free` };
+  return { capability: cap, ok: true, code: "race-free", detail: `pidfd_open + pidfd_send_signal work with ${facts.backend} start times: identity-checked signals are race-free` };
 }
 
 /** Sets PR_SET_CHILD_SUBREAPER in a throwaway child, so this process keeps its own state. */
@@ -90,25 +108,25 @@ async function subreaperRow(binding: NativeBinding | null): Promise<DoctorRow> {
 
 async function foreignEnvRow(facts: ProcessFacts): Promise<DoctorRow> {
   const cap = "foreign-env";
-  if (facts.backend === "none") return { capability: cap, ok: false, detail: "backend none reads nothing" };
-  if (facts.backend === "ps") return { capability: cap, ok: false, detail: "the ps backend reads no environments: the lease-env and marker checks report \"unknown\"" };
-  if (process.pid === 1) return { capability: cap, ok: false, detail: "this process is pid 1: no other process to test against" };
+  if (facts.backend === "none") return { capability: cap, ok: false, code: "backend-none", detail: "backend none reads nothing" };
+  if (facts.backend === "ps") return { capability: cap, ok: false, code: "ps-reads-no-env", detail: "the ps backend reads no environments: the lease-env and marker checks report \"unknown\"" };
+  if (process.pid === 1) return { capability: cap, ok: false, code: "pid-1", detail: "this process is pid 1: no other process to test against" };
   if (process.platform === "linux") {
     try {
       const fh = await fsp.open("/proc/1/environ", "r");
       await fh.close();
-      return { capability: cap, ok: true, detail: "/proc/1/environ is readable: lease ids in other processes' environments can be checked" };
+      return { capability: cap, ok: true, code: "env-readable", detail: "/proc/1/environ is readable: lease ids in other processes' environments can be checked" };
     } catch (err) {
       const code = (err as { code?: string }).code ?? "error";
-      return { capability: cap, ok: false, detail: `/proc/1/environ: ${code}; the lease-id environment check reports "unknown"` };
+      return { capability: cap, ok: false, code: "env-unreadable", detail: `/proc/1/environ: ${code}; the lease-id environment check reports "unknown"` };
     }
   }
   try {
     const d = await facts.inspect(1, { envKeys: ["PATH"] });
     const ok = d?.envReadable === true;
-    return { capability: cap, ok, detail: ok ? `pid 1's environment is readable via ${facts.backend}` : `pid 1's environment is not readable via ${facts.backend}` };
+    return { capability: cap, ok, code: ok ? "env-readable" : "env-unreadable", detail: ok ? `pid 1's environment is readable via ${facts.backend}` : `pid 1's environment is not readable via ${facts.backend}` };
   } catch (err) {
-    return { capability: cap, ok: false, detail: err instanceof Error ? err.message : String(err) };
+    return { capability: cap, ok: false, code: "env-unreadable", detail: err instanceof Error ? err.message : String(err) };
   }
 }
 

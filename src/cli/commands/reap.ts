@@ -30,7 +30,7 @@ import {
 } from "../../ownership/index.js";
 import { backendLine, factsFromFlag } from "../backend.js";
 import { EXIT, flag, graceMsOption, jsonLine, plural, resolveStateDir, table, type CliIo, type ParsedArgs } from "../io.js";
-import { attachedGuard, gatewayHolder, openReadOnly, openWriter, scanOrphanCgroups, type InstanceFolder, type OrphanCgroup } from "../lease-view.js";
+import { attachedGuard, gatewayHolder, openReadOnly, openWriter, scanOrphanCgroups, type InstanceFolder, type OrphanCgroup, type OrphanCode } from "../lease-view.js";
 
 /** Argument plumbing only; the reaping itself is below. */
 export async function run(parsed: ParsedArgs, io: CliIo): Promise<number> {
@@ -179,7 +179,8 @@ export interface OrphanReapEntry {
   path: string;
   id: string;
   populated: PopulatedState;
-  /** why it is nobody's */
+  /** why it is nobody's (lease-view.ts OrphanCode), and the same in words */
+  code: OrphanCode;
   why: string;
   /** would-remove: a dry run's plan; removed: killed (if anything was in it) and removed; gone: it vanished first */
   action: "would-remove" | "removed" | "gone" | "left-alone" | "failed";
@@ -206,7 +207,7 @@ async function orphanPlan(stateDir: string, deps: LifecycleDeps, live: boolean, 
 }
 
 async function orphanEntry(o: OrphanCgroup, deps: LifecycleDeps, live: boolean, dryRun: boolean, leaseNamed: boolean): Promise<OrphanReapEntry> {
-  const base = { name: o.name, path: o.path, id: o.id, populated: o.populated, why: o.why };
+  const base = { name: o.name, path: o.path, id: o.id, populated: o.populated, code: o.code, why: o.why };
   const leave = (detail: string): OrphanReapEntry => ({ ...base, action: "left-alone", detail });
   if (o.caution !== undefined && (o.cautionOnlyIfLive !== true || live)) return leave(o.caution);
   const foreign = await foreignMarkers(o.path, deps);
