@@ -16,7 +16,7 @@
  * signal loop) and removeCgroup; each outcome is reported. The same lock rule
  * as for leases; a dry run signals nothing and removes nothing.
  */
-import { killCgroup, membersOf, removeCgroup, verifyCgroupIdentity, type KillOutcome, type PopulatedState, type RemoveOutcome } from "../../containment/index.js";
+import { killCgroup, membersOf, removeCgroup, verifyCgroupIdentity, type KillOutcome, type RemoveOutcome } from "../../containment/index.js";
 import type { ProcessFacts } from "../../facts/types.js";
 import {
   DEFAULT_GRACE_MS,
@@ -30,7 +30,7 @@ import {
 } from "../../ownership/index.js";
 import { backendLine, factsFromFlag } from "../backend.js";
 import { EXIT, flag, graceMsOption, jsonLine, plural, resolveStateDir, table, type CliIo, type ParsedArgs } from "../io.js";
-import { attachedGuard, gatewayHolder, openReadOnly, openWriter, scanOrphanCgroups, type InstanceFolder, type OrphanCgroup, type OrphanCode } from "../lease-view.js";
+import { attachedGuard, gatewayHolder, openReadOnly, openWriter, scanOrphanCgroups, type InstanceFolder, type OrphanCgroup } from "../lease-view.js";
 
 /** Argument plumbing only; the reaping itself is below. */
 export async function run(parsed: ParsedArgs, io: CliIo): Promise<number> {
@@ -174,14 +174,8 @@ export function formatReport(r: LeaseReconcileReport): string {
 
 // ------------------------------------------------------------ orphan cgroups
 
-export interface OrphanReapEntry {
-  name: string;
-  path: string;
-  id: string;
-  populated: PopulatedState;
-  /** why it is nobody's (lease-view.ts OrphanCode), and the same in words */
-  code: OrphanCode;
-  why: string;
+/** One orphan (what lease-view.ts listed: its name, path, identity, populated state, and why it is nobody's) and what was done to it. */
+export interface OrphanReapEntry extends Pick<OrphanCgroup, "name" | "path" | "id" | "populated" | "code" | "why"> {
   /** would-remove: a dry run's plan; removed: killed (if anything was in it) and removed; gone: it vanished first */
   action: "would-remove" | "removed" | "gone" | "left-alone" | "failed";
   detail?: string;
