@@ -63,8 +63,8 @@ function checkTarget(pid: number, parent: number, ancestors: () => ReadonlySet<n
  * The refusals of a group signal that hold whatever proof a caller brings:
  * pgid <= 1, beyond 2^22, this process's own group, a group led by this
  * process or its parent, and any group at all when our own pgid cannot be
- * learned (fail closed). The reaper uses it to decide whether a verified
- * group may even be watched; checkGroupSignal adds the proofs.
+ * learned (fail closed). A tree kill asks it before it watches a verified
+ * group for newcomers; checkGroupSignal adds the proofs.
  */
 export function checkGroupTarget(pgid: number): GuardVerdict {
   if (typeof pgid !== "number" || !Number.isInteger(pgid)) return refuse("not-an-integer", `pgid ${String(pgid)} is not an integer`);
@@ -101,7 +101,7 @@ export function checkGroupSignal(
  * this process or by its parent (a live process's pid cannot name a group it
  * did not create); null when our own group cannot be learned and `pgid` is
  * neither of those pids; false otherwise. The one answer to "is this group
- * ours?" for verification and the reaper.
+ * ours?".
  */
 export function isOwnProcessGroup(pgid: number): boolean | null {
   if (pgid === process.pid || pgid === process.ppid) return true;

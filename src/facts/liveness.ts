@@ -1,7 +1,7 @@
 /**
  * The one rule for "is this record a live process?" and "could this record
- * be a user-space process of ours?", so verification, the reaper and the
- * wrapper do not each test state letters by hand.
+ * be a user-space process of ours?", so nothing else tests state letters by
+ * hand.
  *
  * - "X" (dead) records can show up under fork churn between the kernel's
  *   exit and the reap: gone.

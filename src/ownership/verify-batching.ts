@@ -2,7 +2,7 @@
  * verifyLeases for leases that concurrent callers ask about one at a time:
  * the leases asked for within one turn of the event loop are verified
  * together, against one snapshot and one batch of reads. A reconcile's
- * re-verifications after hundreds of concurrent kills (reap-verification.ts)
+ * re-verifications after hundreds of concurrent kills (kill-verification.ts)
  * would otherwise each walk the process table and each make an env pass
  * over all of it.
  */

@@ -230,7 +230,7 @@ function forward(sig: NodeJS.Signals): void {
 /**
  * The adapter's pid while it is our unreaped child, else null. This is the
  * whole proof for a group signal (adapter-group.ts): the adapter is the
- * verified root of the wrapper's reap target, and the group setsid() gave it
+ * verified root of the wrapper's kill target, and the group setsid() gave it
  * (pgid == adapterPid) cannot be reused until we reap it.
  */
 function unreapedAdapterPid(): number | null {
@@ -259,7 +259,7 @@ function parentGone(): void {
 }
 
 /**
- * A cleanup is bounded by the reaper's own timers (grace, then a KILL
+ * A cleanup is bounded by the tree kill's own timers (grace, then a KILL
  * confirmation); this watchdog only guards against a facts call that never
  * settles. It SIGKILLs the group (still provably ours while unreaped) and
  * exits, so the wrapper can never hang on forever.
