@@ -106,7 +106,7 @@ describe("/proc/PID/cgroup", () => {
 
   it("a removed cgroup is flagged, not taken for a live path", () => {
     const cg = parseProcCgroup(fixture("cgroup-deleted.txt"));
-    expect(cg.v2).toBe("/system.slice/gw.service/proclease/lease-1");
+    expect(cg.v2).toBe("/system.slice/gw.service/proclease/gw-a/lease-1");
     expect(cg.v2Deleted).toBe(true);
   });
 

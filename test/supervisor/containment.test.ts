@@ -179,7 +179,7 @@ describe("containment of leased supervisor runs", () => {
     expect(lease.state).toBe("lost");
     // started without the shim, so the cgroup left the lease before the spawn
     expect(lease.cgroup).toBeUndefined();
-    expect(existsSync(`${(support as { root: string }).root}/${leaseId}`)).toBe(false);
+    expect(existsSync(`${(support as { root: string }).root}/${lease.gatewayInstanceId}/${leaseId}`)).toBe(false);
   });
 
   it.skipIf(SKIP || !PTY)(`a PTY run is born inside its cgroup too, and verifies as owned${SKIP_NOTE}${PTY_NOTE}`, async () => {
