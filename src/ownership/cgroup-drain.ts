@@ -50,7 +50,7 @@ export async function cgroupMembers(lease: Contained): Promise<number[] | null> 
   return m.state === "ok" ? m.pids : null;
 }
 
-/** What holds a cgroup: a lease, or a supervisor run without one (its cgroup alone). */
+/** What holds a cgroup: a lease, or a cgroup of its own without a lease. */
 export type Contained = Pick<ProcessLease, "cgroup">;
 
 type Evidence = (result: OwnershipEvidence["result"], code: EvidenceCode, detail: string) => OwnershipEvidence;

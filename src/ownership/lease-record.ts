@@ -131,7 +131,7 @@ export function parseLeaseRecord(value: unknown, requireSchema: boolean): Parsed
   return { ok: true, lease };
 }
 
-/** What each settledAs means, in the words the CLI and the docs use. */
+/** What each settledAs means, in words (one wording everywhere it is shown). */
 export const SETTLED_AS_MEANING: Readonly<Record<LeaseSettledAs, string>> = Object.freeze({
   killed: "its processes were ended here (a verified tree, the remnants of a gone root, or what its cgroup held)",
   "exit-observed": "its root's exit was seen by the process that spawned it, and nothing of it was left",

@@ -431,7 +431,7 @@ export async function applySettlement(store: LeaseStore, leaseId: string, s: Set
     // how it ended is written with the final state (settle.ts sets it for every closed or lost row)
     return await store.transition(leaseId, to, s.settledAs ? { settledAs: s.settledAs } : undefined);
   } catch (e) {
-    // another settle of the same lease (a second supervisor object in this process) won the race: its state stands
+    // another settle of the same lease (through another store object in this process) won the race: its state stands
     if (!(e instanceof LeaseTransitionError)) throw e;
     const now = await store.get(leaseId);
     if (now === null || now.state === "closed" || now.state === "lost") return now;

@@ -214,7 +214,7 @@ export interface OwnedProcessTree {
   group?: number;
 }
 
-/** Environment keys the controller puts in the wrapper's environment (the markers). */
+/** The markers: environment keys every leased root is spawned with, inherited by everything below it. */
 export const LEASE_ENV_KEY = "OPENCLAW_ACPX_LEASE_ID";
 export const INSTANCE_ENV_KEY = "OPENCLAW_GATEWAY_INSTANCE_ID";
 
