@@ -206,7 +206,7 @@ async function startupReap(n, graceMs) {
   const argv = ["/bin/sh", sleeper];
   const roots = [];
   for (let i = 0; i < n; i++) {
-    const lease = await store.create({ gatewayInstanceId: gid, sessionKey: `bench:reap:${i}`, wrapperRoot, wrapperPath: sleeper, commandHash: computeCommandHash(argv) });
+    const lease = await store.create({ kind: "acpx", gatewayInstanceId: gid, sessionKey: `bench:reap:${i}`, wrapperRoot, wrapperPath: sleeper, commandHash: computeCommandHash(argv) });
     const c = spawn(argv[0], argv.slice(1), {
       stdio: "ignore",
       detached: true,
@@ -281,10 +281,10 @@ async function startupReap(n, graceMs) {
   for (const p of carriersLeft) killQuietly(p);
   rmSync(dir, { recursive: true, force: true });
   const outcomes = {};
-  for (const e of rep.entries) for (const m of e.reap?.members ?? []) outcomes[m.outcome] = (outcomes[m.outcome] ?? 0) + 1;
+  for (const e of rep.entries) for (const m of e.kill?.members ?? []) outcomes[m.outcome] = (outcomes[m.outcome] ?? 0) + 1;
   return {
     dryMs,
-    dryWould: dry.entries.filter((e) => e.action === "would-reap").length,
+    dryWould: dry.entries.filter((e) => e.wouldKill !== undefined).length,
     outcomes,
     elapsed,
     reportedSnapshots: rep.snapshots,
@@ -292,8 +292,8 @@ async function startupReap(n, graceMs) {
     dryCalls,
     drySignalled: drySignals !== null,
     snapshotCalls,
-    reaped: rep.entries.filter((e) => e.action === "reaped").length,
-    members: rep.entries.reduce((k, e) => k + (e.reap?.members.length ?? 0), 0),
+    killed: rep.entries.filter((e) => e.action === "killed").length,
+    members: rep.entries.reduce((k, e) => k + (e.kill?.members.length ?? 0), 0),
     before,
     left,
     carriersLeft: carriersLeft.length,
@@ -333,7 +333,7 @@ export async function run({ quick }) {
   for (let k = 0; k < (quick ? 3 : 5); k++) reaps.push(await startupReap(100, reapGrace));
   const r = [...reaps].sort((a, b) => a.elapsed - b.elapsed)[reaps.length >> 1];
   const worst = {
-    reaped: Math.min(...reaps.map((x) => x.reaped)),
+    killed: Math.min(...reaps.map((x) => x.killed)),
     verifySnapshots: reaps.some((x) => x.verifySnapshots === null) ? null : Math.max(...reaps.map((x) => x.verifySnapshots)),
     verifySeen: Math.min(...reaps.map((x) => x.verifySnapshots ?? 0)),
     dryCalls: Math.max(...reaps.map((x) => x.dryCalls)),
@@ -343,7 +343,7 @@ export async function run({ quick }) {
     {
       leases: 100,
       "processes before": r.before,
-      reaped: r.reaped,
+      killed: r.killed,
       "members signalled": r.members,
       "roots left": r.left,
       "carriers left": r.carriersLeft,
@@ -355,12 +355,12 @@ export async function run({ quick }) {
       elapsed: fmtMs(r.elapsed),
     },
   ]);
-  console.log(`  reaper outcomes: ${JSON.stringify(r.outcomes)}; dry run would reap ${r.dryWould}`);
+  console.log(`  reaper outcomes: ${JSON.stringify(r.outcomes)}; dry run would kill ${r.dryWould}`);
   console.log(
     "  (snapshot() calls total = the one verification snapshot + the reaper's coalesced re-scans for children forked mid-teardown;\n" +
       "   the checks use the bench's own counts, not the controller's report)",
   );
-  checks.push(check(`startup reap: leases reaped (fewest of ${reaps.length} reaps)`, worst.reaped, ">=", 100, "leases"));
+  checks.push(check(`startup reap: leases killed (fewest of ${reaps.length} reaps)`, worst.killed, ">=", 100, "leases"));
   // no signal at all would leave the pre-signal count undefined: that fails (Infinity)
   const preSignal = worst.verifySnapshots ?? Number.POSITIVE_INFINITY;
   checks.push(check("startup reap: snapshot() calls before the first signal (bench's count, most of any reap)", preSignal, "<=", 1, "snapshot"));

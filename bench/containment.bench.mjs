@@ -288,7 +288,7 @@ export async function run({ quick }) {
     "spawn-to-exit without the ACP handshake, plain vs contained (mkdir + move + rmdir), median of interleaved pairs (printed, not gated)",
     [cat, chain].filter(Boolean).map((r) => ({ session: r.label, plain: fmtMs(r.plain), contained: fmtMs(r.contained), ratio: `${r.ratio.toFixed(3)}×`, pairs: r.n })),
   );
-  await lib.removeOwnerFolder(support, `bench-${process.pid}`);
+  await lib.removeInstanceFolder(support, `bench-${process.pid}`);
   if (!chain) console.log("  the wrapper-shaped chain (ensureSession minus the handshake) runs in the full bench only");
   console.log(`  load average ${loadavg()[0].toFixed(1)} on ${cpus().length} cores while measuring`);
   return checks;

@@ -83,7 +83,7 @@ export async function run() {
       },
     ]);
     const out = [
-      check("startup reconcile at scale: leases reaped or marked lost", report.entries.filter((e) => ["reaped", "reaped-remnants", "marked-lost"].includes(e.action)).length, ">=", LEASES, "leases"),
+      check("startup reconcile at scale: leases reaped or marked lost", report.entries.filter((e) => ["killed", "killed-remnants", "marked-lost"].includes(e.action)).length, ">=", LEASES, "leases"),
       check("startup reconcile at scale: processes of the leases left alive", left, "<=", 0, "processes"),
       check("startup reconcile at scale: snapshot() calls (bench's count)", snapshots, "<=", 1 + Math.ceil(GRACE_MS / 100), "snapshots"),
       check("startup reconcile at scale: longest event-loop block", busy.maxGap, "<=", 2, "ms"),
@@ -122,7 +122,7 @@ async function buildHost(dir, started) {
   const remnants = [];
   const gone = [];
   for (let i = 0; i < LEASES; i++) {
-    const lease = await store.create({ gatewayInstanceId: gid, sessionKey: `bench:scale:${i}`, wrapperRoot, wrapperPath: sleeper, commandHash: computeCommandHash(argv) });
+    const lease = await store.create({ kind: "acpx", gatewayInstanceId: gid, sessionKey: `bench:scale:${i}`, wrapperRoot, wrapperPath: sleeper, commandHash: computeCommandHash(argv) });
     const env = { ...process.env, [KEY]: lease.leaseId, OPENCLAW_GATEWAY_INSTANCE_ID: gid };
     const c = spawn(argv[0], argv.slice(1), { stdio: "ignore", detached: true, env });
     c.unref();

@@ -1089,8 +1089,8 @@ try {
       console.log(`  ${sessionTag(r)} lease ${id ?? "?"}: ${c.ev} ${c.report ? `${c.report.outcome} (${c.report.leaseState}): ${c.report.detail}` : `${c.error?.name}: ${c.error?.message}`}; on disk ${disk.get(id)?.state ?? "missing"}`);
       const bad = (c.report?.evidence ?? []).filter((x) => x.result !== "match");
       if (bad.length) console.log(`      evidence: ${bad.map((x) => `${x.check}=${x.result}${x.detail ? ` (${x.detail})` : ""}`).join("; ")}`);
-      const rp = c.report?.reap;
-      if (rp) console.log(`      reap: members ${rp.members.join(" ") || "none"}; TERM ${rp.termSent}, KILL ${rp.killSent}; survivors ${rp.survivors.join(" ") || "none"}`);
+      const rp = c.report?.kill;
+      if (rp) console.log(`      kill: members ${rp.members.join(" ") || "none"}; TERM ${rp.termSent}, KILL ${rp.killSent}; survivors ${rp.survivors.join(" ") || "none"}`);
       if (id) console.log(`      then ${evidenceOf(id)}`);
       printWho(`${c.report?.detail ?? ""} ${id ? evidenceOf(id) : ""}`);
     }

@@ -90,7 +90,7 @@ async function treeKillComparison(rounds) {
       const t0 = now();
       if (which === "ours") {
         const r = await killProcessTree(tree.root, { graceMs: 3000 });
-        if (r.outcome !== "reaped") throw new Error(`killProcessTree: ${r.outcome}`);
+        if (r.outcome !== "killed") throw new Error(`killProcessTree: ${r.outcome}`);
         await allGone(tree.pids);
         ours.push(now() - t0);
       } else {

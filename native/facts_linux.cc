@@ -185,15 +185,13 @@ bool ReadStatusAt(int dirfd, const char* rel, StatusFacts& out) {
   return true;
 }
 
-// A zombie thread-group leader whose other threads still run (the main
-// thread called pthread_exit): /proc/PID/stat says Z, yet the process lives.
-// status "Threads:" counts the leader until it is reaped, so > 1 means live
-// threads; when status could not say, /proc/PID/task is counted instead.
-
-// A leader in Z (or exiting) belongs to a live process only while some other
-// thread runs on: one that is neither a zombie, dead, nor inside exit(2).
-// A dying multi-threaded process (node, say) shows "Threads: 5" for a moment
-// with every thread on its way out: that process is not alive.
+// Whether a zombie thread-group leader (its main thread called
+// pthread_exit: /proc/PID/stat says Z) still has a live thread: one in
+// task/ that is neither a zombie, dead, nor inside exit(2). status
+// "Threads:" counts the leader until it is waited for, so "Threads: 1" (or
+// less) answers no without reading task/. A dying multi-threaded process
+// (node, say) shows "Threads: 5" for a moment with every thread on its way
+// out: that process is not alive. The same rule as src/facts/procfs.ts.
 bool LiveThreadsBehindZombie(int dirfd, const StatusFacts& status, const char* taskRel, int leader) {
   if (status.threads >= 0 && status.threads <= 1) return false;
   int fd = OpenAt(dirfd, taskRel, O_RDONLY | O_DIRECTORY | O_CLOEXEC);

@@ -7,6 +7,8 @@
  * - no lease `.transition(` outside src/ownership/lifecycle.ts (and the store);
  * - no import up the layers (facts, sessions → containment → ownership →
  *   supervisor → acpx → cli → openclaw → src/index.ts; sessions imports nothing);
+ * - no decision made by matching prose (a detail, why, message or reason
+ *   searched with startsWith, includes, a regex, …): decisions read codes;
  * - no src/ file over 500 lines, no function over 80 lines.
  * The allowances below are the only exceptions, each with why. A test of
  * the test plants a copy of each rule's violation, into source text and
@@ -59,6 +61,10 @@ const PLANTS: Record<RuleName, { text: string; at: string; home?: string }> = {
     text: `export async function close(store: { transition(id: string, to: string): Promise<void> }) {\n  await store.transition("lease-1", "closed");\n}\n`,
   },
   "layer-import": { at: "src/ownership/planted.ts", home: "src/cli/planted.ts", text: `import { createAcpxLifecycleController } from "../acpx/index.js";\nexport const c = createAcpxLifecycleController;\n` },
+  "prose-decision": {
+    at: "src/ownership/planted.ts",
+    text: `export const execd = (e: { detail?: string }) => e.detail?.startsWith("neither") === true;\n`,
+  },
   "file-size": { at: "src/facts/planted.ts", text: Array.from({ length: MAX_FILE_LINES + 1 }, (_, i) => `export const x${i} = ${i};`).join("\n") + "\n" },
   "function-size": {
     at: "src/facts/planted.ts",
@@ -100,6 +106,19 @@ describe("each rule fails on a planted copy (a test of the test)", () => {
     expect(checkFile({ path: "src/containment/planted.ts", text }).filter((v) => v.rule === "layer-import")).toHaveLength(2);
     expect(checkFile({ path: "src/sessions/planted.ts", text: `import { isAlive } from "../facts/liveness.js";\nexport const a = isAlive;\n` })).toHaveLength(1);
     expect(checkFile({ path: "src/acpx/planted.ts", text: `import { isAlive } from "../facts/liveness.js";\nexport const a = isAlive;\n` })).toEqual([]);
+  });
+
+  it("prose-decision also catches a regex tested against a why and an includes on a message or reason; a code compared, and prose built, are not decisions", () => {
+    const text = [
+      "export function f(o: { why: string; code: string; message: string }, g: { reason: string }, detail: string) {",
+      "  if (/native addon unavailable/.test(o.why)) return 1;",
+      "  if (o.message.includes('ENOSPC') || g.reason.endsWith('ancestor')) return 2;",
+      "  if (detail.match(/x/)) return 3;",
+      "  if (o.code === 'not-the-wrapper') return 4;",
+      "  return `${o.why}: ${detail}`.length;",
+      "}",
+    ].join("\n");
+    expect(checkFile({ path: "src/cli/planted.ts", text }).filter((v) => v.rule === "prose-decision").map((v) => v.line)).toEqual([2, 3, 3, 4]);
   });
 
   it("an allowance covers only its own file and function, and only up to its size", () => {

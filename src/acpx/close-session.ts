@@ -1,18 +1,18 @@
 /**
  * closeSession's work, run under the session key's lock: load the record and
  * its lease, then settle the lease through the one lifecycle (lifecycle.ts:
- * verify now, mark closing, reap what verified, verify again, settle). A
+ * verify now, mark closing, kill what verified, verify again, settle). A
  * live session's prompt is failed with the close error before anything is
  * signalled, and its lifeline is our lever (a pipe, not a signal). Records
  * without a lease id take the legacy path: live root required, wrapper-root
  * or command match, else left alone.
  */
-import { reapOwnedTree, settleLease, survivorsOf, verifyLegacyRecord, type LeaseOutcome, type OwnedTreeReapReport } from "../ownership/index.js";
+import { killOwnedTree, settleLease, survivorsOf, verifyLegacyRecord, type LeaseOutcome, type TreeKillReport } from "../ownership/index.js";
 import type { LeaseState, OwnershipEvidence } from "../ownership/types.js";
 import { AcpxSessionClosedError } from "./errors.js";
-import { lifecycleDeps, markClosing, type ControllerDeps, type LiveSessions } from "./live-sessions.js";
+import { lifecycleDeps, markSessionClosing, type ControllerDeps, type LiveSessions } from "./live-sessions.js";
 import type { LegacyAcpxSessionRecord } from "./session-store.js";
-import type { CloseReport, TreeReapSummary } from "./types.js";
+import type { CloseReport, TreeKillSummary } from "./types.js";
 
 /** How a close reports the lease's state afterwards (CloseReport.outcome). */
 const CLOSE_OUTCOME: Readonly<Record<LeaseState, CloseReport["outcome"]>> = Object.freeze({
@@ -57,7 +57,7 @@ export async function closeLocked(
       detail: `stale handle: it names lease ${expectedLeaseId}, the key's current session is ${leaseId === undefined ? "none" : `lease ${leaseId}`}; nothing signalled, the current session untouched`,
     });
   }
-  markClosing(live, reason);
+  markSessionClosing(live, reason);
   if (!leaseId) return done({ outcome: "noop", path: "none", detail: "no session record for this key" });
   const lease = await d.leases.get(leaseId);
   if (!lease) {
@@ -67,13 +67,13 @@ export async function closeLocked(
   if (lease.state === "closed" || lease.state === "lost") {
     sessions.drop(key, live);
     if (discard) await d.sessions.remove(key);
-    return done({ outcome: "noop", path: "lease", leaseId, leaseState: lease.state, detail: `already ${lease.state}` });
+    return done({ outcome: "noop", path: "lease", leaseId, leaseState: lease.state, ...(lease.settledAs ? { settledAs: lease.settledAs } : {}), code: "already-settled", detail: `already ${lease.state}` });
   }
 
   sessions.inFlight.add(leaseId);
   try {
     const interruptedPrompt = live?.turn !== undefined;
-    // ACP session/close when the agent advertises it, and the terminals' trees, before the reap (conversation.ts)
+    // ACP session/close when the agent advertises it, and the terminals' trees, before the kill (conversation.ts)
     await live?.conv.beforeClose(live.client, live.launched.exitStatus() === undefined, reason ?? "closeSession");
     const o = await settleLease(lifecycleDeps(d), lease, {
       // the prompt fails with the close error before anything is signalled
@@ -100,35 +100,37 @@ export async function closeLocked(
       path: "lease",
       leaseId,
       leaseState: o.stateAfter,
+      ...(o.settledAs ? { settledAs: o.settledAs } : {}),
+      code: o.code,
       verdict: o.verdict,
       evidence: o.evidence,
       interruptedPrompt,
-      detail: `${describeReap(o)}${o.why}`,
-      ...(o.reap ? { reap: summarize(o.reap) } : {}),
+      detail: `${describeKill(o)}${o.why}`,
+      ...(o.kill ? { kill: summarize(o.kill) } : {}),
     });
   } finally {
     sessions.inFlight.delete(leaseId);
   }
 }
 
-function describeReap(o: LeaseOutcome): string {
-  if (o.reap === null) return "nothing signalled; ";
-  return o.target === "tree" ? "verified tree reaped; " : "the wrapper was gone, remnants carrying the lease and instance id reaped; ";
+function describeKill(o: LeaseOutcome): string {
+  if (o.kill === null) return "nothing signalled; ";
+  return o.target === "tree" ? "verified tree killed; " : "the wrapper was gone, remnants carrying the lease and instance id killed; ";
 }
 
 /** Records without a lease: live root required, wrapper-root or command match, else left alone. */
 async function closeLegacy(d: ControllerDeps, record: LegacyAcpxSessionRecord): Promise<CloseBody> {
   const v = await verifyLegacyRecord(record, d.facts, { wrapperRoot: d.wrapper.wrapperRoot });
   if (v.tree) {
-    const reap = summarize(await reapOwnedTree(v.tree, { facts: d.facts, signaller: d.signaller, graceMs: d.graceMs }));
-    if (reap.survivors.length === 0) await d.sessions.remove(record.sessionKey);
+    const kill = summarize(await killOwnedTree(v.tree, { facts: d.facts, signaller: d.signaller, graceMs: d.graceMs }));
+    if (kill.survivors.length === 0) await d.sessions.remove(record.sessionKey);
     return {
-      outcome: reap.survivors.length === 0 ? "closed" : "retry-pending",
+      outcome: kill.survivors.length === 0 ? "closed" : "retry-pending",
       path: "legacy",
       verdict: "owned",
       evidence: v.evidence,
-      reap,
-      detail: `legacy record verified; reaped ${reap.members.length} process(es)`,
+      kill,
+      detail: `legacy record verified; killed ${kill.members.length} process(es)`,
     };
   }
   const gone = v.evidence.some((e) => e.check === "root-alive" && e.result === "mismatch");
@@ -154,7 +156,7 @@ async function closeLegacy(d: ControllerDeps, record: LegacyAcpxSessionRecord): 
   };
 }
 
-export function summarize(r: OwnedTreeReapReport): TreeReapSummary {
+export function summarize(r: TreeKillReport): TreeKillSummary {
   return {
     members: r.results.map((x) => ({ pid: x.pid, startTime: x.startTime, outcome: x.outcome })),
     survivors: survivorsOf(r),

@@ -1,7 +1,7 @@
 /**
  * The controller's hooks (`onSessionEnd`, `onLeaseSettled`): called after
  * the fact, each guarded, so a hook that throws is logged and can never
- * break a close, an ensure or a reap.
+ * break a close, an ensure or a reconcile.
  */
 import type { LeaseStore } from "../ownership/index.js";
 import type { ControllerLogger } from "./logger.js";
@@ -19,12 +19,12 @@ export class ControllerHooks {
     if (hook) this.call(() => hook(handle, how));
   }
 
-  /** onLeaseSettled with the lease as recorded now (a settled state only). */
+  /** onLeaseSettled with the lease as recorded now (a settled state only), and how it ended as the record says. */
   async leaseSettled(leaseId: string, outcome: LeaseSettledOutcome): Promise<void> {
     const hook = this.opts.onLeaseSettled;
     if (hook === undefined) return;
     const lease = await this.leases.get(leaseId).catch(() => null);
-    if (lease) this.call(() => hook(lease, outcome));
+    if (lease) this.call(() => hook(lease, lease.settledAs ? { ...outcome, settledAs: lease.settledAs } : outcome));
   }
 
   /** A failed ensure whose error names a settled lease. */

@@ -8,11 +8,11 @@
  *
  * Three intents, kept apart on purpose:
  * - cancelTurn: ACP `session/cancel`, never a signal; the session stays.
- * - closeSession: verify the live tree against the lease NOW, reap what
+ * - closeSession: verify the live tree against the lease NOW, kill what
  *   verified, settle the lease (lifecycle.ts settleLease).
  * - reapStartupOrphans: this instance's open/closing ACPX leases (never
  *   command strings, never the process supervisor's runs), verified against
- *   one snapshot, reaped, settled (lifecycle.ts reconcileLeases), then
+ *   one snapshot, killed, settled (lifecycle.ts reconcileLeases), then
  *   retention.
  *
  * Handles are exact: a handle whose lease is not the key's current one (a
@@ -41,12 +41,13 @@ import {
   type LeaseOutcome,
   type StateDirLock,
 } from "../ownership/index.js";
-import type { AcpxProcessLease, OwnedProcessTree } from "../ownership/types.js";
+import type { ProcessLease, OwnedProcessTree } from "../ownership/types.js";
 import { closeLocked, summarize } from "./close-session.js";
 import { assertPromptOptions, DEFAULT_CANCEL_GRACE_MS, sessionEndedError } from "./acp-client.js";
 import { AcpxControllerDisposedError, AcpxSessionBusyError, AcpxSessionClosedError } from "./errors.js";
 import { assertConversationOptions, conversationConfig, reconcileTerminals } from "./conversation-options.js";
 import { TERMINAL_RUN_PREFIX } from "./client-terminal.js";
+import { SUPERVISOR_SESSION_PREFIX } from "../supervisor/index.js";
 import { ControllerHooks } from "./controller-hooks.js";
 import { AcpxRawSessionError, rawAdapterOf, type RawAdapter, type RawAdapterInput } from "./raw-adapter.js";
 import { assertReuseInput, mismatchError, resumeTarget, sessionDifferences } from "./session-reuse.js";
@@ -55,11 +56,10 @@ import { listSessionSummaries, statusOf } from "./session-status.js";
 import type { SessionUpdateListener } from "./session-updates.js";
 import { runTurn, cancelAndWait, type CancelReport, type TurnInput, type TurnStream } from "./turn-stream.js";
 import type { SessionConfigOption } from "@agentclientprotocol/sdk";
-import { SUPERVISOR_SESSION_PREFIX } from "../ownership/types.js";
 import { installWrapper } from "./install-wrapper.js";
-import { detectContainment, removeOwnerFolder, type ContainmentSupport } from "../containment/index.js";
+import { detectContainment, removeInstanceFolder, type ContainmentSupport } from "../containment/index.js";
 import { recordContainmentRoot } from "../ownership/containment-record.js";
-import { closeTarget, lifecycleDeps, LiveSessions, markClosing, type ControllerDeps, type LiveSession } from "./live-sessions.js";
+import { closeTarget, lifecycleDeps, LiveSessions, markSessionClosing, type ControllerDeps, type LiveSession } from "./live-sessions.js";
 import { openSessionStore } from "./session-store.js";
 import { spawnSession, validateEnsureInput } from "./spawn-session.js";
 import { assertContainmentOption, assertRunningLimits, configureLimitControllers, detectOptionsFor } from "./session-limits.js";
@@ -350,7 +350,7 @@ class Controller implements AcpxLifecycleController {
     // Mark the live session closing right away (not after the queue): a
     // prompt racing this close must fail with the close error, and no new
     // prompt may start. A stale handle marks nothing.
-    markClosing(expected === undefined ? this.live.get(key) : this.live.forHandle({ sessionKey: key, leaseId: expected }), input.reason);
+    markSessionClosing(expected === undefined ? this.live.get(key) : this.live.forHandle({ sessionKey: key, leaseId: expected }), input.reason);
     return this.queue.run(key, () => this.closeAndReport(key, input.reason, input.discardPersistentState === true, expected));
   }
 
@@ -370,13 +370,13 @@ class Controller implements AcpxLifecycleController {
 
   async reapStartupOrphans(opts?: { dryRun?: boolean; skipAttached?: boolean }): Promise<ReapReport> {
     this.assertUsable();
-    const report = await this.reapLeases(["open", "closing"], opts?.dryRun === true, opts?.skipAttached === true);
-    if (opts?.dryRun !== true) await this.reapTerminals();
+    const report = await this.reconcileOwnLeases(["open", "closing"], opts?.dryRun === true, opts?.skipAttached === true);
+    if (opts?.dryRun !== true) await this.reconcileLeftTerminals();
     return report;
   }
 
   /** ACP terminals a previous incarnation left running: their supervisor leases (conversation-options.ts). */
-  private async reapTerminals(): Promise<void> {
+  private async reconcileLeftTerminals(): Promise<void> {
     const prefix = `${SUPERVISOR_SESSION_PREFIX}${TERMINAL_RUN_PREFIX}`;
     const { leases } = await this.d.leases.list();
     if (!leases.some((l) => l.sessionKey.startsWith(prefix) && (l.state === "open" || l.state === "closing"))) return;
@@ -386,7 +386,7 @@ class Controller implements AcpxLifecycleController {
     }
   }
 
-  private async reapLeases(states: readonly ("open" | "closing")[], dryRun: boolean, skipAttached = false): Promise<ReapReport> {
+  private async reconcileOwnLeases(states: readonly ("open" | "closing")[], dryRun: boolean, skipAttached = false): Promise<ReapReport> {
     const settled: { leaseId: string; state: "closed" | "lost"; why: string }[] = [];
     const r = await reconcileLeases(lifecycleDeps(this.d), {
       // the process supervisor's runs share the store and the instance id; they are its to settle
@@ -409,7 +409,7 @@ class Controller implements AcpxLifecycleController {
   startMaintenance(intervalMs: number): void {
     this.timer = setInterval(() => {
       if (this.maintaining) return;
-      this.maintaining = this.reapLeases(["closing"], false)
+      this.maintaining = this.reconcileOwnLeases(["closing"], false)
         .then(
           () => undefined,
           (err: unknown) => {
@@ -431,17 +431,17 @@ class Controller implements AcpxLifecycleController {
     return this.d.containment;
   }
 
-  verifyOwnedTree(lease: AcpxProcessLease): Promise<OwnedProcessTree | null> {
+  verifyOwnedTree(lease: ProcessLease): Promise<OwnedProcessTree | null> {
     // a lease of another gateway instance is never ours, whatever the live facts say
     return verifyTree(lease, this.d.facts, { gatewayInstanceId: this.d.gatewayInstanceId });
   }
 
-  async listLeases(): Promise<AcpxProcessLease[]> {
+  async listLeases(): Promise<ProcessLease[]> {
     return (await this.d.leases.list()).leases;
   }
 
   /**
-   * Closes every live session (each verified and reaped through the
+   * Closes every live session (each verified and killed through the
    * lifecycle, its terminals ended, session/close sent where advertised),
    * then disposes. Idempotent: a second call after the first returns [].
    */
@@ -473,7 +473,7 @@ class Controller implements AcpxLifecycleController {
     await this.maintaining;
     this.live.unrefAll();
     // the instance's cgroup folder goes when no lease cgroup is left in it (live sessions keep theirs)
-    if (this.d.containment.available) await removeOwnerFolder(this.d.containment, this.d.gatewayInstanceId);
+    if (this.d.containment.available) await removeInstanceFolder(this.d.containment, this.d.gatewayInstanceId);
     await this.lock.release();
   }
 
@@ -482,10 +482,10 @@ class Controller implements AcpxLifecycleController {
   }
 }
 
-/** The controller's report rows: the lifecycle's outcome, with the reap summarised. */
+/** The controller's report rows: the lifecycle's outcome, with the kill summarised. */
 function toEntry(o: LeaseOutcome): ReapReportEntry {
-  const { verification: _v, reap, ...rest } = o;
-  return { ...rest, ...(reap ? { reap: summarize(reap) } : {}) };
+  const { verification: _v, kill, ...rest } = o;
+  return { ...rest, ...(kill ? { kill: summarize(kill) } : {}) };
 }
 
 function assertHandle(handle: AcpRuntimeHandle): void {

@@ -68,7 +68,7 @@ export function conversationConfig(opts: AcpxLifecycleControllerOptions, ctx: Su
 
 /**
  * The startup reap's part for terminals: the ACP terminal runs a previous
- * incarnation of this instance left behind, verified and reaped through
+ * incarnation of this instance left behind, verified and killed through
  * their leases. Other supervisor runs on the same state dir (a gateway's own
  * exec supervisor) are left to their supervisor. Without terminals on, a
  * short-lived supervisor does the same, so turning terminals off never

@@ -23,7 +23,7 @@ import { SessionState } from "./session-controls.js";
 import { UpdateRouter } from "./session-updates.js";
 import type { AcpRuntimeEnsureInput, AcpRuntimeHandle } from "./types.js";
 
-/** how long session/close may take before the reap goes ahead */
+/** how long session/close may take before the kill goes ahead */
 export const SESSION_CLOSE_TIMEOUT_MS = 2000;
 
 /** What every session's conversation shares, from the controller's options. */

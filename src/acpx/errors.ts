@@ -130,7 +130,7 @@ export class AcpxEnsureError extends Error {
     /** the lease that was written for the attempt, settled before this was thrown */
     readonly leaseId: string | undefined,
     /**
-     * its state then: "closed" (a verified reap completed), "lost" (nothing of
+     * its state then: "closed" (a verified kill completed), "lost" (nothing of
      * it alive), or "closing" when something may still run or the facts could
      * not tell (the maintenance timer and startup reaping retry it)
      */

@@ -21,8 +21,8 @@ export type {
   TurnStream,
   ReapReport,
   ReapReportEntry,
-  ReapedProcess,
-  TreeReapSummary,
+  TreeKillMember,
+  TreeKillSummary,
 } from "./types.js";
 export {
   AcpxEnsureError,

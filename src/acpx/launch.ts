@@ -13,6 +13,7 @@ import { spawn, type ChildProcess } from "node:child_process";
 import { PassThrough, type Readable, type Writable } from "node:stream";
 import { enterCgroupAsync } from "../containment/index.js";
 import { hostResourceError, pidsLimitReached, processLimitError, type HostResourceError } from "../ownership/host-faults.js";
+import { MARKER_ENV_KEYS } from "../ownership/markers.js";
 import {
   createReportReader,
   INSTANCE_ENV_KEY,
@@ -177,9 +178,6 @@ export class ByteRing {
   }
 }
 
-/** The keys no caller may drop from, or set in, the wrapper's environment. */
-export const MARKER_KEYS: readonly string[] = Object.freeze([LEASE_ENV_KEY, INSTANCE_ENV_KEY]);
-
 /**
  * Validates `envRemove` (ensureSession input): an array of non-empty strings
  * without "=" or NUL, never one of the two markers (a TypeError naming them:
@@ -192,9 +190,9 @@ export function assertEnvRemove(value: unknown, name = "envRemove"): asserts val
     if (typeof k !== "string" || k.length === 0 || k.includes("=") || k.includes("\0")) {
       throw new TypeError(`${name}[${i}] must be a non-empty environment variable name without "=" or NUL`);
     }
-    if (MARKER_KEYS.includes(k)) {
+    if (MARKER_ENV_KEYS.includes(k)) {
       throw new TypeError(
-        `${name}[${i}]: ${k} cannot be removed: ${MARKER_KEYS.join(" and ")} are the lease markers the wrapper and the adapter must carry`,
+        `${name}[${i}]: ${k} cannot be removed: ${MARKER_ENV_KEYS.join(" and ")} are the lease markers the wrapper and the adapter must carry`,
       );
     }
   });

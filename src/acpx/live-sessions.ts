@@ -7,8 +7,9 @@
  */
 import type { ContainmentSupport } from "../containment/index.js";
 import type { ProcessFacts, ProcessSignaller } from "../facts/types.js";
-import { checkSignalTarget, type LeaseStore, type LifecycleDeps } from "../ownership/index.js";
-import type { AcpxProcessLease } from "../ownership/types.js";
+import { signalUnreapedChild } from "../facts/guards.js";
+import type { LeaseStore, LifecycleDeps } from "../ownership/index.js";
+import type { ProcessLease } from "../ownership/types.js";
 import type { AcpClient } from "./acp-client.js";
 import type { ConversationConfig, SessionConversation } from "./conversation.js";
 import { AcpxNoSessionError, AcpxSessionClosedError } from "./errors.js";
@@ -95,15 +96,15 @@ export class LiveSessions {
     return live;
   }
 
-  /** Why a batch reap must leave this lease alone now (a session served, or an ensure/close in flight); undefined when it may proceed. */
-  busy(lease: Pick<AcpxProcessLease, "leaseId">): string | undefined {
+  /** Why a batch reconcile must leave this lease alone now (a session served, or an ensure/close in flight); undefined when it may proceed. */
+  busy(lease: Pick<ProcessLease, "leaseId">): string | undefined {
     if (this.inFlight.has(lease.leaseId)) return "an ensure or close of this gateway is working on it";
     for (const s of this.byKey.values()) if (s.handle.leaseId === lease.leaseId && !s.closeSettling) return "a session this gateway serves";
     return undefined;
   }
 
-  /** A batch reap settled `leaseId`: a closed session still held for it is let go. */
-  afterSettled(leaseId: string, state: AcpxProcessLease["state"]): void {
+  /** A batch reconcile settled `leaseId`: a closed session still held for it is let go. */
+  afterSettled(leaseId: string, state: ProcessLease["state"]): void {
     if (state !== "closed" && state !== "lost") return;
     for (const [key, s] of this.byKey) if (s.handle.leaseId === leaseId && s.closeSettling) this.drop(key, s);
   }
@@ -137,24 +138,11 @@ export class LiveSessions {
 }
 
 /** The first close to reach a live session marks it, with its reason; a later one keeps that reason. */
-export function markClosing(live: LiveSession | undefined, reason: string | undefined): void {
+export function markSessionClosing(live: LiveSession | undefined, reason: string | undefined): void {
   if (live && !live.closing) {
     live.closing = true;
     live.closeReason = reason;
   }
-}
-
-/**
- * SIGKILLs our own wrapper child, only while it is unreaped (Node has not
- * seen its exit, so its pid cannot have been reused) and the guard allows
- * the pid. Used when the lifeline and stdin were ended and it still did not exit.
- */
-export function killUnreapedChild(l: LaunchedWrapper): void {
-  const c = l.child;
-  const pid = c.pid;
-  if (pid === undefined || c.exitCode !== null || c.signalCode !== null || l.exitStatus() !== undefined) return;
-  if (!checkSignalTarget(pid).allowed) return;
-  c.kill("SIGKILL");
 }
 
 /** Our lever on a wrapper we spawned and that is not (or no longer) a live session: lifeline, stdin, then SIGKILL while unreaped. */
@@ -162,7 +150,7 @@ export async function releaseLaunched(launched: LaunchedWrapper, graceMs: number
   launched.endLifeline();
   launched.stdin.destroy();
   if (!(await launched.waitExit(graceMs + 2000))) {
-    killUnreapedChild(launched);
+    signalUnreapedChild(launched.child, "SIGKILL", launched.exitStatus() !== undefined);
     await launched.waitExit(2000);
   }
 }

@@ -5,13 +5,13 @@
  * its own cgroup, limits, the root's identity recorded), skips the ACP
  * handshake, and hands over the adapter's stdin and stdout untouched. The
  * plugin speaks ACP itself. The session is the controller's like any other:
- * closeSession (or the RawAdapter's close) verifies and reaps its tree
+ * closeSession (or the RawAdapter's close) verifies and kills its tree
  * through the lifecycle, the startup reap covers it after a crash, and
  * listSessions shows it. startTurn, prompt, setMode and the like refuse it
  * (AcpxRawSessionError): the controller does not speak on a stream it handed over.
  */
 import type { Readable, Writable } from "node:stream";
-import type { AcpxProcessLease, OwnedProcessTree } from "../ownership/types.js";
+import type { ProcessLease, OwnedProcessTree } from "../ownership/types.js";
 import { SessionConversation } from "./conversation.js";
 import type { LaunchedWrapper, SessionEnd } from "./launch.js";
 import type { ControllerDeps, LiveSessions } from "./live-sessions.js";
@@ -24,7 +24,7 @@ export type RawAdapterInput = Omit<AcpRuntimeEnsureInput, "auth" | "mcpServers" 
 export interface RawAdapter {
   readonly handle: AcpRuntimeHandle;
   /** the lease as recorded when the adapter started */
-  readonly lease: AcpxProcessLease;
+  readonly lease: ProcessLease;
   /** the adapter's stdin: write ACP requests here */
   readonly stdin: Writable;
   /** the adapter's stdout: ACP from the agent */
@@ -33,7 +33,7 @@ export interface RawAdapter {
   stderrTail(): string;
   /** resolves when the session's processes ended, saying how */
   readonly ended: Promise<SessionEnd>;
-  /** closeSession for this adapter: verified tree reaped, lease settled */
+  /** closeSession for this adapter: verified tree killed, lease settled */
   close(reason?: string): Promise<CloseReport>;
   /** the live tree, verified against the lease now (null when nothing verifies) */
   verify(): Promise<OwnedProcessTree | null>;
@@ -57,7 +57,7 @@ export async function finishRawSpawn(
   d: ControllerDeps,
   live: LiveSessions,
   input: AcpRuntimeEnsureInput,
-  lease: AcpxProcessLease,
+  lease: ProcessLease,
   launched: LaunchedWrapper,
   processGroupId: number | undefined,
 ): Promise<AcpRuntimeHandle> {
@@ -85,10 +85,10 @@ export async function finishRawSpawn(
 
 export function rawAdapterOf(
   handle: AcpRuntimeHandle,
-  lease: AcpxProcessLease,
+  lease: ProcessLease,
   launched: LaunchedWrapper,
-  ctl: { closeSession(input: { handle: AcpRuntimeHandle; reason?: string }): Promise<CloseReport>; verifyOwnedTree(l: AcpxProcessLease): Promise<OwnedProcessTree | null> },
-  currentLease: () => Promise<AcpxProcessLease>,
+  ctl: { closeSession(input: { handle: AcpRuntimeHandle; reason?: string }): Promise<CloseReport>; verifyOwnedTree(l: ProcessLease): Promise<OwnedProcessTree | null> },
+  currentLease: () => Promise<ProcessLease>,
 ): RawAdapter {
   return {
     handle,

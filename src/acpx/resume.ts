@@ -50,7 +50,7 @@ export function resumeMethodOf(init: Pick<InitializeResponse, "agentCapabilities
   return null;
 }
 
-/** Whether the agent advertises session/close (sent before the reap when it does). */
+/** Whether the agent advertises session/close (sent before the kill when it does). */
 export function canCloseSession(init: Pick<InitializeResponse, "agentCapabilities"> | undefined): boolean {
   const close = init?.agentCapabilities?.sessionCapabilities?.close;
   return close !== undefined && close !== null;

@@ -9,9 +9,9 @@
  * cannot be, nothing is spawned.
  */
 import { performance } from "node:perf_hooks";
+import { checkSignalTarget } from "../facts/guards.js";
 import {
   checkCwd,
-  checkSignalTarget,
   computeCommandHash,
   descriptorShortage,
   hostFaultNote,
@@ -19,7 +19,7 @@ import {
   settleLease,
   settleUnstarted,
 } from "../ownership/index.js";
-import type { AcpxProcessLease } from "../ownership/types.js";
+import type { ProcessLease } from "../ownership/types.js";
 import { AcpClient, assertAuthInput, explainHandshakeFailure, handshake } from "./acp-client.js";
 import { AcpxEnsureError, type AcpxEnsureErrorDetails, type EnsureFailureCause } from "./errors.js";
 import { assertEnvRemove, describeEarlyExit, describeEnd, launchWrapper, rootArgvFor, type LaunchedWrapper } from "./launch.js";
@@ -52,7 +52,7 @@ class EnsureAttempt {
     readonly d: ControllerDeps,
     readonly live: LiveSessions,
     readonly input: AcpRuntimeEnsureInput,
-    public lease: AcpxProcessLease,
+    public lease: ProcessLease,
     /** the lease's cgroup binding (ownership/lease-cgroup.ts): its cgroup, or why there is none (what limits need) */
     readonly bound: LeaseCgroupBinding,
   ) {}
@@ -122,6 +122,7 @@ async function prepareLimits(d: ControllerDeps, input: AcpRuntimeEnsureInput, li
 async function openAttempt(d: ControllerDeps, live: LiveSessions, input: AcpRuntimeEnsureInput, tStart: number): Promise<EnsureAttempt> {
   const rootArgv = rootArgvFor(d.nodePath, d.wrapper.wrapperPath, input.command, d.graceMs);
   const lease = await d.leases.create({
+    kind: "acpx",
     gatewayInstanceId: d.gatewayInstanceId,
     sessionKey: input.sessionKey,
     wrapperRoot: d.wrapper.wrapperRoot,
@@ -334,7 +335,7 @@ async function applyOrRemove(bound: LeaseCgroupBinding, limits: EnforcedLimits):
  * recordChildPid) lets the verification search for what carries the lease's
  * markers; no process at all = nothing started. Returns the lease state.
  */
-async function settleFailedSpawn(d: ControllerDeps, lease: AcpxProcessLease, launched: LaunchedWrapper | undefined): Promise<string> {
+async function settleFailedSpawn(d: ControllerDeps, lease: ProcessLease, launched: LaunchedWrapper | undefined): Promise<string> {
   try {
     return await settleFailedSpawnNow(d, lease, launched);
   } catch (err) {
@@ -344,7 +345,7 @@ async function settleFailedSpawn(d: ControllerDeps, lease: AcpxProcessLease, lau
   }
 }
 
-async function settleFailedSpawnNow(d: ControllerDeps, lease: AcpxProcessLease, launched: LaunchedWrapper | undefined): Promise<string> {
+async function settleFailedSpawnNow(d: ControllerDeps, lease: ProcessLease, launched: LaunchedWrapper | undefined): Promise<string> {
   let current = (await d.leases.get(lease.leaseId)) ?? lease;
   if (current.state === "closed" || current.state === "lost") return current.state;
   if (current.rootPid <= 0 && launched?.pid !== undefined) current = await recordChildPid(d, current, launched.pid);
@@ -362,7 +363,7 @@ async function settleFailedSpawnNow(d: ControllerDeps, lease: AcpxProcessLease, 
  * more positive check to call a live pid ours, and a gone pid starts the
  * remnant search (dated against the lease's startedAt).
  */
-async function recordChildPid(d: ControllerDeps, lease: AcpxProcessLease, pid: number): Promise<AcpxProcessLease> {
+async function recordChildPid(d: ControllerDeps, lease: ProcessLease, pid: number): Promise<ProcessLease> {
   if (!checkSignalTarget(pid).allowed) return lease;
   return d.leases.update(lease.leaseId, { rootPid: pid }).catch(() => lease);
 }

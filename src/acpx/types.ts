@@ -5,14 +5,16 @@
 import type { ContainmentSupport } from "../containment/index.js";
 import type { ProcessFacts, ProcessSignaller } from "../facts/types.js";
 import type {
-  AcpxProcessLease,
+  ProcessLease,
   GatewayInstanceId,
   LeaseOutcome,
+  LeaseOutcomeCode,
+  LeaseSettledAs,
   PendingSettlement,
   LeaseVerdict,
   OwnedProcessTree,
   OwnershipEvidence,
-  ReapOutcome,
+  TreeKillOutcome,
   LeaseReconcileReport,
 } from "../ownership/index.js";
 import type { AcpSessionOwner } from "../sessions/index.js";
@@ -179,7 +181,7 @@ export interface SessionStatus extends SessionAgentState {
   acpSessionId: string;
   busy: boolean;
   /** the lease as recorded now */
-  leaseState: AcpxProcessLease["state"] | "missing";
+  leaseState: ProcessLease["state"] | "missing";
   /** live ACP terminals of the session (their supervisor run ids) */
   terminals: string[];
   /** updates dropped because nobody listened and the backlog was full */
@@ -194,7 +196,9 @@ export type SessionEndHow =
 /** Which settlement onLeaseSettled reports. */
 export interface LeaseSettledOutcome {
   via: "close" | "ensure-failed" | "reap";
-  state: AcpxProcessLease["state"];
+  state: ProcessLease["state"];
+  /** how it ended (ProcessLease.settledAs) */
+  settledAs?: LeaseSettledAs;
   detail: string;
 }
 
@@ -208,17 +212,17 @@ export interface ClientCapabilitiesOption {
 
 export type { TurnInput, TurnResult, TurnStream, CancelReport, SessionUpdate, ContentBlock, SessionUpdateListener };
 
-/** What happened to one process the reaper meant to stop. */
-export interface ReapedProcess {
+/** What happened to one process the tree kill meant to stop. */
+export interface TreeKillMember {
   pid: number;
   startTime: string;
-  /** the reaper's outcome, as the ownership reaper reported it */
-  outcome: ReapOutcome;
+  /** its outcome, as ownership's tree kill reported it */
+  outcome: TreeKillOutcome;
 }
 
-export interface TreeReapSummary {
+export interface TreeKillSummary {
   /** every verified member, leaves first */
-  members: ReapedProcess[];
+  members: TreeKillMember[];
   /** members still alive after the SIGKILL fallback (normally empty) */
   survivors: number[];
   termSent: number;
@@ -230,8 +234,8 @@ export interface CloseReport {
   sessionKey: string;
   /**
    * - closed: a verified tree (or, with the wrapper gone, the remnants proven to carry the lease's
-   *   markers: LeaseVerification.remnants) was reaped and nothing it was handed may still run
-   *   (reapCompleted); lease closed. The wrapper exiting after its lifeline closed is never enough.
+   *   markers: LeaseVerification.remnants) was killed and nothing it was handed may still run
+   *   (killCompleted); lease closed. The wrapper exiting after its lifeline closed is never enough.
    * - lost: nothing verified was alive any more (root gone and nothing carries its markers, or the
    *   root pid names another process now); lease lost, nothing signalled
    * - left-alone: the process list was unavailable (also when asked again after the lifeline closed):
@@ -246,12 +250,16 @@ export interface CloseReport {
   /** set when the key had a lease */
   leaseId?: string;
   /** the lease state after the close */
-  leaseState?: AcpxProcessLease["state"];
+  leaseState?: ProcessLease["state"];
+  /** how the lease ended, when it is closed or lost (ProcessLease.settledAs) */
+  settledAs?: LeaseSettledAs;
+  /** why, for code to read (the lifecycle's LeaseOutcomeCode); `detail` says it for people */
+  code?: LeaseOutcomeCode;
   /** "legacy" when the record had no lease id */
   path: "lease" | "legacy" | "none";
   verdict?: LeaseVerdict;
   evidence: readonly OwnershipEvidence[];
-  reap?: TreeReapSummary;
+  kill?: TreeKillSummary;
   /** whether a running prompt was rejected by this close */
   interruptedPrompt: boolean;
   reason?: string;
@@ -263,11 +271,11 @@ export interface CloseReport {
 }
 
 /**
- * One lease of a batch reap: the lifecycle's neutral outcome
+ * One lease of a batch reconcile: the lifecycle's neutral outcome
  * (src/ownership/lifecycle.ts LeaseOutcome: the same rows the supervisor's
- * reconcile and the CLI's reap and explain give), with the reap summarised.
+ * reconcile and the CLI's reap and explain give), with the kill summarised.
  */
-export type ReapReportEntry = Omit<LeaseOutcome, "verification" | "reap"> & { reap?: TreeReapSummary };
+export type ReapReportEntry = Omit<LeaseOutcome, "verification" | "kill"> & { kill?: TreeKillSummary };
 
 /** The batch report (lifecycle.ts LeaseReconcileReport) with ReapReportEntry rows. */
 export type ReapReport = Omit<LeaseReconcileReport, "entries"> & { entries: ReapReportEntry[] };
@@ -306,8 +314,8 @@ export interface AcpxLifecycleController {
   }): Promise<CloseReport>;
   /** dryRun: verify and report, change nothing. skipAttached: leave owned trees whose root has a live parent (CLI use). */
   reapStartupOrphans(opts?: { dryRun?: boolean; skipAttached?: boolean }): Promise<ReapReport>;
-  verifyOwnedTree(lease: AcpxProcessLease): Promise<OwnedProcessTree | null>;
-  listLeases(): Promise<AcpxProcessLease[]>;
+  verifyOwnedTree(lease: ProcessLease): Promise<OwnedProcessTree | null>;
+  listLeases(): Promise<ProcessLease[]>;
   /**
    * Stops timers and gives the state dir back. Live sessions are not
    * closed: their leases stay open for the next controller's startup reap
@@ -325,7 +333,7 @@ export interface AcpxLifecycleControllerOptions {
   facts?: ProcessFacts;
   /** identity-checked signals; default createSignaller(facts) */
   signaller?: ProcessSignaller;
-  /** SIGTERM → SIGKILL grace, for the reaper and the wrapper; default DEFAULT_GRACE_MS (3000, src/ownership/types.ts) */
+  /** SIGTERM → SIGKILL grace, for the tree kill and the wrapper; default DEFAULT_GRACE_MS (3000, src/ownership/types.ts) */
   graceMs?: number;
   /** closed/lost leases are kept this long; default 7 days */
   retentionMs?: number;
@@ -354,8 +362,8 @@ export interface AcpxLifecycleControllerOptions {
   clientCapabilities?: ClientCapabilitiesOption;
   /** a session ended: closed, or its adapter died (in a turn or while idle) */
   onSessionEnd?: (handle: AcpRuntimeHandle, how: SessionEndHow) => void;
-  /** a lease this controller settled (close, failed ensure, reap) */
-  onLeaseSettled?: (lease: AcpxProcessLease, outcome: LeaseSettledOutcome) => void;
+  /** a lease this controller settled (close, failed ensure, startup reap or maintenance) */
+  onLeaseSettled?: (lease: ProcessLease, outcome: LeaseSettledOutcome) => void;
   /** where the controller reports what it decided on its own (console fits) */
   logger?: ControllerLogger;
   /** put the adapter's stderr tail into error messages too (default false: only in the errors' stderrTail field) */

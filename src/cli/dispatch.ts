@@ -74,7 +74,7 @@ export const COMMANDS: readonly CommandSpec[] = [
     ],
     notes: [
       "Read-only: it never signals and never changes a lease. Colour only on a terminal, never under NO_COLOR.",
-      "A lease with its own cgroup shows memory.current and memory.peak (where memory is on cgroup v2; else why not, once). Cgroups under the state dir's proclease roots that are no lease's own are listed as orphans: `proclease reap --orphan-cgroups` removes them.",
+      "A lease with its own cgroup shows memory.current and memory.peak (where memory is on cgroup v2; else why not, once). Cgroups in the state dir's instance folders that are no lease's own are listed as orphans: `proclease reap --orphan-cgroups` removes them.",
     ],
     load: () => import("./commands/status.js"),
   },
@@ -140,7 +140,7 @@ export const COMMANDS: readonly CommandSpec[] = [
       {
         name: "orphan-cgroups",
         type: "boolean",
-        help: "instead of leases: end (cgroup.kill) and remove the cgroups under this state dir's proclease roots that are no lease's own, as `status` lists them",
+        help: "instead of leases: end (cgroup.kill) and remove the cgroups in this state dir's instance folders that are no lease's own, as `status` lists them",
       },
       GRACE_MS,
       JSON_OPT,

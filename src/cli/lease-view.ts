@@ -13,16 +13,15 @@ import type { ProcessFacts, ProcessSignaller } from "../facts/types.js";
 import {
   acquireStateDirLock,
   DEFAULT_GRACE_MS,
-  isSupervisorLease,
   openLeaseStore,
   readGatewayInstanceId,
   stateDirLockHolder,
   StateDirLockedError,
-  type AcpxProcessLease,
+  type ProcessLease,
   type LifecycleDeps,
   type StateDirLock,
 } from "../ownership/index.js";
-import { checkOwnerFolder, readContainmentRecord } from "../ownership/containment-record.js";
+import { checkInstanceFolder, readContainmentRecord } from "../ownership/containment-record.js";
 
 /** A dry run never signals; this signaller makes sure of it. */
 const NEVER: ProcessSignaller = {
@@ -74,8 +73,8 @@ export async function openWriter(stateDir: string, facts: ProcessFacts, graceMs:
  * the state dir (`--force`), and always the process supervisor's runs, whose
  * gateway takes no state-dir lock (their root's parent IS that gateway).
  */
-export function attachedGuard(gatewayHoldsLock: boolean): (lease: AcpxProcessLease) => boolean {
-  return (lease) => gatewayHoldsLock || isSupervisorLease(lease);
+export function attachedGuard(gatewayHoldsLock: boolean): (lease: ProcessLease) => boolean {
+  return (lease) => gatewayHoldsLock || lease.kind === "supervisor";
 }
 
 /** Read-only: does a gateway hold the state dir now (and who)? */
@@ -90,13 +89,13 @@ export function gatewayHolder(stateDir: string, facts: ProcessFacts): Promise<{ 
  * a directory re-created under the recorded path (another identity) is not
  * the lease's, and its figures would be someone else's.
  */
-export async function leaseMemory(lease: AcpxProcessLease): Promise<MemoryReading | undefined> {
+export async function leaseMemory(lease: ProcessLease): Promise<MemoryReading | undefined> {
   const cg = lease.cgroup;
   if (!cg) return undefined;
   const id = await verifyCgroupIdentity(cg.path, cg.id);
-  if (id === "gone") return { ok: false, why: `${cg.path} no longer exists (the lease's cgroup was removed)` };
-  if (id === "mismatch") return { ok: false, why: `${cg.path} is no longer the lease's cgroup (another one was created under that name)` };
-  if (id === "unknown") return { ok: false, why: `the identity of ${cg.path} cannot be read` };
+  if (id === "gone") return { ok: false, code: "gone", why: `${cg.path} no longer exists (the lease's cgroup was removed)` };
+  if (id === "mismatch") return { ok: false, code: "cgroup-replaced", why: `${cg.path} is no longer the lease's cgroup (another one was created under that name)` };
+  if (id === "unknown") return { ok: false, code: "identity-unreadable", why: `the identity of ${cg.path} cannot be read` };
   return readMemory(cg.path);
 }
 
@@ -122,12 +121,12 @@ export function formatBytes(n: number): string {
  * v1 memory controller says the same for every lease: one line, not one per
  * lease). A removed cgroup of a settled lease is expected, so not a reason.
  */
-export function memoryWhyLines(rows: ReadonlyArray<{ lease: AcpxProcessLease; memory?: MemoryReading | undefined }>): string[] {
+export function memoryWhyLines(rows: ReadonlyArray<{ lease: ProcessLease; memory?: MemoryReading | undefined }>): string[] {
   const byWhy = new Map<string, string[]>();
   for (const r of rows) {
     const m = r.memory;
     if (m === undefined || m.ok) continue;
-    if ((r.lease.state === "closed" || r.lease.state === "lost") && m.why.endsWith("(the lease's cgroup was removed)")) continue;
+    if ((r.lease.state === "closed" || r.lease.state === "lost") && m.code === "gone") continue;
     const list = byWhy.get(m.why) ?? [];
     list.push(r.lease.leaseId);
     byWhy.set(m.why, list);
@@ -135,14 +134,22 @@ export function memoryWhyLines(rows: ReadonlyArray<{ lease: AcpxProcessLease; me
   return [...byWhy].map(([why, ids]) => `memory per lease not shown (${ids.length === 1 ? `lease ${ids[0]}` : `${ids.length} leases`}): ${why}`);
 }
 
-export interface CgroupRoot {
-  root: string;
+/** An instance folder (`<proclease root>/<instance>`) whose lease cgroups are listed for orphans. */
+export interface InstanceFolder {
+  folder: string;
   /** where it was learnt: the gateway's containment record, or a lease's recorded cgroup path */
   source: "record" | "lease";
-  /** listed; absent (nothing can be under it); refused (not a proclease root on cgroup2); unknown (unreadable) */
+  /** listed; absent (nothing can be under it); refused (not an instance folder on cgroup2); unknown (unreadable) */
   state: "listed" | "absent" | "refused" | "unknown";
   why?: string;
 }
+
+/**
+ * Why a lease cgroup is an orphan: its settled lease left it, another
+ * directory took a lease's name, no lease file of its name, its lease file
+ * unreadable, its lease records another cgroup, or records none.
+ */
+export type OrphanCode = "left-by-settled-lease" | "identity-differs" | "no-lease-file" | "lease-file-unreadable" | "recorded-elsewhere" | "no-cgroup-recorded";
 
 export interface OrphanCgroup {
   name: string;
@@ -150,7 +157,9 @@ export interface OrphanCgroup {
   /** the directory's identity (inode = cgroup.id) when it was listed */
   id: string;
   populated: PopulatedState;
-  /** why it is nobody's */
+  /** why it is nobody's (OrphanCode) */
+  code: OrphanCode;
+  /** the same, for an operator */
   why: string;
   /**
    * set when a reap must leave it alone whatever the lock says: a lease file
@@ -163,18 +172,18 @@ export interface OrphanCgroup {
 }
 
 export interface OrphanScan {
-  roots: CgroupRoot[];
+  folders: InstanceFolder[];
   orphans: OrphanCgroup[];
-  /** cgroups under the roots that are their open/closing lease's own */
+  /** cgroups in the folders that are their open/closing lease's own */
   owned: number;
-  /** the containment record could not be used (the roots of the leases still are) */
+  /** the containment record could not be used (the folders of the leases still are) */
   problems: string[];
 }
 
 const LIVE: ReadonlySet<string> = new Set(["open", "closing"]);
 
 /**
- * The cgroups under this state dir's proclease roots that are no lease's own:
+ * The cgroups in this state dir's instance folders that are no lease's own:
  * read-only (listing and stat only; nothing is created, moved or probed).
  * Folders listed: this state dir's instance folder under each root the
  * gateway recorded (ownership/containment-record.ts), and the folder of every
@@ -188,16 +197,16 @@ const LIVE: ReadonlySet<string> = new Set(["open", "closing"]);
  */
 export async function scanOrphanCgroups(
   stateDir: string,
-  leases: readonly AcpxProcessLease[],
+  leases: readonly ProcessLease[],
   unreadableLeaseFiles: readonly string[] = [],
 ): Promise<OrphanScan> {
   const problems: string[] = [];
-  const roots: CgroupRoot[] = [];
+  const folders: InstanceFolder[] = [];
   const seen = new Set<string>();
-  const add = (root: string, source: CgroupRoot["source"]) => {
-    if (seen.has(root)) return;
-    seen.add(root);
-    roots.push({ root, source, state: "listed" });
+  const add = (folder: string, source: InstanceFolder["source"]) => {
+    if (seen.has(folder)) return;
+    seen.add(folder);
+    folders.push({ folder, source, state: "listed" });
   };
   const rec = await readContainmentRecord(stateDir);
   if (rec.kind === "refused") problems.push(rec.why);
@@ -207,7 +216,7 @@ export async function scanOrphanCgroups(
   } catch (e) {
     problems.push((e as Error).message);
   }
-  // this state dir's folder under each recorded root (createLeaseCgroup: <root>/<instance id>/<lease id>)
+  // this state dir's instance folder under each recorded proclease root (createLeaseCgroup: <root>/<instance id>/<lease id>)
   if (rec.kind === "ok" && instanceId !== null) for (const r of rec.record.roots) add(`${r}/${instanceId}`, "record");
   // and the folder of every lease's recorded cgroup (an earlier instance id of this state dir included)
   for (const l of leases) if (l.cgroup) add(dirname(l.cgroup.path), "lease");
@@ -215,8 +224,8 @@ export async function scanOrphanCgroups(
   const unreadable = new Set(unreadableLeaseFiles.map((f) => basename(f).replace(/\.json$/, "")));
   const orphans: OrphanCgroup[] = [];
   let owned = 0;
-  for (const r of roots) {
-    const bad = await checkOwnerFolder(r.root);
+  for (const r of folders) {
+    const bad = await checkInstanceFolder(r.folder);
     if (bad === "absent") {
       r.state = "absent";
       continue;
@@ -226,7 +235,7 @@ export async function scanOrphanCgroups(
       r.why = bad;
       continue;
     }
-    const listed = await listLeaseCgroups(r.root);
+    const listed = await listLeaseCgroups(r.folder);
     if (listed.state !== "ok") {
       r.state = "unknown";
       r.why = listed.why;
@@ -238,31 +247,31 @@ export async function scanOrphanCgroups(
       else orphans.push(o);
     }
   }
-  return { roots, orphans, owned, problems };
+  return { folders, orphans, owned, problems };
 }
 
-function classify(c: ListedCgroup, leases: readonly AcpxProcessLease[], unreadable: ReadonlySet<string>, stateDir: string): OrphanCgroup | null {
+function classify(c: ListedCgroup, leases: readonly ProcessLease[], unreadable: ReadonlySet<string>, stateDir: string): OrphanCgroup | null {
   const base = { name: c.name, path: c.path, id: c.id, populated: c.populated };
   const recorders = leases.filter((l) => l.cgroup?.path === c.path);
   const own = recorders.find((l) => l.cgroup!.id === c.id);
   if (own !== undefined) {
     if (LIVE.has(own.state)) return null;
     // a settled lease's cgroup should have been removed; nothing drains it any more
-    return { ...base, why: `left over from lease ${own.leaseId}, already ${own.state}: nothing will drain or remove it` };
+    return { ...base, code: "left-by-settled-lease", why: `left over from lease ${own.leaseId}, already ${own.state}: nothing will drain or remove it` };
   }
   if (recorders.length > 0) {
     const r = recorders[0]!;
-    return { ...base, why: `not lease ${r.leaseId}'s: its identity (cgroup.id ${c.id}) differs from the one the lease recorded (${r.cgroup!.id}), so it was created again under that name` };
+    return { ...base, code: "identity-differs", why: `not lease ${r.leaseId}'s: its identity (cgroup.id ${c.id}) differs from the one the lease recorded (${r.cgroup!.id}), so it was created again under that name` };
   }
   if (unreadable.has(c.name)) {
     const why = `the lease file named ${c.name} cannot be read, so whether this is its cgroup is unknown`;
-    return { ...base, why, caution: `${why}; left alone` };
+    return { ...base, code: "lease-file-unreadable", why, caution: `${why}; left alone` };
   }
   const byName = leases.find((l) => l.leaseId === c.name);
-  if (byName === undefined) return { ...base, why: `no lease file named ${c.name} in ${stateDir}` };
-  if (byName.cgroup) return { ...base, why: `lease ${c.name} records its cgroup at ${byName.cgroup.path}, not here` };
+  if (byName === undefined) return { ...base, code: "no-lease-file", why: `no lease file named ${c.name} in ${stateDir}` };
+  if (byName.cgroup) return { ...base, code: "recorded-elsewhere", why: `lease ${c.name} records its cgroup at ${byName.cgroup.path}, not here` };
   const why = `lease ${c.name} (${byName.state}) records no cgroup`;
-  if (!LIVE.has(byName.state)) return { ...base, why };
+  if (!LIVE.has(byName.state)) return { ...base, code: "no-cgroup-recorded", why };
   // the gateway writes the lease, then makes its cgroup, then records it: beside a live gateway this is a lease in the making
-  return { ...base, why, caution: `${why} yet: a live gateway may be creating it; left alone`, cautionOnlyIfLive: true };
+  return { ...base, code: "no-cgroup-recorded", why, caution: `${why} yet: a live gateway may be creating it; left alone`, cautionOnlyIfLive: true };
 }

@@ -4,7 +4,7 @@ import { main } from "./dispatch.js";
 
 // A reader that went away (`proclease ps | head -1`) is the normal end of a
 // pipe, not an error: stop writing, let the command finish its own cleanup
-// (the demo must still reap what it spawned), and exit 0 quietly.
+// (the demo must still end what it spawned), and exit 0 quietly.
 let stdoutClosed = false;
 process.stdout.on("error", (err: NodeJS.ErrnoException) => {
   if (err.code === "EPIPE") {

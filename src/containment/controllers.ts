@@ -50,10 +50,32 @@ export interface ControllerPlan {
   missing: ControllerProblem[];
 }
 
+/**
+ * Why a controller does not reach the leases: bound to a cgroup v1
+ * hierarchy, not in the kernel, not delegated to the gateway's cgroup, the
+ * host-wide root (never changed), the gateway's cgroup holding other
+ * processes, the gateway's move not allowed or failed, the enabling write
+ * refused, or the controller files unreadable.
+ */
+export type ControllerProblemCode =
+  | "v1-hierarchy"
+  | "not-in-kernel"
+  | "not-delegated"
+  | "host-root"
+  | "base-not-empty"
+  | "move-not-allowed"
+  | "move-failed"
+  | "enable-refused"
+  | "unreadable";
+
 export interface ControllerProblem {
   controller: string;
+  code: ControllerProblemCode;
+  /** the same, for an operator: names the cause and the fix */
   why: string;
 }
+
+type Problem = Omit<ControllerProblem, "controller">;
 
 /** What it takes to give every lease cgroup the wanted controllers, as pure data (detectContainment carries it out). */
 export function planControllers(p: ControllerPlanInput): ControllerPlan {
@@ -65,9 +87,9 @@ export function planControllers(p: ControllerPlanInput): ControllerPlan {
       plan.enableInRoot.push(c);
       continue;
     }
-    const why = blockedWhy(p, c, others);
-    if (why !== null) {
-      plan.missing.push({ controller: c, why });
+    const blocked = blockedBy(p, c, others);
+    if (blocked !== null) {
+      plan.missing.push({ controller: c, ...blocked });
       continue;
     }
     if (p.selfInBase) plan.moveGateway = true;
@@ -78,28 +100,29 @@ export function planControllers(p: ControllerPlanInput): ControllerPlan {
 }
 
 /** Why base cannot start handing `c` out (null: it can, after the gateway left it if it is in it). */
-function blockedWhy(p: ControllerPlanInput, c: string, others: readonly number[]): string | null {
-  if (!p.baseAvailable.has(c)) return unavailableWhy(c, p.base, p.hierarchyAvailable, p.v1Bound);
+function blockedBy(p: ControllerPlanInput, c: string, others: readonly number[]): Problem | null {
+  if (!p.baseAvailable.has(c)) return unavailable(c, p.base, p.hierarchyAvailable, p.v1Bound);
   if (p.baseIsHierarchyRoot) {
-    return `${c} is offered by the root cgroup ${p.base} but not enabled in its cgroup.subtree_control, and proclease does not change the host-wide root (to allow it: echo +${c} > ${p.base}/cgroup.subtree_control)`;
+    return { code: "host-root", why: `${c} is offered by the root cgroup ${p.base} but not enabled in its cgroup.subtree_control, and proclease does not change the host-wide root (to allow it: echo +${c} > ${p.base}/cgroup.subtree_control)` };
   }
   if (others.length > 0) {
     const list = others.slice(0, 5).join(", ") + (others.length > 5 ? ", …" : "");
-    return `the gateway's cgroup ${p.base} also holds other processes (pid ${list}), and cgroup v2 lets a cgroup hand ${c} to its children only while it holds no processes itself; run the gateway alone in a unit with Delegate=yes`;
+    return { code: "base-not-empty", why: `the gateway's cgroup ${p.base} also holds other processes (pid ${list}), and cgroup v2 lets a cgroup hand ${c} to its children only while it holds no processes itself; run the gateway alone in a unit with Delegate=yes` };
   }
   if (p.selfInBase && !p.allowGatewayMove) {
-    return `enabling ${c} for the leases needs the gateway to leave ${p.base} for ${p.base}/${PROCLEASE_DIR}/${GATEWAY_LEAF}, and moving it was not allowed`;
+    return { code: "move-not-allowed", why: `enabling ${c} for the leases needs the gateway to leave ${p.base} for ${p.base}/${PROCLEASE_DIR}/${GATEWAY_LEAF}, and moving it was not allowed` };
   }
   return null;
 }
 
-export function unavailableWhy(c: string, base: string, hierarchy: ReadonlySet<string>, v1Bound: ReadonlyMap<string, string>): string {
+/** Why `c` is not available to base at all: on v1, not in the kernel, or not delegated. */
+function unavailable(c: string, base: string, hierarchy: ReadonlySet<string>, v1Bound: ReadonlyMap<string, string>): Problem {
   const v1 = v1Bound.get(c);
   if (v1 !== undefined) {
-    return `the ${c} controller is on the cgroup v1 hierarchy on this host${v1 ? ` (mounted at ${v1})` : ""}, not on cgroup v2, so lease cgroups cannot use it`;
+    return { code: "v1-hierarchy", why: `the ${c} controller is on the cgroup v1 hierarchy on this host${v1 ? ` (mounted at ${v1})` : ""}, not on cgroup v2, so lease cgroups cannot use it` };
   }
-  if (!hierarchy.has(c)) return `this kernel offers no ${c} controller on cgroup v2 (not built in, or disabled with cgroup_disable=${c})`;
-  return `${c} is not delegated to ${base}: its parent does not enable it in cgroup.subtree_control (systemd: Delegate=yes, or Delegate=${c} on the gateway's unit)`;
+  if (!hierarchy.has(c)) return { code: "not-in-kernel", why: `this kernel offers no ${c} controller on cgroup v2 (not built in, or disabled with cgroup_disable=${c})` };
+  return { code: "not-delegated", why: `${c} is not delegated to ${base}: its parent does not enable it in cgroup.subtree_control (systemd: Delegate=yes, or Delegate=${c} on the gateway's unit)` };
 }
 
 /** `+c` into cgroup.subtree_control; null when done, else why not. */
@@ -142,11 +165,11 @@ export async function controllerMissingWhy(path: string, controller: string): Pr
   // the reasons below still hold without the mount table
   const table = await readMountTable().catch(() => null);
   const v1 = await v1BoundControllers(table?.entries ?? []);
-  if (v1.has(controller)) return unavailableWhy(controller, parent, new Set(), v1);
+  if (v1.has(controller)) return unavailable(controller, parent, new Set(), v1).why;
   if (offered !== null && offered.has(controller) && inParent !== null && !inParent.has(controller)) {
     return `the ${controller} controller is not enabled for lease cgroups: ${parent}/cgroup.subtree_control lacks it (ask detectContainment for it)`;
   }
   const mount = table?.own ?? null;
   const hierarchy = mount ? await readSet(`${mountDir(mount)}/cgroup.controllers`) : null;
-  return unavailableWhy(controller, parent, hierarchy ?? new Set(), v1);
+  return unavailable(controller, parent, hierarchy ?? new Set(), v1).why;
 }

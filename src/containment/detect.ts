@@ -266,7 +266,7 @@ async function setUpControllers(p: Place, wanted: readonly string[], allowGatewa
     readText(`${p.base}/cgroup.type`),
   ]);
   if (baseAvailable === null || baseEnabled === null || rootEnabled === null || baseProcsText === null) {
-    return { ...none, missing: wanted.map((c) => ({ controller: c, why: `cannot read the controller files of ${p.base}` })) };
+    return { ...none, missing: wanted.map((c) => ({ controller: c, code: "unreadable" as const, why: `cannot read the controller files of ${p.base}` })) };
   }
   const plan = planControllers({
     wanted,
@@ -286,13 +286,17 @@ async function setUpControllers(p: Place, wanted: readonly string[], allowGatewa
   const out: ControllerSetup = { ...none, missing: [...plan.missing] };
   const failedMove = plan.moveGateway ? await moveGateway(p, out) : null;
   for (const c of plan.enableInBase) {
-    const why = failedMove ?? (await enableController(p.base, c));
-    if (why !== null) out.missing.push({ controller: c, why });
+    if (failedMove !== null) {
+      out.missing.push({ controller: c, code: "move-failed", why: failedMove });
+      continue;
+    }
+    const why = await enableController(p.base, c);
+    if (why !== null) out.missing.push({ controller: c, code: "enable-refused", why });
   }
   for (const c of plan.enableInRoot) {
     if (out.missing.some((m) => m.controller === c)) continue;
     const why = await enableController(p.root, c);
-    if (why !== null) out.missing.push({ controller: c, why });
+    if (why !== null) out.missing.push({ controller: c, code: "enable-refused", why });
   }
   return out;
 }

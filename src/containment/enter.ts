@@ -1,8 +1,8 @@
 /**
- * Joining a cgroup: the one write to cgroup.procs in the package. The
- * wrapper (before it spawns the adapter), the supervisor's shell shim
- * (before it execs the run) and detection (its probe process, and the
- * gateway's own move) all join through this file. The rule:
+ * Joining a cgroup: the one write to cgroup.procs in the package. Every
+ * join goes through this file: a process moving itself before it starts
+ * anything, a parent moving its own unreaped child, a shell that joins and
+ * then execs. The rule:
  *
  * - cgroup.procs is opened write-only, never created and never truncated
  *   (O_WRONLY without O_CREAT or O_TRUNC): a directory that is not a cgroup
@@ -65,10 +65,10 @@ export function enterCgroup(path: string, pid: number | "self" = "self"): EnterO
 
 /**
  * The same join, for another process (our own unreaped child, so its pid
- * cannot name anyone else), off the event loop: the gateway moves the
- * wrapper it just spawned while the wrapper's Node boots, so the write's
- * wait (one RCU grace period per move on a host without favordynmods, about
- * 10 ms here) is not on the session's critical path.
+ * cannot name anyone else), off the event loop: a parent moves the child it
+ * just spawned while the child starts up, so the write's wait (one RCU grace
+ * period per move on a host without favordynmods, about 10 ms) is not on
+ * the caller's critical path.
  */
 export async function enterCgroupAsync(path: string, pid: number): Promise<EnterOutcome> {
   assertPidArg(pid);
@@ -130,7 +130,7 @@ function enterError(path: string, e: unknown): EnterOutcome {
 
 /**
  * The same join as a POSIX sh command list, for a shell that joins and then
- * execs the run (the supervisor's shim): it succeeds only when the shell
+ * execs its command: it succeeds only when the shell
  * moved itself into the cgroup named by the shell word `dir` (e.g. `"$1"`).
  * A shell cannot open a file without O_CREAT, so it first tests that
  * cgroup.procs exists: a cgroup keeps its interface files for as long as it

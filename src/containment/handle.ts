@@ -1,7 +1,7 @@
 /**
  * A lease cgroup as a checked value. Its path is checked once, when the
  * handle is made (createLeaseCgroup) or opened (openLeaseCgroup): absolute
- * and normalised, on cgroup2, shaped `…/proclease/<owner>/<name>`, and with
+ * and normalised, on cgroup2, shaped `…/proclease/<instance>/<name>`, and with
  * the identity the caller expects. Kill, signal, remove and the reads take
  * the handle and do not check the path again. A directory's identity is its
  * inode number (on cgroup2 it equals cgroup.id): a directory removed and
@@ -16,7 +16,7 @@ import { dirname } from "node:path";
 import { ContainmentArgumentError, faultOf } from "./errors.js";
 import { cgroupIdOf, exists, isPopulated, readSet, type PopulatedState } from "./files.js";
 import { enableController } from "./controllers.js";
-import { CGROUP_NAME_RE, cgroupPathProblem, leaseCgroupShapeProblem, ownerFolderShapeProblem } from "./paths.js";
+import { CGROUP_NAME_RE, cgroupPathProblem, leaseCgroupShapeProblem, instanceFolderShapeProblem } from "./paths.js";
 import type { ContainmentSupport } from "./detect.js";
 
 declare const checked: unique symbol;
@@ -46,30 +46,30 @@ export type CreateLeaseCgroupResult =
   | { ok: false; code: "unavailable" | "bad-name" | "exists" | "denied" | "limit" | "error"; why: string };
 
 /**
- * Creates `<support.root>/<owner>/<name>` for a lease: one folder per gateway
- * instance (`owner`, its instance id), so two gateways whose cgroups are the
- * same (one systemd unit, a test runner) each see only their own leases'
- * cgroups, and an operator's orphan sweep for one state dir never touches
- * another's. The owner folder holds no process, so it can hand every
+ * Creates `<support.root>/<instance>/<name>` for a lease: one instance folder
+ * per gateway instance (`instance`, its instance id), so two gateways whose
+ * cgroups are the same (one systemd unit, a test runner) each see only their
+ * own leases' cgroups, and an operator's orphan sweep for one state dir never
+ * touches another's. The instance folder holds no process, so it can hand every
  * controller the root hands out down to its leases (no-internal-processes
  * rule); it is made on first use and kept. Never adopts an existing lease
  * directory: a leftover of the same name could still hold processes that are
  * not this lease's.
  */
-export async function createLeaseCgroup(support: ContainmentSupport, name: string, owner: string): Promise<CreateLeaseCgroupResult> {
+export async function createLeaseCgroup(support: ContainmentSupport, name: string, instance: string): Promise<CreateLeaseCgroupResult> {
   if (!support.available) return { ok: false, code: "unavailable", why: support.why };
-  for (const [what, v] of [["cgroup name", name], ["owner name", owner]] as const) {
+  for (const [what, v] of [["cgroup name", name], ["instance folder name", instance]] as const) {
     if (typeof v !== "string" || !CGROUP_NAME_RE.test(v)) {
       return { ok: false, code: "bad-name", why: `${what} must match ${CGROUP_NAME_RE}, got ${JSON.stringify(v)}` };
     }
   }
-  const parent = `${support.root}/${owner}`;
+  const parent = `${support.root}/${instance}`;
   const path = `${parent}/${name}`;
-  // twice at most: a disposing controller of the same instance may remove the empty folder in between (removeOwnerFolder)
+  // twice at most: a disposing controller of the same instance may remove the empty folder in between (removeInstanceFolder)
   for (let attempt = 0; ; attempt++) {
     const folder = await mkdirCgroup(parent, true);
     if (folder !== null) return folder.result;
-    // controllers the root hands out reach the lease only through its owner folder; one missing is named by applyLimits
+    // controllers the proclease root hands out reach the lease only through its instance folder; one missing is named by applyLimits
     const enabled = (await readSet(`${parent}/cgroup.subtree_control`)) ?? new Set<string>();
     for (const c of support.controllers) if (!enabled.has(c)) await enableController(parent, c);
     const made = await mkdirCgroup(path, false);
@@ -104,7 +104,7 @@ export type OpenLeaseCgroupResult =
   | { state: "gone" }
   /** another directory now has this name (its identity differs from `id`) */
   | { state: "mismatch"; why: string }
-  /** not a lease cgroup: not on cgroup2, or not shaped …/proclease/<owner>/<name> */
+  /** not a lease cgroup: not on cgroup2, or not shaped …/proclease/<instance>/<name> */
   | { state: "refused"; why: string }
   | { state: "unknown"; why: string };
 
@@ -144,27 +144,26 @@ function assertCgroupId(id: unknown): void {
 }
 
 /**
- * Removes an instance's owner folder when it is empty (a controller being
- * disposed): one folder per state dir would otherwise outlive it on the host.
- * A folder still holding lease cgroups stays ("busy"): a live session keeps
- * its cgroup whatever happens to the controller.
+ * Removes an instance folder when it is empty: one folder per instance would
+ * otherwise outlive it on the host. A folder still holding lease cgroups
+ * stays ("busy"): a lease cgroup outlives whoever made it.
  */
-export async function removeOwnerFolder(support: ContainmentSupport, owner: string): Promise<"removed" | "busy" | "gone" | "refused"> {
-  if (!support.available || typeof owner !== "string" || !CGROUP_NAME_RE.test(owner)) return "refused";
-  return rmdirFolder(`${support.root}/${owner}`);
+export async function removeInstanceFolder(support: ContainmentSupport, instance: string): Promise<"removed" | "busy" | "gone" | "refused"> {
+  if (!support.available || typeof instance !== "string" || !CGROUP_NAME_RE.test(instance)) return "refused";
+  return rmdirFolder(`${support.root}/${instance}`);
 }
 
 /**
- * The instance folder a lease cgroup lived in (`<proclease root>/<owner>`),
+ * The instance folder a lease cgroup lived in (`<proclease root>/<instance>`),
  * removed when nothing is left in it: a folder per state dir (or per
  * supervisor process) would otherwise outlive its last lease on the host.
  * Only a folder of that shape is touched, and rmdir itself refuses one that
  * still holds a cgroup (a lease being made right now keeps it; that maker
  * re-creates a folder removed under it: createLeaseCgroup's retry).
  */
-export async function removeEmptyOwnerFolder(leaseCgroupPath: string): Promise<"removed" | "busy" | "gone" | "refused"> {
+export async function removeEmptyInstanceFolder(leaseCgroupPath: string): Promise<"removed" | "busy" | "gone" | "refused"> {
   const folder = dirname(leaseCgroupPath);
-  if (ownerFolderShapeProblem(folder) !== null) return "refused";
+  if (instanceFolderShapeProblem(folder) !== null) return "refused";
   return rmdirFolder(folder);
 }
 

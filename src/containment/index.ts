@@ -22,7 +22,7 @@
  * - files.ts       interface files: populated, members, identity
  * - controllers.ts the controller plan and the no-internal-processes rule
  * - detect.ts      detectContainment: locate, make the root, probe, controllers
- * - handle.ts      LeaseCgroup: a lease cgroup checked once (create, open), listing, owner folders
+ * - handle.ts      LeaseCgroup: a lease cgroup checked once (create, open), listing, instance folders
  * - kill.ts        kill, signal the members, remove
  * - enter.ts       joining a cgroup (for Node and for a shell)
  * - resources.ts   memory readings and limits
@@ -42,11 +42,11 @@ export { isPopulated, membersOf, waitUntilEmpty } from "./files.js";
 export type { MembersResult, PopulatedState } from "./files.js";
 export { detectContainment, mountOf } from "./detect.js";
 export type { ContainmentOffCode, ContainmentSupport, DetectOptions } from "./detect.js";
-export type { ControllerProblem } from "./controllers.js";
-export { createLeaseCgroup, listLeaseCgroups, openLeaseCgroup, refOf, removeEmptyOwnerFolder, removeOwnerFolder, verifyCgroupIdentity } from "./handle.js";
+export type { ControllerProblem, ControllerProblemCode } from "./controllers.js";
+export { createLeaseCgroup, listLeaseCgroups, openLeaseCgroup, refOf, removeEmptyInstanceFolder, removeInstanceFolder, verifyCgroupIdentity } from "./handle.js";
 export type { CreateLeaseCgroupResult, IdentityVerdict, LeaseCgroup, LeaseCgroupRef, ListedCgroup, ListResult, OpenLeaseCgroupResult } from "./handle.js";
 export { killCgroup, removeCgroup, signalMembers } from "./kill.js";
-export type { KillOptions, KillOutcome, MemberSignal, RemoveOutcome } from "./kill.js";
+export type { KillOptions, KillOutcome, KillRefusal, MemberSignal, RemoveOutcome } from "./kill.js";
 export { enterCgroup, enterCgroupAsync, enterCgroupShell, isInCgroup } from "./enter.js";
 export type { EnterOutcome } from "./enter.js";
 export { applyLimits, isLimitValue, readMemory } from "./resources.js";

@@ -33,9 +33,12 @@ export type KillOutcome =
   | { outcome: "gone" }
   /** still populated at the deadline (processes in D state, or no permission) */
   | { outcome: "survivors"; via: "cgroup.kill" | "signal-loop"; pids: number[] | null; detail?: string }
-  /** a guard refused: the path is not a lease cgroup, or holds this process or an ancestor */
-  | { outcome: "refused"; why: string }
+  /** a guard refused (KillRefusal): the path is not a lease cgroup, or holds this process or an ancestor, or whether it does cannot be told */
+  | { outcome: "refused"; code: KillRefusal; why: string }
   | { outcome: "unknown"; why: string };
+
+/** Why a kill (or a member signal) was refused. */
+export type KillRefusal = "not-a-lease-cgroup" | "holds-us" | "cannot-tell-if-holds-us";
 
 export interface KillOptions {
   /** "auto": cgroup.kill where present, else the signal loop. Default "auto". */
@@ -46,23 +49,30 @@ export interface KillOptions {
   signaller?: ProcessSignaller;
 }
 
-type Opened = { ok: true; cg: LeaseCgroup } | { ok: false; outcome: "gone" } | { ok: false; outcome: "refused" | "unknown"; why: string };
+type Opened =
+  | { ok: true; cg: LeaseCgroup }
+  | { ok: false; outcome: "gone" }
+  | { ok: false; outcome: "refused"; code: KillRefusal; why: string }
+  | { ok: false; outcome: "unknown"; why: string };
 
 async function opened(target: string | LeaseCgroup): Promise<Opened> {
   if (typeof target !== "string") return { ok: true, cg: target };
   const o = await openLeaseCgroup({ path: target });
   if (o.state === "open") return { ok: true, cg: o.cgroup };
   if (o.state === "gone") return { ok: false, outcome: "gone" };
-  return { ok: false, outcome: o.state === "unknown" ? "unknown" : "refused", why: o.why };
+  return o.state === "unknown" ? { ok: false, outcome: "unknown", why: o.why } : { ok: false, outcome: "refused", code: "not-a-lease-cgroup", why: o.why };
 }
 
 /** SIGKILLs everything in a lease cgroup and its subtree (see the header). */
 export async function killCgroup(target: string | LeaseCgroup, opts: KillOptions = {}): Promise<KillOutcome> {
   const o = await opened(target);
-  if (!o.ok) return o.outcome === "gone" ? { outcome: "gone" } : { outcome: o.outcome, why: o.why };
+  if (!o.ok) {
+    const { ok: _ok, ...answer } = o;
+    return answer;
+  }
   const mount = await readOwnMount();
   const refusal = await holdsUsProblem(o.cg.path, mount);
-  if (refusal !== null) return { outcome: "refused", why: refusal };
+  if (refusal !== null) return { outcome: "refused", ...refusal };
   return killSubtree(o.cg.path, opts, mount);
 }
 
@@ -141,7 +151,7 @@ export async function signalMembers(
   if (!o.ok) return o.outcome === "gone" ? { state: "gone" } : { state: o.outcome, why: o.why };
   const mount = await readOwnMount();
   const refusal = await holdsUsProblem(o.cg.path, mount);
-  if (refusal !== null) return { state: "refused", why: refusal };
+  if (refusal !== null) return { state: "refused", why: refusal.why };
   const m = await membersOf(o.cg);
   if (m.state !== "ok") return m;
   return { state: "ok", sent: await signalPids(o.cg.path, m.pids, signal, opts.signaller ?? defaultSignaller(), mount) };
@@ -172,15 +182,15 @@ function defaultSignaller(): ProcessSignaller {
 }
 
 /** null when `path` holds neither this process, its parent nor an ancestor; else why it must not be killed. cgroup.kill takes the whole subtree. */
-async function holdsUsProblem(path: string, mount: Cgroup2Mount | null): Promise<string | null> {
+async function holdsUsProblem(path: string, mount: Cgroup2Mount | null): Promise<{ code: KillRefusal; why: string } | null> {
   const watch = [process.pid, process.ppid, ...ancestorsOfThisProcess()];
   for (const pid of new Set(watch)) {
     if (pid <= 1) continue;
     const r = await readCgroupTyped(pid, mount);
     if (r.state === "gone" && pid !== process.pid) continue;
     const who = pid === process.pid ? "this process" : `ancestor ${pid}`;
-    if (r.state !== "ok") return `cannot tell whether ${who} is inside ${path} (${r.state === "unknown" ? r.why : "gone"})`;
-    if (isWithin(r.path, path)) return `${path} holds ${pid === process.pid ? "this process" : pid === process.ppid ? "this process's parent" : `ancestor ${pid}`}`;
+    if (r.state !== "ok") return { code: "cannot-tell-if-holds-us", why: `cannot tell whether ${who} is inside ${path} (${r.state === "unknown" ? r.why : "gone"})` };
+    if (isWithin(r.path, path)) return { code: "holds-us", why: `${path} holds ${pid === process.pid ? "this process" : pid === process.ppid ? "this process's parent" : `ancestor ${pid}`}` };
   }
   return null;
 }

@@ -3,11 +3,15 @@
  * here acts on it: the names, the one "inside that cgroup" test, and the
  * shape checks (a string check, then one statfs).
  *
- * Layout under the gateway's own cgroup (`base`):
+ * Layout under the gateway's own cgroup (`base`); `base/proclease` is the
+ * proclease root, `base/proclease/<instance>` an instance folder:
  *   base/proclease/<instance>/<leaseId>
  *                               one leaf per lease (its processes join it),
- *                               in one folder per gateway instance: gateways
- *                               sharing `base` never judge each other's leases
+ *                               in one instance folder per gateway instance
+ *                               (its instance id) or per supervisor process
+ *                               without a state dir (fg-<pid>-<start time>):
+ *                               gateways sharing `base` never judge each
+ *                               other's leases
  *   base/proclease/_gateway     the gateway itself, only when it had to leave
  *                               `base` to hand controllers to the leases
  *   base/proclease/_probe-*     short-lived, made by detectContainment
@@ -62,17 +66,18 @@ export async function cgroupPathProblem(path: string): Promise<string | "gone" |
 
 /**
  * The one shape a cgroup must have before this layer kills or removes it:
- * `…/proclease/<owner>/<name>` (createLeaseCgroup), both names matching
- * CGROUP_NAME_RE: never the root, an owner's folder, or our `_` leaves.
+ * `…/proclease/<instance>/<name>` (createLeaseCgroup), both names matching
+ * CGROUP_NAME_RE: never the proclease root, an instance folder, or our `_`
+ * leaves.
  */
 export function leaseCgroupShapeProblem(path: string): string | null {
   const parent = dirname(path);
   const ok = CGROUP_NAME_RE.test(basename(path)) && CGROUP_NAME_RE.test(basename(parent)) && basename(dirname(parent)) === PROCLEASE_DIR;
-  return ok ? null : `${path} is not a lease cgroup (…/${PROCLEASE_DIR}/<owner>/<name>, names matching ${CGROUP_NAME_RE})`;
+  return ok ? null : `${path} is not a lease cgroup (…/${PROCLEASE_DIR}/<instance>/<name>, names matching ${CGROUP_NAME_RE})`;
 }
 
-/** null when `folder` is an instance folder (`…/proclease/<owner>`, the owner matching CGROUP_NAME_RE); else why not. */
-export function ownerFolderShapeProblem(folder: string): string | null {
+/** null when `folder` is an instance folder (`…/proclease/<instance>`, the name matching CGROUP_NAME_RE); else why not. */
+export function instanceFolderShapeProblem(folder: string): string | null {
   const ok = basename(dirname(folder)) === PROCLEASE_DIR && CGROUP_NAME_RE.test(basename(folder));
-  return ok ? null : `${folder} is not an instance folder (…/${PROCLEASE_DIR}/<owner>, the owner matching ${CGROUP_NAME_RE})`;
+  return ok ? null : `${folder} is not an instance folder (…/${PROCLEASE_DIR}/<instance>, the name matching ${CGROUP_NAME_RE})`;
 }

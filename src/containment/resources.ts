@@ -9,7 +9,14 @@ import { controllerMissingWhy } from "./controllers.js";
 import { exists, parseCounter, readText, writeCgroupFile } from "./files.js";
 import type { LeaseCgroup } from "./handle.js";
 
-export type MemoryReading = { ok: true; current: number; peak: number | null } | { ok: false; why: string };
+/**
+ * Why memory could not be read: gone (no such cgroup), no-controller (the
+ * memory controller is not on v2 for it), malformed (an unreadable figure);
+ * a lease's reading adds cgroup-replaced (another cgroup has its name) and
+ * identity-unreadable.
+ */
+export type MemoryUnreadable = "gone" | "no-controller" | "malformed" | "cgroup-replaced" | "identity-unreadable";
+export type MemoryReading = { ok: true; current: number; peak: number | null } | { ok: false; code: MemoryUnreadable; why: string };
 
 /**
  * memory.current and memory.peak (bytes) of a lease cgroup. peak is null on
@@ -20,11 +27,11 @@ export async function readMemory(target: string | LeaseCgroup): Promise<MemoryRe
   const path = typeof target === "string" ? target : target.path;
   const current = await readText(`${path}/memory.current`, true);
   if (current === "gone" || current === null) {
-    if (!(await exists(path))) return { ok: false, why: `${path} does not exist` };
-    return { ok: false, why: await controllerMissingWhy(path, "memory") };
+    if (!(await exists(path))) return { ok: false, code: "gone", why: `${path} does not exist` };
+    return { ok: false, code: "no-controller", why: await controllerMissingWhy(path, "memory") };
   }
   const cur = parseCounter(current);
-  if (cur === null) return { ok: false, why: `${path}/memory.current is malformed` };
+  if (cur === null) return { ok: false, code: "malformed", why: `${path}/memory.current is malformed` };
   const peakText = await readText(`${path}/memory.peak`);
   return { ok: true, current: cur, peak: peakText === null ? null : parseCounter(peakText) };
 }

@@ -33,16 +33,20 @@ export function getProcessFacts(opts?: { backend?: "auto" | FactsBackend }): Pro
   return facts;
 }
 
-/** Which backend `auto` would pick, and why; used by `proclease doctor`. */
-export function describeBackendChoice(): { backend: FactsBackend; reason: string } {
+/** Why `auto` picks its backend: PROCLEASE_BACKEND, the addon loaded, or the addon unavailable (the fallback order decides the rest). */
+export type BackendChoiceCode = "env" | "native-loaded" | "native-unavailable";
+
+/** Which backend `auto` would pick, and why (`code` for code, `reason` for people). */
+export function describeBackendChoice(): { backend: FactsBackend; code: BackendChoiceCode; reason: string } {
   const env = envBackend();
-  if (env !== undefined) return { backend: env, reason: `PROCLEASE_BACKEND=${env}` };
+  if (env !== undefined) return { backend: env, code: "env", reason: `PROCLEASE_BACKEND=${env}` };
   const backend = autoBackend();
-  if (backend === "native") return { backend, reason: "native addon loaded" };
+  if (backend === "native") return { backend, code: "native-loaded", reason: "native addon loaded" };
   const why = `native addon unavailable: ${loadError() ?? `not supported on ${process.platform}`}`;
-  if (backend === "procfs") return { backend, reason: why };
-  if (backend === "ps") return { backend, reason: `${why}; no /proc walker on ${process.platform}` };
-  return { backend, reason: `${why}; no /proc and no ps binary` };
+  const code = "native-unavailable";
+  if (backend === "procfs") return { backend, code, reason: why };
+  if (backend === "ps") return { backend, code, reason: `${why}; no /proc walker on ${process.platform}` };
+  return { backend, code, reason: `${why}; no /proc and no ps binary` };
 }
 
 function envBackend(): FactsBackend | undefined {

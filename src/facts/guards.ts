@@ -1,7 +1,6 @@
 /**
- * The hard guards. Every signal path in proclease (the signaller itself, the
- * reaper, supervisor, wrapper, controller) asks here first, whatever a lease
- * or a caller says. A guard only ever refuses; passing it is necessary, never
+ * The hard guards. Every signal path in proclease, the signaller's own
+ * included, asks here first, whatever a lease or a caller says. A guard only ever refuses; passing it is necessary, never
  * sufficient. They sit in the facts layer, beside the signaller, so that
  * even a direct `createSignaller().signal()` cannot reach a forbidden pid.
  */
@@ -9,7 +8,20 @@ import { execFileSync } from "node:child_process";
 import { readStatSync } from "./procfs.js";
 import { MAX_PID } from "./validate.js";
 
-export type GuardVerdict = { allowed: true } | { allowed: false; reason: string };
+/** Why a guard refused (the reason says it for people). */
+export type GuardRefusal =
+  | "not-an-integer"
+  | "at-most-1"
+  | "beyond-max-pid"
+  | "this-process"
+  | "parent"
+  | "ancestor"
+  | "own-group"
+  | "own-group-unknown"
+  | "group-not-verified"
+  | "leader-not-verified-root";
+
+export type GuardVerdict = { allowed: true } | { allowed: false; code: GuardRefusal; reason: string };
 
 const ALLOWED: GuardVerdict = Object.freeze({ allowed: true });
 
@@ -38,12 +50,12 @@ export function signalTargetGuard(): (pid: number) => GuardVerdict {
 }
 
 function checkTarget(pid: number, parent: number, ancestors: () => ReadonlySet<number>): GuardVerdict {
-  if (typeof pid !== "number" || !Number.isInteger(pid)) return refuse(`pid ${String(pid)} is not an integer`);
-  if (pid <= 1) return refuse(`pid ${pid} is <= 1`);
-  if (pid > MAX_PID) return refuse(`pid ${pid} is beyond ${MAX_PID}`);
-  if (pid === process.pid) return refuse(`pid ${pid} is this process`);
-  if (pid === parent) return refuse(`pid ${pid} is this process's parent`);
-  if (ancestors().has(pid)) return refuse(`pid ${pid} is an ancestor of this process`);
+  if (typeof pid !== "number" || !Number.isInteger(pid)) return refuse("not-an-integer", `pid ${String(pid)} is not an integer`);
+  if (pid <= 1) return refuse("at-most-1", `pid ${pid} is <= 1`);
+  if (pid > MAX_PID) return refuse("beyond-max-pid", `pid ${pid} is beyond ${MAX_PID}`);
+  if (pid === process.pid) return refuse("this-process", `pid ${pid} is this process`);
+  if (pid === parent) return refuse("parent", `pid ${pid} is this process's parent`);
+  if (ancestors().has(pid)) return refuse("ancestor", `pid ${pid} is an ancestor of this process`);
   return ALLOWED;
 }
 
@@ -51,16 +63,16 @@ function checkTarget(pid: number, parent: number, ancestors: () => ReadonlySet<n
  * The refusals of a group signal that hold whatever proof a caller brings:
  * pgid <= 1, beyond 2^22, this process's own group, a group led by this
  * process or its parent, and any group at all when our own pgid cannot be
- * learned (fail closed). The reaper uses it to decide whether a verified
- * group may even be watched; checkGroupSignal adds the proofs.
+ * learned (fail closed). A tree kill asks it before it watches a verified
+ * group for newcomers; checkGroupSignal adds the proofs.
  */
 export function checkGroupTarget(pgid: number): GuardVerdict {
-  if (typeof pgid !== "number" || !Number.isInteger(pgid)) return refuse(`pgid ${String(pgid)} is not an integer`);
-  if (pgid <= 1) return refuse(`pgid ${pgid} is <= 1`);
-  if (pgid > MAX_PID) return refuse(`pgid ${pgid} is beyond ${MAX_PID}`);
+  if (typeof pgid !== "number" || !Number.isInteger(pgid)) return refuse("not-an-integer", `pgid ${String(pgid)} is not an integer`);
+  if (pgid <= 1) return refuse("at-most-1", `pgid ${pgid} is <= 1`);
+  if (pgid > MAX_PID) return refuse("beyond-max-pid", `pgid ${pgid} is beyond ${MAX_PID}`);
   const own = isOwnProcessGroup(pgid);
-  if (own === null) return refuse("this process's own process group is unknown, so no group can be told apart from it");
-  if (own) return refuse(`pgid ${pgid} is this process's own process group, or led by this process or its parent`);
+  if (own === null) return refuse("own-group-unknown", "this process's own process group is unknown, so no group can be told apart from it");
+  if (own) return refuse("own-group", `pgid ${pgid} is this process's own process group, or led by this process or its parent`);
   return ALLOWED;
 }
 
@@ -69,8 +81,9 @@ export function checkGroupTarget(pgid: number): GuardVerdict {
  * the lease's own AND its leader is the verified root, on top of every
  * refusal of checkGroupTarget.
  *
- * Note: the reaper never sends group signals at all (a group signal cannot be
- * identity-checked per member); this guard is for the wrapper/supervisor.
+ * A group signal cannot be identity-checked per member: a tree kill signals
+ * members one by one and asks this only to decide whether a group's
+ * members may be swept with the root.
  */
 export function checkGroupSignal(
   pgid: number,
@@ -78,8 +91,8 @@ export function checkGroupSignal(
 ): GuardVerdict {
   const target = checkGroupTarget(pgid);
   if (!target.allowed) return target;
-  if (proof?.groupVerifiedAsOwn !== true) return refuse(`pgid ${pgid} was not verified as the lease's own group`);
-  if (proof?.leaderIsVerifiedRoot !== true) return refuse(`the leader of pgid ${pgid} is not the verified root`);
+  if (proof?.groupVerifiedAsOwn !== true) return refuse("group-not-verified", `pgid ${pgid} was not verified as the lease's own group`);
+  if (proof?.leaderIsVerifiedRoot !== true) return refuse("leader-not-verified-root", `the leader of pgid ${pgid} is not the verified root`);
   return ALLOWED;
 }
 
@@ -88,7 +101,7 @@ export function checkGroupSignal(
  * this process or by its parent (a live process's pid cannot name a group it
  * did not create); null when our own group cannot be learned and `pgid` is
  * neither of those pids; false otherwise. The one answer to "is this group
- * ours?" for verification and the reaper.
+ * ours?".
  */
 export function isOwnProcessGroup(pgid: number): boolean | null {
   if (pgid === process.pid || pgid === process.ppid) return true;
@@ -99,24 +112,18 @@ export function isOwnProcessGroup(pgid: number): boolean | null {
 
 let cachedPgid: number | null | undefined;
 
-
 /**
  * This process's process group id, or null when it cannot be learned. Node
  * has no getpgid(), so it is read once: /proc/self/stat on Linux (field 5,
  * parsed after the last ")" because comm may contain spaces and parens),
  * else `ps -o pgid= -p <pid>` from /bin or /usr/bin. Cached for the life of
- * the process: Node itself never calls setpgid/setsid on the running process,
- * and a native helper that did would be the one to call
- * `resetOwnProcessGroupCache()`.
+ * the process: nothing in this package calls setpgid or setsid on the
+ * running process.
  */
 export function ownProcessGroupId(): number | null {
   if (cachedPgid !== undefined) return cachedPgid;
   cachedPgid = readOwnPgid();
   return cachedPgid;
-}
-
-export function resetOwnProcessGroupCache(): void {
-  cachedPgid = undefined;
 }
 
 function readOwnPgid(): number | null {
@@ -171,11 +178,6 @@ export function ancestorsOfThisProcess(): ReadonlySet<number> {
   return set;
 }
 
-/** Drops the cached ancestor chain (tests; a caller that knows the chain changed). */
-export function resetAncestorCache(): void {
-  ancestorCache = undefined;
-}
-
 function walkAncestors(ppid: number): ReadonlySet<number> {
   const set = new Set<number>();
   const parentOf = process.platform === "linux" ? procfsParent : psParents();
@@ -211,8 +213,8 @@ function psParents(): (pid: number) => number | null {
   return (pid) => parents.get(pid) ?? null;
 }
 
-function refuse(reason: string): GuardVerdict {
-  return { allowed: false, reason };
+function refuse(code: GuardRefusal, reason: string): GuardVerdict {
+  return { allowed: false, code, reason };
 }
 
 /**

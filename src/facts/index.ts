@@ -11,10 +11,12 @@ export type {
   SignalOutcome,
 } from "./types.js";
 export type { NativeBinding, NativeDetailsBatch, NativeSignalOutcome, NativeSnapshot } from "./native-binding.js";
-export { getProcessFacts, describeBackendChoice } from "./get.js";
+export { getProcessFacts, describeBackendChoice, type BackendChoiceCode } from "./get.js";
 export { FactsReadError, FactsUnavailableError } from "./none.js";
 export { assertPid, assertEnvKeys, MAX_PID } from "./validate.js";
 export { buildSnapshot } from "./snapshot.js";
 export { inspectEach } from "./inspect-many.js";
 export { loadNative, loadError, createNativeFacts } from "./native.js";
 export { createSignaller } from "./signal.js";
+export { checkSignalTarget, checkGroupSignal, checkGroupTarget, isOwnProcessGroup, ownProcessGroupId, ancestorsOfThisProcess, signalUnreapedChild } from "./guards.js";
+export type { GuardRefusal, GuardVerdict } from "./guards.js";

@@ -1,7 +1,7 @@
 /**
  * The one rule for "is this record a live process?" and "could this record
- * be a user-space process of ours?", so verification, the reaper and the
- * wrapper do not each test state letters by hand.
+ * be a user-space process of ours?", so nothing else tests state letters by
+ * hand.
  *
  * - "X" (dead) records can show up under fork churn between the kernel's
  *   exit and the reap: gone.
@@ -47,8 +47,8 @@ export function isAlive(p: LivenessFields): boolean {
  * True only when the process is provably gone: no such pid, not alive by the
  * rule above, or its pid now names another process (a readable start time
  * that differs from `startTime`). Facts that cannot tell, or a failed read,
- * prove nothing: false. The reaper, the supervisor's exit fallback and its
- * adopted-process sweep all ask this.
+ * prove nothing: false. The one answer to "has it exited?" for whoever
+ * waits on a process it does not hold a handle to.
  */
 export async function provablyGone(facts: ProcessFacts, id: ProcessId): Promise<boolean> {
   if (facts.identityStrength === "none") return false;

@@ -63,15 +63,9 @@ const INT_RE = /^-?\d+$/;
 const UINT_RE = /^\d+$/;
 
 /**
- * Parses one /proc/PID/stat line. comm (field 2) may contain anything,
- * including ") (", spaces and newlines, so it is delimited by the first "("
- * and the LAST ")". Returns null for anything truncated or malformed: a
- * half-read stat must never become a half-true ProcessInfo.
- */
-/**
- * One synchronous read of /proc/<pid>/stat through parseStat, for the few
- * callers that must not await (the guards, on the signal path). null when the
- * process is gone or the file is unreadable or malformed.
+ * One synchronous read of /proc/<pid>/stat through parseStat, for code that
+ * must not await (a check right before a signal). null when the process is
+ * gone or the file is unreadable or malformed.
  */
 export function readStatSync(pid: number | "self", procRoot = "/proc"): ParsedStat | null {
   try {
@@ -81,6 +75,12 @@ export function readStatSync(pid: number | "self", procRoot = "/proc"): ParsedSt
   }
 }
 
+/**
+ * Parses one /proc/PID/stat line. comm (field 2) may contain anything,
+ * including ") (", spaces and newlines, so it is delimited by the first "("
+ * and the LAST ")". Returns null for anything truncated or malformed: a
+ * half-read stat must never become a half-true ProcessInfo.
+ */
 export function parseStat(text: string): ParsedStat | null {
   const open = text.indexOf(" (");
   const close = text.lastIndexOf(")");
@@ -242,16 +242,13 @@ async function readStatus(dir: string): Promise<ParsedStatus | null> {
 }
 
 /**
- * A zombie thread-group leader whose other threads still run (its main
- * thread called pthread_exit): alive. status "Threads:" counts the leader
- * until it is reaped, so > 1 means live threads; when status cannot say,
- * the entries of task/ are counted instead.
- */
-/**
- * A leader in Z (or exiting) belongs to a live process only while some other
- * thread runs on: neither a zombie, dead, nor inside exit(2). A dying
- * multi-threaded process shows several threads for a moment, all on their
- * way out: that process is not alive (as native/facts_linux.cc decides).
+ * Whether a zombie thread-group leader (its main thread called
+ * pthread_exit) still has a live thread: one in task/ that is neither a
+ * zombie, dead, nor inside exit(2). status "Threads:" counts the leader
+ * until it is waited for, so "Threads: 1" (or less) answers no without
+ * reading task/. A dying multi-threaded process shows several threads for a
+ * moment, all on their way out: that process is not alive. The same rule as
+ * native/facts_linux.cc LiveThreadsBehindZombie.
  */
 async function liveThreadsBehindZombie(dir: string, status: ParsedStatus | null): Promise<boolean> {
   if (status?.threads !== undefined && status.threads <= 1) return false;

@@ -1,7 +1,7 @@
 /**
  * The facts a batch reconcile (lifecycle.ts reconcileLeases) hands its
- * verifications and reaps: one that counts snapshot() calls, and one that
- * lets concurrent reaps share the walk in flight.
+ * verifications and kills: one that counts snapshot() calls, and one that
+ * lets concurrent kills share the walk in flight.
  */
 import type { ProcessFacts, ProcessSnapshot } from "../facts/types.js";
 
@@ -20,7 +20,7 @@ export function countingFacts(facts: ProcessFacts, onSnapshot: () => void): Proc
 }
 
 /**
- * Many trees reaped at once each ask for a fresh snapshot (to catch children
+ * Many trees killed at once each ask for a fresh snapshot (to catch children
  * forked mid-teardown) at nearly the same moment; concurrent callers share
  * the walk in flight instead of each walking /proc.
  */

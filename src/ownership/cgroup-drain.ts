@@ -2,7 +2,7 @@
  * Draining a lease's own cgroup in the lifecycle (docs/containment.md).
  * When the lease records one, it holds every process the lease ever
  * started, whatever they did to their environment, parent or session; so
- * once the reap of the verified tree (or remnants) is done, the cgroup is
+ * once the kill of the verified tree (or remnants) is done, the cgroup is
  * emptied as a unit: SIGTERM to what is left, the grace, then one write to
  * cgroup.kill. "Nothing left" is then the kernel's `populated 0`, not a
  * search, and the directory is removed. The cgroup is opened first
@@ -17,14 +17,15 @@ import {
   membersOf,
   openLeaseCgroup,
   removeCgroup,
-  removeEmptyOwnerFolder,
+  removeEmptyInstanceFolder,
   signalMembers,
   waitUntilEmpty,
   type LeaseCgroup,
 } from "../containment/index.js";
 import { isAlive } from "../facts/liveness.js";
 import type { ProcessFacts, ProcessSignaller } from "../facts/types.js";
-import type { AcpxProcessLease, OwnershipEvidence } from "./types.js";
+import { evidence } from "./evidence.js";
+import type { EvidenceCode, OwnershipEvidence, ProcessLease } from "./types.js";
 
 export interface CgroupDrain {
   /**
@@ -49,10 +50,10 @@ export async function cgroupMembers(lease: Contained): Promise<number[] | null> 
   return m.state === "ok" ? m.pids : null;
 }
 
-/** What holds a cgroup: a lease, or a supervisor run without one (its cgroup alone). */
-export type Contained = Pick<AcpxProcessLease, "cgroup">;
+/** What holds a cgroup: a lease, or a cgroup of its own without a lease. */
+export type Contained = Pick<ProcessLease, "cgroup">;
 
-type Evidence = (result: OwnershipEvidence["result"], detail: string) => OwnershipEvidence;
+type Evidence = (result: OwnershipEvidence["result"], code: EvidenceCode, detail: string) => OwnershipEvidence;
 
 
 /**
@@ -65,19 +66,19 @@ type Evidence = (result: OwnershipEvidence["result"], detail: string) => Ownersh
 async function openForDrain(lease: Contained): Promise<CgroupDrain | { cg: LeaseCgroup; ev: Evidence } | null> {
   const ref = lease.cgroup;
   if (!ref) return null;
-  const ev: Evidence = (result, detail) => ({ check: "cgroup", result, detail: `${ref.path}: ${detail}` });
+  const ev: Evidence = (result, code, detail) => evidence("cgroup", result, code, `${ref.path}: ${detail}`);
   const o = await openLeaseCgroup(ref);
   switch (o.state) {
     case "open":
       return { cg: o.cgroup, ev };
     case "gone":
-      return { state: "empty", members: 0, evidence: ev("match", "already removed (nothing can have been left in it)") };
+      return { state: "empty", members: 0, evidence: ev("match", "cgroup-gone", "already removed (nothing can have been left in it)") };
     case "mismatch":
-      return { state: "unknown", members: 0, evidence: ev("unknown", "another cgroup now has this name; not touched") };
+      return { state: "unknown", members: 0, evidence: ev("unknown", "cgroup-replaced", "another cgroup now has this name; not touched") };
     case "refused":
-      return { state: "unknown", members: 0, evidence: ev("unknown", `not a lease cgroup (${o.why}); not touched`) };
+      return { state: "unknown", members: 0, evidence: ev("unknown", "not-a-lease-cgroup", `not a lease cgroup (${o.why}); not touched`) };
     case "unknown":
-      return { state: "unknown", members: 0, evidence: ev("unknown", "its identity cannot be read; not touched") };
+      return { state: "unknown", members: 0, evidence: ev("unknown", "identity-unreadable", "its identity cannot be read; not touched") };
   }
 }
 
@@ -97,12 +98,12 @@ export async function drainLeaseCgroup(
     if ((await waitUntilEmpty(cg, opts.graceMs)) !== "empty") {
       const k = await killCgroup(cg, { signaller: opts.signaller });
       if (k.outcome !== "empty" && k.outcome !== "gone") {
-        return { state: "survivors", members, evidence: ev("unknown", `still populated after cgroup.kill (${k.outcome}); retried later`) };
+        return { state: "survivors", members, evidence: ev("unknown", "kill-left-survivors", `still populated after cgroup.kill (${k.outcome}); retried later`) };
       }
     }
   }
   const populated = await isPopulated(cg);
-  if (populated !== "empty" && populated !== "gone") return { state: populated === "populated" ? "survivors" : "unknown", members, evidence: ev("unknown", `populated: ${populated}`) };
+  if (populated !== "empty" && populated !== "gone") return { state: populated === "populated" ? "survivors" : "unknown", members, evidence: ev("unknown", "populated-unknown", `populated: ${populated}`) };
   return removeEmpty(cg, members, ev, `populated 0${members > 0 ? ` after ending ${members} process(es) in it` : ""}`);
 }
 
@@ -111,12 +112,12 @@ async function removeEmpty(cg: LeaseCgroup, members: number, ev: Evidence, found
   const rm = await removeCgroup(cg);
   if (rm.outcome === "removed" || rm.outcome === "gone") {
     // the instance's folder goes with its last cgroup (another one of it may be made in it right now: then it stays)
-    await removeEmptyOwnerFolder(cg.path);
-    return { state: "empty", members, evidence: ev("match", `${found}, removed: nothing of the lease is left`) };
+    await removeEmptyInstanceFolder(cg.path);
+    return { state: "empty", members, evidence: ev("match", "emptied-and-removed", `${found}, removed: nothing of the lease is left`) };
   }
-  if (rm.outcome === "refused") return { state: "unknown", members, evidence: ev("unknown", `${found}, not removed: ${rm.why}`) };
+  if (rm.outcome === "refused") return { state: "unknown", members, evidence: ev("unknown", "not-removed", `${found}, not removed: ${rm.why}`) };
   const why = rm.outcome === "busy" ? rm.detail : rm.why;
-  return { state: "left", members, evidence: ev("match", `${found}, but its folder could not be removed yet (${why}); the next reconcile removes it`) };
+  return { state: "left", members, evidence: ev("match", "folder-left", `${found}, but its folder could not be removed yet (${why}); the next reconcile removes it`) };
 }
 
 /**
@@ -136,9 +137,9 @@ export async function lookIntoLeaseCgroup(lease: Contained): Promise<CgroupDrain
     const m = await membersOf(cg);
     const pids = m.state === "ok" ? m.pids : [];
     // members 0: nothing was ended here (the count is in the evidence)
-    return { state: "survivors", members: 0, evidence: ev("match", `still populated${pids.length > 0 ? ` (${pids.join(" ")})` : ""}: left running, for the next reconcile to reap`) };
+    return { state: "survivors", members: 0, evidence: ev("match", "still-populated", `still populated${pids.length > 0 ? ` (${pids.join(" ")})` : ""}: left running, for the next reconcile to kill`) };
   }
-  if (populated !== "empty" && populated !== "gone") return { state: "unknown", members: 0, evidence: ev("unknown", `populated: ${populated}`) };
+  if (populated !== "empty" && populated !== "gone") return { state: "unknown", members: 0, evidence: ev("unknown", "populated-unknown", `populated: ${populated}`) };
   return removeEmpty(cg, 0, ev, "populated 0");
 }
 
@@ -165,7 +166,7 @@ async function countAlive(facts: ProcessFacts, pids: readonly number[]): Promise
  */
 export async function removeSettledLeftovers(
   instanceFolder: string,
-  lease: { isLive(leaseId: string): boolean; get(leaseId: string): Promise<AcpxProcessLease | null> },
+  lease: { isLive(leaseId: string): boolean; get(leaseId: string): Promise<ProcessLease | null> },
 ): Promise<string[]> {
   const listed = await listLeaseCgroups(instanceFolder);
   if (listed.state !== "ok") return [];

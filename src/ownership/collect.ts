@@ -1,11 +1,10 @@
 /**
  * Collects the process tree of a root from one snapshot: descendants by
  * parent links, members of a recorded process group, and marker pids (env
- * escapees) with THEIR descendants. Used by verification and by the
- * supervisor's unleased killProcessTree. Pure: no I/O, one walk.
+ * escapees) with THEIR descendants. Pure: no I/O, one walk.
  */
 import type { ProcessInfo, ProcessSnapshot } from "../facts/types.js";
-import { signalTargetGuard } from "./guards.js";
+import { signalTargetGuard } from "../facts/guards.js";
 
 export interface CollectOptions {
   /** members of this group (and their descendants) are included; pass only a group already tied to the root */
@@ -24,7 +23,7 @@ export interface TreeContext {
 
 export function treeContext(snapshot: ProcessSnapshot): TreeContext {
   const guard = signalTargetGuard();
-  return { ancestors: ancestorsOfSelf(snapshot), allowed: (pid) => guard(pid).allowed };
+  return { ancestors: selfAndAncestorsIn(snapshot), allowed: (pid) => guard(pid).allowed };
 }
 
 /**
@@ -64,7 +63,7 @@ export function collectTree(snapshot: ProcessSnapshot, root: ProcessInfo, opts?:
 }
 
 /** This process and every ancestor of it in `snapshot` (never part of anyone's tree). */
-export function ancestorsOfSelf(snapshot: ProcessSnapshot): Set<number> {
+export function selfAndAncestorsIn(snapshot: ProcessSnapshot): Set<number> {
   const seen = new Set<number>([process.pid]);
   // the snapshot's view of our parent counts too (it differs only if we were re-parented mid-walk)
   const starts = [process.ppid, snapshot.processes.get(process.pid)?.ppid ?? process.ppid];

@@ -53,13 +53,13 @@ export function rootShapeProblem(root: unknown): string | null {
 
 /**
  * null when `dir` is a gateway instance's folder of lease cgroups
- * (`<proclease root>/<instance id>`, createLeaseCgroup's owner folder) on
+ * (`<proclease root>/<instance id>`, the instance folder createLeaseCgroup makes) on
  * cgroup2; "absent" when it does not exist; else why not. Orphans are looked
  * for only in such folders, never in a proclease root itself: the root also
  * holds the folders of other gateways sharing the cgroup, which are not this
  * state dir's to judge.
  */
-export async function checkOwnerFolder(dir: string): Promise<string | "absent" | null> {
+export async function checkInstanceFolder(dir: string): Promise<string | "absent" | null> {
   const shape = rootShapeProblem(dirname(dir));
   if (shape !== null) return `${dir} is not in a proclease root: ${shape}`;
   if (!CGROUP_NAME_RE.test(basename(dir))) return `${dir} is not an instance folder (its name must match ${CGROUP_NAME_RE})`;
@@ -98,7 +98,7 @@ export async function readContainmentRecord(stateDir: string): Promise<Containme
   if (typeof o !== "object" || o === null || o.version !== RECORD_VERSION || !Array.isArray(o.roots) || typeof o.updatedAt !== "number") {
     return { kind: "refused", why: `${file} does not have the shape {version: ${RECORD_VERSION}, roots: [paths], updatedAt}` };
   }
-  // each root is checked where it is used (checkOwnerFolder), so one bad entry refuses only itself
+  // each root is checked where it is used (checkInstanceFolder), so one bad entry refuses only itself
   return { kind: "ok", record: { version: RECORD_VERSION, roots: o.roots.map((x) => (typeof x === "string" ? x : JSON.stringify(x))), updatedAt: o.updatedAt } };
 }
 
@@ -134,7 +134,7 @@ async function removeEmptyInstanceFolders(stateDir: string, roots: readonly stri
   if (id === null || !CGROUP_NAME_RE.test(id)) return;
   for (const r of roots) {
     const folder = join(r, id);
-    if ((await checkOwnerFolder(folder)) !== null) continue;
+    if ((await checkInstanceFolder(folder)) !== null) continue;
     await rmdir(folder).catch(() => undefined);
   }
 }

@@ -6,52 +6,49 @@
 // - command-hash.ts  sha256(JSON(argv)) and a POSIX tokenizer for legacy shell strings
 // - verify.ts        explainLease / verifyOwnedTree / verifyLeases: evidence list, fail closed, one snapshot per batch
 // - collect.ts       the tree of a root from one snapshot (parent links, recorded group, env-marker pids)
-// - guards.ts        the hard refusals every signal path asks first
-// - reap.ts          leaves first, identity-checked TERM → grace → KILL, per-pid outcomes
+// - tree-kill.ts     killOwnedTree: leaves first, identity-checked TERM → grace → KILL, per-pid outcomes
 // - legacy.ts        records without a lease: live root + wrapper-root or command match, else left alone
 // - remnants.ts      what is left when a lease's root is gone (never when its pid was reused): env-marker carriers proven ours, judged in verify's one env pass
 // - markers.ts       markerVerdict: the one env-marker rule (lease id AND gateway instance id)
 // - start-clock.ts   ProcessInfo.startTime → epoch ms (Linux ticks via btime + CLK_TCK)
-// - reap-verification.ts  reapLeaseVerification: the owned tree, else the remnants of a gone root, else nothing
-// - settle.ts        settlementFor: the one table for the lease state after a verification (and maybe a reap, and its cgroup's drain)
-// - lifecycle.ts     settleLease / reconcileLeases / applySettlement: the ONE place a lease moves (verify → closing → reap → verify → drain → settle)
+// - kill-verification.ts  killLeaseVerification: the owned tree, else the remnants of a gone root, else nothing
+// - settle.ts        settlementFor: the one table for the lease state after a verification (and maybe a kill, and its cgroup's drain)
+// - lifecycle.ts     settleLease / reconcileLeases / applySettlement: the ONE place a lease moves (verify → closing → kill → verify → drain → settle)
 // - cgroup-drain.ts  a lease's cgroup emptied and removed; what the drain found is an input of settle.ts
 // - lease-cgroup.ts  a cgroup bound to a lease around its spawn: create + record, drop
 // - state-lock.ts    acquireStateDirLock: one gateway (writer) per state dir
 // - keyed-queue.ts   the one per-key lock
 // - root-identity.ts recordRootIdentity: the live root's identity into its lease after the spawn, fail closed
-export type { GatewayInstanceId, AcpxProcessLease, LeaseState, OwnershipEvidence, OwnedProcessTree } from "./types.js";
-export { LEASE_ENV_KEY, INSTANCE_ENV_KEY, LEASE_SCHEMA_VERSION, SUPERVISOR_SESSION_PREFIX, isSupervisorLease, DEFAULT_GRACE_MS, DEFAULT_RETENTION_MS } from "./types.js";
+export type { GatewayInstanceId, ProcessLease, AcpxProcessLease, LeaseKind, LeaseSettledAs, LeaseState, OwnershipEvidence, EvidenceCheck, EvidenceCode, OwnedProcessTree } from "./types.js";
+export { LEASE_ENV_KEY, INSTANCE_ENV_KEY, LEASE_SCHEMA_VERSION, DEFAULT_GRACE_MS, DEFAULT_RETENTION_MS } from "./types.js";
 export { foreignInstanceOf, markerVerdict, MARKER_ENV_KEYS } from "./markers.js";
 export type { MarkerVerdict } from "./markers.js";
 export { loadOrCreateGatewayInstanceId, readGatewayInstanceId, GatewayInstanceIdError, INSTANCE_ID_FILE } from "./instance-id.js";
 export { InsecurePathError } from "./fs-safe.js";
 export { computeCommandHash, tokenizeShellCommand } from "./command-hash.js";
-export { isLegalTransition, parseLeaseRecord, LeaseTransitionError, LEASE_ID_RE } from "./lease-record.js";
+export { isLegalTransition, parseLeaseRecord, settledLine, LeaseTransitionError, LEASE_ID_RE, SETTLED_AS_MEANING } from "./lease-record.js";
 export type { ParsedLease } from "./lease-record.js";
 export { openLeaseStore, LeaseNotFoundError, LeaseStoreReadOnlyError } from "./lease-store.js";
 export type { LeaseStore, LeaseProblem, LeasePatch, LeaseCreateInput, LeaseListFilter, LeaseStoreOptions } from "./lease-store.js";
-export { checkSignalTarget, checkGroupSignal, checkGroupTarget, isOwnProcessGroup, ownProcessGroupId, ancestorsOfThisProcess, signalUnreapedChild } from "./guards.js";
-export type { GuardVerdict } from "./guards.js";
-export { collectTree, ancestorsOfSelf } from "./collect.js";
+export { collectTree, selfAndAncestorsIn } from "./collect.js";
 export type { CollectOptions } from "./collect.js";
 export { explainLease, verifyOwnedTree, verifyLeases } from "./verify.js";
 export type { LeaseVerdict, LeaseVerification, VerifyOptions } from "./verify.js";
-export { reapOwnedTree, survivorsOf, reapCompleted, reapStoppedPid } from "./reap.js";
-export { reapLeaseVerification } from "./reap-verification.js";
-export type { LeaseReapResult, LeaseReapOptions } from "./reap-verification.js";
-export { settlementFor, settlementAfterReap, NOTHING_STARTED } from "./settle.js";
-export type { Settlement, SettlementTarget, SettleVerification, SettleContext } from "./settle.js";
+export { killOwnedTree, survivorsOf, killCompleted, killStoppedPid } from "./tree-kill.js";
+export { killLeaseVerification } from "./kill-verification.js";
+export type { LeaseKillResult, LeaseKillOptions } from "./kill-verification.js";
+export { settlementFor, settlementAfterKill, NOTHING_STARTED } from "./settle.js";
+export type { Settlement, SettlementCode, SettlementTarget, SettleVerification, SettleContext } from "./settle.js";
 export { recordRootIdentity } from "./root-identity.js";
 export type { SpawnedRoot, RecordedRoot } from "./root-identity.js";
 export { startTimeToEpochMs, readStartClock, START_CLOCK_SLACK_MS } from "./start-clock.js";
 export type { StartClock } from "./start-clock.js";
-// The contract's `ReapReport` is the controller's startup report (src/acpx); the per-tree one is exported as OwnedTreeReapReport.
-export type { ReapOutcome, ReapTarget, ReapReport as OwnedTreeReapReport, ReapOptions } from "./reap.js";
+export type { TreeKillOutcome, KillTarget, TreeKillReport, TreeKillOptions } from "./tree-kill.js";
 export { verifyLegacyRecord } from "./legacy.js";
 export type { LegacySessionRecord } from "./legacy.js";
+export type { RemnantRefusal } from "./remnants.js";
 export { settleLease, reconcileLeases, applySettlement, settleUnstarted } from "./lifecycle.js";
-export type { LifecycleDeps, LeaseAction, LeaseOutcome, SettleLeaseOptions, ReconcileOptions, LeaseReconcileReport, PendingSettlement } from "./lifecycle.js";
+export type { LifecycleDeps, LeaseAction, LeaseOutcome, LeaseOutcomeCode, SettleLeaseOptions, ReconcileOptions, LeaseReconcileReport, PendingSettlement } from "./lifecycle.js";
 export { pendingSettlements } from "./pending-settlements.js";
 export { LeaseRecordWriteError, HostResourceError, CwdUnusableError, checkCwd, descriptorShortage, hostFaultNote, hostResourceError, processLimitError, isRecordWriteBlocked } from "./host-faults.js";
 export type { HostResource } from "./host-faults.js";

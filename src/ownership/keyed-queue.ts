@@ -1,6 +1,5 @@
 /**
- * The one per-key lock (the lease store per lease id, the ACPX controller per
- * session key). Per-key serialization: calls for the same key run one after another, in
+ * The one per-key lock. Per-key serialization: calls for the same key run one after another, in
  * call order; different keys run concurrently. A failed call does not block
  * the next one. Entries are dropped once a key's queue drains.
  */

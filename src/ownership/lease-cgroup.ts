@@ -1,6 +1,6 @@
 /**
- * Binding a cgroup to a lease (docs/containment.md): the one sequence the
- * ACPX controller and the supervisor both run around a spawn.
+ * Binding a cgroup to a lease (docs/containment.md): the one sequence run
+ * around every leased spawn.
  *
  *   create → record (before the spawn; the lease's first process joins it)
  *   → the first process is in it: kept, the lease's strongest evidence
@@ -14,10 +14,10 @@
  * that could not be recorded is never left behind: the never-started
  * sequence runs on the lease with that cgroup.
  */
-import { createLeaseCgroup, refOf, removeCgroup, removeEmptyOwnerFolder, type ContainmentSupport, type LeaseCgroup } from "../containment/index.js";
+import { createLeaseCgroup, refOf, removeCgroup, removeEmptyInstanceFolder, type ContainmentSupport, type LeaseCgroup } from "../containment/index.js";
 import type { LeaseStore } from "./lease-store.js";
 import { settleUnstarted, type LifecycleDeps } from "./lifecycle.js";
-import type { AcpxProcessLease } from "./types.js";
+import type { ProcessLease } from "./types.js";
 
 /** Why a lease gets no cgroup where containment is off: one wording for every caller. */
 export function containmentOffWhy(support: Extract<ContainmentSupport, { available: false }>): string {
@@ -25,9 +25,9 @@ export function containmentOffWhy(support: Extract<ContainmentSupport, { availab
 }
 
 export type LeaseCgroupBinding =
-  | { lease: AcpxProcessLease; cgroup: LeaseCgroup }
+  | { lease: ProcessLease; cgroup: LeaseCgroup }
   /** uncontained, as without containment: ownership rests on the process tree and the markers */
-  | { lease: AcpxProcessLease; cgroup: null; why: string };
+  | { lease: ProcessLease; cgroup: null; why: string };
 
 /**
  * create + record: the lease's own cgroup (`<root>/<instance id>/<lease id>`),
@@ -36,7 +36,7 @@ export type LeaseCgroupBinding =
  * record cannot take it, the never-started sequence runs on the lease with
  * that cgroup (drained, removed, settled) and the write's error is thrown.
  */
-export async function bindLeaseCgroup(deps: LifecycleDeps, support: ContainmentSupport, lease: AcpxProcessLease): Promise<LeaseCgroupBinding> {
+export async function bindLeaseCgroup(deps: LifecycleDeps, support: ContainmentSupport, lease: ProcessLease): Promise<LeaseCgroupBinding> {
   if (!support.available) return { lease, cgroup: null, why: containmentOffWhy(support) };
   const made = await createLeaseCgroup(support, lease.leaseId, deps.gatewayInstanceId);
   if (!made.ok) return { lease, cgroup: null, why: `the lease cgroup could not be made: ${made.why}` };
@@ -56,9 +56,9 @@ export async function bindLeaseCgroup(deps: LifecycleDeps, support: ContainmentS
  * when that is empty too. Throws what the record write throws: the cgroup
  * then stays recorded, and the lease's settlement drains it.
  */
-export async function dropLeaseCgroup(store: LeaseStore, leaseId: string, cgroup: LeaseCgroup): Promise<AcpxProcessLease> {
+export async function dropLeaseCgroup(store: LeaseStore, leaseId: string, cgroup: LeaseCgroup): Promise<ProcessLease> {
   const lease = await store.update(leaseId, { cgroup: undefined });
   const rm = await removeCgroup(cgroup, { waitMs: 0 });
-  if (rm.outcome === "removed") await removeEmptyOwnerFolder(cgroup.path);
+  if (rm.outcome === "removed") await removeEmptyInstanceFolder(cgroup.path);
   return lease;
 }

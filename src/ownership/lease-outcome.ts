@@ -1,24 +1,33 @@
 /**
  * What the lifecycle reports per lease (LeaseOutcome), and the small rules
  * that word it: which action a move reads as, an outcome for a lease left
- * untouched, and the CLI --force rule for a lease a running gateway may hold.
+ * untouched, and the attached rule for a lease a running gateway may hold.
  */
 import type { ProcessSnapshot } from "../facts/types.js";
 import type { PendingSettlement } from "./pending-settlements.js";
-import type { ReapReport } from "./reap.js";
-import type { AcpxProcessLease, LeaseState, OwnershipEvidence } from "./types.js";
+import type { TreeKillReport } from "./tree-kill.js";
+import type { SettlementCode } from "./settle.js";
+import type { LeaseSettledAs, LeaseState, OwnershipEvidence, ProcessLease } from "./types.js";
 import type { LeaseVerdict, LeaseVerification } from "./verify.js";
 
 /**
  * What was done to a lease (a dry run: what would be done).
- * - reaped / reaped-remnants: a verified tree, or the proven remnants of a gone root, was torn down
+ * - killed / killed-remnants: a verified tree, or the proven remnants of a gone root, was torn down
  * - marked-lost: nothing of it could be alive; nothing signalled
- * - settled: closed without a reap of its own (an exit the caller observed, an earlier reap)
+ * - settled: closed without a kill of its own (an exit the caller observed, an earlier kill)
  * - left-alone: not moved to a final state (unknown evidence, another instance's lease, a
  *   closing lease retried later, a lease handed back to open)
  * - skipped-live: a lease this gateway is using right now, or (skipAttached) one a running gateway may be using
  */
-export type LeaseAction = "reaped" | "reaped-remnants" | "marked-lost" | "settled" | "left-alone" | "skipped-live";
+export type LeaseAction = "killed" | "killed-remnants" | "marked-lost" | "settled" | "left-alone" | "skipped-live";
+
+/**
+ * Why, for code to read: the settlement table's row (SettlementCode), or
+ * why a lease was left untouched: in-use (a session or run the caller is
+ * using, a spawn in flight), and the attached rule's spawn-may-be-pending,
+ * attached-to-live-parent and unknown-evidence.
+ */
+export type LeaseOutcomeCode = SettlementCode | "in-use" | "spawn-may-be-pending" | "attached-to-live-parent";
 
 export interface LeaseOutcome {
   leaseId: string;
@@ -29,18 +38,22 @@ export interface LeaseOutcome {
   stateAfter: LeaseState;
   dryRun: boolean;
   action: LeaseAction;
-  /** the verdict of the verification that decided what to reap */
+  /** why (machine-readable); `why` says it for people */
+  code: LeaseOutcomeCode;
+  /** how the lease ended, when `stateAfter` is closed or lost (in a dry run: would end) */
+  settledAs?: LeaseSettledAs;
+  /** the verdict of the verification that decided what to kill */
   verdict: LeaseVerdict;
   evidence: readonly OwnershipEvidence[];
   /** the settlement rule's reason (or why nothing was done) */
   why: string;
-  /** what the reap took (a dry run: would take) */
+  /** what the kill took (a dry run: would take) */
   target: "tree" | "remnants" | null;
-  /** every reap of the lease combined; null when none ran */
-  reap: ReapReport | null;
-  /** a dry run: the pids a reap would be handed, leaves first */
-  wouldReap?: number[];
-  /** the LAST verification (after the reap when one ran) */
+  /** every kill of the lease combined; null when none ran */
+  kill: TreeKillReport | null;
+  /** a dry run: the pids a kill would be handed, leaves first */
+  wouldKill?: number[];
+  /** the LAST verification (after the kill when one ran) */
   verification: LeaseVerification;
   /**
    * The settlement could not be written (the record is as it was on disk,
@@ -52,15 +65,15 @@ export interface LeaseOutcome {
 
 /**
  * An outcome for `lease` (as it was before), decided by `decided` (its
- * verdict and evidence), with `last` the last verification made; no reap
+ * verdict and evidence), with `last` the last verification made; no kill
  * unless `extra` says so.
  */
 export function outcomeOf(
-  lease: AcpxProcessLease,
+  lease: ProcessLease,
   decided: LeaseVerification,
   last: LeaseVerification,
   dryRun: boolean,
-  o: Pick<LeaseOutcome, "stateAfter" | "action" | "why"> & Partial<LeaseOutcome>,
+  o: Pick<LeaseOutcome, "stateAfter" | "action" | "code" | "why"> & Partial<LeaseOutcome>,
 ): LeaseOutcome {
   return {
     leaseId: lease.leaseId,
@@ -71,31 +84,31 @@ export function outcomeOf(
     verdict: decided.verdict,
     evidence: decided.evidence,
     target: null,
-    reap: null,
+    kill: null,
     verification: last,
     ...o,
   };
 }
 
-/** A lease nothing was done to: its state stays as it is. */
-export function untouched(lease: AcpxProcessLease, v: LeaseVerification, action: LeaseAction, why: string, dryRun: boolean): LeaseOutcome {
-  return outcomeOf(lease, v, v, dryRun, { stateAfter: lease.state, action, why });
+/** A lease nothing was done to: its state (and how it ended, if it did) stays as it is. */
+export function untouched(lease: ProcessLease, v: LeaseVerification, action: LeaseAction, code: LeaseOutcomeCode, why: string, dryRun: boolean): LeaseOutcome {
+  return outcomeOf(lease, v, v, dryRun, { stateAfter: lease.state, action, code, why, ...(lease.settledAs ? { settledAs: lease.settledAs } : {}) });
 }
 
-export function actionFor(to: LeaseState, from: LeaseState, target: "tree" | "remnants" | null, reaped: boolean): LeaseAction {
-  if (reaped && target !== null) return target === "tree" ? "reaped" : "reaped-remnants";
+export function actionFor(to: LeaseState, from: LeaseState, target: "tree" | "remnants" | null, killed: boolean): LeaseAction {
+  if (killed && target !== null) return target === "tree" ? "killed" : "killed-remnants";
   if (to === "lost" && from !== "lost") return "marked-lost";
   if (to === "closed" && from !== "closed") return "settled";
   return "left-alone";
 }
 
-/** The CLI --force rule: what a gateway that may still run could be using is left alone. */
-export function attachedReason(v: LeaseVerification, snapshot: ProcessSnapshot | undefined): { action: LeaseAction; why: string } | null {
-  if (v.lease.rootPid === 0) return { action: "skipped-live", why: "no pid recorded yet: its spawn may be pending in a running gateway" };
-  if (v.verdict === "unknown") return { action: "skipped-live", why: "unknown evidence cannot tell whether a running gateway holds it" };
+/** The attached rule (ReconcileOptions.skipAttached): what a gateway that may still run could be using is left alone. */
+export function attachedReason(v: LeaseVerification, snapshot: ProcessSnapshot | undefined): { code: LeaseOutcomeCode; why: string } | null {
+  if (v.lease.rootPid === 0) return { code: "spawn-may-be-pending", why: "no pid recorded yet: its spawn may be pending in a running gateway" };
+  if (v.verdict === "unknown") return { code: "unknown-evidence", why: "unknown evidence cannot tell whether a running gateway holds it" };
   const parent = v.tree?.root.ppid;
   if (parent !== undefined && parent > 1 && snapshot?.processes.has(parent)) {
-    return { action: "skipped-live", why: `its root's parent (pid ${parent}) is alive: attached to a running gateway` };
+    return { code: "attached-to-live-parent", why: `its root's parent (pid ${parent}) is alive: attached to a running gateway` };
   }
   return null;
 }

@@ -4,12 +4,27 @@
  * record is either fully valid or not a lease at all.
  */
 import { MAX_PID } from "../facts/validate.js";
-import { LEASE_SCHEMA_VERSION, type AcpxProcessLease, type LeaseState } from "./types.js";
+import { LEASE_SCHEMA_VERSION, type LeaseKind, type LeaseSettledAs, type LeaseState, type ProcessLease } from "./types.js";
 
 /** Lease ids name files: a conservative charset rules out traversal and odd names. */
 export const LEASE_ID_RE = /^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$/;
 
 export const LEASE_STATES: readonly LeaseState[] = ["open", "closing", "closed", "lost"];
+export const LEASE_KINDS: readonly LeaseKind[] = ["acpx", "supervisor"];
+export const LEASE_SETTLED_AS: readonly LeaseSettledAs[] = ["killed", "exit-observed", "ended-on-its-own", "not-ours", "never-started"];
+
+/**
+ * For records written before `kind` was a field, and only for them: the
+ * process supervisor's session keys started with this, every other lease was
+ * an ACPX session. A record with `kind` is read as it says.
+ */
+const SUPERVISOR_KEY_PREFIX_OF_KINDLESS_RECORDS = "supervisor:";
+
+/** The lease's kind: its `kind` field, else (a record written before the field) what its session key says; null when `kind` is not a kind. */
+function kindOf(kind: unknown, sessionKey: string): LeaseKind | null {
+  if (kind === undefined) return sessionKey.startsWith(SUPERVISOR_KEY_PREFIX_OF_KINDLESS_RECORDS) ? "supervisor" : "acpx";
+  return (LEASE_KINDS as readonly unknown[]).includes(kind) ? (kind as LeaseKind) : null;
+}
 export const TERMINAL_STATES: ReadonlySet<LeaseState> = new Set<LeaseState>(["closed", "lost"]);
 
 /**
@@ -43,7 +58,7 @@ export class LeaseTransitionError extends Error {
 }
 
 export type ParsedLease =
-  | { ok: true; lease: AcpxProcessLease }
+  | { ok: true; lease: ProcessLease }
   | { ok: false; reason: string; futureSchema?: boolean };
 
 /**
@@ -66,6 +81,8 @@ export function parseLeaseRecord(value: unknown, requireSchema: boolean): Parsed
   if (typeof v.leaseId !== "string" || !LEASE_ID_RE.test(v.leaseId)) return bad("leaseId", "a lease id ([A-Za-z0-9_-], 1-128)");
   if (!nonEmpty(v.gatewayInstanceId)) return bad("gatewayInstanceId", "a non-empty string");
   if (typeof v.sessionKey !== "string") return bad("sessionKey", "a string");
+  const kind = kindOf(v.kind, v.sessionKey);
+  if (kind === null) return bad("kind", `absent or ${LEASE_KINDS.join(" | ")}`);
   if (typeof v.wrapperRoot !== "string") return bad("wrapperRoot", "a string");
   if (typeof v.wrapperPath !== "string") return bad("wrapperPath", "a string");
   if (!isInt(v.rootPid) || v.rootPid < 0 || v.rootPid > MAX_PID) return bad("rootPid", `an integer 0..${MAX_PID}`);
@@ -81,14 +98,16 @@ export function parseLeaseRecord(value: unknown, requireSchema: boolean): Parsed
     if (v[k] !== undefined && typeof v[k] !== "string") return bad(k, "absent or a string");
   }
   if (v.updatedAt !== undefined && !isFiniteNumber(v.updatedAt)) return bad("updatedAt", "absent or a finite number");
+  if (v.settledAs !== undefined && !(LEASE_SETTLED_AS as readonly unknown[]).includes(v.settledAs)) return bad("settledAs", `absent or ${LEASE_SETTLED_AS.join(" | ")}`);
   if (v.cgroup !== undefined) {
     const c = v.cgroup as Record<string, unknown> | null;
     if (typeof c !== "object" || c === null || !nonEmpty(c.path) || !c.path.startsWith("/") || typeof c.id !== "string" || !/^\d+$/.test(c.id)) {
       return bad("cgroup", "absent or {path: an absolute path, id: a decimal inode}");
     }
   }
-  const lease: AcpxProcessLease = {
+  const lease: ProcessLease = {
     leaseId: v.leaseId,
+    kind,
     gatewayInstanceId: v.gatewayInstanceId,
     sessionKey: v.sessionKey,
     wrapperRoot: v.wrapperRoot,
@@ -104,6 +123,7 @@ export function parseLeaseRecord(value: unknown, requireSchema: boolean): Parsed
   if (v.pidNamespace !== undefined) lease.pidNamespace = v.pidNamespace as string;
   if (v.updatedAt !== undefined) lease.updatedAt = v.updatedAt as number;
   if (v.holder !== undefined) lease.holder = v.holder as string;
+  if (v.settledAs !== undefined) lease.settledAs = v.settledAs as LeaseSettledAs;
   if (v.cgroup !== undefined) {
     const c = v.cgroup as { path: string; id: string };
     lease.cgroup = { path: c.path, id: c.id };
@@ -111,8 +131,23 @@ export function parseLeaseRecord(value: unknown, requireSchema: boolean): Parsed
   return { ok: true, lease };
 }
 
+/** What each settledAs means, in words (one wording everywhere it is shown). */
+export const SETTLED_AS_MEANING: Readonly<Record<LeaseSettledAs, string>> = Object.freeze({
+  killed: "its processes were ended here (a verified tree, the remnants of a gone root, or what its cgroup held)",
+  "exit-observed": "its root's exit was seen by the process that spawned it, and nothing of it was left",
+  "ended-on-its-own": "its processes had ended on their own before the close; nothing was signalled",
+  "not-ours": "its root pid names another process now; nothing was signalled",
+  "never-started": "its spawn failed before any process of it existed",
+});
+
+/** How a settled lease ended, in words ("lost: its processes had ended on their own …"); null for a lease not settled. */
+export function settledLine(lease: Pick<ProcessLease, "state" | "settledAs">): string | null {
+  if (lease.state !== "closed" && lease.state !== "lost") return null;
+  return `${lease.state}: ${lease.settledAs !== undefined ? SETTLED_AS_MEANING[lease.settledAs] : "settled before leases recorded how"}`;
+}
+
 /** The JSON written to disk: schemaVersion first, then the lease fields. */
-export function serializeLease(lease: AcpxProcessLease): string {
+export function serializeLease(lease: ProcessLease): string {
   return `${JSON.stringify({ schemaVersion: LEASE_SCHEMA_VERSION, ...lease })}\n`;
 }
 

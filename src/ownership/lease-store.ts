@@ -22,25 +22,11 @@
 import { randomUUID } from "node:crypto";
 import { link, lstat, readdir, rename, unlink, stat } from "node:fs/promises";
 import { join } from "node:path";
-import {
-  atomicWrite,
-  ensurePrivateDir,
-  fsyncDir,
-  mapLimit,
-  readOwnedFile,
-  writeTemp,
-} from "./fs-safe.js";
-import {
-  LEASE_ID_RE,
-  LeaseTransitionError,
-  TERMINAL_STATES,
-  isLegalTransition,
-  parseLeaseRecord,
-  serializeLease,
-} from "./lease-record.js";
+import { atomicWrite, ensurePrivateDir, fsyncDir, mapLimit, readOwnedFile, writeTemp } from "./fs-safe.js";
+import { LEASE_ID_RE, LEASE_KINDS, LeaseTransitionError, TERMINAL_STATES, isLegalTransition, parseLeaseRecord, serializeLease } from "./lease-record.js";
 import { KeyedQueue, Limiter } from "./keyed-queue.js";
 import { asRecordWriteError } from "./host-faults.js";
-import type { AcpxProcessLease, LeaseState } from "./types.js";
+import type { LeaseKind, LeaseState, ProcessLease } from "./types.js";
 
 export { LeaseTransitionError };
 
@@ -51,9 +37,11 @@ export interface LeaseProblem {
   quarantinedTo?: string;
 }
 
-export type LeasePatch = Partial<Omit<AcpxProcessLease, "leaseId" | "gatewayInstanceId" | "state">>;
+export type LeasePatch = Partial<Omit<ProcessLease, "leaseId" | "gatewayInstanceId" | "state">>;
 
 export interface LeaseCreateInput {
+  /** which side writes the lease (every new record carries it) */
+  kind: LeaseKind;
   gatewayInstanceId: string;
   sessionKey: string;
   wrapperRoot: string;
@@ -73,15 +61,15 @@ export interface LeaseStore {
   /** <stateDir>/acpx/leases */
   readonly dir: string;
   /** Writes a new lease, state "open", rootPid 0, startedAt/updatedAt now. Exclusive: an existing id is an error. */
-  create(input: LeaseCreateInput): Promise<AcpxProcessLease>;
+  create(input: LeaseCreateInput): Promise<ProcessLease>;
   /** null when absent, or when the file was refused/quarantined (reported through onProblem) */
-  get(leaseId: string): Promise<AcpxProcessLease | null>;
+  get(leaseId: string): Promise<ProcessLease | null>;
   /** Merges a patch (never leaseId, gatewayInstanceId or state), sets updatedAt. Throws LeaseNotFoundError. */
-  update(leaseId: string, patch: LeasePatch): Promise<AcpxProcessLease>;
+  update(leaseId: string, patch: LeasePatch): Promise<ProcessLease>;
   /** Validated state change (see isLegalTransition); throws LeaseTransitionError on an illegal one. */
-  transition(leaseId: string, to: LeaseState, patch?: LeasePatch): Promise<AcpxProcessLease>;
+  transition(leaseId: string, to: LeaseState, patch?: LeasePatch): Promise<ProcessLease>;
   /** Every readable lease matching the filter, sorted by startedAt; bad files come back as problems. */
-  list(filter?: LeaseListFilter): Promise<{ leases: AcpxProcessLease[]; problems: LeaseProblem[] }>;
+  list(filter?: LeaseListFilter): Promise<{ leases: ProcessLease[]; problems: LeaseProblem[] }>;
   /** Removes closed/lost leases whose updatedAt (else startedAt) is older than now - retentionMs. */
   expire(retentionMs: number, now?: number): Promise<{ removed: string[]; problems: LeaseProblem[] }>;
 }
@@ -94,7 +82,7 @@ export interface LeaseStoreOptions {
   /** files read in parallel by list()/expire() (default 64) */
   concurrency?: number;
   /**
-   * Read-only (the CLI's leases, explain, status, reap --dry-run): nothing is
+   * Read-only (a reader beside a live gateway): nothing is
    * created, moved, chmod'ed or quarantined; a corrupt file is reported as a
    * problem and left where it is; a state dir without leases lists none.
    * Every write throws LeaseStoreReadOnlyError.
@@ -150,7 +138,7 @@ interface StoreFiles {
    * under a running gateway): the trees this gateway started can still be
    * verified and ended, and their settlements written once the folder is back.
    */
-  readonly remembered: Map<string, AcpxProcessLease>;
+  readonly remembered: Map<string, ProcessLease>;
 }
 
 export async function openLeaseStore(stateDir: string, opts: LeaseStoreOptions = {}): Promise<LeaseStore> {
@@ -206,8 +194,8 @@ export async function openLeaseStore(stateDir: string, opts: LeaseStoreOptions =
   };
 }
 
-type ReadResult = { lease: AcpxProcessLease | null; problem?: LeaseProblem };
-type LeaseListing = { leases: AcpxProcessLease[]; problems: LeaseProblem[] };
+type ReadResult = { lease: ProcessLease | null; problem?: LeaseProblem };
+type LeaseListing = { leases: ProcessLease[]; problems: LeaseProblem[] };
 
 async function readLease(f: StoreFiles, folder: string, file: string, expectedId: string | null): Promise<ReadResult> {
   const path = join(folder, file);
@@ -265,7 +253,7 @@ async function quarantineFile(f: StoreFiles, path: string, seen: { ino: number; 
   return problem;
 }
 
-async function load(f: StoreFiles, leaseId: string): Promise<AcpxProcessLease | null> {
+async function load(f: StoreFiles, leaseId: string): Promise<ProcessLease | null> {
   if (!f.present) return null;
   // the archive copy wins: terminal states are absorbing (see the layout note)
   const a = await f.io.run(() => readLease(f, f.archive, `${leaseId}.json`, leaseId));
@@ -299,17 +287,17 @@ async function guarded<T>(f: StoreFiles, path: string, op: string, fn: () => Pro
   }
 }
 
-function remember(f: StoreFiles, l: AcpxProcessLease): AcpxProcessLease {
+function remember(f: StoreFiles, l: ProcessLease): ProcessLease {
   if (TERMINAL_STATES.has(l.state)) f.remembered.delete(l.leaseId);
   else f.remembered.set(l.leaseId, l);
   return l;
 }
 
-async function write(f: StoreFiles, lease: AcpxProcessLease, previous: LeaseState | null, op: string): Promise<void> {
+async function write(f: StoreFiles, lease: ProcessLease, previous: LeaseState | null, op: string): Promise<void> {
   return guarded(f, join(TERMINAL_STATES.has(lease.state) ? f.archive : f.dir, `${lease.leaseId}.json`), op, () => f.io.run(() => writeNow(f, lease, previous)));
 }
 
-async function writeNow(f: StoreFiles, lease: AcpxProcessLease, previous: LeaseState | null): Promise<void> {
+async function writeNow(f: StoreFiles, lease: ProcessLease, previous: LeaseState | null): Promise<void> {
   const data = serializeLease(lease);
   const file = `${lease.leaseId}.json`;
   if (TERMINAL_STATES.has(lease.state)) {
@@ -329,7 +317,7 @@ function checkId(leaseId: unknown): asserts leaseId is string {
   }
 }
 
-function applyPatch(lease: AcpxProcessLease, patch: LeasePatch | undefined): AcpxProcessLease {
+function applyPatch(lease: ProcessLease, patch: LeasePatch | undefined): ProcessLease {
   if (patch !== undefined && (typeof patch !== "object" || patch === null)) throw new TypeError("patch must be an object");
   for (const k of ["leaseId", "gatewayInstanceId", "state"]) {
     if (patch && Object.prototype.hasOwnProperty.call(patch, k)) throw new TypeError(`patch must not change ${k}`);
@@ -345,7 +333,7 @@ function applyPatch(lease: AcpxProcessLease, patch: LeasePatch | undefined): Acp
   return parsed.lease;
 }
 
-async function listFolder(f: StoreFiles, folder: string, wanted: (l: AcpxProcessLease) => boolean): Promise<LeaseListing> {
+async function listFolder(f: StoreFiles, folder: string, wanted: (l: ProcessLease) => boolean): Promise<LeaseListing> {
   if (!f.present) return { leases: [], problems: [] };
   let all: string[];
   try {
@@ -356,7 +344,7 @@ async function listFolder(f: StoreFiles, folder: string, wanted: (l: AcpxProcess
     return { leases: [], problems: [{ file: folder, kind: "unreadable", detail: `missing: the state dir ${f.stateDir} or its lease folder was removed` }] };
   }
   const names = all.filter((n) => n.endsWith(".json") && !n.startsWith("."));
-  const leases: AcpxProcessLease[] = [];
+  const leases: ProcessLease[] = [];
   const problems: LeaseProblem[] = [];
   const results = await mapLimit(names, f.concurrency, (n) => readLease(f, folder, n, n.slice(0, -5)));
   for (const r of results) {
@@ -366,14 +354,15 @@ async function listFolder(f: StoreFiles, folder: string, wanted: (l: AcpxProcess
   return { leases, problems };
 }
 
-async function createLease(f: StoreFiles, input: LeaseCreateInput): Promise<AcpxProcessLease> {
+async function createLease(f: StoreFiles, input: LeaseCreateInput): Promise<ProcessLease> {
   if (f.readOnly) throw new LeaseStoreReadOnlyError("create");
   if (typeof input !== "object" || input === null) throw new TypeError("input must be an object");
   const leaseId = input.leaseId ?? randomUUID();
   checkId(leaseId);
   const now = Date.now();
-  const { gatewayInstanceId, sessionKey, wrapperRoot, wrapperPath, commandHash } = input;
-  const record = { leaseId, gatewayInstanceId, sessionKey, wrapperRoot, wrapperPath, rootPid: 0, commandHash, startedAt: now, state: "open", updatedAt: now };
+  const { kind, gatewayInstanceId, sessionKey, wrapperRoot, wrapperPath, commandHash } = input;
+  if (!LEASE_KINDS.includes(kind)) throw new TypeError(`input.kind must be ${LEASE_KINDS.join(" or ")}, got ${JSON.stringify(kind)}`);
+  const record = { leaseId, kind, gatewayInstanceId, sessionKey, wrapperRoot, wrapperPath, rootPid: 0, commandHash, startedAt: now, state: "open", updatedAt: now };
   const parsed = parseLeaseRecord({ ...record, ...(input.holder !== undefined ? { holder: input.holder } : {}) }, false);
   if (!parsed.ok) throw new TypeError(`invalid lease input: ${parsed.reason}`);
   return f.withLock(leaseId, () => guarded(f, join(f.dir, `${leaseId}.json`), "create", async () => {
@@ -400,7 +389,7 @@ function checkWritable(f: StoreFiles, leaseId: unknown, op: string): asserts lea
 }
 
 /** update and transition: under the lease's lock, the current record and the change `next` makes of it, written and remembered. */
-async function changeLease(f: StoreFiles, leaseId: string, next: (cur: AcpxProcessLease) => { next: AcpxProcessLease; op: string }): Promise<AcpxProcessLease> {
+async function changeLease(f: StoreFiles, leaseId: string, next: (cur: ProcessLease) => { next: ProcessLease; op: string }): Promise<ProcessLease> {
   return f.withLock(leaseId, async () => {
     const cur = await load(f, leaseId);
     if (!cur) throw new LeaseNotFoundError(leaseId);
@@ -413,11 +402,11 @@ async function changeLease(f: StoreFiles, leaseId: string, next: (cur: AcpxProce
 async function listLeases(f: StoreFiles, filter: LeaseListFilter | undefined): Promise<LeaseListing> {
   const states = filter?.states;
   const gw = filter?.gatewayInstanceId;
-  const wanted = (l: AcpxProcessLease) =>
+  const wanted = (l: ProcessLease) =>
     (gw === undefined || l.gatewayInstanceId === gw) && (states === undefined || states.includes(l.state));
   const needDone = states === undefined || states.some((s) => TERMINAL_STATES.has(s));
   const problems: LeaseProblem[] = [];
-  const byId = new Map<string, AcpxProcessLease>();
+  const byId = new Map<string, ProcessLease>();
   if (needDone) {
     const r = await listFolder(f, f.archive, wanted);
     problems.push(...r.problems);

@@ -29,8 +29,9 @@ import type { ProcessDetails, ProcessFacts, ProcessSnapshot } from "../facts/typ
 import { collectTree } from "./collect.js";
 import { computeCommandHash, tokenizeShellCommand } from "./command-hash.js";
 import { isUnder } from "./fs-safe.js";
-import { checkSignalTarget } from "./guards.js";
-import { LEASE_ENV_KEY, type AcpxProcessLease, type OwnedProcessTree, type OwnershipEvidence } from "./types.js";
+import { checkSignalTarget } from "../facts/guards.js";
+import { evidence as row } from "./evidence.js";
+import { LEASE_ENV_KEY, type EvidenceCheck, type EvidenceCode, type OwnedProcessTree, type OwnershipEvidence, type ProcessLease } from "./types.js";
 
 export interface LegacySessionRecord {
   sessionKey: string;
@@ -46,62 +47,63 @@ export async function verifyLegacyRecord(
   opts: { wrapperRoot?: string; snapshot?: ProcessSnapshot },
 ): Promise<{ tree: OwnedProcessTree | null; evidence: OwnershipEvidence[] }> {
   const evidence: OwnershipEvidence[] = [];
-  const fail = (check: string, result: OwnershipEvidence["result"], detail: string) => {
-    evidence.push({ check, result, detail });
+  const fail = (check: EvidenceCheck, result: OwnershipEvidence["result"], code: EvidenceCode, detail: string) => {
+    evidence.push(row(check, result, code, detail));
     return { tree: null, evidence };
   };
-  if (typeof record !== "object" || record === null) return fail("legacy-record", "unknown", "not an object");
+  if (typeof record !== "object" || record === null) return fail("legacy-record", "unknown", "invalid-record", "not an object");
   const pid = record.pid;
-  if (typeof pid !== "number" || !Number.isInteger(pid)) return fail("legacy-record", "unknown", "pid is not an integer");
+  if (typeof pid !== "number" || !Number.isInteger(pid)) return fail("legacy-record", "unknown", "invalid-record", "pid is not an integer");
   const guard = checkSignalTarget(pid);
-  if (!guard.allowed) return fail("root-pid", "mismatch", `refused by guard: ${guard.reason}`);
+  if (!guard.allowed) return fail("root-pid", "mismatch", "refused-by-guard", `refused by guard: ${guard.reason}`);
   const stored = storedArgv(record.command);
-  if (stored === null) return fail("command", "unknown", "stored command cannot be tokenised faithfully: nothing to match, left alone");
+  if (stored === null) return fail("command", "unknown", "untokenisable-command", "stored command cannot be tokenised faithfully: nothing to match, left alone");
   const wrapperPath = typeof record.wrapperPath === "string" && record.wrapperPath !== "" ? record.wrapperPath : undefined;
-  if (facts.identityStrength === "none") return fail("facts-backend", "unknown", `backend "${facts.backend}" cannot verify anything`);
+  if (facts.identityStrength === "none") return fail("facts-backend", "unknown", "backend-verifies-nothing", `backend "${facts.backend}" cannot verify anything`);
 
   let snapshot: ProcessSnapshot;
   try {
     snapshot = opts?.snapshot ?? (await facts.snapshot());
   } catch (e) {
-    return fail("process-list", "unknown", `process list unavailable: ${e instanceof Error ? e.message : String(e)}`);
+    return fail("process-list", "unknown", "process-list-unavailable", `process list unavailable: ${e instanceof Error ? e.message : String(e)}`);
   }
   const root = snapshot.processes.get(pid);
-  if (!root) return fail("root-alive", "mismatch", `pid ${pid} is not in the process table`);
-  if (!isAlive(root)) return fail("root-alive", "mismatch", `pid ${pid} is a zombie`);
-  evidence.push({ check: "root-alive", result: "match" });
+  if (!root) return fail("root-alive", "mismatch", "absent", `pid ${pid} is not in the process table`);
+  if (!isAlive(root)) return fail("root-alive", "mismatch", "zombie", `pid ${pid} is a zombie`);
+  evidence.push(row("root-alive", "match", "alive"));
 
   let d;
   try {
     d = await facts.inspect(pid, { envKeys: [LEASE_ENV_KEY] });
   } catch {
-    return fail("inspect", "unknown", "the root could not be inspected");
+    return fail("inspect", "unknown", "inspect-failed", "the root could not be inspected");
   }
-  if (d === null) return fail("root-alive", "mismatch", `pid ${pid} exited during verification`);
-  if (String(d.startTime) !== String(root.startTime)) return fail("start-time", "mismatch", "pid reused during verification");
+  if (d === null) return fail("root-alive", "mismatch", "exited-during-verification", `pid ${pid} exited during verification`);
+  if (String(d.startTime) !== String(root.startTime)) return fail("start-time", "mismatch", "pid-reused", "pid reused during verification");
 
   // a legacy session predates leases: a root with a lease id is a current session's process
   const leaseEnv = d.env?.[LEASE_ENV_KEY];
-  if (typeof leaseEnv === "string") return fail("lease-env", "mismatch", `the root carries ${LEASE_ENV_KEY}: it belongs to a leased session, not a legacy one`);
-  if (d.envReadable !== true) return fail("lease-env", "unknown", "environment not readable: a leased session's process cannot be ruled out");
-  evidence.push({ check: "lease-env", result: "match", detail: `no ${LEASE_ENV_KEY} in the root's environment (as a legacy process has none)` });
+  if (typeof leaseEnv === "string") return fail("lease-env", "mismatch", "carries-lease-marker", `the root carries ${LEASE_ENV_KEY}: it belongs to a leased session, not a legacy one`);
+  if (d.envReadable !== true) return fail("lease-env", "unknown", "not-readable", "environment not readable: a leased session's process cannot be ruled out");
+  evidence.push(row("lease-env", "match", "no-lease-marker", `no ${LEASE_ENV_KEY} in the root's environment (as a legacy process has none)`));
 
   // command: compared whenever both sides are known; required when no wrapper is recorded
   let command: OwnershipEvidence;
-  if (d.argv === null || d.argv.length === 0) command = { check: "command", result: "unknown", detail: "live argv not readable" };
-  else command = sameArgv(stored, d.argv) ? { check: "command", result: "match" } : { check: "command", result: "mismatch", detail: "live argv differs from the stored command" };
+  if (d.argv === null || d.argv.length === 0) command = row("command", "unknown", "not-readable", "live argv not readable");
+  else command = sameArgv(stored, d.argv) ? row("command", "match", "same-command") : row("command", "mismatch", "command-differs", "live argv differs from the stored command");
   evidence.push(command);
   if (command.result === "mismatch") return { tree: null, evidence };
 
   if (wrapperPath !== undefined) {
     const wrapper = await wrapperEvidence(wrapperPath, opts?.wrapperRoot, d);
-    if (wrapper.result !== "match") return fail(wrapper.check, wrapper.result, wrapper.detail ?? wrapper.result);
+    if (wrapper.result !== "match") return fail(wrapper.check, wrapper.result, wrapper.code, wrapper.detail ?? wrapper.result);
     evidence.push(wrapper);
   } else if (command.result !== "match") {
     return { tree: null, evidence };
   }
 
-  const lease: AcpxProcessLease = {
+  const lease: ProcessLease = {
+    kind: "acpx",
     leaseId: `legacy-${createHash("sha256").update(String(record.sessionKey)).digest("hex").slice(0, 32)}`,
     gatewayInstanceId: "",
     sessionKey: String(record.sessionKey),
@@ -118,20 +120,20 @@ export async function verifyLegacyRecord(
 
 /** Is the live root the recorded wrapper (its argv[1] or its executable), under wrapperRoot? */
 async function wrapperEvidence(wrapperPath: string, wrapperRoot: string | undefined, d: ProcessDetails): Promise<OwnershipEvidence> {
-  const ev = (result: OwnershipEvidence["result"], detail: string): OwnershipEvidence => ({ check: "wrapper-root", result, detail });
+  const ev = (result: OwnershipEvidence["result"], code: EvidenceCode, detail: string): OwnershipEvidence => row("wrapper-root", result, code, detail);
   if (typeof wrapperRoot !== "string" || !isAbsolute(wrapperRoot) || !isAbsolute(wrapperPath)) {
-    return ev("unknown", "a wrapper is recorded but no absolute wrapperRoot/wrapperPath to check it against");
+    return ev("unknown", "no-wrapper-recorded", "a wrapper is recorded but no absolute wrapperRoot/wrapperPath to check it against");
   }
   const rootDir = await real(wrapperRoot);
   const wrapper = await real(wrapperPath);
-  if (!isUnder(wrapper, rootDir)) return ev("mismatch", "the recorded wrapper is not under wrapperRoot");
+  if (!isUnder(wrapper, rootDir)) return ev("mismatch", "wrapper-outside-root", "the recorded wrapper is not under wrapperRoot");
   const arg1 = d.argv?.[1];
   const exe = d.exePath !== null && !d.exePath.endsWith(" (deleted)") ? d.exePath : null;
   const argMatch = arg1 !== undefined && isAbsolute(arg1) && (await real(arg1)) === wrapper;
   const exeMatch = exe !== null && (await real(exe)) === wrapper;
-  if (argMatch || exeMatch) return ev("match", argMatch ? "argv[1] is the recorded wrapper" : "executable is the recorded wrapper");
-  if (d.argv === null && d.exePath === null) return ev("unknown", "argv and exe not readable");
-  return ev("mismatch", "the live root is not the recorded wrapper");
+  if (argMatch || exeMatch) return ev("match", "is-the-wrapper", argMatch ? "argv[1] is the recorded wrapper" : "executable is the recorded wrapper");
+  if (d.argv === null && d.exePath === null) return ev("unknown", "not-readable", "argv and exe not readable");
+  return ev("mismatch", "not-the-wrapper", "the live root is not the recorded wrapper");
 }
 
 function storedArgv(command: unknown): string[] | null {

@@ -2,7 +2,7 @@
  * The one place a lease moves. Ending a lease goes through settleLease or
  * reconcileLeases, so the sequence
  *
- *   verify → mark closing → reap what the verification proves ours →
+ *   verify → mark closing → kill what the verification proves ours →
  *   (our own lever: the lifeline) → verify again → drain the lease's cgroup
  *   → settle by settle.ts
  *
@@ -15,8 +15,8 @@
  *   its own child handle, or an earlier tree kill not derived from the
  *   lease). A release is pulled first when the verification is "unknown"
  *   (nothing may be signalled, but the wrapper may still be told to clean
- *   up), else after the reap; when it was the only thing that ran, the lease
- *   is verified again and whatever that proves ours is reaped too.
+ *   up), else after the kill; when it was the only thing that ran, the lease
+ *   is verified again and whatever that proves ours is killed too.
  * - reconcileLeases: the batch form: ONE snapshot for every lease's
  *   verification, then settleLease per lease with that verification. A dry
  *   run changes nothing and says, per lease, what the same code would do.
@@ -29,7 +29,7 @@
  * Ending a verified tree never waits on the disk. When the lease record
  * cannot be written (host-faults.ts LeaseRecordWriteError: a full, read-only
  * or failing disk, a removed or unwritable state dir), the sequence goes on
- * without the writes: what the verification proved ours is reaped and its
+ * without the writes: what the verification proved ours is killed and its
  * cgroup drained, the record stays as it was on disk (writes are temp +
  * rename: never half-written), and the outcome says the settlement is
  * pending and why (LeaseOutcome.pending). The settlement is remembered for
@@ -41,27 +41,27 @@
  */
 import type { ProcessFacts, ProcessSignaller, ProcessSnapshot } from "../facts/types.js";
 import { cgroupMembers, drainLeaseCgroup, lookIntoLeaseCgroup, removeSettledLeftovers, type CgroupDrain } from "./cgroup-drain.js";
-import { actionFor, attachedReason, outcomeOf, untouched, type LeaseAction, type LeaseOutcome } from "./lease-outcome.js";
+import { actionFor, attachedReason, outcomeOf, untouched, type LeaseAction, type LeaseOutcome, type LeaseOutcomeCode } from "./lease-outcome.js";
 import { LeaseTransitionError, type LeaseStore } from "./lease-store.js";
-import type { ReapReport } from "./reap.js";
-import { reapLeaseVerification, reapTargetOf, type LeaseReapResult } from "./reap-verification.js";
+import type { TreeKillReport } from "./tree-kill.js";
+import { killLeaseVerification, killTargetOf, type LeaseKillResult } from "./kill-verification.js";
 import { batchingVerifier, type LeaseVerifier } from "./verify-batching.js";
 import {
   drainsCgroup,
   isOtherInstance,
-  settlementAfterReap,
+  settlementAfterKill,
   settlementFor,
   settlementForDryRun,
   settlementUnstarted,
   type Settlement,
   type SettleContext,
 } from "./settle.js";
-import { isSupervisorLease, type AcpxProcessLease, type LeaseState } from "./types.js";
+import type { LeaseKind, LeaseSettledAs, LeaseState, ProcessLease } from "./types.js";
 import { explainLease, verifyLeases, type LeaseVerification } from "./verify.js";
 import { pendingOf, writeGuard, type PendingSettlement } from "./pending-settlements.js";
 import { coalescingFacts, countingFacts } from "./batch-facts.js";
 
-export type { LeaseAction, LeaseOutcome, PendingSettlement };
+export type { LeaseAction, LeaseOutcome, LeaseOutcomeCode, PendingSettlement };
 
 export interface LifecycleDeps {
   store: LeaseStore;
@@ -75,9 +75,9 @@ export interface LifecycleDeps {
 export interface SettleLeaseOptions {
   /** a verification already made (a batch's); else one is made now */
   verification?: LeaseVerification;
-  /** facts for the reaps (a batch shares a coalescing one) */
+  /** facts for the kills (a batch shares a coalescing one) */
   facts?: ProcessFacts;
-  /** makes the re-verification after a reap (a batch shares a batching one: verify-batching.ts) */
+  /** makes the re-verification after a kill (a batch shares a batching one: verify-batching.ts) */
   verifier?: LeaseVerifier;
   /** the caller's own lever on the root: ends the lifeline and waits for its wrapper child */
   release?: () => Promise<unknown>;
@@ -85,116 +85,122 @@ export interface SettleLeaseOptions {
   beforeSignals?: () => void;
   /** the root's exit was reported by the caller's own handle (its child, unreaped until then) */
   rootExitObserved?: boolean;
-  /** a reap the caller ran earlier, not derived from this lease (a plain tree kill): it never settles anything by itself */
-  prior?: ReapReport | null;
+  /** a kill the caller ran earlier, not derived from this lease (a plain tree kill): it never settles anything by itself */
+  prior?: TreeKillReport | null;
   /**
    * false: verify and settle, never signal (a supervised run that ended on
    * its own: what it left running, a daemonised child, is not killed by its
    * exit, as in OpenClaw; the lease stays closing and reconcile decides).
    * Default true.
    */
-  reap?: boolean;
+  kill?: boolean;
   dryRun?: boolean;
 }
 
-/** A lease as it stands, verified now (or with the given verification), reaped where proven ours, and settled. */
-export async function settleLease(deps: LifecycleDeps, lease: AcpxProcessLease, opts: SettleLeaseOptions = {}): Promise<LeaseOutcome> {
+/** A lease as it stands, verified now (or with the given verification), killed where proven ours, and settled. */
+export async function settleLease(deps: LifecycleDeps, lease: ProcessLease, opts: SettleLeaseOptions = {}): Promise<LeaseOutcome> {
   const dryRun = opts.dryRun === true;
   const cur = (await deps.store.get(lease.leaseId).catch(() => null)) ?? lease;
   const v = opts.verification ?? (await verify(deps, cur));
   if (cur.state === "closed" || cur.state === "lost") {
     pendingOf(deps.store).delete(cur.leaseId);
-    return untouched(cur, v, "left-alone", `already ${cur.state}`, dryRun);
+    return untouched(cur, v, "left-alone", "already-settled", `already ${cur.state}`, dryRun);
   }
   // a settlement left pending by an earlier attempt: the tree ended then, under our eyes
   const earlier = dryRun ? undefined : pendingOf(deps.store).get(cur.leaseId);
   const ctx = { rootExitObserved: opts.rootExitObserved === true || earlier?.ended === true, prior: opts.prior ?? earlier?.prior ?? null };
   if (dryRun) return planDryRun(cur, v, ctx);
   // another gateway instance's lease is not ours to move at all (settle.ts row 8)
-  if (isOtherInstance(v)) return untouched(cur, v, "left-alone", settlementFor(v, null).why, false);
+  if (isOtherInstance(v)) {
+    const s = settlementFor(v, null);
+    return untouched(cur, v, "left-alone", s.code, s.why, false);
+  }
   return settleNow(deps, cur, v, ctx, opts);
 }
 
 /** What the same code would do, from the same table (settle.ts rows R), changing nothing. */
-async function planDryRun(cur: AcpxProcessLease, v: LeaseVerification, ctx: SettleContext): Promise<LeaseOutcome> {
-  const t = reapTargetOf(v);
+async function planDryRun(cur: ProcessLease, v: LeaseVerification, ctx: SettleContext): Promise<LeaseOutcome> {
+  const t = killTargetOf(v);
   const contained = (await cgroupMembers(cur)) ?? [];
   const members = t === "tree" ? v.tree!.members : t === "remnants" ? v.remnants!.members : [];
   const pids = [...new Set([...members.map((m) => m.pid), ...contained])];
   const s = settlementForDryRun(v, { target: t, pids, contained: contained.length }, ctx);
   const to = s.to === "unchanged" ? cur.state : s.to;
-  if (!s.reaps) return outcomeOf(cur, v, v, true, { stateAfter: to, action: actionFor(to, cur.state, null, false), why: s.why });
-  return outcomeOf(cur, v, v, true, { stateAfter: to, action: t === "tree" ? "reaped" : "reaped-remnants", why: s.why, target: t ?? "remnants", wouldReap: pids });
+  const how = { code: s.code, why: s.why, ...(s.settledAs ? { settledAs: s.settledAs } : {}) };
+  if (!s.kills) return outcomeOf(cur, v, v, true, { stateAfter: to, action: actionFor(to, cur.state, null, false), ...how });
+  return outcomeOf(cur, v, v, true, { stateAfter: to, action: t === "tree" ? "killed" : "killed-remnants", ...how, target: t ?? "remnants", wouldKill: pids });
 }
 
-/** What the verify → reap → release → verify steps leave for the settlement. */
-interface Reaped {
-  /** the verification that decided what to reap (reported as the verdict) */
+/** What the verify → kill → release → verify steps leave for the settlement. */
+interface Killed {
+  /** the verification that decided what to kill (reported as the verdict) */
   decided: LeaseVerification;
   /** the last verification made */
   v: LeaseVerification;
   /** what the report's why starts with */
   note: string;
-  /** the reap of what was proven ours (null: none ran) */
-  last: LeaseReapResult | null;
-  /** what the first reap took */
+  /** the kill of what was proven ours (null: none ran) */
+  last: LeaseKillResult | null;
+  /** what the first kill took */
   firstTarget: "tree" | "remnants" | null;
 }
 
-/** closing → reap → (release) → drain → settle by the table → write (or leave pending). */
+/** closing → kill → (release) → drain → settle by the table → write (or leave pending). */
 async function settleNow(
   deps: LifecycleDeps,
-  cur: AcpxProcessLease,
+  cur: ProcessLease,
   v0: LeaseVerification,
-  ctx: SettleContext & { prior: ReapReport | null },
+  ctx: SettleContext & { prior: TreeKillReport | null },
   opts: SettleLeaseOptions,
 ): Promise<LeaseOutcome> {
   // the record may be unwritable (a full disk): the tree is ended all the same
   const writes = writeGuard();
-  await writes.run(() => markClosing(deps.store, cur));
+  await writes.run(() => moveToClosing(deps.store, cur));
   opts.beforeSignals?.();
-  const r = await reapAndRelease(deps, cur, v0, opts);
+  const r = await killAndRelease(deps, cur, v0, opts);
   const settle = (drain: CgroupDrain | null): Settlement =>
-    r.last !== null ? settlementAfterReap(r.last, { ...ctx, drain }) : settlementFor(r.v, null, { ...ctx, drain });
-  // the lease's own cgroup (cgroup-drain.ts) holds every process it started: emptied as a unit after the reap,
-  // or, without a reap, only looked into; what it found is the table's last input (settle.ts rows D)
+    r.last !== null ? settlementAfterKill(r.last, { ...ctx, drain }) : settlementFor(r.v, null, { ...ctx, drain });
+  // the lease's own cgroup (cgroup-drain.ts) holds every process it started: emptied as a unit after the kill,
+  // or, without a kill, only looked into; what it found is the table's last input (settle.ts rows D)
   const drain = !drainsCgroup(settle(null))
     ? null
-    : opts.reap !== false
+    : opts.kill !== false
       ? await drainLeaseCgroup(cur, { graceMs: deps.graceMs, signaller: deps.signaller, facts: deps.facts })
       : await lookIntoLeaseCgroup(cur);
   const s = settle(drain);
-  const reap = r.last?.report ?? null;
-  // processes ended through the cgroup alone count as remnants reaped
+  const kill = r.last?.report ?? null;
+  // processes ended through the cgroup alone count as remnants killed
   const drained = drain !== null && drain.members > 0;
   const target = r.firstTarget ?? r.last?.target ?? (drained ? "remnants" : null);
   const prior = ctx.prior;
   const ended = ctx.rootExitObserved === true || r.last !== null || drained || prior !== null;
-  const { stateAfter, pending } = await writeSettlement(deps.store, cur, s, writes, { ended, prior: reap ?? prior });
+  const { stateAfter, settledAs, pending } = await writeSettlement(deps.store, cur, s, writes, { ended, prior: kill ?? prior });
   const why = pending ? `${r.note}${s.why}; settlement pending (${pending.to}): ${pending.blockedBy}; the next reconcile that can write settles it` : `${r.note}${s.why}`;
   return outcomeOf(cur, r.decided, r.last?.final ?? r.v, false, {
     stateAfter,
-    action: actionFor(stateAfter, cur.state, target, reap !== null || drained),
+    action: actionFor(stateAfter, cur.state, target, kill !== null || drained),
+    code: s.code,
+    ...(settledAs ? { settledAs } : {}),
     why,
     target,
-    reap,
+    kill,
     ...(drain ? { evidence: [...r.decided.evidence, drain.evidence] } : {}),
     ...(pending ? { pending } : {}),
   });
 }
 
 /**
- * Reaps what the verification proves ours, with the caller's release: pulled
+ * Kills what the verification proves ours, with the caller's release: pulled
  * first when the verdict is "unknown" (nothing may be signalled, but our own
  * wrapper child can still be told to clean up; its exit proves nothing about
- * its tree, so the facts are asked once more), else after the reap; when the
- * release was the only thing that ran, what it left is verified (and reaped)
+ * its tree, so the facts are asked once more), else after the kill; when the
+ * release was the only thing that ran, what it left is verified (and killed)
  * now.
  */
-async function reapAndRelease(deps: LifecycleDeps, cur: AcpxProcessLease, v0: LeaseVerification, opts: SettleLeaseOptions): Promise<Reaped> {
+async function killAndRelease(deps: LifecycleDeps, cur: ProcessLease, v0: LeaseVerification, opts: SettleLeaseOptions): Promise<Killed> {
   const facts = opts.facts ?? deps.facts;
-  const mayReap = opts.reap !== false;
-  const reapNow = (v: LeaseVerification) => (mayReap ? reapProven(deps, v, facts, opts.verifier) : Promise.resolve(null));
+  const mayKill = opts.kill !== false;
+  const killNow = (v: LeaseVerification) => (mayKill ? killProven(deps, v, facts, opts.verifier) : Promise.resolve(null));
   const again = async (v: LeaseVerification) => (await verify(deps, cur).catch(() => null)) ?? v;
   let released = false;
   const release = async () => {
@@ -210,39 +216,38 @@ async function reapAndRelease(deps: LifecycleDeps, cur: AcpxProcessLease, v0: Le
     v = decided = await again(v);
     note = "the wrapper was told to clean up (its lifeline closed); its exit proves nothing about its tree; ";
   }
-  let last = await reapNow(v);
+  let last = await killNow(v);
   const firstTarget = last?.target ?? null;
   if (opts.release && !released) {
     await release();
     if (last === null) {
       v = await again(v);
-      last = await reapNow(v);
+      last = await killNow(v);
     }
   }
   return { decided, v, note, last, firstTarget };
 }
 
 export interface ReconcileOptions {
-  /** which leases: the ACPX controller's, the supervisor's runs, or both (default) */
-  kind?: "acpx" | "supervisor" | "all";
+  /** which leases: of one kind, or all (default) */
+  kind?: LeaseKind | "all";
   /** default open and closing */
   states?: readonly ("open" | "closing")[];
   /** only these lease ids (explain); a lease of another instance then shows as such */
   leaseIds?: readonly string[];
   dryRun?: boolean;
   /** a reason to leave a lease untouched now (a session or run this gateway is using, a spawn in flight) */
-  skip?: (lease: AcpxProcessLease) => string | undefined;
+  skip?: (lease: ProcessLease) => string | undefined;
   /**
-   * For a reap while a gateway may still run (CLI `reap --force`, and the
-   * supervisor's runs, whose gateway takes no state-dir lock): for the leases
-   * this says yes to, an owned tree whose root has a live parent other than
+   * For a kill while a gateway may still run (one that holds no state-dir
+   * lock, or whose lock was overridden): for the leases this says yes to, an owned tree whose root has a live parent other than
    * init is left alone as attached, and so is every lease whose evidence is
    * unknown or that has no pid yet (its spawn may be pending in that gateway).
    */
-  skipAttached?: boolean | ((lease: AcpxProcessLease) => boolean);
+  skipAttached?: boolean | ((lease: ProcessLease) => boolean);
   /** closed/lost leases older than this are removed afterwards (not in a dry run) */
   retentionMs?: number;
-  /** called with each settled lease (the controller lets go of sessions it held for them) */
+  /** called with each settled lease */
   onSettled?: (o: LeaseOutcome) => void;
   /**
    * This instance's cgroup folder: after the settlements, the empty cgroups
@@ -273,18 +278,18 @@ export async function reconcileLeases(deps: LifecycleDeps, opts: ReconcileOption
   const dryRun = opts.dryRun === true;
   const { leases, problems } = await leasesToReconcile(deps, opts);
   const entries: LeaseOutcome[] = [];
-  const candidates: AcpxProcessLease[] = [];
-  const skipped: { lease: AcpxProcessLease; why: string }[] = [];
+  const candidates: ProcessLease[] = [];
+  const skipped: { lease: ProcessLease; why: string }[] = [];
   for (const l of leases) {
     const why = opts.skip?.(l);
     if (why !== undefined) skipped.push({ lease: l, why });
     else candidates.push(l);
   }
   const { snapshot, snapshots, byId } = await verifyBatch(deps, [...candidates, ...skipped.map((x) => x.lease)]);
-  for (const { lease, why } of skipped) entries.push(untouched(lease, byId.get(lease.leaseId)!, "skipped-live", why, dryRun));
+  for (const { lease, why } of skipped) entries.push(untouched(lease, byId.get(lease.leaseId)!, "skipped-live", "in-use", why, dryRun));
 
   const batchFacts = coalescingFacts(deps.facts);
-  // the re-verifications after the batch's reaps are verified together, a turn of the event loop at a time
+  // the re-verifications after the batch's kills are verified together, a turn of the event loop at a time
   const verifier = batchingVerifier(batchFacts, { gatewayInstanceId: deps.gatewayInstanceId });
   await Promise.all(
     candidates.map(async (l) => {
@@ -292,7 +297,7 @@ export async function reconcileLeases(deps: LifecycleDeps, opts: ReconcileOption
       const guarded = typeof opts.skipAttached === "function" ? opts.skipAttached(l) : opts.skipAttached === true;
       if (guarded) {
         const attached = attachedReason(v, snapshot);
-        if (attached !== null) return void entries.push(untouched(l, v, attached.action, attached.why, dryRun));
+        if (attached !== null) return void entries.push(untouched(l, v, "skipped-live", attached.code, attached.why, dryRun));
       }
       const o = await settleLease(deps, l, { verification: v, facts: batchFacts, verifier, dryRun });
       if (!dryRun) opts.onSettled?.(o);
@@ -330,7 +335,7 @@ export async function reconcileLeases(deps: LifecycleDeps, opts: ReconcileOption
  * exactly `leaseIds`, of any instance), of the asked kind, plus those whose
  * settlement an unwritable record left pending (whatever their state).
  */
-async function leasesToReconcile(deps: LifecycleDeps, opts: ReconcileOptions): Promise<{ leases: AcpxProcessLease[]; problems: Map<string, string> }> {
+async function leasesToReconcile(deps: LifecycleDeps, opts: ReconcileOptions): Promise<{ leases: ProcessLease[]; problems: Map<string, string> }> {
   const states = opts.states ?? ["open", "closing"];
   const ids = opts.leaseIds ? new Set(opts.leaseIds) : null;
   const listed = await deps.store.list(ids ? {} : { gatewayInstanceId: deps.gatewayInstanceId, states });
@@ -346,14 +351,14 @@ async function leasesToReconcile(deps: LifecycleDeps, opts: ReconcileOptions): P
     }
   }
   const kind = opts.kind ?? "all";
-  const leases = listed.leases.filter((l) => (ids === null || ids.has(l.leaseId)) && (kind === "all" || (kind === "supervisor") === isSupervisorLease(l)));
+  const leases = listed.leases.filter((l) => (ids === null || ids.has(l.leaseId)) && (kind === "all" || l.kind === kind));
   return { leases, problems };
 }
 
 /** Every lease verified against ONE snapshot (none taken for no lease); without a process list each verification answers "unknown": nothing is signalled. */
 async function verifyBatch(
   deps: LifecycleDeps,
-  leases: readonly AcpxProcessLease[],
+  leases: readonly ProcessLease[],
 ): Promise<{ snapshot: ProcessSnapshot | undefined; snapshots: number; byId: Map<string, LeaseVerification> }> {
   let snapshots = 0;
   if (leases.length === 0) return { snapshot: undefined, snapshots, byId: new Map() };
@@ -372,14 +377,14 @@ async function verifyBatch(
  * too. A record that cannot be written leaves the settlement pending, as in
  * settleLease.
  */
-export async function settleUnstarted(deps: LifecycleDeps, lease: AcpxProcessLease): Promise<{ state: LeaseState; pending?: PendingSettlement }> {
+export async function settleUnstarted(deps: LifecycleDeps, lease: ProcessLease): Promise<{ state: LeaseState; settledAs?: LeaseSettledAs; pending?: PendingSettlement }> {
   const stored = await deps.store.get(lease.leaseId).catch(() => null);
   const cur = stored ?? lease;
-  if (cur.state === "closed" || cur.state === "lost") return { state: cur.state };
+  if (cur.state === "closed" || cur.state === "lost") return { state: cur.state, ...(cur.settledAs ? { settledAs: cur.settledAs } : {}) };
   const cgroup = cur.cgroup ?? lease.cgroup;
   const drain = cgroup ? await drainLeaseCgroup({ ...cur, cgroup }, { graceMs: deps.graceMs, signaller: deps.signaller, facts: deps.facts }) : null;
-  const { stateAfter, pending } = await writeSettlement(deps.store, cur, settlementUnstarted(drain), writeGuard(), { ended: true, prior: null });
-  return { state: stateAfter, ...(pending ? { pending } : {}) };
+  const { stateAfter, settledAs, pending } = await writeSettlement(deps.store, cur, settlementUnstarted(drain), writeGuard(), { ended: true, prior: null });
+  return { state: stateAfter, ...(settledAs ? { settledAs } : {}), ...(pending ? { pending } : {}) };
 }
 
 /**
@@ -389,20 +394,21 @@ export async function settleUnstarted(deps: LifecycleDeps, lease: AcpxProcessLea
  */
 async function writeSettlement(
   store: LeaseStore,
-  cur: AcpxProcessLease,
+  cur: ProcessLease,
   s: Settlement,
   writes: ReturnType<typeof writeGuard>,
-  memo: { ended: boolean; prior: ReapReport | null },
-): Promise<{ stateAfter: LeaseState; pending?: PendingSettlement }> {
+  memo: { ended: boolean; prior: TreeKillReport | null },
+): Promise<{ stateAfter: LeaseState; settledAs?: LeaseSettledAs; pending?: PendingSettlement }> {
   const settled = await writes.run(() => applySettlement(store, cur.leaseId, s));
   if (settled !== null || writes.error === null) {
     pendingOf(store).delete(cur.leaseId);
-    return { stateAfter: settled?.state ?? cur.state };
+    const settledAs = settled?.settledAs;
+    return { stateAfter: settled?.state ?? cur.state, ...(settledAs ? { settledAs } : {}) };
   }
   const stateAfter = (await store.get(cur.leaseId).catch(() => null))?.state ?? cur.state;
   if (s.to === "unchanged" || s.to === stateAfter) return { stateAfter };
   pendingOf(store).set(cur.leaseId, memo);
-  return { stateAfter, pending: { to: s.to, why: s.why, code: writes.error.code, blockedBy: writes.error.message } };
+  return { stateAfter, pending: { to: s.to, settlement: s.code, why: s.why, errno: writes.error.code, blockedBy: writes.error.message } };
 }
 
 /**
@@ -413,17 +419,19 @@ async function writeSettlement(
  * terminal (re-read from the store: a concurrent settle may have won).
  * Returns the lease as stored afterwards (null when it no longer exists).
  */
-export async function applySettlement(store: LeaseStore, leaseId: string, s: Settlement): Promise<AcpxProcessLease | null> {
+export async function applySettlement(store: LeaseStore, leaseId: string, s: Settlement): Promise<ProcessLease | null> {
   let cur = await store.get(leaseId);
   if (cur === null) return null;
   if (s.to === "unchanged" || cur.state === "closed" || cur.state === "lost" || cur.state === s.to) return cur;
   const to: LeaseState = s.to;
   try {
     if (to === "open") return cur.state === "closing" ? await store.transition(leaseId, "open") : cur;
-    cur = await markClosing(store, cur);
-    return to === "closing" ? cur : await store.transition(leaseId, to);
+    cur = await moveToClosing(store, cur);
+    if (to === "closing") return cur;
+    // how it ended is written with the final state (settle.ts sets it for every closed or lost row)
+    return await store.transition(leaseId, to, s.settledAs ? { settledAs: s.settledAs } : undefined);
   } catch (e) {
-    // another settle of the same lease (a second supervisor object in this process) won the race: its state stands
+    // another settle of the same lease (through another store object in this process) won the race: its state stands
     if (!(e instanceof LeaseTransitionError)) throw e;
     const now = await store.get(leaseId);
     if (now === null || now.state === "closed" || now.state === "lost") return now;
@@ -431,17 +439,18 @@ export async function applySettlement(store: LeaseStore, leaseId: string, s: Set
   }
 }
 
-async function markClosing(store: LeaseStore, lease: AcpxProcessLease): Promise<AcpxProcessLease> {
+/** open → closing through the store; a lease already past open is returned as it is. */
+async function moveToClosing(store: LeaseStore, lease: ProcessLease): Promise<ProcessLease> {
   return lease.state === "open" ? store.transition(lease.leaseId, "closing") : lease;
 }
 
-function verify(deps: LifecycleDeps, lease: AcpxProcessLease): Promise<LeaseVerification> {
+function verify(deps: LifecycleDeps, lease: ProcessLease): Promise<LeaseVerification> {
   return explainLease(lease, deps.facts, { gatewayInstanceId: deps.gatewayInstanceId });
 }
 
-/** Reaps what the verification proves ours (reapLeaseVerification's one choice); null when nothing is. */
-async function reapProven(deps: LifecycleDeps, v: LeaseVerification, facts: ProcessFacts, verifier: LeaseVerifier | undefined): Promise<LeaseReapResult | null> {
-  if (reapTargetOf(v) === null) return null;
+/** Kills what the verification proves ours (killLeaseVerification's one choice); null when nothing is. */
+async function killProven(deps: LifecycleDeps, v: LeaseVerification, facts: ProcessFacts, verifier: LeaseVerifier | undefined): Promise<LeaseKillResult | null> {
+  if (killTargetOf(v) === null) return null;
   const verify = verifier === undefined ? {} : { verify: verifier };
-  return reapLeaseVerification(v, { facts, signaller: deps.signaller, graceMs: deps.graceMs, gatewayInstanceId: deps.gatewayInstanceId, ...verify });
+  return killLeaseVerification(v, { facts, signaller: deps.signaller, graceMs: deps.graceMs, gatewayInstanceId: deps.gatewayInstanceId, ...verify });
 }

@@ -1,8 +1,8 @@
 /**
  * The one rule for "does this process's environment say it belongs to this
- * lease?". Every place that finds processes by their markers (descendants of
- * a verified root, remnants of a dead one, the wrapper's own sweep) asks here,
- * so the rule cannot drift between them.
+ * lease?". Every search by markers (descendants of a verified root, remnants
+ * of a dead one, a sweep of what a root left behind) asks here, so the rule
+ * cannot drift between them.
  */
 import { INSTANCE_ENV_KEY, LEASE_ENV_KEY } from "./types.js";
 

@@ -3,25 +3,28 @@
  * tree never waits on the disk). Kept per store, in this process, until a
  * reconcile can write them; with what that attempt must know: whether the
  * tree was ended under our eyes (then a root found gone settles closed, not
- * lost), and the reap that ended it.
+ * lost), and the kill that ended it.
  */
 import type { LeaseStore } from "./lease-store.js";
-import type { ReapReport } from "./reap.js";
+import type { SettlementCode } from "./settle.js";
+import type { TreeKillReport } from "./tree-kill.js";
 import type { LeaseState } from "./types.js";
 import { isRecordWriteBlocked, type LeaseRecordWriteError } from "./host-faults.js";
 
 export interface PendingSettlement {
   to: LeaseState;
+  /** the settlement table's row that could not be written */
+  settlement: SettlementCode;
   why: string;
   /** the errno that refused the write (ENOSPC, EROFS, EIO, EDQUOT, EACCES, ENOENT, …) */
-  code: string;
+  errno: string;
   /** the write error's message, naming the record and the state dir */
   blockedBy: string;
 }
 
 /** Settlements that could not be written, per store, with what the next attempt needs to know. */
-const PENDING = new WeakMap<LeaseStore, Map<string, { ended: boolean; prior: ReapReport | null }>>();
-export function pendingOf(store: LeaseStore): Map<string, { ended: boolean; prior: ReapReport | null }> {
+const PENDING = new WeakMap<LeaseStore, Map<string, { ended: boolean; prior: TreeKillReport | null }>>();
+export function pendingOf(store: LeaseStore): Map<string, { ended: boolean; prior: TreeKillReport | null }> {
   let m = PENDING.get(store);
   if (!m) PENDING.set(store, (m = new Map()));
   return m;

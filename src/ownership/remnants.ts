@@ -23,15 +23,16 @@
  * and none backends never yield remnants.
  *
  * The env reads themselves happen in verify.ts's one shared pass; this module
- * judges what that pass read and builds the reap target. Pure: no I/O.
+ * judges what that pass read and builds the kill target. Pure: no I/O.
  */
 import type { ProcessDetails, ProcessFacts, ProcessInfo, ProcessSnapshot } from "../facts/types.js";
 import { collectTree } from "./collect.js";
-import { checkSignalTarget } from "./guards.js";
-import type { ReapTarget } from "./reap.js";
+import { checkSignalTarget } from "../facts/guards.js";
+import type { KillTarget } from "./tree-kill.js";
 import { START_CLOCK_SLACK_MS, startTimeToEpochMs, type StartClock } from "./start-clock.js";
 import { markerVerdict } from "./markers.js";
-import type { AcpxProcessLease, OwnershipEvidence } from "./types.js";
+import { evidence } from "./evidence.js";
+import type { ProcessLease, OwnershipEvidence } from "./types.js";
 
 /** What every judgement of a batch shares. */
 export interface RemnantContext {
@@ -44,7 +45,9 @@ export interface RemnantContext {
   clock: StartClock | null;
 }
 
-type Refusal = "markers" | "env-unreadable" | "inspect-failed" | "boot-id" | "pid-namespace" | "uid" | "guard" | "started-early" | "start-unknown";
+/** Why the remnant search refused a process that could carry a lease's markers (LeaseVerification.remnantRefusals counts them). */
+export type RemnantRefusal = "markers" | "env-unreadable" | "inspect-failed" | "boot-id" | "pid-namespace" | "uid" | "guard" | "started-early" | "start-unknown";
+type Refusal = RemnantRefusal;
 type StartHow = "ticks" | "epoch" | "both";
 
 const REFUSAL_TEXT: Record<Refusal, string> = {
@@ -60,7 +63,7 @@ const REFUSAL_TEXT: Record<Refusal, string> = {
 };
 
 /** Why a lease cannot have remnants at all in this context, or null when a search makes sense. */
-export function remnantSearchBlocked(lease: AcpxProcessLease, ctx: RemnantContext): string | null {
+export function remnantSearchBlocked(lease: ProcessLease, ctx: RemnantContext): string | null {
   if (ctx.facts.backend === "ps" || ctx.facts.backend === "none") return `environments not readable on the ${ctx.facts.backend} backend`;
   if (ctx.facts.identityStrength !== "exact") return "identity is not exact";
   if (ctx.myUid === null) return "this process's uid is unknown";
@@ -76,7 +79,7 @@ export function remnantSearchBlocked(lease: AcpxProcessLease, ctx: RemnantContex
  * Only the root's recorded start time is on the same clock, and only on the
  * same boot.
  */
-export function remnantStartBound(lease: AcpxProcessLease, ctx: RemnantContext): number {
+export function remnantStartBound(lease: ProcessLease, ctx: RemnantContext): number {
   const root = Number(lease.rootStartTime);
   if (lease.bootId === undefined || lease.bootId !== ctx.hostBootId || lease.rootStartTime === undefined || !Number.isFinite(root)) return -Infinity;
   return root;
@@ -90,7 +93,7 @@ export function remnantStartBound(lease: AcpxProcessLease, ctx: RemnantContext):
  * answer is yes, that process is counted as a carrier the search could not
  * clear (the search is then "inconclusive", never "none-found").
  */
-export function couldCarry(lease: AcpxProcessLease, p: ProcessInfo, ctx: RemnantContext): boolean {
+export function couldCarry(lease: ProcessLease, p: ProcessInfo, ctx: RemnantContext): boolean {
   if (ctx.myUid === null || p.uid !== ctx.myUid) return false;
   if (!checkSignalTarget(p.pid).allowed || ctx.ancestors.has(p.pid)) return false;
   const bound = remnantStartBound(lease, ctx);
@@ -106,7 +109,7 @@ export type CarrierJudgement = { ok: true; start: StartHow } | { ok: false; why:
  * Judges one process whose environment carries this lease's id. `d` is what
  * the env pass read for `p` (same start time, checked by the caller).
  */
-export function judgeCarrier(lease: AcpxProcessLease, p: ProcessInfo, d: ProcessDetails, ctx: RemnantContext): CarrierJudgement {
+export function judgeCarrier(lease: ProcessLease, p: ProcessInfo, d: ProcessDetails, ctx: RemnantContext): CarrierJudgement {
   const markers = markerVerdict(d, lease);
   if (markers === "unknown") return { ok: false, why: "env-unreadable" };
   if (markers === "mismatch") return { ok: false, why: "markers" };
@@ -179,11 +182,11 @@ function refusedText(tally: RemnantTally): string {
 }
 
 /**
- * The reap target: the oldest accepted carrier as root (last), the other
+ * The kill target: the oldest accepted carrier as root (last), the other
  * carriers and every descendant by parent links before it, leaves first.
  * Each member is the snapshot's own ProcessInfo (its own start time).
  */
-export function buildRemnantTarget(snapshot: ProcessSnapshot, tally: RemnantTally): ReapTarget | null {
+export function buildRemnantTarget(snapshot: ProcessSnapshot, tally: RemnantTally): KillTarget | null {
   if (tally.accepted.length === 0) return null;
   const sorted = tally.accepted.map((a) => a.p).sort((a, b) => Number(a.startTime) - Number(b.startTime) || a.pid - b.pid);
   const anchor = sorted[0]!;
@@ -192,30 +195,32 @@ export function buildRemnantTarget(snapshot: ProcessSnapshot, tally: RemnantTall
 }
 
 /** Evidence rows for a lease that was searched (or could not be). */
-export function remnantEvidence(tally: RemnantTally | null, target: ReapTarget | null, blocked: string | null): OwnershipEvidence[] {
+export function remnantEvidence(tally: RemnantTally | null, target: KillTarget | null, blocked: string | null): OwnershipEvidence[] {
   if (blocked !== null || tally === null) {
-    return [{ check: "remnant-env", result: "unknown", detail: `no remnant search: ${blocked ?? "not searched"}` }];
+    return [evidence("remnant-env", "unknown", "search-blocked", `no remnant search: ${blocked ?? "not searched"}`)];
   }
   const refused = refusedText(tally);
   if (target === null) {
-    return [{ check: "remnant-env", result: "unknown", detail: `no live process proven to carry this lease's markers${refused}` }];
+    return [evidence("remnant-env", "unknown", "none-proven", `no live process proven to carry this lease's markers${refused}`)];
   }
   const hows = new Set(tally.accepted.map((a) => a.start));
-  const start: OwnershipEvidence = {
-    check: "remnant-start",
-    result: "match",
-    detail: hows.has("ticks") && !hows.has("both") && !hows.has("epoch")
+  const start = evidence(
+    "remnant-start",
+    "match",
+    "started-after-lease",
+    hows.has("ticks") && !hows.has("both") && !hows.has("epoch")
       ? "started no earlier than the recorded root (same boot clock)"
       : hows.has("epoch") && !hows.has("both") && !hows.has("ticks")
         ? `started no earlier than the lease (epoch via btime, ±${START_CLOCK_SLACK_MS} ms)`
         : `started no earlier than the recorded root and the lease (epoch via btime, ±${START_CLOCK_SLACK_MS} ms)`,
-  };
+  );
   return [
-    {
-      check: "remnant-env",
-      result: "match",
-      detail: `${tally.accepted.length} live process(es) carry this lease id and gateway instance id; ${target.members.length} to reap with their descendants${refused}`,
-    },
+    evidence(
+      "remnant-env",
+      "match",
+      "carriers-found",
+      `${tally.accepted.length} live process(es) carry this lease id and gateway instance id; ${target.members.length} to kill with their descendants${refused}`,
+    ),
     start,
   ];
 }

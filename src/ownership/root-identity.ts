@@ -1,7 +1,7 @@
 /**
  * Recording the live root's identity in its lease right after the spawn: the
  * one place that decides what a lease remembers about the process it names,
- * for the ACPX controller (the wrapper) and the supervisor (the run's root).
+ * whatever kind of lease it is.
  *
  * The identity comes from the same facts backend that will verify it later,
  * so the start time is in the unit verification compares against.
@@ -10,7 +10,7 @@ import { isAlive } from "../facts/liveness.js";
 import type { ProcessDetails, ProcessFacts } from "../facts/types.js";
 import { assertPid } from "../facts/validate.js";
 import type { LeasePatch, LeaseStore } from "./lease-store.js";
-import type { AcpxProcessLease } from "./types.js";
+import type { ProcessLease } from "./types.js";
 import { hostResourceError } from "./host-faults.js";
 
 export interface SpawnedRoot {
@@ -27,7 +27,7 @@ export interface SpawnedRoot {
 
 export interface RecordedRoot {
   /** the lease as written */
-  lease: AcpxProcessLease;
+  lease: ProcessLease;
   /**
    * recorded: the root was alive; its start time, group, boot id and pid
    *   namespace are in the lease.
@@ -36,7 +36,9 @@ export interface RecordedRoot {
    * unknown: the facts backend could not answer: likewise.
    */
   identity: "recorded" | "gone" | "unknown";
-  /** why no identity was recorded; undefined when it was */
+  /** why no identity was recorded (absent, zombie: gone; inspect-failed: unknown); undefined when it was */
+  code?: "absent" | "zombie" | "inspect-failed";
+  /** the same, for people */
   detail?: string;
 }
 
@@ -47,9 +49,8 @@ export interface RecordedRoot {
  * recorded (so the lease no longer reads as "spawn pending"), never a guessed
  * start time. A lease without a start time can only verify later through the
  * lease id in the root's environment plus one more positive check, so nothing
- * it names is signalled on the pid alone. The caller decides what an
- * unrecorded identity means for it (the controller fails the spawn; the
- * supervisor leaves the lease to its settle). Store errors are thrown; facts
+ * it names is signalled on the pid alone. What an unrecorded identity means
+ * for the spawn is the caller's to decide. Store errors are thrown; facts
  * errors are reported as `identity: "unknown"`.
  */
 export async function recordRootIdentity(
@@ -79,10 +80,10 @@ export async function recordRootIdentity(
   if (details === null || !isAlive(details)) {
     const lease = await store.update(leaseId, reported);
     if (failure !== undefined) {
-      return { lease, identity: "unknown", detail: `pid ${root.rootPid} could not be inspected (${failure}); no identity recorded` };
+      return { lease, identity: "unknown", code: "inspect-failed", detail: `pid ${root.rootPid} could not be inspected (${failure}); no identity recorded` };
     }
     const how = details === null ? "is not running" : "is a zombie (it has exited)";
-    return { lease, identity: "gone", detail: `pid ${root.rootPid} ${how}; no identity recorded` };
+    return { lease, identity: "gone", code: details === null ? "absent" : "zombie", detail: `pid ${root.rootPid} ${how}; no identity recorded` };
   }
   const lease = await store.update(leaseId, {
     ...reported,

@@ -2,7 +2,7 @@
  * One gateway per state dir. Two controllers on one state dir (a restart
  * overlapping the old gateway's shutdown, or two gateways by mistake) would
  * each start a tree for the same session key and each settle the other's
- * leases. So a writer (the controller, `proclease reap`) holds
+ * leases. So a writer holds
  * `<stateDir>/gateway.lock` for its lifetime:
  *
  * - with the addon: flock(LOCK_EX | LOCK_NB) on the open file. The kernel
@@ -180,8 +180,8 @@ function parseHolder(text: string): Holder | null {
 }
 
 /**
- * Whether a writer holds the state dir now, for read-only callers (status,
- * leases). Never creates the lock file. With the addon the answer comes from
+ * Whether a writer holds the state dir now, for a reader. Never creates the
+ * lock file. With the addon the answer comes from
  * the kernel (a probe flock, released at once); without it, from the file's
  * holder checked through the facts layer.
  */

@@ -9,7 +9,7 @@
  * kernel-released flock(2) as the state-dir lock (state-lock.ts): the kernel
  * drops it when the process dies, so a crashed supervisor's runs are
  * reconciled by the next one, and a pid reused since cannot pass for it.
- * Every run's lease names its holder (AcpxProcessLease.holder); reconcile
+ * Every run's lease names its holder (ProcessLease.holder); reconcile
  * leaves alone every run whose holder is held by another process.
  *
  * The holder is the process, not the supervisor object: two supervisors in

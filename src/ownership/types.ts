@@ -10,8 +10,34 @@ export type GatewayInstanceId = string;
 
 export type LeaseState = "open" | "closing" | "closed" | "lost";
 
-export interface AcpxProcessLease {
+/** What a lease's processes are: an ACPX session (a wrapper around an ACP adapter) or a process-supervisor run. */
+export type LeaseKind = "acpx" | "supervisor";
+
+/**
+ * How a lease ended, recorded with its final state (settle.ts decides it):
+ * - killed (closed): its processes were ended here: a verified tree, the
+ *   remnants of a gone root, or what its cgroup still held;
+ * - exit-observed (closed): the process that spawned its root saw the root
+ *   exit, and nothing of it was left;
+ * - ended-on-its-own (lost): its processes had ended before the close came
+ *   (a wrapper ends its tree itself when its adapter exits or its gateway
+ *   dies); nothing was signalled;
+ * - not-ours (lost): its root pid, group or namespace names someone else's
+ *   process now; nothing was signalled;
+ * - never-started (lost): its spawn failed before any process of it existed.
+ * A record settled before this field existed has none.
+ */
+export type LeaseSettledAs = "killed" | "exit-observed" | "ended-on-its-own" | "not-ours" | "never-started";
+
+/**
+ * What a lease names, whichever side wrote it (`kind`). The field names are
+ * OpenClaw's `AcpxProcessLease`, kept as named; the public name stays as an
+ * alias of this one.
+ */
+export interface ProcessLease {
   leaseId: string;
+  /** which side wrote the lease and settles it */
+  kind: LeaseKind;
   gatewayInstanceId: GatewayInstanceId;
   sessionKey: string;
   wrapperRoot: string;
@@ -53,53 +79,149 @@ export interface AcpxProcessLease {
    * other process's reconcile touches the run.
    */
   holder?: string;
+  /** how it ended; set with the state closed or lost (LeaseSettledAs) */
+  settledAs?: LeaseSettledAs;
 }
 
+/** The contract's name for a lease (CONTRACT §2). */
+export type AcpxProcessLease = ProcessLease;
+
+/**
+ * The checks a verification makes (docs/ownership.md has the table): those
+ * of a lease, of its remnant search and its cgroup, and the two of a legacy
+ * record (`command`, `wrapper-root`).
+ */
+export type EvidenceCheck =
+  | "lease-record"
+  | "legacy-record"
+  | "facts-backend"
+  | "process-list"
+  | "instance"
+  | "root-pid"
+  | "boot-id"
+  | "pid-namespace"
+  | "root-alive"
+  | "start-time"
+  | "inspect"
+  | "wrapper-path"
+  | "lease-env"
+  | "command-hash"
+  | "process-group"
+  | "env-marker"
+  | "sufficiency"
+  | "remnant-env"
+  | "remnant-start"
+  | "re-verification"
+  | "cgroup"
+  | "command"
+  | "wrapper-root";
+
+/** What one check found, for code to read (`detail` says it for people). */
+export type EvidenceCode =
+  // the record and the facts
+  | "invalid-record"
+  | "backend-verifies-nothing"
+  | "process-list-unavailable"
+  | "inspect-failed"
+  | "not-recorded"
+  | "not-readable"
+  // where the lease was written
+  | "same-instance"
+  | "other-instance"
+  | "refused-by-guard"
+  | "no-pid-recorded"
+  | "same-boot"
+  | "rebooted"
+  | "same-namespace"
+  | "other-namespace"
+  // the root
+  | "alive"
+  | "absent"
+  | "zombie"
+  | "exited-during-verification"
+  | "became-zombie"
+  | "same-start"
+  | "pid-reused"
+  | "coarse-cannot-compare"
+  | "no-wrapper-recorded"
+  | "wrapper-outside-root"
+  | "argv1-is-wrapper"
+  | "exe-under-root"
+  | "is-the-wrapper"
+  | "not-the-wrapper"
+  | "exec-since-spawn"
+  | "markers-match"
+  | "markers-differ"
+  | "no-lease-marker"
+  | "carries-lease-marker"
+  | "same-command"
+  | "command-differs"
+  | "untokenisable-command"
+  // the process group
+  | "own-group"
+  | "own-group-unknown"
+  | "root-leads-group"
+  | "root-in-group"
+  | "leader-child-of-root"
+  | "member-tied"
+  | "root-left-group"
+  | "leader-not-child"
+  | "group-gone"
+  | "members-untied"
+  // escapees, sufficiency, remnants
+  | "escapees-found"
+  | "none-found"
+  | "verification-incomplete"
+  | "coarse-identity-alone"
+  | "not-enough-checks"
+  | "search-blocked"
+  | "carriers-found"
+  | "none-proven"
+  | "started-after-lease"
+  | "re-verification-failed"
+  // the lease's cgroup (cgroup-drain.ts)
+  | "cgroup-gone"
+  | "cgroup-replaced"
+  | "not-a-lease-cgroup"
+  | "identity-unreadable"
+  | "kill-left-survivors"
+  | "populated-unknown"
+  | "emptied-and-removed"
+  | "not-removed"
+  | "folder-left"
+  | "still-populated";
+
 export interface OwnershipEvidence {
-  check: string;
+  check: EvidenceCheck;
   result: "match" | "mismatch" | "unknown";
+  /** what the check found (machine-readable) */
+  code: EvidenceCode;
+  /** the same, for people */
   detail?: string;
 }
 
 export interface OwnedProcessTree {
-  lease: AcpxProcessLease;
+  lease: ProcessLease;
   root: ProcessInfo;
   /** root and every verified descendant / group member, leaves first (kill order) */
   members: readonly ProcessInfo[];
   evidence: readonly OwnershipEvidence[];
   /**
    * The recorded process group, present only when verification proved it the
-   * lease's own ("process-group" matched). The reaper then also picks up new
-   * members of that group while it tears the tree down (reap.ts).
+   * lease's own ("process-group" matched). The tree kill then also picks up new
+   * members of that group while it tears the tree down (kill.ts).
    */
   group?: number;
 }
 
-/** Environment keys the controller puts in the wrapper's environment (the markers). */
+/** The markers: environment keys every leased root is spawned with, inherited by everything below it. */
 export const LEASE_ENV_KEY = "OPENCLAW_ACPX_LEASE_ID";
 export const INSTANCE_ENV_KEY = "OPENCLAW_GATEWAY_INSTANCE_ID";
 
-/**
- * sessionKey prefix of the leases the process supervisor writes into the same
- * store. It lives here, below both users, so the ACPX controller can leave
- * supervisor runs alone without importing the supervisor.
- */
-export const SUPERVISOR_SESSION_PREFIX = "supervisor:";
-
-/**
- * True for a lease the process supervisor wrote (its sessionKey carries the
- * prefix). The one test for "is this a supervisor run?": the ACPX controller
- * and `proclease reap` leave such leases alone, the supervisor reconciles only
- * these, and `proclease explain` says so.
- */
-export function isSupervisorLease(lease: Pick<AcpxProcessLease, "sessionKey">): boolean {
-  return lease.sessionKey.startsWith(SUPERVISOR_SESSION_PREFIX);
-}
-
-/** Grace between SIGTERM and SIGKILL everywhere a tree is reaped unless a caller passes its own. */
+/** Grace between SIGTERM and SIGKILL everywhere a tree is killed unless a caller passes its own. */
 export const DEFAULT_GRACE_MS = 3000;
 
-/** How long closed/lost leases are kept before retention removes them (the controller's and `proclease reap`'s default). */
+/** How long closed/lost leases are kept before retention removes them, unless a caller passes its own. */
 export const DEFAULT_RETENTION_MS = 7 * 24 * 60 * 60 * 1000;
 
 /** Version of the on-disk lease record; bumped on any incompatible change. */

@@ -2,19 +2,19 @@
  * verifyLeases for leases that concurrent callers ask about one at a time:
  * the leases asked for within one turn of the event loop are verified
  * together, against one snapshot and one batch of reads. A reconcile's
- * re-verifications after hundreds of concurrent reaps (reap-verification.ts)
+ * re-verifications after hundreds of concurrent kills (kill-verification.ts)
  * would otherwise each walk the process table and each make an env pass
  * over all of it.
  */
 import type { ProcessFacts } from "../facts/types.js";
-import type { AcpxProcessLease } from "./types.js";
+import type { ProcessLease } from "./types.js";
 import { verifyLeases } from "./verify.js";
 import type { LeaseVerification, VerifyOptions } from "./verify-state.js";
 
-export type LeaseVerifier = (lease: AcpxProcessLease) => Promise<LeaseVerification>;
+export type LeaseVerifier = (lease: ProcessLease) => Promise<LeaseVerification>;
 
 export function batchingVerifier(facts: ProcessFacts, opts: VerifyOptions = {}): LeaseVerifier {
-  let queue = new Map<string, { lease: AcpxProcessLease; waiters: Array<{ resolve: (v: LeaseVerification) => void; reject: (e: unknown) => void }> }>();
+  let queue = new Map<string, { lease: ProcessLease; waiters: Array<{ resolve: (v: LeaseVerification) => void; reject: (e: unknown) => void }> }>();
   let scheduled = false;
   const flush = async () => {
     const batch = queue;

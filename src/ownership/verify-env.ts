@@ -90,6 +90,7 @@ export async function scanEnvironments(pass: EnvPass): Promise<Map<string, numbe
     // only a refusal that could not judge the process keeps the search open (remnants.ts UNCLEARED):
     // a readable environment with other markers, another uid or an earlier start proves it is not ours
     s.remnantsUncleared = tally.uncleared();
+    s.remnantRefusals = Object.fromEntries(tally.refused);
     s.remnantOutcome = target !== null ? "found" : s.remnantsUncleared > 0 ? "inconclusive" : "none-found";
   }
   return out;

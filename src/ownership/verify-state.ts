@@ -4,18 +4,19 @@
  * through while it is checked.
  */
 import type { ProcessDetails, ProcessInfo, ProcessSnapshot } from "../facts/types.js";
-import type { ReapTarget } from "./reap.js";
+import type { RemnantRefusal } from "./remnants.js";
+import type { KillTarget } from "./tree-kill.js";
 import type { StartClock } from "./start-clock.js";
-import type { AcpxProcessLease, OwnedProcessTree, OwnershipEvidence } from "./types.js";
+import type { ProcessLease, OwnedProcessTree, OwnershipEvidence } from "./types.js";
 
 export type LeaseVerdict = "owned" | "gone" | "mismatch" | "unknown";
 
 export interface LeaseVerification {
-  lease: AcpxProcessLease;
+  lease: ProcessLease;
   /**
    * owned: a tree was verified. gone: the root is not alive (absent, zombie,
-   * or the host rebooted since the lease was written): the controller may
-   * mark the lease lost. mismatch: something alive answers to the pid but is
+   * or the host rebooted since the lease was written): nothing it names is
+   * alive. mismatch: something alive answers to the pid but is
    * not ours: never signal. unknown: facts unavailable or insufficient.
    */
   verdict: LeaseVerdict;
@@ -29,7 +30,7 @@ export interface LeaseVerification {
    * otherwise (a reused root pid, "mismatch", never has remnants), and always
    * null on the ps and none backends. Never set together with `tree`.
    */
-  remnants: ReapTarget | null;
+  remnants: KillTarget | null;
   /**
    * How the remnant search for a gone root ended, so callers never have to
    * read evidence text: "found" (remnants set), "none-found" (every
@@ -45,10 +46,12 @@ export interface LeaseVerification {
    * How many processes the remnant search could not clear: carriers of this
    * lease id it refused, and candidates whose environment could not be read
    * or that could not be inspected. 0 when nothing was searched. A remnant
-   * reap that completed still leaves the lease closing while this is not 0
+   * kill that completed still leaves the lease closing while this is not 0
    * (settle.ts).
    */
   remnantsUncleared: number;
+  /** the processes the remnant search refused, counted by why (those that could not be judged included); empty when nothing was searched */
+  remnantRefusals: Readonly<Partial<Record<RemnantRefusal, number>>>;
   /**
    * true when the verdict is "unknown" because the facts could not answer at
    * all: the process list could not be read, or the backend verifies nothing
@@ -73,7 +76,7 @@ export interface VerifyOptions {
 }
 
 export interface State {
-  lease: AcpxProcessLease;
+  lease: ProcessLease;
   evidence: OwnershipEvidence[];
   verdict: LeaseVerdict | null;
   root: ProcessInfo | null;
@@ -81,13 +84,14 @@ export interface State {
   tree?: OwnedProcessTree | null;
   /** the root is gone (absent or a zombie, same boot): look for remnants */
   remnantSearch?: boolean;
-  remnants?: ReapTarget | null;
+  remnants?: KillTarget | null;
   remnantOutcome?: LeaseVerification["remnantSearch"];
   remnantsUncleared?: number;
+  remnantRefusals?: Partial<Record<RemnantRefusal, number>>;
   factsUnavailable?: boolean;
 }
 
-export function done(lease: AcpxProcessLease, verdict: LeaseVerdict, evidence: OwnershipEvidence[]): State {
+export function done(lease: ProcessLease, verdict: LeaseVerdict, evidence: OwnershipEvidence[]): State {
   return { lease, evidence, verdict, root: null, details: null, tree: null };
 }
 export function finishWith(s: State, verdict: LeaseVerdict, ev?: OwnershipEvidence): void {
@@ -110,6 +114,7 @@ export function finish(s: State): LeaseVerification {
     remnants,
     remnantSearch: s.remnantOutcome ?? "not-run",
     remnantsUncleared: s.remnantsUncleared ?? 0,
+    remnantRefusals: s.remnantRefusals ?? {},
     factsUnavailable: s.factsUnavailable === true,
   };
 }

@@ -36,14 +36,15 @@ import { isAbsolute } from "node:path";
 import { isAlive } from "../facts/liveness.js";
 import type { ProcessDetails, ProcessFacts, ProcessInfo, ProcessSnapshot } from "../facts/types.js";
 import { collectTree, treeContext, type TreeContext } from "./collect.js";
-import { isOwnProcessGroup, signalTargetGuard, type GuardVerdict } from "./guards.js";
+import { isOwnProcessGroup, signalTargetGuard, type GuardVerdict } from "../facts/guards.js";
 import { parseLeaseRecord } from "./lease-record.js";
 import { MARKER_ENV_KEYS, markerVerdict } from "./markers.js";
-import type { AcpxProcessLease, OwnedProcessTree, OwnershipEvidence } from "./types.js";
+import type { EvidenceCheck, EvidenceCode, OwnedProcessTree, OwnershipEvidence, ProcessLease } from "./types.js";
 import { sameProcess } from "../facts/identity.js";
 import { CommandHashes, DetailsBatch, PathCache } from "./verify-cache.js";
 import { scanEnvironments } from "./verify-env.js";
 import { Turns } from "./turns.js";
+import { evidence } from "./evidence.js";
 import { done, finish, finishWith, vanished, type LeaseVerdict, type LeaseVerification, type State, type VerifyOptions } from "./verify-state.js";
 
 export type { LeaseVerdict, LeaseVerification, VerifyOptions } from "./verify-state.js";
@@ -53,16 +54,16 @@ export type { LeaseVerdict, LeaseVerification, VerifyOptions } from "./verify-st
  * sufficiency rule). "process-group" counts only when the recorded group is
  * not the root's own pid (see decide).
  */
-const CORROBORATING = new Set(["wrapper-path", "command-hash", "process-group", "lease-env"]);
+const CORROBORATING: ReadonlySet<EvidenceCheck> = new Set<EvidenceCheck>(["wrapper-path", "command-hash", "process-group", "lease-env"]);
 const EXECD = "the root exec'd another program since spawn (same start time): the command no longer identifies it";
 
-export async function explainLease(lease: AcpxProcessLease, facts: ProcessFacts, opts?: VerifyOptions): Promise<LeaseVerification> {
+export async function explainLease(lease: ProcessLease, facts: ProcessFacts, opts?: VerifyOptions): Promise<LeaseVerification> {
   const [v] = await verifyLeases([lease], facts, opts);
   return v!;
 }
 
 export async function verifyOwnedTree(
-  lease: AcpxProcessLease,
+  lease: ProcessLease,
   facts: ProcessFacts,
   opts?: { snapshot?: ProcessSnapshot; gatewayInstanceId?: string },
 ): Promise<OwnedProcessTree | null> {
@@ -71,14 +72,14 @@ export async function verifyOwnedTree(
 
 /** Verifies many leases against ONE snapshot and one shared env-marker pass. Never throws for bad leases or facts. */
 export async function verifyLeases(
-  leases: readonly AcpxProcessLease[],
+  leases: readonly ProcessLease[],
   facts: ProcessFacts,
   opts?: VerifyOptions,
 ): Promise<LeaseVerification[]> {
   const states: State[] = leases.map((raw) => {
     const parsed = parseLeaseRecord(raw, false);
     if (!parsed.ok) {
-      return done(raw, "unknown", [{ check: "lease-record", result: "unknown", detail: `not a valid lease: ${parsed.reason}` }]);
+      return done(raw, "unknown", [{ check: "lease-record", result: "unknown", code: "invalid-record", detail: `not a valid lease: ${parsed.reason}` }]);
     }
     return { lease: parsed.lease, evidence: [], verdict: null, root: null, details: null };
   });
@@ -91,7 +92,7 @@ export async function verifyLeases(
   if (facts.identityStrength === "none") {
     for (const s of pending()) {
       unavailable(s);
-      finishWith(s, "unknown", { check: "facts-backend", result: "unknown", detail: `backend "${facts.backend}" cannot verify anything` });
+      finishWith(s, "unknown", { check: "facts-backend", result: "unknown", code: "backend-verifies-nothing", detail: `backend "${facts.backend}" cannot verify anything` });
     }
     return states.map(finish);
   }
@@ -112,7 +113,7 @@ export async function verifyLeases(
   } catch (e) {
     for (const s of pending()) {
       unavailable(s);
-      finishWith(s, "unknown", { check: "process-list", result: "unknown", detail: `process list unavailable: ${errMsg(e)}` });
+      finishWith(s, "unknown", { check: "process-list", result: "unknown", code: "process-list-unavailable", detail: `process list unavailable: ${errMsg(e)}` });
     }
     return states.map(finish);
   }
@@ -139,12 +140,12 @@ export async function verifyLeases(
     decide(s, snapshot, markers.get(s.lease.leaseId) ?? [], facts, tree);
     if (turns.due()) await turns.yield();
   }
-  for (const s of pending()) finishWith(s, "unknown", { check: "sufficiency", result: "unknown", detail: "verification did not complete" });
+  for (const s of pending()) finishWith(s, "unknown", { check: "sufficiency", result: "unknown", code: "verification-incomplete", detail: "verification did not complete" });
   return states.map(finish);
 }
 
 /** The paths a lease's wrapper check compares, resolved before the checks run. */
-function pathsToResolve(lease: AcpxProcessLease, d: ProcessDetails | null | undefined): string[] {
+function pathsToResolve(lease: ProcessLease, d: ProcessDetails | null | undefined): string[] {
   const out = [lease.wrapperRoot, lease.wrapperPath].filter((p) => typeof p === "string" && isAbsolute(p));
   const arg1 = d?.argv?.[1];
   if (arg1 !== undefined && isAbsolute(arg1)) out.push(arg1);
@@ -167,39 +168,41 @@ interface RootCaches {
  */
 function checkPlace(s: State, host: ProcessDetails | null, targetGuard: (pid: number) => GuardVerdict, gatewayInstanceId: string | undefined): boolean {
   const { lease } = s;
-  const push = (check: string, result: OwnershipEvidence["result"], detail?: string) =>
-    s.evidence.push(detail === undefined ? { check, result } : { check, result, detail });
+  const push = (check: EvidenceCheck, result: OwnershipEvidence["result"], code: EvidenceCode, detail?: string) => s.evidence.push(evidence(check, result, code, detail));
   const decided = (verdict: LeaseVerdict, e?: OwnershipEvidence): false => {
     finishWith(s, verdict, e);
     return false;
   };
   if (gatewayInstanceId !== undefined) {
-    push("instance", lease.gatewayInstanceId === gatewayInstanceId ? "match" : "mismatch",
-      lease.gatewayInstanceId === gatewayInstanceId ? undefined : `lease belongs to gateway ${lease.gatewayInstanceId}, not ${gatewayInstanceId}`);
-    if (lease.gatewayInstanceId !== gatewayInstanceId) return decided("mismatch");
+    if (lease.gatewayInstanceId !== gatewayInstanceId) {
+      return decided("mismatch", evidence("instance", "mismatch", "other-instance", `lease belongs to gateway ${lease.gatewayInstanceId}, not ${gatewayInstanceId}`));
+    }
+    push("instance", "match", "same-instance");
   }
   const guard = lease.rootPid === 0 ? { allowed: true as const } : targetGuard(lease.rootPid);
-  if (!guard.allowed) return decided("mismatch", { check: "root-pid", result: "mismatch", detail: `refused by guard: ${guard.reason}` });
+  if (!guard.allowed) return decided("mismatch", evidence("root-pid", "mismatch", "refused-by-guard", `refused by guard: ${guard.reason}`));
   if (lease.processGroupId !== undefined && isOwnProcessGroup(lease.processGroupId) === true) {
-    return decided("mismatch", { check: "process-group", result: "mismatch", detail: `recorded group ${lease.processGroupId} is this process's own group, or led by this process or its parent` });
+    return decided("mismatch", evidence("process-group", "mismatch", "own-group", `recorded group ${lease.processGroupId} is this process's own group, or led by this process or its parent`));
   }
 
   // a reboot since the lease was written means the recorded process cannot be alive
   const hostBoot = host?.bootId;
-  if (lease.bootId === undefined || hostBoot === undefined) push("boot-id", "unknown", lease.bootId === undefined ? "not recorded" : "not readable");
+  if (lease.bootId === undefined || hostBoot === undefined) push("boot-id", "unknown", lease.bootId === undefined ? "not-recorded" : "not-readable", lease.bootId === undefined ? "not recorded" : "not readable");
   else if (lease.bootId !== hostBoot) {
     // nothing started on an earlier boot is alive: there is nothing to search for
     s.remnantOutcome = "none-found";
-    return decided("gone", { check: "boot-id", result: "mismatch", detail: "host rebooted since the lease was written" });
+    return decided("gone", evidence("boot-id", "mismatch", "rebooted", "host rebooted since the lease was written"));
   }
-  else push("boot-id", "match");
+  else push("boot-id", "match", "same-boot");
 
   // the observer's namespace (see the header): another one means the pid numbers name other processes here
   const hostNs = host?.pidNamespace;
-  if (lease.pidNamespace === undefined || hostNs === undefined) push("pid-namespace", "unknown", lease.pidNamespace === undefined ? "not recorded" : "this gateway's pid namespace is not readable");
+  if (lease.pidNamespace === undefined || hostNs === undefined) {
+    push("pid-namespace", "unknown", lease.pidNamespace === undefined ? "not-recorded" : "not-readable", lease.pidNamespace === undefined ? "not recorded" : "this gateway's pid namespace is not readable");
+  }
   else if (lease.pidNamespace !== hostNs) {
-    return decided("mismatch", { check: "pid-namespace", result: "mismatch", detail: `this gateway now sees pid namespace ${hostNs}, the lease was written while it saw ${lease.pidNamespace}: its pids name other processes here` });
-  } else push("pid-namespace", "match", "this gateway still sees the pid namespace it saw at spawn");
+    return decided("mismatch", evidence("pid-namespace", "mismatch", "other-namespace", `this gateway now sees pid namespace ${hostNs}, the lease was written while it saw ${lease.pidNamespace}: its pids name other processes here`));
+  } else push("pid-namespace", "match", "same-namespace", "this gateway still sees the pid namespace it saw at spawn");
   return true;
 }
 
@@ -212,8 +215,7 @@ function checkRoot(
   gatewayInstanceId: string | undefined,
 ): void {
   const { lease, evidence: ev } = s;
-  const push = (check: string, result: OwnershipEvidence["result"], detail?: string) =>
-    ev.push(detail === undefined ? { check, result } : { check, result, detail });
+  const push = (check: EvidenceCheck, result: OwnershipEvidence["result"], code: EvidenceCode, detail?: string) => ev.push(evidence(check, result, code, detail));
 
   if (!checkPlace(s, host, targetGuard, gatewayInstanceId)) return;
 
@@ -221,31 +223,31 @@ function checkRoot(
   // wrapper's report (a live writer's pending spawn is never verified: the
   // controller skips leases in flight, and one gateway holds the state dir).
   // Its root is as gone as a dead one; what it started is found by markers.
-  if (lease.rootPid === 0) return vanished(s, { check: "root-pid", result: "mismatch", detail: "no root pid recorded: the spawn never reported one and its gateway is gone; searching by markers" });
+  if (lease.rootPid === 0) return vanished(s, evidence("root-pid", "mismatch", "no-pid-recorded", "no root pid recorded: the spawn never reported one and its gateway is gone; searching by markers"));
   const root = snapshot.processes.get(lease.rootPid);
-  if (!root) return vanished(s, { check: "root-alive", result: "mismatch", detail: `pid ${lease.rootPid} is not in the process table` });
-  if (!isAlive(root)) return vanished(s, { check: "root-alive", result: "mismatch", detail: `pid ${lease.rootPid} is a zombie` });
-  push("root-alive", "match");
+  if (!root) return vanished(s, evidence("root-alive", "mismatch", "absent", `pid ${lease.rootPid} is not in the process table`));
+  if (!isAlive(root)) return vanished(s, evidence("root-alive", "mismatch", "zombie", `pid ${lease.rootPid} is a zombie`));
+  push("root-alive", "match", "alive");
 
-  if (lease.rootStartTime === undefined) push("start-time", "unknown", "not recorded");
+  if (lease.rootStartTime === undefined) push("start-time", "unknown", "not-recorded", "not recorded");
   else if (!sameProcess(root, { pid: lease.rootPid, startTime: lease.rootStartTime })) {
     // Coarse identity (ps: epoch seconds) cannot tell a reused pid from a
     // lease recorded in another unit (clock ticks by native or procfs): a
     // difference proves nothing, so it is unknown and nothing is settled on it.
     if (facts.identityStrength !== "exact") {
-      return finishWith(s, "unknown", { check: "start-time", result: "unknown", detail: `pid ${lease.rootPid} reads ${root.startTime} on the ${facts.backend} backend, the lease says ${lease.rootStartTime}: coarse identity cannot compare them (another unit, or a reused pid)` });
+      return finishWith(s, "unknown", evidence("start-time", "unknown", "coarse-cannot-compare", `pid ${lease.rootPid} reads ${root.startTime} on the ${facts.backend} backend, the lease says ${lease.rootStartTime}: coarse identity cannot compare them (another unit, or a reused pid)`));
     }
     // pid reused: not ours, and not a reason to look for anything else either
-    return finishWith(s, "mismatch", { check: "start-time", result: "mismatch", detail: `pid ${lease.rootPid} started at ${root.startTime}, lease says ${lease.rootStartTime} (pid reused)` });
-  } else push("start-time", "match");
+    return finishWith(s, "mismatch", evidence("start-time", "mismatch", "pid-reused", `pid ${lease.rootPid} started at ${root.startTime}, lease says ${lease.rootStartTime} (pid reused)`));
+  } else push("start-time", "match", "same-start");
 
   const d = batch.get(lease.rootPid);
-  if (d === undefined) return finishWith(s, "unknown", { check: "inspect", result: "unknown", detail: "the root could not be inspected" });
-  if (d === null) return vanished(s, { check: "root-alive", result: "mismatch", detail: `pid ${lease.rootPid} exited during verification` });
+  if (d === undefined) return finishWith(s, "unknown", evidence("inspect", "unknown", "inspect-failed", "the root could not be inspected"));
+  if (d === null) return vanished(s, evidence("root-alive", "mismatch", "exited-during-verification", `pid ${lease.rootPid} exited during verification`));
   if (!sameProcess(d, root)) {
-    return finishWith(s, "mismatch", { check: "start-time", result: "mismatch", detail: "pid reused during verification" });
+    return finishWith(s, "mismatch", evidence("start-time", "mismatch", "pid-reused", "pid reused during verification"));
   }
-  if (!isAlive(d)) return vanished(s, { check: "root-alive", result: "mismatch", detail: `pid ${lease.rootPid} became a zombie` });
+  if (!isAlive(d)) return vanished(s, evidence("root-alive", "mismatch", "became-zombie", `pid ${lease.rootPid} became a zombie`));
 
   // Under exact identity, a start time that matched on the same boot and in
   // the same pid namespace IS the process we spawned: a command or executable
@@ -255,45 +257,41 @@ function checkRoot(
   // identity (1 s) the start time alone proves nothing: a difference stays one.
   const same = facts.identityStrength === "exact" && ["start-time", "boot-id", "pid-namespace"].every((c) => ev.some((e) => e.check === c && e.result === "match"));
   const execd = (e: OwnershipEvidence): OwnershipEvidence =>
-    same && e.result === "mismatch" ? { check: e.check, result: "unknown", detail: `${EXECD} (${e.detail ?? "differs"})` } : e;
+    same && e.result === "mismatch" ? evidence(e.check, "unknown", "exec-since-spawn", `${EXECD} (${e.detail ?? "differs"})`) : e;
 
   const wrapperEv = wrapperPathEvidence(lease, d, paths);
   // a wrapperPath outside its wrapperRoot is the record's own fault, not an exec
-  ev.push(wrapperEv.detail?.startsWith("neither") ? execd(wrapperEv) : wrapperEv);
+  ev.push(wrapperEv.code === "not-the-wrapper" ? execd(wrapperEv) : wrapperEv);
 
   // the one marker rule (markers.ts): lease id AND gateway instance id
   const markers = markerVerdict(d, lease);
-  if (markers === "match") push("lease-env", "match", "the root carries this lease id and gateway instance id");
-  else if (markers === "mismatch") push("lease-env", "mismatch", "the root's environment does not carry this lease id and this gateway instance id");
-  else push("lease-env", "unknown", "environment not readable");
+  if (markers === "match") push("lease-env", "match", "markers-match", "the root carries this lease id and gateway instance id");
+  else if (markers === "mismatch") push("lease-env", "mismatch", "markers-differ", "the root's environment does not carry this lease id and this gateway instance id");
+  else push("lease-env", "unknown", "not-readable", "environment not readable");
 
-  if (d.argv === null || d.argv.length === 0) push("command-hash", "unknown", "argv not readable");
-  else if (lease.commandHash === "") push("command-hash", "unknown", "not recorded");
-  else if (hashes.of(d.argv) === lease.commandHash) push("command-hash", "match");
-  else ev.push(execd({ check: "command-hash", result: "mismatch", detail: "the argv's hash differs from the lease's" }));
+  if (d.argv === null || d.argv.length === 0) push("command-hash", "unknown", "not-readable", "argv not readable");
+  else if (lease.commandHash === "") push("command-hash", "unknown", "not-recorded", "not recorded");
+  else if (hashes.of(d.argv) === lease.commandHash) push("command-hash", "match", "same-command");
+  else ev.push(execd(evidence("command-hash", "mismatch", "command-differs", "the argv's hash differs from the lease's")));
 
   if (ev.some((e) => e.result === "mismatch")) return finishWith(s, "mismatch");
   s.root = root;
   s.details = d;
 }
 
-function wrapperPathEvidence(lease: AcpxProcessLease, d: ProcessDetails, paths: PathCache): OwnershipEvidence {
-  const check = "wrapper-path";
-  if (!isAbsolute(lease.wrapperRoot) || !isAbsolute(lease.wrapperPath)) {
-    return { check, result: "unknown", detail: "lease has no absolute wrapperRoot/wrapperPath" };
-  }
+function wrapperPathEvidence(lease: ProcessLease, d: ProcessDetails, paths: PathCache): OwnershipEvidence {
+  const ev = (result: OwnershipEvidence["result"], code: EvidenceCode, detail: string) => evidence("wrapper-path", result, code, detail);
+  if (!isAbsolute(lease.wrapperRoot) || !isAbsolute(lease.wrapperPath)) return ev("unknown", "no-wrapper-recorded", "lease has no absolute wrapperRoot/wrapperPath");
   const root = paths.get(lease.wrapperRoot);
   const wrapper = paths.get(lease.wrapperPath);
-  if (!paths.under(wrapper, root)) return { check, result: "mismatch", detail: "the lease's wrapperPath is not under its wrapperRoot" };
+  if (!paths.under(wrapper, root)) return ev("mismatch", "wrapper-outside-root", "the lease's wrapperPath is not under its wrapperRoot");
   const arg1 = d.argv?.[1];
-  if (arg1 !== undefined && isAbsolute(arg1) && paths.get(arg1) === wrapper) {
-    return { check, result: "match", detail: "argv[1] is the leased wrapper" };
-  }
+  if (arg1 !== undefined && isAbsolute(arg1) && paths.get(arg1) === wrapper) return ev("match", "argv1-is-wrapper", "argv[1] is the leased wrapper");
   const exe = d.exePath;
   const deleted = exe !== null && exe.endsWith(" (deleted)");
-  if (exe !== null && !deleted && paths.under(paths.get(exe), root)) return { check, result: "match", detail: "executable is under wrapperRoot" };
-  if (d.argv === null && exe === null) return { check, result: "unknown", detail: "argv and exe not readable" };
-  return { check, result: "mismatch", detail: deleted ? "neither argv[1] nor the (deleted) executable is the leased wrapper" : "neither argv[1] nor the executable is the leased wrapper" };
+  if (exe !== null && !deleted && paths.under(paths.get(exe), root)) return ev("match", "exe-under-root", "executable is under wrapperRoot");
+  if (d.argv === null && exe === null) return ev("unknown", "not-readable", "argv and exe not readable");
+  return ev("mismatch", "not-the-wrapper", deleted ? "neither argv[1] nor the (deleted) executable is the leased wrapper" : "neither argv[1] nor the executable is the leased wrapper");
 }
 
 /**
@@ -304,30 +302,30 @@ function wrapperPathEvidence(lease: AcpxProcessLease, d: ProcessDetails, paths: 
  * links or by its env marker; otherwise it is unknown and not collected.
  */
 function groupEvidence(s: State, snapshot: ProcessSnapshot, root: ProcessInfo, markerPids: readonly number[], tree: TreeContext): OwnershipEvidence {
-  const check = "process-group";
+  const ev = (result: OwnershipEvidence["result"], code: EvidenceCode, detail: string) => evidence("process-group", result, code, detail);
   const pgid = s.lease.processGroupId;
-  if (pgid === undefined) return { check, result: "unknown", detail: "no group recorded" };
+  if (pgid === undefined) return ev("unknown", "not-recorded", "no group recorded");
   // fail closed: a group that cannot be told apart from ours is never collected
-  if (isOwnProcessGroup(pgid) !== false) return { check, result: "unknown", detail: "this process's own group is unknown, so the recorded group cannot be told apart from it" };
+  if (isOwnProcessGroup(pgid) !== false) return ev("unknown", "own-group-unknown", "this process's own group is unknown, so the recorded group cannot be told apart from it");
   if (root.pgid === pgid) {
     return pgid === root.pid
-      ? { check, result: "match", detail: "the root leads the recorded group (implied by its pid: not counted beyond it)" }
-      : { check, result: "match", detail: "root is in the recorded group" };
+      ? ev("match", "root-leads-group", "the root leads the recorded group (implied by its pid: not counted beyond it)")
+      : ev("match", "root-in-group", "root is in the recorded group");
   }
   // the root led its own group when the lease was written: a leader that is a
   // session leader (a detached wrapper) can never leave its group
-  if (pgid === root.pid) return { check, result: "mismatch", detail: `root led group ${pgid} when leased, now it is in ${root.pgid}` };
+  if (pgid === root.pid) return ev("mismatch", "root-left-group", `root led group ${pgid} when leased, now it is in ${root.pgid}`);
   const leader = snapshot.processes.get(pgid);
   if (leader && leader.pgid === pgid) {
-    if (leader.ppid === root.pid) return { check, result: "match", detail: "the group leader is a child of the root" };
-    return { check, result: "mismatch", detail: `group ${pgid} is led by a process that is not a child of the root` };
+    if (leader.ppid === root.pid) return ev("match", "leader-child-of-root", "the group leader is a child of the root");
+    return ev("mismatch", "leader-not-child", `group ${pgid} is led by a process that is not a child of the root`);
   }
   const members = snapshot.groupMembers(pgid);
-  if (members.length === 0) return { check, result: "unknown", detail: `group ${pgid} no longer exists` };
+  if (members.length === 0) return ev("unknown", "group-gone", `group ${pgid} no longer exists`);
   const tied = new Set<number>(markerPids);
   for (const p of collectTree(snapshot, root, { context: tree })) tied.add(p.pid);
-  if (members.some((m) => tied.has(m.pid))) return { check, result: "match", detail: "a member of the recorded group is tied to the lease" };
-  return { check, result: "unknown", detail: `group ${pgid} has members not tied to the root; not collected` };
+  if (members.some((m) => tied.has(m.pid))) return ev("match", "member-tied", "a member of the recorded group is tied to the lease");
+  return ev("unknown", "members-untied", `group ${pgid} has members not tied to the root; not collected`);
 }
 
 function decide(s: State, snapshot: ProcessSnapshot, markerPids: readonly number[], facts: ProcessFacts, tree: TreeContext): void {
@@ -337,24 +335,28 @@ function decide(s: State, snapshot: ProcessSnapshot, markerPids: readonly number
   if (group.result === "mismatch") return finishWith(s, "mismatch");
   s.evidence.push(
     markerPids.length > 0
-      ? { check: "env-marker", result: "match", detail: `${markerPids.length} process(es) outside the parent links carry this lease id and gateway instance id` }
-      : { check: "env-marker", result: "unknown", detail: facts.backend === "ps" ? "environments not readable on the ps backend" : "no escapee carries this lease id and gateway instance id" },
+      ? evidence("env-marker", "match", "escapees-found", `${markerPids.length} process(es) outside the parent links carry this lease id and gateway instance id`)
+      : facts.backend === "ps"
+        ? evidence("env-marker", "unknown", "not-readable", "environments not readable on the ps backend")
+        : evidence("env-marker", "unknown", "none-found", "no escapee carries this lease id and gateway instance id"),
   );
-  const matched = (c: string) => s.evidence.some((e) => e.check === c && e.result === "match");
+  const matched = (c: EvidenceCheck) => s.evidence.some((e) => e.check === c && e.result === "match");
   // a recorded group equal to the root's pid is implied by the pid: any
   // impostor leading its own group matches it, so it proves nothing more
-  const groupImplied = s.lease.processGroupId === root.pid;
-  const counts = (e: OwnershipEvidence) => CORROBORATING.has(e.check) && !(e.check === "process-group" && groupImplied);
-  const corroborating = (except: string) => s.evidence.some((e) => e.result === "match" && counts(e) && e.check !== except);
+  const counts = (e: OwnershipEvidence) => CORROBORATING.has(e.check) && e.code !== "root-leads-group";
+  const corroborating = (except: EvidenceCheck) => s.evidence.some((e) => e.result === "match" && counts(e) && e.check !== except);
   const coarse = facts.identityStrength !== "exact";
   let enough: boolean;
   if (matched("start-time")) enough = !coarse || corroborating("start-time");
   else enough = matched("lease-env") && corroborating("lease-env");
   if (!enough) {
-    const why = matched("start-time")
-      ? "start time matches but identity is coarse (1 s resolution) and nothing else matched"
-      : "no start time match and no lease id + one more positive check";
-    return finishWith(s, "unknown", { check: "sufficiency", result: "unknown", detail: why });
+    return finishWith(
+      s,
+      "unknown",
+      matched("start-time")
+        ? evidence("sufficiency", "unknown", "coarse-identity-alone", "start time matches but identity is coarse (1 s resolution) and nothing else matched")
+        : evidence("sufficiency", "unknown", "not-enough-checks", "no start time match and no lease id + one more positive check"),
+    );
   }
   const members = collectTree(snapshot, root, group.result === "match" ? { pgid: s.lease.processGroupId!, markerPids, context: tree } : { markerPids, context: tree });
   s.verdict = "owned";

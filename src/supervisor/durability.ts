@@ -28,26 +28,27 @@ import type { ProcessFacts, ProcessSignaller } from "../facts/types.js";
 import { computeCommandHash } from "../ownership/command-hash.js";
 import { loadOrCreateGatewayInstanceId } from "../ownership/instance-id.js";
 import { openLeaseStore, type LeaseStore } from "../ownership/lease-store.js";
-import type { ReapReport } from "../ownership/reap.js";
-import { reconcileLeases, settleLease, settleUnstarted, type LeaseOutcome, type LifecycleDeps } from "../ownership/lifecycle.js";
+import type { TreeKillReport } from "../ownership/tree-kill.js";
+import { reconcileLeases, settleLease, settleUnstarted, type LeaseOutcome, type LeaseOutcomeCode, type LifecycleDeps } from "../ownership/lifecycle.js";
 import { recordRootIdentity } from "../ownership/root-identity.js";
 import {
   INSTANCE_ENV_KEY,
   LEASE_ENV_KEY,
-  SUPERVISOR_SESSION_PREFIX,
-  type AcpxProcessLease,
+  type ProcessLease,
+  type LeaseSettledAs,
   type LeaseState,
   type OwnershipEvidence,
 } from "../ownership/types.js";
 import { createSignaller } from "../facts/signal.js";
 import { recordContainmentRoot } from "../ownership/containment-record.js";
-import { removeOwnerFolder, type ContainmentSupport, type LeaseCgroup } from "../containment/index.js";
+import { removeInstanceFolder, type ContainmentSupport, type LeaseCgroup } from "../containment/index.js";
 import { bindLeaseCgroup, dropLeaseCgroup } from "../ownership/lease-cgroup.js";
 import { detectRunContainment } from "./run-cgroups.js";
 import type { LeaseVerification } from "../ownership/verify.js";
 import type { SupervisorRunRef } from "./types.js";
 
-export { SUPERVISOR_SESSION_PREFIX };
+/** A supervisor run's lease has the session key `supervisor:<runId>`. */
+export const SUPERVISOR_SESSION_PREFIX = "supervisor:";
 
 export interface RunLease {
   leaseId: string;
@@ -63,18 +64,22 @@ export interface ReconciledRun {
   rootPid: number;
   verdict: LeaseVerification["verdict"];
   /**
-   * reaped: a verified tree (or remnants) was torn down and the lease closed;
-   * settled: nothing was reaped and the lease was closed or lost by the rule;
+   * killed: a verified tree (or remnants) was torn down and the lease closed;
+   * settled: nothing was killed and the lease was closed or lost by the rule;
    * left: the lease stays open or closing (survivors, remnants not cleared,
    * unknown evidence), retried by the next reconcile
    */
-  action: "reaped" | "settled" | "left";
+  action: "killed" | "settled" | "left";
   /** the lease's state after reconciliation */
   state: LeaseState;
+  /** how the lease ended, when `state` is closed or lost */
+  settledAs?: LeaseSettledAs;
+  /** why, for code to read (ownership's LeaseOutcomeCode) */
+  code: LeaseOutcomeCode;
   /** why, as ownership's settlementFor put it */
   why: string;
   evidence: readonly OwnershipEvidence[];
-  reap?: ReapReport;
+  kill?: TreeKillReport;
 }
 
 export interface ReconcileReport {
@@ -82,16 +87,16 @@ export interface ReconcileReport {
   runs: ReconciledRun[];
 }
 
-/** What a cancel of a leased run did: the run's lease verified, the reap of what verified, and the look after it. */
-export interface RunLeaseReap {
+/** What a cancel of a leased run did: the run's lease verified, the kill of what verified, and the look after it. */
+export interface RunLeaseKill {
   /**
-   * The LAST verification: after a reap, the re-verification
-   * reapLeaseVerification ran once the signals were sent (its `final`);
-   * without a reap, the one that found nothing to reap.
+   * The LAST verification: after a kill, the re-verification
+   * killLeaseVerification ran once the signals were sent (its `final`);
+   * without a kill, the one that found nothing to kill.
    */
   verification: LeaseVerification;
-  /** the reaper's report (every reap of the lease combined) when a tree (with its marker-carrying escapees) or remnants were reaped; null otherwise */
-  report: ReapReport | null;
+  /** the tree kill's report (every kill of the lease combined) when a tree (with its marker-carrying escapees) or remnants were killed; null otherwise */
+  report: TreeKillReport | null;
 }
 
 export interface RunLeases {
@@ -100,8 +105,9 @@ export interface RunLeases {
   /**
    * The run cannot be started inside its cgroup (see adapters/cgroup-shim.ts):
    * the cgroup leaves the lease, and is removed, BEFORE the spawn, so no lease
-   * names a cgroup its command runs outside of (the ACPX controller's rule:
-   * the cgroup is evidence only when the root is in it).
+   * names a cgroup its command runs outside of (the binding's rule,
+   * ownership/lease-cgroup.ts: the cgroup is evidence only when the root is
+   * in it).
    */
   dropCgroup(leaseId: string, cgroup: LeaseCgroup): Promise<void>;
   /** What containment this supervisor has (detected once, on the first call). */
@@ -119,36 +125,36 @@ export interface RunLeases {
   neverStarted(leaseId: string): Promise<void>;
   /**
    * The tree kill of a leased run (cancel, deadline): verifies the run's
-   * lease now and reaps what verified through ownership's
-   * reapLeaseVerification: the root's tree INCLUDING the processes that
+   * lease now and kills what verified through ownership's
+   * killLeaseVerification: the root's tree INCLUDING the processes that
    * carry the run's markers outside the parent links (a double-forked
    * `setsid` escapee), or, when the root is already gone, its remnants.
-   * Nothing is reaped for any other verdict (report null); the caller may
+   * Nothing is killed for any other verdict (report null); the caller may
    * then fall back to its identity-checked tree kill. The lease goes through
-   * the one lifecycle (settleLease): settled when the reap completed, else
+   * the one lifecycle (settleLease): settled when the kill completed, else
    * left closing for `finish`.
    */
-  reap(leaseId: string): Promise<RunLeaseReap | null>;
+  kill(leaseId: string): Promise<RunLeaseKill | null>;
   /**
    * Settles the lease of a run whose root exited (reported by the
-   * supervisor's own handle) by ownership's one rule (settlementAfterReap /
-   * settlementFor): closed when `reap` (the lease reap of a cancel, if one
+   * supervisor's own handle) by ownership's one rule (settlementAfterKill /
+   * settlementFor): closed when `kill` (the lease kill of a cancel, if one
    * ran) completed and the look after it found nothing left; otherwise by a
    * fresh verification: closed when the root is gone and nothing carries the
-   * run's markers AND the earlier reap (lease reap or `prior`) completed, or
+   * run's markers AND the earlier kill (lease kill or `prior`) completed, or
    * none ran (the observed exit then counts), closing while
    * anything may still run or cannot be cleared (reconcile retries it), open
    * when the process list was unavailable. `prior` is a tree kill that was
    * not derived from the lease (no marker pids): it never settles anything by
    * itself. Returns the lease's state afterwards (undefined: no such lease).
    */
-  finish(leaseId: string, reap: RunLeaseReap | null, prior?: ReapReport | null): Promise<LeaseState | undefined>;
+  finish(leaseId: string, kill: RunLeaseKill | null, prior?: TreeKillReport | null): Promise<LeaseState | undefined>;
   /**
    * `live`: lease ids of runs this incarnation still supervises; `isTracked`:
    * runs a caller still tracks (true keeps it). Neither is touched or reported.
    */
   reconcile(live?: ReadonlySet<string>, isTracked?: (run: SupervisorRunRef) => boolean): Promise<ReconcileReport>;
-  /** Shutdown: removes this instance's cgroup folder when no lease cgroup is left in it (containment's removeOwnerFolder). */
+  /** Shutdown: removes this instance's cgroup folder when no lease cgroup is left in it (containment's removeInstanceFolder). */
   release(): Promise<void>;
 }
 
@@ -241,16 +247,16 @@ export function createRunLeases(opts: RunLeasesOptions): RunLeases {
       if (lease) await settleUnstarted(deps, lease);
     },
 
-    async reap(leaseId) {
+    async kill(leaseId) {
       const deps = await ctx.lifecycle();
       const lease = await deps.store.get(leaseId);
       if (!lease || lease.state === "closed" || lease.state === "lost") return null;
       // the one lifecycle: verify, closing, kill what verified (tree + marker escapees, or remnants), verify again, settle
       const o = await settleLease(deps, lease);
-      return { verification: o.verification, report: o.reap };
+      return { verification: o.verification, report: o.kill };
     },
 
-    async finish(leaseId, reap, prior = null) {
+    async finish(leaseId, kill, prior = null) {
       const deps = await ctx.lifecycle();
       const lease = await deps.store.get(leaseId);
       if (!lease) return undefined;
@@ -259,9 +265,9 @@ export function createRunLeases(opts: RunLeasesOptions): RunLeases {
       // now, with what ran before as the prior (the lease kill, else the
       // plain tree kill); the root's exit (our handle saw it) counts only
       // when nothing was killed at all.
-      const before = reap?.report ?? prior;
+      const before = kill?.report ?? prior;
       // the run ended: settle on the facts, never signal (what it left running is reconcile's, as in OpenClaw)
-      const o = await settleLease(deps, lease, { reap: false, ...(before !== null ? { prior: before } : { rootExitObserved: true }) });
+      const o = await settleLease(deps, lease, { kill: false, ...(before !== null ? { prior: before } : { rootExitObserved: true }) });
       return o.stateAfter;
     },
 
@@ -276,7 +282,7 @@ export function createRunLeases(opts: RunLeasesOptions): RunLeases {
       const containment = ctx.detected();
       if (containment === undefined) return;
       const support = await containment;
-      if (support.available) await removeOwnerFolder(support, instanceId);
+      if (support.available) await removeInstanceFolder(support, instanceId);
     },
   };
 }
@@ -285,6 +291,7 @@ export function createRunLeases(opts: RunLeasesOptions): RunLeases {
 async function openRunLease(ctx: RunLeaseContext, support: ContainmentSupport, runId: string, argv: readonly string[]): Promise<RunLease> {
   const { store, instanceId, holder } = await ctx.init();
   const lease = await store.create({
+    kind: "supervisor",
     gatewayInstanceId: instanceId,
     sessionKey: SUPERVISOR_SESSION_PREFIX + runId,
     ...SUPERVISOR_WRAPPER_FIELDS,
@@ -301,11 +308,11 @@ async function openRunLease(ctx: RunLeaseContext, support: ContainmentSupport, r
 async function reconcileRuns(ctx: RunLeaseContext, live: ReadonlySet<string>, isTracked: Parameters<RunLeases["reconcile"]>[1]): Promise<ReconcileReport> {
   const deps = await ctx.lifecycle();
   const instanceId = deps.gatewayInstanceId;
-  const tracked = (l: AcpxProcessLease) =>
+  const tracked = (l: ProcessLease) =>
     live.has(l.leaseId) || isTracked?.({ runId: l.sessionKey.slice(SUPERVISOR_SESSION_PREFIX.length), leaseId: l.leaseId, sessionKey: l.sessionKey }) === true;
   // runs of a supervisor alive in another process are its own, whatever their lease says
   const others = await liveHolders(ctx.stateDir, ctx.facts);
-  const skip = (l: AcpxProcessLease) =>
+  const skip = (l: ProcessLease) =>
     l.holder !== undefined && others.has(l.holder) ? `its supervisor (holder ${l.holder}) is alive in another process` : tracked(l) ? "tracked" : undefined;
   const support = await ctx.detect();
   const leftovers = support.available ? { leftovers: { instanceFolder: `${support.root}/${instanceId}`, isLive: (id: string) => live.has(id) } } : {};
@@ -316,7 +323,7 @@ async function reconcileRuns(ctx: RunLeaseContext, live: ReadonlySet<string>, is
 }
 
 function reconciledRun(o: LeaseOutcome): ReconciledRun {
-  const action = o.reap !== null ? (o.stateAfter === "closed" ? "reaped" : "left") : o.stateAfter === "closed" || o.stateAfter === "lost" ? "settled" : "left";
+  const action = o.kill !== null ? (o.stateAfter === "closed" ? "killed" : "left") : o.stateAfter === "closed" || o.stateAfter === "lost" ? "settled" : "left";
   return {
     leaseId: o.leaseId,
     runId: o.sessionKey.slice(SUPERVISOR_SESSION_PREFIX.length),
@@ -325,8 +332,10 @@ function reconciledRun(o: LeaseOutcome): ReconciledRun {
     evidence: o.evidence,
     action,
     state: o.stateAfter,
+    ...(o.settledAs ? { settledAs: o.settledAs } : {}),
+    code: o.code,
     why: o.why,
-    ...(o.reap !== null ? { reap: o.reap } : {}),
+    ...(o.kill !== null ? { kill: o.kill } : {}),
   };
 }
 

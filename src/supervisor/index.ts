@@ -16,7 +16,7 @@ export { createProcessSupervisor, PTY_EXIT_FALLBACK_MS, SupervisorShutdownError 
 export type { ProcessSupervisor, ProcessSupervisorOptions, ReconcileOrphansOptions, ShutdownReport } from "./supervisor.js";
 export { createRunRegistry, DEFAULT_MAX_EXITED_RECORDS } from "./registry.js";
 export type { FinalizeInput, FinalizeResult, RunRegistry } from "./registry.js";
-export { killProcessTree, signalProcessTree, DEFAULT_KILL_GRACE_MS } from "./kill-tree.js";
+export { killProcessTree, signalProcessTree } from "./kill-tree.js";
 export type { KillProcessTreeOptions, KillTreeResult, SignalProcessTreeOptions, SignalTreeResult, TreeSignalResult } from "./kill-tree.js";
 export {
   FRESH_WATCHDOG_DEFAULTS,
@@ -50,6 +50,6 @@ export { encodeKey, encodeKeySequence, KEY_NAMES, BRACKETED_PASTE_START, BRACKET
 export type { KeySequence } from "./keys.js";
 export { PtyUnavailableError, PTY_SHELL } from "./adapters/pty.js";
 export type { PtyLoader, PtyModule, PtyProcess } from "./adapters/pty.js";
-export { SUPERVISOR_WRAPPER_FIELDS } from "./durability.js";
+export { SUPERVISOR_SESSION_PREFIX, SUPERVISOR_WRAPPER_FIELDS } from "./durability.js";
 export type { ReconcileReport, ReconciledRun } from "./durability.js";
 export { DEFAULT_MAX_OUTPUT_CHARS } from "./output.js";

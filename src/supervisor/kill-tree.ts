@@ -4,7 +4,7 @@
  * and the members of its group when it leads one). It owns no rule of its
  * own: targets come from the ownership collector (which already drops pid
  * <= 1, this process, its parent and our ancestors), every signal goes
- * through ownership's tree kill (reap.ts: identity re-checked per process,
+ * through ownership's tree kill (tree-kill.ts: identity re-checked per process,
  * pidfd on Linux), and the guards are asked first.
  *
  * No group signal (kill(-pgid)) is ever sent: group members are signalled
@@ -21,8 +21,9 @@ import { getProcessFacts } from "../facts/get.js";
 import { createSignaller } from "../facts/signal.js";
 import type { ProcessFacts, ProcessInfo, ProcessSignaller, ProcessSnapshot, SignalOutcome } from "../facts/types.js";
 import { assertPid } from "../facts/validate.js";
-import { collectTree, DEFAULT_GRACE_MS, checkGroupSignal, checkSignalTarget, reapOwnedTree } from "../ownership/index.js";
-import type { OwnedTreeReapReport } from "../ownership/index.js";
+import { checkGroupSignal, checkSignalTarget, type GuardRefusal } from "../facts/guards.js";
+import { collectTree, DEFAULT_GRACE_MS, killOwnedTree } from "../ownership/index.js";
+import type { TreeKillReport } from "../ownership/index.js";
 import { sameProcess } from "../facts/identity.js";
 import { isAlive } from "../facts/liveness.js";
 
@@ -42,18 +43,15 @@ export interface KillProcessTreeOptions {
 
 export type KillTreeResult =
   /** the tree was killed (TERM, grace, KILL); the report says per process what happened */
-  | { outcome: "reaped"; pid: number; members: number; report: OwnedTreeReapReport }
+  | { outcome: "killed"; pid: number; members: number; report: TreeKillReport }
   /** no live process with that pid (liveness.ts isAlive: a zombie is gone, a zombie leader whose threads run is not) */
   | { outcome: "gone"; pid: number }
   /** the pid is held by another process than `expectedStartTime` names: nothing was sent */
   | { outcome: "mismatch"; pid: number; expectedStartTime: string; actualStartTime: string }
-  /** a guard refused the root: nothing was sent */
-  | { outcome: "refused"; pid: number; reason: string }
+  /** a guard refused the root (its GuardRefusal; "ancestor" too when the snapshot shows it is this process or one of its ancestors): nothing was sent */
+  | { outcome: "refused"; pid: number; code: GuardRefusal; reason: string }
   /** the facts backend cannot see processes, or the root's identity could not be read: nothing was sent (fail closed) */
   | { outcome: "unknown"; pid: number; reason: string };
-
-/** Kept for callers of the earlier export; the one default is ownership's DEFAULT_GRACE_MS. */
-export const DEFAULT_KILL_GRACE_MS: number = DEFAULT_GRACE_MS;
 
 const START_TIME_RE = /^\d+$/;
 
@@ -70,7 +68,7 @@ export interface TreeSignalResult {
 export type SignalTreeResult =
   /** every member was handed to the identity-checked signaller, leaves first, root last */
   | { outcome: "signalled"; pid: number; signal: NodeJS.Signals; members: number; results: TreeSignalResult[] }
-  | Exclude<KillTreeResult, { outcome: "reaped" }>;
+  | Exclude<KillTreeResult, { outcome: "killed" }>;
 
 /** Validates `pid` (TypeError/RangeError naming it), then kills its live tree. */
 export async function killProcessTree(pid: number, opts: KillProcessTreeOptions = {}): Promise<KillTreeResult> {
@@ -80,8 +78,8 @@ export async function killProcessTree(pid: number, opts: KillProcessTreeOptions 
   }
   const t = await liveTree(pid, opts);
   if (!("members" in t)) return t;
-  const report = await reapOwnedTree({ root: t.root, members: t.members }, { facts: t.facts, signaller: t.signaller, graceMs: opts.graceMs ?? DEFAULT_GRACE_MS });
-  return { outcome: "reaped", pid, members: t.members.length, report };
+  const report = await killOwnedTree({ root: t.root, members: t.members }, { facts: t.facts, signaller: t.signaller, graceMs: opts.graceMs ?? DEFAULT_GRACE_MS });
+  return { outcome: "killed", pid, members: t.members.length, report };
 }
 
 /**
@@ -123,14 +121,14 @@ interface LiveTree {
  * collection (descendants, plus the group's members when the snapshot proves
  * the root leads it). Anything short of that is the result itself.
  */
-async function liveTree(pid: number, opts: SignalProcessTreeOptions): Promise<LiveTree | Exclude<KillTreeResult, { outcome: "reaped" }>> {
+async function liveTree(pid: number, opts: SignalProcessTreeOptions): Promise<LiveTree | Exclude<KillTreeResult, { outcome: "killed" }>> {
   assertPid(pid, "pid");
   const expected = opts.expectedStartTime;
   if (expected !== undefined && (typeof expected !== "string" || !START_TIME_RE.test(expected))) {
     throw new TypeError(`expectedStartTime must be a decimal start-time string, got ${JSON.stringify(expected)}`);
   }
   const guard = checkSignalTarget(pid);
-  if (!guard.allowed) return { outcome: "refused", pid, reason: guard.reason };
+  if (!guard.allowed) return { outcome: "refused", pid, code: guard.code, reason: guard.reason };
   const facts = opts.facts ?? getProcessFacts();
   if (facts.identityStrength === "none") {
     return { outcome: "unknown", pid, reason: `facts backend "${facts.backend}" cannot verify process identity` };
@@ -147,7 +145,7 @@ async function liveTree(pid: number, opts: SignalProcessTreeOptions): Promise<Li
   }
   const members = collectTree(snapshot, root, { pgid: groupToSweep(snapshot, root) });
   if (members.length === 0) {
-    return { outcome: "refused", pid, reason: `pid ${pid} is this process or one of its ancestors` };
+    return { outcome: "refused", pid, code: "ancestor", reason: `pid ${pid} is this process or one of its ancestors` };
   }
   return { root, members, facts, signaller: opts.signaller ?? defaultSignaller(facts) };
 }

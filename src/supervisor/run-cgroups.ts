@@ -7,8 +7,8 @@
  *
  * - Where: `<proclease root>/fg-<pid>-<start time>/<random>`: one folder per
  *   supervisor process, named by that process's identity (no state dir, so no
- *   instance id), which lets any later start tell a dead owner's folder from
- *   a live one (sweepDeadRunFolders).
+ *   instance id), which lets any later start tell a dead supervisor's folder
+ *   from a live one (sweepDeadRunFolders).
  * - Cancel / deadline: after the identity-checked tree kill, the cgroup is
  *   drained through ownership's one sequence (cgroup-drain.ts: SIGTERM to
  *   what is left, the grace, cgroup.kill; populated 0, removed).
@@ -16,7 +16,7 @@
  *   is not killed by its exit, as in OpenClaw). An empty cgroup is removed
  *   at once; a populated one is watched (inotify on cgroup.events, unref'd)
  *   and removed once it empties; shutdown() removes what is empty by then.
- * - The folder goes with its last cgroup (containment's removeEmptyOwnerFolder).
+ * - The folder goes with its last cgroup (containment's removeEmptyInstanceFolder).
  */
 import { randomUUID } from "node:crypto";
 import { watch, type FSWatcher } from "node:fs";
@@ -54,10 +54,10 @@ export function createRunCgroups(opts: {
   signaller: ProcessSignaller;
   graceMs: number;
 }): RunCgroups {
-  let owner: Promise<string | null> | undefined;
+  let folderName: Promise<string | null> | undefined;
   const watched = new Map<string, { cg: LeaseCgroup; watcher: FSWatcher | null }>();
-  const ownerName = () =>
-    (owner ??= (async () => {
+  const instanceFolderName = () =>
+    (folderName ??= (async () => {
       const me = await opts.facts.inspect(process.pid).catch(() => null);
       return me ? `fg-${process.pid}-${me.startTime}` : null;
     })());
@@ -77,7 +77,7 @@ export function createRunCgroups(opts: {
     async open() {
       const support = await opts.detect();
       if (!support.available) return null;
-      const name = await ownerName();
+      const name = await instanceFolderName();
       if (name === null) return null;
       const r = await createLeaseCgroup(support, randomUUID(), name);
       return r.ok ? r.cgroup : null;
@@ -111,7 +111,7 @@ export function createRunCgroups(opts: {
 /**
  * Removes the empty run folders (`fg-<pid>-<start>`) of supervisor processes
  * that are dead: their empty cgroups first, then the folder. A folder whose
- * owner lives, or that still holds a populated cgroup, is left alone.
+ * supervisor lives, or that still holds a populated cgroup, is left alone.
  */
 export async function sweepDeadRunFolders(support: ContainmentSupport, facts: ProcessFacts): Promise<void> {
   if (!support.available) return;

@@ -1,5 +1,5 @@
 /**
- * Issue 10, below the controller, with real processes: the bundled wrapper
+ * The adapter's diagnostics below the controller, with real processes: the bundled wrapper
  * (dist/acpx/wrapper.cjs) around the fixture ACP agent, spoken to through the
  * controller's own ACP client. Covers the adapter's stderr ring, the
  * environment the adapter really gets (envRemove, markers), how a session's

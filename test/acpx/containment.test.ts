@@ -115,7 +115,7 @@ describe("an env-scrubbed setsid grandchild outlives a SIGKILL of gateway + wrap
     if (!c.available) throw new Error(`the probe says containment works here, the controller says: ${c.why}`);
     const store = await openLeaseStore(stateDir);
     const lease = (sessionKey: string) =>
-      store.create({ gatewayInstanceId: ctl.gatewayInstanceId, sessionKey, wrapperRoot: stateDir, wrapperPath: join(stateDir, "w"), commandHash: "0".repeat(64) });
+      store.create({ kind: "acpx", gatewayInstanceId: ctl.gatewayInstanceId, sessionKey, wrapperRoot: stateDir, wrapperPath: join(stateDir, "w"), commandHash: "0".repeat(64) });
     const settled = await lease("settled");
     await store.transition(settled.leaseId, "closing");
     await store.transition(settled.leaseId, "lost");

@@ -1,5 +1,5 @@
 /**
- * Issue 10 through the lifecycle controller, with real processes (the
+ * Agent-facing inputs and failures through the lifecycle controller, with real processes (the
  * bundled wrapper around the fixture ACP agent): ensureSession's `auth`
  * (authenticate before session/new; without it, the agent's methods in the
  * error), `envRemove` (read back from the adapter's /proc/<pid>/environ; the

@@ -83,16 +83,16 @@ describe("gateway and wrapper both SIGKILLed", () => {
     const dry = await ctl.reapStartupOrphans({ dryRun: true });
     // a dry run says what would be done (the same lifecycle, nothing moved or signalled)
     const would = dry.entries.find((e) => e.leaseId === h.leaseId)!;
-    expect(would).toMatchObject({ dryRun: true, action: "reaped-remnants", stateBefore: "open" });
-    expect(would.wouldReap).toEqual(expect.arrayContaining(orphans));
+    expect(would).toMatchObject({ dryRun: true, action: "killed-remnants", stateBefore: "open" });
+    expect(would.wouldKill).toEqual(expect.arrayContaining(orphans));
     expect(orphans.every(alive)).toBe(true);
 
     const rep = await ctl.reapStartupOrphans();
     expect(rep.snapshots).toBe(1);
     const entry = rep.entries.find((e) => e.leaseId === h.leaseId)!;
-    expect(entry).toMatchObject({ verdict: "gone", action: "reaped-remnants", stateAfter: "closed" });
+    expect(entry).toMatchObject({ verdict: "gone", action: "killed-remnants", stateAfter: "closed" });
     expect(entry.evidence.some((e) => e.check === "remnant-env" && e.result === "match")).toBe(true);
-    expect(entry.reap!.members.map((m) => m.pid)).toEqual(expect.arrayContaining(orphans));
+    expect(entry.kill!.members.map((m) => m.pid)).toEqual(expect.arrayContaining(orphans));
     expect([pids.pid, pids.grandchildPid!].filter(alive)).toEqual([]);
     expect(leaseCarriers(h.leaseId)).toEqual([]);
     // and the session record still closes cleanly (idempotent no-op now)

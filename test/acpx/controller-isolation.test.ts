@@ -89,6 +89,7 @@ describe("two installations on one host", () => {
     const d = (await facts.inspect(lookalike.pid!))!;
     const storeA = await openLeaseStore(dirA);
     const forged = await storeA.create({
+      kind: "acpx",
       gatewayInstanceId: a.gatewayInstanceId,
       sessionKey: "forged",
       wrapperRoot: join(dirA, "acpx", "wrappers"),
@@ -109,7 +110,7 @@ describe("two installations on one host", () => {
     const closeA = await a.closeSession({ handle: ha });
     expect(closeA.outcome).toBe("closed");
     expect(alive(ha.rootPid)).toBe(false);
-    expect(closeA.reap!.members.map((m) => m.pid).filter((p) => bPids.includes(p) || p === lookalike.pid)).toEqual([]);
+    expect(closeA.kill!.members.map((m) => m.pid).filter((p) => bPids.includes(p) || p === lookalike.pid)).toEqual([]);
     expect(bPids.every(alive)).toBe(true);
     expect(alive(lookalike.pid!)).toBe(true);
 
@@ -165,7 +166,7 @@ describe("legacy session records (no leaseId)", () => {
     await sessions.put({ sessionKey: "legacy:ok", pid: legacy.pid!, command: argv });
     const r = await ctl.closeSession({ handle: { sessionKey: "legacy:ok" } });
     expect(r).toMatchObject({ path: "legacy", outcome: "closed", verdict: "owned" });
-    expect(r.evidence).toContainEqual({ check: "command", result: "match" });
+    expect(r.evidence).toContainEqual({ check: "command", result: "match", code: "same-command" });
     expect(alive(legacy.pid!)).toBe(false);
     expect(alive(pids.grandchildPid!)).toBe(false);
     expect(await sessions.get("legacy:ok")).toBeNull();
@@ -192,7 +193,7 @@ describe("legacy session records (no leaseId)", () => {
     await sessions.put({ sessionKey: "legacy:cmd", pid: victim.pid!, command: [process.execPath, "/some/other/adapter.js"] });
     const r1 = await ctl.closeSession({ handle: { sessionKey: "legacy:cmd" } });
     expect(r1).toMatchObject({ path: "legacy", outcome: "left-alone", verdict: "mismatch" });
-    expect(r1.reap).toBeUndefined();
+    expect(r1.kill).toBeUndefined();
 
     await sessions.put({ sessionKey: "legacy:wrapper", pid: victim.pid!, command: argv, wrapperPath: "/elsewhere/wrapper.mjs" });
     const r2 = await ctl.closeSession({ handle: { sessionKey: "legacy:wrapper" } });

@@ -102,8 +102,7 @@ describe("the controller settles by the one rule", () => {
     t.blind.clear();
     const rep = await ctl.reapStartupOrphans();
     const entry = rep.entries.find((x) => x.leaseId === e.leaseId);
-    expect(entry).toMatchObject({ verdict: "gone", action: "marked-lost", stateAfter: "lost" });
-    expect(entry?.why).toMatch(/nothing carries the lease's markers/);
+    expect(entry).toMatchObject({ verdict: "gone", action: "marked-lost", stateAfter: "lost", code: "ended-on-its-own", settledAs: "ended-on-its-own" });
   });
 
   it.skipIf(SKIP)(`close with a root that cannot be inspected: closing with that cause, the session let go, the maintenance timer settles it${SKIP_NOTE}`, async () => {
@@ -121,10 +120,11 @@ describe("the controller settles by the one rule", () => {
 
     const r = await ctl.closeSession({ handle: h, reason: "root uninspectable" });
     expect(r).toMatchObject({ outcome: "retry-pending", leaseState: "closing", verdict: "unknown" });
-    expect(r.reap).toBeUndefined();
-    // the detail names the real cause, not "process list unavailable"
-    expect(r.detail).toMatch(/the root could not be inspected/);
-    expect(r.detail).not.toMatch(/process list unavailable/);
+    expect(r.kill).toBeUndefined();
+    // decided by the real cause (the root could not be inspected), not an unavailable process list
+    expect(r.code).toBe("unknown-evidence");
+    expect(r.evidence.at(-1)).toMatchObject({ check: "inspect", result: "unknown", code: "inspect-failed" });
+    expect(r.evidence.some((e) => e.code === "process-list-unavailable")).toBe(false);
     const store = await openLeaseStore(stateDir);
     expect((await store.get(h.leaseId))?.state).toBe("closing");
     // the lifeline was ended: the wrapper cleaned its own tree and exited (which settles nothing by itself)

@@ -64,7 +64,7 @@ describe("closeSession reaps the verified tree", () => {
       expect(report.outcome).toBe("closed");
       expect(report.leaseState).toBe("closed");
       expect(report.verdict).toBe("owned");
-      const reapedPids = report.reap!.members.map((m) => m.pid);
+      const reapedPids = report.kill!.members.map((m) => m.pid);
       expect(reapedPids).toEqual(expect.arrayContaining(all));
       // leaves first, the wrapper (root) last
       expect(reapedPids[reapedPids.length - 1]).toBe(h.rootPid);
@@ -257,8 +257,11 @@ describe("the lease is settled by verification, never by the wrapper's exit alon
     sw.down = true;
     const r = await ctl.closeSession({ handle: h, reason: "facts down" });
     expect(r).toMatchObject({ outcome: "left-alone", leaseState: "open", verdict: "unknown" });
-    expect(r.reap).toBeUndefined();
-    expect(r.detail).toMatch(/process list unavailable/);
+    expect(r.kill).toBeUndefined();
+    // decided by the process list that could not be read
+    expect(r.code).toBe("facts-unavailable");
+    expect(r.evidence.at(-1)).toMatchObject({ check: "process-list", result: "unknown", code: "process-list-unavailable" });
+    // the words say the wrapper's exit was not taken for its tree's end
     expect(r.detail).toMatch(/proves nothing/);
     // the lifeline was ended (our pipe, not a signal): the wrapper cleaned its own tree and exited…
     expect(await waitFor(() => !alive(h.rootPid) && leaseCarriers(h.leaseId).length === 0, 10_000)).not.toBe(-1);

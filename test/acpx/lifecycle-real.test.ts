@@ -34,8 +34,8 @@ describe("a lease whose gateway died before the wrapper's pid was recorded", () 
     const store = await openLeaseStore(stateDir);
     const fields = { gatewayInstanceId: instance, wrapperRoot: join(stateDir, "acpx", "wrappers"), wrapperPath: join(stateDir, "acpx", "wrappers", "w.cjs"), commandHash: computeCommandHash(["x"]) };
     // what the dead gateway left: leases with rootPid 0, state open (or closing, if a failed ensure began settling)
-    const withSurvivor = await store.create({ ...fields, sessionKey: "agent:main:acp:np1" });
-    const empty = await store.create({ ...fields, sessionKey: "agent:main:acp:np2" });
+    const withSurvivor = await store.create({ kind: "acpx", ...fields, sessionKey: "agent:main:acp:np1" });
+    const empty = await store.create({ kind: "acpx", ...fields, sessionKey: "agent:main:acp:np2" });
     await store.transition(empty.leaseId, "closing");
     trackLease(withSurvivor.leaseId);
     trackLease(empty.leaseId);
@@ -58,9 +58,9 @@ describe("a lease whose gateway died before the wrapper's pid was recorded", () 
     const r = await ctl.reapStartupOrphans();
     const a = r.entries.find((e) => e.leaseId === withSurvivor.leaseId)!;
     const b = r.entries.find((e) => e.leaseId === empty.leaseId)!;
-    expect(a, JSON.stringify(a)).toMatchObject({ verdict: "gone", action: "reaped-remnants", stateAfter: "closed" });
-    expect(a.reap?.members.map((m) => m.pid)).toContain(survivor.pid);
-    expect(a.reap?.members.find((m) => m.pid === survivor.pid)?.outcome).toBe("killed");
+    expect(a, JSON.stringify(a)).toMatchObject({ verdict: "gone", action: "killed-remnants", stateAfter: "closed" });
+    expect(a.kill?.members.map((m) => m.pid)).toContain(survivor.pid);
+    expect(a.kill?.members.find((m) => m.pid === survivor.pid)?.outcome).toBe("killed");
     expect(b, JSON.stringify(b)).toMatchObject({ verdict: "gone", action: "marked-lost", stateAfter: "lost" });
     expect(r.snapshots).toBe(1);
     expect(alive(survivor.pid!)).toBe(false);
@@ -84,7 +84,7 @@ describe("handles are exact", () => {
     const stale = await ctl.closeSession({ handle: h1, reason: "stale" });
     expect(stale.outcome).toBe("noop");
     expect(stale.detail).toMatch(new RegExp(`stale handle: it names lease ${h1.leaseId}, the key's current session is lease ${h2.leaseId}`));
-    expect(stale.reap).toBeUndefined();
+    expect(stale.kill).toBeUndefined();
     await ctl.cancelTurn(h1); // nothing: the running turn of h2 is not cancelled by it
     await expect(ctl.prompt(h1, "x")).rejects.toBeInstanceOf(AcpxNoSessionError);
     expect(alive(h2.rootPid)).toBe(true);

@@ -142,12 +142,13 @@ describe("limits that cannot hold are refused, nothing is spawned", () => {
       // applyLimits's why, in the message, naming what detection names for this host
       expect(err.message).toContain(err.limitsRefusal!.why);
       expect(err.limitsRefusal!.why).toBe(memoryMissing!.why);
-      if (/v1/.test(memoryMissing!.why)) expect(err.message).toMatch(/cgroup v1 hierarchy/);
+      if (memoryMissing!.code === "v1-hierarchy") expect(err.message).toMatch(/cgroup v1 hierarchy/);
       expect(err.message).toMatch(/nothing was started; its cgroup \S+ was removed/);
       trackLease(err.leaseId!);
       const lease = (await ctl.listLeases()).find((l) => l.leaseId === err.leaseId)!;
       expect(lease.state).toBe(err.leaseState);
       expect(lease.state).toBe("lost"); // NOTHING_STARTED: no process ever existed for it
+      expect(lease.settledAs).toBe("never-started");
       expect(lease.rootPid).toBe(0);
       expect(lease.cgroup?.path).toMatch(new RegExp(`/proclease/${lease.gatewayInstanceId}/${err.leaseId}$`));
       expect(existsSync(lease.cgroup!.path)).toBe(false);

@@ -38,9 +38,9 @@ describe("the wrapper's final sweeps", () => {
     const r = spawnSync(process.execPath, [join(root, "test/fixtures/acpx/cleanup-sweep.mjs"), root, zombieLeader.path!], { encoding: "utf8", timeout: 20_000 });
     const line = r.stdout.trim().split("\n").pop();
     expect(line, `stderr: ${r.stderr}`).toBeTruthy();
-    const out = JSON.parse(line!) as { pid: number | null; reaped: number[]; alive: boolean };
+    const out = JSON.parse(line!) as { pid: number | null; ended: number[]; alive: boolean };
     expect(out.pid).not.toBeNull();
     expect(out.alive).toBe(false);
-    expect(out.reaped).toContain(out.pid);
+    expect(out.ended).toContain(out.pid);
   });
 });

@@ -1,5 +1,5 @@
 /**
- * What the wrapper loads (issue 10, "Wrapper start-up cost"): started the way
+ * What the wrapper loads: started the way
  * the controller starts it (the installed .cjs shim requiring the bundle), a
  * CommonJS hook notes every user file Node loaded and every ESM-loader module
  * it initialised over the wrapper's whole life (start, adapter exit, sweep).

@@ -21,7 +21,7 @@ import {
   type WrapperReport,
 } from "../../src/acpx/wrapper/protocol.js";
 import { loadNative } from "../../src/facts/native.js";
-import { ownProcessGroupId } from "../../src/ownership/guards.js";
+import { ownProcessGroupId } from "../../src/facts/guards.js";
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), "../..");
 // the bundle the controller runs (scripts/bundle-wrapper.mjs), not tsc's per-file output
@@ -216,12 +216,12 @@ describe("protocol", () => {
       { type: "spawn-error", code: "ENOENT", message: "spawn nope ENOENT" },
       { type: "exit", code: null, signal: "SIGKILL" },
       { type: "exit", code: 3, signal: null },
-      { type: "cleanup", reason: "parent-gone", reaped: [11, 12], durationMs: 512 },
+      { type: "cleanup", reason: "parent-gone", ended: [11, 12], durationMs: 512 },
     ];
     for (const r of good) expect(parseReportLine(JSON.stringify(r))).toEqual(r);
     for (const bad of ["", "nope", "null", "{}", '{"type":"started","wrapperPid":0,"adapterPid":1,"pgid":1}',
-      '{"type":"exit","code":"1","signal":null}', '{"type":"cleanup","reason":"why","reaped":[],"durationMs":1}',
-      '{"type":"cleanup","reason":"signal","reaped":[-1],"durationMs":1}']) {
+      '{"type":"exit","code":"1","signal":null}', '{"type":"cleanup","reason":"why","ended":[],"durationMs":1}',
+      '{"type":"cleanup","reason":"signal","ended":[-1],"durationMs":1}']) {
       expect(parseReportLine(bad)).toBeNull();
     }
   });
@@ -258,14 +258,14 @@ describe("adapter group proof (computed from the wrapper's state, never asserted
     expect(adapterGroupProof(4242, null)).toEqual({ groupVerifiedAsOwn: false, leaderIsVerifiedRoot: false });
     // another group than the adapter's
     expect(adapterGroupProof(4243, 4242)).toEqual({ groupVerifiedAsOwn: false, leaderIsVerifiedRoot: false });
-    expect(checkAdapterGroup(4243, 4242)).toMatchObject({ allowed: false, reason: expect.stringMatching(/not verified as the lease's own group/) });
+    expect(checkAdapterGroup(4243, 4242)).toMatchObject({ allowed: false, code: "group-not-verified" });
     expect(checkAdapterGroup(4242, null).allowed).toBe(false);
   });
 
   it("the guard still refuses our own group and our own pid even with a matching proof; nothing is sent", () => {
     const own = ownProcessGroupId();
     expect(own).not.toBeNull();
-    expect(checkAdapterGroup(own!, own!)).toMatchObject({ allowed: false, reason: expect.stringMatching(/own process group/) });
+    expect(checkAdapterGroup(own!, own!)).toMatchObject({ allowed: false, code: "own-group" });
     expect(checkAdapterGroup(process.pid, process.pid).allowed).toBe(false);
     expect(checkAdapterGroup(1, 1).allowed).toBe(false);
     // refused or unproven: signalAdapterGroup reports nothing sent (and this test process is still here)
@@ -462,7 +462,7 @@ describe.skipIf(!LINUX)(`wrapper (real processes)${NOT_LINUX}`, () => {
     const cleanup = await w.report("cleanup");
     const elapsed = Date.now() - t0;
     expect(cleanup.reason).toBe("parent-gone");
-    expect(cleanup.reaped).toEqual(expect.arrayContaining([started.adapterPid, agent.grandchildPid!]));
+    expect(cleanup.ended).toEqual(expect.arrayContaining([started.adapterPid, agent.grandchildPid!]));
     // both ignore SIGTERM, so the SIGKILL fallback must have waited for the grace
     expect(elapsed).toBeGreaterThanOrEqual(300);
     expect(w.reports.find((r) => r.type === "exit")).toEqual({ type: "exit", code: null, signal: "SIGKILL" });
@@ -482,9 +482,9 @@ describe.skipIf(!LINUX)(`wrapper (real processes)${NOT_LINUX}`, () => {
     (w.child.stdio[3] as NodeJS.WritableStream).end();
     const cleanup = await w.report("cleanup");
     expect(cleanup.reason).toBe("parent-gone");
-    expect(cleanup.reaped).toEqual(expect.arrayContaining([started.adapterPid, ours]));
-    expect(cleanup.reaped).not.toContain(otherInstance);
-    expect(cleanup.reaped).not.toContain(leaseIdOnly);
+    expect(cleanup.ended).toEqual(expect.arrayContaining([started.adapterPid, ours]));
+    expect(cleanup.ended).not.toContain(otherInstance);
+    expect(cleanup.ended).not.toContain(leaseIdOnly);
     await waitFor("the proven escapee gone", () => !liveNotZombie(ours));
     // a lease id alone (or with another instance's id) is not ours: left running
     expect(liveNotZombie(otherInstance)).toBe(true);
@@ -500,9 +500,9 @@ describe.skipIf(!LINUX)(`wrapper (real processes)${NOT_LINUX}`, () => {
     (w.child.stdio[3] as NodeJS.WritableStream).end();
     const cleanup = await w.report("cleanup");
     // its own tree is still found by parent links
-    expect(cleanup.reaped).toContain(started.adapterPid);
-    expect(cleanup.reaped).not.toContain(bothMarkers);
-    expect(cleanup.reaped).not.toContain(leaseIdOnly);
+    expect(cleanup.ended).toContain(started.adapterPid);
+    expect(cleanup.ended).not.toContain(bothMarkers);
+    expect(cleanup.ended).not.toContain(leaseIdOnly);
     expect(liveNotZombie(bothMarkers)).toBe(true);
     expect(liveNotZombie(leaseIdOnly)).toBe(true);
   });
@@ -516,7 +516,7 @@ describe.skipIf(!LINUX)(`wrapper (real processes)${NOT_LINUX}`, () => {
     expect(cleanup.reason).toBe("parent-gone");
     // a cooperative adapter dies of the SIGTERM itself, never of the SIGKILL that ends the grace
     expect(await w.report("exit")).toEqual({ type: "exit", code: null, signal: "SIGTERM" });
-    expect(cleanup.reaped).toContain(started.adapterPid);
+    expect(cleanup.ended).toContain(started.adapterPid);
     expect(await w.exited).toEqual({ code: 128 + 15, signal: null });
   });
 

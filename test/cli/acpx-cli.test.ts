@@ -41,6 +41,13 @@ function cli(args: string[], env: Record<string, string> = {}, timeoutMs = 25_00
 
 afterAll(() => cleanupAll());
 
+/** `explain --json`: the dry run's outcome for one lease (its action, code, target, wouldKill, stateAfter) with the lease. */
+async function explainJson(leaseId: string, dir: string): Promise<Record<string, unknown> & { wouldKill?: number[] }> {
+  const r = await cli(["explain", leaseId, "--state-dir", dir, "--json"]);
+  expect(r.code, r.stderr).toBe(0);
+  return JSON.parse(r.stdout) as Record<string, unknown> & { wouldKill?: number[] };
+}
+
 describe("proclease leases / explain / reap", () => {
   it("an empty state dir: no lease store, nothing to explain", async () => {
     const dir = tempStateDir("cli-empty");
@@ -76,8 +83,8 @@ describe("proclease leases / explain / reap", () => {
       expect(byId.stdout).toMatch(/start-time\s+match/);
       expect(byId.stdout).toMatch(/wrapper-path\s+match/);
       expect(byId.stdout).toMatch(/verdict: owned/);
-      // a live gateway holds the state dir: explain says what reap would do (with --force: leave it)
-      expect(byId.stdout).toMatch(/cleanup leaves it alone: its root's parent \(pid \d+\) is alive/);
+      // a live gateway holds the state dir: explain says what reap would do (with --force: leave it, attached to its live parent)
+      expect(await explainJson(h.leaseId, dir)).toMatchObject({ found: true, action: "skipped-live", code: "attached-to-live-parent", stateAfter: "open" });
       const byPid = await cli(["explain", String(h.rootPid), "--state-dir", dir]);
       expect(byPid.stdout).toContain(`lease ${h.leaseId}`);
       const stranger = await cli(["explain", String(process.pid), "--state-dir", dir]);
@@ -108,7 +115,7 @@ describe("proclease leases / explain / reap", () => {
       const after = await cli(["explain", h.leaseId, "--state-dir", dir]);
       expect(after.stdout).toMatch(/state closed/);
       expect(after.stdout).toMatch(/verdict: gone/);
-      expect(after.stdout).toMatch(/already closed/);
+      expect(await explainJson(h.leaseId, dir)).toMatchObject({ found: true, action: "left-alone", code: "already-settled", stateAfter: "closed", settledAs: "killed" });
     } finally {
       await ctl.dispose();
     }
@@ -117,7 +124,7 @@ describe("proclease leases / explain / reap", () => {
 
 describe("explain / reap when the wrapper is gone, and when its pid does not match", () => {
   interface ReapJson {
-    entries: { leaseId: string; verdict: string; action: string; stateAfter: string; reap?: { results: { pid: number }[] } | null }[];
+    entries: { leaseId: string; verdict: string; action: string; stateAfter: string; kill?: { results: { pid: number }[] } | null }[];
   }
 
   it("gone wrapper with escaped processes: explain lists the remnants, reap reaps them and closes the lease", async () => {
@@ -128,13 +135,15 @@ describe("explain / reap when the wrapper is gone, and when its pid does not mat
     const ex = await cli(["explain", h.leaseId, "--state-dir", dir]);
     expect(ex.code).toBe(0);
     expect(ex.stdout).toMatch(/verdict: gone/);
-    expect(ex.stdout).toMatch(new RegExp(`cleanup would SIGTERM the remnants \\(the wrapper is gone; these still carry the lease id and instance id\\), leaves first \\(.*\\b${pids.grandchildPid}\\b`));
+    const plan = await explainJson(h.leaseId, dir);
+    expect(plan).toMatchObject({ found: true, verdict: "gone", action: "killed-remnants", target: "remnants", code: "would-kill", stateAfter: "closed" });
+    expect(plan.wouldKill).toContain(pids.grandchildPid);
     expect(alive(pids.grandchildPid!)).toBe(true); // explain is read-only
 
     const rep = JSON.parse((await cli(["reap", "--state-dir", dir, "--json", "--grace-ms", String(GRACE_MS)])).stdout) as ReapJson;
     const entry = rep.entries.find((e) => e.leaseId === h.leaseId)!;
-    expect(entry).toMatchObject({ verdict: "gone", action: "reaped-remnants", stateAfter: "closed" });
-    expect(entry.reap!.results.map((m) => m.pid)).toContain(pids.grandchildPid);
+    expect(entry).toMatchObject({ verdict: "gone", action: "killed-remnants", stateAfter: "closed" });
+    expect(entry.kill!.results.map((m) => m.pid)).toContain(pids.grandchildPid);
     expect(alive(pids.grandchildPid!)).toBe(false);
     expect(leaseCarriers(h.leaseId)).toEqual([]);
   });
@@ -154,14 +163,16 @@ describe("explain / reap when the wrapper is gone, and when its pid does not mat
       const ex = await cli(["explain", h.leaseId, "--state-dir", dir]);
       expect(ex.stdout).toMatch(/start-time\s+mismatch/);
       expect(ex.stdout).toMatch(/verdict: mismatch/);
-      expect(ex.stdout).not.toMatch(/remnants/);
-      expect(ex.stdout).toMatch(/cleanup sends no signal; the lease would go to lost/);
+      // no remnants, no signal: the lease would go to lost as not ours
+      const plan = await explainJson(h.leaseId, dir);
+      expect(plan).toMatchObject({ found: true, verdict: "mismatch", action: "marked-lost", code: "not-ours", settledAs: "not-ours", stateAfter: "lost", target: null });
+      expect(plan.wouldKill).toBeUndefined();
 
       await ctl.dispose(); // the gateway lets go of the state dir (its session keeps running)
       const rep = JSON.parse((await cli(["reap", "--state-dir", dir, "--json", "--grace-ms", String(GRACE_MS)])).stdout) as ReapJson;
       const entry = rep.entries.find((e) => e.leaseId === h.leaseId)!;
       expect(entry).toMatchObject({ verdict: "mismatch", action: "marked-lost", stateAfter: "lost" });
-      expect(entry.reap ?? null).toBeNull(); // no reap ran
+      expect(entry.kill ?? null).toBeNull(); // no kill ran
       // every process carrying the lease markers is still running: nothing was signalled
       expect(carriers.every(alive)).toBe(true);
     } finally {
@@ -183,7 +194,7 @@ describe("a process-supervisor run in the same store", () => {
     const ex = await cli(["explain", lease.leaseId, "--state-dir", dir]);
     expect(ex.code).toBe(0);
     expect(ex.stdout).toMatch(/verdict: owned/);
-    expect(ex.stdout).toMatch(/a process-supervisor run; cleanup leaves it alone: its root's parent \(pid \d+\) is alive/);
+    expect(await explainJson(lease.leaseId, dir)).toMatchObject({ found: true, lease: { kind: "supervisor" }, action: "skipped-live", code: "attached-to-live-parent" });
     const listed = JSON.parse((await cli(["leases", "--state-dir", dir, "--json"])).stdout) as { leases: { leaseId: string; state: string }[] };
     expect(listed.leases).toEqual([expect.objectContaining({ leaseId: lease.leaseId, state: "open" })]);
   });

@@ -171,24 +171,24 @@ describe("proclease doctor", () => {
   it("--json, and why native is not used when it is disabled", async () => {
     const r = await cli(["doctor", "--json"], { PROCLEASE_DISABLE_NATIVE: "1" });
     expect(r.code).toBe(0);
-    const out = JSON.parse(r.stdout) as { backend: string; rows: Array<{ capability: string; ok: boolean; detail: string }> };
+    const out = JSON.parse(r.stdout) as { backend: string; rows: Array<{ capability: string; ok: boolean; code?: string; detail: string }> };
     expect(out.rows.map((x) => x.capability)).toEqual(ROWS);
     if (process.platform === "linux") expect(out.backend).toBe("procfs");
     const backend = out.rows[0]!;
+    expect(backend.code).toBe("native-unavailable");
+    // the words name what disabled it
     expect(backend.detail).toMatch(/PROCLEASE_DISABLE_NATIVE=1/);
     expect(out.rows.find((x) => x.capability === "pidfd")!.ok).toBe(false);
   });
 
   it("--backend ps: every row describes ps, never the addon's race-free signals", async () => {
     const r = await cli(["doctor", "--json", "--backend", "ps"]);
-    const out = JSON.parse(r.stdout) as { backend: string; rows: Array<{ capability: string; ok: boolean; detail: string }> };
+    const out = JSON.parse(r.stdout) as { backend: string; rows: Array<{ capability: string; ok: boolean; code?: string; detail: string }> };
     expect(out.backend).toBe("ps");
     const row = (c: string) => out.rows.find((x) => x.capability === c)!;
     expect(row("identity")).toMatchObject({ ok: false });
-    expect(row("pidfd").ok).toBe(false);
-    expect(row("pidfd").detail).toMatch(/NOT race-free/);
-    expect(row("foreign-env")).toMatchObject({ ok: false });
-    expect(row("foreign-env").detail).toMatch(/ps backend reads no environments/);
+    expect(row("pidfd")).toMatchObject({ ok: false, code: "not-race-free" });
+    expect(row("foreign-env")).toMatchObject({ ok: false, code: "ps-reads-no-env" });
     const text = await cli(["doctor", "--backend", "ps"]);
     expect(text.code).toBe(0);
     for (const line of text.stdout.split("\n")) if (line.includes("race-free")) expect(line).toMatch(/NOT race-free/);

@@ -70,7 +70,7 @@ interface Fixture {
   stateDir: string;
   /** `<top>/proclease` */
   root: string;
-  /** `<root>/<instance id>`: where this state dir's lease cgroups live (createLeaseCgroup's owner folder) */
+  /** `<root>/<instance id>`: where this state dir's lease cgroups live (the instance folder) */
   folder: string;
 }
 
@@ -113,7 +113,7 @@ async function stubbornIn(cgroup: string): Promise<number> {
 async function leaseWithCgroup(stateDir: string, cgroup: { path: string; id: string } | null, leaseId?: string): Promise<AcpxProcessLease> {
   const store = await openLeaseStore(stateDir);
   const gatewayInstanceId = await loadOrCreateGatewayInstanceId(stateDir);
-  const l = await store.create({ gatewayInstanceId, sessionKey: `agent:test:${++seq}`, wrapperRoot: "/nonexistent", wrapperPath: "/nonexistent/w", commandHash: "0".repeat(64), ...(leaseId ? { leaseId } : {}) });
+  const l = await store.create({ kind: "acpx", gatewayInstanceId, sessionKey: `agent:test:${++seq}`, wrapperRoot: "/nonexistent", wrapperPath: "/nonexistent/w", commandHash: "0".repeat(64), ...(leaseId ? { leaseId } : {}) });
   return cgroup === null ? l : store.update(l.leaseId, { cgroup });
 }
 
@@ -156,7 +156,7 @@ afterEach(async () => {
 
 interface StatusJson {
   leases: Array<{ lease: AcpxProcessLease; memory?: { ok: boolean; why?: string; current?: number; peak?: number | null } }>;
-  orphanCgroups: { roots: Array<{ root: string; source: string; state: string; why?: string }>; orphans: Array<{ name: string; path: string; populated: string; why: string }>; owned: number };
+  orphanCgroups: { folders: Array<{ folder: string; source: string; state: string; why?: string }>; orphans: Array<{ name: string; path: string; populated: string; code: string; why: string }>; owned: number };
 }
 
 describe("orphan cgroups", () => {
@@ -172,9 +172,9 @@ describe("orphan cgroups", () => {
     const st = await cli(["status", "--state-dir", f.stateDir, "--json"]);
     expect(st.code, st.stderr).toBe(0);
     const view = JSON.parse(st.stdout) as StatusJson;
-    expect(view.orphanCgroups.roots).toEqual([{ root: f.folder, source: "record", state: "listed" }]);
+    expect(view.orphanCgroups.folders).toEqual([{ folder: f.folder, source: "record", state: "listed" }]);
     expect(view.orphanCgroups.orphans).toEqual([expect.objectContaining({ name: `stray-${process.pid}`, path: orphan, populated: "populated" })]);
-    expect(view.orphanCgroups.orphans[0]!.why).toMatch(/no lease file named/);
+    expect(view.orphanCgroups.orphans[0]!.code).toBe("no-lease-file");
     const text = await cli(["status", "--state-dir", f.stateDir]);
     expect(text.stdout).toMatch(/orphan cgroups \(1\)/);
     expect(text.stdout).toContain(orphan);
@@ -191,13 +191,13 @@ describe("orphan cgroups", () => {
     expect(dry.code, dry.stderr).toBe(0);
     const plan = JSON.parse(dry.stdout) as { dryRun: boolean; entries: Array<{ path: string; action: string }> };
     expect(plan.dryRun).toBe(true);
-    expect(plan.entries).toEqual([expect.objectContaining({ path: orphan, action: "would-reap" })]);
+    expect(plan.entries).toEqual([expect.objectContaining({ path: orphan, action: "would-remove" })]);
     expect(isAlive(pid)).toBe(true);
     expect(existsSync(orphan)).toBe(true);
 
     const real = await cli(["reap", "--orphan-cgroups", "--state-dir", f.stateDir]);
     expect(real.code, real.stdout + real.stderr).toBe(0);
-    expect(real.stdout).toMatch(new RegExp(`${orphan}\\s+populated\\s+reaped\\s+emptied by cgroup\\.kill; removed`));
+    expect(real.stdout).toMatch(new RegExp(`${orphan}\\s+populated\\s+removed\\s+emptied by cgroup\\.kill; removed`));
     await waitFor(() => !isAlive(pid), 10_000);
     expect(existsSync(orphan)).toBe(false);
     // the gateway leaf and its process were not touched
@@ -227,12 +227,14 @@ describe("orphan cgroups", () => {
     const view = JSON.parse((await cli(["status", "--state-dir", f.stateDir, "--json"])).stdout) as StatusJson;
     expect(view.orphanCgroups.owned).toBe(1);
     expect(view.orphanCgroups.orphans.map((o) => o.path)).toEqual([impostorPath]);
-    expect(view.orphanCgroups.orphans[0]!.why).toMatch(new RegExp(`not lease ${impostorName}'s: its identity .* differs`));
+    expect(view.orphanCgroups.orphans[0]!.code).toBe("identity-differs");
+    // the words name the lease whose name it took
+    expect(view.orphanCgroups.orphans[0]!.why).toContain(`not lease ${impostorName}'s`);
 
     const real = await cli(["reap", "--orphan-cgroups", "--state-dir", f.stateDir, "--json"]);
     expect(real.code, real.stderr).toBe(0);
     const r = JSON.parse(real.stdout) as { entries: Array<{ path: string; action: string }> };
-    expect(r.entries).toEqual([expect.objectContaining({ path: impostorPath, action: "reaped" })]);
+    expect(r.entries).toEqual([expect.objectContaining({ path: impostorPath, action: "removed" })]);
     expect(existsSync(impostorPath)).toBe(false);
     // the lease's own cgroup and its process stay
     expect(existsSync(ownPath)).toBe(true);
@@ -260,10 +262,10 @@ describe("orphan cgroups", () => {
 
       const forced = await cli(["reap", "--orphan-cgroups", "--force", "--state-dir", f.stateDir, "--json"]);
       expect(forced.code, forced.stderr).toBe(0);
-      const r = JSON.parse(forced.stdout) as { entries: Array<{ path: string; action: string; detail?: string }> };
+      const r = JSON.parse(forced.stdout) as { entries: Array<{ path: string; action: string; code: string; detail?: string }> };
       const byPath = new Map(r.entries.map((e) => [e.path, e]));
-      expect(byPath.get(stray)?.action).toBe("reaped");
-      expect(byPath.get(makingPath)).toMatchObject({ action: "left-alone" });
+      expect(byPath.get(stray)?.action).toBe("removed");
+      expect(byPath.get(makingPath)).toMatchObject({ action: "left-alone", code: "no-cgroup-recorded" });
       expect(byPath.get(makingPath)!.detail).toMatch(/may be creating it/);
       expect(existsSync(makingPath)).toBe(true);
       await waitFor(() => !isAlive(pid), 10_000);
@@ -290,7 +292,7 @@ describe("orphan cgroups", () => {
     mkdirSync(mine);
 
     const view = JSON.parse((await cli(["status", "--state-dir", a.stateDir, "--json"])).stdout) as StatusJson;
-    expect(view.orphanCgroups.roots.map((r) => r.root)).toEqual([a.folder]);
+    expect(view.orphanCgroups.folders.map((r) => r.folder)).toEqual([a.folder]);
     expect(view.orphanCgroups.orphans.map((o) => o.path)).toEqual([mine]);
     const real = await cli(["reap", "--orphan-cgroups", "--state-dir", a.stateDir, "--json"]);
     expect(real.code, real.stderr).toBe(0);
@@ -312,13 +314,13 @@ describe("orphan cgroups", () => {
     const rec = JSON.parse(readFileSync(file, "utf8")) as { roots: string[] };
     writeFileSync(file, JSON.stringify({ ...rec, roots: [fake, `${f.root}/../x/proclease`, ...rec.roots] }), { mode: 0o600 });
     const view = JSON.parse((await cli(["status", "--state-dir", f.stateDir, "--json"])).stdout) as StatusJson;
-    const byRoot = new Map(view.orphanCgroups.roots.map((r) => [r.root, r]));
-    expect(byRoot.get(`${fake}/${instance}`)).toMatchObject({ state: "refused", why: `${fake}/${instance} is not on a cgroup2 filesystem` });
-    expect(byRoot.get(`${f.root}/../x/proclease/${instance}`)).toMatchObject({ state: "refused" });
-    expect(byRoot.get(`${f.root}/../x/proclease/${instance}`)!.why).toMatch(/not an absolute, normalised path/);
+    const byFolder = new Map(view.orphanCgroups.folders.map((r) => [r.folder, r]));
+    expect(byFolder.get(`${fake}/${instance}`)).toMatchObject({ state: "refused", why: `${fake}/${instance} is not on a cgroup2 filesystem` });
+    expect(byFolder.get(`${f.root}/../x/proclease/${instance}`)).toMatchObject({ state: "refused" });
+    expect(byFolder.get(`${f.root}/../x/proclease/${instance}`)!.why).toMatch(/not an absolute, normalised path/);
     expect(view.orphanCgroups.orphans).toEqual([]);
     const text = await cli(["status", "--state-dir", f.stateDir]);
-    expect(text.stdout).toMatch(/cgroup root refused: .*fake\/proclease\/[^ ]+ is not on a cgroup2 filesystem/);
+    expect(text.stdout).toMatch(/instance folder refused: .*fake\/proclease\/[^ ]+ is not on a cgroup2 filesystem/);
     const dry = JSON.parse((await cli(["reap", "--orphan-cgroups", "--dry-run", "--state-dir", f.stateDir, "--json"])).stdout) as { entries: unknown[] };
     expect(dry.entries).toEqual([]);
     expect(existsSync(join(fake, instance, "victim"))).toBe(true);
@@ -352,8 +354,8 @@ describe("memory per lease", () => {
       expect(exMemory).toMatchObject({ ok: true });
       expect(text).toMatch(/memory\s+current \d/);
     } else {
-      for (const m of mem) expect(m).toEqual({ ok: false, why: direct.why });
-      expect(exMemory).toEqual({ ok: false, why: direct.why });
+      for (const m of mem) expect(m).toEqual({ ok: false, code: direct.code, why: direct.why });
+      expect(exMemory).toEqual({ ok: false, code: direct.code, why: direct.why });
       // said once for both leases, not once per lease
       expect(text.split(direct.why).length - 1).toBe(1);
       expect(text).toContain(`memory per lease not shown (2 leases): ${direct.why}`);

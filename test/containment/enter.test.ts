@@ -10,7 +10,7 @@ import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync }
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, afterEach, describe, expect, it } from "vitest";
-import { createLeaseCgroup, detectContainment, enterCgroup, enterCgroupAsync, enterCgroupShell, removeCgroup, removeOwnerFolder, type LeaseCgroup } from "../../src/containment/index.js";
+import { createLeaseCgroup, detectContainment, enterCgroup, enterCgroupAsync, enterCgroupShell, removeCgroup, removeInstanceFolder, type LeaseCgroup } from "../../src/containment/index.js";
 import { containedChild, SHIM_REFUSED_EXIT } from "../../src/supervisor/adapters/cgroup-shim.js";
 import { containmentSkipNote, probeCgroup2 } from "../helpers/cgroup-probe.mjs";
 
@@ -27,7 +27,7 @@ afterEach(() => {
 });
 afterAll(async () => {
   rmSync(scratch, { recursive: true, force: true });
-  if (support.available) await removeOwnerFolder(support, OWNER);
+  if (support.available) await removeInstanceFolder(support, OWNER);
 });
 
 /** A process's cgroup v2 as a filesystem path, read by hand (every test cgroup lies below our own cgroup). */

@@ -43,10 +43,10 @@ describe.skipIf(skip !== null)(`a full disk (ENOSPC from a 512 KB tmpfs)${skip ?
 
     const close = await gw.request("close", { key: "full-1" });
     expect(close.ok, JSON.stringify(close.error)).toBe(true);
-    const report = close.value as { outcome: string; leaseState: string; detail: string; settlementPending?: { to: string; code: string; blockedBy: string } };
+    const report = close.value as { outcome: string; leaseState: string; detail: string; settlementPending?: { to: string; errno: string; blockedBy: string } };
     expect(report.outcome).toBe("retry-pending");
     expect(report.settlementPending?.to).toBe("closed");
-    expect(report.settlementPending?.code).toBe("ENOSPC");
+    expect(report.settlementPending?.errno).toBe("ENOSPC");
     expect(report.settlementPending?.blockedBy).toContain(stateDir);
     expect(report.detail).toMatch(/ENOSPC/);
     // the tree verification proved ours is gone, setsid grandchild included
@@ -105,9 +105,9 @@ describe.skipIf(skip !== null)(`a full disk (ENOSPC from a 512 KB tmpfs)${skip ?
     const next = await startGateway();
     await next.call("controller", { stateDir, maintenanceIntervalMs: 0 });
     fs.fill();
-    const rep = await next.call<{ entries: { leaseId: string; stateAfter: string; pending?: { to: string; code: string } }[] }>("reap");
+    const rep = await next.call<{ entries: { leaseId: string; stateAfter: string; pending?: { to: string; errno: string } }[] }>("reap");
     const e = rep.entries.find((x) => x.leaseId === h.leaseId)!;
-    expect(e.pending).toMatchObject({ to: "closed", code: "ENOSPC" });
+    expect(e.pending).toMatchObject({ to: "closed", errno: "ENOSPC" });
     await waitFor(() => carriersOf("OPENCLAW_ACPX_LEASE_ID", h.leaseId).length === 0, 10_000);
     expect(leaseFiles(stateDir).filter((f) => f.corrupt)).toEqual([]);
     fs.unfill();

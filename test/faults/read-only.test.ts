@@ -50,9 +50,9 @@ describe.skipIf(skip !== null)(`a read-only state dir, gateway as uid 65534 (EAC
     expect(second.error!.code).toBe("EACCES");
     expect(second.error!.message).toContain(`the state dir ${stateDir} is not writable by uid 65534`);
 
-    const close = await gw.call<{ outcome: string; settlementPending?: { to: string; code: string } }>("close", { key: "ro-1" });
+    const close = await gw.call<{ outcome: string; settlementPending?: { to: string; errno: string } }>("close", { key: "ro-1" });
     expect(close.outcome).toBe("retry-pending");
-    expect(close.settlementPending).toMatchObject({ to: "closed", code: "EACCES" });
+    expect(close.settlementPending).toMatchObject({ to: "closed", errno: "EACCES" });
     await waitFor(() => carriersOf("OPENCLAW_ACPX_LEASE_ID", h.leaseId).length === 0, 10_000);
     expect(leaseFiles(stateDir).find((f) => f.lease?.leaseId === h.leaseId)?.lease?.state).toBe("open");
     expect(await gw.lives()).toBe(true);

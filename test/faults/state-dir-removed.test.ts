@@ -35,9 +35,9 @@ describe("the state dir removed under a running gateway", () => {
     expect(second.error!.message).toMatch(/no longer exists/);
     expect(second.error!.message).not.toMatch(/\.tmp-/);
 
-    const close = await gw.call<{ outcome: string; settlementPending?: { to: string; code: string } }>("close", { key: "r1" });
+    const close = await gw.call<{ outcome: string; settlementPending?: { to: string; errno: string } }>("close", { key: "r1" });
     expect(close.outcome).toBe("retry-pending");
-    expect(close.settlementPending).toMatchObject({ to: "closed", code: "ENOENT" });
+    expect(close.settlementPending).toMatchObject({ to: "closed", errno: "ENOENT" });
     await waitFor(() => carriersOf("OPENCLAW_ACPX_LEASE_ID", h.leaseId).length === 0, 10_000);
     expect(await gw.lives()).toBe(true);
 

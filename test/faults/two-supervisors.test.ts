@@ -39,7 +39,7 @@ describe("two supervisors on one state dir", () => {
     a.kill();
     await a.exited;
     const after = await b.call<{ runs: Array<{ leaseId: string; state: string; action: string }> }>("reconcile");
-    expect(after.runs).toEqual([expect.objectContaining({ leaseId: run.leaseId, state: "closed", action: "reaped" })]);
+    expect(after.runs).toEqual([expect.objectContaining({ leaseId: run.leaseId, state: "closed", action: "killed" })]);
     await waitFor(() => !alive(run.pid), 10_000);
     expect(await b.lives()).toBe(true);
   }, 60_000);

@@ -16,13 +16,18 @@
 //   and the store that implements it (src/ownership/lease-store.ts).
 // - layer-import: an import (static, `export … from`, or dynamic) that runs
 //   up the layers (LAYERS below) or out of sessions/.
+// - prose-decision: a decision made by matching prose: a string method
+//   (startsWith, endsWith, includes, indexOf, search, match, matchAll) called
+//   on a field or variable named detail, why, message or reason, or a regex
+//   tested against one (`re.test(x.why)`, `re.exec(detail)`), anywhere in
+//   src/. Those fields are for people; a decision reads a code.
 // - file-size: a src/ file over MAX_FILE_LINES lines.
 // - function-size: a function over MAX_FUNCTION_LINES lines.
 import { readdirSync, readFileSync } from "node:fs";
 import { join, posix, relative } from "node:path";
 import { parseAst } from "vite";
 
-export type RuleName = "state-letter" | "cgroup-procs-write" | "lease-transition" | "layer-import" | "file-size" | "function-size";
+export type RuleName = "state-letter" | "cgroup-procs-write" | "lease-transition" | "layer-import" | "prose-decision" | "file-size" | "function-size";
 
 export interface SourceFile {
   /** path from the package root, with "/" (e.g. "src/facts/procfs.ts") */
@@ -109,6 +114,7 @@ export function checkFile(f: SourceFile): Violation[] {
     cgroupProcs(f, node, ancestors, add);
     transition(f, node, add);
     layerImport(f, node, add);
+    proseDecision(node, add);
     functionSize(node, ancestors, lineOf, add);
   });
   return out;
@@ -219,6 +225,31 @@ function transition(f: SourceFile, n: Node, add: Add): void {
   if (TRANSITION_HOMES.has(f.path) || n.type !== "CallExpression") return;
   const c = n.callee as Node;
   if (c.type === "MemberExpression" && isNode(c.property) && c.property.name === "transition") add("lease-transition", n.start, "a lease transition outside ownership/lifecycle.ts");
+}
+
+/** The prose fields: what a person reads (OwnershipEvidence.detail, a settlement's why, an error's message, a guard's reason). */
+const PROSE_NAMES = new Set(["detail", "why", "message", "reason"]);
+const STRING_MATCHERS = new Set(["startsWith", "endsWith", "includes", "indexOf", "search", "match", "matchAll"]);
+const REGEX_MATCHERS = new Set(["test", "exec"]);
+
+/** `x.detail`, `x?.why`, `x!.message`, or a variable named so. */
+function isProseRead(n: unknown): boolean {
+  if (!isNode(n)) return false;
+  if (n.type === "ChainExpression" || n.type === "TSNonNullExpression" || n.type === "ParenthesizedExpression") return isProseRead(n.expression);
+  if (n.type === "Identifier") return PROSE_NAMES.has(n.name as string);
+  if (n.type === "MemberExpression" && !n.computed) return isNode(n.property) && PROSE_NAMES.has(n.property.name as string);
+  return false;
+}
+
+function proseDecision(n: Node, add: Add): void {
+  if (n.type !== "CallExpression" || !isNode(n.callee) || n.callee.type !== "MemberExpression" || !isNode(n.callee.property)) return;
+  const method = n.callee.property.name as string;
+  const receiver = n.callee.object;
+  if (STRING_MATCHERS.has(method) && isProseRead(receiver)) add("prose-decision", n.start, `a decision by matching prose (.${method} on a prose field): read a code`);
+  const arg = (n.arguments as Node[])[0];
+  if (REGEX_MATCHERS.has(method) && isNode(receiver) && receiver.type === "Literal" && "regex" in receiver && isProseRead(arg)) {
+    add("prose-decision", n.start, `a decision by matching prose (a regex .${method} of a prose field): read a code`);
+  }
 }
 
 /** The layer of a src/ path: its first directory ("" for a file directly in src/), or null outside src/. */

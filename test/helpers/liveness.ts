@@ -1,7 +1,8 @@
 // The tests' own oracle for liveness, stat fields and environment markers:
-// minimal /proc reads written here, importing nothing from src/facts, so a
-// defect in the library's stat parser or liveness rule cannot move the
-// library and the tests that judge it together.
+// minimal /proc reads written here, independent of the library on purpose.
+// It imports nothing from src/, so a defect in the library's stat parser or
+// liveness rule cannot move the library and the tests that judge it
+// together. Keep it so: it is not a copy of facts/liveness.ts to fold in.
 //
 // Alive = the pid's thread group still has a thread that runs: some
 // /proc/PID/task/TID/stat that is neither Z nor X nor inside exit(2)

@@ -1,5 +1,5 @@
 /**
- * Fuzz (issue 3, test 3): random and truncated lease JSON through the store
+ * Fuzz: random and truncated lease JSON through the store
  * and the verifier. Nothing may throw to the caller and nothing may be
  * signalled: the only live process a fuzzed lease can name is an impostor.
  */
@@ -13,8 +13,8 @@ import {
   explainLease,
   openLeaseStore,
   parseLeaseRecord,
-  reapLeaseVerification,
-  reapOwnedTree,
+  killLeaseVerification,
+  killOwnedTree,
   verifyLeases,
   verifyLegacyRecord,
   type AcpxProcessLease,
@@ -118,7 +118,7 @@ describe("fuzz", () => {
         const vs = await verifyLeases(leases, sim, { gatewayInstanceId: "gw-A" });
         for (const v of vs) {
           expect(["owned", "gone", "mismatch", "unknown"]).toContain(v.verdict);
-          await reapLeaseVerification(v, { facts: sim, signaller: sig, graceMs: 10, pollMs: 1, confirmMs: 10 });
+          await killLeaseVerification(v, { facts: sim, signaller: sig, graceMs: 10, pollMs: 1, confirmMs: 10 });
         }
         expect(sig.log).toEqual([]);
         // clean slate for the next run
@@ -138,9 +138,9 @@ describe("fuzz", () => {
         const sig = new RecordingSignaller(sim);
         const v = await explainLease(value as unknown as AcpxProcessLease, sim);
         expect(v.tree).toBeNull();
-        await reapLeaseVerification(v, { facts: sim, signaller: sig, graceMs: 10, pollMs: 1, confirmMs: 10 });
+        await killLeaseVerification(v, { facts: sim, signaller: sig, graceMs: 10, pollMs: 1, confirmMs: 10 });
         const legacy = await verifyLegacyRecord(value as never, sim, { wrapperRoot: "/opt/gw/acpx" });
-        if (legacy.tree) await reapOwnedTree(legacy.tree, { facts: sim, signaller: sig, graceMs: 10, pollMs: 1, confirmMs: 10 });
+        if (legacy.tree) await killOwnedTree(legacy.tree, { facts: sim, signaller: sig, graceMs: 10, pollMs: 1, confirmMs: 10 });
         expect(sig.log).toEqual([]);
       }),
       { numRuns: 400 },

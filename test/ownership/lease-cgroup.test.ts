@@ -39,7 +39,7 @@ async function setup(store?: (s: LeaseStore) => LeaseStore): Promise<{ deps: Lif
 }
 
 const newLease = (deps: LifecycleDeps) =>
-  deps.store.create({ gatewayInstanceId: deps.gatewayInstanceId, sessionKey: "agent:bind", wrapperRoot: "", wrapperPath: "", commandHash: "0".repeat(64) });
+  deps.store.create({ kind: "acpx", gatewayInstanceId: deps.gatewayInstanceId, sessionKey: "agent:bind", wrapperRoot: "", wrapperPath: "", commandHash: "0".repeat(64) });
 
 describe("binding a cgroup to a lease", () => {
   it.skipIf(SKIP)(`create + record, then drop: the lease records {path, id} only; the drop unrecords it, removes it, and its emptied instance folder${NOTE}`, async () => {

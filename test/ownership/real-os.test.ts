@@ -1,5 +1,5 @@
 /**
- * Real processes (issue 3, test 2): PID reuse forced in a private PID
+ * Real processes: PID reuse forced in a private PID
  * namespace, a stubborn grandchild reaped TERM → KILL, a setsid escapee found
  * by its env marker and reaped. Root-only; skipped with a printed reason
  * otherwise. Parameterised over the exact-identity backends (native, procfs).
@@ -18,8 +18,8 @@ import {
   computeCommandHash,
   explainLease,
   openLeaseStore,
-  reapLeaseVerification,
-  reapOwnedTree,
+  killLeaseVerification,
+  killOwnedTree,
   verifyLeases,
   type AcpxProcessLease,
 } from "../../src/ownership/index.js";
@@ -83,6 +83,7 @@ async function track(facts: ProcessFacts, pids: number[]): Promise<void> {
 async function leaseFor(stateDir: string, facts: ProcessFacts, mode: string): Promise<{ lease: AcpxProcessLease; report: Record<string, number> }> {
   const store = await openLeaseStore(stateDir, { durable: false });
   let lease = await store.create({
+    kind: "acpx",
     gatewayInstanceId: "gw-test",
     sessionKey: `real:${mode}`,
     wrapperRoot: dirname(TREE),
@@ -148,7 +149,7 @@ describe.skipIf(skipReason !== null)(`real processes${skipReason !== null ? ` (s
       expect(r.prodTarget).toBeNull();
       expect(r.prodCalls).toBe(0);
       expect(r.bystanderAlive).toBe(true);
-      expect(r.reap).toEqual(["identity-mismatch"]);
+      expect(r.kill).toEqual(["identity-mismatch"]);
       expect(r.termSent).toBe(0);
       expect(r.killSent).toBe(0);
       expect(r.impostorAlive).toBe(true);
@@ -172,7 +173,7 @@ describe.skipIf(skipReason !== null)(`real processes${skipReason !== null ? ` (s
           expect(v.evidence.filter((e) => e.result === "match").map((e) => e.check)).toEqual(
             expect.arrayContaining(["start-time", "wrapper-path", "lease-env", "command-hash", "process-group", "boot-id", "pid-namespace"]),
           );
-          const r = await reapOwnedTree(v.tree!, { facts: f, signaller: signaller(), graceMs: 600, pollMs: 25 });
+          const r = await killOwnedTree(v.tree!, { facts: f, signaller: signaller(), graceMs: 600, pollMs: 25 });
           expect(r.results.map((x) => [x.pid, x.outcome])).toEqual([
             [report.grandchild, "killed"],
             [report.adapter, "exited-after-term"],
@@ -186,7 +187,7 @@ describe.skipIf(skipReason !== null)(`real processes${skipReason !== null ? ` (s
         }
       });
 
-      it("wrapper SIGKILLed: explainLease says gone with remnants, reapLeaseVerification leaves nothing alive", async () => {
+      it("wrapper SIGKILLed: explainLease says gone with remnants, killLeaseVerification leaves nothing alive", async () => {
         const dir = await mkdtemp(join(tmpdir(), "own-real-"));
         try {
           const f = facts();
@@ -206,7 +207,7 @@ describe.skipIf(skipReason !== null)(`real processes${skipReason !== null ? ` (s
             ["remnant-env", "match"],
             ["remnant-start", "match"],
           ]);
-          const r = await reapLeaseVerification(v, { facts: f, signaller: signaller(), graceMs: 600, pollMs: 25 });
+          const r = await killLeaseVerification(v, { facts: f, signaller: signaller(), graceMs: 600, pollMs: 25 });
           expect(r.target).toBe("remnants");
           expect(r.report!.results.map((x) => [x.pid, x.outcome])).toEqual([
             [grandchild.pid, "killed"],
@@ -241,7 +242,7 @@ describe.skipIf(skipReason !== null)(`real processes${skipReason !== null ? ` (s
           const pids = v!.tree!.members.map((m) => m.pid);
           expect(pids).toContain(report.escapee);
           expect(pids[pids.length - 1]).toBe(report.wrapper);
-          const r = await reapOwnedTree(v!.tree!, { facts: f, signaller: signaller(), graceMs: 2000 });
+          const r = await killOwnedTree(v!.tree!, { facts: f, signaller: signaller(), graceMs: 2000 });
           expect(r.results.find((x) => x.pid === report.escapee)?.outcome).toBe("exited-after-term");
           expect(r.killSent).toBe(0);
           expect(await waitGone(f, esc.pid, esc.startTime)).toBe(true);

@@ -1,6 +1,6 @@
 /**
  * Remnants (a lease whose root is gone or reused, with processes that still
- * carry its markers), the boot clock that dates them, reapLeaseVerification,
+ * carry its markers), the boot clock that dates them, killLeaseVerification,
  * and the reaper's pickup of new members of a verified process group.
  * Simulator rows: every row states the verdict, what is reaped, and the exact
  * signal list (an empty one included).
@@ -11,13 +11,16 @@ import { endianness } from "node:os";
 import { describe, expect, it } from "vitest";
 import {
   explainLease,
-  reapLeaseVerification,
-  reapOwnedTree,
+  killLeaseVerification,
+  killOwnedTree,
   START_CLOCK_SLACK_MS,
   startTimeToEpochMs,
   verifyLeases,
   verifyOwnedTree,
+  type EvidenceCheck,
+  type EvidenceCode,
   type LeaseVerdict,
+  type RemnantRefusal,
   type StartClock,
 } from "../../src/ownership/index.js";
 import { judgeCarrier, type RemnantContext } from "../../src/ownership/remnants.js";
@@ -41,8 +44,10 @@ interface Row extends SimRowBase {
   verdict: LeaseVerdict;
   /** names of the remnant members, leaves first; undefined = no remnants */
   remnants?: string[];
-  /** a check that must appear with this result */
-  evidence?: [string, "match" | "mismatch" | "unknown", RegExp?];
+  /** a check that must appear with this result (and this code, and words matching the pattern where the words themselves are the point) */
+  evidence?: [EvidenceCheck, "match" | "mismatch" | "unknown", EvidenceCode?, RegExp?];
+  /** what the remnant search refused, counted by why */
+  refusals?: Partial<Record<RemnantRefusal, number>>;
   /** how the search must end, when the row is about that */
   search?: "none-found" | "inconclusive";
 }
@@ -58,7 +63,7 @@ const rows: Row[] = [
     verdict: "gone",
     remnants: ["G", "A"],
     signals: ["SIGTERM G", "SIGTERM A"],
-    evidence: ["remnant-env", "match", /2 live process\(es\)/],
+    evidence: ["remnant-env", "match", "carriers-found"],
   },
   {
     name: "root gone, a grandchild without markers is still reaped as a descendant of a proven remnant",
@@ -103,7 +108,8 @@ const rows: Row[] = [
     verdict: "gone",
     signals: [],
     // a readable environment with another instance id proves it is not ours: the search ends, nothing left of ours
-    evidence: ["remnant-env", "unknown", /ruled out \(readable proof they are not this lease's\): 2 \[\d+ \(python3, state S\): lease id or gateway instance marker differs/],
+    evidence: ["remnant-env", "unknown", "none-proven"],
+    refusals: { markers: 2 },
     search: "none-found",
   },
   {
@@ -111,7 +117,8 @@ const rows: Row[] = [
     setup: remnantFamily({ env: { OPENCLAW_ACPX_LEASE_ID: "lease-1" } }, { env: {} }),
     verdict: "gone",
     signals: [],
-    evidence: ["remnant-env", "unknown", /instance marker/],
+    evidence: ["remnant-env", "unknown", "none-proven"],
+    refusals: { markers: 1 },
   },
   {
     name: "remnant with an unreadable environment: untouched",
@@ -126,7 +133,7 @@ const rows: Row[] = [
     verdict: "gone",
     signals: [],
     // filtered out before any env read: they are never even inspected
-    evidence: ["remnant-env", "unknown", /no live process proven/],
+    evidence: ["remnant-env", "unknown", "none-proven"],
   },
   {
     name: "remnant started before the lease was written (epoch via the boot clock): untouched",
@@ -135,7 +142,8 @@ const rows: Row[] = [
     startClock: CLOCK,
     verdict: "gone",
     signals: [],
-    evidence: ["remnant-env", "unknown", /started before the lease/],
+    evidence: ["remnant-env", "unknown", "none-proven"],
+    refusals: { "started-early": 2 },
   },
   {
     name: "remnant started after the lease was written (epoch only, root start never recorded): reaped",
@@ -145,7 +153,7 @@ const rows: Row[] = [
     verdict: "gone",
     remnants: ["G", "A"],
     signals: ["SIGTERM G", "SIGTERM A"],
-    evidence: ["remnant-start", "match", /epoch via btime/],
+    evidence: ["remnant-start", "match", "started-after-lease", /epoch via btime/],
   },
   {
     // markers and a matching boot id alone never date a process: it cannot be compared with the lease
@@ -155,7 +163,8 @@ const rows: Row[] = [
     startClock: null,
     verdict: "gone",
     signals: [],
-    evidence: ["remnant-env", "unknown", /could not be judged: 2 \[.*start time not comparable/],
+    evidence: ["remnant-env", "unknown", "none-proven"],
+    refusals: { "start-unknown": 2 },
   },
   {
     name: "boot clock not computable and no boot id recorded: untouched",
@@ -164,7 +173,8 @@ const rows: Row[] = [
     startClock: null,
     verdict: "gone",
     signals: [],
-    evidence: ["remnant-env", "unknown", /start time not comparable/],
+    evidence: ["remnant-env", "unknown", "none-proven"],
+    refusals: { "start-unknown": 2 },
   },
   {
     name: "ps backend: environments cannot be read, remnants never found",
@@ -173,7 +183,7 @@ const rows: Row[] = [
     lease: lease({ bootId: undefined, pidNamespace: undefined }),
     verdict: "gone",
     signals: [],
-    evidence: ["remnant-env", "unknown", /ps backend/],
+    evidence: ["remnant-env", "unknown", "search-blocked"],
   },
   {
     name: "host rebooted since the lease (boot id differs): no search, untouched",
@@ -194,7 +204,7 @@ const rows: Row[] = [
     },
     verdict: "mismatch",
     signals: [],
-    evidence: ["pid-namespace", "mismatch", /this gateway now sees pid namespace/],
+    evidence: ["pid-namespace", "mismatch", "other-namespace"],
   },
   {
     name: "remnant under another uid: untouched",
@@ -210,7 +220,7 @@ const rows: Row[] = [
         .add({ name: "grandparent", pid: P + 20, ppid: 1, pgid: P + 20, sid: P + 20, uid: MY, state: "S", startTime: "5001", env: ENV }),
     verdict: "gone",
     signals: [],
-    evidence: ["remnant-env", "unknown", /no live process proven/],
+    evidence: ["remnant-env", "unknown", "none-proven"],
   },
   {
     name: "root alive but another gateway's (lease id differs): mismatch for another reason, carriers untouched",
@@ -235,7 +245,7 @@ const rows: Row[] = [
     verdict: "gone",
     remnants: ["G", "A"],
     signals: ["SIGTERM G", "SIGTERM A"],
-    evidence: ["root-pid", "mismatch", /no root pid recorded/],
+    evidence: ["root-pid", "mismatch", "no-pid-recorded"],
   },
 ];
 
@@ -262,7 +272,8 @@ rows.push(
     verdict: "gone",
     signals: [],
     search: "inconclusive",
-    evidence: ["remnant-env", "unknown", new RegExp(`could not be judged: 1 \\[${K} \\(vim, state S\\): environment not readable`)],
+    evidence: ["remnant-env", "unknown", "none-proven"],
+    refusals: { "env-unreadable": 1 },
   },
   {
     name: "a same-uid process inside exit(2) (PF_EXITING: its environment already unreadable) is gone, not a candidate",
@@ -322,14 +333,19 @@ describe("remnants of a vanished root (simulator)", () => {
       else expect(["none-found", "inconclusive", "not-run"]).toContain(v.remnantSearch);
       if (v.verdict !== "gone") expect(v.remnantSearch).toBe("not-run");
       if (row.search) expect(v.remnantSearch, why).toBe(row.search);
-      if (v.remnantSearch === "none-found") expect(v.evidence.find((e) => e.check === "remnant-env")?.detail ?? "").not.toMatch(/refused|no remnant search/);
+      // none-found: a search that ran (not blocked) and left no candidate it could not judge
+      if (v.remnantSearch === "none-found" && v.evidence.some((e) => e.check === "remnant-env")) {
+        expect(v.evidence.find((e) => e.check === "remnant-env")?.code, why).toBe("none-proven");
+        expect(v.remnantsUncleared, why).toBe(0);
+      }
       if (row.evidence) {
-        const [check, result, detail] = row.evidence;
-        const hit = v.evidence.find((e) => e.check === check && e.result === result && (!detail || detail.test(e.detail ?? "")));
+        const [check, result, code, words] = row.evidence;
+        const hit = v.evidence.find((e) => e.check === check && e.result === result && (!code || e.code === code) && (!words || words.test(e.detail ?? "")));
         expect(hit, why).toBeDefined();
       }
-      const r = await reapLeaseVerification(v, { facts: sim, signaller: sig, ...REAP });
-      expect(r.reaped).toBe(row.remnants !== undefined);
+      if (row.refusals) expect(v.remnantRefusals, why).toEqual(row.refusals);
+      const r = await killLeaseVerification(v, { facts: sim, signaller: sig, ...REAP });
+      expect(r.killed).toBe(row.remnants !== undefined);
       expect(r.target).toBe(row.remnants !== undefined ? "remnants" : null);
       expect(r.report === null).toBe(row.remnants === undefined);
       expect(sig.log).toEqual(row.signals);
@@ -343,7 +359,7 @@ describe("remnants of a vanished root (simulator)", () => {
     expect((await explainLease(lease(), sim)).remnants).not.toBeNull();
   });
 
-  it("an owned lease reports a tree and no remnants; reapLeaseVerification reaps the tree", async () => {
+  it("an owned lease reports a tree and no remnants; killLeaseVerification reaps the tree", async () => {
     const sim = new SimFacts();
     sim.add(wrapper({ uid: MY })).add(adapter({ uid: MY })).add(grandchild({ uid: MY }));
     const v = await explainLease(lease(), sim);
@@ -351,8 +367,8 @@ describe("remnants of a vanished root (simulator)", () => {
     expect(v.remnants).toBeNull();
     expect(v.evidence.some((e) => e.check.startsWith("remnant"))).toBe(false);
     const sig = new RecordingSignaller(sim);
-    const r = await reapLeaseVerification(v, { facts: sim, signaller: sig, ...REAP });
-    expect([r.reaped, r.target]).toEqual([true, "tree"]);
+    const r = await killLeaseVerification(v, { facts: sim, signaller: sig, ...REAP });
+    expect([r.killed, r.target]).toEqual([true, "tree"]);
     expect(sig.log).toEqual(["SIGTERM G", "SIGTERM A", "SIGTERM W"]);
   });
 
@@ -528,7 +544,7 @@ describe("reaper: new members of a verified process group", () => {
     const sim = setup(newcomer());
     const v = await explainLease(lease(), sim);
     const sig = new RecordingSignaller(sim);
-    const r = await reapLeaseVerification(v, { facts: sim, signaller: sig, ...REAP });
+    const r = await killLeaseVerification(v, { facts: sim, signaller: sig, ...REAP });
     expect(sig.log).toEqual(["SIGTERM G", "SIGTERM A", "SIGTERM W", "SIGTERM N"]);
     expect(r.report!.results.map((x) => [name(x.pid), x.startTime, x.outcome])).toContainEqual(["N", "5010", "exited-after-term"]);
     expect(sim.table.has(N)).toBe(false);
@@ -538,7 +554,7 @@ describe("reaper: new members of a verified process group", () => {
     const sim = setup(newcomer({ onTerm: "ignore" }));
     const v = await explainLease(lease(), sim);
     const sig = new RecordingSignaller(sim);
-    const r = await reapOwnedTree(v.tree!, { facts: sim, signaller: sig, ...REAP });
+    const r = await killOwnedTree(v.tree!, { facts: sim, signaller: sig, ...REAP });
     expect(sig.log).toEqual(["SIGTERM G", "SIGTERM A", "SIGTERM W", "SIGTERM N", "SIGKILL N"]);
     expect(r.results.find((x) => x.pid === N)?.outcome).toBe("killed");
   });
@@ -547,7 +563,7 @@ describe("reaper: new members of a verified process group", () => {
     const sim = setup(newcomer({ sid: N }));
     const v = await explainLease(lease(), sim);
     const sig = new RecordingSignaller(sim);
-    await reapOwnedTree(v.tree!, { facts: sim, signaller: sig, ...REAP });
+    await killOwnedTree(v.tree!, { facts: sim, signaller: sig, ...REAP });
     expect(sig.log).toEqual(["SIGTERM G", "SIGTERM A", "SIGTERM W"]);
     expect(sim.table.has(N)).toBe(true);
   });
@@ -556,7 +572,7 @@ describe("reaper: new members of a verified process group", () => {
     const sim = setup(newcomer());
     const v = await explainLease(lease(), sim);
     const sig = new RecordingSignaller(sim);
-    await reapOwnedTree({ root: v.tree!.root, members: v.tree!.members }, { facts: sim, signaller: sig, ...REAP });
+    await killOwnedTree({ root: v.tree!.root, members: v.tree!.members }, { facts: sim, signaller: sig, ...REAP });
     expect(sig.log).toEqual(["SIGTERM G", "SIGTERM A", "SIGTERM W"]);
     expect(sim.table.has(N)).toBe(true);
   });
@@ -565,17 +581,17 @@ describe("reaper: new members of a verified process group", () => {
     const sim = setup(newcomer());
     const v = await explainLease(lease(), sim);
     const sig = new RecordingSignaller(sim);
-    await expect(reapOwnedTree(v.tree!, { facts: sim, signaller: sig, ...REAP, group: 1 })).rejects.toThrow(/opts\.group/);
-    await expect(reapOwnedTree(v.tree!, { facts: sim, signaller: sig, ...REAP, group: 2.5 })).rejects.toThrow(TypeError);
+    await expect(killOwnedTree(v.tree!, { facts: sim, signaller: sig, ...REAP, group: 1 })).rejects.toThrow(/opts\.group/);
+    await expect(killOwnedTree(v.tree!, { facts: sim, signaller: sig, ...REAP, group: 2.5 })).rejects.toThrow(TypeError);
     expect(sig.log).toEqual([]);
-    const { ownProcessGroupId } = await import("../../src/ownership/index.js");
+    const { ownProcessGroupId } = await import("../../src/facts/guards.js");
     const own = ownProcessGroupId()!;
     // a tree whose members claim our own group: the group is not watched, N (put in our group) is untouched
     const sim2 = new SimFacts();
     sim2.add(wrapper({ uid: MY, pgid: own, onTermSpawn: newcomer({ pgid: own, sid: W }) }));
     const sig2 = new RecordingSignaller(sim2);
     const root = [...(await sim2.snapshot()).processes.values()].find((p) => p.pid === W)!;
-    await reapOwnedTree({ root, members: [root], group: own }, { facts: sim2, signaller: sig2, ...REAP });
+    await killOwnedTree({ root, members: [root], group: own }, { facts: sim2, signaller: sig2, ...REAP });
     expect(sig2.log).toEqual(["SIGTERM W"]);
   });
 

@@ -13,9 +13,9 @@ import {
   explainLease,
   NOTHING_STARTED,
   openLeaseStore,
-  reapLeaseVerification,
+  killLeaseVerification,
   settlementFor,
-  type OwnedTreeReapReport,
+  type TreeKillReport,
   type SettleVerification,
 } from "../../src/ownership/index.js";
 import { adapter, E, family, lease, MY, RecordingSignaller, SimFacts, unrelated, W, wrapper, X } from "./sim.js";
@@ -42,10 +42,11 @@ describe("N2: a remnant candidate that cannot be read is never 'nothing left'", 
     expect(v.verdict).toBe("gone");
     expect(v.remnantSearch).toBe("inconclusive");
     expect(v.remnantsUncleared).toBe(1);
-    expect(v.evidence.find((e) => e.check === "remnant-env")?.detail).toMatch(/could not be judged: 1 \[.*environment not readable/);
-    expect(settlementFor(v, null)).toMatchObject({ to: "closing" });
+    expect(v.evidence.find((e) => e.check === "remnant-env")).toMatchObject({ result: "unknown", code: "none-proven" });
+    expect(v.remnantRefusals).toEqual({ "env-unreadable": 1 });
+    expect(settlementFor(v, null)).toMatchObject({ to: "closing", code: "remnant-search-inconclusive" });
     const sig = new RecordingSignaller(sim);
-    expect((await reapLeaseVerification(v, { facts: sim, signaller: sig, ...REAP })).target).toBeNull();
+    expect((await killLeaseVerification(v, { facts: sim, signaller: sig, ...REAP })).target).toBeNull();
     expect(sig.attempts).toEqual([]);
   });
 
@@ -56,8 +57,9 @@ describe("N2: a remnant candidate that cannot be read is never 'nothing left'", 
     const v = await explainLease(lease(), sim);
     expect(v.verdict).toBe("gone");
     expect(v.remnantSearch).toBe("inconclusive");
-    expect(v.evidence.find((e) => e.check === "remnant-env")?.detail).toMatch(/could not be inspected/);
-    expect(settlementFor(v, null).to).toBe("closing");
+    expect(v.evidence.find((e) => e.check === "remnant-env")).toMatchObject({ result: "unknown", code: "none-proven" });
+    expect(v.remnantRefusals).toEqual({ "inspect-failed": 1 });
+    expect(settlementFor(v, null)).toMatchObject({ to: "closing", code: "remnant-search-inconclusive" });
   });
 
   it("an unreadable process that provably cannot be the lease's (started before the root, another uid) does not block 'none-found'", async () => {
@@ -66,7 +68,7 @@ describe("N2: a remnant candidate that cannot be read is never 'nothing left'", 
     const v = await explainLease(lease(), sim);
     expect(v.remnantSearch).toBe("none-found");
     expect(v.remnantsUncleared).toBe(0);
-    expect(settlementFor(v, null)).toMatchObject({ to: "lost" });
+    expect(settlementFor(v, null)).toMatchObject({ to: "lost", code: "ended-on-its-own", settledAs: "ended-on-its-own" });
   });
 
   it("remnants found and reaped while another candidate could not be read: the completed reap does not close the lease", async () => {
@@ -75,13 +77,13 @@ describe("N2: a remnant candidate that cannot be read is never 'nothing left'", 
     const v = await explainLease(lease(), sim);
     expect(v.remnantSearch).toBe("found");
     expect(v.remnantsUncleared).toBe(1);
-    const r = await reapLeaseVerification(v, { facts: sim, signaller: new RecordingSignaller(sim), ...REAP });
+    const r = await killLeaseVerification(v, { facts: sim, signaller: new RecordingSignaller(sim), ...REAP });
     expect(r.target).toBe("remnants");
-    expect(settlementFor(v, r.report)).toMatchObject({ to: "closing" });
+    expect(settlementFor(v, r.report)).toMatchObject({ to: "closing", code: "kill-left-uncleared" });
   });
 });
 
-const done = (outcome: OwnedTreeReapReport["results"][number]["outcome"]): OwnedTreeReapReport => ({
+const done = (outcome: TreeKillReport["results"][number]["outcome"]): TreeKillReport => ({
   results: [{ pid: W, startTime: "5000", outcome }],
   termSent: 1,
   killSent: 0,
@@ -94,30 +96,32 @@ describe("settlementFor: the table", () => {
     family(sim);
     const v = await explainLease(lease(), sim);
     expect(v.verdict).toBe("owned");
-    expect(settlementFor(v, done("exited-after-term")).to).toBe("closed");
-    expect(settlementFor(v, done("identity-mismatch")).to).toBe("closed");
+    expect(settlementFor(v, done("exited-after-term"))).toMatchObject({ to: "closed", code: "killed", settledAs: "killed" });
+    expect(settlementFor(v, done("identity-mismatch"))).toMatchObject({ to: "closed", code: "killed", settledAs: "killed" });
     for (const o of ["survived", "permission-denied", "unknown"] as const) {
       const s = settlementFor(v, done(o));
-      expect(s.to).toBe("closing");
+      expect(s).toMatchObject({ to: "closing", code: "kill-survivors" });
+      expect(s.settledAs).toBeUndefined();
+      // the words name the pid that may still run
       expect(s.why).toContain(String(W));
     }
-    // 5: a verified tree alive and not reaped is not settled
-    expect(settlementFor(v, null).to).toBe("closing");
+    // 5: a verified tree alive and not killed is not settled
+    expect(settlementFor(v, null)).toMatchObject({ to: "closing", code: "tree-alive" });
   });
 
   it("6: gone with nothing left is lost; closed after a COMPLETED prior reap or (no prior reap) an observed root exit; a prior reap with survivors keeps closing", async () => {
     const v = await explainLease(lease(), new SimFacts());
     expect([v.verdict, v.remnantSearch]).toEqual(["gone", "none-found"]);
-    expect(settlementFor(v, null).to).toBe("lost");
-    expect(settlementFor(v, null, { prior: done("killed") }).to).toBe("closed");
-    expect(settlementFor(v, null, { rootExitObserved: true }).to).toBe("closed");
-    // fail closed: a member the prior reap could not signal is not proven gone
+    expect(settlementFor(v, null)).toMatchObject({ to: "lost", code: "ended-on-its-own", settledAs: "ended-on-its-own" });
+    expect(settlementFor(v, null, { prior: done("killed") })).toMatchObject({ to: "closed", code: "killed-earlier", settledAs: "killed" });
+    expect(settlementFor(v, null, { rootExitObserved: true })).toMatchObject({ to: "closed", code: "exit-observed", settledAs: "exit-observed" });
+    // fail closed: a member the prior kill could not signal is not proven gone
     for (const o of ["permission-denied", "survived", "unknown"] as const) {
       const s = settlementFor(v, null, { prior: done(o) });
-      expect(s.to).toBe("closing");
+      expect(s).toMatchObject({ to: "closing", code: "earlier-kill-survivors" });
       expect(s.why).toContain(String(W));
-      // an observed root exit does not outweigh a prior reap's survivor
-      expect(settlementFor(v, null, { prior: done(o), rootExitObserved: true }).to).toBe("closing");
+      // an observed root exit does not outweigh a prior kill's survivor
+      expect(settlementFor(v, null, { prior: done(o), rootExitObserved: true })).toMatchObject({ to: "closing", code: "earlier-kill-survivors" });
     }
   });
 
@@ -127,7 +131,8 @@ describe("settlementFor: the table", () => {
     sim.bootId = "boot-other";
     const v = await explainLease(lease(), sim);
     expect([v.verdict, v.remnantSearch]).toEqual(["gone", "none-found"]);
-    expect(settlementFor(v, null).to).toBe("lost");
+    expect(v.evidence).toContainEqual(expect.objectContaining({ check: "boot-id", result: "mismatch", code: "rebooted" }));
+    expect(settlementFor(v, null)).toMatchObject({ to: "lost", code: "ended-on-its-own", settledAs: "ended-on-its-own" });
   });
 
   it("7: gone with remnants not reaped, or a blocked search (ps), stays closing", async () => {
@@ -135,10 +140,11 @@ describe("settlementFor: the table", () => {
     sim.add(wrapper({ state: "Z" })).add(adapter({ ppid: 1 }));
     const v = await explainLease(lease(), sim);
     expect(v.remnantSearch).toBe("found");
-    expect(settlementFor(v, null).to).toBe("closing");
+    expect(settlementFor(v, null)).toMatchObject({ to: "closing", code: "remnants-alive" });
     const ps = await explainLease(lease(), new SimFacts("ps", "coarse"));
     expect([ps.verdict, ps.remnantSearch]).toEqual(["gone", "inconclusive"]);
-    expect(settlementFor(ps, null).to).toBe("closing");
+    expect(ps.evidence).toContainEqual(expect.objectContaining({ check: "remnant-env", code: "search-blocked" }));
+    expect(settlementFor(ps, null)).toMatchObject({ to: "closing", code: "remnant-search-inconclusive" });
   });
 
   it("8/9: a mismatch is lost (the prior rule of row 6); another instance's lease is not ours to settle", async () => {
@@ -146,14 +152,15 @@ describe("settlementFor: the table", () => {
     sim.add(unrelated({ name: "W'", pid: W, startTime: "7000" }));
     const v = await explainLease(lease(), sim);
     expect(v.verdict).toBe("mismatch");
-    const s = settlementFor(v, null);
-    expect(s.to).toBe("lost");
-    expect(s.why).toMatch(/start-time: .*pid reused/);
-    expect(settlementFor(v, null, { prior: done("killed") }).to).toBe("closed");
-    expect(settlementFor(v, null, { prior: done("survived") }).to).toBe("closing");
-    expect(settlementFor(v, null, { rootExitObserved: true }).to).toBe("closed");
+    // the start time says the pid was reused: not ours, nothing signalled
+    expect(v.evidence).toContainEqual(expect.objectContaining({ check: "start-time", result: "mismatch", code: "pid-reused" }));
+    expect(settlementFor(v, null)).toMatchObject({ to: "lost", code: "not-ours", settledAs: "not-ours" });
+    expect(settlementFor(v, null, { prior: done("killed") })).toMatchObject({ to: "closed", code: "killed-earlier" });
+    expect(settlementFor(v, null, { prior: done("survived") })).toMatchObject({ to: "closing", code: "earlier-kill-survivors" });
+    expect(settlementFor(v, null, { rootExitObserved: true })).toMatchObject({ to: "closed", code: "exit-observed" });
     const foreign = await explainLease(lease(), sim, { gatewayInstanceId: "gw-OTHER" });
-    expect(settlementFor(foreign, null).to).toBe("unchanged");
+    expect(foreign.evidence).toContainEqual(expect.objectContaining({ check: "instance", result: "mismatch", code: "other-instance" }));
+    expect(settlementFor(foreign, null)).toMatchObject({ to: "unchanged", code: "other-instance" });
   });
 
   it("10/11: unknown goes back to open only when the facts were unavailable; every other unknown stays closing and says why", async () => {
@@ -161,28 +168,33 @@ describe("settlementFor: the table", () => {
     down.snapshotFails = true;
     const a = await explainLease(lease({ state: "closing" }), down);
     expect([a.verdict, a.factsUnavailable]).toEqual(["unknown", true]);
-    expect(settlementFor(a, null)).toMatchObject({ to: "open" });
-    expect(settlementFor(a, null).why).toMatch(/process list unavailable/);
+    // decided by the process list that could not be read
+    expect(a.evidence.at(-1)).toMatchObject({ check: "process-list", result: "unknown", code: "process-list-unavailable" });
+    expect(settlementFor(a, null)).toMatchObject({ to: "open", code: "facts-unavailable" });
     const none = await explainLease(lease(), new SimFacts("none", "none"));
-    expect([none.verdict, none.factsUnavailable, settlementFor(none, null).to]).toEqual(["unknown", true, "open"]);
+    expect([none.verdict, none.factsUnavailable, settlementFor(none, null).to, settlementFor(none, null).code]).toEqual(["unknown", true, "open", "facts-unavailable"]);
+    expect(none.evidence.at(-1)).toMatchObject({ check: "facts-backend", code: "backend-verifies-nothing" });
 
     // a lease with no pid (its writer died before the wrapper reported) is a gone root: searched by
     // markers, and with nothing carrying them it is lost, never stuck closing
     const pending = await explainLease(lease({ rootPid: 0, rootStartTime: undefined }), new SimFacts());
     expect([pending.verdict, pending.remnantSearch]).toEqual(["gone", "none-found"]);
-    expect(settlementFor(pending, null)).toMatchObject({ to: "lost", why: expect.stringMatching(/root-pid: no root pid recorded/) });
+    expect(pending.evidence).toContainEqual(expect.objectContaining({ check: "root-pid", result: "mismatch", code: "no-pid-recorded" }));
+    expect(settlementFor(pending, null)).toMatchObject({ to: "lost", code: "ended-on-its-own", settledAs: "ended-on-its-own" });
 
     const broken = new BrokenSim();
     family(broken);
     broken.broken.add(W);
     const b = await explainLease(lease(), broken);
     expect([b.verdict, b.factsUnavailable]).toEqual(["unknown", false]);
-    expect(settlementFor(b, null)).toMatchObject({ to: "closing", why: expect.stringMatching(/inspect: the root could not be inspected/) });
+    // the deciding unknown (verify pushes it last) is the inspect that failed, not the process list
+    expect(b.evidence.at(-1)).toMatchObject({ check: "inspect", result: "unknown", code: "inspect-failed" });
+    expect(settlementFor(b, null)).toMatchObject({ to: "closing", code: "unknown-evidence" });
   });
 
   it("0: a lease already closed or lost is left unchanged", () => {
     const v: SettleVerification = { lease: lease({ state: "lost" }), verdict: "gone", evidence: [], remnantSearch: "none-found", remnantsUncleared: 0, factsUnavailable: false };
-    expect(settlementFor(v, done("killed")).to).toBe("unchanged");
+    expect(settlementFor(v, done("killed"))).toMatchObject({ to: "unchanged", code: "already-settled" });
   });
 });
 
@@ -195,18 +207,21 @@ describe("applySettlement moves the lease only through legal transitions", () =>
     const dir = await mkdtemp(join(tmpdir(), "own-settle-"));
     dirs.push(dir);
     const store = await openLeaseStore(dir, { durable: false });
-    const mk = async () => (await store.create({ gatewayInstanceId: "gw-A", sessionKey: "s", wrapperRoot: "/x", wrapperPath: "/x/w", commandHash: "h" })).leaseId;
+    const mk = async () => (await store.create({ kind: "acpx", gatewayInstanceId: "gw-A", sessionKey: "s", wrapperRoot: "/x", wrapperPath: "/x/w", commandHash: "h" })).leaseId;
     const a = await mk();
-    expect((await applySettlement(store, a, { to: "open", why: "t" }))?.state).toBe("open");
-    expect((await applySettlement(store, a, { to: "closing", why: "t" }))?.state).toBe("closing");
-    expect((await applySettlement(store, a, { to: "open", why: "t" }))?.state).toBe("open");
-    expect((await applySettlement(store, a, { to: "closed", why: "t" }))?.state).toBe("closed");
-    expect((await applySettlement(store, a, { to: "open", why: "t" }))?.state).toBe("closed");
+    expect((await applySettlement(store, a, { to: "open", code: "facts-unavailable", why: "t" }))?.state).toBe("open");
+    expect((await applySettlement(store, a, { to: "closing", code: "unknown-evidence", why: "t" }))?.state).toBe("closing");
+    expect((await applySettlement(store, a, { to: "open", code: "facts-unavailable", why: "t" }))?.state).toBe("open");
+    expect((await applySettlement(store, a, { to: "closed", code: "killed", settledAs: "killed", why: "t" }))?.state).toBe("closed");
+    expect((await applySettlement(store, a, { to: "open", code: "facts-unavailable", why: "t" }))?.state).toBe("closed");
+    // how it ended is written with the final state, and a settled lease keeps it
+    expect((await store.get(a))?.settledAs).toBe("killed");
     const b = await mk();
-    expect((await applySettlement(store, b, NOTHING_STARTED))?.state).toBe("lost");
-    expect((await applySettlement(store, b, { to: "closed", why: "t" }))?.state).toBe("lost");
+    expect(await applySettlement(store, b, NOTHING_STARTED)).toMatchObject({ state: "lost", settledAs: "never-started" });
+    expect((await applySettlement(store, b, { to: "closed", code: "killed", settledAs: "killed", why: "t" }))?.state).toBe("lost");
     const c = await mk();
-    expect((await applySettlement(store, c, { to: "unchanged", why: "t" }))?.state).toBe("open");
-    expect(await applySettlement(store, "no-such-lease", { to: "closed", why: "t" })).toBeNull();
+    expect((await applySettlement(store, c, { to: "unchanged", code: "already-settled", why: "t" }))?.state).toBe("open");
+    expect((await store.get(c))?.settledAs).toBeUndefined();
+    expect(await applySettlement(store, "no-such-lease", { to: "closed", code: "killed", settledAs: "killed", why: "t" })).toBeNull();
   });
 });

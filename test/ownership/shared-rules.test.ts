@@ -1,7 +1,7 @@
 /**
- * The rules the controller, the supervisor and the CLI share, each written
- * once in ownership: "is this a supervisor lease?", "did the reap finish?",
- * and "what does a lease record about its root after the spawn?".
+ * The rules every kind of lease shares, each written once in ownership:
+ * "which kind is this lease?", "did the tree kill finish?", and "what does a
+ * lease record about its root after the spawn?".
  */
 import { spawn, type ChildProcess } from "node:child_process";
 import { mkdtemp, rm } from "node:fs/promises";
@@ -15,16 +15,15 @@ import {
   computeCommandHash,
   explainLease,
   INSTANCE_ENV_KEY,
-  isSupervisorLease,
   LEASE_ENV_KEY,
   openLeaseStore,
-  reapCompleted,
-  reapStoppedPid,
+  killCompleted,
+  killStoppedPid,
   recordRootIdentity,
-  SUPERVISOR_SESSION_PREFIX,
+  parseLeaseRecord,
   survivorsOf,
   type LeaseStore,
-  type ReapOutcome,
+  type TreeKillOutcome,
 } from "../../src/ownership/index.js";
 import { inspectEach } from "../../src/facts/inspect-many.js";
 
@@ -47,7 +46,7 @@ const INSTANCE = "rules-test-instance";
 const SLEEPER = [process.execPath, "-e", "setTimeout(() => {}, 60000)"];
 
 async function newLease(store: LeaseStore, argv: readonly string[] = SLEEPER) {
-  return store.create({ gatewayInstanceId: INSTANCE, sessionKey: "agent:rules", wrapperRoot: "", wrapperPath: "", commandHash: computeCommandHash(argv) });
+  return store.create({ kind: "acpx", gatewayInstanceId: INSTANCE, sessionKey: "agent:rules", wrapperRoot: "", wrapperPath: "", commandHash: computeCommandHash(argv) });
 }
 
 function startSleeper(env: Record<string, string> = {}): ChildProcess {
@@ -56,19 +55,41 @@ function startSleeper(env: Record<string, string> = {}): ChildProcess {
   return c;
 }
 
-describe("isSupervisorLease", () => {
-  it("is the prefix test, and nothing looser", () => {
-    expect(isSupervisorLease({ sessionKey: `${SUPERVISOR_SESSION_PREFIX}run-1` })).toBe(true);
-    expect(isSupervisorLease({ sessionKey: SUPERVISOR_SESSION_PREFIX })).toBe(true);
-    expect(isSupervisorLease({ sessionKey: "agent:main:acp:1" })).toBe(false);
-    expect(isSupervisorLease({ sessionKey: `agent:${SUPERVISOR_SESSION_PREFIX}x` })).toBe(false);
-    expect(isSupervisorLease({ sessionKey: "Supervisor:run-1" })).toBe(false);
+describe("a lease's kind", () => {
+  const record = (over: Record<string, unknown>) => ({
+    leaseId: "l1", gatewayInstanceId: INSTANCE, sessionKey: "agent:main:acp:1", wrapperRoot: "", wrapperPath: "", rootPid: 0, commandHash: "", startedAt: 1, state: "open", ...over,
+  });
+  const kindOf = (over: Record<string, unknown>) => {
+    const r = parseLeaseRecord(record(over), false);
+    return r.ok ? r.lease.kind : `refused: ${r.reason}`;
+  };
+
+  it("is the record's own field, whatever its session key says", () => {
+    expect(kindOf({ kind: "supervisor", sessionKey: "agent:main:acp:1" })).toBe("supervisor");
+    expect(kindOf({ kind: "acpx", sessionKey: "supervisor:run-1" })).toBe("acpx");
+    expect(kindOf({ kind: "other" })).toBe("refused: kind must be absent or acpx | supervisor");
+  });
+
+  it("of a record written before the field: the supervisor's session-key prefix, and nothing looser", () => {
+    expect(kindOf({ sessionKey: "supervisor:run-1" })).toBe("supervisor");
+    expect(kindOf({ sessionKey: "supervisor:" })).toBe("supervisor");
+    expect(kindOf({ sessionKey: "agent:main:acp:1" })).toBe("acpx");
+    expect(kindOf({ sessionKey: "agent:supervisor:x" })).toBe("acpx");
+    expect(kindOf({ sessionKey: "Supervisor:run-1" })).toBe("acpx");
+  });
+
+  it("is written into every new record, and a create without one is refused", async () => {
+    const store = await freshStore();
+    const l = await store.create({ kind: "supervisor", gatewayInstanceId: INSTANCE, sessionKey: "supervisor:run-1", wrapperRoot: "", wrapperPath: "", commandHash: "" });
+    expect((await store.get(l.leaseId))?.kind).toBe("supervisor");
+    const untyped = { gatewayInstanceId: INSTANCE, sessionKey: "agent:x", wrapperRoot: "", wrapperPath: "", commandHash: "" } as unknown as Parameters<LeaseStore["create"]>[0];
+    await expect(store.create(untyped)).rejects.toThrow(TypeError);
   });
 });
 
 describe("what a reap report says about the tree", () => {
-  const report = (outcomes: ReapOutcome[]) => ({ results: outcomes.map((outcome, i) => ({ pid: 100 + i, startTime: "1", outcome })) });
-  const cases: [ReapOutcome, { survivor: boolean; stopped: boolean }][] = [
+  const report = (outcomes: TreeKillOutcome[]) => ({ results: outcomes.map((outcome, i) => ({ pid: 100 + i, startTime: "1", outcome })) });
+  const cases: [TreeKillOutcome, { survivor: boolean; stopped: boolean }][] = [
     ["exited-after-term", { survivor: false, stopped: true }],
     ["killed", { survivor: false, stopped: true }],
     ["gone-before-signal", { survivor: false, stopped: true }],
@@ -83,17 +104,17 @@ describe("what a reap report says about the tree", () => {
     it(`${outcome}: ${want.survivor ? "may still run (not completed)" : "nothing left to stop"}${want.stopped ? ", seen stopped" : ""}`, () => {
       const r = report([outcome]);
       expect(survivorsOf(r)).toEqual(want.survivor ? [100] : []);
-      expect(reapCompleted(r)).toBe(!want.survivor);
-      expect(reapStoppedPid(r, 100)).toBe(want.stopped);
+      expect(killCompleted(r)).toBe(!want.survivor);
+      expect(killStoppedPid(r, 100)).toBe(want.stopped);
     });
   }
   it("a mixed report lists every possible survivor in report order; an unknown pid was not seen stopped", () => {
     const r = report(["killed", "permission-denied", "exited-after-term", "unknown", "survived", "identity-mismatch"]);
     expect(survivorsOf(r)).toEqual([101, 103, 104]);
-    expect(reapCompleted(r)).toBe(false);
-    expect(reapCompleted(report(["killed", "gone-before-signal", "identity-mismatch"]))).toBe(true);
-    expect(reapCompleted(report([]))).toBe(true);
-    expect(reapStoppedPid(r, 999)).toBe(false);
+    expect(killCompleted(r)).toBe(false);
+    expect(killCompleted(report(["killed", "gone-before-signal", "identity-mismatch"]))).toBe(true);
+    expect(killCompleted(report([]))).toBe(true);
+    expect(killStoppedPid(r, 999)).toBe(false);
   });
 });
 
@@ -110,6 +131,7 @@ describe("recordRootIdentity", () => {
 
     const r = await recordRootIdentity(store, lease.leaseId, { rootPid: pid }, facts);
     expect(r.identity).toBe("recorded");
+    expect(r.code).toBeUndefined();
     expect(r.detail).toBeUndefined();
     expect(r.lease).toMatchObject({ rootPid: pid, processGroupId: pid, rootStartTime: String(live!.startTime) });
     if (live!.bootId) expect(r.lease.bootId).toBe(live!.bootId);
@@ -141,8 +163,7 @@ describe("recordRootIdentity", () => {
     await new Promise((r) => child.once("exit", r));
     // Node has reaped it by now: the pid names nothing (a reuse this fast would need a full pid wrap)
     const r = await recordRootIdentity(store, lease.leaseId, { rootPid: child.pid!, processGroupId: child.pid! }, facts);
-    expect(r.identity).toBe("gone");
-    expect(r.detail).toMatch(/is not running; no identity recorded/);
+    expect(r).toMatchObject({ identity: "gone", code: "absent" });
     expect(r.lease.rootPid).toBe(child.pid);
     expect(r.lease.processGroupId).toBe(child.pid);
     expect(r.lease.rootStartTime).toBeUndefined();
@@ -165,8 +186,7 @@ describe("recordRootIdentity", () => {
       inspectMany: (pids, o) => inspectEach(stub.inspect, pids, o, 1),
     };
     const r = await recordRootIdentity(store, lease.leaseId, { rootPid: 31337 }, stub);
-    expect(r.identity).toBe("gone");
-    expect(r.detail).toMatch(/zombie/);
+    expect(r).toMatchObject({ identity: "gone", code: "zombie" });
     expect(r.lease.rootPid).toBe(31337);
     expect(r.lease.processGroupId).toBeUndefined();
     expect(r.lease.rootStartTime).toBeUndefined();
@@ -177,8 +197,9 @@ describe("recordRootIdentity", () => {
     const lease = await newLease(store);
     const child = startSleeper();
     const r = await recordRootIdentity(store, lease.leaseId, { rootPid: child.pid!, processGroupId: child.pid! }, createNoneFacts("test"));
-    expect(r.identity).toBe("unknown");
-    expect(r.detail).toMatch(/could not be inspected .*backend "none"/);
+    expect(r).toMatchObject({ identity: "unknown", code: "inspect-failed" });
+    // the words name the backend that could not answer
+    expect(r.detail).toContain('backend "none"');
     expect(r.lease).toMatchObject({ rootPid: child.pid, processGroupId: child.pid });
     expect(r.lease.rootStartTime).toBeUndefined();
     // verification of such a lease never gets past "unknown" on the same facts

@@ -165,6 +165,7 @@ export const ENV = { OPENCLAW_ACPX_LEASE_ID: "lease-1", OPENCLAW_GATEWAY_INSTANC
 export function lease(over: Partial<AcpxProcessLease> = {}): AcpxProcessLease {
   return {
     leaseId: "lease-1",
+    kind: "acpx",
     gatewayInstanceId: "gw-A",
     sessionKey: "agent:main:acp:1",
     wrapperRoot: ROOT,

@@ -1,8 +1,8 @@
 /**
- * The table-driven process-lifecycle simulator (issue 3, test 1). One row per
+ * The table-driven process-lifecycle simulator. One row per
  * case; every row states the exact list of signals that must be delivered,
  * an empty list included, and the verdict. Every row, whatever its verdict,
- * goes through the production path (explainLease → reapLeaseVerification)
+ * goes through the production path (explainLease → killLeaseVerification)
  * with the recording signaller, and the simulated family runs under this
  * process's uid, so an empty signal list is something a row can fail.
  */
@@ -14,15 +14,15 @@ import {
   computeCommandHash,
   explainLease,
   openLeaseStore,
-  ownProcessGroupId,
-  reapLeaseVerification,
-  reapOwnedTree,
+  killLeaseVerification,
+  killOwnedTree,
   tokenizeShellCommand,
   verifyLeases,
   verifyLegacyRecord,
   type LeaseVerdict,
-  type ReapOutcome,
+  type TreeKillOutcome,
 } from "../../src/ownership/index.js";
+import { ownProcessGroupId } from "../../src/facts/guards.js";
 import { A, adapter, ARGV, BOOT, E, ENV, family, G, grandchild, lease, MY, nameOf, NS, P, RecordingSignaller, ROOT, SimFacts, unrelated, type SimRowBase, W, WRAPPER, wrapper, X, type SimProc } from "./sim.js";
 
 interface Row extends SimRowBase {
@@ -31,7 +31,7 @@ interface Row extends SimRowBase {
   verdict: LeaseVerdict;
   /** names of the remnant members reaped (leaves first); undefined = no remnants */
   remnants?: string[];
-  outcomes?: Record<string, ReapOutcome>;
+  outcomes?: Record<string, TreeKillOutcome>;
   evidence?: string; // a check that must appear as mismatch/unknown
 }
 
@@ -396,7 +396,7 @@ describe("process-lifecycle simulator", () => {
       expect(v.remnants?.members.map((m) => nameOf(m.pid)) ?? null, JSON.stringify(v.evidence)).toEqual(row.remnants ?? null);
       row.between?.(sim);
       // the production path for every row, owned or not
-      const r = await reapLeaseVerification(v, { facts: sim, signaller: sig, graceMs: 150, pollMs: 5, confirmMs: 150 });
+      const r = await killLeaseVerification(v, { facts: sim, signaller: sig, graceMs: 150, pollMs: 5, confirmMs: 150 });
       expect(r.target).toBe(row.verdict === "owned" ? "tree" : row.remnants ? "remnants" : null);
       if (r.report) {
         if (row.outcomes) {
@@ -425,7 +425,7 @@ describe("process-lifecycle simulator", () => {
     const dir = await mkdtemp(join(tmpdir(), "own-sim-"));
     try {
       const store = await openLeaseStore(dir, { durable: false });
-      const good = await store.create({ gatewayInstanceId: "gw-A", sessionKey: "s", wrapperRoot: ROOT, wrapperPath: WRAPPER, commandHash: computeCommandHash(ARGV), leaseId: "lease-1" });
+      const good = await store.create({ kind: "acpx", gatewayInstanceId: "gw-A", sessionKey: "s", wrapperRoot: ROOT, wrapperPath: WRAPPER, commandHash: computeCommandHash(ARGV), leaseId: "lease-1" });
       await store.update(good.leaseId, { rootPid: W, rootStartTime: "5000", processGroupId: A, bootId: BOOT, pidNamespace: NS });
       await writeFile(join(store.dir, "lease-2.json"), '{"schemaVersion":1,"leaseId":"lease-2","rootPid":', { mode: 0o600 });
       const { leases, problems } = await store.list({ gatewayInstanceId: "gw-A", states: ["open"] });
@@ -442,7 +442,7 @@ describe("process-lifecycle simulator", () => {
       expect(vs.map((v) => v.verdict)).toEqual(["gone"]);
       expect(vs[0]!.evidence.some((e) => e.check === "remnant-env")).toBe(true); // the search ran
       for (const v of vs) {
-        const r = await reapLeaseVerification(v, { facts: sim, signaller: sig, graceMs: 50, pollMs: 5, confirmMs: 50 });
+        const r = await killLeaseVerification(v, { facts: sim, signaller: sig, graceMs: 50, pollMs: 5, confirmMs: 50 });
         expect(r.target).toBeNull();
       }
       expect(sig.attempts).toEqual([]);
@@ -523,7 +523,7 @@ describe("legacy records in the simulator", () => {
       expect(tree !== null).toBe(row.signals.length > 0);
       if (tree) {
         expect(tree.lease.leaseId.startsWith("legacy-")).toBe(true);
-        await reapOwnedTree(tree, { facts: sim, signaller: sig, graceMs: 100, pollMs: 5, confirmMs: 100 });
+        await killOwnedTree(tree, { facts: sim, signaller: sig, graceMs: 100, pollMs: 5, confirmMs: 100 });
       }
       expect(sig.log).toEqual(row.signals);
     });
@@ -551,7 +551,7 @@ describe("reaper: a tree that contains this process and its parent", () => {
     const info = (pid: number) => snap.processes.get(pid)!;
     const target = { root: info(W), members: [info(K), info(process.pid), info(process.ppid), info(W)] };
     const sig = new RecordingSignaller(sim);
-    const report = await reapOwnedTree(target, { facts: sim, signaller: sig, graceMs: 100, pollMs: 5, confirmMs: 100 });
+    const report = await killOwnedTree(target, { facts: sim, signaller: sig, graceMs: 100, pollMs: 5, confirmMs: 100 });
     expect(sig.log).toEqual(["SIGTERM K", "SIGTERM W", "SIGTERM N", "SIGKILL W"]);
     expect(sig.attempts.map((a) => names[a.pid])).toEqual(["K", "W", "N", "W"]);
     const outcome = Object.fromEntries(report.results.map((r) => [names[r.pid] ?? String(r.pid), r.outcome]));
@@ -568,7 +568,7 @@ describe("reaper: a tree that contains this process and its parent", () => {
     sim.add({ name: "C", pid: C, ppid: process.pid, pgid: C, sid: C, uid: MY, state: "S", startTime: "30" });
     const root = (await sim.snapshot()).processes.get(W)!;
     const sig = new RecordingSignaller(sim);
-    await reapOwnedTree({ root, members: [root] }, { facts: sim, signaller: sig, graceMs: 60, pollMs: 5, confirmMs: 60 });
+    await killOwnedTree({ root, members: [root] }, { facts: sim, signaller: sig, graceMs: 60, pollMs: 5, confirmMs: 60 });
     expect(sig.attempts.map((a) => `${a.sig} ${names[a.pid]}`)).toEqual(["SIGTERM W", "SIGKILL W"]);
     for (const pid of [S, C, process.pid, process.ppid]) expect(sim.table.has(pid), names[pid]).toBe(true);
   });

@@ -24,6 +24,7 @@ afterEach(async () => {
 });
 
 const input = (over: Record<string, string> = {}) => ({
+  kind: "acpx" as const,
   gatewayInstanceId: "gw-A",
   sessionKey: "agent:main:acp:1",
   wrapperRoot: "/opt/gw/acpx",

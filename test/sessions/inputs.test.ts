@@ -91,6 +91,7 @@ describe("authorizeSessionAction: the refusal names the level and the setting", 
   it("self refusing an owned child points at tree", () => {
     const r = authorizeSessionAction({ ...ctx, visibility: "self", row: { ...sameAgent, spawnedBy: ME }, action: "status" });
     if (r.allowed) throw new Error("expected a refusal");
+    expect(r).toMatchObject({ visibility: "self", reason: "visibility" });
     expect(r.error).toMatch(/visibility "self".*tools\.sessions\.visibility="tree"/);
   });
   it("all with a2a disabled names tools.agentToAgent.enabled", () => {
@@ -101,6 +102,7 @@ describe("authorizeSessionAction: the refusal names the level and the setting", 
   it("all with a2a enabled but the target not allowed names tools.agentToAgent.allow and the agent", () => {
     const r = authorizeSessionAction({ ...ctx, a2aPolicy: { enabled: true, allow: ["main"] }, visibility: "all", row: cross, action: "history" });
     if (r.allowed) throw new Error("expected a refusal");
+    expect(r).toMatchObject({ visibility: "all", reason: "agent-to-agent" });
     expect(r.error).toMatch(/"research" is not in tools\.agentToAgent\.allow/);
   });
   it("agent refusing an a2a-allowed cross-agent row points at visibility=all", () => {

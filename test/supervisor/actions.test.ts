@@ -169,7 +169,7 @@ describe("process actions: kill and remove", () => {
     expect(s.startTime).toMatch(/^\d+$/);
     const r = await sessions.kill(s.id);
     expect(r.via).toBe("tree-kill");
-    expect(r.via === "tree-kill" && r.result.outcome).toBe("reaped");
+    expect(r.via === "tree-kill" && r.result.outcome).toBe("killed");
     expect(isAlive(pid)).toBe(false);
     expect(isAlive(grandchild)).toBe(false);
     expect(sessions.list().find((x) => x.id === s.id)?.status).toBe("exited");
@@ -199,7 +199,7 @@ describe("process actions: kill and remove", () => {
     const pending = sessions.run({ action: "remove", sessionId: s.id });
     expect(sessions.list()).toEqual([]);
     const r = await pending;
-    expect(r).toMatchObject({ action: "remove", result: { via: "tree-kill", result: { outcome: "reaped" } } });
+    expect(r).toMatchObject({ action: "remove", result: { via: "tree-kill", result: { outcome: "killed" } } });
     expect(isAlive(pid)).toBe(false);
     expect(isAlive(grandchild)).toBe(false);
   });
@@ -212,7 +212,7 @@ describe("process actions: kill and remove", () => {
     const { sessions } = setup();
     const adopted = await sessions.adopt({ pid: s.pid!, command: s.command });
     const r = await sessions.kill(adopted.id);
-    expect(r).toMatchObject({ via: "tree-kill", result: { outcome: "reaped" } });
+    expect(r).toMatchObject({ via: "tree-kill", result: { outcome: "killed" } });
     expect(isAlive(s.pid!)).toBe(false);
   });
 });

@@ -179,7 +179,7 @@ describe("containment of leased supervisor runs", () => {
     expect(lease.state).toBe("lost");
     // started without the shim, so the cgroup left the lease before the spawn
     expect(lease.cgroup).toBeUndefined();
-    expect(existsSync(`${(support as { root: string }).root}/${leaseId}`)).toBe(false);
+    expect(existsSync(`${(support as { root: string }).root}/${lease.gatewayInstanceId}/${leaseId}`)).toBe(false);
   });
 
   it.skipIf(SKIP || !PTY)(`a PTY run is born inside its cgroup too, and verifies as owned${SKIP_NOTE}${PTY_NOTE}`, async () => {
@@ -267,12 +267,12 @@ describe("containment of leased supervisor runs", () => {
       const report = await createProcessSupervisor({ stateDir: dir, graceMs: 300 }).reconcileOrphans();
       expect(report.runs).toHaveLength(1);
       const [run] = report.runs;
-      expect(run).toMatchObject({ leaseId: crashed.leaseId, verdict: "owned", action: "reaped", state: "closed" });
+      expect(run).toMatchObject({ leaseId: crashed.leaseId, verdict: "owned", action: "killed", state: "closed" });
       expect(isAlive(crashed.root)).toBe(false);
       if (mode === "auto") {
         // the grandchild ignored SIGTERM: cgroup.kill ended it; populated 0 closed the lease
         expect(isAlive(crashed.grandchild)).toBe(false);
-        expect(run!.evidence.find((e) => e.check === "cgroup")?.detail).toMatch(/populated 0/);
+        expect(run!.evidence.find((e) => e.check === "cgroup")).toMatchObject({ result: "match", code: "emptied-and-removed" });
         expect(existsSync(lease.cgroup!.path)).toBe(false);
       } else {
         // today's documented limit: nothing ties it to the lease, so it runs on (killed in cleanup)

@@ -65,8 +65,8 @@ describe("restart durability: background runs hold leases", () => {
     const report = await next.reconcileOrphans();
     expect(report.runs).toHaveLength(1);
     const [run] = report.runs;
-    expect(run).toMatchObject({ leaseId: crashed.leaseId, runId: crashed.runId, verdict: "owned", action: "reaped", state: "closed" });
-    const pidsReaped = run!.reap!.results.map((r) => r.pid);
+    expect(run).toMatchObject({ leaseId: crashed.leaseId, runId: crashed.runId, verdict: "owned", action: "killed", state: "closed" });
+    const pidsReaped = run!.kill!.results.map((r) => r.pid);
     expect(pidsReaped).toEqual(expect.arrayContaining([crashed.root, crashed.grandchild]));
     expect(run!.evidence.find((e) => e.check === "start-time")?.result).toBe("match");
     // the ps backend cannot read argv: the hash is then "unknown", never a mismatch
@@ -143,8 +143,8 @@ describe("restart durability: background runs hold leases", () => {
 
     const next = createProcessSupervisor({ stateDir: dir, graceMs: 300 });
     const report = await next.reconcileOrphans();
-    expect(report.runs).toEqual([expect.objectContaining({ leaseId, action: "reaped", state: "closed" })]);
-    expect(report.runs[0]!.reap!.results.map((r) => r.pid)).toContain(grandchild);
+    expect(report.runs).toEqual([expect.objectContaining({ leaseId, action: "killed", state: "closed" })]);
+    expect(report.runs[0]!.kill!.results.map((r) => r.pid)).toContain(grandchild);
     await waitFor(() => !isAlive(grandchild));
     expect((await store.get(leaseId))?.state).toBe("closed");
   });
@@ -170,7 +170,7 @@ describe("restart durability: background runs hold leases", () => {
     expect((await store.get(leaseId))?.state).toBe("closing");
     if (getProcessFacts().backend === "ps") ctx.skip("the ps backend cannot read environments, so the leftover cannot be proven ours and reconcile does not reap it");
     const report = await createProcessSupervisor({ stateDir: dir, graceMs: 300 }).reconcileOrphans();
-    expect(report.runs).toEqual([expect.objectContaining({ leaseId, action: "reaped", state: "closed" })]);
+    expect(report.runs).toEqual([expect.objectContaining({ leaseId, action: "killed", state: "closed" })]);
     await waitFor(() => !isAlive(left));
   });
 

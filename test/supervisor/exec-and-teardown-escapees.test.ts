@@ -92,9 +92,9 @@ describe("F1: a root that exec'd another program is still the run's root", () =>
 
       const next = createProcessSupervisor({ stateDir: dir, gatewayInstanceId: "gw-final", graceMs: 300 });
       const report = await next.reconcileOrphans();
-      expect(report.runs).toEqual([expect.objectContaining({ leaseId, verdict: "owned", action: "reaped", state: "closed" })]);
+      expect(report.runs).toEqual([expect.objectContaining({ leaseId, verdict: "owned", action: "killed", state: "closed" })]);
       const hash = report.runs[0]!.evidence.find((e) => e.check === "command-hash");
-      expect(hash).toMatchObject({ result: "unknown", detail: expect.stringMatching(/exec'd another program since spawn \(same start time\)/) });
+      expect(hash).toMatchObject({ result: "unknown", code: "exec-since-spawn" });
       expect(report.runs[0]!.evidence.find((e) => e.check === "start-time")?.result).toBe("match");
       await waitFor(() => !isAlive(run.pid!), 5_000);
       expect((await (await openLeaseStore(dir)).get(leaseId))?.state).toBe("closed");
@@ -167,7 +167,7 @@ describe("F3: an escapee forked during the teardown is reaped by the look after 
 
     const next = createProcessSupervisor({ stateDir: dir, gatewayInstanceId: "gw-final", graceMs: 400 });
     const report = await next.reconcileOrphans();
-    expect(report.runs).toEqual([expect.objectContaining({ leaseId, verdict: "owned", action: "reaped", state: "closed" })]);
+    expect(report.runs).toEqual([expect.objectContaining({ leaseId, verdict: "owned", action: "killed", state: "closed" })]);
     // A `sleep 0.05` the loop forked between the reaper's walks is orphaned when its
     // shell dies and ends on its own; the escapee this test is about (`sleep 600`)
     // never would: waiting for none at all tells them apart, however loaded the host

@@ -5,7 +5,7 @@ import { afterEach, describe, expect, it } from "vitest";
 import { getProcessFacts } from "../../src/facts/get.js";
 import { buildSnapshot } from "../../src/facts/snapshot.js";
 import type { ProcessFacts, ProcessInfo } from "../../src/facts/types.js";
-import { ownProcessGroupId } from "../../src/ownership/guards.js";
+import { ownProcessGroupId } from "../../src/facts/guards.js";
 import { groupToSweep, killProcessTree, signalProcessTree } from "../../src/supervisor/kill-tree.js";
 import { readStat } from "../helpers/liveness.js";
 import { fixture, isAlive, killQuietly, matcher, pgidOf, recordingSignaller, reusedPidFacts, waitFor } from "./helpers.js";
@@ -40,8 +40,8 @@ describe("killProcessTree", () => {
   });
 
   it("refuses this process and its parent, and reports a vanished pid as gone", async () => {
-    expect(await killProcessTree(process.pid)).toMatchObject({ outcome: "refused" });
-    expect(await killProcessTree(process.ppid)).toMatchObject({ outcome: "refused" });
+    expect(await killProcessTree(process.pid)).toMatchObject({ outcome: "refused", code: "this-process" });
+    expect(await killProcessTree(process.ppid)).toMatchObject({ outcome: "refused", code: "parent" });
     const done = spawn("true");
     await new Promise((r) => done.once("exit", r));
     expect(await killProcessTree(done.pid!)).toMatchObject({ outcome: "gone" });
@@ -51,8 +51,8 @@ describe("killProcessTree", () => {
     const { pid, grandchild } = await startTree(true);
     expect(pgidOf(pid)).toBe(pid);
     const r = await killProcessTree(pid, { graceMs: 300 });
-    expect(r.outcome).toBe("reaped");
-    if (r.outcome !== "reaped") return;
+    expect(r.outcome).toBe("killed");
+    if (r.outcome !== "killed") return;
     expect(r.members).toBe(2);
     const byPid = new Map(r.report.results.map((x) => [x.pid, x.outcome]));
     expect(byPid.get(grandchild)).toBe("killed"); // ignored TERM
@@ -72,8 +72,8 @@ describe("killProcessTree", () => {
     expect(pgidOf(bystander.pid!)).toBe(own);
 
     const r = await killProcessTree(pid, { graceMs: 300 });
-    expect(r.outcome).toBe("reaped");
-    if (r.outcome === "reaped") {
+    expect(r.outcome).toBe("killed");
+    if (r.outcome === "killed") {
       const targets = r.report.results.map((x) => x.pid);
       expect(targets.sort()).toEqual([pid, grandchild].sort());
       expect(targets).not.toContain(bystander.pid);
@@ -105,7 +105,7 @@ describe("killProcessTree", () => {
     expect(r.bystanderPgid).toBe(r.leader);
     expect(r.callerPpid).not.toBe(r.leader);
     // sweeping G would have reached the bystander (the caller's own child); the guard kept it to the root
-    expect(r.outcome).toBe("reaped");
+    expect(r.outcome).toBe("killed");
     expect(r.targets).toEqual([r.leader]);
     expect(r.bystanderAlive).toBe(true);
     await waitFor(() => !isAlive(r.leader));
@@ -139,7 +139,7 @@ describe("killProcessTree: expectedStartTime pins the root", () => {
     expect(signaller.sent).toEqual([]);
     hide = false;
     const r = await killProcessTree(sleeper.pid!, { facts, graceMs: 300, expectedStartTime: st });
-    expect(r.outcome).toBe("reaped");
+    expect(r.outcome).toBe("killed");
     await waitFor(() => !isAlive(sleeper.pid!));
   });
 

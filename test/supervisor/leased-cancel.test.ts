@@ -140,13 +140,13 @@ describe("cancel of a leased run reaps through its lease", () => {
     // the run is no longer live: reconcile retries it; still denied → still closing, escapee untouched
     const first = await sup.reconcileOrphans();
     expect(first.runs).toEqual([expect.objectContaining({ leaseId, verdict: "gone", action: "left", state: "closing" })]);
-    expect(first.runs[0]!.reap!.results.find((r) => r.pid === escapee)?.outcome).toBe("permission-denied");
+    expect(first.runs[0]!.kill!.results.find((r) => r.pid === escapee)?.outcome).toBe("permission-denied");
     expect(isAlive(escapee)).toBe(true);
 
     // once it can be signalled, the next reconcile reaps the remnant (TERM ignored → KILL) and closes the lease
     denied = 0;
     const second = await sup.reconcileOrphans();
-    expect(second.runs).toEqual([expect.objectContaining({ leaseId, verdict: "gone", action: "reaped", state: "closed" })]);
+    expect(second.runs).toEqual([expect.objectContaining({ leaseId, verdict: "gone", action: "killed", state: "closed" })]);
     await waitFor(() => !isAlive(escapee), 5000);
     expect(await carriers(leaseId)).toEqual([]);
     expect((await store.get(leaseId))?.state).toBe("closed");

@@ -109,12 +109,12 @@ describe("reconcile follows ownership's reap rule", () => {
       await waitFor(() => readStat(victim.pid!)?.comm === "node" && readFileSync(`/proc/${victim.pid}/cmdline`, "utf8").includes("setTimeout"));
       gw.stdin!.write(`${victim.pid}\n`);
       expect(await exited).toBe(0);
-      const { report, lease } = JSON.parse(lines[1]!) as { report: { runs: Array<Record<string, unknown> & { reap?: { results: Array<{ pid: number; outcome: string }> } }> }; lease: { state: string } };
+      const { report, lease } = JSON.parse(lines[1]!) as { report: { runs: Array<Record<string, unknown> & { kill?: { results: Array<{ pid: number; outcome: string }> } }> }; lease: { state: string } };
       expect(report.runs).toHaveLength(1);
       const [run] = report.runs;
       // owned by every check it could read (the environment of another uid is not readable: unknown)
       expect(run).toMatchObject({ leaseId: opened.leaseId, verdict: "owned", action: "left", state: "closing" });
-      expect(run!.reap!.results).toEqual([expect.objectContaining({ pid: victim.pid, outcome: "permission-denied" })]);
+      expect(run!.kill!.results).toEqual([expect.objectContaining({ pid: victim.pid, outcome: "permission-denied" })]);
       expect(lease.state).toBe("closing");
       expect(victim.exitCode === null && victim.signalCode === null && isAlive(victim.pid!)).toBe(true);
     },
@@ -139,7 +139,7 @@ describe("reconcile follows ownership's reap rule", () => {
     expect(first.runs).toHaveLength(1);
     const [run] = first.runs;
     expect(run).toMatchObject({ leaseId, runId: "denied-run", verdict: "owned", action: "left", state: "closing" });
-    expect(run!.reap!.results.map((r) => r.outcome)).toContain("permission-denied");
+    expect(run!.kill!.results.map((r) => r.outcome)).toContain("permission-denied");
     expect((await store.get(leaseId))?.state).toBe("closing");
     // still denied: still closing, still untouched (closing → closing, nothing forgotten)
     const again = await runs.reconcile();
@@ -148,7 +148,7 @@ describe("reconcile follows ownership's reap rule", () => {
 
     const next = createRunLeases({ stateDir: dir, gatewayInstanceId: "sup-rules", facts, graceMs: 100, containment: "off" });
     const second = await next.reconcile();
-    expect(second.runs).toEqual([expect.objectContaining({ leaseId, action: "reaped", state: "closed" })]);
+    expect(second.runs).toEqual([expect.objectContaining({ leaseId, action: "killed", state: "closed" })]);
     await waitFor(() => !isAlive(child.pid!), 5000);
     expect((await store.get(leaseId))?.state).toBe("closed");
   });
@@ -167,7 +167,7 @@ describe("reconcile follows ownership's reap rule", () => {
     expect(lease?.processGroupId).toBeUndefined();
     const report = await runs.reconcile();
     expect(report.runs).toEqual([expect.objectContaining({ leaseId, verdict: "gone", action: "settled", state: "lost" })]);
-    expect(report.runs[0]!.reap).toBeUndefined();
+    expect(report.runs[0]!.kill).toBeUndefined();
   });
 
   it("finish closes a lease only on proof: a complete reap, or a root gone with a remnant search that ran and found nothing", async () => {
@@ -211,7 +211,7 @@ describe("reconcile follows ownership's reap rule", () => {
     // (the prior rule); facts that cannot look (blind) never close it on the report alone
     const nothingLeft = async (leaseId: string): Promise<LeaseVerification> => ({
       lease: (await store.get(leaseId))!, verdict: "gone", evidence: [], tree: null, remnants: null,
-      remnantSearch: "none-found", remnantsUncleared: 0, factsUnavailable: false,
+      remnantSearch: "none-found", remnantsUncleared: 0, remnantRefusals: {}, factsUnavailable: false,
     });
     const c = await exited(seeing, "reaped-exit");
     const done = { results: [{ pid: 4_100_001, startTime: "1", outcome: "killed" as const }], termSent: 1, killSent: 1, durationMs: 1 };

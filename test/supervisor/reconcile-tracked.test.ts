@@ -48,7 +48,7 @@ describe("reconcileOrphans({ isSessionTracked })", () => {
         return ref.runId === "keep";
       },
     });
-    expect(report.runs).toEqual([expect.objectContaining({ runId: "drop", leaseId: prev.dropLease, action: "reaped", state: "closed" })]);
+    expect(report.runs).toEqual([expect.objectContaining({ runId: "drop", leaseId: prev.dropLease, action: "killed", state: "closed" })]);
     expect(seen).toEqual(
       expect.arrayContaining([
         { runId: "keep", leaseId: prev.keepLease, sessionKey: "supervisor:keep" },
@@ -63,7 +63,7 @@ describe("reconcileOrphans({ isSessionTracked })", () => {
 
     // once the caller stops tracking it, the next reconcile takes it like any orphan
     const next = await after.reconcileOrphans({ isSessionTracked: () => false });
-    expect(next.runs).toEqual([expect.objectContaining({ runId: "keep", action: "reaped", state: "closed" })]);
+    expect(next.runs).toEqual([expect.objectContaining({ runId: "keep", action: "killed", state: "closed" })]);
     await waitFor(() => !isAlive(prev.keep.pid!));
   });
 

@@ -35,7 +35,7 @@ describe.skipIf(skip)(`a zombie leader with live threads is alive for the superv
   it("killProcessTree kills it (bound to its start time) instead of reporting it gone", async () => {
     const { child, pid, startTime } = await zombieLeader();
     const r = await killProcessTree(pid, { graceMs: 300, facts, expectedStartTime: startTime });
-    expect(r.outcome).toBe("reaped");
+    expect(r.outcome).toBe("killed");
     await exited(child);
     expect(isRunning(child)).toBe(false);
   });
@@ -62,7 +62,7 @@ describe.skipIf(skip)(`a zombie leader with live threads is alive for the superv
     const info = await sessions.adopt({ pid, command: "zombie-leader" });
     expect(info).toMatchObject({ pid, status: "running", mode: "adopted" });
     const r = await sessions.kill(info.id);
-    expect(r).toMatchObject({ via: "tree-kill", result: { outcome: "reaped" } });
+    expect(r).toMatchObject({ via: "tree-kill", result: { outcome: "killed" } });
     await exited(child);
     expect(sessions.list().find((s) => s.id === info.id)?.status).toBe("exited");
   });

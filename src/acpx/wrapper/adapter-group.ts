@@ -2,7 +2,7 @@
  * The wrapper's group signal and the proof checkGroupSignal asks for,
  * computed from the wrapper's own state instead of asserted.
  *
- * For the wrapper, the reap target is the adapter's tree, and the adapter IS
+ * For the wrapper, the kill target is the adapter's tree, and the adapter IS
  * its verified root: the wrapper spawned it and holds its pid from spawn()
  * itself, not from a process list. Its group is provably the adapter's own:
  * `detached: true` makes libuv call setsid() in the child before exec (a
@@ -13,7 +13,7 @@
  * cannot hand its pid (and so that group id) to anyone else. Once libuv has
  * reaped it, the proof is gone and no group signal is sent.
  */
-import { checkGroupSignal, type GuardVerdict } from "../../ownership/guards.js";
+import { checkGroupSignal, type GuardVerdict } from "../../facts/guards.js";
 
 export interface AdapterGroupProof {
   groupVerifiedAsOwn: boolean;

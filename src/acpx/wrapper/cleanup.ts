@@ -2,7 +2,7 @@
  * The wrapper's local tree cleanup: SIGTERM to the adapter's group and to
  * every descendant, the grace period, SIGKILL to what is left. Targets come
  * from the project's one collector (collectTree) and go through the one
- * reaper (reapOwnedTree: per-pid, identity-checked, leaves first). The
+ * tree kill (killOwnedTree: per-pid, identity-checked, leaves first). The
  * wrapper itself is never a target: the tree is rooted at the adapter and
  * the guards refuse this process and its parent anyway.
  *
@@ -22,9 +22,9 @@
 import { isAlive, isKernelThread } from "../../facts/liveness.js";
 import type { ProcessFacts, ProcessInfo, ProcessSignaller, ProcessSnapshot } from "../../facts/types.js";
 import { collectTree } from "../../ownership/collect.js";
-import { checkSignalTarget } from "../../ownership/guards.js";
+import { checkSignalTarget } from "../../facts/guards.js";
 import { MARKER_ENV_KEYS, markerVerdict } from "../../ownership/markers.js";
-import { reapOwnedTree, type ReapOutcome } from "../../ownership/reap.js";
+import { killOwnedTree, type TreeKillOutcome } from "../../ownership/tree-kill.js";
 import { signalAdapterGroup } from "./adapter-group.js";
 
 export interface CleanupDeps {
@@ -46,11 +46,11 @@ export interface CleanupDeps {
 }
 
 /**
- * Outcomes that count as "reaped": gone after our signal, or gone before the
+ * Outcomes that count as "ended": gone after our signal, or gone before the
  * per-pid signal because the group SIGTERM that opens the cleanup got there
  * first. Every target was in the tree when the snapshot was taken.
  */
-const GONE: ReadonlySet<ReapOutcome> = new Set<ReapOutcome>(["exited-after-term", "killed", "gone-before-signal"]);
+const GONE: ReadonlySet<TreeKillOutcome> = new Set<TreeKillOutcome>(["exited-after-term", "killed", "gone-before-signal"]);
 
 /** Sweeps after the grace: enough for a tree that forks while it dies, bounded so cleanup always ends. */
 const FINAL_SWEEPS = 3;
@@ -59,7 +59,7 @@ const FINAL_SWEEPS = 3;
 export async function cleanupTree(deps: CleanupDeps): Promise<number[]> {
   const t0 = Date.now();
   const pollMs = deps.pollMs ?? 5;
-  const reaped = new Set<number>();
+  const ended = new Set<number>();
 
   // The group signal goes first: it is one syscall, needs no facts, and also
   // reaches a member forked after the snapshot below.
@@ -69,7 +69,7 @@ export async function cleanupTree(deps: CleanupDeps): Promise<number[]> {
   if (snapshot !== null) {
     const members = await collectTargets(snapshot, deps);
     if (members.length > 0) {
-      const report = await reapOwnedTree(
+      const report = await killOwnedTree(
         { root: members[members.length - 1]!, members },
         {
           facts: deps.facts,
@@ -80,7 +80,7 @@ export async function cleanupTree(deps: CleanupDeps): Promise<number[]> {
           confirmMs: Math.max(1000, pollMs * 10),
         },
       );
-      for (const r of report.results) if (GONE.has(r.outcome)) reaped.add(r.pid);
+      for (const r of report.results) if (GONE.has(r.outcome)) ended.add(r.pid);
     }
   } else {
     // No facts: nothing can be identity-checked, so nothing is signalled per
@@ -99,13 +99,13 @@ export async function cleanupTree(deps: CleanupDeps): Promise<number[]> {
     // alive by the one rule: a zombie leader whose threads run on is still a target
     const left = (await collectTargets(snapshot, deps)).filter(isAlive);
     if (left.length === 0) break;
-    const report = await reapOwnedTree(
+    const report = await killOwnedTree(
       { root: left[left.length - 1]!, members: left },
       { facts: deps.facts, signaller: deps.signaller, graceMs: 0, pollMs, confirmMs: Math.max(1000, pollMs * 10) },
     );
-    for (const r of report.results) if (GONE.has(r.outcome)) reaped.add(r.pid);
+    for (const r of report.results) if (GONE.has(r.outcome)) ended.add(r.pid);
   }
-  return [...reaped].sort((a, b) => a - b);
+  return [...ended].sort((a, b) => a - b);
 }
 
 /**

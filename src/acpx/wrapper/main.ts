@@ -230,7 +230,7 @@ function forward(sig: NodeJS.Signals): void {
 /**
  * The adapter's pid while it is our unreaped child, else null. This is the
  * whole proof for a group signal (adapter-group.ts): the adapter is the
- * verified root of the wrapper's reap target, and the group setsid() gave it
+ * verified root of the wrapper's kill target, and the group setsid() gave it
  * (pgid == adapterPid) cannot be reused until we reap it.
  */
 function unreapedAdapterPid(): number | null {
@@ -259,7 +259,7 @@ function parentGone(): void {
 }
 
 /**
- * A cleanup is bounded by the reaper's own timers (grace, then a KILL
+ * A cleanup is bounded by the tree kill's own timers (grace, then a KILL
  * confirmation); this watchdog only guards against a facts call that never
  * settles. It SIGKILLs the group (still provably ours while unreaped) and
  * exits, so the wrapper can never hang on forever.
@@ -270,7 +270,7 @@ function runCleanup(reason: CleanupReason): void {
   const t0 = Date.now();
   setTimeout(() => {
     groupKill("SIGKILL");
-    lifeline?.send({ type: "cleanup", reason, reaped: [], durationMs: Date.now() - t0 });
+    lifeline?.send({ type: "cleanup", reason, ended: [], durationMs: Date.now() - t0 });
     finish();
   }, args.graceMs + CLEANUP_SLACK_MS);
   const { facts, signaller } = cleanupTools();
@@ -285,14 +285,14 @@ function runCleanup(reason: CleanupReason): void {
     ...(reaper && inProcessWalker(facts) ? { reapZombies: (snap) => void reaper?.reapIn(snap) } : {}),
   })
     .catch(() => [] as number[])
-    .then(async (reaped) => {
+    .then(async (ended) => {
       // the adapter was signalled too: give libuv a moment to report its status
       await waitForAdapterStatus(1000);
-      // the adapter counts as reaped once libuv has its status (the group
+      // the adapter counts as ended once libuv has its status (the group
       // SIGTERM may have ended it before any per-pid signal)
-      if (adapterPid !== null && adapterStatus !== null && !reaped.includes(adapterPid)) reaped.push(adapterPid);
-      reaped.sort((a, b) => a - b);
-      lifeline?.send({ type: "cleanup", reason, reaped, durationMs: Date.now() - t0 });
+      if (adapterPid !== null && adapterStatus !== null && !ended.includes(adapterPid)) ended.push(adapterPid);
+      ended.sort((a, b) => a - b);
+      lifeline?.send({ type: "cleanup", reason, ended, durationMs: Date.now() - t0 });
       finish();
     });
 }

@@ -27,7 +27,7 @@
  *                "signal" (a forwarded termination signal, swept after the
  *                adapter exited) or "adapter-exit" (the adapter ended on its
  *                own: whatever it left behind is swept, since the tree is the
- *                wrapper's and the session is over); reaped = pids of the wrapper's tree (the
+ *                wrapper's and the session is over); ended = pids of the wrapper's tree (the
  *                adapter included) that a group or per-pid signal of this
  *                shutdown reached and that are gone now
  *
@@ -97,7 +97,7 @@ export interface CleanupReport {
   type: "cleanup";
   reason: CleanupReason;
   /** pids of the wrapper's tree (adapter included) reached by this shutdown's signals and gone now; ascending */
-  reaped: number[];
+  ended: number[];
   durationMs: number;
 }
 
@@ -139,11 +139,11 @@ export function parseReportLine(line: string): WrapperReport | null {
     }
     case "cleanup":
       return (r.reason === "parent-gone" || r.reason === "signal" || r.reason === "adapter-exit") &&
-        Array.isArray(r.reaped) &&
-        r.reaped.every(isPid) &&
+        Array.isArray(r.ended) &&
+        r.ended.every(isPid) &&
         typeof r.durationMs === "number" &&
         Number.isFinite(r.durationMs)
-        ? { type: "cleanup", reason: r.reason, reaped: [...(r.reaped as number[])], durationMs: r.durationMs }
+        ? { type: "cleanup", reason: r.reason, ended: [...(r.ended as number[])], durationMs: r.durationMs }
         : null;
     default:
       return null;

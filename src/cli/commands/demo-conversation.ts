@@ -132,7 +132,7 @@ async function resumeAfterKill(c: DemoContext, argv: string[], store: string, ac
   c.log(`ensureSession: lease ${h.leaseId}, resumed ${h.resumed}; the agent (pid ${who.pid}) says: session ${who.sessionId}, opened by ${who.how}`);
   c.check(h.resumed && who.sessionId === acpSessionId && who.how === "resume", "the next gateway resumed the same agent session (session/resume)");
   const closed = await ctl.closeSession({ handle: h });
-  c.check(closed.outcome === "closed", "the resumed session closed, its tree reaped");
+  c.check(closed.outcome === "closed", "the resumed session closed, its tree killed");
   await ctl.dispose();
   c.controllers.splice(c.controllers.indexOf(ctl), 1);
 }

@@ -10,7 +10,7 @@
  *     gone after the close, a session resumed after its gateway was SIGKILLed
  *  1. ensure: lease written, wrapper spawned, ACP initialize + session/new
  *  2. prompt + cancel: the turn ends "cancelled", every process stays alive
- *  3. close: the stubborn adapter and its escaped (double-forked) grandchild are reaped
+ *  3. close: the stubborn adapter and its escaped (double-forked) grandchild are killed
  *  4. a stand-in gateway is SIGKILLed: its wrapper cleans up through the lifeline
  *  5. a gateway AND its wrapper are SIGKILLed: a new controller reaps at startup
  *
@@ -144,7 +144,7 @@ interface DemoRun {
   instanceIs: (id: string) => void;
 }
 
-/** Steps 1-3: a session whose turn is cancelled (nothing signalled), reused, then closed: its stubborn tree reaped. */
+/** Steps 1-3: a session whose turn is cancelled (nothing signalled), reused, then closed: its stubborn tree killed. */
 async function storyClose(d: DemoRun): Promise<void> {
   const { stateDir, log, check, graceMs, controllers, leaseIds } = d;
   const ctl = await createAcpxLifecycleController({ stateDir, graceMs, maintenanceIntervalMs: 0 });
@@ -180,8 +180,8 @@ async function storyClose(d: DemoRun): Promise<void> {
   t = Date.now();
   const closed = await ctl.closeSession({ handle: h, reason: "demo close" });
   log(`closeSession ${Date.now() - t} ms: verdict ${closed.verdict}, lease ${closed.leaseState}`);
-  for (const m of closed.reap?.members ?? []) log(`  pid ${m.pid}: ${m.outcome}`);
-  check(closed.outcome === "closed" && !tree1.some(alive), "close reaped the wrapper, the stubborn adapter and the escaped grandchild");
+  for (const m of closed.kill?.members ?? []) log(`  pid ${m.pid}: ${m.outcome}`);
+  check(closed.outcome === "closed" && !tree1.some(alive), "close killed the wrapper, the stubborn adapter and the escaped grandchild");
   // one gateway per state dir: this controller gives the dir (its lock) to the stand-in gateways below
   await ctl.dispose();
   controllers.splice(controllers.indexOf(ctl), 1);
@@ -238,7 +238,7 @@ async function storyStartupReap(d: DemoRun): Promise<void> {
   const rep = await ctl2.reapStartupOrphans();
   log(`new controller, reapStartupOrphans: ${rep.examined} lease(s) examined, ${plural(rep.snapshots, "snapshot")}, ${rep.elapsedMs} ms`);
   for (const e of rep.entries) {
-    log(`  lease ${e.leaseId}: ${e.verdict} → ${e.action} (${e.stateBefore}→${e.stateAfter})${e.reap ? `; ${e.reap.members.map((m) => `${m.pid}:${m.outcome}`).join(" ")}` : ""}`);
+    log(`  lease ${e.leaseId}: ${e.verdict} → ${e.action} (${e.stateBefore}→${e.stateAfter})${e.kill ? `; ${e.kill.members.map((m) => `${m.pid}:${m.outcome}`).join(" ")}` : ""}`);
   }
   check(!orphans.some(alive) && (await leaseCarriers(facts, markersOf(h3))).length === 0, `startup reaping left no process carrying lease ${h3.leaseId}`);
   check((await ctl2.listLeases()).every((l) => l.state === "closed" || l.state === "lost"), "every lease is settled (closed or lost)");

@@ -5,14 +5,14 @@
  * child, read pid 1's environment), never a guess from the platform name.
  * Rows that depend on the facts backend (identity, signals, environments)
  * describe the backend that was asked, not the best one the host has.
- * The orphan-cgroups row reads the state dir (read-only): cgroups under its
- * proclease roots that are no lease's own.
+ * The orphan-cgroups row reads the state dir (read-only): cgroups in its
+ * instance folders that are no lease's own.
  */
 import { execFile } from "node:child_process";
 import { constants as fsc, existsSync, promises as fsp } from "node:fs";
 import { join } from "node:path";
 import { release } from "node:os";
-import { describeBackendChoice } from "../../facts/get.js";
+import { describeBackendChoice, type BackendChoiceCode } from "../../facts/get.js";
 import { loadError, loadNative } from "../../facts/native.js";
 import { createSignaller } from "../../facts/signal.js";
 import type { NativeBinding } from "../../facts/native-binding.js";
@@ -26,31 +26,39 @@ import { scanOrphanCgroups } from "../lease-view.js";
 export interface DoctorRow {
   capability: string;
   ok: boolean;
+  /** why, where a row has more than one (the backend choice, pidfd, foreign environments) */
+  code?: DoctorCode;
   detail: string;
 }
 
-export const CAPABILITIES = [
-  "backend",
-  "identity",
-  "pidfd",
-  "subreaper",
-  "foreign-env",
-  "proc-visibility",
-  "containment",
-  "orphan-cgroups",
-] as const;
+/** A row's why, for code to read: the backend's choice (BackendChoiceCode, or forced), pidfd's, foreign-env's. */
+export type DoctorCode =
+  | BackendChoiceCode
+  | "forced"
+  | "not-linux"
+  | "no-addon"
+  | "kernel-refuses-pidfd"
+  | "backend-none"
+  | "not-race-free"
+  | "race-free"
+  | "ps-reads-no-env"
+  | "pid-1"
+  | "env-readable"
+  | "env-unreadable";
 
 function nativeWhy(): string {
   return loadError() ?? `not built for ${process.platform}`;
 }
 
 function backendRow(facts: ProcessFacts, forced: string | undefined, binding: NativeBinding | null): DoctorRow {
-  const how = forced !== undefined ? `forced by --backend ${forced}` : describeBackendChoice().reason;
+  const choice = forced !== undefined ? null : describeBackendChoice();
+  const how = choice === null ? `forced by --backend ${forced}` : choice.reason;
   let native = "";
-  if (facts.backend !== "native" && !how.includes("native addon unavailable")) {
+  // the auto choice already says why the addon was not used; a forced or env choice does not
+  if (facts.backend !== "native" && choice?.code !== "native-unavailable") {
     native = binding === null ? `; native addon unavailable: ${nativeWhy()}` : "; native addon loads but was not chosen";
   }
-  return { capability: "backend", ok: facts.backend !== "none", detail: `${facts.backend}: ${how}${native}` };
+  return { capability: "backend", ok: facts.backend !== "none", code: choice?.code ?? "forced", detail: `${facts.backend}: ${how}${native}` };
 }
 
 function identityRow(facts: ProcessFacts): DoctorRow {
@@ -65,18 +73,19 @@ function identityRow(facts: ProcessFacts): DoctorRow {
 /** Whether the signaller built for THIS backend (facts/signal.ts decides) checks and sends without a window. */
 function pidfdRow(facts: ProcessFacts, binding: NativeBinding | null): DoctorRow {
   const cap = "pidfd";
-  if (process.platform !== "linux") return { capability: cap, ok: false, detail: `Linux only (this is ${process.platform}): check-then-kill has a pid-reuse window` };
-  if (binding === null) return { capability: cap, ok: false, detail: `needs the native addon: ${nativeWhy()}` };
-  if (!binding.pidfdSupported()) return { capability: cap, ok: false, detail: `kernel ${release()} refuses pidfd_open/pidfd_send_signal (needs Linux >= 5.3)` };
-  if (facts.backend === "none") return { capability: cap, ok: false, detail: "the kernel supports pidfd, but backend none verifies nothing, so it signals nothing" };
+  if (process.platform !== "linux") return { capability: cap, ok: false, code: "not-linux", detail: `Linux only (this is ${process.platform}): check-then-kill has a pid-reuse window` };
+  if (binding === null) return { capability: cap, ok: false, code: "no-addon", detail: `needs the native addon: ${nativeWhy()}` };
+  if (!binding.pidfdSupported()) return { capability: cap, ok: false, code: "kernel-refuses-pidfd", detail: `kernel ${release()} refuses pidfd_open/pidfd_send_signal (needs Linux >= 5.3)` };
+  if (facts.backend === "none") return { capability: cap, ok: false, code: "backend-none", detail: "the kernel supports pidfd, but backend none verifies nothing, so it signals nothing" };
   if (!createSignaller(facts, binding).raceFree) {
     return {
       capability: cap,
       ok: false,
+      code: "not-race-free",
       detail: `the kernel supports pidfd, but ${facts.backend} start times are not the kernel's clock ticks: signals are inspect-then-kill, NOT race-free`,
     };
   }
-  return { capability: cap, ok: true, detail: `pidfd_open + pidfd_send_signal work with ${facts.backend} start times: identity-checked signals are race-free` };
+  return { capability: cap, ok: true, code: "race-free", detail: `pidfd_open + pidfd_send_signal work with ${facts.backend} start times: identity-checked signals are race-free` };
 }
 
 /** Sets PR_SET_CHILD_SUBREAPER in a throwaway child, so this process keeps its own state. */
@@ -99,25 +108,25 @@ async function subreaperRow(binding: NativeBinding | null): Promise<DoctorRow> {
 
 async function foreignEnvRow(facts: ProcessFacts): Promise<DoctorRow> {
   const cap = "foreign-env";
-  if (facts.backend === "none") return { capability: cap, ok: false, detail: "backend none reads nothing" };
-  if (facts.backend === "ps") return { capability: cap, ok: false, detail: "the ps backend reads no environments: the lease-env and marker checks report \"unknown\"" };
-  if (process.pid === 1) return { capability: cap, ok: false, detail: "this process is pid 1: no other process to test against" };
+  if (facts.backend === "none") return { capability: cap, ok: false, code: "backend-none", detail: "backend none reads nothing" };
+  if (facts.backend === "ps") return { capability: cap, ok: false, code: "ps-reads-no-env", detail: "the ps backend reads no environments: the lease-env and marker checks report \"unknown\"" };
+  if (process.pid === 1) return { capability: cap, ok: false, code: "pid-1", detail: "this process is pid 1: no other process to test against" };
   if (process.platform === "linux") {
     try {
       const fh = await fsp.open("/proc/1/environ", "r");
       await fh.close();
-      return { capability: cap, ok: true, detail: "/proc/1/environ is readable: lease ids in other processes' environments can be checked" };
+      return { capability: cap, ok: true, code: "env-readable", detail: "/proc/1/environ is readable: lease ids in other processes' environments can be checked" };
     } catch (err) {
       const code = (err as { code?: string }).code ?? "error";
-      return { capability: cap, ok: false, detail: `/proc/1/environ: ${code}; the lease-id environment check reports "unknown"` };
+      return { capability: cap, ok: false, code: "env-unreadable", detail: `/proc/1/environ: ${code}; the lease-id environment check reports "unknown"` };
     }
   }
   try {
     const d = await facts.inspect(1, { envKeys: ["PATH"] });
     const ok = d?.envReadable === true;
-    return { capability: cap, ok, detail: ok ? `pid 1's environment is readable via ${facts.backend}` : `pid 1's environment is not readable via ${facts.backend}` };
+    return { capability: cap, ok, code: ok ? "env-readable" : "env-unreadable", detail: ok ? `pid 1's environment is readable via ${facts.backend}` : `pid 1's environment is not readable via ${facts.backend}` };
   } catch (err) {
-    return { capability: cap, ok: false, detail: err instanceof Error ? err.message : String(err) };
+    return { capability: cap, ok: false, code: "env-unreadable", detail: err instanceof Error ? err.message : String(err) };
   }
 }
 
@@ -157,7 +166,7 @@ async function containmentRow(): Promise<DoctorRow> {
   };
 }
 
-/** Cgroups under the state dir's proclease roots that no lease owns (read-only; `reap --orphan-cgroups` removes them). */
+/** Cgroups in the state dir's instance folders that no lease owns (read-only; `reap --orphan-cgroups` removes them). */
 export async function orphanCgroupsRow(stateDir: string): Promise<DoctorRow> {
   const cap = "orphan-cgroups";
   let leases: Parameters<typeof scanOrphanCgroups>[1] = [];
@@ -173,15 +182,15 @@ export async function orphanCgroupsRow(stateDir: string): Promise<DoctorRow> {
   }
   const scan = await scanOrphanCgroups(stateDir, leases, unreadable);
   const bad = [
-    ...scan.roots.filter((r) => r.state === "refused" || r.state === "unknown").map((r) => `root ${r.state}: ${r.why ?? r.root}`),
+    ...scan.folders.filter((r) => r.state === "refused" || r.state === "unknown").map((r) => `instance folder ${r.state}: ${r.why ?? r.folder}`),
     ...scan.problems,
   ];
-  if (scan.roots.length === 0) {
+  if (scan.folders.length === 0) {
     return { capability: cap, ok: bad.length === 0, detail: bad.length > 0 ? bad.join("; ") : `none: ${stateDir} records no proclease cgroup root and no lease records a cgroup` };
   }
-  const where = scan.roots.filter((r) => r.state === "listed").map((r) => r.root);
+  const where = scan.folders.filter((r) => r.state === "listed").map((r) => r.folder);
   if (scan.orphans.length === 0) {
-    return { capability: cap, ok: bad.length === 0, detail: [`none under ${where.join(", ") || "the recorded roots (none exists now)"}`, ...bad].join("; ") };
+    return { capability: cap, ok: bad.length === 0, detail: [`none in ${where.join(", ") || "the recorded instance folders (none exists now)"}`, ...bad].join("; ") };
   }
   const list = scan.orphans.map((o) => `${o.path} (${o.populated}: ${o.caution ?? o.why})`).join(", ");
   return { capability: cap, ok: false, detail: [`${plural(scan.orphans.length, "orphan cgroup")}: ${list}; \`proclease reap --orphan-cgroups --state-dir ${stateDir}\` ends and removes them`, ...bad].join("; ") };

@@ -4,10 +4,10 @@
  * hold the pid) and what cleanup would do with it. It asks the lifecycle `reap` uses
  * (reconcileLeases, as a dry run), so the two cannot disagree. Read-only: nothing is signalled,
  * nothing is written. A lease with its own cgroup also shows memory.current and memory.peak, or
- * why they cannot be read (`memory: {ok: false, why}` in --json).
+ * why they cannot be read (`memory: {ok: false, code, why}` in --json).
  */
 import type { ProcessFacts } from "../../facts/types.js";
-import { isSupervisorLease, reconcileLeases, type LeaseOutcome } from "../../ownership/index.js";
+import { reconcileLeases, settledLine, type LeaseOutcome } from "../../ownership/index.js";
 import { backendLine, factsFromFlag } from "../backend.js";
 import { EXIT, flag, jsonLine, resolveStateDir, table, type CliIo, type ParsedArgs } from "../io.js";
 import { attachedGuard, gatewayHolder, leaseMemory, memoryFigures, openReadOnly } from "../lease-view.js";
@@ -51,6 +51,7 @@ async function explain(
   const mem = memory === undefined ? "" : memory.ok ? memoryFigures(memory) : `not shown: ${memory.why}`;
   io.out(
     `lease ${l.leaseId}  state ${l.state}  session ${l.sessionKey}\n` +
+      (settledLine(l) !== null ? `${settledLine(l)}\n` : "") +
       `root pid ${l.rootPid || "-"}  pgid ${l.processGroupId ?? "-"}  start ${l.rootStartTime ?? "-"}  wrapper ${l.wrapperPath || "-"}\n` +
       (l.cgroup ? `cgroup ${l.cgroup.path} (id ${l.cgroup.id})\nmemory ${mem}\n` : "") +
       "\n",
@@ -65,17 +66,17 @@ async function explain(
 /** Does this lease name the pid: its root, a verified member, or a remnant? */
 function names(o: LeaseOutcome, pid: number): boolean {
   const v = o.verification;
-  return o.rootPid === pid || (o.wouldReap ?? []).includes(pid) || (v.tree ?? v.remnants)?.members.some((m) => m.pid === pid) === true;
+  return o.rootPid === pid || (o.wouldKill ?? []).includes(pid) || (v.tree ?? v.remnants)?.members.some((m) => m.pid === pid) === true;
 }
 
 /** What `proclease reap` (and the gateway's own startup reap) would do, from the dry run's outcome. */
 function conclude(o: LeaseOutcome): string {
-  const who = isSupervisorLease(o) ? "a process-supervisor run; " : "";
+  const who = o.verification.lease.kind === "supervisor" ? "a process-supervisor run; " : "";
   if (o.stateBefore === "closed" || o.stateBefore === "lost") return `${who}already ${o.stateBefore}; nothing would be done`;
   if (o.action === "skipped-live") return `${who}cleanup leaves it alone: ${o.why}`;
-  if (o.wouldReap) {
+  if (o.wouldKill) {
     const what = o.target === "tree" ? "the verified tree" : "the remnants (the wrapper is gone; these still carry the lease id and instance id)";
-    return `${who}cleanup would SIGTERM ${what}, leaves first (${o.wouldReap.join(" ")}), SIGKILL what is left after the grace period (each identity re-checked before its signal), then mark the lease closed (it stays closing if any may still run)`;
+    return `${who}cleanup would SIGTERM ${what}, leaves first (${o.wouldKill.join(" ")}), SIGKILL what is left after the grace period (each identity re-checked before its signal), then mark the lease closed (it stays closing if any may still run)`;
   }
   const signal = o.verdict === "owned" ? "" : "cleanup sends no signal; ";
   return o.stateAfter === o.stateBefore

@@ -9,7 +9,7 @@
 import { existsSync } from "node:fs";
 import { join } from "node:path";
 import { getProcessFacts } from "../../facts/get.js";
-import { openLeaseStore, verifyLeases } from "../../ownership/index.js";
+import { openLeaseStore, settledLine, verifyLeases } from "../../ownership/index.js";
 import type { LeaseVerification } from "../../ownership/verify.js";
 import type { ProcessFacts } from "../../facts/types.js";
 import { backendLine, factsFromFlag } from "../backend.js";
@@ -73,6 +73,10 @@ async function listLeases({ stateDir, facts, json }: { stateDir: string; facts: 
     ]);
   }
   io.out(table(rows));
+  for (const v of loaded.verifications) {
+    const line = settledLine(v.lease);
+    if (line !== null) io.out(`${v.lease.leaseId} ${line}\n`);
+  }
   for (const line of memoryWhyLines(loaded.verifications.map((v, i) => ({ lease: v.lease, memory: memory[i] })))) io.out(`${line}\n`);
   for (const p of loaded.problems) io.out(`problem: ${p.file}: ${p.detail}\n`);
   return 0;

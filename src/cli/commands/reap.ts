@@ -3,20 +3,20 @@
  * the gateway's startup reap, run by an operator, through the same lifecycle
  * (ownership/lifecycle.ts reconcileLeases): this instance's open/closing
  * leases, ACPX sessions and supervisor runs alike, verified against one
- * snapshot, reaped leaves first, settled, then retention.
+ * snapshot, killed leaves first, settled, then retention.
  * A real run takes the state dir's lock like a gateway: while a gateway holds
  * it the command refuses, unless --force (then trees attached to a live
  * parent, leases with no pid yet and unknown evidence are left alone). A dry
  * run is read-only and shares explain's code path.
  *
- * `--orphan-cgroups` reaps cgroups instead of leases: those under the state
- * dir's proclease roots that are no lease's own (lease-view.ts
+ * `--orphan-cgroups` ends and removes cgroups instead of leases: those in the
+ * state dir's instance folders that are no lease's own (lease-view.ts
  * scanOrphanCgroups, the list `status` and `doctor` show). Each one's identity
  * is checked again, then killCgroup (cgroup.kill, or the identity-checked
  * signal loop) and removeCgroup; each outcome is reported. The same lock rule
  * as for leases; a dry run signals nothing and removes nothing.
  */
-import { killCgroup, membersOf, removeCgroup, verifyCgroupIdentity, type KillOutcome, type PopulatedState, type RemoveOutcome } from "../../containment/index.js";
+import { killCgroup, membersOf, removeCgroup, verifyCgroupIdentity, type KillOutcome, type RemoveOutcome } from "../../containment/index.js";
 import type { ProcessFacts } from "../../facts/types.js";
 import {
   DEFAULT_GRACE_MS,
@@ -30,7 +30,7 @@ import {
 } from "../../ownership/index.js";
 import { backendLine, factsFromFlag } from "../backend.js";
 import { EXIT, flag, graceMsOption, jsonLine, plural, resolveStateDir, table, type CliIo, type ParsedArgs } from "../io.js";
-import { attachedGuard, gatewayHolder, openReadOnly, openWriter, scanOrphanCgroups, type CgroupRoot, type OrphanCgroup } from "../lease-view.js";
+import { attachedGuard, gatewayHolder, openReadOnly, openWriter, scanOrphanCgroups, type InstanceFolder, type OrphanCgroup } from "../lease-view.js";
 
 /** Argument plumbing only; the reaping itself is below. */
 export async function run(parsed: ParsedArgs, io: CliIo): Promise<number> {
@@ -65,7 +65,7 @@ async function reap(args: ReapArgs, io: CliIo): Promise<number> {
       command: "reap --orphan-cgroups",
       lockedWhy: "it may be creating lease cgroups. Stop it first, or pass --force to leave alone any cgroup a live gateway may be making",
       nothingText: "no cgroup root is recorded there",
-      nothingJson: { orphanCgroups: true, roots: [], entries: [], problems: [] },
+      nothingJson: { orphanCgroups: true, folders: [], entries: [], problems: [] },
       run: (deps, live, dryRun) => orphanPlan(stateDir, deps, live, dryRun),
       print: (r) => {
         if (json) io.out(jsonLine({ backend: facts.backend, identityStrength: facts.identityStrength, stateDir, orphanCgroups: true, ...r }));
@@ -143,8 +143,8 @@ export function entryJson(o: LeaseOutcome): Omit<LeaseOutcome, "verification"> {
 
 /** A dry run says what would happen, in one form; a real run says what happened and the state it left. */
 const WOULD: Record<LeaseOutcome["action"], string> = {
-  reaped: "reap the verified tree",
-  "reaped-remnants": "reap the remnants",
+  killed: "kill the verified tree",
+  "killed-remnants": "kill the remnants",
   "marked-lost": "mark it lost (no signal)",
   settled: "settle it closed (no signal)",
   "left-alone": "leave it",
@@ -155,15 +155,15 @@ export function formatReport(r: LeaseReconcileReport): string {
   let out =
     `${r.dryRun ? "dry run: " : ""}examined ${plural(r.examined, "open/closing lease")} ` +
     `of instance ${r.gatewayInstanceId} in ${r.elapsedMs} ms (${plural(r.snapshots, "snapshot")})\n`;
-  const rows = r.dryRun ? [["LEASE", "ROOT", "VERDICT", "WOULD", "STATE", "WHY"]] : [["LEASE", "ROOT", "VERDICT", "ACTION", "STATE", "REAPED"]];
+  const rows = r.dryRun ? [["LEASE", "ROOT", "VERDICT", "WOULD", "STATE", "WHY"]] : [["LEASE", "ROOT", "VERDICT", "ACTION", "STATE", "KILLED"]];
   for (const e of r.entries) {
     const root = String(e.rootPid || "-");
     const state = e.stateBefore === e.stateAfter ? `${e.stateAfter} (unchanged)` : `${e.stateBefore}→${e.stateAfter}`;
     if (r.dryRun) {
-      const what = e.wouldReap ? `${WOULD[e.action]}: ${e.wouldReap.join(" ")}` : WOULD[e.action];
+      const what = e.wouldKill ? `${WOULD[e.action]}: ${e.wouldKill.join(" ")}` : WOULD[e.action];
       rows.push([e.leaseId, root, e.verdict, what, state, e.why]);
     } else {
-      rows.push([e.leaseId, root, e.verdict, e.action, state, e.reap ? e.reap.results.map((m) => `${m.pid}:${m.outcome}`).join(" ") : ""]);
+      rows.push([e.leaseId, root, e.verdict, e.action, state, e.kill ? e.kill.results.map((m) => `${m.pid}:${m.outcome}`).join(" ") : ""]);
     }
   }
   if (r.entries.length > 0) out += table(rows);
@@ -174,15 +174,10 @@ export function formatReport(r: LeaseReconcileReport): string {
 
 // ------------------------------------------------------------ orphan cgroups
 
-export interface OrphanReapEntry {
-  name: string;
-  path: string;
-  id: string;
-  populated: PopulatedState;
-  /** why it is nobody's */
-  why: string;
-  /** would-reap: a dry run's plan; reaped: killed (if anything was in it) and removed; gone: it vanished first */
-  action: "would-reap" | "reaped" | "gone" | "left-alone" | "failed";
+/** One orphan (what lease-view.ts listed: its name, path, identity, populated state, and why it is nobody's) and what was done to it. */
+export interface OrphanReapEntry extends Pick<OrphanCgroup, "name" | "path" | "id" | "populated" | "code" | "why"> {
+  /** would-remove: a dry run's plan; removed: killed (if anything was in it) and removed; gone: it vanished first */
+  action: "would-remove" | "removed" | "gone" | "left-alone" | "failed";
   detail?: string;
   kill?: KillOutcome;
   remove?: RemoveOutcome;
@@ -190,7 +185,7 @@ export interface OrphanReapEntry {
 
 export interface OrphanReapReport {
   dryRun: boolean;
-  roots: CgroupRoot[];
+  folders: InstanceFolder[];
   entries: OrphanReapEntry[];
   problems: string[];
 }
@@ -202,28 +197,28 @@ async function orphanPlan(stateDir: string, deps: LifecycleDeps, live: boolean, 
   const entries: OrphanReapEntry[] = [];
   const named = new Set(leases.map((l) => l.leaseId));
   for (const o of scan.orphans) entries.push(await orphanEntry(o, deps, live, dryRun, named.has(o.name)));
-  return { dryRun, roots: scan.roots, entries, problems: [...scan.problems, ...problems.map((p) => `${p.file}: ${p.detail}`)] };
+  return { dryRun, folders: scan.folders, entries, problems: [...scan.problems, ...problems.map((p) => `${p.file}: ${p.detail}`)] };
 }
 
 async function orphanEntry(o: OrphanCgroup, deps: LifecycleDeps, live: boolean, dryRun: boolean, leaseNamed: boolean): Promise<OrphanReapEntry> {
-  const base = { name: o.name, path: o.path, id: o.id, populated: o.populated, why: o.why };
+  const base = { name: o.name, path: o.path, id: o.id, populated: o.populated, code: o.code, why: o.why };
   const leave = (detail: string): OrphanReapEntry => ({ ...base, action: "left-alone", detail });
   if (o.caution !== undefined && (o.cautionOnlyIfLive !== true || live)) return leave(o.caution);
   const foreign = await foreignMarkers(o.path, deps);
   if (foreign !== null) return leave(foreign);
-  if (dryRun) return { ...base, action: "would-reap", detail: o.populated === "populated" ? "cgroup.kill, then remove it" : "remove it" };
+  if (dryRun) return { ...base, action: "would-remove", detail: o.populated === "populated" ? "cgroup.kill, then remove it" : "remove it" };
   // what was listed must still be what is acted on: no lease of that name since, the same directory
   if (!leaseNamed && (await deps.store.get(o.name).catch(() => undefined)) !== null) {
     return leave(`a lease file named ${o.name} appeared (or could not be read) since the listing`);
   }
   const id = await verifyCgroupIdentity(o.path, o.id);
-  if (id === "gone") return { ...base, action: "gone", detail: "removed by someone else before the reap" };
+  if (id === "gone") return { ...base, action: "gone", detail: "removed by someone else before this reap" };
   if (id !== "match") return leave(`its identity is now ${id === "mismatch" ? "another one (re-created since the listing)" : "unreadable"}`);
   const kill = await killCgroup(o.path, { signaller: deps.signaller });
   if (kill.outcome !== "empty" && kill.outcome !== "gone") return { ...base, action: "failed", kill, detail: describe(kill) };
   const remove = await removeCgroup(o.path);
   const ok = remove.outcome === "removed" || remove.outcome === "gone";
-  return { ...base, action: ok ? "reaped" : "failed", kill, remove, detail: `${describe(kill)}; ${describe(remove)}` };
+  return { ...base, action: ok ? "removed" : "failed", kill, remove, detail: `${describe(kill)}; ${describe(remove)}` };
 }
 
 /**
@@ -252,13 +247,13 @@ function describe(r: KillOutcome | RemoveOutcome): string {
 }
 
 export function formatOrphanReport(r: OrphanReapReport): string {
-  let out = `${r.dryRun ? "dry run: " : ""}${r.entries.length === 0 ? "no orphan cgroups" : plural(r.entries.length, "orphan cgroup")} under ${plural(r.roots.filter((x) => x.state === "listed").length, "proclease root")}\n`;
+  let out = `${r.dryRun ? "dry run: " : ""}${r.entries.length === 0 ? "no orphan cgroups" : plural(r.entries.length, "orphan cgroup")} in ${plural(r.folders.filter((x) => x.state === "listed").length, "instance folder")}\n`;
   if (r.entries.length > 0) {
     const rows = [["CGROUP", "POPULATED", r.dryRun ? "WOULD" : "ACTION", "DETAIL", "WHY"]];
-    for (const e of r.entries) rows.push([e.path, e.populated, e.action === "would-reap" ? "reap" : e.action, e.detail ?? "", e.why]);
+    for (const e of r.entries) rows.push([e.path, e.populated, e.action === "would-remove" ? "remove" : e.action, e.detail ?? "", e.why]);
     out += table(rows);
   }
-  for (const x of r.roots) if (x.state === "refused" || x.state === "unknown") out += `cgroup root ${x.state}: ${x.why ?? x.root}\n`;
+  for (const x of r.folders) if (x.state === "refused" || x.state === "unknown") out += `instance folder ${x.state}: ${x.why ?? x.folder}\n`;
   for (const p of r.problems) out += `problem: ${p}\n`;
   return out;
 }

@@ -8,7 +8,7 @@
  *
  * Where a lease has its own cgroup (docs/containment.md): its memory.current
  * and memory.peak, or, once per report, why they cannot be read. Below the
- * leases: the orphan cgroups under this state dir's proclease roots (no
+ * leases: the orphan cgroups in this state dir's instance folders (no
  * lease's own; `proclease reap --orphan-cgroups` removes them).
  *
  * Read-only: the store is opened read-only, verification is ownership's
@@ -21,12 +21,12 @@ import type { MemoryReading } from "../../containment/index.js";
 import { join } from "node:path";
 import type { ProcessFacts, ProcessInfo, ProcessSnapshot } from "../../facts/types.js";
 import {
-  isSupervisorLease,
   markerVerdict,
   MARKER_ENV_KEYS,
   openLeaseStore,
+  settledLine,
   verifyLeases,
-  type AcpxProcessLease,
+  type ProcessLease,
   type LeaseVerification,
   type MarkerVerdict,
   type OwnershipEvidence,
@@ -62,7 +62,7 @@ export interface StatusProcess {
 }
 
 export interface StatusLease {
-  lease: AcpxProcessLease;
+  lease: ProcessLease;
   ageMs: number;
   verdict: LeaseVerification["verdict"];
   evidence: readonly OwnershipEvidence[];
@@ -81,7 +81,7 @@ export interface StatusView {
   takenAt: number;
   leases: StatusLease[];
   problems: { file: string; detail: string }[];
-  /** cgroups under this state dir's proclease roots that are no lease's own */
+  /** cgroups in this state dir's instance folders that are no lease's own */
   orphanCgroups?: OrphanScan;
   /** set when the state dir holds no lease store */
   note?: string;
@@ -182,17 +182,17 @@ export async function collectStatus(stateDir: string, facts: ProcessFacts): Prom
 }
 
 /** Ownership's marker rule, asked of the very process in the snapshot (a pid reused since answers "unknown"). */
-async function markersOf(facts: ProcessFacts, p: ProcessInfo, lease: AcpxProcessLease): Promise<MarkerVerdict> {
+async function markersOf(facts: ProcessFacts, p: ProcessInfo, lease: ProcessLease): Promise<MarkerVerdict> {
   const d = await facts.inspect(p.pid, { envKeys: MARKER_ENV_KEYS }).catch(() => null);
   if (d === null || !sameProcess(d, p)) return "unknown";
   return markerVerdict(d, lease);
 }
 
-function roleOf(p: ProcessInfo, lease: AcpxProcessLease, live: StatusLease["live"]): ProcessRole {
+function roleOf(p: ProcessInfo, lease: ProcessLease, live: StatusLease["live"]): ProcessRole {
   if (live === "remnants") return "remnant";
-  if (p.pid === lease.rootPid) return isSupervisorLease(lease) ? "run" : "wrapper";
+  if (p.pid === lease.rootPid) return lease.kind === "supervisor" ? "run" : "wrapper";
   // the wrapper puts the adapter in a group of its own, recorded in the lease
-  if (!isSupervisorLease(lease) && lease.processGroupId !== undefined && p.pid === lease.processGroupId) return "adapter";
+  if (lease.kind === "acpx" && lease.processGroupId !== undefined && p.pid === lease.processGroupId) return "adapter";
   return "descendant";
 }
 
@@ -247,6 +247,7 @@ export function renderStatus(view: StatusView, io: CliIo, watching: boolean): st
       l.lease.sessionKey,
     ]);
     out += table(rows);
+    for (const l of settled.slice(0, SETTLED_LINES)) out += `  ${l.lease.leaseId} ${settledLine(l.lease)}\n`;
   }
   for (const line of memoryWhyLines(view.leases)) out += paint("dim", line) + "\n";
   if (view.orphanCgroups !== undefined) out += orphanLines(view.orphanCgroups, paint);
@@ -254,7 +255,7 @@ export function renderStatus(view: StatusView, io: CliIo, watching: boolean): st
   return out;
 }
 
-/** The orphan cgroups (with the one command that removes them) and any root that was refused; nothing when all is clean. */
+/** The orphan cgroups (with the one command that removes them) and any instance folder that was refused; nothing when all is clean. */
 export function orphanLines(scan: OrphanScan, paint: Paint): string {
   let out = "";
   if (scan.orphans.length > 0) {
@@ -263,7 +264,7 @@ export function orphanLines(scan: OrphanScan, paint: Paint): string {
     for (const o of scan.orphans) rows.push([`  ${o.path}`, paint(o.populated === "populated" ? "red" : "dim", o.populated), o.caution ?? o.why]);
     out += table(rows);
   }
-  for (const r of scan.roots) if (r.state === "refused" || r.state === "unknown") out += paint("red", `cgroup root ${r.state}: ${r.why ?? r.root}`) + "\n";
+  for (const r of scan.folders) if (r.state === "refused" || r.state === "unknown") out += paint("red", `instance folder ${r.state}: ${r.why ?? r.folder}`) + "\n";
   for (const p of scan.problems) out += paint("red", `problem: ${p}`) + "\n";
   return out;
 }
@@ -280,6 +281,8 @@ function leaseBlock(l: StatusLease, paint: Paint, now: number): string {
       // a reading that failed is said once below the leases, not in every block
       ...(l.memory?.ok === true ? [["  memory", memoryFigures(l.memory)]] : []),
     ]);
+  const settledAs = settledLine(x);
+  if (settledAs !== null) out += `  ${settledAs}\n`;
   if (l.processes.length === 0) {
     out += `  live tree: ${paint("dim", "no process alive is verified as this lease's")}\n`;
   } else {

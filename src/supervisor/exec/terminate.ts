@@ -5,7 +5,7 @@
  * that now names another process is never signalled.
  */
 import type { ProcessFacts, ProcessSignaller } from "../../facts/types.js";
-import { reapStoppedPid } from "../../ownership/index.js";
+import { killStoppedPid } from "../../ownership/index.js";
 import { killProcessTree } from "../kill-tree.js";
 import type { ProcessSupervisor } from "../supervisor.js";
 import { markExited, type Session } from "./table.js";
@@ -32,7 +32,7 @@ export async function terminateSession(s: Session, deps: TerminateDeps): Promise
   const result = await killProcessTree(pid, { graceMs: deps.graceMs, facts: deps.facts(), signaller: deps.signaller, expectedStartTime: startTime });
   // gone or mismatch: the adopted process is no longer there (a pid reused by
   // another process means ours exited); killed: only if the kill saw it stop
-  if (result.outcome === "gone" || result.outcome === "mismatch" || (result.outcome === "reaped" && reapStoppedPid(result.report, pid))) {
+  if (result.outcome === "gone" || result.outcome === "mismatch" || (result.outcome === "killed" && killStoppedPid(result.report, pid))) {
     markExited(s);
   }
   return { via: "tree-kill", result };

@@ -45,7 +45,7 @@ async function settleAfterExit(run: Run, ctx: RunContext, pid: number | undefine
   if (run.ownCgroup !== undefined && run.kill === undefined) await ctx.runCgroups.settle(run.ownCgroup).catch(() => {});
   const { store, lease } = run;
   if (store === undefined || lease === undefined) return;
-  const prior = run.killResult?.outcome === "reaped" ? run.killResult.report : null;
+  const prior = run.killResult?.outcome === "killed" ? run.killResult.report : null;
   const settled = pid === undefined ? store.neverStarted(lease.leaseId) : store.finish(lease.leaseId, run.leaseKill ?? null, prior);
   await settled.catch(() => {});
 }

@@ -48,7 +48,7 @@ export function createExitFallback(run: Run, ctx: RunContext, proc: SpawnedProce
 function signalThatStopped(run: Run, rootPid: number): NodeJS.Signals | null {
   const results = [
     ...(run.leaseKill?.report?.results ?? []),
-    ...(run.killResult?.outcome === "reaped" ? run.killResult.report.results : []),
+    ...(run.killResult?.outcome === "killed" ? run.killResult.report.results : []),
   ].filter((r) => r.pid === rootPid);
   const last = results[results.length - 1]?.outcome;
   return last === "killed" ? "SIGKILL" : last === "exited-after-term" ? "SIGTERM" : null;

@@ -27,7 +27,7 @@
  */
 import type { LeaseCgroup } from "../../containment/index.js";
 import type { SpawnedProcess } from "../adapters/adapter.js";
-import type { RunLease, RunLeaseReap, RunLeases } from "../durability.js";
+import type { RunLease, RunLeaseKill, RunLeases } from "../durability.js";
 import type { KillTreeResult } from "../kill-tree.js";
 import type { RunExit, SpawnInput, TerminationReason } from "../types.js";
 import type { RunContext } from "./context.js";
@@ -65,7 +65,7 @@ export class Run {
   /** what the identity-checked tree kill reported, once it ran (undefined when it threw or never ran) */
   killResult: KillTreeResult | undefined;
   /** a leased run's kill through its lease: verified, then killed (escapees carrying its markers included) */
-  leaseKill: RunLeaseReap | null | undefined;
+  leaseKill: RunLeaseKill | null | undefined;
 
   /** its exit once it ended and its lease settled; null when its startup failed */
   readonly done: Promise<RunExit | null>;

@@ -3,7 +3,7 @@
  * (cancel, cancelScope, cancelAll, a same-scope replacement, a deadline).
  * Every kill waits until the lease names the live root (run.attached), then
  * takes the first of these that applies:
- * 1. A leased run: through its lease (durability.ts RunLeases.reap:
+ * 1. A leased run: through its lease (durability.ts RunLeases.kill:
  *    ownership's verification, then the kill of the tree it verified,
  *    processes that escaped the parent links but carry the run's markers
  *    included). It settles the lease by ownership's one rule.
@@ -15,7 +15,7 @@
  * A run without a lease then has its cgroup drained: whatever it still
  * holds (a setsid escapee that cleared its environment) ends too.
  */
-import { reapStoppedPid } from "../../ownership/index.js";
+import { killStoppedPid } from "../../ownership/index.js";
 import type { SpawnedProcess } from "../adapters/adapter.js";
 import type { RunContext } from "./context.js";
 import type { Run } from "./run.js";
@@ -37,9 +37,9 @@ async function killRoot(run: Run, ctx: RunContext, proc: SpawnedProcess, rootPid
 async function killThroughLease(run: Run, rootPid: number): Promise<boolean | undefined> {
   const { store, lease } = run;
   if (store === undefined || lease === undefined) return undefined;
-  const r = await store.reap(lease.leaseId).catch(() => null);
+  const r = await store.kill(lease.leaseId).catch(() => null);
   run.leaseKill = r;
-  return r?.report ? reapStoppedPid(r.report, rootPid) : undefined;
+  return r?.report ? killStoppedPid(r.report, rootPid) : undefined;
 }
 
 /** Whether the tree kill saw the root stop; false when no start time binds it (said in the run's record: rootIdentityUnavailable). */
@@ -48,7 +48,7 @@ async function killTreeOfRoot(run: Run, ctx: RunContext, rootPid: number): Promi
   if (id.startTime === undefined) return false;
   const result = await ctx.killTree(rootPid, id.startTime).catch(() => undefined);
   run.killResult = result;
-  return result?.outcome === "reaped" && reapStoppedPid(result.report, rootPid);
+  return result?.outcome === "killed" && killStoppedPid(result.report, rootPid);
 }
 
 /**

@@ -1,5 +1,5 @@
 /**
- * The reaper: tears down a verified tree, leaves first, TERM → grace → KILL.
+ * The tree kill: tears down a verified tree, leaves first, TERM → grace → KILL.
  *
  * Every signal is per pid and goes through `ProcessSignaller.signal(pid,
  * startTime, sig)`, which re-checks that pid still is the process we verified
@@ -9,12 +9,12 @@
 import { isAlive, provablyGoneAll } from "../facts/liveness.js";
 import type { ProcessFacts, ProcessInfo, ProcessSignaller, SignalOutcome } from "../facts/types.js";
 import { MAX_PID, nonNegativeOption } from "../facts/validate.js";
-import { ancestorsOfSelf } from "./collect.js";
-import { checkGroupTarget, checkSignalTarget } from "./guards.js";
+import { selfAndAncestorsIn } from "./collect.js";
+import { checkGroupTarget, checkSignalTarget } from "../facts/guards.js";
 import { DEFAULT_GRACE_MS } from "./types.js";
 import { sameProcess } from "../facts/identity.js";
 
-export type ReapOutcome =
+export type TreeKillOutcome =
   | "exited-after-term"
   | "killed"
   | "gone-before-signal"
@@ -25,25 +25,25 @@ export type ReapOutcome =
   | "unknown";
 
 /** OwnedProcessTree satisfies it; members leaves first, root last. */
-export interface ReapTarget {
+export interface KillTarget {
   root: ProcessInfo;
   members: readonly ProcessInfo[];
   /**
    * A process group verified as the lease's own (OwnedProcessTree sets it
    * only when "process-group" matched). New members that join it during the
-   * teardown are reaped too; see ReapOptions.group.
+   * teardown are killed too; see TreeKillOptions.group.
    */
   group?: number;
 }
 
-export interface ReapReport {
-  results: { pid: number; startTime: string; outcome: ReapOutcome }[];
+export interface TreeKillReport {
+  results: { pid: number; startTime: string; outcome: TreeKillOutcome }[];
   termSent: number;
   killSent: number;
   durationMs: number;
 }
 
-export interface ReapOptions {
+export interface TreeKillOptions {
   facts: ProcessFacts;
   signaller: ProcessSignaller;
   /** ms to wait for exits after SIGTERM before SIGKILL (default DEFAULT_GRACE_MS, 3000) */
@@ -65,10 +65,10 @@ export interface ReapOptions {
 }
 
 /**
- * What each outcome leaves behind: the one rule for "did the reap finish?",
- * so the controller, the supervisor and the CLI settle leases alike. The
+ * What each outcome leaves behind: the one rule for "did the kill finish?",
+ * so every settlement reads a report alike. The
  * Record type makes a new outcome a compile error until it is classed here.
- * - stopped: the reaper saw the verified process exit, or found it gone.
+ * - stopped: the tree kill saw the verified process exit, or found it gone.
  * - not-ours: nothing was sent and nothing of ours is there to stop: the pid
  *   now names another process (ours exited), or a guard refused it (pid <= 1,
  *   this process, its parent: never signalled, whatever a lease says).
@@ -77,7 +77,7 @@ export interface ReapOptions {
  *   here), or its identity could not be re-established so nothing was sent.
  *   A lease with such a member must not be settled closed.
  */
-const AFTER_REAP: Readonly<Record<ReapOutcome, "stopped" | "not-ours" | "may-run">> = Object.freeze({
+const AFTER_KILL: Readonly<Record<TreeKillOutcome, "stopped" | "not-ours" | "may-run">> = Object.freeze({
   "exited-after-term": "stopped",
   killed: "stopped",
   "gone-before-signal": "stopped",
@@ -88,29 +88,29 @@ const AFTER_REAP: Readonly<Record<ReapOutcome, "stopped" | "not-ours" | "may-run
   unknown: "may-run",
 });
 
-/** Pids of the report whose verified process may still be running (see AFTER_REAP), in report order. */
-export function survivorsOf(report: Pick<ReapReport, "results">): number[] {
-  return report.results.filter((r) => AFTER_REAP[r.outcome] === "may-run").map((r) => r.pid);
+/** Pids of the report whose verified process may still be running (see AFTER_KILL), in report order. */
+export function survivorsOf(report: Pick<TreeKillReport, "results">): number[] {
+  return report.results.filter((r) => AFTER_KILL[r.outcome] === "may-run").map((r) => r.pid);
 }
 
-/** True when nothing the reaper was handed may still be running: the lease may be settled closed. */
-export function reapCompleted(report: Pick<ReapReport, "results">): boolean {
+/** True when nothing the tree kill was handed may still be running: the lease may be settled closed. */
+export function killCompleted(report: Pick<TreeKillReport, "results">): boolean {
   return survivorsOf(report).length === 0;
 }
 
 /**
- * True only when the reaper itself saw `pid` stop (exit after TERM or KILL,
+ * True only when the tree kill itself saw `pid` stop (exit after TERM or KILL,
  * or already gone). A mismatch or a guard refusal proves nothing about a
  * process the caller still holds a handle to, so it is not counted.
  */
-export function reapStoppedPid(report: Pick<ReapReport, "results">, pid: number): boolean {
+export function killStoppedPid(report: Pick<TreeKillReport, "results">, pid: number): boolean {
   const r = report.results.find((x) => x.pid === pid);
-  return r !== undefined && AFTER_REAP[r.outcome] === "stopped";
+  return r !== undefined && AFTER_KILL[r.outcome] === "stopped";
 }
 
-/** Results of two reaps of one lease: a pid (with its start time) reaped twice keeps its later outcome. */
-export function mergeReapResults(a: Pick<ReapReport, "results">, b: Pick<ReapReport, "results">): ReapReport["results"] {
-  const byKey = new Map<string, ReapReport["results"][number]>();
+/** Results of two kills of one lease: a pid (with its start time) killed twice keeps its later outcome. */
+export function mergeKillResults(a: Pick<TreeKillReport, "results">, b: Pick<TreeKillReport, "results">): TreeKillReport["results"] {
+  const byKey = new Map<string, TreeKillReport["results"][number]>();
   for (const x of [...a.results, ...b.results]) {
     byKey.delete(`${x.pid}:${x.startTime}`);
     byKey.set(`${x.pid}:${x.startTime}`, x);
@@ -123,7 +123,7 @@ interface Entry {
   pid: number;
   startTime: string;
   phase: Phase;
-  outcome: ReapOutcome;
+  outcome: TreeKillOutcome;
 }
 
 /**
@@ -135,7 +135,7 @@ interface Entry {
  * while we tear the tree down are added (with their own start time) from one
  * fresh snapshot after TERM and one before KILL.
  */
-export async function reapOwnedTree(tree: ReapTarget, opts: ReapOptions): Promise<ReapReport> {
+export async function killOwnedTree(tree: KillTarget, opts: TreeKillOptions): Promise<TreeKillReport> {
   const t0 = Date.now();
   const { facts, signaller } = opts;
   const graceMs = nonNegativeOption(opts.graceMs, DEFAULT_GRACE_MS, "graceMs");
@@ -224,7 +224,7 @@ async function send(signaller: ProcessSignaller, e: Entry, sig: NodeJS.Signals):
   }
 }
 
-function outcomeBeforeSignal(r: SignalOutcome): ReapOutcome {
+function outcomeBeforeSignal(r: SignalOutcome): TreeKillOutcome {
   switch (r) {
     case "gone":
       return "gone-before-signal";
@@ -242,7 +242,7 @@ async function pollUntil(
   facts: ProcessFacts,
   entries: Entry[],
   phase: Phase,
-  outcome: ReapOutcome,
+  outcome: TreeKillOutcome,
   budgetMs: number,
   pollMs: number,
 ): Promise<void> {
@@ -272,7 +272,7 @@ interface WatchedGroup {
 }
 
 /** Validates the group argument; null when there is none or it cannot be watched safely. */
-function groupToWatch(value: number | undefined, name: string, tree: ReapTarget): WatchedGroup | null {
+function groupToWatch(value: number | undefined, name: string, tree: KillTarget): WatchedGroup | null {
   if (value === undefined) return null;
   if (typeof value !== "number" || !Number.isInteger(value)) throw new TypeError(`${name} must be an integer process group id, got ${String(value)}`);
   if (value <= 1 || value > MAX_PID) throw new RangeError(`${name} must be between 2 and ${MAX_PID}, got ${value}`);
@@ -308,7 +308,7 @@ async function newChildren(
   } catch {
     return [];
   }
-  const ancestors = ancestorsOfSelf(snap);
+  const ancestors = selfAndAncestorsIn(snap);
   const eligible = (p: ProcessInfo) =>
     !byPid.has(p.pid) && isAlive(p) && !ancestors.has(p.pid) && checkSignalTarget(p.pid).allowed;
   const found: Entry[] = [];
