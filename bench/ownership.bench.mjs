@@ -176,7 +176,7 @@ async function listBench(quick) {
   try {
     // durable:false only to build the fixture quickly; listing does not fsync anyway
     const store = await openLeaseStore(dir, { durable: false });
-    const input = (gw) => ({ gatewayInstanceId: gw, sessionKey: "s", wrapperRoot: "/opt/gw", wrapperPath: "/opt/gw/w.mjs", commandHash: "00" });
+    const input = (gw) => ({ kind: "acpx", gatewayInstanceId: gw, sessionKey: "s", wrapperRoot: "/opt/gw", wrapperPath: "/opt/gw/w.mjs", commandHash: "00" });
     const ids = [];
     for (let i = 0; i < N; i += 250) {
       const batch = await Promise.all(Array.from({ length: Math.min(250, N - i) }, (_, j) => store.create(input((i + j) % 4 === 0 ? "gw-B" : "gw-A"))));
