@@ -610,8 +610,11 @@ async function runSession(inc, r) {
     case "adapter-crash": {
       const h = await ensureStep(inc, r);
       if (s.point !== "mid-session") {
-        if (h) r.errors.push(`ensureSession succeeded although the adapter exits on ${s.point}`);
-        else if (r.ensureError.name !== "AcpxEnsureError") r.errors.push(`ensureSession failed with ${r.ensureError.name}, expected AcpxEnsureError: ${r.ensureError.message}`);
+        // a reused key whose earlier agent session is on record is resumed (session/resume or session/load),
+        // so the agent is never sent session/new: only an ensure that opened a new session must fail
+        if (h) {
+          if (!(s.point === "session/new" && h.resumed === true)) r.errors.push(`ensureSession succeeded although the adapter exits on ${s.point}`);
+        } else if (r.ensureError.name !== "AcpxEnsureError") r.errors.push(`ensureSession failed with ${r.ensureError.name}, expected AcpxEnsureError: ${r.ensureError.message}`);
         return;
       }
       if (!h) return;
