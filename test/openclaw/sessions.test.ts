@@ -16,6 +16,19 @@ import { collect, ensure, fixture, newRuntime, replyText, turnInput, type Runtim
 
 const controllers = disposeAfterEach();
 
+/** `p`, or a rejection naming the step when it takes longer than `ms` (a hang then says where it was). */
+async function step<T>(name: string, p: Promise<T>, ms = 20_000): Promise<T> {
+  let t: NodeJS.Timeout | undefined;
+  const late = new Promise<never>((_, reject) => {
+    t = setTimeout(() => reject(new Error(`step "${name}" did not finish within ${ms} ms`)), ms);
+  });
+  try {
+    return await Promise.race([p, late]);
+  } finally {
+    clearTimeout(t);
+  }
+}
+
 async function leaseState(rt: Runtime, leaseId: string): Promise<string | undefined> {
   return (await (await rt.controller()).listLeases()).find((l) => l.leaseId === leaseId)?.state;
 }
@@ -84,35 +97,45 @@ describe("a gateway SIGKILLed mid-turn", () => {
     const gw = trackChild(
       spawn(process.execPath, [join(ROOT, "test/fixtures/openclaw/gateway.mjs"), stateDir, "agent:main:acp:crash", JSON.stringify(argv)], { stdio: ["ignore", "pipe", "inherit"] }),
     );
+    // heard from the spawn on: a gateway that dies early must not leave the wait below hanging
+    const exited = new Promise((r) => gw.once("exit", r));
     let first: ProcleaseOpenClawHandle | undefined;
-    for await (const line of createInterface({ input: gw.stdout! })) {
-      const ev = JSON.parse(line) as { type: string; handle?: ProcleaseOpenClawHandle };
-      if (ev.type === "ready") {
-        first = ev.handle!;
-        trackLease(first.leaseId);
+    let started = false;
+    await step("the first gateway's ready and turn-started lines", (async () => {
+      for await (const line of createInterface({ input: gw.stdout! })) {
+        const ev = JSON.parse(line) as { type: string; handle?: ProcleaseOpenClawHandle };
+        if (ev.type === "ready") {
+          first = ev.handle!;
+          trackLease(first.leaseId);
+        }
+        if (ev.type === "turn-started") {
+          started = true;
+          break;
+        }
       }
-      if (ev.type === "turn-started") break;
-    }
+    })());
+    expect(first, "the first gateway printed ready").toBeDefined();
+    expect(started, "the first gateway printed turn-started before its output ended").toBe(true);
     const firstPids = leaseCarriers(first!.leaseId);
     expect(firstPids.length).toBeGreaterThanOrEqual(2);
     gw.kill("SIGKILL");
-    await new Promise((r) => gw.once("exit", r));
+    await step("the first gateway's exit", exited);
 
-    const rt = await newRuntime(controllers, "crash-2", { agents: { fixture: { command: argv } } }, stateDir);
+    const rt = await step("the second runtime with its startup reap", newRuntime(controllers, "crash-2", { agents: { fixture: { command: argv } } }, stateDir));
     // the startup reap examined the first gateway's lease and settled it
     expect(rt.startupReap?.entries.map((e) => e.leaseId)).toContain(first!.leaseId);
     expect(["closed", "lost"]).toContain(await leaseState(rt, first!.leaseId));
     expect(firstPids.filter((p) => alive(p))).toEqual([]);
     expect(leaseCarriers(first!.leaseId)).toEqual([]);
     // OpenClaw re-ensures from its stored metadata, offering the agent session id it kept
-    const again = await ensure(rt, { sessionKey: "agent:main:acp:crash", resumeSessionId: first!.agentSessionId! });
+    const again = await step("the resuming ensure", ensure(rt, { sessionKey: "agent:main:acp:crash", resumeSessionId: first!.agentSessionId! }));
     expect(again.leaseId).not.toBe(first!.leaseId);
     expect(again.agentSessionId).toBe(first!.agentSessionId);
     expect((await rt.getStatus({ handle: again })).details).toMatchObject({ resumed: true });
-    expect(await whoami(rt, again)).toMatchObject({ sessionId: first!.agentSessionId, how: "resume" });
+    expect(await step("a turn on the resumed session", whoami(rt, again))).toMatchObject({ sessionId: first!.agentSessionId, how: "resume" });
     const leases = await (await rt.controller()).listLeases();
     expect(leases.filter((l) => l.state === "open").map((l) => l.leaseId)).toEqual([again.leaseId]);
-  });
+  }, 60_000);
 });
 
 describe("doctor", () => {
