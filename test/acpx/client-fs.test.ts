@@ -5,18 +5,25 @@
  * bounded, typed refusals; off unless asked for (then advertised as off and
  * answered "method not found"). Build first (`npm run build`).
  */
-import { mkdirSync, mkdtempSync, readFileSync, realpathSync, symlinkSync, writeFileSync } from "node:fs";
+import { mkdirSync, mkdtempSync, readFileSync, realpathSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { describe, expect, it } from "vitest";
+import { afterAll, describe, expect, it } from "vitest";
 import { createAcpxLifecycleController } from "../../src/acpx/controller.js";
 import type { AcpxLifecycleControllerOptions } from "../../src/acpx/types.js";
 import { agentArgv, disposeAfterEach, GRACE_MS, say as sayIn, tempStateDir, trackLease } from "./controller-helpers.js";
 
 const controllers = disposeAfterEach();
 
+/** each test's folder tree, removed once the file's tests ran */
+const bases: string[] = [];
+afterAll(() => {
+  for (const d of bases) rmSync(d, { recursive: true, force: true });
+});
+
 function tree() {
   const base = realpathSync(mkdtempSync(join(tmpdir(), "proclease-fs-")));
+  bases.push(base);
   const cwd = join(base, "work");
   const root = join(base, "extra");
   const outside = join(base, "outside");

@@ -10,16 +10,26 @@
  * Without that folder (or an agent in it) each test is skipped, and says why
  * in its name and on stdout.
  */
-import { existsSync, mkdtempSync } from "node:fs";
+import { existsSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { describe, expect, it } from "vitest";
+import { afterAll, describe, expect, it } from "vitest";
 import type { SessionUpdate } from "@agentclientprotocol/sdk";
 import { createAcpxLifecycleController } from "../../src/acpx/controller.js";
 import { AcpxEnsureError } from "../../src/acpx/errors.js";
 import { disposeAfterEach, GRACE_MS, leaseCarriers, tempStateDir, trackLease, waitFor } from "./controller-helpers.js";
 
 const controllers = disposeAfterEach();
+/** the agents' HOME folders, removed once the file's tests ran (after their controllers are disposed) */
+const homes: string[] = [];
+const homeDir = (prefix: string): string => {
+  const d = mkdtempSync(join(tmpdir(), prefix));
+  homes.push(d);
+  return d;
+};
+afterAll(() => {
+  for (const d of homes) rmSync(d, { recursive: true, force: true });
+});
 const dir = process.env.PROCLEASE_ACP_AGENTS;
 
 function binOf(name: string): { bin: string | undefined; why: string } {
@@ -41,7 +51,7 @@ describe("published agents, offline", () => {
     const ctl = await createAcpxLifecycleController({ stateDir: tempStateDir("pub-claude"), graceMs: GRACE_MS, maintenanceIntervalMs: 0, handshakeTimeoutMs: 60_000 });
     controllers.push(ctl);
     // a throwaway HOME; IS_SANDBOX lets its bypass mode start as root (this CI runs as root)
-    const env = { HOME: mkdtempSync(join(tmpdir(), "proclease-claude-home-")), IS_SANDBOX: "1" };
+    const env = { HOME: homeDir("proclease-claude-home-"), IS_SANDBOX: "1" };
     const h = await ctl.ensureSession({ sessionKey: "k-claude", agentId: "claude", command: [bin], env, cwd: tmpdir() });
     trackLease(h.leaseId);
     expect(h.agentInfo?.name).toBe("@agentclientprotocol/claude-agent-acp");
@@ -71,7 +81,7 @@ describe("published agents, offline", () => {
   published("codex-acp", "codex-acp@2.6.0: auth_required on session/new is typed, with the agent's methods; the lease settles", async (bin) => {
     const ctl = await createAcpxLifecycleController({ stateDir: tempStateDir("pub-codex"), graceMs: GRACE_MS, maintenanceIntervalMs: 0, handshakeTimeoutMs: 60_000 });
     controllers.push(ctl);
-    const env = { HOME: mkdtempSync(join(tmpdir(), "proclease-codex-home-")), CODEX_HOME: mkdtempSync(join(tmpdir(), "proclease-codex-")) };
+    const env = { HOME: homeDir("proclease-codex-home-"), CODEX_HOME: homeDir("proclease-codex-") };
     const e = (await ctl.ensureSession({ sessionKey: "k-codex", agentId: "codex", command: [bin], env, envRemove: ["OPENAI_API_KEY"] }).catch((x: unknown) => x)) as AcpxEnsureError;
     expect(e).toBeInstanceOf(AcpxEnsureError);
     if (e.leaseId) trackLease(e.leaseId);

@@ -2,16 +2,20 @@
  * A checkout may sit in a 0700 folder (/root/…, a mktemp -d): a child run as
  * another uid cannot read a fixture or the addon from there. It gets them
  * from a world-readable temp copy instead, and runs with that folder as its
- * cwd. Removed when the test process exits.
+ * cwd. Removed once the test file that made it has run (a test worker can
+ * end without an "exit" event, so that event alone left them behind).
  */
 import { chmodSync, copyFileSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { basename, join } from "node:path";
+import { afterAll } from "vitest";
 
 const made: string[] = [];
-process.once("exit", () => {
-  for (const d of made) rmSync(d, { recursive: true, force: true });
-});
+const removeAll = () => {
+  for (const d of made.splice(0)) rmSync(d, { recursive: true, force: true });
+};
+afterAll(removeAll);
+process.once("exit", removeAll);
 
 /** Copies each file into one fresh 0755 folder (files 0755: the addon is dlopen'ed); returns the folder and the copies, in order. */
 export function worldReadableCopies(files: readonly string[]): { dir: string; paths: string[] } {
