@@ -1,9 +1,12 @@
 /**
- * The facts a batch reconcile (lifecycle.ts reconcileLeases) hands its
- * verifications and kills: one that counts snapshot() calls, and one that
- * lets concurrent kills share the walk in flight.
+ * What a batch reconcile (lifecycle.ts reconcileLeases) shares between the
+ * settlements it runs at once: facts that count snapshot() calls, facts
+ * that let concurrent kills share walks and reads, a runner that keeps
+ * their synchronous signal sends in short slices, and a barrier that starts
+ * their kills together.
  */
-import type { ProcessFacts, ProcessSnapshot } from "../facts/types.js";
+import type { InspectOptions, ProcessDetails, ProcessFacts, ProcessSnapshot } from "../facts/types.js";
+import { assertPid } from "../facts/validate.js";
 
 /** Counts snapshot() calls (the one-snapshot promise is checked, not assumed). */
 export function countingFacts(facts: ProcessFacts, onSnapshot: () => void): ProcessFacts {
@@ -21,23 +24,141 @@ export function countingFacts(facts: ProcessFacts, onSnapshot: () => void): Proc
 
 /**
  * Many trees killed at once each ask for a fresh snapshot (to catch children
- * forked mid-teardown) at nearly the same moment; concurrent callers share
- * the walk in flight instead of each walking /proc.
+ * forked mid-teardown) and poll their members' exits at nearly the same
+ * moments. Concurrent snapshot callers share the next walk instead of each
+ * walking /proc, and the plain inspectMany calls (no environ keys: the
+ * exit polls) asked within one turn of the event loop are made as one
+ * native call, each caller getting its own pids' answers.
  */
-export function coalescingFacts(facts: ProcessFacts): ProcessFacts {
-  let inflight: Promise<ProcessSnapshot> | undefined;
+export function coalescingFacts(facts: ProcessFacts, sends?: SlicedRunner): ProcessFacts {
+  let last: Promise<unknown> = Promise.resolve();
+  let next: Promise<ProcessSnapshot> | undefined;
+  let lastStart = -Infinity;
+  let asked: Array<{ pids: readonly number[]; resolve: (d: Array<ProcessDetails | null>) => void; reject: (e: unknown) => void }> = [];
+  const flush = async () => {
+    const batch = asked;
+    asked = [];
+    const all = batch.flatMap((a) => a.pids);
+    try {
+      const ds = await facts.inspectMany(all);
+      let at = 0;
+      for (const a of batch) {
+        a.resolve(ds.slice(at, at + a.pids.length));
+        at += a.pids.length;
+      }
+    } catch (e) {
+      for (const a of batch) a.reject(e);
+    }
+  };
+  const inspectMany = (pids: readonly number[], o?: InspectOptions): Promise<Array<ProcessDetails | null>> => {
+    if (o?.envKeys !== undefined && o.envKeys.length > 0) return facts.inspectMany(pids, o);
+    return new Promise((resolve, reject) => {
+      // a bad pid fails its own caller, never the merged call
+      for (const p of pids) assertPid(p);
+      if (asked.length === 0) setImmediate(() => void flush());
+      asked.push({ pids: [...pids], resolve, reject });
+    });
+  };
   return {
     backend: facts.backend,
     identityStrength: facts.identityStrength,
+    // A caller asks after its own signals: it may only share a walk that has
+    // not started yet, so each walk begins after the one in flight ends, at
+    // least WALK_GAP_MS after it began (a batch walks at a bounded rate
+    // however large the host) and, with `sends`, once the batch's queued
+    // signal sends have gone out.
     snapshot: () => {
-      if (!inflight) {
-        inflight = facts.snapshot().finally(() => {
-          inflight = undefined;
+      if (next) return next;
+      const mine: Promise<ProcessSnapshot> = last
+        .catch(() => undefined)
+        .then(() => delay(lastStart + WALK_GAP_MS - performance.now()))
+        .then(() => sends?.idle())
+        .then(() => {
+          if (next === mine) next = undefined;
+          lastStart = performance.now();
+          return facts.snapshot();
         });
-      }
-      return inflight;
+      next = mine;
+      last = mine;
+      return mine;
     },
     inspect: (pid, o) => facts.inspect(pid, o),
-    inspectMany: (pids, o) => facts.inspectMany(pids, o),
+    inspectMany,
+  };
+}
+
+/** The least time between the starts of two walks a batch's kills share. */
+const WALK_GAP_MS = 100;
+
+function delay(ms: number): Promise<void> {
+  return ms > 0 ? new Promise((r) => setTimeout(r, ms)) : Promise.resolve();
+}
+
+/** Runs `fn` (a signal send, synchronous up to its promise) when a slice has room; see slicedRunner. */
+export type Pacer = <T>(fn: () => Promise<T>) => Promise<T>;
+
+export interface SlicedRunner {
+  run: Pacer;
+  /** resolves once nothing is queued */
+  idle(): Promise<void>;
+}
+
+/**
+ * A signal send through the addon is synchronous (pidfd_open, a start-time
+ * read, pidfd_send_signal: tens of microseconds). Hundreds of trees torn
+ * down at once would send thousands back to back in one turn of the event
+ * loop; this runs the queued sends in call order, at most `sliceMs` of them
+ * per turn, and lets timers and I/O run in between.
+ */
+export function slicedRunner(sliceMs = 1): SlicedRunner {
+  let queue: Array<() => void> = [];
+  let next = 0;
+  let idlers: Array<() => void> = [];
+  const drain = () => {
+    const until = performance.now() + sliceMs;
+    while (next < queue.length && performance.now() < until) queue[next++]!();
+    if (next < queue.length) return void setImmediate(drain);
+    queue = [];
+    next = 0;
+    const wake = idlers;
+    idlers = [];
+    for (const w of wake) w();
+  };
+  const idle = () => (queue.length === next ? Promise.resolve() : new Promise<void>((r) => idlers.push(r)));
+  const run = <T>(fn: () => Promise<T>) =>
+    new Promise<T>((resolve, reject) => {
+      if (queue.length === next) setImmediate(drain);
+      queue.push(() => {
+        try {
+          fn().then(resolve, reject);
+        } catch (e) {
+          reject(e);
+        }
+      });
+    });
+  return { run, idle };
+}
+
+/**
+ * Starts a batch's kills together: each party (a lease id) arrives once it
+ * has marked its lease closing, and waits until every party has arrived or
+ * left (a settlement that ends before its kill leaves, whatever the reason).
+ * Kills that start together share their walks (coalescingFacts) instead of
+ * each taking its own as its write completes.
+ */
+export function startTogether(parties: readonly string[]): { arrive: (id: string) => Promise<void>; leave: (id: string) => void } {
+  const waiting = new Set(parties);
+  let release!: () => void;
+  const all = new Promise<void>((r) => (release = r));
+  const done = (id: string) => {
+    if (waiting.delete(id) && waiting.size === 0) release();
+  };
+  if (waiting.size === 0) release();
+  return {
+    arrive: (id) => {
+      done(id);
+      return all;
+    },
+    leave: done,
   };
 }

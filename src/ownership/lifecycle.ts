@@ -59,7 +59,7 @@ import {
 import type { LeaseKind, LeaseSettledAs, LeaseState, ProcessLease } from "./types.js";
 import { explainLease, verifyLeases, type LeaseVerification } from "./verify.js";
 import { pendingOf, writeGuard, type PendingSettlement } from "./pending-settlements.js";
-import { coalescingFacts, countingFacts } from "./batch-facts.js";
+import { coalescingFacts, countingFacts, slicedRunner, startTogether, type Pacer } from "./batch-facts.js";
 
 export type { LeaseAction, LeaseOutcome, LeaseOutcomeCode, PendingSettlement };
 
@@ -81,8 +81,10 @@ export interface SettleLeaseOptions {
   verifier?: LeaseVerifier;
   /** the caller's own lever on the root: ends the lifeline and waits for its wrapper child */
   release?: () => Promise<unknown>;
-  /** runs after the lease is marked closing and before any signal (a live session fails its prompt here) */
-  beforeSignals?: () => void;
+  /** runs after the lease is marked closing and before any signal (a live session fails its prompt here; a batch waits for its other kills) */
+  beforeSignals?: () => void | Promise<void>;
+  /** runs the kills' signal sends (a batch shares one: batch-facts.ts slicedRunner) */
+  pace?: Pacer;
   /** the root's exit was reported by the caller's own handle (its child, unreaped until then) */
   rootExitObserved?: boolean;
   /** a kill the caller ran earlier, not derived from this lease (a plain tree kill): it never settles anything by itself */
@@ -156,7 +158,7 @@ async function settleNow(
   // the record may be unwritable (a full disk): the tree is ended all the same
   const writes = writeGuard();
   await writes.run(() => moveToClosing(deps.store, cur));
-  opts.beforeSignals?.();
+  await opts.beforeSignals?.();
   const r = await killAndRelease(deps, cur, v0, opts);
   const settle = (drain: CgroupDrain | null): Settlement =>
     r.last !== null ? settlementAfterKill(r.last, { ...ctx, drain }) : settlementFor(r.v, null, { ...ctx, drain });
@@ -200,7 +202,7 @@ async function settleNow(
 async function killAndRelease(deps: LifecycleDeps, cur: ProcessLease, v0: LeaseVerification, opts: SettleLeaseOptions): Promise<Killed> {
   const facts = opts.facts ?? deps.facts;
   const mayKill = opts.kill !== false;
-  const killNow = (v: LeaseVerification) => (mayKill ? killProven(deps, v, facts, opts.verifier) : Promise.resolve(null));
+  const killNow = (v: LeaseVerification) => (mayKill ? killProven(deps, v, { facts, verifier: opts.verifier, pace: opts.pace }) : Promise.resolve(null));
   const again = async (v: LeaseVerification) => (await verify(deps, cur).catch(() => null)) ?? v;
   let released = false;
   const release = async () => {
@@ -288,20 +290,28 @@ export async function reconcileLeases(deps: LifecycleDeps, opts: ReconcileOption
   const { snapshot, snapshots, byId } = await verifyBatch(deps, [...candidates, ...skipped.map((x) => x.lease)]);
   for (const { lease, why } of skipped) entries.push(untouched(lease, byId.get(lease.leaseId)!, "skipped-live", "in-use", why, dryRun));
 
-  const batchFacts = coalescingFacts(deps.facts);
+  const sends = slicedRunner();
+  const pace = sends.run;
+  const batchFacts = coalescingFacts(deps.facts, sends);
   // the re-verifications after the batch's kills are verified together, a turn of the event loop at a time
   const verifier = batchingVerifier(batchFacts, { gatewayInstanceId: deps.gatewayInstanceId });
+  const together = startTogether(candidates.map((l) => l.leaseId));
   await Promise.all(
     candidates.map(async (l) => {
-      const v = byId.get(l.leaseId)!;
-      const guarded = typeof opts.skipAttached === "function" ? opts.skipAttached(l) : opts.skipAttached === true;
-      if (guarded) {
-        const attached = attachedReason(v, snapshot);
-        if (attached !== null) return void entries.push(untouched(l, v, "skipped-live", attached.code, attached.why, dryRun));
+      try {
+        const v = byId.get(l.leaseId)!;
+        const guarded = typeof opts.skipAttached === "function" ? opts.skipAttached(l) : opts.skipAttached === true;
+        if (guarded) {
+          const attached = attachedReason(v, snapshot);
+          if (attached !== null) return void entries.push(untouched(l, v, "skipped-live", attached.code, attached.why, dryRun));
+        }
+        const beforeSignals = () => together.arrive(l.leaseId);
+        const o = await settleLease(deps, l, { verification: v, facts: batchFacts, verifier, pace, beforeSignals, dryRun });
+        if (!dryRun) opts.onSettled?.(o);
+        entries.push(o);
+      } finally {
+        together.leave(l.leaseId);
       }
-      const o = await settleLease(deps, l, { verification: v, facts: batchFacts, verifier, dryRun });
-      if (!dryRun) opts.onSettled?.(o);
-      entries.push(o);
     }),
   );
   const order = new Map(leases.map((l, i) => [l.leaseId, i]));
@@ -449,8 +459,12 @@ function verify(deps: LifecycleDeps, lease: ProcessLease): Promise<LeaseVerifica
 }
 
 /** Kills what the verification proves ours (killLeaseVerification's one choice); null when nothing is. */
-async function killProven(deps: LifecycleDeps, v: LeaseVerification, facts: ProcessFacts, verifier: LeaseVerifier | undefined): Promise<LeaseKillResult | null> {
+async function killProven(
+  deps: LifecycleDeps,
+  v: LeaseVerification,
+  batch: { facts: ProcessFacts; verifier: LeaseVerifier | undefined; pace: Pacer | undefined },
+): Promise<LeaseKillResult | null> {
   if (killTargetOf(v) === null) return null;
-  const verify = verifier === undefined ? {} : { verify: verifier };
-  return killLeaseVerification(v, { facts, signaller: deps.signaller, graceMs: deps.graceMs, gatewayInstanceId: deps.gatewayInstanceId, ...verify });
+  const shared = { ...(batch.verifier ? { verify: batch.verifier } : {}), ...(batch.pace ? { pace: batch.pace } : {}) };
+  return killLeaseVerification(v, { facts: batch.facts, signaller: deps.signaller, graceMs: deps.graceMs, gatewayInstanceId: deps.gatewayInstanceId, ...shared });
 }

@@ -13,6 +13,7 @@ import { selfAndAncestorsIn } from "./collect.js";
 import { checkGroupTarget, checkSignalTarget } from "../facts/guards.js";
 import { DEFAULT_GRACE_MS } from "./types.js";
 import { sameProcess } from "../facts/identity.js";
+import type { Pacer } from "./batch-facts.js";
 
 export type TreeKillOutcome =
   | "exited-after-term"
@@ -62,6 +63,8 @@ export interface TreeKillOptions {
    * Never this process's own group.
    */
   group?: number;
+  /** runs each signal send; a batch of kills shares one that keeps the sends in short slices (batch-facts.ts slicedRunner) */
+  pace?: Pacer;
 }
 
 /**
@@ -167,7 +170,7 @@ export async function killOwnedTree(tree: KillTarget, opts: TreeKillOptions): Pr
 
   const term = async (e: Entry) => {
     if (e.phase !== "pending") return;
-    const r = await send(signaller, e, "SIGTERM");
+    const r = await send(signaller, e, "SIGTERM", opts.pace);
     if (r === "signalled") {
       termSent++;
       e.phase = "termed";
@@ -189,7 +192,7 @@ export async function killOwnedTree(tree: KillTarget, opts: TreeKillOptions): Pr
   const order = [...entries.filter((e) => e !== rootEntry), rootEntry];
   for (const e of order) {
     if (e.phase !== "termed") continue;
-    const r = await send(signaller, e, "SIGKILL");
+    const r = await send(signaller, e, "SIGKILL", opts.pace);
     if (r === "signalled") {
       killSent++;
       e.phase = "killed";
@@ -214,11 +217,14 @@ export async function killOwnedTree(tree: KillTarget, opts: TreeKillOptions): Pr
   };
 }
 
-async function send(signaller: ProcessSignaller, e: Entry, sig: NodeJS.Signals): Promise<SignalOutcome> {
-  // the guard is re-asked at send time: our parent can change under us
-  if (!checkSignalTarget(e.pid).allowed) return "unknown";
+async function send(signaller: ProcessSignaller, e: Entry, sig: NodeJS.Signals, pace: Pacer | undefined): Promise<SignalOutcome> {
+  const now = async (): Promise<SignalOutcome> => {
+    // the guard is re-asked at send time: our parent can change under us
+    if (!checkSignalTarget(e.pid).allowed) return "unknown";
+    return signaller.signal(e.pid, e.startTime, sig);
+  };
   try {
-    return await signaller.signal(e.pid, e.startTime, sig);
+    return await (pace ? pace(now) : now());
   } catch {
     return "unknown";
   }
