@@ -30,7 +30,7 @@ import { collectTree } from "./collect.js";
 import { computeCommandHash, tokenizeShellCommand } from "./command-hash.js";
 import { isUnder } from "./fs-safe.js";
 import { checkSignalTarget } from "../facts/guards.js";
-import { evidence as row } from "./evidence.js";
+import { evidence as row, rootRows } from "./evidence.js";
 import { LEASE_ENV_KEY, type EvidenceCheck, type EvidenceCode, type OwnedProcessTree, type OwnershipEvidence, type ProcessLease } from "./types.js";
 
 export interface LegacySessionRecord {
@@ -47,10 +47,11 @@ export async function verifyLegacyRecord(
   opts: { wrapperRoot?: string; snapshot?: ProcessSnapshot },
 ): Promise<{ tree: OwnedProcessTree | null; evidence: OwnershipEvidence[] }> {
   const evidence: OwnershipEvidence[] = [];
-  const fail = (check: EvidenceCheck, result: OwnershipEvidence["result"], code: EvidenceCode, detail: string) => {
-    evidence.push(row(check, result, code, detail));
+  const failWith = (r: OwnershipEvidence) => {
+    evidence.push(r);
     return { tree: null, evidence };
   };
+  const fail = (check: EvidenceCheck, result: OwnershipEvidence["result"], code: EvidenceCode, detail: string) => failWith(row(check, result, code, detail));
   if (typeof record !== "object" || record === null) return fail("legacy-record", "unknown", "invalid-record", "not an object");
   const pid = record.pid;
   if (typeof pid !== "number" || !Number.isInteger(pid)) return fail("legacy-record", "unknown", "invalid-record", "pid is not an integer");
@@ -59,27 +60,27 @@ export async function verifyLegacyRecord(
   const stored = storedArgv(record.command);
   if (stored === null) return fail("command", "unknown", "untokenisable-command", "stored command cannot be tokenised faithfully: nothing to match, left alone");
   const wrapperPath = typeof record.wrapperPath === "string" && record.wrapperPath !== "" ? record.wrapperPath : undefined;
-  if (facts.identityStrength === "none") return fail("facts-backend", "unknown", "backend-verifies-nothing", `backend "${facts.backend}" cannot verify anything`);
+  if (facts.identityStrength === "none") return failWith(rootRows.backendVerifiesNothing(facts.backend));
 
   let snapshot: ProcessSnapshot;
   try {
     snapshot = opts?.snapshot ?? (await facts.snapshot());
   } catch (e) {
-    return fail("process-list", "unknown", "process-list-unavailable", `process list unavailable: ${e instanceof Error ? e.message : String(e)}`);
+    return failWith(rootRows.processListUnavailable(e));
   }
   const root = snapshot.processes.get(pid);
-  if (!root) return fail("root-alive", "mismatch", "absent", `pid ${pid} is not in the process table`);
-  if (!isAlive(root)) return fail("root-alive", "mismatch", "zombie", `pid ${pid} is a zombie`);
+  if (!root) return failWith(rootRows.absent(pid));
+  if (!isAlive(root)) return failWith(rootRows.zombie(pid));
   evidence.push(row("root-alive", "match", "alive"));
 
   let d;
   try {
     d = await facts.inspect(pid, { envKeys: [LEASE_ENV_KEY] });
   } catch {
-    return fail("inspect", "unknown", "inspect-failed", "the root could not be inspected");
+    return failWith(rootRows.inspectFailed());
   }
-  if (d === null) return fail("root-alive", "mismatch", "exited-during-verification", `pid ${pid} exited during verification`);
-  if (String(d.startTime) !== String(root.startTime)) return fail("start-time", "mismatch", "pid-reused", "pid reused during verification");
+  if (d === null) return failWith(rootRows.exitedDuringVerification(pid));
+  if (String(d.startTime) !== String(root.startTime)) return failWith(rootRows.reusedDuringVerification());
 
   // a legacy session predates leases: a root with a lease id is a current session's process
   const leaseEnv = d.env?.[LEASE_ENV_KEY];

@@ -44,7 +44,7 @@ import { sameProcess } from "../facts/identity.js";
 import { CommandHashes, DetailsBatch, PathCache } from "./verify-cache.js";
 import { scanEnvironments } from "./verify-env.js";
 import { Turns } from "./turns.js";
-import { evidence } from "./evidence.js";
+import { evidence, rootRows } from "./evidence.js";
 import { done, finish, finishWith, vanished, type LeaseVerdict, type LeaseVerification, type State, type VerifyOptions } from "./verify-state.js";
 
 export type { LeaseVerdict, LeaseVerification, VerifyOptions } from "./verify-state.js";
@@ -79,7 +79,7 @@ export async function verifyLeases(
   const states: State[] = leases.map((raw) => {
     const parsed = parseLeaseRecord(raw, false);
     if (!parsed.ok) {
-      return done(raw, "unknown", [{ check: "lease-record", result: "unknown", code: "invalid-record", detail: `not a valid lease: ${parsed.reason}` }]);
+      return done(raw, "unknown", [evidence("lease-record", "unknown", "invalid-record", `not a valid lease: ${parsed.reason}`)]);
     }
     return { lease: parsed.lease, evidence: [], verdict: null, root: null, details: null };
   });
@@ -92,7 +92,7 @@ export async function verifyLeases(
   if (facts.identityStrength === "none") {
     for (const s of pending()) {
       unavailable(s);
-      finishWith(s, "unknown", { check: "facts-backend", result: "unknown", code: "backend-verifies-nothing", detail: `backend "${facts.backend}" cannot verify anything` });
+      finishWith(s, "unknown", rootRows.backendVerifiesNothing(facts.backend));
     }
     return states.map(finish);
   }
@@ -113,7 +113,7 @@ export async function verifyLeases(
   } catch (e) {
     for (const s of pending()) {
       unavailable(s);
-      finishWith(s, "unknown", { check: "process-list", result: "unknown", code: "process-list-unavailable", detail: `process list unavailable: ${errMsg(e)}` });
+      finishWith(s, "unknown", rootRows.processListUnavailable(e));
     }
     return states.map(finish);
   }
@@ -140,7 +140,7 @@ export async function verifyLeases(
     decide(s, snapshot, markers.get(s.lease.leaseId) ?? [], facts, tree);
     if (turns.due()) await turns.yield();
   }
-  for (const s of pending()) finishWith(s, "unknown", { check: "sufficiency", result: "unknown", code: "verification-incomplete", detail: "verification did not complete" });
+  for (const s of pending()) finishWith(s, "unknown", evidence("sufficiency", "unknown", "verification-incomplete", "verification did not complete"));
   return states.map(finish);
 }
 
@@ -220,13 +220,13 @@ function checkRoot(
   if (!checkPlace(s, host, targetGuard, gatewayInstanceId)) return;
 
   // A lease with no pid: its writer died between the lease write and the
-  // wrapper's report (a live writer's pending spawn is never verified: the
-  // controller skips leases in flight, and one gateway holds the state dir).
+  // wrapper's report (a live writer's pending spawn is never verified: leases
+  // in flight are skipped, and one gateway holds the state dir).
   // Its root is as gone as a dead one; what it started is found by markers.
   if (lease.rootPid === 0) return vanished(s, evidence("root-pid", "mismatch", "no-pid-recorded", "no root pid recorded: the spawn never reported one and its gateway is gone; searching by markers"));
   const root = snapshot.processes.get(lease.rootPid);
-  if (!root) return vanished(s, evidence("root-alive", "mismatch", "absent", `pid ${lease.rootPid} is not in the process table`));
-  if (!isAlive(root)) return vanished(s, evidence("root-alive", "mismatch", "zombie", `pid ${lease.rootPid} is a zombie`));
+  if (!root) return vanished(s, rootRows.absent(lease.rootPid));
+  if (!isAlive(root)) return vanished(s, rootRows.zombie(lease.rootPid));
   push("root-alive", "match", "alive");
 
   if (lease.rootStartTime === undefined) push("start-time", "unknown", "not-recorded", "not recorded");
@@ -242,11 +242,9 @@ function checkRoot(
   } else push("start-time", "match", "same-start");
 
   const d = batch.get(lease.rootPid);
-  if (d === undefined) return finishWith(s, "unknown", evidence("inspect", "unknown", "inspect-failed", "the root could not be inspected"));
-  if (d === null) return vanished(s, evidence("root-alive", "mismatch", "exited-during-verification", `pid ${lease.rootPid} exited during verification`));
-  if (!sameProcess(d, root)) {
-    return finishWith(s, "mismatch", evidence("start-time", "mismatch", "pid-reused", "pid reused during verification"));
-  }
+  if (d === undefined) return finishWith(s, "unknown", rootRows.inspectFailed());
+  if (d === null) return vanished(s, rootRows.exitedDuringVerification(lease.rootPid));
+  if (!sameProcess(d, root)) return finishWith(s, "mismatch", rootRows.reusedDuringVerification());
   if (!isAlive(d)) return vanished(s, evidence("root-alive", "mismatch", "became-zombie", `pid ${lease.rootPid} became a zombie`));
 
   // Under exact identity, a start time that matched on the same boot and in
@@ -362,8 +360,4 @@ function decide(s: State, snapshot: ProcessSnapshot, markerPids: readonly number
   s.verdict = "owned";
   s.tree = { lease: s.lease, root, members, evidence: s.evidence };
   if (group.result === "match") s.tree.group = s.lease.processGroupId!;
-}
-
-function errMsg(e: unknown): string {
-  return e instanceof Error ? e.message : String(e);
 }
