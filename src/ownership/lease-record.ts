@@ -10,8 +10,18 @@ import { LEASE_SCHEMA_VERSION, type LeaseKind, type LeaseSettledAs, type LeaseSt
 export const LEASE_ID_RE = /^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$/;
 
 export const LEASE_STATES: readonly LeaseState[] = ["open", "closing", "closed", "lost"];
-export const LEASE_KINDS: readonly LeaseKind[] = ["acpx", "supervisor"];
-export const LEASE_SETTLED_AS: readonly LeaseSettledAs[] = ["killed", "exit-observed", "ended-on-its-own", "not-ours", "never-started"];
+// from maps typed over every value of their type: a value added to the type and not here is a compile error
+export const LEASE_KINDS = Object.keys({ acpx: 0, supervisor: 0 } satisfies Record<LeaseKind, 0>) as readonly LeaseKind[];
+
+/** What each settledAs means, in words (one wording everywhere it is shown). */
+export const SETTLED_AS_MEANING: Readonly<Record<LeaseSettledAs, string>> = Object.freeze({
+  killed: "its processes were ended here (a verified tree, the remnants of a gone root, or what its cgroup held)",
+  "exit-observed": "its root's exit was seen by the process that spawned it, and nothing of it was left",
+  "ended-on-its-own": "its processes had ended on their own before the close; nothing was signalled",
+  "not-ours": "its root pid, group or namespace names someone else's process now; nothing was signalled",
+  "never-started": "its spawn failed before any process of it existed",
+});
+export const LEASE_SETTLED_AS = Object.keys(SETTLED_AS_MEANING) as readonly LeaseSettledAs[];
 
 /**
  * For records written before `kind` was a field, and only for them: the
@@ -131,18 +141,10 @@ export function parseLeaseRecord(value: unknown, requireSchema: boolean): Parsed
   return { ok: true, lease };
 }
 
-/** What each settledAs means, in words (one wording everywhere it is shown). */
-export const SETTLED_AS_MEANING: Readonly<Record<LeaseSettledAs, string>> = Object.freeze({
-  killed: "its processes were ended here (a verified tree, the remnants of a gone root, or what its cgroup held)",
-  "exit-observed": "its root's exit was seen by the process that spawned it, and nothing of it was left",
-  "ended-on-its-own": "its processes had ended on their own before the close; nothing was signalled",
-  "not-ours": "its root pid names another process now; nothing was signalled",
-  "never-started": "its spawn failed before any process of it existed",
-});
 
 /** How a settled lease ended, in words ("lost: its processes had ended on their own …"); null for a lease not settled. */
 export function settledLine(lease: Pick<ProcessLease, "state" | "settledAs">): string | null {
-  if (lease.state !== "closed" && lease.state !== "lost") return null;
+  if (!TERMINAL_STATES.has(lease.state)) return null;
   return `${lease.state}: ${lease.settledAs !== undefined ? SETTLED_AS_MEANING[lease.settledAs] : "settled before leases recorded how"}`;
 }
 

@@ -14,18 +14,10 @@ export type LeaseState = "open" | "closing" | "closed" | "lost";
 export type LeaseKind = "acpx" | "supervisor";
 
 /**
- * How a lease ended, recorded with its final state (settle.ts decides it):
- * - killed (closed): its processes were ended here: a verified tree, the
- *   remnants of a gone root, or what its cgroup still held;
- * - exit-observed (closed): the process that spawned its root saw the root
- *   exit, and nothing of it was left;
- * - ended-on-its-own (lost): its processes had ended before the close came
- *   (a wrapper ends its tree itself when its adapter exits or its gateway
- *   dies); nothing was signalled;
- * - not-ours (lost): its root pid, group or namespace names someone else's
- *   process now; nothing was signalled;
- * - never-started (lost): its spawn failed before any process of it existed.
- * A record settled before this field existed has none.
+ * How a lease ended, recorded with its final state: killed and exit-observed
+ * with closed, the others with lost. settle.ts decides which; lease-record.ts
+ * SETTLED_AS_MEANING says each in words. A record settled before this field
+ * existed has none.
  */
 export type LeaseSettledAs = "killed" | "exit-observed" | "ended-on-its-own" | "not-ours" | "never-started";
 
@@ -209,7 +201,7 @@ export interface OwnedProcessTree {
   /**
    * The recorded process group, present only when verification proved it the
    * lease's own ("process-group" matched). The tree kill then also picks up new
-   * members of that group while it tears the tree down (kill.ts).
+   * members of that group while it tears the tree down (tree-kill.ts).
    */
   group?: number;
 }
