@@ -160,9 +160,8 @@ async function countAlive(facts: ProcessFacts, pids: readonly number[]): Promise
  * the mkdir) never named it. A cgroup is removed only when a lease file of
  * that name says the lease is settled, it is empty, and, where the lease
  * recorded a cgroup, it has the identity recorded; anything else (a live
- * lease, no lease file, a populated or re-created cgroup) is left to the
- * operator's `proclease status` and `reap --orphan-cgroups`. Returns the
- * paths removed.
+ * lease, no lease file, a populated or re-created cgroup) is left for an
+ * operator to judge. Returns the paths removed.
  */
 export async function removeSettledLeftovers(
   instanceFolder: string,

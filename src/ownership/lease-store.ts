@@ -16,8 +16,8 @@
  *
  * Writers: one gateway process owns its leases, and holds the state dir's
  * lock (state-lock.ts) for as long as it writes. Within a process, updates
- * to one lease are serialised; the store never tears a file. Readers (the
- * CLI) open it read-only and change nothing.
+ * to one lease are serialised; the store never tears a file. Readers open
+ * it read-only and change nothing.
  */
 import { randomUUID } from "node:crypto";
 import { link, lstat, readdir, rename, unlink, stat } from "node:fs/promises";

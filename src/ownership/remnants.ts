@@ -47,10 +47,9 @@ export interface RemnantContext {
 
 /** Why the remnant search refused a process that could carry a lease's markers (LeaseVerification.remnantRefusals counts them). */
 export type RemnantRefusal = "markers" | "env-unreadable" | "inspect-failed" | "boot-id" | "pid-namespace" | "uid" | "guard" | "started-early" | "start-unknown";
-type Refusal = RemnantRefusal;
 type StartHow = "ticks" | "epoch" | "both";
 
-const REFUSAL_TEXT: Record<Refusal, string> = {
+const REFUSAL_TEXT: Record<RemnantRefusal, string> = {
   markers: "lease id or gateway instance marker differs or is absent",
   "env-unreadable": "environment not readable",
   "inspect-failed": "could not be inspected",
@@ -103,7 +102,7 @@ export function couldCarry(lease: ProcessLease, p: ProcessInfo, ctx: RemnantCont
   return !(epoch !== null && epoch < lease.startedAt - START_CLOCK_SLACK_MS);
 }
 
-export type CarrierJudgement = { ok: true; start: StartHow } | { ok: false; why: Refusal };
+export type CarrierJudgement = { ok: true; start: StartHow } | { ok: false; why: RemnantRefusal };
 
 /**
  * Judges one process whose environment carries this lease's id. `d` is what
@@ -140,14 +139,14 @@ export function judgeCarrier(lease: ProcessLease, p: ProcessInfo, d: ProcessDeta
  * lease's: its readable environment names another instance (or none),
  * another uid, a start before the lease, or the guards refuse it for good.
  */
-const UNCLEARED: ReadonlySet<Refusal> = new Set<Refusal>(["env-unreadable", "inspect-failed", "boot-id", "pid-namespace", "start-unknown"]);
+const UNCLEARED: ReadonlySet<RemnantRefusal> = new Set<RemnantRefusal>(["env-unreadable", "inspect-failed", "boot-id", "pid-namespace", "start-unknown"]);
 
 /** Accepted carriers and refusal counts for one lease, gathered during the env pass. */
 export class RemnantTally {
   readonly accepted: { p: ProcessInfo; start: StartHow }[] = [];
-  readonly refused = new Map<Refusal, number>();
+  readonly refused = new Map<RemnantRefusal, number>();
   /** which processes were refused, for the evidence (an operator must be able to find the one that keeps a lease closing) */
-  readonly refusedPids: { pid: number; name: string | undefined; state: string; why: Refusal }[] = [];
+  readonly refusedPids: { pid: number; name: string | undefined; state: string; why: RemnantRefusal }[] = [];
   /** how many refused processes could not be judged (they keep a search open) */
   uncleared(): number {
     let n = 0;

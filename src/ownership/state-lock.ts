@@ -16,8 +16,7 @@
  *
  * Either way the file holds `{"pid", "startTime"}` of the holder, which is
  * how a refused writer names it (StateDirLockedError.holderPid). Readers
- * (leases, explain, status) never take the lock and work beside a live
- * gateway. Mixing a gateway with the addon and one without on the same state
+ * never take the lock and work beside a live gateway. Mixing a gateway with the addon and one without on the same state
  * dir is not supported (their locks do not see each other's).
  */
 import { isAlive } from "../facts/liveness.js";

@@ -72,11 +72,9 @@ for (const row of rows) {
         if (ours.includes(pid)) oursCompared.add(pid);
       }
       // ours always settle, so the comparison is never empty. How much of the rest
-      // settles depends on the host: beside other suites' short-lived children most of
-      // a CI host's table can turn over between the two passes (93 of 396 once), so no
-      // share of it is asserted
+      // settles depends on the host (beside other suites' short-lived children most of
+      // its table can turn over between the two passes), so no share of it is asserted
       expect([...oursCompared].sort()).toEqual([...ours].sort());
-      expect(compared).toBeGreaterThanOrEqual(ours.length);
     });
 
     test(title("a vanished pid is null, never an error for the batch; duplicates answer each time"), async () => {

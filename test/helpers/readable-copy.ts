@@ -3,7 +3,7 @@
  * another uid cannot read a fixture or the addon from there. It gets them
  * from a world-readable temp copy instead, and runs with that folder as its
  * cwd. Removed once the test file that made it has run (a test worker can
- * end without an "exit" event, so that event alone left them behind).
+ * end without an "exit" event, so that event alone is not enough).
  */
 import { chmodSync, copyFileSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";

@@ -49,9 +49,10 @@ async function explain(
     return EXIT.ok;
   }
   const mem = memory === undefined ? "" : memory.ok ? memoryFigures(memory) : `not shown: ${memory.why}`;
+  const settled = settledLine(l);
   io.out(
     `lease ${l.leaseId}  state ${l.state}  session ${l.sessionKey}\n` +
-      (settledLine(l) !== null ? `${settledLine(l)}\n` : "") +
+      (settled !== null ? `${settled}\n` : "") +
       `root pid ${l.rootPid || "-"}  pgid ${l.processGroupId ?? "-"}  start ${l.rootStartTime ?? "-"}  wrapper ${l.wrapperPath || "-"}\n` +
       (l.cgroup ? `cgroup ${l.cgroup.path} (id ${l.cgroup.id})\nmemory ${mem}\n` : "") +
       "\n",

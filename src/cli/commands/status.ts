@@ -281,8 +281,8 @@ function leaseBlock(l: StatusLease, paint: Paint, now: number): string {
       // a reading that failed is said once below the leases, not in every block
       ...(l.memory?.ok === true ? [["  memory", memoryFigures(l.memory)]] : []),
     ]);
-  const settledAs = settledLine(x);
-  if (settledAs !== null) out += `  ${settledAs}\n`;
+  const settled = settledLine(x);
+  if (settled !== null) out += `  ${settled}\n`;
   if (l.processes.length === 0) {
     out += `  live tree: ${paint("dim", "no process alive is verified as this lease's")}\n`;
   } else {
