@@ -144,21 +144,33 @@ export function slicedRunner(sliceMs = 1): SlicedRunner {
  * has marked its lease closing, and waits until every party has arrived or
  * left (a settlement that ends before its kill leaves, whatever the reason).
  * Kills that start together share their walks (coalescingFacts) instead of
- * each taking its own as its write completes.
+ * each taking its own as its write completes. The waiting parties resume
+ * RELEASE_CHUNK per turn of the event loop: each runs its kill's setup up
+ * to its first send, and a thousand of them at once would hold the loop for
+ * tens of milliseconds.
  */
 export function startTogether(parties: readonly string[]): { arrive: (id: string) => Promise<void>; leave: (id: string) => void } {
-  const waiting = new Set(parties);
-  let release!: () => void;
-  const all = new Promise<void>((r) => (release = r));
-  const done = (id: string) => {
-    if (waiting.delete(id) && waiting.size === 0) release();
+  const outstanding = new Set(parties);
+  let waiting: Array<() => void> = [];
+  let released = outstanding.size === 0;
+  const releaseSome = () => {
+    const now = waiting.splice(0, RELEASE_CHUNK);
+    for (const w of now) w();
+    if (waiting.length > 0) setImmediate(releaseSome);
   };
-  if (waiting.size === 0) release();
+  const done = (id: string) => {
+    if (!outstanding.delete(id) || outstanding.size > 0 || released) return;
+    released = true;
+    releaseSome();
+  };
   return {
     arrive: (id) => {
+      const mine = released ? Promise.resolve() : new Promise<void>((r) => waiting.push(r));
       done(id);
-      return all;
+      return mine;
     },
     leave: done,
   };
 }
+
+const RELEASE_CHUNK = 48;

@@ -86,6 +86,18 @@ describe("startTogether", () => {
     await expect(t.arrive("a")).resolves.toBeUndefined();
     await expect(startTogether([]).arrive("x")).resolves.toBeUndefined();
   });
+
+  it("a thousand waiting parties resume a chunk per turn of the event loop, not all in one", async () => {
+    const ids = Array.from({ length: 1000 }, (_, i) => `p${i}`);
+    const t = startTogether(ids);
+    let resumed = 0;
+    const all = ids.map((id) => t.arrive(id).then(() => resumed++));
+    await new Promise((r) => setImmediate(r));
+    expect(resumed).toBeGreaterThan(0);
+    expect(resumed).toBeLessThan(1000);
+    await Promise.all(all);
+    expect(resumed).toBe(1000);
+  });
 });
 
 describe("coalescingFacts", () => {

@@ -1,0 +1,216 @@
+// A startup reconcile at scale (full run only): 1,000 open leases on a host
+// of about 3,000 processes. Half the leases have a live root (a tiny real
+// wrapper, `/bin/sh <wrapperRoot>/sleeper.sh`, with its `sleep` child, as in
+// the acpx bench), half a root that is gone; a tenth of all leases left a
+// remnant (a setsid'd `sleep` that carries the lease's markers). The rest of
+// the host is bystanders: `sleep`s started before the leases, carrying no
+// marker. One reapStartupOrphans must settle all of it from one snapshot.
+//
+// Printed: the total time against the C floor of the reads it must make (one
+// walk of /proc, then one inspect of every live root and remnant, made by the
+// C loops of bench/c/), the longest the event loop was blocked (a 1 ms timer
+// spinner's longest gap, beside the main thread's CPU time and the same
+// spinner's idle baseline) and the memory high-water (maxRSS).
+import { execFileSync, spawn } from "node:child_process";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { setTimeout as sleep } from "node:timers/promises";
+import { pathToFileURL } from "node:url";
+import { alive, buildC, check, fmtMs, median, now, printTable, unmeasured } from "./lib.mjs";
+
+export const quick = false;
+export const quickSkipReason = "spawns about 3,000 processes and reaps 1,000 leases";
+
+const root = join(import.meta.dirname ?? new URL(".", import.meta.url).pathname, "..");
+const lib = (p) => import(pathToFileURL(join(root, "dist", p)).href);
+const { createAcpxLifecycleController } = await lib("acpx/index.js");
+const { getProcessFacts, loadNative } = await lib("facts/index.js");
+const { openLeaseStore, computeCommandHash, loadOrCreateGatewayInstanceId } = await lib("ownership/index.js");
+
+const LEASES = 1000;
+const HOST_PROCS = 3000;
+const GRACE_MS = 500;
+const KEY = "OPENCLAW_ACPX_LEASE_ID";
+
+export async function run() {
+  const native = loadNative();
+  if (!native) return [unmeasured("startup reconcile at scale", "the native addon did not load")];
+  const floor = { walk: buildC("stat_loop"), inspect: buildC("inspect_loop") };
+  const dir = mkdtempSync(join(tmpdir(), "proclease-bench-reconcile-"));
+  const started = [];
+  try {
+    const host = await buildHost(dir, started);
+    const facts = getProcessFacts({ backend: "native" });
+    let snapshots = 0;
+    const counting = {
+      backend: facts.backend,
+      identityStrength: facts.identityStrength,
+      snapshot: () => (snapshots++, console.error("SNAP", snapshots, Math.round(performance.now())), facts.snapshot()),
+      inspect: (pid, o) => facts.inspect(pid, o),
+      inspectMany: (pids, o) => facts.inspectMany(pids, o),
+    };
+    const procs = (await facts.snapshot()).processes.size;
+    const cFloor = floorMs(floor, dir, [...host.liveRoots, ...host.remnants]);
+    const idle = await spin(() => sleep(1000));
+    const ctl = await createAcpxLifecycleController({ stateDir: dir, facts: counting, graceMs: GRACE_MS, maintenanceIntervalMs: 0 });
+    let report;
+    let elapsed = 0;
+    const cpu0 = native.threadCpuTimeNs();
+    const busy = await spin(async () => {
+      const t0 = now();
+      globalThis.__gaps = [];
+      const { PerformanceObserver } = await import("node:perf_hooks");
+      const gcs = [];
+      const ob = new PerformanceObserver((l) => { for (const e of l.getEntries()) if (e.duration > 2) gcs.push([Math.round(e.startTime), +e.duration.toFixed(1), e.detail?.kind]); });
+      ob.observe({ entryTypes: ["gc"] });
+      console.error("START", Math.round(performance.now()));
+      report = await ctl.reapStartupOrphans();
+      console.error("END", Math.round(performance.now()));
+      ob.disconnect();
+      console.error("GAPS", JSON.stringify(globalThis.__gaps));
+      console.error("GCS", JSON.stringify(gcs));
+      elapsed = now() - t0;
+    });
+    const cpuMs = (native.threadCpuTimeNs() - cpu0) / 1e6;
+    await ctl.dispose();
+    const left = [...host.liveRoots, ...host.remnants].filter(alive).length;
+    const actions = {};
+    for (const e of report.entries) actions[e.action] = (actions[e.action] ?? 0) + 1;
+    const maxRss = process.resourceUsage().maxRSS / 1024;
+    printTable(`startup reconcile: ${LEASES} open leases (${host.liveRoots.length} live roots, ${host.goneRoots} gone, ${host.remnants.length} remnants) among ${procs} processes, grace ${GRACE_MS} ms`, [
+      {
+        elapsed: fmtMs(elapsed),
+        "minus grace": fmtMs(elapsed - GRACE_MS),
+        "C floor of the reads": cFloor === null ? "-" : fmtMs(cFloor),
+        "(elapsed - grace) / floor": cFloor === null ? "-" : `${((elapsed - GRACE_MS) / cFloor).toFixed(2)}×`,
+        snapshots,
+        "longest loop block (idle baseline)": `${fmtMs(busy.maxGap)} (${fmtMs(idle.maxGap)})`,
+        "main-thread CPU": fmtMs(cpuMs),
+        "maxRSS": `${maxRss.toFixed(0)} MB`,
+        actions: Object.entries(actions).map(([a, n]) => `${a} ${n}`).join(", "),
+        "left alive": left,
+      },
+    ]);
+    const out = [
+      check("startup reconcile at scale: leases reaped or marked lost", report.entries.filter((e) => ["killed", "killed-remnants", "marked-lost"].includes(e.action)).length, ">=", LEASES, "leases"),
+      check("startup reconcile at scale: processes of the leases left alive", left, "<=", 0, "processes"),
+      check("startup reconcile at scale: snapshot() calls (bench's count)", snapshots, "<=", 1 + Math.ceil(GRACE_MS / 100), "snapshots"),
+      check("startup reconcile at scale: longest event-loop block", busy.maxGap, "<=", 2, "ms"),
+    ];
+    // issue 20 asks for the total beside its floor, printed above, not for a bound on it
+    if (cFloor === null) out.push(unmeasured("startup reconcile at scale: the C floor of its reads", floor.walk.reason ?? floor.inspect.reason ?? "C floor not measured"));
+    return out;
+  } finally {
+    for (const c of started) {
+      try {
+        process.kill(-c, "SIGKILL");
+      } catch {
+        /* gone */
+      }
+    }
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+/** The host: bystanders first (older than every lease), then the leases, their roots and remnants. */
+async function buildHost(dir, started) {
+  const first = await createAcpxLifecycleController({ stateDir: dir, maintenanceIntervalMs: 0 });
+  await first.dispose();
+  const gid = await loadOrCreateGatewayInstanceId(dir);
+  const wrapperRoot = join(dir, "acpx", "wrappers");
+  const sleeper = join(wrapperRoot, "sleeper.sh");
+  writeFileSync(sleeper, "sleep 1000\n");
+  const facts = getProcessFacts({ backend: "native" });
+  const live = LEASES / 2;
+  const remnantCount = LEASES / 10;
+  const bystanders = HOST_PROCS - (await facts.snapshot()).processes.size - live * 2 - remnantCount;
+  if (bystanders > 0) started.push(await group(`i=0; while [ $i -lt ${bystanders} ]; do sleep 1000 & i=$((i+1)); done; wait`, {}, bystanders + 1, facts));
+  const store = await openLeaseStore(dir, { durable: false });
+  const argv = ["/bin/sh", sleeper];
+  const liveRoots = [];
+  const remnants = [];
+  const gone = [];
+  for (let i = 0; i < LEASES; i++) {
+    const lease = await store.create({ kind: "acpx", gatewayInstanceId: gid, sessionKey: `bench:scale:${i}`, wrapperRoot, wrapperPath: sleeper, commandHash: computeCommandHash(argv) });
+    const env = { ...process.env, [KEY]: lease.leaseId, OPENCLAW_GATEWAY_INSTANCE_ID: gid };
+    const c = spawn(argv[0], argv.slice(1), { stdio: "ignore", detached: true, env });
+    c.unref();
+    started.push(c.pid);
+    await new Promise((r) => c.once("spawn", r));
+    const d = await waitExec(facts, c.pid);
+    await store.update(lease.leaseId, { rootPid: c.pid, processGroupId: c.pid, rootStartTime: d.startTime, bootId: d.bootId, pidNamespace: d.pidNamespace });
+    if (i % 10 === 1) {
+      // a remnant of a lease whose root is gone (below): an escapee of this lease in a session of its own, outside the root's group
+      const r = spawn("sleep", ["1000"], { stdio: "ignore", detached: true, env });
+      r.unref();
+      await new Promise((res) => r.once("spawn", res));
+      started.push(r.pid);
+      remnants.push(r.pid);
+    }
+    if (i % 2 === 1) {
+      process.kill(-c.pid, "SIGKILL");
+      gone.push(c.pid);
+    } else liveRoots.push(c.pid);
+  }
+  // the gone roots' groups have left the table before the reconcile starts
+  for (const deadline = now() + 30_000; ; ) {
+    const snap = await facts.snapshot();
+    if (gone.every((pid) => snap.groupMembers(pid).length === 0)) break;
+    if (now() > deadline) throw new Error("the killed roots' groups did not leave the process table within 30 s");
+    await sleep(50);
+  }
+  return { liveRoots, remnants, goneRoots: gone.length };
+}
+
+async function group(script, env, members, facts) {
+  const sh = spawn("sh", ["-c", script], { detached: true, stdio: "ignore", env: { ...process.env, ...env } });
+  sh.unref();
+  await new Promise((r) => sh.once("spawn", r));
+  const deadline = now() + 120_000;
+  while ((await facts.snapshot()).groupMembers(sh.pid).length < members) {
+    if (now() > deadline) throw new Error(`only some of ${members} bystanders started within 120 s`);
+    await sleep(100);
+  }
+  return sh.pid;
+}
+
+async function waitExec(facts, pid) {
+  for (let t = 0; t < 400; t++) {
+    const d = await facts.inspect(pid);
+    if (d?.argv?.[0] === "/bin/sh") return d;
+    await sleep(5);
+  }
+  throw new Error(`pid ${pid} did not exec /bin/sh`);
+}
+
+/** The reads' floor: one C walk at this process count, plus one C inspect of each pid (ms). */
+function floorMs(floor, dir, pids) {
+  if (!floor.walk.path || !floor.inspect.path) return null;
+  const list = join(dir, "floor-pids");
+  writeFileSync(list, pids.join("\n"));
+  const walk = JSON.parse(execFileSync(floor.walk.path, ["5"], { encoding: "utf8" })).medianMs;
+  const per = JSON.parse(execFileSync(floor.inspect.path, [`@${list}`, "3", KEY, "status"], { encoding: "utf8" })).medianUs;
+  return walk + (per * pids.length) / 1000;
+}
+
+/** Runs fn while a 1 ms timer spins; the longest gap between its ticks beyond the 1 ms asked for. */
+async function spin(fn) {
+  let last = now();
+  let maxGap = 0;
+  const gaps = [];
+  const t = setInterval(() => {
+    const n = now();
+    const gap = n - last - 1;
+    gaps.push(gap);
+    if (gap > maxGap) maxGap = gap;
+    if (gap > 4) globalThis.__gaps?.push([Math.round(n), +gap.toFixed(1)]);
+    last = n;
+  }, 1);
+  try {
+    await fn();
+  } finally {
+    clearInterval(t);
+  }
+  return { maxGap: Math.max(0, maxGap), medianGap: gaps.length ? median(gaps) : 0 };
+}
