@@ -9,12 +9,14 @@
 // Printed: the total time against the C floor of the reads it must make (one
 // walk of /proc, then one inspect of every live root and remnant, made by the
 // C loops of bench/c/), the longest the event loop was blocked (a 1 ms timer
-// spinner's longest gap, beside the main thread's CPU time and the same
-// spinner's idle baseline) and the memory high-water (maxRSS).
+// spinner's longest gap, beside the main thread's CPU time, the same
+// spinner's idle baseline and the longest GC pause in each) and the memory
+// high-water (maxRSS).
 import { execFileSync, spawn } from "node:child_process";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { PerformanceObserver } from "node:perf_hooks";
 import { setTimeout as sleep } from "node:timers/promises";
 import { pathToFileURL } from "node:url";
 import { alive, buildC, check, fmtMs, median, now, printTable, unmeasured } from "./lib.mjs";
@@ -76,6 +78,7 @@ export async function run() {
         "(elapsed - grace) / floor": cFloor === null ? "-" : `${((elapsed - GRACE_MS) / cFloor).toFixed(2)}×`,
         snapshots,
         "longest loop block (idle baseline)": `${fmtMs(busy.maxGap)} (${fmtMs(idle.maxGap)})`,
+        "longest GC pause (idle)": `${fmtMs(busy.maxGc)} (${fmtMs(idle.maxGc)})`,
         "main-thread CPU": fmtMs(cpuMs),
         "maxRSS": `${maxRss.toFixed(0)} MB`,
         actions: Object.entries(actions).map(([a, n]) => `${a} ${n}`).join(", "),
@@ -98,6 +101,12 @@ export async function run() {
       } catch {
         /* gone */
       }
+    }
+    // a second measurement builds its host from the process count it finds: the ~3,000 killed here must have left it
+    const facts = getProcessFacts({ backend: "native" });
+    for (const deadline = now() + 30_000; now() < deadline; await sleep(50)) {
+      const snap = await facts.snapshot();
+      if (started.every((g) => snap.groupMembers(g).length === 0 && !snap.processes.has(g))) break;
     }
     rmSync(dir, { recursive: true, force: true });
   }
@@ -188,7 +197,13 @@ function floorMs(floor, dir, pids) {
 async function spin(fn) {
   let last = now();
   let maxGap = 0;
+  let maxGc = 0;
   const gaps = [];
+  // the collector's pauses stop the loop too: printed beside the gaps, so a block can be told from a pause of the runtime
+  const gc = new PerformanceObserver((list) => {
+    for (const e of list.getEntries()) maxGc = Math.max(maxGc, e.duration);
+  });
+  gc.observe({ entryTypes: ["gc"] });
   const t = setInterval(() => {
     const n = now();
     const gap = n - last - 1;
@@ -200,6 +215,7 @@ async function spin(fn) {
     await fn();
   } finally {
     clearInterval(t);
+    gc.disconnect();
   }
-  return { maxGap: Math.max(0, maxGap), medianGap: gaps.length ? median(gaps) : 0 };
+  return { maxGap: Math.max(0, maxGap), maxGc, medianGap: gaps.length ? median(gaps) : 0 };
 }
