@@ -18,6 +18,8 @@ import { alive, disposeAfterEach, tempStateDir, testMarkerEnv, trackChild, track
 
 disposeAfterEach();
 const FACTS = getProcessFacts();
+// a coarse start time with no readable environment verifies nothing as owned: the batch rightly signals nothing
+const COARSE = FACTS.identityStrength === "exact" ? null : ` (skipped: the ${FACTS.backend} backend's identity is ${FACTS.identityStrength}, so no lease verifies as owned and nothing is signalled)`;
 
 /** The host's facts with some calls replaced. */
 function factsWith(over: Partial<Pick<ProcessFacts, "snapshot" | "inspectMany">>): ProcessFacts {
@@ -139,7 +141,7 @@ describe("coalescingFacts", () => {
 });
 
 describe("a batch reconcile of real trees", () => {
-  it("20 leases killed together: each root forks a child on SIGTERM, without the lease's markers, and the batch's shared walks still find and end every one", async () => {
+  it.skipIf(COARSE !== null)(`20 leases killed together: each root forks a child on SIGTERM, without the lease's markers, and the batch's shared walks still find and end every one${COARSE ?? ""}`, async () => {
     const stateDir = tempStateDir("batch");
     const gid = await loadOrCreateGatewayInstanceId(stateDir);
     const store = await openLeaseStore(stateDir, { durable: false });
