@@ -1,6 +1,7 @@
 /**
  * inspectMany on every backend: one answer per pid, each the answer inspect
- * gives for that pid, on a live system (native: one worker-thread job;
+ * gives for that pid, on a live system (native: one worker-thread job, or
+ * one per core for a large batch;
  * procfs and ps: a loop over inspect).
  */
 import { afterAll, describe, expect, it } from "vitest";
@@ -86,6 +87,20 @@ for (const row of rows) {
       expect(out[1]).toBeNull();
       expect(out[0]?.pid).toBe(process.pid);
       expect(out[2]?.startTime).toBe(out[0]?.startTime);
+    });
+
+    test(title("a batch large enough to be read by several jobs answers in request order"), async () => {
+      const facts = row.make();
+      const c = spawnTracked("true", []);
+      await new Promise((r) => c.once("exit", r));
+      // 160 pids: the native backend reads them as one job per core; the answers come back in the asked order
+      const pids = Array.from({ length: 160 }, (_, i) => [process.pid, c.pid, 1][i % 3]!);
+      const out = await facts.inspectMany(pids);
+      expect(out).toHaveLength(pids.length);
+      for (const [i, pid] of pids.entries()) {
+        if (pid === c.pid) expect(out[i], `index ${i}: the exited child`).toBeNull();
+        else expect(out[i]?.pid, `index ${i}`).toBe(pid);
+      }
     });
 
     test(title("an empty list answers [] without reading anything"), async () => {
