@@ -7,6 +7,7 @@
  */
 import type { InspectOptions, ProcessDetails, ProcessFacts, ProcessSnapshot } from "../facts/types.js";
 import { assertPid } from "../facts/validate.js";
+import { perTurn } from "./turns.js";
 
 /** Counts snapshot() calls (the one-snapshot promise is checked, not assumed). */
 export function countingFacts(facts: ProcessFacts, onSnapshot: () => void): ProcessFacts {
@@ -34,30 +35,21 @@ export function coalescingFacts(facts: ProcessFacts, sends?: SlicedRunner): Proc
   let last: Promise<unknown> = Promise.resolve();
   let next: Promise<ProcessSnapshot> | undefined;
   let lastStart = -Infinity;
-  let asked: Array<{ pids: readonly number[]; resolve: (d: Array<ProcessDetails | null>) => void; reject: (e: unknown) => void }> = [];
-  const flush = async () => {
-    const batch = asked;
-    asked = [];
-    const all = batch.flatMap((a) => a.pids);
-    try {
-      const ds = await facts.inspectMany(all);
-      let at = 0;
-      for (const a of batch) {
-        a.resolve(ds.slice(at, at + a.pids.length));
-        at += a.pids.length;
-      }
-    } catch (e) {
-      for (const a of batch) a.reject(e);
-    }
-  };
+  // the plain reads of one turn, as one call: each caller gets its own pids' answers
+  const merged = perTurn(async (asks: ReadonlyArray<readonly number[]>) => {
+    const ds = await facts.inspectMany(asks.flat());
+    let at = 0;
+    return asks.map((pids) => ds.slice(at, (at += pids.length)));
+  });
   const inspectMany = (pids: readonly number[], o?: InspectOptions): Promise<Array<ProcessDetails | null>> => {
     if (o?.envKeys !== undefined && o.envKeys.length > 0) return facts.inspectMany(pids, o);
-    return new Promise((resolve, reject) => {
+    try {
       // a bad pid fails its own caller, never the merged call
       for (const p of pids) assertPid(p);
-      if (asked.length === 0) setImmediate(() => void flush());
-      asked.push({ pids: [...pids], resolve, reject });
-    });
+    } catch (e) {
+      return Promise.reject(e);
+    }
+    return merged([...pids]);
   };
   return {
     backend: facts.backend,

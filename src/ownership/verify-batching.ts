@@ -8,39 +8,19 @@
  */
 import type { ProcessFacts } from "../facts/types.js";
 import type { ProcessLease } from "./types.js";
+import { perTurn } from "./turns.js";
 import { verifyLeases } from "./verify.js";
 import type { LeaseVerification, VerifyOptions } from "./verify-state.js";
 
 export type LeaseVerifier = (lease: ProcessLease) => Promise<LeaseVerification>;
 
 export function batchingVerifier(facts: ProcessFacts, opts: VerifyOptions = {}): LeaseVerifier {
-  let queue = new Map<string, { lease: ProcessLease; waiters: Array<{ resolve: (v: LeaseVerification) => void; reject: (e: unknown) => void }> }>();
-  let scheduled = false;
-  const flush = async () => {
-    const batch = queue;
-    queue = new Map();
-    scheduled = false;
-    const asked = [...batch.values()];
-    try {
-      const vs = await verifyLeases(
-        asked.map((a) => a.lease),
-        facts,
-        opts,
-      );
-      asked.forEach((a, i) => a.waiters.forEach((w) => w.resolve(vs[i]!)));
-    } catch (e) {
-      for (const a of asked) for (const w of a.waiters) w.reject(e);
-    }
-  };
-  return (lease) =>
-    new Promise<LeaseVerification>((resolve, reject) => {
-      // one lease asked twice in a turn is verified once: both callers get that answer
-      const entry = queue.get(lease.leaseId) ?? { lease, waiters: [] };
-      entry.waiters.push({ resolve, reject });
-      queue.set(lease.leaseId, entry);
-      if (!scheduled) {
-        scheduled = true;
-        setImmediate(() => void flush());
-      }
-    });
+  return perTurn(async (asked: readonly ProcessLease[]) => {
+    // one lease asked twice in a turn is verified once: both callers get that answer
+    const unique = new Map<string, ProcessLease>();
+    for (const l of asked) if (!unique.has(l.leaseId)) unique.set(l.leaseId, l);
+    const vs = await verifyLeases([...unique.values()], facts, opts);
+    const byId = new Map([...unique.keys()].map((id, i) => [id, vs[i]!]));
+    return asked.map((l) => byId.get(l.leaseId)!);
+  });
 }

@@ -10,6 +10,7 @@ import { spawn } from "node:child_process";
 import { join } from "node:path";
 import { createInterface } from "node:readline";
 import { describe, expect, it } from "vitest";
+import { withTimeout } from "../../src/acpx/acp-client.js";
 import type { ProcleaseOpenClawHandle } from "../../src/openclaw/runtime.js";
 import { alive, disposeAfterEach, leaseCarriers, ROOT, tempStateDir, trackChild, trackLease, waitFor } from "../acpx/controller-helpers.js";
 import { collect, ensure, fixture, newRuntime, replyText, turnInput, type Runtime } from "./helpers.js";
@@ -17,17 +18,7 @@ import { collect, ensure, fixture, newRuntime, replyText, turnInput, type Runtim
 const controllers = disposeAfterEach();
 
 /** `p`, or a rejection naming the step when it takes longer than `ms` (a hang then says where it was). */
-async function step<T>(name: string, p: Promise<T>, ms = 20_000): Promise<T> {
-  let t: NodeJS.Timeout | undefined;
-  const late = new Promise<never>((_, reject) => {
-    t = setTimeout(() => reject(new Error(`step "${name}" did not finish within ${ms} ms`)), ms);
-  });
-  try {
-    return await Promise.race([p, late]);
-  } finally {
-    clearTimeout(t);
-  }
-}
+const step = <T>(name: string, p: Promise<T>, ms = 20_000): Promise<T> => withTimeout(`step "${name}"`, ms, p);
 
 async function leaseState(rt: Runtime, leaseId: string): Promise<string | undefined> {
   return (await (await rt.controller()).listLeases()).find((l) => l.leaseId === leaseId)?.state;
