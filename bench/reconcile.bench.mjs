@@ -9,8 +9,9 @@
 // Printed: the total time against the C floor of the reads it must make (one
 // walk of /proc, then one inspect of every live root and remnant, made by the
 // C loops of bench/c/), the longest the event loop was blocked (a 1 ms timer
-// spinner's longest gap, beside the main thread's CPU time, the same
-// spinner's idle baseline and the longest GC pause in each) and the memory
+// spinner's longest gap, beside the main thread's CPU time in that gap and
+// in the busiest gap, the same spinner's idle baseline and the longest GC
+// pause in each) and the memory
 // high-water (maxRSS).
 import { execFileSync, spawn } from "node:child_process";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
@@ -78,6 +79,8 @@ export async function run() {
         "(elapsed - grace) / floor": cFloor === null ? "-" : `${((elapsed - GRACE_MS) / cFloor).toFixed(2)}×`,
         snapshots,
         "longest loop block (idle baseline)": `${fmtMs(busy.maxGap)} (${fmtMs(idle.maxGap)})`,
+        "main-thread CPU in that gap": fmtMs(busy.maxGapCpu),
+        "most main-thread CPU between two ticks": fmtMs(busy.maxCpu),
         "longest GC pause (idle)": `${fmtMs(busy.maxGc)} (${fmtMs(idle.maxGc)})`,
         "main-thread CPU": fmtMs(cpuMs),
         "maxRSS": `${maxRss.toFixed(0)} MB`,
@@ -204,12 +207,22 @@ async function spin(fn) {
     for (const e of list.getEntries()) maxGc = Math.max(maxGc, e.duration);
   });
   gc.observe({ entryTypes: ["gc"] });
+  // the main thread's CPU time in each gap: a gap this process filled is a block of
+  // its own; the rest of a gap is time the host gave its cores to something else
+  const cpu = loadNative()?.threadCpuTimeNs;
+  let lastCpu = cpu?.() ?? 0;
+  let maxGapCpu = 0;
+  let maxCpu = 0;
   const t = setInterval(() => {
     const n = now();
     const gap = n - last - 1;
+    const c = cpu?.() ?? 0;
+    const used = (c - lastCpu) / 1e6;
     gaps.push(gap);
-    if (gap > maxGap) maxGap = gap;
+    if (gap > maxGap) [maxGap, maxGapCpu] = [gap, used];
+    maxCpu = Math.max(maxCpu, used);
     last = n;
+    lastCpu = c;
   }, 1);
   try {
     await fn();
@@ -217,5 +230,5 @@ async function spin(fn) {
     clearInterval(t);
     gc.disconnect();
   }
-  return { maxGap: Math.max(0, maxGap), maxGc, medianGap: gaps.length ? median(gaps) : 0 };
+  return { maxGap: Math.max(0, maxGap), maxGapCpu, maxCpu, maxGc, medianGap: gaps.length ? median(gaps) : 0 };
 }
