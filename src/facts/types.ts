@@ -93,7 +93,8 @@ export interface ProcessFacts {
    * inspect for many pids at once: one result per pid, in order, each
    * independent of the others (null for a pid that does not exist or is
    * gone mid-read, never an error for the batch). The native backend reads
-   * them all in one worker-thread job; procfs and ps loop over inspect.
+   * them in worker-thread jobs (one per core for a large batch); procfs and
+   * ps loop over inspect.
    * Every pid is validated first, as inspect does; an empty list gives [].
    * It rejects only when the facts themselves fail (the none backend, ps
    * that cannot run): then nothing about any pid is known.

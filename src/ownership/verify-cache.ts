@@ -3,7 +3,7 @@
  * process details, resolved paths, command hashes.
  *
  * Details are fetched in batches (facts.inspectMany:
- * on the native backend one worker-thread job per batch, so the reads of
+ * on the native backend worker-thread jobs for each batch, so the reads of
  * /proc/PID/cmdline and environ, which can wait on the target's memory lock,
  * never run on the event loop) and kept for the rest of that verification.
  *
