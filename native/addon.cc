@@ -135,6 +135,25 @@ std::vector<std::string> SplitKeys(const std::string& joined) {
   }
 }
 
+// The split keys of a synchronous inspect: callers ask with the same keys
+// call after call, so the last joined string and its split are kept (per
+// thread: a worker_threads isolate may call too), and a call with the same
+// keys allocates nothing for them.
+const std::vector<std::string>& InspectKeys(Napi::Env env, const Napi::Value& joined) {
+  thread_local std::string lastJoined;
+  thread_local std::vector<std::string> lastKeys;
+  char buf[256];
+  size_t len = 0;
+  if (napi_get_value_string_utf8(env, joined, buf, sizeof buf, &len) == napi_ok && len < sizeof buf - 1) {
+    if (len == lastJoined.size() && memcmp(buf, lastJoined.data(), len) == 0) return lastKeys;
+    lastJoined.assign(buf, len);
+  } else {
+    lastJoined = joined.As<Napi::String>().Utf8Value();
+  }
+  lastKeys = SplitKeys(lastJoined);
+  return lastKeys;
+}
+
 // inspect(pid, keys, slots): synchronous; fills slots (a Float64Array of at
 // least kSlotsFixed + key count) and returns the text, null when the process
 // does not exist, or -errno when the host refused a read that decides it.
@@ -143,7 +162,7 @@ Napi::Value Inspect(const Napi::CallbackInfo& info) {
   if (info.Length() < 3 || !IsInt(info[0]) || !info[1].IsString() || !info[2].IsTypedArray()) {
     return ThrowType(env, "inspect(pid: int, envKeys: string, slots: Float64Array)");
   }
-  std::vector<std::string> keys = SplitKeys(info[1].As<Napi::String>().Utf8Value());
+  const std::vector<std::string>& keys = InspectKeys(env, info[1]);
   // one napi_get_typedarray_info (node-addon-api's accessors each make their own)
   napi_typedarray_type type;
   size_t length = 0;
@@ -152,11 +171,14 @@ Napi::Value Inspect(const Napi::CallbackInfo& info) {
       type != napi_float64_array || length < kSlotsFixed + keys.size()) {
     return ThrowType(env, "inspect: slots must be a Float64Array of 13 + envKeys.length");
   }
-  ProcDetails d;
+  // kept per thread between calls: a repeated inspect allocates no vectors or text buffer
+  thread_local ProcDetails d;
+  thread_local std::string text;
+  d.Clear();
+  text.clear();
   const int found = proclease::InspectProcess(info[0].As<Napi::Number>().Int32Value(), keys, d);
   if (found < 0) return Napi::Number::New(env, found);  // -errno: the TS side throws FactsReadError
   if (found == proclease::kInspectGone) return env.Null();
-  std::string text;
   PackDetails(found, d, keys, static_cast<double*>(data), text);
   return Napi::String::New(env, text);
 }

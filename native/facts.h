@@ -57,6 +57,18 @@ struct ProcDetails {
   bool envReadable = false;
   // only the requested keys that were present, in request order
   std::vector<std::pair<std::string, std::string>> env;
+
+  // as a fresh one, keeping the vectors' storage for the next inspect
+  void Clear() {
+    rec = ProcRecord{};
+    realUid = -1;
+    hasExe = false;
+    exe.clear();
+    hasArgv = false;
+    argv.clear();
+    envReadable = false;
+    env.clear();
+  }
 };
 
 enum class SignalResult { kSignalled, kGone, kMismatch, kDenied, kUnsupported };

@@ -38,20 +38,21 @@ void PickEnv(const char* begin, const char* end, const std::vector<std::string>&
   while (p < end && remaining > 0) {
     const char* nul = FindNul(p, end);
     const char* stop = nul != nullptr ? nul : end;
-    const char* eq = static_cast<const char*>(memchr(p, '=', static_cast<size_t>(stop - p)));
-    if (eq != nullptr) {
-      const size_t keyLen = static_cast<size_t>(eq - p);
-      for (size_t k = 0; k < keys.size(); k++) {
-        if (found(k) || keys[k].size() != keyLen || memcmp(keys[k].data(), p, keyLen) != 0) continue;
-        if (keys.size() > 16) {
-          large[k] = true;
-        } else {
-          small[k] = true;
-        }
-        remaining--;
-        out.emplace_back(keys[k], std::string(eq + 1, static_cast<size_t>(stop - eq - 1)));
-        break;
+    const size_t len = static_cast<size_t>(stop - p);
+    // an entry is KEY=VALUE, split at its first '=': a key (which holds no
+    // '=') matches when the entry starts with it and '=' follows, so one
+    // scan per entry (for its NUL) is enough
+    for (size_t k = 0; k < keys.size(); k++) {
+      const size_t keyLen = keys[k].size();
+      if (found(k) || len <= keyLen || p[keyLen] != '=' || memcmp(keys[k].data(), p, keyLen) != 0) continue;
+      if (keys.size() > 16) {
+        large[k] = true;
+      } else {
+        small[k] = true;
       }
+      remaining--;
+      out.emplace_back(keys[k], std::string(p + keyLen + 1, len - keyLen - 1));
+      break;
     }
     p = stop + 1;
   }

@@ -114,9 +114,9 @@ export function createNativeFacts(binding: NativeBinding): ProcessFacts {
       // such process exists.
       assertPid(pid);
       const keys = opts?.envKeys ?? NO_KEYS;
-      assertEnvKeys(keys, "opts.envKeys");
+      const joined = checkedKeys(keys);
       if (slots.length < DETAIL_SLOTS + keys.length) slots = new Float64Array(DETAIL_SLOTS + keys.length);
-      const text = binding.inspect(pid, joinedKeys(keys), slots);
+      const text = binding.inspect(pid, joined, slots);
       if (text === null) return null;
       if (typeof text === "number") throw new FactsReadError(pid, -text);
       return decodeDetails(slots, 0, keys, text.split("\0"), { next: 0 }, identity());
@@ -126,7 +126,7 @@ export function createNativeFacts(binding: NativeBinding): ProcessFacts {
       const keys = opts?.envKeys ?? NO_KEYS;
       const packed = packPids(pids, keys);
       if (packed.length === 0) return [];
-      const joined = joinedKeys(keys);
+      const joined = checkedKeys(keys);
       const parts = await Promise.all(splitBatch(packed).map(async (part) => ({ part, got: await binding.inspectMany(part, joined) })));
       const stride = DETAIL_SLOTS + keys.length;
       const host = identity();
@@ -167,18 +167,26 @@ const JOBS = Math.max(1, Math.min(4, availableParallelism()));
 
 const NO_KEYS: readonly string[] = Object.freeze([]);
 
-// The keys as the addon takes them, joined by NUL. Callers pass the same
-// frozen list on every verification (MARKER_ENV_KEYS): its join is kept.
+// The keys, validated, as the addon takes them: joined by NUL. Callers ask
+// with the same keys call after call (MARKER_ENV_KEYS, a health check's
+// list), so the last list's contents and join are kept: keys equal to them
+// passed the same checks and join the same way, and a single inspect of a
+// fast host is a few microseconds, of which validating and joining anew
+// would be a measurable share.
 let lastKeys: readonly string[] = NO_KEYS;
 let lastJoined = "";
-function joinedKeys(keys: readonly string[]): string {
-  if (keys === lastKeys) return lastJoined;
-  const joined = keys.join("\0");
-  if (Object.isFrozen(keys)) {
-    lastKeys = keys;
-    lastJoined = joined;
-  }
-  return joined;
+function checkedKeys(keys: readonly string[]): string {
+  if (keys === lastKeys || sameKeys(keys, lastKeys)) return lastJoined;
+  assertEnvKeys(keys, "opts.envKeys");
+  lastKeys = [...keys];
+  lastJoined = keys.join("\0");
+  return lastJoined;
+}
+
+function sameKeys(a: readonly string[], b: readonly string[]): boolean {
+  if (!Array.isArray(a) || a.length !== b.length) return false;
+  for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return false;
+  return true;
 }
 
 /** Validates a batch's input before anything is read (as inspect does), and packs its pids. */

@@ -177,6 +177,23 @@ suite(suiteName, () => {
     expect(none!.env).toEqual({});
   });
 
+  it("inspects one after another never carry a field over: each answers for its own process", async () => {
+    const rich = track(spawn("sleep", ["30"], { stdio: "ignore", env: { PATH: process.env.PATH, PROCLEASE_T1: "rich" } }));
+    const bare = track(spawn("sleep", ["31"], { stdio: "ignore", env: { PATH: process.env.PATH } }));
+    const [r, b] = await Promise.all([spawned(rich), spawned(bare)]);
+    const keys = { envKeys: ["PROCLEASE_T1"] };
+    // spawn resolves before exec: until then argv and environ are node's
+    for (const [pid, arg] of [[r, "30"], [b, "31"]] as const) {
+      await waitFor(`pid ${pid} to exec sleep`, async () => ((await facts.inspect(pid))?.argv?.[1] === arg ? true : undefined));
+    }
+    for (let i = 0; i < 3; i++) {
+      expect((await facts.inspect(r, keys))!).toMatchObject({ pid: r, argv: ["sleep", "30"], env: { PROCLEASE_T1: "rich" }, envReadable: true });
+      expect((await facts.inspect(b, keys))!).toMatchObject({ pid: b, argv: ["sleep", "31"], env: { PROCLEASE_T1: null }, envReadable: true });
+      // a pid no process can have (pid_max is at most 2^22, so the highest pid is 2^22 - 1): nothing of the last answer remains
+      expect(await facts.inspect(4_194_304, keys)).toBeNull();
+    }
+  });
+
   it("keeps the kernel's ' (deleted)' suffix when the executable was unlinked", async () => {
     const exe = join(tmp, "deleted-sleep");
     copyFileSync("/bin/sleep", exe);
