@@ -21,9 +21,11 @@ const LEASES = 100;
 // The floor of what verifyLeases must read: one walk of /proc (the C walk)
 // plus one inspect of every lease's root (the C inspect loop over the same
 // pids, with status and an env key), made one after the other. verifyLeases
-// reads both at once, on two threads: at or under 1x means the JS above the
-// reads costs less than the parallelism saves. Measured 1.41x at 1,000 leases
-// and 1.82-1.85x at 100, where the hops between the threads weigh most.
+// reads both at once, on several threads: at or under 1x means the JS above
+// the reads costs less than the parallelism saves. Measured 1.41x at 1,000
+// leases and 1.82-1.85x at 100, where the hops between the threads weigh
+// most (host A, medians); 1.00-1.10x and 1.35-1.57x on host B (quietest
+// rounds, docs/benchmarks.md).
 const FLOOR_TARGET = { full: 2, quick: 2.5 };
 // A per-pid `ps` probe is what an ownership check without /proc costs each
 // question; verifyLeases per lease against it, a guard far below what it
@@ -140,6 +142,10 @@ async function verifyBench(quick, LEASES, probeMs, floor) {
       }
       const perLease = median(batch) / LEASES;
       const cFloor = floors.length > 0 && floors.every((f) => f !== null) ? median(floors) : null;
+      // against the floor, each side's quietest round (as the facts bench's inspect row): other
+      // work on the host only ever adds time, and on a host fast at syscalls a few hundred µs of
+      // it moved the median ratio of a quick run from 2.24x to 2.48x; the medians' ratio is printed
+      const quiet = cFloor === null ? null : Math.min(...batch) / Math.min(...floors);
       const vsProbe = probeMs / perLease;
       const ratio = withSeparate ? median(separate) / median(batch) : NaN;
       rows.push({
@@ -152,7 +158,7 @@ async function verifyBench(quick, LEASES, probeMs, floor) {
         [`${LEASES}× verifyOwnedTree`]: withSeparate ? fmtMs(median(separate)) : "-",
         ratio: withSeparate ? `${ratio.toFixed(1)}×` : "-",
         "C floor (walk + inspects)": cFloor === null ? "-" : fmtMs(cFloor),
-        "/ floor": cFloor === null ? "-" : `${(median(batch) / cFloor).toFixed(2)}×`,
+        "/ floor (quietest rounds)": cFloor === null ? "-" : `${quiet.toFixed(2)}× (medians ${(median(batch) / cFloor).toFixed(2)}×)`,
         [`ps probe (${fmtMs(probeMs)}) / per lease`]: `${vsProbe.toFixed(0)}×`,
       });
       out.push(check(`${b}: all ${LEASES} live leases verified`, owned, ">=", LEASES, "leases"));
@@ -161,7 +167,7 @@ async function verifyBench(quick, LEASES, probeMs, floor) {
       if (b === "native") {
         const name = `native: verifyLeases(${LEASES}) / C floor of its reads${quick ? " (regression guard)" : ""}`;
         if (cFloor === null) out.push(unmeasured(name, floor.walk.reason ?? floor.inspect.reason ?? "C floor not measured"));
-        else out.push(check(name, median(batch) / cFloor, "<=", quick ? FLOOR_TARGET.quick : FLOOR_TARGET.full));
+        else out.push(check(name, quiet, "<=", quick ? FLOOR_TARGET.quick : FLOOR_TARGET.full));
         out.push(check(`native: a per-pid ps probe / verifyLeases(${LEASES}) per lease`, vsProbe, ">=", PROBE_GUARD));
       }
     }
