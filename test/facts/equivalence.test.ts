@@ -47,7 +47,7 @@ d(`native equals procfs${suffix}`, () => {
     const a = await native.snapshot();
     const b = await procfs.snapshot();
     const after = await native.snapshot();
-    let compared = 0;
+    const compared = new Set<number>();
     for (const [pid, pa] of a.processes) {
       const pb = b.processes.get(pid);
       if (pb === undefined || pb.startTime !== pa.startTime) continue; // exited or reused in between
@@ -57,10 +57,13 @@ d(`native equals procfs${suffix}`, () => {
       const pz = after.processes.get(pid);
       if (pz === undefined || pz.startTime !== pa.startTime || pz.pgid !== pa.pgid || pz.sid !== pa.sid || pz.ppid !== pa.ppid) continue;
       expect({ pid, ppid: pb.ppid, pgid: pb.pgid, sid: pb.sid, uid: pb.uid }).toEqual({ pid, ppid: pa.ppid, pgid: pa.pgid, sid: pa.sid, uid: pa.uid });
-      compared++;
+      compared.add(pid);
     }
-    // nearly everything is long-lived: the overlap must be most of the table
-    expect(compared).toBeGreaterThan(a.processes.size * 0.8);
+    // ours are long-lived and keep their group, session and parent, so they are
+    // always compared and the comparison is never empty. How much of the rest of
+    // the table turns over between the walks depends on the host (beside other
+    // suites' short-lived children 88 of 389 stayed), so no share of it is asserted
+    for (const pid of [process.pid, ...kids]) expect(compared.has(pid), `pid ${pid} compared`).toBe(true);
     expect(a.processes.has(1)).toBe(b.processes.has(1));
   });
 
