@@ -176,7 +176,7 @@ Napi::Value Inspect(const Napi::CallbackInfo& info) {
   thread_local std::string text;
   d.Clear();
   text.clear();
-  const int found = proclease::InspectProcess(info[0].As<Napi::Number>().Int32Value(), keys, d);
+  const int found = proclease::InspectProcess(info[0].As<Napi::Number>().Int32Value(), keys, d, false);
   if (found < 0) return Napi::Number::New(env, found);  // -errno: the TS side throws FactsReadError
   if (found == proclease::kInspectGone) return env.Null();
   PackDetails(found, d, keys, static_cast<double*>(data), text);
@@ -185,8 +185,8 @@ Napi::Value Inspect(const Napi::CallbackInfo& info) {
 
 class InspectManyWorker : public Napi::AsyncWorker {
  public:
-  InspectManyWorker(Napi::Env env, std::vector<int> pids, std::vector<std::string> keys)
-      : Napi::AsyncWorker(env), deferred_(Napi::Promise::Deferred::New(env)), pids_(std::move(pids)), keys_(std::move(keys)) {}
+  InspectManyWorker(Napi::Env env, std::vector<int> pids, std::vector<std::string> keys, bool listed)
+      : Napi::AsyncWorker(env), deferred_(Napi::Promise::Deferred::New(env)), pids_(std::move(pids)), keys_(std::move(keys)), listed_(listed) {}
 
   Napi::Promise Promise() const { return deferred_.Promise(); }
 
@@ -197,7 +197,7 @@ class InspectManyWorker : public Napi::AsyncWorker {
     slots_.assign(pids_.size() * stride, 0);
     for (size_t i = 0; i < pids_.size(); i++) {
       ProcDetails d;
-      const int found = proclease::InspectProcess(pids_[i], keys_, d);
+      const int found = proclease::InspectProcess(pids_[i], keys_, d, listed_);
       PackDetails(found, d, keys_, slots_.data() + i * stride, text_);
     }
   }
@@ -217,21 +217,23 @@ class InspectManyWorker : public Napi::AsyncWorker {
   Napi::Promise::Deferred deferred_;
   std::vector<int> pids_;
   std::vector<std::string> keys_;
+  bool listed_;
   std::vector<double> slots_;
   std::string text_;
 };
 
-// inspectMany(pids, keys): one worker-thread job for every pid.
+// inspectMany(pids, keys, listed): one worker-thread job for every pid;
+// listed as InspectProcess's (facts.h).
 Napi::Value InspectMany(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
-  if (info.Length() < 2 || !info[0].IsTypedArray() || !info[1].IsString()) {
-    return ThrowType(env, "inspectMany(pids: Int32Array, envKeys: string)");
+  if (info.Length() < 3 || !info[0].IsTypedArray() || !info[1].IsString() || !info[2].IsBoolean()) {
+    return ThrowType(env, "inspectMany(pids: Int32Array, envKeys: string, listed: boolean)");
   }
   Napi::TypedArray ta = info[0].As<Napi::TypedArray>();
   if (ta.TypedArrayType() != napi_int32_array) return ThrowType(env, "inspectMany: pids must be an Int32Array");
   Napi::Int32Array arr = ta.As<Napi::Int32Array>();
   std::vector<int> pids(arr.Data(), arr.Data() + arr.ElementLength());
-  auto* worker = new InspectManyWorker(env, std::move(pids), SplitKeys(info[1].As<Napi::String>().Utf8Value()));
+  auto* worker = new InspectManyWorker(env, std::move(pids), SplitKeys(info[1].As<Napi::String>().Utf8Value()), info[2].As<Napi::Boolean>().Value());
   Napi::Promise promise = worker->Promise();
   worker->Queue();
   return promise;

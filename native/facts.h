@@ -89,9 +89,15 @@ void BuildSnapshotIndex(PackedSnapshot& out);
 // mid-read, or `pid` names a thread that is not its thread group's leader;
 // -errno when the host refused a read that decides it (EMFILE, ENOMEM, EIO…):
 // nothing is known then, and "gone" would be a guess.
+// `listed`: the caller found pid in a snapshot (which lists only thread-group
+// leaders) and compares its start time with that record, so the leader check
+// and the real uid are not asked for: Linux then skips /proc/PID/status, a
+// third of an inspect's kernel time (it is still read for a zombie, whose
+// live threads decide whether it is alive), takes the effective uid as the
+// walk does, and leaves realUid unknown (-1).
 constexpr int kInspectFound = 1;
 constexpr int kInspectGone = 0;
-int InspectProcess(int pid, const std::vector<std::string>& envKeys, ProcDetails& out);
+int InspectProcess(int pid, const std::vector<std::string>& envKeys, ProcDetails& out, bool listed);
 
 bool BootId(std::string& out);
 bool PidNamespace(std::string& out);

@@ -141,7 +141,7 @@ int WalkProcesses(PackedSnapshot& out) {
   return 0;
 }
 
-int InspectProcess(int pid, const std::vector<std::string>& envKeys, ProcDetails& out) {
+int InspectProcess(int pid, const std::vector<std::string>& envKeys, ProcDetails& out, bool /*listed: one sysctl answers both anyway*/) {
   if (!ReadRecord(pid, out.rec, &out.realUid)) return kInspectGone;
   char path[PROC_PIDPATHINFO_MAXSIZE];
   int n = proc_pidpath(pid, path, sizeof path);

@@ -408,13 +408,25 @@ int WalkProcesses(PackedSnapshot& out) {
 namespace {
 
 // stat + status through the pinned directory: the record with uid and
-// realUid from status. 0 = ok, 1 = gone (or dead), 2 = not a thread-group
-// leader (a tid is not a process), 3 = status unreadable (dying, or denied
-// by an LSM): the record stands on stat alone (uid = the stat owner),
-// 4 = the host refused the read (errno says why).
-int ReadIdentity(int dfd, int pid, ProcDetails& out) {
+// realUid from status (with `listed`, see InspectProcess in facts.h: stat
+// and the directory's owner, status only for a zombie). 0 = ok, 1 = gone
+// (or dead), 2 = not a thread-group leader (a tid is not a process),
+// 3 = status unreadable (dying, or denied by an LSM): the record stands on
+// stat alone (uid = the stat owner), 4 = the host refused the read (errno
+// says why).
+int ReadIdentity(int dfd, int pid, ProcDetails& out, bool listed) {
   if (!linux_detail::ReadStatAt(dfd, "stat", out.rec)) return linux_detail::HostFailure(errno) ? 4 : 1;
   if (IsDead(out.rec.state)) return 1;
+  if (listed && out.rec.state != 'Z') {
+    // the walk's rule: a root-owned stat may be a non-dumpable process of
+    // another uid; the pid directory's owner is its effective uid
+    if (out.rec.uid == 0 && (out.rec.flags & kRecKernelThread) == 0) {
+      struct stat st;
+      if (fstat(dfd, &st) != 0) return linux_detail::HostFailure(errno) ? 4 : 1;
+      out.rec.uid = static_cast<int32_t>(st.st_uid);
+    }
+    return 0;
+  }
   StatusFacts status;
   if (!ReadStatusAt(dfd, "status", status)) return 3;
   if (status.tgid >= 0 && status.tgid != pid) return 2;
@@ -430,7 +442,7 @@ int ReadIdentity(int dfd, int pid, ProcDetails& out) {
 
 }  // namespace
 
-int InspectProcess(int pid, const std::vector<std::string>& envKeys, ProcDetails& out) {
+int InspectProcess(int pid, const std::vector<std::string>& envKeys, ProcDetails& out, bool listed) {
   char path[32];
   memcpy(path, "/proc/", 6);
   path[6 + FormatUint(path + 6, static_cast<unsigned>(pid))] = '\0';
@@ -439,7 +451,7 @@ int InspectProcess(int pid, const std::vector<std::string>& envKeys, ProcDetails
   // processes' facts (reads fail instead).
   int dfd = OpenAt(AT_FDCWD, path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (dfd < 0) return linux_detail::HostFailure(errno) ? -errno : kInspectGone;
-  int id = ReadIdentity(dfd, pid, out);
+  int id = ReadIdentity(dfd, pid, out, listed);
   if (id == 4) {
     const int err = errno;
     Close(dfd);
@@ -492,7 +504,7 @@ int InspectProcess(int pid, const std::vector<std::string>& envKeys, ProcDetails
   // if it is a zombie now, report its current state.
   if (partial) {
     out.realUid = -1;
-    int again = ReadIdentity(dfd, pid, out);
+    int again = ReadIdentity(dfd, pid, out, listed);
     if (again == 4) {
       const int err = errno;
       Close(dfd);

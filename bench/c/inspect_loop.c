@@ -3,8 +3,10 @@
  * then through it openat + fstat + read + close of stat, [openat + read +
  * close of status,] readlinkat of exe, and openat + read + close of cmdline
  * and environ; the stat line is parsed by its last ')', cmdline split on NUL
- * and environ searched for one key, like the native side does.
- * Usage: inspect_loop PID|@FILE ITERATIONS KEY [status]; with @FILE, every
+ * and environ searched for one key, like the native side does. "listed" is
+ * an inspect of a pid from a snapshot (InspectOptions.listed): no status,
+ * and an fstat of the directory when stat is owned by root.
+ * Usage: inspect_loop PID|@FILE ITERATIONS KEY [status|listed]; with @FILE, every
  * pid listed in FILE is inspected once per iteration (times are per pid).
  * Prints one JSON line: {"iterations":N,"pids":n,"medianUs":x,"minUs":y,"found":0|1}
  * and exits 1 when KEY was not found in every pid (the loop did not read
@@ -72,7 +74,14 @@ static int inspect(const char *dir, const char *key, int with_status) {
     sys_close(dfd);
     return -1;
   }
-  if (with_status) {
+  if (with_status == 2 && st.st_uid == 0) {
+    struct stat dir_st;
+    if (fstat(dfd, &dir_st) != 0) {
+      sys_close(dfd);
+      return -1;
+    }
+  }
+  if (with_status == 1) {
     char status[8192];
     ssize_t s = read_at(dfd, "status", status, sizeof status);
     if (s <= 0 || memmem(status, (size_t)s, "\nUid:", 5) == NULL) {
@@ -129,7 +138,7 @@ static int read_pids(const char *arg, int **out) {
 int main(int argc, char **argv) {
   become_multithreaded();
   if (argc < 4) {
-    fprintf(stderr, "usage: inspect_loop PID|@FILE ITERATIONS KEY [status]\n");
+    fprintf(stderr, "usage: inspect_loop PID|@FILE ITERATIONS KEY [status|listed]\n");
     return 2;
   }
   int *pids;
@@ -137,7 +146,8 @@ int main(int argc, char **argv) {
   int iterations = atoi(argv[2]);
   if (iterations < 1) iterations = 1;
   const char *key = argv[3];
-  int with_status = argc > 4 && strcmp(argv[4], "status") == 0;
+  /* 1: status read; 2: listed (no status, the directory's owner when stat's is root) */
+  int with_status = argc > 4 && strcmp(argv[4], "status") == 0 ? 1 : argc > 4 && strcmp(argv[4], "listed") == 0 ? 2 : 0;
   double *samples = malloc(sizeof(double) * (size_t)iterations);
   char (*dirs)[64] = malloc(sizeof *dirs * (size_t)(npids > 0 ? npids : 1));
   for (int k = 0; k < npids; k++) snprintf(dirs[k], sizeof dirs[k], "/proc/%d", pids[k]);

@@ -83,8 +83,12 @@ export interface NativeBinding {
    * decides it (EMFILE, ENOMEM, EIO…). `envKeys` is the keys joined by NUL.
    */
   inspect(pid: number, envKeys: string, slots: Float64Array): string | null | number;
-  /** The same reads for every pid of `pids` in one worker-thread job; a pid that does not exist has found 0, a refused read -errno. */
-  inspectMany(pids: Int32Array, envKeys: string): Promise<NativeDetailsBatch>;
+  /**
+   * The same reads for every pid of `pids` in one worker-thread job; a pid
+   * that does not exist has found 0, a refused read -errno. `listed` is
+   * InspectOptions.listed: no status read (but for a zombie), realUid -1.
+   */
+  inspectMany(pids: Int32Array, envKeys: string, listed: boolean): Promise<NativeDetailsBatch>;
   /** Linux: /proc/sys/kernel/random/boot_id; macOS: kern.bootsessionuuid. null when unreadable. */
   bootId(): string | null;
   /** Linux: readlink /proc/self/ns/pid (e.g. "pid:[4026531836]"); macOS: null. */

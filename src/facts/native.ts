@@ -127,7 +127,8 @@ export function createNativeFacts(binding: NativeBinding): ProcessFacts {
       const packed = packPids(pids, keys);
       if (packed.length === 0) return [];
       const joined = checkedKeys(keys);
-      const parts = await Promise.all(splitBatch(packed).map(async (part) => ({ part, got: await binding.inspectMany(part, joined) })));
+      const listed = opts?.listed === true;
+      const parts = await Promise.all(splitBatch(packed).map(async (part) => ({ part, got: await binding.inspectMany(part, joined, listed) })));
       const stride = DETAIL_SLOTS + keys.length;
       const host = identity();
       const out: Array<ProcessDetails | null> = [];

@@ -80,6 +80,18 @@ export interface ProcessSnapshot {
 
 export interface InspectOptions {
   envKeys?: readonly string[];
+  /**
+   * Every pid was listed by a snapshot (which lists only thread-group
+   * leaders), and the caller compares each answer's start time with that
+   * record. Then the thread-or-leader question and the real uid need not be
+   * asked: the native Linux backend skips /proc/PID/status (about a third of
+   * an inspect's kernel time; a zombie's is still read), `uid` is still the
+   * effective uid, and `realUid` is absent. Other backends read everything
+   * anyway. A pid that is not a leader may then be answered for its thread:
+   * only the start-time comparison tells it apart, so never pass this
+   * without one.
+   */
+  listed?: boolean;
 }
 
 export interface ProcessFacts {

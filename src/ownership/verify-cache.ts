@@ -7,6 +7,9 @@
  * /proc/PID/cmdline and environ, which can wait on the target's memory lock,
  * never run on the event loop) and kept for the rest of that verification.
  *
+ * The pids are this process and pids of the verification's snapshot, so
+ * they are read as listed (InspectOptions.listed): no status read per pid.
+ *
  * Each pid's answer is independent: null = no such process, undefined = the
  * facts layer could not answer for it (unknown). A batch that fails as a
  * whole is asked again pid by pid, so one unreadable process costs only its
@@ -32,7 +35,10 @@ export class DetailsBatch {
   async fetch(pids: Iterable<number>): Promise<void> {
     const want = [...new Set(pids)].filter((pid) => !this.got.has(pid));
     if (want.length === 0) return;
-    const opts = this.envKeys.length > 0 ? { envKeys: this.envKeys } : undefined;
+    // listed: every pid a verification reads is this process, a lease root
+    // found in its snapshot, or a candidate taken from it, and each answer's
+    // start time is compared with that record (sameProcess) before it counts
+    const opts = { envKeys: this.envKeys, listed: true };
     try {
       const out = await this.facts.inspectMany(want, opts);
       want.forEach((pid, i) => this.got.set(pid, out[i] ?? null));

@@ -169,8 +169,18 @@ d(`native equals procfs${suffix}`, () => {
         const b = await procfs.inspect(pid, { envKeys: keys });
         expect({ ...b, state: "" }, `pid ${pid}`).toEqual({ ...a, state: "" });
       }
+      // read as listed in a snapshot (no status read): the same answers but realUid,
+      // the non-dumpable one's effective uid and the zombie leader's flag included
+      const edge = [deep.child.pid, nd.pid, zl.pid];
+      const listed = await native.inspectMany(edge, { envKeys: keys, listed: true });
+      for (const [i, pid] of edge.entries()) {
+        const { realUid: _r, ...full } = (await native.inspect(pid, { envKeys: keys }))!;
+        expect({ ...listed[i], state: "" }, `listed ${pid}`).toEqual({ ...full, realUid: pid === zl.pid ? _r : undefined, state: "" });
+      }
+      if (process.geteuid!() === 0) expect(listed[1]!.uid).toBe(65534);
       expect((await native.inspect(deep.child.pid))!.exePath).toBeNull();
       expect((await native.inspect(zl.pid))!.zombieLeader).toBe(true);
+      expect(listed[2]!.zombieLeader).toBe(true);
       const tid = readdirSync(`/proc/${process.pid}/task`).map(Number).find((t) => t !== process.pid)!;
       expect(await native.inspect(tid)).toBeNull();
       expect(await procfs.inspect(tid)).toBeNull();

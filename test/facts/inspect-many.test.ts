@@ -59,16 +59,24 @@ for (const row of rows) {
       };
       const before = await each();
       const many = await facts.inspectMany(pids, { envKeys: KEYS });
+      // every pid came from the snapshot: read as listed, only realUid may be left out
+      const listed = await facts.inspectMany(pids, { envKeys: KEYS, listed: true });
       const after = await each();
       expect(many).toHaveLength(pids.length);
+      expect(listed).toHaveLength(pids.length);
       let compared = 0;
       const oursCompared = new Set<number>();
       for (const [i, pid] of pids.entries()) {
         const [b, a] = [before[i]!, after[i]!];
         const settled = b === null ? a === null : a !== null && JSON.stringify(stable(b)) === JSON.stringify(stable(a));
         if (!settled) continue;
-        if (b === null) expect(many[i], `pid ${pid}: gone before and after`).toBeNull();
-        else expect(stable(many[i]!), `pid ${pid}`).toEqual(stable(b));
+        if (b === null) {
+          expect(many[i], `pid ${pid}: gone before and after`).toBeNull();
+          expect(listed[i], `pid ${pid}: gone before and after (listed)`).toBeNull();
+        } else {
+          expect(stable(many[i]!), `pid ${pid}`).toEqual(stable(b));
+          expect({ ...stable(listed[i]!), realUid: undefined }, `pid ${pid} (listed)`).toEqual({ ...stable(b), realUid: undefined });
+        }
         compared++;
         if (ours.includes(pid)) oursCompared.add(pid);
       }
