@@ -218,11 +218,18 @@ bool LiveThreadsBehindZombie(int dirfd, const StatusFacts& status, const char* t
   return live;
 }
 
+// Whether a record's stat owner may not be its uid: a root-owned stat of a
+// process that is not a kernel thread may be a non-dumpable process of
+// another uid, whose /proc files the kernel gives to root. Then the walk and
+// a listed inspect ask the pid directory's owner (DirOwner).
+bool StatOwnerMayHideUid(const ProcRecord& rec) { return rec.uid == 0 && (rec.flags & kRecKernelThread) == 0; }
+
 // The effective uid of /proc/<rel> (a pid directory): its owner, whatever
 // the process's dumpability (see the header). -1 when it is gone.
 int32_t DirOwner(int dirfd, const char* rel) {
   struct stat st;
-  if (fstatat(dirfd, rel, &st, 0) != 0) return -1;
+  // "" is the directory dirfd itself (AT_EMPTY_PATH: an fstat, no lookup)
+  if (fstatat(dirfd, rel, &st, rel[0] == '\0' ? AT_EMPTY_PATH : 0) != 0) return -1;
   return static_cast<int32_t>(st.st_uid);
 }
 
@@ -374,7 +381,7 @@ int WalkProcesses(PackedSnapshot& out) {
       continue;
     }
     if (IsDead(rec.state)) continue;
-    if (rec.uid == 0 && (rec.flags & kRecKernelThread) == 0) {
+    if (StatOwnerMayHideUid(rec)) {
       rel[n] = '\0';
       const int32_t owner = DirOwner(dfd, rel);
       if (owner < 0 && linux_detail::HostFailure(errno)) {
@@ -418,12 +425,10 @@ int ReadIdentity(int dfd, int pid, ProcDetails& out, bool listed) {
   if (!linux_detail::ReadStatAt(dfd, "stat", out.rec)) return linux_detail::HostFailure(errno) ? 4 : 1;
   if (IsDead(out.rec.state)) return 1;
   if (listed && out.rec.state != 'Z') {
-    // the walk's rule: a root-owned stat may be a non-dumpable process of
-    // another uid; the pid directory's owner is its effective uid
-    if (out.rec.uid == 0 && (out.rec.flags & kRecKernelThread) == 0) {
-      struct stat st;
-      if (fstat(dfd, &st) != 0) return linux_detail::HostFailure(errno) ? 4 : 1;
-      out.rec.uid = static_cast<int32_t>(st.st_uid);
+    if (StatOwnerMayHideUid(out.rec)) {
+      const int32_t owner = DirOwner(dfd, "");
+      if (owner < 0) return linux_detail::HostFailure(errno) ? 4 : 1;
+      out.rec.uid = owner;
     }
     return 0;
   }
