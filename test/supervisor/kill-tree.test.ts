@@ -246,20 +246,22 @@ describe("signalProcessTree: one signal, the same guards and the same tree as ki
     // setsid (`$!` is printed before it has, and until then it is rightly in the root's group), and the
     // root's group is exactly the root sh and its two sleeps, the forking subshells gone. Compared while
     // the fixture still forks, two reads of the tree differ by its transient subshells.
+    // Each member's group and name come from one read of its stat, and the escapee's session is read
+    // before the group: once it has called setsid it never rejoins the root's group, so a group read
+    // after it cannot hold it. Separate reads of one pid can straddle its setsid+exec (CI's run: the
+    // group read saw the escapee still in the root's group, the name read after it saw "sleep", and
+    // the third sleep was not forked yet).
     const groupByHand = () =>
       readdirSync("/proc")
         .filter((d) => /^\d+$/.test(d))
-        .map(Number)
-        .filter((p) => readStat(p)?.pgrp === root.pid! && isAlive(p));
-    // The expected group is the read that met the condition: a read that finds the root and
-    // its two sleeps is complete, where a second read made after it can come back short (CI's
-    // Node 24 run: [root, one sleep], while the read before it and the snapshot after it
-    // both held the other sleep)
+        .map((d) => readStat(Number(d)))
+        .filter((st): st is NonNullable<typeof st> => st !== null && st.pgrp === root.pid! && isAlive(st.pid));
     let settled: number[] = [];
     await waitFor(() => {
+      if (readStat(escapee)?.session !== escapee) return false;
       const g = groupByHand();
-      const done = readStat(escapee)?.session === escapee && g.length === 3 && g.every((p) => p === root.pid || readStat(p)?.comm === "sleep");
-      if (done) settled = g;
+      const done = g.length === 3 && g.every((st) => st.pid === root.pid || (st.comm === "sleep" && st.pid !== escapee));
+      if (done) settled = g.map((st) => st.pid);
       return done;
     });
     const expected = new Set(settled);
