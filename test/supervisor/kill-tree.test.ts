@@ -7,7 +7,7 @@ import { buildSnapshot } from "../../src/facts/snapshot.js";
 import type { ProcessFacts, ProcessInfo } from "../../src/facts/types.js";
 import { ownProcessGroupId } from "../../src/facts/guards.js";
 import { groupToSweep, killProcessTree, signalProcessTree } from "../../src/supervisor/kill-tree.js";
-import { readStat } from "../helpers/liveness.js";
+import { readStat, type StatFields } from "../helpers/liveness.js";
 import { fixture, isAlive, killQuietly, matcher, pgidOf, recordingSignaller, reusedPidFacts, waitFor } from "./helpers.js";
 
 const DIST = join(fixture(""), "..", "..", "..", "dist", "supervisor", "index.js");
@@ -247,20 +247,19 @@ describe("signalProcessTree: one signal, the same guards and the same tree as ki
     // root's group is exactly the root sh and its two sleeps, the forking subshells gone. Compared while
     // the fixture still forks, two reads of the tree differ by its transient subshells.
     // Each member's group and name come from one read of its stat, and the escapee's session is read
-    // before the group: once it has called setsid it never rejoins the root's group, so a group read
-    // after it cannot hold it. Separate reads of one pid can straddle its setsid+exec (CI's run: the
-    // group read saw the escapee still in the root's group, the name read after it saw "sleep", and
-    // the third sleep was not forked yet).
+    // before the group: separate reads of one pid can straddle its setsid+exec, and once it has called
+    // setsid it never rejoins the root's group, so a group read made after it cannot hold it. The
+    // expected group is the read that met the condition: a later read can come back short.
     const groupByHand = () =>
       readdirSync("/proc")
         .filter((d) => /^\d+$/.test(d))
         .map((d) => readStat(Number(d)))
-        .filter((st): st is NonNullable<typeof st> => st !== null && st.pgrp === root.pid! && isAlive(st.pid));
+        .filter((st): st is StatFields => st !== null && st.pgrp === root.pid! && isAlive(st.pid));
     let settled: number[] = [];
     await waitFor(() => {
       if (readStat(escapee)?.session !== escapee) return false;
       const g = groupByHand();
-      const done = g.length === 3 && g.every((st) => st.pid === root.pid || (st.comm === "sleep" && st.pid !== escapee));
+      const done = g.length === 3 && g.every((st) => st.pid === root.pid || st.comm === "sleep");
       if (done) settled = g.map((st) => st.pid);
       return done;
     });
