@@ -247,10 +247,13 @@ export async function run({ quick }) {
   printTable(`gateway SIGKILL → no process carries the lease id (grace ${graceMs} ms)`, rows);
   console.log(`  stubborn: median ${median(overheads).toFixed(1)} ms over the grace, max ${Math.max(...overheads).toFixed(1)} ms`);
   return [
-    // Issue 10's target is 1.15×, held by the full run. Quick (CI) runs of a
-    // quiet 2-core machine read 1.07–1.16× for the same build: their gate is
-    // 1.2×, a regression guard that the pair-to-pair noise cannot trip.
-    check("wrapper start: spawn → started / node -e 0 (median of interleaved pairs)", median(sc.ratios), "<=", quick ? 1.2 : 1.15),
+    // Issue 10's target is 1.15×, held by the full run. `started` follows
+    // libuv's wait for the adapter's exec, which a loaded host slows more than
+    // a bare node start: quick (CI) runs of the same build read 1.07–1.16× on
+    // a quiet 2-core host and 1.20–1.22× on a slow one (node -e 0 at 153–174
+    // ms). The quick gate is 1.3×, a regression guard that host speed cannot
+    // trip and that an ESM entry (1.46× when measured) still does.
+    check("wrapper start: spawn → started / node -e 0 (median of interleaved pairs)", median(sc.ratios), "<=", quick ? 1.3 : 1.15),
     check("wrapper PSS / idle bare node PSS (median)", pssMed("ratio"), "<=", 1.25),
     check("stubborn tree gone after grace + (median)", median(overheads), "<=", 100, "ms"),
     check("stubborn tree: SIGKILL waited for the grace (min elapsed - grace)", Math.min(...overheads), ">=", 0, "ms"),
