@@ -28,9 +28,10 @@ export async function run({ quick }) {
 // The target (1.1x) is judged by the full run. The quick run gates a
 // regression guard above the spread of unchanged code on a loaded 2-core
 // host: 1.08-1.16x at load 5-9 for this code and the code before its run
-// object alike, 1.02-1.05x idle; an extra lease write or process per run
-// costs more than the 20% it leaves.
-const SPAWN_TARGET = { quick: 1.2, full: 1.1 };
+// object alike, 1.02-1.05x idle, and 1.19-1.20x on a host slow at process
+// start (the same build, both tries of one CI run). An extra fsync'd lease
+// write or process per run costs more than the 30% it leaves.
+const SPAWN_TARGET = { quick: 1.3, full: 1.1 };
 
 async function spawnOverhead(pairs, quick) {
   // the supervisor's own bookkeeping against a bare spawn: containment off, so both sides run the same one process
