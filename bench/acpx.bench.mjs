@@ -368,17 +368,18 @@ export async function run({ quick }) {
   checks.push(check("startup reap: dry run (verify only) snapshot() calls (bench's count, most of any reap)", worst.dryCalls, "<=", 1, "snapshot"));
   checks.push(check("startup reap: dry runs sent no signal", worst.drySignalled ? 1 : 0, "<=", 0, "signals"));
   // The full run judges grace + 100 ms. A quick (CI) run gates a ratio
-  // instead: each reap's elapsed time over its own dry run (the same
-  // verification without a signal or a settlement), measured on the same 100
-  // leases in the same process, so a host that is slower at everything moves
-  // both. A quick run on a quiet host read 487 ms against a 51 ms dry run
-  // (9.6×); on a slow one the reaps took 1,028–1,196 ms against dry runs of
-  // 108–112 ms (about 10×), where an absolute 1 s bound failed. 20× still trips on what the guard exists for: a reap that
-  // waited out the grace per lease (seconds), or went serial.
+  // instead: each reap's elapsed time over its own dry run (the same list and
+  // verification, without a signal or a settlement), on the same 100 leases
+  // in the same process, so a host that is slower at everything moves both.
+  // Quick runs read 9.6× on a quiet host (487 ms over 51 ms) and about 10× on
+  // a slow one (1,028–1,196 ms over 108–112 ms), where an absolute 1 s bound
+  // failed; with the lease files read by the addon the dry run is shorter and
+  // they read 12–17×. 30× still trips on what the guard exists for: a reap
+  // that waits out the grace per lease (seconds), or goes serial.
   if (quick) {
     const ratios = reaps.map((x) => x.elapsed / x.dryMs);
     console.log(`  reap / its dry run, per reap: ${ratios.map((x) => `${x.toFixed(1)}×`).join(", ")}`);
-    checks.push(check(`startup reap: elapsed / the same reap's dry run (median of ${reaps.length}) (regression guard)`, median(ratios), "<=", 20));
+    checks.push(check(`startup reap: elapsed / the same reap's dry run (median of ${reaps.length}) (regression guard)`, median(ratios), "<=", 30));
   } else {
     checks.push(check(`startup reap: elapsed (median of ${reaps.length})`, r.elapsed, "<=", 100 + reapGrace, "ms"));
   }

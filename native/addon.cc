@@ -311,6 +311,105 @@ Napi::Value LockExclusive(const Napi::CallbackInfo& info) {
   return Napi::Number::New(env, proclease::LockExclusive(info[0].As<Napi::Number>().Int32Value()));
 }
 
+// The state dir's file jobs (files_posix.cc): one thread-pool job per call,
+// resolving with plain values; an OS failure is in them, never a rejection.
+class ReadFileWorker : public Napi::AsyncWorker {
+ public:
+  ReadFileWorker(Napi::Env env, std::string path, size_t maxBytes)
+      : Napi::AsyncWorker(env), deferred_(Napi::Promise::Deferred::New(env)), path_(std::move(path)), max_(maxBytes) {}
+
+  Napi::Promise Promise() const { return deferred_.Promise(); }
+
+ protected:
+  void Execute() override { proclease::ReadSmallFile(path_, max_, r_); }
+
+  void OnOK() override {
+    Napi::Env env = Env();
+    Napi::HandleScope scope(env);
+    Napi::Object out = Napi::Object::New(env);
+    out.Set("err", Napi::Number::New(env, r_.err));
+    out.Set("step", Napi::Number::New(env, r_.step));
+    out.Set("regular", Napi::Boolean::New(env, r_.regular));
+    out.Set("tooLarge", Napi::Boolean::New(env, r_.tooLarge));
+    out.Set("ino", Napi::Number::New(env, r_.ino));
+    out.Set("dev", Napi::Number::New(env, r_.dev));
+    out.Set("mode", Napi::Number::New(env, r_.mode));
+    out.Set("uid", Napi::Number::New(env, r_.uid));
+    out.Set("size", Napi::Number::New(env, r_.size));
+    out.Set("mtimeMs", Napi::Number::New(env, r_.mtimeMs));
+    out.Set("text", Napi::String::New(env, r_.data));
+    deferred_.Resolve(out);
+  }
+
+  void OnError(const Napi::Error& e) override { deferred_.Reject(e.Value()); }
+
+ private:
+  Napi::Promise::Deferred deferred_;
+  std::string path_;
+  size_t max_;
+  proclease::SmallFileRead r_;
+};
+
+// readSmallFile(path, maxBytes) → Promise<{ err, step, regular, tooLarge, ino, dev, mode, uid, size, mtimeMs, text }>
+Napi::Value ReadSmallFile(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  if (info.Length() < 2 || !info[0].IsString() || !IsInt(info[1]) || info[1].As<Napi::Number>().Int32Value() < 0) {
+    return ThrowType(env, "readSmallFile(path: string, maxBytes: non-negative int)");
+  }
+  auto* worker = new ReadFileWorker(env, info[0].As<Napi::String>().Utf8Value(), static_cast<size_t>(info[1].As<Napi::Number>().Int32Value()));
+  Napi::Promise promise = worker->Promise();
+  worker->Queue();
+  return promise;
+}
+
+class ReplaceFileWorker : public Napi::AsyncWorker {
+ public:
+  ReplaceFileWorker(Napi::Env env, std::string dir, std::string tmp, std::string target, std::string data, bool durable)
+      : Napi::AsyncWorker(env),
+        deferred_(Napi::Promise::Deferred::New(env)),
+        dir_(std::move(dir)),
+        tmp_(std::move(tmp)),
+        target_(std::move(target)),
+        data_(std::move(data)),
+        durable_(durable) {}
+
+  Napi::Promise Promise() const { return deferred_.Promise(); }
+
+ protected:
+  void Execute() override { rc_ = proclease::ReplaceFile(dir_, tmp_, target_, data_, durable_, step_); }
+
+  void OnOK() override {
+    Napi::Env env = Env();
+    Napi::HandleScope scope(env);
+    Napi::Object out = Napi::Object::New(env);
+    out.Set("err", Napi::Number::New(env, rc_));
+    out.Set("step", Napi::Number::New(env, step_));
+    deferred_.Resolve(out);
+  }
+
+  void OnError(const Napi::Error& e) override { deferred_.Reject(e.Value()); }
+
+ private:
+  Napi::Promise::Deferred deferred_;
+  std::string dir_, tmp_, target_, data_;
+  bool durable_;
+  int rc_ = 0;
+  int step_ = 0;
+};
+
+// replaceFile(dir, tmp, target, data, durable) → Promise<{ err, step }>
+Napi::Value ReplaceFile(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  if (info.Length() < 5 || !info[0].IsString() || !info[1].IsString() || !info[2].IsString() || !info[3].IsString() || !info[4].IsBoolean()) {
+    return ThrowType(env, "replaceFile(dir: string, tmp: string, target: string, data: string, durable: boolean)");
+  }
+  auto* worker = new ReplaceFileWorker(env, info[0].As<Napi::String>().Utf8Value(), info[1].As<Napi::String>().Utf8Value(),
+                                       info[2].As<Napi::String>().Utf8Value(), info[3].As<Napi::String>().Utf8Value(), info[4].As<Napi::Boolean>().Value());
+  Napi::Promise promise = worker->Promise();
+  worker->Queue();
+  return promise;
+}
+
 Napi::Value ThreadCpuTimeNs(const Napi::CallbackInfo& info) {
   return Napi::Number::New(info.Env(), proclease::ThreadCpuTimeNs());
 }
@@ -329,6 +428,8 @@ Napi::Object Init(Napi::Env env, Napi::Object exports) {
   exports.Set("reapChildren", Napi::Function::New(env, ReapChildren, "reapChildren"));
   exports.Set("lockExclusive", Napi::Function::New(env, LockExclusive, "lockExclusive"));
   exports.Set("threadCpuTimeNs", Napi::Function::New(env, ThreadCpuTimeNs, "threadCpuTimeNs"));
+  exports.Set("readSmallFile", Napi::Function::New(env, ReadSmallFile, "readSmallFile"));
+  exports.Set("replaceFile", Napi::Function::New(env, ReplaceFile, "replaceFile"));
   return exports;
 }
 

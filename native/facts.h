@@ -117,6 +117,35 @@ double ThreadCpuTimeNs();
 // open file description holds it). lock_posix.cc, shared by both OSes.
 int LockExclusive(int fd);
 
+// Which syscall a file job stopped at (mirrors FILE_STEP in native-binding.ts).
+constexpr int kStepOpen = 0;
+constexpr int kStepStat = 1;
+constexpr int kStepRead = 2;
+constexpr int kStepWrite = 3;
+constexpr int kStepSync = 4;
+constexpr int kStepClose = 5;
+constexpr int kStepRename = 6;
+constexpr int kStepDirSync = 7;
+
+struct SmallFileRead {
+  int err = 0;  // 0, or -errno of the syscall at `step`
+  int step = kStepOpen;
+  bool regular = false;
+  bool tooLarge = false;
+  double ino = 0, dev = 0, mode = 0, uid = 0, size = 0, mtimeMs = 0;
+  std::string data;  // the bytes, when regular, not too large and err == 0
+};
+
+// open(O_NOFOLLOW|O_NONBLOCK) + fstat + read + close of one file; the stat
+// fields are set once fstat succeeded, the bytes only for a regular file of
+// at most maxBytes. files_posix.cc, shared by both OSes.
+void ReadSmallFile(const std::string& path, size_t maxBytes, SmallFileRead& out);
+
+// tmp (O_CREAT|O_EXCL|O_NOFOLLOW, 0600) + write + fsync when durable + close
+// + rename onto target + fsync(dir) when durable. 0, or -errno with `step`
+// naming the syscall; a failure before the rename removes tmp.
+int ReplaceFile(const std::string& dir, const std::string& tmp, const std::string& target, const std::string& data, bool durable, int& step);
+
 }  // namespace proclease
 
 #ifdef __linux__

@@ -123,4 +123,36 @@ export interface NativeBinding {
    * gave to other threads. The benches measure the main thread with it.
    */
   threadCpuTimeNs(): number;
+  /**
+   * open(O_NOFOLLOW|O_NONBLOCK) + fstat + read + close of one state-dir file
+   * in one worker-thread job. Never rejects: an OS failure is `err` (-errno)
+   * at `step`; the stat fields are set once fstat succeeded, `text` only for
+   * a regular file of at most maxBytes (`tooLarge` when it grew past them).
+   */
+  readSmallFile(path: string, maxBytes: number): Promise<NativeFileRead>;
+  /**
+   * tmp (exclusive, 0600, no symlink) + write + fsync + close + rename onto
+   * target + fsync(dir), the fsyncs only when durable, in one worker-thread
+   * job. Never rejects: `err` is 0 or -errno at `step`; a failure before the
+   * rename has removed tmp.
+   */
+  replaceFile(dir: string, tmp: string, target: string, data: string, durable: boolean): Promise<{ err: number; step: FileStep }>;
+}
+
+/** Which syscall a file job stopped at (mirrors kStep* in native/facts.h). */
+export const FILE_STEP = { open: 0, stat: 1, read: 2, write: 3, sync: 4, close: 5, rename: 6, dirSync: 7 } as const;
+export type FileStep = (typeof FILE_STEP)[keyof typeof FILE_STEP];
+
+export interface NativeFileRead {
+  err: number;
+  step: FileStep;
+  regular: boolean;
+  tooLarge: boolean;
+  ino: number;
+  dev: number;
+  mode: number;
+  uid: number;
+  size: number;
+  mtimeMs: number;
+  text: string;
 }

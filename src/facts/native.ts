@@ -32,6 +32,8 @@ const METHODS = [
   "pidfdSupported",
   "lockExclusive",
   "threadCpuTimeNs",
+  "readSmallFile",
+  "replaceFile",
 ] as const;
 
 let cached: { binding: NativeBinding | null; error: string | null } | undefined;

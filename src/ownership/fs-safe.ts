@@ -6,6 +6,9 @@ import { randomBytes } from "node:crypto";
 import { constants } from "node:fs";
 import { lstat, mkdir, open, rename, unlink, type FileHandle } from "node:fs/promises";
 import { isAbsolute, join, relative, sep } from "node:path";
+import { getSystemErrorMap, getSystemErrorName } from "node:util";
+import { loadNative } from "../facts/native.js";
+import { FILE_STEP, type FileStep, type NativeBinding } from "../facts/native-binding.js";
 
 const O_NOFOLLOW = constants.O_NOFOLLOW ?? 0;
 const O_NONBLOCK = constants.O_NONBLOCK ?? 0;
@@ -66,6 +69,9 @@ export async function ensurePrivateDir(path: string, create = true): Promise<boo
   return true;
 }
 
+/** What an fsync of a directory may fail with where the OS does not offer it: the sync is skipped. */
+const DIR_SYNC_REFUSED: ReadonlySet<string> = new Set(["EINVAL", "EISDIR", "EPERM", "EBADF"]);
+
 /** fsync a directory so a rename/unlink in it is durable; a no-op where the OS refuses. */
 export async function fsyncDir(path: string): Promise<void> {
   let fh;
@@ -73,17 +79,25 @@ export async function fsyncDir(path: string): Promise<void> {
     fh = await open(path, constants.O_RDONLY);
     await fh.sync();
   } catch (e) {
-    const code = (e as NodeJS.ErrnoException).code;
-    if (code !== "EINVAL" && code !== "EISDIR" && code !== "EPERM" && code !== "EBADF") throw e;
+    if (!DIR_SYNC_REFUSED.has((e as NodeJS.ErrnoException).code ?? "")) throw e;
   } finally {
     // the sync is done (or refused): the close need not hold up the caller
     fh?.close().catch(() => undefined);
   }
 }
 
+/**
+ * A fresh temp name in `dir`: the pid, a random tag drawn once per process
+ * and a counter (its exclusive create refuses a name that exists anyway; a
+ * random draw per write was a measurable share of a startup reap's CPU).
+ */
 export function tempName(dir: string, base: string): string {
-  return join(dir, `.tmp-${base}-${process.pid}-${randomBytes(6).toString("hex")}`);
+  tempTag ??= randomBytes(6).toString("hex");
+  return join(dir, `.tmp-${base}-${process.pid}-${tempTag}${(tempCount++).toString(36)}`);
 }
+
+let tempTag: string | undefined;
+let tempCount = 0;
 
 /** Writes `data` to a fresh 0600 temp file in `dir` (exclusive create), fsynced when durable. */
 export async function writeTemp(dir: string, base: string, data: string, durable: boolean): Promise<string> {
@@ -103,6 +117,8 @@ export async function writeTemp(dir: string, base: string, data: string, durable
 
 /** temp + fsync + rename + fsync(dir): readers see the old file or the new one, never a torn one. */
 export async function atomicWrite(dir: string, file: string, data: string, durable: boolean): Promise<void> {
+  const native = loadNative();
+  if (native) return replaceNative(native, dir, file, data, durable);
   const tmp = await writeTemp(dir, file, data, durable);
   try {
     await rename(tmp, join(dir, file));
@@ -126,23 +142,20 @@ export type SafeRead =
  * with fstat, so there is no lstat/open window to swap the file in.
  */
 export async function readOwnedFile(path: string, maxBytes: number): Promise<SafeRead> {
+  const native = loadNative();
+  if (native) return readNative(native, path, maxBytes);
   let fh;
   try {
     fh = await open(path, constants.O_RDONLY | O_NOFOLLOW | O_NONBLOCK);
   } catch (e) {
-    const code = (e as NodeJS.ErrnoException).code;
-    if (code === "ENOENT" || code === "ENOTDIR") return { kind: "missing" };
-    if (code === "ELOOP" || code === "EMLINK") return { kind: "symlink" };
-    return { kind: "unreadable", detail: `${code ?? "error"}: ${(e as Error).message}`, ...(code !== undefined ? { code } : {}) };
+    return openFailure((e as NodeJS.ErrnoException).code, () => (e as Error).message);
   }
   try {
     const st = await fh.stat();
-    if (!st.isFile()) return { kind: "unreadable", detail: "not a regular file" };
-    const uid = myUid();
-    if (uid !== null && st.uid !== uid) return { kind: "foreign-owner", uid: st.uid };
-    if (st.size > maxBytes) return { kind: "unreadable", detail: `larger than ${maxBytes} bytes` };
+    const refused = refusal({ regular: st.isFile(), uid: st.uid, size: st.size }, maxBytes);
+    if (refused) return refused;
     const bytes = await readOpen(fh, st.size, maxBytes);
-    if (bytes === null) return { kind: "unreadable", detail: `larger than ${maxBytes} bytes` };
+    if (bytes === null) return tooLarge(maxBytes);
     return { kind: "ok", text: bytes.toString("utf8"), ino: st.ino, dev: st.dev, mtimeMs: st.mtimeMs, mode: st.mode, uid: st.uid };
   } catch (e) {
     return { kind: "unreadable", detail: (e as Error).message };
@@ -150,6 +163,70 @@ export async function readOwnedFile(path: string, maxBytes: number): Promise<Saf
     // nothing waits on the close: what was read is already in hand
     fh.close().catch(() => undefined);
   }
+}
+
+/** What an open that failed with `code` means for a read (the message is made only when it is shown). */
+function openFailure(code: string | undefined, message: () => string): SafeRead {
+  if (code === "ENOENT" || code === "ENOTDIR") return { kind: "missing" };
+  if (code === "ELOOP" || code === "EMLINK") return { kind: "symlink" };
+  return { kind: "unreadable", detail: `${code ?? "error"}: ${message()}`, ...(code !== undefined ? { code } : {}) };
+}
+
+/** The refusals the open file's fstat decides, in order; null when it may be read. */
+function refusal(st: { regular: boolean; uid: number; size: number }, maxBytes: number): SafeRead | null {
+  if (!st.regular) return { kind: "unreadable", detail: "not a regular file" };
+  const uid = myUid();
+  if (uid !== null && st.uid !== uid) return { kind: "foreign-owner", uid: st.uid };
+  return st.size > maxBytes ? tooLarge(maxBytes) : null;
+}
+
+function tooLarge(maxBytes: number): SafeRead {
+  return { kind: "unreadable", detail: `larger than ${maxBytes} bytes` };
+}
+
+/**
+ * readOwnedFile as one job of the addon (native/files_posix.cc): the same
+ * syscalls and the same refusals, without the four thread-pool round trips,
+ * the FileHandle and, for a missing file, the Error a startup reap would
+ * otherwise make per lease file on the gateway's main thread.
+ */
+async function readNative(native: NativeBinding, path: string, maxBytes: number): Promise<SafeRead> {
+  const r = await native.readSmallFile(path, maxBytes);
+  if (r.err !== 0 && r.step === FILE_STEP.open) return openFailure(getSystemErrorName(r.err), () => errnoError(r.err, "open", path).message);
+  if (r.err !== 0 && r.step === FILE_STEP.stat) return { kind: "unreadable", detail: errnoError(r.err, "fstat", path).message };
+  const refused = refusal(r, maxBytes);
+  if (refused) return refused;
+  if (r.err !== 0) return { kind: "unreadable", detail: errnoError(r.err, "read", path).message };
+  if (r.tooLarge) return tooLarge(maxBytes);
+  return { kind: "ok", text: r.text, ino: r.ino, dev: r.dev, mtimeMs: r.mtimeMs, mode: r.mode, uid: r.uid };
+}
+
+/** atomicWrite as one job of the addon: temp, write, fsync, rename, fsync(dir), as writeTemp + atomicWrite do. */
+async function replaceNative(native: NativeBinding, dir: string, file: string, data: string, durable: boolean): Promise<void> {
+  const tmp = tempName(dir, file);
+  const target = join(dir, file);
+  const r = await native.replaceFile(dir, tmp, target, data, durable);
+  if (r.err === 0) return;
+  const e = r.step === FILE_STEP.rename ? errnoError(r.err, "rename", tmp, target) : errnoError(r.err, SYSCALL[r.step], r.step === FILE_STEP.dirSync ? dir : tmp);
+  if (r.step === FILE_STEP.dirSync && DIR_SYNC_REFUSED.has(e.code ?? "")) return;
+  throw e;
+}
+
+const SYSCALL: Record<FileStep, string> = { 0: "open", 1: "fstat", 2: "read", 3: "write", 4: "fsync", 5: "close", 6: "rename", 7: "fsync" };
+
+let errorMap: Map<number, [string, string]> | undefined;
+
+/** The error Node's fs would have thrown for -errno `err` (its code, syscall, path and message). */
+function errnoError(err: number, syscall: string, path: string, dest?: string): NodeJS.ErrnoException & { dest?: string } {
+  errorMap ??= getSystemErrorMap();
+  const [code, description] = errorMap.get(err) ?? [`Unknown system error ${err}`, "unknown error"];
+  const e: NodeJS.ErrnoException & { dest?: string } = new Error(`${code}: ${description}, ${syscall} '${path}'${dest !== undefined ? ` -> '${dest}'` : ""}`);
+  e.errno = err;
+  e.code = code;
+  e.syscall = syscall;
+  e.path = path;
+  if (dest !== undefined) e.dest = dest;
+  return e;
 }
 
 /**

@@ -1,0 +1,130 @@
+// The state dir's reads and atomic writes take one of two paths: a job of
+// the addon (native/files_posix.cc) where it loads, fs/promises where it does
+// not. Every case here runs on both, and the two must agree to the field.
+import { execFileSync } from "node:child_process";
+import { existsSync, lstatSync, mkdirSync, readdirSync, readFileSync, statSync, symlinkSync, writeFileSync } from "node:fs";
+import { chown, mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { loadNative } from "../../src/facts/native.js";
+import { atomicWrite, readOwnedFile, type SafeRead } from "../../src/ownership/fs-safe.js";
+
+const isRoot = process.getuid?.() === 0;
+const nativeLoads = loadNative() !== null;
+let dir: string;
+beforeEach(async () => {
+  dir = await mkdtemp(join(tmpdir(), "own-fs-safe-"));
+});
+afterEach(async () => {
+  await rm(dir, { recursive: true, force: true });
+});
+
+/** Runs fn with the addon's file jobs, then without them (PROCLEASE_DISABLE_NATIVE is read on every call). */
+async function onBothPaths<T>(fn: () => Promise<T>): Promise<{ native: T; portable: T }> {
+  const saved = process.env.PROCLEASE_DISABLE_NATIVE;
+  try {
+    delete process.env.PROCLEASE_DISABLE_NATIVE;
+    const native = await fn();
+    process.env.PROCLEASE_DISABLE_NATIVE = "1";
+    const portable = await fn();
+    return { native, portable };
+  } finally {
+    if (saved === undefined) delete process.env.PROCLEASE_DISABLE_NATIVE;
+    else process.env.PROCLEASE_DISABLE_NATIVE = saved;
+  }
+}
+
+async function readBoth(path: string, maxBytes = 1024): Promise<SafeRead> {
+  const { native, portable } = await onBothPaths(() => readOwnedFile(path, maxBytes));
+  expect(native).toEqual(portable);
+  return native;
+}
+
+async function writeError(fn: () => Promise<void>): Promise<NodeJS.ErrnoException> {
+  try {
+    await fn();
+  } catch (e) {
+    return e as NodeJS.ErrnoException;
+  }
+  throw new Error("the write was expected to fail");
+}
+
+const temps = (d: string) => readdirSync(d).filter((n) => n.startsWith(".tmp-"));
+
+describe(`readOwnedFile and atomicWrite agree on both paths${nativeLoads ? "" : " (the addon did not load: both runs take fs/promises)"}`, () => {
+  it("reads a file with the stat fields of its fstat", async () => {
+    const f = join(dir, "a.json");
+    writeFileSync(f, '{"ü":1}\n', { mode: 0o600 });
+    const r = await readBoth(f);
+    const st = lstatSync(f);
+    expect(r).toEqual({ kind: "ok", text: '{"ü":1}\n', ino: st.ino, dev: st.dev, mtimeMs: st.mtimeMs, mode: st.mode, uid: st.uid });
+  });
+
+  it("a missing file, or a path through a file, is missing", async () => {
+    writeFileSync(join(dir, "plain"), "x");
+    expect(await readBoth(join(dir, "nope.json"))).toEqual({ kind: "missing" });
+    expect(await readBoth(join(dir, "plain", "under.json"))).toEqual({ kind: "missing" });
+  });
+
+  it("a symlink is refused, not followed", async () => {
+    writeFileSync(join(dir, "target"), "secret");
+    symlinkSync(join(dir, "target"), join(dir, "link.json"));
+    expect(await readBoth(join(dir, "link.json"))).toEqual({ kind: "symlink" });
+  });
+
+  it("a FIFO and a directory are not regular files (the FIFO does not block the read)", async () => {
+    execFileSync("mkfifo", [join(dir, "fifo.json")]);
+    mkdirSync(join(dir, "sub.json"));
+    expect(await readBoth(join(dir, "fifo.json"))).toEqual({ kind: "unreadable", detail: "not a regular file" });
+    expect(await readBoth(join(dir, "sub.json"))).toEqual({ kind: "unreadable", detail: "not a regular file" });
+  });
+
+  it("a file over maxBytes is refused; one of exactly maxBytes is read", async () => {
+    writeFileSync(join(dir, "big.json"), "y".repeat(101));
+    writeFileSync(join(dir, "fits.json"), "y".repeat(100));
+    expect(await readBoth(join(dir, "big.json"), 100)).toEqual({ kind: "unreadable", detail: "larger than 100 bytes" });
+    expect(await readBoth(join(dir, "fits.json"), 100)).toMatchObject({ kind: "ok", text: "y".repeat(100) });
+  });
+
+  it("an open that fails otherwise names its errno code and Node's message", async () => {
+    const r = await readBoth(join(dir, `${"n".repeat(300)}.json`));
+    expect(r).toEqual({ kind: "unreadable", code: "ENAMETOOLONG", detail: expect.stringMatching(/^ENAMETOOLONG: ENAMETOOLONG: name too long, open '/) });
+  });
+
+  (isRoot ? it : it.skip)(`a file of another uid is foreign-owned${isRoot ? "" : " (skipped: needs root to chown)"}`, async () => {
+    const f = join(dir, "theirs.json");
+    writeFileSync(f, "{}");
+    await chown(f, 65534, 65534);
+    expect(await readBoth(f)).toEqual({ kind: "foreign-owner", uid: 65534 });
+  });
+
+  it("atomicWrite creates a 0600 file, replaces it whole, and leaves no temp behind", async () => {
+    const { native, portable } = await onBothPaths(async () => {
+      const name = `w-${process.env.PROCLEASE_DISABLE_NATIVE ?? "native"}.json`;
+      await atomicWrite(dir, name, "first\n", true);
+      const mode = statSync(join(dir, name)).mode & 0o777;
+      await atomicWrite(dir, name, "second, longer\n", false);
+      return { mode, text: readFileSync(join(dir, name), "utf8") };
+    });
+    expect(native).toEqual({ mode: 0o600, text: "second, longer\n" });
+    expect(portable).toEqual(native);
+    expect(temps(dir)).toEqual([]);
+  });
+
+  it("a write that fails has the errno code and syscall of Node's error, and removes its temp", async () => {
+    mkdirSync(join(dir, "occupied.json"));
+    writeFileSync(join(dir, "occupied.json", "inside"), "x");
+    const { native, portable } = await onBothPaths(async () => {
+      const missing = await writeError(() => atomicWrite(join(dir, "no-such-dir"), "x.json", "x", true));
+      const onDir = await writeError(() => atomicWrite(dir, "occupied.json", "x", true));
+      return [missing, onDir].map((e) => ({ code: e.code, syscall: e.syscall, message: e.message.replace(/\.tmp-[^']+/, ".tmp-*") }));
+    });
+    expect(native[0]).toMatchObject({ code: "ENOENT", syscall: "open" });
+    expect(native[1]!.syscall).toBe("rename");
+    expect(["EISDIR", "ENOTEMPTY", "EEXIST"]).toContain(native[1]!.code);
+    expect(portable).toEqual(native);
+    expect(temps(dir)).toEqual([]);
+    expect(existsSync(join(dir, "occupied.json", "inside"))).toBe(true);
+  });
+});
