@@ -378,8 +378,9 @@ class Controller implements AcpxLifecycleController {
   /** ACP terminals a previous incarnation left running: their supervisor leases (conversation-options.ts). */
   private async reconcileLeftTerminals(): Promise<void> {
     const prefix = `${SUPERVISOR_SESSION_PREFIX}${TERMINAL_RUN_PREFIX}`;
-    const { leases } = await this.d.leases.list();
-    if (!leases.some((l) => l.sessionKey.startsWith(prefix) && (l.state === "open" || l.state === "closing"))) return;
+    // only the live folder: reading the archive too would parse every lease this state dir ever settled, on every start
+    const { leases } = await this.d.leases.list({ states: ["open", "closing"] });
+    if (!leases.some((l) => l.sessionKey.startsWith(prefix))) return;
     const r = await reconcileTerminals(this.d.conversation.supervisor, this.d);
     for (const run of r.runs) {
       if (run.state === "closed" || run.state === "lost") await this.hooks.leaseSettled(run.leaseId, { via: "reap", state: run.state, detail: run.why });
