@@ -25,7 +25,7 @@ import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "n
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
-import { check, median, now, printTable, fmtMs, alive } from "./lib.mjs";
+import { check, countedFacts, median, now, printTable, fmtMs, alive } from "./lib.mjs";
 
 function killQuietly(pid) {
   try {
@@ -241,34 +241,24 @@ async function startupReap(n, graceMs) {
   // The bench's own counters: every snapshot() the controller makes goes
   // through `counting`; the first signal the reaper sends notes how many
   // there were by then (the verification's share).
-  let snapshotCalls = 0;
+  const { facts: counting, counts } = countedFacts(facts);
   let callsAtFirstSignal = null;
-  const counting = {
-    backend: facts.backend,
-    identityStrength: facts.identityStrength,
-    snapshot: () => {
-      snapshotCalls++;
-      return facts.snapshot();
-    },
-    inspect: (pid, o) => facts.inspect(pid, o),
-    inspectMany: (pids, o) => facts.inspectMany(pids, o),
-  };
   const base = createSignaller(facts);
   const noting = {
     raceFree: base.raceFree,
     signal: (pid, startTime, sig) => {
-      if (callsAtFirstSignal === null) callsAtFirstSignal = snapshotCalls;
+      if (callsAtFirstSignal === null) callsAtFirstSignal = counts.snapshot;
       return base.signal(pid, startTime, sig);
     },
   };
   const ctl = await createAcpxLifecycleController({ stateDir: dir, facts: counting, signaller: noting, graceMs, maintenanceIntervalMs: 0 });
-  snapshotCalls = 0;
+  counts.snapshot = 0;
   const td = now();
   const dry = await ctl.reapStartupOrphans({ dryRun: true });
   const dryMs = now() - td;
-  const dryCalls = snapshotCalls;
+  const dryCalls = counts.snapshot;
   const drySignals = callsAtFirstSignal; // a dry run must not signal: stays null
-  snapshotCalls = 0;
+  counts.snapshot = 0;
   callsAtFirstSignal = null;
   const t0 = now();
   const rep = await ctl.reapStartupOrphans();
@@ -291,7 +281,7 @@ async function startupReap(n, graceMs) {
     verifySnapshots: callsAtFirstSignal,
     dryCalls,
     drySignalled: drySignals !== null,
-    snapshotCalls,
+    snapshotCalls: counts.snapshot,
     killed: rep.entries.filter((e) => e.action === "killed").length,
     members: rep.entries.reduce((k, e) => k + (e.kill?.members.length ?? 0), 0),
     before,

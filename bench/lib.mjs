@@ -104,6 +104,23 @@ export function alive(pid) {
   }
 }
 
+/**
+ * `facts` with the bench's own count of each call (a bench checks "one walk
+ * for the batch" by counting, not by the code's word); `counts` is reset by
+ * assigning 0 to its fields.
+ */
+export function countedFacts(facts) {
+  const counts = { snapshot: 0, inspect: 0, inspectMany: 0 };
+  const counted = {
+    backend: facts.backend,
+    identityStrength: facts.identityStrength,
+    snapshot: () => (counts.snapshot++, facts.snapshot()),
+    inspect: (pid, o) => (counts.inspect++, facts.inspect(pid, o)),
+    inspectMany: (pids, o) => (counts.inspectMany++, facts.inspectMany(pids, o)),
+  };
+  return { facts: counted, counts };
+}
+
 const here = dirname(fileURLToPath(import.meta.url));
 
 /** Compiles bench/c/NAME.c into bench/.out/NAME: { path } or { path: null, reason }. */

@@ -12,7 +12,7 @@ import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { getProcessFacts, loadNative } from "../dist/facts/index.js";
 import { computeCommandHash, openLeaseStore, verifyLeases, verifyOwnedTree } from "../dist/ownership/index.js";
-import { buildC, check, fmtMs, median, now, printTable, unmeasured } from "./lib.mjs";
+import { buildC, check, countedFacts, fmtMs, median, now, printTable, unmeasured } from "./lib.mjs";
 
 const LEASES = 100;
 // issue 20: verifyLeases at >= 5,000x a per-pid ps probe (19 us per lease
@@ -107,16 +107,7 @@ async function verifyBench(quick, LEASES, probeMs, floor) {
       let owned = 0;
       // the bench counts snapshot() calls itself: "one walk for the batch" is
       // measured, not taken from the verifier's word
-      let walks = 0;
-      let batches = 0;
-      let singles = 0;
-      const counted = {
-        backend: facts.backend,
-        identityStrength: facts.identityStrength,
-        snapshot: () => (walks++, facts.snapshot()),
-        inspect: (p, o) => (singles++, facts.inspect(p, o)),
-        inspectMany: (p, o) => (batches++, facts.inspectMany(p, o)),
-      };
+      const { facts: counted, counts } = countedFacts(facts);
       let walksPerBatch = 0;
       let reads = "";
       const floors = [];
@@ -133,12 +124,10 @@ async function verifyBench(quick, LEASES, probeMs, floor) {
       for (const until = now() + (quick ? WARM_MS.quick : WARM_MS.full); now() < until; ) await verifyLeases(leases, counted);
       for (let r = 0; r < rounds; r++) {
         t0 = now();
-        walks = 0;
-        batches = 0;
-        singles = 0;
+        counts.snapshot = counts.inspect = counts.inspectMany = 0;
         const vs = await verifyLeases(leases, counted);
-        walksPerBatch = Math.max(walksPerBatch, walks);
-        reads = `${batches} batch(es), ${singles} single inspect(s)`;
+        walksPerBatch = Math.max(walksPerBatch, counts.snapshot);
+        reads = `${counts.inspectMany} batch(es), ${counts.inspect} single inspect(s)`;
         batch.push(now() - t0);
         // the floor, interleaved round by round with what it bounds
         if (b === "native") floors.push(await floorMs(floor, leases.map((l) => l.rootPid), tmp));

@@ -5,22 +5,15 @@
 import { join } from "node:path";
 import { pathToFileURL } from "node:url";
 import { parentPort, workerData } from "node:worker_threads";
+import { countedFacts } from "./lib.mjs";
 
 const root = join(import.meta.dirname ?? new URL(".", import.meta.url).pathname, "..");
 const lib = (p) => import(pathToFileURL(join(root, "dist", p)).href);
 const { createAcpxLifecycleController } = await lib("acpx/index.js");
 const { getProcessFacts, loadNative } = await lib("facts/index.js");
 
-const facts = getProcessFacts({ backend: "native" });
-let snapshots = 0;
-const counting = {
-  backend: facts.backend,
-  identityStrength: facts.identityStrength,
-  snapshot: () => (snapshots++, facts.snapshot()),
-  inspect: (pid, o) => facts.inspect(pid, o),
-  inspectMany: (pids, o) => facts.inspectMany(pids, o),
-};
-const ctl = await createAcpxLifecycleController({ stateDir: workerData.dir, facts: counting, graceMs: workerData.graceMs, maintenanceIntervalMs: 0 });
+const counting = countedFacts(getProcessFacts({ backend: "native" }));
+const ctl = await createAcpxLifecycleController({ stateDir: workerData.dir, facts: counting.facts, graceMs: workerData.graceMs, maintenanceIntervalMs: 0 });
 parentPort.postMessage("ready");
 parentPort.once("message", async () => {
   const cpu = loadNative().threadCpuTimeNs;
@@ -28,5 +21,5 @@ parentPort.once("message", async () => {
   const report = await ctl.reapStartupOrphans();
   const cpuMs = (cpu() - c0) / 1e6;
   await ctl.dispose();
-  parentPort.postMessage({ report: { entries: report.entries.map((e) => ({ action: e.action })) }, snapshots, cpuMs });
+  parentPort.postMessage({ report: { entries: report.entries.map((e) => ({ action: e.action })) }, snapshots: counting.counts.snapshot, cpuMs });
 });

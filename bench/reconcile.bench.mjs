@@ -23,7 +23,7 @@ import { PerformanceObserver } from "node:perf_hooks";
 import { Worker } from "node:worker_threads";
 import { setTimeout as sleep } from "node:timers/promises";
 import { pathToFileURL } from "node:url";
-import { alive, buildC, check, fmtMs, median, now, printTable, unmeasured } from "./lib.mjs";
+import { alive, buildC, check, countedFacts, fmtMs, median, now, printTable, unmeasured } from "./lib.mjs";
 
 export const quick = false;
 export const quickSkipReason = "spawns about 3,000 processes and reaps 1,000 leases";
@@ -115,20 +115,13 @@ async function measure(native, floor, where) {
 }
 
 async function inThisThread(dir, facts, native) {
-  let snapshots = 0;
-  const counting = {
-    backend: facts.backend,
-    identityStrength: facts.identityStrength,
-    snapshot: () => (snapshots++, facts.snapshot()),
-    inspect: (pid, o) => facts.inspect(pid, o),
-    inspectMany: (pids, o) => facts.inspectMany(pids, o),
-  };
-  const ctl = await createAcpxLifecycleController({ stateDir: dir, facts: counting, graceMs: GRACE_MS, maintenanceIntervalMs: 0 });
+  const counting = countedFacts(facts);
+  const ctl = await createAcpxLifecycleController({ stateDir: dir, facts: counting.facts, graceMs: GRACE_MS, maintenanceIntervalMs: 0 });
   return {
     reap: async () => {
       const c0 = native.threadCpuTimeNs();
       const report = await ctl.reapStartupOrphans();
-      return { report, snapshots, cpuMs: (native.threadCpuTimeNs() - c0) / 1e6 };
+      return { report, snapshots: counting.counts.snapshot, cpuMs: (native.threadCpuTimeNs() - c0) / 1e6 };
     },
     dispose: () => ctl.dispose(),
   };
