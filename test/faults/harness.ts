@@ -9,7 +9,7 @@
  * to skip with that reason in its name, printed.
  */
 import { spawn, spawnSync, type ChildProcess } from "node:child_process";
-import { cpSync, chmodSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { cpSync, chmodSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmdirSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
@@ -317,7 +317,8 @@ export interface PidsCgroup {
   setMax(n: number | "max"): void;
   current(): number;
   add(pid: number): void;
-  remove(): void;
+  /** moves what is left in it back to the parent and removes it, waiting for a dying task to leave; throws when it cannot */
+  remove(): Promise<void>;
 }
 
 function pidsV1Mount(): string | null {
@@ -347,25 +348,34 @@ export function makePidsCgroup(label: string): PidsCgroup {
     setMax: (n) => writeFileSync(join(path, "pids.max"), String(n)),
     current: () => Number(readFileSync(join(path, "pids.current"), "utf8")),
     add: (pid) => writeFileSync(join(path, "cgroup.procs"), String(pid)),
-    remove() {
-      // whatever is left in it goes back to the parent, then the folder goes
-      try {
-        const procs = readFileSync(join(path, "cgroup.procs"), "utf8").split("\n").filter(Boolean);
+    async remove() {
+      // A task killed just before still counts in a v1 cgroup until it is
+      // reaped, and rmdir says EBUSY meanwhile: wait for that, moving back
+      // whatever is still in it each time, and fail loudly past the deadline
+      // rather than leave the folder on the host.
+      for (const deadline = Date.now() + 10_000; ; ) {
+        let procs: string[];
+        try {
+          procs = readFileSync(join(path, "cgroup.procs"), "utf8").split("\n").filter(Boolean);
+        } catch {
+          return; // already removed
+        }
         for (const p of procs) {
           try {
             writeFileSync(join(mount, "cgroup.procs"), p);
           } catch {
-            // gone
+            // gone or going
           }
         }
-        rmSync(path, { recursive: false, force: true });
-      } catch {
-        // already removed
-      }
-      try {
-        spawnSync("rmdir", [path]);
-      } catch {
-        // gone
+        try {
+          rmdirSync(path);
+          return;
+        } catch (e) {
+          const code = (e as NodeJS.ErrnoException).code;
+          if (code === "ENOENT") return;
+          if (code !== "EBUSY" || Date.now() > deadline) throw new Error(`pids cgroup ${path} not removed: ${(e as Error).message}`);
+        }
+        await new Promise((r) => setTimeout(r, 10));
       }
     },
   };

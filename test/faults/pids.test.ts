@@ -16,11 +16,11 @@ if (skip) console.log(`[faults] pids skipped: ${skip}`);
 
 let instance: string | undefined;
 let cg: PidsCgroup | undefined;
-afterEach(() => {
+afterEach(async () => {
   cg?.setMax("max");
   killGateways();
   killInstance(instance);
-  cg?.remove();
+  await cg?.remove();
   cg = undefined;
 });
 afterAll(removeTempDirs);
