@@ -350,35 +350,43 @@ export function makePidsCgroup(label: string): PidsCgroup {
     add: (pid) => writeFileSync(join(path, "cgroup.procs"), String(pid)),
     async remove() {
       // A task killed just before still counts in a v1 cgroup until it is
-      // reaped, and rmdir says EBUSY meanwhile: wait for that, moving back
-      // whatever is still in it each time, and fail loudly past the deadline
-      // rather than leave the folder on the host.
-      for (const deadline = Date.now() + 10_000; ; ) {
-        let procs: string[];
-        try {
-          procs = readFileSync(join(path, "cgroup.procs"), "utf8").split("\n").filter(Boolean);
-        } catch {
-          return; // already removed
-        }
-        for (const p of procs) {
-          try {
-            writeFileSync(join(mount, "cgroup.procs"), p);
-          } catch {
-            // gone or going
-          }
-        }
-        try {
-          rmdirSync(path);
-          return;
-        } catch (e) {
-          const code = (e as NodeJS.ErrnoException).code;
-          if (code === "ENOENT") return;
-          if (code !== "EBUSY" || Date.now() > deadline) throw new Error(`pids cgroup ${path} not removed: ${(e as Error).message}`);
-        }
-        await new Promise((r) => setTimeout(r, 10));
-      }
+      // reaped, and rmdir says EBUSY meanwhile: wait for that, and fail
+      // loudly past the deadline rather than leave the folder on the host.
+      await waitFor(() => moveBackAndRemove(mount, path), 10_000, 10).catch((e: Error) => {
+        throw new Error(`pids cgroup ${path} not removed: ${e.message}`);
+      });
     },
   };
+}
+
+/**
+ * One try at removing a v1 pids cgroup: whatever is left in it goes back to
+ * the parent, then rmdir. true once it is gone, false while a dying task
+ * keeps it busy; any other refusal throws.
+ */
+function moveBackAndRemove(mount: string, path: string): boolean {
+  let procs: string[];
+  try {
+    procs = readFileSync(join(path, "cgroup.procs"), "utf8").split("\n").filter(Boolean);
+  } catch {
+    return true; // already removed
+  }
+  for (const p of procs) {
+    try {
+      writeFileSync(join(mount, "cgroup.procs"), p);
+    } catch {
+      // gone or going
+    }
+  }
+  try {
+    rmdirSync(path);
+    return true;
+  } catch (e) {
+    const code = (e as NodeJS.ErrnoException).code;
+    if (code === "ENOENT") return true;
+    if (code === "EBUSY") return false;
+    throw e;
+  }
 }
 
 /**
