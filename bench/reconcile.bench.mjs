@@ -23,7 +23,8 @@ import { PerformanceObserver } from "node:perf_hooks";
 import { Worker } from "node:worker_threads";
 import { setTimeout as sleep } from "node:timers/promises";
 import { pathToFileURL } from "node:url";
-import { alive, buildC, check, countedFacts, fmtMs, median, now, printTable, unmeasured } from "./lib.mjs";
+import { alive, buildC, check, fmtMs, median, now, printTable, unmeasured } from "./lib.mjs";
+import { reconciler } from "./reconcile-worker.mjs";
 
 export const quick = false;
 export const quickSkipReason = "spawns about 3,000 processes and reaps 1,000 leases";
@@ -96,35 +97,22 @@ async function measure(native, floor, where) {
     const procs = (await facts.snapshot()).processes.size;
     const cFloor = floorMs(floor, dir, [...host.liveRoots, ...host.remnants]);
     const idle = await spin(() => sleep(1000));
-    const reconciler = where === "this thread" ? await inThisThread(dir, facts, native) : await inWorker(dir);
+    const reconcile = where === "this thread" ? await reconciler(dir, GRACE_MS) : await inWorker(dir);
     let result;
     const cpu0 = native.threadCpuTimeNs();
     const t0 = now();
     const busy = await spin(async () => {
-      result = await reconciler.reap();
+      result = await reconcile.reap();
     });
     const elapsed = now() - t0;
     const cpuMs = (native.threadCpuTimeNs() - cpu0) / 1e6;
-    await reconciler.dispose();
+    await reconcile.dispose();
     const left = [...host.liveRoots, ...host.remnants].filter(alive).length;
     const maxRss = process.resourceUsage().maxRSS / 1024;
     return { where, host, procs, cFloor, idle, busy, elapsed, cpuMs, workCpuMs: result.cpuMs, maxRss, left, report: result.report, snapshots: result.snapshots };
   } finally {
     await removeHost(started, dir);
   }
-}
-
-async function inThisThread(dir, facts, native) {
-  const counting = countedFacts(facts);
-  const ctl = await createAcpxLifecycleController({ stateDir: dir, facts: counting.facts, graceMs: GRACE_MS, maintenanceIntervalMs: 0 });
-  return {
-    reap: async () => {
-      const c0 = native.threadCpuTimeNs();
-      const report = await ctl.reapStartupOrphans();
-      return { report, snapshots: counting.counts.snapshot, cpuMs: (native.threadCpuTimeNs() - c0) / 1e6 };
-    },
-    dispose: () => ctl.dispose(),
-  };
 }
 
 async function inWorker(dir) {
