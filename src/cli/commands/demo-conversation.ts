@@ -163,11 +163,19 @@ function startConversationGateway(c: DemoContext, command: string[]): ChildProce
   });
 }
 
+/**
+ * How long a stand-in gateway may take to print its handle. Under emulation
+ * (CI runs the demo on arm64 Node under qemu-user) its Node start and
+ * ensureSession took 13-16 s on a loaded host, and a 20 s bound failed once;
+ * a working gateway answers long before, so the bound only ends a stuck one.
+ */
+const GATEWAY_LINE_MS = 60_000;
+
 /** The first JSON line a stand-in gateway prints (its handle). */
 export function readJsonLine<T>(c: ChildProcess): Promise<T> {
   return new Promise((res, rej) => {
     let buf = "";
-    const timer = setTimeout(() => rej(new Error("the stand-in gateway printed nothing within 20 s")), 20_000);
+    const timer = setTimeout(() => rej(new Error(`the stand-in gateway printed nothing within ${GATEWAY_LINE_MS / 1000} s`)), GATEWAY_LINE_MS);
     c.stdout!.on("data", (d: Buffer) => {
       buf += d.toString();
       const nl = buf.indexOf("\n");
