@@ -6,6 +6,11 @@
 // the host is bystanders: `sleep`s started before the leases, carrying no
 // marker. One reapStartupOrphans must settle all of it from one snapshot.
 //
+// No root or remnant is this process's child: as a former gateway's processes
+// are, they are adopted by init (or a subreaper). A parent of 600 of them
+// would pay what a gateway does not: libuv answers every SIGCHLD with a
+// waitpid for each of its child handles, on the main thread.
+//
 // Printed: the total time against the C floor of the reads it must make (one
 // walk of /proc, then one inspect of every live root and remnant, made by the
 // C loops of bench/c/), the longest the event loop was blocked (a 1 ms timer
@@ -171,17 +176,13 @@ async function buildHost(dir, started) {
   for (let i = 0; i < LEASES; i++) {
     const lease = await store.create({ kind: "acpx", gatewayInstanceId: gid, sessionKey: `bench:scale:${i}`, wrapperRoot, wrapperPath: sleeper, commandHash: computeCommandHash(argv) });
     const env = { ...process.env, [KEY]: lease.leaseId, OPENCLAW_GATEWAY_INSTANCE_ID: gid };
-    const c = spawn(argv[0], argv.slice(1), { stdio: "ignore", detached: true, env });
-    c.unref();
+    const c = { pid: orphan(argv, env) };
     started.push(c.pid);
-    await new Promise((r) => c.once("spawn", r));
     const d = await waitExec(facts, c.pid);
     await store.update(lease.leaseId, { rootPid: c.pid, processGroupId: c.pid, rootStartTime: d.startTime, bootId: d.bootId, pidNamespace: d.pidNamespace });
     if (i % 10 === 1) {
       // a remnant of a lease whose root is gone (below): an escapee of this lease in a session of its own, outside the root's group
-      const r = spawn("sleep", ["1000"], { stdio: "ignore", detached: true, env });
-      r.unref();
-      await new Promise((res) => r.once("spawn", res));
+      const r = { pid: orphan(["sleep", "1000"], env) };
       started.push(r.pid);
       remnants.push(r.pid);
     }
@@ -198,6 +199,17 @@ async function buildHost(dir, started) {
     await sleep(50);
   }
   return { liveRoots, remnants, goneRoots: gone.length };
+}
+
+/**
+ * Starts argv in a session of its own whose parent is not this process: a
+ * shell backgrounds it and exits, so it is reparented (to init or the nearest
+ * subreaper), as a former gateway's processes are when a new one reconciles
+ * them. Answers its pid.
+ */
+function orphan(argv, env) {
+  const out = execFileSync("sh", ["-c", 'setsid "$@" </dev/null >/dev/null 2>&1 & echo $!', "sh", ...argv], { env, encoding: "utf8" });
+  return Number(out.trim());
 }
 
 async function group(script, env, members, facts) {
