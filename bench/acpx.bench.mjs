@@ -25,7 +25,7 @@ import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "n
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
-import { check, countedFacts, median, now, printTable, fmtMs, alive } from "./lib.mjs";
+import { adopted, check, countedFacts, median, now, printTable, fmtMs, alive } from "./lib.mjs";
 
 function killQuietly(pid) {
   try {
@@ -207,13 +207,9 @@ async function startupReap(n, graceMs) {
   const roots = [];
   for (let i = 0; i < n; i++) {
     const lease = await store.create({ kind: "acpx", gatewayInstanceId: gid, sessionKey: `bench:reap:${i}`, wrapperRoot, wrapperPath: sleeper, commandHash: computeCommandHash(argv) });
-    const c = spawn(argv[0], argv.slice(1), {
-      stdio: "ignore",
-      detached: true,
-      env: { ...process.env, OPENCLAW_ACPX_LEASE_ID: lease.leaseId, OPENCLAW_GATEWAY_INSTANCE_ID: gid },
-    });
-    c.unref();
-    roots.push({ lease, pid: c.pid });
+    // adopted by init, as a former gateway's processes are (lib.mjs adopted)
+    const pid = adopted(argv, { ...process.env, OPENCLAW_ACPX_LEASE_ID: lease.leaseId, OPENCLAW_GATEWAY_INSTANCE_ID: gid });
+    roots.push({ lease, pid });
   }
   // every sh has started its sleep child (a child of each root, seen in one
   // snapshot), rather than a fixed pause a loaded machine may outlast

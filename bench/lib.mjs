@@ -1,7 +1,7 @@
 // Shared bench helpers: timing, statistics, and the check protocol.
 // Benches report ratios between backends/peers measured in the same run;
 // targets are ratios too, never absolute milliseconds.
-import { spawnSync } from "node:child_process";
+import { execFileSync, spawnSync } from "node:child_process";
 import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -109,6 +109,19 @@ export function alive(pid) {
  * for the batch" by counting, not by the code's word); `counts` is reset by
  * assigning 0 to its fields.
  */
+/**
+ * Starts argv in a session of its own whose parent is not this process: a
+ * shell backgrounds it and exits, so init (or the nearest subreaper) adopts
+ * it, as it adopts a former gateway's processes before a new one reconciles
+ * them. A bench that spawned them itself would pay what a gateway does not:
+ * libuv answers every SIGCHLD with a waitpid for each of its child handles,
+ * on the main thread. Answers the pid.
+ */
+export function adopted(argv, env) {
+  const out = execFileSync("sh", ["-c", 'setsid "$@" </dev/null >/dev/null 2>&1 & echo $!', "sh", ...argv], { env, encoding: "utf8" });
+  return Number(out.trim());
+}
+
 export function countedFacts(facts) {
   const counts = { snapshot: 0, inspect: 0, inspectMany: 0 };
   const counted = {

@@ -6,10 +6,8 @@
 // the host is bystanders: `sleep`s started before the leases, carrying no
 // marker. One reapStartupOrphans must settle all of it from one snapshot.
 //
-// No root or remnant is this process's child: as a former gateway's processes
-// are, they are adopted by init (or a subreaper). A parent of 600 of them
-// would pay what a gateway does not: libuv answers every SIGCHLD with a
-// waitpid for each of its child handles, on the main thread.
+// No root or remnant is this process's child (lib.mjs adopted): init adopts
+// them, as it adopts a former gateway's processes.
 //
 // Printed: the total time against the C floor of the reads it must make (one
 // walk of /proc, then one inspect of every live root and remnant, made by the
@@ -28,7 +26,7 @@ import { PerformanceObserver } from "node:perf_hooks";
 import { Worker } from "node:worker_threads";
 import { setTimeout as sleep } from "node:timers/promises";
 import { pathToFileURL } from "node:url";
-import { alive, buildC, check, fmtMs, median, now, printTable, unmeasured } from "./lib.mjs";
+import { adopted, alive, buildC, check, fmtMs, median, now, printTable, unmeasured } from "./lib.mjs";
 import { reconciler } from "./reconcile-worker.mjs";
 
 export const quick = false;
@@ -176,13 +174,13 @@ async function buildHost(dir, started) {
   for (let i = 0; i < LEASES; i++) {
     const lease = await store.create({ kind: "acpx", gatewayInstanceId: gid, sessionKey: `bench:scale:${i}`, wrapperRoot, wrapperPath: sleeper, commandHash: computeCommandHash(argv) });
     const env = { ...process.env, [KEY]: lease.leaseId, OPENCLAW_GATEWAY_INSTANCE_ID: gid };
-    const c = { pid: orphan(argv, env) };
+    const c = { pid: adopted(argv, env) };
     started.push(c.pid);
     const d = await waitExec(facts, c.pid);
     await store.update(lease.leaseId, { rootPid: c.pid, processGroupId: c.pid, rootStartTime: d.startTime, bootId: d.bootId, pidNamespace: d.pidNamespace });
     if (i % 10 === 1) {
       // a remnant of a lease whose root is gone (below): an escapee of this lease in a session of its own, outside the root's group
-      const r = { pid: orphan(["sleep", "1000"], env) };
+      const r = { pid: adopted(["sleep", "1000"], env) };
       started.push(r.pid);
       remnants.push(r.pid);
     }
@@ -199,17 +197,6 @@ async function buildHost(dir, started) {
     await sleep(50);
   }
   return { liveRoots, remnants, goneRoots: gone.length };
-}
-
-/**
- * Starts argv in a session of its own whose parent is not this process: a
- * shell backgrounds it and exits, so it is reparented (to init or the nearest
- * subreaper), as a former gateway's processes are when a new one reconciles
- * them. Answers its pid.
- */
-function orphan(argv, env) {
-  const out = execFileSync("sh", ["-c", 'setsid "$@" </dev/null >/dev/null 2>&1 & echo $!', "sh", ...argv], { env, encoding: "utf8" });
-  return Number(out.trim());
 }
 
 async function group(script, env, members, facts) {
