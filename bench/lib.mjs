@@ -105,11 +105,6 @@ export function alive(pid) {
 }
 
 /**
- * `facts` with the bench's own count of each call (a bench checks "one walk
- * for the batch" by counting, not by the code's word); `counts` is reset by
- * assigning 0 to its fields.
- */
-/**
  * Starts argv in a session of its own whose parent is not this process: a
  * shell backgrounds it and exits, so init (or the nearest subreaper) adopts
  * it, as it adopts a former gateway's processes before a new one reconciles
@@ -119,9 +114,16 @@ export function alive(pid) {
  */
 export function adopted(argv, env) {
   const out = execFileSync("sh", ["-c", 'setsid "$@" </dev/null >/dev/null 2>&1 & echo $!', "sh", ...argv], { env, encoding: "utf8" });
-  return Number(out.trim());
+  const pid = Number(out.trim());
+  if (!Number.isInteger(pid) || pid <= 1) throw new Error(`${argv[0]} was not started (the shell printed ${JSON.stringify(out)})`);
+  return pid;
 }
 
+/**
+ * `facts` with the bench's own count of each call (a bench checks "one walk
+ * for the batch" by counting, not by the code's word); `counts` is reset by
+ * assigning 0 to its fields.
+ */
 export function countedFacts(facts) {
   const counts = { snapshot: 0, inspect: 0, inspectMany: 0 };
   const counted = {

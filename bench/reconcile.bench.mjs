@@ -174,25 +174,25 @@ async function buildHost(dir, started) {
   for (let i = 0; i < LEASES; i++) {
     const lease = await store.create({ kind: "acpx", gatewayInstanceId: gid, sessionKey: `bench:scale:${i}`, wrapperRoot, wrapperPath: sleeper, commandHash: computeCommandHash(argv) });
     const env = { ...process.env, [KEY]: lease.leaseId, OPENCLAW_GATEWAY_INSTANCE_ID: gid };
-    const c = { pid: adopted(argv, env) };
-    started.push(c.pid);
-    const d = await waitExec(facts, c.pid);
-    await store.update(lease.leaseId, { rootPid: c.pid, processGroupId: c.pid, rootStartTime: d.startTime, bootId: d.bootId, pidNamespace: d.pidNamespace });
+    const pid = adopted(argv, env);
+    started.push(pid);
+    const d = await waitExec(facts, pid);
+    await store.update(lease.leaseId, { rootPid: pid, processGroupId: pid, rootStartTime: d.startTime, bootId: d.bootId, pidNamespace: d.pidNamespace });
     if (i % 10 === 1) {
       // a remnant of a lease whose root is gone (below): an escapee of this lease in a session of its own, outside the root's group
-      const r = { pid: adopted(["sleep", "1000"], env) };
-      started.push(r.pid);
-      remnants.push(r.pid);
+      const remnant = adopted(["sleep", "1000"], env);
+      started.push(remnant);
+      remnants.push(remnant);
     }
     if (i % 2 === 1) {
-      process.kill(-c.pid, "SIGKILL");
-      gone.push(c.pid);
-    } else liveRoots.push(c.pid);
+      process.kill(-pid, "SIGKILL");
+      gone.push(pid);
+    } else liveRoots.push(pid);
   }
   // the gone roots' groups have left the table before the reconcile starts
   for (const deadline = now() + 30_000; ; ) {
     const snap = await facts.snapshot();
-    if (gone.every((pid) => snap.groupMembers(pid).length === 0)) break;
+    if (gone.every((g) => snap.groupMembers(g).length === 0)) break;
     if (now() > deadline) throw new Error("the killed roots' groups did not leave the process table within 30 s");
     await sleep(50);
   }
