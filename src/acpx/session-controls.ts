@@ -44,7 +44,12 @@ export class SessionState {
     this.agent.configOptions = opened.configOptions ?? null;
   }
 
-  /** The router's observer: every update of the session passes here first. */
+  /**
+   * The router's observer: every update of the session passes here first.
+   * ACP gives updates and answers no order beyond the stream's own, so the
+   * message read last wins: an agent that sends an update built before a
+   * later answer moves the tracked state back until its next update.
+   */
   readonly observe = (u: SessionUpdate): void => {
     switch (u.sessionUpdate) {
       case "current_mode_update":
