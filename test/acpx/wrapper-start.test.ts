@@ -3,17 +3,18 @@
  * the controller starts it (the installed .cjs shim requiring the bundle), a
  * CommonJS hook notes every user file Node loaded and every ESM-loader module
  * it initialised over the wrapper's whole life (start, adapter exit, sweep).
- * The answer must be one module graph: the shim, the bundle, the addon and
- * its loader; no zod, no ACP SDK, none of tsc's per-file output, and no more
+ * The answer must be one module graph: the shim, the bundle and the addon
+ * the shim names (node-gyp-build only when that path no longer loads); no zod, no ACP SDK, none of tsc's per-file output, and no more
  * of Node's ESM loader than a bare `node -e 0` initialises. The timing and
  * PSS targets live in bench/wrapper.bench.mjs (ratios, not timed tests).
  * Build first (`npm run build`).
  */
 import { spawnSync } from "node:child_process";
-import { existsSync, writeFileSync } from "node:fs";
+import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
-import { installWrapper, packagedWrapperPath } from "../../src/acpx/install-wrapper.js";
+import { installWrapper, packagedWrapperPath, wrapperShimSource } from "../../src/acpx/install-wrapper.js";
+import { nativeAddonPath } from "../../src/facts/native.js";
 import { cleanupAll, ROOT, tempStateDir } from "./controller-helpers.js";
 
 afterAll(() => cleanupAll());
@@ -47,11 +48,23 @@ describe.skipIf(process.platform !== "linux")("the wrapper's module graph (Linux
     const bare = loaded(["-e", "0"], dir);
 
     expect(w.files.filter((f) => /zod|@agentclientprotocol/.test(f))).toEqual([]);
-    const ours = w.files.filter((f) => !f.includes("/node_modules/node-gyp-build/"));
-    const addon = w.files.find((f) => f.endsWith(".node"));
-    expect(addon).toBeDefined();
-    expect(existsSync(addon!)).toBe(true);
-    expect(ours.sort()).toEqual([wrapperPath, bundle, join(ROOT, "package.json"), addon!].sort());
+    // the shim hands the bundle the addon this process would load: node-gyp-build's search is not run
+    const addon = nativeAddonPath();
+    expect(addon).not.toBeNull();
+    expect(readFileSync(wrapperPath, "utf8")).toContain(JSON.stringify(addon));
+    expect(w.files.sort()).toEqual([wrapperPath, bundle, addon!].sort());
     expect(w.esm.sort()).toEqual(bare.esm.sort());
+  });
+
+  it("a shim that hands a path which no longer loads: node-gyp-build finds the addon, and the wrapper starts its adapter", async () => {
+    const dir = tempStateDir("wrapper-start-moved");
+    const { wrapperRoot } = await installWrapper(dir);
+    const shim = join(wrapperRoot, "moved.cjs");
+    writeFileSync(shim, wrapperShimSource(packagedWrapperPath(), join(dir, "gone", "proclease.node")));
+    const marker = join(dir, "adapter-ran");
+    const w = loaded([shim, "--grace-ms", "100", "--", "/bin/sh", "-c", `: > ${marker}`], dir);
+    expect(existsSync(marker)).toBe(true);
+    expect(w.files).toContain(nativeAddonPath());
+    expect(w.files.some((f) => f.includes("/node_modules/node-gyp-build/"))).toBe(true);
   });
 });
