@@ -100,7 +100,7 @@ process.on("uncaughtException", (err) => stderr(`proclease wrapper: ${err instan
 for (const sig of FORWARDED_SIGNALS) process.on(sig, () => forward(sig));
 process.on(PARENT_DEATH_SIGNAL, () => parentGone());
 
-lifeline = openLifeline(() => parentGone());
+lifeline = openLifeline();
 
 let args: WrapperArgs;
 try {
@@ -205,6 +205,8 @@ function spawnAdapter(command: string[]): void {
     }, new Set([child.pid]));
   }
   lifeline?.send({ type: "started", wrapperPid: process.pid, adapterPid: child.pid, pgid: child.pid });
+  // after the report the gateway waits for; still within the synchronous start, so no EOF is missed
+  lifeline?.watch(() => parentGone());
   const held = pendingSignals;
   pendingSignals = [];
   for (const sig of held) forward(sig);
