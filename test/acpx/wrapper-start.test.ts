@@ -4,8 +4,9 @@
  * CommonJS hook notes every user file Node loaded and every ESM-loader module
  * it initialised over the wrapper's whole life (start, adapter exit, sweep).
  * The answer must be one module graph: the shim, the bundle and the addon
- * the shim names (node-gyp-build only when that path no longer loads); no zod, no ACP SDK, none of tsc's per-file output, and no more
- * of Node's ESM loader than a bare `node -e 0` initialises. The timing and
+ * the shim names (node-gyp-build only when that path no longer loads); no
+ * zod, no ACP SDK, none of tsc's per-file output, and no more of Node's ESM
+ * loader than a bare `node -e 0` initialises. The timing and
  * PSS targets live in bench/wrapper.bench.mjs (ratios, not timed tests).
  * Build first (`npm run build`).
  */
@@ -62,7 +63,7 @@ describe.skipIf(process.platform !== "linux")("the wrapper's module graph (Linux
     const shim = join(wrapperRoot, "moved.cjs");
     writeFileSync(shim, wrapperShimSource(packagedWrapperPath(), join(dir, "gone", "proclease.node")));
     const marker = join(dir, "adapter-ran");
-    const w = loaded([shim, "--grace-ms", "100", "--", "/bin/sh", "-c", `: > ${marker}`], dir);
+    const w = loaded([shim, "--grace-ms", "100", "--", "/bin/sh", "-c", ': > "$1"', "sh", marker], dir);
     expect(existsSync(marker)).toBe(true);
     expect(w.files).toContain(nativeAddonPath());
     expect(w.files.some((f) => f.includes("/node_modules/node-gyp-build/"))).toBe(true);
