@@ -98,8 +98,7 @@ function loadHanded(): unknown {
 
 function tryLoad(): { binding: NativeBinding | null; error: string | null } {
   try {
-    const gypBuild = (): unknown => (require("node-gyp-build") as (dir: string) => unknown)(PACKAGE_ROOT);
-    const mod = loadHanded() ?? gypBuild();
+    const mod = loadHanded() ?? (require("node-gyp-build") as (dir: string) => unknown)(PACKAGE_ROOT);
     const shapeError = checkShape(mod);
     if (shapeError) return { binding: null, error: shapeError };
     return { binding: mod as NativeBinding, error: null };
