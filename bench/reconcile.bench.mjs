@@ -13,13 +13,15 @@
 // walk of /proc, then one inspect of every live root and remnant, made by the
 // C loops of bench/c/), the longest the event loop was blocked (a 1 ms timer
 // spinner's longest gap, beside the main thread's CPU time in that gap and
-// in the busiest gap, how many gaps passed 2 ms and in how many of those the
+// in the busiest gap, how long in that gap the main thread was runnable but
+// waited for a core, how many gaps passed 2 ms and in how many of those the
 // main thread itself ran for 2 ms, the same spinner's idle baseline and the
-// longest GC pause in each) and the process's memory high-water so far
-// (maxRSS). A second row, printed and not judged, runs the same reconcile on
+// longest GC pause in each), the CPU time of this process's other threads
+// (the thread pool's jobs compete with the main thread for the cores) and
+// the process's memory high-water so far (maxRSS). A second row, printed and not judged, runs the same reconcile on
 // a host of its own in a worker thread while the main thread only spins.
 import { execFileSync, spawn } from "node:child_process";
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { closeSync, mkdtempSync, openSync, readdirSync, readFileSync, readSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { PerformanceObserver } from "node:perf_hooks";
@@ -42,6 +44,8 @@ const LEASES = 1000;
 const HOST_PROCS = 3000;
 const GRACE_MS = 500;
 const KEY = "OPENCLAW_ACPX_LEASE_ID";
+/** /proc's clock ticks per second (USER_HZ), 100 on every Linux Node runs on */
+const CLOCK_TICKS = 100;
 
 export async function run() {
   const native = loadNative();
@@ -79,11 +83,14 @@ function row(m) {
     snapshots: m.snapshots,
     "longest loop block (idle baseline)": `${fmtMs(m.busy.maxGap)} (${fmtMs(m.idle.maxGap)})`,
     "main-thread CPU in that gap": fmtMs(m.busy.maxGapCpu),
+    // the rest of the gap (the 1 ms the timer asked for included) the thread slept in the kernel: on a lock (the thread pool's queue, the collector's helpers) or I/O
+    "that gap's rest: waiting for a core (idle), asleep": m.busy.maxGapWait === null ? "-" : `${fmtMs(m.busy.maxGapWait)} (${fmtMs(m.idle.maxGapWait)}), ${fmtMs(Math.max(0, m.busy.maxGap + 1 - m.busy.maxGapCpu - m.busy.maxGapWait))}`,
     "most main-thread CPU between two ticks": fmtMs(m.busy.maxCpu),
     "gaps over 2 ms (of them, the main thread ran 2 ms or more)": `${m.busy.over} (${m.busy.overOwn})`,
     "longest GC pause (idle)": `${fmtMs(m.busy.maxGc)} (${fmtMs(m.idle.maxGc)})`,
     "main-thread CPU": fmtMs(m.cpuMs),
     "reconciling thread's CPU": fmtMs(m.workCpuMs),
+    "other threads' CPU": fmtMs(m.otherCpuMs),
     maxRSS: `${m.maxRss.toFixed(0)} MB`,
     actions: Object.entries(actions).map(([a, n]) => `${a} ${n}`).join(", "),
     "left alive": m.left,
@@ -103,16 +110,19 @@ async function measure(native, floor, where) {
     const reconcile = where === "this thread" ? await reconciler(dir, GRACE_MS) : await inWorker(dir);
     let result;
     const cpu0 = native.threadCpuTimeNs();
+    const other0 = otherThreadsCpuMs();
     const t0 = now();
     const busy = await spin(async () => {
       result = await reconcile.reap();
     });
     const elapsed = now() - t0;
     const cpuMs = (native.threadCpuTimeNs() - cpu0) / 1e6;
+    // in the worker row this includes the reconciling worker itself
+    const otherCpuMs = otherThreadsCpuMs() - other0;
     await reconcile.dispose();
     const left = [...host.liveRoots, ...host.remnants].filter(alive).length;
     const maxRss = process.resourceUsage().maxRSS / 1024;
-    return { where, host, procs, cFloor, idle, busy, elapsed, cpuMs, workCpuMs: result.cpuMs, maxRss, left, report: result.report, snapshots: result.snapshots };
+    return { where, host, procs, cFloor, idle, busy, elapsed, cpuMs, otherCpuMs, workCpuMs: result.cpuMs, maxRss, left, report: result.report, snapshots: result.snapshots };
   } finally {
     await removeHost(started, dir);
   }
@@ -230,6 +240,48 @@ function floorMs(floor, dir, pids) {
   return walk + (per * pids.length) / 1000;
 }
 
+/**
+ * This thread's time waiting for a core (ms), from /proc/thread-self/schedstat
+ * (run time, run-queue wait, slices): one pread of a file opened once, so
+ * reading it each tick costs the spinner little. null where the kernel keeps
+ * no schedstats.
+ */
+function runQueueClock() {
+  let fd;
+  try {
+    fd = openSync("/proc/thread-self/schedstat", "r");
+  } catch {
+    return null;
+  }
+  const buf = Buffer.alloc(128);
+  const read = () => {
+    const n = readSync(fd, buf, 0, buf.length, 0);
+    const f = buf.toString("latin1", 0, n).split(" ");
+    return Number(f[1]) / 1e6;
+  };
+  return { read, close: () => closeSync(fd) };
+}
+
+/**
+ * CPU time (ms) of this process's threads other than the main one: the
+ * thread pool running the reconcile's file and /proc jobs, and the
+ * runtime's helpers. They share the host's cores with the main thread.
+ */
+function otherThreadsCpuMs() {
+  let ms = 0;
+  for (const t of readdirSync("/proc/self/task")) {
+    if (Number(t) === process.pid) continue;
+    try {
+      const st = readFileSync(`/proc/self/task/${t}/stat`, "utf8");
+      const f = st.slice(st.lastIndexOf(")") + 2).split(" ");
+      ms += ((Number(f[11]) + Number(f[12])) * 1000) / CLOCK_TICKS;
+    } catch {
+      // a thread that ended meanwhile
+    }
+  }
+  return ms;
+}
+
 /** Runs fn while a 1 ms timer spins; the longest gap between its ticks beyond the 1 ms asked for. */
 async function spin(fn) {
   let last = now();
@@ -249,23 +301,30 @@ async function spin(fn) {
   let maxCpu = 0;
   let over = 0;
   let overOwn = 0;
+  // the rest of a gap: the main thread runnable but kept off a core (by this process's other threads or the host's)
+  const rq = runQueueClock();
+  let lastWait = rq?.read() ?? 0;
+  let maxGapWait = null;
   const t = setInterval(() => {
     const n = now();
     const gap = n - last - 1;
     const c = cpu?.() ?? 0;
     const used = (c - lastCpu) / 1e6;
+    const w = rq?.read() ?? 0;
     gaps.push(gap);
     if (gap > 2) [over, overOwn] = [over + 1, overOwn + (used >= 2 ? 1 : 0)];
-    if (gap > maxGap) [maxGap, maxGapCpu] = [gap, used];
+    if (gap > maxGap) [maxGap, maxGapCpu, maxGapWait] = [gap, used, rq ? w - lastWait : null];
     maxCpu = Math.max(maxCpu, used);
     last = n;
     lastCpu = c;
+    lastWait = w;
   }, 1);
   try {
     await fn();
   } finally {
     clearInterval(t);
     gc.disconnect();
+    rq?.close();
   }
-  return { maxGap: Math.max(0, maxGap), maxGapCpu, maxCpu, maxGc, over, overOwn, medianGap: gaps.length ? median(gaps) : 0 };
+  return { maxGap: Math.max(0, maxGap), maxGapCpu, maxGapWait, maxCpu, maxGc, over, overOwn, medianGap: gaps.length ? median(gaps) : 0 };
 }
