@@ -313,50 +313,64 @@ Napi::Value LockExclusive(const Napi::CallbackInfo& info) {
 
 // The state dir's file jobs (files_posix.cc): one thread-pool job per call,
 // resolving with plain values; an OS failure is in them, never a rejection.
-class ReadFileWorker : public Napi::AsyncWorker {
+class ReadFilesWorker : public Napi::AsyncWorker {
  public:
-  ReadFileWorker(Napi::Env env, std::string path, size_t maxBytes)
-      : Napi::AsyncWorker(env), deferred_(Napi::Promise::Deferred::New(env)), path_(std::move(path)), max_(maxBytes) {}
+  ReadFilesWorker(Napi::Env env, std::vector<std::string> paths, size_t maxBytes)
+      : Napi::AsyncWorker(env), deferred_(Napi::Promise::Deferred::New(env)), paths_(std::move(paths)), max_(maxBytes), r_(paths_.size()) {}
 
   Napi::Promise Promise() const { return deferred_.Promise(); }
 
  protected:
-  void Execute() override { proclease::ReadSmallFile(path_, max_, r_); }
+  void Execute() override {
+    for (size_t i = 0; i < paths_.size(); i++) proclease::ReadSmallFile(paths_[i], max_, r_[i]);
+  }
 
   void OnOK() override {
     Napi::Env env = Env();
     Napi::HandleScope scope(env);
-    Napi::Object out = Napi::Object::New(env);
-    out.Set("err", Napi::Number::New(env, r_.err));
-    out.Set("step", Napi::Number::New(env, r_.step));
-    out.Set("regular", Napi::Boolean::New(env, r_.regular));
-    out.Set("tooLarge", Napi::Boolean::New(env, r_.tooLarge));
-    out.Set("ino", Napi::Number::New(env, r_.ino));
-    out.Set("dev", Napi::Number::New(env, r_.dev));
-    out.Set("mode", Napi::Number::New(env, r_.mode));
-    out.Set("uid", Napi::Number::New(env, r_.uid));
-    out.Set("size", Napi::Number::New(env, r_.size));
-    out.Set("mtimeMs", Napi::Number::New(env, r_.mtimeMs));
-    out.Set("text", Napi::String::New(env, r_.data));
-    deferred_.Resolve(out);
+    Napi::Array all = Napi::Array::New(env, r_.size());
+    for (size_t i = 0; i < r_.size(); i++) {
+      const proclease::SmallFileRead& r = r_[i];
+      Napi::Object out = Napi::Object::New(env);
+      out.Set("err", Napi::Number::New(env, r.err));
+      out.Set("step", Napi::Number::New(env, r.step));
+      out.Set("regular", Napi::Boolean::New(env, r.regular));
+      out.Set("tooLarge", Napi::Boolean::New(env, r.tooLarge));
+      out.Set("ino", Napi::Number::New(env, r.ino));
+      out.Set("dev", Napi::Number::New(env, r.dev));
+      out.Set("mode", Napi::Number::New(env, r.mode));
+      out.Set("uid", Napi::Number::New(env, r.uid));
+      out.Set("size", Napi::Number::New(env, r.size));
+      out.Set("mtimeMs", Napi::Number::New(env, r.mtimeMs));
+      out.Set("text", Napi::String::New(env, r.data));
+      all.Set(static_cast<uint32_t>(i), out);
+    }
+    deferred_.Resolve(all);
   }
 
   void OnError(const Napi::Error& e) override { deferred_.Reject(e.Value()); }
 
  private:
   Napi::Promise::Deferred deferred_;
-  std::string path_;
+  std::vector<std::string> paths_;
   size_t max_;
-  proclease::SmallFileRead r_;
+  std::vector<proclease::SmallFileRead> r_;
 };
 
-// readSmallFile(path, maxBytes) → Promise<{ err, step, regular, tooLarge, ino, dev, mode, uid, size, mtimeMs, text }>
-Napi::Value ReadSmallFile(const Napi::CallbackInfo& info) {
+// readSmallFiles(paths, maxBytes) → Promise<Array<{ err, step, regular, tooLarge, ino, dev, mode, uid, size, mtimeMs, text }>>
+Napi::Value ReadSmallFiles(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
-  if (info.Length() < 2 || !info[0].IsString() || !IsInt(info[1]) || info[1].As<Napi::Number>().Int32Value() < 0) {
-    return ThrowType(env, "readSmallFile(path: string, maxBytes: non-negative int)");
+  const char* usage = "readSmallFiles(paths: string[], maxBytes: non-negative int)";
+  if (info.Length() < 2 || !info[0].IsArray() || !IsInt(info[1]) || info[1].As<Napi::Number>().Int32Value() < 0) return ThrowType(env, usage);
+  Napi::Array list = info[0].As<Napi::Array>();
+  std::vector<std::string> paths;
+  paths.reserve(list.Length());
+  for (uint32_t i = 0; i < list.Length(); i++) {
+    Napi::Value v = list.Get(i);
+    if (!v.IsString()) return ThrowType(env, usage);
+    paths.push_back(v.As<Napi::String>().Utf8Value());
   }
-  auto* worker = new ReadFileWorker(env, info[0].As<Napi::String>().Utf8Value(), static_cast<size_t>(info[1].As<Napi::Number>().Int32Value()));
+  auto* worker = new ReadFilesWorker(env, std::move(paths), static_cast<size_t>(info[1].As<Napi::Number>().Int32Value()));
   Napi::Promise promise = worker->Promise();
   worker->Queue();
   return promise;
@@ -410,6 +424,47 @@ Napi::Value ReplaceFile(const Napi::CallbackInfo& info) {
   return promise;
 }
 
+class RemoveFileWorker : public Napi::AsyncWorker {
+ public:
+  RemoveFileWorker(Napi::Env env, std::string dir, std::string target, bool durable)
+      : Napi::AsyncWorker(env), deferred_(Napi::Promise::Deferred::New(env)), dir_(std::move(dir)), target_(std::move(target)), durable_(durable) {}
+
+  Napi::Promise Promise() const { return deferred_.Promise(); }
+
+ protected:
+  void Execute() override { rc_ = proclease::RemoveFile(dir_, target_, durable_, step_); }
+
+  void OnOK() override {
+    Napi::Env env = Env();
+    Napi::HandleScope scope(env);
+    Napi::Object out = Napi::Object::New(env);
+    out.Set("err", Napi::Number::New(env, rc_));
+    out.Set("step", Napi::Number::New(env, step_));
+    deferred_.Resolve(out);
+  }
+
+  void OnError(const Napi::Error& e) override { deferred_.Reject(e.Value()); }
+
+ private:
+  Napi::Promise::Deferred deferred_;
+  std::string dir_, target_;
+  bool durable_;
+  int rc_ = 0;
+  int step_ = 0;
+};
+
+// removeFile(dir, target, durable) → Promise<{ err, step }>
+Napi::Value RemoveFile(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  if (info.Length() < 3 || !info[0].IsString() || !info[1].IsString() || !info[2].IsBoolean()) {
+    return ThrowType(env, "removeFile(dir: string, target: string, durable: boolean)");
+  }
+  auto* worker = new RemoveFileWorker(env, info[0].As<Napi::String>().Utf8Value(), info[1].As<Napi::String>().Utf8Value(), info[2].As<Napi::Boolean>().Value());
+  Napi::Promise promise = worker->Promise();
+  worker->Queue();
+  return promise;
+}
+
 Napi::Value ThreadCpuTimeNs(const Napi::CallbackInfo& info) {
   return Napi::Number::New(info.Env(), proclease::ThreadCpuTimeNs());
 }
@@ -428,8 +483,9 @@ Napi::Object Init(Napi::Env env, Napi::Object exports) {
   exports.Set("reapChildren", Napi::Function::New(env, ReapChildren, "reapChildren"));
   exports.Set("lockExclusive", Napi::Function::New(env, LockExclusive, "lockExclusive"));
   exports.Set("threadCpuTimeNs", Napi::Function::New(env, ThreadCpuTimeNs, "threadCpuTimeNs"));
-  exports.Set("readSmallFile", Napi::Function::New(env, ReadSmallFile, "readSmallFile"));
+  exports.Set("readSmallFiles", Napi::Function::New(env, ReadSmallFiles, "readSmallFiles"));
   exports.Set("replaceFile", Napi::Function::New(env, ReplaceFile, "replaceFile"));
+  exports.Set("removeFile", Napi::Function::New(env, RemoveFile, "removeFile"));
   return exports;
 }
 

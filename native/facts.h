@@ -126,6 +126,8 @@ constexpr int kStepSync = 4;
 constexpr int kStepClose = 5;
 constexpr int kStepRename = 6;
 constexpr int kStepDirSync = 7;
+constexpr int kStepUnlink = 8;
+constexpr int kStepDirOpen = 9;
 
 struct SmallFileRead {
   int err = 0;  // 0, or -errno of the syscall at `step`
@@ -145,6 +147,10 @@ void ReadSmallFile(const std::string& path, size_t maxBytes, SmallFileRead& out)
 // + rename onto target + fsync(dir) when durable. 0, or -errno with `step`
 // naming the syscall; a failure before the rename removes tmp.
 int ReplaceFile(const std::string& dir, const std::string& tmp, const std::string& target, const std::string& data, bool durable, int& step);
+
+// unlink(target) + fsync(dir) when durable: 0, or -errno at `step`. A target
+// that is already gone is not an error (the directory is still synced).
+int RemoveFile(const std::string& dir, const std::string& target, bool durable, int& step);
 
 }  // namespace proclease
 

@@ -92,6 +92,18 @@ void ReadSmallFile(const std::string& path, size_t maxBytes, SmallFileRead& out)
   close(fd);
 }
 
+// fsync(dir), so a rename or unlink in it is durable: 0, or -errno at
+// kStepDirOpen or kStepDirSync.
+static int SyncDir(const std::string& dir, int& step) {
+  step = kStepDirOpen;
+  const int dfd = OpenRetry(dir.c_str(), O_RDONLY);
+  if (dfd < 0) return -errno;
+  step = kStepDirSync;
+  const int rc = FsyncFd(dfd);
+  close(dfd);
+  return rc;
+}
+
 int ReplaceFile(const std::string& dir, const std::string& tmp, const std::string& target, const std::string& data, bool durable, int& step) {
   step = kStepOpen;
   const int fd = OpenRetry(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, 0600);
@@ -123,13 +135,13 @@ int ReplaceFile(const std::string& dir, const std::string& tmp, const std::strin
     unlink(tmp.c_str());  // the old file stays as it was; no temp is left behind
     return rc;
   }
-  if (!durable) return 0;
-  step = kStepDirSync;
-  const int dfd = OpenRetry(dir.c_str(), O_RDONLY);
-  if (dfd < 0) return -errno;
-  rc = FsyncFd(dfd);
-  close(dfd);
-  return rc;
+  return durable ? SyncDir(dir, step) : 0;
+}
+
+int RemoveFile(const std::string& dir, const std::string& target, bool durable, int& step) {
+  step = kStepUnlink;
+  if (unlink(target.c_str()) != 0 && errno != ENOENT) return -errno;
+  return durable ? SyncDir(dir, step) : 0;
 }
 
 }  // namespace proclease

@@ -124,12 +124,13 @@ export interface NativeBinding {
    */
   threadCpuTimeNs(): number;
   /**
-   * open(O_NOFOLLOW|O_NONBLOCK) + fstat + read + close of one state-dir file
-   * in one worker-thread job. Never rejects: an OS failure is `err` (-errno)
-   * at `step`; the stat fields are set once fstat succeeded, `text` only for
-   * a regular file of at most maxBytes (`tooLarge` when it grew past them).
+   * open(O_NOFOLLOW|O_NONBLOCK) + fstat + read + close of each state-dir
+   * file, in order, in one worker-thread job; one result per path. Never
+   * rejects: an OS failure is `err` (-errno) at `step`; the stat fields are
+   * set once fstat succeeded, `text` only for a regular file of at most
+   * maxBytes (`tooLarge` when it grew past them).
    */
-  readSmallFile(path: string, maxBytes: number): Promise<NativeFileRead>;
+  readSmallFiles(paths: readonly string[], maxBytes: number): Promise<NativeFileRead[]>;
   /**
    * tmp (exclusive, 0600, no symlink) + write + fsync + close + rename onto
    * target + fsync(dir), the fsyncs only when durable, in one worker-thread
@@ -137,10 +138,16 @@ export interface NativeBinding {
    * rename has removed tmp.
    */
   replaceFile(dir: string, tmp: string, target: string, data: string, durable: boolean): Promise<{ err: number; step: FileStep }>;
+  /**
+   * unlink(target) + fsync(dir), the fsync only when durable, in one
+   * worker-thread job. Never rejects: `err` is 0 or -errno at `step`; a
+   * target already gone is not an error.
+   */
+  removeFile(dir: string, target: string, durable: boolean): Promise<{ err: number; step: FileStep }>;
 }
 
 /** Which syscall a file job stopped at (mirrors kStep* in native/facts.h). */
-export const FILE_STEP = { open: 0, stat: 1, read: 2, write: 3, sync: 4, close: 5, rename: 6, dirSync: 7 } as const;
+export const FILE_STEP = { open: 0, stat: 1, read: 2, write: 3, sync: 4, close: 5, rename: 6, dirSync: 7, unlink: 8, dirOpen: 9 } as const;
 export type FileStep = (typeof FILE_STEP)[keyof typeof FILE_STEP];
 
 export interface NativeFileRead {

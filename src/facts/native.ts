@@ -33,8 +33,9 @@ const METHODS = [
   "pidfdSupported",
   "lockExclusive",
   "threadCpuTimeNs",
-  "readSmallFile",
+  "readSmallFiles",
   "replaceFile",
+  "removeFile",
 ] as const;
 
 let cached: { binding: NativeBinding | null; error: string | null } | undefined;

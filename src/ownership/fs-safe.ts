@@ -8,7 +8,7 @@ import { lstat, mkdir, open, rename, unlink, type FileHandle } from "node:fs/pro
 import { isAbsolute, join, relative, sep } from "node:path";
 import { getSystemErrorMap, getSystemErrorName } from "node:util";
 import { loadNative } from "../facts/native.js";
-import { FILE_STEP, type FileStep, type NativeBinding } from "../facts/native-binding.js";
+import { FILE_STEP, type FileStep, type NativeBinding, type NativeFileRead } from "../facts/native-binding.js";
 
 const O_NOFOLLOW = constants.O_NOFOLLOW ?? 0;
 const O_NONBLOCK = constants.O_NONBLOCK ?? 0;
@@ -129,6 +129,24 @@ export async function atomicWrite(dir: string, file: string, data: string, durab
   if (durable) await fsyncDir(dir);
 }
 
+/**
+ * unlink + fsync(dir): the file is gone for good once this resolves. A file
+ * already gone is not an error. One worker-thread job with the addon, the
+ * unlink, open, fsync and close jobs of node:fs without it: on a startup
+ * reap that ends a thousand leases, every job queued wakes a pool thread
+ * that takes a core from the main thread.
+ */
+export async function removeDurably(dir: string, file: string, durable: boolean): Promise<void> {
+  const native = loadNative();
+  if (native) return removeNative(native, dir, file, durable);
+  try {
+    await unlink(join(dir, file));
+  } catch (e) {
+    if ((e as NodeJS.ErrnoException).code !== "ENOENT") throw e;
+  }
+  if (durable) await fsyncDir(dir);
+}
+
 export type SafeRead =
   | { kind: "ok"; text: string; ino: number; dev: number; mtimeMs: number; mode: number; uid: number }
   | { kind: "missing" }
@@ -142,8 +160,23 @@ export type SafeRead =
  * with fstat, so there is no lstat/open window to swap the file in.
  */
 export async function readOwnedFile(path: string, maxBytes: number): Promise<SafeRead> {
+  return (await readOwnedFiles([path], maxBytes))[0]!;
+}
+
+/**
+ * readOwnedFile of each path, results in order. With the addon all of them
+ * are one worker-thread job: on a 2-core host every job queued wakes a pool
+ * thread that takes a core from the main thread, so a startup reap reads
+ * its lease files in batches. Without it, the reads run side by side (the
+ * caller sizes the batch).
+ */
+export async function readOwnedFiles(paths: readonly string[], maxBytes: number): Promise<SafeRead[]> {
   const native = loadNative();
-  if (native) return readNative(native, path, maxBytes);
+  if (native) return (await native.readSmallFiles(paths, maxBytes)).map((r, i) => fromNative(r, paths[i]!, maxBytes));
+  return Promise.all(paths.map((p) => readPortable(p, maxBytes)));
+}
+
+async function readPortable(path: string, maxBytes: number): Promise<SafeRead> {
   let fh;
   try {
     fh = await open(path, constants.O_RDONLY | O_NOFOLLOW | O_NONBLOCK);
@@ -185,13 +218,13 @@ function tooLarge(maxBytes: number): SafeRead {
 }
 
 /**
- * readOwnedFile as one job of the addon (native/files_posix.cc): the same
- * syscalls and the same refusals, without the four thread-pool round trips,
- * the FileHandle and, for a missing file, the Error a startup reap would
- * otherwise make per lease file on the gateway's main thread.
+ * One file of the addon's read job (native/files_posix.cc): the same
+ * syscalls and the same refusals as readPortable, without the four
+ * thread-pool round trips, the FileHandle and, for a missing file, the
+ * Error a startup reap would otherwise make per lease file on the gateway's
+ * main thread.
  */
-async function readNative(native: NativeBinding, path: string, maxBytes: number): Promise<SafeRead> {
-  const r = await native.readSmallFile(path, maxBytes);
+function fromNative(r: NativeFileRead, path: string, maxBytes: number): SafeRead {
   if (r.err !== 0 && r.step === FILE_STEP.open) return openFailure(getSystemErrorName(r.err), () => errnoError(r.err, "open", path).message);
   if (r.err !== 0 && r.step === FILE_STEP.stat) return { kind: "unreadable", detail: errnoError(r.err, "fstat", path).message };
   const refused = refusal(r, maxBytes);
@@ -207,12 +240,31 @@ async function replaceNative(native: NativeBinding, dir: string, file: string, d
   const target = join(dir, file);
   const r = await native.replaceFile(dir, tmp, target, data, durable);
   if (r.err === 0) return;
-  const e = r.step === FILE_STEP.rename ? errnoError(r.err, "rename", tmp, target) : errnoError(r.err, SYSCALL[r.step], r.step === FILE_STEP.dirSync ? dir : tmp);
-  if (r.step === FILE_STEP.dirSync && DIR_SYNC_REFUSED.has(e.code ?? "")) return;
-  throw e;
+  const e = jobError(r, dir, tmp, r.step === FILE_STEP.rename ? target : undefined);
+  if (e !== null) throw e;
 }
 
-const SYSCALL: Record<FileStep, string> = { 0: "open", 1: "fstat", 2: "read", 3: "write", 4: "fsync", 5: "close", 6: "rename", 7: "fsync" };
+/** removeDurably as one job of the addon: unlink, then fsync(dir) when durable. */
+async function removeNative(native: NativeBinding, dir: string, file: string, durable: boolean): Promise<void> {
+  const target = join(dir, file);
+  const r = await native.removeFile(dir, target, durable);
+  if (r.err === 0) return;
+  const e = jobError(r, dir, target);
+  if (e !== null) throw e;
+}
+
+/**
+ * The error Node's fs would have thrown where a write or removal job
+ * stopped (at `file`, or at `dir` for its sync), or null for a directory
+ * sync the OS refuses: skipped, as fsyncDir skips it.
+ */
+function jobError(r: { err: number; step: FileStep }, dir: string, file: string, dest?: string): NodeJS.ErrnoException | null {
+  const atDir = r.step === FILE_STEP.dirOpen || r.step === FILE_STEP.dirSync;
+  const e = errnoError(r.err, SYSCALL[r.step], atDir ? dir : file, dest);
+  return atDir && DIR_SYNC_REFUSED.has(e.code ?? "") ? null : e;
+}
+
+const SYSCALL: Record<FileStep, string> = { 0: "open", 1: "fstat", 2: "read", 3: "write", 4: "fsync", 5: "close", 6: "rename", 7: "fsync", 8: "unlink", 9: "open" };
 
 let errorMap: Map<number, [string, string]> | undefined;
 

@@ -22,89 +22,23 @@
 import { randomUUID } from "node:crypto";
 import { link, lstat, readdir, rename, unlink, stat } from "node:fs/promises";
 import { join } from "node:path";
-import { atomicWrite, ensurePrivateDir, fsyncDir, mapLimit, readOwnedFile, writeTemp } from "./fs-safe.js";
+import { atomicWrite, ensurePrivateDir, fsyncDir, mapLimit, readOwnedFiles, removeDurably, writeTemp, type SafeRead } from "./fs-safe.js";
 import { LEASE_ID_RE, LEASE_KINDS, LeaseTransitionError, TERMINAL_STATES, isLegalTransition, parseLeaseRecord, serializeLease } from "./lease-record.js";
 import { KeyedQueue, Limiter } from "./keyed-queue.js";
 import { asRecordWriteError } from "./host-faults.js";
-import type { LeaseKind, LeaseState, ProcessLease } from "./types.js";
+import type { LeaseState, ProcessLease } from "./types.js";
+import { LeaseNotFoundError, LeaseStoreReadOnlyError, type LeaseCreateInput, type LeaseListFilter, type LeasePatch, type LeaseProblem, type LeaseStore, type LeaseStoreOptions } from "./lease-store-api.js";
 
 export { LeaseTransitionError };
 
-export interface LeaseProblem {
-  file: string;
-  kind: "corrupt" | "symlink" | "foreign-owner" | "bad-schema" | "unreadable";
-  detail: string;
-  quarantinedTo?: string;
-}
-
-export type LeasePatch = Partial<Omit<ProcessLease, "leaseId" | "gatewayInstanceId" | "state">>;
-
-export interface LeaseCreateInput {
-  /** which side writes the lease (every new record carries it) */
-  kind: LeaseKind;
-  gatewayInstanceId: string;
-  sessionKey: string;
-  wrapperRoot: string;
-  wrapperPath: string;
-  commandHash: string;
-  leaseId?: string;
-  /** a supervisor run's holder (supervisor-holders.ts) */
-  holder?: string;
-}
-
-export interface LeaseListFilter {
-  gatewayInstanceId?: string;
-  states?: readonly LeaseState[];
-}
-
-export interface LeaseStore {
-  /** <stateDir>/acpx/leases */
-  readonly dir: string;
-  /** Writes a new lease, state "open", rootPid 0, startedAt/updatedAt now. Exclusive: an existing id is an error. */
-  create(input: LeaseCreateInput): Promise<ProcessLease>;
-  /** null when absent, or when the file was refused/quarantined (reported through onProblem) */
-  get(leaseId: string): Promise<ProcessLease | null>;
-  /** Merges a patch (never leaseId, gatewayInstanceId or state), sets updatedAt. Throws LeaseNotFoundError. */
-  update(leaseId: string, patch: LeasePatch): Promise<ProcessLease>;
-  /** Validated state change (see isLegalTransition); throws LeaseTransitionError on an illegal one. */
-  transition(leaseId: string, to: LeaseState, patch?: LeasePatch): Promise<ProcessLease>;
-  /** Every readable lease matching the filter, sorted by startedAt; bad files come back as problems. */
-  list(filter?: LeaseListFilter): Promise<{ leases: ProcessLease[]; problems: LeaseProblem[] }>;
-  /** Removes closed/lost leases whose updatedAt (else startedAt) is older than now - retentionMs. */
-  expire(retentionMs: number, now?: number): Promise<{ removed: string[]; problems: LeaseProblem[] }>;
-}
-
-export interface LeaseStoreOptions {
-  /** fsync files and directories (default true). false is for benchmarks and throwaway state only. */
-  durable?: boolean;
-  /** called for every problem met outside list()/expire() (get/update/transition) */
-  onProblem?: (p: LeaseProblem) => void;
-  /** files read in parallel by list()/expire() (default 64) */
-  concurrency?: number;
-  /**
-   * Read-only (a reader beside a live gateway): nothing is
-   * created, moved, chmod'ed or quarantined; a corrupt file is reported as a
-   * problem and left where it is; a state dir without leases lists none.
-   * Every write throws LeaseStoreReadOnlyError.
-   */
-  readOnly?: boolean;
-}
-
-export class LeaseStoreReadOnlyError extends Error {
-  override name = "LeaseStoreReadOnlyError";
-  constructor(op: string) {
-    super(`lease store opened read-only: ${op} refused`);
-  }
-}
-
-export class LeaseNotFoundError extends Error {
-  override name = "LeaseNotFoundError";
-  constructor(readonly leaseId: string) {
-    super(`lease ${leaseId} does not exist`);
-  }
-}
+export { LeaseNotFoundError, LeaseStoreReadOnlyError } from "./lease-store-api.js";
+export type { LeaseCreateInput, LeaseListFilter, LeasePatch, LeaseProblem, LeaseStore, LeaseStoreOptions } from "./lease-store-api.js";
 
 const MAX_LEASE_BYTES = 64 * 1024;
+/** lease files per read job when a folder is listed: a sixteenth of the jobs, and four jobs still keep the pool's threads busy */
+const LIST_BATCH = 16;
+/** above this many live leases, list() reads the archive's names once instead of a stat per lease */
+const ARCHIVE_LISTING_MIN = 64;
 /** lease files read or written at once: enough to keep the thread pool (4 threads) busy */
 const IO_SLOTS = 8;
 /** temp files older than this are debris from a crashed write */
@@ -197,9 +131,8 @@ export async function openLeaseStore(stateDir: string, opts: LeaseStoreOptions =
 type ReadResult = { lease: ProcessLease | null; problem?: LeaseProblem };
 type LeaseListing = { leases: ProcessLease[]; problems: LeaseProblem[] };
 
-async function readLease(f: StoreFiles, folder: string, file: string, expectedId: string | null): Promise<ReadResult> {
-  const path = join(folder, file);
-  const r = await readOwnedFile(path, MAX_LEASE_BYTES);
+/** What one lease file read (readOwnedFiles) holds: the lease, or the problem reported for it (a bad file is quarantined). */
+async function judgeLease(f: StoreFiles, path: string, r: SafeRead, expectedId: string | null): Promise<ReadResult> {
   switch (r.kind) {
     case "missing":
       return { lease: null };
@@ -255,11 +188,14 @@ async function quarantineFile(f: StoreFiles, path: string, seen: { ino: number; 
 
 async function load(f: StoreFiles, leaseId: string): Promise<ProcessLease | null> {
   if (!f.present) return null;
-  // the archive copy wins: terminal states are absorbing (see the layout note)
-  const a = await f.io.run(() => readLease(f, f.archive, `${leaseId}.json`, leaseId));
+  const file = `${leaseId}.json`;
+  // both copies in one read job, the archive's first: the archive copy wins (terminal states are absorbing, see the layout note)
+  const paths = [join(f.archive, file), join(f.dir, file)] as const;
+  const [inArchive, inDir] = await f.io.run(() => readOwnedFiles(paths, MAX_LEASE_BYTES));
+  const a = await judgeLease(f, paths[0], inArchive!, leaseId);
   if (a.problem) f.report(a.problem);
   if (a.lease) return a.lease;
-  const l = await f.io.run(() => readLease(f, f.dir, `${leaseId}.json`, leaseId));
+  const l = await judgeLease(f, paths[1], inDir!, leaseId);
   if (l.problem) f.report(l.problem);
   if (l.lease === null && !l.problem && f.remembered.has(leaseId) && !(await isDir(f.dir))) return f.remembered.get(leaseId)!;
   return l.lease;
@@ -302,10 +238,7 @@ async function writeNow(f: StoreFiles, lease: ProcessLease, previous: LeaseState
   const file = `${lease.leaseId}.json`;
   if (TERMINAL_STATES.has(lease.state)) {
     await atomicWrite(f.archive, file, data, f.durable);
-    if (previous !== null && !TERMINAL_STATES.has(previous)) {
-      await unlink(join(f.dir, file)).catch(ignoreEnoent);
-      if (f.durable) await fsyncDir(f.dir);
-    }
+    if (previous !== null && !TERMINAL_STATES.has(previous)) await removeDurably(f.dir, file, f.durable);
   } else {
     await atomicWrite(f.dir, file, data, f.durable);
   }
@@ -346,7 +279,15 @@ async function listFolder(f: StoreFiles, folder: string, wanted: (l: ProcessLeas
   const names = all.filter((n) => n.endsWith(".json") && !n.startsWith("."));
   const leases: ProcessLease[] = [];
   const problems: LeaseProblem[] = [];
-  const results = await mapLimit(names, f.concurrency, (n) => readLease(f, folder, n, n.slice(0, -5)));
+  // a batch of files per read job (readOwnedFiles says why), `concurrency` files in flight in all
+  const batches: string[][] = [];
+  for (let i = 0; i < names.length; i += LIST_BATCH) batches.push(names.slice(i, i + LIST_BATCH));
+  const read = await mapLimit(batches, Math.max(1, Math.ceil(f.concurrency / LIST_BATCH)), async (batch) => {
+    const paths = batch.map((n) => join(folder, n));
+    const files = await readOwnedFiles(paths, MAX_LEASE_BYTES);
+    return Promise.all(files.map((r, i) => judgeLease(f, paths[i]!, r, batch[i]!.slice(0, -5))));
+  });
+  const results = read.flat();
   for (const r of results) {
     if (r.problem) problems.push(r.problem);
     if (r.lease && wanted(r.lease)) leases.push(r.lease);
@@ -416,10 +357,9 @@ async function listLeases(f: StoreFiles, filter: LeaseListFilter | undefined): P
   // record someone placed there by hand, which is honoured as written
   const live = await listFolder(f, f.dir, wanted);
   problems.push(...live.problems);
-  const liveIds = live.leases.map((l) => l.leaseId).filter((id) => !byId.has(id));
+  const ids = live.leases.map((l) => l.leaseId);
   // a live copy whose archive copy exists is the debris of an interrupted move
-  const archivedToo = needDone ? [] : await mapLimit(liveIds, f.concurrency, async (id) => ((await exists(join(f.archive, `${id}.json`))) ? id : null));
-  const superseded = new Set(archivedToo.filter((x): x is string => x !== null));
+  const superseded = needDone ? new Set(ids.filter((id) => byId.has(id))) : await archivedCopies(f, ids);
   for (const l of live.leases) {
     if (byId.has(l.leaseId) || superseded.has(l.leaseId)) continue;
     byId.set(l.leaseId, l);
@@ -475,6 +415,24 @@ async function removeStaleTemps(f: StoreFiles, now: number): Promise<void> {
 
 function isDir(path: string): Promise<boolean> {
   return stat(path).then((st) => st.isDirectory(), () => false);
+}
+
+/**
+ * Which of `ids` also have an archive copy (stat, as exists). Many ids are
+ * first narrowed by one listing of the archive, so that only the names it
+ * holds cost a stat, not one thread-pool job per live lease.
+ */
+async function archivedCopies(f: StoreFiles, ids: readonly string[]): Promise<Set<string>> {
+  let candidates = ids;
+  if (ids.length > ARCHIVE_LISTING_MIN) {
+    const names = await readdir(f.archive).catch((): string[] | null => null);
+    if (names !== null) {
+      const held = new Set(names);
+      candidates = ids.filter((id) => held.has(`${id}.json`));
+    }
+  }
+  const found = await mapLimit(candidates, f.concurrency, async (id) => ((await exists(join(f.archive, `${id}.json`))) ? id : null));
+  return new Set(found.filter((x): x is string => x !== null));
 }
 
 function exists(path: string): Promise<boolean> {

@@ -1,4 +1,4 @@
-// The state dir's reads and atomic writes take one of two paths: a job of
+// The state dir's reads, atomic writes and removals take one of two paths: a job of
 // the addon (native/files_posix.cc) where it loads, fs/promises where it does
 // not. Every case here runs on both, and the two must agree to the field.
 import { execFileSync } from "node:child_process";
@@ -8,7 +8,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { loadNative } from "../../src/facts/native.js";
-import { atomicWrite, readOwnedFile, type SafeRead } from "../../src/ownership/fs-safe.js";
+import { atomicWrite, readOwnedFile, readOwnedFiles, removeDurably, type SafeRead } from "../../src/ownership/fs-safe.js";
 
 const isRoot = process.getuid?.() === 0;
 const nativeLoads = loadNative() !== null;
@@ -52,7 +52,7 @@ async function writeError(fn: () => Promise<void>): Promise<NodeJS.ErrnoExceptio
 
 const temps = (d: string) => readdirSync(d).filter((n) => n.startsWith(".tmp-"));
 
-describe(`readOwnedFile and atomicWrite agree on both paths${nativeLoads ? "" : " (the addon did not load: both runs take fs/promises)"}`, () => {
+describe(`readOwnedFile(s), atomicWrite and removeDurably agree on both paths${nativeLoads ? "" : " (the addon did not load: both runs take fs/promises)"}`, () => {
   it("reads a file with the stat fields of its fstat", async () => {
     const f = join(dir, "a.json");
     writeFileSync(f, '{"ü":1}\n', { mode: 0o600 });
@@ -99,6 +99,24 @@ describe(`readOwnedFile and atomicWrite agree on both paths${nativeLoads ? "" : 
     expect(await readBoth(f)).toEqual({ kind: "foreign-owner", uid: 65534 });
   });
 
+  it("readOwnedFiles answers each path in order, as readOwnedFile does alone, and an empty list with none", async () => {
+    writeFileSync(join(dir, "a.json"), "first");
+    writeFileSync(join(dir, "big.json"), "x".repeat(40));
+    symlinkSync(join(dir, "a.json"), join(dir, "link.json"));
+    mkdirSync(join(dir, "sub"));
+    const paths = [join(dir, "a.json"), join(dir, "gone.json"), join(dir, "link.json"), join(dir, "sub"), join(dir, "big.json"), join(dir, "a.json")];
+    const { native, portable } = await onBothPaths(async () => ({
+      batch: await readOwnedFiles(paths, 16),
+      alone: await Promise.all(paths.map((p) => readOwnedFile(p, 16))),
+      empty: await readOwnedFiles([], 16),
+    }));
+    expect(native.batch).toEqual(native.alone);
+    expect(native.batch.map((r) => r.kind)).toEqual(["ok", "missing", "symlink", "unreadable", "unreadable", "ok"]);
+    expect(native.batch[0]).toMatchObject({ kind: "ok", text: "first" });
+    expect(native.empty).toEqual([]);
+    expect(portable).toEqual(native);
+  });
+
   it("atomicWrite creates a 0600 file, replaces it whole, and leaves no temp behind", async () => {
     const { native, portable } = await onBothPaths(async () => {
       const name = `w-${process.env.PROCLEASE_DISABLE_NATIVE ?? "native"}.json`;
@@ -125,6 +143,38 @@ describe(`readOwnedFile and atomicWrite agree on both paths${nativeLoads ? "" : 
     expect(["EISDIR", "ENOTEMPTY", "EEXIST"]).toContain(native[1]!.code);
     expect(portable).toEqual(native);
     expect(temps(dir)).toEqual([]);
+    expect(existsSync(join(dir, "occupied.json", "inside"))).toBe(true);
+  });
+
+  it("removeDurably removes a file, durable or not, and a file already gone is no error", async () => {
+    const { native, portable } = await onBothPaths(async () => {
+      const tag = process.env.PROCLEASE_DISABLE_NATIVE ?? "native";
+      const names = [`durable-${tag}.json`, `plain-${tag}.json`];
+      for (const n of names) writeFileSync(join(dir, n), "x");
+      await removeDurably(dir, names[0]!, true);
+      await removeDurably(dir, names[1]!, false);
+      await removeDurably(dir, names[0]!, true);
+      return names.map((n) => existsSync(join(dir, n)));
+    });
+    expect(native).toEqual([false, false]);
+    expect(portable).toEqual(native);
+    expect(readdirSync(dir)).toEqual([]);
+  });
+
+  it("a removal that fails has the errno code, syscall and path of Node's error, and leaves the file", async () => {
+    mkdirSync(join(dir, "occupied.json"));
+    writeFileSync(join(dir, "occupied.json", "inside"), "x");
+    const { native, portable } = await onBothPaths(async () => {
+      // unlink of a directory: EISDIR on Linux, EPERM where unlink(2) says so
+      const onDir = await writeError(() => removeDurably(dir, "occupied.json", true));
+      // the removal is done, the directory's sync cannot be: a missing folder is not "already gone"
+      const noFolder = await writeError(() => removeDurably(join(dir, "no-such-dir"), "x.json", true));
+      return [onDir, noFolder].map((e) => ({ code: e.code, syscall: e.syscall, path: e.path, message: e.message }));
+    });
+    expect(native[0]).toMatchObject({ syscall: "unlink", path: join(dir, "occupied.json") });
+    expect(["EISDIR", "EPERM"]).toContain(native[0]!.code);
+    expect(native[1]).toMatchObject({ code: "ENOENT", path: join(dir, "no-such-dir") });
+    expect(portable).toEqual(native);
     expect(existsSync(join(dir, "occupied.json", "inside"))).toBe(true);
   });
 });
