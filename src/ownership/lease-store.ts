@@ -194,6 +194,7 @@ async function load(f: StoreFiles, leaseId: string): Promise<ProcessLease | null
   const [inArchive, inDir] = await f.io.run(() => readOwnedFiles(paths, MAX_LEASE_BYTES));
   const a = await judgeLease(f, paths[0], inArchive!, leaseId);
   if (a.problem) f.report(a.problem);
+  if (a.lease && inDir!.kind === "ok") await finishMoves(f, [leaseId]);
   if (a.lease) return a.lease;
   const l = await judgeLease(f, paths[1], inDir!, leaseId);
   if (l.problem) f.report(l.problem);
@@ -360,6 +361,8 @@ async function listLeases(f: StoreFiles, filter: LeaseListFilter | undefined): P
   const ids = live.leases.map((l) => l.leaseId);
   // a live copy whose archive copy exists is the debris of an interrupted move
   const superseded = needDone ? new Set(ids.filter((id) => byId.has(id))) : await archivedCopies(f, ids);
+  // load ends such a move once it has read the archive copy whole (a corrupt one never costs the live record)
+  for (const id of superseded) await load(f, id);
   for (const l of live.leases) {
     if (byId.has(l.leaseId) || superseded.has(l.leaseId)) continue;
     byId.set(l.leaseId, l);
@@ -385,12 +388,10 @@ async function expireLeases(f: StoreFiles, retentionMs: number, now = Date.now()
   }
   const live = await listFolder(f, f.dir, () => true);
   problems.push(...live.problems);
+  await finishMoves(f, live.leases.filter((l) => archived.has(l.leaseId)).map((l) => l.leaseId));
   for (const l of live.leases) {
-    const file = join(f.dir, `${l.leaseId}.json`);
-    if (archived.has(l.leaseId)) {
-      await unlink(file).catch(ignoreEnoent); // finish an interrupted move
-    } else if (TERMINAL_STATES.has(l.state) && (l.updatedAt ?? l.startedAt) < cutoff) {
-      await unlink(file).catch(ignoreEnoent);
+    if (!archived.has(l.leaseId) && TERMINAL_STATES.has(l.state) && (l.updatedAt ?? l.startedAt) < cutoff) {
+      await unlink(join(f.dir, `${l.leaseId}.json`)).catch(ignoreEnoent);
       removed.push(l.leaseId);
     }
   }
@@ -400,6 +401,27 @@ async function expireLeases(f: StoreFiles, retentionMs: number, now = Date.now()
     await fsyncDir(f.dir);
   }
   return { removed, problems };
+}
+
+/**
+ * A live copy beside a readable archive copy is the debris of an
+ * interrupted move: the archive write landed, the unlink after it did not
+ * (a crash, or a directory sync the host refused, say for want of a
+ * descriptor). The archive copy wins; this ends the move: the archive's
+ * directory synced first, so a record is never only in the copy being
+ * removed, then each live copy removed. Callers pass only ids whose archive
+ * copy they parsed. Best effort: what fails stays debris for the next list,
+ * load or expire, which see it and call this again.
+ */
+async function finishMoves(f: StoreFiles, ids: Iterable<string>): Promise<void> {
+  const todo = [...ids];
+  if (f.readOnly || todo.length === 0) return;
+  try {
+    if (f.durable) await fsyncDir(f.archive);
+    for (const id of todo) await removeDurably(f.dir, `${id}.json`, f.durable);
+  } catch {
+    // left for the next pass (above)
+  }
 }
 
 /** Temp files older than STALE_TEMP_MS are debris from a crashed write. */

@@ -174,6 +174,62 @@ describe("lease store", () => {
     expect(await readdir(store.dir)).not.toContain(`${l.leaseId}.json`);
   });
 
+  describe("an interrupted archive move is ended by the next read that parses its archive copy", () => {
+    /** A lease moved to `lost` whose live `closing` copy was left behind, as after a crash or a refused directory sync. */
+    async function leftover(store: Awaited<ReturnType<typeof openLeaseStore>>): Promise<{ id: string; live: string; archived: string }> {
+      const l = await store.create(input({ sessionKey: `s-${Math.random()}` }));
+      await store.transition(l.leaseId, "closing");
+      const live = join(store.dir, `${l.leaseId}.json`);
+      const liveCopy = await readFile(live, "utf8");
+      await store.transition(l.leaseId, "lost");
+      await writeFile(live, liveCopy, { mode: 0o600 });
+      return { id: l.leaseId, live, archived: join(store.dir, "archive", `${l.leaseId}.json`) };
+    }
+
+    it("by get, by list of live leases (few and many) and by list of everything", async () => {
+      const store = await openLeaseStore(dir, { durable: false });
+      const byGet = await leftover(store);
+      expect((await store.get(byGet.id))?.state).toBe("lost");
+      expect(existsSync(byGet.live)).toBe(false);
+      const byList = await leftover(store);
+      expect((await store.list({ states: ["open", "closing"] })).leases).toEqual([]);
+      expect(existsSync(byList.live)).toBe(false);
+      const byListAll = await leftover(store);
+      expect((await store.list()).leases.map((x) => x.state)).toEqual(["lost", "lost", "lost"]);
+      expect(existsSync(byListAll.live)).toBe(false);
+      for (const c of [byGet, byList, byListAll]) expect(JSON.parse(await readFile(c.archived, "utf8")).state).toBe("lost");
+      // past 64 live leases list() narrows by one listing of the archive: the same outcome
+      const open = await Promise.all(Array.from({ length: 70 }, (_, i) => store.create(input({ sessionKey: `many-${i}` }))));
+      const among = await leftover(store);
+      const listed = await store.list({ states: ["open", "closing"] });
+      expect(listed.leases.map((x) => x.leaseId).sort()).toEqual(open.map((x) => x.leaseId).sort());
+      expect(existsSync(among.live)).toBe(false);
+    });
+
+    it("never when the archive copy is corrupt: the live record is what is left, and it is kept", async () => {
+      const store = await openLeaseStore(dir, { durable: false });
+      const c = await leftover(store);
+      await writeFile(c.archived, "{ truncated", { mode: 0o600 });
+      const problems: LeaseProblem[] = [];
+      const watched = await openLeaseStore(dir, { durable: false, onProblem: (p) => problems.push(p) });
+      const listed = await watched.list({ states: ["open", "closing"] });
+      expect(listed.leases).toEqual([]);
+      expect(existsSync(c.live)).toBe(true);
+      expect(problems.map((p) => p.kind)).toEqual(["corrupt"]);
+      // the corrupt copy is quarantined; the live one now stands alone and is listed
+      expect((await watched.list({ states: ["open", "closing"] })).leases.map((x) => [x.leaseId, x.state])).toEqual([[c.id, "closing"]]);
+    });
+
+    it("never by a read-only store", async () => {
+      const store = await openLeaseStore(dir, { durable: false });
+      const c = await leftover(store);
+      const reader = await openLeaseStore(dir, { readOnly: true });
+      expect((await reader.get(c.id))?.state).toBe("lost");
+      expect((await reader.list()).leases.map((x) => x.state)).toEqual(["lost"]);
+      expect(existsSync(c.live)).toBe(true);
+    });
+  });
+
   it("concurrent creates and serialised transitions on one lease", async () => {
     const store = await openLeaseStore(dir, { durable: false });
     const made = await Promise.all(Array.from({ length: 200 }, (_, i) => store.create(input({ sessionKey: `s${i}` }))));
