@@ -376,22 +376,14 @@ Napi::Value ReadSmallFiles(const Napi::CallbackInfo& info) {
   return promise;
 }
 
-class ReplaceFileWorker : public Napi::AsyncWorker {
+// A write or removal job: 0 or -errno, and the step it stopped at.
+class FileStepWorker : public Napi::AsyncWorker {
  public:
-  ReplaceFileWorker(Napi::Env env, std::string dir, std::string tmp, std::string target, std::string data, bool durable)
-      : Napi::AsyncWorker(env),
-        deferred_(Napi::Promise::Deferred::New(env)),
-        dir_(std::move(dir)),
-        tmp_(std::move(tmp)),
-        target_(std::move(target)),
-        data_(std::move(data)),
-        durable_(durable) {}
+  explicit FileStepWorker(Napi::Env env) : Napi::AsyncWorker(env), deferred_(Napi::Promise::Deferred::New(env)) {}
 
   Napi::Promise Promise() const { return deferred_.Promise(); }
 
  protected:
-  void Execute() override { rc_ = proclease::ReplaceFile(dir_, tmp_, target_, data_, durable_, step_); }
-
   void OnOK() override {
     Napi::Env env = Env();
     Napi::HandleScope scope(env);
@@ -403,12 +395,24 @@ class ReplaceFileWorker : public Napi::AsyncWorker {
 
   void OnError(const Napi::Error& e) override { deferred_.Reject(e.Value()); }
 
- private:
-  Napi::Promise::Deferred deferred_;
-  std::string dir_, tmp_, target_, data_;
-  bool durable_;
   int rc_ = 0;
   int step_ = 0;
+
+ private:
+  Napi::Promise::Deferred deferred_;
+};
+
+class ReplaceFileWorker : public FileStepWorker {
+ public:
+  ReplaceFileWorker(Napi::Env env, std::string dir, std::string tmp, std::string target, std::string data, bool durable)
+      : FileStepWorker(env), dir_(std::move(dir)), tmp_(std::move(tmp)), target_(std::move(target)), data_(std::move(data)), durable_(durable) {}
+
+ protected:
+  void Execute() override { rc_ = proclease::ReplaceFile(dir_, tmp_, target_, data_, durable_, step_); }
+
+ private:
+  std::string dir_, tmp_, target_, data_;
+  bool durable_;
 };
 
 // replaceFile(dir, tmp, target, data, durable) → Promise<{ err, step }>
@@ -424,33 +428,17 @@ Napi::Value ReplaceFile(const Napi::CallbackInfo& info) {
   return promise;
 }
 
-class RemoveFileWorker : public Napi::AsyncWorker {
+class RemoveFileWorker : public FileStepWorker {
  public:
   RemoveFileWorker(Napi::Env env, std::string dir, std::string target, bool durable)
-      : Napi::AsyncWorker(env), deferred_(Napi::Promise::Deferred::New(env)), dir_(std::move(dir)), target_(std::move(target)), durable_(durable) {}
-
-  Napi::Promise Promise() const { return deferred_.Promise(); }
+      : FileStepWorker(env), dir_(std::move(dir)), target_(std::move(target)), durable_(durable) {}
 
  protected:
   void Execute() override { rc_ = proclease::RemoveFile(dir_, target_, durable_, step_); }
 
-  void OnOK() override {
-    Napi::Env env = Env();
-    Napi::HandleScope scope(env);
-    Napi::Object out = Napi::Object::New(env);
-    out.Set("err", Napi::Number::New(env, rc_));
-    out.Set("step", Napi::Number::New(env, step_));
-    deferred_.Resolve(out);
-  }
-
-  void OnError(const Napi::Error& e) override { deferred_.Reject(e.Value()); }
-
  private:
-  Napi::Promise::Deferred deferred_;
   std::string dir_, target_;
   bool durable_;
-  int rc_ = 0;
-  int step_ = 0;
 };
 
 // removeFile(dir, target, durable) → Promise<{ err, step }>

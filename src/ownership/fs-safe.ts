@@ -130,11 +130,11 @@ export async function atomicWrite(dir: string, file: string, data: string, durab
 }
 
 /**
- * unlink + fsync(dir): the file is gone for good once this resolves. A file
- * already gone is not an error. One worker-thread job with the addon, the
- * unlink, open, fsync and close jobs of node:fs without it: on a startup
- * reap that ends a thousand leases, every job queued wakes a pool thread
- * that takes a core from the main thread.
+ * unlink, then fsync(dir) when durable, so the removal outlives a crash once
+ * this resolves. A file already gone is not an error. One worker-thread job
+ * with the addon, the unlink, open, fsync and close jobs of node:fs without
+ * it: on a startup reap that ends a thousand leases, every job queued wakes
+ * a pool thread that takes a core from the main thread.
  */
 export async function removeDurably(dir: string, file: string, durable: boolean): Promise<void> {
   const native = loadNative();

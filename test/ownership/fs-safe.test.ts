@@ -52,6 +52,12 @@ async function writeError(fn: () => Promise<void>): Promise<NodeJS.ErrnoExceptio
 
 const temps = (d: string) => readdirSync(d).filter((n) => n.startsWith(".tmp-"));
 
+/** A non-empty directory where a file of that name is expected: no write or removal may succeed on it. */
+function occupyWithDir(name: string): void {
+  mkdirSync(join(dir, name));
+  writeFileSync(join(dir, name, "inside"), "x");
+}
+
 describe(`readOwnedFile(s), atomicWrite and removeDurably agree on both paths${nativeLoads ? "" : " (the addon did not load: both runs take fs/promises)"}`, () => {
   it("reads a file with the stat fields of its fstat", async () => {
     const f = join(dir, "a.json");
@@ -131,8 +137,7 @@ describe(`readOwnedFile(s), atomicWrite and removeDurably agree on both paths${n
   });
 
   it("a write that fails has the errno code and syscall of Node's error, and removes its temp", async () => {
-    mkdirSync(join(dir, "occupied.json"));
-    writeFileSync(join(dir, "occupied.json", "inside"), "x");
+    occupyWithDir("occupied.json");
     const { native, portable } = await onBothPaths(async () => {
       const missing = await writeError(() => atomicWrite(join(dir, "no-such-dir"), "x.json", "x", true));
       const onDir = await writeError(() => atomicWrite(dir, "occupied.json", "x", true));
@@ -162,8 +167,7 @@ describe(`readOwnedFile(s), atomicWrite and removeDurably agree on both paths${n
   });
 
   it("a removal that fails has the errno code, syscall and path of Node's error, and leaves the file", async () => {
-    mkdirSync(join(dir, "occupied.json"));
-    writeFileSync(join(dir, "occupied.json", "inside"), "x");
+    occupyWithDir("occupied.json");
     const { native, portable } = await onBothPaths(async () => {
       // unlink of a directory: EISDIR on Linux, EPERM where unlink(2) says so
       const onDir = await writeError(() => removeDurably(dir, "occupied.json", true));
