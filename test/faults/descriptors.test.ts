@@ -80,11 +80,12 @@ describe.skipIf(skip !== null)(`descriptors run out (EMFILE from prlimit --nofil
 
   // the addon's file jobs and fs/promises fail at different steps when descriptors run out: both must leave every record settled
   it.each([
-    ["the addon's file jobs", {}],
-    ["node:fs alone (PROCLEASE_DISABLE_NATIVE=1)", { PROCLEASE_DISABLE_NATIVE: "1" }],
-  ])("60 supervisor runs (background, leased), lease files through %s: the gateway lives, each spawn error names RLIMIT_NOFILE, every lease settles", async (_how, extraEnv) => {
+    ["the addon's file jobs", {}, true],
+    ["node:fs alone (PROCLEASE_DISABLE_NATIVE=1)", { PROCLEASE_DISABLE_NATIVE: "1" }, false],
+  ])("60 supervisor runs (background, leased), lease files through %s: the gateway lives, each spawn error names RLIMIT_NOFILE, every lease settles", async (_how, extraEnv, native) => {
     const stateDir = tempDir("emfile-sup");
     const gw = await startGateway({ prefix: ["prlimit", "--nofile=128:128", "--"], env: { ...process.env, ...extraEnv } });
+    expect((await gw.call<{ native: boolean }>("ping")).native).toBe(native);
     await gw.call("supervisor", { stateDir });
     const ids = Array.from({ length: 60 }, (_, i) => `run-${i}`);
     const spawned = await Promise.all(ids.map((runId) => gw.request("spawn", { runId, argv: ["sleep", "3"], background: true }, 120_000)));
