@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "addon.h"
 #include "facts.h"
 
 namespace {
@@ -20,16 +21,8 @@ using proclease::PackedSnapshot;
 using proclease::ProcDetails;
 using proclease::SignalResult;
 
-Napi::Value ThrowType(Napi::Env env, const char* msg) {
-  Napi::TypeError::New(env, msg).ThrowAsJavaScriptException();
-  return env.Undefined();
-}
-
-bool IsInt(const Napi::Value& v) {
-  if (!v.IsNumber()) return false;
-  double d = v.As<Napi::Number>().DoubleValue();
-  return d == static_cast<double>(static_cast<long long>(d)) && d >= -2147483648.0 && d <= 2147483647.0;
-}
+using proclease::addon::IsInt;
+using proclease::addon::ThrowType;
 
 // Creates a typed array over a fresh copy of `v` (the worker's vectors die with it).
 template <typename T, typename Array>
@@ -311,148 +304,6 @@ Napi::Value LockExclusive(const Napi::CallbackInfo& info) {
   return Napi::Number::New(env, proclease::LockExclusive(info[0].As<Napi::Number>().Int32Value()));
 }
 
-// The state dir's file jobs (files_posix.cc): one thread-pool job per call,
-// resolving with plain values; an OS failure is in them, never a rejection.
-class ReadFilesWorker : public Napi::AsyncWorker {
- public:
-  ReadFilesWorker(Napi::Env env, std::vector<std::string> paths, size_t maxBytes)
-      : Napi::AsyncWorker(env), deferred_(Napi::Promise::Deferred::New(env)), paths_(std::move(paths)), max_(maxBytes), r_(paths_.size()) {}
-
-  Napi::Promise Promise() const { return deferred_.Promise(); }
-
- protected:
-  void Execute() override {
-    for (size_t i = 0; i < paths_.size(); i++) proclease::ReadSmallFile(paths_[i], max_, r_[i]);
-  }
-
-  void OnOK() override {
-    Napi::Env env = Env();
-    Napi::HandleScope scope(env);
-    Napi::Array all = Napi::Array::New(env, r_.size());
-    for (size_t i = 0; i < r_.size(); i++) {
-      const proclease::SmallFileRead& r = r_[i];
-      Napi::Object out = Napi::Object::New(env);
-      out.Set("err", Napi::Number::New(env, r.err));
-      out.Set("step", Napi::Number::New(env, r.step));
-      out.Set("regular", Napi::Boolean::New(env, r.regular));
-      out.Set("tooLarge", Napi::Boolean::New(env, r.tooLarge));
-      out.Set("ino", Napi::Number::New(env, r.ino));
-      out.Set("dev", Napi::Number::New(env, r.dev));
-      out.Set("mode", Napi::Number::New(env, r.mode));
-      out.Set("uid", Napi::Number::New(env, r.uid));
-      out.Set("size", Napi::Number::New(env, r.size));
-      out.Set("mtimeMs", Napi::Number::New(env, r.mtimeMs));
-      out.Set("text", Napi::String::New(env, r.data));
-      all.Set(static_cast<uint32_t>(i), out);
-    }
-    deferred_.Resolve(all);
-  }
-
-  void OnError(const Napi::Error& e) override { deferred_.Reject(e.Value()); }
-
- private:
-  Napi::Promise::Deferred deferred_;
-  std::vector<std::string> paths_;
-  size_t max_;
-  std::vector<proclease::SmallFileRead> r_;
-};
-
-// readSmallFiles(paths, maxBytes) → Promise<Array<{ err, step, regular, tooLarge, ino, dev, mode, uid, size, mtimeMs, text }>>
-Napi::Value ReadSmallFiles(const Napi::CallbackInfo& info) {
-  Napi::Env env = info.Env();
-  const char* usage = "readSmallFiles(paths: string[], maxBytes: non-negative int)";
-  if (info.Length() < 2 || !info[0].IsArray() || !IsInt(info[1]) || info[1].As<Napi::Number>().Int32Value() < 0) return ThrowType(env, usage);
-  Napi::Array list = info[0].As<Napi::Array>();
-  std::vector<std::string> paths;
-  paths.reserve(list.Length());
-  for (uint32_t i = 0; i < list.Length(); i++) {
-    Napi::Value v = list.Get(i);
-    if (!v.IsString()) return ThrowType(env, usage);
-    paths.push_back(v.As<Napi::String>().Utf8Value());
-  }
-  auto* worker = new ReadFilesWorker(env, std::move(paths), static_cast<size_t>(info[1].As<Napi::Number>().Int32Value()));
-  Napi::Promise promise = worker->Promise();
-  worker->Queue();
-  return promise;
-}
-
-// A write or removal job: 0 or -errno, and the step it stopped at.
-class FileStepWorker : public Napi::AsyncWorker {
- public:
-  explicit FileStepWorker(Napi::Env env) : Napi::AsyncWorker(env), deferred_(Napi::Promise::Deferred::New(env)) {}
-
-  Napi::Promise Promise() const { return deferred_.Promise(); }
-
- protected:
-  void OnOK() override {
-    Napi::Env env = Env();
-    Napi::HandleScope scope(env);
-    Napi::Object out = Napi::Object::New(env);
-    out.Set("err", Napi::Number::New(env, rc_));
-    out.Set("step", Napi::Number::New(env, step_));
-    deferred_.Resolve(out);
-  }
-
-  void OnError(const Napi::Error& e) override { deferred_.Reject(e.Value()); }
-
-  int rc_ = 0;
-  int step_ = 0;
-
- private:
-  Napi::Promise::Deferred deferred_;
-};
-
-class ReplaceFileWorker : public FileStepWorker {
- public:
-  ReplaceFileWorker(Napi::Env env, std::string dir, std::string tmp, std::string target, std::string data, bool durable)
-      : FileStepWorker(env), dir_(std::move(dir)), tmp_(std::move(tmp)), target_(std::move(target)), data_(std::move(data)), durable_(durable) {}
-
- protected:
-  void Execute() override { rc_ = proclease::ReplaceFile(dir_, tmp_, target_, data_, durable_, step_); }
-
- private:
-  std::string dir_, tmp_, target_, data_;
-  bool durable_;
-};
-
-// replaceFile(dir, tmp, target, data, durable) → Promise<{ err, step }>
-Napi::Value ReplaceFile(const Napi::CallbackInfo& info) {
-  Napi::Env env = info.Env();
-  if (info.Length() < 5 || !info[0].IsString() || !info[1].IsString() || !info[2].IsString() || !info[3].IsString() || !info[4].IsBoolean()) {
-    return ThrowType(env, "replaceFile(dir: string, tmp: string, target: string, data: string, durable: boolean)");
-  }
-  auto* worker = new ReplaceFileWorker(env, info[0].As<Napi::String>().Utf8Value(), info[1].As<Napi::String>().Utf8Value(),
-                                       info[2].As<Napi::String>().Utf8Value(), info[3].As<Napi::String>().Utf8Value(), info[4].As<Napi::Boolean>().Value());
-  Napi::Promise promise = worker->Promise();
-  worker->Queue();
-  return promise;
-}
-
-class RemoveFileWorker : public FileStepWorker {
- public:
-  RemoveFileWorker(Napi::Env env, std::string dir, std::string target, bool durable)
-      : FileStepWorker(env), dir_(std::move(dir)), target_(std::move(target)), durable_(durable) {}
-
- protected:
-  void Execute() override { rc_ = proclease::RemoveFile(dir_, target_, durable_, step_); }
-
- private:
-  std::string dir_, target_;
-  bool durable_;
-};
-
-// removeFile(dir, target, durable) → Promise<{ err, step }>
-Napi::Value RemoveFile(const Napi::CallbackInfo& info) {
-  Napi::Env env = info.Env();
-  if (info.Length() < 3 || !info[0].IsString() || !info[1].IsString() || !info[2].IsBoolean()) {
-    return ThrowType(env, "removeFile(dir: string, target: string, durable: boolean)");
-  }
-  auto* worker = new RemoveFileWorker(env, info[0].As<Napi::String>().Utf8Value(), info[1].As<Napi::String>().Utf8Value(), info[2].As<Napi::Boolean>().Value());
-  Napi::Promise promise = worker->Promise();
-  worker->Queue();
-  return promise;
-}
-
 Napi::Value ThreadCpuTimeNs(const Napi::CallbackInfo& info) {
   return Napi::Number::New(info.Env(), proclease::ThreadCpuTimeNs());
 }
@@ -471,9 +322,7 @@ Napi::Object Init(Napi::Env env, Napi::Object exports) {
   exports.Set("reapChildren", Napi::Function::New(env, ReapChildren, "reapChildren"));
   exports.Set("lockExclusive", Napi::Function::New(env, LockExclusive, "lockExclusive"));
   exports.Set("threadCpuTimeNs", Napi::Function::New(env, ThreadCpuTimeNs, "threadCpuTimeNs"));
-  exports.Set("readSmallFiles", Napi::Function::New(env, ReadSmallFiles, "readSmallFiles"));
-  exports.Set("replaceFile", Napi::Function::New(env, ReplaceFile, "replaceFile"));
-  exports.Set("removeFile", Napi::Function::New(env, RemoveFile, "removeFile"));
+  proclease::addon::ExportFileJobs(env, exports);
   return exports;
 }
 

@@ -152,6 +152,16 @@ int ReplaceFile(const std::string& dir, const std::string& tmp, const std::strin
 // that is already gone is not an error (the directory is still synced).
 int RemoveFile(const std::string& dir, const std::string& target, bool durable, int& step);
 
+// A move of a file to another folder with new contents: ReplaceFile of the
+// new copy, then, only once it is in place (and synced when durable),
+// RemoveFile of the old one. 0, or -errno at `step`; `removing` tells which
+// of the two stopped (a failed removal leaves both copies, the new one whole).
+struct FileMove {
+  std::string dir, tmp, target, data, fromDir, from;
+  bool durable = true;
+};
+int MoveFile(const FileMove& m, int& step, bool& removing);
+
 }  // namespace proclease
 
 #ifdef __linux__

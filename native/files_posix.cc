@@ -144,4 +144,12 @@ int RemoveFile(const std::string& dir, const std::string& target, bool durable, 
   return durable ? SyncDir(dir, step) : 0;
 }
 
+int MoveFile(const FileMove& m, int& step, bool& removing) {
+  removing = false;
+  const int rc = ReplaceFile(m.dir, m.tmp, m.target, m.data, m.durable, step);
+  if (rc != 0) return rc;
+  removing = true;
+  return RemoveFile(m.fromDir, m.from, m.durable, step);
+}
+
 }  // namespace proclease

@@ -144,6 +144,14 @@ export interface NativeBinding {
    * target already gone is not an error.
    */
   removeFile(dir: string, target: string, durable: boolean): Promise<{ err: number; step: FileStep }>;
+  /**
+   * replaceFile(dir, tmp, target, data, durable), then, once it succeeded,
+   * removeFile(fromDir, from, durable), in one worker-thread job. Never
+   * rejects: `err` is 0 or -errno at `step` of the replacement, or of the
+   * removal when `removing` (the new copy is then in place, the old one may
+   * be too).
+   */
+  moveFile(dir: string, tmp: string, target: string, data: string, durable: boolean, fromDir: string, from: string): Promise<{ err: number; step: FileStep; removing: boolean }>;
 }
 
 /** Which syscall a file job stopped at (mirrors kStep* in native/facts.h). */

@@ -36,6 +36,7 @@ const METHODS = [
   "readSmallFiles",
   "replaceFile",
   "removeFile",
+  "moveFile",
 ] as const;
 
 let cached: { binding: NativeBinding | null; error: string | null } | undefined;

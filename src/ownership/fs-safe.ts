@@ -147,6 +147,28 @@ export async function removeDurably(dir: string, file: string, durable: boolean)
   if (durable) await fsyncDir(dir);
 }
 
+/**
+ * A file moved to `dir` with new contents: atomicWrite(dir, file, data),
+ * then removeDurably(fromDir, file), the removal only once the new copy is
+ * in place (and synced when durable), so the record is never only in the
+ * copy being removed. A failed removal leaves both copies, the new one
+ * whole. One worker-thread job with the addon (removeDurably says why).
+ */
+export async function moveDurably(dir: string, fromDir: string, file: string, data: string, durable: boolean): Promise<void> {
+  const native = loadNative();
+  if (!native) {
+    await atomicWrite(dir, file, data, durable);
+    return removeDurably(fromDir, file, durable);
+  }
+  const tmp = tempName(dir, file);
+  const target = join(dir, file);
+  const from = join(fromDir, file);
+  const r = await native.moveFile(dir, tmp, target, data, durable, fromDir, from);
+  if (r.err === 0) return;
+  const e = r.removing ? jobError(r, fromDir, from) : jobError(r, dir, tmp, r.step === FILE_STEP.rename ? target : undefined);
+  if (e !== null) throw e;
+}
+
 export type SafeRead =
   | { kind: "ok"; text: string; ino: number; dev: number; mtimeMs: number; mode: number; uid: number }
   | { kind: "missing" }

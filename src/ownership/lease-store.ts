@@ -22,7 +22,7 @@
 import { randomUUID } from "node:crypto";
 import { link, lstat, readdir, rename, unlink, stat } from "node:fs/promises";
 import { join } from "node:path";
-import { atomicWrite, ensurePrivateDir, fsyncDir, mapLimit, readOwnedFiles, removeDurably, writeTemp, type SafeRead } from "./fs-safe.js";
+import { atomicWrite, ensurePrivateDir, fsyncDir, mapLimit, moveDurably, readOwnedFiles, removeDurably, writeTemp, type SafeRead } from "./fs-safe.js";
 import { LEASE_ID_RE, LEASE_KINDS, LeaseTransitionError, TERMINAL_STATES, isLegalTransition, parseLeaseRecord, serializeLease } from "./lease-record.js";
 import { KeyedQueue, Limiter } from "./keyed-queue.js";
 import { asRecordWriteError } from "./host-faults.js";
@@ -238,8 +238,9 @@ async function writeNow(f: StoreFiles, lease: ProcessLease, previous: LeaseState
   const data = serializeLease(lease);
   const file = `${lease.leaseId}.json`;
   if (TERMINAL_STATES.has(lease.state)) {
-    await atomicWrite(f.archive, file, data, f.durable);
-    if (previous !== null && !TERMINAL_STATES.has(previous)) await removeDurably(f.dir, file, f.durable);
+    // a move to the archive (see the layout note): the live copy goes only once the archive copy is in place
+    if (previous !== null && !TERMINAL_STATES.has(previous)) await moveDurably(f.archive, f.dir, file, data, f.durable);
+    else await atomicWrite(f.archive, file, data, f.durable);
   } else {
     await atomicWrite(f.dir, file, data, f.durable);
   }

@@ -8,7 +8,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { loadNative } from "../../src/facts/native.js";
-import { atomicWrite, readOwnedFile, readOwnedFiles, removeDurably, type SafeRead } from "../../src/ownership/fs-safe.js";
+import { atomicWrite, moveDurably, readOwnedFile, readOwnedFiles, removeDurably, type SafeRead } from "../../src/ownership/fs-safe.js";
 
 const isRoot = process.getuid?.() === 0;
 const nativeLoads = loadNative() !== null;
@@ -58,7 +58,7 @@ function occupyWithDir(name: string): void {
   writeFileSync(join(dir, name, "inside"), "x");
 }
 
-describe(`readOwnedFile(s), atomicWrite and removeDurably agree on both paths${nativeLoads ? "" : " (the addon did not load: both runs take fs/promises)"}`, () => {
+describe(`readOwnedFile(s), atomicWrite, removeDurably and moveDurably agree on both paths${nativeLoads ? "" : " (the addon did not load: both runs take fs/promises)"}`, () => {
   it("reads a file with the stat fields of its fstat", async () => {
     const f = join(dir, "a.json");
     writeFileSync(f, '{"ü":1}\n', { mode: 0o600 });
@@ -180,5 +180,56 @@ describe(`readOwnedFile(s), atomicWrite and removeDurably agree on both paths${n
     expect(native[1]).toMatchObject({ code: "ENOENT", path: join(dir, "no-such-dir") });
     expect(portable).toEqual(native);
     expect(existsSync(join(dir, "occupied.json", "inside"))).toBe(true);
+  });
+
+  it("moveDurably writes the new copy whole (0600), then removes the old one, durable or not; an old copy already gone is no error", async () => {
+    const to = join(dir, "archive");
+    mkdirSync(to);
+    const { native, portable } = await onBothPaths(async () => {
+      const tag = process.env.PROCLEASE_DISABLE_NATIVE ?? "native";
+      const names = [`durable-${tag}.json`, `plain-${tag}.json`, `gone-${tag}.json`];
+      writeFileSync(join(dir, names[0]!), "old");
+      writeFileSync(join(dir, names[1]!), "old");
+      await moveDurably(to, dir, names[0]!, "new, longer\n", true);
+      await moveDurably(to, dir, names[1]!, "new\n", false);
+      await moveDurably(to, dir, names[2]!, "only\n", true);
+      return names.map((n) => ({ old: existsSync(join(dir, n)), text: readFileSync(join(to, n), "utf8"), mode: statSync(join(to, n)).mode & 0o777 }));
+    });
+    expect(native).toEqual([
+      { old: false, text: "new, longer\n", mode: 0o600 },
+      { old: false, text: "new\n", mode: 0o600 },
+      { old: false, text: "only\n", mode: 0o600 },
+    ]);
+    expect(portable).toEqual(native);
+    expect(temps(to)).toEqual([]);
+    expect(readdirSync(dir)).toEqual(["archive"]);
+  });
+
+  it("a move whose write fails leaves the old copy; one whose removal fails leaves both, the new one whole; each error is Node's", async () => {
+    const to = join(dir, "archive");
+    mkdirSync(to);
+    occupyWithDir("occupied.json");
+    writeFileSync(join(dir, "kept.json"), "old");
+    mkdirSync(join(to, "kept.json"));
+    writeFileSync(join(to, "kept.json", "inside"), "x");
+    const { native, portable } = await onBothPaths(async () => {
+      const tag = process.env.PROCLEASE_DISABLE_NATIVE ?? "native";
+      // the write: its rename meets a directory in the archive
+      const write = await writeError(() => moveDurably(to, dir, "kept.json", "new", true));
+      // the removal: the old copy's name is a directory (unlink refuses it) after the new copy landed
+      mkdirSync(join(dir, `occupied-${tag}.json`));
+      writeFileSync(join(dir, `occupied-${tag}.json`, "inside"), "x");
+      const removal = await writeError(() => moveDurably(to, dir, `occupied-${tag}.json`, "new", true));
+      const landed = readFileSync(join(to, `occupied-${tag}.json`), "utf8");
+      return { landed, errors: [write, removal].map((e) => ({ code: e.code, syscall: e.syscall, path: e.path?.replace(/\.tmp-[^/]+$/, ".tmp-*").replace(tag, "*"), dest: (e as { dest?: string }).dest })) };
+    });
+    expect(native.errors[0]).toMatchObject({ syscall: "rename", path: join(to, ".tmp-*"), dest: join(to, "kept.json") });
+    expect(["EISDIR", "ENOTEMPTY", "EEXIST"]).toContain(native.errors[0]!.code);
+    expect(native.errors[1]).toMatchObject({ syscall: "unlink", path: join(dir, "occupied-*.json") });
+    expect(["EISDIR", "EPERM"]).toContain(native.errors[1]!.code);
+    expect(native.landed).toBe("new");
+    expect(portable).toEqual(native);
+    expect(readFileSync(join(dir, "kept.json"), "utf8")).toBe("old");
+    expect(temps(to)).toEqual([]);
   });
 });

@@ -1,0 +1,24 @@
+// What the addon's marshalling files share (addon.cc, file_jobs.cc).
+#pragma once
+
+#include <napi.h>
+
+namespace proclease::addon {
+
+// Throws a TypeError naming the call's expected shape; the TS layer rules
+// such calls out, so this only guards against a caller that skipped it.
+inline Napi::Value ThrowType(Napi::Env env, const char* msg) {
+  Napi::TypeError::New(env, msg).ThrowAsJavaScriptException();
+  return env.Undefined();
+}
+
+inline bool IsInt(const Napi::Value& v) {
+  if (!v.IsNumber()) return false;
+  double d = v.As<Napi::Number>().DoubleValue();
+  return d == static_cast<double>(static_cast<long long>(d)) && d >= -2147483648.0 && d <= 2147483647.0;
+}
+
+// readSmallFiles, replaceFile, removeFile and moveFile (file_jobs.cc).
+void ExportFileJobs(Napi::Env env, Napi::Object exports);
+
+}  // namespace proclease::addon
