@@ -101,6 +101,12 @@ describe("each rule fails on a planted copy (a test of the test)", () => {
     expect(checkFile({ path: "src/supervisor/planted.ts", text }).map((v) => v.line)).toEqual([3, 4]);
   });
 
+  it("lease-transition also catches the store's advance()", () => {
+    const text = `export async function close(store: { advance(id: string, step: () => { to: string }): Promise<void> }) {\n  await store.advance("lease-1", () => ({ to: "closed" }));\n}\n`;
+    expect(checkFile({ path: "src/acpx/planted.ts", text }).filter((v) => v.rule === "lease-transition").map((v) => v.line)).toEqual([2]);
+    expect(checkFile({ path: "src/ownership/lifecycle.ts", text }).filter((v) => v.rule === "lease-transition")).toEqual([]);
+  });
+
   it("layer-import also catches a dynamic import and a re-export, and sessions importing anything of ours", () => {
     const text = `export { settleLease } from "../ownership/index.js";\nexport const load = () => import("../supervisor/index.js");\n`;
     expect(checkFile({ path: "src/containment/planted.ts", text }).filter((v) => v.rule === "layer-import")).toHaveLength(2);

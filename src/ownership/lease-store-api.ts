@@ -42,10 +42,23 @@ export interface LeaseStore {
   update(leaseId: string, patch: LeasePatch): Promise<ProcessLease>;
   /** Validated state change (see isLegalTransition); throws LeaseTransitionError on an illegal one. */
   transition(leaseId: string, to: LeaseState, patch?: LeasePatch): Promise<ProcessLease>;
+  /**
+   * A state change decided on the record as it is now: under the lease's
+   * lock, one read, `step` names the next state (with a patch) or null for
+   * none, and the change is validated and written as transition's. The lease
+   * as stored afterwards; null when there is no such lease.
+   */
+  advance(leaseId: string, step: (cur: ProcessLease) => LeaseStep | null): Promise<ProcessLease | null>;
   /** Every readable lease matching the filter, sorted by startedAt; bad files come back as problems. */
   list(filter?: LeaseListFilter): Promise<{ leases: ProcessLease[]; problems: LeaseProblem[] }>;
   /** Removes closed/lost leases whose updatedAt (else startedAt) is older than now - retentionMs. */
   expire(retentionMs: number, now?: number): Promise<{ removed: string[]; problems: LeaseProblem[] }>;
+}
+
+/** One state change advance() makes. */
+export interface LeaseStep {
+  to: LeaseState;
+  patch?: LeasePatch;
 }
 
 export interface LeaseStoreOptions {

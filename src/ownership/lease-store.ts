@@ -111,16 +111,25 @@ export async function openLeaseStore(stateDir: string, opts: LeaseStoreOptions =
     },
     async update(leaseId, patch) {
       checkWritable(f, leaseId, "update");
-      return changeLease(f, leaseId, (cur) => ({ next: applyPatch(cur, patch), op: "update" }));
+      const changed = await changeLease(f, leaseId, (cur) => ({ next: applyPatch(cur, patch), op: "update" }));
+      if (changed === null) throw new LeaseNotFoundError(leaseId);
+      return changed;
     },
     async transition(leaseId, to, patch) {
       checkWritable(f, leaseId, "transition");
-      if (typeof to !== "string" || !["open", "closing", "closed", "lost"].includes(to)) {
-        throw new TypeError(`to must be open | closing | closed | lost, got ${JSON.stringify(to)}`);
-      }
+      checkState(to);
+      const changed = await changeLease(f, leaseId, (cur) => transitionOf(cur, to, patch));
+      if (changed === null) throw new LeaseNotFoundError(leaseId);
+      return changed;
+    },
+    async advance(leaseId, step) {
+      checkWritable(f, leaseId, "advance");
+      if (typeof step !== "function") throw new TypeError("step must be a function");
       return changeLease(f, leaseId, (cur) => {
-        if (!isLegalTransition(cur.state, to)) throw new LeaseTransitionError(leaseId, cur.state, to);
-        return { next: { ...applyPatch(cur, patch), state: to }, op: `transition ${cur.state} → ${to}` };
+        const next = step(cur);
+        if (next === null) return null;
+        checkState(next.to);
+        return transitionOf(cur, next.to, next.patch);
       });
     },
     list: (filter) => listLeases(f, filter),
@@ -331,15 +340,32 @@ function checkWritable(f: StoreFiles, leaseId: unknown, op: string): asserts lea
   checkId(leaseId);
 }
 
-/** update and transition: under the lease's lock, the current record and the change `next` makes of it, written and remembered. */
-async function changeLease(f: StoreFiles, leaseId: string, next: (cur: ProcessLease) => { next: ProcessLease; op: string }): Promise<ProcessLease> {
+/**
+ * update, transition and advance: under the lease's lock, the current record
+ * and the change `next` makes of it (null: none), written and remembered.
+ * Null when there is no such lease.
+ */
+async function changeLease(f: StoreFiles, leaseId: string, next: (cur: ProcessLease) => { next: ProcessLease; op: string } | null): Promise<ProcessLease | null> {
   return f.withLock(leaseId, async () => {
     const cur = await load(f, leaseId);
-    if (!cur) throw new LeaseNotFoundError(leaseId);
+    if (!cur) return null;
     const change = next(cur);
+    if (change === null) return cur;
     await write(f, change.next, cur.state, change.op);
     return remember(f, change.next);
   });
+}
+
+function checkState(to: unknown): asserts to is LeaseState {
+  if (typeof to !== "string" || !["open", "closing", "closed", "lost"].includes(to)) {
+    throw new TypeError(`to must be open | closing | closed | lost, got ${JSON.stringify(to)}`);
+  }
+}
+
+/** The record `cur` becomes in state `to` (patched), or LeaseTransitionError when isLegalTransition refuses it. */
+function transitionOf(cur: ProcessLease, to: LeaseState, patch: LeasePatch | undefined): { next: ProcessLease; op: string } {
+  if (!isLegalTransition(cur.state, to)) throw new LeaseTransitionError(cur.leaseId, cur.state, to);
+  return { next: { ...applyPatch(cur, patch), state: to }, op: `transition ${cur.state} → ${to}` };
 }
 
 async function listLeases(f: StoreFiles, filter: LeaseListFilter | undefined): Promise<LeaseListing> {

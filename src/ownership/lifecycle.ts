@@ -42,7 +42,7 @@
 import type { ProcessFacts, ProcessSignaller, ProcessSnapshot } from "../facts/types.js";
 import { cgroupMembers, drainLeaseCgroup, lookIntoLeaseCgroup, removeSettledLeftovers, type CgroupDrain } from "./cgroup-drain.js";
 import { actionFor, attachedReason, outcomeOf, untouched, type LeaseAction, type LeaseOutcome, type LeaseOutcomeCode } from "./lease-outcome.js";
-import { LeaseTransitionError, type LeaseStore } from "./lease-store.js";
+import type { LeaseStore } from "./lease-store.js";
 import type { TreeKillReport } from "./tree-kill.js";
 import { killLeaseVerification, killTargetOf, type LeaseKillResult } from "./kill-verification.js";
 import { batchingVerifier, type LeaseVerifier } from "./verify-batching.js";
@@ -54,6 +54,7 @@ import {
   settlementForDryRun,
   settlementUnstarted,
   type Settlement,
+  type SettlementTarget,
   type SettleContext,
 } from "./settle.js";
 import type { LeaseKind, LeaseSettledAs, LeaseState, ProcessLease } from "./types.js";
@@ -102,12 +103,10 @@ export interface SettleLeaseOptions {
 /** A lease as it stands, verified now (or with the given verification), killed where proven ours, and settled. */
 export async function settleLease(deps: LifecycleDeps, lease: ProcessLease, opts: SettleLeaseOptions = {}): Promise<LeaseOutcome> {
   const dryRun = opts.dryRun === true;
-  const cur = (await deps.store.get(lease.leaseId).catch(() => null)) ?? lease;
+  // with a verification in hand, a real settlement's first read of the record is its move to closing (settleNow)
+  const cur = opts.verification !== undefined && !dryRun ? lease : ((await deps.store.get(lease.leaseId).catch(() => null)) ?? lease);
   const v = opts.verification ?? (await verify(deps, cur));
-  if (cur.state === "closed" || cur.state === "lost") {
-    pendingOf(deps.store).delete(cur.leaseId);
-    return untouched(cur, v, "left-alone", "already-settled", `already ${cur.state}`, dryRun);
-  }
+  if (isSettled(cur)) return alreadySettled(deps, cur, v, dryRun);
   // a settlement left pending by an earlier attempt: the tree ended then, under our eyes
   const earlier = dryRun ? undefined : pendingOf(deps.store).get(cur.leaseId);
   const ctx = { rootExitObserved: opts.rootExitObserved === true || earlier?.ended === true, prior: opts.prior ?? earlier?.prior ?? null };
@@ -118,6 +117,16 @@ export async function settleLease(deps: LifecycleDeps, lease: ProcessLease, opts
     return untouched(cur, v, "left-alone", s.code, s.why, false);
   }
   return settleNow(deps, cur, v, ctx, opts);
+}
+
+function isSettled(l: ProcessLease): boolean {
+  return l.state === "closed" || l.state === "lost";
+}
+
+/** A lease a concurrent settle (or an earlier one) already settled: its state stands, and nothing is pending for it. */
+function alreadySettled(deps: LifecycleDeps, cur: ProcessLease, v: LeaseVerification, dryRun: boolean): LeaseOutcome {
+  pendingOf(deps.store).delete(cur.leaseId);
+  return untouched(cur, v, "left-alone", "already-settled", `already ${cur.state}`, dryRun);
 }
 
 /** What the same code would do, from the same table (settle.ts rows R), changing nothing. */
@@ -157,7 +166,9 @@ async function settleNow(
 ): Promise<LeaseOutcome> {
   // the record may be unwritable (a full disk): the tree is ended all the same
   const writes = writeGuard();
-  await writes.run(() => moveToClosing(deps.store, cur));
+  const now = await writes.run(() => moveToClosing(deps.store, cur.leaseId));
+  // the record as stored, read under its lock: a concurrent settle that won leaves its state standing
+  if (now !== null && isSettled(now)) return alreadySettled(deps, now, v0, false);
   await opts.beforeSignals?.();
   const r = await killAndRelease(deps, cur, v0, opts);
   const settle = (drain: CgroupDrain | null): Settlement =>
@@ -423,35 +434,42 @@ async function writeSettlement(
 
 /**
  * Moves the lease as `s` says (settle.ts's answer; NOTHING_STARTED for a
- * spawn that never produced a process), through the legal transitions: open → closing
- * first for closed/lost, closing → open only for "open", nothing for a
- * target equal to the state, for "unchanged", or for a lease already
- * terminal (re-read from the store: a concurrent settle may have won).
- * Returns the lease as stored afterwards (null when it no longer exists).
+ * spawn that never produced a process), through the legal transitions (see
+ * nextState). Each step is decided on the record as stored at that moment,
+ * under its lock (store.advance): a concurrent settle that won leaves its
+ * state standing. Returns the lease as stored afterwards (null when it no
+ * longer exists).
  */
 export async function applySettlement(store: LeaseStore, leaseId: string, s: Settlement): Promise<ProcessLease | null> {
-  let cur = await store.get(leaseId);
-  if (cur === null) return null;
-  if (s.to === "unchanged" || cur.state === "closed" || cur.state === "lost" || cur.state === s.to) return cur;
-  const to: LeaseState = s.to;
-  try {
-    if (to === "open") return cur.state === "closing" ? await store.transition(leaseId, "open") : cur;
-    cur = await moveToClosing(store, cur);
-    if (to === "closing") return cur;
-    // how it ended is written with the final state (settle.ts sets it for every closed or lost row)
-    return await store.transition(leaseId, to, s.settledAs ? { settledAs: s.settledAs } : undefined);
-  } catch (e) {
-    // another settle of the same lease (through another store object in this process) won the race: its state stands
-    if (!(e instanceof LeaseTransitionError)) throw e;
-    const now = await store.get(leaseId);
-    if (now === null || now.state === "closed" || now.state === "lost") return now;
-    throw e;
-  }
+  if (s.to === "unchanged") return store.get(leaseId);
+  const target = s.to;
+  // how it ended is written with the final state (settle.ts sets it for every closed or lost row)
+  const patch = s.settledAs ? { settledAs: s.settledAs } : undefined;
+  const step = (cur: ProcessLease) => {
+    const to = nextState(cur.state, target);
+    return to === null ? null : { to, ...(to === target && patch ? { patch } : {}) };
+  };
+  let cur = await store.advance(leaseId, step);
+  // open → closing → closed|lost is two steps; each reads the record again, so at most two more are needed
+  for (let i = 0; i < 2 && cur !== null && nextState(cur.state, target) !== null; i++) cur = await store.advance(leaseId, step);
+  return cur;
 }
 
-/** open → closing through the store; a lease already past open is returned as it is. */
-async function moveToClosing(store: LeaseStore, lease: ProcessLease): Promise<ProcessLease> {
-  return lease.state === "open" ? store.transition(lease.leaseId, "closing") : lease;
+/**
+ * The one sequence a settlement's target is reached by, as the next state
+ * from `from` (null: there already, or no way there): open → closing first
+ * for closed and lost; closing → open only for "open"; a lease already
+ * closed or lost never moves.
+ */
+function nextState(from: LeaseState, to: Exclude<SettlementTarget, "unchanged">): LeaseState | null {
+  if (from === "closed" || from === "lost" || from === to) return null;
+  if (to === "open") return from === "closing" ? "open" : null;
+  return from === "open" ? "closing" : to;
+}
+
+/** open → closing through the store; a lease already past open is returned as stored (null: it no longer exists). */
+function moveToClosing(store: LeaseStore, leaseId: string): Promise<ProcessLease | null> {
+  return store.advance(leaseId, (cur) => (cur.state === "open" ? { to: "closing" } : null));
 }
 
 function verify(deps: LifecycleDeps, lease: ProcessLease): Promise<LeaseVerification> {

@@ -12,7 +12,7 @@
 //   shell redirection into it) in src/ outside src/containment/enter.ts,
 //   except inside a read (readText, readFile, …): joining a cgroup is
 //   enter.ts's.
-// - lease-transition: a `.transition(` call outside src/ownership/lifecycle.ts
+// - lease-transition: a `.transition(` or `.advance(` call outside src/ownership/lifecycle.ts
 //   and the store that implements it (src/ownership/lease-store.ts).
 // - layer-import: an import (static, `export … from`, or dynamic) that runs
 //   up the layers (LAYERS below) or out of sessions/.
@@ -220,11 +220,13 @@ function cgroupProcs(f: SourceFile, n: Node, ancestors: readonly Node[], add: Ad
 }
 
 const TRANSITION_HOMES = new Set(["src/ownership/lifecycle.ts", "src/ownership/lease-store.ts"]);
+/** The store's two ways to change a lease's state (lease-store-api.ts). */
+const TRANSITION_CALLS = new Set(["transition", "advance"]);
 
 function transition(f: SourceFile, n: Node, add: Add): void {
   if (TRANSITION_HOMES.has(f.path) || n.type !== "CallExpression") return;
   const c = n.callee as Node;
-  if (c.type === "MemberExpression" && isNode(c.property) && c.property.name === "transition") add("lease-transition", n.start, "a lease transition outside ownership/lifecycle.ts");
+  if (c.type === "MemberExpression" && isNode(c.property) && TRANSITION_CALLS.has(c.property.name as string)) add("lease-transition", n.start, "a lease transition outside ownership/lifecycle.ts");
 }
 
 /** The prose fields: what a person reads (OwnershipEvidence.detail, a settlement's why, an error's message, a guard's reason). */

@@ -14,6 +14,7 @@ import {
   NOTHING_STARTED,
   openLeaseStore,
   killLeaseVerification,
+  settleLease,
   settlementFor,
   type TreeKillReport,
   type SettleVerification,
@@ -223,5 +224,28 @@ describe("applySettlement moves the lease only through legal transitions", () =>
     expect((await applySettlement(store, c, { to: "unchanged", code: "already-settled", why: "t" }))?.state).toBe("open");
     expect((await store.get(c))?.settledAs).toBeUndefined();
     expect(await applySettlement(store, "no-such-lease", { to: "closed", code: "killed", settledAs: "killed", why: "t" })).toBeNull();
+  });
+
+  it("a lease settled after its verification (a close that won the race) is left as it stands: nothing signalled, its state kept", async () => {
+    const dir = await mkdtemp(join(tmpdir(), "own-settle-"));
+    dirs.push(dir);
+    const store = await openLeaseStore(dir, { durable: false });
+    const l = lease();
+    await store.create({ leaseId: l.leaseId, kind: l.kind, gatewayInstanceId: l.gatewayInstanceId, sessionKey: l.sessionKey, wrapperRoot: l.wrapperRoot, wrapperPath: l.wrapperPath, commandHash: l.commandHash });
+    const { leaseId: _id, gatewayInstanceId: _gw, state: _state, kind: _kind, ...fields } = l;
+    const listed = await store.update(l.leaseId, fields);
+    const sim = new SimFacts();
+    family(sim);
+    const signaller = new RecordingSignaller(sim);
+    const deps = { store, facts: sim, signaller, graceMs: 50, gatewayInstanceId: "gw-A" };
+    // the batch verified the lease as listed (open, its tree alive and ours) ...
+    const v = await explainLease(listed, sim, { gatewayInstanceId: "gw-A" });
+    expect(v.verdict).toBe("owned");
+    // ... then another settle closed it before this one moved it to closing
+    await applySettlement(store, l.leaseId, { to: "closed", code: "killed", settledAs: "killed", why: "the other close" });
+    const o = await settleLease(deps, listed, { verification: v });
+    expect({ code: o.code, action: o.action, stateBefore: o.stateBefore, stateAfter: o.stateAfter }).toEqual({ code: "already-settled", action: "left-alone", stateBefore: "closed", stateAfter: "closed" });
+    expect(signaller.attempts).toEqual([]);
+    expect(await store.get(l.leaseId)).toMatchObject({ state: "closed", settledAs: "killed" });
   });
 });

@@ -72,6 +72,29 @@ describe("lease store", () => {
     expect((await store.list()).leases.map((x) => x.leaseId)).toEqual([l.leaseId]);
   });
 
+  it("advance decides each step on the record under its lock: a null step writes nothing, an illegal one is refused, a missing lease is null", async () => {
+    const store = await openLeaseStore(dir, { durable: false });
+    const l = await store.create(input());
+    const seen: LeaseState[] = [];
+    const toClosing = (cur: { state: LeaseState }) => (seen.push(cur.state), cur.state === "open" ? { to: "closing" as const } : null);
+    expect(await store.advance(l.leaseId, toClosing)).toMatchObject({ state: "closing" });
+    const file = join(store.dir, `${l.leaseId}.json`);
+    const before = await readFile(file, "utf8");
+    // nothing to do: the record as it is, not rewritten
+    expect(await store.advance(l.leaseId, toClosing)).toMatchObject({ state: "closing" });
+    expect(await readFile(file, "utf8")).toBe(before);
+    expect(seen).toEqual(["open", "closing"]);
+    await expect(store.advance(l.leaseId, () => ({ to: "closing" }))).rejects.toBeInstanceOf(LeaseTransitionError);
+    await expect(store.advance(l.leaseId, () => ({ to: "gone" as LeaseState }))).rejects.toThrow(TypeError);
+    // the move to the archive: the live copy goes, the patch is written with the state
+    expect(await store.advance(l.leaseId, () => ({ to: "closed", patch: { settledAs: "killed" } }))).toMatchObject({ state: "closed", settledAs: "killed" });
+    expect(existsSync(file)).toBe(false);
+    expect(await store.get(l.leaseId)).toMatchObject({ state: "closed", settledAs: "killed" });
+    expect(await store.advance("no-such-lease", toClosing)).toBeNull();
+    const reader = await openLeaseStore(dir, { readOnly: true });
+    await expect(reader.advance(l.leaseId, () => null)).rejects.toThrow(/read-only: advance refused/);
+  });
+
   it("update merges a patch, refuses identity fields and invalid values", async () => {
     const store = await openLeaseStore(dir, { durable: false });
     const l = await store.create(input());
