@@ -221,7 +221,7 @@ describe(`readOwnedFile(s), atomicWrite, removeDurably and moveDurably agree on 
       writeFileSync(join(dir, `occupied-${tag}.json`, "inside"), "x");
       const removal = await writeError(() => moveDurably(to, dir, `occupied-${tag}.json`, "new", true));
       const landed = readFileSync(join(to, `occupied-${tag}.json`), "utf8");
-      return { landed, errors: [write, removal].map((e) => ({ code: e.code, syscall: e.syscall, path: e.path?.replace(/\.tmp-[^/]+$/, ".tmp-*").replace(tag, "*"), dest: (e as { dest?: string }).dest })) };
+      return { landed, errors: [write, removal].map((e) => ({ code: e.code, syscall: e.syscall, path: e.path?.replace(/\.tmp-[^/]+$/, ".tmp-*").replace(`occupied-${tag}.json`, "occupied-*.json"), dest: (e as { dest?: string }).dest })) };
     });
     expect(native.errors[0]).toMatchObject({ syscall: "rename", path: join(to, ".tmp-*"), dest: join(to, "kept.json") });
     expect(["EISDIR", "ENOTEMPTY", "EEXIST"]).toContain(native.errors[0]!.code);
