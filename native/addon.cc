@@ -32,11 +32,9 @@ Array CopyToTyped(Napi::Env env, const std::vector<T>& v) {
   return Array::New(env, v.size(), buf, 0);
 }
 
-class SnapshotWorker : public Napi::AsyncWorker {
+class SnapshotWorker : public proclease::addon::PromiseWorker {
  public:
-  explicit SnapshotWorker(Napi::Env env) : Napi::AsyncWorker(env), deferred_(Napi::Promise::Deferred::New(env)) {}
-
-  Napi::Promise Promise() const { return deferred_.Promise(); }
+  explicit SnapshotWorker(Napi::Env env) : PromiseWorker(env) {}
 
  protected:
   // libuv worker thread: no JS access here. The walk and its indexes.
@@ -63,18 +61,13 @@ class SnapshotWorker : public Napi::AsyncWorker {
     deferred_.Resolve(out);
   }
 
-  void OnError(const Napi::Error& e) override { deferred_.Reject(e.Value()); }
-
  private:
-  Napi::Promise::Deferred deferred_;
   PackedSnapshot snap_;
 };
 
 Napi::Value Snapshot(const Napi::CallbackInfo& info) {
   auto* worker = new SnapshotWorker(info.Env());  // deletes itself after OnOK/OnError
-  Napi::Promise promise = worker->Promise();
-  worker->Queue();
-  return promise;
+  return proclease::addon::Start(worker);
 }
 
 // One inspected process as plain data (layout: NativeDetailSlots in
@@ -176,12 +169,10 @@ Napi::Value Inspect(const Napi::CallbackInfo& info) {
   return Napi::String::New(env, text);
 }
 
-class InspectManyWorker : public Napi::AsyncWorker {
+class InspectManyWorker : public proclease::addon::PromiseWorker {
  public:
   InspectManyWorker(Napi::Env env, std::vector<int> pids, std::vector<std::string> keys, bool listed)
-      : Napi::AsyncWorker(env), deferred_(Napi::Promise::Deferred::New(env)), pids_(std::move(pids)), keys_(std::move(keys)), listed_(listed) {}
-
-  Napi::Promise Promise() const { return deferred_.Promise(); }
+      : PromiseWorker(env), pids_(std::move(pids)), keys_(std::move(keys)), listed_(listed) {}
 
  protected:
   // libuv worker thread: each pid on its own; one that is gone is found = 0.
@@ -204,10 +195,7 @@ class InspectManyWorker : public Napi::AsyncWorker {
     deferred_.Resolve(out);
   }
 
-  void OnError(const Napi::Error& e) override { deferred_.Reject(e.Value()); }
-
  private:
-  Napi::Promise::Deferred deferred_;
   std::vector<int> pids_;
   std::vector<std::string> keys_;
   bool listed_;
@@ -227,9 +215,7 @@ Napi::Value InspectMany(const Napi::CallbackInfo& info) {
   Napi::Int32Array arr = ta.As<Napi::Int32Array>();
   std::vector<int> pids(arr.Data(), arr.Data() + arr.ElementLength());
   auto* worker = new InspectManyWorker(env, std::move(pids), SplitKeys(info[1].As<Napi::String>().Utf8Value()), info[2].As<Napi::Boolean>().Value());
-  Napi::Promise promise = worker->Promise();
-  worker->Queue();
-  return promise;
+  return proclease::addon::Start(worker);
 }
 
 Napi::Value NullableString(Napi::Env env, bool has, const std::string& s) {

@@ -18,6 +18,28 @@ inline bool IsInt(const Napi::Value& v) {
   return d == static_cast<double>(static_cast<long long>(d)) && d >= -2147483648.0 && d <= 2147483647.0;
 }
 
+// A thread-pool job that settles a promise: the subclass works in Execute
+// (no JS there) and resolves deferred_ in OnOK; a failure of the job
+// itself rejects. It deletes itself once settled.
+class PromiseWorker : public Napi::AsyncWorker {
+ public:
+  explicit PromiseWorker(Napi::Env env) : Napi::AsyncWorker(env), deferred_(Napi::Promise::Deferred::New(env)) {}
+
+  Napi::Promise Promise() const { return deferred_.Promise(); }
+
+ protected:
+  void OnError(const Napi::Error& e) override { deferred_.Reject(e.Value()); }
+
+  Napi::Promise::Deferred deferred_;
+};
+
+// Queues the job and returns its promise.
+inline Napi::Value Start(PromiseWorker* worker) {
+  Napi::Promise promise = worker->Promise();
+  worker->Queue();
+  return promise;
+}
+
 // readSmallFiles, replaceFile, removeFile and moveFile (file_jobs.cc).
 void ExportFileJobs(Napi::Env env, Napi::Object exports);
 

@@ -14,12 +14,10 @@ namespace {
 using proclease::addon::IsInt;
 using proclease::addon::ThrowType;
 
-class ReadFilesWorker : public Napi::AsyncWorker {
+class ReadFilesWorker : public proclease::addon::PromiseWorker {
  public:
   ReadFilesWorker(Napi::Env env, std::vector<std::string> paths, size_t maxBytes)
-      : Napi::AsyncWorker(env), deferred_(Napi::Promise::Deferred::New(env)), paths_(std::move(paths)), max_(maxBytes), r_(paths_.size()) {}
-
-  Napi::Promise Promise() const { return deferred_.Promise(); }
+      : PromiseWorker(env), paths_(std::move(paths)), max_(maxBytes), r_(paths_.size()) {}
 
  protected:
   void Execute() override {
@@ -49,10 +47,7 @@ class ReadFilesWorker : public Napi::AsyncWorker {
     deferred_.Resolve(all);
   }
 
-  void OnError(const Napi::Error& e) override { deferred_.Reject(e.Value()); }
-
  private:
-  Napi::Promise::Deferred deferred_;
   std::vector<std::string> paths_;
   size_t max_;
   std::vector<proclease::SmallFileRead> r_;
@@ -72,17 +67,13 @@ Napi::Value ReadSmallFiles(const Napi::CallbackInfo& info) {
     paths.push_back(v.As<Napi::String>().Utf8Value());
   }
   auto* worker = new ReadFilesWorker(env, std::move(paths), static_cast<size_t>(info[1].As<Napi::Number>().Int32Value()));
-  Napi::Promise promise = worker->Promise();
-  worker->Queue();
-  return promise;
+  return proclease::addon::Start(worker);
 }
 
 // A write or removal job: 0 or -errno, and the step it stopped at.
-class FileStepWorker : public Napi::AsyncWorker {
+class FileStepWorker : public proclease::addon::PromiseWorker {
  public:
-  explicit FileStepWorker(Napi::Env env) : Napi::AsyncWorker(env), deferred_(Napi::Promise::Deferred::New(env)) {}
-
-  Napi::Promise Promise() const { return deferred_.Promise(); }
+  explicit FileStepWorker(Napi::Env env) : PromiseWorker(env) {}
 
  protected:
   void OnOK() override {
@@ -95,14 +86,9 @@ class FileStepWorker : public Napi::AsyncWorker {
     deferred_.Resolve(out);
   }
 
-  void OnError(const Napi::Error& e) override { deferred_.Reject(e.Value()); }
-
   int rc_ = 0;
   int step_ = 0;
   bool removing_ = false;
-
- private:
-  Napi::Promise::Deferred deferred_;
 };
 
 class ReplaceFileWorker : public FileStepWorker {
@@ -126,9 +112,7 @@ Napi::Value ReplaceFile(const Napi::CallbackInfo& info) {
   }
   auto* worker = new ReplaceFileWorker(env, info[0].As<Napi::String>().Utf8Value(), info[1].As<Napi::String>().Utf8Value(),
                                        info[2].As<Napi::String>().Utf8Value(), info[3].As<Napi::String>().Utf8Value(), info[4].As<Napi::Boolean>().Value());
-  Napi::Promise promise = worker->Promise();
-  worker->Queue();
-  return promise;
+  return proclease::addon::Start(worker);
 }
 
 class RemoveFileWorker : public FileStepWorker {
@@ -151,9 +135,7 @@ Napi::Value RemoveFile(const Napi::CallbackInfo& info) {
     return ThrowType(env, "removeFile(dir: string, target: string, durable: boolean)");
   }
   auto* worker = new RemoveFileWorker(env, info[0].As<Napi::String>().Utf8Value(), info[1].As<Napi::String>().Utf8Value(), info[2].As<Napi::Boolean>().Value());
-  Napi::Promise promise = worker->Promise();
-  worker->Queue();
-  return promise;
+  return proclease::addon::Start(worker);
 }
 
 class MoveFileWorker : public FileStepWorker {
@@ -183,9 +165,7 @@ Napi::Value MoveFile(const Napi::CallbackInfo& info) {
   m.fromDir = info[5].As<Napi::String>().Utf8Value();
   m.from = info[6].As<Napi::String>().Utf8Value();
   auto* worker = new MoveFileWorker(env, std::move(m));
-  Napi::Promise promise = worker->Promise();
-  worker->Queue();
-  return promise;
+  return proclease::addon::Start(worker);
 }
 
 // Here, not in proclease::addon, where the names would find proclease's own ReplaceFile and the rest.
