@@ -43,6 +43,7 @@ import type { ProcessFacts, ProcessSignaller, ProcessSnapshot } from "../facts/t
 import { cgroupMembers, drainLeaseCgroup, lookIntoLeaseCgroup, removeSettledLeftovers, type CgroupDrain } from "./cgroup-drain.js";
 import { actionFor, attachedReason, outcomeOf, untouched, type LeaseAction, type LeaseOutcome, type LeaseOutcomeCode } from "./lease-outcome.js";
 import type { LeaseStore } from "./lease-store.js";
+import { TERMINAL_STATES } from "./lease-record.js";
 import type { TreeKillReport } from "./tree-kill.js";
 import { killLeaseVerification, killTargetOf, type LeaseKillResult } from "./kill-verification.js";
 import { batchingVerifier, type LeaseVerifier } from "./verify-batching.js";
@@ -119,8 +120,9 @@ export async function settleLease(deps: LifecycleDeps, lease: ProcessLease, opts
   return settleNow(deps, cur, v, ctx, opts);
 }
 
+/** closed or lost: terminal (lease-record.ts), never moved again. */
 function isSettled(l: ProcessLease): boolean {
-  return l.state === "closed" || l.state === "lost";
+  return TERMINAL_STATES.has(l.state);
 }
 
 /** A lease a concurrent settle (or an earlier one) already settled: its state stands, and nothing is pending for it. */
@@ -368,7 +370,7 @@ async function leasesToReconcile(deps: LifecycleDeps, opts: ReconcileOptions): P
       if (have.has(id)) continue;
       const l = await deps.store.get(id).catch(() => null);
       if (l !== null && l.gatewayInstanceId === deps.gatewayInstanceId) listed.leases.push(l);
-      else if (l === null || l.state === "closed" || l.state === "lost") pendingOf(deps.store).delete(id);
+      else if (l === null || isSettled(l)) pendingOf(deps.store).delete(id);
     }
   }
   const kind = opts.kind ?? "all";
@@ -401,7 +403,7 @@ async function verifyBatch(
 export async function settleUnstarted(deps: LifecycleDeps, lease: ProcessLease): Promise<{ state: LeaseState; settledAs?: LeaseSettledAs; pending?: PendingSettlement }> {
   const stored = await deps.store.get(lease.leaseId).catch(() => null);
   const cur = stored ?? lease;
-  if (cur.state === "closed" || cur.state === "lost") return { state: cur.state, ...(cur.settledAs ? { settledAs: cur.settledAs } : {}) };
+  if (isSettled(cur)) return { state: cur.state, ...(cur.settledAs ? { settledAs: cur.settledAs } : {}) };
   const cgroup = cur.cgroup ?? lease.cgroup;
   const drain = cgroup ? await drainLeaseCgroup({ ...cur, cgroup }, { graceMs: deps.graceMs, signaller: deps.signaller, facts: deps.facts }) : null;
   const { stateAfter, settledAs, pending } = await writeSettlement(deps.store, cur, settlementUnstarted(drain), writeGuard(), { ended: true, prior: null });
@@ -462,7 +464,7 @@ export async function applySettlement(store: LeaseStore, leaseId: string, s: Set
  * closed or lost never moves.
  */
 function nextState(from: LeaseState, to: Exclude<SettlementTarget, "unchanged">): LeaseState | null {
-  if (from === "closed" || from === "lost" || from === to) return null;
+  if (TERMINAL_STATES.has(from) || from === to) return null;
   if (to === "open") return from === "closing" ? "open" : null;
   return from === "open" ? "closing" : to;
 }
