@@ -29,7 +29,7 @@ afterEach(() => {
  */
 const WAYS = [
   { how: "the addon's file jobs", env: {}, native: true },
-  { how: "node:fs alone (PROCLEASE_DISABLE_NATIVE=1)", env: { PROCLEASE_DISABLE_NATIVE: "1" }, native: false },
+  { how: "node:fs (PROCLEASE_DISABLE_NATIVE=1)", env: { PROCLEASE_DISABLE_NATIVE: "1" }, native: false },
 ] as const;
 
 /** A gateway writing its lease files the given way (asserted, so a stale addon cannot turn one way into the other). */
