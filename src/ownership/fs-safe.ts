@@ -156,17 +156,9 @@ export async function removeDurably(dir: string, file: string, durable: boolean)
  */
 export async function moveDurably(dir: string, fromDir: string, file: string, data: string, durable: boolean): Promise<void> {
   const native = loadNative();
-  if (!native) {
-    await atomicWrite(dir, file, data, durable);
-    return removeDurably(fromDir, file, durable);
-  }
-  const tmp = tempName(dir, file);
-  const target = join(dir, file);
-  const from = join(fromDir, file);
-  const r = await native.moveFile(dir, tmp, target, data, durable, fromDir, from);
-  if (r.err === 0) return;
-  const e = r.removing ? jobError(r, fromDir, from) : jobError(r, dir, tmp, r.step === FILE_STEP.rename ? target : undefined);
-  if (e !== null) throw e;
+  if (native) return moveNative(native, dir, fromDir, file, data, durable);
+  await atomicWrite(dir, file, data, durable);
+  await removeDurably(fromDir, file, durable);
 }
 
 export type SafeRead =
@@ -260,30 +252,41 @@ function fromNative(r: NativeFileRead, path: string, maxBytes: number): SafeRead
 async function replaceNative(native: NativeBinding, dir: string, file: string, data: string, durable: boolean): Promise<void> {
   const tmp = tempName(dir, file);
   const target = join(dir, file);
-  const r = await native.replaceFile(dir, tmp, target, data, durable);
-  if (r.err === 0) return;
-  const e = jobError(r, dir, tmp, r.step === FILE_STEP.rename ? target : undefined);
-  if (e !== null) throw e;
+  replaceFailed(await native.replaceFile(dir, tmp, target, data, durable), dir, tmp, target);
 }
 
 /** removeDurably as one job of the addon: unlink, then fsync(dir) when durable. */
 async function removeNative(native: NativeBinding, dir: string, file: string, durable: boolean): Promise<void> {
   const target = join(dir, file);
-  const r = await native.removeFile(dir, target, durable);
-  if (r.err === 0) return;
-  const e = jobError(r, dir, target);
-  if (e !== null) throw e;
+  jobFailed(await native.removeFile(dir, target, durable), dir, target);
+}
+
+/** moveDurably as one job of the addon: replaceNative's steps in `dir`, then removeNative's in `fromDir`. */
+async function moveNative(native: NativeBinding, dir: string, fromDir: string, file: string, data: string, durable: boolean): Promise<void> {
+  const tmp = tempName(dir, file);
+  const target = join(dir, file);
+  const from = join(fromDir, file);
+  const r = await native.moveFile(dir, tmp, target, data, durable, fromDir, from);
+  if (r.removing) jobFailed(r, fromDir, from);
+  else replaceFailed(r, dir, tmp, target);
+}
+
+/** jobFailed for a replacement: its failure is at the temp file, or at its rename onto `target`. */
+function replaceFailed(r: { err: number; step: FileStep }, dir: string, tmp: string, target: string): void {
+  jobFailed(r, dir, tmp, r.step === FILE_STEP.rename ? target : undefined);
 }
 
 /**
- * The error Node's fs would have thrown where a write or removal job
- * stopped (at `file`, or at `dir` for its sync), or null for a directory
- * sync the OS refuses: skipped, as fsyncDir skips it.
+ * Throws the error Node's fs would have thrown where a write or removal job
+ * stopped (at `file`, or at `dir` for its sync). Nothing for a job that
+ * succeeded, or for a directory sync the OS refuses: skipped, as fsyncDir
+ * skips it.
  */
-function jobError(r: { err: number; step: FileStep }, dir: string, file: string, dest?: string): NodeJS.ErrnoException | null {
+function jobFailed(r: { err: number; step: FileStep }, dir: string, file: string, dest?: string): void {
+  if (r.err === 0) return;
   const atDir = r.step === FILE_STEP.dirOpen || r.step === FILE_STEP.dirSync;
   const e = errnoError(r.err, SYSCALL[r.step], atDir ? dir : file, dest);
-  return atDir && DIR_SYNC_REFUSED.has(e.code ?? "") ? null : e;
+  if (!(atDir && DIR_SYNC_REFUSED.has(e.code ?? ""))) throw e;
 }
 
 const SYSCALL: Record<FileStep, string> = { 0: "open", 1: "fstat", 2: "read", 3: "write", 4: "fsync", 5: "close", 6: "rename", 7: "fsync", 8: "unlink", 9: "open" };
