@@ -23,7 +23,7 @@ import { randomUUID } from "node:crypto";
 import { link, lstat, readdir, rename, unlink, stat } from "node:fs/promises";
 import { join } from "node:path";
 import { atomicWrite, ensurePrivateDir, fsyncDir, mapLimit, moveDurably, readOwnedFiles, removeDurably, writeTemp, type SafeRead } from "./fs-safe.js";
-import { LEASE_ID_RE, LEASE_KINDS, LeaseTransitionError, TERMINAL_STATES, isLegalTransition, parseLeaseRecord, serializeLease } from "./lease-record.js";
+import { LEASE_ID_RE, LEASE_KINDS, LEASE_STATES, LeaseTransitionError, TERMINAL_STATES, isLegalTransition, parseLeaseRecord, serializeLease } from "./lease-record.js";
 import { KeyedQueue, Limiter } from "./keyed-queue.js";
 import { asRecordWriteError } from "./host-faults.js";
 import type { LeaseState, ProcessLease } from "./types.js";
@@ -111,16 +111,12 @@ export async function openLeaseStore(stateDir: string, opts: LeaseStoreOptions =
     },
     async update(leaseId, patch) {
       checkWritable(f, leaseId, "update");
-      const changed = await changeLease(f, leaseId, (cur) => ({ next: applyPatch(cur, patch), op: "update" }));
-      if (changed === null) throw new LeaseNotFoundError(leaseId);
-      return changed;
+      return found(leaseId, await changeLease(f, leaseId, (cur) => ({ next: applyPatch(cur, patch), op: "update" })));
     },
     async transition(leaseId, to, patch) {
       checkWritable(f, leaseId, "transition");
       checkState(to);
-      const changed = await changeLease(f, leaseId, (cur) => transitionOf(cur, to, patch));
-      if (changed === null) throw new LeaseNotFoundError(leaseId);
-      return changed;
+      return found(leaseId, await changeLease(f, leaseId, (cur) => transitionOf(cur, to, patch)));
     },
     async advance(leaseId, step) {
       checkWritable(f, leaseId, "advance");
@@ -356,9 +352,15 @@ async function changeLease(f: StoreFiles, leaseId: string, next: (cur: ProcessLe
   });
 }
 
+/** update and transition change a lease that exists: LeaseNotFoundError otherwise. */
+function found(leaseId: string, lease: ProcessLease | null): ProcessLease {
+  if (lease === null) throw new LeaseNotFoundError(leaseId);
+  return lease;
+}
+
 function checkState(to: unknown): asserts to is LeaseState {
-  if (typeof to !== "string" || !["open", "closing", "closed", "lost"].includes(to)) {
-    throw new TypeError(`to must be open | closing | closed | lost, got ${JSON.stringify(to)}`);
+  if (typeof to !== "string" || !(LEASE_STATES as readonly string[]).includes(to)) {
+    throw new TypeError(`to must be ${LEASE_STATES.join(" | ")}, got ${JSON.stringify(to)}`);
   }
 }
 
