@@ -43,7 +43,7 @@ import type { ProcessFacts, ProcessSignaller, ProcessSnapshot } from "../facts/t
 import { cgroupMembers, drainLeaseCgroup, lookIntoLeaseCgroup, removeSettledLeftovers, type CgroupDrain } from "./cgroup-drain.js";
 import { actionFor, attachedReason, outcomeOf, untouched, type LeaseAction, type LeaseOutcome, type LeaseOutcomeCode } from "./lease-outcome.js";
 import type { LeaseStore } from "./lease-store.js";
-import { TERMINAL_STATES } from "./lease-record.js";
+import { TERMINAL_STATES, isLegalTransition } from "./lease-record.js";
 import type { TreeKillReport } from "./tree-kill.js";
 import { killLeaseVerification, killTargetOf, type LeaseKillResult } from "./kill-verification.js";
 import { batchingVerifier, type LeaseVerifier } from "./verify-batching.js";
@@ -458,15 +458,17 @@ export async function applySettlement(store: LeaseStore, leaseId: string, s: Set
 }
 
 /**
- * The one sequence a settlement's target is reached by, as the next state
- * from `from` (null: there already, or no way there): open → closing first
- * for closed and lost; closing → open only for "open"; a lease already
- * closed or lost never moves.
+ * The next state on the way from `from` to a settlement's target, through
+ * the legal transitions alone (lease-record.ts isLegalTransition): the
+ * target itself when that move is legal, else closing when the target is
+ * legal from there (open → closing → closed|lost); null when the lease is
+ * there already or no legal way leads there (a lease closed or lost never
+ * moves; open is reached only from closing).
  */
 function nextState(from: LeaseState, to: Exclude<SettlementTarget, "unchanged">): LeaseState | null {
-  if (TERMINAL_STATES.has(from) || from === to) return null;
-  if (to === "open") return from === "closing" ? "open" : null;
-  return from === "open" ? "closing" : to;
+  if (from === to) return null;
+  if (isLegalTransition(from, to)) return to;
+  return isLegalTransition(from, "closing") && isLegalTransition("closing", to) ? "closing" : null;
 }
 
 /** open → closing through the store; a lease already past open is returned as stored (null: it no longer exists). */
