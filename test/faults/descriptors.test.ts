@@ -10,7 +10,7 @@ import { spawnSync } from "node:child_process";
 import { existsSync, readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
-import { agentArgv, instanceCarriers, killGateways, killInstance, leaseFiles, startGateway, tempDir, removeTempDirs, waitFor } from "./harness.js";
+import { ADDON_WAYS, agentArgv, instanceCarriers, killGateways, killInstance, leaseFiles, startGateway, tempDir, removeTempDirs, waitFor } from "./harness.js";
 import { afterAll } from "vitest";
 
 const skip = process.platform !== "linux" ? "not Linux" : spawnSync("prlimit", ["--version"]).status !== 0 ? "prlimit(1) is not installed" : null;
@@ -79,13 +79,9 @@ describe.skipIf(skip !== null)(`descriptors run out (EMFILE from prlimit --nofil
   }, 240_000);
 
   // the addon's file jobs and fs/promises fail at different steps when descriptors run out: both must leave every record settled
-  it.each([
-    ["the addon's file jobs", {}, true],
-    ["node:fs alone (PROCLEASE_DISABLE_NATIVE=1)", { PROCLEASE_DISABLE_NATIVE: "1" }, false],
-  ])("60 supervisor runs (background, leased), lease files through %s: the gateway lives, each spawn error names RLIMIT_NOFILE, every lease settles", async (_how, extraEnv, native) => {
+  it.each(ADDON_WAYS)("60 supervisor runs (background, leased), with $how: the gateway lives, each spawn error names RLIMIT_NOFILE, every lease settles", async (way) => {
     const stateDir = tempDir("emfile-sup");
-    const gw = await startGateway({ prefix: ["prlimit", "--nofile=128:128", "--"], env: { ...process.env, ...extraEnv } });
-    expect((await gw.call<{ native: boolean }>("ping")).native).toBe(native);
+    const gw = await startGateway({ prefix: ["prlimit", "--nofile=128:128", "--"], way });
     await gw.call("supervisor", { stateDir });
     const ids = Array.from({ length: 60 }, (_, i) => `run-${i}`);
     const spawned = await Promise.all(ids.map((runId) => gw.request("spawn", { runId, argv: ["sleep", "3"], background: true }, 120_000)));

@@ -8,7 +8,7 @@
  */
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
-import { agentArgv, carriersOf, killGateways, killInstance, leaseFiles, mountTmpfs, startGateway, tempFiles, tmpfsSkipReason, waitFor, type Tmpfs } from "./harness.js";
+import { ADDON_WAYS, agentArgv, carriersOf, killGateways, killInstance, leaseFiles, mountTmpfs, startGateway, tempFiles, tmpfsSkipReason, waitFor, type Tmpfs } from "./harness.js";
 
 const skip = tmpfsSkipReason();
 if (skip) console.log(`[faults] disk-full skipped: ${skip}`);
@@ -22,28 +22,12 @@ afterEach(() => {
   fs = undefined;
 });
 
-/**
- * Lease files are written by the addon's file jobs or, without it, by
- * node:fs, and the two stop at different steps when the disk fills: each
- * case runs both ways.
- */
-const WAYS = [
-  { how: "the addon's file jobs", env: {}, native: true },
-  { how: "node:fs (PROCLEASE_DISABLE_NATIVE=1)", env: { PROCLEASE_DISABLE_NATIVE: "1" }, native: false },
-] as const;
-
-/** A gateway writing its lease files the given way (asserted, so a stale addon cannot turn one way into the other). */
-async function gatewayFor(way: (typeof WAYS)[number]) {
-  const gw = await startGateway({ env: { ...process.env, ...way.env } });
-  expect((await gw.call<{ native: boolean }>("ping")).native).toBe(way.native);
-  return gw;
-}
-
-describe.skipIf(skip !== null).each(WAYS)(`a full disk (ENOSPC from a 512 KB tmpfs), lease files through $how${skip ? ` — skipped: ${skip}` : ""}`, (way) => {
+// the addon and node:fs stop at different steps when the disk fills: each case runs both ways
+describe.skipIf(skip !== null).each(ADDON_WAYS)(`a full disk (ENOSPC from a 512 KB tmpfs), with $how${skip ? ` — skipped: ${skip}` : ""}`, (way) => {
   it("closeSession ends the verified tree, the record is left whole, the settlement is pending and the next reconcile settles it", async () => {
     fs = mountTmpfs(512);
     const stateDir = join(fs.dir, "state");
-    const gw = await gatewayFor(way);
+    const gw = await startGateway({ way });
     ({ instanceId: instance } = await gw.call<{ instanceId: string }>("controller", { stateDir, maintenanceIntervalMs: 0 }));
     const h = await gw.call<{ leaseId: string; rootPid: number }>("ensure", { key: "full-1", command: agentArgv("--ignore-sigterm", "--grandchild=setsid") });
     await waitFor(() => carriersOf("OPENCLAW_ACPX_LEASE_ID", h.leaseId).length >= 3);
@@ -88,7 +72,7 @@ describe.skipIf(skip !== null).each(WAYS)(`a full disk (ENOSPC from a 512 KB tmp
   it("a supervisor's leased run cancelled on a full disk ends all the same; its reconcile settles the lease once space is back", async () => {
     fs = mountTmpfs(512);
     const stateDir = join(fs.dir, "state");
-    const gw = await gatewayFor(way);
+    const gw = await startGateway({ way });
     await gw.call("supervisor", { stateDir });
     const run = await gw.call<{ pid: number; leaseId: string }>("spawn", { runId: "full-run", argv: ["/bin/sh", "-c", "trap '' TERM; sleep 1000 & exec sleep 1000"], background: true });
     await waitFor(() => carriersOf("OPENCLAW_ACPX_LEASE_ID", run.leaseId).length === 2);
@@ -111,7 +95,7 @@ describe.skipIf(skip !== null).each(WAYS)(`a full disk (ENOSPC from a 512 KB tmp
   it("the startup reap on a full disk ends what the crashed gateway left, and settles it once space is back", async () => {
     fs = mountTmpfs(512);
     const stateDir = join(fs.dir, "state");
-    const first = await gatewayFor(way);
+    const first = await startGateway({ way });
     ({ instanceId: instance } = await first.call<{ instanceId: string }>("controller", { stateDir, maintenanceIntervalMs: 0 }));
     const h = await first.call<{ leaseId: string; rootPid: number }>("ensure", { key: "crash-1", command: agentArgv("--ignore-sigterm", "--survive-stdin-close", "--grandchild=setsid") });
     // gateway and wrapper killed together: the adapter and its grandchild are left for the next start
@@ -119,7 +103,7 @@ describe.skipIf(skip !== null).each(WAYS)(`a full disk (ENOSPC from a 512 KB tmp
     first.kill();
     await first.exited;
     await waitFor(() => carriersOf("OPENCLAW_ACPX_LEASE_ID", h.leaseId).length === 2);
-    const next = await gatewayFor(way);
+    const next = await startGateway({ way });
     await next.call("controller", { stateDir, maintenanceIntervalMs: 0 });
     fs.fill();
     const rep = await next.call<{ entries: { leaseId: string; stateAfter: string; pending?: { to: string; errno: string } }[] }>("reap");

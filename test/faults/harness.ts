@@ -133,13 +133,34 @@ export class Gateway {
 
 const gateways: Gateway[] = [];
 
-/** Starts a gateway: `prefix` runs before node (prlimit …, setpriv …); `dist` another copy of the package. */
-export async function startGateway(opts: { prefix?: string[]; dist?: string; gatewayScript?: string; env?: NodeJS.ProcessEnv; cwd?: string } = {}): Promise<Gateway> {
+/**
+ * The two ways a gateway reads facts, signals and writes lease files: through
+ * the addon, and with it disabled, where the portable paths fail at other
+ * steps. A fault that depends on the way runs both.
+ */
+export const ADDON_WAYS = [
+  { how: "the addon", env: {}, native: true },
+  { how: "no addon (PROCLEASE_DISABLE_NATIVE=1)", env: { PROCLEASE_DISABLE_NATIVE: "1" }, native: false },
+] as const;
+export type AddonWay = (typeof ADDON_WAYS)[number];
+
+/**
+ * Starts a gateway: `prefix` runs before node (prlimit …, setpriv …); `dist`
+ * another copy of the package; `way` one of ADDON_WAYS, checked once it
+ * answers (a stale or missing addon must not turn one way into the other).
+ */
+export async function startGateway(opts: { prefix?: string[]; dist?: string; gatewayScript?: string; env?: NodeJS.ProcessEnv; cwd?: string; way?: AddonWay } = {}): Promise<Gateway> {
   const argv = [...(opts.prefix ?? []), process.execPath, opts.gatewayScript ?? GATEWAY, opts.dist ?? DIST];
-  const child = spawn(argv[0]!, argv.slice(1), { stdio: ["pipe", "pipe", "pipe"], env: opts.env ?? process.env, ...(opts.cwd ? { cwd: opts.cwd } : {}) });
+  const env = { ...(opts.env ?? process.env), ...opts.way?.env };
+  const child = spawn(argv[0]!, argv.slice(1), { stdio: ["pipe", "pipe", "pipe"], env, ...(opts.cwd ? { cwd: opts.cwd } : {}) });
   const g = new Gateway(child);
   gateways.push(g);
-  return g.start();
+  await g.start();
+  if (opts.way !== undefined) {
+    const { native } = await g.call<{ native: boolean }>("ping");
+    if (native !== opts.way.native) throw new Error(`the gateway was to run with ${opts.way.how}, but the addon ${native ? "loaded" : "did not load"}`);
+  }
+  return g;
 }
 
 export function killGateways(): void {

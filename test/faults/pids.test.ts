@@ -9,7 +9,7 @@
  * reconcile settles everything.
  */
 import { afterAll, afterEach, describe, expect, it } from "vitest";
-import { agentArgv, instanceCarriers, killGateways, killInstance, leaseFiles, makePidsCgroup, pidsCgroupSkipReason, removeTempDirs, startGateway, tempDir, waitFor, type PidsCgroup } from "./harness.js";
+import { ADDON_WAYS, agentArgv, instanceCarriers, killGateways, killInstance, leaseFiles, makePidsCgroup, pidsCgroupSkipReason, removeTempDirs, startGateway, tempDir, waitFor, type PidsCgroup } from "./harness.js";
 
 const skip = pidsCgroupSkipReason();
 if (skip) console.log(`[faults] pids skipped: ${skip}`);
@@ -27,13 +27,9 @@ afterAll(removeTempDirs);
 
 describe.skipIf(skip !== null)(`processes run out (EAGAIN from a pids cgroup)${skip ? ` — skipped: ${skip}` : ""}`, () => {
   // with the addon disabled the facts, signals and lease files take their portable paths, which fail at other steps
-  it.each([
-    { how: "the addon", env: {}, native: true },
-    { how: "no addon (PROCLEASE_DISABLE_NATIVE=1)", env: { PROCLEASE_DISABLE_NATIVE: "1" }, native: false },
-  ])("no room, then room for one task, with $how: the gateway lives, each failure names the pids limit in one line, every lease settles, nothing is left", async (way) => {
+  it.each(ADDON_WAYS)("no room, then room for one task, with $how: the gateway lives, each failure names the pids limit in one line, every lease settles, nothing is left", async (way) => {
     const stateDir = tempDir("pids");
-    const gw = await startGateway({ env: { ...process.env, ...way.env } });
-    expect((await gw.call<{ native: boolean }>("ping")).native).toBe(way.native);
+    const gw = await startGateway({ way });
     ({ instanceId: instance } = await gw.call<{ instanceId: string }>("controller", { stateDir, maintenanceIntervalMs: 0, startTimeoutMs: 8_000 }));
     cg = makePidsCgroup("gw");
     cg.add(gw.pid);
