@@ -311,6 +311,7 @@ export async function reconcileLeases(deps: LifecycleDeps, opts: ReconcileOption
   const together = startTogether(candidates.map((l) => l.leaseId));
   await Promise.all(
     candidates.map(async (l) => {
+      await together.enter(l.leaseId);
       try {
         const v = byId.get(l.leaseId)!;
         const guarded = typeof opts.skipAttached === "function" ? opts.skipAttached(l) : opts.skipAttached === true;

@@ -12,7 +12,7 @@ import { describe, expect, it } from "vitest";
 import { getProcessFacts } from "../../src/facts/get.js";
 import { createSignaller } from "../../src/facts/signal.js";
 import type { ProcessFacts, ProcessSnapshot } from "../../src/facts/types.js";
-import { coalescingFacts, slicedRunner, startTogether } from "../../src/ownership/batch-facts.js";
+import { ADMIT_AT_ONCE, coalescingFacts, slicedRunner, startTogether } from "../../src/ownership/batch-facts.js";
 import { computeCommandHash, loadOrCreateGatewayInstanceId, openLeaseStore, reconcileLeases } from "../../src/ownership/index.js";
 import { alive, disposeAfterEach, tempStateDir, testMarkerEnv, trackChild, trackPid, waitFor } from "../acpx/controller-helpers.js";
 
@@ -99,6 +99,32 @@ describe("startTogether", () => {
     expect(resumed).toBeLessThan(1000);
     await Promise.all(all);
     expect(resumed).toBe(1000);
+  });
+});
+
+describe("startTogether's admission", () => {
+  it("at most ADMIT_AT_ONCE parties are between entering and arriving; each arrival or leave admits the next; a thousand all enter, arrive and are released", async () => {
+    const ids = Array.from({ length: 1000 }, (_, i) => `p${i}`);
+    const t = startTogether(ids);
+    const entered: string[] = [];
+    let inside = 0;
+    let most = 0;
+    const runs = ids.map(async (id, i) => {
+      await t.enter(id);
+      entered.push(id);
+      most = Math.max(most, ++inside);
+      // a party's work before its arrival takes a turn or two
+      await new Promise((r) => setImmediate(r));
+      inside--;
+      // every tenth party ends before its kill: it leaves instead of arriving
+      if (i % 10 === 9) t.leave(id);
+      else await t.arrive(id);
+    });
+    await new Promise((r) => setImmediate(r));
+    expect(entered.length).toBe(ADMIT_AT_ONCE);
+    await Promise.all(runs);
+    expect(entered.length).toBe(1000);
+    expect(most).toBe(ADMIT_AT_ONCE);
   });
 });
 
