@@ -7,6 +7,7 @@
  */
 import type { InspectOptions, ProcessDetails, ProcessFacts, ProcessSnapshot } from "../facts/types.js";
 import { assertPid } from "../facts/validate.js";
+import { Limiter } from "./keyed-queue.js";
 import { perTurn } from "./turns.js";
 
 /** Counts snapshot() calls (the one-snapshot promise is checked, not assumed). */
@@ -178,25 +179,24 @@ export function startTogether(parties: readonly string[]): { enter: (id: string)
   };
 }
 
-/** At most `limit` ids between enter(id) and exit(id) (an id exits only once it has entered; a second exit is nothing). */
+/** At most `limit` ids between enter(id) and exit(id), through the store's Limiter (an id exits only once it has entered; a second exit is nothing). */
 function admitting(limit: number): { enter: (id: string) => Promise<void>; exit: (id: string) => void } {
-  const inside = new Set<string>();
-  const queue: Array<() => void> = [];
+  const gate = new Limiter(limit);
+  const exits = new Map<string, () => void>();
   return {
-    enter: (id) => {
-      if (inside.size < limit) {
-        inside.add(id);
-        return Promise.resolve();
-      }
-      return new Promise<void>((r) =>
-        queue.push(() => {
-          inside.add(id);
-          r();
-        }),
-      );
-    },
+    enter: (id) =>
+      new Promise<void>((entered) => {
+        void gate.run(
+          () =>
+            new Promise<void>((exit) => {
+              exits.set(id, exit);
+              entered();
+            }),
+        );
+      }),
     exit: (id) => {
-      if (inside.delete(id)) queue.shift()?.();
+      exits.get(id)?.();
+      exits.delete(id);
     },
   };
 }
