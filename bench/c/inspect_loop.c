@@ -11,11 +11,8 @@
  * Prints one JSON line: {"iterations":N,"pids":n,"medianUs":x,"minUs":y,"found":0|1}
  * and exits 1 when KEY was not found in every pid (the loop did not read
  * what it should).
- * Made from a process like Node's: one idle thread keeps the file table
- * shared (the kernel then counts references on every fd lookup) and the
- * syscalls go straight to the kernel as the addon's do (raw openat, read,
- * close: libc's wrappers are cancellation points that cost extra in a
- * multi-threaded process).
+ * Made from a process like Node's, its syscalls made as the addon makes
+ * them (floor.h).
  */
 #define _GNU_SOURCE
 #include <fcntl.h>
@@ -26,26 +23,7 @@
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
-#include <pthread.h>
-#include <sys/syscall.h>
-
-
-static int sys_openat(int dfd, const char *path, int flags) { return (int)syscall(SYS_openat, dfd, path, flags); }
-static ssize_t sys_read(int fd, void *buf, size_t len) { return (ssize_t)syscall(SYS_read, fd, buf, len); }
-static void sys_close(int fd) { syscall(SYS_close, fd); }
-static void *idle(void *arg) {
-  (void)arg;
-  for (;;) pause();
-  return NULL;
-}
-/* one idle thread: the process then shares its file table like Node's does */
-static void become_multithreaded(void) {
-  pthread_t t;
-  if (pthread_create(&t, NULL, idle, NULL) != 0) {
-    perror("pthread_create");
-    exit(2);
-  }
-}
+#include "floor.h"
 
 static char big[1 << 20];
 
@@ -106,11 +84,6 @@ static int inspect(const char *dir, const char *key, int with_status) {
   }
   sys_close(dfd);
   return found;
-}
-
-static int cmp(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return (x > y) - (x < y);
 }
 
 /* "@FILE": the pids listed in FILE (whitespace-separated), each inspected once per iteration */

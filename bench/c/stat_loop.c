@@ -7,11 +7,8 @@
  * index and no JS objects.
  * Usage: stat_loop ITERATIONS. Prints one JSON line:
  *   {"iterations":N,"count":procs,"medianMs":x,"minMs":y}
- * Made from a process like Node's: one idle thread keeps the file table
- * shared (the kernel then counts references on every fd lookup) and the
- * syscalls go straight to the kernel as the addon's do (raw openat, read,
- * close: libc's wrappers are cancellation points that cost extra in a
- * multi-threaded process).
+ * Made from a process like Node's, its syscalls made as the addon makes
+ * them (floor.h).
  */
 #define _GNU_SOURCE
 #include <dirent.h>
@@ -22,28 +19,9 @@
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
-#include <pthread.h>
-#include <sys/syscall.h>
+#include "floor.h"
 
 struct rec { int pid, ppid, pgid, sid, uid, state; double start; };
-
-
-static int sys_openat(int dfd, const char *path, int flags) { return (int)syscall(SYS_openat, dfd, path, flags); }
-static ssize_t sys_read(int fd, void *buf, size_t len) { return (ssize_t)syscall(SYS_read, fd, buf, len); }
-static void sys_close(int fd) { syscall(SYS_close, fd); }
-static void *idle(void *arg) {
-  (void)arg;
-  for (;;) pause();
-  return NULL;
-}
-/* one idle thread: the process then shares its file table like Node's does */
-static void become_multithreaded(void) {
-  pthread_t t;
-  if (pthread_create(&t, NULL, idle, NULL) != 0) {
-    perror("pthread_create");
-    exit(2);
-  }
-}
 
 static struct rec *recs;
 static size_t cap;
@@ -124,11 +102,6 @@ static size_t walk(void) {
 
 static double ms(struct timespec a, struct timespec b) {
   return (double)(b.tv_sec - a.tv_sec) * 1e3 + (double)(b.tv_nsec - a.tv_nsec) / 1e6;
-}
-
-static int cmp(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return (x > y) - (x < y);
 }
 
 int main(int argc, char **argv) {
