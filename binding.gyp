@@ -2,7 +2,7 @@
   "targets": [
     {
       "target_name": "proclease",
-      "sources": ["native/addon.cc", "native/file_jobs.cc", "native/files_posix.cc", "native/lock_posix.cc", "native/procargs.cc", "native/snapshot_index.cc", "native/thread_clock_posix.cc"],
+      "sources": ["native/addon.cc", "native/file_jobs.cc", "native/files_posix.cc", "native/lock_posix.cc", "native/procargs.cc", "native/reap_posix.cc", "native/snapshot_index.cc", "native/thread_clock_posix.cc"],
       "include_dirs": ["<!(node -p \"require('node-addon-api').include_dir\")"],
       "defines": ["NAPI_DISABLE_CPP_EXCEPTIONS", "NAPI_VERSION=8", "NODE_ADDON_API_DISABLE_DEPRECATED"],
       "cflags!": ["-fno-exceptions"],

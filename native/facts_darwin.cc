@@ -13,7 +13,6 @@
 #include <sys/proc_info.h>
 #include <sys/sysctl.h>
 #include <sys/types.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -191,14 +190,5 @@ SignalResult SignalIfSame(int pid, double expectedStart, int sig) {
 int SetChildSubreaper() { return -ENOSYS; }
 
 int SetParentDeathSignal(int) { return -ENOSYS; }
-
-bool ReapChild(int pid) {
-  int status = 0;
-  pid_t r;
-  do {
-    r = waitpid(pid, &status, WNOHANG);
-  } while (r < 0 && errno == EINTR);
-  return r == pid;
-}
 
 }  // namespace proclease

@@ -18,7 +18,6 @@
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -96,15 +95,6 @@ int SetChildSubreaper() { return prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0 
 
 int SetParentDeathSignal(int sig) {
   return prctl(PR_SET_PDEATHSIG, static_cast<unsigned long>(sig), 0, 0, 0) == 0 ? 0 : -errno;
-}
-
-bool ReapChild(int pid) {
-  int status = 0;
-  pid_t r;
-  do {
-    r = waitpid(pid, &status, WNOHANG);
-  } while (r < 0 && errno == EINTR);
-  return r == pid;
 }
 
 }  // namespace proclease
