@@ -1,5 +1,6 @@
-// Reaping a child that the addon's caller spawned and already saw exit:
-// waitpid without blocking, the same call on Linux and macOS.
+// Collecting a child that has exited, without waiting for one that has not:
+// waitpid with WNOHANG is the same call on Linux and macOS, so it lives here
+// once rather than in each OS's file.
 #include <sys/types.h>
 #include <sys/wait.h>
 
