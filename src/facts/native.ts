@@ -13,6 +13,7 @@ import { nativeSnapshot } from "./native-snapshot.js";
 import type { InspectOptions, ProcessDetails, ProcessFacts, ProcessSnapshot } from "./types.js";
 import { assertBatch } from "./inspect-many.js";
 import { FactsReadError } from "./none.js";
+import { Turns } from "./turns.js";
 import { assertEnvKeys, assertPid } from "./validate.js";
 
 const require = createRequire(import.meta.url);
@@ -157,6 +158,8 @@ export function createNativeFacts(binding: NativeBinding): ProcessFacts {
       const stride = DETAIL_SLOTS + keys.length;
       const host = identity();
       const out: Array<ProcessDetails | null> = [];
+      // thousands of records are milliseconds of decoding: the event loop gets its turns
+      const turns = new Turns();
       for (const { part, got } of parts) {
         const pieces = got.text.split("\0");
         const cursor = { next: 0 };
@@ -165,6 +168,7 @@ export function createNativeFacts(binding: NativeBinding): ProcessFacts {
           const found = got.slots[i * stride + SLOT.found]!;
           if (found < 0) throw new FactsReadError(part[i]!, -found);
           out.push(decodeDetails(got.slots, i * stride, keys, pieces, cursor, host));
+          if (turns.due()) await turns.yield();
         }
       }
       return out;

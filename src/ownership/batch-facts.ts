@@ -8,7 +8,7 @@
 import type { InspectOptions, ProcessDetails, ProcessFacts, ProcessSnapshot } from "../facts/types.js";
 import { assertPid } from "../facts/validate.js";
 import { Limiter } from "./keyed-queue.js";
-import { perTurn } from "./turns.js";
+import { perTurn, wakeInChunks, Waiters } from "./turns.js";
 
 /** Counts snapshot() calls (the one-snapshot promise is checked, not assumed). */
 export function countingFacts(facts: ProcessFacts, onSnapshot: () => void): ProcessFacts {
@@ -34,7 +34,7 @@ export function countingFacts(facts: ProcessFacts, onSnapshot: () => void): Proc
  */
 export function coalescingFacts(facts: ProcessFacts, sends?: SlicedRunner): ProcessFacts {
   let last: Promise<unknown> = Promise.resolve();
-  let next: Promise<ProcessSnapshot> | undefined;
+  let next: Waiters<ProcessSnapshot> | undefined;
   let lastStart = -Infinity;
   // the plain reads of one turn, as one call: each caller gets its own pids' answers
   const merged = perTurn(async (asks: ReadonlyArray<readonly number[]>) => {
@@ -61,8 +61,8 @@ export function coalescingFacts(facts: ProcessFacts, sends?: SlicedRunner): Proc
     // however large the host) and, with `sends`, once the batch's queued
     // signal sends have gone out.
     snapshot: () => {
-      if (next) return next;
-      const mine: Promise<ProcessSnapshot> = last
+      if (next) return next.wait();
+      const walk: Promise<ProcessSnapshot> = last
         .catch(() => undefined)
         .then(() => delay(lastStart + WALK_GAP_MS - performance.now()))
         .then(() => sends?.idle())
@@ -71,9 +71,11 @@ export function coalescingFacts(facts: ProcessFacts, sends?: SlicedRunner): Proc
           lastStart = performance.now();
           return facts.snapshot();
         });
+      // the walk's callers are handed it in chunks (turns.ts wakeInChunks): each resumes into its tree's new children
+      const mine = new Waiters(walk);
       next = mine;
-      last = mine;
-      return mine;
+      last = walk;
+      return mine.wait();
     },
     inspect: (pid, o) => facts.inspect(pid, o),
     inspectMany,
@@ -144,25 +146,20 @@ export function slicedRunner(sliceMs = 1): SlicedRunner {
  * frames, promises and records at once, all young and all alive when the
  * collector next runs, and that one scavenge held the loop for 35 ms
  * (docs/benchmarks.md); admitted as the writes before them complete, they
- * are made across several. The waiting parties resume RELEASE_CHUNK per
- * turn of the event loop: each runs its kill's setup up to its first send,
+ * are made across several. The waiting parties resume in chunks
+ * (turns.ts wakeInChunks): each runs its kill's setup up to its first send,
  * and a thousand of them at once would hold the loop for tens of
  * milliseconds.
  */
 export function startTogether(parties: readonly string[]): { enter: (id: string) => Promise<void>; arrive: (id: string) => Promise<void>; leave: (id: string) => void } {
   const admission = admitting(ADMIT_AT_ONCE);
   const outstanding = new Set(parties);
-  let waiting: Array<() => void> = [];
+  const waiting: Array<() => void> = [];
   let released = outstanding.size === 0;
-  const releaseSome = () => {
-    const now = waiting.splice(0, RELEASE_CHUNK);
-    for (const w of now) w();
-    if (waiting.length > 0) setImmediate(releaseSome);
-  };
   const done = (id: string) => {
     if (!outstanding.delete(id) || outstanding.size > 0 || released) return;
     released = true;
-    releaseSome();
+    wakeInChunks(waiting);
   };
   return {
     enter: admission.enter,
@@ -201,6 +198,5 @@ function admitting(limit: number): { enter: (id: string) => Promise<void>; exit:
   };
 }
 
-const RELEASE_CHUNK = 48;
 /** settlements between entering and marking their lease closing at once: enough to keep the store's IO_SLOTS busy many times over */
 export const ADMIT_AT_ONCE = 64;

@@ -1,27 +1,48 @@
 /**
- * Long synchronous passes (thousands of leases, every process of a host)
- * give the event loop a turn every SLICE_MS, so a verification at scale
- * never holds it for longer than that at a time.
- *
- *   const turns = new Turns();
- *   for (const x of many) { work(x); if (turns.due()) await turns.yield(); }
+ * Many callers of one event, woken or answered together: a barrier's
+ * release, a shared walk, the questions of one turn of the event loop.
  */
-import { performance } from "node:perf_hooks";
 
-const SLICE_MS = 1;
+/**
+ * Wakes many waiters of one event (a barrier's release, a shared walk's or
+ * batch's answer) WAKE_CHUNK per turn of the event loop: the first chunk
+ * now, each next one after timers and I/O have had a turn. Each waiter's
+ * continuation is a little work (a tree's new children, a settlement's
+ * next step), and a thousand of them resumed in one turn run for
+ * milliseconds without a tick (docs/benchmarks.md).
+ */
+export function wakeInChunks(wakers: Array<() => void>): void {
+  const next = () => {
+    for (const w of wakers.splice(0, WAKE_CHUNK)) w();
+    if (wakers.length > 0) setImmediate(next);
+  };
+  next();
+}
 
-export class Turns {
-  private since = performance.now();
+/** waiters resumed per turn: each resumes into tens of microseconds of work at most, so a chunk stays near a millisecond */
+export const WAKE_CHUNK = 48;
 
-  /** true once this slice has run for SLICE_MS */
-  due(): boolean {
-    return performance.now() - this.since >= SLICE_MS;
+/** The callers of one answer, handed it in chunks once it settles (wakeInChunks); a caller after that gets it at once. */
+export class Waiters<T> {
+  private waiting: Array<{ resolve: (v: T) => void; reject: (e: unknown) => void }> | null = [];
+
+  constructor(private readonly answer: Promise<T>) {
+    answer.then(
+      (v) => this.wake((w) => w.resolve(v)),
+      (e: unknown) => this.wake((w) => w.reject(e)),
+    );
   }
 
-  /** lets everything queued run (timers, I/O callbacks), then starts a new slice */
-  async yield(): Promise<void> {
-    await new Promise<void>((r) => setImmediate(r));
-    this.since = performance.now();
+  wait(): Promise<T> {
+    const waiting = this.waiting;
+    if (waiting === null) return this.answer;
+    return new Promise<T>((resolve, reject) => waiting.push({ resolve, reject }));
+  }
+
+  private wake(how: (w: { resolve: (v: T) => void; reject: (e: unknown) => void }) => void): void {
+    const all = this.waiting ?? [];
+    this.waiting = null;
+    wakeInChunks(all.map((w) => () => how(w)));
   }
 }
 
@@ -29,8 +50,9 @@ export class Turns {
  * Questions asked within one turn of the event loop, answered together: the
  * first one schedules `answer` for the end of the turn (setImmediate), and
  * every question asked until then goes into that one call. `answer` returns
- * one answer per question, in order; if it throws, every question of the
- * batch rejects with that error.
+ * one answer per question, in order, and the askers are woken in chunks
+ * (wakeInChunks); if it throws, every question of the batch rejects with
+ * that error.
  */
 export function perTurn<Q, A>(answer: (asked: readonly Q[]) => Promise<readonly A[]>): (q: Q) => Promise<A> {
   let asked: Array<{ q: Q; resolve: (a: A) => void; reject: (e: unknown) => void }> = [];
@@ -39,9 +61,9 @@ export function perTurn<Q, A>(answer: (asked: readonly Q[]) => Promise<readonly 
     asked = [];
     try {
       const out = await answer(batch.map((b) => b.q));
-      batch.forEach((b, i) => b.resolve(out[i]!));
+      wakeInChunks(batch.map((b, i) => () => b.resolve(out[i]!)));
     } catch (e) {
-      for (const b of batch) b.reject(e);
+      wakeInChunks(batch.map((b) => () => b.reject(e)));
     }
   };
   return (q) =>

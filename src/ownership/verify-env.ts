@@ -28,7 +28,7 @@ import { readStartClock, type StartClock } from "./start-clock.js";
 import { LEASE_ENV_KEY } from "./types.js";
 import type { DetailsBatch } from "./verify-cache.js";
 import type { State } from "./verify-state.js";
-import type { Turns } from "./turns.js";
+import type { Turns } from "../facts/turns.js";
 
 /** how long an unreadable or mid-exec candidate is given before its second read */
 const EXEC_SETTLE_MS = 20;
@@ -116,7 +116,10 @@ async function envCandidates(pass: EnvPass, tallies: Seeking, ctx: RemnantContex
   const remnantBound = Math.min(...[...tallies.values()].map(({ s }) => remnantStartBound(s.lease, ctx)));
   const uids = new Set(alive.map((s) => s.root!.uid));
   const inTree = new Set<number>();
-  for (const s of alive) for (const p of collectTree(snapshot, s.root!, { context: tree })) inTree.add(p.pid);
+  for (const s of alive) {
+    for (const p of collectTree(snapshot, s.root!, { context: tree })) inTree.add(p.pid);
+    if (turns.due()) await turns.yield();
+  }
   const candidates: ProcessInfo[] = [];
   for (const p of snapshot.processes.values()) {
     if (turns.due()) await turns.yield();

@@ -43,7 +43,7 @@ import type { EvidenceCheck, EvidenceCode, OwnedProcessTree, OwnershipEvidence, 
 import { sameProcess } from "../facts/identity.js";
 import { CommandHashes, DetailsBatch, PathCache } from "./verify-cache.js";
 import { scanEnvironments } from "./verify-env.js";
-import { Turns } from "./turns.js";
+import { Turns } from "../facts/turns.js";
 import { evidence, rootRows } from "./evidence.js";
 import { done, finish, finishWith, vanished, type LeaseVerdict, type LeaseVerification, type State, type VerifyOptions } from "./verify-state.js";
 
@@ -76,7 +76,9 @@ export async function verifyLeases(
   facts: ProcessFacts,
   opts?: VerifyOptions,
 ): Promise<LeaseVerification[]> {
-  const states: State[] = leases.map((raw) => {
+  // every pass over the leases gives the event loop its turns: a thousand of them are milliseconds of work
+  const turns = new Turns();
+  const states = await turns.map(leases, (raw): State => {
     const parsed = parseLeaseRecord(raw, false);
     if (!parsed.ok) {
       return done(raw, "unknown", [evidence("lease-record", "unknown", "invalid-record", `not a valid lease: ${parsed.reason}`)]);
@@ -101,15 +103,12 @@ export async function verifyLeases(
   const batch = new DetailsBatch(facts, MARKER_ENV_KEYS);
   const paths = new PathCache();
   const guard = signalTargetGuard();
-  const roots = pending().map((s) => s.lease.rootPid).filter((pid) => pid > 0 && guard(pid).allowed);
+  const roots = (await turns.map(pending(), (s) => s.lease.rootPid)).filter((pid) => pid > 0 && guard(pid).allowed);
+  const leasePaths = (await turns.map(pending(), (s) => pathsToResolve(s.lease, undefined))).flat();
   let snapshot: ProcessSnapshot;
   try {
     // the leases' own paths are resolved meanwhile; the roots' argv and exe paths, known after the batch, are mostly the same ones
-    [snapshot] = await Promise.all([
-      opts?.snapshot ?? facts.snapshot(),
-      batch.fetch([process.pid, ...roots]),
-      paths.load(pending().flatMap((s) => pathsToResolve(s.lease, undefined))),
-    ]);
+    [snapshot] = await Promise.all([opts?.snapshot ?? facts.snapshot(), batch.fetch([process.pid, ...roots]), paths.load(leasePaths)]);
   } catch (e) {
     for (const s of pending()) {
       unavailable(s);
@@ -119,10 +118,9 @@ export async function verifyLeases(
   }
   const host = batch.get(process.pid) ?? null;
   const caches: RootCaches = { batch, paths, hashes: new CommandHashes(), guard };
-  await caches.paths.load(pending().flatMap((s) => pathsToResolve(s.lease, batch.get(s.lease.rootPid))));
+  await caches.paths.load((await turns.map(pending(), (s) => pathsToResolve(s.lease, batch.get(s.lease.rootPid)))).flat());
 
   // phase 1: the root of each lease, checked on its own
-  const turns = new Turns();
   for (const s of pending()) {
     checkRoot(s, facts, snapshot, host, caches, opts?.gatewayInstanceId);
     if (turns.due()) await turns.yield();

@@ -1,9 +1,10 @@
 /**
- * perTurn (turns.ts): the questions of one event-loop turn answered by one
- * call, in order; a failing call rejects each of its questions.
+ * turns.ts: the questions of one event-loop turn answered by one call, in
+ * order, a failing call rejecting each of its questions; many waiters of
+ * one event woken a chunk per turn, in order, with timers running between.
  */
 import { describe, expect, it } from "vitest";
-import { perTurn } from "../../src/ownership/turns.js";
+import { perTurn, wakeInChunks, Waiters, WAKE_CHUNK } from "../../src/ownership/turns.js";
 
 describe("perTurn", () => {
   it("answers the questions of one turn with one call, each caller its own answer", async () => {
@@ -30,5 +31,40 @@ describe("perTurn", () => {
     expect((both[0] as PromiseRejectedResult).reason.message).toBe("no answer for a,b");
     fail = false;
     expect(await ask("c")).toBe("C");
+  });
+});
+
+describe("wakeInChunks", () => {
+  it("wakes the first WAKE_CHUNK at once and the rest a chunk per turn, in order; a timer due meanwhile fires before the last", async () => {
+    const woken: number[] = [];
+    let timerAt = -1;
+    setTimeout(() => (timerAt = woken.length), 0);
+    // the timer is due once a millisecond has passed: each chunk takes that long
+    const busy = () => {
+      const until = performance.now() + 1.2 / WAKE_CHUNK;
+      while (performance.now() < until);
+    };
+    const n = WAKE_CHUNK * 20 + 7;
+    const done = new Promise<void>((r) => wakeInChunks([...Array.from({ length: n }, (_, i) => () => (busy(), woken.push(i))), r]));
+    expect(woken).toEqual(Array.from({ length: WAKE_CHUNK }, (_, i) => i));
+    await done;
+    expect(woken).toEqual(Array.from({ length: n }, (_, i) => i));
+    expect(timerAt).toBeGreaterThan(0);
+    expect(timerAt).toBeLessThan(n);
+  });
+});
+
+describe("Waiters", () => {
+  it("hands one answer to every caller, a caller after it settled included; a rejection reaches every caller", async () => {
+    let answer!: (v: string) => void;
+    const w = new Waiters(new Promise<string>((r) => (answer = r)));
+    const callers = Array.from({ length: WAKE_CHUNK * 3 }, () => w.wait());
+    answer("walk");
+    expect(await Promise.all(callers)).toEqual(callers.map(() => "walk"));
+    expect(await w.wait()).toBe("walk");
+    const failed = new Waiters(Promise.reject(new Error("no walk")));
+    const both = await Promise.allSettled([failed.wait(), failed.wait()]);
+    expect(both.map((r) => (r.status === "rejected" ? (r.reason as Error).message : "?"))).toEqual(["no walk", "no walk"]);
+    await expect(failed.wait()).rejects.toThrow("no walk");
   });
 });
