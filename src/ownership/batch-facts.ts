@@ -1,14 +1,12 @@
 /**
- * What a batch reconcile (lifecycle.ts reconcileLeases) shares between the
+ * What a batch reconcile (reconcile.ts reconcileLeases) shares between the
  * settlements it runs at once: facts that count snapshot() calls, facts
- * that let concurrent kills share walks and reads, a runner that keeps
- * their synchronous signal sends in short slices, and a barrier that starts
- * their kills together.
+ * that let concurrent kills share walks and reads, and a runner that keeps
+ * their synchronous signal sends in short slices.
  */
 import type { InspectOptions, ProcessDetails, ProcessFacts, ProcessSnapshot } from "../facts/types.js";
 import { assertPid } from "../facts/validate.js";
-import { Limiter } from "./keyed-queue.js";
-import { perTurn, wakeInChunks, Waiters } from "./turns.js";
+import { perTurn, Waiters } from "./turns.js";
 
 /** Counts snapshot() calls (the one-snapshot promise is checked, not assumed). */
 export function countingFacts(facts: ProcessFacts, onSnapshot: () => void): ProcessFacts {
@@ -133,70 +131,3 @@ export function slicedRunner(sliceMs = 1): SlicedRunner {
     });
   return { run, idle };
 }
-
-/**
- * Starts a batch's kills together: each party (a lease id) enters, arrives
- * once it has marked its lease closing, and waits until every party has
- * arrived or left (a settlement that ends before its kill leaves, whatever
- * the reason). Kills that start together share their walks
- * (coalescingFacts) instead of each taking its own as its write completes.
- *
- * At most ADMIT_AT_ONCE parties are between entering and arriving: the
- * rest wait to enter. A thousand settlements begun in one turn make their
- * frames, promises and records at once, all young and all alive when the
- * collector next runs, and that one scavenge held the loop for 35 ms
- * (docs/benchmarks.md); admitted as the writes before them complete, they
- * are made across several. The waiting parties resume in chunks
- * (turns.ts wakeInChunks): each runs its kill's setup up to its first send,
- * and a thousand of them at once would hold the loop for tens of
- * milliseconds.
- */
-export function startTogether(parties: readonly string[]): { enter: (id: string) => Promise<void>; arrive: (id: string) => Promise<void>; leave: (id: string) => void } {
-  const admission = admitting(ADMIT_AT_ONCE);
-  const outstanding = new Set(parties);
-  const waiting: Array<() => void> = [];
-  let released = outstanding.size === 0;
-  const done = (id: string) => {
-    if (!outstanding.delete(id) || outstanding.size > 0 || released) return;
-    released = true;
-    wakeInChunks(waiting);
-  };
-  return {
-    enter: admission.enter,
-    arrive: (id) => {
-      admission.exit(id);
-      const mine = released ? Promise.resolve() : new Promise<void>((r) => waiting.push(r));
-      done(id);
-      return mine;
-    },
-    leave: (id) => {
-      admission.exit(id);
-      done(id);
-    },
-  };
-}
-
-/** At most `limit` ids between enter(id) and exit(id), through the store's Limiter (an id exits only once it has entered; a second exit is nothing). */
-function admitting(limit: number): { enter: (id: string) => Promise<void>; exit: (id: string) => void } {
-  const gate = new Limiter(limit);
-  const exits = new Map<string, () => void>();
-  return {
-    enter: (id) =>
-      new Promise<void>((entered) => {
-        void gate.run(
-          () =>
-            new Promise<void>((exit) => {
-              exits.set(id, exit);
-              entered();
-            }),
-        );
-      }),
-    exit: (id) => {
-      exits.get(id)?.();
-      exits.delete(id);
-    },
-  };
-}
-
-/** settlements between entering and marking their lease closing at once: enough to keep the store's IO_SLOTS busy many times over */
-export const ADMIT_AT_ONCE = 64;

@@ -17,9 +17,10 @@
  *   (nothing may be signalled, but the wrapper may still be told to clean
  *   up), else after the kill; when it was the only thing that ran, the lease
  *   is verified again and whatever that proves ours is killed too.
- * - reconcileLeases: the batch form: ONE snapshot for every lease's
- *   verification, then settleLease per lease with that verification. A dry
- *   run changes nothing and says, per lease, what the same code would do.
+ * - reconcileLeases (reconcile.ts): the batch form: ONE snapshot for every
+ *   lease's verification, then settleLease's two halves per lease with that
+ *   verification (beginSettlement, endSettlement). A dry run changes
+ *   nothing and says, per lease, what the same code would do.
  *
  * The settlement rule itself (which state after which evidence, the
  * cgroup drain and a dry run included) is settle.ts's table; this module
@@ -39,14 +40,14 @@
  * memory is gone, and the record (open or closing) is settled like any
  * other by the startup reap.
  */
-import type { ProcessFacts, ProcessSignaller, ProcessSnapshot } from "../facts/types.js";
-import { cgroupMembers, drainLeaseCgroup, lookIntoLeaseCgroup, removeSettledLeftovers, type CgroupDrain } from "./cgroup-drain.js";
-import { actionFor, attachedReason, outcomeOf, untouched, type LeaseAction, type LeaseOutcome, type LeaseOutcomeCode } from "./lease-outcome.js";
+import type { ProcessFacts, ProcessSignaller } from "../facts/types.js";
+import { cgroupMembers, drainLeaseCgroup, lookIntoLeaseCgroup, type CgroupDrain } from "./cgroup-drain.js";
+import { actionFor, outcomeOf, untouched, type LeaseAction, type LeaseOutcome, type LeaseOutcomeCode } from "./lease-outcome.js";
 import type { LeaseStore } from "./lease-store.js";
 import { TERMINAL_STATES, isLegalTransition } from "./lease-record.js";
 import type { TreeKillReport } from "./tree-kill.js";
 import { killLeaseVerification, killTargetOf, type LeaseKillResult } from "./kill-verification.js";
-import { batchingVerifier, type LeaseVerifier } from "./verify-batching.js";
+import type { LeaseVerifier } from "./verify-batching.js";
 import {
   drainsCgroup,
   isOtherInstance,
@@ -58,10 +59,10 @@ import {
   type SettlementTarget,
   type SettleContext,
 } from "./settle.js";
-import type { LeaseKind, LeaseSettledAs, LeaseState, ProcessLease } from "./types.js";
-import { explainLease, verifyLeases, type LeaseVerification } from "./verify.js";
+import type { LeaseSettledAs, LeaseState, ProcessLease } from "./types.js";
+import { explainLease, type LeaseVerification } from "./verify.js";
 import { pendingOf, writeGuard, type PendingSettlement } from "./pending-settlements.js";
-import { coalescingFacts, countingFacts, slicedRunner, startTogether, type Pacer } from "./batch-facts.js";
+import type { Pacer } from "./batch-facts.js";
 
 export type { LeaseAction, LeaseOutcome, LeaseOutcomeCode, PendingSettlement };
 
@@ -83,7 +84,7 @@ export interface SettleLeaseOptions {
   verifier?: LeaseVerifier;
   /** the caller's own lever on the root: ends the lifeline and waits for its wrapper child */
   release?: () => Promise<unknown>;
-  /** runs after the lease is marked closing and before any signal (a live session fails its prompt here; a batch waits for its other kills) */
+  /** runs after the lease is marked closing and before any signal (a live session fails its prompt here) */
   beforeSignals?: () => void | Promise<void>;
   /** runs the kills' signal sends (a batch shares one: batch-facts.ts slicedRunner) */
   pace?: Pacer;
@@ -103,25 +104,51 @@ export interface SettleLeaseOptions {
 
 /** A lease as it stands, verified now (or with the given verification), killed where proven ours, and settled. */
 export async function settleLease(deps: LifecycleDeps, lease: ProcessLease, opts: SettleLeaseOptions = {}): Promise<LeaseOutcome> {
+  const begun = await beginSettlement(deps, lease, opts);
+  if ("outcome" in begun) return begun.outcome;
+  await opts.beforeSignals?.();
+  return endSettlement(deps, begun, opts);
+}
+
+/**
+ * A settlement past its move to closing and before any signal. Plain data,
+ * no suspended frame: a batch holds a thousand of these at once while their
+ * kills wait to start together, and each object it holds is copied by every
+ * young collection it survives (docs/benchmarks.md).
+ */
+export interface Closing {
+  cur: ProcessLease;
+  v: LeaseVerification;
+  ctx: SettleContext & { prior: TreeKillReport | null };
+  writes: ReturnType<typeof writeGuard>;
+}
+
+/** settleLease's first half: the lease as stored, verified, and marked closing; or its outcome when nothing more is to be done. */
+export async function beginSettlement(deps: LifecycleDeps, lease: ProcessLease, opts: SettleLeaseOptions): Promise<{ outcome: LeaseOutcome } | Closing> {
   const dryRun = opts.dryRun === true;
-  // with a verification in hand, a real settlement's first read of the record is its move to closing (settleNow)
+  // with a verification in hand, a real settlement's first read of the record is its move to closing (below)
   const cur = opts.verification !== undefined && !dryRun ? lease : ((await deps.store.get(lease.leaseId).catch(() => null)) ?? lease);
   const v = opts.verification ?? (await verify(deps, cur));
-  if (isSettled(cur)) return alreadySettled(deps, cur, v, dryRun);
+  if (isSettled(cur)) return { outcome: alreadySettled(deps, cur, v, dryRun) };
   // a settlement left pending by an earlier attempt: the tree ended then, under our eyes
   const earlier = dryRun ? undefined : pendingOf(deps.store).get(cur.leaseId);
   const ctx = { rootExitObserved: opts.rootExitObserved === true || earlier?.ended === true, prior: opts.prior ?? earlier?.prior ?? null };
-  if (dryRun) return planDryRun(cur, v, ctx);
+  if (dryRun) return { outcome: await planDryRun(cur, v, ctx) };
   // another gateway instance's lease is not ours to move at all (settle.ts row 8)
   if (isOtherInstance(v)) {
     const s = settlementFor(v, null);
-    return untouched(cur, v, "left-alone", s.code, s.why, false);
+    return { outcome: untouched(cur, v, "left-alone", s.code, s.why, false) };
   }
-  return settleNow(deps, cur, v, ctx, opts);
+  // the record may be unwritable (a full disk): the tree is ended all the same
+  const writes = writeGuard();
+  const now = await writes.run(() => moveToClosing(deps.store, cur.leaseId));
+  // the record as stored, read under its lock: a concurrent settle that won leaves its state standing
+  if (now !== null && isSettled(now)) return { outcome: alreadySettled(deps, now, v, false) };
+  return { cur, v, ctx, writes };
 }
 
 /** closed or lost: terminal (lease-record.ts), never moved again. */
-function isSettled(l: ProcessLease): boolean {
+export function isSettled(l: ProcessLease): boolean {
   return TERMINAL_STATES.has(l.state);
 }
 
@@ -158,20 +185,8 @@ interface Killed {
   firstTarget: "tree" | "remnants" | null;
 }
 
-/** closing → kill → (release) → drain → settle by the table → write (or leave pending). */
-async function settleNow(
-  deps: LifecycleDeps,
-  cur: ProcessLease,
-  v0: LeaseVerification,
-  ctx: SettleContext & { prior: TreeKillReport | null },
-  opts: SettleLeaseOptions,
-): Promise<LeaseOutcome> {
-  // the record may be unwritable (a full disk): the tree is ended all the same
-  const writes = writeGuard();
-  const now = await writes.run(() => moveToClosing(deps.store, cur.leaseId));
-  // the record as stored, read under its lock: a concurrent settle that won leaves its state standing
-  if (now !== null && isSettled(now)) return alreadySettled(deps, now, v0, false);
-  await opts.beforeSignals?.();
+/** settleLease's second half: kill → (release) → drain → settle by the table → write (or leave pending). */
+export async function endSettlement(deps: LifecycleDeps, { cur, v: v0, ctx, writes }: Closing, opts: SettleLeaseOptions): Promise<LeaseOutcome> {
   const r = await killAndRelease(deps, cur, v0, opts);
   const settle = (drain: CgroupDrain | null): Settlement =>
     r.last !== null ? settlementAfterKill(r.last, { ...ctx, drain }) : settlementFor(r.v, null, { ...ctx, drain });
@@ -241,155 +256,6 @@ async function killAndRelease(deps: LifecycleDeps, cur: ProcessLease, v0: LeaseV
     }
   }
   return { decided, v, note, last, firstTarget };
-}
-
-export interface ReconcileOptions {
-  /** which leases: of one kind, or all (default) */
-  kind?: LeaseKind | "all";
-  /** default open and closing */
-  states?: readonly ("open" | "closing")[];
-  /** only these lease ids (explain); a lease of another instance then shows as such */
-  leaseIds?: readonly string[];
-  dryRun?: boolean;
-  /** a reason to leave a lease untouched now (a session or run this gateway is using, a spawn in flight) */
-  skip?: (lease: ProcessLease) => string | undefined;
-  /**
-   * For a kill while a gateway may still run (one that holds no state-dir
-   * lock, or whose lock was overridden): for the leases this says yes to, an owned tree whose root has a live parent other than
-   * init is left alone as attached, and so is every lease whose evidence is
-   * unknown or that has no pid yet (its spawn may be pending in that gateway).
-   */
-  skipAttached?: boolean | ((lease: ProcessLease) => boolean);
-  /** closed/lost leases older than this are removed afterwards (not in a dry run) */
-  retentionMs?: number;
-  /** called with each settled lease */
-  onSettled?: (o: LeaseOutcome) => void;
-  /**
-   * This instance's cgroup folder: after the settlements, the empty cgroups
-   * that settled leases left in it are removed (cgroup-drain.ts
-   * removeSettledLeftovers); `isLive` spares the lease files of sessions in use.
-   */
-  leftovers?: { instanceFolder: string; isLive?: (leaseId: string) => boolean };
-}
-
-export interface LeaseReconcileReport {
-  gatewayInstanceId: string;
-  dryRun: boolean;
-  /** leases examined (skipped ones included) */
-  examined: number;
-  entries: LeaseOutcome[];
-  /** snapshot() calls made for the batch's verification (1 when anything was verified) */
-  snapshots: number;
-  /** closed/lost leases removed by retention */
-  expired: string[];
-  /** unreadable, refused or quarantined lease files, each once */
-  problems: { file: string; detail: string }[];
-  elapsedMs: number;
-}
-
-/** Verifies a batch of leases against ONE snapshot, then settles each through settleLease. */
-export async function reconcileLeases(deps: LifecycleDeps, opts: ReconcileOptions = {}): Promise<LeaseReconcileReport> {
-  const t0 = Date.now();
-  const dryRun = opts.dryRun === true;
-  const { leases, problems } = await leasesToReconcile(deps, opts);
-  const entries: LeaseOutcome[] = [];
-  const candidates: ProcessLease[] = [];
-  const skipped: { lease: ProcessLease; why: string }[] = [];
-  for (const l of leases) {
-    const why = opts.skip?.(l);
-    if (why !== undefined) skipped.push({ lease: l, why });
-    else candidates.push(l);
-  }
-  const { snapshot, snapshots, byId } = await verifyBatch(deps, [...candidates, ...skipped.map((x) => x.lease)]);
-  for (const { lease, why } of skipped) entries.push(untouched(lease, byId.get(lease.leaseId)!, "skipped-live", "in-use", why, dryRun));
-
-  const sends = slicedRunner();
-  const pace = sends.run;
-  const batchFacts = coalescingFacts(deps.facts, sends);
-  // the re-verifications after the batch's kills are verified together, a turn of the event loop at a time
-  const verifier = batchingVerifier(batchFacts, { gatewayInstanceId: deps.gatewayInstanceId });
-  const together = startTogether(candidates.map((l) => l.leaseId));
-  await Promise.all(
-    candidates.map(async (l) => {
-      await together.enter(l.leaseId);
-      try {
-        const v = byId.get(l.leaseId)!;
-        const guarded = typeof opts.skipAttached === "function" ? opts.skipAttached(l) : opts.skipAttached === true;
-        if (guarded) {
-          const attached = attachedReason(v, snapshot);
-          if (attached !== null) return void entries.push(untouched(l, v, "skipped-live", attached.code, attached.why, dryRun));
-        }
-        const beforeSignals = () => together.arrive(l.leaseId);
-        const o = await settleLease(deps, l, { verification: v, facts: batchFacts, verifier, pace, beforeSignals, dryRun });
-        if (!dryRun) opts.onSettled?.(o);
-        entries.push(o);
-      } finally {
-        together.leave(l.leaseId);
-      }
-    }),
-  );
-  const order = new Map(leases.map((l, i) => [l.leaseId, i]));
-  entries.sort((a, b) => order.get(a.leaseId)! - order.get(b.leaseId)!);
-
-  if (!dryRun && opts.leftovers) {
-    const unsettled = new Set(entries.filter((e) => e.stateAfter === "open" || e.stateAfter === "closing").map((e) => e.leaseId));
-    const { instanceFolder, isLive } = opts.leftovers;
-    await removeSettledLeftovers(instanceFolder, { isLive: (id) => unsettled.has(id) || isLive?.(id) === true, get: (id) => deps.store.get(id) }).catch(() => undefined);
-  }
-  let expired: string[] = [];
-  if (!dryRun && opts.retentionMs !== undefined) {
-    const ex = await deps.store.expire(opts.retentionMs);
-    expired = ex.removed;
-    for (const p of ex.problems) if (!problems.has(p.file)) problems.set(p.file, p.detail);
-  }
-  return {
-    gatewayInstanceId: deps.gatewayInstanceId,
-    dryRun,
-    examined: leases.length,
-    entries,
-    snapshots,
-    expired,
-    problems: [...problems].map(([file, detail]) => ({ file, detail })),
-    elapsedMs: Date.now() - t0,
-  };
-}
-
-/**
- * The leases a reconcile looks at: this instance's in the asked states (or
- * exactly `leaseIds`, of any instance), of the asked kind, plus those whose
- * settlement an unwritable record left pending (whatever their state).
- */
-async function leasesToReconcile(deps: LifecycleDeps, opts: ReconcileOptions): Promise<{ leases: ProcessLease[]; problems: Map<string, string> }> {
-  const states = opts.states ?? ["open", "closing"];
-  const ids = opts.leaseIds ? new Set(opts.leaseIds) : null;
-  const listed = await deps.store.list(ids ? {} : { gatewayInstanceId: deps.gatewayInstanceId, states });
-  const problems = new Map<string, string>();
-  for (const p of listed.problems) problems.set(p.file, p.detail);
-  if (opts.dryRun !== true && ids === null) {
-    const have = new Set(listed.leases.map((l) => l.leaseId));
-    for (const id of pendingOf(deps.store).keys()) {
-      if (have.has(id)) continue;
-      const l = await deps.store.get(id).catch(() => null);
-      if (l !== null && l.gatewayInstanceId === deps.gatewayInstanceId) listed.leases.push(l);
-      else if (l === null || isSettled(l)) pendingOf(deps.store).delete(id);
-    }
-  }
-  const kind = opts.kind ?? "all";
-  const leases = listed.leases.filter((l) => (ids === null || ids.has(l.leaseId)) && (kind === "all" || l.kind === kind));
-  return { leases, problems };
-}
-
-/** Every lease verified against ONE snapshot (none taken for no lease); without a process list each verification answers "unknown": nothing is signalled. */
-async function verifyBatch(
-  deps: LifecycleDeps,
-  leases: readonly ProcessLease[],
-): Promise<{ snapshot: ProcessSnapshot | undefined; snapshots: number; byId: Map<string, LeaseVerification> }> {
-  let snapshots = 0;
-  if (leases.length === 0) return { snapshot: undefined, snapshots, byId: new Map() };
-  const counting = countingFacts(deps.facts, () => snapshots++);
-  const snapshot = await counting.snapshot().catch(() => undefined);
-  const verifications = await verifyLeases(leases, counting, { gatewayInstanceId: deps.gatewayInstanceId, ...(snapshot ? { snapshot } : {}) });
-  return { snapshot, snapshots, byId: new Map(verifications.map((v) => [v.lease.leaseId, v])) };
 }
 
 /**

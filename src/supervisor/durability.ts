@@ -29,7 +29,8 @@ import { computeCommandHash } from "../ownership/command-hash.js";
 import { loadOrCreateGatewayInstanceId } from "../ownership/instance-id.js";
 import { openLeaseStore, type LeaseStore } from "../ownership/lease-store.js";
 import type { TreeKillReport } from "../ownership/tree-kill.js";
-import { reconcileLeases, settleLease, settleUnstarted, type LeaseOutcome, type LeaseOutcomeCode, type LifecycleDeps } from "../ownership/lifecycle.js";
+import { settleLease, settleUnstarted, type LeaseOutcome, type LeaseOutcomeCode, type LifecycleDeps } from "../ownership/lifecycle.js";
+import { reconcileLeases } from "../ownership/reconcile.js";
 import { recordRootIdentity } from "../ownership/root-identity.js";
 import {
   INSTANCE_ENV_KEY,
