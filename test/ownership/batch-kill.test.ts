@@ -117,26 +117,7 @@ describe("coalescingFacts", () => {
 
 describe("a batch reconcile of real trees", () => {
   it.skipIf(COARSE !== null)(`every lease is marked closing before the first signal; a settlement that throws stops none of the others, and the reconcile then rejects with its error${COARSE ?? ""}`, async () => {
-    const stateDir = tempStateDir("batch-order");
-    const gid = await loadOrCreateGatewayInstanceId(stateDir);
-    const store = await openLeaseStore(stateDir, { durable: false });
-    const wrapperRoot = join(stateDir, "acpx", "wrappers");
-    const script = join(wrapperRoot, "sleeper.sh");
-    mkdirSync(wrapperRoot, { recursive: true, mode: 0o700 });
-    writeFileSync(script, "sleep 1000\n");
-    const argv = ["/bin/sh", script];
-    const roots: number[] = [];
-    const leaseIds: string[] = [];
-    for (let i = 0; i < 12; i++) {
-      const lease = await store.create({ kind: "acpx", gatewayInstanceId: gid, sessionKey: `order:${i}`, wrapperRoot, wrapperPath: script, commandHash: computeCommandHash(argv) });
-      const c = trackChild(spawn(argv[0]!, argv.slice(1), { stdio: "ignore", detached: true, env: { ...process.env, ...testMarkerEnv(), OPENCLAW_ACPX_LEASE_ID: lease.leaseId, OPENCLAW_GATEWAY_INSTANCE_ID: gid } }));
-      c.unref();
-      await waitFor(async () => (await FACTS.inspect(c.pid!))?.argv?.[0] === "/bin/sh", 10_000);
-      const d = (await FACTS.inspect(c.pid!))!;
-      await store.update(lease.leaseId, { rootPid: c.pid!, processGroupId: c.pid!, rootStartTime: d.startTime, bootId: d.bootId, pidNamespace: d.pidNamespace });
-      roots.push(c.pid!);
-      leaseIds.push(lease.leaseId);
-    }
+    const { store, gid, roots, leaseIds } = await leasedRoots("batch-order", "sleeper.sh", "sleep 1000\n", 12, async (pid) => (await FACTS.inspect(pid))?.argv?.[0] === "/bin/sh");
     const events: string[] = [];
     const broken = leaseIds[5]!;
     // one lease's record fails with an error that is not a refused write: its settlement throws before its move to closing
@@ -160,27 +141,9 @@ describe("a batch reconcile of real trees", () => {
   }, 60_000);
 
   it.skipIf(COARSE !== null)(`20 leases killed together: each root forks a child on SIGTERM, without the lease's markers, and the batch's shared walks still find and end every one${COARSE ?? ""}`, async () => {
-    const stateDir = tempStateDir("batch");
-    const gid = await loadOrCreateGatewayInstanceId(stateDir);
-    const store = await openLeaseStore(stateDir, { durable: false });
-    const wrapperRoot = join(stateDir, "acpx", "wrappers");
-    const script = join(wrapperRoot, "forks-on-term.sh");
-    mkdirSync(wrapperRoot, { recursive: true, mode: 0o700 });
     // on TERM: a child that does not carry the lease's markers (only the tree walk can tell it is ours); the root lives on
-    writeFileSync(script, 'trap \'env -u OPENCLAW_ACPX_LEASE_ID -u OPENCLAW_GATEWAY_INSTANCE_ID sleep 1000 & echo $! > "$0.$$"\' TERM\necho up > "$0.$$.up"\nwhile :; do sleep 0.05; done\n');
-    const argv = ["/bin/sh", script];
-    const roots: number[] = [];
-    const leaseIds: string[] = [];
-    for (let i = 0; i < 20; i++) {
-      const lease = await store.create({ kind: "acpx", gatewayInstanceId: gid, sessionKey: `batch:${i}`, wrapperRoot, wrapperPath: script, commandHash: computeCommandHash(argv) });
-      const c = trackChild(spawn(argv[0]!, argv.slice(1), { stdio: "ignore", detached: true, env: { ...process.env, ...testMarkerEnv(), OPENCLAW_ACPX_LEASE_ID: lease.leaseId, OPENCLAW_GATEWAY_INSTANCE_ID: gid } }));
-      c.unref();
-      await waitFor(() => readable(`${script}.${c.pid}.up`), 10_000);
-      const d = (await FACTS.inspect(c.pid!))!;
-      await store.update(lease.leaseId, { rootPid: c.pid!, processGroupId: c.pid!, rootStartTime: d.startTime, bootId: d.bootId, pidNamespace: d.pidNamespace });
-      roots.push(c.pid!);
-      leaseIds.push(lease.leaseId);
-    }
+    const body = 'trap \'env -u OPENCLAW_ACPX_LEASE_ID -u OPENCLAW_GATEWAY_INSTANCE_ID sleep 1000 & echo $! > "$0.$$"\' TERM\necho up > "$0.$$.up"\nwhile :; do sleep 0.05; done\n';
+    const { store, gid, script, roots, leaseIds } = await leasedRoots("batch", "forks-on-term.sh", body, 20, (pid, script) => readable(`${script}.${pid}.up`));
     let snapshots = 0;
     const facts = factsWith({ snapshot: () => (snapshots++, FACTS.snapshot()) });
     const report = await reconcileLeases({ store, facts, signaller: createSignaller(FACTS), graceMs: 1500, gatewayInstanceId: gid });
@@ -197,6 +160,35 @@ describe("a batch reconcile of real trees", () => {
     expect(snapshots).toBeLessThan(20);
   }, 60_000);
 });
+
+/**
+ * `count` leases of one gateway, each with a live root: `/bin/sh <script>`
+ * (written under the wrapper root with `body`), detached and carrying its
+ * lease's markers, recorded once `ready(pid, script)` says it runs.
+ */
+async function leasedRoots(label: string, name: string, body: string, count: number, ready: (pid: number, script: string) => boolean | Promise<boolean>) {
+  const stateDir = tempStateDir(label);
+  const gid = await loadOrCreateGatewayInstanceId(stateDir);
+  const store = await openLeaseStore(stateDir, { durable: false });
+  const wrapperRoot = join(stateDir, "acpx", "wrappers");
+  const script = join(wrapperRoot, name);
+  mkdirSync(wrapperRoot, { recursive: true, mode: 0o700 });
+  writeFileSync(script, body);
+  const argv = ["/bin/sh", script];
+  const roots: number[] = [];
+  const leaseIds: string[] = [];
+  for (let i = 0; i < count; i++) {
+    const lease = await store.create({ kind: "acpx", gatewayInstanceId: gid, sessionKey: `${label}:${i}`, wrapperRoot, wrapperPath: script, commandHash: computeCommandHash(argv) });
+    const c = trackChild(spawn(argv[0]!, argv.slice(1), { stdio: "ignore", detached: true, env: { ...process.env, ...testMarkerEnv(), OPENCLAW_ACPX_LEASE_ID: lease.leaseId, OPENCLAW_GATEWAY_INSTANCE_ID: gid } }));
+    c.unref();
+    await waitFor(() => ready(c.pid!, script), 10_000);
+    const d = (await FACTS.inspect(c.pid!))!;
+    await store.update(lease.leaseId, { rootPid: c.pid!, processGroupId: c.pid!, rootStartTime: d.startTime, bootId: d.bootId, pidNamespace: d.pidNamespace });
+    roots.push(c.pid!);
+    leaseIds.push(lease.leaseId);
+  }
+  return { store, gid, script, roots, leaseIds };
+}
 
 function readable(path: string): boolean {
   try {
