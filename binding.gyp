@@ -21,6 +21,18 @@
           }
         }]
       ]
+    },
+    {
+      "target_name": "proclease-wrapper",
+      "conditions": [
+        ["OS=='linux'", {
+          "type": "executable",
+          "sources": ["native/wrapper_linux.c", "native/wrapper_sweep_linux.c"],
+          "cflags": ["-O2", "-Wall", "-Wextra"]
+        }, {
+          "type": "none"
+        }]
+      ]
     }
   ]
 }

@@ -1,6 +1,6 @@
 /**
- * Starting one wrapper: `node <wrapperPath> --grace-ms N -- <adapter argv>`
- * with stdio [pipe, pipe, pipe, pipe]. fd 0/1 carry ACP to the adapter (the
+ * Starting one wrapper: `<wrapperPath> --grace-ms N -- <adapter argv>` (the
+ * native wrapper) or `node <wrapperPath> …` (the Node one), with stdio [pipe, pipe, pipe, pipe]. fd 0/1 carry ACP to the adapter (the
  * wrapper hands them over untouched), fd 2 is the adapter's stderr (its most
  * recent 16 KB kept in a ring for error messages), fd 3 is the lifeline: the
  * wrapper writes its reports there, and our end staying open is what tells it
@@ -14,6 +14,7 @@ import { PassThrough, type Readable, type Writable } from "node:stream";
 import { enterCgroupAsync } from "../containment/index.js";
 import { hostResourceError, pidsLimitReached, processLimitError, type HostResourceError } from "../ownership/host-faults.js";
 import { MARKER_ENV_KEYS } from "../ownership/markers.js";
+import { wrapperKindOf } from "./install-wrapper.js";
 import {
   createReportReader,
   INSTANCE_ENV_KEY,
@@ -215,9 +216,14 @@ export function buildWrapperEnv(input: Pick<LaunchInput, "env" | "envRemove" | "
   };
 }
 
-/** The root argv for a wrapper launch (exactly what the kernel will report). */
+/**
+ * The root argv for a wrapper launch (exactly what the kernel will report):
+ * the native wrapper is its own executable, the Node wrapper runs under
+ * `nodePath` (install-wrapper.ts wrapperKindOf tells them apart).
+ */
 export function rootArgvFor(nodePath: string, wrapperPath: string, command: readonly string[], graceMs: number): string[] {
-  return [nodePath, ...wrapperArgs(wrapperPath, command, { graceMs })];
+  const args = wrapperArgs(wrapperPath, command, { graceMs });
+  return wrapperKindOf(wrapperPath) === "native" ? args : [nodePath, ...args];
 }
 
 /**
@@ -233,7 +239,7 @@ export function launchWrapper(input: LaunchInput): LaunchedWrapper {
     cwd: input.cwd,
     windowsHide: true,
   });
-  const failure = hearSpawnErrors(child, input.nodePath);
+  const failure = hearSpawnErrors(child, rootArgv[0]!);
   // a move that fails here is the wrapper's to make or report (wrapper/main.ts enterLeaseCgroup)
   if (input.joinCgroup !== undefined && child.pid !== undefined) void enterCgroupAsync(input.joinCgroup, child.pid).catch(() => undefined);
   const lifeline = readLifeline(child);
@@ -290,11 +296,11 @@ interface SpawnFailure {
  * emits "error" on the next tick and sets up no stdio at all (child.stdio is
  * then empty), and an "error" nobody listens to crashes the gateway.
  */
-function hearSpawnErrors(child: ChildProcess, nodePath: string): SpawnFailure {
+function hearSpawnErrors(child: ChildProcess, file: string): SpawnFailure {
   let spawnError: Error | undefined;
   const listeners: Array<(err: Error) => void> = [];
   child.on("error", (err) => {
-    spawnError ??= hostResourceError(err, `spawn ${nodePath}`) ?? err;
+    spawnError ??= hostResourceError(err, `spawn ${file}`) ?? err;
     for (const l of listeners) l(err);
   });
   return { error: () => spawnError, onError: (l) => void listeners.push(l) };

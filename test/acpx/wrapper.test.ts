@@ -11,7 +11,7 @@ import { dirname, join, resolve } from "node:path";
 import { Readable, Writable } from "node:stream";
 import { client as acpClient, ndJsonStream, type ClientConnection } from "@agentclientprotocol/sdk";
 import { fileURLToPath } from "node:url";
-import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { adapterGroupProof, checkAdapterGroup, signalAdapterGroup } from "../../src/acpx/wrapper/adapter-group.js";
 import { parseWrapperArgs } from "../../src/acpx/wrapper/args.js";
 import {
@@ -20,7 +20,8 @@ import {
   wrapperArgs,
   type WrapperReport,
 } from "../../src/acpx/wrapper/protocol.js";
-import { loadNative } from "../../src/facts/native.js";
+import { loadNative, nativeAddonPath } from "../../src/facts/native.js";
+import { NATIVE_WRAPPER_FILE } from "../../src/acpx/install-wrapper.js";
 import { ownProcessGroupId } from "../../src/facts/guards.js";
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), "../..");
@@ -35,6 +36,31 @@ const NOT_LINUX = LINUX ? "" : " (skipped: the wrapper's real-process tests read
 const NO_SUBREAPER = SUBREAPER ? "" : " (skipped: needs Linux and the native addon for PR_SET_CHILD_SUBREAPER)";
 if (!LINUX) console.log(`[wrapper.test]${NOT_LINUX}`);
 else if (!SUBREAPER) console.log(`[wrapper.test]${NO_SUBREAPER}`);
+
+/**
+ * Both wrappers keep one contract, so the real-process tests run against
+ * each: the Node one (node dist/acpx/wrapper.cjs) and the native executable
+ * built beside the addon (native/wrapper_linux.c, Linux only).
+ */
+const addonPath = LINUX ? nativeAddonPath() : null;
+const NATIVE_WRAPPER = addonPath === null ? null : join(dirname(addonPath), NATIVE_WRAPPER_FILE);
+const HAS_NATIVE = NATIVE_WRAPPER !== null && existsSync(NATIVE_WRAPPER);
+const NO_NATIVE = HAS_NATIVE ? "" : " (skipped: no native wrapper built beside the addon; run `npx node-gyp rebuild`)";
+interface WrapperKindCase {
+  name: "node" | "native";
+  /** the wrapper's path for the stand-in gateway */
+  path: string;
+  /** what is spawned: [file, ...args before the wrapper's own] */
+  argv: readonly string[];
+}
+const KINDS: WrapperKindCase[] = [
+  { name: "node", path: WRAPPER, argv: [process.execPath, WRAPPER] },
+  { name: "native", path: NATIVE_WRAPPER ?? "", argv: [NATIVE_WRAPPER ?? ""] },
+];
+/** the wrapper the current describe block runs (set in its beforeEach) */
+let current: WrapperKindCase = KINDS[0]!;
+const skipKind = (k: WrapperKindCase): boolean => !LINUX || (k.name === "native" && !HAS_NATIVE);
+const kindNote = (k: WrapperKindCase): string => (k.name === "native" ? NO_NATIVE : "") || NOT_LINUX;
 
 const tmp = mkdtempSync(join(tmpdir(), "proclease-wrapper-"));
 const leases: string[] = [];
@@ -113,8 +139,9 @@ function jsonLines(stream: Readable): { lines: Record<string, unknown>[] } {
 
 /** Spawns the wrapper directly (the test is its gateway), with the lifeline on fd 3. */
 function spawnWrapper(command: string[], opts: { lease?: string; graceMs?: number; raw?: string[]; instance?: string | null; env?: Record<string, string> } = {}) {
-  const args = opts.raw ?? wrapperArgs(WRAPPER, command, opts.graceMs === undefined ? {} : { graceMs: opts.graceMs });
-  const child = spawn(process.execPath, opts.raw ? [WRAPPER, ...opts.raw] : args, {
+  const args = opts.raw ?? wrapperArgs(WRAPPER, command, opts.graceMs === undefined ? {} : { graceMs: opts.graceMs }).slice(1);
+  const [file, ...pre] = current.argv as [string, ...string[]];
+  const child = spawn(file, [...pre, ...args], {
     stdio: ["pipe", "pipe", "pipe", "pipe"],
     env: { ...markerEnv(opts.lease ?? newLease(), opts.instance === undefined ? INSTANCE : opts.instance), ...opts.env },
   });
@@ -286,7 +313,9 @@ function acpOver(w: { child: ChildProcess }): ClientConnection {
   );
 }
 
-describe.skipIf(!LINUX)(`fixture ACP agent, spoken to through the wrapper${NOT_LINUX}`, () => {
+describe.each(KINDS)("fixture ACP agent, spoken to through the $name wrapper", (k) => {
+  beforeEach(() => void (current = k));
+  if (skipKind(k)) return void it.skip(`all of it${kindNote(k)}`, () => undefined);
   it("answers the handshake and quick turns", async () => {
     const w = spawnWrapper(["node", AGENT]);
     const acp = acpOver(w);
@@ -342,7 +371,11 @@ describe.skipIf(!LINUX)(`fixture ACP agent, spoken to through the wrapper${NOT_L
   });
 });
 
-describe.skipIf(!LINUX)(`wrapper (real processes)${NOT_LINUX}`, () => {
+describe.each(KINDS)("$name wrapper (real processes)", (k) => {
+  beforeEach(() => void (current = k));
+  if (skipKind(k)) return void it.skip(`all of it${kindNote(k)}`, () => undefined);
+  // the native wrapper is always a subreaper on Linux; the Node one only with the addon
+  const subreaper = k.name === "native" || SUBREAPER;
   it("reports started with its own pid and the adapter's pid, which leads its own session and group", async () => {
     const pidfile = join(tmp, `started-${++seq}.json`);
     const w = spawnWrapper(["node", AGENT, `--pidfile=${pidfile}`]);
@@ -520,7 +553,7 @@ describe.skipIf(!LINUX)(`wrapper (real processes)${NOT_LINUX}`, () => {
     expect(await w.exited).toEqual({ code: 128 + 15, signal: null });
   });
 
-  it.skipIf(!SUBREAPER)(`adopts a double-forked grandchild as subreaper and reaps its zombie without touching the adapter${NO_SUBREAPER}`, async () => {
+  it.skipIf(!subreaper)(`adopts a double-forked grandchild as subreaper and reaps its zombie without touching the adapter${subreaper ? "" : NO_SUBREAPER}`, async () => {
     const pidfile = join(tmp, `adopt-${++seq}.json`);
     const w = spawnWrapper(["node", AGENT, "--survive-stdin-close", "--grandchild=double-fork", `--pidfile=${pidfile}`]);
     const started = await w.report("started");
@@ -539,7 +572,8 @@ describe.skipIf(!LINUX)(`wrapper (real processes)${NOT_LINUX}`, () => {
 
   // "addon": subreaper + pdeathsig + pidfd signals; "no addon": the lifeline,
   // procfs facts and the lease-id scan alone must still find every escapee
-  const modes = [
+  // the native wrapper needs neither: one mode
+  const modes = k.name === "native" ? [{ name: "native", env: {} }] : [
     ...(SUBREAPER ? [{ name: "addon", env: {} }] : []),
     { name: "no addon", env: { PROCLEASE_DISABLE_NATIVE: "1", PROCLEASE_BACKEND: "procfs" } },
   ];
@@ -551,7 +585,7 @@ describe.skipIf(!LINUX)(`wrapper (real processes)${NOT_LINUX}`, () => {
         const pidfile = join(tmp, `gw-${kind}-${++seq}.json`);
         const gw = spawn(
           process.execPath,
-          [GATEWAY, "--wrapper", WRAPPER, "--lease", lease, "--grace-ms", String(GRACE), "--",
+          [GATEWAY, "--wrapper", k.path, "--lease", lease, "--grace-ms", String(GRACE), "--",
             "node", AGENT, "--ignore-sigterm", "--survive-stdin-close", `--grandchild=${kind}`, `--pidfile=${pidfile}`],
           { stdio: ["ignore", "pipe", "inherit"], env: { ...process.env, ...env } },
         );
@@ -561,7 +595,7 @@ describe.skipIf(!LINUX)(`wrapper (real processes)${NOT_LINUX}`, () => {
         const agent = await waitFor("pidfile", () => readPidfile(pidfile));
         const gc = agent.grandchildPid!;
         expect(gc).toBeGreaterThan(1);
-        if (kind === "double-fork" && SUBREAPER && !("PROCLEASE_DISABLE_NATIVE" in env)) {
+        if (kind === "double-fork" && subreaper && !("PROCLEASE_DISABLE_NATIVE" in env)) {
           await waitFor("re-parented to the wrapper", () => stat(gc)?.ppid === started.wrapperPid);
         }
         // polled: a grandchild in the middle of its exec (sh → sleep) has an

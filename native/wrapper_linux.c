@@ -1,0 +1,400 @@
+/*
+ * The native ACPX wrapper (Linux): the same contract as the Node wrapper
+ * (src/acpx/wrapper/main.ts; reports and exit codes in protocol.ts), in one
+ * small process that decides no policy. The controller spawns it as
+ *
+ *   <wrapperRoot>/acpx-wrapper-<hash> [--grace-ms N] -- <adapter argv...>
+ *   stdio [pipe, pipe, pipe, pipe]; env OPENCLAW_ACPX_LEASE_ID, OPENCLAW_GATEWAY_INSTANCE_ID
+ *   (and PROCLEASE_CGROUP / PROCLEASE_CGROUP_REQUIRED when the lease has a cgroup)
+ *
+ * start: enters the lease cgroup, becomes a child subreaper, arms
+ *   PR_SET_PDEATHSIG=SIGUSR2, forks the adapter into its own session and
+ *   group (pgid == pid) with our fds 0/1/2, reports "started" on fd 3 once
+ *   its exec succeeded ("spawn-error" and 127/126/2 otherwise);
+ * SIGTERM/SIGINT/SIGHUP: forwarded to the adapter's group;
+ * adapter exits: "exit", then the tree sweep ("signal" after a forwarded
+ *   signal, else "adapter-exit"), exit with its code or 128 + signal;
+ * lifeline EOF or SIGUSR2: the sweep with reason "parent-gone";
+ * an adopted orphan exits: reaped (never the adapter, which stays unreaped
+ *   until the wrapper ends, so its group id stays provably ours).
+ *
+ * Idle, it blocks in poll() with no timeout: no timer, no CPU.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "wrapper_linux.h"
+
+#define LIFELINE_FD 3
+#define DEFAULT_GRACE_MS 3000
+#define MAX_GRACE_MS 600000
+#define EXIT_USAGE 2
+#define EXIT_NOT_FOUND 127
+#define EXIT_CANNOT_EXECUTE 126
+#define MAX_ENDED 4096
+
+static struct wrapper_state st;
+static int lifeline = -1;
+static int sigpipe_fds[2] = {-1, -1};
+static int forwarded;
+
+static const char *const SIGNAMES[] = {
+    NULL, "SIGHUP", "SIGINT", "SIGQUIT", "SIGILL", "SIGTRAP", "SIGABRT", "SIGBUS", "SIGFPE", "SIGKILL", "SIGUSR1",
+    "SIGSEGV", "SIGUSR2", "SIGPIPE", "SIGALRM", "SIGTERM", "SIGSTKFLT", "SIGCHLD", "SIGCONT", "SIGSTOP", "SIGTSTP",
+    "SIGTTIN", "SIGTTOU", "SIGURG", "SIGXCPU", "SIGXFSZ", "SIGVTALRM", "SIGPROF", "SIGWINCH", "SIGIO", "SIGPWR", "SIGSYS"};
+
+static const struct { int no; const char *name; } ERRNAMES[] = {
+    {ENOENT, "ENOENT"}, {EACCES, "EACCES"}, {EPERM, "EPERM"}, {ENOEXEC, "ENOEXEC"}, {ENOTDIR, "ENOTDIR"},
+    {EISDIR, "EISDIR"}, {ELOOP, "ELOOP"}, {ENAMETOOLONG, "ENAMETOOLONG"}, {E2BIG, "E2BIG"}, {ENOMEM, "ENOMEM"},
+    {ETXTBSY, "ETXTBSY"}, {EAGAIN, "EAGAIN"}, {EMFILE, "EMFILE"}, {ENFILE, "ENFILE"}, {EINVAL, "EINVAL"},
+    {EIO, "EIO"}, {ESRCH, "ESRCH"}, {EBUSY, "EBUSY"}, {EOPNOTSUPP, "EOPNOTSUPP"}, {ENODEV, "ENODEV"}};
+
+static const char *errname(int e) {
+  for (size_t i = 0; i < sizeof ERRNAMES / sizeof ERRNAMES[0]; i++)
+    if (ERRNAMES[i].no == e) return ERRNAMES[i].name;
+  return "EUNKNOWN";
+}
+
+static void put_stderr(const char *s) {
+  ssize_t r = write(2, s, strlen(s));
+  (void)r;
+}
+
+/* One report line on fd 3; dropped (never retried) once the gateway stopped reading. */
+static void send_line(const char *line) {
+  if (lifeline < 0) return;
+  size_t len = strlen(line), off = 0;
+  while (off < len) {
+    ssize_t n = write(lifeline, line + off, len - off);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      lifeline = -1;
+      return;
+    }
+    off += (size_t)n;
+  }
+}
+
+/* JSON string body for a message (quotes, backslashes and control bytes escaped). */
+static void json_escape(char *out, size_t cap, const char *s) {
+  size_t o = 0;
+  for (; *s && o + 7 < cap; s++) {
+    unsigned char c = (unsigned char)*s;
+    if (c == '"' || c == '\\') out[o++] = '\\', out[o++] = (char)c;
+    else if (c < 0x20) o += (size_t)snprintf(out + o, cap - o, "\\u%04x", c);
+    else out[o++] = (char)c;
+  }
+  out[o] = 0;
+}
+
+static void report_spawn_error(const char *code, const char *message) {
+  char esc[2048], line[2304];
+  json_escape(esc, sizeof esc, message);
+  snprintf(line, sizeof line, "{\"type\":\"spawn-error\",\"code\":\"%s\",\"message\":\"%s\"}\n", code, esc);
+  send_line(line);
+}
+
+static void usage_error(const char *message) {
+  report_spawn_error("EUSAGE", message);
+  put_stderr("proclease wrapper: ");
+  put_stderr(message);
+  put_stderr("\nusage: <wrapper> [--grace-ms N] -- <adapter argv...>\n");
+  exit(EXIT_USAGE);
+}
+
+/* The same rules as src/acpx/wrapper/args.ts; returns the index of the adapter's argv[0]. */
+static int parse_args(int argc, char **argv, long *grace_ms) {
+  char msg[512];
+  *grace_ms = DEFAULT_GRACE_MS;
+  int i = 1;
+  for (; i < argc && strcmp(argv[i], "--") != 0; i++) {
+    const char *value;
+    if (strcmp(argv[i], "--grace-ms") == 0) {
+      if (++i >= argc) usage_error("--grace-ms needs a value");
+      value = argv[i];
+    } else if (strncmp(argv[i], "--grace-ms=", 11) == 0) {
+      value = argv[i] + 11;
+    } else {
+      snprintf(msg, sizeof msg, "unknown wrapper option \"%.200s\" (adapter argv goes after \"--\")", argv[i]);
+      usage_error(msg);
+    }
+    size_t len = strlen(value), digits = strspn(value, "0123456789");
+    if (len == 0 || digits != len || len > 7) {
+      snprintf(msg, sizeof msg, "--grace-ms must be an integer number of milliseconds between 0 and %d, got %.100s", MAX_GRACE_MS, value);
+      usage_error(msg);
+    }
+    *grace_ms = strtol(value, NULL, 10);
+    if (*grace_ms > MAX_GRACE_MS) {
+      snprintf(msg, sizeof msg, "--grace-ms must be between 0 and %d, got %ld", MAX_GRACE_MS, *grace_ms);
+      usage_error(msg);
+    }
+  }
+  if (i >= argc) usage_error("missing \"--\" before the adapter argv");
+  if (i + 1 >= argc || argv[i + 1][0] == 0) usage_error("missing adapter command after \"--\"");
+  return i + 1;
+}
+
+static void on_signal(int sig) {
+  int saved = errno;
+  unsigned char b = (unsigned char)sig;
+  ssize_t r = write(sigpipe_fds[1], &b, 1);
+  (void)r;
+  errno = saved;
+}
+
+static void install_handlers(void) {
+  if (pipe2(sigpipe_fds, O_CLOEXEC | O_NONBLOCK) != 0) {
+    put_stderr("proclease wrapper: cannot create its signal pipe\n");
+    exit(EXIT_CANNOT_EXECUTE);
+  }
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = on_signal;
+  sa.sa_flags = SA_RESTART;
+  sigemptyset(&sa.sa_mask);
+  const int sigs[] = {SIGTERM, SIGINT, SIGHUP, SIGUSR2, SIGCHLD};
+  for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++) sigaction(sigs[i], &sa, NULL);
+  /* a write to the lifeline of a gone gateway is an EPIPE, not a death */
+  signal(SIGPIPE, SIG_IGN);
+}
+
+/* fd 3 when it is a socket or a pipe (what the controller's "pipe" gives); else no lifeline. */
+static void open_lifeline(void) {
+  struct stat sb;
+  if (fstat(LIFELINE_FD, &sb) != 0 || !(S_ISSOCK(sb.st_mode) || S_ISFIFO(sb.st_mode))) return;
+  lifeline = LIFELINE_FD;
+  fcntl(lifeline, F_SETFD, FD_CLOEXEC);
+  fcntl(lifeline, F_SETFL, fcntl(lifeline, F_GETFL) | O_NONBLOCK);
+}
+
+static unsigned long long own_start_time(void) {
+  char buf[1024];
+  int fd = open("/proc/self/stat", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return 0;
+  ssize_t n = read(fd, buf, sizeof buf - 1);
+  close(fd);
+  if (n <= 0) return 0;
+  buf[n] = 0;
+  char *p = strrchr(buf, ')');
+  unsigned long long start = 0;
+  if (p) sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d %*d %*d %*d %*d %llu", &start);
+  return start;
+}
+
+/* Only a normalised absolute path (what the controller's cgroup paths are): no "//", "." or ".." components. */
+static int path_shape_ok(const char *p) {
+  if (p[0] != '/' || strstr(p, "//") || strstr(p, "/./") || strstr(p, "/../")) return 0;
+  size_t n = strlen(p);
+  return !(n >= 2 && strcmp(p + n - 2, "/.") == 0) && !(n >= 3 && strcmp(p + n - 3, "/..") == 0);
+}
+
+static const char *enter_outcome(int e) {
+  switch (e) {
+    case ENOENT: case ENOTDIR: return "no-cgroup";
+    case EACCES: case EPERM: return "denied";
+    case EBUSY: return "busy";
+    case EOPNOTSUPP: return "unsupported";
+    case ESRCH: return "gone";
+    default: return "unknown";
+  }
+}
+
+/*
+ * Moves the wrapper into the lease's cgroup before the adapter exists (the
+ * one rule of src/containment/enter.ts: cgroup.procs opened write-only,
+ * never created, "0" moves the writer). A failure leaves the session
+ * uncontained unless limits need the cgroup; then nothing is started.
+ */
+static void enter_lease_cgroup(void) {
+  const char *env = getenv("PROCLEASE_CGROUP");
+  const char *req = getenv("PROCLEASE_CGROUP_REQUIRED");
+  int required = req != NULL && strcmp(req, "1") == 0;
+  char dir[2048], msg[2400];
+  snprintf(dir, sizeof dir, "%s", env ? env : "");
+  unsetenv("PROCLEASE_CGROUP");
+  unsetenv("PROCLEASE_CGROUP_REQUIRED");
+  if (env == NULL) {
+    if (!required) return;
+    snprintf(msg, sizeof msg, "limits were asked for but no lease cgroup was given");
+  } else {
+    char procs[2100];
+    const char *outcome = "refused", *detail = "not a normalised absolute path";
+    if (path_shape_ok(dir) && snprintf(procs, sizeof procs, "%s/cgroup.procs", dir) < (int)sizeof procs) {
+      int fd = open(procs, O_WRONLY | O_CLOEXEC);
+      int ok = fd >= 0 && write(fd, "0", 1) == 1;
+      int e = errno;
+      if (fd >= 0) close(fd);
+      if (ok) return;
+      outcome = enter_outcome(e);
+      detail = errname(e);
+    }
+    if (!required) return;
+    snprintf(msg, sizeof msg, "cannot enter the lease cgroup %s (%s: %s), so the session's limits would not hold", dir, outcome, detail);
+  }
+  report_spawn_error("ECGROUPMOVE", msg);
+  put_stderr("proclease wrapper: cannot start adapter: ");
+  put_stderr(msg);
+  put_stderr("\n");
+  exit(EXIT_CANNOT_EXECUTE);
+}
+
+/* fork + setsid + execvp; the exec's errno comes back over a close-on-exec pipe, so "started" means it ran. */
+static void spawn_adapter(char **command) {
+  int errpipe[2];
+  if (pipe2(errpipe, O_CLOEXEC) != 0) {
+    report_spawn_error(errname(errno), "cannot create the exec status pipe");
+    exit(EXIT_CANNOT_EXECUTE);
+  }
+  sigset_t all, old;
+  sigfillset(&all);
+  /* no handler of ours may run in the child between fork and exec */
+  sigprocmask(SIG_SETMASK, &all, &old);
+  pid_t pid = fork();
+  if (pid == 0) {
+    for (int s = 1; s < NSIG; s++) signal(s, SIG_DFL);
+    sigset_t none;
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, NULL);
+    int e = setsid() < 0 ? errno : 0;
+    if (e == 0) {
+      execvp(command[0], command);
+      e = errno;
+    }
+    ssize_t r = write(errpipe[1], &e, sizeof e);
+    (void)r;
+    _exit(EXIT_NOT_FOUND);
+  }
+  int fork_errno = errno;
+  sigprocmask(SIG_SETMASK, &old, NULL);
+  close(errpipe[1]);
+  int child_errno = 0;
+  ssize_t n;
+  if (pid < 0) child_errno = fork_errno;
+  else while ((n = read(errpipe[0], &child_errno, sizeof child_errno)) < 0 && errno == EINTR) {
+  }
+  close(errpipe[0]);
+  if (pid > 0 && child_errno == 0) {
+    st.adapter = pid;
+    return;
+  }
+  if (pid > 0) waitpid(pid, NULL, 0);
+  char msg[1200];
+  snprintf(msg, sizeof msg, "spawn %.1000s %s", command[0], errname(child_errno));
+  report_spawn_error(errname(child_errno), msg);
+  put_stderr("proclease wrapper: cannot start adapter: ");
+  put_stderr(msg);
+  put_stderr("\n");
+  exit(child_errno == ENOENT ? EXIT_NOT_FOUND : EXIT_CANNOT_EXECUTE);
+}
+
+static void report_exit(void) {
+  char line[128];
+  if (st.adapter_signal != 0) {
+    const char *name = st.adapter_signal > 0 && st.adapter_signal < (int)(sizeof SIGNAMES / sizeof SIGNAMES[0]) ? SIGNAMES[st.adapter_signal] : NULL;
+    if (name) snprintf(line, sizeof line, "{\"type\":\"exit\",\"code\":null,\"signal\":\"%s\"}\n", name);
+    else snprintf(line, sizeof line, "{\"type\":\"exit\",\"code\":null,\"signal\":\"SIG%d\"}\n", st.adapter_signal);
+  } else {
+    snprintf(line, sizeof line, "{\"type\":\"exit\",\"code\":%d,\"signal\":null}\n", st.adapter_code);
+  }
+  send_line(line);
+}
+
+/* The sweep, the "cleanup" report and the wrapper's exit with the adapter's status. */
+static void cleanup_and_exit(const char *reason, long grace_ms) {
+  static pid_t ended[MAX_ENDED];
+  long long t0 = wrapper_now_ms();
+  int reported = st.adapter_exited;
+  int n = wrapper_sweep(&st, grace_ms, ended, MAX_ENDED - 1);
+  /* the adapter was signalled too: give it a moment to report its status */
+  for (long long until = wrapper_now_ms() + 1000; !wrapper_peek_adapter(&st) && wrapper_now_ms() < until;) poll(NULL, 0, 5);
+  if (st.adapter_exited && !reported) report_exit();
+  int has = 0;
+  for (int i = 0; i < n; i++) has |= ended[i] == st.adapter;
+  if (st.adapter_exited && !has) {
+    int i = n++;
+    while (i > 0 && ended[i - 1] > st.adapter) ended[i] = ended[i - 1], i--;
+    ended[i] = st.adapter;
+  }
+  size_t cap = 96 + (size_t)n * 12;
+  char *line = malloc(cap);
+  if (line != NULL) {
+    size_t o = (size_t)snprintf(line, cap, "{\"type\":\"cleanup\",\"reason\":\"%s\",\"ended\":[", reason);
+    for (int i = 0; i < n; i++) o += (size_t)snprintf(line + o, cap - o, i ? ",%d" : "%d", (int)ended[i]);
+    snprintf(line + o, cap - o, "],\"durationMs\":%lld}\n", wrapper_now_ms() - t0);
+    send_line(line);
+  }
+  if (st.adapter_exited) waitpid(st.adapter, NULL, WNOHANG);
+  if (!st.adapter_exited) exit(1);
+  exit(st.adapter_signal != 0 ? 128 + st.adapter_signal : st.adapter_code);
+}
+
+static void forward(int sig) {
+  if (st.adapter_exited) return;
+  forwarded = 1;
+  kill(-st.adapter, sig);
+}
+
+/* Idle in poll() (no timeout) until the adapter exits or the gateway goes. */
+static void run(long grace_ms, int parent_gone_at_start) {
+  if (parent_gone_at_start) cleanup_and_exit("parent-gone", grace_ms);
+  for (;;) {
+    struct pollfd fds[2] = {{sigpipe_fds[0], POLLIN, 0}, {lifeline, POLLIN, 0}};
+    int nfds = lifeline >= 0 ? 2 : 1;
+    if (poll(fds, (nfds_t)nfds, -1) < 0 && errno != EINTR) continue;
+    unsigned char sigs[64];
+    ssize_t n = read(sigpipe_fds[0], sigs, sizeof sigs);
+    int gone = 0, child = 0;
+    for (ssize_t i = 0; i < n; i++) {
+      if (sigs[i] == SIGCHLD) child = 1;
+      else if (sigs[i] == SIGUSR2) gone = 1;
+      else forward(sigs[i]);
+    }
+    if (nfds == 2 && fds[1].revents != 0) {
+      char buf[512];
+      ssize_t r = read(lifeline, buf, sizeof buf);
+      /* data the gateway might write is discarded; EOF, a reset or a hang-up mean it is gone */
+      if (r == 0 || (r < 0 && errno != EAGAIN && errno != EINTR)) gone = 1;
+    }
+    if (child) wrapper_reap_adopted(&st);
+    if (st.adapter_exited) {
+      report_exit();
+      cleanup_and_exit(gone ? "parent-gone" : forwarded ? "signal" : "adapter-exit", grace_ms);
+    }
+    if (gone) cleanup_and_exit("parent-gone", grace_ms);
+  }
+}
+
+int main(int argc, char **argv) {
+  pid_t parent = getppid();
+  /* handlers first: a signal before the adapter exists is held in the pipe and forwarded after the spawn */
+  install_handlers();
+  open_lifeline();
+  long grace_ms;
+  int first = parse_args(argc, argv, &grace_ms);
+  st.self = getpid();
+  st.self_start = own_start_time();
+  st.lease_id = getenv("OPENCLAW_ACPX_LEASE_ID");
+  st.instance_id = getenv("OPENCLAW_GATEWAY_INSTANCE_ID");
+  enter_lease_cgroup();
+  /* before the spawn: an orphan made before we are a subreaper would go to init */
+  prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
+  prctl(PR_SET_PDEATHSIG, SIGUSR2, 0, 0, 0);
+  /* the gateway may have died before the pdeathsig was armed */
+  int gone = getppid() != parent;
+  spawn_adapter(argv + first);
+  char line[160];
+  snprintf(line, sizeof line, "{\"type\":\"started\",\"wrapperPid\":%d,\"adapterPid\":%d,\"pgid\":%d}\n", (int)st.self, (int)st.adapter, (int)st.adapter);
+  send_line(line);
+  run(grace_ms, gone);
+  return 0;
+}
