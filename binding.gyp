@@ -27,7 +27,7 @@
       "conditions": [
         ["OS=='linux'", {
           "type": "executable",
-          "sources": ["native/wrapper_linux.c", "native/wrapper_sweep_linux.c"],
+          "sources": ["native/wrapper_linux.c", "native/wrapper_sweep_linux.c", "native/wrapper_cgroup_linux.c"],
           "cflags": ["-O2", "-Wall", "-Wextra"]
         }, {
           "type": "none"

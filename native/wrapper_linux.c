@@ -59,7 +59,7 @@ static const struct { int no; const char *name; } ERRNAMES[] = {
     {ETXTBSY, "ETXTBSY"}, {EAGAIN, "EAGAIN"}, {EMFILE, "EMFILE"}, {ENFILE, "ENFILE"}, {EINVAL, "EINVAL"},
     {EIO, "EIO"}, {ESRCH, "ESRCH"}, {EBUSY, "EBUSY"}, {EOPNOTSUPP, "EOPNOTSUPP"}, {ENODEV, "ENODEV"}};
 
-static const char *errname(int e) {
+const char *wrapper_errname(int e) {
   for (size_t i = 0; i < sizeof ERRNAMES / sizeof ERRNAMES[0]; i++)
     if (ERRNAMES[i].no == e) return ERRNAMES[i].name;
   return "EUNKNOWN";
@@ -191,75 +191,51 @@ static unsigned long long own_start_time(void) {
   return start;
 }
 
-/* Only a normalised absolute path (what the controller's cgroup paths are): no "//", "." or ".." components. */
-static int path_shape_ok(const char *p) {
-  if (p[0] != '/' || strstr(p, "//") || strstr(p, "/./") || strstr(p, "/../")) return 0;
-  size_t n = strlen(p);
-  return !(n >= 2 && strcmp(p + n - 2, "/.") == 0) && !(n >= 3 && strcmp(p + n - 3, "/..") == 0);
-}
-
-static const char *enter_outcome(int e) {
-  switch (e) {
-    case ENOENT: case ENOTDIR: return "no-cgroup";
-    case EACCES: case EPERM: return "denied";
-    case EBUSY: return "busy";
-    case EOPNOTSUPP: return "unsupported";
-    case ESRCH: return "gone";
-    default: return "unknown";
-  }
-}
-
-/*
- * Moves the wrapper into the lease's cgroup before the adapter exists (the
- * one rule of src/containment/enter.ts: cgroup.procs opened write-only,
- * never created, "0" moves the writer). A failure leaves the session
- * uncontained unless limits need the cgroup; then nothing is started.
- */
-static void enter_lease_cgroup(void) {
-  const char *env = getenv("PROCLEASE_CGROUP");
-  const char *req = getenv("PROCLEASE_CGROUP_REQUIRED");
-  int required = req != NULL && strcmp(req, "1") == 0;
-  char dir[2048], msg[2400];
-  snprintf(dir, sizeof dir, "%s", env ? env : "");
-  unsetenv("PROCLEASE_CGROUP");
-  unsetenv("PROCLEASE_CGROUP_REQUIRED");
-  if (env == NULL) {
-    if (!required) return;
-    snprintf(msg, sizeof msg, "limits were asked for but no lease cgroup was given");
-  } else {
-    char procs[2100];
-    const char *outcome = "refused", *detail = "not a normalised absolute path";
-    if (path_shape_ok(dir) && snprintf(procs, sizeof procs, "%s/cgroup.procs", dir) < (int)sizeof procs) {
-      int fd = open(procs, O_WRONLY | O_CLOEXEC);
-      int ok = fd >= 0 && write(fd, "0", 1) == 1;
-      int e = errno;
-      if (fd >= 0) close(fd);
-      if (ok) return;
-      outcome = enter_outcome(e);
-      detail = errname(e);
-    }
-    if (!required) return;
-    snprintf(msg, sizeof msg, "cannot enter the lease cgroup %s (%s: %s), so the session's limits would not hold", dir, outcome, detail);
-  }
-  report_spawn_error("ECGROUPMOVE", msg);
+/* Refuses the start: nothing may run outside the cgroup the session's limits live in. */
+static void refuse_cgroup(const char *why) {
+  report_spawn_error("ECGROUPMOVE", why);
   put_stderr("proclease wrapper: cannot start adapter: ");
-  put_stderr(msg);
+  put_stderr(why);
   put_stderr("\n");
   exit(EXIT_CANNOT_EXECUTE);
 }
 
+/*
+ * The adapter's birth: born inside the lease cgroup when the kernel can
+ * clone into it, the wrapper joining right after (wrapper_cgroup_linux.c
+ * says why); else the wrapper joins first and forks. A join that fails
+ * leaves the session uncontained unless limits need the cgroup: then the
+ * adapter never runs (or, born inside already, is killed before it is
+ * reported).
+ */
+static pid_t fork_adapter(const struct lease_cgroup *cg) {
+  char why[2400];
+  pid_t pid = cg->given ? lease_cgroup_fork(cg) : -2;
+  if (pid == 0) return 0;
+  if (pid > 0) {
+    if (!lease_cgroup_join(cg, why, sizeof why) && cg->required) {
+      kill(pid, SIGKILL);
+      waitpid(pid, NULL, 0);
+      refuse_cgroup(why);
+    }
+    return pid;
+  }
+  if (cg->given && !lease_cgroup_join(cg, why, sizeof why) && cg->required) refuse_cgroup(why);
+  return fork();
+}
+
 /* fork + setsid + execvp; the exec's errno comes back over a close-on-exec pipe, so "started" means it ran. */
-static void spawn_adapter(char **command) {
+static void spawn_adapter(char **command, const struct lease_cgroup *cg) {
   int errpipe[2];
   if (pipe2(errpipe, O_CLOEXEC) != 0) {
-    report_spawn_error(errname(errno), "cannot create the exec status pipe");
+    report_spawn_error(wrapper_errname(errno), "cannot create the exec status pipe");
     exit(EXIT_CANNOT_EXECUTE);
   }
   sigset_t all, old;
   sigfillset(&all);
   /* no handler of ours may run in the child between fork and exec */
   sigprocmask(SIG_SETMASK, &all, &old);
-  pid_t pid = fork();
+  pid_t pid = fork_adapter(cg);
   if (pid == 0) {
     for (int s = 1; s < NSIG; s++) signal(s, SIG_DFL);
     sigset_t none;
@@ -289,8 +265,8 @@ static void spawn_adapter(char **command) {
   }
   if (pid > 0) waitpid(pid, NULL, 0);
   char msg[1200];
-  snprintf(msg, sizeof msg, "spawn %.1000s %s", command[0], errname(child_errno));
-  report_spawn_error(errname(child_errno), msg);
+  snprintf(msg, sizeof msg, "spawn %.1000s %s", command[0], wrapper_errname(child_errno));
+  report_spawn_error(wrapper_errname(child_errno), msg);
   put_stderr("proclease wrapper: cannot start adapter: ");
   put_stderr(msg);
   put_stderr("\n");
@@ -385,13 +361,16 @@ int main(int argc, char **argv) {
   st.self_start = own_start_time();
   st.lease_id = getenv("OPENCLAW_ACPX_LEASE_ID");
   st.instance_id = getenv("OPENCLAW_GATEWAY_INSTANCE_ID");
-  enter_lease_cgroup();
+  struct lease_cgroup cg;
+  lease_cgroup_read(&cg);
+  if (cg.required && !cg.given) refuse_cgroup("limits were asked for but no lease cgroup was given");
   /* before the spawn: an orphan made before we are a subreaper would go to init */
   prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
   prctl(PR_SET_PDEATHSIG, SIGUSR2, 0, 0, 0);
   /* the gateway may have died before the pdeathsig was armed */
   int gone = getppid() != parent;
-  spawn_adapter(argv + first);
+  spawn_adapter(argv + first, &cg);
+  if (cg.dirfd >= 0) close(cg.dirfd);
   char line[160];
   snprintf(line, sizeof line, "{\"type\":\"started\",\"wrapperPid\":%d,\"adapterPid\":%d,\"pgid\":%d}\n", (int)st.self, (int)st.adapter, (int)st.adapter);
   send_line(line);

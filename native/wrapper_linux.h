@@ -6,6 +6,7 @@
 #ifndef PROCLEASE_WRAPPER_LINUX_H
 #define PROCLEASE_WRAPPER_LINUX_H
 
+#include <stddef.h>
 #include <sys/types.h>
 
 /* The wrapper's own state, read by the sweep. */
@@ -19,6 +20,25 @@ struct wrapper_state {
   const char *lease_id;     /* NULL or "": no marker scan */
   const char *instance_id;  /* NULL or "": no marker scan */
 };
+
+/* The lease's cgroup as the controller handed it (PROCLEASE_CGROUP, PROCLEASE_CGROUP_REQUIRED). */
+struct lease_cgroup {
+  int given;     /* a path was given */
+  int required;  /* limits need it: nothing may start outside */
+  int shape_ok;  /* a normalised absolute path */
+  int dirfd;     /* the directory, for clone3; -1 when it could not be opened */
+  char dir[2048];
+};
+
+/* Reads and removes the two variables; opens the directory. */
+void lease_cgroup_read(struct lease_cgroup *cg);
+/* Moves the caller into the cgroup; 0 with `why` filled when it cannot. */
+int lease_cgroup_join(const struct lease_cgroup *cg, char *why, size_t cap);
+/* Forks a child born inside the cgroup (clone3 CLONE_INTO_CGROUP): 0 in the child, its pid in the parent, -2 when not possible here. */
+pid_t lease_cgroup_fork(const struct lease_cgroup *cg);
+
+/* The errno's name ("ENOENT"), "EUNKNOWN" for one not listed. */
+const char *wrapper_errname(int e);
 
 /* Milliseconds on the monotonic clock. */
 long long wrapper_now_ms(void);

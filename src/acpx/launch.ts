@@ -38,7 +38,7 @@ export interface LaunchInput {
   env?: Record<string, string>;
   /** keys dropped from the inherited environment before `env` is applied (never the markers) */
   envRemove?: readonly string[];
-  /** the lease's cgroup: the wrapper is moved in right after the spawn, while its Node boots (it checks before it spawns the adapter) */
+  /** the lease's cgroup: the Node wrapper is moved in right after the spawn, while its Node boots (it checks before it spawns the adapter); the native one joins by itself */
   joinCgroup?: string;
 }
 
@@ -240,8 +240,12 @@ export function launchWrapper(input: LaunchInput): LaunchedWrapper {
     windowsHide: true,
   });
   const failure = hearSpawnErrors(child, rootArgv[0]!);
-  // a move that fails here is the wrapper's to make or report (wrapper/main.ts enterLeaseCgroup)
-  if (input.joinCgroup !== undefined && child.pid !== undefined) void enterCgroupAsync(input.joinCgroup, child.pid).catch(() => undefined);
+  // a move that fails here is the wrapper's to make or report (wrapper/main.ts enterLeaseCgroup); the
+  // native wrapper joins by itself in a millisecond of its start (native/wrapper_cgroup_linux.c), so it is
+  // not moved twice. The Node wrapper is moved while its Node boots.
+  if (input.joinCgroup !== undefined && child.pid !== undefined && wrapperKindOf(input.wrapperPath) === "node") {
+    void enterCgroupAsync(input.joinCgroup, child.pid).catch(() => undefined);
+  }
   const lifeline = readLifeline(child);
   const stderr = keepStderr(child);
   // every stream we own has an "error" listener: an unheard one crashes the gateway; the exit says what happened

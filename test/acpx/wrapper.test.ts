@@ -5,7 +5,7 @@
  * through; spawn errors and the started report are exact.
  */
 import { spawn, spawnSync, type ChildProcess } from "node:child_process";
-import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmdirSync, rmSync, statSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
 import { Readable, Writable } from "node:stream";
@@ -23,6 +23,7 @@ import {
 import { loadNative, nativeAddonPath } from "../../src/facts/native.js";
 import { NATIVE_WRAPPER_FILE } from "../../src/acpx/install-wrapper.js";
 import { ownProcessGroupId } from "../../src/facts/guards.js";
+import { containmentSkipNote, probeCgroup2 } from "../helpers/cgroup-probe.mjs";
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), "../..");
 // the bundle the controller runs (scripts/bundle-wrapper.mjs), not tsc's per-file output
@@ -169,6 +170,11 @@ function spawnWrapper(command: string[], opts: { lease?: string; graceMs?: numbe
 }
 
 const INSTANCE = "wrapper-test";
+
+// a real cgroup2 directory for the lease-cgroup test, decided without the code under test
+const probe = LINUX ? await probeCgroup2() : null;
+const cgroup = probe !== null && probe.writable ? probe : null;
+const cgroupNote = probe === null ? NOT_LINUX : containmentSkipNote(probe);
 
 /** The test's environment with the lease markers set (instance null: the key removed). */
 function markerEnv(lease: string, instance: string | null): NodeJS.ProcessEnv {
@@ -455,6 +461,29 @@ describe.each(KINDS)("$name wrapper (real processes)", (k) => {
     expect(existsSync(mark)).toBe(false);
     // cgroup.procs is opened without O_CREAT: a directory that is not a cgroup gets no file
     expect(readdirSync(plain)).toEqual([]);
+  });
+
+  it(`the adapter is born in the lease cgroup and the wrapper is in it by its "started" report${cgroupNote}`, async (ctx) => {
+    if (cgroup === null) return ctx.skip();
+    const dir = join(cgroup.own, `wrapper-test-${process.pid}-${++seq}`);
+    mkdirSync(dir);
+    try {
+      // the adapter reads its own cgroup first thing; the wrapper's is read at "started"
+      const w = spawnWrapper(["sh", "-c", "cat /proc/self/cgroup; exec sleep 600"], { env: { PROCLEASE_CGROUP: dir, PROCLEASE_CGROUP_REQUIRED: "1" } });
+      const started = await w.report("started");
+      const rel = `0::${dir.slice(cgroup.mount.length)}\n`;
+      expect(readFileSync(`/proc/${started.wrapperPid}/cgroup`, "utf8")).toContain(rel);
+      await waitFor("the adapter's cgroup line", () => w.out().includes("0::"));
+      expect(w.out()).toContain(rel);
+      // the variables are the wrapper's, not the adapter's
+      const env = readFileSync(`/proc/${started.adapterPid}/environ`, "latin1");
+      expect(env).not.toContain("PROCLEASE_CGROUP");
+      w.child.kill("SIGTERM");
+      await w.exited;
+    } finally {
+      await waitFor("the test cgroup emptied", () => readFileSync(join(dir, "cgroup.procs"), "utf8").trim() === "");
+      rmdirSync(dir);
+    }
   });
 
   it("refuses bad wrapper arguments with exit 2 and a spawn-error report", async () => {
