@@ -70,7 +70,8 @@ export class Bystanders {
   startWrapperLookalike({ wrapperPath, graceMs, agentPath }) {
     if (this.wrapperLookalike) return;
     this.wrapperLookalike = this.start("wrapper-lookalike", {
-      argv: [process.execPath, wrapperPath, "--grace-ms", String(graceMs), "--", process.execPath, agentPath],
+      // the Node wrapper (a .cjs shim) runs under node; the native one is its own executable
+      argv: [...(wrapperPath.endsWith(".cjs") ? [process.execPath] : []), wrapperPath, "--grace-ms", String(graceMs), "--", process.execPath, agentPath],
     });
   }
 
