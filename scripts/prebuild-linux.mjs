@@ -4,6 +4,8 @@
 //
 //   prebuilds/linux-x64/proclease.napi.glibc.node    (x86_64-linux-gnu.2.28)
 //   prebuilds/linux-arm64/proclease.napi.glibc.node  (aarch64-linux-gnu.2.28)
+//   prebuilds/linux-{x64,arm64}/proclease-wrapper    (the native ACPX wrapper,
+//     binding.gyp's "proclease-wrapper" target, C, found beside the addon)
 //
 // Why Zig rather than the host's g++: it cross-compiles to arm64 with nothing
 // else installed, and it links against the symbol versions of a chosen glibc.
@@ -26,7 +28,7 @@
 // Usage: node scripts/prebuild-linux.mjs [--out DIR]   (default: prebuilds)
 // PROCLEASE_ZIG=/path/to/zig uses that Zig instead of installing one.
 import { execFileSync, spawn } from "node:child_process";
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { createRequire } from "node:module";
 import { tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
@@ -42,6 +44,7 @@ const TARGETS = [
   { dir: "linux-arm64", triple: `aarch64-linux-gnu.${GLIBC_FLOOR}`, machine: "AArch64" },
 ];
 const FILE = "proclease.napi.glibc.node";
+const WRAPPER_FILE = "proclease-wrapper";
 
 function fail(msg) {
   console.error(`prebuild-linux: ${msg}`);
@@ -55,6 +58,18 @@ function parseArgs(argv) {
     else fail(`unknown argument ${argv[i]} (usage: --out DIR)`);
   }
   return { out };
+}
+
+/** The native wrapper's sources and C flags: binding.gyp's "proclease-wrapper" target, OS=='linux'. */
+function gypWrapperConfig() {
+  const gyp = JSON.parse(readFileSync(join(root, "binding.gyp"), "utf8")).targets.find((t) => t.target_name === WRAPPER_FILE);
+  if (!gyp) fail(`binding.gyp has no "${WRAPPER_FILE}" target`);
+  const linux = (gyp.conditions ?? []).filter(([c]) => c === "OS=='linux'").map(([, o]) => o);
+  const sources = linux.flatMap((o) => o.sources ?? []);
+  const cflags = linux.flatMap((o) => o.cflags ?? []);
+  if (sources.length === 0) fail(`binding.gyp's "${WRAPPER_FILE}" target has no Linux sources`);
+  for (const s of sources) if (!existsSync(join(root, s))) fail(`binding.gyp lists ${s}, which does not exist`);
+  return { sources, cflags };
 }
 
 /** binding.gyp's sources, defines and C++ flags for OS=='linux'. */
@@ -144,7 +159,30 @@ async function buildTarget(t, ctx) {
     env,
   );
   const facts = checkElf(file, t);
-  return { ...t, file, facts, seconds: (Date.now() - started) / 1000 };
+  const wrapper = join(work, WRAPPER_FILE);
+  await run(
+    ctx.zig,
+    ["cc", "-target", t.triple, "-O2", "-s", ...ctx.wrapper.cflags, "-Werror", "-o", wrapper, ...ctx.wrapper.sources.map((s) => join(root, s))],
+    env,
+  );
+  const wrapperFacts = checkWrapperElf(wrapper, t);
+  return { ...t, file, facts, wrapper, wrapperFacts, seconds: (Date.now() - started) / 1000 };
+}
+
+/** Fails unless the wrapper is an executable for the target's machine that needs only glibc, at most the glibc floor. */
+function checkWrapperElf(file, t) {
+  const readelf = (flag) => execFileSync("readelf", ["-W", flag, file], { encoding: "utf8" });
+  const header = readelf("-h");
+  const machine = /Machine:\s+(.*)/.exec(header)?.[1]?.trim();
+  if (machine !== t.machine) fail(`${t.dir}/${WRAPPER_FILE}: machine "${machine}", expected "${t.machine}"`);
+  if (!/Type:\s+(EXEC|DYN)/.test(header)) fail(`${t.dir}/${WRAPPER_FILE}: not an executable`);
+  const needed = [...readelf("-d").matchAll(/\(NEEDED\)\s+Shared library: \[(.+?)\]/g)].map((m) => m[1]);
+  // Zig's glibc 2.28 stubs name libpthread beside libc; both are glibc itself
+  if (needed.some((n) => !/^lib(c|pthread)\.so/.test(n))) fail(`${t.dir}/${WRAPPER_FILE}: needs ${needed.join(", ")}: only glibc (libc, libpthread) may be`);
+  const versions = [...readelf("--dyn-syms").matchAll(/@GLIBC_([0-9.]+)/g)].map((m) => m[1]);
+  const newest = versions.sort(compareVersions).at(-1) ?? "none";
+  if (newest !== "none" && compareVersions(newest, GLIBC_FLOOR) > 0) fail(`${t.dir}/${WRAPPER_FILE}: needs GLIBC_${newest}, above the ${GLIBC_FLOOR} floor`);
+  return { machine, needed, glibc: newest, bytes: statSync(file).size };
 }
 
 /** Fails unless the ELF is for the target's machine, needs glibc <= the floor, no libstdc++, and exports only EXPORTS. */
@@ -191,13 +229,17 @@ async function main() {
     const versionScript = join(tmp, "exports.map");
     writeFileSync(versionScript, `{\n  global: ${EXPORTS.join("; ")};\n  local: *;\n};\n`);
     console.log(`prebuild-linux: zig ${execFileSync(zig, ["version"], { encoding: "utf8" }).trim()}; sources: ${sources.join(" ")}`);
-    const ctx = { zig, sources, defines, cflags, nodeInc, napiInc, tmp, versionScript };
+    const ctx = { zig, sources, defines, cflags, nodeInc, napiInc, tmp, versionScript, wrapper: gypWrapperConfig() };
     const built = await Promise.all(TARGETS.map((t) => buildTarget(t, ctx)));
     for (const b of built) {
       const dest = join(out, b.dir);
       rmSync(dest, { recursive: true, force: true });
       mkdirSync(dest, { recursive: true });
       renameSync(b.file, join(dest, FILE));
+      renameSync(b.wrapper, join(dest, WRAPPER_FILE));
+      chmodSync(join(dest, WRAPPER_FILE), 0o755);
+      const w = b.wrapperFacts;
+      console.log(`prebuild-linux: ${b.dir}/${WRAPPER_FILE}: ${w.machine}, ${(w.bytes / 1024).toFixed(0)} KiB, glibc >= ${w.glibc}, needs ${w.needed.join(" ")}`);
       const f = b.facts;
       console.log(
         `prebuild-linux: ${b.dir}/${FILE}: ${f.machine}, ${(f.bytes / 1024).toFixed(0)} KiB, glibc >= ${f.glibc}, ` +
