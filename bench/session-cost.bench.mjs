@@ -81,6 +81,9 @@ function carriersOfAny(leaseIds) {
   return out;
 }
 
+/** onEnsureTiming of each controller while the ratio triples run (phase medians say where the rest goes) */
+const timings = { native: [], node: [], on: false };
+
 async function controllers(acpx) {
   const dirs = [];
   const make = async (kind) => {
@@ -89,7 +92,8 @@ async function controllers(acpx) {
     // the wrapper is chosen at installation (install-wrapper.ts), from the environment
     process.env.PROCLEASE_WRAPPER = kind;
     try {
-      return await acpx.createAcpxLifecycleController({ stateDir: dir, graceMs: 300, containment: "auto" });
+      const onEnsureTiming = (t) => void (timings.on && timings[kind].push(t));
+      return await acpx.createAcpxLifecycleController({ stateDir: dir, graceMs: 300, containment: "auto", onEnsureTiming });
     } finally {
       delete process.env.PROCLEASE_WRAPPER;
     }
@@ -220,15 +224,35 @@ export async function run({ quick }) {
     const kind = ctls.native ? "native" : "node";
     const contained = (ctls.native ?? ctls.node).containment.available;
     console.log(`  wrapper installed by default here: ${kind}; containment ${contained ? "on" : `off (${(ctls.native ?? ctls.node).containment.why})`}`);
+    timings.on = true;
     const { rows, ratios } = await ensureRatios(acpx, ctls, quick ? 8 : 40);
-    printTable(`ensureSession against direct spawn + initialize + session/new of the minimal adapter (interleaved, ${ratios.node.length} triples, medians)`, [
-      { path: "direct spawn + handshake", ms: median(rows.direct).toFixed(1), "ratio to direct (median of triples)": "1" },
-      { path: "ensureSession, Node wrapper", ms: median(rows.node).toFixed(1), "ratio to direct (median of triples)": `${median(ratios.node).toFixed(3)}×` },
-      ...(ctls.native ? [{ path: "ensureSession, native wrapper", ms: median(rows.native).toFixed(1), "ratio to direct (median of triples)": `${median(ratios.native).toFixed(3)}×` }] : []),
+    timings.on = false;
+    const quietest = (k) => Math.min(...rows[k]);
+    const row = (path, k) => ({
+      path,
+      "median ms": median(rows[k]).toFixed(1),
+      "quietest ms": quietest(k).toFixed(1),
+      "median of per-triple ratios": k === "direct" ? "1" : `${median(ratios[k]).toFixed(3)}×`,
+      "quietest / quietest": k === "direct" ? "1" : `${(quietest(k) / quietest("direct")).toFixed(3)}×`,
+    });
+    printTable(`ensureSession against direct spawn + initialize + session/new of the minimal adapter (interleaved, ${ratios.node.length} triples)`, [
+      row("direct spawn + handshake", "direct"),
+      row("ensureSession, Node wrapper", "node"),
+      ...(ctls.native ? [row("ensureSession, native wrapper", "native")] : []),
     ]);
+    const phase = (k, f) => (timings[k].length ? median(timings[k].map((t) => t[f])).toFixed(1) : "-");
+    printTable("where ensureSession's time goes (onEnsureTiming, median ms)", ["native", "node"].filter((k) => timings[k].length).map((k) => ({
+      wrapper: k, "lease + cgroup": phase(k, "leaseMs"), "spawn → started": phase(k, "wrapperSpawnMs"), "record root": phase(k, "recordRootMs"), handshake: phase(k, "handshakeMs"), total: phase(k, "totalMs"),
+    })));
     if (!ctls.native) checks.push(unmeasured("ensureSession (native wrapper) / direct", "no native wrapper on this host (run `npx node-gyp rebuild`)"));
-    // quick: a regression guard a slow host cannot trip (the Node wrapper read 1.6–2.1× here); the full run judges the target
-    else checks.push(check(`ensureSession (native wrapper, containment ${contained ? "on" : "off"}) / direct spawn + handshake (median of ${ratios.native.length} triples)`, median(ratios.native), "<=", quick ? 1.4 : TARGET_ENSURE));
+    // The full run judges the target on the median of per-triple ratios. The
+    // quick run guards against regressions on each side's quietest triple:
+    // other tenants only ever add time, and on a saturated 2-core host (load
+    // 20+) the gateway's own steps (lease, cgroup, records) stretch while a
+    // bare spawn barely does: the median ratio read 1.73-1.83× there against
+    // 1.19× at load 12, the Node wrapper 2.1-2.3×.
+    else if (quick) checks.push(check(`ensureSession (native wrapper, containment ${contained ? "on" : "off"}) / direct spawn + handshake, quietest of ${rows.native.length} triples each, regression guard`, quietest("native") / quietest("direct"), "<=", 1.4));
+    else checks.push(check(`ensureSession (native wrapper, containment ${contained ? "on" : "off"}) / direct spawn + handshake (median of ${ratios.native.length} triples)`, median(ratios.native), "<=", TARGET_ENSURE));
 
     const memRows = [];
     for (const [k, ctl] of [["native", ctls.native], ["node", ctls.node]]) {
