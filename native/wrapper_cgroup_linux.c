@@ -16,7 +16,6 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
-#include <linux/sched.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -30,9 +29,12 @@
 #ifndef SYS_clone3
 #define SYS_clone3 435
 #endif
-#ifndef CLONE_INTO_CGROUP
-#define CLONE_INTO_CGROUP 0x200000000ULL
-#endif
+#define PROCLEASE_CLONE_INTO_CGROUP 0x200000000ULL
+
+/* clone3's argument as of Linux 5.7 (CLONE_INTO_CGROUP), declared here so old kernel headers still compile this file */
+struct proclease_clone_args {
+  uint64_t flags, pidfd, child_tid, parent_tid, exit_signal, stack, stack_size, tls, set_tid, set_tid_size, cgroup;
+};
 
 /* Only a normalised absolute path (what the controller's cgroup paths are): no "//", "." or ".." components. */
 static int path_shape_ok(const char *p) {
@@ -85,9 +87,9 @@ int lease_cgroup_join(const struct lease_cgroup *cg, char *why, size_t cap) {
 
 pid_t lease_cgroup_fork(const struct lease_cgroup *cg) {
   if (cg->dirfd < 0) return -2;
-  struct clone_args args;
+  struct proclease_clone_args args;
   memset(&args, 0, sizeof args);
-  args.flags = CLONE_INTO_CGROUP;
+  args.flags = PROCLEASE_CLONE_INTO_CGROUP;
   args.exit_signal = SIGCHLD;
   args.cgroup = (uint64_t)cg->dirfd;
   long pid = syscall(SYS_clone3, &args, sizeof args);
