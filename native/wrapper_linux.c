@@ -45,6 +45,8 @@
 
 static struct wrapper_state st;
 static int lifeline = -1;
+/* cleared once a write failed: reports stop, but the fd is still watched for the gateway's EOF */
+static int lifeline_writable = 1;
 static int sigpipe_fds[2] = {-1, -1};
 static int forwarded;
 
@@ -72,13 +74,13 @@ static void put_stderr(const char *s) {
 
 /* One report line on fd 3; dropped (never retried) once the gateway stopped reading. */
 static void send_line(const char *line) {
-  if (lifeline < 0) return;
+  if (lifeline < 0 || !lifeline_writable) return;
   size_t len = strlen(line), off = 0;
   while (off < len) {
     ssize_t n = write(lifeline, line + off, len - off);
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) {
-      lifeline = -1;
+      lifeline_writable = 0;
       return;
     }
     off += (size_t)n;
