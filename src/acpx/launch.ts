@@ -216,11 +216,7 @@ export function buildWrapperEnv(input: Pick<LaunchInput, "env" | "envRemove" | "
   };
 }
 
-/**
- * The root argv for a wrapper launch (exactly what the kernel will report):
- * the native wrapper is its own executable, the Node wrapper runs under
- * `nodePath` (install-wrapper.ts wrapperKindOf tells them apart).
- */
+/** The root argv (exactly what the kernel will report): the native wrapper is its own executable, the Node one runs under `nodePath`. */
 export function rootArgvFor(nodePath: string, wrapperPath: string, command: readonly string[], graceMs: number): string[] {
   const args = wrapperArgs(wrapperPath, command, { graceMs });
   return wrapperKindOf(wrapperPath) === "native" ? args : [nodePath, ...args];
@@ -240,12 +236,10 @@ export function launchWrapper(input: LaunchInput): LaunchedWrapper {
     windowsHide: true,
   });
   const failure = hearSpawnErrors(child, rootArgv[0]!);
-  // a move that fails here is the wrapper's to make or report (wrapper/main.ts enterLeaseCgroup); the
-  // native wrapper joins by itself in a millisecond of its start (native/wrapper_cgroup_linux.c), so it is
-  // not moved twice. The Node wrapper is moved while its Node boots.
-  if (input.joinCgroup !== undefined && child.pid !== undefined && wrapperKindOf(input.wrapperPath) === "node") {
-    void enterCgroupAsync(input.joinCgroup, child.pid).catch(() => undefined);
-  }
+  // the Node wrapper is moved while its Node boots (a failed move is its to make or report, wrapper/main.ts
+  // enterLeaseCgroup); the native one joins by itself at once (native/wrapper_cgroup_linux.c): not twice
+  const join = wrapperKindOf(input.wrapperPath) === "node" ? input.joinCgroup : undefined;
+  if (join !== undefined && child.pid !== undefined) void enterCgroupAsync(join, child.pid).catch(() => undefined);
   const lifeline = readLifeline(child);
   const stderr = keepStderr(child);
   // every stream we own has an "error" listener: an unheard one crashes the gateway; the exit says what happened
