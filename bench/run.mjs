@@ -27,7 +27,9 @@ const only = onlyIdx === -1 ? null : args[onlyIdx + 1];
 // facts bench it cost that bench's snapshot ratio its margin (1.97× against
 // 2.5× in one CI run, 3.1–5.2× otherwise). Its own ratio is interleaved pair
 // by pair, so it can take the residual load of the others: it runs last.
-const LAST = new Set(["containment.bench.mjs"]);
+// The session-cost bench's full run starts and closes 500 real sessions; its
+// own ratios are interleaved too, so it goes with the containment bench.
+const LAST = new Set(["containment.bench.mjs", "session-cost.bench.mjs"]);
 const files = (await readdir(here))
   .filter((f) => f.endsWith(".bench.mjs"))
   .sort((a, b) => Number(LAST.has(a)) - Number(LAST.has(b)) || (a < b ? -1 : a > b ? 1 : 0));
