@@ -15,6 +15,7 @@
 import { Readable, Writable } from "node:stream";
 import {
   client as acpClient,
+  DEFAULT_MAX_MESSAGE_BYTES,
   ndJsonStream,
   PROTOCOL_VERSION,
   type ClientCapabilities,
@@ -45,6 +46,13 @@ export const ACP_AUTH_REQUIRED = -32000;
 export const DEFAULT_CANCEL_GRACE_MS = 2000;
 /** Upper bound for a prompt timeout: what a Node timer can hold (about 24.8 days). */
 export const MAX_PROMPT_TIMEOUT_MS = 2 ** 31 - 1;
+
+/**
+ * The ACP transport's limit on one message: an adapter built on the SDK
+ * closes its connection when a line it reads is longer (the SDK's
+ * stream-limits), so a prompt is measured against it before it is sent.
+ */
+export const ACP_MAX_MESSAGE_BYTES: number = DEFAULT_MAX_MESSAGE_BYTES;
 
 const PACKAGE_VERSION = "0.1.0";
 
@@ -168,8 +176,7 @@ export class AcpClient {
   }
 
   async prompt(sessionId: string, prompt: string | readonly ContentBlock[]): Promise<PromptAnswer> {
-    const blocks: ContentBlock[] = typeof prompt === "string" ? [{ type: "text", text: prompt }] : [...prompt];
-    const res = (await this.connection.agent.request("session/prompt", { sessionId, prompt: blocks })) as PromptAnswer;
+    const res = (await this.connection.agent.request("session/prompt", promptParams(sessionId, prompt))) as PromptAnswer;
     const out: PromptAnswer = { stopReason: res.stopReason };
     if (res.usage !== undefined && res.usage !== null) out.usage = res.usage;
     if (res._meta !== undefined && res._meta !== null) out._meta = res._meta;
@@ -184,6 +191,25 @@ export class AcpClient {
   /** Rejects every pending request with `reason` and stops reading. */
   close(reason?: Error): void {
     this.connection.close(reason);
+  }
+}
+
+function promptParams(sessionId: string, prompt: string | readonly ContentBlock[]): { sessionId: string; prompt: ContentBlock[] } {
+  return { sessionId, prompt: typeof prompt === "string" ? [{ type: "text", text: prompt }] : [...prompt] };
+}
+
+/**
+ * The UTF-8 length of the session/prompt line prompt() writes (its newline
+ * excluded, as the reader's limit counts it), with the widest request id so
+ * it never comes out short; undefined when the prompt cannot be encoded at
+ * all (the SDK's own write says so then).
+ */
+export function promptMessageBytes(sessionId: string, prompt: string | readonly ContentBlock[]): number | undefined {
+  try {
+    const line = JSON.stringify({ jsonrpc: "2.0", id: Number.MAX_SAFE_INTEGER, method: "session/prompt", params: promptParams(sessionId, prompt) });
+    return Buffer.byteLength(line, "utf8");
+  } catch {
+    return undefined;
   }
 }
 
