@@ -9,6 +9,7 @@ import { describe, expect, it } from "vitest";
 import { ACP_MAX_MESSAGE_BYTES } from "../../src/acpx/acp-client.js";
 import { createAcpxLifecycleController } from "../../src/acpx/controller.js";
 import { AcpxPromptTooLargeError } from "../../src/acpx/index.js";
+import { classify } from "../../src/openclaw/errors.js";
 import type { AcpxLifecycleController } from "../../src/acpx/types.js";
 import { agentArgv, disposeAfterEach, GRACE_MS, say, tempStateDir, trackLease } from "./controller-helpers.js";
 
@@ -80,6 +81,8 @@ describe("a prompt over the ACP transport's limit", () => {
     expect(e.sizeBytes).toBeGreaterThan(big.length);
     expect(e.message).toContain(`${e.sizeBytes} bytes`);
     expect(e.message).toContain(`limit of ${32 * 1024 * 1024} bytes`);
+    // OpenClaw's boundary names it too, as a bad input that no retry fixes
+    expect(classify(e, "turn", "proclease")).toMatchObject({ code: "ACP_INVALID_RUNTIME_OPTION", detailCode: "PROMPT_TOO_LARGE", retryable: false });
     expect(await say(ctl, h, "/echo")).toBe("block text");
 
     // a streamed turn: the result and the events both end with the same error; content blocks are measured too
