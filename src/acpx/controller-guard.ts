@@ -51,21 +51,12 @@ type Mode = (typeof AFTER_DISPOSE)[Method];
 
 export type EndedAs = "disposed" | "shut down";
 
-/** A controller's end: whether and how it ended, the lease-writing calls under way, and its running turns' settlement. */
+/** A controller's end: whether and how it ended, the lease-writing calls under way, and who is told when it ends. */
 export class ControllerEnd {
   /** set, synchronously, by the first dispose() or shutdown() */
   endedAs: EndedAs | undefined;
-  /** rejects with the disposal's error once the controller ends */
-  readonly disposal: Promise<never>;
   private readonly writing = new Set<Promise<unknown>>();
-  private failTurns: (err: AcpxControllerDisposedError) => void = () => undefined;
-
-  constructor() {
-    this.disposal = new Promise<never>((_resolve, reject) => {
-      this.failTurns = reject;
-    });
-    this.disposal.catch(() => undefined);
-  }
+  private readonly listeners = new Set<(err: AcpxControllerDisposedError) => void>();
 
   /** a lease-writing call under way: the lock is kept until it settles */
   track(call: Promise<unknown>): void {
@@ -79,25 +70,34 @@ export class ControllerEnd {
     await Promise.allSettled([...this.writing]);
   }
 
+  /** `fail` is called with the disposal's error when the controller ends; the returned function unregisters it */
+  onEnd(fail: (err: AcpxControllerDisposedError) => void): () => void {
+    this.listeners.add(fail);
+    return () => void this.listeners.delete(fail);
+  }
+
   /** the turns still running settle with the disposal's error */
   failRunningTurns(): void {
-    this.failTurns(new AcpxControllerDisposedError(this.endedAs ?? "disposed"));
+    const err = new AcpxControllerDisposedError(this.endedAs ?? "disposed");
+    for (const fail of [...this.listeners]) fail(err);
+    this.listeners.clear();
   }
 }
 
 /** The controller as callers see it: every method refused once it ended. */
 export function guardAfterDispose(ctl: AcpxLifecycleController, end: ControllerEnd): AcpxLifecycleController {
-  const wrapped = new Map<string, unknown>();
+  // one wrapper per method function, so `ctl.prompt === ctl.prompt` holds
+  const wrapped = new WeakMap<object, unknown>();
   return new Proxy<AcpxLifecycleController>(ctl, {
     get(target, prop) {
       const value: unknown = Reflect.get(target, prop, target);
       if (typeof prop !== "string" || typeof value !== "function" || !Object.hasOwn(AFTER_DISPOSE, prop)) return value;
       const mode: Mode = AFTER_DISPOSE[prop as Method];
-      if (mode === "pass") return (value as (...args: unknown[]) => unknown).bind(target);
-      let fn = wrapped.get(prop);
+      let fn = wrapped.get(value);
       if (fn === undefined) {
-        fn = refuseOnceEnded(target, value as (...args: unknown[]) => unknown, mode, end);
-        wrapped.set(prop, fn);
+        const method = value as (...args: unknown[]) => unknown;
+        fn = mode === "pass" ? method.bind(target) : refuseOnceEnded(target, method, mode, end);
+        wrapped.set(value, fn);
       }
       return fn;
     },
@@ -121,16 +121,52 @@ function refuseOnceEnded(ctl: AcpxLifecycleController, method: (...args: unknown
 /**
  * A turn that also settles when the controller ends: `result` rejects with
  * the disposal's error, and `events` throws it once the updates that arrived
- * before it are read (as for any other end of a turn).
+ * before it are read (as for any other end of a turn). While the controller
+ * lives this costs one registration per turn, none per update.
  */
-export function settleOnDispose(turn: TurnStream, disposal: Promise<never>): TurnStream {
-  const result = Promise.race([turn.result, disposal]);
+export function settleOnDispose(turn: TurnStream, end: ControllerEnd): TurnStream {
+  let failResult: (err: unknown) => void = () => undefined;
+  const disposed = new Promise<never>((_resolve, reject) => {
+    failResult = reject;
+  });
+  disposed.catch(() => undefined);
+  /** the events' next() waiting now (one consumer), and the error once the controller ended */
+  let waiting: ((err: unknown) => void) | undefined;
+  let failed: Promise<never> | undefined;
+  const unregister = end.onEnd((err) => {
+    failed = Promise.reject(err);
+    failed.catch(() => undefined);
+    failResult(err);
+    waiting?.(err);
+  });
+  turn.result.then(unregister, unregister);
+  const result = Promise.race([turn.result, disposed]);
   result.catch(() => undefined);
   const events: AsyncIterable<SessionUpdate> = {
     [Symbol.asyncIterator]() {
       const inner = turn.events[Symbol.asyncIterator]();
+      const next = (): Promise<IteratorResult<SessionUpdate>> => {
+        // after the end: what was buffered first (an already settled next() wins the race), then the error
+        if (failed !== undefined) return Promise.race([inner.next(), failed]);
+        return new Promise((resolve, reject) => {
+          waiting = reject;
+          const done = (): void => {
+            if (waiting === reject) waiting = undefined;
+          };
+          inner.next().then(
+            (r) => {
+              done();
+              resolve(r);
+            },
+            (e: unknown) => {
+              done();
+              reject(e);
+            },
+          );
+        });
+      };
       return {
-        next: () => Promise.race([inner.next(), disposal]),
+        next,
         return: (value?: unknown) => inner.return?.(value) ?? Promise.resolve({ value: undefined, done: true as const }),
       };
     },

@@ -264,7 +264,7 @@ class Controller implements AcpxLifecycleController {
       },
     );
     result.catch(() => undefined);
-    return settleOnDispose({ ...turn, result }, this.end.disposal);
+    return settleOnDispose({ ...turn, result }, this.end);
   }
 
   onUpdate(handle: AcpRuntimeHandle, listener: SessionUpdateListener): () => void {
