@@ -198,19 +198,38 @@ function promptParams(sessionId: string, prompt: string | readonly ContentBlock[
   return { sessionId, prompt: typeof prompt === "string" ? [{ type: "text", text: prompt }] : [...prompt] };
 }
 
+// the most bytes one UTF-16 code unit can take in JSON: a control character escaped as \u001f
+const MAX_JSON_BYTES_PER_UNIT = 6;
+// the JSON-RPC envelope around the params, with the widest request id, and a text block's own keys
+const ENVELOPE_BYTES = 256;
+
+/** a text block with nothing beside its text (no annotations, no _meta): its size is its text's */
+function isBareText(b: ContentBlock): boolean {
+  return b.type === "text" && typeof b.text === "string" && Object.keys(b).every((k) => k === "type" || k === "text");
+}
+
 /**
- * The UTF-8 length of the session/prompt line prompt() writes (its newline
- * excluded, as the reader's limit counts it), with the widest request id so
- * it never comes out short; undefined when the prompt cannot be encoded at
- * all (the SDK's own write says so then).
+ * The UTF-8 length of the session/prompt line prompt() would write (its
+ * newline excluded, as the reader's limit counts it, and with the widest
+ * request id so it never comes out short) when that line would exceed
+ * ACP_MAX_MESSAGE_BYTES; undefined when it fits, or when the prompt cannot
+ * be encoded at all (the SDK's own write says so then). Text whose worst
+ * case fits is not encoded here: a prompt is stringified again to be sent.
  */
-export function promptMessageBytes(sessionId: string, prompt: string | readonly ContentBlock[]): number | undefined {
+export function promptOverLimit(sessionId: string, prompt: string | readonly ContentBlock[]): number | undefined {
+  const texts = typeof prompt === "string" ? [prompt] : prompt.every(isBareText) ? prompt.map((b) => (b as { text: string }).text) : null;
+  if (texts !== null) {
+    const units = texts.reduce((n, t) => n + t.length, sessionId.length);
+    if (units * MAX_JSON_BYTES_PER_UNIT + ENVELOPE_BYTES * (texts.length + 1) <= ACP_MAX_MESSAGE_BYTES) return undefined;
+  }
+  let bytes: number;
   try {
     const line = JSON.stringify({ jsonrpc: "2.0", id: Number.MAX_SAFE_INTEGER, method: "session/prompt", params: promptParams(sessionId, prompt) });
-    return Buffer.byteLength(line, "utf8");
+    bytes = Buffer.byteLength(line, "utf8");
   } catch {
     return undefined;
   }
+  return bytes > ACP_MAX_MESSAGE_BYTES ? bytes : undefined;
 }
 
 export async function withTimeout<T>(method: string, timeoutMs: number, p: Promise<T>): Promise<T> {

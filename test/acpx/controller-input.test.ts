@@ -6,7 +6,7 @@
  * wrapper around the fixture agent). Build first (`npm run build`).
  */
 import { describe, expect, it } from "vitest";
-import { ACP_MAX_MESSAGE_BYTES } from "../../src/acpx/acp-client.js";
+import { ACP_MAX_MESSAGE_BYTES, promptOverLimit } from "../../src/acpx/acp-client.js";
 import { createAcpxLifecycleController } from "../../src/acpx/controller.js";
 import { AcpxPromptTooLargeError } from "../../src/acpx/index.js";
 import { classify } from "../../src/openclaw/errors.js";
@@ -93,6 +93,18 @@ describe("a prompt over the ACP transport's limit", () => {
     })()).rejects.toBeInstanceOf(AcpxPromptTooLargeError);
     expect(await ctl.prompt(h, "hello")).toEqual({ stopReason: "end_turn" });
     expect((await ctl.sessionStatus(h)).leaseState).toBe("open");
+  });
+
+  it("the measure is the encoded line's: escapes and multi-byte text count, and so does anything beside a block's text", () => {
+    const MiB = 1024 * 1024;
+    // 6 MiB of U+0001: short as a string, 36 MiB as JSON (each one is written \u0001)
+    expect(promptOverLimit("s", "\u0001".repeat(6 * MiB))).toBeGreaterThan(36 * MiB);
+    // 11 MiB of "€": 33 MiB of UTF-8
+    expect(promptOverLimit("s", "€".repeat(11 * MiB))).toBeGreaterThan(33 * MiB);
+    expect(promptOverLimit("s", [{ type: "text", text: "a", _meta: { big: "x".repeat(33 * MiB) } }])).toBeGreaterThan(33 * MiB);
+    expect(promptOverLimit("s", [{ type: "image", mimeType: "image/png", data: "A".repeat(33 * MiB) }])).toBeGreaterThan(33 * MiB);
+    expect(promptOverLimit("s", "€".repeat(10 * MiB))).toBeUndefined();
+    expect(promptOverLimit("s", "x".repeat(MiB))).toBeUndefined();
   });
 
   it("a prompt just under the limit is sent and answered (the measure is the message's, not a round figure)", async () => {
