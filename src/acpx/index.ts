@@ -30,6 +30,7 @@ export {
   AcpxPromptAbortError,
   AcpxPromptError,
   AcpxPromptTimeoutError,
+  AcpxPromptTooLargeError,
   AcpxSessionClosedError,
   AcpxControllerDisposedError,
   AcpxSessionBusyError,

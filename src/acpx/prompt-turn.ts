@@ -5,12 +5,13 @@
  * the turn's updates is turn-stream.ts's; this file only bounds the request.
  */
 import type { ContentBlock } from "@agentclientprotocol/sdk";
-import { DEFAULT_CANCEL_GRACE_MS, MAX_PROMPT_TIMEOUT_MS, type AcpClient, type PromptAnswer } from "./acp-client.js";
+import { ACP_MAX_MESSAGE_BYTES, DEFAULT_CANCEL_GRACE_MS, MAX_PROMPT_TIMEOUT_MS, promptOverLimit, type AcpClient, type PromptAnswer } from "./acp-client.js";
 import {
   acpErrorOf,
   AcpxPromptAbortError,
   AcpxPromptError,
   AcpxPromptTimeoutError,
+  AcpxPromptTooLargeError,
   AcpxSessionClosedError,
   diagnosticsNote,
   type InterruptedTurn,
@@ -85,6 +86,11 @@ export function startTurn(client: AcpClient, ctx: TurnContext): StartedTurn {
   }
   const over = sessionEndedError(ctx.sessionKey, ctx.launched);
   if (over !== undefined) return { request: null, result: Promise.reject(over) };
+  // over the transport's limit the adapter would close the connection: refused here, the session untouched
+  const size = promptOverLimit(ctx.acpSessionId, ctx.prompt);
+  if (size !== undefined) {
+    return { request: null, result: Promise.reject(new AcpxPromptTooLargeError(ctx.sessionKey, size, ACP_MAX_MESSAGE_BYTES)) };
+  }
   const request = client.prompt(ctx.acpSessionId, ctx.prompt);
   // the caller may stop waiting before the request settles; it must never be an unhandled rejection
   request.catch(() => undefined);

@@ -29,7 +29,7 @@ import {
   type LifecycleDeps,
 } from "../../ownership/index.js";
 import { backendLine, factsFromFlag } from "../backend.js";
-import { EXIT, flag, graceMsOption, jsonLine, plural, resolveStateDir, table, type CliIo, type ParsedArgs } from "../io.js";
+import { EXIT, flag, graceMsOption, jsonLine, plural, printableDeep, resolveStateDir, table, type CliIo, type ParsedArgs } from "../io.js";
 import { attachedGuard, gatewayHolder, openReadOnly, openWriter, scanOrphanCgroups, type InstanceFolder, type OrphanCgroup } from "../lease-view.js";
 
 /** Argument plumbing only; the reaping itself is below. */
@@ -69,7 +69,7 @@ async function reap(args: ReapArgs, io: CliIo): Promise<number> {
       run: (deps, live, dryRun) => orphanPlan(stateDir, deps, live, dryRun),
       print: (r) => {
         if (json) io.out(jsonLine({ backend: facts.backend, identityStrength: facts.identityStrength, stateDir, orphanCgroups: true, ...r }));
-        else io.out(formatOrphanReport(r));
+        else io.out(formatOrphanReport(printableDeep(r)));
         return r.entries.some((e) => e.action === "failed") ? EXIT.failed : EXIT.ok;
       },
     });
@@ -83,7 +83,7 @@ async function reap(args: ReapArgs, io: CliIo): Promise<number> {
       reconcileLeases(deps, dryRun ? { dryRun: true, skipAttached: attachedGuard(live) } : { skipAttached: attachedGuard(live), retentionMs: DEFAULT_RETENTION_MS }),
     print: (r) => {
       if (json) io.out(jsonLine({ backend: facts.backend, identityStrength: facts.identityStrength, stateDir, ...r, entries: r.entries.map(entryJson) }));
-      else io.out(formatReport(r));
+      else io.out(formatReport(printableDeep(r)));
       return EXIT.ok;
     },
   });
