@@ -114,6 +114,10 @@ export class SessionConversation {
    */
   async beforeClose(client: AcpClient | undefined, adapterRunning: boolean, why: string): Promise<{ sessionCloseSent: boolean }> {
     this.permissions.cancelAll(why);
+    // a turn whose consumer lags holds the adapter's stdout: the close's answer must not wait behind it, and
+    // what the agent sends from here on goes to the (bounded) backlog; the turn ends with the close error
+    this.router.detachTurn();
+    client?.stdoutGate.releaseAll();
     let sessionCloseSent = false;
     if (client !== undefined && adapterRunning && !this.ended && this.acpSessionId !== undefined && canCloseSession(this.init)) {
       try {

@@ -102,6 +102,11 @@ export class UpdateRouter {
     };
   }
 
+  /** No turn receives updates any more (the session is closing). */
+  detachTurn(): void {
+    this.sink = undefined;
+  }
+
   /** Adds a listener; the backlog goes to it first. Returns the unsubscribe. */
   subscribe(listener: SessionUpdateListener): () => void {
     const held = this.backlog.slice(this.head);

@@ -58,6 +58,11 @@ export class StdoutGate {
     if (c !== undefined && (c.desiredSize ?? 0) > 0) this.input.resume();
   }
 
+  /** Every holder let go at once (the session is closing: its answers must get through). */
+  releaseAll(): void {
+    for (const h of [...this.holders]) this.release(h);
+  }
+
   private start(c: ReadableStreamDefaultController<Uint8Array>): void {
     this.controller = c;
     const input = this.input;

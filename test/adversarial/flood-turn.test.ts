@@ -10,6 +10,7 @@
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { createAcpxLifecycleController } from "../../src/acpx/controller.js";
+import { AcpxSessionClosedError } from "../../src/acpx/errors.js";
 import { disposeAfterEach, GRACE_MS, ROOT, tempStateDir, trackLease, waitFor } from "../acpx/controller-helpers.js";
 import { RssPeak } from "./flood-rss.js";
 
@@ -57,4 +58,26 @@ describe("a flood into a turn whose events are not read yet", () => {
     expect(report.growthMb).toBeLessThan(RSS_GROWTH_LIMIT_MB);
     await ctl.closeSession({ handle: h });
   }, 120_000);
+
+  it("a close while the agent is held back settles the session; the turn fails with the close after what was buffered", async () => {
+    const ctl = await createAcpxLifecycleController({ stateDir: tempStateDir("flood-close"), graceMs: GRACE_MS, maintenanceIntervalMs: 0 });
+    controllers.push(ctl);
+    const h = await ctl.ensureSession({ sessionKey: "k-flood-close", agentId: "main", command: [process.execPath, FLOOD_AGENT] });
+    trackLease(h.leaseId);
+    const turn = ctl.startTurn(h, `/flood ${UPDATES} ${TEXT_BYTES}`);
+    expect(await waitFor(async () => (await ctl.sessionStatus(h)).stdoutHeld, 30_000, 50)).toBeGreaterThanOrEqual(0);
+    const report = await ctl.closeSession({ handle: h });
+    expect(report.outcome).toBe("closed");
+    await expect(turn.result).rejects.toBeInstanceOf(AcpxSessionClosedError);
+    // what was buffered before the close is still read; the events end with the turn (cleanly when the
+    // agent answered the prompt before the kill, else with the close error)
+    let n = 0;
+    try {
+      for await (const _u of turn.events) n++;
+    } catch (err) {
+      expect(err).toBeInstanceOf(AcpxSessionClosedError);
+    }
+    expect(n).toBeGreaterThan(0);
+    expect(n).toBeLessThan(UPDATES);
+  }, 60_000);
 });
