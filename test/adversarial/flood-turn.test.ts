@@ -57,7 +57,7 @@ describe("a flood into a turn whose events are not read yet", () => {
     expect((await ctl.sessionStatus(h)).stdoutHeld).toBe(false);
     expect(report.growthMb).toBeLessThan(RSS_GROWTH_LIMIT_MB);
     await ctl.closeSession({ handle: h });
-  }, 120_000);
+  }, 180_000);
 
   it("a close while the agent is held back settles the session; the turn fails with the close after what was buffered", async () => {
     const ctl = await createAcpxLifecycleController({ stateDir: tempStateDir("flood-close"), graceMs: GRACE_MS, maintenanceIntervalMs: 0 });
