@@ -5,14 +5,16 @@
  * the SDK leaves to callers: timeouts, a way to fail every pending request
  * with one named error when the session is torn down, and a look at the
  * first bytes of stdout (an adapter that prints something other than ACP is
- * named as such, not reported as a mere timeout).
+ * named as such, not reported as a mere timeout), and a gate on that stdout
+ * (stdout-backpressure.ts) that a lagging turn consumer holds, so the
+ * adapter blocks on its write instead of the gateway buffering it.
  *
  * Agent → client requests are served only when the caller passes a handler
  * (permissions, fs, terminals): a method without one is answered "method
  * not found" by the SDK, and the matching capability is never advertised.
  * The handshake lives in handshake.ts, bounded turns in prompt-turn.ts.
  */
-import { Readable, Writable } from "node:stream";
+import { Writable, type Readable } from "node:stream";
 import {
   client as acpClient,
   DEFAULT_MAX_MESSAGE_BYTES,
@@ -30,6 +32,7 @@ import {
 } from "@agentclientprotocol/sdk";
 import type { ClientFsHandlers } from "./client-fs.js";
 import type { ClientTerminalHandlers } from "./client-terminal.js";
+import { StdoutGate } from "./stdout-backpressure.js";
 import { StdoutProbe } from "./stdout-probe.js";
 
 /**
@@ -92,6 +95,8 @@ export class AcpClient {
   readonly connection: ClientConnection;
   /** the first bytes of the adapter's stdout, kept until the handshake is over */
   readonly stdoutProbe = new StdoutProbe();
+  /** the adapter's stdout as the SDK reads it; a lagging turn consumer holds it (backpressure) */
+  readonly stdoutGate: StdoutGate;
   private readonly capabilities: ClientCapabilities;
 
   constructor(opts: AcpClientOptions) {
@@ -133,7 +138,8 @@ export class AcpClient {
       terminal: t !== undefined,
     };
     this.stdoutProbe.watch(opts.input);
-    const stream = ndJsonStream(Writable.toWeb(opts.output) as WritableStream<Uint8Array>, Readable.toWeb(opts.input) as ReadableStream<Uint8Array>);
+    this.stdoutGate = new StdoutGate(opts.input);
+    const stream = ndJsonStream(Writable.toWeb(opts.output) as WritableStream<Uint8Array>, this.stdoutGate.readable);
     this.connection = app.connect(stream);
   }
 

@@ -14,6 +14,7 @@ import type { ConversationConfig } from "./conversation.js";
 import { assertLogger, safeLogger } from "./logger.js";
 import { DEFAULT_PERMISSION_TIMEOUT_MS } from "./permissions.js";
 import type { AcpxLifecycleControllerOptions } from "./types.js";
+import { resolveUpdateLimits } from "./update-bytes.js";
 
 export function assertConversationOptions(opts: AcpxLifecycleControllerOptions): void {
   for (const k of ["onPermissionRequest", "onSessionEnd", "onLeaseSettled"] as const) {
@@ -25,6 +26,7 @@ export function assertConversationOptions(opts: AcpxLifecycleControllerOptions):
   }
   assertLogger(opts.logger, "opts.logger");
   if (opts.stderrInMessages !== undefined && typeof opts.stderrInMessages !== "boolean") throw new TypeError("opts.stderrInMessages must be a boolean");
+  resolveUpdateLimits(opts.updateLimits);
   const caps = opts.clientCapabilities;
   if (caps === undefined) return;
   if (typeof caps !== "object" || caps === null || Array.isArray(caps)) throw new TypeError("opts.clientCapabilities must be an object { terminal?, fs? }");
@@ -63,6 +65,7 @@ export function conversationConfig(opts: AcpxLifecycleControllerOptions, ctx: Su
     terminal,
     supervisor,
     stderrInMessages: opts.stderrInMessages === true,
+    updateLimits: resolveUpdateLimits(opts.updateLimits),
   };
 }
 
