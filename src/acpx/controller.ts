@@ -110,7 +110,7 @@ export async function createAcpxLifecycleController(opts: AcpxLifecycleControlle
         : // controllers (and a gateway move) only when asked for: session-limits.ts
           await detectContainment(detectOptionsFor(opts.containment));
     // the CLI finds this state dir's lease cgroups (and orphans among them) from this record
-    if (containment.available) await recordContainmentRoot(stateDir, containment.root);
+    if (containment.available) await recordContainmentRoot(stateDir, containment.root, gatewayInstanceId);
     deps = {
     containment,
     stateDir,

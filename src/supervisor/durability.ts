@@ -236,7 +236,7 @@ export function createRunLeases(opts: RunLeasesOptions): RunLeases {
       const support = await ctx.detect();
       // the CLI finds this state dir's lease cgroups (and orphans among them) from this record; once per supervisor
       // (a failed write costs only that view, never the run)
-      if (support.available) rootRecorded ??= recordContainmentRoot(opts.stateDir, support.root).catch(() => undefined);
+      if (support.available) rootRecorded ??= ctx.init().then(({ instanceId }) => recordContainmentRoot(opts.stateDir, support.root, instanceId)).catch(() => undefined);
       await rootRecorded;
       return openRunLease(ctx, support, runId, argv);
     },
