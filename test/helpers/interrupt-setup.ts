@@ -9,6 +9,7 @@
  * The handlers are prepended, so a handler that exits at once cannot run
  * before them. PROCLEASE_TEST_WORKER_CGROUP=0 turns the cgroup off.
  */
+import { isMainThread } from "node:worker_threads";
 import { runInterruptCleanups } from "./interrupt-cleanup.js";
 import { enterWorkerCgroup, type WorkerCgroup } from "./worker-cgroup.js";
 
@@ -17,7 +18,8 @@ const g = globalThis as { [KEY]?: true };
 
 if (g[KEY] !== true) {
   g[KEY] = true;
-  const cg: WorkerCgroup | null = process.env.PROCLEASE_TEST_WORKER_CGROUP === "0" ? null : enterWorkerCgroup(process.ppid);
+  // a cgroup holds processes, not threads: only a forked worker (the config's pool) moves
+  const cg: WorkerCgroup | null = process.env.PROCLEASE_TEST_WORKER_CGROUP === "0" || !isMainThread ? null : enterWorkerCgroup(process.ppid);
   let done = false;
   const finish = (): void => {
     if (done) return;
