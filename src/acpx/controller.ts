@@ -37,9 +37,7 @@ import { closeLocked, summarize } from "./close-session.js";
 import { assertPromptOptions, DEFAULT_CANCEL_GRACE_MS, sessionEndedError } from "./acp-client.js";
 import { AcpxSessionBusyError, AcpxSessionClosedError } from "./errors.js";
 import { ControllerEnd, guardAfterDispose, settleOnDispose, type EndedAs } from "./controller-guard.js";
-import { assertConversationOptions, conversationConfig, reconcileTerminals } from "./conversation-options.js";
-import { TERMINAL_RUN_PREFIX } from "./client-terminal.js";
-import { SUPERVISOR_SESSION_PREFIX } from "../supervisor/index.js";
+import { assertConversationOptions, conversationConfig, reconcileLeftTerminals } from "./conversation-options.js";
 import { ControllerHooks } from "./controller-hooks.js";
 import { AcpxRawSessionError, rawAdapterOf, type RawAdapter, type RawAdapterInput } from "./raw-adapter.js";
 import { assertReuseInput, mismatchError, resumeTarget, sessionDifferences } from "./session-reuse.js";
@@ -94,7 +92,7 @@ export async function createAcpxLifecycleController(opts: AcpxLifecycleControlle
         : // controllers (and a gateway move) only when asked for: session-limits.ts
           await detectContainment(detectOptionsFor(opts.containment));
     // the CLI finds this state dir's lease cgroups (and orphans among them) from this record
-    if (containment.available) await recordContainmentRoot(stateDir, containment.root);
+    if (containment.available) await recordContainmentRoot(stateDir, containment.root, gatewayInstanceId);
     deps = {
       containment, stateDir, facts, signaller, gatewayInstanceId, leases, sessions, wrapper, graceMs, retentionMs, handshakeTimeoutMs, startTimeoutMs,
       nodePath: opts.nodePath ?? process.execPath,
@@ -348,14 +346,11 @@ class Controller implements AcpxLifecycleController {
     return report;
   }
 
-  /** ACP terminals a previous incarnation left running: their supervisor leases (conversation-options.ts). */
-  private async reconcileLeftTerminals(): Promise<void> {
-    const prefix = `${SUPERVISOR_SESSION_PREFIX}${TERMINAL_RUN_PREFIX}`;
-    // only the live folder: reading the archive too would parse every lease this state dir ever settled, on every start
-    const { leases } = await this.d.leases.list({ states: ["open", "closing"] });
-    if (!leases.some((l) => l.sessionKey.startsWith(prefix))) return;
-    const r = await reconcileTerminals(this.d.conversation.supervisor, this.d);
-    for (const run of r.runs) {
+  /** ACP terminals no live session holds, through their supervisor leases (conversation-options.ts). */
+  private async reconcileLeftTerminals(states: readonly ("open" | "closing")[] = ["open", "closing"]): Promise<void> {
+    const held = new Set(this.live.all().flatMap((s) => s.conv.terminals?.runIds() ?? []));
+    const r = await reconcileLeftTerminals(this.d.leases, this.d.conversation.supervisor, this.d, { states, held: (runId) => held.has(runId) });
+    for (const run of r?.runs ?? []) {
       if (run.state === "closed" || run.state === "lost") await this.hooks.leaseSettled(run.leaseId, { via: "reap", state: run.state, detail: run.why });
     }
   }
@@ -383,13 +378,14 @@ class Controller implements AcpxLifecycleController {
   startMaintenance(intervalMs: number): void {
     this.timer = setInterval(() => {
       if (this.maintaining || this.end.endedAs !== undefined) return;
+      // terminals' leases are retried as the controller's own are, whatever that pass did
+      const failed = (err: unknown) => {
+        this.lastMaintenanceError = err;
+      };
       this.maintaining = this.reconcileOwnLeases(["closing"], false)
-        .then(
-          () => undefined,
-          (err: unknown) => {
-            this.lastMaintenanceError = err;
-          },
-        )
+        .then(() => undefined, failed)
+        .then(() => this.reconcileLeftTerminals(["closing"]))
+        .catch(failed)
         .finally(() => {
           this.maintaining = undefined;
         });
@@ -434,6 +430,8 @@ class Controller implements AcpxLifecycleController {
       const keys = this.live.all().map((l) => l.handle.sessionKey);
       // every close settles before the lock goes, also when one of them fails
       const closed = await Promise.allSettled(keys.map((key) => this.closeSession({ handle: { sessionKey: key }, reason: "controller shutdown" })));
+      // terminals whose lease an earlier close left closing end now, not at the next start
+      await this.reconcileLeftTerminals(["closing"]).catch((err: unknown) => this.d.conversation.log.error?.(`shutdown: terminals left closing: ${String(err)}`));
       await this.d.conversation.supervisor?.shutdown();
       return closed.map((c) => {
         if (c.status === "rejected") throw c.reason;

@@ -4,10 +4,12 @@
  * supervisor that serves ACP terminals: one per controller, on the
  * controller's state dir and instance id, so a terminal's lease lives in the
  * same store and the startup reap (reconcileTerminals) takes what a
- * previous incarnation left running.
+ * previous incarnation left running, and the maintenance timer what a
+ * close left closing.
  */
 import type { ProcessFacts, ProcessSignaller } from "../facts/types.js";
-import { createProcessSupervisor, type ProcessSupervisor, type ReconcileReport } from "../supervisor/index.js";
+import type { LeaseStore } from "../ownership/index.js";
+import { createProcessSupervisor, SUPERVISOR_SESSION_PREFIX, type ProcessSupervisor, type ReconcilableState, type ReconcileReport } from "../supervisor/index.js";
 import { assertFsOptions } from "./client-fs.js";
 import { assertTerminalOption, TERMINAL_RUN_PREFIX, type ClientTerminalOptions } from "./client-terminal.js";
 import type { ConversationConfig } from "./conversation.js";
@@ -77,11 +79,36 @@ export function conversationConfig(opts: AcpxLifecycleControllerOptions, ctx: Su
  * short-lived supervisor does the same, so turning terminals off never
  * strands a terminal left by a run that had them on.
  */
-export async function reconcileTerminals(supervisor: ProcessSupervisor | undefined, ctx: SupervisorContext): Promise<ReconcileReport> {
+export async function reconcileTerminals(
+  supervisor: ProcessSupervisor | undefined,
+  ctx: SupervisorContext,
+  opts: { states?: readonly ReconcilableState[]; held?: (runId: string) => boolean } = {},
+): Promise<ReconcileReport> {
   const sup = supervisor ?? createProcessSupervisor({ ...ctx, containment: "auto" });
+  // a terminal a live session still holds is its session's to end (release, close), even once its root exited
+  const keep = (runId: string) => !runId.startsWith(TERMINAL_RUN_PREFIX) || opts.held?.(runId) === true;
   try {
-    return await sup.reconcileOrphans({ isSessionTracked: (run) => !run.runId.startsWith(TERMINAL_RUN_PREFIX) });
+    return await sup.reconcileOrphans({ isSessionTracked: (run) => keep(run.runId), ...(opts.states ? { states: opts.states } : {}) });
   } finally {
     if (supervisor === undefined) await sup.shutdown();
   }
+}
+
+/**
+ * reconcileTerminals for the terminal leases in `states`, when there is one
+ * (null otherwise: nothing to do, no supervisor made). Startup takes open
+ * and closing (what a previous incarnation left running); maintenance and
+ * shutdown take closing (what a close or an exit with escapees left).
+ */
+export async function reconcileLeftTerminals(
+  store: Pick<LeaseStore, "list">,
+  supervisor: ProcessSupervisor | undefined,
+  ctx: SupervisorContext,
+  opts: { states: readonly ReconcilableState[]; held: (runId: string) => boolean },
+): Promise<ReconcileReport | null> {
+  const prefix = `${SUPERVISOR_SESSION_PREFIX}${TERMINAL_RUN_PREFIX}`;
+  // only the live folder: reading the archive too would parse every lease this state dir ever settled, on every start
+  const { leases } = await store.list({ states: opts.states });
+  if (!leases.some((l) => l.sessionKey.startsWith(prefix))) return null;
+  return reconcileTerminals(supervisor, ctx, opts);
 }

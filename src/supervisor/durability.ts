@@ -83,6 +83,9 @@ export interface ReconciledRun {
   kill?: TreeKillReport;
 }
 
+/** The lease states a reconcile starts from (default both): a maintenance pass takes `closing` only, as the controller's does for its own leases. */
+export type ReconcilableState = "open" | "closing";
+
 export interface ReconcileReport {
   instanceId: string | null;
   runs: ReconciledRun[];
@@ -137,6 +140,15 @@ export interface RunLeases {
    */
   kill(leaseId: string): Promise<RunLeaseKill | null>;
   /**
+   * Ends what the lease still covers once its run has settled: a root that
+   * exited on its own may have left processes in its cgroup (a `setsid` +
+   * `env -i` escapee carries no marker) or carrying its markers. The one
+   * lifecycle with its kill (settleLease: verify now, closing, kill what
+   * verified, drain the cgroup, settle). Returns the lease's state
+   * afterwards (undefined: no such lease).
+   */
+  end(leaseId: string): Promise<LeaseState | undefined>;
+  /**
    * Settles the lease of a run whose root exited (reported by the
    * supervisor's own handle) by ownership's one rule (settlementAfterKill /
    * settlementFor): closed when `kill` (the lease kill of a cancel, if one
@@ -154,7 +166,7 @@ export interface RunLeases {
    * `live`: lease ids of runs this incarnation still supervises; `isTracked`:
    * runs a caller still tracks (true keeps it). Neither is touched or reported.
    */
-  reconcile(live?: ReadonlySet<string>, isTracked?: (run: SupervisorRunRef) => boolean): Promise<ReconcileReport>;
+  reconcile(live?: ReadonlySet<string>, isTracked?: (run: SupervisorRunRef) => boolean, states?: readonly ReconcilableState[]): Promise<ReconcileReport>;
   /** Shutdown: removes this instance's cgroup folder when no lease cgroup is left in it (containment's removeInstanceFolder). */
   release(): Promise<void>;
 }
@@ -224,7 +236,7 @@ export function createRunLeases(opts: RunLeasesOptions): RunLeases {
       const support = await ctx.detect();
       // the CLI finds this state dir's lease cgroups (and orphans among them) from this record; once per supervisor
       // (a failed write costs only that view, never the run)
-      if (support.available) rootRecorded ??= recordContainmentRoot(opts.stateDir, support.root).catch(() => undefined);
+      if (support.available) rootRecorded ??= ctx.init().then(({ instanceId }) => recordContainmentRoot(opts.stateDir, support.root, instanceId)).catch(() => undefined);
       await rootRecorded;
       return openRunLease(ctx, support, runId, argv);
     },
@@ -257,6 +269,14 @@ export function createRunLeases(opts: RunLeasesOptions): RunLeases {
       return { verification: o.verification, report: o.kill };
     },
 
+    async end(leaseId) {
+      const deps = await ctx.lifecycle();
+      const lease = await deps.store.get(leaseId);
+      if (!lease) return undefined;
+      if (lease.state === "closed" || lease.state === "lost") return lease.state;
+      return (await settleLease(deps, lease)).stateAfter;
+    },
+
     async finish(leaseId, kill, prior = null) {
       const deps = await ctx.lifecycle();
       const lease = await deps.store.get(leaseId);
@@ -272,7 +292,7 @@ export function createRunLeases(opts: RunLeasesOptions): RunLeases {
       return o.stateAfter;
     },
 
-    reconcile: (live = new Set<string>(), isTracked) => reconcileRuns(ctx, live, isTracked),
+    reconcile: (live = new Set<string>(), isTracked, states) => reconcileRuns(ctx, live, isTracked, states),
 
     async release() {
       const ready = ctx.opened();
@@ -306,7 +326,12 @@ async function openRunLease(ctx: RunLeaseContext, support: ContainmentSupport, r
 }
 
 /** What an earlier incarnation left: this instance's supervisor leases, except runs still supervised (here or by a live supervisor elsewhere) or tracked. */
-async function reconcileRuns(ctx: RunLeaseContext, live: ReadonlySet<string>, isTracked: Parameters<RunLeases["reconcile"]>[1]): Promise<ReconcileReport> {
+async function reconcileRuns(
+  ctx: RunLeaseContext,
+  live: ReadonlySet<string>,
+  isTracked: Parameters<RunLeases["reconcile"]>[1],
+  states: readonly ReconcilableState[] | undefined,
+): Promise<ReconcileReport> {
   const deps = await ctx.lifecycle();
   const instanceId = deps.gatewayInstanceId;
   const tracked = (l: ProcessLease) =>
@@ -317,7 +342,7 @@ async function reconcileRuns(ctx: RunLeaseContext, live: ReadonlySet<string>, is
     l.holder !== undefined && others.has(l.holder) ? `its supervisor (holder ${l.holder}) is alive in another process` : tracked(l) ? "tracked" : undefined;
   const support = await ctx.detect();
   const leftovers = support.available ? { leftovers: { instanceFolder: `${support.root}/${instanceId}`, isLive: (id: string) => live.has(id) } } : {};
-  const r = await reconcileLeases(deps, { kind: "supervisor", skip, ...leftovers });
+  const r = await reconcileLeases(deps, { kind: "supervisor", skip, ...(states !== undefined ? { states } : {}), ...leftovers });
   // runs still supervised or tracked are neither touched nor reported
   const runs = r.entries.filter((o) => o.action !== "skipped-live").map(reconciledRun);
   return { instanceId, runs };

@@ -17,8 +17,9 @@ import { createSignaller } from "../facts/signal.js";
 import type { ProcessFacts, ProcessSignaller } from "../facts/types.js";
 import { nonNegativeOption } from "../facts/validate.js";
 import { DEFAULT_GRACE_MS } from "../ownership/index.js";
+import type { LeaseState } from "../ownership/types.js";
 import { loadNodePty, type PtyLoader } from "./adapters/pty.js";
-import { createRunLeases, type ReconcileReport, type RunLeases } from "./durability.js";
+import { createRunLeases, type ReconcilableState, type ReconcileReport, type RunLeases } from "./durability.js";
 import { killProcessTree } from "./kill-tree.js";
 import { DEFAULT_MAX_OUTPUT_CHARS, maxOutputOption } from "./output.js";
 import { createRunRegistry } from "./registry.js";
@@ -76,6 +77,8 @@ export interface ReconcileOrphansOptions {
    * an unknown answer never leads to a signal.
    */
   isSessionTracked?: (run: SupervisorRunRef) => boolean;
+  /** the lease states to start from (default both); a periodic retry takes `closing` only */
+  states?: readonly ReconcilableState[];
 }
 
 export interface ShutdownReport {
@@ -112,6 +115,16 @@ export interface ProcessSupervisor {
   cancelScope(scopeKey: string, reason?: TerminationReason): number;
   /** Cancels every live run, starting ones included (default reason `manual-cancel`); returns how many were asked to stop. */
   cancelAll(reason?: TerminationReason): number;
+  /**
+   * Ends a run and whatever it left: a live (or starting) run is cancelled
+   * and awaited; then a leased run's lease, when it is not settled yet (its
+   * root exited on its own but left processes in its cgroup or carrying its
+   * markers), is ended through it (RunLeases.end: verified, killed, its
+   * cgroup drained, settled). Resolves with the lease's state afterwards;
+   * undefined for a run without a lease, or one this supervisor no longer
+   * has a record of (reconcileOrphans takes its lease then).
+   */
+  endRun(runId: string, reason?: TerminationReason): Promise<LeaseState | undefined>;
   /**
    * Gateway shutdown: refuses new spawns (SupervisorShutdownError), cancels
    * every live run, and resolves once each has ended and its lease settled.
@@ -171,11 +184,21 @@ export function createProcessSupervisor(opts: ProcessSupervisorOptions = {}): Pr
     return enterRunning(run, ctx, started.proc, maxOutput);
   };
 
+  const endRun = async (runId: string, reason: TerminationReason = "manual-cancel"): Promise<LeaseState | undefined> => {
+    const run = ctx.unsettled.get(runId);
+    run?.requestStop(reason);
+    if (run) await run.done;
+    const leaseId = run?.lease?.leaseId ?? ctx.registry.get(runId)?.leaseId;
+    const leases = ctx.leases();
+    return leaseId === undefined || leases === undefined ? undefined : leases.end(leaseId);
+  };
+
   return {
     spawn,
     cancel,
     cancelScope,
     cancelAll,
+    endRun,
     shutdown(reason = "manual-cancel") {
       shutDown = true;
       shutdownReport ??= shutdownRuns(ctx, () => cancelAll(reason));
@@ -289,13 +312,17 @@ async function reconcileRuns(ctx: RunContext, instanceId: string | undefined, ro
     const leaseId = ctx.registry.get(runId)?.leaseId;
     if (leaseId !== undefined) own.add(leaseId);
   }
-  return store.reconcile(own, (ref) => {
-    if (ctx.unsettled.has(ref.runId)) return true;
-    if (tracked === undefined) return false;
-    try {
-      return tracked({ ...ref }) === true;
-    } catch {
-      return true;
-    }
-  });
+  return store.reconcile(
+    own,
+    (ref) => {
+      if (ctx.unsettled.has(ref.runId)) return true;
+      if (tracked === undefined) return false;
+      try {
+        return tracked({ ...ref }) === true;
+      } catch {
+        return true;
+      }
+    },
+    ropts.states,
+  );
 }

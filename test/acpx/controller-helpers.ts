@@ -14,6 +14,7 @@ import { afterAll, afterEach } from "vitest";
 import type { AcpRuntimeHandle, AcpxLifecycleController } from "../../src/acpx/types.js";
 import { openLeaseStore, type AcpxProcessLease } from "../../src/ownership/index.js";
 import { createRunLeases } from "../../src/supervisor/durability.js";
+import { onInterrupt } from "../helpers/interrupt-cleanup.js";
 import { isAliveSync } from "../helpers/liveness.js";
 import { removeStateDir } from "../helpers/state-dir-cleanup.js";
 
@@ -230,6 +231,9 @@ export function cleanupAll(): void {
   // a state dir inside another is read before its parent is removed
   for (const d of dirs.splice(0).reverse()) removeStateDir(d);
 }
+
+// an interrupted run kills what these tests tracked and removes their state dirs too (test/helpers/interrupt-setup.ts)
+onInterrupt(cleanupAll);
 
 /**
  * A run leased by the process supervisor's own lease code into this state
