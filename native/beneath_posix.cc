@@ -103,8 +103,8 @@ int OpenRoot(const BeneathTarget& t, BeneathResult& out) {
 }
 
 #ifdef __linux__
-// openat2 beneath dfd: a descriptor, -errno, or -ENOSYS where the kernel or
-// a seccomp filter has no openat2. EAGAIN is the kernel asking for a retry
+// openat2 beneath dfd: a descriptor, -errno, or -ENOSYS (or -EPERM) where
+// the kernel or a seccomp filter has no openat2. EAGAIN is the kernel asking for a retry
 // after a concurrent rename during a `..` step.
 int Openat2Beneath(int dfd, const char* path, int flags) {
   OpenHow how{static_cast<uint64_t>(flags | O_CLOEXEC), 0, kResolveBeneath | kResolveNoMagiclinks};
@@ -163,7 +163,9 @@ int Resolve(int rootfd, const BeneathTarget& t, const std::string& rel, bool dir
 #ifdef __linux__
   if (!t.walkOnly) {
     int fd = Openat2Beneath(rootfd, rel.empty() ? "." : rel.c_str(), O_PATH | (dir ? O_DIRECTORY : 0));
-    if (fd != -ENOSYS) {
+    // EPERM: a seccomp filter's answer to a syscall it does not know (an
+    // O_PATH open has no permission of its own to lack); the walk is as safe.
+    if (fd != -ENOSYS && fd != -EPERM) {
       out.how = kHowOpenat2;
       return fd;
     }
