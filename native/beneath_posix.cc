@@ -170,6 +170,8 @@ int Resolve(int rootfd, const BeneathTarget& t, const std::string& rel, bool dir
       return fd;
     }
   }
+#else
+  (void)t;
 #endif
   out.how = kHowWalk;
   return Walk(rootfd, rel, dir, access);
