@@ -74,6 +74,7 @@ export function createClientFs(opts: ClientFsOptions, cwd: string, sessionId: ()
   const target = async (p: { sessionId: string; path: string }): Promise<{ root: PinnedRoot; rel: string; path: string }> => {
     if (p.sessionId !== sessionId()) refuse("wrong-session", p.path, `the request names session ${JSON.stringify(p.sessionId)}, not this one`);
     if (typeof p.path !== "string" || !isAbsolute(p.path)) refuse("not-absolute", String(p.path), `ACP fs paths must be absolute, got ${JSON.stringify(p.path)}`);
+    if (p.path.includes("\0")) refuse("io-error", p.path, `${JSON.stringify(p.path)} contains a NUL byte, which no file name can`);
     const at = locate(p.path, await rootsP);
     if (at === undefined) return refuse("outside-roots", p.path, `${p.path} is outside the session's cwd and roots`);
     return { ...at, path: p.path };

@@ -7,6 +7,7 @@
  * spelling, and resolved beneath that root's descriptor by the kernel; the
  * root itself is pinned by device and inode when the session starts.
  */
+import { constants as BUFFER } from "node:buffer";
 import { constants as OS } from "node:os";
 import { realpath, stat } from "node:fs/promises";
 import { isAbsolute, relative, resolve, sep } from "node:path";
@@ -97,11 +98,15 @@ const NO_ADDON: BeneathOutcome = {
   why: "confined file access needs the native addon, which is not loaded (PROCLEASE_DISABLE_NATIVE=1 or no build)",
 };
 
+/** The most a read can return: the longest string V8 makes (a larger maxReadBytes reads no more). */
+const READ_CAP = Math.min(BUFFER.MAX_STRING_LENGTH, 0x7fffffff);
+
 export async function readBeneath(c: BeneathCall, maxBytes: number): Promise<BeneathOutcome> {
   const native = loadNative();
   if (!native) return NO_ADDON;
-  const r = await limited(() => native.readBeneath(c.root.real, c.root.dev, c.root.ino, c.rel, c.walkOnly === true, maxBytes));
-  return outcome(r, c, maxBytes);
+  const max = Math.min(maxBytes, READ_CAP);
+  const r = await limited(() => native.readBeneath(c.root.real, c.root.dev, c.root.ino, c.rel, c.walkOnly === true, max));
+  return outcome(r, c, max);
 }
 
 export async function writeBeneath(c: BeneathCall, data: Buffer): Promise<BeneathOutcome> {

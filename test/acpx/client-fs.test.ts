@@ -109,6 +109,8 @@ describe("client fs handlers", () => {
     expect(await read(fs, `${t.cwd}/x/../a.txt`)).toEqual({ ok: true, content: "one\ntwo\nthree\n" });
     expect(await read(fs, `${t.cwd}/../outside/secret.txt`)).toMatchObject({ ok: false, refusal: "outside-roots" });
     expect(await read(fs, t.cwd)).toMatchObject({ ok: false, refusal: "not-a-file" });
+    expect(await read(fs, `${t.cwd}/a.txt\0/x`)).toMatchObject({ ok: false, refusal: "io-error", message: expect.stringContaining("NUL") });
+    expect(await read(handlers(t.cwd, { maxReadBytes: 2 ** 40 }), join(t.cwd, "a.txt"))).toEqual({ ok: true, content: "one\ntwo\nthree\n" });
     // the agent moves its cwd away and puts a link to outside in its place
     renameSync(t.cwd, `${t.cwd}-moved`);
     symlinkSync(t.outside, t.cwd);
