@@ -42,6 +42,6 @@ struct BeneathResult {
 };
 
 void ReadBeneath(const BeneathTarget& t, size_t maxBytes, BeneathResult& out);
-void WriteBeneath(const BeneathTarget& t, const std::string& data, bool makeParents, BeneathResult& out);
+void WriteBeneath(const BeneathTarget& t, const std::string& data, BeneathResult& out);
 
 }  // namespace proclease

@@ -50,15 +50,13 @@ class ReadWorker : public BeneathWorker {
 
 class WriteWorker : public BeneathWorker {
  public:
-  WriteWorker(Napi::Env env, proclease::BeneathTarget t, std::string data, bool makeParents)
-      : BeneathWorker(env, std::move(t)), data_(std::move(data)), makeParents_(makeParents) {}
+  WriteWorker(Napi::Env env, proclease::BeneathTarget t, std::string data) : BeneathWorker(env, std::move(t)), data_(std::move(data)) {}
 
  protected:
-  void Execute() override { proclease::WriteBeneath(t_, data_, makeParents_, r_); }
+  void Execute() override { proclease::WriteBeneath(t_, data_, r_); }
 
  private:
   std::string data_;
-  bool makeParents_;
 };
 
 // root, rootDev, rootIno, rel, walkOnly: the first five arguments of both calls.
@@ -86,15 +84,15 @@ Napi::Value JsReadBeneath(const Napi::CallbackInfo& info) {
   return proclease::addon::Start(worker);
 }
 
-// writeBeneath(root, rootDev, rootIno, rel, walkOnly, data, makeParents) → Promise<{ err, step, how, mode, size, created, data }>
+// writeBeneath(root, rootDev, rootIno, rel, walkOnly, data) → Promise<{ err, step, how, mode, size, created, data }>
 Napi::Value JsWriteBeneath(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   proclease::BeneathTarget t;
-  if (!Target(info, t) || info.Length() < 7 || !info[5].IsBuffer() || !info[6].IsBoolean()) {
-    return ThrowType(env, "writeBeneath(root: string, rootDev: bigint, rootIno: bigint, rel: string, walkOnly: boolean, data: Buffer, makeParents: boolean)");
+  if (!Target(info, t) || info.Length() < 6 || !info[5].IsBuffer()) {
+    return ThrowType(env, "writeBeneath(root: string, rootDev: bigint, rootIno: bigint, rel: string, walkOnly: boolean, data: Buffer)");
   }
   Napi::Buffer<char> buf = info[5].As<Napi::Buffer<char>>();
-  auto* worker = new WriteWorker(env, std::move(t), std::string(buf.Data(), buf.Length()), info[6].As<Napi::Boolean>().Value());
+  auto* worker = new WriteWorker(env, std::move(t), std::string(buf.Data(), buf.Length()));
   return proclease::addon::Start(worker);
 }
 

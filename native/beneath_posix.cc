@@ -139,8 +139,8 @@ int OpenLast(int dfd, const char* name, int access) {
 }
 
 // The walk: every folder of `rel` by StepDir, then its last component by
-// OpenLast (or StepDir when `dir`). A descriptor or -errno.
-int Walk(int rootfd, const std::string& rel, bool dir, int access) {
+// OpenLast. A descriptor or -errno.
+int Walk(int rootfd, const std::string& rel, int access) {
   if (rel.empty()) return OpenatRetry(rootfd, ".", kDirFlags);
   Fd cur;
   int dfd = rootfd;
@@ -148,7 +148,7 @@ int Walk(int rootfd, const std::string& rel, bool dir, int access) {
   for (;;) {
     size_t slash = rel.find('/', from);
     std::string name = rel.substr(from, slash == std::string::npos ? std::string::npos : slash - from);
-    if (slash == std::string::npos) return dir ? StepDir(dfd, name.c_str()) : OpenLast(dfd, name.c_str(), access);
+    if (slash == std::string::npos) return OpenLast(dfd, name.c_str(), access);
     int next = StepDir(dfd, name.c_str());
     if (next < 0) return next;
     cur.reset(next);
@@ -157,12 +157,12 @@ int Walk(int rootfd, const std::string& rel, bool dir, int access) {
   }
 }
 
-// `rel` beneath the root: openat2 where there is one, else the walk. A
+// t.rel beneath the root: openat2 where there is one, else the walk. A
 // descriptor (O_PATH on Linux, open for `access` on macOS) or -errno.
-int Resolve(int rootfd, const BeneathTarget& t, const std::string& rel, bool dir, int access, BeneathResult& out) {
+int Resolve(int rootfd, const BeneathTarget& t, int access, BeneathResult& out) {
 #ifdef __linux__
   if (!t.walkOnly) {
-    int fd = Openat2Beneath(rootfd, rel.empty() ? "." : rel.c_str(), O_PATH | (dir ? O_DIRECTORY : 0));
+    int fd = Openat2Beneath(rootfd, t.rel.empty() ? "." : t.rel.c_str(), O_PATH);
     // EPERM: a seccomp filter's answer to a syscall it does not know (an
     // O_PATH open has no permission of its own to lack); the walk is as safe.
     if (fd != -ENOSYS && fd != -EPERM) {
@@ -174,7 +174,7 @@ int Resolve(int rootfd, const BeneathTarget& t, const std::string& rel, bool dir
   (void)t;
 #endif
   out.how = kHowWalk;
-  return Walk(rootfd, rel, dir, access);
+  return Walk(rootfd, t.rel, access);
 }
 
 // The resolved file opened for `access`, non-blocking: Linux reopens the
@@ -297,7 +297,7 @@ void Overwrite(int pfd, const std::string& data, BeneathResult& out) {
 void ReadBeneath(const BeneathTarget& t, size_t maxBytes, BeneathResult& out) {
   Fd root(OpenRoot(t, out));
   if (root.fd < 0) return;
-  Fd pfd(Resolve(root.fd, t, t.rel, false, O_RDONLY, out));
+  Fd pfd(Resolve(root.fd, t, O_RDONLY, out));
   if (pfd.fd < 0) {
     Fail(out, kBeneathResolve, pfd.release());
     return;
@@ -315,23 +315,21 @@ void ReadBeneath(const BeneathTarget& t, size_t maxBytes, BeneathResult& out) {
   ReadAll(fd.fd, maxBytes, out);
 }
 
-void WriteBeneath(const BeneathTarget& t, const std::string& data, bool makeParents, BeneathResult& out) {
+void WriteBeneath(const BeneathTarget& t, const std::string& data, BeneathResult& out) {
   Fd root(OpenRoot(t, out));
   if (root.fd < 0) return;
   size_t slash = t.rel.rfind('/');
   const std::string dirRel = slash == std::string::npos ? "" : t.rel.substr(0, slash);
   const std::string name = slash == std::string::npos ? t.rel : t.rel.substr(slash + 1);
   // An existing file is overwritten; a missing one is created exclusively in
-  // its folder. A file that appears between the two is looked at again.
+  // its folder, made first when missing. A file that appears between the two
+  // is looked at again.
   for (int attempt = 0; attempt < 3; attempt++) {
-    Fd pfd(Resolve(root.fd, t, t.rel, false, O_WRONLY, out));
+    Fd pfd(Resolve(root.fd, t, O_WRONLY, out));
     if (pfd.fd >= 0) return Overwrite(pfd.fd, data, out);
     if (pfd.fd != -ENOENT || t.rel.empty()) return (void)Fail(out, kBeneathResolve, pfd.release());
-    Fd dir(makeParents ? MakeDirs(root.fd, dirRel, out) : Resolve(root.fd, t, dirRel, true, O_RDONLY, out));
-    if (dir.fd < 0) {
-      if (!makeParents) Fail(out, kBeneathResolve, dir.release());
-      return;
-    }
+    Fd dir(MakeDirs(root.fd, dirRel, out));
+    if (dir.fd < 0) return;
     Fd fd(OpenatRetry(dir.fd, name.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC, 0644));
     if (fd.fd == -EEXIST) continue;
     if (fd.fd < 0) return (void)Fail(out, kBeneathOpen, fd.release());

@@ -112,7 +112,7 @@ export async function readBeneath(c: BeneathCall, maxBytes: number): Promise<Ben
 export async function writeBeneath(c: BeneathCall, data: Buffer): Promise<BeneathOutcome> {
   const native: NativeBinding | null = loadNative();
   if (!native) return NO_ADDON;
-  const r = await limited(() => native.writeBeneath(c.root.real, c.root.dev, c.root.ino, c.rel, c.walkOnly === true, data, true));
+  const r = await limited(() => native.writeBeneath(c.root.real, c.root.dev, c.root.ino, c.rel, c.walkOnly === true, data));
   return outcome(r, c, data.length);
 }
 

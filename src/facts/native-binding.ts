@@ -164,10 +164,10 @@ export interface NativeBinding {
   /**
    * `data` written to `rel` beneath `root`, resolved as readBeneath does: an
    * existing regular file truncated and rewritten (nothing else is opened
-   * for writing), a missing one created exclusively (its folders first when
-   * makeParents). Never rejects.
+   * for writing), a missing one created exclusively, its missing folders
+   * first. Never rejects.
    */
-  writeBeneath(root: string, rootDev: bigint, rootIno: bigint, rel: string, walkOnly: boolean, data: Buffer, makeParents: boolean): Promise<NativeBeneathResult>;
+  writeBeneath(root: string, rootDev: bigint, rootIno: bigint, rel: string, walkOnly: boolean, data: Buffer): Promise<NativeBeneathResult>;
 }
 
 /** Where a confined file job stopped (mirrors kBeneath* in native/beneath.h). */
