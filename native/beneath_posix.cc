@@ -104,8 +104,8 @@ int OpenRoot(const BeneathTarget& t, BeneathResult& out) {
 
 #ifdef __linux__
 // openat2 beneath dfd: a descriptor, -errno, or -ENOSYS (or -EPERM) where
-// the kernel or a seccomp filter has no openat2. EAGAIN is the kernel asking for a retry
-// after a concurrent rename during a `..` step.
+// the kernel or a seccomp filter has no openat2. EAGAIN is the kernel
+// asking for a retry after a concurrent rename during a `..` step.
 int Openat2Beneath(int dfd, const char* path, int flags) {
   OpenHow how{static_cast<uint64_t>(flags | O_CLOEXEC), 0, kResolveBeneath | kResolveNoMagiclinks};
   for (int attempt = 0;; attempt++) {
@@ -170,8 +170,6 @@ int Resolve(int rootfd, const BeneathTarget& t, int access, BeneathResult& out) 
       return fd;
     }
   }
-#else
-  (void)t;
 #endif
   out.how = kHowWalk;
   return Walk(rootfd, t.rel, access);
