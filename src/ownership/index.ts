@@ -2,6 +2,7 @@
 //
 // Data flow: facts → ownership → acpx / supervisor. Nothing here imports from above.
 // - instance-id.ts   loadOrCreateGatewayInstanceId: <stateDir>/gateway-instance-id, link()-exclusive create
+// - lease-reader.ts  openLeaseReader: the store's two reads, for callers outside the lifecycle (the package root's only view of leases)
 // - lease-store.ts   one 0600 JSON file per lease under <stateDir>/acpx/leases (live) and …/archive (closed/lost)
 // - command-hash.ts  sha256(JSON(argv)) and a POSIX tokenizer for legacy shell strings
 // - verify.ts        explainLease / verifyOwnedTree / verifyLeases: evidence list, fail closed, one snapshot per batch
@@ -30,6 +31,7 @@ export { computeCommandHash, tokenizeShellCommand } from "./command-hash.js";
 export { isLegalTransition, parseLeaseRecord, settledLine, LeaseTransitionError, LEASE_ID_RE, SETTLED_AS_MEANING } from "./lease-record.js";
 export type { ParsedLease } from "./lease-record.js";
 export { openLeaseStore, LeaseNotFoundError, LeaseStoreReadOnlyError } from "./lease-store.js";
+export { openLeaseReader, type LeaseReader } from "./lease-reader.js";
 export type { LeaseStore, LeaseProblem, LeasePatch, LeaseCreateInput, LeaseListFilter, LeaseStoreOptions } from "./lease-store.js";
 export { collectTree, selfAndAncestorsIn } from "./collect.js";
 export type { CollectOptions } from "./collect.js";
