@@ -14,7 +14,7 @@
 // - start-clock.ts   ProcessInfo.startTime → epoch ms (Linux ticks via btime + CLK_TCK)
 // - kill-verification.ts  killLeaseVerification: the owned tree, else the remnants of a gone root, else nothing
 // - settle.ts        settlementFor: the one table for the lease state after a verification (and maybe a kill, and its cgroup's drain)
-// - lifecycle.ts     settleLease / applySettlement: the ONE place a lease moves (verify → closing → kill → verify → drain → settle)
+// - lifecycle.ts     settleLease (and applySettlement, never exported): the ONE place a lease moves (verify → closing → kill → verify → drain → settle)
 // - reconcile.ts     reconcileLeases: the batch form (one snapshot; every lease closing, then the kills together)
 // - cgroup-drain.ts  a lease's cgroup emptied and removed; what the drain found is an input of settle.ts
 // - lease-cgroup.ts  a cgroup bound to a lease around its spawn: create + record, drop
@@ -50,7 +50,7 @@ export type { TreeKillOutcome, KillTarget, TreeKillReport, TreeKillOptions } fro
 export { verifyLegacyRecord } from "./legacy.js";
 export type { LegacySessionRecord } from "./legacy.js";
 export type { RemnantRefusal } from "./remnants.js";
-export { settleLease, applySettlement, settleUnstarted } from "./lifecycle.js";
+export { settleLease, settleUnstarted } from "./lifecycle.js";
 export type { LifecycleDeps, LeaseAction, LeaseOutcome, LeaseOutcomeCode, SettleLeaseOptions, PendingSettlement } from "./lifecycle.js";
 export { reconcileLeases } from "./reconcile.js";
 export type { ReconcileOptions, LeaseReconcileReport } from "./reconcile.js";
