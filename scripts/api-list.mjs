@@ -48,12 +48,18 @@ export function listExports(root = ROOT) {
       const typeOnly = sym.flags & ts.SymbolFlags.Alias && isTypeOnlyAlias(sym);
       const kind = !typeOnly && target.flags & ts.SymbolFlags.Value ? "value" : "type";
       const decl = target.declarations?.[0];
-      const from = decl ? relative(root, decl.getSourceFile().fileName).split("\\").join("/") : "?";
+      const from = decl ? definedIn(relative(root, decl.getSourceFile().fileName).split("\\").join("/")) : "?";
       return { name: sym.getName(), kind, from };
     });
     names.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
     return { specifier: entry.specifier, names };
   });
+}
+
+/** A module of ours by its path; a dependency's by its package name (re-exported as is). */
+function definedIn(path) {
+  const m = /(?:^|\/)node_modules\/((?:@[^/]+\/)?[^/]+)\//.exec(path);
+  return m ? m[1] : path;
 }
 
 /** `export type { X }` / `export { type X }` / `export type * from`: a type for the caller, whatever X is. */

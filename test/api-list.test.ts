@@ -50,7 +50,7 @@ describe("the public API", () => {
   let entries: ApiEntry[];
   beforeAll(() => {
     entries = listExports(ROOT);
-  }, 60_000);
+  }, 120_000);
   const names = (specifier: string) => new Set(entries.find((e) => e.specifier === specifier)?.names.map((n) => n.name));
 
   it("docs/api.md is the compiler's list (regenerate with `node scripts/api-list.mjs --write`)", () => {
