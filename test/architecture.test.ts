@@ -47,12 +47,6 @@ export const ALLOW: readonly Allowance[] = [
     why: "the wrapper's group signal; another worker is rewriting the wrapper: route it through facts/signal.ts after that merge",
   },
   {
-    rule: "signal-call",
-    file: "src/facts/guards.ts",
-    max: 1,
-    why: "signalUnreapedChild, the one signal that needs no facts (the unreaped child handle is the identity): move it into facts/signal.ts, its callers import it from there",
-  },
-  {
     rule: "kill-order",
     file: "src/acpx/wrapper/cleanup.ts",
     max: 1,

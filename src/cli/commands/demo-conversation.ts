@@ -20,7 +20,7 @@ import { pathToFileURL } from "node:url";
 import type { SessionUpdate } from "@agentclientprotocol/sdk";
 import { createAcpxLifecycleController } from "../../acpx/controller.js";
 import type { AcpRuntimeHandle, AcpxLifecycleController } from "../../acpx/types.js";
-import { signalUnreapedChild } from "../../facts/guards.js";
+import { signalUnreapedChild } from "../../facts/signal.js";
 
 export interface DemoContext {
   stateDir: string;

@@ -37,7 +37,7 @@ import { getProcessFacts } from "../../facts/get.js";
 import { isAlive, isKernelThread, provablyGone } from "../../facts/liveness.js";
 import { createSignaller } from "../../facts/signal.js";
 import type { ProcessFacts, ProcessSignaller, SignalOutcome } from "../../facts/types.js";
-import { signalUnreapedChild } from "../../facts/guards.js";
+import { signalUnreapedChild } from "../../facts/signal.js";
 import { markerVerdict, MARKER_ENV_KEYS } from "../../ownership/index.js";
 import { backendLine } from "../backend.js";
 import { flag, graceMsOption, plural, UsageError, type CliIo, type ParsedArgs } from "../io.js";
