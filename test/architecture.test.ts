@@ -156,9 +156,9 @@ describe("each rule fails on a planted copy (a test of the test)", () => {
     expect(checkFile({ path: "src/acpx/planted.ts", text })).toEqual([]);
   });
 
-  it("layer-import also catches a dynamic import and a re-export, and sessions importing anything of ours", () => {
-    const text = `export { settleLease } from "../ownership/index.js";\nexport const load = () => import("../supervisor/index.js");\n`;
-    expect(checkFile({ path: "src/containment/planted.ts", text }).filter((v) => v.rule === "layer-import")).toHaveLength(2);
+  it("layer-import also catches a dynamic import, a re-export and a type's import(), and sessions importing anything of ours", () => {
+    const text = `export { settleLease } from "../ownership/index.js";\nexport const load = () => import("../supervisor/index.js");\nexport type R = import("../acpx/types.js").ReapReport;\n`;
+    expect(checkFile({ path: "src/containment/planted.ts", text }).filter((v) => v.rule === "layer-import")).toHaveLength(3);
     expect(checkFile({ path: "src/sessions/planted.ts", text: `import { isAlive } from "../facts/liveness.js";\nexport const a = isAlive;\n` })).toHaveLength(1);
     expect(checkFile({ path: "src/acpx/planted.ts", text: `import { isAlive } from "../facts/liveness.js";\nexport const a = isAlive;\n` })).toEqual([]);
   });

@@ -14,7 +14,7 @@
 //   except inside a read (readText, readFile, …): joining a cgroup is
 //   enter.ts's. The name built from parts counts too (a "procs" literal
 //   joined with "cgroup").
-// - layer-import: an import (static, `export … from`, or dynamic) that runs
+// - layer-import: an import (static, `export … from`, dynamic, or a type's `import("…").T`) that runs
 //   up the layers (LAYERS below), across a rank (the plugin importing the
 //   CLI), or out of sessions/.
 // - kill-order: a function that names SIGTERM and then SIGKILL (a hand-written
@@ -389,7 +389,7 @@ function layerOf(path: string): string | null {
 function layerImport(f: SourceFile, n: Node, add: Add): void {
   let source: string | null = null;
   if ((n.type === "ImportDeclaration" || n.type === "ExportNamedDeclaration" || n.type === "ExportAllDeclaration") && isNode(n.source)) source = stringOf(n.source);
-  if (n.type === "ImportExpression") source = stringOf(n.source);
+  if (n.type === "ImportExpression" || n.type === "TSImportType") source = stringOf(n.source);
   if (source === null || !source.startsWith(".")) return;
   const from = layerOf(f.path);
   const to = layerOf(posix.normalize(posix.join(posix.dirname(f.path), source)));
