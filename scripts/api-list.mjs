@@ -80,6 +80,11 @@ export function renderApiDoc(entries) {
     "package's `exports`. Each name is documented where it is defined (the module in the last column,",
     "in the repository).",
     "",
+    "The root is curated: the lifecycle controller with its handles, updates and errors, the process",
+    "supervisor, session visibility, the live process facts, and read-only views of leases",
+    "(`openLeaseReader`, `explainLease`, `verifyOwnedTree`). Nothing exported moves a lease: the",
+    "lifecycle inside the controller and the supervisor is the only mover.",
+    "",
   ];
   for (const e of entries) {
     const values = e.names.filter((n) => n.kind === "value").length;
