@@ -149,7 +149,7 @@ class Gateway {
 
 const P = "agent:main:acp:check-persistent";
 const O = "agent:main:acp:check-oneshot";
-const leases = async () => (await (await proclease.openLeaseStore(stateDir, { readOnly: true })).list()).leases;
+const leases = async () => (await (await proclease.openLeaseReader(stateDir)).list()).leases;
 const leaseOf = async (id) => (await leases()).find((l) => l.leaseId === id);
 const alive = (pid) => {
   try {
