@@ -99,6 +99,8 @@ export type {
   TurnStream,
 } from "./acpx/index.js";
 export { permissionOption, DEFAULT_PERMISSION_TIMEOUT_MS } from "./acpx/index.js";
+// the byte bounds on what an agent's updates may hold in the gateway (docs/conversation.md, "Memory from the agent")
+export { DEFAULT_SESSION_BACKLOG_BYTES, DEFAULT_TURN_BACKLOG_BYTES, type DroppedUpdates, type UpdateLimits } from "./acpx/index.js";
 export {
   AcpxControllerDisposedError,
   AcpxEnsureError,
@@ -106,6 +108,7 @@ export {
   AcpxPromptAbortError,
   AcpxPromptError,
   AcpxPromptTimeoutError,
+  AcpxPromptTooLargeError,
   AcpxRawSessionError,
   AcpxSessionBusyError,
   AcpxSessionClosedError,
