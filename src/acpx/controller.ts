@@ -59,6 +59,7 @@ import type { SessionConfigOption } from "@agentclientprotocol/sdk";
 import { installWrapper } from "./install-wrapper.js";
 import { detectContainment, removeInstanceFolder, type ContainmentSupport } from "../containment/index.js";
 import { recordContainmentRoot } from "../ownership/containment-record.js";
+import { assertKeeperOption, controllerKeeper, type ControllerKeeper } from "./keeper/controller-keeper.js";
 import { closeTarget, lifecycleDeps, LiveSessions, markSessionClosing, type ControllerDeps, type LiveSession } from "./live-sessions.js";
 import { openSessionStore } from "./session-store.js";
 import { spawnSession, validateEnsureInput } from "./spawn-session.js";
@@ -93,6 +94,7 @@ export async function createAcpxLifecycleController(opts: AcpxLifecycleControlle
   const startTimeoutMs = positiveOption(opts.startTimeoutMs, DEFAULT_START_TIMEOUT_MS, "opts.startTimeoutMs");
   const maintenanceIntervalMs = nonNegativeOption(opts.maintenanceIntervalMs, DEFAULT_MAINTENANCE_MS, "opts.maintenanceIntervalMs");
   assertContainmentOption(opts.containment, "opts.containment");
+  assertKeeperOption(opts.keeper, "opts.keeper");
   assertConversationOptions(opts);
 
   const stateDir = resolve(opts.stateDir);
@@ -148,17 +150,19 @@ class Controller implements AcpxLifecycleController {
   private maintaining: Promise<void> | undefined;
   private disposed: "disposed" | "shut down" | undefined;
   private readonly hooks: ControllerHooks;
+  private readonly keeper: ControllerKeeper; // ends this gateway's leases if it dies without dispose
   /** last maintenance failure, kept for diagnostics (the timer must never throw) */
   lastMaintenanceError: unknown;
 
   constructor(
     private readonly d: ControllerDeps,
     private readonly lock: StateDirLock,
-    hooks: Pick<AcpxLifecycleControllerOptions, "onSessionEnd" | "onLeaseSettled">,
+    opts: Pick<AcpxLifecycleControllerOptions, "onSessionEnd" | "onLeaseSettled" | "keeper">,
   ) {
     this.gatewayInstanceId = d.gatewayInstanceId;
     this.live = new LiveSessions(d.graceMs);
-    this.hooks = new ControllerHooks(hooks, d.leases, d.conversation.log);
+    this.hooks = new ControllerHooks(opts, d.leases, d.conversation.log);
+    this.keeper = controllerKeeper(opts.keeper, d);
   }
 
   // ---------------------------------------------------------------- ensure
@@ -196,6 +200,7 @@ class Controller implements AcpxLifecycleController {
       }
     }
     const spawnInput = resumeSessionId !== undefined ? { ...input, resumeSessionId } : input;
+    this.keeper.keep();
     const handle = await spawnSession(this.d, this.live, spawnInput, () => this.disposed !== undefined).catch((err: unknown) => {
       this.hooks.ensureFailed(err);
       throw err;
@@ -218,6 +223,7 @@ class Controller implements AcpxLifecycleController {
         throw mismatchError(existing.handle, ["a running session (close it first)"]);
       }
       if (existing || (await this.d.sessions.get(input.sessionKey))) await this.closeAndReport(input.sessionKey, "superseded by spawnRawAdapter", false);
+      this.keeper.keep();
       const handle = await spawnSession(this.d, this.live, input, () => this.disposed !== undefined, true).catch((err: unknown) => {
         this.hooks.ensureFailed(err);
         throw err;
@@ -472,6 +478,7 @@ class Controller implements AcpxLifecycleController {
     if (this.timer) clearInterval(this.timer);
     this.timer = undefined;
     await this.maintaining;
+    await this.keeper.release(); // before the lock goes: it must not act on a gateway that is only letting go
     this.live.unrefAll();
     // the instance's cgroup folder goes when no lease cgroup is left in it (live sessions keep theirs)
     if (this.d.containment.available) await removeInstanceFolder(this.d.containment, this.d.gatewayInstanceId);

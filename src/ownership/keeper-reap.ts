@@ -1,0 +1,126 @@
+/**
+ * What a keeper does once its gateway is gone (keeper.ts): the startup
+ * reap's reconcile (reconcile.ts reconcileLeases, the one verified
+ * lifecycle), run early, by the keeper, under the state dir's lock.
+ *
+ * - The lock: the gateway's flock went with it; the keeper takes it over
+ *   as "keeper" (state-lock.ts), so a gateway started meanwhile waits for it
+ *   instead of reaping the same leases at once. When another gateway got
+ *   there first, the keeper leaves everything to that one's startup reap.
+ * - Which leases: this instance's open and closing ones. ACPX leases are
+ *   all the dead gateway's (the lock made it the only one); a supervisor run
+ *   is the keeper's only when its lease names the dead gateway's holder id,
+ *   so a live supervisor in another process keeps its runs.
+ * - Fail closed: whatever does not verify stays open or closing for the next
+ *   startup reap, exactly as that reap would leave it. Nothing here decides
+ *   what is killed; reconcileLeases does.
+ * - Nothing is created: a state dir removed since (its lock file gone) or
+ *   one that names another instance is left alone.
+ */
+import { existsSync } from "node:fs";
+import { rmdir, unlink } from "node:fs/promises";
+import { join } from "node:path";
+import { createSignaller } from "../facts/signal.js";
+import type { ProcessFacts } from "../facts/types.js";
+import { checkInstanceFolder, readContainmentRecord, rootShapeProblem } from "./containment-record.js";
+import { atomicWrite } from "./fs-safe.js";
+import { readGatewayInstanceId } from "./instance-id.js";
+import type { KeeperConfig } from "./keeper.js";
+import { openLeaseStore } from "./lease-store.js";
+import { reconcileLeases } from "./reconcile.js";
+import { acquireStateDirLock, StateDirLockedError, STATE_LOCK_FILE, type StateDirLock } from "./state-lock.js";
+import type { ProcessLease } from "./types.js";
+
+/** The keeper's last word, written to `<stateDir>/acpx/keeper-report.json` (and read by tests and `doctor`-style looks). */
+export interface KeeperReport {
+  gatewayPid: number;
+  keeperPid: number;
+  /** reaped: the reconcile ran; left: nothing was touched, for `why` */
+  outcome: "reaped" | "left";
+  why: string;
+  entries: { leaseId: string; sessionKey: string; action: string; stateAfter: string; code: string }[];
+  /** from the gateway's death being seen to the report */
+  elapsedMs: number;
+}
+
+export const KEEPER_REPORT_FILE = "keeper-report.json";
+/** how long the keeper waits for the dead gateway's lock to be dropped by the kernel */
+const LOCK_TAKEOVER_MS = 5_000;
+
+export async function keeperReap(cfg: KeeperConfig, facts: ProcessFacts): Promise<KeeperReport> {
+  const t0 = Date.now();
+  const report = (outcome: KeeperReport["outcome"], why: string, entries: KeeperReport["entries"] = []): KeeperReport => ({
+    gatewayPid: cfg.gatewayPid,
+    keeperPid: process.pid,
+    outcome,
+    why,
+    entries,
+    elapsedMs: Date.now() - t0,
+  });
+  // the lock file is the gateway's; without it the state dir was removed (or never used): nothing to keep, nothing to create
+  if (!existsSync(join(cfg.stateDir, STATE_LOCK_FILE))) return report("left", `${cfg.stateDir} has no ${STATE_LOCK_FILE} (removed?)`);
+  const id = await readGatewayInstanceId(cfg.stateDir).catch(() => null);
+  if (id !== cfg.gatewayInstanceId) return report("left", `${cfg.stateDir} names instance ${String(id)}, not ${cfg.gatewayInstanceId}`);
+  const lock = await takeOver(cfg, facts);
+  if (!("release" in lock)) return report("left", lock.why);
+  try {
+    const store = await openLeaseStore(cfg.stateDir);
+    const deps = { store, facts, signaller: createSignaller(facts), graceMs: cfg.graceMs, gatewayInstanceId: id };
+    const folder = await instanceFolder(cfg.stateDir, id);
+    const r = await reconcileLeases(deps, {
+      kind: "all",
+      states: ["open", "closing"],
+      skip: (l) => skipReason(l, cfg.holder),
+      ...(folder !== null ? { leftovers: { instanceFolder: folder } } : {}),
+    });
+    // the instance's folder goes once no lease cgroup is left in it (rmdir refuses one that holds any)
+    if (folder !== null) await rmdir(folder).catch(() => undefined);
+    // the dead gateway's supervisor holder lock: nobody holds it any more
+    await unlink(join(cfg.stateDir, "acpx", "supervisors", `${cfg.holder}.lock`)).catch(() => undefined);
+    const entries = r.entries
+      .filter((e) => e.action !== "skipped-live")
+      .map((e) => ({ leaseId: e.leaseId, sessionKey: e.sessionKey, action: e.action, stateAfter: e.stateAfter, code: e.code }));
+    const out = report("reaped", `${entries.length} of ${r.examined} open/closing lease(s) of instance ${id} reconciled`, entries);
+    await atomicWrite(join(cfg.stateDir, "acpx"), KEEPER_REPORT_FILE, JSON.stringify(out) + "\n", false).catch(() => undefined);
+    return out;
+  } finally {
+    await lock.release();
+  }
+}
+
+/** Supervisor runs are the keeper's only when their lease names the dead gateway's holder; every ACPX lease of the instance is. */
+function skipReason(l: ProcessLease, holder: string): string | undefined {
+  if (l.kind !== "supervisor" || l.holder === holder) return undefined;
+  return `a supervisor run of holder ${l.holder ?? "(none recorded)"}, not of the gateway this keeper watched`;
+}
+
+/**
+ * The state dir's lock, from the dead gateway: its flock is released with its
+ * last descriptor, possibly a moment after the lifeline's EOF, so a refusal
+ * naming the gateway (or nobody) is retried for a while. Any other holder is
+ * a gateway started since: its startup reap takes over.
+ */
+async function takeOver(cfg: KeeperConfig, facts: ProcessFacts): Promise<StateDirLock | { why: string }> {
+  const deadline = Date.now() + LOCK_TAKEOVER_MS;
+  for (;;) {
+    try {
+      return await acquireStateDirLock(cfg.stateDir, facts, { role: "keeper" });
+    } catch (e) {
+      if (!(e instanceof StateDirLockedError)) return { why: `the state dir's lock could not be taken: ${(e as Error).message}` };
+      const gatewayOrNobody = e.holderPid === null || e.holderPid === cfg.gatewayPid;
+      if (!gatewayOrNobody || Date.now() > deadline) {
+        return { why: `${e.holderPid === null ? "an unnamed holder" : `pid ${e.holderPid}`} holds the state dir: its startup reap settles these leases` };
+      }
+      await new Promise((r) => setTimeout(r, 25));
+    }
+  }
+}
+
+/** This instance's cgroup folder under the newest recorded proclease root, or null (no containment, or a record refused). */
+async function instanceFolder(stateDir: string, id: string): Promise<string | null> {
+  const rec = await readContainmentRecord(stateDir).catch(() => null);
+  const root = rec?.kind === "ok" ? rec.record.roots[0] : undefined;
+  if (root === undefined || rootShapeProblem(root) !== null) return null;
+  const folder = `${root}/${id}`;
+  return (await checkInstanceFolder(folder).catch(() => "unreadable")) === null ? folder : null;
+}
