@@ -7,10 +7,16 @@
  *   as "keeper" (state-lock.ts), so a gateway started meanwhile waits for it
  *   instead of reaping the same leases at once. When another gateway got
  *   there first, the keeper leaves everything to that one's startup reap.
- * - Which leases: this instance's open and closing ones. ACPX leases are
- *   all the dead gateway's (the lock made it the only one); a supervisor run
- *   is the keeper's only when its lease names the dead gateway's holder id,
- *   so a live supervisor in another process keeps its runs.
+ * - The supervisor runs: the keeper first takes over the dead gateway's
+ *   supervisor holder lock (supervisor-holders.ts), so any other process's
+ *   reconcile (a new gateway's startup reap of terminals included) leaves
+ *   them to the keeper, and a run is the keeper's only when its lease names
+ *   that holder: a live supervisor in another process keeps its runs. They
+ *   are reconciled whether or not the state-dir lock was had (supervisors
+ *   take none).
+ * - Which leases: this instance's open and closing ones. ACPX leases only
+ *   under the state-dir lock (then they are all the dead gateway's);
+ *   without it they are the new gateway's startup reap's.
  * - Fail closed: whatever does not verify stays open or closing for the next
  *   startup reap, exactly as that reap would leave it. Nothing here decides
  *   what is killed; reconcileLeases does.
@@ -18,7 +24,7 @@
  *   one that names another instance is left alone.
  */
 import { existsSync } from "node:fs";
-import { rmdir, unlink } from "node:fs/promises";
+import { rmdir } from "node:fs/promises";
 import { join } from "node:path";
 import { createSignaller } from "../facts/signal.js";
 import type { ProcessFacts } from "../facts/types.js";
@@ -27,7 +33,8 @@ import { atomicWrite } from "./fs-safe.js";
 import { readGatewayInstanceId } from "./instance-id.js";
 import type { KeeperConfig } from "./keeper.js";
 import { openLeaseStore } from "./lease-store.js";
-import { reconcileLeases } from "./reconcile.js";
+import { reconcileLeases, type LeaseReconcileReport } from "./reconcile.js";
+import { takeOverHolderLock } from "./supervisor-holders.js";
 import { acquireStateDirLock, StateDirLockedError, STATE_LOCK_FILE, type StateDirLock } from "./state-lock.js";
 import type { ProcessLease } from "./types.js";
 
@@ -61,37 +68,45 @@ export async function keeperReap(cfg: KeeperConfig, facts: ProcessFacts): Promis
   if (!existsSync(join(cfg.stateDir, STATE_LOCK_FILE))) return report("left", `${cfg.stateDir} has no ${STATE_LOCK_FILE} (removed?)`);
   const id = await readGatewayInstanceId(cfg.stateDir).catch(() => null);
   if (id !== cfg.gatewayInstanceId) return report("left", `${cfg.stateDir} names instance ${String(id)}, not ${cfg.gatewayInstanceId}`);
+  // the holder first: from then on no other process's reconcile touches the dead gateway's runs
+  const holder = await takeOverHolderLock(cfg.stateDir, cfg.holder, LOCK_TAKEOVER_MS);
   const lock = await takeOver(cfg, facts);
-  if (!("release" in lock)) return report("left", lock.why);
   try {
+    if (!("release" in lock) && holder === null) return report("left", `${lock.why}; the gateway's supervisor holder lock could not be taken`);
     const store = await openLeaseStore(cfg.stateDir);
     const deps = { store, facts, signaller: createSignaller(facts), graceMs: cfg.graceMs, gatewayInstanceId: id };
-    const folder = await instanceFolder(cfg.stateDir, id);
+    const folder = "release" in lock ? await instanceFolder(cfg.stateDir, id) : null;
     const r = await reconcileLeases(deps, {
-      kind: "all",
+      kind: "release" in lock ? "all" : "supervisor",
       states: ["open", "closing"],
-      skip: (l) => skipReason(l, cfg.holder),
+      skip: (l) => skipReason(l, holder === null ? null : cfg.holder),
       ...(folder !== null ? { leftovers: { instanceFolder: folder } } : {}),
     });
     // the instance's folder goes once no lease cgroup is left in it (rmdir refuses one that holds any)
     if (folder !== null) await rmdir(folder).catch(() => undefined);
-    // the dead gateway's supervisor holder lock: nobody holds it any more
-    await unlink(join(cfg.stateDir, "acpx", "supervisors", `${cfg.holder}.lock`)).catch(() => undefined);
-    const entries = r.entries
-      .filter((e) => e.action !== "skipped-live")
-      .map((e) => ({ leaseId: e.leaseId, sessionKey: e.sessionKey, action: e.action, stateAfter: e.stateAfter, code: e.code }));
-    const out = report("reaped", `${entries.length} of ${r.examined} open/closing lease(s) of instance ${id} reconciled`, entries);
+    const out = report("reaped", `${"release" in lock ? "" : `${lock.why}; only the gateway's supervisor runs: `}${summary(r)}`, entriesOf(r));
     await atomicWrite(join(cfg.stateDir, "acpx"), KEEPER_REPORT_FILE, JSON.stringify(out) + "\n", false).catch(() => undefined);
     return out;
   } finally {
-    await lock.release();
+    if ("release" in lock) await lock.release();
+    await holder?.release();
   }
 }
 
-/** Supervisor runs are the keeper's only when their lease names the dead gateway's holder; every ACPX lease of the instance is. */
-function skipReason(l: ProcessLease, holder: string): string | undefined {
-  if (l.kind !== "supervisor" || l.holder === holder) return undefined;
-  return `a supervisor run of holder ${l.holder ?? "(none recorded)"}, not of the gateway this keeper watched`;
+function entriesOf(r: LeaseReconcileReport): KeeperReport["entries"] {
+  return r.entries
+    .filter((e) => e.action !== "skipped-live")
+    .map((e) => ({ leaseId: e.leaseId, sessionKey: e.sessionKey, action: e.action, stateAfter: e.stateAfter, code: e.code }));
+}
+
+function summary(r: LeaseReconcileReport): string {
+  return `${entriesOf(r).length} of ${r.examined} open/closing lease(s) of instance ${r.gatewayInstanceId} reconciled`;
+}
+
+/** Supervisor runs are the keeper's only when their lease names the dead gateway's holder (and the keeper holds it); every ACPX lease it is given is. */
+function skipReason(l: ProcessLease, holder: string | null): string | undefined {
+  if (l.kind !== "supervisor" || (holder !== null && l.holder === holder)) return undefined;
+  return `a supervisor run of holder ${l.holder ?? "(none recorded)"}, not one this keeper holds`;
 }
 
 /**

@@ -14,12 +14,13 @@ import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { createInterface } from "node:readline";
 import { describe, expect, it } from "vitest";
+import { createAcpxLifecycleController } from "../../src/acpx/controller.js";
 import type { AcpRuntimeHandle } from "../../src/acpx/types.js";
 import { openLeaseStore } from "../../src/ownership/lease-store.js";
 import { KEEPER_REPORT_FILE, type KeeperReport } from "../../src/ownership/keeper-reap.js";
 import { alive, disposeAfterEach, leaseCarriers, ROOT, tempStateDir, trackChild, trackLease, trackPid, waitFor } from "../acpx/controller-helpers.js";
 
-disposeAfterEach();
+const controllers = disposeAfterEach();
 const GATEWAY = join(ROOT, "test/fixtures/adversarial/keeper-gateway.mjs");
 const GRACE_MS = 1000;
 
@@ -98,4 +99,29 @@ describe("a gateway's keeper ends what the gateway started when it dies", () => 
       expect(readFileSync(join(stateDir, "gateway.lock"), "utf8")).toBe("");
     });
   }
+});
+
+describe("a gateway restarted while its predecessor's keeper works", () => {
+  it("waits for the keeper's lock instead of being refused; between them every lease is settled once and everything is gone", async () => {
+    const stateDir = tempStateDir("keeper-restart");
+    const s = await startGateway(stateDir);
+    const pids = [s.handle.rootPid, s.agent.pid, s.agent.grandchildPid!, s.terminalChild, s.run.root, s.run.grandchild];
+    const leaseIds = [s.handle.leaseId, s.terminalLease!, s.run.leaseId!];
+    process.kill(s.gateway, "SIGKILL");
+    // at once, as a service manager restarting the gateway would: no StateDirLockedError while the keeper holds the state dir
+    const next = await createAcpxLifecycleController({ stateDir, graceMs: GRACE_MS, maintenanceIntervalMs: 0 });
+    controllers.push(next);
+    const reap = await next.reapStartupOrphans();
+    expect(await waitFor(() => !pids.some(alive), 15_000, 10), `still alive: ${JSON.stringify(pids.filter(alive))}`).not.toBe(-1);
+    expect(await waitFor(() => !alive(s.keeper!), 15_000)).not.toBe(-1);
+    const reportFile = join(stateDir, "acpx", KEEPER_REPORT_FILE);
+    const byKeeper = existsSync(reportFile) ? (JSON.parse(readFileSync(reportFile, "utf8")) as KeeperReport).entries.map((e) => e.leaseId) : [];
+    const byReap = reap.entries.filter((e) => e.stateAfter === "closed" || e.stateAfter === "lost").map((e) => e.leaseId);
+    // the ACPX session and the terminal: settled by exactly one of them (the keeper, or the new gateway when it won the lock)
+    for (const id of [s.handle.leaseId, s.terminalLease!]) expect([byKeeper.includes(id), byReap.includes(id)].filter(Boolean), `lease ${id}`).toHaveLength(1);
+    // the gateway's own supervisor run: no startup reap takes it, the keeper does whoever has the state dir
+    expect(byKeeper).toContain(s.run.leaseId);
+    const store = await openLeaseStore(stateDir);
+    for (const id of leaseIds) expect(["closed", "lost"], `lease ${id}`).toContain((await store.get(id))?.state);
+  });
 });
