@@ -54,6 +54,8 @@ export function conversationConfig(opts: AcpxLifecycleControllerOptions, ctx: Su
           signaller: ctx.signaller,
           graceMs: ctx.graceMs,
           containment: opts.containment === "off" ? "off" : "auto",
+          // the controller's keeper, started by the session before any terminal, covers its runs (their holder is this process)
+          keeper: "off",
         });
   return {
     log: safeLogger(opts.logger),

@@ -20,8 +20,10 @@
  * - Fail closed: whatever does not verify stays open or closing for the next
  *   startup reap, exactly as that reap would leave it. Nothing here decides
  *   what is killed; reconcileLeases does.
- * - Nothing is created: a state dir removed since (its lock file gone) or
- *   one that names another instance is left alone.
+ * - Nothing is created: a state dir removed since (its lease store gone) is
+ *   left alone, and a state dir no controller ever used (no gateway.lock: a
+ *   supervisor's alone) gets no state-dir lock; its runs are reconciled under
+ *   the holder lock alone.
  */
 import { existsSync } from "node:fs";
 import { rmdir } from "node:fs/promises";
@@ -30,7 +32,6 @@ import { createSignaller } from "../facts/signal.js";
 import type { ProcessFacts } from "../facts/types.js";
 import { checkInstanceFolder, readContainmentRecord, rootShapeProblem } from "./containment-record.js";
 import { atomicWrite } from "./fs-safe.js";
-import { readGatewayInstanceId } from "./instance-id.js";
 import type { KeeperConfig } from "./keeper.js";
 import { openLeaseStore } from "./lease-store.js";
 import { reconcileLeases, type LeaseReconcileReport } from "./reconcile.js";
@@ -64,13 +65,12 @@ export async function keeperReap(cfg: KeeperConfig, facts: ProcessFacts): Promis
     entries,
     elapsedMs: Date.now() - t0,
   });
-  // the lock file is the gateway's; without it the state dir was removed (or never used): nothing to keep, nothing to create
-  if (!existsSync(join(cfg.stateDir, STATE_LOCK_FILE))) return report("left", `${cfg.stateDir} has no ${STATE_LOCK_FILE} (removed?)`);
-  const id = await readGatewayInstanceId(cfg.stateDir).catch(() => null);
-  if (id !== cfg.gatewayInstanceId) return report("left", `${cfg.stateDir} names instance ${String(id)}, not ${cfg.gatewayInstanceId}`);
+  // without its lease store the state dir was removed: nothing to keep, nothing to create
+  if (!existsSync(join(cfg.stateDir, "acpx", "leases"))) return report("left", `${cfg.stateDir} has no lease store (removed?)`);
+  const id = cfg.gatewayInstanceId;
   // the holder first: from then on no other process's reconcile touches the dead gateway's runs
   const holder = await takeOverHolderLock(cfg.stateDir, cfg.holder, LOCK_TAKEOVER_MS);
-  const lock = await takeOver(cfg, facts);
+  const lock = existsSync(join(cfg.stateDir, STATE_LOCK_FILE)) ? await takeOver(cfg, facts) : { why: "no gateway ever held this state dir" };
   try {
     if (!("release" in lock) && holder === null) return report("left", `${lock.why}; the gateway's supervisor holder lock could not be taken`);
     const store = await openLeaseStore(cfg.stateDir);

@@ -12,9 +12,9 @@
  * (keeper-reap.ts), in its own session so a process-group kill of the
  * gateway does not reach it.
  *
- * One keeper per process and state dir, shared by every user in the process
- * (a controller and a supervisor on the same state dir): each `acquire`
- * counts, and the last `release` stops it. Stopping writes "stop" and then
+ * One keeper per process, state dir and instance, shared by every user in
+ * the process (a controller and a supervisor on the same state dir): each
+ * `acquire` counts, and the last `release` stops it. Stopping writes "stop" and then
  * SIGKILLs it: it is our own child, not yet waited for, so its pid cannot
  * name anyone else, and a keeper that sees the gateway alive has nothing
  * under way. The keeper is started lazily, by the first lease a user is
@@ -49,6 +49,18 @@ interface Running {
 }
 
 const running = new Map<string, Running>();
+const keyOf = (stateDir: string, instance: string) => `${stateDir}\0${instance}`;
+
+export type KeeperOption = "on" | "off";
+
+/** The option wins; without it PROCLEASE_KEEPER=off turns the keeper off (a host whose service manager ends the gateway's whole cgroup anyway). */
+export function keeperWanted(option: KeeperOption | undefined, env: NodeJS.ProcessEnv = process.env): boolean {
+  return (option ?? (env.PROCLEASE_KEEPER === "off" ? "off" : "on")) === "on";
+}
+
+export function assertKeeperOption(v: unknown, name: string): asserts v is KeeperOption | undefined {
+  if (v !== undefined && v !== "on" && v !== "off") throw new TypeError(`${name} must be "on" or "off", got ${String(v)}`);
+}
 
 /** The keeper entry of this package (dist/ownership/keeper-main.js; from src/ under vitest, the dist/ build). */
 export function keeperEntryPath(): string {
@@ -67,10 +79,11 @@ export function keeperEntryPath(): string {
  */
 export function acquireKeeper(opts: { stateDir: string; gatewayInstanceId: string; graceMs: number; nodePath?: string }): KeeperLease {
   const stateDir = resolve(opts.stateDir);
-  let r = running.get(stateDir);
+  const key = keyOf(stateDir, opts.gatewayInstanceId);
+  let r = running.get(key);
   if (r === undefined || r.child.exitCode !== null || r.child.signalCode !== null) {
     r = start({ stateDir, gatewayInstanceId: opts.gatewayInstanceId, gatewayPid: process.pid, holder: HOLDER_ID, graceMs: opts.graceMs }, opts.nodePath);
-    running.set(stateDir, r);
+    running.set(key, r);
   }
   r.users++;
   const mine = r;
@@ -80,7 +93,7 @@ export function acquireKeeper(opts: { stateDir: string; gatewayInstanceId: strin
       if (released) return;
       released = true;
       if (--mine.users > 0) return;
-      if (running.get(stateDir) === mine) running.delete(stateDir);
+      if (running.get(key) === mine) running.delete(key);
       await stop(mine);
     },
   };
@@ -88,7 +101,9 @@ export function acquireKeeper(opts: { stateDir: string; gatewayInstanceId: strin
 
 /** The keeper's pid for a state dir, while this process runs one (tests and diagnostics). */
 export function keeperPid(stateDir: string): number | undefined {
-  return running.get(resolve(stateDir))?.child.pid;
+  const prefix = keyOf(resolve(stateDir), "");
+  for (const [k, r] of running) if (k.startsWith(prefix)) return r.child.pid;
+  return undefined;
 }
 
 function start(cfg: KeeperConfig, nodePath = process.execPath): Running {
@@ -112,6 +127,8 @@ function start(cfg: KeeperConfig, nodePath = process.execPath): Running {
 async function stop(r: Running): Promise<void> {
   const { child } = r;
   if (child.exitCode === null && child.signalCode === null) {
+    // held again until its exit is seen: an unref'd child's exit would not keep this process alive to hear it
+    child.ref();
     // "stop" first: a keeper that reads it before the kill lands exits without acting
     child.stdin?.write("stop\n");
     child.kill("SIGKILL");

@@ -5,6 +5,7 @@
  * it takes after its gateway died, which a new gateway waits for instead of
  * being refused. Build first (`npm run build`): the keeper runs from dist/.
  */
+import { spawnSync } from "node:child_process";
 import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
@@ -13,7 +14,7 @@ import { getProcessFacts } from "../../src/facts/get.js";
 import { keeperPid } from "../../src/ownership/keeper.js";
 import { KEEPER_REPORT_FILE } from "../../src/ownership/keeper-reap.js";
 import { acquireStateDirLock, StateDirLockedError } from "../../src/ownership/state-lock.js";
-import { agentArgv, alive, disposeAfterEach, GRACE_MS, tempStateDir, trackLease, trackPid, waitFor } from "../acpx/controller-helpers.js";
+import { agentArgv, alive, DIST_ACPX, disposeAfterEach, GRACE_MS, tempStateDir, trackLease, trackPid, waitFor } from "../acpx/controller-helpers.js";
 
 const controllers = disposeAfterEach();
 
@@ -81,6 +82,24 @@ describe("the keeper's lifetime", () => {
     expect(k).not.toBe(made[1]!.keeper);
     await again.dispose();
     expect(alive(k!)).toBe(false);
+  });
+
+  it("dispose() in a process with nothing else to do returns (the keeper's exit is awaited, not abandoned)", () => {
+    const stateDir = tempStateDir("keeper-lone");
+    const code = `
+      const { createAcpxLifecycleController } = await import(${JSON.stringify(DIST_ACPX)});
+      const ctl = await createAcpxLifecycleController({ stateDir: ${JSON.stringify(stateDir)}, graceMs: ${GRACE_MS}, maintenanceIntervalMs: 0 });
+      const h = await ctl.ensureSession({ sessionKey: "agent:main:acp:lone", agentId: "main", command: ${JSON.stringify(agentArgv({}))} });
+      await ctl.closeSession({ handle: h });
+      // until the closed session's last handles are gone: then the keeper is the only thing dispose() waits on
+      await new Promise((r) => setTimeout(r, 500));
+      await ctl.dispose();
+      process.stdout.write("disposed\\n");
+    `;
+    const r = spawnSync(process.execPath, ["--input-type=module", "-e", code], { encoding: "utf8", timeout: 60_000 });
+    expect(r.stderr).toBe("");
+    expect(r.stdout).toBe("disposed\n");
+    expect(r.status).toBe(0);
   });
 
   it('keeper: "off" starts none', async () => {

@@ -4,24 +4,14 @@
  * given back by dispose()/shutdown() before the state-dir lock goes, so a
  * keeper never acts on a gateway that is only letting go.
  */
-import { acquireKeeper, type KeeperLease } from "../../ownership/keeper.js";
+import { acquireKeeper, keeperWanted, type KeeperLease, type KeeperOption } from "../../ownership/keeper.js";
+export { assertKeeperOption } from "../../ownership/keeper.js";
 import type { ControllerLogger } from "../logger.js";
-
-export type KeeperOption = "on" | "off";
-
-export function assertKeeperOption(v: unknown, name: string): asserts v is KeeperOption | undefined {
-  if (v !== undefined && v !== "on" && v !== "off") throw new TypeError(`${name} must be "on" or "off", got ${String(v)}`);
-}
 
 export interface ControllerKeeper {
   /** Starts (or joins) the keeper; idempotent. Never throws: without one, a crash leaves the leases to the next startup reap. */
   keep(): void;
   release(): Promise<void>;
-}
-
-/** The option wins; without it PROCLEASE_KEEPER=off turns the keeper off (a host whose service manager ends the gateway's whole cgroup anyway). */
-export function keeperWanted(option: KeeperOption | undefined, env: NodeJS.ProcessEnv = process.env): boolean {
-  return (option ?? (env.PROCLEASE_KEEPER === "off" ? "off" : "on")) === "on";
 }
 
 export function controllerKeeper(
