@@ -125,3 +125,32 @@ describe("a gateway restarted while its predecessor's keeper works", () => {
     for (const id of leaseIds) expect(["closed", "lost"], `lease ${id}`).toContain((await store.get(id))?.state);
   });
 });
+
+describe("a supervisor-only gateway's keeper", () => {
+  it("gateway SIGKILL: its leased background run (TERM-ignoring grandchild) gone within grace + 1 s, lease settled, no state-dir lock made", async () => {
+    const stateDir = tempStateDir("keeper-sup");
+    const gw = trackChild(
+      spawn(process.execPath, [join(ROOT, "test/fixtures/adversarial/keeper-supervisor-gateway.mjs"), stateDir, String(GRACE_MS)], { stdio: ["ignore", "pipe", "inherit"] }),
+    );
+    let started: { gateway: number; keeper: number | null; root: number; grandchild: number; leaseId: string | null } | undefined;
+    for await (const line of createInterface({ input: gw.stdout! })) {
+      started = JSON.parse(line) as typeof started;
+      break;
+    }
+    const s = started!;
+    if (s.leaseId) trackLease(s.leaseId);
+    for (const p of [s.keeper, s.root, s.grandchild]) trackPid(p);
+    expect(s.keeper).not.toBeNull();
+    expect(s.leaseId).not.toBeNull();
+    const t0 = Date.now();
+    process.kill(s.gateway, "SIGKILL");
+    const took = await waitFor(() => !alive(s.root) && !alive(s.grandchild), GRACE_MS + 30_000, 10);
+    console.log(`[keeper] supervisor-only gateway SIGKILL → run gone in ${took === -1 ? `more than ${Date.now() - t0}` : took} ms (grace ${GRACE_MS} ms)`);
+    expect(took).not.toBe(-1);
+    expect(took).toBeLessThanOrEqual(GRACE_MS + 1000);
+    expect(await waitFor(() => !alive(s.keeper!), 15_000)).not.toBe(-1);
+    expect(["closed", "lost"]).toContain((await (await openLeaseStore(stateDir)).get(s.leaseId!))?.state);
+    expect(existsSync(join(stateDir, "gateway.lock")), "no controller ever held it: the keeper makes no lock file").toBe(false);
+    expect(leaseCarriers(s.leaseId!)).toEqual([]);
+  });
+});
