@@ -59,7 +59,7 @@ import type { SessionConfigOption } from "@agentclientprotocol/sdk";
 import { installWrapper } from "./install-wrapper.js";
 import { detectContainment, removeInstanceFolder, type ContainmentSupport } from "../containment/index.js";
 import { recordContainmentRoot } from "../ownership/containment-record.js";
-import { assertKeeperOption, controllerKeeper, type ControllerKeeper } from "./keeper/controller-keeper.js";
+import { controllerKeeper, type ControllerKeeper } from "./keeper/controller-keeper.js";
 import { closeTarget, lifecycleDeps, LiveSessions, markSessionClosing, type ControllerDeps, type LiveSession } from "./live-sessions.js";
 import { openSessionStore } from "./session-store.js";
 import { spawnSession, validateEnsureInput } from "./spawn-session.js";
@@ -94,7 +94,6 @@ export async function createAcpxLifecycleController(opts: AcpxLifecycleControlle
   const startTimeoutMs = positiveOption(opts.startTimeoutMs, DEFAULT_START_TIMEOUT_MS, "opts.startTimeoutMs");
   const maintenanceIntervalMs = nonNegativeOption(opts.maintenanceIntervalMs, DEFAULT_MAINTENANCE_MS, "opts.maintenanceIntervalMs");
   assertContainmentOption(opts.containment, "opts.containment");
-  assertKeeperOption(opts.keeper, "opts.keeper");
   assertConversationOptions(opts);
 
   const stateDir = resolve(opts.stateDir);
@@ -462,11 +461,8 @@ class Controller implements AcpxLifecycleController {
   }
 
   /**
-   * Stops the timer and gives the state dir back (its lock): a new
-   * controller may start on it. Live sessions are not closed and their
-   * leases stay open (the next controller's startup reap settles them, or
-   * ensureSession resumes them); they keep running while this process
-   * lives, and their wrappers end their trees when it exits (the lifeline).
+   * Stops the timer and the keeper and gives the state dir back (its lock). Live sessions stay open for the
+   * next controller's startup reap (or ensureSession's resume); their wrappers end their trees when this process exits.
    */
   async dispose(): Promise<void> {
     if (this.disposed !== undefined) return;

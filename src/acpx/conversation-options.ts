@@ -12,6 +12,7 @@ import { assertFsOptions } from "./client-fs.js";
 import { assertTerminalOption, TERMINAL_RUN_PREFIX, type ClientTerminalOptions } from "./client-terminal.js";
 import type { ConversationConfig } from "./conversation.js";
 import { assertLogger, safeLogger } from "./logger.js";
+import { assertKeeperOption } from "../ownership/keeper.js";
 import { DEFAULT_PERMISSION_TIMEOUT_MS } from "./permissions.js";
 import type { AcpxLifecycleControllerOptions } from "./types.js";
 
@@ -24,6 +25,7 @@ export function assertConversationOptions(opts: AcpxLifecycleControllerOptions):
     throw new TypeError(`opts.permissionTimeoutMs must be a positive integer of milliseconds, got ${String(t)}`);
   }
   assertLogger(opts.logger, "opts.logger");
+  assertKeeperOption(opts.keeper, "opts.keeper");
   if (opts.stderrInMessages !== undefined && typeof opts.stderrInMessages !== "boolean") throw new TypeError("opts.stderrInMessages must be a boolean");
   const caps = opts.clientCapabilities;
   if (caps === undefined) return;

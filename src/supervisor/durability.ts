@@ -222,18 +222,10 @@ function runLeaseContext(opts: RunLeasesOptions): RunLeaseContext {
 export function createRunLeases(opts: RunLeasesOptions): RunLeases {
   const ctx = runLeaseContext(opts);
   let rootRecorded: Promise<void> | undefined;
-  let keeping: Promise<KeeperLease | null> | undefined;
-  // before the first lease is written: a crash from then on is the keeper's to clean up (without one, the next reconcile's)
-  const keep = () =>
-    (keeping ??= keeperWanted(opts.keeper)
-      ? ctx.init().then(
-          ({ instanceId }) => acquireKeeper({ stateDir: ctx.stateDir, gatewayInstanceId: instanceId, graceMs: opts.graceMs }),
-          () => null,
-        ).catch(() => null)
-      : Promise.resolve(null));
+  const keeper = runKeeper(ctx);
   return {
     async open(runId, argv) {
-      await keep();
+      await keeper.keep();
       const support = await ctx.detect();
       // the CLI finds this state dir's lease cgroups (and orphans among them) from this record; once per supervisor
       // (a failed write costs only that view, never the run)
@@ -288,7 +280,7 @@ export function createRunLeases(opts: RunLeasesOptions): RunLeases {
     reconcile: (live = new Set<string>(), isTracked) => reconcileRuns(ctx, live, isTracked),
 
     async release() {
-      await (await keeping)?.release();
+      await keeper.release();
       const ready = ctx.opened();
       if (ready === undefined) return;
       const { instanceId } = await ready;
@@ -298,6 +290,26 @@ export function createRunLeases(opts: RunLeasesOptions): RunLeases {
       if (containment === undefined) return;
       const support = await containment;
       if (support.available) await removeInstanceFolder(support, instanceId);
+    },
+  };
+}
+
+/**
+ * This supervisor's share of its process's keeper (ownership/keeper.ts),
+ * taken before the first lease is written: a crash from then on is the
+ * keeper's to clean up (without one, the next reconcile's).
+ */
+function runKeeper(ctx: RunLeaseContext): { keep(): Promise<void>; release(): Promise<void> } {
+  let keeping: Promise<KeeperLease | null> | undefined;
+  return {
+    async keep() {
+      keeping ??= keeperWanted(ctx.opts.keeper)
+        ? ctx.init().then(({ instanceId }) => acquireKeeper({ stateDir: ctx.stateDir, gatewayInstanceId: instanceId, graceMs: ctx.opts.graceMs })).catch(() => null)
+        : Promise.resolve(null);
+      await keeping;
+    },
+    async release() {
+      await (await keeping)?.release();
     },
   };
 }

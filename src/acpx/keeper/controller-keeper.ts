@@ -5,7 +5,6 @@
  * keeper never acts on a gateway that is only letting go.
  */
 import { acquireKeeper, keeperWanted, type KeeperLease, type KeeperOption } from "../../ownership/keeper.js";
-export { assertKeeperOption } from "../../ownership/keeper.js";
 import type { ControllerLogger } from "../logger.js";
 
 export interface ControllerKeeper {
