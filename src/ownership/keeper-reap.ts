@@ -39,7 +39,7 @@ import { takeOverHolderLock } from "./supervisor-holders.js";
 import { acquireStateDirLock, StateDirLockedError, STATE_LOCK_FILE, type StateDirLock } from "./state-lock.js";
 import type { ProcessLease } from "./types.js";
 
-/** The keeper's last word, written to `<stateDir>/acpx/keeper-report.json` (and read by tests and `doctor`-style looks). */
+/** The keeper's last word, written to `<stateDir>/acpx/keeper-report.json` when it reaped (for an operator, and the tests). */
 export interface KeeperReport {
   gatewayPid: number;
   keeperPid: number;
