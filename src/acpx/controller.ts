@@ -199,11 +199,11 @@ class Controller implements AcpxLifecycleController {
       }
     }
     const spawnInput = resumeSessionId !== undefined ? { ...input, resumeSessionId } : input;
-    this.keeper.keep();
     const handle = await spawnSession(this.d, this.live, spawnInput, () => this.disposed !== undefined).catch((err: unknown) => {
       this.hooks.ensureFailed(err);
       throw err;
     });
+    this.keeper.keep();
     const live = this.live.forHandle(handle);
     if (live) this.watchEnd(live);
     return handle;
@@ -222,11 +222,11 @@ class Controller implements AcpxLifecycleController {
         throw mismatchError(existing.handle, ["a running session (close it first)"]);
       }
       if (existing || (await this.d.sessions.get(input.sessionKey))) await this.closeAndReport(input.sessionKey, "superseded by spawnRawAdapter", false);
-      this.keeper.keep();
       const handle = await spawnSession(this.d, this.live, input, () => this.disposed !== undefined, true).catch((err: unknown) => {
         this.hooks.ensureFailed(err);
         throw err;
       });
+      this.keeper.keep();
       const live = this.live.forHandle(handle)!;
       this.watchEnd(live);
       const lease = (await this.d.leases.get(handle.leaseId))!;

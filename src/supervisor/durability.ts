@@ -301,14 +301,18 @@ export function createRunLeases(opts: RunLeasesOptions): RunLeases {
  */
 function runKeeper(ctx: RunLeaseContext): { keep(): Promise<void>; release(): Promise<void> } {
   let keeping: Promise<KeeperLease | null> | undefined;
+  let released = false;
   return {
     async keep() {
+      // after release (shutdown) nothing starts one again: nobody would stop it
+      if (released) return;
       keeping ??= keeperWanted(ctx.opts.keeper)
         ? ctx.init().then(({ instanceId }) => acquireKeeper({ stateDir: ctx.stateDir, gatewayInstanceId: instanceId, graceMs: ctx.opts.graceMs })).catch(() => null)
         : Promise.resolve(null);
       await keeping;
     },
     async release() {
+      released = true;
       await (await keeping)?.release();
     },
   };

@@ -36,10 +36,21 @@ function rssKb(pid: number): number {
   return Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, "utf8"))?.[1] ?? NaN);
 }
 
+/** The keeper's resident set once it has loaded what it runs (three readings 200 ms apart within 1 %), for the report. */
+async function settledRssKb(pid: number): Promise<number> {
+  const seen: number[] = [];
+  await waitFor(() => {
+    seen.push(rssKb(pid));
+    const last = seen.slice(-3);
+    return last.length === 3 && last[0]! > 10_000 && Math.max(...last) - Math.min(...last) <= last[0]! / 100;
+  }, 20_000, 200);
+  return seen[seen.length - 1]!;
+}
+
 describe("the keeper's lifetime", () => {
   it("dispose() stops it without acting: the session's lease stays open for the next startup reap", async () => {
     const { stateDir, ctl, h, keeper } = await controllerWithSession("keeper-dispose");
-    console.log(`[keeper] pid ${keeper}: VmRSS ${rssKb(keeper)} kB once started`);
+    console.log(`[keeper] pid ${keeper}: VmRSS ${await settledRssKb(keeper)} kB once loaded and idle`);
     await ctl.dispose();
     expect(alive(keeper), "dispose() waits for the keeper's exit").toBe(false);
     expect(existsSync(join(stateDir, "acpx", KEEPER_REPORT_FILE)), "a stopped keeper writes no report").toBe(false);

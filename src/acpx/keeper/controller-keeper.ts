@@ -1,8 +1,12 @@
 /**
  * The controller's share of its state dir's keeper (ownership/keeper.ts):
- * taken before the first lease is written (ensureSession, spawnRawAdapter),
- * given back by dispose()/shutdown() before the state-dir lock goes, so a
- * keeper never acts on a gateway that is only letting go.
+ * taken once the first session is up (ensureSession, spawnRawAdapter: a
+ * refused or failed ensure starts nothing; a gateway that dies during its
+ * first ensure leaves that lease to the next startup reap, and the wrapper
+ * ends its tree), given back by dispose()/shutdown() before the state-dir
+ * lock goes, so a keeper never acts on a gateway that is only letting go.
+ * After that, keep() does nothing: an ensure that raced the dispose must not
+ * start a keeper nobody stops.
  */
 import { acquireKeeper, keeperWanted, type KeeperLease, type KeeperOption } from "../../ownership/keeper.js";
 import type { ControllerLogger } from "../logger.js";
@@ -19,9 +23,10 @@ export function controllerKeeper(
 ): ControllerKeeper {
   let lease: KeeperLease | undefined;
   let failed = false;
+  let released = false;
   return {
     keep() {
-      if (lease !== undefined || failed || !keeperWanted(option)) return;
+      if (lease !== undefined || failed || released || !keeperWanted(option)) return;
       try {
         lease = acquireKeeper({ stateDir: d.stateDir, gatewayInstanceId: d.gatewayInstanceId, graceMs: d.graceMs, nodePath: d.nodePath });
       } catch (err) {
@@ -30,6 +35,7 @@ export function controllerKeeper(
       }
     },
     async release() {
+      released = true;
       const l = lease;
       lease = undefined;
       await l?.release();
