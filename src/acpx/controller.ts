@@ -49,6 +49,7 @@ import type { SessionConfigOption } from "@agentclientprotocol/sdk";
 import { installWrapper } from "./install-wrapper.js";
 import { detectContainment, removeInstanceFolder, type ContainmentSupport } from "../containment/index.js";
 import { recordContainmentRoot } from "../ownership/containment-record.js";
+import { controllerKeeper, type ControllerKeeper } from "./keeper/controller-keeper.js";
 import { closeTarget, lifecycleDeps, LiveSessions, markSessionClosing, type ControllerDeps, type LiveSession } from "./live-sessions.js";
 import { openSessionStore } from "./session-store.js";
 import { spawnSession, validateEnsureInput } from "./spawn-session.js";
@@ -121,17 +122,19 @@ class Controller implements AcpxLifecycleController {
   /** the release of the state dir, once dispose() or shutdown() began it */
   private ending: Promise<void> | undefined;
   private readonly hooks: ControllerHooks;
+  private readonly keeper: ControllerKeeper; // ends this gateway's leases if it dies without dispose
   /** last maintenance failure, kept for diagnostics (the timer must never throw) */
   lastMaintenanceError: unknown;
 
   constructor(
     private readonly d: ControllerDeps,
     private readonly lock: StateDirLock,
-    hooks: Pick<AcpxLifecycleControllerOptions, "onSessionEnd" | "onLeaseSettled">,
+    opts: Pick<AcpxLifecycleControllerOptions, "onSessionEnd" | "onLeaseSettled" | "keeper">,
   ) {
     this.gatewayInstanceId = d.gatewayInstanceId;
     this.live = new LiveSessions(d.graceMs);
-    this.hooks = new ControllerHooks(hooks, d.leases, d.conversation.log);
+    this.hooks = new ControllerHooks(opts, d.leases, d.conversation.log);
+    this.keeper = controllerKeeper(opts.keeper, d);
     this.guarded = guardAfterDispose(this, this.end);
   }
 
@@ -173,6 +176,7 @@ class Controller implements AcpxLifecycleController {
       this.hooks.ensureFailed(err);
       throw err;
     });
+    this.keeper.keep();
     const live = this.live.forHandle(handle);
     if (live) this.watchEnd(live);
     return handle;
@@ -194,6 +198,7 @@ class Controller implements AcpxLifecycleController {
         this.hooks.ensureFailed(err);
         throw err;
       });
+      this.keeper.keep();
       const live = this.live.forHandle(handle)!;
       this.watchEnd(live);
       const lease = (await this.d.leases.get(handle.leaseId))!;
@@ -443,16 +448,15 @@ class Controller implements AcpxLifecycleController {
   }
 
   /**
-   * Stops the timer and gives the state dir back (its lock): a new
-   * controller may start on it. From its call on, every other method is
-   * refused (AcpxControllerDisposedError) and running turns reject with
+   * Stops the timer and the keeper and gives the state dir back (its lock):
+   * a new controller may start on it. From its call on, every other method
+   * is refused (AcpxControllerDisposedError) and running turns reject with
    * that error; calls that write leases and were already under way finish
    * before the lock is released. Live sessions are not closed and their
    * leases stay open (the next controller's startup reap settles them, or
-   * ensureSession resumes them); they keep running while this process
-   * lives, and their wrappers end their trees when it exits (the lifeline).
-   * Idempotent: a later call (also during or after shutdown()) resolves
-   * when the first release is done.
+   * ensureSession resumes them); their wrappers end their trees when this
+   * process exits (the lifeline). Idempotent: a later call (also during or
+   * after shutdown()) resolves when the first release is done.
    */
   dispose(): Promise<void> {
     if (this.ending === undefined) {
@@ -473,6 +477,7 @@ class Controller implements AcpxLifecycleController {
     this.end.failRunningTurns();
     await this.maintaining;
     await this.end.writesSettled();
+    await this.keeper.release(); // before the lock goes: it must not act on a gateway that is only letting go
     this.live.unrefAll();
     // the instance's cgroup folder goes when no lease cgroup is left in it (live sessions keep theirs)
     if (this.d.containment.available) await removeInstanceFolder(this.d.containment, this.d.gatewayInstanceId);

@@ -14,6 +14,7 @@ import { assertFsOptions } from "./client-fs.js";
 import { assertTerminalOption, TERMINAL_RUN_PREFIX, type ClientTerminalOptions } from "./client-terminal.js";
 import type { ConversationConfig } from "./conversation.js";
 import { assertLogger, safeLogger } from "./logger.js";
+import { assertKeeperOption } from "../ownership/keeper.js";
 import { DEFAULT_PERMISSION_TIMEOUT_MS } from "./permissions.js";
 import type { AcpxLifecycleControllerOptions } from "./types.js";
 import { resolveUpdateLimits } from "./update-bytes.js";
@@ -27,6 +28,7 @@ export function assertConversationOptions(opts: AcpxLifecycleControllerOptions):
     throw new TypeError(`opts.permissionTimeoutMs must be a positive integer of milliseconds, got ${String(t)}`);
   }
   assertLogger(opts.logger, "opts.logger");
+  assertKeeperOption(opts.keeper, "opts.keeper");
   if (opts.stderrInMessages !== undefined && typeof opts.stderrInMessages !== "boolean") throw new TypeError("opts.stderrInMessages must be a boolean");
   resolveUpdateLimits(opts.updateLimits);
   const caps = opts.clientCapabilities;
@@ -58,6 +60,8 @@ export function conversationConfig(opts: AcpxLifecycleControllerOptions, ctx: Su
           signaller: ctx.signaller,
           graceMs: ctx.graceMs,
           containment: opts.containment === "off" ? "off" : "auto",
+          // the controller's keeper, started by the session before any terminal, covers its runs (their holder is this process)
+          keeper: "off",
         });
   return {
     log: safeLogger(opts.logger),

@@ -350,8 +350,16 @@ export interface AcpxLifecycleControllerOptions {
   startTimeoutMs?: number;
   /** maintenance timer period (retry closing leases, retention); default 60 000; 0 = no timer */
   maintenanceIntervalMs?: number;
-  /** the node binary that runs the wrapper; default process.execPath */
+  /** the node binary that runs the wrapper (and the keeper); default process.execPath */
   nodePath?: string;
+  /**
+   * "on" (default): from the first session on, a keeper process ends this
+   * gateway's leases (sessions, terminals, its supervisor runs) when the
+   * gateway dies without dispose/shutdown (docs/ownership.md "The keeper");
+   * "off": they wait for the next controller's startup reap. Absent:
+   * "on", unless PROCLEASE_KEEPER=off is in the environment.
+   */
+  keeper?: "on" | "off";
   /**
    * "auto" (default): each lease gets its own cgroup v2 where the host allows
    * it (docs/containment.md); "off": never (and ensureSession's positive

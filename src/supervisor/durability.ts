@@ -45,6 +45,7 @@ import { recordContainmentRoot } from "../ownership/containment-record.js";
 import { removeInstanceFolder, type ContainmentSupport, type LeaseCgroup } from "../containment/index.js";
 import { bindLeaseCgroup, dropLeaseCgroup } from "../ownership/lease-cgroup.js";
 import { detectRunContainment } from "./run-cgroups.js";
+import { acquireKeeper, keeperWanted, type KeeperLease, type KeeperOption } from "../ownership/keeper.js";
 import type { LeaseVerification } from "../ownership/verify.js";
 import type { SupervisorRunRef } from "./types.js";
 
@@ -179,6 +180,8 @@ export interface RunLeasesOptions {
   graceMs: number;
   /** "auto" (default): each lease gets its own cgroup v2 where the host allows it; "off": never */
   containment?: "auto" | "off";
+  /** "on" (default, unless PROCLEASE_KEEPER=off): from the first leased run on, this process's keeper (ownership/keeper.ts) ends the runs if it dies */
+  keeper?: KeeperOption;
 }
 
 /** What every call of one supervisor's run leases shares: the store, the instance id and holder lock (opened once), and containment (detected once). */
@@ -231,8 +234,10 @@ function runLeaseContext(opts: RunLeasesOptions): RunLeaseContext {
 export function createRunLeases(opts: RunLeasesOptions): RunLeases {
   const ctx = runLeaseContext(opts);
   let rootRecorded: Promise<void> | undefined;
+  const keeper = runKeeper(ctx);
   return {
     async open(runId, argv) {
+      await keeper.keep();
       const support = await ctx.detect();
       // the CLI finds this state dir's lease cgroups (and orphans among them) from this record; once per supervisor
       // (a failed write costs only that view, never the run)
@@ -295,6 +300,7 @@ export function createRunLeases(opts: RunLeasesOptions): RunLeases {
     reconcile: (live = new Set<string>(), isTracked, states) => reconcileRuns(ctx, live, isTracked, states),
 
     async release() {
+      await keeper.release();
       const ready = ctx.opened();
       if (ready === undefined) return;
       const { instanceId } = await ready;
@@ -304,6 +310,30 @@ export function createRunLeases(opts: RunLeasesOptions): RunLeases {
       if (containment === undefined) return;
       const support = await containment;
       if (support.available) await removeInstanceFolder(support, instanceId);
+    },
+  };
+}
+
+/**
+ * This supervisor's share of its process's keeper (ownership/keeper.ts),
+ * taken before the first lease is written: a crash from then on is the
+ * keeper's to clean up (without one, the next reconcile's).
+ */
+function runKeeper(ctx: RunLeaseContext): { keep(): Promise<void>; release(): Promise<void> } {
+  let keeping: Promise<KeeperLease | null> | undefined;
+  let released = false;
+  return {
+    async keep() {
+      // after release (shutdown) nothing starts one again: nobody would stop it
+      if (released) return;
+      keeping ??= keeperWanted(ctx.opts.keeper)
+        ? ctx.init().then(({ instanceId }) => acquireKeeper({ stateDir: ctx.stateDir, gatewayInstanceId: instanceId, graceMs: ctx.opts.graceMs })).catch(() => null)
+        : Promise.resolve(null);
+      await keeping;
+    },
+    async release() {
+      released = true;
+      await (await keeping)?.release();
     },
   };
 }

@@ -10,6 +10,7 @@
  * concerns is a module of its own under run/: start, unstarted (the starting
  * window's rule), running, deadlines, terminate, pty-exit-fallback, finish.
  */
+import { assertKeeperOption } from "../ownership/keeper.js";
 import { randomUUID } from "node:crypto";
 import type { ContainmentSupport } from "../containment/index.js";
 import { getProcessFacts } from "../facts/get.js";
@@ -67,6 +68,15 @@ export interface ProcessSupervisorOptions {
    * their escapees end with the run's cancel or deadline. "off": never.
    */
   containment?: "auto" | "off";
+  /**
+   * With a `stateDir`: "on" (default, unless PROCLEASE_KEEPER=off in the
+   * environment) starts this process's keeper with the first leased run, so
+   * the process's death ends its leased runs at once (docs/ownership.md "The
+   * keeper"); `shutdown()` stops it. "off": they wait for the next
+   * `reconcileOrphans`. A run that must outlive the process is started
+   * without a lease (no `stateDir`, or not in the background).
+   */
+  keeper?: "on" | "off";
 }
 
 export interface ReconcileOrphansOptions {
@@ -220,6 +230,7 @@ function createRunContext(opts: ProcessSupervisorOptions): { ctx: RunContext; de
   if (opts.containment !== undefined && opts.containment !== "auto" && opts.containment !== "off") {
     throw new TypeError(`opts.containment must be "auto" or "off", got ${JSON.stringify(opts.containment)}`);
   }
+  assertKeeperOption(opts.keeper, "opts.keeper");
   const facts = opts.facts ?? getProcessFacts();
   let leases: RunLeases | undefined;
   const getLeases = (): RunLeases | undefined => {
@@ -231,6 +242,7 @@ function createRunContext(opts: ProcessSupervisorOptions): { ctx: RunContext; de
       signaller: opts.signaller,
       graceMs,
       ...(opts.containment !== undefined ? { containment: opts.containment } : {}),
+      ...(opts.keeper !== undefined ? { keeper: opts.keeper } : {}),
     });
     return leases;
   };

@@ -212,7 +212,8 @@ async function storyGatewayKilled(d: DemoRun): Promise<void> {
 async function storyStartupReap(d: DemoRun): Promise<void> {
   const { stateDir, graceMs, log, check, facts, signaller, spawned, controllers, leaseIds } = d;
   const pid3 = join(stateDir, "agent-3.json");
-  const gw3 = startGateway(stateDir, graceMs, agentArgv(["--ignore-sigterm", "--grandchild=double-fork", "--survive-stdin-close", `--pidfile=${pid3}`]));
+  // no keeper (as if it was killed too): a keeper would end the escapees at once (docs/ownership.md "The keeper")
+  const gw3 = startGateway(stateDir, graceMs, agentArgv(["--ignore-sigterm", "--grandchild=double-fork", "--survive-stdin-close", `--pidfile=${pid3}`]), "off");
   spawned.push(gw3);
   const h3 = await readHandle(gw3);
   leaseIds.push(h3.leaseId);
@@ -225,7 +226,7 @@ async function storyStartupReap(d: DemoRun): Promise<void> {
   const killed3 = await signalVerified(signaller, h3.rootPid, wrapper3, "SIGKILL");
   check(killed3 === "signalled", `SIGKILL reached the verified wrapper ${h3.rootPid} (${killed3})`);
   killOwnChild(gw3);
-  log(`SIGKILL → wrapper ${h3.rootPid} and gateway ${gw3.pid}: nobody is left to clean up`);
+  log(`SIGKILL → wrapper ${h3.rootPid} and gateway ${gw3.pid} (started without a keeper): nobody is left to clean up`);
   await waitFor(async () => !(await alive(h3.rootPid)), 3000);
   await sleep(200);
   const orphans = await liveOf([p3.pid, p3.grandchildPid ?? 0]);
@@ -267,18 +268,18 @@ function agentArgv(flags: string[]): string[] {
 }
 
 /** A separate node process playing the gateway: ensures one session, prints the handle, idles. */
-function startGateway(stateDir: string, graceMs: number, command: string[]): ChildProcess {
+function startGateway(stateDir: string, graceMs: number, command: string[], keeper: "on" | "off" = "on"): ChildProcess {
   const code = `
     const { createAcpxLifecycleController } = await import(${JSON.stringify(pathToFileURL(ACPX_INDEX).href)});
     const cfg = JSON.parse(process.env.PROCLEASE_DEMO_GATEWAY);
-    const ctl = await createAcpxLifecycleController({ stateDir: cfg.stateDir, graceMs: cfg.graceMs, maintenanceIntervalMs: 0 });
+    const ctl = await createAcpxLifecycleController({ stateDir: cfg.stateDir, graceMs: cfg.graceMs, maintenanceIntervalMs: 0, keeper: cfg.keeper });
     const h = await ctl.ensureSession({ sessionKey: "agent:main:acp:gateway-" + process.pid, agentId: "main", command: cfg.command });
     process.stdout.write(JSON.stringify(h) + "\\n");
     setInterval(() => {}, 1 << 30);
   `;
   return spawn(process.execPath, ["--input-type=module", "-e", code], {
     stdio: ["ignore", "pipe", "inherit"],
-    env: { ...process.env, PROCLEASE_DEMO_GATEWAY: JSON.stringify({ stateDir, graceMs, command }) },
+    env: { ...process.env, PROCLEASE_DEMO_GATEWAY: JSON.stringify({ stateDir, graceMs, command, keeper }) },
   });
 }
 
