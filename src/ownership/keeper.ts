@@ -24,6 +24,7 @@ import { spawn, type ChildProcess } from "node:child_process";
 import { existsSync } from "node:fs";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
+import { signalUnreapedChild } from "../facts/signal.js";
 import { HOLDER_ID } from "./supervisor-holders.js";
 
 /** What the keeper process is told on its command line (one JSON argument). */
@@ -131,7 +132,7 @@ async function stop(r: Running): Promise<void> {
     child.ref();
     // "stop" first: a keeper that reads it before the kill lands exits without acting
     child.stdin?.write("stop\n");
-    child.kill("SIGKILL");
+    signalUnreapedChild(child, "SIGKILL");
   }
   await r.exited;
   child.stdin?.destroy();

@@ -231,6 +231,12 @@ function runLeaseContext(opts: RunLeasesOptions): RunLeaseContext {
   };
 }
 
+/** The lifecycle's deps and the lease's current record (null once removed). */
+async function leaseOf(ctx: RunLeaseContext, leaseId: string): Promise<{ deps: LifecycleDeps; lease: ProcessLease | null }> {
+  const deps = await ctx.lifecycle();
+  return { deps, lease: await deps.store.get(leaseId) };
+}
+
 export function createRunLeases(opts: RunLeasesOptions): RunLeases {
   const ctx = runLeaseContext(opts);
   let rootRecorded: Promise<void> | undefined;
@@ -259,15 +265,13 @@ export function createRunLeases(opts: RunLeasesOptions): RunLeases {
     },
 
     async neverStarted(leaseId) {
-      const deps = await ctx.lifecycle();
-      const lease = await deps.store.get(leaseId);
+      const { deps, lease } = await leaseOf(ctx, leaseId);
       // the one unstarted sequence (lifecycle.ts): its cgroup drained and removed, the lease settled
       if (lease) await settleUnstarted(deps, lease);
     },
 
     async kill(leaseId) {
-      const deps = await ctx.lifecycle();
-      const lease = await deps.store.get(leaseId);
+      const { deps, lease } = await leaseOf(ctx, leaseId);
       if (!lease || lease.state === "closed" || lease.state === "lost") return null;
       // the one lifecycle: verify, closing, kill what verified (tree + marker escapees, or remnants), verify again, settle
       const o = await settleLease(deps, lease);
@@ -275,16 +279,14 @@ export function createRunLeases(opts: RunLeasesOptions): RunLeases {
     },
 
     async end(leaseId) {
-      const deps = await ctx.lifecycle();
-      const lease = await deps.store.get(leaseId);
+      const { deps, lease } = await leaseOf(ctx, leaseId);
       if (!lease) return undefined;
       if (lease.state === "closed" || lease.state === "lost") return lease.state;
       return (await settleLease(deps, lease)).stateAfter;
     },
 
     async finish(leaseId, kill, prior = null) {
-      const deps = await ctx.lifecycle();
-      const lease = await deps.store.get(leaseId);
+      const { deps, lease } = await leaseOf(ctx, leaseId);
       if (!lease) return undefined;
       if (lease.state === "closed" || lease.state === "lost") return lease.state;
       // Not settled by the lease's own kill (or none ran): the facts decide
