@@ -1,8 +1,8 @@
 // The real-gateway scenario, step by step (each printed with its time):
 // /acp doctor · /acp spawn (a leased tree) · a streamed multi-chunk chat ·
 // /acp cancel mid-turn · two agents at once · SIGKILL of the gateway
-// mid-turn, restart, resume · SIGKILL of its whole process group, restart,
-// the setsid grandchild reaped · a config change reloading the plugin's
+// mid-turn, restart, resume · SIGKILL of its whole process group: the
+// keeper ends the tree, setsid grandchild included; restart, resume · a config change reloading the plugin's
 // service, resume · /acp close · SIGTERM: nothing left.
 import { waitFor } from "./gateway.mjs";
 import { alive, cgroupLeft, leaseOf, leases, markedProcesses } from "./host.mjs";
@@ -131,13 +131,12 @@ async function gatewayKilled(ctx, key, who0, { group }) {
   const t = performance.now();
   await gw.kill("SIGKILL", { group });
   say(`SIGKILL to ${what} mid-turn (tree: ${tree.map((p) => `${p.pid} ${p.comm}`).join(", ")})`);
-  if (!group) {
-    await waitFor("the wrapper to end its tree", () => tree.every((p) => !alive(p.pid)), 60_000);
-    say(`the wrapper ended the whole tree ${fmt(performance.now() - t)} after the kill, before any restart`);
-  } else {
-    const left = tree.filter((p) => alive(p.pid));
-    say(`with the wrapper killed too, ${left.length} of the tree still ran before the restart: ${left.map((p) => `${p.pid} ${p.comm}`).join(", ") || "none"}`);
-  }
+  // alone: the wrapper sees its lifeline close and ends the tree; with its group (the wrapper killed too): the
+  // gateway's keeper, in a session of its own, ends the lease's tree (the setsid grandchild included)
+  const ender = group ? "the gateway's keeper" : "the wrapper";
+  const gone = await waitFor(`${ender} to end the tree`, () => tree.every((p) => !alive(p.pid)), 30_000).then(() => true, () => false);
+  const left = tree.filter((p) => alive(p.pid));
+  check(gone, `${ender} ended the whole tree before any restart${gone ? `, ${fmt(performance.now() - t)} after the kill` : `: still running ${left.map((p) => `${p.pid} ${p.comm}`).join(", ")}`}`);
   const s = await gw.start();
   say(`gateway ${gw.incarnation} (pid ${s.pid}) ready in ${fmt(s.readyMs)}`);
   await waitFor("the earlier tree to be gone after the startup reap", () => tree.every((p) => !alive(p.pid)), 60_000);
