@@ -12,6 +12,8 @@
         ["OS=='linux'", {
           "sources": ["native/facts_linux.cc", "native/pidfd_linux.cc"]
         }],
+        ["OS=='linux'", {"sources": ["native/beneath_jobs.cc", "native/beneath_posix.cc"]}],
+        ["OS=='mac'", {"sources": ["native/beneath_jobs.cc", "native/beneath_posix.cc"]}],
         ["OS=='mac'", {
           "sources": ["native/facts_darwin.cc"],
           "xcode_settings": {

@@ -70,11 +70,6 @@ const ops = {
   setSessionConfigOption: (a) => manager.setSessionConfigOption({ cfg, ...a }),
   closeSession: (a) => manager.closeSession({ cfg, ...a }),
   doctor: () => backend.runtime.doctor(),
-  // the /acp doctor command's handler; 2026.9.6 keeps it in an internal chunk (pinned, by path)
-  acpDoctor: async () => {
-    const { handleAcpDoctorAction } = await import(pathToFileURL(join(dir, "node_modules/openclaw/dist/diagnostics-Bl-ndyf7.mjs")).href);
-    return handleAcpDoctorAction({ cfg }, []);
-  },
   runtimeStatus: (a) => backend.runtime.getStatus(a),
   stop: async () => {
     for (const s of services) await s.stop(ctx);

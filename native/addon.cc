@@ -309,6 +309,7 @@ Napi::Object Init(Napi::Env env, Napi::Object exports) {
   exports.Set("lockExclusive", Napi::Function::New(env, LockExclusive, "lockExclusive"));
   exports.Set("threadCpuTimeNs", Napi::Function::New(env, ThreadCpuTimeNs, "threadCpuTimeNs"));
   proclease::addon::ExportFileJobs(env, exports);
+  proclease::addon::ExportBeneathJobs(env, exports);
   return exports;
 }
 

@@ -43,4 +43,7 @@ inline Napi::Value Start(PromiseWorker* worker) {
 // readSmallFiles, replaceFile, removeFile and moveFile (file_jobs.cc).
 void ExportFileJobs(Napi::Env env, Napi::Object exports);
 
+// readBeneath and writeBeneath (beneath_jobs.cc).
+void ExportBeneathJobs(Napi::Env env, Napi::Object exports);
+
 }  // namespace proclease::addon

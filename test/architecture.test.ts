@@ -1,85 +1,117 @@
 /**
  * The architecture, enforced: every rule and sequence has one home in src/,
- * and the build fails on a second copy (test/helpers/architecture.ts says
- * what each rule looks for):
+ * and the build fails on a second copy (test/helpers/architecture.ts and
+ * architecture-homes.ts say what each rule looks for):
+ * - signals are sent only by the signal module (src/facts/signal.ts), found by
+ *   symbol: process.kill, a child's kill, the addon's signalIfSame, however
+ *   spelled (an alias, a destructuring, a bracket);
+ * - a lease moves only in the lifecycle module (src/ownership/lifecycle.ts):
+ *   the store's transition/advance and applySettlement, found by symbol;
+ * - TERM → grace → KILL is written once (src/ownership/tree-kill.ts);
  * - no process-state letter compared outside src/facts/ (liveness is facts/liveness.ts's);
+ * - no session row's owner compared outside src/sessions/ (canSeeSessionRow);
  * - no write to cgroup.procs outside src/containment/enter.ts;
- * - no lease `.transition(` outside src/ownership/lifecycle.ts (and the store);
- * - no import up the layers (facts, sessions → containment → ownership →
- *   supervisor → acpx → cli → openclaw → src/index.ts; sessions imports nothing);
+ * - no import up the layers or across a rank (the plugin does not import the
+ *   CLI), and the diagram in README.md and docs/architecture.md is the table's;
  * - no decision made by matching prose (a detail, why, message or reason
  *   searched with startsWith, includes, a regex, …): decisions read codes;
- * - no src/ file over 500 lines, no function over 80 lines.
- * The allowances below are the only exceptions, each with why. A test of
- * the test plants a copy of each rule's violation, into source text and
- * into a temp copy of the tree, and shows that each is found.
+ * - no src/ or native/ file over 500 lines, no function over 80 lines.
+ * The allowances below are the only exceptions, each with why. Each planted
+ * copy (test/helpers/architecture-plants.mjs) is found in a temp copy of the
+ * tree; scripts/arch-plants.mjs plants them one at a time in a scratch copy
+ * of the repository and runs this file there.
  */
-import { cpSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { cpSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
-import { afterAll, describe, expect, it } from "vitest";
-import { checkFile, checkTree, MAX_FILE_LINES, MAX_FUNCTION_LINES, readSourceTree, type Allowance, type RuleName, type Violation } from "./helpers/architecture.js";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { applyAllowances, checkFile, checkTree, diagramIn, layerDiagram, readSourceTree, type Allowance, type SourceFile, type Violation } from "./helpers/architecture.js";
+import { checkAll } from "./helpers/architecture-homes.js";
+import { PLANTS } from "./helpers/architecture-plants.mjs";
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), "..");
+/** Building the checker's program takes seconds on a loaded machine. */
+const PROGRAM_MS = 120_000;
 
 /**
  * Every exception, with why. Each must still be needed (a test below fails on
- * one that matches nothing): remove an entry when its work lands.
+ * one that matches nothing): remove an entry when its work lands. max: how
+ * many findings in the file (lines, for file-size).
  */
-export const ALLOW: readonly Allowance[] = [];
+export const ALLOW: readonly Allowance[] = [
+  {
+    rule: "signal-call",
+    file: "src/acpx/wrapper/adapter-group.ts",
+    max: 1,
+    why: "the wrapper's group signal; another worker is rewriting the wrapper: route it through facts/signal.ts after that merge",
+  },
+  {
+    rule: "kill-order",
+    file: "src/acpx/wrapper/cleanup.ts",
+    max: 1,
+    why: "the wrapper's group TERM → grace → KILL; the wrapper is being rewritten by another worker: fold into the one escalate after that merge",
+  },
+  {
+    rule: "kill-order",
+    file: "src/supervisor/run/terminate.ts",
+    max: 1,
+    why: "signalThroughHandle: a run's root signalled through its own handle (a PTY's cannot be verified by facts); fold into the one escalate once it takes a handle's signaller",
+  },
+  {
+    rule: "layer-import",
+    file: "src/openclaw/doctor.ts",
+    max: 1,
+    why: "the plugin reuses the CLI's doctor rows (collectDoctorRows); they belong below both (a host-capabilities module under facts/containment), a move in files other workers edit",
+  },
+  {
+    rule: "file-size",
+    file: "native/facts_linux.cc",
+    max: 547,
+    why: "the Linux facts reader; split its /proc parsers from the addon glue (binding.gyp lists the sources) in a native change of its own",
+  },
+];
 
 const show = (v: readonly Violation[]) => v.map((x) => `${x.rule} ${x.file}:${x.line} ${x.detail}`).join("\n");
 
 describe("the source tree", () => {
-  const files = readSourceTree(ROOT);
+  let files: SourceFile[];
+  let all: Violation[];
+  beforeAll(() => {
+    files = readSourceTree(ROOT);
+    all = checkAll(ROOT, files).violations;
+  }, PROGRAM_MS);
 
   it("keeps every rule (the allowances aside)", () => {
     expect(files.length).toBeGreaterThan(50);
-    const v = checkTree(files, ALLOW);
+    expect(files.some((f) => f.path.startsWith("native/"))).toBe(true);
+    const v = applyAllowances(all, ALLOW);
     expect(v, `\n${show(v)}`).toEqual([]);
   });
 
   it("still needs every allowance", () => {
-    const all = checkTree(files);
     const unused = ALLOW.filter((a) => !all.some((v) => v.rule === a.rule && v.file === a.file && (a.name === undefined || v.detail.startsWith(`function ${a.name}:`))));
     expect(unused, "these allowances match nothing any more: remove them").toEqual([]);
   });
+
+  it("README.md and docs/architecture.md draw the layers the test checks", () => {
+    for (const doc of ["README.md", "docs/architecture.md"]) {
+      expect(diagramIn(readFileSync(join(ROOT, doc), "utf8")), `${doc}: the block between <!-- layers --> and <!-- /layers --> (paste layerDiagram())`).toBe(layerDiagram());
+    }
+  });
 });
 
-/** Source text for one planted copy of each rule's violation, and the home where the same text is allowed. */
-const PLANTS: Record<RuleName, { text: string; at: string; home?: string }> = {
-  "state-letter": { at: "src/supervisor/planted.ts", home: "src/facts/planted.ts", text: `export const gone = (p: { state: string }) => p.state === "Z" || "X" === p?.state;\n` },
-  "cgroup-procs-write": {
-    at: "src/acpx/planted.ts",
-    home: "src/containment/enter.ts",
-    text: `import { writeFileSync } from "node:fs";\nexport function join(dir: string) {\n  writeFileSync(\`\${dir}/cgroup.procs\`, "0");\n}\n`,
-  },
-  "lease-transition": {
-    at: "src/acpx/planted.ts",
-    home: "src/ownership/lifecycle.ts",
-    text: `export async function close(store: { transition(id: string, to: string): Promise<void> }) {\n  await store.transition("lease-1", "closed");\n}\n`,
-  },
-  "layer-import": { at: "src/ownership/planted.ts", home: "src/cli/planted.ts", text: `import { createAcpxLifecycleController } from "../acpx/index.js";\nexport const c = createAcpxLifecycleController;\n` },
-  "prose-decision": {
-    at: "src/ownership/planted.ts",
-    text: `export const execd = (e: { detail?: string }) => e.detail?.startsWith("neither") === true;\n`,
-  },
-  "file-size": { at: "src/facts/planted.ts", text: Array.from({ length: MAX_FILE_LINES + 1 }, (_, i) => `export const x${i} = ${i};`).join("\n") + "\n" },
-  "function-size": {
-    at: "src/facts/planted.ts",
-    text: `export function long(): number {\n  let n = 0;\n${"  n++;\n".repeat(MAX_FUNCTION_LINES)}  return n;\n}\n`,
-  },
-};
-
+/** Each plant's file is found by its rule there, and nowhere else by any rule (the plant, alone in its file). */
 describe("each rule fails on a planted copy (a test of the test)", () => {
-  for (const [rule, plant] of Object.entries(PLANTS) as [RuleName, (typeof PLANTS)[RuleName]][]) {
-    it(`${rule}: found in ${plant.at}${plant.home ? `, not in its home ${plant.home}` : ""}`, () => {
-      const found = checkFile({ path: plant.at, text: plant.text }).filter((v) => v.rule === rule);
-      expect(found.length, show(found)).toBeGreaterThan(0);
-      if (plant.home) expect(checkFile({ path: plant.home, text: plant.text }).filter((v) => v.rule === rule)).toEqual([]);
-    });
-  }
+  it("a copy moved into its home is not a finding (the rule is about where, not what)", () => {
+    const letters = PLANTS.find((p) => p.name === "letter-in-a-constant")!;
+    expect(checkFile({ path: letters.at, text: letters.text }).map((v) => v.rule)).toEqual(["state-letter"]);
+    expect(checkFile({ path: "src/facts/planted.ts", text: letters.text })).toEqual([]);
+    const seen = PLANTS.find((p) => p.name === "second-visibility-check")!;
+    expect(checkFile({ path: "src/sessions/planted.ts", text: seen.text })).toEqual([]);
+    const order = PLANTS.find((p) => p.name === "term-sleep-kill")!;
+    expect(checkFile({ path: "src/ownership/tree-kill.ts", text: order.text })).toEqual([]);
+  });
 
   it("state-letter also catches a switch over the state and a list of letters; a multi-letter state (a run's) is not a letter", () => {
     const text = `export function f(p: { state: string }) {\n  switch (p.state) {\n    case "D": return 1;\n  }\n  if (["Z", "X"].includes(p.state)) return 2;\n  return p.state === "exited" ? 3 : 0;\n}\n`;
@@ -101,15 +133,32 @@ describe("each rule fails on a planted copy (a test of the test)", () => {
     expect(checkFile({ path: "src/supervisor/planted.ts", text }).map((v) => v.line)).toEqual([3, 4]);
   });
 
-  it("lease-transition also catches the store's advance()", () => {
-    const text = `export async function close(store: { advance(id: string, step: () => { to: string }): Promise<void> }) {\n  await store.advance("lease-1", () => ({ to: "closed" }));\n}\n`;
-    expect(checkFile({ path: "src/acpx/planted.ts", text }).filter((v) => v.rule === "lease-transition").map((v) => v.line)).toEqual([2]);
-    expect(checkFile({ path: "src/ownership/lifecycle.ts", text }).filter((v) => v.rule === "lease-transition")).toEqual([]);
+  it("state-letter also catches a letter in an object of constants, a string of letters, and a state searched for a letter; a regex on a lease state is not a letter", () => {
+    const text = [
+      "const S = { ZOMBIE: 'Z', DEAD: 'X' } as const;",
+      "export const a = (p: { state: string }) => p.state === S.ZOMBIE;",
+      "export const b = (p: { state: string }) => 'ZX'.includes(p.state);",
+      "export const c = (p: { state: string }) => p.state.startsWith('Z');",
+      "export const d = (l: { state: string }) => /^(open|closing)$/.test(l.state);",
+    ].join("\n");
+    expect(checkFile({ path: "src/cli/planted.ts", text }).map((v) => v.line)).toEqual([2, 3, 4]);
   });
 
-  it("layer-import also catches a dynamic import and a re-export, and sessions importing anything of ours", () => {
-    const text = `export { settleLease } from "../ownership/index.js";\nexport const load = () => import("../supervisor/index.js");\n`;
-    expect(checkFile({ path: "src/containment/planted.ts", text }).filter((v) => v.rule === "layer-import")).toHaveLength(2);
+  it("kill-order finds TERM then KILL in one function (or one nested in it), not a TERM listener and a KILL in another function", () => {
+    const nested = `export async function stop(send: (s: string) => void) {\n  send("SIGTERM");\n  await new Promise((r) => setTimeout(r, 10));\n  const later = () => send("SIGKILL");\n  later();\n}\n`;
+    expect(checkFile({ path: "src/supervisor/planted.ts", text: nested }).map((v) => `${v.rule}:${v.line}`)).toEqual(["kill-order:4"]);
+    const apart = `export function main() {\n  process.once("SIGTERM", () => {});\n}\nexport function end(send: (s: string) => void) {\n  send("SIGKILL");\n}\nexport type Sig = "SIGTERM" | "SIGKILL";\n`;
+    expect(checkFile({ path: "src/cli/planted.ts", text: apart })).toEqual([]);
+  });
+
+  it("visibility-check leaves a presence test alone (an owner field compared with undefined)", () => {
+    const text = `export const has = (r: { spawnedBy?: string; ownerSessionKey?: string }) => r.spawnedBy !== undefined || r.ownerSessionKey === null;\n`;
+    expect(checkFile({ path: "src/acpx/planted.ts", text })).toEqual([]);
+  });
+
+  it("layer-import also catches a dynamic import, a re-export and a type's import(), and sessions importing anything of ours", () => {
+    const text = `export { settleLease } from "../ownership/index.js";\nexport const load = () => import("../supervisor/index.js");\nexport type R = import("../acpx/types.js").ReapReport;\n`;
+    expect(checkFile({ path: "src/containment/planted.ts", text }).filter((v) => v.rule === "layer-import")).toHaveLength(3);
     expect(checkFile({ path: "src/sessions/planted.ts", text: `import { isAlive } from "../facts/liveness.js";\nexport const a = isAlive;\n` })).toHaveLength(1);
     expect(checkFile({ path: "src/acpx/planted.ts", text: `import { isAlive } from "../facts/liveness.js";\nexport const a = isAlive;\n` })).toEqual([]);
   });
@@ -128,33 +177,43 @@ describe("each rule fails on a planted copy (a test of the test)", () => {
   });
 
   it("an allowance covers only its own file and function, and only up to its size", () => {
-    const long = PLANTS["function-size"].text;
+    const long = PLANTS.find((p) => p.rule === "function-size")!.text;
     const at = { path: "src/supervisor/supervisor.ts", text: long };
     expect(checkTree([at], [{ rule: "function-size", file: at.path, name: "long", max: 200, why: "test" }])).toEqual([]);
     expect(checkTree([at], [{ rule: "function-size", file: at.path, name: "other", max: 200, why: "test" }])).toHaveLength(1);
     expect(checkTree([at], [{ rule: "function-size", file: at.path, name: "long", max: 81, why: "test" }])).toHaveLength(1);
-    const letters = { path: "src/supervisor/kill-tree.ts", text: PLANTS["state-letter"].text };
+    const letters = { path: "src/supervisor/kill-tree.ts", text: `export const gone = (p: { state: string }) => p.state === "Z" || "X" === p?.state;\n` };
     expect(checkTree([letters], [{ rule: "state-letter", file: letters.path, max: 1, why: "test" }])).toHaveLength(1);
     expect(checkTree([letters], [{ rule: "state-letter", file: letters.path, max: 2, why: "test" }])).toEqual([]);
   });
 
   describe("in a temp copy of the tree", () => {
-    const copy = mkdtempSync(join(tmpdir(), "proclease-architecture-"));
-    afterAll(() => rmSync(copy, { recursive: true, force: true }));
-
-    it("each planted file is found by its rule, and nothing else changes", () => {
-      cpSync(join(ROOT, "src"), join(copy, "src"), { recursive: true });
-      const before = checkTree(readSourceTree(copy), ALLOW);
-      expect(before, show(before)).toEqual([]);
-      const planted = new Map<string, RuleName>();
-      for (const [rule, plant] of Object.entries(PLANTS) as [RuleName, (typeof PLANTS)[RuleName]][]) {
-        const file = plant.at.replace(/planted\.ts$/, `planted-${rule}.ts`);
-        writeFileSync(join(copy, file), plant.text);
-        planted.set(file, rule);
-      }
-      const after = checkTree(readSourceTree(copy), ALLOW);
-      for (const [file, rule] of planted) expect(after.some((v) => v.file === file && v.rule === rule), `${rule} in ${file}\n${show(after)}`).toBe(true);
-      expect(after.filter((v) => !planted.has(v.file)), "only the planted files are flagged").toEqual([]);
+    // made by the test itself, not at collection: a run that filters this test out leaves nothing behind
+    let copy: string | undefined;
+    afterAll(() => {
+      if (copy !== undefined) rmSync(copy, { recursive: true, force: true });
     });
+
+    it(
+      "each planted file is found by its rule, and nothing else changes",
+      () => {
+        copy = mkdtempSync(join(tmpdir(), "proclease-architecture-"));
+        for (const d of ["src", "native"]) cpSync(join(ROOT, d), join(copy, d), { recursive: true });
+        // the checker resolves @types/node and the addon's types from here
+        symlinkSync(join(ROOT, "node_modules"), join(copy, "node_modules"), "dir");
+        const before = checkAll(copy, readSourceTree(copy), ALLOW);
+        expect(before.violations, show(before.violations)).toEqual([]);
+        for (const p of PLANTS) {
+          mkdirSync(dirname(join(copy, p.at)), { recursive: true });
+          writeFileSync(join(copy, p.at), p.text);
+        }
+        const after = checkAll(copy, readSourceTree(copy), ALLOW, before.program).violations;
+        const missed = PLANTS.filter((p) => !after.some((v) => v.file === p.at && v.rule === p.rule)).map((p) => `${p.name} (${p.rule} in ${p.at})`);
+        expect(missed, `not found:\n${show(after)}`).toEqual([]);
+        const planted = new Set(PLANTS.map((p) => p.at));
+        expect(after.filter((v) => !planted.has(v.file)), "only the planted files are flagged").toEqual([]);
+      },
+      PROGRAM_MS * 2,
+    );
   });
 });

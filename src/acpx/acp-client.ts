@@ -5,16 +5,19 @@
  * the SDK leaves to callers: timeouts, a way to fail every pending request
  * with one named error when the session is torn down, and a look at the
  * first bytes of stdout (an adapter that prints something other than ACP is
- * named as such, not reported as a mere timeout).
+ * named as such, not reported as a mere timeout), and a gate on that stdout
+ * (stdout-backpressure.ts) that a lagging turn consumer holds, so the
+ * adapter blocks on its write instead of the gateway buffering it.
  *
  * Agent → client requests are served only when the caller passes a handler
  * (permissions, fs, terminals): a method without one is answered "method
  * not found" by the SDK, and the matching capability is never advertised.
  * The handshake lives in handshake.ts, bounded turns in prompt-turn.ts.
  */
-import { Readable, Writable } from "node:stream";
+import { Writable, type Readable } from "node:stream";
 import {
   client as acpClient,
+  DEFAULT_MAX_MESSAGE_BYTES,
   ndJsonStream,
   PROTOCOL_VERSION,
   type ClientCapabilities,
@@ -29,6 +32,7 @@ import {
 } from "@agentclientprotocol/sdk";
 import type { ClientFsHandlers } from "./client-fs.js";
 import type { ClientTerminalHandlers } from "./client-terminal.js";
+import { StdoutGate } from "./stdout-backpressure.js";
 import { StdoutProbe } from "./stdout-probe.js";
 
 /**
@@ -45,6 +49,13 @@ export const ACP_AUTH_REQUIRED = -32000;
 export const DEFAULT_CANCEL_GRACE_MS = 2000;
 /** Upper bound for a prompt timeout: what a Node timer can hold (about 24.8 days). */
 export const MAX_PROMPT_TIMEOUT_MS = 2 ** 31 - 1;
+
+/**
+ * The ACP transport's limit on one message: an adapter built on the SDK
+ * closes its connection when a line it reads is longer (the SDK's
+ * stream-limits), so a prompt is measured against it before it is sent.
+ */
+export const ACP_MAX_MESSAGE_BYTES: number = DEFAULT_MAX_MESSAGE_BYTES;
 
 const PACKAGE_VERSION = "0.1.0";
 
@@ -84,6 +95,8 @@ export class AcpClient {
   readonly connection: ClientConnection;
   /** the first bytes of the adapter's stdout, kept until the handshake is over */
   readonly stdoutProbe = new StdoutProbe();
+  /** the adapter's stdout as the SDK reads it; a lagging turn consumer holds it (backpressure) */
+  readonly stdoutGate: StdoutGate;
   private readonly capabilities: ClientCapabilities;
 
   constructor(opts: AcpClientOptions) {
@@ -125,7 +138,8 @@ export class AcpClient {
       terminal: t !== undefined,
     };
     this.stdoutProbe.watch(opts.input);
-    const stream = ndJsonStream(Writable.toWeb(opts.output) as WritableStream<Uint8Array>, Readable.toWeb(opts.input) as ReadableStream<Uint8Array>);
+    this.stdoutGate = new StdoutGate(opts.input);
+    const stream = ndJsonStream(Writable.toWeb(opts.output) as WritableStream<Uint8Array>, this.stdoutGate.readable);
     this.connection = app.connect(stream);
   }
 
@@ -168,8 +182,7 @@ export class AcpClient {
   }
 
   async prompt(sessionId: string, prompt: string | readonly ContentBlock[]): Promise<PromptAnswer> {
-    const blocks: ContentBlock[] = typeof prompt === "string" ? [{ type: "text", text: prompt }] : [...prompt];
-    const res = (await this.connection.agent.request("session/prompt", { sessionId, prompt: blocks })) as PromptAnswer;
+    const res = (await this.connection.agent.request("session/prompt", promptParams(sessionId, prompt))) as PromptAnswer;
     const out: PromptAnswer = { stopReason: res.stopReason };
     if (res.usage !== undefined && res.usage !== null) out.usage = res.usage;
     if (res._meta !== undefined && res._meta !== null) out._meta = res._meta;
@@ -185,6 +198,44 @@ export class AcpClient {
   close(reason?: Error): void {
     this.connection.close(reason);
   }
+}
+
+function promptParams(sessionId: string, prompt: string | readonly ContentBlock[]): { sessionId: string; prompt: ContentBlock[] } {
+  return { sessionId, prompt: typeof prompt === "string" ? [{ type: "text", text: prompt }] : [...prompt] };
+}
+
+// the most bytes one UTF-16 code unit can take in JSON: a control character escaped as \u001f
+const MAX_JSON_BYTES_PER_UNIT = 6;
+// the JSON-RPC envelope around the params, with the widest request id, and a text block's own keys
+const ENVELOPE_BYTES = 256;
+
+/** a text block with nothing beside its text (no annotations, no _meta): its size is its text's */
+function isBareText(b: ContentBlock): boolean {
+  return b.type === "text" && typeof b.text === "string" && Object.keys(b).every((k) => k === "type" || k === "text");
+}
+
+/**
+ * The UTF-8 length of the session/prompt line prompt() would write (its
+ * newline excluded, as the reader's limit counts it, and with the widest
+ * request id so it never comes out short) when that line would exceed
+ * ACP_MAX_MESSAGE_BYTES; undefined when it fits, or when the prompt cannot
+ * be encoded at all (the SDK's own write says so then). Text whose worst
+ * case fits is not encoded here: a prompt is stringified again to be sent.
+ */
+export function promptOverLimit(sessionId: string, prompt: string | readonly ContentBlock[]): number | undefined {
+  const texts = typeof prompt === "string" ? [prompt] : prompt.every(isBareText) ? prompt.map((b) => (b as { text: string }).text) : null;
+  if (texts !== null) {
+    const units = texts.reduce((n, t) => n + t.length, sessionId.length);
+    if (units * MAX_JSON_BYTES_PER_UNIT + ENVELOPE_BYTES * (texts.length + 1) <= ACP_MAX_MESSAGE_BYTES) return undefined;
+  }
+  let bytes: number;
+  try {
+    const line = JSON.stringify({ jsonrpc: "2.0", id: Number.MAX_SAFE_INTEGER, method: "session/prompt", params: promptParams(sessionId, prompt) });
+    bytes = Buffer.byteLength(line, "utf8");
+  } catch {
+    return undefined;
+  }
+  return bytes > ACP_MAX_MESSAGE_BYTES ? bytes : undefined;
 }
 
 export async function withTimeout<T>(method: string, timeoutMs: number, p: Promise<T>): Promise<T> {

@@ -12,10 +12,12 @@
  *   says so).
  * - terminal/kill and terminal/release end the run's whole tree through its
  *   lease (escapees carrying its markers and whatever is in its cgroup
- *   included), and resolve once it is gone. So does the session's close,
- *   the end of the session's processes, and (through the startup reap,
- *   which reconciles these runs' leases) the gateway's own death. acpx's
- *   terminals kill only the direct child.
+ *   included, also after the root itself exited), and resolve once it is
+ *   gone. So does the session's close, the controller's shutdown, the end
+ *   of the session's processes, the maintenance timer (for a lease left
+ *   closing) and (through the startup reap, which reconciles these runs'
+ *   leases) the gateway's own death. acpx's terminals kill only the direct
+ *   child.
  */
 import { randomUUID } from "node:crypto";
 import { isAbsolute } from "node:path";
@@ -181,12 +183,25 @@ export class SessionTerminals implements ClientTerminalHandlers {
     await Promise.all(all.map((t) => this.end(t, why)));
   }
 
+  /**
+   * The terminal's whole contained run, whatever its root did: a live root's
+   * tree is killed, and a root that already exited may have left processes
+   * in its cgroup (a `setsid` + `env -i` child carries no marker) that end
+   * through its lease too (supervisor endRun). A lease it cannot settle is
+   * left closing, for the maintenance timer and the startup reap.
+   */
   private async end(t: Terminal, why: string): Promise<void> {
-    if (t.exit === undefined) {
-      t.run.cancel("manual-cancel");
-      this.i.log.info?.(`terminal ${t.run.runId} of ${JSON.stringify(this.i.sessionKey)} ended: ${why}`, { sessionKey: this.i.sessionKey, terminalId: t.run.runId });
-    }
+    const fields = { sessionKey: this.i.sessionKey, terminalId: t.run.runId };
+    const state = await this.i.supervisor.endRun(t.run.runId, "manual-cancel").catch((e: unknown) => {
+      this.i.log.error?.(`ending terminal ${t.run.runId} failed: ${e instanceof Error ? e.message : String(e)}`, fields);
+      return undefined;
+    });
     await t.exited;
+    if (state === "open" || state === "closing") {
+      this.i.log.warn?.(`terminal ${t.run.runId} of ${JSON.stringify(this.i.sessionKey)}: its lease is still ${state} (retried by the maintenance timer)`, fields);
+    } else {
+      this.i.log.info?.(`terminal ${t.run.runId} of ${JSON.stringify(this.i.sessionKey)} ended: ${why}`, fields);
+    }
   }
 
   private get(sessionId: string, terminalId: string): Terminal {

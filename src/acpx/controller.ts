@@ -18,7 +18,8 @@
  * Handles are exact: a handle whose lease is not the key's current one (a
  * session closed and started again) never reaches the current session, for
  * prompt, cancelTurn and closeSession alike. One controller per state dir:
- * it holds the state dir's lock (state-lock.ts) until dispose().
+ * it holds the state dir's lock (state-lock.ts) until dispose(); from
+ * dispose() or shutdown() on, every call is refused (controller-guard.ts).
  *
  * The conversation rides on top (docs/conversation.md): streamed turns
  * (turn-stream.ts), updates outside turns (session-updates.ts), permissions,
@@ -29,25 +30,14 @@ import { resolve } from "node:path";
 import { getProcessFacts } from "../facts/get.js";
 import { createSignaller } from "../facts/signal.js";
 import { nonNegativeOption, positiveOption } from "../facts/validate.js";
-import {
-  acquireStateDirLock,
-  DEFAULT_GRACE_MS,
-  DEFAULT_RETENTION_MS,
-  KeyedQueue,
-  loadOrCreateGatewayInstanceId,
-  openLeaseStore,
-  reconcileLeases,
-  verifyOwnedTree as verifyTree,
-  type LeaseOutcome,
-  type StateDirLock,
-} from "../ownership/index.js";
+import { acquireStateDirLock, DEFAULT_GRACE_MS, DEFAULT_RETENTION_MS, KeyedQueue, loadOrCreateGatewayInstanceId, openLeaseStore } from "../ownership/index.js";
+import { reconcileLeases, verifyOwnedTree as verifyTree, type LeaseOutcome, type StateDirLock } from "../ownership/index.js";
 import type { ProcessLease, OwnedProcessTree } from "../ownership/types.js";
 import { closeLocked, summarize } from "./close-session.js";
 import { assertPromptOptions, DEFAULT_CANCEL_GRACE_MS, sessionEndedError } from "./acp-client.js";
-import { AcpxControllerDisposedError, AcpxSessionBusyError, AcpxSessionClosedError } from "./errors.js";
-import { assertConversationOptions, conversationConfig, reconcileTerminals } from "./conversation-options.js";
-import { TERMINAL_RUN_PREFIX } from "./client-terminal.js";
-import { SUPERVISOR_SESSION_PREFIX } from "../supervisor/index.js";
+import { AcpxSessionBusyError, AcpxSessionClosedError } from "./errors.js";
+import { ControllerEnd, guardAfterDispose, settleOnDispose, type EndedAs } from "./controller-guard.js";
+import { assertConversationOptions, conversationConfig, reconcileLeftTerminals } from "./conversation-options.js";
 import { ControllerHooks } from "./controller-hooks.js";
 import { AcpxRawSessionError, rawAdapterOf, type RawAdapter, type RawAdapterInput } from "./raw-adapter.js";
 import { assertReuseInput, mismatchError, resumeTarget, sessionDifferences } from "./session-reuse.js";
@@ -59,22 +49,13 @@ import type { SessionConfigOption } from "@agentclientprotocol/sdk";
 import { installWrapper } from "./install-wrapper.js";
 import { detectContainment, removeInstanceFolder, type ContainmentSupport } from "../containment/index.js";
 import { recordContainmentRoot } from "../ownership/containment-record.js";
+import { controllerKeeper, type ControllerKeeper } from "./keeper/controller-keeper.js";
 import { closeTarget, lifecycleDeps, LiveSessions, markSessionClosing, type ControllerDeps, type LiveSession } from "./live-sessions.js";
 import { openSessionStore } from "./session-store.js";
 import { spawnSession, validateEnsureInput } from "./spawn-session.js";
 import { assertContainmentOption, assertRunningLimits, configureLimitControllers, detectOptionsFor } from "./session-limits.js";
-import type {
-  AcpRuntimeEnsureInput,
-  AcpRuntimeHandle,
-  AcpxLifecycleController,
-  AcpxLifecycleControllerOptions,
-  CloseReport,
-  PromptOptions,
-  ReapReport,
-  ReapReportEntry,
-  SessionStatus,
-  SessionSummary,
-} from "./types.js";
+import type { AcpRuntimeEnsureInput, AcpRuntimeHandle, AcpxLifecycleController, AcpxLifecycleControllerOptions } from "./types.js";
+import type { CloseReport, PromptOptions, ReapReport, ReapReportEntry, SessionStatus, SessionSummary } from "./types.js";
 import { assertGraceMs } from "./wrapper/protocol.js";
 
 const DEFAULT_HANDSHAKE_TIMEOUT_MS = 30_000;
@@ -112,23 +93,12 @@ export async function createAcpxLifecycleController(opts: AcpxLifecycleControlle
         : // controllers (and a gateway move) only when asked for: session-limits.ts
           await detectContainment(detectOptionsFor(opts.containment));
     // the CLI finds this state dir's lease cgroups (and orphans among them) from this record
-    if (containment.available) await recordContainmentRoot(stateDir, containment.root);
+    if (containment.available) await recordContainmentRoot(stateDir, containment.root, gatewayInstanceId);
     deps = {
-    containment,
-    stateDir,
-    facts,
-    signaller,
-    gatewayInstanceId,
-    leases,
-    sessions,
-    wrapper,
-    graceMs,
-    retentionMs,
-    handshakeTimeoutMs,
-    startTimeoutMs,
-    nodePath: opts.nodePath ?? process.execPath,
-    onEnsureTiming: opts.onEnsureTiming,
-    conversation: conversationConfig(opts, { stateDir, gatewayInstanceId, facts, signaller, graceMs }),
+      containment, stateDir, facts, signaller, gatewayInstanceId, leases, sessions, wrapper, graceMs, retentionMs, handshakeTimeoutMs, startTimeoutMs,
+      nodePath: opts.nodePath ?? process.execPath,
+      onEnsureTiming: opts.onEnsureTiming,
+      conversation: conversationConfig(opts, { stateDir, gatewayInstanceId, facts, signaller, graceMs }),
     };
   } catch (e) {
     await lock.release();
@@ -137,28 +107,35 @@ export async function createAcpxLifecycleController(opts: AcpxLifecycleControlle
   configureLimitControllers(deps, opts.containment);
   const ctl = new Controller(deps, lock, opts);
   if (maintenanceIntervalMs > 0) ctl.startMaintenance(maintenanceIntervalMs);
-  return ctl;
+  return ctl.guarded;
 }
 
 class Controller implements AcpxLifecycleController {
   readonly gatewayInstanceId: string;
+  /** what callers hold: this controller behind the disposal guard */
+  readonly guarded: AcpxLifecycleController;
   private readonly live: LiveSessions;
   private readonly queue = new KeyedQueue();
   private timer: NodeJS.Timeout | undefined;
   private maintaining: Promise<void> | undefined;
-  private disposed: "disposed" | "shut down" | undefined;
+  private readonly end = new ControllerEnd();
+  /** the release of the state dir, once dispose() or shutdown() began it */
+  private ending: Promise<void> | undefined;
   private readonly hooks: ControllerHooks;
+  private readonly keeper: ControllerKeeper; // ends this gateway's leases if it dies without dispose
   /** last maintenance failure, kept for diagnostics (the timer must never throw) */
   lastMaintenanceError: unknown;
 
   constructor(
     private readonly d: ControllerDeps,
     private readonly lock: StateDirLock,
-    hooks: Pick<AcpxLifecycleControllerOptions, "onSessionEnd" | "onLeaseSettled">,
+    opts: Pick<AcpxLifecycleControllerOptions, "onSessionEnd" | "onLeaseSettled" | "keeper">,
   ) {
     this.gatewayInstanceId = d.gatewayInstanceId;
     this.live = new LiveSessions(d.graceMs);
-    this.hooks = new ControllerHooks(hooks, d.leases, d.conversation.log);
+    this.hooks = new ControllerHooks(opts, d.leases, d.conversation.log);
+    this.keeper = controllerKeeper(opts.keeper, d);
+    this.guarded = guardAfterDispose(this, this.end);
   }
 
   // ---------------------------------------------------------------- ensure
@@ -166,7 +143,6 @@ class Controller implements AcpxLifecycleController {
   async ensureSession(input: AcpRuntimeEnsureInput): Promise<AcpRuntimeHandle> {
     validateEnsureInput(input);
     assertReuseInput(input);
-    this.assertUsable();
     return this.queue.run(input.sessionKey, () => this.ensureLocked(input));
   }
 
@@ -196,10 +172,11 @@ class Controller implements AcpxLifecycleController {
       }
     }
     const spawnInput = resumeSessionId !== undefined ? { ...input, resumeSessionId } : input;
-    const handle = await spawnSession(this.d, this.live, spawnInput, () => this.disposed !== undefined).catch((err: unknown) => {
+    const handle = await spawnSession(this.d, this.live, spawnInput, () => this.end.endedAs !== undefined).catch((err: unknown) => {
       this.hooks.ensureFailed(err);
       throw err;
     });
+    this.keeper.keep();
     const live = this.live.forHandle(handle);
     if (live) this.watchEnd(live);
     return handle;
@@ -211,21 +188,21 @@ class Controller implements AcpxLifecycleController {
    */
   async spawnRawAdapter(input: RawAdapterInput): Promise<RawAdapter> {
     validateEnsureInput(input);
-    this.assertUsable();
     return this.queue.run(input.sessionKey, async () => {
       const existing = this.live.get(input.sessionKey);
       if (existing && !existing.closing && existing.launched.exitStatus() === undefined) {
         throw mismatchError(existing.handle, ["a running session (close it first)"]);
       }
       if (existing || (await this.d.sessions.get(input.sessionKey))) await this.closeAndReport(input.sessionKey, "superseded by spawnRawAdapter", false);
-      const handle = await spawnSession(this.d, this.live, input, () => this.disposed !== undefined, true).catch((err: unknown) => {
+      const handle = await spawnSession(this.d, this.live, input, () => this.end.endedAs !== undefined, true).catch((err: unknown) => {
         this.hooks.ensureFailed(err);
         throw err;
       });
+      this.keeper.keep();
       const live = this.live.forHandle(handle)!;
       this.watchEnd(live);
       const lease = (await this.d.leases.get(handle.leaseId))!;
-      return rawAdapterOf(handle, lease, live.launched, this, async () => (await this.d.leases.get(handle.leaseId)) ?? lease);
+      return rawAdapterOf(handle, lease, live.launched, this.guarded, async () => (await this.d.leases.get(handle.leaseId)) ?? lease);
     });
   }
 
@@ -290,7 +267,7 @@ class Controller implements AcpxLifecycleController {
       },
     );
     result.catch(() => undefined);
-    return { ...turn, result };
+    return settleOnDispose({ ...turn, result }, this.end);
   }
 
   onUpdate(handle: AcpRuntimeHandle, listener: SessionUpdateListener): () => void {
@@ -369,20 +346,16 @@ class Controller implements AcpxLifecycleController {
   // ---------------------------------------------------------------- startup / maintenance
 
   async reapStartupOrphans(opts?: { dryRun?: boolean; skipAttached?: boolean }): Promise<ReapReport> {
-    this.assertUsable();
     const report = await this.reconcileOwnLeases(["open", "closing"], opts?.dryRun === true, opts?.skipAttached === true);
     if (opts?.dryRun !== true) await this.reconcileLeftTerminals();
     return report;
   }
 
-  /** ACP terminals a previous incarnation left running: their supervisor leases (conversation-options.ts). */
-  private async reconcileLeftTerminals(): Promise<void> {
-    const prefix = `${SUPERVISOR_SESSION_PREFIX}${TERMINAL_RUN_PREFIX}`;
-    // only the live folder: reading the archive too would parse every lease this state dir ever settled, on every start
-    const { leases } = await this.d.leases.list({ states: ["open", "closing"] });
-    if (!leases.some((l) => l.sessionKey.startsWith(prefix))) return;
-    const r = await reconcileTerminals(this.d.conversation.supervisor, this.d);
-    for (const run of r.runs) {
+  /** ACP terminals no live session holds, through their supervisor leases (conversation-options.ts). */
+  private async reconcileLeftTerminals(states: readonly ("open" | "closing")[] = ["open", "closing"]): Promise<void> {
+    const held = new Set(this.live.all().flatMap((s) => s.conv.terminals?.runIds() ?? []));
+    const r = await reconcileLeftTerminals(this.d.leases, this.d.conversation.supervisor, this.d, { states, held: (runId) => held.has(runId) });
+    for (const run of r?.runs ?? []) {
       if (run.state === "closed" || run.state === "lost") await this.hooks.leaseSettled(run.leaseId, { via: "reap", state: run.state, detail: run.why });
     }
   }
@@ -409,14 +382,15 @@ class Controller implements AcpxLifecycleController {
 
   startMaintenance(intervalMs: number): void {
     this.timer = setInterval(() => {
-      if (this.maintaining) return;
+      if (this.maintaining || this.end.endedAs !== undefined) return;
+      // terminals' leases are retried as the controller's own are, whatever that pass did
+      const failed = (err: unknown) => {
+        this.lastMaintenanceError = err;
+      };
       this.maintaining = this.reconcileOwnLeases(["closing"], false)
-        .then(
-          () => undefined,
-          (err: unknown) => {
-            this.lastMaintenanceError = err;
-          },
-        )
+        .then(() => undefined, failed)
+        .then(() => this.reconcileLeftTerminals(["closing"]))
+        .catch(failed)
         .finally(() => {
           this.maintaining = undefined;
         });
@@ -444,44 +418,74 @@ class Controller implements AcpxLifecycleController {
   /**
    * Closes every live session (each verified and killed through the
    * lifecycle, its terminals ended, session/close sent where advertised),
-   * then disposes. Idempotent: a second call after the first returns [].
+   * then disposes. From its call on, every other call is refused; a second
+   * shutdown() too (the guard), while dispose() waits for this one.
    */
-  async shutdown(): Promise<CloseReport[]> {
-    if (this.disposed !== undefined) return [];
-    const keys = this.live.all().map((l) => l.handle.sessionKey);
-    const reports = await Promise.all(keys.map((key) => this.closeSession({ handle: { sessionKey: key }, reason: "controller shutdown" })));
-    await this.d.conversation.supervisor?.shutdown();
-    await this.release("shut down");
+  shutdown(): Promise<CloseReport[]> {
+    this.ended("shut down");
+    const reports = this.closeAllThenRelease();
+    this.ending = reports.then(noop, noop);
     return reports;
   }
 
-  /**
-   * Stops the timer and gives the state dir back (its lock): a new
-   * controller may start on it. Live sessions are not closed and their
-   * leases stay open (the next controller's startup reap settles them, or
-   * ensureSession resumes them); they keep running while this process
-   * lives, and their wrappers end their trees when it exits (the lifeline).
-   */
-  async dispose(): Promise<void> {
-    if (this.disposed !== undefined) return;
-    await this.release("disposed");
+  private async closeAllThenRelease(): Promise<CloseReport[]> {
+    try {
+      // an ensure under way finishes first, so the session it starts is closed too
+      await this.end.writesSettled();
+      const keys = this.live.all().map((l) => l.handle.sessionKey);
+      // every close settles before the lock goes, also when one of them fails
+      const closed = await Promise.allSettled(keys.map((key) => this.closeSession({ handle: { sessionKey: key }, reason: "controller shutdown" })));
+      // terminals whose lease an earlier close left closing end now, not at the next start
+      await this.reconcileLeftTerminals(["closing"]).catch((err: unknown) => this.d.conversation.log.error?.(`shutdown: terminals left closing: ${String(err)}`));
+      await this.d.conversation.supervisor?.shutdown();
+      return closed.map((c) => {
+        if (c.status === "rejected") throw c.reason;
+        return c.value;
+      });
+    } finally {
+      await this.release();
+    }
   }
 
-  private async release(how: "disposed" | "shut down"): Promise<void> {
-    this.disposed = how;
+  /**
+   * Stops the timer and the keeper and gives the state dir back (its lock):
+   * a new controller may start on it. From its call on, every other method
+   * is refused (AcpxControllerDisposedError) and running turns reject with
+   * that error; calls that write leases and were already under way finish
+   * before the lock is released. Live sessions are not closed and their
+   * leases stay open (the next controller's startup reap settles them, or
+   * ensureSession resumes them); their wrappers end their trees when this
+   * process exits (the lifeline). Idempotent: a later call (also during or
+   * after shutdown()) resolves when the first release is done.
+   */
+  dispose(): Promise<void> {
+    if (this.ending === undefined) {
+      this.ended("disposed");
+      this.ending = this.release();
+    }
+    return this.ending;
+  }
+
+  /** Synchronous, so the guard refuses the very next call. */
+  private ended(how: EndedAs): void {
+    this.end.endedAs = how;
     if (this.timer) clearInterval(this.timer);
     this.timer = undefined;
+  }
+
+  private async release(): Promise<void> {
+    this.end.failRunningTurns();
     await this.maintaining;
+    await this.end.writesSettled();
+    await this.keeper.release(); // before the lock goes: it must not act on a gateway that is only letting go
     this.live.unrefAll();
     // the instance's cgroup folder goes when no lease cgroup is left in it (live sessions keep theirs)
     if (this.d.containment.available) await removeInstanceFolder(this.d.containment, this.d.gatewayInstanceId);
     await this.lock.release();
   }
-
-  private assertUsable(): void {
-    if (this.disposed !== undefined) throw new AcpxControllerDisposedError(this.disposed);
-  }
 }
+
+function noop(): void {}
 
 /** The controller's report rows: the lifecycle's outcome, with the kill summarised. */
 function toEntry(o: LeaseOutcome): ReapReportEntry {

@@ -4,16 +4,20 @@
  * supervisor that serves ACP terminals: one per controller, on the
  * controller's state dir and instance id, so a terminal's lease lives in the
  * same store and the startup reap (reconcileTerminals) takes what a
- * previous incarnation left running.
+ * previous incarnation left running, and the maintenance timer what a
+ * close left closing.
  */
 import type { ProcessFacts, ProcessSignaller } from "../facts/types.js";
-import { createProcessSupervisor, type ProcessSupervisor, type ReconcileReport } from "../supervisor/index.js";
+import type { LeaseStore } from "../ownership/index.js";
+import { createProcessSupervisor, SUPERVISOR_SESSION_PREFIX, type ProcessSupervisor, type ReconcilableState, type ReconcileReport } from "../supervisor/index.js";
 import { assertFsOptions } from "./client-fs.js";
 import { assertTerminalOption, TERMINAL_RUN_PREFIX, type ClientTerminalOptions } from "./client-terminal.js";
 import type { ConversationConfig } from "./conversation.js";
 import { assertLogger, safeLogger } from "./logger.js";
+import { assertKeeperOption } from "../ownership/keeper.js";
 import { DEFAULT_PERMISSION_TIMEOUT_MS } from "./permissions.js";
 import type { AcpxLifecycleControllerOptions } from "./types.js";
+import { resolveUpdateLimits } from "./update-bytes.js";
 
 export function assertConversationOptions(opts: AcpxLifecycleControllerOptions): void {
   for (const k of ["onPermissionRequest", "onSessionEnd", "onLeaseSettled"] as const) {
@@ -24,7 +28,9 @@ export function assertConversationOptions(opts: AcpxLifecycleControllerOptions):
     throw new TypeError(`opts.permissionTimeoutMs must be a positive integer of milliseconds, got ${String(t)}`);
   }
   assertLogger(opts.logger, "opts.logger");
+  assertKeeperOption(opts.keeper, "opts.keeper");
   if (opts.stderrInMessages !== undefined && typeof opts.stderrInMessages !== "boolean") throw new TypeError("opts.stderrInMessages must be a boolean");
+  resolveUpdateLimits(opts.updateLimits);
   const caps = opts.clientCapabilities;
   if (caps === undefined) return;
   if (typeof caps !== "object" || caps === null || Array.isArray(caps)) throw new TypeError("opts.clientCapabilities must be an object { terminal?, fs? }");
@@ -54,6 +60,8 @@ export function conversationConfig(opts: AcpxLifecycleControllerOptions, ctx: Su
           signaller: ctx.signaller,
           graceMs: ctx.graceMs,
           containment: opts.containment === "off" ? "off" : "auto",
+          // the controller's keeper, started by the session before any terminal, covers its runs (their holder is this process)
+          keeper: "off",
         });
   return {
     log: safeLogger(opts.logger),
@@ -63,6 +71,7 @@ export function conversationConfig(opts: AcpxLifecycleControllerOptions, ctx: Su
     terminal,
     supervisor,
     stderrInMessages: opts.stderrInMessages === true,
+    updateLimits: resolveUpdateLimits(opts.updateLimits),
   };
 }
 
@@ -74,11 +83,36 @@ export function conversationConfig(opts: AcpxLifecycleControllerOptions, ctx: Su
  * short-lived supervisor does the same, so turning terminals off never
  * strands a terminal left by a run that had them on.
  */
-export async function reconcileTerminals(supervisor: ProcessSupervisor | undefined, ctx: SupervisorContext): Promise<ReconcileReport> {
+export async function reconcileTerminals(
+  supervisor: ProcessSupervisor | undefined,
+  ctx: SupervisorContext,
+  opts: { states?: readonly ReconcilableState[]; held?: (runId: string) => boolean } = {},
+): Promise<ReconcileReport> {
   const sup = supervisor ?? createProcessSupervisor({ ...ctx, containment: "auto" });
+  // a terminal a live session still holds is its session's to end (release, close), even once its root exited
+  const keep = (runId: string) => !runId.startsWith(TERMINAL_RUN_PREFIX) || opts.held?.(runId) === true;
   try {
-    return await sup.reconcileOrphans({ isSessionTracked: (run) => !run.runId.startsWith(TERMINAL_RUN_PREFIX) });
+    return await sup.reconcileOrphans({ isSessionTracked: (run) => keep(run.runId), ...(opts.states ? { states: opts.states } : {}) });
   } finally {
     if (supervisor === undefined) await sup.shutdown();
   }
+}
+
+/**
+ * reconcileTerminals for the terminal leases in `states`, when there is one
+ * (null otherwise: nothing to do, no supervisor made). Startup takes open
+ * and closing (what a previous incarnation left running); maintenance and
+ * shutdown take closing (what a close or an exit with escapees left).
+ */
+export async function reconcileLeftTerminals(
+  store: Pick<LeaseStore, "list">,
+  supervisor: ProcessSupervisor | undefined,
+  ctx: SupervisorContext,
+  opts: { states: readonly ReconcilableState[]; held: (runId: string) => boolean },
+): Promise<ReconcileReport | null> {
+  const prefix = `${SUPERVISOR_SESSION_PREFIX}${TERMINAL_RUN_PREFIX}`;
+  // only the live folder: reading the archive too would parse every lease this state dir ever settled, on every start
+  const { leases } = await store.list({ states: opts.states });
+  if (!leases.some((l) => l.sessionKey.startsWith(prefix))) return null;
+  return reconcileTerminals(supervisor, ctx, opts);
 }

@@ -21,6 +21,7 @@ import { PermissionBroker, type PermissionHook } from "./permissions.js";
 import { canCloseSession } from "./resume.js";
 import { SessionState } from "./session-controls.js";
 import { UpdateRouter } from "./session-updates.js";
+import type { ResolvedUpdateLimits } from "./update-bytes.js";
 import type { AcpRuntimeEnsureInput, AcpRuntimeHandle } from "./types.js";
 
 /** how long session/close may take before the kill goes ahead */
@@ -36,6 +37,8 @@ export interface ConversationConfig {
   /** the supervisor that serves terminals (present when `terminal` is) */
   supervisor: ProcessSupervisor | undefined;
   stderrInMessages: boolean;
+  /** byte bounds on held updates (update-bytes.ts) */
+  updateLimits: ResolvedUpdateLimits;
 }
 
 export class SessionConversation {
@@ -62,6 +65,9 @@ export class SessionConversation {
     this.router = new UpdateRouter({
       observe: (u) => this.state.observe(u),
       onListenerError: (err) => log.warn?.(`an onUpdate listener of ${JSON.stringify(input.sessionKey)} threw: ${err instanceof Error ? err.message : String(err)}`),
+      onBacklogFull: (bound) =>
+        log.warn?.(`${JSON.stringify(input.sessionKey)} has no onUpdate listener and its held updates passed ${bound} bytes: the oldest are dropped and counted (sessionStatus droppedUpdates)`),
+      backlogBytes: config.updateLimits.sessionBacklogBytes,
     });
     this.permissions = new PermissionBroker(config.onPermissionRequest, config.permissionTimeoutMs, () => this.handle, log);
     this.fsOpts = config.fs;
@@ -108,6 +114,10 @@ export class SessionConversation {
    */
   async beforeClose(client: AcpClient | undefined, adapterRunning: boolean, why: string): Promise<{ sessionCloseSent: boolean }> {
     this.permissions.cancelAll(why);
+    // a turn whose consumer lags holds the adapter's stdout: the close's answer must not wait behind it, and
+    // what the agent sends from here on goes to the (bounded) backlog; the turn ends with the close error
+    this.router.detachTurn();
+    client?.stdoutGate.releaseAll();
     let sessionCloseSent = false;
     if (client !== undefined && adapterRunning && !this.ended && this.acpSessionId !== undefined && canCloseSession(this.init)) {
       try {

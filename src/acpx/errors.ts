@@ -346,3 +346,27 @@ export class AcpxUnsupportedContentError extends Error {
     super(`ACP session ${JSON.stringify(sessionKey)}: the agent did not advertise ${capability}, so a ${blockType} block cannot be sent; nothing was sent`);
   }
 }
+
+/**
+ * A turn whose session/prompt message would exceed the ACP transport's limit
+ * on one message (the SDK's `DEFAULT_MAX_MESSAGE_BYTES`): an adapter built
+ * on the SDK closes its connection on such a line, which would end the
+ * session with nothing naming why. It is refused before anything is sent;
+ * the session stays usable.
+ */
+export class AcpxPromptTooLargeError extends Error {
+  override name = "AcpxPromptTooLargeError";
+  readonly code = "prompt-too-large";
+  constructor(
+    readonly sessionKey: string,
+    /** the encoded JSON-RPC message, in bytes (UTF-8, its newline included) */
+    readonly sizeBytes: number,
+    /** the transport's limit on one message, in bytes */
+    readonly limitBytes: number,
+  ) {
+    super(
+      `ACP session ${JSON.stringify(sessionKey)}: the prompt's session/prompt message would be ${sizeBytes} bytes, ` +
+        `over the ACP transport's limit of ${limitBytes} bytes per message; nothing was sent and the session is unchanged`,
+    );
+  }
+}

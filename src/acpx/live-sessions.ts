@@ -7,7 +7,7 @@
  */
 import type { ContainmentSupport } from "../containment/index.js";
 import type { ProcessFacts, ProcessSignaller } from "../facts/types.js";
-import { signalUnreapedChild } from "../facts/guards.js";
+import { signalUnreapedChild } from "../facts/signal.js";
 import type { LeaseStore, LifecycleDeps } from "../ownership/index.js";
 import type { ProcessLease } from "../ownership/types.js";
 import type { AcpClient } from "./acp-client.js";

@@ -5,12 +5,13 @@
  * the turn's updates is turn-stream.ts's; this file only bounds the request.
  */
 import type { ContentBlock } from "@agentclientprotocol/sdk";
-import { DEFAULT_CANCEL_GRACE_MS, MAX_PROMPT_TIMEOUT_MS, type AcpClient, type PromptAnswer } from "./acp-client.js";
+import { ACP_MAX_MESSAGE_BYTES, DEFAULT_CANCEL_GRACE_MS, MAX_PROMPT_TIMEOUT_MS, promptOverLimit, type AcpClient, type PromptAnswer } from "./acp-client.js";
 import {
   acpErrorOf,
   AcpxPromptAbortError,
   AcpxPromptError,
   AcpxPromptTimeoutError,
+  AcpxPromptTooLargeError,
   AcpxSessionClosedError,
   diagnosticsNote,
   type InterruptedTurn,
@@ -66,6 +67,20 @@ export interface StartedTurn {
   result: Promise<PromptAnswer>;
 }
 
+/** Why a turn is refused before anything is sent (an aborted signal, an ended session, an oversize prompt), else undefined. */
+function refusedBeforeSending(ctx: TurnContext, grace: number): Error | undefined {
+  const signal = ctx.options?.signal;
+  if (signal?.aborted) {
+    const turn: InterruptedTurn = { cancelSent: false, turnEnded: true, cancelGraceMs: grace };
+    return new AcpxPromptAbortError(ctx.sessionKey, turn, { cause: signal.reason });
+  }
+  const over = sessionEndedError(ctx.sessionKey, ctx.launched);
+  if (over !== undefined) return over;
+  // over the transport's limit the adapter would close the connection: refused here, the session untouched
+  const size = promptOverLimit(ctx.acpSessionId, ctx.prompt);
+  return size === undefined ? undefined : new AcpxPromptTooLargeError(ctx.sessionKey, size, ACP_MAX_MESSAGE_BYTES);
+}
+
 /**
  * Sends one session/prompt and bounds it. On timeout or abort: session/cancel,
  * then up to cancelGraceMs for the agent to end the turn, then a rejection
@@ -79,12 +94,8 @@ export function startTurn(client: AcpClient, ctx: TurnContext): StartedTurn {
   const opts = ctx.options ?? {};
   const grace = opts.cancelGraceMs ?? DEFAULT_CANCEL_GRACE_MS;
   const signal = opts.signal;
-  if (signal?.aborted) {
-    const turn: InterruptedTurn = { cancelSent: false, turnEnded: true, cancelGraceMs: grace };
-    return { request: null, result: Promise.reject(new AcpxPromptAbortError(ctx.sessionKey, turn, { cause: signal.reason })) };
-  }
-  const over = sessionEndedError(ctx.sessionKey, ctx.launched);
-  if (over !== undefined) return { request: null, result: Promise.reject(over) };
+  const refused = refusedBeforeSending(ctx, grace);
+  if (refused !== undefined) return { request: null, result: Promise.reject(refused) };
   const request = client.prompt(ctx.acpSessionId, ctx.prompt);
   // the caller may stop waiting before the request settles; it must never be an unhandled rejection
   request.catch(() => undefined);

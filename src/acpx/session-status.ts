@@ -19,6 +19,9 @@ export async function statusOf(d: ControllerDeps, live: LiveSession): Promise<Se
     leaseState: lease?.state ?? "missing",
     terminals: live.conv.terminals?.runIds() ?? [],
     droppedUpdates: live.conv.router.dropped,
+    droppedUpdateBytes: live.conv.router.droppedBytes,
+    stdoutHeld: live.client?.stdoutGate.held ?? false,
+    stdoutHolds: live.client?.stdoutGate.pauses ?? 0,
     ...agent,
   };
 }

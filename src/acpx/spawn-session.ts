@@ -373,6 +373,7 @@ export function validateEnsureInput(input: AcpRuntimeEnsureInput): void {
   if (typeof input.sessionKey !== "string" || input.sessionKey.length === 0) {
     throw new TypeError("input.sessionKey must be a non-empty string");
   }
+  assertNoControlCharacters(input.sessionKey, "input.sessionKey");
   if (typeof input.agentId !== "string" || input.agentId.length === 0) throw new TypeError("input.agentId must be a non-empty string");
   if (!Array.isArray(input.command) || input.command.length === 0) {
     throw new TypeError("input.command must be a non-empty array (the adapter's argv); got an empty command");
@@ -396,6 +397,22 @@ export function validateEnsureInput(input: AcpRuntimeEnsureInput): void {
   if (input.limits !== undefined) assertSessionLimits(input.limits, "input.limits");
   // exists, is a directory, may be entered: else a CwdUnusableError naming it, before any lease or cgroup is made
   if (input.cwd !== undefined) checkCwd(input.cwd);
+}
+
+// Unicode's control characters (category Cc): C0 (U+0000–U+001F), DEL (U+007F) and C1 (U+0080–U+009F)
+const CONTROL_CHARACTER = /\p{Cc}/u;
+
+/**
+ * A session key lands in lease records, logs and every operator's terminal
+ * (`proclease status`): a control character in it could rewrite what those
+ * show (an escape sequence, a carriage return), so it is refused, whatever
+ * the caller meant by it.
+ */
+function assertNoControlCharacters(value: string, what: string): void {
+  const m = CONTROL_CHARACTER.exec(value);
+  if (m === null) return;
+  const code = `U+${m[0].codePointAt(0)!.toString(16).toUpperCase().padStart(4, "0")}`;
+  throw new TypeError(`${what} must not contain control characters (C0, DEL or C1); found ${code} at index ${m.index}`);
 }
 
 export function describeExit(e: { code: number | null; signal: NodeJS.Signals | null }): string {

@@ -4,6 +4,12 @@
  *   unmodified, as an async iterable for one consumer. It ends when the turn
  *   ends, and throws the turn's error after the updates that came before it.
  *   A consumer that stops early (break) stops the buffering; the turn runs on.
+ *   Unread updates are bounded in estimated bytes (updateLimits
+ *   .turnBacklogBytes, update-bytes.ts): past the bound the adapter's
+ *   stdout is no longer read until the consumer has read half of it, so a
+ *   flood blocks the agent on its write instead of growing the gateway;
+ *   none is dropped. The turn's answer comes behind its updates, so
+ *   `result` of such a turn settles only once `events` is read (or left).
  * - `result`: `{ stopReason, usage?, contextUsage?, cancelRequested }`:
  *   `usage` as the agent's session/prompt answer reported it (ACP's token
  *   counts), `contextUsage` the last usage_update of the turn. Timeouts,
@@ -79,7 +85,7 @@ export function promptBlocks(sessionKey: string, input: TurnInput, caps: Record<
 
 export function runTurn(s: TurnSession, input: TurnInput, options: PromptOptions | undefined, stream: boolean, stderrInMessage: boolean): TurnStream {
   const prompt = promptBlocks(s.sessionKey, input, s.conv.init?.agentCapabilities?.promptCapabilities as Record<string, unknown> | undefined);
-  const queue = new UpdateQueue(stream);
+  const queue = new UpdateQueue(stream, s.client.stdoutGate, s.conv.config.updateLimits.turnBacklogBytes);
   const detach = stream ? s.conv.router.attachTurn(s.acpSessionId, queue.push) : () => undefined;
   const usageBefore = s.conv.state.agent.contextUsage;
   s.conv.permissions.turnStarted();
@@ -150,32 +156,58 @@ export async function cancelAndWait(client: AcpClient, acpSessionId: string, req
   return { cancelSent, turnEnded: settled.ended, ...(settled.stopReason !== undefined ? { stopReason: settled.stopReason } : {}) };
 }
 
+/** What a turn's queue needs of the adapter's stdout (acp-client.ts's StdoutGate). */
+export interface StdoutHold {
+  hold(holder: object): void;
+  release(holder: object): void;
+}
+
 /**
  * A single-consumer async queue. push() hands an update straight to a
- * waiting next() (no buffer, no timer); otherwise it is buffered in order.
+ * waiting next() (no buffer, no timer); otherwise it is buffered in order,
+ * and its estimated size counts against `boundBytes`: past the bound the
+ * queue holds the adapter's stdout (backpressure: nothing more is read, the
+ * adapter blocks on its write) until the consumer has read it down to half
+ * the bound. Nothing pushed is ever dropped while the consumer is live;
+ * the end of the turn or a consumer that stops releases the hold.
  */
 class UpdateQueue implements AsyncIterableIterator<SessionUpdate> {
-  private items: SessionUpdate[] = [];
+  private items: { u: SessionUpdate; bytes: number }[] = [];
   private head = 0;
+  private unreadBytes = 0;
+  private holding = false;
   private waiter: { resolve: (r: IteratorResult<SessionUpdate>) => void; reject: (e: unknown) => void } | undefined;
   private ended = false;
   private error: unknown;
   private failed = false;
 
-  constructor(private open: boolean) {}
+  constructor(
+    private open: boolean,
+    private readonly stdout: StdoutHold,
+    private readonly boundBytes: number,
+  ) {}
 
-  readonly push = (u: SessionUpdate): void => {
+  readonly push = (u: SessionUpdate, bytes: number): void => {
     if (!this.open) return;
     const w = this.waiter;
     if (w !== undefined) {
       this.waiter = undefined;
       w.resolve({ value: u, done: false });
-    } else this.items.push(u);
+      return;
+    }
+    this.items.push({ u, bytes });
+    this.unreadBytes += bytes;
+    if (!this.holding && this.unreadBytes > this.boundBytes) {
+      this.holding = true;
+      this.stdout.hold(this);
+    }
   };
 
   end(err?: unknown): void {
     if (this.ended) return;
     this.ended = true;
+    // nothing more comes into this queue: what it holds is read at the consumer's pace
+    this.letGo();
     if (err !== undefined) {
       this.failed = true;
       this.error = err;
@@ -189,12 +221,15 @@ class UpdateQueue implements AsyncIterableIterator<SessionUpdate> {
 
   next(): Promise<IteratorResult<SessionUpdate>> {
     if (this.head < this.items.length) {
-      const value = this.items[this.head++]!;
+      const item = this.items[this.head]!;
+      this.items[this.head++] = undefined as unknown as { u: SessionUpdate; bytes: number };
+      this.unreadBytes -= item.bytes;
+      if (this.holding && this.unreadBytes <= this.boundBytes / 2) this.letGo();
       if (this.head > 1024 && this.head * 2 > this.items.length) {
         this.items = this.items.slice(this.head);
         this.head = 0;
       }
-      return Promise.resolve({ value, done: false });
+      return Promise.resolve({ value: item.u, done: false });
     }
     if (this.ended || !this.open) {
       if (this.failed) {
@@ -212,8 +247,16 @@ class UpdateQueue implements AsyncIterableIterator<SessionUpdate> {
     this.open = false;
     this.items = [];
     this.head = 0;
+    this.unreadBytes = 0;
+    this.letGo();
     this.failed = false;
     return Promise.resolve({ value: undefined, done: true });
+  }
+
+  private letGo(): void {
+    if (!this.holding) return;
+    this.holding = false;
+    this.stdout.release(this);
   }
 
   [Symbol.asyncIterator](): this {

@@ -25,7 +25,8 @@ import type { AcpAuthMethodInfo } from "./errors.js";
 import type { ControllerLogger } from "./logger.js";
 import type { PermissionHook } from "./permissions.js";
 import type { SessionAgentState } from "./session-controls.js";
-import type { SessionUpdateListener } from "./session-updates.js";
+import type { DroppedUpdates, SessionUpdateListener } from "./session-updates.js";
+import type { UpdateLimits } from "./update-bytes.js";
 import type { CancelReport, TurnInput, TurnResult, TurnStream } from "./turn-stream.js";
 
 export interface AcpRuntimeEnsureInput {
@@ -184,8 +185,14 @@ export interface SessionStatus extends SessionAgentState {
   leaseState: ProcessLease["state"] | "missing";
   /** live ACP terminals of the session (their supervisor run ids) */
   terminals: string[];
-  /** updates dropped because nobody listened and the backlog was full */
+  /** updates dropped because nobody listened and the backlog was full (updateLimits.sessionBacklogBytes) */
   droppedUpdates: number;
+  /** their estimated JSON size */
+  droppedUpdateBytes: number;
+  /** the adapter's stdout is not being read now: a streamed turn's consumer lags (updateLimits.turnBacklogBytes) */
+  stdoutHeld: boolean;
+  /** how many times a lagging consumer has held the adapter's stdout */
+  stdoutHolds: number;
 }
 
 /** How a session ended, for onSessionEnd. */
@@ -210,7 +217,7 @@ export interface ClientCapabilitiesOption {
   fs?: ClientFsOptions;
 }
 
-export type { TurnInput, TurnResult, TurnStream, CancelReport, SessionUpdate, ContentBlock, SessionUpdateListener };
+export type { TurnInput, TurnResult, TurnStream, CancelReport, SessionUpdate, ContentBlock, SessionUpdateListener, DroppedUpdates, UpdateLimits };
 
 /** What happened to one process the tree kill meant to stop. */
 export interface TreeKillMember {
@@ -343,8 +350,16 @@ export interface AcpxLifecycleControllerOptions {
   startTimeoutMs?: number;
   /** maintenance timer period (retry closing leases, retention); default 60 000; 0 = no timer */
   maintenanceIntervalMs?: number;
-  /** the node binary that runs the wrapper; default process.execPath */
+  /** the node binary that runs the wrapper (and the keeper); default process.execPath */
   nodePath?: string;
+  /**
+   * "on" (default): from the first session on, a keeper process ends this
+   * gateway's leases (sessions, terminals, its supervisor runs) when the
+   * gateway dies without dispose/shutdown (docs/ownership.md "The keeper");
+   * "off": they wait for the next controller's startup reap. Absent:
+   * "on", unless PROCLEASE_KEEPER=off is in the environment.
+   */
+  keeper?: "on" | "off";
   /**
    * "auto" (default): each lease gets its own cgroup v2 where the host allows
    * it (docs/containment.md); "off": never (and ensureSession's positive
@@ -368,6 +383,8 @@ export interface AcpxLifecycleControllerOptions {
   logger?: ControllerLogger;
   /** put the adapter's stderr tail into error messages too (default false: only in the errors' stderrTail field) */
   stderrInMessages?: boolean;
+  /** byte bounds on the updates a session holds (docs/conversation.md "Memory from the agent") */
+  updateLimits?: UpdateLimits;
 }
 
 /** Where an ensureSession spawn spent its time (ms, monotonic clock). */

@@ -100,6 +100,50 @@ export function table(rows: readonly (readonly string[])[]): string {
   return out.join("\n") + "\n";
 }
 
+// Characters a terminal acts on (or that change how the rest of a line reads)
+// instead of showing them: controls C0, DEL and C1 (Cc; a C1 CSI is an escape
+// sequence on some terminals), format characters (Cf: bidi overrides and
+// isolates, zero-width ones), lone surrogates (Cs) and line/paragraph separators.
+const UNPRINTABLE = /[\p{Cc}\p{Cf}\p{Cs}\p{Zl}\p{Zp}]/gu;
+const NAMED_ESCAPES: Readonly<Record<string, string>> = { "\n": "\\n", "\r": "\\r", "\t": "\\t" };
+
+/**
+ * Text read from a process or a record (a session key, a comm, an argv, a
+ * path, a reason stored in a lease), as a text printer may show it: every
+ * character of UNPRINTABLE becomes a visible escape (`\x1b`, `\u202e`; `\n`,
+ * `\r`, `\t` by name), so an agent that names a binary `\x1b]0;…` or a record
+ * holding a CR cannot rewrite an operator's terminal or forge a row.
+ * Backslashes are kept as they are, so the escape is idempotent; `--json`
+ * prints the exact value.
+ */
+export function printable(text: string): string {
+  return text.replace(UNPRINTABLE, (c) => NAMED_ESCAPES[c] ?? codeEscape(c.codePointAt(0)!));
+}
+
+function codeEscape(cp: number): string {
+  const hex = cp.toString(16);
+  if (cp < 0x100) return `\\x${hex.padStart(2, "0")}`;
+  return cp <= 0xffff ? `\\u${hex.padStart(4, "0")}` : `\\u{${hex}}`;
+}
+
+/**
+ * printable() applied to every string in `data` (arrays and plain objects,
+ * recursively): what each text printer does to the facts and records it was
+ * handed, once, before it adds its own labels and colours.
+ */
+export function printableDeep<T>(data: T): T {
+  return deep(data) as T;
+}
+
+function deep(value: unknown): unknown {
+  if (typeof value === "string") return printable(value);
+  if (Array.isArray(value)) return value.map(deep);
+  if (typeof value !== "object" || value === null) return value;
+  const proto = Object.getPrototypeOf(value) as unknown;
+  if (proto !== Object.prototype && proto !== null) return value;
+  return Object.fromEntries(Object.entries(value).map(([k, v]) => [k, deep(v)]));
+}
+
 // eslint-disable-next-line no-control-regex
 const ANSI = /\x1b\[[0-9;]*m/g;
 export function visibleLength(s: string): number {

@@ -11,6 +11,7 @@
 import { spawn } from "node:child_process";
 import { promises as fsp } from "node:fs";
 import { basename, dirname } from "node:path";
+import { signalUnreapedChild } from "../facts/signal.js";
 import { faultOf } from "./errors.js";
 import { enterCgroup, type EnterOutcome } from "./enter.js";
 import { exists, parsePids, readSet, readText } from "./files.js";
@@ -235,7 +236,7 @@ async function spawnProbeProcess(): Promise<ProbeProcess> {
           ok: true,
           pid: c.pid!,
           stop: () => {
-            if (c.exitCode === null && c.signalCode === null) c.kill("SIGKILL");
+            signalUnreapedChild(c, "SIGKILL");
           },
         });
       });

@@ -38,7 +38,7 @@ export { CGROUP_NAME_RE, GATEWAY_LEAF, PROCLEASE_DIR, cgroupPathProblem, pathSha
 export { ContainmentArgumentError } from "./errors.js";
 export { readCgroupOf } from "./mountinfo.js";
 export type { Cgroup2Mount } from "./mountinfo.js";
-export { isPopulated, membersOf, waitUntilEmpty } from "./files.js";
+export { isPopulated, membersOf, subdirectories, waitUntilEmpty } from "./files.js";
 export type { MembersResult, PopulatedState } from "./files.js";
 export { detectContainment, mountOf } from "./detect.js";
 export type { ContainmentOffCode, ContainmentSupport, DetectOptions } from "./detect.js";

@@ -216,21 +216,3 @@ function psParents(): (pid: number) => number | null {
 function refuse(code: GuardRefusal, reason: string): GuardVerdict {
   return { allowed: false, code, reason };
 }
-
-/**
- * Signals a child this process spawned and still holds, the one signal that
- * needs no facts: while Node has not reported the child's exit (exitCode and
- * signalCode both null, and the caller saw no exit event), libuv has not
- * reaped it, so its pid cannot have been reused and the handle itself is the
- * identity. Still asks checkSignalTarget. "exited" when the handle can no
- * longer prove anything (the signal is not sent).
- */
-export function signalUnreapedChild(
-  child: { pid?: number | undefined; exitCode: number | null; signalCode: NodeJS.Signals | null; kill(signal: NodeJS.Signals): boolean },
-  signal: NodeJS.Signals,
-  exitSeen = false,
-): "signalled" | "exited" | "refused" {
-  if (exitSeen || child.pid === undefined || child.exitCode !== null || child.signalCode !== null) return "exited";
-  if (!checkSignalTarget(child.pid).allowed) return "refused";
-  return child.kill(signal) ? "signalled" : "exited";
-}

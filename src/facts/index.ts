@@ -17,6 +17,6 @@ export { assertPid, assertEnvKeys, MAX_PID } from "./validate.js";
 export { buildSnapshot } from "./snapshot.js";
 export { inspectEach } from "./inspect-many.js";
 export { loadNative, loadError, createNativeFacts } from "./native.js";
-export { createSignaller } from "./signal.js";
-export { checkSignalTarget, checkGroupSignal, checkGroupTarget, isOwnProcessGroup, ownProcessGroupId, ancestorsOfThisProcess, signalUnreapedChild } from "./guards.js";
+export { createSignaller, signalUnreapedChild } from "./signal.js";
+export { checkSignalTarget, checkGroupSignal, checkGroupTarget, isOwnProcessGroup, ownProcessGroupId, ancestorsOfThisProcess } from "./guards.js";
 export type { GuardRefusal, GuardVerdict } from "./guards.js";

@@ -17,7 +17,7 @@
  *   they are nobody's remnant. The pid-2 guess is only a fallback: inside a
  *   pid namespace pid 2 is an ordinary process.
  */
-import { sameProcess } from "./identity.js";
+import { compareIdentity } from "./identity.js";
 import type { ProcessDetails, ProcessFacts, ProcessInfo } from "./types.js";
 
 export type LivenessFields = Pick<ProcessInfo, "state"> & { zombieLeader?: boolean | undefined; exiting?: boolean | undefined };
@@ -80,7 +80,7 @@ type ProcessId = { pid: number; startTime?: string | undefined };
 
 function goneBy(d: ProcessDetails | null, id: ProcessId): boolean {
   if (d === null || !isAlive(d)) return true;
-  return id.startTime !== undefined && /^\d+$/.test(String(d.startTime)) && !sameProcess(d, { pid: id.pid, startTime: id.startTime });
+  return compareIdentity(d, { pid: id.pid, startTime: id.startTime }) === "different";
 }
 
 export function isKernelThread(p: Pick<ProcessInfo, "pid" | "ppid"> & { kernelThread?: boolean | undefined }): boolean {

@@ -152,6 +152,40 @@ export interface NativeBinding {
    * be too).
    */
   moveFile(dir: string, tmp: string, target: string, data: string, durable: boolean, fromDir: string, from: string): Promise<{ err: number; step: FileStep; removing: boolean }>;
+  /**
+   * `rel` (normalised, relative; "" is the root) read beneath the folder
+   * `root` whose identity is rootDev/rootIno, in one worker-thread job that
+   * never blocks on the file (native/beneath_posix.cc): openat2
+   * RESOLVE_BENEATH, or a no-symlink walk when `walkOnly` or openat2 is
+   * missing; only a regular file of at most maxBytes is opened and read.
+   * Never rejects: an OS failure is `err` (-errno) at `step`.
+   */
+  readBeneath(root: string, rootDev: bigint, rootIno: bigint, rel: string, walkOnly: boolean, maxBytes: number): Promise<NativeBeneathResult>;
+  /**
+   * `data` written to `rel` beneath `root`, resolved as readBeneath does: an
+   * existing regular file truncated and rewritten (nothing else is opened
+   * for writing), a missing one created exclusively, its missing folders
+   * first. Never rejects.
+   */
+  writeBeneath(root: string, rootDev: bigint, rootIno: bigint, rel: string, walkOnly: boolean, data: Buffer): Promise<NativeBeneathResult>;
+}
+
+/** Where a confined file job stopped (mirrors kBeneath* in native/beneath.h). */
+export const BENEATH_STEP = { root: 0, rootMoved: 1, resolve: 2, type: 3, tooLarge: 4, open: 5, io: 6, mkdir: 7, done: 8 } as const;
+export type BeneathStep = (typeof BENEATH_STEP)[keyof typeof BENEATH_STEP];
+/** How a confined job resolved its path (mirrors kHow* in native/beneath.h; 0 before it got there). */
+export const BENEATH_HOW = { openat2: 1, walk: 2 } as const;
+
+export interface NativeBeneathResult {
+  err: number;
+  step: BeneathStep;
+  how: number;
+  /** st_mode of the resolved file, once known */
+  mode: number;
+  size: number;
+  created: boolean;
+  /** a read's bytes (empty otherwise) */
+  data: Buffer;
 }
 
 /** Which syscall a file job stopped at (mirrors kStep* in native/facts.h). */

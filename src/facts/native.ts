@@ -38,6 +38,8 @@ const METHODS = [
   "replaceFile",
   "removeFile",
   "moveFile",
+  "readBeneath",
+  "writeBeneath",
 ] as const;
 
 let cached: { binding: NativeBinding | null; error: string | null } | undefined;

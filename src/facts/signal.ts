@@ -14,6 +14,11 @@
  *
  * Fail closed throughout: whenever identity cannot be established nothing is
  * sent and the answer is "unknown" (or "gone"/"mismatch" when we know).
+ *
+ * This is the one module that sends signals (test/architecture.test.ts finds
+ * any other call of process.kill, a child's kill or the addon's signalIfSame):
+ * createSignaller for a process named by pid and start time, and
+ * signalUnreapedChild for a child this process still holds.
  */
 import { constants } from "node:os";
 import type { NativeBinding, NativeSignalOutcome } from "./native-binding.js";
@@ -95,4 +100,22 @@ function inspectThenKill(facts: ProcessFacts): ProcessSignaller {
       }
     },
   };
+}
+
+/**
+ * Signals a child this process spawned and still holds, the one signal that
+ * needs no facts: while Node has not reported the child's exit (exitCode and
+ * signalCode both null, and the caller saw no exit event), libuv has not
+ * reaped it, so its pid cannot have been reused and the handle itself is the
+ * identity. Still asks checkSignalTarget. "exited" when the handle can no
+ * longer prove anything (the signal is not sent).
+ */
+export function signalUnreapedChild(
+  child: { pid?: number | undefined; exitCode: number | null; signalCode: NodeJS.Signals | null; kill(signal: NodeJS.Signals): boolean },
+  signal: NodeJS.Signals,
+  exitSeen = false,
+): "signalled" | "exited" | "refused" {
+  if (exitSeen || child.pid === undefined || child.exitCode !== null || child.signalCode !== null) return "exited";
+  if (!checkSignalTarget(child.pid).allowed) return "refused";
+  return child.kill(signal) ? "signalled" : "exited";
 }

@@ -19,6 +19,7 @@ import {
   AcpxPromptAbortError,
   AcpxPromptError,
   AcpxPromptTimeoutError,
+  AcpxPromptTooLargeError,
   AcpxSessionBusyError,
   AcpxSessionClosedError,
   AcpxSessionRequestError,
@@ -132,6 +133,7 @@ function classifyTyped(err: unknown, phase: FailurePhase): Classified {
   if (err instanceof AcpxSessionBusyError) return { code: "ACP_TURN_FAILED", detailCode: "SESSION_BUSY", retryable: true };
   if (err instanceof AcpxNoSessionError) return { code: "ACP_TURN_FAILED", detailCode: "NO_SESSION", retryable: true };
   if (err instanceof AcpxUnsupportedContentError) return { code: "ACP_INVALID_RUNTIME_OPTION", detailCode: "UNSUPPORTED_CONTENT", retryable: false };
+  if (err instanceof AcpxPromptTooLargeError) return { code: "ACP_INVALID_RUNTIME_OPTION", detailCode: "PROMPT_TOO_LARGE", retryable: false };
   if (err instanceof AcpxSessionRequestError) return requestFailure(err);
   if (err instanceof AcpxControllerDisposedError) return { code: "ACP_BACKEND_UNAVAILABLE", detailCode: "BACKEND_DISPOSED", retryable: false };
   if (err instanceof StateDirLockedError) return { code: "ACP_BACKEND_UNAVAILABLE", detailCode: "STATE_DIR_LOCKED", retryable: false };

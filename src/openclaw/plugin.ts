@@ -1,11 +1,20 @@
 /**
  * The OpenClaw plugin entry (package.json `openclaw.extensions`, manifest
- * openclaw.plugin.json at the package root): `register(api)` registers a
- * service, and the service's start creates the runtime on the plugin's
- * config, waits until it runs (the startup reap of what an earlier gateway
- * left included) and registers it with the host SDK's
- * `registerAcpRuntimeBackend`; stop unregisters it and shuts the runtime
- * down (every live session closed through its lease, the state dir freed).
+ * openclaw.plugin.json at the package root). `register(api)` registers what
+ * an OpenClaw ACP backend plugin registers:
+ * - a service, whose start creates the runtime on the plugin's config, waits
+ *   until it runs (the startup reap of what an earlier gateway left
+ *   included) and registers it with the host SDK's
+ *   `registerAcpRuntimeBackend`; stop unregisters it and shuts the runtime
+ *   down (every live session closed through its lease, the state dir freed);
+ * - the `reply_dispatch` hook, limited to the `acp` dispatch kind, handled
+ *   by the SDK's `tryDispatchAcpReplyHook`. OpenClaw hands an inbound chat
+ *   message to an ACP backend only through a plugin that claims this hook;
+ *   without it a message to an ACP session goes to OpenClaw's built-in model
+ *   agent. The SDK's handler routes the message to the backend `acp.backend`
+ *   names, so whichever ACP plugin claims it first, the configured backend
+ *   runs the turn. No timeout is set on the hook: a turn lasts as long as the
+ *   agent works, and its end is the backend's (cancel, turn timeout).
  *
  * The SDK is the host's: `openclaw/plugin-sdk/acp-runtime` is imported at
  * start time (OpenClaw links its own package into an installed plugin's
@@ -28,6 +37,19 @@ export interface AcpRuntimeSdk {
   registerAcpRuntimeBackend(backend: { id: string; runtime: OpenClawAcpRuntimeContract; healthy?: () => boolean }): void;
   unregisterAcpRuntimeBackend(id: string): void;
   AcpRuntimeError: new (code: OpenClawAcpErrorCode, message: string, options?: { detailCode?: string; cause?: unknown }) => Error;
+  /** the host's reply_dispatch handler for ACP sessions; absent in a stand-in SDK that only registers backends */
+  tryDispatchAcpReplyHook?: ReplyDispatchHandler;
+}
+
+/** OpenClaw's reply_dispatch event and context pass through untouched: the host's SDK reads them, not this plugin. */
+export type ReplyDispatchHandler = (event: unknown, ctx: unknown) => Promise<unknown>;
+
+export const REPLY_DISPATCH_HOOK = "reply_dispatch";
+/** the dispatch kinds OpenClaw's own ACP backend plugin claims: only messages the host routes to an ACP session */
+export const REPLY_DISPATCH_KINDS = ["acp"] as const;
+
+export interface ReplyDispatchHookOptions {
+  eligibleDispatchKinds: readonly ["acp"];
 }
 
 /** The parts of OpenClaw's plugin API this entry uses. */
@@ -36,6 +58,8 @@ export interface PluginApiLike {
   pluginConfig?: Record<string, unknown>;
   logger?: ControllerLogger;
   registerService(service: PluginServiceLike): void;
+  /** OpenClaw's typed-hook registration (`api.on`); a host without it gets the service alone */
+  on?(hookName: typeof REPLY_DISPATCH_HOOK, handler: ReplyDispatchHandler, opts: ReplyDispatchHookOptions): void;
 }
 
 export interface PluginServiceContextLike {
@@ -84,7 +108,9 @@ export async function loadHostAcpRuntimeSdk(): Promise<AcpRuntimeSdk> {
       { cause: err },
     );
   }
-  const missing = ["registerAcpRuntimeBackend", "unregisterAcpRuntimeBackend", "AcpRuntimeError"].filter((k) => typeof mod[k] !== "function");
+  const missing = ["registerAcpRuntimeBackend", "unregisterAcpRuntimeBackend", "AcpRuntimeError", "tryDispatchAcpReplyHook"].filter(
+    (k) => typeof mod[k] !== "function",
+  );
   if (missing.length > 0) throw new Error(`proclease plugin: ${specifier} of this OpenClaw lacks ${missing.join(", ")} (tested with openclaw 2026.9.6)`);
   return mod as unknown as AcpRuntimeSdk;
 }
@@ -96,7 +122,21 @@ function readManifest(): Manifest {
 
 export function createProcleasePlugin(opts: { loadSdk?: () => Promise<AcpRuntimeSdk> } = {}): ProcleasePlugin {
   const manifest = readManifest();
-  const loadSdk = opts.loadSdk ?? loadHostAcpRuntimeSdk;
+  const loadOnce = opts.loadSdk ?? loadHostAcpRuntimeSdk;
+  // one load for the service and the hook; a failed load is retried on the next call
+  let loading: Promise<AcpRuntimeSdk> | undefined;
+  const loadSdk = (): Promise<AcpRuntimeSdk> => {
+    loading ??= loadOnce().catch((err: unknown) => {
+      loading = undefined;
+      throw err;
+    });
+    return loading;
+  };
+  const dispatchReply: ReplyDispatchHandler = async (event, ctx) => {
+    const host = await loadSdk();
+    if (host.tryDispatchAcpReplyHook === undefined) throw new Error(`proclease plugin: ${ACP_RUNTIME_SDK} lacks tryDispatchAcpReplyHook`);
+    return host.tryDispatchAcpReplyHook(event, ctx);
+  };
   let runtime: OpenClawAcpRuntime | undefined;
   let sdk: AcpRuntimeSdk | undefined;
   return {
@@ -118,6 +158,7 @@ export function createProcleasePlugin(opts: { loadSdk?: () => Promise<AcpRuntime
       if (api.registrationMode !== undefined && api.registrationMode !== "full") return;
       // a malformed config fails the registration, loudly, before anything runs
       const config = parsePluginConfig(api.pluginConfig);
+      api.on?.(REPLY_DISPATCH_HOOK, dispatchReply, { eligibleDispatchKinds: REPLY_DISPATCH_KINDS });
       api.registerService({
         id: `${PLUGIN_ID}-acp-runtime`,
         async start(ctx) {

@@ -37,6 +37,7 @@ import { applyRequestedOptions } from "./session-options.js";
 import { SessionTable, type SessionEntry } from "./session-table.js";
 import { capabilities, configOptionResult, configValue, noSessionStatus, sessionStatus, TreeCache } from "./status.js";
 import { runOpenClawTurn, startOpenClawTurn, type TurnDeps } from "./turn.js";
+import { resolveUpdateLimits } from "../acpx/update-bytes.js";
 import type {
   OpenClawAcpRuntimeContract,
   OpenClawCapabilities,
@@ -137,6 +138,7 @@ class Runtime implements OpenClawAcpRuntime {
       errorFactory: this.errorFactory,
       open: (handle) => this.open(handle),
       ended: (entry) => this.turnEnded(entry),
+      eventBacklogBytes: resolveUpdateLimits(opts.updateLimits).turnBacklogBytes,
     };
   }
 

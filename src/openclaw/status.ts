@@ -130,6 +130,7 @@ function agentDetails(st: SessionStatus): Record<string, unknown> {
     ...(st.title !== null ? { title: st.title } : {}),
     terminals: st.terminals,
     droppedUpdates: st.droppedUpdates,
+    stdoutHeld: st.stdoutHeld,
   };
 }
 

@@ -6,7 +6,9 @@
  * retryable), `promptStarted` resolves once session/prompt went out (and
  * rejects, handled, when it never did), `cancel` sends ACP session/cancel
  * and waits for the turn's end (bounded by the controller's cancel grace),
- * `closeStream` stops the events while the turn runs on. An aborted
+ * `closeStream` stops the events while the turn runs on. Unread events are
+ * bounded in bytes: past the bound the turn stops reading the controller's
+ * events until OpenClaw reads (event-queue.ts). An aborted
  * `signal` cancels like `cancel`. runTurn is the same turn as one stream
  * ending in `done` or `error`.
  *
@@ -18,6 +20,7 @@ import type { AcpxLifecycleController, TurnInput, TurnStream } from "../acpx/typ
 import { classify, toThrown, turnError, type OpenClawErrorFactory } from "./errors.js";
 import { EventMapper } from "./events.js";
 import { EventQueue } from "./event-queue.js";
+import { DEFAULT_TURN_BACKLOG_BYTES, estimateJsonBytes } from "../acpx/update-bytes.js";
 import type { SessionEntry } from "./session-table.js";
 import type { OpenClawLiveEvent, OpenClawRuntimeEvent, OpenClawRuntimeHandle, OpenClawRuntimeTurn, OpenClawTurnInput, OpenClawTurnResult } from "./types.js";
 
@@ -33,12 +36,14 @@ export interface TurnDeps {
   open(handle: OpenClawRuntimeHandle): Promise<{ ctl: AcpxLifecycleController; entry: SessionEntry }>;
   /** the turn is over, whatever its outcome (a oneshot session closes now) */
   ended(entry: SessionEntry): void;
+  /** unread events a turn holds before it stops reading the controller's (default DEFAULT_TURN_BACKLOG_BYTES) */
+  eventBacklogBytes?: number;
 }
 
 const noop = (): void => undefined;
 
 export function startOpenClawTurn(deps: TurnDeps, input: OpenClawTurnInput): OpenClawRuntimeTurn {
-  const queue = new EventQueue<OpenClawLiveEvent>();
+  const queue = new EventQueue<OpenClawLiveEvent>(estimateJsonBytes, deps.eventBacklogBytes ?? DEFAULT_TURN_BACKLOG_BYTES);
   let markStarted: () => void = noop;
   let markNotStarted: (e: unknown) => void = noop;
   const promptStarted = new Promise<void>((resolve, reject) => {
@@ -100,7 +105,10 @@ async function runToEnd(deps: TurnDeps, input: OpenClawTurnInput, queue: EventQu
     try {
       for await (const u of stream.events) {
         const ev = mapper.map(u);
-        if (ev !== undefined) queue.push(ev);
+        if (ev === undefined) continue;
+        queue.push(ev);
+        // a lagging OpenClaw consumer: stop reading the controller's events (which holds the adapter's stdout)
+        await queue.room();
       }
     } catch {
       // the turn's error: `result` rejects with it, below

@@ -16,7 +16,8 @@
  * the reason, never listed (fail closed: a planted path must not lead the
  * CLI to kill what lives elsewhere).
  */
-import { basename, dirname, join } from "node:path";
+import { basename, dirname, join, resolve } from "node:path";
+import { recordInstance } from "./instance-index.js";
 import { CGROUP_NAME_RE, cgroupPathProblem, pathShapeProblem, PROCLEASE_DIR } from "../containment/index.js";
 import { rmdir } from "node:fs/promises";
 import { assertPrivate, atomicWrite, ensurePrivateDir, readOwnedFile } from "./fs-safe.js";
@@ -104,10 +105,11 @@ export async function readContainmentRecord(stateDir: string): Promise<Containme
 
 /**
  * Records `root` as this state dir's current proclease root (the gateway, once
- * containment is available), keeping the earlier ones. Needs the lease store's
+ * containment is available), keeping the earlier ones, and, given the
+ * instance id its folders are named by, the same in the host's index. Needs the lease store's
  * folder (<stateDir>/acpx, made by openLeaseStore); throws what the write throws.
  */
-export async function recordContainmentRoot(stateDir: string, root: string): Promise<void> {
+export async function recordContainmentRoot(stateDir: string, root: string, instanceId?: string): Promise<void> {
   const bad = rootShapeProblem(root);
   if (bad !== null) throw new TypeError(`containment root: ${bad}`);
   const dir = join(stateDir, "acpx");
@@ -118,6 +120,8 @@ export async function recordContainmentRoot(stateDir: string, root: string): Pro
   // a restart in the same cgroup changes nothing: no write (a full disk must not keep a gateway from starting)
   const same = prev.kind === "ok" && prev.record.roots.length === record.roots.length && prev.record.roots.every((x, i) => x === record.roots[i]);
   if (!same) await atomicWrite(dir, CONTAINMENT_RECORD_FILE, JSON.stringify(record) + "\n", true);
+  // the host's index finds this instance's folder once the state dir is deleted (instance-index.ts)
+  if (instanceId !== undefined) await recordInstance(instanceId, resolve(stateDir), root);
   await removeEmptyInstanceFolders(stateDir, [root, ...earlier]);
 }
 

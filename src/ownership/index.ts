@@ -2,6 +2,7 @@
 //
 // Data flow: facts → ownership → acpx / supervisor. Nothing here imports from above.
 // - instance-id.ts   loadOrCreateGatewayInstanceId: <stateDir>/gateway-instance-id, link()-exclusive create
+// - lease-reader.ts  openLeaseReader: the store's two reads, for callers outside the lifecycle (the package root's only view of leases)
 // - lease-store.ts   one 0600 JSON file per lease under <stateDir>/acpx/leases (live) and …/archive (closed/lost)
 // - command-hash.ts  sha256(JSON(argv)) and a POSIX tokenizer for legacy shell strings
 // - verify.ts        explainLease / verifyOwnedTree / verifyLeases: evidence list, fail closed, one snapshot per batch
@@ -13,7 +14,7 @@
 // - start-clock.ts   ProcessInfo.startTime → epoch ms (Linux ticks via btime + CLK_TCK)
 // - kill-verification.ts  killLeaseVerification: the owned tree, else the remnants of a gone root, else nothing
 // - settle.ts        settlementFor: the one table for the lease state after a verification (and maybe a kill, and its cgroup's drain)
-// - lifecycle.ts     settleLease / applySettlement: the ONE place a lease moves (verify → closing → kill → verify → drain → settle)
+// - lifecycle.ts     settleLease (and applySettlement, never exported): the ONE place a lease moves (verify → closing → kill → verify → drain → settle)
 // - reconcile.ts     reconcileLeases: the batch form (one snapshot; every lease closing, then the kills together)
 // - cgroup-drain.ts  a lease's cgroup emptied and removed; what the drain found is an input of settle.ts
 // - lease-cgroup.ts  a cgroup bound to a lease around its spawn: create + record, drop
@@ -30,6 +31,7 @@ export { computeCommandHash, tokenizeShellCommand } from "./command-hash.js";
 export { isLegalTransition, parseLeaseRecord, settledLine, LeaseTransitionError, LEASE_ID_RE, SETTLED_AS_MEANING } from "./lease-record.js";
 export type { ParsedLease } from "./lease-record.js";
 export { openLeaseStore, LeaseNotFoundError, LeaseStoreReadOnlyError } from "./lease-store.js";
+export { openLeaseReader, type LeaseReader } from "./lease-reader.js";
 export type { LeaseStore, LeaseProblem, LeasePatch, LeaseCreateInput, LeaseListFilter, LeaseStoreOptions } from "./lease-store.js";
 export { collectTree, selfAndAncestorsIn } from "./collect.js";
 export type { CollectOptions } from "./collect.js";
@@ -48,7 +50,7 @@ export type { TreeKillOutcome, KillTarget, TreeKillReport, TreeKillOptions } fro
 export { verifyLegacyRecord } from "./legacy.js";
 export type { LegacySessionRecord } from "./legacy.js";
 export type { RemnantRefusal } from "./remnants.js";
-export { settleLease, applySettlement, settleUnstarted } from "./lifecycle.js";
+export { settleLease, settleUnstarted } from "./lifecycle.js";
 export type { LifecycleDeps, LeaseAction, LeaseOutcome, LeaseOutcomeCode, SettleLeaseOptions, PendingSettlement } from "./lifecycle.js";
 export { reconcileLeases } from "./reconcile.js";
 export type { ReconcileOptions, LeaseReconcileReport } from "./reconcile.js";

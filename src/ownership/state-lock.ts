@@ -15,7 +15,11 @@
  *   moment can both take it over: the one window this fallback has.
  *
  * Either way the file holds `{"pid", "startTime"}` of the holder, which is
- * how a refused writer names it (StateDirLockedError.holderPid). Readers
+ * how a refused writer names it (StateDirLockedError.holderPid). A gateway's
+ * keeper (keeper.ts) takes the lock after the gateway died, with
+ * `"role": "keeper"` in the file: a gateway that arrives meanwhile waits for
+ * it (KEEPER_WAIT_MS) instead of being refused, so the two never kill at
+ * once and the new gateway's startup reap sees what the keeper settled. Readers
  * never take the lock and work beside a live gateway. Mixing a gateway with the addon and one without on the same state
  * dir is not supported (their locks do not see each other's).
  */
@@ -31,6 +35,8 @@ import { sameProcess } from "../facts/identity.js";
 export const STATE_LOCK_FILE = "gateway.lock";
 const O_NOFOLLOW = constants.O_NOFOLLOW ?? 0;
 const EWOULDBLOCK = new Set([-11, -35]); // EAGAIN/EWOULDBLOCK on Linux, macOS
+/** how long a gateway waits for a keeper that holds its state dir: the keeper's reap is one grace and its verifications */
+export const KEEPER_WAIT_MS = 30_000;
 
 export class StateDirLockedError extends Error {
   override name = "StateDirLockedError";
@@ -38,6 +44,8 @@ export class StateDirLockedError extends Error {
     readonly stateDir: string,
     /** the live holder's pid, null when the holder could not be named */
     readonly holderPid: number | null,
+    /** "keeper": the holder is a dead gateway's keeper ending what it started (keeper.ts) */
+    readonly holderRole: "gateway" | "keeper" = "gateway",
   ) {
     super(
       `state dir ${stateDir} is in use by another gateway${holderPid !== null ? ` (pid ${holderPid})` : ""}: ` +
@@ -56,15 +64,32 @@ export interface StateDirLock {
 interface Holder {
   pid: number;
   startTime: string;
+  role?: "keeper";
 }
 
-/** Takes the state dir's lock, or rejects with StateDirLockedError naming the live holder. */
-export async function acquireStateDirLock(stateDir: string, facts: ProcessFacts): Promise<StateDirLock> {
+/**
+ * Takes the state dir's lock, or rejects with StateDirLockedError naming the
+ * live holder. A gateway waits (up to KEEPER_WAIT_MS) while the holder is a
+ * keeper; a keeper never waits for anyone.
+ */
+export async function acquireStateDirLock(stateDir: string, facts: ProcessFacts, opts: { role?: "keeper" } = {}): Promise<StateDirLock> {
   await ensurePrivateDir(stateDir);
   const path = join(stateDir, STATE_LOCK_FILE);
-  const me = await selfHolder(facts);
+  const me: Holder = { ...(await selfHolder(facts)), ...(opts.role === "keeper" ? { role: "keeper" as const } : {}) };
   const native = loadNative();
-  return native ? flockLock(stateDir, path, me, native.lockExclusive.bind(native)) : fileLock(stateDir, path, me, facts);
+  const deadline = Date.now() + KEEPER_WAIT_MS;
+  for (;;) {
+    try {
+      return await (native ? flockLock(stateDir, path, me, native.lockExclusive.bind(native)) : fileLock(stateDir, path, me, facts));
+    } catch (e) {
+      if (!(e instanceof StateDirLockedError) || e.holderRole !== "keeper" || me.role === "keeper" || Date.now() > deadline) throw e;
+      await new Promise((r) => setTimeout(r, 50));
+    }
+  }
+}
+
+function lockedBy(stateDir: string, holder: Holder | null): StateDirLockedError {
+  return new StateDirLockedError(stateDir, holder?.pid ?? null, holder?.role === "keeper" ? "keeper" : "gateway");
 }
 
 async function flockLock(stateDir: string, path: string, me: Holder, lockExclusive: (fd: number) => number): Promise<StateDirLock> {
@@ -80,7 +105,7 @@ async function flockLock(stateDir: string, path: string, me: Holder, lockExclusi
       await new Promise((r) => setTimeout(r, 20));
       rc = lockExclusive(fh.fd);
     }
-    if (EWOULDBLOCK.has(rc)) throw new StateDirLockedError(stateDir, parseHolder(await fh.readFile("utf8"))?.pid ?? null);
+    if (EWOULDBLOCK.has(rc)) throw lockedBy(stateDir, parseHolder(await fh.readFile("utf8")));
     if (rc !== 0) throw new Error(`${path}: flock failed (errno ${-rc})`);
     held = true;
     // The flock is the lock; the file's text only names the holder for a
@@ -127,7 +152,7 @@ async function fileLock(stateDir: string, path: string, me: Holder, facts: Proce
     assertPrivate(path, r, "file");
     const holder = parseHolder(r.text);
     // fail closed: a holder that cannot be proven gone is a holder
-    if (holder === null || attempt > 0 || (await holderAlive(holder, facts)) !== false) throw new StateDirLockedError(stateDir, holder?.pid ?? null);
+    if (holder === null || attempt > 0 || (await holderAlive(holder, facts)) !== false) throw lockedBy(stateDir, holder);
     await unlink(path).catch(() => undefined);
   }
   let released = false;
@@ -170,9 +195,9 @@ function parseHolder(text: string): Holder | null {
   try {
     const j = JSON.parse(text) as unknown;
     if (typeof j !== "object" || j === null) return null;
-    const { pid, startTime } = j as Record<string, unknown>;
+    const { pid, startTime, role } = j as Record<string, unknown>;
     if (typeof pid !== "number" || !Number.isInteger(pid) || pid <= 0 || typeof startTime !== "string") return null;
-    return { pid, startTime };
+    return { pid, startTime, ...(role === "keeper" ? { role } : {}) };
   } catch {
     return null;
   }

@@ -154,3 +154,47 @@ async function probeFile(path: string, facts: ProcessFacts): Promise<boolean | n
     return null;
   }
 }
+
+const HOLDER_ID_RE = /^h\d+-[0-9a-f]{8}$/;
+
+/**
+ * A dead process's holder lock, taken over by its keeper (keeper-reap.ts):
+ * while the keeper holds it, every other process's reconcile leaves that
+ * holder's runs alone, as while the process lived, so the keeper and a
+ * gateway started meanwhile never settle the same run. The kernel drops the
+ * dead holder's flock with its last descriptor, possibly a moment after the
+ * keeper learnt of the death: refusals are retried for `waitMs`. Null when it
+ * cannot be taken (then the keeper leaves that holder's runs alone too).
+ */
+export async function takeOverHolderLock(stateDir: string, holderId: string, waitMs: number): Promise<{ release(): Promise<void> } | null> {
+  if (!HOLDER_ID_RE.test(holderId)) return null;
+  const path = join(folderOf(stateDir), `${holderId}.lock`);
+  let fh: FileHandle;
+  try {
+    await ensurePrivateDir(folderOf(stateDir));
+    fh = await open(path, constants.O_RDWR | constants.O_CREAT | O_NOFOLLOW, 0o600);
+  } catch {
+    return null;
+  }
+  const native = loadNative();
+  const deadline = Date.now() + waitMs;
+  for (;;) {
+    const rc = native ? native.lockExclusive(fh.fd) : 0;
+    if (rc === 0) break;
+    if (!EWOULDBLOCK.has(rc) || Date.now() > deadline) {
+      await fh.close().catch(() => undefined);
+      return null;
+    }
+    await new Promise((r) => setTimeout(r, 25));
+  }
+  // without the addon the file alone names the holder: it names this process now
+  const me = await getProcessFacts().inspect(process.pid).catch(() => null);
+  await fh.truncate(0).catch(() => undefined);
+  await fh.write(`${JSON.stringify({ pid: process.pid, startTime: me ? String(me.startTime) : "unknown" })}\n`, 0, "utf8").catch(() => undefined);
+  return {
+    async release() {
+      await unlink(path).catch(() => undefined);
+      await fh.close().catch(() => undefined);
+    },
+  };
+}

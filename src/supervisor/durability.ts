@@ -45,6 +45,7 @@ import { recordContainmentRoot } from "../ownership/containment-record.js";
 import { removeInstanceFolder, type ContainmentSupport, type LeaseCgroup } from "../containment/index.js";
 import { bindLeaseCgroup, dropLeaseCgroup } from "../ownership/lease-cgroup.js";
 import { detectRunContainment } from "./run-cgroups.js";
+import { acquireKeeper, keeperWanted, type KeeperLease, type KeeperOption } from "../ownership/keeper.js";
 import type { LeaseVerification } from "../ownership/verify.js";
 import type { SupervisorRunRef } from "./types.js";
 
@@ -82,6 +83,9 @@ export interface ReconciledRun {
   evidence: readonly OwnershipEvidence[];
   kill?: TreeKillReport;
 }
+
+/** The lease states a reconcile starts from (default both): a maintenance pass takes `closing` only, as the controller's does for its own leases. */
+export type ReconcilableState = "open" | "closing";
 
 export interface ReconcileReport {
   instanceId: string | null;
@@ -137,6 +141,15 @@ export interface RunLeases {
    */
   kill(leaseId: string): Promise<RunLeaseKill | null>;
   /**
+   * Ends what the lease still covers once its run has settled: a root that
+   * exited on its own may have left processes in its cgroup (a `setsid` +
+   * `env -i` escapee carries no marker) or carrying its markers. The one
+   * lifecycle with its kill (settleLease: verify now, closing, kill what
+   * verified, drain the cgroup, settle). Returns the lease's state
+   * afterwards (undefined: no such lease).
+   */
+  end(leaseId: string): Promise<LeaseState | undefined>;
+  /**
    * Settles the lease of a run whose root exited (reported by the
    * supervisor's own handle) by ownership's one rule (settlementAfterKill /
    * settlementFor): closed when `kill` (the lease kill of a cancel, if one
@@ -154,7 +167,7 @@ export interface RunLeases {
    * `live`: lease ids of runs this incarnation still supervises; `isTracked`:
    * runs a caller still tracks (true keeps it). Neither is touched or reported.
    */
-  reconcile(live?: ReadonlySet<string>, isTracked?: (run: SupervisorRunRef) => boolean): Promise<ReconcileReport>;
+  reconcile(live?: ReadonlySet<string>, isTracked?: (run: SupervisorRunRef) => boolean, states?: readonly ReconcilableState[]): Promise<ReconcileReport>;
   /** Shutdown: removes this instance's cgroup folder when no lease cgroup is left in it (containment's removeInstanceFolder). */
   release(): Promise<void>;
 }
@@ -167,6 +180,8 @@ export interface RunLeasesOptions {
   graceMs: number;
   /** "auto" (default): each lease gets its own cgroup v2 where the host allows it; "off": never */
   containment?: "auto" | "off";
+  /** "on" (default, unless PROCLEASE_KEEPER=off): from the first leased run on, this process's keeper (ownership/keeper.ts) ends the runs if it dies */
+  keeper?: KeeperOption;
 }
 
 /** What every call of one supervisor's run leases shares: the store, the instance id and holder lock (opened once), and containment (detected once). */
@@ -216,15 +231,23 @@ function runLeaseContext(opts: RunLeasesOptions): RunLeaseContext {
   };
 }
 
+/** The lifecycle's deps and the lease's current record (null once removed). */
+async function leaseOf(ctx: RunLeaseContext, leaseId: string): Promise<{ deps: LifecycleDeps; lease: ProcessLease | null }> {
+  const deps = await ctx.lifecycle();
+  return { deps, lease: await deps.store.get(leaseId) };
+}
+
 export function createRunLeases(opts: RunLeasesOptions): RunLeases {
   const ctx = runLeaseContext(opts);
   let rootRecorded: Promise<void> | undefined;
+  const keeper = runKeeper(ctx);
   return {
     async open(runId, argv) {
+      await keeper.keep();
       const support = await ctx.detect();
       // the CLI finds this state dir's lease cgroups (and orphans among them) from this record; once per supervisor
       // (a failed write costs only that view, never the run)
-      if (support.available) rootRecorded ??= recordContainmentRoot(opts.stateDir, support.root).catch(() => undefined);
+      if (support.available) rootRecorded ??= ctx.init().then(({ instanceId }) => recordContainmentRoot(opts.stateDir, support.root, instanceId)).catch(() => undefined);
       await rootRecorded;
       return openRunLease(ctx, support, runId, argv);
     },
@@ -242,24 +265,28 @@ export function createRunLeases(opts: RunLeasesOptions): RunLeases {
     },
 
     async neverStarted(leaseId) {
-      const deps = await ctx.lifecycle();
-      const lease = await deps.store.get(leaseId);
+      const { deps, lease } = await leaseOf(ctx, leaseId);
       // the one unstarted sequence (lifecycle.ts): its cgroup drained and removed, the lease settled
       if (lease) await settleUnstarted(deps, lease);
     },
 
     async kill(leaseId) {
-      const deps = await ctx.lifecycle();
-      const lease = await deps.store.get(leaseId);
+      const { deps, lease } = await leaseOf(ctx, leaseId);
       if (!lease || lease.state === "closed" || lease.state === "lost") return null;
       // the one lifecycle: verify, closing, kill what verified (tree + marker escapees, or remnants), verify again, settle
       const o = await settleLease(deps, lease);
       return { verification: o.verification, report: o.kill };
     },
 
+    async end(leaseId) {
+      const { deps, lease } = await leaseOf(ctx, leaseId);
+      if (!lease) return undefined;
+      if (lease.state === "closed" || lease.state === "lost") return lease.state;
+      return (await settleLease(deps, lease)).stateAfter;
+    },
+
     async finish(leaseId, kill, prior = null) {
-      const deps = await ctx.lifecycle();
-      const lease = await deps.store.get(leaseId);
+      const { deps, lease } = await leaseOf(ctx, leaseId);
       if (!lease) return undefined;
       if (lease.state === "closed" || lease.state === "lost") return lease.state;
       // Not settled by the lease's own kill (or none ran): the facts decide
@@ -272,9 +299,10 @@ export function createRunLeases(opts: RunLeasesOptions): RunLeases {
       return o.stateAfter;
     },
 
-    reconcile: (live = new Set<string>(), isTracked) => reconcileRuns(ctx, live, isTracked),
+    reconcile: (live = new Set<string>(), isTracked, states) => reconcileRuns(ctx, live, isTracked, states),
 
     async release() {
+      await keeper.release();
       const ready = ctx.opened();
       if (ready === undefined) return;
       const { instanceId } = await ready;
@@ -284,6 +312,30 @@ export function createRunLeases(opts: RunLeasesOptions): RunLeases {
       if (containment === undefined) return;
       const support = await containment;
       if (support.available) await removeInstanceFolder(support, instanceId);
+    },
+  };
+}
+
+/**
+ * This supervisor's share of its process's keeper (ownership/keeper.ts),
+ * taken before the first lease is written: a crash from then on is the
+ * keeper's to clean up (without one, the next reconcile's).
+ */
+function runKeeper(ctx: RunLeaseContext): { keep(): Promise<void>; release(): Promise<void> } {
+  let keeping: Promise<KeeperLease | null> | undefined;
+  let released = false;
+  return {
+    async keep() {
+      // after release (shutdown) nothing starts one again: nobody would stop it
+      if (released) return;
+      keeping ??= keeperWanted(ctx.opts.keeper)
+        ? ctx.init().then(({ instanceId }) => acquireKeeper({ stateDir: ctx.stateDir, gatewayInstanceId: instanceId, graceMs: ctx.opts.graceMs })).catch(() => null)
+        : Promise.resolve(null);
+      await keeping;
+    },
+    async release() {
+      released = true;
+      await (await keeping)?.release();
     },
   };
 }
@@ -306,7 +358,12 @@ async function openRunLease(ctx: RunLeaseContext, support: ContainmentSupport, r
 }
 
 /** What an earlier incarnation left: this instance's supervisor leases, except runs still supervised (here or by a live supervisor elsewhere) or tracked. */
-async function reconcileRuns(ctx: RunLeaseContext, live: ReadonlySet<string>, isTracked: Parameters<RunLeases["reconcile"]>[1]): Promise<ReconcileReport> {
+async function reconcileRuns(
+  ctx: RunLeaseContext,
+  live: ReadonlySet<string>,
+  isTracked: Parameters<RunLeases["reconcile"]>[1],
+  states: readonly ReconcilableState[] | undefined,
+): Promise<ReconcileReport> {
   const deps = await ctx.lifecycle();
   const instanceId = deps.gatewayInstanceId;
   const tracked = (l: ProcessLease) =>
@@ -317,7 +374,7 @@ async function reconcileRuns(ctx: RunLeaseContext, live: ReadonlySet<string>, is
     l.holder !== undefined && others.has(l.holder) ? `its supervisor (holder ${l.holder}) is alive in another process` : tracked(l) ? "tracked" : undefined;
   const support = await ctx.detect();
   const leftovers = support.available ? { leftovers: { instanceFolder: `${support.root}/${instanceId}`, isLive: (id: string) => live.has(id) } } : {};
-  const r = await reconcileLeases(deps, { kind: "supervisor", skip, ...leftovers });
+  const r = await reconcileLeases(deps, { kind: "supervisor", skip, ...(states !== undefined ? { states } : {}), ...leftovers });
   // runs still supervised or tracked are neither touched nor reported
   const runs = r.entries.filter((o) => o.action !== "skipped-live").map(reconciledRun);
   return { instanceId, runs };

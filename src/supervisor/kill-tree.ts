@@ -24,7 +24,7 @@ import { assertPid } from "../facts/validate.js";
 import { checkGroupSignal, checkSignalTarget, type GuardRefusal } from "../facts/guards.js";
 import { collectTree, DEFAULT_GRACE_MS, killOwnedTree } from "../ownership/index.js";
 import type { TreeKillReport } from "../ownership/index.js";
-import { sameProcess } from "../facts/identity.js";
+import { compareIdentity, isKnownStartTime, sameProcess } from "../facts/identity.js";
 import { isAlive } from "../facts/liveness.js";
 
 export interface KillProcessTreeOptions {
@@ -53,7 +53,6 @@ export type KillTreeResult =
   /** the facts backend cannot see processes, or the root's identity could not be read: nothing was sent (fail closed) */
   | { outcome: "unknown"; pid: number; reason: string };
 
-const START_TIME_RE = /^\d+$/;
 
 /** Options of the one-signal tree walk: the same root pinning as killProcessTree, no grace (nothing is escalated). */
 export type SignalProcessTreeOptions = Omit<KillProcessTreeOptions, "graceMs">;
@@ -124,7 +123,7 @@ interface LiveTree {
 async function liveTree(pid: number, opts: SignalProcessTreeOptions): Promise<LiveTree | Exclude<KillTreeResult, { outcome: "killed" }>> {
   assertPid(pid, "pid");
   const expected = opts.expectedStartTime;
-  if (expected !== undefined && (typeof expected !== "string" || !START_TIME_RE.test(expected))) {
+  if (expected !== undefined && (typeof expected !== "string" || !isKnownStartTime(expected))) {
     throw new TypeError(`expectedStartTime must be a decimal start-time string, got ${JSON.stringify(expected)}`);
   }
   const guard = checkSignalTarget(pid);
@@ -137,11 +136,11 @@ async function liveTree(pid: number, opts: SignalProcessTreeOptions): Promise<Li
   const root = snapshot.processes.get(pid);
   if (!root || !isAlive(root)) return { outcome: "gone", pid };
   if (expected !== undefined) {
-    const actual = String(root.startTime);
-    if (!START_TIME_RE.test(actual)) {
+    const same = compareIdentity(root, { pid, startTime: expected });
+    if (same === "unknown") {
       return { outcome: "unknown", pid, reason: `the start time of pid ${pid} could not be read, so it cannot be matched to ${expected}` };
     }
-    if (actual !== expected) return { outcome: "mismatch", pid, expectedStartTime: expected, actualStartTime: actual };
+    if (same === "different") return { outcome: "mismatch", pid, expectedStartTime: expected, actualStartTime: String(root.startTime) };
   }
   const members = collectTree(snapshot, root, { pgid: groupToSweep(snapshot, root) });
   if (members.length === 0) {

@@ -10,6 +10,7 @@
  * concerns is a module of its own under run/: start, unstarted (the starting
  * window's rule), running, deadlines, terminate, pty-exit-fallback, finish.
  */
+import { assertKeeperOption } from "../ownership/keeper.js";
 import { randomUUID } from "node:crypto";
 import type { ContainmentSupport } from "../containment/index.js";
 import { getProcessFacts } from "../facts/get.js";
@@ -17,8 +18,9 @@ import { createSignaller } from "../facts/signal.js";
 import type { ProcessFacts, ProcessSignaller } from "../facts/types.js";
 import { nonNegativeOption } from "../facts/validate.js";
 import { DEFAULT_GRACE_MS } from "../ownership/index.js";
+import type { LeaseState } from "../ownership/types.js";
 import { loadNodePty, type PtyLoader } from "./adapters/pty.js";
-import { createRunLeases, type ReconcileReport, type RunLeases } from "./durability.js";
+import { createRunLeases, type ReconcilableState, type ReconcileReport, type RunLeases } from "./durability.js";
 import { killProcessTree } from "./kill-tree.js";
 import { DEFAULT_MAX_OUTPUT_CHARS, maxOutputOption } from "./output.js";
 import { createRunRegistry } from "./registry.js";
@@ -66,6 +68,15 @@ export interface ProcessSupervisorOptions {
    * their escapees end with the run's cancel or deadline. "off": never.
    */
   containment?: "auto" | "off";
+  /**
+   * With a `stateDir`: "on" (default, unless PROCLEASE_KEEPER=off in the
+   * environment) starts this process's keeper with the first leased run, so
+   * the process's death ends its leased runs at once (docs/ownership.md "The
+   * keeper"); `shutdown()` stops it. "off": they wait for the next
+   * `reconcileOrphans`. A run that must outlive the process is started
+   * without a lease (no `stateDir`, or not in the background).
+   */
+  keeper?: "on" | "off";
 }
 
 export interface ReconcileOrphansOptions {
@@ -76,6 +87,8 @@ export interface ReconcileOrphansOptions {
    * an unknown answer never leads to a signal.
    */
   isSessionTracked?: (run: SupervisorRunRef) => boolean;
+  /** the lease states to start from (default both); a periodic retry takes `closing` only */
+  states?: readonly ReconcilableState[];
 }
 
 export interface ShutdownReport {
@@ -112,6 +125,16 @@ export interface ProcessSupervisor {
   cancelScope(scopeKey: string, reason?: TerminationReason): number;
   /** Cancels every live run, starting ones included (default reason `manual-cancel`); returns how many were asked to stop. */
   cancelAll(reason?: TerminationReason): number;
+  /**
+   * Ends a run and whatever it left: a live (or starting) run is cancelled
+   * and awaited; then a leased run's lease, when it is not settled yet (its
+   * root exited on its own but left processes in its cgroup or carrying its
+   * markers), is ended through it (RunLeases.end: verified, killed, its
+   * cgroup drained, settled). Resolves with the lease's state afterwards;
+   * undefined for a run without a lease, or one this supervisor no longer
+   * has a record of (reconcileOrphans takes its lease then).
+   */
+  endRun(runId: string, reason?: TerminationReason): Promise<LeaseState | undefined>;
   /**
    * Gateway shutdown: refuses new spawns (SupervisorShutdownError), cancels
    * every live run, and resolves once each has ended and its lease settled.
@@ -171,11 +194,21 @@ export function createProcessSupervisor(opts: ProcessSupervisorOptions = {}): Pr
     return enterRunning(run, ctx, started.proc, maxOutput);
   };
 
+  const endRun = async (runId: string, reason: TerminationReason = "manual-cancel"): Promise<LeaseState | undefined> => {
+    const run = ctx.unsettled.get(runId);
+    run?.requestStop(reason);
+    if (run) await run.done;
+    const leaseId = run?.lease?.leaseId ?? ctx.registry.get(runId)?.leaseId;
+    const leases = ctx.leases();
+    return leaseId === undefined || leases === undefined ? undefined : leases.end(leaseId);
+  };
+
   return {
     spawn,
     cancel,
     cancelScope,
     cancelAll,
+    endRun,
     shutdown(reason = "manual-cancel") {
       shutDown = true;
       shutdownReport ??= shutdownRuns(ctx, () => cancelAll(reason));
@@ -197,6 +230,7 @@ function createRunContext(opts: ProcessSupervisorOptions): { ctx: RunContext; de
   if (opts.containment !== undefined && opts.containment !== "auto" && opts.containment !== "off") {
     throw new TypeError(`opts.containment must be "auto" or "off", got ${JSON.stringify(opts.containment)}`);
   }
+  assertKeeperOption(opts.keeper, "opts.keeper");
   const facts = opts.facts ?? getProcessFacts();
   let leases: RunLeases | undefined;
   const getLeases = (): RunLeases | undefined => {
@@ -208,6 +242,7 @@ function createRunContext(opts: ProcessSupervisorOptions): { ctx: RunContext; de
       signaller: opts.signaller,
       graceMs,
       ...(opts.containment !== undefined ? { containment: opts.containment } : {}),
+      ...(opts.keeper !== undefined ? { keeper: opts.keeper } : {}),
     });
     return leases;
   };
@@ -289,13 +324,17 @@ async function reconcileRuns(ctx: RunContext, instanceId: string | undefined, ro
     const leaseId = ctx.registry.get(runId)?.leaseId;
     if (leaseId !== undefined) own.add(leaseId);
   }
-  return store.reconcile(own, (ref) => {
-    if (ctx.unsettled.has(ref.runId)) return true;
-    if (tracked === undefined) return false;
-    try {
-      return tracked({ ...ref }) === true;
-    } catch {
-      return true;
-    }
-  });
+  return store.reconcile(
+    own,
+    (ref) => {
+      if (ctx.unsettled.has(ref.runId)) return true;
+      if (tracked === undefined) return false;
+      try {
+        return tracked({ ...ref }) === true;
+      } catch {
+        return true;
+      }
+    },
+    ropts.states,
+  );
 }

@@ -14,6 +14,7 @@ import { afterAll, afterEach } from "vitest";
 import type { AcpRuntimeHandle, AcpxLifecycleController } from "../../src/acpx/types.js";
 import { openLeaseStore, type AcpxProcessLease } from "../../src/ownership/index.js";
 import { createRunLeases } from "../../src/supervisor/durability.js";
+import { onInterrupt } from "../helpers/interrupt-cleanup.js";
 import { isAliveSync } from "../helpers/liveness.js";
 import { removeStateDir } from "../helpers/state-dir-cleanup.js";
 
@@ -159,13 +160,16 @@ export function sleep(ms: number): Promise<void> {
 /**
  * A stand-in gateway: a separate node process that creates a controller on
  * `stateDir`, ensures one session with `command`, prints the handle as one
- * JSON line and then idles until killed.
+ * JSON line and then idles until killed. Its keeper is off: the tests that
+ * use it are about what the wrapper and the NEXT gateway's startup reap do
+ * (a gateway whose keeper died with it); the keeper's own tests are
+ * test/adversarial/keeper-*.
  */
 export function spawnGateway(stateDir: string, command: string[], graceMs = GRACE_MS, containment: "auto" | "off" = "auto"): ChildProcess {
   const code = `
     const { createAcpxLifecycleController } = await import(${JSON.stringify(DIST_ACPX)});
     const cfg = JSON.parse(process.env.GW_CONFIG);
-    const ctl = await createAcpxLifecycleController({ stateDir: cfg.stateDir, graceMs: cfg.graceMs, maintenanceIntervalMs: 0, containment: cfg.containment });
+    const ctl = await createAcpxLifecycleController({ stateDir: cfg.stateDir, graceMs: cfg.graceMs, maintenanceIntervalMs: 0, containment: cfg.containment, keeper: "off" });
     const h = await ctl.ensureSession({ sessionKey: "agent:main:acp:gw", agentId: "main", command: cfg.command });
     process.stdout.write(JSON.stringify(h) + "\\n");
     setInterval(() => {}, 1 << 30);
@@ -230,6 +234,9 @@ export function cleanupAll(): void {
   // a state dir inside another is read before its parent is removed
   for (const d of dirs.splice(0).reverse()) removeStateDir(d);
 }
+
+// an interrupted run kills what these tests tracked and removes their state dirs too (test/helpers/interrupt-setup.ts)
+onInterrupt(cleanupAll);
 
 /**
  * A run leased by the process supervisor's own lease code into this state

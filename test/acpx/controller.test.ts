@@ -210,15 +210,19 @@ describe("ensureSession failure paths settle the lease and leave nothing running
 });
 
 describe("dispose", () => {
-  it("stops the timer and leaves sessions running; close still works afterwards", async () => {
-    const { ctl } = await newController("dispose");
+  it("leaves sessions running and refuses every call after it; the next controller on the state dir settles them", async () => {
+    const { ctl, stateDir } = await newController("dispose");
     const h = await ctl.ensureSession({ sessionKey: "k-dispose", agentId: "main", command: agentArgv({}) });
     trackLease(h.leaseId);
     await ctl.dispose();
-    // a whole turn through the adapter after dispose, instead of a pause: it answered, and its wrapper is alive
-    expect(await ctl.prompt(h, "still there")).toEqual({ stopReason: "end_turn" });
+    // the disposed controller no longer speaks for the session (controller-dispose.test.ts covers every method)
+    await expect(ctl.prompt(h, "still there")).rejects.toMatchObject({ name: "AcpxControllerDisposedError" });
+    await expect(ctl.closeSession({ handle: h })).rejects.toMatchObject({ name: "AcpxControllerDisposedError" });
     expect(alive(h.rootPid)).toBe(true);
-    expect((await ctl.closeSession({ handle: h })).outcome).toBe("closed");
+    const next = await createAcpxLifecycleController({ stateDir, graceMs: GRACE_MS, maintenanceIntervalMs: 0 });
+    controllers.push(next);
+    const reaped = await next.reapStartupOrphans();
+    expect(reaped.entries.find((e) => e.leaseId === h.leaseId)?.stateAfter).toBe("closed");
     expect(alive(h.rootPid)).toBe(false);
   });
 });

@@ -328,7 +328,9 @@ describe("controller hygiene", () => {
       ["k-c", "closed"],
     ]);
     await expect(ensure(ctl, "k-d")).rejects.toMatchObject({ code: "controller-disposed", how: "shut down" });
-    expect(await ctl.shutdown()).toEqual([]);
+    // a second shutdown is refused like every other call; dispose() stays idempotent
+    await expect(ctl.shutdown()).rejects.toMatchObject({ code: "controller-disposed", how: "shut down" });
+    await expect(ctl.dispose()).resolves.toBeUndefined();
   });
 
   it("onSessionEnd says when the adapter died while idle", async () => {

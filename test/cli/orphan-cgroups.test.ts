@@ -17,6 +17,8 @@ import { tmpdir } from "node:os";
 import { basename, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { afterEach, describe, expect, it } from "vitest";
+import { onInterrupt } from "../helpers/interrupt-cleanup.js";
+import { killAndRemoveCgroupSync } from "../helpers/worker-cgroup.js";
 import { enterCgroup, readMemory } from "../../src/containment/index.js";
 import { findCgroup2Mount, parseMountInfo } from "../../src/containment/mountinfo.js";
 import { getProcessFacts } from "../../src/facts/get.js";
@@ -129,6 +131,13 @@ function cgroupsBelow(dir: string): string[] {
   for (const n of names) out = out.concat(cgroupsBelow(`${dir}/${n}`), [`${dir}/${n}`]);
   return out;
 }
+
+// an interrupted run ends what these tests put in cgroups outside the worker's own, and removes those cgroups
+onInterrupt(() => {
+  for (const c of children) if (c.exitCode === null && c.signalCode === null) c.kill("SIGKILL");
+  for (const top of tops.splice(0)) killAndRemoveCgroupSync(top);
+  for (const d of dirs.splice(0)) rmSync(d, { recursive: true, force: true });
+});
 
 afterEach(async () => {
   for (const c of children.splice(0)) if (c.exitCode === null && c.signalCode === null) c.kill("SIGKILL");

@@ -1,6 +1,7 @@
 /**
  * The plugin entry as OpenClaw loads it: the manifest beside package.json,
- * the entry package.json names, register(api) → a service whose start
+ * the entry package.json names, register(api) → the reply_dispatch hook
+ * (routed to the host SDK's dispatcher) and a service whose start
  * creates the runtime on the plugin config and registers it with the SDK's
  * registry, and whose stop unregisters it and gives the state dir back.
  * Without OpenClaw installed the SDK is a stand-in registry with the SDK's
@@ -115,11 +116,54 @@ describe("the OpenClaw plugin entry", () => {
     expect(text).toBe("permission: allow. Done.");
   });
 
+  it("registers the reply_dispatch hook for ACP dispatches beside the service; the hook hands OpenClaw's event and context to the host SDK's tryDispatchAcpReplyHook untouched", async () => {
+    const { sdk } = standInSdk();
+    const seen: Array<{ event: unknown; ctx: unknown }> = [];
+    let loads = 0;
+    const host: AcpRuntimeSdk = {
+      ...sdk,
+      tryDispatchAcpReplyHook: async (event, ctx) => {
+        seen.push({ event, ctx });
+        return { handled: true, queuedFinal: true };
+      },
+    };
+    const plugin = createProcleasePlugin({
+      loadSdk: async () => {
+        loads += 1;
+        return host;
+      },
+    });
+    const hooks: Array<{ name: string; handler: (event: unknown, ctx: unknown) => Promise<unknown>; opts: unknown }> = [];
+    const services: PluginServiceLike[] = [];
+    plugin.register({
+      registrationMode: "full",
+      pluginConfig: { agents: { a: { command: ["x"] } } },
+      registerService: (s) => services.push(s),
+      on: (name, handler, opts) => hooks.push({ name, handler, opts }),
+    });
+    expect(services).toHaveLength(1);
+    expect(hooks.map((h) => [h.name, h.opts])).toEqual([["reply_dispatch", { eligibleDispatchKinds: ["acp"] }]]);
+    const event = { sessionKey: "agent:a:acp:1", runId: "r1" };
+    const ctx = { dispatchKind: "acp" };
+    expect(await hooks[0]!.handler(event, ctx)).toEqual({ handled: true, queuedFinal: true });
+    expect(await hooks[0]!.handler(event, ctx)).toEqual({ handled: true, queuedFinal: true });
+    expect(seen).toEqual([{ event, ctx }, { event, ctx }]);
+    expect(seen[0]!.event).toBe(event);
+    expect(loads).toBe(1);
+    // a host SDK without the dispatcher: the hook fails naming what is missing (OpenClaw logs it and declines)
+    const bare = createProcleasePlugin({ loadSdk: async () => sdk });
+    const bareHooks: Array<(event: unknown, ctx: unknown) => Promise<unknown>> = [];
+    bare.register({ pluginConfig: { agents: { a: { command: ["x"] } } }, registerService: () => {}, on: (_n, h) => bareHooks.push(h) });
+    await expect(bareHooks[0]!(event, ctx)).rejects.toThrow(/lacks tryDispatchAcpReplyHook/);
+  });
+
   it("registers nothing outside full registration, and a malformed config fails register naming the field", () => {
     const plugin = createProcleasePlugin({ loadSdk: async () => standInSdk().sdk });
     const services: PluginServiceLike[] = [];
-    plugin.register({ registrationMode: "discovery", pluginConfig: {}, registerService: (s) => services.push(s) });
+    const hooks: string[] = [];
+    plugin.register({ registrationMode: "discovery", pluginConfig: {}, registerService: (s) => services.push(s), on: (name) => hooks.push(name) });
     expect(services).toEqual([]);
+    expect(hooks).toEqual([]);
     expect(() => plugin.register({ registrationMode: "full", pluginConfig: { agents: { x: { command: ["a"], shell: "bash -c" } } }, registerService: (s) => services.push(s) })).toThrow(
       /agents\.x\.shell is not an agent option/,
     );

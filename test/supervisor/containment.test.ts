@@ -94,7 +94,8 @@ async function crashGateway(dir: string, containment: "auto" | "off"): Promise<C
   const script = `
     import { createProcessSupervisor } from ${JSON.stringify(DIST)};
     const [stateDir, containment, command] = process.argv.slice(1);
-    const sup = createProcessSupervisor({ stateDir, graceMs: 300, containment });
+    // no keeper: this is the next incarnation's reconcile (the keeper's own tests are test/adversarial/keeper-*)
+    const sup = createProcessSupervisor({ stateDir, graceMs: 300, containment, keeper: "off" });
     let text = "";
     let seen;
     const line = new Promise((r) => (seen = r));

@@ -139,7 +139,8 @@ describe("F3: an escapee forked during the teardown is reaped by the look after 
     // nothing of it lives on in this one to race the next incarnation's reconcile
     const code = `
       import { createProcessSupervisor } from ${JSON.stringify(DIST)};
-      const sup = createProcessSupervisor({ stateDir: ${JSON.stringify(dir)}, gatewayInstanceId: "gw-final", graceMs: 400 });
+      // no keeper: this is the next incarnation's reconcile (the keeper's own tests are test/adversarial/keeper-*)
+      const sup = createProcessSupervisor({ stateDir: ${JSON.stringify(dir)}, gatewayInstanceId: "gw-final", graceMs: 400, keeper: "off" });
       let out = "";
       let ready;
       const seen = new Promise((r) => (ready = r));

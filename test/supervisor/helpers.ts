@@ -10,6 +10,7 @@ import { getProcessFacts } from "../../src/facts/get.js";
 import type { ProcessFacts, ProcessInfo, ProcessSignaller } from "../../src/facts/types.js";
 import { INSTANCE_ENV_KEY } from "../../src/ownership/types.js";
 import { isAliveSync, readStat } from "../helpers/liveness.js";
+import { onInterrupt } from "../helpers/interrupt-cleanup.js";
 import { removeStateDir } from "../helpers/state-dir-cleanup.js";
 import { inspectEach } from "../../src/facts/inspect-many.js";
 
@@ -157,6 +158,11 @@ export function trackedCleanup(): { dirs: string[]; pids: Set<number> } {
   afterAll(() => {
     // with the cgroups its leases left on the host (state-dir-cleanup.ts)
     for (const d of dirs) removeStateDir(d);
+  });
+  // an interrupted run does the same (test/helpers/interrupt-setup.ts)
+  onInterrupt(() => {
+    killQuietly(pids);
+    for (const d of dirs.splice(0)) removeStateDir(d);
   });
   return { dirs, pids };
 }

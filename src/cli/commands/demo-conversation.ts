@@ -20,7 +20,7 @@ import { pathToFileURL } from "node:url";
 import type { SessionUpdate } from "@agentclientprotocol/sdk";
 import { createAcpxLifecycleController } from "../../acpx/controller.js";
 import type { AcpRuntimeHandle, AcpxLifecycleController } from "../../acpx/types.js";
-import { signalUnreapedChild } from "../../facts/guards.js";
+import { signalUnreapedChild } from "../../facts/signal.js";
 
 export interface DemoContext {
   stateDir: string;
@@ -29,7 +29,7 @@ export interface DemoContext {
   acpxIndex: string;
   log(msg: string): void;
   check(ok: boolean, what: string): void;
-  alive(pid: number): boolean;
+  alive(pid: number): Promise<boolean>;
   /** processes and controllers the demo's cleanup must end */
   spawned: ChildProcess[];
   controllers: AcpxLifecycleController[];
@@ -98,11 +98,11 @@ export async function conversationStory(c: DemoContext): Promise<void> {
   const started = await say(ctl, h, `/terminal-start ${cmd}`);
   const grandchild = await readPid(pidfile);
   c.log(`  the agent ran a terminal (${started}): its setsid grandchild ${grandchild} ignores SIGTERM`);
-  c.check(c.alive(grandchild), `the terminal's grandchild ${grandchild} is running`);
+  c.check(await c.alive(grandchild), `the terminal's grandchild ${grandchild} is running`);
   const closed = await ctl.closeSession({ handle: h, reason: "demo: conversation over" });
   c.log(`closeSession: ${closed.outcome}; ACP session/close sent first, then the terminal's tree and the adapter's`);
   const terminalLeases = (await ctl.listLeases()).filter((l) => l.sessionKey.startsWith("supervisor:acp-terminal-"));
-  c.check(!c.alive(grandchild) && terminalLeases.every((l) => l.state === "closed" || l.state === "lost"), `after the close the terminal's grandchild ${grandchild} is gone and its lease settled`);
+  c.check(!(await c.alive(grandchild)) && terminalLeases.every((l) => l.state === "closed" || l.state === "lost"), `after the close the terminal's grandchild ${grandchild} is gone and its lease settled`);
   await ctl.dispose();
   c.controllers.splice(c.controllers.indexOf(ctl), 1);
 

@@ -34,11 +34,10 @@ import { fileURLToPath, pathToFileURL } from "node:url";
 import { createAcpxLifecycleController } from "../../acpx/controller.js";
 import type { AcpRuntimeHandle, AcpxLifecycleController } from "../../acpx/types.js";
 import { getProcessFacts } from "../../facts/get.js";
-import { isAlive, isKernelThread } from "../../facts/liveness.js";
-import { PF_EXITING, readStatSync } from "../../facts/procfs.js";
+import { isAlive, isKernelThread, provablyGone } from "../../facts/liveness.js";
 import { createSignaller } from "../../facts/signal.js";
 import type { ProcessFacts, ProcessSignaller, SignalOutcome } from "../../facts/types.js";
-import { signalUnreapedChild } from "../../facts/guards.js";
+import { signalUnreapedChild } from "../../facts/signal.js";
 import { markerVerdict, MARKER_ENV_KEYS } from "../../ownership/index.js";
 import { backendLine } from "../backend.js";
 import { flag, graceMsOption, plural, UsageError, type CliIo, type ParsedArgs } from "../io.js";
@@ -171,7 +170,7 @@ async function storyClose(d: DemoRun): Promise<void> {
   const res = await turn;
   log(`prompt → cancelTurn after 300 ms → stopReason "${res.stopReason}" (${Date.now() - t} ms)`);
   check(res.stopReason === "cancelled", "the turn ended cancelled");
-  check(tree1.every(alive), `cancel signalled nothing: ${tree1.map((p) => `${p} alive`).join(", ")}`);
+  check((await liveOf(tree1)).length === tree1.length, `cancel signalled nothing: ${tree1.map((p) => `${p} alive`).join(", ")}`);
   const again = ctl.prompt(h, "next turn");
   await sleep(100);
   await ctl.cancelTurn(h);
@@ -181,7 +180,7 @@ async function storyClose(d: DemoRun): Promise<void> {
   const closed = await ctl.closeSession({ handle: h, reason: "demo close" });
   log(`closeSession ${Date.now() - t} ms: verdict ${closed.verdict}, lease ${closed.leaseState}`);
   for (const m of closed.kill?.members ?? []) log(`  pid ${m.pid}: ${m.outcome}`);
-  check(closed.outcome === "closed" && !tree1.some(alive), "close killed the wrapper, the stubborn adapter and the escaped grandchild");
+  check(closed.outcome === "closed" && (await liveOf(tree1)).length === 0, "close killed the wrapper, the stubborn adapter and the escaped grandchild");
   // one gateway per state dir: this controller gives the dir (its lock) to the stand-in gateways below
   await ctl.dispose();
   controllers.splice(controllers.indexOf(ctl), 1);
@@ -202,7 +201,7 @@ async function storyGatewayKilled(d: DemoRun): Promise<void> {
   const gwGone = exited(gw);
   const t = Date.now();
   log(`SIGKILL → gateway ${gw.pid}; its wrapper sees the lifeline EOF`);
-  const gone2 = await waitFor(async () => !tree2.some(alive) && (await leaseCarriers(facts, markersOf(h2))).length === 0, graceMs + 5000);
+  const gone2 = await waitFor(async () => (await liveOf(tree2)).length === 0 && (await leaseCarriers(facts, markersOf(h2))).length === 0, graceMs + 5000);
   log(`  tree gone ${gone2 ? `after ${Date.now() - t} ms` : "NOT within the deadline"} (grace ${graceMs} ms)`);
   check(gone2 && Date.now() - t <= graceMs + 1000, "the wrapper cleaned up within grace + 1 s, no process carries the lease id");
 
@@ -213,7 +212,8 @@ async function storyGatewayKilled(d: DemoRun): Promise<void> {
 async function storyStartupReap(d: DemoRun): Promise<void> {
   const { stateDir, graceMs, log, check, facts, signaller, spawned, controllers, leaseIds } = d;
   const pid3 = join(stateDir, "agent-3.json");
-  const gw3 = startGateway(stateDir, graceMs, agentArgv(["--ignore-sigterm", "--grandchild=double-fork", "--survive-stdin-close", `--pidfile=${pid3}`]));
+  // no keeper (as if it was killed too): a keeper would end the escapees at once (docs/ownership.md "The keeper")
+  const gw3 = startGateway(stateDir, graceMs, agentArgv(["--ignore-sigterm", "--grandchild=double-fork", "--survive-stdin-close", `--pidfile=${pid3}`]), "off");
   spawned.push(gw3);
   const h3 = await readHandle(gw3);
   leaseIds.push(h3.leaseId);
@@ -226,10 +226,10 @@ async function storyStartupReap(d: DemoRun): Promise<void> {
   const killed3 = await signalVerified(signaller, h3.rootPid, wrapper3, "SIGKILL");
   check(killed3 === "signalled", `SIGKILL reached the verified wrapper ${h3.rootPid} (${killed3})`);
   killOwnChild(gw3);
-  log(`SIGKILL → wrapper ${h3.rootPid} and gateway ${gw3.pid}: nobody is left to clean up`);
-  await waitFor(() => !alive(h3.rootPid), 3000);
+  log(`SIGKILL → wrapper ${h3.rootPid} and gateway ${gw3.pid} (started without a keeper): nobody is left to clean up`);
+  await waitFor(async () => !(await alive(h3.rootPid)), 3000);
   await sleep(200);
-  const orphans = [p3.pid, p3.grandchildPid ?? 0].filter(alive);
+  const orphans = await liveOf([p3.pid, p3.grandchildPid ?? 0]);
   log(`  orphans still running: ${orphans.join(", ") || "(none)"}`);
   check(orphans.length > 0, "the escaped processes outlived gateway and wrapper (the case startup reaping exists for)");
   await exited(gw3); // the new controller takes the state dir lock the dead gateway held
@@ -240,7 +240,7 @@ async function storyStartupReap(d: DemoRun): Promise<void> {
   for (const e of rep.entries) {
     log(`  lease ${e.leaseId}: ${e.verdict} → ${e.action} (${e.stateBefore}→${e.stateAfter})${e.kill ? `; ${e.kill.members.map((m) => `${m.pid}:${m.outcome}`).join(" ")}` : ""}`);
   }
-  check(!orphans.some(alive) && (await leaseCarriers(facts, markersOf(h3))).length === 0, `startup reaping left no process carrying lease ${h3.leaseId}`);
+  check((await liveOf(orphans)).length === 0 && (await leaseCarriers(facts, markersOf(h3))).length === 0, `startup reaping left no process carrying lease ${h3.leaseId}`);
   check((await ctl2.listLeases()).every((l) => l.state === "closed" || l.state === "lost"), "every lease is settled (closed or lost)");
 }
 
@@ -268,18 +268,18 @@ function agentArgv(flags: string[]): string[] {
 }
 
 /** A separate node process playing the gateway: ensures one session, prints the handle, idles. */
-function startGateway(stateDir: string, graceMs: number, command: string[]): ChildProcess {
+function startGateway(stateDir: string, graceMs: number, command: string[], keeper: "on" | "off" = "on"): ChildProcess {
   const code = `
     const { createAcpxLifecycleController } = await import(${JSON.stringify(pathToFileURL(ACPX_INDEX).href)});
     const cfg = JSON.parse(process.env.PROCLEASE_DEMO_GATEWAY);
-    const ctl = await createAcpxLifecycleController({ stateDir: cfg.stateDir, graceMs: cfg.graceMs, maintenanceIntervalMs: 0 });
+    const ctl = await createAcpxLifecycleController({ stateDir: cfg.stateDir, graceMs: cfg.graceMs, maintenanceIntervalMs: 0, keeper: cfg.keeper });
     const h = await ctl.ensureSession({ sessionKey: "agent:main:acp:gateway-" + process.pid, agentId: "main", command: cfg.command });
     process.stdout.write(JSON.stringify(h) + "\\n");
     setInterval(() => {}, 1 << 30);
   `;
   return spawn(process.execPath, ["--input-type=module", "-e", code], {
     stdio: ["ignore", "pipe", "inherit"],
-    env: { ...process.env, PROCLEASE_DEMO_GATEWAY: JSON.stringify({ stateDir, graceMs, command }) },
+    env: { ...process.env, PROCLEASE_DEMO_GATEWAY: JSON.stringify({ stateDir, graceMs, command, keeper }) },
   });
 }
 
@@ -299,18 +299,20 @@ async function readPidfile(path: string): Promise<AgentPids> {
   }
 }
 
-function alive(pid: number): boolean {
-  if (!pid) return false;
-  if (process.platform === "linux") {
-    const st = readStatSync(pid);
-    return st !== null && isAlive({ state: st.state, exiting: (st.flags & PF_EXITING) !== 0 });
-  }
-  try {
-    process.kill(pid, 0); // signal 0: an existence probe, nothing is delivered
-    return true;
-  } catch {
-    return false;
-  }
+/**
+ * Not provably gone, by the library's one liveness rule (facts/liveness.ts,
+ * through the facts backend on every platform): a zombie or an exiting
+ * process is gone, and facts that cannot tell count as alive, so the demo
+ * never claims "gone" on a guess.
+ */
+async function alive(pid: number): Promise<boolean> {
+  return pid > 0 && !(await provablyGone(getProcessFacts(), { pid }));
+}
+
+/** The pids of `pids` still alive (see alive). */
+async function liveOf(pids: readonly number[]): Promise<number[]> {
+  const up = await Promise.all(pids.map(alive));
+  return pids.filter((_, i) => up[i]);
 }
 
 /**

@@ -6,7 +6,8 @@
  * Rows that depend on the facts backend (identity, signals, environments)
  * describe the backend that was asked, not the best one the host has.
  * The orphan-cgroups row reads the state dir (read-only): cgroups in its
- * instance folders that are no lease's own.
+ * instance folders that are no lease's own; and the host's instance index:
+ * instance folders whose state dir is gone.
  */
 import { execFile } from "node:child_process";
 import { constants as fsc, existsSync, promises as fsp } from "node:fs";
@@ -22,6 +23,7 @@ import { backendLine, factsFromFlag, forcedBackend } from "../backend.js";
 import { openLeaseStore } from "../../ownership/index.js";
 import { flag, jsonLine, plural, resolveStateDir, table, type CliIo, type ParsedArgs } from "../io.js";
 import { scanOrphanCgroups } from "../lease-view.js";
+import { scanOrphanInstanceFolders } from "../orphan-instances.js";
 
 export interface DoctorRow {
   capability: string;
@@ -166,8 +168,26 @@ async function containmentRow(): Promise<DoctorRow> {
   };
 }
 
-/** Cgroups in the state dir's instance folders that no lease owns (read-only; `reap --orphan-cgroups` removes them). */
+/**
+ * Cgroups in the state dir's instance folders that no lease owns, and
+ * instance folders of any state dir that is gone (orphan-instances.ts).
+ * Read-only; `reap --orphan-cgroups` removes them.
+ */
 export async function orphanCgroupsRow(stateDir: string): Promise<DoctorRow> {
+  const own = await stateDirOrphansRow(stateDir);
+  const scan = await scanOrphanInstanceFolders();
+  if (scan.orphans.length === 0 && scan.problems.length === 0) return own;
+  const folders = scan.orphans.map((o) => `${o.folder} (${o.state}: ${o.why}; its state dir ${o.stateDir} is gone)`);
+  const more = [
+    ...(folders.length > 0
+      ? [`${plural(folders.length, "instance folder")} whose state dir is gone: ${folders.join(", ")}; \`proclease reap --orphan-cgroups\` removes the empty ones`]
+      : []),
+    ...scan.problems.map((p) => `instance index: ${p}`),
+  ];
+  return { capability: own.capability, ok: false, detail: [own.detail, ...more].join("; ") };
+}
+
+async function stateDirOrphansRow(stateDir: string): Promise<DoctorRow> {
   const cap = "orphan-cgroups";
   let leases: Parameters<typeof scanOrphanCgroups>[1] = [];
   let unreadable: string[] = [];

@@ -9,7 +9,7 @@
 import type { ProcessFacts } from "../../facts/types.js";
 import { reconcileLeases, settledLine, type LeaseOutcome } from "../../ownership/index.js";
 import { backendLine, factsFromFlag } from "../backend.js";
-import { EXIT, flag, jsonLine, resolveStateDir, table, type CliIo, type ParsedArgs } from "../io.js";
+import { EXIT, flag, jsonLine, printableDeep, resolveStateDir, table, type CliIo, type ParsedArgs } from "../io.js";
 import { attachedGuard, gatewayHolder, leaseMemory, memoryFigures, openReadOnly } from "../lease-view.js";
 import { parsePidArg } from "./inspect.js";
 import { entryJson } from "./reap.js";
@@ -48,6 +48,13 @@ async function explain(
     io.out(jsonLine({ backend: facts.backend, identityStrength: facts.identityStrength, stateDir, found: true, lease: l, ...entryJson(o), ...(memory !== undefined ? { memory } : {}), conclusion }));
     return EXIT.ok;
   }
+  printEvidence(printableDeep({ o, memory, conclusion }), io);
+  return EXIT.ok;
+}
+
+/** The text form; what it is given came from the lease and the processes, already escaped (printableDeep). */
+function printEvidence({ o, memory, conclusion }: { o: LeaseOutcome; memory: Awaited<ReturnType<typeof leaseMemory>>; conclusion: string }, io: CliIo): void {
+  const l = o.verification.lease;
   const mem = memory === undefined ? "" : memory.ok ? memoryFigures(memory) : `not shown: ${memory.why}`;
   const settled = settledLine(l);
   io.out(
@@ -61,7 +68,6 @@ async function explain(
   for (const e of o.evidence) rows.push([e.check, e.result, e.detail ?? ""]);
   io.out(table(rows));
   io.out(`\nverdict: ${o.verdict}\n${conclusion}\n`);
-  return EXIT.ok;
 }
 
 /** Does this lease name the pid: its root, a verified member, or a remnant? */

@@ -7,7 +7,7 @@ import { assertEnvKeys, assertPid } from "../../facts/validate.js";
 import { isZombieState } from "../../facts/liveness.js";
 import type { ProcessDetails } from "../../facts/types.js";
 import { backendLine, factsFromFlag } from "../backend.js";
-import { flag, formatAge, jsonLine, options, UsageError, type CliIo, type ParsedArgs } from "../io.js";
+import { flag, formatAge, jsonLine, options, printableDeep, UsageError, type CliIo, type ParsedArgs } from "../io.js";
 import { labelProcesses } from "../labels.js";
 
 /** The pid argument, with validate.ts's message turned into a usage error. */
@@ -68,7 +68,9 @@ export async function run(parsed: ParsedArgs, io: CliIo): Promise<number> {
   if (flag(parsed, "json")) {
     io.out(jsonLine({ backend: facts.backend, identityStrength: facts.identityStrength, process: { ...details, comm: labels.comm(pid), startedAt: labels.startedAt(details) } }));
   } else {
-    io.out(backendLine(facts) + human(details, keys, labels.comm(pid), labels.startedAt(details)));
+    // comm, exe, argv and env values are the process's own: escaped for the terminal
+    const shown = printableDeep({ details, keys, comm: labels.comm(pid) });
+    io.out(backendLine(facts) + human(shown.details, shown.keys, shown.comm, labels.startedAt(details)));
   }
   return 0;
 }

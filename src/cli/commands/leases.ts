@@ -13,7 +13,7 @@ import { openLeaseStore, settledLine, verifyLeases } from "../../ownership/index
 import type { LeaseVerification } from "../../ownership/verify.js";
 import type { ProcessFacts } from "../../facts/types.js";
 import { backendLine, factsFromFlag } from "../backend.js";
-import { flag, jsonLine, resolveStateDir, table, type CliIo, type ParsedArgs } from "../io.js";
+import { flag, jsonLine, printableDeep, resolveStateDir, table, type CliIo, type ParsedArgs } from "../io.js";
 import { formatBytes, leaseMemory, memoryWhyLines } from "../lease-view.js";
 
 /** Leases of the state dir plus their live verdicts; null when the dir holds no lease store. */
@@ -35,20 +35,22 @@ export async function run(parsed: ParsedArgs, io: CliIo): Promise<number> {
 }
 
 async function listLeases({ stateDir, facts, json }: { stateDir: string; facts: ProcessFacts; json: boolean }, io: CliIo): Promise<number> {
-  const loaded = await loadVerifiedLeases(stateDir, facts);
-  const memory = await Promise.all((loaded?.verifications ?? []).map((v) => leaseMemory(v.lease)));
+  const read = await loadVerifiedLeases(stateDir, facts);
+  const readMemory = await Promise.all((read?.verifications ?? []).map((v) => leaseMemory(v.lease)));
   if (json) {
     io.out(
       jsonLine({
         backend: facts.backend,
         identityStrength: facts.identityStrength,
         stateDir,
-        leases: (loaded?.verifications ?? []).map((v, i) => ({ ...v.lease, verdict: v.verdict, evidence: v.evidence, ...(memory[i] !== undefined ? { memory: memory[i] } : {}) })),
-        problems: loaded?.problems ?? [],
+        leases: (read?.verifications ?? []).map((v, i) => ({ ...v.lease, verdict: v.verdict, evidence: v.evidence, ...(readMemory[i] !== undefined ? { memory: readMemory[i] } : {}) })),
+        problems: read?.problems ?? [],
       }),
     );
     return 0;
   }
+  // the records' keys, paths and reasons, escaped for a terminal (JSON above is exact)
+  const { loaded, memory } = printableDeep({ loaded: read, memory: readMemory });
   io.out(backendLine(facts));
   if (!loaded) {
     io.out(`no lease store under ${stateDir}\n`);

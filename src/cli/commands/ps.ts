@@ -5,14 +5,15 @@
  */
 import type { ProcessInfo, ProcessSnapshot } from "../../facts/types.js";
 import { backendLine, factsFromFlag } from "../backend.js";
-import { flag, formatAge, jsonLine, type CliIo, type ParsedArgs } from "../io.js";
+import { flag, formatAge, jsonLine, printableDeep, type CliIo, type ParsedArgs } from "../io.js";
 import { labelProcesses, type ProcessLabels } from "../labels.js";
 
 const HEADER = ["PID", "PPID", "PGID", "SID", "UID", "S", "AGE", "COMM"] as const;
 
 function row(p: ProcessInfo, labels: ProcessLabels, now: number, indent = ""): string[] {
   const started = labels.startedAt(p);
-  return [
+  // comm is whatever name the process gave its binary or itself (prctl): escaped for the terminal
+  return printableDeep([
     String(p.pid),
     String(p.ppid),
     String(p.pgid),
@@ -21,7 +22,7 @@ function row(p: ProcessInfo, labels: ProcessLabels, now: number, indent = ""): s
     p.state,
     formatAge(started === null ? null : now - started),
     indent + (labels.comm(p.pid) ?? "?"),
-  ];
+  ]);
 }
 
 /** Numbers right-aligned; the command name last and left-aligned (its indent is the tree). */

@@ -14,7 +14,10 @@
  * scanOrphanCgroups, the list `status` and `doctor` show). Each one's identity
  * is checked again, then killCgroup (cgroup.kill, or the identity-checked
  * signal loop) and removeCgroup; each outcome is reported. The same lock rule
- * as for leases; a dry run signals nothing and removes nothing.
+ * as for leases; a dry run signals nothing and removes nothing. It also
+ * removes the EMPTY instance folders of state dirs that are gone, found
+ * through the host's instance index (orphan-instances.ts), and never one
+ * that holds a cgroup or a process.
  */
 import { killCgroup, membersOf, removeCgroup, verifyCgroupIdentity, type KillOutcome, type RemoveOutcome } from "../../containment/index.js";
 import type { ProcessFacts } from "../../facts/types.js";
@@ -29,7 +32,8 @@ import {
   type LifecycleDeps,
 } from "../../ownership/index.js";
 import { backendLine, factsFromFlag } from "../backend.js";
-import { EXIT, flag, graceMsOption, jsonLine, plural, resolveStateDir, table, type CliIo, type ParsedArgs } from "../io.js";
+import { EXIT, flag, graceMsOption, jsonLine, plural, printableDeep, resolveStateDir, table, type CliIo, type ParsedArgs } from "../io.js";
+import { reapOrphanInstanceFolders, type InstanceFolderReport } from "../orphan-instances.js";
 import { attachedGuard, gatewayHolder, openReadOnly, openWriter, scanOrphanCgroups, type InstanceFolder, type OrphanCgroup } from "../lease-view.js";
 
 /** Argument plumbing only; the reaping itself is below. */
@@ -61,18 +65,23 @@ interface ReapArgs {
 async function reap(args: ReapArgs, io: CliIo): Promise<number> {
   const { stateDir, facts, json } = args;
   if (args.orphanCgroups) {
-    return underStateLock(args, io, {
+    // instance folders of deleted state dirs are no state dir's: swept whatever the given one holds (orphan-instances.ts)
+    const instanceFolders = await reapOrphanInstanceFolders(args.dryRun);
+    const foldersFailed = instanceFolders.entries.some((e) => e.action === "failed");
+    const code = await underStateLock(args, io, {
       command: "reap --orphan-cgroups",
       lockedWhy: "it may be creating lease cgroups. Stop it first, or pass --force to leave alone any cgroup a live gateway may be making",
       nothingText: "no cgroup root is recorded there",
-      nothingJson: { orphanCgroups: true, folders: [], entries: [], problems: [] },
+      nothingJson: { orphanCgroups: true, folders: [], entries: [], problems: [], instanceFolders },
       run: (deps, live, dryRun) => orphanPlan(stateDir, deps, live, dryRun),
       print: (r) => {
-        if (json) io.out(jsonLine({ backend: facts.backend, identityStrength: facts.identityStrength, stateDir, orphanCgroups: true, ...r }));
-        else io.out(formatOrphanReport(r));
+        if (json) io.out(jsonLine({ backend: facts.backend, identityStrength: facts.identityStrength, stateDir, orphanCgroups: true, ...r, instanceFolders }));
+        else io.out(formatOrphanReport(printableDeep(r)));
         return r.entries.some((e) => e.action === "failed") ? EXIT.failed : EXIT.ok;
       },
     });
+    if (!json) io.out(formatInstanceFolders(printableDeep(instanceFolders)));
+    return foldersFailed ? EXIT.failed : code;
   }
   return underStateLock(args, io, {
     command: "reap",
@@ -83,7 +92,7 @@ async function reap(args: ReapArgs, io: CliIo): Promise<number> {
       reconcileLeases(deps, dryRun ? { dryRun: true, skipAttached: attachedGuard(live) } : { skipAttached: attachedGuard(live), retentionMs: DEFAULT_RETENTION_MS }),
     print: (r) => {
       if (json) io.out(jsonLine({ backend: facts.backend, identityStrength: facts.identityStrength, stateDir, ...r, entries: r.entries.map(entryJson) }));
-      else io.out(formatReport(r));
+      else io.out(formatReport(printableDeep(r)));
       return EXIT.ok;
     },
   });
@@ -254,6 +263,19 @@ export function formatOrphanReport(r: OrphanReapReport): string {
     out += table(rows);
   }
   for (const x of r.folders) if (x.state === "refused" || x.state === "unknown") out += `instance folder ${x.state}: ${x.why ?? x.folder}\n`;
+  for (const p of r.problems) out += `problem: ${p}\n`;
+  return out;
+}
+
+export function formatInstanceFolders(r: InstanceFolderReport): string {
+  if (r.index === null) return "instance folders of deleted state dirs: not looked for (this host has no instance index)\n";
+  let out = `${r.dryRun ? "dry run: " : ""}${r.entries.length === 0 ? "no instance folders" : plural(r.entries.length, "instance folder")} whose state dir is gone (index ${r.index})\n`;
+  if (r.entries.length > 0) {
+    const rows = [["FOLDER", "STATE", r.dryRun ? "WOULD" : "ACTION", "DETAIL", "STATE DIR (GONE)"]];
+    for (const e of r.entries) rows.push([e.folder, e.state, e.action === "would-remove" ? "remove" : e.action, e.detail, e.stateDir]);
+    out += table(rows);
+  }
+  if (r.forgotten.length > 0) out += `${r.dryRun ? "would forget" : "forgot"} ${plural(r.forgotten.length, "index record")}: ${r.forgotten.join(" ")}\n`;
   for (const p of r.problems) out += `problem: ${p}\n`;
   return out;
 }

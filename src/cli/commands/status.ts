@@ -32,7 +32,7 @@ import {
   type OwnershipEvidence,
 } from "../../ownership/index.js";
 import { backendLine, factsFromFlag } from "../backend.js";
-import { flag, formatAge, jsonLine, painter, plural, type Paint, resolveStateDir, resultHue, table, type CliIo, type ParsedArgs } from "../io.js";
+import { flag, formatAge, jsonLine, painter, plural, printableDeep, type Paint, resolveStateDir, resultHue, table, type CliIo, type ParsedArgs } from "../io.js";
 import { labelProcesses } from "../labels.js";
 import { leaseMemory, memoryFigures, memoryWhyLines, scanOrphanCgroups, type OrphanScan } from "../lease-view.js";
 import { sameProcess } from "../../facts/identity.js";
@@ -223,7 +223,9 @@ function orderTree(members: readonly ProcessInfo[], rootPid: number): Array<{ p:
 
 const MARKER_TEXT: Record<MarkerVerdict, string> = { match: "both", mismatch: "no", unknown: "unknown" };
 
-export function renderStatus(view: StatusView, io: CliIo, watching: boolean): string {
+export function renderStatus(collected: StatusView, io: CliIo, watching: boolean): string {
+  // keys, comms, paths and reasons come from processes and records: escaped before anything is drawn
+  const view = printableDeep(collected);
   const paint = painter(io);
   const clock = new Date(view.takenAt).toISOString().slice(11, 19);
   let out = backendLine(view);

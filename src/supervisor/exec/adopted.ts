@@ -8,6 +8,7 @@
  * cannot tell changes nothing.
  */
 import { isAlive, provablyGone } from "../../facts/liveness.js";
+import { isKnownStartTime } from "../../facts/identity.js";
 import type { ProcessFacts } from "../../facts/types.js";
 import { AdoptError } from "./errors.js";
 import { markExited, type Session, type SessionTable } from "./table.js";
@@ -25,7 +26,7 @@ export async function pinAdopted(facts: ProcessFacts, pid: number): Promise<stri
   }
   if (details === null || !isAlive(details)) throw new AdoptError(pid, "no such running process");
   const startTime = String(details.startTime);
-  if (!/^\d+$/.test(startTime)) throw new AdoptError(pid, "its start time could not be read");
+  if (!isKnownStartTime(startTime)) throw new AdoptError(pid, "its start time could not be read");
   return startTime;
 }
 

@@ -3,6 +3,7 @@
  * root is bound to it, so a reused pid is never signalled.
  */
 import { isAlive } from "../../facts/liveness.js";
+import { isKnownStartTime } from "../../facts/identity.js";
 import type { ProcessFacts } from "../../facts/types.js";
 import type { SpawnedProcess } from "../adapters/adapter.js";
 import type { SpawnInput } from "../types.js";
@@ -32,6 +33,6 @@ export async function readRootStart(facts: ProcessFacts, proc: SpawnedProcess, p
   if (d === null || !isAlive(d)) return { why: `pid ${pid} had exited before its start time could be read` };
   if (mode === "child" && proc.exitObserved) return { why: `pid ${pid} exited while its start time was read, so the read proves nothing` };
   if (mode === "pty" && d.ppid !== process.pid) return { why: `pid ${pid} is not this process's child any more, so its start time is not the PTY's` };
-  if (!/^\d+$/.test(String(d.startTime))) return { why: `pid ${pid} has no readable start time` };
+  if (!isKnownStartTime(d.startTime)) return { why: `pid ${pid} has no readable start time` };
   return { startTime: String(d.startTime) };
 }

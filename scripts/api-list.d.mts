@@ -1,0 +1,14 @@
+// Types for scripts/api-list.mjs, so test/api-list.test.ts imports it typed.
+export interface ApiName {
+  name: string;
+  kind: "value" | "type";
+  /** the module that defines it, from the package root */
+  from: string;
+}
+export interface ApiEntry {
+  specifier: string;
+  names: ApiName[];
+}
+export declare const ENTRIES: readonly { specifier: string; source: string }[];
+export declare function listExports(root?: string): ApiEntry[];
+export declare function renderApiDoc(entries: readonly ApiEntry[]): string;
