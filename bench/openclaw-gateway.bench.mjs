@@ -47,9 +47,9 @@ export async function run({ quick }) {
   let gw;
   try {
     const oc = prepareOpenClaw({ root, openclawDir: process.env.OPENCLAW_DIR, tarball: process.env.PROCLEASE_TARBALL, work, pluginConfig: { agents: { leased: agent } }, log });
-    oc.run(["plugins", "install", "-l", join(here, "openclaw-direct"), "--force"]);
-    oc.run(["plugins", "enable", "direct-acp"]);
+    oc.run(["plugins", "install", "-l", join(here, "openclaw-direct"), "--force", "--accept-capabilities"]);
     oc.run(["config", "set", "plugins.entries.direct-acp.config", JSON.stringify({ agents: { bare: agent } }), "--strict-json"]);
+    oc.run(["plugins", "enable", "direct-acp"]);
     oc.run(["config", "set", "agents.entries.bare.runtime", JSON.stringify({ type: "acp", acp: { agent: "bare", backend: "direct", mode: "persistent" } }), "--strict-json"]);
     log("the peer: bench/openclaw-direct linked, agent bare on backend direct");
     gw = new Gateway({ openclawDir: process.env.OPENCLAW_DIR, env: oc.env, port: await freePort(), token: oc.token, GatewayClient: await loadGatewayClient(process.env.OPENCLAW_DIR) });

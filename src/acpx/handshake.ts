@@ -11,6 +11,7 @@ import type { InitializeResponse, McpServer } from "@agentclientprotocol/sdk";
 import { ACP_AUTH_REQUIRED, AcpTimeoutError, SUPPORTED_PROTOCOL_VERSIONS, type AcpClient } from "./acp-client.js";
 import { acpErrorOf, diagnosticsNote, type AcpAuthMethodInfo, type AcpErrorInfo, type AcpxEnsureErrorDetails, type EnsureFailureCause } from "./errors.js";
 import { describeEnd, type LaunchedWrapper, type SessionEnd } from "./launch.js";
+import { hostLimitOf } from "./early-exit.js";
 import { openAcpSession, type OpenedSession } from "./resume.js";
 import type { AcpAuthInput } from "./types.js";
 
@@ -256,6 +257,9 @@ export async function explainHandshakeFailure(
       else {
         cause = end.kind === "adapter-exited" ? "adapter-exited" : "wrapper-failed";
         if (f.kind !== "ended") message = describeEnd(end, `ACP ${f.step}`);
+        // an adapter that could not make its threads (a pids cgroup at its limit) is named as such
+        const host = end.kind === "adapter-exited" && (end.signal !== null || end.code !== 0) ? hostLimitOf(message, stderrTail ?? "") : undefined;
+        if (host !== undefined) message = host.message;
         if (f.info.acpError) message += ` (the agent had answered: ${f.info.acpError.message})`;
       }
   }

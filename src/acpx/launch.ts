@@ -12,7 +12,7 @@
 import { spawn, type ChildProcess } from "node:child_process";
 import { PassThrough, type Readable, type Writable } from "node:stream";
 import { enterCgroupAsync } from "../containment/index.js";
-import { hostResourceError, pidsLimitReached, processLimitError, type HostResourceError } from "../ownership/host-faults.js";
+import { hostResourceError } from "../ownership/host-faults.js";
 import { MARKER_ENV_KEYS } from "../ownership/markers.js";
 import { wrapperKindOf } from "./install-wrapper.js";
 import {
@@ -462,39 +462,3 @@ function endedStream(): PassThrough {
   return s;
 }
 
-/**
- * Why a wrapper died (or stalled) before its "started" report, in one line,
- * from its exit and its stderr: never a stack line. A node that cannot make
- * its threads (a pids cgroup or RLIMIT_NPROC at its limit) prints
- * "pthread_create: Resource temporarily unavailable" and aborts or stalls;
- * one with no descriptor or memory left says so. `host` is the typed error
- * when the cause was a host limit.
- */
-export function describeEarlyExit(exit: ChildExit | null, stderr: string, pid?: number): { cause: string; host?: HostResourceError } {
-  const how = exit === null ? "stalled" : exit.signal === "SIGABRT" ? "aborted (SIGABRT)" : exit.signal ? `was killed by ${exit.signal}` : `exited with code ${exit.code}`;
-  const what = `the wrapper ${how} before it reported`;
-  // said on stderr, or silent in a pids cgroup with no task left (its own, while it stalls; else ours)
-  if (/pthread_create|uv_thread_create|Resource temporarily unavailable|EAGAIN|fork: retry/i.test(stderr) || pidsLimitReached(exit === null ? pid : undefined)) {
-    const host = processLimitError(what, undefined, exit === null ? pid : undefined);
-    return { cause: host.message, host };
-  }
-  for (const code of ["EMFILE", "ENFILE", "ENOMEM"] as const) {
-    const seen = code === "EMFILE" ? /EMFILE|Too many open files/ : code === "ENFILE" ? /ENFILE|file table overflow/i : /ENOMEM|Cannot allocate memory|heap out of memory/i;
-    if (seen.test(stderr)) {
-      const host = hostResourceError({ code }, what)!;
-      return { cause: host.message, host };
-    }
-  }
-  const line = firstCauseLine(stderr);
-  return { cause: line ? `${what}: ${line}` : what };
-}
-
-/** The first stderr line that says something: not a stack frame, a source excerpt, a caret or a separator. */
-function firstCauseLine(stderr: string): string | null {
-  for (const raw of stderr.split("\n")) {
-    const l = raw.trim();
-    if (l === "" || /^at\s|^\d+:\s+0x|^----- |^\^+$|^node:internal|^Node\.js v|^\(Use `node --trace/.test(l) || /^[/\w.-]+:\d+$/.test(l)) continue;
-    return l.length > 300 ? `${l.slice(0, 300)}…` : l;
-  }
-  return null;
-}

@@ -20,9 +20,11 @@ import {
   settleUnstarted,
 } from "../ownership/index.js";
 import type { ProcessLease } from "../ownership/types.js";
+import { hostResourceError, processLimitError } from "../ownership/host-faults.js";
 import { AcpClient, assertAuthInput, explainHandshakeFailure, handshake } from "./acp-client.js";
 import { AcpxEnsureError, type AcpxEnsureErrorDetails, type EnsureFailureCause } from "./errors.js";
-import { assertEnvRemove, describeEarlyExit, describeEnd, launchWrapper, rootArgvFor, type LaunchedWrapper } from "./launch.js";
+import { assertEnvRemove, describeEnd, launchWrapper, rootArgvFor, type LaunchedWrapper } from "./launch.js";
+import { describeEarlyExit } from "./early-exit.js";
 import type { StartedReport } from "./wrapper/protocol.js";
 import { lifecycleDeps, releaseLaunched, type ControllerDeps, type LiveSessions } from "./live-sessions.js";
 import { applyLimits, mountOf, readCgroupOf, removeCgroup } from "../containment/index.js";
@@ -182,14 +184,24 @@ async function startWrapper(a: EnsureAttempt, limitControllers: readonly LimitCo
     // the wrapper refused to start the adapter outside the cgroup its limits live in
     return a.fail("limits-unavailable", start.report.message, undefined, { limitsRefusal: { why: start.report.message } });
   }
-  if (start.kind === "spawn-error") {
-    return a.fail("spawn-error", `the adapter ${JSON.stringify(input.command[0])} could not be started: ${start.report.code} ${start.report.message}`);
-  }
+  if (start.kind === "spawn-error") return adapterSpawnFailed(a, input.command[0]!, start.report, launched.pid);
   if (start.kind === "error") return a.fail("wrapper-failed", `the wrapper could not be spawned: ${start.error.message}`, start.error);
   // classified by its exit (abort, signal, code) and its stderr, in one line (launch.ts describeEarlyExit)
   const early = describeEarlyExit(start.kind === "exited" ? start.exit : null, launched.stderrTail(), launched.pid);
   const late = start.kind === "timeout" ? ` (no "started" report within ${start.ms} ms)` : "";
   return a.fail("wrapper-failed", `${early.cause}${late}`, early.host);
+}
+
+/**
+ * The wrapper could not start the adapter. A host limit (EAGAIN from a pids
+ * cgroup, EMFILE, ENOMEM, ...) is named as such, the limit read from the
+ * wrapper's own cgroup, as it would be for a spawn the gateway made itself.
+ */
+function adapterSpawnFailed(a: EnsureAttempt, file: string, report: { code: string; message: string }, wrapperPid: number | undefined): Promise<never> {
+  const what = `the adapter ${JSON.stringify(file)} could not be started`;
+  const host = report.code === "EAGAIN" ? processLimitError(what, undefined, wrapperPid) : hostResourceError({ code: report.code }, what);
+  if (host !== null) return a.fail("spawn-error", host.message, host);
+  return a.fail("spawn-error", `${what}: ${report.code} ${report.message}`);
 }
 
 /** The identity of the live root in the lease; the group is the adapter group the wrapper reported. */

@@ -54,7 +54,8 @@ describe("inputs checked before anything is made", () => {
 
   it("a wrapper that cannot be spawned: its lease settles and its lease cgroup is removed (3 of 3 tries)", async () => {
     const stateDir = tempDir("nonode");
-    const gw = await startGateway();
+    // the Node wrapper, whose node binary is missing (the native wrapper needs no node)
+    const gw = await startGateway({ env: { ...process.env, PROCLEASE_WRAPPER: "node" } });
     const c = await gw.call<{ instanceId: string; containment: boolean }>("controller", { stateDir, maintenanceIntervalMs: 0, nodePath: "/does/not/exist/node" });
     instance = c.instanceId;
     for (let i = 0; i < 3; i++) {
