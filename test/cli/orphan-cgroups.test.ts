@@ -12,12 +12,13 @@
  * name (another identity) is, and our `_gateway` leaf never is.
  */
 import { execFile, spawn, type ChildProcess } from "node:child_process";
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmdirSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmdirSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { basename, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { afterEach, describe, expect, it } from "vitest";
 import { onInterrupt } from "../helpers/interrupt-cleanup.js";
+import { removeCgroupTrees } from "../helpers/cgroup-teardown.js";
 import { killAndRemoveCgroupSync } from "../helpers/worker-cgroup.js";
 import { enterCgroup, readMemory } from "../../src/containment/index.js";
 import { findCgroup2Mount, parseMountInfo } from "../../src/containment/mountinfo.js";
@@ -119,19 +120,6 @@ async function leaseWithCgroup(stateDir: string, cgroup: { path: string; id: str
   return cgroup === null ? l : store.update(l.leaseId, { cgroup });
 }
 
-/** Every cgroup below `dir`, deepest first. */
-function cgroupsBelow(dir: string): string[] {
-  let out: string[] = [];
-  let names: string[] = [];
-  try {
-    names = readdirSync(dir, { withFileTypes: true }).filter((d) => d.isDirectory()).map((d) => d.name);
-  } catch {
-    return [];
-  }
-  for (const n of names) out = out.concat(cgroupsBelow(`${dir}/${n}`), [`${dir}/${n}`]);
-  return out;
-}
-
 // an interrupted run ends what these tests put in cgroups outside the worker's own, and removes those cgroups
 onInterrupt(() => {
   for (const c of children) if (c.exitCode === null && c.signalCode === null) c.kill("SIGKILL");
@@ -141,25 +129,7 @@ onInterrupt(() => {
 
 afterEach(async () => {
   for (const c of children.splice(0)) if (c.exitCode === null && c.signalCode === null) c.kill("SIGKILL");
-  for (const top of tops.splice(0)) {
-    for (const cg of [...cgroupsBelow(top), top]) {
-      try {
-        writeFileSync(`${cg}/cgroup.kill`, "1");
-      } catch {
-        // no cgroup.kill (or already gone): the SIGKILLs above ended our children
-      }
-    }
-    for (const cg of [...cgroupsBelow(top), top]) {
-      await waitFor(() => {
-        try {
-          rmdirSync(cg);
-          return true;
-        } catch (e) {
-          return (e as NodeJS.ErrnoException).code === "ENOENT";
-        }
-      }, 10_000);
-    }
-  }
+  await removeCgroupTrees(tops);
   for (const d of dirs.splice(0)) rmSync(d, { recursive: true, force: true });
 });
 

@@ -13,12 +13,13 @@
  * the folder of a state dir that still exists is not an orphan.
  */
 import { execFile, spawn, type ChildProcess } from "node:child_process";
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmdirSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { afterEach, describe, expect, it } from "vitest";
 import { onInterrupt } from "../helpers/interrupt-cleanup.js";
+import { removeCgroupTrees } from "../helpers/cgroup-teardown.js";
 import { killAndRemoveCgroupSync } from "../helpers/worker-cgroup.js";
 import { createAcpxLifecycleController } from "../../src/acpx/controller.js";
 import { enterCgroup } from "../../src/containment/index.js";
@@ -26,7 +27,6 @@ import { loadOrCreateGatewayInstanceId, openLeaseStore } from "../../src/ownersh
 import { recordContainmentRoot } from "../../src/ownership/containment-record.js";
 import { INSTANCE_INDEX_ENV } from "../../src/ownership/instance-index.js";
 import { containmentSkipNote, probeCgroup2 } from "../helpers/cgroup-probe.mjs";
-import { waitFor } from "../supervisor/helpers.js";
 
 const MAIN = fileURLToPath(new URL("../../dist/cli/main.js", import.meta.url));
 if (!existsSync(MAIN)) throw new Error("dist/cli/main.js is missing: run `npm run build` before these tests");
@@ -91,18 +91,6 @@ async function stubbornIn(cgroup: string): Promise<number> {
   return c.pid!;
 }
 
-function cgroupsBelow(dir: string): string[] {
-  let out: string[] = [];
-  let names: string[] = [];
-  try {
-    names = readdirSync(dir, { withFileTypes: true }).filter((d) => d.isDirectory()).map((d) => d.name);
-  } catch {
-    return [];
-  }
-  for (const n of names) out = out.concat(cgroupsBelow(`${dir}/${n}`), [`${dir}/${n}`]);
-  return out;
-}
-
 // an interrupted run ends what these tests put in cgroups outside the worker's own, and removes those cgroups
 onInterrupt(() => {
   for (const c of children) if (c.exitCode === null && c.signalCode === null) c.kill("SIGKILL");
@@ -114,25 +102,7 @@ afterEach(async () => {
   if (savedIndex === undefined) delete process.env[INSTANCE_INDEX_ENV];
   else process.env[INSTANCE_INDEX_ENV] = savedIndex;
   for (const c of children.splice(0)) if (c.exitCode === null && c.signalCode === null) c.kill("SIGKILL");
-  for (const top of tops.splice(0)) {
-    for (const cg of [...cgroupsBelow(top), top]) {
-      try {
-        writeFileSync(`${cg}/cgroup.kill`, "1");
-      } catch {
-        // gone, or no cgroup.kill: the SIGKILLs above ended our children
-      }
-    }
-    for (const cg of [...cgroupsBelow(top), top]) {
-      await waitFor(() => {
-        try {
-          rmdirSync(cg);
-          return true;
-        } catch (e) {
-          return (e as NodeJS.ErrnoException).code === "ENOENT";
-        }
-      }, 10_000);
-    }
-  }
+  await removeCgroupTrees(tops);
   for (const d of dirs.splice(0)) rmSync(d, { recursive: true, force: true });
 });
 
