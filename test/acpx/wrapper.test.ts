@@ -158,10 +158,15 @@ function spawnWrapper(command: string[], opts: { lease?: string; graceMs?: numbe
   const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((res) =>
     child.on("exit", (code, signal) => res({ code, signal })),
   );
+  // "exit" can come before the pipes are drained; what was written is all read once "close" comes
+  const closed = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((res) =>
+    child.on("close", (code, signal) => res({ code, signal })),
+  );
   return {
     child,
     reports,
     exited,
+    closed,
     out: () => stdout,
     err: () => stderr,
     report: <T extends WrapperReport["type"]>(type: T) =>
@@ -401,21 +406,21 @@ describe.each(KINDS)("$name wrapper (real processes)", (k) => {
   it("passes stdio straight through and never hands the lifeline to the adapter", async () => {
     const cat = spawnWrapper(["cat"]);
     cat.child.stdin!.end("hello through the wrapper\n");
-    expect(await cat.exited).toEqual({ code: 0, signal: null });
+    expect(await cat.closed).toEqual({ code: 0, signal: null });
     expect(cat.out()).toBe("hello through the wrapper\n");
 
     const fd3 = spawnWrapper(["sh", "-c", 'if [ -e /proc/$$/fd/3 ]; then echo fd3-open; else echo fd3-closed; fi']);
-    await fd3.exited;
+    await fd3.closed;
     expect(fd3.out().trim()).toBe("fd3-closed");
   });
 
   it("exits with the adapter's exit code, and 128+n when the adapter is killed by a signal", async () => {
     const five = spawnWrapper(["sh", "-c", "exit 5"]);
-    expect(await five.exited).toEqual({ code: 5, signal: null });
+    expect(await five.closed).toEqual({ code: 5, signal: null });
     expect(five.reports.find((r) => r.type === "exit")).toEqual({ type: "exit", code: 5, signal: null });
 
     const killed = spawnWrapper(["sh", "-c", "kill -KILL $$"]);
-    expect(await killed.exited).toEqual({ code: 137, signal: null });
+    expect(await killed.closed).toEqual({ code: 137, signal: null });
     expect(killed.reports.find((r) => r.type === "exit")).toEqual({ type: "exit", code: null, signal: "SIGKILL" });
   });
 
@@ -431,7 +436,7 @@ describe.each(KINDS)("$name wrapper (real processes)", (k) => {
 
   it("reports spawn-error and exits 127 for a missing executable", async () => {
     const w = spawnWrapper(["/nonexistent/proclease-no-such-adapter", "--x"]);
-    expect(await w.exited).toEqual({ code: 127, signal: null });
+    expect(await w.closed).toEqual({ code: 127, signal: null });
     expect(w.reports).toHaveLength(1);
     expect(w.reports[0]).toMatchObject({ type: "spawn-error", code: "ENOENT" });
     expect((w.reports[0] as { message: string }).message).toContain("proclease-no-such-adapter");
@@ -441,7 +446,7 @@ describe.each(KINDS)("$name wrapper (real processes)", (k) => {
     const mark = join(tmp, `adapter-ran-${process.pid}-${Date.now()}`);
     const missing = join(tmp, "no-such-cgroup");
     const limited = spawnWrapper(["sh", "-c", `touch ${mark}`], { env: { PROCLEASE_CGROUP: missing, PROCLEASE_CGROUP_REQUIRED: "1" } });
-    expect(await limited.exited).toEqual({ code: 126, signal: null });
+    expect(await limited.closed).toEqual({ code: 126, signal: null });
     expect(limited.reports).toHaveLength(1);
     expect(limited.reports[0]).toMatchObject({ type: "spawn-error", code: "ECGROUPMOVE" });
     expect((limited.reports[0] as { message: string }).message).toContain(missing);
@@ -456,7 +461,7 @@ describe.each(KINDS)("$name wrapper (real processes)", (k) => {
     const mark = join(tmp, `adapter-ran-plain-${process.pid}-${Date.now()}`);
     const plain = mkdtempSync(join(tmp, "not-a-cgroup-"));
     const limited = spawnWrapper(["sh", "-c", `touch ${mark}`], { env: { PROCLEASE_CGROUP: plain, PROCLEASE_CGROUP_REQUIRED: "1" } });
-    expect(await limited.exited).toEqual({ code: 126, signal: null });
+    expect(await limited.closed).toEqual({ code: 126, signal: null });
     expect(limited.reports[0]).toMatchObject({ type: "spawn-error", code: "ECGROUPMOVE" });
     expect(existsSync(mark)).toBe(false);
     // cgroup.procs is opened without O_CREAT: a directory that is not a cgroup gets no file
@@ -488,7 +493,7 @@ describe.each(KINDS)("$name wrapper (real processes)", (k) => {
 
   it("refuses bad wrapper arguments with exit 2 and a spawn-error report", async () => {
     const w = spawnWrapper([], { raw: ["--grace-ms", "soon", "--", "true"] });
-    expect(await w.exited).toEqual({ code: 2, signal: null });
+    expect(await w.closed).toEqual({ code: 2, signal: null });
     expect(w.reports[0]).toMatchObject({ type: "spawn-error", code: "EUSAGE" });
     expect(w.err()).toMatch(/--grace-ms/);
   });
@@ -595,7 +600,7 @@ describe.each(KINDS)("$name wrapper (real processes)", (k) => {
     // and the adapter's status is still libuv's: it runs on and its exit passes through
     expect(stat(started.adapterPid)?.state).not.toBe("Z");
     process.kill(started.adapterPid, "SIGTERM");
-    expect(await w.exited).toEqual({ code: 128 + 15, signal: null });
+    expect(await w.closed).toEqual({ code: 128 + 15, signal: null });
     expect(w.reports.find((r) => r.type === "exit")).toEqual({ type: "exit", code: null, signal: "SIGTERM" });
   });
 
