@@ -128,7 +128,11 @@ export interface LaunchedWrapper {
    * error message waits this long for the cause to arrive.
    */
   stderrSettled(quietMs?: number, maxMs?: number): Promise<void>;
-  /** closing our lifeline end = "the gateway is gone" to the wrapper */
+  /**
+   * ends our half of the lifeline = "the gateway is gone" to the wrapper (it
+   * reads EOF); the other half stays open, so its cleanup and exit reports
+   * (the adapter's exit, seen by the wrapper that reaps it) still arrive
+   */
   endLifeline(): void;
   /** lets this process exit while the wrapper runs (dispose) */
   unref(): void;
@@ -275,7 +279,7 @@ export function launchWrapper(input: LaunchInput): LaunchedWrapper {
     onEnd: end.onEnd,
     stderrTail: stderr.tail,
     stderrSettled: stderr.settled,
-    endLifeline: () => lifeline.destroy(),
+    endLifeline: () => lifeline.end(),
     unref() {
       child.unref();
       for (const s of child.stdio ?? []) (s as { unref?: () => void } | null)?.unref?.();
@@ -311,7 +315,8 @@ interface Lifeline {
   /** hears every later report; returns the unsubscribe */
   listen(listener: (r: WrapperReport) => void): () => void;
   readonly closed: Promise<void>;
-  destroy(): void;
+  /** shuts down our writing half (the wrapper reads EOF) and keeps reading */
+  end(): void;
 }
 
 function readLifeline(child: ChildProcess): Lifeline {
@@ -338,7 +343,7 @@ function readLifeline(child: ChildProcess): Lifeline {
       return () => void listeners.delete(l);
     },
     closed,
-    destroy: () => pipe?.destroy(),
+    end: () => void pipe?.end(),
   };
 }
 

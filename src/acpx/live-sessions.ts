@@ -8,7 +8,7 @@
 import type { ContainmentSupport } from "../containment/index.js";
 import type { ProcessFacts, ProcessSignaller } from "../facts/types.js";
 import { signalUnreapedChild } from "../facts/signal.js";
-import type { LeaseStore, LifecycleDeps } from "../ownership/index.js";
+import type { LeaseStore, LifecycleDeps, ReleaseResult } from "../ownership/index.js";
 import type { ProcessLease } from "../ownership/types.js";
 import type { AcpClient } from "./acp-client.js";
 import type { ConversationConfig, SessionConversation } from "./conversation.js";
@@ -109,12 +109,11 @@ export class LiveSessions {
     for (const [key, s] of this.byKey) if (s.handle.leaseId === leaseId && s.closeSettling) this.drop(key, s);
   }
 
-  /** Ends our side of a live session (lifeline, stdin) and waits for the wrapper to exit. */
-  async release(live: LiveSession | undefined): Promise<boolean> {
-    if (!live) return false;
+  /** Ends our side of a live session (lifeline, stdin), waits for the wrapper to exit, and says whether it reported the adapter's exit. */
+  async release(live: LiveSession): Promise<ReleaseResult> {
     live.launched.endLifeline();
     live.launched.stdin.destroy();
-    return live.launched.waitExit(this.graceMs + 2000);
+    return exitWitnessed(live.launched, await live.launched.waitExit(this.graceMs + 2000));
   }
 
   drop(key: string, live: LiveSession | undefined): void {
@@ -146,13 +145,28 @@ export function markSessionClosing(live: LiveSession | undefined, reason: string
 }
 
 /** Our lever on a wrapper we spawned and that is not (or no longer) a live session: lifeline, stdin, then SIGKILL while unreaped. */
-export async function releaseLaunched(launched: LaunchedWrapper, graceMs: number): Promise<void> {
+export async function releaseLaunched(launched: LaunchedWrapper, graceMs: number): Promise<ReleaseResult> {
   launched.endLifeline();
   launched.stdin.destroy();
   if (!(await launched.waitExit(graceMs + 2000))) {
     signalUnreapedChild(launched.child, "SIGKILL", launched.exitStatus() !== undefined);
-    await launched.waitExit(2000);
+    return exitWitnessed(launched, await launched.waitExit(2000));
   }
+  return exitWitnessed(launched, true);
+}
+
+/**
+ * The adapter is the wrapper's child and the wrapper reaps it: an exit the
+ * wrapper reported (read once its lifeline is drained) is the lease root's
+ * exit seen through our own child. It counts as ended at our request only
+ * when the wrapper swept because its lifeline ended ("parent-gone"): an
+ * adapter that had ended on its own before (a sweep for "adapter-exit")
+ * stays the table's to judge (lost, ended-on-its-own). A wrapper that did
+ * not exit, or exited without that report, witnessed nothing.
+ */
+async function exitWitnessed(launched: LaunchedWrapper, exited: boolean): Promise<ReleaseResult> {
+  if (!exited || (await launched.ended).kind !== "adapter-exited") return { rootExitObserved: false };
+  return { rootExitObserved: launched.cleanupReport()?.reason === "parent-gone" };
 }
 
 /** closeSession's input, checked: the key and the lease the handle names (when it names one). */

@@ -51,7 +51,7 @@ export { verifyLegacyRecord } from "./legacy.js";
 export type { LegacySessionRecord } from "./legacy.js";
 export type { RemnantRefusal } from "./remnants.js";
 export { settleLease, settleUnstarted } from "./lifecycle.js";
-export type { LifecycleDeps, LeaseAction, LeaseOutcome, LeaseOutcomeCode, SettleLeaseOptions, PendingSettlement } from "./lifecycle.js";
+export type { LifecycleDeps, LeaseAction, LeaseOutcome, LeaseOutcomeCode, SettleLeaseOptions, PendingSettlement, ReleaseResult } from "./lifecycle.js";
 export { reconcileLeases } from "./reconcile.js";
 export type { ReconcileOptions, LeaseReconcileReport } from "./reconcile.js";
 export { pendingSettlements } from "./pending-settlements.js";

@@ -82,8 +82,11 @@ export interface SettleLeaseOptions {
   facts?: ProcessFacts;
   /** makes the re-verification after a kill (a batch shares a batching one: verify-batching.ts) */
   verifier?: LeaseVerifier;
-  /** the caller's own lever on the root: ends the lifeline and waits for its wrapper child */
-  release?: () => Promise<unknown>;
+  /**
+   * the caller's own lever on the root: ends the lifeline and waits for its
+   * wrapper child; says whether that child reported the root's exit
+   */
+  release?: () => Promise<ReleaseResult>;
   /** runs after the lease is marked closing and before any signal (a live session fails its prompt here) */
   beforeSignals?: () => void | Promise<void>;
   /** runs the kills' signal sends (a batch shares one: batch-facts.ts slicedRunner) */
@@ -100,6 +103,18 @@ export interface SettleLeaseOptions {
    */
   kill?: boolean;
   dryRun?: boolean;
+}
+
+/**
+ * What pulling a release witnessed. `rootExitObserved`: the caller's own
+ * child (the wrapper, which the adapter never outlives as a parent: it reaps
+ * it) reported the root's exit after the lifeline closed. That is the same
+ * evidence as a supervised run's exit seen on its own handle, so "nothing of
+ * ours is left" then reads closed (settle.ts, the prior rule and row D1),
+ * never lost: the tree ended under our eyes, at our request.
+ */
+export interface ReleaseResult {
+  rootExitObserved: boolean;
 }
 
 /** A lease as it stands, verified now (or with the given verification), killed where proven ours, and settled. */
@@ -183,13 +198,16 @@ interface Killed {
   last: LeaseKillResult | null;
   /** what the first kill took */
   firstTarget: "tree" | "remnants" | null;
+  /** the release reported the root's exit (ReleaseResult) */
+  exitObserved: boolean;
 }
 
 /** settleLease's second half: kill → (release) → drain → settle by the table → write (or leave pending). */
 export async function endSettlement(deps: LifecycleDeps, { cur, v: v0, ctx, writes }: Closing, opts: SettleLeaseOptions): Promise<LeaseOutcome> {
   const r = await killAndRelease(deps, cur, v0, opts);
+  const seen = { ...ctx, rootExitObserved: ctx.rootExitObserved || r.exitObserved };
   const settle = (drain: CgroupDrain | null): Settlement =>
-    r.last !== null ? settlementAfterKill(r.last, { ...ctx, drain }) : settlementFor(r.v, null, { ...ctx, drain });
+    r.last !== null ? settlementAfterKill(r.last, { ...seen, drain }) : settlementFor(r.v, null, { ...seen, drain });
   // the lease's own cgroup (cgroup-drain.ts) holds every process it started: emptied as a unit after the kill,
   // or, without a kill, only looked into; what it found is the table's last input (settle.ts rows D)
   const drain = !drainsCgroup(settle(null))
@@ -203,7 +221,7 @@ export async function endSettlement(deps: LifecycleDeps, { cur, v: v0, ctx, writ
   const drained = drain !== null && drain.members > 0;
   const target = r.firstTarget ?? r.last?.target ?? (drained ? "remnants" : null);
   const prior = ctx.prior;
-  const ended = ctx.rootExitObserved === true || r.last !== null || drained || prior !== null;
+  const ended = seen.rootExitObserved || r.last !== null || drained || prior !== null;
   const { stateAfter, settledAs, pending } = await writeSettlement(deps.store, cur, s, writes, { ended, prior: kill ?? prior });
   const why = pending ? `${r.note}${s.why}; settlement pending (${pending.to}): ${pending.blockedBy}; the next reconcile that can write settles it` : `${r.note}${s.why}`;
   return outcomeOf(cur, r.decided, r.last?.final ?? r.v, false, {
@@ -233,10 +251,11 @@ async function killAndRelease(deps: LifecycleDeps, cur: ProcessLease, v0: LeaseV
   const killNow = (v: LeaseVerification) => (mayKill ? killProven(deps, v, { facts, verifier: opts.verifier, pace: opts.pace }) : Promise.resolve(null));
   const again = async (v: LeaseVerification) => (await verify(deps, cur).catch(() => null)) ?? v;
   let released = false;
+  let exitObserved = false;
   const release = async () => {
     if (released || !opts.release) return;
     released = true;
-    await opts.release();
+    exitObserved = (await opts.release()).rootExitObserved;
   };
   let v = v0;
   let decided = v0;
@@ -255,7 +274,7 @@ async function killAndRelease(deps: LifecycleDeps, cur: ProcessLease, v0: LeaseV
       last = await killNow(v);
     }
   }
-  return { decided, v, note, last, firstTarget };
+  return { decided, v, note, last, firstTarget, exitObserved };
 }
 
 /**

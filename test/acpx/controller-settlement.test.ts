@@ -6,7 +6,10 @@
  * - a close whose verification is unknown for another reason than an
  *   unavailable process list (here: the root could not be inspected) keeps
  *   the lease closing, says why, lets go of the session, and the maintenance
- *   timer settles it once the facts answer.
+ *   timer settles it once the facts answer;
+ * - a close whose first look is unknown (a fault window) pulls the lifeline:
+ *   the wrapper reports the adapter's exit, and the lease settles closed, not
+ *   lost (it ended under our eyes, at our request), contained or not.
  */
 import { spawn } from "node:child_process";
 import { describe, expect, it } from "vitest";
@@ -27,10 +30,10 @@ const controllers = disposeAfterEach();
  * throws, as for a process the facts layer failed on), and `ghost` stays in
  * every snapshot even after it exited (a root the list still shows).
  */
-function trickyFacts(): { facts: ProcessFacts; blind: Set<number>; ghost: ProcessInfo | null; blindReads: number } {
+function trickyFacts(): { facts: ProcessFacts; blind: Set<number>; blindWhileAlive: Set<number>; ghost: ProcessInfo | null; blindReads: number } {
   const real = getProcessFacts();
   // blindReads: how often a blinded pid was asked for (each verification that looked at it)
-  const t = { blind: new Set<number>(), ghost: null as ProcessInfo | null, blindReads: 0, facts: undefined as unknown as ProcessFacts };
+  const t = { blind: new Set<number>(), blindWhileAlive: new Set<number>(), ghost: null as ProcessInfo | null, blindReads: 0, facts: undefined as unknown as ProcessFacts };
   t.facts = {
     backend: real.backend,
     identityStrength: real.identityStrength,
@@ -40,7 +43,12 @@ function trickyFacts(): { facts: ProcessFacts; blind: Set<number>; ghost: Proces
       if (g === null || snap.processes.has(g.pid)) return snap;
       return buildSnapshot(snap.takenAt, [...snap.processes.values(), g]);
     },
-    inspect: (pid, o) => (t.blind.has(pid) ? (t.blindReads++, Promise.reject(new Error(`inspect of ${pid} failed (test)`))) : real.inspect(pid, o)),
+    inspect: (pid, o) => {
+      // blindWhileAlive: the pid cannot be inspected while it runs (a fault window over the first look); once it is gone, the facts answer
+      if (!t.blind.has(pid) && !(t.blindWhileAlive.has(pid) && alive(pid))) return real.inspect(pid, o);
+      t.blindReads++;
+      return Promise.reject(new Error(`inspect of ${pid} failed (test)`));
+    },
     inspectMany: (pids, o) => inspectEach(t.facts.inspect, pids, o, 8),
   };
   return t;
@@ -145,4 +153,26 @@ describe("the controller settles by the one rule", () => {
     expect(h2.leaseId).not.toBe(h.leaseId);
     expect((await ctl.closeSession({ handle: h2 })).outcome).toBe("closed");
   });
+
+  for (const containment of ["off", "auto"] as const) {
+    it.skipIf(SKIP)(`close whose first look is unknown (containment ${containment}): the lifeline is pulled, the wrapper reports the adapter's exit, and the lease settles closed${SKIP_NOTE}`, async () => {
+      const t = trickyFacts();
+      const stateDir = tempStateDir(`settle-once-${containment}`);
+      const ctl = await createAcpxLifecycleController({ stateDir, graceMs: GRACE_MS, maintenanceIntervalMs: 0, facts: t.facts, containment });
+      controllers.push(ctl);
+      const h = await ctl.ensureSession({ sessionKey: `k-once-${containment}`, agentId: "main", command: agentArgv({ kind: "setsid" }) });
+      trackLease(h.leaseId);
+      const reads = t.blindReads;
+      t.blindWhileAlive.add(h.rootPid);
+
+      const r = await ctl.closeSession({ handle: h, reason: "a passing fault" });
+      // the first look really was blind, and nothing was signalled on it
+      expect(t.blindReads).toBeGreaterThan(reads);
+      expect(r.detail).toMatch(/told to clean up/);
+      expect(r).toMatchObject({ outcome: "closed", leaseState: "closed" });
+      expect(["exit-observed", "killed"]).toContain(r.settledAs);
+      expect((await openLeaseStore(stateDir).then((s) => s.get(h.leaseId)))?.state).toBe("closed");
+      expect(leaseCarriers(h.leaseId)).toEqual([]);
+    });
+  }
 });

@@ -285,8 +285,9 @@ describe("the lease is settled by verification, never by the wrapper's exit alon
     trackLease(h.leaseId);
     sw.failSnapshots = 1;
     const r = await ctl.closeSession({ handle: h });
-    // the second look (after the wrapper exited) answered: gone, nothing to reap
-    expect(r).toMatchObject({ outcome: "lost", leaseState: "lost", verdict: "gone" });
+    // the second look (after the wrapper exited) answered: gone, nothing to reap; the wrapper swept on the
+    // lifeline's end and reported the adapter's exit, so it ended at our request: closed, not lost
+    expect(r).toMatchObject({ outcome: "closed", leaseState: "closed", verdict: "gone", settledAs: "exit-observed" });
     expect(alive(h.rootPid)).toBe(false);
   });
 
