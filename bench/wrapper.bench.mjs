@@ -3,11 +3,15 @@
 //    pipe, pipe], the two markers in its env), spawn → its "started" report
 //    on the lifeline, against spawn → exit of a bare `node -e 0`. Interleaved
 //    pairs (the order flips every pair), median of the per-pair ratios.
-//    Target <= 1.15. Plus its PSS (/proc/PID/smaps_rollup) while it
-//    supervises an idle adapter, against an idle bare node started beside it
-//    (PSS splits shared pages among the processes mapping them, so both are
-//    read at the same moment): median ratio, target <= 1.25; the absolute
-//    PSS is printed, not checked.
+//    Target <= 1.15. Plus its memory (/proc/PID/smaps_rollup) while it
+//    supervises an idle adapter, against an idle bare node started beside it,
+//    both read at the same moment: the check is on private memory
+//    (Private_Clean + Private_Dirty), median ratio, target <= 1.25. PSS is
+//    printed beside it, not checked: it splits shared pages among every
+//    process mapping them, so the more Node processes a host runs, the
+//    smaller both PSS figures and the larger the wrapper's fixed extra reads
+//    as a ratio (1.18x on an idle host, 1.26x beside a busy test run), which
+//    a gate that must hold on any host cannot use.
 //
 // 2. Parent death → tree gone, for the Node wrapper and, where it was built,
 // the native one (native/wrapper_linux.c). A stand-in gateway spawns the wrapper (lifeline
@@ -103,10 +107,15 @@ function startWrapper(wrapperPath, adapter, n) {
   return { child: c, started, exited };
 }
 
-function pssKb(pid) {
-  const m = /^Pss:\s+(\d+) kB/m.exec(readFileSync(`/proc/${pid}/smaps_rollup`, "utf8"));
-  if (!m) throw new Error(`no Pss in /proc/${pid}/smaps_rollup`);
-  return Number(m[1]);
+/** PSS and private memory (Private_Clean + Private_Dirty) in kB, from one read of smaps_rollup. */
+function memKb(pid) {
+  const t = readFileSync(`/proc/${pid}/smaps_rollup`, "utf8");
+  const field = (name) => {
+    const m = new RegExp(`^${name}:\\s+(\\d+) kB`, "m").exec(t);
+    if (!m) throw new Error(`no ${name} in /proc/${pid}/smaps_rollup`);
+    return Number(m[1]);
+  };
+  return { pss: field("Pss"), priv: field("Private_Clean") + field("Private_Dirty") };
 }
 
 export async function startCost({ pairs, pssRounds }) {
@@ -151,9 +160,9 @@ export async function startCost({ pairs, pssRounds }) {
       try {
         await w.started;
         await sleep(500); // both past start-up, idle
-        const wk = pssKb(w.child.pid);
-        const bk = pssKb(idle.pid);
-        pss.push({ wrapper: wk, bare: bk, ratio: wk / bk });
+        const wk = memKb(w.child.pid);
+        const bk = memKb(idle.pid);
+        pss.push({ wrapper: wk.pss, bare: bk.pss, ratio: wk.pss / bk.pss, wrapperPriv: wk.priv, barePriv: bk.priv, privRatio: wk.priv / bk.priv });
       } finally {
         idle.kill("SIGKILL");
         w.child.stdio[3].destroy(); // lifeline EOF: the wrapper reaps its sleep and exits
@@ -218,13 +227,10 @@ export async function run({ quick }) {
     },
   ]);
   const pssMed = (k) => median(sc.pss.map((p) => p[k]));
-  printTable("wrapper PSS while it supervises an idle adapter, beside an idle bare node", [
-    {
-      rounds: sc.pss.length,
-      "wrapper PSS (median)": `${(pssMed("wrapper") / 1024).toFixed(1)} MB`,
-      "bare node PSS (median)": `${(pssMed("bare") / 1024).toFixed(1)} MB`,
-      "ratio (median)": `${pssMed("ratio").toFixed(3)}×`,
-    },
+  const mb = (k) => `${(pssMed(k) / 1024).toFixed(1)} MB`;
+  printTable("Node wrapper memory while it supervises an idle adapter, beside an idle bare node", [
+    { rounds: sc.pss.length, measure: "private", wrapper: mb("wrapperPriv"), "bare node": mb("barePriv"), "ratio (median)": `${pssMed("privRatio").toFixed(3)}×` },
+    { rounds: sc.pss.length, measure: "PSS (printed only)", wrapper: mb("wrapper"), "bare node": mb("bare"), "ratio (median)": `${pssMed("ratio").toFixed(3)}×` },
   ]);
   const graceMs = quick ? 500 : 1000;
   const kinds = ["plain", "setsid", "double-fork"];
@@ -273,7 +279,7 @@ export async function run({ quick }) {
     // ms). The quick gate is 1.3×, a regression guard that host speed cannot
     // trip and that an ESM entry (1.46× when measured) still does.
     check("wrapper start: spawn → started / node -e 0 (median of interleaved pairs)", median(sc.ratios), "<=", quick ? 1.3 : 1.15),
-    check("wrapper PSS / idle bare node PSS (median)", pssMed("ratio"), "<=", 1.25),
+    check("Node wrapper private memory / idle bare node's (median)", pssMed("privRatio"), "<=", 1.25),
     ...perKind,
     check("processes still carrying the lease id afterwards", leftovers, "<=", 0, "processes"),
   ];
