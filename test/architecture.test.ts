@@ -7,7 +7,8 @@
  *   spelled (an alias, a destructuring, a bracket);
  * - a lease moves only in the lifecycle module (src/ownership/lifecycle.ts):
  *   the store's transition/advance and applySettlement, found by symbol;
- * - TERM → grace → KILL is written once (src/ownership/tree-kill.ts);
+ * - TERM → grace → KILL is written once, escalate (src/ownership/escalate.ts),
+ *   which every teardown calls (the native C wrapper is C, exempt by language);
  * - no process-state letter compared outside src/facts/ (liveness is facts/liveness.ts's);
  * - no session row's owner compared outside src/sessions/ (canSeeSessionRow);
  * - no write to cgroup.procs outside src/containment/enter.ts;
@@ -26,7 +27,7 @@ import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { applyAllowances, checkFile, checkTree, diagramIn, layerDiagram, readSourceTree, type Allowance, type SourceFile, type Violation } from "./helpers/architecture.js";
+import { applyAllowances, checkFile, checkTree, diagramIn, KILL_ORDER_HOME, layerDiagram, readSourceTree, type Allowance, type SourceFile, type Violation } from "./helpers/architecture.js";
 import { checkAll } from "./helpers/architecture-homes.js";
 import { PLANTS } from "./helpers/architecture-plants.mjs";
 
@@ -45,18 +46,6 @@ export const ALLOW: readonly Allowance[] = [
     file: "src/acpx/wrapper/adapter-group.ts",
     max: 1,
     why: "the wrapper's group signal; another worker is rewriting the wrapper: route it through facts/signal.ts after that merge",
-  },
-  {
-    rule: "kill-order",
-    file: "src/acpx/wrapper/cleanup.ts",
-    max: 1,
-    why: "the wrapper's group TERM → grace → KILL; the wrapper is being rewritten by another worker: fold into the one escalate after that merge",
-  },
-  {
-    rule: "kill-order",
-    file: "src/supervisor/run/terminate.ts",
-    max: 1,
-    why: "signalThroughHandle: a run's root signalled through its own handle (a PTY's cannot be verified by facts); fold into the one escalate once it takes a handle's signaller",
   },
   {
     rule: "layer-import",
@@ -110,7 +99,7 @@ describe("each rule fails on a planted copy (a test of the test)", () => {
     const seen = PLANTS.find((p) => p.name === "second-visibility-check")!;
     expect(checkFile({ path: "src/sessions/planted.ts", text: seen.text })).toEqual([]);
     const order = PLANTS.find((p) => p.name === "term-sleep-kill")!;
-    expect(checkFile({ path: "src/ownership/tree-kill.ts", text: order.text })).toEqual([]);
+    expect(checkFile({ path: KILL_ORDER_HOME, text: order.text })).toEqual([]);
   });
 
   it("state-letter also catches a switch over the state and a list of letters; a multi-letter state (a run's) is not a letter", () => {

@@ -18,7 +18,10 @@
 //   up the layers (LAYERS below), across a rank (the plugin importing the
 //   CLI), or out of sessions/.
 // - kill-order: a function that names SIGTERM and then SIGKILL (a hand-written
-//   TERM → grace → KILL) outside KILL_ORDER_HOME.
+//   TERM → grace → KILL) outside KILL_ORDER_HOME, the one escalate: the tree
+//   kill, the wrapper's group and a run's handle all call it. It reads
+//   TypeScript only: the native C wrapper (native/wrapper_*linux*.c), which
+//   runs with no Node to call escalate, is exempt by language.
 // - visibility-check: an owner field of a session row (ownerSessionKey,
 //   spawnedBy, parentSessionKey) compared with anything but undefined/null
 //   outside src/sessions/: who may see a row is canSeeSessionRow's.
@@ -301,8 +304,8 @@ function cgroupProcs(f: SourceFile, n: Node, ancestors: readonly Node[], add: Ad
   add("cgroup-procs-write", n.start, `cgroup.procs named for a write outside containment/enter.ts${calls.length ? ` (in ${calls.join(" < ")})` : ""}`);
 }
 
-/** The one home of TERM → grace → KILL. */
-export const KILL_ORDER_HOME = "src/ownership/tree-kill.ts";
+/** The one home of TERM → grace → KILL: escalate. */
+export const KILL_ORDER_HOME = "src/ownership/escalate.ts";
 const TERM_NAMES = new Set(["SIGTERM", "TERM"]);
 const KILL_NAMES = new Set(["SIGKILL", "KILL"]);
 
