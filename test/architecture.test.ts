@@ -48,12 +48,6 @@ export const ALLOW: readonly Allowance[] = [
     why: "the wrapper's group signal; another worker is rewriting the wrapper: route it through facts/signal.ts after that merge",
   },
   {
-    rule: "layer-import",
-    file: "src/openclaw/doctor.ts",
-    max: 1,
-    why: "the plugin reuses the CLI's doctor rows (collectDoctorRows); they belong below both (a host-capabilities module under facts/containment), a move in files other workers edit",
-  },
-  {
     rule: "file-size",
     file: "native/facts_linux.cc",
     max: 547,
