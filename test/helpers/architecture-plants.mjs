@@ -107,6 +107,12 @@ export const PLANTS = [
     text: lines(600, (i) => `export const x${i} = ${i};`),
   },
   {
+    name: "test-600-lines",
+    rule: "file-size",
+    at: "test/planted-long.ts",
+    text: lines(600, (i) => `export const y${i} = ${i};`),
+  },
+  {
     name: "long-function",
     rule: "function-size",
     at: "src/facts/planted-function.ts",
