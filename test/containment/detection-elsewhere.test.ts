@@ -63,7 +63,7 @@ function parseRun(stdout: string, stderr: string): DetectRun {
 
 describe("detection elsewhere", () => {
   const nobodyReason = process.getuid?.() !== 0 ? "not root, cannot start a child as uid 65534" : null;
-  if (nobodyReason) console.log(`containment/cgroup.test: uid 65534 detection skipped: ${nobodyReason}`);
+  if (nobodyReason) console.log(`containment/detection-elsewhere.test: uid 65534 detection skipped: ${nobodyReason}`);
   it.skipIf(SKIP || nobodyReason)(
     `as uid 65534 without delegation: unavailable, with a why an operator can act on${SKIP ? NOTE : nobodyReason ? ` [skipped: ${nobodyReason}]` : ""}`,
     () => {
@@ -81,7 +81,7 @@ describe("detection elsewhere", () => {
       expect(r.support.code).toBe("not-delegated");
       expect(r.support.why).toMatch(/not root \(uid 65534\)/);
       expect(r.support.why).toMatch(/Delegate=yes/);
-      console.log(`containment/cgroup.test: uid 65534 sees: ${r.support.why}`);
+      console.log(`containment/detection-elsewhere.test: uid 65534 sees: ${r.support.why}`);
     },
   );
 
