@@ -266,122 +266,139 @@ async function staleTurnChecks(inc, r, oldSid, newSid) {
 
 async function runSession(inc, r) {
   const s = r.s;
-  const sid = sidOf(s);
   r.ran = true;
   r.incarnation = inc.index;
-  switch (s.ending) {
-    case "clean": {
-      const h = await ensureStep(inc, r);
-      if (!h) return;
-      for (const p of s.prompts) await promptStep(inc, r, p, sid);
-      if (!s.staleHandle) {
-        await closeStep(inc, r, sid, { clean: true });
-        return;
-      }
-      // stale handle: close, ensure the same key again, then close with the OLD handle
-      await closeStep(inc, r, sid, { clean: true });
-      const h2 = await ensureStep(inc, r, "b");
-      if (!h2) return;
-      const stale = await closeStep(inc, r, sidOf(s, "b"), { handleOf: sid });
-      const wrapper2 = r.procs.findLast((p) => p.role === "wrapper");
-      if (stale.ev === "closed" && stale.report.outcome !== "noop") {
-        r.errors.push(`closeSession with a stale handle (lease ${h.leaseId}) acted on the current session (lease ${h2.leaseId}): ${stale.report.outcome} ${stale.report.detail}`);
-      }
-      if (wrapper2 && !sameAlive(wrapper2.pid, wrapper2.startTime)) {
-        r.errors.push(`the current session's wrapper (pid ${wrapper2.pid}) died after a close with a stale handle`);
-      }
-      await staleTurnChecks(inc, r, sid, sidOf(s, "b"));
-      await closeStep(inc, r, sidOf(s, "b"), { clean: true });
-      return;
-    }
-    case "gw-kill-before-ensure":
-    case "gw-kill-during-ensure": {
-      const { late } = await ensureUntil(inc, r, s.point);
-      await killGateway(inc, r, s.point, late);
-      return;
-    }
-    case "gw-kill-after-ensure": {
-      await ensureStep(inc, r);
-      await sleep(s.delayMs);
-      await killGateway(inc, r, `after-ensure+${s.delayMs}ms`);
-      return;
-    }
-    case "gw-kill-mid-prompt": {
-      if (!(await ensureStep(inc, r))) return killGateway(inc, r, "mid-prompt (ensure failed)", true);
+  if (!Object.hasOwn(ENDING_RUNS, s.ending)) throw new Error(`unknown ending ${s.ending}`);
+  await ENDING_RUNS[s.ending](inc, r, s, sidOf(s));
+}
+
+/** Each ending's script (plan.mjs ENDINGS). */
+const ENDING_RUNS = {
+  clean: runClean,
+  "gw-kill-before-ensure": runGatewayKillInEnsure,
+  "gw-kill-during-ensure": runGatewayKillInEnsure,
+  "gw-kill-after-ensure": runGatewayKillAfterEnsure,
+  "gw-kill-mid-prompt": runGatewayKillMidPrompt,
+  "gw-kill-mid-close": runGatewayKillMidClose,
+  "wrapper-kill": runWrapperKill,
+  "adapter-crash": runAdapterCrash,
+  "gw+wrapper-kill": runGatewayAndWrapperKill,
+};
+
+/** ensure, the prompts, close; with a stale handle, the key's next session must be untouched by the old handle. */
+async function runClean(inc, r, s, sid) {
+  const h = await ensureStep(inc, r);
+  if (!h) return;
+  for (const p of s.prompts) await promptStep(inc, r, p, sid);
+  if (!s.staleHandle) {
+    await closeStep(inc, r, sid, { clean: true });
+    return;
+  }
+  // stale handle: close, ensure the same key again, then close with the OLD handle
+  await closeStep(inc, r, sid, { clean: true });
+  const h2 = await ensureStep(inc, r, "b");
+  if (!h2) return;
+  const stale = await closeStep(inc, r, sidOf(s, "b"), { handleOf: sid });
+  const wrapper2 = r.procs.findLast((p) => p.role === "wrapper");
+  if (stale.ev === "closed" && stale.report.outcome !== "noop") {
+    r.errors.push(`closeSession with a stale handle (lease ${h.leaseId}) acted on the current session (lease ${h2.leaseId}): ${stale.report.outcome} ${stale.report.detail}`);
+  }
+  if (wrapper2 && !sameAlive(wrapper2.pid, wrapper2.startTime)) {
+    r.errors.push(`the current session's wrapper (pid ${wrapper2.pid}) died after a close with a stale handle`);
+  }
+  await staleTurnChecks(inc, r, sid, sidOf(s, "b"));
+  await closeStep(inc, r, sidOf(s, "b"), { clean: true });
+}
+
+/** the gateway SIGKILLed at a point inside ensureSession (or before it). */
+async function runGatewayKillInEnsure(inc, r, s) {
+  const { late } = await ensureUntil(inc, r, s.point);
+  await killGateway(inc, r, s.point, late);
+}
+
+/** the gateway SIGKILLed a while after ensureSession answered. */
+async function runGatewayKillAfterEnsure(inc, r, s) {
+  await ensureStep(inc, r);
+  await sleep(s.delayMs);
+  await killGateway(inc, r, `after-ensure+${s.delayMs}ms`);
+}
+
+/** the gateway SIGKILLed while a long turn runs. */
+async function runGatewayKillMidPrompt(inc, r, s, sid) {
+  if (!(await ensureStep(inc, r))) return killGateway(inc, r, "mid-prompt (ensure failed)", true);
+  const mark = inc.mark();
+  inc.send({ op: "prompt", sid, text: "long" });
+  await inc.waitSession(sid, ["prompting"], T.prompt, mark);
+  await sleep(s.delayMs);
+  const late = inc.events.slice(mark).some((e) => e.sid === sid && (e.ev === "prompted" || e.ev === "prompt-failed"));
+  await killGateway(inc, r, `mid-prompt+${s.delayMs}ms`, late);
+}
+
+/** the gateway SIGKILLed inside closeSession's grace. */
+async function runGatewayKillMidClose(inc, r, s, sid) {
+  if (!(await ensureStep(inc, r))) return killGateway(inc, r, "mid-close (ensure failed)", true);
+  for (const p of s.prompts) await promptStep(inc, r, p, sid);
+  const mark = inc.mark();
+  inc.send({ op: "close", sid, key: s.key });
+  await inc.waitSession(sid, ["closing"], T.close, mark);
+  const delay = Math.round(s.delayFraction * opts.graceMs);
+  await sleep(delay);
+  const late = inc.events.slice(mark).some((e) => e.sid === sid && (e.ev === "closed" || e.ev === "close-failed"));
+  await killGateway(inc, r, `mid-close+${delay}ms`, late);
+}
+
+/** the wrapper SIGKILLed under a live session, then the session closed. */
+async function runWrapperKill(inc, r, s, sid) {
+  if (!(await ensureStep(inc, r))) return;
+  for (const p of s.prompts) await promptStep(inc, r, p, sid);
+  const w = r.procs.find((p) => p.role === "wrapper");
+  r.kill = { what: "wrapper", point: "live", late: !killNoted(r, "wrapper") };
+  if (w) await waitGone(w);
+  // the adapter's stdio is the gateway's own pipe, so a prompt may still be answered: no expectation
+  if (s.promptAfterWrapperKill) {
+    const mark = inc.mark();
+    inc.send({ op: "prompt", sid, text: "after wrapper kill", cancelAfterMs: 100 });
+    await inc.waitSession(sid, ["prompted", "prompt-failed"], T.prompt, mark);
+  }
+  await closeStep(inc, r, sid);
+}
+
+/** an adapter that exits on a handshake step (ensure must fail) or mid-session. */
+async function runAdapterCrash(inc, r, s, sid) {
+  const h = await ensureStep(inc, r);
+  if (s.point !== "mid-session") {
+    // a reused key whose earlier agent session is on record is resumed (session/resume or session/load),
+    // so the agent is never sent session/new: only an ensure that opened a new session must fail
+    if (h) {
+      if (!(s.point === "session/new" && h.resumed === true)) r.errors.push(`ensureSession succeeded although the adapter exits on ${s.point}`);
+    } else if (r.ensureError.name !== "AcpxEnsureError") r.errors.push(`ensureSession failed with ${r.ensureError.name}, expected AcpxEnsureError: ${r.ensureError.message}`);
+    return;
+  }
+  if (!h) return;
+  for (const p of s.prompts) await promptStep(inc, r, p, sid);
+  const a = r.procs.find((p) => p.role === "adapter");
+  r.kill = { what: "adapter", point: "mid-session", late: !killNoted(r, "adapter") };
+  if (a) await waitGone(a);
+  await closeStep(inc, r, sid);
+}
+
+/** gateway and wrapper SIGKILLed together at a point (an escapee's worst case). */
+async function runGatewayAndWrapperKill(inc, r, s, sid) {
+  let late = false;
+  if (s.point === "after-ensure" || s.point === "mid-prompt") {
+    if (!(await ensureStep(inc, r))) late = true;
+    else if (s.point === "mid-prompt") {
       const mark = inc.mark();
       inc.send({ op: "prompt", sid, text: "long" });
       await inc.waitSession(sid, ["prompting"], T.prompt, mark);
       await sleep(s.delayMs);
-      const late = inc.events.slice(mark).some((e) => e.sid === sid && (e.ev === "prompted" || e.ev === "prompt-failed"));
-      await killGateway(inc, r, `mid-prompt+${s.delayMs}ms`, late);
-      return;
     }
-    case "gw-kill-mid-close": {
-      if (!(await ensureStep(inc, r))) return killGateway(inc, r, "mid-close (ensure failed)", true);
-      for (const p of s.prompts) await promptStep(inc, r, p, sid);
-      const mark = inc.mark();
-      inc.send({ op: "close", sid, key: s.key });
-      await inc.waitSession(sid, ["closing"], T.close, mark);
-      const delay = Math.round(s.delayFraction * opts.graceMs);
-      await sleep(delay);
-      const late = inc.events.slice(mark).some((e) => e.sid === sid && (e.ev === "closed" || e.ev === "close-failed"));
-      await killGateway(inc, r, `mid-close+${delay}ms`, late);
-      return;
-    }
-    case "wrapper-kill": {
-      if (!(await ensureStep(inc, r))) return;
-      for (const p of s.prompts) await promptStep(inc, r, p, sid);
-      const w = r.procs.find((p) => p.role === "wrapper");
-      r.kill = { what: "wrapper", point: "live", late: !killNoted(r, "wrapper") };
-      if (w) await waitGone(w);
-      // the adapter's stdio is the gateway's own pipe, so a prompt may still be answered: no expectation
-      if (s.promptAfterWrapperKill) {
-        const mark = inc.mark();
-        inc.send({ op: "prompt", sid, text: "after wrapper kill", cancelAfterMs: 100 });
-        await inc.waitSession(sid, ["prompted", "prompt-failed"], T.prompt, mark);
-      }
-      await closeStep(inc, r, sid);
-      return;
-    }
-    case "adapter-crash": {
-      const h = await ensureStep(inc, r);
-      if (s.point !== "mid-session") {
-        // a reused key whose earlier agent session is on record is resumed (session/resume or session/load),
-        // so the agent is never sent session/new: only an ensure that opened a new session must fail
-        if (h) {
-          if (!(s.point === "session/new" && h.resumed === true)) r.errors.push(`ensureSession succeeded although the adapter exits on ${s.point}`);
-        } else if (r.ensureError.name !== "AcpxEnsureError") r.errors.push(`ensureSession failed with ${r.ensureError.name}, expected AcpxEnsureError: ${r.ensureError.message}`);
-        return;
-      }
-      if (!h) return;
-      for (const p of s.prompts) await promptStep(inc, r, p, sid);
-      const a = r.procs.find((p) => p.role === "adapter");
-      r.kill = { what: "adapter", point: "mid-session", late: !killNoted(r, "adapter") };
-      if (a) await waitGone(a);
-      await closeStep(inc, r, sid);
-      return;
-    }
-    case "gw+wrapper-kill": {
-      let late = false;
-      if (s.point === "after-ensure" || s.point === "mid-prompt") {
-        if (!(await ensureStep(inc, r))) late = true;
-        else if (s.point === "mid-prompt") {
-          const mark = inc.mark();
-          inc.send({ op: "prompt", sid, text: "long" });
-          await inc.waitSession(sid, ["prompting"], T.prompt, mark);
-          await sleep(s.delayMs);
-        }
-      } else {
-        late = (await ensureUntil(inc, r, s.point)).late;
-      }
-      const wrapperKilled = killNoted(r, "wrapper");
-      r.kill = { what: wrapperKilled ? "gateway+wrapper" : "gateway (no wrapper found)", point: s.point, late };
-      await inc.kill();
-      return;
-    }
-    default:
-      throw new Error(`unknown ending ${s.ending}`);
+  } else {
+    late = (await ensureUntil(inc, r, s.point)).late;
   }
+  const wrapperKilled = killNoted(r, "wrapper");
+  r.kill = { what: wrapperKilled ? "gateway+wrapper" : "gateway (no wrapper found)", point: s.point, late };
+  await inc.kill();
 }
 
 export async function runSessionSafe(inc, r) {
