@@ -78,7 +78,7 @@ const char* PlatformName();
 // Walks every visible process into out.ints/starts/count. Returns 0, or
 // -errno when the process table itself cannot be listed or was only partly
 // listed (processes that vanish mid-walk are skipped). Dead records are
-// never listed. uid is always the effective uid (facts_linux.cc says how).
+// never listed. uid is always the effective uid (procfs_linux.cc says how).
 int WalkProcesses(PackedSnapshot& out);
 
 // Fills out.index from out.ints: the pid, ppid and pgid lookup tables, so

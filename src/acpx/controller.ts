@@ -2,6 +2,7 @@
  * The ACPX lifecycle controller: the class and its dispatch. It owns the
  * leases and the cleanup policy; the wrapper only applies local tree cleanup
  * when the lifeline breaks, and decides nothing. The work lives beside it:
+ * controller-open.ts (its options checked, its state dir opened),
  * spawn-session.ts (ensure: spawn + handshake), close-session.ts (close),
  * live-sessions.ts (which sessions it serves), and every lease moves through
  * src/ownership/lifecycle.ts.
@@ -26,18 +27,14 @@
  * client fs and terminals, resume and session controls, each in its own
  * file; none of them moves a lease.
  */
-import { resolve } from "node:path";
-import { getProcessFacts } from "../facts/get.js";
-import { createSignaller } from "../facts/signal.js";
-import { nonNegativeOption, positiveOption } from "../facts/validate.js";
-import { acquireStateDirLock, DEFAULT_GRACE_MS, DEFAULT_RETENTION_MS, KeyedQueue, loadOrCreateGatewayInstanceId, openLeaseStore } from "../ownership/index.js";
+import { KeyedQueue } from "../ownership/index.js";
 import { reconcileLeases, verifyOwnedTree as verifyTree, type LeaseOutcome, type StateDirLock } from "../ownership/index.js";
 import type { ProcessLease, OwnedProcessTree } from "../ownership/types.js";
 import { closeLocked, summarize } from "./close-session.js";
 import { assertPromptOptions, DEFAULT_CANCEL_GRACE_MS, sessionEndedError } from "./acp-client.js";
 import { AcpxSessionBusyError, AcpxSessionClosedError } from "./errors.js";
 import { ControllerEnd, guardAfterDispose, settleOnDispose, type EndedAs } from "./controller-guard.js";
-import { assertConversationOptions, conversationConfig, reconcileLeftTerminals } from "./conversation-options.js";
+import { reconcileLeftTerminals } from "./conversation-options.js";
 import { ControllerHooks } from "./controller-hooks.js";
 import { AcpxRawSessionError, rawAdapterOf, type RawAdapter, type RawAdapterInput } from "./raw-adapter.js";
 import { assertReuseInput, mismatchError, resumeTarget, sessionDifferences } from "./session-reuse.js";
@@ -46,65 +43,17 @@ import { listSessionSummaries, statusOf } from "./session-status.js";
 import type { SessionUpdateListener } from "./session-updates.js";
 import { runTurn, cancelAndWait, type CancelReport, type TurnInput, type TurnStream } from "./turn-stream.js";
 import type { SessionConfigOption } from "@agentclientprotocol/sdk";
-import { installWrapper } from "./install-wrapper.js";
-import { detectContainment, removeInstanceFolder, type ContainmentSupport } from "../containment/index.js";
-import { recordContainmentRoot } from "../ownership/containment-record.js";
+import { removeInstanceFolder, type ContainmentSupport } from "../containment/index.js";
 import { controllerKeeper, type ControllerKeeper } from "./keeper/controller-keeper.js";
 import { closeTarget, lifecycleDeps, LiveSessions, markSessionClosing, type ControllerDeps, type LiveSession } from "./live-sessions.js";
-import { openSessionStore } from "./session-store.js";
 import { spawnSession, validateEnsureInput } from "./spawn-session.js";
-import { assertContainmentOption, assertRunningLimits, configureLimitControllers, detectOptionsFor } from "./session-limits.js";
+import { assertRunningLimits } from "./session-limits.js";
 import type { AcpRuntimeEnsureInput, AcpRuntimeHandle, AcpxLifecycleController, AcpxLifecycleControllerOptions } from "./types.js";
 import type { CloseReport, PromptOptions, ReapReport, ReapReportEntry, SessionStatus, SessionSummary } from "./types.js";
-import { assertGraceMs } from "./wrapper/protocol.js";
-
-const DEFAULT_HANDSHAKE_TIMEOUT_MS = 30_000;
-const DEFAULT_START_TIMEOUT_MS = 10_000;
-const DEFAULT_MAINTENANCE_MS = 60_000;
+import { openControllerDeps } from "./controller-open.js";
 
 export async function createAcpxLifecycleController(opts: AcpxLifecycleControllerOptions): Promise<AcpxLifecycleController> {
-  if (typeof opts !== "object" || opts === null) throw new TypeError("opts must be an object");
-  if (typeof opts.stateDir !== "string" || opts.stateDir.length === 0) {
-    throw new TypeError("opts.stateDir must be a non-empty string");
-  }
-  const graceMs = opts.graceMs ?? DEFAULT_GRACE_MS;
-  assertGraceMs(graceMs, "opts.graceMs");
-  const retentionMs = nonNegativeOption(opts.retentionMs, DEFAULT_RETENTION_MS, "opts.retentionMs");
-  const handshakeTimeoutMs = positiveOption(opts.handshakeTimeoutMs, DEFAULT_HANDSHAKE_TIMEOUT_MS, "opts.handshakeTimeoutMs");
-  const startTimeoutMs = positiveOption(opts.startTimeoutMs, DEFAULT_START_TIMEOUT_MS, "opts.startTimeoutMs");
-  const maintenanceIntervalMs = nonNegativeOption(opts.maintenanceIntervalMs, DEFAULT_MAINTENANCE_MS, "opts.maintenanceIntervalMs");
-  assertContainmentOption(opts.containment, "opts.containment");
-  assertConversationOptions(opts);
-
-  const stateDir = resolve(opts.stateDir);
-  const facts = opts.facts ?? getProcessFacts();
-  const signaller = opts.signaller ?? createSignaller(facts);
-  // one gateway per state dir, before anything is read or written (state-lock.ts)
-  const lock = await acquireStateDirLock(stateDir, facts);
-  let deps: ControllerDeps;
-  try {
-    const gatewayInstanceId = await loadOrCreateGatewayInstanceId(stateDir);
-    const leases = await openLeaseStore(stateDir);
-    const sessions = await openSessionStore(stateDir);
-    const wrapper = await installWrapper(stateDir);
-    const containment: ContainmentSupport =
-      opts.containment === "off"
-        ? { available: false, code: "refused", why: "turned off (containment: \"off\")" }
-        : // controllers (and a gateway move) only when asked for: session-limits.ts
-          await detectContainment(detectOptionsFor(opts.containment));
-    // the CLI finds this state dir's lease cgroups (and orphans among them) from this record
-    if (containment.available) await recordContainmentRoot(stateDir, containment.root, gatewayInstanceId);
-    deps = {
-      containment, stateDir, facts, signaller, gatewayInstanceId, leases, sessions, wrapper, graceMs, retentionMs, handshakeTimeoutMs, startTimeoutMs,
-      nodePath: opts.nodePath ?? process.execPath,
-      onEnsureTiming: opts.onEnsureTiming,
-      conversation: conversationConfig(opts, { stateDir, gatewayInstanceId, facts, signaller, graceMs }),
-    };
-  } catch (e) {
-    await lock.release();
-    throw e;
-  }
-  configureLimitControllers(deps, opts.containment);
+  const { deps, lock, maintenanceIntervalMs } = await openControllerDeps(opts);
   const ctl = new Controller(deps, lock, opts);
   if (maintenanceIntervalMs > 0) ctl.startMaintenance(maintenanceIntervalMs);
   return ctl.guarded;

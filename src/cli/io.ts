@@ -180,7 +180,5 @@ export function resultHue(result: string): Hue {
   return "dim";
 }
 
-/** `1 snapshot`, `0 snapshots`, `2 processes`. */
-export function plural(n: number, noun: string): string {
-  return `${n} ${noun}${n === 1 ? "" : /(s|sh|ch|x)$/.test(noun) ? "es" : "s"}`;
-}
+// the doctor's rows (below the CLI) count with it too
+export { plural } from "../facts/words.js";

@@ -248,7 +248,7 @@ async function readStatus(dir: string): Promise<ParsedStatus | null> {
  * until it is waited for, so "Threads: 1" (or less) answers no without
  * reading task/. A dying multi-threaded process shows several threads for a
  * moment, all on their way out: that process is not alive. The same rule as
- * native/facts_linux.cc LiveThreadsBehindZombie.
+ * native/procfs_linux.cc LiveThreadsBehindZombie.
  */
 async function liveThreadsBehindZombie(dir: string, status: ParsedStatus | null): Promise<boolean> {
   if (status?.threads !== undefined && status.threads <= 1) return false;
@@ -376,7 +376,7 @@ async function snapshotOf(root: string): Promise<ProcessSnapshot> {
       if (r === null) continue;
       const dir = `${root}/${pid}`;
       // a root-owned stat may belong to a non-dumpable process or a zombie:
-      // the pid directory's owner is the effective uid either way (native/facts_linux.cc)
+      // the pid directory's owner is the effective uid either way (native/procfs_linux.cc)
       let uid = r.owner;
       if (uid === 0 && (r.stat.flags & PF_KTHREAD) === 0) {
         const owner = await dirOwner(dir);

@@ -7,7 +7,8 @@
 // - command-hash.ts  sha256(JSON(argv)) and a POSIX tokenizer for legacy shell strings
 // - verify.ts        explainLease / verifyOwnedTree / verifyLeases: evidence list, fail closed, one snapshot per batch
 // - collect.ts       the tree of a root from one snapshot (parent links, recorded group, env-marker pids)
-// - tree-kill.ts     killOwnedTree: leaves first, identity-checked TERM → grace → KILL, per-pid outcomes
+// - escalate.ts      escalate: the one kill order (TERM → grace → KILL), on any target that says how it is signalled and seen to end
+// - tree-kill.ts     killOwnedTree: leaves first, identity-checked, per pid through escalate, per-pid outcomes
 // - legacy.ts        records without a lease: live root + wrapper-root or command match, else left alone
 // - remnants.ts      what is left when a lease's root is gone (never when its pid was reused): env-marker carriers proven ours, judged in verify's one env pass
 // - markers.ts       markerVerdict: the one env-marker rule (lease id AND gateway instance id)
@@ -37,6 +38,7 @@ export { collectTree, selfAndAncestorsIn } from "./collect.js";
 export type { CollectOptions } from "./collect.js";
 export { explainLease, verifyOwnedTree, verifyLeases } from "./verify.js";
 export type { LeaseVerdict, LeaseVerification, VerifyOptions } from "./verify.js";
+export { escalate, type Escalation, type EscalationOutcome } from "./escalate.js";
 export { killOwnedTree, survivorsOf, killCompleted, killStoppedPid } from "./tree-kill.js";
 export { killLeaseVerification } from "./kill-verification.js";
 export type { LeaseKillResult, LeaseKillOptions } from "./kill-verification.js";

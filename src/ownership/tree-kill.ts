@@ -1,5 +1,6 @@
 /**
- * The tree kill: tears down a verified tree, leaves first, TERM → grace → KILL.
+ * The tree kill: tears down a verified tree, leaves first, in the one kill
+ * order (escalate.ts: TERM → grace → KILL).
  *
  * Every signal is per pid and goes through `ProcessSignaller.signal(pid,
  * startTime, sig)`, which re-checks that pid still is the process we verified
@@ -14,6 +15,7 @@ import { checkGroupTarget, checkSignalTarget } from "../facts/guards.js";
 import { DEFAULT_GRACE_MS } from "./types.js";
 import { sameProcess } from "../facts/identity.js";
 import type { Pacer } from "./batch-facts.js";
+import { escalate } from "./escalate.js";
 
 export type TreeKillOutcome =
   | "exited-after-term"
@@ -140,7 +142,7 @@ interface Entry {
  */
 export async function killOwnedTree(tree: KillTarget, opts: TreeKillOptions): Promise<TreeKillReport> {
   const t0 = Date.now();
-  const { facts, signaller } = opts;
+  const { facts } = opts;
   const graceMs = nonNegativeOption(opts.graceMs, DEFAULT_GRACE_MS, "graceMs");
   const pollMs = Math.max(1, nonNegativeOption(opts.pollMs, 25, "pollMs"));
   const confirmMs = nonNegativeOption(opts.confirmMs, 2000, "confirmMs");
@@ -168,40 +170,28 @@ export async function killOwnedTree(tree: KillTarget, opts: TreeKillOptions): Pr
   let termSent = 0;
   let killSent = 0;
 
-  const term = async (e: Entry) => {
-    if (e.phase !== "pending") return;
-    const r = await send(signaller, e, "SIGTERM", opts.pace);
-    if (r === "signalled") {
-      termSent++;
-      e.phase = "termed";
-    } else {
-      e.phase = "done";
-      e.outcome = outcomeBeforeSignal(r);
-    }
-  };
-
-  for (const e of entries) await term(e);
-  // new children forked while we were signalling: TERM them too
-  for (const e of await newChildren(facts, entries, byPid, add, group)) await term(e);
-
-  await pollUntil(facts, entries, "termed", "exited-after-term", graceMs, pollMs);
-
-  for (const e of await newChildren(facts, entries, byPid, add, group)) {
-    if (e.phase === "pending") e.phase = "termed"; // grace already spent: straight to KILL
-  }
-  const order = [...entries.filter((e) => e !== rootEntry), rootEntry];
-  for (const e of order) {
-    if (e.phase !== "termed") continue;
-    const r = await send(signaller, e, "SIGKILL", opts.pace);
-    if (r === "signalled") {
-      killSent++;
-      e.phase = "killed";
-    } else {
-      e.phase = "done";
-      // gone/mismatch after TERM: it exited (and the pid may already be someone else's)
-      e.outcome = r === "gone" || r === "mismatch" ? "exited-after-term" : r === "denied" ? "permission-denied" : "unknown";
-    }
-  }
+  await escalate(
+    {
+      term: async (sig) => {
+        for (const e of entries) if (await termEntry(e, sig, opts)) termSent++;
+        // new children forked while we were signalling: TERM them too
+        for (const e of await newChildren(facts, entries, byPid, add, group)) if (await termEntry(e, sig, opts)) termSent++;
+        return true;
+      },
+      ended: async (ms) => {
+        await pollUntil(facts, entries, "termed", "exited-after-term", ms, pollMs);
+        // with a watched group, newcomers can still join it: look once more before KILL
+        return group === null && !entries.some((e) => e.phase === "termed" || e.phase === "pending");
+      },
+      force: async (sig) => {
+        for (const e of await newChildren(facts, entries, byPid, add, group)) {
+          if (e.phase === "pending") e.phase = "termed"; // grace already spent: straight to KILL
+        }
+        for (const e of killOrder(entries, rootEntry)) if (await killEntry(e, sig, opts)) killSent++;
+      },
+    },
+    graceMs,
+  );
   await pollUntil(facts, entries, "killed", "killed", confirmMs, pollMs);
   for (const e of entries) {
     if (e.phase === "killed") {
@@ -210,11 +200,43 @@ export async function killOwnedTree(tree: KillTarget, opts: TreeKillOptions): Pr
     }
   }
   return {
-    results: order.map((e) => ({ pid: e.pid, startTime: e.startTime, outcome: e.outcome })),
+    results: killOrder(entries, rootEntry).map((e) => ({ pid: e.pid, startTime: e.startTime, outcome: e.outcome })),
     termSent,
     killSent,
     durationMs: Date.now() - t0,
   };
+}
+
+/** Members in the order they are killed: as collected (leaves first), newcomers after them, the root last. */
+function killOrder(entries: readonly Entry[], rootEntry: Entry): Entry[] {
+  return [...entries.filter((e) => e !== rootEntry), rootEntry];
+}
+
+/** TERM to a pending member: true when sent (it is termed), else it is done with what the signaller found. */
+async function termEntry(e: Entry, sig: "SIGTERM", opts: TreeKillOptions): Promise<boolean> {
+  if (e.phase !== "pending") return false;
+  const r = await send(opts.signaller, e, sig, opts.pace);
+  if (r === "signalled") {
+    e.phase = "termed";
+    return true;
+  }
+  e.phase = "done";
+  e.outcome = outcomeBeforeSignal(r);
+  return false;
+}
+
+/** KILL to a member still there after the grace: true when sent (it is killed), else it is done. */
+async function killEntry(e: Entry, sig: "SIGKILL", opts: TreeKillOptions): Promise<boolean> {
+  if (e.phase !== "termed") return false;
+  const r = await send(opts.signaller, e, sig, opts.pace);
+  if (r === "signalled") {
+    e.phase = "killed";
+    return true;
+  }
+  e.phase = "done";
+  // gone/mismatch after TERM: it exited (and the pid may already be someone else's)
+  e.outcome = r === "gone" || r === "mismatch" ? "exited-after-term" : r === "denied" ? "permission-denied" : "unknown";
+  return false;
 }
 
 async function send(signaller: ProcessSignaller, e: Entry, sig: NodeJS.Signals, pace: Pacer | undefined): Promise<SignalOutcome> {

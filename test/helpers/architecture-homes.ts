@@ -75,7 +75,7 @@ const NAMES = new Set(HOME_RULES.flatMap((r) => r.targets.map((t) => t.name)));
  * `old` to check a changed copy of the same tree quickly.
  */
 export function checkAll(root: string, files: readonly SourceFile[], allow: readonly Allowance[] = [], old?: TS.Program): { violations: Violation[]; program: TS.Program } {
-  const program = programOf(root, files.filter((f) => f.path.endsWith(".ts")), old);
+  const program = programOf(root, files.filter((f) => f.path.startsWith("src/") && f.path.endsWith(".ts")), old);
   const found = [...checkTree(files), ...checkHomes(program, root)];
   return { violations: applyAllowances(found, allow), program };
 }

@@ -59,6 +59,12 @@ export const PLANTS = [
     text: `import type { ProcessSignaller } from "../facts/types.js";\nexport async function stop(s: ProcessSignaller, pid: number, start: string) {\n  await s.signal(pid, start, "SIGTERM");\n  await new Promise((r) => setTimeout(r, 3000));\n  await s.signal(pid, start, "SIGKILL");\n}\n`,
   },
   {
+    name: "group-term-wait-kill",
+    rule: "kill-order",
+    at: "src/acpx/wrapper/planted-group-escalate.ts",
+    text: `export async function end(signalGroup: (sig: NodeJS.Signals) => void, gone: () => Promise<void>, graceMs: number) {\n  signalGroup("SIGTERM");\n  const ended = await Promise.race([gone().then(() => true), new Promise<boolean>((r) => setTimeout(() => r(false), graceMs))]);\n  if (!ended) signalGroup("SIGKILL");\n}\n`,
+  },
+  {
     name: "second-visibility-check",
     rule: "visibility-check",
     at: "src/acpx/planted-visibility.ts",
@@ -99,6 +105,12 @@ export const PLANTS = [
     rule: "file-size",
     at: "src/facts/planted-long.ts",
     text: lines(600, (i) => `export const x${i} = ${i};`),
+  },
+  {
+    name: "test-600-lines",
+    rule: "file-size",
+    at: "test/planted-long.ts",
+    text: lines(600, (i) => `export const y${i} = ${i};`),
   },
   {
     name: "long-function",

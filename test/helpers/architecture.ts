@@ -18,7 +18,10 @@
 //   up the layers (LAYERS below), across a rank (the plugin importing the
 //   CLI), or out of sessions/.
 // - kill-order: a function that names SIGTERM and then SIGKILL (a hand-written
-//   TERM → grace → KILL) outside KILL_ORDER_HOME.
+//   TERM → grace → KILL) outside KILL_ORDER_HOME, the one escalate: the tree
+//   kill, the wrapper's group and a run's handle all call it. It reads
+//   TypeScript only: the native C wrapper (native/wrapper_*linux*.c), which
+//   runs with no Node to call escalate, is exempt by language.
 // - visibility-check: an owner field of a session row (ownerSessionKey,
 //   spawnedBy, parentSessionKey) compared with anything but undefined/null
 //   outside src/sessions/: who may see a row is canSeeSessionRow's.
@@ -27,10 +30,11 @@
 //   on a field or variable named detail, why, message or reason, or a regex
 //   tested against one (`re.test(x.why)`, `re.exec(detail)`), anywhere in
 //   src/. Those fields are for people; a decision reads a code.
-// - file-size: a src/ or native/ file over MAX_FILE_LINES lines.
+// - file-size: a src/, native/ or test/ file over MAX_FILE_LINES lines (in
+//   test/, the only rule: tests may write what src/ may not).
 // signal-call and lease-move are checked by symbol (architecture-homes.ts).
 // - function-size: a function over MAX_FUNCTION_LINES lines.
-import { readdirSync, readFileSync } from "node:fs";
+import { existsSync, readdirSync, readFileSync } from "node:fs";
 import { join, posix, relative } from "node:path";
 import { parseAst } from "vite";
 
@@ -122,10 +126,11 @@ export interface Allowance {
 
 type Node = { type: string; start: number; end: number; [k: string]: unknown };
 
-/** The files the rules read: src/**\/*.ts, and native/'s C++ (the size rule only). */
-export function readSourceTree(root: string, dirs: readonly string[] = ["src", "native"]): SourceFile[] {
+/** The files the rules read: src/**\/*.ts, and native/'s C and C++ and test/'s TypeScript (the size rule only); a missing folder is skipped. */
+export function readSourceTree(root: string, dirs: readonly string[] = ["src", "native", "test"]): SourceFile[] {
   const out: SourceFile[] = [];
   const walk = (d: string) => {
+    if (!existsSync(join(root, d))) return;
     for (const e of readdirSync(join(root, d), { withFileTypes: true })) {
       const p = posix.join(d, e.name);
       if (e.isDirectory()) walk(p);
@@ -148,7 +153,8 @@ export function checkFile(f: SourceFile): Violation[] {
   const add = (rule: RuleName, at: number, detail: string) => out.push({ rule, file: f.path, line: lineOf(at), detail });
   const lines = f.text.split("\n").length - (f.text.endsWith("\n") ? 1 : 0);
   if (lines > MAX_FILE_LINES) add("file-size", 0, `${lines} lines (at most ${MAX_FILE_LINES})`);
-  if (!f.path.endsWith(".ts")) return out;
+  // outside src/ (native/, test/) only the size rule applies
+  if (!f.path.endsWith(".ts") || !f.path.startsWith("src/")) return out;
   const ast = parseAst(f.text, { lang: "ts" }, f.path) as unknown as Node;
   const consts = letterConstants(ast);
   const terms: number[] = [];
@@ -301,8 +307,8 @@ function cgroupProcs(f: SourceFile, n: Node, ancestors: readonly Node[], add: Ad
   add("cgroup-procs-write", n.start, `cgroup.procs named for a write outside containment/enter.ts${calls.length ? ` (in ${calls.join(" < ")})` : ""}`);
 }
 
-/** The one home of TERM → grace → KILL. */
-export const KILL_ORDER_HOME = "src/ownership/tree-kill.ts";
+/** The one home of TERM → grace → KILL: escalate. */
+export const KILL_ORDER_HOME = "src/ownership/escalate.ts";
 const TERM_NAMES = new Set(["SIGTERM", "TERM"]);
 const KILL_NAMES = new Set(["SIGKILL", "KILL"]);
 

@@ -24,6 +24,7 @@ import type { ProcessFacts, ProcessInfo, ProcessSignaller, ProcessSnapshot } fro
 import { collectTree } from "../../ownership/collect.js";
 import { checkSignalTarget } from "../../facts/guards.js";
 import { MARKER_ENV_KEYS, markerVerdict } from "../../ownership/markers.js";
+import { escalate } from "../../ownership/escalate.js";
 import { killOwnedTree, type TreeKillOutcome } from "../../ownership/tree-kill.js";
 import { signalAdapterGroup } from "./adapter-group.js";
 
@@ -61,39 +62,29 @@ export async function cleanupTree(deps: CleanupDeps): Promise<number[]> {
   const pollMs = deps.pollMs ?? 5;
   const ended = new Set<number>();
 
-  // The group signal goes first: it is one syscall, needs no facts, and also
-  // reaches a member forked after the snapshot below.
-  groupSignal(deps, "SIGTERM");
-
-  let snapshot = await snapshotOrNull(deps.facts);
-  if (snapshot !== null) {
-    const members = await collectTargets(snapshot, deps);
-    if (members.length > 0) {
-      const report = await killOwnedTree(
-        { root: members[members.length - 1]!, members },
-        {
-          facts: deps.facts,
-          signaller: deps.signaller,
-          // the grace counts from the group SIGTERM above
-          graceMs: Math.max(0, deps.graceMs - (Date.now() - t0)),
-          pollMs,
-          confirmMs: Math.max(1000, pollMs * 10),
-        },
-      );
-      for (const r of report.results) if (GONE.has(r.outcome)) ended.add(r.pid);
-    }
-  } else {
-    // No facts: nothing can be identity-checked, so nothing is signalled per
-    // pid (fail closed). The group is still provably ours while the adapter
-    // is unreaped: give it the grace, then SIGKILL it.
-    await waitForAdapter(deps, Math.max(0, deps.graceMs - (Date.now() - t0)), pollMs);
-  }
-  groupSignal(deps, "SIGKILL");
+  // The adapter's group goes through the one kill order. Its TERM goes first:
+  // one syscall, needs no facts, and also reaches a member forked after the
+  // snapshot below. Its grace is spent by the per-pid tree kill (its own
+  // TERM → grace → KILL, identity-checked), and its KILL always follows.
+  await escalate(
+    {
+      term: (sig) => {
+        groupSignal(deps, sig);
+        return true;
+      },
+      ended: async (graceMs) => {
+        for (const pid of await killTreeWithinGrace(deps, graceMs, t0, pollMs)) ended.add(pid);
+        return false;
+      },
+      force: (sig) => groupSignal(deps, sig),
+    },
+    deps.graceMs,
+  );
 
   // Whatever appeared during the grace (a fork racing the snapshot, a child
   // adopted late) gets SIGKILL straight away: its grace has been spent.
   for (let i = 0; i < FINAL_SWEEPS; i++) {
-    snapshot = await snapshotOrNull(deps.facts);
+    const snapshot = await snapshotOrNull(deps.facts);
     if (snapshot === null) break;
     deps.reapZombies?.(snapshot);
     // alive by the one rule: a zombie leader whose threads run on is still a target
@@ -106,6 +97,28 @@ export async function cleanupTree(deps: CleanupDeps): Promise<number[]> {
     for (const r of report.results) if (GONE.has(r.outcome)) ended.add(r.pid);
   }
   return [...ended].sort((a, b) => a - b);
+}
+
+/**
+ * The per-pid tree kill within the group's grace (counted from `t0`, the
+ * group TERM); the pids it saw end. Without facts nothing can be
+ * identity-checked, so nothing is signalled per pid (fail closed): the group
+ * is still provably ours while the adapter is unreaped, and gets the grace.
+ */
+async function killTreeWithinGrace(deps: CleanupDeps, graceMs: number, t0: number, pollMs: number): Promise<number[]> {
+  const left = () => Math.max(0, graceMs - (Date.now() - t0));
+  const snapshot = await snapshotOrNull(deps.facts);
+  if (snapshot === null) {
+    await waitForAdapter(deps, left(), pollMs);
+    return [];
+  }
+  const members = await collectTargets(snapshot, deps);
+  if (members.length === 0) return [];
+  const report = await killOwnedTree(
+    { root: members[members.length - 1]!, members },
+    { facts: deps.facts, signaller: deps.signaller, graceMs: left(), pollMs, confirmMs: Math.max(1000, pollMs * 10) },
+  );
+  return report.results.filter((r) => GONE.has(r.outcome)).map((r) => r.pid);
 }
 
 /**

@@ -33,8 +33,9 @@ import {
 } from "../../ownership/index.js";
 import { backendLine, factsFromFlag } from "../backend.js";
 import { EXIT, flag, graceMsOption, jsonLine, plural, printableDeep, resolveStateDir, table, type CliIo, type ParsedArgs } from "../io.js";
-import { reapOrphanInstanceFolders, type InstanceFolderReport } from "../orphan-instances.js";
-import { attachedGuard, gatewayHolder, openReadOnly, openWriter, scanOrphanCgroups, type InstanceFolder, type OrphanCgroup } from "../lease-view.js";
+import { reapOrphanInstanceFolders, type InstanceFolderReport } from "../../ownership/orphan-instances.js";
+import { scanOrphanCgroups, type InstanceFolder, type OrphanCgroup } from "../../ownership/orphan-cgroups.js";
+import { attachedGuard, gatewayHolder, openReadOnly, openWriter } from "../lease-view.js";
 
 /** Argument plumbing only; the reaping itself is below. */
 export async function run(parsed: ParsedArgs, io: CliIo): Promise<number> {

@@ -15,7 +15,7 @@
  * A run without a lease then has its cgroup drained: whatever it still
  * holds (a setsid escapee that cleared its environment) ends too.
  */
-import { killStoppedPid } from "../../ownership/index.js";
+import { escalate, killStoppedPid } from "../../ownership/index.js";
 import type { SpawnedProcess } from "../adapters/adapter.js";
 import type { RunContext } from "./context.js";
 import type { Run } from "./run.js";
@@ -56,12 +56,18 @@ async function killTreeOfRoot(run: Run, ctx: RunContext, rootPid: number): Promi
  * handle, whose identity is the handle itself. The adapter sends it only
  * while the child is provably unreaped (so its pid cannot have been reused)
  * and the guard allows the pid; a PTY handle cannot prove that and sends
- * nothing (SpawnedProcess.signalRoot). TERM, the grace, then KILL.
+ * nothing (SpawnedProcess.signalRoot). The one kill order (escalate): a
+ * TERM the handle did not send has nothing to wait for.
  */
 async function signalThroughHandle(proc: SpawnedProcess, graceMs: number): Promise<void> {
-  if (proc.signalRoot("SIGTERM") !== "signalled") return;
-  const exited = await Promise.race([proc.wait().then(() => true), delay(graceMs).then(() => false)]);
-  if (!exited) proc.signalRoot("SIGKILL");
+  await escalate(
+    {
+      term: (sig) => proc.signalRoot(sig) === "signalled",
+      ended: (ms) => Promise.race([proc.wait().then(() => true), delay(ms).then(() => false)]),
+      force: (sig) => proc.signalRoot(sig),
+    },
+    graceMs,
+  );
 }
 
 function delay(ms: number): Promise<void> {

@@ -16,8 +16,8 @@
 import { promises as fsp } from "node:fs";
 import { join } from "node:path";
 import { isPopulated, subdirectories } from "../containment/index.js";
-import { forgetInstance, instanceIndexDir, listInstanceIds, readInstance, type InstanceIndexRecord } from "../ownership/instance-index.js";
-import { checkInstanceFolder } from "../ownership/containment-record.js";
+import { forgetInstance, instanceIndexDir, listInstanceIds, readInstance, type InstanceIndexRecord } from "./instance-index.js";
+import { checkInstanceFolder } from "./containment-record.js";
 
 export type FolderState = "empty" | "holds-cgroups" | "populated" | "unknown";
 

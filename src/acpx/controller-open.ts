@@ -1,0 +1,80 @@
+/**
+ * Opening a controller: its options checked (each named when it is wrong),
+ * then one gateway per state dir (the state dir's lock, taken before
+ * anything is read or written), and what it serves from there: its
+ * instance id, the lease and session stores, the installed wrapper, and
+ * containment as detected (and recorded for the CLI).
+ */
+import { resolve } from "node:path";
+import { detectContainment, type ContainmentSupport } from "../containment/index.js";
+import { getProcessFacts } from "../facts/get.js";
+import { createSignaller } from "../facts/signal.js";
+import { nonNegativeOption, positiveOption } from "../facts/validate.js";
+import { recordContainmentRoot } from "../ownership/containment-record.js";
+import { acquireStateDirLock, DEFAULT_GRACE_MS, DEFAULT_RETENTION_MS, loadOrCreateGatewayInstanceId, openLeaseStore, type StateDirLock } from "../ownership/index.js";
+import { assertConversationOptions, conversationConfig } from "./conversation-options.js";
+import { installWrapper } from "./install-wrapper.js";
+import type { ControllerDeps } from "./live-sessions.js";
+import { assertContainmentOption, configureLimitControllers, detectOptionsFor } from "./session-limits.js";
+import { openSessionStore } from "./session-store.js";
+import type { AcpxLifecycleControllerOptions } from "./types.js";
+import { assertGraceMs } from "./wrapper/protocol.js";
+
+const DEFAULT_HANDSHAKE_TIMEOUT_MS = 30_000;
+const DEFAULT_START_TIMEOUT_MS = 10_000;
+const DEFAULT_MAINTENANCE_MS = 60_000;
+
+export interface OpenedController {
+  deps: ControllerDeps;
+  /** the state dir's lock, held until the controller is disposed */
+  lock: StateDirLock;
+  /** 0: no maintenance timer */
+  maintenanceIntervalMs: number;
+}
+
+/** A controller's deps from its options: checked, the state dir locked and opened; the lock is released if opening fails. */
+export async function openControllerDeps(opts: AcpxLifecycleControllerOptions): Promise<OpenedController> {
+  if (typeof opts !== "object" || opts === null) throw new TypeError("opts must be an object");
+  if (typeof opts.stateDir !== "string" || opts.stateDir.length === 0) {
+    throw new TypeError("opts.stateDir must be a non-empty string");
+  }
+  const graceMs = opts.graceMs ?? DEFAULT_GRACE_MS;
+  assertGraceMs(graceMs, "opts.graceMs");
+  const retentionMs = nonNegativeOption(opts.retentionMs, DEFAULT_RETENTION_MS, "opts.retentionMs");
+  const handshakeTimeoutMs = positiveOption(opts.handshakeTimeoutMs, DEFAULT_HANDSHAKE_TIMEOUT_MS, "opts.handshakeTimeoutMs");
+  const startTimeoutMs = positiveOption(opts.startTimeoutMs, DEFAULT_START_TIMEOUT_MS, "opts.startTimeoutMs");
+  const maintenanceIntervalMs = nonNegativeOption(opts.maintenanceIntervalMs, DEFAULT_MAINTENANCE_MS, "opts.maintenanceIntervalMs");
+  assertContainmentOption(opts.containment, "opts.containment");
+  assertConversationOptions(opts);
+
+  const stateDir = resolve(opts.stateDir);
+  const facts = opts.facts ?? getProcessFacts();
+  const signaller = opts.signaller ?? createSignaller(facts);
+  // one gateway per state dir, before anything is read or written (state-lock.ts)
+  const lock = await acquireStateDirLock(stateDir, facts);
+  let deps: ControllerDeps;
+  try {
+    const gatewayInstanceId = await loadOrCreateGatewayInstanceId(stateDir);
+    const leases = await openLeaseStore(stateDir);
+    const sessions = await openSessionStore(stateDir);
+    const wrapper = await installWrapper(stateDir);
+    const containment: ContainmentSupport =
+      opts.containment === "off"
+        ? { available: false, code: "refused", why: "turned off (containment: \"off\")" }
+        : // controllers (and a gateway move) only when asked for: session-limits.ts
+          await detectContainment(detectOptionsFor(opts.containment));
+    // the CLI finds this state dir's lease cgroups (and orphans among them) from this record
+    if (containment.available) await recordContainmentRoot(stateDir, containment.root, gatewayInstanceId);
+    deps = {
+      containment, stateDir, facts, signaller, gatewayInstanceId, leases, sessions, wrapper, graceMs, retentionMs, handshakeTimeoutMs, startTimeoutMs,
+      nodePath: opts.nodePath ?? process.execPath,
+      onEnsureTiming: opts.onEnsureTiming,
+      conversation: conversationConfig(opts, { stateDir, gatewayInstanceId, facts, signaller, graceMs }),
+    };
+  } catch (e) {
+    await lock.release();
+    throw e;
+  }
+  configureLimitControllers(deps, opts.containment);
+  return { deps, lock, maintenanceIntervalMs };
+}
