@@ -224,6 +224,7 @@ export async function run({ quick }) {
       "node -e 0 (median)": fmtMs(median(sc.bare)),
       "wrapper → started (median)": fmtMs(median(sc.wrapped)),
       "ratio (median of pairs)": `${median(sc.ratios).toFixed(3)}×`,
+      "quietest / quietest": `${(Math.min(...sc.wrapped) / Math.min(...sc.bare)).toFixed(3)}×`,
     },
   ]);
   const pssMed = (k) => median(sc.pss.map((p) => p[k]));
@@ -272,13 +273,17 @@ export async function run({ quick }) {
     check(`${kind} wrapper: cooperative tree gone, fraction of grace (median)`, median(coopRatios[kind]), "<=", 0.5),
   ]);
   return [
-    // Issue 10's target is 1.15×, held by the full run. `started` follows
-    // libuv's wait for the adapter's exec, which a loaded host slows more than
-    // a bare node start: quick (CI) runs of the same build read 1.07–1.16× on
-    // a quiet 2-core host and 1.20–1.22× on a slow one (node -e 0 at 153–174
-    // ms). The quick gate is 1.3×, a regression guard that host speed cannot
-    // trip and that an ESM entry (1.46× when measured) still does.
-    check("wrapper start: spawn → started / node -e 0 (median of interleaved pairs)", median(sc.ratios), "<=", quick ? 1.3 : 1.15),
+    // Issue 10's target is 1.15×, held by the full run on the median of the
+    // interleaved pairs. `started` follows libuv's wait for the adapter's
+    // exec, which a loaded host slows more than a bare node start: quick runs
+    // of the same build read 1.07–1.16× on a quiet 2-core host, 1.20–1.22× on
+    // a slow one, and 1.37–1.49× beside two other test runs on 2 cores. So the
+    // quick (CI) gate compares each side's quietest run, which load can only
+    // lengthen: 1.3×, a regression guard that host load cannot trip and that
+    // an ESM entry (1.46× when measured) still does.
+    quick
+      ? check("wrapper start: spawn → started / node -e 0 (each side's quietest of the interleaved runs), regression guard", Math.min(...sc.wrapped) / Math.min(...sc.bare), "<=", 1.3)
+      : check("wrapper start: spawn → started / node -e 0 (median of interleaved pairs)", median(sc.ratios), "<=", 1.15),
     check("Node wrapper private memory / idle bare node's (median)", pssMed("privRatio"), "<=", 1.25),
     ...perKind,
     check("processes still carrying the lease id afterwards", leftovers, "<=", 0, "processes"),
