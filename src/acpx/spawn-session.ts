@@ -8,6 +8,7 @@
  * into the lease's cgroup between its creation and the spawn; when they
  * cannot be, nothing is spawned.
  */
+import { randomUUID } from "node:crypto";
 import { performance } from "node:perf_hooks";
 import { checkSignalTarget } from "../facts/guards.js";
 import {
@@ -28,7 +29,7 @@ import { describeEarlyExit } from "./early-exit.js";
 import type { StartedReport } from "./wrapper/protocol.js";
 import { lifecycleDeps, releaseLaunched, type ControllerDeps, type LiveSessions } from "./live-sessions.js";
 import { applyLimits, mountOf, readCgroupOf, removeCgroup } from "../containment/index.js";
-import { bindLeaseCgroup, containmentOffWhy, dropLeaseCgroup, type LeaseCgroupBinding } from "../ownership/lease-cgroup.js";
+import { containmentOffWhy, dropLeaseCgroup, openLeaseWithCgroup, type LeaseCgroupBinding } from "../ownership/lease-cgroup.js";
 import { assertSessionLimits, controllersFor, describeLimits, enableLimitControllers, enforcedLimits, rememberLimits, type EnforcedLimits } from "./session-limits.js";
 import { CGROUP_ENV_KEY, CGROUP_MOVE_FAILED, CGROUP_REQUIRED_ENV_KEY } from "./wrapper/protocol.js";
 import { newSessionRecord } from "./session-store.js";
@@ -138,21 +139,23 @@ async function prepareLimits(d: ControllerDeps, input: AcpRuntimeEnsureInput, li
   await enableLimitControllers(d, limitControllers);
 }
 
-/** The lease, written before the wrapper is spawned, with its cgroup (bindLeaseCgroup). */
+/** The lease, durable before the wrapper is spawned, with its cgroup (openLeaseWithCgroup). */
 async function openAttempt(d: ControllerDeps, live: LiveSessions, input: AcpRuntimeEnsureInput, tStart: number): Promise<EnsureAttempt> {
   const rootArgv = rootArgvFor(d.nodePath, d.wrapper.wrapperPath, input.command, d.graceMs);
-  const lease = await d.leases.create({
+  // in flight from before its file exists: a maintenance reconcile never takes it for a spawn that never came
+  const leaseId = randomUUID();
+  live.inFlight.add(leaseId);
+  // ownership's one opening sequence: the lease, then its own cgroup, recorded before the spawn; the wrapper enters it
+  const bound = await openLeaseWithCgroup(lifecycleDeps(d), d.containment, {
+    leaseId,
     kind: "acpx",
     gatewayInstanceId: d.gatewayInstanceId,
     sessionKey: input.sessionKey,
     wrapperRoot: d.wrapper.wrapperRoot,
     wrapperPath: d.wrapper.wrapperPath,
     commandHash: computeCommandHash(rootArgv),
-  });
-  live.inFlight.add(lease.leaseId);
-  // the lease's own cgroup, made and recorded before the spawn by ownership's one binding sequence; the wrapper enters it
-  const bound = await bindLeaseCgroup(lifecycleDeps(d), d.containment, lease).catch((err: unknown) => {
-    live.inFlight.delete(lease.leaseId);
+  }).catch((err: unknown) => {
+    live.inFlight.delete(leaseId);
     throw err;
   });
   const a = new EnsureAttempt(d, live, input, bound.lease, bound);
