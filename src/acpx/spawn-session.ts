@@ -102,12 +102,10 @@ export async function spawnSession(d: ControllerDeps, live: LiveSessions, input:
   // The handshake's first bytes wait in the pipe until the adapter reads
   // them, so it runs beside the wrapper's start and the root's record rather
   // than after them; the session is handed out only once both are done, and
-  // a failed start or record wins over what the handshake says.
+  // a failed start or record wins over what the handshake says (its promise
+  // never rejects, and the failure closes its client).
   const handshaking = beginAcpSession(a, launched);
-  const report = await startedAndRecorded(a, launched, limitControllers).catch(async (err: unknown) => {
-    await handshaking;
-    throw err;
-  });
+  const report = await startedAndRecorded(a, launched, limitControllers);
   const acp = await finishAcpSession(a, launched, await handshaking);
   a.t.handshake = performance.now();
   return registerSession(a, launched, report, acp, limits, disposed);
