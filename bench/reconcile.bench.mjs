@@ -64,7 +64,9 @@ export async function run() {
     check("startup reconcile at scale: leases reaped or marked lost", report.entries.filter((e) => ["killed", "killed-remnants", "marked-lost"].includes(e.action)).length, ">=", LEASES, "leases"),
     check("startup reconcile at scale: processes of the leases left alive", left, "<=", 0, "processes"),
     check("startup reconcile at scale: snapshot() calls (bench's count)", snapshots, "<=", 1 + Math.ceil(GRACE_MS / 100), "snapshots"),
-    check("startup reconcile at scale: longest event-loop block", busy.maxGap, "<=", 2, "ms"),
+    // issue 41: the bound the host can judge is the main thread's own CPU between two ticks, in the mode a gateway
+    // gets by default (reapStartupOrphans on the calling thread); the wall-clock gap is printed beside the idle baseline
+    check("startup reconcile at scale, default mode (the calling thread): most main-thread CPU between two event-loop ticks", busy.maxCpu, "<=", 2, "ms"),
   ];
   // issue 20 asks for the total beside its floor, printed above, not for a bound on it
   if (cFloor === null) out.push(unmeasured("startup reconcile at scale: the C floor of its reads", floor.walk.reason ?? floor.inspect.reason ?? "C floor not measured"));

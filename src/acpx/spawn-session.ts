@@ -8,6 +8,7 @@
  * into the lease's cgroup between its creation and the spawn; when they
  * cannot be, nothing is spawned.
  */
+import { randomUUID } from "node:crypto";
 import { performance } from "node:perf_hooks";
 import { checkSignalTarget } from "../facts/guards.js";
 import {
@@ -28,7 +29,7 @@ import { describeEarlyExit } from "./early-exit.js";
 import type { StartedReport } from "./wrapper/protocol.js";
 import { lifecycleDeps, releaseLaunched, type ControllerDeps, type LiveSessions } from "./live-sessions.js";
 import { applyLimits, mountOf, readCgroupOf, removeCgroup } from "../containment/index.js";
-import { bindLeaseCgroup, containmentOffWhy, dropLeaseCgroup, type LeaseCgroupBinding } from "../ownership/lease-cgroup.js";
+import { containmentOffWhy, dropLeaseCgroup, openLeaseWithCgroup, type LeaseCgroupBinding } from "../ownership/lease-cgroup.js";
 import { assertSessionLimits, controllersFor, describeLimits, enableLimitControllers, enforcedLimits, rememberLimits, type EnforcedLimits } from "./session-limits.js";
 import { CGROUP_ENV_KEY, CGROUP_MOVE_FAILED, CGROUP_REQUIRED_ENV_KEY } from "./wrapper/protocol.js";
 import { newSessionRecord } from "./session-store.js";
@@ -92,14 +93,30 @@ export async function spawnSession(d: ControllerDeps, live: LiveSessions, input:
   await prepareLimits(d, input, limits, limitControllers);
   const a = await openAttempt(d, live, input, tStart);
   await applyAttemptLimits(a, limits, limitControllers);
-  const { launched, report } = await startWrapper(a, limitControllers);
-  await recordRoot(a, launched, report.wrapperPid, report.pgid, limitControllers);
-  a.t.recorded = performance.now();
+  const launched = await launchFor(a, limitControllers);
   // spawnRawAdapter: the plugin speaks ACP itself on the adapter's stdin/stdout (raw-adapter.ts)
-  if (raw) return finishRawSpawn(d, live, input, a.lease, launched, report.pgid).catch((err: unknown) => a.fail("wrapper-failed", `the session record could not be written: ${errMessage(err)}`, err));
-  const acp = await openAcpSession(a, launched);
+  if (raw) {
+    const report = await startedAndRecorded(a, launched, limitControllers);
+    return finishRawSpawn(d, live, input, a.lease, launched, report.pgid).catch((err: unknown) => a.fail("wrapper-failed", `the session record could not be written: ${errMessage(err)}`, err));
+  }
+  // The handshake's first bytes wait in the pipe until the adapter reads
+  // them, so it runs beside the wrapper's start and the root's record rather
+  // than after them; the session is handed out only once both are done, and
+  // a failed start or record wins over what the handshake says (its promise
+  // never rejects, and the failure closes its client).
+  const handshaking = beginAcpSession(a, launched);
+  const report = await startedAndRecorded(a, launched, limitControllers);
+  const acp = await finishAcpSession(a, launched, await handshaking);
   a.t.handshake = performance.now();
   return registerSession(a, launched, report, acp, limits, disposed);
+}
+
+/** The wrapper's "started" report, then the root's identity in the lease (recordRoot). */
+async function startedAndRecorded(a: EnsureAttempt, launched: LaunchedWrapper, limitControllers: readonly LimitController[]): Promise<StartedReport> {
+  const report = await waitStarted(a, launched);
+  await recordRoot(a, launched, report.wrapperPid, report.pgid, limitControllers);
+  a.t.recorded = performance.now();
+  return report;
 }
 
 /** Limits need containment: refused before any lease is written when it is off; else their controllers are enabled. */
@@ -120,21 +137,23 @@ async function prepareLimits(d: ControllerDeps, input: AcpRuntimeEnsureInput, li
   await enableLimitControllers(d, limitControllers);
 }
 
-/** The lease, written before the wrapper is spawned, with its cgroup (bindLeaseCgroup). */
+/** The lease, durable before the wrapper is spawned, with its cgroup (openLeaseWithCgroup). */
 async function openAttempt(d: ControllerDeps, live: LiveSessions, input: AcpRuntimeEnsureInput, tStart: number): Promise<EnsureAttempt> {
   const rootArgv = rootArgvFor(d.nodePath, d.wrapper.wrapperPath, input.command, d.graceMs);
-  const lease = await d.leases.create({
+  // in flight from before its file exists: a maintenance reconcile never takes it for a spawn that never came
+  const leaseId = randomUUID();
+  live.inFlight.add(leaseId);
+  // ownership's one opening sequence: the lease, then its own cgroup, recorded before the spawn; the wrapper enters it
+  const bound = await openLeaseWithCgroup(lifecycleDeps(d), d.containment, {
+    leaseId,
     kind: "acpx",
     gatewayInstanceId: d.gatewayInstanceId,
     sessionKey: input.sessionKey,
     wrapperRoot: d.wrapper.wrapperRoot,
     wrapperPath: d.wrapper.wrapperPath,
     commandHash: computeCommandHash(rootArgv),
-  });
-  live.inFlight.add(lease.leaseId);
-  // the lease's own cgroup, made and recorded before the spawn by ownership's one binding sequence; the wrapper enters it
-  const bound = await bindLeaseCgroup(lifecycleDeps(d), d.containment, lease).catch((err: unknown) => {
-    live.inFlight.delete(lease.leaseId);
+  }).catch((err: unknown) => {
+    live.inFlight.delete(leaseId);
     throw err;
   });
   const a = new EnsureAttempt(d, live, input, bound.lease, bound);
@@ -156,12 +175,11 @@ async function applyAttemptLimits(a: EnsureAttempt, limits: EnforcedLimits, limi
   );
 }
 
-/** Launches the wrapper (its environment names the lease's cgroup) and waits for its "started" report; any other first word fails the attempt. */
-async function startWrapper(a: EnsureAttempt, limitControllers: readonly LimitController[]): Promise<{ launched: LaunchedWrapper; report: StartedReport }> {
+/** Launches the wrapper (its environment names the lease's cgroup); a spawn that throws fails the attempt. */
+async function launchFor(a: EnsureAttempt, limitControllers: readonly LimitController[]): Promise<LaunchedWrapper> {
   const { d, input, cgroup } = a;
-  let launched: LaunchedWrapper;
   try {
-    launched = launchWrapper({
+    a.launched = launchWrapper({
       nodePath: d.nodePath,
       wrapperPath: d.wrapper.wrapperPath,
       command: input.command,
@@ -173,13 +191,18 @@ async function startWrapper(a: EnsureAttempt, limitControllers: readonly LimitCo
       envRemove: input.envRemove,
       ...(cgroup !== null ? { joinCgroup: cgroup.path } : {}),
     });
+    return a.launched;
   } catch (err) {
     return a.fail("wrapper-failed", `the wrapper could not be spawned: ${errMessage(err)}`, err);
   }
-  a.launched = launched;
+}
+
+/** Waits for the wrapper's "started" report; any other first word fails the attempt. */
+async function waitStarted(a: EnsureAttempt, launched: LaunchedWrapper): Promise<StartedReport> {
+  const { d, input } = a;
   const start = await launched.waitStart(d.startTimeoutMs);
   a.t.started = performance.now();
-  if (start.kind === "started") return { launched, report: start.report };
+  if (start.kind === "started") return start.report;
   if (start.kind === "spawn-error" && start.report.code === CGROUP_MOVE_FAILED) {
     // the wrapper refused to start the adapter outside the cgroup its limits live in
     return a.fail("limits-unavailable", start.report.message, undefined, { limitsRefusal: { why: start.report.message } });
@@ -234,8 +257,15 @@ interface AcpSession {
   conv: SessionConversation;
 }
 
-/** initialize → protocol version check → authenticate (input.auth) → session/new (acp-client.ts). */
-async function openAcpSession(a: EnsureAttempt, launched: LaunchedWrapper): Promise<AcpSession> {
+/** How the handshake went: the session, or what it threw (explained only once the start and record are known to be sound). */
+type Handshaken = { ok: true; session: AcpSession } | { ok: false; err: unknown };
+
+/**
+ * initialize → protocol version check → authenticate (input.auth) →
+ * session/new (acp-client.ts). Never rejects: a failure is judged by
+ * finishAcpSession, after the start and the record.
+ */
+async function beginAcpSession(a: EnsureAttempt, launched: LaunchedWrapper): Promise<Handshaken> {
   const { d, input } = a;
   const conv = new SessionConversation(d.conversation, input);
   a.conv = conv;
@@ -250,12 +280,17 @@ async function openAcpSession(a: EnsureAttempt, launched: LaunchedWrapper): Prom
       ...handshakeFields(input),
     });
     conv.opened(hs);
-    return { acpSessionId: hs.sessionId, client, conv };
+    return { ok: true, session: { acpSessionId: hs.sessionId, client, conv } };
   } catch (err) {
-    // names who ended and how (a killed wrapper as such), with the ACP error data, stderr tail and auth methods
-    const f = await explainHandshakeFailure(err, launched, 500, { client, stderrInMessage: d.conversation.stderrInMessages });
-    return a.fail(f.cause, f.message, undefined, f.details);
+    return { ok: false, err };
   }
+}
+
+/** The session, or the attempt failed with who ended and how (a killed wrapper as such), the ACP error data, stderr tail and auth methods. */
+async function finishAcpSession(a: EnsureAttempt, launched: LaunchedWrapper, r: Handshaken): Promise<AcpSession> {
+  if (r.ok) return r.session;
+  const f = await explainHandshakeFailure(r.err, launched, 500, { client: a.client!, stderrInMessage: a.d.conversation.stderrInMessages });
+  return a.fail(f.cause, f.message, undefined, f.details);
 }
 
 /** The session record written, the handle made and the session live; the attempt's timings reported. */

@@ -396,7 +396,7 @@ export interface EnsureTiming {
   wrapperSpawnMs: number;
   /** recording root pid / pgid / start time in the lease */
   recordRootMs: number;
-  /** ACP initialize + session/new */
+  /** what is left of ACP initialize + session/new once the root is recorded (the handshake starts with the spawn, beside the start and the record) */
   handshakeMs: number;
   totalMs: number;
 }

@@ -33,7 +33,7 @@ export { isLegalTransition, parseLeaseRecord, settledLine, LeaseTransitionError,
 export type { ParsedLease } from "./lease-record.js";
 export { openLeaseStore, LeaseNotFoundError, LeaseStoreReadOnlyError } from "./lease-store.js";
 export { openLeaseReader, type LeaseReader } from "./lease-reader.js";
-export type { LeaseStore, LeaseProblem, LeasePatch, LeaseCreateInput, LeaseListFilter, LeaseStoreOptions } from "./lease-store.js";
+export type { LeaseStore, LeaseProblem, LeasePatch, LeaseCreateInput, LeaseCreateOptions, LeaseListFilter, LeaseStoreOptions } from "./lease-store.js";
 export { collectTree, selfAndAncestorsIn } from "./collect.js";
 export type { CollectOptions } from "./collect.js";
 export { explainLease, verifyOwnedTree, verifyLeases } from "./verify.js";

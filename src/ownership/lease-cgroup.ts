@@ -2,7 +2,10 @@
  * Binding a cgroup to a lease (docs/containment.md): the one sequence run
  * around every leased spawn.
  *
- *   create → record (before the spawn; the lease's first process joins it)
+ *   lease written (in place; synced by the record, or on its own when there
+ *   is no cgroup to record) → cgroup created → record (the write that makes
+ *   the lease durable, with its cgroup, before the spawn; the lease's first
+ *   process joins it)
  *   → the first process is in it: kept, the lease's strongest evidence
  *   → it is not (its join failed, or the run cannot start inside): drop
  *   → the spawn never produced a process: never-started (lifecycle's
@@ -15,7 +18,7 @@
  * sequence runs on the lease with that cgroup.
  */
 import { createLeaseCgroup, refOf, removeCgroup, removeEmptyInstanceFolder, type ContainmentSupport, type LeaseCgroup } from "../containment/index.js";
-import type { LeaseStore } from "./lease-store.js";
+import type { LeaseCreateInput, LeaseStore } from "./lease-store.js";
 import { settleUnstarted, type LifecycleDeps } from "./lifecycle.js";
 import type { ProcessLease } from "./types.js";
 
@@ -28,6 +31,28 @@ export type LeaseCgroupBinding =
   | { lease: ProcessLease; cgroup: LeaseCgroup }
   /** uncontained, as without containment: ownership rests on the process tree and the markers */
   | { lease: ProcessLease; cgroup: null; why: string };
+
+/**
+ * A new lease and its cgroup, durable before the caller spawns anything for
+ * it. The lease file is in place before the cgroup exists, so a gateway that
+ * crashes in between leaves a lease naming no process, which the next
+ * reconcile settles as never started, and the empty cgroup with it
+ * (cgroup-drain.ts removeSettledLeftovers); its sync waits for the record
+ * of the cgroup, one durable write instead of two before the spawn
+ * (LeaseCreateOptions). With no cgroup to record, the lease is synced as it is.
+ */
+export async function openLeaseWithCgroup(deps: LifecycleDeps, support: ContainmentSupport, input: LeaseCreateInput): Promise<LeaseCgroupBinding> {
+  const lease = await deps.store.create(input, { sync: support.available ? "deferred" : "now" });
+  const bound = await bindLeaseCgroup(deps, support, lease);
+  if (bound.cgroup !== null || !support.available) return bound;
+  // the cgroup could not be made: the lease's own sync, which its record would have been
+  try {
+    return { ...bound, lease: await deps.store.update(lease.leaseId, {}) };
+  } catch (err) {
+    await settleUnstarted(deps, lease).catch(() => undefined);
+    throw err;
+  }
+}
 
 /**
  * create + record: the lease's own cgroup (`<root>/<instance id>/<lease id>`),

@@ -26,6 +26,22 @@ export interface LeaseCreateInput {
   holder?: string;
 }
 
+export interface LeaseCreateOptions {
+  /**
+   * "now" (the default): the new record is durable once create resolves.
+   * "deferred": it is in place, visible to every reader (a gateway restarted
+   * after a crash of this one included), but neither the file nor its
+   * directory entry is synced; the caller's next update of the lease, which
+   * syncs both, makes it durable, and nothing may be started for the lease
+   * before that. For a create followed at once by an update (the lease's
+   * cgroup binding, lease-cgroup.ts): two journal commits fewer before the
+   * spawn. A host crash in between can leave the record absent or empty
+   * (quarantined as corrupt by the next reader): nothing was started for it.
+   * Ignored by a store that is not durable.
+   */
+  sync?: "now" | "deferred";
+}
+
 export interface LeaseListFilter {
   gatewayInstanceId?: string;
   states?: readonly LeaseState[];
@@ -35,7 +51,7 @@ export interface LeaseStore {
   /** <stateDir>/acpx/leases */
   readonly dir: string;
   /** Writes a new lease, state "open", rootPid 0, startedAt/updatedAt now. Exclusive: an existing id is an error. */
-  create(input: LeaseCreateInput): Promise<ProcessLease>;
+  create(input: LeaseCreateInput, opts?: LeaseCreateOptions): Promise<ProcessLease>;
   /** null when absent, or when the file was refused/quarantined (reported through onProblem) */
   get(leaseId: string): Promise<ProcessLease | null>;
   /** Merges a patch (never leaseId, gatewayInstanceId or state), sets updatedAt. Throws LeaseNotFoundError. */

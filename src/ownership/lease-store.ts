@@ -27,12 +27,12 @@ import { LEASE_ID_RE, LEASE_KINDS, LEASE_STATES, LeaseTransitionError, TERMINAL_
 import { KeyedQueue, Limiter } from "./keyed-queue.js";
 import { asRecordWriteError } from "./host-faults.js";
 import type { LeaseState, ProcessLease } from "./types.js";
-import { LeaseNotFoundError, LeaseStoreReadOnlyError, type LeaseCreateInput, type LeaseListFilter, type LeasePatch, type LeaseProblem, type LeaseStore, type LeaseStoreOptions } from "./lease-store-api.js";
+import { LeaseNotFoundError, LeaseStoreReadOnlyError, type LeaseCreateInput, type LeaseCreateOptions, type LeaseListFilter, type LeasePatch, type LeaseProblem, type LeaseStore, type LeaseStoreOptions } from "./lease-store-api.js";
 
 export { LeaseTransitionError };
 
 export { LeaseNotFoundError, LeaseStoreReadOnlyError } from "./lease-store-api.js";
-export type { LeaseCreateInput, LeaseListFilter, LeasePatch, LeaseProblem, LeaseStore, LeaseStoreOptions } from "./lease-store-api.js";
+export type { LeaseCreateInput, LeaseCreateOptions, LeaseListFilter, LeasePatch, LeaseProblem, LeaseStore, LeaseStoreOptions } from "./lease-store-api.js";
 
 const MAX_LEASE_BYTES = 64 * 1024;
 /** lease files per read job when a folder is listed: a sixteenth of the jobs, and four jobs still keep the pool's threads busy */
@@ -104,7 +104,7 @@ export async function openLeaseStore(stateDir: string, opts: LeaseStoreOptions =
   };
   return {
     dir,
-    create: (input) => createLease(f, input),
+    create: (input, opts) => createLease(f, input, opts),
     async get(leaseId) {
       checkId(leaseId);
       return load(f, leaseId);
@@ -302,7 +302,7 @@ async function listFolder(f: StoreFiles, folder: string, wanted: (l: ProcessLeas
   return { leases, problems };
 }
 
-async function createLease(f: StoreFiles, input: LeaseCreateInput): Promise<ProcessLease> {
+async function createLease(f: StoreFiles, input: LeaseCreateInput, opts?: LeaseCreateOptions): Promise<ProcessLease> {
   if (f.readOnly) throw new LeaseStoreReadOnlyError("create");
   if (typeof input !== "object" || input === null) throw new TypeError("input must be an object");
   const leaseId = input.leaseId ?? randomUUID();
@@ -313,11 +313,14 @@ async function createLease(f: StoreFiles, input: LeaseCreateInput): Promise<Proc
   const record = { leaseId, kind, gatewayInstanceId, sessionKey, wrapperRoot, wrapperPath, rootPid: 0, commandHash, startedAt: now, state: "open", updatedAt: now };
   const parsed = parseLeaseRecord({ ...record, ...(input.holder !== undefined ? { holder: input.holder } : {}) }, false);
   if (!parsed.ok) throw new TypeError(`invalid lease input: ${parsed.reason}`);
+  if (opts?.sync !== undefined && opts.sync !== "now" && opts.sync !== "deferred") throw new TypeError(`opts.sync must be "now" or "deferred", got ${JSON.stringify(opts.sync)}`);
+  // deferred: in place, synced by the caller's next update (LeaseCreateOptions says when that is enough)
+  const sync = f.durable && opts?.sync !== "deferred";
   return f.withLock(leaseId, () => guarded(f, join(f.dir, `${leaseId}.json`), "create", async () => {
     const file = `${leaseId}.json`;
     if (await exists(join(f.archive, file))) throw new Error(`lease ${leaseId} already exists`);
     // link() is the exclusive create: it never replaces an existing lease
-    const tmp = await writeTemp(f.dir, file, serializeLease(parsed.lease), f.durable);
+    const tmp = await writeTemp(f.dir, file, serializeLease(parsed.lease), sync);
     try {
       await link(tmp, join(f.dir, file));
     } catch (e) {
@@ -326,7 +329,7 @@ async function createLease(f: StoreFiles, input: LeaseCreateInput): Promise<Proc
     } finally {
       await unlink(tmp).catch(ignoreEnoent);
     }
-    if (f.durable) await fsyncDir(f.dir);
+    if (sync) await fsyncDir(f.dir);
     return remember(f, parsed.lease);
   }));
 }

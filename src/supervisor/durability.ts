@@ -43,7 +43,7 @@ import {
 import { createSignaller } from "../facts/signal.js";
 import { recordContainmentRoot } from "../ownership/containment-record.js";
 import { removeInstanceFolder, type ContainmentSupport, type LeaseCgroup } from "../containment/index.js";
-import { bindLeaseCgroup, dropLeaseCgroup } from "../ownership/lease-cgroup.js";
+import { dropLeaseCgroup, openLeaseWithCgroup } from "../ownership/lease-cgroup.js";
 import { detectRunContainment } from "./run-cgroups.js";
 import { acquireKeeper, keeperWanted, type KeeperLease, type KeeperOption } from "../ownership/keeper.js";
 import type { LeaseVerification } from "../ownership/verify.js";
@@ -342,8 +342,9 @@ function runKeeper(ctx: RunLeaseContext): { keep(): Promise<void>; release(): Pr
 
 /** A run's lease, written before its spawn, with the markers for its environment and its own cgroup where containment allows. */
 async function openRunLease(ctx: RunLeaseContext, support: ContainmentSupport, runId: string, argv: readonly string[]): Promise<RunLease> {
-  const { store, instanceId, holder } = await ctx.init();
-  const lease = await store.create({
+  const { instanceId, holder } = await ctx.init();
+  // ownership's one opening sequence: the lease, then its cgroup made and recorded, or uncontained (as without containment)
+  const bound = await openLeaseWithCgroup(await ctx.lifecycle(), support, {
     kind: "supervisor",
     gatewayInstanceId: instanceId,
     sessionKey: SUPERVISOR_SESSION_PREFIX + runId,
@@ -351,10 +352,9 @@ async function openRunLease(ctx: RunLeaseContext, support: ContainmentSupport, r
     commandHash: computeCommandHash(argv),
     holder,
   });
-  const env = { [LEASE_ENV_KEY]: lease.leaseId, [INSTANCE_ENV_KEY]: instanceId };
-  // ownership's one binding sequence: made and recorded, or uncontained (as without containment)
-  const bound = await bindLeaseCgroup(await ctx.lifecycle(), support, lease);
-  return { leaseId: lease.leaseId, env, ...(bound.cgroup !== null ? { cgroup: bound.cgroup } : {}) };
+  const { leaseId } = bound.lease;
+  const env = { [LEASE_ENV_KEY]: leaseId, [INSTANCE_ENV_KEY]: instanceId };
+  return { leaseId, env, ...(bound.cgroup !== null ? { cgroup: bound.cgroup } : {}) };
 }
 
 /** What an earlier incarnation left: this instance's supervisor leases, except runs still supervised (here or by a live supervisor elsewhere) or tracked. */

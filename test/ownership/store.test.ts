@@ -50,6 +50,17 @@ describe("lease store", () => {
     expect((await readdir(store.dir)).filter((n) => n.startsWith(".tmp"))).toEqual([]);
   });
 
+  it("a deferred-sync create is in place and exclusive at once, leaves no temp file, and is rewritten whole by the next update", async () => {
+    const store = await openLeaseStore(dir);
+    const l = await store.create(input(), { sync: "deferred" });
+    expect(await store.get(l.leaseId)).toEqual(l);
+    await expect(store.create(input({ leaseId: l.leaseId }), { sync: "deferred" })).rejects.toThrow(/already exists/);
+    expect((await readdir(store.dir)).filter((n) => n.startsWith(".tmp"))).toEqual([]);
+    const updated = await store.update(l.leaseId, { rootPid: 4242 });
+    expect(JSON.parse(await readFile(join(store.dir, `${l.leaseId}.json`), "utf8"))).toMatchObject({ leaseId: l.leaseId, rootPid: 4242, updatedAt: updated.updatedAt });
+    await expect(store.create(input(), { sync: "later" as "now" })).rejects.toThrow(TypeError);
+  });
+
   it("validates transitions: open → closing → closed | lost, closing → open, nothing else", async () => {
     const all: LeaseState[] = ["open", "closing", "closed", "lost"];
     const legal = all.flatMap((f) => all.filter((t) => isLegalTransition(f, t)).map((t) => `${f}→${t}`));
