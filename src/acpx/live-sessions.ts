@@ -111,9 +111,10 @@ export class LiveSessions {
 
   /** Ends our side of a live session (lifeline, stdin), waits for the wrapper to exit, and says whether it reported the adapter's exit. */
   async release(live: LiveSession): Promise<ReleaseResult> {
+    const running = live.launched.howEnded() === undefined;
     live.launched.endLifeline();
     live.launched.stdin.destroy();
-    return exitWitnessed(live.launched, await live.launched.waitExit(this.graceMs + 2000));
+    return exitWitnessed(live.launched, running, await live.launched.waitExit(this.graceMs + 2000));
   }
 
   drop(key: string, live: LiveSession | undefined): void {
@@ -146,27 +147,31 @@ export function markSessionClosing(live: LiveSession | undefined, reason: string
 
 /** Our lever on a wrapper we spawned and that is not (or no longer) a live session: lifeline, stdin, then SIGKILL while unreaped. */
 export async function releaseLaunched(launched: LaunchedWrapper, graceMs: number): Promise<ReleaseResult> {
+  const running = launched.howEnded() === undefined;
   launched.endLifeline();
   launched.stdin.destroy();
   if (!(await launched.waitExit(graceMs + 2000))) {
     signalUnreapedChild(launched.child, "SIGKILL", launched.exitStatus() !== undefined);
-    return exitWitnessed(launched, await launched.waitExit(2000));
+    return exitWitnessed(launched, running, await launched.waitExit(2000));
   }
-  return exitWitnessed(launched, true);
+  return exitWitnessed(launched, running, true);
 }
 
 /**
  * The adapter is the wrapper's child and the wrapper reaps it: an exit the
  * wrapper reported (read once its lifeline is drained) is the lease root's
  * exit seen through our own child. It counts as ended at our request only
- * when the wrapper swept because its lifeline ended ("parent-gone"): an
- * adapter that had ended on its own before (a sweep for "adapter-exit")
- * stays the table's to judge (lost, ended-on-its-own). A wrapper that did
- * not exit, or exited without that report, witnessed nothing.
+ * when nothing had told us of an end before the release (`running`): the
+ * lifeline's end and stdin's EOF are both our levers, and an adapter that
+ * answers either (the wrapper's sweep, or its own exit on EOF, whichever
+ * comes first) ended under our eyes. One that had ended on its own before
+ * stays the table's to judge (lost, ended-on-its-own); one whose report was
+ * still in the pipe at that moment reads closed, not lost, and no signal
+ * rests on either. A wrapper that did not exit, or exited without that
+ * report, witnessed nothing.
  */
-async function exitWitnessed(launched: LaunchedWrapper, exited: boolean): Promise<ReleaseResult> {
-  if (!exited || (await launched.ended).kind !== "adapter-exited") return { rootExitObserved: false };
-  return { rootExitObserved: launched.cleanupReport()?.reason === "parent-gone" };
+async function exitWitnessed(launched: LaunchedWrapper, running: boolean, exited: boolean): Promise<ReleaseResult> {
+  return { rootExitObserved: running && exited && (await launched.ended).kind === "adapter-exited" };
 }
 
 /** closeSession's input, checked: the key and the lease the handle names (when it names one). */
