@@ -2,7 +2,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { defineConfig } from "vitest/config";
 
-// The run's own instance index (src/ownership/instance-index.ts), removed by
+// The run's own instance index (src/ownership/host/instance-index.ts), removed by
 // the global teardown: test state dirs never land in the host's index.
 process.env.PROCLEASE_INSTANCE_INDEX ??= join(tmpdir(), `proclease-test-index-${process.pid}`);
 

@@ -8,7 +8,7 @@
  * accident: the lifecycle controller, its handles, updates and errors; the
  * process supervisor; session visibility; the live process facts; read-only
  * views of leases. Nothing here moves a lease: the lifecycle
- * (src/ownership/lifecycle.ts, driven by the controller and the supervisor)
+ * (src/ownership/lifecycle/lifecycle.ts, driven by the controller and the supervisor)
  * is the only mover. docs/api.md lists every name (scripts/api-list.mjs
  * writes it, test/api-list.test.ts checks it).
  *

@@ -5,9 +5,9 @@
  * - signals are sent only by the signal module (src/facts/signal.ts), found by
  *   symbol: process.kill, a child's kill, the addon's signalIfSame, however
  *   spelled (an alias, a destructuring, a bracket);
- * - a lease moves only in the lifecycle module (src/ownership/lifecycle.ts):
+ * - a lease moves only in the lifecycle module (src/ownership/lifecycle/lifecycle.ts):
  *   the store's transition/advance and applySettlement, found by symbol;
- * - TERM → grace → KILL is written once, escalate (src/ownership/escalate.ts),
+ * - TERM → grace → KILL is written once, escalate (src/ownership/terminate/escalate.ts),
  *   which every teardown calls (the native C wrapper is C, exempt by language);
  * - no process-state letter compared outside src/facts/ (liveness is facts/liveness.ts's);
  * - no session row's owner compared outside src/sessions/ (canSeeSessionRow);
@@ -88,7 +88,8 @@ describe("each rule fails on a planted copy (a test of the test)", () => {
     const seen = PLANTS.find((p) => p.name === "second-visibility-check")!;
     expect(checkFile({ path: "src/sessions/planted.ts", text: seen.text })).toEqual([]);
     const order = PLANTS.find((p) => p.name === "term-sleep-kill")!;
-    expect(checkFile({ path: KILL_ORDER_HOME, text: order.text })).toEqual([]);
+    // the home sits one folder deeper than the plant (src/ownership/terminate/)
+    expect(checkFile({ path: KILL_ORDER_HOME, text: order.text.replace('"../facts/', '"../../facts/') })).toEqual([]);
   });
 
   it("state-letter also catches a switch over the state and a list of letters; a multi-letter state (a run's) is not a letter", () => {
@@ -139,6 +140,14 @@ describe("each rule fails on a planted copy (a test of the test)", () => {
     expect(checkFile({ path: "src/containment/planted.ts", text }).filter((v) => v.rule === "layer-import")).toHaveLength(3);
     expect(checkFile({ path: "src/sessions/planted.ts", text: `import { isAlive } from "../facts/liveness.js";\nexport const a = isAlive;\n` })).toHaveLength(1);
     expect(checkFile({ path: "src/acpx/planted.ts", text: `import { isAlive } from "../facts/liveness.js";\nexport const a = isAlive;\n` })).toEqual([]);
+  });
+
+  it("layer-import also holds src/ownership/'s folders to their order (OWNERSHIP_LAYERS), and index.ts above them all", () => {
+    const up = `import type { Settlement } from "../lifecycle/settle.js";\nexport type S = Settlement;\n`;
+    expect(checkFile({ path: "src/ownership/verify/planted.ts", text: up }).map((v) => v.rule)).toEqual(["layer-import"]);
+    expect(checkFile({ path: "src/ownership/keeper/planted.ts", text: up })).toEqual([]);
+    expect(checkFile({ path: "src/ownership/leases/planted.ts", text: `export { settleLease } from "../index.js";\n` }).map((v) => v.rule)).toEqual(["layer-import"]);
+    expect(checkFile({ path: "src/ownership/planted/x.ts", text: `export { escalate } from "../terminate/escalate.js";\n` }).map((v) => v.rule)).toEqual(["layer-import"]);
   });
 
   it("prose-decision also catches a regex tested against a why and an includes on a message or reason; a code compared, and prose built, are not decisions", () => {

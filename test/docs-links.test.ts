@@ -102,13 +102,13 @@ describe("links in the shipped docs", () => {
 
   it("the check itself catches a link into src/, a missing file and a missing heading", () => {
     const doc = [
-      "See [the verifier](../src/ownership/verify.ts), [gone](missing.md),",
+      "See [the verifier](../src/ownership/verify/verify.ts), [gone](missing.md),",
       "[no such heading](api.md#no-such-heading), [fine](api.md) and [web](https://example.org/x.ts).",
       "```",
       "[inside a code block](../src/index.ts) is not a link",
       "```",
     ].join("\n");
     const problems = brokenLinks("docs/example.md", doc, FILES, ROOT);
-    expect(problems.map((p) => p.split(":")[1])).toEqual(["1 ../src/ownership/verify.ts", "1 missing.md", "2 api.md#no-such-heading"]);
+    expect(problems.map((p) => p.split(":")[1])).toEqual(["1 ../src/ownership/verify/verify.ts", "1 missing.md", "2 api.md#no-such-heading"]);
   });
 });

@@ -8,7 +8,7 @@
  * or command match, else left alone.
  */
 import { killOwnedTree, settleLease, survivorsOf, verifyLegacyRecord, type LeaseOutcome, type TreeKillReport } from "../ownership/index.js";
-import type { LeaseState, OwnershipEvidence } from "../ownership/types.js";
+import type { LeaseState, OwnershipEvidence } from "../ownership/leases/types.js";
 import { AcpxSessionClosedError } from "./errors.js";
 import { lifecycleDeps, markSessionClosing, type ControllerDeps, type LiveSessions } from "./live-sessions.js";
 import type { LegacyAcpxSessionRecord } from "./session-store.js";

@@ -10,7 +10,7 @@ import { detectContainment, type ContainmentSupport } from "../containment/index
 import { getProcessFacts } from "../facts/get.js";
 import { createSignaller } from "../facts/signal.js";
 import { nonNegativeOption, positiveOption } from "../facts/validate.js";
-import { recordContainmentRoot } from "../ownership/containment-record.js";
+import { recordContainmentRoot } from "../ownership/host/containment-record.js";
 import { acquireStateDirLock, DEFAULT_GRACE_MS, DEFAULT_RETENTION_MS, loadOrCreateGatewayInstanceId, openLeaseStore, type StateDirLock } from "../ownership/index.js";
 import { assertConversationOptions, conversationConfig } from "./conversation-options.js";
 import { installWrapper } from "./install-wrapper.js";

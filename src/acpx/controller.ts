@@ -5,7 +5,7 @@
  * controller-open.ts (its options checked, its state dir opened),
  * spawn-session.ts (ensure: spawn + handshake), close-session.ts (close),
  * live-sessions.ts (which sessions it serves), and every lease moves through
- * src/ownership/lifecycle.ts.
+ * src/ownership/lifecycle/lifecycle.ts.
  *
  * Three intents, kept apart on purpose:
  * - cancelTurn: ACP `session/cancel`, never a signal; the session stays.
@@ -29,7 +29,7 @@
  */
 import { KeyedQueue } from "../ownership/index.js";
 import { reconcileLeases, verifyOwnedTree as verifyTree, type LeaseOutcome, type StateDirLock } from "../ownership/index.js";
-import type { ProcessLease, OwnedProcessTree } from "../ownership/types.js";
+import type { ProcessLease, OwnedProcessTree } from "../ownership/leases/types.js";
 import { closeLocked, summarize } from "./close-session.js";
 import { assertPromptOptions, DEFAULT_CANCEL_GRACE_MS, sessionEndedError } from "./acp-client.js";
 import { AcpxSessionBusyError, AcpxSessionClosedError } from "./errors.js";

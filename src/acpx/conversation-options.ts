@@ -14,7 +14,7 @@ import { assertFsOptions } from "./client-fs.js";
 import { assertTerminalOption, TERMINAL_RUN_PREFIX, type ClientTerminalOptions } from "./client-terminal.js";
 import type { ConversationConfig } from "./conversation.js";
 import { assertLogger, safeLogger } from "./logger.js";
-import { assertKeeperOption } from "../ownership/keeper.js";
+import { assertKeeperOption } from "../ownership/keeper/keeper.js";
 import { DEFAULT_PERMISSION_TIMEOUT_MS } from "./permissions.js";
 import type { AcpxLifecycleControllerOptions } from "./types.js";
 import { resolveUpdateLimits } from "./update-bytes.js";

@@ -10,7 +10,7 @@
  * nothing about the lease.
  */
 import type { InitializeResponse } from "@agentclientprotocol/sdk";
-import { INSTANCE_ENV_KEY, LEASE_ENV_KEY } from "../ownership/types.js";
+import { INSTANCE_ENV_KEY, LEASE_ENV_KEY } from "../ownership/leases/types.js";
 import type { ProcessSupervisor } from "../supervisor/index.js";
 import { withTimeout, type AcpClient, type AcpClientOptions } from "./acp-client.js";
 import { createClientFs, type ClientFsOptions } from "./client-fs.js";

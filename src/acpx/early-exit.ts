@@ -5,7 +5,7 @@
  * EMFILE, ENFILE, ENOMEM), else by the first stderr line that says
  * something.
  */
-import { hostResourceError, pidsLimitReached, processLimitError, type HostResourceError } from "../ownership/host-faults.js";
+import { hostResourceError, pidsLimitReached, processLimitError, type HostResourceError } from "../ownership/leases/host-faults.js";
 import type { ChildExit } from "./launch.js";
 
 /**

@@ -33,7 +33,7 @@ import { lstat, open, readFile, rename, unlink } from "node:fs/promises";
 import { basename, dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { ADDON_PATH_GLOBAL, nativeAddonPath } from "../facts/native.js";
-import { atomicWrite, ensurePrivateDir, readOwnedFile } from "../ownership/fs-safe.js";
+import { atomicWrite, ensurePrivateDir, readOwnedFile } from "../ownership/leases/fs-safe.js";
 
 export type WrapperKind = "native" | "node";
 

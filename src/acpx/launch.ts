@@ -12,8 +12,8 @@
 import { spawn, type ChildProcess } from "node:child_process";
 import { PassThrough, type Readable, type Writable } from "node:stream";
 import { enterCgroupAsync } from "../containment/index.js";
-import { hostResourceError } from "../ownership/host-faults.js";
-import { MARKER_ENV_KEYS } from "../ownership/markers.js";
+import { hostResourceError } from "../ownership/leases/host-faults.js";
+import { MARKER_ENV_KEYS } from "../ownership/verify/markers.js";
 import { wrapperKindOf } from "./install-wrapper.js";
 import {
   createReportReader,

@@ -3,13 +3,13 @@
  * leases an ensure or close is working on right now, and the controller's
  * own levers on a wrapper it spawned (the lifeline, and a SIGKILL of its
  * child while Node has not reaped it). Decides nothing about leases: those
- * move only through src/ownership/lifecycle.ts.
+ * move only through src/ownership/lifecycle/lifecycle.ts.
  */
 import type { ContainmentSupport } from "../containment/index.js";
 import type { ProcessFacts, ProcessSignaller } from "../facts/types.js";
 import { signalUnreapedChild } from "../facts/signal.js";
 import type { LeaseStore, LifecycleDeps, ReleaseResult } from "../ownership/index.js";
-import type { ProcessLease } from "../ownership/types.js";
+import type { ProcessLease } from "../ownership/leases/types.js";
 import type { AcpClient } from "./acp-client.js";
 import type { ConversationConfig, SessionConversation } from "./conversation.js";
 import { AcpxNoSessionError, AcpxSessionClosedError } from "./errors.js";

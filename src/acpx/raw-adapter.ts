@@ -11,7 +11,7 @@
  * (AcpxRawSessionError): the controller does not speak on a stream it handed over.
  */
 import type { Readable, Writable } from "node:stream";
-import type { ProcessLease, OwnedProcessTree } from "../ownership/types.js";
+import type { ProcessLease, OwnedProcessTree } from "../ownership/leases/types.js";
 import { SessionConversation } from "./conversation.js";
 import type { LaunchedWrapper, SessionEnd } from "./launch.js";
 import type { ControllerDeps, LiveSessions } from "./live-sessions.js";

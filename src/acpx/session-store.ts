@@ -10,7 +10,7 @@
 import { createHash } from "node:crypto";
 import { readdir, rm } from "node:fs/promises";
 import { join } from "node:path";
-import { atomicWrite, ensurePrivateDir, readOwnedFile } from "../ownership/fs-safe.js";
+import { atomicWrite, ensurePrivateDir, readOwnedFile } from "../ownership/leases/fs-safe.js";
 import { buildSessionOwner, type AcpSessionOwner } from "../sessions/index.js";
 import type { AcpRuntimeEnsureInput } from "./types.js";
 

@@ -20,8 +20,8 @@ import {
   settleLease,
   settleUnstarted,
 } from "../ownership/index.js";
-import type { ProcessLease } from "../ownership/types.js";
-import { hostResourceError, processLimitError } from "../ownership/host-faults.js";
+import type { ProcessLease } from "../ownership/leases/types.js";
+import { hostResourceError, processLimitError } from "../ownership/leases/host-faults.js";
 import { AcpClient, assertAuthInput, explainHandshakeFailure, handshake } from "./acp-client.js";
 import { AcpxEnsureError, type AcpxEnsureErrorDetails, type EnsureFailureCause } from "./errors.js";
 import { assertEnvRemove, describeEnd, launchWrapper, rootArgvFor, type LaunchedWrapper } from "./launch.js";
@@ -29,7 +29,7 @@ import { describeEarlyExit } from "./early-exit.js";
 import type { StartedReport } from "./wrapper/protocol.js";
 import { lifecycleDeps, releaseLaunched, type ControllerDeps, type LiveSessions } from "./live-sessions.js";
 import { applyLimits, mountOf, readCgroupOf, removeCgroup } from "../containment/index.js";
-import { containmentOffWhy, dropLeaseCgroup, openLeaseWithCgroup, type LeaseCgroupBinding } from "../ownership/lease-cgroup.js";
+import { containmentOffWhy, dropLeaseCgroup, openLeaseWithCgroup, type LeaseCgroupBinding } from "../ownership/lifecycle/lease-cgroup.js";
 import { assertSessionLimits, controllersFor, describeLimits, enableLimitControllers, enforcedLimits, rememberLimits, type EnforcedLimits } from "./session-limits.js";
 import { CGROUP_ENV_KEY, CGROUP_MOVE_FAILED, CGROUP_REQUIRED_ENV_KEY } from "./wrapper/protocol.js";
 import { newSessionRecord } from "./session-store.js";
@@ -56,7 +56,7 @@ class EnsureAttempt {
     readonly live: LiveSessions,
     readonly input: AcpRuntimeEnsureInput,
     public lease: ProcessLease,
-    /** the lease's cgroup binding (ownership/lease-cgroup.ts): its cgroup, or why there is none (what limits need) */
+    /** the lease's cgroup binding (ownership/lifecycle/lease-cgroup.ts): its cgroup, or why there is none (what limits need) */
     readonly bound: LeaseCgroupBinding,
   ) {}
 

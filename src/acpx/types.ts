@@ -279,7 +279,7 @@ export interface CloseReport {
 
 /**
  * One lease of a batch reconcile: the lifecycle's neutral outcome
- * (src/ownership/lifecycle.ts LeaseOutcome: the same rows the supervisor's
+ * (src/ownership/lifecycle/lifecycle.ts LeaseOutcome: the same rows the supervisor's
  * reconcile and the CLI's reap and explain give), with the kill summarised.
  */
 export type ReapReportEntry = Omit<LeaseOutcome, "verification" | "kill"> & { kill?: TreeKillSummary };
@@ -340,7 +340,7 @@ export interface AcpxLifecycleControllerOptions {
   facts?: ProcessFacts;
   /** identity-checked signals; default createSignaller(facts) */
   signaller?: ProcessSignaller;
-  /** SIGTERM → SIGKILL grace, for the tree kill and the wrapper; default DEFAULT_GRACE_MS (3000, src/ownership/types.ts) */
+  /** SIGTERM → SIGKILL grace, for the tree kill and the wrapper; default DEFAULT_GRACE_MS (3000, src/ownership/leases/types.ts) */
   graceMs?: number;
   /** closed/lost leases are kept this long; default 7 days */
   retentionMs?: number;

@@ -12,8 +12,8 @@ import { basename } from "node:path";
 import { findPs } from "../facts/get.js";
 import { parseStat } from "../facts/procfs.js";
 import type { ProcessFacts, ProcessInfo } from "../facts/types.js";
-import { mapLimit } from "../ownership/fs-safe.js";
-import { readStartClock, startTimeToEpochMs, type StartClock } from "../ownership/start-clock.js";
+import { mapLimit } from "../ownership/leases/fs-safe.js";
+import { readStartClock, startTimeToEpochMs, type StartClock } from "../ownership/verify/start-clock.js";
 import { sameProcess } from "../facts/identity.js";
 
 export interface ProcessLabels {

@@ -3,7 +3,7 @@
  * reap --dry-run) open it read-only: nothing is created, moved, chmod'ed or
  * quarantined, and they work beside a live gateway. The one writer (reap)
  * takes the state dir's lock like a gateway does. Both ask the same
- * lifecycle (ownership/lifecycle.ts reconcileLeases), so `explain` and
+ * lifecycle (ownership/lifecycle/lifecycle.ts reconcileLeases), so `explain` and
  * `reap --dry-run` say exactly what `reap` would do.
  */
 import { readMemory, verifyCgroupIdentity, type MemoryReading } from "../containment/index.js";

@@ -1,6 +1,6 @@
 /**
  * OpenClaw's `/acp doctor` for this backend: the rows `proclease doctor`
- * prints (ownership/doctor-rows.ts: facts backend, identity strength,
+ * prints (ownership/host/doctor-rows.ts: facts backend, identity strength,
  * pidfd, subreaper, other environments, /proc visibility, containment, the
  * state dir's orphan cgroups), what this gateway's controller got
  * (containment as applied, its instance id), and whether each agent's
@@ -10,7 +10,7 @@
  */
 import { constants as fsc, promises as fsp } from "node:fs";
 import { delimiter, isAbsolute, join } from "node:path";
-import { collectDoctorRows } from "../ownership/doctor-rows.js";
+import { collectDoctorRows } from "../ownership/host/doctor-rows.js";
 import type { ProcessFacts } from "../facts/types.js";
 import type { AcpxLifecycleController } from "../acpx/types.js";
 import type { ResolvedAgent } from "./options.js";

@@ -9,7 +9,7 @@
  * already goes on).
  */
 import type { AcpRuntimeHandle } from "../acpx/types.js";
-import { KeyedQueue } from "../ownership/keyed-queue.js";
+import { KeyedQueue } from "../ownership/leases/keyed-queue.js";
 import type { ResolvedAgent } from "./options.js";
 import type { TurnControl } from "./turn.js";
 import type { OpenClawRuntimeHandle, OpenClawSessionMode } from "./types.js";

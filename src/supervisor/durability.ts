@@ -23,15 +23,15 @@
  */
 import { resolve } from "node:path";
 import { getProcessFacts } from "../facts/get.js";
-import { holdSupervisorLock, liveHolders, releaseSupervisorLock } from "../ownership/supervisor-holders.js";
+import { holdSupervisorLock, liveHolders, releaseSupervisorLock } from "../ownership/host/supervisor-holders.js";
 import type { ProcessFacts, ProcessSignaller } from "../facts/types.js";
-import { computeCommandHash } from "../ownership/command-hash.js";
-import { loadOrCreateGatewayInstanceId } from "../ownership/instance-id.js";
-import { openLeaseStore, type LeaseStore } from "../ownership/lease-store.js";
-import type { TreeKillReport } from "../ownership/tree-kill.js";
-import { settleLease, settleUnstarted, type LeaseOutcome, type LeaseOutcomeCode, type LifecycleDeps } from "../ownership/lifecycle.js";
-import { reconcileLeases } from "../ownership/reconcile.js";
-import { recordRootIdentity } from "../ownership/root-identity.js";
+import { computeCommandHash } from "../ownership/leases/command-hash.js";
+import { loadOrCreateGatewayInstanceId } from "../ownership/leases/instance-id.js";
+import { openLeaseStore, type LeaseStore } from "../ownership/leases/lease-store.js";
+import type { TreeKillReport } from "../ownership/terminate/tree-kill.js";
+import { settleLease, settleUnstarted, type LeaseOutcome, type LeaseOutcomeCode, type LifecycleDeps } from "../ownership/lifecycle/lifecycle.js";
+import { reconcileLeases } from "../ownership/lifecycle/reconcile.js";
+import { recordRootIdentity } from "../ownership/lifecycle/root-identity.js";
 import {
   INSTANCE_ENV_KEY,
   LEASE_ENV_KEY,
@@ -39,14 +39,14 @@ import {
   type LeaseSettledAs,
   type LeaseState,
   type OwnershipEvidence,
-} from "../ownership/types.js";
+} from "../ownership/leases/types.js";
 import { createSignaller } from "../facts/signal.js";
-import { recordContainmentRoot } from "../ownership/containment-record.js";
+import { recordContainmentRoot } from "../ownership/host/containment-record.js";
 import { removeInstanceFolder, type ContainmentSupport, type LeaseCgroup } from "../containment/index.js";
-import { dropLeaseCgroup, openLeaseWithCgroup } from "../ownership/lease-cgroup.js";
+import { dropLeaseCgroup, openLeaseWithCgroup } from "../ownership/lifecycle/lease-cgroup.js";
 import { detectRunContainment } from "./run-cgroups.js";
-import { acquireKeeper, keeperWanted, type KeeperLease, type KeeperOption } from "../ownership/keeper.js";
-import type { LeaseVerification } from "../ownership/verify.js";
+import { acquireKeeper, keeperWanted, type KeeperLease, type KeeperOption } from "../ownership/keeper/keeper.js";
+import type { LeaseVerification } from "../ownership/verify/verify.js";
 import type { SupervisorRunRef } from "./types.js";
 
 /** A supervisor run's lease has the session key `supervisor:<runId>`. */
@@ -111,7 +111,7 @@ export interface RunLeases {
    * The run cannot be started inside its cgroup (see adapters/cgroup-shim.ts):
    * the cgroup leaves the lease, and is removed, BEFORE the spawn, so no lease
    * names a cgroup its command runs outside of (the binding's rule,
-   * ownership/lease-cgroup.ts: the cgroup is evidence only when the root is
+   * ownership/lifecycle/lease-cgroup.ts: the cgroup is evidence only when the root is
    * in it).
    */
   dropCgroup(leaseId: string, cgroup: LeaseCgroup): Promise<void>;
@@ -180,7 +180,7 @@ export interface RunLeasesOptions {
   graceMs: number;
   /** "auto" (default): each lease gets its own cgroup v2 where the host allows it; "off": never */
   containment?: "auto" | "off";
-  /** "on" (default, unless PROCLEASE_KEEPER=off): from the first leased run on, this process's keeper (ownership/keeper.ts) ends the runs if it dies */
+  /** "on" (default, unless PROCLEASE_KEEPER=off): from the first leased run on, this process's keeper (ownership/keeper/keeper.ts) ends the runs if it dies */
   keeper?: KeeperOption;
 }
 
@@ -317,7 +317,7 @@ export function createRunLeases(opts: RunLeasesOptions): RunLeases {
 }
 
 /**
- * This supervisor's share of its process's keeper (ownership/keeper.ts),
+ * This supervisor's share of its process's keeper (ownership/keeper/keeper.ts),
  * taken before the first lease is written: a crash from then on is the
  * keeper's to clean up (without one, the next reconcile's).
  */

@@ -10,7 +10,7 @@
  * concerns is a module of its own under run/: start, unstarted (the starting
  * window's rule), running, deadlines, terminate, pty-exit-fallback, finish.
  */
-import { assertKeeperOption } from "../ownership/keeper.js";
+import { assertKeeperOption } from "../ownership/keeper/keeper.js";
 import { randomUUID } from "node:crypto";
 import type { ContainmentSupport } from "../containment/index.js";
 import { getProcessFacts } from "../facts/get.js";
@@ -18,7 +18,7 @@ import { createSignaller } from "../facts/signal.js";
 import type { ProcessFacts, ProcessSignaller } from "../facts/types.js";
 import { nonNegativeOption } from "../facts/validate.js";
 import { DEFAULT_GRACE_MS } from "../ownership/index.js";
-import type { LeaseState } from "../ownership/types.js";
+import type { LeaseState } from "../ownership/leases/types.js";
 import { loadNodePty, type PtyLoader } from "./adapters/pty.js";
 import { createRunLeases, type ReconcilableState, type ReconcileReport, type RunLeases } from "./durability.js";
 import { killProcessTree } from "./kill-tree.js";

@@ -31,7 +31,7 @@ import {
   type LaunchedWrapper,
   type LaunchInput,
 } from "../../src/acpx/launch.js";
-import { INSTANCE_ENV_KEY, LEASE_ENV_KEY } from "../../src/ownership/types.js";
+import { INSTANCE_ENV_KEY, LEASE_ENV_KEY } from "../../src/ownership/leases/types.js";
 import { AGENT, alive, cleanupAll, GRACE_MS, readPidfile, tempStateDir, trackChild, trackLease, waitFor, environOf } from "./controller-helpers.js";
 
 const GW = `gw-diag-${process.pid}`;

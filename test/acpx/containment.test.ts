@@ -9,7 +9,7 @@ import { randomUUID } from "node:crypto";
 import { dirname, join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { createAcpxLifecycleController } from "../../src/acpx/controller.js";
-import { openLeaseStore } from "../../src/ownership/lease-store.js";
+import { openLeaseStore } from "../../src/ownership/leases/lease-store.js";
 import type { AcpRuntimeHandle } from "../../src/acpx/types.js";
 import { containmentSkipNote, probeCgroup2 } from "../helpers/cgroup-probe.mjs";
 import { agentArgv, alive, disposeAfterEach, readJsonLine, spawnGateway, tempStateDir, trackLease, trackPid, waitFor, GRACE_MS } from "./controller-helpers.js";

@@ -15,7 +15,7 @@ import { describe, expect, it } from "vitest";
 import { createAcpxLifecycleController } from "../../src/acpx/controller.js";
 import { AcpxEnsureError, AcpxPromptError, type AcpxPromptAbortError, type AcpxPromptTimeoutError } from "../../src/acpx/errors.js";
 import type { AcpRuntimeEnsureInput } from "../../src/acpx/types.js";
-import { INSTANCE_ENV_KEY, LEASE_ENV_KEY } from "../../src/ownership/types.js";
+import { INSTANCE_ENV_KEY, LEASE_ENV_KEY } from "../../src/ownership/leases/types.js";
 import {
   agentArgv,
   alive,

@@ -13,7 +13,7 @@ import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { createAcpxLifecycleController } from "../../src/acpx/controller.js";
 import type { AcpRuntimeHandle } from "../../src/acpx/types.js";
-import { openLeaseStore } from "../../src/ownership/lease-store.js";
+import { openLeaseStore } from "../../src/ownership/leases/lease-store.js";
 import {
   agentArgv,
   alive,

@@ -15,7 +15,7 @@ import { getProcessFacts } from "../../src/facts/get.js";
 import { createSignaller } from "../../src/facts/signal.js";
 import type { ProcessSignaller } from "../../src/facts/types.js";
 import { explainLease } from "../../src/ownership/index.js";
-import { openLeaseStore } from "../../src/ownership/lease-store.js";
+import { openLeaseStore } from "../../src/ownership/leases/lease-store.js";
 import {
   agentArgv,
   alive,

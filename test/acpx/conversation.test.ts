@@ -18,7 +18,7 @@ import {
   AcpxUnsupportedContentError,
 } from "../../src/acpx/errors.js";
 import type { AcpRuntimeHandle, AcpxLifecycleControllerOptions, LeaseSettledOutcome, SessionEndHow } from "../../src/acpx/types.js";
-import type { AcpxProcessLease } from "../../src/ownership/types.js";
+import type { AcpxProcessLease } from "../../src/ownership/leases/types.js";
 import { agentArgv, alive, disposeAfterEach, GRACE_MS, leaseCarriers, tempStateDir, trackLease, waitFor } from "./controller-helpers.js";
 
 const controllers = disposeAfterEach();

@@ -16,8 +16,8 @@ import { createInterface } from "node:readline";
 import { describe, expect, it } from "vitest";
 import { createAcpxLifecycleController } from "../../src/acpx/controller.js";
 import type { AcpRuntimeHandle } from "../../src/acpx/types.js";
-import { openLeaseStore } from "../../src/ownership/lease-store.js";
-import { KEEPER_REPORT_FILE, type KeeperReport } from "../../src/ownership/keeper-reap.js";
+import { openLeaseStore } from "../../src/ownership/leases/lease-store.js";
+import { KEEPER_REPORT_FILE, type KeeperReport } from "../../src/ownership/keeper/keeper-reap.js";
 import { alive, disposeAfterEach, leaseCarriers, ROOT, tempStateDir, trackChild, trackLease, trackPid, waitFor } from "../acpx/controller-helpers.js";
 
 const controllers = disposeAfterEach();

@@ -1,5 +1,5 @@
 /**
- * The keeper's own lifetime (ownership/keeper.ts): started by the first
+ * The keeper's own lifetime (ownership/keeper/keeper.ts): started by the first
  * session, stopped without acting by dispose() and shutdown(), one per
  * state dir, none left behind by many controllers; and the state-dir lock
  * it takes after its gateway died, which a new gateway waits for instead of
@@ -11,9 +11,9 @@ import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { createAcpxLifecycleController } from "../../src/acpx/controller.js";
 import { getProcessFacts } from "../../src/facts/get.js";
-import { keeperPid } from "../../src/ownership/keeper.js";
-import { KEEPER_REPORT_FILE } from "../../src/ownership/keeper-reap.js";
-import { acquireStateDirLock, StateDirLockedError } from "../../src/ownership/state-lock.js";
+import { keeperPid } from "../../src/ownership/keeper/keeper.js";
+import { KEEPER_REPORT_FILE } from "../../src/ownership/keeper/keeper-reap.js";
+import { acquireStateDirLock, StateDirLockedError } from "../../src/ownership/host/state-lock.js";
 import { agentArgv, alive, DIST_ACPX, disposeAfterEach, GRACE_MS, tempStateDir, trackLease, trackPid, waitFor } from "../acpx/controller-helpers.js";
 
 const controllers = disposeAfterEach();

@@ -24,7 +24,7 @@ import { enterCgroup, readMemory } from "../../src/containment/index.js";
 import { findCgroup2Mount, parseMountInfo } from "../../src/containment/mountinfo.js";
 import { getProcessFacts } from "../../src/facts/get.js";
 import { acquireStateDirLock, loadOrCreateGatewayInstanceId, openLeaseStore, type AcpxProcessLease } from "../../src/ownership/index.js";
-import { CONTAINMENT_RECORD_FILE, recordContainmentRoot } from "../../src/ownership/containment-record.js";
+import { CONTAINMENT_RECORD_FILE, recordContainmentRoot } from "../../src/ownership/host/containment-record.js";
 import { isAlive, waitFor } from "../supervisor/helpers.js";
 
 const MAIN = fileURLToPath(new URL("../../dist/cli/main.js", import.meta.url));

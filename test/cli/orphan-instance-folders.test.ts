@@ -24,8 +24,8 @@ import { killAndRemoveCgroupSync } from "../helpers/worker-cgroup.js";
 import { createAcpxLifecycleController } from "../../src/acpx/controller.js";
 import { enterCgroup } from "../../src/containment/index.js";
 import { loadOrCreateGatewayInstanceId, openLeaseStore } from "../../src/ownership/index.js";
-import { recordContainmentRoot } from "../../src/ownership/containment-record.js";
-import { INSTANCE_INDEX_ENV } from "../../src/ownership/instance-index.js";
+import { recordContainmentRoot } from "../../src/ownership/host/containment-record.js";
+import { INSTANCE_INDEX_ENV } from "../../src/ownership/host/instance-index.js";
 import { containmentSkipNote, probeCgroup2 } from "../helpers/cgroup-probe.mjs";
 
 const MAIN = fileURLToPath(new URL("../../dist/cli/main.js", import.meta.url));

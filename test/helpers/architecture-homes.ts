@@ -12,7 +12,7 @@
 //   signal module, src/facts/signal.ts. Everything else asks it.
 // - lease-move: a reference to the store's transition/advance or to
 //   applySettlement (an import, a re-export, a call, a destructuring, an
-//   element access) outside src/ownership/lifecycle.ts, the lifecycle module.
+//   element access) outside src/ownership/lifecycle/lifecycle.ts, the lifecycle module.
 import { createRequire } from "node:module";
 import { join } from "node:path";
 import type TS from "typescript-api";
@@ -39,7 +39,7 @@ interface HomeRule {
 }
 
 export const SIGNAL_HOME = "src/facts/signal.ts";
-export const LEASE_MOVE_HOME = "src/ownership/lifecycle.ts";
+export const LEASE_MOVE_HOME = "src/ownership/lifecycle/lifecycle.ts";
 
 export const HOME_RULES: readonly HomeRule[] = [
   {
@@ -57,11 +57,11 @@ export const HOME_RULES: readonly HomeRule[] = [
   {
     rule: "lease-move",
     // lease-store.ts implements the two moves; lifecycle.ts is the only caller
-    homes: new Set([LEASE_MOVE_HOME, "src/ownership/lease-store.ts"]),
+    homes: new Set([LEASE_MOVE_HOME, "src/ownership/leases/lease-store.ts"]),
     targets: [
-      { file: "src/ownership/lease-store-api.ts", container: "LeaseStore", name: "transition" },
-      { file: "src/ownership/lease-store-api.ts", container: "LeaseStore", name: "advance" },
-      { file: "src/ownership/lifecycle.ts", container: "", name: "applySettlement" },
+      { file: "src/ownership/leases/lease-store-api.ts", container: "LeaseStore", name: "transition" },
+      { file: "src/ownership/leases/lease-store-api.ts", container: "LeaseStore", name: "advance" },
+      { file: "src/ownership/lifecycle/lifecycle.ts", container: "", name: "applySettlement" },
     ],
     what: `a lease moved outside the lifecycle module (${LEASE_MOVE_HOME})`,
   },

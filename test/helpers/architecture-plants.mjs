@@ -32,19 +32,19 @@ export const PLANTS = [
     name: "apply-settlement-from-acpx",
     rule: "lease-move",
     at: "src/acpx/planted-settlement.ts",
-    text: `import { applySettlement } from "../ownership/lifecycle.js";\nexport const settle = (s: never, l: never, t: never) => applySettlement(s, l, t);\n`,
+    text: `import { applySettlement } from "../ownership/lifecycle/lifecycle.js";\nexport const settle = (s: never, l: never, t: never) => applySettlement(s, l, t);\n`,
   },
   {
     name: "destructured-transition",
     rule: "lease-move",
     at: "src/acpx/planted-transition.ts",
-    text: `import type { LeaseStore } from "../ownership/lease-store-api.js";\nexport async function close(store: LeaseStore, id: string) {\n  const { transition } = store;\n  await transition.call(store, id, "closed");\n}\n`,
+    text: `import type { LeaseStore } from "../ownership/leases/lease-store-api.js";\nexport async function close(store: LeaseStore, id: string) {\n  const { transition } = store;\n  await transition.call(store, id, "closed");\n}\n`,
   },
   {
     name: "advance-by-bracket",
     rule: "lease-move",
     at: "src/supervisor/planted-advance.ts",
-    text: `import type { LeaseStore } from "../ownership/lease-store-api.js";\nexport const close = (store: LeaseStore, id: string) => store["advance"](id, () => ({ to: "closed" }));\n`,
+    text: `import type { LeaseStore } from "../ownership/leases/lease-store-api.js";\nexport const close = (store: LeaseStore, id: string) => store["advance"](id, () => ({ to: "closed" }));\n`,
   },
   {
     name: "procs-name-joined",
@@ -85,8 +85,14 @@ export const PLANTS = [
   {
     name: "ownership-imports-acpx",
     rule: "layer-import",
-    at: "src/ownership/planted-up.ts",
-    text: `import { createAcpxLifecycleController } from "../acpx/index.js";\nexport const c = createAcpxLifecycleController;\n`,
+    at: "src/ownership/lifecycle/planted-up.ts",
+    text: `import { createAcpxLifecycleController } from "../../acpx/index.js";\nexport const c = createAcpxLifecycleController;\n`,
+  },
+  {
+    name: "verify-imports-lifecycle",
+    rule: "layer-import",
+    at: "src/ownership/verify/planted-up.ts",
+    text: `import { settlementFor } from "../lifecycle/settle.js";\nexport const s = settlementFor;\n`,
   },
   {
     name: "child-kill-by-hand",

@@ -16,7 +16,8 @@
 //   joined with "cgroup").
 // - layer-import: an import (static, `export … from`, dynamic, or a type's `import("…").T`) that runs
 //   up the layers (LAYERS below), across a rank (the plugin importing the
-//   CLI), or out of sessions/.
+//   CLI), or out of sessions/; inside src/ownership/, one that runs up its
+//   folders (OWNERSHIP_LAYERS).
 // - kill-order: a function that names SIGTERM and then SIGKILL (a hand-written
 //   TERM → grace → KILL) outside KILL_ORDER_HOME, the one escalate: the tree
 //   kill, the wrapper's group and a run's handle all call it. It reads
@@ -84,6 +85,23 @@ export const LAYERS: Readonly<Record<string, number>> = Object.freeze({
   "": 6,
 });
 
+/**
+ * The folders of src/ownership/, lowest first, read from its imports the
+ * same way: a file may import from its own folder and from the folders
+ * before it (index.ts, directly in src/ownership/, from all of them), so
+ * a lease record never reaches up to the kill, nor the kill to the
+ * lifecycle that moves the lease.
+ */
+export const OWNERSHIP_LAYERS: Readonly<Record<string, number>> = Object.freeze({
+  leases: 0,
+  verify: 1,
+  terminate: 2,
+  lifecycle: 3,
+  host: 4,
+  keeper: 5,
+  "": 6,
+});
+
 /** What each layer is, in the diagram. */
 export const LAYER_ROLES: Readonly<Record<string, string>> = Object.freeze({
   facts: "what the OS says about a process; the one signal module",
@@ -102,9 +120,15 @@ export function layerDiagram(): string {
   const ranks = [...new Set(Object.values(LAYERS))].sort((a, b) => b - a);
   const lines = ranks.map((r) => {
     const names = Object.keys(LAYERS).filter((k) => LAYERS[k] === r);
-    return names.map((n) => `${(n === "" ? "src/index.ts" : `src/${n}/`).padEnd(16)} ${LAYER_ROLES[n]}`).join("\n");
+    return names.map((n) => `${(n === "" ? "src/index.ts" : `src/${n}/`).padEnd(16)} ${LAYER_ROLES[n]}${n === "ownership" ? ownershipLine() : ""}`).join("\n");
   });
   return ["```", "imports point down only; one rank imports neither way", ...lines.flatMap((l, i) => (i === 0 ? [l] : ["        ↓", l])), "```"].join("\n");
+}
+
+/** The folders of src/ownership/, lowest first, as the diagram's second ownership line. */
+function ownershipLine(): string {
+  const folders = Object.keys(OWNERSHIP_LAYERS).filter((k) => k !== "").sort((a, b) => OWNERSHIP_LAYERS[a]! - OWNERSHIP_LAYERS[b]!);
+  return `\n${"".padEnd(16)} inside, each folder imports only those before it: ${folders.map((f) => `${f}/`).join(" → ")}`;
 }
 
 /** The diagram between `<!-- layers -->` and `<!-- /layers -->` in a markdown text, or null. */
@@ -308,7 +332,7 @@ function cgroupProcs(f: SourceFile, n: Node, ancestors: readonly Node[], add: Ad
 }
 
 /** The one home of TERM → grace → KILL: escalate. */
-export const KILL_ORDER_HOME = "src/ownership/escalate.ts";
+export const KILL_ORDER_HOME = "src/ownership/terminate/escalate.ts";
 const TERM_NAMES = new Set(["SIGTERM", "TERM"]);
 const KILL_NAMES = new Set(["SIGKILL", "KILL"]);
 
@@ -397,14 +421,30 @@ function layerImport(f: SourceFile, n: Node, add: Add): void {
   if ((n.type === "ImportDeclaration" || n.type === "ExportNamedDeclaration" || n.type === "ExportAllDeclaration") && isNode(n.source)) source = stringOf(n.source);
   if (n.type === "ImportExpression" || n.type === "TSImportType") source = stringOf(n.source);
   if (source === null || !source.startsWith(".")) return;
+  const target = posix.normalize(posix.join(posix.dirname(f.path), source));
   const from = layerOf(f.path);
-  const to = layerOf(posix.normalize(posix.join(posix.dirname(f.path), source)));
+  const to = layerOf(target);
+  if (from === "ownership" && to === "ownership") return ownershipImport(f.path, target, n, add);
   if (from === null || to === null || from === to) return;
   const rf = LAYERS[from];
   const rt = LAYERS[to];
   if (rf === undefined) return add("layer-import", n.start, `src/${from}/ is not in the layer order (LAYERS): place it`);
   if (rt === undefined) return add("layer-import", n.start, `imports src/${to}/, which is not in the layer order (LAYERS)`);
   if (from === "sessions" || rt >= rf) add("layer-import", n.start, `${from || "src"} (rank ${rf}) imports ${to || "src"} (rank ${rt}): only lower layers may be imported${from === "sessions" ? " (sessions imports nothing of ours)" : ""}`);
+}
+
+/** The folder of a src/ownership/ path ("" for a file directly in it). */
+const ownershipFolder = (path: string): string => /^src\/ownership\/([^/]+)\//.exec(path)?.[1] ?? "";
+
+function ownershipImport(fromPath: string, toPath: string, n: Node, add: Add): void {
+  const from = ownershipFolder(fromPath);
+  const to = ownershipFolder(toPath);
+  if (from === to) return;
+  const rf = OWNERSHIP_LAYERS[from];
+  const rt = OWNERSHIP_LAYERS[to];
+  if (rf === undefined) return add("layer-import", n.start, `src/ownership/${from}/ is not in the ownership order (OWNERSHIP_LAYERS): place it`);
+  if (rt === undefined) return add("layer-import", n.start, `imports src/ownership/${to}/, which is not in the ownership order (OWNERSHIP_LAYERS)`);
+  if (rt >= rf) add("layer-import", n.start, `ownership/${from || "index.ts"} (rank ${rf}) imports ownership/${to || "index.ts"} (rank ${rt}): only folders before it may be imported`);
 }
 
 function functionSize(n: Node, ancestors: readonly Node[], lineOf: (o: number) => number, add: Add): void {

@@ -1,5 +1,5 @@
 /**
- * What a batch reconcile shares between its kills (src/ownership/batch-facts.ts):
+ * What a batch reconcile shares between its kills (src/ownership/verify/batch-facts.ts):
  * the sliced runner for signal sends and the facts whose walks and exit
  * polls they share; then real batches: every lease marked closing before
  * the first signal, a settlement that throws stopping none of the others,
@@ -13,8 +13,8 @@ import { describe, expect, it } from "vitest";
 import { getProcessFacts } from "../../src/facts/get.js";
 import { createSignaller } from "../../src/facts/signal.js";
 import type { ProcessFacts, ProcessSnapshot } from "../../src/facts/types.js";
-import { coalescingFacts, slicedRunner } from "../../src/ownership/batch-facts.js";
-import type { LeaseStore } from "../../src/ownership/lease-store.js";
+import { coalescingFacts, slicedRunner } from "../../src/ownership/verify/batch-facts.js";
+import type { LeaseStore } from "../../src/ownership/leases/lease-store.js";
 import { computeCommandHash, loadOrCreateGatewayInstanceId, openLeaseStore, reconcileLeases } from "../../src/ownership/index.js";
 import { alive, disposeAfterEach, tempStateDir, testMarkerEnv, trackChild, trackPid, waitFor } from "../acpx/controller-helpers.js";
 

@@ -8,7 +8,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { loadNative } from "../../src/facts/native.js";
-import { atomicWrite, moveDurably, readOwnedFile, readOwnedFiles, removeDurably, type SafeRead } from "../../src/ownership/fs-safe.js";
+import { atomicWrite, moveDurably, readOwnedFile, readOwnedFiles, removeDurably, type SafeRead } from "../../src/ownership/leases/fs-safe.js";
 
 const isRoot = process.getuid?.() === 0;
 const nativeLoads = loadNative() !== null;

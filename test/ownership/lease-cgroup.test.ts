@@ -1,5 +1,5 @@
 /**
- * Binding a cgroup to a lease (ownership/lease-cgroup.ts), the one sequence
+ * Binding a cgroup to a lease (ownership/lifecycle/lease-cgroup.ts), the one sequence
  * the controller and the supervisor run around a spawn, on real cgroups:
  * create + record (the lease records the plain reference), drop (unrecorded,
  * removed, and the instance folder with it when it was the last), a record
@@ -16,8 +16,8 @@ import { detectContainment, type ContainmentSupport } from "../../src/containmen
 import { getProcessFacts } from "../../src/facts/get.js";
 import { createSignaller } from "../../src/facts/signal.js";
 import { openLeaseStore, type LeasePatch, type LeaseStore } from "../../src/ownership/index.js";
-import { bindLeaseCgroup, containmentOffWhy, dropLeaseCgroup, openLeaseWithCgroup } from "../../src/ownership/lease-cgroup.js";
-import type { LifecycleDeps } from "../../src/ownership/lifecycle.js";
+import { bindLeaseCgroup, containmentOffWhy, dropLeaseCgroup, openLeaseWithCgroup } from "../../src/ownership/lifecycle/lease-cgroup.js";
+import type { LifecycleDeps } from "../../src/ownership/lifecycle/lifecycle.js";
 import { containmentSkipNote, probeCgroup2 } from "../helpers/cgroup-probe.mjs";
 
 const probe = await probeCgroup2();

@@ -8,8 +8,8 @@ import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
-import { openLeaseReader } from "../../src/ownership/lease-reader.js";
-import { openLeaseStore } from "../../src/ownership/lease-store.js";
+import { openLeaseReader } from "../../src/ownership/leases/lease-reader.js";
+import { openLeaseStore } from "../../src/ownership/leases/lease-store.js";
 
 const dirs: string[] = [];
 afterAll(async () => {

@@ -1,10 +1,10 @@
 /**
- * turns.ts: the questions of one event-loop turn answered by one call, in
+ * ownership/verify/waiters.ts: the questions of one event-loop turn answered by one call, in
  * order, a failing call rejecting each of its questions; many waiters of
  * one event woken a chunk per turn, in order, with timers running between.
  */
 import { describe, expect, it } from "vitest";
-import { perTurn, wakeInChunks, Waiters, WAKE_CHUNK } from "../../src/ownership/turns.js";
+import { perTurn, wakeInChunks, Waiters, WAKE_CHUNK } from "../../src/ownership/verify/waiters.js";
 
 describe("perTurn", () => {
   it("answers the questions of one turn with one call, each caller its own answer", async () => {

@@ -18,8 +18,8 @@ import {
   verifyLeases,
   verifyOwnedTree,
 } from "../../src/ownership/index.js";
-import { judgeCarrier, type RemnantContext } from "../../src/ownership/remnants.js";
-import { parseAuxvClockTicks, parseBtimeMs, readStartClock } from "../../src/ownership/start-clock.js";
+import { judgeCarrier, type RemnantContext } from "../../src/ownership/verify/remnants.js";
+import { parseAuxvClockTicks, parseBtimeMs, readStartClock } from "../../src/ownership/verify/start-clock.js";
 import type { ProcessDetails } from "../../src/facts/types.js";
 import { A, adapter, BOOT, ENV, G, grandchild, lease, nameOf, NS, P, RecordingSignaller, SimFacts, unrelated, W, wrapper, type SimProc } from "./sim.js";
 import { CLOCK, MY, N, REAP, remnantFamily, rows } from "./remnants-rows.js";

@@ -14,7 +14,7 @@ import { createLeaseCgroup, detectContainment, enterCgroup, killCgroup, refOf, r
 import { getProcessFacts } from "../../src/facts/get.js";
 import { createSignaller } from "../../src/facts/signal.js";
 import { explainLease, openLeaseStore, reconcileLeases, settlementFor, type TreeKillReport, type TreeKillOutcome } from "../../src/ownership/index.js";
-import { NOTHING_STARTED, settlementForDryRun, settlementUnstarted, type DrainInput } from "../../src/ownership/settle.js";
+import { NOTHING_STARTED, settlementForDryRun, settlementUnstarted, type DrainInput } from "../../src/ownership/lifecycle/settle.js";
 import { containmentSkipNote, probeCgroup2 } from "../helpers/cgroup-probe.mjs";
 import { family, lease, SimFacts, W } from "./sim.js";
 

@@ -8,7 +8,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import type { InspectOptions, ProcessDetails } from "../../src/facts/types.js";
-import { applySettlement } from "../../src/ownership/lifecycle.js";
+import { applySettlement } from "../../src/ownership/lifecycle/lifecycle.js";
 import {
   explainLease,
   NOTHING_STARTED,

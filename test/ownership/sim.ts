@@ -6,8 +6,8 @@
  */
 import { buildSnapshot } from "../../src/facts/snapshot.js";
 import { inspectEach } from "../../src/facts/inspect-many.js";
-import { computeCommandHash } from "../../src/ownership/command-hash.js";
-import type { AcpxProcessLease } from "../../src/ownership/types.js";
+import { computeCommandHash } from "../../src/ownership/leases/command-hash.js";
+import type { AcpxProcessLease } from "../../src/ownership/leases/types.js";
 import type {
   FactsBackend,
   IdentityStrength,

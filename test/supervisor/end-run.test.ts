@@ -9,7 +9,7 @@ import { mkdtempSync, readFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
-import { openLeaseStore } from "../../src/ownership/lease-store.js";
+import { openLeaseStore } from "../../src/ownership/leases/lease-store.js";
 import { createProcessSupervisor } from "../../src/supervisor/supervisor.js";
 import { containmentSkipNote, probeCgroup2 } from "../helpers/cgroup-probe.mjs";
 import { isAlive, trackedCleanup, waitFor } from "./helpers.js";

@@ -8,7 +8,7 @@ import { dirname, join } from "node:path";
 import { buildSnapshot } from "../../src/facts/snapshot.js";
 import { getProcessFacts } from "../../src/facts/get.js";
 import type { ProcessFacts, ProcessInfo, ProcessSignaller } from "../../src/facts/types.js";
-import { INSTANCE_ENV_KEY } from "../../src/ownership/types.js";
+import { INSTANCE_ENV_KEY } from "../../src/ownership/leases/types.js";
 import { isAliveSync, readStat } from "../helpers/liveness.js";
 import { onInterrupt } from "../helpers/interrupt-cleanup.js";
 import { removeStateDir } from "../helpers/state-dir-cleanup.js";

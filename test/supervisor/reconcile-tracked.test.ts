@@ -9,7 +9,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { getProcessFacts } from "../../src/facts/get.js";
-import { openLeaseStore } from "../../src/ownership/lease-store.js";
+import { openLeaseStore } from "../../src/ownership/leases/lease-store.js";
 import { createProcessSupervisor } from "../../src/supervisor/supervisor.js";
 import type { SupervisorRunRef } from "../../src/supervisor/types.js";
 import { isAlive, waitFor, trackedCleanup } from "./helpers.js";

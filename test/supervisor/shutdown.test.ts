@@ -7,7 +7,7 @@ import { mkdtemp } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
-import { openLeaseStore } from "../../src/ownership/lease-store.js";
+import { openLeaseStore } from "../../src/ownership/leases/lease-store.js";
 import { SUPERVISOR_SESSION_PREFIX } from "../../src/supervisor/durability.js";
 import type { PtyLoader } from "../../src/supervisor/adapters/pty.js";
 import { createProcessSupervisor, SupervisorShutdownError } from "../../src/supervisor/supervisor.js";

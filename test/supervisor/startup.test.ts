@@ -15,7 +15,7 @@ import { join } from "node:path";
 import { afterAll, afterEach, describe, expect, it } from "vitest";
 import { getProcessFacts } from "../../src/facts/get.js";
 import type { ProcessFacts } from "../../src/facts/types.js";
-import { openLeaseStore } from "../../src/ownership/lease-store.js";
+import { openLeaseStore } from "../../src/ownership/leases/lease-store.js";
 import { SUPERVISOR_SESSION_PREFIX } from "../../src/supervisor/durability.js";
 import { loadNodePty, PtyUnavailableError, type PtyLoader, type PtyModule } from "../../src/supervisor/adapters/pty.js";
 import { createProcessSupervisor, type ProcessSupervisor } from "../../src/supervisor/supervisor.js";

@@ -1,5 +1,5 @@
 /**
- * The controller's share of its state dir's keeper (ownership/keeper.ts):
+ * The controller's share of its state dir's keeper (ownership/keeper/keeper.ts):
  * taken once the first session is up (ensureSession, spawnRawAdapter: a
  * refused or failed ensure starts nothing; a gateway that dies during its
  * first ensure leaves that lease to the next startup reap, and the wrapper
@@ -8,7 +8,7 @@
  * After that, keep() does nothing: an ensure that raced the dispose must not
  * start a keeper nobody stops.
  */
-import { acquireKeeper, keeperWanted, type KeeperLease, type KeeperOption } from "../../ownership/keeper.js";
+import { acquireKeeper, keeperWanted, type KeeperLease, type KeeperOption } from "../../ownership/keeper/keeper.js";
 import type { ControllerLogger } from "../logger.js";
 
 export interface ControllerKeeper {

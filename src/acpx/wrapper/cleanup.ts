@@ -21,11 +21,11 @@
  */
 import { isAlive, isKernelThread } from "../../facts/liveness.js";
 import type { ProcessFacts, ProcessInfo, ProcessSignaller, ProcessSnapshot } from "../../facts/types.js";
-import { collectTree } from "../../ownership/collect.js";
+import { collectTree } from "../../ownership/verify/collect.js";
 import { checkSignalTarget } from "../../facts/guards.js";
-import { MARKER_ENV_KEYS, markerVerdict } from "../../ownership/markers.js";
-import { escalate } from "../../ownership/escalate.js";
-import { killOwnedTree, type TreeKillOutcome } from "../../ownership/tree-kill.js";
+import { MARKER_ENV_KEYS, markerVerdict } from "../../ownership/verify/markers.js";
+import { escalate } from "../../ownership/terminate/escalate.js";
+import { killOwnedTree, type TreeKillOutcome } from "../../ownership/terminate/tree-kill.js";
 import { signalAdapterGroup } from "./adapter-group.js";
 
 export interface CleanupDeps {

@@ -39,7 +39,7 @@
 
 // The marker keys and the default grace are ownership's (one definition each);
 // re-exported here so both sides of the wrapper contract read them from one place.
-export { DEFAULT_GRACE_MS, INSTANCE_ENV_KEY, LEASE_ENV_KEY } from "../../ownership/types.js";
+export { DEFAULT_GRACE_MS, INSTANCE_ENV_KEY, LEASE_ENV_KEY } from "../../ownership/leases/types.js";
 
 export const LIFELINE_FD = 3;
 /**

@@ -1,7 +1,7 @@
 /**
  * `proclease doctor [--json] [--backend NAME] [--strict]`: what this host allows, one row
  * per capability, each with yes/no and the reason (the rows are
- * ownership/doctor-rows.ts's, shared with the plugin's doctor), and with
+ * ownership/host/doctor-rows.ts's, shared with the plugin's doctor), and with
  * --strict, the "no" rows a host like this one should say "yes" to.
  */
 import { constants as fsc, promises as fsp } from "node:fs";
@@ -10,7 +10,7 @@ import { release } from "node:os";
 import type { DoctorRow } from "../../facts/host-capabilities.js";
 import { loadNative } from "../../facts/native.js";
 import type { ProcessFacts } from "../../facts/types.js";
-import { collectDoctorRows } from "../../ownership/doctor-rows.js";
+import { collectDoctorRows } from "../../ownership/host/doctor-rows.js";
 import { backendLine, factsFromFlag, forcedBackend } from "../backend.js";
 import { flag, jsonLine, resolveStateDir, table, type CliIo, type ParsedArgs } from "../io.js";
 

@@ -10,7 +10,7 @@ import { existsSync } from "node:fs";
 import { join } from "node:path";
 import { getProcessFacts } from "../../facts/get.js";
 import { openLeaseStore, settledLine, verifyLeases } from "../../ownership/index.js";
-import type { LeaseVerification } from "../../ownership/verify.js";
+import type { LeaseVerification } from "../../ownership/verify/verify.js";
 import type { ProcessFacts } from "../../facts/types.js";
 import { backendLine, factsFromFlag } from "../backend.js";
 import { flag, jsonLine, printableDeep, resolveStateDir, table, type CliIo, type ParsedArgs } from "../io.js";

@@ -1,7 +1,7 @@
 /**
  * `proclease reap [--state-dir D] [--dry-run] [--force] [--grace-ms MS] [--json] [--backend NAME]`:
  * the gateway's startup reap, run by an operator, through the same lifecycle
- * (ownership/lifecycle.ts reconcileLeases): this instance's open/closing
+ * (ownership/lifecycle/lifecycle.ts reconcileLeases): this instance's open/closing
  * leases, ACPX sessions and supervisor runs alike, verified against one
  * snapshot, killed leaves first, settled, then retention.
  * A real run takes the state dir's lock like a gateway: while a gateway holds
@@ -33,8 +33,8 @@ import {
 } from "../../ownership/index.js";
 import { backendLine, factsFromFlag } from "../backend.js";
 import { EXIT, flag, graceMsOption, jsonLine, plural, printableDeep, resolveStateDir, table, type CliIo, type ParsedArgs } from "../io.js";
-import { reapOrphanInstanceFolders, type InstanceFolderReport } from "../../ownership/orphan-instances.js";
-import { scanOrphanCgroups, type InstanceFolder, type OrphanCgroup } from "../../ownership/orphan-cgroups.js";
+import { reapOrphanInstanceFolders, type InstanceFolderReport } from "../../ownership/host/orphan-instances.js";
+import { scanOrphanCgroups, type InstanceFolder, type OrphanCgroup } from "../../ownership/host/orphan-cgroups.js";
 import { attachedGuard, gatewayHolder, openReadOnly, openWriter } from "../lease-view.js";
 
 /** Argument plumbing only; the reaping itself is below. */

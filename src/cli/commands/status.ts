@@ -35,7 +35,7 @@ import { backendLine, factsFromFlag } from "../backend.js";
 import { flag, formatAge, jsonLine, painter, plural, printableDeep, type Paint, resolveStateDir, resultHue, table, type CliIo, type ParsedArgs } from "../io.js";
 import { labelProcesses } from "../labels.js";
 import { leaseMemory, memoryFigures, memoryWhyLines } from "../lease-view.js";
-import { scanOrphanCgroups, type OrphanScan } from "../../ownership/orphan-cgroups.js";
+import { scanOrphanCgroups, type OrphanScan } from "../../ownership/host/orphan-cgroups.js";
 import { sameProcess } from "../../facts/identity.js";
 import { isZombieState } from "../../facts/liveness.js";
 

@@ -3,7 +3,7 @@ import type { ManagedRunStdin, SpawnChildInput, StdinMode } from "../types.js";
 import { signalUnreapedChild } from "../../facts/signal.js";
 import { OUTPUT_FLUSH_MS, type AdapterExit, type SpawnedProcess } from "./adapter.js";
 import type { ShimCommand } from "./cgroup-shim.js";
-import { hostResourceError } from "../../ownership/host-faults.js";
+import { hostResourceError } from "../../ownership/leases/host-faults.js";
 
 /**
  * Spawns argv directly (no shell), detached into its own process group so a

@@ -1,7 +1,7 @@
 import type { ManagedRunStdin, SpawnPtyInput } from "../types.js";
 import { signalName, type AdapterExit, type SpawnedProcess } from "./adapter.js";
 import type { ShimCommand } from "./cgroup-shim.js";
-import { hostResourceError } from "../../ownership/host-faults.js";
+import { hostResourceError } from "../../ownership/leases/host-faults.js";
 import { isAlive, type LivenessFields } from "../../facts/liveness.js";
 
 /**

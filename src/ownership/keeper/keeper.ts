@@ -1,0 +1,139 @@
+/**
+ * The gateway side of the keeper (docs/ownership.md, "The keeper").
+ *
+ * A gateway that dies by SIGKILL runs no cleanup: its adapters' wrappers end
+ * their own trees (their lifeline), but the leased runs it started directly
+ * (ACP terminals, supervisor background runs) and escapees of a wrapper that
+ * died with it would run under init until the next gateway's startup reap.
+ * So one small process per gateway and state dir, the keeper
+ * (keeper-main.ts), watches the gateway through a lifeline pipe (its stdin:
+ * EOF with no "stop" first means the gateway is gone, however it died) and
+ * then runs the startup reap's reconcile over this instance's leases
+ * (keeper-reap.ts), in its own session so a process-group kill of the
+ * gateway does not reach it.
+ *
+ * One keeper per process, state dir and instance, shared by every user in
+ * the process (a controller and a supervisor on the same state dir): each
+ * `acquire` counts, and the last `release` stops it. Stopping writes "stop" and then
+ * SIGKILLs it: it is our own child, not yet waited for, so its pid cannot
+ * name anyone else, and a keeper that sees the gateway alive has nothing
+ * under way. The keeper is started lazily, by the first lease a user is
+ * about to write: a controller that never starts a session costs nothing.
+ */
+import { spawn, type ChildProcess } from "node:child_process";
+import { existsSync } from "node:fs";
+import { dirname, join, resolve } from "node:path";
+import { fileURLToPath } from "node:url";
+import { signalUnreapedChild } from "../../facts/signal.js";
+import { HOLDER_ID } from "../host/supervisor-holders.js";
+
+/** What the keeper process is told on its command line (one JSON argument). */
+export interface KeeperConfig {
+  stateDir: string;
+  gatewayInstanceId: string;
+  /** the gateway's pid: its state-dir lock is taken over only from this holder (or a released one) */
+  gatewayPid: number;
+  /** the gateway's supervisor holder id: supervisor runs are the keeper's only when they name it */
+  holder: string;
+  graceMs: number;
+}
+
+export interface KeeperLease {
+  /** Gives this user's share back; the last one stops the keeper (it does not act). Idempotent. */
+  release(): Promise<void>;
+}
+
+interface Running {
+  child: ChildProcess;
+  users: number;
+  exited: Promise<void>;
+}
+
+const running = new Map<string, Running>();
+const keyOf = (stateDir: string, instance: string) => `${stateDir}\0${instance}`;
+
+export type KeeperOption = "on" | "off";
+
+/** The option wins; without it PROCLEASE_KEEPER=off turns the keeper off (a host whose service manager ends the gateway's whole cgroup anyway). */
+export function keeperWanted(option: KeeperOption | undefined, env: NodeJS.ProcessEnv = process.env): boolean {
+  return (option ?? (env.PROCLEASE_KEEPER === "off" ? "off" : "on")) === "on";
+}
+
+export function assertKeeperOption(v: unknown, name: string): asserts v is KeeperOption | undefined {
+  if (v !== undefined && v !== "on" && v !== "off") throw new TypeError(`${name} must be "on" or "off", got ${String(v)}`);
+}
+
+/** The keeper entry of this package (dist/ownership/keeper/keeper-main.js; from src/ under vitest, the dist/ build). */
+export function keeperEntryPath(): string {
+  const here = dirname(fileURLToPath(import.meta.url));
+  const sibling = join(here, "keeper-main.js");
+  if (existsSync(sibling)) return sibling;
+  const fromSrc = resolve(here, "..", "..", "..", "dist", "ownership", "keeper", "keeper-main.js");
+  if (existsSync(fromSrc)) return fromSrc;
+  throw new Error(`the proclease keeper entry was not found (looked for ${sibling} and ${fromSrc}); run \`npm run build\` first`);
+}
+
+/**
+ * This process's keeper for `stateDir` (started now if none runs), counted
+ * for the caller until it releases. Throws only when the keeper cannot be
+ * spawned at all; the caller decides whether to go on without one.
+ */
+export function acquireKeeper(opts: { stateDir: string; gatewayInstanceId: string; graceMs: number; nodePath?: string }): KeeperLease {
+  const stateDir = resolve(opts.stateDir);
+  const key = keyOf(stateDir, opts.gatewayInstanceId);
+  let r = running.get(key);
+  if (r === undefined || r.child.exitCode !== null || r.child.signalCode !== null) {
+    r = start({ stateDir, gatewayInstanceId: opts.gatewayInstanceId, gatewayPid: process.pid, holder: HOLDER_ID, graceMs: opts.graceMs }, opts.nodePath);
+    running.set(key, r);
+  }
+  r.users++;
+  const mine = r;
+  let released = false;
+  return {
+    async release() {
+      if (released) return;
+      released = true;
+      if (--mine.users > 0) return;
+      if (running.get(key) === mine) running.delete(key);
+      await stop(mine);
+    },
+  };
+}
+
+/** The keeper's pid for a state dir, while this process runs one (tests and diagnostics). */
+export function keeperPid(stateDir: string): number | undefined {
+  const prefix = keyOf(resolve(stateDir), "");
+  for (const [k, r] of running) if (k.startsWith(prefix)) return r.child.pid;
+  return undefined;
+}
+
+function start(cfg: KeeperConfig, nodePath = process.execPath): Running {
+  const child = spawn(nodePath, [keeperEntryPath(), JSON.stringify(cfg)], {
+    // its own session: a kill of the gateway's process group must not take it along
+    detached: true,
+    stdio: ["pipe", "ignore", "ignore"],
+  });
+  const exited = new Promise<void>((done) => {
+    child.once("exit", () => done());
+    child.once("error", () => done());
+  });
+  // the lifeline's write end lives only here (libuv opens it close-on-exec): no child of the gateway keeps it open
+  child.stdin?.on("error", () => undefined);
+  // a gateway must be able to exit with its keeper running: that exit is what the keeper waits for
+  child.unref();
+  (child.stdin as { unref?: () => void } | null)?.unref?.();
+  return { child, users: 0, exited };
+}
+
+async function stop(r: Running): Promise<void> {
+  const { child } = r;
+  if (child.exitCode === null && child.signalCode === null) {
+    // held again until its exit is seen: an unref'd child's exit would not keep this process alive to hear it
+    child.ref();
+    // "stop" first: a keeper that reads it before the kill lands exits without acting
+    child.stdin?.write("stop\n");
+    signalUnreapedChild(child, "SIGKILL");
+  }
+  await r.exited;
+  child.stdin?.destroy();
+}
