@@ -10,7 +10,8 @@
 // bench's inspect ratio (a few µs of N-API work on top of its syscalls) read
 // 1.20–1.76× after the acpx bench, against 1.11–1.15× on its own.
 import { fork } from "node:child_process";
-import { readFileSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
 import { readdir } from "node:fs/promises";
 import { fileURLToPath, pathToFileURL } from "node:url";
 import { dirname, join } from "node:path";
@@ -33,6 +34,13 @@ const LAST = new Set(["containment.bench.mjs", "session-cost.bench.mjs"]);
 const files = (await readdir(here))
   .filter((f) => f.endsWith(".bench.mjs"))
   .sort((a, b) => Number(LAST.has(a)) - Number(LAST.has(b)) || (a < b ? -1 : a > b ? 1 : 0));
+// The run's own instance index (ownership/host/instance-index.ts): the benches' gateways make cgroups for
+// state dirs they delete, and their records belong to the run, not the host's index. The children inherit it.
+if (process.env.PROCLEASE_INSTANCE_INDEX === undefined) {
+  const index = mkdtempSync(join(tmpdir(), "proclease-bench-index-"));
+  process.env.PROCLEASE_INSTANCE_INDEX = index;
+  process.on("exit", () => rmSync(index, { recursive: true, force: true }));
+}
 const childIdx = args.indexOf("--child");
 if (childIdx !== -1) {
   // the child: run one file, print its tables and checks, hand the checks

@@ -93,6 +93,9 @@ const stateDir = join(runDir, "state");
 const pidDir = join(runDir, "pids");
 const logDir = join(runDir, "bystanders");
 for (const d of [stateDir, pidDir, logDir]) mkdirSync(d, { mode: 0o700 });
+// the run's own instance index (ownership/host/instance-index.ts), removed with the run dir: every gateway
+// inherits it, so the host's index never gains a record for a state dir the soak deletes
+process.env.PROCLEASE_INSTANCE_INDEX ??= join(runDir, "instance-index");
 // --faults: the state dir is a tmpfs of its own, for the ENOSPC windows
 const faults = opts.faults ? new FaultWindows({ seed: opts.seed, dir: stateDir }) : null;
 const leaseDir = join(stateDir, "acpx", "leases");
