@@ -6,12 +6,12 @@
 //    Target <= 1.15. Plus its memory (/proc/PID/smaps_rollup) while it
 //    supervises an idle adapter, against an idle bare node started beside it,
 //    both read at the same moment: the check is on private memory
-//    (Private_Clean + Private_Dirty), median ratio, target <= 1.25. PSS is
-//    printed beside it, not checked: it splits shared pages among every
-//    process mapping them, so the more Node processes a host runs, the
-//    smaller both PSS figures and the larger the wrapper's fixed extra reads
-//    as a ratio (1.18x on an idle host, 1.26x beside a busy test run), which
-//    a gate that must hold on any host cannot use.
+//    (Private_Clean + Private_Dirty), median ratio, target <= 1.25 (quick
+//    guard 1.3). PSS is printed beside it, not checked: it splits shared
+//    pages among every process mapping them, so the more Node processes a
+//    host runs, the smaller both PSS figures and the larger the wrapper's
+//    fixed extra reads as a ratio (1.18x on an idle host, 1.26x beside a busy
+//    test run), which a gate that must hold on any host cannot use.
 //
 // 2. Parent death → tree gone, for the Node wrapper and, where it was built,
 // the native one (native/wrapper_linux.c). A stand-in gateway spawns the wrapper (lifeline
@@ -284,7 +284,12 @@ export async function run({ quick }) {
     quick
       ? check("wrapper start: spawn → started / node -e 0 (each side's quietest of the interleaved runs), regression guard", Math.min(...sc.wrapped) / Math.min(...sc.bare), "<=", 1.3)
       : check("wrapper start: spawn → started / node -e 0 (median of interleaved pairs)", median(sc.ratios), "<=", 1.15),
-    check("Node wrapper private memory / idle bare node's (median)", pssMed("privRatio"), "<=", 1.25),
+    // The target, 1.25×, is judged by the full run. Private memory is the
+    // same on a fast host and a slow one, but not to the last page: quick
+    // runs on one host read 1.21–1.22×, so the quick (CI) guard is 1.3×, a
+    // regression guard that a few hundred kB of host variance cannot trip
+    // and that a wrapper loading the ACP SDK or a second module graph does.
+    check("Node wrapper private memory / idle bare node's (median)", pssMed("privRatio"), "<=", quick ? 1.3 : 1.25),
     ...perKind,
     check("processes still carrying the lease id afterwards", leftovers, "<=", 0, "processes"),
   ];
