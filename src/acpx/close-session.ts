@@ -10,8 +10,8 @@
 import { killOwnedTree, settleLease, survivorsOf, verifyLegacyRecord, type LeaseOutcome, type TreeKillReport } from "../ownership/index.js";
 import type { LeaseState, OwnershipEvidence } from "../ownership/leases/types.js";
 import { AcpxSessionClosedError } from "./errors.js";
-import { lifecycleDeps, markSessionClosing, type ControllerDeps, type LiveSessions } from "./live-sessions.js";
-import type { LegacyAcpxSessionRecord } from "./session-store.js";
+import { lifecycleDeps, markSessionClosing, type ControllerDeps, type LiveSession, type LiveSessions } from "./live-sessions.js";
+import type { LegacyAcpxSessionRecord, StoredSessionRecord } from "./session-store.js";
 import type { CloseReport, TreeKillSummary } from "./types.js";
 
 /** How a close reports the lease's state afterwards (CloseReport.outcome). */
@@ -59,6 +59,17 @@ export async function closeLocked(
   }
   markSessionClosing(live, reason);
   if (!leaseId) return done({ outcome: "noop", path: "none", detail: "no session record for this key" });
+  // in flight before the record is read: a reconcile listing it meanwhile leaves it to this close
+  return sessions.held(leaseId, () => closeLease(d, sessions, { key, reason, discard, live, stored, leaseId }, done));
+}
+
+async function closeLease(
+  d: ControllerDeps,
+  sessions: LiveSessions,
+  c: { key: string; reason: string | undefined; discard: boolean; live: LiveSession | undefined; stored: StoredSessionRecord | null; leaseId: string },
+  done: (r: CloseBody) => CloseReport,
+): Promise<CloseReport> {
+  const { key, reason, discard, live, stored, leaseId } = c;
   const lease = await d.leases.get(leaseId);
   if (!lease) {
     sessions.drop(key, live);
@@ -70,47 +81,42 @@ export async function closeLocked(
     return done({ outcome: "noop", path: "lease", leaseId, leaseState: lease.state, ...(lease.settledAs ? { settledAs: lease.settledAs } : {}), code: "already-settled", detail: `already ${lease.state}` });
   }
 
-  sessions.inFlight.add(leaseId);
-  try {
-    const interruptedPrompt = live?.turn !== undefined;
-    // ACP session/close when the agent advertises it, and the terminals' trees, before the kill (conversation.ts)
-    await live?.conv.beforeClose(live.client, live.launched.exitStatus() === undefined, reason ?? "closeSession");
-    const o = await settleLease(lifecycleDeps(d), lease, {
-      // the prompt fails with the close error before anything is signalled
-      beforeSignals: () => live?.client?.close(new AcpxSessionClosedError(lease.sessionKey, reason)),
-      ...(live ? { release: () => sessions.release(live) } : {}),
-    });
-    if (o.stateAfter === "closed" || o.stateAfter === "lost") {
-      sessions.drop(key, live);
-      if (discard) await d.sessions.remove(key);
-      else if (stored?.kind === "lease") await d.sessions.put({ ...stored.record, closedAt: Date.now(), updatedAt: Date.now() });
-    } else if (live) {
-      // Not settled (open or closing): the session is over either way, it
-      // must not hold its lease hostage. A wrapper that exited is let go (the
-      // session record still names the lease, for the next close); one still
-      // running keeps its handle, and the lease is retried by the
-      // maintenance timer (closing) or the startup reap and the next close.
-      if (live.launched.exitStatus() !== undefined) sessions.drop(key, live);
-      else live.closeSettling = true;
-    }
-    return done({
-      // a settlement the record could not take (a full disk): the tree is ended, the lease is retried
-      outcome: o.pending ? "retry-pending" : CLOSE_OUTCOME[o.stateAfter],
-      ...(o.pending ? { settlementPending: o.pending } : {}),
-      path: "lease",
-      leaseId,
-      leaseState: o.stateAfter,
-      ...(o.settledAs ? { settledAs: o.settledAs } : {}),
-      code: o.code,
-      verdict: o.verdict,
-      evidence: o.evidence,
-      interruptedPrompt,
-      detail: `${describeKill(o)}${o.why}`,
-      ...(o.kill ? { kill: summarize(o.kill) } : {}),
-    });
-  } finally {
-    sessions.inFlight.delete(leaseId);
+  const interruptedPrompt = live?.turn !== undefined;
+  // ACP session/close when the agent advertises it, and the terminals' trees, before the kill (conversation.ts)
+  await live?.conv.beforeClose(live.client, live.launched.exitStatus() === undefined, reason ?? "closeSession");
+  const o = await settleLease(lifecycleDeps(d), lease, {
+    // the prompt fails with the close error before anything is signalled
+    beforeSignals: () => live?.client?.close(new AcpxSessionClosedError(lease.sessionKey, reason)),
+    ...(live ? { release: () => sessions.release(live) } : {}),
+  });
+  if (o.stateAfter === "closed" || o.stateAfter === "lost") {
+    sessions.drop(key, live);
+    if (discard) await d.sessions.remove(key);
+    else if (stored?.kind === "lease") await d.sessions.put({ ...stored.record, closedAt: Date.now(), updatedAt: Date.now() });
+  } else if (live) {
+    // Not settled (open or closing): the session is over either way, it
+    // must not hold its lease hostage. A wrapper that exited is let go (the
+    // session record still names the lease, for the next close); one still
+    // running keeps its handle, and the lease is retried by the
+    // maintenance timer (closing) or the startup reap and the next close.
+    if (live.launched.exitStatus() !== undefined) sessions.drop(key, live);
+    else live.closeSettling = true;
   }
+  return done({
+    // a settlement the record could not take (a full disk): the tree is ended, the lease is retried
+    outcome: o.pending ? "retry-pending" : CLOSE_OUTCOME[o.stateAfter],
+    ...(o.pending ? { settlementPending: o.pending } : {}),
+    path: "lease",
+    leaseId,
+    leaseState: o.stateAfter,
+    ...(o.settledAs ? { settledAs: o.settledAs } : {}),
+    code: o.code,
+    verdict: o.verdict,
+    evidence: o.evidence,
+    interruptedPrompt,
+    detail: `${describeKill(o)}${o.why}`,
+    ...(o.kill ? { kill: summarize(o.kill) } : {}),
+  });
 }
 
 function describeKill(o: LeaseOutcome): string {

@@ -47,6 +47,7 @@ export async function openControllerDeps(opts: AcpxLifecycleControllerOptions): 
   assertContainmentOption(opts.containment, "opts.containment");
   assertConversationOptions(opts);
 
+  const startupReconcile = startupReconcileOf(opts);
   const stateDir = resolve(opts.stateDir);
   const facts = opts.facts ?? getProcessFacts();
   const signaller = opts.signaller ?? createSignaller(facts);
@@ -67,6 +68,7 @@ export async function openControllerDeps(opts: AcpxLifecycleControllerOptions): 
     if (containment.available) await recordContainmentRoot(stateDir, containment.root, gatewayInstanceId);
     deps = {
       containment, stateDir, facts, signaller, gatewayInstanceId, leases, sessions, wrapper, graceMs, retentionMs, handshakeTimeoutMs, startTimeoutMs,
+      startupReconcile,
       nodePath: opts.nodePath ?? process.execPath,
       onEnsureTiming: opts.onEnsureTiming,
       conversation: conversationConfig(opts, { stateDir, gatewayInstanceId, facts, signaller, graceMs }),
@@ -77,4 +79,13 @@ export async function openControllerDeps(opts: AcpxLifecycleControllerOptions): 
   }
   configureLimitControllers(deps, opts.containment);
   return { deps, lock, maintenanceIntervalMs };
+}
+
+/** Where the startup reap runs: a worker thread, unless the caller's facts or signaller must be used (they cannot cross to it). */
+function startupReconcileOf(opts: AcpxLifecycleControllerOptions): "worker" | "calling-thread" {
+  const v = opts.startupReconcile;
+  if (v !== undefined && v !== "worker" && v !== "calling-thread") throw new TypeError('opts.startupReconcile must be "worker" or "calling-thread"');
+  const own = opts.facts !== undefined || opts.signaller !== undefined;
+  if (v === "worker" && own) throw new TypeError('opts.startupReconcile "worker" needs the default facts and signaller: a caller\'s objects cannot cross to a worker thread');
+  return v ?? (own ? "calling-thread" : "worker");
 }

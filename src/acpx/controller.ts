@@ -29,6 +29,7 @@
  */
 import { KeyedQueue } from "../ownership/index.js";
 import { reconcileLeases, verifyOwnedTree as verifyTree, type LeaseOutcome, type StateDirLock } from "../ownership/index.js";
+import { reconcileInWorker, ReconcileAwayError, type AwayOutcome, type AwayReport, type AwaySpec } from "../ownership/index.js";
 import type { ProcessLease, OwnedProcessTree } from "../ownership/leases/types.js";
 import { closeLocked, summarize } from "./close-session.js";
 import { assertPromptOptions, DEFAULT_CANCEL_GRACE_MS, sessionEndedError } from "./acp-client.js";
@@ -43,6 +44,7 @@ import { listSessionSummaries, statusOf } from "./session-status.js";
 import type { SessionUpdateListener } from "./session-updates.js";
 import { runTurn, cancelAndWait, type CancelReport, type TurnInput, type TurnStream } from "./turn-stream.js";
 import type { SessionConfigOption } from "@agentclientprotocol/sdk";
+import { Turns } from "../facts/turns.js";
 import { removeInstanceFolder, type ContainmentSupport } from "../containment/index.js";
 import { controllerKeeper, type ControllerKeeper } from "./keeper/controller-keeper.js";
 import { closeTarget, lifecycleDeps, LiveSessions, markSessionClosing, type ControllerDeps, type LiveSession } from "./live-sessions.js";
@@ -295,7 +297,7 @@ class Controller implements AcpxLifecycleController {
   // ---------------------------------------------------------------- startup / maintenance
 
   async reapStartupOrphans(opts?: { dryRun?: boolean; skipAttached?: boolean }): Promise<ReapReport> {
-    const report = await this.reconcileOwnLeases(["open", "closing"], opts?.dryRun === true, opts?.skipAttached === true);
+    const report = await this.reconcileOwnLeases(["open", "closing"], opts?.dryRun === true, opts?.skipAttached === true, this.d.startupReconcile === "worker");
     if (opts?.dryRun !== true) await this.reconcileLeftTerminals();
     return report;
   }
@@ -309,29 +311,63 @@ class Controller implements AcpxLifecycleController {
     }
   }
 
-  private async reconcileOwnLeases(states: readonly ("open" | "closing")[], dryRun: boolean, skipAttached = false): Promise<ReapReport> {
+  private async reconcileOwnLeases(states: readonly ("open" | "closing")[], dryRun: boolean, skipAttached = false, onWorker = false): Promise<ReapReport> {
     const settled: { leaseId: string; state: "closed" | "lost"; why: string }[] = [];
-    const r = await reconcileLeases(lifecycleDeps(this.d), {
-      // the process supervisor's runs share the store and the instance id; they are its to settle
-      kind: "acpx",
-      states,
-      dryRun,
-      skipAttached,
-      skip: (l) => this.live.busy(l),
-      ...(this.d.containment.available ? { leftovers: { instanceFolder: `${this.d.containment.root}/${this.d.gatewayInstanceId}`, isLive: (leaseId: string) => this.live.busy({ leaseId }) !== undefined } } : {}),
-      retentionMs: this.d.retentionMs,
-      onSettled: (o) => {
-        this.live.afterSettled(o.leaseId, o.stateAfter);
-        if (o.stateAfter === "closed" || o.stateAfter === "lost") settled.push({ leaseId: o.leaseId, state: o.stateAfter, why: o.why });
-      },
-    });
-    for (const s of settled) await this.hooks.leaseSettled(s.leaseId, { via: "reap", state: s.state, detail: s.why });
-    return { ...r, entries: r.entries.map(toEntry) };
+    const onSettled = (o: Pick<LeaseOutcome, "leaseId" | "stateAfter" | "why">) => {
+      this.live.afterSettled(o.leaseId, o.stateAfter);
+      if (o.stateAfter === "closed" || o.stateAfter === "lost") settled.push({ leaseId: o.leaseId, state: o.stateAfter, why: o.why });
+    };
+    // the process supervisor's runs share the store and the instance id; they are its to settle
+    const spec = { kind: "acpx", states, dryRun, skipAttached, retentionMs: this.d.retentionMs } as const;
+    const folder = this.d.containment.available ? `${this.d.containment.root}/${this.d.gatewayInstanceId}` : undefined;
+    const away = onWorker ? await this.reconcileOnWorker(spec, folder, onSettled) : undefined;
+    const r: Omit<ReapReport, "reconciledOn"> =
+      away ??
+      (await reconcileLeases(lifecycleDeps(this.d), {
+        ...spec,
+        skip: (l) => this.live.busy(l),
+        ...(folder !== undefined ? { leftovers: { instanceFolder: folder, isLive: (leaseId: string) => this.live.busy({ leaseId }) !== undefined } } : {}),
+        onSettled,
+      }).then((here) => ({ ...here, entries: here.entries.map(toEntry) })));
+    // a thousand settled leases' hooks, a slice of the event loop at a time
+    const turns = new Turns();
+    for (const s of settled) {
+      await this.hooks.leaseSettled(s.leaseId, { via: "reap", state: s.state, detail: s.why });
+      if (turns.due()) await turns.yield();
+    }
+    return { ...r, reconciledOn: away ? "worker-thread" : "calling-thread" };
+  }
+
+  /**
+   * The reconcile in a worker thread (reconcile-away.ts), the leases it takes
+   * lent to it meanwhile; undefined when the worker stopped: the calling
+   * thread then reconciles from the records, verifying every lease again.
+   */
+  private async reconcileOnWorker(
+    spec: Pick<AwaySpec, "kind" | "states" | "dryRun" | "skipAttached" | "retentionMs">,
+    leftoversFolder: string | undefined,
+    onSettled: (o: AwayOutcome) => void,
+  ): Promise<AwayReport<ReapReportEntry> | undefined> {
+    // one lender at a time: a second reap waits for the first to give its leases back
+    for (let lending = this.live.lending; lending !== undefined; lending = this.live.lending) await lending;
+    const lent = this.live.lend();
+    const where = { stateDir: this.d.stateDir, gatewayInstanceId: this.d.gatewayInstanceId, graceMs: this.d.graceMs, ...(leftoversFolder !== undefined ? { leftoversFolder } : {}) };
+    try {
+      const hooks = { skip: (l: ProcessLease) => this.live.busy(l), take: lent.take, live: () => this.live.busyIds(), onSettled };
+      return await reconcileInWorker({ ...spec, ...where }, hooks, toEntry, this.d.leases);
+    } catch (e) {
+      if (!(e instanceof ReconcileAwayError)) throw e;
+      this.d.conversation.log.warn?.(`${e.message}; reconciling on the calling thread`);
+      return undefined;
+    } finally {
+      lent.back();
+    }
   }
 
   startMaintenance(intervalMs: number): void {
     this.timer = setInterval(() => {
-      if (this.maintaining || this.end.endedAs !== undefined) return;
+      // a reconcile on a worker thread holds leases this one must not write meanwhile
+      if (this.maintaining || this.live.lending !== undefined || this.end.endedAs !== undefined) return;
       // terminals' leases are retried as the controller's own are, whatever that pass did
       const failed = (err: unknown) => {
         this.lastMaintenanceError = err;
@@ -437,7 +473,7 @@ class Controller implements AcpxLifecycleController {
 function noop(): void {}
 
 /** The controller's report rows: the lifecycle's outcome, with the kill summarised. */
-function toEntry(o: LeaseOutcome): ReapReportEntry {
+function toEntry(o: AwayOutcome & { verification?: unknown }): ReapReportEntry {
   const { verification: _v, kill, ...rest } = o;
   return { ...rest, ...(kill ? { kill: summarize(kill) } : {}) };
 }

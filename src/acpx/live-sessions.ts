@@ -35,6 +35,8 @@ export interface ControllerDeps {
   onEnsureTiming: AcpxLifecycleControllerOptions["onEnsureTiming"];
   /** whether each lease gets its own cgroup, and why not (detected once at start) */
   containment: ContainmentSupport;
+  /** where the startup reap runs (AcpxLifecycleControllerOptions.startupReconcile) */
+  startupReconcile: "worker" | "calling-thread";
   /** what every session's conversation shares (permissions, fs, terminals, logger) */
   conversation: ConversationConfig;
 }
@@ -67,6 +69,8 @@ export class LiveSessions {
   private readonly byKey = new Map<string, LiveSession>();
   /** lease ids an ensure or close of this controller is working on right now */
   readonly inFlight = new Set<string>();
+  /** leases a reconcile on another thread holds (reconcile-away.ts), and when it lets them go */
+  private lent: { ids: Set<string>; back: Promise<void> } | undefined;
 
   constructor(private readonly graceMs: number) {}
 
@@ -101,6 +105,49 @@ export class LiveSessions {
     if (this.inFlight.has(lease.leaseId)) return "an ensure or close of this gateway is working on it";
     for (const s of this.byKey.values()) if (s.handle.leaseId === lease.leaseId && !s.closeSettling) return "a session this gateway serves";
     return undefined;
+  }
+
+  /**
+   * Lends leases to a reconcile on another thread until `back` is called:
+   * this controller writes none of them meanwhile (`held`), as that thread's
+   * store does not serialise its writes with ours.
+   */
+  lend(): { take(leaseId: string): void; back(): void } {
+    let back = () => undefined as void;
+    const lent = { ids: new Set<string>(), back: new Promise<void>((r) => (back = r)) };
+    this.lent = lent;
+    return {
+      take: (leaseId) => void lent.ids.add(leaseId),
+      back: () => {
+        if (this.lent === lent) this.lent = undefined;
+        back();
+      },
+    };
+  }
+
+  /** Whether leases are lent out now (lend). */
+  get lending(): Promise<void> | undefined {
+    return this.lent?.back;
+  }
+
+  /**
+   * Runs `fn` with `leaseId` in flight: a reconcile that lists it from now on
+   * leaves it alone (busy); one on another thread that took it first is
+   * waited for.
+   */
+  async held<T>(leaseId: string, fn: () => Promise<T>): Promise<T> {
+    this.inFlight.add(leaseId);
+    try {
+      while (this.lent?.ids.has(leaseId)) await this.lent.back;
+      return await fn();
+    } finally {
+      this.inFlight.delete(leaseId);
+    }
+  }
+
+  /** The lease ids busy() names, for a reconcile on another thread (its leftovers' `isLive`). */
+  busyIds(): string[] {
+    return [...this.inFlight, ...[...this.byKey.values()].filter((s) => !s.closeSettling).map((s) => s.handle.leaseId)];
   }
 
   /** A batch reconcile settled `leaseId`: a closed session still held for it is let go. */

@@ -285,7 +285,11 @@ export interface CloseReport {
 export type ReapReportEntry = Omit<LeaseOutcome, "verification" | "kill"> & { kill?: TreeKillSummary };
 
 /** The batch report (lifecycle.ts LeaseReconcileReport) with ReapReportEntry rows. */
-export type ReapReport = Omit<LeaseReconcileReport, "entries"> & { entries: ReapReportEntry[] };
+export type ReapReport = Omit<LeaseReconcileReport, "entries"> & {
+  entries: ReapReportEntry[];
+  /** where the leases were verified, killed and settled (AcpxLifecycleControllerOptions.startupReconcile; a worker that stopped hands its reconcile to the calling thread) */
+  reconciledOn: "worker-thread" | "calling-thread";
+};
 
 export interface AcpxLifecycleController {
   readonly gatewayInstanceId: GatewayInstanceId;
@@ -350,6 +354,15 @@ export interface AcpxLifecycleControllerOptions {
   startTimeoutMs?: number;
   /** maintenance timer period (retry closing leases, retention); default 60 000; 0 = no timer */
   maintenanceIntervalMs?: number;
+  /**
+   * Where reapStartupOrphans verifies, kills and settles: "worker" (a worker
+   * thread, so the gateway's event loop keeps its ticks at a thousand
+   * leases; docs/ownership.md) or "calling-thread". Default "worker" with the
+   * default facts and signaller; "calling-thread" when `facts` or
+   * `signaller` is given, since a caller's objects cannot cross to a worker
+   * (asking for "worker" with either is a TypeError).
+   */
+  startupReconcile?: "worker" | "calling-thread";
   /** the node binary that runs the wrapper (and the keeper); default process.execPath */
   nodePath?: string;
   /**

@@ -58,6 +58,8 @@ export type { RemnantRefusal } from "./verify/remnants.js";
 export { settleLease, settleUnstarted } from "./lifecycle/lifecycle.js";
 export type { LifecycleDeps, LeaseAction, LeaseOutcome, LeaseOutcomeCode, SettleLeaseOptions, PendingSettlement, ReleaseResult } from "./lifecycle/lifecycle.js";
 export { reconcileLeases } from "./lifecycle/reconcile.js";
+export { reconcileInWorker, ReconcileAwayError } from "./lifecycle/reconcile-away.js";
+export type { AwayOutcome, AwayReport, AwaySpec } from "./lifecycle/reconcile-away.js";
 export type { ReconcileOptions, LeaseReconcileReport } from "./lifecycle/reconcile.js";
 export { pendingSettlements } from "./lifecycle/pending-settlements.js";
 export { LeaseRecordWriteError, HostResourceError, CwdUnusableError, checkCwd, descriptorShortage, hostFaultNote, hostResourceError, processLimitError, isRecordWriteBlocked } from "./leases/host-faults.js";

@@ -28,6 +28,12 @@ export interface ReconcileOptions {
   /** a reason to leave a lease untouched now (a session or run this gateway is using, a spawn in flight) */
   skip?: (lease: ProcessLease) => string | undefined;
   /**
+   * The same reasons decided for the whole listing at once, where they are
+   * another thread's to give (reconcile-away.ts): the leases left without a
+   * reason are that thread's to leave alone from then on.
+   */
+  skipListed?: (leases: readonly ProcessLease[]) => Promise<ReadonlyMap<string, string>>;
+  /**
    * For a kill while a gateway may still run (one that holds no state-dir
    * lock, or whose lock was overridden): for the leases this says yes to, an owned tree whose root has a live parent other than
    * init is left alone as attached, and so is every lease whose evidence is
@@ -69,8 +75,9 @@ export async function reconcileLeases(deps: LifecycleDeps, opts: ReconcileOption
   const entries: LeaseOutcome[] = [];
   const candidates: ProcessLease[] = [];
   const skipped: { lease: ProcessLease; why: string }[] = [];
+  const listedWhy = opts.skipListed ? await opts.skipListed(leases) : undefined;
   for (const l of leases) {
-    const why = opts.skip?.(l);
+    const why = listedWhy?.get(l.leaseId) ?? opts.skip?.(l);
     if (why !== undefined) skipped.push({ lease: l, why });
     else candidates.push(l);
   }

@@ -1,0 +1,91 @@
+/**
+ * The worker thread of reconcile-away.ts: the same reconcileLeases, on a
+ * store of its own over the caller's state dir, with the default facts and
+ * signaller. It sends what it has to say in batches, one message at a time,
+ * each acknowledged before the next, and asks the calling thread which
+ * listed leases it may touch.
+ */
+import { parentPort, workerData } from "node:worker_threads";
+import { getProcessFacts } from "../../facts/get.js";
+import { createSignaller } from "../../facts/signal.js";
+import { openLeaseStore } from "../leases/lease-store.js";
+import type { ProcessLease } from "../leases/types.js";
+import type { LeaseOutcome } from "./lease-outcome.js";
+import { pendingOf } from "./pending-settlements.js";
+import { AWAY_BATCH, type AwayItem, type AwayOutcome, type AwayReply, type AwaySpec } from "./reconcile-away.js";
+import { reconcileLeases } from "./reconcile.js";
+
+/** Items go out AWAY_BATCH at a time, the next batch only once the calling thread acknowledged the last. */
+class Outbox {
+  private readonly queue: AwayItem[] = [];
+  private inFlight = false;
+  private idle: (() => void)[] = [];
+
+  constructor(private readonly port: NonNullable<typeof parentPort>) {}
+
+  push(item: AwayItem): void {
+    this.queue.push(item);
+    if (!this.inFlight) this.post();
+  }
+
+  acked(): void {
+    this.inFlight = false;
+    if (this.queue.length > 0) this.post();
+    else for (const done of this.idle.splice(0)) done();
+  }
+
+  /** resolves once everything pushed so far was acknowledged */
+  drained(): Promise<void> {
+    return this.inFlight || this.queue.length > 0 ? new Promise((r) => this.idle.push(r)) : Promise.resolve();
+  }
+
+  private post(): void {
+    this.inFlight = true;
+    this.port.postMessage(this.queue.splice(0, AWAY_BATCH));
+  }
+}
+
+function light(o: LeaseOutcome): AwayOutcome {
+  const { verification: _verification, ...rest } = o;
+  return rest;
+}
+
+async function run(port: NonNullable<typeof parentPort>, spec: AwaySpec): Promise<void> {
+  const out = new Outbox(port);
+  let skipsArrived: (reply: Extract<AwayReply, { t: "skips" }>) => void = () => undefined;
+  const skips = new Promise<Extract<AwayReply, { t: "skips" }>>((r) => (skipsArrived = r));
+  port.on("message", (reply: AwayReply) => (reply.t === "ack" ? out.acked() : skipsArrived(reply)));
+  const facts = getProcessFacts();
+  const store = await openLeaseStore(spec.stateDir);
+  let live = new Set<string>();
+  const report = await reconcileLeases(
+    { store, facts, signaller: createSignaller(facts), graceMs: spec.graceMs, gatewayInstanceId: spec.gatewayInstanceId },
+    {
+      kind: spec.kind,
+      states: spec.states,
+      dryRun: spec.dryRun,
+      skipAttached: spec.skipAttached,
+      ...(spec.retentionMs !== undefined ? { retentionMs: spec.retentionMs } : {}),
+      skipListed: async (leases: readonly ProcessLease[]) => {
+        for (const lease of leases) out.push({ t: "listed", lease });
+        out.push({ t: "listing-end" });
+        const reply = await skips;
+        live = new Set(reply.live);
+        return new Map(reply.skips);
+      },
+      ...(spec.leftoversFolder !== undefined ? { leftovers: { instanceFolder: spec.leftoversFolder, isLive: (id: string) => live.has(id) } } : {}),
+      onSettled: (o) => out.push({ t: "settled", outcome: light(o) }),
+    },
+  );
+  const { entries, ...rest } = report;
+  for (const e of entries) out.push({ t: "entry", entry: light(e) });
+  await out.drained();
+  port.postMessage([{ t: "done", report: rest, pending: [...pendingOf(store)] } satisfies AwayItem]);
+}
+
+if (parentPort !== null) {
+  const port = parentPort;
+  run(port, workerData as AwaySpec).catch((e: unknown) => {
+    port.postMessage([{ t: "failed", why: e instanceof Error ? `${e.name}: ${e.message}` : String(e) } satisfies AwayItem]);
+  });
+}
