@@ -21,16 +21,10 @@ import {
 } from "../../src/acpx/acp-client.js";
 import { AcpxPromptAbortError, AcpxPromptError, AcpxPromptTimeoutError, diagnosticsNote } from "../../src/acpx/errors.js";
 import { packagedWrapperPath } from "../../src/acpx/install-wrapper.js";
-import {
-  assertEnvRemove,
-  buildWrapperEnv,
-  ByteRing,
-  describeEnd,
-  launchWrapper,
-  STDERR_RING_BYTES,
-  type LaunchedWrapper,
-  type LaunchInput,
-} from "../../src/acpx/launch.js";
+import { launchWrapper, type LaunchedWrapper, type LaunchInput } from "../../src/acpx/launch.js";
+import { ByteRing, STDERR_RING_BYTES } from "../../src/acpx/stderr-ring.js";
+import { describeEnd } from "../../src/acpx/wrapper-end.js";
+import { assertEnvRemove, buildWrapperEnv } from "../../src/acpx/wrapper-env.js";
 import { INSTANCE_ENV_KEY, LEASE_ENV_KEY } from "../../src/ownership/leases/types.js";
 import { AGENT, alive, cleanupAll, GRACE_MS, readPidfile, tempStateDir, trackChild, trackLease, waitFor, environOf } from "./controller-helpers.js";
 
