@@ -37,7 +37,7 @@ import { ControllerEnd, guardAfterDispose, settleOnDispose, type EndedAs } from 
 import { reconcileLeftTerminals } from "./conversation-options.js";
 import { ControllerHooks } from "./controller-hooks.js";
 import { AcpxRawSessionError, rawAdapterOf, type RawAdapter, type RawAdapterInput } from "./raw-adapter.js";
-import { assertReuseInput, mismatchError, resumeTarget, sessionDifferences } from "./session-reuse.js";
+import { mismatchError, resumeTarget, sessionDifferences } from "./session-reuse.js";
 import { setConfigOption, setMode } from "./session-controls.js";
 import { listSessionSummaries, statusOf } from "./session-status.js";
 import type { SessionUpdateListener } from "./session-updates.js";
@@ -46,7 +46,8 @@ import type { SessionConfigOption } from "@agentclientprotocol/sdk";
 import { removeInstanceFolder, type ContainmentSupport } from "../containment/index.js";
 import { controllerKeeper, type ControllerKeeper } from "./keeper/controller-keeper.js";
 import { closeTarget, lifecycleDeps, LiveSessions, markSessionClosing, type ControllerDeps, type LiveSession } from "./live-sessions.js";
-import { spawnSession, validateEnsureInput } from "./spawn-session.js";
+import { parseEnsureInput, parseRawAdapterInput, withResumeSessionId, type EnsureInput } from "./ensure-input.js";
+import { spawnSession } from "./spawn-session.js";
 import { assertRunningLimits } from "./session-limits.js";
 import type { AcpRuntimeEnsureInput, AcpRuntimeHandle, AcpxLifecycleController, AcpxLifecycleControllerOptions } from "./types.js";
 import type { CloseReport, PromptOptions, ReapReport, ReapReportEntry, SessionStatus, SessionSummary } from "./types.js";
@@ -89,13 +90,12 @@ class Controller implements AcpxLifecycleController {
 
   // ---------------------------------------------------------------- ensure
 
-  async ensureSession(input: AcpRuntimeEnsureInput): Promise<AcpRuntimeHandle> {
-    validateEnsureInput(input);
-    assertReuseInput(input);
+  async ensureSession(raw: AcpRuntimeEnsureInput): Promise<AcpRuntimeHandle> {
+    const input = parseEnsureInput(raw);
     return this.queue.run(input.sessionKey, () => this.ensureLocked(input));
   }
 
-  private async ensureLocked(input: AcpRuntimeEnsureInput): Promise<AcpRuntimeHandle> {
+  private async ensureLocked(input: EnsureInput): Promise<AcpRuntimeHandle> {
     const existing = this.live.get(input.sessionKey);
     if (existing && !existing.closing && existing.launched.exitStatus() === undefined) {
       const stored = await this.d.sessions.get(input.sessionKey);
@@ -120,7 +120,7 @@ class Controller implements AcpxLifecycleController {
         );
       }
     }
-    const spawnInput = resumeSessionId !== undefined ? { ...input, resumeSessionId } : input;
+    const spawnInput = resumeSessionId !== undefined ? withResumeSessionId(input, resumeSessionId) : input;
     const handle = await spawnSession(this.d, this.live, spawnInput, () => this.end.endedAs !== undefined).catch((err: unknown) => {
       this.hooks.ensureFailed(err);
       throw err;
@@ -135,8 +135,8 @@ class Controller implements AcpxLifecycleController {
    * A leased adapter whose ACP the caller speaks itself (raw-adapter.ts).
    * The key must have no running session; an earlier record is settled first.
    */
-  async spawnRawAdapter(input: RawAdapterInput): Promise<RawAdapter> {
-    validateEnsureInput(input);
+  async spawnRawAdapter(raw: RawAdapterInput): Promise<RawAdapter> {
+    const input = parseRawAdapterInput(raw);
     return this.queue.run(input.sessionKey, async () => {
       const existing = this.live.get(input.sessionKey);
       if (existing && !existing.closing && existing.launched.exitStatus() === undefined) {

@@ -15,7 +15,8 @@
 import { isAbsolute, resolve } from "node:path";
 import { AcpxEnsureError } from "./errors.js";
 import type { StoredSessionRecord } from "./session-store.js";
-import type { AcpRuntimeEnsureInput, AcpRuntimeHandle } from "./types.js";
+import type { EnsureInput } from "./ensure-input.js";
+import type { AcpRuntimeHandle } from "./types.js";
 
 export interface RunningSessionFacts {
   handle: AcpRuntimeHandle;
@@ -24,7 +25,7 @@ export interface RunningSessionFacts {
 }
 
 /** The differences between a running session and an ensure input (empty = the same session). */
-export function sessionDifferences(running: RunningSessionFacts, input: AcpRuntimeEnsureInput): string[] {
+export function sessionDifferences(running: RunningSessionFacts, input: Pick<EnsureInput, "agentId" | "command" | "cwd">): string[] {
   const out: string[] = [];
   if (running.handle.owner.agentId !== input.agentId) out.push(`agentId ${JSON.stringify(running.handle.owner.agentId)} (asked ${JSON.stringify(input.agentId)})`);
   if (JSON.stringify(running.command) !== JSON.stringify(input.command)) out.push(`command ${JSON.stringify(running.command)} (asked ${JSON.stringify(input.command)})`);
@@ -49,7 +50,7 @@ export function mismatchError(h: AcpRuntimeHandle, differences: readonly string[
 }
 
 /** The agent session ensureSession should take back for this input, given the key's stored record. */
-export function resumeTarget(input: AcpRuntimeEnsureInput, stored: StoredSessionRecord | null): string | undefined {
+export function resumeTarget(input: Pick<EnsureInput, "agentId" | "resumeSessionId" | "resume">, stored: StoredSessionRecord | null): string | undefined {
   if (input.resumeSessionId !== undefined) return input.resumeSessionId;
   if (input.resume === false || stored?.kind !== "lease") return undefined;
   const r = stored.record;
@@ -57,20 +58,4 @@ export function resumeTarget(input: AcpRuntimeEnsureInput, stored: StoredSession
   // a raw adapter's record holds no agent session id (its plugin keeps it)
   if (agentId !== input.agentId || r.acpSessionId === "") return undefined;
   return r.acpSessionId;
-}
-
-export function assertReuseInput(input: AcpRuntimeEnsureInput): void {
-  if (input.resumeSessionId !== undefined && (typeof input.resumeSessionId !== "string" || input.resumeSessionId === "")) {
-    throw new TypeError("input.resumeSessionId must be a non-empty string when given");
-  }
-  if (input.resume !== undefined && typeof input.resume !== "boolean") throw new TypeError("input.resume must be a boolean");
-  if (input.replace !== undefined && typeof input.replace !== "boolean") throw new TypeError("input.replace must be a boolean");
-  if (input.mcpServers !== undefined) {
-    if (!Array.isArray(input.mcpServers)) throw new TypeError("input.mcpServers must be an array of ACP MCP server configs");
-    input.mcpServers.forEach((m: unknown, i: number) => {
-      if (typeof m !== "object" || m === null || typeof (m as { name?: unknown }).name !== "string") {
-        throw new TypeError(`input.mcpServers[${i}] must be an ACP MCP server config with a name`);
-      }
-    });
-  }
 }

@@ -12,7 +12,6 @@ import { randomUUID } from "node:crypto";
 import { performance } from "node:perf_hooks";
 import { checkSignalTarget } from "../facts/guards.js";
 import {
-  checkCwd,
   computeCommandHash,
   descriptorShortage,
   hostFaultNote,
@@ -22,22 +21,22 @@ import {
 } from "../ownership/index.js";
 import type { ProcessLease } from "../ownership/leases/types.js";
 import { hostResourceError, processLimitError } from "../ownership/leases/host-faults.js";
-import { AcpClient, assertAuthInput, explainHandshakeFailure, handshake } from "./acp-client.js";
+import { AcpClient, explainHandshakeFailure, handshake } from "./acp-client.js";
 import { AcpxEnsureError, type AcpxEnsureErrorDetails, type EnsureFailureCause } from "./errors.js";
 import { launchWrapper, rootArgvFor, type LaunchedWrapper } from "./launch.js";
 import { describeEnd } from "./wrapper-end.js";
-import { assertEnvRemove } from "./wrapper-env.js";
 import { describeEarlyExit } from "./early-exit.js";
 import type { StartedReport } from "./wrapper/protocol.js";
 import { lifecycleDeps, releaseLaunched, type ControllerDeps, type LiveSessions } from "./live-sessions.js";
 import { applyLimits, mountOf, readCgroupOf, removeCgroup } from "../containment/index.js";
 import { containmentOffWhy, dropLeaseCgroup, openLeaseWithCgroup, type LeaseCgroupBinding } from "../ownership/lifecycle/lease-cgroup.js";
-import { assertSessionLimits, controllersFor, describeLimits, enableLimitControllers, enforcedLimits, rememberLimits, type EnforcedLimits } from "./session-limits.js";
+import { controllersFor, describeLimits, enableLimitControllers, rememberLimits, type EnforcedLimits } from "./session-limits.js";
 import { CGROUP_ENV_KEY, CGROUP_MOVE_FAILED, CGROUP_REQUIRED_ENV_KEY } from "./wrapper/protocol.js";
 import { newSessionRecord } from "./session-store.js";
 import { handleFields, handshakeFields, SessionConversation } from "./conversation.js";
 import { finishRawSpawn } from "./raw-adapter.js";
-import type { AcpRuntimeEnsureInput, AcpRuntimeHandle, LimitController } from "./types.js";
+import type { EnsureInput } from "./ensure-input.js";
+import type { AcpRuntimeHandle, LimitController } from "./types.js";
 
 
 /**
@@ -56,7 +55,7 @@ class EnsureAttempt {
   constructor(
     readonly d: ControllerDeps,
     readonly live: LiveSessions,
-    readonly input: AcpRuntimeEnsureInput,
+    readonly input: EnsureInput,
     public lease: ProcessLease,
     /** the lease's cgroup binding (ownership/lifecycle/lease-cgroup.ts): its cgroup, or why there is none (what limits need) */
     readonly bound: LeaseCgroupBinding,
@@ -88,9 +87,9 @@ class EnsureAttempt {
  * written with its cgroup, the limits applied, the wrapper started, its root
  * recorded, the ACP handshake, the session registered.
  */
-export async function spawnSession(d: ControllerDeps, live: LiveSessions, input: AcpRuntimeEnsureInput, disposed: () => boolean, raw = false): Promise<AcpRuntimeHandle> {
+export async function spawnSession(d: ControllerDeps, live: LiveSessions, input: EnsureInput, disposed: () => boolean, raw = false): Promise<AcpRuntimeHandle> {
   const tStart = performance.now();
-  const limits = enforcedLimits(input.limits);
+  const limits = input.limits;
   const limitControllers = controllersFor(limits);
   await prepareLimits(d, input, limits, limitControllers);
   const a = await openAttempt(d, live, input, tStart);
@@ -122,7 +121,7 @@ async function startedAndRecorded(a: EnsureAttempt, launched: LaunchedWrapper, l
 }
 
 /** Limits need containment: refused before any lease is written when it is off; else their controllers are enabled. */
-async function prepareLimits(d: ControllerDeps, input: AcpRuntimeEnsureInput, limits: EnforcedLimits, limitControllers: readonly LimitController[]): Promise<void> {
+async function prepareLimits(d: ControllerDeps, input: EnsureInput, limits: EnforcedLimits, limitControllers: readonly LimitController[]): Promise<void> {
   if (limitControllers.length === 0) return;
   // refused before any lease is written: without containment there is no cgroup to hold a limit
   if (!d.containment.available) {
@@ -140,7 +139,7 @@ async function prepareLimits(d: ControllerDeps, input: AcpRuntimeEnsureInput, li
 }
 
 /** The lease, durable before the wrapper is spawned, with its cgroup (openLeaseWithCgroup). */
-async function openAttempt(d: ControllerDeps, live: LiveSessions, input: AcpRuntimeEnsureInput, tStart: number): Promise<EnsureAttempt> {
+async function openAttempt(d: ControllerDeps, live: LiveSessions, input: EnsureInput, tStart: number): Promise<EnsureAttempt> {
   const rootArgv = rootArgvFor(d.nodePath, d.wrapper.wrapperPath, input.command, d.graceMs);
   // in flight from before its file exists: a maintenance reconcile never takes it for a spawn that never came
   const leaseId = randomUUID();
@@ -415,53 +414,6 @@ async function settleFailedSpawnNow(d: ControllerDeps, lease: ProcessLease, laun
 async function recordChildPid(d: ControllerDeps, lease: ProcessLease, pid: number): Promise<ProcessLease> {
   if (!checkSignalTarget(pid).allowed) return lease;
   return d.leases.update(lease.leaseId, { rootPid: pid }).catch(() => lease);
-}
-
-export function validateEnsureInput(input: AcpRuntimeEnsureInput): void {
-  if (typeof input !== "object" || input === null) throw new TypeError("input must be an object");
-  if (typeof input.sessionKey !== "string" || input.sessionKey.length === 0) {
-    throw new TypeError("input.sessionKey must be a non-empty string");
-  }
-  assertNoControlCharacters(input.sessionKey, "input.sessionKey");
-  if (typeof input.agentId !== "string" || input.agentId.length === 0) throw new TypeError("input.agentId must be a non-empty string");
-  if (!Array.isArray(input.command) || input.command.length === 0) {
-    throw new TypeError("input.command must be a non-empty array (the adapter's argv); got an empty command");
-  }
-  input.command.forEach((a: unknown, i: number) => {
-    if (typeof a !== "string") throw new TypeError(`input.command[${i}] must be a string`);
-  });
-  if (input.command[0] === "") throw new TypeError("input.command[0] (the adapter executable) must be a non-empty string");
-  if (input.cwd !== undefined && (typeof input.cwd !== "string" || input.cwd.length === 0)) {
-    throw new TypeError("input.cwd must be a non-empty string when given");
-  }
-  if (input.env !== undefined) {
-    if (typeof input.env !== "object" || input.env === null) throw new TypeError("input.env must be an object of strings");
-    for (const [k, v] of Object.entries(input.env)) {
-      if (typeof v !== "string") throw new TypeError(`input.env.${k} must be a string`);
-    }
-  }
-  // the markers can never be removed: a TypeError names them
-  if (input.envRemove !== undefined) assertEnvRemove(input.envRemove, "input.envRemove");
-  if (input.auth !== undefined) assertAuthInput(input.auth, "input.auth");
-  if (input.limits !== undefined) assertSessionLimits(input.limits, "input.limits");
-  // exists, is a directory, may be entered: else a CwdUnusableError naming it, before any lease or cgroup is made
-  if (input.cwd !== undefined) checkCwd(input.cwd);
-}
-
-// Unicode's control characters (category Cc): C0 (U+0000–U+001F), DEL (U+007F) and C1 (U+0080–U+009F)
-const CONTROL_CHARACTER = /\p{Cc}/u;
-
-/**
- * A session key lands in lease records, logs and every operator's terminal
- * (`proclease status`): a control character in it could rewrite what those
- * show (an escape sequence, a carriage return), so it is refused, whatever
- * the caller meant by it.
- */
-function assertNoControlCharacters(value: string, what: string): void {
-  const m = CONTROL_CHARACTER.exec(value);
-  if (m === null) return;
-  const code = `U+${m[0].codePointAt(0)!.toString(16).toUpperCase().padStart(4, "0")}`;
-  throw new TypeError(`${what} must not contain control characters (C0, DEL or C1); found ${code} at index ${m.index}`);
 }
 
 export function describeExit(e: { code: number | null; signal: NodeJS.Signals | null }): string {

@@ -8,8 +8,10 @@ import { MARKER_ENV_KEYS } from "../ownership/verify/markers.js";
 import { INSTANCE_ENV_KEY, LEASE_ENV_KEY } from "./wrapper/protocol.js";
 
 /**
- * Validates `envRemove` (ensureSession input): an array of non-empty strings
- * without "=" or NUL, never one of the two markers (a TypeError naming them).
+ * The rule for `envRemove`, shared by ensureSession's input (ensure-input.ts)
+ * and the OpenClaw plugin's options: an array of non-empty strings without
+ * "=" or NUL, never one of the two markers (a TypeError naming them: a
+ * caller must learn that a removal it asked for cannot happen).
  */
 export function assertEnvRemove(value: unknown, name = "envRemove"): asserts value is readonly string[] {
   if (!Array.isArray(value)) throw new TypeError(`${name} must be an array of environment variable names`);
@@ -36,10 +38,10 @@ export interface WrapperEnvInput {
 
 /**
  * An explicit `env` value wins over a removal (removal is about what is
- * inherited), and the markers always win.
+ * inherited), and the markers always win: set last, they hold whatever
+ * `envRemove` and `env` name.
  */
 export function buildWrapperEnv(input: WrapperEnvInput, base: NodeJS.ProcessEnv = process.env): NodeJS.ProcessEnv {
-  if (input.envRemove !== undefined) assertEnvRemove(input.envRemove);
   const env: NodeJS.ProcessEnv = { ...base };
   for (const k of input.envRemove ?? []) delete env[k];
   return {
