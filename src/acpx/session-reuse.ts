@@ -1,5 +1,5 @@
 /**
- * ensureSession on a key that already has a session.
+ * ensureSession on a key that already has a session (reuseOrOpen).
  * - Live: returned as it is (`reused: true`) only when it runs the same
  *   command, agentId and cwd; another one is AcpxEnsureError
  *   ("session-mismatch") unless the caller asks `replace: true`, which
@@ -13,10 +13,52 @@
  *   its state is gone, so there is nothing to take back.
  */
 import { isAbsolute, resolve } from "node:path";
+import { withResumeSessionId, type EnsureInput } from "./ensure-input.js";
 import { AcpxEnsureError } from "./errors.js";
+import type { ControllerDeps, LiveSessions } from "./live-sessions.js";
+import { assertRunningLimits } from "./session-limits.js";
 import type { StoredSessionRecord } from "./session-store.js";
-import type { EnsureInput } from "./ensure-input.js";
-import type { AcpRuntimeHandle } from "./types.js";
+import type { AcpRuntimeHandle, CloseReport } from "./types.js";
+
+/** What ensureSession does with its key: hand back the running session as it is, or open one with this input. */
+export type ReuseOrOpen = { reused: AcpRuntimeHandle } | { open: EnsureInput };
+
+/**
+ * The key's running session when it is the one asked for; else the key's
+ * earlier session (live, being replaced, or only recorded) settled through
+ * `settle` (the verified close path), and the input to open with, the agent
+ * session to take back filled in.
+ */
+export async function reuseOrOpen(
+  d: ControllerDeps,
+  live: LiveSessions,
+  input: EnsureInput,
+  settle: (reason: string) => Promise<CloseReport>,
+): Promise<ReuseOrOpen> {
+  const existing = live.get(input.sessionKey);
+  if (existing && !existing.closing && existing.launched.exitStatus() === undefined) {
+    const stored = await d.sessions.get(input.sessionKey);
+    const cwd = stored?.kind === "lease" ? stored.record.cwd : undefined;
+    const command = stored?.kind === "lease" ? (stored.record.command ?? []) : [];
+    const differences = sessionDifferences({ handle: existing.handle, command, cwd }, input);
+    if (differences.length === 0 || input.replace !== true) {
+      if (differences.length > 0) throw mismatchError(existing.handle, differences);
+      assertRunningLimits(existing.handle, input);
+      return { reused: { ...existing.handle, reused: true } };
+    }
+  }
+  const stored = await d.sessions.get(input.sessionKey);
+  const resumeSessionId = resumeTarget(input, stored);
+  if (existing || stored) {
+    const prior = await settle(existing ? "superseded by ensureSession" : "settled by ensureSession");
+    if (prior.outcome === "left-alone" || prior.outcome === "retry-pending") {
+      throw new Error(
+        `ensureSession ${JSON.stringify(input.sessionKey)}: the previous session could not be settled (${prior.detail}); refusing to start a second one`,
+      );
+    }
+  }
+  return { open: resumeSessionId !== undefined ? withResumeSessionId(input, resumeSessionId) : input };
+}
 
 export interface RunningSessionFacts {
   handle: AcpRuntimeHandle;
