@@ -12,16 +12,32 @@ import { lifecycleDeps, type ControllerDeps, type LiveSessions } from "./live-se
 import type { ReapReport, ReapReportEntry } from "./types.js";
 
 /** ACP terminals no live session holds, through their supervisor leases (conversation-options.ts). */
-export async function reconcileTerminals(d: ControllerDeps, live: LiveSessions, hooks: ControllerHooks, states: readonly ("open" | "closing")[] = ["open", "closing"]): Promise<void> {
+export async function reconcileTerminals(
+  d: ControllerDeps,
+  live: LiveSessions,
+  hooks: ControllerHooks,
+  states: readonly ("open" | "closing")[] = ["open", "closing"],
+): Promise<void> {
   const held = new Set(live.all().flatMap((s) => s.conv.terminals?.runIds() ?? []));
-  const r = await reconcileLeftTerminals(d.leases, d.conversation.supervisor, d, { states, held: (runId) => held.has(runId) });
+  const r = await reconcileLeftTerminals(d.leases, d.conversation.supervisor, d, {
+    states,
+    held: (runId) => held.has(runId),
+  });
   for (const run of r?.runs ?? []) {
-    if (run.state === "closed" || run.state === "lost") await hooks.leaseSettled(run.leaseId, { via: "reap", state: run.state, detail: run.why });
+    if (run.state === "closed" || run.state === "lost")
+      await hooks.leaseSettled(run.leaseId, { via: "reap", state: run.state, detail: run.why });
   }
 }
 
 /** This instance's ACPX leases in `states`, through the lifecycle (reconcileLeases); each settled lease reported to the hooks. */
-export async function reconcileOwnLeases(d: ControllerDeps, live: LiveSessions, hooks: ControllerHooks, states: readonly ("open" | "closing")[], dryRun: boolean, skipAttached = false): Promise<ReapReport> {
+export async function reconcileOwnLeases(
+  d: ControllerDeps,
+  live: LiveSessions,
+  hooks: ControllerHooks,
+  states: readonly ("open" | "closing")[],
+  dryRun: boolean,
+  skipAttached = false,
+): Promise<ReapReport> {
   const settled: { leaseId: string; state: "closed" | "lost"; why: string }[] = [];
   const r = await reconcileLeases(lifecycleDeps(d), {
     // the process supervisor's runs share the store and the instance id; they are its to settle
@@ -30,11 +46,19 @@ export async function reconcileOwnLeases(d: ControllerDeps, live: LiveSessions, 
     dryRun,
     skipAttached,
     skip: (l) => live.busy(l),
-    ...(d.containment.available ? { leftovers: { instanceFolder: `${d.containment.root}/${d.gatewayInstanceId}`, isLive: (leaseId: string) => live.busy({ leaseId }) !== undefined } } : {}),
+    ...(d.containment.available
+      ? {
+          leftovers: {
+            instanceFolder: `${d.containment.root}/${d.gatewayInstanceId}`,
+            isLive: (leaseId: string) => live.busy({ leaseId }) !== undefined,
+          },
+        }
+      : {}),
     retentionMs: d.retentionMs,
     onSettled: (o) => {
       live.afterSettled(o.leaseId, o.stateAfter);
-      if (o.stateAfter === "closed" || o.stateAfter === "lost") settled.push({ leaseId: o.leaseId, state: o.stateAfter, why: o.why });
+      if (o.stateAfter === "closed" || o.stateAfter === "lost")
+        settled.push({ leaseId: o.leaseId, state: o.stateAfter, why: o.why });
     },
   });
   for (const s of settled) await hooks.leaseSettled(s.leaseId, { via: "reap", state: s.state, detail: s.why });

@@ -44,7 +44,12 @@ export class EnsureAttempt {
     return this.bound.cgroup;
   }
 
-  async fail(failure: EnsureFailureCause, message: string, cause?: unknown, details?: AcpxEnsureErrorDetails): Promise<never> {
+  async fail(
+    failure: EnsureFailureCause,
+    message: string,
+    cause?: unknown,
+    details?: AcpxEnsureErrorDetails,
+  ): Promise<never> {
     const { launched } = this;
     this.client?.close(new Error(`ensureSession failed: ${failure}`));
     await this.conv?.end(`ensureSession failed: ${failure}`);
@@ -57,7 +62,14 @@ export class EnsureAttempt {
     const settled = await settleFailedSpawn(this.d, this.lease, launched);
     this.live.inFlight.delete(this.lease.leaseId);
     const key = this.input.sessionKey;
-    throw new AcpxEnsureError(key, failure, `ensureSession ${JSON.stringify(key)} failed: ${message} (lease ${this.lease.leaseId} ${settled})`, this.lease.leaseId, settled, diag);
+    throw new AcpxEnsureError(
+      key,
+      failure,
+      `ensureSession ${JSON.stringify(key)} failed: ${message} (lease ${this.lease.leaseId} ${settled})`,
+      this.lease.leaseId,
+      settled,
+      diag,
+    );
   }
 }
 
@@ -70,7 +82,11 @@ export class EnsureAttempt {
  * recordChildPid) lets the verification search for what carries the lease's
  * markers; no process at all = nothing started. Returns the lease state.
  */
-async function settleFailedSpawn(d: ControllerDeps, lease: ProcessLease, launched: LaunchedWrapper | undefined): Promise<string> {
+async function settleFailedSpawn(
+  d: ControllerDeps,
+  lease: ProcessLease,
+  launched: LaunchedWrapper | undefined,
+): Promise<string> {
   try {
     return await settleFailedSpawnNow(d, lease, launched);
   } catch (err) {
@@ -80,13 +96,22 @@ async function settleFailedSpawn(d: ControllerDeps, lease: ProcessLease, launche
   }
 }
 
-async function settleFailedSpawnNow(d: ControllerDeps, lease: ProcessLease, launched: LaunchedWrapper | undefined): Promise<string> {
+async function settleFailedSpawnNow(
+  d: ControllerDeps,
+  lease: ProcessLease,
+  launched: LaunchedWrapper | undefined,
+): Promise<string> {
   let current = (await d.leases.get(lease.leaseId)) ?? lease;
   if (current.state === "closed" || current.state === "lost") return current.state;
   if (current.rootPid <= 0 && launched?.pid !== undefined) current = await recordChildPid(d, current, launched.pid);
   // no process of it was ever known: the one unstarted sequence (drains and removes its cgroup)
-  if (current.rootPid <= 0 && launched?.pid === undefined) return (await settleUnstarted(lifecycleDeps(d), { ...lease, ...current })).state;
-  const o = await settleLease(lifecycleDeps(d), current, launched ? { release: () => releaseLaunched(launched, d.graceMs) } : {});
+  if (current.rootPid <= 0 && launched?.pid === undefined)
+    return (await settleUnstarted(lifecycleDeps(d), { ...lease, ...current })).state;
+  const o = await settleLease(
+    lifecycleDeps(d),
+    current,
+    launched ? { release: () => releaseLaunched(launched, d.graceMs) } : {},
+  );
   return o.stateAfter;
 }
 

@@ -53,7 +53,8 @@ function parseSpawnFields(input: unknown): SpawnFields {
   }
   assertNoControlCharacters(sessionKey, "input.sessionKey");
   const agentId = i.agentId;
-  if (typeof agentId !== "string" || agentId.length === 0) throw new TypeError("input.agentId must be a non-empty string");
+  if (typeof agentId !== "string" || agentId.length === 0)
+    throw new TypeError("input.agentId must be a non-empty string");
   const command = parseCommand(i.command);
   const cwd = i.cwd;
   if (cwd !== undefined && (typeof cwd !== "string" || cwd.length === 0)) {
@@ -107,9 +108,11 @@ function copyAuth(auth: AcpAuthInput): AcpAuthInput {
   return typeof auth === "function" ? auth : Object.freeze({ methodId: auth.methodId });
 }
 
+type OwnerFields = Pick<AcpRuntimeEnsureInput, "spawnedBy" | "parentSessionKey" | "ownerSessionKey">;
+
 /** Who the session belongs to, as given: the session's owner record checks them (sessions/owner.ts). */
-function ownerFields(i: Record<string, unknown>): Pick<AcpRuntimeEnsureInput, "spawnedBy" | "parentSessionKey" | "ownerSessionKey"> {
-  const out: Pick<AcpRuntimeEnsureInput, "spawnedBy" | "parentSessionKey" | "ownerSessionKey"> = {};
+function ownerFields(i: Record<string, unknown>): OwnerFields {
+  const out: OwnerFields = {};
   for (const f of ["spawnedBy", "parentSessionKey", "ownerSessionKey"] as const) {
     if (i[f] !== undefined) out[f] = i[f] as string;
   }

@@ -74,9 +74,7 @@ export function keepStderr(child: ChildProcess): KeptStderr {
       if (stderrEnded) return;
       const quietFor = Date.now() - Math.max(lastStderrAt, since);
       if (quietFor >= quietMs || Date.now() >= deadline) return;
-      await new Promise((r) =>
-        setTimeout(r, Math.min(quietMs - quietFor, Math.max(1, deadline - Date.now()))).unref(),
-      );
+      await new Promise((r) => setTimeout(r, Math.min(quietMs - quietFor, Math.max(1, deadline - Date.now()))).unref());
     }
   };
   return { tail: () => ring.text().trim(), settled };

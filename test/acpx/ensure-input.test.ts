@@ -22,13 +22,22 @@ describe("parseEnsureInput", () => {
   it("names the first wrong field, in the order the fields are read", () => {
     const rejected: [unknown, string][] = [
       [null, "input must be an object"],
-      [{ ...ok, sessionKey: "a\rb", agentId: "" }, "input.sessionKey must not contain control characters (C0, DEL or C1); found U+000D at index 1"],
+      [
+        { ...ok, sessionKey: "a\rb", agentId: "" },
+        "input.sessionKey must not contain control characters (C0, DEL or C1); found U+000D at index 1",
+      ],
       [{ ...ok, agentId: "", command: [] }, "input.agentId must be a non-empty string"],
       [{ ...ok, command: ["node", 1] }, "input.command[1] must be a string"],
       [{ ...ok, env: { A: 1 }, envRemove: "A" }, "input.env.A must be a string"],
-      [{ ...ok, envRemove: ["OPENCLAW_ACPX_LEASE_ID"] }, "input.envRemove[0]: OPENCLAW_ACPX_LEASE_ID cannot be removed: OPENCLAW_ACPX_LEASE_ID and OPENCLAW_GATEWAY_INSTANCE_ID are the lease markers the wrapper and the adapter must carry"],
+      [
+        { ...ok, envRemove: ["OPENCLAW_ACPX_LEASE_ID"] },
+        "input.envRemove[0]: OPENCLAW_ACPX_LEASE_ID cannot be removed: OPENCLAW_ACPX_LEASE_ID and OPENCLAW_GATEWAY_INSTANCE_ID are the lease markers the wrapper and the adapter must carry",
+      ],
       [{ ...ok, auth: { methodId: "" }, limits: { pidsMax: 0 } }, "input.auth.methodId must be a non-empty string"],
-      [{ ...ok, limits: { pidsMax: 0 }, resume: "no" }, 'input.limits.pidsMax must be a positive integer or "max", got 0'],
+      [
+        { ...ok, limits: { pidsMax: 0 }, resume: "no" },
+        'input.limits.pidsMax must be a positive integer or "max", got 0',
+      ],
       [{ ...ok, resume: "no", mcpServers: {} }, "input.resume must be a boolean"],
       [{ ...ok, mcpServers: [{ name: "m" }, {}] }, "input.mcpServers[1] must be an ACP MCP server config with a name"],
     ];
@@ -47,7 +56,14 @@ describe("parseEnsureInput", () => {
     const command = ["node", "agent.mjs"];
     const env = { A: "1" };
     const envRemove = ["SECRET"];
-    const p = parseEnsureInput({ ...ok, command, env, envRemove, limits: { memoryMax: "max", pidsMax: 64 }, resume: false });
+    const p = parseEnsureInput({
+      ...ok,
+      command,
+      env,
+      envRemove,
+      limits: { memoryMax: "max", pidsMax: 64 },
+      resume: false,
+    });
     command.push("--evil");
     env.A = "2";
     envRemove.length = 0;
@@ -66,7 +82,9 @@ describe("parseEnsureInput", () => {
 
 describe("parseRawAdapterInput", () => {
   it("checks the spawn's fields only: a raw adapter's plugin speaks ACP, so resume and MCP servers are not read", () => {
-    expect(() => parseRawAdapterInput({ ...ok, sessionKey: "" })).toThrow(new TypeError("input.sessionKey must be a non-empty string"));
+    expect(() => parseRawAdapterInput({ ...ok, sessionKey: "" })).toThrow(
+      new TypeError("input.sessionKey must be a non-empty string"),
+    );
     const p = parseRawAdapterInput({ ...ok, resume: "no", mcpServers: 1 });
     expect(p).not.toHaveProperty("resume");
     expect(p).not.toHaveProperty("mcpServers");
