@@ -1,8 +1,7 @@
 /**
- * One ensureSession attempt (spawn-session.ts runs its steps): its lease,
- * what was started for it so far, and how it fails. A failure closes what
- * was opened, reads the adapter's last words, settles the attempt's lease
- * through the one lifecycle, and throws the AcpxEnsureError that names it.
+ * An ensure attempt and how it fails: every step that can fail holds the
+ * attempt, so every failure takes the one path (EnsureAttempt.fail) that
+ * settles the attempt's lease through the lifecycle before it throws.
  */
 import { checkSignalTarget } from "../facts/guards.js";
 import { settleLease, settleUnstarted } from "../ownership/index.js";

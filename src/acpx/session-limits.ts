@@ -50,7 +50,7 @@ export interface EnforcedLimits {
   pidsMax?: number;
 }
 
-/** The rule for a `limits` value, shared by ensureSession's input (ensure-input.ts) and the OpenClaw plugin's options. */
+/** The rule for a `limits` value, wherever one is given (see the header). */
 export function assertSessionLimits(v: unknown, name: string): asserts v is SessionLimits {
   if (typeof v !== "object" || v === null || Array.isArray(v)) throw new TypeError(`${name} must be an object { memoryMax?, pidsMax? }`);
   for (const [k, x] of Object.entries(v)) {

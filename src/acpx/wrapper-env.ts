@@ -8,10 +8,10 @@ import { MARKER_ENV_KEYS } from "../ownership/verify/markers.js";
 import { INSTANCE_ENV_KEY, LEASE_ENV_KEY } from "./wrapper/protocol.js";
 
 /**
- * The rule for `envRemove`, shared by ensureSession's input (ensure-input.ts)
- * and the OpenClaw plugin's options: an array of non-empty strings without
- * "=" or NUL, never one of the two markers (a TypeError naming them: a
- * caller must learn that a removal it asked for cannot happen).
+ * The rule for `envRemove`, wherever one is given: an array of non-empty
+ * strings without "=" or NUL, never one of the two markers (a TypeError
+ * naming them: a caller must learn that a removal it asked for cannot
+ * happen, though buildWrapperEnv keeps the markers either way).
  */
 export function assertEnvRemove(value: unknown, name = "envRemove"): asserts value is readonly string[] {
   if (!Array.isArray(value)) throw new TypeError(`${name} must be an array of environment variable names`);

@@ -1,7 +1,7 @@
 /**
  * The first thing the wrapper tells us on its lifeline ("started" or
  * "spawn-error"), or why it never did: its spawn error, its exit, or the
- * timeout. What to make of it is the controller's (spawn-session.ts).
+ * timeout. Nothing here decides what to make of it.
  */
 import type { Lifeline } from "./lifeline.js";
 import type { ChildExit, ExitWatch, SpawnFailure } from "./wrapper-end.js";
