@@ -92,8 +92,8 @@ class Controller implements AcpxLifecycleController {
   // ---------------------------------------------------------------- ensure
 
   /** parse (ensure-input.ts), reuse or open (session-reuse.ts), spawn (spawn-session.ts), watch */
-  async ensureSession(raw: AcpRuntimeEnsureInput): Promise<AcpRuntimeHandle> {
-    const input = parseEnsureInput(raw);
+  async ensureSession(given: AcpRuntimeEnsureInput): Promise<AcpRuntimeHandle> {
+    const input = parseEnsureInput(given);
     return this.queue.run(input.sessionKey, async () => {
       const next = await reuseOrOpen(this.d, this.live, input, (reason) => this.closeAndReport(input.sessionKey, reason, false));
       if ("reused" in next) return next.reused;
@@ -105,8 +105,8 @@ class Controller implements AcpxLifecycleController {
    * A leased adapter whose ACP the caller speaks itself (raw-adapter.ts).
    * The key must have no running session; an earlier record is settled first.
    */
-  async spawnRawAdapter(raw: RawAdapterInput): Promise<RawAdapter> {
-    const input = parseRawAdapterInput(raw);
+  async spawnRawAdapter(given: RawAdapterInput): Promise<RawAdapter> {
+    const input = parseRawAdapterInput(given);
     return this.queue.run(input.sessionKey, async () => {
       const existing = this.live.get(input.sessionKey);
       if (existing && !existing.closing && existing.launched.exitStatus() === undefined) {
