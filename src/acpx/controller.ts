@@ -3,7 +3,9 @@
  * leases and the cleanup policy; the wrapper only applies local tree cleanup
  * when the lifeline breaks, and decides nothing. The work lives beside it:
  * controller-open.ts (its options checked, its state dir opened),
- * spawn-session.ts (ensure: spawn + handshake), close-session.ts (close),
+ * ensure-input.ts (ensure's input parsed), session-reuse.ts (a running
+ * session reused or the key's earlier one settled), spawn-session.ts
+ * (ensure: spawn + handshake), close-session.ts (close),
  * live-sessions.ts (which sessions it serves), and every lease moves through
  * src/ownership/lifecycle/lifecycle.ts.
  *
@@ -28,30 +30,28 @@
  * file; none of them moves a lease.
  */
 import { KeyedQueue } from "../ownership/index.js";
-import { reconcileLeases, verifyOwnedTree as verifyTree, type LeaseOutcome, type StateDirLock } from "../ownership/index.js";
-import { reconcileInWorker, ReconcileAwayError, type AwayOutcome, type AwayReport, type AwaySpec } from "../ownership/index.js";
+import { verifyOwnedTree as verifyTree, type StateDirLock } from "../ownership/index.js";
 import type { ProcessLease, OwnedProcessTree } from "../ownership/leases/types.js";
-import { closeLocked, summarize } from "./close-session.js";
+import { closeLocked } from "./close-session.js";
 import { assertPromptOptions, DEFAULT_CANCEL_GRACE_MS, sessionEndedError } from "./acp-client.js";
 import { AcpxSessionBusyError, AcpxSessionClosedError } from "./errors.js";
 import { ControllerEnd, guardAfterDispose, settleOnDispose, type EndedAs } from "./controller-guard.js";
-import { reconcileLeftTerminals } from "./conversation-options.js";
 import { ControllerHooks } from "./controller-hooks.js";
 import { AcpxRawSessionError, rawAdapterOf, type RawAdapter, type RawAdapterInput } from "./raw-adapter.js";
-import { assertReuseInput, mismatchError, resumeTarget, sessionDifferences } from "./session-reuse.js";
+import { mismatchError, reuseOrOpen } from "./session-reuse.js";
 import { setConfigOption, setMode } from "./session-controls.js";
 import { listSessionSummaries, statusOf } from "./session-status.js";
 import type { SessionUpdateListener } from "./session-updates.js";
 import { runTurn, cancelAndWait, type CancelReport, type TurnInput, type TurnStream } from "./turn-stream.js";
 import type { SessionConfigOption } from "@agentclientprotocol/sdk";
-import { Turns } from "../facts/turns.js";
 import { removeInstanceFolder, type ContainmentSupport } from "../containment/index.js";
 import { controllerKeeper, type ControllerKeeper } from "./keeper/controller-keeper.js";
-import { closeTarget, lifecycleDeps, LiveSessions, markSessionClosing, type ControllerDeps, type LiveSession } from "./live-sessions.js";
-import { spawnSession, validateEnsureInput } from "./spawn-session.js";
-import { assertRunningLimits } from "./session-limits.js";
+import { closeTarget, LiveSessions, markSessionClosing, type ControllerDeps, type LiveSession } from "./live-sessions.js";
+import { reconcileOwnLeases, reconcileTerminals } from "./controller-reconcile.js";
+import { parseEnsureInput, parseRawAdapterInput, type EnsureInput } from "./ensure-input.js";
+import { spawnSession } from "./spawn-session.js";
 import type { AcpRuntimeEnsureInput, AcpRuntimeHandle, AcpxLifecycleController, AcpxLifecycleControllerOptions } from "./types.js";
-import type { CloseReport, PromptOptions, ReapReport, ReapReportEntry, SessionStatus, SessionSummary } from "./types.js";
+import type { CloseReport, PromptOptions, ReapReport, SessionStatus, SessionSummary } from "./types.js";
 import { openControllerDeps } from "./controller-open.js";
 
 export async function createAcpxLifecycleController(opts: AcpxLifecycleControllerOptions): Promise<AcpxLifecycleController> {
@@ -91,70 +91,44 @@ class Controller implements AcpxLifecycleController {
 
   // ---------------------------------------------------------------- ensure
 
-  async ensureSession(input: AcpRuntimeEnsureInput): Promise<AcpRuntimeHandle> {
-    validateEnsureInput(input);
-    assertReuseInput(input);
-    return this.queue.run(input.sessionKey, () => this.ensureLocked(input));
-  }
-
-  private async ensureLocked(input: AcpRuntimeEnsureInput): Promise<AcpRuntimeHandle> {
-    const existing = this.live.get(input.sessionKey);
-    if (existing && !existing.closing && existing.launched.exitStatus() === undefined) {
-      const stored = await this.d.sessions.get(input.sessionKey);
-      const cwd = stored?.kind === "lease" ? stored.record.cwd : undefined;
-      const differences = sessionDifferences({ handle: existing.handle, command: stored?.kind === "lease" ? (stored.record.command ?? []) : [], cwd }, input);
-      if (differences.length === 0 || input.replace !== true) {
-        if (differences.length > 0) throw mismatchError(existing.handle, differences);
-        assertRunningLimits(existing.handle, input);
-        return { ...existing.handle, reused: true };
-      }
-    }
-    // A record from an earlier run (or a session whose adapter died, or one
-    // being replaced) is settled first, through the same verified close path;
-    // the agent session it names is taken back when it can be (session-reuse.ts).
-    const stored = await this.d.sessions.get(input.sessionKey);
-    const resumeSessionId = resumeTarget(input, stored);
-    if (existing || stored) {
-      const prior = await this.closeAndReport(input.sessionKey, existing ? "superseded by ensureSession" : "settled by ensureSession", false);
-      if (prior.outcome === "left-alone" || prior.outcome === "retry-pending") {
-        throw new Error(
-          `ensureSession ${JSON.stringify(input.sessionKey)}: the previous session could not be settled (${prior.detail}); refusing to start a second one`,
-        );
-      }
-    }
-    const spawnInput = resumeSessionId !== undefined ? { ...input, resumeSessionId } : input;
-    const handle = await spawnSession(this.d, this.live, spawnInput, () => this.end.endedAs !== undefined).catch((err: unknown) => {
-      this.hooks.ensureFailed(err);
-      throw err;
+  /** parse (ensure-input.ts), reuse or open (session-reuse.ts), spawn (spawn-session.ts), watch */
+  async ensureSession(given: AcpRuntimeEnsureInput): Promise<AcpRuntimeHandle> {
+    const input = parseEnsureInput(given);
+    return this.queue.run(input.sessionKey, async () => {
+      const next = await reuseOrOpen(this.d, this.live, input, (reason) => this.closeAndReport(input.sessionKey, reason, false));
+      if ("reused" in next) return next.reused;
+      return (await this.spawn(next.open, false)).handle;
     });
-    this.keeper.keep();
-    const live = this.live.forHandle(handle);
-    if (live) this.watchEnd(live);
-    return handle;
   }
 
   /**
    * A leased adapter whose ACP the caller speaks itself (raw-adapter.ts).
    * The key must have no running session; an earlier record is settled first.
    */
-  async spawnRawAdapter(input: RawAdapterInput): Promise<RawAdapter> {
-    validateEnsureInput(input);
+  async spawnRawAdapter(given: RawAdapterInput): Promise<RawAdapter> {
+    const input = parseRawAdapterInput(given);
     return this.queue.run(input.sessionKey, async () => {
       const existing = this.live.get(input.sessionKey);
       if (existing && !existing.closing && existing.launched.exitStatus() === undefined) {
         throw mismatchError(existing.handle, ["a running session (close it first)"]);
       }
       if (existing || (await this.d.sessions.get(input.sessionKey))) await this.closeAndReport(input.sessionKey, "superseded by spawnRawAdapter", false);
-      const handle = await spawnSession(this.d, this.live, input, () => this.end.endedAs !== undefined, true).catch((err: unknown) => {
-        this.hooks.ensureFailed(err);
-        throw err;
-      });
-      this.keeper.keep();
-      const live = this.live.forHandle(handle)!;
-      this.watchEnd(live);
+      const { handle, live } = await this.spawn(input, true);
       const lease = (await this.d.leases.get(handle.leaseId))!;
-      return rawAdapterOf(handle, lease, live.launched, this.guarded, async () => (await this.d.leases.get(handle.leaseId)) ?? lease);
+      return rawAdapterOf(handle, lease, live!.launched, this.guarded, async () => (await this.d.leases.get(handle.leaseId)) ?? lease);
     });
+  }
+
+  /** spawnSession, then the session kept (the keeper) and watched; a failure is reported to the hooks. */
+  private async spawn(input: EnsureInput, raw: boolean): Promise<{ handle: AcpRuntimeHandle; live: LiveSession | undefined }> {
+    const handle = await spawnSession(this.d, this.live, input, () => this.end.endedAs !== undefined, raw).catch((err: unknown) => {
+      this.hooks.ensureFailed(err);
+      throw err;
+    });
+    this.keeper.keep();
+    const live = this.live.forHandle(handle);
+    if (live) this.watchEnd(live);
+    return { handle, live };
   }
 
   /** onSessionEnd for a session whose processes end while it is not being closed. */
@@ -297,71 +271,10 @@ class Controller implements AcpxLifecycleController {
   // ---------------------------------------------------------------- startup / maintenance
 
   async reapStartupOrphans(opts?: { dryRun?: boolean; skipAttached?: boolean }): Promise<ReapReport> {
-    const report = await this.reconcileOwnLeases(["open", "closing"], opts?.dryRun === true, opts?.skipAttached === true, this.d.startupReconcile === "worker");
-    if (opts?.dryRun !== true) await this.reconcileLeftTerminals();
+    const onWorker = this.d.startupReconcile === "worker";
+    const report = await reconcileOwnLeases(this.d, this.live, this.hooks, ["open", "closing"], opts?.dryRun === true, opts?.skipAttached === true, onWorker);
+    if (opts?.dryRun !== true) await reconcileTerminals(this.d, this.live, this.hooks);
     return report;
-  }
-
-  /** ACP terminals no live session holds, through their supervisor leases (conversation-options.ts). */
-  private async reconcileLeftTerminals(states: readonly ("open" | "closing")[] = ["open", "closing"]): Promise<void> {
-    const held = new Set(this.live.all().flatMap((s) => s.conv.terminals?.runIds() ?? []));
-    const r = await reconcileLeftTerminals(this.d.leases, this.d.conversation.supervisor, this.d, { states, held: (runId) => held.has(runId) });
-    for (const run of r?.runs ?? []) {
-      if (run.state === "closed" || run.state === "lost") await this.hooks.leaseSettled(run.leaseId, { via: "reap", state: run.state, detail: run.why });
-    }
-  }
-
-  private async reconcileOwnLeases(states: readonly ("open" | "closing")[], dryRun: boolean, skipAttached = false, onWorker = false): Promise<ReapReport> {
-    const settled: { leaseId: string; state: "closed" | "lost"; why: string }[] = [];
-    const onSettled = (o: Pick<LeaseOutcome, "leaseId" | "stateAfter" | "why">) => {
-      this.live.afterSettled(o.leaseId, o.stateAfter);
-      if (o.stateAfter === "closed" || o.stateAfter === "lost") settled.push({ leaseId: o.leaseId, state: o.stateAfter, why: o.why });
-    };
-    // the process supervisor's runs share the store and the instance id; they are its to settle
-    const spec = { kind: "acpx", states, dryRun, skipAttached, retentionMs: this.d.retentionMs } as const;
-    const folder = this.d.containment.available ? `${this.d.containment.root}/${this.d.gatewayInstanceId}` : undefined;
-    const away = onWorker ? await this.reconcileOnWorker(spec, folder, onSettled) : undefined;
-    const r: Omit<ReapReport, "reconciledOn"> =
-      away ??
-      (await reconcileLeases(lifecycleDeps(this.d), {
-        ...spec,
-        skip: (l) => this.live.busy(l),
-        ...(folder !== undefined ? { leftovers: { instanceFolder: folder, isLive: (leaseId: string) => this.live.busy({ leaseId }) !== undefined } } : {}),
-        onSettled,
-      }).then((here) => ({ ...here, entries: here.entries.map(toEntry) })));
-    // a thousand settled leases' hooks, a slice of the event loop at a time
-    const turns = new Turns();
-    for (const s of settled) {
-      await this.hooks.leaseSettled(s.leaseId, { via: "reap", state: s.state, detail: s.why });
-      if (turns.due()) await turns.yield();
-    }
-    return { ...r, reconciledOn: away ? "worker-thread" : "calling-thread" };
-  }
-
-  /**
-   * The reconcile in a worker thread (reconcile-away.ts), the leases it takes
-   * lent to it meanwhile; undefined when the worker stopped: the calling
-   * thread then reconciles from the records, verifying every lease again.
-   */
-  private async reconcileOnWorker(
-    spec: Pick<AwaySpec, "kind" | "states" | "dryRun" | "skipAttached" | "retentionMs">,
-    leftoversFolder: string | undefined,
-    onSettled: (o: AwayOutcome) => void,
-  ): Promise<AwayReport<ReapReportEntry> | undefined> {
-    // one lender at a time: a second reap waits for the first to give its leases back
-    for (let lending = this.live.lending; lending !== undefined; lending = this.live.lending) await lending;
-    const lent = this.live.lend();
-    const where = { stateDir: this.d.stateDir, gatewayInstanceId: this.d.gatewayInstanceId, graceMs: this.d.graceMs, ...(leftoversFolder !== undefined ? { leftoversFolder } : {}) };
-    try {
-      const hooks = { skip: (l: ProcessLease) => this.live.busy(l), take: lent.take, live: () => this.live.busyIds(), onSettled };
-      return await reconcileInWorker({ ...spec, ...where }, hooks, toEntry, this.d.leases);
-    } catch (e) {
-      if (!(e instanceof ReconcileAwayError)) throw e;
-      this.d.conversation.log.warn?.(`${e.message}; reconciling on the calling thread`);
-      return undefined;
-    } finally {
-      lent.back();
-    }
   }
 
   startMaintenance(intervalMs: number): void {
@@ -372,9 +285,9 @@ class Controller implements AcpxLifecycleController {
       const failed = (err: unknown) => {
         this.lastMaintenanceError = err;
       };
-      this.maintaining = this.reconcileOwnLeases(["closing"], false)
+      this.maintaining = reconcileOwnLeases(this.d, this.live, this.hooks, ["closing"], false)
         .then(() => undefined, failed)
-        .then(() => this.reconcileLeftTerminals(["closing"]))
+        .then(() => reconcileTerminals(this.d, this.live, this.hooks, ["closing"]))
         .catch(failed)
         .finally(() => {
           this.maintaining = undefined;
@@ -421,7 +334,7 @@ class Controller implements AcpxLifecycleController {
       // every close settles before the lock goes, also when one of them fails
       const closed = await Promise.allSettled(keys.map((key) => this.closeSession({ handle: { sessionKey: key }, reason: "controller shutdown" })));
       // terminals whose lease an earlier close left closing end now, not at the next start
-      await this.reconcileLeftTerminals(["closing"]).catch((err: unknown) => this.d.conversation.log.error?.(`shutdown: terminals left closing: ${String(err)}`));
+      await reconcileTerminals(this.d, this.live, this.hooks, ["closing"]).catch((err: unknown) => this.d.conversation.log.error?.(`shutdown: terminals left closing: ${String(err)}`));
       await this.d.conversation.supervisor?.shutdown();
       return closed.map((c) => {
         if (c.status === "rejected") throw c.reason;
@@ -471,12 +384,6 @@ class Controller implements AcpxLifecycleController {
 }
 
 function noop(): void {}
-
-/** The controller's report rows: the lifecycle's outcome, with the kill summarised. */
-function toEntry(o: AwayOutcome & { verification?: unknown }): ReapReportEntry {
-  const { verification: _v, kill, ...rest } = o;
-  return { ...rest, ...(kill ? { kill: summarize(kill) } : {}) };
-}
 
 function assertHandle(handle: AcpRuntimeHandle): void {
   if (typeof handle !== "object" || handle === null || typeof handle.sessionKey !== "string" || typeof handle.leaseId !== "string") {

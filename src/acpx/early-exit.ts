@@ -6,7 +6,7 @@
  * something.
  */
 import { hostResourceError, pidsLimitReached, processLimitError, type HostResourceError } from "../ownership/leases/host-faults.js";
-import type { ChildExit } from "./launch.js";
+import type { ChildExit } from "./wrapper-end.js";
 
 /**
  * Why a wrapper died (or stalled) before its "started" report, in one line,

@@ -3,7 +3,7 @@
  * carries it as a typed field, so callers can branch without parsing text.
  */
 
-import type { SessionEnd } from "./launch.js";
+import type { SessionEnd } from "./wrapper-end.js";
 
 /** Why ensureSession failed. */
 export type EnsureFailureCause =

@@ -10,7 +10,8 @@
 import type { InitializeResponse, McpServer } from "@agentclientprotocol/sdk";
 import { ACP_AUTH_REQUIRED, AcpTimeoutError, SUPPORTED_PROTOCOL_VERSIONS, type AcpClient } from "./acp-client.js";
 import { acpErrorOf, diagnosticsNote, type AcpAuthMethodInfo, type AcpErrorInfo, type AcpxEnsureErrorDetails, type EnsureFailureCause } from "./errors.js";
-import { describeEnd, type LaunchedWrapper, type SessionEnd } from "./launch.js";
+import type { LaunchedWrapper } from "./launch.js";
+import { describeEnd, type SessionEnd } from "./wrapper-end.js";
 import { hostLimitOf } from "./early-exit.js";
 import { openAcpSession, type OpenedSession } from "./resume.js";
 import type { AcpAuthInput } from "./types.js";

@@ -46,7 +46,8 @@ export {
 } from "./errors.js";
 export type { AcpAuthInput, AcpAuthResolver, PromptOptions } from "./types.js";
 export type { AcpxContainmentOptions, LimitController, SessionLimits } from "./types.js";
-export { STDERR_RING_BYTES, type SessionEnd } from "./launch.js";
+export { STDERR_RING_BYTES } from "./stderr-ring.js";
+export type { SessionEnd } from "./wrapper-end.js";
 export {
   openSessionStore,
   parseSessionRecord,

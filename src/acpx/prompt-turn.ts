@@ -17,7 +17,8 @@ import {
   type InterruptedTurn,
   type PromptFailureCause,
 } from "./errors.js";
-import { describeEnd, type LaunchedWrapper, type SessionEnd } from "./launch.js";
+import type { LaunchedWrapper } from "./launch.js";
+import { describeEnd, type SessionEnd } from "./wrapper-end.js";
 import type { PromptOptions } from "./types.js";
 
 /** Validates prompt options (signal, timeoutMs, cancelGraceMs); throws TypeError / RangeError naming the field. */

@@ -13,7 +13,8 @@
 import type { Readable, Writable } from "node:stream";
 import type { ProcessLease, OwnedProcessTree } from "../ownership/leases/types.js";
 import { SessionConversation } from "./conversation.js";
-import type { LaunchedWrapper, SessionEnd } from "./launch.js";
+import type { LaunchedWrapper } from "./launch.js";
+import type { SessionEnd } from "./wrapper-end.js";
 import type { ControllerDeps, LiveSessions } from "./live-sessions.js";
 import { newSessionRecord } from "./session-store.js";
 import type { AcpRuntimeEnsureInput, AcpRuntimeHandle, CloseReport } from "./types.js";

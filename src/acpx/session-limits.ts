@@ -5,7 +5,8 @@
  * unlimited. The writes themselves are src/containment's applyLimits; this
  * file holds the controller's policy around them:
  *
- * - Validation: a positive safe integer or "max"; anything else (0,
+ * - Validation (assertSessionLimits, applied at the edge by
+ *   ensure-input.ts): a positive safe integer or "max"; anything else (0,
  *   negative, NaN, fractions, other strings, unknown keys: a typo such as
  *   `memoryLimit` must not silently run unlimited) is a TypeError before
  *   any lease is written.
@@ -34,7 +35,8 @@
 import { detectContainment, isLimitValue, type ContainmentSupport, type DetectOptions } from "../containment/index.js";
 import { AcpxEnsureError } from "./errors.js";
 import type { ControllerDeps } from "./live-sessions.js";
-import type { AcpRuntimeEnsureInput, AcpRuntimeHandle, AcpxContainmentOptions, LimitController, SessionLimits } from "./types.js";
+import type { EnsureInput } from "./ensure-input.js";
+import type { AcpRuntimeHandle, AcpxContainmentOptions, LimitController, SessionLimits } from "./types.js";
 
 /** how long a failed enabling of a controller is not tried again */
 export const ENABLE_RETRY_MS = 10_000;
@@ -48,6 +50,7 @@ export interface EnforcedLimits {
   pidsMax?: number;
 }
 
+/** The rule for a `limits` value, wherever one is given (see the header). */
 export function assertSessionLimits(v: unknown, name: string): asserts v is SessionLimits {
   if (typeof v !== "object" || v === null || Array.isArray(v)) throw new TypeError(`${name} must be an object { memoryMax?, pidsMax? }`);
   for (const [k, x] of Object.entries(v)) {
@@ -58,6 +61,7 @@ export function assertSessionLimits(v: unknown, name: string): asserts v is Sess
   }
 }
 
+/** The positive limits of a checked `limits` value. */
 export function enforcedLimits(l: SessionLimits | undefined): EnforcedLimits {
   const out: EnforcedLimits = {};
   if (typeof l?.memoryMax === "number") out.memoryMax = l.memoryMax;
@@ -174,8 +178,8 @@ export function rememberLimits(h: AcpRuntimeHandle, e: EnforcedLimits): void {
 }
 
 /** For ensureSession on a key whose session runs: throws unless it runs with every positive limit asked for. */
-export function assertRunningLimits(h: AcpRuntimeHandle, input: AcpRuntimeEnsureInput): void {
-  const want = enforcedLimits(input.limits);
+export function assertRunningLimits(h: AcpRuntimeHandle, input: Pick<EnsureInput, "limits">): void {
+  const want = input.limits;
   const have = runningWith.get(h) ?? {};
   const differ = (Object.keys(want) as (keyof EnforcedLimits)[]).filter((k) => want[k] !== have[k]);
   if (differ.length === 0) return;

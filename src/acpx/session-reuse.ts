@@ -1,5 +1,5 @@
 /**
- * ensureSession on a key that already has a session.
+ * ensureSession on a key that already has a session (reuseOrOpen).
  * - Live: returned as it is (`reused: true`) only when it runs the same
  *   command, agentId and cwd; another one is AcpxEnsureError
  *   ("session-mismatch") unless the caller asks `replace: true`, which
@@ -13,9 +13,52 @@
  *   its state is gone, so there is nothing to take back.
  */
 import { isAbsolute, resolve } from "node:path";
+import { withResumeSessionId, type EnsureInput } from "./ensure-input.js";
 import { AcpxEnsureError } from "./errors.js";
+import type { ControllerDeps, LiveSessions } from "./live-sessions.js";
+import { assertRunningLimits } from "./session-limits.js";
 import type { StoredSessionRecord } from "./session-store.js";
-import type { AcpRuntimeEnsureInput, AcpRuntimeHandle } from "./types.js";
+import type { AcpRuntimeHandle, CloseReport } from "./types.js";
+
+/** What ensureSession does with its key: hand back the running session as it is, or open one with this input. */
+export type ReuseOrOpen = { reused: AcpRuntimeHandle } | { open: EnsureInput };
+
+/**
+ * The key's running session when it is the one asked for; else the key's
+ * earlier session (live, being replaced, or only recorded) settled through
+ * `settle` (the verified close path), and the input to open with, the agent
+ * session to take back filled in.
+ */
+export async function reuseOrOpen(
+  d: ControllerDeps,
+  live: LiveSessions,
+  input: EnsureInput,
+  settle: (reason: string) => Promise<CloseReport>,
+): Promise<ReuseOrOpen> {
+  const existing = live.get(input.sessionKey);
+  if (existing && !existing.closing && existing.launched.exitStatus() === undefined) {
+    const stored = await d.sessions.get(input.sessionKey);
+    const cwd = stored?.kind === "lease" ? stored.record.cwd : undefined;
+    const command = stored?.kind === "lease" ? (stored.record.command ?? []) : [];
+    const differences = sessionDifferences({ handle: existing.handle, command, cwd }, input);
+    if (differences.length === 0 || input.replace !== true) {
+      if (differences.length > 0) throw mismatchError(existing.handle, differences);
+      assertRunningLimits(existing.handle, input);
+      return { reused: { ...existing.handle, reused: true } };
+    }
+  }
+  const stored = await d.sessions.get(input.sessionKey);
+  const resumeSessionId = resumeTarget(input, stored);
+  if (existing || stored) {
+    const prior = await settle(existing ? "superseded by ensureSession" : "settled by ensureSession");
+    if (prior.outcome === "left-alone" || prior.outcome === "retry-pending") {
+      throw new Error(
+        `ensureSession ${JSON.stringify(input.sessionKey)}: the previous session could not be settled (${prior.detail}); refusing to start a second one`,
+      );
+    }
+  }
+  return { open: resumeSessionId !== undefined ? withResumeSessionId(input, resumeSessionId) : input };
+}
 
 export interface RunningSessionFacts {
   handle: AcpRuntimeHandle;
@@ -24,7 +67,7 @@ export interface RunningSessionFacts {
 }
 
 /** The differences between a running session and an ensure input (empty = the same session). */
-export function sessionDifferences(running: RunningSessionFacts, input: AcpRuntimeEnsureInput): string[] {
+export function sessionDifferences(running: RunningSessionFacts, input: Pick<EnsureInput, "agentId" | "command" | "cwd">): string[] {
   const out: string[] = [];
   if (running.handle.owner.agentId !== input.agentId) out.push(`agentId ${JSON.stringify(running.handle.owner.agentId)} (asked ${JSON.stringify(input.agentId)})`);
   if (JSON.stringify(running.command) !== JSON.stringify(input.command)) out.push(`command ${JSON.stringify(running.command)} (asked ${JSON.stringify(input.command)})`);
@@ -49,7 +92,7 @@ export function mismatchError(h: AcpRuntimeHandle, differences: readonly string[
 }
 
 /** The agent session ensureSession should take back for this input, given the key's stored record. */
-export function resumeTarget(input: AcpRuntimeEnsureInput, stored: StoredSessionRecord | null): string | undefined {
+export function resumeTarget(input: Pick<EnsureInput, "agentId" | "resumeSessionId" | "resume">, stored: StoredSessionRecord | null): string | undefined {
   if (input.resumeSessionId !== undefined) return input.resumeSessionId;
   if (input.resume === false || stored?.kind !== "lease") return undefined;
   const r = stored.record;
@@ -57,20 +100,4 @@ export function resumeTarget(input: AcpRuntimeEnsureInput, stored: StoredSession
   // a raw adapter's record holds no agent session id (its plugin keeps it)
   if (agentId !== input.agentId || r.acpSessionId === "") return undefined;
   return r.acpSessionId;
-}
-
-export function assertReuseInput(input: AcpRuntimeEnsureInput): void {
-  if (input.resumeSessionId !== undefined && (typeof input.resumeSessionId !== "string" || input.resumeSessionId === "")) {
-    throw new TypeError("input.resumeSessionId must be a non-empty string when given");
-  }
-  if (input.resume !== undefined && typeof input.resume !== "boolean") throw new TypeError("input.resume must be a boolean");
-  if (input.replace !== undefined && typeof input.replace !== "boolean") throw new TypeError("input.replace must be a boolean");
-  if (input.mcpServers !== undefined) {
-    if (!Array.isArray(input.mcpServers)) throw new TypeError("input.mcpServers must be an array of ACP MCP server configs");
-    input.mcpServers.forEach((m: unknown, i: number) => {
-      if (typeof m !== "object" || m === null || typeof (m as { name?: unknown }).name !== "string") {
-        throw new TypeError(`input.mcpServers[${i}] must be an ACP MCP server config with a name`);
-      }
-    });
-  }
 }

@@ -1,126 +1,74 @@
 /**
- * ensureSession's spawn and handshake: the lease is written before the
- * wrapper is spawned; the wrapper's "started" report gives the root pid and
- * the adapter's group, whose identity goes into the lease; then ACP
- * `initialize` + `session/new`, and the session record. Every failure
- * settles the attempt's lease through the lifecycle (lifecycle.ts) before
- * the error is thrown. With `limits` (session-limits.ts), they are written
- * into the lease's cgroup between its creation and the spawn; when they
- * cannot be, nothing is spawned.
+ * ensureSession's spawn and handshake, as a list of named steps
+ * (spawnSession): the lease is written before the wrapper is spawned; the
+ * wrapper's "started" report gives the root pid and the adapter's group,
+ * whose identity goes into the lease; then ACP `initialize` +
+ * `session/new`, and the session record. Every failure settles the
+ * attempt's lease through the lifecycle (ensure-attempt.ts) before the error
+ * is thrown. With `limits` (session-limits.ts), they are written into the
+ * lease's cgroup between its creation and the spawn; when they cannot be,
+ * nothing is spawned. The input was parsed at the edge (ensure-input.ts):
+ * nothing here checks it again.
  */
 import { randomUUID } from "node:crypto";
 import { performance } from "node:perf_hooks";
-import { checkSignalTarget } from "../facts/guards.js";
-import {
-  checkCwd,
-  computeCommandHash,
-  descriptorShortage,
-  hostFaultNote,
-  recordRootIdentity,
-  settleLease,
-  settleUnstarted,
-} from "../ownership/index.js";
-import type { ProcessLease } from "../ownership/leases/types.js";
+import { computeCommandHash, descriptorShortage, hostFaultNote, recordRootIdentity } from "../ownership/index.js";
 import { hostResourceError, processLimitError } from "../ownership/leases/host-faults.js";
-import { AcpClient, assertAuthInput, explainHandshakeFailure, handshake } from "./acp-client.js";
-import { AcpxEnsureError, type AcpxEnsureErrorDetails, type EnsureFailureCause } from "./errors.js";
-import { assertEnvRemove, describeEnd, launchWrapper, rootArgvFor, type LaunchedWrapper } from "./launch.js";
+import { AcpClient, explainHandshakeFailure, handshake } from "./acp-client.js";
+import { AcpxEnsureError } from "./errors.js";
+import { launchWrapper, rootArgvFor, type LaunchedWrapper } from "./launch.js";
 import { describeEarlyExit } from "./early-exit.js";
+import { EnsureAttempt, errMessage, stderrNote } from "./ensure-attempt.js";
+import type { EnsureInput } from "./ensure-input.js";
 import type { StartedReport } from "./wrapper/protocol.js";
-import { lifecycleDeps, releaseLaunched, type ControllerDeps, type LiveSessions } from "./live-sessions.js";
+import { describeEnd } from "./wrapper-end.js";
+import { lifecycleDeps, type ControllerDeps, type LiveSessions } from "./live-sessions.js";
 import { applyLimits, mountOf, readCgroupOf, removeCgroup } from "../containment/index.js";
 import { containmentOffWhy, dropLeaseCgroup, openLeaseWithCgroup, type LeaseCgroupBinding } from "../ownership/lifecycle/lease-cgroup.js";
-import { assertSessionLimits, controllersFor, describeLimits, enableLimitControllers, enforcedLimits, rememberLimits, type EnforcedLimits } from "./session-limits.js";
+import { controllersFor, describeLimits, enableLimitControllers, rememberLimits, type EnforcedLimits } from "./session-limits.js";
 import { CGROUP_ENV_KEY, CGROUP_MOVE_FAILED, CGROUP_REQUIRED_ENV_KEY } from "./wrapper/protocol.js";
 import { newSessionRecord } from "./session-store.js";
 import { handleFields, handshakeFields, SessionConversation } from "./conversation.js";
 import { finishRawSpawn } from "./raw-adapter.js";
-import type { AcpRuntimeEnsureInput, AcpRuntimeHandle, LimitController } from "./types.js";
-
-
-/**
- * One ensure attempt: its lease (reassigned as it is recorded), its cgroup,
- * and what was started for it so far. `fail` ends the attempt: it closes what
- * was opened, reads the adapter's last words, settles the lease through the
- * lifecycle, and throws the AcpxEnsureError that names the failure.
- */
-class EnsureAttempt {
-  launched: LaunchedWrapper | undefined;
-  client: AcpClient | undefined;
-  conv: SessionConversation | undefined;
-  /** performance.now() at each step's end, for onEnsureTiming */
-  readonly t = { start: 0, lease: 0, started: 0, recorded: 0, handshake: 0 };
-
-  constructor(
-    readonly d: ControllerDeps,
-    readonly live: LiveSessions,
-    readonly input: AcpRuntimeEnsureInput,
-    public lease: ProcessLease,
-    /** the lease's cgroup binding (ownership/lifecycle/lease-cgroup.ts): its cgroup, or why there is none (what limits need) */
-    readonly bound: LeaseCgroupBinding,
-  ) {}
-
-  get cgroup(): LeaseCgroupBinding["cgroup"] {
-    return this.bound.cgroup;
-  }
-
-  async fail(failure: EnsureFailureCause, message: string, cause?: unknown, details?: AcpxEnsureErrorDetails): Promise<never> {
-    const { launched } = this;
-    this.client?.close(new Error(`ensureSession failed: ${failure}`));
-    await this.conv?.end(`ensureSession failed: ${failure}`);
-    // what the adapter said and how it ended, read before the settlement kills it
-    const diag: AcpxEnsureErrorDetails = { ...(cause !== undefined ? { cause } : {}), ...details };
-    const tail = launched?.stderrTail();
-    if (diag.stderrTail === undefined && tail) diag.stderrTail = tail;
-    const end = launched?.howEnded();
-    if (diag.end === undefined && end) diag.end = end;
-    const settled = await settleFailedSpawn(this.d, this.lease, launched);
-    this.live.inFlight.delete(this.lease.leaseId);
-    const key = this.input.sessionKey;
-    throw new AcpxEnsureError(key, failure, `ensureSession ${JSON.stringify(key)} failed: ${message} (lease ${this.lease.leaseId} ${settled})`, this.lease.leaseId, settled, diag);
-  }
-}
+import type { AcpRuntimeHandle, LimitController } from "./types.js";
 
 /**
- * ensureSession's spawn, as named steps: the limits checked, the lease
- * written with its cgroup, the limits applied, the wrapper started, its root
- * recorded, the ACP handshake, the session registered.
+ * One ensure, top-down. The order is the ownership guarantee: limits are
+ * refused before anything is written; the lease (with its own cgroup) is
+ * durable before the spawn; the limits are in that cgroup before anything
+ * runs in it; the wrapper joins it before it starts the adapter; the root's
+ * identity is recorded before the session is handed out.
  */
-export async function spawnSession(d: ControllerDeps, live: LiveSessions, input: AcpRuntimeEnsureInput, disposed: () => boolean, raw = false): Promise<AcpRuntimeHandle> {
+export async function spawnSession(d: ControllerDeps, live: LiveSessions, input: EnsureInput, disposed: () => boolean, raw = false): Promise<AcpRuntimeHandle> {
   const tStart = performance.now();
-  const limits = enforcedLimits(input.limits);
-  const limitControllers = controllersFor(limits);
-  await prepareLimits(d, input, limits, limitControllers);
-  const a = await openAttempt(d, live, input, tStart);
-  await applyAttemptLimits(a, limits, limitControllers);
-  const launched = await launchFor(a, limitControllers);
+  const limitControllers = controllersFor(input.limits);
+  await refuseOrEnableLimits(d, input, limitControllers);
+  const a = await openLease(d, live, input, limitControllers, tStart);
+  await applyAttemptLimits(a);
+  const launched = await launch(a);
   // spawnRawAdapter: the plugin speaks ACP itself on the adapter's stdin/stdout (raw-adapter.ts)
-  if (raw) {
-    const report = await startedAndRecorded(a, launched, limitControllers);
-    return finishRawSpawn(d, live, input, a.lease, launched, report.pgid).catch((err: unknown) => a.fail("wrapper-failed", `the session record could not be written: ${errMessage(err)}`, err));
-  }
+  if (raw) return finishRaw(a, launched);
   // The handshake's first bytes wait in the pipe until the adapter reads
   // them, so it runs beside the wrapper's start and the root's record rather
   // than after them; the session is handed out only once both are done, and
   // a failed start or record wins over what the handshake says (its promise
   // never rejects, and the failure closes its client).
   const handshaking = beginAcpSession(a, launched);
-  const report = await startedAndRecorded(a, launched, limitControllers);
+  const report = await waitStarted(a, launched);
+  await recordRoot(a, launched, report);
   const acp = await finishAcpSession(a, launched, await handshaking);
-  a.t.handshake = performance.now();
-  return registerSession(a, launched, report, acp, limits, disposed);
+  return registerSession(a, launched, report, acp, disposed);
 }
 
-/** The wrapper's "started" report, then the root's identity in the lease (recordRoot). */
-async function startedAndRecorded(a: EnsureAttempt, launched: LaunchedWrapper, limitControllers: readonly LimitController[]): Promise<StartedReport> {
+/** A raw adapter's session: started and recorded like any other, then handed over without a handshake. */
+async function finishRaw(a: EnsureAttempt, launched: LaunchedWrapper): Promise<AcpRuntimeHandle> {
   const report = await waitStarted(a, launched);
-  await recordRoot(a, launched, report.wrapperPid, report.pgid, limitControllers);
-  a.t.recorded = performance.now();
-  return report;
+  await recordRoot(a, launched, report);
+  return finishRawSpawn(a.d, a.live, a.input, a.lease, launched, report.pgid).catch((err: unknown) => a.fail("wrapper-failed", `the session record could not be written: ${errMessage(err)}`, err));
 }
 
 /** Limits need containment: refused before any lease is written when it is off; else their controllers are enabled. */
-async function prepareLimits(d: ControllerDeps, input: AcpRuntimeEnsureInput, limits: EnforcedLimits, limitControllers: readonly LimitController[]): Promise<void> {
+async function refuseOrEnableLimits(d: ControllerDeps, input: EnsureInput, limitControllers: readonly LimitController[]): Promise<void> {
   if (limitControllers.length === 0) return;
   // refused before any lease is written: without containment there is no cgroup to hold a limit
   if (!d.containment.available) {
@@ -128,7 +76,7 @@ async function prepareLimits(d: ControllerDeps, input: AcpRuntimeEnsureInput, li
     throw new AcpxEnsureError(
       input.sessionKey,
       "limits-unavailable",
-      `ensureSession ${JSON.stringify(input.sessionKey)} refused: limits (${describeLimits(limits)}) were asked for but cannot be applied: ${why}; nothing was started`,
+      `ensureSession ${JSON.stringify(input.sessionKey)} refused: limits (${describeLimits(input.limits)}) were asked for but cannot be applied: ${why}; nothing was started`,
       undefined,
       undefined,
       { limitsRefusal: { controller: limitControllers[0]!, why } },
@@ -138,7 +86,7 @@ async function prepareLimits(d: ControllerDeps, input: AcpRuntimeEnsureInput, li
 }
 
 /** The lease, durable before the wrapper is spawned, with its cgroup (openLeaseWithCgroup). */
-async function openAttempt(d: ControllerDeps, live: LiveSessions, input: AcpRuntimeEnsureInput, tStart: number): Promise<EnsureAttempt> {
+async function openLease(d: ControllerDeps, live: LiveSessions, input: EnsureInput, limitControllers: readonly LimitController[], tStart: number): Promise<EnsureAttempt> {
   const rootArgv = rootArgvFor(d.nodePath, d.wrapper.wrapperPath, input.command, d.graceMs);
   // in flight from before its file exists: a maintenance reconcile never takes it for a spawn that never came
   const leaseId = randomUUID();
@@ -156,15 +104,16 @@ async function openAttempt(d: ControllerDeps, live: LiveSessions, input: AcpRunt
     live.inFlight.delete(leaseId);
     throw err;
   });
-  const a = new EnsureAttempt(d, live, input, bound.lease, bound);
+  const a = new EnsureAttempt(d, live, input, bound.lease, bound, limitControllers);
   a.t.start = tStart;
   a.t.lease = performance.now();
   return a;
 }
 
 /** After the cgroup exists, before anything can run in it: the limits, or the attempt fails (nothing was started). */
-async function applyAttemptLimits(a: EnsureAttempt, limits: EnforcedLimits, limitControllers: readonly LimitController[]): Promise<void> {
-  if (limitControllers.length === 0) return;
+async function applyAttemptLimits(a: EnsureAttempt): Promise<void> {
+  if (a.limitControllers.length === 0) return;
+  const limits = a.input.limits;
   const refusal = await applyOrRemove(a.bound, limits);
   if (refusal === null) return;
   await a.fail(
@@ -175,8 +124,8 @@ async function applyAttemptLimits(a: EnsureAttempt, limits: EnforcedLimits, limi
   );
 }
 
-/** Launches the wrapper (its environment names the lease's cgroup); a spawn that throws fails the attempt. */
-async function launchFor(a: EnsureAttempt, limitControllers: readonly LimitController[]): Promise<LaunchedWrapper> {
+/** Launches the wrapper (its environment names the lease's cgroup, which it joins before it starts the adapter); a spawn that throws fails the attempt. */
+async function launch(a: EnsureAttempt): Promise<LaunchedWrapper> {
   const { d, input, cgroup } = a;
   try {
     a.launched = launchWrapper({
@@ -187,7 +136,7 @@ async function launchFor(a: EnsureAttempt, limitControllers: readonly LimitContr
       leaseId: a.lease.leaseId,
       gatewayInstanceId: d.gatewayInstanceId,
       cwd: input.cwd,
-      env: cgroup !== null ? { ...input.env, [CGROUP_ENV_KEY]: cgroup.path, ...(limitControllers.length > 0 ? { [CGROUP_REQUIRED_ENV_KEY]: "1" } : {}) } : input.env,
+      env: cgroup !== null ? { ...input.env, [CGROUP_ENV_KEY]: cgroup.path, ...(a.limitControllers.length > 0 ? { [CGROUP_REQUIRED_ENV_KEY]: "1" } : {}) } : input.env,
       envRemove: input.envRemove,
       ...(cgroup !== null ? { joinCgroup: cgroup.path } : {}),
     });
@@ -209,7 +158,7 @@ async function waitStarted(a: EnsureAttempt, launched: LaunchedWrapper): Promise
   }
   if (start.kind === "spawn-error") return adapterSpawnFailed(a, input.command[0]!, start.report, launched.pid);
   if (start.kind === "error") return a.fail("wrapper-failed", `the wrapper could not be spawned: ${start.error.message}`, start.error);
-  // classified by its exit (abort, signal, code) and its stderr, in one line (launch.ts describeEarlyExit)
+  // classified by its exit (abort, signal, code) and its stderr, in one line (early-exit.ts)
   const early = describeEarlyExit(start.kind === "exited" ? start.exit : null, launched.stderrTail(), launched.pid);
   const late = start.kind === "timeout" ? ` (no "started" report within ${start.ms} ms)` : "";
   return a.fail("wrapper-failed", `${early.cause}${late}`, early.host);
@@ -228,14 +177,15 @@ function adapterSpawnFailed(a: EnsureAttempt, file: string, report: { code: stri
 }
 
 /** The identity of the live root in the lease; the group is the adapter group the wrapper reported. */
-async function recordRoot(a: EnsureAttempt, launched: LaunchedWrapper, rootPid: number, pgid: number, limitControllers: readonly LimitController[]): Promise<void> {
+async function recordRoot(a: EnsureAttempt, launched: LaunchedWrapper, { wrapperPid: rootPid, pgid }: StartedReport): Promise<void> {
   const recorded = await recordRootIdentity(a.d.leases, a.lease.leaseId, { rootPid, processGroupId: pgid }, a.d.facts).catch((err: unknown) =>
     a.fail("wrapper-failed", `the wrapper's identity could not be recorded: ${errMessage(err)}`, err),
   );
   a.lease = recorded.lease;
   if (recorded.identity === "gone") return rootGone(a, launched, rootPid);
   if (recorded.identity === "unknown") return a.fail("adapter-exited", `the wrapper's identity could not be recorded: ${recorded.detail}${stderrNote(launched)}`);
-  await keepCgroupIfRootInside(a, rootPid, limitControllers);
+  await keepCgroupIfRootInside(a, rootPid);
+  a.t.recorded = performance.now();
 }
 
 /** The root read as gone right after it started: an adapter that exits at once takes its wrapper along; a killed wrapper is named as such. */
@@ -288,7 +238,10 @@ async function beginAcpSession(a: EnsureAttempt, launched: LaunchedWrapper): Pro
 
 /** The session, or the attempt failed with who ended and how (a killed wrapper as such), the ACP error data, stderr tail and auth methods. */
 async function finishAcpSession(a: EnsureAttempt, launched: LaunchedWrapper, r: Handshaken): Promise<AcpSession> {
-  if (r.ok) return r.session;
+  if (r.ok) {
+    a.t.handshake = performance.now();
+    return r.session;
+  }
   const f = await explainHandshakeFailure(r.err, launched, 500, { client: a.client!, stderrInMessage: a.d.conversation.stderrInMessages });
   return a.fail(f.cause, f.message, undefined, f.details);
 }
@@ -299,7 +252,6 @@ async function registerSession(
   launched: LaunchedWrapper,
   report: StartedReport,
   { acpSessionId, client, conv }: AcpSession,
-  limits: EnforcedLimits,
   disposed: () => boolean,
 ): Promise<AcpRuntimeHandle> {
   const { d, live, input, lease } = a;
@@ -318,7 +270,7 @@ async function registerSession(
     owner,
     ...handleFields(conv),
   };
-  rememberLimits(handle, limits);
+  rememberLimits(handle, input.limits);
   conv.bind(handle);
   live.add({ handle, launched, client, conv, turn: undefined, closing: false, closeReason: undefined });
   live.inFlight.delete(lease.leaseId);
@@ -341,12 +293,12 @@ async function registerSession(
  * the lease and is removed, or, with limits (which hold only inside it), the
  * attempt fails and the settlement kills the tree and drains the cgroup.
  */
-async function keepCgroupIfRootInside(a: EnsureAttempt, rootPid: number, limitControllers: readonly LimitController[]): Promise<void> {
+async function keepCgroupIfRootInside(a: EnsureAttempt, rootPid: number): Promise<void> {
   const { d, cgroup } = a;
   // the cgroup is evidence only when the root is in it (the wrapper's move can fail): else it is dropped
   const rootCgroup = cgroup !== null && d.containment.available ? await readCgroupOf(rootPid, mountOf(d.containment)) : null;
   if (cgroup !== null && rootCgroup !== cgroup.path) {
-    if (limitControllers.length > 0) {
+    if (a.limitControllers.length > 0) {
       // limits hold only inside the cgroup: the settlement kills the tree and drains the cgroup
       const why = `the wrapper (pid ${rootPid}) is in ${rootCgroup ?? "an unreadable cgroup"}, not in its lease cgroup ${cgroup.path}, so the limits would not hold`;
       return a.fail("limits-unavailable", `${why}; its tree was killed`, undefined, { limitsRefusal: { why } });
@@ -372,109 +324,3 @@ async function applyOrRemove(bound: LeaseCgroupBinding, limits: EnforcedLimits):
       : `; its empty cgroup ${cgroup.path} could not be removed (${rm.outcome}: ${"why" in rm ? rm.why : rm.detail})`;
   return { controller: r.controller, why: r.why, removal };
 }
-
-/**
- * Cleanup after a failed ensure, through the one lifecycle: verify and kill
- * whatever the lease owns, break the lifeline (the wrapper then cleans its
- * own tree; SIGKILL of our child while it is unreaped if it does not exit),
- * verify again when that was all that ran, and settle. A wrapper that never
- * reported its pid is still our child: its pid (without an identity, see
- * recordChildPid) lets the verification search for what carries the lease's
- * markers; no process at all = nothing started. Returns the lease state.
- */
-async function settleFailedSpawn(d: ControllerDeps, lease: ProcessLease, launched: LaunchedWrapper | undefined): Promise<string> {
-  try {
-    return await settleFailedSpawnNow(d, lease, launched);
-  } catch (err) {
-    // the host failing the settlement (a read refused): our wrapper is still told to clean up, and the lease is the next reconcile's
-    if (launched) await releaseLaunched(launched, d.graceMs).catch(() => undefined);
-    return `not settled (${errMessage(err)}); the next reconcile settles it`;
-  }
-}
-
-async function settleFailedSpawnNow(d: ControllerDeps, lease: ProcessLease, launched: LaunchedWrapper | undefined): Promise<string> {
-  let current = (await d.leases.get(lease.leaseId)) ?? lease;
-  if (current.state === "closed" || current.state === "lost") return current.state;
-  if (current.rootPid <= 0 && launched?.pid !== undefined) current = await recordChildPid(d, current, launched.pid);
-  // no process of it was ever known: the one unstarted sequence (drains and removes its cgroup)
-  if (current.rootPid <= 0 && launched?.pid === undefined) return (await settleUnstarted(lifecycleDeps(d), { ...lease, ...current })).state;
-  const o = await settleLease(lifecycleDeps(d), current, launched ? { release: () => releaseLaunched(launched, d.graceMs) } : {});
-  return o.stateAfter;
-}
-
-/**
- * Records the pid of our own wrapper child in a lease that has none (it
- * never reported): the pid only, never an identity read now (the child
- * may have exited and been reaped, so the pid may name another process).
- * Verification then needs the lease id in the root's environment plus one
- * more positive check to call a live pid ours, and a gone pid starts the
- * remnant search (dated against the lease's startedAt).
- */
-async function recordChildPid(d: ControllerDeps, lease: ProcessLease, pid: number): Promise<ProcessLease> {
-  if (!checkSignalTarget(pid).allowed) return lease;
-  return d.leases.update(lease.leaseId, { rootPid: pid }).catch(() => lease);
-}
-
-export function validateEnsureInput(input: AcpRuntimeEnsureInput): void {
-  if (typeof input !== "object" || input === null) throw new TypeError("input must be an object");
-  if (typeof input.sessionKey !== "string" || input.sessionKey.length === 0) {
-    throw new TypeError("input.sessionKey must be a non-empty string");
-  }
-  assertNoControlCharacters(input.sessionKey, "input.sessionKey");
-  if (typeof input.agentId !== "string" || input.agentId.length === 0) throw new TypeError("input.agentId must be a non-empty string");
-  if (!Array.isArray(input.command) || input.command.length === 0) {
-    throw new TypeError("input.command must be a non-empty array (the adapter's argv); got an empty command");
-  }
-  input.command.forEach((a: unknown, i: number) => {
-    if (typeof a !== "string") throw new TypeError(`input.command[${i}] must be a string`);
-  });
-  if (input.command[0] === "") throw new TypeError("input.command[0] (the adapter executable) must be a non-empty string");
-  if (input.cwd !== undefined && (typeof input.cwd !== "string" || input.cwd.length === 0)) {
-    throw new TypeError("input.cwd must be a non-empty string when given");
-  }
-  if (input.env !== undefined) {
-    if (typeof input.env !== "object" || input.env === null) throw new TypeError("input.env must be an object of strings");
-    for (const [k, v] of Object.entries(input.env)) {
-      if (typeof v !== "string") throw new TypeError(`input.env.${k} must be a string`);
-    }
-  }
-  // the markers can never be removed: a TypeError names them
-  if (input.envRemove !== undefined) assertEnvRemove(input.envRemove, "input.envRemove");
-  if (input.auth !== undefined) assertAuthInput(input.auth, "input.auth");
-  if (input.limits !== undefined) assertSessionLimits(input.limits, "input.limits");
-  // exists, is a directory, may be entered: else a CwdUnusableError naming it, before any lease or cgroup is made
-  if (input.cwd !== undefined) checkCwd(input.cwd);
-}
-
-// Unicode's control characters (category Cc): C0 (U+0000–U+001F), DEL (U+007F) and C1 (U+0080–U+009F)
-const CONTROL_CHARACTER = /\p{Cc}/u;
-
-/**
- * A session key lands in lease records, logs and every operator's terminal
- * (`proclease status`): a control character in it could rewrite what those
- * show (an escape sequence, a carriage return), so it is refused, whatever
- * the caller meant by it.
- */
-function assertNoControlCharacters(value: string, what: string): void {
-  const m = CONTROL_CHARACTER.exec(value);
-  if (m === null) return;
-  const code = `U+${m[0].codePointAt(0)!.toString(16).toUpperCase().padStart(4, "0")}`;
-  throw new TypeError(`${what} must not contain control characters (C0, DEL or C1); found ${code} at index ${m.index}`);
-}
-
-export function describeExit(e: { code: number | null; signal: NodeJS.Signals | null }): string {
-  return e.signal ? `signal ${e.signal}` : `exit code ${e.code}`;
-}
-
-function stderrNote(l: LaunchedWrapper): string {
-  const t = l.stderrTail();
-  if (!t) return "";
-  const last = t.split("\n").slice(-3).join(" | ");
-  return `; stderr: ${last.slice(-300)}`;
-}
-
-export function errMessage(err: unknown): string {
-  return err instanceof Error ? err.message : String(err);
-}
-
-

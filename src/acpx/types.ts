@@ -198,7 +198,7 @@ export interface SessionStatus extends SessionAgentState {
 /** How a session ended, for onSessionEnd. */
 export type SessionEndHow =
   | { kind: "closed"; report: CloseReport }
-  | { kind: "adapter-died"; duringTurn: boolean; end: import("./launch.js").SessionEnd };
+  | { kind: "adapter-died"; duringTurn: boolean; end: import("./wrapper-end.js").SessionEnd };
 
 /** Which settlement onLeaseSettled reports. */
 export interface LeaseSettledOutcome {

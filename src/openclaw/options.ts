@@ -7,7 +7,7 @@
 import { isAbsolute } from "node:path";
 import type { McpServer } from "@agentclientprotocol/sdk";
 import { assertAuthInput } from "../acpx/handshake.js";
-import { assertEnvRemove } from "../acpx/launch.js";
+import { assertEnvRemove } from "../acpx/wrapper-env.js";
 import { assertSessionLimits } from "../acpx/session-limits.js";
 import type { AcpAuthInput, AcpxLifecycleControllerOptions, SessionLimits } from "../acpx/types.js";
 import type { OpenClawErrorFactory } from "./errors.js";

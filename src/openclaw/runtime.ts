@@ -25,7 +25,7 @@
  */
 import { isAbsolute } from "node:path";
 import { createAcpxLifecycleController } from "../acpx/controller.js";
-import { describeEnd } from "../acpx/launch.js";
+import { describeEnd } from "../acpx/wrapper-end.js";
 import type { AcpRuntimeHandle, AcpxLifecycleController, ReapReport, SessionEndHow } from "../acpx/types.js";
 import { getProcessFacts } from "../facts/get.js";
 import type { ProcessFacts } from "../facts/types.js";

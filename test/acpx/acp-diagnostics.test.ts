@@ -21,16 +21,11 @@ import {
 } from "../../src/acpx/acp-client.js";
 import { AcpxPromptAbortError, AcpxPromptError, AcpxPromptTimeoutError, diagnosticsNote } from "../../src/acpx/errors.js";
 import { packagedWrapperPath } from "../../src/acpx/install-wrapper.js";
-import {
-  assertEnvRemove,
-  buildWrapperEnv,
-  ByteRing,
-  describeEnd,
-  launchWrapper,
-  STDERR_RING_BYTES,
-  type LaunchedWrapper,
-  type LaunchInput,
-} from "../../src/acpx/launch.js";
+import { parseEnsureInput } from "../../src/acpx/ensure-input.js";
+import { launchWrapper, type LaunchedWrapper, type LaunchInput } from "../../src/acpx/launch.js";
+import { ByteRing, STDERR_RING_BYTES } from "../../src/acpx/stderr-ring.js";
+import { describeEnd } from "../../src/acpx/wrapper-end.js";
+import { assertEnvRemove, buildWrapperEnv } from "../../src/acpx/wrapper-env.js";
 import { INSTANCE_ENV_KEY, LEASE_ENV_KEY } from "../../src/ownership/leases/types.js";
 import { AGENT, alive, cleanupAll, GRACE_MS, readPidfile, tempStateDir, trackChild, trackLease, waitFor, environOf } from "./controller-helpers.js";
 
@@ -169,9 +164,9 @@ describe("envRemove: the environment the adapter really gets", () => {
     for (const key of [LEASE_ENV_KEY, INSTANCE_ENV_KEY]) {
       expect(() => assertEnvRemove(["SOME_KEY", key])).toThrow(TypeError);
       expect(() => assertEnvRemove([key])).toThrow(new RegExp(`${LEASE_ENV_KEY} and ${INSTANCE_ENV_KEY}`));
-      expect(() =>
-        launchWrapper({ nodePath: process.execPath, wrapperPath: "/nonexistent", command: ["true"], graceMs: 0, leaseId: "x", gatewayInstanceId: "y", envRemove: [key] }),
-      ).toThrow(TypeError);
+      expect(() => parseEnsureInput({ sessionKey: "k", agentId: "a", command: ["true"], envRemove: [key] })).toThrow(TypeError);
+      // past the edge the markers hold by construction: set last, whatever envRemove names
+      expect(buildWrapperEnv({ envRemove: [key], leaseId: "x", gatewayInstanceId: "y" }, { [key]: "inherited" })[key]).toBe(key === LEASE_ENV_KEY ? "x" : "y");
     }
     expect(() => assertEnvRemove("KEY")).toThrow(TypeError);
     expect(() => assertEnvRemove([""])).toThrow(TypeError);
