@@ -5,7 +5,7 @@
 // (test/helpers/architecture.ts OWNERSHIP_LAYERS checks it).
 // - leases/instance-id.ts loadOrCreateGatewayInstanceId: <stateDir>/gateway-instance-id, link()-exclusive create
 // - leases/lease-reader.ts openLeaseReader: the store's two reads, for callers outside the lifecycle (the package root's only view of leases)
-// - leases/lease-store.ts one 0600 JSON file per lease under <stateDir>/acpx/leases (live) and …/archive (closed/lost)
+// - leases/lease-store.ts one 0600 JSON file per lease under <stateDir>/acpx/leases (live) and …/archive (closed/lost); its reads in lease-store-read.ts, list and expire in lease-store-list.ts
 // - leases/command-hash.ts sha256(JSON(argv)) and a POSIX tokenizer for legacy shell strings
 // - leases/keyed-queue.ts the one per-key lock
 // - verify/verify.ts explainLease / verifyOwnedTree / verifyLeases: evidence list, fail closed, one snapshot per batch
