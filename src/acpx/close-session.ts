@@ -8,10 +8,10 @@
  * or command match, else left alone.
  */
 import { killOwnedTree, settleLease, survivorsOf, verifyLegacyRecord, type LeaseOutcome, type TreeKillReport } from "../ownership/index.js";
-import type { LeaseState, OwnershipEvidence } from "../ownership/leases/types.js";
+import type { LeaseState, OwnershipEvidence, ProcessLease } from "../ownership/leases/types.js";
 import { AcpxSessionClosedError } from "./errors.js";
-import { lifecycleDeps, markSessionClosing, type ControllerDeps, type LiveSessions } from "./live-sessions.js";
-import type { LegacyAcpxSessionRecord } from "./session-store.js";
+import { lifecycleDeps, markSessionClosing, type ControllerDeps, type LiveSession, type LiveSessions } from "./live-sessions.js";
+import type { LegacyAcpxSessionRecord, StoredSessionRecord } from "./session-store.js";
 import type { CloseReport, TreeKillSummary } from "./types.js";
 
 /** How a close reports the lease's state afterwards (CloseReport.outcome). */
@@ -26,6 +26,15 @@ type CloseBody = Omit<CloseReport, "elapsedMs" | "sessionKey" | "reason" | "inte
   interruptedPrompt?: boolean;
   evidence?: readonly OwnershipEvidence[];
 };
+
+/** The session closeLocked closes: its key, why, whether its record goes, and what is known of it. */
+interface SessionToClose {
+  key: string;
+  reason: string | undefined;
+  discard: boolean;
+  live: LiveSession | undefined;
+  stored: StoredSessionRecord | null;
+}
 
 /**
  * `expectedLeaseId`: the lease the caller's handle names. When it is not the
@@ -70,6 +79,21 @@ export async function closeLocked(
     return done({ outcome: "noop", path: "lease", leaseId, leaseState: lease.state, ...(lease.settledAs ? { settledAs: lease.settledAs } : {}), code: "already-settled", detail: `already ${lease.state}` });
   }
 
+  return done(await settleSession(d, sessions, { key, reason, discard, live, stored }, leaseId, lease));
+}
+
+/**
+ * The lease settled through the one lifecycle, then the session and its
+ * record: dropped (and the record closed or discarded) when the lease
+ * settled, otherwise let go or left to settle (see below).
+ */
+async function settleSession(
+  d: ControllerDeps,
+  sessions: LiveSessions,
+  { key, reason, discard, live, stored }: SessionToClose,
+  leaseId: string,
+  lease: ProcessLease,
+): Promise<CloseBody> {
   sessions.inFlight.add(leaseId);
   try {
     const interruptedPrompt = live?.turn !== undefined;
@@ -93,7 +117,7 @@ export async function closeLocked(
       if (live.launched.exitStatus() !== undefined) sessions.drop(key, live);
       else live.closeSettling = true;
     }
-    return done({
+    return {
       // a settlement the record could not take (a full disk): the tree is ended, the lease is retried
       outcome: o.pending ? "retry-pending" : CLOSE_OUTCOME[o.stateAfter],
       ...(o.pending ? { settlementPending: o.pending } : {}),
@@ -107,7 +131,7 @@ export async function closeLocked(
       interruptedPrompt,
       detail: `${describeKill(o)}${o.why}`,
       ...(o.kill ? { kill: summarize(o.kill) } : {}),
-    });
+    };
   } finally {
     sessions.inFlight.delete(leaseId);
   }
