@@ -12,7 +12,7 @@
  * is the only mover. docs/api.md lists every name (scripts/api-list.mjs
  * writes it, test/api-list.test.ts checks it).
  *
- * Layers, lowest first (test/helpers/architecture.ts holds the table):
+ * Layers, lowest first (test/helpers/architecture-layers.ts holds the table):
  * facts · sessions → containment → ownership → supervisor → acpx → cli → openclaw.
  */
 

@@ -27,7 +27,8 @@ import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { applyAllowances, checkFile, checkTree, diagramIn, KILL_ORDER_HOME, layerDiagram, readSourceTree, type Allowance, type SourceFile, type Violation } from "./helpers/architecture.js";
+import { applyAllowances, checkFile, checkTree, KILL_ORDER_HOME, readSourceTree, type Allowance, type SourceFile, type Violation } from "./helpers/architecture.js";
+import { diagramIn, layerDiagram } from "./helpers/architecture-layers.js";
 import { checkAll } from "./helpers/architecture-homes.js";
 import { PLANTS } from "./helpers/architecture-plants.mjs";
 

@@ -8,7 +8,7 @@
  * or command match, else left alone.
  */
 import { killOwnedTree, settleLease, survivorsOf, verifyLegacyRecord, type LeaseOutcome, type TreeKillReport } from "../ownership/index.js";
-import type { LeaseState, OwnershipEvidence } from "../ownership/leases/types.js";
+import type { LeaseState, OwnershipEvidence, ProcessLease } from "../ownership/leases/types.js";
 import { AcpxSessionClosedError } from "./errors.js";
 import { lifecycleDeps, markSessionClosing, type ControllerDeps, type LiveSession, type LiveSessions } from "./live-sessions.js";
 import type { LegacyAcpxSessionRecord, StoredSessionRecord } from "./session-store.js";
@@ -26,6 +26,15 @@ type CloseBody = Omit<CloseReport, "elapsedMs" | "sessionKey" | "reason" | "inte
   interruptedPrompt?: boolean;
   evidence?: readonly OwnershipEvidence[];
 };
+
+/** The session closeLocked closes: its key, why, whether its record goes, and what is known of it. */
+interface SessionToClose {
+  key: string;
+  reason: string | undefined;
+  discard: boolean;
+  live: LiveSession | undefined;
+  stored: StoredSessionRecord | null;
+}
 
 /**
  * `expectedLeaseId`: the lease the caller's handle names. When it is not the
@@ -60,16 +69,18 @@ export async function closeLocked(
   markSessionClosing(live, reason);
   if (!leaseId) return done({ outcome: "noop", path: "none", detail: "no session record for this key" });
   // in flight before the record is read: a reconcile listing it meanwhile leaves it to this close
-  return sessions.held(leaseId, () => closeLease(d, sessions, { key, reason, discard, live, stored, leaseId }, done));
+  return sessions.held(leaseId, () => closeLease(d, sessions, { key, reason, discard, live, stored }, leaseId, done));
 }
 
+/** The key's lease, read under `held`: already gone or settled, or settled now (settleSession). */
 async function closeLease(
   d: ControllerDeps,
   sessions: LiveSessions,
-  c: { key: string; reason: string | undefined; discard: boolean; live: LiveSession | undefined; stored: StoredSessionRecord | null; leaseId: string },
+  c: SessionToClose,
+  leaseId: string,
   done: (r: CloseBody) => CloseReport,
 ): Promise<CloseReport> {
-  const { key, reason, discard, live, stored, leaseId } = c;
+  const { key, live, discard } = c;
   const lease = await d.leases.get(leaseId);
   if (!lease) {
     sessions.drop(key, live);
@@ -81,6 +92,21 @@ async function closeLease(
     return done({ outcome: "noop", path: "lease", leaseId, leaseState: lease.state, ...(lease.settledAs ? { settledAs: lease.settledAs } : {}), code: "already-settled", detail: `already ${lease.state}` });
   }
 
+  return done(await settleSession(d, sessions, c, leaseId, lease));
+}
+
+/**
+ * The lease settled through the one lifecycle, then the session and its
+ * record: dropped (and the record closed or discarded) when the lease
+ * settled, otherwise let go or left to settle (see below).
+ */
+async function settleSession(
+  d: ControllerDeps,
+  sessions: LiveSessions,
+  { key, reason, discard, live, stored }: SessionToClose,
+  leaseId: string,
+  lease: ProcessLease,
+): Promise<CloseBody> {
   const interruptedPrompt = live?.turn !== undefined;
   // ACP session/close when the agent advertises it, and the terminals' trees, before the kill (conversation.ts)
   await live?.conv.beforeClose(live.client, live.launched.exitStatus() === undefined, reason ?? "closeSession");
@@ -102,7 +128,7 @@ async function closeLease(
     if (live.launched.exitStatus() !== undefined) sessions.drop(key, live);
     else live.closeSettling = true;
   }
-  return done({
+  return {
     // a settlement the record could not take (a full disk): the tree is ended, the lease is retried
     outcome: o.pending ? "retry-pending" : CLOSE_OUTCOME[o.stateAfter],
     ...(o.pending ? { settlementPending: o.pending } : {}),
@@ -116,7 +142,7 @@ async function closeLease(
     interruptedPrompt,
     detail: `${describeKill(o)}${o.why}`,
     ...(o.kill ? { kill: summarize(o.kill) } : {}),
-  });
+  };
 }
 
 function describeKill(o: LeaseOutcome): string {

@@ -2,13 +2,13 @@
 //
 // Data flow: facts → ownership → acpx / supervisor. Nothing here imports from above.
 // Inside, a folder imports only the folders before it: leases → verify → terminate → lifecycle → host → keeper
-// (test/helpers/architecture.ts OWNERSHIP_LAYERS checks it).
+// (test/helpers/architecture-layers.ts OWNERSHIP_LAYERS checks it).
 // - leases/instance-id.ts loadOrCreateGatewayInstanceId: <stateDir>/gateway-instance-id, link()-exclusive create
 // - leases/lease-reader.ts openLeaseReader: the store's two reads, for callers outside the lifecycle (the package root's only view of leases)
-// - leases/lease-store.ts one 0600 JSON file per lease under <stateDir>/acpx/leases (live) and …/archive (closed/lost)
+// - leases/lease-store.ts one 0600 JSON file per lease under <stateDir>/acpx/leases (live) and …/archive (closed/lost); its reads in lease-store-read.ts, list and expire in lease-store-list.ts
 // - leases/command-hash.ts sha256(JSON(argv)) and a POSIX tokenizer for legacy shell strings
 // - leases/keyed-queue.ts the one per-key lock
-// - verify/verify.ts explainLease / verifyOwnedTree / verifyLeases: evidence list, fail closed, one snapshot per batch
+// - verify/verify.ts explainLease / verifyOwnedTree / verifyLeases: evidence list, fail closed, one snapshot per batch; each root checked on its own in verify-root.ts
 // - verify/collect.ts the tree of a root from one snapshot (parent links, recorded group, env-marker pids)
 // - verify/legacy.ts records without a lease: live root + wrapper-root or command match, else left alone
 // - verify/remnants.ts what is left when a lease's root is gone (never when its pid was reused): env-marker carriers proven ours, judged in verify's one env pass

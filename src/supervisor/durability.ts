@@ -285,35 +285,41 @@ export function createRunLeases(opts: RunLeasesOptions): RunLeases {
       return (await settleLease(deps, lease)).stateAfter;
     },
 
-    async finish(leaseId, kill, prior = null) {
-      const { deps, lease } = await leaseOf(ctx, leaseId);
-      if (!lease) return undefined;
-      if (lease.state === "closed" || lease.state === "lost") return lease.state;
-      // Not settled by the lease's own kill (or none ran): the facts decide
-      // now, with what ran before as the prior (the lease kill, else the
-      // plain tree kill); the root's exit (our handle saw it) counts only
-      // when nothing was killed at all.
-      const before = kill?.report ?? prior;
-      // the run ended: settle on the facts, never signal (what it left running is reconcile's, as in OpenClaw)
-      const o = await settleLease(deps, lease, { kill: false, ...(before !== null ? { prior: before } : { rootExitObserved: true }) });
-      return o.stateAfter;
-    },
+    finish: (leaseId, kill, prior = null) => finishRun(ctx, leaseId, kill, prior),
 
     reconcile: (live = new Set<string>(), isTracked, states) => reconcileRuns(ctx, live, isTracked, states),
 
-    async release() {
-      await keeper.release();
-      const ready = ctx.opened();
-      if (ready === undefined) return;
-      const { instanceId } = await ready;
-      await releaseSupervisorLock(ctx.stateDir);
-      // only a supervisor that contained something has a folder; never detect just to remove one
-      const containment = ctx.detected();
-      if (containment === undefined) return;
-      const support = await containment;
-      if (support.available) await removeInstanceFolder(support, instanceId);
-    },
+    release: () => releaseRuns(ctx, keeper),
   };
+}
+
+/** RunLeases.finish: the run ended; its lease settled on the facts, never by a signal. */
+async function finishRun(ctx: RunLeaseContext, leaseId: string, kill: RunLeaseKill | null, prior: TreeKillReport | null): Promise<LeaseState | undefined> {
+  const { deps, lease } = await leaseOf(ctx, leaseId);
+  if (!lease) return undefined;
+  if (lease.state === "closed" || lease.state === "lost") return lease.state;
+  // Not settled by the lease's own kill (or none ran): the facts decide
+  // now, with what ran before as the prior (the lease kill, else the
+  // plain tree kill); the root's exit (our handle saw it) counts only
+  // when nothing was killed at all.
+  const before = kill?.report ?? prior;
+  // the run ended: settle on the facts, never signal (what it left running is reconcile's, as in OpenClaw)
+  const o = await settleLease(deps, lease, { kill: false, ...(before !== null ? { prior: before } : { rootExitObserved: true }) });
+  return o.stateAfter;
+}
+
+/** RunLeases.release: the keeper's share, the holder lock and this supervisor's instance folder given back. */
+async function releaseRuns(ctx: RunLeaseContext, keeper: { release(): Promise<void> }): Promise<void> {
+  await keeper.release();
+  const ready = ctx.opened();
+  if (ready === undefined) return;
+  const { instanceId } = await ready;
+  await releaseSupervisorLock(ctx.stateDir);
+  // only a supervisor that contained something has a folder; never detect just to remove one
+  const containment = ctx.detected();
+  if (containment === undefined) return;
+  const support = await containment;
+  if (support.available) await removeInstanceFolder(support, instanceId);
 }
 
 /**

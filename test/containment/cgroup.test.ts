@@ -1,19 +1,17 @@
 // cgroup v2 containment on real processes: the env-scrubbed setsid escapee
 // that outlives a SIGKILLed wrapper + adapter is still listed by the lease
 // cgroup and ended by it (cgroup.kill, and the signal-loop fallback); cgroup
-// identity across a re-created name; the guards; limits and memory where the
-// controllers are on v2 (skipped with the reason otherwise); detection as an
+// identity across a re-created name; the guards. Limits, memory and the
+// controllers detected are cgroup-resources.test.ts's; detection as an
 // unprivileged user and from inside the gateway leaf is
 // detection-elsewhere.test.ts's.
-import { spawn, spawnSync, type ChildProcess } from "node:child_process";
+import { spawn, spawnSync } from "node:child_process";
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmdirSync, rmSync, statSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { afterAll, afterEach, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import {
-  applyLimits,
   createLeaseCgroup,
-  detectContainment,
   enterCgroup,
   GATEWAY_LEAF,
   isPopulated,
@@ -21,7 +19,6 @@ import {
   listLeaseCgroups,
   membersOf,
   readCgroupOf,
-  readMemory,
   removeCgroup,
   signalMembers,
   verifyCgroupIdentity,
@@ -29,56 +26,14 @@ import {
   type ContainmentSupport,
   type LeaseCgroup,
 } from "../../src/containment/index.js";
-import { FIX, NOTE, on, probe, SKIP, support } from "./cgroup-setup.js";
+import { NOTE, on, probe, SKIP, support } from "./cgroup-setup.js";
+import { useLeaseCgroups } from "./lease-cgroups.js";
 import { isAliveSync, readStat } from "../helpers/liveness.js";
-import { isAlive, killQuietly, waitFor } from "../supervisor/helpers.js";
+import { isAlive, waitFor } from "../supervisor/helpers.js";
 
 if (SKIP) console.log(`containment/cgroup.test:${NOTE}`);
 
-// Controllers on v2 for the lease cgroups, asked for once; the reasons name the test skips.
-const withControllers: ContainmentSupport = SKIP ? support : await detectContainment({ controllers: ["memory", "pids"], allowGatewayMove: false });
-const missingWhy = (c: string): string | null => {
-  if (!withControllers.available) return withControllers.why;
-  if (withControllers.controllers.includes(c)) return null;
-  return withControllers.missingControllers.find((m) => m.controller === c)?.why ?? `${c} is not enabled for lease cgroups`;
-};
-const PIDS_SKIP = missingWhy("pids");
-const MEMORY_SKIP = missingWhy("memory");
-if (PIDS_SKIP) console.log(`containment/cgroup.test: pids.max skipped: ${PIDS_SKIP}`);
-if (MEMORY_SKIP) console.log(`containment/cgroup.test: memory skipped: ${MEMORY_SKIP}`);
-
-const made: LeaseCgroup[] = [];
-const pids = new Set<number>();
-const children: ChildProcess[] = [];
-let seq = 0;
-/** this file's instance folder (createLeaseCgroup: <root>/<instance>/<name>), removed in afterAll */
-const INSTANCE = `test-instance-${process.pid}`;
-
-async function lease(tag: string): Promise<LeaseCgroup> {
-  const r = await createLeaseCgroup(support, `test-${tag}-${process.pid}-${++seq}`, INSTANCE);
-  if (!r.ok) throw new Error(r.why);
-  made.push(r.cgroup);
-  return r.cgroup;
-}
-
-/** Starts a fixture script; resolves with its "role pid" lines once `roles` were all printed. */
-async function startFixture(script: string, args: string[], roles: string[]): Promise<{ child: ChildProcess; pid: Record<string, number> }> {
-  const child = spawn("/bin/sh", [join(FIX, script), ...args], { stdio: ["ignore", "pipe", "inherit"] });
-  children.push(child);
-  if (child.pid) pids.add(child.pid);
-  let out = "";
-  child.stdout!.on("data", (d: Buffer) => (out += d.toString()));
-  const pid: Record<string, number> = {};
-  await waitFor(() => {
-    for (const m of out.matchAll(/^(\w+) (\d+)$/gm)) pid[m[1]!] = Number(m[2]);
-    return roles.every((r) => pid[r] !== undefined) || child.exitCode !== null;
-  }, 15_000);
-  for (const r of roles) {
-    if (pid[r] === undefined) throw new Error(`${script} exited (${child.exitCode}) before printing ${r}: ${out}`);
-    pids.add(pid[r]!);
-  }
-  return { child, pid };
-}
+const { made, pids, children, INSTANCE, nextSeq, lease, startFixture } = useLeaseCgroups("cgroup");
 
 /**
  * The test's own reading of "is `pid` inside `cg` (or below it), and is that
@@ -115,16 +70,6 @@ const environOf = (pid: number) => {
   }
 };
 
-afterEach(async () => {
-  for (const cg of made.splice(0)) {
-    await killCgroup(cg.path, { waitMs: 5000 });
-    await removeCgroup(cg.path);
-  }
-  for (const c of children.splice(0)) if (c.exitCode === null && c.signalCode === null) c.kill("SIGKILL");
-  killQuietly(pids);
-  pids.clear();
-});
-
 describe("detection on this host", () => {
   it(`detectContainment() agrees with the independent probe (${probe.writable ? `a child was moved into a cgroup under ${probe.own}` : `no: ${probe.why}`})`, () => {
     expect(support.available, `detectContainment(): ${JSON.stringify(support)}; probe: ${JSON.stringify(probe)}`).toBe(probe.writable);
@@ -147,20 +92,6 @@ describe("detection on this host", () => {
     expect(statSync(s.root).isDirectory()).toBe(true);
     expect(s.kill).toBe(existsSync(`${(await lease("killfile")).path}/cgroup.kill`) ? "cgroup.kill" : "signal-loop");
     expect(readdirSync(s.root).filter((n) => n.startsWith(`_probe-${process.pid}-`))).toEqual([]);
-  });
-
-  it.skipIf(SKIP)(`each wanted controller is either enabled for the leases or comes with an operator-readable why${NOTE}`, () => {
-    const s = on(withControllers);
-    for (const c of ["memory", "pids"]) {
-      const missing = s.missingControllers.find((m) => m.controller === c);
-      expect(s.controllers.includes(c) !== (missing !== undefined)).toBe(true);
-      if (missing) expect(missing.why).toMatch(new RegExp(`${c}`));
-    }
-    // on a host whose memory controller is bound to v1 (this one), the why says so
-    const v1Memory = readFileSync("/proc/cgroups", "utf8")
-      .split("\n")
-      .some((l) => l.split("\t")[0] === "memory" && l.split("\t")[1] !== "0");
-    if (v1Memory) expect(s.missingControllers.find((m) => m.controller === "memory")?.code).toBe("v1-hierarchy");
   });
 });
 
@@ -274,7 +205,7 @@ describe("identity and membership", () => {
   it.skipIf(SKIP)(`with an instance name, the lease cgroup sits in the instance folder (made once, kept); kill and remove take it, never the folder or the root${NOTE}`, async () => {
     on(support);
     if (!support.available) return; // narrows the type: on() has thrown otherwise
-    const instance = `test-instance-${process.pid}-${++seq}`;
+    const instance = `test-instance-${process.pid}-${nextSeq()}`;
     const folder = `${support.root}/${instance}`;
     try {
       const a = await createLeaseCgroup(support, `lease-a-${process.pid}`, instance);
@@ -420,59 +351,4 @@ describe("guards", () => {
     expect(await verifyCgroupIdentity(tmpdir(), "1")).toBe("unknown");
     await expect(verifyCgroupIdentity(s.root, "abc")).rejects.toThrow(TypeError);
   });
-});
-
-describe("resources", () => {
-  it.skipIf(SKIP)(`a missing controller is a typed answer with its why, and nothing is half-applied${NOTE}`, async () => {
-    const cg = await lease("limits-off");
-    const mem = await readMemory(cg.path);
-    const lim = await applyLimits(cg.path, { memoryMax: 64 * 1024 * 1024, pidsMax: 8 });
-    if (MEMORY_SKIP) {
-      expect(mem.ok).toBe(false);
-      expect(!mem.ok && mem.code).toBe("no-controller");
-      expect(!mem.ok && mem.why).toBe(MEMORY_SKIP);
-      expect(lim).toEqual({ ok: false, controller: "memory", why: MEMORY_SKIP });
-    } else if (PIDS_SKIP) {
-      expect(lim).toEqual({ ok: false, controller: "pids", why: PIDS_SKIP });
-    } else {
-      expect(lim).toEqual({ ok: true, applied: ["memory.max", "pids.max"] });
-    }
-    await expect(applyLimits(cg.path, { pidsMax: -1 })).rejects.toThrow(TypeError);
-    await expect(applyLimits(cg.path, { memoryMax: 1.5 })).rejects.toThrow(TypeError);
-    expect(await readMemory(`${cg.path}-missing`)).toEqual({ ok: false, code: "gone", why: `${cg.path}-missing does not exist` });
-  });
-
-  it.skipIf(SKIP || PIDS_SKIP)(`pids.max is enforced inside the lease cgroup${PIDS_SKIP ? ` [skipped: ${PIDS_SKIP}]` : NOTE}`, async () => {
-    const s = on(withControllers);
-    const r = await createLeaseCgroup(s, `test-pids-${process.pid}-${++seq}`, INSTANCE);
-    if (!r.ok) throw new Error(r.why);
-    made.push(r.cgroup);
-    expect(await applyLimits(r.cgroup.path, { pidsMax: 5 })).toEqual({ ok: true, applied: ["pids.max"] });
-    await startFixture("fork-storm.sh", [r.cgroup.path, "40"], ["storm"]);
-    // pids.events "max N" counts the forks the limit refused
-    await waitFor(() => /^max [1-9]/m.test(readFileSync(`${r.cgroup.path}/pids.events`, "utf8")), 15_000);
-    const m = await membersOf(r.cgroup.path);
-    expect(m.state === "ok" && m.pids.length).toBeLessThanOrEqual(5);
-  });
-
-  it.skipIf(SKIP || MEMORY_SKIP)(`memory.current/peak are read, and memory.max OOM-kills a runaway inside its own cgroup${MEMORY_SKIP ? ` [skipped: ${MEMORY_SKIP}]` : NOTE}`, async () => {
-    const s = on(withControllers);
-    const r = await createLeaseCgroup(s, `test-mem-${process.pid}-${++seq}`, INSTANCE);
-    if (!r.ok) throw new Error(r.why);
-    made.push(r.cgroup);
-    expect(await applyLimits(r.cgroup.path, { memoryMax: 64 * 1024 * 1024 })).toEqual({ ok: true, applied: ["memory.max"] });
-    const hog = spawn("/bin/sh", ["-c", `echo $$ > '${r.cgroup.path}/cgroup.procs' && exec ${process.execPath} -e "const a=[];for(;;)a.push(Buffer.alloc(8<<20,1))"`], { stdio: "ignore" });
-    children.push(hog);
-    await waitFor(() => hog.exitCode !== null || hog.signalCode !== null, 20_000);
-    expect(hog.signalCode).toBe("SIGKILL");
-    expect(readFileSync(`${r.cgroup.path}/memory.events`, "utf8")).toMatch(/oom_kill [1-9]/);
-    const m = await readMemory(r.cgroup.path);
-    expect(m.ok).toBe(true);
-    if (m.ok && m.peak !== null) expect(m.peak).toBeGreaterThan(32 * 1024 * 1024);
-  });
-});
-
-afterAll(() => {
-  // every lease cgroup in it was removed after its test; the folder goes last
-  if (support.available && existsSync(`${support.root}/${INSTANCE}`)) rmdirSync(`${support.root}/${INSTANCE}`);
 });

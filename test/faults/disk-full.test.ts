@@ -8,7 +8,8 @@
  */
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
-import { ADDON_WAYS, agentArgv, carriersOf, killGateways, killInstance, leaseFiles, mountTmpfs, startGateway, tempFiles, tmpfsSkipReason, waitFor, type Tmpfs } from "./harness.js";
+import { ADDON_WAYS, agentArgv, carriersOf, killGateways, killInstance, leaseFiles, startGateway, tempFiles, waitFor } from "./harness.js";
+import { mountTmpfs, type Tmpfs, tmpfsSkipReason } from "./host-faults.js";
 
 const skip = tmpfsSkipReason();
 if (skip) console.log(`[faults] disk-full skipped: ${skip}`);

@@ -9,7 +9,8 @@
  * reconcile settles everything.
  */
 import { afterAll, afterEach, describe, expect, it } from "vitest";
-import { ADDON_WAYS, agentArgv, instanceCarriers, killGateways, killInstance, leaseFiles, makePidsCgroup, pidsCgroupSkipReason, removeTempDirs, startGateway, tempDir, waitFor, type PidsCgroup } from "./harness.js";
+import { ADDON_WAYS, agentArgv, instanceCarriers, killGateways, killInstance, leaseFiles, removeTempDirs, startGateway, tempDir, waitFor } from "./harness.js";
+import { makePidsCgroup, type PidsCgroup, pidsCgroupSkipReason } from "./host-faults.js";
 
 const skip = pidsCgroupSkipReason();
 if (skip) console.log(`[faults] pids skipped: ${skip}`);

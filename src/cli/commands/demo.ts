@@ -57,14 +57,7 @@ export async function run(parsed: ParsedArgs, io: CliIo): Promise<number> {
   const graceMs = graceMsOption(parsed) ?? 500;
   if (flag(parsed, "keep") && flag(parsed, "clean")) throw new UsageError("--keep and --clean contradict each other");
   const clean = flag(parsed, "clean");
-  if (!existsSync(AGENT)) {
-    io.err(`the demo's ACP fixture agent is missing from this package: ${AGENT} (it ships in fixtures/; reinstall proclease)\n`);
-    return 1;
-  }
-  if (!existsSync(ACPX_INDEX)) {
-    io.err(`the compiled package is missing (${ACPX_INDEX}); run \`npm run build\` first\n`);
-    return 1;
-  }
+  if (!packageComplete(io)) return 1;
 
   const stateDir = mkdtempSync(join(tmpdir(), "proclease-demo-"));
   const t0 = Date.now();
@@ -103,17 +96,7 @@ export async function run(parsed: ParsedArgs, io: CliIo): Promise<number> {
 
   const run: DemoRun = { stateDir, graceMs, log, check, facts, signaller, spawned, controllers, leaseIds, instanceIs: (id) => (instanceId = id) };
   try {
-    // ---------------------------------------------------------------- 0
-    await conversationStory({ stateDir, graceMs, agent: AGENT, acpxIndex: ACPX_INDEX, log, check, alive, spawned, controllers, leaseIds, out: (t) => io.out(t) });
-    io.out("\n");
-    // ---------------------------------------------------------------- 1-3
-    await storyClose(run);
-    // ---------------------------------------------------------------- 4
-    io.out("\n");
-    await storyGatewayKilled(run);
-    // ---------------------------------------------------------------- 5
-    io.out("\n");
-    await storyStartupReap(run);
+    await tellStories(run, (t) => io.out(t));
     log(`total ${Date.now() - t0} ms`);
   } catch (err) {
     failures.push(err instanceof Error ? err.message : String(err));
@@ -126,6 +109,35 @@ export async function run(parsed: ParsedArgs, io: CliIo): Promise<number> {
   io.out(failures.length === 0 ? "\nevery step verified.\n" : `\n${failures.length} step(s) failed:\n${failures.map((f) => `  - ${f}`).join("\n")}\n`);
   if (!clean) io.out(lookAtIt(stateDir, leaseIds.at(-1)));
   return failures.length === 0 ? 0 : 1;
+}
+
+/** The fixture agent and the compiled package the demo runs; false (said on stderr) when one is missing. */
+function packageComplete(io: CliIo): boolean {
+  if (!existsSync(AGENT)) {
+    io.err(`the demo's ACP fixture agent is missing from this package: ${AGENT} (it ships in fixtures/; reinstall proclease)\n`);
+    return false;
+  }
+  if (!existsSync(ACPX_INDEX)) {
+    io.err(`the compiled package is missing (${ACPX_INDEX}); run \`npm run build\` first\n`);
+    return false;
+  }
+  return true;
+}
+
+/** Steps 0 to 5 in order (the header lists them), a blank line between stories. */
+async function tellStories(r: DemoRun, out: (text: string) => void): Promise<void> {
+  const { stateDir, graceMs, log, check, spawned, controllers, leaseIds } = r;
+  // ---------------------------------------------------------------- 0
+  await conversationStory({ stateDir, graceMs, agent: AGENT, acpxIndex: ACPX_INDEX, log, check, alive, spawned, controllers, leaseIds, out });
+  out("\n");
+  // ---------------------------------------------------------------- 1-3
+  await storyClose(r);
+  // ---------------------------------------------------------------- 4
+  out("\n");
+  await storyGatewayKilled(r);
+  // ---------------------------------------------------------------- 5
+  out("\n");
+  await storyStartupReap(r);
 }
 
 /** What every step of the demo shares: where it runs, how it reports, and what it must stop at the end. */

@@ -127,6 +127,12 @@ export function parseLeaseRecord(value: unknown, requireSchema: boolean): Parsed
     startedAt: v.startedAt,
     state: v.state as LeaseState,
   };
+  copyOptionalFields(v, lease);
+  return { ok: true, lease };
+}
+
+/** The optional fields parseLeaseRecord has checked, copied onto `lease` where present. */
+function copyOptionalFields(v: Record<string, unknown>, lease: ProcessLease): void {
   if (v.processGroupId !== undefined) lease.processGroupId = v.processGroupId as number;
   if (v.rootStartTime !== undefined) lease.rootStartTime = v.rootStartTime as string;
   if (v.bootId !== undefined) lease.bootId = v.bootId as string;
@@ -138,7 +144,6 @@ export function parseLeaseRecord(value: unknown, requireSchema: boolean): Parsed
     const c = v.cgroup as { path: string; id: string };
     lease.cgroup = { path: c.path, id: c.id };
   }
-  return { ok: true, lease };
 }
 
 

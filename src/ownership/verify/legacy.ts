@@ -25,7 +25,7 @@ import { isAlive } from "../../facts/liveness.js";
 import { createHash } from "node:crypto";
 import { realpath } from "node:fs/promises";
 import { basename, isAbsolute, resolve } from "node:path";
-import type { ProcessDetails, ProcessFacts, ProcessSnapshot } from "../../facts/types.js";
+import type { ProcessDetails, ProcessFacts, ProcessInfo, ProcessSnapshot } from "../../facts/types.js";
 import { collectTree } from "./collect.js";
 import { computeCommandHash, tokenizeShellCommand } from "../leases/command-hash.js";
 import { isUnder } from "../leases/fs-safe.js";
@@ -62,36 +62,16 @@ export async function verifyLegacyRecord(
   const wrapperPath = typeof record.wrapperPath === "string" && record.wrapperPath !== "" ? record.wrapperPath : undefined;
   if (facts.identityStrength === "none") return failWith(rootRows.backendVerifiesNothing(facts.backend));
 
-  let snapshot: ProcessSnapshot;
-  try {
-    snapshot = opts?.snapshot ?? (await facts.snapshot());
-  } catch (e) {
-    return failWith(rootRows.processListUnavailable(e));
-  }
-  const root = snapshot.processes.get(pid);
-  if (!root) return failWith(rootRows.absent(pid));
-  if (!isAlive(root)) return failWith(rootRows.zombie(pid));
-  evidence.push(row("root-alive", "match", "alive"));
+  const live = await liveRoot(pid, facts, opts?.snapshot, evidence);
+  if ("failed" in live) return failWith(live.failed);
+  const { snapshot, root, d } = live;
 
-  let d;
-  try {
-    d = await facts.inspect(pid, { envKeys: [LEASE_ENV_KEY] });
-  } catch {
-    return failWith(rootRows.inspectFailed());
-  }
-  if (d === null) return failWith(rootRows.exitedDuringVerification(pid));
-  if (String(d.startTime) !== String(root.startTime)) return failWith(rootRows.reusedDuringVerification());
-
-  // a legacy session predates leases: a root with a lease id is a current session's process
-  const leaseEnv = d.env?.[LEASE_ENV_KEY];
-  if (typeof leaseEnv === "string") return fail("lease-env", "mismatch", "carries-lease-marker", `the root carries ${LEASE_ENV_KEY}: it belongs to a leased session, not a legacy one`);
-  if (d.envReadable !== true) return fail("lease-env", "unknown", "not-readable", "environment not readable: a leased session's process cannot be ruled out");
-  evidence.push(row("lease-env", "match", "no-lease-marker", `no ${LEASE_ENV_KEY} in the root's environment (as a legacy process has none)`));
+  const marker = leaseMarkerEvidence(d);
+  if (marker.result !== "match") return failWith(marker);
+  evidence.push(marker);
 
   // command: compared whenever both sides are known; required when no wrapper is recorded
-  let command: OwnershipEvidence;
-  if (d.argv === null || d.argv.length === 0) command = row("command", "unknown", "not-readable", "live argv not readable");
-  else command = sameArgv(stored, d.argv) ? row("command", "match", "same-command") : row("command", "mismatch", "command-differs", "live argv differs from the stored command");
+  const command = commandEvidence(stored, d);
   evidence.push(command);
   if (command.result === "mismatch") return { tree: null, evidence };
 
@@ -103,20 +83,72 @@ export async function verifyLegacyRecord(
     return { tree: null, evidence };
   }
 
-  const lease: ProcessLease = {
+  const lease = synthesisedLease(record, opts?.wrapperRoot, wrapperPath, root, d);
+  return { tree: { lease, root, members: collectTree(snapshot, root), evidence }, evidence };
+}
+
+/**
+ * The live root a record names, seen in the snapshot and then inspected (its
+ * lease marker asked for) and found the same process; or the row that ends
+ * the verification.
+ */
+async function liveRoot(
+  pid: number,
+  facts: ProcessFacts,
+  given: ProcessSnapshot | undefined,
+  evidence: OwnershipEvidence[],
+): Promise<{ snapshot: ProcessSnapshot; root: ProcessInfo; d: ProcessDetails } | { failed: OwnershipEvidence }> {
+  let snapshot: ProcessSnapshot;
+  try {
+    snapshot = given ?? (await facts.snapshot());
+  } catch (e) {
+    return { failed: rootRows.processListUnavailable(e) };
+  }
+  const root = snapshot.processes.get(pid);
+  if (!root) return { failed: rootRows.absent(pid) };
+  if (!isAlive(root)) return { failed: rootRows.zombie(pid) };
+  evidence.push(row("root-alive", "match", "alive"));
+
+  let d;
+  try {
+    d = await facts.inspect(pid, { envKeys: [LEASE_ENV_KEY] });
+  } catch {
+    return { failed: rootRows.inspectFailed() };
+  }
+  if (d === null) return { failed: rootRows.exitedDuringVerification(pid) };
+  if (String(d.startTime) !== String(root.startTime)) return { failed: rootRows.reusedDuringVerification() };
+  return { snapshot, root, d };
+}
+
+/** A legacy session predates leases: a root with a lease id is a current session's process. */
+function leaseMarkerEvidence(d: ProcessDetails): OwnershipEvidence {
+  const leaseEnv = d.env?.[LEASE_ENV_KEY];
+  if (typeof leaseEnv === "string") return row("lease-env", "mismatch", "carries-lease-marker", `the root carries ${LEASE_ENV_KEY}: it belongs to a leased session, not a legacy one`);
+  if (d.envReadable !== true) return row("lease-env", "unknown", "not-readable", "environment not readable: a leased session's process cannot be ruled out");
+  return row("lease-env", "match", "no-lease-marker", `no ${LEASE_ENV_KEY} in the root's environment (as a legacy process has none)`);
+}
+
+/** The live argv against the stored command (sameArgv). */
+function commandEvidence(stored: readonly string[], d: ProcessDetails): OwnershipEvidence {
+  if (d.argv === null || d.argv.length === 0) return row("command", "unknown", "not-readable", "live argv not readable");
+  return sameArgv(stored, d.argv) ? row("command", "match", "same-command") : row("command", "mismatch", "command-differs", "live argv differs from the stored command");
+}
+
+/** The tree's synthesised lease (the header says what each field holds, and that it is never stored). */
+function synthesisedLease(record: LegacySessionRecord, wrapperRoot: string | undefined, wrapperPath: string | undefined, root: ProcessInfo, d: ProcessDetails): ProcessLease {
+  return {
     kind: "acpx",
     leaseId: `legacy-${createHash("sha256").update(String(record.sessionKey)).digest("hex").slice(0, 32)}`,
     gatewayInstanceId: "",
     sessionKey: String(record.sessionKey),
-    wrapperRoot: opts?.wrapperRoot ?? "",
+    wrapperRoot: wrapperRoot ?? "",
     wrapperPath: wrapperPath ?? "",
-    rootPid: pid,
+    rootPid: record.pid,
     commandHash: d.argv && d.argv.length > 0 ? computeCommandHash(d.argv) : "",
     startedAt: 0,
     state: "open",
     rootStartTime: String(root.startTime),
   };
-  return { tree: { lease, root, members: collectTree(snapshot, root), evidence }, evidence };
 }
 
 /** Is the live root the recorded wrapper (its argv[1] or its executable), under wrapperRoot? */
