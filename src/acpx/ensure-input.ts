@@ -11,6 +11,7 @@
  */
 import type { McpServer } from "@agentclientprotocol/sdk";
 import { checkCwd } from "../ownership/index.js";
+import { assertOwnerKeys } from "../sessions/index.js";
 import { assertAuthInput } from "./handshake.js";
 import { assertSessionLimits, enforcedLimits, type EnforcedLimits } from "./session-limits.js";
 import type { AcpAuthInput, AcpRuntimeEnsureInput } from "./types.js";
@@ -110,8 +111,9 @@ function copyAuth(auth: AcpAuthInput): AcpAuthInput {
 
 type OwnerFields = Pick<AcpRuntimeEnsureInput, "spawnedBy" | "parentSessionKey" | "ownerSessionKey">;
 
-/** Who the session belongs to, as given: the session's owner record checks them (sessions/owner.ts). */
+/** Who the session belongs to: checked here, before any lease or spawn, by the owner record's own rule (sessions/owner.ts). */
 function ownerFields(i: Record<string, unknown>): OwnerFields {
+  assertOwnerKeys(i);
   const out: OwnerFields = {};
   for (const f of ["spawnedBy", "parentSessionKey", "ownerSessionKey"] as const) {
     if (i[f] !== undefined) out[f] = i[f] as string;

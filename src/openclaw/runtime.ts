@@ -113,7 +113,8 @@ class Runtime implements OpenClawAcpRuntime {
     const userEnd = opts.onSessionEnd;
     this.starting = createAcpxLifecycleController({
       ...controllerOptions(opts),
-      facts: this.facts,
+      // only a caller's own facts are handed on: with the default ones the startup reap runs on a worker thread
+      ...(opts.facts !== undefined ? { facts: opts.facts } : {}),
       onSessionEnd: (handle, how) => {
         this.sessionEnded(handle, how);
         userEnd?.(handle, how);

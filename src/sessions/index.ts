@@ -30,6 +30,7 @@ export {
   type VisibleSessions,
 } from "./authorize.js";
 export {
+  assertOwnerKeys,
   buildSessionOwner,
   normalizeSessionOwner,
   toSessionRowOwnership,

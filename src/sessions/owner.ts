@@ -20,6 +20,16 @@ export interface BuildSessionOwnerInput {
   createdAt?: number;
 }
 
+/** The optional owner keys a row may declare: each a non-empty string when given (a TypeError names the field). */
+export function assertOwnerKeys(fields: Record<string, unknown>): void {
+  for (const f of ["spawnedBy", "parentSessionKey", "ownerSessionKey"] as const) {
+    const v: unknown = own(fields, f);
+    if (v !== undefined && !isNonEmptyString(v)) {
+      throw new TypeError(`${f} must be a non-empty string when given, got ${describeValue(v)}`);
+    }
+  }
+}
+
 /**
  * Builds the `AcpSessionOwner` to store on a session row/record. A session
  * spawned by nobody owns itself, which grants nothing beyond "self". Throws
@@ -37,13 +47,7 @@ export function buildSessionOwner(input: BuildSessionOwnerInput): AcpSessionOwne
     const v = own(fields, f);
     if (!isNonEmptyString(v)) throw new TypeError(`${f} must be a non-empty string, got ${describeValue(v)}`);
   }
-  const optional = ["spawnedBy", "parentSessionKey", "ownerSessionKey"] as const;
-  for (const f of optional) {
-    const v: unknown = own(fields, f);
-    if (v !== undefined && !isNonEmptyString(v)) {
-      throw new TypeError(`${f} must be a non-empty string when given, got ${describeValue(v)}`);
-    }
-  }
+  assertOwnerKeys(fields);
   const sessionKey = str("sessionKey")!;
   const spawnedBy = str("spawnedBy");
   const parentSessionKey = str("parentSessionKey");

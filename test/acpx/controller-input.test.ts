@@ -53,6 +53,18 @@ describe("ensureSession refuses a session key with control characters", () => {
     expect(await ctl.listLeases()).toEqual([]);
   });
 
+  it("an owner key that is not a string is refused at the edge: no lease written, nothing spawned (ensure and raw alike)", async () => {
+    const ctl = await newController("owner-keys");
+    for (const [field, value] of [["spawnedBy", 42], ["parentSessionKey", ""], ["ownerSessionKey", {}]] as const) {
+      const input = { sessionKey: `k-${field}`, agentId: "main", command: agentArgv({}), [field]: value };
+      const message = new RegExp(`^${field} must be a non-empty string when given, got `);
+      await expect(ctl.ensureSession(input as never)).rejects.toThrow(message);
+      await expect(ctl.spawnRawAdapter(input as never)).rejects.toThrow(message);
+      await expect(ctl.ensureSession(input as never)).rejects.toBeInstanceOf(TypeError);
+    }
+    expect(await ctl.listLeases()).toEqual([]);
+  });
+
   it("printable non-ASCII is a key like any other (it is the CLI's to escape what a terminal would misread)", async () => {
     const ctl = await newController("key-unicode");
     const sessionKey = "agent:mañana:🙂:\u202eevil";
