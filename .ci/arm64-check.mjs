@@ -24,17 +24,25 @@ function check(ok, what) {
 }
 
 check(process.arch === "arm64", `process.arch is ${process.arch}`);
-const addonPath = require("node-gyp-build").path(require("node:path").dirname(require.resolve("proclease/package.json")));
+const addonPath = require("node-gyp-build").path(
+  require("node:path").dirname(require.resolve("proclease/package.json")),
+);
 check(addonPath.includes("/prebuilds/linux-arm64/"), `node-gyp-build picks ${addonPath}`);
 const binding = loadNative();
 check(binding !== null, `the addon loads (${loadError() ?? "no load error"})`);
 
 const native = getProcessFacts();
 const procfs = getProcessFacts({ backend: "procfs" });
-check(native.backend === "native" && native.identityStrength === "exact", `getProcessFacts() reports backend ${native.backend}, identity ${native.identityStrength}`);
+check(
+  native.backend === "native" && native.identityStrength === "exact",
+  `getProcessFacts() reports backend ${native.backend}, identity ${native.identityStrength}`,
+);
 
 // A live process with a known argv and environment (a host binary: qemu runs only this Node).
-const child = spawn("sleep", ["300"], { env: { ...process.env, PROCLEASE_ARM64_PROBE: "probe-value" }, stdio: "ignore" });
+const child = spawn("sleep", ["300"], {
+  env: { ...process.env, PROCLEASE_ARM64_PROBE: "probe-value" },
+  stdio: "ignore",
+});
 await once(child, "spawn");
 const pid = child.pid;
 
@@ -62,11 +70,19 @@ const STABLE = ["ppid", "pgid", "sid", "uid", "startTime"];
   const b = snapProcfs.processes.get(pid);
   check(a !== undefined && b !== undefined, `snapshot holds the probe ${pid} in both backends`);
   const bad = [...STABLE, "state"].filter((k) => a[k] !== b[k]);
-  check(bad.length === 0, `snapshot of the probe: ${[...STABLE, "state"].map((k) => `${k} ${a[k]}`).join(", ")} in both${bad.length ? `; differs: ${bad.join(", ")}` : ""}`);
+  check(
+    bad.length === 0,
+    `snapshot of the probe: ${[...STABLE, "state"].map((k) => `${k} ${a[k]}`).join(", ")} in both${bad.length ? `; differs: ${bad.join(", ")}` : ""}`,
+  );
   const self = snapNative.processes.get(process.pid);
-  check(self !== undefined && self.ppid === process.ppid && /^[1-9][0-9]*$/.test(self.startTime), `native snapshot of this process: ppid ${self?.ppid}, start ${self?.startTime}`);
+  check(
+    self !== undefined && self.ppid === process.ppid && /^[1-9][0-9]*$/.test(self.startTime),
+    `native snapshot of this process: ppid ${self?.ppid}, start ${self?.startTime}`,
+  );
   const faked = snapProcfs.processes.get(process.pid);
-  console.log(`note qemu-user fakes /proc/${process.pid}/stat for the emulated process: procfs reads ${faked === undefined ? "no record" : `ppid ${faked.ppid}, pgid ${faked.pgid}, start ${faked.startTime}`} for it (not compared)`);
+  console.log(
+    `note qemu-user fakes /proc/${process.pid}/stat for the emulated process: procfs reads ${faked === undefined ? "no record" : `ppid ${faked.ppid}, pgid ${faked.pgid}, start ${faked.startTime}`} for it (not compared)`,
+  );
 }
 let same = 0;
 const differ = [];
@@ -85,34 +101,65 @@ check(sn.ppid === process.pid && sn.state === "S", `snapshot of the probe: ppid 
 
 const keys = ["PROCLEASE_ARM64_PROBE", "PROCLEASE_NOT_SET"];
 const [dn, dp] = await Promise.all([native.inspect(pid, { envKeys: keys }), procfs.inspect(pid, { envKeys: keys })]);
-for (const k of [...STABLE, "pid", "state", "exePath"]) check(dn[k] === dp[k], `inspect ${k}: native ${JSON.stringify(dn[k])} = procfs ${JSON.stringify(dp[k])}`);
-check(JSON.stringify(dn.argv) === JSON.stringify(dp.argv) && dn.argv.join(" ") === "sleep 300", `inspect argv: ${JSON.stringify(dn.argv)}`);
+for (const k of [...STABLE, "pid", "state", "exePath"])
+  check(dn[k] === dp[k], `inspect ${k}: native ${JSON.stringify(dn[k])} = procfs ${JSON.stringify(dp[k])}`);
 check(
-  dn.env.PROCLEASE_ARM64_PROBE === "probe-value" && dn.env.PROCLEASE_NOT_SET === null && JSON.stringify(dn.env) === JSON.stringify(dp.env),
+  JSON.stringify(dn.argv) === JSON.stringify(dp.argv) && dn.argv.join(" ") === "sleep 300",
+  `inspect argv: ${JSON.stringify(dn.argv)}`,
+);
+check(
+  dn.env.PROCLEASE_ARM64_PROBE === "probe-value" &&
+    dn.env.PROCLEASE_NOT_SET === null &&
+    JSON.stringify(dn.env) === JSON.stringify(dp.env),
   `inspect env (requested keys only): ${JSON.stringify(dn.env)}`,
 );
-check(dn.bootId === dp.bootId && dn.pidNamespace === dp.pidNamespace, `inspect bootId ${dn.bootId}, pidNamespace ${dn.pidNamespace}`);
+check(
+  dn.bootId === dp.bootId && dn.pidNamespace === dp.pidNamespace,
+  `inspect bootId ${dn.bootId}, pidNamespace ${dn.pidNamespace}`,
+);
 
 const pidfd = binding.pidfdSupported();
-if (!pidfd) fellBack.push("pidfd_open/pidfd_send_signal: signals are inspect-then-kill (raceFree false), as on a kernel before 5.3");
+if (!pidfd)
+  fellBack.push(
+    "pidfd_open/pidfd_send_signal: signals are inspect-then-kill (raceFree false), as on a kernel before 5.3",
+  );
 const signaller = createSignaller(native);
-check(signaller.raceFree === pidfd, `signaller raceFree=${signaller.raceFree} (pidfd ${pidfd ? "works under qemu" : "NOT emulated"})`);
+check(
+  signaller.raceFree === pidfd,
+  `signaller raceFree=${signaller.raceFree} (pidfd ${pidfd ? "works under qemu" : "NOT emulated"})`,
+);
 const wrong = String(Number(dn.startTime) + 1);
-check((await signaller.signal(pid, wrong, "SIGTERM")) === "mismatch", "a signal with a wrong start time answers mismatch and sends nothing");
+check(
+  (await signaller.signal(pid, wrong, "SIGTERM")) === "mismatch",
+  "a signal with a wrong start time answers mismatch and sends nothing",
+);
 check(child.exitCode === null && child.signalCode === null, "the probe is still alive after the mismatch");
 const exited = once(child, "exit");
 const outcome = await signaller.signal(pid, dn.startTime, "SIGTERM");
-check(outcome === "signalled", `signal(pid, its start time, SIGTERM) answers ${outcome}${pidfd ? " through a pidfd" : ""}`);
+check(
+  outcome === "signalled",
+  `signal(pid, its start time, SIGTERM) answers ${outcome}${pidfd ? " through a pidfd" : ""}`,
+);
 const [, sig] = await exited;
 check(sig === "SIGTERM", `the probe died of ${sig}`);
 const again = await signaller.signal(pid, dn.startTime, "SIGTERM");
-check(again === "gone" || again === "mismatch", `signalling it again answers ${again} (gone, or mismatch if its pid was reused)`);
+check(
+  again === "gone" || again === "mismatch",
+  `signalling it again answers ${again} (gone, or mismatch if its pid was reused)`,
+);
 
 // This process is a throwaway: it may set the subreaper bit on itself.
 const subreaper = binding.setChildSubreaper();
 if (subreaper !== 0) {
-  fellBack.push(`prctl(PR_SET_CHILD_SUBREAPER) answers errno ${-subreaper}: wrappers run without the subreaper bit, as where the kernel refuses it`);
+  fellBack.push(
+    `prctl(PR_SET_CHILD_SUBREAPER) answers errno ${-subreaper}: wrappers run without the subreaper bit, as where the kernel refuses it`,
+  );
 }
-check(typeof subreaper === "number", `setChildSubreaper() answers ${subreaper === 0 ? "0 (set)" : `errno ${-subreaper}`}`);
-console.log(`fell back on: ${fellBack.length === 0 ? "nothing (every syscall the addon uses is emulated)" : fellBack.join("; ")}`);
+check(
+  typeof subreaper === "number",
+  `setChildSubreaper() answers ${subreaper === 0 ? "0 (set)" : `errno ${-subreaper}`}`,
+);
+console.log(
+  `fell back on: ${fellBack.length === 0 ? "nothing (every syscall the addon uses is emulated)" : fellBack.join("; ")}`,
+);
 console.log(`arm64 facts check: OK in ${Date.now() - started} ms (emulated)`);

@@ -27,7 +27,10 @@ const key = (s) => `${s.file} > ${s.name}${s.note ? ` (${s.note})` : ""}`.replac
 const seen = [...new Set(report.skipped.map(key))].sort();
 
 if (flag === "--write") {
-  writeFileSync(listPath, `# tests a ${kind} host skips (node .ci/check-skips.mjs <report> --write; digits read as #)\n${seen.join("\n")}\n`);
+  writeFileSync(
+    listPath,
+    `# tests a ${kind} host skips (node .ci/check-skips.mjs <report> --write; digits read as #)\n${seen.join("\n")}\n`,
+  );
   console.log(`wrote ${seen.length} expected skip(s) to ${listPath}`);
   process.exit(0);
 }

@@ -14,7 +14,8 @@ const handle: AcpRuntimeHandle = await acpx.ensureSession({
 });
 const turn = acpx.startTurn(handle, "hello");
 for await (const update of turn.events) {
-  if (update.sessionUpdate === "agent_message_chunk" && update.content.type === "text") process.stdout.write(update.content.text);
+  if (update.sessionUpdate === "agent_message_chunk" && update.content.type === "text")
+    process.stdout.write(update.content.text);
 }
 const { stopReason, usage } = await turn.result;
 console.log(stopReason, JSON.stringify(usage));
@@ -22,5 +23,8 @@ await acpx.closeSession({ handle });
 await acpx.shutdown();
 
 const supervisor = createOpenClawProcessSupervisor(createProcessSupervisor({ stateDir }));
-const runtime = createOpenClawAcpRuntime({ stateDir, agents: { codex: { command: ["npx", "@agentclientprotocol/codex-acp"] } } });
+const runtime = createOpenClawAcpRuntime({
+  stateDir,
+  agents: { codex: { command: ["npx", "@agentclientprotocol/codex-acp"] } },
+});
 console.log(typeof supervisor.spawn, runtime.backendId);

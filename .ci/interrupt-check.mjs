@@ -74,7 +74,11 @@ function runProcesses(runId) {
       if (stat.slice(stat.lastIndexOf(")") + 2)[0] === "Z") continue;
       const lease = /(?:^|\0)OPENCLAW_ACPX_LEASE_ID=([^\0]*)/.exec(env.toString("latin1"))?.[1] ?? null;
       const cmd = readFileSync(`/proc/${d}/cmdline`, "utf8").replace(/\0/g, " ").trim();
-      const cgroup = readFileSync(`/proc/${d}/cgroup`, "utf8").split("\n").find((l) => l.startsWith("0::"))?.slice(3) ?? "?";
+      const cgroup =
+        readFileSync(`/proc/${d}/cgroup`, "utf8")
+          .split("\n")
+          .find((l) => l.startsWith("0::"))
+          ?.slice(3) ?? "?";
       out.set(Number(d), { lease, cmd, cgroup });
     } catch {
       // gone, or not readable
@@ -88,7 +92,9 @@ function cgroupDirs(dir = mount, rel = "", depth = 0, out = new Set()) {
   if (depth > 6) return out;
   let names;
   try {
-    names = readdirSync(dir, { withFileTypes: true }).filter((e) => e.isDirectory()).map((e) => e.name);
+    names = readdirSync(dir, { withFileTypes: true })
+      .filter((e) => e.isDirectory())
+      .map((e) => e.name);
   } catch {
     return out;
   }
@@ -135,34 +141,49 @@ if (inLease !== "leased") {
   try {
     process.kill(-runner.pid, "SIGKILL");
   } catch {}
-  fail(2, inLease === "finished" ? `the run finished before any leased process was seen:\n${log.slice(-3000)}` : "no leased process appeared within 180 s");
+  fail(
+    2,
+    inLease === "finished"
+      ? `the run finished before any leased process was seen:\n${log.slice(-3000)}`
+      : "no leased process appeared within 180 s",
+  );
 }
 const atSignal = runProcesses(runId);
 for (const p of atSignal.keys()) seen.add(p);
 const leased = [...atSignal.values()].filter((p) => p.lease !== null).length;
 process.kill(-runner.pid, signal);
 const signalledAt = Date.now();
-process.stdout.write(`interrupt-check: ${signal} to the runner's group after ${signalledAt - t0} ms, with ${atSignal.size} process(es) of the run alive (${leased} leased)\n`);
+process.stdout.write(
+  `interrupt-check: ${signal} to the runner's group after ${signalledAt - t0} ms, with ${atSignal.size} process(es) of the run alive (${leased} leased)\n`,
+);
 
 // the group gone, then (bounded) nothing of the run
-const groupGone = await until(() => runnerExit !== null && ![...runProcesses(runId).keys()].some((p) => {
-  try {
-    const s = readFileSync(`/proc/${p}/stat`, "utf8");
-    return Number(s.slice(s.lastIndexOf(")") + 2).split(" ")[2]) === runner.pid;
-  } catch {
-    return false;
-  }
-}), 30_000);
+const groupGone = await until(
+  () =>
+    runnerExit !== null &&
+    ![...runProcesses(runId).keys()].some((p) => {
+      try {
+        const s = readFileSync(`/proc/${p}/stat`, "utf8");
+        return Number(s.slice(s.lastIndexOf(")") + 2).split(" ")[2]) === runner.pid;
+      } catch {
+        return false;
+      }
+    }),
+  30_000,
+);
 const clean = await until(() => runProcesses(runId).size === 0 && runCgroups(before, seen).length === 0, 15_000);
 const elapsed = Date.now() - signalledAt;
 const leftProcs = runProcesses(runId);
 const leftCgroups = runCgroups(before, seen);
 if (clean) {
-  process.stdout.write(`interrupt-check: clean ${elapsed} ms after the signal (runner ${runnerExit?.sig ?? `exit ${runnerExit?.code}`}): no process of the run, no cgroup of the run\n`);
+  process.stdout.write(
+    `interrupt-check: clean ${elapsed} ms after the signal (runner ${runnerExit?.sig ?? `exit ${runnerExit?.code}`}): no process of the run, no cgroup of the run\n`,
+  );
   process.exit(0);
 }
 let report = `interrupt-check: left behind ${elapsed} ms after ${signal}${groupGone ? "" : " (the runner's group did not exit within 30 s)"}:\n`;
-for (const [pid, p] of leftProcs) report += `  process ${pid}${p.lease ? ` (lease ${p.lease})` : ""} in ${p.cgroup}: ${p.cmd}\n`;
+for (const [pid, p] of leftProcs)
+  report += `  process ${pid}${p.lease ? ` (lease ${p.lease})` : ""} in ${p.cgroup}: ${p.cmd}\n`;
 for (const c of leftCgroups) report += `  cgroup ${mount}${c}\n`;
 process.stderr.write(report);
 // then clean up what the check found, so a failed check does not leave it either

@@ -41,7 +41,11 @@ if (!dir) throw new Error("OPENCLAW_DIR must name the folder with node_modules/o
 const hostRequire = createRequire(join(dir, "package.json"));
 // proclease's "exports" send require() to an ESM-only stub: its import entry, read from its package.json
 const procleaseDir = dirname(hostRequire.resolve("proclease/package.json"));
-const proclease = await import(pathToFileURL(join(procleaseDir, JSON.parse(readFileSync(join(procleaseDir, "package.json"), "utf8")).exports["."].import)).href);
+const proclease = await import(
+  pathToFileURL(
+    join(procleaseDir, JSON.parse(readFileSync(join(procleaseDir, "package.json"), "utf8")).exports["."].import),
+  ).href
+);
 const fixtureAgent = hostRequire.resolve("proclease/fixture-agent");
 // openclaw exports no ./package.json: read it where npm put it
 const openclawVersion = JSON.parse(readFileSync(join(dir, "node_modules/openclaw/package.json"), "utf8")).version;
@@ -61,7 +65,11 @@ const { openclawTmpGuard } = await import(new URL("../bench/lib.mjs", import.met
 const outside = openclawTmpGuard();
 const T = mkdtempSync(join(tmpdir(), "proclease-openclaw-check-"));
 for (const d of ["state", "home", "tmp"]) mkdirSync(join(T, d));
-const pluginConfig = { graceMs: 500, permissions: "allow-once", agents: { fixture: { command: [process.execPath, fixtureAgent, "--turn=by-text"] } } };
+const pluginConfig = {
+  graceMs: 500,
+  permissions: "allow-once",
+  agents: { fixture: { command: [process.execPath, fixtureAgent, "--turn=by-text"] } },
+};
 // the plugin as a user configures it: loaded from the installed package, enabled, with its config
 const cfg = {
   acp: { backend: "proclease" },
@@ -88,10 +96,15 @@ class Gateway {
     this.label = label;
     this.seq = 0;
     this.pending = new Map();
-    this.child = spawn(process.execPath, [join(HERE, "openclaw-gateway.mjs")], { env, stdio: ["pipe", "pipe", "inherit"] });
+    this.child = spawn(process.execPath, [join(HERE, "openclaw-gateway.mjs")], {
+      env,
+      stdio: ["pipe", "pipe", "inherit"],
+    });
     this.exited = new Promise((r) => this.child.once("exit", (code, signal) => r({ code, signal })));
     this.ready = new Promise((resolve, reject) => {
-      this.child.once("exit", (code, signal) => reject(new Error(`${label} exited before it was ready (${signal ?? code})`)));
+      this.child.once("exit", (code, signal) =>
+        reject(new Error(`${label} exited before it was ready (${signal ?? code})`)),
+      );
       createInterface({ input: this.child.stdout }).on("line", (line) => {
         const m = JSON.parse(line);
         if (m.ready) return resolve(m);
@@ -105,7 +118,9 @@ class Gateway {
   }
   async start() {
     const r = await this.ready;
-    say(`${this.label}: node ${r.node} (pid ${r.pid}) loaded the plugin from package.json openclaw.extensions and started it in ${fmt(r.ms)}: backend ${JSON.stringify(r.backend)} registered, healthy ${r.healthy}`);
+    say(
+      `${this.label}: node ${r.node} (pid ${r.pid}) loaded the plugin from package.json openclaw.extensions and started it in ${fmt(r.ms)}: backend ${JSON.stringify(r.backend)} registered, healthy ${r.healthy}`,
+    );
     for (const l of r.logs) say(`  plugin log: ${l}`);
     return r;
   }
@@ -118,25 +133,46 @@ class Gateway {
   /** A manager call, printed with its time and a summary of what it answered. */
   async call(op, args, summarize = () => "", onEvent) {
     const m = await this.send(op, args, onEvent);
-    const what = args.sessionKey ? `${args.sessionKey}${args.mode ? `, ${args.mode}` : ""}${args.text ? `, ${JSON.stringify(args.text)}` : ""}` : "";
-    if (m.ok) say(`${this.label} manager.${op}(${what}) ${fmt(m.ms)}${(() => { const s = summarize(m.value); return s ? `: ${s}` : ""; })()}`);
-    else say(`${this.label} manager.${op}(${what}) ${fmt(m.ms)}: rejected ${m.error.map((e) => `${e.name}[${e.code ?? ""}${e.detailCode ? `/${e.detailCode}` : ""}]: ${e.message}`).join(" <- ")}`);
+    const what = args.sessionKey
+      ? `${args.sessionKey}${args.mode ? `, ${args.mode}` : ""}${args.text ? `, ${JSON.stringify(args.text)}` : ""}`
+      : "";
+    if (m.ok)
+      say(
+        `${this.label} manager.${op}(${what}) ${fmt(m.ms)}${(() => {
+          const s = summarize(m.value);
+          return s ? `: ${s}` : "";
+        })()}`,
+      );
+    else
+      say(
+        `${this.label} manager.${op}(${what}) ${fmt(m.ms)}: rejected ${m.error.map((e) => `${e.name}[${e.code ?? ""}${e.detailCode ? `/${e.detailCode}` : ""}]: ${e.message}`).join(" <- ")}`,
+      );
     return m;
   }
   /** runTurn, collecting its onEvent stream; `onFirst` runs at the first event of the turn. */
   async turn(sessionKey, text, onFirst) {
     const events = [];
     let first = true;
-    const m = await this.call("runTurn", { sessionKey, text }, () => "", (e) => {
-      events.push(e);
-      if (first && e.type === "text_delta" && e.stream === "thought") {
-        first = false;
-        onFirst?.(e);
-      }
-    });
-    const reply = events.filter((e) => e.type === "text_delta" && e.stream !== "thought").map((e) => e.text).join("");
+    const m = await this.call(
+      "runTurn",
+      { sessionKey, text },
+      () => "",
+      (e) => {
+        events.push(e);
+        if (first && e.type === "text_delta" && e.stream === "thought") {
+          first = false;
+          onFirst?.(e);
+        }
+      },
+    );
+    const reply = events
+      .filter((e) => e.type === "text_delta" && e.stream !== "thought")
+      .map((e) => e.text)
+      .join("");
     const done = events.find((e) => e.type === "done" || e.type === "error");
-    say(`  onEvent: ${events.length} events (${[...new Set(events.map((e) => e.tag ?? e.type))].join(", ")}), reply ${JSON.stringify(reply.length > 160 ? `${reply.slice(0, 160)}…` : reply)}, ${JSON.stringify(done)}`);
+    say(
+      `  onEvent: ${events.length} events (${[...new Set(events.map((e) => e.tag ?? e.type))].join(", ")}), reply ${JSON.stringify(reply.length > 160 ? `${reply.slice(0, 160)}…` : reply)}, ${JSON.stringify(done)}`,
+    );
     return { m, events, reply, done };
   }
   async stop() {
@@ -195,24 +231,44 @@ function openclawCli(args, over = {}) {
     });
   });
 }
-const inspectPlugin = (configPath, over = {}) => openclawCli(["plugins", "inspect", "proclease", "--runtime", "--json"], { OPENCLAW_CONFIG_PATH: configPath, ...over });
+const inspectPlugin = (configPath, over = {}) =>
+  openclawCli(["plugins", "inspect", "proclease", "--runtime", "--json"], {
+    OPENCLAW_CONFIG_PATH: configPath,
+    ...over,
+  });
 
 /** OpenClaw's own plugin loader reads the manifest, validates the config against it, and loads the entry. */
 async function loader() {
   let t = performance.now();
   const ok = await inspectPlugin(join(T, "openclaw.json"));
   const p = ok.json?.plugin ?? {};
-  say(`openclaw plugins inspect proclease --runtime --json ${fmt(performance.now() - t)}: status ${p.status}, format ${p.format}, origin ${p.origin}, source ${p.source}`);
-  check(ok.code === 0 && p.status === "loaded" && p.format === "openclaw" && p.source === join(procleaseDir, "dist/openclaw/plugin.js"), "OpenClaw's loader found the manifest, took the entry package.json names and loaded it");
-  check(p.configSchema === true && p.configJsonSchema?.required?.includes("agents"), "and read the plugin's config schema from openclaw.plugin.json");
+  say(
+    `openclaw plugins inspect proclease --runtime --json ${fmt(performance.now() - t)}: status ${p.status}, format ${p.format}, origin ${p.origin}, source ${p.source}`,
+  );
+  check(
+    ok.code === 0 &&
+      p.status === "loaded" &&
+      p.format === "openclaw" &&
+      p.source === join(procleaseDir, "dist/openclaw/plugin.js"),
+    "OpenClaw's loader found the manifest, took the entry package.json names and loaded it",
+  );
+  check(
+    p.configSchema === true && p.configJsonSchema?.required?.includes("agents"),
+    "and read the plugin's config schema from openclaw.plugin.json",
+  );
   const bad = structuredClone(cfg);
   bad.plugins.entries.proclease.config.agents.fixture.command = "node agent.mjs";
   writeFileSync(join(T, "bad.json"), JSON.stringify(bad));
   t = performance.now();
   const no = await inspectPlugin(join(T, "bad.json"));
   const problem = no.out.split("\n").find((l) => l.includes("plugins.entries.proclease.config")) ?? "";
-  say(`the same with a shell string as the agent's command ${fmt(performance.now() - t)}: exit ${no.code}: ${problem.trim()}`);
-  check(no.code !== 0 && /agents\.fixture\.command.*must be array/.test(problem), "OpenClaw refuses a config the manifest's schema refuses (a command must be an argv)");
+  say(
+    `the same with a shell string as the agent's command ${fmt(performance.now() - t)}: exit ${no.code}: ${problem.trim()}`,
+  );
+  check(
+    no.code !== 0 && /agents\.fixture\.command.*must be array/.test(problem),
+    "OpenClaw refuses a config the manifest's schema refuses (a command must be an argv)",
+  );
 }
 const gateways = [];
 
@@ -224,28 +280,81 @@ async function gatewayOne() {
   const g1 = new Gateway("gateway 1");
   gateways.push(g1);
   await g1.start();
-  const init = await g1.call("initializeSession", { sessionKey: P, agent: "fixture", mode: "persistent" }, (v) => `backend ${v.handle.backend}, agent session ${v.handle.agentSessionId}, lease ${v.handle.leaseId}`);
-  check(init.ok && init.value.handle.backend === "proclease", "the handle carries backend \"proclease\" (OpenClaw finds the backend again by it)");
+  const init = await g1.call(
+    "initializeSession",
+    { sessionKey: P, agent: "fixture", mode: "persistent" },
+    (v) => `backend ${v.handle.backend}, agent session ${v.handle.agentSessionId}, lease ${v.handle.leaseId}`,
+  );
+  check(
+    init.ok && init.value.handle.backend === "proclease",
+    'the handle carries backend "proclease" (OpenClaw finds the backend again by it)',
+  );
   const A1 = (run.A1 = init.value?.handle.agentSessionId);
   const L1 = (run.L1 = init.value?.handle.leaseId);
-  const once = await g1.call("initializeSession", { sessionKey: O, agent: "fixture", mode: "oneshot" }, (v) => `lease ${v.handle.leaseId}`);
+  const once = await g1.call(
+    "initializeSession",
+    { sessionKey: O, agent: "fixture", mode: "oneshot" },
+    (v) => `lease ${v.handle.leaseId}`,
+  );
   const story = await g1.turn(P, "/story");
-  check(story.m.ok && story.reply === "permission: allow. Done." && story.done?.type === "done" && story.done.stopReason === "end_turn", "runTurn streamed the reply through onEvent (a permission answered allow-once) and ended done/end_turn");
-  check(story.events.some((e) => e.type === "tool_call" && e.title === "Write notes.txt") && story.events.some((e) => e.type === "status" && e.tag === "plan"), "tool calls and the plan reached OpenClaw as tool_call and status events");
+  check(
+    story.m.ok &&
+      story.reply === "permission: allow. Done." &&
+      story.done?.type === "done" &&
+      story.done.stopReason === "end_turn",
+    "runTurn streamed the reply through onEvent (a permission answered allow-once) and ended done/end_turn",
+  );
+  check(
+    story.events.some((e) => e.type === "tool_call" && e.title === "Write notes.txt") &&
+      story.events.some((e) => e.type === "status" && e.tag === "plan"),
+    "tool calls and the plan reached OpenClaw as tool_call and status events",
+  );
   const oneTurn = await g1.turn(O, "hello");
   const onceLease = once.value?.handle.leaseId;
-  check(oneTurn.reply === "ok" && (await leaseOf(onceLease))?.state === "closed" && carriers("OPENCLAW_ACPX_LEASE_ID", onceLease).length === 0, "the oneshot session closed after its turn: its lease is closed, nothing carries it");
-  const cancelled = await g1.turn(P, "hang", () => void g1.call("cancelSession", { sessionKey: P, reason: "check: cancel mid-turn" }));
-  check(cancelled.done?.type === "done" && cancelled.done.status === "cancelled", "cancelSession mid-turn: the turn ended done/cancelled (ACP session/cancel; nothing signalled)");
-  const st = await g1.call("getSessionStatus", { sessionKey: P }, (v) => `state ${v.state}, ${v.runtimeStatus?.summary}`);
+  check(
+    oneTurn.reply === "ok" &&
+      (await leaseOf(onceLease))?.state === "closed" &&
+      carriers("OPENCLAW_ACPX_LEASE_ID", onceLease).length === 0,
+    "the oneshot session closed after its turn: its lease is closed, nothing carries it",
+  );
+  const cancelled = await g1.turn(
+    P,
+    "hang",
+    () => void g1.call("cancelSession", { sessionKey: P, reason: "check: cancel mid-turn" }),
+  );
+  check(
+    cancelled.done?.type === "done" && cancelled.done.status === "cancelled",
+    "cancelSession mid-turn: the turn ended done/cancelled (ACP session/cancel; nothing signalled)",
+  );
+  const st = await g1.call(
+    "getSessionStatus",
+    { sessionKey: P },
+    (v) => `state ${v.state}, ${v.runtimeStatus?.summary}`,
+  );
   const d1 = statusOf(st.value);
-  check(st.ok && d1.lease?.leaseId === L1 && d1.lease?.state === "open" && d1.tree?.verified === true && d1.tree.members.length >= 2, "getSessionStatus: the lease (open) and its verified tree");
-  check(d1.tree?.members.every((m) => alive(m.pid)) && d1.tree.members.length === carriers("OPENCLAW_ACPX_LEASE_ID", L1).length, "the tree's members are exactly the live processes carrying the lease");
+  check(
+    st.ok &&
+      d1.lease?.leaseId === L1 &&
+      d1.lease?.state === "open" &&
+      d1.tree?.verified === true &&
+      d1.tree.members.length >= 2,
+    "getSessionStatus: the lease (open) and its verified tree",
+  );
+  check(
+    d1.tree?.members.every((m) => alive(m.pid)) &&
+      d1.tree.members.length === carriers("OPENCLAW_ACPX_LEASE_ID", L1).length,
+    "the tree's members are exactly the live processes carrying the lease",
+  );
   await g1.call("setSessionRuntimeMode", { sessionKey: P, runtimeMode: "code" }, (v) => JSON.stringify(v));
-  await g1.call("setSessionConfigOption", { sessionKey: P, key: "model", value: "fixture-large" }, (v) => JSON.stringify(v));
+  await g1.call("setSessionConfigOption", { sessionKey: P, key: "model", value: "fixture-large" }, (v) =>
+    JSON.stringify(v),
+  );
   const who1 = await g1.turn(P, "/whoami");
   const w1 = JSON.parse(who1.reply || "{}");
-  check(w1.modeId === "code" && w1.model === "fixture-large" && w1.sessionId === A1, "the agent runs in mode code with model fixture-large");
+  check(
+    w1.modeId === "code" && w1.model === "fixture-large" && w1.sessionId === A1,
+    "the agent runs in mode code with model fixture-large",
+  );
   await g1.stop();
 }
 
@@ -255,16 +364,29 @@ async function gatewayTwo() {
   const g2 = new Gateway("gateway 2");
   gateways.push(g2);
   await g2.start();
-  check((await leaseOf(L1))?.state === "closed", `gateway 1's lease ${L1} is ${(await leaseOf(L1))?.state}: its service stop closed the session through the lease`);
-  const st2 = await g2.call("getSessionStatus", { sessionKey: P }, (v) => `state ${v.state}, ${v.runtimeStatus?.summary}`);
+  check(
+    (await leaseOf(L1))?.state === "closed",
+    `gateway 1's lease ${L1} is ${(await leaseOf(L1))?.state}: its service stop closed the session through the lease`,
+  );
+  const st2 = await g2.call(
+    "getSessionStatus",
+    { sessionKey: P },
+    (v) => `state ${v.state}, ${v.runtimeStatus?.summary}`,
+  );
   const d2 = statusOf(st2.value);
   const L2 = (run.L2 = d2.lease?.leaseId);
-  check(st2.ok && d2.resumed === true && st2.value.runtimeStatus.agentSessionId === A1 && L2 !== L1, "the manager re-ensured from its stored metadata: same agent session (resumed), a new lease");
+  check(
+    st2.ok && d2.resumed === true && st2.value.runtimeStatus.agentSessionId === A1 && L2 !== L1,
+    "the manager re-ensured from its stored metadata: same agent session (resumed), a new lease",
+  );
   // the new agent process resumed the session with its defaults (it keeps no session store here): mode ask
   check(d2.modes?.current === "ask", `before the next turn the agent's mode is its default (${d2.modes?.current})`);
   const who2 = await g2.turn(P, "/whoami");
   const w2 = JSON.parse(who2.reply || "{}");
-  check(w2.sessionId === A1 && w2.how === "resume" && w2.modeId === "code" && w2.model === "fixture-large", "a new agent process took the session back (session/resume) and the manager replayed mode code and model fixture-large before the turn");
+  check(
+    w2.sessionId === A1 && w2.how === "resume" && w2.modeId === "code" && w2.model === "fixture-large",
+    "a new agent process took the session back (session/resume) and the manager replayed mode code and model fixture-large before the turn",
+  );
   // the turn never answers: its gateway dies in it
   void g2.turn(P, "hang", () => {
     run.killedPids = carriers("OPENCLAW_ACPX_LEASE_ID", L2);
@@ -282,13 +404,26 @@ async function gatewayThree() {
   gateways.push(g3);
   await g3.start();
   const l2 = await leaseOf(L2);
-  check(["closed", "lost"].includes(l2?.state), `gateway 2's lease ${L2} is settled (${l2?.state}): the new gateway's startup reap took it`);
-  check(killedPids.length >= 2 && killedPids.every((p) => !alive(p)) && carriers("OPENCLAW_ACPX_LEASE_ID", L2).length === 0, `nothing of gateway 2 runs: ${killedPids.join(", ")} are gone and no process carries its lease`);
+  check(
+    ["closed", "lost"].includes(l2?.state),
+    `gateway 2's lease ${L2} is settled (${l2?.state}): the new gateway's startup reap took it`,
+  );
+  check(
+    killedPids.length >= 2 && killedPids.every((p) => !alive(p)) && carriers("OPENCLAW_ACPX_LEASE_ID", L2).length === 0,
+    `nothing of gateway 2 runs: ${killedPids.join(", ")} are gone and no process carries its lease`,
+  );
   const who3 = await g3.turn(P, "/whoami");
   const w3 = JSON.parse(who3.reply || "{}");
   check(w3.sessionId === A1 && w3.how === "resume", "the persistent session resumed again in gateway 3");
-  const closed = await g3.call("closeSession", { sessionKey: P, reason: "check done", clearMeta: true, discardPersistentState: true }, (v) => JSON.stringify(v));
-  check(closed.ok && closed.value.runtimeClosed === true && closed.value.metaCleared === true, "closeSession closed the runtime and cleared the metadata");
+  const closed = await g3.call(
+    "closeSession",
+    { sessionKey: P, reason: "check done", clearMeta: true, discardPersistentState: true },
+    (v) => JSON.stringify(v),
+  );
+  check(
+    closed.ok && closed.value.runtimeClosed === true && closed.value.metaCleared === true,
+    "closeSession closed the runtime and cleared the metadata",
+  );
   const after = await g3.call("getSessionStatus", { sessionKey: P });
   check(!after.ok && after.error[0].code === "ACP_SESSION_INIT_FAILED", "after closeSession, getSessionStatus fails");
   await g3.stop();
@@ -298,9 +433,15 @@ async function gatewayThree() {
 async function theEnd() {
   const all = await leases();
   const states = all.reduce((m, l) => ({ ...m, [l.state]: (m[l.state] ?? 0) + 1 }), {});
-  check(all.length > 0 && all.every((l) => l.state === "closed" || l.state === "lost"), `every lease of the run settled: ${JSON.stringify(states)}`);
+  check(
+    all.length > 0 && all.every((l) => l.state === "closed" || l.state === "lost"),
+    `every lease of the run settled: ${JSON.stringify(states)}`,
+  );
   const instance = await proclease.readGatewayInstanceId(stateDir);
-  check(carriers("OPENCLAW_GATEWAY_INSTANCE_ID", instance).length === 0, `no process carries the run's instance id ${instance}`);
+  check(
+    carriers("OPENCLAW_GATEWAY_INSTANCE_ID", instance).length === 0,
+    `no process carries the run's instance id ${instance}`,
+  );
 }
 
 /**
@@ -315,23 +456,54 @@ async function visibility() {
   const requesterSessionKey = "agent:main:main";
   const child = { key: "agent:codex:acp:child", agentId: "codex", spawnedBy: requesterSessionKey };
   const cfg = { tools: { agentToAgent: { enabled: false } } };
-  const theirs = (level) => vis.createSessionVisibilityRowChecker({ action: "history", requesterSessionKey, visibility: level, a2aPolicy: vis.createAgentToAgentPolicy(cfg) }).check(child);
-  const ours = (level) => proclease.canSeeSessionRow({ requesterSessionKey, row: child, visibility: level, a2aPolicy: { enabled: false } });
-  say("session visibility of a cross-agent ACP child the requester spawned (agent-to-agent off), OpenClaw's checker vs proclease's:");
-  for (const level of ["self", "tree", "agent", "all"]) say(`  ${level.padEnd(5)} OpenClaw ${theirs(level).allowed ? "visible" : `hidden (${theirs(level).error})`}; proclease ${ours(level) ? "visible" : "hidden"}`);
-  check(theirs("tree").allowed && !theirs("agent").allowed, "OpenClaw: `tree` shows the child and the wider `agent` hides it");
-  check(ours("tree") && ours("agent") && ours("all") && !ours("self"), "proclease: every level from `tree` up shows it (self ⊆ tree ⊆ agent ⊆ all)");
-  const clampTheirs = vis.resolveEffectiveSessionToolsVisibility({ cfg: { tools: { sessions: { visibility: "self" } } }, sandboxed: true });
-  const clampOurs = proclease.resolveSessionVisibility({ tools: { sessions: { visibility: "self" } } }, { sandboxed: true });
+  const theirs = (level) =>
+    vis
+      .createSessionVisibilityRowChecker({
+        action: "history",
+        requesterSessionKey,
+        visibility: level,
+        a2aPolicy: vis.createAgentToAgentPolicy(cfg),
+      })
+      .check(child);
+  const ours = (level) =>
+    proclease.canSeeSessionRow({ requesterSessionKey, row: child, visibility: level, a2aPolicy: { enabled: false } });
+  say(
+    "session visibility of a cross-agent ACP child the requester spawned (agent-to-agent off), OpenClaw's checker vs proclease's:",
+  );
+  for (const level of ["self", "tree", "agent", "all"])
+    say(
+      `  ${level.padEnd(5)} OpenClaw ${theirs(level).allowed ? "visible" : `hidden (${theirs(level).error})`}; proclease ${ours(level) ? "visible" : "hidden"}`,
+    );
+  check(
+    theirs("tree").allowed && !theirs("agent").allowed,
+    "OpenClaw: `tree` shows the child and the wider `agent` hides it",
+  );
+  check(
+    ours("tree") && ours("agent") && ours("all") && !ours("self"),
+    "proclease: every level from `tree` up shows it (self ⊆ tree ⊆ agent ⊆ all)",
+  );
+  const clampTheirs = vis.resolveEffectiveSessionToolsVisibility({
+    cfg: { tools: { sessions: { visibility: "self" } } },
+    sandboxed: true,
+  });
+  const clampOurs = proclease.resolveSessionVisibility(
+    { tools: { sessions: { visibility: "self" } } },
+    { sandboxed: true },
+  );
   say(`  a sandboxed requester set to self: OpenClaw ${clampTheirs}, proclease ${clampOurs}`);
-  check(clampTheirs === "tree" && clampOurs === "self", "the sandbox clamp: OpenClaw widens self to tree, proclease only narrows");
+  check(
+    clampTheirs === "tree" && clampOurs === "self",
+    "the sandbox clamp: OpenClaw widens self to tree, proclease only narrows",
+  );
   const unsetTheirs = vis.resolveSessionToolsVisibility({});
   const unsetOurs = proclease.resolveSessionVisibility({});
   say(`  no tools.sessions.visibility: OpenClaw ${unsetTheirs}, proclease ${unsetOurs}`);
   check(unsetTheirs === "all" && unsetOurs === "tree", "unset: OpenClaw all, proclease tree");
 }
 
-say(`openclaw ${openclawVersion} under node ${process.version}; OpenClaw state ${join(T, "state")}, config ${join(T, "openclaw.json")}`);
+say(
+  `openclaw ${openclawVersion} under node ${process.version}; OpenClaw state ${join(T, "state")}, config ${join(T, "openclaw.json")}`,
+);
 try {
   await loader();
   await gatewayOne();
@@ -353,5 +525,9 @@ process.once("exit", () => {
   rmSync(T, { recursive: true, force: true });
   outside.clean();
 });
-console.log(failures === 0 ? `${stamp()} openclaw check: every step verified.` : `${stamp()} openclaw check: ${failures} check(s) FAILED`);
+console.log(
+  failures === 0
+    ? `${stamp()} openclaw check: every step verified.`
+    : `${stamp()} openclaw check: ${failures} check(s) FAILED`,
+);
 process.exit(failures === 0 ? 0 : 1);

@@ -31,19 +31,39 @@ const entry = (await import(pathToFileURL(join(pkgDir, pkg.openclaw.extensions[0
 
 const services = [];
 const logs = [];
-const logger = { info: (m) => logs.push(m), warn: (m) => logs.push(`warn: ${m}`), error: (m) => logs.push(`error: ${m}`), debug: () => {} };
+const logger = {
+  info: (m) => logs.push(m),
+  warn: (m) => logs.push(`warn: ${m}`),
+  error: (m) => logs.push(`error: ${m}`),
+  debug: () => {},
+};
 const cfg = JSON.parse(process.env.CHECK_CFG);
 // the plugin's config as OpenClaw hands it over: plugins.entries.<id>.config
-entry.register({ id: entry.id, registrationMode: "full", pluginConfig: cfg.plugins.entries[entry.id].config, logger, registerService: (s) => services.push(s) });
+entry.register({
+  id: entry.id,
+  registrationMode: "full",
+  pluginConfig: cfg.plugins.entries[entry.id].config,
+  logger,
+  registerService: (s) => services.push(s),
+});
 const ctx = { stateDir: process.env.OPENCLAW_STATE_DIR, logger };
 for (const s of services) await s.start(ctx);
 const backend = sdk.getAcpRuntimeBackend(cfg.acp.backend);
 const manager = sdk.getAcpSessionManager();
-out({ ready: true, ms: performance.now() - t0, node: process.version, pid: process.pid, backend: backend?.id ?? null, healthy: backend?.healthy?.() ?? null, logs });
+out({
+  ready: true,
+  ms: performance.now() - t0,
+  node: process.version,
+  pid: process.pid,
+  backend: backend?.id ?? null,
+  healthy: backend?.healthy?.() ?? null,
+  logs,
+});
 
 function errorOf(e) {
   const chain = [];
-  for (let c = e; c instanceof Error && chain.length < 6; c = c.cause) chain.push({ name: c.name, code: c.code, detailCode: c.detailCode, message: c.message });
+  for (let c = e; c instanceof Error && chain.length < 6; c = c.cause)
+    chain.push({ name: c.name, code: c.code, detailCode: c.detailCode, message: c.message });
   return chain;
 }
 

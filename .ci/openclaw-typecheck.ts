@@ -18,7 +18,15 @@ export const runtime: AcpRuntime = createOpenClawAcpRuntime({
 });
 
 // and every optional member OpenClaw can use is there, with OpenClaw's signature
-type Optional = "ownerAwareSessions" | "startTurn" | "getCapabilities" | "getStatus" | "setMode" | "setConfigOption" | "doctor" | "prepareFreshSession";
+type Optional =
+  | "ownerAwareSessions"
+  | "startTurn"
+  | "getCapabilities"
+  | "getStatus"
+  | "setMode"
+  | "setConfigOption"
+  | "doctor"
+  | "prepareFreshSession";
 export const complete: Required<Pick<AcpRuntime, Optional>> = createOpenClawAcpRuntime({
   stateDir: "/var/lib/gateway/proclease",
   backendId: "leased",
@@ -28,4 +36,8 @@ export const complete: Required<Pick<AcpRuntime, Optional>> = createOpenClawAcpR
 // the check can fail: an object without close() is not an AcpRuntime (were the
 // import to resolve to `any`, this directive would be unused, which is an error)
 // @ts-expect-error close is missing
-export const incomplete: AcpRuntime = { ensureSession: runtime.ensureSession, runTurn: runtime.runTurn, cancel: runtime.cancel };
+export const incomplete: AcpRuntime = {
+  ensureSession: runtime.ensureSession,
+  runTurn: runtime.runTurn,
+  cancel: runtime.cancel,
+};

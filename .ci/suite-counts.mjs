@@ -12,5 +12,7 @@ for (const [file, c] of Object.entries(files)) {
   sum.files++;
   for (const k of ["passed", "failed", "skipped"]) sum[k] += c[k] ?? 0;
 }
-console.log(`suite counts, ${label} (${folders.join(" ")}): ${sum.files} files, ${sum.passed} passed, ${sum.failed} failed, ${sum.skipped} skipped`);
+console.log(
+  `suite counts, ${label} (${folders.join(" ")}): ${sum.files} files, ${sum.passed} passed, ${sum.failed} failed, ${sum.skipped} skipped`,
+);
 if (sum.passed === 0 || sum.failed > 0) process.exit(1);

@@ -48,7 +48,6 @@ const { openLeaseStore, computeCommandHash, loadOrCreateGatewayInstanceId } = aw
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
-
 /** Live pids whose environment names any of `leaseIds` as its lease (one pass over /proc). */
 function carriersOfAny(leaseIds) {
   const key = "OPENCLAW_ACPX_LEASE_ID=";
@@ -56,7 +55,9 @@ function carriersOfAny(leaseIds) {
   for (const d of readdirSync("/proc")) {
     if (!/^\d+$/.test(d)) continue;
     try {
-      const entry = readFileSync(`/proc/${d}/environ`, "latin1").split("\0").find((e) => e.startsWith(key));
+      const entry = readFileSync(`/proc/${d}/environ`, "latin1")
+        .split("\0")
+        .find((e) => e.startsWith(key));
       if (entry !== undefined && leaseIds.has(entry.slice(key.length)) && alive(Number(d))) out.push(Number(d));
     } catch {
       /* gone */
@@ -154,7 +155,14 @@ async function parentDeath(rounds, graceMs, leftovers) {
   try {
     for (let i = 0; i < rounds; i++) {
       const pidfile = join(dir, `agent-${i}.json`);
-      const cmd = [process.execPath, AGENT, "--ignore-sigterm", "--grandchild=setsid", "--survive-stdin-close", `--pidfile=${pidfile}`];
+      const cmd = [
+        process.execPath,
+        AGENT,
+        "--ignore-sigterm",
+        "--grandchild=setsid",
+        "--survive-stdin-close",
+        `--pidfile=${pidfile}`,
+      ];
       const { child, handle } = await startGateway(dir, graceMs, cmd);
       let pids = null;
       for (let k = 0; k < 200 && !pids; k++) {
@@ -174,7 +182,10 @@ async function parentDeath(rounds, graceMs, leftovers) {
       const left = carriers(handle.leaseId);
       // counted for the check below, then ended: the host is left as found
       leftovers.count += left.length;
-      if (left.length > 0) console.log(`  ${left.length} process(es) still carry lease ${handle.leaseId} after the parent death (a failed check)`);
+      if (left.length > 0)
+        console.log(
+          `  ${left.length} process(es) still carry lease ${handle.leaseId} after the parent death (a failed check)`,
+        );
       for (const p of left) killQuietly(p);
     }
     // What the next gateway of this state dir would do: settle the dead
@@ -206,9 +217,20 @@ async function startupReap(n, graceMs) {
   const argv = ["/bin/sh", sleeper];
   const roots = [];
   for (let i = 0; i < n; i++) {
-    const lease = await store.create({ kind: "acpx", gatewayInstanceId: gid, sessionKey: `bench:reap:${i}`, wrapperRoot, wrapperPath: sleeper, commandHash: computeCommandHash(argv) });
+    const lease = await store.create({
+      kind: "acpx",
+      gatewayInstanceId: gid,
+      sessionKey: `bench:reap:${i}`,
+      wrapperRoot,
+      wrapperPath: sleeper,
+      commandHash: computeCommandHash(argv),
+    });
     // adopted by init, as a former gateway's processes are (lib.mjs adopted)
-    const pid = adopted(argv, { ...process.env, OPENCLAW_ACPX_LEASE_ID: lease.leaseId, OPENCLAW_GATEWAY_INSTANCE_ID: gid });
+    const pid = adopted(argv, {
+      ...process.env,
+      OPENCLAW_ACPX_LEASE_ID: lease.leaseId,
+      OPENCLAW_GATEWAY_INSTANCE_ID: gid,
+    });
     roots.push({ lease, pid });
   }
   // every sh has started its sleep child (a child of each root, seen in one
@@ -220,7 +242,10 @@ async function startupReap(n, graceMs) {
     const withChild = new Set();
     for (const p of snap.processes.values()) if (rootPids.has(p.ppid)) withChild.add(p.ppid);
     if (withChild.size === rootPids.size) break;
-    if (now() > deadline) throw new Error(`startup reap bench: ${rootPids.size - withChild.size} of ${n} sleepers never started their child`);
+    if (now() > deadline)
+      throw new Error(
+        `startup reap bench: ${rootPids.size - withChild.size} of ${n} sleepers never started their child`,
+      );
     await sleep(10);
   }
   for (const r of roots) {
@@ -247,7 +272,13 @@ async function startupReap(n, graceMs) {
       return base.signal(pid, startTime, sig);
     },
   };
-  const ctl = await createAcpxLifecycleController({ stateDir: dir, facts: counting, signaller: noting, graceMs, maintenanceIntervalMs: 0 });
+  const ctl = await createAcpxLifecycleController({
+    stateDir: dir,
+    facts: counting,
+    signaller: noting,
+    graceMs,
+    maintenanceIntervalMs: 0,
+  });
   counts.snapshot = 0;
   const td = now();
   const dry = await ctl.reapStartupOrphans({ dryRun: true });
@@ -267,7 +298,8 @@ async function startupReap(n, graceMs) {
   for (const p of carriersLeft) killQuietly(p);
   rmSync(dir, { recursive: true, force: true });
   const outcomes = {};
-  for (const e of rep.entries) for (const m of e.kill?.members ?? []) outcomes[m.outcome] = (outcomes[m.outcome] ?? 0) + 1;
+  for (const e of rep.entries)
+    for (const m of e.kill?.members ?? []) outcomes[m.outcome] = (outcomes[m.outcome] ?? 0) + 1;
   return {
     dryMs,
     dryWould: dry.entries.filter((e) => e.wouldKill !== undefined).length,
@@ -300,16 +332,39 @@ export async function run({ quick }) {
   ]);
   // The full run (10 sessions) judges 2×, over the 1.55× it measures; the quick run's 3 sessions
   // read up to 2.40× on a loaded 2-core host, so its gate stays a regression guard at 3×.
-  checks.push(check(`ensureSession / direct spawn+handshake (median of ${quick ? 3 : 10})`, lat.total / lat.direct, "<=", quick ? 3 : 2));
+  checks.push(
+    check(
+      `ensureSession / direct spawn+handshake (median of ${quick ? 3 : 10})`,
+      lat.total / lat.direct,
+      "<=",
+      quick ? 3 : 2,
+    ),
+  );
 
   const graceMs = 300;
   const pdLeft = { count: 0 };
   const pd = await parentDeath(quick ? 2 : 5, graceMs, pdLeft);
-  printTable(`parent death → no process carries the lease id (stubborn adapter + setsid grandchild, grace ${graceMs} ms)`, [
-    { rounds: pd.length, median: fmtMs(median(pd)), max: fmtMs(Math.max(...pd)), "over grace (median)": fmtMs(median(pd) - graceMs) },
-  ]);
+  printTable(
+    `parent death → no process carries the lease id (stubborn adapter + setsid grandchild, grace ${graceMs} ms)`,
+    [
+      {
+        rounds: pd.length,
+        median: fmtMs(median(pd)),
+        max: fmtMs(Math.max(...pd)),
+        "over grace (median)": fmtMs(median(pd) - graceMs),
+      },
+    ],
+  );
   checks.push(check("parent death → tree gone, minus grace (median)", median(pd) - graceMs, "<=", 100, "ms"));
-  checks.push(check("parent death: processes still carrying the lease id afterwards (all rounds)", pdLeft.count, "<=", 0, "processes"));
+  checks.push(
+    check(
+      "parent death: processes still carrying the lease id afterwards (all rounds)",
+      pdLeft.count,
+      "<=",
+      0,
+      "processes",
+    ),
+  );
 
   const reapGrace = 500;
   // Several reaps, each of 100 fresh leases: the elapsed check takes their
@@ -320,38 +375,69 @@ export async function run({ quick }) {
   const r = [...reaps].sort((a, b) => a.elapsed - b.elapsed)[reaps.length >> 1];
   const worst = {
     killed: Math.min(...reaps.map((x) => x.killed)),
-    verifySnapshots: reaps.some((x) => x.verifySnapshots === null) ? null : Math.max(...reaps.map((x) => x.verifySnapshots)),
+    verifySnapshots: reaps.some((x) => x.verifySnapshots === null)
+      ? null
+      : Math.max(...reaps.map((x) => x.verifySnapshots)),
     verifySeen: Math.min(...reaps.map((x) => x.verifySnapshots ?? 0)),
     dryCalls: Math.max(...reaps.map((x) => x.dryCalls)),
     drySignalled: reaps.some((x) => x.drySignalled),
   };
-  printTable(`reapStartupOrphans, 100 open leases on real sleeping processes (grace ${reapGrace} ms; the median of ${reaps.length} reaps, elapsed ${reaps.map((x) => x.elapsed.toFixed(0)).join(", ")} ms)`, [
-    {
-      leases: 100,
-      "processes before": r.before,
-      killed: r.killed,
-      "members signalled": r.members,
-      "roots left": r.left,
-      "carriers left": r.carriersLeft,
-      "snapshots before 1st signal (bench count)": r.verifySnapshots ?? "no signal",
-      "dry-run snapshots (bench count)": r.dryCalls,
-      "controller's own count": r.reportedSnapshots,
-      "snapshot() calls total": r.snapshotCalls,
-      "dry run (verify only)": fmtMs(r.dryMs),
-      elapsed: fmtMs(r.elapsed),
-    },
-  ]);
+  printTable(
+    `reapStartupOrphans, 100 open leases on real sleeping processes (grace ${reapGrace} ms; the median of ${reaps.length} reaps, elapsed ${reaps.map((x) => x.elapsed.toFixed(0)).join(", ")} ms)`,
+    [
+      {
+        leases: 100,
+        "processes before": r.before,
+        killed: r.killed,
+        "members signalled": r.members,
+        "roots left": r.left,
+        "carriers left": r.carriersLeft,
+        "snapshots before 1st signal (bench count)": r.verifySnapshots ?? "no signal",
+        "dry-run snapshots (bench count)": r.dryCalls,
+        "controller's own count": r.reportedSnapshots,
+        "snapshot() calls total": r.snapshotCalls,
+        "dry run (verify only)": fmtMs(r.dryMs),
+        elapsed: fmtMs(r.elapsed),
+      },
+    ],
+  );
   console.log(`  reaper outcomes: ${JSON.stringify(r.outcomes)}; dry run would kill ${r.dryWould}`);
   console.log(
     "  (snapshot() calls total = the one verification snapshot + the reaper's coalesced re-scans for children forked mid-teardown;\n" +
       "   the checks use the bench's own counts, not the controller's report)",
   );
-  checks.push(check(`startup reap: leases killed (fewest of ${reaps.length} reaps)`, worst.killed, ">=", 100, "leases"));
+  checks.push(
+    check(`startup reap: leases killed (fewest of ${reaps.length} reaps)`, worst.killed, ">=", 100, "leases"),
+  );
   // no signal at all would leave the pre-signal count undefined: that fails (Infinity)
   const preSignal = worst.verifySnapshots ?? Number.POSITIVE_INFINITY;
-  checks.push(check("startup reap: snapshot() calls before the first signal (bench's count, most of any reap)", preSignal, "<=", 1, "snapshot"));
-  checks.push(check("startup reap: the bench's counter saw the verification snapshot (in every reap)", worst.verifySeen, ">=", 1, "snapshot"));
-  checks.push(check("startup reap: dry run (verify only) snapshot() calls (bench's count, most of any reap)", worst.dryCalls, "<=", 1, "snapshot"));
+  checks.push(
+    check(
+      "startup reap: snapshot() calls before the first signal (bench's count, most of any reap)",
+      preSignal,
+      "<=",
+      1,
+      "snapshot",
+    ),
+  );
+  checks.push(
+    check(
+      "startup reap: the bench's counter saw the verification snapshot (in every reap)",
+      worst.verifySeen,
+      ">=",
+      1,
+      "snapshot",
+    ),
+  );
+  checks.push(
+    check(
+      "startup reap: dry run (verify only) snapshot() calls (bench's count, most of any reap)",
+      worst.dryCalls,
+      "<=",
+      1,
+      "snapshot",
+    ),
+  );
   checks.push(check("startup reap: dry runs sent no signal", worst.drySignalled ? 1 : 0, "<=", 0, "signals"));
   // The full run judges grace + 100 ms. A quick (CI) run gates the median
   // reap against the larger of that bound and 30× the same reaps' dry run
@@ -369,11 +455,35 @@ export async function run({ quick }) {
     const ratios = reaps.map((x) => x.elapsed / x.dryMs);
     console.log(`  reap / its dry run, per reap: ${ratios.map((x) => `${x.toFixed(1)}×`).join(", ")}`);
     const bound = Math.max(100 + reapGrace, 30 * median(reaps.map((x) => x.dryMs)));
-    checks.push(check(`startup reap: elapsed (median of ${reaps.length}) vs the larger of grace + 100 ms and 30× its dry run (regression guard)`, r.elapsed, "<=", bound, "ms"));
+    checks.push(
+      check(
+        `startup reap: elapsed (median of ${reaps.length}) vs the larger of grace + 100 ms and 30× its dry run (regression guard)`,
+        r.elapsed,
+        "<=",
+        bound,
+        "ms",
+      ),
+    );
   } else {
     checks.push(check(`startup reap: elapsed (median of ${reaps.length})`, r.elapsed, "<=", 100 + reapGrace, "ms"));
   }
-  checks.push(check(`startup reap: leased roots still alive after the reap (most of any of ${reaps.length} reaps)`, Math.max(...reaps.map((x) => x.left)), "<=", 0, "processes"));
-  checks.push(check(`startup reap: processes still carrying a lease id after the reap (most of any of ${reaps.length} reaps)`, Math.max(...reaps.map((x) => x.carriersLeft)), "<=", 0, "processes"));
+  checks.push(
+    check(
+      `startup reap: leased roots still alive after the reap (most of any of ${reaps.length} reaps)`,
+      Math.max(...reaps.map((x) => x.left)),
+      "<=",
+      0,
+      "processes",
+    ),
+  );
+  checks.push(
+    check(
+      `startup reap: processes still carrying a lease id after the reap (most of any of ${reaps.length} reaps)`,
+      Math.max(...reaps.map((x) => x.carriersLeft)),
+      "<=",
+      0,
+      "processes",
+    ),
+  );
   return checks;
 }

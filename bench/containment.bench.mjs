@@ -119,7 +119,10 @@ async function pairs({ label, n, lib, support, plainArgv, containedArgv, parentM
     if (!made.ok) throw new Error(made.why);
     const path = made.cgroup.path;
     try {
-      await runChild(containedArgv(path), { parentJoin: parentMoves ? (pid) => lib.enterCgroup(path, pid) : null, steps });
+      await runChild(containedArgv(path), {
+        parentJoin: parentMoves ? (pid) => lib.enterCgroup(path, pid) : null,
+        steps,
+      });
     } finally {
       t0 = now();
       const rm = await lib.removeCgroup(path, { waitMs: 5000 });
@@ -222,7 +225,8 @@ function ratioStats(xs) {
   const ci = bootstrapMedianCI(xs);
   return { median: median(xs), lo: ci.lo, hi: ci.hi, q1: quantile(xs, 0.25), q3: quantile(xs, 0.75), n: xs.length };
 }
-const fmtRatio = (r) => `${r.median.toFixed(3)}× (95% CI ${r.lo.toFixed(3)}–${r.hi.toFixed(3)}, IQR ${r.q1.toFixed(3)}–${r.q3.toFixed(3)})`;
+const fmtRatio = (r) =>
+  `${r.median.toFixed(3)}× (95% CI ${r.lo.toFixed(3)}–${r.hi.toFixed(3)}, IQR ${r.q1.toFixed(3)}–${r.q3.toFixed(3)})`;
 
 export async function run({ quick }) {
   // Nothing measured is a failure, never a pass: a detection that wrongly says
@@ -233,7 +237,9 @@ export async function run({ quick }) {
   for (const f of [MODULE, ACPX]) if (!existsSync(f)) throw new Error(`${f} missing: run \`npm run build\` first`);
   const lib = await import(pathToFileURL(MODULE).href);
   const probe = await probeCgroup2();
-  const host = probe.writable ? `the independent probe moved a child into a cgroup under ${probe.own}` : `no writable cgroup2 here either (independent probe: ${probe.why})`;
+  const host = probe.writable
+    ? `the independent probe moved a child into a cgroup under ${probe.own}`
+    : `no writable cgroup2 here either (independent probe: ${probe.why})`;
   const support = await lib.detectContainment();
   if (!support.available) return [unmeasured(name, `detectContainment() says off (${support.why}); ${host}`)];
   const load0 = loadavg()[0];
@@ -242,24 +248,66 @@ export async function run({ quick }) {
     const ci = bootstrapMedianCI(ps.map((p) => p.on.ensure / p.off.ensure));
     return (ci.hi - ci.lo) / 2;
   };
-  const es = await ensurePairs({ n: quick ? 30 : 120, max: quick ? 30 : 360, warmup: quick ? 2 : 4, enough: (ps) => halfWidthOf(ps) <= STABLE_HALF_WIDTH });
-  if (es.off !== undefined) return [unmeasured(name, `the controller runs without containment here (${es.off}); ${host}`)];
+  const es = await ensurePairs({
+    n: quick ? 30 : 120,
+    max: quick ? 30 : 360,
+    warmup: quick ? 2 : 4,
+    enough: (ps) => halfWidthOf(ps) <= STABLE_HALF_WIDTH,
+  });
+  if (es.off !== undefined)
+    return [unmeasured(name, `the controller runs without containment here (${es.off}); ${host}`)];
   const ensure = ratioStats(es.pairs.map((p) => p.on.ensure / p.off.ensure));
   const whole = ratioStats(es.pairs.map((p) => (p.on.ensure + p.on.close - p.off.close) / p.off.ensure));
   const med = (side, step) => fmtMs(median(es.pairs.map((p) => p[side][step])));
   printTable("real sessions, containment auto (on here) vs off, interleaved pairs on the fixture ACP agent", [
-    { step: "ensureSession", off: med("off", "ensure"), on: med("on", "ensure"), "on/off per pair (median, 95% CI, IQR)": fmtRatio(ensure) },
-    { step: "closeSession", off: med("off", "close"), on: med("on", "close"), "on/off per pair (median, 95% CI, IQR)": "-" },
-    { step: "containment's whole cost / ensureSession", off: "-", on: "-", "on/off per pair (median, 95% CI, IQR)": fmtRatio(whole) },
+    {
+      step: "ensureSession",
+      off: med("off", "ensure"),
+      on: med("on", "ensure"),
+      "on/off per pair (median, 95% CI, IQR)": fmtRatio(ensure),
+    },
+    {
+      step: "closeSession",
+      off: med("off", "close"),
+      on: med("on", "close"),
+      "on/off per pair (median, 95% CI, IQR)": "-",
+    },
+    {
+      step: "containment's whole cost / ensureSession",
+      off: "-",
+      on: "-",
+      "on/off per pair (median, 95% CI, IQR)": fmtRatio(whole),
+    },
   ]);
-  console.log(`  ${es.pairs.length} pairs (${es.sessions} contained sessions, every one recorded its cgroup and had it removed); load average ${load0.toFixed(1)} → ${loadavg()[0].toFixed(1)} on ${cpus().length} cores`);
+  console.log(
+    `  ${es.pairs.length} pairs (${es.sessions} contained sessions, every one recorded its cgroup and had it removed); load average ${load0.toFixed(1)} → ${loadavg()[0].toFixed(1)} on ${cpus().length} cores`,
+  );
   const halfWidth = (ensure.hi - ensure.lo) / 2;
   const stable = halfWidth <= STABLE_HALF_WIDTH;
-  const checks = [check(`containment on / off ensureSession, regression guard (median of ${ensure.n} pairs)`, ensure.median, "<=", quick ? GUARD.quick : GUARD.full)];
-  if (!quick && stable) checks.push(check(`containment on / off ensureSession (median of ${ensure.n} pairs, 95% CI ±${halfWidth.toFixed(3)})`, ensure.median, "<=", TARGET));
+  const checks = [
+    check(
+      `containment on / off ensureSession, regression guard (median of ${ensure.n} pairs)`,
+      ensure.median,
+      "<=",
+      quick ? GUARD.quick : GUARD.full,
+    ),
+  ];
+  if (!quick && stable)
+    checks.push(
+      check(
+        `containment on / off ensureSession (median of ${ensure.n} pairs, 95% CI ±${halfWidth.toFixed(3)})`,
+        ensure.median,
+        "<=",
+        TARGET,
+      ),
+    );
   else {
-    const why = quick ? "a quick run gates only the guard" : `its 95% CI is ±${halfWidth.toFixed(3)}, wider than ±${STABLE_HALF_WIDTH}: too noisy to judge a 2% margin here`;
-    console.log(`  issue 13's ${TARGET}× not judged in this run (${why}); median ${ensure.median.toFixed(3)}×, CI upper end ${ensure.hi.toFixed(3)}×`);
+    const why = quick
+      ? "a quick run gates only the guard"
+      : `its 95% CI is ±${halfWidth.toFixed(3)}, wider than ±${STABLE_HALF_WIDTH}: too noisy to judge a 2% margin here`;
+    console.log(
+      `  issue 13's ${TARGET}× not judged in this run (${why}); median ${ensure.median.toFixed(3)}×, CI upper end ${ensure.hi.toFixed(3)}×`,
+    );
   }
 
   const catSteps = { mkdir: [], move: [], rmdir: [] };
@@ -276,27 +324,44 @@ export async function run({ quick }) {
   const chainSteps = { mkdir: [], move: [], rmdir: [] };
   const node = process.execPath;
   // two node starts per side and pair: the full run only (the quick one's budget goes to the gate)
-  const chain = quick ? null : await pairs({
-    label: "node wrapper → node adapter, wrapper moves itself",
-    n: 80,
-    lib,
-    support,
-    plainArgv: [node, "--input-type=module", "-e", CHAIN, MODULE],
-    containedArgv: (path) => [node, "--input-type=module", "-e", CHAIN, MODULE, path],
-    parentMoves: false,
-    steps: chainSteps,
-  });
+  const chain = quick
+    ? null
+    : await pairs({
+        label: "node wrapper → node adapter, wrapper moves itself",
+        n: 80,
+        lib,
+        support,
+        plainArgv: [node, "--input-type=module", "-e", CHAIN, MODULE],
+        containedArgv: (path) => [node, "--input-type=module", "-e", CHAIN, MODULE, path],
+        parentMoves: false,
+        steps: chainSteps,
+      });
   const favordynmods = readFileSync("/proc/self/mountinfo", "utf8")
     .split("\n")
     .some((l) => l.includes(" - cgroup2 ") && /[ ,]favordynmods(,|$)/.test(l.split(" - ")[1] ?? ""));
   const stepRows = [];
-  for (const [run, steps] of chain ? [["cat", catSteps], ["chain", chainSteps]] : [["cat", catSteps]]) {
-    for (const [step, xs] of Object.entries(steps)) stepRows.push({ run, step, median: fmtMs(median(xs)), p90: fmtMs(p90(xs)), samples: xs.length });
+  for (const [run, steps] of chain
+    ? [
+        ["cat", catSteps],
+        ["chain", chainSteps],
+      ]
+    : [["cat", catSteps]]) {
+    for (const [step, xs] of Object.entries(steps))
+      stepRows.push({ run, step, median: fmtMs(median(xs)), p90: fmtMs(p90(xs)), samples: xs.length });
   }
-  printTable(`containment steps (under ${support.root}; kill via ${support.kill}; favordynmods ${favordynmods ? "on" : "off"})`, stepRows);
+  printTable(
+    `containment steps (under ${support.root}; kill via ${support.kill}; favordynmods ${favordynmods ? "on" : "off"})`,
+    stepRows,
+  );
   printTable(
     "spawn-to-exit without the ACP handshake, plain vs contained (mkdir + move + rmdir), median of interleaved pairs (printed, not gated)",
-    [cat, chain].filter(Boolean).map((r) => ({ session: r.label, plain: fmtMs(r.plain), contained: fmtMs(r.contained), ratio: `${r.ratio.toFixed(3)}×`, pairs: r.n })),
+    [cat, chain].filter(Boolean).map((r) => ({
+      session: r.label,
+      plain: fmtMs(r.plain),
+      contained: fmtMs(r.contained),
+      ratio: `${r.ratio.toFixed(3)}×`,
+      pairs: r.n,
+    })),
   );
   await lib.removeInstanceFolder(support, `bench-${process.pid}`);
   if (!chain) console.log("  the wrapper-shaped chain (ensureSession minus the handshake) runs in the full bench only");

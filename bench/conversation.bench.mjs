@@ -174,9 +174,24 @@ export async function run({ quick }) {
   const ratio = qc / qb;
   const perRound = burst.times.controller.map((c, i) => c / burst.times.bare[i]);
   printTable(`a turn of ${n} agent_message_chunk updates, burst (${count} interleaved rounds)`, [
-    { peer: "controller (wrapper, lease, startTurn events)", quietest: fmtMs(qc), median: fmtMs(median(burst.times.controller)), "per update": fmtMs(qc / n) },
-    { peer: "bare SDK client (handler)", quietest: fmtMs(qb), median: fmtMs(median(burst.times.bare)), "per update": fmtMs(qb / n) },
-    { peer: "ratio", quietest: `${ratio.toFixed(3)}×`, median: `per-round median ${median(perRound).toFixed(3)}×`, "per update": "" },
+    {
+      peer: "controller (wrapper, lease, startTurn events)",
+      quietest: fmtMs(qc),
+      median: fmtMs(median(burst.times.controller)),
+      "per update": fmtMs(qc / n),
+    },
+    {
+      peer: "bare SDK client (handler)",
+      quietest: fmtMs(qb),
+      median: fmtMs(median(burst.times.bare)),
+      "per update": fmtMs(qb / n),
+    },
+    {
+      peer: "ratio",
+      quietest: `${ratio.toFixed(3)}×`,
+      median: `per-round median ${median(perRound).toFixed(3)}×`,
+      "per update": "",
+    },
   ]);
   const p = (xs, q) => quantile(xs, q);
   const rowOf = (name, label) => {
@@ -194,15 +209,30 @@ export async function run({ quick }) {
   printTable(`the controller's own delivery (SDK handler → events consumer), paced, ${own.length} updates`, [
     { p50: fmtMs(p(own, 0.5)), p90: fmtMs(p(own, 0.9)), p99: fmtMs(p(own, 0.99)), max: fmtMs(Math.max(...own)) },
   ]);
-  printTable(`end to end (agent write → consumer), paced, ${lat.controller.length} rounds of ${lat.controller[0].length} updates per peer (printed, not judged)`, [
-    rowOf("controller", "controller"),
-    rowOf("bare", "bare SDK client"),
-  ]);
+  printTable(
+    `end to end (agent write → consumer), paced, ${lat.controller.length} rounds of ${lat.controller[0].length} updates per peer (printed, not judged)`,
+    [rowOf("controller", "controller"), rowOf("bare", "bare SDK client")],
+  );
   const ownP99 = p(own, 0.99);
   const ratioTarget = quick ? 1.5 : 1.1;
   const p99Target = quick ? 2 : 1;
-  checks.push(check(`turn of ${n} updates, controller vs bare SDK client${quick ? " (quick guard)" : ""}`, ratio, "<=", ratioTarget));
-  checks.push(check(`per-update delivery latency p99, the controller's own (SDK handler → events)${quick ? " (quick guard)" : ""}`, ownP99, "<=", p99Target, "ms"));
+  checks.push(
+    check(
+      `turn of ${n} updates, controller vs bare SDK client${quick ? " (quick guard)" : ""}`,
+      ratio,
+      "<=",
+      ratioTarget,
+    ),
+  );
+  checks.push(
+    check(
+      `per-update delivery latency p99, the controller's own (SDK handler → events)${quick ? " (quick guard)" : ""}`,
+      ownP99,
+      "<=",
+      p99Target,
+      "ms",
+    ),
+  );
   return checks;
 }
 

@@ -41,7 +41,8 @@ const SLICE_SHARE_TARGET = 0.25;
 
 export async function run({ quick }) {
   const binding = loadNative();
-  if (!binding) return [unmeasured("native facts backend", `the addon did not load (${loadError()}); run npm run build:native`)];
+  if (!binding)
+    return [unmeasured("native facts backend", `the addon did not load (${loadError()}); run npm run build:native`)];
   const it = quick
     ? { rounds: 5, native: 10, procfs: 3, ps: 2, c: 20, inspect: 2000, inspectRounds: 9, elMs: 1500 }
     : { rounds: 7, native: 20, procfs: 5, ps: 3, c: 40, inspect: 2000, inspectRounds: 9, elMs: 5000 };
@@ -84,8 +85,14 @@ export async function run({ quick }) {
   // other work on this machine shows up as event-loop delay: say how busy it was
   printTable(`snapshot (median per call; load average ${loadavg()[0].toFixed(2)})`, snapRows);
   const cols = Object.keys(inspectRows[0] ?? {});
-  printTable("inspect and event loop", inspectRows.map((r) => Object.fromEntries(cols.map((c) => [c, r[c] ?? "-"]))));
-  printTable("what one native snapshot holds the main thread for (CPU time of the call and of the continuation that makes the snapshot)", sliceRows);
+  printTable(
+    "inspect and event loop",
+    inspectRows.map((r) => Object.fromEntries(cols.map((c) => [c, r[c] ?? "-"]))),
+  );
+  printTable(
+    "what one native snapshot holds the main thread for (CPU time of the call and of the continuation that makes the snapshot)",
+    sliceRows,
+  );
   if (!cLoop.path) console.log(`C floor skipped: ${cLoop.reason}`);
   if (!cInspect.path) console.log(`C inspect floor skipped: ${cInspect.reason}`);
   return snapshotChecks(at, quick, cLoop, cInspect);
@@ -122,13 +129,17 @@ async function measureSnapshots({ backends, cLoop }, label, it) {
   const mid = (f) => median(rounds.map(f));
   const least = (f) => Math.min(...rounds.map(f));
   const out = { native: least((m) => m.native), c: cLoop.path ? least((m) => m.c) : undefined };
-  const row = { case: label, procs: Math.min(...counts) === Math.max(...counts) ? counts[0] : `${Math.min(...counts)}-${Math.max(...counts)}` };
+  const row = {
+    case: label,
+    procs: Math.min(...counts) === Math.max(...counts) ? counts[0] : `${Math.min(...counts)}-${Math.max(...counts)}`,
+  };
   row.native = fmtMs(out.native);
   for (const b of ["procfs", "ps"]) {
     if (!backends[b]) continue;
     row[b] = fmtMs(least((m) => m[b]));
     out[`${b}/native`] = mid((m) => m[b] / m.native);
-    row[`${b}/native`] = `${out[`${b}/native`].toFixed(2)} (quietest rounds ${(least((m) => m[b]) / out.native).toFixed(2)})`;
+    row[`${b}/native`] =
+      `${out[`${b}/native`].toFixed(2)} (quietest rounds ${(least((m) => m[b]) / out.native).toFixed(2)})`;
   }
   if (cLoop.path) {
     row["C floor"] = fmtMs(out.c);
@@ -145,7 +156,8 @@ async function measureInspect({ backends, cInspect }, it, rows) {
   try {
     const opts = { envKeys: ["PROCLEASE_BENCH_KEY"] };
     // wait for the exec: before it, the child's argv and environ are node's
-    for (let t = 0; t < 200 && (await backends.native.inspect(target.pid, opts))?.argv?.[0] !== "sleep"; t++) await new Promise((r) => setTimeout(r, 5));
+    for (let t = 0; t < 200 && (await backends.native.inspect(target.pid, opts))?.argv?.[0] !== "sleep"; t++)
+      await new Promise((r) => setTimeout(r, 5));
     const d = await backends.native.inspect(target.pid, opts);
     if (d?.env.PROCLEASE_BENCH_KEY !== "1") throw new Error("native inspect did not read the env key");
     const row = { case: "inspect + 1 env key" };
@@ -167,12 +179,18 @@ async function measureInspect({ backends, cInspect }, it, rows) {
     for (let r = 0; r < it.inspectRounds; r++) {
       const m = {};
       const nativeSide = async () => {
-        m.native = median(await sample(() => backends.native.inspect(target.pid, opts), { iterations: it.inspect, warmup: 50 }));
+        m.native = median(
+          await sample(() => backends.native.inspect(target.pid, opts), { iterations: it.inspect, warmup: 50 }),
+        );
       };
       const cSide = () => {
         if (!cInspect.path) return;
         const c = (extra) =>
-          JSON.parse(execFileSync(cInspect.path, [String(target.pid), String(it.inspect), "PROCLEASE_BENCH_KEY", ...extra], { encoding: "utf8" })).medianUs / 1000;
+          JSON.parse(
+            execFileSync(cInspect.path, [String(target.pid), String(it.inspect), "PROCLEASE_BENCH_KEY", ...extra], {
+              encoding: "utf8",
+            }),
+          ).medianUs / 1000;
         m.cStatus = c(["status"]);
         m.c = c([]);
       };
@@ -306,15 +324,43 @@ function snapshotChecks(at, quick, cLoop, cInspect) {
   const procs = `@${EXTRA}+ procs`;
   // a contender that could not run leaves its target unshown, which fails
   // (on macOS there is no /proc: procfs is not expected there)
-  if (loaded.out["procfs/native"]) checks.push(check(`native snapshot faster than procfs ${procs}${quick ? " (regression guard)" : ""}`, loaded.out["procfs/native"], ">=", quick ? PROCFS_TARGET.quick : PROCFS_TARGET.full));
-  else if (process.platform === "linux") checks.push(unmeasured(`native snapshot faster than procfs ${procs}`, "procfs backend unavailable"));
-  if (loaded.out["ps/native"]) checks.push(check(`native snapshot faster than ps ${procs}${quick ? " (regression guard)" : ""}`, loaded.out["ps/native"], ">=", quick ? PS_TARGET.quick : PS_TARGET.full));
+  if (loaded.out["procfs/native"])
+    checks.push(
+      check(
+        `native snapshot faster than procfs ${procs}${quick ? " (regression guard)" : ""}`,
+        loaded.out["procfs/native"],
+        ">=",
+        quick ? PROCFS_TARGET.quick : PROCFS_TARGET.full,
+      ),
+    );
+  else if (process.platform === "linux")
+    checks.push(unmeasured(`native snapshot faster than procfs ${procs}`, "procfs backend unavailable"));
+  if (loaded.out["ps/native"])
+    checks.push(
+      check(
+        `native snapshot faster than ps ${procs}${quick ? " (regression guard)" : ""}`,
+        loaded.out["ps/native"],
+        ">=",
+        quick ? PS_TARGET.quick : PS_TARGET.full,
+      ),
+    );
   else checks.push(unmeasured(`native snapshot faster than ps ${procs}`, "ps backend unavailable"));
   if (loaded.inspect) {
     const { quietest, byRounds } = loaded.inspect;
-    if (quick) checks.push(check("native inspect + 1 env key / C loop, same syscalls (regression guard: the smaller of the quietest-round and per-round ratios)", Math.min(quietest, byRounds), "<=", INSPECT_TARGET.quick));
+    if (quick)
+      checks.push(
+        check(
+          "native inspect + 1 env key / C loop, same syscalls (regression guard: the smaller of the quietest-round and per-round ratios)",
+          Math.min(quietest, byRounds),
+          "<=",
+          INSPECT_TARGET.quick,
+        ),
+      );
     else checks.push(check("native inspect + 1 env key / C loop, same syscalls", quietest, "<=", INSPECT_TARGET.full));
-  } else checks.push(unmeasured("native inspect + 1 env key / C loop, same syscalls", cInspect.reason ?? "C loop not measured"));
+  } else
+    checks.push(
+      unmeasured("native inspect + 1 env key / C loop, same syscalls", cInspect.reason ?? "C loop not measured"),
+    );
   for (const [extra, m] of Object.entries(at)) {
     const where = `@${extra}+ procs`;
     if (m.out["native/C"]) checks.push(check(`native snapshot / C floor ${where}`, m.out["native/C"], "<=", 1.5));

@@ -65,12 +65,21 @@ function regexFromGlob(p) {
 
 // Classic two-pointer matcher with a single star backtrack point: O(n·m) worst case.
 function twoPointer(p, t) {
-  let i = 0, j = 0, star = -1, mark = 0;
+  let i = 0,
+    j = 0,
+    star = -1,
+    mark = 0;
   while (j < t.length) {
-    if (i < p.length && p[i] === t[j]) { i++; j++; }
-    else if (i < p.length && p[i] === "*") { star = i++; mark = j; }
-    else if (star >= 0) { i = star + 1; j = ++mark; }
-    else return false;
+    if (i < p.length && p[i] === t[j]) {
+      i++;
+      j++;
+    } else if (i < p.length && p[i] === "*") {
+      star = i++;
+      mark = j;
+    } else if (star >= 0) {
+      i = star + 1;
+      j = ++mark;
+    } else return false;
   }
   while (i < p.length && p[i] === "*") i++;
   return i === p.length;
@@ -98,10 +107,16 @@ export async function run({ quick }) {
     }
     const a = Math.min(...as);
     const b = Math.min(...bs);
-    rows.push({ shape: name, pattern: `${p1.slice(0, 12)}… (${p1.length} chars)`, [`n=${n}`]: fmtMs(a), [`4n=${4 * n}`]: fmtMs(b), ratio: `${(b / a).toFixed(2)}×` });
+    rows.push({
+      shape: name,
+      pattern: `${p1.slice(0, 12)}… (${p1.length} chars)`,
+      [`n=${n}`]: fmtMs(a),
+      [`4n=${4 * n}`]: fmtMs(b),
+      ratio: `${(b / a).toFixed(2)}×`,
+    });
     checks.push(check(`matchStarGlob shape ${name}: time(4n)/time(n)`, b / a, "<=", 6));
   }
-  printTable("matchStarGlob scaling on adversarial globs vs \"aaaa…\" (linear ≈ 4×, quadratic ≈ 16×)", rows);
+  printTable('matchStarGlob scaling on adversarial globs vs "aaaa…" (linear ≈ 4×, quadratic ≈ 16×)', rows);
 
   // 2. peers at a small, bounded size on shape B: shape A's end anchor lets
   // ours reject before searching, which would make this comparison hold by
@@ -111,7 +126,8 @@ export async function run({ quick }) {
   const pSmall = "*a".repeat(stars) + "*b*";
   const tSmall = "a".repeat(small);
   const re = regexFromGlob(pSmall);
-  if (naiveBacktracking(pSmall, tSmall) || re.test(tSmall) || matchStarGlob(pSmall, tSmall)) throw new Error("peer disagreement");
+  if (naiveBacktracking(pSmall, tSmall) || re.test(tSmall) || matchStarGlob(pSmall, tSmall))
+    throw new Error("peer disagreement");
   const peerTiming = { minMs: quick ? 5 : 20, reps: 3 };
   const ours = perCall(() => matchStarGlob(pSmall, tSmall), peerTiming);
   const naive = perCall(() => naiveBacktracking(pSmall, tSmall), peerTiming);

@@ -58,7 +58,8 @@ export const fmtMs = (ms) => (ms < 1 ? `${(ms * 1000).toFixed(1)} µs` : `${ms.t
  */
 export function check(name, value, op, target, unit = "×") {
   // a value that is not a number was not measured (an empty sample, a 0/0 ratio): a failure, never a pass
-  if (typeof value !== "number" || !Number.isFinite(value)) return unmeasured(name, `the measured value is ${String(value)}`);
+  if (typeof value !== "number" || !Number.isFinite(value))
+    return unmeasured(name, `the measured value is ${String(value)}`);
   const ok = op === ">=" ? value >= target : value <= target;
   return { name, value, op, target, unit, ok };
 }
@@ -113,9 +114,13 @@ export function alive(pid) {
  * on the main thread. Answers the pid.
  */
 export function adopted(argv, env) {
-  const out = execFileSync("sh", ["-c", 'setsid "$@" </dev/null >/dev/null 2>&1 & echo $!', "sh", ...argv], { env, encoding: "utf8" });
+  const out = execFileSync("sh", ["-c", 'setsid "$@" </dev/null >/dev/null 2>&1 & echo $!', "sh", ...argv], {
+    env,
+    encoding: "utf8",
+  });
   const pid = Number(out.trim());
-  if (!Number.isInteger(pid) || pid <= 1) throw new Error(`${argv[0]} was not started (the shell printed ${JSON.stringify(out)})`);
+  if (!Number.isInteger(pid) || pid <= 1)
+    throw new Error(`${argv[0]} was not started (the shell printed ${JSON.stringify(out)})`);
   return pid;
 }
 
@@ -149,7 +154,6 @@ export function buildC(name) {
   if (r.status !== 0) return { path: null, reason: `cc failed: ${r.stderr.trim()}` };
   return { path, reason: null };
 }
-
 
 /**
  * OpenClaw 2026.9.6 writes outside its state dir, whatever TMPDIR says: its

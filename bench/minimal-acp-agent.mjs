@@ -14,7 +14,8 @@ createInterface({ input: process.stdin }).on("line", (line) => {
     return;
   }
   if (m.id === undefined) return;
-  if (m.method === "initialize") send({ id: m.id, result: { protocolVersion: 1, agentCapabilities: {}, authMethods: [] } });
+  if (m.method === "initialize")
+    send({ id: m.id, result: { protocolVersion: 1, agentCapabilities: {}, authMethods: [] } });
   else if (m.method === "session/new") send({ id: m.id, result: { sessionId: `minimal-${process.pid}-${++n}` } });
   else if (m.method === "session/prompt") send({ id: m.id, result: { stopReason: "end_turn" } });
   else send({ id: m.id, error: { code: -32601, message: `method not found: ${m.method}` } });

@@ -36,7 +36,8 @@ const here = dirname(fileURLToPath(import.meta.url));
 const root = join(here, "..");
 
 export function skipReason() {
-  if (!process.env.OPENCLAW_DIR || !process.env.PROCLEASE_TARBALL) return "needs OPENCLAW_DIR (node_modules/openclaw) and PROCLEASE_TARBALL (the packed proclease): CI's openclaw step runs it";
+  if (!process.env.OPENCLAW_DIR || !process.env.PROCLEASE_TARBALL)
+    return "needs OPENCLAW_DIR (node_modules/openclaw) and PROCLEASE_TARBALL (the packed proclease): CI's openclaw step runs it";
   const [maj, min] = process.versions.node.split(".").map(Number);
   if (maj < 24 || (maj === 24 && min < 16)) return `OpenClaw needs Node >= 24.16; this is ${process.version}`;
   return undefined;
@@ -64,10 +65,22 @@ function preparePeer(work, agent, log) {
   run(["config", "set", "gateway.mode", "local"]);
   run(["config", "set", "gateway.auth.token", token]);
   run(["plugins", "install", "-l", join(here, "openclaw-direct"), "--force", "--accept-capabilities"]);
-  run(["config", "set", "plugins.entries.direct-acp.config", JSON.stringify({ agents: { bare: agent } }), "--strict-json"]);
+  run([
+    "config",
+    "set",
+    "plugins.entries.direct-acp.config",
+    JSON.stringify({ agents: { bare: agent } }),
+    "--strict-json",
+  ]);
   run(["plugins", "enable", "direct-acp"]);
   run(["config", "set", "acp.backend", "direct"]);
-  run(["config", "set", "agents.entries.bare.runtime", JSON.stringify({ type: "acp", acp: { agent: "bare", backend: "direct", mode: "persistent" } }), "--strict-json"]);
+  run([
+    "config",
+    "set",
+    "agents.entries.bare.runtime",
+    JSON.stringify({ type: "acp", acp: { agent: "bare", backend: "direct", mode: "persistent" } }),
+    "--strict-json",
+  ]);
   log("the peer's gateway: bench/openclaw-direct linked, acp.backend direct, agent bare");
   return { env, token };
 }
@@ -76,22 +89,59 @@ export async function run({ quick }) {
   const rounds = quick ? 5 : 15;
   const tmpGuard = openclawTmpGuard();
   const work = mkdtempSync(join(tmpdir(), "proclease-oc-bench-"));
-  const agent = { command: [process.execPath, join(root, "fixtures/acp-agent/agent.mjs"), "--turn=by-text", "--stream-batch=1", "--stream-gap-ms=10"] };
+  const agent = {
+    command: [
+      process.execPath,
+      join(root, "fixtures/acp-agent/agent.mjs"),
+      "--turn=by-text",
+      "--stream-batch=1",
+      "--stream-gap-ms=10",
+    ],
+  };
   const log = (m) => console.log(`  ${m}`);
   const gws = {};
   try {
-    const oc = prepareOpenClaw({ root, openclawDir: process.env.OPENCLAW_DIR, tarball: process.env.PROCLEASE_TARBALL, work: join(work, "leased"), pluginConfig: { agents: { leased: agent } }, log });
+    const oc = prepareOpenClaw({
+      root,
+      openclawDir: process.env.OPENCLAW_DIR,
+      tarball: process.env.PROCLEASE_TARBALL,
+      work: join(work, "leased"),
+      pluginConfig: { agents: { leased: agent } },
+      log,
+    });
     const peer = preparePeer(join(work, "bare"), agent, log);
     const GatewayClient = await loadGatewayClient(process.env.OPENCLAW_DIR);
-    gws.leased = new Gateway({ openclawDir: process.env.OPENCLAW_DIR, env: oc.env, port: await freePort(), token: oc.token, GatewayClient });
-    gws.bare = new Gateway({ openclawDir: process.env.OPENCLAW_DIR, env: peer.env, port: await freePort(), token: peer.token, GatewayClient });
+    gws.leased = new Gateway({
+      openclawDir: process.env.OPENCLAW_DIR,
+      env: oc.env,
+      port: await freePort(),
+      token: oc.token,
+      GatewayClient,
+    });
+    gws.bare = new Gateway({
+      openclawDir: process.env.OPENCLAW_DIR,
+      env: peer.env,
+      port: await freePort(),
+      token: peer.token,
+      GatewayClient,
+    });
     await Promise.all([gws.leased.start(), gws.bare.start()]);
-    const keys = { leased: await spawnOn(gws.leased, "leased", "proclease"), bare: await spawnOn(gws.bare, "bare", "direct") };
-    log(`leased: ${keys.leased} (backend proclease); bare: ${keys.bare} (backend direct); both gateways run throughout`);
+    const keys = {
+      leased: await spawnOn(gws.leased, "leased", "proclease"),
+      bare: await spawnOn(gws.bare, "bare", "direct"),
+    };
+    log(
+      `leased: ${keys.leased} (backend proclease); bare: ${keys.bare} (backend direct); both gateways run throughout`,
+    );
     const turn = async (side) => {
       const gw = gws[side];
       const { runId, sentAt } = await gw.send(keys[side], "/count 10");
-      const done = await waitFor(`${side}: done`, () => gw.acpEvents(runId).find((e) => e.payload.data.eventType === "done"), 120_000, 1);
+      const done = await waitFor(
+        `${side}: done`,
+        () => gw.acpEvents(runId).find((e) => e.payload.data.eventType === "done"),
+        120_000,
+        1,
+      );
       const first = gw.acpEvents(runId).find((e) => e.payload.data.eventType === "text_delta");
       await waitFor(`${side}: the chat's final frame`, () => gw.chatEnd(runId), 60_000, 5);
       return { first: first.at - sentAt, done: done.at - sentAt };
@@ -104,22 +154,35 @@ export async function run({ quick }) {
     }
     // the bare side ran on its own backend: proclease leased the "leased" agent's session, nothing else
     const sessionsLeased = leases(root, oc.procleaseStateDir).map((l) => l.sessionKey);
-    if (sessionsLeased.length !== 1 || !sessionsLeased[0].endsWith(keys.leased)) throw new Error(`the sessions proclease leased: ${sessionsLeased.join(", ")}`);
+    if (sessionsLeased.length !== 1 || !sessionsLeased[0].endsWith(keys.leased))
+      throw new Error(`the sessions proclease leased: ${sessionsLeased.join(", ")}`);
     const med = (side, k) => median(res[side].map((r) => r[k]));
-    const rows = ["first", "done"].map((k) => ({ "chat.send →": k === "first" ? "first delta" : "done", proclease: fmtMs(med("leased", k)), "bare peer": fmtMs(med("bare", k)), ratio: `${(med("leased", k) / med("bare", k)).toFixed(3)}×` }));
+    const rows = ["first", "done"].map((k) => ({
+      "chat.send →": k === "first" ? "first delta" : "done",
+      proclease: fmtMs(med("leased", k)),
+      "bare peer": fmtMs(med("bare", k)),
+      ratio: `${(med("leased", k) / med("bare", k)).toFixed(3)}×`,
+    }));
     printTable(`a real openclaw gateway, ${rounds} interleaved rounds, "/count 10" paced 10 ms (medians)`, rows);
     const turnTarget = quick ? 1.5 : 1.1;
     const slack = quick ? 50 : 10;
     const firstRatio = med("leased", "first") / (turnTarget * med("bare", "first") + slack);
     return [
-      check("real gateway turn (chat.send → done), proclease / bare peer", med("leased", "done") / med("bare", "done"), "<=", turnTarget),
+      check(
+        "real gateway turn (chat.send → done), proclease / bare peer",
+        med("leased", "done") / med("bare", "done"),
+        "<=",
+        turnTarget,
+      ),
       check(`real gateway first delta, proclease / (${turnTarget}× bare peer + ${slack} ms)`, firstRatio, "<=", 1),
     ];
   } catch (err) {
-    for (const [side, gw] of Object.entries(gws)) if (gw.log) console.error(`--- the ${side} gateway's log (last 4000 characters):\n${gw.log.slice(-4000)}`);
+    for (const [side, gw] of Object.entries(gws))
+      if (gw.log) console.error(`--- the ${side} gateway's log (last 4000 characters):\n${gw.log.slice(-4000)}`);
     throw err;
   } finally {
-    for (const gw of Object.values(gws)) if (gw.child && gw.child.exitCode === null) await gw.kill("SIGTERM").catch(() => gw.child.kill("SIGKILL"));
+    for (const gw of Object.values(gws))
+      if (gw.child && gw.child.exitCode === null) await gw.kill("SIGTERM").catch(() => gw.child.kill("SIGKILL"));
     rmSync(work, { recursive: true, force: true });
     tmpGuard.clean();
   }

@@ -45,7 +45,8 @@ const AGENT = join(root, "fixtures/acp-agent/agent.mjs");
 
 /** Why this bench cannot run here (run.mjs prints it as a declared skip), or undefined. */
 export function skipReason() {
-  if (!process.env.OPENCLAW_DIR) return "needs OPENCLAW_DIR (a folder with node_modules/openclaw) and Node >= 24.16: CI's openclaw step runs it";
+  if (!process.env.OPENCLAW_DIR)
+    return "needs OPENCLAW_DIR (a folder with node_modules/openclaw) and Node >= 24.16: CI's openclaw step runs it";
   const [maj, min] = process.versions.node.split(".").map(Number);
   if (maj < 24 || (maj === 24 && min < 16)) return `OpenClaw needs Node >= 24.16; this is ${process.version}`;
   return undefined;
@@ -67,7 +68,13 @@ async function openclaw(T) {
   let acp;
   try {
     // OpenClaw's own copy of the ACP SDK (openclaw exports no ./package.json: its folder is where npm put it)
-    acp = await import(pathToFileURL(createRequire(join(process.env.OPENCLAW_DIR, "node_modules/openclaw/package.json")).resolve("@agentclientprotocol/sdk")).href);
+    acp = await import(
+      pathToFileURL(
+        createRequire(join(process.env.OPENCLAW_DIR, "node_modules/openclaw/package.json")).resolve(
+          "@agentclientprotocol/sdk",
+        ),
+      ).href
+    );
   } catch {
     acp = undefined;
   }
@@ -76,7 +83,12 @@ async function openclaw(T) {
 
 async function managerPeer({ sdk, cfg }, T, argv) {
   const { createOpenClawAcpRuntime } = await import(pathToFileURL(join(root, "dist/openclaw/index.js")).href);
-  const runtime = createOpenClawAcpRuntime({ stateDir: join(T, "proclease"), graceMs: 300, maintenanceIntervalMs: 0, agents: { fixture: { command: argv } } });
+  const runtime = createOpenClawAcpRuntime({
+    stateDir: join(T, "proclease"),
+    graceMs: 300,
+    maintenanceIntervalMs: 0,
+    agents: { fixture: { command: argv } },
+  });
   await runtime.ready;
   sdk.registerAcpRuntimeBackend({ id: runtime.backendId, runtime, healthy: () => runtime.healthy() });
   const manager = sdk.getAcpSessionManager();
@@ -102,11 +114,18 @@ async function managerPeer({ sdk, cfg }, T, argv) {
         },
       });
       const ms = now() - t0;
-      if (got !== n || done?.status !== "completed") throw new Error(`the manager delivered ${got} of ${n} text events, end ${JSON.stringify(done)}`);
+      if (got !== n || done?.status !== "completed")
+        throw new Error(`the manager delivered ${got} of ${n} text events, end ${JSON.stringify(done)}`);
       return ms;
     },
     async close() {
-      await manager.closeSession({ cfg, sessionKey, reason: "bench done", clearMeta: true, discardPersistentState: true });
+      await manager.closeSession({
+        cfg,
+        sessionKey,
+        reason: "bench done",
+        clearMeta: true,
+        discardPersistentState: true,
+      });
       sdk.unregisterAcpRuntimeBackend(runtime.backendId);
       await runtime.dispose();
     },
@@ -117,12 +136,34 @@ async function managerPeer({ sdk, cfg }, T, argv) {
 async function connect(acp, child, onUpdate) {
   const stream = (m) => m.ndJsonStream(Writable.toWeb(child.stdin), Readable.toWeb(child.stdout));
   if (acp?.ClientSideConnection) {
-    const conn = new acp.ClientSideConnection(() => ({ sessionUpdate: async (p) => onUpdate(p.update), requestPermission: async () => ({ outcome: { outcome: "cancelled" } }) }), stream(acp));
-    return { kind: "OpenClaw's @agentclientprotocol/sdk ClientSideConnection", request: (method, params) => (method === "initialize" ? conn.initialize(params) : method === "session/new" ? conn.newSession(params) : conn.prompt(params)), close: () => undefined };
+    const conn = new acp.ClientSideConnection(
+      () => ({
+        sessionUpdate: async (p) => onUpdate(p.update),
+        requestPermission: async () => ({ outcome: { outcome: "cancelled" } }),
+      }),
+      stream(acp),
+    );
+    return {
+      kind: "OpenClaw's @agentclientprotocol/sdk ClientSideConnection",
+      request: (method, params) =>
+        method === "initialize"
+          ? conn.initialize(params)
+          : method === "session/new"
+            ? conn.newSession(params)
+            : conn.prompt(params),
+      close: () => undefined,
+    };
   }
   const own = await import("@agentclientprotocol/sdk");
-  const conn = own.client({ name: "bench-bare" }).onNotification("session/update", ({ params }) => onUpdate(params.update)).connect(stream(own));
-  return { kind: "this package's @agentclientprotocol/sdk client()", request: (method, params) => conn.agent.request(method, params), close: () => conn.close() };
+  const conn = own
+    .client({ name: "bench-bare" })
+    .onNotification("session/update", ({ params }) => onUpdate(params.update))
+    .connect(stream(own));
+  return {
+    kind: "this package's @agentclientprotocol/sdk client()",
+    request: (method, params) => conn.agent.request(method, params),
+    close: () => conn.close(),
+  };
 }
 
 async function barePeer(acp, argv) {
@@ -174,9 +215,24 @@ async function measure(oc, T, label, argv, n, count) {
   const qb = Math.min(...times.bare);
   const perRound = times.manager.map((m, i) => m / times.bare[i]);
   printTable(`a ${label} turn of ${n} agent_message_chunk updates (${count} interleaved rounds)`, [
-    { peer: "OpenClaw's manager → proclease backend (lease, wrapper, onEvent)", quietest: fmtMs(qm), median: fmtMs(median(times.manager)), "per update": fmtMs(qm / n) },
-    { peer: `bare ACP connection (${peers.bare.kind})`, quietest: fmtMs(qb), median: fmtMs(median(times.bare)), "per update": fmtMs(qb / n) },
-    { peer: "ratio", quietest: `${(qm / qb).toFixed(3)}×`, median: `per-round median ${median(perRound).toFixed(3)}×`, "per update": `+${fmtMs((qm - qb) / n)} per update` },
+    {
+      peer: "OpenClaw's manager → proclease backend (lease, wrapper, onEvent)",
+      quietest: fmtMs(qm),
+      median: fmtMs(median(times.manager)),
+      "per update": fmtMs(qm / n),
+    },
+    {
+      peer: `bare ACP connection (${peers.bare.kind})`,
+      quietest: fmtMs(qb),
+      median: fmtMs(median(times.bare)),
+      "per update": fmtMs(qb / n),
+    },
+    {
+      peer: "ratio",
+      quietest: `${(qm / qb).toFixed(3)}×`,
+      median: `per-round median ${median(perRound).toFixed(3)}×`,
+      "per update": `+${fmtMs((qm - qb) / n)} per update`,
+    },
   ]);
   return qm / qb;
 }
@@ -190,10 +246,38 @@ export async function run({ quick }) {
   try {
     const oc = await openclaw(T);
     const count = quick ? 5 : 9;
-    const paced = await measure(oc, T, "paced", [process.execPath, AGENT, "--session-caps=resume,close,config,modes", "--stream-batch=5", "--stream-gap-ms=1"], 2_000, count);
-    const burst = await measure(oc, T, "burst", [process.execPath, AGENT, "--session-caps=resume,close,config,modes"], 10_000, count);
-    checks.push(check(`a paced turn, OpenClaw's manager through proclease vs a bare ACP connection${quick ? " (quick guard)" : ""}`, paced, "<=", quick ? 1.3 : 1.1));
-    checks.push(check(`a burst turn of 10 000 updates, the same peers${quick ? " (quick guard)" : ""}`, burst, "<=", quick ? 1.5 : 1.1));
+    const paced = await measure(
+      oc,
+      T,
+      "paced",
+      [process.execPath, AGENT, "--session-caps=resume,close,config,modes", "--stream-batch=5", "--stream-gap-ms=1"],
+      2_000,
+      count,
+    );
+    const burst = await measure(
+      oc,
+      T,
+      "burst",
+      [process.execPath, AGENT, "--session-caps=resume,close,config,modes"],
+      10_000,
+      count,
+    );
+    checks.push(
+      check(
+        `a paced turn, OpenClaw's manager through proclease vs a bare ACP connection${quick ? " (quick guard)" : ""}`,
+        paced,
+        "<=",
+        quick ? 1.3 : 1.1,
+      ),
+    );
+    checks.push(
+      check(
+        `a burst turn of 10 000 updates, the same peers${quick ? " (quick guard)" : ""}`,
+        burst,
+        "<=",
+        quick ? 1.5 : 1.1,
+      ),
+    );
   } finally {
     rmSync(T, { recursive: true, force: true });
     // OpenClaw's own exit handler writes a quarantine database under its state

@@ -61,7 +61,9 @@ async function floorMs(floor, pids, dir) {
   const list = join(dir, "pids");
   await writeFile(list, pids.join("\n"));
   const walk = JSON.parse(execFileSync(floor.walk.path, ["5"], { encoding: "utf8" })).medianMs;
-  const per = JSON.parse(execFileSync(floor.inspect.path, [`@${list}`, "3", "OPENCLAW_ACPX_LEASE_ID", "listed"], { encoding: "utf8" })).medianUs;
+  const per = JSON.parse(
+    execFileSync(floor.inspect.path, [`@${list}`, "3", "OPENCLAW_ACPX_LEASE_ID", "listed"], { encoding: "utf8" }),
+  ).medianUs;
   return walk + (per * pids.length) / 1000;
 }
 
@@ -77,7 +79,10 @@ async function verifyBench(quick, LEASES, probeMs, floor) {
   try {
     for (let i = 0; i < LEASES; i++) {
       const leaseId = `bench-${i}`;
-      const c = spawn(sleep, ["600"], { stdio: "ignore", env: { ...process.env, OPENCLAW_ACPX_LEASE_ID: leaseId, OPENCLAW_GATEWAY_INSTANCE_ID: "gw-bench" } });
+      const c = spawn(sleep, ["600"], {
+        stdio: "ignore",
+        env: { ...process.env, OPENCLAW_ACPX_LEASE_ID: leaseId, OPENCLAW_GATEWAY_INSTANCE_ID: "gw-bench" },
+      });
       kids.push(c);
       await new Promise((r) => c.once("spawn", r));
     }
@@ -92,9 +97,18 @@ async function verifyBench(quick, LEASES, probeMs, floor) {
     for (const [i, c] of kids.entries()) {
       const d = await facts0.inspect(c.pid);
       leases.push({
-        leaseId: `bench-${i}`, gatewayInstanceId: "gw-bench", sessionKey: `s${i}`,
-        wrapperRoot: dirname(sleep), wrapperPath: sleep, rootPid: c.pid, commandHash: computeCommandHash(argv),
-        startedAt: Date.now(), state: "open", rootStartTime: d.startTime, bootId: d.bootId, pidNamespace: d.pidNamespace,
+        leaseId: `bench-${i}`,
+        gatewayInstanceId: "gw-bench",
+        sessionKey: `s${i}`,
+        wrapperRoot: dirname(sleep),
+        wrapperPath: sleep,
+        rootPid: c.pid,
+        commandHash: computeCommandHash(argv),
+        startedAt: Date.now(),
+        state: "open",
+        rootStartTime: d.startTime,
+        bootId: d.bootId,
+        pidNamespace: d.pidNamespace,
       });
     }
     const rounds = quick ? 3 : 7;
@@ -121,7 +135,8 @@ async function verifyBench(quick, LEASES, probeMs, floor) {
       let t0 = now();
       await verifyLeases(leases, counted);
       const first = now() - t0;
-      for (const until = now() + (quick ? WARM_MS.quick : WARM_MS.full); now() < until; ) await verifyLeases(leases, counted);
+      for (const until = now() + (quick ? WARM_MS.quick : WARM_MS.full); now() < until;)
+        await verifyLeases(leases, counted);
       for (let r = 0; r < rounds; r++) {
         t0 = now();
         counts.snapshot = counts.inspect = counts.inspectMany = 0;
@@ -130,7 +145,14 @@ async function verifyBench(quick, LEASES, probeMs, floor) {
         reads = `${counts.inspectMany} batch(es), ${counts.inspect} single inspect(s)`;
         batch.push(now() - t0);
         // the floor, interleaved round by round with what it bounds
-        if (b === "native") floors.push(await floorMs(floor, leases.map((l) => l.rootPid), tmp));
+        if (b === "native")
+          floors.push(
+            await floorMs(
+              floor,
+              leases.map((l) => l.rootPid),
+              tmp,
+            ),
+          );
         owned = vs.filter((v) => v.verdict === "owned").length;
         if (!withSeparate) continue;
         t0 = now();
@@ -156,20 +178,28 @@ async function verifyBench(quick, LEASES, probeMs, floor) {
         [`${LEASES}× verifyOwnedTree`]: withSeparate ? fmtMs(median(separate)) : "-",
         ratio: withSeparate ? `${ratio.toFixed(1)}×` : "-",
         "C floor (walk + inspects)": cFloor === null ? "-" : fmtMs(cFloor),
-        "/ floor (quietest rounds)": cFloor === null ? "-" : `${quiet.toFixed(2)}× (medians ${(median(batch) / cFloor).toFixed(2)}×)`,
+        "/ floor (quietest rounds)":
+          cFloor === null ? "-" : `${quiet.toFixed(2)}× (medians ${(median(batch) / cFloor).toFixed(2)}×)`,
         [`ps probe (${fmtMs(probeMs)}) / per lease`]: `${vsProbe.toFixed(0)}×`,
       });
       out.push(check(`${b}: all ${LEASES} live leases verified`, owned, ">=", LEASES, "leases"));
-      if (withSeparate) out.push(check(`${b}: verifyLeases(${LEASES}) vs ${LEASES} separate verifyOwnedTree`, ratio, ">=", 5));
-      out.push(check(`${b}: snapshot() calls per verifyLeases(${LEASES}) (bench's count)`, walksPerBatch, "<=", 1, "snapshot"));
+      if (withSeparate)
+        out.push(check(`${b}: verifyLeases(${LEASES}) vs ${LEASES} separate verifyOwnedTree`, ratio, ">=", 5));
+      out.push(
+        check(`${b}: snapshot() calls per verifyLeases(${LEASES}) (bench's count)`, walksPerBatch, "<=", 1, "snapshot"),
+      );
       if (b === "native") {
         const name = `native: verifyLeases(${LEASES}) / C floor of its reads${quick ? " (regression guard)" : ""}`;
-        if (cFloor === null) out.push(unmeasured(name, floor.walk.reason ?? floor.inspect.reason ?? "C floor not measured"));
+        if (cFloor === null)
+          out.push(unmeasured(name, floor.walk.reason ?? floor.inspect.reason ?? "C floor not measured"));
         else out.push(check(name, quiet, "<=", quick ? FLOOR_TARGET.quick : FLOOR_TARGET.full));
         out.push(check(`native: a per-pid ps probe / verifyLeases(${LEASES}) per lease`, vsProbe, ">=", PROBE_GUARD));
       }
     }
-    printTable(`verify ${LEASES} live leases (median of ${rounds} rounds; the root batch and the snapshot are read at once, then one batch of marker candidates)`, rows);
+    printTable(
+      `verify ${LEASES} live leases (median of ${rounds} rounds; the root batch and the snapshot are read at once, then one batch of marker candidates)`,
+      rows,
+    );
     return out;
   } finally {
     for (const c of kids) c.kill("SIGKILL");
@@ -183,19 +213,32 @@ async function listBench(quick) {
   try {
     // durable:false only to build the fixture quickly; listing does not fsync anyway
     const store = await openLeaseStore(dir, { durable: false });
-    const input = (gw) => ({ kind: "acpx", gatewayInstanceId: gw, sessionKey: "s", wrapperRoot: "/opt/gw", wrapperPath: "/opt/gw/w.mjs", commandHash: "00" });
+    const input = (gw) => ({
+      kind: "acpx",
+      gatewayInstanceId: gw,
+      sessionKey: "s",
+      wrapperRoot: "/opt/gw",
+      wrapperPath: "/opt/gw/w.mjs",
+      commandHash: "00",
+    });
     const ids = [];
     for (let i = 0; i < N; i += 250) {
-      const batch = await Promise.all(Array.from({ length: Math.min(250, N - i) }, (_, j) => store.create(input((i + j) % 4 === 0 ? "gw-B" : "gw-A"))));
+      const batch = await Promise.all(
+        Array.from({ length: Math.min(250, N - i) }, (_, j) =>
+          store.create(input((i + j) % 4 === 0 ? "gw-B" : "gw-A")),
+        ),
+      );
       ids.push(...batch.map((l) => l.leaseId));
     }
     // realistic shape: ~1% still open, the rest finished and waiting for retention
     const finish = ids.filter((_, i) => i % 100 !== 1 && i % 100 !== 2);
     for (let i = 0; i < finish.length; i += 250) {
-      await Promise.all(finish.slice(i, i + 250).map(async (id, j) => {
-        await store.transition(id, "closing");
-        await store.transition(id, (i + j) % 3 === 0 ? "lost" : "closed");
-      }));
+      await Promise.all(
+        finish.slice(i, i + 250).map(async (id, j) => {
+          await store.transition(id, "closing");
+          await store.transition(id, (i + j) % 3 === 0 ? "lost" : "closed");
+        }),
+      );
     }
     const naive = async () => {
       // what a flat store must do: read and parse every file, then filter
@@ -233,10 +276,23 @@ async function listBench(quick) {
     }
     const ratio = median(slow) / median(fast);
     printTable(`list open leases of one gateway among ${N}${quick ? " (quick: 2,000; full run: 10,000)" : ""}`, [
-      { leases: N, open_for_gw: got, "list(open, gw)": fmtMs(median(fast)), "naive read+parse all": fmtMs(median(slow)), "list() everything": fmtMs(median(all)), ratio: `${ratio.toFixed(1)}×` },
+      {
+        leases: N,
+        open_for_gw: got,
+        "list(open, gw)": fmtMs(median(fast)),
+        "naive read+parse all": fmtMs(median(slow)),
+        "list() everything": fmtMs(median(all)),
+        ratio: `${ratio.toFixed(1)}×`,
+      },
     ]);
     return [
-      check(`list(open, one gateway) returns what a full scan finds (${N} leases)`, got === want && got > 0 ? 1 : 0, ">=", 1, "ok"),
+      check(
+        `list(open, one gateway) returns what a full scan finds (${N} leases)`,
+        got === want && got > 0 ? 1 : 0,
+        ">=",
+        1,
+        "ok",
+      ),
       check(`list(open, one gateway) vs naive read-all among ${N}`, ratio, ">=", 5),
     ];
   } finally {

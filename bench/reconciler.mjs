@@ -13,7 +13,12 @@ const { getProcessFacts, loadNative } = await lib("facts/index.js");
 /** One startup reconcile, ready to run: reap() answers the report, the snapshot() calls (null where not counted) and this thread's CPU time in ms. */
 export async function reconciler(dir, graceMs, mode) {
   const counting = mode === "calling-thread" ? countedFacts(getProcessFacts({ backend: "native" })) : null;
-  const ctl = await createAcpxLifecycleController({ stateDir: dir, graceMs, maintenanceIntervalMs: 0, ...(counting ? { facts: counting.facts } : {}) });
+  const ctl = await createAcpxLifecycleController({
+    stateDir: dir,
+    graceMs,
+    maintenanceIntervalMs: 0,
+    ...(counting ? { facts: counting.facts } : {}),
+  });
   const cpu = loadNative().threadCpuTimeNs;
   return {
     reap: async () => {

@@ -91,7 +91,9 @@ if (childIdx !== -1) {
       // ratio read 1.51× in such a minute, 1.11–1.19× before and after). A
       // regression misses both times; a check fails when it missed in both
       // runs (or the second run did not report it). Both runs are printed.
-      console.log(`\n# ${f}: ${missed.length} check(s) missed (${missed.join("; ")}); measuring once more in a fresh process`);
+      console.log(
+        `\n# ${f}: ${missed.length} check(s) missed (${missed.join("; ")}); measuring once more in a fresh process`,
+      );
       await settle(f);
       const again = await runChild(f);
       const passedAgain = new Set((again?.checks ?? []).filter((c) => c.ok).map((c) => c.name));
@@ -102,7 +104,9 @@ if (childIdx !== -1) {
     for (const n of missed) failures.push(`${f}: ${n}`);
     console.log(`  (${f}: ${((Date.now() - t1) / 1000).toFixed(1)} s)`);
   }
-  console.log(`\nbench finished in ${((Date.now() - t0) / 1000).toFixed(1)} s; ${failures.length} check(s) below target`);
+  console.log(
+    `\nbench finished in ${((Date.now() - t0) / 1000).toFixed(1)} s; ${failures.length} check(s) below target`,
+  );
   for (const f of failures) console.log(`  FAIL ${f}`);
   process.exit(failures.length ? 1 : 0);
 }
@@ -136,7 +140,8 @@ async function settle(f) {
     quiet = busy < 0.25 ? quiet + 1 : 0;
   }
   const waited = Date.now() - t0;
-  if (quiet < 2) console.log(`\n(${f}: the host stayed busy for 20 s, ${(busy * 100).toFixed(0)}% CPU; measuring anyway)`);
+  if (quiet < 2)
+    console.log(`\n(${f}: the host stayed busy for 20 s, ${(busy * 100).toFixed(0)}% CPU; measuring anyway)`);
   else if (waited > 1000) console.log(`\n(${f}: waited ${(waited / 1000).toFixed(1)} s for the host to settle)`);
 }
 
@@ -150,7 +155,8 @@ function runChild(f) {
     });
     let result = null;
     child.on("message", (m) => {
-      if (m && Array.isArray(m.checks)) result = { checks: m.checks, skipped: typeof m.skipped === "string" ? m.skipped : undefined };
+      if (m && Array.isArray(m.checks))
+        result = { checks: m.checks, skipped: typeof m.skipped === "string" ? m.skipped : undefined };
     });
     child.on("exit", (code, signal) => {
       if (result === null) console.log(`\n# ${f}: exited (${signal ?? `code ${code}`}) before reporting its checks`);

@@ -191,7 +191,18 @@ function spawnIncarnation() {
     index: name,
     script: GATEWAY,
     args: [
-      ...["--dist", pathToFileURL(DIST).href, "--state-dir", stateDir, "--grace-ms", String(opts.graceMs), "--hold", HOLD, "--agent", AGENT],
+      ...[
+        "--dist",
+        pathToFileURL(DIST).href,
+        "--state-dir",
+        stateDir,
+        "--grace-ms",
+        String(opts.graceMs),
+        "--hold",
+        HOLD,
+        "--agent",
+        AGENT,
+      ],
       ...["--log-dir", logDir, "--name", name, "--containment", opts.containment],
     ],
     stderrFd: gatewayLog,
@@ -209,11 +220,26 @@ async function startIncarnation(index, { last = false } = {}) {
   inc.index = index;
   current = inc;
   inc.send({ op: "go" });
-  const rec = { index, pid: inc.pid, t0: Date.now(), startMs: null, wallMs: null, instanceId: null, containment: null, reapMs: null, examined: 0, actions: {}, problems: [], lockRetries: 0, failed: null };
+  const rec = {
+    index,
+    pid: inc.pid,
+    t0: Date.now(),
+    startMs: null,
+    wallMs: null,
+    instanceId: null,
+    containment: null,
+    reapMs: null,
+    examined: 0,
+    actions: {},
+    problems: [],
+    lockRetries: 0,
+    failed: null,
+  };
   incarnations.push(rec);
   try {
     const gw = await inc.waitEvent((e) => e.ev === "gateway" || e.ev === "fatal", T.start, "gateway start");
-    if (gw.ev === "gateway" && gw.bystanderPid) bystanders.addGroup(gw.bystanderPid, gw.bystanderStartTime, gw.bystanderLog);
+    if (gw.ev === "gateway" && gw.bystanderPid)
+      bystanders.addGroup(gw.bystanderPid, gw.bystanderStartTime, gw.bystanderLog);
     const c = await inc.waitEvent((e) => e.ev === "controller" || e.ev === "fatal", T.start, "controller");
     if (c.ev === "fatal") throw new Error(`controller: ${c.error.name}: ${c.error.message}`);
     rec.instanceId = c.instanceId;
@@ -221,7 +247,9 @@ async function startIncarnation(index, { last = false } = {}) {
     rec.containment = c.containment ?? null;
     if (incarnations.filter((i) => i.containment).length === 1) {
       const cm = rec.containment;
-      console.log(`# containment ${opts.containment}: ${cm?.available ? `on (lease cgroups under ${cm.root}, kill via ${cm.kill})` : `off (${cm?.why ?? "the gateway did not say"})`}`);
+      console.log(
+        `# containment ${opts.containment}: ${cm?.available ? `on (lease cgroups under ${cm.root}, kill via ${cm.kill})` : `off (${cm?.why ?? "the gateway did not say"})`}`,
+      );
     }
     instanceIds.add(c.instanceId);
     instanceId ??= c.instanceId;
@@ -273,13 +301,19 @@ async function runBatch(batch, index) {
     await Promise.all(others.map((r) => runSessionSafe(inc, r)));
     if (killer) await runSessionSafe(inc, killer);
   }
-  if (!inc.dead && !(await inc.stop(T.stop))) harness.push(`incarnation ${index} did not exit within ${T.stop} ms of "exit"`);
+  if (!inc.dead && !(await inc.stop(T.stop)))
+    harness.push(`incarnation ${index} did not exit within ${T.stop} ms of "exit"`);
   await inc.exited;
-  for (const e of inc.events) if (e.ev === "fatal" || e.ev === "op-failed" || e.ev === "bad-command") harness.push(`incarnation ${index}: ${e.ev} ${JSON.stringify(e.error ?? e)}`);
-  if (inc.killedAt === null && inc.exit.code !== 0) harness.push(`incarnation ${index} died on its own (${JSON.stringify(inc.exit)})`);
+  for (const e of inc.events)
+    if (e.ev === "fatal" || e.ev === "op-failed" || e.ev === "bad-command")
+      harness.push(`incarnation ${index}: ${e.ev} ${JSON.stringify(e.error ?? e)}`);
+  if (inc.killedAt === null && inc.exit.code !== 0)
+    harness.push(`incarnation ${index} died on its own (${JSON.stringify(inc.exit)})`);
   const rec = incarnations.at(-1);
   rec.wallMs = Date.now() - rec.t0;
-  const acts = Object.entries(rec.actions).map(([k, v]) => `${k} ${v}`).join(", ");
+  const acts = Object.entries(rec.actions)
+    .map(([k, v]) => `${k} ${v}`)
+    .join(", ");
   console.log(
     `inc ${String(index).padStart(3)}  ${(rec.wallMs / 1000).toFixed(1).padStart(5)} s (up ${(rec.startMs / 1000).toFixed(1)} s)  reap ${rec.reapMs.toFixed(0).padStart(4)} ms  examined ${rec.examined}${acts ? ` (${acts})` : ""}${rec.lockRetries ? `  lock retries ${rec.lockRetries}` : ""}  | ${rs.map(describeSession).join(", ")}`,
   );
@@ -306,13 +340,19 @@ async function runBatch(batch, index) {
  */
 function injectFaults() {
   const leaseId = [...allLeaseIds][0];
-  const c = spawn("sleep", ["600"], { stdio: "ignore", detached: true, env: { ...process.env, [LEASE_KEY]: leaseId, [INSTANCE_KEY]: instanceId } });
+  const c = spawn("sleep", ["600"], {
+    stdio: "ignore",
+    detached: true,
+    env: { ...process.env, [LEASE_KEY]: leaseId, [INSTANCE_KEY]: instanceId },
+  });
   c.unref();
   const live = bystanders.all.filter((b) => b.kind === "static" && b.startTime && sameAlive(b.pid, b.startTime));
   if (live[0]) killSame(live[0].pid, live[0].startTime, "SIGUSR1");
   if (live[1]) killSame(live[1].pid, live[1].startTime, "SIGKILL");
   const e = escapees.plant();
-  console.log(`# injected faults: orphan pid ${c.pid} carrying lease ${leaseId}; env-scrubbed escapee pid ${e}; SIGUSR1 → ${live[0]?.name}; SIGKILL → ${live[1]?.name}`);
+  console.log(
+    `# injected faults: orphan pid ${c.pid} carrying lease ${leaseId}; env-scrubbed escapee pid ${e}; SIGUSR1 → ${live[0]?.name}; SIGKILL → ${live[1]?.name}`,
+  );
 }
 
 // ------------------------------------------------------------------ main
@@ -335,7 +375,8 @@ try {
     await runBatch(plan.batches[i], i + 1);
     // a package that cannot even start a gateway (a broken build) is not a soak result
     const recent = incarnations.slice(-3);
-    if (recent.length === 3 && recent.every((x) => x.failed)) throw new Error(`three incarnations in a row did not start; last: ${recent[2].failed}`);
+    if (recent.length === 3 && recent.every((x) => x.failed))
+      throw new Error(`three incarnations in a row did not start; last: ${recent[2].failed}`);
   }
   const runSeconds = (Date.now() - tRun) / 1000;
   // the faults end before the final incarnation: its reap must be able to write
@@ -360,7 +401,9 @@ try {
   // Two looks 1 s apart: a process caught inside exit(2) reads as alive for an
   // instant; an orphan is what is still the same live process a second later.
   const firstLook = carriers({ leaseIds: allLeaseIds, instanceIds, exclude: bystanders.excludeMap() });
-  const firstOutlived = results.flatMap((r) => r.procs.filter((p) => sameAlive(p.pid, p.startTime)).map((p) => ({ ...p, r })));
+  const firstOutlived = results.flatMap((r) =>
+    r.procs.filter((p) => sameAlive(p.pid, p.startTime)).map((p) => ({ ...p, r })),
+  );
   const firstEscapees = escapees.live();
   if (firstLook.length || firstOutlived.length || firstEscapees.length) await sleep(1000);
   const orphanList = firstLook.filter((p) => sameAlive(p.pid, p.startTime));
@@ -370,7 +413,10 @@ try {
   const told = incarnations.filter((i) => i.containment);
   const containmentOn = told.length > 0 && told.every((i) => i.containment.available);
   const containmentMixed = !containmentOn && told.some((i) => i.containment.available);
-  if (containmentMixed) harness.push(`containment differed between incarnations: ${told.map((i) => `${i.index} ${i.containment.available ? "on" : "off"}`).join(", ")}`);
+  if (containmentMixed)
+    harness.push(
+      `containment differed between incarnations: ${told.map((i) => `${i.index} ${i.containment.available ? "on" : "off"}`).join(", ")}`,
+    );
   // with containment (or an inconsistent run) an escapee is an orphan like any other
   // and so is every escapee where containment was expected and is off (a detection regression, not the limit)
   const escapesCount = containmentOn || containmentMixed || containmentExpected;
@@ -389,17 +435,27 @@ try {
   const api = new Map((apiLeases ?? []).map((l) => [l.leaseId, l]));
 
   const unsettled = [...disk.values()].filter((l) => l.state !== "closed" && l.state !== "lost");
-  const apiUnsettled = [...api.values()].filter((l) => l.state !== "closed" && l.state !== "lost" && !unsettled.some((u) => u.leaseId === l.leaseId));
+  const apiUnsettled = [...api.values()].filter(
+    (l) => l.state !== "closed" && l.state !== "lost" && !unsettled.some((u) => u.leaseId === l.leaseId),
+  );
   const unaccounted = [];
   for (const l of disk.values()) {
-    if (!keys.has(l.sessionKey)) unaccounted.push(`${l.leaseId}: session key ${JSON.stringify(l.sessionKey)} is not one the soak used`);
-    else if (l.gatewayInstanceId !== instanceId) unaccounted.push(`${l.leaseId}: instance ${l.gatewayInstanceId}, the gateway's is ${instanceId}`);
+    if (!keys.has(l.sessionKey))
+      unaccounted.push(`${l.leaseId}: session key ${JSON.stringify(l.sessionKey)} is not one the soak used`);
+    else if (l.gatewayInstanceId !== instanceId)
+      unaccounted.push(`${l.leaseId}: instance ${l.gatewayInstanceId}, the gateway's is ${instanceId}`);
   }
-  for (const r of results) for (const id of r.leaseIds) if (!disk.has(id)) unaccounted.push(`${id} (session #${r.s.sid} ${r.s.ending}) is not on disk`);
+  for (const r of results)
+    for (const id of r.leaseIds)
+      if (!disk.has(id)) unaccounted.push(`${id} (session #${r.s.sid} ${r.s.ending}) is not on disk`);
   for (const id of api.keys()) if (!disk.has(id)) unaccounted.push(`${id}: listLeases() has it, the disk does not`);
-  for (const id of disk.keys()) if (apiLeases && !api.has(id)) unaccounted.push(`${id}: on disk, listLeases() does not return it`);
-  if (instanceIds.size > 1) unaccounted.push(`the gateway's identity changed across incarnations: ${[...instanceIds].join(", ")}`);
-  const reapProblems = incarnations.flatMap((i) => i.problems.map((p) => `incarnation ${i.index}: ${p.file}: ${p.detail}`));
+  for (const id of disk.keys())
+    if (apiLeases && !api.has(id)) unaccounted.push(`${id}: on disk, listLeases() does not return it`);
+  if (instanceIds.size > 1)
+    unaccounted.push(`the gateway's identity changed across incarnations: ${[...instanceIds].join(", ")}`);
+  const reapProblems = incarnations.flatMap((i) =>
+    i.problems.map((p) => `incarnation ${i.index}: ${p.file}: ${p.detail}`),
+  );
 
   // --faults: a step that failed naming the fault is the fault's (counted), not the library's
   let faultedSteps = 0;
@@ -412,7 +468,8 @@ try {
   }
   const faultedClose = (c) =>
     faults !== null &&
-    ((c.ev === "closed" && c.report.outcome === "retry-pending" && c.report.settlementPending) || (c.ev === "close-failed" && FAULT_TEXT.test(c.error?.message ?? "")));
+    ((c.ev === "closed" && c.report.outcome === "retry-pending" && c.report.settlementPending) ||
+      (c.ev === "close-failed" && FAULT_TEXT.test(c.error?.message ?? "")));
   const cleanCloses = results.flatMap((r) => r.closes.filter((c) => c.clean).map((c) => ({ c, r })));
   const faultedCloses = cleanCloses.filter(({ c }) => faultedClose(c));
   const badClean = cleanCloses.filter(({ c }) => {
@@ -431,8 +488,24 @@ try {
   printEndings(results, opts.seed);
 
   printFigures({
-    opts, results, incarnations, disk, verdicts, stepTimes, faults, faultedSteps, faultedCloses,
-    ran, totalSeconds, runSeconds, finalRec, peakProcs, baselineProcs, pidsAssigned, containmentOn, containmentMixed,
+    opts,
+    results,
+    incarnations,
+    disk,
+    verdicts,
+    stepTimes,
+    faults,
+    faultedSteps,
+    faultedCloses,
+    ran,
+    totalSeconds,
+    runSeconds,
+    finalRec,
+    peakProcs,
+    baselineProcs,
+    pidsAssigned,
+    containmentOn,
+    containmentMixed,
   });
 
   // ---- assertions
@@ -446,12 +519,28 @@ try {
     },
     { name: "0 foreign signals (every bystander untouched)", ok: foreign.length === 0, n: foreign.length },
     { name: "every lease accounted for", ok: unaccounted.length === 0, n: unaccounted.length },
-    { name: "0 leases open/closing (all closed or lost)", ok: unsettled.length === 0 && apiUnsettled.length === 0, n: unsettled.length + apiUnsettled.length },
-    { name: "nothing in quarantine, no refused lease files", ok: quarantine.length === 0 && reapProblems.length === 0, n: quarantine.length + reapProblems.length },
+    {
+      name: "0 leases open/closing (all closed or lost)",
+      ok: unsettled.length === 0 && apiUnsettled.length === 0,
+      n: unsettled.length + apiUnsettled.length,
+    },
+    {
+      name: "nothing in quarantine, no refused lease files",
+      ok: quarantine.length === 0 && reapProblems.length === 0,
+      n: quarantine.length + reapProblems.length,
+    },
     { name: "every lease cgroup removed", ok: cgroupsLeft.length === 0, n: cgroupsLeft.length },
     { name: `clean closes settle "closed" (${cleanCloses.length})`, ok: badClean.length === 0, n: badClean.length },
-    { name: "scripted steps behave (prompts, cancel, stale handle, crash-on ensure)", ok: stepErrors.length === 0, n: stepErrors.length },
-    { name: "harness: every incarnation started, nothing stuck", ok: harness.length === 0 && notRun.length === 0, n: harness.length + notRun.length },
+    {
+      name: "scripted steps behave (prompts, cancel, stale handle, crash-on ensure)",
+      ok: stepErrors.length === 0,
+      n: stepErrors.length,
+    },
+    {
+      name: "harness: every incarnation started, nothing stuck",
+      ok: harness.length === 0 && notRun.length === 0,
+      n: harness.length + notRun.length,
+    },
     {
       name: containmentExpected
         ? `containment on (asked auto, and the independent probe moved a child into a cgroup under ${cgroupProbe.own})`
@@ -463,17 +552,44 @@ try {
   console.log(`\n## assertions`);
   for (const c of checks) console.log(`  ${c.ok ? "PASS" : "FAIL"}  ${c.name}${c.ok ? "" : `: ${c.n}`}`);
   // neither a pass nor a failure: what a host without containment cannot do (docs/containment.md)
-  if (!containmentOn && !containmentMixed && !containmentExpected) console.log(`  LIMIT escaped (documented limit without containment): ${escapedLimit.length}`);
+  if (!containmentOn && !containmentMixed && !containmentExpected)
+    console.log(`  LIMIT escaped (documented limit without containment): ${escapedLimit.length}`);
 
   // ---- details of every failure
   printFailures({
-    results, disk, lastReapEntry, verdicts, instanceId, orphanList, outlived, escaped, escapedOrphans, containmentOn, foreign,
-    unaccounted, unsettled, apiUnsettled, cgroupsLeft, quarantine, reapProblems, badClean, stepErrors, harness, notRun,
+    results,
+    disk,
+    lastReapEntry,
+    verdicts,
+    instanceId,
+    orphanList,
+    outlived,
+    escaped,
+    escapedOrphans,
+    containmentOn,
+    foreign,
+    unaccounted,
+    unsettled,
+    apiUnsettled,
+    cgroupsLeft,
+    quarantine,
+    reapProblems,
+    badClean,
+    stepErrors,
+    harness,
+    notRun,
   });
-  if (opts.quick && totalSeconds > 90) console.log(`\nnote: the quick soak took ${totalSeconds.toFixed(0)} s, over its 90 s budget (load average ${readFileSync("/proc/loadavg", "utf8").split(" ").slice(0, 3).join(" ")})`);
+  if (opts.quick && totalSeconds > 90)
+    console.log(
+      `\nnote: the quick soak took ${totalSeconds.toFixed(0)} s, over its 90 s budget (load average ${readFileSync("/proc/loadavg", "utf8").split(" ").slice(0, 3).join(" ")})`,
+    );
   const failed = checks.filter((c) => !c.ok).length;
-  const limit = escapedLimit.length ? `; ${escapedLimit.length} env-scrubbed escapee(s) escaped: the documented limit without containment, not a pass` : "";
-  console.log(`\nsoak ${failed ? "FAILED" : "passed"}: seed ${opts.seed}, ${ran} sessions, ${totalSeconds.toFixed(1)} s, containment ${containmentOn ? "on" : "off"}, ${failed} assertion(s) failed${limit}`);
+  const limit = escapedLimit.length
+    ? `; ${escapedLimit.length} env-scrubbed escapee(s) escaped: the documented limit without containment, not a pass`
+    : "";
+  console.log(
+    `\nsoak ${failed ? "FAILED" : "passed"}: seed ${opts.seed}, ${ran} sessions, ${totalSeconds.toFixed(1)} s, containment ${containmentOn ? "on" : "off"}, ${failed} assertion(s) failed${limit}`,
+  );
   // clean up what is left only now, after it has been reported
   const killed = killCarriers();
   for (const p of outlived) killSame(p.pid, p.startTime);

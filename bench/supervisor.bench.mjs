@@ -75,7 +75,14 @@ async function spawnOverhead(pairs, quick) {
     { path: "supervisor.spawn + wait", median: fmtMs(median(b)), pairs },
     { path: "ratio (median of per-pair ratios)", median: `${ratio.toFixed(3)}×`, pairs },
   ]);
-  return [check(`supervisor spawn-to-exit / bare spawn${quick ? " (regression guard)" : ""}`, ratio, "<=", quick ? SPAWN_TARGET.quick : SPAWN_TARGET.full)];
+  return [
+    check(
+      `supervisor spawn-to-exit / bare spawn${quick ? " (regression guard)" : ""}`,
+      ratio,
+      "<=",
+      quick ? SPAWN_TARGET.quick : SPAWN_TARGET.full,
+    ),
+  ];
 }
 
 async function treeKillComparison(rounds) {
@@ -95,7 +102,9 @@ async function treeKillComparison(rounds) {
         await allGone(tree.pids);
         ours.push(now() - t0);
       } else {
-        await new Promise((resolve, reject) => treeKill(tree.root, "SIGTERM", (err) => (err ? reject(err) : resolve())));
+        await new Promise((resolve, reject) =>
+          treeKill(tree.root, "SIGTERM", (err) => (err ? reject(err) : resolve())),
+        );
         await allGone(tree.pids);
         peer.push(now() - t0);
       }
@@ -104,11 +113,14 @@ async function treeKillComparison(rounds) {
   }
   const mo = median(ours);
   const mp = median(peer);
-  printTable(`tree kill of ${1 + FANOUT + FANOUT * LEAVES} processes (median of ${rounds} fresh trees each, until all gone)`, [
-    { tool: "killProcessTree (verified, leaves first)", median: fmtMs(mo) },
-    { tool: "tree-kill 1.2.2", median: fmtMs(mp) },
-    { tool: "ratio ours / tree-kill", median: `${(mo / mp).toFixed(3)}×` },
-  ]);
+  printTable(
+    `tree kill of ${1 + FANOUT + FANOUT * LEAVES} processes (median of ${rounds} fresh trees each, until all gone)`,
+    [
+      { tool: "killProcessTree (verified, leaves first)", median: fmtMs(mo) },
+      { tool: "tree-kill 1.2.2", median: fmtMs(mp) },
+      { tool: "ratio ours / tree-kill", median: `${(mo / mp).toFixed(3)}×` },
+    ],
+  );
   // measured 0.010–0.023× in quick runs on a loaded 2-core host (tree-kill runs ps per level);
   // a 1× gate sat 50–100× above that and would only catch a tree kill slower than a ps walk per level
   return [check("killProcessTree / tree-kill (201-process tree)", mo / mp, "<=", 0.1)];
@@ -161,7 +173,6 @@ function isSleep(pid) {
     return false;
   }
 }
-
 
 async function allGone(pids) {
   const end = Date.now() + 20_000;

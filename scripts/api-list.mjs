@@ -64,7 +64,10 @@ function definedIn(path) {
 
 /** `export type { X }` / `export { type X }` / `export type * from`: a type for the caller, whatever X is. */
 function isTypeOnlyAlias(sym) {
-  return (sym.declarations ?? []).some((d) => ts.isTypeOnlyImportOrExportDeclaration?.(d) || (d.parent && ts.isTypeOnlyImportOrExportDeclaration?.(d.parent)));
+  return (sym.declarations ?? []).some(
+    (d) =>
+      ts.isTypeOnlyImportOrExportDeclaration?.(d) || (d.parent && ts.isTypeOnlyImportOrExportDeclaration?.(d.parent)),
+  );
 }
 
 export function renderApiDoc(entries) {
@@ -88,7 +91,14 @@ export function renderApiDoc(entries) {
   ];
   for (const e of entries) {
     const values = e.names.filter((n) => n.kind === "value").length;
-    out.push(`## \`${e.specifier}\``, "", `${e.names.length} names: ${values} values, ${e.names.length - values} types.`, "", "| name | kind | defined in |", "|---|---|---|");
+    out.push(
+      `## \`${e.specifier}\``,
+      "",
+      `${e.names.length} names: ${values} values, ${e.names.length - values} types.`,
+      "",
+      "| name | kind | defined in |",
+      "|---|---|---|",
+    );
     for (const n of e.names) out.push(`| \`${n.name}\` | ${n.kind} | \`${n.from}\` |`);
     out.push("");
   }

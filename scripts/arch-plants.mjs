@@ -18,12 +18,24 @@ import { fileURLToPath } from "node:url";
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), "..");
 const { PLANTS } = await import(new URL("../test/helpers/architecture-plants.mjs", import.meta.url).href);
 /** What the architecture test reads: the tree, the test itself, the docs whose diagram it compares. */
-const COPIED = ["src", "native", "test/architecture.test.ts", "test/helpers", "README.md", "docs/architecture.md", "package.json", "tsconfig.json", "vitest.config.ts"];
+const COPIED = [
+  "src",
+  "native",
+  "test/architecture.test.ts",
+  "test/helpers",
+  "README.md",
+  "docs/architecture.md",
+  "package.json",
+  "tsconfig.json",
+  "vitest.config.ts",
+];
 
 const wanted = process.argv.slice(2);
 const plants = wanted.length ? PLANTS.filter((p) => wanted.includes(p.name)) : PLANTS;
 if (wanted.length && plants.length !== wanted.length) {
-  console.error(`unknown plant: ${wanted.filter((w) => !PLANTS.some((p) => p.name === w)).join(", ")}; known: ${PLANTS.map((p) => p.name).join(", ")}`);
+  console.error(
+    `unknown plant: ${wanted.filter((w) => !PLANTS.some((p) => p.name === w)).join(", ")}; known: ${PLANTS.map((p) => p.name).join(", ")}`,
+  );
   process.exit(2);
 }
 
@@ -40,7 +52,12 @@ function scratchCopy() {
 /** vitest on the copy's architecture test, only the whole-tree check: { ok, out }. */
 function runTest(dir) {
   const vitest = join(ROOT, "node_modules/vitest/vitest.mjs");
-  const r = spawnSync(process.execPath, [vitest, "run", "test/architecture.test.ts", "-t", "keeps every rule"], { cwd: dir, encoding: "utf8", env: { ...process.env, NO_COLOR: "1", FORCE_COLOR: "0" }, timeout: 600_000 });
+  const r = spawnSync(process.execPath, [vitest, "run", "test/architecture.test.ts", "-t", "keeps every rule"], {
+    cwd: dir,
+    encoding: "utf8",
+    env: { ...process.env, NO_COLOR: "1", FORCE_COLOR: "0" },
+    timeout: 600_000,
+  });
   return { ok: r.status === 0, out: `${r.stdout}${r.stderr}` };
 }
 
@@ -69,10 +86,14 @@ for (const p of plants) {
     const finding = r.out.split("\n").find((l) => l.trim().startsWith(`${p.rule} ${p.at}:`));
     const good = !r.ok && finding !== undefined;
     if (!good) failures++;
-    console.log(`${good ? "ok  " : "FAIL"} ${p.name.padEnd(28)} ${good ? `test failed: ${finding.trim()}` : r.ok ? "the test PASSED with it planted" : "the test failed, but not naming it"}`);
+    console.log(
+      `${good ? "ok  " : "FAIL"} ${p.name.padEnd(28)} ${good ? `test failed: ${finding.trim()}` : r.ok ? "the test PASSED with it planted" : "the test failed, but not naming it"}`,
+    );
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
 }
-console.log(`${plants.length - failures}/${plants.length} plants made the architecture test fail (${Math.round((Date.now() - t0) / 1000)} s)`);
+console.log(
+  `${plants.length - failures}/${plants.length} plants made the architecture test fail (${Math.round((Date.now() - t0) / 1000)} s)`,
+);
 process.exit(failures ? 1 : 0);

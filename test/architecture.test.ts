@@ -27,7 +27,16 @@ import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { applyAllowances, checkFile, checkTree, KILL_ORDER_HOME, readSourceTree, type Allowance, type SourceFile, type Violation } from "./helpers/architecture.js";
+import {
+  applyAllowances,
+  checkFile,
+  checkTree,
+  KILL_ORDER_HOME,
+  readSourceTree,
+  type Allowance,
+  type SourceFile,
+  type Violation,
+} from "./helpers/architecture.js";
 import { diagramIn, layerDiagram } from "./helpers/architecture-layers.js";
 import { checkAll } from "./helpers/architecture-homes.js";
 import { PLANTS } from "./helpers/architecture-plants.mjs";
@@ -69,13 +78,24 @@ describe("the source tree", () => {
   });
 
   it("still needs every allowance", () => {
-    const unused = ALLOW.filter((a) => !all.some((v) => v.rule === a.rule && v.file === a.file && (a.name === undefined || v.detail.startsWith(`function ${a.name}:`))));
+    const unused = ALLOW.filter(
+      (a) =>
+        !all.some(
+          (v) =>
+            v.rule === a.rule &&
+            v.file === a.file &&
+            (a.name === undefined || v.detail.startsWith(`function ${a.name}:`)),
+        ),
+    );
     expect(unused, "these allowances match nothing any more: remove them").toEqual([]);
   });
 
   it("README.md and docs/architecture.md draw the layers the test checks", () => {
     for (const doc of ["README.md", "docs/architecture.md"]) {
-      expect(diagramIn(readFileSync(join(ROOT, doc), "utf8")), `${doc}: the block between <!-- layers --> and <!-- /layers --> (paste layerDiagram())`).toBe(layerDiagram());
+      expect(
+        diagramIn(readFileSync(join(ROOT, doc), "utf8")),
+        `${doc}: the block between <!-- layers --> and <!-- /layers --> (paste layerDiagram())`,
+      ).toBe(layerDiagram());
     }
   });
 });
@@ -105,7 +125,7 @@ describe("each rule fails on a planted copy (a test of the test)", () => {
     const text = [
       "import { readFileSync, writeFileSync } from 'node:fs';",
       "import { join } from 'node:path';",
-      "export const shim = 'echo 0 > \"$1/cgroup.procs\" && exec \"$@\"';",
+      'export const shim = \'echo 0 > "$1/cgroup.procs" && exec "$@"\';',
       "export const put = (d: string) => writeFileSync(join(d, 'cgroup.procs'), '0');",
       "export const members = (d: string) => readFileSync(join(d, 'cgroup.procs'), 'utf8');",
       "export const why = (d: string) => `uid 1 cannot write ${d}/cgroup.procs (ask for Delegate=yes)`;",
@@ -126,7 +146,9 @@ describe("each rule fails on a planted copy (a test of the test)", () => {
 
   it("kill-order finds TERM then KILL in one function (or one nested in it), not a TERM listener and a KILL in another function", () => {
     const nested = `export async function stop(send: (s: string) => void) {\n  send("SIGTERM");\n  await new Promise((r) => setTimeout(r, 10));\n  const later = () => send("SIGKILL");\n  later();\n}\n`;
-    expect(checkFile({ path: "src/supervisor/planted.ts", text: nested }).map((v) => `${v.rule}:${v.line}`)).toEqual(["kill-order:4"]);
+    expect(checkFile({ path: "src/supervisor/planted.ts", text: nested }).map((v) => `${v.rule}:${v.line}`)).toEqual([
+      "kill-order:4",
+    ]);
     const apart = `export function main() {\n  process.once("SIGTERM", () => {});\n}\nexport function end(send: (s: string) => void) {\n  send("SIGKILL");\n}\nexport type Sig = "SIGTERM" | "SIGKILL";\n`;
     expect(checkFile({ path: "src/cli/planted.ts", text: apart })).toEqual([]);
   });
@@ -138,17 +160,40 @@ describe("each rule fails on a planted copy (a test of the test)", () => {
 
   it("layer-import also catches a dynamic import, a re-export and a type's import(), and sessions importing anything of ours", () => {
     const text = `export { settleLease } from "../ownership/index.js";\nexport const load = () => import("../supervisor/index.js");\nexport type R = import("../acpx/types.js").ReapReport;\n`;
-    expect(checkFile({ path: "src/containment/planted.ts", text }).filter((v) => v.rule === "layer-import")).toHaveLength(3);
-    expect(checkFile({ path: "src/sessions/planted.ts", text: `import { isAlive } from "../facts/liveness.js";\nexport const a = isAlive;\n` })).toHaveLength(1);
-    expect(checkFile({ path: "src/acpx/planted.ts", text: `import { isAlive } from "../facts/liveness.js";\nexport const a = isAlive;\n` })).toEqual([]);
+    expect(
+      checkFile({ path: "src/containment/planted.ts", text }).filter((v) => v.rule === "layer-import"),
+    ).toHaveLength(3);
+    expect(
+      checkFile({
+        path: "src/sessions/planted.ts",
+        text: `import { isAlive } from "../facts/liveness.js";\nexport const a = isAlive;\n`,
+      }),
+    ).toHaveLength(1);
+    expect(
+      checkFile({
+        path: "src/acpx/planted.ts",
+        text: `import { isAlive } from "../facts/liveness.js";\nexport const a = isAlive;\n`,
+      }),
+    ).toEqual([]);
   });
 
   it("layer-import also holds src/ownership/'s folders to their order (OWNERSHIP_LAYERS), and index.ts above them all", () => {
     const up = `import type { Settlement } from "../lifecycle/settle.js";\nexport type S = Settlement;\n`;
-    expect(checkFile({ path: "src/ownership/verify/planted.ts", text: up }).map((v) => v.rule)).toEqual(["layer-import"]);
+    expect(checkFile({ path: "src/ownership/verify/planted.ts", text: up }).map((v) => v.rule)).toEqual([
+      "layer-import",
+    ]);
     expect(checkFile({ path: "src/ownership/keeper/planted.ts", text: up })).toEqual([]);
-    expect(checkFile({ path: "src/ownership/leases/planted.ts", text: `export { settleLease } from "../index.js";\n` }).map((v) => v.rule)).toEqual(["layer-import"]);
-    expect(checkFile({ path: "src/ownership/planted/x.ts", text: `export { escalate } from "../terminate/escalate.js";\n` }).map((v) => v.rule)).toEqual(["layer-import"]);
+    expect(
+      checkFile({ path: "src/ownership/leases/planted.ts", text: `export { settleLease } from "../index.js";\n` }).map(
+        (v) => v.rule,
+      ),
+    ).toEqual(["layer-import"]);
+    expect(
+      checkFile({
+        path: "src/ownership/planted/x.ts",
+        text: `export { escalate } from "../terminate/escalate.js";\n`,
+      }).map((v) => v.rule),
+    ).toEqual(["layer-import"]);
   });
 
   it("prose-decision also catches a regex tested against a why and an includes on a message or reason; a code compared, and prose built, are not decisions", () => {
@@ -161,16 +206,29 @@ describe("each rule fails on a planted copy (a test of the test)", () => {
       "  return `${o.why}: ${detail}`.length;",
       "}",
     ].join("\n");
-    expect(checkFile({ path: "src/cli/planted.ts", text }).filter((v) => v.rule === "prose-decision").map((v) => v.line)).toEqual([2, 3, 3, 4]);
+    expect(
+      checkFile({ path: "src/cli/planted.ts", text })
+        .filter((v) => v.rule === "prose-decision")
+        .map((v) => v.line),
+    ).toEqual([2, 3, 3, 4]);
   });
 
   it("an allowance covers only its own file and function, and only up to its size", () => {
     const long = PLANTS.find((p) => p.rule === "function-size")!.text;
     const at = { path: "src/supervisor/supervisor.ts", text: long };
-    expect(checkTree([at], [{ rule: "function-size", file: at.path, name: "long", max: 200, why: "test" }])).toEqual([]);
-    expect(checkTree([at], [{ rule: "function-size", file: at.path, name: "other", max: 200, why: "test" }])).toHaveLength(1);
-    expect(checkTree([at], [{ rule: "function-size", file: at.path, name: "long", max: 81, why: "test" }])).toHaveLength(1);
-    const letters = { path: "src/supervisor/kill-tree.ts", text: `export const gone = (p: { state: string }) => p.state === "Z" || "X" === p?.state;\n` };
+    expect(checkTree([at], [{ rule: "function-size", file: at.path, name: "long", max: 200, why: "test" }])).toEqual(
+      [],
+    );
+    expect(
+      checkTree([at], [{ rule: "function-size", file: at.path, name: "other", max: 200, why: "test" }]),
+    ).toHaveLength(1);
+    expect(
+      checkTree([at], [{ rule: "function-size", file: at.path, name: "long", max: 81, why: "test" }]),
+    ).toHaveLength(1);
+    const letters = {
+      path: "src/supervisor/kill-tree.ts",
+      text: `export const gone = (p: { state: string }) => p.state === "Z" || "X" === p?.state;\n`,
+    };
     expect(checkTree([letters], [{ rule: "state-letter", file: letters.path, max: 1, why: "test" }])).toHaveLength(1);
     expect(checkTree([letters], [{ rule: "state-letter", file: letters.path, max: 2, why: "test" }])).toEqual([]);
   });
@@ -196,10 +254,15 @@ describe("each rule fails on a planted copy (a test of the test)", () => {
           writeFileSync(join(copy, p.at), p.text);
         }
         const after = checkAll(copy, readSourceTree(copy), ALLOW, before.program).violations;
-        const missed = PLANTS.filter((p) => !after.some((v) => v.file === p.at && v.rule === p.rule)).map((p) => `${p.name} (${p.rule} in ${p.at})`);
+        const missed = PLANTS.filter((p) => !after.some((v) => v.file === p.at && v.rule === p.rule)).map(
+          (p) => `${p.name} (${p.rule} in ${p.at})`,
+        );
         expect(missed, `not found:\n${show(after)}`).toEqual([]);
         const planted = new Set(PLANTS.map((p) => p.at));
-        expect(after.filter((v) => !planted.has(v.file)), "only the planted files are flagged").toEqual([]);
+        expect(
+          after.filter((v) => !planted.has(v.file)),
+          "only the planted files are flagged",
+        ).toEqual([]);
       },
       PROGRAM_MS * 2,
     );

@@ -66,13 +66,22 @@ function brokenLinks(doc: string, text: string, files: readonly string[], root: 
   for (const { target, line } of linksIn(text)) {
     if (/^[a-z][a-z0-9+.-]*:/i.test(target)) continue; // https:, mailto:
     const [path, anchor] = target.split("#", 2) as [string, string | undefined];
-    const file = path === "" ? doc : normalize(join(dirname(doc), path)).split(sep).join("/");
+    const file =
+      path === ""
+        ? doc
+        : normalize(join(dirname(doc), path))
+            .split(sep)
+            .join("/");
     const where = `${doc}:${line} ${target}`;
     if (file.startsWith("../") || !shipped(file, files)) {
       problems.push(`${where}: ${file} is not in package.json "files" (not in the installed package)`);
     } else if (!existsSync(join(root, file))) {
       problems.push(`${where}: ${file} does not exist`);
-    } else if (anchor !== undefined && file.endsWith(".md") && !anchorsOf(readFileSync(join(root, file), "utf8")).has(anchor)) {
+    } else if (
+      anchor !== undefined &&
+      file.endsWith(".md") &&
+      !anchorsOf(readFileSync(join(root, file), "utf8")).has(anchor)
+    ) {
       problems.push(`${where}: ${file} has no heading #${anchor}`);
     }
   }
@@ -86,7 +95,8 @@ function shippedDocs(files: readonly string[]): string[] {
   return ["README.md", ...docs].filter((d) => shipped(d, files));
 }
 
-const FILES: readonly string[] = (JSON.parse(readFileSync(join(ROOT, "package.json"), "utf8")) as { files: string[] }).files;
+const FILES: readonly string[] = (JSON.parse(readFileSync(join(ROOT, "package.json"), "utf8")) as { files: string[] })
+  .files;
 
 describe("links in the shipped docs", () => {
   it("README.md and docs/ are both shipped", () => {
@@ -96,7 +106,9 @@ describe("links in the shipped docs", () => {
   });
 
   it("every relative link lands on a shipped file that exists, and on a heading it has", () => {
-    const problems = shippedDocs(FILES).flatMap((d) => brokenLinks(d, readFileSync(join(ROOT, d), "utf8"), FILES, ROOT));
+    const problems = shippedDocs(FILES).flatMap((d) =>
+      brokenLinks(d, readFileSync(join(ROOT, d), "utf8"), FILES, ROOT),
+    );
     expect(problems).toEqual([]);
   });
 
@@ -109,6 +121,10 @@ describe("links in the shipped docs", () => {
       "```",
     ].join("\n");
     const problems = brokenLinks("docs/example.md", doc, FILES, ROOT);
-    expect(problems.map((p) => p.split(":")[1])).toEqual(["1 ../src/ownership/verify/verify.ts", "1 missing.md", "2 api.md#no-such-heading"]);
+    expect(problems.map((p) => p.split(":")[1])).toEqual([
+      "1 ../src/ownership/verify/verify.ts",
+      "1 missing.md",
+      "2 api.md#no-such-heading",
+    ]);
   });
 });

@@ -59,15 +59,25 @@ export class Gateway {
     this.events = [];
     const { openclawDir, env, port } = this.opts;
     const bin = join(openclawDir, "node_modules/openclaw/openclaw.mjs");
-    const child = spawn(process.execPath, [bin, "gateway", "--port", String(port), "--bind", "loopback"], { env, detached: true, stdio: ["ignore", "pipe", "pipe"] });
+    const child = spawn(process.execPath, [bin, "gateway", "--port", String(port), "--bind", "loopback"], {
+      env,
+      detached: true,
+      stdio: ["ignore", "pipe", "pipe"],
+    });
     this.child = child;
     this.exited = new Promise((resolve) => child.on("exit", (code, signal) => resolve({ code, signal })));
     for (const s of [child.stdout, child.stderr]) s.on("data", (d) => (this.log += stripAnsi(String(d))));
     const t0 = performance.now();
-    await waitFor("the gateway's log to say ready", () => {
-      if (child.exitCode !== null || child.signalCode !== null) throw new Error(`the gateway exited before ready:\n${this.log.slice(-3000)}`);
-      return /\[gateway\] ready/.test(this.log);
-    }, 180_000, 100);
+    await waitFor(
+      "the gateway's log to say ready",
+      () => {
+        if (child.exitCode !== null || child.signalCode !== null)
+          throw new Error(`the gateway exited before ready:\n${this.log.slice(-3000)}`);
+        return /\[gateway\] ready/.test(this.log);
+      },
+      180_000,
+      100,
+    );
     const readyMs = performance.now() - t0;
     await this.connect();
     return { pid: child.pid, readyMs, connectedMs: performance.now() - t0 };
@@ -91,7 +101,10 @@ export class Gateway {
       onConnectError: (e) => failed(e),
     });
     this.client.start();
-    await Promise.race([ok, new Promise((_, rej) => setTimeout(() => rej(new Error("no hello from the gateway in 60 s")), 60_000))]);
+    await Promise.race([
+      ok,
+      new Promise((_, rej) => setTimeout(() => rej(new Error("no hello from the gateway in 60 s")), 60_000)),
+    ]);
   }
 
   /** chat.send; returns the run id and the time it was sent. */
@@ -108,12 +121,16 @@ export class Gateway {
 
   /** The ACP runtime events (`agent` frames on the `acp` stream) of one run, in arrival order. */
   acpEvents(runId) {
-    return this.runEvents(runId).filter((e) => e.event === "agent" && e.payload.stream === "acp" && e.payload.data?.phase === "runtime_event");
+    return this.runEvents(runId).filter(
+      (e) => e.event === "agent" && e.payload.stream === "acp" && e.payload.data?.phase === "runtime_event",
+    );
   }
 
   /** The run's terminal chat frame (final, error or aborted). */
   chatEnd(runId) {
-    return this.runEvents(runId).find((e) => e.event === "chat" && ["final", "error", "aborted"].includes(e.payload.state));
+    return this.runEvents(runId).find(
+      (e) => e.event === "chat" && ["final", "error", "aborted"].includes(e.payload.state),
+    );
   }
 
   /** A gateway command (/acp …) sent from the operator's main session; resolves with its reply text. */
@@ -147,5 +164,8 @@ export class Gateway {
 export function textOf(message) {
   if (!message) return undefined;
   if (typeof message.content === "string") return message.content;
-  return (message.content ?? []).filter((b) => b.type === "text").map((b) => b.text).join("");
+  return (message.content ?? [])
+    .filter((b) => b.type === "text")
+    .map((b) => b.text)
+    .join("");
 }

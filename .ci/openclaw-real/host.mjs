@@ -30,7 +30,12 @@ export function markedProcesses() {
     }
     if (/\) Z /.test(stat)) continue; // a zombie runs nothing
     const instance = env.find((e) => e.startsWith(INSTANCE_KEY));
-    out.push({ pid: Number(name), leaseId: lease.slice(LEASE_KEY.length), instanceId: instance?.slice(INSTANCE_KEY.length), comm: stat.slice(stat.indexOf("(") + 1, stat.lastIndexOf(")")) });
+    out.push({
+      pid: Number(name),
+      leaseId: lease.slice(LEASE_KEY.length),
+      instanceId: instance?.slice(INSTANCE_KEY.length),
+      comm: stat.slice(stat.indexOf("(") + 1, stat.lastIndexOf(")")),
+    });
   }
   return out;
 }
@@ -47,7 +52,11 @@ function safeRead(p) {
 
 /** `proclease leases --json` on the state dir: the records and their live verdicts. */
 export function leases(root, stateDir) {
-  const out = execFileSync(process.execPath, [join(root, "dist/cli/main.js"), "leases", "--state-dir", stateDir, "--json"], { encoding: "utf8" });
+  const out = execFileSync(
+    process.execPath,
+    [join(root, "dist/cli/main.js"), "leases", "--state-dir", stateDir, "--json"],
+    { encoding: "utf8" },
+  );
   return JSON.parse(out).leases;
 }
 

@@ -36,7 +36,17 @@ const tmpGuard = openclawTmpGuard();
 const work = mkdtempSync(join(tmpdir(), "proclease-oc-real-"));
 const agentScript = join(root, "fixtures/acp-agent/agent.mjs");
 const sessions = join(work, "agent-sessions");
-const agent = (...flags) => ({ command: [process.execPath, agentScript, "--turn=by-text", `--session-store=${sessions}`, "--stream-batch=1", "--stream-gap-ms=100", ...flags] });
+const agent = (...flags) => ({
+  command: [
+    process.execPath,
+    agentScript,
+    "--turn=by-text",
+    `--session-store=${sessions}`,
+    "--stream-batch=1",
+    "--stream-gap-ms=100",
+    ...flags,
+  ],
+});
 const pluginConfig = { graceMs: 1000, agents: { fixture: agent("--grandchild=setsid"), second: agent() } };
 
 let gw;
@@ -72,4 +82,3 @@ try {
 }
 say(failures === 0 ? "the real gateway: every check passed" : `the real gateway: ${failures} check(s) failed`);
 process.exit(failures === 0 ? 0 : 1);
-

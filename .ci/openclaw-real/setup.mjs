@@ -54,8 +54,15 @@ export function substitute(argv, ci) {
   if (rest[0] === "config" && rest[1] === "set" && entry) {
     const docAgent = entry[1];
     const runtime = JSON.parse(rest[3]);
-    if (runtime.acp?.agent !== docAgent) throw new Error(`the doc's agent entry ${docAgent} names another ACP agent: ${rest[3]}`);
-    return ci.agents.map((name) => [rest[0], rest[1], `agents.entries.${name}.runtime`, JSON.stringify({ ...runtime, acp: { ...runtime.acp, agent: name } }), ...rest.slice(4)]);
+    if (runtime.acp?.agent !== docAgent)
+      throw new Error(`the doc's agent entry ${docAgent} names another ACP agent: ${rest[3]}`);
+    return ci.agents.map((name) => [
+      rest[0],
+      rest[1],
+      `agents.entries.${name}.runtime`,
+      JSON.stringify({ ...runtime, acp: { ...runtime.acp, agent: name } }),
+      ...rest.slice(4),
+    ]);
   }
   const verbatim = [
     ["plugins", "enable", "proclease"],
@@ -69,7 +76,11 @@ export function substitute(argv, ci) {
 export function openclaw(openclawDir, env, argv) {
   const t0 = performance.now();
   const bin = join(openclawDir, "node_modules/openclaw/openclaw.mjs");
-  const out = execFileSync(process.execPath, [bin, ...argv], { env, encoding: "utf8", stdio: ["ignore", "pipe", "pipe"] });
+  const out = execFileSync(process.execPath, [bin, ...argv], {
+    env,
+    encoding: "utf8",
+    stdio: ["ignore", "pipe", "pipe"],
+  });
   return { out, ms: performance.now() - t0 };
 }
 

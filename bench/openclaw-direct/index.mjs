@@ -13,7 +13,8 @@ import { client as acpClient, ndJsonStream, PROTOCOL_VERSION } from "@agentclien
 const BACKEND = "direct";
 
 // the gateway runs from inside the openclaw package: its SDK resolves by the package's own name
-const hostSdk = () => import(pathToFileURL(createRequire(process.argv[1]).resolve("openclaw/plugin-sdk/acp-runtime")).href);
+const hostSdk = () =>
+  import(pathToFileURL(createRequire(process.argv[1]).resolve("openclaw/plugin-sdk/acp-runtime")).href);
 
 function createRuntime(agents) {
   const live = new Map();
@@ -26,13 +27,24 @@ function createRuntime(agents) {
       .onNotification("session/update", ({ params }) => s.onUpdate?.(params))
       .onRequest("session/request_permission", () => ({ outcome: { outcome: "cancelled" } }));
     s.conn = app.connect(ndJsonStream(Writable.toWeb(child.stdin), Readable.toWeb(child.stdout)));
-    await s.conn.agent.request("initialize", { protocolVersion: PROTOCOL_VERSION, clientCapabilities: {}, clientInfo: { name: "direct-acp", version: "0" } });
+    await s.conn.agent.request("initialize", {
+      protocolVersion: PROTOCOL_VERSION,
+      clientCapabilities: {},
+      clientInfo: { name: "direct-acp", version: "0" },
+    });
     const res = await s.conn.agent.request("session/new", { cwd: input.cwd ?? process.cwd(), mcpServers: [] });
     s.sessionId = res.sessionId;
     live.set(input.sessionKey, s);
     return s;
   };
-  const handleOf = (input, s) => ({ sessionKey: input.sessionKey, agentId: input.agentId, backend: BACKEND, runtimeSessionName: input.sessionKey, backendSessionId: s.sessionId, agentSessionId: s.sessionId });
+  const handleOf = (input, s) => ({
+    sessionKey: input.sessionKey,
+    agentId: input.agentId,
+    backend: BACKEND,
+    runtimeSessionName: input.sessionKey,
+    backendSessionId: s.sessionId,
+    agentSessionId: s.sessionId,
+  });
   return {
     async ensureSession(input) {
       const s = live.get(input.sessionKey) ?? (await open(input));
@@ -45,20 +57,34 @@ function createRuntime(agents) {
       let wake;
       s.onUpdate = (n) => {
         const u = n.update;
-        if ((u.sessionUpdate === "agent_message_chunk" || u.sessionUpdate === "agent_thought_chunk") && u.content?.type === "text") {
-          queue.push({ type: "text_delta", text: u.content.text, stream: u.sessionUpdate === "agent_message_chunk" ? "output" : "thought", tag: u.sessionUpdate });
+        if (
+          (u.sessionUpdate === "agent_message_chunk" || u.sessionUpdate === "agent_thought_chunk") &&
+          u.content?.type === "text"
+        ) {
+          queue.push({
+            type: "text_delta",
+            text: u.content.text,
+            stream: u.sessionUpdate === "agent_message_chunk" ? "output" : "thought",
+            tag: u.sessionUpdate,
+          });
           wake?.();
         }
       };
       let answer;
-      const prompt = s.conn.agent.request("session/prompt", { sessionId: s.sessionId, prompt: [{ type: "text", text }] }).then((r) => ((answer = r), wake?.()));
+      const prompt = s.conn.agent
+        .request("session/prompt", { sessionId: s.sessionId, prompt: [{ type: "text", text }] })
+        .then((r) => ((answer = r), wake?.()));
       try {
         while (answer === undefined || queue.length > 0) {
           if (queue.length > 0) yield queue.shift();
           else await new Promise((r) => (wake = r));
         }
         await prompt;
-        yield { type: "done", status: answer.stopReason === "cancelled" ? "cancelled" : "completed", stopReason: answer.stopReason };
+        yield {
+          type: "done",
+          status: answer.stopReason === "cancelled" ? "cancelled" : "completed",
+          stopReason: answer.stopReason,
+        };
       } finally {
         s.onUpdate = undefined;
       }
@@ -86,7 +112,9 @@ export default {
   register(api) {
     if (api.registrationMode !== undefined && api.registrationMode !== "full") return;
     const runtime = createRuntime(api.pluginConfig?.agents ?? {});
-    api.on("reply_dispatch", async (event, ctx) => (await hostSdk()).tryDispatchAcpReplyHook(event, ctx), { eligibleDispatchKinds: ["acp"] });
+    api.on("reply_dispatch", async (event, ctx) => (await hostSdk()).tryDispatchAcpReplyHook(event, ctx), {
+      eligibleDispatchKinds: ["acp"],
+    });
     api.registerService({
       id: "direct-acp-runtime",
       async start() {

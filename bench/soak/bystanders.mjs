@@ -59,9 +59,14 @@ export class Bystanders {
   }
 
   startStatic({ agentPath }) {
-    this.start("adapter-lookalike-detached", { argv: [process.execPath, agentPath, "--ignore-sigterm", "--grandchild=setsid"] });
+    this.start("adapter-lookalike-detached", {
+      argv: [process.execPath, agentPath, "--ignore-sigterm", "--grandchild=setsid"],
+    });
     // in the soak's own process group (not detached)
-    this.start("adapter-lookalike-soak-group", { argv: [process.execPath, agentPath, "--turn=until-cancel"], detached: false });
+    this.start("adapter-lookalike-soak-group", {
+      argv: [process.execPath, agentPath, "--turn=until-cancel"],
+      detached: false,
+    });
     this.start("foreign-instance", { env: { [LEASE_KEY]: randomUUID(), [INSTANCE_KEY]: randomUUID() } });
     this.start("lease-id-only", { env: { [LEASE_KEY]: randomUUID() } });
   }
@@ -71,7 +76,15 @@ export class Bystanders {
     if (this.wrapperLookalike) return;
     this.wrapperLookalike = this.start("wrapper-lookalike", {
       // the Node wrapper (a .cjs shim) runs under node; the native one is its own executable
-      argv: [...(wrapperPath.endsWith(".cjs") ? [process.execPath] : []), wrapperPath, "--grace-ms", String(graceMs), "--", process.execPath, agentPath],
+      argv: [
+        ...(wrapperPath.endsWith(".cjs") ? [process.execPath] : []),
+        wrapperPath,
+        "--grace-ms",
+        String(graceMs),
+        "--",
+        process.execPath,
+        agentPath,
+      ],
     });
   }
 
@@ -82,7 +95,8 @@ export class Bystanders {
    * the oldest is retired through its stop file (never a signal).
    */
   twin(leaseId, kind, max = 6) {
-    const env = kind === "foreign-instance" ? { [LEASE_KEY]: leaseId, [INSTANCE_KEY]: randomUUID() } : { [LEASE_KEY]: leaseId };
+    const env =
+      kind === "foreign-instance" ? { [LEASE_KEY]: leaseId, [INSTANCE_KEY]: randomUUID() } : { [LEASE_KEY]: leaseId };
     this.twins.push(this.start(`twin-${kind}`, { env, kind: "twin" }));
     while (this.twins.filter((t) => !t.retired).length > max) {
       const old = this.twins.find((t) => !t.retired);
@@ -103,10 +117,20 @@ export class Bystanders {
    */
   async verdicts({ settleMs = 4000 } = {}) {
     const deadline = Date.now() + settleMs;
-    const read = (b) => (existsSync(b.log) ? readFileSync(b.log, "utf8").trim().split("\n").filter(Boolean).map((l) => JSON.parse(l)) : []);
+    const read = (b) =>
+      existsSync(b.log)
+        ? readFileSync(b.log, "utf8")
+            .trim()
+            .split("\n")
+            .filter(Boolean)
+            .map((l) => JSON.parse(l))
+        : [];
     // retired ones exit within their 200 ms poll; give a loaded host time
     while (Date.now() < deadline) {
-      const pending = this.all.filter((b) => b.retired && !read(b).some((e) => e.what.startsWith("exit")) && b.startTime && sameAlive(b.pid, b.startTime));
+      const pending = this.all.filter(
+        (b) =>
+          b.retired && !read(b).some((e) => e.what.startsWith("exit")) && b.startTime && sameAlive(b.pid, b.startTime),
+      );
       if (pending.length === 0) break;
       await sleep(100);
     }
@@ -152,7 +176,11 @@ export class Churn {
   constructor(n) {
     this.loops = [];
     for (let i = 0; i < n; i++) {
-      const c = spawn("nice", ["-n", String(CHURN_NICE), "sh", "-c", "while :; do /bin/true; done"], { stdio: "ignore", detached: true, env: cleanEnv() });
+      const c = spawn("nice", ["-n", String(CHURN_NICE), "sh", "-c", "while :; do /bin/true; done"], {
+        stdio: "ignore",
+        detached: true,
+        env: cleanEnv(),
+      });
       c.on("error", () => {});
       c.unref();
       this.loops.push({ pid: c.pid, startTime: stat(c.pid)?.startTime ?? null, child: c });

@@ -21,7 +21,7 @@ import { cmdline, killSame, pids, stat } from "./proc.mjs";
 
 // $0 tag, $1 pidfile, $2 the sleep's argument; then the adapter's argv
 const LAUNCH =
-  'tag=$0 f=$1 secs=$2; shift 2; ' +
+  "tag=$0 f=$1 secs=$2; shift 2; " +
   "/usr/bin/env -i /usr/bin/setsid /bin/sh -c " +
   `'trap "" TERM; echo $$ >"$1.tmp" && mv "$1.tmp" "$1"; exec sleep "$2"' "$tag" "$f" "$secs" </dev/null >/dev/null 2>&1 & ` +
   'exec "$@"';
@@ -50,12 +50,18 @@ export class Escapees {
    * carries the lease markers and is the carriers scan's.
    */
   isOurs(argv) {
-    return argv !== null && ((argv.length === 6 && argv[3] === this.tag) || (argv.length === 2 && argv[1] === this.secs));
+    return (
+      argv !== null && ((argv.length === 6 && argv[3] === this.tag) || (argv.length === 2 && argv[1] === this.secs))
+    );
   }
 
   /** An escapee started by no controller (--inject-faults): the run must report it. */
   plant() {
-    const c = spawn("/usr/bin/env", ["-i", "/usr/bin/setsid", "/bin/sh", "-c", 'trap "" TERM; exec sleep "$2"', this.tag, "-", this.secs], { stdio: "ignore" });
+    const c = spawn(
+      "/usr/bin/env",
+      ["-i", "/usr/bin/setsid", "/bin/sh", "-c", 'trap "" TERM; exec sleep "$2"', this.tag, "-", this.secs],
+      { stdio: "ignore" },
+    );
     c.on("error", () => {});
     c.unref();
     return c.pid;

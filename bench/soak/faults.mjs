@@ -17,12 +17,14 @@ import { rng, subSeed } from "./rng.mjs";
 import { stat } from "./proc.mjs";
 
 /** What a step's error text must name to count as the fault's, not the library's. */
-export const FAULT_TEXT = /ENOSPC|EMFILE|ENFILE|EDQUOT|no space left|descriptor|RLIMIT_NOFILE|could not be written|could not be read|settlement pending|read it as gone|Too many open files/;
+export const FAULT_TEXT =
+  /ENOSPC|EMFILE|ENFILE|EDQUOT|no space left|descriptor|RLIMIT_NOFILE|could not be written|could not be read|settlement pending|read it as gone|Too many open files/;
 
 /** Why this host cannot run the fault mode, or null. */
 export function faultModeUnavailable() {
   if (process.platform !== "linux") return "not Linux";
-  if (process.getuid?.() !== 0) return "not root: the ENOSPC windows need a size-limited tmpfs (mount) and the EMFILE ones prlimit --pid on the gateway";
+  if (process.getuid?.() !== 0)
+    return "not root: the ENOSPC windows need a size-limited tmpfs (mount) and the EMFILE ones prlimit --pid on the gateway";
   if (spawnSync("prlimit", ["--version"]).status !== 0) return "prlimit(1) is not installed";
   return null;
 }
@@ -31,7 +33,9 @@ export class FaultWindows {
   constructor({ seed, dir, sizeKb = 16 * 1024 }) {
     this.r = rng(subSeed(seed, 1_000_003));
     this.dir = dir;
-    const m = spawnSync("mount", ["-t", "tmpfs", "-o", `size=${sizeKb}k,mode=0700`, "tmpfs", dir], { encoding: "utf8" });
+    const m = spawnSync("mount", ["-t", "tmpfs", "-o", `size=${sizeKb}k,mode=0700`, "tmpfs", dir], {
+      encoding: "utf8",
+    });
     if (m.status !== 0) throw new Error(`mount tmpfs on ${dir}: ${m.stderr.trim()}`);
     this.mounted = true;
     this.windows = []; // {kind, pid, t0, t1, detail}
@@ -82,14 +86,25 @@ export class FaultWindows {
     let limits;
     try {
       fds = readdirSync(`/proc/${pid}/fd`).length;
-      limits = readFileSync(`/proc/${pid}/limits`, "utf8").split("\n").find((l) => l.startsWith("Max open files"));
+      limits = readFileSync(`/proc/${pid}/limits`, "utf8")
+        .split("\n")
+        .find((l) => l.startsWith("Max open files"));
     } catch {
       return null;
     }
     const [soft, hard] = limits.slice("Max open files".length).trim().split(/\s+/);
     const low = fds + 3;
     if (spawnSync("prlimit", ["--pid", String(pid), `--nofile=${low}:${hard}`]).status !== 0) return null;
-    return { kind: "EMFILE", pid, start, soft, hard, t0: Date.now(), t1: null, detail: `RLIMIT_NOFILE ${soft} → ${low} (${fds} open)` };
+    return {
+      kind: "EMFILE",
+      pid,
+      start,
+      soft,
+      hard,
+      t0: Date.now(),
+      t1: null,
+      detail: `RLIMIT_NOFILE ${soft} → ${low} (${fds} open)`,
+    };
   }
 
   end(w) {

@@ -96,7 +96,12 @@ export class Incarnation {
 
   /** An event for session sid whose ev is one of names, at index >= from. */
   waitSession(sid, names, ms, from) {
-    return this.waitEvent((e) => e.sid === sid && names.includes(e.ev), ms, `${names.join("|")} of session ${sid}`, from);
+    return this.waitEvent(
+      (e) => e.sid === sid && names.includes(e.ev),
+      ms,
+      `${names.join("|")} of session ${sid}`,
+      from,
+    );
   }
 
   /** SIGKILL (it is our own unreaped child: its pid cannot name anyone else yet). */

@@ -2,7 +2,17 @@
 import { randomInt } from "node:crypto";
 
 export function parseArgs(argv) {
-  const o = { quick: false, seed: null, sessions: null, churn: 4, graceMs: 400, maxBatch: 4, containment: "auto", keep: false, verbose: false };
+  const o = {
+    quick: false,
+    seed: null,
+    sessions: null,
+    churn: 4,
+    graceMs: 400,
+    maxBatch: 4,
+    containment: "auto",
+    keep: false,
+    verbose: false,
+  };
   const num = (i, name) => {
     const v = Number(argv[i]);
     if (!Number.isInteger(v) || v < 0) usage(`${name} needs a non-negative integer, got ${JSON.stringify(argv[i])}`);
@@ -19,7 +29,8 @@ export function parseArgs(argv) {
     else if (a === "--max-batch") o.maxBatch = Math.max(1, num(++i, a));
     else if (a === "--containment") {
       o.containment = argv[++i];
-      if (o.containment !== "auto" && o.containment !== "off") usage(`--containment takes auto or off, got ${JSON.stringify(o.containment)}`);
+      if (o.containment !== "auto" && o.containment !== "off")
+        usage(`--containment takes auto or off, got ${JSON.stringify(o.containment)}`);
     } else if (a === "--keep") o.keep = true;
     else if (a === "--verbose") o.verbose = true;
     else if (a === "--inject-faults") o.injectFaults = true;

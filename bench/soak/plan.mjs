@@ -21,7 +21,13 @@ const POINTS = Object.freeze({
   "gw-kill-before-ensure": { "at-send": 1, "at-ensuring": 1 },
   "gw-kill-during-ensure": { "lease-written": 3, "wrapper-spawned": 3, "adapter-started": 2, delay: 2 },
   "adapter-crash": { initialize: 1, "session/new": 1, "mid-session": 2 },
-  "gw+wrapper-kill": { "lease-written": 1, "wrapper-spawned": 3, "adapter-started": 2, "after-ensure": 2, "mid-prompt": 2 },
+  "gw+wrapper-kill": {
+    "lease-written": 1,
+    "wrapper-spawned": 3,
+    "adapter-started": 2,
+    "after-ensure": 2,
+    "mid-prompt": 2,
+  },
 });
 
 export const KILLS_GATEWAY = (ending) => ending.startsWith("gw-") || ending === "gw+wrapper-kill";
@@ -109,8 +115,14 @@ function ensureEscapeeCrashes(seed, sessions, min) {
     s.point = "after-ensure";
     s.variant.envScrub = true;
   };
-  take(sessions.filter((s) => s.ending === "gw+wrapper-kill" && !ESCAPEE_UP.has(s.point)), convert);
-  take(sessions.filter((s) => KILLS_GATEWAY(s.ending) && s.ending !== "gw+wrapper-kill"), convert);
+  take(
+    sessions.filter((s) => s.ending === "gw+wrapper-kill" && !ESCAPEE_UP.has(s.point)),
+    convert,
+  );
+  take(
+    sessions.filter((s) => KILLS_GATEWAY(s.ending) && s.ending !== "gw+wrapper-kill"),
+    convert,
+  );
 }
 
 export function makePlan(seed, count, { maxBatch }) {
@@ -135,7 +147,7 @@ export function makePlan(seed, count, { maxBatch }) {
     // one key per batch: two sessions on one key in one gateway would share its live session
     const fits = (s) => !batch.sessions.some((o) => o.key === s.key);
     const room = killers.length ? target - 1 : target;
-    for (let i = 0; i < calm.length && batch.sessions.length < room; ) {
+    for (let i = 0; i < calm.length && batch.sessions.length < room;) {
       if (fits(calm[i])) batch.sessions.push(...calm.splice(i, 1));
       else i++;
     }

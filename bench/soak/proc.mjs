@@ -55,7 +55,9 @@ export function markers(pid) {
 
 export function cmdline(pid) {
   try {
-    return readFileSync(`/proc/${pid}/cmdline`, "utf8").split("\0").filter((x, i, a) => x !== "" || i < a.length - 1);
+    return readFileSync(`/proc/${pid}/cmdline`, "utf8")
+      .split("\0")
+      .filter((x, i, a) => x !== "" || i < a.length - 1);
   } catch {
     return null;
   }
@@ -72,7 +74,8 @@ export function children(pid) {
   }
   for (const tid of tids) {
     try {
-      for (const c of readFileSync(`/proc/${pid}/task/${tid}/children`, "utf8").trim().split(/\s+/)) if (c) out.add(Number(c));
+      for (const c of readFileSync(`/proc/${pid}/task/${tid}/children`, "utf8").trim().split(/\s+/))
+        if (c) out.add(Number(c));
     } catch {
       /* thread gone */
     }

@@ -26,7 +26,9 @@ export function printEndings(results, seed) {
   for (const k of Object.keys(ENDINGS)) {
     const e = byEnding[k];
     if (!e) continue;
-    const closes = Object.entries(e.closes).map(([o, n]) => `${o} ${n}`).join(", ");
+    const closes = Object.entries(e.closes)
+      .map(([o, n]) => `${o} ${n}`)
+      .join(", ");
     console.log(
       `  ${k.padEnd(22)} ${String(e.n).padStart(4)}${e.collateral ? `  collateral ${e.collateral}` : ""}${e.late ? `  kill late ${e.late}` : ""}${e.ensureFailed ? `  ensure failed ${e.ensureFailed}` : ""}${closes ? `  closes: ${closes}` : ""}`,
     );
@@ -36,7 +38,17 @@ export function printEndings(results, seed) {
 /** The run's figures: sessions and their rate, reap times, step medians, processes, faults, leases, bystanders, containment, escapees. */
 export function printFigures(f) {
   const { opts, results, incarnations, disk, verdicts, stepTimes, faults, faultedSteps, faultedCloses } = f;
-  const { ran, totalSeconds, runSeconds, finalRec, peakProcs, baselineProcs, pidsAssigned, containmentOn, containmentMixed } = f;
+  const {
+    ran,
+    totalSeconds,
+    runSeconds,
+    finalRec,
+    peakProcs,
+    baselineProcs,
+    pidsAssigned,
+    containmentOn,
+    containmentMixed,
+  } = f;
   const reapTimes = incarnations.filter((i) => i.reapMs !== null).map((i) => i.reapMs);
   const sorted = [...reapTimes].sort((a, b) => a - b);
   const q = (f) => sorted[Math.min(sorted.length - 1, Math.floor(f * sorted.length))] ?? NaN;
@@ -50,28 +62,52 @@ export function printFigures(f) {
     `  reap per incarnation  min ${q(0).toFixed(0)} ms  median ${q(0.5).toFixed(0)} ms  p95 ${q(0.95).toFixed(0)} ms  max ${q(1).toFixed(0)} ms; final ${finalRec?.reapMs?.toFixed(0) ?? "?"} ms (examined ${finalRec?.examined ?? "?"})`,
   );
   const med = (xs) => (xs.length ? [...xs].sort((a, b) => a - b)[xs.length >> 1] : NaN);
-  console.log(`  step medians        ${Object.entries(stepTimes).map(([k, v]) => `${k} ${med(v).toFixed(0)} ms (${v.length})`).join(", ")}`);
+  console.log(
+    `  step medians        ${Object.entries(stepTimes)
+      .map(([k, v]) => `${k} ${med(v).toFixed(0)} ms (${v.length})`)
+      .join(", ")}`,
+  );
   console.log(`  peak processes      ${peakProcs} (baseline ${baselineProcs} before the soak)`);
   if (faults) {
     const f = faults.summary();
-    console.log(`  fault windows       ${f.count} (ENOSPC ${f.by.ENOSPC}, EMFILE ${f.by.EMFILE}), ${f.seconds.toFixed(1)} s under a fault; ${faultedSteps} step(s) failed naming the fault, ${faultedCloses.length} clean close(s) left pending by it`);
+    console.log(
+      `  fault windows       ${f.count} (ENOSPC ${f.by.ENOSPC}, EMFILE ${f.by.EMFILE}), ${f.seconds.toFixed(1)} s under a fault; ${faultedSteps} step(s) failed naming the fault, ${faultedCloses.length} clean close(s) left pending by it`,
+    );
   }
-  console.log(`  process churn       ${(pidsAssigned / totalSeconds).toFixed(0)} new pids/s system-wide (churn loops: ${opts.churn}, nice ${CHURN_NICE})`);
+  console.log(
+    `  process churn       ${(pidsAssigned / totalSeconds).toFixed(0)} new pids/s system-wide (churn loops: ${opts.churn}, nice ${CHURN_NICE})`,
+  );
   const keysWithLease = new Set([...disk.values()].map((l) => l.sessionKey));
   const noLease = results.filter((r) => r.ran && !keysWithLease.has(r.s.key)).length;
-  console.log(`  leases              ${disk.size} (${Object.entries(states).map(([k, v]) => `${k} ${v}`).join(", ") || "none"})${noLease ? `; ${noLease} session(s) wrote none (killed before the lease write)` : ""}`);
-  console.log(`  bystanders          ${verdicts.length} (${verdicts.filter((v) => v.kind === "twin").length} twins carrying real lease ids, ${verdicts.filter((v) => v.kind === "group").length} in gateways' own groups)`);
+  console.log(
+    `  leases              ${disk.size} (${
+      Object.entries(states)
+        .map(([k, v]) => `${k} ${v}`)
+        .join(", ") || "none"
+    })${noLease ? `; ${noLease} session(s) wrote none (killed before the lease write)` : ""}`,
+  );
+  console.log(
+    `  bystanders          ${verdicts.length} (${verdicts.filter((v) => v.kind === "twin").length} twins carrying real lease ids, ${verdicts.filter((v) => v.kind === "group").length} in gateways' own groups)`,
+  );
   const cancels = results.reduce((n, r) => n + r.cancels, 0);
   if (cancels) console.log(`  cancelTurn calls    ${cancels}`);
   const contained = [...disk.values()].filter((l) => l.cgroup?.path).length;
-  console.log(`  containment         ${containmentOn ? "on" : containmentMixed ? "MIXED" : "off"} (asked: ${opts.containment}); ${contained} of ${disk.size} leases recorded a cgroup`);
+  console.log(
+    `  containment         ${containmentOn ? "on" : containmentMixed ? "MIXED" : "off"} (asked: ${opts.containment}); ${contained} of ${disk.size} leases recorded a cgroup`,
+  );
   const scrubbed = results.filter((r) => r.ran && r.s.variant.envScrub);
   const crashes = scrubbed.filter((r) => isEscapeeCrash(r.s));
   const crashStates = {};
-  for (const r of crashes) for (const id of r.leaseIds) crashStates[disk.get(id)?.state ?? "missing"] = (crashStates[disk.get(id)?.state ?? "missing"] ?? 0) + 1;
+  for (const r of crashes)
+    for (const id of r.leaseIds)
+      crashStates[disk.get(id)?.state ?? "missing"] = (crashStates[disk.get(id)?.state ?? "missing"] ?? 0) + 1;
   console.log(
     `  env-scrub escapees  ${scrubbed.length} sessions ran with one (${scrubbed.filter((r) => r.escapees.length).length} escapees seen by pid before a kill or close); ` +
-      `${crashes.length} had gateway+wrapper SIGKILLed while it ran, their leases: ${Object.entries(crashStates).map(([k, v]) => `${k} ${v}`).join(", ") || "none"}`,
+      `${crashes.length} had gateway+wrapper SIGKILLed while it ran, their leases: ${
+        Object.entries(crashStates)
+          .map(([k, v]) => `${k} ${v}`)
+          .join(", ") || "none"
+      }`,
   );
 }
 
@@ -91,8 +127,12 @@ export function printFailures(d) {
 
 /** Who a lease or a pid is, in the report's words: its session, its last reap entry, a bystander it names. */
 function namers({ results, disk, lastReapEntry, verdicts }) {
-  const whose = (leaseId) => results.find((r) => r.leaseIds.has(leaseId)) ?? results.find((r) => r.s.key === disk.get(leaseId)?.sessionKey);
-  const sessionTag = (r) => (r ? `#${r.s.sid} ${r.s.ending}${r.s.point ? `@${r.s.point}` : ""} ${variantTag(r.s.variant)} inc ${r.incarnation}` : "no session");
+  const whose = (leaseId) =>
+    results.find((r) => r.leaseIds.has(leaseId)) ?? results.find((r) => r.s.key === disk.get(leaseId)?.sessionKey);
+  const sessionTag = (r) =>
+    r
+      ? `#${r.s.sid} ${r.s.ending}${r.s.point ? `@${r.s.point}` : ""} ${variantTag(r.s.variant)} inc ${r.incarnation}`
+      : "no session";
   const evidenceOf = (leaseId) => {
     const e = lastReapEntry.get(leaseId);
     const bad = e?.evidence?.filter((x) => x.result !== "match") ?? [];
@@ -103,8 +143,12 @@ function namers({ results, disk, lastReapEntry, verdicts }) {
   // name the soak's own bystanders where the library's evidence names their pids
   const byPid = new Map(verdicts.map((v) => [v.pid, v.name]));
   const whoIs = (text) => {
-    const named = [...new Set([...String(text).matchAll(/\b(\d{2,})\b/g)].map((m) => Number(m[1])))].filter((pid) => byPid.has(pid));
-    return named.length ? `      (soak bystanders named above: ${named.map((pid) => `${pid} = ${byPid.get(pid)}`).join(", ")})` : null;
+    const named = [...new Set([...String(text).matchAll(/\b(\d{2,})\b/g)].map((m) => Number(m[1])))].filter((pid) =>
+      byPid.has(pid),
+    );
+    return named.length
+      ? `      (soak bystanders named above: ${named.map((pid) => `${pid} = ${byPid.get(pid)}`).join(", ")})`
+      : null;
   };
   const printWho = (text) => {
     const w = whoIs(text);
@@ -113,23 +157,40 @@ function namers({ results, disk, lastReapEntry, verdicts }) {
   return { whose, sessionTag, evidenceOf, whoIs, printWho };
 }
 
-function printProcessFailures({ orphanList, outlived, escaped, escapedOrphans, containmentOn, foreign, results, disk, instanceId }, { whose, sessionTag, evidenceOf }) {
+function printProcessFailures(
+  { orphanList, outlived, escaped, escapedOrphans, containmentOn, foreign, results, disk, instanceId },
+  { whose, sessionTag, evidenceOf },
+) {
   if (orphanList.length || outlived.length) {
     console.log(`\n## orphans`);
     for (const p of orphanList) {
       const r = whose(p.lease);
-      console.log(`  pid ${p.pid} ppid ${p.ppid} pgid ${p.pgid} ${p.state} ${p.comm} start ${p.startTime} lease ${p.lease} instance ${p.instance === instanceId ? "ours" : p.instance}`);
+      console.log(
+        `  pid ${p.pid} ppid ${p.ppid} pgid ${p.pgid} ${p.state} ${p.comm} start ${p.startTime} lease ${p.lease} instance ${p.instance === instanceId ? "ours" : p.instance}`,
+      );
       console.log(`      argv ${JSON.stringify(p.argv)}`);
-      console.log(`      session ${sessionTag(r)}; lease ${disk.get(p.lease)?.state ?? "not on disk"}; ${evidenceOf(p.lease)}`);
+      console.log(
+        `      session ${sessionTag(r)}; lease ${disk.get(p.lease)?.state ?? "not on disk"}; ${evidenceOf(p.lease)}`,
+      );
     }
-    for (const p of outlived) console.log(`  outlived: ${p.role} pid ${p.pid} (start ${p.startTime}) of session ${sessionTag(p.r)}: ${JSON.stringify(cmdline(p.pid))}`);
+    for (const p of outlived)
+      console.log(
+        `  outlived: ${p.role} pid ${p.pid} (start ${p.startTime}) of session ${sessionTag(p.r)}: ${JSON.stringify(cmdline(p.pid))}`,
+      );
   }
   if (escaped.length) {
-    console.log(`\n## env-scrubbed escapees alive at the end (${escapedOrphans.length ? containmentOn ? "orphans: containment was on" : "orphans: containment was expected here and is off" : "the documented limit without containment"})`);
+    console.log(
+      `\n## env-scrubbed escapees alive at the end (${escapedOrphans.length ? (containmentOn ? "orphans: containment was on" : "orphans: containment was expected here and is off") : "the documented limit without containment"})`,
+    );
     for (const p of escaped) {
       const r = p.session === null ? null : results[Number.parseInt(p.session, 10)];
-      console.log(`  pid ${p.pid} ppid ${p.ppid} sid ${p.sid} ${p.state} argv ${JSON.stringify(p.argv)} | session ${p.session ?? "unknown (planted?)"} ${r ? sessionTag(r) : ""}`);
-      for (const id of r?.leaseIds ?? []) console.log(`      lease ${id} ${disk.get(id)?.state ?? "not on disk"}${disk.get(id)?.cgroup ? ` cgroup ${disk.get(id).cgroup.path}` : " (no cgroup)"}; ${evidenceOf(id)}`);
+      console.log(
+        `  pid ${p.pid} ppid ${p.ppid} sid ${p.sid} ${p.state} argv ${JSON.stringify(p.argv)} | session ${p.session ?? "unknown (planted?)"} ${r ? sessionTag(r) : ""}`,
+      );
+      for (const id of r?.leaseIds ?? [])
+        console.log(
+          `      lease ${id} ${disk.get(id)?.state ?? "not on disk"}${disk.get(id)?.cgroup ? ` cgroup ${disk.get(id).cgroup.path}` : " (no cgroup)"}; ${evidenceOf(id)}`,
+        );
     }
   }
   if (foreign.length) {
@@ -138,7 +199,10 @@ function printProcessFailures({ orphanList, outlived, escaped, escapedOrphans, c
   }
 }
 
-function printLeaseFailures({ unaccounted, unsettled, apiUnsettled, cgroupsLeft, quarantine, reapProblems, lastReapEntry }, { whose, sessionTag, evidenceOf, whoIs, printWho }) {
+function printLeaseFailures(
+  { unaccounted, unsettled, apiUnsettled, cgroupsLeft, quarantine, reapProblems, lastReapEntry },
+  { whose, sessionTag, evidenceOf, whoIs, printWho },
+) {
   if (unaccounted.length) {
     console.log(`\n## unaccounted`);
     for (const u of unaccounted) console.log(`  ${u}`);
@@ -146,7 +210,9 @@ function printLeaseFailures({ unaccounted, unsettled, apiUnsettled, cgroupsLeft,
   if (unsettled.length || apiUnsettled.length) {
     console.log(`\n## unsettled leases`);
     for (const l of [...unsettled, ...apiUnsettled]) {
-      console.log(`  ${l.leaseId} ${l.state} rootPid ${l.rootPid} key ${l.sessionKey} | ${sessionTag(whose(l.leaseId))}`);
+      console.log(
+        `  ${l.leaseId} ${l.state} rootPid ${l.rootPid} key ${l.sessionKey} | ${sessionTag(whose(l.leaseId))}`,
+      );
       console.log(`      ${evidenceOf(l.leaseId)}`);
       printWho(evidenceOf(l.leaseId));
     }
@@ -187,11 +253,19 @@ function printStepFailures({ badClean, stepErrors, harness, notRun, disk }, { se
     console.log(`\n## clean closes that did not settle "closed"`);
     for (const { c, r } of badClean) {
       const id = c.report?.leaseId;
-      console.log(`  ${sessionTag(r)} lease ${id ?? "?"}: ${c.ev} ${c.report ? `${c.report.outcome} (${c.report.leaseState}): ${c.report.detail}` : `${c.error?.name}: ${c.error?.message}`}; on disk ${disk.get(id)?.state ?? "missing"}`);
+      console.log(
+        `  ${sessionTag(r)} lease ${id ?? "?"}: ${c.ev} ${c.report ? `${c.report.outcome} (${c.report.leaseState}): ${c.report.detail}` : `${c.error?.name}: ${c.error?.message}`}; on disk ${disk.get(id)?.state ?? "missing"}`,
+      );
       const bad = (c.report?.evidence ?? []).filter((x) => x.result !== "match");
-      if (bad.length) console.log(`      evidence: ${bad.map((x) => `${x.check}=${x.result}${x.detail ? ` (${x.detail})` : ""}`).join("; ")}`);
+      if (bad.length)
+        console.log(
+          `      evidence: ${bad.map((x) => `${x.check}=${x.result}${x.detail ? ` (${x.detail})` : ""}`).join("; ")}`,
+        );
       const rp = c.report?.kill;
-      if (rp) console.log(`      kill: members ${rp.members.join(" ") || "none"}; TERM ${rp.termSent}, KILL ${rp.killSent}; survivors ${rp.survivors.join(" ") || "none"}`);
+      if (rp)
+        console.log(
+          `      kill: members ${rp.members.join(" ") || "none"}; TERM ${rp.termSent}, KILL ${rp.killSent}; survivors ${rp.survivors.join(" ") || "none"}`,
+        );
       if (id) console.log(`      then ${evidenceOf(id)}`);
       printWho(`${c.report?.detail ?? ""} ${id ? evidenceOf(id) : ""}`);
     }

@@ -83,7 +83,8 @@ function noteAdapter(r, pidfile, sid) {
   const p = readPidfile(pidfile);
   if (!p) return null;
   const adapter = note(r, "adapter", p.pid, argvHas(pidfile));
-  if (p.grandchildPid) note(r, "grandchild", p.grandchildPid, (pid) => (cmdline(pid) ?? []).join(" ").includes("sleep"));
+  if (p.grandchildPid)
+    note(r, "grandchild", p.grandchildPid, (pid) => (cmdline(pid) ?? []).join(" ").includes("sleep"));
   return adapter;
 }
 
@@ -146,7 +147,9 @@ async function promptStep(inc, r, p, sid) {
   r.cancels += ev.cancels ?? 0;
   const want = p.kind === "long" ? "cancelled" : "end_turn";
   if (ev.ev !== "prompted" || ev.stopReason !== want) {
-    r.errors.push(`prompt (${p.kind}) on ${sid}: ${ev.ev === "prompted" ? `stopReason ${ev.stopReason}` : `${ev.error.name}: ${ev.error.message}`}; expected ${want}`);
+    r.errors.push(
+      `prompt (${p.kind}) on ${sid}: ${ev.ev === "prompted" ? `stopReason ${ev.stopReason}` : `${ev.error.name}: ${ev.error.message}`}; expected ${want}`,
+    );
   }
   return ev;
 }
@@ -234,7 +237,8 @@ async function staleTurnChecks(inc, r, oldSid, newSid) {
   let mark = inc.mark();
   inc.send({ op: "prompt", sid: staleSid, text: "stale", handleOf: oldSid });
   const sp = await inc.waitSession(staleSid, ["prompted", "prompt-failed"], T.prompt, mark);
-  if (sp.ev === "prompted") r.errors.push(`prompt with a stale handle ran a turn (stopReason ${sp.stopReason}) on the current session`);
+  if (sp.ev === "prompted")
+    r.errors.push(`prompt with a stale handle ran a turn (stopReason ${sp.stopReason}) on the current session`);
   if (r.s.variant.turn === "quick") {
     await promptStep(inc, r, { kind: "quick" }, newSid);
     return;
@@ -247,8 +251,13 @@ async function staleTurnChecks(inc, r, oldSid, newSid) {
   inc.send({ op: "cancel", sid: staleSid, handleOf: oldSid });
   await inc.waitSession(staleSid, ["cancel-sent", "cancel-failed"], T.prompt, cm);
   await sleep(300);
-  const early = inc.events.slice(mark).find((e) => e.sid === newSid && (e.ev === "prompted" || e.ev === "prompt-failed"));
-  if (early) r.errors.push(`cancelTurn with a stale handle ended the current session's turn (${early.stopReason ?? early.error?.message})`);
+  const early = inc.events
+    .slice(mark)
+    .find((e) => e.sid === newSid && (e.ev === "prompted" || e.ev === "prompt-failed"));
+  if (early)
+    r.errors.push(
+      `cancelTurn with a stale handle ended the current session's turn (${early.stopReason ?? early.error?.message})`,
+    );
   // now the real cancel, repeated: one that reaches the fixture before it registered the turn is lost
   const t = Date.now();
   let done = early;
@@ -260,7 +269,9 @@ async function staleTurnChecks(inc, r, oldSid, newSid) {
     });
   }
   if (!early && (done.ev !== "prompted" || done.stopReason !== "cancelled")) {
-    r.errors.push(`the current session's own cancel gave ${done.ev === "prompted" ? `stopReason ${done.stopReason}` : done.error.message}, expected cancelled`);
+    r.errors.push(
+      `the current session's own cancel gave ${done.ev === "prompted" ? `stopReason ${done.stopReason}` : done.error.message}, expected cancelled`,
+    );
   }
 }
 
@@ -301,7 +312,9 @@ async function runClean(inc, r, s, sid) {
   const stale = await closeStep(inc, r, sidOf(s, "b"), { handleOf: sid });
   const wrapper2 = r.procs.findLast((p) => p.role === "wrapper");
   if (stale.ev === "closed" && stale.report.outcome !== "noop") {
-    r.errors.push(`closeSession with a stale handle (lease ${h.leaseId}) acted on the current session (lease ${h2.leaseId}): ${stale.report.outcome} ${stale.report.detail}`);
+    r.errors.push(
+      `closeSession with a stale handle (lease ${h.leaseId}) acted on the current session (lease ${h2.leaseId}): ${stale.report.outcome} ${stale.report.detail}`,
+    );
   }
   if (wrapper2 && !sameAlive(wrapper2.pid, wrapper2.startTime)) {
     r.errors.push(`the current session's wrapper (pid ${wrapper2.pid}) died after a close with a stale handle`);
@@ -370,8 +383,12 @@ async function runAdapterCrash(inc, r, s, sid) {
     // a reused key whose earlier agent session is on record is resumed (session/resume or session/load),
     // so the agent is never sent session/new: only an ensure that opened a new session must fail
     if (h) {
-      if (!(s.point === "session/new" && h.resumed === true)) r.errors.push(`ensureSession succeeded although the adapter exits on ${s.point}`);
-    } else if (r.ensureError.name !== "AcpxEnsureError") r.errors.push(`ensureSession failed with ${r.ensureError.name}, expected AcpxEnsureError: ${r.ensureError.message}`);
+      if (!(s.point === "session/new" && h.resumed === true))
+        r.errors.push(`ensureSession succeeded although the adapter exits on ${s.point}`);
+    } else if (r.ensureError.name !== "AcpxEnsureError")
+      r.errors.push(
+        `ensureSession failed with ${r.ensureError.name}, expected AcpxEnsureError: ${r.ensureError.message}`,
+      );
     return;
   }
   if (!h) return;

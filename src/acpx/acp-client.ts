@@ -169,8 +169,16 @@ export class AcpClient {
   }
 
   /** session/new, answering the whole response (modes, config options) */
-  async openNewSession(cwd: string, timeoutMs: number, mcpServers: readonly McpServer[] = []): Promise<NewSessionResponse> {
-    const res = await withTimeout("session/new", timeoutMs, this.connection.agent.request("session/new", { cwd, mcpServers: [...mcpServers] }));
+  async openNewSession(
+    cwd: string,
+    timeoutMs: number,
+    mcpServers: readonly McpServer[] = [],
+  ): Promise<NewSessionResponse> {
+    const res = await withTimeout(
+      "session/new",
+      timeoutMs,
+      this.connection.agent.request("session/new", { cwd, mcpServers: [...mcpServers] }),
+    );
     if (typeof res.sessionId !== "string" || res.sessionId.length === 0) {
       throw new Error("ACP session/new answered without a sessionId");
     }
@@ -182,7 +190,10 @@ export class AcpClient {
   }
 
   async prompt(sessionId: string, prompt: string | readonly ContentBlock[]): Promise<PromptAnswer> {
-    const res = (await this.connection.agent.request("session/prompt", promptParams(sessionId, prompt))) as PromptAnswer;
+    const res = (await this.connection.agent.request(
+      "session/prompt",
+      promptParams(sessionId, prompt),
+    )) as PromptAnswer;
     const out: PromptAnswer = { stopReason: res.stopReason };
     if (res.usage !== undefined && res.usage !== null) out.usage = res.usage;
     if (res._meta !== undefined && res._meta !== null) out._meta = res._meta;
@@ -200,7 +211,10 @@ export class AcpClient {
   }
 }
 
-function promptParams(sessionId: string, prompt: string | readonly ContentBlock[]): { sessionId: string; prompt: ContentBlock[] } {
+function promptParams(
+  sessionId: string,
+  prompt: string | readonly ContentBlock[],
+): { sessionId: string; prompt: ContentBlock[] } {
   return { sessionId, prompt: typeof prompt === "string" ? [{ type: "text", text: prompt }] : [...prompt] };
 }
 
@@ -223,14 +237,25 @@ function isBareText(b: ContentBlock): boolean {
  * case fits is not encoded here: a prompt is stringified again to be sent.
  */
 export function promptOverLimit(sessionId: string, prompt: string | readonly ContentBlock[]): number | undefined {
-  const texts = typeof prompt === "string" ? [prompt] : prompt.every(isBareText) ? prompt.map((b) => (b as { text: string }).text) : null;
+  const texts =
+    typeof prompt === "string"
+      ? [prompt]
+      : prompt.every(isBareText)
+        ? prompt.map((b) => (b as { text: string }).text)
+        : null;
   if (texts !== null) {
     const units = texts.reduce((n, t) => n + t.length, sessionId.length);
-    if (units * MAX_JSON_BYTES_PER_UNIT + ENVELOPE_BYTES * (texts.length + 1) <= ACP_MAX_MESSAGE_BYTES) return undefined;
+    if (units * MAX_JSON_BYTES_PER_UNIT + ENVELOPE_BYTES * (texts.length + 1) <= ACP_MAX_MESSAGE_BYTES)
+      return undefined;
   }
   let bytes: number;
   try {
-    const line = JSON.stringify({ jsonrpc: "2.0", id: Number.MAX_SAFE_INTEGER, method: "session/prompt", params: promptParams(sessionId, prompt) });
+    const line = JSON.stringify({
+      jsonrpc: "2.0",
+      id: Number.MAX_SAFE_INTEGER,
+      method: "session/prompt",
+      params: promptParams(sessionId, prompt),
+    });
     bytes = Buffer.byteLength(line, "utf8");
   } catch {
     return undefined;
@@ -262,4 +287,10 @@ export {
   type HandshakeResult,
   type HandshakeStep,
 } from "./handshake.js";
-export { assertPromptOptions, sessionEndedError, startTurn, type StartedTurn, type TurnContext } from "./prompt-turn.js";
+export {
+  assertPromptOptions,
+  sessionEndedError,
+  startTurn,
+  type StartedTurn,
+  type TurnContext,
+} from "./prompt-turn.js";

@@ -11,8 +11,21 @@
  * when on.
  */
 import { isAbsolute } from "node:path";
-import { RequestError, type ReadTextFileRequest, type ReadTextFileResponse, type WriteTextFileRequest } from "@agentclientprotocol/sdk";
-import { locate, pinRoots, readBeneath, writeBeneath, type BeneathOutcome, type FsRefusal, type PinnedRoot } from "./fs-beneath.js";
+import {
+  RequestError,
+  type ReadTextFileRequest,
+  type ReadTextFileResponse,
+  type WriteTextFileRequest,
+} from "@agentclientprotocol/sdk";
+import {
+  locate,
+  pinRoots,
+  readBeneath,
+  writeBeneath,
+  type BeneathOutcome,
+  type FsRefusal,
+  type PinnedRoot,
+} from "./fs-beneath.js";
 import type { ControllerLogger } from "./logger.js";
 
 export type { FsRefusal } from "./fs-beneath.js";
@@ -41,10 +54,12 @@ export interface ClientFsHandlers {
 
 export function assertFsOptions(v: unknown, name: string): asserts v is ClientFsOptions | undefined {
   if (v === undefined) return;
-  if (typeof v !== "object" || v === null || Array.isArray(v)) throw new TypeError(`${name} must be an object { roots?, read?, write?, maxReadBytes?, maxWriteBytes? }`);
+  if (typeof v !== "object" || v === null || Array.isArray(v))
+    throw new TypeError(`${name} must be an object { roots?, read?, write?, maxReadBytes?, maxWriteBytes? }`);
   const o = v as Record<string, unknown>;
   for (const k of Object.keys(o)) {
-    if (!["roots", "read", "write", "maxReadBytes", "maxWriteBytes"].includes(k)) throw new TypeError(`${name}.${k} is not an option (roots, read, write, maxReadBytes, maxWriteBytes)`);
+    if (!["roots", "read", "write", "maxReadBytes", "maxWriteBytes"].includes(k))
+      throw new TypeError(`${name}.${k} is not an option (roots, read, write, maxReadBytes, maxWriteBytes)`);
   }
   if (o.roots !== undefined) {
     if (!Array.isArray(o.roots)) throw new TypeError(`${name}.roots must be an array of absolute paths`);
@@ -52,10 +67,12 @@ export function assertFsOptions(v: unknown, name: string): asserts v is ClientFs
       if (typeof r !== "string" || !isAbsolute(r)) throw new TypeError(`${name}.roots[${i}] must be an absolute path`);
     });
   }
-  for (const k of ["read", "write"]) if (o[k] !== undefined && typeof o[k] !== "boolean") throw new TypeError(`${name}.${k} must be a boolean`);
+  for (const k of ["read", "write"])
+    if (o[k] !== undefined && typeof o[k] !== "boolean") throw new TypeError(`${name}.${k} must be a boolean`);
   for (const k of ["maxReadBytes", "maxWriteBytes"]) {
     const x = o[k];
-    if (x !== undefined && (typeof x !== "number" || !Number.isSafeInteger(x) || x < 1)) throw new TypeError(`${name}.${k} must be a positive integer`);
+    if (x !== undefined && (typeof x !== "number" || !Number.isSafeInteger(x) || x < 1))
+      throw new TypeError(`${name}.${k} must be a positive integer`);
   }
 }
 
@@ -63,18 +80,34 @@ export function assertFsOptions(v: unknown, name: string): asserts v is ClientFs
  * The handlers for one session. `cwd` is the session's; `sessionId()` its
  * agent session id (a request naming another session is refused).
  */
-export function createClientFs(opts: ClientFsOptions, cwd: string, sessionId: () => string | undefined, log: ControllerLogger): ClientFsHandlers {
-  const rootsP = pinRoots([cwd, ...(opts.roots ?? [])], (root, why) => log.warn?.(`fs root ${root} is not usable and is ignored: ${why}`, { root }));
+export function createClientFs(
+  opts: ClientFsOptions,
+  cwd: string,
+  sessionId: () => string | undefined,
+  log: ControllerLogger,
+): ClientFsHandlers {
+  const rootsP = pinRoots([cwd, ...(opts.roots ?? [])], (root, why) =>
+    log.warn?.(`fs root ${root} is not usable and is ignored: ${why}`, { root }),
+  );
   const maxRead = opts.maxReadBytes ?? DEFAULT_MAX_READ_BYTES;
   const maxWrite = opts.maxWriteBytes ?? DEFAULT_MAX_WRITE_BYTES;
   const refuse = (refusal: FsRefusal, path: string, why: string): never => {
     log.warn?.(`fs request refused (${refusal}): ${why}`, { refusal, path });
-    throw new RequestError(refusal === "not-found" ? -32002 : -32602, `proclease refused the fs request: ${why}`, { refusal, path });
+    throw new RequestError(refusal === "not-found" ? -32002 : -32602, `proclease refused the fs request: ${why}`, {
+      refusal,
+      path,
+    });
   };
-  const target = async (p: { sessionId: string; path: string }): Promise<{ root: PinnedRoot; rel: string; path: string }> => {
-    if (p.sessionId !== sessionId()) refuse("wrong-session", p.path, `the request names session ${JSON.stringify(p.sessionId)}, not this one`);
-    if (typeof p.path !== "string" || !isAbsolute(p.path)) refuse("not-absolute", String(p.path), `ACP fs paths must be absolute, got ${JSON.stringify(p.path)}`);
-    if (p.path.includes("\0")) refuse("io-error", p.path, `${JSON.stringify(p.path)} contains a NUL byte, which no file name can`);
+  const target = async (p: {
+    sessionId: string;
+    path: string;
+  }): Promise<{ root: PinnedRoot; rel: string; path: string }> => {
+    if (p.sessionId !== sessionId())
+      refuse("wrong-session", p.path, `the request names session ${JSON.stringify(p.sessionId)}, not this one`);
+    if (typeof p.path !== "string" || !isAbsolute(p.path))
+      refuse("not-absolute", String(p.path), `ACP fs paths must be absolute, got ${JSON.stringify(p.path)}`);
+    if (p.path.includes("\0"))
+      refuse("io-error", p.path, `${JSON.stringify(p.path)} contains a NUL byte, which no file name can`);
     const at = locate(p.path, await rootsP);
     if (at === undefined) return refuse("outside-roots", p.path, `${p.path} is outside the session's cwd and roots`);
     return { ...at, path: p.path };
@@ -93,7 +126,8 @@ export function createClientFs(opts: ClientFsOptions, cwd: string, sessionId: ()
       const t = await target(p);
       if (typeof p.content !== "string") refuse("io-error", p.path, "content must be a string");
       const bytes = Buffer.from(p.content, "utf8");
-      if (bytes.length > maxWrite) refuse("too-large", p.path, `${bytes.length} bytes exceed the write limit of ${maxWrite}`);
+      if (bytes.length > maxWrite)
+        refuse("too-large", p.path, `${bytes.length} bytes exceed the write limit of ${maxWrite}`);
       settle(p.path, await writeBeneath(t, bytes));
     };
   }

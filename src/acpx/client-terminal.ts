@@ -59,10 +59,13 @@ export interface ClientTerminalHandlers {
 
 export function assertTerminalOption(v: unknown, name: string): void {
   if (v === undefined || typeof v === "boolean") return;
-  if (typeof v !== "object" || v === null || Array.isArray(v)) throw new TypeError(`${name} must be a boolean or { maxTerminals?, maxOutputBytes? }`);
+  if (typeof v !== "object" || v === null || Array.isArray(v))
+    throw new TypeError(`${name} must be a boolean or { maxTerminals?, maxOutputBytes? }`);
   for (const [k, x] of Object.entries(v)) {
-    if (k !== "maxTerminals" && k !== "maxOutputBytes") throw new TypeError(`${name}.${k} is not an option (maxTerminals, maxOutputBytes)`);
-    if (x !== undefined && (typeof x !== "number" || !Number.isSafeInteger(x) || x < 1)) throw new TypeError(`${name}.${k} must be a positive integer`);
+    if (k !== "maxTerminals" && k !== "maxOutputBytes")
+      throw new TypeError(`${name}.${k} is not an option (maxTerminals, maxOutputBytes)`);
+    if (x !== undefined && (typeof x !== "number" || !Number.isSafeInteger(x) || x < 1))
+      throw new TypeError(`${name}.${k} must be a positive integer`);
   }
 }
 
@@ -103,12 +106,19 @@ export class SessionTerminals implements ClientTerminalHandlers {
 
   async create(p: CreateTerminalRequest): Promise<CreateTerminalResponse> {
     this.checkSession(p.sessionId);
-    if (this.closed) throw RequestError.invalidRequest({ refusal: "session-closing" }, "the session is closing: no new terminal");
+    if (this.closed)
+      throw RequestError.invalidRequest({ refusal: "session-closing" }, "the session is closing: no new terminal");
     const max = this.i.options.maxTerminals ?? DEFAULT_MAX_TERMINALS;
-    if (this.terminals.size >= max) throw RequestError.invalidRequest({ refusal: "too-many-terminals", max }, `at most ${max} terminals per session; release one first`);
-    if (typeof p.command !== "string" || p.command === "") throw RequestError.invalidParams({ refusal: "no-command" }, "terminal/create needs a command");
+    if (this.terminals.size >= max)
+      throw RequestError.invalidRequest(
+        { refusal: "too-many-terminals", max },
+        `at most ${max} terminals per session; release one first`,
+      );
+    if (typeof p.command !== "string" || p.command === "")
+      throw RequestError.invalidParams({ refusal: "no-command" }, "terminal/create needs a command");
     const cwd = p.cwd ?? this.i.cwd;
-    if (!isAbsolute(cwd)) throw RequestError.invalidParams({ refusal: "not-absolute", cwd }, "terminal cwd must be absolute");
+    if (!isAbsolute(cwd))
+      throw RequestError.invalidParams({ refusal: "not-absolute", cwd }, "terminal cwd must be absolute");
     const ceiling = this.i.options.maxOutputBytes ?? DEFAULT_TERMINAL_OUTPUT_BYTES;
     const limit = Math.min(ceiling, p.outputByteLimit ?? ceiling);
     const out = new OutputTail(Math.max(0, limit));
@@ -131,18 +141,24 @@ export class SessionTerminals implements ClientTerminalHandlers {
         onStderr: (c) => out.append(c),
       })
       .catch((e: unknown) => {
-        throw RequestError.internalError({ refusal: "spawn-failed" }, `terminal/create: ${e instanceof Error ? e.message : String(e)}`);
+        throw RequestError.internalError(
+          { refusal: "spawn-failed" },
+          `terminal/create: ${e instanceof Error ? e.message : String(e)}`,
+        );
       });
     const t: Terminal = { run, out, exit: undefined, exited: run.wait() };
     void t.exited.then((x) => {
       t.exit = x;
     });
     this.terminals.set(terminalId, t);
-    this.i.log.info?.(`terminal ${terminalId} started for ${JSON.stringify(this.i.sessionKey)}: ${p.command} (pid ${run.pid ?? "none"})`, {
-      sessionKey: this.i.sessionKey,
-      terminalId,
-      pid: run.pid,
-    });
+    this.i.log.info?.(
+      `terminal ${terminalId} started for ${JSON.stringify(this.i.sessionKey)}: ${p.command} (pid ${run.pid ?? "none"})`,
+      {
+        sessionKey: this.i.sessionKey,
+        terminalId,
+        pid: run.pid,
+      },
+    );
     return { terminalId };
   }
 
@@ -193,12 +209,18 @@ export class SessionTerminals implements ClientTerminalHandlers {
   private async end(t: Terminal, why: string): Promise<void> {
     const fields = { sessionKey: this.i.sessionKey, terminalId: t.run.runId };
     const state = await this.i.supervisor.endRun(t.run.runId, "manual-cancel").catch((e: unknown) => {
-      this.i.log.error?.(`ending terminal ${t.run.runId} failed: ${e instanceof Error ? e.message : String(e)}`, fields);
+      this.i.log.error?.(
+        `ending terminal ${t.run.runId} failed: ${e instanceof Error ? e.message : String(e)}`,
+        fields,
+      );
       return undefined;
     });
     await t.exited;
     if (state === "open" || state === "closing") {
-      this.i.log.warn?.(`terminal ${t.run.runId} of ${JSON.stringify(this.i.sessionKey)}: its lease is still ${state} (retried by the maintenance timer)`, fields);
+      this.i.log.warn?.(
+        `terminal ${t.run.runId} of ${JSON.stringify(this.i.sessionKey)}: its lease is still ${state} (retried by the maintenance timer)`,
+        fields,
+      );
     } else {
       this.i.log.info?.(`terminal ${t.run.runId} of ${JSON.stringify(this.i.sessionKey)} ended: ${why}`, fields);
     }
@@ -207,12 +229,20 @@ export class SessionTerminals implements ClientTerminalHandlers {
   private get(sessionId: string, terminalId: string): Terminal {
     this.checkSession(sessionId);
     const t = this.terminals.get(terminalId);
-    if (t === undefined) throw RequestError.invalidParams({ refusal: "unknown-terminal", terminalId }, `no terminal ${JSON.stringify(terminalId)} in this session`);
+    if (t === undefined)
+      throw RequestError.invalidParams(
+        { refusal: "unknown-terminal", terminalId },
+        `no terminal ${JSON.stringify(terminalId)} in this session`,
+      );
     return t;
   }
 
   private checkSession(sessionId: string): void {
-    if (sessionId !== this.i.sessionId()) throw RequestError.invalidParams({ refusal: "wrong-session", sessionId }, `the request names session ${JSON.stringify(sessionId)}, not this one`);
+    if (sessionId !== this.i.sessionId())
+      throw RequestError.invalidParams(
+        { refusal: "wrong-session", sessionId },
+        `the request names session ${JSON.stringify(sessionId)}, not this one`,
+      );
   }
 }
 

@@ -7,10 +7,23 @@
  * without a lease id take the legacy path: live root required, wrapper-root
  * or command match, else left alone.
  */
-import { killOwnedTree, settleLease, survivorsOf, verifyLegacyRecord, type LeaseOutcome, type TreeKillReport } from "../ownership/index.js";
+import {
+  killOwnedTree,
+  settleLease,
+  survivorsOf,
+  verifyLegacyRecord,
+  type LeaseOutcome,
+  type TreeKillReport,
+} from "../ownership/index.js";
 import type { LeaseState, OwnershipEvidence, ProcessLease } from "../ownership/leases/types.js";
 import { AcpxSessionClosedError } from "./errors.js";
-import { lifecycleDeps, markSessionClosing, type ControllerDeps, type LiveSession, type LiveSessions } from "./live-sessions.js";
+import {
+  lifecycleDeps,
+  markSessionClosing,
+  type ControllerDeps,
+  type LiveSession,
+  type LiveSessions,
+} from "./live-sessions.js";
 import type { LegacyAcpxSessionRecord, StoredSessionRecord } from "./session-store.js";
 import type { CloseReport, TreeKillSummary } from "./types.js";
 
@@ -52,7 +65,14 @@ export async function closeLocked(
 ): Promise<CloseReport> {
   const t0 = Date.now();
   const done = (r: CloseBody): CloseReport =>
-    ({ sessionKey: key, reason, evidence: [], interruptedPrompt: false, ...r, elapsedMs: Date.now() - t0 }) as CloseReport;
+    ({
+      sessionKey: key,
+      reason,
+      evidence: [],
+      interruptedPrompt: false,
+      ...r,
+      elapsedMs: Date.now() - t0,
+    }) as CloseReport;
 
   const live = sessions.get(key);
   const stored = await d.sessions.get(key);
@@ -84,12 +104,25 @@ async function closeLease(
   const lease = await d.leases.get(leaseId);
   if (!lease) {
     sessions.drop(key, live);
-    return done({ outcome: "noop", path: "lease", leaseId, detail: `lease ${leaseId} no longer exists (expired?); nothing signalled` });
+    return done({
+      outcome: "noop",
+      path: "lease",
+      leaseId,
+      detail: `lease ${leaseId} no longer exists (expired?); nothing signalled`,
+    });
   }
   if (lease.state === "closed" || lease.state === "lost") {
     sessions.drop(key, live);
     if (discard) await d.sessions.remove(key);
-    return done({ outcome: "noop", path: "lease", leaseId, leaseState: lease.state, ...(lease.settledAs ? { settledAs: lease.settledAs } : {}), code: "already-settled", detail: `already ${lease.state}` });
+    return done({
+      outcome: "noop",
+      path: "lease",
+      leaseId,
+      leaseState: lease.state,
+      ...(lease.settledAs ? { settledAs: lease.settledAs } : {}),
+      code: "already-settled",
+      detail: `already ${lease.state}`,
+    });
   }
 
   return done(await settleSession(d, sessions, c, leaseId, lease));
@@ -118,7 +151,8 @@ async function settleSession(
   if (o.stateAfter === "closed" || o.stateAfter === "lost") {
     sessions.drop(key, live);
     if (discard) await d.sessions.remove(key);
-    else if (stored?.kind === "lease") await d.sessions.put({ ...stored.record, closedAt: Date.now(), updatedAt: Date.now() });
+    else if (stored?.kind === "lease")
+      await d.sessions.put({ ...stored.record, closedAt: Date.now(), updatedAt: Date.now() });
   } else if (live) {
     // Not settled (open or closing): the session is over either way, it
     // must not hold its lease hostage. A wrapper that exited is let go (the
@@ -147,7 +181,9 @@ async function settleSession(
 
 function describeKill(o: LeaseOutcome): string {
   if (o.kill === null) return "nothing signalled; ";
-  return o.target === "tree" ? "verified tree killed; " : "the wrapper was gone, remnants carrying the lease and instance id killed; ";
+  return o.target === "tree"
+    ? "verified tree killed; "
+    : "the wrapper was gone, remnants carrying the lease and instance id killed; ";
 }
 
 /** Records without a lease: live root required, wrapper-root or command match, else left alone. */

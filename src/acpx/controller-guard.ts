@@ -104,7 +104,12 @@ export function guardAfterDispose(ctl: AcpxLifecycleController, end: ControllerE
   });
 }
 
-function refuseOnceEnded(ctl: AcpxLifecycleController, method: (...args: unknown[]) => unknown, mode: Exclude<Mode, "pass">, end: ControllerEnd): (...args: unknown[]) => unknown {
+function refuseOnceEnded(
+  ctl: AcpxLifecycleController,
+  method: (...args: unknown[]) => unknown,
+  mode: Exclude<Mode, "pass">,
+  end: ControllerEnd,
+): (...args: unknown[]) => unknown {
   return (...args: unknown[]): unknown => {
     const how = end.endedAs;
     if (how !== undefined) {
@@ -167,7 +172,8 @@ export function settleOnDispose(turn: TurnStream, end: ControllerEnd): TurnStrea
       };
       return {
         next,
-        return: (value?: unknown) => inner.return?.(value) ?? Promise.resolve({ value: undefined, done: true as const }),
+        return: (value?: unknown) =>
+          inner.return?.(value) ?? Promise.resolve({ value: undefined, done: true as const }),
       };
     },
   };

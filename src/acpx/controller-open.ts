@@ -11,7 +11,14 @@ import { getProcessFacts } from "../facts/get.js";
 import { createSignaller } from "../facts/signal.js";
 import { nonNegativeOption, positiveOption } from "../facts/validate.js";
 import { recordContainmentRoot } from "../ownership/host/containment-record.js";
-import { acquireStateDirLock, DEFAULT_GRACE_MS, DEFAULT_RETENTION_MS, loadOrCreateGatewayInstanceId, openLeaseStore, type StateDirLock } from "../ownership/index.js";
+import {
+  acquireStateDirLock,
+  DEFAULT_GRACE_MS,
+  DEFAULT_RETENTION_MS,
+  loadOrCreateGatewayInstanceId,
+  openLeaseStore,
+  type StateDirLock,
+} from "../ownership/index.js";
 import { assertConversationOptions, conversationConfig } from "./conversation-options.js";
 import { installWrapper } from "./install-wrapper.js";
 import type { ControllerDeps } from "./live-sessions.js";
@@ -41,9 +48,17 @@ export async function openControllerDeps(opts: AcpxLifecycleControllerOptions): 
   const graceMs = opts.graceMs ?? DEFAULT_GRACE_MS;
   assertGraceMs(graceMs, "opts.graceMs");
   const retentionMs = nonNegativeOption(opts.retentionMs, DEFAULT_RETENTION_MS, "opts.retentionMs");
-  const handshakeTimeoutMs = positiveOption(opts.handshakeTimeoutMs, DEFAULT_HANDSHAKE_TIMEOUT_MS, "opts.handshakeTimeoutMs");
+  const handshakeTimeoutMs = positiveOption(
+    opts.handshakeTimeoutMs,
+    DEFAULT_HANDSHAKE_TIMEOUT_MS,
+    "opts.handshakeTimeoutMs",
+  );
   const startTimeoutMs = positiveOption(opts.startTimeoutMs, DEFAULT_START_TIMEOUT_MS, "opts.startTimeoutMs");
-  const maintenanceIntervalMs = nonNegativeOption(opts.maintenanceIntervalMs, DEFAULT_MAINTENANCE_MS, "opts.maintenanceIntervalMs");
+  const maintenanceIntervalMs = nonNegativeOption(
+    opts.maintenanceIntervalMs,
+    DEFAULT_MAINTENANCE_MS,
+    "opts.maintenanceIntervalMs",
+  );
   assertContainmentOption(opts.containment, "opts.containment");
   assertConversationOptions(opts);
 
@@ -61,13 +76,24 @@ export async function openControllerDeps(opts: AcpxLifecycleControllerOptions): 
     const wrapper = await installWrapper(stateDir);
     const containment: ContainmentSupport =
       opts.containment === "off"
-        ? { available: false, code: "refused", why: "turned off (containment: \"off\")" }
+        ? { available: false, code: "refused", why: 'turned off (containment: "off")' }
         : // controllers (and a gateway move) only when asked for: session-limits.ts
           await detectContainment(detectOptionsFor(opts.containment));
     // the CLI finds this state dir's lease cgroups (and orphans among them) from this record
     if (containment.available) await recordContainmentRoot(stateDir, containment.root, gatewayInstanceId);
     deps = {
-      containment, stateDir, facts, signaller, gatewayInstanceId, leases, sessions, wrapper, graceMs, retentionMs, handshakeTimeoutMs, startTimeoutMs,
+      containment,
+      stateDir,
+      facts,
+      signaller,
+      gatewayInstanceId,
+      leases,
+      sessions,
+      wrapper,
+      graceMs,
+      retentionMs,
+      handshakeTimeoutMs,
+      startTimeoutMs,
       startupReconcile,
       nodePath: opts.nodePath ?? process.execPath,
       onEnsureTiming: opts.onEnsureTiming,
@@ -84,8 +110,12 @@ export async function openControllerDeps(opts: AcpxLifecycleControllerOptions): 
 /** Where the startup reap runs: a worker thread, unless the caller's facts or signaller must be used (they cannot cross to it). */
 function startupReconcileOf(opts: AcpxLifecycleControllerOptions): "worker" | "calling-thread" {
   const v = opts.startupReconcile;
-  if (v !== undefined && v !== "worker" && v !== "calling-thread") throw new TypeError('opts.startupReconcile must be "worker" or "calling-thread"');
+  if (v !== undefined && v !== "worker" && v !== "calling-thread")
+    throw new TypeError('opts.startupReconcile must be "worker" or "calling-thread"');
   const own = opts.facts !== undefined || opts.signaller !== undefined;
-  if (v === "worker" && own) throw new TypeError('opts.startupReconcile "worker" needs the default facts and signaller: a caller\'s objects cannot cross to a worker thread');
+  if (v === "worker" && own)
+    throw new TypeError(
+      'opts.startupReconcile "worker" needs the default facts and signaller: a caller\'s objects cannot cross to a worker thread',
+    );
   return v ?? (own ? "calling-thread" : "worker");
 }

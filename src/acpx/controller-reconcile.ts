@@ -6,7 +6,14 @@
  * over.
  */
 import { Turns } from "../facts/turns.js";
-import { reconcileInWorker, reconcileLeases, ReconcileAwayError, type AwayOutcome, type AwayReport, type AwaySpec } from "../ownership/index.js";
+import {
+  reconcileInWorker,
+  reconcileLeases,
+  ReconcileAwayError,
+  type AwayOutcome,
+  type AwayReport,
+  type AwaySpec,
+} from "../ownership/index.js";
 import type { ProcessLease } from "../ownership/leases/types.js";
 import { summarize } from "./close-session.js";
 import type { ControllerHooks } from "./controller-hooks.js";
@@ -51,7 +58,8 @@ export async function reconcileOwnLeases(
   const settled: { leaseId: string; state: "closed" | "lost"; why: string }[] = [];
   const onSettled = (o: AwayOutcome) => {
     live.afterSettled(o.leaseId, o.stateAfter);
-    if (o.stateAfter === "closed" || o.stateAfter === "lost") settled.push({ leaseId: o.leaseId, state: o.stateAfter, why: o.why });
+    if (o.stateAfter === "closed" || o.stateAfter === "lost")
+      settled.push({ leaseId: o.leaseId, state: o.stateAfter, why: o.why });
   };
   // the process supervisor's runs share the store and the instance id; they are its to settle
   const spec: OwnSpec = { kind: "acpx", states, dryRun, skipAttached, retentionMs: d.retentionMs };
@@ -62,7 +70,9 @@ export async function reconcileOwnLeases(
     (await reconcileLeases(lifecycleDeps(d), {
       ...spec,
       skip: (l) => live.busy(l),
-      ...(folder !== undefined ? { leftovers: { instanceFolder: folder, isLive: (leaseId: string) => live.busy({ leaseId }) !== undefined } } : {}),
+      ...(folder !== undefined
+        ? { leftovers: { instanceFolder: folder, isLive: (leaseId: string) => live.busy({ leaseId }) !== undefined } }
+        : {}),
       onSettled,
     }).then((here) => ({ ...here, entries: here.entries.map(toEntry) })));
   // a thousand settled leases' hooks, a slice of the event loop at a time
@@ -89,7 +99,12 @@ async function reconcileOnWorker(
   // one lender at a time: a second reap waits for the first to give its leases back
   for (let lending = live.lending; lending !== undefined; lending = live.lending) await lending;
   const lent = live.lend();
-  const where = { stateDir: d.stateDir, gatewayInstanceId: d.gatewayInstanceId, graceMs: d.graceMs, ...(leftoversFolder !== undefined ? { leftoversFolder } : {}) };
+  const where = {
+    stateDir: d.stateDir,
+    gatewayInstanceId: d.gatewayInstanceId,
+    graceMs: d.graceMs,
+    ...(leftoversFolder !== undefined ? { leftoversFolder } : {}),
+  };
   try {
     const hooks = { skip: (l: ProcessLease) => live.busy(l), take: lent.take, live: () => live.busyIds(), onSettled };
     return await reconcileInWorker({ ...spec, ...where }, hooks, toEntry, d.leases);

@@ -46,15 +46,28 @@ import { runTurn, cancelAndWait, type CancelReport, type TurnInput, type TurnStr
 import type { SessionConfigOption } from "@agentclientprotocol/sdk";
 import { removeInstanceFolder, type ContainmentSupport } from "../containment/index.js";
 import { controllerKeeper, type ControllerKeeper } from "./keeper/controller-keeper.js";
-import { closeTarget, LiveSessions, markSessionClosing, type ControllerDeps, type LiveSession } from "./live-sessions.js";
+import {
+  closeTarget,
+  LiveSessions,
+  markSessionClosing,
+  type ControllerDeps,
+  type LiveSession,
+} from "./live-sessions.js";
 import { reconcileOwnLeases, reconcileTerminals } from "./controller-reconcile.js";
 import { parseEnsureInput, parseRawAdapterInput, type EnsureInput } from "./ensure-input.js";
 import { spawnSession } from "./spawn-session.js";
-import type { AcpRuntimeEnsureInput, AcpRuntimeHandle, AcpxLifecycleController, AcpxLifecycleControllerOptions } from "./types.js";
+import type {
+  AcpRuntimeEnsureInput,
+  AcpRuntimeHandle,
+  AcpxLifecycleController,
+  AcpxLifecycleControllerOptions,
+} from "./types.js";
 import type { CloseReport, PromptOptions, ReapReport, SessionStatus, SessionSummary } from "./types.js";
 import { openControllerDeps } from "./controller-open.js";
 
-export async function createAcpxLifecycleController(opts: AcpxLifecycleControllerOptions): Promise<AcpxLifecycleController> {
+export async function createAcpxLifecycleController(
+  opts: AcpxLifecycleControllerOptions,
+): Promise<AcpxLifecycleController> {
   const { deps, lock, maintenanceIntervalMs } = await openControllerDeps(opts);
   const ctl = new Controller(deps, lock, opts);
   if (maintenanceIntervalMs > 0) ctl.startMaintenance(maintenanceIntervalMs);
@@ -95,7 +108,9 @@ class Controller implements AcpxLifecycleController {
   async ensureSession(given: AcpRuntimeEnsureInput): Promise<AcpRuntimeHandle> {
     const input = parseEnsureInput(given);
     return this.queue.run(input.sessionKey, async () => {
-      const next = await reuseOrOpen(this.d, this.live, input, (reason) => this.closeAndReport(input.sessionKey, reason, false));
+      const next = await reuseOrOpen(this.d, this.live, input, (reason) =>
+        this.closeAndReport(input.sessionKey, reason, false),
+      );
       if ("reused" in next) return next.reused;
       return (await this.spawn(next.open, false)).handle;
     });
@@ -112,19 +127,31 @@ class Controller implements AcpxLifecycleController {
       if (existing && !existing.closing && existing.launched.exitStatus() === undefined) {
         throw mismatchError(existing.handle, ["a running session (close it first)"]);
       }
-      if (existing || (await this.d.sessions.get(input.sessionKey))) await this.closeAndReport(input.sessionKey, "superseded by spawnRawAdapter", false);
+      if (existing || (await this.d.sessions.get(input.sessionKey)))
+        await this.closeAndReport(input.sessionKey, "superseded by spawnRawAdapter", false);
       const { handle, live } = await this.spawn(input, true);
       const lease = (await this.d.leases.get(handle.leaseId))!;
-      return rawAdapterOf(handle, lease, live!.launched, this.guarded, async () => (await this.d.leases.get(handle.leaseId)) ?? lease);
+      return rawAdapterOf(
+        handle,
+        lease,
+        live!.launched,
+        this.guarded,
+        async () => (await this.d.leases.get(handle.leaseId)) ?? lease,
+      );
     });
   }
 
   /** spawnSession, then the session kept (the keeper) and watched; a failure is reported to the hooks. */
-  private async spawn(input: EnsureInput, raw: boolean): Promise<{ handle: AcpRuntimeHandle; live: LiveSession | undefined }> {
-    const handle = await spawnSession(this.d, this.live, input, () => this.end.endedAs !== undefined, raw).catch((err: unknown) => {
-      this.hooks.ensureFailed(err);
-      throw err;
-    });
+  private async spawn(
+    input: EnsureInput,
+    raw: boolean,
+  ): Promise<{ handle: AcpRuntimeHandle; live: LiveSession | undefined }> {
+    const handle = await spawnSession(this.d, this.live, input, () => this.end.endedAs !== undefined, raw).catch(
+      (err: unknown) => {
+        this.hooks.ensureFailed(err);
+        throw err;
+      },
+    );
     this.keeper.keep();
     const live = this.live.forHandle(handle);
     if (live) this.watchEnd(live);
@@ -154,7 +181,12 @@ class Controller implements AcpxLifecycleController {
     return this.beginTurn(handle, input, options, true);
   }
 
-  private beginTurn(handle: AcpRuntimeHandle, input: TurnInput, options: PromptOptions | undefined, stream: boolean): TurnStream {
+  private beginTurn(
+    handle: AcpRuntimeHandle,
+    input: TurnInput,
+    options: PromptOptions | undefined,
+    stream: boolean,
+  ): TurnStream {
     assertHandle(handle);
     assertPromptOptions(options);
     const live = this.live.require(handle);
@@ -207,9 +239,15 @@ class Controller implements AcpxLifecycleController {
     assertHandle(handle);
     const live = this.live.forHandle(handle);
     // nothing live (or a stale handle): there is no turn to cancel, and cancel never escalates
-    if (!live || live.closing || live.turn === undefined || live.client === undefined) return { cancelSent: false, turnEnded: true };
+    if (!live || live.closing || live.turn === undefined || live.client === undefined)
+      return { cancelSent: false, turnEnded: true };
     live.conv.permissions.cancelAll("the turn was cancelled");
-    return cancelAndWait(live.client, live.handle.acpSessionId, live.turn as Promise<{ stopReason: string }>, DEFAULT_CANCEL_GRACE_MS);
+    return cancelAndWait(
+      live.client,
+      live.handle.acpSessionId,
+      live.turn as Promise<{ stopReason: string }>,
+      DEFAULT_CANCEL_GRACE_MS,
+    );
   }
 
   // ---------------------------------------------------------------- controls and status
@@ -218,7 +256,11 @@ class Controller implements AcpxLifecycleController {
     await setMode(this.controlTarget(handle), modeId);
   }
 
-  async setConfigOption(handle: AcpRuntimeHandle, key: string, value: string | boolean): Promise<SessionConfigOption[]> {
+  async setConfigOption(
+    handle: AcpRuntimeHandle,
+    key: string,
+    value: string | boolean,
+  ): Promise<SessionConfigOption[]> {
     return setConfigOption(this.controlTarget(handle), key, value);
   }
 
@@ -229,7 +271,13 @@ class Controller implements AcpxLifecycleController {
     const ended = sessionEndedError(handle.sessionKey, live.launched);
     if (ended) throw ended;
     if (live.client === undefined) throw new AcpxRawSessionError(handle.sessionKey);
-    return { sessionKey: handle.sessionKey, acpSessionId: live.handle.acpSessionId, client: live.client, state: live.conv.state, timeoutMs: this.d.handshakeTimeoutMs };
+    return {
+      sessionKey: handle.sessionKey,
+      acpSessionId: live.handle.acpSessionId,
+      client: live.client,
+      state: live.conv.state,
+      timeoutMs: this.d.handshakeTimeoutMs,
+    };
   }
 
   async sessionStatus(handle: AcpRuntimeHandle): Promise<SessionStatus> {
@@ -252,16 +300,27 @@ class Controller implements AcpxLifecycleController {
     // Mark the live session closing right away (not after the queue): a
     // prompt racing this close must fail with the close error, and no new
     // prompt may start. A stale handle marks nothing.
-    markSessionClosing(expected === undefined ? this.live.get(key) : this.live.forHandle({ sessionKey: key, leaseId: expected }), input.reason);
-    return this.queue.run(key, () => this.closeAndReport(key, input.reason, input.discardPersistentState === true, expected));
+    markSessionClosing(
+      expected === undefined ? this.live.get(key) : this.live.forHandle({ sessionKey: key, leaseId: expected }),
+      input.reason,
+    );
+    return this.queue.run(key, () =>
+      this.closeAndReport(key, input.reason, input.discardPersistentState === true, expected),
+    );
   }
 
   /** closeLocked, then the hooks: onSessionEnd for a live session, onLeaseSettled for a settled lease. */
-  private async closeAndReport(key: string, reason: string | undefined, discard: boolean, expected?: string): Promise<CloseReport> {
+  private async closeAndReport(
+    key: string,
+    reason: string | undefined,
+    discard: boolean,
+    expected?: string,
+  ): Promise<CloseReport> {
     const live = this.live.get(key);
     const report = await closeLocked(this.d, this.live, key, reason, discard, expected);
     if (report.outcome === "noop") return report;
-    if (live && (expected === undefined || live.handle.leaseId === expected)) this.hooks.sessionEnded(live.handle, { kind: "closed", report });
+    if (live && (expected === undefined || live.handle.leaseId === expected))
+      this.hooks.sessionEnded(live.handle, { kind: "closed", report });
     if (report.leaseId !== undefined && (report.leaseState === "closed" || report.leaseState === "lost")) {
       await this.hooks.leaseSettled(report.leaseId, { via: "close", state: report.leaseState, detail: report.detail });
     }
@@ -272,7 +331,15 @@ class Controller implements AcpxLifecycleController {
 
   async reapStartupOrphans(opts?: { dryRun?: boolean; skipAttached?: boolean }): Promise<ReapReport> {
     const onWorker = this.d.startupReconcile === "worker";
-    const report = await reconcileOwnLeases(this.d, this.live, this.hooks, ["open", "closing"], opts?.dryRun === true, opts?.skipAttached === true, onWorker);
+    const report = await reconcileOwnLeases(
+      this.d,
+      this.live,
+      this.hooks,
+      ["open", "closing"],
+      opts?.dryRun === true,
+      opts?.skipAttached === true,
+      onWorker,
+    );
     if (opts?.dryRun !== true) await reconcileTerminals(this.d, this.live, this.hooks);
     return report;
   }
@@ -332,9 +399,13 @@ class Controller implements AcpxLifecycleController {
       await this.end.writesSettled();
       const keys = this.live.all().map((l) => l.handle.sessionKey);
       // every close settles before the lock goes, also when one of them fails
-      const closed = await Promise.allSettled(keys.map((key) => this.closeSession({ handle: { sessionKey: key }, reason: "controller shutdown" })));
+      const closed = await Promise.allSettled(
+        keys.map((key) => this.closeSession({ handle: { sessionKey: key }, reason: "controller shutdown" })),
+      );
       // terminals whose lease an earlier close left closing end now, not at the next start
-      await reconcileTerminals(this.d, this.live, this.hooks, ["closing"]).catch((err: unknown) => this.d.conversation.log.error?.(`shutdown: terminals left closing: ${String(err)}`));
+      await reconcileTerminals(this.d, this.live, this.hooks, ["closing"]).catch((err: unknown) =>
+        this.d.conversation.log.error?.(`shutdown: terminals left closing: ${String(err)}`),
+      );
       await this.d.conversation.supervisor?.shutdown();
       return closed.map((c) => {
         if (c.status === "rejected") throw c.reason;
@@ -386,7 +457,12 @@ class Controller implements AcpxLifecycleController {
 function noop(): void {}
 
 function assertHandle(handle: AcpRuntimeHandle): void {
-  if (typeof handle !== "object" || handle === null || typeof handle.sessionKey !== "string" || typeof handle.leaseId !== "string") {
+  if (
+    typeof handle !== "object" ||
+    handle === null ||
+    typeof handle.sessionKey !== "string" ||
+    typeof handle.leaseId !== "string"
+  ) {
     throw new TypeError("handle must be an AcpRuntimeHandle from ensureSession");
   }
 }

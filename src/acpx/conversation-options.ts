@@ -9,7 +9,13 @@
  */
 import type { ProcessFacts, ProcessSignaller } from "../facts/types.js";
 import type { LeaseStore } from "../ownership/index.js";
-import { createProcessSupervisor, SUPERVISOR_SESSION_PREFIX, type ProcessSupervisor, type ReconcilableState, type ReconcileReport } from "../supervisor/index.js";
+import {
+  createProcessSupervisor,
+  SUPERVISOR_SESSION_PREFIX,
+  type ProcessSupervisor,
+  type ReconcilableState,
+  type ReconcileReport,
+} from "../supervisor/index.js";
 import { assertFsOptions } from "./client-fs.js";
 import { assertTerminalOption, TERMINAL_RUN_PREFIX, type ClientTerminalOptions } from "./client-terminal.js";
 import type { ConversationConfig } from "./conversation.js";
@@ -29,12 +35,16 @@ export function assertConversationOptions(opts: AcpxLifecycleControllerOptions):
   }
   assertLogger(opts.logger, "opts.logger");
   assertKeeperOption(opts.keeper, "opts.keeper");
-  if (opts.stderrInMessages !== undefined && typeof opts.stderrInMessages !== "boolean") throw new TypeError("opts.stderrInMessages must be a boolean");
+  if (opts.stderrInMessages !== undefined && typeof opts.stderrInMessages !== "boolean")
+    throw new TypeError("opts.stderrInMessages must be a boolean");
   resolveUpdateLimits(opts.updateLimits);
   const caps = opts.clientCapabilities;
   if (caps === undefined) return;
-  if (typeof caps !== "object" || caps === null || Array.isArray(caps)) throw new TypeError("opts.clientCapabilities must be an object { terminal?, fs? }");
-  for (const k of Object.keys(caps)) if (k !== "terminal" && k !== "fs") throw new TypeError(`opts.clientCapabilities.${k} is not a capability (terminal, fs)`);
+  if (typeof caps !== "object" || caps === null || Array.isArray(caps))
+    throw new TypeError("opts.clientCapabilities must be an object { terminal?, fs? }");
+  for (const k of Object.keys(caps))
+    if (k !== "terminal" && k !== "fs")
+      throw new TypeError(`opts.clientCapabilities.${k} is not a capability (terminal, fs)`);
   assertTerminalOption(caps.terminal, "opts.clientCapabilities.terminal");
   assertFsOptions(caps.fs, "opts.clientCapabilities.fs");
 }
@@ -92,7 +102,10 @@ export async function reconcileTerminals(
   // a terminal a live session still holds is its session's to end (release, close), even once its root exited
   const keep = (runId: string) => !runId.startsWith(TERMINAL_RUN_PREFIX) || opts.held?.(runId) === true;
   try {
-    return await sup.reconcileOrphans({ isSessionTracked: (run) => keep(run.runId), ...(opts.states ? { states: opts.states } : {}) });
+    return await sup.reconcileOrphans({
+      isSessionTracked: (run) => keep(run.runId),
+      ...(opts.states ? { states: opts.states } : {}),
+    });
   } finally {
     if (supervisor === undefined) await sup.shutdown();
   }

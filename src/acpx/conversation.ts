@@ -64,12 +64,22 @@ export class SessionConversation {
     this.cwd = input.cwd ?? process.cwd();
     this.router = new UpdateRouter({
       observe: (u) => this.state.observe(u),
-      onListenerError: (err) => log.warn?.(`an onUpdate listener of ${JSON.stringify(input.sessionKey)} threw: ${err instanceof Error ? err.message : String(err)}`),
+      onListenerError: (err) =>
+        log.warn?.(
+          `an onUpdate listener of ${JSON.stringify(input.sessionKey)} threw: ${err instanceof Error ? err.message : String(err)}`,
+        ),
       onBacklogFull: (bound) =>
-        log.warn?.(`${JSON.stringify(input.sessionKey)} has no onUpdate listener and its held updates passed ${bound} bytes: the oldest are dropped and counted (sessionStatus droppedUpdates)`),
+        log.warn?.(
+          `${JSON.stringify(input.sessionKey)} has no onUpdate listener and its held updates passed ${bound} bytes: the oldest are dropped and counted (sessionStatus droppedUpdates)`,
+        ),
       backlogBytes: config.updateLimits.sessionBacklogBytes,
     });
-    this.permissions = new PermissionBroker(config.onPermissionRequest, config.permissionTimeoutMs, () => this.handle, log);
+    this.permissions = new PermissionBroker(
+      config.onPermissionRequest,
+      config.permissionTimeoutMs,
+      () => this.handle,
+      log,
+    );
     this.fsOpts = config.fs;
     if (config.terminal !== undefined && config.supervisor !== undefined) {
       this.terminals = new SessionTerminals({
@@ -90,7 +100,8 @@ export class SessionConversation {
       onUpdate: this.router.deliver,
       requestPermission: this.permissions.answer,
     };
-    if (this.fsOpts !== undefined) out.fs = createClientFs(this.fsOpts, this.cwd, () => this.acpSessionId, this.config.log);
+    if (this.fsOpts !== undefined)
+      out.fs = createClientFs(this.fsOpts, this.cwd, () => this.acpSessionId, this.config.log);
     if (this.terminals !== undefined) out.terminal = this.terminals;
     return out;
   }
@@ -112,19 +123,35 @@ export class SessionConversation {
    * (bounded) when the agent advertises it and the adapter still runs, then
    * every terminal's tree ended. Never throws.
    */
-  async beforeClose(client: AcpClient | undefined, adapterRunning: boolean, why: string): Promise<{ sessionCloseSent: boolean }> {
+  async beforeClose(
+    client: AcpClient | undefined,
+    adapterRunning: boolean,
+    why: string,
+  ): Promise<{ sessionCloseSent: boolean }> {
     this.permissions.cancelAll(why);
     // a turn whose consumer lags holds the adapter's stdout: the close's answer must not wait behind it, and
     // what the agent sends from here on goes to the (bounded) backlog; the turn ends with the close error
     this.router.detachTurn();
     client?.stdoutGate.releaseAll();
     let sessionCloseSent = false;
-    if (client !== undefined && adapterRunning && !this.ended && this.acpSessionId !== undefined && canCloseSession(this.init)) {
+    if (
+      client !== undefined &&
+      adapterRunning &&
+      !this.ended &&
+      this.acpSessionId !== undefined &&
+      canCloseSession(this.init)
+    ) {
       try {
-        await withTimeout("session/close", SESSION_CLOSE_TIMEOUT_MS, client.connection.agent.request("session/close", { sessionId: this.acpSessionId }));
+        await withTimeout(
+          "session/close",
+          SESSION_CLOSE_TIMEOUT_MS,
+          client.connection.agent.request("session/close", { sessionId: this.acpSessionId }),
+        );
         sessionCloseSent = true;
       } catch (err) {
-        this.config.log.debug?.(`session/close of ${JSON.stringify(this.handle?.sessionKey)} got no clean answer: ${err instanceof Error ? err.message : String(err)}`);
+        this.config.log.debug?.(
+          `session/close of ${JSON.stringify(this.handle?.sessionKey)} got no clean answer: ${err instanceof Error ? err.message : String(err)}`,
+        );
       }
     }
     await this.end(why);
@@ -136,7 +163,9 @@ export class SessionConversation {
     this.ended = true;
     this.permissions.cancelAll(why);
     await this.terminals?.closeAll(why).catch((err: unknown) => {
-      this.config.log.error?.(`ending the terminals of ${JSON.stringify(this.handle?.sessionKey)} failed: ${err instanceof Error ? err.message : String(err)}`);
+      this.config.log.error?.(
+        `ending the terminals of ${JSON.stringify(this.handle?.sessionKey)} failed: ${err instanceof Error ? err.message : String(err)}`,
+      );
     });
   }
 }
@@ -152,7 +181,9 @@ function adapterEnv(input: Pick<AcpRuntimeEnsureInput, "env" | "envRemove">): Re
 }
 
 /** The handshake's part of an ensure input: MCP servers, and the agent session to take back. */
-export function handshakeFields(input: Pick<AcpRuntimeEnsureInput, "mcpServers" | "resumeSessionId">): Pick<HandshakeOptions, "mcpServers" | "resumeSessionId"> {
+export function handshakeFields(
+  input: Pick<AcpRuntimeEnsureInput, "mcpServers" | "resumeSessionId">,
+): Pick<HandshakeOptions, "mcpServers" | "resumeSessionId"> {
   return {
     ...(input.mcpServers !== undefined ? { mcpServers: input.mcpServers } : {}),
     ...(input.resumeSessionId !== undefined ? { resumeSessionId: input.resumeSessionId } : {}),
@@ -160,7 +191,9 @@ export function handshakeFields(input: Pick<AcpRuntimeEnsureInput, "mcpServers" 
 }
 
 /** The conversation's part of a new handle. */
-export function handleFields(conv: SessionConversation): Pick<AcpRuntimeHandle, "reused" | "resumed" | "resumeReason" | "agentCapabilities" | "agentInfo"> {
+export function handleFields(
+  conv: SessionConversation,
+): Pick<AcpRuntimeHandle, "reused" | "resumed" | "resumeReason" | "agentCapabilities" | "agentInfo"> {
   const o = conv.opening;
   return {
     reused: false,

@@ -5,7 +5,12 @@
  * EMFILE, ENFILE, ENOMEM), else by the first stderr line that says
  * something.
  */
-import { hostResourceError, pidsLimitReached, processLimitError, type HostResourceError } from "../ownership/leases/host-faults.js";
+import {
+  hostResourceError,
+  pidsLimitReached,
+  processLimitError,
+  type HostResourceError,
+} from "../ownership/leases/host-faults.js";
 import type { ChildExit } from "./wrapper-end.js";
 
 /**
@@ -16,8 +21,19 @@ import type { ChildExit } from "./wrapper-end.js";
  * one with no descriptor or memory left says so. `host` is the typed error
  * when the cause was a host limit.
  */
-export function describeEarlyExit(exit: ChildExit | null, stderr: string, pid?: number): { cause: string; host?: HostResourceError } {
-  const how = exit === null ? "stalled" : exit.signal === "SIGABRT" ? "aborted (SIGABRT)" : exit.signal ? `was killed by ${exit.signal}` : `exited with code ${exit.code}`;
+export function describeEarlyExit(
+  exit: ChildExit | null,
+  stderr: string,
+  pid?: number,
+): { cause: string; host?: HostResourceError } {
+  const how =
+    exit === null
+      ? "stalled"
+      : exit.signal === "SIGABRT"
+        ? "aborted (SIGABRT)"
+        : exit.signal
+          ? `was killed by ${exit.signal}`
+          : `exited with code ${exit.code}`;
   const what = `the wrapper ${how} before it reported`;
   const host = hostLimitOf(what, stderr, exit === null ? pid : undefined);
   if (host !== undefined) return { cause: host.message, host };
@@ -31,11 +47,19 @@ export function describeEarlyExit(exit: ChildExit | null, stderr: string, pid?: 
  * `pid` while it stalls; else ours); undefined when nothing points to one.
  */
 export function hostLimitOf(what: string, stderr: string, pid?: number): HostResourceError | undefined {
-  if (/pthread_create|uv_thread_create|Resource temporarily unavailable|EAGAIN|fork: retry/i.test(stderr) || pidsLimitReached(pid)) {
+  if (
+    /pthread_create|uv_thread_create|Resource temporarily unavailable|EAGAIN|fork: retry/i.test(stderr) ||
+    pidsLimitReached(pid)
+  ) {
     return processLimitError(what, undefined, pid);
   }
   for (const code of ["EMFILE", "ENFILE", "ENOMEM"] as const) {
-    const seen = code === "EMFILE" ? /EMFILE|Too many open files/ : code === "ENFILE" ? /ENFILE|file table overflow/i : /ENOMEM|Cannot allocate memory|heap out of memory/i;
+    const seen =
+      code === "EMFILE"
+        ? /EMFILE|Too many open files/
+        : code === "ENFILE"
+          ? /ENFILE|file table overflow/i
+          : /ENOMEM|Cannot allocate memory|heap out of memory/i;
     if (seen.test(stderr)) return hostResourceError({ code }, what)!;
   }
   return undefined;
@@ -45,7 +69,12 @@ export function hostLimitOf(what: string, stderr: string, pid?: number): HostRes
 function firstCauseLine(stderr: string): string | null {
   for (const raw of stderr.split("\n")) {
     const l = raw.trim();
-    if (l === "" || /^at\s|^\d+:\s+0x|^----- |^\^+$|^node:internal|^Node\.js v|^\(Use `node --trace/.test(l) || /^[/\w.-]+:\d+$/.test(l)) continue;
+    if (
+      l === "" ||
+      /^at\s|^\d+:\s+0x|^----- |^\^+$|^node:internal|^Node\.js v|^\(Use `node --trace/.test(l) ||
+      /^[/\w.-]+:\d+$/.test(l)
+    )
+      continue;
     return l.length > 300 ? `${l.slice(0, 300)}…` : l;
   }
   return null;

@@ -51,7 +51,9 @@ export function acpErrorOf(err: unknown): AcpErrorInfo | undefined {
   if (typeof err !== "object" || err === null) return undefined;
   const e = err as { code?: unknown; message?: unknown; data?: unknown };
   if (typeof e.code !== "number" || !Number.isInteger(e.code) || typeof e.message !== "string") return undefined;
-  return e.data === undefined ? { code: e.code, message: e.message } : { code: e.code, message: e.message, data: e.data };
+  return e.data === undefined
+    ? { code: e.code, message: e.message }
+    : { code: e.code, message: e.message, data: e.data };
 }
 
 // CSI sequences (colours, cursor moves) and OSC strings
@@ -156,7 +158,9 @@ export class AcpxSessionClosedError extends Error {
     readonly sessionKey: string,
     readonly reason: string | undefined,
   ) {
-    super(`ACP session ${JSON.stringify(sessionKey)} was closed while a prompt was running${reason ? ` (${reason})` : ""}`);
+    super(
+      `ACP session ${JSON.stringify(sessionKey)} was closed while a prompt was running${reason ? ` (${reason})` : ""}`,
+    );
   }
 }
 
@@ -343,7 +347,9 @@ export class AcpxUnsupportedContentError extends Error {
     readonly blockType: string,
     readonly capability: string,
   ) {
-    super(`ACP session ${JSON.stringify(sessionKey)}: the agent did not advertise ${capability}, so a ${blockType} block cannot be sent; nothing was sent`);
+    super(
+      `ACP session ${JSON.stringify(sessionKey)}: the agent did not advertise ${capability}, so a ${blockType} block cannot be sent; nothing was sent`,
+    );
   }
 }
 

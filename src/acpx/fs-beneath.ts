@@ -15,7 +15,15 @@ import { loadNative } from "../facts/native.js";
 import { BENEATH_STEP, type NativeBeneathResult, type NativeBinding } from "../facts/native-binding.js";
 
 /** Why an fs request was refused (the `refusal` in the ACP error's data). */
-export type FsRefusal = "wrong-session" | "not-absolute" | "outside-roots" | "not-found" | "not-a-file" | "symlink" | "too-large" | "io-error";
+export type FsRefusal =
+  | "wrong-session"
+  | "not-absolute"
+  | "outside-roots"
+  | "not-found"
+  | "not-a-file"
+  | "symlink"
+  | "too-large"
+  | "io-error";
 
 /** One root as the session pinned it. */
 export interface PinnedRoot {
@@ -27,7 +35,8 @@ export interface PinnedRoot {
   ino: bigint;
 }
 
-export type BeneathOutcome = { ok: true; data: Buffer; created: boolean } | { ok: false; refusal: FsRefusal; why: string };
+export type BeneathOutcome =
+  { ok: true; data: Buffer; created: boolean } | { ok: false; refusal: FsRefusal; why: string };
 
 /**
  * Confined jobs in flight at once, process-wide. Each is short and never
@@ -50,7 +59,10 @@ async function limited<T>(job: () => Promise<T>): Promise<T> {
 }
 
 /** Each usable root's identity; one that cannot be resolved is reported and left out. */
-export async function pinRoots(roots: readonly string[], warn: (root: string, why: string) => void): Promise<PinnedRoot[]> {
+export async function pinRoots(
+  roots: readonly string[],
+  warn: (root: string, why: string) => void,
+): Promise<PinnedRoot[]> {
   const out: PinnedRoot[] = [];
   for (const r of roots) {
     try {
@@ -105,14 +117,18 @@ export async function readBeneath(c: BeneathCall, maxBytes: number): Promise<Ben
   const native = loadNative();
   if (!native) return NO_ADDON;
   const max = Math.min(maxBytes, READ_CAP);
-  const r = await limited(() => native.readBeneath(c.root.real, c.root.dev, c.root.ino, c.rel, c.walkOnly === true, max));
+  const r = await limited(() =>
+    native.readBeneath(c.root.real, c.root.dev, c.root.ino, c.rel, c.walkOnly === true, max),
+  );
   return outcome(r, c, max);
 }
 
 export async function writeBeneath(c: BeneathCall, data: Buffer): Promise<BeneathOutcome> {
   const native: NativeBinding | null = loadNative();
   if (!native) return NO_ADDON;
-  const r = await limited(() => native.writeBeneath(c.root.real, c.root.dev, c.root.ino, c.rel, c.walkOnly === true, data));
+  const r = await limited(() =>
+    native.writeBeneath(c.root.real, c.root.dev, c.root.ino, c.rel, c.walkOnly === true, data),
+  );
   return outcome(r, c, data.length);
 }
 
@@ -147,7 +163,8 @@ function outcome(r: NativeBeneathResult, c: BeneathCall, bound: number): Beneath
     case BENEATH_STEP.rootMoved:
       return no("outside-roots", `the root ${c.root.real} was moved or replaced since the session started`);
     case BENEATH_STEP.type:
-      if ((r.mode & 0o170000) === 0o120000) return no("symlink", `${p} is a symlink, and symlinks are not followed here`);
+      if ((r.mode & 0o170000) === 0o120000)
+        return no("symlink", `${p} is a symlink, and symlinks are not followed here`);
       return no("not-a-file", `${p} is ${fileKind(r.mode)}; only regular files are read or written`);
     case BENEATH_STEP.tooLarge:
       return no("too-large", `${p} is over the read limit of ${bound} bytes`);
@@ -158,7 +175,8 @@ function outcome(r: NativeBeneathResult, c: BeneathCall, bound: number): Beneath
       if (r.err === -E.ENOTDIR) return no("not-found", `a component of ${p} is not a folder`);
       break;
     case BENEATH_STEP.open:
-      if (r.err === -E.EEXIST) return no("symlink", `${p} is a dangling symlink, or kept changing while it was written`);
+      if (r.err === -E.EEXIST)
+        return no("symlink", `${p} is a dangling symlink, or kept changing while it was written`);
       break;
   }
   const where = Object.entries(BENEATH_STEP).find(([, n]) => n === r.step)?.[0] ?? String(r.step);

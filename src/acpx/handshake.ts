@@ -9,7 +9,14 @@
  */
 import type { InitializeResponse, McpServer } from "@agentclientprotocol/sdk";
 import { ACP_AUTH_REQUIRED, AcpTimeoutError, SUPPORTED_PROTOCOL_VERSIONS, type AcpClient } from "./acp-client.js";
-import { acpErrorOf, diagnosticsNote, type AcpAuthMethodInfo, type AcpErrorInfo, type AcpxEnsureErrorDetails, type EnsureFailureCause } from "./errors.js";
+import {
+  acpErrorOf,
+  diagnosticsNote,
+  type AcpAuthMethodInfo,
+  type AcpErrorInfo,
+  type AcpxEnsureErrorDetails,
+  type EnsureFailureCause,
+} from "./errors.js";
 import type { LaunchedWrapper } from "./launch.js";
 import { describeEnd, type SessionEnd } from "./wrapper-end.js";
 import { hostLimitOf } from "./early-exit.js";
@@ -47,7 +54,8 @@ export type HandshakeStep = "initialize" | "authenticate" | "session/new" | "ses
 export class HandshakeFailure extends Error {
   override name = "HandshakeFailure";
   constructor(
-    readonly kind: "timeout" | "agent-error" | "closed" | "ended" | "protocol-version" | "auth-required" | "auth-failed",
+    readonly kind:
+      "timeout" | "agent-error" | "closed" | "ended" | "protocol-version" | "auth-required" | "auth-failed",
     readonly step: HandshakeStep,
     message: string,
     readonly info: {
@@ -133,13 +141,20 @@ export async function handshake(client: AcpClient, opts: HandshakeOptions): Prom
       ...(methodId !== undefined ? { authenticatedWith: methodId } : {}),
     };
   } catch (err) {
-    if (err instanceof HandshakeFailure && err.kind === "agent-error" && err.info.acpError?.code === ACP_AUTH_REQUIRED) {
+    if (
+      err instanceof HandshakeFailure &&
+      err.kind === "agent-error" &&
+      err.info.acpError?.code === ACP_AUTH_REQUIRED
+    ) {
       const kind = methodId === undefined ? "auth-required" : "auth-failed";
       const what =
         methodId === undefined
           ? "the agent requires authentication and no auth method was given (ensureSession({ auth: { methodId } }))"
           : `the agent still requires authentication after authenticate(${JSON.stringify(methodId)})`;
-      throw new HandshakeFailure(kind, err.step, `${what}; ${formatAuthMethods(authMethods)}`, { ...err.info, authMethods });
+      throw new HandshakeFailure(kind, err.step, `${what}; ${formatAuthMethods(authMethods)}`, {
+        ...err.info,
+        authMethods,
+      });
     }
     throw err;
   }
@@ -159,13 +174,28 @@ function stepRunner(endedP: Promise<SessionEnd> | undefined): StepRunner {
     } catch (err) {
       if (err instanceof HandshakeFailure) throw err;
       if (err instanceof AcpTimeoutError) {
-        throw new HandshakeFailure("timeout", name, `the adapter never answered ACP ${name} (timeout ${err.timeoutMs} ms)`, { cause: err });
+        throw new HandshakeFailure(
+          "timeout",
+          name,
+          `the adapter never answered ACP ${name} (timeout ${err.timeoutMs} ms)`,
+          { cause: err },
+        );
       }
       const acpError = acpErrorOf(err);
       if (acpError) {
-        throw new HandshakeFailure("agent-error", name, `ACP ${name} failed: ${acpError.message} (code ${acpError.code})`, { acpError, cause: err });
+        throw new HandshakeFailure(
+          "agent-error",
+          name,
+          `ACP ${name} failed: ${acpError.message} (code ${acpError.code})`,
+          { acpError, cause: err },
+        );
       }
-      throw new HandshakeFailure("closed", name, `ACP ${name} failed: ${err instanceof Error ? err.message : String(err)}`, { cause: err });
+      throw new HandshakeFailure(
+        "closed",
+        name,
+        `ACP ${name} failed: ${err instanceof Error ? err.message : String(err)}`,
+        { cause: err },
+      );
     }
   };
 }
@@ -182,30 +212,55 @@ async function authenticateIfAsked(
   try {
     methodId = typeof opts.auth === "function" ? await opts.auth(authMethods) : opts.auth.methodId;
   } catch (err) {
-    throw new HandshakeFailure("auth-failed", "authenticate", `the auth resolver threw: ${err instanceof Error ? err.message : String(err)}; ${formatAuthMethods(authMethods)}`, {
-      authMethods,
-      cause: err,
-    });
+    throw new HandshakeFailure(
+      "auth-failed",
+      "authenticate",
+      `the auth resolver threw: ${err instanceof Error ? err.message : String(err)}; ${formatAuthMethods(authMethods)}`,
+      {
+        authMethods,
+        cause: err,
+      },
+    );
   }
   if (methodId === undefined) return undefined;
   if (typeof methodId !== "string" || methodId === "") {
-    throw new HandshakeFailure("auth-failed", "authenticate", `the auth resolver returned ${JSON.stringify(methodId)}, not a method id; ${formatAuthMethods(authMethods)}`, { authMethods });
+    throw new HandshakeFailure(
+      "auth-failed",
+      "authenticate",
+      `the auth resolver returned ${JSON.stringify(methodId)}, not a method id; ${formatAuthMethods(authMethods)}`,
+      { authMethods },
+    );
   }
   const method = authMethods.find((m) => m.id === methodId);
   if (!method) {
-    throw new HandshakeFailure("auth-failed", "authenticate", `auth method ${JSON.stringify(methodId)} is not one the agent offers; ${formatAuthMethods(authMethods)}`, { authMethods });
+    throw new HandshakeFailure(
+      "auth-failed",
+      "authenticate",
+      `auth method ${JSON.stringify(methodId)} is not one the agent offers; ${formatAuthMethods(authMethods)}`,
+      { authMethods },
+    );
   }
   if (method.type === "terminal") {
-    throw new HandshakeFailure("auth-failed", "authenticate", `auth method ${JSON.stringify(methodId)} is a terminal method, which ACP forbids passing to authenticate; ${formatAuthMethods(authMethods)}`, { authMethods });
+    throw new HandshakeFailure(
+      "auth-failed",
+      "authenticate",
+      `auth method ${JSON.stringify(methodId)} is a terminal method, which ACP forbids passing to authenticate; ${formatAuthMethods(authMethods)}`,
+      { authMethods },
+    );
   }
   try {
     await step("authenticate", client.authenticate(methodId, opts.timeoutMs));
   } catch (err) {
     if (err instanceof HandshakeFailure && err.kind === "agent-error") {
-      throw new HandshakeFailure("auth-failed", "authenticate", `ACP authenticate(${JSON.stringify(methodId)}) failed: ${err.info.acpError?.message ?? err.message}; ${formatAuthMethods(authMethods)}`, {
-        ...err.info,
-        authMethods,
-      });
+      throw new HandshakeFailure(
+        "auth-failed",
+        "authenticate",
+        `ACP authenticate(${JSON.stringify(methodId)}) failed: ${err.info.acpError?.message ?? err.message}; ${formatAuthMethods(authMethods)}`,
+        {
+          ...err.info,
+          authMethods,
+        },
+      );
     }
     throw err;
   }
@@ -225,10 +280,14 @@ export async function explainHandshakeFailure(
   waitMs = 500,
   extra: { client?: Pick<AcpClient, "stdoutProbe">; stderrInMessage?: boolean } = {},
 ): Promise<{ cause: EnsureFailureCause; message: string; details: AcpxEnsureErrorDetails }> {
-  const f = err instanceof HandshakeFailure ? err : new HandshakeFailure("closed", "initialize", String(err), { cause: err });
+  const f =
+    err instanceof HandshakeFailure ? err : new HandshakeFailure("closed", "initialize", String(err), { cause: err });
   let end = f.info.end ?? launched.howEnded();
   if (end === undefined && f.kind === "closed") {
-    end = await Promise.race([launched.ended, new Promise<undefined>((r) => setTimeout(() => r(undefined), waitMs).unref())]);
+    end = await Promise.race([
+      launched.ended,
+      new Promise<undefined>((r) => setTimeout(() => r(undefined), waitMs).unref()),
+    ]);
   }
   await launched.stderrSettled();
   const details: AcpxEnsureErrorDetails = {
@@ -259,11 +318,15 @@ export async function explainHandshakeFailure(
         cause = end.kind === "adapter-exited" ? "adapter-exited" : "wrapper-failed";
         if (f.kind !== "ended") message = describeEnd(end, `ACP ${f.step}`);
         // an adapter that could not make its threads (a pids cgroup at its limit) is named as such
-        const host = end.kind === "adapter-exited" && (end.signal !== null || end.code !== 0) ? hostLimitOf(message, stderrTail ?? "") : undefined;
+        const host =
+          end.kind === "adapter-exited" && (end.signal !== null || end.code !== 0)
+            ? hostLimitOf(message, stderrTail ?? "")
+            : undefined;
         if (host !== undefined) message = host.message;
         if (f.info.acpError) message += ` (the agent had answered: ${f.info.acpError.message})`;
       }
   }
-  if (nonAcp !== undefined) message += `; the adapter wrote something other than ACP on stdout: ${JSON.stringify(nonAcp)} (stdoutHead)`;
+  if (nonAcp !== undefined)
+    message += `; the adapter wrote something other than ACP on stdout: ${JSON.stringify(nonAcp)} (stdoutHead)`;
   return { cause, message: message + diagnosticsNote(details, extra.stderrInMessage === true), details };
 }

@@ -58,10 +58,27 @@ export {
   type StoredSessionRecord,
 } from "./session-store.js";
 export { installWrapper, packagedWrapperPath, wrapperShimSource, type InstalledWrapper } from "./install-wrapper.js";
-export { AcpClient, AcpTimeoutError, SUPPORTED_PROTOCOL_VERSIONS, type AcpClientOptions, type PromptAnswer } from "./acp-client.js";
-export { permissionOption, DEFAULT_PERMISSION_TIMEOUT_MS, type PermissionAnswer, type PermissionContext, type PermissionHook } from "./permissions.js";
+export {
+  AcpClient,
+  AcpTimeoutError,
+  SUPPORTED_PROTOCOL_VERSIONS,
+  type AcpClientOptions,
+  type PromptAnswer,
+} from "./acp-client.js";
+export {
+  permissionOption,
+  DEFAULT_PERMISSION_TIMEOUT_MS,
+  type PermissionAnswer,
+  type PermissionContext,
+  type PermissionHook,
+} from "./permissions.js";
 export { DEFAULT_MAX_READ_BYTES, DEFAULT_MAX_WRITE_BYTES, type ClientFsOptions, type FsRefusal } from "./client-fs.js";
-export { DEFAULT_MAX_TERMINALS, DEFAULT_TERMINAL_OUTPUT_BYTES, TERMINAL_RUN_PREFIX, type ClientTerminalOptions } from "./client-terminal.js";
+export {
+  DEFAULT_MAX_TERMINALS,
+  DEFAULT_TERMINAL_OUTPUT_BYTES,
+  TERMINAL_RUN_PREFIX,
+  type ClientTerminalOptions,
+} from "./client-terminal.js";
 export { MAX_BACKLOG, type DroppedUpdates } from "./session-updates.js";
 export { DEFAULT_SESSION_BACKLOG_BYTES, DEFAULT_TURN_BACKLOG_BYTES, type UpdateLimits } from "./update-bytes.js";
 export type { SessionAgentState } from "./session-controls.js";

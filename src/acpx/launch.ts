@@ -85,7 +85,12 @@ export interface LaunchedWrapper {
 }
 
 /** The root argv (exactly what the kernel will report): the native wrapper is its own executable, the Node one runs under `nodePath`. */
-export function rootArgvFor(nodePath: string, wrapperPath: string, command: readonly string[], graceMs: number): string[] {
+export function rootArgvFor(
+  nodePath: string,
+  wrapperPath: string,
+  command: readonly string[],
+  graceMs: number,
+): string[] {
   const args = wrapperArgs(wrapperPath, command, { graceMs });
   return wrapperKindOf(wrapperPath) === "native" ? args : [nodePath, ...args];
 }
@@ -157,4 +162,3 @@ function endedStream(): PassThrough {
   s.end();
   return s;
 }
-

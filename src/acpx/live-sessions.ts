@@ -42,7 +42,13 @@ export interface ControllerDeps {
 }
 
 export function lifecycleDeps(d: ControllerDeps): LifecycleDeps {
-  return { store: d.leases, facts: d.facts, signaller: d.signaller, graceMs: d.graceMs, gatewayInstanceId: d.gatewayInstanceId };
+  return {
+    store: d.leases,
+    facts: d.facts,
+    signaller: d.signaller,
+    graceMs: d.graceMs,
+    gatewayInstanceId: d.gatewayInstanceId,
+  };
 }
 
 export interface LiveSession {
@@ -92,10 +98,16 @@ export class LiveSessions {
   require(handle: Pick<AcpRuntimeHandle, "sessionKey" | "leaseId">): LiveSession {
     const live = this.byKey.get(handle.sessionKey);
     if (!live) {
-      throw new AcpxNoSessionError(handle.sessionKey, "it was closed, or was started by an earlier gateway run; call ensureSession");
+      throw new AcpxNoSessionError(
+        handle.sessionKey,
+        "it was closed, or was started by an earlier gateway run; call ensureSession",
+      );
     }
     if (live.handle.leaseId !== handle.leaseId) {
-      throw new AcpxNoSessionError(handle.sessionKey, `the handle names lease ${handle.leaseId}, the live session is ${live.handle.leaseId}`);
+      throw new AcpxNoSessionError(
+        handle.sessionKey,
+        `the handle names lease ${handle.leaseId}, the live session is ${live.handle.leaseId}`,
+      );
     }
     return live;
   }
@@ -103,7 +115,8 @@ export class LiveSessions {
   /** Why a batch reconcile must leave this lease alone now (a session served, or an ensure/close in flight); undefined when it may proceed. */
   busy(lease: Pick<ProcessLease, "leaseId">): string | undefined {
     if (this.inFlight.has(lease.leaseId)) return "an ensure or close of this gateway is working on it";
-    for (const s of this.byKey.values()) if (s.handle.leaseId === lease.leaseId && !s.closeSettling) return "a session this gateway serves";
+    for (const s of this.byKey.values())
+      if (s.handle.leaseId === lease.leaseId && !s.closeSettling) return "a session this gateway serves";
     return undefined;
   }
 
@@ -228,6 +241,7 @@ export function closeTarget(input: unknown): { key: string; expected: string | u
   if (typeof h !== "object" || h === null || typeof h.sessionKey !== "string" || h.sessionKey.length === 0) {
     throw new TypeError("input.handle.sessionKey must be a non-empty string");
   }
-  if (h.leaseId !== undefined && typeof h.leaseId !== "string") throw new TypeError("input.handle.leaseId must be a string when given");
+  if (h.leaseId !== undefined && typeof h.leaseId !== "string")
+    throw new TypeError("input.handle.leaseId must be a string when given");
   return { key: h.sessionKey, expected: typeof h.leaseId === "string" ? h.leaseId : undefined };
 }

@@ -34,7 +34,8 @@ export function safeLogger(l: ControllerLogger | undefined): ControllerLogger {
 
 export function assertLogger(v: unknown, name: string): void {
   if (v === undefined) return;
-  if (typeof v !== "object" || v === null) throw new TypeError(`${name} must be an object with debug/info/warn/error methods`);
+  if (typeof v !== "object" || v === null)
+    throw new TypeError(`${name} must be an object with debug/info/warn/error methods`);
   for (const level of LEVELS) {
     const fn = (v as Record<string, unknown>)[level];
     if (fn !== undefined && typeof fn !== "function") throw new TypeError(`${name}.${level} must be a function`);

@@ -13,7 +13,11 @@
  * "selected", optionId } }`) or the bare outcome (`{ outcome: "selected",
  * optionId }`).
  */
-import type { RequestPermissionOutcome, RequestPermissionRequest, RequestPermissionResponse } from "@agentclientprotocol/sdk";
+import type {
+  RequestPermissionOutcome,
+  RequestPermissionRequest,
+  RequestPermissionResponse,
+} from "@agentclientprotocol/sdk";
 import type { ControllerLogger } from "./logger.js";
 import type { AcpRuntimeHandle } from "./types.js";
 
@@ -27,9 +31,14 @@ export interface PermissionContext {
 }
 
 export type PermissionAnswer = RequestPermissionResponse | RequestPermissionOutcome;
-export type PermissionHook = (request: RequestPermissionRequest, ctx: PermissionContext) => PermissionAnswer | Promise<PermissionAnswer>;
+export type PermissionHook = (
+  request: RequestPermissionRequest,
+  ctx: PermissionContext,
+) => PermissionAnswer | Promise<PermissionAnswer>;
 
-const CANCELLED: RequestPermissionResponse = Object.freeze({ outcome: Object.freeze({ outcome: "cancelled" as const }) });
+const CANCELLED: RequestPermissionResponse = Object.freeze({
+  outcome: Object.freeze({ outcome: "cancelled" as const }),
+});
 
 export class PermissionBroker {
   private readonly pending = new Set<AbortController>();
@@ -44,11 +53,17 @@ export class PermissionBroker {
   ) {}
 
   /** The AcpClient's session/request_permission handler. */
-  readonly answer = async (request: RequestPermissionRequest, requestSignal: AbortSignal): Promise<RequestPermissionResponse> => {
+  readonly answer = async (
+    request: RequestPermissionRequest,
+    requestSignal: AbortSignal,
+  ): Promise<RequestPermissionResponse> => {
     const handle = this.handle();
     if (this.hook === undefined || handle === undefined) return CANCELLED;
     if (this.refusing !== undefined) {
-      this.log.info?.(`permission request of ${JSON.stringify(handle.sessionKey)} answered "cancelled": ${this.refusing}`, { sessionKey: handle.sessionKey });
+      this.log.info?.(
+        `permission request of ${JSON.stringify(handle.sessionKey)} answered "cancelled": ${this.refusing}`,
+        { sessionKey: handle.sessionKey },
+      );
       return CANCELLED;
     }
     const ac = new AbortController();
@@ -58,16 +73,27 @@ export class PermissionBroker {
     const timer = setTimeout(() => ac.abort(new Error(`no answer within ${this.timeoutMs} ms`)), this.timeoutMs);
     timer.unref();
     try {
-      const aborted = new Promise<"aborted">((resolve) => ac.signal.addEventListener("abort", () => resolve("aborted"), { once: true }));
+      const aborted = new Promise<"aborted">((resolve) =>
+        ac.signal.addEventListener("abort", () => resolve("aborted"), { once: true }),
+      );
       const hook = this.hook;
-      const answer = await Promise.race([Promise.resolve().then(() => hook(request, { handle, signal: ac.signal })), aborted]);
+      const answer = await Promise.race([
+        Promise.resolve().then(() => hook(request, { handle, signal: ac.signal })),
+        aborted,
+      ]);
       if (answer === "aborted") {
-        this.log.warn?.(`permission request of ${JSON.stringify(handle.sessionKey)} answered "cancelled": ${errText(ac.signal.reason)}`, { sessionKey: handle.sessionKey });
+        this.log.warn?.(
+          `permission request of ${JSON.stringify(handle.sessionKey)} answered "cancelled": ${errText(ac.signal.reason)}`,
+          { sessionKey: handle.sessionKey },
+        );
         return CANCELLED;
       }
       return this.checked(request, answer, handle);
     } catch (err) {
-      this.log.warn?.(`onPermissionRequest threw for ${JSON.stringify(handle.sessionKey)}; answered "cancelled": ${errText(err)}`, { sessionKey: handle.sessionKey });
+      this.log.warn?.(
+        `onPermissionRequest threw for ${JSON.stringify(handle.sessionKey)}; answered "cancelled": ${errText(err)}`,
+        { sessionKey: handle.sessionKey },
+      );
       return CANCELLED;
     } finally {
       clearTimeout(timer);
@@ -87,10 +113,17 @@ export class PermissionBroker {
     this.refusing = undefined;
   }
 
-  private checked(request: RequestPermissionRequest, answer: unknown, handle: AcpRuntimeHandle): RequestPermissionResponse {
+  private checked(
+    request: RequestPermissionRequest,
+    answer: unknown,
+    handle: AcpRuntimeHandle,
+  ): RequestPermissionResponse {
     const outcome = outcomeOf(answer);
     if (outcome === undefined) {
-      this.log.warn?.(`onPermissionRequest returned no ACP permission outcome for ${JSON.stringify(handle.sessionKey)}; answered "cancelled"`, { sessionKey: handle.sessionKey });
+      this.log.warn?.(
+        `onPermissionRequest returned no ACP permission outcome for ${JSON.stringify(handle.sessionKey)}; answered "cancelled"`,
+        { sessionKey: handle.sessionKey },
+      );
       return CANCELLED;
     }
     if (outcome.outcome === "cancelled") return CANCELLED;
@@ -108,9 +141,11 @@ export class PermissionBroker {
 function outcomeOf(answer: unknown): { outcome: "cancelled" } | { outcome: "selected"; optionId: string } | undefined {
   if (typeof answer !== "object" || answer === null) return undefined;
   const a = answer as { outcome?: unknown; optionId?: unknown };
-  const o = typeof a.outcome === "object" && a.outcome !== null ? (a.outcome as { outcome?: unknown; optionId?: unknown }) : a;
+  const o =
+    typeof a.outcome === "object" && a.outcome !== null ? (a.outcome as { outcome?: unknown; optionId?: unknown }) : a;
   if (o.outcome === "cancelled") return { outcome: "cancelled" };
-  if (o.outcome === "selected" && typeof o.optionId === "string" && o.optionId !== "") return { outcome: "selected", optionId: o.optionId };
+  if (o.outcome === "selected" && typeof o.optionId === "string" && o.optionId !== "")
+    return { outcome: "selected", optionId: o.optionId };
   return undefined;
 }
 

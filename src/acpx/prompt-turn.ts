@@ -5,7 +5,14 @@
  * the turn's updates is turn-stream.ts's; this file only bounds the request.
  */
 import type { ContentBlock } from "@agentclientprotocol/sdk";
-import { ACP_MAX_MESSAGE_BYTES, DEFAULT_CANCEL_GRACE_MS, MAX_PROMPT_TIMEOUT_MS, promptOverLimit, type AcpClient, type PromptAnswer } from "./acp-client.js";
+import {
+  ACP_MAX_MESSAGE_BYTES,
+  DEFAULT_CANCEL_GRACE_MS,
+  MAX_PROMPT_TIMEOUT_MS,
+  promptOverLimit,
+  type AcpClient,
+  type PromptAnswer,
+} from "./acp-client.js";
 import {
   acpErrorOf,
   AcpxPromptAbortError,
@@ -28,21 +35,30 @@ export function assertPromptOptions(opts: unknown): asserts opts is PromptOption
   const o = opts as Record<string, unknown>;
   if (o.signal !== undefined) {
     const sig = o.signal as { aborted?: unknown; addEventListener?: unknown } | null;
-    if (typeof sig !== "object" || sig === null || typeof sig.aborted !== "boolean" || typeof sig.addEventListener !== "function") {
+    if (
+      typeof sig !== "object" ||
+      sig === null ||
+      typeof sig.aborted !== "boolean" ||
+      typeof sig.addEventListener !== "function"
+    ) {
       throw new TypeError("options.signal must be an AbortSignal");
     }
   }
   if (o.timeoutMs !== undefined) {
-    if (typeof o.timeoutMs !== "number" || !Number.isFinite(o.timeoutMs)) throw new TypeError(`options.timeoutMs must be a number of milliseconds, got ${String(o.timeoutMs)}`);
+    if (typeof o.timeoutMs !== "number" || !Number.isFinite(o.timeoutMs))
+      throw new TypeError(`options.timeoutMs must be a number of milliseconds, got ${String(o.timeoutMs)}`);
     if (o.timeoutMs <= 0 || o.timeoutMs > MAX_PROMPT_TIMEOUT_MS) {
       throw new RangeError(`options.timeoutMs must be > 0 and <= ${MAX_PROMPT_TIMEOUT_MS}, got ${o.timeoutMs}`);
     }
   }
   if (o.cancelGraceMs !== undefined) {
     if (typeof o.cancelGraceMs !== "number" || !Number.isInteger(o.cancelGraceMs)) {
-      throw new TypeError(`options.cancelGraceMs must be an integer number of milliseconds, got ${String(o.cancelGraceMs)}`);
+      throw new TypeError(
+        `options.cancelGraceMs must be an integer number of milliseconds, got ${String(o.cancelGraceMs)}`,
+      );
     }
-    if (o.cancelGraceMs < 0 || o.cancelGraceMs > 600_000) throw new RangeError(`options.cancelGraceMs must be between 0 and 600000, got ${o.cancelGraceMs}`);
+    if (o.cancelGraceMs < 0 || o.cancelGraceMs > 600_000)
+      throw new RangeError(`options.cancelGraceMs must be between 0 and 600000, got ${o.cancelGraceMs}`);
   }
 }
 
@@ -141,7 +157,12 @@ export function startTurn(client: AcpClient, ctx: TurnContext): StartedTurn {
       const cause = settled.ended ? settled.error : undefined;
       reject(
         why === "timeout"
-          ? new AcpxPromptTimeoutError(ctx.sessionKey, opts.timeoutMs!, turn, cause === undefined ? undefined : { cause })
+          ? new AcpxPromptTimeoutError(
+              ctx.sessionKey,
+              opts.timeoutMs!,
+              turn,
+              cause === undefined ? undefined : { cause },
+            )
           : new AcpxPromptAbortError(ctx.sessionKey, turn, { cause: signal?.reason }),
       );
     };
@@ -172,7 +193,10 @@ export function startTurn(client: AcpClient, ctx: TurnContext): StartedTurn {
  * undefined. Such a session takes no turn: after a killed wrapper the adapter
  * may still answer, but nothing supervises it any more (its lease does).
  */
-export function sessionEndedError(sessionKey: string, launched: Pick<LaunchedWrapper, "howEnded" | "stderrTail">): AcpxPromptError | undefined {
+export function sessionEndedError(
+  sessionKey: string,
+  launched: Pick<LaunchedWrapper, "howEnded" | "stderrTail">,
+): AcpxPromptError | undefined {
   const end = launched.howEnded();
   return end === undefined ? undefined : turnEndedError({ sessionKey, launched }, end, undefined);
 }
@@ -208,7 +232,12 @@ async function explainTurnFailure(err: unknown, ctx: TurnContext): Promise<Error
     );
   }
   // the connection closed: usually the processes ended; wait briefly to say how
-  const end = ctx.launched.howEnded() ?? (await Promise.race([ctx.launched.ended, new Promise<undefined>((r) => setTimeout(() => r(undefined), 500).unref())]));
+  const end =
+    ctx.launched.howEnded() ??
+    (await Promise.race([
+      ctx.launched.ended,
+      new Promise<undefined>((r) => setTimeout(() => r(undefined), 500).unref()),
+    ]));
   if (end) return turnEndedError(ctx, end, err);
   const details = { cause: err, ...(stderrTail ? { stderrTail } : {}) };
   return new AcpxPromptError(

@@ -20,7 +20,10 @@ import { newSessionRecord } from "./session-store.js";
 import type { AcpRuntimeEnsureInput, AcpRuntimeHandle, CloseReport } from "./types.js";
 
 /** What spawnRawAdapter takes: ensureSession's input without the ACP parts (auth, MCP servers, resume). */
-export type RawAdapterInput = Omit<AcpRuntimeEnsureInput, "auth" | "mcpServers" | "resumeSessionId" | "resume" | "replace">;
+export type RawAdapterInput = Omit<
+  AcpRuntimeEnsureInput,
+  "auth" | "mcpServers" | "resumeSessionId" | "resume" | "replace"
+>;
 
 export interface RawAdapter {
   readonly handle: AcpRuntimeHandle;
@@ -45,7 +48,9 @@ export class AcpxRawSessionError extends Error {
   override name = "AcpxRawSessionError";
   readonly code = "raw-session";
   constructor(readonly sessionKey: string) {
-    super(`session ${JSON.stringify(sessionKey)} was started with spawnRawAdapter: its plugin speaks ACP on the adapter's stdin/stdout, the controller does not`);
+    super(
+      `session ${JSON.stringify(sessionKey)} was started with spawnRawAdapter: its plugin speaks ACP on the adapter's stdin/stdout, the controller does not`,
+    );
   }
 }
 
@@ -77,7 +82,10 @@ export async function finishRawSpawn(
     resumeReason: "a raw adapter: the plugin opens its own ACP session",
     agentCapabilities: {},
   };
-  const conv = new SessionConversation({ ...d.conversation, terminal: undefined, fs: undefined, onPermissionRequest: undefined }, input);
+  const conv = new SessionConversation(
+    { ...d.conversation, terminal: undefined, fs: undefined, onPermissionRequest: undefined },
+    input,
+  );
   conv.bind(handle);
   live.add({ handle, launched, client: undefined, conv, turn: undefined, closing: false, closeReason: undefined });
   live.inFlight.delete(lease.leaseId);
@@ -88,7 +96,10 @@ export function rawAdapterOf(
   handle: AcpRuntimeHandle,
   lease: ProcessLease,
   launched: LaunchedWrapper,
-  ctl: { closeSession(input: { handle: AcpRuntimeHandle; reason?: string }): Promise<CloseReport>; verifyOwnedTree(l: ProcessLease): Promise<OwnedProcessTree | null> },
+  ctl: {
+    closeSession(input: { handle: AcpRuntimeHandle; reason?: string }): Promise<CloseReport>;
+    verifyOwnedTree(l: ProcessLease): Promise<OwnedProcessTree | null>;
+  },
   currentLease: () => Promise<ProcessLease>,
 ): RawAdapter {
   return {

@@ -16,7 +16,13 @@
  *   the resume fails the ensure like any handshake step: the agent's state is
  *   unknown then, and a silent fresh start would hide it.
  */
-import type { InitializeResponse, LoadSessionResponse, McpServer, NewSessionResponse, ResumeSessionResponse } from "@agentclientprotocol/sdk";
+import type {
+  InitializeResponse,
+  LoadSessionResponse,
+  McpServer,
+  NewSessionResponse,
+  ResumeSessionResponse,
+} from "@agentclientprotocol/sdk";
 import { ACP_AUTH_REQUIRED, withTimeout, type AcpClient } from "./acp-client.js";
 import type { HandshakeFailure, StepRunner } from "./handshake.js";
 
@@ -45,7 +51,8 @@ export type ResumeMethod = "session/resume" | "session/load";
 /** How this agent can take a session back, from its initialize answer; null = it cannot. */
 export function resumeMethodOf(init: Pick<InitializeResponse, "agentCapabilities">): ResumeMethod | null {
   const caps = init.agentCapabilities;
-  if (caps?.sessionCapabilities?.resume !== undefined && caps.sessionCapabilities.resume !== null) return "session/resume";
+  if (caps?.sessionCapabilities?.resume !== undefined && caps.sessionCapabilities.resume !== null)
+    return "session/resume";
   if (caps?.loadSession === true) return "session/load";
   return null;
 }
@@ -56,7 +63,11 @@ export function canCloseSession(init: Pick<InitializeResponse, "agentCapabilitie
   return close !== undefined && close !== null;
 }
 
-export async function openAcpSession(client: AcpClient, init: InitializeResponse, o: OpenSessionOptions): Promise<OpenedSession> {
+export async function openAcpSession(
+  client: AcpClient,
+  init: InitializeResponse,
+  o: OpenSessionOptions,
+): Promise<OpenedSession> {
   const fresh = async (resumeReason: string): Promise<OpenedSession> => {
     const response = await o.step("session/new", client.openNewSession(o.cwd, o.timeoutMs, o.mcpServers));
     return { sessionId: response.sessionId, via: "new", resumed: false, resumeReason, response };
@@ -64,19 +75,34 @@ export async function openAcpSession(client: AcpClient, init: InitializeResponse
   if (o.resumeSessionId === undefined) return fresh("nothing to resume: a new session");
   const method = resumeMethodOf(init);
   if (method === null) {
-    return fresh(`the agent advertises neither sessionCapabilities.resume nor loadSession, so session ${JSON.stringify(o.resumeSessionId)} could not be taken back; a new session was started`);
+    return fresh(
+      `the agent advertises neither sessionCapabilities.resume nor loadSession, so session ${JSON.stringify(o.resumeSessionId)} could not be taken back; a new session was started`,
+    );
   }
   const params = { sessionId: o.resumeSessionId, cwd: o.cwd, mcpServers: [...o.mcpServers] };
   try {
     const response = await o.step(
       method,
-      withTimeout(method, o.timeoutMs, method === "session/resume" ? client.connection.agent.request("session/resume", params) : client.connection.agent.request("session/load", params)),
+      withTimeout(
+        method,
+        o.timeoutMs,
+        method === "session/resume"
+          ? client.connection.agent.request("session/resume", params)
+          : client.connection.agent.request("session/load", params),
+      ),
     );
-    return { sessionId: o.resumeSessionId, via: method === "session/resume" ? "resume" : "load", resumed: true, response: response ?? {} };
+    return {
+      sessionId: o.resumeSessionId,
+      via: method === "session/resume" ? "resume" : "load",
+      resumed: true,
+      response: response ?? {},
+    };
   } catch (err) {
     const f = err as HandshakeFailure;
     // only a plain refusal of the id falls back; auth, timeouts and a dead adapter fail the ensure
     if (f.kind !== "agent-error" || f.info.acpError?.code === ACP_AUTH_REQUIRED) throw err;
-    return fresh(`the agent refused ${method} for session ${JSON.stringify(o.resumeSessionId)}: ${f.info.acpError?.message ?? f.message}; a new session was started`);
+    return fresh(
+      `the agent refused ${method} for session ${JSON.stringify(o.resumeSessionId)}: ${f.info.acpError?.message ?? f.message}; a new session was started`,
+    );
   }
 }

@@ -32,7 +32,13 @@ export interface SessionAgentState {
 }
 
 export class SessionState {
-  readonly agent: SessionAgentState = { modes: null, configOptions: null, availableCommands: [], contextUsage: null, title: null };
+  readonly agent: SessionAgentState = {
+    modes: null,
+    configOptions: null,
+    availableCommands: [],
+    contextUsage: null,
+    title: null,
+  };
 
   /**
    * The agent's session/new (resume, load) answer. Updates that came before
@@ -89,30 +95,55 @@ export interface ControlTarget {
 export async function setMode(t: ControlTarget, modeId: string): Promise<void> {
   if (typeof modeId !== "string" || modeId === "") throw new TypeError("modeId must be a non-empty string");
   const modes = t.state.agent.modes;
-  if (modes === null) throw new AcpxSessionRequestError(t.sessionKey, "session/set_mode", "unsupported", "the agent advertised no session modes");
+  if (modes === null)
+    throw new AcpxSessionRequestError(
+      t.sessionKey,
+      "session/set_mode",
+      "unsupported",
+      "the agent advertised no session modes",
+    );
   if (!modes.availableModes.some((m) => m.id === modeId)) {
-    throw new AcpxSessionRequestError(t.sessionKey, "session/set_mode", "invalid", `mode ${JSON.stringify(modeId)} is not one the agent offers (${modes.availableModes.map((m) => m.id).join(", ")})`);
+    throw new AcpxSessionRequestError(
+      t.sessionKey,
+      "session/set_mode",
+      "invalid",
+      `mode ${JSON.stringify(modeId)} is not one the agent offers (${modes.availableModes.map((m) => m.id).join(", ")})`,
+    );
   }
-  await send(t, "session/set_mode", () => t.client.connection.agent.request("session/set_mode", { sessionId: t.acpSessionId, modeId }));
+  await send(t, "session/set_mode", () =>
+    t.client.connection.agent.request("session/set_mode", { sessionId: t.acpSessionId, modeId }),
+  );
   // the agent may also send current_mode_update; the answer alone already means the mode is set
   t.state.agent.modes = { ...modes, currentModeId: modeId };
 }
 
-export async function setConfigOption(t: ControlTarget, key: string, value: string | boolean): Promise<SessionConfigOption[]> {
+export async function setConfigOption(
+  t: ControlTarget,
+  key: string,
+  value: string | boolean,
+): Promise<SessionConfigOption[]> {
   if (typeof key !== "string" || key === "") throw new TypeError("key must be a non-empty string");
-  if (typeof value !== "string" && typeof value !== "boolean") throw new TypeError("value must be a string or a boolean");
+  if (typeof value !== "string" && typeof value !== "boolean")
+    throw new TypeError("value must be a string or a boolean");
   const options = t.state.agent.configOptions;
   const option = options?.find((o) => o.id === key);
   if (!options || !option) {
     const offered = options?.map((o) => o.id).join(", ");
-    throw new AcpxSessionRequestError(t.sessionKey, "session/set_config_option", "unsupported", `the agent offers no config option ${JSON.stringify(key)}${offered ? ` (it offers ${offered})` : " (it advertised none)"}`);
+    throw new AcpxSessionRequestError(
+      t.sessionKey,
+      "session/set_config_option",
+      "unsupported",
+      `the agent offers no config option ${JSON.stringify(key)}${offered ? ` (it offers ${offered})` : " (it advertised none)"}`,
+    );
   }
   checkValue(t.sessionKey, option, value);
   const params =
     typeof value === "boolean"
       ? { sessionId: t.acpSessionId, configId: key, type: "boolean" as const, value }
       : { sessionId: t.acpSessionId, configId: key, value };
-  const res = (await send(t, "session/set_config_option", () => t.client.connection.agent.request("session/set_config_option", params))) as { configOptions?: unknown } | undefined;
+  const res = (await send(t, "session/set_config_option", () =>
+    t.client.connection.agent.request("session/set_config_option", params),
+  )) as { configOptions?: unknown } | undefined;
   if (Array.isArray(res?.configOptions)) t.state.agent.configOptions = res.configOptions as SessionConfigOption[];
   return structuredClone(t.state.agent.configOptions ?? []);
 }
@@ -122,12 +153,17 @@ function checkValue(sessionKey: string, option: SessionConfigOption, value: stri
     throw new AcpxSessionRequestError(sessionKey, "session/set_config_option", "invalid", why);
   };
   if (option.type === "boolean") {
-    if (typeof value !== "boolean") fail(`config option ${JSON.stringify(option.id)} is a boolean, got ${JSON.stringify(value)}`);
+    if (typeof value !== "boolean")
+      fail(`config option ${JSON.stringify(option.id)} is a boolean, got ${JSON.stringify(value)}`);
     return;
   }
-  if (typeof value !== "string") fail(`config option ${JSON.stringify(option.id)} takes one of its values, got ${JSON.stringify(value)}`);
+  if (typeof value !== "string")
+    fail(`config option ${JSON.stringify(option.id)} takes one of its values, got ${JSON.stringify(value)}`);
   const values = flatValues(option.options);
-  if (!values.includes(value as string)) fail(`${JSON.stringify(value)} is not a value of config option ${JSON.stringify(option.id)} (${values.join(", ")})`);
+  if (!values.includes(value as string))
+    fail(
+      `${JSON.stringify(value)} is not a value of config option ${JSON.stringify(option.id)} (${values.join(", ")})`,
+    );
 }
 
 /** select options may come flat or in groups */
@@ -145,9 +181,25 @@ async function send<T>(t: ControlTarget, method: string, call: () => Promise<T>)
   try {
     return await withTimeout(method, t.timeoutMs, call());
   } catch (err) {
-    if (err instanceof AcpTimeoutError) throw new AcpxSessionRequestError(t.sessionKey, method, "timeout", err.message, undefined, { cause: err });
+    if (err instanceof AcpTimeoutError)
+      throw new AcpxSessionRequestError(t.sessionKey, method, "timeout", err.message, undefined, { cause: err });
     const acpError = acpErrorOf(err);
-    if (acpError) throw new AcpxSessionRequestError(t.sessionKey, method, "agent-error", `${acpError.message} (code ${acpError.code})`, acpError, { cause: err });
-    throw new AcpxSessionRequestError(t.sessionKey, method, "connection-lost", err instanceof Error ? err.message : String(err), undefined, { cause: err });
+    if (acpError)
+      throw new AcpxSessionRequestError(
+        t.sessionKey,
+        method,
+        "agent-error",
+        `${acpError.message} (code ${acpError.code})`,
+        acpError,
+        { cause: err },
+      );
+    throw new AcpxSessionRequestError(
+      t.sessionKey,
+      method,
+      "connection-lost",
+      err instanceof Error ? err.message : String(err),
+      undefined,
+      { cause: err },
+    );
   }
 }

@@ -41,7 +41,10 @@ import type { AcpRuntimeHandle, AcpxContainmentOptions, LimitController, Session
 /** how long a failed enabling of a controller is not tried again */
 export const ENABLE_RETRY_MS = 10_000;
 
-const CONTROLLER_OF: Readonly<Record<keyof SessionLimits, LimitController>> = Object.freeze({ memoryMax: "memory", pidsMax: "pids" });
+const CONTROLLER_OF: Readonly<Record<keyof SessionLimits, LimitController>> = Object.freeze({
+  memoryMax: "memory",
+  pidsMax: "pids",
+});
 const LIMIT_CONTROLLERS: readonly LimitController[] = ["memory", "pids"];
 
 /** The limits that constrain something: positive integers only ("max" and absent keys ask for nothing). */
@@ -52,11 +55,14 @@ export interface EnforcedLimits {
 
 /** The rule for a `limits` value, wherever one is given (see the header). */
 export function assertSessionLimits(v: unknown, name: string): asserts v is SessionLimits {
-  if (typeof v !== "object" || v === null || Array.isArray(v)) throw new TypeError(`${name} must be an object { memoryMax?, pidsMax? }`);
+  if (typeof v !== "object" || v === null || Array.isArray(v))
+    throw new TypeError(`${name} must be an object { memoryMax?, pidsMax? }`);
   for (const [k, x] of Object.entries(v)) {
     if (!Object.hasOwn(CONTROLLER_OF, k)) throw new TypeError(`${name}.${k} is not a limit (memoryMax, pidsMax)`);
     if (x !== undefined && !isLimitValue(x)) {
-      throw new TypeError(`${name}.${k} must be a positive integer or "max", got ${typeof x === "string" ? JSON.stringify(x) : String(x)}`);
+      throw new TypeError(
+        `${name}.${k} must be a positive integer or "max", got ${typeof x === "string" ? JSON.stringify(x) : String(x)}`,
+      );
     }
   }
 }
@@ -83,16 +89,26 @@ export function describeLimits(e: EnforcedLimits): string {
 
 export function assertContainmentOption(v: unknown, name: string): void {
   if (v === undefined || v === "auto" || v === "off") return;
-  if (typeof v !== "object" || v === null || Array.isArray(v)) throw new TypeError(`${name} must be "auto", "off" or { controllers?, allowGatewayMove? }`);
+  if (typeof v !== "object" || v === null || Array.isArray(v))
+    throw new TypeError(`${name} must be "auto", "off" or { controllers?, allowGatewayMove? }`);
   const o = v as { controllers?: unknown; allowGatewayMove?: unknown };
-  for (const k of Object.keys(o)) if (k !== "controllers" && k !== "allowGatewayMove") throw new TypeError(`${name}.${k} is not an option (controllers, allowGatewayMove)`);
+  for (const k of Object.keys(o))
+    if (k !== "controllers" && k !== "allowGatewayMove")
+      throw new TypeError(`${name}.${k} is not an option (controllers, allowGatewayMove)`);
   if (o.controllers !== undefined) {
-    if (!Array.isArray(o.controllers)) throw new TypeError(`${name}.controllers must be an array of ${LIMIT_CONTROLLERS.map((c) => JSON.stringify(c)).join(", ")}`);
+    if (!Array.isArray(o.controllers))
+      throw new TypeError(
+        `${name}.controllers must be an array of ${LIMIT_CONTROLLERS.map((c) => JSON.stringify(c)).join(", ")}`,
+      );
     o.controllers.forEach((c: unknown, i: number) => {
-      if (!LIMIT_CONTROLLERS.includes(c as LimitController)) throw new TypeError(`${name}.controllers[${i}] must be one of ${LIMIT_CONTROLLERS.map((x) => JSON.stringify(x)).join(", ")}, got ${JSON.stringify(c)}`);
+      if (!LIMIT_CONTROLLERS.includes(c as LimitController))
+        throw new TypeError(
+          `${name}.controllers[${i}] must be one of ${LIMIT_CONTROLLERS.map((x) => JSON.stringify(x)).join(", ")}, got ${JSON.stringify(c)}`,
+        );
     });
   }
-  if (o.allowGatewayMove !== undefined && typeof o.allowGatewayMove !== "boolean") throw new TypeError(`${name}.allowGatewayMove must be a boolean`);
+  if (o.allowGatewayMove !== undefined && typeof o.allowGatewayMove !== "boolean")
+    throw new TypeError(`${name}.allowGatewayMove must be a boolean`);
 }
 
 /** detectContainment's options for the controller's `containment` option (nothing asked: today's detection). */
@@ -118,7 +134,10 @@ interface EnablerState {
 const enablers = new WeakMap<ControllerDeps, EnablerState>();
 
 /** Called once at create: the move policy, and the controllers detection was already asked for (tried now). */
-export function configureLimitControllers(d: ControllerDeps, option: "auto" | "off" | AcpxContainmentOptions | undefined): void {
+export function configureLimitControllers(
+  d: ControllerDeps,
+  option: "auto" | "off" | AcpxContainmentOptions | undefined,
+): void {
   const o = typeof option === "object" ? option : {};
   const now = Date.now();
   enablers.set(d, {
@@ -150,7 +169,9 @@ export async function enableLimitControllers(d: ControllerDeps, wanted: readonly
   const sup = d.containment;
   if (!sup.available) return;
   const now = Date.now();
-  const toTry = wanted.filter((c) => !sup.controllers.includes(c) && now - (st.triedAt.get(c) ?? -Infinity) >= ENABLE_RETRY_MS);
+  const toTry = wanted.filter(
+    (c) => !sup.controllers.includes(c) && now - (st.triedAt.get(c) ?? -Infinity) >= ENABLE_RETRY_MS,
+  );
   if (toTry.length === 0) return;
   for (const c of toTry) st.triedAt.set(c, now);
   const run = detectContainment({ controllers: toTry, allowGatewayMove: st.allowGatewayMove }).then(
@@ -163,7 +184,11 @@ export async function enableLimitControllers(d: ControllerDeps, wanted: readonly
   await st.running;
 }
 
-function adopt(d: ControllerDeps, before: Extract<ContainmentSupport, { available: true }>, next: ContainmentSupport): void {
+function adopt(
+  d: ControllerDeps,
+  before: Extract<ContainmentSupport, { available: true }>,
+  next: ContainmentSupport,
+): void {
   // another lease root would leave the leases already recorded under the old one unseen
   if (next.available && next.root === before.root) d.containment = next;
 }

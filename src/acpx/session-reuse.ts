@@ -67,11 +67,17 @@ export interface RunningSessionFacts {
 }
 
 /** The differences between a running session and an ensure input (empty = the same session). */
-export function sessionDifferences(running: RunningSessionFacts, input: Pick<EnsureInput, "agentId" | "command" | "cwd">): string[] {
+export function sessionDifferences(
+  running: RunningSessionFacts,
+  input: Pick<EnsureInput, "agentId" | "command" | "cwd">,
+): string[] {
   const out: string[] = [];
-  if (running.handle.owner.agentId !== input.agentId) out.push(`agentId ${JSON.stringify(running.handle.owner.agentId)} (asked ${JSON.stringify(input.agentId)})`);
-  if (JSON.stringify(running.command) !== JSON.stringify(input.command)) out.push(`command ${JSON.stringify(running.command)} (asked ${JSON.stringify(input.command)})`);
-  if (normCwd(running.cwd) !== normCwd(input.cwd)) out.push(`cwd ${JSON.stringify(normCwd(running.cwd))} (asked ${JSON.stringify(normCwd(input.cwd))})`);
+  if (running.handle.owner.agentId !== input.agentId)
+    out.push(`agentId ${JSON.stringify(running.handle.owner.agentId)} (asked ${JSON.stringify(input.agentId)})`);
+  if (JSON.stringify(running.command) !== JSON.stringify(input.command))
+    out.push(`command ${JSON.stringify(running.command)} (asked ${JSON.stringify(input.command)})`);
+  if (normCwd(running.cwd) !== normCwd(input.cwd))
+    out.push(`cwd ${JSON.stringify(normCwd(running.cwd))} (asked ${JSON.stringify(normCwd(input.cwd))})`);
   return out;
 }
 
@@ -92,7 +98,10 @@ export function mismatchError(h: AcpRuntimeHandle, differences: readonly string[
 }
 
 /** The agent session ensureSession should take back for this input, given the key's stored record. */
-export function resumeTarget(input: Pick<EnsureInput, "agentId" | "resumeSessionId" | "resume">, stored: StoredSessionRecord | null): string | undefined {
+export function resumeTarget(
+  input: Pick<EnsureInput, "agentId" | "resumeSessionId" | "resume">,
+  stored: StoredSessionRecord | null,
+): string | undefined {
   if (input.resumeSessionId !== undefined) return input.resumeSessionId;
   if (input.resume === false || stored?.kind !== "lease") return undefined;
   const r = stored.record;

@@ -69,8 +69,7 @@ export interface LegacyAcpxSessionRecord {
 }
 
 export type StoredSessionRecord =
-  | { kind: "lease"; record: AcpxSessionRecord }
-  | { kind: "legacy"; record: LegacyAcpxSessionRecord };
+  { kind: "lease"; record: AcpxSessionRecord } | { kind: "legacy"; record: LegacyAcpxSessionRecord };
 
 export interface SessionStore {
   readonly dir: string;
@@ -120,7 +119,10 @@ export async function openSessionStore(stateDir: string): Promise<SessionStore> 
   async function readRecord(file: string): Promise<StoredSessionRecord | null> {
     const r = await readOwnedFile(file, MAX_RECORD_BYTES);
     if (r.kind === "missing") return null;
-    if (r.kind !== "ok") throw new Error(`session record ${file} refused: ${r.kind === "unreadable" ? r.detail : r.kind === "foreign-owner" ? `owned by uid ${r.uid}` : "a symlink"}`);
+    if (r.kind !== "ok")
+      throw new Error(
+        `session record ${file} refused: ${r.kind === "unreadable" ? r.detail : r.kind === "foreign-owner" ? `owned by uid ${r.uid}` : "a symlink"}`,
+      );
     const text = r.text;
     const parsed = parseSessionRecord(JSON.parse(text));
     if (!parsed) throw new Error(`not a session record: ${file}`);

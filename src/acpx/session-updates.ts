@@ -38,7 +38,11 @@ export interface DroppedUpdates {
  * sessionId and _meta), and, when updates were dropped just before it,
  * how many.
  */
-export type SessionUpdateListener = (update: SessionUpdate, notification: SessionNotification, dropped?: DroppedUpdates) => void;
+export type SessionUpdateListener = (
+  update: SessionUpdate,
+  notification: SessionNotification,
+  dropped?: DroppedUpdates,
+) => void;
 
 /** A turn's sink: the update and its estimated size. */
 export type TurnSink = (update: SessionUpdate, bytes: number) => void;

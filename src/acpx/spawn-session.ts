@@ -24,8 +24,19 @@ import type { StartedReport } from "./wrapper/protocol.js";
 import { describeEnd } from "./wrapper-end.js";
 import { lifecycleDeps, type ControllerDeps, type LiveSessions } from "./live-sessions.js";
 import { applyLimits, mountOf, readCgroupOf, removeCgroup } from "../containment/index.js";
-import { containmentOffWhy, dropLeaseCgroup, openLeaseWithCgroup, type LeaseCgroupBinding } from "../ownership/lifecycle/lease-cgroup.js";
-import { controllersFor, describeLimits, enableLimitControllers, rememberLimits, type EnforcedLimits } from "./session-limits.js";
+import {
+  containmentOffWhy,
+  dropLeaseCgroup,
+  openLeaseWithCgroup,
+  type LeaseCgroupBinding,
+} from "../ownership/lifecycle/lease-cgroup.js";
+import {
+  controllersFor,
+  describeLimits,
+  enableLimitControllers,
+  rememberLimits,
+  type EnforcedLimits,
+} from "./session-limits.js";
 import { CGROUP_ENV_KEY, CGROUP_MOVE_FAILED, CGROUP_REQUIRED_ENV_KEY } from "./wrapper/protocol.js";
 import { newSessionRecord } from "./session-store.js";
 import { handleFields, handshakeFields, SessionConversation } from "./conversation.js";
@@ -39,7 +50,13 @@ import type { AcpRuntimeHandle, LimitController } from "./types.js";
  * runs in it; the wrapper joins it before it starts the adapter; the root's
  * identity is recorded before the session is handed out.
  */
-export async function spawnSession(d: ControllerDeps, live: LiveSessions, input: EnsureInput, disposed: () => boolean, raw = false): Promise<AcpRuntimeHandle> {
+export async function spawnSession(
+  d: ControllerDeps,
+  live: LiveSessions,
+  input: EnsureInput,
+  disposed: () => boolean,
+  raw = false,
+): Promise<AcpRuntimeHandle> {
   const tStart = performance.now();
   const limitControllers = controllersFor(input.limits);
   await refuseOrEnableLimits(d, input, limitControllers);
@@ -64,11 +81,17 @@ export async function spawnSession(d: ControllerDeps, live: LiveSessions, input:
 async function finishRaw(a: EnsureAttempt, launched: LaunchedWrapper): Promise<AcpRuntimeHandle> {
   const report = await waitStarted(a, launched);
   await recordRoot(a, launched, report);
-  return finishRawSpawn(a.d, a.live, a.input, a.lease, launched, report.pgid).catch((err: unknown) => a.fail("wrapper-failed", `the session record could not be written: ${errMessage(err)}`, err));
+  return finishRawSpawn(a.d, a.live, a.input, a.lease, launched, report.pgid).catch((err: unknown) =>
+    a.fail("wrapper-failed", `the session record could not be written: ${errMessage(err)}`, err),
+  );
 }
 
 /** Limits need containment: refused before any lease is written when it is off; else their controllers are enabled. */
-async function refuseOrEnableLimits(d: ControllerDeps, input: EnsureInput, limitControllers: readonly LimitController[]): Promise<void> {
+async function refuseOrEnableLimits(
+  d: ControllerDeps,
+  input: EnsureInput,
+  limitControllers: readonly LimitController[],
+): Promise<void> {
   if (limitControllers.length === 0) return;
   // refused before any lease is written: without containment there is no cgroup to hold a limit
   if (!d.containment.available) {
@@ -86,7 +109,13 @@ async function refuseOrEnableLimits(d: ControllerDeps, input: EnsureInput, limit
 }
 
 /** The lease, durable before the wrapper is spawned, with its cgroup (openLeaseWithCgroup). */
-async function openLease(d: ControllerDeps, live: LiveSessions, input: EnsureInput, limitControllers: readonly LimitController[], tStart: number): Promise<EnsureAttempt> {
+async function openLease(
+  d: ControllerDeps,
+  live: LiveSessions,
+  input: EnsureInput,
+  limitControllers: readonly LimitController[],
+  tStart: number,
+): Promise<EnsureAttempt> {
   const rootArgv = rootArgvFor(d.nodePath, d.wrapper.wrapperPath, input.command, d.graceMs);
   // in flight from before its file exists: a maintenance reconcile never takes it for a spawn that never came
   const leaseId = randomUUID();
@@ -120,7 +149,12 @@ async function applyAttemptLimits(a: EnsureAttempt): Promise<void> {
     "limits-unavailable",
     `limits (${describeLimits(limits)}) were asked for but cannot be applied: ${refusal.why}; nothing was started${refusal.removal}`,
     undefined,
-    { limitsRefusal: { ...(refusal.controller !== undefined ? { controller: refusal.controller } : {}), why: refusal.why } },
+    {
+      limitsRefusal: {
+        ...(refusal.controller !== undefined ? { controller: refusal.controller } : {}),
+        why: refusal.why,
+      },
+    },
   );
 }
 
@@ -136,7 +170,14 @@ async function launch(a: EnsureAttempt): Promise<LaunchedWrapper> {
       leaseId: a.lease.leaseId,
       gatewayInstanceId: d.gatewayInstanceId,
       cwd: input.cwd,
-      env: cgroup !== null ? { ...input.env, [CGROUP_ENV_KEY]: cgroup.path, ...(a.limitControllers.length > 0 ? { [CGROUP_REQUIRED_ENV_KEY]: "1" } : {}) } : input.env,
+      env:
+        cgroup !== null
+          ? {
+              ...input.env,
+              [CGROUP_ENV_KEY]: cgroup.path,
+              ...(a.limitControllers.length > 0 ? { [CGROUP_REQUIRED_ENV_KEY]: "1" } : {}),
+            }
+          : input.env,
       envRemove: input.envRemove,
       ...(cgroup !== null ? { joinCgroup: cgroup.path } : {}),
     });
@@ -154,10 +195,13 @@ async function waitStarted(a: EnsureAttempt, launched: LaunchedWrapper): Promise
   if (start.kind === "started") return start.report;
   if (start.kind === "spawn-error" && start.report.code === CGROUP_MOVE_FAILED) {
     // the wrapper refused to start the adapter outside the cgroup its limits live in
-    return a.fail("limits-unavailable", start.report.message, undefined, { limitsRefusal: { why: start.report.message } });
+    return a.fail("limits-unavailable", start.report.message, undefined, {
+      limitsRefusal: { why: start.report.message },
+    });
   }
   if (start.kind === "spawn-error") return adapterSpawnFailed(a, input.command[0]!, start.report, launched.pid);
-  if (start.kind === "error") return a.fail("wrapper-failed", `the wrapper could not be spawned: ${start.error.message}`, start.error);
+  if (start.kind === "error")
+    return a.fail("wrapper-failed", `the wrapper could not be spawned: ${start.error.message}`, start.error);
   // classified by its exit (abort, signal, code) and its stderr, in one line (early-exit.ts)
   const early = describeEarlyExit(start.kind === "exited" ? start.exit : null, launched.stderrTail(), launched.pid);
   const late = start.kind === "timeout" ? ` (no "started" report within ${start.ms} ms)` : "";
@@ -169,35 +213,66 @@ async function waitStarted(a: EnsureAttempt, launched: LaunchedWrapper): Promise
  * cgroup, EMFILE, ENOMEM, ...) is named as such, the limit read from the
  * wrapper's own cgroup, as it would be for a spawn the gateway made itself.
  */
-function adapterSpawnFailed(a: EnsureAttempt, file: string, report: { code: string; message: string }, wrapperPid: number | undefined): Promise<never> {
+function adapterSpawnFailed(
+  a: EnsureAttempt,
+  file: string,
+  report: { code: string; message: string },
+  wrapperPid: number | undefined,
+): Promise<never> {
   const what = `the adapter ${JSON.stringify(file)} could not be started`;
-  const host = report.code === "EAGAIN" ? processLimitError(what, undefined, wrapperPid) : hostResourceError({ code: report.code }, what);
+  const host =
+    report.code === "EAGAIN"
+      ? processLimitError(what, undefined, wrapperPid)
+      : hostResourceError({ code: report.code }, what);
   if (host !== null) return a.fail("spawn-error", host.message, host);
   return a.fail("spawn-error", `${what}: ${report.code} ${report.message}`);
 }
 
 /** The identity of the live root in the lease; the group is the adapter group the wrapper reported. */
-async function recordRoot(a: EnsureAttempt, launched: LaunchedWrapper, { wrapperPid: rootPid, pgid }: StartedReport): Promise<void> {
-  const recorded = await recordRootIdentity(a.d.leases, a.lease.leaseId, { rootPid, processGroupId: pgid }, a.d.facts).catch((err: unknown) =>
+async function recordRoot(
+  a: EnsureAttempt,
+  launched: LaunchedWrapper,
+  { wrapperPid: rootPid, pgid }: StartedReport,
+): Promise<void> {
+  const recorded = await recordRootIdentity(
+    a.d.leases,
+    a.lease.leaseId,
+    { rootPid, processGroupId: pgid },
+    a.d.facts,
+  ).catch((err: unknown) =>
     a.fail("wrapper-failed", `the wrapper's identity could not be recorded: ${errMessage(err)}`, err),
   );
   a.lease = recorded.lease;
   if (recorded.identity === "gone") return rootGone(a, launched, rootPid);
-  if (recorded.identity === "unknown") return a.fail("adapter-exited", `the wrapper's identity could not be recorded: ${recorded.detail}${stderrNote(launched)}`);
+  if (recorded.identity === "unknown")
+    return a.fail(
+      "adapter-exited",
+      `the wrapper's identity could not be recorded: ${recorded.detail}${stderrNote(launched)}`,
+    );
   await keepCgroupIfRootInside(a, rootPid);
   a.t.recorded = performance.now();
 }
 
 /** The root read as gone right after it started: an adapter that exits at once takes its wrapper along; a killed wrapper is named as such. */
 async function rootGone(a: EnsureAttempt, launched: LaunchedWrapper, rootPid: number): Promise<never> {
-  const end = await Promise.race([launched.ended, new Promise<undefined>((r) => setTimeout(() => r(undefined), 500).unref())]);
+  const end = await Promise.race([
+    launched.ended,
+    new Promise<undefined>((r) => setTimeout(() => r(undefined), 500).unref()),
+  ]);
   const failure = end === undefined || end.kind === "adapter-exited" ? "adapter-exited" : "wrapper-failed";
   // our child has not exited, so it runs: the read that found it gone was refused by the host (a /proc read with no descriptor left reads as "gone")
   if (end === undefined) {
     const short = descriptorShortage(`the wrapper (pid ${rootPid}) runs`);
-    return a.fail("wrapper-failed", `the wrapper (pid ${rootPid}) runs (our child has not exited) but the facts backend read it as gone, so its identity could not be recorded${short ? `: ${short.message}` : ""}`, short ?? undefined);
+    return a.fail(
+      "wrapper-failed",
+      `the wrapper (pid ${rootPid}) runs (our child has not exited) but the facts backend read it as gone, so its identity could not be recorded${short ? `: ${short.message}` : ""}`,
+      short ?? undefined,
+    );
   }
-  return a.fail(failure, `the wrapper (pid ${rootPid}) was gone right after it started${end ? `: ${describeEnd(end)}` : ""}${stderrNote(launched)}`);
+  return a.fail(
+    failure,
+    `the wrapper (pid ${rootPid}) was gone right after it started${end ? `: ${describeEnd(end)}` : ""}${stderrNote(launched)}`,
+  );
 }
 
 /** The ACP connection the session is served on, once its handshake succeeded. */
@@ -242,7 +317,10 @@ async function finishAcpSession(a: EnsureAttempt, launched: LaunchedWrapper, r: 
     a.t.handshake = performance.now();
     return r.session;
   }
-  const f = await explainHandshakeFailure(r.err, launched, 500, { client: a.client!, stderrInMessage: a.d.conversation.stderrInMessages });
+  const f = await explainHandshakeFailure(r.err, launched, 500, {
+    client: a.client!,
+    stderrInMessage: a.d.conversation.stderrInMessages,
+  });
   return a.fail(f.cause, f.message, undefined, f.details);
 }
 
@@ -259,7 +337,11 @@ async function registerSession(
   try {
     await d.sessions.put(record);
   } catch (err) {
-    return a.fail("wrapper-failed", `the session record could not be written: ${errMessage(err)}${hostFaultNote(err, d.stateDir)}`, err);
+    return a.fail(
+      "wrapper-failed",
+      `the session record could not be written: ${errMessage(err)}${hostFaultNote(err, d.stateDir)}`,
+      err,
+    );
   }
   const handle: AcpRuntimeHandle = {
     sessionKey: input.sessionKey,
@@ -296,14 +378,17 @@ async function registerSession(
 async function keepCgroupIfRootInside(a: EnsureAttempt, rootPid: number): Promise<void> {
   const { d, cgroup } = a;
   // the cgroup is evidence only when the root is in it (the wrapper's move can fail): else it is dropped
-  const rootCgroup = cgroup !== null && d.containment.available ? await readCgroupOf(rootPid, mountOf(d.containment)) : null;
+  const rootCgroup =
+    cgroup !== null && d.containment.available ? await readCgroupOf(rootPid, mountOf(d.containment)) : null;
   if (cgroup !== null && rootCgroup !== cgroup.path) {
     if (a.limitControllers.length > 0) {
       // limits hold only inside the cgroup: the settlement kills the tree and drains the cgroup
       const why = `the wrapper (pid ${rootPid}) is in ${rootCgroup ?? "an unreadable cgroup"}, not in its lease cgroup ${cgroup.path}, so the limits would not hold`;
       return a.fail("limits-unavailable", `${why}; its tree was killed`, undefined, { limitsRefusal: { why } });
     }
-    a.lease = await dropLeaseCgroup(d.leases, a.lease.leaseId, cgroup).catch((err: unknown) => a.fail("wrapper-failed", `the lease could not drop its unused cgroup: ${errMessage(err)}`, err));
+    a.lease = await dropLeaseCgroup(d.leases, a.lease.leaseId, cgroup).catch((err: unknown) =>
+      a.fail("wrapper-failed", `the lease could not drop its unused cgroup: ${errMessage(err)}`, err),
+    );
   }
 }
 
@@ -312,7 +397,10 @@ async function keepCgroupIfRootInside(a: EnsureAttempt, rootPid: number): Promis
  * cgroup is removed (nothing is in it) and the result says why and how the
  * removal went; null = applied.
  */
-async function applyOrRemove(bound: LeaseCgroupBinding, limits: EnforcedLimits): Promise<{ controller?: string; why: string; removal: string } | null> {
+async function applyOrRemove(
+  bound: LeaseCgroupBinding,
+  limits: EnforcedLimits,
+): Promise<{ controller?: string; why: string; removal: string } | null> {
   if (bound.cgroup === null) return { why: bound.why, removal: "" };
   const cgroup = bound.cgroup;
   const r = await applyLimits(cgroup, limits);

@@ -66,25 +66,45 @@ export interface TurnSession {
   setTurn(request: Promise<unknown> | undefined): void;
 }
 
-const BLOCK_CAPABILITY: Readonly<Record<string, "image" | "audio" | "embeddedContext" | undefined>> = { image: "image", audio: "audio", resource: "embeddedContext" };
+const BLOCK_CAPABILITY: Readonly<Record<string, "image" | "audio" | "embeddedContext" | undefined>> = {
+  image: "image",
+  audio: "audio",
+  resource: "embeddedContext",
+};
 
 /** The prompt's blocks, refused typed when the agent did not advertise what a block needs. */
-export function promptBlocks(sessionKey: string, input: TurnInput, caps: Record<string, unknown> | undefined): string | readonly ContentBlock[] {
+export function promptBlocks(
+  sessionKey: string,
+  input: TurnInput,
+  caps: Record<string, unknown> | undefined,
+): string | readonly ContentBlock[] {
   if (typeof input === "string") return input;
-  if (!Array.isArray(input) || input.length === 0) throw new TypeError("input must be a string or a non-empty array of ACP content blocks");
+  if (!Array.isArray(input) || input.length === 0)
+    throw new TypeError("input must be a string or a non-empty array of ACP content blocks");
   input.forEach((b: unknown, i: number) => {
     const type = (b as { type?: unknown } | null)?.type;
     if (typeof type !== "string" || !["text", "image", "audio", "resource_link", "resource"].includes(type)) {
       throw new TypeError(`input[${i}] must be an ACP content block (text, image, audio, resource_link, resource)`);
     }
     const need = BLOCK_CAPABILITY[type];
-    if (need !== undefined && caps?.[need] !== true) throw new AcpxUnsupportedContentError(sessionKey, type, `promptCapabilities.${need}`);
+    if (need !== undefined && caps?.[need] !== true)
+      throw new AcpxUnsupportedContentError(sessionKey, type, `promptCapabilities.${need}`);
   });
   return input;
 }
 
-export function runTurn(s: TurnSession, input: TurnInput, options: PromptOptions | undefined, stream: boolean, stderrInMessage: boolean): TurnStream {
-  const prompt = promptBlocks(s.sessionKey, input, s.conv.init?.agentCapabilities?.promptCapabilities as Record<string, unknown> | undefined);
+export function runTurn(
+  s: TurnSession,
+  input: TurnInput,
+  options: PromptOptions | undefined,
+  stream: boolean,
+  stderrInMessage: boolean,
+): TurnStream {
+  const prompt = promptBlocks(
+    s.sessionKey,
+    input,
+    s.conv.init?.agentCapabilities?.promptCapabilities as Record<string, unknown> | undefined,
+  );
   const queue = new UpdateQueue(stream, s.client.stdoutGate, s.conv.config.updateLimits.turnBacklogBytes);
   const detach = stream ? s.conv.router.attachTurn(s.acpSessionId, queue.push) : () => undefined;
   const usageBefore = s.conv.state.agent.contextUsage;
@@ -135,7 +155,12 @@ export function runTurn(s: TurnSession, input: TurnInput, options: PromptOptions
 }
 
 /** session/cancel, then up to `graceMs` for `request` (the turn) to settle. */
-export async function cancelAndWait(client: AcpClient, acpSessionId: string, request: Promise<{ stopReason: string }>, graceMs: number): Promise<CancelReport> {
+export async function cancelAndWait(
+  client: AcpClient,
+  acpSessionId: string,
+  request: Promise<{ stopReason: string }>,
+  graceMs: number,
+): Promise<CancelReport> {
   let cancelSent = true;
   try {
     await client.cancel(acpSessionId);
@@ -153,7 +178,11 @@ export async function cancelAndWait(client: AcpClient, acpSessionId: string, req
     }),
   ]);
   clearTimeout(timer);
-  return { cancelSent, turnEnded: settled.ended, ...(settled.stopReason !== undefined ? { stopReason: settled.stopReason } : {}) };
+  return {
+    cancelSent,
+    turnEnded: settled.ended,
+    ...(settled.stopReason !== undefined ? { stopReason: settled.stopReason } : {}),
+  };
 }
 
 /** What a turn's queue needs of the adapter's stdout (acp-client.ts's StdoutGate). */

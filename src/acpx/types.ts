@@ -18,7 +18,13 @@ import type {
   LeaseReconcileReport,
 } from "../ownership/index.js";
 import type { AcpSessionOwner } from "../sessions/index.js";
-import type { AgentCapabilities, ContentBlock, Implementation, McpServer, SessionUpdate } from "@agentclientprotocol/sdk";
+import type {
+  AgentCapabilities,
+  ContentBlock,
+  Implementation,
+  McpServer,
+  SessionUpdate,
+} from "@agentclientprotocol/sdk";
 import type { ClientFsOptions } from "./client-fs.js";
 import type { ClientTerminalOptions } from "./client-terminal.js";
 import type { AcpAuthMethodInfo } from "./errors.js";
@@ -126,7 +132,9 @@ export interface AcpxContainmentOptions {
 
 /** ensureSession's `auth`: `{ methodId }`, or a resolver that picks one from the agent's methods. */
 export type AcpAuthInput = { methodId: string } | AcpAuthResolver;
-export type AcpAuthResolver = (methods: readonly AcpAuthMethodInfo[]) => string | undefined | Promise<string | undefined>;
+export type AcpAuthResolver = (
+  methods: readonly AcpAuthMethodInfo[],
+) => string | undefined | Promise<string | undefined>;
 
 /** prompt's options: signal, timeoutMs, and the grace for the turn to end after session/cancel. */
 export interface PromptOptions {
@@ -217,7 +225,17 @@ export interface ClientCapabilitiesOption {
   fs?: ClientFsOptions;
 }
 
-export type { TurnInput, TurnResult, TurnStream, CancelReport, SessionUpdate, ContentBlock, SessionUpdateListener, DroppedUpdates, UpdateLimits };
+export type {
+  TurnInput,
+  TurnResult,
+  TurnStream,
+  CancelReport,
+  SessionUpdate,
+  ContentBlock,
+  SessionUpdateListener,
+  DroppedUpdates,
+  UpdateLimits,
+};
 
 /** What happened to one process the tree kill meant to stop. */
 export interface TreeKillMember {
@@ -313,7 +331,11 @@ export interface AcpxLifecycleController {
   cancelTurn(handle: AcpRuntimeHandle): Promise<CancelReport>;
   setMode(handle: AcpRuntimeHandle, modeId: string): Promise<void>;
   /** answers the agent's config options after the change */
-  setConfigOption(handle: AcpRuntimeHandle, key: string, value: string | boolean): Promise<import("@agentclientprotocol/sdk").SessionConfigOption[]>;
+  setConfigOption(
+    handle: AcpRuntimeHandle,
+    key: string,
+    value: string | boolean,
+  ): Promise<import("@agentclientprotocol/sdk").SessionConfigOption[]>;
   sessionStatus(handle: AcpRuntimeHandle): Promise<SessionStatus>;
   listSessions(): Promise<SessionSummary[]>;
   /** a leased adapter whose ACP the caller speaks itself: its stdin/stdout, the lease, close and verify (docs/conversation.md "Raw adapters") */

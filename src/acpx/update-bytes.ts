@@ -38,23 +38,33 @@ export interface ResolvedUpdateLimits {
 }
 
 /** Validates `updateLimits` (a TypeError naming the field) and fills the defaults. */
-export function resolveUpdateLimits(limits: UpdateLimits | undefined, name = "opts.updateLimits"): ResolvedUpdateLimits {
+export function resolveUpdateLimits(
+  limits: UpdateLimits | undefined,
+  name = "opts.updateLimits",
+): ResolvedUpdateLimits {
   if (limits !== undefined && (typeof limits !== "object" || limits === null || Array.isArray(limits))) {
     throw new TypeError(`${name} must be an object { turnBacklogBytes?, sessionBacklogBytes? }`);
   }
   for (const k of Object.keys(limits ?? {})) {
-    if (k !== "turnBacklogBytes" && k !== "sessionBacklogBytes") throw new TypeError(`${name}.${k} is not a limit (turnBacklogBytes, sessionBacklogBytes)`);
+    if (k !== "turnBacklogBytes" && k !== "sessionBacklogBytes")
+      throw new TypeError(`${name}.${k} is not a limit (turnBacklogBytes, sessionBacklogBytes)`);
   }
   return {
     turnBacklogBytes: byteBound(limits?.turnBacklogBytes, DEFAULT_TURN_BACKLOG_BYTES, `${name}.turnBacklogBytes`),
-    sessionBacklogBytes: byteBound(limits?.sessionBacklogBytes, DEFAULT_SESSION_BACKLOG_BYTES, `${name}.sessionBacklogBytes`),
+    sessionBacklogBytes: byteBound(
+      limits?.sessionBacklogBytes,
+      DEFAULT_SESSION_BACKLOG_BYTES,
+      `${name}.sessionBacklogBytes`,
+    ),
   };
 }
 
 function byteBound(v: unknown, fallback: number, name: string): number {
   if (v === undefined) return fallback;
   if (typeof v !== "number" || !Number.isSafeInteger(v) || v < 1024 || v > MAX_BACKLOG_BYTES) {
-    throw new TypeError(`${name} must be an integer number of bytes from 1024 to ${MAX_BACKLOG_BYTES}, got ${String(v)}`);
+    throw new TypeError(
+      `${name} must be an integer number of bytes from 1024 to ${MAX_BACKLOG_BYTES}, got ${String(v)}`,
+    );
   }
   return v;
 }

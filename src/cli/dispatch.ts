@@ -41,7 +41,11 @@ export interface CommandSpec {
 }
 
 const HELP: OptionSpec = { name: "help", short: "h", type: "boolean", help: "show this help and exit" };
-const JSON_OPT: OptionSpec = { name: "json", type: "boolean", help: "print one JSON object on one line instead of text" };
+const JSON_OPT: OptionSpec = {
+  name: "json",
+  type: "boolean",
+  help: "print one JSON object on one line instead of text",
+};
 const BACKEND: OptionSpec = {
   name: "backend",
   type: "string",
@@ -64,12 +68,17 @@ const GRACE_MS: OptionSpec = {
 export const COMMANDS: readonly CommandSpec[] = [
   {
     name: "status",
-    summary: "a live view of every lease: its process tree, which processes carry the markers, the verdict and its evidence",
+    summary:
+      "a live view of every lease: its process tree, which processes carry the markers, the verdict and its evidence",
     args: [],
     options: [
       STATE_DIR,
       JSON_OPT,
-      { name: "watch", type: "boolean", help: "redraw every second until Ctrl-C (with --json: one object per line per redraw)" },
+      {
+        name: "watch",
+        type: "boolean",
+        help: "redraw every second until Ctrl-C (with --json: one object per line per redraw)",
+      },
       BACKEND,
     ],
     notes: [
@@ -84,7 +93,10 @@ export const COMMANDS: readonly CommandSpec[] = [
     args: [],
     options: [
       { name: "tree", type: "boolean", help: "indent each process's command name under its parent" },
-      { ...JSON_OPT, help: "print one JSON object: raw start times (backend units) plus comm and startedAt (epoch ms)" },
+      {
+        ...JSON_OPT,
+        help: "print one JSON object: raw start times (backend units) plus comm and startedAt (epoch ms)",
+      },
       BACKEND,
     ],
     notes: ["Columns: PID PPID PGID SID UID S(tate) AGE COMM. AGE is how long ago the process started."],
@@ -95,7 +107,13 @@ export const COMMANDS: readonly CommandSpec[] = [
     summary: "one process in depth: exe, real argv, and only the environment keys you name",
     args: [{ name: "pid", help: "the process id" }],
     options: [
-      { name: "env", type: "string", multiple: true, value: "KEY", help: "show this environment variable (repeatable); no other is ever read" },
+      {
+        name: "env",
+        type: "string",
+        multiple: true,
+        value: "KEY",
+        help: "show this environment variable (repeatable); no other is ever read",
+      },
       JSON_OPT,
       BACKEND,
     ],
@@ -109,7 +127,11 @@ export const COMMANDS: readonly CommandSpec[] = [
       { ...STATE_DIR, help: `${STATE_DIR.help}; its orphan cgroups get a row` },
       JSON_OPT,
       BACKEND,
-      { name: "strict", type: "boolean", help: "exit 1 when a row says no that this host should support (the rows the host's own policy decides never count)" },
+      {
+        name: "strict",
+        type: "boolean",
+        help: "exit 1 when a row says no that this host should support (the rows the host's own policy decides never count)",
+      },
     ],
     load: () => import("./commands/doctor.js"),
   },
@@ -135,8 +157,16 @@ export const COMMANDS: readonly CommandSpec[] = [
     args: [],
     options: [
       STATE_DIR,
-      { name: "dry-run", type: "boolean", help: "say what would be done; signal nothing and change no lease (works beside a live gateway)" },
-      { name: "force", type: "boolean", help: "reap although a gateway holds the state dir: trees whose wrapper has a live parent, leases with no pid yet and unknown evidence are then left alone" },
+      {
+        name: "dry-run",
+        type: "boolean",
+        help: "say what would be done; signal nothing and change no lease (works beside a live gateway)",
+      },
+      {
+        name: "force",
+        type: "boolean",
+        help: "reap although a gateway holds the state dir: trees whose wrapper has a live parent, leases with no pid yet and unknown evidence are then left alone",
+      },
       {
         name: "orphan-cgroups",
         type: "boolean",
@@ -179,7 +209,9 @@ function optionLabel(o: OptionSpec): string {
 }
 
 function synopsis(c: CommandSpec): string {
-  const opts = c.options.map((o) => `[--${o.name}${o.type === "string" ? ` ${o.value ?? "VALUE"}` : ""}]${o.multiple ? "..." : ""}`);
+  const opts = c.options.map(
+    (o) => `[--${o.name}${o.type === "string" ? ` ${o.value ?? "VALUE"}` : ""}]${o.multiple ? "..." : ""}`,
+  );
   return ["proclease", c.name, ...c.args.map((a) => `<${a.name}>`), ...opts].join(" ");
 }
 
@@ -228,11 +260,16 @@ function wantsHelp(args: readonly string[]): boolean {
 export function parseCommandArgs(c: CommandSpec, args: readonly string[]): ParsedArgs {
   const config: NonNullable<ParseArgsConfig["options"]> = {};
   for (const o of [...c.options, HELP]) {
-    config[o.name] = { type: o.type, ...(o.short !== undefined ? { short: o.short } : {}), ...(o.multiple ? { multiple: true } : {}) };
+    config[o.name] = {
+      type: o.type,
+      ...(o.short !== undefined ? { short: o.short } : {}),
+      ...(o.multiple ? { multiple: true } : {}),
+    };
   }
   const end = args.indexOf("--");
   const negative = (end === -1 ? args : args.slice(0, end)).find((a) => /^-\d/.test(a));
-  if (negative !== undefined && c.args.length > 0) throw new UsageError(`<${c.args[0]!.name}> must be a positive integer or id, got ${JSON.stringify(negative)}`);
+  if (negative !== undefined && c.args.length > 0)
+    throw new UsageError(`<${c.args[0]!.name}> must be a positive integer or id, got ${JSON.stringify(negative)}`);
   let parsed: { values: Record<string, string | boolean | (string | boolean)[] | undefined>; positionals: string[] };
   try {
     parsed = parseArgs({ args: [...args], options: config, allowPositionals: true, strict: true });

@@ -67,7 +67,10 @@ export function graceMsOption(p: ParsedArgs): number | undefined {
   const raw = option(p, "grace-ms");
   if (raw === undefined) return undefined;
   const n = /^\d+$/.test(raw) ? Number(raw) : Number.NaN;
-  if (!Number.isSafeInteger(n) || n > 600_000) throw new UsageError(`--grace-ms must be an integer number of milliseconds, 0 to 600000; got ${JSON.stringify(raw)}`);
+  if (!Number.isSafeInteger(n) || n > 600_000)
+    throw new UsageError(
+      `--grace-ms must be an integer number of milliseconds, 0 to 600000; got ${JSON.stringify(raw)}`,
+    );
   return n;
 }
 
@@ -85,7 +88,9 @@ export function table(rows: readonly (readonly string[])[]): string {
   if (rows.length === 0) return "";
   const split = rows.map((r) => r.map((c) => c.replace(/\r/g, "").split("\n")));
   const cols = Math.max(...split.map((r) => r.length));
-  const widths = Array.from({ length: cols }, (_, i) => Math.max(0, ...split.map((r) => Math.max(...(r[i] ?? [""]).map(visibleLength)))));
+  const widths = Array.from({ length: cols }, (_, i) =>
+    Math.max(0, ...split.map((r) => Math.max(...(r[i] ?? [""]).map(visibleLength)))),
+  );
   const out: string[] = [];
   for (const r of split) {
     const height = Math.max(...r.map((c) => c.length));

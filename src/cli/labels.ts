@@ -24,7 +24,10 @@ export interface ProcessLabels {
 }
 
 export async function labelProcesses(facts: ProcessFacts, procs: readonly ProcessInfo[]): Promise<ProcessLabels> {
-  const [comms, clock] = await Promise.all([readComms(facts, procs), readStartClock().catch((): StartClock | null => null)]);
+  const [comms, clock] = await Promise.all([
+    readComms(facts, procs),
+    readStartClock().catch((): StartClock | null => null),
+  ]);
   return {
     comm: (pid) => comms.get(pid) ?? null,
     startedAt: (p) => startTimeToEpochMs(p.startTime, facts.backend, clock),
@@ -40,7 +43,8 @@ async function readComms(facts: ProcessFacts, procs: readonly ProcessInfo[]): Pr
     await mapLimit(procs, 32, async (p) => {
       try {
         const st = parseStat(await readFile(`/proc/${p.pid}/stat`, "utf8"));
-        if (st !== null && (!comparable || sameProcess({ pid: p.pid, startTime: st.startTime }, p))) out.set(p.pid, st.comm);
+        if (st !== null && (!comparable || sameProcess({ pid: p.pid, startTime: st.startTime }, p)))
+          out.set(p.pid, st.comm);
       } catch {
         // gone since the snapshot: no label
       }
@@ -52,7 +56,12 @@ async function readComms(facts: ProcessFacts, procs: readonly ProcessInfo[]): Pr
   const bin = findPs();
   if (bin === null) return out;
   const text = await new Promise<string>((resolve) => {
-    execFile(bin, ["-A", "-o", "pid=,comm="], { encoding: "utf8", maxBuffer: 64 * 1024 * 1024, timeout: 10_000 }, (err, stdout) => resolve(err ? "" : stdout));
+    execFile(
+      bin,
+      ["-A", "-o", "pid=,comm="],
+      { encoding: "utf8", maxBuffer: 64 * 1024 * 1024, timeout: 10_000 },
+      (err, stdout) => resolve(err ? "" : stdout),
+    );
   });
   const wanted = new Set(procs.map((p) => p.pid));
   for (const line of text.split("\n")) {

@@ -45,7 +45,12 @@ export type WriterOpen =
  * unless `force` (then no lock, and the caller must leave alone whatever a
  * live gateway may be using).
  */
-export async function openWriter(stateDir: string, facts: ProcessFacts, graceMs: number, force: boolean): Promise<WriterOpen> {
+export async function openWriter(
+  stateDir: string,
+  facts: ProcessFacts,
+  graceMs: number,
+  force: boolean,
+): Promise<WriterOpen> {
   const gatewayInstanceId = await readGatewayInstanceId(stateDir);
   // an operator command must not mint state: no instance id, no leases of any instance
   if (gatewayInstanceId === null) return { kind: "none" };
@@ -76,7 +81,10 @@ export function attachedGuard(gatewayHoldsLock: boolean): (lease: ProcessLease) 
 }
 
 /** Read-only: does a gateway hold the state dir now (and who)? */
-export function gatewayHolder(stateDir: string, facts: ProcessFacts): Promise<{ held: boolean; holderPid: number | null }> {
+export function gatewayHolder(
+  stateDir: string,
+  facts: ProcessFacts,
+): Promise<{ held: boolean; holderPid: number | null }> {
   return stateDirLockHolder(stateDir, facts);
 }
 
@@ -91,9 +99,16 @@ export async function leaseMemory(lease: ProcessLease): Promise<MemoryReading | 
   const cg = lease.cgroup;
   if (!cg) return undefined;
   const id = await verifyCgroupIdentity(cg.path, cg.id);
-  if (id === "gone") return { ok: false, code: "gone", why: `${cg.path} no longer exists (the lease's cgroup was removed)` };
-  if (id === "mismatch") return { ok: false, code: "cgroup-replaced", why: `${cg.path} is no longer the lease's cgroup (another one was created under that name)` };
-  if (id === "unknown") return { ok: false, code: "identity-unreadable", why: `the identity of ${cg.path} cannot be read` };
+  if (id === "gone")
+    return { ok: false, code: "gone", why: `${cg.path} no longer exists (the lease's cgroup was removed)` };
+  if (id === "mismatch")
+    return {
+      ok: false,
+      code: "cgroup-replaced",
+      why: `${cg.path} is no longer the lease's cgroup (another one was created under that name)`,
+    };
+  if (id === "unknown")
+    return { ok: false, code: "identity-unreadable", why: `the identity of ${cg.path} cannot be read` };
   return readMemory(cg.path);
 }
 
@@ -119,7 +134,9 @@ export function formatBytes(n: number): string {
  * v1 memory controller says the same for every lease: one line, not one per
  * lease). A removed cgroup of a settled lease is expected, so not a reason.
  */
-export function memoryWhyLines(rows: ReadonlyArray<{ lease: ProcessLease; memory?: MemoryReading | undefined }>): string[] {
+export function memoryWhyLines(
+  rows: ReadonlyArray<{ lease: ProcessLease; memory?: MemoryReading | undefined }>,
+): string[] {
   const byWhy = new Map<string, string[]>();
   for (const r of rows) {
     const m = r.memory;
@@ -129,5 +146,8 @@ export function memoryWhyLines(rows: ReadonlyArray<{ lease: ProcessLease; memory
     list.push(r.lease.leaseId);
     byWhy.set(m.why, list);
   }
-  return [...byWhy].map(([why, ids]) => `memory per lease not shown (${ids.length === 1 ? `lease ${ids[0]}` : `${ids.length} leases`}): ${why}`);
+  return [...byWhy].map(
+    ([why, ids]) =>
+      `memory per lease not shown (${ids.length === 1 ? `lease ${ids[0]}` : `${ids.length} leases`}): ${why}`,
+  );
 }

@@ -103,26 +103,50 @@ export function planControllers(p: ControllerPlanInput): ControllerPlan {
 function blockedBy(p: ControllerPlanInput, c: string, others: readonly number[]): Problem | null {
   if (!p.baseAvailable.has(c)) return unavailable(c, p.base, p.hierarchyAvailable, p.v1Bound);
   if (p.baseIsHierarchyRoot) {
-    return { code: "host-root", why: `${c} is offered by the root cgroup ${p.base} but not enabled in its cgroup.subtree_control, and proclease does not change the host-wide root (to allow it: echo +${c} > ${p.base}/cgroup.subtree_control)` };
+    return {
+      code: "host-root",
+      why: `${c} is offered by the root cgroup ${p.base} but not enabled in its cgroup.subtree_control, and proclease does not change the host-wide root (to allow it: echo +${c} > ${p.base}/cgroup.subtree_control)`,
+    };
   }
   if (others.length > 0) {
     const list = others.slice(0, 5).join(", ") + (others.length > 5 ? ", …" : "");
-    return { code: "base-not-empty", why: `the gateway's cgroup ${p.base} also holds other processes (pid ${list}), and cgroup v2 lets a cgroup hand ${c} to its children only while it holds no processes itself; run the gateway alone in a unit with Delegate=yes` };
+    return {
+      code: "base-not-empty",
+      why: `the gateway's cgroup ${p.base} also holds other processes (pid ${list}), and cgroup v2 lets a cgroup hand ${c} to its children only while it holds no processes itself; run the gateway alone in a unit with Delegate=yes`,
+    };
   }
   if (p.selfInBase && !p.allowGatewayMove) {
-    return { code: "move-not-allowed", why: `enabling ${c} for the leases needs the gateway to leave ${p.base} for ${p.base}/${PROCLEASE_DIR}/${GATEWAY_LEAF}, and moving it was not allowed` };
+    return {
+      code: "move-not-allowed",
+      why: `enabling ${c} for the leases needs the gateway to leave ${p.base} for ${p.base}/${PROCLEASE_DIR}/${GATEWAY_LEAF}, and moving it was not allowed`,
+    };
   }
   return null;
 }
 
 /** Why `c` is not available to base at all: on v1, not in the kernel, or not delegated. */
-function unavailable(c: string, base: string, hierarchy: ReadonlySet<string>, v1Bound: ReadonlyMap<string, string>): Problem {
+function unavailable(
+  c: string,
+  base: string,
+  hierarchy: ReadonlySet<string>,
+  v1Bound: ReadonlyMap<string, string>,
+): Problem {
   const v1 = v1Bound.get(c);
   if (v1 !== undefined) {
-    return { code: "v1-hierarchy", why: `the ${c} controller is on the cgroup v1 hierarchy on this host${v1 ? ` (mounted at ${v1})` : ""}, not on cgroup v2, so lease cgroups cannot use it` };
+    return {
+      code: "v1-hierarchy",
+      why: `the ${c} controller is on the cgroup v1 hierarchy on this host${v1 ? ` (mounted at ${v1})` : ""}, not on cgroup v2, so lease cgroups cannot use it`,
+    };
   }
-  if (!hierarchy.has(c)) return { code: "not-in-kernel", why: `this kernel offers no ${c} controller on cgroup v2 (not built in, or disabled with cgroup_disable=${c})` };
-  return { code: "not-delegated", why: `${c} is not delegated to ${base}: its parent does not enable it in cgroup.subtree_control (systemd: Delegate=yes, or Delegate=${c} on the gateway's unit)` };
+  if (!hierarchy.has(c))
+    return {
+      code: "not-in-kernel",
+      why: `this kernel offers no ${c} controller on cgroup v2 (not built in, or disabled with cgroup_disable=${c})`,
+    };
+  return {
+    code: "not-delegated",
+    why: `${c} is not delegated to ${base}: its parent does not enable it in cgroup.subtree_control (systemd: Delegate=yes, or Delegate=${c} on the gateway's unit)`,
+  };
 }
 
 /** `+c` into cgroup.subtree_control; null when done, else why not. */
@@ -132,7 +156,8 @@ export async function enableController(cgroup: string, c: string): Promise<strin
     return null;
   } catch (e) {
     const { fault, code } = faultOf(e);
-    if (fault === "busy") return `cannot enable ${c} in ${cgroup}/cgroup.subtree_control: the cgroup holds processes (cgroup v2 no-internal-processes rule)`;
+    if (fault === "busy")
+      return `cannot enable ${c} in ${cgroup}/cgroup.subtree_control: the cgroup holds processes (cgroup v2 no-internal-processes rule)`;
     if (fault === "denied") return `not allowed to enable ${c} in ${cgroup}/cgroup.subtree_control (${code})`;
     return `enabling ${c} in ${cgroup}/cgroup.subtree_control failed (${code})`;
   }

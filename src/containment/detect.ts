@@ -17,7 +17,15 @@ import { enterCgroup, type EnterOutcome } from "./enter.js";
 import { exists, parsePids, readSet, readText } from "./files.js";
 import { enableController, planControllers, v1BoundControllers, type ControllerProblem } from "./controllers.js";
 import { describeKill, killSubtree, removeTree } from "./kill.js";
-import { findCgroup2Mount, fsPathOf, mountDir, readCgroupOf, readMountTable, type Cgroup2Mount, type MountTable } from "./mountinfo.js";
+import {
+  findCgroup2Mount,
+  fsPathOf,
+  mountDir,
+  readCgroupOf,
+  readMountTable,
+  type Cgroup2Mount,
+  type MountTable,
+} from "./mountinfo.js";
 import { cgroupPathProblem, GATEWAY_LEAF, PROBE_PREFIX, PROCLEASE_DIR } from "./paths.js";
 
 export type ContainmentOffCode =
@@ -91,7 +99,10 @@ interface Place {
 
 export async function detectContainment(opts: DetectOptions = {}): Promise<ContainmentSupport> {
   if (process.platform !== "linux") {
-    return off("not-linux", `cgroups exist only on Linux (this is ${process.platform}); ownership rests on the process tree and the lease markers`);
+    return off(
+      "not-linux",
+      `cgroups exist only on Linux (this is ${process.platform}); ownership rests on the process tree and the lease markers`,
+    );
   }
   const place = await locate();
   if ("available" in place) return place;
@@ -112,7 +123,9 @@ export async function detectContainment(opts: DetectOptions = {}): Promise<Conta
     controllers: [...((await readSet(`${root}/cgroup.subtree_control`)) ?? [])],
     missingControllers: ctl.missing,
     kill: probe.kill,
-    favordynmods: table.entries.some((e) => e.fsType === "cgroup2" && e.mountPoint === mount.mountPoint && e.superOptions.includes("favordynmods")),
+    favordynmods: table.entries.some(
+      (e) => e.fsType === "cgroup2" && e.mountPoint === mount.mountPoint && e.superOptions.includes("favordynmods"),
+    ),
   };
 }
 
@@ -121,20 +134,35 @@ async function locate(): Promise<Place | Off> {
   try {
     table = await readMountTable();
   } catch (e) {
-    return off("unreadable", `cannot read /proc/self/mountinfo or /proc/self/cgroup (${faultOf(e).code}): is /proc mounted?`);
+    return off(
+      "unreadable",
+      `cannot read /proc/self/mountinfo or /proc/self/cgroup (${faultOf(e).code}): is /proc mounted?`,
+    );
   }
   if (!table.entries.some((e) => e.fsType === "cgroup2")) {
-    return off("no-cgroup2", "no cgroup2 filesystem is mounted (a cgroup v1-only host): containment needs the unified hierarchy (boot with systemd.unified_cgroup_hierarchy=1, or mount cgroup2)");
+    return off(
+      "no-cgroup2",
+      "no cgroup2 filesystem is mounted (a cgroup v1-only host): containment needs the unified hierarchy (boot with systemd.unified_cgroup_hierarchy=1, or mount cgroup2)",
+    );
   }
   if (table.selfV2 === null) {
-    return off("no-v2-membership", "/proc/self/cgroup has no cgroup v2 (0::) line, so this process's place in the cgroup2 hierarchy is unknown");
+    return off(
+      "no-v2-membership",
+      "/proc/self/cgroup has no cgroup v2 (0::) line, so this process's place in the cgroup2 hierarchy is unknown",
+    );
   }
   const mount = findCgroup2Mount(table.entries, table.selfV2);
   if (mount === null) {
-    return off("not-visible", `this process's cgroup ${table.selfV2} is not visible under any cgroup2 mount (it lies outside the mounted subtree or outside this cgroup namespace)`);
+    return off(
+      "not-visible",
+      `this process's cgroup ${table.selfV2} is not visible under any cgroup2 mount (it lies outside the mounted subtree or outside this cgroup namespace)`,
+    );
   }
   if (mount.readOnly) {
-    return off("read-only", `cgroup2 is mounted read-only at ${mount.mountPoint} (typical of a container without a writable cgroup namespace)`);
+    return off(
+      "read-only",
+      `cgroup2 is mounted read-only at ${mount.mountPoint} (typical of a container without a writable cgroup namespace)`,
+    );
   }
   const here = fsPathOf(mount, table.selfV2)!;
   // Already in our own leaf: the lease root is the same as for the first start, so leftovers are still found.
@@ -150,7 +178,9 @@ async function makeRoot(p: Place): Promise<Off | null> {
   } catch (e) {
     if (faultOf(e).fault !== "exists") return mkdirOff(e, p.base, p.uid);
   }
-  return (await cgroupPathProblem(p.root)) === null ? null : off("unreadable", `${p.root} exists but is not a cgroup2 directory`);
+  return (await cgroupPathProblem(p.root)) === null
+    ? null
+    : off("unreadable", `${p.root} exists but is not a cgroup2 directory`);
 }
 
 /** Why a cgroup could not be made under `base` (named after base: that is the cgroup an operator delegates). */
@@ -159,12 +189,24 @@ function mkdirOff(e: unknown, base: string, uid: number): Off {
   switch (fault) {
     case "denied":
       return uid !== 0
-        ? off("not-delegated", `not root (uid ${uid}) and the cgroup ${base} is not delegated to this user: run the gateway as a systemd unit with Delegate=yes (or hand the cgroup to uid ${uid})`)
-        : off("refused", `running as root, but the kernel refused to create a cgroup in ${base} (${code}): typically a container whose cgroup namespace is not writable, or a security policy`);
+        ? off(
+            "not-delegated",
+            `not root (uid ${uid}) and the cgroup ${base} is not delegated to this user: run the gateway as a systemd unit with Delegate=yes (or hand the cgroup to uid ${uid})`,
+          )
+        : off(
+            "refused",
+            `running as root, but the kernel refused to create a cgroup in ${base} (${code}): typically a container whose cgroup namespace is not writable, or a security policy`,
+          );
     case "read-only":
-      return off("read-only", `the cgroup filesystem holding ${base} is read-only (a container without cgroup write access)`);
+      return off(
+        "read-only",
+        `the cgroup filesystem holding ${base} is read-only (a container without cgroup write access)`,
+      );
     case "limit":
-      return off("limit", `the kernel refused a new cgroup under ${base}: cgroup.max.descendants or cgroup.max.depth is reached`);
+      return off(
+        "limit",
+        `the kernel refused a new cgroup under ${base}: cgroup.max.descendants or cgroup.max.depth is reached`,
+      );
     case "missing":
       return off("unreadable", `this process's cgroup ${base} vanished while it was being checked`);
     default:
@@ -175,7 +217,8 @@ function mkdirOff(e: unknown, base: string, uid: number): Off {
 /** Probe cgroups made by this process so far: each probe gets a fresh name. */
 let probeCounter = 0;
 
-type ProbeResult = { ok: true; kill: "cgroup.kill" | "signal-loop" } | { ok: false; code: ContainmentOffCode; why: string };
+type ProbeResult =
+  { ok: true; kill: "cgroup.kill" | "signal-loop" } | { ok: false; code: ContainmentOffCode; why: string };
 
 /** mkdir a probe cgroup, move a throwaway process in, see it there, kill through the cgroup, rmdir. */
 async function runProbe(p: Place): Promise<ProbeResult> {
@@ -188,14 +231,29 @@ async function runProbe(p: Place): Promise<ProbeResult> {
   }
   const child = await spawnProbeProcess();
   try {
-    if (!child.ok) return { ok: false, code: "probe-failed", why: `cannot start a probe process to test moving into a cgroup (${child.why})` };
+    if (!child.ok)
+      return {
+        ok: false,
+        code: "probe-failed",
+        why: `cannot start a probe process to test moving into a cgroup (${child.why})`,
+      };
     const moved = enterCgroup(probe, child.pid);
     if (moved.outcome !== "moved") return probeMoveFailed(p, probe, moved);
     const seen = await readCgroupOf(child.pid, p.mount);
-    if (seen !== probe) return { ok: false, code: "probe-failed", why: `a probe process moved into ${probe} reports its cgroup as ${seen ?? "unreadable"}` };
+    if (seen !== probe)
+      return {
+        ok: false,
+        code: "probe-failed",
+        why: `a probe process moved into ${probe} reports its cgroup as ${seen ?? "unreadable"}`,
+      };
     const hasKill = await exists(`${probe}/cgroup.kill`);
     const killed = await killSubtree(probe, { method: "auto", waitMs: 5000 }, p.mount);
-    if (killed.outcome !== "empty") return { ok: false, code: "probe-failed", why: `killing the probe cgroup ${probe} did not empty it (${describeKill(killed)})` };
+    if (killed.outcome !== "empty")
+      return {
+        ok: false,
+        code: "probe-failed",
+        why: `killing the probe cgroup ${probe} did not empty it (${describeKill(killed)})`,
+      };
     return { ok: true, kill: hasKill ? "cgroup.kill" : "signal-loop" };
   } finally {
     if (child.ok) child.stop();
@@ -206,14 +264,22 @@ async function runProbe(p: Place): Promise<ProbeResult> {
 function probeMoveFailed(p: Place, probe: string, moved: EnterOutcome): ProbeResult {
   if (moved.outcome === "denied") {
     return p.uid === 0
-      ? { ok: false, code: "move-denied", why: `can create cgroups under ${p.root} but the kernel refused to move a process into one (${moved.detail ?? "denied"})` }
+      ? {
+          ok: false,
+          code: "move-denied",
+          why: `can create cgroups under ${p.root} but the kernel refused to move a process into one (${moved.detail ?? "denied"})`,
+        }
       : {
           ok: false,
           code: "not-delegated",
           why: `can create cgroups under ${p.root} but not move processes into them: uid ${p.uid} cannot write ${p.base}/cgroup.procs (systemd Delegate=yes hands that file to the unit's user)`,
         };
   }
-  return { ok: false, code: "probe-failed", why: `moving a probe process into ${probe} failed (${moved.outcome}${moved.detail ? `: ${moved.detail}` : ""})` };
+  return {
+    ok: false,
+    code: "probe-failed",
+    why: `moving a probe process into ${probe} failed (${moved.outcome}${moved.detail ? `: ${moved.detail}` : ""})`,
+  };
 }
 
 type ProbeProcess = { ok: true; pid: number; stop: () => void } | { ok: false; why: string };
@@ -254,7 +320,11 @@ interface ControllerSetup {
 }
 
 /** Carries out planControllers: the gateway's move into its leaf when needed, then the subtree_control writes. */
-async function setUpControllers(p: Place, wanted: readonly string[], allowGatewayMove: boolean): Promise<ControllerSetup> {
+async function setUpControllers(
+  p: Place,
+  wanted: readonly string[],
+  allowGatewayMove: boolean,
+): Promise<ControllerSetup> {
   const none: ControllerSetup = { missing: [], movedGateway: false, gatewayCgroup: p.here };
   if (wanted.length === 0) return none;
   const hierarchyRoot = mountDir(p.mount);
@@ -267,7 +337,14 @@ async function setUpControllers(p: Place, wanted: readonly string[], allowGatewa
     readText(`${p.base}/cgroup.type`),
   ]);
   if (baseAvailable === null || baseEnabled === null || rootEnabled === null || baseProcsText === null) {
-    return { ...none, missing: wanted.map((c) => ({ controller: c, code: "unreadable" as const, why: `cannot read the controller files of ${p.base}` })) };
+    return {
+      ...none,
+      missing: wanted.map((c) => ({
+        controller: c,
+        code: "unreadable" as const,
+        why: `cannot read the controller files of ${p.base}`,
+      })),
+    };
   }
   const plan = planControllers({
     wanted,
@@ -309,8 +386,10 @@ async function moveGateway(p: Place, out: ControllerSetup): Promise<string | nul
     () => null,
     (e: unknown) => (faultOf(e).fault === "exists" ? null : faultOf(e).code),
   );
-  const moved: EnterOutcome = made === null ? enterCgroup(leaf) : { outcome: "unknown", detail: `mkdir ${leaf}: ${made}` };
-  if (moved.outcome !== "moved") return `the gateway could not move into ${leaf} (${moved.outcome}${moved.detail ? `: ${moved.detail}` : ""})`;
+  const moved: EnterOutcome =
+    made === null ? enterCgroup(leaf) : { outcome: "unknown", detail: `mkdir ${leaf}: ${made}` };
+  if (moved.outcome !== "moved")
+    return `the gateway could not move into ${leaf} (${moved.outcome}${moved.detail ? `: ${moved.detail}` : ""})`;
   out.movedGateway = true;
   out.gatewayCgroup = leaf;
   return null;

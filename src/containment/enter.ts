@@ -104,7 +104,10 @@ export function isInCgroup(path: string): boolean {
   } catch {
     return false;
   }
-  const rel = text.split("\n").find((l) => l.startsWith("0::"))?.slice(3);
+  const rel = text
+    .split("\n")
+    .find((l) => l.startsWith("0::"))
+    ?.slice(3);
   if (rel === undefined || rel.endsWith(" (deleted)")) return false;
   const tail = path.split("/").slice(-2).join("/");
   return rel.split("/").length >= 3 && rel.endsWith(`/${tail}`) && path.endsWith(rel);

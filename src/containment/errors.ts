@@ -17,7 +17,8 @@
  * - unsupported: EOPNOTSUPP, EINVAL
  * - other: anything else (said with its errno name)
  */
-export type Fault = "missing" | "no-process" | "denied" | "busy" | "exists" | "limit" | "read-only" | "unsupported" | "other";
+export type Fault =
+  "missing" | "no-process" | "denied" | "busy" | "exists" | "limit" | "read-only" | "unsupported" | "other";
 
 const BY_ERRNO: Readonly<Record<string, Fault>> = Object.freeze({
   ENOENT: "missing",
@@ -58,5 +59,6 @@ export class ContainmentArgumentError extends TypeError {
 }
 
 export function assertPidArg(pid: number): void {
-  if (typeof pid !== "number" || !Number.isInteger(pid) || pid <= 0) throw new ContainmentArgumentError("pid", `pid must be a positive integer, got ${String(pid)}`);
+  if (typeof pid !== "number" || !Number.isInteger(pid) || pid <= 0)
+    throw new ContainmentArgumentError("pid", `pid must be a positive integer, got ${String(pid)}`);
 }

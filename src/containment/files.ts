@@ -148,15 +148,25 @@ async function walkMembers(dir: string, top: boolean, pids: Set<number>): Promis
   return null;
 }
 
-export type Subdirectories = { ok: true; names: string[] } | { ok: false; missing: boolean; fault: Fault; code: string; why: string };
+export type Subdirectories =
+  { ok: true; names: string[] } | { ok: false; missing: boolean; fault: Fault; code: string; why: string };
 
 /** The child cgroups of `dir` by name; missing when `dir` is gone; else why it cannot be listed. */
 export async function subdirectories(dir: string): Promise<Subdirectories> {
   try {
-    return { ok: true, names: (await fsp.readdir(dir, { withFileTypes: true })).filter((d) => d.isDirectory()).map((d) => d.name) };
+    return {
+      ok: true,
+      names: (await fsp.readdir(dir, { withFileTypes: true })).filter((d) => d.isDirectory()).map((d) => d.name),
+    };
   } catch (e) {
     const f = faultOf(e);
-    return { ok: false, missing: f.fault === "missing", fault: f.fault, code: f.code, why: `cannot list ${dir} (${f.code})` };
+    return {
+      ok: false,
+      missing: f.fault === "missing",
+      fault: f.fault,
+      code: f.code,
+      why: `cannot list ${dir} (${f.code})`,
+    };
   }
 }
 

@@ -56,9 +56,16 @@ export type CreateLeaseCgroupResult =
  * directory: a leftover of the same name could still hold processes that are
  * not this lease's.
  */
-export async function createLeaseCgroup(support: ContainmentSupport, name: string, instance: string): Promise<CreateLeaseCgroupResult> {
+export async function createLeaseCgroup(
+  support: ContainmentSupport,
+  name: string,
+  instance: string,
+): Promise<CreateLeaseCgroupResult> {
   if (!support.available) return { ok: false, code: "unavailable", why: support.why };
-  for (const [what, v] of [["cgroup name", name], ["instance folder name", instance]] as const) {
+  for (const [what, v] of [
+    ["cgroup name", name],
+    ["instance folder name", instance],
+  ] as const) {
     if (typeof v !== "string" || !CGROUP_NAME_RE.test(v)) {
       return { ok: false, code: "bad-name", why: `${what} must match ${CGROUP_NAME_RE}, got ${JSON.stringify(v)}` };
     }
@@ -81,7 +88,10 @@ export async function createLeaseCgroup(support: ContainmentSupport, name: strin
   return { ok: true, cgroup: handle(path, id) };
 }
 
-type MkdirFailure = { result: Extract<CreateLeaseCgroupResult, { ok: false }>; fault: ReturnType<typeof faultOf>["fault"] };
+type MkdirFailure = {
+  result: Extract<CreateLeaseCgroupResult, { ok: false }>;
+  fault: ReturnType<typeof faultOf>["fault"];
+};
 
 /** mkdir of a cgroup; null when made (or, with existingOk, already there). */
 async function mkdirCgroup(path: string, existingOk: boolean): Promise<MkdirFailure | null> {
@@ -90,8 +100,14 @@ async function mkdirCgroup(path: string, existingOk: boolean): Promise<MkdirFail
     return null;
   } catch (e) {
     const { fault, code } = faultOf(e);
-    const fail = (c: MkdirFailure["result"]["code"], why: string): MkdirFailure => ({ result: { ok: false, code: c, why }, fault });
-    if (fault === "exists") return existingOk ? null : fail("exists", `${path} already exists (a leftover of an earlier lease of that name?)`);
+    const fail = (c: MkdirFailure["result"]["code"], why: string): MkdirFailure => ({
+      result: { ok: false, code: c, why },
+      fault,
+    });
+    if (fault === "exists")
+      return existingOk
+        ? null
+        : fail("exists", `${path} already exists (a leftover of an earlier lease of that name?)`);
     if (fault === "denied") return fail("denied", `not allowed to create ${path} (${code})`);
     if (fault === "limit") return fail("limit", `cgroup.max.descendants or cgroup.max.depth reached above ${path}`);
     return fail("error", `mkdir ${path}: ${code}`);
@@ -121,8 +137,12 @@ export async function openLeaseCgroup(ref: { path: string; id?: string }): Promi
   const shape = leaseCgroupShapeProblem(ref.path);
   if (shape !== null) return { state: "refused", why: shape };
   const now = await cgroupIdOf(ref.path);
-  if (now === null) return (await exists(ref.path)) ? { state: "unknown", why: `the identity of ${ref.path} cannot be read` } : { state: "gone" };
-  if (ref.id !== undefined && now !== ref.id) return { state: "mismatch", why: `${ref.path} is now cgroup ${now}, not ${ref.id}` };
+  if (now === null)
+    return (await exists(ref.path))
+      ? { state: "unknown", why: `the identity of ${ref.path} cannot be read` }
+      : { state: "gone" };
+  if (ref.id !== undefined && now !== ref.id)
+    return { state: "mismatch", why: `${ref.path} is now cgroup ${now}, not ${ref.id}` };
   return { state: "open", cgroup: handle(ref.path, now) };
 }
 
@@ -140,7 +160,8 @@ export async function verifyCgroupIdentity(path: string, id: string): Promise<Id
 }
 
 function assertCgroupId(id: unknown): void {
-  if (typeof id !== "string" || !/^[1-9][0-9]*$/.test(id)) throw new ContainmentArgumentError("cgroup id", `cgroup id must be a decimal string, got ${JSON.stringify(id)}`);
+  if (typeof id !== "string" || !/^[1-9][0-9]*$/.test(id))
+    throw new ContainmentArgumentError("cgroup id", `cgroup id must be a decimal string, got ${JSON.stringify(id)}`);
 }
 
 /**
@@ -148,7 +169,10 @@ function assertCgroupId(id: unknown): void {
  * otherwise outlive it on the host. A folder still holding lease cgroups
  * stays ("busy"): a lease cgroup outlives whoever made it.
  */
-export async function removeInstanceFolder(support: ContainmentSupport, instance: string): Promise<"removed" | "busy" | "gone" | "refused"> {
+export async function removeInstanceFolder(
+  support: ContainmentSupport,
+  instance: string,
+): Promise<"removed" | "busy" | "gone" | "refused"> {
   if (!support.available || typeof instance !== "string" || !CGROUP_NAME_RE.test(instance)) return "refused";
   return rmdirFolder(`${support.root}/${instance}`);
 }
@@ -161,7 +185,9 @@ export async function removeInstanceFolder(support: ContainmentSupport, instance
  * still holds a cgroup (a lease being made right now keeps it; that maker
  * re-creates a folder removed under it: createLeaseCgroup's retry).
  */
-export async function removeEmptyInstanceFolder(leaseCgroupPath: string): Promise<"removed" | "busy" | "gone" | "refused"> {
+export async function removeEmptyInstanceFolder(
+  leaseCgroupPath: string,
+): Promise<"removed" | "busy" | "gone" | "refused"> {
   const folder = dirname(leaseCgroupPath);
   if (instanceFolderShapeProblem(folder) !== null) return "refused";
   return rmdirFolder(folder);
@@ -212,4 +238,3 @@ export async function listLeaseCgroups(folder: string): Promise<ListResult> {
   out.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
   return { state: "ok", cgroups: out };
 }
-

@@ -43,8 +43,24 @@ export type { MembersResult, PopulatedState } from "./files.js";
 export { detectContainment, mountOf } from "./detect.js";
 export type { ContainmentOffCode, ContainmentSupport, DetectOptions } from "./detect.js";
 export type { ControllerProblem, ControllerProblemCode } from "./controllers.js";
-export { createLeaseCgroup, listLeaseCgroups, openLeaseCgroup, refOf, removeEmptyInstanceFolder, removeInstanceFolder, verifyCgroupIdentity } from "./handle.js";
-export type { CreateLeaseCgroupResult, IdentityVerdict, LeaseCgroup, LeaseCgroupRef, ListedCgroup, ListResult, OpenLeaseCgroupResult } from "./handle.js";
+export {
+  createLeaseCgroup,
+  listLeaseCgroups,
+  openLeaseCgroup,
+  refOf,
+  removeEmptyInstanceFolder,
+  removeInstanceFolder,
+  verifyCgroupIdentity,
+} from "./handle.js";
+export type {
+  CreateLeaseCgroupResult,
+  IdentityVerdict,
+  LeaseCgroup,
+  LeaseCgroupRef,
+  ListedCgroup,
+  ListResult,
+  OpenLeaseCgroupResult,
+} from "./handle.js";
 export { killCgroup, removeCgroup, signalMembers } from "./kill.js";
 export type { KillOptions, KillOutcome, KillRefusal, MemberSignal, RemoveOutcome } from "./kill.js";
 export { enterCgroup, enterCgroupAsync, enterCgroupShell, isInCgroup } from "./enter.js";

@@ -19,7 +19,17 @@ import { createProcfsFacts, readStatSync } from "../facts/procfs.js";
 import { createSignaller } from "../facts/signal.js";
 import type { ProcessSignaller, SignalOutcome } from "../facts/types.js";
 import { faultOf, type Fault } from "./errors.js";
-import { exists, isPopulated, membersOf, sleep, subdirectories, waitUntilEmpty, writeCgroupFile, writeIfExists, type PopulatedState } from "./files.js";
+import {
+  exists,
+  isPopulated,
+  membersOf,
+  sleep,
+  subdirectories,
+  waitUntilEmpty,
+  writeCgroupFile,
+  writeIfExists,
+  type PopulatedState,
+} from "./files.js";
 import { openLeaseCgroup, type LeaseCgroup } from "./handle.js";
 import { readCgroupTyped, readOwnMount, type Cgroup2Mount } from "./mountinfo.js";
 import { isWithin } from "./paths.js";
@@ -60,7 +70,9 @@ async function opened(target: string | LeaseCgroup): Promise<Opened> {
   const o = await openLeaseCgroup({ path: target });
   if (o.state === "open") return { ok: true, cg: o.cgroup };
   if (o.state === "gone") return { ok: false, outcome: "gone" };
-  return o.state === "unknown" ? { ok: false, outcome: "unknown", why: o.why } : { ok: false, outcome: "refused", code: "not-a-lease-cgroup", why: o.why };
+  return o.state === "unknown"
+    ? { ok: false, outcome: "unknown", why: o.why }
+    : { ok: false, outcome: "refused", code: "not-a-lease-cgroup", why: o.why };
 }
 
 /** SIGKILLs everything in a lease cgroup and its subtree (see the header). */
@@ -84,7 +96,8 @@ export async function killSubtree(path: string, opts: KillOptions, mount: Cgroup
   if (before === "gone") return { outcome: "gone" };
   if (before === "empty") return { outcome: "empty", via: "already-empty" };
   const hasKill = method !== "signal-loop" && (await exists(`${path}/cgroup.kill`));
-  if (method === "cgroup.kill" && !hasKill) return { outcome: "unknown", why: `${path}/cgroup.kill does not exist (Linux < 5.14)` };
+  if (method === "cgroup.kill" && !hasKill)
+    return { outcome: "unknown", why: `${path}/cgroup.kill does not exist (Linux < 5.14)` };
   if (!hasKill) return signalLoop(path, Math.max(waitMs, 1), opts.signaller ?? defaultSignaller(), mount);
   try {
     await writeCgroupFile(`${path}/cgroup.kill`, "1");
@@ -97,10 +110,20 @@ export async function killSubtree(path: string, opts: KillOptions, mount: Cgroup
   const s = await waitUntilEmpty(path, waitMs);
   if (s === "empty" || s === "gone") return { outcome: "empty", via: "cgroup.kill" };
   const m = await membersOf(path);
-  return { outcome: "survivors", via: "cgroup.kill", pids: m.state === "ok" ? m.pids : null, ...(s === "unknown" ? { detail: "cgroup.events unreadable" } : {}) };
+  return {
+    outcome: "survivors",
+    via: "cgroup.kill",
+    pids: m.state === "ok" ? m.pids : null,
+    ...(s === "unknown" ? { detail: "cgroup.events unreadable" } : {}),
+  };
 }
 
-async function signalLoop(path: string, waitMs: number, signaller: ProcessSignaller, mount: Cgroup2Mount | null): Promise<KillOutcome> {
+async function signalLoop(
+  path: string,
+  waitMs: number,
+  signaller: ProcessSignaller,
+  mount: Cgroup2Mount | null,
+): Promise<KillOutcome> {
   const deadline = Date.now() + waitMs;
   const froze = await writeIfExists(`${path}/cgroup.freeze`, "1");
   let lastPids: number[] | null = null;
@@ -114,7 +137,10 @@ async function signalLoop(path: string, waitMs: number, signaller: ProcessSignal
       if (m.state === "ok") {
         lastPids = m.pids;
         const outcomes = await signalPids(path, m.pids, "SIGKILL", signaller, mount);
-        const blocked = outcomes.filter((o) => o.outcome === "denied" || o.outcome === "refused" || o.outcome === "unknown" || o.outcome === "unsupported");
+        const blocked = outcomes.filter(
+          (o) =>
+            o.outcome === "denied" || o.outcome === "refused" || o.outcome === "unknown" || o.outcome === "unsupported",
+        );
         detail = blocked.length ? blocked.map((o) => `${o.pid}: ${o.outcome}`).join(", ") : undefined;
       } else {
         detail = m.why;
@@ -154,16 +180,31 @@ export async function signalMembers(
   if (refusal !== null) return { state: "refused", why: refusal.why };
   const m = await membersOf(o.cg);
   if (m.state !== "ok") return m;
-  return { state: "ok", sent: await signalPids(o.cg.path, m.pids, signal, opts.signaller ?? defaultSignaller(), mount) };
+  return {
+    state: "ok",
+    sent: await signalPids(o.cg.path, m.pids, signal, opts.signaller ?? defaultSignaller(), mount),
+  };
 }
 
-async function signalPids(path: string, pids: readonly number[], signal: NodeJS.Signals, signaller: ProcessSignaller, mount: Cgroup2Mount | null): Promise<MemberSignal[]> {
+async function signalPids(
+  path: string,
+  pids: readonly number[],
+  signal: NodeJS.Signals,
+  signaller: ProcessSignaller,
+  mount: Cgroup2Mount | null,
+): Promise<MemberSignal[]> {
   const out: MemberSignal[] = [];
   for (const pid of pids) out.push({ pid, outcome: await signalMember(path, pid, signal, signaller, mount) });
   return out;
 }
 
-async function signalMember(path: string, pid: number, signal: NodeJS.Signals, signaller: ProcessSignaller, mount: Cgroup2Mount | null): Promise<MemberSignal["outcome"]> {
+async function signalMember(
+  path: string,
+  pid: number,
+  signal: NodeJS.Signals,
+  signaller: ProcessSignaller,
+  mount: Cgroup2Mount | null,
+): Promise<MemberSignal["outcome"]> {
   if (!checkSignalTarget(pid).allowed) return "refused";
   const st = readStatSync(pid);
   if (st === null) return "gone";
@@ -172,7 +213,8 @@ async function signalMember(path: string, pid: number, signal: NodeJS.Signals, s
   if (!isWithin(where.path, path)) return "not-member";
   // the membership read above belongs to the process with this start time
   const again = readStatSync(pid);
-  if (again === null || !sameProcess({ pid, startTime: again.startTime }, { pid, startTime: st.startTime })) return "left";
+  if (again === null || !sameProcess({ pid, startTime: again.startTime }, { pid, startTime: st.startTime }))
+    return "left";
   return signaller.signal(pid, st.startTime, signal);
 }
 
@@ -182,15 +224,26 @@ function defaultSignaller(): ProcessSignaller {
 }
 
 /** null when `path` holds neither this process, its parent nor an ancestor; else why it must not be killed. cgroup.kill takes the whole subtree. */
-async function holdsUsProblem(path: string, mount: Cgroup2Mount | null): Promise<{ code: KillRefusal; why: string } | null> {
+async function holdsUsProblem(
+  path: string,
+  mount: Cgroup2Mount | null,
+): Promise<{ code: KillRefusal; why: string } | null> {
   const watch = [process.pid, process.ppid, ...ancestorsOfThisProcess()];
   for (const pid of new Set(watch)) {
     if (pid <= 1) continue;
     const r = await readCgroupTyped(pid, mount);
     if (r.state === "gone" && pid !== process.pid) continue;
     const who = pid === process.pid ? "this process" : `ancestor ${pid}`;
-    if (r.state !== "ok") return { code: "cannot-tell-if-holds-us", why: `cannot tell whether ${who} is inside ${path} (${r.state === "unknown" ? r.why : "gone"})` };
-    if (isWithin(r.path, path)) return { code: "holds-us", why: `${path} holds ${pid === process.pid ? "this process" : pid === process.ppid ? "this process's parent" : `ancestor ${pid}`}` };
+    if (r.state !== "ok")
+      return {
+        code: "cannot-tell-if-holds-us",
+        why: `cannot tell whether ${who} is inside ${path} (${r.state === "unknown" ? r.why : "gone"})`,
+      };
+    if (isWithin(r.path, path))
+      return {
+        code: "holds-us",
+        why: `${path} holds ${pid === process.pid ? "this process" : pid === process.ppid ? "this process's parent" : `ancestor ${pid}`}`,
+      };
   }
   return null;
 }
@@ -208,7 +261,10 @@ export type RemoveOutcome =
  * refuses while anything is populated, so it retries as long as populated is
  * clearing, until `waitMs` (default 5000).
  */
-export async function removeCgroup(target: string | LeaseCgroup, opts: { waitMs?: number } = {}): Promise<RemoveOutcome> {
+export async function removeCgroup(
+  target: string | LeaseCgroup,
+  opts: { waitMs?: number } = {},
+): Promise<RemoveOutcome> {
   const o = await opened(target);
   if (!o.ok) return o.outcome === "gone" ? { outcome: "gone" } : { outcome: o.outcome, why: o.why };
   return removeTree(o.cg.path, opts.waitMs ?? 5000);
@@ -223,7 +279,8 @@ export async function removeTree(path: string, waitMs: number): Promise<RemoveOu
     if (r === "removed") return { outcome: "removed" };
     if (r === "gone") return { outcome: "gone" };
     if (r.fault !== "busy") return { outcome: "unknown", why: `rmdir ${r.dir}: ${r.code}` };
-    if (Date.now() >= deadline) return { outcome: "busy", populated: await isPopulated(path), detail: `rmdir ${r.dir}: ${r.code}` };
+    if (Date.now() >= deadline)
+      return { outcome: "busy", populated: await isPopulated(path), detail: `rmdir ${r.dir}: ${r.code}` };
     await sleep(step);
     step = Math.min(step * 2, 25);
   }

@@ -109,7 +109,12 @@ export function findCgroup2Mount(entries: readonly MountInfoEntry[], cgroupPath?
     if (e.fsType !== "cgroup2") continue;
     const m: Cgroup2Mount = { mountPoint: e.mountPoint, root: e.root, readOnly: e.mountOptions.includes("ro") };
     if (cgroupPath !== undefined ? fsPathOf(m, cgroupPath) === null : m.root !== "/") continue;
-    if (best === null || m.root.length > best.root.length || (m.root.length === best.root.length && best.readOnly && !m.readOnly)) best = m;
+    if (
+      best === null ||
+      m.root.length > best.root.length ||
+      (m.root.length === best.root.length && best.readOnly && !m.readOnly)
+    )
+      best = m;
   }
   return best;
 }
@@ -142,7 +147,10 @@ export interface MountTable {
 
 /** /proc/self/mountinfo and /proc/self/cgroup, read now. Throws what the reads throw. */
 export async function readMountTable(): Promise<MountTable> {
-  const [mountinfo, self] = await Promise.all([fsp.readFile("/proc/self/mountinfo", "utf8"), fsp.readFile("/proc/self/cgroup", "utf8")]);
+  const [mountinfo, self] = await Promise.all([
+    fsp.readFile("/proc/self/mountinfo", "utf8"),
+    fsp.readFile("/proc/self/cgroup", "utf8"),
+  ]);
   const entries = parseMountInfo(mountinfo);
   const selfV2 = parseProcCgroup(self).v2;
   return { entries, selfV2, own: findCgroup2Mount(entries, selfV2 ?? undefined) ?? findCgroup2Mount(entries) };
@@ -170,14 +178,18 @@ export async function readCgroupTyped(pid: number, mount: Cgroup2Mount | null): 
     text = await fsp.readFile(`/proc/${pid}/cgroup`, "utf8");
   } catch (e) {
     const f = faultOf(e);
-    return f.fault === "missing" || f.fault === "no-process" ? { state: "gone" } : { state: "unknown", why: `/proc/${pid}/cgroup: ${f.code}` };
+    return f.fault === "missing" || f.fault === "no-process"
+      ? { state: "gone" }
+      : { state: "unknown", why: `/proc/${pid}/cgroup: ${f.code}` };
   }
   const parsed = parseProcCgroup(text);
   if (parsed.v2 === null) return text === "" ? { state: "gone" } : { state: "unknown", why: "no cgroup v2 line" };
   if (parsed.v2Deleted) return { state: "unknown", why: `in a removed cgroup ${parsed.v2}` };
   if (mount === null) return { state: "unknown", why: "no cgroup2 mount" };
   const p = fsPathOf(mount, parsed.v2);
-  return p === null ? { state: "unknown", why: `cgroup ${parsed.v2} is not visible under ${mount.mountPoint}` } : { state: "ok", path: p };
+  return p === null
+    ? { state: "unknown", why: `cgroup ${parsed.v2} is not visible under ${mount.mountPoint}` }
+    : { state: "ok", path: p };
 }
 
 /**

@@ -46,7 +46,12 @@ export function isWithin(path: string, cgroup: string): boolean {
 
 /** null when `path` is an absolute, normalised path without a trailing "/"; else why not. No filesystem access. */
 export function pathShapeProblem(path: unknown): string | null {
-  if (typeof path !== "string" || !isAbsolute(path) || normalize(path) !== path || (path.length > 1 && path.endsWith("/"))) {
+  if (
+    typeof path !== "string" ||
+    !isAbsolute(path) ||
+    normalize(path) !== path ||
+    (path.length > 1 && path.endsWith("/"))
+  ) {
     return `${JSON.stringify(path)} is not an absolute, normalised path`;
   }
   return null;
@@ -72,12 +77,19 @@ export async function cgroupPathProblem(path: string): Promise<string | "gone" |
  */
 export function leaseCgroupShapeProblem(path: string): string | null {
   const parent = dirname(path);
-  const ok = CGROUP_NAME_RE.test(basename(path)) && CGROUP_NAME_RE.test(basename(parent)) && basename(dirname(parent)) === PROCLEASE_DIR;
-  return ok ? null : `${path} is not a lease cgroup (…/${PROCLEASE_DIR}/<instance>/<name>, names matching ${CGROUP_NAME_RE})`;
+  const ok =
+    CGROUP_NAME_RE.test(basename(path)) &&
+    CGROUP_NAME_RE.test(basename(parent)) &&
+    basename(dirname(parent)) === PROCLEASE_DIR;
+  return ok
+    ? null
+    : `${path} is not a lease cgroup (…/${PROCLEASE_DIR}/<instance>/<name>, names matching ${CGROUP_NAME_RE})`;
 }
 
 /** null when `folder` is an instance folder (`…/proclease/<instance>`, the name matching CGROUP_NAME_RE); else why not. */
 export function instanceFolderShapeProblem(folder: string): string | null {
   const ok = basename(dirname(folder)) === PROCLEASE_DIR && CGROUP_NAME_RE.test(basename(folder));
-  return ok ? null : `${folder} is not an instance folder (…/${PROCLEASE_DIR}/<instance>, the name matching ${CGROUP_NAME_RE})`;
+  return ok
+    ? null
+    : `${folder} is not an instance folder (…/${PROCLEASE_DIR}/<instance>, the name matching ${CGROUP_NAME_RE})`;
 }

@@ -16,7 +16,8 @@ import type { LeaseCgroup } from "./handle.js";
  * identity-unreadable.
  */
 export type MemoryUnreadable = "gone" | "no-controller" | "malformed" | "cgroup-replaced" | "identity-unreadable";
-export type MemoryReading = { ok: true; current: number; peak: number | null } | { ok: false; code: MemoryUnreadable; why: string };
+export type MemoryReading =
+  { ok: true; current: number; peak: number | null } | { ok: false; code: MemoryUnreadable; why: string };
 
 /**
  * memory.current and memory.peak (bytes) of a lease cgroup. peak is null on
@@ -68,7 +69,11 @@ export async function applyLimits(target: string | LeaseCgroup, limits: Limits):
       await writeCgroupFile(`${path}/${file}`, value);
       applied.push(file);
     } catch (e) {
-      return { ok: false, controller, why: `writing ${value} to ${path}/${file} failed (${faultOf(e).code})${applied.length ? `; already applied: ${applied.join(", ")}` : ""}` };
+      return {
+        ok: false,
+        controller,
+        why: `writing ${value} to ${path}/${file} failed (${faultOf(e).code})${applied.length ? `; already applied: ${applied.join(", ")}` : ""}`,
+      };
     }
   }
   return { ok: true, applied };
@@ -80,6 +85,10 @@ export function isLimitValue(v: unknown): v is number | "max" {
 }
 
 function limitValue(name: string, v: number | "max"): string {
-  if (!isLimitValue(v)) throw new ContainmentArgumentError("limit", `${name} must be a positive integer or "max", got ${JSON.stringify(v)}`);
+  if (!isLimitValue(v))
+    throw new ContainmentArgumentError(
+      "limit",
+      `${name} must be a positive integer or "max", got ${JSON.stringify(v)}`,
+    );
   return String(v);
 }

@@ -71,7 +71,9 @@ function create(backend: FactsBackend): ProcessFacts {
     case "native": {
       const binding = loadNative();
       if (binding === null) {
-        throw new Error(`the native facts backend is not available: ${loadError() ?? `not supported on ${process.platform}`}`);
+        throw new Error(
+          `the native facts backend is not available: ${loadError() ?? `not supported on ${process.platform}`}`,
+        );
       }
       return createNativeFacts(binding);
     }

@@ -50,7 +50,8 @@ export function signalTargetGuard(): (pid: number) => GuardVerdict {
 }
 
 function checkTarget(pid: number, parent: number, ancestors: () => ReadonlySet<number>): GuardVerdict {
-  if (typeof pid !== "number" || !Number.isInteger(pid)) return refuse("not-an-integer", `pid ${String(pid)} is not an integer`);
+  if (typeof pid !== "number" || !Number.isInteger(pid))
+    return refuse("not-an-integer", `pid ${String(pid)} is not an integer`);
   if (pid <= 1) return refuse("at-most-1", `pid ${pid} is <= 1`);
   if (pid > MAX_PID) return refuse("beyond-max-pid", `pid ${pid} is beyond ${MAX_PID}`);
   if (pid === process.pid) return refuse("this-process", `pid ${pid} is this process`);
@@ -67,12 +68,21 @@ function checkTarget(pid: number, parent: number, ancestors: () => ReadonlySet<n
  * group for newcomers; checkGroupSignal adds the proofs.
  */
 export function checkGroupTarget(pgid: number): GuardVerdict {
-  if (typeof pgid !== "number" || !Number.isInteger(pgid)) return refuse("not-an-integer", `pgid ${String(pgid)} is not an integer`);
+  if (typeof pgid !== "number" || !Number.isInteger(pgid))
+    return refuse("not-an-integer", `pgid ${String(pgid)} is not an integer`);
   if (pgid <= 1) return refuse("at-most-1", `pgid ${pgid} is <= 1`);
   if (pgid > MAX_PID) return refuse("beyond-max-pid", `pgid ${pgid} is beyond ${MAX_PID}`);
   const own = isOwnProcessGroup(pgid);
-  if (own === null) return refuse("own-group-unknown", "this process's own process group is unknown, so no group can be told apart from it");
-  if (own) return refuse("own-group", `pgid ${pgid} is this process's own process group, or led by this process or its parent`);
+  if (own === null)
+    return refuse(
+      "own-group-unknown",
+      "this process's own process group is unknown, so no group can be told apart from it",
+    );
+  if (own)
+    return refuse(
+      "own-group",
+      `pgid ${pgid} is this process's own process group, or led by this process or its parent`,
+    );
   return ALLOWED;
 }
 
@@ -91,8 +101,10 @@ export function checkGroupSignal(
 ): GuardVerdict {
   const target = checkGroupTarget(pgid);
   if (!target.allowed) return target;
-  if (proof?.groupVerifiedAsOwn !== true) return refuse("group-not-verified", `pgid ${pgid} was not verified as the lease's own group`);
-  if (proof?.leaderIsVerifiedRoot !== true) return refuse("leader-not-verified-root", `the leader of pgid ${pgid} is not the verified root`);
+  if (proof?.groupVerifiedAsOwn !== true)
+    return refuse("group-not-verified", `pgid ${pgid} was not verified as the lease's own group`);
+  if (proof?.leaderIsVerifiedRoot !== true)
+    return refuse("leader-not-verified-root", `the leader of pgid ${pgid} is not the verified root`);
   return ALLOWED;
 }
 
@@ -200,7 +212,11 @@ function psParents(): (pid: number) => number | null {
   const parents = new Map<number, number>();
   for (const ps of ["/bin/ps", "/usr/bin/ps"]) {
     try {
-      const out = execFileSync(ps, ["-A", "-o", "pid=,ppid="], { encoding: "utf8", stdio: ["ignore", "pipe", "ignore"], timeout: 5000 });
+      const out = execFileSync(ps, ["-A", "-o", "pid=,ppid="], {
+        encoding: "utf8",
+        stdio: ["ignore", "pipe", "ignore"],
+        timeout: 5000,
+      });
       for (const line of out.split("\n")) {
         const [a, b] = line.trim().split(/\s+/).map(Number);
         if (Number.isInteger(a) && Number.isInteger(b)) parents.set(a!, b!);

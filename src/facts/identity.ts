@@ -36,7 +36,10 @@ export function identityOf(p: IdentityLike): ProcessIdentity {
  */
 export type IdentityComparison = "same" | "different" | "unknown";
 
-export function compareIdentity(a: IdentityLike | null | undefined, b: IdentityLike | null | undefined): IdentityComparison {
+export function compareIdentity(
+  a: IdentityLike | null | undefined,
+  b: IdentityLike | null | undefined,
+): IdentityComparison {
   if (a === null || a === undefined || b === null || b === undefined) return "unknown";
   if (!validPid(a.pid) || !validPid(b.pid)) return "unknown";
   if (a.pid !== b.pid) return "different";

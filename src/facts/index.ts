@@ -18,5 +18,12 @@ export { buildSnapshot } from "./snapshot.js";
 export { inspectEach } from "./inspect-many.js";
 export { loadNative, loadError, createNativeFacts } from "./native.js";
 export { createSignaller, signalUnreapedChild } from "./signal.js";
-export { checkSignalTarget, checkGroupSignal, checkGroupTarget, isOwnProcessGroup, ownProcessGroupId, ancestorsOfThisProcess } from "./guards.js";
+export {
+  checkSignalTarget,
+  checkGroupSignal,
+  checkGroupTarget,
+  isOwnProcessGroup,
+  ownProcessGroupId,
+  ancestorsOfThisProcess,
+} from "./guards.js";
 export type { GuardRefusal, GuardVerdict } from "./guards.js";

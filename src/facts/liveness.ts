@@ -20,7 +20,10 @@
 import { compareIdentity } from "./identity.js";
 import type { ProcessDetails, ProcessFacts, ProcessInfo } from "./types.js";
 
-export type LivenessFields = Pick<ProcessInfo, "state"> & { zombieLeader?: boolean | undefined; exiting?: boolean | undefined };
+export type LivenessFields = Pick<ProcessInfo, "state"> & {
+  zombieLeader?: boolean | undefined;
+  exiting?: boolean | undefined;
+};
 
 /** A dead task ("X"; "x" on 2.6.33-3.13 kernels) is on its way out of the table: gone, like one that cannot be read at all. */
 export function isDeadState(state: string): boolean {

@@ -137,7 +137,13 @@ export interface NativeBinding {
    * job. Never rejects: `err` is 0 or -errno at `step`; a failure before the
    * rename has removed tmp.
    */
-  replaceFile(dir: string, tmp: string, target: string, data: string, durable: boolean): Promise<{ err: number; step: FileStep }>;
+  replaceFile(
+    dir: string,
+    tmp: string,
+    target: string,
+    data: string,
+    durable: boolean,
+  ): Promise<{ err: number; step: FileStep }>;
   /**
    * unlink(target) + fsync(dir), the fsync only when durable, in one
    * worker-thread job. Never rejects: `err` is 0 or -errno at `step`; a
@@ -151,7 +157,15 @@ export interface NativeBinding {
    * removal when `removing` (the new copy is then in place, the old one may
    * be too).
    */
-  moveFile(dir: string, tmp: string, target: string, data: string, durable: boolean, fromDir: string, from: string): Promise<{ err: number; step: FileStep; removing: boolean }>;
+  moveFile(
+    dir: string,
+    tmp: string,
+    target: string,
+    data: string,
+    durable: boolean,
+    fromDir: string,
+    from: string,
+  ): Promise<{ err: number; step: FileStep; removing: boolean }>;
   /**
    * `rel` (normalised, relative; "" is the root) read beneath the folder
    * `root` whose identity is rootDev/rootIno, in one worker-thread job that
@@ -160,18 +174,42 @@ export interface NativeBinding {
    * missing; only a regular file of at most maxBytes is opened and read.
    * Never rejects: an OS failure is `err` (-errno) at `step`.
    */
-  readBeneath(root: string, rootDev: bigint, rootIno: bigint, rel: string, walkOnly: boolean, maxBytes: number): Promise<NativeBeneathResult>;
+  readBeneath(
+    root: string,
+    rootDev: bigint,
+    rootIno: bigint,
+    rel: string,
+    walkOnly: boolean,
+    maxBytes: number,
+  ): Promise<NativeBeneathResult>;
   /**
    * `data` written to `rel` beneath `root`, resolved as readBeneath does: an
    * existing regular file truncated and rewritten (nothing else is opened
    * for writing), a missing one created exclusively, its missing folders
    * first. Never rejects.
    */
-  writeBeneath(root: string, rootDev: bigint, rootIno: bigint, rel: string, walkOnly: boolean, data: Buffer): Promise<NativeBeneathResult>;
+  writeBeneath(
+    root: string,
+    rootDev: bigint,
+    rootIno: bigint,
+    rel: string,
+    walkOnly: boolean,
+    data: Buffer,
+  ): Promise<NativeBeneathResult>;
 }
 
 /** Where a confined file job stopped (mirrors kBeneath* in native/beneath.h). */
-export const BENEATH_STEP = { root: 0, rootMoved: 1, resolve: 2, type: 3, tooLarge: 4, open: 5, io: 6, mkdir: 7, done: 8 } as const;
+export const BENEATH_STEP = {
+  root: 0,
+  rootMoved: 1,
+  resolve: 2,
+  type: 3,
+  tooLarge: 4,
+  open: 5,
+  io: 6,
+  mkdir: 7,
+  done: 8,
+} as const;
 export type BeneathStep = (typeof BENEATH_STEP)[keyof typeof BENEATH_STEP];
 /** How a confined job resolved its path (mirrors kHow* in native/beneath.h; 0 before it got there). */
 export const BENEATH_HOW = { openat2: 1, walk: 2 } as const;
@@ -189,7 +227,18 @@ export interface NativeBeneathResult {
 }
 
 /** Which syscall a file job stopped at (mirrors kStep* in native/facts.h). */
-export const FILE_STEP = { open: 0, stat: 1, read: 2, write: 3, sync: 4, close: 5, rename: 6, dirSync: 7, unlink: 8, dirOpen: 9 } as const;
+export const FILE_STEP = {
+  open: 0,
+  stat: 1,
+  read: 2,
+  write: 3,
+  sync: 4,
+  close: 5,
+  rename: 6,
+  dirSync: 7,
+  unlink: 8,
+  dirOpen: 9,
+} as const;
 export type FileStep = (typeof FILE_STEP)[keyof typeof FILE_STEP];
 
 export interface NativeFileRead {

@@ -124,7 +124,10 @@ class RecordMap implements ReadonlyMap<number, ProcessInfo> {
     return this.pids.run(pid) !== null;
   }
 
-  forEach(cb: (value: ProcessInfo, key: number, map: ReadonlyMap<number, ProcessInfo>) => void, thisArg?: unknown): void {
+  forEach(
+    cb: (value: ProcessInfo, key: number, map: ReadonlyMap<number, ProcessInfo>) => void,
+    thisArg?: unknown,
+  ): void {
     for (let i = 0; i < this.cols.count; i++) {
       const p = this.cols.record(i);
       cb.call(thisArg, p, p.pid, this);

@@ -115,7 +115,8 @@ function tryLoad(): { binding: NativeBinding | null; error: string | null } {
 function checkShape(mod: unknown): string | null {
   if (typeof mod !== "object" || mod === null) return "addon did not export an object";
   const rec = mod as Record<string, unknown>;
-  if (rec.platform !== "linux" && rec.platform !== "darwin") return `addon reports unknown platform ${String(rec.platform)}`;
+  if (rec.platform !== "linux" && rec.platform !== "darwin")
+    return `addon reports unknown platform ${String(rec.platform)}`;
   const missing = METHODS.filter((m) => typeof rec[m] !== "function");
   return missing.length ? `addon is missing ${missing.join(", ")} (stale build?)` : null;
 }
@@ -156,7 +157,9 @@ export function createNativeFacts(binding: NativeBinding): ProcessFacts {
       if (packed.length === 0) return [];
       const joined = checkedKeys(keys);
       const listed = opts?.listed === true;
-      const parts = await Promise.all(splitBatch(packed).map(async (part) => ({ part, got: await binding.inspectMany(part, joined, listed) })));
+      const parts = await Promise.all(
+        splitBatch(packed).map(async (part) => ({ part, got: await binding.inspectMany(part, joined, listed) })),
+      );
       const stride = DETAIL_SLOTS + keys.length;
       const host = identity();
       const out: Array<ProcessDetails | null> = [];
@@ -250,7 +253,8 @@ function decodeDetails(
     cursor.next += argc;
   }
   const env: Record<string, string | null> = {};
-  for (let k = 0; k < keys.length; k++) env[keys[k]!] = slots[at + DETAIL_SLOTS + k] === 1 ? pieces[cursor.next++]! : null;
+  for (let k = 0; k < keys.length; k++)
+    env[keys[k]!] = slots[at + DETAIL_SLOTS + k] === 1 ? pieces[cursor.next++]! : null;
   const details: ProcessDetails = {
     pid: slots[at + SLOT.pid]!,
     ppid: slots[at + SLOT.ppid]!,

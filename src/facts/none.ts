@@ -17,13 +17,14 @@ import type { InspectOptions, ProcessDetails, ProcessFacts, ProcessSnapshot } fr
 export class FactsUnavailableError extends Error {
   override name = "FactsUnavailableError";
   readonly backend = "none" as const;
-  constructor(message = "no process facts are available on this host (backend \"none\"): every answer is unknown") {
+  constructor(message = 'no process facts are available on this host (backend "none"): every answer is unknown') {
     super(message);
   }
 }
 
 export function createNoneFacts(reason?: string): ProcessFacts {
-  const message = reason === undefined ? undefined : `no process facts are available on this host (backend "none"): ${reason}`;
+  const message =
+    reason === undefined ? undefined : `no process facts are available on this host (backend "none"): ${reason}`;
   return {
     backend: "none",
     identityStrength: "none",
@@ -56,7 +57,9 @@ export class FactsReadError extends Error {
     errno: number,
   ) {
     const code = errnoName(errno);
-    super(`the host refused to read ${pid === null ? "the process table" : `/proc/${pid}`} (${code}${code === "EMFILE" || code === "ENFILE" ? ": out of file descriptors, see RLIMIT_NOFILE" : ""}): nothing is known about it`);
+    super(
+      `the host refused to read ${pid === null ? "the process table" : `/proc/${pid}`} (${code}${code === "EMFILE" || code === "ENFILE" ? ": out of file descriptors, see RLIMIT_NOFILE" : ""}): nothing is known about it`,
+    );
     this.code = code;
   }
 }

@@ -47,7 +47,10 @@ export function parseStatus(text: string): ParsedStatus {
     if (colon <= 0) continue;
     const name = line.slice(0, colon);
     if (name !== "Tgid" && name !== "Uid" && name !== "Threads") continue;
-    const vals = line.slice(colon + 1).trim().split(/\s+/);
+    const vals = line
+      .slice(colon + 1)
+      .trim()
+      .split(/\s+/);
     if (!vals.every((v) => UINT_RE.test(v))) continue;
     if (name === "Tgid" && vals.length === 1) out.tgid = Number(vals[0]);
     else if (name === "Threads" && vals.length === 1) out.threads = Number(vals[0]);
@@ -89,7 +92,10 @@ export function parseStat(text: string): ParsedStat | null {
   if (!UINT_RE.test(pidText)) return null;
   // after ") " come fields 3.. separated by single spaces
   if (text[close + 1] !== " ") return null;
-  const rest = text.slice(close + 2).trimEnd().split(" ");
+  const rest = text
+    .slice(close + 2)
+    .trimEnd()
+    .split(" ");
   // rest[0] = field 3 (state) … rest[19] = field 22 (starttime)
   if (rest.length < 20) return null;
   const [state, ppid, pgid, sid] = rest;

@@ -33,7 +33,8 @@ const DECIMAL = /^(0|[1-9][0-9]*)$/;
 function signalNumber(signal: NodeJS.Signals): number {
   const table = constants.signals as Readonly<Record<string, number | undefined>>;
   const n = typeof signal === "string" ? table[signal] : undefined;
-  if (n === undefined) throw new TypeError(`signal must be a signal name such as "SIGTERM", got ${JSON.stringify(signal)}`);
+  if (n === undefined)
+    throw new TypeError(`signal must be a signal name such as "SIGTERM", got ${JSON.stringify(signal)}`);
   return n;
 }
 
@@ -47,7 +48,8 @@ export function createSignaller(facts: ProcessFacts, binding: NativeBinding | nu
   // unit is the same: procfs on Linux also counts ticks; ps counts seconds,
   // which would turn every check into "mismatch".
   const sameUnit = facts.backend === "native" || (binding?.platform === "linux" && facts.backend === "procfs");
-  if (binding && sameUnit && binding.platform === "linux" && binding.pidfdSupported()) return nativeSignaller(binding, true);
+  if (binding && sameUnit && binding.platform === "linux" && binding.pidfdSupported())
+    return nativeSignaller(binding, true);
   if (binding && sameUnit && binding.platform === "darwin") return nativeSignaller(binding, false);
   return inspectThenKill(facts);
 }
@@ -111,7 +113,12 @@ function inspectThenKill(facts: ProcessFacts): ProcessSignaller {
  * longer prove anything (the signal is not sent).
  */
 export function signalUnreapedChild(
-  child: { pid?: number | undefined; exitCode: number | null; signalCode: NodeJS.Signals | null; kill(signal: NodeJS.Signals): boolean },
+  child: {
+    pid?: number | undefined;
+    exitCode: number | null;
+    signalCode: NodeJS.Signals | null;
+    kill(signal: NodeJS.Signals): boolean;
+  },
   signal: NodeJS.Signals,
   exitSeen = false,
 ): "signalled" | "exited" | "refused" {

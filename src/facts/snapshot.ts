@@ -34,4 +34,3 @@ function push(index: Map<number, ProcessInfo[]>, key: number, p: ProcessInfo): v
   if (list) list.push(p);
   else index.set(key, [p]);
 }
-

@@ -43,13 +43,15 @@ function describe(v: unknown): string {
 /** An optional duration/count option: undefined → the default; else a finite number >= 0, or a RangeError naming it. */
 export function nonNegativeOption(v: number | undefined, dflt: number, name: string): number {
   if (v === undefined) return dflt;
-  if (typeof v !== "number" || !Number.isFinite(v) || v < 0) throw new RangeError(`${name} must be a finite number >= 0, got ${String(v)}`);
+  if (typeof v !== "number" || !Number.isFinite(v) || v < 0)
+    throw new RangeError(`${name} must be a finite number >= 0, got ${String(v)}`);
   return v;
 }
 
 /** Like nonNegativeOption, but 0 is refused too. */
 export function positiveOption(v: number | undefined, dflt: number, name: string): number {
   if (v === undefined) return dflt;
-  if (typeof v !== "number" || !Number.isFinite(v) || v <= 0) throw new RangeError(`${name} must be a finite number > 0, got ${String(v)}`);
+  if (typeof v !== "number" || !Number.isFinite(v) || v <= 0)
+    throw new RangeError(`${name} must be a finite number > 0, got ${String(v)}`);
   return v;
 }

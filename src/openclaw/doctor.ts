@@ -28,30 +28,58 @@ export interface DoctorContext {
 export async function doctorReport(c: DoctorContext): Promise<OpenClawDoctorReport> {
   const rows = await collectDoctorRows(c.facts, undefined, c.stateDir);
   const ctl = await c.controller();
-  const agents = await Promise.all([...c.agents.values()].map(async (a) => ({ name: a.name, found: await findExecutable(a.config.command[0]!) , command: a.config.command })));
+  const agents = await Promise.all(
+    [...c.agents.values()].map(async (a) => ({
+      name: a.name,
+      found: await findExecutable(a.config.command[0]!),
+      command: a.config.command,
+    })),
+  );
   const missing = agents.filter((a) => a.found === null);
   const details = [
     ...rows.map((r) => `${r.capability}: ${r.ok ? "yes" : "no"}, ${r.detail}`),
     ctl.ok
       ? `gateway: instance ${ctl.ctl.gatewayInstanceId}, state dir ${c.stateDir}, containment ${ctl.ctl.containment.available ? `on (${ctl.ctl.containment.root})` : `off: ${ctl.ctl.containment.why}`}`
       : `gateway: the controller did not start: ${ctl.why}`,
-    ...agents.map((a) => `agent ${a.name}: ${a.found ?? `NOT FOUND: ${JSON.stringify(a.command[0])}`} (${a.command.length} argv entries)`),
+    ...agents.map(
+      (a) =>
+        `agent ${a.name}: ${a.found ?? `NOT FOUND: ${JSON.stringify(a.command[0])}`} (${a.command.length} argv entries)`,
+    ),
   ];
-  const containment = ctl.ok ? (ctl.ctl.containment.available ? "containment on" : "containment off") : "controller not started";
+  const containment = ctl.ok
+    ? ctl.ctl.containment.available
+      ? "containment on"
+      : "containment off"
+    : "controller not started";
   const message = `proclease backend "${c.backendId}": facts ${c.facts.backend} (${c.facts.identityStrength} identity), ${containment}, ${agents.length} agent${agents.length === 1 ? "" : "s"}`;
   if (c.facts.backend === "none") {
-    return { ok: false, code: "FACTS_UNAVAILABLE", message: `${message}: no facts backend, so no process can be verified and none is ever signalled`, details };
+    return {
+      ok: false,
+      code: "FACTS_UNAVAILABLE",
+      message: `${message}: no facts backend, so no process can be verified and none is ever signalled`,
+      details,
+    };
   }
   if (!ctl.ok) return { ok: false, code: "BACKEND_UNAVAILABLE", message: `${message}: ${ctl.why}`, details };
   if (missing.length > 0) {
-    return { ok: false, code: "AGENT_COMMAND_MISSING", message: `${message}: ${missing.map((a) => `${a.name} (${JSON.stringify(a.command[0])})`).join(", ")} not found`, details };
+    return {
+      ok: false,
+      code: "AGENT_COMMAND_MISSING",
+      message: `${message}: ${missing.map((a) => `${a.name} (${JSON.stringify(a.command[0])})`).join(", ")} not found`,
+      details,
+    };
   }
   return { ok: true, message, details };
 }
 
 /** The executable's path when it exists and may be run: an absolute or relative path as given, a bare name on PATH. */
 async function findExecutable(cmd: string): Promise<string | null> {
-  const candidates = cmd.includes("/") ? [cmd] : (process.env.PATH ?? "").split(delimiter).filter((d) => isAbsolute(d)).map((d) => join(d, cmd));
+  const candidates = cmd.includes("/")
+    ? [cmd]
+    : (process.env.PATH ?? "")
+        .split(delimiter)
+        .filter((d) => isAbsolute(d))
+        .map((d) => join(d, cmd));
   for (const p of candidates) {
     try {
       await fsp.access(p, fsc.X_OK);

@@ -61,7 +61,11 @@ export class DecidedFailure extends Error {
 }
 
 /** Builds the thrown error; the plugin passes the host's `new AcpRuntimeError(code, message, { detailCode, cause })`. */
-export type OpenClawErrorFactory = (code: OpenClawAcpErrorCode, message: string, options: { detailCode: string; cause?: unknown }) => Error;
+export type OpenClawErrorFactory = (
+  code: OpenClawAcpErrorCode,
+  message: string,
+  options: { detailCode: string; cause?: unknown },
+) => Error;
 
 /** The error this runtime throws without a host factory; OpenClaw recognizes it by its `code`. */
 export class ProcleaseAcpRuntimeError extends Error {
@@ -89,7 +93,10 @@ export function toThrown(f: OpenClawFailure, factory: OpenClawErrorFactory | und
     // a host factory that fails must not hide the real failure
     return new ProcleaseAcpRuntimeError(f);
   }
-  return Object.assign(e, { retryable: f.retryable, ...(f.authMethods !== undefined ? { authMethods: f.authMethods } : {}) });
+  return Object.assign(e, {
+    retryable: f.retryable,
+    ...(f.authMethods !== undefined ? { authMethods: f.authMethods } : {}),
+  });
 }
 
 export function turnError(f: OpenClawFailure): OpenClawTurnError {
@@ -114,7 +121,8 @@ function message(err: unknown): string {
 /** Any failure of a proclease call, as OpenClaw's code, detail and retryability. */
 export function classify(err: unknown, phase: FailurePhase, backendId: string): OpenClawFailure {
   if (err instanceof DecidedFailure) return err.failure;
-  if (err instanceof ProcleaseAcpRuntimeError) return { code: err.code, detailCode: err.detailCode, message: err.message, retryable: err.retryable, cause: err };
+  if (err instanceof ProcleaseAcpRuntimeError)
+    return { code: err.code, detailCode: err.detailCode, message: err.message, retryable: err.retryable, cause: err };
   const f = classifyTyped(err, phase);
   const prefix = `proclease backend "${backendId}": `;
   return { ...f, message: prefix + message(err), cause: err };
@@ -124,23 +132,39 @@ type Classified = Omit<OpenClawFailure, "message" | "cause">;
 
 function classifyTyped(err: unknown, phase: FailurePhase): Classified {
   if (err instanceof AcpxEnsureError) return ensureFailure(err);
-  if (err instanceof AcpxPromptTimeoutError) return { code: "ACP_TURN_FAILED", detailCode: "TURN_TIMEOUT", retryable: true };
-  if (err instanceof AcpxPromptAbortError) return { code: "ACP_TURN_FAILED", detailCode: "TURN_ABORTED", retryable: true };
+  if (err instanceof AcpxPromptTimeoutError)
+    return { code: "ACP_TURN_FAILED", detailCode: "TURN_TIMEOUT", retryable: true };
+  if (err instanceof AcpxPromptAbortError)
+    return { code: "ACP_TURN_FAILED", detailCode: "TURN_ABORTED", retryable: true };
   if (err instanceof AcpxPromptError) {
-    return { code: "ACP_TURN_FAILED", detailCode: err.failure.toUpperCase().replaceAll("-", "_"), retryable: err.failure !== "agent-error" };
+    return {
+      code: "ACP_TURN_FAILED",
+      detailCode: err.failure.toUpperCase().replaceAll("-", "_"),
+      retryable: err.failure !== "agent-error",
+    };
   }
-  if (err instanceof AcpxSessionClosedError) return { code: "ACP_TURN_FAILED", detailCode: "SESSION_CLOSED", retryable: false };
-  if (err instanceof AcpxSessionBusyError) return { code: "ACP_TURN_FAILED", detailCode: "SESSION_BUSY", retryable: true };
+  if (err instanceof AcpxSessionClosedError)
+    return { code: "ACP_TURN_FAILED", detailCode: "SESSION_CLOSED", retryable: false };
+  if (err instanceof AcpxSessionBusyError)
+    return { code: "ACP_TURN_FAILED", detailCode: "SESSION_BUSY", retryable: true };
   if (err instanceof AcpxNoSessionError) return { code: "ACP_TURN_FAILED", detailCode: "NO_SESSION", retryable: true };
-  if (err instanceof AcpxUnsupportedContentError) return { code: "ACP_INVALID_RUNTIME_OPTION", detailCode: "UNSUPPORTED_CONTENT", retryable: false };
-  if (err instanceof AcpxPromptTooLargeError) return { code: "ACP_INVALID_RUNTIME_OPTION", detailCode: "PROMPT_TOO_LARGE", retryable: false };
+  if (err instanceof AcpxUnsupportedContentError)
+    return { code: "ACP_INVALID_RUNTIME_OPTION", detailCode: "UNSUPPORTED_CONTENT", retryable: false };
+  if (err instanceof AcpxPromptTooLargeError)
+    return { code: "ACP_INVALID_RUNTIME_OPTION", detailCode: "PROMPT_TOO_LARGE", retryable: false };
   if (err instanceof AcpxSessionRequestError) return requestFailure(err);
-  if (err instanceof AcpxControllerDisposedError) return { code: "ACP_BACKEND_UNAVAILABLE", detailCode: "BACKEND_DISPOSED", retryable: false };
-  if (err instanceof StateDirLockedError) return { code: "ACP_BACKEND_UNAVAILABLE", detailCode: "STATE_DIR_LOCKED", retryable: false };
-  if (err instanceof LeaseRecordWriteError) return { code: "ACP_BACKEND_UNAVAILABLE", detailCode: "LEASE_WRITE_FAILED", retryable: true };
-  if (err instanceof HostResourceError) return { code: "ACP_BACKEND_UNAVAILABLE", detailCode: "HOST_RESOURCES", retryable: true };
-  if (err instanceof CwdUnusableError) return { code: "ACP_INVALID_RUNTIME_OPTION", detailCode: "CWD_UNUSABLE", retryable: false };
-  if (err instanceof TypeError || err instanceof RangeError) return { code: "ACP_INVALID_RUNTIME_OPTION", detailCode: "INVALID_INPUT", retryable: false };
+  if (err instanceof AcpxControllerDisposedError)
+    return { code: "ACP_BACKEND_UNAVAILABLE", detailCode: "BACKEND_DISPOSED", retryable: false };
+  if (err instanceof StateDirLockedError)
+    return { code: "ACP_BACKEND_UNAVAILABLE", detailCode: "STATE_DIR_LOCKED", retryable: false };
+  if (err instanceof LeaseRecordWriteError)
+    return { code: "ACP_BACKEND_UNAVAILABLE", detailCode: "LEASE_WRITE_FAILED", retryable: true };
+  if (err instanceof HostResourceError)
+    return { code: "ACP_BACKEND_UNAVAILABLE", detailCode: "HOST_RESOURCES", retryable: true };
+  if (err instanceof CwdUnusableError)
+    return { code: "ACP_INVALID_RUNTIME_OPTION", detailCode: "CWD_UNUSABLE", retryable: false };
+  if (err instanceof TypeError || err instanceof RangeError)
+    return { code: "ACP_INVALID_RUNTIME_OPTION", detailCode: "INVALID_INPUT", retryable: false };
   return { code: FALLBACK[phase], detailCode: "INTERNAL", retryable: false };
 }
 
@@ -160,7 +184,10 @@ const ENSURE_RETRYABLE: Readonly<Record<EnsureFailureCause, boolean>> = {
 
 function ensureFailure(err: AcpxEnsureError): Classified {
   const detailCode = err.failure.toUpperCase().replaceAll("-", "_");
-  const code: OpenClawAcpErrorCode = err.failure === "limits-unavailable" || err.failure === "limits-mismatch" ? "ACP_INVALID_RUNTIME_OPTION" : "ACP_SESSION_INIT_FAILED";
+  const code: OpenClawAcpErrorCode =
+    err.failure === "limits-unavailable" || err.failure === "limits-mismatch"
+      ? "ACP_INVALID_RUNTIME_OPTION"
+      : "ACP_SESSION_INIT_FAILED";
   return {
     code,
     detailCode,
@@ -185,6 +212,13 @@ function requestFailure(err: AcpxSessionRequestError): Classified {
 }
 
 /** A failure this runtime decides itself (an unknown agent, a close that could not settle, …). */
-export function failure(code: OpenClawAcpErrorCode, detailCode: string, backendId: string, text: string, retryable: boolean, extra: Partial<OpenClawFailure> = {}): OpenClawFailure {
+export function failure(
+  code: OpenClawAcpErrorCode,
+  detailCode: string,
+  backendId: string,
+  text: string,
+  retryable: boolean,
+  extra: Partial<OpenClawFailure> = {},
+): OpenClawFailure {
   return { code, detailCode, message: `proclease backend "${backendId}": ${text}`, retryable, ...extra };
 }

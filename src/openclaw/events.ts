@@ -14,7 +14,18 @@
 import type { ContentBlock, SessionUpdate } from "@agentclientprotocol/sdk";
 import type { OpenClawLiveEvent, OpenClawToolKind } from "./types.js";
 
-const TOOL_KINDS: ReadonlySet<string> = new Set(["read", "edit", "delete", "move", "search", "execute", "fetch", "switch_mode", "think", "other"]);
+const TOOL_KINDS: ReadonlySet<string> = new Set([
+  "read",
+  "edit",
+  "delete",
+  "move",
+  "search",
+  "execute",
+  "fetch",
+  "switch_mode",
+  "think",
+  "other",
+]);
 
 /** Per turn: the titles its tool calls announced, for updates that carry none. */
 export class EventMapper {
@@ -94,7 +105,11 @@ function statusEvent(u: SessionUpdate): OpenClawLiveEvent {
     case "current_mode_update":
       return { type: "status", tag, text: `mode: ${u.currentModeId}` };
     case "config_option_update":
-      return { type: "status", tag, text: `config: ${u.configOptions.map((o) => `${o.id}=${String(o.currentValue)}`).join(", ")}` };
+      return {
+        type: "status",
+        tag,
+        text: `config: ${u.configOptions.map((o) => `${o.id}=${String(o.currentValue)}`).join(", ")}`,
+      };
     case "available_commands_update":
       return { type: "status", tag, text: `commands: ${u.availableCommands.map((c) => `/${c.name}`).join(", ")}` };
     case "session_info_update":
@@ -102,7 +117,11 @@ function statusEvent(u: SessionUpdate): OpenClawLiveEvent {
     case "notice":
       return { type: "status", tag, text: `${u.severity}: ${u.title}${u.description ? ` (${u.description})` : ""}` };
     case "compaction_update":
-      return { type: "status", tag, text: `compaction ${u.compactionId}: ${u.status}${u.error ? ` (${u.error})` : ""}` };
+      return {
+        type: "status",
+        tag,
+        text: `compaction ${u.compactionId}: ${u.status}${u.error ? ` (${u.error})` : ""}`,
+      };
     default:
       // an update kind this SDK version does not name yet: passed on by its tag
       return { type: "status", tag, text: tag };

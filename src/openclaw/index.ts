@@ -12,8 +12,20 @@ export {
 } from "./errors.js";
 export { EventMapper } from "./events.js";
 export { controllerKey } from "./session-table.js";
-export { default as procleasePlugin, createProcleasePlugin, loadHostAcpRuntimeSdk, ACP_RUNTIME_SDK, PLUGIN_ID } from "./plugin.js";
-export type { AcpRuntimeSdk, PluginApiLike, PluginServiceLike, PluginServiceContextLike, ProcleasePlugin } from "./plugin.js";
+export {
+  default as procleasePlugin,
+  createProcleasePlugin,
+  loadHostAcpRuntimeSdk,
+  ACP_RUNTIME_SDK,
+  PLUGIN_ID,
+} from "./plugin.js";
+export type {
+  AcpRuntimeSdk,
+  PluginApiLike,
+  PluginServiceLike,
+  PluginServiceContextLike,
+  ProcleasePlugin,
+} from "./plugin.js";
 export { parsePluginConfig, runtimeOptionsFor, type PluginConfig, type PluginAgentConfig } from "./plugin-config.js";
 export type * from "./types.js";
 export {

@@ -58,9 +58,13 @@ export interface ResolvedAgent {
 
 const BACKEND_ID_RE = /^[a-z0-9][a-z0-9._-]*$/;
 
-export function validateRuntimeOptions(opts: OpenClawAcpRuntimeOptions): { backendId: string; agents: Map<string, ResolvedAgent> } {
+export function validateRuntimeOptions(opts: OpenClawAcpRuntimeOptions): {
+  backendId: string;
+  agents: Map<string, ResolvedAgent>;
+} {
   if (typeof opts !== "object" || opts === null) throw new TypeError("options must be an object");
-  if (typeof opts.stateDir !== "string" || opts.stateDir.length === 0) throw new TypeError("options.stateDir must be a non-empty string");
+  if (typeof opts.stateDir !== "string" || opts.stateDir.length === 0)
+    throw new TypeError("options.stateDir must be a non-empty string");
   const backendId = opts.backendId ?? DEFAULT_BACKEND_ID;
   if (typeof backendId !== "string" || !BACKEND_ID_RE.test(backendId)) {
     throw new TypeError(
@@ -68,7 +72,8 @@ export function validateRuntimeOptions(opts: OpenClawAcpRuntimeOptions): { backe
     );
   }
   if (opts.limits !== undefined) assertSessionLimits(opts.limits, "options.limits");
-  if (opts.errorFactory !== undefined && typeof opts.errorFactory !== "function") throw new TypeError("options.errorFactory must be a function");
+  if (opts.errorFactory !== undefined && typeof opts.errorFactory !== "function")
+    throw new TypeError("options.errorFactory must be a function");
   return { backendId, agents: validateAgents(opts.agents) };
 }
 
@@ -80,7 +85,10 @@ function validateAgents(agents: unknown): Map<string, ResolvedAgent> {
   for (const [raw, config] of Object.entries(agents as Record<string, unknown>)) {
     const name = normalizeAgentName(raw);
     if (name === "") throw new TypeError(`options.agents: ${JSON.stringify(raw)} is not an agent name`);
-    if (out.has(name)) throw new TypeError(`options.agents: ${JSON.stringify(raw)} and ${JSON.stringify(out.get(name)!.name)} are the same agent once lowercased (OpenClaw lowercases agent names)`);
+    if (out.has(name))
+      throw new TypeError(
+        `options.agents: ${JSON.stringify(raw)} and ${JSON.stringify(out.get(name)!.name)} are the same agent once lowercased (OpenClaw lowercases agent names)`,
+      );
     out.set(name, { name, config: validateAgent(config, `options.agents.${raw}`) });
   }
   if (out.size === 0) throw new TypeError("options.agents must name at least one agent");
@@ -88,22 +96,35 @@ function validateAgents(agents: unknown): Map<string, ResolvedAgent> {
 }
 
 function validateAgent(v: unknown, field: string): OpenClawAgentConfig {
-  if (typeof v !== "object" || v === null || Array.isArray(v)) throw new TypeError(`${field} must be an object { command, env?, cwd? }`);
+  if (typeof v !== "object" || v === null || Array.isArray(v))
+    throw new TypeError(`${field} must be an object { command, env?, cwd? }`);
   const a = v as Record<string, unknown>;
   const known = new Set(["command", "env", "cwd", "envRemove", "auth", "limits", "mcpServers"]);
-  for (const k of Object.keys(a)) if (!known.has(k)) throw new TypeError(`${field}.${k} is not an agent option (${[...known].join(", ")})`);
-  if (!Array.isArray(a.command) || a.command.length === 0 || a.command.some((x) => typeof x !== "string") || a.command[0] === "") {
-    throw new TypeError(`${field}.command must be a non-empty array of strings (the adapter's argv, never a shell string)`);
+  for (const k of Object.keys(a))
+    if (!known.has(k)) throw new TypeError(`${field}.${k} is not an agent option (${[...known].join(", ")})`);
+  if (
+    !Array.isArray(a.command) ||
+    a.command.length === 0 ||
+    a.command.some((x) => typeof x !== "string") ||
+    a.command[0] === ""
+  ) {
+    throw new TypeError(
+      `${field}.command must be a non-empty array of strings (the adapter's argv, never a shell string)`,
+    );
   }
   if (a.env !== undefined) {
-    if (typeof a.env !== "object" || a.env === null || Array.isArray(a.env)) throw new TypeError(`${field}.env must be an object of strings`);
-    for (const [k, val] of Object.entries(a.env)) if (typeof val !== "string") throw new TypeError(`${field}.env.${k} must be a string`);
+    if (typeof a.env !== "object" || a.env === null || Array.isArray(a.env))
+      throw new TypeError(`${field}.env must be an object of strings`);
+    for (const [k, val] of Object.entries(a.env))
+      if (typeof val !== "string") throw new TypeError(`${field}.env.${k} must be a string`);
   }
-  if (a.cwd !== undefined && (typeof a.cwd !== "string" || !isAbsolute(a.cwd))) throw new TypeError(`${field}.cwd must be an absolute path`);
+  if (a.cwd !== undefined && (typeof a.cwd !== "string" || !isAbsolute(a.cwd)))
+    throw new TypeError(`${field}.cwd must be an absolute path`);
   if (a.envRemove !== undefined) assertEnvRemove(a.envRemove, `${field}.envRemove`);
   if (a.auth !== undefined) assertAuthInput(a.auth, `${field}.auth`);
   if (a.limits !== undefined) assertSessionLimits(a.limits, `${field}.limits`);
-  if (a.mcpServers !== undefined && !Array.isArray(a.mcpServers)) throw new TypeError(`${field}.mcpServers must be an array`);
+  if (a.mcpServers !== undefined && !Array.isArray(a.mcpServers))
+    throw new TypeError(`${field}.mcpServers must be an array`);
   return a as unknown as OpenClawAgentConfig;
 }
 

@@ -37,26 +37,42 @@ const AGENT = new Set(["command", "env", "cwd", "envRemove", "authMethod", "limi
 
 export function parsePluginConfig(value: unknown): PluginConfig {
   if (typeof value !== "object" || value === null || Array.isArray(value)) {
-    throw new TypeError("plugins.entries.proclease.config must be an object with at least `agents` ({ [name]: { command: [argv…] } })");
+    throw new TypeError(
+      "plugins.entries.proclease.config must be an object with at least `agents` ({ [name]: { command: [argv…] } })",
+    );
   }
   const c = value as Record<string, unknown>;
-  for (const k of Object.keys(c)) if (!TOP.has(k)) throw new TypeError(`plugin config: unknown key ${JSON.stringify(k)} (known: ${[...TOP].join(", ")})`);
-  if (c.stateDir !== undefined && (typeof c.stateDir !== "string" || !isAbsolute(c.stateDir))) throw new TypeError("plugin config: stateDir must be an absolute path");
-  if (c.graceMs !== undefined && (typeof c.graceMs !== "number" || !Number.isInteger(c.graceMs) || c.graceMs < 0)) throw new TypeError("plugin config: graceMs must be a non-negative integer");
-  if (c.containment !== undefined && c.containment !== "auto" && c.containment !== "off") throw new TypeError('plugin config: containment must be "auto" or "off"');
-  if (c.permissions !== undefined && c.permissions !== "cancel" && c.permissions !== "allow-once") throw new TypeError('plugin config: permissions must be "cancel" or "allow-once"');
-  if (typeof c.agents !== "object" || c.agents === null || Array.isArray(c.agents)) throw new TypeError("plugin config: agents must be an object { [name]: { command } }");
+  for (const k of Object.keys(c))
+    if (!TOP.has(k))
+      throw new TypeError(`plugin config: unknown key ${JSON.stringify(k)} (known: ${[...TOP].join(", ")})`);
+  if (c.stateDir !== undefined && (typeof c.stateDir !== "string" || !isAbsolute(c.stateDir)))
+    throw new TypeError("plugin config: stateDir must be an absolute path");
+  if (c.graceMs !== undefined && (typeof c.graceMs !== "number" || !Number.isInteger(c.graceMs) || c.graceMs < 0))
+    throw new TypeError("plugin config: graceMs must be a non-negative integer");
+  if (c.containment !== undefined && c.containment !== "auto" && c.containment !== "off")
+    throw new TypeError('plugin config: containment must be "auto" or "off"');
+  if (c.permissions !== undefined && c.permissions !== "cancel" && c.permissions !== "allow-once")
+    throw new TypeError('plugin config: permissions must be "cancel" or "allow-once"');
+  if (typeof c.agents !== "object" || c.agents === null || Array.isArray(c.agents))
+    throw new TypeError("plugin config: agents must be an object { [name]: { command } }");
   for (const [name, a] of Object.entries(c.agents as Record<string, unknown>)) {
     if (typeof a !== "object" || a === null) throw new TypeError(`plugin config: agents.${name} must be an object`);
-    for (const k of Object.keys(a)) if (!AGENT.has(k)) throw new TypeError(`plugin config: agents.${name}.${k} is not an agent option (${[...AGENT].join(", ")})`);
+    for (const k of Object.keys(a))
+      if (!AGENT.has(k))
+        throw new TypeError(`plugin config: agents.${name}.${k} is not an agent option (${[...AGENT].join(", ")})`);
     const m = (a as { authMethod?: unknown }).authMethod;
-    if (m !== undefined && (typeof m !== "string" || m === "")) throw new TypeError(`plugin config: agents.${name}.authMethod must be a non-empty string`);
+    if (m !== undefined && (typeof m !== "string" || m === ""))
+      throw new TypeError(`plugin config: agents.${name}.authMethod must be a non-empty string`);
   }
   return c as unknown as PluginConfig;
 }
 
 /** The runtime options for a parsed config; `hostStateDir` is OpenClaw's state dir (the default parent). */
-export function runtimeOptionsFor(config: PluginConfig, hostStateDir: string, logger: ControllerLogger | undefined): OpenClawAcpRuntimeOptions {
+export function runtimeOptionsFor(
+  config: PluginConfig,
+  hostStateDir: string,
+  logger: ControllerLogger | undefined,
+): OpenClawAcpRuntimeOptions {
   const agents: Record<string, OpenClawAgentConfig> = {};
   for (const [name, a] of Object.entries(config.agents)) {
     const { authMethod, ...rest } = a;
@@ -78,7 +94,9 @@ export function runtimeOptionsFor(config: PluginConfig, hostStateDir: string, lo
 function allowOnce(logger: ControllerLogger | undefined): PermissionHook {
   return (request) => {
     const allow = request.options.find((o) => o.kind === "allow_once");
-    logger?.info?.(`proclease: permission "${request.toolCall.title ?? request.toolCall.toolCallId}": ${allow ? `allowed once (${allow.optionId})` : "cancelled (no allow_once option)"}`);
+    logger?.info?.(
+      `proclease: permission "${request.toolCall.title ?? request.toolCall.toolCallId}": ${allow ? `allowed once (${allow.optionId})` : "cancelled (no allow_once option)"}`,
+    );
     return allow ? { outcome: "selected", optionId: allow.optionId } : { outcome: "cancelled" };
   };
 }

@@ -34,9 +34,17 @@ export const ACP_RUNTIME_SDK = "openclaw/plugin-sdk/acp-runtime";
 
 /** What this plugin uses of `openclaw/plugin-sdk/acp-runtime` (openclaw@2026.9.6). */
 export interface AcpRuntimeSdk {
-  registerAcpRuntimeBackend(backend: { id: string; runtime: OpenClawAcpRuntimeContract; healthy?: () => boolean }): void;
+  registerAcpRuntimeBackend(backend: {
+    id: string;
+    runtime: OpenClawAcpRuntimeContract;
+    healthy?: () => boolean;
+  }): void;
   unregisterAcpRuntimeBackend(id: string): void;
-  AcpRuntimeError: new (code: OpenClawAcpErrorCode, message: string, options?: { detailCode?: string; cause?: unknown }) => Error;
+  AcpRuntimeError: new (
+    code: OpenClawAcpErrorCode,
+    message: string,
+    options?: { detailCode?: string; cause?: unknown },
+  ) => Error;
   /** the host's reply_dispatch handler for ACP sessions; absent in a stand-in SDK that only registers backends */
   tryDispatchAcpReplyHook?: ReplyDispatchHandler;
 }
@@ -75,7 +83,11 @@ export interface PluginServiceLike {
 }
 
 export interface PluginConfigSchemaLike {
-  safeParse(value: unknown): { success: true; data: unknown } | { success: false; error: { issues: Array<{ path: Array<string | number>; message: string }> } };
+  safeParse(
+    value: unknown,
+  ):
+    | { success: true; data: unknown }
+    | { success: false; error: { issues: Array<{ path: Array<string | number>; message: string }> } };
   jsonSchema: Record<string, unknown>;
 }
 
@@ -108,10 +120,16 @@ export async function loadHostAcpRuntimeSdk(): Promise<AcpRuntimeSdk> {
       { cause: err },
     );
   }
-  const missing = ["registerAcpRuntimeBackend", "unregisterAcpRuntimeBackend", "AcpRuntimeError", "tryDispatchAcpReplyHook"].filter(
-    (k) => typeof mod[k] !== "function",
-  );
-  if (missing.length > 0) throw new Error(`proclease plugin: ${specifier} of this OpenClaw lacks ${missing.join(", ")} (tested with openclaw 2026.9.6)`);
+  const missing = [
+    "registerAcpRuntimeBackend",
+    "unregisterAcpRuntimeBackend",
+    "AcpRuntimeError",
+    "tryDispatchAcpReplyHook",
+  ].filter((k) => typeof mod[k] !== "function");
+  if (missing.length > 0)
+    throw new Error(
+      `proclease plugin: ${specifier} of this OpenClaw lacks ${missing.join(", ")} (tested with openclaw 2026.9.6)`,
+    );
   return mod as unknown as AcpRuntimeSdk;
 }
 
@@ -134,7 +152,8 @@ export function createProcleasePlugin(opts: { loadSdk?: () => Promise<AcpRuntime
   };
   const dispatchReply: ReplyDispatchHandler = async (event, ctx) => {
     const host = await loadSdk();
-    if (host.tryDispatchAcpReplyHook === undefined) throw new Error(`proclease plugin: ${ACP_RUNTIME_SDK} lacks tryDispatchAcpReplyHook`);
+    if (host.tryDispatchAcpReplyHook === undefined)
+      throw new Error(`proclease plugin: ${ACP_RUNTIME_SDK} lacks tryDispatchAcpReplyHook`);
     return host.tryDispatchAcpReplyHook(event, ctx);
   };
   let runtime: OpenClawAcpRuntime | undefined;
@@ -149,7 +168,10 @@ export function createProcleasePlugin(opts: { loadSdk?: () => Promise<AcpRuntime
         try {
           return { success: true, data: parsePluginConfig(value) };
         } catch (err) {
-          return { success: false, error: { issues: [{ path: [], message: err instanceof Error ? err.message : String(err) }] } };
+          return {
+            success: false,
+            error: { issues: [{ path: [], message: err instanceof Error ? err.message : String(err) }] },
+          };
         }
       },
     },
@@ -173,7 +195,9 @@ export function createProcleasePlugin(opts: { loadSdk?: () => Promise<AcpRuntime
           await started.ready;
           runtime = started;
           host.registerAcpRuntimeBackend({ id: started.backendId, runtime: started, healthy: () => started.healthy() });
-          logger?.info?.(`proclease: ACP runtime backend "${started.backendId}" registered (state dir ${runtimeOptionsFor(config, ctx.stateDir, undefined).stateDir})`);
+          logger?.info?.(
+            `proclease: ACP runtime backend "${started.backendId}" registered (state dir ${runtimeOptionsFor(config, ctx.stateDir, undefined).stateDir})`,
+          );
         },
         async stop() {
           const r = runtime;

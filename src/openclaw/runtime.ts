@@ -32,7 +32,13 @@ import type { ProcessFacts } from "../facts/types.js";
 import { openLeaseStore, type LeaseStore } from "../ownership/index.js";
 import { doctorReport } from "./doctor.js";
 import { classify, DecidedFailure, failure, toThrown, type FailurePhase, type OpenClawErrorFactory } from "./errors.js";
-import { controllerOptions, normalizeAgentName, validateRuntimeOptions, type OpenClawAcpRuntimeOptions, type ResolvedAgent } from "./options.js";
+import {
+  controllerOptions,
+  normalizeAgentName,
+  validateRuntimeOptions,
+  type OpenClawAcpRuntimeOptions,
+  type ResolvedAgent,
+} from "./options.js";
 import { applyRequestedOptions } from "./session-options.js";
 import { SessionTable, type SessionEntry } from "./session-table.js";
 import { capabilities, configOptionResult, configValue, noSessionStatus, sessionStatus, TreeCache } from "./status.js";
@@ -71,9 +77,17 @@ export interface OpenClawAcpRuntime extends OpenClawAcpRuntimeContract {
   getCapabilities(input: { handle?: OpenClawRuntimeHandle }): Promise<OpenClawCapabilities>;
   getStatus(input: { handle: OpenClawRuntimeHandle; signal?: AbortSignal }): Promise<OpenClawRuntimeStatus>;
   setMode(input: { handle: OpenClawRuntimeHandle; mode: string }): Promise<void>;
-  setConfigOption(input: { handle: OpenClawRuntimeHandle; key: string; value: string }): Promise<OpenClawConfigOptionResult>;
+  setConfigOption(input: {
+    handle: OpenClawRuntimeHandle;
+    key: string;
+    value: string;
+  }): Promise<OpenClawConfigOptionResult>;
   doctor(): Promise<OpenClawDoctorReport>;
-  prepareFreshSession(input: { sessionKey: string; agentId?: string; persistedHandle?: OpenClawRuntimeHandle }): Promise<void>;
+  prepareFreshSession(input: {
+    sessionKey: string;
+    agentId?: string;
+    persistedHandle?: OpenClawRuntimeHandle;
+  }): Promise<void>;
   cancel(input: { handle: OpenClawRuntimeHandle; reason?: string }): Promise<void>;
   close(input: { handle: OpenClawRuntimeHandle; reason: string; discardPersistentState?: boolean }): Promise<void>;
   /** stops the controller's timers and releases the state dir; live sessions end with this process (their wrappers' lifelines) */
@@ -152,7 +166,11 @@ class Runtime implements OpenClawAcpRuntime {
     try {
       return await this.starting;
     } catch (err) {
-      throw new DecidedFailure({ ...classify(err, "ensure", this.backendId), code: "ACP_BACKEND_UNAVAILABLE", message: `proclease backend "${this.backendId}" did not start: ${err instanceof Error ? err.message : String(err)}` });
+      throw new DecidedFailure({
+        ...classify(err, "ensure", this.backendId),
+        code: "ACP_BACKEND_UNAVAILABLE",
+        message: `proclease backend "${this.backendId}" did not start: ${err instanceof Error ? err.message : String(err)}`,
+      });
     }
   }
 
@@ -190,12 +208,22 @@ class Runtime implements OpenClawAcpRuntime {
         ...(c.auth !== undefined ? { auth: c.auth } : {}),
         ...(limits !== undefined ? { limits } : {}),
         ...(c.mcpServers !== undefined ? { mcpServers: c.mcpServers } : {}),
-        ...(resume === false ? { resume: false } : input.resumeSessionId !== undefined ? { resumeSessionId: input.resumeSessionId } : {}),
+        ...(resume === false
+          ? { resume: false }
+          : input.resumeSessionId !== undefined
+            ? { resumeSessionId: input.resumeSessionId }
+            : {}),
         replace: true,
       });
       // a session whose requested options could not be applied is not handed out: it is closed again
       const applied = await applyRequestedOptions(ctl, handle, input, this.backendId).catch(async (err: unknown) => {
-        await ctl.closeSession({ handle, reason: "its requested model or thinking level could not be set", discardPersistentState: true }).catch(noop);
+        await ctl
+          .closeSession({
+            handle,
+            reason: "its requested model or thinking level could not be set",
+            discardPersistentState: true,
+          })
+          .catch(noop);
         throw err;
       });
       if (!applied.ok) {
@@ -215,7 +243,14 @@ class Runtime implements OpenClawAcpRuntime {
       };
       const prior = this.table.get(key);
       if (prior !== undefined && prior.handle.leaseId !== handle.leaseId) this.trees.forget(prior.handle.leaseId);
-      this.table.set({ key, openclaw, handle, mode: input.mode, agent, ...(prior?.handle.leaseId === handle.leaseId && prior.ended !== undefined ? { ended: prior.ended } : {}) });
+      this.table.set({
+        key,
+        openclaw,
+        handle,
+        mode: input.mode,
+        agent,
+        ...(prior?.handle.leaseId === handle.leaseId && prior.ended !== undefined ? { ended: prior.ended } : {}),
+      });
       this.table.clearFresh(key);
       return { ...openclaw };
     });
@@ -223,14 +258,23 @@ class Runtime implements OpenClawAcpRuntime {
 
   private agentFor(input: OpenClawEnsureInput): ResolvedAgent {
     if (typeof input !== "object" || input === null) throw new TypeError("ensureSession input must be an object");
-    if (typeof input.sessionKey !== "string" || input.sessionKey.trim() === "") throw new TypeError("input.sessionKey must be a non-empty string");
-    if (input.mode !== "persistent" && input.mode !== "oneshot") throw new TypeError(`input.mode must be "persistent" or "oneshot", got ${JSON.stringify(input.mode)}`);
-    if (input.cwd !== undefined && (typeof input.cwd !== "string" || !isAbsolute(input.cwd))) throw new TypeError(`input.cwd must be an absolute path, got ${JSON.stringify(input.cwd)}`);
+    if (typeof input.sessionKey !== "string" || input.sessionKey.trim() === "")
+      throw new TypeError("input.sessionKey must be a non-empty string");
+    if (input.mode !== "persistent" && input.mode !== "oneshot")
+      throw new TypeError(`input.mode must be "persistent" or "oneshot", got ${JSON.stringify(input.mode)}`);
+    if (input.cwd !== undefined && (typeof input.cwd !== "string" || !isAbsolute(input.cwd)))
+      throw new TypeError(`input.cwd must be an absolute path, got ${JSON.stringify(input.cwd)}`);
     const name = typeof input.agent === "string" ? normalizeAgentName(input.agent) : "";
     const agent = this.agents.get(name);
     if (agent === undefined) {
       throw new DecidedFailure(
-        failure("ACP_SESSION_INIT_FAILED", "AGENT_NOT_CONFIGURED", this.backendId, `no agent ${JSON.stringify(input.agent)} is configured (configured: ${[...this.agents.keys()].join(", ")})`, false),
+        failure(
+          "ACP_SESSION_INIT_FAILED",
+          "AGENT_NOT_CONFIGURED",
+          this.backendId,
+          `no agent ${JSON.stringify(input.agent)} is configured (configured: ${[...this.agents.keys()].join(", ")})`,
+          false,
+        ),
       );
     }
     return agent;
@@ -251,11 +295,23 @@ class Runtime implements OpenClawAcpRuntime {
     const ctl = await this.controller();
     const { key, entry, stale } = this.table.lookup(handle);
     if (entry === undefined) {
-      const why = stale ? "the handle names an earlier lease of this key; its session was replaced" : "no live session (closed, or not ensured by this gateway)";
-      throw new DecidedFailure(failure("ACP_TURN_FAILED", "NO_SESSION", this.backendId, `${key}: ${why}; ensure it again`, true));
+      const why = stale
+        ? "the handle names an earlier lease of this key; its session was replaced"
+        : "no live session (closed, or not ensured by this gateway)";
+      throw new DecidedFailure(
+        failure("ACP_TURN_FAILED", "NO_SESSION", this.backendId, `${key}: ${why}; ensure it again`, true),
+      );
     }
     if (entry.ended !== undefined) {
-      throw new DecidedFailure(failure("ACP_TURN_FAILED", "SESSION_ENDED", this.backendId, `${key}: the session's processes ended (${entry.ended}); close it and ensure it again`, true));
+      throw new DecidedFailure(
+        failure(
+          "ACP_TURN_FAILED",
+          "SESSION_ENDED",
+          this.backendId,
+          `${key}: the session's processes ended (${entry.ended}); close it and ensure it again`,
+          true,
+        ),
+      );
     }
     return { ctl, entry };
   }
@@ -264,7 +320,9 @@ class Runtime implements OpenClawAcpRuntime {
     if (entry.mode !== "oneshot") return;
     // a oneshot session is over with its turn; OpenClaw does not wait for the reap
     void this.closeEntry(entry.key, entry, "oneshot turn ended", true).catch((err: unknown) => {
-      this.opts.logger?.warn?.(`proclease backend "${this.backendId}": the oneshot close of ${entry.key} did not settle: ${err instanceof Error ? err.message : String(err)}`);
+      this.opts.logger?.warn?.(
+        `proclease backend "${this.backendId}": the oneshot close of ${entry.key} did not settle: ${err instanceof Error ? err.message : String(err)}`,
+      );
     });
   }
 
@@ -288,8 +346,18 @@ class Runtime implements OpenClawAcpRuntime {
     return this.guard("status", async () => {
       const ctl = await this.controller();
       const { key, entry, stale } = this.table.lookup(input.handle);
-      if (entry === undefined) return noSessionStatus(this, key, stale ? "the handle names an earlier lease of this key" : "no live session (closed, or not ensured by this gateway)");
-      return sessionStatus({ backendId: this.backendId, ctl, leases: await this.leaseStore(), trees: this.trees }, entry);
+      if (entry === undefined)
+        return noSessionStatus(
+          this,
+          key,
+          stale
+            ? "the handle names an earlier lease of this key"
+            : "no live session (closed, or not ensured by this gateway)",
+        );
+      return sessionStatus(
+        { backendId: this.backendId, ctl, leases: await this.leaseStore(), trees: this.trees },
+        entry,
+      );
     });
   }
 
@@ -300,11 +368,17 @@ class Runtime implements OpenClawAcpRuntime {
     });
   }
 
-  setConfigOption(input: { handle: OpenClawRuntimeHandle; key: string; value: string }): Promise<OpenClawConfigOptionResult> {
+  setConfigOption(input: {
+    handle: OpenClawRuntimeHandle;
+    key: string;
+    value: string;
+  }): Promise<OpenClawConfigOptionResult> {
     return this.guard("control", async () => {
       const { ctl, entry } = await this.open(input.handle);
       const offered = (await ctl.sessionStatus(entry.handle)).configOptions;
-      return configOptionResult(await ctl.setConfigOption(entry.handle, input.key, configValue(offered, input.key, input.value)));
+      return configOptionResult(
+        await ctl.setConfigOption(entry.handle, input.key, configValue(offered, input.key, input.value)),
+      );
     });
   }
 
@@ -365,14 +439,27 @@ class Runtime implements OpenClawAcpRuntime {
    * (something verified may still run, or nothing could be verified) fails
    * loudly: the lease stays closing and the maintenance timer retries it.
    */
-  private async closeEntry(key: string, entry: SessionEntry | undefined, reason: string, discard: boolean): Promise<void> {
+  private async closeEntry(
+    key: string,
+    entry: SessionEntry | undefined,
+    reason: string,
+    discard: boolean,
+  ): Promise<void> {
     const ctl = await this.controller();
     this.table.delete(key, entry?.handle.leaseId);
     if (entry !== undefined) this.trees.forget(entry.handle.leaseId);
-    const report = await this.table.trackClose(key, () => ctl.closeSession({ handle: entry?.handle ?? { sessionKey: key }, reason, discardPersistentState: discard }));
+    const report = await this.table.trackClose(key, () =>
+      ctl.closeSession({ handle: entry?.handle ?? { sessionKey: key }, reason, discardPersistentState: discard }),
+    );
     if (report.outcome === "retry-pending" || report.outcome === "left-alone") {
       throw new DecidedFailure(
-        failure("ACP_TURN_FAILED", "CLOSE_UNSETTLED", this.backendId, `closing ${key}: ${report.detail}; lease ${report.leaseId ?? "?"} is ${report.leaseState ?? "unknown"} (retried by the maintenance timer and the next startup reap)`, true),
+        failure(
+          "ACP_TURN_FAILED",
+          "CLOSE_UNSETTLED",
+          this.backendId,
+          `closing ${key}: ${report.detail}; lease ${report.leaseId ?? "?"} is ${report.leaseState ?? "unknown"} (retried by the maintenance timer and the next startup reap)`,
+          true,
+        ),
       );
     }
   }

@@ -18,7 +18,12 @@ type Applied = Pick<OpenClawRuntimeHandle, "appliedModel" | "appliedThinking">;
 
 export type AppliedOptions = { ok: true; applied: Applied } | { ok: false; failure: OpenClawFailure };
 
-export async function applyRequestedOptions(ctl: AcpxLifecycleController, handle: AcpRuntimeHandle, input: OpenClawEnsureInput, backendId: string): Promise<AppliedOptions> {
+export async function applyRequestedOptions(
+  ctl: AcpxLifecycleController,
+  handle: AcpRuntimeHandle,
+  input: OpenClawEnsureInput,
+  backendId: string,
+): Promise<AppliedOptions> {
   if (input.model === undefined && input.thinking === undefined) return { ok: true, applied: {} };
   const options = (await ctl.sessionStatus(handle)).configOptions ?? [];
   const applied: Applied = {};
@@ -26,20 +31,27 @@ export async function applyRequestedOptions(ctl: AcpxLifecycleController, handle
     const option = options.find((o) => o.id.toLowerCase() === "model" || o.category === "model");
     const r = await applyOne(ctl, handle, option, input.model);
     if (r === "applied") applied.appliedModel = { kind: "applied", model: input.model };
-    else if (input.modelExplicit === true) return { ok: false, failure: unavailable(backendId, "model", input.model, option) };
+    else if (input.modelExplicit === true)
+      return { ok: false, failure: unavailable(backendId, "model", input.model, option) };
     else applied.appliedModel = { kind: "dropped" };
   }
   if (input.thinking !== undefined) {
     const option = options.find((o) => THINKING_IDS.has(o.id.toLowerCase()) || o.category === "thought_level");
     const r = await applyOne(ctl, handle, option, input.thinking);
     if (r === "applied") applied.appliedThinking = { kind: "applied", thinking: input.thinking };
-    else if (input.thinkingExplicit === true) return { ok: false, failure: unavailable(backendId, "thinking level", input.thinking, option) };
+    else if (input.thinkingExplicit === true)
+      return { ok: false, failure: unavailable(backendId, "thinking level", input.thinking, option) };
     else applied.appliedThinking = { kind: "dropped" };
   }
   return { ok: true, applied };
 }
 
-async function applyOne(ctl: AcpxLifecycleController, handle: AcpRuntimeHandle, option: SessionConfigOption | undefined, value: string): Promise<"applied" | "not-offered"> {
+async function applyOne(
+  ctl: AcpxLifecycleController,
+  handle: AcpRuntimeHandle,
+  option: SessionConfigOption | undefined,
+  value: string,
+): Promise<"applied" | "not-offered"> {
   if (option === undefined || option.type !== "select" || !offered(option).includes(value)) return "not-offered";
   if (option.currentValue !== value) await ctl.setConfigOption(handle, option.id, value);
   return "applied";
@@ -54,12 +66,23 @@ function offered(option: SessionConfigOption & { type: "select" }): string[] {
   return out;
 }
 
-function unavailable(backendId: string, what: string, value: string, option: SessionConfigOption | undefined): OpenClawFailure {
+function unavailable(
+  backendId: string,
+  what: string,
+  value: string,
+  option: SessionConfigOption | undefined,
+): OpenClawFailure {
   const why =
     option === undefined
       ? `the agent offers no ${what} option`
       : option.type === "select"
         ? `the agent offers ${offered(option).join(", ")}`
         : `the agent's ${JSON.stringify(option.id)} option is not a choice of values`;
-  return failure("ACP_INVALID_RUNTIME_OPTION", `${what.toUpperCase().replace(" ", "_")}_UNAVAILABLE`, backendId, `${what} ${JSON.stringify(value)} was asked for explicitly and is not available: ${why}; the session was closed again`, false);
+  return failure(
+    "ACP_INVALID_RUNTIME_OPTION",
+    `${what.toUpperCase().replace(" ", "_")}_UNAVAILABLE`,
+    backendId,
+    `${what} ${JSON.stringify(value)} was asked for explicitly and is not available: ${why}; the session was closed again`,
+    false,
+  );
 }

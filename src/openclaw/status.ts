@@ -13,7 +13,12 @@ import type { SessionConfigOption } from "@agentclientprotocol/sdk";
 import type { AcpxLifecycleController, SessionStatus } from "../acpx/types.js";
 import type { LeaseStore } from "../ownership/index.js";
 import type { SessionEntry } from "./session-table.js";
-import type { OpenClawCapabilities, OpenClawConfigOptionResult, OpenClawRuntimeControl, OpenClawRuntimeStatus } from "./types.js";
+import type {
+  OpenClawCapabilities,
+  OpenClawConfigOptionResult,
+  OpenClawRuntimeControl,
+  OpenClawRuntimeStatus,
+} from "./types.js";
 
 export interface StatusContext {
   backendId: string;
@@ -77,12 +82,20 @@ async function verifyTree(c: StatusContext, leaseId: string): Promise<TreeView> 
   const tree = lease === null ? null : await c.ctl.verifyOwnedTree(lease);
   const verifiedAt = Date.now();
   if (tree === null) return { verified: false, members: [], verifiedAt };
-  return { verified: true, rootPid: tree.root.pid, members: tree.members.map((m) => ({ pid: m.pid, ppid: m.ppid, pgid: m.pgid, state: m.state })), verifiedAt };
+  return {
+    verified: true,
+    rootPid: tree.root.pid,
+    members: tree.members.map((m) => ({ pid: m.pid, ppid: m.ppid, pgid: m.pgid, state: m.state })),
+    verifiedAt,
+  };
 }
 
 /** The status of a key this runtime serves no live session for. */
 export function noSessionStatus(c: Pick<StatusContext, "backendId">, key: string, why: string): OpenClawRuntimeStatus {
-  return { summary: `status=no-session backend=${c.backendId}: ${why}`, details: { status: "no-session", backend: c.backendId, sessionKey: key, why } };
+  return {
+    summary: `status=no-session backend=${c.backendId}: ${why}`,
+    details: { status: "no-session", backend: c.backendId, sessionKey: key, why },
+  };
 }
 
 export async function sessionStatus(c: StatusContext, entry: SessionEntry): Promise<OpenClawRuntimeStatus> {
@@ -123,8 +136,12 @@ export async function sessionStatus(c: StatusContext, entry: SessionEntry): Prom
 function agentDetails(st: SessionStatus): Record<string, unknown> {
   return {
     busy: st.busy,
-    ...(st.modes ? { modes: { current: st.modes.currentModeId, available: st.modes.availableModes.map((m) => m.id) } } : {}),
-    ...(st.configOptions ? { configOptions: st.configOptions.map((o) => ({ id: o.id, currentValue: o.currentValue })) } : {}),
+    ...(st.modes
+      ? { modes: { current: st.modes.currentModeId, available: st.modes.availableModes.map((m) => m.id) } }
+      : {}),
+    ...(st.configOptions
+      ? { configOptions: st.configOptions.map((o) => ({ id: o.id, currentValue: o.currentValue })) }
+      : {}),
     commands: st.availableCommands.map((cmd) => cmd.name),
     ...(st.contextUsage ? { contextUsage: st.contextUsage } : {}),
     ...(st.title !== null ? { title: st.title } : {}),
@@ -135,14 +152,22 @@ function agentDetails(st: SessionStatus): Record<string, unknown> {
 }
 
 /** The controls a session offers (all three when no session is named yet) and its config option keys. */
-export async function capabilities(ctl: AcpxLifecycleController, entry: SessionEntry | undefined): Promise<OpenClawCapabilities> {
+export async function capabilities(
+  ctl: AcpxLifecycleController,
+  entry: SessionEntry | undefined,
+): Promise<OpenClawCapabilities> {
   if (entry === undefined) return { controls: ["session/set_config_option", "session/set_mode", "session/status"] };
   const st = await ctl.sessionStatus(entry.handle);
   const controls: OpenClawRuntimeControl[] = [];
   if (st.configOptions !== null) controls.push("session/set_config_option");
   if (st.modes !== null) controls.push("session/set_mode");
   controls.push("session/status");
-  return { controls, ...(st.configOptions !== null && st.configOptions.length > 0 ? { configOptionKeys: st.configOptions.map((o) => o.id) } : {}) };
+  return {
+    controls,
+    ...(st.configOptions !== null && st.configOptions.length > 0
+      ? { configOptionKeys: st.configOptions.map((o) => o.id) }
+      : {}),
+  };
 }
 
 /** ACP's config options in OpenClaw's shape: values flat or grouped, as the agent offered them. */
@@ -161,7 +186,9 @@ function selectValues(options: unknown): Array<{ value: string }> | Array<{ opti
   if (!Array.isArray(options) || options.length === 0) return [];
   const first = options[0] as { options?: unknown };
   if (Array.isArray(first.options)) {
-    return (options as Array<{ options: Array<{ value: string }> }>).map((g) => ({ options: g.options.map((v) => ({ value: v.value })) }));
+    return (options as Array<{ options: Array<{ value: string }> }>).map((g) => ({
+      options: g.options.map((v) => ({ value: v.value })),
+    }));
   }
   return (options as Array<{ value: string }>).map((v) => ({ value: v.value }));
 }
@@ -171,7 +198,11 @@ function selectValues(options: unknown): Array<{ value: string }> | Array<{ opti
  * agent takes "true" or "false" (anything else is refused by the control's
  * own check, which names the option).
  */
-export function configValue(options: readonly SessionConfigOption[] | null, key: string, value: string): string | boolean {
+export function configValue(
+  options: readonly SessionConfigOption[] | null,
+  key: string,
+  value: string,
+): string | boolean {
   const option = options?.find((o) => o.id === key);
   if (option?.type === "boolean" && (value === "true" || value === "false")) return value === "true";
   return value;

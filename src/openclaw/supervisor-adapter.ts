@@ -25,7 +25,15 @@
  * supervisor", "The one difference from OpenClaw").
  */
 import { randomUUID } from "node:crypto";
-import type { ManagedRun, ManagedRunStdin, ProcessSupervisor, RunExit, SpawnInput, StdinMode, TerminationReason } from "../supervisor/index.js";
+import type {
+  ManagedRun,
+  ManagedRunStdin,
+  ProcessSupervisor,
+  RunExit,
+  SpawnInput,
+  StdinMode,
+  TerminationReason,
+} from "../supervisor/index.js";
 
 export interface OpenClawSpawnCommon {
   runId?: string;
@@ -103,7 +111,10 @@ export interface OpenClawProcessSupervisor {
 export class SupervisorAdapterError extends Error {
   override name = "SupervisorAdapterError";
   readonly code = "unsupported-spawn-input";
-  constructor(readonly field: string, why: string) {
+  constructor(
+    readonly field: string,
+    why: string,
+  ) {
     super(`proclease supervisor (OpenClaw shape): ${field} is not supported: ${why}; nothing was started`);
   }
 }
@@ -136,9 +147,11 @@ export function createOpenClawProcessSupervisor(sup: ProcessSupervisor): OpenCla
       const starting = sup.spawn(spawnInput);
       const tracked: Tracked = {
         scopeKey: input.scopeKey,
-        done: starting.then((r) => r.wait()).finally(() => {
-          if (runs.get(runId) === tracked) runs.delete(runId);
-        }),
+        done: starting
+          .then((r) => r.wait())
+          .finally(() => {
+            if (runs.get(runId) === tracked) runs.delete(runId);
+          }),
         cancel,
       };
       tracked.done.catch(() => undefined);
@@ -165,10 +178,17 @@ export function createOpenClawProcessSupervisor(sup: ProcessSupervisor): OpenCla
   };
 }
 
-function translate(input: OpenClawSpawnInput): { spawnInput: SpawnInput; onCancelOnce: (r: TerminationReason) => void; detach: () => void } {
-  if (input.mode === "anchored-shell") throw new SupervisorAdapterError('mode "anchored-shell"', "OpenClaw's service-relay shell has no counterpart here");
-  if (input.mode === "child" && input.secretInput !== undefined) throw new SupervisorAdapterError("secretInput", "the run's extra descriptor for a secret cannot be passed");
-  if (input.mode === "child" && input.argv0 !== undefined) throw new SupervisorAdapterError("argv0", "the run's argv[0] cannot be set apart from its executable");
+function translate(input: OpenClawSpawnInput): {
+  spawnInput: SpawnInput;
+  onCancelOnce: (r: TerminationReason) => void;
+  detach: () => void;
+} {
+  if (input.mode === "anchored-shell")
+    throw new SupervisorAdapterError('mode "anchored-shell"', "OpenClaw's service-relay shell has no counterpart here");
+  if (input.mode === "child" && input.secretInput !== undefined)
+    throw new SupervisorAdapterError("secretInput", "the run's extra descriptor for a secret cannot be passed");
+  if (input.mode === "child" && input.argv0 !== undefined)
+    throw new SupervisorAdapterError("argv0", "the run's argv[0] cannot be set apart from its executable");
   if (!Array.isArray(input.argv) || input.argv.length === 0) throw new TypeError("spawn argv cannot be empty");
   let cancelled = false;
   const onCancelOnce = (reason: TerminationReason): void => {
@@ -199,9 +219,13 @@ function translate(input: OpenClawSpawnInput): { spawnInput: SpawnInput; onCance
     ...(input.cwd !== undefined ? { cwd: input.cwd } : {}),
     ...(input.env !== undefined ? { env: input.env } : {}),
     ...(input.timeoutMs !== undefined && input.timeoutMs > 0 ? { timeoutMs: input.timeoutMs } : {}),
-    ...(input.noOutputTimeoutMs !== undefined && input.noOutputTimeoutMs > 0 ? { noOutputTimeoutMs: input.noOutputTimeoutMs } : {}),
+    ...(input.noOutputTimeoutMs !== undefined && input.noOutputTimeoutMs > 0
+      ? { noOutputTimeoutMs: input.noOutputTimeoutMs }
+      : {}),
     ...(input.captureOutput !== undefined ? { captureOutput: input.captureOutput } : {}),
-    ...(input.maxCapturedOutputChars !== undefined ? { maxOutputChars: Math.max(1, Math.floor(input.maxCapturedOutputChars)) } : {}),
+    ...(input.maxCapturedOutputChars !== undefined
+      ? { maxOutputChars: Math.max(1, Math.floor(input.maxCapturedOutputChars)) }
+      : {}),
   };
   const rawOut = input.mode === "child" ? input.onStdoutRaw : undefined;
   const rawErr = input.mode === "child" ? input.onStderrRaw : undefined;
@@ -212,7 +236,12 @@ function translate(input: OpenClawSpawnInput): { spawnInput: SpawnInput; onCance
   const detach = (): void => {
     detached = true;
   };
-  if (input.mode === "pty") return { spawnInput: { ...common, ...outputs, mode: "pty", ptyCommand: execCommandLine(input.argv) }, onCancelOnce, detach };
+  if (input.mode === "pty")
+    return {
+      spawnInput: { ...common, ...outputs, mode: "pty", ptyCommand: execCommandLine(input.argv) },
+      onCancelOnce,
+      detach,
+    };
   const argv = [...input.argv, ...(input.resolveArgs?.() ?? [])];
   return {
     spawnInput: {
@@ -228,7 +257,10 @@ function translate(input: OpenClawSpawnInput): { spawnInput: SpawnInput; onCance
   };
 }
 
-function withHandler(name: "onStdout" | "onStderr", fn: ((c: string) => void) | undefined): Partial<Record<"onStdout" | "onStderr", (c: string) => void>> {
+function withHandler(
+  name: "onStdout" | "onStderr",
+  fn: ((c: string) => void) | undefined,
+): Partial<Record<"onStdout" | "onStderr", (c: string) => void>> {
   return fn === undefined ? {} : { [name]: fn };
 }
 

@@ -22,7 +22,14 @@ import { EventMapper } from "./events.js";
 import { EventQueue } from "./event-queue.js";
 import { DEFAULT_TURN_BACKLOG_BYTES, estimateJsonBytes } from "../acpx/update-bytes.js";
 import type { SessionEntry } from "./session-table.js";
-import type { OpenClawLiveEvent, OpenClawRuntimeEvent, OpenClawRuntimeHandle, OpenClawRuntimeTurn, OpenClawTurnInput, OpenClawTurnResult } from "./types.js";
+import type {
+  OpenClawLiveEvent,
+  OpenClawRuntimeEvent,
+  OpenClawRuntimeHandle,
+  OpenClawRuntimeTurn,
+  OpenClawTurnInput,
+  OpenClawTurnResult,
+} from "./types.js";
 
 /** What runtime.cancel() reaches of a running turn. */
 export interface TurnControl {
@@ -43,7 +50,10 @@ export interface TurnDeps {
 const noop = (): void => undefined;
 
 export function startOpenClawTurn(deps: TurnDeps, input: OpenClawTurnInput): OpenClawRuntimeTurn {
-  const queue = new EventQueue<OpenClawLiveEvent>(estimateJsonBytes, deps.eventBacklogBytes ?? DEFAULT_TURN_BACKLOG_BYTES);
+  const queue = new EventQueue<OpenClawLiveEvent>(
+    estimateJsonBytes,
+    deps.eventBacklogBytes ?? DEFAULT_TURN_BACKLOG_BYTES,
+  );
   let markStarted: () => void = noop;
   let markNotStarted: (e: unknown) => void = noop;
   const promptStarted = new Promise<void>((resolve, reject) => {
@@ -84,7 +94,12 @@ interface TurnHooks {
   cancel(): Promise<void>;
 }
 
-async function runToEnd(deps: TurnDeps, input: OpenClawTurnInput, queue: EventQueue<OpenClawLiveEvent>, hooks: TurnHooks): Promise<OpenClawTurnResult> {
+async function runToEnd(
+  deps: TurnDeps,
+  input: OpenClawTurnInput,
+  queue: EventQueue<OpenClawLiveEvent>,
+  hooks: TurnHooks,
+): Promise<OpenClawTurnResult> {
   let entry: SessionEntry | undefined;
   let sent = false;
   const onAbort = (): void => void hooks.cancel();
@@ -114,7 +129,9 @@ async function runToEnd(deps: TurnDeps, input: OpenClawTurnInput, queue: EventQu
       // the turn's error: `result` rejects with it, below
     }
     const r = await stream.result;
-    return r.stopReason === "cancelled" ? { status: "cancelled", stopReason: r.stopReason } : { status: "completed", stopReason: r.stopReason };
+    return r.stopReason === "cancelled"
+      ? { status: "cancelled", stopReason: r.stopReason }
+      : { status: "completed", stopReason: r.stopReason };
   } catch (err) {
     const f = classify(err, "turn", deps.backendId);
     if (!sent) hooks.notStarted(toThrown(f, deps.errorFactory));
@@ -138,7 +155,8 @@ export function turnInput(input: Pick<OpenClawTurnInput, "text" | "attachments">
   attachments.forEach((a, i) => {
     if (a.mediaType.startsWith("image/")) blocks.push({ type: "image", mimeType: a.mediaType, data: a.data });
     else if (a.mediaType.startsWith("audio/")) blocks.push({ type: "audio", mimeType: a.mediaType, data: a.data });
-    else blocks.push({ type: "resource", resource: { uri: `attachment:${i + 1}`, mimeType: a.mediaType, blob: a.data } });
+    else
+      blocks.push({ type: "resource", resource: { uri: `attachment:${i + 1}`, mimeType: a.mediaType, blob: a.data } });
   });
   return blocks;
 }

@@ -107,9 +107,21 @@ export interface OpenClawDoctorReport {
   details?: string[];
 }
 
-export type OpenClawTextDeltaEvent = { type: "text_delta"; text: string; stream?: "output" | "thought"; tag?: OpenClawUpdateTag };
-export type OpenClawStatusEvent = { type: "status"; text: string; tag?: OpenClawUpdateTag; used?: number; size?: number };
-export type OpenClawToolKind = "read" | "edit" | "delete" | "move" | "search" | "execute" | "fetch" | "switch_mode" | "think" | "other";
+export type OpenClawTextDeltaEvent = {
+  type: "text_delta";
+  text: string;
+  stream?: "output" | "thought";
+  tag?: OpenClawUpdateTag;
+};
+export type OpenClawStatusEvent = {
+  type: "status";
+  text: string;
+  tag?: OpenClawUpdateTag;
+  used?: number;
+  size?: number;
+};
+export type OpenClawToolKind =
+  "read" | "edit" | "delete" | "move" | "search" | "execute" | "fetch" | "switch_mode" | "think" | "other";
 export type OpenClawToolCallEvent = {
   type: "tool_call";
   text: string;
@@ -120,9 +132,16 @@ export type OpenClawToolCallEvent = {
   kind?: OpenClawToolKind;
 };
 export type OpenClawDoneEvent = { type: "done"; status?: "completed" | "cancelled"; stopReason?: string };
-export type OpenClawErrorEvent = { type: "error"; message: string; code?: string; detailCode?: string; retryable?: boolean };
+export type OpenClawErrorEvent = {
+  type: "error";
+  message: string;
+  code?: string;
+  detailCode?: string;
+  retryable?: boolean;
+};
 /** What a turn streams; runTurn's stream ends with `done` or `error`, startTurn's carries neither (its `result` does). */
-export type OpenClawRuntimeEvent = OpenClawTextDeltaEvent | OpenClawStatusEvent | OpenClawToolCallEvent | OpenClawDoneEvent | OpenClawErrorEvent;
+export type OpenClawRuntimeEvent =
+  OpenClawTextDeltaEvent | OpenClawStatusEvent | OpenClawToolCallEvent | OpenClawDoneEvent | OpenClawErrorEvent;
 /** The live part of a turn: everything but the terminal events. */
 export type OpenClawLiveEvent = OpenClawTextDeltaEvent | OpenClawStatusEvent | OpenClawToolCallEvent;
 
@@ -156,9 +175,17 @@ export interface OpenClawAcpRuntimeContract {
   getCapabilities?(input: { handle?: OpenClawRuntimeHandle }): Promise<OpenClawCapabilities> | OpenClawCapabilities;
   getStatus?(input: { handle: OpenClawRuntimeHandle; signal?: AbortSignal }): Promise<OpenClawRuntimeStatus>;
   setMode?(input: { handle: OpenClawRuntimeHandle; mode: string }): Promise<void>;
-  setConfigOption?(input: { handle: OpenClawRuntimeHandle; key: string; value: string }): Promise<OpenClawConfigOptionResult | void>;
+  setConfigOption?(input: {
+    handle: OpenClawRuntimeHandle;
+    key: string;
+    value: string;
+  }): Promise<OpenClawConfigOptionResult | void>;
   doctor?(): Promise<OpenClawDoctorReport>;
-  prepareFreshSession?(input: { sessionKey: string; agentId?: string; persistedHandle?: OpenClawRuntimeHandle }): Promise<void>;
+  prepareFreshSession?(input: {
+    sessionKey: string;
+    agentId?: string;
+    persistedHandle?: OpenClawRuntimeHandle;
+  }): Promise<void>;
   cancel(input: { handle: OpenClawRuntimeHandle; reason?: string }): Promise<void>;
   close(input: { handle: OpenClawRuntimeHandle; reason: string; discardPersistentState?: boolean }): Promise<void>;
 }

@@ -24,18 +24,55 @@
 // - lifecycle/lease-cgroup.ts a cgroup bound to a lease around its spawn: create + record, drop
 // - lifecycle/root-identity.ts recordRootIdentity: the live root's identity into its lease after the spawn, fail closed
 // - host/state-lock.ts acquireStateDirLock: one gateway (writer) per state dir
-export type { GatewayInstanceId, ProcessLease, AcpxProcessLease, LeaseKind, LeaseSettledAs, LeaseState, OwnershipEvidence, EvidenceCheck, EvidenceCode, OwnedProcessTree } from "./leases/types.js";
-export { LEASE_ENV_KEY, INSTANCE_ENV_KEY, LEASE_SCHEMA_VERSION, DEFAULT_GRACE_MS, DEFAULT_RETENTION_MS } from "./leases/types.js";
+export type {
+  GatewayInstanceId,
+  ProcessLease,
+  AcpxProcessLease,
+  LeaseKind,
+  LeaseSettledAs,
+  LeaseState,
+  OwnershipEvidence,
+  EvidenceCheck,
+  EvidenceCode,
+  OwnedProcessTree,
+} from "./leases/types.js";
+export {
+  LEASE_ENV_KEY,
+  INSTANCE_ENV_KEY,
+  LEASE_SCHEMA_VERSION,
+  DEFAULT_GRACE_MS,
+  DEFAULT_RETENTION_MS,
+} from "./leases/types.js";
 export { foreignInstanceOf, markerVerdict, MARKER_ENV_KEYS } from "./verify/markers.js";
 export type { MarkerVerdict } from "./verify/markers.js";
-export { loadOrCreateGatewayInstanceId, readGatewayInstanceId, GatewayInstanceIdError, INSTANCE_ID_FILE } from "./leases/instance-id.js";
+export {
+  loadOrCreateGatewayInstanceId,
+  readGatewayInstanceId,
+  GatewayInstanceIdError,
+  INSTANCE_ID_FILE,
+} from "./leases/instance-id.js";
 export { InsecurePathError } from "./leases/fs-safe.js";
 export { computeCommandHash, tokenizeShellCommand } from "./leases/command-hash.js";
-export { isLegalTransition, parseLeaseRecord, settledLine, LeaseTransitionError, LEASE_ID_RE, SETTLED_AS_MEANING } from "./leases/lease-record.js";
+export {
+  isLegalTransition,
+  parseLeaseRecord,
+  settledLine,
+  LeaseTransitionError,
+  LEASE_ID_RE,
+  SETTLED_AS_MEANING,
+} from "./leases/lease-record.js";
 export type { ParsedLease } from "./leases/lease-record.js";
 export { openLeaseStore, LeaseNotFoundError, LeaseStoreReadOnlyError } from "./leases/lease-store.js";
 export { openLeaseReader, type LeaseReader } from "./leases/lease-reader.js";
-export type { LeaseStore, LeaseProblem, LeasePatch, LeaseCreateInput, LeaseCreateOptions, LeaseListFilter, LeaseStoreOptions } from "./leases/lease-store.js";
+export type {
+  LeaseStore,
+  LeaseProblem,
+  LeasePatch,
+  LeaseCreateInput,
+  LeaseCreateOptions,
+  LeaseListFilter,
+  LeaseStoreOptions,
+} from "./leases/lease-store.js";
 export { collectTree, selfAndAncestorsIn } from "./verify/collect.js";
 export type { CollectOptions } from "./verify/collect.js";
 export { explainLease, verifyOwnedTree, verifyLeases } from "./verify/verify.js";
@@ -45,7 +82,13 @@ export { killOwnedTree, survivorsOf, killCompleted, killStoppedPid } from "./ter
 export { killLeaseVerification } from "./terminate/kill-verification.js";
 export type { LeaseKillResult, LeaseKillOptions } from "./terminate/kill-verification.js";
 export { settlementFor, settlementAfterKill, NOTHING_STARTED } from "./lifecycle/settle.js";
-export type { Settlement, SettlementCode, SettlementTarget, SettleVerification, SettleContext } from "./lifecycle/settle.js";
+export type {
+  Settlement,
+  SettlementCode,
+  SettlementTarget,
+  SettleVerification,
+  SettleContext,
+} from "./lifecycle/settle.js";
 export { recordRootIdentity } from "./lifecycle/root-identity.js";
 export type { SpawnedRoot, RecordedRoot } from "./lifecycle/root-identity.js";
 export { startTimeToEpochMs, readStartClock, START_CLOCK_SLACK_MS } from "./verify/start-clock.js";
@@ -56,13 +99,31 @@ export { verifyLegacyRecord } from "./verify/legacy.js";
 export type { LegacySessionRecord } from "./verify/legacy.js";
 export type { RemnantRefusal } from "./verify/remnants.js";
 export { settleLease, settleUnstarted } from "./lifecycle/lifecycle.js";
-export type { LifecycleDeps, LeaseAction, LeaseOutcome, LeaseOutcomeCode, SettleLeaseOptions, PendingSettlement, ReleaseResult } from "./lifecycle/lifecycle.js";
+export type {
+  LifecycleDeps,
+  LeaseAction,
+  LeaseOutcome,
+  LeaseOutcomeCode,
+  SettleLeaseOptions,
+  PendingSettlement,
+  ReleaseResult,
+} from "./lifecycle/lifecycle.js";
 export { reconcileLeases } from "./lifecycle/reconcile.js";
 export { reconcileInWorker, ReconcileAwayError } from "./lifecycle/reconcile-away.js";
 export type { AwayOutcome, AwayReport, AwaySpec } from "./lifecycle/reconcile-away.js";
 export type { ReconcileOptions, LeaseReconcileReport } from "./lifecycle/reconcile.js";
 export { pendingSettlements } from "./lifecycle/pending-settlements.js";
-export { LeaseRecordWriteError, HostResourceError, CwdUnusableError, checkCwd, descriptorShortage, hostFaultNote, hostResourceError, processLimitError, isRecordWriteBlocked } from "./leases/host-faults.js";
+export {
+  LeaseRecordWriteError,
+  HostResourceError,
+  CwdUnusableError,
+  checkCwd,
+  descriptorShortage,
+  hostFaultNote,
+  hostResourceError,
+  processLimitError,
+  isRecordWriteBlocked,
+} from "./leases/host-faults.js";
 export type { HostResource } from "./leases/host-faults.js";
 export { acquireStateDirLock, stateDirLockHolder, StateDirLockedError, STATE_LOCK_FILE } from "./host/state-lock.js";
 export type { StateDirLock } from "./host/state-lock.js";

@@ -11,10 +11,7 @@ import { describeValue, isRecord, own } from "./describe.js";
  * `AgentToAgentPolicy`. A malformed policy must never be read as "allow
  * everything", so it is refused rather than repaired.
  */
-export function assertAgentToAgentPolicy(
-  value: unknown,
-  name = "a2aPolicy",
-): asserts value is AgentToAgentPolicy {
+export function assertAgentToAgentPolicy(value: unknown, name = "a2aPolicy"): asserts value is AgentToAgentPolicy {
   if (!isRecord(value)) {
     throw new TypeError(`${name} must be an object {enabled, allow?}, got ${describeValue(value)}`);
   }

@@ -13,12 +13,7 @@ import {
   visibilityRank,
   type PreparedVisibility,
 } from "./visibility.js";
-import type {
-  SessionAction,
-  SessionRowOwnership,
-  SessionVisibility,
-  SessionVisibilityContext,
-} from "./types.js";
+import type { SessionAction, SessionRowOwnership, SessionVisibility, SessionVisibilityContext } from "./types.js";
 
 /** What refused: the visibility level, the sandbox clamp, the a2a policy, or an unreadable row. */
 export type SessionDenialReason = "visibility" | "sandbox" | "agent-to-agent" | "unreadable-row";
@@ -49,7 +44,8 @@ export function authorizeSessionAction(input: AuthorizeSessionActionInput): Sess
   const prep = prepareVisibility(input);
   const fields = input as unknown as Record<string, unknown>;
   const action = own(fields, "action");
-  if (action === undefined) throw new TypeError("action must be one of \"list\", \"history\", \"send\", \"status\", got undefined");
+  if (action === undefined)
+    throw new TypeError('action must be one of "list", "history", "send", "status", got undefined');
   assertSessionAction(action);
   const row: unknown = own(fields, "row");
   if (isVisibleWith(prep, row)) return { allowed: true };

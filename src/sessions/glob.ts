@@ -70,7 +70,15 @@ function compile(pattern: string): CompiledGlob {
   const m = pattern.length;
   const first = pattern.indexOf("*");
   if (first < 0) {
-    return { pattern, hasStar: false, prefix: pattern, suffix: "", segBounds: new Int32Array(0), segCount: 0, fail: new Int32Array(0) };
+    return {
+      pattern,
+      hasStar: false,
+      prefix: pattern,
+      suffix: "",
+      segBounds: new Int32Array(0),
+      segCount: 0,
+      fail: new Int32Array(0),
+    };
   }
   const last = pattern.lastIndexOf("*");
   const fail = new Int32Array(m);

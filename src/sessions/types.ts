@@ -15,12 +15,7 @@ export const SESSION_VISIBILITIES: readonly SessionVisibility[] = Object.freeze(
 
 export type SessionAction = "list" | "history" | "send" | "status";
 
-export const SESSION_ACTIONS: readonly SessionAction[] = Object.freeze([
-  "list",
-  "history",
-  "send",
-  "status",
-] as const);
+export const SESSION_ACTIONS: readonly SessionAction[] = Object.freeze(["list", "history", "send", "status"] as const);
 
 /**
  * Agent-to-agent policy. `allow` holds agent ids, where `*` matches any run

@@ -135,7 +135,8 @@ export function relationOf(prep: PreparedVisibility, row: unknown): RowRelation 
   const me = prep.requesterSessionKey;
   if (key === me) return "self";
   // Only explicit owner fields count; non-string values simply do not match.
-  if (own(row, "ownerSessionKey") === me || own(row, "spawnedBy") === me || own(row, "parentSessionKey") === me) return "owned";
+  if (own(row, "ownerSessionKey") === me || own(row, "spawnedBy") === me || own(row, "parentSessionKey") === me)
+    return "owned";
   if (agentId === prep.requesterAgentId) return "same-agent";
   return "cross-agent";
 }
@@ -145,7 +146,11 @@ export function relationOf(prep: PreparedVisibility, row: unknown): RowRelation 
  * when no level shows it (unreadable rows; cross-agent rows the a2a policy
  * refuses).
  */
-export function narrowestLevelFor(prep: PreparedVisibility, relation: RowRelation, rowAgentId?: string): SessionVisibility | null {
+export function narrowestLevelFor(
+  prep: PreparedVisibility,
+  relation: RowRelation,
+  rowAgentId?: string,
+): SessionVisibility | null {
   switch (relation) {
     case "self":
       return "self";
@@ -154,7 +159,10 @@ export function narrowestLevelFor(prep: PreparedVisibility, relation: RowRelatio
     case "same-agent":
       return "agent";
     case "cross-agent":
-      return prep.policy.enabled && prep.requesterAllowed && rowAgentId !== undefined && prep.policy.isAllowed(rowAgentId)
+      return prep.policy.enabled &&
+        prep.requesterAllowed &&
+        rowAgentId !== undefined &&
+        prep.policy.isAllowed(rowAgentId)
         ? "all"
         : null;
     case "unreadable":

@@ -31,16 +31,29 @@ import {
 } from "./exec/types.js";
 
 export { AdoptError, UnknownSessionError } from "./exec/errors.js";
-export { DEFAULT_ADOPTED_CHECK_MS, DEFAULT_FINISHED_TTL_MS, DEFAULT_LOG_LINES, DEFAULT_MAX_POLL_WAIT_MS } from "./exec/types.js";
+export {
+  DEFAULT_ADOPTED_CHECK_MS,
+  DEFAULT_FINISHED_TTL_MS,
+  DEFAULT_LOG_LINES,
+  DEFAULT_MAX_POLL_WAIT_MS,
+} from "./exec/types.js";
 
 export function createExecSessions(opts: ExecSessionsOptions): ExecSessions {
   const { supervisor } = opts;
   const maxPoll = opts.maxPollWaitMs ?? DEFAULT_MAX_POLL_WAIT_MS;
-  const table = new SessionTable(opts.finishedTtlMs ?? DEFAULT_FINISHED_TTL_MS, maxOutputOption(opts.maxOutputChars, DEFAULT_MAX_OUTPUT_CHARS, "maxOutputChars"));
+  const table = new SessionTable(
+    opts.finishedTtlMs ?? DEFAULT_FINISHED_TTL_MS,
+    maxOutputOption(opts.maxOutputChars, DEFAULT_MAX_OUTPUT_CHARS, "maxOutputChars"),
+  );
   let factsCache: ProcessFacts | undefined;
   const facts = (): ProcessFacts => (factsCache ??= opts.facts ?? getProcessFacts());
   const adopted = watchAdopted(table, facts, Math.max(1, opts.adoptedCheckMs ?? DEFAULT_ADOPTED_CHECK_MS));
-  const deps: TerminateDeps = { supervisor, graceMs: opts.graceMs ?? DEFAULT_GRACE_MS, facts, signaller: opts.signaller };
+  const deps: TerminateDeps = {
+    supervisor,
+    graceMs: opts.graceMs ?? DEFAULT_GRACE_MS,
+    facts,
+    signaller: opts.signaller,
+  };
 
   const api: ExecSessions = {
     start: (input) => startSession(table, supervisor, input),
@@ -89,13 +102,27 @@ export function createExecSessions(opts: ExecSessionsOptions): ExecSessions {
 }
 
 /** Tracks the live process at `pid`, pinned to its start time read now (exec/adopted.ts). */
-async function adoptProcess(table: SessionTable, facts: () => ProcessFacts, pid: number, command: string, id: string | undefined): Promise<ExecSessionInfo> {
+async function adoptProcess(
+  table: SessionTable,
+  facts: () => ProcessFacts,
+  pid: number,
+  command: string,
+  id: string | undefined,
+): Promise<ExecSessionInfo> {
   assertPid(pid, "pid");
   const sid = id ?? `pid-${pid}-${Date.now()}`;
   if (table.has(sid)) throw new Error(`exec session ${sid} already exists`);
   const startTime = await pinAdopted(facts(), pid);
   if (table.has(sid)) throw new Error(`exec session ${sid} already exists`);
-  const s = newSession({ id: sid, pid, startTime, mode: "adopted", command, status: "running", startedAtMs: Date.now() });
+  const s = newSession({
+    id: sid,
+    pid,
+    startTime,
+    mode: "adopted",
+    command,
+    status: "running",
+    startedAtMs: Date.now(),
+  });
   table.add(s);
   return { ...s.info };
 }
@@ -105,7 +132,13 @@ async function adoptProcess(table: SessionTable, facts: () => ProcessFacts, pid:
  * the exit. An aborted `signal` rejects with its reason (before the wait, or
  * ending it); the output then stays pending for the next poll.
  */
-async function pollSession(table: SessionTable, facts: () => ProcessFacts, id: string, waitMs: number, signal: AbortSignal | undefined): Promise<PollResult> {
+async function pollSession(
+  table: SessionTable,
+  facts: () => ProcessFacts,
+  id: string,
+  waitMs: number,
+  signal: AbortSignal | undefined,
+): Promise<PollResult> {
   if (signal !== undefined && !(signal instanceof AbortSignal)) throw new TypeError("signal must be an AbortSignal");
   signal?.throwIfAborted();
   const s = table.get(id);

@@ -29,7 +29,13 @@ import { computeCommandHash } from "../ownership/leases/command-hash.js";
 import { loadOrCreateGatewayInstanceId } from "../ownership/leases/instance-id.js";
 import { openLeaseStore, type LeaseStore } from "../ownership/leases/lease-store.js";
 import type { TreeKillReport } from "../ownership/terminate/tree-kill.js";
-import { settleLease, settleUnstarted, type LeaseOutcome, type LeaseOutcomeCode, type LifecycleDeps } from "../ownership/lifecycle/lifecycle.js";
+import {
+  settleLease,
+  settleUnstarted,
+  type LeaseOutcome,
+  type LeaseOutcomeCode,
+  type LifecycleDeps,
+} from "../ownership/lifecycle/lifecycle.js";
 import { reconcileLeases } from "../ownership/lifecycle/reconcile.js";
 import { recordRootIdentity } from "../ownership/lifecycle/root-identity.js";
 import {
@@ -167,7 +173,11 @@ export interface RunLeases {
    * `live`: lease ids of runs this incarnation still supervises; `isTracked`:
    * runs a caller still tracks (true keeps it). Neither is touched or reported.
    */
-  reconcile(live?: ReadonlySet<string>, isTracked?: (run: SupervisorRunRef) => boolean, states?: readonly ReconcilableState[]): Promise<ReconcileReport>;
+  reconcile(
+    live?: ReadonlySet<string>,
+    isTracked?: (run: SupervisorRunRef) => boolean,
+    states?: readonly ReconcilableState[],
+  ): Promise<ReconcileReport>;
   /** Shutdown: removes this instance's cgroup folder when no lease cgroup is left in it (containment's removeInstanceFolder). */
   release(): Promise<void>;
 }
@@ -207,7 +217,10 @@ function runLeaseContext(opts: RunLeasesOptions): RunLeaseContext {
   let containment: Promise<ContainmentSupport> | undefined;
   const init = () => {
     ready ??= (async () => {
-      const [store, instanceId] = await Promise.all([openLeaseStore(opts.stateDir), opts.gatewayInstanceId ?? loadOrCreateGatewayInstanceId(opts.stateDir)]);
+      const [store, instanceId] = await Promise.all([
+        openLeaseStore(opts.stateDir),
+        opts.gatewayInstanceId ?? loadOrCreateGatewayInstanceId(opts.stateDir),
+      ]);
       // this process's holder lock: another process's reconcile leaves our runs alone while we live (supervisor-holders.ts)
       const holder = await holdSupervisorLock(stateDir);
       return { store, instanceId, holder };
@@ -232,7 +245,10 @@ function runLeaseContext(opts: RunLeasesOptions): RunLeaseContext {
 }
 
 /** The lifecycle's deps and the lease's current record (null once removed). */
-async function leaseOf(ctx: RunLeaseContext, leaseId: string): Promise<{ deps: LifecycleDeps; lease: ProcessLease | null }> {
+async function leaseOf(
+  ctx: RunLeaseContext,
+  leaseId: string,
+): Promise<{ deps: LifecycleDeps; lease: ProcessLease | null }> {
   const deps = await ctx.lifecycle();
   return { deps, lease: await deps.store.get(leaseId) };
 }
@@ -247,7 +263,11 @@ export function createRunLeases(opts: RunLeasesOptions): RunLeases {
       const support = await ctx.detect();
       // the CLI finds this state dir's lease cgroups (and orphans among them) from this record; once per supervisor
       // (a failed write costs only that view, never the run)
-      if (support.available) rootRecorded ??= ctx.init().then(({ instanceId }) => recordContainmentRoot(opts.stateDir, support.root, instanceId)).catch(() => undefined);
+      if (support.available)
+        rootRecorded ??= ctx
+          .init()
+          .then(({ instanceId }) => recordContainmentRoot(opts.stateDir, support.root, instanceId))
+          .catch(() => undefined);
       await rootRecorded;
       return openRunLease(ctx, support, runId, argv);
     },
@@ -261,7 +281,12 @@ export function createRunLeases(opts: RunLeasesOptions): RunLeases {
 
     async attach(leaseId, pid, processGroupId) {
       const { store } = await ctx.init();
-      await recordRootIdentity(store, leaseId, { rootPid: pid, ...(processGroupId !== undefined ? { processGroupId } : {}) }, ctx.facts);
+      await recordRootIdentity(
+        store,
+        leaseId,
+        { rootPid: pid, ...(processGroupId !== undefined ? { processGroupId } : {}) },
+        ctx.facts,
+      );
     },
 
     async neverStarted(leaseId) {
@@ -294,7 +319,12 @@ export function createRunLeases(opts: RunLeasesOptions): RunLeases {
 }
 
 /** RunLeases.finish: the run ended; its lease settled on the facts, never by a signal. */
-async function finishRun(ctx: RunLeaseContext, leaseId: string, kill: RunLeaseKill | null, prior: TreeKillReport | null): Promise<LeaseState | undefined> {
+async function finishRun(
+  ctx: RunLeaseContext,
+  leaseId: string,
+  kill: RunLeaseKill | null,
+  prior: TreeKillReport | null,
+): Promise<LeaseState | undefined> {
   const { deps, lease } = await leaseOf(ctx, leaseId);
   if (!lease) return undefined;
   if (lease.state === "closed" || lease.state === "lost") return lease.state;
@@ -304,7 +334,10 @@ async function finishRun(ctx: RunLeaseContext, leaseId: string, kill: RunLeaseKi
   // when nothing was killed at all.
   const before = kill?.report ?? prior;
   // the run ended: settle on the facts, never signal (what it left running is reconcile's, as in OpenClaw)
-  const o = await settleLease(deps, lease, { kill: false, ...(before !== null ? { prior: before } : { rootExitObserved: true }) });
+  const o = await settleLease(deps, lease, {
+    kill: false,
+    ...(before !== null ? { prior: before } : { rootExitObserved: true }),
+  });
   return o.stateAfter;
 }
 
@@ -335,7 +368,12 @@ function runKeeper(ctx: RunLeaseContext): { keep(): Promise<void>; release(): Pr
       // after release (shutdown) nothing starts one again: nobody would stop it
       if (released) return;
       keeping ??= keeperWanted(ctx.opts.keeper)
-        ? ctx.init().then(({ instanceId }) => acquireKeeper({ stateDir: ctx.stateDir, gatewayInstanceId: instanceId, graceMs: ctx.opts.graceMs })).catch(() => null)
+        ? ctx
+            .init()
+            .then(({ instanceId }) =>
+              acquireKeeper({ stateDir: ctx.stateDir, gatewayInstanceId: instanceId, graceMs: ctx.opts.graceMs }),
+            )
+            .catch(() => null)
         : Promise.resolve(null);
       await keeping;
     },
@@ -347,7 +385,12 @@ function runKeeper(ctx: RunLeaseContext): { keep(): Promise<void>; release(): Pr
 }
 
 /** A run's lease, written before its spawn, with the markers for its environment and its own cgroup where containment allows. */
-async function openRunLease(ctx: RunLeaseContext, support: ContainmentSupport, runId: string, argv: readonly string[]): Promise<RunLease> {
+async function openRunLease(
+  ctx: RunLeaseContext,
+  support: ContainmentSupport,
+  runId: string,
+  argv: readonly string[],
+): Promise<RunLease> {
   const { instanceId, holder } = await ctx.init();
   // ownership's one opening sequence: the lease, then its cgroup made and recorded, or uncontained (as without containment)
   const bound = await openLeaseWithCgroup(await ctx.lifecycle(), support, {
@@ -373,21 +416,44 @@ async function reconcileRuns(
   const deps = await ctx.lifecycle();
   const instanceId = deps.gatewayInstanceId;
   const tracked = (l: ProcessLease) =>
-    live.has(l.leaseId) || isTracked?.({ runId: l.sessionKey.slice(SUPERVISOR_SESSION_PREFIX.length), leaseId: l.leaseId, sessionKey: l.sessionKey }) === true;
+    live.has(l.leaseId) ||
+    isTracked?.({
+      runId: l.sessionKey.slice(SUPERVISOR_SESSION_PREFIX.length),
+      leaseId: l.leaseId,
+      sessionKey: l.sessionKey,
+    }) === true;
   // runs of a supervisor alive in another process are its own, whatever their lease says
   const others = await liveHolders(ctx.stateDir, ctx.facts);
   const skip = (l: ProcessLease) =>
-    l.holder !== undefined && others.has(l.holder) ? `its supervisor (holder ${l.holder}) is alive in another process` : tracked(l) ? "tracked" : undefined;
+    l.holder !== undefined && others.has(l.holder)
+      ? `its supervisor (holder ${l.holder}) is alive in another process`
+      : tracked(l)
+        ? "tracked"
+        : undefined;
   const support = await ctx.detect();
-  const leftovers = support.available ? { leftovers: { instanceFolder: `${support.root}/${instanceId}`, isLive: (id: string) => live.has(id) } } : {};
-  const r = await reconcileLeases(deps, { kind: "supervisor", skip, ...(states !== undefined ? { states } : {}), ...leftovers });
+  const leftovers = support.available
+    ? { leftovers: { instanceFolder: `${support.root}/${instanceId}`, isLive: (id: string) => live.has(id) } }
+    : {};
+  const r = await reconcileLeases(deps, {
+    kind: "supervisor",
+    skip,
+    ...(states !== undefined ? { states } : {}),
+    ...leftovers,
+  });
   // runs still supervised or tracked are neither touched nor reported
   const runs = r.entries.filter((o) => o.action !== "skipped-live").map(reconciledRun);
   return { instanceId, runs };
 }
 
 function reconciledRun(o: LeaseOutcome): ReconciledRun {
-  const action = o.kill !== null ? (o.stateAfter === "closed" ? "killed" : "left") : o.stateAfter === "closed" || o.stateAfter === "lost" ? "settled" : "left";
+  const action =
+    o.kill !== null
+      ? o.stateAfter === "closed"
+        ? "killed"
+        : "left"
+      : o.stateAfter === "closed" || o.stateAfter === "lost"
+        ? "settled"
+        : "left";
   return {
     leaseId: o.leaseId,
     runId: o.sessionKey.slice(SUPERVISOR_SESSION_PREFIX.length),

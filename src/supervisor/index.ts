@@ -13,11 +13,22 @@ export type {
   TerminationReason,
 } from "./types.js";
 export { createProcessSupervisor, PTY_EXIT_FALLBACK_MS, SupervisorShutdownError } from "./supervisor.js";
-export type { ProcessSupervisor, ProcessSupervisorOptions, ReconcileOrphansOptions, ShutdownReport } from "./supervisor.js";
+export type {
+  ProcessSupervisor,
+  ProcessSupervisorOptions,
+  ReconcileOrphansOptions,
+  ShutdownReport,
+} from "./supervisor.js";
 export { createRunRegistry, DEFAULT_MAX_EXITED_RECORDS } from "./registry.js";
 export type { FinalizeInput, FinalizeResult, RunRegistry } from "./registry.js";
 export { killProcessTree, signalProcessTree } from "./kill-tree.js";
-export type { KillProcessTreeOptions, KillTreeResult, SignalProcessTreeOptions, SignalTreeResult, TreeSignalResult } from "./kill-tree.js";
+export type {
+  KillProcessTreeOptions,
+  KillTreeResult,
+  SignalProcessTreeOptions,
+  SignalTreeResult,
+  TreeSignalResult,
+} from "./kill-tree.js";
 export {
   FRESH_WATCHDOG_DEFAULTS,
   RESUME_WATCHDOG_DEFAULTS,

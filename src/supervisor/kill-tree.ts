@@ -53,7 +53,6 @@ export type KillTreeResult =
   /** the facts backend cannot see processes, or the root's identity could not be read: nothing was sent (fail closed) */
   | { outcome: "unknown"; pid: number; reason: string };
 
-
 /** Options of the one-signal tree walk: the same root pinning as killProcessTree, no grace (nothing is escalated). */
 export type SignalProcessTreeOptions = Omit<KillProcessTreeOptions, "graceMs">;
 
@@ -77,7 +76,10 @@ export async function killProcessTree(pid: number, opts: KillProcessTreeOptions 
   }
   const t = await liveTree(pid, opts);
   if (!("members" in t)) return t;
-  const report = await killOwnedTree({ root: t.root, members: t.members }, { facts: t.facts, signaller: t.signaller, graceMs: opts.graceMs ?? DEFAULT_GRACE_MS });
+  const report = await killOwnedTree(
+    { root: t.root, members: t.members },
+    { facts: t.facts, signaller: t.signaller, graceMs: opts.graceMs ?? DEFAULT_GRACE_MS },
+  );
   return { outcome: "killed", pid, members: t.members.length, report };
 }
 
@@ -89,7 +91,11 @@ export async function killProcessTree(pid: number, opts: KillProcessTreeOptions 
  * identity-checked signaller, leaves first and the root last. Nothing waits
  * and nothing escalates: the result says what each member's signal did.
  */
-export async function signalProcessTree(pid: number, signal: NodeJS.Signals, opts: SignalProcessTreeOptions = {}): Promise<SignalTreeResult> {
+export async function signalProcessTree(
+  pid: number,
+  signal: NodeJS.Signals,
+  opts: SignalProcessTreeOptions = {},
+): Promise<SignalTreeResult> {
   const table = constants.signals as Readonly<Record<string, number | undefined>>;
   if (typeof signal !== "string" || table[signal] === undefined) {
     throw new TypeError(`signal must be a signal name such as "SIGTERM", got ${JSON.stringify(signal)}`);
@@ -120,7 +126,10 @@ interface LiveTree {
  * collection (descendants, plus the group's members when the snapshot proves
  * the root leads it). Anything short of that is the result itself.
  */
-async function liveTree(pid: number, opts: SignalProcessTreeOptions): Promise<LiveTree | Exclude<KillTreeResult, { outcome: "killed" }>> {
+async function liveTree(
+  pid: number,
+  opts: SignalProcessTreeOptions,
+): Promise<LiveTree | Exclude<KillTreeResult, { outcome: "killed" }>> {
   assertPid(pid, "pid");
   const expected = opts.expectedStartTime;
   if (expected !== undefined && (typeof expected !== "string" || !isKnownStartTime(expected))) {
@@ -138,9 +147,14 @@ async function liveTree(pid: number, opts: SignalProcessTreeOptions): Promise<Li
   if (expected !== undefined) {
     const same = compareIdentity(root, { pid, startTime: expected });
     if (same === "unknown") {
-      return { outcome: "unknown", pid, reason: `the start time of pid ${pid} could not be read, so it cannot be matched to ${expected}` };
+      return {
+        outcome: "unknown",
+        pid,
+        reason: `the start time of pid ${pid} could not be read, so it cannot be matched to ${expected}`,
+      };
     }
-    if (same === "different") return { outcome: "mismatch", pid, expectedStartTime: expected, actualStartTime: String(root.startTime) };
+    if (same === "different")
+      return { outcome: "mismatch", pid, expectedStartTime: expected, actualStartTime: String(root.startTime) };
   }
   const members = collectTree(snapshot, root, { pgid: groupToSweep(snapshot, root) });
   if (members.length === 0) {
@@ -165,8 +179,7 @@ async function liveTree(pid: number, opts: SignalProcessTreeOptions): Promise<Li
  */
 export function groupToSweep(snapshot: ProcessSnapshot, root: ProcessInfo): number | undefined {
   const leader = snapshot.processes.get(root.pgid);
-  const leaderIsVerifiedRoot =
-    leader !== undefined && sameProcess(leader, root) && isAlive(leader);
+  const leaderIsVerifiedRoot = leader !== undefined && sameProcess(leader, root) && isAlive(leader);
   const groupVerifiedAsOwn = root.pgid === root.pid;
   // the guard decides: it refuses an unproven group as well as the forbidden ones
   const verdict = checkGroupSignal(root.pgid, { groupVerifiedAsOwn, leaderIsVerifiedRoot });

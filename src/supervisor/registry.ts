@@ -28,7 +28,11 @@ export interface RunRegistry {
    * asked to stop moves to `exiting` with the reason asked
    * (`terminationReason`); `finalize` sets the reason it ended with.
    */
-  setState(runId: string, state: RunState, patch?: Partial<Pick<RunRecord, "pid" | "processGroupId" | "leaseId" | "terminationReason">>): void;
+  setState(
+    runId: string,
+    state: RunState,
+    patch?: Partial<Pick<RunRecord, "pid" | "processGroupId" | "leaseId" | "terminationReason">>,
+  ): void;
   /** Records what the supervisor learned about the root's identity after the spawn (any state but exited). */
   noteRootIdentity(runId: string, identity: Pick<RunRecord, "rootStartTime" | "rootIdentityUnavailable">): void;
   touchOutput(runId: string, atMs?: number): void;

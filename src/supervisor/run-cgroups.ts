@@ -22,7 +22,13 @@ import { randomUUID } from "node:crypto";
 import { watch, type FSWatcher } from "node:fs";
 import { readdir, rmdir } from "node:fs/promises";
 import { join } from "node:path";
-import { createLeaseCgroup, detectContainment, isPopulated, type ContainmentSupport, type LeaseCgroup } from "../containment/index.js";
+import {
+  createLeaseCgroup,
+  detectContainment,
+  isPopulated,
+  type ContainmentSupport,
+  type LeaseCgroup,
+} from "../containment/index.js";
 import { shimUnavailable } from "./adapters/cgroup-shim.js";
 import { sameProcess } from "../facts/identity.js";
 import { isAlive } from "../facts/liveness.js";
@@ -130,7 +136,8 @@ export async function sweepDeadRunFolders(support: ContainmentSupport, facts: Pr
     if (d === undefined || (d !== null && sameProcess(d, { pid, startTime: m[2]! }) && isAlive(d))) continue;
     const folder = join(support.root, n);
     for (const c of await readdir(folder, { withFileTypes: true }).catch(() => [])) {
-      if (c.isDirectory() && (await isPopulated(join(folder, c.name))) === "empty") await rmdir(join(folder, c.name)).catch(() => undefined);
+      if (c.isDirectory() && (await isPopulated(join(folder, c.name))) === "empty")
+        await rmdir(join(folder, c.name)).catch(() => undefined);
     }
     await rmdir(folder).catch(() => undefined);
   }

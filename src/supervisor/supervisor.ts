@@ -161,7 +161,6 @@ export interface ProcessSupervisor {
   containment(): Promise<ContainmentSupport>;
 }
 
-
 export function createProcessSupervisor(opts: ProcessSupervisorOptions = {}): ProcessSupervisor {
   const { ctx, defaultMaxOutput } = createRunContext(opts);
   let shutDown = false;
@@ -171,7 +170,8 @@ export function createProcessSupervisor(opts: ProcessSupervisorOptions = {}): Pr
     run?.requestStop(reason);
     return run !== undefined;
   };
-  const cancelScope = (scopeKey: string, reason: TerminationReason = "manual-cancel"): number => stopRuns(ctx, (r) => r.scopeKey === scopeKey, reason);
+  const cancelScope = (scopeKey: string, reason: TerminationReason = "manual-cancel"): number =>
+    stopRuns(ctx, (r) => r.scopeKey === scopeKey, reason);
   const cancelAll = (reason: TerminationReason = "manual-cancel"): number => stopRuns(ctx, () => true, reason);
 
   const spawn = async (input: SpawnInput): Promise<ManagedRun> => {
@@ -194,7 +194,10 @@ export function createProcessSupervisor(opts: ProcessSupervisorOptions = {}): Pr
     return enterRunning(run, ctx, started.proc, maxOutput);
   };
 
-  const endRun = async (runId: string, reason: TerminationReason = "manual-cancel"): Promise<LeaseState | undefined> => {
+  const endRun = async (
+    runId: string,
+    reason: TerminationReason = "manual-cancel",
+  ): Promise<LeaseState | undefined> => {
     const run = ctx.unsettled.get(runId);
     run?.requestStop(reason);
     if (run) await run.done;
@@ -255,8 +258,14 @@ function createRunContext(opts: ProcessSupervisorOptions): { ctx: RunContext; de
     loadPty: opts.loadPty ?? loadNodePty,
     leases: getLeases,
     containment,
-    runCgroups: createRunCgroups({ detect: containment, facts, signaller: opts.signaller ?? createSignaller(facts), graceMs }),
-    killTree: (pid, expectedStartTime) => killProcessTree(pid, { graceMs, facts, signaller: opts.signaller, expectedStartTime }),
+    runCgroups: createRunCgroups({
+      detect: containment,
+      facts,
+      signaller: opts.signaller ?? createSignaller(facts),
+      graceMs,
+    }),
+    killTree: (pid, expectedStartTime) =>
+      killProcessTree(pid, { graceMs, facts, signaller: opts.signaller, expectedStartTime }),
     live: new Map(),
     unsettled: new Map(),
   };
@@ -268,7 +277,11 @@ function createRunContext(opts: ProcessSupervisorOptions): { ctx: RunContext; de
  * stateDir; otherwise detected once for runs without a lease (run-cgroups.ts),
  * and a dead supervisor process's empty run folders go at that first detection.
  */
-function runContainment(getLeases: () => RunLeases | undefined, mode: "auto" | "off" | undefined, facts: ProcessFacts): () => Promise<ContainmentSupport> {
+function runContainment(
+  getLeases: () => RunLeases | undefined,
+  mode: "auto" | "off" | undefined,
+  facts: ProcessFacts,
+): () => Promise<ContainmentSupport> {
   let unleased: Promise<ContainmentSupport> | undefined;
   return () => {
     const l = getLeases();
@@ -301,7 +314,10 @@ async function shutdownRuns(ctx: RunContext, cancelAll: () => number): Promise<S
   const runs = [...ctx.unsettled.values()];
   const cancelled = cancelAll();
   const exits = await Promise.all(runs.map(async (r) => ({ runId: r.runId, exit: await r.done })));
-  await ctx.leases()?.release().catch(() => undefined);
+  await ctx
+    .leases()
+    ?.release()
+    .catch(() => undefined);
   await ctx.runCgroups.release().catch(() => undefined);
   return { cancelled, runs: exits };
 }
@@ -312,7 +328,11 @@ async function shutdownRuns(ctx: RunContext, cancelAll: () => number): Promise<S
  * are known before their lease is written, so no startup can slip between.
  * A caller's predicate that throws keeps the run (fail closed).
  */
-async function reconcileRuns(ctx: RunContext, instanceId: string | undefined, ropts: ReconcileOrphansOptions): Promise<ReconcileReport> {
+async function reconcileRuns(
+  ctx: RunContext,
+  instanceId: string | undefined,
+  ropts: ReconcileOrphansOptions,
+): Promise<ReconcileReport> {
   const store = ctx.leases();
   if (!store) return { instanceId: instanceId ?? null, runs: [] };
   const tracked = ropts.isSessionTracked;

@@ -12,12 +12,7 @@ export type RunState = "starting" | "running" | "exiting" | "exited";
  * > `signal` > `exit`. `spawn-error` means the OS never started the program.
  */
 export type TerminationReason =
-  | "manual-cancel"
-  | "overall-timeout"
-  | "no-output-timeout"
-  | "spawn-error"
-  | "signal"
-  | "exit";
+  "manual-cancel" | "overall-timeout" | "no-output-timeout" | "spawn-error" | "signal" | "exit";
 
 /** The stdin of a run, as the supervisor hands it out: process-local, no agent types. */
 export interface ManagedRunStdin {

@@ -62,7 +62,8 @@ export function resolveNoOutputTimeoutMs(input: ResolveNoOutputTimeoutInput): nu
   const o = input.override ?? {};
   const configured = PROFILE_FIELDS.some((f) => o[f] !== undefined);
   // OpenClaw: a resumed cron run without a configured resume watchdog is watched like a fresh one
-  const base = input.resumed && !(input.trigger === "cron" && !configured) ? RESUME_WATCHDOG_DEFAULTS : FRESH_WATCHDOG_DEFAULTS;
+  const base =
+    input.resumed && !(input.trigger === "cron" && !configured) ? RESUME_WATCHDOG_DEFAULTS : FRESH_WATCHDOG_DEFAULTS;
   const cap = Math.max(WATCHDOG_MIN_TIMEOUT_MS, Math.floor(timeoutMs) - WATCHDOG_MIN_TIMEOUT_MS);
   if (o.noOutputTimeoutMs !== undefined) {
     return Math.max(WATCHDOG_MIN_TIMEOUT_MS, Math.min(Math.floor(o.noOutputTimeoutMs), cap));
@@ -81,7 +82,10 @@ export function resolveNoOutputTimeoutMs(input: ResolveNoOutputTimeoutInput): nu
  * override (so it is clamped below the overall deadline); without one, the
  * explicit value, never under WATCHDOG_MIN_TIMEOUT_MS.
  */
-export function resolveRunNoOutputTimeoutMs(input: { noOutputTimeoutMs?: number; timeoutMs?: number }): number | undefined {
+export function resolveRunNoOutputTimeoutMs(input: {
+  noOutputTimeoutMs?: number;
+  timeoutMs?: number;
+}): number | undefined {
   const quiet = input.noOutputTimeoutMs;
   if (typeof quiet !== "number" || !Number.isFinite(quiet) || quiet <= 0) return undefined;
   const overall = input.timeoutMs;

@@ -19,7 +19,12 @@ import {
   startTurn,
   type HandshakeOptions,
 } from "../../src/acpx/acp-client.js";
-import { AcpxPromptAbortError, AcpxPromptError, AcpxPromptTimeoutError, diagnosticsNote } from "../../src/acpx/errors.js";
+import {
+  AcpxPromptAbortError,
+  AcpxPromptError,
+  AcpxPromptTimeoutError,
+  diagnosticsNote,
+} from "../../src/acpx/errors.js";
 import { packagedWrapperPath } from "../../src/acpx/install-wrapper.js";
 import { parseEnsureInput } from "../../src/acpx/ensure-input.js";
 import { launchWrapper, type LaunchedWrapper, type LaunchInput } from "../../src/acpx/launch.js";
@@ -27,7 +32,18 @@ import { ByteRing, STDERR_RING_BYTES } from "../../src/acpx/stderr-ring.js";
 import { describeEnd } from "../../src/acpx/wrapper-end.js";
 import { assertEnvRemove, buildWrapperEnv } from "../../src/acpx/wrapper-env.js";
 import { INSTANCE_ENV_KEY, LEASE_ENV_KEY } from "../../src/ownership/leases/types.js";
-import { AGENT, alive, cleanupAll, GRACE_MS, readPidfile, tempStateDir, trackChild, trackLease, waitFor, environOf } from "./controller-helpers.js";
+import {
+  AGENT,
+  alive,
+  cleanupAll,
+  GRACE_MS,
+  readPidfile,
+  tempStateDir,
+  trackChild,
+  trackLease,
+  waitFor,
+  environOf,
+} from "./controller-helpers.js";
 
 const GW = `gw-diag-${process.pid}`;
 const open: { l: LaunchedWrapper; client: AcpClient }[] = [];
@@ -42,7 +58,10 @@ afterEach(async () => {
   cleanupAll();
 });
 
-function launch(agentFlags: string[], extra: Partial<LaunchInput> = {}): { l: LaunchedWrapper; client: AcpClient; leaseId: string } {
+function launch(
+  agentFlags: string[],
+  extra: Partial<LaunchInput> = {},
+): { l: LaunchedWrapper; client: AcpClient; leaseId: string } {
   const leaseId = `diag-${randomUUID()}`;
   trackLease(leaseId);
   const l = launchWrapper({
@@ -82,7 +101,6 @@ async function failedHandshake(client: AcpClient, l: LaunchedWrapper, extra: Par
   return { failure: err as HandshakeFailure, ...(await explainHandshakeFailure(err, l)) };
 }
 
-
 describe("ByteRing: the adapter's recent stderr, bounded", () => {
   it("keeps at most cap bytes, the most recent ones, over many chunks", () => {
     const ring = new ByteRing(STDERR_RING_BYTES);
@@ -117,16 +135,24 @@ describe("ByteRing: the adapter's recent stderr, bounded", () => {
 
 describe("diagnosticsNote", () => {
   it("keeps the error data and, when asked, the last stderr lines, without colour codes", () => {
-    const stderrTail = ["first", "\u001b[2m2026-12-01T03:27:24Z\u001b[0m \u001b[31mERROR\u001b[0m codex_acp::thread: failed to connect", "last"].join("\n");
+    const stderrTail = [
+      "first",
+      "\u001b[2m2026-12-01T03:27:24Z\u001b[0m \u001b[31mERROR\u001b[0m codex_acp::thread: failed to connect",
+      "last",
+    ].join("\n");
     const d = { acpError: { code: -32603, message: "Internal error", data: { details: "Query closed" } }, stderrTail };
-    expect(diagnosticsNote(d, true)).toBe('; error data: {"details":"Query closed"}; adapter stderr: first | 2026-12-01T03:27:24Z ERROR codex_acp::thread: failed to connect | last');
+    expect(diagnosticsNote(d, true)).toBe(
+      '; error data: {"details":"Query closed"}; adapter stderr: first | 2026-12-01T03:27:24Z ERROR codex_acp::thread: failed to connect | last',
+    );
   });
 
   it("by default keeps stderr out of the message: it can echo prompt text into gateway logs", () => {
     const d = { acpError: { code: -32603, message: "Internal error" }, stderrTail: "user said: my secret prompt\n" };
     const note = diagnosticsNote(d);
     expect(note).not.toContain("secret");
-    expect(note).toBe(`; the adapter wrote ${Buffer.byteLength(d.stderrTail)} bytes of stderr (in the error's stderrTail)`);
+    expect(note).toBe(
+      `; the adapter wrote ${Buffer.byteLength(d.stderrTail)} bytes of stderr (in the error's stderrTail)`,
+    );
   });
 });
 
@@ -141,7 +167,10 @@ describe("envRemove: the environment the adapter really gets", () => {
     process.env[KEPT] = "kept";
     try {
       const pidfile = join(tempStateDir("envremove"), "agent.json");
-      const { l, leaseId } = launch([`--pidfile=${pidfile}`], { envRemove: [SECRET_A, SECRET_B], env: { PROCLEASE_TEST_ADDED: "added" } });
+      const { l, leaseId } = launch([`--pidfile=${pidfile}`], {
+        envRemove: [SECRET_A, SECRET_B],
+        env: { PROCLEASE_TEST_ADDED: "added" },
+      });
       const { wrapperPid } = await started(l);
       const { pid } = await readPidfile(pidfile);
       for (const p of [wrapperPid, pid]) {
@@ -164,9 +193,13 @@ describe("envRemove: the environment the adapter really gets", () => {
     for (const key of [LEASE_ENV_KEY, INSTANCE_ENV_KEY]) {
       expect(() => assertEnvRemove(["SOME_KEY", key])).toThrow(TypeError);
       expect(() => assertEnvRemove([key])).toThrow(new RegExp(`${LEASE_ENV_KEY} and ${INSTANCE_ENV_KEY}`));
-      expect(() => parseEnsureInput({ sessionKey: "k", agentId: "a", command: ["true"], envRemove: [key] })).toThrow(TypeError);
+      expect(() => parseEnsureInput({ sessionKey: "k", agentId: "a", command: ["true"], envRemove: [key] })).toThrow(
+        TypeError,
+      );
       // past the edge the markers hold by construction: set last, whatever envRemove names
-      expect(buildWrapperEnv({ envRemove: [key], leaseId: "x", gatewayInstanceId: "y" }, { [key]: "inherited" })[key]).toBe(key === LEASE_ENV_KEY ? "x" : "y");
+      expect(
+        buildWrapperEnv({ envRemove: [key], leaseId: "x", gatewayInstanceId: "y" }, { [key]: "inherited" })[key],
+      ).toBe(key === LEASE_ENV_KEY ? "x" : "y");
     }
     expect(() => assertEnvRemove("KEY")).toThrow(TypeError);
     expect(() => assertEnvRemove([""])).toThrow(TypeError);
@@ -175,7 +208,12 @@ describe("envRemove: the environment the adapter really gets", () => {
 
   it("an explicit env value wins over a removal, and the markers win over env", () => {
     const env = buildWrapperEnv(
-      { envRemove: ["K1", "K2"], env: { K2: "explicit", [LEASE_ENV_KEY]: "forged" }, leaseId: "real-lease", gatewayInstanceId: "real-gw" },
+      {
+        envRemove: ["K1", "K2"],
+        env: { K2: "explicit", [LEASE_ENV_KEY]: "forged" },
+        leaseId: "real-lease",
+        gatewayInstanceId: "real-gw",
+      },
       { K1: "inherited", K2: "inherited", K3: "kept" },
     );
     expect(env).toEqual({ K2: "explicit", K3: "kept", [LEASE_ENV_KEY]: "real-lease", [INSTANCE_ENV_KEY]: "real-gw" });
@@ -256,7 +294,9 @@ describe("handshake", () => {
       const r = await failedHandshake(client, l);
       expect(r.cause).toBe("protocol-version");
       expect(r.details.agentProtocolVersion).toBe(v);
-      expect(r.message).toContain(`ACP protocol version ${v}; this client (@agentclientprotocol/sdk, v1) speaks 1 only`);
+      expect(r.message).toContain(
+        `ACP protocol version ${v}; this client (@agentclientprotocol/sdk, v1) speaks 1 only`,
+      );
     }
   });
 
@@ -265,7 +305,11 @@ describe("handshake", () => {
     await started(l);
     const r = await failedHandshake(client, l);
     expect(r.cause).toBe("handshake-error");
-    expect(r.details.acpError).toEqual({ code: -32603, message: "Internal error", data: { fixture: "error-on", method: "session/new" } });
+    expect(r.details.acpError).toEqual({
+      code: -32603,
+      message: "Internal error",
+      data: { fixture: "error-on", method: "session/new" },
+    });
     expect(r.message).toContain('error data: {"fixture":"error-on","method":"session/new"}');
     // stderr stays in the field; the message only says how much there is
     expect(r.message).not.toContain("fixture cause: session/new refused on purpose");
@@ -310,7 +354,13 @@ describe("bounded turns", () => {
     await started(s.l);
     const res = await hs(s.client, s.l);
     const turn = (text: string, options?: Parameters<typeof startTurn>[1]["options"]) =>
-      startTurn(s.client, { sessionKey: "k", acpSessionId: res.sessionId, prompt: text, launched: s.l, ...(options ? { options } : {}) });
+      startTurn(s.client, {
+        sessionKey: "k",
+        acpSessionId: res.sessionId,
+        prompt: text,
+        launched: s.l,
+        ...(options ? { options } : {}),
+      });
     return { ...s, turn };
   }
 
@@ -362,7 +412,9 @@ describe("bounded turns", () => {
   it("an agent that ignores session/cancel: the timeout still rejects after the grace, turnEnded false", async () => {
     const { turn, l } = await session(["--turn=by-text"]);
     const t0 = Date.now();
-    const e = (await turn("deaf", { timeoutMs: 200, cancelGraceMs: 300 }).result.catch((x: unknown) => x)) as AcpxPromptTimeoutError;
+    const e = (await turn("deaf", { timeoutMs: 200, cancelGraceMs: 300 }).result.catch(
+      (x: unknown) => x,
+    )) as AcpxPromptTimeoutError;
     expect(e).toBeInstanceOf(AcpxPromptTimeoutError);
     expect(Date.now() - t0).toBeGreaterThanOrEqual(480);
     expect(e.cancelSent).toBe(true);

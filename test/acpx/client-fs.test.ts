@@ -5,7 +5,17 @@
  * bounded, typed refusals; off unless asked for (then advertised as off and
  * answered "method not found"). Build first (`npm run build`).
  */
-import { linkSync, mkdirSync, mkdtempSync, readFileSync, realpathSync, renameSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
+import {
+  linkSync,
+  mkdirSync,
+  mkdtempSync,
+  readFileSync,
+  realpathSync,
+  renameSync,
+  rmSync,
+  symlinkSync,
+  writeFileSync,
+} from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
@@ -38,7 +48,12 @@ function tree() {
 }
 
 async function session(label: string, fs: AcpxLifecycleControllerOptions["clientCapabilities"], cwd: string) {
-  const ctl = await createAcpxLifecycleController({ stateDir: tempStateDir(label), graceMs: GRACE_MS, maintenanceIntervalMs: 0, clientCapabilities: fs });
+  const ctl = await createAcpxLifecycleController({
+    stateDir: tempStateDir(label),
+    graceMs: GRACE_MS,
+    maintenanceIntervalMs: 0,
+    clientCapabilities: fs,
+  });
   controllers.push(ctl);
   const h = await ctl.ensureSession({ sessionKey: `k-${label}`, agentId: "main", command: agentArgv({}), cwd });
   trackLease(h.leaseId);
@@ -77,17 +92,24 @@ describe("client fs", () => {
     const ro = await session("fs-ro", { fs: { write: false } }, t.cwd);
     expect(await ro.say(`/read ${join(t.cwd, "a.txt")}`)).toBe("read: one\ntwo\nthree\n");
     expect(await ro.say(`/write ${join(t.cwd, "x.txt")} no`)).toMatch(/^refused: -32601/);
-    expect(JSON.parse(await ro.say("/whoami")).clientCapabilities).toMatchObject({ fs: { readTextFile: true, writeTextFile: false }, terminal: false });
+    expect(JSON.parse(await ro.say("/whoami")).clientCapabilities).toMatchObject({
+      fs: { readTextFile: true, writeTextFile: false },
+      terminal: false,
+    });
     const off = await session("fs-off", undefined, t.cwd);
     expect(await off.say(`/read ${join(t.cwd, "a.txt")}`)).toMatch(/^refused: -32601/);
-    expect(JSON.parse(await off.say("/whoami")).clientCapabilities).toMatchObject({ fs: { readTextFile: false, writeTextFile: false }, terminal: false });
+    expect(JSON.parse(await off.say("/whoami")).clientCapabilities).toMatchObject({
+      fs: { readTextFile: false, writeTextFile: false },
+      terminal: false,
+    });
   });
 });
 
 /** the handlers the ACP client calls, for cases the fixture agent has no command for */
 describe("client fs handlers", () => {
   const read = (fs: ReturnType<typeof handlers>, path: string) => answer(fs.read({ sessionId: SESSION, path }));
-  const write = (fs: ReturnType<typeof handlers>, path: string, content: string) => answer(fs.write({ sessionId: SESSION, path, content }));
+  const write = (fs: ReturnType<typeof handlers>, path: string, content: string) =>
+    answer(fs.write({ sessionId: SESSION, path, content }));
 
   it("follows a relative symlink that stays beneath its root; refuses an absolute one (even to inside) and one into another root", async () => {
     const t = tree();
@@ -109,12 +131,23 @@ describe("client fs handlers", () => {
     expect(await read(fs, `${t.cwd}/x/../a.txt`)).toEqual({ ok: true, content: "one\ntwo\nthree\n" });
     expect(await read(fs, `${t.cwd}/../outside/secret.txt`)).toMatchObject({ ok: false, refusal: "outside-roots" });
     expect(await read(fs, t.cwd)).toMatchObject({ ok: false, refusal: "not-a-file" });
-    expect(await read(fs, `${t.cwd}/a.txt\0/x`)).toMatchObject({ ok: false, refusal: "io-error", message: expect.stringContaining("NUL") });
-    expect(await read(handlers(t.cwd, { maxReadBytes: 2 ** 40 }), join(t.cwd, "a.txt"))).toEqual({ ok: true, content: "one\ntwo\nthree\n" });
+    expect(await read(fs, `${t.cwd}/a.txt\0/x`)).toMatchObject({
+      ok: false,
+      refusal: "io-error",
+      message: expect.stringContaining("NUL"),
+    });
+    expect(await read(handlers(t.cwd, { maxReadBytes: 2 ** 40 }), join(t.cwd, "a.txt"))).toEqual({
+      ok: true,
+      content: "one\ntwo\nthree\n",
+    });
     // the agent moves its cwd away and puts a link to outside in its place
     renameSync(t.cwd, `${t.cwd}-moved`);
     symlinkSync(t.outside, t.cwd);
-    expect(await read(fs, join(t.cwd, "secret.txt"))).toMatchObject({ ok: false, refusal: "outside-roots", message: expect.stringContaining("moved or replaced") });
+    expect(await read(fs, join(t.cwd, "secret.txt"))).toMatchObject({
+      ok: false,
+      refusal: "outside-roots",
+      message: expect.stringContaining("moved or replaced"),
+    });
     expect(await write(fs, join(t.cwd, "planted.txt"), "x")).toMatchObject({ ok: false, refusal: "outside-roots" });
     expect(readFileSync(join(t.outside, "secret.txt"), "utf8")).toBe("secret");
   });
@@ -134,7 +167,11 @@ describe("client fs handlers", () => {
     const before = process.env.PROCLEASE_DISABLE_NATIVE;
     process.env.PROCLEASE_DISABLE_NATIVE = "1";
     try {
-      expect(await read(fs, join(t.cwd, "a.txt"))).toMatchObject({ ok: false, refusal: "io-error", message: expect.stringContaining("native addon") });
+      expect(await read(fs, join(t.cwd, "a.txt"))).toMatchObject({
+        ok: false,
+        refusal: "io-error",
+        message: expect.stringContaining("native addon"),
+      });
       expect(await write(fs, join(t.cwd, "z.txt"), "x")).toMatchObject({ ok: false, refusal: "io-error" });
     } finally {
       if (before === undefined) delete process.env.PROCLEASE_DISABLE_NATIVE;

@@ -15,14 +15,29 @@ import { OutputTail, TERMINAL_RUN_PREFIX } from "../../src/acpx/client-terminal.
 import { createAcpxLifecycleController } from "../../src/acpx/controller.js";
 import { createProcessSupervisor } from "../../src/supervisor/index.js";
 import type { AcpRuntimeHandle } from "../../src/acpx/types.js";
-import { agentArgv, alive, disposeAfterEach, GRACE_MS, leaseCarriers, ROOT, tempStateDir, trackChild, trackLease, trackPid, waitFor , say } from "./controller-helpers.js";
+import {
+  agentArgv,
+  alive,
+  disposeAfterEach,
+  GRACE_MS,
+  leaseCarriers,
+  ROOT,
+  tempStateDir,
+  trackChild,
+  trackLease,
+  trackPid,
+  waitFor,
+  say,
+} from "./controller-helpers.js";
 
 const controllers = disposeAfterEach();
 
 /** a command whose setsid grandchild ignores SIGTERM and writes its pid to `pidfile` */
-const stubbornTree = (pidfile: string): string => `setsid sh -c 'trap "" TERM; exec sleep 600' & echo $! > ${pidfile}; echo started; wait`;
+const stubbornTree = (pidfile: string): string =>
+  `setsid sh -c 'trap "" TERM; exec sleep 600' & echo $! > ${pidfile}; echo started; wait`;
 /** the same, with its environment scrubbed (no lease markers): only the terminal's cgroup can find it */
-const scrubbedTree = (pidfile: string): string => `env -i setsid sh -c 'trap "" TERM; exec sleep 600' & echo $! > ${pidfile}; wait`;
+const scrubbedTree = (pidfile: string): string =>
+  `env -i setsid sh -c 'trap "" TERM; exec sleep 600' & echo $! > ${pidfile}; wait`;
 
 async function readPid(file: string): Promise<number> {
   let pid = 0;
@@ -64,7 +79,12 @@ describe("client terminals", () => {
     controllers.push(ctl);
     const h = await ctl.ensureSession({ sessionKey: "k-term-run", agentId: "main", command: agentArgv({}) });
     trackLease(h.leaseId);
-    const r = JSON.parse(await say(ctl, h, "/terminal-run printf 'héllo wörld'; exit 3")) as { terminalId: string; exit: unknown; output: string; truncated: boolean };
+    const r = JSON.parse(await say(ctl, h, "/terminal-run printf 'héllo wörld'; exit 3")) as {
+      terminalId: string;
+      exit: unknown;
+      output: string;
+      truncated: boolean;
+    };
     expect(r.terminalId.startsWith(TERMINAL_RUN_PREFIX)).toBe(true);
     expect(r.exit).toMatchObject({ exitCode: 3 });
     expect(r.truncated).toBe(true);
@@ -75,7 +95,11 @@ describe("client terminals", () => {
     expect(leases.map((l) => l.state)).toEqual([expect.stringMatching(/closed|lost/)]);
     expect(JSON.parse(await say(ctl, h, "/whoami")).clientCapabilities).toMatchObject({ terminal: true });
 
-    const off = await createAcpxLifecycleController({ stateDir: tempStateDir("term-off"), graceMs: GRACE_MS, maintenanceIntervalMs: 0 });
+    const off = await createAcpxLifecycleController({
+      stateDir: tempStateDir("term-off"),
+      graceMs: GRACE_MS,
+      maintenanceIntervalMs: 0,
+    });
     controllers.push(off);
     const h2 = await off.ensureSession({ sessionKey: "k-term-off", agentId: "main", command: agentArgv({}) });
     trackLease(h2.leaseId);
@@ -84,7 +108,12 @@ describe("client terminals", () => {
 
   it("session close ends the terminal's whole tree: a setsid grandchild that ignores SIGTERM included", async () => {
     const stateDir = tempStateDir("term-close");
-    const ctl = await createAcpxLifecycleController({ stateDir, graceMs: GRACE_MS, maintenanceIntervalMs: 0, clientCapabilities: { terminal: true } });
+    const ctl = await createAcpxLifecycleController({
+      stateDir,
+      graceMs: GRACE_MS,
+      maintenanceIntervalMs: 0,
+      clientCapabilities: { terminal: true },
+    });
     controllers.push(ctl);
     const h = await ctl.ensureSession({ sessionKey: "k-term-close", agentId: "main", command: agentArgv({}) });
     trackLease(h.leaseId);
@@ -104,7 +133,8 @@ describe("client terminals", () => {
     expect(report.outcome).toBe("closed");
     expect(alive(grandchild)).toBe(false);
     if (ctl.containment.available) expect(alive(scrubbed)).toBe(false);
-    else console.log(`[skip] env-scrubbed terminal escapee not checked: containment is off here (${ctl.containment.why})`);
+    else
+      console.log(`[skip] env-scrubbed terminal escapee not checked: containment is off here (${ctl.containment.why})`);
     expect(leaseCarriers(lease.leaseId)).toEqual([]);
     const after = (await ctl.listLeases()).find((l) => l.leaseId === lease.leaseId)!;
     expect(["closed", "lost"]).toContain(after.state);
@@ -114,9 +144,19 @@ describe("client terminals", () => {
     const stateDir = tempStateDir("term-crash");
     const pidfile = join(stateDir, "grandchild.pid");
     const gw = trackChild(
-      spawn(process.execPath, [join(ROOT, "test/fixtures/acpx/conversation-gateway.mjs"), stateDir, "k-term-crash", JSON.stringify(agentArgv({})), `/terminal-start ${stubbornTree(pidfile)}`], {
-        stdio: ["ignore", "pipe", "inherit"],
-      }),
+      spawn(
+        process.execPath,
+        [
+          join(ROOT, "test/fixtures/acpx/conversation-gateway.mjs"),
+          stateDir,
+          "k-term-crash",
+          JSON.stringify(agentArgv({})),
+          `/terminal-start ${stubbornTree(pidfile)}`,
+        ],
+        {
+          stdio: ["ignore", "pipe", "inherit"],
+        },
+      ),
     );
     const lines = createInterface({ input: gw.stdout! });
     let terminalId = "";
@@ -133,14 +173,25 @@ describe("client terminals", () => {
     // the terminal is the gateway's (detached) child, not the wrapper's: it outlives the gateway
     expect(alive(grandchild)).toBe(true);
     const settled: [string, string][] = [];
-    const next = await createAcpxLifecycleController({ stateDir, graceMs: GRACE_MS, maintenanceIntervalMs: 0, onLeaseSettled: (l, o) => settled.push([l.sessionKey, o.via]) });
+    const next = await createAcpxLifecycleController({
+      stateDir,
+      graceMs: GRACE_MS,
+      maintenanceIntervalMs: 0,
+      onLeaseSettled: (l, o) => settled.push([l.sessionKey, o.via]),
+    });
     controllers.push(next);
     const lease = (await next.listLeases()).find((l) => l.sessionKey === `supervisor:${terminalId}`)!;
     expect(lease.state).toBe("open");
     trackLease(lease.leaseId);
     // another supervisor's leased run on the same state dir and instance is not the controller's to reap
     const other = createProcessSupervisor({ stateDir, gatewayInstanceId: next.gatewayInstanceId, graceMs: GRACE_MS });
-    const run = await other.spawn({ mode: "child", argv: ["sleep", "600"], sessionId: "other", backendId: "exec", background: true });
+    const run = await other.spawn({
+      mode: "child",
+      argv: ["sleep", "600"],
+      sessionId: "other",
+      backendId: "exec",
+      background: true,
+    });
     trackPid(run.pid);
     await next.reapStartupOrphans();
     expect(await waitFor(() => !alive(grandchild), 5000)).toBeGreaterThanOrEqual(0);

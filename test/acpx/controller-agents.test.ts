@@ -13,7 +13,12 @@ import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { createAcpxLifecycleController } from "../../src/acpx/controller.js";
-import { AcpxEnsureError, AcpxPromptError, type AcpxPromptAbortError, type AcpxPromptTimeoutError } from "../../src/acpx/errors.js";
+import {
+  AcpxEnsureError,
+  AcpxPromptError,
+  type AcpxPromptAbortError,
+  type AcpxPromptTimeoutError,
+} from "../../src/acpx/errors.js";
 import type { AcpRuntimeEnsureInput } from "../../src/acpx/types.js";
 import { INSTANCE_ENV_KEY, LEASE_ENV_KEY } from "../../src/ownership/leases/types.js";
 import {
@@ -40,7 +45,10 @@ async function newController(label: string, extra: { handshakeTimeoutMs?: number
 }
 
 /** ensureSession that must fail; the error, with its lease tracked */
-async function ensureFails(ctl: Awaited<ReturnType<typeof newController>>["ctl"], input: AcpRuntimeEnsureInput): Promise<AcpxEnsureError> {
+async function ensureFails(
+  ctl: Awaited<ReturnType<typeof newController>>["ctl"],
+  input: AcpRuntimeEnsureInput,
+): Promise<AcpxEnsureError> {
   const err = await ctl.ensureSession(input).then(
     (h) => {
       trackLease(h.leaseId);
@@ -61,7 +69,6 @@ async function expectSettled(ctl: Awaited<ReturnType<typeof newController>>["ctl
   expect(lease?.state).toBe(e.leaseState);
   expect(leaseCarriers(e.leaseId!)).toEqual([]);
 }
-
 
 describe("ensureSession: ACP authenticate", () => {
   it("with auth: { methodId } the agent that requires it gives a session", async () => {
@@ -103,7 +110,9 @@ describe("ensureSession: ACP authenticate", () => {
     });
     expect(e.failure).toBe("auth-required");
     expect(e.authMethods?.map((m) => m.id)).toEqual(["codex-api-key", "chatgpt"]);
-    expect(e.message).toContain("the agent offers: codex-api-key (Fixture method codex-api-key), chatgpt (Fixture method chatgpt)");
+    expect(e.message).toContain(
+      "the agent offers: codex-api-key (Fixture method codex-api-key), chatgpt (Fixture method chatgpt)",
+    );
     expect(e.acpError?.code).toBe(-32000);
     await expectSettled(ctl, e);
   });
@@ -125,7 +134,9 @@ describe("ensureSession: ACP authenticate", () => {
     const { ctl } = await newController("auth-bad");
     const base = { sessionKey: "k", agentId: "main", command: agentArgv({}) };
     await expect(ctl.ensureSession({ ...base, auth: { methodId: "" } })).rejects.toThrow(TypeError);
-    await expect(ctl.ensureSession({ ...base, auth: "codex" as unknown as { methodId: string } })).rejects.toThrow(TypeError);
+    await expect(ctl.ensureSession({ ...base, auth: "codex" as unknown as { methodId: string } })).rejects.toThrow(
+      TypeError,
+    );
     expect(await ctl.listLeases()).toEqual([]);
   });
 });
@@ -139,7 +150,11 @@ describe("ensureSession: diagnostics and protocol version", () => {
       command: agentArgv({ extra: ["--error-on=session/new", "--stderr-noise=40000"] }),
     });
     expect(e.failure).toBe("handshake-error");
-    expect(e.acpError).toEqual({ code: -32603, message: "Internal error", data: { fixture: "error-on", method: "session/new" } });
+    expect(e.acpError).toEqual({
+      code: -32603,
+      message: "Internal error",
+      data: { fixture: "error-on", method: "session/new" },
+    });
     expect(e.stderrTail).toContain("fixture cause: session/new refused on purpose");
     expect(Buffer.byteLength(e.stderrTail!)).toBeLessThanOrEqual(16 * 1024);
     expect(e.message).toContain('error data: {"fixture":"error-on","method":"session/new"}');
@@ -151,9 +166,18 @@ describe("ensureSession: diagnostics and protocol version", () => {
 
   it("with stderrInMessages: true the message carries the last stderr lines too", async () => {
     const stateDir = tempStateDir("stderr-in-msg");
-    const ctl = await createAcpxLifecycleController({ stateDir, graceMs: GRACE_MS, maintenanceIntervalMs: 0, stderrInMessages: true });
+    const ctl = await createAcpxLifecycleController({
+      stateDir,
+      graceMs: GRACE_MS,
+      maintenanceIntervalMs: 0,
+      stderrInMessages: true,
+    });
     controllers.push(ctl);
-    const e = await ensureFails(ctl, { sessionKey: "agent:main:acp:diag2", agentId: "main", command: agentArgv({ extra: ["--error-on=session/new"] }) });
+    const e = await ensureFails(ctl, {
+      sessionKey: "agent:main:acp:diag2",
+      agentId: "main",
+      command: agentArgv({ extra: ["--error-on=session/new"] }),
+    });
     expect(e.message).toContain("adapter stderr:");
     expect(e.message).toContain("fixture cause: session/new refused on purpose");
     await expectSettled(ctl, e);
@@ -161,7 +185,11 @@ describe("ensureSession: diagnostics and protocol version", () => {
 
   it("a protocol version the SDK cannot speak fails protocol-version", async () => {
     const { ctl } = await newController("proto");
-    const e = await ensureFails(ctl, { sessionKey: "agent:main:acp:proto", agentId: "main", command: agentArgv({ extra: ["--protocol-version=2"] }) });
+    const e = await ensureFails(ctl, {
+      sessionKey: "agent:main:acp:proto",
+      agentId: "main",
+      command: agentArgv({ extra: ["--protocol-version=2"] }),
+    });
     expect(e.failure).toBe("protocol-version");
     expect(e.agentProtocolVersion).toBe(2);
     expect(e.message).toContain("ACP protocol version 2; this client (@agentclientprotocol/sdk, v1) speaks 1 only");
@@ -215,7 +243,11 @@ describe("ensureSession: envRemove", () => {
 describe("prompt: timeoutMs and signal", () => {
   async function session(label: string) {
     const { ctl } = await newController(label);
-    const h = await ctl.ensureSession({ sessionKey: `agent:main:acp:${label}`, agentId: "main", command: agentArgv({ extra: ["--turn=by-text"] }) });
+    const h = await ctl.ensureSession({
+      sessionKey: `agent:main:acp:${label}`,
+      agentId: "main",
+      command: agentArgv({ extra: ["--turn=by-text"] }),
+    });
     trackLease(h.leaseId);
     return { ctl, h };
   }
@@ -245,7 +277,9 @@ describe("prompt: timeoutMs and signal", () => {
 
   it("an agent that stops answering keeps the turn: the next prompt is refused until a close", async () => {
     const { ctl, h } = await session("deaf");
-    const e = (await ctl.prompt(h, "deaf", { timeoutMs: 200, cancelGraceMs: 200 }).catch((x: unknown) => x)) as AcpxPromptTimeoutError;
+    const e = (await ctl
+      .prompt(h, "deaf", { timeoutMs: 200, cancelGraceMs: 200 })
+      .catch((x: unknown) => x)) as AcpxPromptTimeoutError;
     expect(e.name).toBe("AcpxPromptTimeoutError");
     expect(e.turnEnded).toBe(false);
     await expect(ctl.prompt(h, "next")).rejects.toThrow(/already has a prompt running/);

@@ -51,8 +51,13 @@ describe("gateway SIGKILL: the wrapper cleans up through the lifeline", () => {
       // the condition, waited for; how soon after the grace it holds is measured by
       // bench/acpx.bench.mjs ("parent death → tree gone, minus grace"), not asserted here
       const took = await waitFor(() => leaseCarriers(h.leaseId).length === 0 && !all.some(alive), GRACE_MS + 20_000);
-      console.log(`[${kind}] gateway SIGKILL → tree gone in ${took === -1 ? `more than ${Date.now() - t0}` : took} ms (grace ${GRACE_MS} ms)`);
-      expect(took, `still alive: ${JSON.stringify(all.filter(alive))}, carriers ${JSON.stringify(leaseCarriers(h.leaseId))}`).not.toBe(-1);
+      console.log(
+        `[${kind}] gateway SIGKILL → tree gone in ${took === -1 ? `more than ${Date.now() - t0}` : took} ms (grace ${GRACE_MS} ms)`,
+      );
+      expect(
+        took,
+        `still alive: ${JSON.stringify(all.filter(alive))}, carriers ${JSON.stringify(leaseCarriers(h.leaseId))}`,
+      ).not.toBe(-1);
 
       // the lease is still open on disk (the gateway died before settling it):
       // the next controller's startup reap marks it lost without signalling
@@ -108,14 +113,23 @@ describe("maintenance timer", () => {
     // session left running); B: the next controller on the same state dir
     // (same instance) that only runs maintenance, as a restarted gateway would.
     const a = await createAcpxLifecycleController({ stateDir, graceMs: GRACE_MS, maintenanceIntervalMs: 0 });
-    const h = await a.ensureSession({ sessionKey: "k-maint", agentId: "main", command: agentArgv({ kind: "setsid", pidfile }) });
+    const h = await a.ensureSession({
+      sessionKey: "k-maint",
+      agentId: "main",
+      command: agentArgv({ kind: "setsid", pidfile }),
+    });
     trackLease(h.leaseId);
     const pids = await readPidfile(pidfile);
     const store = await openLeaseStore(stateDir);
     await store.transition(h.leaseId, "closing"); // a close that crashed after marking
     await a.dispose();
 
-    const b = await createAcpxLifecycleController({ stateDir, graceMs: GRACE_MS, maintenanceIntervalMs: 150, retentionMs: 1500 });
+    const b = await createAcpxLifecycleController({
+      stateDir,
+      graceMs: GRACE_MS,
+      maintenanceIntervalMs: 150,
+      retentionMs: 1500,
+    });
     controllers.push(b);
     const took = await waitFor(async () => (await store.get(h.leaseId))?.state === "closed", 10_000, 50);
     expect(took).not.toBe(-1);

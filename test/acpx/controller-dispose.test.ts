@@ -30,7 +30,13 @@ async function ensure(ctl: AcpxLifecycleController, key: string, extra: string[]
 /** "pending" unless `p` settles within the microtasks before the next macrotask: what "at once" means here. */
 async function settledAtOnce(p: Promise<unknown>): Promise<unknown> {
   const pending = new Promise((r) => setImmediate(() => r("pending")));
-  return Promise.race([p.then((v) => ({ resolved: v }), (e: unknown) => e), pending]);
+  return Promise.race([
+    p.then(
+      (v) => ({ resolved: v }),
+      (e: unknown) => e,
+    ),
+    pending,
+  ]);
 }
 
 /** Every file under the state dir's lease folders, with its bytes: what "no lease file changed" compares. */
@@ -68,9 +74,11 @@ describe("a disposed controller", () => {
     // the running turns settle with the disposal's error (the stream too, once its buffer is read)
     await expect(turn.result).rejects.toMatchObject(DISPOSED);
     await expect(prompt).rejects.toMatchObject(DISPOSED);
-    await expect((async () => {
-      for (;;) if ((await events.next()).done) return;
-    })()).rejects.toMatchObject(DISPOSED);
+    await expect(
+      (async () => {
+        for (;;) if ((await events.next()).done) return;
+      })(),
+    ).rejects.toMatchObject(DISPOSED);
 
     const calls: Record<string, () => Promise<unknown>> = {
       prompt: () => ctl.prompt(idle, "hello"),

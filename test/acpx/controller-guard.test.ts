@@ -9,7 +9,10 @@ import type { SessionUpdate } from "@agentclientprotocol/sdk";
 import { ControllerEnd, settleOnDispose } from "../../src/acpx/controller-guard.js";
 import type { TurnResult, TurnStream } from "../../src/acpx/turn-stream.js";
 
-const chunk = (text: string): SessionUpdate => ({ sessionUpdate: "agent_message_chunk", content: { type: "text", text } });
+const chunk = (text: string): SessionUpdate => ({
+  sessionUpdate: "agent_message_chunk",
+  content: { type: "text", text },
+});
 
 /** A turn whose updates and end the test drives: push() buffers (or hands to a waiting next()), finish() ends it. */
 function handTurn(): { turn: TurnStream; push(u: SessionUpdate): void; finish(r: TurnResult): void } {
@@ -26,7 +29,11 @@ function handTurn(): { turn: TurnStream; push(u: SessionUpdate): void; finish(r:
     },
   };
   return {
-    turn: { events: { [Symbol.asyncIterator]: () => iterator }, result, cancel: async () => ({ cancelSent: false, turnEnded: true }) },
+    turn: {
+      events: { [Symbol.asyncIterator]: () => iterator },
+      result,
+      cancel: async () => ({ cancelSent: false, turnEnded: true }),
+    },
     push: (u) => {
       const w = waiter;
       waiter = undefined;

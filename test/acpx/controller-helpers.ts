@@ -165,7 +165,12 @@ export function sleep(ms: number): Promise<void> {
  * (a gateway whose keeper died with it); the keeper's own tests are
  * test/adversarial/keeper-*.
  */
-export function spawnGateway(stateDir: string, command: string[], graceMs = GRACE_MS, containment: "auto" | "off" = "auto"): ChildProcess {
+export function spawnGateway(
+  stateDir: string,
+  command: string[],
+  graceMs = GRACE_MS,
+  containment: "auto" | "off" = "auto",
+): ChildProcess {
   const code = `
     const { createAcpxLifecycleController } = await import(${JSON.stringify(DIST_ACPX)});
     const cfg = JSON.parse(process.env.GW_CONFIG);
@@ -244,15 +249,21 @@ onInterrupt(cleanupAll);
  * environment, live identity recorded after the spawn), for a real idle
  * process in its own process group.
  */
-export async function spawnSupervisorStyleRun(stateDir: string, runId: string): Promise<{ lease: AcpxProcessLease; pid: number }> {
+export async function spawnSupervisorStyleRun(
+  stateDir: string,
+  runId: string,
+): Promise<{ lease: AcpxProcessLease; pid: number }> {
   const runs = createRunLeases({ stateDir, graceMs: GRACE_MS });
   const argv = [process.execPath, "-e", "setInterval(() => {}, 1 << 30)"];
   const { leaseId, env } = await runs.open(runId, argv);
   trackLease(leaseId);
-  const child = trackChild(spawn(argv[0]!, argv.slice(1), { detached: true, stdio: "ignore", env: { ...process.env, ...env } }));
+  const child = trackChild(
+    spawn(argv[0]!, argv.slice(1), { detached: true, stdio: "ignore", env: { ...process.env, ...env } }),
+  );
   await runs.attach(leaseId, child.pid!);
   const lease = await (await openLeaseStore(stateDir)).get(leaseId);
-  if (!lease || lease.rootStartTime === undefined) throw new Error(`the supervisor-style run (pid ${child.pid}) was gone right after its spawn`);
+  if (!lease || lease.rootStartTime === undefined)
+    throw new Error(`the supervisor-style run (pid ${child.pid}) was gone right after its spawn`);
   return { lease, pid: child.pid! };
 }
 
@@ -262,9 +273,14 @@ export async function spawnSupervisorStyleRun(stateDir: string, runId: string): 
  * and the gateway are SIGKILLed. What is left is exactly the startup-reaping
  * case: a lease whose root is gone and escapees that still carry its markers.
  */
-export async function orphanByKillingGatewayAndWrapper(stateDir: string): Promise<{ h: AcpRuntimeHandle; pids: AgentPids }> {
+export async function orphanByKillingGatewayAndWrapper(
+  stateDir: string,
+): Promise<{ h: AcpRuntimeHandle; pids: AgentPids }> {
   const pidfile = join(stateDir, "agent.json");
-  const gw = spawnGateway(stateDir, agentArgv({ kind: "double-fork", stubborn: true, surviveStdinClose: true, pidfile }));
+  const gw = spawnGateway(
+    stateDir,
+    agentArgv({ kind: "double-fork", stubborn: true, surviveStdinClose: true, pidfile }),
+  );
   const h = await readJsonLine<AcpRuntimeHandle>(gw);
   trackLease(h.leaseId);
   const pids = await readPidfile(pidfile);

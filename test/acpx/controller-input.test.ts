@@ -16,7 +16,11 @@ import { agentArgv, disposeAfterEach, GRACE_MS, say, tempStateDir, trackLease } 
 const controllers = disposeAfterEach();
 
 async function newController(label: string): Promise<AcpxLifecycleController> {
-  const ctl = await createAcpxLifecycleController({ stateDir: tempStateDir(label), graceMs: GRACE_MS, maintenanceIntervalMs: 0 });
+  const ctl = await createAcpxLifecycleController({
+    stateDir: tempStateDir(label),
+    graceMs: GRACE_MS,
+    maintenanceIntervalMs: 0,
+  });
   controllers.push(ctl);
   return ctl;
 }
@@ -31,31 +35,40 @@ describe("ensureSession refuses a session key with control characters", () => {
     ["C1 CSI", "a\u009b31m", "U+009B at index 1"],
     ["C1 NEL", "\u0085", "U+0085 at index 0"],
   ];
-  it.each(hostile)("%s: a TypeError naming the character; no lease written, nothing spawned", async (_what, sessionKey, where) => {
-    const ctl = await newController("key-control");
-    const err = await ctl.ensureSession({ sessionKey, agentId: "main", command: agentArgv({}) }).then(
-      (h) => {
-        trackLease(h.leaseId);
-        return h;
-      },
-      (e: unknown) => e,
-    );
-    expect(err).toBeInstanceOf(TypeError);
-    expect((err as Error).message).toBe(`input.sessionKey must not contain control characters (C0, DEL or C1); found ${where}`);
-    expect(await ctl.listLeases()).toEqual([]);
-  });
+  it.each(hostile)(
+    "%s: a TypeError naming the character; no lease written, nothing spawned",
+    async (_what, sessionKey, where) => {
+      const ctl = await newController("key-control");
+      const err = await ctl.ensureSession({ sessionKey, agentId: "main", command: agentArgv({}) }).then(
+        (h) => {
+          trackLease(h.leaseId);
+          return h;
+        },
+        (e: unknown) => e,
+      );
+      expect(err).toBeInstanceOf(TypeError);
+      expect((err as Error).message).toBe(
+        `input.sessionKey must not contain control characters (C0, DEL or C1); found ${where}`,
+      );
+      expect(await ctl.listLeases()).toEqual([]);
+    },
+  );
 
   it("spawnRawAdapter refuses the same keys (one validation for both)", async () => {
     const ctl = await newController("key-control-raw");
-    await expect(ctl.spawnRawAdapter({ sessionKey: "raw\x1b]0;title\x07", agentId: "main", command: agentArgv({}) })).rejects.toThrow(
-      /input\.sessionKey must not contain control characters.*U\+001B at index 3/,
-    );
+    await expect(
+      ctl.spawnRawAdapter({ sessionKey: "raw\x1b]0;title\x07", agentId: "main", command: agentArgv({}) }),
+    ).rejects.toThrow(/input\.sessionKey must not contain control characters.*U\+001B at index 3/);
     expect(await ctl.listLeases()).toEqual([]);
   });
 
   it("an owner key that is not a string is refused at the edge: no lease written, nothing spawned (ensure and raw alike)", async () => {
     const ctl = await newController("owner-keys");
-    for (const [field, value] of [["spawnedBy", 42], ["parentSessionKey", ""], ["ownerSessionKey", {}]] as const) {
+    for (const [field, value] of [
+      ["spawnedBy", 42],
+      ["parentSessionKey", ""],
+      ["ownerSessionKey", {}],
+    ] as const) {
       const input = { sessionKey: `k-${field}`, agentId: "main", command: agentArgv({}), [field]: value };
       const message = new RegExp(`^${field} must be a non-empty string when given, got `);
       await expect(ctl.ensureSession(input as never)).rejects.toThrow(message);
@@ -87,22 +100,36 @@ describe("a prompt over the ACP transport's limit", () => {
       (e: unknown) => e,
     );
     // the SDK's DEFAULT_MAX_MESSAGE_BYTES: an adapter on the SDK closes the connection past it
-    expect(err).toMatchObject({ name: "AcpxPromptTooLargeError", code: "prompt-too-large", sessionKey: "k-big", limitBytes: 32 * 1024 * 1024 });
+    expect(err).toMatchObject({
+      name: "AcpxPromptTooLargeError",
+      code: "prompt-too-large",
+      sessionKey: "k-big",
+      limitBytes: 32 * 1024 * 1024,
+    });
     expect(err).toBeInstanceOf(AcpxPromptTooLargeError);
     const e = err as AcpxPromptTooLargeError;
     expect(e.sizeBytes).toBeGreaterThan(big.length);
     expect(e.message).toContain(`${e.sizeBytes} bytes`);
     expect(e.message).toContain(`limit of ${32 * 1024 * 1024} bytes`);
     // OpenClaw's boundary names it too, as a bad input that no retry fixes
-    expect(classify(e, "turn", "proclease")).toMatchObject({ code: "ACP_INVALID_RUNTIME_OPTION", detailCode: "PROMPT_TOO_LARGE", retryable: false });
+    expect(classify(e, "turn", "proclease")).toMatchObject({
+      code: "ACP_INVALID_RUNTIME_OPTION",
+      detailCode: "PROMPT_TOO_LARGE",
+      retryable: false,
+    });
     expect(await say(ctl, h, "/echo")).toBe("block text");
 
     // a streamed turn: the result and the events both end with the same error; content blocks are measured too
-    const turn = ctl.startTurn(h, [{ type: "text", text: "y" }, { type: "text", text: big }]);
+    const turn = ctl.startTurn(h, [
+      { type: "text", text: "y" },
+      { type: "text", text: big },
+    ]);
     await expect(turn.result).rejects.toBeInstanceOf(AcpxPromptTooLargeError);
-    await expect((async () => {
-      for await (const _u of turn.events) void _u;
-    })()).rejects.toBeInstanceOf(AcpxPromptTooLargeError);
+    await expect(
+      (async () => {
+        for await (const _u of turn.events) void _u;
+      })(),
+    ).rejects.toBeInstanceOf(AcpxPromptTooLargeError);
     expect(await ctl.prompt(h, "hello")).toEqual({ stopReason: "end_turn" });
     expect((await ctl.sessionStatus(h)).leaseState).toBe("open");
   });
@@ -113,8 +140,12 @@ describe("a prompt over the ACP transport's limit", () => {
     expect(promptOverLimit("s", "\u0001".repeat(6 * MiB))).toBeGreaterThan(36 * MiB);
     // 11 MiB of "€": 33 MiB of UTF-8
     expect(promptOverLimit("s", "€".repeat(11 * MiB))).toBeGreaterThan(33 * MiB);
-    expect(promptOverLimit("s", [{ type: "text", text: "a", _meta: { big: "x".repeat(33 * MiB) } }])).toBeGreaterThan(33 * MiB);
-    expect(promptOverLimit("s", [{ type: "image", mimeType: "image/png", data: "A".repeat(33 * MiB) }])).toBeGreaterThan(33 * MiB);
+    expect(promptOverLimit("s", [{ type: "text", text: "a", _meta: { big: "x".repeat(33 * MiB) } }])).toBeGreaterThan(
+      33 * MiB,
+    );
+    expect(
+      promptOverLimit("s", [{ type: "image", mimeType: "image/png", data: "A".repeat(33 * MiB) }]),
+    ).toBeGreaterThan(33 * MiB);
     expect(promptOverLimit("s", "€".repeat(10 * MiB))).toBeUndefined();
     expect(promptOverLimit("s", "x".repeat(MiB))).toBeUndefined();
   });

@@ -43,7 +43,12 @@ async function newController(stateDir: string) {
  * argv is Node's, and a command check would say "mismatch" for the wrong reason.
  */
 function startUnowned(argv: string[]) {
-  return trackChild(spawn(argv[0]!, argv.slice(1), { stdio: ["pipe", "ignore", "ignore"], env: { ...process.env, ...testMarkerEnv() } }));
+  return trackChild(
+    spawn(argv[0]!, argv.slice(1), {
+      stdio: ["pipe", "ignore", "ignore"],
+      env: { ...process.env, ...testMarkerEnv() },
+    }),
+  );
 }
 async function spawnUnowned(argv: string[]) {
   const c = startUnowned(argv);
@@ -129,8 +134,16 @@ describe("process supervisor runs sharing the store", () => {
     // every signal the controller asks for is recorded (and sent): "left untouched" is counted, not waited for
     const asked: number[] = [];
     const real = createSignaller(getProcessFacts());
-    const signaller: ProcessSignaller = { raceFree: real.raceFree, signal: (p, st, sig) => (asked.push(p), real.signal(p, st, sig)) };
-    const ctl = await createAcpxLifecycleController({ stateDir: dir, graceMs: GRACE_MS, maintenanceIntervalMs: 0, signaller });
+    const signaller: ProcessSignaller = {
+      raceFree: real.raceFree,
+      signal: (p, st, sig) => (asked.push(p), real.signal(p, st, sig)),
+    };
+    const ctl = await createAcpxLifecycleController({
+      stateDir: dir,
+      graceMs: GRACE_MS,
+      maintenanceIntervalMs: 0,
+      signaller,
+    });
     controllers.push(ctl);
     const { lease, pid } = await spawnSupervisorStyleRun(dir, "x");
     expect(lease.sessionKey).toBe("supervisor:x");
@@ -190,12 +203,21 @@ describe("legacy session records (no leaseId)", () => {
     const argv = agentArgv({ surviveStdinClose: true });
     const victim = await spawnUnowned(argv);
     const sessions = await openSessionStore(dir);
-    await sessions.put({ sessionKey: "legacy:cmd", pid: victim.pid!, command: [process.execPath, "/some/other/adapter.js"] });
+    await sessions.put({
+      sessionKey: "legacy:cmd",
+      pid: victim.pid!,
+      command: [process.execPath, "/some/other/adapter.js"],
+    });
     const r1 = await ctl.closeSession({ handle: { sessionKey: "legacy:cmd" } });
     expect(r1).toMatchObject({ path: "legacy", outcome: "left-alone", verdict: "mismatch" });
     expect(r1.kill).toBeUndefined();
 
-    await sessions.put({ sessionKey: "legacy:wrapper", pid: victim.pid!, command: argv, wrapperPath: "/elsewhere/wrapper.mjs" });
+    await sessions.put({
+      sessionKey: "legacy:wrapper",
+      pid: victim.pid!,
+      command: argv,
+      wrapperPath: "/elsewhere/wrapper.mjs",
+    });
     const r2 = await ctl.closeSession({ handle: { sessionKey: "legacy:wrapper" } });
     expect(r2.outcome).toBe("left-alone");
     expect(alive(victim.pid!)).toBe(true);

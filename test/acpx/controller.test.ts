@@ -36,11 +36,16 @@ async function newController(
   // a test that hands in failing facts or a signaller drives the uncontained rules: with containment the
   // lease's cgroup (kernel evidence those fakes cannot touch) would settle it instead (containment.test.ts)
   const off = extra?.facts !== undefined || extra?.signaller !== undefined ? { containment: "off" as const } : {};
-  const ctl = await createAcpxLifecycleController({ stateDir, graceMs: GRACE_MS, maintenanceIntervalMs: 0, ...off, ...extra });
+  const ctl = await createAcpxLifecycleController({
+    stateDir,
+    graceMs: GRACE_MS,
+    maintenanceIntervalMs: 0,
+    ...off,
+    ...extra,
+  });
   controllers.push(ctl);
   return { ctl, stateDir };
 }
-
 
 describe("closeSession reaps the verified tree", () => {
   for (const kind of GRANDCHILD_KINDS) {
@@ -124,7 +129,11 @@ describe("cancelTurn", () => {
 
   it("a close racing a running prompt makes that prompt reject with a clear error", async () => {
     const { ctl } = await newController("race");
-    const h = await ctl.ensureSession({ sessionKey: "k-race", agentId: "main", command: agentArgv({ turn: "until-cancel" }) });
+    const h = await ctl.ensureSession({
+      sessionKey: "k-race",
+      agentId: "main",
+      command: agentArgv({ turn: "until-cancel" }),
+    });
     trackLease(h.leaseId);
     const turn = ctl.prompt(h, "long");
     const settled = turn.then(
@@ -175,13 +184,17 @@ describe("ensureSession failure paths settle the lease and leave nothing running
   it("empty command: TypeError before any lease is written", async () => {
     const { ctl } = await newController("empty");
     await expect(ctl.ensureSession({ sessionKey: "k", agentId: "main", command: [] })).rejects.toThrow(TypeError);
-    await expect(ctl.ensureSession({ sessionKey: "k", agentId: "main", command: [""] })).rejects.toThrow(/command\[0\]/);
+    await expect(ctl.ensureSession({ sessionKey: "k", agentId: "main", command: [""] })).rejects.toThrow(
+      /command\[0\]/,
+    );
     expect(await ctl.listLeases()).toEqual([]);
   });
 
   it("missing executable: the wrapper's spawn-error names it", async () => {
     const { ctl } = await newController("missing");
-    const err = await fail(ctl.ensureSession({ sessionKey: "k", agentId: "main", command: ["/nonexistent/acp-adapter", "--x"] }));
+    const err = await fail(
+      ctl.ensureSession({ sessionKey: "k", agentId: "main", command: ["/nonexistent/acp-adapter", "--x"] }),
+    );
     await expectSettled(ctl, err, "spawn-error", /\/nonexistent\/acp-adapter.*could not be started: ENOENT/);
   });
 
@@ -189,9 +202,18 @@ describe("ensureSession failure paths settle the lease and leave nothing running
     it(`adapter crashing on ${method}: named, reaped, settled`, async () => {
       const { ctl } = await newController("crash");
       const err = await fail(
-        ctl.ensureSession({ sessionKey: "k", agentId: "main", command: agentArgv({ kind: "setsid", extra: [`--crash-on=${method}`] }) }),
+        ctl.ensureSession({
+          sessionKey: "k",
+          agentId: "main",
+          command: agentArgv({ kind: "setsid", extra: [`--crash-on=${method}`] }),
+        }),
       );
-      await expectSettled(ctl, err, "adapter-exited", new RegExp(`adapter exited during ACP ${method} \\(exit code 3\\)`));
+      await expectSettled(
+        ctl,
+        err,
+        "adapter-exited",
+        new RegExp(`adapter exited during ACP ${method} \\(exit code 3\\)`),
+      );
     });
   }
 
@@ -246,7 +268,8 @@ function switchableFacts(): { facts: ProcessFacts; down: boolean; failSnapshots:
       }
       return ctl.down ? Promise.reject(new Error("process list unavailable (test)")) : real.snapshot();
     },
-    inspect: (pid, o) => (broken() ? Promise.reject(new Error("process list unavailable (test)")) : real.inspect(pid, o)),
+    inspect: (pid, o) =>
+      broken() ? Promise.reject(new Error("process list unavailable (test)")) : real.inspect(pid, o),
     inspectMany: (pids, o) => inspectEach(ctl.facts.inspect, pids, o, 8),
   };
   return ctl;
@@ -256,7 +279,11 @@ describe("the lease is settled by verification, never by the wrapper's exit alon
   it("close with the process list unavailable: nothing signalled, lease back to open; settled once facts answer", async () => {
     const sw = switchableFacts();
     const { ctl, stateDir } = await newController("unknown-close", { facts: sw.facts });
-    const h = await ctl.ensureSession({ sessionKey: "k-unknown", agentId: "main", command: agentArgv({ kind: "setsid" }) });
+    const h = await ctl.ensureSession({
+      sessionKey: "k-unknown",
+      agentId: "main",
+      command: agentArgv({ kind: "setsid" }),
+    });
     trackLease(h.leaseId);
     sw.down = true;
     const r = await ctl.closeSession({ handle: h, reason: "facts down" });
@@ -264,7 +291,11 @@ describe("the lease is settled by verification, never by the wrapper's exit alon
     expect(r.kill).toBeUndefined();
     // decided by the process list that could not be read
     expect(r.code).toBe("facts-unavailable");
-    expect(r.evidence.at(-1)).toMatchObject({ check: "process-list", result: "unknown", code: "process-list-unavailable" });
+    expect(r.evidence.at(-1)).toMatchObject({
+      check: "process-list",
+      result: "unknown",
+      code: "process-list-unavailable",
+    });
     // the words say the wrapper's exit was not taken for its tree's end
     expect(r.detail).toMatch(/proves nothing/);
     // the lifeline was ended (our pipe, not a signal): the wrapper cleaned its own tree and exited…
@@ -296,7 +327,11 @@ describe("the lease is settled by verification, never by the wrapper's exit alon
     const denying: ProcessSignaller = { raceFree: false, signal: () => Promise.resolve("denied") };
     const { ctl } = await newController("survivors", { handshakeTimeoutMs: 1000, signaller: denying });
     const err = await ctl
-      .ensureSession({ sessionKey: "k-surv", agentId: "main", command: agentArgv({ kind: "plain", extra: ["--never-answer"] }) })
+      .ensureSession({
+        sessionKey: "k-surv",
+        agentId: "main",
+        command: agentArgv({ kind: "plain", extra: ["--never-answer"] }),
+      })
       .then(
         () => null,
         (e: unknown) => e,

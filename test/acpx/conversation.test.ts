@@ -17,19 +17,43 @@ import {
   AcpxSessionRequestError,
   AcpxUnsupportedContentError,
 } from "../../src/acpx/errors.js";
-import type { AcpRuntimeHandle, AcpxLifecycleControllerOptions, LeaseSettledOutcome, SessionEndHow } from "../../src/acpx/types.js";
+import type {
+  AcpRuntimeHandle,
+  AcpxLifecycleControllerOptions,
+  LeaseSettledOutcome,
+  SessionEndHow,
+} from "../../src/acpx/types.js";
 import type { AcpxProcessLease } from "../../src/ownership/leases/types.js";
-import { agentArgv, alive, disposeAfterEach, GRACE_MS, leaseCarriers, tempStateDir, trackLease, waitFor } from "./controller-helpers.js";
+import {
+  agentArgv,
+  alive,
+  disposeAfterEach,
+  GRACE_MS,
+  leaseCarriers,
+  tempStateDir,
+  trackLease,
+  waitFor,
+} from "./controller-helpers.js";
 
 const controllers = disposeAfterEach();
 
 async function newController(label: string, extra: Partial<AcpxLifecycleControllerOptions> = {}) {
-  const ctl = await createAcpxLifecycleController({ stateDir: tempStateDir(label), graceMs: GRACE_MS, maintenanceIntervalMs: 0, ...extra });
+  const ctl = await createAcpxLifecycleController({
+    stateDir: tempStateDir(label),
+    graceMs: GRACE_MS,
+    maintenanceIntervalMs: 0,
+    ...extra,
+  });
   controllers.push(ctl);
   return ctl;
 }
 
-async function ensure(ctl: Awaited<ReturnType<typeof newController>>, key: string, extra: string[] = [], more: object = {}): Promise<AcpRuntimeHandle> {
+async function ensure(
+  ctl: Awaited<ReturnType<typeof newController>>,
+  key: string,
+  extra: string[] = [],
+  more: object = {},
+): Promise<AcpRuntimeHandle> {
   const h = await ctl.ensureSession({ sessionKey: key, agentId: "main", command: agentArgv({ extra }), ...more });
   trackLease(h.leaseId);
   return h;
@@ -46,7 +70,8 @@ async function collectTurn(events: AsyncIterable<SessionUpdate>): Promise<Sessio
   return (await collect(events)).filter((u) => u.sessionUpdate !== "available_commands_update");
 }
 
-const text = (u: SessionUpdate): string => (u.sessionUpdate === "agent_message_chunk" && u.content.type === "text" ? u.content.text : "");
+const text = (u: SessionUpdate): string =>
+  u.sessionUpdate === "agent_message_chunk" && u.content.type === "text" ? u.content.text : "";
 
 describe("startTurn: streamed updates", () => {
   it("delivers every update of the turn in arrival order, unmodified, then the result", async () => {
@@ -64,7 +89,9 @@ describe("startTurn: streamed updates", () => {
   });
 
   it("a story turn streams thought, plan, tool call, its update, the reply and usage; result carries usage", async () => {
-    const ctl = await newController("story", { onPermissionRequest: (req) => ({ outcome: { outcome: "selected", optionId: req.options[0]!.optionId } }) });
+    const ctl = await newController("story", {
+      onPermissionRequest: (req) => ({ outcome: { outcome: "selected", optionId: req.options[0]!.optionId } }),
+    });
     const h = await ensure(ctl, "k-story");
     const turn = ctl.startTurn(h, "/story");
     const got = await collectTurn(turn.events);
@@ -88,7 +115,9 @@ describe("startTurn: streamed updates", () => {
     const ctl = await newController("outside", { logger: { warn: (m: string) => warnings.push(m) } });
     const h = await ensure(ctl, "k-outside");
     // the fixture sends its commands right after answering session/new; the state tracks them with no listener attached
-    expect(await waitFor(async () => (await ctl.sessionStatus(h)).availableCommands.length > 0, 5000)).toBeGreaterThanOrEqual(0);
+    expect(
+      await waitFor(async () => (await ctl.sessionStatus(h)).availableCommands.length > 0, 5000),
+    ).toBeGreaterThanOrEqual(0);
     const seen: SessionUpdate[] = [];
     const off = ctl.onUpdate(h, (u) => seen.push(u));
     expect(seen.map((u) => u.sessionUpdate)).toEqual(["available_commands_update"]);
@@ -141,8 +170,15 @@ describe("startTurn: streamed updates", () => {
       { type: "resource_link", uri: "file:///tmp/x.txt", name: "x.txt" },
       { type: "resource", resource: { uri: "file:///tmp/y.txt", text: "hello" } },
     ]);
-    expect((await collectTurn(turn.events)).map(text)).toEqual(["block text", "block image", "block resource_link", "block resource"]);
-    expect(() => ctl.startTurn(h, [{ type: "audio", mimeType: "audio/wav", data: "AAAA" }])).toThrow(AcpxUnsupportedContentError);
+    expect((await collectTurn(turn.events)).map(text)).toEqual([
+      "block text",
+      "block image",
+      "block resource_link",
+      "block resource",
+    ]);
+    expect(() => ctl.startTurn(h, [{ type: "audio", mimeType: "audio/wav", data: "AAAA" }])).toThrow(
+      AcpxUnsupportedContentError,
+    );
     expect(() => ctl.startTurn(h, [])).toThrow(TypeError);
     await expect(ctl.prompt(h, "still fine")).resolves.toEqual({ stopReason: "end_turn" });
   });
@@ -185,7 +221,9 @@ describe("permissions", () => {
     const h = await ensure(ctl, "k-perm-bad");
     for (const m of ["throw", "bogus", "hang"]) {
       mode = m;
-      expect((await collect(ctl.startTurn(h, "/story").events)).map(text).join(""), m).toBe("permission: cancelled. Not done.");
+      expect((await collect(ctl.startTurn(h, "/story").events)).map(text).join(""), m).toBe(
+        "permission: cancelled. Not done.",
+      );
     }
     expect(warnings.some((w) => w.includes("hook exploded"))).toBe(true);
     expect(warnings.some((w) => w.includes('"not-offered", which the agent did not offer'))).toBe(true);
@@ -232,7 +270,10 @@ describe("session controls", () => {
     expect(st.modes?.currentModeId).toBe("code");
     expect(st.configOptions?.find((o) => o.id === "verbose")).toMatchObject({ currentValue: true });
     // the agent itself saw them
-    const who = JSON.parse((await collect(ctl.startTurn(h, "/whoami").events)).map(text).join("")) as { modeId: string; model: string };
+    const who = JSON.parse((await collect(ctl.startTurn(h, "/whoami").events)).map(text).join("")) as {
+      modeId: string;
+      model: string;
+    };
     expect(who).toMatchObject({ modeId: "code", model: "fixture-large" });
     await expect(ctl.setMode(h, "nope")).rejects.toMatchObject({ name: "AcpxSessionRequestError", failure: "invalid" });
     await expect(ctl.setConfigOption(h, "model", "fixture-huge")).rejects.toMatchObject({ failure: "invalid" });
@@ -252,7 +293,9 @@ describe("session controls", () => {
     const ctl = await newController("mcp");
     const mcpServers = [{ name: "files", command: "/bin/true", args: [], env: [] }];
     const h = await ensure(ctl, "k-mcp", [], { mcpServers });
-    const who = JSON.parse((await collect(ctl.startTurn(h, "/whoami").events)).map(text).join("")) as { mcpServers: string[] };
+    const who = JSON.parse((await collect(ctl.startTurn(h, "/whoami").events)).map(text).join("")) as {
+      mcpServers: string[];
+    };
     expect(who.mcpServers).toEqual(["files"]);
   });
 });
@@ -264,12 +307,16 @@ describe("controller hygiene", () => {
     expect(h.reused).toBe(false);
     const again = await ensure(ctl, "k-same");
     expect(again).toMatchObject({ leaseId: h.leaseId, reused: true });
-    const other = await ctl.ensureSession({ sessionKey: "k-same", agentId: "other", command: agentArgv({}) }).catch((e: unknown) => e);
+    const other = await ctl
+      .ensureSession({ sessionKey: "k-same", agentId: "other", command: agentArgv({}) })
+      .catch((e: unknown) => e);
     expect(other).toBeInstanceOf(AcpxEnsureError);
     expect(other).toMatchObject({ failure: "session-mismatch", code: "session-mismatch" });
     expect((other as Error).message).toContain('agentId "main" (asked "other")');
     await expect(ensure(ctl, "k-same", ["--turn=quick"])).rejects.toMatchObject({ failure: "session-mismatch" });
-    await expect(ctl.ensureSession({ sessionKey: "k-same", agentId: "main", command: agentArgv({}), cwd: "/" })).rejects.toMatchObject({ failure: "session-mismatch" });
+    await expect(
+      ctl.ensureSession({ sessionKey: "k-same", agentId: "main", command: agentArgv({}), cwd: "/" }),
+    ).rejects.toMatchObject({ failure: "session-mismatch" });
     expect(alive(h.rootPid)).toBe(true);
     const replaced = await ensure(ctl, "k-same", ["--turn=quick"], { replace: true });
     expect(replaced.leaseId).not.toBe(h.leaseId);
@@ -347,14 +394,23 @@ describe("controller hygiene", () => {
 
   it("an adapter that prints something other than ACP on stdout is named in the handshake error", async () => {
     const settled: [string, string][] = [];
-    const ctl = await newController("garbage", { handshakeTimeoutMs: 1500, onLeaseSettled: (l, o) => settled.push([l.leaseId, o.via]) });
+    const ctl = await newController("garbage", {
+      handshakeTimeoutMs: 1500,
+      onLeaseSettled: (l, o) => settled.push([l.leaseId, o.via]),
+    });
     const e = (await ctl
-      .ensureSession({ sessionKey: "k-garbage", agentId: "main", command: ["sh", "-c", "echo 'Usage: my-agent [--acp] <prompt>'; exec sleep 60"] })
+      .ensureSession({
+        sessionKey: "k-garbage",
+        agentId: "main",
+        command: ["sh", "-c", "echo 'Usage: my-agent [--acp] <prompt>'; exec sleep 60"],
+      })
       .catch((err: unknown) => err)) as AcpxEnsureError;
     expect(e).toBeInstanceOf(AcpxEnsureError);
     if (e.leaseId) trackLease(e.leaseId);
     expect(e.failure).toBe("handshake-timeout");
-    expect(e.message).toContain('the adapter wrote something other than ACP on stdout: "Usage: my-agent [--acp] <prompt>"');
+    expect(e.message).toContain(
+      'the adapter wrote something other than ACP on stdout: "Usage: my-agent [--acp] <prompt>"',
+    );
     expect(e.stdoutHead).toBe("Usage: my-agent [--acp] <prompt>\n");
     expect(["closed", "lost"]).toContain(e.leaseState);
     expect(await waitFor(() => settled.length > 0, 5000)).toBeGreaterThanOrEqual(0);

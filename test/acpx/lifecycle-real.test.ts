@@ -32,7 +32,12 @@ describe("a lease whose gateway died before the wrapper's pid was recorded", () 
     const stateDir = tempStateDir("no-pid");
     const instance = await loadOrCreateGatewayInstanceId(stateDir);
     const store = await openLeaseStore(stateDir);
-    const fields = { gatewayInstanceId: instance, wrapperRoot: join(stateDir, "acpx", "wrappers"), wrapperPath: join(stateDir, "acpx", "wrappers", "w.cjs"), commandHash: computeCommandHash(["x"]) };
+    const fields = {
+      gatewayInstanceId: instance,
+      wrapperRoot: join(stateDir, "acpx", "wrappers"),
+      wrapperPath: join(stateDir, "acpx", "wrappers", "w.cjs"),
+      commandHash: computeCommandHash(["x"]),
+    };
     // what the dead gateway left: leases with rootPid 0, state open (or closing, if a failed ensure began settling)
     const withSurvivor = await store.create({ kind: "acpx", ...fields, sessionKey: "agent:main:acp:np1" });
     const empty = await store.create({ kind: "acpx", ...fields, sessionKey: "agent:main:acp:np2" });
@@ -41,11 +46,15 @@ describe("a lease whose gateway died before the wrapper's pid was recorded", () 
     trackLease(empty.leaseId);
     // the survivor: a SIGTERM-ignoring grandchild in its own session that carries both markers
     const survivor = trackChild(
-      spawn(process.execPath, ["-e", "process.on('SIGTERM', () => {}); console.log('ready'); setInterval(() => {}, 1000)"], {
-        detached: true,
-        stdio: ["ignore", "pipe", "ignore"],
-        env: { ...process.env, OPENCLAW_ACPX_LEASE_ID: withSurvivor.leaseId, OPENCLAW_GATEWAY_INSTANCE_ID: instance },
-      }),
+      spawn(
+        process.execPath,
+        ["-e", "process.on('SIGTERM', () => {}); console.log('ready'); setInterval(() => {}, 1000)"],
+        {
+          detached: true,
+          stdio: ["ignore", "pipe", "ignore"],
+          env: { ...process.env, OPENCLAW_ACPX_LEASE_ID: withSurvivor.leaseId, OPENCLAW_GATEWAY_INSTANCE_ID: instance },
+        },
+      ),
     );
     survivor.unref();
     // its SIGTERM handler is in place once it says so
@@ -73,17 +82,27 @@ describe("handles are exact", () => {
     const ctl = await createAcpxLifecycleController({ stateDir, graceMs: GRACE_MS, maintenanceIntervalMs: 0 });
     controllers.push(ctl);
     const key = "agent:main:acp:stale";
-    const h1 = await ctl.ensureSession({ sessionKey: key, agentId: "main", command: agentArgv({ turn: "until-cancel" }) });
+    const h1 = await ctl.ensureSession({
+      sessionKey: key,
+      agentId: "main",
+      command: agentArgv({ turn: "until-cancel" }),
+    });
     trackLease(h1.leaseId);
     expect((await ctl.closeSession({ handle: h1 })).outcome).toBe("closed");
-    const h2 = await ctl.ensureSession({ sessionKey: key, agentId: "main", command: agentArgv({ turn: "until-cancel" }) });
+    const h2 = await ctl.ensureSession({
+      sessionKey: key,
+      agentId: "main",
+      command: agentArgv({ turn: "until-cancel" }),
+    });
     trackLease(h2.leaseId);
     expect(h2.leaseId).not.toBe(h1.leaseId);
 
     const turn = ctl.prompt(h2, "long");
     const stale = await ctl.closeSession({ handle: h1, reason: "stale" });
     expect(stale.outcome).toBe("noop");
-    expect(stale.detail).toMatch(new RegExp(`stale handle: it names lease ${h1.leaseId}, the key's current session is lease ${h2.leaseId}`));
+    expect(stale.detail).toMatch(
+      new RegExp(`stale handle: it names lease ${h1.leaseId}, the key's current session is lease ${h2.leaseId}`),
+    );
     expect(stale.kill).toBeUndefined();
     await ctl.cancelTurn(h1); // nothing: the running turn of h2 is not cancelled by it
     await expect(ctl.prompt(h1, "x")).rejects.toBeInstanceOf(AcpxNoSessionError);
@@ -149,7 +168,9 @@ describe("problems are reported once", () => {
     const stateDir = tempStateDir("problems");
     const ctl0 = await createAcpxLifecycleController({ stateDir, maintenanceIntervalMs: 0 });
     await ctl0.dispose();
-    await writeFile(join(stateDir, "acpx", "leases", "11111111-2222-3333-4444-555555555555.json"), "{ torn", { mode: 0o600 });
+    await writeFile(join(stateDir, "acpx", "leases", "11111111-2222-3333-4444-555555555555.json"), "{ torn", {
+      mode: 0o600,
+    });
     const ctl = await createAcpxLifecycleController({ stateDir, maintenanceIntervalMs: 0 });
     controllers.push(ctl);
     const r = await ctl.reapStartupOrphans();
@@ -181,7 +202,11 @@ describe("same-uid churn while sessions close", () => {
     controllers.push(ctl);
     const outcomes: string[] = [];
     for (let i = 0; i < 8; i++) {
-      const h = await ctl.ensureSession({ sessionKey: `agent:main:acp:churn-${i}`, agentId: "main", command: agentArgv({ kind: i % 2 ? "setsid" : "plain" }) });
+      const h = await ctl.ensureSession({
+        sessionKey: `agent:main:acp:churn-${i}`,
+        agentId: "main",
+        command: agentArgv({ kind: i % 2 ? "setsid" : "plain" }),
+      });
       trackLease(h.leaseId);
       const r = await ctl.closeSession({ handle: h });
       outcomes.push(r.outcome === "closed" ? "closed" : `${r.outcome}: ${r.detail}`);

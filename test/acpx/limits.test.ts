@@ -12,9 +12,23 @@ import { describe, expect, it } from "vitest";
 import { detectContainment, readCgroupOf, type ContainmentSupport } from "../../src/containment/index.js";
 import { createAcpxLifecycleController } from "../../src/acpx/controller.js";
 import { AcpxEnsureError } from "../../src/acpx/errors.js";
-import type { AcpRuntimeEnsureInput, AcpxLifecycleController, AcpxLifecycleControllerOptions, SessionLimits } from "../../src/acpx/types.js";
+import type {
+  AcpRuntimeEnsureInput,
+  AcpxLifecycleController,
+  AcpxLifecycleControllerOptions,
+  SessionLimits,
+} from "../../src/acpx/types.js";
 import { probeCgroup2, v2ControllersFor } from "../helpers/cgroup-probe.mjs";
-import { agentArgv, alive, disposeAfterEach, GRACE_MS, tempStateDir, trackLease, trackPid, waitFor } from "./controller-helpers.js";
+import {
+  agentArgv,
+  alive,
+  disposeAfterEach,
+  GRACE_MS,
+  tempStateDir,
+  trackLease,
+  trackPid,
+  waitFor,
+} from "./controller-helpers.js";
 
 const controllers = disposeAfterEach();
 
@@ -29,16 +43,28 @@ const kernel = await v2ControllersFor(["memory", "pids"]);
 const enforceable = kernel.usable.length === 2;
 const enforceSkip = enforceable
   ? ""
-  : ` [skipped: ${probe.writable ? `not usable on cgroup v2 here: ${["memory", "pids"].filter((c) => !kernel.usable.includes(c)).map((c) => `${c}${kernel.onV1.includes(c) ? " (bound to a v1 hierarchy)" : ""}`).join(", ")}` : `no writable cgroup v2 (independent probe): ${probe.why}`}]`;
+  : ` [skipped: ${
+      probe.writable
+        ? `not usable on cgroup v2 here: ${["memory", "pids"]
+            .filter((c) => !kernel.usable.includes(c))
+            .map((c) => `${c}${kernel.onV1.includes(c) ? " (bound to a v1 hierarchy)" : ""}`)
+            .join(", ")}`
+        : `no writable cgroup v2 (independent probe): ${probe.why}`
+    }]`;
 if (!enforceable) console.log(`[limits.test] the enforcement test is skipped:${enforceSkip}`);
 const memoryMissing = missing.find((m) => m.controller === "memory");
 const refusable = probe.writable && kernel.onV1.includes("memory");
-const refuseSkip = refusable ? "" : ` [skipped: ${probe.writable ? "the memory controller is not bound to cgroup v1 here" : `no writable cgroup v2 (independent probe): ${probe.why}`}]`;
+const refuseSkip = refusable
+  ? ""
+  : ` [skipped: ${probe.writable ? "the memory controller is not bound to cgroup v1 here" : `no writable cgroup v2 (independent probe): ${probe.why}`}]`;
 if (!refusable) console.log(`[limits.test] the refusal-on-this-host tests are skipped:${refuseSkip}`);
 
 const MiB = 1024 * 1024;
 
-async function controller(stateDir: string, extra: Partial<AcpxLifecycleControllerOptions> = {}): Promise<AcpxLifecycleController> {
+async function controller(
+  stateDir: string,
+  extra: Partial<AcpxLifecycleControllerOptions> = {},
+): Promise<AcpxLifecycleController> {
   const ctl = await createAcpxLifecycleController({ stateDir, graceMs: GRACE_MS, maintenanceIntervalMs: 0, ...extra });
   controllers.push(ctl);
   return ctl;
@@ -103,8 +129,16 @@ describe("malformed limits", () => {
 
   it("and a malformed containment option are a TypeError at create", async () => {
     const stateDir = tempStateDir("limits-badopt");
-    for (const containment of [{ controllers: ["cpu"] }, { controllers: "memory" }, { allowGatewayMove: "yes" }, { control: ["memory"] }, "on"]) {
-      const e = await rejection(controller(stateDir, { containment: containment as AcpxLifecycleControllerOptions["containment"] }));
+    for (const containment of [
+      { controllers: ["cpu"] },
+      { controllers: "memory" },
+      { allowGatewayMove: "yes" },
+      { control: ["memory"] },
+      "on",
+    ]) {
+      const e = await rejection(
+        controller(stateDir, { containment: containment as AcpxLifecycleControllerOptions["containment"] }),
+      );
       expect(e, JSON.stringify(containment)).toBeInstanceOf(TypeError);
       expect((e as Error).message).toMatch(/opts\.containment/);
     }
@@ -133,7 +167,10 @@ describe("limits that cannot hold are refused, nothing is spawned", () => {
       const stateDir = tempStateDir("limits-v1");
       const ctl = await controller(stateDir);
       // the lazy path: this controller asked for no controller at create
-      expect(containmentOf(ctl)).toMatchObject({ available: true, controllers: expect.not.arrayContaining(["memory"]) });
+      expect(containmentOf(ctl)).toMatchObject({
+        available: true,
+        controllers: expect.not.arrayContaining(["memory"]),
+      });
       const e = await rejection(ctl.ensureSession(input("agent:main:acp:v1", { memoryMax: 64 * MiB, pidsMax: 64 })));
       expect(e).toBeInstanceOf(AcpxEnsureError);
       const err = e as AcpxEnsureError;
@@ -180,20 +217,23 @@ describe("limits that cannot hold are refused, nothing is spawned", () => {
 });
 
 describe('"max" asks for no limit', () => {
-  it.each(["auto", "off"] as const)('with containment %s, limits of only "max" start the session as without limits', async (containment) => {
-    const stateDir = tempStateDir(`limits-max-${containment}`);
-    const ctl = await controller(stateDir, { containment });
-    const h = await ctl.ensureSession(input("agent:main:acp:max", { memoryMax: "max", pidsMax: "max" }));
-    trackLease(h.leaseId);
-    trackPid(h.rootPid);
-    expect(alive(h.rootPid)).toBe(true);
-    // the probe the refusal tests rely on sees a running session's wrapper
-    expect(processesUnder(stateDir)).toContain(h.rootPid);
-    const lease = (await ctl.listLeases()).find((l) => l.leaseId === h.leaseId)!;
-    expect(lease.state).toBe("open");
-    if (containment === "off") expect(lease.cgroup).toBeUndefined();
-    expect((await ctl.closeSession({ handle: h })).outcome).toBe("closed");
-  });
+  it.each(["auto", "off"] as const)(
+    'with containment %s, limits of only "max" start the session as without limits',
+    async (containment) => {
+      const stateDir = tempStateDir(`limits-max-${containment}`);
+      const ctl = await controller(stateDir, { containment });
+      const h = await ctl.ensureSession(input("agent:main:acp:max", { memoryMax: "max", pidsMax: "max" }));
+      trackLease(h.leaseId);
+      trackPid(h.rootPid);
+      expect(alive(h.rootPid)).toBe(true);
+      // the probe the refusal tests rely on sees a running session's wrapper
+      expect(processesUnder(stateDir)).toContain(h.rootPid);
+      const lease = (await ctl.listLeases()).find((l) => l.leaseId === h.leaseId)!;
+      expect(lease.state).toBe("open");
+      if (containment === "off") expect(lease.cgroup).toBeUndefined();
+      expect((await ctl.closeSession({ handle: h })).outcome).toBe("closed");
+    },
+  );
 });
 
 describe("a running session is returned only with the limits asked for", () => {
@@ -215,31 +255,39 @@ describe("a running session is returned only with the limits asked for", () => {
 });
 
 describe("limits enforced by the kernel", () => {
-  it.runIf(enforceable)(`memory.max and pids.max are in the lease cgroup before the adapter runs, and pidsMax stops a fork bomb${enforceSkip}`, async () => {
-    const stateDir = tempStateDir("limits-v2");
-    const trigger = join(stateDir, "go");
-    const pidsMax = 64;
-    // a bomb that waits for the session to be up, then tries 400 background sleeps
-    const bomb = `( while [ ! -e ${trigger} ]; do sleep 0.05; done; i=0; while [ $i -lt 400 ]; do sleep 60 & i=$((i+1)); done; wait ) & exec "$0" "$@"`;
-    const ctl = await controller(stateDir, { containment: { controllers: ["memory", "pids"] } });
-    // the wrapper and the agent are two node processes in the same cgroup: the memory limit covers both
-    const memoryMax = 512 * MiB;
-    const h = await ctl.ensureSession(input("agent:main:acp:v2", { memoryMax, pidsMax }, ["/bin/sh", "-c", bomb, ...agentArgv({})]));
-    trackLease(h.leaseId);
-    trackPid(h.rootPid);
-    const cg = (await ctl.listLeases()).find((l) => l.leaseId === h.leaseId)!.cgroup!.path;
-    expect(readFileSync(`${cg}/memory.max`, "utf8").trim()).toBe(String(memoryMax));
-    expect(readFileSync(`${cg}/pids.max`, "utf8").trim()).toBe(String(pidsMax));
-    // the wrapper was born into it, so the limits held from the adapter's first instruction
-    expect(await readCgroupOf(h.rootPid)).toBe(cg);
-    writeFileSync(trigger, "");
-    const forksRefused = (): number => Number(/^max (\d+)$/m.exec(readFileSync(`${cg}/pids.events`, "utf8"))?.[1] ?? "0");
-    expect(await waitFor(() => forksRefused() > 0, 20_000, 50)).not.toBe(-1);
-    const current = Number(readFileSync(`${cg}/pids.current`, "utf8").trim());
-    console.log(`[limits.test] fork bomb: pids.current ${current} <= pids.max ${pidsMax}, forks refused ${forksRefused()}`);
-    expect(current).toBeLessThanOrEqual(pidsMax);
-    const report = await ctl.closeSession({ handle: h });
-    expect(report.outcome, report.detail).toBe("closed");
-    expect(await waitFor(() => !existsSync(cg), 5000)).not.toBe(-1);
-  });
+  it.runIf(enforceable)(
+    `memory.max and pids.max are in the lease cgroup before the adapter runs, and pidsMax stops a fork bomb${enforceSkip}`,
+    async () => {
+      const stateDir = tempStateDir("limits-v2");
+      const trigger = join(stateDir, "go");
+      const pidsMax = 64;
+      // a bomb that waits for the session to be up, then tries 400 background sleeps
+      const bomb = `( while [ ! -e ${trigger} ]; do sleep 0.05; done; i=0; while [ $i -lt 400 ]; do sleep 60 & i=$((i+1)); done; wait ) & exec "$0" "$@"`;
+      const ctl = await controller(stateDir, { containment: { controllers: ["memory", "pids"] } });
+      // the wrapper and the agent are two node processes in the same cgroup: the memory limit covers both
+      const memoryMax = 512 * MiB;
+      const h = await ctl.ensureSession(
+        input("agent:main:acp:v2", { memoryMax, pidsMax }, ["/bin/sh", "-c", bomb, ...agentArgv({})]),
+      );
+      trackLease(h.leaseId);
+      trackPid(h.rootPid);
+      const cg = (await ctl.listLeases()).find((l) => l.leaseId === h.leaseId)!.cgroup!.path;
+      expect(readFileSync(`${cg}/memory.max`, "utf8").trim()).toBe(String(memoryMax));
+      expect(readFileSync(`${cg}/pids.max`, "utf8").trim()).toBe(String(pidsMax));
+      // the wrapper was born into it, so the limits held from the adapter's first instruction
+      expect(await readCgroupOf(h.rootPid)).toBe(cg);
+      writeFileSync(trigger, "");
+      const forksRefused = (): number =>
+        Number(/^max (\d+)$/m.exec(readFileSync(`${cg}/pids.events`, "utf8"))?.[1] ?? "0");
+      expect(await waitFor(() => forksRefused() > 0, 20_000, 50)).not.toBe(-1);
+      const current = Number(readFileSync(`${cg}/pids.current`, "utf8").trim());
+      console.log(
+        `[limits.test] fork bomb: pids.current ${current} <= pids.max ${pidsMax}, forks refused ${forksRefused()}`,
+      );
+      expect(current).toBeLessThanOrEqual(pidsMax);
+      const report = await ctl.closeSession({ handle: h });
+      expect(report.outcome, report.detail).toBe("closed");
+      expect(await waitFor(() => !existsSync(cg), 5000)).not.toBe(-1);
+    },
+  );
 });

@@ -10,7 +10,16 @@ import { describe, expect, it } from "vitest";
 import { client, ndJsonStream, type SessionNotification } from "@agentclientprotocol/sdk";
 import { createAcpxLifecycleController } from "../../src/acpx/controller.js";
 import { AcpxRawSessionError } from "../../src/acpx/raw-adapter.js";
-import { agentArgv, alive, disposeAfterEach, GRACE_MS, leaseCarriers, readPidfile, tempStateDir, trackLease } from "./controller-helpers.js";
+import {
+  agentArgv,
+  alive,
+  disposeAfterEach,
+  GRACE_MS,
+  leaseCarriers,
+  readPidfile,
+  tempStateDir,
+  trackLease,
+} from "./controller-helpers.js";
 
 const controllers = disposeAfterEach();
 
@@ -20,7 +29,11 @@ describe("spawnRawAdapter", () => {
     const ctl = await createAcpxLifecycleController({ stateDir, graceMs: GRACE_MS, maintenanceIntervalMs: 0 });
     controllers.push(ctl);
     const pidfile = `${stateDir}/agent.pid`;
-    const raw = await ctl.spawnRawAdapter({ sessionKey: "k-raw", agentId: "main", command: agentArgv({ kind: "setsid", pidfile }) });
+    const raw = await ctl.spawnRawAdapter({
+      sessionKey: "k-raw",
+      agentId: "main",
+      command: agentArgv({ kind: "setsid", pidfile }),
+    });
     trackLease(raw.handle.leaseId);
     const pids = await readPidfile(pidfile);
     expect(raw.lease).toMatchObject({ leaseId: raw.handle.leaseId, state: "open", rootPid: raw.handle.rootPid });
@@ -29,7 +42,12 @@ describe("spawnRawAdapter", () => {
     const updates: SessionNotification[] = [];
     const conn = client({ name: "plugin" })
       .onNotification("session/update", ({ params }) => void updates.push(params))
-      .connect(ndJsonStream(Writable.toWeb(raw.stdin) as WritableStream<Uint8Array>, Readable.toWeb(raw.stdout) as ReadableStream<Uint8Array>));
+      .connect(
+        ndJsonStream(
+          Writable.toWeb(raw.stdin) as WritableStream<Uint8Array>,
+          Readable.toWeb(raw.stdout) as ReadableStream<Uint8Array>,
+        ),
+      );
     const init = await conn.agent.request("initialize", { protocolVersion: 1, clientCapabilities: {} });
     expect(init.agentInfo?.name).toBe("proclease-fixture-agent");
     const { sessionId } = await conn.agent.request("session/new", { cwd: process.cwd(), mcpServers: [] });
@@ -40,10 +58,15 @@ describe("spawnRawAdapter", () => {
     // the controller does not speak on a stream it handed over
     expect(() => ctl.startTurn(raw.handle, "no")).toThrow(AcpxRawSessionError);
     await expect(ctl.setMode(raw.handle, "code")).rejects.toBeInstanceOf(AcpxRawSessionError);
-    expect((await ctl.listSessions()).find((s) => s.sessionKey === "k-raw")).toMatchObject({ live: true, leaseId: raw.handle.leaseId });
+    expect((await ctl.listSessions()).find((s) => s.sessionKey === "k-raw")).toMatchObject({
+      live: true,
+      leaseId: raw.handle.leaseId,
+    });
 
     const tree = await raw.verify();
-    expect(tree?.members.map((m) => m.pid)).toEqual(expect.arrayContaining([raw.handle.rootPid, pids.pid, pids.grandchildPid]));
+    expect(tree?.members.map((m) => m.pid)).toEqual(
+      expect.arrayContaining([raw.handle.rootPid, pids.pid, pids.grandchildPid]),
+    );
     const report = await raw.close("plugin done");
     expect(report.outcome).toBe("closed");
     for (const pid of [raw.handle.rootPid, pids.pid, pids.grandchildPid!]) expect(alive(pid)).toBe(false);

@@ -15,7 +15,19 @@ import { describe, expect, it } from "vitest";
 import type { SessionUpdate } from "@agentclientprotocol/sdk";
 import { createAcpxLifecycleController } from "../../src/acpx/controller.js";
 import type { AcpRuntimeHandle, AcpxLifecycleController } from "../../src/acpx/types.js";
-import { agentArgv, alive, disposeAfterEach, GRACE_MS, leaseCarriers, ROOT, tempStateDir, trackChild, trackLease, waitFor , say } from "./controller-helpers.js";
+import {
+  agentArgv,
+  alive,
+  disposeAfterEach,
+  GRACE_MS,
+  leaseCarriers,
+  ROOT,
+  tempStateDir,
+  trackChild,
+  trackLease,
+  waitFor,
+  say,
+} from "./controller-helpers.js";
 
 const controllers = disposeAfterEach();
 
@@ -28,9 +40,20 @@ async function newController(stateDir: string): Promise<AcpxLifecycleController>
 /** Runs the stand-in gateway until its last turn started; returns its handle and the process. */
 async function gatewayMidTurn(stateDir: string, key: string, argv: string[]) {
   const gw = trackChild(
-    spawn(process.execPath, [join(ROOT, "test/fixtures/acpx/conversation-gateway.mjs"), stateDir, key, JSON.stringify(argv), "hello", "&hang"], {
-      stdio: ["ignore", "pipe", "inherit"],
-    }),
+    spawn(
+      process.execPath,
+      [
+        join(ROOT, "test/fixtures/acpx/conversation-gateway.mjs"),
+        stateDir,
+        key,
+        JSON.stringify(argv),
+        "hello",
+        "&hang",
+      ],
+      {
+        stdio: ["ignore", "pipe", "inherit"],
+      },
+    ),
   );
   let handle: AcpRuntimeHandle | undefined;
   for await (const line of createInterface({ input: gw.stdout! })) {
@@ -57,7 +80,11 @@ describe("resume after a restart", () => {
       // mid-turn: the agent has the "hang" prompt (its store says so) when the gateway dies
       const history = (): number => {
         try {
-          return (JSON.parse(readFileSync(join(store, `${encodeURIComponent(first.acpSessionId)}.json`), "utf8")) as { history: unknown[] }).history.length;
+          return (
+            JSON.parse(readFileSync(join(store, `${encodeURIComponent(first.acpSessionId)}.json`), "utf8")) as {
+              history: unknown[];
+            }
+          ).history.length;
         } catch {
           return 0;
         }
@@ -81,7 +108,11 @@ describe("resume after a restart", () => {
       expect(who).toMatchObject({ sessionId: first.acpSessionId, how: via });
       if (via === "load") {
         // the agent replayed the conversation; the listener got it (held until it attached)
-        expect(replayed.map((u) => u.sessionUpdate)).toEqual(["user_message_chunk", "agent_message_chunk", "user_message_chunk"]);
+        expect(replayed.map((u) => u.sessionUpdate)).toEqual([
+          "user_message_chunk",
+          "agent_message_chunk",
+          "user_message_chunk",
+        ]);
       } else expect(replayed.filter((u) => u.sessionUpdate !== "available_commands_update")).toEqual([]);
       off();
       // the first gateway's lease settled; nothing of it runs
@@ -116,10 +147,17 @@ describe("resume after a restart", () => {
     const store = join(stateDir, "agent-sessions");
     const argv = agentArgv({ extra: [`--session-store=${store}`] });
     const ctl = await newController(stateDir);
-    const h = await ctl.ensureSession({ sessionKey: "k-ref", agentId: "main", command: argv, resumeSessionId: "fixture-unknown" });
+    const h = await ctl.ensureSession({
+      sessionKey: "k-ref",
+      agentId: "main",
+      command: argv,
+      resumeSessionId: "fixture-unknown",
+    });
     trackLease(h.leaseId);
     expect(h.resumed).toBe(false);
-    expect(h.resumeReason).toMatch(/the agent refused session\/resume for session "fixture-unknown": .*a new session was started/);
+    expect(h.resumeReason).toMatch(
+      /the agent refused session\/resume for session "fixture-unknown": .*a new session was started/,
+    );
     // closed with its state kept: taken back
     await ctl.closeSession({ handle: h });
     const back = await ctl.ensureSession({ sessionKey: "k-ref", agentId: "main", command: argv });
@@ -148,7 +186,12 @@ describe("resume after a restart", () => {
     const stateDir = tempStateDir("resume-crash");
     const argv = agentArgv({ extra: [`--session-store=${join(stateDir, "agent-sessions")}`] });
     let ended = false;
-    const ctl = await createAcpxLifecycleController({ stateDir, graceMs: GRACE_MS, maintenanceIntervalMs: 0, onSessionEnd: () => (ended = true) });
+    const ctl = await createAcpxLifecycleController({
+      stateDir,
+      graceMs: GRACE_MS,
+      maintenanceIntervalMs: 0,
+      onSessionEnd: () => (ended = true),
+    });
     controllers.push(ctl);
     const h = await ctl.ensureSession({ sessionKey: "k-crash", agentId: "main", command: argv });
     trackLease(h.leaseId);

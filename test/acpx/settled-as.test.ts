@@ -14,7 +14,16 @@ import { fileURLToPath } from "node:url";
 import { afterAll, describe, expect, it } from "vitest";
 import { createAcpxLifecycleController } from "../../src/acpx/controller.js";
 import { openLeaseStore } from "../../src/ownership/index.js";
-import { agentArgv, alive, cleanupAll, GRACE_MS, readPidfile, tempStateDir, trackLease, waitFor } from "./controller-helpers.js";
+import {
+  agentArgv,
+  alive,
+  cleanupAll,
+  GRACE_MS,
+  readPidfile,
+  tempStateDir,
+  trackLease,
+  waitFor,
+} from "./controller-helpers.js";
 
 const MAIN = fileURLToPath(new URL("../../dist/cli/main.js", import.meta.url));
 const ENDED_ON_ITS_OWN = "lost: its processes had ended on their own before the close; nothing was signalled";
@@ -35,7 +44,11 @@ describe("a settled lease says how it ended", () => {
     const ctl = await createAcpxLifecycleController({ stateDir, graceMs: GRACE_MS, maintenanceIntervalMs: 0 });
     try {
       const pidfile = join(stateDir, "agent.json");
-      const h = await ctl.ensureSession({ sessionKey: "agent:main:acp:ended", agentId: "main", command: agentArgv({ pidfile }) });
+      const h = await ctl.ensureSession({
+        sessionKey: "agent:main:acp:ended",
+        agentId: "main",
+        command: agentArgv({ pidfile }),
+      });
       trackLease(h.leaseId);
       const { pid: adapterPid } = await readPidfile(pidfile);
       // the adapter ends (not through proclease): the wrapper sweeps its tree and exits on its own
@@ -54,11 +67,17 @@ describe("a settled lease says how it ended", () => {
       expect(leases.stdout).toContain(`${h.leaseId} ${ENDED_ON_ITS_OWN}`);
       const explained = await cli(["explain", h.leaseId, "--state-dir", stateDir]);
       expect(explained.stdout).toContain(ENDED_ON_ITS_OWN);
-      const json = JSON.parse((await cli(["leases", "--state-dir", stateDir, "--json"])).stdout) as { leases: { leaseId: string; settledAs?: string }[] };
+      const json = JSON.parse((await cli(["leases", "--state-dir", stateDir, "--json"])).stdout) as {
+        leases: { leaseId: string; settledAs?: string }[];
+      };
       expect(json.leases.find((l) => l.leaseId === h.leaseId)?.settledAs).toBe("ended-on-its-own");
 
       // a close that ends a live tree: closed, killed
-      const h2 = await ctl.ensureSession({ sessionKey: "agent:main:acp:killed", agentId: "main", command: agentArgv({}) });
+      const h2 = await ctl.ensureSession({
+        sessionKey: "agent:main:acp:killed",
+        agentId: "main",
+        command: agentArgv({}),
+      });
       trackLease(h2.leaseId);
       expect(await ctl.closeSession({ handle: h2 })).toMatchObject({ outcome: "closed", leaseState: "closed" });
       expect((await store.get(h2.leaseId))?.settledAs).toBe("killed");
@@ -70,11 +89,21 @@ describe("a settled lease says how it ended", () => {
   it("a record settled before settledAs existed is still read, and shown as not saying how", async () => {
     const stateDir = tempStateDir("settled-as-old");
     const archive = join(stateDir, "acpx", "leases", "archive");
-    for (const d of [archive, join(stateDir, "acpx", "leases", "quarantine")]) mkdirSync(d, { recursive: true, mode: 0o700 });
+    for (const d of [archive, join(stateDir, "acpx", "leases", "quarantine")])
+      mkdirSync(d, { recursive: true, mode: 0o700 });
     writeFileSync(join(stateDir, "gateway-instance-id"), "gw-old\n", { mode: 0o600 });
     const old = {
-      schemaVersion: 1, leaseId: "old-lease", gatewayInstanceId: "gw-old", sessionKey: "agent:main:acp:old", wrapperRoot: "/nonexistent",
-      wrapperPath: "/nonexistent/w", rootPid: 0, commandHash: "", startedAt: 1, state: "lost", updatedAt: Date.now(),
+      schemaVersion: 1,
+      leaseId: "old-lease",
+      gatewayInstanceId: "gw-old",
+      sessionKey: "agent:main:acp:old",
+      wrapperRoot: "/nonexistent",
+      wrapperPath: "/nonexistent/w",
+      rootPid: 0,
+      commandHash: "",
+      startedAt: 1,
+      state: "lost",
+      updatedAt: Date.now(),
     };
     writeFileSync(join(archive, "old-lease.json"), JSON.stringify(old) + "\n", { mode: 0o600 });
     const store = await openLeaseStore(stateDir, { readOnly: true });

@@ -11,7 +11,17 @@ import { createAcpxLifecycleController } from "../../src/acpx/controller.js";
 import type { AcpxLifecycleControllerOptions } from "../../src/acpx/types.js";
 import { getProcessFacts } from "../../src/facts/get.js";
 import { openLeaseStore, reconcileInWorker, ReconcileAwayError } from "../../src/ownership/index.js";
-import { agentArgv, alive, disposeAfterEach, GRACE_MS, readPidfile, tempStateDir, trackLease, trackPid, waitFor } from "./controller-helpers.js";
+import {
+  agentArgv,
+  alive,
+  disposeAfterEach,
+  GRACE_MS,
+  readPidfile,
+  tempStateDir,
+  trackLease,
+  trackPid,
+  waitFor,
+} from "./controller-helpers.js";
 
 const controllers = disposeAfterEach();
 
@@ -28,7 +38,11 @@ async function formerRun(label: string, n: number, stubborn = false) {
   const sessions = [];
   for (let i = 0; i < n; i++) {
     const pidfile = join(stateDir, `agent-${i}.json`);
-    const h = await first.ensureSession({ sessionKey: `k-${label}-${i}`, agentId: "main", command: agentArgv({ pidfile, kind: "setsid", stubborn }) });
+    const h = await first.ensureSession({
+      sessionKey: `k-${label}-${i}`,
+      agentId: "main",
+      command: agentArgv({ pidfile, kind: "setsid", stubborn }),
+    });
     trackLease(h.leaseId);
     const pids = await readPidfile(pidfile);
     for (const p of [h.rootPid, pids.pid, pids.grandchildPid!]) trackPid(p);
@@ -65,7 +79,10 @@ describe("the startup reap on a worker thread", () => {
     const closed = await next.closeSession({ handle: { sessionKey: target.sessionKey } });
     const report = await reap;
     expect(report.reconciledOn).toBe("worker-thread");
-    expect(report.entries.find((e) => e.leaseId === target.leaseId)).toMatchObject({ action: "killed", stateAfter: "closed" });
+    expect(report.entries.find((e) => e.leaseId === target.leaseId)).toMatchObject({
+      action: "killed",
+      stateAfter: "closed",
+    });
     expect(closed).toMatchObject({ outcome: "noop", code: "already-settled", leaseState: "closed" });
     for (const s of sessions) await waitFor(() => s.pids.every((p) => !alive(p)), 10_000);
   });
@@ -79,7 +96,9 @@ describe("the startup reap on a worker thread", () => {
     for (const [i, s] of sessions.entries()) {
       const byReap = report.entries.find((e) => e.leaseId === s.handle.leaseId);
       const byClose = closed[i]!;
-      const killers = [byReap?.action === "killed", byClose.outcome === "closed" && byClose.kill !== undefined].filter(Boolean);
+      const killers = [byReap?.action === "killed", byClose.outcome === "closed" && byClose.kill !== undefined].filter(
+        Boolean,
+      );
       expect(killers).toHaveLength(1);
       await waitFor(() => s.pids.every((p) => !alive(p)), 10_000);
     }
@@ -90,12 +109,20 @@ describe("the startup reap on a worker thread", () => {
   it("a caller's own facts put it on the calling thread; asking for a worker with them is a TypeError", async () => {
     const { stateDir, sessions } = await formerRun("away-calling", 1);
     const facts = getProcessFacts();
-    const bad = createAcpxLifecycleController({ stateDir, facts, startupReconcile: "worker", maintenanceIntervalMs: 0 });
+    const bad = createAcpxLifecycleController({
+      stateDir,
+      facts,
+      startupReconcile: "worker",
+      maintenanceIntervalMs: 0,
+    });
     await expect(bad).rejects.toThrow(/needs the default facts and signaller/);
     const next = await controller(stateDir, { facts, containment: "off" });
     const report = await next.reapStartupOrphans();
     expect(report.reconciledOn).toBe("calling-thread");
-    expect(report.entries.find((e) => e.leaseId === sessions[0]!.handle.leaseId)).toMatchObject({ action: "killed", stateAfter: "closed" });
+    expect(report.entries.find((e) => e.leaseId === sessions[0]!.handle.leaseId)).toMatchObject({
+      action: "killed",
+      stateAfter: "closed",
+    });
   });
 
   it("a worker that stops rejects with ReconcileAwayError naming why", async () => {
@@ -104,7 +131,15 @@ describe("the startup reap on a worker thread", () => {
     // the worker opens its own store under this path: a file where the state dir should be stops it
     const notADir = join(stateDir, "not-a-dir");
     writeFileSync(notADir, "");
-    const spec = { stateDir: notADir, gatewayInstanceId: "gw-test", graceMs: GRACE_MS, kind: "acpx", states: ["open", "closing"], dryRun: false, skipAttached: false } as const;
+    const spec = {
+      stateDir: notADir,
+      gatewayInstanceId: "gw-test",
+      graceMs: GRACE_MS,
+      kind: "acpx",
+      states: ["open", "closing"],
+      dryRun: false,
+      skipAttached: false,
+    } as const;
     const hooks = { skip: () => undefined, take: () => undefined, live: () => [], onSettled: () => undefined };
     const run = reconcileInWorker(spec, hooks, (o) => o, store);
     await expect(run).rejects.toBeInstanceOf(ReconcileAwayError);

@@ -19,11 +19,11 @@ async function probe(chunks: string[]): Promise<StdoutProbe> {
 
 describe("StdoutProbe", () => {
   it.each([
-    [["{\"jsonrpc\":\"2.0\",\"id\":0,\"result\":{}}\n"], undefined],
+    [['{"jsonrpc":"2.0","id":0,"result":{}}\n'], undefined],
     [["Usage: agent [--acp]\n"], "Usage: agent [--acp]"],
-    [["{\"jsonrpc\":\"2.0\"}\n", "[1,2]\n"], "[1,2]"],
-    [["\n\n  \n{\"a\":1}\n"], undefined],
-    [["{\"jsonrpc\":\"2.0\",\"id\":0,"], undefined], // a JSON object cut by the chunk: not judged yet
+    [['{"jsonrpc":"2.0"}\n', "[1,2]\n"], "[1,2]"],
+    [['\n\n  \n{"a":1}\n'], undefined],
+    [['{"jsonrpc":"2.0","id":0,'], undefined], // a JSON object cut by the chunk: not judged yet
     [["Starting server on port 8080"], "Starting server on port 8080"],
   ])("%j → %j", async (chunks, expected) => {
     expect((await probe(chunks)).nonAcpLine()).toBe(expected);

@@ -34,13 +34,20 @@ beforeAll(() => {
 }, 120_000);
 
 describe("the wrapper's final sweeps", () => {
-  it.skipIf(SKIP)(`end a process forked during the grace whose leader is a zombie while its other thread runs${SKIP}`, () => {
-    const r = spawnSync(process.execPath, [join(root, "test/fixtures/acpx/cleanup-sweep.mjs"), root, zombieLeader.path!], { encoding: "utf8", timeout: 20_000 });
-    const line = r.stdout.trim().split("\n").pop();
-    expect(line, `stderr: ${r.stderr}`).toBeTruthy();
-    const out = JSON.parse(line!) as { pid: number | null; ended: number[]; alive: boolean };
-    expect(out.pid).not.toBeNull();
-    expect(out.alive).toBe(false);
-    expect(out.ended).toContain(out.pid);
-  });
+  it.skipIf(SKIP)(
+    `end a process forked during the grace whose leader is a zombie while its other thread runs${SKIP}`,
+    () => {
+      const r = spawnSync(
+        process.execPath,
+        [join(root, "test/fixtures/acpx/cleanup-sweep.mjs"), root, zombieLeader.path!],
+        { encoding: "utf8", timeout: 20_000 },
+      );
+      const line = r.stdout.trim().split("\n").pop();
+      expect(line, `stderr: ${r.stderr}`).toBeTruthy();
+      const out = JSON.parse(line!) as { pid: number | null; ended: number[]; alive: boolean };
+      expect(out.pid).not.toBeNull();
+      expect(out.alive).toBe(false);
+      expect(out.ended).toContain(out.pid);
+    },
+  );
 });

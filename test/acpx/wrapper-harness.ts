@@ -92,7 +92,12 @@ export function stat(pid: number): { state: string; ppid: number; pgid: number; 
   }
 }
 
-export async function waitFor<T>(what: string, fn: () => T | undefined | null | false, timeoutMs = 10_000, everyMs = 10): Promise<T> {
+export async function waitFor<T>(
+  what: string,
+  fn: () => T | undefined | null | false,
+  timeoutMs = 10_000,
+  everyMs = 10,
+): Promise<T> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     const v = fn();
@@ -131,12 +136,25 @@ export function jsonLines(stream: Readable): { lines: Record<string, unknown>[] 
 }
 
 /** Spawns the wrapper directly (the test is its gateway), with the lifeline on fd 3. */
-export function spawnWrapper(command: string[], opts: { lease?: string; graceMs?: number; raw?: string[]; instance?: string | null; env?: Record<string, string> } = {}) {
-  const args = opts.raw ?? wrapperArgs(WRAPPER, command, opts.graceMs === undefined ? {} : { graceMs: opts.graceMs }).slice(1);
+export function spawnWrapper(
+  command: string[],
+  opts: {
+    lease?: string;
+    graceMs?: number;
+    raw?: string[];
+    instance?: string | null;
+    env?: Record<string, string>;
+  } = {},
+) {
+  const args =
+    opts.raw ?? wrapperArgs(WRAPPER, command, opts.graceMs === undefined ? {} : { graceMs: opts.graceMs }).slice(1);
   const [file, ...pre] = current.argv as [string, ...string[]];
   const child = spawn(file, [...pre, ...args], {
     stdio: ["pipe", "pipe", "pipe", "pipe"],
-    env: { ...markerEnv(opts.lease ?? newLease(), opts.instance === undefined ? INSTANCE : opts.instance), ...opts.env },
+    env: {
+      ...markerEnv(opts.lease ?? newLease(), opts.instance === undefined ? INSTANCE : opts.instance),
+      ...opts.env,
+    },
   });
   spawned.push(child);
   const reports: WrapperReport[] = [];
@@ -162,7 +180,10 @@ export function spawnWrapper(command: string[], opts: { lease?: string; graceMs?
     out: () => stdout,
     err: () => stderr,
     report: <T extends WrapperReport["type"]>(type: T) =>
-      waitFor(`a "${type}" report`, () => reports.find((r) => r.type === type) as Extract<WrapperReport, { type: T }> | undefined),
+      waitFor(
+        `a "${type}" report`,
+        () => reports.find((r) => r.type === type) as Extract<WrapperReport, { type: T }> | undefined,
+      ),
   };
 }
 
@@ -187,7 +208,10 @@ export function markerEnv(lease: string, instance: string | null): NodeJS.Proces
  * Killed by killLeaseCarriers after each test.
  */
 export async function markedOrphan(lease: string, instance: string | null): Promise<number> {
-  const sh = spawn("sh", ["-c", "sleep 600 >/dev/null 2>&1 & echo $!"], { stdio: ["ignore", "pipe", "ignore"], env: markerEnv(lease, instance) });
+  const sh = spawn("sh", ["-c", "sleep 600 >/dev/null 2>&1 & echo $!"], {
+    stdio: ["ignore", "pipe", "ignore"],
+    env: markerEnv(lease, instance),
+  });
   let out = "";
   sh.stdout!.on("data", (c: Buffer) => (out += c.toString()));
   await new Promise((r) => sh.once("exit", r));

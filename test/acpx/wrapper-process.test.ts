@@ -7,7 +7,21 @@
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmdirSync } from "node:fs";
 import { join } from "node:path";
 import { expect, it } from "vitest";
-import { AGENT, cgroup, cgroupNote, describeEachKind, leaseCarriers, newLease, nextSeq, readPidfile, spawnWrapper, stat, tmp, useWrapperHarness, waitFor } from "./wrapper-harness.js";
+import {
+  AGENT,
+  cgroup,
+  cgroupNote,
+  describeEachKind,
+  leaseCarriers,
+  newLease,
+  nextSeq,
+  readPidfile,
+  spawnWrapper,
+  stat,
+  tmp,
+  useWrapperHarness,
+  waitFor,
+} from "./wrapper-harness.js";
 
 useWrapperHarness();
 
@@ -34,7 +48,7 @@ describeEachKind("$name wrapper (real processes)", () => {
     expect(await cat.closed).toEqual({ code: 0, signal: null });
     expect(cat.out()).toBe("hello through the wrapper\n");
 
-    const fd3 = spawnWrapper(["sh", "-c", 'if [ -e /proc/$$/fd/3 ]; then echo fd3-open; else echo fd3-closed; fi']);
+    const fd3 = spawnWrapper(["sh", "-c", "if [ -e /proc/$$/fd/3 ]; then echo fd3-open; else echo fd3-closed; fi"]);
     await fd3.closed;
     expect(fd3.out().trim()).toBe("fd3-closed");
   });
@@ -52,7 +66,10 @@ describeEachKind("$name wrapper (real processes)", () => {
   it("sweeps what the adapter left behind when it exits on its own (setsid grandchild ignoring SIGTERM)", async () => {
     const lease = newLease();
     // the adapter starts an escaped, stubborn grandchild and exits 0 at once
-    const w = spawnWrapper(["sh", "-c", "setsid sh -c 'trap \"\" TERM; sleep 600 & wait' & sleep 0.2; exit 0"], { lease, graceMs: 300 });
+    const w = spawnWrapper(["sh", "-c", "setsid sh -c 'trap \"\" TERM; sleep 600 & wait' & sleep 0.2; exit 0"], {
+      lease,
+      graceMs: 300,
+    });
     expect(await w.exited).toEqual({ code: 0, signal: null });
     const cleanup = await w.report("cleanup");
     expect(cleanup.reason).toBe("adapter-exit");
@@ -70,7 +87,9 @@ describeEachKind("$name wrapper (real processes)", () => {
   it("a session with limits never starts its adapter outside the lease cgroup: a failed move is a spawn-error ECGROUPMOVE; without limits it runs uncontained", async () => {
     const mark = join(tmp, `adapter-ran-${process.pid}-${Date.now()}`);
     const missing = join(tmp, "no-such-cgroup");
-    const limited = spawnWrapper(["sh", "-c", `touch ${mark}`], { env: { PROCLEASE_CGROUP: missing, PROCLEASE_CGROUP_REQUIRED: "1" } });
+    const limited = spawnWrapper(["sh", "-c", `touch ${mark}`], {
+      env: { PROCLEASE_CGROUP: missing, PROCLEASE_CGROUP_REQUIRED: "1" },
+    });
     expect(await limited.closed).toEqual({ code: 126, signal: null });
     expect(limited.reports).toHaveLength(1);
     expect(limited.reports[0]).toMatchObject({ type: "spawn-error", code: "ECGROUPMOVE" });
@@ -85,7 +104,9 @@ describeEachKind("$name wrapper (real processes)", () => {
   it("a lease cgroup path that is a plain directory is not entered, and nothing is written into it: with limits the adapter does not start", async () => {
     const mark = join(tmp, `adapter-ran-plain-${process.pid}-${Date.now()}`);
     const plain = mkdtempSync(join(tmp, "not-a-cgroup-"));
-    const limited = spawnWrapper(["sh", "-c", `touch ${mark}`], { env: { PROCLEASE_CGROUP: plain, PROCLEASE_CGROUP_REQUIRED: "1" } });
+    const limited = spawnWrapper(["sh", "-c", `touch ${mark}`], {
+      env: { PROCLEASE_CGROUP: plain, PROCLEASE_CGROUP_REQUIRED: "1" },
+    });
     expect(await limited.closed).toEqual({ code: 126, signal: null });
     expect(limited.reports[0]).toMatchObject({ type: "spawn-error", code: "ECGROUPMOVE" });
     expect(existsSync(mark)).toBe(false);
@@ -99,7 +120,9 @@ describeEachKind("$name wrapper (real processes)", () => {
     mkdirSync(dir);
     try {
       // the adapter reads its own cgroup first thing; the wrapper's is read at "started"
-      const w = spawnWrapper(["sh", "-c", "cat /proc/self/cgroup; exec sleep 600"], { env: { PROCLEASE_CGROUP: dir, PROCLEASE_CGROUP_REQUIRED: "1" } });
+      const w = spawnWrapper(["sh", "-c", "cat /proc/self/cgroup; exec sleep 600"], {
+        env: { PROCLEASE_CGROUP: dir, PROCLEASE_CGROUP_REQUIRED: "1" },
+      });
       const started = await w.report("started");
       const rel = `0::${dir.slice(cgroup.mount.length)}\n`;
       expect(readFileSync(`/proc/${started.wrapperPid}/cgroup`, "utf8")).toContain(rel);

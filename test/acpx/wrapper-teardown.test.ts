@@ -55,10 +55,13 @@ describeEachKind("$name wrapper (real processes)", (k) => {
   it("on lifeline EOF: SIGTERM, grace, SIGKILL to a stubborn adapter and grandchild, then a cleanup report", async () => {
     const lease = newLease();
     const pidfile = join(tmp, `eof-${nextSeq()}.json`);
-    const w = spawnWrapper(["node", AGENT, "--ignore-sigterm", "--survive-stdin-close", "--grandchild=setsid", `--pidfile=${pidfile}`], {
-      lease,
-      graceMs: 300,
-    });
+    const w = spawnWrapper(
+      ["node", AGENT, "--ignore-sigterm", "--survive-stdin-close", "--grandchild=setsid", `--pidfile=${pidfile}`],
+      {
+        lease,
+        graceMs: 300,
+      },
+    );
     const started = await w.report("started");
     const agent = await waitFor("pidfile", () => readPidfile(pidfile));
     expect(agent.grandchildPid).not.toBeNull();
@@ -126,30 +129,42 @@ describeEachKind("$name wrapper (real processes)", (k) => {
     expect(await w.exited).toEqual({ code: 128 + 15, signal: null });
   });
 
-  it.skipIf(!subreaper)(`adopts a double-forked grandchild as subreaper and reaps its zombie without touching the adapter${subreaper ? "" : NO_SUBREAPER}`, async () => {
-    const pidfile = join(tmp, `adopt-${nextSeq()}.json`);
-    const w = spawnWrapper(["node", AGENT, "--survive-stdin-close", "--grandchild=double-fork", `--pidfile=${pidfile}`]);
-    const started = await w.report("started");
-    const { grandchildPid } = await waitFor("pidfile", () => readPidfile(pidfile));
-    const gc = grandchildPid!;
-    await waitFor("the grandchild re-parented to the wrapper", () => stat(gc)?.ppid === w.child.pid);
-    process.kill(gc, "SIGKILL"); // spawned by this test (transitively)
-    // not left a zombie: the wrapper waited on it (gone from /proc entirely)
-    await waitFor("the adopted zombie reaped", () => stat(gc) === null, 5000);
-    // and the adapter's status is still libuv's: it runs on and its exit passes through
-    expect(stat(started.adapterPid)?.state).not.toBe("Z");
-    process.kill(started.adapterPid, "SIGTERM");
-    expect(await w.closed).toEqual({ code: 128 + 15, signal: null });
-    expect(w.reports.find((r) => r.type === "exit")).toEqual({ type: "exit", code: null, signal: "SIGTERM" });
-  });
+  it.skipIf(!subreaper)(
+    `adopts a double-forked grandchild as subreaper and reaps its zombie without touching the adapter${subreaper ? "" : NO_SUBREAPER}`,
+    async () => {
+      const pidfile = join(tmp, `adopt-${nextSeq()}.json`);
+      const w = spawnWrapper([
+        "node",
+        AGENT,
+        "--survive-stdin-close",
+        "--grandchild=double-fork",
+        `--pidfile=${pidfile}`,
+      ]);
+      const started = await w.report("started");
+      const { grandchildPid } = await waitFor("pidfile", () => readPidfile(pidfile));
+      const gc = grandchildPid!;
+      await waitFor("the grandchild re-parented to the wrapper", () => stat(gc)?.ppid === w.child.pid);
+      process.kill(gc, "SIGKILL"); // spawned by this test (transitively)
+      // not left a zombie: the wrapper waited on it (gone from /proc entirely)
+      await waitFor("the adopted zombie reaped", () => stat(gc) === null, 5000);
+      // and the adapter's status is still libuv's: it runs on and its exit passes through
+      expect(stat(started.adapterPid)?.state).not.toBe("Z");
+      process.kill(started.adapterPid, "SIGTERM");
+      expect(await w.closed).toEqual({ code: 128 + 15, signal: null });
+      expect(w.reports.find((r) => r.type === "exit")).toEqual({ type: "exit", code: null, signal: "SIGTERM" });
+    },
+  );
 
   // "addon": subreaper + pdeathsig + pidfd signals; "no addon": the lifeline,
   // procfs facts and the lease-id scan alone must still find every escapee
   // the native wrapper needs neither: one mode
-  const modes = k.name === "native" ? [{ name: "native", env: {} }] : [
-    ...(SUBREAPER ? [{ name: "addon", env: {} }] : []),
-    { name: "no addon", env: { PROCLEASE_DISABLE_NATIVE: "1", PROCLEASE_BACKEND: "procfs" } },
-  ];
+  const modes =
+    k.name === "native"
+      ? [{ name: "native", env: {} }]
+      : [
+          ...(SUBREAPER ? [{ name: "addon", env: {} }] : []),
+          { name: "no addon", env: { PROCLEASE_DISABLE_NATIVE: "1", PROCLEASE_BACKEND: "procfs" } },
+        ];
   describe.each(modes)("gateway SIGKILL (stand-in gateway process, $name)", ({ env }) => {
     const GRACE = 500;
     for (const kind of ["plain", "setsid", "double-fork"] as const) {
@@ -158,8 +173,22 @@ describeEachKind("$name wrapper (real processes)", (k) => {
         const pidfile = join(tmp, `gw-${kind}-${nextSeq()}.json`);
         const gw = spawn(
           process.execPath,
-          [GATEWAY, "--wrapper", k.path, "--lease", lease, "--grace-ms", String(GRACE), "--",
-            "node", AGENT, "--ignore-sigterm", "--survive-stdin-close", `--grandchild=${kind}`, `--pidfile=${pidfile}`],
+          [
+            GATEWAY,
+            "--wrapper",
+            k.path,
+            "--lease",
+            lease,
+            "--grace-ms",
+            String(GRACE),
+            "--",
+            "node",
+            AGENT,
+            "--ignore-sigterm",
+            "--survive-stdin-close",
+            `--grandchild=${kind}`,
+            `--pidfile=${pidfile}`,
+          ],
           { stdio: ["ignore", "pipe", "inherit"], env: { ...process.env, ...env } },
         );
         spawned.push(gw);
@@ -174,10 +203,14 @@ describeEachKind("$name wrapper (real processes)", (k) => {
         // polled: a grandchild in the middle of its exec (sh → sleep) has an
         // environ that cannot be read for an instant
         const expected = [started.wrapperPid as number, agent.pid, gc];
-        const carriers = await waitFor("every tree member carrying the lease id", () => {
-          const c = leaseCarriers(lease);
-          return expected.every((p) => c.includes(p)) ? c : null;
-        }, 5000).catch(() => leaseCarriers(lease));
+        const carriers = await waitFor(
+          "every tree member carrying the lease id",
+          () => {
+            const c = leaseCarriers(lease);
+            return expected.every((p) => c.includes(p)) ? c : null;
+          },
+          5000,
+        ).catch(() => leaseCarriers(lease));
         expect(carriers).toEqual(expect.arrayContaining(expected));
 
         const t0 = Date.now();

@@ -6,7 +6,12 @@
 import { describe, expect, it } from "vitest";
 import { adapterGroupProof, checkAdapterGroup, signalAdapterGroup } from "../../src/acpx/wrapper/adapter-group.js";
 import { parseWrapperArgs } from "../../src/acpx/wrapper/args.js";
-import { createReportReader, parseReportLine, wrapperArgs, type WrapperReport } from "../../src/acpx/wrapper/protocol.js";
+import {
+  createReportReader,
+  parseReportLine,
+  wrapperArgs,
+  type WrapperReport,
+} from "../../src/acpx/wrapper/protocol.js";
 import { ownProcessGroupId } from "../../src/facts/guards.js";
 import { acpOver, AGENT, describeEachKind, spawnWrapper, tmp, useWrapperHarness } from "./wrapper-harness.js";
 
@@ -22,9 +27,16 @@ describe("protocol", () => {
       { type: "cleanup", reason: "parent-gone", ended: [11, 12], durationMs: 512 },
     ];
     for (const r of good) expect(parseReportLine(JSON.stringify(r))).toEqual(r);
-    for (const bad of ["", "nope", "null", "{}", '{"type":"started","wrapperPid":0,"adapterPid":1,"pgid":1}',
-      '{"type":"exit","code":"1","signal":null}', '{"type":"cleanup","reason":"why","ended":[],"durationMs":1}',
-      '{"type":"cleanup","reason":"signal","ended":[-1],"durationMs":1}']) {
+    for (const bad of [
+      "",
+      "nope",
+      "null",
+      "{}",
+      '{"type":"started","wrapperPid":0,"adapterPid":1,"pgid":1}',
+      '{"type":"exit","code":"1","signal":null}',
+      '{"type":"cleanup","reason":"why","ended":[],"durationMs":1}',
+      '{"type":"cleanup","reason":"signal","ended":[-1],"durationMs":1}',
+    ]) {
       expect(parseReportLine(bad)).toBeNull();
     }
   });
@@ -45,7 +57,10 @@ describe("protocol", () => {
     expect(() => wrapperArgs("/w.js", [])).toThrow(TypeError);
     expect(() => wrapperArgs("/w.js", ["a"], { graceMs: -1 })).toThrow(/graceMs/);
     expect(() => wrapperArgs("/w.js", ["a"], { graceMs: Number.NaN })).toThrow(TypeError);
-    expect(parseWrapperArgs(["--", "x", "--grace-ms", "1"])).toEqual({ graceMs: 3000, command: ["x", "--grace-ms", "1"] });
+    expect(parseWrapperArgs(["--", "x", "--grace-ms", "1"])).toEqual({
+      graceMs: 3000,
+      command: ["x", "--grace-ms", "1"],
+    });
     expect(parseWrapperArgs(["--grace-ms=10", "--", "x"]).graceMs).toBe(10);
     expect(() => parseWrapperArgs(["x"])).toThrow(/"--"/);
     expect(() => parseWrapperArgs(["--grace-ms", "abc", "--", "x"])).toThrow(/--grace-ms/);
@@ -124,11 +139,20 @@ describeEachKind("fixture ACP agent, spoken to through the $name wrapper", () =>
     const pending = acp2.agent.request("initialize", { protocolVersion: 1, clientCapabilities: {} });
     pending.catch(() => {});
     let answered = false;
-    pending.then(() => (answered = true), () => {});
+    pending.then(
+      () => (answered = true),
+      () => {},
+    );
     // silent after events, not after a pause: a request sent after initialize (one no agent
     // knows) comes back as an error, or not at all from a mute agent; either way the
     // initialize is still unanswered once the agent has had the later one
-    const later = await Promise.race([acp2.agent.request("proclease/ping", {}).then(() => "ok", () => "error"), mute.exited.then(() => "exited")]);
+    const later = await Promise.race([
+      acp2.agent.request("proclease/ping", {}).then(
+        () => "ok",
+        () => "error",
+      ),
+      mute.exited.then(() => "exited"),
+    ]);
     expect(later).not.toBe("exited");
     expect(answered).toBe(false);
   });

@@ -34,14 +34,20 @@ describe("a flood into a session with no listener", () => {
       logger: { warn: (m: string) => warnings.push(m) },
     });
     controllers.push(ctl);
-    const h = await ctl.ensureSession({ sessionKey: "k-flood-backlog", agentId: "main", command: [process.execPath, FLOOD_AGENT] });
+    const h = await ctl.ensureSession({
+      sessionKey: "k-flood-backlog",
+      agentId: "main",
+      command: [process.execPath, FLOOD_AGENT],
+    });
     trackLease(h.leaseId);
     const rss = new RssPeak();
     // a prompt() turn streams nothing: its updates go to onUpdate listeners, and there are none
     await expect(ctl.prompt(h, `/flood ${UPDATES} ${TEXT_BYTES}`)).resolves.toEqual({ stopReason: "end_turn" });
     const report = rss.stop();
     const st = await ctl.sessionStatus(h);
-    console.log(`flood-backlog: ${UPDATES} updates of ${TEXT_BYTES} B; gateway RSS baseline ${report.baselineMb} MB, peak ${report.peakMb} MB, growth ${report.growthMb} MB (${report.samples} samples, kernel peak ${report.kernelPeak}); dropped ${st.droppedUpdates} (${st.droppedUpdateBytes} B)`);
+    console.log(
+      `flood-backlog: ${UPDATES} updates of ${TEXT_BYTES} B; gateway RSS baseline ${report.baselineMb} MB, peak ${report.peakMb} MB, growth ${report.growthMb} MB (${report.samples} samples, kernel peak ${report.kernelPeak}); dropped ${st.droppedUpdates} (${st.droppedUpdateBytes} B)`,
+    );
 
     // the typed outcome: counted, logged once, and marked on the first update a listener gets after the gap
     expect(st.droppedUpdates).toBeGreaterThan(0);

@@ -19,10 +19,17 @@ const controllers = disposeAfterEach();
 
 describe("a flood into an OpenClaw turn whose events are not read yet", () => {
   it("backpressures through the backend's queue and the controller's turn to the agent; every event arrives", async () => {
-    const rt = await newRuntime(controllers, "flood", { agents: { flood: { command: [process.execPath, FLOOD_AGENT] } } });
+    const rt = await newRuntime(controllers, "flood", {
+      agents: { flood: { command: [process.execPath, FLOOD_AGENT] } },
+    });
     const h = await ensure(rt, { agent: "flood" });
     const rss = new RssPeak();
-    const turn = rt.startTurn({ handle: h, text: `/flood ${UPDATES} ${TEXT_BYTES}`, mode: "prompt", requestId: "flood-1" });
+    const turn = rt.startTurn({
+      handle: h,
+      text: `/flood ${UPDATES} ${TEXT_BYTES}`,
+      mode: "prompt",
+      requestId: "flood-1",
+    });
     let settled = false;
     void turn.result.then(() => (settled = true));
     const held = async () => (await rt.getStatus({ handle: h })).details?.["stdoutHeld"] === true;
@@ -30,7 +37,9 @@ describe("a flood into an OpenClaw turn whose events are not read yet", () => {
     const endedUnread = settled;
     const events = await drain(turn);
     const report = rss.stop();
-    console.log(`flood-openclaw: ${UPDATES} updates of ${TEXT_BYTES} B; gateway RSS baseline ${report.baselineMb} MB, peak ${report.peakMb} MB, growth ${report.growthMb} MB`);
+    console.log(
+      `flood-openclaw: ${UPDATES} updates of ${TEXT_BYTES} B; gateway RSS baseline ${report.baselineMb} MB, peak ${report.peakMb} MB, growth ${report.growthMb} MB`,
+    );
     expect(waited).toBeGreaterThanOrEqual(0);
     expect(endedUnread).toBe(false);
     expect(events.length).toBe(UPDATES);

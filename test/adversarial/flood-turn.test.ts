@@ -23,9 +23,17 @@ const controllers = disposeAfterEach();
 
 describe("a flood into a turn whose events are not read yet", () => {
   it("backpressures the agent instead of buffering, then delivers all 300,000 updates in order", async () => {
-    const ctl = await createAcpxLifecycleController({ stateDir: tempStateDir("flood-turn"), graceMs: GRACE_MS, maintenanceIntervalMs: 0 });
+    const ctl = await createAcpxLifecycleController({
+      stateDir: tempStateDir("flood-turn"),
+      graceMs: GRACE_MS,
+      maintenanceIntervalMs: 0,
+    });
     controllers.push(ctl);
-    const h = await ctl.ensureSession({ sessionKey: "k-flood-turn", agentId: "main", command: [process.execPath, FLOOD_AGENT] });
+    const h = await ctl.ensureSession({
+      sessionKey: "k-flood-turn",
+      agentId: "main",
+      command: [process.execPath, FLOOD_AGENT],
+    });
     trackLease(h.leaseId);
     const rss = new RssPeak();
     const turn = ctl.startTurn(h, `/flood ${UPDATES} ${TEXT_BYTES}`);
@@ -46,7 +54,9 @@ describe("a flood into a turn whose events are not read yet", () => {
       n++;
     }
     const report = rss.stop();
-    console.log(`flood-turn: ${UPDATES} updates of ${TEXT_BYTES} B; gateway RSS baseline ${report.baselineMb} MB, peak ${report.peakMb} MB, growth ${report.growthMb} MB (${report.samples} samples, kernel peak ${report.kernelPeak}); stdout held ${(await ctl.sessionStatus(h)).stdoutHolds} times`);
+    console.log(
+      `flood-turn: ${UPDATES} updates of ${TEXT_BYTES} B; gateway RSS baseline ${report.baselineMb} MB, peak ${report.peakMb} MB, growth ${report.growthMb} MB (${report.samples} samples, kernel peak ${report.kernelPeak}); stdout held ${(await ctl.sessionStatus(h)).stdoutHolds} times`,
+    );
     expect(waited).toBeGreaterThanOrEqual(0);
     // the agent was blocked on its write: its turn could not end while its events were unread
     expect(endedUnread).toBe(false);
@@ -60,9 +70,17 @@ describe("a flood into a turn whose events are not read yet", () => {
   }, 180_000);
 
   it("a close while the agent is held back settles the session; the turn fails with the close after what was buffered", async () => {
-    const ctl = await createAcpxLifecycleController({ stateDir: tempStateDir("flood-close"), graceMs: GRACE_MS, maintenanceIntervalMs: 0 });
+    const ctl = await createAcpxLifecycleController({
+      stateDir: tempStateDir("flood-close"),
+      graceMs: GRACE_MS,
+      maintenanceIntervalMs: 0,
+    });
     controllers.push(ctl);
-    const h = await ctl.ensureSession({ sessionKey: "k-flood-close", agentId: "main", command: [process.execPath, FLOOD_AGENT] });
+    const h = await ctl.ensureSession({
+      sessionKey: "k-flood-close",
+      agentId: "main",
+      command: [process.execPath, FLOOD_AGENT],
+    });
     trackLease(h.leaseId);
     const turn = ctl.startTurn(h, `/flood ${UPDATES} ${TEXT_BYTES}`);
     expect(await waitFor(async () => (await ctl.sessionStatus(h)).stdoutHeld, 30_000, 50)).toBeGreaterThanOrEqual(0);

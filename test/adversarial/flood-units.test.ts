@@ -10,7 +10,12 @@ import type { SessionNotification } from "@agentclientprotocol/sdk";
 import { createAcpxLifecycleController } from "../../src/acpx/controller.js";
 import { MAX_BACKLOG, UpdateRouter, type DroppedUpdates } from "../../src/acpx/session-updates.js";
 import { StdoutGate } from "../../src/acpx/stdout-backpressure.js";
-import { DEFAULT_SESSION_BACKLOG_BYTES, DEFAULT_TURN_BACKLOG_BYTES, estimateJsonBytes, resolveUpdateLimits } from "../../src/acpx/update-bytes.js";
+import {
+  DEFAULT_SESSION_BACKLOG_BYTES,
+  DEFAULT_TURN_BACKLOG_BYTES,
+  estimateJsonBytes,
+  resolveUpdateLimits,
+} from "../../src/acpx/update-bytes.js";
 import { EventQueue } from "../../src/openclaw/event-queue.js";
 
 const note = (i: number, chars: number): SessionNotification => ({
@@ -35,12 +40,17 @@ describe("estimateJsonBytes", () => {
 
 describe("updateLimits", () => {
   it("defaults to 4 MiB each and refuses what is not a byte count", async () => {
-    expect(resolveUpdateLimits(undefined)).toEqual({ turnBacklogBytes: DEFAULT_TURN_BACKLOG_BYTES, sessionBacklogBytes: DEFAULT_SESSION_BACKLOG_BYTES });
+    expect(resolveUpdateLimits(undefined)).toEqual({
+      turnBacklogBytes: DEFAULT_TURN_BACKLOG_BYTES,
+      sessionBacklogBytes: DEFAULT_SESSION_BACKLOG_BYTES,
+    });
     expect(resolveUpdateLimits({ turnBacklogBytes: 65536 }).turnBacklogBytes).toBe(65536);
     expect(() => resolveUpdateLimits({ turnBacklogBytes: 12 })).toThrow(/turnBacklogBytes must be an integer/);
     expect(() => resolveUpdateLimits({ sessionBacklogBytes: 1.5e6 + 0.5 })).toThrow(TypeError);
     expect(() => resolveUpdateLimits({ backlog: 1 } as never)).toThrow(/updateLimits.backlog is not a limit/);
-    await expect(createAcpxLifecycleController({ stateDir: "/nonexistent/never-made", updateLimits: { turnBacklogBytes: -1 } })).rejects.toThrow(/opts.updateLimits.turnBacklogBytes/);
+    await expect(
+      createAcpxLifecycleController({ stateDir: "/nonexistent/never-made", updateLimits: { turnBacklogBytes: -1 } }),
+    ).rejects.toThrow(/opts.updateLimits.turnBacklogBytes/);
   });
 });
 

@@ -8,13 +8,31 @@
  * real device files, the fixture agent over ACP. Build first (`npm run build`).
  */
 import { execFileSync, spawn } from "node:child_process";
-import { closeSync, constants as FS, openSync, readdirSync, readFileSync, readlinkSync, statSync, writeFileSync } from "node:fs";
+import {
+  closeSync,
+  constants as FS,
+  openSync,
+  readdirSync,
+  readFileSync,
+  readlinkSync,
+  statSync,
+  writeFileSync,
+} from "node:fs";
 import { readFile } from "node:fs/promises";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import { createAcpxLifecycleController } from "../../src/acpx/controller.js";
 import { pinRoots, readBeneath, writeBeneath } from "../../src/acpx/fs-beneath.js";
-import { agentArgv, disposeAfterEach, GRACE_MS, say, tempStateDir, trackChild, trackLease, waitFor } from "../acpx/controller-helpers.js";
+import {
+  agentArgv,
+  disposeAfterEach,
+  GRACE_MS,
+  say,
+  tempStateDir,
+  trackChild,
+  trackLease,
+  waitFor,
+} from "../acpx/controller-helpers.js";
 import { answer, fsTree, handlers, SESSION } from "./fs-helpers.js";
 
 const controllers = disposeAfterEach();
@@ -56,7 +74,10 @@ describe("FIFOs and device files", () => {
     ];
     // the pool is free: the gateway's own file read and the agent's normal one both finish
     expect(await readFile(join(t.cwd, "a.txt"), "utf8")).toBe("inside\n");
-    expect(await answer(fs.read({ sessionId: SESSION, path: join(t.cwd, "a.txt") }))).toEqual({ ok: true, content: "inside\n" });
+    expect(await answer(fs.read({ sessionId: SESSION, path: join(t.cwd, "a.txt") }))).toEqual({
+      ok: true,
+      content: "inside\n",
+    });
     const answers = await Promise.all(hostile);
     expect(answers.map((a) => (a.ok ? "served" : a.refusal))).toEqual(Array(16).fill("not-a-file"));
     expect(answers[0]).toMatchObject({ message: expect.stringContaining("is a FIFO") });
@@ -71,10 +92,14 @@ describe("FIFOs and device files", () => {
     cat.stdout!.on("data", (d: Buffer) => (got += d.toString()));
     // our own end (O_RDWR never blocks) lets cat open; held until cat has the FIFO open, then closed: cat reads end of file
     const ours = openSync(fifo, FS.O_RDWR | FS.O_NONBLOCK);
-    const hasFifo = () => readdirSync(`/proc/${cat.pid}/fd`).some((fd) => readlinkOr(`/proc/${cat.pid}/fd/${fd}`) === fifo);
+    const hasFifo = () =>
+      readdirSync(`/proc/${cat.pid}/fd`).some((fd) => readlinkOr(`/proc/${cat.pid}/fd/${fd}`) === fifo);
     expect(await waitFor(hasFifo, 10_000)).toBeGreaterThanOrEqual(0);
     const fs = handlers(t.cwd);
-    expect(await answer(fs.write({ sessionId: SESSION, path: fifo, content: "planted" }))).toMatchObject({ ok: false, refusal: "not-a-file" });
+    expect(await answer(fs.write({ sessionId: SESSION, path: fifo, content: "planted" }))).toMatchObject({
+      ok: false,
+      refusal: "not-a-file",
+    });
     closeSync(ours);
     expect(await waitFor(() => cat.exitCode !== null, 10_000)).toBeGreaterThanOrEqual(0);
     expect(got).toBe("");
@@ -84,12 +109,26 @@ describe("FIFOs and device files", () => {
     const t = fsTree("dev");
     const fs = handlers(t.cwd, { roots: ["/dev"] });
     for (const dev of ["/dev/null", "/dev/zero", "/dev/urandom"]) {
-      expect(await answer(fs.write({ sessionId: SESSION, path: dev, content: "x" })), dev).toMatchObject({ ok: false, refusal: "not-a-file" });
-      expect(await answer(fs.read({ sessionId: SESSION, path: dev })), dev).toMatchObject({ ok: false, refusal: "not-a-file", message: expect.stringContaining("character device") });
+      expect(await answer(fs.write({ sessionId: SESSION, path: dev, content: "x" })), dev).toMatchObject({
+        ok: false,
+        refusal: "not-a-file",
+      });
+      expect(await answer(fs.read({ sessionId: SESSION, path: dev })), dev).toMatchObject({
+        ok: false,
+        refusal: "not-a-file",
+        message: expect.stringContaining("character device"),
+      });
     }
     // a link under /dev that leads out of it (/dev/stdin → /proc/self/fd/0) is outside
-    expect(await answer(fs.read({ sessionId: SESSION, path: "/dev/stdin" }))).toMatchObject({ ok: false, refusal: "outside-roots" });
-    expect(await answer(fs.read({ sessionId: SESSION, path: "/dev" }))).toMatchObject({ ok: false, refusal: "not-a-file", message: expect.stringContaining("a folder") });
+    expect(await answer(fs.read({ sessionId: SESSION, path: "/dev/stdin" }))).toMatchObject({
+      ok: false,
+      refusal: "outside-roots",
+    });
+    expect(await answer(fs.read({ sessionId: SESSION, path: "/dev" }))).toMatchObject({
+      ok: false,
+      refusal: "not-a-file",
+      message: expect.stringContaining("a folder"),
+    });
   });
 
   it("the no-symlink walk (where openat2 is missing) refuses FIFOs and links and still reads and writes", async () => {
@@ -113,9 +152,19 @@ describe("FIFOs and device files", () => {
     const t = fsTree("fifo-ctl");
     const fifo = mkfifo(join(t.cwd, "pipe"));
     writeFileSync(join(t.cwd, "b.txt"), "normal");
-    const ctl = await createAcpxLifecycleController({ stateDir: tempStateDir("adv-fifo"), graceMs: GRACE_MS, maintenanceIntervalMs: 0, clientCapabilities: { fs: {} } });
+    const ctl = await createAcpxLifecycleController({
+      stateDir: tempStateDir("adv-fifo"),
+      graceMs: GRACE_MS,
+      maintenanceIntervalMs: 0,
+      clientCapabilities: { fs: {} },
+    });
     controllers.push(ctl);
-    const h = await ctl.ensureSession({ sessionKey: "k-adv-fifo", agentId: "main", command: agentArgv({}), cwd: t.cwd });
+    const h = await ctl.ensureSession({
+      sessionKey: "k-adv-fifo",
+      agentId: "main",
+      command: agentArgv({}),
+      cwd: t.cwd,
+    });
     trackLease(h.leaseId);
     expect(await say(ctl, h, `/read ${fifo}`)).toMatch(/^refused: -32602 \{"refusal":"not-a-file"/);
     expect(await say(ctl, h, `/write ${fifo} planted`)).toMatch(/"refusal":"not-a-file"/);

@@ -69,7 +69,9 @@ function startSwaps(a: string, b: string, ms: number): { child: ChildProcess; do
   let out = "";
   child.stdout!.on("data", (d: Buffer) => (out += d.toString()));
   const done = new Promise<number>((resolve, reject) => {
-    child.once("exit", (code) => (code === 0 ? resolve(Number(out.trim())) : reject(new Error(`the swapper exited with ${code}`))));
+    child.once("exit", (code) =>
+      code === 0 ? resolve(Number(out.trim())) : reject(new Error(`the swapper exited with ${code}`)),
+    );
   });
   return { child, done };
 }
@@ -113,8 +115,14 @@ async function race(
 }
 
 function expectConfined(t: { cwd: string; outside: string }, r: Tally, refusals: readonly string[]): void {
-  const summary = (as: Answer[]) => as.reduce<Record<string, number>>((m, a) => ((m[a.ok ? `ok:${a.content}` : a.refusal] = (m[a.ok ? `ok:${a.content}` : a.refusal] ?? 0) + 1), m), {});
-  console.log(`[fs-race] ${r.swaps} swaps; reads ${JSON.stringify(summary(r.reads))}; writes ${JSON.stringify(summary(r.writes))}`);
+  const summary = (as: Answer[]) =>
+    as.reduce<Record<string, number>>(
+      (m, a) => ((m[a.ok ? `ok:${a.content}` : a.refusal] = (m[a.ok ? `ok:${a.content}` : a.refusal] ?? 0) + 1), m),
+      {},
+    );
+  console.log(
+    `[fs-race] ${r.swaps} swaps; reads ${JSON.stringify(summary(r.reads))}; writes ${JSON.stringify(summary(r.writes))}`,
+  );
   expect(r.swaps).toBeGreaterThan(0);
   expect(r.reads.length).toBeGreaterThanOrEqual(MIN_EACH);
   expect(r.writes.length).toBeGreaterThanOrEqual(MIN_EACH);
@@ -127,35 +135,48 @@ function expectConfined(t: { cwd: string; outside: string }, r: Tally, refusals:
   const written = r.writes.filter((a) => a.ok).length;
   expect(written).toBeGreaterThan(0);
   expect(readdirSync(join(t.cwd, "d")).filter((f) => f.startsWith("w-")).length).toBe(written);
-  expect([...new Set([...r.reads, ...r.writes].flatMap((a) => (a.ok ? [] : [a.refusal])))].filter((x) => !refusals.includes(x))).toEqual([]);
+  expect(
+    [...new Set([...r.reads, ...r.writes].flatMap((a) => (a.ok ? [] : [a.refusal])))].filter(
+      (x) => !refusals.includes(x),
+    ),
+  ).toEqual([]);
 }
 
 describe("the rename race", () => {
-  it(`${MIN_EACH}+ reads and ${MIN_EACH}+ writes through a folder swapped with a symlink to outside for ${RACE_MS} ms: 0 escapes, some served`, async () => {
-    const t = raceTree("race");
-    const fs = handlers(t.cwd);
-    const r = await race(
-      t.cwd,
-      RACE_MS,
-      (path) => answer(fs.read({ sessionId: SESSION, path })),
-      (path, content) => answer(fs.write({ sessionId: SESSION, path, content })),
-    );
-    expectConfined(t, r, ["outside-roots", "symlink", "not-found"]);
-  }, RACE_MS + 60_000);
+  it(
+    `${MIN_EACH}+ reads and ${MIN_EACH}+ writes through a folder swapped with a symlink to outside for ${RACE_MS} ms: 0 escapes, some served`,
+    async () => {
+      const t = raceTree("race");
+      const fs = handlers(t.cwd);
+      const r = await race(
+        t.cwd,
+        RACE_MS,
+        (path) => answer(fs.read({ sessionId: SESSION, path })),
+        (path, content) => answer(fs.write({ sessionId: SESSION, path, content })),
+      );
+      expectConfined(t, r, ["outside-roots", "symlink", "not-found"]);
+    },
+    RACE_MS + 60_000,
+  );
 
-  it(`the same race against the no-symlink walk (where openat2 is missing) for ${WALK_MS} ms`, async () => {
-    const t = raceTree("race-walk");
-    const [root] = await pinRoots([t.cwd], (r, why) => {
-      throw new Error(`${r}: ${why}`);
-    });
-    const at = (path: string) => ({ root: root!, rel: path.slice(t.cwd.length + 1), path, walkOnly: true });
-    const asAnswer = (o: Awaited<ReturnType<typeof readBeneath>>): Answer => (o.ok ? { ok: true, content: o.data.toString("utf8") } : { ok: false, refusal: o.refusal, message: o.why });
-    const r = await race(
-      t.cwd,
-      WALK_MS,
-      async (path) => asAnswer(await readBeneath(at(path), 1000)),
-      async (path, content) => asAnswer(await writeBeneath(at(path), Buffer.from(content))),
-    );
-    expectConfined(t, r, ["symlink", "not-found"]);
-  }, WALK_MS + 60_000);
+  it(
+    `the same race against the no-symlink walk (where openat2 is missing) for ${WALK_MS} ms`,
+    async () => {
+      const t = raceTree("race-walk");
+      const [root] = await pinRoots([t.cwd], (r, why) => {
+        throw new Error(`${r}: ${why}`);
+      });
+      const at = (path: string) => ({ root: root!, rel: path.slice(t.cwd.length + 1), path, walkOnly: true });
+      const asAnswer = (o: Awaited<ReturnType<typeof readBeneath>>): Answer =>
+        o.ok ? { ok: true, content: o.data.toString("utf8") } : { ok: false, refusal: o.refusal, message: o.why };
+      const r = await race(
+        t.cwd,
+        WALK_MS,
+        async (path) => asAnswer(await readBeneath(at(path), 1000)),
+        async (path, content) => asAnswer(await writeBeneath(at(path), Buffer.from(content))),
+      );
+      expectConfined(t, r, ["symlink", "not-found"]);
+    },
+    WALK_MS + 60_000,
+  );
 });

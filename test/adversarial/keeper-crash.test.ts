@@ -18,7 +18,17 @@ import { createAcpxLifecycleController } from "../../src/acpx/controller.js";
 import type { AcpRuntimeHandle } from "../../src/acpx/types.js";
 import { openLeaseStore } from "../../src/ownership/leases/lease-store.js";
 import { KEEPER_REPORT_FILE, type KeeperReport } from "../../src/ownership/keeper/keeper-reap.js";
-import { alive, disposeAfterEach, leaseCarriers, ROOT, tempStateDir, trackChild, trackLease, trackPid, waitFor } from "../acpx/controller-helpers.js";
+import {
+  alive,
+  disposeAfterEach,
+  leaseCarriers,
+  ROOT,
+  tempStateDir,
+  trackChild,
+  trackLease,
+  trackPid,
+  waitFor,
+} from "../acpx/controller-helpers.js";
 
 const controllers = disposeAfterEach();
 const GATEWAY = join(ROOT, "test/fixtures/adversarial/keeper-gateway.mjs");
@@ -36,15 +46,23 @@ interface Started {
 
 async function startGateway(stateDir: string): Promise<Started> {
   // detached: the gateway leads its own process group, so the group kill takes it and its wrapper, and nothing of the test
-  const gw = trackChild(spawn(process.execPath, [GATEWAY, stateDir, String(GRACE_MS)], { stdio: ["ignore", "pipe", "inherit"], detached: true }));
-  const exited = new Promise<never>((_, reject) => gw.once("exit", (code) => reject(new Error(`the stand-in gateway exited early (code ${code})`))));
+  const gw = trackChild(
+    spawn(process.execPath, [GATEWAY, stateDir, String(GRACE_MS)], {
+      stdio: ["ignore", "pipe", "inherit"],
+      detached: true,
+    }),
+  );
+  const exited = new Promise<never>((_, reject) =>
+    gw.once("exit", (code) => reject(new Error(`the stand-in gateway exited early (code ${code})`))),
+  );
   const first = (async () => {
     for await (const line of createInterface({ input: gw.stdout! })) return JSON.parse(line) as Started;
     throw new Error("the stand-in gateway printed nothing");
   })();
   const s = await Promise.race([first, exited]);
   for (const id of [s.handle.leaseId, s.terminalLease, s.run.leaseId]) if (id) trackLease(id);
-  for (const pid of [s.keeper, s.agent.pid, s.agent.grandchildPid, s.terminalChild, s.run.root, s.run.grandchild]) trackPid(pid);
+  for (const pid of [s.keeper, s.agent.pid, s.agent.grandchildPid, s.terminalChild, s.run.root, s.run.grandchild])
+    trackPid(pid);
   return s;
 }
 
@@ -69,7 +87,14 @@ describe("a gateway's keeper ends what the gateway started when it dies", () => 
       expect(s.keeper, "the gateway started a keeper with its first session").not.toBeNull();
       expect(s.terminalLease).not.toBeNull();
       expect(s.run.leaseId).not.toBeNull();
-      const pids = [s.handle.rootPid, s.agent.pid, s.agent.grandchildPid!, s.terminalChild, s.run.root, s.run.grandchild];
+      const pids = [
+        s.handle.rootPid,
+        s.agent.pid,
+        s.agent.grandchildPid!,
+        s.terminalChild,
+        s.run.root,
+        s.run.grandchild,
+      ];
       expect(pids.filter((p) => !alive(p))).toEqual([]);
       const leaseIds = [s.handle.leaseId, s.terminalLease!, s.run.leaseId!];
       const cgroups = cgroupsOf(stateDir, leaseIds);
@@ -89,12 +114,18 @@ describe("a gateway's keeper ends what the gateway started when it dies", () => 
       expect(report).toMatchObject({ outcome: "reaped", gatewayPid: s.gateway, keeperPid: s.keeper });
       const store = await openLeaseStore(stateDir);
       for (const id of leaseIds) expect(["closed", "lost"], `lease ${id}`).toContain((await store.get(id))?.state);
-      expect(cgroups.filter((p) => existsSync(p)), "lease cgroups left on the host").toEqual([]);
+      expect(
+        cgroups.filter((p) => existsSync(p)),
+        "lease cgroups left on the host",
+      ).toEqual([]);
       const id = readFileSync(join(stateDir, "gateway-instance-id"), "utf8").trim();
       const roots = existsSync(join(stateDir, "acpx/containment.json"))
         ? (JSON.parse(readFileSync(join(stateDir, "acpx/containment.json"), "utf8")) as { roots: string[] }).roots
         : [];
-      expect(roots.map((r) => `${r}/${id}`).filter((f) => existsSync(f)), "instance folder left on the host").toEqual([]);
+      expect(
+        roots.map((r) => `${r}/${id}`).filter((f) => existsSync(f)),
+        "instance folder left on the host",
+      ).toEqual([]);
       // the state dir's lock was given back: a gateway starts on it at once
       expect(readFileSync(join(stateDir, "gateway.lock"), "utf8")).toBe("");
     });
@@ -112,13 +143,21 @@ describe("a gateway restarted while its predecessor's keeper works", () => {
     const next = await createAcpxLifecycleController({ stateDir, graceMs: GRACE_MS, maintenanceIntervalMs: 0 });
     controllers.push(next);
     const reap = await next.reapStartupOrphans();
-    expect(await waitFor(() => !pids.some(alive), 15_000, 10), `still alive: ${JSON.stringify(pids.filter(alive))}`).not.toBe(-1);
+    expect(
+      await waitFor(() => !pids.some(alive), 15_000, 10),
+      `still alive: ${JSON.stringify(pids.filter(alive))}`,
+    ).not.toBe(-1);
     expect(await waitFor(() => !alive(s.keeper!), 15_000)).not.toBe(-1);
     const reportFile = join(stateDir, "acpx", KEEPER_REPORT_FILE);
-    const byKeeper = existsSync(reportFile) ? (JSON.parse(readFileSync(reportFile, "utf8")) as KeeperReport).entries.map((e) => e.leaseId) : [];
-    const byReap = reap.entries.filter((e) => e.stateAfter === "closed" || e.stateAfter === "lost").map((e) => e.leaseId);
+    const byKeeper = existsSync(reportFile)
+      ? (JSON.parse(readFileSync(reportFile, "utf8")) as KeeperReport).entries.map((e) => e.leaseId)
+      : [];
+    const byReap = reap.entries
+      .filter((e) => e.stateAfter === "closed" || e.stateAfter === "lost")
+      .map((e) => e.leaseId);
     // the ACPX session and the terminal: settled by exactly one of them (the keeper, or the new gateway when it won the lock)
-    for (const id of [s.handle.leaseId, s.terminalLease!]) expect([byKeeper.includes(id), byReap.includes(id)].filter(Boolean), `lease ${id}`).toHaveLength(1);
+    for (const id of [s.handle.leaseId, s.terminalLease!])
+      expect([byKeeper.includes(id), byReap.includes(id)].filter(Boolean), `lease ${id}`).toHaveLength(1);
     // the gateway's own supervisor run: no startup reap takes it, the keeper does whoever has the state dir
     expect(byKeeper).toContain(s.run.leaseId);
     const store = await openLeaseStore(stateDir);
@@ -130,9 +169,14 @@ describe("a supervisor-only gateway's keeper", () => {
   it("gateway SIGKILL: its leased background run (TERM-ignoring grandchild) gone within grace + 1 s, lease settled, no state-dir lock made", async () => {
     const stateDir = tempStateDir("keeper-sup");
     const gw = trackChild(
-      spawn(process.execPath, [join(ROOT, "test/fixtures/adversarial/keeper-supervisor-gateway.mjs"), stateDir, String(GRACE_MS)], { stdio: ["ignore", "pipe", "inherit"] }),
+      spawn(
+        process.execPath,
+        [join(ROOT, "test/fixtures/adversarial/keeper-supervisor-gateway.mjs"), stateDir, String(GRACE_MS)],
+        { stdio: ["ignore", "pipe", "inherit"] },
+      ),
     );
-    let started: { gateway: number; keeper: number | null; root: number; grandchild: number; leaseId: string | null } | undefined;
+    let started:
+      { gateway: number; keeper: number | null; root: number; grandchild: number; leaseId: string | null } | undefined;
     for await (const line of createInterface({ input: gw.stdout! })) {
       started = JSON.parse(line) as typeof started;
       break;
@@ -145,12 +189,17 @@ describe("a supervisor-only gateway's keeper", () => {
     const t0 = Date.now();
     process.kill(s.gateway, "SIGKILL");
     const took = await waitFor(() => !alive(s.root) && !alive(s.grandchild), GRACE_MS + 30_000, 10);
-    console.log(`[keeper] supervisor-only gateway SIGKILL → run gone in ${took === -1 ? `more than ${Date.now() - t0}` : took} ms (grace ${GRACE_MS} ms)`);
+    console.log(
+      `[keeper] supervisor-only gateway SIGKILL → run gone in ${took === -1 ? `more than ${Date.now() - t0}` : took} ms (grace ${GRACE_MS} ms)`,
+    );
     expect(took).not.toBe(-1);
     expect(took).toBeLessThanOrEqual(GRACE_MS + 1000);
     expect(await waitFor(() => !alive(s.keeper!), 15_000)).not.toBe(-1);
     expect(["closed", "lost"]).toContain((await (await openLeaseStore(stateDir)).get(s.leaseId!))?.state);
-    expect(existsSync(join(stateDir, "gateway.lock")), "no controller ever held it: the keeper makes no lock file").toBe(false);
+    expect(
+      existsSync(join(stateDir, "gateway.lock")),
+      "no controller ever held it: the keeper makes no lock file",
+    ).toBe(false);
     expect(leaseCarriers(s.leaseId!)).toEqual([]);
   });
 });

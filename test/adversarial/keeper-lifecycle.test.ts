@@ -14,7 +14,17 @@ import { getProcessFacts } from "../../src/facts/get.js";
 import { keeperPid } from "../../src/ownership/keeper/keeper.js";
 import { KEEPER_REPORT_FILE } from "../../src/ownership/keeper/keeper-reap.js";
 import { acquireStateDirLock, StateDirLockedError } from "../../src/ownership/host/state-lock.js";
-import { agentArgv, alive, DIST_ACPX, disposeAfterEach, GRACE_MS, tempStateDir, trackLease, trackPid, waitFor } from "../acpx/controller-helpers.js";
+import {
+  agentArgv,
+  alive,
+  DIST_ACPX,
+  disposeAfterEach,
+  GRACE_MS,
+  tempStateDir,
+  trackLease,
+  trackPid,
+  waitFor,
+} from "../acpx/controller-helpers.js";
 
 const controllers = disposeAfterEach();
 
@@ -39,11 +49,15 @@ function rssKb(pid: number): number {
 /** The keeper's resident set once it has loaded what it runs (three readings 200 ms apart within 1 %), for the report. */
 async function settledRssKb(pid: number): Promise<number> {
   const seen: number[] = [];
-  await waitFor(() => {
-    seen.push(rssKb(pid));
-    const last = seen.slice(-3);
-    return last.length === 3 && last[0]! > 10_000 && Math.max(...last) - Math.min(...last) <= last[0]! / 100;
-  }, 20_000, 200);
+  await waitFor(
+    () => {
+      seen.push(rssKb(pid));
+      const last = seen.slice(-3);
+      return last.length === 3 && last[0]! > 10_000 && Math.max(...last) - Math.min(...last) <= last[0]! / 100;
+    },
+    20_000,
+    200,
+  );
   return seen[seen.length - 1]!;
 }
 
@@ -76,16 +90,28 @@ describe("the keeper's lifetime", () => {
     for (let i = 0; i < 3; i++) made.push(await controllerWithSession(`keeper-many-${i}`));
     expect(new Set(made.map((m) => m.keeper)).size).toBe(3);
     // a second session of the same controller shares its keeper
-    const second = await made[0]!.ctl.ensureSession({ sessionKey: "agent:main:acp:second", agentId: "main", command: agentArgv({}) });
+    const second = await made[0]!.ctl.ensureSession({
+      sessionKey: "agent:main:acp:second",
+      agentId: "main",
+      command: agentArgv({}),
+    });
     trackLease(second.leaseId);
     expect(keeperPid(made[0]!.stateDir)).toBe(made[0]!.keeper);
     for (const m of made) await m.ctl.dispose();
     expect(made.map((m) => m.keeper).filter(alive)).toEqual([]);
     // the next controller on a state dir starts its own keeper with its first session
-    const again = await createAcpxLifecycleController({ stateDir: made[1]!.stateDir, graceMs: GRACE_MS, maintenanceIntervalMs: 0 });
+    const again = await createAcpxLifecycleController({
+      stateDir: made[1]!.stateDir,
+      graceMs: GRACE_MS,
+      maintenanceIntervalMs: 0,
+    });
     controllers.push(again);
     await again.reapStartupOrphans();
-    const h = await again.ensureSession({ sessionKey: "agent:main:acp:again", agentId: "main", command: agentArgv({}) });
+    const h = await again.ensureSession({
+      sessionKey: "agent:main:acp:again",
+      agentId: "main",
+      command: agentArgv({}),
+    });
     trackLease(h.leaseId);
     const k = keeperPid(made[1]!.stateDir);
     trackPid(k);
@@ -115,12 +141,19 @@ describe("the keeper's lifetime", () => {
 
   it('keeper: "off" starts none', async () => {
     const stateDir = tempStateDir("keeper-off");
-    const ctl = await createAcpxLifecycleController({ stateDir, graceMs: GRACE_MS, maintenanceIntervalMs: 0, keeper: "off" });
+    const ctl = await createAcpxLifecycleController({
+      stateDir,
+      graceMs: GRACE_MS,
+      maintenanceIntervalMs: 0,
+      keeper: "off",
+    });
     controllers.push(ctl);
     const h = await ctl.ensureSession({ sessionKey: "agent:main:acp:off", agentId: "main", command: agentArgv({}) });
     trackLease(h.leaseId);
     expect(keeperPid(stateDir)).toBeUndefined();
-    await expect(createAcpxLifecycleController({ stateDir: tempStateDir("keeper-bad"), keeper: "yes" as never })).rejects.toThrow(/opts\.keeper must be "on" or "off"/);
+    await expect(
+      createAcpxLifecycleController({ stateDir: tempStateDir("keeper-bad"), keeper: "yes" as never }),
+    ).rejects.toThrow(/opts\.keeper must be "on" or "off"/);
   });
 });
 
@@ -129,7 +162,10 @@ describe("the state-dir lock a keeper holds", () => {
     const stateDir = tempStateDir("keeper-lock");
     const facts = getProcessFacts();
     const keeper = await acquireStateDirLock(stateDir, facts, { role: "keeper" });
-    expect(JSON.parse(readFileSync(join(stateDir, "gateway.lock"), "utf8"))).toMatchObject({ pid: process.pid, role: "keeper" });
+    expect(JSON.parse(readFileSync(join(stateDir, "gateway.lock"), "utf8"))).toMatchObject({
+      pid: process.pid,
+      role: "keeper",
+    });
     let released = false;
     const gateway = acquireStateDirLock(stateDir, facts);
     // long enough for the refusal a gateway got before keepers existed (its retries take about 100 ms)

@@ -15,14 +15,27 @@ import { createAcpxLifecycleController } from "../../src/acpx/controller.js";
 import type { AcpRuntimeHandle, AcpxLifecycleController } from "../../src/acpx/types.js";
 import { openLeaseStore, type AcpxProcessLease } from "../../src/ownership/index.js";
 import { containmentSkipNote, probeCgroup2 } from "../helpers/cgroup-probe.mjs";
-import { agentArgv, alive, disposeAfterEach, GRACE_MS, ROOT, say, tempStateDir, trackChild, trackLease, trackPid, waitFor } from "../acpx/controller-helpers.js";
+import {
+  agentArgv,
+  alive,
+  disposeAfterEach,
+  GRACE_MS,
+  ROOT,
+  say,
+  tempStateDir,
+  trackChild,
+  trackLease,
+  trackPid,
+  waitFor,
+} from "../acpx/controller-helpers.js";
 
 const controllers = disposeAfterEach();
 // run or skip by the independent probe, never by the library's own detection
 const probe = await probeCgroup2();
 
 /** The escapee writes its own pid, clears its environment, ignores SIGTERM and outlives its root, which exits 0 at once. */
-const escapee = (pidfile: string): string => `setsid env -i sh -c 'trap "" TERM; echo $$ > ${pidfile}; while :; do sleep 1; done' & exit 0`;
+const escapee = (pidfile: string): string =>
+  `setsid env -i sh -c 'trap "" TERM; echo $$ > ${pidfile}; while :; do sleep 1; done' & exit 0`;
 
 async function readPid(file: string): Promise<number> {
   let pid = 0;
@@ -44,16 +57,28 @@ async function terminalLease(ctl: AcpxLifecycleController, terminalId: string): 
 }
 
 /** A session whose terminal's root has exited, its lease left closing, its escapee alive. */
-async function sessionWithEscapee(label: string): Promise<{ ctl: AcpxLifecycleController; h: AcpRuntimeHandle; pid: number; leaseId: string; stateDir: string }> {
+async function sessionWithEscapee(
+  label: string,
+): Promise<{ ctl: AcpxLifecycleController; h: AcpRuntimeHandle; pid: number; leaseId: string; stateDir: string }> {
   const stateDir = tempStateDir(label);
-  const ctl = await createAcpxLifecycleController({ stateDir, graceMs: GRACE_MS, maintenanceIntervalMs: 0, clientCapabilities: { terminal: true } });
+  const ctl = await createAcpxLifecycleController({
+    stateDir,
+    graceMs: GRACE_MS,
+    maintenanceIntervalMs: 0,
+    clientCapabilities: { terminal: true },
+  });
   controllers.push(ctl);
   const h = await ctl.ensureSession({ sessionKey: `k-${label}`, agentId: "main", command: agentArgv({}) });
   trackLease(h.leaseId);
-  const terminalId = (await say(ctl, h, `/terminal-start ${escapee(join(stateDir, "escapee.pid"))}`)).replace(/^terminal /, "");
+  const terminalId = (await say(ctl, h, `/terminal-start ${escapee(join(stateDir, "escapee.pid"))}`)).replace(
+    /^terminal /,
+    "",
+  );
   const pid = await readPid(join(stateDir, "escapee.pid"));
   // the root exited; what it left keeps the lease from settling
-  expect(await waitFor(async () => (await terminalLease(ctl, terminalId))?.state === "closing", 10_000)).toBeGreaterThanOrEqual(0);
+  expect(
+    await waitFor(async () => (await terminalLease(ctl, terminalId))?.state === "closing", 10_000),
+  ).toBeGreaterThanOrEqual(0);
   const lease = (await terminalLease(ctl, terminalId))!;
   trackLease(lease.leaseId);
   expect(alive(pid)).toBe(true);
@@ -94,9 +119,19 @@ describe.skipIf(!probe.writable)(`a terminal's escapee ends with its session${co
     const stateDir = tempStateDir("esc-maint");
     const pidfile = join(stateDir, "escapee.pid");
     const gw = trackChild(
-      spawn(process.execPath, [join(ROOT, "test/fixtures/acpx/conversation-gateway.mjs"), stateDir, "k-esc-maint", JSON.stringify(agentArgv({})), `/terminal-start ${escapee(pidfile)}`], {
-        stdio: ["ignore", "pipe", "inherit"],
-      }),
+      spawn(
+        process.execPath,
+        [
+          join(ROOT, "test/fixtures/acpx/conversation-gateway.mjs"),
+          stateDir,
+          "k-esc-maint",
+          JSON.stringify(agentArgv({})),
+          `/terminal-start ${escapee(pidfile)}`,
+        ],
+        {
+          stdio: ["ignore", "pipe", "inherit"],
+        },
+      ),
     );
     let terminalId = "";
     for await (const line of createInterface({ input: gw.stdout! })) {
@@ -107,7 +142,8 @@ describe.skipIf(!probe.writable)(`a terminal's escapee ends with its session${co
     }
     const pid = await readPid(pidfile);
     // wait for the root's exit to leave the lease closing, then the gateway dies
-    const leaseFile = async () => (await leasesOnDisk(stateDir)).find((l) => l.sessionKey === `supervisor:${terminalId}`);
+    const leaseFile = async () =>
+      (await leasesOnDisk(stateDir)).find((l) => l.sessionKey === `supervisor:${terminalId}`);
     expect(await waitFor(async () => (await leaseFile())?.state === "closing", 10_000)).toBeGreaterThanOrEqual(0);
     const leaseId = (await leaseFile())!.leaseId;
     trackLease(leaseId);

@@ -33,8 +33,12 @@ interface Run {
 /** `timeoutMs` is a kill switch for a hung CLI, not a performance bound: the demo runs a whole story of real processes. */
 function cli(args: string[], env: Record<string, string> = {}, timeoutMs = 25_000): Promise<Run> {
   return new Promise((resolve) => {
-    execFile(process.execPath, [MAIN, ...args], { env: { ...process.env, ...env }, timeout: timeoutMs, encoding: "utf8" }, (err, stdout, stderr) =>
-      resolve({ code: err ? (typeof err.code === "number" ? err.code : -1) : 0, stdout, stderr }),
+    execFile(
+      process.execPath,
+      [MAIN, ...args],
+      { env: { ...process.env, ...env }, timeout: timeoutMs, encoding: "utf8" },
+      (err, stdout, stderr) =>
+        resolve({ code: err ? (typeof err.code === "number" ? err.code : -1) : 0, stdout, stderr }),
     );
   });
 }
@@ -67,7 +71,11 @@ describe("proclease leases / explain / reap", () => {
     const dir = tempStateDir("cli-live");
     const ctl = await createAcpxLifecycleController({ stateDir: dir, graceMs: GRACE_MS, maintenanceIntervalMs: 0 });
     try {
-      const h = await ctl.ensureSession({ sessionKey: "agent:main:acp:cli", agentId: "main", command: agentArgv({ kind: "plain" }) });
+      const h = await ctl.ensureSession({
+        sessionKey: "agent:main:acp:cli",
+        agentId: "main",
+        command: agentArgv({ kind: "plain" }),
+      });
       trackLease(h.leaseId);
 
       const json = JSON.parse((await cli(["leases", "--state-dir", dir, "--json"])).stdout) as {
@@ -84,7 +92,12 @@ describe("proclease leases / explain / reap", () => {
       expect(byId.stdout).toMatch(/wrapper-path\s+match/);
       expect(byId.stdout).toMatch(/verdict: owned/);
       // a live gateway holds the state dir: explain says what reap would do (with --force: leave it, attached to its live parent)
-      expect(await explainJson(h.leaseId, dir)).toMatchObject({ found: true, action: "skipped-live", code: "attached-to-live-parent", stateAfter: "open" });
+      expect(await explainJson(h.leaseId, dir)).toMatchObject({
+        found: true,
+        action: "skipped-live",
+        code: "attached-to-live-parent",
+        stateAfter: "open",
+      });
       const byPid = await cli(["explain", String(h.rootPid), "--state-dir", dir]);
       expect(byPid.stdout).toContain(`lease ${h.leaseId}`);
       const stranger = await cli(["explain", String(process.pid), "--state-dir", dir]);
@@ -97,7 +110,9 @@ describe("proclease leases / explain / reap", () => {
       expect(dry.stdout).toMatch(/dry run: examined 1 open\/closing lease of instance/);
       // a dry run says only what would happen: no state transition, no past-tense action
       expect(dry.stdout).toMatch(/LEASE\s+ROOT\s+VERDICT\s+WOULD/);
-      expect(dry.stdout).toMatch(new RegExp(`${h.leaseId}\\s+${h.rootPid}\\s+owned\\s+skip it\\s+open \\(unchanged\\)`));
+      expect(dry.stdout).toMatch(
+        new RegExp(`${h.leaseId}\\s+${h.rootPid}\\s+owned\\s+skip it\\s+open \\(unchanged\\)`),
+      );
       expect(dry.stdout).not.toMatch(/→|skipped-live/);
       // one gateway per state dir: a real reap refuses while the gateway holds it…
       const refused = await cli(["reap", "--state-dir", dir, "--json"]);
@@ -115,7 +130,13 @@ describe("proclease leases / explain / reap", () => {
       const after = await cli(["explain", h.leaseId, "--state-dir", dir]);
       expect(after.stdout).toMatch(/state closed/);
       expect(after.stdout).toMatch(/verdict: gone/);
-      expect(await explainJson(h.leaseId, dir)).toMatchObject({ found: true, action: "left-alone", code: "already-settled", stateAfter: "closed", settledAs: "killed" });
+      expect(await explainJson(h.leaseId, dir)).toMatchObject({
+        found: true,
+        action: "left-alone",
+        code: "already-settled",
+        stateAfter: "closed",
+        settledAs: "killed",
+      });
     } finally {
       await ctl.dispose();
     }
@@ -124,7 +145,13 @@ describe("proclease leases / explain / reap", () => {
 
 describe("explain / reap when the wrapper is gone, and when its pid does not match", () => {
   interface ReapJson {
-    entries: { leaseId: string; verdict: string; action: string; stateAfter: string; kill?: { results: { pid: number }[] } | null }[];
+    entries: {
+      leaseId: string;
+      verdict: string;
+      action: string;
+      stateAfter: string;
+      kill?: { results: { pid: number }[] } | null;
+    }[];
   }
 
   it("gone wrapper with escaped processes: explain lists the remnants, reap reaps them and closes the lease", async () => {
@@ -136,11 +163,20 @@ describe("explain / reap when the wrapper is gone, and when its pid does not mat
     expect(ex.code).toBe(0);
     expect(ex.stdout).toMatch(/verdict: gone/);
     const plan = await explainJson(h.leaseId, dir);
-    expect(plan).toMatchObject({ found: true, verdict: "gone", action: "killed-remnants", target: "remnants", code: "would-kill", stateAfter: "closed" });
+    expect(plan).toMatchObject({
+      found: true,
+      verdict: "gone",
+      action: "killed-remnants",
+      target: "remnants",
+      code: "would-kill",
+      stateAfter: "closed",
+    });
     expect(plan.wouldKill).toContain(pids.grandchildPid);
     expect(alive(pids.grandchildPid!)).toBe(true); // explain is read-only
 
-    const rep = JSON.parse((await cli(["reap", "--state-dir", dir, "--json", "--grace-ms", String(GRACE_MS)])).stdout) as ReapJson;
+    const rep = JSON.parse(
+      (await cli(["reap", "--state-dir", dir, "--json", "--grace-ms", String(GRACE_MS)])).stdout,
+    ) as ReapJson;
     const entry = rep.entries.find((e) => e.leaseId === h.leaseId)!;
     expect(entry).toMatchObject({ verdict: "gone", action: "killed-remnants", stateAfter: "closed" });
     expect(entry.kill!.results.map((m) => m.pid)).toContain(pids.grandchildPid);
@@ -151,9 +187,18 @@ describe("explain / reap when the wrapper is gone, and when its pid does not mat
   it("a root whose start time does not match: no remnants, explain promises no signal, reap marks it lost and signals nothing", async () => {
     const dir = tempStateDir("cli-mismatch");
     // uncontained: the faked reuse below would be overruled by the lease's cgroup, which the kernel keeps (containment.test.ts)
-    const ctl = await createAcpxLifecycleController({ stateDir: dir, graceMs: GRACE_MS, maintenanceIntervalMs: 0, containment: "off" });
+    const ctl = await createAcpxLifecycleController({
+      stateDir: dir,
+      graceMs: GRACE_MS,
+      maintenanceIntervalMs: 0,
+      containment: "off",
+    });
     try {
-      const h = await ctl.ensureSession({ sessionKey: "agent:main:acp:mm", agentId: "main", command: agentArgv({ kind: "plain" }) });
+      const h = await ctl.ensureSession({
+        sessionKey: "agent:main:acp:mm",
+        agentId: "main",
+        command: agentArgv({ kind: "plain" }),
+      });
       trackLease(h.leaseId);
       const carriers = leaseCarriers(h.leaseId);
       expect(carriers).toContain(h.rootPid);
@@ -165,11 +210,21 @@ describe("explain / reap when the wrapper is gone, and when its pid does not mat
       expect(ex.stdout).toMatch(/verdict: mismatch/);
       // no remnants, no signal: the lease would go to lost as not ours
       const plan = await explainJson(h.leaseId, dir);
-      expect(plan).toMatchObject({ found: true, verdict: "mismatch", action: "marked-lost", code: "not-ours", settledAs: "not-ours", stateAfter: "lost", target: null });
+      expect(plan).toMatchObject({
+        found: true,
+        verdict: "mismatch",
+        action: "marked-lost",
+        code: "not-ours",
+        settledAs: "not-ours",
+        stateAfter: "lost",
+        target: null,
+      });
       expect(plan.wouldKill).toBeUndefined();
 
       await ctl.dispose(); // the gateway lets go of the state dir (its session keeps running)
-      const rep = JSON.parse((await cli(["reap", "--state-dir", dir, "--json", "--grace-ms", String(GRACE_MS)])).stdout) as ReapJson;
+      const rep = JSON.parse(
+        (await cli(["reap", "--state-dir", dir, "--json", "--grace-ms", String(GRACE_MS)])).stdout,
+      ) as ReapJson;
       const entry = rep.entries.find((e) => e.leaseId === h.leaseId)!;
       expect(entry).toMatchObject({ verdict: "mismatch", action: "marked-lost", stateAfter: "lost" });
       expect(entry.kill ?? null).toBeNull(); // no kill ran
@@ -185,17 +240,29 @@ describe("a process-supervisor run in the same store", () => {
   it("reap examines it through the same lifecycle, and leaves it alone while its gateway (the root's parent) is alive; explain says so", async () => {
     const dir = tempStateDir("cli-supervisor");
     const { lease, pid } = await spawnSupervisorStyleRun(dir, "x");
-    const rep = JSON.parse((await cli(["reap", "--state-dir", dir, "--json", "--grace-ms", String(GRACE_MS)])).stdout) as {
+    const rep = JSON.parse(
+      (await cli(["reap", "--state-dir", dir, "--json", "--grace-ms", String(GRACE_MS)])).stdout,
+    ) as {
       examined: number;
       entries: { leaseId: string; action: string; stateAfter: string }[];
     };
-    expect(rep).toMatchObject({ examined: 1, entries: [expect.objectContaining({ leaseId: lease.leaseId, action: "skipped-live", stateAfter: "open" })] });
+    expect(rep).toMatchObject({
+      examined: 1,
+      entries: [expect.objectContaining({ leaseId: lease.leaseId, action: "skipped-live", stateAfter: "open" })],
+    });
     expect(alive(pid)).toBe(true);
     const ex = await cli(["explain", lease.leaseId, "--state-dir", dir]);
     expect(ex.code).toBe(0);
     expect(ex.stdout).toMatch(/verdict: owned/);
-    expect(await explainJson(lease.leaseId, dir)).toMatchObject({ found: true, lease: { kind: "supervisor" }, action: "skipped-live", code: "attached-to-live-parent" });
-    const listed = JSON.parse((await cli(["leases", "--state-dir", dir, "--json"])).stdout) as { leases: { leaseId: string; state: string }[] };
+    expect(await explainJson(lease.leaseId, dir)).toMatchObject({
+      found: true,
+      lease: { kind: "supervisor" },
+      action: "skipped-live",
+      code: "attached-to-live-parent",
+    });
+    const listed = JSON.parse((await cli(["leases", "--state-dir", dir, "--json"])).stdout) as {
+      leases: { leaseId: string; state: string }[];
+    };
     expect(listed.leases).toEqual([expect.objectContaining({ leaseId: lease.leaseId, state: "open" })]);
   });
 });
@@ -218,13 +285,19 @@ describe("proclease demo", () => {
     const dir = kept![1]!;
     try {
       expect(existsSync(join(dir, "acpx", "leases"))).toBe(true);
-      const cmds = r.stdout.slice(kept!.index).split("\n").slice(1, 4).map((l) => l.trim());
+      const cmds = r.stdout
+        .slice(kept!.index)
+        .split("\n")
+        .slice(1, 4)
+        .map((l) => l.trim());
       expect(cmds[0]).toMatch(new RegExp(`^node \\S*main\\.js status --state-dir ${dir}$`));
       expect(cmds[1]).toMatch(new RegExp(`^node \\S*main\\.js leases --state-dir ${dir}$`));
       expect(cmds[2]).toMatch(new RegExp(`^node \\S*main\\.js explain [0-9a-f-]{36} --state-dir ${dir}$`));
       // the printed commands work: the status of the kept dir shows the demo's seven settled leases
       // (three sessions and a terminal in the conversation act, three sessions in the lifecycle story)
-      const status = JSON.parse((await cli(["status", "--state-dir", dir, "--json"])).stdout) as { leases: { lease: { state: string } }[] };
+      const status = JSON.parse((await cli(["status", "--state-dir", dir, "--json"])).stdout) as {
+        leases: { lease: { state: string } }[];
+      };
       expect(status.leases).toHaveLength(7);
       expect(status.leases.every((l) => l.lease.state === "closed" || l.lease.state === "lost")).toBe(true);
       const explained = await cli([...cmds[2]!.split(" ").slice(2)]);

@@ -31,8 +31,12 @@ interface Run {
 function piped(args: readonly string[], reader: string, env: Record<string, string> = {}): Promise<Run> {
   const script = `"$0" "$1" "\${@:2}" | ${reader}; exit \${PIPESTATUS[0]}`;
   return new Promise((resolve) => {
-    execFile("bash", ["-c", script, process.execPath, MAIN, ...args], { env: { ...process.env, ...env }, timeout: 60_000, encoding: "utf8" }, (err, stdout, stderr) =>
-      resolve({ code: err ? (typeof err.code === "number" ? err.code : -1) : 0, stdout, stderr }),
+    execFile(
+      "bash",
+      ["-c", script, process.execPath, MAIN, ...args],
+      { env: { ...process.env, ...env }, timeout: 60_000, encoding: "utf8" },
+      (err, stdout, stderr) =>
+        resolve({ code: err ? (typeof err.code === "number" ? err.code : -1) : 0, stdout, stderr }),
     );
   });
 }
@@ -85,20 +89,23 @@ describe.each(COMMANDS.map((c) => [c.name, c] as const))("proclease %s", (name, 
   });
 
   const hasJson = c.options.some((o) => o.name === "json");
-  it.skipIf(!hasJson)(`--json prints exactly one JSON object on one line${hasJson ? "" : ` [skipped: ${name} has no --json]`}`, async () => {
-    const dir = join(scratch, `json-${name}`);
-    const withDir = hasStateDir(c) ? ["--state-dir", dir] : [];
-    const r = await cli([name, ...required(c), "--json", ...withDir]);
-    // explain <our pid> names no lease: "not found" is 1, and it still answers in JSON
-    expect(r.code, r.stderr).toBe(name === "explain" ? 1 : 0);
-    const lines = r.stdout.split("\n");
-    expect(lines.length).toBe(2);
-    expect(lines[1]).toBe("");
-    const obj = JSON.parse(lines[0]!) as Record<string, unknown>;
-    expect(typeof obj).toBe("object");
-    expect(obj.backend).toMatch(/^(native|procfs|ps|none)$/);
-    expect(obj.identityStrength).toMatch(/^(exact|coarse|none)$/);
-  });
+  it.skipIf(!hasJson)(
+    `--json prints exactly one JSON object on one line${hasJson ? "" : ` [skipped: ${name} has no --json]`}`,
+    async () => {
+      const dir = join(scratch, `json-${name}`);
+      const withDir = hasStateDir(c) ? ["--state-dir", dir] : [];
+      const r = await cli([name, ...required(c), "--json", ...withDir]);
+      // explain <our pid> names no lease: "not found" is 1, and it still answers in JSON
+      expect(r.code, r.stderr).toBe(name === "explain" ? 1 : 0);
+      const lines = r.stdout.split("\n");
+      expect(lines.length).toBe(2);
+      expect(lines[1]).toBe("");
+      const obj = JSON.parse(lines[0]!) as Record<string, unknown>;
+      expect(typeof obj).toBe("object");
+      expect(obj.backend).toMatch(/^(native|procfs|ps|none)$/);
+      expect(obj.identityStrength).toMatch(/^(exact|coarse|none)$/);
+    },
+  );
 });
 
 describe("the command as a whole", () => {

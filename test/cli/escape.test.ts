@@ -48,7 +48,10 @@ describe("printable", () => {
 
   it("printableDeep escapes every string of plain objects and arrays, and nothing else", () => {
     const at = new Date(0);
-    expect(printableDeep({ a: ["\x1b", { b: "\r", n: 1, t: true, z: null }], at })).toEqual({ a: ["\\x1b", { b: "\\r", n: 1, t: true, z: null }], at });
+    expect(printableDeep({ a: ["\x1b", { b: "\r", n: 1, t: true, z: null }], at })).toEqual({
+      a: ["\\x1b", { b: "\\r", n: 1, t: true, z: null }],
+      at,
+    });
   });
 });
 
@@ -63,7 +66,9 @@ describe("the CLI's printers, on a hostile process and record", () => {
     const runs = createRunLeases({ stateDir, graceMs: GRACE_MS });
     const { leaseId, env } = await runs.open("escape", [link, "1000"]);
     trackLease(leaseId);
-    const child = trackChild(spawn(link, ["1000"], { detached: true, stdio: "ignore", env: { ...process.env, ...env } }));
+    const child = trackChild(
+      spawn(link, ["1000"], { detached: true, stdio: "ignore", env: { ...process.env, ...env } }),
+    );
     await runs.attach(leaseId, child.pid!);
     const commOf = (): string => readFileSync(`/proc/${child.pid}/comm`, "utf8").replace(/\n$/, "");
     expect(await waitFor(() => commOf() === HOSTILE_COMM, 5000)).toBeGreaterThanOrEqual(0);
@@ -83,8 +88,10 @@ describe("the CLI's printers, on a hostile process and record", () => {
       expect([name, r.code, r.stderr]).toEqual([name, 0, ""]);
       expect([name, RAW_CONTROL.exec(r.stdout)?.[0]]).toEqual([name, undefined]);
     }
-    for (const name of ["status", "leases", "explain"] as const) expect([name, outputs[name].stdout.includes(ESCAPED_KEY)]).toEqual([name, true]);
-    for (const name of ["status", "ps", "inspect"] as const) expect([name, outputs[name].stdout.includes(ESCAPED_COMM)]).toEqual([name, true]);
+    for (const name of ["status", "leases", "explain"] as const)
+      expect([name, outputs[name].stdout.includes(ESCAPED_KEY)]).toEqual([name, true]);
+    for (const name of ["status", "ps", "inspect"] as const)
+      expect([name, outputs[name].stdout.includes(ESCAPED_COMM)]).toEqual([name, true]);
     // the forged row stays inside the key's cell: no line of the listing starts with it
     expect(outputs.leases.stdout.split("\n").some((l) => l.startsWith("LEASE forged"))).toBe(false);
 

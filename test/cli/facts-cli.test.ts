@@ -11,7 +11,12 @@ import { probeCgroup2 } from "../helpers/cgroup-probe.mjs";
 
 const ROOT = fileURLToPath(new URL("../../", import.meta.url));
 const MAIN = fileURLToPath(new URL("../../dist/cli/main.js", import.meta.url));
-const NEEDED = ["dist/cli/main.js", "dist/cli/commands/ps.js", "dist/cli/commands/inspect.js", "dist/cli/commands/doctor.js"];
+const NEEDED = [
+  "dist/cli/main.js",
+  "dist/cli/commands/ps.js",
+  "dist/cli/commands/inspect.js",
+  "dist/cli/commands/doctor.js",
+];
 
 interface Run {
   code: number;
@@ -23,8 +28,12 @@ function cli(args: string[], env: Record<string, string> = {}): Promise<Run> {
   const full: NodeJS.ProcessEnv = { ...process.env, ...env };
   if (!("PROCLEASE_BACKEND" in env)) delete full.PROCLEASE_BACKEND;
   return new Promise((resolve) => {
-    execFile(process.execPath, [MAIN, ...args], { env: full, timeout: 25_000, encoding: "utf8" }, (err, stdout, stderr) =>
-      resolve({ code: err ? (typeof err.code === "number" ? err.code : -1) : 0, stdout, stderr }),
+    execFile(
+      process.execPath,
+      [MAIN, ...args],
+      { env: full, timeout: 25_000, encoding: "utf8" },
+      (err, stdout, stderr) =>
+        resolve({ code: err ? (typeof err.code === "number" ? err.code : -1) : 0, stdout, stderr }),
     );
   });
 }
@@ -43,7 +52,17 @@ afterEach(killAll);
 interface PsJson {
   backend: string;
   identityStrength: string;
-  processes: Array<{ pid: number; ppid: number; pgid: number; sid: number; uid: number; state: string; startTime: string; comm: string | null; startedAt: number | null }>;
+  processes: Array<{
+    pid: number;
+    ppid: number;
+    pgid: number;
+    sid: number;
+    uid: number;
+    state: string;
+    startTime: string;
+    comm: string | null;
+    startedAt: number | null;
+  }>;
 }
 
 describe("proclease ps", () => {
@@ -85,7 +104,9 @@ describe("proclease ps", () => {
     expect(lines.indexOf(childLine)).toBeGreaterThan(lines.indexOf(parentLine));
     // AGE is human (like 12s or 3m04s); the raw start time is only in --json
     expect(childLine).toMatch(/\s\d+s\s+sleep$/);
-    const raw = (JSON.parse((await cli(["ps", "--json"])).stdout) as PsJson).processes.find((p) => p.pid === child.pid)!.startTime;
+    const raw = (JSON.parse((await cli(["ps", "--json"])).stdout) as PsJson).processes.find(
+      (p) => p.pid === child.pid,
+    )!.startTime;
     expect(childLine).not.toContain(raw);
   });
 
@@ -99,7 +120,13 @@ describe("proclease ps", () => {
   });
 
   it("usage errors exit 2", async () => {
-    for (const args of [["ps", "--bogus"], ["ps", "--backend", "fast"], ["ps", "extra"], ["nosuchcommand"], ["ps", "--json=yes"]]) {
+    for (const args of [
+      ["ps", "--bogus"],
+      ["ps", "--backend", "fast"],
+      ["ps", "extra"],
+      ["nosuchcommand"],
+      ["ps", "--json=yes"],
+    ]) {
       const r = await cli(args);
       expect(r.code, args.join(" ")).toBe(2);
       expect(r.stderr.length).toBeGreaterThan(0);
@@ -113,10 +140,24 @@ describe("proclease inspect", () => {
       env: { PATH: process.env.PATH ?? "/usr/bin:/bin", WANTED: "w-value", SECRET_TOKEN: "do-not-print" },
       stdio: ["pipe", "ignore", "inherit"],
     });
-    await waitFor("the shell to exec", async () => (await cli(["inspect", String(child.pid), "--json"])).stdout.includes('"read x"'));
-    const r = await cli(["inspect", String(child.pid), "--env", "WANTED", "--env=ABSENT", "--json", "--backend", "procfs"]);
+    await waitFor("the shell to exec", async () =>
+      (await cli(["inspect", String(child.pid), "--json"])).stdout.includes('"read x"'),
+    );
+    const r = await cli([
+      "inspect",
+      String(child.pid),
+      "--env",
+      "WANTED",
+      "--env=ABSENT",
+      "--json",
+      "--backend",
+      "procfs",
+    ]);
     expect(r.code).toBe(0);
-    const out = JSON.parse(r.stdout) as { backend: string; process: { pid: number; ppid: number; argv: string[]; env: Record<string, string | null> } };
+    const out = JSON.parse(r.stdout) as {
+      backend: string;
+      process: { pid: number; ppid: number; argv: string[]; env: Record<string, string | null> };
+    };
     expect(out.backend).toBe("procfs");
     expect(out.process).toMatchObject({ pid: child.pid, ppid: process.pid, argv: ["sh", "-c", "read x", "arg 1"] });
     expect(out.process.env).toEqual({ WANTED: "w-value", ABSENT: null });
@@ -130,12 +171,21 @@ describe("proclease inspect", () => {
     expect(human.stdout).not.toContain("SECRET_TOKEN");
 
     const viaPs = await cli(["inspect", String(child.pid), "--env", "WANTED", "--backend", "ps", "--json"]);
-    const psOut = JSON.parse(viaPs.stdout) as { process: { argv: null; env: Record<string, null>; envReadable: boolean } };
+    const psOut = JSON.parse(viaPs.stdout) as {
+      process: { argv: null; env: Record<string, null>; envReadable: boolean };
+    };
     expect(psOut.process).toMatchObject({ argv: null, env: { WANTED: null }, envReadable: false });
   });
 
   it("a bad pid is a usage error (2) with the validation message", async () => {
-    for (const [arg, msg] of [["0", /pid must be between 1/], ["-1", /pid/], ["1.5", /integer/], ["abc", /pid must be an integer/], [String(2 ** 22 + 1), /pid/], ["0x10", /pid/]] as const) {
+    for (const [arg, msg] of [
+      ["0", /pid must be between 1/],
+      ["-1", /pid/],
+      ["1.5", /integer/],
+      ["abc", /pid must be an integer/],
+      [String(2 ** 22 + 1), /pid/],
+      ["0x10", /pid/],
+    ] as const) {
       const r = await cli(["inspect", arg]);
       expect(r.code, arg).toBe(2);
       expect(r.stderr).toMatch(msg);
@@ -154,7 +204,16 @@ describe("proclease inspect", () => {
 });
 
 describe("proclease doctor", () => {
-  const ROWS = ["backend", "identity", "pidfd", "subreaper", "foreign-env", "proc-visibility", "containment", "orphan-cgroups"];
+  const ROWS = [
+    "backend",
+    "identity",
+    "pidfd",
+    "subreaper",
+    "foreign-env",
+    "proc-visibility",
+    "containment",
+    "orphan-cgroups",
+  ];
 
   it("prints all eight rows with yes/no and a reason", async () => {
     const r = await cli(["doctor"]);
@@ -171,7 +230,10 @@ describe("proclease doctor", () => {
   it("--json, and why native is not used when it is disabled", async () => {
     const r = await cli(["doctor", "--json"], { PROCLEASE_DISABLE_NATIVE: "1" });
     expect(r.code).toBe(0);
-    const out = JSON.parse(r.stdout) as { backend: string; rows: Array<{ capability: string; ok: boolean; code?: string; detail: string }> };
+    const out = JSON.parse(r.stdout) as {
+      backend: string;
+      rows: Array<{ capability: string; ok: boolean; code?: string; detail: string }>;
+    };
     expect(out.rows.map((x) => x.capability)).toEqual(ROWS);
     if (process.platform === "linux") expect(out.backend).toBe("procfs");
     const backend = out.rows[0]!;
@@ -183,7 +245,10 @@ describe("proclease doctor", () => {
 
   it("--backend ps: every row describes ps, never the addon's race-free signals", async () => {
     const r = await cli(["doctor", "--json", "--backend", "ps"]);
-    const out = JSON.parse(r.stdout) as { backend: string; rows: Array<{ capability: string; ok: boolean; code?: string; detail: string }> };
+    const out = JSON.parse(r.stdout) as {
+      backend: string;
+      rows: Array<{ capability: string; ok: boolean; code?: string; detail: string }>;
+    };
     expect(out.backend).toBe("ps");
     const row = (c: string) => out.rows.find((x) => x.capability === c)!;
     expect(row("identity")).toMatchObject({ ok: false });
@@ -194,7 +259,10 @@ describe("proclease doctor", () => {
     for (const line of text.stdout.split("\n")) if (line.includes("race-free")) expect(line).toMatch(/NOT race-free/);
   });
 
-  type Strict = { rows: Array<{ capability: string; ok: boolean }>; strictFailures: Array<{ capability: string; expected: string }> };
+  type Strict = {
+    rows: Array<{ capability: string; ok: boolean }>;
+    strictFailures: Array<{ capability: string; expected: string }>;
+  };
 
   it("--strict: a 'no' the host should support exits 1 and names the row (--backend none: no backend)", async () => {
     const r = await cli(["doctor", "--strict", "--backend", "none"]);
@@ -229,7 +297,10 @@ describe("proclease doctor", () => {
 
   it("--backend none is reported as nothing verifiable", async () => {
     const r = await cli(["doctor", "--json", "--backend", "none"]);
-    const out = JSON.parse(r.stdout) as { backend: string; rows: Array<{ capability: string; ok: boolean; detail: string }> };
+    const out = JSON.parse(r.stdout) as {
+      backend: string;
+      rows: Array<{ capability: string; ok: boolean; detail: string }>;
+    };
     expect(out.backend).toBe("none");
     expect(out.rows[0]).toMatchObject({ capability: "backend", ok: false });
     expect(out.rows[1]).toMatchObject({ capability: "identity", ok: false });

@@ -34,12 +34,24 @@ describe("table", () => {
 
 describe("ages and counts", () => {
   it("formatAge: seconds, then minutes, hours and days, never negative; unknown is '-'", () => {
-    expect([0, 42_000, 307_000, 7_980_000, 273_600_000, -5000].map(formatAge)).toEqual(["0s", "42s", "5m07s", "2h13m", "3d04h", "0s"]);
+    expect([0, 42_000, 307_000, 7_980_000, 273_600_000, -5000].map(formatAge)).toEqual([
+      "0s",
+      "42s",
+      "5m07s",
+      "2h13m",
+      "3d04h",
+      "0s",
+    ]);
     expect(formatAge(null)).toBe("-");
     expect(formatAge(Number.NaN)).toBe("-");
   });
 
   it("plural: 1 snapshot, 0 snapshots, 2 processes", () => {
-    expect([plural(1, "snapshot"), plural(0, "snapshot"), plural(2, "process"), plural(1, "lease")]).toEqual(["1 snapshot", "0 snapshots", "2 processes", "1 lease"]);
+    expect([plural(1, "snapshot"), plural(0, "snapshot"), plural(2, "process"), plural(1, "lease")]).toEqual([
+      "1 snapshot",
+      "0 snapshots",
+      "2 processes",
+      "1 lease",
+    ]);
   });
 });

@@ -21,7 +21,13 @@ async function cli(args: string[]): Promise<{ code: number; out: string; err: st
 
 describe("leases, explain, reap and status on an empty state dir", () => {
   // explain names something that is not there: "not found" exits 1, like an unknown pid in inspect
-  for (const [args, code] of [[["leases"], 0], [["status"], 0], [["explain", "12345"], 1], [["reap"], 0], [["reap", "--dry-run"], 0]] as const) {
+  for (const [args, code] of [
+    [["leases"], 0],
+    [["status"], 0],
+    [["explain", "12345"], 1],
+    [["reap"], 0],
+    [["reap", "--dry-run"], 0],
+  ] as const) {
     it(`${args.join(" ")}: names the backend, exits ${code}, and writes nothing`, async () => {
       const dir = join(root, `typo-${args.join("-")}`);
       const r = await cli([...args, "--state-dir", dir]);

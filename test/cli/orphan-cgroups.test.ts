@@ -23,7 +23,12 @@ import { killAndRemoveCgroupSync } from "../helpers/worker-cgroup.js";
 import { enterCgroup, readMemory } from "../../src/containment/index.js";
 import { findCgroup2Mount, parseMountInfo } from "../../src/containment/mountinfo.js";
 import { getProcessFacts } from "../../src/facts/get.js";
-import { acquireStateDirLock, loadOrCreateGatewayInstanceId, openLeaseStore, type AcpxProcessLease } from "../../src/ownership/index.js";
+import {
+  acquireStateDirLock,
+  loadOrCreateGatewayInstanceId,
+  openLeaseStore,
+  type AcpxProcessLease,
+} from "../../src/ownership/index.js";
 import { CONTAINMENT_RECORD_FILE, recordContainmentRoot } from "../../src/ownership/host/containment-record.js";
 import { isAlive, waitFor } from "../supervisor/helpers.js";
 
@@ -42,7 +47,9 @@ function probeCgroup2(): { mount: string } | { skip: string } {
     mkdirSync(probe);
     rmdirSync(probe);
   } catch (e) {
-    return { skip: `cannot create a cgroup under ${mount} (${(e as NodeJS.ErrnoException).code}): not root and not delegated` };
+    return {
+      skip: `cannot create a cgroup under ${mount} (${(e as NodeJS.ErrnoException).code}): not root and not delegated`,
+    };
   }
   return { mount };
 }
@@ -107,16 +114,29 @@ async function stubbornIn(cgroup: string): Promise<number> {
   });
   const pid = c.pid!;
   const moved = enterCgroup(cgroup, pid);
-  if (moved.outcome !== "moved") throw new Error(`moving ${pid} into ${cgroup}: ${moved.outcome} ${moved.detail ?? ""}`);
+  if (moved.outcome !== "moved")
+    throw new Error(`moving ${pid} into ${cgroup}: ${moved.outcome} ${moved.detail ?? ""}`);
   // the exec has happened once the comm reads sleep: from then on TERM is ignored by the process itself
   await waitFor(() => readFileSync(`/proc/${pid}/comm`, "utf8").trim() === "sleep", 10_000);
   return pid;
 }
 
-async function leaseWithCgroup(stateDir: string, cgroup: { path: string; id: string } | null, leaseId?: string): Promise<AcpxProcessLease> {
+async function leaseWithCgroup(
+  stateDir: string,
+  cgroup: { path: string; id: string } | null,
+  leaseId?: string,
+): Promise<AcpxProcessLease> {
   const store = await openLeaseStore(stateDir);
   const gatewayInstanceId = await loadOrCreateGatewayInstanceId(stateDir);
-  const l = await store.create({ kind: "acpx", gatewayInstanceId, sessionKey: `agent:test:${++seq}`, wrapperRoot: "/nonexistent", wrapperPath: "/nonexistent/w", commandHash: "0".repeat(64), ...(leaseId ? { leaseId } : {}) });
+  const l = await store.create({
+    kind: "acpx",
+    gatewayInstanceId,
+    sessionKey: `agent:test:${++seq}`,
+    wrapperRoot: "/nonexistent",
+    wrapperPath: "/nonexistent/w",
+    commandHash: "0".repeat(64),
+    ...(leaseId ? { leaseId } : {}),
+  });
   return cgroup === null ? l : store.update(l.leaseId, { cgroup });
 }
 
@@ -134,176 +154,213 @@ afterEach(async () => {
 });
 
 interface StatusJson {
-  leases: Array<{ lease: AcpxProcessLease; memory?: { ok: boolean; why?: string; current?: number; peak?: number | null } }>;
-  orphanCgroups: { folders: Array<{ folder: string; source: string; state: string; why?: string }>; orphans: Array<{ name: string; path: string; populated: string; code: string; why: string }>; owned: number };
+  leases: Array<{
+    lease: AcpxProcessLease;
+    memory?: { ok: boolean; why?: string; current?: number; peak?: number | null };
+  }>;
+  orphanCgroups: {
+    folders: Array<{ folder: string; source: string; state: string; why?: string }>;
+    orphans: Array<{ name: string; path: string; populated: string; code: string; why: string }>;
+    owned: number;
+  };
 }
 
 describe("orphan cgroups", () => {
-  it.skipIf(SKIP)(`status and doctor list a populated orphan; --dry-run leaves it; reap --orphan-cgroups ends it and removes it${NOTE}`, async () => {
-    const f = await fixture();
-    const orphan = `${f.folder}/stray-${process.pid}`;
-    mkdirSync(orphan);
-    const pid = await stubbornIn(orphan);
-    // our own leaf, with a process in it, is never an orphan
-    mkdirSync(`${f.root}/_gateway`);
-    const gw = await stubbornIn(`${f.root}/_gateway`);
+  it.skipIf(SKIP)(
+    `status and doctor list a populated orphan; --dry-run leaves it; reap --orphan-cgroups ends it and removes it${NOTE}`,
+    async () => {
+      const f = await fixture();
+      const orphan = `${f.folder}/stray-${process.pid}`;
+      mkdirSync(orphan);
+      const pid = await stubbornIn(orphan);
+      // our own leaf, with a process in it, is never an orphan
+      mkdirSync(`${f.root}/_gateway`);
+      const gw = await stubbornIn(`${f.root}/_gateway`);
 
-    const st = await cli(["status", "--state-dir", f.stateDir, "--json"]);
-    expect(st.code, st.stderr).toBe(0);
-    const view = JSON.parse(st.stdout) as StatusJson;
-    expect(view.orphanCgroups.folders).toEqual([{ folder: f.folder, source: "record", state: "listed" }]);
-    expect(view.orphanCgroups.orphans).toEqual([expect.objectContaining({ name: `stray-${process.pid}`, path: orphan, populated: "populated" })]);
-    expect(view.orphanCgroups.orphans[0]!.code).toBe("no-lease-file");
-    const text = await cli(["status", "--state-dir", f.stateDir]);
-    expect(text.stdout).toMatch(/orphan cgroups \(1\)/);
-    expect(text.stdout).toContain(orphan);
-    expect(text.stdout).not.toContain("_gateway");
+      const st = await cli(["status", "--state-dir", f.stateDir, "--json"]);
+      expect(st.code, st.stderr).toBe(0);
+      const view = JSON.parse(st.stdout) as StatusJson;
+      expect(view.orphanCgroups.folders).toEqual([{ folder: f.folder, source: "record", state: "listed" }]);
+      expect(view.orphanCgroups.orphans).toEqual([
+        expect.objectContaining({ name: `stray-${process.pid}`, path: orphan, populated: "populated" }),
+      ]);
+      expect(view.orphanCgroups.orphans[0]!.code).toBe("no-lease-file");
+      const text = await cli(["status", "--state-dir", f.stateDir]);
+      expect(text.stdout).toMatch(/orphan cgroups \(1\)/);
+      expect(text.stdout).toContain(orphan);
+      expect(text.stdout).not.toContain("_gateway");
 
-    const doc = await cli(["doctor", "--json", "--state-dir", f.stateDir]);
-    expect(doc.code, doc.stderr).toBe(0);
-    const row = (JSON.parse(doc.stdout) as { rows: Array<{ capability: string; ok: boolean; detail: string }> }).rows.find((r) => r.capability === "orphan-cgroups");
-    expect(row).toMatchObject({ ok: false });
-    expect(row!.detail).toContain(`${orphan} (populated`);
-    expect(row!.detail).not.toContain("_gateway");
+      const doc = await cli(["doctor", "--json", "--state-dir", f.stateDir]);
+      expect(doc.code, doc.stderr).toBe(0);
+      const row = (
+        JSON.parse(doc.stdout) as { rows: Array<{ capability: string; ok: boolean; detail: string }> }
+      ).rows.find((r) => r.capability === "orphan-cgroups");
+      expect(row).toMatchObject({ ok: false });
+      expect(row!.detail).toContain(`${orphan} (populated`);
+      expect(row!.detail).not.toContain("_gateway");
 
-    const dry = await cli(["reap", "--orphan-cgroups", "--dry-run", "--state-dir", f.stateDir, "--json"]);
-    expect(dry.code, dry.stderr).toBe(0);
-    const plan = JSON.parse(dry.stdout) as { dryRun: boolean; entries: Array<{ path: string; action: string }> };
-    expect(plan.dryRun).toBe(true);
-    expect(plan.entries).toEqual([expect.objectContaining({ path: orphan, action: "would-remove" })]);
-    expect(isAlive(pid)).toBe(true);
-    expect(existsSync(orphan)).toBe(true);
-
-    const real = await cli(["reap", "--orphan-cgroups", "--state-dir", f.stateDir]);
-    expect(real.code, real.stdout + real.stderr).toBe(0);
-    expect(real.stdout).toMatch(new RegExp(`${orphan}\\s+populated\\s+removed\\s+emptied by cgroup\\.kill; removed`));
-    await waitFor(() => !isAlive(pid), 10_000);
-    expect(existsSync(orphan)).toBe(false);
-    // the gateway leaf and its process were not touched
-    expect(isAlive(gw)).toBe(true);
-    expect(existsSync(`${f.root}/_gateway`)).toBe(true);
-
-    const after = JSON.parse((await cli(["status", "--state-dir", f.stateDir, "--json"])).stdout) as StatusJson;
-    expect(after.orphanCgroups.orphans).toEqual([]);
-  });
-
-  it.skipIf(SKIP)(`a lease's own cgroup is not an orphan; one re-created under a lease's name (another identity) is, and is reaped${NOTE}`, async () => {
-    const f = await fixture();
-    const ownPath = `${f.folder}/own-${process.pid}`;
-    mkdirSync(ownPath);
-    const own = await leaseWithCgroup(f.stateDir, { path: ownPath, id: idOf(ownPath) });
-    const ownPid = await stubbornIn(ownPath);
-
-    const impostorName = `reborn-${process.pid}`;
-    const impostorPath = `${f.folder}/${impostorName}`;
-    mkdirSync(impostorPath);
-    const oldId = idOf(impostorPath);
-    rmdirSync(impostorPath);
-    mkdirSync(impostorPath);
-    expect(idOf(impostorPath)).not.toBe(oldId);
-    await leaseWithCgroup(f.stateDir, { path: impostorPath, id: oldId }, impostorName);
-
-    const view = JSON.parse((await cli(["status", "--state-dir", f.stateDir, "--json"])).stdout) as StatusJson;
-    expect(view.orphanCgroups.owned).toBe(1);
-    expect(view.orphanCgroups.orphans.map((o) => o.path)).toEqual([impostorPath]);
-    expect(view.orphanCgroups.orphans[0]!.code).toBe("identity-differs");
-    // the words name the lease whose name it took
-    expect(view.orphanCgroups.orphans[0]!.why).toContain(`not lease ${impostorName}'s`);
-
-    const real = await cli(["reap", "--orphan-cgroups", "--state-dir", f.stateDir, "--json"]);
-    expect(real.code, real.stderr).toBe(0);
-    const r = JSON.parse(real.stdout) as { entries: Array<{ path: string; action: string }> };
-    expect(r.entries).toEqual([expect.objectContaining({ path: impostorPath, action: "removed" })]);
-    expect(existsSync(impostorPath)).toBe(false);
-    // the lease's own cgroup and its process stay
-    expect(existsSync(ownPath)).toBe(true);
-    expect(isAlive(ownPid)).toBe(true);
-    expect(view.leases.find((l) => l.lease.leaseId === own.leaseId)?.lease.cgroup?.path).toBe(ownPath);
-  });
-
-  it.skipIf(SKIP)(`reap --orphan-cgroups refuses while a gateway holds the state dir; --force leaves a cgroup a live gateway may be making${NOTE}`, async () => {
-    const f = await fixture();
-    const stray = `${f.folder}/stray-${process.pid}`;
-    mkdirSync(stray);
-    const pid = await stubbornIn(stray);
-    // an open lease that records no cgroup yet, and a cgroup of its name: what a gateway shows between mkdir and recording it
-    const making = await leaseWithCgroup(f.stateDir, null);
-    const makingPath = `${f.folder}/${making.leaseId}`;
-    mkdirSync(makingPath);
-
-    const lock = await acquireStateDirLock(f.stateDir, getProcessFacts());
-    try {
-      const refused = await cli(["reap", "--orphan-cgroups", "--state-dir", f.stateDir]);
-      expect(refused.code).toBe(1);
-      expect(refused.stderr).toMatch(/holds .*--force/);
+      const dry = await cli(["reap", "--orphan-cgroups", "--dry-run", "--state-dir", f.stateDir, "--json"]);
+      expect(dry.code, dry.stderr).toBe(0);
+      const plan = JSON.parse(dry.stdout) as { dryRun: boolean; entries: Array<{ path: string; action: string }> };
+      expect(plan.dryRun).toBe(true);
+      expect(plan.entries).toEqual([expect.objectContaining({ path: orphan, action: "would-remove" })]);
       expect(isAlive(pid)).toBe(true);
-      expect(existsSync(stray)).toBe(true);
+      expect(existsSync(orphan)).toBe(true);
 
-      const forced = await cli(["reap", "--orphan-cgroups", "--force", "--state-dir", f.stateDir, "--json"]);
-      expect(forced.code, forced.stderr).toBe(0);
-      const r = JSON.parse(forced.stdout) as { entries: Array<{ path: string; action: string; code: string; detail?: string }> };
-      const byPath = new Map(r.entries.map((e) => [e.path, e]));
-      expect(byPath.get(stray)?.action).toBe("removed");
-      expect(byPath.get(makingPath)).toMatchObject({ action: "left-alone", code: "no-cgroup-recorded" });
-      expect(byPath.get(makingPath)!.detail).toMatch(/may be creating it/);
-      expect(existsSync(makingPath)).toBe(true);
+      const real = await cli(["reap", "--orphan-cgroups", "--state-dir", f.stateDir]);
+      expect(real.code, real.stdout + real.stderr).toBe(0);
+      expect(real.stdout).toMatch(new RegExp(`${orphan}\\s+populated\\s+removed\\s+emptied by cgroup\\.kill; removed`));
       await waitFor(() => !isAlive(pid), 10_000);
-    } finally {
-      await lock.release();
-    }
-  });
+      expect(existsSync(orphan)).toBe(false);
+      // the gateway leaf and its process were not touched
+      expect(isAlive(gw)).toBe(true);
+      expect(existsSync(`${f.root}/_gateway`)).toBe(true);
 
-  it.skipIf(SKIP)(`two state dirs whose gateways share one cgroup each judge only their own folder: the other's lease cgroup, with an unmarked process in it, is never an orphan here${NOTE}`, async () => {
-    const a = await fixture();
-    const other = mkdtempSync(join(tmpdir(), "proclease-orphan-"));
-    dirs.push(other);
-    const otherId = await loadOrCreateGatewayInstanceId(other);
-    await openLeaseStore(other);
-    await recordContainmentRoot(other, a.root);
-    const otherFolder = `${a.root}/${otherId}`;
-    mkdirSync(otherFolder);
-    const theirs = `${otherFolder}/theirs-${process.pid}`;
-    mkdirSync(theirs);
-    await leaseWithCgroup(other, { path: theirs, id: idOf(theirs) });
-    // the test's environment carries no lease markers: nothing but the folder says whose it is
-    const theirPid = await stubbornIn(theirs);
-    const mine = `${a.folder}/stray-${process.pid}`;
-    mkdirSync(mine);
+      const after = JSON.parse((await cli(["status", "--state-dir", f.stateDir, "--json"])).stdout) as StatusJson;
+      expect(after.orphanCgroups.orphans).toEqual([]);
+    },
+  );
 
-    const view = JSON.parse((await cli(["status", "--state-dir", a.stateDir, "--json"])).stdout) as StatusJson;
-    expect(view.orphanCgroups.folders.map((r) => r.folder)).toEqual([a.folder]);
-    expect(view.orphanCgroups.orphans.map((o) => o.path)).toEqual([mine]);
-    const real = await cli(["reap", "--orphan-cgroups", "--state-dir", a.stateDir, "--json"]);
-    expect(real.code, real.stderr).toBe(0);
-    expect((JSON.parse(real.stdout) as { entries: Array<{ path: string }> }).entries.map((e) => e.path)).toEqual([mine]);
-    expect(existsSync(mine)).toBe(false);
-    expect(existsSync(theirs)).toBe(true);
-    expect(isAlive(theirPid)).toBe(true);
-    // and from the other state dir it is that lease's own
-    const theirView = JSON.parse((await cli(["status", "--state-dir", other, "--json"])).stdout) as StatusJson;
-    expect(theirView.orphanCgroups).toMatchObject({ owned: 1, orphans: [] });
-  });
+  it.skipIf(SKIP)(
+    `a lease's own cgroup is not an orphan; one re-created under a lease's name (another identity) is, and is reaped${NOTE}`,
+    async () => {
+      const f = await fixture();
+      const ownPath = `${f.folder}/own-${process.pid}`;
+      mkdirSync(ownPath);
+      const own = await leaseWithCgroup(f.stateDir, { path: ownPath, id: idOf(ownPath) });
+      const ownPid = await stubbornIn(ownPath);
 
-  it.skipIf(SKIP)(`a recorded root that is not on cgroup2 is refused with the reason, never listed${NOTE}`, async () => {
-    const f = await fixture();
-    const fake = join(f.stateDir, "fake", "proclease");
-    const instance = basename(f.folder);
-    mkdirSync(join(fake, instance, "victim"), { recursive: true });
-    const file = join(f.stateDir, "acpx", CONTAINMENT_RECORD_FILE);
-    const rec = JSON.parse(readFileSync(file, "utf8")) as { roots: string[] };
-    writeFileSync(file, JSON.stringify({ ...rec, roots: [fake, `${f.root}/../x/proclease`, ...rec.roots] }), { mode: 0o600 });
-    const view = JSON.parse((await cli(["status", "--state-dir", f.stateDir, "--json"])).stdout) as StatusJson;
-    const byFolder = new Map(view.orphanCgroups.folders.map((r) => [r.folder, r]));
-    expect(byFolder.get(`${fake}/${instance}`)).toMatchObject({ state: "refused", why: `${fake}/${instance} is not on a cgroup2 filesystem` });
-    expect(byFolder.get(`${f.root}/../x/proclease/${instance}`)).toMatchObject({ state: "refused" });
-    expect(byFolder.get(`${f.root}/../x/proclease/${instance}`)!.why).toMatch(/not an absolute, normalised path/);
-    expect(view.orphanCgroups.orphans).toEqual([]);
-    const text = await cli(["status", "--state-dir", f.stateDir]);
-    expect(text.stdout).toMatch(/instance folder refused: .*fake\/proclease\/[^ ]+ is not on a cgroup2 filesystem/);
-    const dry = JSON.parse((await cli(["reap", "--orphan-cgroups", "--dry-run", "--state-dir", f.stateDir, "--json"])).stdout) as { entries: unknown[] };
-    expect(dry.entries).toEqual([]);
-    expect(existsSync(join(fake, instance, "victim"))).toBe(true);
-  });
+      const impostorName = `reborn-${process.pid}`;
+      const impostorPath = `${f.folder}/${impostorName}`;
+      mkdirSync(impostorPath);
+      const oldId = idOf(impostorPath);
+      rmdirSync(impostorPath);
+      mkdirSync(impostorPath);
+      expect(idOf(impostorPath)).not.toBe(oldId);
+      await leaseWithCgroup(f.stateDir, { path: impostorPath, id: oldId }, impostorName);
+
+      const view = JSON.parse((await cli(["status", "--state-dir", f.stateDir, "--json"])).stdout) as StatusJson;
+      expect(view.orphanCgroups.owned).toBe(1);
+      expect(view.orphanCgroups.orphans.map((o) => o.path)).toEqual([impostorPath]);
+      expect(view.orphanCgroups.orphans[0]!.code).toBe("identity-differs");
+      // the words name the lease whose name it took
+      expect(view.orphanCgroups.orphans[0]!.why).toContain(`not lease ${impostorName}'s`);
+
+      const real = await cli(["reap", "--orphan-cgroups", "--state-dir", f.stateDir, "--json"]);
+      expect(real.code, real.stderr).toBe(0);
+      const r = JSON.parse(real.stdout) as { entries: Array<{ path: string; action: string }> };
+      expect(r.entries).toEqual([expect.objectContaining({ path: impostorPath, action: "removed" })]);
+      expect(existsSync(impostorPath)).toBe(false);
+      // the lease's own cgroup and its process stay
+      expect(existsSync(ownPath)).toBe(true);
+      expect(isAlive(ownPid)).toBe(true);
+      expect(view.leases.find((l) => l.lease.leaseId === own.leaseId)?.lease.cgroup?.path).toBe(ownPath);
+    },
+  );
+
+  it.skipIf(SKIP)(
+    `reap --orphan-cgroups refuses while a gateway holds the state dir; --force leaves a cgroup a live gateway may be making${NOTE}`,
+    async () => {
+      const f = await fixture();
+      const stray = `${f.folder}/stray-${process.pid}`;
+      mkdirSync(stray);
+      const pid = await stubbornIn(stray);
+      // an open lease that records no cgroup yet, and a cgroup of its name: what a gateway shows between mkdir and recording it
+      const making = await leaseWithCgroup(f.stateDir, null);
+      const makingPath = `${f.folder}/${making.leaseId}`;
+      mkdirSync(makingPath);
+
+      const lock = await acquireStateDirLock(f.stateDir, getProcessFacts());
+      try {
+        const refused = await cli(["reap", "--orphan-cgroups", "--state-dir", f.stateDir]);
+        expect(refused.code).toBe(1);
+        expect(refused.stderr).toMatch(/holds .*--force/);
+        expect(isAlive(pid)).toBe(true);
+        expect(existsSync(stray)).toBe(true);
+
+        const forced = await cli(["reap", "--orphan-cgroups", "--force", "--state-dir", f.stateDir, "--json"]);
+        expect(forced.code, forced.stderr).toBe(0);
+        const r = JSON.parse(forced.stdout) as {
+          entries: Array<{ path: string; action: string; code: string; detail?: string }>;
+        };
+        const byPath = new Map(r.entries.map((e) => [e.path, e]));
+        expect(byPath.get(stray)?.action).toBe("removed");
+        expect(byPath.get(makingPath)).toMatchObject({ action: "left-alone", code: "no-cgroup-recorded" });
+        expect(byPath.get(makingPath)!.detail).toMatch(/may be creating it/);
+        expect(existsSync(makingPath)).toBe(true);
+        await waitFor(() => !isAlive(pid), 10_000);
+      } finally {
+        await lock.release();
+      }
+    },
+  );
+
+  it.skipIf(SKIP)(
+    `two state dirs whose gateways share one cgroup each judge only their own folder: the other's lease cgroup, with an unmarked process in it, is never an orphan here${NOTE}`,
+    async () => {
+      const a = await fixture();
+      const other = mkdtempSync(join(tmpdir(), "proclease-orphan-"));
+      dirs.push(other);
+      const otherId = await loadOrCreateGatewayInstanceId(other);
+      await openLeaseStore(other);
+      await recordContainmentRoot(other, a.root);
+      const otherFolder = `${a.root}/${otherId}`;
+      mkdirSync(otherFolder);
+      const theirs = `${otherFolder}/theirs-${process.pid}`;
+      mkdirSync(theirs);
+      await leaseWithCgroup(other, { path: theirs, id: idOf(theirs) });
+      // the test's environment carries no lease markers: nothing but the folder says whose it is
+      const theirPid = await stubbornIn(theirs);
+      const mine = `${a.folder}/stray-${process.pid}`;
+      mkdirSync(mine);
+
+      const view = JSON.parse((await cli(["status", "--state-dir", a.stateDir, "--json"])).stdout) as StatusJson;
+      expect(view.orphanCgroups.folders.map((r) => r.folder)).toEqual([a.folder]);
+      expect(view.orphanCgroups.orphans.map((o) => o.path)).toEqual([mine]);
+      const real = await cli(["reap", "--orphan-cgroups", "--state-dir", a.stateDir, "--json"]);
+      expect(real.code, real.stderr).toBe(0);
+      expect((JSON.parse(real.stdout) as { entries: Array<{ path: string }> }).entries.map((e) => e.path)).toEqual([
+        mine,
+      ]);
+      expect(existsSync(mine)).toBe(false);
+      expect(existsSync(theirs)).toBe(true);
+      expect(isAlive(theirPid)).toBe(true);
+      // and from the other state dir it is that lease's own
+      const theirView = JSON.parse((await cli(["status", "--state-dir", other, "--json"])).stdout) as StatusJson;
+      expect(theirView.orphanCgroups).toMatchObject({ owned: 1, orphans: [] });
+    },
+  );
+
+  it.skipIf(SKIP)(
+    `a recorded root that is not on cgroup2 is refused with the reason, never listed${NOTE}`,
+    async () => {
+      const f = await fixture();
+      const fake = join(f.stateDir, "fake", "proclease");
+      const instance = basename(f.folder);
+      mkdirSync(join(fake, instance, "victim"), { recursive: true });
+      const file = join(f.stateDir, "acpx", CONTAINMENT_RECORD_FILE);
+      const rec = JSON.parse(readFileSync(file, "utf8")) as { roots: string[] };
+      writeFileSync(file, JSON.stringify({ ...rec, roots: [fake, `${f.root}/../x/proclease`, ...rec.roots] }), {
+        mode: 0o600,
+      });
+      const view = JSON.parse((await cli(["status", "--state-dir", f.stateDir, "--json"])).stdout) as StatusJson;
+      const byFolder = new Map(view.orphanCgroups.folders.map((r) => [r.folder, r]));
+      expect(byFolder.get(`${fake}/${instance}`)).toMatchObject({
+        state: "refused",
+        why: `${fake}/${instance} is not on a cgroup2 filesystem`,
+      });
+      expect(byFolder.get(`${f.root}/../x/proclease/${instance}`)).toMatchObject({ state: "refused" });
+      expect(byFolder.get(`${f.root}/../x/proclease/${instance}`)!.why).toMatch(/not an absolute, normalised path/);
+      expect(view.orphanCgroups.orphans).toEqual([]);
+      const text = await cli(["status", "--state-dir", f.stateDir]);
+      expect(text.stdout).toMatch(/instance folder refused: .*fake\/proclease\/[^ ]+ is not on a cgroup2 filesystem/);
+      const dry = JSON.parse(
+        (await cli(["reap", "--orphan-cgroups", "--dry-run", "--state-dir", f.stateDir, "--json"])).stdout,
+      ) as { entries: unknown[] };
+      expect(dry.entries).toEqual([]);
+      expect(existsSync(join(fake, instance, "victim"))).toBe(true);
+    },
+  );
 });
 
 describe("memory per lease", () => {
@@ -319,7 +376,10 @@ describe("memory per lease", () => {
     }
     await stubbornIn(cgs[0]!);
     const direct = await readMemory(cgs[0]!);
-    if (!direct.ok) console.log(`cli/orphan-cgroups.test: memory figures are not readable here, so the reason is checked instead: ${direct.why}`);
+    if (!direct.ok)
+      console.log(
+        `cli/orphan-cgroups.test: memory figures are not readable here, so the reason is checked instead: ${direct.why}`,
+      );
 
     const view = JSON.parse((await cli(["status", "--state-dir", f.stateDir, "--json"])).stdout) as StatusJson;
     const text = (await cli(["status", "--state-dir", f.stateDir])).stdout;

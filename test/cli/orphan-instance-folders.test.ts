@@ -48,14 +48,22 @@ const savedIndex = process.env[INSTANCE_INDEX_ENV];
 
 function cli(index: string, args: string[]): Promise<Run> {
   return new Promise((resolve) => {
-    execFile(process.execPath, [MAIN, ...args], { timeout: 60_000, encoding: "utf8", env: { ...process.env, [INSTANCE_INDEX_ENV]: index } }, (err, stdout, stderr) =>
-      resolve({ code: err ? (typeof err.code === "number" ? err.code : -1) : 0, stdout, stderr }),
+    execFile(
+      process.execPath,
+      [MAIN, ...args],
+      { timeout: 60_000, encoding: "utf8", env: { ...process.env, [INSTANCE_INDEX_ENV]: index } },
+      (err, stdout, stderr) =>
+        resolve({ code: err ? (typeof err.code === "number" ? err.code : -1) : 0, stdout, stderr }),
     );
   });
 }
 
 /** A fresh proclease root and instance index, and a recorder of state dirs under them. */
-function host(): { root: string; index: string; gateway: () => Promise<{ stateDir: string; folder: string; instanceId: string }> } {
+function host(): {
+  root: string;
+  index: string;
+  gateway: () => Promise<{ stateDir: string; folder: string; instanceId: string }>;
+} {
   if (!probe.writable) throw new Error(probe.why);
   const top = `${probe.mount.replace(/\/+$/, "")}/pl-orphinst-${process.pid}-${++seq}`;
   mkdirSync(top);
@@ -107,83 +115,116 @@ afterEach(async () => {
 });
 
 interface ReapJson {
-  instanceFolders: { dryRun: boolean; entries: Array<{ folder: string; state: string; action: string }>; forgotten: string[]; problems: string[] };
+  instanceFolders: {
+    dryRun: boolean;
+    entries: Array<{ folder: string; state: string; action: string }>;
+    forgotten: string[];
+    problems: string[];
+  };
 }
 
 describe(`instance folders whose state dir is gone${NOTE}`, () => {
-  it.skipIf(!probe.writable)("doctor names the empty one; a dry run keeps it; reap --orphan-cgroups removes it and forgets its record", async () => {
-    const h = host();
-    const gone = await h.gateway();
-    const kept = await h.gateway();
-    expect(JSON.parse(readFileSync(join(h.index, `${gone.instanceId}.json`), "utf8"))).toMatchObject({ instanceId: gone.instanceId, stateDir: gone.stateDir, roots: [h.root] });
-    rmSync(gone.stateDir, { recursive: true, force: true });
-    // another state dir, so the CLI's own state-dir part has something to read
-    const doc = await cli(h.index, ["doctor", "--state-dir", kept.stateDir, "--json"]);
-    const row = (JSON.parse(doc.stdout) as { rows: Array<{ capability: string; ok: boolean; detail: string }> }).rows.find((r) => r.capability === "orphan-cgroups")!;
-    expect(row.ok).toBe(false);
-    const goneList = row.detail.slice(row.detail.indexOf("whose state dir is gone"));
-    expect(goneList).toContain(gone.folder);
-    // the state dir that still exists: its folder is its own, not an orphan
-    expect(goneList).not.toContain(kept.folder);
+  it.skipIf(!probe.writable)(
+    "doctor names the empty one; a dry run keeps it; reap --orphan-cgroups removes it and forgets its record",
+    async () => {
+      const h = host();
+      const gone = await h.gateway();
+      const kept = await h.gateway();
+      expect(JSON.parse(readFileSync(join(h.index, `${gone.instanceId}.json`), "utf8"))).toMatchObject({
+        instanceId: gone.instanceId,
+        stateDir: gone.stateDir,
+        roots: [h.root],
+      });
+      rmSync(gone.stateDir, { recursive: true, force: true });
+      // another state dir, so the CLI's own state-dir part has something to read
+      const doc = await cli(h.index, ["doctor", "--state-dir", kept.stateDir, "--json"]);
+      const row = (
+        JSON.parse(doc.stdout) as { rows: Array<{ capability: string; ok: boolean; detail: string }> }
+      ).rows.find((r) => r.capability === "orphan-cgroups")!;
+      expect(row.ok).toBe(false);
+      const goneList = row.detail.slice(row.detail.indexOf("whose state dir is gone"));
+      expect(goneList).toContain(gone.folder);
+      // the state dir that still exists: its folder is its own, not an orphan
+      expect(goneList).not.toContain(kept.folder);
 
-    const dry = JSON.parse((await cli(h.index, ["reap", "--orphan-cgroups", "--dry-run", "--state-dir", kept.stateDir, "--json"])).stdout) as ReapJson;
-    expect(dry.instanceFolders.entries).toEqual([expect.objectContaining({ folder: gone.folder, state: "empty", action: "would-remove" })]);
-    expect(existsSync(gone.folder)).toBe(true);
+      const dry = JSON.parse(
+        (await cli(h.index, ["reap", "--orphan-cgroups", "--dry-run", "--state-dir", kept.stateDir, "--json"])).stdout,
+      ) as ReapJson;
+      expect(dry.instanceFolders.entries).toEqual([
+        expect.objectContaining({ folder: gone.folder, state: "empty", action: "would-remove" }),
+      ]);
+      expect(existsSync(gone.folder)).toBe(true);
 
-    const real = await cli(h.index, ["reap", "--orphan-cgroups", "--state-dir", kept.stateDir]);
-    expect(real.code, real.stderr).toBe(0);
-    expect(real.stdout).toContain(gone.folder);
-    expect(existsSync(gone.folder)).toBe(false);
-    expect(existsSync(kept.folder)).toBe(true);
-    expect(existsSync(join(h.index, `${gone.instanceId}.json`))).toBe(false);
-    expect(existsSync(join(h.index, `${kept.instanceId}.json`))).toBe(true);
-    const after = (JSON.parse((await cli(h.index, ["doctor", "--state-dir", kept.stateDir, "--json"])).stdout) as { rows: Array<{ capability: string; detail: string }> }).rows.find(
-      (r) => r.capability === "orphan-cgroups",
-    )!;
-    expect(after.detail).not.toContain(gone.folder);
-    expect(after.detail).not.toContain("whose state dir is gone");
-  });
+      const real = await cli(h.index, ["reap", "--orphan-cgroups", "--state-dir", kept.stateDir]);
+      expect(real.code, real.stderr).toBe(0);
+      expect(real.stdout).toContain(gone.folder);
+      expect(existsSync(gone.folder)).toBe(false);
+      expect(existsSync(kept.folder)).toBe(true);
+      expect(existsSync(join(h.index, `${gone.instanceId}.json`))).toBe(false);
+      expect(existsSync(join(h.index, `${kept.instanceId}.json`))).toBe(true);
+      const after = (
+        JSON.parse((await cli(h.index, ["doctor", "--state-dir", kept.stateDir, "--json"])).stdout) as {
+          rows: Array<{ capability: string; detail: string }>;
+        }
+      ).rows.find((r) => r.capability === "orphan-cgroups")!;
+      expect(after.detail).not.toContain(gone.folder);
+      expect(after.detail).not.toContain("whose state dir is gone");
+    },
+  );
 
-  it.skipIf(!probe.writable)("never removes a folder that holds a cgroup or a process: reported, left alone, its record kept", async () => {
-    const h = host();
-    const withCgroup = await h.gateway();
-    mkdirSync(`${withCgroup.folder}/leftover`);
-    const withProcess = await h.gateway();
-    // a process directly in the folder (no lease cgroup below it): populated, no subdirectory
-    await stubbornIn(withProcess.folder);
-    for (const g of [withCgroup, withProcess]) rmSync(g.stateDir, { recursive: true, force: true });
-    const other = mkdtempSync(join(tmpdir(), "proclease-orphinst-none-"));
-    dirs.push(other);
-    const doc = await cli(h.index, ["doctor", "--state-dir", other, "--json"]);
-    const row = (JSON.parse(doc.stdout) as { rows: Array<{ capability: string; ok: boolean; detail: string }> }).rows.find((r) => r.capability === "orphan-cgroups")!;
-    expect(row.ok).toBe(false);
-    expect(row.detail).toContain(withCgroup.folder);
-    expect(row.detail).toContain(withProcess.folder);
+  it.skipIf(!probe.writable)(
+    "never removes a folder that holds a cgroup or a process: reported, left alone, its record kept",
+    async () => {
+      const h = host();
+      const withCgroup = await h.gateway();
+      mkdirSync(`${withCgroup.folder}/leftover`);
+      const withProcess = await h.gateway();
+      // a process directly in the folder (no lease cgroup below it): populated, no subdirectory
+      await stubbornIn(withProcess.folder);
+      for (const g of [withCgroup, withProcess]) rmSync(g.stateDir, { recursive: true, force: true });
+      const other = mkdtempSync(join(tmpdir(), "proclease-orphinst-none-"));
+      dirs.push(other);
+      const doc = await cli(h.index, ["doctor", "--state-dir", other, "--json"]);
+      const row = (
+        JSON.parse(doc.stdout) as { rows: Array<{ capability: string; ok: boolean; detail: string }> }
+      ).rows.find((r) => r.capability === "orphan-cgroups")!;
+      expect(row.ok).toBe(false);
+      expect(row.detail).toContain(withCgroup.folder);
+      expect(row.detail).toContain(withProcess.folder);
 
-    const real = JSON.parse((await cli(h.index, ["reap", "--orphan-cgroups", "--state-dir", other, "--json"])).stdout) as ReapJson;
-    const byFolder = new Map(real.instanceFolders.entries.map((e) => [e.folder, e]));
-    expect(byFolder.get(withCgroup.folder)).toMatchObject({ state: "holds-cgroups", action: "left-alone" });
-    expect(byFolder.get(withProcess.folder)).toMatchObject({ state: "populated", action: "left-alone" });
-    expect(existsSync(`${withCgroup.folder}/leftover`)).toBe(true);
-    expect(existsSync(withProcess.folder)).toBe(true);
-    expect(readFileSync(`${withProcess.folder}/cgroup.events`, "utf8")).toMatch(/populated 1/);
-    expect(real.instanceFolders.forgotten).toEqual([]);
-  });
+      const real = JSON.parse(
+        (await cli(h.index, ["reap", "--orphan-cgroups", "--state-dir", other, "--json"])).stdout,
+      ) as ReapJson;
+      const byFolder = new Map(real.instanceFolders.entries.map((e) => [e.folder, e]));
+      expect(byFolder.get(withCgroup.folder)).toMatchObject({ state: "holds-cgroups", action: "left-alone" });
+      expect(byFolder.get(withProcess.folder)).toMatchObject({ state: "populated", action: "left-alone" });
+      expect(existsSync(`${withCgroup.folder}/leftover`)).toBe(true);
+      expect(existsSync(withProcess.folder)).toBe(true);
+      expect(readFileSync(`${withProcess.folder}/cgroup.events`, "utf8")).toMatch(/populated 1/);
+      expect(real.instanceFolders.forgotten).toEqual([]);
+    },
+  );
 
-  it.skipIf(!probe.writable)("a controller with containment records its instance in the index: its state dir and root", async () => {
-    const index = mkdtempSync(join(tmpdir(), "proclease-index-"));
-    dirs.push(index);
-    process.env[INSTANCE_INDEX_ENV] = index;
-    const stateDir = mkdtempSync(join(tmpdir(), "proclease-orphinst-ctl-"));
-    dirs.push(stateDir);
-    const ctl = await createAcpxLifecycleController({ stateDir, maintenanceIntervalMs: 0 });
-    try {
-      expect(ctl.containment.available, ctl.containment.available ? "" : ctl.containment.why).toBe(true);
-      if (!ctl.containment.available) return;
-      const record = JSON.parse(readFileSync(join(index, `${ctl.gatewayInstanceId}.json`), "utf8")) as { stateDir: string; roots: string[] };
-      expect(record).toMatchObject({ stateDir, roots: [ctl.containment.root] });
-    } finally {
-      await ctl.dispose();
-    }
-  });
+  it.skipIf(!probe.writable)(
+    "a controller with containment records its instance in the index: its state dir and root",
+    async () => {
+      const index = mkdtempSync(join(tmpdir(), "proclease-index-"));
+      dirs.push(index);
+      process.env[INSTANCE_INDEX_ENV] = index;
+      const stateDir = mkdtempSync(join(tmpdir(), "proclease-orphinst-ctl-"));
+      dirs.push(stateDir);
+      const ctl = await createAcpxLifecycleController({ stateDir, maintenanceIntervalMs: 0 });
+      try {
+        expect(ctl.containment.available, ctl.containment.available ? "" : ctl.containment.why).toBe(true);
+        if (!ctl.containment.available) return;
+        const record = JSON.parse(readFileSync(join(index, `${ctl.gatewayInstanceId}.json`), "utf8")) as {
+          stateDir: string;
+          roots: string[];
+        };
+        expect(record).toMatchObject({ stateDir, roots: [ctl.containment.root] });
+      } finally {
+        await ctl.dispose();
+      }
+    },
+  );
 });

@@ -14,7 +14,17 @@ import { afterAll, describe, expect, it } from "vitest";
 import { createAcpxLifecycleController } from "../../src/acpx/controller.js";
 import type { AcpRuntimeHandle, AcpxLifecycleController } from "../../src/acpx/types.js";
 import { treePrefixes, type StatusView } from "../../src/cli/commands/status.js";
-import { agentArgv, alive, cleanupAll, GRACE_MS, readPidfile, tempStateDir, trackLease, waitFor, type AgentPids } from "../acpx/controller-helpers.js";
+import {
+  agentArgv,
+  alive,
+  cleanupAll,
+  GRACE_MS,
+  readPidfile,
+  tempStateDir,
+  trackLease,
+  waitFor,
+  type AgentPids,
+} from "../acpx/controller-helpers.js";
 
 const MAIN = fileURLToPath(new URL("../../dist/cli/main.js", import.meta.url));
 // The wrapper and the adapter run this same Node, whose main thread names
@@ -32,8 +42,12 @@ interface Run {
 }
 function cli(args: string[], env: Record<string, string> = {}): Promise<Run> {
   return new Promise((resolve) => {
-    execFile(process.execPath, [MAIN, ...args], { env: { ...process.env, ...env }, timeout: 30_000, encoding: "utf8" }, (err, stdout, stderr) =>
-      resolve({ code: err ? (typeof err.code === "number" ? err.code : -1) : 0, stdout, stderr }),
+    execFile(
+      process.execPath,
+      [MAIN, ...args],
+      { env: { ...process.env, ...env }, timeout: 30_000, encoding: "utf8" },
+      (err, stdout, stderr) =>
+        resolve({ code: err ? (typeof err.code === "number" ? err.code : -1) : 0, stdout, stderr }),
     );
   });
 }
@@ -46,14 +60,21 @@ const hasScript = (() => {
     return false;
   }
 })();
-if (!hasScript) console.log("status.test: util-linux `script` is missing, so the terminal-colour test is skipped (it needs a pseudo-terminal)");
+if (!hasScript)
+  console.log(
+    "status.test: util-linux `script` is missing, so the terminal-colour test is skipped (it needs a pseudo-terminal)",
+  );
 
 /** Runs the CLI on a pseudo-terminal (util-linux `script`), so stdout.isTTY is true. */
 function onTty(args: string[], env: Record<string, string>): Promise<Run> {
   const cmd = [process.execPath, MAIN, ...args].map((a) => `'${a.replace(/'/g, `'\\''`)}'`).join(" ");
   return new Promise((resolve) => {
-    execFile("script", ["-qec", cmd, "/dev/null"], { env: { ...process.env, ...env }, timeout: 30_000, encoding: "utf8" }, (err, stdout, stderr) =>
-      resolve({ code: err ? (typeof err.code === "number" ? err.code : -1) : 0, stdout, stderr }),
+    execFile(
+      "script",
+      ["-qec", cmd, "/dev/null"],
+      { env: { ...process.env, ...env }, timeout: 30_000, encoding: "utf8" },
+      (err, stdout, stderr) =>
+        resolve({ code: err ? (typeof err.code === "number" ? err.code : -1) : 0, stdout, stderr }),
     );
   });
 }
@@ -70,7 +91,11 @@ describe("proclease status on a live session", () => {
     dir = tempStateDir("cli-status");
     ctl = await createAcpxLifecycleController({ stateDir: dir, graceMs: GRACE_MS, maintenanceIntervalMs: 0 });
     const pidfile = join(dir, "agent.json");
-    h = await ctl.ensureSession({ sessionKey: "agent:main:acp:status", agentId: "main", command: agentArgv({ kind: "plain", stubborn: true, pidfile }) });
+    h = await ctl.ensureSession({
+      sessionKey: "agent:main:acp:status",
+      agentId: "main",
+      command: agentArgv({ kind: "plain", stubborn: true, pidfile }),
+    });
     trackLease(h.leaseId);
     pids = await readPidfile(pidfile);
     // the grandchild is `sh -c "…; exec sleep"`: wait for the exec, so its comm is settled
@@ -81,7 +106,8 @@ describe("proclease status on a live session", () => {
         return null;
       }
     };
-    if ((await waitFor(() => comm() === "sleep", 10_000)) === -1) throw new Error(`grandchild ${pids.grandchildPid} never exec'd sleep (comm ${comm()})`);
+    if ((await waitFor(() => comm() === "sleep", 10_000)) === -1)
+      throw new Error(`grandchild ${pids.grandchildPid} never exec'd sleep (comm ${comm()})`);
   };
 
   it("text: the lease, its tree wrapper → adapter → grandchild with markers, the verdict and its evidence; no colour when piped", async () => {
@@ -108,8 +134,11 @@ describe("proclease status on a live session", () => {
       expect(lines.indexOf(wrapper!)).toBeLessThan(lines.indexOf(adapter!));
       expect(lines.indexOf(adapter!)).toBeLessThan(lines.indexOf(grandchild!));
       expect(grandchild!.indexOf("└─")).toBe(adapter!.indexOf("└─") + 3);
-      expect(out).toMatch(/verdict owned: the live root matches the lease \(\d+ matching checks\); 3 verified processes/);
-      for (const check of ["root-alive", "start-time", "wrapper-path", "lease-env", "command-hash"]) expect(out).toMatch(new RegExp(`^\\s+${check}\\s+match`, "m"));
+      expect(out).toMatch(
+        /verdict owned: the live root matches the lease \(\d+ matching checks\); 3 verified processes/,
+      );
+      for (const check of ["root-alive", "start-time", "wrapper-path", "lease-env", "command-hash"])
+        expect(out).toMatch(new RegExp(`^\\s+${check}\\s+match`, "m"));
     } finally {
       await ctl.dispose();
     }
@@ -125,7 +154,13 @@ describe("proclease status on a live session", () => {
       expect(view.stateDir).toBe(dir);
       expect(view.leases).toHaveLength(1);
       const l = view.leases[0]!;
-      expect(l.lease).toMatchObject({ leaseId: h.leaseId, state: "open", sessionKey: "agent:main:acp:status", gatewayInstanceId: h.owner.gatewayInstanceId, rootPid: h.rootPid });
+      expect(l.lease).toMatchObject({
+        leaseId: h.leaseId,
+        state: "open",
+        sessionKey: "agent:main:acp:status",
+        gatewayInstanceId: h.owner.gatewayInstanceId,
+        rootPid: h.rootPid,
+      });
       expect(l).toMatchObject({ verdict: "owned", live: "tree" });
       expect(l.ageMs).toBeGreaterThanOrEqual(0);
       expect(l.processes.map((p) => [p.pid, p.role, p.markers, p.depth])).toEqual([
@@ -151,43 +186,55 @@ describe("proclease status on a live session", () => {
       expect(after.leases[0]!.lease.state).toBe("closed");
       const text = await cli(["status", "--state-dir", dir]);
       expect(text.stdout).toMatch(/settled, nothing alive \(1\):/);
-      expect(text.stdout).toMatch(new RegExp(`${h.leaseId}\\s+closed\\s+age \\d+s\\s+verdict gone\\s+agent:main:acp:status`));
+      expect(text.stdout).toMatch(
+        new RegExp(`${h.leaseId}\\s+closed\\s+age \\d+s\\s+verdict gone\\s+agent:main:acp:status`),
+      );
     } finally {
       await ctl.dispose();
     }
   });
 
-  it.skipIf(!hasScript)(`colour on a terminal, none under NO_COLOR${hasScript ? "" : " [skipped: no util-linux script for a pseudo-terminal]"}`, async () => {
-    await setup();
-    try {
-      const tty = await onTty(["status", "--state-dir", dir], { NO_COLOR: "" });
-      expect(tty.code, tty.stderr).toBe(0);
-      expect(tty.stdout).toContain(h.leaseId);
-      expect(tty.stdout).toMatch(/\x1b\[32mopen\x1b\[0m/);
-      const noColor = await onTty(["status", "--state-dir", dir], { NO_COLOR: "1" });
-      expect(noColor.stdout).toContain(h.leaseId);
-      expect(noColor.stdout).not.toMatch(ANSI);
-    } finally {
-      await ctl.dispose();
-    }
-  });
+  it.skipIf(!hasScript)(
+    `colour on a terminal, none under NO_COLOR${hasScript ? "" : " [skipped: no util-linux script for a pseudo-terminal]"}`,
+    async () => {
+      await setup();
+      try {
+        const tty = await onTty(["status", "--state-dir", dir], { NO_COLOR: "" });
+        expect(tty.code, tty.stderr).toBe(0);
+        expect(tty.stdout).toContain(h.leaseId);
+        expect(tty.stdout).toMatch(/\x1b\[32mopen\x1b\[0m/);
+        const noColor = await onTty(["status", "--state-dir", dir], { NO_COLOR: "1" });
+        expect(noColor.stdout).toContain(h.leaseId);
+        expect(noColor.stdout).not.toMatch(ANSI);
+      } finally {
+        await ctl.dispose();
+      }
+    },
+  );
 
   it("--watch redraws every second until SIGINT, then exits 0; with --json one object per line", async () => {
     await setup();
     try {
       for (const json of [false, true]) {
-        const child = spawn(process.execPath, [MAIN, "status", "--state-dir", dir, "--watch", ...(json ? ["--json"] : [])], { stdio: ["ignore", "pipe", "pipe"] });
+        const child = spawn(
+          process.execPath,
+          [MAIN, "status", "--state-dir", dir, "--watch", ...(json ? ["--json"] : [])],
+          { stdio: ["ignore", "pipe", "pipe"] },
+        );
         let out = "";
         let err = "";
         child.stdout.on("data", (d: Buffer) => void (out += d.toString()));
         child.stderr.on("data", (d: Buffer) => void (err += d.toString()));
-        const frames = () => (json ? out.split("\n").filter((l) => l.startsWith("{")).length : (out.match(/^backend: /gm) ?? []).length);
+        const frames = () =>
+          json ? out.split("\n").filter((l) => l.startsWith("{")).length : (out.match(/^backend: /gm) ?? []).length;
         expect(await waitFor(() => frames() >= 2, 15_000), `frames: ${out}${err}`).not.toBe(-1);
         const code = new Promise<number | null>((resolve) => child.once("exit", (c) => resolve(c)));
         child.kill("SIGINT");
         expect(await code).toBe(0);
         expect(err).toBe("");
-        if (json) for (const l of out.trim().split("\n")) expect((JSON.parse(l) as StatusView).leases[0]!.lease.leaseId).toBe(h.leaseId);
+        if (json)
+          for (const l of out.trim().split("\n"))
+            expect((JSON.parse(l) as StatusView).leases[0]!.lease.leaseId).toBe(h.leaseId);
         else expect(out).toMatch(/every 1 s, Ctrl-C to stop/);
       }
     } finally {
@@ -203,7 +250,10 @@ describe("proclease status without leases", () => {
     const r = await cli(["status", "--state-dir", dir]);
     expect(r.code).toBe(0);
     expect(r.stdout).toMatch(/no lease store under .*typo/);
-    expect(JSON.parse((await cli(["status", "--state-dir", dir, "--json"])).stdout)).toMatchObject({ leases: [], stateDir: dir });
+    expect(JSON.parse((await cli(["status", "--state-dir", dir, "--json"])).stdout)).toMatchObject({
+      leases: [],
+      stateDir: dir,
+    });
     expect(existsSync(dir)).toBe(false);
     expect(readdirSync(parent)).toEqual([]);
   });

@@ -1,7 +1,17 @@
 // Containment detection from elsewhere than this test process: as an
 // unprivileged user without delegation, and from inside the gateway leaf.
 import { spawn, spawnSync, type ChildProcess } from "node:child_process";
-import { chmodSync, cpSync, existsSync, mkdirSync, mkdtempSync, readdirSync, rmdirSync, rmSync, statSync } from "node:fs";
+import {
+  chmodSync,
+  cpSync,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  rmdirSync,
+  rmSync,
+  statSync,
+} from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
@@ -34,10 +44,12 @@ beforeAll(() => {
   );
   if (!existsSync(built) || statSync(built).mtimeMs < newest) {
     const r = spawnSync("npm", ["run", "build"], { cwd: ROOT, stdio: "inherit" });
-    if (!existsSync(built) || statSync(built).mtimeMs < newest) throw new Error(`build failed (tsc exit ${r.status}); ${built} missing or stale`);
+    if (!existsSync(built) || statSync(built).mtimeMs < newest)
+      throw new Error(`build failed (tsc exit ${r.status}); ${built} missing or stale`);
   }
   copyDir = mkdtempSync(join(tmpdir(), "proclease-containment-"));
-  for (const d of ["containment", "facts"]) cpSync(join(ROOT, "dist", d), join(copyDir, "dist", d), { recursive: true });
+  for (const d of ["containment", "facts"])
+    cpSync(join(ROOT, "dist", d), join(copyDir, "dist", d), { recursive: true });
   cpSync(join(FIX, "detect.mjs"), join(copyDir, "detect.mjs"));
   const open = (p: string) => {
     const dir = statSync(p).isDirectory();
@@ -67,13 +79,17 @@ describe("detection elsewhere", () => {
   it.skipIf(SKIP || nobodyReason)(
     `as uid 65534 without delegation: unavailable, with a why an operator can act on${SKIP ? NOTE : nobodyReason ? ` [skipped: ${nobodyReason}]` : ""}`,
     () => {
-      const run = spawnSync(process.execPath, [join(copyDir, "detect.mjs"), join(copyDir, "dist", "containment", "index.js")], {
-        uid: 65534,
-        gid: 65534,
-        cwd: copyDir,
-        encoding: "utf8",
-        timeout: 20_000,
-      });
+      const run = spawnSync(
+        process.execPath,
+        [join(copyDir, "detect.mjs"), join(copyDir, "dist", "containment", "index.js")],
+        {
+          uid: 65534,
+          gid: 65534,
+          cwd: copyDir,
+          encoding: "utf8",
+          timeout: 20_000,
+        },
+      );
       const r = parseRun(run.stdout, run.stderr);
       expect(r.uid).toBe(65534);
       expect(r.support.available).toBe(false);
@@ -85,34 +101,37 @@ describe("detection elsewhere", () => {
     },
   );
 
-  it.skipIf(SKIP)(
-    `a gateway started inside its own _gateway leaf keeps the same lease root${NOTE}`,
-    async () => {
-      const s = on(support);
-      // a private base next to ours, so the real proclease/ root is untouched
-      const base = `${s.base}/proclease-test-base-${process.pid}-${++seq}`;
-      mkdirSync(base);
-      mkdirSync(`${base}/proclease`);
-      mkdirSync(`${base}/proclease/${GATEWAY_LEAF}`);
-      try {
-        const leaf = `${base}/proclease/${GATEWAY_LEAF}`;
-        const script = `echo $$ > '${leaf}/cgroup.procs' && exec '${process.execPath}' '${join(copyDir, "detect.mjs")}' '${join(copyDir, "dist", "containment", "index.js")}'`;
-        const run = await new Promise<{ stdout: string; stderr: string }>((resolve) => {
-          const c = spawn("/bin/sh", ["-c", script], { stdio: ["ignore", "pipe", "pipe"] });
-          children.push(c);
-          let stdout = "";
-          let stderr = "";
-          c.stdout!.on("data", (d: Buffer) => (stdout += d.toString()));
-          c.stderr!.on("data", (d: Buffer) => (stderr += d.toString()));
-          c.on("close", () => resolve({ stdout, stderr }));
-        });
-        const r = parseRun(run.stdout, run.stderr);
-        expect(r.cgroup).toBe(leaf);
-        expect(r.support).toMatchObject({ available: true, base, root: `${base}/proclease`, gatewayCgroup: leaf, movedGateway: false });
-      } finally {
-        await waitFor(async () => (await isPopulated(base)) === "empty", 10_000);
-        for (const d of [`${base}/proclease/${GATEWAY_LEAF}`, `${base}/proclease`, base]) rmdirSync(d);
-      }
-    },
-  );
+  it.skipIf(SKIP)(`a gateway started inside its own _gateway leaf keeps the same lease root${NOTE}`, async () => {
+    const s = on(support);
+    // a private base next to ours, so the real proclease/ root is untouched
+    const base = `${s.base}/proclease-test-base-${process.pid}-${++seq}`;
+    mkdirSync(base);
+    mkdirSync(`${base}/proclease`);
+    mkdirSync(`${base}/proclease/${GATEWAY_LEAF}`);
+    try {
+      const leaf = `${base}/proclease/${GATEWAY_LEAF}`;
+      const script = `echo $$ > '${leaf}/cgroup.procs' && exec '${process.execPath}' '${join(copyDir, "detect.mjs")}' '${join(copyDir, "dist", "containment", "index.js")}'`;
+      const run = await new Promise<{ stdout: string; stderr: string }>((resolve) => {
+        const c = spawn("/bin/sh", ["-c", script], { stdio: ["ignore", "pipe", "pipe"] });
+        children.push(c);
+        let stdout = "";
+        let stderr = "";
+        c.stdout!.on("data", (d: Buffer) => (stdout += d.toString()));
+        c.stderr!.on("data", (d: Buffer) => (stderr += d.toString()));
+        c.on("close", () => resolve({ stdout, stderr }));
+      });
+      const r = parseRun(run.stdout, run.stderr);
+      expect(r.cgroup).toBe(leaf);
+      expect(r.support).toMatchObject({
+        available: true,
+        base,
+        root: `${base}/proclease`,
+        gatewayCgroup: leaf,
+        movedGateway: false,
+      });
+    } finally {
+      await waitFor(async () => (await isPopulated(base)) === "empty", 10_000);
+      for (const d of [`${base}/proclease/${GATEWAY_LEAF}`, `${base}/proclease`, base]) rmdirSync(d);
+    }
+  });
 });

@@ -28,7 +28,11 @@ export function useLeaseCgroups(file: string) {
   }
 
   /** Starts a fixture script; resolves with its "role pid" lines once `roles` were all printed. */
-  async function startFixture(script: string, args: string[], roles: string[]): Promise<{ child: ChildProcess; pid: Record<string, number> }> {
+  async function startFixture(
+    script: string,
+    args: string[],
+    roles: string[],
+  ): Promise<{ child: ChildProcess; pid: Record<string, number> }> {
     const child = spawn("/bin/sh", [join(FIX, script), ...args], { stdio: ["ignore", "pipe", "inherit"] });
     children.push(child);
     if (child.pid) pids.add(child.pid);

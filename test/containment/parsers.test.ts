@@ -5,9 +5,19 @@ import { readFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { describe, expect, it } from "vitest";
-import { planControllers, type ControllerPlanInput, type ControllerProblemCode } from "../../src/containment/controllers.js";
+import {
+  planControllers,
+  type ControllerPlanInput,
+  type ControllerProblemCode,
+} from "../../src/containment/controllers.js";
 import { parseControllerList, parsePopulated } from "../../src/containment/files.js";
-import { findCgroup2Mount, fsPathOf, parseMountInfo, parseProcCgroup, unescapeMountField } from "../../src/containment/mountinfo.js";
+import {
+  findCgroup2Mount,
+  fsPathOf,
+  parseMountInfo,
+  parseProcCgroup,
+  unescapeMountField,
+} from "../../src/containment/mountinfo.js";
 import { CGROUP_NAME_RE } from "../../src/containment/paths.js";
 
 const FIX = join(dirname(fileURLToPath(import.meta.url)), "..", "fixtures", "containment");
@@ -29,7 +39,11 @@ describe("mountinfo", () => {
     expect(v2.map((e) => e.mountPoint)).toEqual(["/sys/fs/cgroup/unified"]);
     const memory = entries.find((e) => e.fsType === "cgroup" && e.superOptions.includes("memory"));
     expect(memory?.mountPoint).toBe("/sys/fs/cgroup/memory");
-    expect(findCgroup2Mount(entries, "/")).toEqual({ mountPoint: "/sys/fs/cgroup/unified", root: "/", readOnly: false });
+    expect(findCgroup2Mount(entries, "/")).toEqual({
+      mountPoint: "/sys/fs/cgroup/unified",
+      root: "/",
+      readOnly: false,
+    });
     expect(ownCgroupDir("hybrid")).toBe("/sys/fs/cgroup/unified");
   });
 
@@ -79,18 +93,31 @@ describe("mountinfo", () => {
   });
 
   it("of two mounts showing the same root, the read-write one wins", () => {
-    const text = "30 24 0:26 / /ro-view ro,relatime - cgroup2 cgroup2 rw\n31 24 0:26 / /rw-view rw,relatime - cgroup2 cgroup2 rw\n";
-    expect(findCgroup2Mount(parseMountInfo(text), "/a")).toEqual({ mountPoint: "/rw-view", root: "/", readOnly: false });
+    const text =
+      "30 24 0:26 / /ro-view ro,relatime - cgroup2 cgroup2 rw\n31 24 0:26 / /rw-view rw,relatime - cgroup2 cgroup2 rw\n";
+    expect(findCgroup2Mount(parseMountInfo(text), "/a")).toEqual({
+      mountPoint: "/rw-view",
+      root: "/",
+      readOnly: false,
+    });
   });
 
   it("skips malformed lines instead of half-parsing them", () => {
-    const text = ["garbage", "1 2 3", "x 1 0:1 / /a rw - cgroup2 cgroup2 rw", "40 30 0:37 / /u rw,relatime - cgroup2 cgroup2 rw", "41 30 0:38 / /v rw -"].join("\n");
+    const text = [
+      "garbage",
+      "1 2 3",
+      "x 1 0:1 / /a rw - cgroup2 cgroup2 rw",
+      "40 30 0:37 / /u rw,relatime - cgroup2 cgroup2 rw",
+      "41 30 0:38 / /v rw -",
+    ].join("\n");
     const entries = parseMountInfo(text);
     expect(entries.map((e) => e.mountPoint)).toEqual(["/u"]);
   });
 
   it("optional fields before the separator do not shift the filesystem type", () => {
-    const [e] = parseMountInfo("30 24 0:26 / /sys/fs/cgroup rw shared:4 master:1 propagate_from:2 unbindable - cgroup2 cgroup2 rw\n");
+    const [e] = parseMountInfo(
+      "30 24 0:26 / /sys/fs/cgroup rw shared:4 master:1 propagate_from:2 unbindable - cgroup2 cgroup2 rw\n",
+    );
     expect(e?.fsType).toBe("cgroup2");
     expect(e?.source).toBe("cgroup2");
   });
@@ -131,8 +158,21 @@ describe("small interface-file parsers", () => {
   });
 
   it("cgroup names: no escape from the directory, no interface-file look-alikes, '_' reserved", () => {
-    for (const ok of ["3f2a9c1e-0000-4000-8000-000000000000", "lease_1", "a"]) expect(CGROUP_NAME_RE.test(ok)).toBe(true);
-    for (const bad of ["", "..", "../x", "a/b", "cgroup.procs", "memory.max", "_gateway", "_probe-1", "-x", "a b", "x".repeat(129)]) {
+    for (const ok of ["3f2a9c1e-0000-4000-8000-000000000000", "lease_1", "a"])
+      expect(CGROUP_NAME_RE.test(ok)).toBe(true);
+    for (const bad of [
+      "",
+      "..",
+      "../x",
+      "a/b",
+      "cgroup.procs",
+      "memory.max",
+      "_gateway",
+      "_probe-1",
+      "-x",
+      "a b",
+      "x".repeat(129),
+    ]) {
       expect(CGROUP_NAME_RE.test(bad)).toBe(false);
     }
   });
@@ -153,18 +193,56 @@ describe("controller plan (no-internal-processes rule)", () => {
     selfInBase: true,
     allowGatewayMove: true,
   };
-  const cases: Array<{ name: string; over: Partial<ControllerPlanInput>; moveGateway: boolean; enableInBase: string[]; enableInRoot: string[]; missing: Array<[string, ControllerProblemCode, RegExp?]> }> = [
-    { name: "delegated unit, gateway alone: move it to the leaf, enable both levels", over: {}, moveGateway: true, enableInBase: ["memory", "pids"], enableInRoot: ["memory", "pids"], missing: [] },
-    { name: "already enabled for the leases: nothing to do", over: { baseEnabled: new Set(["memory", "pids"]), rootEnabled: new Set(["memory", "pids"]) }, moveGateway: false, enableInBase: [], enableInRoot: [], missing: [] },
-    { name: "enabled in base only: enable in proclease/, no move", over: { baseEnabled: new Set(["memory", "pids"]), baseProcs: [] }, moveGateway: false, enableInBase: [], enableInRoot: ["memory", "pids"], missing: [] },
-    { name: "gateway already in its leaf (restart): no move, base empty", over: { selfInBase: false, baseProcs: [] }, moveGateway: false, enableInBase: ["memory", "pids"], enableInRoot: ["memory", "pids"], missing: [] },
+  const cases: Array<{
+    name: string;
+    over: Partial<ControllerPlanInput>;
+    moveGateway: boolean;
+    enableInBase: string[];
+    enableInRoot: string[];
+    missing: Array<[string, ControllerProblemCode, RegExp?]>;
+  }> = [
+    {
+      name: "delegated unit, gateway alone: move it to the leaf, enable both levels",
+      over: {},
+      moveGateway: true,
+      enableInBase: ["memory", "pids"],
+      enableInRoot: ["memory", "pids"],
+      missing: [],
+    },
+    {
+      name: "already enabled for the leases: nothing to do",
+      over: { baseEnabled: new Set(["memory", "pids"]), rootEnabled: new Set(["memory", "pids"]) },
+      moveGateway: false,
+      enableInBase: [],
+      enableInRoot: [],
+      missing: [],
+    },
+    {
+      name: "enabled in base only: enable in proclease/, no move",
+      over: { baseEnabled: new Set(["memory", "pids"]), baseProcs: [] },
+      moveGateway: false,
+      enableInBase: [],
+      enableInRoot: ["memory", "pids"],
+      missing: [],
+    },
+    {
+      name: "gateway already in its leaf (restart): no move, base empty",
+      over: { selfInBase: false, baseProcs: [] },
+      moveGateway: false,
+      enableInBase: ["memory", "pids"],
+      enableInRoot: ["memory", "pids"],
+      missing: [],
+    },
     {
       name: "other processes share the gateway's cgroup: refused with the rule named",
       over: { baseProcs: [100, 200, 201] },
       moveGateway: false,
       enableInBase: [],
       enableInRoot: [],
-      missing: [["memory", "base-not-empty", /\(pid 200, 201\)/], ["pids", "base-not-empty"]],
+      missing: [
+        ["memory", "base-not-empty", /\(pid 200, 201\)/],
+        ["pids", "base-not-empty"],
+      ],
     },
     {
       name: "moving the gateway not allowed",
@@ -172,15 +250,25 @@ describe("controller plan (no-internal-processes rule)", () => {
       moveGateway: false,
       enableInBase: [],
       enableInRoot: [],
-      missing: [["memory", "move-not-allowed"], ["pids", "move-not-allowed"]],
+      missing: [
+        ["memory", "move-not-allowed"],
+        ["pids", "move-not-allowed"],
+      ],
     },
     {
       name: "hybrid host: memory on v1, pids not delegated",
-      over: { baseAvailable: new Set(), hierarchyAvailable: new Set(["pids"]), v1Bound: new Map([["memory", "/sys/fs/cgroup/memory"]]) },
+      over: {
+        baseAvailable: new Set(),
+        hierarchyAvailable: new Set(["pids"]),
+        v1Bound: new Map([["memory", "/sys/fs/cgroup/memory"]]),
+      },
       moveGateway: false,
       enableInBase: [],
       enableInRoot: [],
-      missing: [["memory", "v1-hierarchy", /\/sys\/fs\/cgroup\/memory/], ["pids", "not-delegated", /Delegate=/]],
+      missing: [
+        ["memory", "v1-hierarchy", /\/sys\/fs\/cgroup\/memory/],
+        ["pids", "not-delegated", /Delegate=/],
+      ],
     },
     {
       name: "kernel without the controller",
@@ -196,7 +284,10 @@ describe("controller plan (no-internal-processes rule)", () => {
       moveGateway: false,
       enableInBase: [],
       enableInRoot: [],
-      missing: [["memory", "host-root"], ["pids", "host-root"]],
+      missing: [
+        ["memory", "host-root"],
+        ["pids", "host-root"],
+      ],
     },
     {
       name: "the real root with memory enabled: only proclease/ needs it",

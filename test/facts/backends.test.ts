@@ -109,7 +109,10 @@ describe.each(rows)("facts backend $name", (row) => {
     // `read` is a builtin: the shell itself blocks on stdin, with no grandchild to orphan
     const argv = ["-c", "read x", "name with space", "x\ty"];
     const value = "v=1 2\u00e9";
-    const child = spawnTracked(SH, argv, { env: { PATH: process.env.PATH, PROCLEASE_TEST_KEY: value }, stdio: ["pipe", "ignore", "inherit"] });
+    const child = spawnTracked(SH, argv, {
+      env: { PATH: process.env.PATH, PROCLEASE_TEST_KEY: value },
+      stdio: ["pipe", "ignore", "inherit"],
+    });
     await waitExec(child.pid, SH);
     expect(facts.backend).toBe(row.name);
     expect(facts.identityStrength).toBe(row.name === "ps" ? "coarse" : "exact");
@@ -133,7 +136,13 @@ describe.each(rows)("facts backend $name", (row) => {
 
     const d = await facts.inspect(child.pid, { envKeys: ["PROCLEASE_TEST_KEY", "PROCLEASE_MISSING"] });
     expect(d).not.toBeNull();
-    expect(d).toMatchObject({ pid: child.pid, ppid: process.pid, pgid: self.pgid, uid: process.getuid!(), startTime: p!.startTime });
+    expect(d).toMatchObject({
+      pid: child.pid,
+      ppid: process.pid,
+      pgid: self.pgid,
+      uid: process.getuid!(),
+      startTime: p!.startTime,
+    });
     expect(Object.keys(d!.env).sort()).toEqual(["PROCLEASE_MISSING", "PROCLEASE_TEST_KEY"]);
     if (row.deep) {
       expect(d!.argv).toEqual([SH, ...argv]);
@@ -163,7 +172,12 @@ describe.each(rows)("facts backend $name", (row) => {
       const s = await facts.snapshot();
       return s.processes.get(child.pid)?.state === "S" ? s : null;
     });
-    expect(snap.processes.get(child.pid)).toMatchObject({ pid: child.pid, ppid: process.pid, pgid: self.pgid, state: "S" });
+    expect(snap.processes.get(child.pid)).toMatchObject({
+      pid: child.pid,
+      ppid: process.pid,
+      pgid: self.pgid,
+      state: "S",
+    });
     const d = await facts.inspect(child.pid);
     expect(d).toMatchObject({ pid: child.pid, ppid: process.pid, state: "S" });
     if (row.deep) {
@@ -189,56 +203,80 @@ describe.each(rows)("facts backend $name", (row) => {
   });
 
   const zlTest = row.skip === null && zombieLeaderHelper.path !== null ? it : it.skip;
-  const zlTitle = (t: string) => (zombieLeaderHelper.path === null ? `${t} (skipped: ${zombieLeaderHelper.why})` : title(t));
-  zlTest(zlTitle("a leader in Z whose other thread runs on is alive: zombieLeader, and a signal to its pid ends it"), async () => {
-    const child = spawnTracked(zombieLeaderHelper.path!, []);
-    await printed(child, "ready"); // the main thread has exited
-    const p = await waitFor("the leader to read as Z", async () => {
-      const q = (await facts.snapshot()).processes.get(child.pid);
-      return q?.state === "Z" ? q : null;
-    });
-    expect(p).toMatchObject({ pid: child.pid, ppid: process.pid, state: "Z", zombieLeader: true, kernelThread: false });
-    const d = await facts.inspect(child.pid);
-    expect(d).toMatchObject({ pid: child.pid, state: "Z", zombieLeader: true, startTime: p.startTime });
-    if (row.deep) expect(d!.exePath).toBeNull(); // the leader's mm is gone: nothing is guessed
-    // it is a live process: a signal to the tgid reaches the thread that runs on
-    expect(isRunning(child)).toBe(true);
-    process.kill(child.pid, "SIGTERM");
-    await exited(child);
-    expect(child.signalCode).toBe("SIGTERM");
-    expect(await facts.inspect(child.pid)).toBeNull();
-  });
+  const zlTitle = (t: string) =>
+    zombieLeaderHelper.path === null ? `${t} (skipped: ${zombieLeaderHelper.why})` : title(t);
+  zlTest(
+    zlTitle("a leader in Z whose other thread runs on is alive: zombieLeader, and a signal to its pid ends it"),
+    async () => {
+      const child = spawnTracked(zombieLeaderHelper.path!, []);
+      await printed(child, "ready"); // the main thread has exited
+      const p = await waitFor("the leader to read as Z", async () => {
+        const q = (await facts.snapshot()).processes.get(child.pid);
+        return q?.state === "Z" ? q : null;
+      });
+      expect(p).toMatchObject({
+        pid: child.pid,
+        ppid: process.pid,
+        state: "Z",
+        zombieLeader: true,
+        kernelThread: false,
+      });
+      const d = await facts.inspect(child.pid);
+      expect(d).toMatchObject({ pid: child.pid, state: "Z", zombieLeader: true, startTime: p.startTime });
+      if (row.deep) expect(d!.exePath).toBeNull(); // the leader's mm is gone: nothing is guessed
+      // it is a live process: a signal to the tgid reaches the thread that runs on
+      expect(isRunning(child)).toBe(true);
+      process.kill(child.pid, "SIGTERM");
+      await exited(child);
+      expect(child.signalCode).toBe("SIGTERM");
+      expect(await facts.inspect(child.pid)).toBeNull();
+    },
+  );
 
-  test(title("a plain zombie is not a zombie leader; our own process is neither that nor a kernel thread"), async () => {
-    const parent = spawnTracked(SH, ["-c", "sleep 0.1 & exec sleep 30"]);
-    const zombie = await waitFor("a zombie child", async () => {
+  test(
+    title("a plain zombie is not a zombie leader; our own process is neither that nor a kernel thread"),
+    async () => {
+      const parent = spawnTracked(SH, ["-c", "sleep 0.1 & exec sleep 30"]);
+      const zombie = await waitFor("a zombie child", async () => {
+        const snap = await facts.snapshot();
+        return snap.childrenOf(parent.pid).find((c) => c.state === "Z") ?? null;
+      });
+      expect(zombie.zombieLeader).toBe(false);
+      expect((await facts.inspect(zombie.pid))!.zombieLeader).toBe(false);
       const snap = await facts.snapshot();
-      return snap.childrenOf(parent.pid).find((c) => c.state === "Z") ?? null;
-    });
-    expect(zombie.zombieLeader).toBe(false);
-    expect((await facts.inspect(zombie.pid))!.zombieLeader).toBe(false);
-    const snap = await facts.snapshot();
-    expect(snap.processes.get(process.pid)).toMatchObject({ kernelThread: false, zombieLeader: false });
-    expect((await facts.inspect(process.pid))!.kernelThread).toBe(false);
-  });
+      expect(snap.processes.get(process.pid)).toMatchObject({ kernelThread: false, zombieLeader: false });
+      expect((await facts.inspect(process.pid))!.kernelThread).toBe(false);
+    },
+  );
 
   const kthreadd = isLinux ? readStat2() : null;
   const ktTest = row.skip === null && kthreadd !== null ? it : it.skip;
-  ktTest(title(kthreadd === null ? "kernel threads (skipped: no kthreadd (pid 2) visible in this pid namespace)" : "kernel threads are marked: kthreadd (pid 2) and its children"), async () => {
-    const snap = await facts.snapshot();
-    expect(snap.processes.get(2)).toMatchObject({ pid: 2, kernelThread: true });
-    const kids = snap.childrenOf(2);
-    expect(kids.length).toBeGreaterThan(0);
-    for (const k of kids) expect(k.kernelThread, `pid ${k.pid}`).toBe(true);
-    expect(snap.processes.get(1)?.kernelThread ?? false).toBe(false);
-    expect((await facts.inspect(2))!.kernelThread).toBe(true);
-  });
+  ktTest(
+    title(
+      kthreadd === null
+        ? "kernel threads (skipped: no kthreadd (pid 2) visible in this pid namespace)"
+        : "kernel threads are marked: kthreadd (pid 2) and its children",
+    ),
+    async () => {
+      const snap = await facts.snapshot();
+      expect(snap.processes.get(2)).toMatchObject({ pid: 2, kernelThread: true });
+      const kids = snap.childrenOf(2);
+      expect(kids.length).toBeGreaterThan(0);
+      for (const k of kids) expect(k.kernelThread, `pid ${k.pid}`).toBe(true);
+      expect(snap.processes.get(1)?.kernelThread ?? false).toBe(false);
+      expect((await facts.inspect(2))!.kernelThread).toBe(true);
+    },
+  );
 
   const helperTest = (h: { path: string | null; why: string }) => (row.skip === null && h.path !== null ? it : it.skip);
-  const helperTitle = (h: { path: string | null; why: string }, t: string) => (h.path === null ? `${t} (skipped: ${h.why})` : title(t));
+  const helperTitle = (h: { path: string | null; why: string }, t: string) =>
+    h.path === null ? `${t} (skipped: ${h.why})` : title(t);
 
   helperTest(nondumpableHelper)(
-    helperTitle(nondumpableHelper, "a non-dumpable process (its /proc files owned by root): uid is its effective uid, realUid its real one"),
+    helperTitle(
+      nondumpableHelper,
+      "a non-dumpable process (its /proc files owned by root): uid is its effective uid, realUid its real one",
+    ),
     async () => {
       // As root the helper sets real and effective uid apart (which also
       // makes it non-dumpable); otherwise it only drops dumpability.
@@ -262,7 +300,11 @@ describe.each(rows)("facts backend $name", (row) => {
   );
 
   test(title("a thread id is not a process: inspect(tid) is null and no snapshot lists it"), async () => {
-    const tids = isLinux ? readdirSync(`/proc/${process.pid}/task`).map(Number).filter((t) => t !== process.pid) : [];
+    const tids = isLinux
+      ? readdirSync(`/proc/${process.pid}/task`)
+          .map(Number)
+          .filter((t) => t !== process.pid)
+      : [];
     if (tids.length === 0) {
       console.log(`[backends] ${row.name}: no thread ids to try on ${process.platform}`);
       expect(isLinux).toBe(false); // Node always runs libuv threads on Linux
@@ -276,11 +318,26 @@ describe.each(rows)("facts backend $name", (row) => {
   });
 
   helperTest(envexecHelper)(
-    helperTitle(envexecHelper, "a verbatim environment: duplicate keys (first wins), empty entries, no '='; argv with spaces"),
+    helperTitle(
+      envexecHelper,
+      "a verbatim environment: duplicate keys (first wins), empty entries, no '='; argv with spaces",
+    ),
     async () => {
-      const env = ["DUP=first", "", "DUP=second", "NOEQ", "=lead", "EMPTY=", "", `PATH=${process.env.PATH ?? ""}`, "LAST=a=b c"];
+      const env = [
+        "DUP=first",
+        "",
+        "DUP=second",
+        "NOEQ",
+        "=lead",
+        "EMPTY=",
+        "",
+        `PATH=${process.env.PATH ?? ""}`,
+        "LAST=a=b c",
+      ];
       const args = ["-c", "read x", "two  spaces", " lead", "trail ", ""];
-      const child = spawnTracked(envexecHelper.path!, [...env, "--", SH, ...args], { stdio: ["pipe", "ignore", "inherit"] });
+      const child = spawnTracked(envexecHelper.path!, [...env, "--", SH, ...args], {
+        stdio: ["pipe", "ignore", "inherit"],
+      });
       await waitExec(child.pid, SH);
       const keys = ["DUP", "EMPTY", "NOEQ", "LAST", "MISSING", "lead"];
       const d = await waitFor("the shell to block in read", async () => {
@@ -310,24 +367,27 @@ describe.each(rows)("facts backend $name", (row) => {
     expect(d!.exePath).toBe(row.deep ? `${exe} (deleted)` : null);
   });
 
-  helperTest(deepexecHelper)(helperTitle(deepexecHelper, "an exe path longer than a page (ENAMETOOLONG) is exePath null, never a throw"), async () => {
-    const deep = spawnDeepExe(deepexecHelper.path!);
-    try {
-      await waitExec(deep.child.pid, "./s");
-      const d = await facts.inspect(deep.child.pid, { envKeys: ["PATH"] });
-      expect(d).not.toBeNull();
-      expect(d!.exePath).toBeNull();
-      if (row.deep) {
-        expect(d!.argv).toEqual(["./s", "300"]);
-        expect(d!.envReadable).toBe(true);
+  helperTest(deepexecHelper)(
+    helperTitle(deepexecHelper, "an exe path longer than a page (ENAMETOOLONG) is exePath null, never a throw"),
+    async () => {
+      const deep = spawnDeepExe(deepexecHelper.path!);
+      try {
+        await waitExec(deep.child.pid, "./s");
+        const d = await facts.inspect(deep.child.pid, { envKeys: ["PATH"] });
+        expect(d).not.toBeNull();
+        expect(d!.exePath).toBeNull();
+        if (row.deep) {
+          expect(d!.argv).toEqual(["./s", "300"]);
+          expect(d!.envReadable).toBe(true);
+        }
+        expect((await facts.snapshot()).processes.get(deep.child.pid)?.pid).toBe(deep.child.pid);
+      } finally {
+        deep.child.kill("SIGKILL");
+        await exited(deep.child);
+        deep.cleanup();
       }
-      expect((await facts.snapshot()).processes.get(deep.child.pid)?.pid).toBe(deep.child.pid);
-    } finally {
-      deep.child.kill("SIGKILL");
-      await exited(deep.child);
-      deep.cleanup();
-    }
-  });
+    },
+  );
 
   test(title("processes exiting mid-snapshot never make it throw"), async () => {
     const churn = [0, 1].map(() => spawnGroup(SH, ["-c", "while :; do /bin/true; done"]));

@@ -9,11 +9,24 @@ import { buildSnapshot } from "../../src/facts/snapshot.js";
 import type { ProcessFacts } from "../../src/facts/types.js";
 import { once } from "node:events";
 import { readdirSync } from "node:fs";
-import { buildCHelper, killAll, printed, removeCHelpers, spawnDeepExe, spawnGroup, spawnTracked, waitFor } from "../fixtures/facts/procs.js";
+import {
+  buildCHelper,
+  killAll,
+  printed,
+  removeCHelpers,
+  spawnDeepExe,
+  spawnGroup,
+  spawnTracked,
+  waitFor,
+} from "../fixtures/facts/procs.js";
 
 const binding = loadNative();
 const skip =
-  process.platform !== "linux" ? `procfs needs Linux, this is ${process.platform}` : binding === null ? `native addon not loaded: ${loadError()}` : null;
+  process.platform !== "linux"
+    ? `procfs needs Linux, this is ${process.platform}`
+    : binding === null
+      ? `native addon not loaded: ${loadError()}`
+      : null;
 if (skip !== null) console.log(`[equivalence] skipping: ${skip}`);
 const d = skip === null ? describe : describe.skip;
 const suffix = skip === null ? "" : ` (skipped: ${skip})`;
@@ -31,7 +44,10 @@ d(`native equals procfs${suffix}`, () => {
     kids.push(spawnGroup("sleep", ["30"]).pid);
     const zparent = spawnTracked("sh", ["-c", "sleep 0.05 & exec sleep 30"]);
     kids.push(zparent.pid);
-    const z = await waitFor("a zombie", async () => (await procfs.snapshot()).childrenOf(zparent.pid).find((p) => p.state === "Z") ?? null);
+    const z = await waitFor(
+      "a zombie",
+      async () => (await procfs.snapshot()).childrenOf(zparent.pid).find((p) => p.state === "Z") ?? null,
+    );
     kids.push(z.pid);
     await waitFor("children settled", async () => {
       const s = await procfs.snapshot();
@@ -55,8 +71,21 @@ d(`native equals procfs${suffix}`, () => {
       // re-parenting) while the walks run: compare only those the native
       // walks saw unchanged on both sides of the procfs walk
       const pz = after.processes.get(pid);
-      if (pz === undefined || pz.startTime !== pa.startTime || pz.pgid !== pa.pgid || pz.sid !== pa.sid || pz.ppid !== pa.ppid) continue;
-      expect({ pid, ppid: pb.ppid, pgid: pb.pgid, sid: pb.sid, uid: pb.uid }).toEqual({ pid, ppid: pa.ppid, pgid: pa.pgid, sid: pa.sid, uid: pa.uid });
+      if (
+        pz === undefined ||
+        pz.startTime !== pa.startTime ||
+        pz.pgid !== pa.pgid ||
+        pz.sid !== pa.sid ||
+        pz.ppid !== pa.ppid
+      )
+        continue;
+      expect({ pid, ppid: pb.ppid, pgid: pb.pgid, sid: pb.sid, uid: pb.uid }).toEqual({
+        pid,
+        ppid: pa.ppid,
+        pgid: pa.pgid,
+        sid: pa.sid,
+        uid: pa.uid,
+      });
       compared.add(pid);
     }
     // ours are long-lived and keep their group, session and parent, so they are
@@ -80,7 +109,17 @@ d(`native equals procfs${suffix}`, () => {
       expect(pb).toMatchObject({ ppid: pa!.ppid, pgid: pa!.pgid, sid: pa!.sid, uid: pa!.uid });
     }
     // childrenOf / groupMembers go through the same index builder
-    expect(b.childrenOf(process.pid).map((p) => p.pid).sort()).toEqual(a.childrenOf(process.pid).map((p) => p.pid).sort());
+    expect(
+      b
+        .childrenOf(process.pid)
+        .map((p) => p.pid)
+        .sort(),
+    ).toEqual(
+      a
+        .childrenOf(process.pid)
+        .map((p) => p.pid)
+        .sort(),
+    );
   });
 
   it("the native indexes answer what buildSnapshot's would over the same records: get, childrenOf, groupMembers for every key", async () => {
@@ -96,8 +135,14 @@ d(`native equals procfs${suffix}`, () => {
       expect(a.processes.has(p.pid)).toBe(true);
     }
     for (const k of keys) {
-      expect(a.childrenOf(k).map((p) => p.pid), `childrenOf(${k})`).toEqual(b.childrenOf(k).map((p) => p.pid));
-      expect(a.groupMembers(k).map((p) => p.pid), `groupMembers(${k})`).toEqual(b.groupMembers(k).map((p) => p.pid));
+      expect(
+        a.childrenOf(k).map((p) => p.pid),
+        `childrenOf(${k})`,
+      ).toEqual(b.childrenOf(k).map((p) => p.pid));
+      expect(
+        a.groupMembers(k).map((p) => p.pid),
+        `groupMembers(${k})`,
+      ).toEqual(b.groupMembers(k).map((p) => p.pid));
       expect(a.processes.has(k)).toBe(b.processes.has(k));
     }
     for (const odd of [Number.NaN, 1.5, -7, Infinity]) {
@@ -109,13 +154,18 @@ d(`native equals procfs${suffix}`, () => {
   it("a non-dumpable process of another uid: both snapshots report its effective uid, as inspect does", async (ctx) => {
     const h = buildCHelper("nondumpable");
     if (h.path === null || process.geteuid!() !== 0) {
-      console.log(`[equivalence] non-dumpable uid skipped: ${h.path === null ? h.why : "needs root to run a process as uid 65534"}`);
+      console.log(
+        `[equivalence] non-dumpable uid skipped: ${h.path === null ? h.why : "needs root to run a process as uid 65534"}`,
+      );
       ctx.skip();
     }
     const nd = spawnTracked(h.path!, ["65533", "65534"]);
     await printed(nd, "ready");
     try {
-      const uids = [(await native.snapshot()).processes.get(nd.pid)?.uid, (await procfs.snapshot()).processes.get(nd.pid)?.uid];
+      const uids = [
+        (await native.snapshot()).processes.get(nd.pid)?.uid,
+        (await procfs.snapshot()).processes.get(nd.pid)?.uid,
+      ];
       expect(uids).toEqual([65534, 65534]);
       expect((await native.inspect(nd.pid))?.uid).toBe(65534);
     } finally {
@@ -137,7 +187,8 @@ d(`native equals procfs${suffix}`, () => {
     expect(b).toEqual(a);
     expect(b!.env).toEqual({ EQ_KEY: "a=b c", EMPTY: "", NOPE: null });
     // and for a zombie and for ourselves
-    for (const pid of [kids[3]!, kids[1]!]) expect(await procfs.inspect(pid, { envKeys: keys })).toEqual(await native.inspect(pid, { envKeys: keys }));
+    for (const pid of [kids[3]!, kids[1]!])
+      expect(await procfs.inspect(pid, { envKeys: keys })).toEqual(await native.inspect(pid, { envKeys: keys }));
     const selfA = await native.inspect(process.pid, { envKeys: ["PATH"] });
     const selfB = await procfs.inspect(process.pid, { envKeys: ["PATH"] });
     expect({ ...selfB, state: "" }).toEqual({ ...selfA, state: "" });
@@ -175,18 +226,26 @@ d(`native equals procfs${suffix}`, () => {
       const listed = await native.inspectMany(edge, { envKeys: keys, listed: true });
       for (const [i, pid] of edge.entries()) {
         const { realUid: _r, ...full } = (await native.inspect(pid, { envKeys: keys }))!;
-        expect({ ...listed[i], state: "" }, `listed ${pid}`).toEqual({ ...full, realUid: pid === zl.pid ? _r : undefined, state: "" });
+        expect({ ...listed[i], state: "" }, `listed ${pid}`).toEqual({
+          ...full,
+          realUid: pid === zl.pid ? _r : undefined,
+          state: "",
+        });
       }
       if (process.geteuid!() === 0) expect(listed[1]!.uid).toBe(65534);
       expect((await native.inspect(deep.child.pid))!.exePath).toBeNull();
       expect((await native.inspect(zl.pid))!.zombieLeader).toBe(true);
       expect(listed[2]!.zombieLeader).toBe(true);
-      const tid = readdirSync(`/proc/${process.pid}/task`).map(Number).find((t) => t !== process.pid)!;
+      const tid = readdirSync(`/proc/${process.pid}/task`)
+        .map(Number)
+        .find((t) => t !== process.pid)!;
       expect(await native.inspect(tid)).toBeNull();
       expect(await procfs.inspect(tid)).toBeNull();
     } finally {
       for (const c of [deep.child, nd, zl]) c.kill("SIGKILL");
-      await Promise.all([deep.child, nd, zl].map((c) => (c.exitCode === null && c.signalCode === null ? once(c, "exit") : null)));
+      await Promise.all(
+        [deep.child, nd, zl].map((c) => (c.exitCode === null && c.signalCode === null ? once(c, "exit") : null)),
+      );
       deep.cleanup();
     }
   });

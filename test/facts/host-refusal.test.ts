@@ -12,7 +12,14 @@ import { loadError, loadNative } from "../../src/facts/native.js";
 const DIST = fileURLToPath(new URL("../../dist/facts", import.meta.url));
 const SCRIPT = fileURLToPath(new URL("../fixtures/facts/no-descriptors.mjs", import.meta.url));
 const prlimit = spawnSync("prlimit", ["--version"], { encoding: "utf8" });
-const skip = process.platform !== "linux" ? `needs Linux, this is ${process.platform}` : loadNative() === null ? `native addon not loaded: ${loadError()}` : prlimit.status !== 0 ? "prlimit (util-linux) is not installed" : null;
+const skip =
+  process.platform !== "linux"
+    ? `needs Linux, this is ${process.platform}`
+    : loadNative() === null
+      ? `native addon not loaded: ${loadError()}`
+      : prlimit.status !== 0
+        ? "prlimit (util-linux) is not installed"
+        : null;
 if (skip !== null) console.log(`[host-refusal] skipped: ${skip}`);
 
 const target = spawn("sleep", ["60"], { stdio: "ignore" });
@@ -21,22 +28,28 @@ afterAll(() => {
 });
 
 describe("a read the host refuses (EMFILE) is not a gone process", () => {
-  it.skipIf(skip !== null)(`native and procfs fail naming the cause; none answers null${skip ? ` (skipped: ${skip})` : ""}`, () => {
-    const run = spawnSync("prlimit", ["--nofile=64", process.execPath, SCRIPT, DIST, String(target.pid)], { encoding: "utf8", timeout: 30_000 });
-    expect(run.status, run.stderr).toBe(0);
-    const out = JSON.parse(run.stdout) as Record<string, unknown> & { exhausted: string };
-    expect(out.exhausted).toBe("EMFILE"); // the premise: the limit was reached
-    const native = out.native as Record<string, { value?: unknown; error?: string; code?: string; message?: string }>;
-    for (const call of ["inspect", "inspectMany"]) {
-      expect(native[call], `native ${call}`).toMatchObject({ error: "FactsReadError", code: "EMFILE" });
-      expect(native[call]!.message).toMatch(/RLIMIT_NOFILE/);
-    }
-    expect(native.snapshot!.error, "native snapshot").toBe("Error");
-    expect(native.snapshot!.message).toMatch(/cannot list processes/);
-    const procfs = out.procfs as Record<string, { value?: unknown; error?: string; code?: string }>;
-    for (const call of ["inspect", "inspectMany", "snapshot"]) {
-      expect(procfs[call]!.value, `procfs ${call} must not answer`).toBeUndefined();
-      expect(procfs[call]!.code, `procfs ${call}`).toBe("EMFILE");
-    }
-  });
+  it.skipIf(skip !== null)(
+    `native and procfs fail naming the cause; none answers null${skip ? ` (skipped: ${skip})` : ""}`,
+    () => {
+      const run = spawnSync("prlimit", ["--nofile=64", process.execPath, SCRIPT, DIST, String(target.pid)], {
+        encoding: "utf8",
+        timeout: 30_000,
+      });
+      expect(run.status, run.stderr).toBe(0);
+      const out = JSON.parse(run.stdout) as Record<string, unknown> & { exhausted: string };
+      expect(out.exhausted).toBe("EMFILE"); // the premise: the limit was reached
+      const native = out.native as Record<string, { value?: unknown; error?: string; code?: string; message?: string }>;
+      for (const call of ["inspect", "inspectMany"]) {
+        expect(native[call], `native ${call}`).toMatchObject({ error: "FactsReadError", code: "EMFILE" });
+        expect(native[call]!.message).toMatch(/RLIMIT_NOFILE/);
+      }
+      expect(native.snapshot!.error, "native snapshot").toBe("Error");
+      expect(native.snapshot!.message).toMatch(/cannot list processes/);
+      const procfs = out.procfs as Record<string, { value?: unknown; error?: string; code?: string }>;
+      for (const call of ["inspect", "inspectMany", "snapshot"]) {
+        expect(procfs[call]!.value, `procfs ${call} must not answer`).toBeUndefined();
+        expect(procfs[call]!.code, `procfs ${call}`).toBe("EMFILE");
+      }
+    },
+  );
 });

@@ -24,7 +24,7 @@ describe("process identity is one value: pid and start time together", () => {
     expect(sameProcess({ pid: 42, startTime: "1" }, undefined)).toBe(false);
   });
 
-  it("compareIdentity answers three ways, so no caller rebuilds \"unknown\" from a boolean", () => {
+  it('compareIdentity answers three ways, so no caller rebuilds "unknown" from a boolean', () => {
     expect(compareIdentity({ pid: 42, startTime: "1234" }, { pid: 42, startTime: 1234n })).toBe("same");
     expect(compareIdentity({ pid: 42, startTime: "1234" }, { pid: 42, startTime: "1235" })).toBe("different");
     expect(compareIdentity({ pid: 42, startTime: "1234" }, { pid: 43, startTime: undefined })).toBe("different");
@@ -36,7 +36,17 @@ describe("process identity is one value: pid and start time together", () => {
   });
 
   it("a known start time is a decimal string (what every backend writes), nothing else", () => {
-    expect([isKnownStartTime("0"), isKnownStartTime("123456789012345678901"), isKnownStartTime(7n)]).toEqual([true, true, true]);
-    expect([isKnownStartTime(""), isKnownStartTime(undefined), isKnownStartTime(null), isKnownStartTime("12a"), isKnownStartTime("-1")]).toEqual([false, false, false, false, false]);
+    expect([isKnownStartTime("0"), isKnownStartTime("123456789012345678901"), isKnownStartTime(7n)]).toEqual([
+      true,
+      true,
+      true,
+    ]);
+    expect([
+      isKnownStartTime(""),
+      isKnownStartTime(undefined),
+      isKnownStartTime(null),
+      isKnownStartTime("12a"),
+      isKnownStartTime("-1"),
+    ]).toEqual([false, false, false, false, false]);
   });
 });

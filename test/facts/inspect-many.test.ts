@@ -16,8 +16,18 @@ import { killAll, spawnGroup, spawnTracked, waitFor } from "../fixtures/facts/pr
 const binding = loadNative();
 const hasPs = existsSync("/bin/ps") || existsSync("/usr/bin/ps");
 const rows: Array<{ name: string; make: () => ProcessFacts; skip: string | null; sample: number }> = [
-  { name: "native", make: () => createNativeFacts(binding!), skip: binding === null ? `native addon not loaded: ${loadError()}` : null, sample: Infinity },
-  { name: "procfs", make: () => createProcfsFacts(), skip: process.platform === "linux" ? null : `procfs needs Linux, this is ${process.platform}`, sample: Infinity },
+  {
+    name: "native",
+    make: () => createNativeFacts(binding!),
+    skip: binding === null ? `native addon not loaded: ${loadError()}` : null,
+    sample: Infinity,
+  },
+  {
+    name: "procfs",
+    make: () => createProcfsFacts(),
+    skip: process.platform === "linux" ? null : `procfs needs Linux, this is ${process.platform}`,
+    sample: Infinity,
+  },
   // every ps inspect is a fork and exec: a sample of the table is enough
   { name: "ps", make: () => createPsFacts(), skip: hasPs ? null : "no ps binary on this host", sample: 40 },
 ];
@@ -40,8 +50,13 @@ for (const row of rows) {
       const group = spawnGroup("sh", ["-c", "sleep 30 & sleep 30"]);
       // a child between fork and exec changes argv under the same start time: let ours settle first
       await waitFor("the test's children to exec sleep", async () => {
-        const members = (await createProcfsFacts().snapshot()).groupMembers(group.pid).map((p) => p.pid).filter((p) => p !== group.pid);
-        const argv0 = await Promise.all([one.pid, ...members].map(async (p) => (await createProcfsFacts().inspect(p))?.argv?.[0]));
+        const members = (await createProcfsFacts().snapshot())
+          .groupMembers(group.pid)
+          .map((p) => p.pid)
+          .filter((p) => p !== group.pid);
+        const argv0 = await Promise.all(
+          [one.pid, ...members].map(async (p) => (await createProcfsFacts().inspect(p))?.argv?.[0]),
+        );
         return members.length >= 1 && argv0.every((a) => a === "sleep");
       });
       const snap = await facts.snapshot();
@@ -75,7 +90,10 @@ for (const row of rows) {
           expect(listed[i], `pid ${pid}: gone before and after (listed)`).toBeNull();
         } else {
           expect(stable(many[i]!), `pid ${pid}`).toEqual(stable(b));
-          expect({ ...stable(listed[i]!), realUid: undefined }, `pid ${pid} (listed)`).toEqual({ ...stable(b), realUid: undefined });
+          expect({ ...stable(listed[i]!), realUid: undefined }, `pid ${pid} (listed)`).toEqual({
+            ...stable(b),
+            realUid: undefined,
+          });
         }
         compared++;
         if (ours.includes(pid)) oursCompared.add(pid);
@@ -136,18 +154,21 @@ describe("inspectMany, none backend", () => {
 });
 
 describe("inspectMany, native backend: the batch is one job off the main thread", () => {
-  it.skipIf(binding === null)(`a thousand pids resolve in one call and their reads leave the event loop free${binding === null ? ` (skipped: ${loadError()})` : ""}`, async () => {
-    const facts = createNativeFacts(binding!);
-    const pids = Array.from({ length: 1000 }, () => process.pid);
-    let ticks = 0;
-    const timer = setInterval(() => ticks++, 0);
-    try {
-      const out = await facts.inspectMany(pids, { envKeys: ["PATH"] });
-      expect(out.every((d) => d?.pid === process.pid && d.env.PATH === process.env.PATH)).toBe(true);
-    } finally {
-      clearInterval(timer);
-    }
-    // not a timing claim: the loop ran timers while the job was on the pool (a synchronous read of 1,000 would starve them)
-    expect(ticks).toBeGreaterThan(0);
-  });
+  it.skipIf(binding === null)(
+    `a thousand pids resolve in one call and their reads leave the event loop free${binding === null ? ` (skipped: ${loadError()})` : ""}`,
+    async () => {
+      const facts = createNativeFacts(binding!);
+      const pids = Array.from({ length: 1000 }, () => process.pid);
+      let ticks = 0;
+      const timer = setInterval(() => ticks++, 0);
+      try {
+        const out = await facts.inspectMany(pids, { envKeys: ["PATH"] });
+        expect(out.every((d) => d?.pid === process.pid && d.env.PATH === process.env.PATH)).toBe(true);
+      } finally {
+        clearInterval(timer);
+      }
+      // not a timing claim: the loop ran timers while the job was on the pool (a synchronous read of 1,000 would starve them)
+      expect(ticks).toBeGreaterThan(0);
+    },
+  );
 });

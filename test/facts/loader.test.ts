@@ -26,8 +26,12 @@ function runNode(script: string, env: Record<string, string | undefined>): Promi
   delete full.PROCLEASE_DISABLE_NATIVE;
   for (const [k, v] of Object.entries(env)) if (v !== undefined) full[k] = v;
   return new Promise((resolve) => {
-    execFile(process.execPath, ["--input-type=module", "-e", script, DIST_INDEX], { env: full, timeout: 20_000, encoding: "utf8" }, (err, stdout, stderr) =>
-      resolve({ code: err ? (typeof err.code === "number" ? err.code : -1) : 0, stdout, stderr }),
+    execFile(
+      process.execPath,
+      ["--input-type=module", "-e", script, DIST_INDEX],
+      { env: full, timeout: 20_000, encoding: "utf8" },
+      (err, stdout, stderr) =>
+        resolve({ code: err ? (typeof err.code === "number" ? err.code : -1) : 0, stdout, stderr }),
     );
   });
 }
@@ -98,7 +102,10 @@ describe("getProcessFacts in a fresh process (dist)", () => {
 describe("getProcessFacts in-process (src)", () => {
   const saved = { backend: process.env.PROCLEASE_BACKEND, disable: process.env.PROCLEASE_DISABLE_NATIVE };
   afterEach(() => {
-    for (const [k, v] of [["PROCLEASE_BACKEND", saved.backend], ["PROCLEASE_DISABLE_NATIVE", saved.disable]] as const) {
+    for (const [k, v] of [
+      ["PROCLEASE_BACKEND", saved.backend],
+      ["PROCLEASE_DISABLE_NATIVE", saved.disable],
+    ] as const) {
       if (v === undefined) delete process.env[k];
       else process.env[k] = v;
     }

@@ -39,7 +39,11 @@ async function spawned(child: ChildProcess): Promise<number> {
   return child.pid!;
 }
 
-async function waitFor<T>(what: string, probe: () => Promise<T | undefined> | T | undefined, timeoutMs = 10_000): Promise<T> {
+async function waitFor<T>(
+  what: string,
+  probe: () => Promise<T | undefined> | T | undefined,
+  timeoutMs = 10_000,
+): Promise<T> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     const v = await probe();
@@ -178,17 +182,34 @@ suite(suiteName, () => {
   });
 
   it("inspects one after another never carry a field over: each answers for its own process", async () => {
-    const rich = track(spawn("sleep", ["30"], { stdio: "ignore", env: { PATH: process.env.PATH, PROCLEASE_T1: "rich" } }));
+    const rich = track(
+      spawn("sleep", ["30"], { stdio: "ignore", env: { PATH: process.env.PATH, PROCLEASE_T1: "rich" } }),
+    );
     const bare = track(spawn("sleep", ["31"], { stdio: "ignore", env: { PATH: process.env.PATH } }));
     const [r, b] = await Promise.all([spawned(rich), spawned(bare)]);
     const keys = { envKeys: ["PROCLEASE_T1"] };
     // spawn resolves before exec: until then argv and environ are node's
-    for (const [pid, arg] of [[r, "30"], [b, "31"]] as const) {
-      await waitFor(`pid ${pid} to exec sleep`, async () => ((await facts.inspect(pid))?.argv?.[1] === arg ? true : undefined));
+    for (const [pid, arg] of [
+      [r, "30"],
+      [b, "31"],
+    ] as const) {
+      await waitFor(`pid ${pid} to exec sleep`, async () =>
+        (await facts.inspect(pid))?.argv?.[1] === arg ? true : undefined,
+      );
     }
     for (let i = 0; i < 3; i++) {
-      expect((await facts.inspect(r, keys))!).toMatchObject({ pid: r, argv: ["sleep", "30"], env: { PROCLEASE_T1: "rich" }, envReadable: true });
-      expect((await facts.inspect(b, keys))!).toMatchObject({ pid: b, argv: ["sleep", "31"], env: { PROCLEASE_T1: null }, envReadable: true });
+      expect((await facts.inspect(r, keys))!).toMatchObject({
+        pid: r,
+        argv: ["sleep", "30"],
+        env: { PROCLEASE_T1: "rich" },
+        envReadable: true,
+      });
+      expect((await facts.inspect(b, keys))!).toMatchObject({
+        pid: b,
+        argv: ["sleep", "31"],
+        env: { PROCLEASE_T1: null },
+        envReadable: true,
+      });
       // a pid no process can have (pid_max is at most 2^22, so the highest pid is 2^22 - 1): nothing of the last answer remains
       expect(await facts.inspect(4_194_304, keys)).toBeNull();
     }
@@ -243,7 +264,11 @@ suite(suiteName, () => {
     );
     const pgid = await spawned(group);
     groups.push(pgid);
-    await waitFor("300 sleepers", async () => ((await facts.snapshot()).groupMembers(pgid).length >= 301 ? true : undefined), 20_000);
+    await waitFor(
+      "300 sleepers",
+      async () => ((await facts.snapshot()).groupMembers(pgid).length >= 301 ? true : undefined),
+      20_000,
+    );
 
     // 1. The synchronous part of binding.snapshot() (queueing the worker) is a
     //    small fraction of the walk it starts.
@@ -257,7 +282,9 @@ suite(suiteName, () => {
       totalMs.push(performance.now() - t0);
     }
     const med = (xs: number[]) => [...xs].sort((a, b) => a - b)[xs.length >> 1]!;
-    console.log(`[native.test] snapshot: sync part ${med(syncMs).toFixed(3)} ms of ${med(totalMs).toFixed(3)} ms total (median)`);
+    console.log(
+      `[native.test] snapshot: sync part ${med(syncMs).toFixed(3)} ms of ${med(totalMs).toFixed(3)} ms total (median)`,
+    );
     expect(med(syncMs) / med(totalMs)).toBeLessThan(0.1);
 
     // 2. A 1 ms interval keeps firing while snapshots run back to back.
@@ -278,7 +305,9 @@ suite(suiteName, () => {
     }
     clearInterval(timer);
     const perWalk = (performance.now() - t0) / walks;
-    console.log(`[native.test] ${walks} snapshots, ${ticks} ticks, max gap ${maxGap.toFixed(2)} ms, ${perWalk.toFixed(2)} ms per snapshot`);
+    console.log(
+      `[native.test] ${walks} snapshots, ${ticks} ticks, max gap ${maxGap.toFixed(2)} ms, ${perWalk.toFixed(2)} ms per snapshot`,
+    );
     // counted, not timed: a walk that held the loop would let no tick fire
     // between snapshots; how long the main thread is held is measured in
     // bench/facts.bench.mjs (CPU time beside the C floor), never here
@@ -286,7 +315,9 @@ suite(suiteName, () => {
 
     process.kill(-pgid, "SIGKILL");
     await exited(group);
-    await waitFor("sleepers gone", async () => ((await facts.snapshot()).groupMembers(pgid).every((p) => p.state === "Z") ? true : undefined));
+    await waitFor("sleepers gone", async () =>
+      (await facts.snapshot()).groupMembers(pgid).every((p) => p.state === "Z") ? true : undefined,
+    );
   });
 
   it("as another user: exe and environment are unreadable (null / envReadable false), argv still read", async (ctx) => {
@@ -299,7 +330,13 @@ suite(suiteName, () => {
     const script =
       `const s = new Float64Array(${DETAIL_SLOTS + 1}); const t = require(${JSON.stringify(copy.paths[0])}).inspect(${pid}, "PATH", s);` +
       `process.stdout.write(JSON.stringify({ slots: [...s], text: t }))`;
-    const run = spawnSync(process.execPath, ["-e", script], { uid: 65534, gid: 65534, cwd: copy.dir, encoding: "utf8", timeout: 15_000 });
+    const run = spawnSync(process.execPath, ["-e", script], {
+      uid: 65534,
+      gid: 65534,
+      cwd: copy.dir,
+      encoding: "utf8",
+      timeout: 15_000,
+    });
     expect(run.status, `${run.error?.message ?? ""} ${run.stderr}`).toBe(0);
     // the raw packing (native-binding.ts SLOT): numbers, then the text of exe, argv and present env values
     const { slots: d, text } = JSON.parse(run.stdout) as { slots: number[]; text: string };
@@ -318,7 +355,16 @@ suite(suiteName, () => {
       },
     };
     const d = await createNativeFacts(stub).inspect(7, { envKeys: ["A", "B"] });
-    expect(d).toMatchObject({ startTime: "5", state: "S", env: { A: null, B: null }, envReadable: false, exePath: null, argv: null, zombieLeader: true, kernelThread: false });
+    expect(d).toMatchObject({
+      startTime: "5",
+      state: "S",
+      env: { A: null, B: null },
+      envReadable: false,
+      exePath: null,
+      argv: null,
+      zombieLeader: true,
+      kernelThread: false,
+    });
     expect(d).not.toHaveProperty("realUid"); // -1: status unread, so no claim
   });
 
@@ -346,7 +392,8 @@ suite(suiteName, () => {
       const [pid, ppid, pgid, sid] = line.trim().split(/\s+/).map(Number);
       const p = snap.processes.get(pid!);
       const q = after.processes.get(pid!);
-      if (!p || !q || q.startTime !== p.startTime || q.ppid !== p.ppid || q.pgid !== p.pgid || q.sid !== p.sid) continue;
+      if (!p || !q || q.startTime !== p.startTime || q.ppid !== p.ppid || q.pgid !== p.pgid || q.sid !== p.sid)
+        continue;
       expect([p.ppid, p.pgid, p.sid]).toEqual([ppid, pgid, sid]);
       compared++;
     }

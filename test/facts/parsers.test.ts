@@ -2,7 +2,15 @@ import { mkdir, mkdtemp, rm, symlink, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
-import { createProcfsFacts, hidepidOf, parseCmdline, parseEnviron, parseStat, parseStatus, procMountOptions } from "../../src/facts/procfs.js";
+import {
+  createProcfsFacts,
+  hidepidOf,
+  parseCmdline,
+  parseEnviron,
+  parseStat,
+  parseStatus,
+  procMountOptions,
+} from "../../src/facts/procfs.js";
 import { createPsFacts, parseLstart, parsePsLine, parsePsOutput, psColumns } from "../../src/facts/ps.js";
 import { buildSnapshot } from "../../src/facts/snapshot.js";
 import type { ProcessInfo } from "../../src/facts/types.js";
@@ -30,7 +38,12 @@ function status(o: { tgid: number; pid: number; uid?: string; threads?: number }
 
 describe("parseStatus", () => {
   it("reads Tgid, real and effective uid, and Threads", () => {
-    expect(parseStatus(status({ tgid: 10, pid: 12, uid: "1000\t0\t0\t0", threads: 3 }))).toEqual({ tgid: 10, realUid: 1000, effectiveUid: 0, threads: 3 });
+    expect(parseStatus(status({ tgid: 10, pid: 12, uid: "1000\t0\t0\t0", threads: 3 }))).toEqual({
+      tgid: 10,
+      realUid: 1000,
+      effectiveUid: 0,
+      threads: 3,
+    });
   });
   it("leaves out what is missing or malformed", () => {
     expect(parseStatus("Name:\tx\nUid:\t1\t2\nTgid:\tabc\n")).toEqual({});
@@ -39,8 +52,33 @@ describe("parseStatus", () => {
 });
 
 /** A stat line as the kernel writes it: fields 3..22 then a tail. */
-function statLine(pid: number, comm: string, o: { state?: string; ppid?: number; pgid?: number; sid?: number; start?: string; flags?: number } = {}): string {
-  const f = [o.state ?? "S", o.ppid ?? 1, o.pgid ?? pid, o.sid ?? pid, 34816, pid, o.flags ?? 4194560, 100, 0, 0, 0, 1, 2, 0, 0, 20, 0, 1, 0, o.start ?? "123456"];
+function statLine(
+  pid: number,
+  comm: string,
+  o: { state?: string; ppid?: number; pgid?: number; sid?: number; start?: string; flags?: number } = {},
+): string {
+  const f = [
+    o.state ?? "S",
+    o.ppid ?? 1,
+    o.pgid ?? pid,
+    o.sid ?? pid,
+    34816,
+    pid,
+    o.flags ?? 4194560,
+    100,
+    0,
+    0,
+    0,
+    1,
+    2,
+    0,
+    0,
+    20,
+    0,
+    1,
+    0,
+    o.start ?? "123456",
+  ];
   return `${pid} (${comm}) ${f.join(" ")} 1000 2000 18446744073709551615 1 1 0 0 0 0 0 0 0 0 0 0 17 1 0 0 0 0 0\n`;
 }
 
@@ -57,7 +95,16 @@ describe("parseStat", () => {
   ];
   it.each(cases)("comm %s is delimited by the last ')'", (_name, comm) => {
     const p = parseStat(statLine(4242, comm, { ppid: 7, pgid: 8, sid: 9, state: "Z", start: "987654321" }));
-    expect(p).toEqual({ pid: 4242, comm, state: "Z", ppid: 7, pgid: 8, sid: 9, flags: 4194560, startTime: "987654321" });
+    expect(p).toEqual({
+      pid: 4242,
+      comm,
+      state: "Z",
+      ppid: 7,
+      pgid: 8,
+      sid: 9,
+      flags: 4194560,
+      startTime: "987654321",
+    });
   });
 
   it("keeps start times above 2^53 exact as strings", () => {
@@ -69,7 +116,11 @@ describe("parseStat", () => {
   });
 
   it("parses ppid 0 (init, kthreadd)", () => {
-    expect(parseStat(statLine(2, "kthreadd", { ppid: 0, pgid: 0, sid: 0 }))).toMatchObject({ ppid: 0, pgid: 0, sid: 0 });
+    expect(parseStat(statLine(2, "kthreadd", { ppid: 0, pgid: 0, sid: 0 }))).toMatchObject({
+      ppid: 0,
+      pgid: 0,
+      sid: 0,
+    });
   });
 
   const full = statLine(77, "ok");
@@ -109,7 +160,13 @@ describe("parseCmdline", () => {
 describe("parseEnviron", () => {
   const env = Buffer.from("A=1\0B=x=y\0EMPTY=\0NOEQ\0A=second\0LAST=z");
   it("returns only requested keys, first occurrence, values may hold '='", () => {
-    expect(parseEnviron(env, ["A", "B", "EMPTY", "LAST", "MISSING"])).toEqual({ A: "1", B: "x=y", EMPTY: "", LAST: "z", MISSING: null });
+    expect(parseEnviron(env, ["A", "B", "EMPTY", "LAST", "MISSING"])).toEqual({
+      A: "1",
+      B: "x=y",
+      EMPTY: "",
+      LAST: "z",
+      MISSING: null,
+    });
   });
   it("never returns keys that were not asked for", () => {
     expect(Object.keys(parseEnviron(env, ["B"]))).toEqual(["B"]);
@@ -141,7 +198,9 @@ describe("proc mount options", () => {
 
 describe("ps parsing", () => {
   it("lstart → epoch seconds (UTC), day may be space-padded", () => {
-    expect(parseLstart(["Mon", "Nov", "30", "04:24:50", "2026"])).toBe(String(Date.UTC(2026, 10, 30, 4, 24, 50) / 1000));
+    expect(parseLstart(["Mon", "Nov", "30", "04:24:50", "2026"])).toBe(
+      String(Date.UTC(2026, 10, 30, 4, 24, 50) / 1000),
+    );
     expect(parseLstart("Tue Mar  3 00:00:01 2026".split(/\s+/))).toBe(String(Date.UTC(2026, 2, 3, 0, 0, 1) / 1000));
   });
   it.each([
@@ -162,12 +221,24 @@ describe("ps parsing", () => {
 
   it("parses a procps line", () => {
     expect(parsePsLine("  412     1   412   412  1000 Ss+  Mon Nov 30 04:24:50 2026", true)).toEqual({
-      pid: 412, ppid: 1, pgid: 412, sid: 412, uid: 1000, state: "S", startTime: String(Date.UTC(2026, 10, 30, 4, 24, 50) / 1000),
-      kernelThread: false, zombieLeader: false,
+      pid: 412,
+      ppid: 1,
+      pgid: 412,
+      sid: 412,
+      uid: 1000,
+      state: "S",
+      startTime: String(Date.UTC(2026, 10, 30, 4, 24, 50) / 1000),
+      kernelThread: false,
+      zombieLeader: false,
     });
   });
   it("parses a macOS line (no sid → -1, unknown)", () => {
-    expect(parsePsLine("  412     1   412   501 Z    Mon Nov  2 04:24:50 2026", false)).toMatchObject({ pid: 412, sid: -1, uid: 501, state: "Z" });
+    expect(parsePsLine("  412     1   412   501 Z    Mon Nov  2 04:24:50 2026", false)).toMatchObject({
+      pid: 412,
+      sid: -1,
+      uid: 501,
+      state: "Z",
+    });
   });
   it.each([
     ["too few columns", "412 1 412 412 S Mon Nov 30 04:24:50 2026"],
@@ -179,7 +250,8 @@ describe("ps parsing", () => {
     expect(parsePsLine(line, true)).toBeNull();
   });
   it("output: blank lines and pid 0 (macOS kernel_task) skipped", () => {
-    const out = "\n  0 0 0 0 0 Ss Mon Nov 30 04:24:12 2026\n  1 0 1 1 0 Ss Mon Nov 30 04:24:12 2026\n\n  2 0 0 0 0 S Mon Nov 30 04:24:12 2026\n";
+    const out =
+      "\n  0 0 0 0 0 Ss Mon Nov 30 04:24:12 2026\n  1 0 1 1 0 Ss Mon Nov 30 04:24:12 2026\n\n  2 0 0 0 0 S Mon Nov 30 04:24:12 2026\n";
     expect(parsePsOutput(out, true).map((p) => p.pid)).toEqual([1, 2]);
   });
   it("Linux: kthreadd and its children are kernel threads; 'Z…l' is a zombie leader; dead ('X') rows are gone", () => {
@@ -198,7 +270,9 @@ describe("ps parsing", () => {
       [51, false, false],
     ]);
     // elsewhere ps says nothing about either: false, not guessed from Linux numbering
-    expect(parsePsOutput(out, true, false).every((p) => p.kernelThread === false && p.zombieLeader === false)).toBe(true);
+    expect(parsePsOutput(out, true, false).every((p) => p.kernelThread === false && p.zombieLeader === false)).toBe(
+      true,
+    );
   });
   it("output: a line that cannot be parsed throws instead of silently dropping a process", () => {
     const out = "  1 0 1 1 0 Ss Mon Nov 30 04:24:12 2026\ngarbage\n  2 0 0 0 0 S Mon Nov 30 04:24:12 2026\n";
@@ -214,28 +288,56 @@ describe("procfs over a fixture /proc tree (unreadable and odd entries)", () => 
       for (const [f, v] of Object.entries(files)) await writeFile(join(root, String(pid), f), v);
       for (const [f, v] of Object.entries(links)) await symlink(v, join(root, String(pid), f));
     };
-    await proc(100, { stat: statLine(100, "x) (y", { ppid: 1, pgid: 100, sid: 100, start: "5000" }), cmdline: "/opt/x) (y\0--flag\0" }, { exe: "/opt/x) (y (deleted)" });
-    await proc(200, { stat: statLine(200, "ok", { ppid: 100, pgid: 100, sid: 100, start: "6000" }), cmdline: "", environ: "K=v\0" });
+    await proc(
+      100,
+      {
+        stat: statLine(100, "x) (y", { ppid: 1, pgid: 100, sid: 100, start: "5000" }),
+        cmdline: "/opt/x) (y\0--flag\0",
+      },
+      { exe: "/opt/x) (y (deleted)" },
+    );
+    await proc(200, {
+      stat: statLine(200, "ok", { ppid: 100, pgid: 100, sid: 100, start: "6000" }),
+      cmdline: "",
+      environ: "K=v\0",
+    });
     await proc(300, { stat: "300 (trunc) S 1 3" }); // half-written: skipped, never half-true
     // a dead task under fork churn: ppid 0, pgid -1, sid -1 (seen on real walks)
     await proc(400, { stat: statLine(400, "dying", { state: "X", ppid: 0, pgid: -1, sid: -1, start: "7000" }) });
     // a thread: /proc/TID answers, but its Tgid is another pid
-    await proc(501, { stat: statLine(501, "worker", { ppid: 1, pgid: 500, sid: 500 }), status: status({ tgid: 500, pid: 501 }), cmdline: "w\0" });
+    await proc(501, {
+      stat: statLine(501, "worker", { ppid: 1, pgid: 500, sid: 500 }),
+      status: status({ tgid: 500, pid: 501 }),
+      cmdline: "w\0",
+    });
     // a zombie leader with a live thread, and a non-dumpable process (real uid 7, effective 8)
     await proc(600, { stat: statLine(600, "zl", { state: "Z" }), status: status({ tgid: 600, pid: 600, threads: 2 }) });
     // its threads: the leader (Z) and one that runs on (S, no PF_EXITING): a live process
-    for (const [tid, state] of [[600, "Z"], [6001, "S"]] as const) {
+    for (const [tid, state] of [
+      [600, "Z"],
+      [6001, "S"],
+    ] as const) {
       await mkdir(join(root, "600", "task", String(tid)), { recursive: true });
       await writeFile(join(root, "600", "task", String(tid), "stat"), statLine(tid, "zl", { state }));
     }
     // a dying multi-threaded process: "Threads: 2", but its other thread is inside exit(2) too (PF_EXITING)
-    await proc(602, { stat: statLine(602, "dying", { state: "Z" }), status: status({ tgid: 602, pid: 602, threads: 2 }) });
-    for (const [tid, state, flags] of [[602, "Z", 4194564], [6021, "R", 4194564]] as const) {
+    await proc(602, {
+      stat: statLine(602, "dying", { state: "Z" }),
+      status: status({ tgid: 602, pid: 602, threads: 2 }),
+    });
+    for (const [tid, state, flags] of [
+      [602, "Z", 4194564],
+      [6021, "R", 4194564],
+    ] as const) {
       await mkdir(join(root, "602", "task", String(tid)), { recursive: true });
       await writeFile(join(root, "602", "task", String(tid), "stat"), statLine(tid, "dying", { state, flags }));
     }
     await proc(601, { stat: statLine(601, "z", { state: "Z" }), status: status({ tgid: 601, pid: 601, threads: 1 }) });
-    await proc(700, { stat: statLine(700, "nd"), status: status({ tgid: 700, pid: 700, uid: "7\t8\t8\t8" }), cmdline: "nd\0" });
+    await proc(700, {
+      stat: statLine(700, "nd"),
+      status: status({ tgid: 700, pid: 700, uid: "7\t8\t8\t8" }),
+      cmdline: "nd\0",
+    });
     // a kernel thread
     await proc(800, { stat: statLine(800, "kworker/0:1", { ppid: 2, pgid: 0, sid: 0, flags: 0x00208040 }) });
     await mkdir(join(root, "self", "ns"), { recursive: true });
@@ -262,7 +364,14 @@ describe("procfs over a fixture /proc tree (unreadable and odd entries)", () => 
       expect(snap.groupMembers(-1)).toEqual([]);
       expect(snap.childrenOf(100).map((p) => p.pid)).toEqual([200]);
       expect(snap.groupMembers(100).map((p) => p.pid)).toEqual([100, 200]);
-      expect(snap.processes.get(100)).toMatchObject({ ppid: 1, pgid: 100, sid: 100, state: "S", startTime: "5000", uid: process.getuid!() });
+      expect(snap.processes.get(100)).toMatchObject({
+        ppid: 1,
+        pgid: 100,
+        sid: 100,
+        state: "S",
+        startTime: "5000",
+        uid: process.getuid!(),
+      });
     } finally {
       await rm(root, { recursive: true, force: true });
     }
@@ -300,7 +409,15 @@ describe("procfs over a fixture /proc tree (unreadable and odd entries)", () => 
 });
 
 describe("buildSnapshot (every backend's index)", () => {
-  const info = (pid: number, ppid: number, pgid: number, state = "S"): ProcessInfo => ({ pid, ppid, pgid, sid: pgid, uid: 0, state, startTime: "1" });
+  const info = (pid: number, ppid: number, pgid: number, state = "S"): ProcessInfo => ({
+    pid,
+    ppid,
+    pgid,
+    sid: pgid,
+    uid: 0,
+    state,
+    startTime: "1",
+  });
   it("drops dead ('X') records and never indexes a ppid or pgid of -1", () => {
     const snap = buildSnapshot(0, [info(10, 1, 10), info(11, 0, -1, "X"), info(12, -1, -1), info(13, 10, 10, "Z")]);
     expect([...snap.processes.keys()]).toEqual([10, 12, 13]);
@@ -329,11 +446,16 @@ describe("ps backend over a ps that misbehaves (fail closed: an unreadable table
     await expect(facts.snapshot()).rejects.toThrow(/no processes/);
   });
   it("a garbled row rejects the snapshot", async () => {
-    const facts = createPsFacts({ bin: await fakePs("echo '  1 0 1 1 0 Ss Mon Nov 30 04:24:12 2026'; echo 'ps: warning: something'"), platform: "linux" });
+    const facts = createPsFacts({
+      bin: await fakePs("echo '  1 0 1 1 0 Ss Mon Nov 30 04:24:12 2026'; echo 'ps: warning: something'"),
+      platform: "linux",
+    });
     await expect(facts.snapshot()).rejects.toThrow(/could not be parsed/);
   });
   it("inspect: exit 1 without the row is 'gone' (null); exit 0 without the row is an error", async () => {
     expect(await createPsFacts({ bin: await fakePs("exit 1"), platform: "linux" }).inspect(4242)).toBeNull();
-    await expect(createPsFacts({ bin: await fakePs("exit 0"), platform: "linux" }).inspect(4242)).rejects.toThrow(/no row/);
+    await expect(createPsFacts({ bin: await fakePs("exit 0"), platform: "linux" }).inspect(4242)).rejects.toThrow(
+      /no row/,
+    );
   });
 });

@@ -24,7 +24,18 @@ function buildHarness(): { path: string | null; why: string } {
   const out = join(dir, "procargs-harness");
   const r = spawnSync(
     cxx,
-    ["-std=c++17", "-Wall", "-Wextra", "-Werror", "-fno-exceptions", "-O1", "-o", out, here("../fixtures/native/procargs-harness.cc"), here("../../native/procargs.cc")],
+    [
+      "-std=c++17",
+      "-Wall",
+      "-Wextra",
+      "-Werror",
+      "-fno-exceptions",
+      "-O1",
+      "-o",
+      out,
+      here("../fixtures/native/procargs-harness.cc"),
+      here("../../native/procargs.cc"),
+    ],
     { encoding: "utf8" },
   );
   if (r.status !== 0) throw new Error(`the procargs harness does not compile:\n${r.stderr}`);
@@ -60,7 +71,10 @@ const str = (s: string) => Buffer.concat([Buffer.from(s, "utf8"), nul]);
  * space used is a multiple of the word; argv; env; padded again; the apple
  * strings; padded again. sysctl_procargsx then strips "executable_path=".
  */
-function stringArea(o: { path: string; argv: string[]; env: string[]; apple: string[] }): { area: Buffer; argvEnd: number } {
+function stringArea(o: { path: string; argv: string[]; env: string[]; apple: string[] }): {
+  area: Buffer;
+  argvEnd: number;
+} {
   const parts: Buffer[] = [];
   let used = 0;
   const add = (b: Buffer) => {
@@ -97,7 +111,14 @@ function omitEnv(area: Buffer, argc: number): Buffer {
   return area.subarray(0, size);
 }
 
-function procargs2(o: { path: string; argv: string[]; env?: string[]; apple?: string[]; argc?: number; restricted?: boolean }): Buffer {
+function procargs2(o: {
+  path: string;
+  argv: string[];
+  env?: string[];
+  apple?: string[];
+  argc?: number;
+  restricted?: boolean;
+}): Buffer {
   const { area } = stringArea({ path: o.path, argv: o.argv, env: o.env ?? [], apple: o.apple ?? APPLE });
   const argc = Buffer.alloc(4);
   argc.writeInt32LE(o.argc ?? o.argv.length);
@@ -105,18 +126,31 @@ function procargs2(o: { path: string; argv: string[]; env?: string[]; apple?: st
 }
 
 // what a recent macOS appends after the environment
-const APPLE = ["ptr_munge=", "main_stack=", "executable_file=0x1a01000009,0x5a4f3", "dyld_file=0x1a01000009,0xfffffff0", "th_port=0x103"];
+const APPLE = [
+  "ptr_munge=",
+  "main_stack=",
+  "executable_file=0x1a01000009,0x5a4f3",
+  "dyld_file=0x1a01000009,0xfffffff0",
+  "th_port=0x103",
+];
 const PATH = "/bin/sleep"; // 10 bytes + NUL: 5 padding NULs before argv
 
 d(`KERN_PROCARGS2 parser on xnu-shaped buffers${suffix}`, () => {
   it("normal: argv exact, requested keys only, first occurrence wins, kernel strings after the environment ignored", () => {
-    const buf = procargs2({ path: PATH, argv: ["sleep", "30", "with space"], env: ["A=1", "KEY=v=x", "KEY=second", "OPENCLAW_ACPX_LEASE_ID=L1"] });
+    const buf = procargs2({
+      path: PATH,
+      argv: ["sleep", "30", "with space"],
+      env: ["A=1", "KEY=v=x", "KEY=second", "OPENCLAW_ACPX_LEASE_ID=L1"],
+    });
     const p = parse(buf, ["KEY", "OPENCLAW_ACPX_LEASE_ID", "ABSENT"]);
     expect(p).toEqual({
       hasArgv: true,
       argv: ["sleep", "30", "with space"],
       envReadable: true,
-      env: [["KEY", "v=x"], ["OPENCLAW_ACPX_LEASE_ID", "L1"]],
+      env: [
+        ["KEY", "v=x"],
+        ["OPENCLAW_ACPX_LEASE_ID", "L1"],
+      ],
     });
   });
 
@@ -124,10 +158,20 @@ d(`KERN_PROCARGS2 parser on xnu-shaped buffers${suffix}`, () => {
     const full = procargs2({ path: PATH, argv: ["sleep", "30"], env: ["OPENCLAW_ACPX_LEASE_ID=L1"] });
     const cut = procargs2({ path: PATH, argv: ["sleep", "30"], env: ["OPENCLAW_ACPX_LEASE_ID=L1"], restricted: true });
     expect(cut.length).toBeLessThan(full.length);
-    expect(parse(cut, ["OPENCLAW_ACPX_LEASE_ID"])).toEqual({ hasArgv: true, argv: ["sleep", "30"], envReadable: false, env: [] });
+    expect(parse(cut, ["OPENCLAW_ACPX_LEASE_ID"])).toEqual({
+      hasArgv: true,
+      argv: ["sleep", "30"],
+      envReadable: false,
+      env: [],
+    });
     // and with no environment at all the normal answer still carries the kernel's strings: readable, absent
     const empty = procargs2({ path: PATH, argv: ["sleep"], env: [] });
-    expect(parse(empty, ["OPENCLAW_ACPX_LEASE_ID"])).toEqual({ hasArgv: true, argv: ["sleep"], envReadable: true, env: [] });
+    expect(parse(empty, ["OPENCLAW_ACPX_LEASE_ID"])).toEqual({
+      hasArgv: true,
+      argv: ["sleep"],
+      envReadable: true,
+      env: [],
+    });
   });
 
   it("empty argv[0] is an argument, not padding (argv starts at 4 + roundup(len(path) + 1, 8))", () => {
@@ -135,14 +179,22 @@ d(`KERN_PROCARGS2 parser on xnu-shaped buffers${suffix}`, () => {
     expect(parse(buf, ["K"])).toEqual({ hasArgv: true, argv: ["", "x", ""], envReadable: true, env: [["K", "v"]] });
     // a path whose NUL ends exactly on a word boundary has no padding at all
     const path7 = "/a/b/cd";
-    expect(parse(procargs2({ path: path7, argv: ["", "y"], env: ["K=w"] }), ["K"])).toMatchObject({ argv: ["", "y"], env: [["K", "w"]] });
+    expect(parse(procargs2({ path: path7, argv: ["", "y"], env: ["K=w"] }), ["K"])).toMatchObject({
+      argv: ["", "y"],
+      env: [["K", "w"]],
+    });
   });
 
   it("empty argv[0] with the environment withheld: the kernel's cut runs one string long, still unreadable", () => {
     // xnu counts argv[0]'s NUL as path padding, so its cut keeps env[0] too
     const cut = procargs2({ path: PATH, argv: ["", "x"], env: ["OPENCLAW_ACPX_LEASE_ID=L1", "B=2"], restricted: true });
     expect(cut.toString("latin1")).toContain("OPENCLAW_ACPX_LEASE_ID=L1");
-    expect(parse(cut, ["OPENCLAW_ACPX_LEASE_ID"])).toEqual({ hasArgv: true, argv: ["", "x"], envReadable: false, env: [] });
+    expect(parse(cut, ["OPENCLAW_ACPX_LEASE_ID"])).toEqual({
+      hasArgv: true,
+      argv: ["", "x"],
+      envReadable: false,
+      env: [],
+    });
     // with no environment the overrun is a padding NUL: same answer
     const bare = procargs2({ path: PATH, argv: ["", "x"], env: [], restricted: true });
     expect(parse(bare, ["A"])).toEqual({ hasArgv: true, argv: ["", "x"], envReadable: false, env: [] });
@@ -178,7 +230,11 @@ d(`KERN_PROCARGS2 parser on xnu-shaped buffers${suffix}`, () => {
       hasArgv: true,
       argv: ["sleep"],
       envReadable: true,
-      env: [["A", "1"], ["B", "2"], ["E", ""]],
+      env: [
+        ["A", "1"],
+        ["B", "2"],
+        ["E", ""],
+      ],
     });
   });
 
@@ -192,7 +248,12 @@ d(`KERN_PROCARGS2 parser on xnu-shaped buffers${suffix}`, () => {
   });
 
   it("argc 0, a negative argc, a padding byte that is not NUL, or a short buffer: argc 0 parses, the rest are unknown", () => {
-    expect(parse(procargs2({ path: PATH, argv: [], env: ["K=v"] }), ["K"])).toEqual({ hasArgv: true, argv: [], envReadable: true, env: [["K", "v"]] });
+    expect(parse(procargs2({ path: PATH, argv: [], env: ["K=v"] }), ["K"])).toEqual({
+      hasArgv: true,
+      argv: [],
+      envReadable: true,
+      env: [["K", "v"]],
+    });
     const neg = procargs2({ path: PATH, argv: ["x"] });
     neg.writeInt32LE(-1, 0);
     expect(parse(neg)).toMatchObject({ hasArgv: false, envReadable: false });
@@ -200,7 +261,10 @@ d(`KERN_PROCARGS2 parser on xnu-shaped buffers${suffix}`, () => {
     dirty[4 + PATH.length + 2] = 0x41; // inside the padding
     expect(parse(dirty, ["K"])).toMatchObject({ hasArgv: false, envReadable: false });
     expect(parse(Buffer.from([1, 0]))).toMatchObject({ hasArgv: false, envReadable: false });
-    expect(parse(Buffer.concat([Buffer.from([1, 0, 0, 0]), Buffer.from("/no/nul")]))).toMatchObject({ hasArgv: false, envReadable: false });
+    expect(parse(Buffer.concat([Buffer.from([1, 0, 0, 0]), Buffer.from("/no/nul")]))).toMatchObject({
+      hasArgv: false,
+      envReadable: false,
+    });
   });
 });
 
@@ -212,7 +276,14 @@ d(`proc_bsdinfo record mapping${suffix}`, () => {
   };
   it("maps ids, the effective uid, the ps state letter and microseconds since the epoch", () => {
     expect(run(412, 1, 400, 501, 0, 3, 1764477890, 123456, 400)).toEqual({
-      pid: 412, ppid: 1, pgid: 400, sid: 400, uid: 501, state: "S", flags: 0, start: 1764477890123456,
+      pid: 412,
+      ppid: 1,
+      pgid: 400,
+      sid: 400,
+      uid: 501,
+      state: "S",
+      flags: 0,
+      start: 1764477890123456,
     });
     const letters = [1, 2, 3, 4, 5, 0, 9].map((st) => run(1, 0, 1, 0, 0, st, 1, 0, -1).state);
     expect(letters).toEqual(["R", "R", "S", "T", "Z", "?", "?"]);

@@ -51,7 +51,9 @@ function alive(child: ChildProcess): boolean {
 }
 
 /** A minimal procfs-backed facts stub, so the fallback path needs no addon. */
-function procfsStub(identityStrength: ProcessFacts["identityStrength"] = "exact"): ProcessFacts & { inspected: number } {
+function procfsStub(
+  identityStrength: ProcessFacts["identityStrength"] = "exact",
+): ProcessFacts & { inspected: number } {
   const stub = {
     backend: "procfs" as const,
     identityStrength,
@@ -61,7 +63,18 @@ function procfsStub(identityStrength: ProcessFacts["identityStrength"] = "exact"
       stub.inspected++;
       const start = statStart(pid);
       if (start === null) return null;
-      return { pid, ppid: 0, pgid: 0, sid: 0, uid: 0, state: "S", startTime: start, exePath: null, argv: null, env: {} };
+      return {
+        pid,
+        ppid: 0,
+        pgid: 0,
+        sid: 0,
+        uid: 0,
+        state: "S",
+        startTime: start,
+        exePath: null,
+        argv: null,
+        env: {},
+      };
     },
     inspectMany: (pids: readonly number[]) => inspectEach((pid) => stub.inspect(pid), pids, undefined, 1),
   };
@@ -89,11 +102,14 @@ nativeSuite(binding ? "pidfd signaller (native)" : `pidfd signaller (skipped: ${
 
   sharedOutcomeCases(() => signaller);
 
-  it.each(["", "12a", "-5", "1e3", " 12", "0x10"])("answers unknown for start time %j and sends nothing", async (bad) => {
-    const { child, pid } = await sleeper();
-    expect(await signaller.signal(pid, bad, "SIGKILL")).toBe("unknown");
-    expect(alive(child)).toBe(true);
-  });
+  it.each(["", "12a", "-5", "1e3", " 12", "0x10"])(
+    "answers unknown for start time %j and sends nothing",
+    async (bad) => {
+      const { child, pid } = await sleeper();
+      expect(await signaller.signal(pid, bad, "SIGKILL")).toBe("unknown");
+      expect(alive(child)).toBe(true);
+    },
+  );
 
   it("rejects a bad pid or signal name naming the argument", async () => {
     await expect(signaller.signal(0, "1", "SIGTERM")).rejects.toThrow(RangeError);
@@ -110,7 +126,9 @@ nativeSuite(binding ? "pidfd signaller (native)" : `pidfd signaller (skipped: ${
         : null;
   if (nobodyReason) console.log(`[signal.test] skipping denied: ${nobodyReason}`);
   it.skipIf(nobodyReason !== null)(
-    nobodyReason ? `denied (skipped: ${nobodyReason})` : "answers denied for another user's process (asked by a child running as uid 65534)",
+    nobodyReason
+      ? `denied (skipped: ${nobodyReason})`
+      : "answers denied for another user's process (asked by a child running as uid 65534)",
     async () => {
       const { child, pid, start } = await sleeper();
       // the checkout may be 0700: the other uid reads the fixture and the addon from a world-readable copy
@@ -138,12 +156,18 @@ nativeSuite(binding ? "pidfd signaller (native)" : `pidfd signaller (skipped: ${
         : null;
   if (reuseReason) console.log(`[signal.test] skipping pid reuse: ${reuseReason}`);
   it.skipIf(reuseReason !== null)(
-    reuseReason ? `real pid reuse (skipped: ${reuseReason})` : "real pid reuse in a private pid namespace: the impostor is not killed",
+    reuseReason
+      ? `real pid reuse (skipped: ${reuseReason})`
+      : "real pid reuse in a private pid namespace: the impostor is not killed",
     () => {
-      const run = spawnSync("unshare", ["--pid", "--fork", "--mount-proc", process.execPath, `${FIXTURES}pid-reuse.mjs`, ADDON], {
-        encoding: "utf8",
-        timeout: 25_000,
-      });
+      const run = spawnSync(
+        "unshare",
+        ["--pid", "--fork", "--mount-proc", process.execPath, `${FIXTURES}pid-reuse.mjs`, ADDON],
+        {
+          encoding: "utf8",
+          timeout: 25_000,
+        },
+      );
       expect(run.status, run.stderr).toBe(0);
       const r = JSON.parse(run.stdout) as Record<string, unknown>;
       expect(r.impostorPid, "ns_last_pid steering must land the impostor on the victim's pid").toBe(r.victimPid);
@@ -194,8 +218,11 @@ describe("inspect-then-kill signaller (fallback)", () => {
 
 describe("the signaller asks the guards itself (a direct caller cannot reach a forbidden pid)", () => {
   const selfStart = (pid: number) => statStart(pid) ?? "0";
-  const signallers: Array<[string, ReturnType<typeof createSignaller>]> = [["inspect-then-kill", createSignaller(procfsStub(), null)]];
-  if (loadNative()?.pidfdSupported()) signallers.push(["pidfd (native)", createSignaller(createNativeFacts(loadNative()!))]);
+  const signallers: Array<[string, ReturnType<typeof createSignaller>]> = [
+    ["inspect-then-kill", createSignaller(procfsStub(), null)],
+  ];
+  if (loadNative()?.pidfdSupported())
+    signallers.push(["pidfd (native)", createSignaller(createNativeFacts(loadNative()!))]);
   for (const [name, s] of signallers) {
     it(`${name}: this process, its parent and init are refused with their real start times, and nothing is sent`, async () => {
       // SIGCONT would be harmless if it were sent; "refused" proves it was not even attempted
@@ -204,7 +231,8 @@ describe("the signaller asks the guards itself (a direct caller cannot reach a f
       expect(await s.signal(1, selfStart(1), "SIGCONT")).toBe("refused");
       // an ancestor beyond the parent (the guards refuse the whole chain up to init)
       const grandparent = ppidOf(process.ppid);
-      if (grandparent !== null && grandparent > 1) expect(await s.signal(grandparent, selfStart(grandparent), "SIGCONT")).toBe("refused");
+      if (grandparent !== null && grandparent > 1)
+        expect(await s.signal(grandparent, selfStart(grandparent), "SIGCONT")).toBe("refused");
     });
   }
 });

@@ -9,7 +9,16 @@
 import { existsSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, afterEach, describe, expect, it } from "vitest";
-import { agentArgv, cgroupFolders, killGateways, killInstance, leaseFiles, removeTempDirs, startGateway, tempDir } from "./harness.js";
+import {
+  agentArgv,
+  cgroupFolders,
+  killGateways,
+  killInstance,
+  leaseFiles,
+  removeTempDirs,
+  startGateway,
+  tempDir,
+} from "./harness.js";
 
 let instance: string | undefined;
 afterEach(() => {
@@ -22,10 +31,17 @@ describe("inputs checked before anything is made", () => {
   it("ensureSession with a cwd that does not exist, or is a file: a typed error naming it, no lease, no cgroup (3 of 3 tries)", async () => {
     const stateDir = tempDir("cwd");
     const gw = await startGateway();
-    ({ instanceId: instance } = await gw.call<{ instanceId: string }>("controller", { stateDir, maintenanceIntervalMs: 0 }));
+    ({ instanceId: instance } = await gw.call<{ instanceId: string }>("controller", {
+      stateDir,
+      maintenanceIntervalMs: 0,
+    }));
     const file = join(stateDir, "a-file");
     writeFileSync(file, "x");
-    for (const [cwd, code] of [["/does/not/exist", "ENOENT"], ["/does/not/exist", "ENOENT"], [file, "ENOTDIR"]] as const) {
+    for (const [cwd, code] of [
+      ["/does/not/exist", "ENOENT"],
+      ["/does/not/exist", "ENOENT"],
+      [file, "ENOTDIR"],
+    ] as const) {
       const r = await gw.request("ensure", { key: "cwd", command: agentArgv(), cwd });
       expect(r.ok).toBe(false);
       expect(r.error!.name).toBe("CwdUnusableError");
@@ -44,7 +60,12 @@ describe("inputs checked before anything is made", () => {
     const stateDir = tempDir("sup-cwd");
     const gw = await startGateway();
     await gw.call("supervisor", { stateDir });
-    const r = await gw.request("spawn", { runId: "bad-cwd", argv: ["/bin/true"], background: true, cwd: "/does/not/exist" });
+    const r = await gw.request("spawn", {
+      runId: "bad-cwd",
+      argv: ["/bin/true"],
+      background: true,
+      cwd: "/does/not/exist",
+    });
     expect(r.ok).toBe(false);
     expect(r.error!.name).toBe("CwdUnusableError");
     expect(r.error!.message).toContain("/does/not/exist");
@@ -56,7 +77,11 @@ describe("inputs checked before anything is made", () => {
     const stateDir = tempDir("nonode");
     // the Node wrapper, whose node binary is missing (the native wrapper needs no node)
     const gw = await startGateway({ env: { ...process.env, PROCLEASE_WRAPPER: "node" } });
-    const c = await gw.call<{ instanceId: string; containment: boolean }>("controller", { stateDir, maintenanceIntervalMs: 0, nodePath: "/does/not/exist/node" });
+    const c = await gw.call<{ instanceId: string; containment: boolean }>("controller", {
+      stateDir,
+      maintenanceIntervalMs: 0,
+      nodePath: "/does/not/exist/node",
+    });
     instance = c.instanceId;
     for (let i = 0; i < 3; i++) {
       const r = await gw.request("ensure", { key: `nonode-${i}`, command: agentArgv() });

@@ -7,7 +7,16 @@
 import { existsSync, readFileSync } from "node:fs";
 import { dirname } from "node:path";
 import { afterAll, afterEach, describe, expect, it } from "vitest";
-import { alive, argvCarriers, cgroupFolders, killGateways, removeTempDirs, startGateway, tempDir, waitFor } from "./harness.js";
+import {
+  alive,
+  argvCarriers,
+  cgroupFolders,
+  killGateways,
+  removeTempDirs,
+  startGateway,
+  tempDir,
+  waitFor,
+} from "./harness.js";
 import { detectContainment } from "../../src/containment/index.js";
 
 const support = await detectContainment();
@@ -22,8 +31,13 @@ afterEach(() => {
 afterAll(removeTempDirs);
 
 // sleep takes only numbers: the fraction is the marker the escapee carries in its argv (it has no environment)
-const escaping = (marker: string) => `( trap '' TERM; env -i setsid sleep ${marker} & echo "grandchild $!" ); exec sleep 1000`;
-const cgroupOf = (pid: number) => readFileSync(`/proc/${pid}/cgroup`, "utf8").split("\n").find((l) => l.startsWith("0::"))?.slice(3) ?? "";
+const escaping = (marker: string) =>
+  `( trap '' TERM; env -i setsid sleep ${marker} & echo "grandchild $!" ); exec sleep 1000`;
+const cgroupOf = (pid: number) =>
+  readFileSync(`/proc/${pid}/cgroup`, "utf8")
+    .split("\n")
+    .find((l) => l.startsWith("0::"))
+    ?.slice(3) ?? "";
 
 describe.skipIf(skip !== null)(`foreground supervisor runs are contained${skip ? ` — skipped: ${skip}` : ""}`, () => {
   for (const how of ["cancel", "timeout"] as const) {
@@ -33,7 +47,12 @@ describe.skipIf(skip !== null)(`foreground supervisor runs are contained${skip ?
         markers.push(marker);
         const gw = await startGateway();
         await gw.call("supervisor", leased ? { stateDir: tempDir("fg") } : {});
-        await gw.call("spawn", { runId: "fg", argv: ["/bin/sh", "-c", escaping(marker)], background: leased, ...(how === "timeout" ? { timeoutMs: 6000 } : {}) });
+        await gw.call("spawn", {
+          runId: "fg",
+          argv: ["/bin/sh", "-c", escaping(marker)],
+          background: leased,
+          ...(how === "timeout" ? { timeoutMs: 6000 } : {}),
+        });
         await waitFor(() => argvCarriers(marker).length === 1, 10_000);
         const [escapee] = argvCarriers(marker);
         const cg = cgroupOf(escapee!);

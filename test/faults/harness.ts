@@ -23,7 +23,8 @@ export const AGENT = join(ROOT, "fixtures/acp-agent/agent.mjs");
 export const DIST = pathToFileURL(join(ROOT, "dist/index.js")).href;
 export const IS_ROOT = typeof process.getuid === "function" && process.getuid() === 0;
 
-if (!existsSync(join(ROOT, "dist/index.js"))) throw new Error("dist/ is missing: run `npm run build` before the fault suite");
+if (!existsSync(join(ROOT, "dist/index.js")))
+  throw new Error("dist/ is missing: run `npm run build` before the fault suite");
 
 export function agentArgv(...flags: string[]): string[] {
   return [process.execPath, AGENT, ...flags];
@@ -43,7 +44,10 @@ export interface CallError {
 
 export class Gateway {
   private nextId = 1;
-  private readonly waiting = new Map<number, { resolve: (v: { ok: boolean; value?: unknown; error?: CallError }) => void }>();
+  private readonly waiting = new Map<
+    number,
+    { resolve: (v: { ok: boolean; value?: unknown; error?: CallError }) => void }
+  >();
   stderr = "";
   readonly exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
   pid = 0;
@@ -79,7 +83,11 @@ export class Gateway {
     child.stderr!.on("data", (c: string) => (this.stderr += c));
     this.exited = new Promise((r) => child.once("exit", (code, signal) => r({ code, signal })));
     void this.exited.then(() => {
-      for (const w of this.waiting.values()) w.resolve({ ok: false, error: { name: "GatewayDied", message: `the gateway died; stderr: ${this.stderr.slice(-2000)}` } });
+      for (const w of this.waiting.values())
+        w.resolve({
+          ok: false,
+          error: { name: "GatewayDied", message: `the gateway died; stderr: ${this.stderr.slice(-2000)}` },
+        });
       this.waiting.clear();
     });
   }
@@ -98,10 +106,17 @@ export class Gateway {
   }
 
   /** Sends one request; resolves with its answer (an error answer is a value, not a throw). */
-  request(op: string, args: Record<string, unknown> = {}, timeoutMs = 90_000): Promise<{ ok: boolean; value?: unknown; error?: CallError }> {
+  request(
+    op: string,
+    args: Record<string, unknown> = {},
+    timeoutMs = 90_000,
+  ): Promise<{ ok: boolean; value?: unknown; error?: CallError }> {
     const id = this.nextId++;
     return new Promise((resolve, reject) => {
-      const timer = setTimeout(() => reject(new Error(`no answer to ${op} within ${timeoutMs} ms; stderr: ${this.stderr.slice(-1000)}`)), timeoutMs);
+      const timer = setTimeout(
+        () => reject(new Error(`no answer to ${op} within ${timeoutMs} ms; stderr: ${this.stderr.slice(-1000)}`)),
+        timeoutMs,
+      );
       timer.unref();
       this.waiting.set(id, {
         resolve: (v) => {
@@ -150,16 +165,32 @@ export type AddonWay = (typeof ADDON_WAYS)[number];
  * another copy of the package; `way` one of ADDON_WAYS, checked once it
  * answers (a stale or missing addon must not turn one way into the other).
  */
-export async function startGateway(opts: { prefix?: string[]; dist?: string; gatewayScript?: string; env?: NodeJS.ProcessEnv; cwd?: string; way?: AddonWay } = {}): Promise<Gateway> {
+export async function startGateway(
+  opts: {
+    prefix?: string[];
+    dist?: string;
+    gatewayScript?: string;
+    env?: NodeJS.ProcessEnv;
+    cwd?: string;
+    way?: AddonWay;
+  } = {},
+): Promise<Gateway> {
   const argv = [...(opts.prefix ?? []), process.execPath, opts.gatewayScript ?? GATEWAY, opts.dist ?? DIST];
   const env = { ...(opts.env ?? process.env), ...opts.way?.env };
-  const child = spawn(argv[0]!, argv.slice(1), { stdio: ["pipe", "pipe", "pipe"], env, ...(opts.cwd ? { cwd: opts.cwd } : {}) });
+  const child = spawn(argv[0]!, argv.slice(1), {
+    stdio: ["pipe", "pipe", "pipe"],
+    env,
+    ...(opts.cwd ? { cwd: opts.cwd } : {}),
+  });
   const g = new Gateway(child);
   gateways.push(g);
   await g.start();
   if (opts.way !== undefined) {
     const { native } = await g.call<{ native: boolean }>("ping");
-    if (native !== opts.way.native) throw new Error(`the gateway was to run with ${opts.way.how}, but the addon ${native ? "loaded" : "did not load"}`);
+    if (native !== opts.way.native)
+      throw new Error(
+        `the gateway was to run with ${opts.way.how}, but the addon ${native ? "loaded" : "did not load"}`,
+      );
   }
   return g;
 }
@@ -181,7 +212,11 @@ export function removeTempDirs(): void {
 }
 
 /** Every lease file under the state dir, parsed: a file that does not parse (truncated, empty, corrupt) is returned as such. */
-export function leaseFiles(stateDir: string): { file: string; lease?: { leaseId: string; state: string; rootPid: number; cgroup?: { path: string } }; corrupt?: string }[] {
+export function leaseFiles(stateDir: string): {
+  file: string;
+  lease?: { leaseId: string; state: string; rootPid: number; cgroup?: { path: string } };
+  corrupt?: string;
+}[] {
   const out: ReturnType<typeof leaseFiles> = [];
   const base = join(stateDir, "acpx", "leases");
   for (const sub of ["", "archive", "quarantine"]) {
@@ -243,7 +278,8 @@ export function argvCarriers(marker: string): number[] {
   for (const name of readdirSync("/proc")) {
     if (!/^\d+$/.test(name) || Number(name) === process.pid) continue;
     try {
-      if (readFileSync(`/proc/${name}/cmdline`, "latin1").split("\0").includes(marker) && isAliveSync(Number(name))) out.push(Number(name));
+      if (readFileSync(`/proc/${name}/cmdline`, "latin1").split("\0").includes(marker) && isAliveSync(Number(name)))
+        out.push(Number(name));
     } catch {
       // gone
     }
@@ -292,7 +328,13 @@ export function worldReadablePackage(): { dir: string; dist: string; gateway: st
   const dir = mkdtempSync(join(tmpdir(), "proclease-faults-pkg-"));
   dirs.push(dir);
   chmodSync(dir, 0o755);
-  for (const p of ["dist", "build/Release/proclease.node", "fixtures", "package.json", "test/faults/fixtures/gateway.mjs"]) {
+  for (const p of [
+    "dist",
+    "build/Release/proclease.node",
+    "fixtures",
+    "package.json",
+    "test/faults/fixtures/gateway.mjs",
+  ]) {
     if (existsSync(join(ROOT, p))) cpSync(join(ROOT, p), join(dir, p), { recursive: true });
   }
   for (const dep of ["@agentclientprotocol/sdk", "zod", "node-gyp-build"]) {

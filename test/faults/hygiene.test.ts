@@ -7,7 +7,17 @@
  */
 import { afterAll, afterEach, describe, expect, it } from "vitest";
 import { detectContainment } from "../../src/containment/index.js";
-import { agentArgv, cgroupFolders, instanceCarriers, killGateways, killInstance, removeTempDirs, startGateway, tempDir, waitFor } from "./harness.js";
+import {
+  agentArgv,
+  cgroupFolders,
+  instanceCarriers,
+  killGateways,
+  killInstance,
+  removeTempDirs,
+  startGateway,
+  tempDir,
+  waitFor,
+} from "./harness.js";
 
 const support = await detectContainment();
 const skip = support.available ? null : `containment is not available here: ${support.why}`;
@@ -25,7 +35,10 @@ const mine = () => cgroupFolders().filter((f) => instance !== undefined && f.inc
 describe.skipIf(skip !== null)(`cgroup hygiene${skip ? ` — skipped: ${skip}` : ""}`, () => {
   it("a controller never disposed leaves no instance folder once its sessions are closed", async () => {
     const gw = await startGateway();
-    ({ instanceId: instance } = await gw.call<{ instanceId: string }>("controller", { stateDir: tempDir("hyg"), maintenanceIntervalMs: 0 }));
+    ({ instanceId: instance } = await gw.call<{ instanceId: string }>("controller", {
+      stateDir: tempDir("hyg"),
+      maintenanceIntervalMs: 0,
+    }));
     await gw.call("ensure", { key: "h1", command: agentArgv() });
     await gw.call("ensure", { key: "h2", command: agentArgv() });
     expect(mine().length).toBe(3);
@@ -41,7 +54,10 @@ describe.skipIf(skip !== null)(`cgroup hygiene${skip ? ` — skipped: ${skip}` :
   it("a gateway SIGKILLed with a session open: the next start's reap removes the lease cgroup and the instance folder", async () => {
     const stateDir = tempDir("hyg-crash");
     const first = await startGateway();
-    ({ instanceId: instance } = await first.call<{ instanceId: string }>("controller", { stateDir, maintenanceIntervalMs: 0 }));
+    ({ instanceId: instance } = await first.call<{ instanceId: string }>("controller", {
+      stateDir,
+      maintenanceIntervalMs: 0,
+    }));
     await first.call("ensure", { key: "c1", command: agentArgv("--ignore-sigterm") });
     first.kill();
     await first.exited;

@@ -9,7 +9,17 @@
 import { mkdirSync, rmSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, afterEach, describe, expect, it } from "vitest";
-import { agentArgv, carriersOf, killGateways, killInstance, leaseFiles, removeTempDirs, startGateway, tempDir, waitFor } from "./harness.js";
+import {
+  agentArgv,
+  carriersOf,
+  killGateways,
+  killInstance,
+  leaseFiles,
+  removeTempDirs,
+  startGateway,
+  tempDir,
+  waitFor,
+} from "./harness.js";
 
 let instance: string | undefined;
 afterEach(() => {
@@ -22,8 +32,14 @@ describe("the state dir removed under a running gateway", () => {
   it("ensure names the state dir, close still ends the tree, and the record is written again once the dir is back", async () => {
     const stateDir = join(tempDir("removed"), "state");
     const gw = await startGateway();
-    ({ instanceId: instance } = await gw.call<{ instanceId: string }>("controller", { stateDir, maintenanceIntervalMs: 0 }));
-    const h = await gw.call<{ leaseId: string }>("ensure", { key: "r1", command: agentArgv("--ignore-sigterm", "--grandchild=double-fork") });
+    ({ instanceId: instance } = await gw.call<{ instanceId: string }>("controller", {
+      stateDir,
+      maintenanceIntervalMs: 0,
+    }));
+    const h = await gw.call<{ leaseId: string }>("ensure", {
+      key: "r1",
+      command: agentArgv("--ignore-sigterm", "--grandchild=double-fork"),
+    });
     await waitFor(() => carriersOf("OPENCLAW_ACPX_LEASE_ID", h.leaseId).length >= 3);
 
     rmSync(stateDir, { recursive: true, force: true });
@@ -35,7 +51,9 @@ describe("the state dir removed under a running gateway", () => {
     expect(second.error!.message).toMatch(/no longer exists/);
     expect(second.error!.message).not.toMatch(/\.tmp-/);
 
-    const close = await gw.call<{ outcome: string; settlementPending?: { to: string; errno: string } }>("close", { key: "r1" });
+    const close = await gw.call<{ outcome: string; settlementPending?: { to: string; errno: string } }>("close", {
+      key: "r1",
+    });
     expect(close.outcome).toBe("retry-pending");
     expect(close.settlementPending).toMatchObject({ to: "closed", errno: "ENOENT" });
     await waitFor(() => carriersOf("OPENCLAW_ACPX_LEASE_ID", h.leaseId).length === 0, 10_000);

@@ -6,12 +6,22 @@
  * the run and closes its lease.
  */
 import { afterAll, afterEach, describe, expect, it } from "vitest";
-import { alive, killGateways, leaseFiles, removeTempDirs, startGateway, startTimeOf, tempDir, waitFor } from "./harness.js";
+import {
+  alive,
+  killGateways,
+  leaseFiles,
+  removeTempDirs,
+  startGateway,
+  startTimeOf,
+  tempDir,
+  waitFor,
+} from "./harness.js";
 
 const started: Array<{ pid: number; start: string | null }> = [];
 afterEach(() => {
   killGateways();
-  for (const { pid, start } of started.splice(0)) if (start !== null && startTimeOf(pid) === start) process.kill(pid, "SIGKILL");
+  for (const { pid, start } of started.splice(0))
+    if (start !== null && startTimeOf(pid) === start) process.kill(pid, "SIGKILL");
 });
 afterAll(removeTempDirs);
 
@@ -22,7 +32,11 @@ describe("two supervisors on one state dir", () => {
     const b = await startGateway();
     await a.call("supervisor", { stateDir });
     await b.call("supervisor", { stateDir });
-    const run = await a.call<{ pid: number; leaseId: string }>("spawn", { runId: "a-sleep", argv: ["sleep", "30"], background: true });
+    const run = await a.call<{ pid: number; leaseId: string }>("spawn", {
+      runId: "a-sleep",
+      argv: ["sleep", "30"],
+      background: true,
+    });
     started.push({ pid: run.pid, start: startTimeOf(run.pid) });
     const waited = a.request("wait", { runId: "a-sleep" }, 120_000);
     let ended: unknown = null;

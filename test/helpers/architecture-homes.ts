@@ -74,8 +74,17 @@ const NAMES = new Set(HOME_RULES.flatMap((r) => r.targets.map((t) => t.name)));
  * symbol rules on its TypeScript, then the allowances. Hand back `program` as
  * `old` to check a changed copy of the same tree quickly.
  */
-export function checkAll(root: string, files: readonly SourceFile[], allow: readonly Allowance[] = [], old?: TS.Program): { violations: Violation[]; program: TS.Program } {
-  const program = programOf(root, files.filter((f) => f.path.startsWith("src/") && f.path.endsWith(".ts")), old);
+export function checkAll(
+  root: string,
+  files: readonly SourceFile[],
+  allow: readonly Allowance[] = [],
+  old?: TS.Program,
+): { violations: Violation[]; program: TS.Program } {
+  const program = programOf(
+    root,
+    files.filter((f) => f.path.startsWith("src/") && f.path.endsWith(".ts")),
+    old,
+  );
   const found = [...checkTree(files), ...checkHomes(program, root)];
   return { violations: applyAllowances(found, allow), program };
 }
@@ -98,7 +107,12 @@ export function programOf(root: string, files: readonly SourceFile[], old?: TS.P
   host.readFile = (p) => texts.get(p) ?? read(p);
   const exists = host.fileExists.bind(host);
   host.fileExists = (p) => texts.has(p) || exists(p);
-  return ts.createProgram({ rootNames: [...texts.keys()], options, host, ...(old !== undefined ? { oldProgram: old } : {}) });
+  return ts.createProgram({
+    rootNames: [...texts.keys()],
+    options,
+    host,
+    ...(old !== undefined ? { oldProgram: old } : {}),
+  });
 }
 
 /** Every home-rule violation in the program's files under `root`/src. */
@@ -116,7 +130,13 @@ export function checkHomes(program: TS.Program, root: string): Violation[] {
           if (r.homes.has(path)) continue;
           const sym = referencedSymbol(checker, n, text);
           const t = sym && r.targets.find((t) => declares(sym, t, root));
-          if (t) out.push({ rule: r.rule, file: path, line: sf.getLineAndCharacterOfPosition(n.getStart(sf)).line + 1, detail: `${t.container ? `${t.container}.` : ""}${t.name}: ${r.what}` });
+          if (t)
+            out.push({
+              rule: r.rule,
+              file: path,
+              line: sf.getLineAndCharacterOfPosition(n.getStart(sf)).line + 1,
+              detail: `${t.container ? `${t.container}.` : ""}${t.name}: ${r.what}`,
+            });
         }
       }
       ts.forEachChild(n, visit);
@@ -129,7 +149,16 @@ export function checkHomes(program: TS.Program, root: string): Violation[] {
 /** The name a declaration gives (the interface member, the function): not a reference. */
 function isDeclaredName(n: TS.Node): boolean {
   const p = n.parent;
-  return p !== undefined && ts.isIdentifier(n) && (ts.isMethodSignature(p) || ts.isPropertySignature(p) || ts.isFunctionDeclaration(p) || ts.isMethodDeclaration(p) || ts.isPropertyDeclaration(p)) && p.name === n;
+  return (
+    p !== undefined &&
+    ts.isIdentifier(n) &&
+    (ts.isMethodSignature(p) ||
+      ts.isPropertySignature(p) ||
+      ts.isFunctionDeclaration(p) ||
+      ts.isMethodDeclaration(p) ||
+      ts.isPropertyDeclaration(p)) &&
+    p.name === n
+  );
 }
 
 /** The symbol a name refers to: through aliases (imports, re-exports), destructuring and element access. */
@@ -157,7 +186,9 @@ function declares(sym: TS.Symbol, t: Target, root: string): boolean {
     if (sym.getName() !== t.name) return false;
     if (t.container === "") return true;
     const c = d.parent;
-    return c !== undefined && (ts.isInterfaceDeclaration(c) || ts.isClassDeclaration(c)) && c.name?.text === t.container;
+    return (
+      c !== undefined && (ts.isInterfaceDeclaration(c) || ts.isClassDeclaration(c)) && c.name?.text === t.container
+    );
   });
 }
 
@@ -166,5 +197,9 @@ function takesSignal(d: TS.Declaration): boolean {
   const fn = ts.isPropertySignature(d) || ts.isPropertyDeclaration(d) ? d.type : d;
   if (fn === undefined || !("parameters" in fn)) return false;
   const params = (fn as TS.SignatureDeclarationBase).parameters;
-  return params.some((p) => (ts.isIdentifier(p.name) && /^sig(nal)?$/.test(p.name.text)) || (p.type !== undefined && /Signals?\b|signal/.test(p.type.getText())));
+  return params.some(
+    (p) =>
+      (ts.isIdentifier(p.name) && /^sig(nal)?$/.test(p.name.text)) ||
+      (p.type !== undefined && /Signals?\b|signal/.test(p.type.getText())),
+  );
 }

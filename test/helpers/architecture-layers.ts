@@ -56,14 +56,26 @@ export function layerDiagram(): string {
   const ranks = [...new Set(Object.values(LAYERS))].sort((a, b) => b - a);
   const lines = ranks.map((r) => {
     const names = Object.keys(LAYERS).filter((k) => LAYERS[k] === r);
-    return names.map((n) => `${(n === "" ? "src/index.ts" : `src/${n}/`).padEnd(16)} ${LAYER_ROLES[n]}${n === "ownership" ? ownershipLine() : ""}`).join("\n");
+    return names
+      .map(
+        (n) =>
+          `${(n === "" ? "src/index.ts" : `src/${n}/`).padEnd(16)} ${LAYER_ROLES[n]}${n === "ownership" ? ownershipLine() : ""}`,
+      )
+      .join("\n");
   });
-  return ["```", "imports point down only; one rank imports neither way", ...lines.flatMap((l, i) => (i === 0 ? [l] : ["        ↓", l])), "```"].join("\n");
+  return [
+    "```",
+    "imports point down only; one rank imports neither way",
+    ...lines.flatMap((l, i) => (i === 0 ? [l] : ["        ↓", l])),
+    "```",
+  ].join("\n");
 }
 
 /** The folders of src/ownership/, lowest first, as the diagram's second ownership line. */
 function ownershipLine(): string {
-  const folders = Object.keys(OWNERSHIP_LAYERS).filter((k) => k !== "").sort((a, b) => OWNERSHIP_LAYERS[a]! - OWNERSHIP_LAYERS[b]!);
+  const folders = Object.keys(OWNERSHIP_LAYERS)
+    .filter((k) => k !== "")
+    .sort((a, b) => OWNERSHIP_LAYERS[a]! - OWNERSHIP_LAYERS[b]!);
   return `\n${"".padEnd(16)} inside, each folder imports only those before it: ${folders.map((f) => `${f}/`).join(" → ")}`;
 }
 
@@ -92,7 +104,8 @@ export function layerImportProblem(fromPath: string, source: string): string | n
   const rt = LAYERS[to];
   if (rf === undefined) return `src/${from}/ is not in the layer order (LAYERS): place it`;
   if (rt === undefined) return `imports src/${to}/, which is not in the layer order (LAYERS)`;
-  if (from === "sessions" || rt >= rf) return `${from || "src"} (rank ${rf}) imports ${to || "src"} (rank ${rt}): only lower layers may be imported${from === "sessions" ? " (sessions imports nothing of ours)" : ""}`;
+  if (from === "sessions" || rt >= rf)
+    return `${from || "src"} (rank ${rf}) imports ${to || "src"} (rank ${rt}): only lower layers may be imported${from === "sessions" ? " (sessions imports nothing of ours)" : ""}`;
   return null;
 }
 
@@ -107,6 +120,7 @@ function ownershipImportProblem(fromPath: string, toPath: string): string | null
   const rt = OWNERSHIP_LAYERS[to];
   if (rf === undefined) return `src/ownership/${from}/ is not in the ownership order (OWNERSHIP_LAYERS): place it`;
   if (rt === undefined) return `imports src/ownership/${to}/, which is not in the ownership order (OWNERSHIP_LAYERS)`;
-  if (rt >= rf) return `ownership/${from || "index.ts"} (rank ${rf}) imports ownership/${to || "index.ts"} (rank ${rt}): only folders before it may be imported`;
+  if (rt >= rf)
+    return `ownership/${from || "index.ts"} (rank ${rf}) imports ownership/${to || "index.ts"} (rank ${rt}): only folders before it may be imported`;
   return null;
 }

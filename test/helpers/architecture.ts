@@ -89,7 +89,11 @@ export function readSourceTree(root: string, dirs: readonly string[] = ["src", "
     for (const e of readdirSync(join(root, d), { withFileTypes: true })) {
       const p = posix.join(d, e.name);
       if (e.isDirectory()) walk(p);
-      else if (/\.(ts|cc|cpp|h|hpp|c)$/.test(e.name)) out.push({ path: relative(root, join(root, p)).split("\\").join("/"), text: readFileSync(join(root, p), "utf8") });
+      else if (/\.(ts|cc|cpp|h|hpp|c)$/.test(e.name))
+        out.push({
+          path: relative(root, join(root, p)).split("\\").join("/"),
+          text: readFileSync(join(root, p), "utf8"),
+        });
     }
   };
   for (const d of dirs) walk(d);
@@ -105,7 +109,8 @@ export function checkTree(files: readonly SourceFile[], allow: readonly Allowanc
 export function checkFile(f: SourceFile): Violation[] {
   const lineOf = lineIndex(f.text);
   const out: Violation[] = [];
-  const add = (rule: RuleName, at: number, detail: string) => out.push({ rule, file: f.path, line: lineOf(at), detail });
+  const add = (rule: RuleName, at: number, detail: string) =>
+    out.push({ rule, file: f.path, line: lineOf(at), detail });
   const lines = f.text.split("\n").length - (f.text.endsWith("\n") ? 1 : 0);
   if (lines > MAX_FILE_LINES) add("file-size", 0, `${lines} lines (at most ${MAX_FILE_LINES})`);
   // outside src/ (native/, test/) only the size rule applies
@@ -137,7 +142,8 @@ function walk(node: Node, ancestors: Node[], visit: (n: Node, ancestors: readonl
   ancestors.pop();
 }
 
-const isNode = (v: unknown): v is Node => typeof v === "object" && v !== null && typeof (v as Node).type === "string" && typeof (v as Node).start === "number";
+const isNode = (v: unknown): v is Node =>
+  typeof v === "object" && v !== null && typeof (v as Node).type === "string" && typeof (v as Node).start === "number";
 
 function lineIndex(text: string): (offset: number) => number {
   const starts = [0];
@@ -158,14 +164,16 @@ function lineIndex(text: string): (offset: number) => number {
 function stringOf(n: unknown): string | null {
   if (!isNode(n)) return null;
   if (n.type === "Literal" && typeof n.value === "string") return n.value;
-  if (n.type === "TemplateLiteral" && (n.expressions as unknown[]).length === 0) return ((n.quasis as Node[])[0]?.value as { cooked: string }).cooked;
+  if (n.type === "TemplateLiteral" && (n.expressions as unknown[]).length === 0)
+    return ((n.quasis as Node[])[0]?.value as { cooked: string }).cooked;
   return null;
 }
 
 /** `state`, `x.state`, `x?.state`, `x!.state` (any spelling that reads a field named state). */
 function isStateRead(n: unknown): boolean {
   if (!isNode(n)) return false;
-  if (n.type === "ChainExpression" || n.type === "TSNonNullExpression" || n.type === "ParenthesizedExpression") return isStateRead(n.expression);
+  if (n.type === "ChainExpression" || n.type === "TSNonNullExpression" || n.type === "ParenthesizedExpression")
+    return isStateRead(n.expression);
   if (n.type === "Identifier") return n.name === "state";
   if (n.type === "MemberExpression" && !n.computed) return isNode(n.property) && n.property.name === "state";
   return false;
@@ -179,10 +187,15 @@ function letterConstants(ast: Node): Map<string, string> {
   walk(ast, [], (n) => {
     if (n.type !== "VariableDeclarator" || !isNode(n.id) || n.id.type !== "Identifier") return;
     const name = n.id.name as string;
-    const init = isNode(n.init) && (n.init.type === "TSAsExpression" || n.init.type === "TSSatisfiesExpression") ? n.init.expression : n.init;
+    const init =
+      isNode(n.init) && (n.init.type === "TSAsExpression" || n.init.type === "TSSatisfiesExpression")
+        ? n.init.expression
+        : n.init;
     if (isLetter(stringOf(init))) out.set(name, stringOf(init)!);
     if (isNode(init) && init.type === "ObjectExpression") {
-      for (const p of init.properties as Node[]) if (p.type === "Property" && isNode(p.key) && isLetter(stringOf(p.value))) out.set(`${name}.${(p.key.name as string) ?? stringOf(p.key)}`, stringOf(p.value)!);
+      for (const p of init.properties as Node[])
+        if (p.type === "Property" && isNode(p.key) && isLetter(stringOf(p.value)))
+          out.set(`${name}.${(p.key.name as string) ?? stringOf(p.key)}`, stringOf(p.value)!);
     }
   });
   return out;
@@ -194,7 +207,14 @@ function letterOf(n: unknown, consts: ReadonlyMap<string, string>): string | nul
   const lit = stringOf(n);
   if (isLetter(lit)) return lit;
   if (n.type === "Identifier") return consts.get(n.name as string) ?? null;
-  if (n.type === "MemberExpression" && !n.computed && isNode(n.object) && n.object.type === "Identifier" && isNode(n.property)) return consts.get(`${n.object.name as string}.${n.property.name as string}`) ?? null;
+  if (
+    n.type === "MemberExpression" &&
+    !n.computed &&
+    isNode(n.object) &&
+    n.object.type === "Identifier" &&
+    isNode(n.property)
+  )
+    return consts.get(`${n.object.name as string}.${n.property.name as string}`) ?? null;
   return null;
 }
 
@@ -206,23 +226,37 @@ function stateLetter(f: SourceFile, n: Node, add: Add, consts: ReadonlyMap<strin
   const letter = (x: unknown) => letterOf(x, consts);
   if (n.type === "BinaryExpression" && ["===", "!==", "==", "!="].includes(n.operator as string)) {
     const [l, r] = [n.left, n.right];
-    if ((isStateRead(l) && letter(r) !== null) || (isStateRead(r) && letter(l) !== null)) add("state-letter", n.start, `a state letter compared by hand (${letter(r) ?? letter(l)})`);
+    if ((isStateRead(l) && letter(r) !== null) || (isStateRead(r) && letter(l) !== null))
+      add("state-letter", n.start, `a state letter compared by hand (${letter(r) ?? letter(l)})`);
   }
   if (n.type === "SwitchStatement" && isStateRead(n.discriminant)) {
-    for (const c of n.cases as Node[]) if (letter(c.test) !== null) add("state-letter", c.start, `a switch over a state letter (${letter(c.test)})`);
+    for (const c of n.cases as Node[])
+      if (letter(c.test) !== null) add("state-letter", c.start, `a switch over a state letter (${letter(c.test)})`);
   }
-  if (n.type !== "CallExpression" || !isNode(n.callee) || n.callee.type !== "MemberExpression" || !isNode(n.callee.property)) return;
+  if (
+    n.type !== "CallExpression" ||
+    !isNode(n.callee) ||
+    n.callee.type !== "MemberExpression" ||
+    !isNode(n.callee.property)
+  )
+    return;
   const method = n.callee.property.name as string;
   const obj = n.callee.object as Node;
   const arg = (n.arguments as Node[])[0];
   if (method === "includes" && isStateRead(arg)) {
-    if (obj.type === "ArrayExpression" && (obj.elements as Node[]).some((e) => letter(e) !== null)) add("state-letter", n.start, "a list of state letters searched by hand");
-    else if (/^[A-Za-z]{1,8}$/.test(stringOf(obj) ?? "")) add("state-letter", n.start, "a string of state letters searched by hand");
+    if (obj.type === "ArrayExpression" && (obj.elements as Node[]).some((e) => letter(e) !== null))
+      add("state-letter", n.start, "a list of state letters searched by hand");
+    else if (/^[A-Za-z]{1,8}$/.test(stringOf(obj) ?? ""))
+      add("state-letter", n.start, "a string of state letters searched by hand");
   }
-  const regex = (x: Node) => x.type === "Literal" && "regex" in x && LETTER_PATTERN.test((x.regex as { pattern: string }).pattern);
-  if ((method === "test" || method === "exec") && regex(obj) && isStateRead(arg)) add("state-letter", n.start, "a regex of state letters tested on a state");
-  if (["match", "search", "matchAll"].includes(method) && isStateRead(obj) && isNode(arg) && regex(arg)) add("state-letter", n.start, "a state matched against a regex of state letters");
-  if (["startsWith", "endsWith", "includes"].includes(method) && isStateRead(obj) && letter(arg) !== null) add("state-letter", n.start, `a state searched for a letter (${letter(arg)})`);
+  const regex = (x: Node) =>
+    x.type === "Literal" && "regex" in x && LETTER_PATTERN.test((x.regex as { pattern: string }).pattern);
+  if ((method === "test" || method === "exec") && regex(obj) && isStateRead(arg))
+    add("state-letter", n.start, "a regex of state letters tested on a state");
+  if (["match", "search", "matchAll"].includes(method) && isStateRead(obj) && isNode(arg) && regex(arg))
+    add("state-letter", n.start, "a state matched against a regex of state letters");
+  if (["startsWith", "endsWith", "includes"].includes(method) && isStateRead(obj) && letter(arg) !== null)
+    add("state-letter", n.start, `a state searched for a letter (${letter(arg)})`);
 }
 
 /** The callee's last name: `readText(…)` → readText, `fsp.readFile(…)` → readFile. */
@@ -249,7 +283,8 @@ function cgroupProcs(f: SourceFile, n: Node, ancestors: readonly Node[], add: Ad
   if (f.path === "src/containment/enter.ts") return;
   let text: string | null = null;
   if (n.type === "Literal" && typeof n.value === "string") text = n.value;
-  if (n.type === "TemplateLiteral") text = (n.quasis as Node[]).map((q) => (q.value as { cooked: string }).cooked).join("${}");
+  if (n.type === "TemplateLiteral")
+    text = (n.quasis as Node[]).map((q) => (q.value as { cooked: string }).cooked).join("${}");
   if (text === null || !namesProcsFile(text)) return;
   // a read (readText, readFile, …) anywhere up the call chain of the string is not a write
   const calls: string[] = [];
@@ -259,7 +294,11 @@ function cgroupProcs(f: SourceFile, n: Node, ancestors: readonly Node[], add: Ad
     if (a.type === "CallExpression") calls.push(calleeName(a) ?? "?");
   }
   if (calls.some((c) => /^read/i.test(c))) return;
-  add("cgroup-procs-write", n.start, `cgroup.procs named for a write outside containment/enter.ts${calls.length ? ` (in ${calls.join(" < ")})` : ""}`);
+  add(
+    "cgroup-procs-write",
+    n.start,
+    `cgroup.procs named for a write outside containment/enter.ts${calls.length ? ` (in ${calls.join(" < ")})` : ""}`,
+  );
 }
 
 /** The one home of TERM → grace → KILL: escalate. */
@@ -276,7 +315,13 @@ function signalNameOf(n: Node, ancestors: readonly Node[]): string | null {
   if (n.type === "Identifier" && name.length < 5) return null; // a variable named TERM or KILL is not a signal's name
   const parent = ancestors[ancestors.length - 1];
   if (parent?.type === "Property" && parent.key === n && !parent.computed) return null; // { SIGKILL: … } names a key
-  if (ancestors.some((a) => a.type.startsWith("TS") && !["TSAsExpression", "TSNonNullExpression", "TSSatisfiesExpression"].includes(a.type))) return null;
+  if (
+    ancestors.some(
+      (a) =>
+        a.type.startsWith("TS") && !["TSAsExpression", "TSNonNullExpression", "TSSatisfiesExpression"].includes(a.type),
+    )
+  )
+    return null;
   return name;
 }
 
@@ -300,18 +345,33 @@ const reported = new WeakSet<Node>();
 /** The owner fields of a session row: who may see it is canSeeSessionRow's (src/sessions/). */
 const OWNER_FIELDS = new Set(["ownerSessionKey", "spawnedBy", "parentSessionKey"]);
 const isOwnerRead = (n: unknown): boolean =>
-  isNode(n) && (n.type === "ChainExpression" || n.type === "TSNonNullExpression" ? isOwnerRead(n.expression) : n.type === "MemberExpression" && !n.computed && isNode(n.property) && OWNER_FIELDS.has(n.property.name as string));
-const isNothing = (n: unknown): boolean => isNode(n) && ((n.type === "Identifier" && n.name === "undefined") || (n.type === "Literal" && n.value === null));
+  isNode(n) &&
+  (n.type === "ChainExpression" || n.type === "TSNonNullExpression"
+    ? isOwnerRead(n.expression)
+    : n.type === "MemberExpression" &&
+      !n.computed &&
+      isNode(n.property) &&
+      OWNER_FIELDS.has(n.property.name as string));
+const isNothing = (n: unknown): boolean =>
+  isNode(n) && ((n.type === "Identifier" && n.name === "undefined") || (n.type === "Literal" && n.value === null));
 
 function visibilityCheck(f: SourceFile, n: Node, add: Add): void {
   if (f.path.startsWith("src/sessions/")) return;
   if (n.type === "BinaryExpression" && ["===", "!==", "==", "!="].includes(n.operator as string)) {
     const [l, r] = [n.left, n.right];
-    if ((isOwnerRead(l) && !isNothing(r)) || (isOwnerRead(r) && !isNothing(l))) add("visibility-check", n.start, "a session row's owner compared outside src/sessions/: ask canSeeSessionRow");
+    if ((isOwnerRead(l) && !isNothing(r)) || (isOwnerRead(r) && !isNothing(l)))
+      add("visibility-check", n.start, "a session row's owner compared outside src/sessions/: ask canSeeSessionRow");
   }
-  if (n.type === "CallExpression" && isNode(n.callee) && n.callee.type === "MemberExpression" && isNode(n.callee.property) && n.callee.property.name === "includes") {
+  if (
+    n.type === "CallExpression" &&
+    isNode(n.callee) &&
+    n.callee.type === "MemberExpression" &&
+    isNode(n.callee.property) &&
+    n.callee.property.name === "includes"
+  ) {
     const obj = n.callee.object as Node;
-    if (obj.type === "ArrayExpression" && (obj.elements as Node[]).some(isOwnerRead)) add("visibility-check", n.start, "a session row's owners searched outside src/sessions/: ask canSeeSessionRow");
+    if (obj.type === "ArrayExpression" && (obj.elements as Node[]).some(isOwnerRead))
+      add("visibility-check", n.start, "a session row's owners searched outside src/sessions/: ask canSeeSessionRow");
   }
 }
 
@@ -323,26 +383,45 @@ const REGEX_MATCHERS = new Set(["test", "exec"]);
 /** `x.detail`, `x?.why`, `x!.message`, or a variable named so. */
 function isProseRead(n: unknown): boolean {
   if (!isNode(n)) return false;
-  if (n.type === "ChainExpression" || n.type === "TSNonNullExpression" || n.type === "ParenthesizedExpression") return isProseRead(n.expression);
+  if (n.type === "ChainExpression" || n.type === "TSNonNullExpression" || n.type === "ParenthesizedExpression")
+    return isProseRead(n.expression);
   if (n.type === "Identifier") return PROSE_NAMES.has(n.name as string);
-  if (n.type === "MemberExpression" && !n.computed) return isNode(n.property) && PROSE_NAMES.has(n.property.name as string);
+  if (n.type === "MemberExpression" && !n.computed)
+    return isNode(n.property) && PROSE_NAMES.has(n.property.name as string);
   return false;
 }
 
 function proseDecision(n: Node, add: Add): void {
-  if (n.type !== "CallExpression" || !isNode(n.callee) || n.callee.type !== "MemberExpression" || !isNode(n.callee.property)) return;
+  if (
+    n.type !== "CallExpression" ||
+    !isNode(n.callee) ||
+    n.callee.type !== "MemberExpression" ||
+    !isNode(n.callee.property)
+  )
+    return;
   const method = n.callee.property.name as string;
   const receiver = n.callee.object;
-  if (STRING_MATCHERS.has(method) && isProseRead(receiver)) add("prose-decision", n.start, `a decision by matching prose (.${method} on a prose field): read a code`);
+  if (STRING_MATCHERS.has(method) && isProseRead(receiver))
+    add("prose-decision", n.start, `a decision by matching prose (.${method} on a prose field): read a code`);
   const arg = (n.arguments as Node[])[0];
-  if (REGEX_MATCHERS.has(method) && isNode(receiver) && receiver.type === "Literal" && "regex" in receiver && isProseRead(arg)) {
+  if (
+    REGEX_MATCHERS.has(method) &&
+    isNode(receiver) &&
+    receiver.type === "Literal" &&
+    "regex" in receiver &&
+    isProseRead(arg)
+  ) {
     add("prose-decision", n.start, `a decision by matching prose (a regex .${method} of a prose field): read a code`);
   }
 }
 
 function layerImport(f: SourceFile, n: Node, add: Add): void {
   let source: string | null = null;
-  if ((n.type === "ImportDeclaration" || n.type === "ExportNamedDeclaration" || n.type === "ExportAllDeclaration") && isNode(n.source)) source = stringOf(n.source);
+  if (
+    (n.type === "ImportDeclaration" || n.type === "ExportNamedDeclaration" || n.type === "ExportAllDeclaration") &&
+    isNode(n.source)
+  )
+    source = stringOf(n.source);
   if (n.type === "ImportExpression" || n.type === "TSImportType") source = stringOf(n.source);
   if (source === null) return;
   const problem = layerImportProblem(f.path, source);
@@ -350,20 +429,30 @@ function layerImport(f: SourceFile, n: Node, add: Add): void {
 }
 
 function functionSize(n: Node, ancestors: readonly Node[], lineOf: (o: number) => number, add: Add): void {
-  if (n.type !== "FunctionDeclaration" && n.type !== "FunctionExpression" && n.type !== "ArrowFunctionExpression") return;
+  if (n.type !== "FunctionDeclaration" && n.type !== "FunctionExpression" && n.type !== "ArrowFunctionExpression")
+    return;
   const lines = lineOf(n.end) - lineOf(n.start) + 1;
   if (lines <= MAX_FUNCTION_LINES) return;
-  add("function-size", n.start, `function ${functionName(n, ancestors)}: ${lines} lines (at most ${MAX_FUNCTION_LINES})`);
+  add(
+    "function-size",
+    n.start,
+    `function ${functionName(n, ancestors)}: ${lines} lines (at most ${MAX_FUNCTION_LINES})`,
+  );
 }
 
 /** A function's name: its own, or the variable, property or method it is assigned to; "<anonymous>" else. */
 export function functionName(n: Node, ancestors: readonly Node[]): string {
   if (isNode(n.id) && typeof n.id.name === "string") return n.id.name;
   const parent = ancestors[ancestors.length - 1];
-  if (parent && (parent.type === "VariableDeclarator" || parent.type === "PropertyDefinition") && isNode(parent.id ?? parent.key)) {
+  if (
+    parent &&
+    (parent.type === "VariableDeclarator" || parent.type === "PropertyDefinition") &&
+    isNode(parent.id ?? parent.key)
+  ) {
     return ((parent.id ?? parent.key) as Node).name as string;
   }
-  if (parent && (parent.type === "Property" || parent.type === "MethodDefinition") && isNode(parent.key)) return (parent.key as Node).name as string;
+  if (parent && (parent.type === "Property" || parent.type === "MethodDefinition") && isNode(parent.key))
+    return (parent.key as Node).name as string;
   return "<anonymous>";
 }
 
@@ -378,7 +467,10 @@ export function applyAllowances(found: readonly Violation[], allow: readonly All
   const out: Violation[] = [];
   const used = new Map<Allowance, number>();
   for (const v of found) {
-    const a = allow.find((x) => x.rule === v.rule && x.file === v.file && (v.rule !== "function-size" || x.name === nameInDetail(v.detail)));
+    const a = allow.find(
+      (x) =>
+        x.rule === v.rule && x.file === v.file && (v.rule !== "function-size" || x.name === nameInDetail(v.detail)),
+    );
     if (a === undefined) {
       out.push(v);
       continue;

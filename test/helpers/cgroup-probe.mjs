@@ -25,19 +25,31 @@ function mounts() {
     if (sep < 0) continue;
     const left = line.slice(0, sep).split(" ");
     const [fstype = "", , superOptions = ""] = line.slice(sep + 3).split(" ");
-    out.push({ root: unescape(left[3] ?? ""), point: unescape(left[4] ?? ""), fstype, superOptions: superOptions.split(",") });
+    out.push({
+      root: unescape(left[3] ?? ""),
+      point: unescape(left[4] ?? ""),
+      fstype,
+      superOptions: superOptions.split(","),
+    });
   }
   return out;
 }
 
 function ownV2Path() {
-  const line = readFileSync("/proc/self/cgroup", "utf8").split("\n").find((l) => l.startsWith("0::"));
+  const line = readFileSync("/proc/self/cgroup", "utf8")
+    .split("\n")
+    .find((l) => l.startsWith("0::"));
   return line === undefined ? null : line.slice(3);
 }
 
 const v2PathOf = (pid) => {
   try {
-    return readFileSync(`/proc/${pid}/cgroup`, "utf8").split("\n").find((l) => l.startsWith("0::"))?.slice(3) ?? null;
+    return (
+      readFileSync(`/proc/${pid}/cgroup`, "utf8")
+        .split("\n")
+        .find((l) => l.startsWith("0::"))
+        ?.slice(3) ?? null
+    );
   } catch {
     return null;
   }
@@ -51,7 +63,8 @@ export function probeCgroup2() {
 }
 
 async function probe() {
-  if (process.platform !== "linux") return { writable: false, why: `cgroup v2 is Linux-only; this is ${process.platform}`, layout: "none" };
+  if (process.platform !== "linux")
+    return { writable: false, why: `cgroup v2 is Linux-only; this is ${process.platform}`, layout: "none" };
   const all = mounts();
   const v2 = all.filter((m) => m.fstype === "cgroup2");
   const layout = all.some((m) => m.fstype === "cgroup") ? "hybrid" : v2.length > 0 ? "unified" : "none";
@@ -68,7 +81,13 @@ async function probe() {
     }
     const dir = join(m.point, rel, `proclease-test-probe-${process.pid}-${Math.random().toString(36).slice(2, 8)}`);
     const r = await tryContain(dir);
-    if (r === null) return { writable: true, mount: m.point, own: join(m.point, rel).replace(/(.)\/$/, "$1"), layout: layout === "none" ? "unified" : layout };
+    if (r === null)
+      return {
+        writable: true,
+        mount: m.point,
+        own: join(m.point, rel).replace(/(.)\/$/, "$1"),
+        layout: layout === "none" ? "unified" : layout,
+      };
     whys.push(`${m.point}: ${r}`);
   }
   return { writable: false, why: whys.join("; "), layout };
@@ -88,7 +107,8 @@ async function tryContain(dir) {
     if (child.pid === undefined) throw new Error("sleep did not start");
     writeFileSync(join(dir, "cgroup.procs"), String(child.pid));
     const seen = v2PathOf(child.pid);
-    if (seen === null || !dir.endsWith(seen)) result = `the child was moved, but /proc/${child.pid}/cgroup says ${String(seen)}`;
+    if (seen === null || !dir.endsWith(seen))
+      result = `the child was moved, but /proc/${child.pid}/cgroup says ${String(seen)}`;
   } catch (err) {
     result = `moving a child into ${dir} failed (${err.code ?? String(err)})`;
   } finally {
@@ -134,7 +154,11 @@ export async function hostKind() {
  */
 export async function v2ControllersFor(wanted) {
   const p = await probeCgroup2();
-  const v1 = new Set(mounts().filter((m) => m.fstype === "cgroup").flatMap((m) => m.superOptions));
+  const v1 = new Set(
+    mounts()
+      .filter((m) => m.fstype === "cgroup")
+      .flatMap((m) => m.superOptions),
+  );
   let root = [];
   if (p.writable) {
     try {

@@ -11,7 +11,9 @@ export function cgroupsBelow(dir: string): string[] {
   let out: string[] = [];
   let names: string[] = [];
   try {
-    names = readdirSync(dir, { withFileTypes: true }).filter((d) => d.isDirectory()).map((d) => d.name);
+    names = readdirSync(dir, { withFileTypes: true })
+      .filter((d) => d.isDirectory())
+      .map((d) => d.name);
   } catch {
     return [];
   }

@@ -9,6 +9,7 @@ import { basename } from "node:path";
 export default function setup(): () => void {
   const index = process.env.PROCLEASE_INSTANCE_INDEX;
   return () => {
-    if (index !== undefined && basename(index) === `proclease-test-index-${process.pid}`) rmSync(index, { recursive: true, force: true });
+    if (index !== undefined && basename(index) === `proclease-test-index-${process.pid}`)
+      rmSync(index, { recursive: true, force: true });
   };
 }

@@ -13,9 +13,13 @@ const HERE = dirname(fileURLToPath(import.meta.url));
 
 describe("the test oracles' independence", () => {
   it("no helper in test/helpers/ (test files aside) imports src/facts or src/containment", () => {
-    const helpers = readdirSync(HERE).filter((f) => /\.(ts|mjs)$/.test(f) && !f.endsWith(".test.ts") && !f.endsWith(".d.mts"));
+    const helpers = readdirSync(HERE).filter(
+      (f) => /\.(ts|mjs)$/.test(f) && !f.endsWith(".test.ts") && !f.endsWith(".d.mts"),
+    );
     expect(helpers).toEqual(expect.arrayContaining(["liveness.ts", "cgroup-probe.mjs"]));
-    const offenders = helpers.filter((f) => /from\s+["'][^"']*src\/(facts|containment)\//.test(readFileSync(join(HERE, f), "utf8")));
+    const offenders = helpers.filter((f) =>
+      /from\s+["'][^"']*src\/(facts|containment)\//.test(readFileSync(join(HERE, f), "utf8")),
+    );
     expect(offenders).toEqual([]);
   });
 });

@@ -19,7 +19,8 @@ const g = globalThis as { [KEY]?: true };
 if (g[KEY] !== true) {
   g[KEY] = true;
   // a cgroup holds processes, not threads: only a forked worker (the config's pool) moves
-  const cg: WorkerCgroup | null = process.env.PROCLEASE_TEST_WORKER_CGROUP === "0" || !isMainThread ? null : enterWorkerCgroup(process.ppid);
+  const cg: WorkerCgroup | null =
+    process.env.PROCLEASE_TEST_WORKER_CGROUP === "0" || !isMainThread ? null : enterWorkerCgroup(process.ppid);
   let done = false;
   const finish = (): void => {
     if (done) return;
@@ -28,7 +29,9 @@ if (g[KEY] !== true) {
     const left = cg?.end() ?? [];
     runInterruptCleanups();
     if (left.length > 0 && process.env.PROCLEASE_TEST_REPORT_LEFTOVERS === "1") {
-      process.stderr.write(`worker ${process.pid}: ${left.length} process(es) still in its cgroup were killed: ${left.join(" ")}\n`);
+      process.stderr.write(
+        `worker ${process.pid}: ${left.length} process(es) still in its cgroup were killed: ${left.join(" ")}\n`,
+      );
     }
   };
   for (const signal of ["SIGTERM", "SIGINT", "SIGHUP"] as const) {

@@ -9,7 +9,15 @@
 import { afterAll, afterEach, describe, expect, it } from "vitest";
 import { getProcessFacts } from "../../src/facts/get.js";
 import { isAlive } from "../../src/facts/liveness.js";
-import { buildCHelper, killAll, printed, removeCHelpers, spawnTracked, waitFor, exited } from "../fixtures/facts/procs.js";
+import {
+  buildCHelper,
+  killAll,
+  printed,
+  removeCHelpers,
+  spawnTracked,
+  waitFor,
+  exited,
+} from "../fixtures/facts/procs.js";
 import { environEntries, isAliveSync, leaderRuns, readStat } from "./liveness.js";
 
 const facts = getProcessFacts();
@@ -19,7 +27,10 @@ afterAll(() => removeCHelpers());
 
 describe("the tests' liveness oracle against the library", () => {
   it("a running child: alive by both; stat fields read by hand equal the library's", async () => {
-    const child = spawnTracked("/bin/sh", ["-c", "exec sleep 30"], { detached: true, env: { ...process.env, ORACLE_MARK: "x y" } });
+    const child = spawnTracked("/bin/sh", ["-c", "exec sleep 30"], {
+      detached: true,
+      env: { ...process.env, ORACLE_MARK: "x y" },
+    });
     // The state letter is compared too, so both reads must see the same one:
     // wait until sleep is asleep (S). Just after exec it may still read R, and
     // a read on either side of that moment would differ without a defect.
@@ -29,7 +40,14 @@ describe("the tests' liveness oracle against the library", () => {
     });
     const d = await facts.inspect(child.pid, { envKeys: ["ORACLE_MARK"] });
     expect(d).not.toBeNull();
-    expect({ pid: d!.pid, ppid: d!.ppid, pgid: d!.pgid, sid: d!.sid, state: d!.state, startTime: d!.startTime }).toEqual({
+    expect({
+      pid: d!.pid,
+      ppid: d!.ppid,
+      pgid: d!.pgid,
+      sid: d!.sid,
+      state: d!.state,
+      startTime: d!.startTime,
+    }).toEqual({
       pid: child.pid,
       ppid: process.pid,
       pgid: child.pid,
@@ -75,22 +93,26 @@ describe("the tests' liveness oracle against the library", () => {
     expect(await facts.inspect(child.pid)).toBeNull();
   });
 
-  const zlTitle = "a zombie leader with live threads: the leader's own stat says Z, the library and the oracle's task scan say alive";
-  it.skipIf(zombieLeader.path === null)(zombieLeader.path === null ? `${zlTitle} [skipped: ${zombieLeader.why}]` : zlTitle, async () => {
-    const child = spawnTracked(zombieLeader.path!, []);
-    await printed(child, "ready"); // the main thread has called pthread_exit
-    await waitFor("the leader to read as Z", async () => readStat(child.pid)?.state === "Z");
-    // the reading that looks at the leader alone: dead
-    expect(readStat(child.pid)!.state).toBe("Z");
-    expect(leaderRuns(child.pid)).toBe(false);
-    // the library's reading, on purpose: alive (a signal to the pid reaches the thread that runs on)
-    const d = await facts.inspect(child.pid);
-    expect(d).toMatchObject({ state: "Z", zombieLeader: true });
-    expect(isAlive(d!)).toBe(true);
-    // the oracle's reading, from the tasks: alive, in agreement with the library
-    expect(isAliveSync(child.pid)).toBe(true);
-    process.kill(child.pid, "SIGKILL");
-    await exited(child);
-    expect(isAliveSync(child.pid)).toBe(false);
-  });
+  const zlTitle =
+    "a zombie leader with live threads: the leader's own stat says Z, the library and the oracle's task scan say alive";
+  it.skipIf(zombieLeader.path === null)(
+    zombieLeader.path === null ? `${zlTitle} [skipped: ${zombieLeader.why}]` : zlTitle,
+    async () => {
+      const child = spawnTracked(zombieLeader.path!, []);
+      await printed(child, "ready"); // the main thread has called pthread_exit
+      await waitFor("the leader to read as Z", async () => readStat(child.pid)?.state === "Z");
+      // the reading that looks at the leader alone: dead
+      expect(readStat(child.pid)!.state).toBe("Z");
+      expect(leaderRuns(child.pid)).toBe(false);
+      // the library's reading, on purpose: alive (a signal to the pid reaches the thread that runs on)
+      const d = await facts.inspect(child.pid);
+      expect(d).toMatchObject({ state: "Z", zombieLeader: true });
+      expect(isAlive(d!)).toBe(true);
+      // the oracle's reading, from the tasks: alive, in agreement with the library
+      expect(isAliveSync(child.pid)).toBe(true);
+      process.kill(child.pid, "SIGKILL");
+      await exited(child);
+      expect(isAliveSync(child.pid)).toBe(false);
+    },
+  );
 });

@@ -44,7 +44,10 @@ export function readStat(pid: number, base = "/proc"): StatFields | null {
   const open = s.indexOf("(");
   const close = s.lastIndexOf(")");
   if (open < 0 || close < open) return null;
-  const f = s.slice(close + 2).trim().split(" ");
+  const f = s
+    .slice(close + 2)
+    .trim()
+    .split(" ");
   // f[0] is field 3 (state); field N is f[N - 3]
   const field = (n: number) => f[n - 3] ?? "";
   return {
@@ -59,7 +62,8 @@ export function readStat(pid: number, base = "/proc"): StatFields | null {
   };
 }
 
-const runs = (t: StatFields | null): boolean => t !== null && t.state !== "Z" && t.state !== "X" && t.state !== "x" && (t.flags & PF_EXITING) === 0;
+const runs = (t: StatFields | null): boolean =>
+  t !== null && t.state !== "Z" && t.state !== "X" && t.state !== "x" && (t.flags & PF_EXITING) === 0;
 
 /** The leader's own stat line alone: what a reading that ignores the other threads says. */
 export function leaderRuns(pid: number): boolean {
@@ -82,7 +86,9 @@ export function isAliveSync(pid: number): boolean {
 /** A live process's environment as raw NUL-separated entries; null when unreadable. */
 export function environEntries(pid: number): string[] | null {
   try {
-    return readFileSync(`/proc/${pid}/environ`, "latin1").split("\0").filter((e) => e !== "");
+    return readFileSync(`/proc/${pid}/environ`, "latin1")
+      .split("\0")
+      .filter((e) => e !== "");
   } catch {
     return null;
   }

@@ -32,8 +32,11 @@ function leaseCgroups(stateDir: string): string[] {
 function instanceFolders(stateDir: string): string[] {
   try {
     const id = readFileSync(join(stateDir, "gateway-instance-id"), "utf8").trim();
-    const roots = (JSON.parse(readFileSync(join(stateDir, "acpx", "containment.json"), "utf8")) as { roots?: unknown }).roots;
-    return Array.isArray(roots) ? roots.filter((r): r is string => typeof r === "string" && basename(r) === "proclease").map((r) => join(r, id)) : [];
+    const roots = (JSON.parse(readFileSync(join(stateDir, "acpx", "containment.json"), "utf8")) as { roots?: unknown })
+      .roots;
+    return Array.isArray(roots)
+      ? roots.filter((r): r is string => typeof r === "string" && basename(r) === "proclease").map((r) => join(r, id))
+      : [];
   } catch {
     return [];
   }
@@ -57,7 +60,8 @@ function rmdirWhenEmpty(path: string, ms: number): void {
 export function removeStateDirCgroups(stateDir: string): void {
   const cgroups = leaseCgroups(stateDir);
   for (const cg of cgroups) if (existsSync(cg)) rmdirWhenEmpty(cg, 1000);
-  for (const folder of new Set([...cgroups.map((c) => dirname(c)), ...instanceFolders(stateDir)])) if (existsSync(folder)) rmdirWhenEmpty(folder, 0);
+  for (const folder of new Set([...cgroups.map((c) => dirname(c)), ...instanceFolders(stateDir)]))
+    if (existsSync(folder)) rmdirWhenEmpty(folder, 0);
 }
 
 /** removeStateDirCgroups, then the folder itself. */

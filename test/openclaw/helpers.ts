@@ -4,9 +4,18 @@
  * the list controller-helpers' disposeAfterEach empties, and every lease a
  * handle names is tracked for the safety net), and turn collectors.
  */
-import { createOpenClawAcpRuntime, type OpenClawAcpRuntime, type ProcleaseOpenClawHandle } from "../../src/openclaw/runtime.js";
+import {
+  createOpenClawAcpRuntime,
+  type OpenClawAcpRuntime,
+  type ProcleaseOpenClawHandle,
+} from "../../src/openclaw/runtime.js";
 import type { OpenClawAcpRuntimeOptions } from "../../src/openclaw/options.js";
-import type { OpenClawEnsureInput, OpenClawLiveEvent, OpenClawRuntimeEvent, OpenClawRuntimeTurn } from "../../src/openclaw/types.js";
+import type {
+  OpenClawEnsureInput,
+  OpenClawLiveEvent,
+  OpenClawRuntimeEvent,
+  OpenClawRuntimeTurn,
+} from "../../src/openclaw/types.js";
 import type { AcpxLifecycleController } from "../../src/acpx/types.js";
 import { AGENT, GRACE_MS, tempStateDir, trackLease } from "../acpx/controller-helpers.js";
 
@@ -37,7 +46,13 @@ export async function newRuntime(
 
 let seq = 0;
 export async function ensure(rt: Runtime, over: Partial<OpenClawEnsureInput> = {}): Promise<ProcleaseOpenClawHandle> {
-  const h = await rt.ensureSession({ sessionKey: `agent:main:acp:t${++seq}`, agentId: "main", agent: "fixture", mode: "persistent", ...over });
+  const h = await rt.ensureSession({
+    sessionKey: `agent:main:acp:t${++seq}`,
+    agentId: "main",
+    agent: "fixture",
+    mode: "persistent",
+    ...over,
+  });
   trackLease(h.leaseId);
   return h;
 }

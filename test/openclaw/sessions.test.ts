@@ -12,7 +12,16 @@ import { createInterface } from "node:readline";
 import { describe, expect, it } from "vitest";
 import { withTimeout } from "../../src/acpx/acp-client.js";
 import type { ProcleaseOpenClawHandle } from "../../src/openclaw/runtime.js";
-import { alive, disposeAfterEach, leaseCarriers, ROOT, tempStateDir, trackChild, trackLease, waitFor } from "../acpx/controller-helpers.js";
+import {
+  alive,
+  disposeAfterEach,
+  leaseCarriers,
+  ROOT,
+  tempStateDir,
+  trackChild,
+  trackLease,
+  waitFor,
+} from "../acpx/controller-helpers.js";
 import { collect, ensure, fixture, newRuntime, replyText, turnInput, type Runtime } from "./helpers.js";
 
 const controllers = disposeAfterEach();
@@ -24,8 +33,15 @@ async function leaseState(rt: Runtime, leaseId: string): Promise<string | undefi
   return (await (await rt.controller()).listLeases()).find((l) => l.leaseId === leaseId)?.state;
 }
 
-async function whoami(rt: Runtime, h: ProcleaseOpenClawHandle): Promise<{ sessionId: string; how: string; pid: number }> {
-  return JSON.parse(replyText(await collect(rt.runTurn(turnInput(h, "/whoami"))))) as { sessionId: string; how: string; pid: number };
+async function whoami(
+  rt: Runtime,
+  h: ProcleaseOpenClawHandle,
+): Promise<{ sessionId: string; how: string; pid: number }> {
+  return JSON.parse(replyText(await collect(rt.runTurn(turnInput(h, "/whoami"))))) as {
+    sessionId: string;
+    how: string;
+    pid: number;
+  };
 }
 
 describe("session modes", () => {
@@ -86,25 +102,32 @@ describe("a gateway SIGKILLed mid-turn", () => {
     const stateDir = tempStateDir("oc-crash");
     const argv = fixture("--turn=by-text", `--session-store=${join(stateDir, "agent-sessions")}`);
     const gw = trackChild(
-      spawn(process.execPath, [join(ROOT, "test/fixtures/openclaw/gateway.mjs"), stateDir, "agent:main:acp:crash", JSON.stringify(argv)], { stdio: ["ignore", "pipe", "inherit"] }),
+      spawn(
+        process.execPath,
+        [join(ROOT, "test/fixtures/openclaw/gateway.mjs"), stateDir, "agent:main:acp:crash", JSON.stringify(argv)],
+        { stdio: ["ignore", "pipe", "inherit"] },
+      ),
     );
     // heard from the spawn on: a gateway that dies early must not leave the wait below hanging
     const exited = new Promise((r) => gw.once("exit", r));
     let first: ProcleaseOpenClawHandle | undefined;
     let started = false;
-    await step("the first gateway's ready and turn-started lines", (async () => {
-      for await (const line of createInterface({ input: gw.stdout! })) {
-        const ev = JSON.parse(line) as { type: string; handle?: ProcleaseOpenClawHandle };
-        if (ev.type === "ready") {
-          first = ev.handle!;
-          trackLease(first.leaseId);
+    await step(
+      "the first gateway's ready and turn-started lines",
+      (async () => {
+        for await (const line of createInterface({ input: gw.stdout! })) {
+          const ev = JSON.parse(line) as { type: string; handle?: ProcleaseOpenClawHandle };
+          if (ev.type === "ready") {
+            first = ev.handle!;
+            trackLease(first.leaseId);
+          }
+          if (ev.type === "turn-started") {
+            started = true;
+            break;
+          }
         }
-        if (ev.type === "turn-started") {
-          started = true;
-          break;
-        }
-      }
-    })());
+      })(),
+    );
     expect(first, "the first gateway printed ready").toBeDefined();
     expect(started, "the first gateway printed turn-started before its output ended").toBe(true);
     const firstPids = leaseCarriers(first!.leaseId);
@@ -112,18 +135,27 @@ describe("a gateway SIGKILLed mid-turn", () => {
     gw.kill("SIGKILL");
     await step("the first gateway's exit", exited);
 
-    const rt = await step("the second runtime with its startup reap", newRuntime(controllers, "crash-2", { agents: { fixture: { command: argv } } }, stateDir));
+    const rt = await step(
+      "the second runtime with its startup reap",
+      newRuntime(controllers, "crash-2", { agents: { fixture: { command: argv } } }, stateDir),
+    );
     // the startup reap examined the first gateway's lease and settled it
     expect(rt.startupReap?.entries.map((e) => e.leaseId)).toContain(first!.leaseId);
     expect(["closed", "lost"]).toContain(await leaseState(rt, first!.leaseId));
     expect(firstPids.filter((p) => alive(p))).toEqual([]);
     expect(leaseCarriers(first!.leaseId)).toEqual([]);
     // OpenClaw re-ensures from its stored metadata, offering the agent session id it kept
-    const again = await step("the resuming ensure", ensure(rt, { sessionKey: "agent:main:acp:crash", resumeSessionId: first!.agentSessionId! }));
+    const again = await step(
+      "the resuming ensure",
+      ensure(rt, { sessionKey: "agent:main:acp:crash", resumeSessionId: first!.agentSessionId! }),
+    );
     expect(again.leaseId).not.toBe(first!.leaseId);
     expect(again.agentSessionId).toBe(first!.agentSessionId);
     expect((await rt.getStatus({ handle: again })).details).toMatchObject({ resumed: true });
-    expect(await step("a turn on the resumed session", whoami(rt, again))).toMatchObject({ sessionId: first!.agentSessionId, how: "resume" });
+    expect(await step("a turn on the resumed session", whoami(rt, again))).toMatchObject({
+      sessionId: first!.agentSessionId,
+      how: "resume",
+    });
     const leases = await (await rt.controller()).listLeases();
     expect(leases.filter((l) => l.state === "open").map((l) => l.leaseId)).toEqual([again.leaseId]);
   }, 60_000);
@@ -132,17 +164,38 @@ describe("a gateway SIGKILLed mid-turn", () => {
 describe("doctor", () => {
   it("reports the facts backend, identity strength, containment and each agent, as proclease doctor does; a missing adapter makes it not ok", async () => {
     const stateDir = tempStateDir("oc-doctor");
-    const rt = await newRuntime(controllers, "doctor", { agents: { fixture: { command: fixture() }, ghost: { command: ["definitely-not-an-acp-adapter"] } } }, stateDir);
+    const rt = await newRuntime(
+      controllers,
+      "doctor",
+      { agents: { fixture: { command: fixture() }, ghost: { command: ["definitely-not-an-acp-adapter"] } } },
+      stateDir,
+    );
     const ctl = await rt.controller();
     const d = await rt.doctor();
     expect(d.ok).toBe(false);
     expect(d.code).toBe("AGENT_COMMAND_MISSING");
-    expect(d.message).toMatch(/^proclease backend "proclease": facts (native|procfs|ps) \((exact|coarse) identity\), containment (on|off), 2 agents: ghost/);
+    expect(d.message).toMatch(
+      /^proclease backend "proclease": facts (native|procfs|ps) \((exact|coarse) identity\), containment (on|off), 2 agents: ghost/,
+    );
     const rows = d.details!.map((l) => l.split(":")[0]);
-    for (const cap of ["backend", "identity", "pidfd", "subreaper", "foreign-env", "proc-visibility", "containment", "orphan-cgroups"]) expect(rows).toContain(cap);
+    for (const cap of [
+      "backend",
+      "identity",
+      "pidfd",
+      "subreaper",
+      "foreign-env",
+      "proc-visibility",
+      "containment",
+      "orphan-cgroups",
+    ])
+      expect(rows).toContain(cap);
     const containment = ctl.containment.available ? `on (${ctl.containment.root})` : `off: ${ctl.containment.why}`;
-    expect(d.details).toContain(`gateway: instance ${ctl.gatewayInstanceId}, state dir ${stateDir}, containment ${containment}`);
-    expect(d.details!.find((l) => l.startsWith("agent fixture:"))).toMatch(new RegExp(`agent fixture: ${process.execPath}`));
+    expect(d.details).toContain(
+      `gateway: instance ${ctl.gatewayInstanceId}, state dir ${stateDir}, containment ${containment}`,
+    );
+    expect(d.details!.find((l) => l.startsWith("agent fixture:"))).toMatch(
+      new RegExp(`agent fixture: ${process.execPath}`),
+    );
     expect(d.details!.find((l) => l.startsWith("agent ghost:"))).toMatch(/NOT FOUND/);
     const ok = await newRuntime(controllers, "doctor-ok");
     expect(await ok.doctor()).toMatchObject({ ok: true });

@@ -7,7 +7,12 @@
  */
 import { afterEach, describe, expect, it } from "vitest";
 import { createProcessSupervisor, type ProcessSupervisor } from "../../src/supervisor/index.js";
-import { createOpenClawProcessSupervisor, execCommandLine, installOpenClawProcessSupervisor, SupervisorAdapterError } from "../../src/openclaw/supervisor-adapter.js";
+import {
+  createOpenClawProcessSupervisor,
+  execCommandLine,
+  installOpenClawProcessSupervisor,
+  SupervisorAdapterError,
+} from "../../src/openclaw/supervisor-adapter.js";
 import { isAliveSync } from "../helpers/liveness.js";
 
 const supervisors: ProcessSupervisor[] = [];
@@ -39,7 +44,7 @@ describe("the supervisor in OpenClaw's shape", () => {
       mode: "child",
       runId: "exec-1",
       scopeKey: "agent:main:exec",
-      argv: ["/bin/sh", "-c", "printf out; printf err >&2; read line; printf \"got:$line\""],
+      argv: ["/bin/sh", "-c", 'printf out; printf err >&2; read line; printf "got:$line"'],
       env: { ...process.env, OPENCLAW_SHELL: "exec" },
       timeoutMs: 10_000,
       captureOutput: false,
@@ -60,7 +65,15 @@ describe("the supervisor in OpenClaw's shape", () => {
     expect(written).toBeNull();
     run.stdin!.end();
     const exit = await run.wait();
-    expect(exit).toMatchObject({ reason: "exit", exitCode: 0, exitSignal: null, timedOut: false, noOutputTimedOut: false, oomScoreWrapperSelected: false, stdout: "" });
+    expect(exit).toMatchObject({
+      reason: "exit",
+      exitCode: 0,
+      exitSignal: null,
+      timedOut: false,
+      noOutputTimedOut: false,
+      oomScoreWrapperSelected: false,
+      stdout: "",
+    });
     expect(out).toBe("outgot:hello");
     expect(err).toBe("err");
     expect(run.activity.resultSettled).toBe(true);
@@ -71,14 +84,30 @@ describe("the supervisor in OpenClaw's shape", () => {
     const cancels: string[] = [];
     const runs = await Promise.all(
       [1, 2].map((i) =>
-        oc.spawn({ mode: "child", runId: `scoped-${i}`, scopeKey: "scope:a", argv: ["/bin/sh", "-c", "sleep 60 & wait"], stdinMode: "pipe-closed", onCancel: (r) => cancels.push(`${i}:${r}`) }),
+        oc.spawn({
+          mode: "child",
+          runId: `scoped-${i}`,
+          scopeKey: "scope:a",
+          argv: ["/bin/sh", "-c", "sleep 60 & wait"],
+          stdinMode: "pipe-closed",
+          onCancel: (r) => cancels.push(`${i}:${r}`),
+        }),
       ),
     );
-    const other = await oc.spawn({ mode: "child", runId: "other", scopeKey: "scope:b", argv: ["/bin/sh", "-c", "sleep 60"], stdinMode: "pipe-closed" });
+    const other = await oc.spawn({
+      mode: "child",
+      runId: "other",
+      scopeKey: "scope:b",
+      argv: ["/bin/sh", "-c", "sleep 60"],
+      stdinMode: "pipe-closed",
+    });
     const close = oc.acquireScopeCleanup("scope:a", { processTree: "required-all" });
     await close();
     for (const r of runs) expect(isAliveSync(r.pid!)).toBe(false);
-    expect(await Promise.all(runs.map((r) => r.wait().then((e) => e.reason)))).toEqual(["manual-cancel", "manual-cancel"]);
+    expect(await Promise.all(runs.map((r) => r.wait().then((e) => e.reason)))).toEqual([
+      "manual-cancel",
+      "manual-cancel",
+    ]);
     expect(cancels.sort()).toEqual(["1:manual-cancel", "2:manual-cancel"]);
     expect(isAliveSync(other.pid!)).toBe(true);
     oc.cancel("other");
@@ -88,7 +117,13 @@ describe("the supervisor in OpenClaw's shape", () => {
   it("a deadline ends the run (timedOut) and calls onCancel with the deadline's reason", async () => {
     const { oc } = adapter();
     const cancels: string[] = [];
-    const run = await oc.spawn({ mode: "child", argv: ["/bin/sh", "-c", "sleep 60"], timeoutMs: 200, stdinMode: "pipe-closed", onCancel: (r) => cancels.push(r) });
+    const run = await oc.spawn({
+      mode: "child",
+      argv: ["/bin/sh", "-c", "sleep 60"],
+      timeoutMs: 200,
+      stdinMode: "pipe-closed",
+      onCancel: (r) => cancels.push(r),
+    });
     const exit = await run.wait();
     expect(exit).toMatchObject({ reason: "overall-timeout", timedOut: true });
     expect(cancels).toEqual(["overall-timeout"]);
@@ -98,7 +133,11 @@ describe("the supervisor in OpenClaw's shape", () => {
     const { oc } = adapter();
     let out = "";
     const tricky = `it's "quoted" $HOME \\ ${"`"}x${"`"}`;
-    const run = await oc.spawn({ mode: "pty", argv: ["/bin/sh", "-c", 'printf "[%s]" "$1"', "sh", tricky], onStdout: (c) => (out += c) });
+    const run = await oc.spawn({
+      mode: "pty",
+      argv: ["/bin/sh", "-c", 'printf "[%s]" "$1"', "sh", tricky],
+      onStdout: (c) => (out += c),
+    });
     expect((await run.wait()).reason).toBe("exit");
     expect(out).toContain(`[${tricky}]`);
     expect(execCommandLine(["a b", "it's"])).toBe(`exec 'a b' 'it'\\''s'`);
@@ -106,8 +145,12 @@ describe("the supervisor in OpenClaw's shape", () => {
 
   it("refuses, typed, what it cannot carry, and a failing assertCurrent starts nothing", async () => {
     const { sup, oc } = adapter();
-    await expect(oc.spawn({ mode: "anchored-shell", command: "echo hi" })).rejects.toBeInstanceOf(SupervisorAdapterError);
-    await expect(oc.spawn({ mode: "child", argv: ["/bin/true"], secretInput: { fd: 3 } })).rejects.toThrow(/secretInput is not supported/);
+    await expect(oc.spawn({ mode: "anchored-shell", command: "echo hi" })).rejects.toBeInstanceOf(
+      SupervisorAdapterError,
+    );
+    await expect(oc.spawn({ mode: "child", argv: ["/bin/true"], secretInput: { fd: 3 } })).rejects.toThrow(
+      /secretInput is not supported/,
+    );
     await expect(
       oc.spawn({
         mode: "child",

@@ -15,13 +15,29 @@ import { createSignaller } from "../../src/facts/signal.js";
 import type { ProcessFacts, ProcessSnapshot } from "../../src/facts/types.js";
 import { coalescingFacts, slicedRunner } from "../../src/ownership/verify/batch-facts.js";
 import type { LeaseStore } from "../../src/ownership/leases/lease-store.js";
-import { computeCommandHash, loadOrCreateGatewayInstanceId, openLeaseStore, reconcileLeases } from "../../src/ownership/index.js";
-import { alive, disposeAfterEach, tempStateDir, testMarkerEnv, trackChild, trackPid, waitFor } from "../acpx/controller-helpers.js";
+import {
+  computeCommandHash,
+  loadOrCreateGatewayInstanceId,
+  openLeaseStore,
+  reconcileLeases,
+} from "../../src/ownership/index.js";
+import {
+  alive,
+  disposeAfterEach,
+  tempStateDir,
+  testMarkerEnv,
+  trackChild,
+  trackPid,
+  waitFor,
+} from "../acpx/controller-helpers.js";
 
 disposeAfterEach();
 const FACTS = getProcessFacts();
 // a coarse start time with no readable environment verifies nothing as owned: the batch rightly signals nothing
-const COARSE = FACTS.identityStrength === "exact" ? null : ` (skipped: the ${FACTS.backend} backend's identity is ${FACTS.identityStrength}, so no lease verifies as owned and nothing is signalled)`;
+const COARSE =
+  FACTS.identityStrength === "exact"
+    ? null
+    : ` (skipped: the ${FACTS.backend} backend's identity is ${FACTS.identityStrength}, so no lease verifies as owned and nothing is signalled)`;
 
 /** The host's facts with some calls replaced. */
 function factsWith(over: Partial<Pick<ProcessFacts, "snapshot" | "inspectMany">>): ProcessFacts {
@@ -108,7 +124,9 @@ describe("coalescingFacts", () => {
     await expect(bad).rejects.toThrow();
     const [ra, rb] = await Promise.all([a, b]);
     expect(calls).toBe(1);
-    expect(ra.map((d) => d?.pid ?? null)).toEqual((await FACTS.inspectMany(pids.slice(0, 10))).map((d) => d?.pid ?? null));
+    expect(ra.map((d) => d?.pid ?? null)).toEqual(
+      (await FACTS.inspectMany(pids.slice(0, 10))).map((d) => d?.pid ?? null),
+    );
     expect(rb[0]?.pid).toBe(process.pid);
     expect(rb[1]).toBeNull();
     expect(rb).toHaveLength(22);
@@ -116,49 +134,87 @@ describe("coalescingFacts", () => {
 });
 
 describe("a batch reconcile of real trees", () => {
-  it.skipIf(COARSE !== null)(`every lease is marked closing before the first signal; a settlement that throws stops none of the others, and the reconcile then rejects with its error${COARSE ?? ""}`, async () => {
-    const { store, gid, roots, leaseIds } = await leasedRoots("batch-order", "sleeper.sh", "sleep 1000\n", 12, async (pid) => (await FACTS.inspect(pid))?.argv?.[0] === "/bin/sh");
-    const events: string[] = [];
-    const broken = leaseIds[5]!;
-    // one lease's record fails with an error that is not a refused write: its settlement throws before its move to closing
-    const recording: LeaseStore = {
-      ...store,
-      advance: async (id, step) => {
-        if (id === broken) throw new Error("the record's disk failed");
-        const l = await store.advance(id, step);
-        if (l?.state === "closing") events.push("closing");
-        return l;
-      },
-    };
-    const signaller = createSignaller(FACTS);
-    const counting = { ...signaller, signal: (pid: number, start: string, sig: NodeJS.Signals) => (events.push("signal"), signaller.signal(pid, start, sig)) };
-    await expect(reconcileLeases({ store: recording, facts: FACTS, signaller: counting, graceMs: 1000, gatewayInstanceId: gid })).rejects.toThrow("the record's disk failed");
-    expect(events.filter((e) => e === "closing")).toHaveLength(11);
-    expect(events.indexOf("signal")).toBe(11);
-    // the broken lease was never marked closing, so nothing of it was signalled: its root lives on
-    expect(roots.filter(alive)).toEqual([roots[5]]);
-    for (const [i, id] of leaseIds.entries()) expect((await store.get(id))?.state, `lease ${i}`).toBe(i === 5 ? "open" : "closed");
-  }, 60_000);
+  it.skipIf(COARSE !== null)(
+    `every lease is marked closing before the first signal; a settlement that throws stops none of the others, and the reconcile then rejects with its error${COARSE ?? ""}`,
+    async () => {
+      const { store, gid, roots, leaseIds } = await leasedRoots(
+        "batch-order",
+        "sleeper.sh",
+        "sleep 1000\n",
+        12,
+        async (pid) => (await FACTS.inspect(pid))?.argv?.[0] === "/bin/sh",
+      );
+      const events: string[] = [];
+      const broken = leaseIds[5]!;
+      // one lease's record fails with an error that is not a refused write: its settlement throws before its move to closing
+      const recording: LeaseStore = {
+        ...store,
+        advance: async (id, step) => {
+          if (id === broken) throw new Error("the record's disk failed");
+          const l = await store.advance(id, step);
+          if (l?.state === "closing") events.push("closing");
+          return l;
+        },
+      };
+      const signaller = createSignaller(FACTS);
+      const counting = {
+        ...signaller,
+        signal: (pid: number, start: string, sig: NodeJS.Signals) => (
+          events.push("signal"),
+          signaller.signal(pid, start, sig)
+        ),
+      };
+      await expect(
+        reconcileLeases({ store: recording, facts: FACTS, signaller: counting, graceMs: 1000, gatewayInstanceId: gid }),
+      ).rejects.toThrow("the record's disk failed");
+      expect(events.filter((e) => e === "closing")).toHaveLength(11);
+      expect(events.indexOf("signal")).toBe(11);
+      // the broken lease was never marked closing, so nothing of it was signalled: its root lives on
+      expect(roots.filter(alive)).toEqual([roots[5]]);
+      for (const [i, id] of leaseIds.entries())
+        expect((await store.get(id))?.state, `lease ${i}`).toBe(i === 5 ? "open" : "closed");
+    },
+    60_000,
+  );
 
-  it.skipIf(COARSE !== null)(`20 leases killed together: each root forks a child on SIGTERM, without the lease's markers, and the batch's shared walks still find and end every one${COARSE ?? ""}`, async () => {
-    // on TERM: a child that does not carry the lease's markers (only the tree walk can tell it is ours); the root lives on
-    const body = 'trap \'env -u OPENCLAW_ACPX_LEASE_ID -u OPENCLAW_GATEWAY_INSTANCE_ID sleep 1000 & echo $! > "$0.$$"\' TERM\necho up > "$0.$$.up"\nwhile :; do sleep 0.05; done\n';
-    const { store, gid, script, roots, leaseIds } = await leasedRoots("batch", "forks-on-term.sh", body, 20, (pid, script) => readable(`${script}.${pid}.up`));
-    let snapshots = 0;
-    const facts = factsWith({ snapshot: () => (snapshots++, FACTS.snapshot()) });
-    const report = await reconcileLeases({ store, facts, signaller: createSignaller(FACTS), graceMs: 1500, gatewayInstanceId: gid });
-    const forked = roots.map((pid) => Number(readFileSync(`${script}.${pid}`, "utf8")));
-    forked.forEach(trackPid);
-    expect(report.entries.map((e) => [e.action, e.stateAfter])).toEqual(leaseIds.map(() => ["killed", "closed"]));
-    for (const [i, e] of report.entries.entries()) {
-      // the child forked on TERM is in its lease's own kill report, ended by it
-      expect(e.kill?.results.find((r) => r.pid === forked[i])?.outcome, `lease ${i}`).toMatch(/^(killed|exited-after-term)$/);
-    }
-    expect([...roots, ...forked].filter(alive)).toEqual([]);
-    // 20 trees, two walks each and a re-verification apiece when killed alone; shared here
-    console.log(`batch of 20: ${snapshots} snapshot() calls, ${report.elapsedMs} ms`);
-    expect(snapshots).toBeLessThan(20);
-  }, 60_000);
+  it.skipIf(COARSE !== null)(
+    `20 leases killed together: each root forks a child on SIGTERM, without the lease's markers, and the batch's shared walks still find and end every one${COARSE ?? ""}`,
+    async () => {
+      // on TERM: a child that does not carry the lease's markers (only the tree walk can tell it is ours); the root lives on
+      const body =
+        'trap \'env -u OPENCLAW_ACPX_LEASE_ID -u OPENCLAW_GATEWAY_INSTANCE_ID sleep 1000 & echo $! > "$0.$$"\' TERM\necho up > "$0.$$.up"\nwhile :; do sleep 0.05; done\n';
+      const { store, gid, script, roots, leaseIds } = await leasedRoots(
+        "batch",
+        "forks-on-term.sh",
+        body,
+        20,
+        (pid, script) => readable(`${script}.${pid}.up`),
+      );
+      let snapshots = 0;
+      const facts = factsWith({ snapshot: () => (snapshots++, FACTS.snapshot()) });
+      const report = await reconcileLeases({
+        store,
+        facts,
+        signaller: createSignaller(FACTS),
+        graceMs: 1500,
+        gatewayInstanceId: gid,
+      });
+      const forked = roots.map((pid) => Number(readFileSync(`${script}.${pid}`, "utf8")));
+      forked.forEach(trackPid);
+      expect(report.entries.map((e) => [e.action, e.stateAfter])).toEqual(leaseIds.map(() => ["killed", "closed"]));
+      for (const [i, e] of report.entries.entries()) {
+        // the child forked on TERM is in its lease's own kill report, ended by it
+        expect(e.kill?.results.find((r) => r.pid === forked[i])?.outcome, `lease ${i}`).toMatch(
+          /^(killed|exited-after-term)$/,
+        );
+      }
+      expect([...roots, ...forked].filter(alive)).toEqual([]);
+      // 20 trees, two walks each and a re-verification apiece when killed alone; shared here
+      console.log(`batch of 20: ${snapshots} snapshot() calls, ${report.elapsedMs} ms`);
+      expect(snapshots).toBeLessThan(20);
+    },
+    60_000,
+  );
 });
 
 /**
@@ -166,7 +222,13 @@ describe("a batch reconcile of real trees", () => {
  * (written under the wrapper root with `body`), detached and carrying its
  * lease's markers, recorded once `ready(pid, script)` says it runs.
  */
-async function leasedRoots(label: string, name: string, body: string, count: number, ready: (pid: number, script: string) => boolean | Promise<boolean>) {
+async function leasedRoots(
+  label: string,
+  name: string,
+  body: string,
+  count: number,
+  ready: (pid: number, script: string) => boolean | Promise<boolean>,
+) {
   const stateDir = tempStateDir(label);
   const gid = await loadOrCreateGatewayInstanceId(stateDir);
   const store = await openLeaseStore(stateDir, { durable: false });
@@ -178,12 +240,36 @@ async function leasedRoots(label: string, name: string, body: string, count: num
   const roots: number[] = [];
   const leaseIds: string[] = [];
   for (let i = 0; i < count; i++) {
-    const lease = await store.create({ kind: "acpx", gatewayInstanceId: gid, sessionKey: `${label}:${i}`, wrapperRoot, wrapperPath: script, commandHash: computeCommandHash(argv) });
-    const c = trackChild(spawn(argv[0]!, argv.slice(1), { stdio: "ignore", detached: true, env: { ...process.env, ...testMarkerEnv(), OPENCLAW_ACPX_LEASE_ID: lease.leaseId, OPENCLAW_GATEWAY_INSTANCE_ID: gid } }));
+    const lease = await store.create({
+      kind: "acpx",
+      gatewayInstanceId: gid,
+      sessionKey: `${label}:${i}`,
+      wrapperRoot,
+      wrapperPath: script,
+      commandHash: computeCommandHash(argv),
+    });
+    const c = trackChild(
+      spawn(argv[0]!, argv.slice(1), {
+        stdio: "ignore",
+        detached: true,
+        env: {
+          ...process.env,
+          ...testMarkerEnv(),
+          OPENCLAW_ACPX_LEASE_ID: lease.leaseId,
+          OPENCLAW_GATEWAY_INSTANCE_ID: gid,
+        },
+      }),
+    );
     c.unref();
     await waitFor(() => ready(c.pid!, script), 10_000);
     const d = (await FACTS.inspect(c.pid!))!;
-    await store.update(lease.leaseId, { rootPid: c.pid!, processGroupId: c.pid!, rootStartTime: d.startTime, bootId: d.bootId, pidNamespace: d.pidNamespace });
+    await store.update(lease.leaseId, {
+      rootPid: c.pid!,
+      processGroupId: c.pid!,
+      rootStartTime: d.startTime,
+      bootId: d.bootId,
+      pidNamespace: d.pidNamespace,
+    });
     roots.push(c.pid!);
     leaseIds.push(lease.leaseId);
   }

@@ -2,13 +2,29 @@
 // the addon (native/files_posix.cc) where it loads, fs/promises where it does
 // not. Every case here runs on both, and the two must agree to the field.
 import { execFileSync } from "node:child_process";
-import { existsSync, lstatSync, mkdirSync, readdirSync, readFileSync, statSync, symlinkSync, writeFileSync } from "node:fs";
+import {
+  existsSync,
+  lstatSync,
+  mkdirSync,
+  readdirSync,
+  readFileSync,
+  statSync,
+  symlinkSync,
+  writeFileSync,
+} from "node:fs";
 import { chown, mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { loadNative } from "../../src/facts/native.js";
-import { atomicWrite, moveDurably, readOwnedFile, readOwnedFiles, removeDurably, type SafeRead } from "../../src/ownership/leases/fs-safe.js";
+import {
+  atomicWrite,
+  moveDurably,
+  readOwnedFile,
+  readOwnedFiles,
+  removeDurably,
+  type SafeRead,
+} from "../../src/ownership/leases/fs-safe.js";
 
 const isRoot = process.getuid?.() === 0;
 const nativeLoads = loadNative() !== null;
@@ -64,7 +80,15 @@ describe(`readOwnedFile(s), atomicWrite, removeDurably and moveDurably agree on 
     writeFileSync(f, '{"ü":1}\n', { mode: 0o600 });
     const r = await readBoth(f);
     const st = lstatSync(f);
-    expect(r).toEqual({ kind: "ok", text: '{"ü":1}\n', ino: st.ino, dev: st.dev, mtimeMs: st.mtimeMs, mode: st.mode, uid: st.uid });
+    expect(r).toEqual({
+      kind: "ok",
+      text: '{"ü":1}\n',
+      ino: st.ino,
+      dev: st.dev,
+      mtimeMs: st.mtimeMs,
+      mode: st.mode,
+      uid: st.uid,
+    });
   });
 
   it("a missing file, or a path through a file, is missing", async () => {
@@ -95,22 +119,36 @@ describe(`readOwnedFile(s), atomicWrite, removeDurably and moveDurably agree on 
 
   it("an open that fails otherwise names its errno code and Node's message", async () => {
     const r = await readBoth(join(dir, `${"n".repeat(300)}.json`));
-    expect(r).toEqual({ kind: "unreadable", code: "ENAMETOOLONG", detail: expect.stringMatching(/^ENAMETOOLONG: ENAMETOOLONG: name too long, open '/) });
+    expect(r).toEqual({
+      kind: "unreadable",
+      code: "ENAMETOOLONG",
+      detail: expect.stringMatching(/^ENAMETOOLONG: ENAMETOOLONG: name too long, open '/),
+    });
   });
 
-  (isRoot ? it : it.skip)(`a file of another uid is foreign-owned${isRoot ? "" : " (skipped: needs root to chown)"}`, async () => {
-    const f = join(dir, "theirs.json");
-    writeFileSync(f, "{}");
-    await chown(f, 65534, 65534);
-    expect(await readBoth(f)).toEqual({ kind: "foreign-owner", uid: 65534 });
-  });
+  (isRoot ? it : it.skip)(
+    `a file of another uid is foreign-owned${isRoot ? "" : " (skipped: needs root to chown)"}`,
+    async () => {
+      const f = join(dir, "theirs.json");
+      writeFileSync(f, "{}");
+      await chown(f, 65534, 65534);
+      expect(await readBoth(f)).toEqual({ kind: "foreign-owner", uid: 65534 });
+    },
+  );
 
   it("readOwnedFiles answers each path in order, as readOwnedFile does alone, and an empty list with none", async () => {
     writeFileSync(join(dir, "a.json"), "first");
     writeFileSync(join(dir, "big.json"), "x".repeat(40));
     symlinkSync(join(dir, "a.json"), join(dir, "link.json"));
     mkdirSync(join(dir, "sub"));
-    const paths = [join(dir, "a.json"), join(dir, "gone.json"), join(dir, "link.json"), join(dir, "sub"), join(dir, "big.json"), join(dir, "a.json")];
+    const paths = [
+      join(dir, "a.json"),
+      join(dir, "gone.json"),
+      join(dir, "link.json"),
+      join(dir, "sub"),
+      join(dir, "big.json"),
+      join(dir, "a.json"),
+    ];
     const { native, portable } = await onBothPaths(async () => ({
       batch: await readOwnedFiles(paths, 16),
       alone: await Promise.all(paths.map((p) => readOwnedFile(p, 16))),
@@ -141,7 +179,11 @@ describe(`readOwnedFile(s), atomicWrite, removeDurably and moveDurably agree on 
     const { native, portable } = await onBothPaths(async () => {
       const missing = await writeError(() => atomicWrite(join(dir, "no-such-dir"), "x.json", "x", true));
       const onDir = await writeError(() => atomicWrite(dir, "occupied.json", "x", true));
-      return [missing, onDir].map((e) => ({ code: e.code, syscall: e.syscall, message: e.message.replace(/\.tmp-[^']+/, ".tmp-*") }));
+      return [missing, onDir].map((e) => ({
+        code: e.code,
+        syscall: e.syscall,
+        message: e.message.replace(/\.tmp-[^']+/, ".tmp-*"),
+      }));
     });
     expect(native[0]).toMatchObject({ code: "ENOENT", syscall: "open" });
     expect(native[1]!.syscall).toBe("rename");
@@ -193,7 +235,11 @@ describe(`readOwnedFile(s), atomicWrite, removeDurably and moveDurably agree on 
       await moveDurably(to, dir, names[0]!, "new, longer\n", true);
       await moveDurably(to, dir, names[1]!, "new\n", false);
       await moveDurably(to, dir, names[2]!, "only\n", true);
-      return names.map((n) => ({ old: existsSync(join(dir, n)), text: readFileSync(join(to, n), "utf8"), mode: statSync(join(to, n)).mode & 0o777 }));
+      return names.map((n) => ({
+        old: existsSync(join(dir, n)),
+        text: readFileSync(join(to, n), "utf8"),
+        mode: statSync(join(to, n)).mode & 0o777,
+      }));
     });
     expect(native).toEqual([
       { old: false, text: "new, longer\n", mode: 0o600 },
@@ -221,9 +267,21 @@ describe(`readOwnedFile(s), atomicWrite, removeDurably and moveDurably agree on 
       writeFileSync(join(dir, `occupied-${tag}.json`, "inside"), "x");
       const removal = await writeError(() => moveDurably(to, dir, `occupied-${tag}.json`, "new", true));
       const landed = readFileSync(join(to, `occupied-${tag}.json`), "utf8");
-      return { landed, errors: [write, removal].map((e) => ({ code: e.code, syscall: e.syscall, path: e.path?.replace(/\.tmp-[^/]+$/, ".tmp-*").replace(`occupied-${tag}.json`, "occupied-*.json"), dest: (e as { dest?: string }).dest })) };
+      return {
+        landed,
+        errors: [write, removal].map((e) => ({
+          code: e.code,
+          syscall: e.syscall,
+          path: e.path?.replace(/\.tmp-[^/]+$/, ".tmp-*").replace(`occupied-${tag}.json`, "occupied-*.json"),
+          dest: (e as { dest?: string }).dest,
+        })),
+      };
     });
-    expect(native.errors[0]).toMatchObject({ syscall: "rename", path: join(to, ".tmp-*"), dest: join(to, "kept.json") });
+    expect(native.errors[0]).toMatchObject({
+      syscall: "rename",
+      path: join(to, ".tmp-*"),
+      dest: join(to, "kept.json"),
+    });
     expect(["EISDIR", "ENOTEMPTY", "EEXIST"]).toContain(native.errors[0]!.code);
     expect(native.errors[1]).toMatchObject({ syscall: "unlink", path: join(dir, "occupied-*.json") });
     expect(["EISDIR", "EPERM"]).toContain(native.errors[1]!.code);

@@ -52,8 +52,17 @@ function impostorTable(): SimFacts {
   for (let i = 0; i < 20; i++) {
     const lookAlike = i % 3 === 1;
     sim.add({
-      name: `imp${i}`, pid: P + i, ppid: 1, pgid: P + i, sid: P + i, uid: lookAlike ? my : 1000, state: i % 7 === 3 ? "Z" : "S",
-      startTime: "7777777", argv: ["imp"], exePath: "/usr/bin/imp", envReadable: i % 2 === 0,
+      name: `imp${i}`,
+      pid: P + i,
+      ppid: 1,
+      pgid: P + i,
+      sid: P + i,
+      uid: lookAlike ? my : 1000,
+      state: i % 7 === 3 ? "Z" : "S",
+      startTime: "7777777",
+      argv: ["imp"],
+      exePath: "/usr/bin/imp",
+      envReadable: i % 2 === 0,
       env: lookAlike ? { OPENCLAW_ACPX_LEASE_ID: base.leaseId, OPENCLAW_GATEWAY_INSTANCE_ID: "gw-other" } : {},
     });
   }
@@ -104,14 +113,16 @@ describe("fuzz", () => {
         if (asName) {
           try {
             const v = JSON.parse(content) as { leaseId?: unknown };
-            if (typeof v?.leaseId === "string" && /^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$/.test(v.leaseId)) name = `${v.leaseId}.json`;
+            if (typeof v?.leaseId === "string" && /^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$/.test(v.leaseId))
+              name = `${v.leaseId}.json`;
           } catch {
             // keep the generated name
           }
         }
         await writeFile(join(store.dir, name), content, { mode: 0o600 });
         const { leases, problems } = await store.list();
-        for (const l of leases) expect(parseLeaseRecord({ ...l, schemaVersion: LEASE_SCHEMA_VERSION }, true).ok).toBe(true);
+        for (const l of leases)
+          expect(parseLeaseRecord({ ...l, schemaVersion: LEASE_SCHEMA_VERSION }, true).ok).toBe(true);
         expect(leases.length + problems.length).toBeGreaterThanOrEqual(1);
         const sim = impostorTable();
         const sig = new RecordingSignaller(sim);
@@ -140,7 +151,8 @@ describe("fuzz", () => {
         expect(v.tree).toBeNull();
         await killLeaseVerification(v, { facts: sim, signaller: sig, graceMs: 10, pollMs: 1, confirmMs: 10 });
         const legacy = await verifyLegacyRecord(value as never, sim, { wrapperRoot: "/opt/gw/acpx" });
-        if (legacy.tree) await killOwnedTree(legacy.tree, { facts: sim, signaller: sig, graceMs: 10, pollMs: 1, confirmMs: 10 });
+        if (legacy.tree)
+          await killOwnedTree(legacy.tree, { facts: sim, signaller: sig, graceMs: 10, pollMs: 1, confirmMs: 10 });
         expect(sig.log).toEqual([]);
       }),
       { numRuns: 400 },

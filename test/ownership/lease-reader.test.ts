@@ -25,8 +25,22 @@ describe("openLeaseReader", () => {
   it("reads the leases the store wrote, one by id and all by filter", async () => {
     const dir = await stateDir();
     const store = await openLeaseStore(dir);
-    const a = await store.create({ kind: "acpx", gatewayInstanceId: "gw-1", sessionKey: "agent:main:a", wrapperRoot: "/w", wrapperPath: "/w/x", commandHash: "0".repeat(64) });
-    await store.create({ kind: "acpx", gatewayInstanceId: "gw-2", sessionKey: "agent:main:b", wrapperRoot: "/w", wrapperPath: "/w/x", commandHash: "0".repeat(64) });
+    const a = await store.create({
+      kind: "acpx",
+      gatewayInstanceId: "gw-1",
+      sessionKey: "agent:main:a",
+      wrapperRoot: "/w",
+      wrapperPath: "/w/x",
+      commandHash: "0".repeat(64),
+    });
+    await store.create({
+      kind: "acpx",
+      gatewayInstanceId: "gw-2",
+      sessionKey: "agent:main:b",
+      wrapperRoot: "/w",
+      wrapperPath: "/w/x",
+      commandHash: "0".repeat(64),
+    });
     const reader = await openLeaseReader(dir);
     expect((await reader.get(a.leaseId))?.sessionKey).toBe("agent:main:a");
     expect((await reader.list({ gatewayInstanceId: "gw-1" })).leases.map((l) => l.leaseId)).toEqual([a.leaseId]);

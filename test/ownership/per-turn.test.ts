@@ -45,7 +45,9 @@ describe("wakeInChunks", () => {
       while (performance.now() < until);
     };
     const n = WAKE_CHUNK * 20 + 7;
-    const done = new Promise<void>((r) => wakeInChunks([...Array.from({ length: n }, (_, i) => () => (busy(), woken.push(i))), r]));
+    const done = new Promise<void>((r) =>
+      wakeInChunks([...Array.from({ length: n }, (_, i) => () => (busy(), woken.push(i))), r]),
+    );
     expect(woken).toEqual(Array.from({ length: WAKE_CHUNK }, (_, i) => i));
     await done;
     expect(woken).toEqual(Array.from({ length: n }, (_, i) => i));
@@ -64,7 +66,10 @@ describe("Waiters", () => {
     expect(await w.wait()).toBe("walk");
     const failed = new Waiters(Promise.reject(new Error("no walk")));
     const both = await Promise.allSettled([failed.wait(), failed.wait()]);
-    expect(both.map((r) => (r.status === "rejected" ? (r.reason as Error).message : "?"))).toEqual(["no walk", "no walk"]);
+    expect(both.map((r) => (r.status === "rejected" ? (r.reason as Error).message : "?"))).toEqual([
+      "no walk",
+      "no walk",
+    ]);
     await expect(failed.wait()).rejects.toThrow("no walk");
   });
 });

@@ -29,7 +29,11 @@ const NS_FIXTURE = fileURLToPath(new URL("../fixtures/ownership/pid-reuse-ns.mjs
 const DIST = fileURLToPath(new URL("../../dist", import.meta.url));
 const isRoot = process.getuid?.() === 0;
 const isLinux = process.platform === "linux";
-const skipReason = !isLinux ? "not Linux" : !isRoot ? "not root (needs root for unshare/ns_last_pid and to see every process)" : null;
+const skipReason = !isLinux
+  ? "not Linux"
+  : !isRoot
+    ? "not root (needs root for unshare/ns_last_pid and to see every process)"
+    : null;
 if (skipReason) console.log(`ownership real-OS tests skipped: ${skipReason}`);
 
 const backends: FactsBackend[] = ["procfs"];
@@ -53,7 +57,10 @@ afterEach(async () => {
   for (const c of children.splice(0)) if (c.exitCode === null && c.signalCode === null) c.kill("SIGKILL");
 });
 
-async function startTree(mode: string, env: Record<string, string>): Promise<{ child: ChildProcess; report: Record<string, number> }> {
+async function startTree(
+  mode: string,
+  env: Record<string, string>,
+): Promise<{ child: ChildProcess; report: Record<string, number> }> {
   const child = spawn(process.execPath, [TREE, "wrapper", mode], {
     detached: true,
     env: { ...process.env, ...env },
@@ -80,7 +87,11 @@ async function track(facts: ProcessFacts, pids: number[]): Promise<void> {
   }
 }
 
-async function leaseFor(stateDir: string, facts: ProcessFacts, mode: string): Promise<{ lease: AcpxProcessLease; report: Record<string, number> }> {
+async function leaseFor(
+  stateDir: string,
+  facts: ProcessFacts,
+  mode: string,
+): Promise<{ lease: AcpxProcessLease; report: Record<string, number> }> {
   const store = await openLeaseStore(stateDir, { durable: false });
   let lease = await store.create({
     kind: "acpx",
@@ -90,7 +101,10 @@ async function leaseFor(stateDir: string, facts: ProcessFacts, mode: string): Pr
     wrapperPath: TREE,
     commandHash: computeCommandHash([process.execPath, TREE, "wrapper", mode]),
   });
-  const { child, report } = await startTree(mode, { OPENCLAW_ACPX_LEASE_ID: lease.leaseId, OPENCLAW_GATEWAY_INSTANCE_ID: "gw-test" });
+  const { child, report } = await startTree(mode, {
+    OPENCLAW_ACPX_LEASE_ID: lease.leaseId,
+    OPENCLAW_GATEWAY_INSTANCE_ID: "gw-test",
+  });
   await track(facts, Object.values(report));
   const d = (await facts.inspect(child.pid!))!;
   lease = await store.update(lease.leaseId, {
@@ -131,10 +145,14 @@ describe.skipIf(skipReason !== null)(`real processes${skipReason !== null ? ` (s
   it("forced PID reuse in a private PID namespace: verification refuses the impostor, the production reap and a stale-tree reaper leave it alone", () => {
     expect(existsSync(join(DIST, "index.js")), "dist/ missing: run `npm run build` first (npm test does)").toBe(true);
     for (const backend of backends) {
-      const out = execFileSync("unshare", ["--pid", "--fork", "--mount-proc", process.execPath, NS_FIXTURE, DIST, backend], {
-        encoding: "utf8",
-        timeout: 25_000,
-      });
+      const out = execFileSync(
+        "unshare",
+        ["--pid", "--fork", "--mount-proc", process.execPath, NS_FIXTURE, DIST, backend],
+        {
+          encoding: "utf8",
+          timeout: 25_000,
+        },
+      );
       const r = JSON.parse(out.trim().split("\n").pop()!) as Record<string, unknown>;
       expect(r.error, String(r.error)).toBeUndefined();
       expect(r.self).toBe(1); // really in a fresh namespace
@@ -171,7 +189,15 @@ describe.skipIf(skipReason !== null)(`real processes${skipReason !== null ? ` (s
           const pids = v.tree!.members.map((m) => m.pid);
           expect(pids).toEqual([report.grandchild, report.adapter, report.wrapper]);
           expect(v.evidence.filter((e) => e.result === "match").map((e) => e.check)).toEqual(
-            expect.arrayContaining(["start-time", "wrapper-path", "lease-env", "command-hash", "process-group", "boot-id", "pid-namespace"]),
+            expect.arrayContaining([
+              "start-time",
+              "wrapper-path",
+              "lease-env",
+              "command-hash",
+              "process-group",
+              "boot-id",
+              "pid-namespace",
+            ]),
           );
           const r = await killOwnedTree(v.tree!, { facts: f, signaller: signaller(), graceMs: 600, pollMs: 25 });
           expect(r.results.map((x) => [x.pid, x.outcome])).toEqual([
@@ -197,11 +223,16 @@ describe.skipIf(skipReason !== null)(`real processes${skipReason !== null ? ` (s
           process.kill(report.wrapper!, "SIGKILL");
           expect(await waitGone(f, report.wrapper!, lease.rootStartTime!)).toBe(true);
           // the adapter is re-parented away from the dead wrapper: only its env markers tie it to the lease now
-          expect(await waitFor(async () => ((await f.inspect(adapter.pid))?.ppid !== report.wrapper ? true : null))).toBe(true);
+          expect(
+            await waitFor(async () => ((await f.inspect(adapter.pid))?.ppid !== report.wrapper ? true : null)),
+          ).toBe(true);
           const v = await explainLease(lease, f, { gatewayInstanceId: "gw-test" });
           expect(v.verdict, JSON.stringify(v.evidence)).toBe("gone");
           expect(v.tree).toBeNull();
-          expect(v.remnants?.members.map((m) => m.pid), JSON.stringify(v.evidence)).toEqual([grandchild.pid, adapter.pid]);
+          expect(
+            v.remnants?.members.map((m) => m.pid),
+            JSON.stringify(v.evidence),
+          ).toEqual([grandchild.pid, adapter.pid]);
           expect(v.remnants!.members.map((m) => m.startTime)).toEqual([grandchild.startTime, adapter.startTime]);
           expect(v.evidence.filter((e) => e.check.startsWith("remnant-")).map((e) => [e.check, e.result])).toEqual([
             ["remnant-env", "match"],

@@ -4,8 +4,26 @@
  * each row with its verdict, the remnants found, the signals sent and what
  * the search refused.
  */
-import { type EvidenceCheck, type EvidenceCode, type LeaseVerdict, type RemnantRefusal, type StartClock } from "../../src/ownership/index.js";
-import { adapter, ENV, grandchild, lease, P, SimFacts, unrelated, type SimRowBase, W, wrapper, type SimProc } from "./sim.js";
+import {
+  type EvidenceCheck,
+  type EvidenceCode,
+  type LeaseVerdict,
+  type RemnantRefusal,
+  type StartClock,
+} from "../../src/ownership/index.js";
+import {
+  adapter,
+  ENV,
+  grandchild,
+  lease,
+  P,
+  SimFacts,
+  unrelated,
+  type SimRowBase,
+  W,
+  wrapper,
+  type SimProc,
+} from "./sim.js";
 
 export const MY = process.getuid?.() ?? 1000;
 export const N = P + 5; // a process that appears during the teardown
@@ -15,8 +33,13 @@ export const REAP = { graceMs: 150, pollMs: 5, confirmMs: 150 };
 /** Adapter and grandchild left behind by a SIGKILLed wrapper: re-parented to init, our uid, markers inherited. */
 const orphanA = (over: Partial<SimProc> = {}) => adapter({ ppid: 1, uid: MY, ...over });
 const orphanG = (over: Partial<SimProc> = {}) => grandchild({ uid: MY, ...over });
-export const remnantFamily = (a: Partial<SimProc> = {}, g: Partial<SimProc> = {}) => (sim: SimFacts) =>
-  sim.add(orphanA(a)).add(orphanG(g)).add(unrelated({ uid: MY }));
+export const remnantFamily =
+  (a: Partial<SimProc> = {}, g: Partial<SimProc> = {}) =>
+  (sim: SimFacts) =>
+    sim
+      .add(orphanA(a))
+      .add(orphanG(g))
+      .add(unrelated({ uid: MY }));
 
 export interface Row extends SimRowBase {
   startClock?: StartClock | null;
@@ -33,7 +56,8 @@ export interface Row extends SimRowBase {
 
 // processes of our uid, started after the lease, whose environment cannot be read
 const K = P + 20;
-const unreadable = (over: Partial<SimProc>) => unrelated({ name: "K", pid: K, ppid: 2, startTime: "6000", envReadable: false, env: {}, ...over });
+const unreadable = (over: Partial<SimProc>) =>
+  unrelated({ name: "K", pid: K, ppid: 2, startTime: "6000", envReadable: false, env: {}, ...over });
 
 export const rows: Row[] = [
   {
@@ -83,7 +107,10 @@ export const rows: Row[] = [
   },
   {
     name: "remnant whose gateway instance marker differs: untouched",
-    setup: remnantFamily({ env: { ...ENV, OPENCLAW_GATEWAY_INSTANCE_ID: "gw-B" } }, { env: { ...ENV, OPENCLAW_GATEWAY_INSTANCE_ID: "gw-B" } }),
+    setup: remnantFamily(
+      { env: { ...ENV, OPENCLAW_GATEWAY_INSTANCE_ID: "gw-B" } },
+      { env: { ...ENV, OPENCLAW_GATEWAY_INSTANCE_ID: "gw-B" } },
+    ),
     verdict: "gone",
     signals: [],
     // a readable environment with another instance id proves it is not ours: the search ends, nothing left of ours
@@ -195,8 +222,28 @@ export const rows: Row[] = [
     name: "a marker carrier that is an ancestor of this process: untouched",
     setup: (sim) =>
       sim
-        .add({ name: "parent", pid: process.ppid, ppid: P + 20, pgid: P + 20, sid: P + 20, uid: MY, state: "S", startTime: "5002", env: ENV })
-        .add({ name: "grandparent", pid: P + 20, ppid: 1, pgid: P + 20, sid: P + 20, uid: MY, state: "S", startTime: "5001", env: ENV }),
+        .add({
+          name: "parent",
+          pid: process.ppid,
+          ppid: P + 20,
+          pgid: P + 20,
+          sid: P + 20,
+          uid: MY,
+          state: "S",
+          startTime: "5002",
+          env: ENV,
+        })
+        .add({
+          name: "grandparent",
+          pid: P + 20,
+          ppid: 1,
+          pgid: P + 20,
+          sid: P + 20,
+          uid: MY,
+          state: "S",
+          startTime: "5001",
+          env: ENV,
+        }),
     verdict: "gone",
     signals: [],
     evidence: ["remnant-env", "unknown", "none-proven"],
@@ -204,7 +251,9 @@ export const rows: Row[] = [
   {
     name: "root alive but another gateway's (lease id differs): mismatch for another reason, carriers untouched",
     setup: (sim) =>
-      remnantFamily()(sim).add(wrapper({ uid: MY, env: { OPENCLAW_ACPX_LEASE_ID: "lease-of-B", OPENCLAW_GATEWAY_INSTANCE_ID: "gw-B" } })),
+      remnantFamily()(sim).add(
+        wrapper({ uid: MY, env: { OPENCLAW_ACPX_LEASE_ID: "lease-of-B", OPENCLAW_GATEWAY_INSTANCE_ID: "gw-B" } }),
+      ),
     verdict: "mismatch",
     signals: [],
     evidence: ["lease-env", "mismatch"],
@@ -263,7 +312,8 @@ rows.push(
   },
   {
     name: "a leader whose main thread exited while its threads run (exiting, zombieLeader) is alive: it keeps the search open",
-    setup: (sim) => sim.add(unreadable({ ppid: 1, kernelThread: false, state: "Z", exiting: true, zombieLeader: true })),
+    setup: (sim) =>
+      sim.add(unreadable({ ppid: 1, kernelThread: false, state: "Z", exiting: true, zombieLeader: true })),
     verdict: "gone",
     signals: [],
     search: "inconclusive",
@@ -277,7 +327,10 @@ rows.push(
   },
   {
     name: "a zombie and a dead record with unreadable environments are gone",
-    setup: (sim) => sim.add(unreadable({ ppid: 1, kernelThread: false, state: "Z" })).add(unreadable({ name: "K2", pid: K + 1, ppid: 1, kernelThread: false, state: "X" })),
+    setup: (sim) =>
+      sim
+        .add(unreadable({ ppid: 1, kernelThread: false, state: "Z" }))
+        .add(unreadable({ name: "K2", pid: K + 1, ppid: 1, kernelThread: false, state: "X" })),
     verdict: "gone",
     signals: [],
     search: "none-found",
@@ -285,7 +338,9 @@ rows.push(
   {
     name: "a live same-uid process older than the lease, or of another uid, never keeps the search open",
     setup: (sim) =>
-      sim.add(unreadable({ ppid: 1, kernelThread: false, startTime: "10" })).add(unreadable({ name: "K2", pid: K + 1, ppid: 1, kernelThread: false, uid: MY + 1 })),
+      sim
+        .add(unreadable({ ppid: 1, kernelThread: false, startTime: "10" }))
+        .add(unreadable({ name: "K2", pid: K + 1, ppid: 1, kernelThread: false, uid: MY + 1 })),
     verdict: "gone",
     signals: [],
     search: "none-found",

@@ -21,7 +21,24 @@ import {
 import { judgeCarrier, type RemnantContext } from "../../src/ownership/verify/remnants.js";
 import { parseAuxvClockTicks, parseBtimeMs, readStartClock } from "../../src/ownership/verify/start-clock.js";
 import type { ProcessDetails } from "../../src/facts/types.js";
-import { A, adapter, BOOT, ENV, G, grandchild, lease, nameOf, NS, P, RecordingSignaller, SimFacts, unrelated, W, wrapper, type SimProc } from "./sim.js";
+import {
+  A,
+  adapter,
+  BOOT,
+  ENV,
+  G,
+  grandchild,
+  lease,
+  nameOf,
+  NS,
+  P,
+  RecordingSignaller,
+  SimFacts,
+  unrelated,
+  W,
+  wrapper,
+  type SimProc,
+} from "./sim.js";
 import { CLOCK, MY, N, REAP, remnantFamily, rows } from "./remnants-rows.js";
 
 describe("remnants of a vanished root (simulator)", () => {
@@ -51,7 +68,13 @@ describe("remnants of a vanished root (simulator)", () => {
       }
       if (row.evidence) {
         const [check, result, code, words] = row.evidence;
-        const hit = v.evidence.find((e) => e.check === check && e.result === result && (!code || e.code === code) && (!words || words.test(e.detail ?? "")));
+        const hit = v.evidence.find(
+          (e) =>
+            e.check === check &&
+            e.result === result &&
+            (!code || e.code === code) &&
+            (!words || words.test(e.detail ?? "")),
+        );
         expect(hit, why).toBeDefined();
       }
       if (row.refusals) expect(v.remnantRefusals, why).toEqual(row.refusals);
@@ -72,7 +95,10 @@ describe("remnants of a vanished root (simulator)", () => {
 
   it("an owned lease reports a tree and no remnants; killLeaseVerification reaps the tree", async () => {
     const sim = new SimFacts();
-    sim.add(wrapper({ uid: MY })).add(adapter({ uid: MY })).add(grandchild({ uid: MY }));
+    sim
+      .add(wrapper({ uid: MY }))
+      .add(adapter({ uid: MY }))
+      .add(grandchild({ uid: MY }));
     const v = await explainLease(lease(), sim);
     expect(v.verdict).toBe("owned");
     expect(v.remnants).toBeNull();
@@ -85,10 +111,34 @@ describe("remnants of a vanished root (simulator)", () => {
 
   it("verifyLeases keeps one snapshot and one env read per process for owned, remnant and empty leases together", async () => {
     const sim = new SimFacts();
-    sim.add(wrapper({ uid: MY })).add(adapter({ uid: MY })).add(grandchild({ uid: MY })).add(unrelated({ uid: MY }));
+    sim
+      .add(wrapper({ uid: MY }))
+      .add(adapter({ uid: MY }))
+      .add(grandchild({ uid: MY }))
+      .add(unrelated({ uid: MY }));
     const env2 = { OPENCLAW_ACPX_LEASE_ID: "lease-2", OPENCLAW_GATEWAY_INSTANCE_ID: "gw-A" };
-    sim.add({ name: "A2", pid: P + 30, ppid: 1, pgid: P + 30, sid: P + 30, uid: MY, state: "S", startTime: "5101", env: env2 });
-    sim.add({ name: "G2", pid: P + 31, ppid: P + 30, pgid: P + 30, sid: P + 30, uid: MY, state: "S", startTime: "5102", env: env2 });
+    sim.add({
+      name: "A2",
+      pid: P + 30,
+      ppid: 1,
+      pgid: P + 30,
+      sid: P + 30,
+      uid: MY,
+      state: "S",
+      startTime: "5101",
+      env: env2,
+    });
+    sim.add({
+      name: "G2",
+      pid: P + 31,
+      ppid: P + 30,
+      pgid: P + 30,
+      sid: P + 30,
+      uid: MY,
+      state: "S",
+      startTime: "5102",
+      env: env2,
+    });
     const leases = [
       lease(),
       lease({ leaseId: "lease-2", rootPid: P + 29, rootStartTime: "5100", processGroupId: P + 30 }),
@@ -117,7 +167,14 @@ describe("judgeCarrier (each remnant check on its own, behind the env pass's pre
   };
   const proc = { pid: A, ppid: 1, pgid: A, sid: W, uid: MY, state: "S", startTime: "5001" };
   const details = (over: Partial<ProcessDetails> = {}): ProcessDetails => ({
-    ...proc, exePath: null, argv: null, env: { ...ENV }, envReadable: true, bootId: BOOT, pidNamespace: NS, ...over,
+    ...proc,
+    exePath: null,
+    argv: null,
+    env: { ...ENV },
+    envReadable: true,
+    bootId: BOOT,
+    pidNamespace: NS,
+    ...over,
   });
   const l = lease({ startedAt: 1_050_010 - 1000 });
 
@@ -128,7 +185,15 @@ describe("judgeCarrier (each remnant check on its own, behind the env pass's pre
   it("refuses each failed check with its reason", () => {
     const cases: [string, ReturnType<typeof judgeCarrier>][] = [
       ["instance", judgeCarrier(l, proc, details({ env: { ...ENV, OPENCLAW_GATEWAY_INSTANCE_ID: "gw-B" } }), ctx)],
-      ["no instance", judgeCarrier(l, proc, details({ env: { OPENCLAW_ACPX_LEASE_ID: "lease-1", OPENCLAW_GATEWAY_INSTANCE_ID: null } }), ctx)],
+      [
+        "no instance",
+        judgeCarrier(
+          l,
+          proc,
+          details({ env: { OPENCLAW_ACPX_LEASE_ID: "lease-1", OPENCLAW_GATEWAY_INSTANCE_ID: null } }),
+          ctx,
+        ),
+      ],
       ["unreadable", judgeCarrier(l, proc, details({ envReadable: false }), ctx)],
       ["boot", judgeCarrier(l, proc, details({ bootId: "boot-bbbb" }), ctx)],
       ["boot unknown", judgeCarrier(l, proc, details({ bootId: undefined }), ctx)],
@@ -199,45 +264,108 @@ describe("start clock", () => {
       });
       return new Uint8Array(b.buffer);
     };
-    const typical: [number, number][] = [[33, 0x7ffd1234], [16, 0xbfebfbff], [6, 4096], [17, 100], [3, 0x400040], [0, 0]];
+    const typical: [number, number][] = [
+      [33, 0x7ffd1234],
+      [16, 0xbfebfbff],
+      [6, 4096],
+      [17, 100],
+      [3, 0x400040],
+      [0, 0],
+    ];
     expect(parseAuxvClockTicks(vec(8, true, typical), 8, "LE")).toBe(100);
-    expect(parseAuxvClockTicks(vec(4, false, [[6, 4096], [17, 250], [0, 0]]), 4, "BE")).toBe(250);
+    expect(
+      parseAuxvClockTicks(
+        vec(4, false, [
+          [6, 4096],
+          [17, 250],
+          [0, 0],
+        ]),
+        4,
+        "BE",
+      ),
+    ).toBe(250);
     // absent, after AT_NULL, zero, truncated, unknown word size: null, never a guess
-    expect(parseAuxvClockTicks(vec(8, true, [[6, 4096], [0, 0]]), 8, "LE")).toBeNull();
-    expect(parseAuxvClockTicks(vec(8, true, [[6, 4096], [0, 0], [17, 100]]), 8, "LE")).toBeNull();
-    expect(parseAuxvClockTicks(vec(8, true, [[17, 0], [0, 0]]), 8, "LE")).toBeNull();
+    expect(
+      parseAuxvClockTicks(
+        vec(8, true, [
+          [6, 4096],
+          [0, 0],
+        ]),
+        8,
+        "LE",
+      ),
+    ).toBeNull();
+    expect(
+      parseAuxvClockTicks(
+        vec(8, true, [
+          [6, 4096],
+          [0, 0],
+          [17, 100],
+        ]),
+        8,
+        "LE",
+      ),
+    ).toBeNull();
+    expect(
+      parseAuxvClockTicks(
+        vec(8, true, [
+          [17, 0],
+          [0, 0],
+        ]),
+        8,
+        "LE",
+      ),
+    ).toBeNull();
     expect(parseAuxvClockTicks(vec(8, true, [[17, 100]]).subarray(0, 12), 8, "LE")).toBeNull();
     expect(parseAuxvClockTicks(vec(8, true, typical), 2, "LE")).toBeNull();
   });
 
   const notLinux = process.platform !== "linux" ? "skipped: /proc start clock exists on Linux only" : null;
   if (notLinux) console.log(`[remnants.test] ${notLinux}`);
-  it.skipIf(notLinux !== null)(`on this host, /proc/self/auxv's CLK_TCK is what getconf says${notLinux ? ` (${notLinux})` : ""}`, async () => {
-    const word = process.arch === "x64" || process.arch === "arm64" ? 8 : 4;
-    const fromAuxv = parseAuxvClockTicks(readFileSync("/proc/self/auxv"), word, endianness());
-    const fromGetconf = Number(execFileSync("getconf", ["CLK_TCK"], { encoding: "utf8" }).trim());
-    expect(fromAuxv).toBe(fromGetconf);
-    expect((await readStartClock())?.ticksPerSecond).toBe(fromGetconf);
-  });
-  it.skipIf(notLinux !== null)(`on this host, this process's own start converts to about now − uptime${notLinux ? ` (${notLinux})` : ""}`, async () => {
-    const clock = await readStartClock();
-    expect(clock).not.toBeNull();
-    const { getProcessFacts } = await import("../../src/facts/index.js");
-    const self = (await getProcessFacts({ backend: "procfs" }).inspect(process.pid))!;
-    const epoch = startTimeToEpochMs(self.startTime, "procfs", clock)!;
-    const expected = Date.now() - process.uptime() * 1000;
-    expect(Math.abs(epoch - expected)).toBeLessThan(START_CLOCK_SLACK_MS);
-  });
+  it.skipIf(notLinux !== null)(
+    `on this host, /proc/self/auxv's CLK_TCK is what getconf says${notLinux ? ` (${notLinux})` : ""}`,
+    async () => {
+      const word = process.arch === "x64" || process.arch === "arm64" ? 8 : 4;
+      const fromAuxv = parseAuxvClockTicks(readFileSync("/proc/self/auxv"), word, endianness());
+      const fromGetconf = Number(execFileSync("getconf", ["CLK_TCK"], { encoding: "utf8" }).trim());
+      expect(fromAuxv).toBe(fromGetconf);
+      expect((await readStartClock())?.ticksPerSecond).toBe(fromGetconf);
+    },
+  );
+  it.skipIf(notLinux !== null)(
+    `on this host, this process's own start converts to about now − uptime${notLinux ? ` (${notLinux})` : ""}`,
+    async () => {
+      const clock = await readStartClock();
+      expect(clock).not.toBeNull();
+      const { getProcessFacts } = await import("../../src/facts/index.js");
+      const self = (await getProcessFacts({ backend: "procfs" }).inspect(process.pid))!;
+      const epoch = startTimeToEpochMs(self.startTime, "procfs", clock)!;
+      const expected = Date.now() - process.uptime() * 1000;
+      expect(Math.abs(epoch - expected)).toBeLessThan(START_CLOCK_SLACK_MS);
+    },
+  );
 });
 
 describe("reaper: new members of a verified process group", () => {
   // G forks N on its way out of SIGTERM; N lands in the adapter group, re-parented to init (no parent link to any member)
   const newcomer = (over: Partial<SimProc> = {}): SimProc => ({
-    name: "N", pid: N, ppid: 1, pgid: A, sid: W, uid: MY, state: "S", startTime: "5010", env: {}, ...over,
+    name: "N",
+    pid: N,
+    ppid: 1,
+    pgid: A,
+    sid: W,
+    uid: MY,
+    state: "S",
+    startTime: "5010",
+    env: {},
+    ...over,
   });
   const setup = (n: SimProc) => {
     const sim = new SimFacts();
-    sim.add(wrapper({ uid: MY })).add(adapter({ uid: MY })).add(grandchild({ uid: MY, onTermSpawn: n }));
+    sim
+      .add(wrapper({ uid: MY }))
+      .add(adapter({ uid: MY }))
+      .add(grandchild({ uid: MY, onTermSpawn: n }));
     return sim;
   };
   const name = (pid: number) => (pid === N ? "N" : nameOf(pid));
@@ -257,7 +385,11 @@ describe("reaper: new members of a verified process group", () => {
     const sig = new RecordingSignaller(sim);
     const r = await killLeaseVerification(v, { facts: sim, signaller: sig, ...REAP });
     expect(sig.log).toEqual(["SIGTERM G", "SIGTERM A", "SIGTERM W", "SIGTERM N"]);
-    expect(r.report!.results.map((x) => [name(x.pid), x.startTime, x.outcome])).toContainEqual(["N", "5010", "exited-after-term"]);
+    expect(r.report!.results.map((x) => [name(x.pid), x.startTime, x.outcome])).toContainEqual([
+      "N",
+      "5010",
+      "exited-after-term",
+    ]);
     expect(sim.table.has(N)).toBe(false);
   });
 
@@ -292,8 +424,12 @@ describe("reaper: new members of a verified process group", () => {
     const sim = setup(newcomer());
     const v = await explainLease(lease(), sim);
     const sig = new RecordingSignaller(sim);
-    await expect(killOwnedTree(v.tree!, { facts: sim, signaller: sig, ...REAP, group: 1 })).rejects.toThrow(/opts\.group/);
-    await expect(killOwnedTree(v.tree!, { facts: sim, signaller: sig, ...REAP, group: 2.5 })).rejects.toThrow(TypeError);
+    await expect(killOwnedTree(v.tree!, { facts: sim, signaller: sig, ...REAP, group: 1 })).rejects.toThrow(
+      /opts\.group/,
+    );
+    await expect(killOwnedTree(v.tree!, { facts: sim, signaller: sig, ...REAP, group: 2.5 })).rejects.toThrow(
+      TypeError,
+    );
     expect(sig.log).toEqual([]);
     const { ownProcessGroupId } = await import("../../src/facts/guards.js");
     const own = ownProcessGroupId()!;
@@ -305,5 +441,4 @@ describe("reaper: new members of a verified process group", () => {
     await killOwnedTree({ root, members: [root], group: own }, { facts: sim2, signaller: sig2, ...REAP });
     expect(sig2.log).toEqual(["SIGTERM W"]);
   });
-
 });

@@ -65,16 +65,25 @@ describe("N2: a remnant candidate that cannot be read is never 'nothing left'", 
 
   it("an unreadable process that provably cannot be the lease's (started before the root, another uid) does not block 'none-found'", async () => {
     const sim = new SimFacts();
-    sim.add(stranger({ startTime: "4000", envReadable: false })).add(stranger({ pid: X, name: "X", uid: MY + 1, envReadable: false }));
+    sim
+      .add(stranger({ startTime: "4000", envReadable: false }))
+      .add(stranger({ pid: X, name: "X", uid: MY + 1, envReadable: false }));
     const v = await explainLease(lease(), sim);
     expect(v.remnantSearch).toBe("none-found");
     expect(v.remnantsUncleared).toBe(0);
-    expect(settlementFor(v, null)).toMatchObject({ to: "lost", code: "ended-on-its-own", settledAs: "ended-on-its-own" });
+    expect(settlementFor(v, null)).toMatchObject({
+      to: "lost",
+      code: "ended-on-its-own",
+      settledAs: "ended-on-its-own",
+    });
   });
 
   it("remnants found and reaped while another candidate could not be read: the completed reap does not close the lease", async () => {
     const sim = new SimFacts();
-    sim.add(wrapper({ state: "Z" })).add(adapter({ ppid: 1 })).add(stranger({ envReadable: false }));
+    sim
+      .add(wrapper({ state: "Z" }))
+      .add(adapter({ ppid: 1 }))
+      .add(stranger({ envReadable: false }));
     const v = await explainLease(lease(), sim);
     expect(v.remnantSearch).toBe("found");
     expect(v.remnantsUncleared).toBe(1);
@@ -97,8 +106,16 @@ describe("settlementFor: the table", () => {
     family(sim);
     const v = await explainLease(lease(), sim);
     expect(v.verdict).toBe("owned");
-    expect(settlementFor(v, done("exited-after-term"))).toMatchObject({ to: "closed", code: "killed", settledAs: "killed" });
-    expect(settlementFor(v, done("identity-mismatch"))).toMatchObject({ to: "closed", code: "killed", settledAs: "killed" });
+    expect(settlementFor(v, done("exited-after-term"))).toMatchObject({
+      to: "closed",
+      code: "killed",
+      settledAs: "killed",
+    });
+    expect(settlementFor(v, done("identity-mismatch"))).toMatchObject({
+      to: "closed",
+      code: "killed",
+      settledAs: "killed",
+    });
     for (const o of ["survived", "permission-denied", "unknown"] as const) {
       const s = settlementFor(v, done(o));
       expect(s).toMatchObject({ to: "closing", code: "kill-survivors" });
@@ -113,16 +130,31 @@ describe("settlementFor: the table", () => {
   it("6: gone with nothing left is lost; closed after a COMPLETED prior reap or (no prior reap) an observed root exit; a prior reap with survivors keeps closing", async () => {
     const v = await explainLease(lease(), new SimFacts());
     expect([v.verdict, v.remnantSearch]).toEqual(["gone", "none-found"]);
-    expect(settlementFor(v, null)).toMatchObject({ to: "lost", code: "ended-on-its-own", settledAs: "ended-on-its-own" });
-    expect(settlementFor(v, null, { prior: done("killed") })).toMatchObject({ to: "closed", code: "killed-earlier", settledAs: "killed" });
-    expect(settlementFor(v, null, { rootExitObserved: true })).toMatchObject({ to: "closed", code: "exit-observed", settledAs: "exit-observed" });
+    expect(settlementFor(v, null)).toMatchObject({
+      to: "lost",
+      code: "ended-on-its-own",
+      settledAs: "ended-on-its-own",
+    });
+    expect(settlementFor(v, null, { prior: done("killed") })).toMatchObject({
+      to: "closed",
+      code: "killed-earlier",
+      settledAs: "killed",
+    });
+    expect(settlementFor(v, null, { rootExitObserved: true })).toMatchObject({
+      to: "closed",
+      code: "exit-observed",
+      settledAs: "exit-observed",
+    });
     // fail closed: a member the prior kill could not signal is not proven gone
     for (const o of ["permission-denied", "survived", "unknown"] as const) {
       const s = settlementFor(v, null, { prior: done(o) });
       expect(s).toMatchObject({ to: "closing", code: "earlier-kill-survivors" });
       expect(s.why).toContain(String(W));
       // an observed root exit does not outweigh a prior kill's survivor
-      expect(settlementFor(v, null, { prior: done(o), rootExitObserved: true })).toMatchObject({ to: "closing", code: "earlier-kill-survivors" });
+      expect(settlementFor(v, null, { prior: done(o), rootExitObserved: true })).toMatchObject({
+        to: "closing",
+        code: "earlier-kill-survivors",
+      });
     }
   });
 
@@ -132,8 +164,14 @@ describe("settlementFor: the table", () => {
     sim.bootId = "boot-other";
     const v = await explainLease(lease(), sim);
     expect([v.verdict, v.remnantSearch]).toEqual(["gone", "none-found"]);
-    expect(v.evidence).toContainEqual(expect.objectContaining({ check: "boot-id", result: "mismatch", code: "rebooted" }));
-    expect(settlementFor(v, null)).toMatchObject({ to: "lost", code: "ended-on-its-own", settledAs: "ended-on-its-own" });
+    expect(v.evidence).toContainEqual(
+      expect.objectContaining({ check: "boot-id", result: "mismatch", code: "rebooted" }),
+    );
+    expect(settlementFor(v, null)).toMatchObject({
+      to: "lost",
+      code: "ended-on-its-own",
+      settledAs: "ended-on-its-own",
+    });
   });
 
   it("7: gone with remnants not reaped, or a blocked search (ps), stays closing", async () => {
@@ -154,13 +192,20 @@ describe("settlementFor: the table", () => {
     const v = await explainLease(lease(), sim);
     expect(v.verdict).toBe("mismatch");
     // the start time says the pid was reused: not ours, nothing signalled
-    expect(v.evidence).toContainEqual(expect.objectContaining({ check: "start-time", result: "mismatch", code: "pid-reused" }));
+    expect(v.evidence).toContainEqual(
+      expect.objectContaining({ check: "start-time", result: "mismatch", code: "pid-reused" }),
+    );
     expect(settlementFor(v, null)).toMatchObject({ to: "lost", code: "not-ours", settledAs: "not-ours" });
     expect(settlementFor(v, null, { prior: done("killed") })).toMatchObject({ to: "closed", code: "killed-earlier" });
-    expect(settlementFor(v, null, { prior: done("survived") })).toMatchObject({ to: "closing", code: "earlier-kill-survivors" });
+    expect(settlementFor(v, null, { prior: done("survived") })).toMatchObject({
+      to: "closing",
+      code: "earlier-kill-survivors",
+    });
     expect(settlementFor(v, null, { rootExitObserved: true })).toMatchObject({ to: "closed", code: "exit-observed" });
     const foreign = await explainLease(lease(), sim, { gatewayInstanceId: "gw-OTHER" });
-    expect(foreign.evidence).toContainEqual(expect.objectContaining({ check: "instance", result: "mismatch", code: "other-instance" }));
+    expect(foreign.evidence).toContainEqual(
+      expect.objectContaining({ check: "instance", result: "mismatch", code: "other-instance" }),
+    );
     expect(settlementFor(foreign, null)).toMatchObject({ to: "unchanged", code: "other-instance" });
   });
 
@@ -170,18 +215,30 @@ describe("settlementFor: the table", () => {
     const a = await explainLease(lease({ state: "closing" }), down);
     expect([a.verdict, a.factsUnavailable]).toEqual(["unknown", true]);
     // decided by the process list that could not be read
-    expect(a.evidence.at(-1)).toMatchObject({ check: "process-list", result: "unknown", code: "process-list-unavailable" });
+    expect(a.evidence.at(-1)).toMatchObject({
+      check: "process-list",
+      result: "unknown",
+      code: "process-list-unavailable",
+    });
     expect(settlementFor(a, null)).toMatchObject({ to: "open", code: "facts-unavailable" });
     const none = await explainLease(lease(), new SimFacts("none", "none"));
-    expect([none.verdict, none.factsUnavailable, settlementFor(none, null).to, settlementFor(none, null).code]).toEqual(["unknown", true, "open", "facts-unavailable"]);
+    expect([none.verdict, none.factsUnavailable, settlementFor(none, null).to, settlementFor(none, null).code]).toEqual(
+      ["unknown", true, "open", "facts-unavailable"],
+    );
     expect(none.evidence.at(-1)).toMatchObject({ check: "facts-backend", code: "backend-verifies-nothing" });
 
     // a lease with no pid (its writer died before the wrapper reported) is a gone root: searched by
     // markers, and with nothing carrying them it is lost, never stuck closing
     const pending = await explainLease(lease({ rootPid: 0, rootStartTime: undefined }), new SimFacts());
     expect([pending.verdict, pending.remnantSearch]).toEqual(["gone", "none-found"]);
-    expect(pending.evidence).toContainEqual(expect.objectContaining({ check: "root-pid", result: "mismatch", code: "no-pid-recorded" }));
-    expect(settlementFor(pending, null)).toMatchObject({ to: "lost", code: "ended-on-its-own", settledAs: "ended-on-its-own" });
+    expect(pending.evidence).toContainEqual(
+      expect.objectContaining({ check: "root-pid", result: "mismatch", code: "no-pid-recorded" }),
+    );
+    expect(settlementFor(pending, null)).toMatchObject({
+      to: "lost",
+      code: "ended-on-its-own",
+      settledAs: "ended-on-its-own",
+    });
 
     const broken = new BrokenSim();
     family(broken);
@@ -194,7 +251,14 @@ describe("settlementFor: the table", () => {
   });
 
   it("0: a lease already closed or lost is left unchanged", () => {
-    const v: SettleVerification = { lease: lease({ state: "lost" }), verdict: "gone", evidence: [], remnantSearch: "none-found", remnantsUncleared: 0, factsUnavailable: false };
+    const v: SettleVerification = {
+      lease: lease({ state: "lost" }),
+      verdict: "gone",
+      evidence: [],
+      remnantSearch: "none-found",
+      remnantsUncleared: 0,
+      factsUnavailable: false,
+    };
     expect(settlementFor(v, done("killed"))).toMatchObject({ to: "unchanged", code: "already-settled" });
   });
 });
@@ -208,22 +272,47 @@ describe("applySettlement moves the lease only through legal transitions", () =>
     const dir = await mkdtemp(join(tmpdir(), "own-settle-"));
     dirs.push(dir);
     const store = await openLeaseStore(dir, { durable: false });
-    const mk = async () => (await store.create({ kind: "acpx", gatewayInstanceId: "gw-A", sessionKey: "s", wrapperRoot: "/x", wrapperPath: "/x/w", commandHash: "h" })).leaseId;
+    const mk = async () =>
+      (
+        await store.create({
+          kind: "acpx",
+          gatewayInstanceId: "gw-A",
+          sessionKey: "s",
+          wrapperRoot: "/x",
+          wrapperPath: "/x/w",
+          commandHash: "h",
+        })
+      ).leaseId;
     const a = await mk();
     expect((await applySettlement(store, a, { to: "open", code: "facts-unavailable", why: "t" }))?.state).toBe("open");
-    expect((await applySettlement(store, a, { to: "closing", code: "unknown-evidence", why: "t" }))?.state).toBe("closing");
+    expect((await applySettlement(store, a, { to: "closing", code: "unknown-evidence", why: "t" }))?.state).toBe(
+      "closing",
+    );
     expect((await applySettlement(store, a, { to: "open", code: "facts-unavailable", why: "t" }))?.state).toBe("open");
-    expect((await applySettlement(store, a, { to: "closed", code: "killed", settledAs: "killed", why: "t" }))?.state).toBe("closed");
-    expect((await applySettlement(store, a, { to: "open", code: "facts-unavailable", why: "t" }))?.state).toBe("closed");
+    expect(
+      (await applySettlement(store, a, { to: "closed", code: "killed", settledAs: "killed", why: "t" }))?.state,
+    ).toBe("closed");
+    expect((await applySettlement(store, a, { to: "open", code: "facts-unavailable", why: "t" }))?.state).toBe(
+      "closed",
+    );
     // how it ended is written with the final state, and a settled lease keeps it
     expect((await store.get(a))?.settledAs).toBe("killed");
     const b = await mk();
-    expect(await applySettlement(store, b, NOTHING_STARTED)).toMatchObject({ state: "lost", settledAs: "never-started" });
-    expect((await applySettlement(store, b, { to: "closed", code: "killed", settledAs: "killed", why: "t" }))?.state).toBe("lost");
+    expect(await applySettlement(store, b, NOTHING_STARTED)).toMatchObject({
+      state: "lost",
+      settledAs: "never-started",
+    });
+    expect(
+      (await applySettlement(store, b, { to: "closed", code: "killed", settledAs: "killed", why: "t" }))?.state,
+    ).toBe("lost");
     const c = await mk();
-    expect((await applySettlement(store, c, { to: "unchanged", code: "already-settled", why: "t" }))?.state).toBe("open");
+    expect((await applySettlement(store, c, { to: "unchanged", code: "already-settled", why: "t" }))?.state).toBe(
+      "open",
+    );
     expect((await store.get(c))?.settledAs).toBeUndefined();
-    expect(await applySettlement(store, "no-such-lease", { to: "closed", code: "killed", settledAs: "killed", why: "t" })).toBeNull();
+    expect(
+      await applySettlement(store, "no-such-lease", { to: "closed", code: "killed", settledAs: "killed", why: "t" }),
+    ).toBeNull();
   });
 
   it("a lease settled after its verification (a close that won the race) is left as it stands: nothing signalled, its state kept", async () => {
@@ -231,7 +320,15 @@ describe("applySettlement moves the lease only through legal transitions", () =>
     dirs.push(dir);
     const store = await openLeaseStore(dir, { durable: false });
     const l = lease();
-    await store.create({ leaseId: l.leaseId, kind: l.kind, gatewayInstanceId: l.gatewayInstanceId, sessionKey: l.sessionKey, wrapperRoot: l.wrapperRoot, wrapperPath: l.wrapperPath, commandHash: l.commandHash });
+    await store.create({
+      leaseId: l.leaseId,
+      kind: l.kind,
+      gatewayInstanceId: l.gatewayInstanceId,
+      sessionKey: l.sessionKey,
+      wrapperRoot: l.wrapperRoot,
+      wrapperPath: l.wrapperPath,
+      commandHash: l.commandHash,
+    });
     const { leaseId: _id, gatewayInstanceId: _gw, state: _state, kind: _kind, ...fields } = l;
     const listed = await store.update(l.leaseId, fields);
     const sim = new SimFacts();
@@ -242,9 +339,19 @@ describe("applySettlement moves the lease only through legal transitions", () =>
     const v = await explainLease(listed, sim, { gatewayInstanceId: "gw-A" });
     expect(v.verdict).toBe("owned");
     // ... then another settle closed it before this one moved it to closing
-    await applySettlement(store, l.leaseId, { to: "closed", code: "killed", settledAs: "killed", why: "the other close" });
+    await applySettlement(store, l.leaseId, {
+      to: "closed",
+      code: "killed",
+      settledAs: "killed",
+      why: "the other close",
+    });
     const o = await settleLease(deps, listed, { verification: v });
-    expect({ code: o.code, action: o.action, stateBefore: o.stateBefore, stateAfter: o.stateAfter }).toEqual({ code: "already-settled", action: "left-alone", stateBefore: "closed", stateAfter: "closed" });
+    expect({ code: o.code, action: o.action, stateBefore: o.stateBefore, stateAfter: o.stateAfter }).toEqual({
+      code: "already-settled",
+      action: "left-alone",
+      stateBefore: "closed",
+      stateAfter: "closed",
+    });
     expect(signaller.attempts).toEqual([]);
     expect(await store.get(l.leaseId)).toMatchObject({ state: "closed", settledAs: "killed" });
   });

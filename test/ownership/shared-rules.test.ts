@@ -46,7 +46,14 @@ const INSTANCE = "rules-test-instance";
 const SLEEPER = [process.execPath, "-e", "setTimeout(() => {}, 60000)"];
 
 async function newLease(store: LeaseStore, argv: readonly string[] = SLEEPER) {
-  return store.create({ kind: "acpx", gatewayInstanceId: INSTANCE, sessionKey: "agent:rules", wrapperRoot: "", wrapperPath: "", commandHash: computeCommandHash(argv) });
+  return store.create({
+    kind: "acpx",
+    gatewayInstanceId: INSTANCE,
+    sessionKey: "agent:rules",
+    wrapperRoot: "",
+    wrapperPath: "",
+    commandHash: computeCommandHash(argv),
+  });
 }
 
 function startSleeper(env: Record<string, string> = {}): ChildProcess {
@@ -57,7 +64,16 @@ function startSleeper(env: Record<string, string> = {}): ChildProcess {
 
 describe("a lease's kind", () => {
   const record = (over: Record<string, unknown>) => ({
-    leaseId: "l1", gatewayInstanceId: INSTANCE, sessionKey: "agent:main:acp:1", wrapperRoot: "", wrapperPath: "", rootPid: 0, commandHash: "", startedAt: 1, state: "open", ...over,
+    leaseId: "l1",
+    gatewayInstanceId: INSTANCE,
+    sessionKey: "agent:main:acp:1",
+    wrapperRoot: "",
+    wrapperPath: "",
+    rootPid: 0,
+    commandHash: "",
+    startedAt: 1,
+    state: "open",
+    ...over,
   });
   const kindOf = (over: Record<string, unknown>) => {
     const r = parseLeaseRecord(record(over), false);
@@ -80,15 +96,30 @@ describe("a lease's kind", () => {
 
   it("is written into every new record, and a create without one is refused", async () => {
     const store = await freshStore();
-    const l = await store.create({ kind: "supervisor", gatewayInstanceId: INSTANCE, sessionKey: "supervisor:run-1", wrapperRoot: "", wrapperPath: "", commandHash: "" });
+    const l = await store.create({
+      kind: "supervisor",
+      gatewayInstanceId: INSTANCE,
+      sessionKey: "supervisor:run-1",
+      wrapperRoot: "",
+      wrapperPath: "",
+      commandHash: "",
+    });
     expect((await store.get(l.leaseId))?.kind).toBe("supervisor");
-    const untyped = { gatewayInstanceId: INSTANCE, sessionKey: "agent:x", wrapperRoot: "", wrapperPath: "", commandHash: "" } as unknown as Parameters<LeaseStore["create"]>[0];
+    const untyped = {
+      gatewayInstanceId: INSTANCE,
+      sessionKey: "agent:x",
+      wrapperRoot: "",
+      wrapperPath: "",
+      commandHash: "",
+    } as unknown as Parameters<LeaseStore["create"]>[0];
     await expect(store.create(untyped)).rejects.toThrow(TypeError);
   });
 });
 
 describe("what a reap report says about the tree", () => {
-  const report = (outcomes: TreeKillOutcome[]) => ({ results: outcomes.map((outcome, i) => ({ pid: 100 + i, startTime: "1", outcome })) });
+  const report = (outcomes: TreeKillOutcome[]) => ({
+    results: outcomes.map((outcome, i) => ({ pid: 100 + i, startTime: "1", outcome })),
+  });
   const cases: [TreeKillOutcome, { survivor: boolean; stopped: boolean }][] = [
     ["exited-after-term", { survivor: false, stopped: true }],
     ["killed", { survivor: false, stopped: true }],
@@ -162,7 +193,12 @@ describe("recordRootIdentity", () => {
     const child = spawn(process.execPath, ["-e", ""], { stdio: "ignore" });
     await new Promise((r) => child.once("exit", r));
     // Node has reaped it by now: the pid names nothing (a reuse this fast would need a full pid wrap)
-    const r = await recordRootIdentity(store, lease.leaseId, { rootPid: child.pid!, processGroupId: child.pid! }, facts);
+    const r = await recordRootIdentity(
+      store,
+      lease.leaseId,
+      { rootPid: child.pid!, processGroupId: child.pid! },
+      facts,
+    );
     expect(r).toMatchObject({ identity: "gone", code: "absent" });
     expect(r.lease.rootPid).toBe(child.pid);
     expect(r.lease.processGroupId).toBe(child.pid);
@@ -175,8 +211,18 @@ describe("recordRootIdentity", () => {
     const store = await freshStore();
     const lease = await newLease(store);
     const zombie: ProcessDetails = {
-      pid: 31337, ppid: process.pid, pgid: 31337, sid: 1, uid: 0, state: "Z", startTime: "12345",
-      exePath: null, argv: null, env: {}, bootId: "b", pidNamespace: "pid:[1]",
+      pid: 31337,
+      ppid: process.pid,
+      pgid: 31337,
+      sid: 1,
+      uid: 0,
+      state: "Z",
+      startTime: "12345",
+      exePath: null,
+      argv: null,
+      env: {},
+      bootId: "b",
+      pidNamespace: "pid:[1]",
     };
     const stub: ProcessFacts = {
       backend: "procfs",
@@ -196,14 +242,21 @@ describe("recordRootIdentity", () => {
     const store = await freshStore();
     const lease = await newLease(store);
     const child = startSleeper();
-    const r = await recordRootIdentity(store, lease.leaseId, { rootPid: child.pid!, processGroupId: child.pid! }, createNoneFacts("test"));
+    const r = await recordRootIdentity(
+      store,
+      lease.leaseId,
+      { rootPid: child.pid!, processGroupId: child.pid! },
+      createNoneFacts("test"),
+    );
     expect(r).toMatchObject({ identity: "unknown", code: "inspect-failed" });
     // the words name the backend that could not answer
     expect(r.detail).toContain('backend "none"');
     expect(r.lease).toMatchObject({ rootPid: child.pid, processGroupId: child.pid });
     expect(r.lease.rootStartTime).toBeUndefined();
     // verification of such a lease never gets past "unknown" on the same facts
-    expect((await explainLease(r.lease, createNoneFacts("test"), { gatewayInstanceId: INSTANCE })).verdict).toBe("unknown");
+    expect((await explainLease(r.lease, createNoneFacts("test"), { gatewayInstanceId: INSTANCE })).verdict).toBe(
+      "unknown",
+    );
   });
 
   it("bad input names the argument and writes nothing", async () => {
@@ -212,8 +265,12 @@ describe("recordRootIdentity", () => {
     await expect(recordRootIdentity(store, lease.leaseId, { rootPid: 0 }, facts)).rejects.toThrow(RangeError);
     await expect(recordRootIdentity(store, lease.leaseId, { rootPid: 0 }, facts)).rejects.toThrow(/root\.rootPid/);
     await expect(recordRootIdentity(store, lease.leaseId, { rootPid: Number.NaN }, facts)).rejects.toThrow(TypeError);
-    await expect(recordRootIdentity(store, lease.leaseId, { rootPid: 2 ** 23 }, facts)).rejects.toThrow(/root\.rootPid/);
-    await expect(recordRootIdentity(store, lease.leaseId, { rootPid: process.pid, processGroupId: -1 }, facts)).rejects.toThrow(/root\.processGroupId/);
+    await expect(recordRootIdentity(store, lease.leaseId, { rootPid: 2 ** 23 }, facts)).rejects.toThrow(
+      /root\.rootPid/,
+    );
+    await expect(
+      recordRootIdentity(store, lease.leaseId, { rootPid: process.pid, processGroupId: -1 }, facts),
+    ).rejects.toThrow(/root\.processGroupId/);
     expect((await store.get(lease.leaseId))?.rootPid).toBe(0);
   });
 });

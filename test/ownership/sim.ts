@@ -57,7 +57,18 @@ export class SimFacts implements ProcessFacts {
     readonly identityStrength: IdentityStrength = "exact",
   ) {
     // this process is in the table, as on a real host
-    this.add({ name: "self", pid: process.pid, ppid: process.ppid, pgid: process.pid, sid: process.pid, uid: MY, state: "S", startTime: "10", argv: ["node"], exePath: "/usr/bin/node" });
+    this.add({
+      name: "self",
+      pid: process.pid,
+      ppid: process.ppid,
+      pgid: process.pid,
+      sid: process.pid,
+      uid: MY,
+      state: "S",
+      startTime: "10",
+      argv: ["node"],
+      exePath: "/usr/bin/node",
+    });
   }
   add(p: SimProc): this {
     this.table.set(p.pid, { ...p });
@@ -104,7 +115,15 @@ export class SimFacts implements ProcessFacts {
 }
 
 function strip(p: SimProc): ProcessInfo {
-  const info: ProcessInfo = { pid: p.pid, ppid: p.ppid, pgid: p.pgid, sid: p.sid, uid: p.uid, state: p.state, startTime: p.startTime };
+  const info: ProcessInfo = {
+    pid: p.pid,
+    ppid: p.ppid,
+    pgid: p.pgid,
+    sid: p.sid,
+    uid: p.uid,
+    state: p.state,
+    startTime: p.startTime,
+  };
   // the liveness flags only where a row sets them (most backends' records carry them, the rows need not)
   if (p.kernelThread !== undefined) info.kernelThread = p.kernelThread;
   if (p.exiting !== undefined) info.exiting = p.exiting;
@@ -183,20 +202,60 @@ export function lease(over: Partial<AcpxProcessLease> = {}): AcpxProcessLease {
 }
 
 export const wrapper = (over: Partial<SimProc> = {}): SimProc => ({
-  name: "W", pid: W, ppid: process.pid, pgid: W, sid: W, uid: MY, state: "S", startTime: "5000",
-  exePath: "/usr/bin/node", argv: ARGV, env: ENV, ...over,
+  name: "W",
+  pid: W,
+  ppid: process.pid,
+  pgid: W,
+  sid: W,
+  uid: MY,
+  state: "S",
+  startTime: "5000",
+  exePath: "/usr/bin/node",
+  argv: ARGV,
+  env: ENV,
+  ...over,
 });
 export const adapter = (over: Partial<SimProc> = {}): SimProc => ({
-  name: "A", pid: A, ppid: W, pgid: A, sid: W, uid: MY, state: "S", startTime: "5001",
-  exePath: "/usr/bin/python3", argv: ["python3", "-m", "adapter"], env: ENV, ...over,
+  name: "A",
+  pid: A,
+  ppid: W,
+  pgid: A,
+  sid: W,
+  uid: MY,
+  state: "S",
+  startTime: "5001",
+  exePath: "/usr/bin/python3",
+  argv: ["python3", "-m", "adapter"],
+  env: ENV,
+  ...over,
 });
 export const grandchild = (over: Partial<SimProc> = {}): SimProc => ({
-  name: "G", pid: G, ppid: A, pgid: A, sid: W, uid: MY, state: "S", startTime: "5002",
-  exePath: "/usr/bin/sleep", argv: ["sleep", "1000"], env: ENV, ...over,
+  name: "G",
+  pid: G,
+  ppid: A,
+  pgid: A,
+  sid: W,
+  uid: MY,
+  state: "S",
+  startTime: "5002",
+  exePath: "/usr/bin/sleep",
+  argv: ["sleep", "1000"],
+  env: ENV,
+  ...over,
 });
 export const unrelated = (over: Partial<SimProc> = {}): SimProc => ({
-  name: "X", pid: X, ppid: 1, pgid: X, sid: X, uid: MY, state: "S", startTime: "6000",
-  exePath: "/usr/bin/vim", argv: ["vim"], env: {}, ...over,
+  name: "X",
+  pid: X,
+  ppid: 1,
+  pgid: X,
+  sid: X,
+  uid: MY,
+  state: "S",
+  startTime: "6000",
+  exePath: "/usr/bin/vim",
+  argv: ["vim"],
+  env: {},
+  ...over,
 });
 
 export const family = (sim: SimFacts) => sim.add(wrapper()).add(adapter()).add(grandchild()).add(unrelated());

@@ -3,9 +3,30 @@
  * with the family it sets up, the verdict, and the exact signals that must
  * be delivered, an empty list included.
  */
-import { computeCommandHash, tokenizeShellCommand, type LeaseVerdict, type TreeKillOutcome } from "../../src/ownership/index.js";
+import {
+  computeCommandHash,
+  tokenizeShellCommand,
+  type LeaseVerdict,
+  type TreeKillOutcome,
+} from "../../src/ownership/index.js";
 import { ownProcessGroupId } from "../../src/facts/guards.js";
-import { A, adapter, E, ENV, family, G, grandchild, lease, MY, ROOT, SimFacts, unrelated, type SimRowBase, W, wrapper } from "./sim.js";
+import {
+  A,
+  adapter,
+  E,
+  ENV,
+  family,
+  G,
+  grandchild,
+  lease,
+  MY,
+  ROOT,
+  SimFacts,
+  unrelated,
+  type SimRowBase,
+  W,
+  wrapper,
+} from "./sim.js";
 
 export interface Row extends SimRowBase {
   /** mutate the table after verification, before reaping */
@@ -38,7 +59,11 @@ export const rows: Row[] = [
     // fail closed: the impostor carries this lease's markers and the old adapter and grandchild
     // are still alive with them, but a reused root pid is a mismatch: nothing is searched or signalled
     name: "pid reused by a process carrying our markers, the old adapter and grandchild still alive: nothing signalled",
-    setup: (sim) => sim.add(wrapper({ name: "W'", startTime: "7000", ppid: 1 })).add(adapter({ ppid: 1 })).add(grandchild()),
+    setup: (sim) =>
+      sim
+        .add(wrapper({ name: "W'", startTime: "7000", ppid: 1 }))
+        .add(adapter({ ppid: 1 }))
+        .add(grandchild()),
     verdict: "mismatch",
     signals: [],
     evidence: "start-time",
@@ -46,7 +71,12 @@ export const rows: Row[] = [
   {
     name: "pid reused by another gateway's wrapper root (even with an equal start time)",
     setup: (sim) =>
-      sim.add(wrapper({ name: "W-other", env: { OPENCLAW_ACPX_LEASE_ID: "lease-of-B", OPENCLAW_GATEWAY_INSTANCE_ID: "gw-B" } })),
+      sim.add(
+        wrapper({
+          name: "W-other",
+          env: { OPENCLAW_ACPX_LEASE_ID: "lease-of-B", OPENCLAW_GATEWAY_INSTANCE_ID: "gw-B" },
+        }),
+      ),
     verdict: "mismatch",
     signals: [],
     evidence: "lease-env",
@@ -55,18 +85,30 @@ export const rows: Row[] = [
     // under exact identity an equal start time on the same boot and namespace IS our process (see the exec'd rows)
     name: "pid reused by another gateway's wrapper root under a different wrapperRoot (coarse identity)",
     facts: () => new SimFacts("procfs", "coarse"),
-    setup: (sim) => sim.add(wrapper({ name: "W-other", startTime: "5000", argv: ["/usr/bin/node", "/opt/gw-b/acpx/wrapper.mjs"], env: {} , envReadable: false })),
+    setup: (sim) =>
+      sim.add(
+        wrapper({
+          name: "W-other",
+          startTime: "5000",
+          argv: ["/usr/bin/node", "/opt/gw-b/acpx/wrapper.mjs"],
+          env: {},
+          envReadable: false,
+        }),
+      ),
     verdict: "mismatch",
     signals: [],
     evidence: "wrapper-path",
   },
   {
     name: "stored wrapper command is shell-quoted, live argv is not: same argv verifies",
-    setup: (sim) => sim.add(wrapper({ argv: ["/usr/bin/node", "/opt/gw-a/acpx/wrapper v2.mjs", "--session", "agent:a b"] })),
+    setup: (sim) =>
+      sim.add(wrapper({ argv: ["/usr/bin/node", "/opt/gw-a/acpx/wrapper v2.mjs", "--session", "agent:a b"] })),
     lease: lease({
       processGroupId: undefined,
       wrapperPath: "/opt/gw-a/acpx/wrapper v2.mjs",
-      commandHash: computeCommandHash(tokenizeShellCommand(`/usr/bin/node '/opt/gw-a/acpx/wrapper v2.mjs' --session "agent:a b"`)!),
+      commandHash: computeCommandHash(
+        tokenizeShellCommand(`/usr/bin/node '/opt/gw-a/acpx/wrapper v2.mjs' --session "agent:a b"`)!,
+      ),
     }),
     verdict: "owned",
     signals: ["SIGTERM W"],
@@ -74,11 +116,14 @@ export const rows: Row[] = [
   {
     name: "stored wrapper command is shell-quoted, live argv differs (split differently), coarse identity: refused",
     facts: () => new SimFacts("procfs", "coarse"),
-    setup: (sim) => sim.add(wrapper({ argv: ["/usr/bin/node", "/opt/gw-a/acpx/wrapper v2.mjs", "--session", "agent:a", "b"] })),
+    setup: (sim) =>
+      sim.add(wrapper({ argv: ["/usr/bin/node", "/opt/gw-a/acpx/wrapper v2.mjs", "--session", "agent:a", "b"] })),
     lease: lease({
       processGroupId: undefined,
       wrapperPath: "/opt/gw-a/acpx/wrapper v2.mjs",
-      commandHash: computeCommandHash(tokenizeShellCommand(`/usr/bin/node '/opt/gw-a/acpx/wrapper v2.mjs' --session "agent:a b"`)!),
+      commandHash: computeCommandHash(
+        tokenizeShellCommand(`/usr/bin/node '/opt/gw-a/acpx/wrapper v2.mjs' --session "agent:a b"`)!,
+      ),
     }),
     verdict: "mismatch",
     signals: [],
@@ -86,7 +131,11 @@ export const rows: Row[] = [
   },
   {
     name: "adapter child exited, grandchild stays in the process group (re-parented to init, found via group + marker)",
-    setup: (sim) => sim.add(wrapper()).add(grandchild({ ppid: 1 })).add(unrelated()),
+    setup: (sim) =>
+      sim
+        .add(wrapper())
+        .add(grandchild({ ppid: 1 }))
+        .add(unrelated()),
     verdict: "owned",
     signals: ["SIGTERM G", "SIGTERM W"],
   },
@@ -98,7 +147,11 @@ export const rows: Row[] = [
   },
   {
     name: "parent-death SIGTERM escalates to SIGKILL for a stubborn grandchild",
-    setup: (sim) => sim.add(wrapper({ ppid: 1 })).add(adapter()).add(grandchild({ onTerm: "ignore" })),
+    setup: (sim) =>
+      sim
+        .add(wrapper({ ppid: 1 }))
+        .add(adapter())
+        .add(grandchild({ onTerm: "ignore" })),
     verdict: "owned",
     signals: ["SIGTERM G", "SIGTERM A", "SIGTERM W", "SIGKILL G"],
     outcomes: { G: "killed", A: "exited-after-term", W: "exited-after-term" },
@@ -122,7 +175,12 @@ export const rows: Row[] = [
   },
   {
     name: "startup orphan: wrapper (re-parented to init), adapter child and grandchild",
-    setup: (sim) => sim.add(wrapper({ ppid: 1 })).add(adapter()).add(grandchild()).add(unrelated()),
+    setup: (sim) =>
+      sim
+        .add(wrapper({ ppid: 1 }))
+        .add(adapter())
+        .add(grandchild())
+        .add(unrelated()),
     verdict: "owned",
     signals: ["SIGTERM G", "SIGTERM A", "SIGTERM W"],
   },
@@ -130,7 +188,12 @@ export const rows: Row[] = [
     // a zombie root has exited (same boot): "gone", so what still carries BOTH markers of this lease
     // under our uid, started after the root, is a remnant and reaped; the zombie itself is never signalled
     name: "zombie root, adapter and grandchild carry both markers: reaped as remnants, the zombie is not signalled",
-    setup: (sim) => sim.add(wrapper({ state: "Z" })).add(adapter({ ppid: 1 })).add(grandchild()).add(unrelated()),
+    setup: (sim) =>
+      sim
+        .add(wrapper({ state: "Z" }))
+        .add(adapter({ ppid: 1 }))
+        .add(grandchild())
+        .add(unrelated()),
     verdict: "gone",
     remnants: ["G", "A"],
     signals: ["SIGTERM G", "SIGTERM A"],
@@ -138,7 +201,8 @@ export const rows: Row[] = [
   },
   {
     name: "zombie root, its adapter carries the lease id but not this gateway's instance id: untouched",
-    setup: (sim) => sim.add(wrapper({ state: "Z" })).add(adapter({ ppid: 1, env: { OPENCLAW_ACPX_LEASE_ID: "lease-1" } })),
+    setup: (sim) =>
+      sim.add(wrapper({ state: "Z" })).add(adapter({ ppid: 1, env: { OPENCLAW_ACPX_LEASE_ID: "lease-1" } })),
     verdict: "gone",
     signals: [],
     evidence: "remnant-env",
@@ -198,7 +262,11 @@ export const rows: Row[] = [
     name: "deleted exe of a binary wrapper under wrapperRoot, coarse identity: not proof, refused",
     facts: () => new SimFacts("procfs", "coarse"),
     setup: (sim) => sim.add(wrapper({ exePath: `${ROOT}/wrapper (deleted)`, argv: [`${ROOT}/wrapper`] })),
-    lease: lease({ processGroupId: undefined, wrapperPath: `${ROOT}/wrapper`, commandHash: computeCommandHash([`${ROOT}/wrapper`]) }),
+    lease: lease({
+      processGroupId: undefined,
+      wrapperPath: `${ROOT}/wrapper`,
+      commandHash: computeCommandHash([`${ROOT}/wrapper`]),
+    }),
     verdict: "mismatch",
     signals: [],
     evidence: "wrapper-path",
@@ -258,7 +326,12 @@ export const rows: Row[] = [
     name: "same-second pid reuse under the ps backend: start time equal and nothing else known",
     facts: () => new SimFacts("ps", "coarse"),
     setup: (sim) => sim.add(unrelated({ name: "W'", pid: W, startTime: "1700000000" })),
-    lease: lease({ processGroupId: undefined, rootStartTime: "1700000000", bootId: undefined, pidNamespace: undefined }),
+    lease: lease({
+      processGroupId: undefined,
+      rootStartTime: "1700000000",
+      bootId: undefined,
+      pidNamespace: undefined,
+    }),
     verdict: "unknown",
     signals: [],
     evidence: "sufficiency",
@@ -293,27 +366,64 @@ export const rows: Row[] = [
   {
     name: "setsid escapee found by its env marker",
     setup: (sim) =>
-      family(sim).add({ name: "E", pid: E, ppid: 1, pgid: E, sid: E, uid: MY, state: "S", startTime: "5003", argv: ["daemon"], env: ENV }),
+      family(sim).add({
+        name: "E",
+        pid: E,
+        ppid: 1,
+        pgid: E,
+        sid: E,
+        uid: MY,
+        state: "S",
+        startTime: "5003",
+        argv: ["daemon"],
+        env: ENV,
+      }),
     verdict: "owned",
     signals: ["SIGTERM E", "SIGTERM G", "SIGTERM A", "SIGTERM W"],
   },
   {
     name: "a setsid process carrying the lease id but another gateway's instance id is not collected",
     setup: (sim) =>
-      family(sim).add({ name: "E", pid: E, ppid: 1, pgid: E, sid: E, uid: MY, state: "S", startTime: "5003", argv: ["daemon"], env: { ...ENV, OPENCLAW_GATEWAY_INSTANCE_ID: "gw-B" } }),
+      family(sim).add({
+        name: "E",
+        pid: E,
+        ppid: 1,
+        pgid: E,
+        sid: E,
+        uid: MY,
+        state: "S",
+        startTime: "5003",
+        argv: ["daemon"],
+        env: { ...ENV, OPENCLAW_GATEWAY_INSTANCE_ID: "gw-B" },
+      }),
     verdict: "owned",
     signals: ["SIGTERM G", "SIGTERM A", "SIGTERM W"],
   },
   {
     name: "a process of another uid carrying the lease id is not collected",
     setup: (sim) =>
-      family(sim).add({ name: "E", pid: E, ppid: 1, pgid: E, sid: E, uid: MY + 1, state: "S", startTime: "5003", argv: ["daemon"], env: ENV }),
+      family(sim).add({
+        name: "E",
+        pid: E,
+        ppid: 1,
+        pgid: E,
+        sid: E,
+        uid: MY + 1,
+        state: "S",
+        startTime: "5003",
+        argv: ["daemon"],
+        env: ENV,
+      }),
     verdict: "owned",
     signals: ["SIGTERM G", "SIGTERM A", "SIGTERM W"],
   },
   {
     name: "EPERM on one member never stops the others",
-    setup: (sim) => sim.add(wrapper()).add(adapter({ deny: true })).add(grandchild()),
+    setup: (sim) =>
+      sim
+        .add(wrapper())
+        .add(adapter({ deny: true }))
+        .add(grandchild()),
     verdict: "owned",
     signals: ["SIGTERM G", "SIGTERM W"],
     outcomes: { G: "exited-after-term", A: "permission-denied", W: "exited-after-term" },

@@ -54,13 +54,22 @@ describe("process-lifecycle simulator", () => {
       row.setup(sim);
       const sig = new RecordingSignaller(sim);
       const l = row.lease ?? lease();
-      const v = await explainLease(l, sim, row.gatewayInstanceId ? { gatewayInstanceId: row.gatewayInstanceId } : undefined);
+      const v = await explainLease(
+        l,
+        sim,
+        row.gatewayInstanceId ? { gatewayInstanceId: row.gatewayInstanceId } : undefined,
+      );
       expect(v.verdict, JSON.stringify(v.evidence)).toBe(row.verdict);
       if (row.evidence) {
-        expect(v.evidence.some((e) => e.check === row.evidence && e.result !== "match"), JSON.stringify(v.evidence)).toBe(true);
+        expect(
+          v.evidence.some((e) => e.check === row.evidence && e.result !== "match"),
+          JSON.stringify(v.evidence),
+        ).toBe(true);
       }
       expect(v.tree === null).toBe(row.verdict !== "owned");
-      expect(v.remnants?.members.map((m) => nameOf(m.pid)) ?? null, JSON.stringify(v.evidence)).toEqual(row.remnants ?? null);
+      expect(v.remnants?.members.map((m) => nameOf(m.pid)) ?? null, JSON.stringify(v.evidence)).toEqual(
+        row.remnants ?? null,
+      );
       row.between?.(sim);
       // the production path for every row, owned or not
       const r = await killLeaseVerification(v, { facts: sim, signaller: sig, graceMs: 150, pollMs: 5, confirmMs: 150 });
@@ -92,9 +101,25 @@ describe("process-lifecycle simulator", () => {
     const dir = await mkdtemp(join(tmpdir(), "own-sim-"));
     try {
       const store = await openLeaseStore(dir, { durable: false });
-      const good = await store.create({ kind: "acpx", gatewayInstanceId: "gw-A", sessionKey: "s", wrapperRoot: ROOT, wrapperPath: WRAPPER, commandHash: computeCommandHash(ARGV), leaseId: "lease-1" });
-      await store.update(good.leaseId, { rootPid: W, rootStartTime: "5000", processGroupId: A, bootId: BOOT, pidNamespace: NS });
-      await writeFile(join(store.dir, "lease-2.json"), '{"schemaVersion":1,"leaseId":"lease-2","rootPid":', { mode: 0o600 });
+      const good = await store.create({
+        kind: "acpx",
+        gatewayInstanceId: "gw-A",
+        sessionKey: "s",
+        wrapperRoot: ROOT,
+        wrapperPath: WRAPPER,
+        commandHash: computeCommandHash(ARGV),
+        leaseId: "lease-1",
+      });
+      await store.update(good.leaseId, {
+        rootPid: W,
+        rootStartTime: "5000",
+        processGroupId: A,
+        bootId: BOOT,
+        pidNamespace: NS,
+      });
+      await writeFile(join(store.dir, "lease-2.json"), '{"schemaVersion":1,"leaseId":"lease-2","rootPid":', {
+        mode: 0o600,
+      });
       const { leases, problems } = await store.list({ gatewayInstanceId: "gw-A", states: ["open"] });
       expect(problems.map((p) => p.kind)).toEqual(["corrupt"]);
       expect(problems[0]!.quarantinedTo).toContain("quarantine");
@@ -103,7 +128,14 @@ describe("process-lifecycle simulator", () => {
       // proven ours by anything that was readable: nothing may touch it, though lease-1's root is gone
       // and its remnant search runs over every process of our uid
       const sim = new SimFacts();
-      sim.add(wrapper({ name: "W2", pid: P + 60, startTime: "5100", env: { OPENCLAW_ACPX_LEASE_ID: "lease-2", OPENCLAW_GATEWAY_INSTANCE_ID: "gw-A" } }));
+      sim.add(
+        wrapper({
+          name: "W2",
+          pid: P + 60,
+          startTime: "5100",
+          env: { OPENCLAW_ACPX_LEASE_ID: "lease-2", OPENCLAW_GATEWAY_INSTANCE_ID: "gw-A" },
+        }),
+      );
       const sig = new RecordingSignaller(sim);
       const vs = await verifyLeases(leases, sim);
       expect(vs.map((v) => v.verdict)).toEqual(["gone"]);
@@ -120,7 +152,6 @@ describe("process-lifecycle simulator", () => {
   });
 });
 
-
 describe("legacy records in the simulator", () => {
   const quoted = `/usr/bin/node '/opt/gw-a/acpx/wrapper v2.mjs' --session "agent:a b"`;
   const live = ["/usr/bin/node", "/opt/gw-a/acpx/wrapper v2.mjs", "--session", "agent:a b"];
@@ -136,12 +167,54 @@ describe("legacy records in the simulator", () => {
   };
   // the legacy process's environment is readable and carries no lease markers unless a row says otherwise
   const legacyRows: LegacyRow[] = [
-    { name: "shell-quoted stored command, same live argv, no wrapper: verified", proc: { argv: live }, record: { pid: W, command: quoted }, signals: ["SIGTERM W"], evidence: ["lease-env", "match"] },
-    { name: "shell-quoted stored command, different live argv: left alone", proc: { argv: [...live.slice(0, 3), "agent:a", "b"] }, record: { pid: W, command: quoted }, signals: [], evidence: ["command", "mismatch"] },
-    { name: "wrapper recorded and under wrapperRoot: verified", proc: { argv: live }, record: { pid: W, command: quoted, wrapperPath: wrapperV2 }, wrapperRoot: ROOT, signals: ["SIGTERM W"], evidence: ["wrapper-root", "match"] },
-    { name: "wrapper recorded but no wrapperRoot to check: left alone", proc: { argv: live }, record: { pid: W, command: quoted, wrapperPath: wrapperV2 }, signals: [], evidence: ["wrapper-root", "unknown"] },
-    { name: "wrapper recorded, live root is another gateway's wrapper: left alone", proc: { argv: ["/usr/bin/node", "/opt/gw-b/acpx/wrapper.mjs"] }, record: { pid: W, command: ["/usr/bin/node", "/opt/gw-b/acpx/wrapper.mjs"], wrapperPath: "/opt/gw-a/acpx/wrapper.mjs" }, wrapperRoot: ROOT, signals: [], evidence: ["wrapper-root", "mismatch"] },
-    { name: "stored pid metadata alone (untokenisable command, argv unreadable): left alone", proc: { argv: null }, record: { pid: W, command: "node $(cat x)" }, signals: [], evidence: ["command", "unknown"] },
+    {
+      name: "shell-quoted stored command, same live argv, no wrapper: verified",
+      proc: { argv: live },
+      record: { pid: W, command: quoted },
+      signals: ["SIGTERM W"],
+      evidence: ["lease-env", "match"],
+    },
+    {
+      name: "shell-quoted stored command, different live argv: left alone",
+      proc: { argv: [...live.slice(0, 3), "agent:a", "b"] },
+      record: { pid: W, command: quoted },
+      signals: [],
+      evidence: ["command", "mismatch"],
+    },
+    {
+      name: "wrapper recorded and under wrapperRoot: verified",
+      proc: { argv: live },
+      record: { pid: W, command: quoted, wrapperPath: wrapperV2 },
+      wrapperRoot: ROOT,
+      signals: ["SIGTERM W"],
+      evidence: ["wrapper-root", "match"],
+    },
+    {
+      name: "wrapper recorded but no wrapperRoot to check: left alone",
+      proc: { argv: live },
+      record: { pid: W, command: quoted, wrapperPath: wrapperV2 },
+      signals: [],
+      evidence: ["wrapper-root", "unknown"],
+    },
+    {
+      name: "wrapper recorded, live root is another gateway's wrapper: left alone",
+      proc: { argv: ["/usr/bin/node", "/opt/gw-b/acpx/wrapper.mjs"] },
+      record: {
+        pid: W,
+        command: ["/usr/bin/node", "/opt/gw-b/acpx/wrapper.mjs"],
+        wrapperPath: "/opt/gw-a/acpx/wrapper.mjs",
+      },
+      wrapperRoot: ROOT,
+      signals: [],
+      evidence: ["wrapper-root", "mismatch"],
+    },
+    {
+      name: "stored pid metadata alone (untokenisable command, argv unreadable): left alone",
+      proc: { argv: null },
+      record: { pid: W, command: "node $(cat x)" },
+      signals: [],
+      evidence: ["command", "unknown"],
+    },
     {
       // the legacy pid now runs this installation's shared wrapper shim for a CURRENT session
       name: "untokenisable stored command, live root runs the recorded wrapper: never a match, left alone",
@@ -174,18 +247,31 @@ describe("legacy records in the simulator", () => {
       signals: [],
       evidence: ["lease-env", "unknown"],
     },
-    { name: "dead root: left alone", proc: { pid: P + 77 }, record: { pid: W, command: quoted }, signals: [], evidence: ["root-alive", "mismatch"] },
+    {
+      name: "dead root: left alone",
+      proc: { pid: P + 77 },
+      record: { pid: W, command: quoted },
+      signals: [],
+      evidence: ["root-alive", "mismatch"],
+    },
   ];
   for (const row of legacyRows) {
     it(row.name, async () => {
       const sim = new SimFacts();
       sim.add(wrapper({ env: {}, ...row.proc }));
       const sig = new RecordingSignaller(sim);
-      const { tree, evidence } = await verifyLegacyRecord({ sessionKey: "old", ...row.record }, sim, row.wrapperRoot ? { wrapperRoot: row.wrapperRoot } : {});
+      const { tree, evidence } = await verifyLegacyRecord(
+        { sessionKey: "old", ...row.record },
+        sim,
+        row.wrapperRoot ? { wrapperRoot: row.wrapperRoot } : {},
+      );
       expect(evidence.length).toBeGreaterThan(0);
       if (row.evidence) {
         const [check, result] = row.evidence;
-        expect(evidence.some((e) => e.check === check && e.result === result), JSON.stringify(evidence)).toBe(true);
+        expect(
+          evidence.some((e) => e.check === check && e.result === result),
+          JSON.stringify(evidence),
+        ).toBe(true);
       }
       expect(tree !== null).toBe(row.signals.length > 0);
       if (tree) {
@@ -205,15 +291,38 @@ describe("reaper: a tree that contains this process and its parent", () => {
   const C = P + 41;
   const K = P + 42;
   const N = P + 43;
-  const names: Record<number, string> = { [process.ppid]: "parent", [process.pid]: "self", [S]: "S", [C]: "C", [K]: "K", [N]: "N", [W]: "W" };
+  const names: Record<number, string> = {
+    [process.ppid]: "parent",
+    [process.pid]: "self",
+    [S]: "S",
+    [C]: "C",
+    [K]: "K",
+    [N]: "N",
+    [W]: "W",
+  };
 
   it("guard-refused members never seed the new-children search; only the legit members are signalled", async () => {
     const sim = new SimFacts();
-    sim.add({ name: "parent", pid: process.ppid, ppid: 1, pgid: process.ppid, sid: process.ppid, uid: MY, state: "S", startTime: "1" });
+    sim.add({
+      name: "parent",
+      pid: process.ppid,
+      ppid: 1,
+      pgid: process.ppid,
+      sid: process.ppid,
+      uid: MY,
+      state: "S",
+      startTime: "1",
+    });
     sim.add({ name: "S", pid: S, ppid: process.ppid, pgid: S, sid: S, uid: MY, state: "S", startTime: "20" });
     sim.add({ name: "C", pid: C, ppid: process.pid, pgid: C, sid: C, uid: MY, state: "S", startTime: "30" });
     sim.add({ name: "K", pid: K, ppid: W, pgid: W, sid: W, uid: MY, state: "S", startTime: "5001" });
-    sim.add(wrapper({ ppid: 1, onTerm: "ignore", onTermSpawn: { name: "N", pid: N, ppid: W, pgid: W, sid: W, uid: MY, state: "S", startTime: "5010" } }));
+    sim.add(
+      wrapper({
+        ppid: 1,
+        onTerm: "ignore",
+        onTermSpawn: { name: "N", pid: N, ppid: W, pgid: W, sid: W, uid: MY, state: "S", startTime: "5010" },
+      }),
+    );
     const snap = await sim.snapshot();
     const info = (pid: number) => snap.processes.get(pid)!;
     const target = { root: info(W), members: [info(K), info(process.pid), info(process.ppid), info(W)] };
@@ -222,7 +331,13 @@ describe("reaper: a tree that contains this process and its parent", () => {
     expect(sig.log).toEqual(["SIGTERM K", "SIGTERM W", "SIGTERM N", "SIGKILL W"]);
     expect(sig.attempts.map((a) => names[a.pid])).toEqual(["K", "W", "N", "W"]);
     const outcome = Object.fromEntries(report.results.map((r) => [names[r.pid] ?? String(r.pid), r.outcome]));
-    expect(outcome).toEqual({ K: "exited-after-term", self: "refused-by-guard", parent: "refused-by-guard", W: "killed", N: "exited-after-term" });
+    expect(outcome).toEqual({
+      K: "exited-after-term",
+      self: "refused-by-guard",
+      parent: "refused-by-guard",
+      W: "killed",
+      N: "exited-after-term",
+    });
     for (const pid of [S, C, process.pid, process.ppid]) expect(sim.table.has(pid), names[pid]).toBe(true);
   });
 
@@ -230,12 +345,24 @@ describe("reaper: a tree that contains this process and its parent", () => {
     // W's snapshot child is (by the table) our parent: the chain W → parent → self → C must stop at W
     const sim = new SimFacts();
     sim.add(wrapper({ ppid: 1, onTerm: "ignore" }));
-    sim.add({ name: "parent", pid: process.ppid, ppid: W, pgid: process.ppid, sid: process.ppid, uid: MY, state: "S", startTime: "1" });
+    sim.add({
+      name: "parent",
+      pid: process.ppid,
+      ppid: W,
+      pgid: process.ppid,
+      sid: process.ppid,
+      uid: MY,
+      state: "S",
+      startTime: "1",
+    });
     sim.add({ name: "S", pid: S, ppid: process.ppid, pgid: S, sid: S, uid: MY, state: "S", startTime: "20" });
     sim.add({ name: "C", pid: C, ppid: process.pid, pgid: C, sid: C, uid: MY, state: "S", startTime: "30" });
     const root = (await sim.snapshot()).processes.get(W)!;
     const sig = new RecordingSignaller(sim);
-    await killOwnedTree({ root, members: [root] }, { facts: sim, signaller: sig, graceMs: 60, pollMs: 5, confirmMs: 60 });
+    await killOwnedTree(
+      { root, members: [root] },
+      { facts: sim, signaller: sig, graceMs: 60, pollMs: 5, confirmMs: 60 },
+    );
     expect(sig.attempts.map((a) => `${a.sig} ${names[a.pid]}`)).toEqual(["SIGTERM W", "SIGKILL W"]);
     for (const pid of [S, C, process.pid, process.ppid]) expect(sim.table.has(pid), names[pid]).toBe(true);
   });

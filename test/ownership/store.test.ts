@@ -57,7 +57,11 @@ describe("lease store", () => {
     await expect(store.create(input({ leaseId: l.leaseId }), { sync: "deferred" })).rejects.toThrow(/already exists/);
     expect((await readdir(store.dir)).filter((n) => n.startsWith(".tmp"))).toEqual([]);
     const updated = await store.update(l.leaseId, { rootPid: 4242 });
-    expect(JSON.parse(await readFile(join(store.dir, `${l.leaseId}.json`), "utf8"))).toMatchObject({ leaseId: l.leaseId, rootPid: 4242, updatedAt: updated.updatedAt });
+    expect(JSON.parse(await readFile(join(store.dir, `${l.leaseId}.json`), "utf8"))).toMatchObject({
+      leaseId: l.leaseId,
+      rootPid: 4242,
+      updatedAt: updated.updatedAt,
+    });
     await expect(store.create(input(), { sync: "later" as "now" })).rejects.toThrow(TypeError);
   });
 
@@ -87,7 +91,10 @@ describe("lease store", () => {
     const store = await openLeaseStore(dir, { durable: false });
     const l = await store.create(input());
     const seen: LeaseState[] = [];
-    const toClosing = (cur: { state: LeaseState }) => (seen.push(cur.state), cur.state === "open" ? { to: "closing" as const } : null);
+    const toClosing = (cur: { state: LeaseState }) => (
+      seen.push(cur.state),
+      cur.state === "open" ? { to: "closing" as const } : null
+    );
     expect(await store.advance(l.leaseId, toClosing)).toMatchObject({ state: "closing" });
     const file = join(store.dir, `${l.leaseId}.json`);
     const before = await readFile(file, "utf8");
@@ -98,7 +105,10 @@ describe("lease store", () => {
     await expect(store.advance(l.leaseId, () => ({ to: "closing" }))).rejects.toBeInstanceOf(LeaseTransitionError);
     await expect(store.advance(l.leaseId, () => ({ to: "gone" as LeaseState }))).rejects.toThrow(TypeError);
     // the move to the archive: the live copy goes, the patch is written with the state
-    expect(await store.advance(l.leaseId, () => ({ to: "closed", patch: { settledAs: "killed" } }))).toMatchObject({ state: "closed", settledAs: "killed" });
+    expect(await store.advance(l.leaseId, () => ({ to: "closed", patch: { settledAs: "killed" } }))).toMatchObject({
+      state: "closed",
+      settledAs: "killed",
+    });
     expect(existsSync(file)).toBe(false);
     expect(await store.get(l.leaseId)).toMatchObject({ state: "closed", settledAs: "killed" });
     expect(await store.advance("no-such-lease", toClosing)).toBeNull();
@@ -109,7 +119,13 @@ describe("lease store", () => {
   it("update merges a patch, refuses identity fields and invalid values", async () => {
     const store = await openLeaseStore(dir, { durable: false });
     const l = await store.create(input());
-    const u = await store.update(l.leaseId, { rootPid: 4242, processGroupId: 4243, rootStartTime: "777", bootId: "b", pidNamespace: "pid:[1]" });
+    const u = await store.update(l.leaseId, {
+      rootPid: 4242,
+      processGroupId: 4243,
+      rootStartTime: "777",
+      bootId: "b",
+      pidNamespace: "pid:[1]",
+    });
     expect(u).toMatchObject({ rootPid: 4242, processGroupId: 4243, state: "open" });
     await expect(store.update(l.leaseId, { state: "closed" } as never)).rejects.toThrow(/must not change state/);
     await expect(store.update(l.leaseId, { leaseId: "x" } as never)).rejects.toThrow(/must not change leaseId/);
@@ -121,7 +137,21 @@ describe("lease store", () => {
   it("refuses symlinks and reports them, never follows or deletes them", async () => {
     const store = await openLeaseStore(dir, { durable: false });
     const target = join(dir, "elsewhere.json");
-    await writeFile(target, JSON.stringify({ schemaVersion: 1, leaseId: "evil", gatewayInstanceId: "gw-A", sessionKey: "s", wrapperRoot: "/", wrapperPath: "/x", rootPid: 1234, commandHash: "", startedAt: 1, state: "open" }));
+    await writeFile(
+      target,
+      JSON.stringify({
+        schemaVersion: 1,
+        leaseId: "evil",
+        gatewayInstanceId: "gw-A",
+        sessionKey: "s",
+        wrapperRoot: "/",
+        wrapperPath: "/x",
+        rootPid: 1234,
+        commandHash: "",
+        startedAt: 1,
+        state: "open",
+      }),
+    );
     await symlink(target, join(store.dir, "evil.json"));
     const problems: LeaseProblem[] = [];
     const s2 = await openLeaseStore(dir, { durable: false, onProblem: (p) => problems.push(p) });
@@ -134,18 +164,21 @@ describe("lease store", () => {
   });
 
   if (!isRoot) console.log("[store.test] skipping the foreign-owner test: chown to another uid needs root");
-  it.skipIf(!isRoot)(`refuses a lease file owned by another uid (chown 65534), reports it, leaves it in place${isRoot ? "" : " (skipped: chown needs root)"}`, async () => {
-    const store = await openLeaseStore(dir, { durable: false });
-    const l = await store.create(input());
-    const file = join(store.dir, `${l.leaseId}.json`);
-    await chown(file, 65534, 65534);
-    const { leases, problems } = await store.list();
-    expect(leases).toEqual([]);
-    expect(problems).toHaveLength(1);
-    expect(problems[0]).toMatchObject({ kind: "foreign-owner", file });
-    expect(await store.get(l.leaseId)).toBeNull();
-    expect((await stat(file)).uid).toBe(65534);
-  });
+  it.skipIf(!isRoot)(
+    `refuses a lease file owned by another uid (chown 65534), reports it, leaves it in place${isRoot ? "" : " (skipped: chown needs root)"}`,
+    async () => {
+      const store = await openLeaseStore(dir, { durable: false });
+      const l = await store.create(input());
+      const file = join(store.dir, `${l.leaseId}.json`);
+      await chown(file, 65534, 65534);
+      const { leases, problems } = await store.list();
+      expect(leases).toEqual([]);
+      expect(problems).toHaveLength(1);
+      expect(problems[0]).toMatchObject({ kind: "foreign-owner", file });
+      expect(await store.get(l.leaseId)).toBeNull();
+      expect((await stat(file)).uid).toBe(65534);
+    },
+  );
 
   it("quarantines corrupt, truncated, empty and malformed files without losing the others", async () => {
     const store = await openLeaseStore(dir, { durable: false });
@@ -153,7 +186,10 @@ describe("lease store", () => {
     const full = await readFile(join(store.dir, `${good.leaseId}.json`), "utf8");
     await writeFile(join(store.dir, "trunc.json"), full.slice(0, 40).replace(good.leaseId, "trunc"));
     await writeFile(join(store.dir, "empty.json"), "");
-    await writeFile(join(store.dir, "schema.json"), JSON.stringify({ schemaVersion: 1, leaseId: "schema", state: "open" }));
+    await writeFile(
+      join(store.dir, "schema.json"),
+      JSON.stringify({ schemaVersion: 1, leaseId: "schema", state: "open" }),
+    );
     await writeFile(join(store.dir, "future.json"), JSON.stringify({ schemaVersion: 99, leaseId: "future" }));
     await writeFile(join(store.dir, "misnamed.json"), full);
     const { leases, problems } = await store.list();
@@ -165,7 +201,8 @@ describe("lease store", () => {
     expect(byFile["misnamed.json"]?.kind).toBe("bad-schema");
     expect(byFile["future.json"]?.kind).toBe("bad-schema");
     expect(byFile["future.json"]?.quarantinedTo).toBeUndefined();
-    for (const f of ["trunc.json", "empty.json", "schema.json", "misnamed.json"]) expect(byFile[f]?.quarantinedTo).toMatch(/quarantine/);
+    for (const f of ["trunc.json", "empty.json", "schema.json", "misnamed.json"])
+      expect(byFile[f]?.quarantinedTo).toMatch(/quarantine/);
     const q = await readdir(join(store.dir, "quarantine"));
     expect(q).toHaveLength(4);
     // a second list no longer sees the quarantined files
@@ -175,7 +212,8 @@ describe("lease store", () => {
   it("retention removes closed/lost leases older than retentionMs, keeps open and recent ones", async () => {
     const store = await openLeaseStore(dir, { durable: false });
     const ids: Record<string, string> = {};
-    for (const name of ["openOld", "closedOld", "lostOld", "closedNew"]) ids[name] = (await store.create(input())).leaseId;
+    for (const name of ["openOld", "closedOld", "lostOld", "closedNew"])
+      ids[name] = (await store.create(input())).leaseId;
     for (const name of ["closedOld", "lostOld", "closedNew"]) await store.transition(ids[name]!, "closing");
     await store.transition(ids.closedOld!, "closed");
     await store.transition(ids.lostOld!, "lost");
@@ -210,7 +248,9 @@ describe("lease store", () => {
 
   describe("an interrupted archive move is ended by the next read that parses its archive copy", () => {
     /** A lease moved to `lost` whose live `closing` copy was left behind, as after a crash or a refused directory sync. */
-    async function leftover(store: Awaited<ReturnType<typeof openLeaseStore>>): Promise<{ id: string; live: string; archived: string }> {
+    async function leftover(
+      store: Awaited<ReturnType<typeof openLeaseStore>>,
+    ): Promise<{ id: string; live: string; archived: string }> {
       const l = await store.create(input({ sessionKey: `s-${Math.random()}` }));
       await store.transition(l.leaseId, "closing");
       const live = join(store.dir, `${l.leaseId}.json`);
@@ -231,9 +271,12 @@ describe("lease store", () => {
       const byListAll = await leftover(store);
       expect((await store.list()).leases.map((x) => x.state)).toEqual(["lost", "lost", "lost"]);
       expect(existsSync(byListAll.live)).toBe(false);
-      for (const c of [byGet, byList, byListAll]) expect(JSON.parse(await readFile(c.archived, "utf8")).state).toBe("lost");
+      for (const c of [byGet, byList, byListAll])
+        expect(JSON.parse(await readFile(c.archived, "utf8")).state).toBe("lost");
       // past 64 live leases list() narrows by one listing of the archive: the same outcome
-      const open = await Promise.all(Array.from({ length: 70 }, (_, i) => store.create(input({ sessionKey: `many-${i}` }))));
+      const open = await Promise.all(
+        Array.from({ length: 70 }, (_, i) => store.create(input({ sessionKey: `many-${i}` }))),
+      );
       const among = await leftover(store);
       const listed = await store.list({ states: ["open", "closing"] });
       expect(listed.leases.map((x) => x.leaseId).sort()).toEqual(open.map((x) => x.leaseId).sort());
@@ -251,7 +294,9 @@ describe("lease store", () => {
       expect(existsSync(c.live)).toBe(true);
       expect(problems.map((p) => p.kind)).toEqual(["corrupt"]);
       // the corrupt copy is quarantined; the live one now stands alone and is listed
-      expect((await watched.list({ states: ["open", "closing"] })).leases.map((x) => [x.leaseId, x.state])).toEqual([[c.id, "closing"]]);
+      expect((await watched.list({ states: ["open", "closing"] })).leases.map((x) => [x.leaseId, x.state])).toEqual([
+        [c.id, "closing"],
+      ]);
     });
 
     it("never by a read-only store", async () => {
@@ -272,7 +317,9 @@ describe("lease store", () => {
     const results = await Promise.allSettled(Array.from({ length: 10 }, () => store.transition(l.leaseId, "closing")));
     expect(results.filter((r) => r.status === "fulfilled")).toHaveLength(1);
     expect(results.filter((r) => r.status === "rejected" && r.reason instanceof LeaseTransitionError)).toHaveLength(9);
-    await Promise.all(made.slice(1, 101).map((x) => store.update(x.leaseId, { rootPid: 100 + Number(x.sessionKey.slice(1)) })));
+    await Promise.all(
+      made.slice(1, 101).map((x) => store.update(x.leaseId, { rootPid: 100 + Number(x.sessionKey.slice(1)) })),
+    );
     const { leases, problems } = await store.list({ gatewayInstanceId: "gw-A", states: ["open"] });
     expect(problems).toEqual([]);
     expect(leases).toHaveLength(199);
@@ -285,17 +332,21 @@ describe("lease store", () => {
     const ids: string[] = [];
     for (let i = 0; i < N; i += 500) {
       const batch = await Promise.all(
-        Array.from({ length: Math.min(500, N - i) }, (_, j) => store.create(input({ gatewayInstanceId: (i + j) % 10 === 0 ? "gw-B" : "gw-A" }))),
+        Array.from({ length: Math.min(500, N - i) }, (_, j) =>
+          store.create(input({ gatewayInstanceId: (i + j) % 10 === 0 ? "gw-B" : "gw-A" })),
+        ),
       );
       ids.push(...batch.map((l) => l.leaseId));
     }
     // close most of gw-A's leases so the live folder holds few
     const toClose = ids.filter((_, i) => i % 10 !== 0 && i % 100 !== 1);
     for (let i = 0; i < toClose.length; i += 500) {
-      await Promise.all(toClose.slice(i, i + 500).map(async (id) => {
-        await store.transition(id, "closing");
-        await store.transition(id, "closed");
-      }));
+      await Promise.all(
+        toClose.slice(i, i + 500).map(async (id) => {
+          await store.transition(id, "closing");
+          await store.transition(id, "closed");
+        }),
+      );
     }
     const openA = await store.list({ gatewayInstanceId: "gw-A", states: ["open"] });
     expect(openA.problems).toEqual([]);

@@ -1,13 +1,27 @@
 import { describe, expect, it } from "vitest";
 import { buildSnapshot } from "../../src/facts/snapshot.js";
 import type { ProcessInfo } from "../../src/facts/types.js";
-import { ancestorsOfThisProcess, checkGroupSignal, checkGroupTarget, checkSignalTarget, isOwnProcessGroup, ownProcessGroupId } from "../../src/facts/guards.js";
+import {
+  ancestorsOfThisProcess,
+  checkGroupSignal,
+  checkGroupTarget,
+  checkSignalTarget,
+  isOwnProcessGroup,
+  ownProcessGroupId,
+} from "../../src/facts/guards.js";
 import { collectTree, computeCommandHash, tokenizeShellCommand } from "../../src/ownership/index.js";
 import { readFileSync } from "node:fs";
 
 const P = 4_100_000;
 const proc = (pid: number, ppid: number, pgid = pid, over: Partial<ProcessInfo> = {}): ProcessInfo => ({
-  pid, ppid, pgid, sid: pgid, uid: 1000, state: "S", startTime: String(pid), ...over,
+  pid,
+  ppid,
+  pgid,
+  sid: pgid,
+  uid: 1000,
+  state: "S",
+  startTime: String(pid),
+  ...over,
 });
 
 describe("guards", () => {
@@ -37,7 +51,8 @@ describe("guards", () => {
     expect(isOwnProcessGroup(process.pid)).toBe(true);
     expect(isOwnProcessGroup(process.ppid)).toBe(true);
     expect(isOwnProcessGroup(P)).toBe(false);
-    for (const g of [own, process.pid, process.ppid, 1, 0, -1, 2.5, 2 ** 22 + 1]) expect(checkGroupTarget(g).allowed, String(g)).toBe(false);
+    for (const g of [own, process.pid, process.ppid, 1, 0, -1, 2.5, 2 ** 22 + 1])
+      expect(checkGroupTarget(g).allowed, String(g)).toBe(false);
     expect(checkGroupTarget(P)).toEqual({ allowed: true });
   });
 
@@ -54,14 +69,17 @@ describe("guards", () => {
   })();
   const noGrandparent = grandparent === null ? "skipped: needs Linux /proc and a grandparent above pid 1" : null;
   if (noGrandparent) console.log(`[units.test] ancestor guard test ${noGrandparent}`);
-  it.skipIf(noGrandparent !== null)(`never signals an ancestor of this process (its grandparent here)${noGrandparent ? ` (${noGrandparent})` : ""}`, () => {
-    expect(ancestorsOfThisProcess().has(grandparent!)).toBe(true);
-    expect(ancestorsOfThisProcess().has(process.ppid)).toBe(true);
-    expect(ancestorsOfThisProcess().has(process.pid)).toBe(false);
-    const v = checkSignalTarget(grandparent!);
-    expect(v.allowed).toBe(false);
-    expect(v.allowed ? null : v.code).toBe("ancestor");
-  });
+  it.skipIf(noGrandparent !== null)(
+    `never signals an ancestor of this process (its grandparent here)${noGrandparent ? ` (${noGrandparent})` : ""}`,
+    () => {
+      expect(ancestorsOfThisProcess().has(grandparent!)).toBe(true);
+      expect(ancestorsOfThisProcess().has(process.ppid)).toBe(true);
+      expect(ancestorsOfThisProcess().has(process.pid)).toBe(false);
+      const v = checkSignalTarget(grandparent!);
+      expect(v.allowed).toBe(false);
+      expect(v.allowed ? null : v.code).toBe("ancestor");
+    },
+  );
 });
 
 describe("collectTree", () => {
@@ -97,7 +115,12 @@ describe("collectTree", () => {
   });
 
   it("a refused root, or one of our ancestors, yields nothing", () => {
-    const snap = buildSnapshot(0, [proc(process.pid, process.ppid), proc(process.ppid, P + 20), proc(P + 20, 1), proc(P + 21, P + 20)]);
+    const snap = buildSnapshot(0, [
+      proc(process.pid, process.ppid),
+      proc(process.ppid, P + 20),
+      proc(P + 20, 1),
+      proc(P + 21, P + 20),
+    ]);
     expect(collectTree(snap, proc(1, 0))).toEqual([]);
     expect(collectTree(snap, snap.processes.get(process.pid)!)).toEqual([]);
     expect(collectTree(snap, snap.processes.get(P + 20)!)).toEqual([]); // our grandparent
@@ -141,7 +164,10 @@ describe("command hash and shell tokenizer", () => {
     expect(tokenizeShellCommand(input)).toEqual(want);
   });
 
-  it.each([`'open`, `"open`, `trail\\`, `a $(b)`, "a `b`", `a | b`, `a; b`, `a > f`, `#c`, `~/x`, `"$HOME"`])("refuses %s", (input) => {
-    expect(tokenizeShellCommand(input)).toBeNull();
-  });
+  it.each([`'open`, `"open`, `trail\\`, `a $(b)`, "a `b`", `a | b`, `a; b`, `a > f`, `#c`, `~/x`, `"$HOME"`])(
+    "refuses %s",
+    (input) => {
+      expect(tokenizeShellCommand(input)).toBeNull();
+    },
+  );
 });

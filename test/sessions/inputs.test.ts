@@ -89,7 +89,12 @@ describe("authorizeSessionAction: the refusal names the level and the setting", 
     if (!r.allowed) expect(r.error).toMatch(/visibility "tree".*tools\.sessions\.visibility="agent"/);
   });
   it("self refusing an owned child points at tree", () => {
-    const r = authorizeSessionAction({ ...ctx, visibility: "self", row: { ...sameAgent, spawnedBy: ME }, action: "status" });
+    const r = authorizeSessionAction({
+      ...ctx,
+      visibility: "self",
+      row: { ...sameAgent, spawnedBy: ME },
+      action: "status",
+    });
     if (r.allowed) throw new Error("expected a refusal");
     expect(r).toMatchObject({ visibility: "self", reason: "visibility" });
     expect(r.error).toMatch(/visibility "self".*tools\.sessions\.visibility="tree"/);
@@ -100,13 +105,25 @@ describe("authorizeSessionAction: the refusal names the level and the setting", 
     if (!r.allowed) expect(r.error).toMatch(/tools\.agentToAgent\.enabled=true/);
   });
   it("all with a2a enabled but the target not allowed names tools.agentToAgent.allow and the agent", () => {
-    const r = authorizeSessionAction({ ...ctx, a2aPolicy: { enabled: true, allow: ["main"] }, visibility: "all", row: cross, action: "history" });
+    const r = authorizeSessionAction({
+      ...ctx,
+      a2aPolicy: { enabled: true, allow: ["main"] },
+      visibility: "all",
+      row: cross,
+      action: "history",
+    });
     if (r.allowed) throw new Error("expected a refusal");
     expect(r).toMatchObject({ visibility: "all", reason: "agent-to-agent" });
     expect(r.error).toMatch(/"research" is not in tools\.agentToAgent\.allow/);
   });
   it("agent refusing an a2a-allowed cross-agent row points at visibility=all", () => {
-    const r = authorizeSessionAction({ ...ctx, a2aPolicy: { enabled: true }, visibility: "agent", row: cross, action: "list" });
+    const r = authorizeSessionAction({
+      ...ctx,
+      a2aPolicy: { enabled: true },
+      visibility: "agent",
+      row: cross,
+      action: "list",
+    });
     expect(r).toMatchObject({ allowed: false, visibility: "agent", reason: "visibility" });
     if (!r.allowed) expect(r.error).toMatch(/tools\.sessions\.visibility="all"/);
   });
@@ -155,10 +172,17 @@ describe("level names in any case, agent ids exactly", () => {
       expect(list).toMatchObject({ scope: "all", requested: "all", rows: [row] });
     }
     expect(canSeeSessionRow({ ...ok, visibility: "TREE" as never, a2aPolicy: { enabled: true }, row })).toBe(false);
-    expect(authorizeSessionAction({ ...ok, visibility: "Agent" as never, row: ok.row, action: "send" })).toEqual({ allowed: true });
+    expect(authorizeSessionAction({ ...ok, visibility: "Agent" as never, row: ok.row, action: "send" })).toEqual({
+      allowed: true,
+    });
   });
   it("agent-id globs stay case-sensitive (agent ids are normalized lower-case)", () => {
-    const on = (allow: string[]) => ({ ...ok, visibility: "all" as const, a2aPolicy: { enabled: true, allow: ["main", ...allow] }, row });
+    const on = (allow: string[]) => ({
+      ...ok,
+      visibility: "all" as const,
+      a2aPolicy: { enabled: true, allow: ["main", ...allow] },
+      row,
+    });
     expect(canSeeSessionRow(on(["codex"]))).toBe(true);
     expect(canSeeSessionRow(on(["code*"]))).toBe(true);
     expect(canSeeSessionRow(on(["Codex"]))).toBe(false);
@@ -177,12 +201,25 @@ describe("resolveAgentToAgentPolicy", () => {
     expect(resolveAgentToAgentPolicy({ tools: { agentToAgent: { enabled: true } } })).toEqual({ enabled: true });
     const p = resolveAgentToAgentPolicy({ tools: { agentToAgent: { enabled: true, allow: ["main", "code*"] } } });
     expect(p).toEqual({ enabled: true, allow: ["main", "code*"] });
-    expect(canSeeSessionRow({ requesterSessionKey: ME, visibility: "all", a2aPolicy: p, row: { key: "agent:codex:1", agentId: "codex" } })).toBe(true);
+    expect(
+      canSeeSessionRow({
+        requesterSessionKey: ME,
+        visibility: "all",
+        a2aPolicy: p,
+        row: { key: "agent:codex:1", agentId: "codex" },
+      }),
+    ).toBe(true);
   });
   it("mistyped fields throw naming the config path", () => {
-    expect(() => resolveAgentToAgentPolicy({ tools: { agentToAgent: { enabled: "yes" } } })).toThrow(/tools\.agentToAgent\.enabled/);
-    expect(() => resolveAgentToAgentPolicy({ tools: { agentToAgent: { enabled: true, allow: "*" } } })).toThrow(/tools\.agentToAgent\.allow/);
-    expect(() => resolveAgentToAgentPolicy({ tools: { agentToAgent: { enabled: true, allow: [1] } } })).toThrow(/tools\.agentToAgent\.allow\[0\]/);
+    expect(() => resolveAgentToAgentPolicy({ tools: { agentToAgent: { enabled: "yes" } } })).toThrow(
+      /tools\.agentToAgent\.enabled/,
+    );
+    expect(() => resolveAgentToAgentPolicy({ tools: { agentToAgent: { enabled: true, allow: "*" } } })).toThrow(
+      /tools\.agentToAgent\.allow/,
+    );
+    expect(() => resolveAgentToAgentPolicy({ tools: { agentToAgent: { enabled: true, allow: [1] } } })).toThrow(
+      /tools\.agentToAgent\.allow\[0\]/,
+    );
     expect(() => resolveAgentToAgentPolicy({ tools: "x" })).toThrow(/tools/);
     expect(() => resolveAgentToAgentPolicy("cfg")).toThrow(/cfg/);
   });
@@ -198,7 +235,10 @@ describe("owner metadata", () => {
   it("buildSessionOwner fills the AcpSessionOwner fields; ownerSessionKey falls back to spawnedBy, parent, self", () => {
     const base = { sessionKey: "agent:codex:acp:1", agentId: "codex", gatewayInstanceId: "gw-1", createdAt: 1000 };
     expect(buildSessionOwner({ ...base, spawnedBy: ME })).toEqual({
-      ...base, spawnedBy: ME, ownerSessionKey: ME, backend: "acpx",
+      ...base,
+      spawnedBy: ME,
+      ownerSessionKey: ME,
+      backend: "acpx",
     });
     expect(buildSessionOwner({ ...base, parentSessionKey: "p" }).ownerSessionKey).toBe("p");
     expect(buildSessionOwner({ ...base, spawnedBy: "s", ownerSessionKey: "o" }).ownerSessionKey).toBe("o");
@@ -219,20 +259,44 @@ describe("owner metadata", () => {
     expect(() => buildSessionOwner({ ...base, createdAt: -1 })).toThrow(/createdAt/);
   });
   it("a row built from buildSessionOwner is owned by its spawner across agents", () => {
-    const owner = buildSessionOwner({ sessionKey: "agent:codex:acp:9", agentId: "codex", gatewayInstanceId: "g", spawnedBy: ME });
+    const owner = buildSessionOwner({
+      sessionKey: "agent:codex:acp:9",
+      agentId: "codex",
+      gatewayInstanceId: "g",
+      spawnedBy: ME,
+    });
     const row = toSessionRowOwnership({ key: owner.sessionKey, agentId: owner.agentId, owner });
     expect(row).toEqual({ key: owner.sessionKey, agentId: "codex", ownerSessionKey: ME, spawnedBy: ME });
-    expect(canSeeSessionRow({ requesterSessionKey: ME, visibility: "tree", a2aPolicy: { enabled: false }, row: row! })).toBe(true);
+    expect(
+      canSeeSessionRow({ requesterSessionKey: ME, visibility: "tree", a2aPolicy: { enabled: false }, row: row! }),
+    ).toBe(true);
   });
   it("normalizeSessionOwner: fallback order, nested owner, well-typed values only", () => {
     expect(normalizeSessionOwner({ key: "k", agentId: "a", spawnedBy: "s", parentSessionKey: "p" })).toEqual({
-      sessionKey: "k", agentId: "a", spawnedBy: "s", parentSessionKey: "p", ownerSessionKey: "s",
+      sessionKey: "k",
+      agentId: "a",
+      spawnedBy: "s",
+      parentSessionKey: "p",
+      ownerSessionKey: "s",
     });
     expect(normalizeSessionOwner({ sessionKey: "k", parentSessionKey: "p" }).ownerSessionKey).toBe("p");
     expect(
-      normalizeSessionOwner({ sessionKey: "k", leaseId: "L", owner: { ownerSessionKey: "o", agentId: "a", backend: "acpx", gatewayInstanceId: "g", createdAt: 5 } }),
-    ).toEqual({ sessionKey: "k", agentId: "a", ownerSessionKey: "o", backend: "acpx", gatewayInstanceId: "g", createdAt: 5 });
-    expect(normalizeSessionOwner({ key: "k", ownerSessionKey: 4, createdAt: "yesterday", backend: "pty" })).toEqual({ sessionKey: "k" });
+      normalizeSessionOwner({
+        sessionKey: "k",
+        leaseId: "L",
+        owner: { ownerSessionKey: "o", agentId: "a", backend: "acpx", gatewayInstanceId: "g", createdAt: 5 },
+      }),
+    ).toEqual({
+      sessionKey: "k",
+      agentId: "a",
+      ownerSessionKey: "o",
+      backend: "acpx",
+      gatewayInstanceId: "g",
+      createdAt: 5,
+    });
+    expect(normalizeSessionOwner({ key: "k", ownerSessionKey: 4, createdAt: "yesterday", backend: "pty" })).toEqual({
+      sessionKey: "k",
+    });
     expect(() => normalizeSessionOwner(null)).toThrow(/row/);
   });
   it("a legacy row without owner fields is not owned, even when its key looks like a child of the requester", () => {
@@ -240,7 +304,9 @@ describe("owner metadata", () => {
     expect(normalizeSessionOwner(legacy).ownerSessionKey).toBeUndefined();
     const row = toSessionRowOwnership(legacy)!;
     expect(row).toEqual({ key: legacy.key, agentId: "codex" });
-    expect(canSeeSessionRow({ requesterSessionKey: ME, visibility: "all", a2aPolicy: { enabled: false }, row })).toBe(false);
+    expect(canSeeSessionRow({ requesterSessionKey: ME, visibility: "all", a2aPolicy: { enabled: false }, row })).toBe(
+      false,
+    );
   });
   it("toSessionRowOwnership returns null when key or agentId is unknown", () => {
     expect(toSessionRowOwnership({ key: "k" })).toBeNull();

@@ -35,7 +35,15 @@ const ROWS = {
 } satisfies Record<string, SessionRowOwnership>;
 
 type RowName = keyof typeof ROWS;
-const ROW_ORDER: RowName[] = ["self", "sameAgent", "ownedSame", "cross", "ownedCrossAcp", "ownedCrossParent", "legacyCross"];
+const ROW_ORDER: RowName[] = [
+  "self",
+  "sameAgent",
+  "ownedSame",
+  "cross",
+  "ownedCrossAcp",
+  "ownedCrossParent",
+  "legacyCross",
+];
 
 const A2A: Record<string, AgentToAgentPolicy> = {
   off: { enabled: false },
@@ -51,38 +59,38 @@ const A2A: Record<string, AgentToAgentPolicy> = {
 // Y = visible, n = not visible.
 const MATRIX: Array<[SessionVisibility, keyof typeof A2A, boolean, string]> = [
   //  visibility  a2a               sandboxed   expected
-  ["self",  "off",            false, "Y n n n n n n"],
-  ["self",  "offButAllowAll", false, "Y n n n n n n"],
-  ["self",  "on",             false, "Y n n n n n n"],
-  ["self",  "onMainCode",     false, "Y n n n n n n"],
-  ["self",  "onNotMe",        false, "Y n n n n n n"],
-  ["tree",  "off",            false, "Y n Y n Y Y n"],
-  ["tree",  "offButAllowAll", false, "Y n Y n Y Y n"],
-  ["tree",  "on",             false, "Y n Y n Y Y n"],
-  ["tree",  "onMainCode",     false, "Y n Y n Y Y n"],
-  ["tree",  "onNotMe",        false, "Y n Y n Y Y n"],
-  ["agent", "off",            false, "Y Y Y n Y Y n"],
+  ["self", "off", false, "Y n n n n n n"],
+  ["self", "offButAllowAll", false, "Y n n n n n n"],
+  ["self", "on", false, "Y n n n n n n"],
+  ["self", "onMainCode", false, "Y n n n n n n"],
+  ["self", "onNotMe", false, "Y n n n n n n"],
+  ["tree", "off", false, "Y n Y n Y Y n"],
+  ["tree", "offButAllowAll", false, "Y n Y n Y Y n"],
+  ["tree", "on", false, "Y n Y n Y Y n"],
+  ["tree", "onMainCode", false, "Y n Y n Y Y n"],
+  ["tree", "onNotMe", false, "Y n Y n Y Y n"],
+  ["agent", "off", false, "Y Y Y n Y Y n"],
   ["agent", "offButAllowAll", false, "Y Y Y n Y Y n"],
-  ["agent", "on",             false, "Y Y Y n Y Y n"],
-  ["agent", "onMainCode",     false, "Y Y Y n Y Y n"],
-  ["agent", "onNotMe",        false, "Y Y Y n Y Y n"],
-  ["all",   "off",            false, "Y Y Y n Y Y n"],
-  ["all",   "offButAllowAll", false, "Y Y Y n Y Y n"],
-  ["all",   "on",             false, "Y Y Y Y Y Y Y"],
-  ["all",   "onMainCode",     false, "Y Y Y n Y Y Y"],
-  ["all",   "onNotMe",        false, "Y Y Y n Y Y n"],
+  ["agent", "on", false, "Y Y Y n Y Y n"],
+  ["agent", "onMainCode", false, "Y Y Y n Y Y n"],
+  ["agent", "onNotMe", false, "Y Y Y n Y Y n"],
+  ["all", "off", false, "Y Y Y n Y Y n"],
+  ["all", "offButAllowAll", false, "Y Y Y n Y Y n"],
+  ["all", "on", false, "Y Y Y Y Y Y Y"],
+  ["all", "onMainCode", false, "Y Y Y n Y Y Y"],
+  ["all", "onNotMe", false, "Y Y Y n Y Y n"],
   // sandboxed requesters: clamped to tree (self stays self: the clamp never widens)
-  ["self",  "off",            true,  "Y n n n n n n"],
-  ["self",  "on",             true,  "Y n n n n n n"],
-  ["tree",  "off",            true,  "Y n Y n Y Y n"],
-  ["tree",  "on",             true,  "Y n Y n Y Y n"],
-  ["agent", "off",            true,  "Y n Y n Y Y n"],
-  ["agent", "on",             true,  "Y n Y n Y Y n"],
-  ["agent", "onMainCode",     true,  "Y n Y n Y Y n"],
-  ["all",   "off",            true,  "Y n Y n Y Y n"],
-  ["all",   "on",             true,  "Y n Y n Y Y n"],
-  ["all",   "onMainCode",     true,  "Y n Y n Y Y n"],
-  ["all",   "onNotMe",        true,  "Y n Y n Y Y n"],
+  ["self", "off", true, "Y n n n n n n"],
+  ["self", "on", true, "Y n n n n n n"],
+  ["tree", "off", true, "Y n Y n Y Y n"],
+  ["tree", "on", true, "Y n Y n Y Y n"],
+  ["agent", "off", true, "Y n Y n Y Y n"],
+  ["agent", "on", true, "Y n Y n Y Y n"],
+  ["agent", "onMainCode", true, "Y n Y n Y Y n"],
+  ["all", "off", true, "Y n Y n Y Y n"],
+  ["all", "on", true, "Y n Y n Y Y n"],
+  ["all", "onMainCode", true, "Y n Y n Y Y n"],
+  ["all", "onNotMe", true, "Y n Y n Y Y n"],
 ];
 
 const cases = MATRIX.flatMap(([visibility, a2a, sandboxed, expected]) => {
@@ -124,11 +132,26 @@ describe("session visibility matrix (seed)", () => {
     const open = filterVisibleSessions(rows, { requesterSessionKey: ME, visibility: "all", a2aPolicy: A2A.on! });
     expect(open).toMatchObject({ scope: "all", requested: "all", sandboxClamped: false });
     expect(open.rows).toHaveLength(rows.length);
-    const boxed = filterVisibleSessions(rows, { requesterSessionKey: ME, visibility: "all", a2aPolicy: A2A.on!, sandboxed: true });
+    const boxed = filterVisibleSessions(rows, {
+      requesterSessionKey: ME,
+      visibility: "all",
+      a2aPolicy: A2A.on!,
+      sandboxed: true,
+    });
     expect(boxed).toMatchObject({ scope: "tree", requested: "all", sandboxClamped: true });
-    expect(boxed.rows.map((r) => r.key)).toEqual([ME, ROWS.ownedSame.key, ROWS.ownedCrossAcp.key, ROWS.ownedCrossParent.key]);
+    expect(boxed.rows.map((r) => r.key)).toEqual([
+      ME,
+      ROWS.ownedSame.key,
+      ROWS.ownedCrossAcp.key,
+      ROWS.ownedCrossParent.key,
+    ]);
     // self is narrower than tree: the clamp does not touch it
-    const selfOnly = filterVisibleSessions(rows, { requesterSessionKey: ME, visibility: "self", a2aPolicy: A2A.on!, sandboxed: true });
+    const selfOnly = filterVisibleSessions(rows, {
+      requesterSessionKey: ME,
+      visibility: "self",
+      a2aPolicy: A2A.on!,
+      sandboxed: true,
+    });
     expect(selfOnly).toMatchObject({ scope: "self", requested: "self", sandboxClamped: false });
     expect(selfOnly.rows).toEqual([ROWS.self]);
   });
@@ -143,12 +166,23 @@ describe("requester agent id", () => {
   });
   it("defaults to 'main' for keys without an agent prefix (cron:job, bare main)", () => {
     for (const key of ["cron:nightly", "main", "agent::x", "agent:solo"]) {
-      expect(canSeeSessionRow({ requesterSessionKey: key, visibility: "agent", a2aPolicy: policy, row: ROWS.sameAgent }), key).toBe(true);
-      expect(canSeeSessionRow({ requesterSessionKey: key, visibility: "agent", a2aPolicy: policy, row: ROWS.cross }), key).toBe(false);
+      expect(
+        canSeeSessionRow({ requesterSessionKey: key, visibility: "agent", a2aPolicy: policy, row: ROWS.sameAgent }),
+        key,
+      ).toBe(true);
+      expect(
+        canSeeSessionRow({ requesterSessionKey: key, visibility: "agent", a2aPolicy: policy, row: ROWS.cross }),
+        key,
+      ).toBe(false);
     }
   });
   it("an explicit requesterAgentId overrides the key", () => {
-    const input = { requesterSessionKey: ME, requesterAgentId: "research", visibility: "agent" as const, a2aPolicy: policy };
+    const input = {
+      requesterSessionKey: ME,
+      requesterAgentId: "research",
+      visibility: "agent" as const,
+      a2aPolicy: policy,
+    };
     expect(canSeeSessionRow({ ...input, row: ROWS.cross })).toBe(true);
     expect(canSeeSessionRow({ ...input, row: ROWS.sameAgent })).toBe(false);
     // ownership still wins for the requester's own children
@@ -156,7 +190,16 @@ describe("requester agent id", () => {
   });
   it("the a2a allow list is checked against the requester agent as well as the row's", () => {
     const onlyResearch = { enabled: true, allow: ["res*"] };
-    expect(canSeeSessionRow({ requesterSessionKey: "agent:research:x:1", visibility: "all", a2aPolicy: onlyResearch, row: { key: "agent:resolver:1", agentId: "resolver" } })).toBe(true);
-    expect(canSeeSessionRow({ requesterSessionKey: ME, visibility: "all", a2aPolicy: onlyResearch, row: ROWS.cross })).toBe(false);
+    expect(
+      canSeeSessionRow({
+        requesterSessionKey: "agent:research:x:1",
+        visibility: "all",
+        a2aPolicy: onlyResearch,
+        row: { key: "agent:resolver:1", agentId: "resolver" },
+      }),
+    ).toBe(true);
+    expect(
+      canSeeSessionRow({ requesterSessionKey: ME, visibility: "all", a2aPolicy: onlyResearch, row: ROWS.cross }),
+    ).toBe(false);
   });
 });

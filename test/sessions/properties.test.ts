@@ -28,7 +28,13 @@ const sessionKey = fc.constantFrom(...KEYS);
 const ownerField = fc.option(sessionKey, { nil: undefined });
 
 const row: fc.Arbitrary<SessionRowOwnership> = fc
-  .record({ key: sessionKey, agentId, ownerSessionKey: ownerField, spawnedBy: ownerField, parentSessionKey: ownerField })
+  .record({
+    key: sessionKey,
+    agentId,
+    ownerSessionKey: ownerField,
+    spawnedBy: ownerField,
+    parentSessionKey: ownerField,
+  })
   .map((r) => {
     // drop undefined optionals so rows look like real ones
     const out: SessionRowOwnership = { key: r.key, agentId: r.agentId };
@@ -47,7 +53,12 @@ const policy: fc.Arbitrary<AgentToAgentPolicy> = fc.record(
 /** the levels, narrowest first */
 const ORDER: readonly SessionVisibility[] = ["self", "tree", "agent", "all"];
 /** what a sandboxed requester gets for each configured level (clamped to its tree) */
-const SANDBOX_CLAMP: Readonly<Record<SessionVisibility, SessionVisibility>> = { self: "self", tree: "tree", agent: "tree", all: "tree" };
+const SANDBOX_CLAMP: Readonly<Record<SessionVisibility, SessionVisibility>> = {
+  self: "self",
+  tree: "tree",
+  agent: "tree",
+  all: "tree",
+};
 /** whether a row the requester owns (not itself) is visible at each level */
 const OWNED_VISIBLE: Readonly<Record<SessionVisibility, boolean>> = { self: false, tree: true, agent: true, all: true };
 /** the agent each pool key belongs to: agent:<id>:… names it; any other key is the main agent's */
@@ -91,11 +102,16 @@ describe("visibility properties", () => {
 
   it("an owned child is visible wherever the configured visibility includes the requester's tree (sandboxed or not)", () => {
     fc.assert(
-      fc.property(base, visibility, fc.constantFrom("ownerSessionKey", "spawnedBy", "parentSessionKey"), (b, v, field) => {
-        const child = { ...b.row, [field]: b.requesterSessionKey };
-        const input = { ...b, row: child, visibility: v };
-        expect(canSeeSessionRow(input)).toBe(OWNED_VISIBLE[v] || child.key === b.requesterSessionKey);
-      }),
+      fc.property(
+        base,
+        visibility,
+        fc.constantFrom("ownerSessionKey", "spawnedBy", "parentSessionKey"),
+        (b, v, field) => {
+          const child = { ...b.row, [field]: b.requesterSessionKey };
+          const input = { ...b, row: child, visibility: v };
+          expect(canSeeSessionRow(input)).toBe(OWNED_VISIBLE[v] || child.key === b.requesterSessionKey);
+        },
+      ),
       RUNS,
     );
   });
@@ -164,7 +180,13 @@ describe("visibility properties", () => {
         const otherKey = fc.constantFrom(...KEYS.filter((k) => k !== me));
         const other = fc.option(otherKey, { nil: undefined });
         return fc
-          .record({ key: otherKey, agentId: fc.constantFrom(...AGENTS.filter((a) => a !== mine)), ownerSessionKey: other, spawnedBy: other, parentSessionKey: other })
+          .record({
+            key: otherKey,
+            agentId: fc.constantFrom(...AGENTS.filter((a) => a !== mine)),
+            ownerSessionKey: other,
+            spawnedBy: other,
+            parentSessionKey: other,
+          })
           .map((r) => ({ me, rid, v, sandboxed, pol, r }));
       });
     fc.assert(
@@ -173,7 +195,14 @@ describe("visibility properties", () => {
         if (r.ownerSessionKey !== undefined) rowIn.ownerSessionKey = r.ownerSessionKey;
         if (r.spawnedBy !== undefined) rowIn.spawnedBy = r.spawnedBy;
         if (r.parentSessionKey !== undefined) rowIn.parentSessionKey = r.parentSessionKey;
-        const input = { requesterSessionKey: me, requesterAgentId: rid, sandboxed, visibility: v, row: rowIn, a2aPolicy: { ...pol, enabled: false } };
+        const input = {
+          requesterSessionKey: me,
+          requesterAgentId: rid,
+          sandboxed,
+          visibility: v,
+          row: rowIn,
+          a2aPolicy: { ...pol, enabled: false },
+        };
         expect(canSeeSessionRow(input)).toBe(false);
       }),
       RUNS,
@@ -188,11 +217,34 @@ describe("visibility properties", () => {
  * sandbox off, a config that enables everything).
  */
 const POLLUTABLE = [
-  "ownerSessionKey", "spawnedBy", "parentSessionKey", "key", "sessionKey", "agentId",
-  "enabled", "allow", "visibility", "sandboxed", "requesterAgentId", "requesterSessionKey",
-  "action", "row", "a2aPolicy", "tools", "sessions", "agentToAgent", "owner", "backend", "createdAt",
+  "ownerSessionKey",
+  "spawnedBy",
+  "parentSessionKey",
+  "key",
+  "sessionKey",
+  "agentId",
+  "enabled",
+  "allow",
+  "visibility",
+  "sandboxed",
+  "requesterAgentId",
+  "requesterSessionKey",
+  "action",
+  "row",
+  "a2aPolicy",
+  "tools",
+  "sessions",
+  "agentToAgent",
+  "owner",
+  "backend",
+  "createdAt",
 ] as const;
-const WIDE_CONFIG = { sessions: { visibility: "all" }, agentToAgent: { enabled: true, allow: ["*"] }, visibility: "all", enabled: true };
+const WIDE_CONFIG = {
+  sessions: { visibility: "all" },
+  agentToAgent: { enabled: true, allow: ["*"] },
+  visibility: "all",
+  enabled: true,
+};
 const pollutionValue = fc.oneof(
   sessionKey,
   agentId,
@@ -205,7 +257,13 @@ const pollutionValue = fc.oneof(
   fc.nat(),
 );
 const pollution = fc.dictionary(fc.constantFrom(...POLLUTABLE), pollutionValue, { minKeys: 1 });
-const sparseConfig = fc.constantFrom<unknown>({}, { tools: {} }, { tools: { sessions: {} } }, { tools: { agentToAgent: {} } }, { tools: { sessions: {}, agentToAgent: {} } });
+const sparseConfig = fc.constantFrom<unknown>(
+  {},
+  { tools: {} },
+  { tools: { sessions: {} } },
+  { tools: { agentToAgent: {} } },
+  { tools: { sessions: {}, agentToAgent: {} } },
+);
 /** inputs that leave the optional fields out, so an inherited value would be read if anything looked */
 const sparse = fc.record(
   { requesterSessionKey: sessionKey, requesterAgentId: agentId, a2aPolicy: policy, row, sandboxed: fc.boolean() },
@@ -222,7 +280,12 @@ const attempt = (f: () => unknown): Outcome => {
 };
 
 /** Every answer of the module for one input, each captured (a throw is an answer too). */
-function answers(b: Record<string, unknown>, v: SessionVisibility, rows: SessionRowOwnership[], cfg: unknown): Record<string, Outcome> {
+function answers(
+  b: Record<string, unknown>,
+  v: SessionVisibility,
+  rows: SessionRowOwnership[],
+  cfg: unknown,
+): Record<string, Outcome> {
   const input = { ...b, visibility: v } as unknown as Parameters<typeof canSeeSessionRow>[0];
   const { row: _row, ...ctx } = input;
   return {
@@ -256,12 +319,19 @@ function withPollution<T>(fields: Record<string, unknown>, f: () => T): T {
 describe("own properties only: a polluted Object.prototype changes no answer", () => {
   it("property: for random rows, policies, configs and pollutions, every answer equals the unpolluted one", () => {
     fc.assert(
-      fc.property(sparse, visibility, fc.array(row, { maxLength: 6 }), sparseConfig, pollution, (b, v, rows, cfg, fields) => {
-        const clean = answers(b, v, rows, cfg);
-        const polluted = withPollution(fields, () => answers(b, v, rows, cfg));
-        for (const k of POLLUTABLE) expect(Object.hasOwn(Object.prototype, k), `cleanup of ${k}`).toBe(false);
-        expect(polluted).toEqual(clean);
-      }),
+      fc.property(
+        sparse,
+        visibility,
+        fc.array(row, { maxLength: 6 }),
+        sparseConfig,
+        pollution,
+        (b, v, rows, cfg, fields) => {
+          const clean = answers(b, v, rows, cfg);
+          const polluted = withPollution(fields, () => answers(b, v, rows, cfg));
+          for (const k of POLLUTABLE) expect(Object.hasOwn(Object.prototype, k), `cleanup of ${k}`).toBe(false);
+          expect(polluted).toEqual(clean);
+        },
+      ),
       { numRuns: 400 },
     );
   });
@@ -269,9 +339,18 @@ describe("own properties only: a polluted Object.prototype changes no answer", (
   it("the widest pollution at once cannot make a stranger's legacy row visible or widen any setting", () => {
     const me = "agent:main:main";
     const fields = {
-      ownerSessionKey: me, spawnedBy: me, parentSessionKey: me, requesterAgentId: "codex",
-      enabled: true, allow: ["*"], visibility: "all", sandboxed: false, tools: WIDE_CONFIG,
-      owner: { ownerSessionKey: me, agentId: "main" }, key: me, agentId: "main",
+      ownerSessionKey: me,
+      spawnedBy: me,
+      parentSessionKey: me,
+      requesterAgentId: "codex",
+      enabled: true,
+      allow: ["*"],
+      visibility: "all",
+      sandboxed: false,
+      tools: WIDE_CONFIG,
+      owner: { ownerSessionKey: me, agentId: "main" },
+      key: me,
+      agentId: "main",
     };
     const stranger = { key: "agent:codex:acp:9", agentId: "codex" };
     const ctx = { requesterSessionKey: me, visibility: "tree" as const, a2aPolicy: { enabled: false } };
@@ -283,14 +362,30 @@ describe("own properties only: a polluted Object.prototype changes no answer", (
       a2a: resolveAgentToAgentPolicy({ tools: {} }),
       noKeyRow: toSessionRowOwnership({}),
     }));
-    expect(seen).toEqual({ tree: false, all: false, boxed: "tree", level: "tree", a2a: { enabled: false }, noKeyRow: null });
+    expect(seen).toEqual({
+      tree: false,
+      all: false,
+      boxed: "tree",
+      level: "tree",
+      a2a: { enabled: false },
+      noKeyRow: null,
+    });
   });
 
   it("an allow list with a hole is refused, not read through to Array.prototype", () => {
     // eslint-disable-next-line no-sparse-arrays
     const holed = ["main", , "codex"] as unknown as string[];
-    expect(() => canSeeSessionRow({ requesterSessionKey: "agent:main:main", visibility: "all", a2aPolicy: { enabled: true, allow: holed }, row: { key: "k", agentId: "x" } })).toThrow(/a2aPolicy\.allow\[1\]/);
-    expect(() => resolveAgentToAgentPolicy({ tools: { agentToAgent: { enabled: true, allow: holed } } })).toThrow(/allow\[1\]/);
+    expect(() =>
+      canSeeSessionRow({
+        requesterSessionKey: "agent:main:main",
+        visibility: "all",
+        a2aPolicy: { enabled: true, allow: holed },
+        row: { key: "k", agentId: "x" },
+      }),
+    ).toThrow(/a2aPolicy\.allow\[1\]/);
+    expect(() => resolveAgentToAgentPolicy({ tools: { agentToAgent: { enabled: true, allow: holed } } })).toThrow(
+      /allow\[1\]/,
+    );
   });
 });
 

@@ -53,7 +53,10 @@ function runningSleep(shellPid: number): boolean {
 
 /** Stubborn tree started outside any supervisor, detached, for the no-record paths. */
 async function unsupervisedTree() {
-  const child = spawn(process.execPath, [fixture("stubborn-tree.mjs")], { detached: true, stdio: ["ignore", "pipe", "inherit"] });
+  const child = spawn(process.execPath, [fixture("stubborn-tree.mjs")], {
+    detached: true,
+    stdio: ["ignore", "pipe", "inherit"],
+  });
   pids.add(child.pid!);
   const out = matcher();
   child.stdout!.setEncoding("utf8").on("data", (c: string) => out.push(c));
@@ -150,7 +153,12 @@ describe("process actions: kill and remove", () => {
   it("kill with a supervisor record goes through supervisor.cancel and leaves no tree", async () => {
     const { sessions, supervisor } = setup();
     const out = matcher();
-    const s = await sessions.start({ ...base, mode: "child", argv: [process.execPath, fixture("stubborn-tree.mjs")], onStdout: (c) => out.push(c) });
+    const s = await sessions.start({
+      ...base,
+      mode: "child",
+      argv: [process.execPath, fixture("stubborn-tree.mjs")],
+      onStdout: (c) => out.push(c),
+    });
     pids.add(s.pid!);
     const grandchild = Number((await out.waitFor(/tree (\d+) (\d+)/))[2]);
     pids.add(grandchild);
@@ -178,7 +186,12 @@ describe("process actions: kill and remove", () => {
   it("remove with a supervisor record drops the session at once and still terminates it", async () => {
     const { sessions } = setup();
     const out = matcher();
-    const s = await sessions.start({ ...base, mode: "child", argv: [process.execPath, fixture("stubborn-tree.mjs")], onStdout: (c) => out.push(c) });
+    const s = await sessions.start({
+      ...base,
+      mode: "child",
+      argv: [process.execPath, fixture("stubborn-tree.mjs")],
+      onStdout: (c) => out.push(c),
+    });
     pids.add(s.pid!);
     const grandchild = Number((await out.waitFor(/tree (\d+) (\d+)/))[2]);
     pids.add(grandchild);
@@ -217,14 +230,16 @@ describe("process actions: kill and remove", () => {
   });
 });
 
-
-
 describe("process actions: adopted sessions are pinned to the process they named", () => {
   it("adopt records the start time; after the pid is reused (facts report another start time) kill sends nothing and the session is finished", async () => {
     const sleeper = spawn("sleep", ["30"], { detached: true, stdio: "ignore" });
     pids.add(sleeper.pid!);
     let reused = false;
-    const facts = reusedPidFacts(sleeper.pid!, (st) => String(BigInt(st) + 1n), () => reused);
+    const facts = reusedPidFacts(
+      sleeper.pid!,
+      (st) => String(BigInt(st) + 1n),
+      () => reused,
+    );
     const signaller = recordingSignaller();
     const { sessions } = setup({ facts, signaller, adoptedCheckMs: 60_000 });
     const s = await sessions.adopt({ pid: sleeper.pid!, command: "sleep 30" });
@@ -244,7 +259,11 @@ describe("process actions: adopted sessions are pinned to the process they named
     const sleeper = spawn("sleep", ["30"], { detached: true, stdio: "ignore" });
     pids.add(sleeper.pid!);
     let hidden = false;
-    const facts = reusedPidFacts(sleeper.pid!, () => "", () => hidden);
+    const facts = reusedPidFacts(
+      sleeper.pid!,
+      () => "",
+      () => hidden,
+    );
     const signaller = recordingSignaller();
     const { sessions } = setup({ facts, signaller, adoptedCheckMs: 60_000 });
     const s = await sessions.adopt({ pid: sleeper.pid!, command: "sleep 30" });
@@ -283,7 +302,12 @@ describe("process actions: adopted sessions are pinned to the process they named
 describe("process actions: poll takes an AbortSignal", () => {
   it("an abort ends a waiting poll at once with the signal's reason; the output stays pending for the next poll", async () => {
     const { sessions } = setup();
-    const s = await sessions.start({ ...base, mode: "child", argv: ["sh", "-c", "read x; echo got $x; sleep 30"], stdinMode: "pipe-open" });
+    const s = await sessions.start({
+      ...base,
+      mode: "child",
+      argv: ["sh", "-c", "read x; echo got $x; sleep 30"],
+      stdinMode: "pipe-open",
+    });
     pids.add(s.pid!);
     const ac = new AbortController();
     const waiting = sessions.poll(s.id, { timeoutMs: 20_000, signal: ac.signal });
@@ -307,7 +331,12 @@ describe("process actions: poll takes an AbortSignal", () => {
 
   it("a signal that is never aborted changes nothing: the poll returns on output", async () => {
     const { sessions } = setup();
-    const s = await sessions.start({ ...base, mode: "child", argv: ["sh", "-c", "read x; echo got $x"], stdinMode: "pipe-open" });
+    const s = await sessions.start({
+      ...base,
+      mode: "child",
+      argv: ["sh", "-c", "read x; echo got $x"],
+      stdinMode: "pipe-open",
+    });
     pids.add(s.pid!);
     const ac = new AbortController();
     const waiting = sessions.poll(s.id, { timeoutMs: 20_000, signal: ac.signal });

@@ -42,42 +42,55 @@ async function crashGateway(dir: string, runId = "crash-run"): Promise<Crashed> 
 }
 
 describe("restart durability: background runs hold leases", () => {
-  it.skipIf(PS)(`reconcileOrphans after a gateway crash reaps the leftover tree and closes its lease${PS ? PS_NOTE : ""}`, async () => {
-    const dir = await stateDir();
-    const crashed = await crashGateway(dir);
-    const store = await openLeaseStore(dir);
-    const lease = await store.get(crashed.leaseId);
-    expect(lease).toMatchObject({
-      state: "open",
-      rootPid: crashed.root,
-      processGroupId: crashed.root,
-      sessionKey: SUPERVISOR_SESSION_PREFIX + crashed.runId,
-    });
-    expect(lease?.rootStartTime).toMatch(/^\d+$/);
+  it.skipIf(PS)(
+    `reconcileOrphans after a gateway crash reaps the leftover tree and closes its lease${PS ? PS_NOTE : ""}`,
+    async () => {
+      const dir = await stateDir();
+      const crashed = await crashGateway(dir);
+      const store = await openLeaseStore(dir);
+      const lease = await store.get(crashed.leaseId);
+      expect(lease).toMatchObject({
+        state: "open",
+        rootPid: crashed.root,
+        processGroupId: crashed.root,
+        sessionKey: SUPERVISOR_SESSION_PREFIX + crashed.runId,
+      });
+      expect(lease?.rootStartTime).toMatch(/^\d+$/);
 
-    // another gateway instance sharing the store never touches this run
-    const other = createProcessSupervisor({ stateDir: dir, gatewayInstanceId: "another-gateway-instance", graceMs: 300 });
-    expect((await other.reconcileOrphans()).runs).toEqual([]);
-    expect(isAlive(crashed.root)).toBe(true);
+      // another gateway instance sharing the store never touches this run
+      const other = createProcessSupervisor({
+        stateDir: dir,
+        gatewayInstanceId: "another-gateway-instance",
+        graceMs: 300,
+      });
+      expect((await other.reconcileOrphans()).runs).toEqual([]);
+      expect(isAlive(crashed.root)).toBe(true);
 
-    // the next incarnation of the same instance (same stateDir → same id)
-    const next = createProcessSupervisor({ stateDir: dir, graceMs: 300 });
-    const report = await next.reconcileOrphans();
-    expect(report.runs).toHaveLength(1);
-    const [run] = report.runs;
-    expect(run).toMatchObject({ leaseId: crashed.leaseId, runId: crashed.runId, verdict: "owned", action: "killed", state: "closed" });
-    const pidsReaped = run!.kill!.results.map((r) => r.pid);
-    expect(pidsReaped).toEqual(expect.arrayContaining([crashed.root, crashed.grandchild]));
-    expect(run!.evidence.find((e) => e.check === "start-time")?.result).toBe("match");
-    // the ps backend cannot read argv: the hash is then "unknown", never a mismatch
-    const hash = run!.evidence.find((e) => e.check === "command-hash")?.result;
-    expect(hash).toBe(getProcessFacts().backend === "ps" ? "unknown" : "match");
-    expect(isAlive(crashed.root)).toBe(false);
-    expect(isAlive(crashed.grandchild)).toBe(false);
-    expect((await store.get(crashed.leaseId))?.state).toBe("closed");
-    // idempotent: nothing left to reconcile
-    expect((await next.reconcileOrphans()).runs).toEqual([]);
-  });
+      // the next incarnation of the same instance (same stateDir → same id)
+      const next = createProcessSupervisor({ stateDir: dir, graceMs: 300 });
+      const report = await next.reconcileOrphans();
+      expect(report.runs).toHaveLength(1);
+      const [run] = report.runs;
+      expect(run).toMatchObject({
+        leaseId: crashed.leaseId,
+        runId: crashed.runId,
+        verdict: "owned",
+        action: "killed",
+        state: "closed",
+      });
+      const pidsReaped = run!.kill!.results.map((r) => r.pid);
+      expect(pidsReaped).toEqual(expect.arrayContaining([crashed.root, crashed.grandchild]));
+      expect(run!.evidence.find((e) => e.check === "start-time")?.result).toBe("match");
+      // the ps backend cannot read argv: the hash is then "unknown", never a mismatch
+      const hash = run!.evidence.find((e) => e.check === "command-hash")?.result;
+      expect(hash).toBe(getProcessFacts().backend === "ps" ? "unknown" : "match");
+      expect(isAlive(crashed.root)).toBe(false);
+      expect(isAlive(crashed.grandchild)).toBe(false);
+      expect((await store.get(crashed.leaseId))?.state).toBe("closed");
+      // idempotent: nothing left to reconcile
+      expect((await next.reconcileOrphans()).runs).toEqual([]);
+    },
+  );
 
   it("a leftover that died on its own is settled as lost, without a signal", async () => {
     const dir = await stateDir();
@@ -108,7 +121,12 @@ describe("restart durability: background runs hold leases", () => {
     // on ps no remnant search can prove that nothing of the run is left
     expect((await store.get(leaseId!))?.state).toBe(PS ? "closing" : "closed");
 
-    const fg = await sup.spawn({ mode: "child", sessionId: "s", backendId: "t", argv: ["sh", "-c", `printf %s "$${LEASE_ENV_KEY}"`] });
+    const fg = await sup.spawn({
+      mode: "child",
+      sessionId: "s",
+      backendId: "t",
+      argv: ["sh", "-c", `printf %s "$${LEASE_ENV_KEY}"`],
+    });
     expect(sup.getRecord(fg.runId)?.leaseId).toBeUndefined();
     expect((await fg.wait()).stdout).toBe("");
   });
@@ -139,7 +157,10 @@ describe("restart durability: background runs hold leases", () => {
     expect(isAlive(grandchild)).toBe(true);
     const store = await openLeaseStore(dir);
     expect((await store.get(leaseId))?.state).toBe("closing");
-    if (getProcessFacts().backend === "ps") ctx.skip("the ps backend cannot read environments, so the survivor cannot be proven ours and reconcile does not reap it");
+    if (getProcessFacts().backend === "ps")
+      ctx.skip(
+        "the ps backend cannot read environments, so the survivor cannot be proven ours and reconcile does not reap it",
+      );
 
     const next = createProcessSupervisor({ stateDir: dir, graceMs: 300 });
     const report = await next.reconcileOrphans();
@@ -168,7 +189,10 @@ describe("restart durability: background runs hold leases", () => {
     const leaseId = sup.getRecord(run.runId)!.leaseId!;
     const store = await openLeaseStore(dir);
     expect((await store.get(leaseId))?.state).toBe("closing");
-    if (getProcessFacts().backend === "ps") ctx.skip("the ps backend cannot read environments, so the leftover cannot be proven ours and reconcile does not reap it");
+    if (getProcessFacts().backend === "ps")
+      ctx.skip(
+        "the ps backend cannot read environments, so the leftover cannot be proven ours and reconcile does not reap it",
+      );
     const report = await createProcessSupervisor({ stateDir: dir, graceMs: 300 }).reconcileOrphans();
     expect(report.runs).toEqual([expect.objectContaining({ leaseId, action: "killed", state: "closed" })]);
     await waitFor(() => !isAlive(left));
@@ -177,7 +201,13 @@ describe("restart durability: background runs hold leases", () => {
   it("reconcileOrphans never touches the runs this supervisor is still running", async () => {
     const dir = await stateDir();
     const sup = createProcessSupervisor({ stateDir: dir, graceMs: 300 });
-    const run = await sup.spawn({ mode: "child", sessionId: "s", backendId: "t", background: true, argv: ["sleep", "30"] });
+    const run = await sup.spawn({
+      mode: "child",
+      sessionId: "s",
+      backendId: "t",
+      background: true,
+      argv: ["sleep", "30"],
+    });
     pids.add(run.pid!);
     expect((await sup.reconcileOrphans()).runs).toEqual([]);
     expect(isAlive(run.pid!)).toBe(true);

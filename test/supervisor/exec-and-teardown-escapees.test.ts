@@ -74,33 +74,46 @@ const cmdline = (pid: number) => {
   }
 };
 
-const EXECD: { name: string; argv: string[] }[] = [{ name: "/bin/sh -c \"exec sleep 30\"", argv: ["/bin/sh", "-c", "exec sleep 30"] }];
-if (existsSync("/bin/bash")) EXECD.push({ name: "/bin/bash -c \"sleep 30\"", argv: ["/bin/bash", "-c", "sleep 30"] });
+const EXECD: { name: string; argv: string[] }[] = [
+  { name: '/bin/sh -c "exec sleep 30"', argv: ["/bin/sh", "-c", "exec sleep 30"] },
+];
+if (existsSync("/bin/bash")) EXECD.push({ name: '/bin/bash -c "sleep 30"', argv: ["/bin/bash", "-c", "sleep 30"] });
 else console.log("final-ownership.test: /bin/bash is missing, only the sh row runs");
 
 describe("F1: a root that exec'd another program is still the run's root", () => {
   for (const row of EXECD) {
-    it.skipIf(SKIP)(`${row.name}: a second supervisor's reconcileOrphans reaps it and closes the lease${NOTE}`, async () => {
-      const dir = await stateDir();
-      const sup = createProcessSupervisor({ stateDir: dir, gatewayInstanceId: "gw-final", graceMs: 300 });
-      const run = await sup.spawn({ mode: "child", sessionId: "s", backendId: "t", background: true, argv: row.argv });
-      pids.add(run.pid!);
-      const leaseId = sup.getRecord(run.runId)!.leaseId!;
-      leaseIds.add(leaseId);
-      // the root now runs sleep: same pid, same start time, another argv
-      await waitFor(() => cmdline(run.pid!)?.[0] === "sleep", 10_000);
+    it.skipIf(SKIP)(
+      `${row.name}: a second supervisor's reconcileOrphans reaps it and closes the lease${NOTE}`,
+      async () => {
+        const dir = await stateDir();
+        const sup = createProcessSupervisor({ stateDir: dir, gatewayInstanceId: "gw-final", graceMs: 300 });
+        const run = await sup.spawn({
+          mode: "child",
+          sessionId: "s",
+          backendId: "t",
+          background: true,
+          argv: row.argv,
+        });
+        pids.add(run.pid!);
+        const leaseId = sup.getRecord(run.runId)!.leaseId!;
+        leaseIds.add(leaseId);
+        // the root now runs sleep: same pid, same start time, another argv
+        await waitFor(() => cmdline(run.pid!)?.[0] === "sleep", 10_000);
 
-      const next = createProcessSupervisor({ stateDir: dir, gatewayInstanceId: "gw-final", graceMs: 300 });
-      const report = await next.reconcileOrphans();
-      expect(report.runs).toEqual([expect.objectContaining({ leaseId, verdict: "owned", action: "killed", state: "closed" })]);
-      const hash = report.runs[0]!.evidence.find((e) => e.check === "command-hash");
-      expect(hash).toMatchObject({ result: "unknown", code: "exec-since-spawn" });
-      expect(report.runs[0]!.evidence.find((e) => e.check === "start-time")?.result).toBe("match");
-      await waitFor(() => !isAlive(run.pid!), 5_000);
-      expect((await (await openLeaseStore(dir)).get(leaseId))?.state).toBe("closed");
-      await run.wait();
-      expect((await (await openLeaseStore(dir)).get(leaseId))?.state).toBe("closed");
-    });
+        const next = createProcessSupervisor({ stateDir: dir, gatewayInstanceId: "gw-final", graceMs: 300 });
+        const report = await next.reconcileOrphans();
+        expect(report.runs).toEqual([
+          expect.objectContaining({ leaseId, verdict: "owned", action: "killed", state: "closed" }),
+        ]);
+        const hash = report.runs[0]!.evidence.find((e) => e.check === "command-hash");
+        expect(hash).toMatchObject({ result: "unknown", code: "exec-since-spawn" });
+        expect(report.runs[0]!.evidence.find((e) => e.check === "start-time")?.result).toBe("match");
+        await waitFor(() => !isAlive(run.pid!), 5_000);
+        expect((await (await openLeaseStore(dir)).get(leaseId))?.state).toBe("closed");
+        await run.wait();
+        expect((await (await openLeaseStore(dir)).get(leaseId))?.state).toBe("closed");
+      },
+    );
   }
 });
 
@@ -113,7 +126,14 @@ describe("F3: an escapee forked during the teardown is reaped by the look after 
     const dir = await stateDir();
     const sup = createProcessSupervisor({ stateDir: dir, gatewayInstanceId: "gw-final", graceMs: 400 });
     let out = "";
-    const run = await sup.spawn({ mode: "child", sessionId: "s", backendId: "t", background: true, argv: ["/bin/sh", "-c", ESCAPER], onStdout: (c) => (out += c) });
+    const run = await sup.spawn({
+      mode: "child",
+      sessionId: "s",
+      backendId: "t",
+      background: true,
+      argv: ["/bin/sh", "-c", ESCAPER],
+      onStdout: (c) => (out += c),
+    });
     pids.add(run.pid!);
     const leaseId = sup.getRecord(run.runId)!.leaseId!;
     leaseIds.add(leaseId);
@@ -133,11 +153,13 @@ describe("F3: an escapee forked during the teardown is reaped by the look after 
     expect(left).toEqual([]);
   });
 
-  it.skipIf(SKIP)(`reconcileOrphans of a crashed run (its gateway, a separate process, SIGKILLed): the escapee is reaped too and the lease closed${NOTE}`, async () => {
-    const dir = await stateDir();
-    // the gateway that crashes is its own Node process running the built package, so
-    // nothing of it lives on in this one to race the next incarnation's reconcile
-    const code = `
+  it.skipIf(SKIP)(
+    `reconcileOrphans of a crashed run (its gateway, a separate process, SIGKILLed): the escapee is reaped too and the lease closed${NOTE}`,
+    async () => {
+      const dir = await stateDir();
+      // the gateway that crashes is its own Node process running the built package, so
+      // nothing of it lives on in this one to race the next incarnation's reconcile
+      const code = `
       import { createProcessSupervisor } from ${JSON.stringify(DIST)};
       // no keeper: this is the next incarnation's reconcile (the keeper's own tests are test/adversarial/keeper-*)
       const sup = createProcessSupervisor({ stateDir: ${JSON.stringify(dir)}, gatewayInstanceId: "gw-final", graceMs: 400, keeper: "off" });
@@ -150,31 +172,40 @@ describe("F3: an escapee forked during the teardown is reaped by the look after 
       process.stdout.write(JSON.stringify({ root: run.pid, leaseId: sup.getRecord(run.runId).leaseId }) + "\\n");
       setInterval(() => {}, 1000);
     `;
-    const gw = spawn(process.execPath, ["--input-type=module", "-e", code], { stdio: ["ignore", "pipe", "inherit"] });
-    gateways.push(gw);
-    let line = "";
-    gw.stdout!.setEncoding("utf8").on("data", (c: string) => (line += c));
-    await waitFor(() => line.includes("\n") || gw.exitCode !== null, 20_000);
-    const { root, leaseId } = JSON.parse(line) as { root: number; leaseId: string };
-    pids.add(root);
-    leaseIds.add(leaseId);
-    gw.kill("SIGKILL");
-    await new Promise((r) => (gw.exitCode !== null || gw.signalCode !== null ? r(null) : gw.once("exit", r)));
-    // the premise, checked: the gateway is gone, its run is not
-    expect(gw.signalCode).toBe("SIGKILL");
-    expect(isAlive(gw.pid!)).toBe(false);
-    expect(isAlive(root)).toBe(true);
-    expect((await (await openLeaseStore(dir)).get(leaseId))?.state).toBe("open");
+      const gw = spawn(process.execPath, ["--input-type=module", "-e", code], { stdio: ["ignore", "pipe", "inherit"] });
+      gateways.push(gw);
+      let line = "";
+      gw.stdout!.setEncoding("utf8").on("data", (c: string) => (line += c));
+      await waitFor(() => line.includes("\n") || gw.exitCode !== null, 20_000);
+      const { root, leaseId } = JSON.parse(line) as { root: number; leaseId: string };
+      pids.add(root);
+      leaseIds.add(leaseId);
+      gw.kill("SIGKILL");
+      await new Promise((r) => (gw.exitCode !== null || gw.signalCode !== null ? r(null) : gw.once("exit", r)));
+      // the premise, checked: the gateway is gone, its run is not
+      expect(gw.signalCode).toBe("SIGKILL");
+      expect(isAlive(gw.pid!)).toBe(false);
+      expect(isAlive(root)).toBe(true);
+      expect((await (await openLeaseStore(dir)).get(leaseId))?.state).toBe("open");
 
-    const next = createProcessSupervisor({ stateDir: dir, gatewayInstanceId: "gw-final", graceMs: 400 });
-    const report = await next.reconcileOrphans();
-    expect(report.runs).toEqual([expect.objectContaining({ leaseId, verdict: "owned", action: "killed", state: "closed" })]);
-    // A `sleep 0.05` the loop forked between the reaper's walks is orphaned when its
-    // shell dies and ends on its own; the escapee this test is about (`sleep 600`)
-    // never would: waiting for none at all tells them apart, however loaded the host
-    const settled = await waitFor(() => carriers(leaseId).length === 0, 15_000).then(() => true, () => false);
-    expect(settled, `still carrying the lease: ${JSON.stringify(carriers(leaseId).map((p) => [p, cmdline(p)]))}`).toBe(true);
-    expect((await (await openLeaseStore(dir)).get(leaseId))?.state).toBe("closed");
-    await next.shutdown();
-  });
+      const next = createProcessSupervisor({ stateDir: dir, gatewayInstanceId: "gw-final", graceMs: 400 });
+      const report = await next.reconcileOrphans();
+      expect(report.runs).toEqual([
+        expect.objectContaining({ leaseId, verdict: "owned", action: "killed", state: "closed" }),
+      ]);
+      // A `sleep 0.05` the loop forked between the reaper's walks is orphaned when its
+      // shell dies and ends on its own; the escapee this test is about (`sleep 600`)
+      // never would: waiting for none at all tells them apart, however loaded the host
+      const settled = await waitFor(() => carriers(leaseId).length === 0, 15_000).then(
+        () => true,
+        () => false,
+      );
+      expect(
+        settled,
+        `still carrying the lease: ${JSON.stringify(carriers(leaseId).map((p) => [p, cmdline(p)]))}`,
+      ).toBe(true);
+      expect((await (await openLeaseStore(dir)).get(leaseId))?.state).toBe("closed");
+      await next.shutdown();
+    },
+  );
 });

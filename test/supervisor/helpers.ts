@@ -79,7 +79,10 @@ export function matcher() {
       const m = text.match(re);
       if (m) return Promise.resolve(m);
       return new Promise((resolve, reject) => {
-        const t = setTimeout(() => reject(new Error(`no ${re} within ${timeoutMs} ms; got ${JSON.stringify(text.slice(-500))}`)), timeoutMs);
+        const t = setTimeout(
+          () => reject(new Error(`no ${re} within ${timeoutMs} ms; got ${JSON.stringify(text.slice(-500))}`)),
+          timeoutMs,
+        );
         waiters.push({
           re,
           resolve: (mm) => {
@@ -95,7 +98,8 @@ export function matcher() {
 /** Real facts, except that `pid` is reported with the start time `fake(real)` while `on()` holds (a pid reused, as the facts see it). */
 export function reusedPidFacts(pid: number, fake: (real: string) => string, on: () => boolean): ProcessFacts {
   const real = getProcessFacts();
-  const patch = <T extends ProcessInfo>(p: T): T => (p.pid === pid && on() ? { ...p, startTime: fake(p.startTime) } : p);
+  const patch = <T extends ProcessInfo>(p: T): T =>
+    p.pid === pid && on() ? { ...p, startTime: fake(p.startTime) } : p;
   return {
     backend: real.backend,
     identityStrength: real.identityStrength,
@@ -173,7 +177,12 @@ export function trackedCleanup(): { dirs: string[]; pids: Set<number> } {
  * pids and dirs to clean up (gateways killed after each test), and a fresh
  * state dir per call.
  */
-export function gatewayProcessHarness(prefix: string): { DIST: string; pids: Set<number>; gateways: ChildProcess[]; stateDir: () => Promise<string> } {
+export function gatewayProcessHarness(prefix: string): {
+  DIST: string;
+  pids: Set<number>;
+  gateways: ChildProcess[];
+  stateDir: () => Promise<string>;
+} {
   const { dirs, pids } = trackedCleanup();
   const gateways: ChildProcess[] = [];
   const DIST = join(FIXTURES, "..", "..", "..", "dist", "supervisor", "index.js");

@@ -26,7 +26,9 @@ import { removeStateDir } from "../helpers/state-dir-cleanup.js";
 
 const FACTS = getProcessFacts();
 const NO_ENV = FACTS.backend === "ps" || FACTS.backend === "none";
-const NO_ENV_NOTE = NO_ENV ? ` [skipped: the ${FACTS.backend} backend cannot read environments, so marker escapees cannot be found]` : "";
+const NO_ENV_NOTE = NO_ENV
+  ? ` [skipped: the ${FACTS.backend} backend cannot read environments, so marker escapees cannot be found]`
+  : "";
 if (NO_ENV) console.log(`leased-cancel.test:${NO_ENV_NOTE}`);
 
 const pids = new Set<number>();
@@ -90,73 +92,98 @@ async function readEscapee(pidFile: string): Promise<number> {
 }
 
 describe("cancel of a leased run reaps through its lease", () => {
-  it.skipIf(NO_ENV)(`a double-forked setsid escapee carrying the markers is reaped too; nothing carrying them is left and the lease is closed${NO_ENV_NOTE}`, async () => {
-    const dir = await tempDir();
-    const pidFile = join(dir, "escapee.pid");
-    const sup = createProcessSupervisor({ stateDir: dir, graceMs: 300 });
-    const run = await sup.spawn({ mode: "child", sessionId: "s", backendId: "t", background: true, argv: escapingRoot(pidFile) });
-    pids.add(run.pid!);
-    const escapee = await readEscapee(pidFile);
-    const leaseId = sup.getRecord(run.runId)!.leaseId!;
-    // the escapee really escaped: another session, not a child of the root, but it carries the lease
-    const stat = readFileSync(`/proc/${escapee}/stat`, "utf8").slice(readFileSync(`/proc/${escapee}/stat`, "utf8").lastIndexOf(")") + 2).split(" ");
-    expect(Number(stat[1])).not.toBe(run.pid); // ppid
-    expect(Number(stat[4])).not.toBe(run.pid); // sid
-    expect(await carriers(leaseId)).toEqual(expect.arrayContaining([run.pid!, escapee]));
+  it.skipIf(NO_ENV)(
+    `a double-forked setsid escapee carrying the markers is reaped too; nothing carrying them is left and the lease is closed${NO_ENV_NOTE}`,
+    async () => {
+      const dir = await tempDir();
+      const pidFile = join(dir, "escapee.pid");
+      const sup = createProcessSupervisor({ stateDir: dir, graceMs: 300 });
+      const run = await sup.spawn({
+        mode: "child",
+        sessionId: "s",
+        backendId: "t",
+        background: true,
+        argv: escapingRoot(pidFile),
+      });
+      pids.add(run.pid!);
+      const escapee = await readEscapee(pidFile);
+      const leaseId = sup.getRecord(run.runId)!.leaseId!;
+      // the escapee really escaped: another session, not a child of the root, but it carries the lease
+      const stat = readFileSync(`/proc/${escapee}/stat`, "utf8")
+        .slice(readFileSync(`/proc/${escapee}/stat`, "utf8").lastIndexOf(")") + 2)
+        .split(" ");
+      expect(Number(stat[1])).not.toBe(run.pid); // ppid
+      expect(Number(stat[4])).not.toBe(run.pid); // sid
+      expect(await carriers(leaseId)).toEqual(expect.arrayContaining([run.pid!, escapee]));
 
-    run.cancel();
-    expect((await run.wait()).reason).toBe("manual-cancel");
-    await waitFor(() => !isAlive(escapee), 5000);
-    expect(isAlive(run.pid!)).toBe(false);
-    expect(await carriers(leaseId)).toEqual([]);
-    expect((await (await openLeaseStore(dir)).get(leaseId))?.state).toBe("closed");
-  });
+      run.cancel();
+      expect((await run.wait()).reason).toBe("manual-cancel");
+      await waitFor(() => !isAlive(escapee), 5000);
+      expect(isAlive(run.pid!)).toBe(false);
+      expect(await carriers(leaseId)).toEqual([]);
+      expect((await (await openLeaseStore(dir)).get(leaseId))?.state).toBe("closed");
+    },
+  );
 
-  it.skipIf(NO_ENV)(`an escapee that cannot be killed keeps the lease closing; reconcileOrphans retries it until it is gone${NO_ENV_NOTE}`, async () => {
-    const dir = await tempDir();
-    const pidFile = join(dir, "escapee.pid");
-    const real = createSignaller(FACTS);
-    let denied = 0;
-    // the escapee answers "denied" (as a process we may not signal would); everything else is signalled for real
-    const picky: ProcessSignaller = {
-      raceFree: real.raceFree,
-      signal: (pid, st, sig) => (pid === denied ? Promise.resolve("denied") : real.signal(pid, st, sig)),
-    };
-    // containment off: the lease's cgroup would end the escapee without the signaller (containment.test.ts covers that)
-    const sup = createProcessSupervisor({ stateDir: dir, graceMs: 200, signaller: picky, containment: "off" });
-    const run = await sup.spawn({ mode: "child", sessionId: "s", backendId: "t", background: true, argv: escapingRoot(pidFile) });
-    pids.add(run.pid!);
-    const escapee = await readEscapee(pidFile);
-    denied = escapee;
-    const leaseId = sup.getRecord(run.runId)!.leaseId!;
+  it.skipIf(NO_ENV)(
+    `an escapee that cannot be killed keeps the lease closing; reconcileOrphans retries it until it is gone${NO_ENV_NOTE}`,
+    async () => {
+      const dir = await tempDir();
+      const pidFile = join(dir, "escapee.pid");
+      const real = createSignaller(FACTS);
+      let denied = 0;
+      // the escapee answers "denied" (as a process we may not signal would); everything else is signalled for real
+      const picky: ProcessSignaller = {
+        raceFree: real.raceFree,
+        signal: (pid, st, sig) => (pid === denied ? Promise.resolve("denied") : real.signal(pid, st, sig)),
+      };
+      // containment off: the lease's cgroup would end the escapee without the signaller (containment.test.ts covers that)
+      const sup = createProcessSupervisor({ stateDir: dir, graceMs: 200, signaller: picky, containment: "off" });
+      const run = await sup.spawn({
+        mode: "child",
+        sessionId: "s",
+        backendId: "t",
+        background: true,
+        argv: escapingRoot(pidFile),
+      });
+      pids.add(run.pid!);
+      const escapee = await readEscapee(pidFile);
+      denied = escapee;
+      const leaseId = sup.getRecord(run.runId)!.leaseId!;
 
-    run.cancel();
-    expect((await run.wait()).reason).toBe("manual-cancel");
-    expect(isAlive(run.pid!)).toBe(false);
-    expect(isAlive(escapee)).toBe(true);
-    const store = await openLeaseStore(dir);
-    expect((await store.get(leaseId))?.state).toBe("closing");
+      run.cancel();
+      expect((await run.wait()).reason).toBe("manual-cancel");
+      expect(isAlive(run.pid!)).toBe(false);
+      expect(isAlive(escapee)).toBe(true);
+      const store = await openLeaseStore(dir);
+      expect((await store.get(leaseId))?.state).toBe("closing");
 
-    // the run is no longer live: reconcile retries it; still denied → still closing, escapee untouched
-    const first = await sup.reconcileOrphans();
-    expect(first.runs).toEqual([expect.objectContaining({ leaseId, verdict: "gone", action: "left", state: "closing" })]);
-    expect(first.runs[0]!.kill!.results.find((r) => r.pid === escapee)?.outcome).toBe("permission-denied");
-    expect(isAlive(escapee)).toBe(true);
+      // the run is no longer live: reconcile retries it; still denied → still closing, escapee untouched
+      const first = await sup.reconcileOrphans();
+      expect(first.runs).toEqual([
+        expect.objectContaining({ leaseId, verdict: "gone", action: "left", state: "closing" }),
+      ]);
+      expect(first.runs[0]!.kill!.results.find((r) => r.pid === escapee)?.outcome).toBe("permission-denied");
+      expect(isAlive(escapee)).toBe(true);
 
-    // once it can be signalled, the next reconcile reaps the remnant (TERM ignored → KILL) and closes the lease
-    denied = 0;
-    const second = await sup.reconcileOrphans();
-    expect(second.runs).toEqual([expect.objectContaining({ leaseId, verdict: "gone", action: "killed", state: "closed" })]);
-    await waitFor(() => !isAlive(escapee), 5000);
-    expect(await carriers(leaseId)).toEqual([]);
-    expect((await store.get(leaseId))?.state).toBe("closed");
-  });
+      // once it can be signalled, the next reconcile reaps the remnant (TERM ignored → KILL) and closes the lease
+      denied = 0;
+      const second = await sup.reconcileOrphans();
+      expect(second.runs).toEqual([
+        expect.objectContaining({ leaseId, verdict: "gone", action: "killed", state: "closed" }),
+      ]);
+      await waitFor(() => !isAlive(escapee), 5000);
+      expect(await carriers(leaseId)).toEqual([]);
+      expect((await store.get(leaseId))?.state).toBe("closed");
+    },
+  );
 });
 
 /** Real facts; pids in `fakeStart` are reported with another start time (the pid reused, as the facts see it); `failInspect` makes inspect throw. */
 function switchedFacts(): { facts: ProcessFacts; fakeStart: Map<number, string>; failInspect: boolean } {
   const t = { fakeStart: new Map<number, string>(), failInspect: false, facts: undefined as unknown as ProcessFacts };
-  const patch = <T extends ProcessInfo>(p: T): T => (t.fakeStart.has(p.pid) ? { ...p, startTime: t.fakeStart.get(p.pid)! } : p);
+  const patch = <T extends ProcessInfo>(p: T): T =>
+    t.fakeStart.has(p.pid) ? { ...p, startTime: t.fakeStart.get(p.pid)! } : p;
   t.facts = {
     backend: FACTS.backend,
     identityStrength: FACTS.identityStrength,
@@ -178,7 +205,13 @@ function switchedFacts(): { facts: ProcessFacts; fakeStart: Map<number, string>;
 
 async function stubborn(sup: ReturnType<typeof createProcessSupervisor>) {
   const out = matcher();
-  const run = await sup.spawn({ mode: "child", sessionId: "s", backendId: "t", argv: [process.execPath, fixture("stubborn-tree.mjs")], onStdout: (c) => out.push(c) });
+  const run = await sup.spawn({
+    mode: "child",
+    sessionId: "s",
+    backendId: "t",
+    argv: [process.execPath, fixture("stubborn-tree.mjs")],
+    onStdout: (c) => out.push(c),
+  });
   pids.add(run.pid!);
   const grandchild = Number((await out.waitFor(/tree (\d+) (\d+)/))[2]);
   pids.add(grandchild);
@@ -186,23 +219,26 @@ async function stubborn(sup: ReturnType<typeof createProcessSupervisor>) {
 }
 
 describe("every tree kill of a run's root is bound to the start time read at spawn", () => {
-  it.skipIf(FACTS.identityStrength === "none")("facts that report another start time for the root: no tree kill (the root still goes through its unreaped handle)", async () => {
-    const t = switchedFacts();
-    const sig = recordingSignaller();
-    // containment off: the run's own cgroup would end the grandchild whatever the facts say of the root (foreground-containment.test.ts)
-    const sup = createProcessSupervisor({ facts: t.facts, signaller: sig, graceMs: 200, containment: "off" });
-    const { run, grandchild } = await stubborn(sup);
-    await waitFor(() => sup.getRecord(run.runId)?.rootStartTime !== undefined, 5000);
-    const start = sup.getRecord(run.runId)!.rootStartTime!;
-    expect(start).toMatch(/^\d+$/);
-    // from now on the facts say the pid names a process that started later: another process
-    t.fakeStart.set(run.pid!, String(BigInt(start) + 12345n));
-    run.cancel();
-    expect((await run.wait()).reason).toBe("manual-cancel");
-    // nothing went through the identity-checked reaper: not the root, not its grandchild
-    expect(sig.sent).toEqual([]);
-    expect(isAlive(grandchild)).toBe(true);
-  });
+  it.skipIf(FACTS.identityStrength === "none")(
+    "facts that report another start time for the root: no tree kill (the root still goes through its unreaped handle)",
+    async () => {
+      const t = switchedFacts();
+      const sig = recordingSignaller();
+      // containment off: the run's own cgroup would end the grandchild whatever the facts say of the root (foreground-containment.test.ts)
+      const sup = createProcessSupervisor({ facts: t.facts, signaller: sig, graceMs: 200, containment: "off" });
+      const { run, grandchild } = await stubborn(sup);
+      await waitFor(() => sup.getRecord(run.runId)?.rootStartTime !== undefined, 5000);
+      const start = sup.getRecord(run.runId)!.rootStartTime!;
+      expect(start).toMatch(/^\d+$/);
+      // from now on the facts say the pid names a process that started later: another process
+      t.fakeStart.set(run.pid!, String(BigInt(start) + 12345n));
+      run.cancel();
+      expect((await run.wait()).reason).toBe("manual-cancel");
+      // nothing went through the identity-checked reaper: not the root, not its grandchild
+      expect(sig.sent).toEqual([]);
+      expect(isAlive(grandchild)).toBe(true);
+    },
+  );
 
   it("a root whose start time could not be read at spawn: the record says why, and cancel sends no tree kill", async () => {
     const t = switchedFacts();

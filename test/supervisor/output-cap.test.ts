@@ -18,31 +18,39 @@ const tailOf = (s: string) => s.replace(/^\[proclease: output truncated, \d+ ear
 
 describe("code-point-safe caps", () => {
   it("property: the kept tail is well-formed, at most the cap, and the longest such suffix", () => {
-    const text = fc.array(fc.oneof(fc.constantFrom("a", "é", "€", "😀", "🐚", "\n"), fc.string()), { maxLength: 40 }).map((a) => a.join(""));
+    const text = fc
+      .array(fc.oneof(fc.constantFrom("a", "é", "€", "😀", "🐚", "\n"), fc.string()), { maxLength: 40 })
+      .map((a) => a.join(""));
     fc.assert(
-      fc.property(text, fc.integer({ min: 1, max: 30 }), fc.array(fc.nat({ max: 12 }), { maxLength: 6 }), (t, cap, cuts) => {
-        const inputWellFormed = wellFormed(t);
-        const tail = capTail(t, cap);
-        expect(tail.length).toBeLessThanOrEqual(cap);
-        expect(t.endsWith(tail)).toBe(true);
-        if (inputWellFormed) expect(wellFormed(tail)).toBe(true);
-        // longest: one more unit would either exceed the cap or start on a low surrogate
-        if (tail.length < Math.min(cap, t.length)) expect(tail.length).toBe(cap - 1);
-        // the streaming buffer keeps the same tail, whatever the chunking
-        const out = new CappedOutput(cap);
-        let at = 0;
-        for (const c of cuts) {
-          // chunks split only on code points, as a UTF-8 decoder delivers them
-          let next = Math.min(t.length, at + c);
-          if (next < t.length && next > 0 && /[\udc00-\udfff]/.test(t[next]!) && /[\ud800-\udbff]/.test(t[next - 1]!)) next++;
-          out.append(t.slice(at, next));
-          at = next;
-        }
-        out.append(t.slice(at));
-        const kept = tailOf(out.toString());
-        expect(kept).toBe(tail);
-        if (t.length > cap) expect(out.toString().startsWith(truncationMarker(t.length - tail.length))).toBe(true);
-      }),
+      fc.property(
+        text,
+        fc.integer({ min: 1, max: 30 }),
+        fc.array(fc.nat({ max: 12 }), { maxLength: 6 }),
+        (t, cap, cuts) => {
+          const inputWellFormed = wellFormed(t);
+          const tail = capTail(t, cap);
+          expect(tail.length).toBeLessThanOrEqual(cap);
+          expect(t.endsWith(tail)).toBe(true);
+          if (inputWellFormed) expect(wellFormed(tail)).toBe(true);
+          // longest: one more unit would either exceed the cap or start on a low surrogate
+          if (tail.length < Math.min(cap, t.length)) expect(tail.length).toBe(cap - 1);
+          // the streaming buffer keeps the same tail, whatever the chunking
+          const out = new CappedOutput(cap);
+          let at = 0;
+          for (const c of cuts) {
+            // chunks split only on code points, as a UTF-8 decoder delivers them
+            let next = Math.min(t.length, at + c);
+            if (next < t.length && next > 0 && /[\udc00-\udfff]/.test(t[next]!) && /[\ud800-\udbff]/.test(t[next - 1]!))
+              next++;
+            out.append(t.slice(at, next));
+            at = next;
+          }
+          out.append(t.slice(at));
+          const kept = tailOf(out.toString());
+          expect(kept).toBe(tail);
+          if (t.length > cap) expect(out.toString().startsWith(truncationMarker(t.length - tail.length))).toBe(true);
+        },
+      ),
       { numRuns: 2000 },
     );
   });

@@ -75,51 +75,68 @@ describe("PTY wait() when node-pty never reports the exit", () => {
     expect(PTY_EXIT_FALLBACK_MS).toBe(4000);
   });
 
-  it.skipIf(NONE)(`after a forced kill, wait() settles on the fallback once the root is verified gone; a deadline keeps its reason and timedOut${NONE_NOTE}`, async () => {
-    const fallbackMs = 400;
-    const sup = createProcessSupervisor({ graceMs: 300, loadPty: async () => exitlessPty(), ptyExitFallbackMs: fallbackMs });
-    const out = matcher();
-    const run = await sup.spawn({ ...base, ptyCommand: "echo ready; exec sleep 30", onStdout: (c) => out.push(c) });
-    await out.waitFor(/ready/);
-    expect(isAlive(run.pid!)).toBe(true);
-    const cancelledAt = Date.now();
-    run.cancel();
-    const exit = await run.wait();
-    const settledAfter = Date.now() - cancelledAt;
-    // the real process is gone, its exit was never reported, and the fallback waited its period
-    expect(isAlive(run.pid!)).toBe(false);
-    expect(exit).toMatchObject({ reason: "manual-cancel", exitCode: null, exitSignal: "SIGTERM", timedOut: false });
-    expect(exit.stdout).toContain("ready");
-    expect(settledAfter).toBeGreaterThanOrEqual(fallbackMs);
-    expect(sup.getRecord(run.runId)).toMatchObject({ state: "exited", terminationReason: "manual-cancel" });
+  it.skipIf(NONE)(
+    `after a forced kill, wait() settles on the fallback once the root is verified gone; a deadline keeps its reason and timedOut${NONE_NOTE}`,
+    async () => {
+      const fallbackMs = 400;
+      const sup = createProcessSupervisor({
+        graceMs: 300,
+        loadPty: async () => exitlessPty(),
+        ptyExitFallbackMs: fallbackMs,
+      });
+      const out = matcher();
+      const run = await sup.spawn({ ...base, ptyCommand: "echo ready; exec sleep 30", onStdout: (c) => out.push(c) });
+      await out.waitFor(/ready/);
+      expect(isAlive(run.pid!)).toBe(true);
+      const cancelledAt = Date.now();
+      run.cancel();
+      const exit = await run.wait();
+      const settledAfter = Date.now() - cancelledAt;
+      // the real process is gone, its exit was never reported, and the fallback waited its period
+      expect(isAlive(run.pid!)).toBe(false);
+      expect(exit).toMatchObject({ reason: "manual-cancel", exitCode: null, exitSignal: "SIGTERM", timedOut: false });
+      expect(exit.stdout).toContain("ready");
+      expect(settledAfter).toBeGreaterThanOrEqual(fallbackMs);
+      expect(sup.getRecord(run.runId)).toMatchObject({ state: "exited", terminationReason: "manual-cancel" });
 
-    const timed = await sup.spawn({ ...base, ptyCommand: "exec sleep 30", timeoutMs: 1000 });
-    expect(await timed.wait()).toMatchObject({ reason: "overall-timeout", timedOut: true });
-    expect(isAlive(timed.pid!)).toBe(false);
-  });
+      const timed = await sup.spawn({ ...base, ptyCommand: "exec sleep 30", timeoutMs: 1000 });
+      expect(await timed.wait()).toMatchObject({ reason: "overall-timeout", timedOut: true });
+      expect(isAlive(timed.pid!)).toBe(false);
+    },
+  );
 
-  it.skipIf(NONE)(`a root the kill could not stop keeps wait() pending through every look-up; it settles once the root is gone${NONE_NOTE}`, async () => {
-    const fallbackMs = 100;
-    const { facts, looks } = countingFacts();
-    // every identity-checked signal is denied: the tree kill stops nothing (and a PTY handle sends nothing)
-    const denying: ProcessSignaller = { raceFree: true, signal: async () => "denied" };
-    // containment off: cgroup.kill on the run's own cgroup would stop it without the signaller
-    const sup = createProcessSupervisor({ facts, signaller: denying, graceMs: 50, loadPty: async () => exitlessPty(), ptyExitFallbackMs: fallbackMs, containment: "off" });
-    const out = matcher();
-    const run = await sup.spawn({ ...base, ptyCommand: "echo ready; exec sleep 30", onStdout: (c) => out.push(c) });
-    await out.waitFor(/ready/);
-    let settled = false;
-    void run.wait().then(() => (settled = true));
-    run.cancel();
-    const before = looks.get(run.pid!) ?? 0;
-    // three fallback look-ups found the root alive: still pending
-    await waitFor(() => (looks.get(run.pid!) ?? 0) >= before + 3, 15_000);
-    expect(isAlive(run.pid!)).toBe(true);
-    expect(settled).toBe(false);
-    expect(sup.getRecord(run.runId)?.state).toBe("exiting");
-    // the test's own cleanup of the process it started: gone now, the next look-up settles the run
-    killQuietly([run.pid]);
-    const exit = await run.wait();
-    expect(exit).toMatchObject({ reason: "manual-cancel", exitCode: null, exitSignal: null });
-  });
+  it.skipIf(NONE)(
+    `a root the kill could not stop keeps wait() pending through every look-up; it settles once the root is gone${NONE_NOTE}`,
+    async () => {
+      const fallbackMs = 100;
+      const { facts, looks } = countingFacts();
+      // every identity-checked signal is denied: the tree kill stops nothing (and a PTY handle sends nothing)
+      const denying: ProcessSignaller = { raceFree: true, signal: async () => "denied" };
+      // containment off: cgroup.kill on the run's own cgroup would stop it without the signaller
+      const sup = createProcessSupervisor({
+        facts,
+        signaller: denying,
+        graceMs: 50,
+        loadPty: async () => exitlessPty(),
+        ptyExitFallbackMs: fallbackMs,
+        containment: "off",
+      });
+      const out = matcher();
+      const run = await sup.spawn({ ...base, ptyCommand: "echo ready; exec sleep 30", onStdout: (c) => out.push(c) });
+      await out.waitFor(/ready/);
+      let settled = false;
+      void run.wait().then(() => (settled = true));
+      run.cancel();
+      const before = looks.get(run.pid!) ?? 0;
+      // three fallback look-ups found the root alive: still pending
+      await waitFor(() => (looks.get(run.pid!) ?? 0) >= before + 3, 15_000);
+      expect(isAlive(run.pid!)).toBe(true);
+      expect(settled).toBe(false);
+      expect(sup.getRecord(run.runId)?.state).toBe("exiting");
+      // the test's own cleanup of the process it started: gone now, the next look-up settles the run
+      killQuietly([run.pid]);
+      const exit = await run.wait();
+      expect(exit).toMatchObject({ reason: "manual-cancel", exitCode: null, exitSignal: null });
+    },
+  );
 });

@@ -38,7 +38,9 @@ describe("PTY runs", () => {
   it("rejects an empty or blank ptyCommand and leaves no live record", async () => {
     const sup = createProcessSupervisor();
     await expect(sup.spawn({ ...base, mode: "pty", ptyCommand: "", runId: "empty" })).rejects.toThrow(TypeError);
-    await expect(sup.spawn({ ...base, mode: "pty", ptyCommand: "  \n\t", runId: "blank" })).rejects.toThrow(/ptyCommand/);
+    await expect(sup.spawn({ ...base, mode: "pty", ptyCommand: "  \n\t", runId: "blank" })).rejects.toThrow(
+      /ptyCommand/,
+    );
     expect(sup.getRecord("empty")).toBeUndefined();
     expect(sup.listRecords().filter((r) => r.state !== "exited")).toEqual([]);
   });
@@ -46,7 +48,12 @@ describe("PTY runs", () => {
   it("stdin.end() sends EOT: a PTY cat sees end of input and exits 0", async () => {
     const sup = createProcessSupervisor();
     const out = matcher();
-    const run = await sup.spawn({ ...base, mode: "pty", ptyCommand: "stty -echo; echo ready; cat", onStdout: (c) => out.push(c) });
+    const run = await sup.spawn({
+      ...base,
+      mode: "pty",
+      ptyCommand: "stty -echo; echo ready; cat",
+      onStdout: (c) => out.push(c),
+    });
     runs.push(run);
     await out.waitFor(/ready/);
     run.stdin!.write("hello\r");

@@ -88,7 +88,12 @@ describe("reconcile follows ownership's reap rule", () => {
     `a real EPERM through reap → settle: a live gateway running as uid 65534 verifies a root process its lease names, its signal is refused by the kernel, the lease stays closing and the process untouched${NOBODY_WHY ? ` [skipped: ${NOBODY_WHY}]` : ""}`,
     async () => {
       const c = nobodysCopy();
-      const gw = spawn(process.execPath, [c.fixture, c.dist, c.stateDir, JSON.stringify(ARGV)], { uid: 65534, gid: 65534, cwd: c.dir, stdio: ["pipe", "pipe", "inherit"] });
+      const gw = spawn(process.execPath, [c.fixture, c.dist, c.stateDir, JSON.stringify(ARGV)], {
+        uid: 65534,
+        gid: 65534,
+        cwd: c.dir,
+        stdio: ["pipe", "pipe", "inherit"],
+      });
       children.push(gw);
       const lines: string[] = [];
       let buf = "";
@@ -104,12 +109,25 @@ describe("reconcile follows ownership's reap rule", () => {
       const opened = JSON.parse(lines[0]!) as { uid: number; leaseId: string; env: Record<string, string> };
       expect(opened.uid).toBe(65534);
       // the lease's process: root's, carrying the lease's markers (this process is root)
-      const victim = spawn(ARGV[0]!, ARGV.slice(1), { detached: true, stdio: "ignore", env: { ...process.env, ...opened.env } });
+      const victim = spawn(ARGV[0]!, ARGV.slice(1), {
+        detached: true,
+        stdio: "ignore",
+        env: { ...process.env, ...opened.env },
+      });
       children.push(victim);
-      await waitFor(() => readStat(victim.pid!)?.comm === "node" && readFileSync(`/proc/${victim.pid}/cmdline`, "utf8").includes("setTimeout"));
+      await waitFor(
+        () =>
+          readStat(victim.pid!)?.comm === "node" &&
+          readFileSync(`/proc/${victim.pid}/cmdline`, "utf8").includes("setTimeout"),
+      );
       gw.stdin!.write(`${victim.pid}\n`);
       expect(await exited).toBe(0);
-      const { report, lease } = JSON.parse(lines[1]!) as { report: { runs: Array<Record<string, unknown> & { kill?: { results: Array<{ pid: number; outcome: string }> } }> }; lease: { state: string } };
+      const { report, lease } = JSON.parse(lines[1]!) as {
+        report: {
+          runs: Array<Record<string, unknown> & { kill?: { results: Array<{ pid: number; outcome: string }> } }>;
+        };
+        lease: { state: string };
+      };
       expect(report.runs).toHaveLength(1);
       const [run] = report.runs;
       // owned by every check it could read (the environment of another uid is not readable: unknown)
@@ -120,43 +138,68 @@ describe("reconcile follows ownership's reap rule", () => {
     },
   );
 
+  it.skipIf(PS)(
+    `permission-denied leaves the lease closing (never back to open) and the run untouched; a later reconcile with a working signaller closes it${PS ? PS_NOTE : ""}`,
+    async () => {
+      const dir = await mkdtemp(join(tmpdir(), "proclease-sup-rules-"));
+      dirs.push(dir);
+      const facts = getProcessFacts();
+      const runs = createRunLeases({
+        stateDir: dir,
+        gatewayInstanceId: "sup-rules",
+        facts,
+        signaller: denying,
+        graceMs: 100,
+        containment: "off",
+      });
+      const { leaseId, env } = await runs.open("denied-run", ARGV);
+      const child = spawn(ARGV[0]!, ARGV.slice(1), {
+        detached: true,
+        stdio: "ignore",
+        env: { ...process.env, ...env },
+      });
+      children.push(child);
+      await runs.attach(leaseId, child.pid!);
+      const store = await openLeaseStore(dir);
+      const attached = await store.get(leaseId);
+      expect(attached).toMatchObject({ rootPid: child.pid, processGroupId: child.pid, state: "open" });
+      expect(attached?.rootStartTime).toMatch(/^\d+$/);
 
-  it.skipIf(PS)(`permission-denied leaves the lease closing (never back to open) and the run untouched; a later reconcile with a working signaller closes it${PS ? PS_NOTE : ""}`, async () => {
-    const dir = await mkdtemp(join(tmpdir(), "proclease-sup-rules-"));
-    dirs.push(dir);
-    const facts = getProcessFacts();
-    const runs = createRunLeases({ stateDir: dir, gatewayInstanceId: "sup-rules", facts, signaller: denying, graceMs: 100, containment: "off" });
-    const { leaseId, env } = await runs.open("denied-run", ARGV);
-    const child = spawn(ARGV[0]!, ARGV.slice(1), { detached: true, stdio: "ignore", env: { ...process.env, ...env } });
-    children.push(child);
-    await runs.attach(leaseId, child.pid!);
-    const store = await openLeaseStore(dir);
-    const attached = await store.get(leaseId);
-    expect(attached).toMatchObject({ rootPid: child.pid, processGroupId: child.pid, state: "open" });
-    expect(attached?.rootStartTime).toMatch(/^\d+$/);
+      const first = await runs.reconcile();
+      expect(first.runs).toHaveLength(1);
+      const [run] = first.runs;
+      expect(run).toMatchObject({ leaseId, runId: "denied-run", verdict: "owned", action: "left", state: "closing" });
+      expect(run!.kill!.results.map((r) => r.outcome)).toContain("permission-denied");
+      expect((await store.get(leaseId))?.state).toBe("closing");
+      // still denied: still closing, still untouched (closing → closing, nothing forgotten)
+      const again = await runs.reconcile();
+      expect(again.runs).toEqual([expect.objectContaining({ leaseId, action: "left", state: "closing" })]);
+      expect(isAlive(child.pid!)).toBe(true);
 
-    const first = await runs.reconcile();
-    expect(first.runs).toHaveLength(1);
-    const [run] = first.runs;
-    expect(run).toMatchObject({ leaseId, runId: "denied-run", verdict: "owned", action: "left", state: "closing" });
-    expect(run!.kill!.results.map((r) => r.outcome)).toContain("permission-denied");
-    expect((await store.get(leaseId))?.state).toBe("closing");
-    // still denied: still closing, still untouched (closing → closing, nothing forgotten)
-    const again = await runs.reconcile();
-    expect(again.runs).toEqual([expect.objectContaining({ leaseId, action: "left", state: "closing" })]);
-    expect(isAlive(child.pid!)).toBe(true);
-
-    const next = createRunLeases({ stateDir: dir, gatewayInstanceId: "sup-rules", facts, graceMs: 100, containment: "off" });
-    const second = await next.reconcile();
-    expect(second.runs).toEqual([expect.objectContaining({ leaseId, action: "killed", state: "closed" })]);
-    await waitFor(() => !isAlive(child.pid!), 5000);
-    expect((await store.get(leaseId))?.state).toBe("closed");
-  });
+      const next = createRunLeases({
+        stateDir: dir,
+        gatewayInstanceId: "sup-rules",
+        facts,
+        graceMs: 100,
+        containment: "off",
+      });
+      const second = await next.reconcile();
+      expect(second.runs).toEqual([expect.objectContaining({ leaseId, action: "killed", state: "closed" })]);
+      await waitFor(() => !isAlive(child.pid!), 5000);
+      expect((await store.get(leaseId))?.state).toBe("closed");
+    },
+  );
 
   it("attach of a root already gone records the pid without identity; reconcile then settles the lease lost without a signal", async () => {
     const dir = await mkdtemp(join(tmpdir(), "proclease-sup-rules-"));
     dirs.push(dir);
-    const runs = createRunLeases({ stateDir: dir, gatewayInstanceId: "sup-rules", signaller: denying, graceMs: 100, containment: "off" });
+    const runs = createRunLeases({
+      stateDir: dir,
+      gatewayInstanceId: "sup-rules",
+      signaller: denying,
+      graceMs: 100,
+      containment: "off",
+    });
     const { leaseId, env } = await runs.open("gone-run", [process.execPath, "-e", ""]);
     const child = spawn(process.execPath, ["-e", ""], { stdio: "ignore", env: { ...process.env, ...env } });
     await new Promise((r) => child.once("exit", r));
@@ -166,7 +209,9 @@ describe("reconcile follows ownership's reap rule", () => {
     expect(lease?.rootStartTime).toBeUndefined();
     expect(lease?.processGroupId).toBeUndefined();
     const report = await runs.reconcile();
-    expect(report.runs).toEqual([expect.objectContaining({ leaseId, verdict: "gone", action: "settled", state: "lost" })]);
+    expect(report.runs).toEqual([
+      expect.objectContaining({ leaseId, verdict: "gone", action: "settled", state: "lost" }),
+    ]);
     expect(report.runs[0]!.kill).toBeUndefined();
   });
 
@@ -185,7 +230,11 @@ describe("reconcile follows ownership's reap rule", () => {
     const store = await openLeaseStore(dir);
     const exited = async (runs: ReturnType<typeof createRunLeases>, runId: string) => {
       const { leaseId, env } = await runs.open(runId, [process.execPath, "-e", "setTimeout(() => {}, 100)"]);
-      const child = spawn(process.execPath, ["-e", "setTimeout(() => {}, 100)"], { detached: true, stdio: "ignore", env: { ...process.env, ...env } });
+      const child = spawn(process.execPath, ["-e", "setTimeout(() => {}, 100)"], {
+        detached: true,
+        stdio: "ignore",
+        env: { ...process.env, ...env },
+      });
       // heard from the spawn on: on a loaded host the child can exit (100 ms) before attach returns, and a listener added after its exit waits forever
       const gone = new Promise((r) => child.once("exit", r));
       await runs.attach(leaseId, child.pid!);
@@ -193,14 +242,26 @@ describe("reconcile follows ownership's reap rule", () => {
       return leaseId;
     };
 
-    const seeing = createRunLeases({ stateDir: dir, gatewayInstanceId: "sup-rules", facts: real, graceMs: 100, containment: "off" });
+    const seeing = createRunLeases({
+      stateDir: dir,
+      gatewayInstanceId: "sup-rules",
+      facts: real,
+      graceMs: 100,
+      containment: "off",
+    });
     if (real.backend !== "ps") {
       const a = await exited(seeing, "seen-exit");
       expect(await seeing.finish(a, null)).toBe("closed");
       expect((await store.get(a))?.state).toBe("closed");
     }
 
-    const blindRuns = createRunLeases({ stateDir: dir, gatewayInstanceId: "sup-rules", facts: blind, graceMs: 100, containment: "off" });
+    const blindRuns = createRunLeases({
+      stateDir: dir,
+      gatewayInstanceId: "sup-rules",
+      facts: blind,
+      graceMs: 100,
+      containment: "off",
+    });
     const b = await exited(blindRuns, "blind-exit");
     expect(await blindRuns.finish(b, null)).toBe("closing");
     expect((await store.get(b))?.state).toBe("closing");
@@ -210,11 +271,23 @@ describe("reconcile follows ownership's reap rule", () => {
     // that finds nothing closes; one with a survivor keeps closing, even when that look found nothing
     // (the prior rule); facts that cannot look (blind) never close it on the report alone
     const nothingLeft = async (leaseId: string): Promise<LeaseVerification> => ({
-      lease: (await store.get(leaseId))!, verdict: "gone", evidence: [], tree: null, remnants: null,
-      remnantSearch: "none-found", remnantsUncleared: 0, remnantRefusals: {}, factsUnavailable: false,
+      lease: (await store.get(leaseId))!,
+      verdict: "gone",
+      evidence: [],
+      tree: null,
+      remnants: null,
+      remnantSearch: "none-found",
+      remnantsUncleared: 0,
+      remnantRefusals: {},
+      factsUnavailable: false,
     });
     const c = await exited(seeing, "reaped-exit");
-    const done = { results: [{ pid: 4_100_001, startTime: "1", outcome: "killed" as const }], termSent: 1, killSent: 1, durationMs: 1 };
+    const done = {
+      results: [{ pid: 4_100_001, startTime: "1", outcome: "killed" as const }],
+      termSent: 1,
+      killSent: 1,
+      durationMs: 1,
+    };
     expect(await seeing.finish(c, { verification: await nothingLeft(c), report: done })).toBe("closed");
     const c2 = await exited(blindRuns, "reaped-exit-blind");
     expect(await blindRuns.finish(c2, { verification: await nothingLeft(c2), report: done })).toBe("closing");
@@ -234,20 +307,36 @@ describe("reconcile follows ownership's reap rule", () => {
   });
 
   // ps facts are injected (the real ps binary, through the ps backend), so this runs on every host with ps
-  it.skipIf(PS_FACTS === null)(`ps backend: an unverifiable supervisor lease is kept closing and nothing is signalled${PS_FACTS === null ? ` [skipped: ${PS_WHY}]` : ""}`, async () => {
-    const dir = await mkdtemp(join(tmpdir(), "proclease-sup-rules-"));
-    dirs.push(dir);
-    const sent: number[] = [];
-    const recording: ProcessSignaller = { raceFree: true, signal: async (pid) => (sent.push(pid), "signalled") };
-    const runs = createRunLeases({ stateDir: dir, gatewayInstanceId: "sup-rules", facts: PS_FACTS!, signaller: recording, graceMs: 100, containment: "off" });
-    const { leaseId, env } = await runs.open("ps-run", ARGV);
-    const child = spawn(ARGV[0]!, ARGV.slice(1), { detached: true, stdio: "ignore", env: { ...process.env, ...env } });
-    children.push(child);
-    await runs.attach(leaseId, child.pid!);
-    const report = await runs.reconcile();
-    // unknown for another reason than an unavailable process list: closing, retried by the next reconcile
-    expect(report.runs).toEqual([expect.objectContaining({ leaseId, verdict: "unknown", action: "left", state: "closing" })]);
-    expect(sent).toEqual([]);
-    expect(isAlive(child.pid!)).toBe(true);
-  });
+  it.skipIf(PS_FACTS === null)(
+    `ps backend: an unverifiable supervisor lease is kept closing and nothing is signalled${PS_FACTS === null ? ` [skipped: ${PS_WHY}]` : ""}`,
+    async () => {
+      const dir = await mkdtemp(join(tmpdir(), "proclease-sup-rules-"));
+      dirs.push(dir);
+      const sent: number[] = [];
+      const recording: ProcessSignaller = { raceFree: true, signal: async (pid) => (sent.push(pid), "signalled") };
+      const runs = createRunLeases({
+        stateDir: dir,
+        gatewayInstanceId: "sup-rules",
+        facts: PS_FACTS!,
+        signaller: recording,
+        graceMs: 100,
+        containment: "off",
+      });
+      const { leaseId, env } = await runs.open("ps-run", ARGV);
+      const child = spawn(ARGV[0]!, ARGV.slice(1), {
+        detached: true,
+        stdio: "ignore",
+        env: { ...process.env, ...env },
+      });
+      children.push(child);
+      await runs.attach(leaseId, child.pid!);
+      const report = await runs.reconcile();
+      // unknown for another reason than an unavailable process list: closing, retried by the next reconcile
+      expect(report.runs).toEqual([
+        expect.objectContaining({ leaseId, verdict: "unknown", action: "left", state: "closing" }),
+      ]);
+      expect(sent).toEqual([]);
+      expect(isAlive(child.pid!)).toBe(true);
+    },
+  );
 });

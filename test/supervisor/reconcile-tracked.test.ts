@@ -37,35 +37,40 @@ async function previousIncarnation(instance: string) {
 }
 
 describe("reconcileOrphans({ isSessionTracked })", () => {
-  it.skipIf(NO_ENV)(`a run the caller still tracks is kept alive with its lease open; the other orphan is reaped and closed${NOTE}`, async () => {
-    const instance = `tracked-${process.pid}-a`;
-    const prev = await previousIncarnation(instance);
-    const seen: SupervisorRunRef[] = [];
-    const after = createProcessSupervisor({ stateDir: prev.dir, gatewayInstanceId: instance, graceMs: 200 });
-    const report = await after.reconcileOrphans({
-      isSessionTracked: (ref) => {
-        seen.push(ref);
-        return ref.runId === "keep";
-      },
-    });
-    expect(report.runs).toEqual([expect.objectContaining({ runId: "drop", leaseId: prev.dropLease, action: "killed", state: "closed" })]);
-    expect(seen).toEqual(
-      expect.arrayContaining([
-        { runId: "keep", leaseId: prev.keepLease, sessionKey: "supervisor:keep" },
-        { runId: "drop", leaseId: prev.dropLease, sessionKey: "supervisor:drop" },
-      ]),
-    );
-    await waitFor(() => !isAlive(prev.drop.pid!));
-    expect(isAlive(prev.keep.pid!)).toBe(true);
-    const store = await openLeaseStore(prev.dir);
-    expect((await store.get(prev.keepLease))?.state).toBe("open");
-    expect((await store.get(prev.dropLease))?.state).toBe("closed");
+  it.skipIf(NO_ENV)(
+    `a run the caller still tracks is kept alive with its lease open; the other orphan is reaped and closed${NOTE}`,
+    async () => {
+      const instance = `tracked-${process.pid}-a`;
+      const prev = await previousIncarnation(instance);
+      const seen: SupervisorRunRef[] = [];
+      const after = createProcessSupervisor({ stateDir: prev.dir, gatewayInstanceId: instance, graceMs: 200 });
+      const report = await after.reconcileOrphans({
+        isSessionTracked: (ref) => {
+          seen.push(ref);
+          return ref.runId === "keep";
+        },
+      });
+      expect(report.runs).toEqual([
+        expect.objectContaining({ runId: "drop", leaseId: prev.dropLease, action: "killed", state: "closed" }),
+      ]);
+      expect(seen).toEqual(
+        expect.arrayContaining([
+          { runId: "keep", leaseId: prev.keepLease, sessionKey: "supervisor:keep" },
+          { runId: "drop", leaseId: prev.dropLease, sessionKey: "supervisor:drop" },
+        ]),
+      );
+      await waitFor(() => !isAlive(prev.drop.pid!));
+      expect(isAlive(prev.keep.pid!)).toBe(true);
+      const store = await openLeaseStore(prev.dir);
+      expect((await store.get(prev.keepLease))?.state).toBe("open");
+      expect((await store.get(prev.dropLease))?.state).toBe("closed");
 
-    // once the caller stops tracking it, the next reconcile takes it like any orphan
-    const next = await after.reconcileOrphans({ isSessionTracked: () => false });
-    expect(next.runs).toEqual([expect.objectContaining({ runId: "keep", action: "killed", state: "closed" })]);
-    await waitFor(() => !isAlive(prev.keep.pid!));
-  });
+      // once the caller stops tracking it, the next reconcile takes it like any orphan
+      const next = await after.reconcileOrphans({ isSessionTracked: () => false });
+      expect(next.runs).toEqual([expect.objectContaining({ runId: "keep", action: "killed", state: "closed" })]);
+      await waitFor(() => !isAlive(prev.keep.pid!));
+    },
+  );
 
   it("a predicate that throws keeps every run (fail closed); a non-function is a TypeError", async () => {
     const instance = `tracked-${process.pid}-b`;

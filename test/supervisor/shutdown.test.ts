@@ -31,9 +31,20 @@ describe("cancelAll and shutdown", () => {
     };
     const sup = createProcessSupervisor({ stateDir: dir, gatewayInstanceId: instance, graceMs: 200, loadPty });
     const started = [];
-    for (const [runId, background] of [["bg1", true], ["bg2", true], ["fg", false]] as const) {
+    for (const [runId, background] of [
+      ["bg1", true],
+      ["bg2", true],
+      ["fg", false],
+    ] as const) {
       const out = matcher();
-      const run = await sup.spawn({ ...base, mode: "child", runId, background, argv: TREE, onStdout: (c) => out.push(c) });
+      const run = await sup.spawn({
+        ...base,
+        mode: "child",
+        runId,
+        background,
+        argv: TREE,
+        onStdout: (c) => out.push(c),
+      });
       const m = await out.waitFor(/tree (\d+) (\d+)/);
       pids.add(Number(m[1]));
       pids.add(Number(m[2]));
@@ -49,7 +60,13 @@ describe("cancelAll and shutdown", () => {
     const done = await report;
     expect(done.cancelled).toBe(5);
     expect(new Map(done.runs.map((r) => [r.runId, r.exit?.reason]))).toEqual(
-      new Map([["bg1", "manual-cancel"], ["bg2", "manual-cancel"], ["fg", "manual-cancel"], ["starting", "manual-cancel"], ["pty", "manual-cancel"]]),
+      new Map([
+        ["bg1", "manual-cancel"],
+        ["bg2", "manual-cancel"],
+        ["fg", "manual-cancel"],
+        ["starting", "manual-cancel"],
+        ["pty", "manual-cancel"],
+      ]),
     );
     // the two that were starting never got a process
     expect((await startingLeased).pid).toBeUndefined();
@@ -61,7 +78,14 @@ describe("cancelAll and shutdown", () => {
     expect(await instanceCarriers(instance)).toEqual([]);
     const { leases } = await (await openLeaseStore(dir)).list({ gatewayInstanceId: instance });
     const states = new Map(leases.map((l) => [l.sessionKey.slice(SUPERVISOR_SESSION_PREFIX.length), l.state]));
-    expect(states).toEqual(new Map([["bg1", "closed"], ["bg2", "closed"], ["starting", "lost"], ["pty", "lost"]]));
+    expect(states).toEqual(
+      new Map([
+        ["bg1", "closed"],
+        ["bg2", "closed"],
+        ["starting", "lost"],
+        ["pty", "lost"],
+      ]),
+    );
     expect(sup.listRecords().every((r) => r.state === "exited")).toBe(true);
     // idempotent: the same report, nothing new to wait for
     expect(await sup.shutdown()).toBe(done);

@@ -110,88 +110,103 @@ describe("cancel while a run is starting", () => {
 
     const d = sup.spawn({ ...base, mode: "child", runId: "d", background: true, argv: TREE });
     sup.cancel("d", "overall-timeout");
-    expect(await (await d).wait()).toMatchObject({ reason: "overall-timeout", timedOut: true, noOutputTimedOut: false });
-  });
-
-  it.skipIf(!PTY)(`a PTY run cancelled while the PTY loader is in flight never reaches node-pty's spawn${PTY_NOTE}`, async () => {
-    const real = await loadNodePty();
-    const spawned: number[] = [];
-    const counting: PtyModule = {
-      spawn(file, args, o) {
-        const p = real.spawn(file, args, o);
-        spawned.push(p.pid);
-        pids.add(p.pid);
-        return p;
-      },
-    };
-    const g = gate();
-    const loadPty: PtyLoader = async () => {
-      await g.gate;
-      return counting;
-    };
-    const { sup } = supervisor({ loadPty });
-    const pending = sup.spawn({ ...base, mode: "pty", runId: "p", ptyCommand: "sleep 30" });
-    await waitFor(() => sup.getRecord("p")?.state === "starting");
-    expect(sup.cancel("p")).toBe(true);
-    g.open();
-    const run = await pending;
-    expect(run.pid).toBeUndefined();
-    expect((await run.wait()).reason).toBe("manual-cancel");
-    expect(spawned).toEqual([]);
-    // the same loader, not cancelled: the real PTY starts (the seam is live), and a cancel then kills it
-    const live = await sup.spawn({ ...base, mode: "pty", runId: "p2", ptyCommand: "sleep 30" });
-    expect(spawned).toEqual([live.pid]);
-    expect(isAlive(live.pid!)).toBe(true);
-    live.cancel();
-    expect((await live.wait()).reason).toBe("manual-cancel");
-    expect(isAlive(live.pid!)).toBe(false);
-  });
-
-  it.skipIf(FACTS.identityStrength === "none")("a cancel that lands once the process exists but before spawn() returned kills it as soon as its lease names it", async () => {
-    const dir = await stateDir();
-    // real facts; inspect of one pid is held until the test opens the gate (the lease attach reads it)
-    const g = gate();
-    let holdPid = 0;
-    const held: ProcessFacts = {
-      backend: FACTS.backend,
-      identityStrength: FACTS.identityStrength,
-      snapshot: () => FACTS.snapshot(),
-      async inspect(pid, o) {
-        if (holdPid === 0 || pid === holdPid) {
-          holdPid = pid;
-          await g.gate;
-        }
-        return FACTS.inspect(pid, o);
-      },
-      inspectMany(pids, o) {
-        return inspectEach((p, oo) => this.inspect(p, oo), pids, o, 8);
-      },
-    };
-    const { sup, gatewayInstanceId } = supervisor({ stateDir: dir, facts: held });
-    let resolved = false;
-    const pending = sup.spawn({ ...base, mode: "child", runId: "mid", background: true, argv: TREE }).then((r) => {
-      resolved = true;
-      return r;
+    expect(await (await d).wait()).toMatchObject({
+      reason: "overall-timeout",
+      timedOut: true,
+      noOutputTimedOut: false,
     });
-    await waitFor(() => sup.getRecord("mid")?.state === "running");
-    const pid = sup.getRecord("mid")!.pid!;
-    pids.add(pid);
-    expect(isAlive(pid)).toBe(true);
-    expect(resolved).toBe(false);
-    expect(sup.cancel("mid")).toBe(true);
-    g.open();
-    const run = await pending;
-    expect(run.pid).toBe(pid);
-    expect((await run.wait()).reason).toBe("manual-cancel");
-    expect(isAlive(pid)).toBe(false);
-    expect(await instanceCarriers(gatewayInstanceId)).toEqual([]);
-    expect((await leaseStates(dir, gatewayInstanceId)).get("mid")).toBe("closed");
   });
+
+  it.skipIf(!PTY)(
+    `a PTY run cancelled while the PTY loader is in flight never reaches node-pty's spawn${PTY_NOTE}`,
+    async () => {
+      const real = await loadNodePty();
+      const spawned: number[] = [];
+      const counting: PtyModule = {
+        spawn(file, args, o) {
+          const p = real.spawn(file, args, o);
+          spawned.push(p.pid);
+          pids.add(p.pid);
+          return p;
+        },
+      };
+      const g = gate();
+      const loadPty: PtyLoader = async () => {
+        await g.gate;
+        return counting;
+      };
+      const { sup } = supervisor({ loadPty });
+      const pending = sup.spawn({ ...base, mode: "pty", runId: "p", ptyCommand: "sleep 30" });
+      await waitFor(() => sup.getRecord("p")?.state === "starting");
+      expect(sup.cancel("p")).toBe(true);
+      g.open();
+      const run = await pending;
+      expect(run.pid).toBeUndefined();
+      expect((await run.wait()).reason).toBe("manual-cancel");
+      expect(spawned).toEqual([]);
+      // the same loader, not cancelled: the real PTY starts (the seam is live), and a cancel then kills it
+      const live = await sup.spawn({ ...base, mode: "pty", runId: "p2", ptyCommand: "sleep 30" });
+      expect(spawned).toEqual([live.pid]);
+      expect(isAlive(live.pid!)).toBe(true);
+      live.cancel();
+      expect((await live.wait()).reason).toBe("manual-cancel");
+      expect(isAlive(live.pid!)).toBe(false);
+    },
+  );
+
+  it.skipIf(FACTS.identityStrength === "none")(
+    "a cancel that lands once the process exists but before spawn() returned kills it as soon as its lease names it",
+    async () => {
+      const dir = await stateDir();
+      // real facts; inspect of one pid is held until the test opens the gate (the lease attach reads it)
+      const g = gate();
+      let holdPid = 0;
+      const held: ProcessFacts = {
+        backend: FACTS.backend,
+        identityStrength: FACTS.identityStrength,
+        snapshot: () => FACTS.snapshot(),
+        async inspect(pid, o) {
+          if (holdPid === 0 || pid === holdPid) {
+            holdPid = pid;
+            await g.gate;
+          }
+          return FACTS.inspect(pid, o);
+        },
+        inspectMany(pids, o) {
+          return inspectEach((p, oo) => this.inspect(p, oo), pids, o, 8);
+        },
+      };
+      const { sup, gatewayInstanceId } = supervisor({ stateDir: dir, facts: held });
+      let resolved = false;
+      const pending = sup.spawn({ ...base, mode: "child", runId: "mid", background: true, argv: TREE }).then((r) => {
+        resolved = true;
+        return r;
+      });
+      await waitFor(() => sup.getRecord("mid")?.state === "running");
+      const pid = sup.getRecord("mid")!.pid!;
+      pids.add(pid);
+      expect(isAlive(pid)).toBe(true);
+      expect(resolved).toBe(false);
+      expect(sup.cancel("mid")).toBe(true);
+      g.open();
+      const run = await pending;
+      expect(run.pid).toBe(pid);
+      expect((await run.wait()).reason).toBe("manual-cancel");
+      expect(isAlive(pid)).toBe(false);
+      expect(await instanceCarriers(gatewayInstanceId)).toEqual([]);
+      expect((await leaseStates(dir, gatewayInstanceId)).get("mid")).toBe("closed");
+    },
+  );
 
   it("a startup failure that no cancel preceded still rejects (spawn-error) and its lease settles as never started", async () => {
     const dir = await stateDir();
-    const { sup, gatewayInstanceId } = supervisor({ stateDir: dir, loadPty: () => Promise.reject(new Error("no pty in this test")) });
-    const err = await sup.spawn({ ...base, mode: "pty", runId: "nopty", background: true, ptyCommand: "sleep 30" }).catch((e: unknown) => e);
+    const { sup, gatewayInstanceId } = supervisor({
+      stateDir: dir,
+      loadPty: () => Promise.reject(new Error("no pty in this test")),
+    });
+    const err = await sup
+      .spawn({ ...base, mode: "pty", runId: "nopty", background: true, ptyCommand: "sleep 30" })
+      .catch((e: unknown) => e);
     expect(err).toBeInstanceOf(PtyUnavailableError);
     expect(sup.getRecord("nopty")).toMatchObject({ state: "exited", terminationReason: "spawn-error" });
     expect((await leaseStates(dir, gatewayInstanceId)).get("nopty")).toBe("lost");
@@ -227,23 +242,26 @@ describe("the starting window, as OpenClaw's own tests check it", () => {
     expect(sup.getRecord("w2")).toMatchObject({ state: "exited", terminationReason: "manual-cancel" });
   });
 
-  it.skipIf(!PTY)(`a stop request that lands in the turn of the spawn itself (a microtask the spawn queued) kills the run${PTY_NOTE}`, async () => {
-    const real = await loadNodePty();
-    let sup: ProcessSupervisor | undefined;
-    const cancelling: PtyModule = {
-      spawn(file, args, o) {
-        const p = real.spawn(file, args, o);
-        pids.add(p.pid);
-        queueMicrotask(() => sup?.cancel("same-turn"));
-        return p;
-      },
-    };
-    sup = supervisor({ loadPty: async () => cancelling }).sup;
-    const run = await sup.spawn({ ...base, mode: "pty", runId: "same-turn", ptyCommand: "sleep 30" });
-    expect(run.pid).toBeDefined();
-    await waitFor(() => !isAlive(run.pid!), 10_000);
-    expect((await run.wait()).reason).toBe("manual-cancel");
-  });
+  it.skipIf(!PTY)(
+    `a stop request that lands in the turn of the spawn itself (a microtask the spawn queued) kills the run${PTY_NOTE}`,
+    async () => {
+      const real = await loadNodePty();
+      let sup: ProcessSupervisor | undefined;
+      const cancelling: PtyModule = {
+        spawn(file, args, o) {
+          const p = real.spawn(file, args, o);
+          pids.add(p.pid);
+          queueMicrotask(() => sup?.cancel("same-turn"));
+          return p;
+        },
+      };
+      sup = supervisor({ loadPty: async () => cancelling }).sup;
+      const run = await sup.spawn({ ...base, mode: "pty", runId: "same-turn", ptyCommand: "sleep 30" });
+      expect(run.pid).toBeDefined();
+      await waitFor(() => !isAlive(run.pid!), 10_000);
+      expect((await run.wait()).reason).toBe("manual-cancel");
+    },
+  );
 
   it("a startup that fails (the PTY module cannot load) rejects spawn with that error and records spawn-error, though a same-scope replacement had already asked it to stop", async () => {
     const dir = await stateDir();
@@ -256,10 +274,25 @@ describe("the starting window, as OpenClaw's own tests check it", () => {
       throw cause;
     };
     const { sup, gatewayInstanceId } = supervisor({ stateDir: dir, loadPty });
-    const failing = sup.spawn({ ...base, mode: "pty", runId: "old", scopeKey: "S", background: true, ptyCommand: "sleep 30" });
+    const failing = sup.spawn({
+      ...base,
+      mode: "pty",
+      runId: "old",
+      scopeKey: "S",
+      background: true,
+      ptyCommand: "sleep 30",
+    });
     failing.catch(() => {}); // inspected below
     await waitFor(() => loading);
-    const next = sup.spawn({ ...base, mode: "child", runId: "new", scopeKey: "S", replaceExistingScope: true, background: true, argv: TREE });
+    const next = sup.spawn({
+      ...base,
+      mode: "child",
+      runId: "new",
+      scopeKey: "S",
+      replaceExistingScope: true,
+      background: true,
+      argv: TREE,
+    });
     try {
       expect(sup.getRecord("old")).toMatchObject({ state: "exiting", terminationReason: "manual-cancel" });
     } finally {
@@ -307,7 +340,11 @@ async function replaceMany(
     const promise =
       kind === "pty"
         ? sup.spawn({ ...common, mode: "pty", ptyCommand: "sleep 30" })
-        : sup.spawn({ ...common, mode: "child", argv: kind === "tree" ? TREE : ["/nonexistent/proclease-startup-test"] });
+        : sup.spawn({
+            ...common,
+            mode: "child",
+            argv: kind === "tree" ? TREE : ["/nonexistent/proclease-startup-test"],
+          });
     promise.catch(() => {}); // inspected below
     out.push({ runId, promise });
     if (i === 20 || i === 40) {
@@ -366,7 +403,12 @@ describe("replaceExistingScope: exactly the newest survives", () => {
     for (const r of others) expect(["closed", "lost"]).toContain(states.get(r.runId));
     for (const r of started) expect(states.get(r.runId)).toBe("closed");
     expect(states.get("r63")).toBe("open");
-    expect(sup.listByScope("S").filter((r) => r.state !== "exited").map((r) => r.runId)).toEqual(["r63"]);
+    expect(
+      sup
+        .listByScope("S")
+        .filter((r) => r.state !== "exited")
+        .map((r) => r.runId),
+    ).toEqual(["r63"]);
 
     newest.run!.cancel();
     expect((await newest.run!.wait()).reason).toBe("manual-cancel");
@@ -376,11 +418,13 @@ describe("replaceExistingScope: exactly the newest survives", () => {
 
   it("interleaved startup failures (PTY loader errors, a program that does not exist) neither revive an earlier run nor stop the newest", async () => {
     const dir = await stateDir();
-    const failingLoader: PtyLoader = () => new Promise((_, reject) => setTimeout(() => reject(new Error("no pty here")), 2));
+    const failingLoader: PtyLoader = () =>
+      new Promise((_, reject) => setTimeout(() => reject(new Error("no pty here")), 2));
     const { sup, gatewayInstanceId } = supervisor({ stateDir: dir, loadPty: failingLoader });
     // r20 (no such program) and r30 (PTY loader error) are each the newest when they fail: replaceMany
     // waits for both, so those failures surely land between replacements; other PTY runs fail or are cancelled first
-    const kind = (i: number) => (i === 63 ? "tree" : i % 4 === 1 || i === 30 ? "pty" : i % 9 === 2 ? "no-program" : "tree");
+    const kind = (i: number) =>
+      i === 63 ? "tree" : i % 4 === 1 || i === 30 ? "pty" : i % 9 === 2 ? "no-program" : "tree";
     const reps = await replaceMany(sup, 64, kind);
     const results = await settle(reps, "r63");
     const newest = results.find((r) => r.runId === "r63")!;
@@ -411,7 +455,8 @@ describe("replaceExistingScope: exactly the newest survives", () => {
 
   it("when the newest replacement's own startup fails, none of the earlier runs comes back: the scope is empty", async () => {
     const dir = await stateDir();
-    const failingLoader: PtyLoader = () => new Promise((_, reject) => setTimeout(() => reject(new Error("no pty here")), 2));
+    const failingLoader: PtyLoader = () =>
+      new Promise((_, reject) => setTimeout(() => reject(new Error("no pty here")), 2));
     const { sup, gatewayInstanceId } = supervisor({ stateDir: dir, loadPty: failingLoader });
     const reps = await replaceMany(sup, 12, (i) => (i === 11 ? "pty" : "tree"));
     const results = await settle(reps, "");

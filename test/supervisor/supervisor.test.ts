@@ -56,7 +56,11 @@ afterEach(async () => {
 const SH_STUBBORN_TREE = ["sh", "-c", `sh -c 'trap "" TERM; while :; do sleep 1; done' & echo "tree $$ $!"; wait`];
 
 /** Starts the stubborn tree under `sup` and resolves with the run and both pids once they exist. */
-async function stubbornTree(sup: ReturnType<typeof createProcessSupervisor>, extra: Record<string, unknown> = {}, argv: string[] = [node, fixture("stubborn-tree.mjs")]) {
+async function stubbornTree(
+  sup: ReturnType<typeof createProcessSupervisor>,
+  extra: Record<string, unknown> = {},
+  argv: string[] = [node, fixture("stubborn-tree.mjs")],
+) {
   const out = matcher();
   const run = await sup.spawn({
     mode: "child",
@@ -95,7 +99,11 @@ describe("supervisor: cancellation and deadlines kill the whole tree", () => {
 
   it("overall timeout yields its own reason and kills the tree", async () => {
     const sup = createProcessSupervisor({ graceMs: 300 });
-    const { run, child, grandchild } = await stubbornTree(sup, { timeoutMs: 1200, noOutputTimeoutMs: 0 }, SH_STUBBORN_TREE);
+    const { run, child, grandchild } = await stubbornTree(
+      sup,
+      { timeoutMs: 1200, noOutputTimeoutMs: 0 },
+      SH_STUBBORN_TREE,
+    );
     const exit = await run.wait();
     expect(exit).toMatchObject({ reason: "overall-timeout", timedOut: true, noOutputTimedOut: false });
     // a lower bound only: a timer never fires early, and load can only add time
@@ -106,7 +114,11 @@ describe("supervisor: cancellation and deadlines kill the whole tree", () => {
 
   it("no-output timeout yields its own reason, sets timedOut as OpenClaw does, and kills the tree", async () => {
     const sup = createProcessSupervisor({ graceMs: 300 });
-    const { run, child, grandchild } = await stubbornTree(sup, { timeoutMs: 20_000, noOutputTimeoutMs: 700 }, SH_STUBBORN_TREE);
+    const { run, child, grandchild } = await stubbornTree(
+      sup,
+      { timeoutMs: 20_000, noOutputTimeoutMs: 700 },
+      SH_STUBBORN_TREE,
+    );
     const exit = await run.wait();
     // timedOut is true for both deadlines (callers branch on it); reason and noOutputTimedOut tell which
     expect(exit).toMatchObject({ reason: "no-output-timeout", timedOut: true, noOutputTimedOut: true });
@@ -152,15 +164,31 @@ describe("supervisor: cancellation and deadlines kill the whole tree", () => {
 describe("supervisor: exits, reasons and finalize", () => {
   it("reports exit codes and signals with their reasons", async () => {
     const sup = createProcessSupervisor();
-    const ok = await sup.spawn({ mode: "child", sessionId: "s", backendId: "t", argv: ["sh", "-c", "printf out; printf err >&2; exit 3"] });
-    expect(await ok.wait()).toMatchObject({ reason: "exit", exitCode: 3, exitSignal: null, stdout: "out", stderr: "err" });
+    const ok = await sup.spawn({
+      mode: "child",
+      sessionId: "s",
+      backendId: "t",
+      argv: ["sh", "-c", "printf out; printf err >&2; exit 3"],
+    });
+    expect(await ok.wait()).toMatchObject({
+      reason: "exit",
+      exitCode: 3,
+      exitSignal: null,
+      stdout: "out",
+      stderr: "err",
+    });
     const sig = await sup.spawn({ mode: "child", sessionId: "s", backendId: "t", argv: ["sh", "-c", "kill -USR1 $$"] });
     expect(await sig.wait()).toMatchObject({ reason: "signal", exitCode: null, exitSignal: "SIGUSR1" });
   });
 
   it("a program that cannot start ends as spawn-error with the OS message", async () => {
     const sup = createProcessSupervisor();
-    const run = await sup.spawn({ mode: "child", sessionId: "s", backendId: "t", argv: ["/nonexistent/proclease-nope"] });
+    const run = await sup.spawn({
+      mode: "child",
+      sessionId: "s",
+      backendId: "t",
+      argv: ["/nonexistent/proclease-nope"],
+    });
     const exit = await run.wait();
     expect(exit.reason).toBe("spawn-error");
     expect(exit.stderr).toMatch(/ENOENT/);
@@ -177,7 +205,12 @@ describe("supervisor: exits, reasons and finalize", () => {
     expect(await first.wait()).toMatchObject({ reason: "manual-cancel", exitSignal: "SIGTERM" });
     // exit first: the root is reaped (its /proc entry gone, so Node has seen the
     // exit) while a background holder keeps the output open, so wait() is still pending
-    const late = await sup.spawn({ mode: "child", sessionId: "s", backendId: "t", argv: ["sh", "-c", "sleep 0.4 & exit 0"] });
+    const late = await sup.spawn({
+      mode: "child",
+      sessionId: "s",
+      backendId: "t",
+      argv: ["sh", "-c", "sleep 0.4 & exit 0"],
+    });
     runs.push(late);
     await waitFor(() => !existsSync(`/proc/${late.pid}`));
     expect(sup.getRecord(late.runId)?.state).not.toBe("exited");
@@ -211,7 +244,14 @@ describe("supervisor: exits, reasons and finalize", () => {
 
   it("a no-output timeout larger than the overall one is clamped below it, so its own reason fires first", async () => {
     const sup = createProcessSupervisor({ graceMs: 200 });
-    const run = await sup.spawn({ mode: "child", sessionId: "s", backendId: "t", argv: ["sleep", "30"], timeoutMs: 2500, noOutputTimeoutMs: 60_000 });
+    const run = await sup.spawn({
+      mode: "child",
+      sessionId: "s",
+      backendId: "t",
+      argv: ["sleep", "30"],
+      timeoutMs: 2500,
+      noOutputTimeoutMs: 60_000,
+    });
     runs.push(run);
     const exit = await run.wait();
     // resolveNoOutputTimeoutMs: min(60 000, 2500 - 1000) = 1500 ms
@@ -242,7 +282,13 @@ describe("supervisor: exits, reasons and finalize", () => {
 
   it("pipe-open stdin stays writable; input is written before close", async () => {
     const sup = createProcessSupervisor();
-    const cat = await sup.spawn({ mode: "child", sessionId: "s", backendId: "t", argv: ["cat"], stdinMode: "pipe-open" });
+    const cat = await sup.spawn({
+      mode: "child",
+      sessionId: "s",
+      backendId: "t",
+      argv: ["cat"],
+      stdinMode: "pipe-open",
+    });
     cat.stdin!.write("one\n");
     cat.stdin!.write("two\n");
     cat.stdin!.end();
@@ -254,7 +300,14 @@ describe("supervisor: exits, reasons and finalize", () => {
   it("cancelScope and replaceExistingScope stop the scope's live runs only", async () => {
     const sup = createProcessSupervisor({ graceMs: 300 });
     const spawnSleep = (scopeKey: string, replace = false) =>
-      sup.spawn({ mode: "child", sessionId: "s", backendId: "t", argv: ["sleep", "30"], scopeKey, replaceExistingScope: replace });
+      sup.spawn({
+        mode: "child",
+        sessionId: "s",
+        backendId: "t",
+        argv: ["sleep", "30"],
+        scopeKey,
+        replaceExistingScope: replace,
+      });
     const a1 = await spawnSleep("A");
     const b1 = await spawnSleep("B");
     runs.push(a1, b1);
@@ -271,7 +324,13 @@ describe("supervisor: exits, reasons and finalize", () => {
     const sup = createProcessSupervisor({ graceMs: 200 });
     const first = await sup.spawn({ mode: "child", sessionId: "s", backendId: "t", runId: "reused", argv: ["true"] });
     expect((await first.wait()).reason).toBe("exit");
-    const second = await sup.spawn({ mode: "child", sessionId: "s", backendId: "t", runId: "reused", argv: ["sleep", "30"] });
+    const second = await sup.spawn({
+      mode: "child",
+      sessionId: "s",
+      backendId: "t",
+      runId: "reused",
+      argv: ["sleep", "30"],
+    });
     runs.push(second);
     spawned.add(second.pid!);
     first.cancel();
@@ -313,20 +372,23 @@ describe("supervisor: facts that cannot verify (backend none)", () => {
     proc.dispose();
   });
 
-  it.skipIf(!PTY)(`a PTY handle cannot prove its pid unreaped (node-pty reaps on its own thread): with facts none, cancel sends nothing${PTY ? "" : " [skipped: node-pty not loadable]"}`, async () => {
-    const facts = getProcessFacts({ backend: "none" });
-    const sup = createProcessSupervisor({ facts, graceMs: 100, ptyExitFallbackMs: FALLBACK_MS });
-    const run = await sup.spawn({ mode: "pty", sessionId: "s", backendId: "t", ptyCommand: "exec sleep 30" });
-    runs.push(run);
-    spawned.add(run.pid!);
-    run.cancel();
-    expect(sup.getRecord(run.runId)?.state).toBe("exiting");
-    // past the grace and the exit fallback's first look by the order of timers, not a guess at a
-    // pause: any timer the supervisor armed for them fires before ones armed later with as long a delay
-    await afterTimersArmedBefore(100 + FALLBACK_MS);
-    expect(isAlive(run.pid!)).toBe(true);
-    expect(sup.getRecord(run.runId)?.state).toBe("exiting");
-    killQuietly([run.pid]); // the test's own cleanup of the process it started
-    expect((await run.wait()).reason).toBe("manual-cancel");
-  });
+  it.skipIf(!PTY)(
+    `a PTY handle cannot prove its pid unreaped (node-pty reaps on its own thread): with facts none, cancel sends nothing${PTY ? "" : " [skipped: node-pty not loadable]"}`,
+    async () => {
+      const facts = getProcessFacts({ backend: "none" });
+      const sup = createProcessSupervisor({ facts, graceMs: 100, ptyExitFallbackMs: FALLBACK_MS });
+      const run = await sup.spawn({ mode: "pty", sessionId: "s", backendId: "t", ptyCommand: "exec sleep 30" });
+      runs.push(run);
+      spawned.add(run.pid!);
+      run.cancel();
+      expect(sup.getRecord(run.runId)?.state).toBe("exiting");
+      // past the grace and the exit fallback's first look by the order of timers, not a guess at a
+      // pause: any timer the supervisor armed for them fires before ones armed later with as long a delay
+      await afterTimersArmedBefore(100 + FALLBACK_MS);
+      expect(isAlive(run.pid!)).toBe(true);
+      expect(sup.getRecord(run.runId)?.state).toBe("exiting");
+      killQuietly([run.pid]); // the test's own cleanup of the process it started
+      expect((await run.wait()).reason).toBe("manual-cancel");
+    },
+  );
 });

@@ -55,7 +55,12 @@ describe("run registry", () => {
     const second = r.finalize("b", { reason: "exit", exitCode: 0, exitSignal: null });
     expect(first?.firstFinalize).toBe(true);
     expect(second?.firstFinalize).toBe(false);
-    expect(r.get("b")).toMatchObject({ state: "exited", terminationReason: "manual-cancel", exitCode: null, exitSignal: "SIGTERM" });
+    expect(r.get("b")).toMatchObject({
+      state: "exited",
+      terminationReason: "manual-cancel",
+      exitCode: null,
+      exitSignal: "SIGTERM",
+    });
   });
 
   it("prunes the oldest exited records beyond the cap and keeps live ones", () => {
@@ -113,14 +118,25 @@ describe("watchdog: the cron trigger lifts the resumed-session ceiling (OpenClaw
     expect(resolveNoOutputTimeoutMs({ timeoutMs: 600_000, resumed: true, trigger: "user" })).toBe(180_000);
     expect(resolveNoOutputTimeoutMs({ timeoutMs: 600_000, resumed: true })).toBe(180_000);
     // the fresh profile's own bounds apply, ceiling included
-    expect(resolveNoOutputTimeoutMs({ timeoutMs: 3_600_000, resumed: true, trigger: "cron" })).toBe(FRESH_WATCHDOG_DEFAULTS.maxMs);
+    expect(resolveNoOutputTimeoutMs({ timeoutMs: 3_600_000, resumed: true, trigger: "cron" })).toBe(
+      FRESH_WATCHDOG_DEFAULTS.maxMs,
+    );
     expect(resolveNoOutputTimeoutMs({ timeoutMs: 100_000, resumed: true, trigger: "cron" })).toBe(99_000);
   });
   it("a configured resume watchdog wins over the trigger; a fresh run is unchanged by it", () => {
     const override = { noOutputTimeoutRatio: 0.2, minMs: 1_000, maxMs: 120_000 };
     expect(resolveNoOutputTimeoutMs({ timeoutMs: 600_000, resumed: true, trigger: "cron", override })).toBe(120_000);
-    expect(resolveNoOutputTimeoutMs({ timeoutMs: 600_000, resumed: true, trigger: "cron", override: { maxMs: 200_000 } })).toBe(180_000);
-    expect(resolveNoOutputTimeoutMs({ timeoutMs: 600_000, resumed: true, trigger: "cron", override: { noOutputTimeoutMs: 42_000 } })).toBe(42_000);
+    expect(
+      resolveNoOutputTimeoutMs({ timeoutMs: 600_000, resumed: true, trigger: "cron", override: { maxMs: 200_000 } }),
+    ).toBe(180_000);
+    expect(
+      resolveNoOutputTimeoutMs({
+        timeoutMs: 600_000,
+        resumed: true,
+        trigger: "cron",
+        override: { noOutputTimeoutMs: 42_000 },
+      }),
+    ).toBe(42_000);
     for (const timeoutMs of [5_000, 600_000, 3_600_000]) {
       expect(resolveNoOutputTimeoutMs({ timeoutMs, trigger: "cron" })).toBe(resolveNoOutputTimeoutMs({ timeoutMs }));
     }
@@ -137,7 +153,10 @@ describe("registry.listByScope", () => {
     r.setState("c", "running", { pid: 7 });
     r.finalize("a", { reason: "manual-cancel", exitCode: null, exitSignal: null });
     const s = r.listByScope("S");
-    expect(s.map((x) => [x.runId, x.state])).toEqual([["a", "exited"], ["c", "running"]]);
+    expect(s.map((x) => [x.runId, x.state])).toEqual([
+      ["a", "exited"],
+      ["c", "running"],
+    ]);
     s[0]!.state = "running";
     expect(r.get("a")!.state).toBe("exited");
     expect(r.listByScope("nope")).toEqual([]);

@@ -11,12 +11,26 @@ import { getProcessFacts } from "../../src/facts/get.js";
 import { createExecSessions } from "../../src/supervisor/actions.js";
 import { groupToSweep, killProcessTree, signalProcessTree } from "../../src/supervisor/kill-tree.js";
 import { createProcessSupervisor } from "../../src/supervisor/supervisor.js";
-import { buildCHelper, exited, isRunning, killAll, printed, removeCHelpers, spawnGroup, waitFor } from "../fixtures/facts/procs.js";
+import {
+  buildCHelper,
+  exited,
+  isRunning,
+  killAll,
+  printed,
+  removeCHelpers,
+  spawnGroup,
+  waitFor,
+} from "../fixtures/facts/procs.js";
 
 const facts = getProcessFacts();
 const helper = buildCHelper("zombie-leader");
 const skip = helper.path === null || facts.identityStrength === "none";
-const note = helper.path === null ? ` [skipped: ${helper.why}]` : facts.identityStrength === "none" ? " [skipped: facts backend none]" : "";
+const note =
+  helper.path === null
+    ? ` [skipped: ${helper.why}]`
+    : facts.identityStrength === "none"
+      ? " [skipped: facts backend none]"
+      : "";
 afterEach(() => killAll());
 afterAll(() => removeCHelpers());
 

@@ -19,7 +19,13 @@ export interface ControllerKeeper {
 
 export function controllerKeeper(
   option: KeeperOption | undefined,
-  d: { stateDir: string; gatewayInstanceId: string; graceMs: number; nodePath: string; conversation: { log: ControllerLogger } },
+  d: {
+    stateDir: string;
+    gatewayInstanceId: string;
+    graceMs: number;
+    nodePath: string;
+    conversation: { log: ControllerLogger };
+  },
 ): ControllerKeeper {
   let lease: KeeperLease | undefined;
   let failed = false;
@@ -28,10 +34,18 @@ export function controllerKeeper(
     keep() {
       if (lease !== undefined || failed || released || !keeperWanted(option)) return;
       try {
-        lease = acquireKeeper({ stateDir: d.stateDir, gatewayInstanceId: d.gatewayInstanceId, graceMs: d.graceMs, nodePath: d.nodePath });
+        lease = acquireKeeper({
+          stateDir: d.stateDir,
+          gatewayInstanceId: d.gatewayInstanceId,
+          graceMs: d.graceMs,
+          nodePath: d.nodePath,
+        });
       } catch (err) {
         failed = true;
-        d.conversation.log.warn?.("proclease: no keeper for this gateway; its runs outlive a crash until the next startup reap", { error: String(err) });
+        d.conversation.log.warn?.(
+          "proclease: no keeper for this gateway; its runs outlive a crash until the next startup reap",
+          { error: String(err) },
+        );
       }
     },
     async release() {

@@ -39,7 +39,11 @@ export function checkAdapterGroup(pgid: number, unreapedAdapterPid: number | nul
  * Signals the adapter's group when the guard allows it; true when the signal
  * was sent. ESRCH (the group is empty already) counts as not sent.
  */
-export function signalAdapterGroup(pgid: number | null, unreapedAdapterPid: number | null, sig: NodeJS.Signals): boolean {
+export function signalAdapterGroup(
+  pgid: number | null,
+  unreapedAdapterPid: number | null,
+  sig: NodeJS.Signals,
+): boolean {
   if (pgid === null || !checkAdapterGroup(pgid, unreapedAdapterPid).allowed) return false;
   try {
     process.kill(-pgid, sig);

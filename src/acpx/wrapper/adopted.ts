@@ -28,7 +28,11 @@ import type { NativeBinding } from "../../facts/native-binding.js";
 import type { ProcessSnapshot } from "../../facts/types.js";
 
 /** Pure: the pids to wait on in this snapshot. */
-export function adoptedZombies(snapshot: ProcessSnapshot, selfPid: number, libuvChildren: ReadonlySet<number>): number[] {
+export function adoptedZombies(
+  snapshot: ProcessSnapshot,
+  selfPid: number,
+  libuvChildren: ReadonlySet<number>,
+): number[] {
   return snapshot
     .childrenOf(selfPid)
     .filter((p) => isZombieState(p) && !libuvChildren.has(p.pid))

@@ -51,7 +51,11 @@ export interface CleanupDeps {
  * per-pid signal because the group SIGTERM that opens the cleanup got there
  * first. Every target was in the tree when the snapshot was taken.
  */
-const GONE: ReadonlySet<TreeKillOutcome> = new Set<TreeKillOutcome>(["exited-after-term", "killed", "gone-before-signal"]);
+const GONE: ReadonlySet<TreeKillOutcome> = new Set<TreeKillOutcome>([
+  "exited-after-term",
+  "killed",
+  "gone-before-signal",
+]);
 
 /** Sweeps after the grace: enough for a tree that forks while it dies, bounded so cleanup always ends. */
 const FINAL_SWEEPS = 3;
@@ -205,7 +209,11 @@ function groupSignal(deps: Pick<CleanupDeps, "adapterPgid" | "unreapedAdapterPid
   signalAdapterGroup(deps.adapterPgid, deps.unreapedAdapterPid(), sig);
 }
 
-async function waitForAdapter(deps: Pick<CleanupDeps, "unreapedAdapterPid">, ms: number, pollMs: number): Promise<void> {
+async function waitForAdapter(
+  deps: Pick<CleanupDeps, "unreapedAdapterPid">,
+  ms: number,
+  pollMs: number,
+): Promise<void> {
   const deadline = Date.now() + ms;
   while (deps.unreapedAdapterPid() !== null && Date.now() < deadline) {
     await new Promise((r) => setTimeout(r, Math.min(pollMs, Math.max(1, deadline - Date.now()))));

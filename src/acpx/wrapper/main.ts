@@ -92,7 +92,9 @@ let reaper: AdoptedReaper | null = null;
 // (that would orphan the very tree it exists to clean up), so it is noted on
 // stderr when possible and the state machine carries on: each handler below
 // is small and leaves the state consistent before anything can throw.
-process.on("uncaughtException", (err) => stderr(`proclease wrapper: ${err instanceof Error ? err.message : String(err)}`));
+process.on("uncaughtException", (err) =>
+  stderr(`proclease wrapper: ${err instanceof Error ? err.message : String(err)}`),
+);
 
 // Handlers first: a signal that arrives before the adapter exists is held
 // and forwarded right after the spawn instead of killing the wrapper (which
@@ -160,7 +162,8 @@ function enterLeaseCgroup(): { ok: true } | { ok: false; why: string } {
   const required = process.env[CGROUP_REQUIRED_ENV_KEY] === "1";
   delete process.env[CGROUP_ENV_KEY];
   delete process.env[CGROUP_REQUIRED_ENV_KEY];
-  if (dir === undefined) return required ? { ok: false, why: "limits were asked for but no lease cgroup was given" } : { ok: true };
+  if (dir === undefined)
+    return required ? { ok: false, why: "limits were asked for but no lease cgroup was given" } : { ok: true };
   // the gateway moves us in while Node boots (launch.ts); the write here is for when it has not landed yet
   if (isInCgroup(dir)) return { ok: true };
   const entered = enterCgroup(dir);
@@ -199,10 +202,14 @@ function spawnAdapter(command: string[]): void {
   // Which backend that is gets decided at the first SIGCHLD, not now.
   if (subreaper) {
     const binding = startBinding;
-    reaper = startAdoptedReaper(binding, () => {
-      const { facts } = cleanupTools();
-      return inProcessWalker(facts) ? facts.snapshot() : null;
-    }, new Set([child.pid]));
+    reaper = startAdoptedReaper(
+      binding,
+      () => {
+        const { facts } = cleanupTools();
+        return inProcessWalker(facts) ? facts.snapshot() : null;
+      },
+      new Set([child.pid]),
+    );
   }
   lifeline?.send({ type: "started", wrapperPid: process.pid, adapterPid: child.pid, pgid: child.pid });
   // after the report the gateway waits for; still within the synchronous start, so no EOF is missed

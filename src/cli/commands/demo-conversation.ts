@@ -90,7 +90,10 @@ export async function conversationStory(c: DemoContext): Promise<void> {
     } else c.log(line);
   }
   const r = await turn.result;
-  c.check(reply === "permission: allow. Done." && r.stopReason === "end_turn", `the streamed reply arrived whole ("${reply}", ${r.stopReason}), the permission answered "allow"`);
+  c.check(
+    reply === "permission: allow. Done." && r.stopReason === "end_turn",
+    `the streamed reply arrived whole ("${reply}", ${r.stopReason}), the permission answered "allow"`,
+  );
 
   // b. a terminal whose grandchild escapes into its own session and ignores SIGTERM
   const pidfile = join(c.stateDir, "terminal-grandchild.pid");
@@ -102,7 +105,10 @@ export async function conversationStory(c: DemoContext): Promise<void> {
   const closed = await ctl.closeSession({ handle: h, reason: "demo: conversation over" });
   c.log(`closeSession: ${closed.outcome}; ACP session/close sent first, then the terminal's tree and the adapter's`);
   const terminalLeases = (await ctl.listLeases()).filter((l) => l.sessionKey.startsWith("supervisor:acp-terminal-"));
-  c.check(!(await c.alive(grandchild)) && terminalLeases.every((l) => l.state === "closed" || l.state === "lost"), `after the close the terminal's grandchild ${grandchild} is gone and its lease settled`);
+  c.check(
+    !(await c.alive(grandchild)) && terminalLeases.every((l) => l.state === "closed" || l.state === "lost"),
+    `after the close the terminal's grandchild ${grandchild} is gone and its lease settled`,
+  );
   await ctl.dispose();
   c.controllers.splice(c.controllers.indexOf(ctl), 1);
 
@@ -116,21 +122,37 @@ async function resumeAfterKill(c: DemoContext, argv: string[], store: string, ac
   c.spawned.push(gw);
   const first = await readJsonLine<AcpRuntimeHandle>(gw);
   c.leaseIds.push(first.leaseId);
-  c.check(first.resumed && first.acpSessionId === acpSessionId, `a stand-in gateway ${gw.pid} took the closed session back (${first.acpSessionId}, resumed: ${first.resumed})`);
+  c.check(
+    first.resumed && first.acpSessionId === acpSessionId,
+    `a stand-in gateway ${gw.pid} took the closed session back (${first.acpSessionId}, resumed: ${first.resumed})`,
+  );
   // mid-turn: the agent has the prompt (its session store says so) when the gateway dies
   await waitForHistory(store, first.acpSessionId, "hang");
   signalUnreapedChild(gw, "SIGKILL");
-  await new Promise<void>((res) => (gw.exitCode !== null || gw.signalCode !== null ? res() : gw.once("exit", () => res())));
+  await new Promise<void>((res) =>
+    gw.exitCode !== null || gw.signalCode !== null ? res() : gw.once("exit", () => res()),
+  );
   c.log(`SIGKILL → gateway ${gw.pid} in the middle of a turn; its wrapper ends the adapter's tree`);
-  const ctl = await createAcpxLifecycleController({ stateDir: c.stateDir, graceMs: c.graceMs, maintenanceIntervalMs: 0 });
+  const ctl = await createAcpxLifecycleController({
+    stateDir: c.stateDir,
+    graceMs: c.graceMs,
+    maintenanceIntervalMs: 0,
+  });
   c.controllers.push(ctl);
   const rep = await ctl.reapStartupOrphans();
-  c.log(`new controller, reapStartupOrphans: ${rep.entries.map((e) => `${e.leaseId} ${e.stateBefore}→${e.stateAfter}`).join(", ") || "nothing to do"}`);
+  c.log(
+    `new controller, reapStartupOrphans: ${rep.entries.map((e) => `${e.leaseId} ${e.stateBefore}→${e.stateAfter}`).join(", ") || "nothing to do"}`,
+  );
   const h = await ctl.ensureSession({ sessionKey: KEY, agentId: "main", command: argv });
   c.leaseIds.push(h.leaseId);
   const who = JSON.parse(await say(ctl, h, "/whoami")) as { sessionId: string; how: string; pid: number };
-  c.log(`ensureSession: lease ${h.leaseId}, resumed ${h.resumed}; the agent (pid ${who.pid}) says: session ${who.sessionId}, opened by ${who.how}`);
-  c.check(h.resumed && who.sessionId === acpSessionId && who.how === "resume", "the next gateway resumed the same agent session (session/resume)");
+  c.log(
+    `ensureSession: lease ${h.leaseId}, resumed ${h.resumed}; the agent (pid ${who.pid}) says: session ${who.sessionId}, opened by ${who.how}`,
+  );
+  c.check(
+    h.resumed && who.sessionId === acpSessionId && who.how === "resume",
+    "the next gateway resumed the same agent session (session/resume)",
+  );
   const closed = await ctl.closeSession({ handle: h });
   c.check(closed.outcome === "closed", "the resumed session closed, its tree killed");
   await ctl.dispose();
@@ -140,7 +162,8 @@ async function resumeAfterKill(c: DemoContext, argv: string[], store: string, ac
 async function say(ctl: AcpxLifecycleController, h: AcpRuntimeHandle, prompt: string): Promise<string> {
   let text = "";
   const turn = ctl.startTurn(h, prompt);
-  for await (const u of turn.events) if (u.sessionUpdate === "agent_message_chunk" && u.content.type === "text") text += u.content.text;
+  for await (const u of turn.events)
+    if (u.sessionUpdate === "agent_message_chunk" && u.content.type === "text") text += u.content.text;
   await turn.result;
   return text;
 }
@@ -159,7 +182,10 @@ function startConversationGateway(c: DemoContext, command: string[]): ChildProce
   `;
   return spawn(process.execPath, ["--input-type=module", "-e", code], {
     stdio: ["ignore", "pipe", "inherit"],
-    env: { ...process.env, PROCLEASE_DEMO_GATEWAY: JSON.stringify({ stateDir: c.stateDir, graceMs: c.graceMs, command, key: KEY }) },
+    env: {
+      ...process.env,
+      PROCLEASE_DEMO_GATEWAY: JSON.stringify({ stateDir: c.stateDir, graceMs: c.graceMs, command, key: KEY }),
+    },
   });
 }
 
@@ -175,7 +201,10 @@ const GATEWAY_LINE_MS = 60_000;
 export function readJsonLine<T>(c: ChildProcess): Promise<T> {
   return new Promise((res, rej) => {
     let buf = "";
-    const timer = setTimeout(() => rej(new Error(`the stand-in gateway printed nothing within ${GATEWAY_LINE_MS / 1000} s`)), GATEWAY_LINE_MS);
+    const timer = setTimeout(
+      () => rej(new Error(`the stand-in gateway printed nothing within ${GATEWAY_LINE_MS / 1000} s`)),
+      GATEWAY_LINE_MS,
+    );
     c.stdout!.on("data", (d: Buffer) => {
       buf += d.toString();
       const nl = buf.indexOf("\n");

@@ -92,9 +92,22 @@ export async function run(parsed: ParsedArgs, io: CliIo): Promise<number> {
   };
   process.once("SIGINT", onSignal);
   process.once("SIGTERM", onSignal);
-  io.out(backendLine(facts) + `proclease demo — state dir ${stateDir}, grace ${graceMs} ms, this process ${process.pid}\n\n`);
+  io.out(
+    backendLine(facts) + `proclease demo — state dir ${stateDir}, grace ${graceMs} ms, this process ${process.pid}\n\n`,
+  );
 
-  const run: DemoRun = { stateDir, graceMs, log, check, facts, signaller, spawned, controllers, leaseIds, instanceIs: (id) => (instanceId = id) };
+  const run: DemoRun = {
+    stateDir,
+    graceMs,
+    log,
+    check,
+    facts,
+    signaller,
+    spawned,
+    controllers,
+    leaseIds,
+    instanceIs: (id) => (instanceId = id),
+  };
   try {
     await tellStories(run, (t) => io.out(t));
     log(`total ${Date.now() - t0} ms`);
@@ -106,7 +119,11 @@ export async function run(parsed: ParsedArgs, io: CliIo): Promise<number> {
     process.removeListener("SIGINT", onSignal);
     process.removeListener("SIGTERM", onSignal);
   }
-  io.out(failures.length === 0 ? "\nevery step verified.\n" : `\n${failures.length} step(s) failed:\n${failures.map((f) => `  - ${f}`).join("\n")}\n`);
+  io.out(
+    failures.length === 0
+      ? "\nevery step verified.\n"
+      : `\n${failures.length} step(s) failed:\n${failures.map((f) => `  - ${f}`).join("\n")}\n`,
+  );
   if (!clean) io.out(lookAtIt(stateDir, leaseIds.at(-1)));
   return failures.length === 0 ? 0 : 1;
 }
@@ -114,7 +131,9 @@ export async function run(parsed: ParsedArgs, io: CliIo): Promise<number> {
 /** The fixture agent and the compiled package the demo runs; false (said on stderr) when one is missing. */
 function packageComplete(io: CliIo): boolean {
   if (!existsSync(AGENT)) {
-    io.err(`the demo's ACP fixture agent is missing from this package: ${AGENT} (it ships in fixtures/; reinstall proclease)\n`);
+    io.err(
+      `the demo's ACP fixture agent is missing from this package: ${AGENT} (it ships in fixtures/; reinstall proclease)\n`,
+    );
     return false;
   }
   if (!existsSync(ACPX_INDEX)) {
@@ -128,7 +147,19 @@ function packageComplete(io: CliIo): boolean {
 async function tellStories(r: DemoRun, out: (text: string) => void): Promise<void> {
   const { stateDir, graceMs, log, check, spawned, controllers, leaseIds } = r;
   // ---------------------------------------------------------------- 0
-  await conversationStory({ stateDir, graceMs, agent: AGENT, acpxIndex: ACPX_INDEX, log, check, alive, spawned, controllers, leaseIds, out });
+  await conversationStory({
+    stateDir,
+    graceMs,
+    agent: AGENT,
+    acpxIndex: ACPX_INDEX,
+    log,
+    check,
+    alive,
+    spawned,
+    controllers,
+    leaseIds,
+    out,
+  });
   out("\n");
   // ---------------------------------------------------------------- 1-3
   await storyClose(r);
@@ -167,12 +198,20 @@ async function storyClose(d: DemoRun): Promise<void> {
   const h = await ctl.ensureSession({
     sessionKey: "agent:main:acp:demo",
     agentId: "main",
-    command: agentArgv(["--ignore-sigterm", "--grandchild=double-fork", "--survive-stdin-close", "--turn=until-cancel", `--pidfile=${pidfile}`]),
+    command: agentArgv([
+      "--ignore-sigterm",
+      "--grandchild=double-fork",
+      "--survive-stdin-close",
+      "--turn=until-cancel",
+      `--pidfile=${pidfile}`,
+    ]),
   });
   leaseIds.push(h.leaseId);
   const p1 = await readPidfile(pidfile);
   log(`ensureSession ${Date.now() - t} ms: lease ${h.leaseId}, ACP session ${h.acpSessionId}`);
-  log(`  wrapper ${h.rootPid} → adapter ${p1.pid} (pgid ${h.processGroupId}, ignores SIGTERM) → double-forked grandchild ${p1.grandchildPid} (ignores SIGTERM)`);
+  log(
+    `  wrapper ${h.rootPid} → adapter ${p1.pid} (pgid ${h.processGroupId}, ignores SIGTERM) → double-forked grandchild ${p1.grandchildPid} (ignores SIGTERM)`,
+  );
   const tree1 = [h.rootPid, p1.pid, p1.grandchildPid ?? 0];
 
   t = Date.now();
@@ -182,7 +221,10 @@ async function storyClose(d: DemoRun): Promise<void> {
   const res = await turn;
   log(`prompt → cancelTurn after 300 ms → stopReason "${res.stopReason}" (${Date.now() - t} ms)`);
   check(res.stopReason === "cancelled", "the turn ended cancelled");
-  check((await liveOf(tree1)).length === tree1.length, `cancel signalled nothing: ${tree1.map((p) => `${p} alive`).join(", ")}`);
+  check(
+    (await liveOf(tree1)).length === tree1.length,
+    `cancel signalled nothing: ${tree1.map((p) => `${p} alive`).join(", ")}`,
+  );
   const again = ctl.prompt(h, "next turn");
   await sleep(100);
   await ctl.cancelTurn(h);
@@ -192,7 +234,10 @@ async function storyClose(d: DemoRun): Promise<void> {
   const closed = await ctl.closeSession({ handle: h, reason: "demo close" });
   log(`closeSession ${Date.now() - t} ms: verdict ${closed.verdict}, lease ${closed.leaseState}`);
   for (const m of closed.kill?.members ?? []) log(`  pid ${m.pid}: ${m.outcome}`);
-  check(closed.outcome === "closed" && (await liveOf(tree1)).length === 0, "close killed the wrapper, the stubborn adapter and the escaped grandchild");
+  check(
+    closed.outcome === "closed" && (await liveOf(tree1)).length === 0,
+    "close killed the wrapper, the stubborn adapter and the escaped grandchild",
+  );
   // one gateway per state dir: this controller gives the dir (its lock) to the stand-in gateways below
   await ctl.dispose();
   controllers.splice(controllers.indexOf(ctl), 1);
@@ -202,20 +247,32 @@ async function storyClose(d: DemoRun): Promise<void> {
 async function storyGatewayKilled(d: DemoRun): Promise<void> {
   const { stateDir, graceMs, log, check, facts, spawned, leaseIds } = d;
   const pid2 = join(stateDir, "agent-2.json");
-  const gw = startGateway(stateDir, graceMs, agentArgv(["--ignore-sigterm", "--grandchild=setsid", "--survive-stdin-close", `--pidfile=${pid2}`]));
+  const gw = startGateway(
+    stateDir,
+    graceMs,
+    agentArgv(["--ignore-sigterm", "--grandchild=setsid", "--survive-stdin-close", `--pidfile=${pid2}`]),
+  );
   spawned.push(gw);
   const h2 = await readHandle(gw);
   leaseIds.push(h2.leaseId);
   const p2 = await readPidfile(pid2);
   const tree2 = [h2.rootPid, p2.pid, p2.grandchildPid ?? 0];
-  log(`stand-in gateway ${gw.pid} ensured a session: wrapper ${h2.rootPid} → adapter ${p2.pid} → setsid grandchild ${p2.grandchildPid}`);
+  log(
+    `stand-in gateway ${gw.pid} ensured a session: wrapper ${h2.rootPid} → adapter ${p2.pid} → setsid grandchild ${p2.grandchildPid}`,
+  );
   killOwnChild(gw);
   const gwGone = exited(gw);
   const t = Date.now();
   log(`SIGKILL → gateway ${gw.pid}; its wrapper sees the lifeline EOF`);
-  const gone2 = await waitFor(async () => (await liveOf(tree2)).length === 0 && (await leaseCarriers(facts, markersOf(h2))).length === 0, graceMs + 5000);
+  const gone2 = await waitFor(
+    async () => (await liveOf(tree2)).length === 0 && (await leaseCarriers(facts, markersOf(h2))).length === 0,
+    graceMs + 5000,
+  );
   log(`  tree gone ${gone2 ? `after ${Date.now() - t} ms` : "NOT within the deadline"} (grace ${graceMs} ms)`);
-  check(gone2 && Date.now() - t <= graceMs + 1000, "the wrapper cleaned up within grace + 1 s, no process carries the lease id");
+  check(
+    gone2 && Date.now() - t <= graceMs + 1000,
+    "the wrapper cleaned up within grace + 1 s, no process carries the lease id",
+  );
 
   await gwGone; // its state dir lock goes with it
 }
@@ -225,16 +282,24 @@ async function storyStartupReap(d: DemoRun): Promise<void> {
   const { stateDir, graceMs, log, check, facts, signaller, spawned, controllers, leaseIds } = d;
   const pid3 = join(stateDir, "agent-3.json");
   // no keeper (as if it was killed too): a keeper would end the escapees at once (docs/ownership.md "The keeper")
-  const gw3 = startGateway(stateDir, graceMs, agentArgv(["--ignore-sigterm", "--grandchild=double-fork", "--survive-stdin-close", `--pidfile=${pid3}`]), "off");
+  const gw3 = startGateway(
+    stateDir,
+    graceMs,
+    agentArgv(["--ignore-sigterm", "--grandchild=double-fork", "--survive-stdin-close", `--pidfile=${pid3}`]),
+    "off",
+  );
   spawned.push(gw3);
   const h3 = await readHandle(gw3);
   leaseIds.push(h3.leaseId);
   const p3 = await readPidfile(pid3);
-  log(`stand-in gateway ${gw3.pid}: wrapper ${h3.rootPid} → adapter ${p3.pid} → double-forked grandchild ${p3.grandchildPid}`);
+  log(
+    `stand-in gateway ${gw3.pid}: wrapper ${h3.rootPid} → adapter ${p3.pid} → double-forked grandchild ${p3.grandchildPid}`,
+  );
   // the wrapper pid came from the gateway's stdout: signalled only once it is
   // verified as that gateway's child, with the start time seen then
   const wrapper3 = await childOf(facts, h3.rootPid, gw3);
-  if (wrapper3 === null) throw new Error(`pid ${h3.rootPid} (printed by gateway ${gw3.pid}) is not that gateway's child; not signalled`);
+  if (wrapper3 === null)
+    throw new Error(`pid ${h3.rootPid} (printed by gateway ${gw3.pid}) is not that gateway's child; not signalled`);
   const killed3 = await signalVerified(signaller, h3.rootPid, wrapper3, "SIGKILL");
   check(killed3 === "signalled", `SIGKILL reached the verified wrapper ${h3.rootPid} (${killed3})`);
   killOwnChild(gw3);
@@ -248,12 +313,22 @@ async function storyStartupReap(d: DemoRun): Promise<void> {
   const ctl2 = await createAcpxLifecycleController({ stateDir, graceMs, maintenanceIntervalMs: 0 });
   controllers.push(ctl2);
   const rep = await ctl2.reapStartupOrphans();
-  log(`new controller, reapStartupOrphans: ${rep.examined} lease(s) examined, ${plural(rep.snapshots, "snapshot")}, ${rep.elapsedMs} ms`);
+  log(
+    `new controller, reapStartupOrphans: ${rep.examined} lease(s) examined, ${plural(rep.snapshots, "snapshot")}, ${rep.elapsedMs} ms`,
+  );
   for (const e of rep.entries) {
-    log(`  lease ${e.leaseId}: ${e.verdict} → ${e.action} (${e.stateBefore}→${e.stateAfter})${e.kill ? `; ${e.kill.members.map((m) => `${m.pid}:${m.outcome}`).join(" ")}` : ""}`);
+    log(
+      `  lease ${e.leaseId}: ${e.verdict} → ${e.action} (${e.stateBefore}→${e.stateAfter})${e.kill ? `; ${e.kill.members.map((m) => `${m.pid}:${m.outcome}`).join(" ")}` : ""}`,
+    );
   }
-  check((await liveOf(orphans)).length === 0 && (await leaseCarriers(facts, markersOf(h3))).length === 0, `startup reaping left no process carrying lease ${h3.leaseId}`);
-  check((await ctl2.listLeases()).every((l) => l.state === "closed" || l.state === "lost"), "every lease is settled (closed or lost)");
+  check(
+    (await liveOf(orphans)).length === 0 && (await leaseCarriers(facts, markersOf(h3))).length === 0,
+    `startup reaping left no process carrying lease ${h3.leaseId}`,
+  );
+  check(
+    (await ctl2.listLeases()).every((l) => l.state === "closed" || l.state === "lost"),
+    "every lease is settled (closed or lost)",
+  );
 }
 
 /** How this very binary was started, so the printed commands work when pasted: `npx proclease` or `node <path>`. */
@@ -337,12 +412,22 @@ async function liveOf(pids: readonly number[]): Promise<number[]> {
  * uid is searched: everything the demo spawns runs as this uid, while other
  * users' processes on a busy host may well be unreadable.
  */
-async function leaseCarriers(facts: ProcessFacts, lease: { leaseId: string; gatewayInstanceId: string }): Promise<number[]> {
+async function leaseCarriers(
+  facts: ProcessFacts,
+  lease: { leaseId: string; gatewayInstanceId: string },
+): Promise<number[]> {
   const since = Number((await facts.inspect(process.pid))?.startTime ?? 0);
   const uid = typeof process.getuid === "function" ? process.getuid() : null;
   const out: number[] = [];
   for (const p of (await facts.snapshot()).processes.values()) {
-    if (!isAlive(p) || isKernelThread(p) || p.pid === process.pid || (uid !== null && p.uid !== uid) || !(Number(p.startTime) >= since)) continue;
+    if (
+      !isAlive(p) ||
+      isKernelThread(p) ||
+      p.pid === process.pid ||
+      (uid !== null && p.uid !== uid) ||
+      !(Number(p.startTime) >= since)
+    )
+      continue;
     const d = await facts.inspect(p.pid, { envKeys: MARKER_ENV_KEYS }).catch(() => null);
     if (d !== null && sameProcess(d, p) && isAlive(d) && markerVerdict(d, lease) !== "mismatch") out.push(p.pid);
   }
@@ -371,12 +456,21 @@ async function childOf(facts: ProcessFacts, pid: number, parent: ChildProcess): 
 }
 
 /** Identity-checked signal (the signaller asks the guards) to a pid the demo verified, with the start time it recorded then. */
-async function signalVerified(signaller: ProcessSignaller, pid: number, startTime: string, sig: NodeJS.Signals): Promise<SignalOutcome> {
+async function signalVerified(
+  signaller: ProcessSignaller,
+  pid: number,
+  startTime: string,
+  sig: NodeJS.Signals,
+): Promise<SignalOutcome> {
   return signaller.signal(pid, startTime, sig).catch((): SignalOutcome => "unknown");
 }
 
 /** SIGKILL to each process the marker rule proves carries this lease (lease id AND instance id), identity-checked. */
-async function killCarriers(facts: ProcessFacts, signaller: ProcessSignaller, lease: { leaseId: string; gatewayInstanceId: string }): Promise<void> {
+async function killCarriers(
+  facts: ProcessFacts,
+  signaller: ProcessSignaller,
+  lease: { leaseId: string; gatewayInstanceId: string },
+): Promise<void> {
   for (const pid of await leaseCarriers(facts, lease)) {
     const d = await facts.inspect(pid, { envKeys: MARKER_ENV_KEYS }).catch(() => null);
     if (d === null || markerVerdict(d, lease) !== "match") continue;

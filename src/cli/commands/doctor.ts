@@ -21,7 +21,10 @@ export interface StrictFailure {
 }
 
 /** The "no" rows this host should support (`doctor --strict`), each with why it should. */
-export async function rowsTheHostShouldSupport(rows: readonly DoctorRow[], facts: ProcessFacts): Promise<StrictFailure[]> {
+export async function rowsTheHostShouldSupport(
+  rows: readonly DoctorRow[],
+  facts: ProcessFacts,
+): Promise<StrictFailure[]> {
   const out: StrictFailure[] = [];
   for (const r of rows) {
     if (r.ok) continue;
@@ -48,15 +51,21 @@ async function shouldSupport(capability: string, facts: ProcessFacts): Promise<s
   const proc = facts.backend === "native" || facts.backend === "procfs";
   switch (capability) {
     case "backend":
-      return process.platform === "win32" ? null : `a ${process.platform} host has a facts backend (procfs or ps at least)`;
+      return process.platform === "win32"
+        ? null
+        : `a ${process.platform} host has a facts backend (procfs or ps at least)`;
     case "identity":
       return proc ? `the ${facts.backend} backend reads exact start times` : null;
     case "pidfd":
-      return linux && binding !== null && proc && kernelAtLeast(5, 3) ? `Linux ${release()} (>= 5.3), the addon loaded, ${facts.backend} start times` : null;
+      return linux && binding !== null && proc && kernelAtLeast(5, 3)
+        ? `Linux ${release()} (>= 5.3), the addon loaded, ${facts.backend} start times`
+        : null;
     case "subreaper":
       return linux && binding !== null ? "Linux with the addon loaded" : null;
     case "foreign-env":
-      return linux && root && proc && (await pid1CapsWithinOurs()) ? `root reading /proc (${facts.backend}), and pid 1 holds no capability this process lacks` : null;
+      return linux && root && proc && (await pid1CapsWithinOurs())
+        ? `root reading /proc (${facts.backend}), and pid 1 holds no capability this process lacks`
+        : null;
     case "containment": {
       const dir = linux && root ? await ownCgroup2Dir() : null;
       return dir !== null ? `root on Linux, and this process's cgroup ${dir} on a cgroup2 mount is writable` : null;
@@ -89,7 +98,10 @@ async function pid1CapsWithinOurs(): Promise<boolean> {
 /** This process's cgroup directory on a cgroup2 mount when it is writable, else null. */
 async function ownCgroup2Dir(): Promise<string | null> {
   try {
-    const own = (await fsp.readFile("/proc/self/cgroup", "utf8")).split("\n").find((l) => l.startsWith("0::"))?.slice(3);
+    const own = (await fsp.readFile("/proc/self/cgroup", "utf8"))
+      .split("\n")
+      .find((l) => l.startsWith("0::"))
+      ?.slice(3);
     if (own === undefined) return null;
     for (const line of (await fsp.readFile("/proc/self/mountinfo", "utf8")).split("\n")) {
       const [left, right] = line.split(" - ");
@@ -117,10 +129,18 @@ export async function run(parsed: ParsedArgs, io: CliIo): Promise<number> {
   // --strict: exit 1 when a row says "no" that this host should support (shouldSupport decides which)
   const failing = strict ? await rowsTheHostShouldSupport(rows, facts) : [];
   if (flag(parsed, "json")) {
-    io.out(jsonLine({ backend: facts.backend, identityStrength: facts.identityStrength, rows, ...(strict ? { strictFailures: failing } : {}) }));
+    io.out(
+      jsonLine({
+        backend: facts.backend,
+        identityStrength: facts.identityStrength,
+        rows,
+        ...(strict ? { strictFailures: failing } : {}),
+      }),
+    );
     return failing.length > 0 ? 1 : 0;
   }
   io.out(backendLine(facts) + table(rows.map((r) => [r.capability, r.ok ? "yes" : "no", r.detail])));
-  for (const f of failing) io.err(`doctor --strict: ${f.capability} is "no" on a host that should support it: ${f.expected}`);
+  for (const f of failing)
+    io.err(`doctor --strict: ${f.capability} is "no" on a host that should support it: ${f.expected}`);
   return failing.length > 0 ? 1 : 0;
 }

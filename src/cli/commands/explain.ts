@@ -19,11 +19,20 @@ export async function run(parsed: ParsedArgs, io: CliIo): Promise<number> {
   const target = parsed.positionals[0]!;
   // a pid is checked before anything is read, so a bad one is a usage error
   const pid = /^\d+$/.test(target) ? parsePidArg(target) : null;
-  return explain({ target, pid, stateDir: resolveStateDir(parsed), facts: factsFromFlag(parsed), json: flag(parsed, "json") }, io);
+  return explain(
+    { target, pid, stateDir: resolveStateDir(parsed), facts: factsFromFlag(parsed), json: flag(parsed, "json") },
+    io,
+  );
 }
 
 async function explain(
-  { target, pid, stateDir, facts, json }: { target: string; pid: number | null; stateDir: string; facts: ProcessFacts; json: boolean },
+  {
+    target,
+    pid,
+    stateDir,
+    facts,
+    json,
+  }: { target: string; pid: number | null; stateDir: string; facts: ProcessFacts; json: boolean },
   io: CliIo,
 ): Promise<number> {
   const deps = await openReadOnly(stateDir, facts);
@@ -32,12 +41,28 @@ async function explain(
   if (deps) {
     // exactly `reap --dry-run` (and so `reap`): the same options, narrowed to the lease asked about
     const skipAttached = attachedGuard((await gatewayHolder(stateDir, facts)).held);
-    const r = await reconcileLeases(deps, pid !== null ? { dryRun: true, skipAttached } : { dryRun: true, skipAttached, leaseIds: [target] });
+    const r = await reconcileLeases(
+      deps,
+      pid !== null ? { dryRun: true, skipAttached } : { dryRun: true, skipAttached, leaseIds: [target] },
+    );
     o = pid !== null ? r.entries.find((e) => names(e, pid)) : r.entries[0];
   }
   if (!o) {
-    const what = pid !== null ? `pid ${pid} is not named by any open or closing lease (nor in a verified tree or its remnants)` : `no lease ${JSON.stringify(target)}`;
-    if (json) io.out(jsonLine({ backend: facts.backend, identityStrength: facts.identityStrength, stateDir, found: false, target, conclusion: `${what}; cleanup would never signal it` }));
+    const what =
+      pid !== null
+        ? `pid ${pid} is not named by any open or closing lease (nor in a verified tree or its remnants)`
+        : `no lease ${JSON.stringify(target)}`;
+    if (json)
+      io.out(
+        jsonLine({
+          backend: facts.backend,
+          identityStrength: facts.identityStrength,
+          stateDir,
+          found: false,
+          target,
+          conclusion: `${what}; cleanup would never signal it`,
+        }),
+      );
     else io.err(`proclease explain: ${what} in ${stateDir}; cleanup would never signal it\n`);
     return EXIT.failed;
   }
@@ -45,7 +70,18 @@ async function explain(
   const l = o.verification.lease;
   const memory = await leaseMemory(l);
   if (json) {
-    io.out(jsonLine({ backend: facts.backend, identityStrength: facts.identityStrength, stateDir, found: true, lease: l, ...entryJson(o), ...(memory !== undefined ? { memory } : {}), conclusion }));
+    io.out(
+      jsonLine({
+        backend: facts.backend,
+        identityStrength: facts.identityStrength,
+        stateDir,
+        found: true,
+        lease: l,
+        ...entryJson(o),
+        ...(memory !== undefined ? { memory } : {}),
+        conclusion,
+      }),
+    );
     return EXIT.ok;
   }
   printEvidence(printableDeep({ o, memory, conclusion }), io);
@@ -53,7 +89,10 @@ async function explain(
 }
 
 /** The text form; what it is given came from the lease and the processes, already escaped (printableDeep). */
-function printEvidence({ o, memory, conclusion }: { o: LeaseOutcome; memory: Awaited<ReturnType<typeof leaseMemory>>; conclusion: string }, io: CliIo): void {
+function printEvidence(
+  { o, memory, conclusion }: { o: LeaseOutcome; memory: Awaited<ReturnType<typeof leaseMemory>>; conclusion: string },
+  io: CliIo,
+): void {
   const l = o.verification.lease;
   const mem = memory === undefined ? "" : memory.ok ? memoryFigures(memory) : `not shown: ${memory.why}`;
   const settled = settledLine(l);
@@ -73,16 +112,24 @@ function printEvidence({ o, memory, conclusion }: { o: LeaseOutcome; memory: Awa
 /** Does this lease name the pid: its root, a verified member, or a remnant? */
 function names(o: LeaseOutcome, pid: number): boolean {
   const v = o.verification;
-  return o.rootPid === pid || (o.wouldKill ?? []).includes(pid) || (v.tree ?? v.remnants)?.members.some((m) => m.pid === pid) === true;
+  return (
+    o.rootPid === pid ||
+    (o.wouldKill ?? []).includes(pid) ||
+    (v.tree ?? v.remnants)?.members.some((m) => m.pid === pid) === true
+  );
 }
 
 /** What `proclease reap` (and the gateway's own startup reap) would do, from the dry run's outcome. */
 function conclude(o: LeaseOutcome): string {
   const who = o.verification.lease.kind === "supervisor" ? "a process-supervisor run; " : "";
-  if (o.stateBefore === "closed" || o.stateBefore === "lost") return `${who}already ${o.stateBefore}; nothing would be done`;
+  if (o.stateBefore === "closed" || o.stateBefore === "lost")
+    return `${who}already ${o.stateBefore}; nothing would be done`;
   if (o.action === "skipped-live") return `${who}cleanup leaves it alone: ${o.why}`;
   if (o.wouldKill) {
-    const what = o.target === "tree" ? "the verified tree" : "the remnants (the wrapper is gone; these still carry the lease id and instance id)";
+    const what =
+      o.target === "tree"
+        ? "the verified tree"
+        : "the remnants (the wrapper is gone; these still carry the lease id and instance id)";
     return `${who}cleanup would SIGTERM ${what}, leaves first (${o.wouldKill.join(" ")}), SIGKILL what is left after the grace period (each identity re-checked before its signal), then mark the lease closed (it stays closing if any may still run)`;
   }
   const signal = o.verdict === "owned" ? "" : "cleanup sends no signal; ";

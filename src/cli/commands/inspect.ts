@@ -66,7 +66,13 @@ export async function run(parsed: ParsedArgs, io: CliIo): Promise<number> {
   }
   const labels = await labelProcesses(facts, [details]);
   if (flag(parsed, "json")) {
-    io.out(jsonLine({ backend: facts.backend, identityStrength: facts.identityStrength, process: { ...details, comm: labels.comm(pid), startedAt: labels.startedAt(details) } }));
+    io.out(
+      jsonLine({
+        backend: facts.backend,
+        identityStrength: facts.identityStrength,
+        process: { ...details, comm: labels.comm(pid), startedAt: labels.startedAt(details) },
+      }),
+    );
   } else {
     // comm, exe, argv and env values are the process's own: escaped for the terminal
     const shown = printableDeep({ details, keys, comm: labels.comm(pid) });

@@ -31,10 +31,16 @@ export async function loadVerifiedLeases(
 
 /** Argument plumbing only; the listing itself is below. */
 export async function run(parsed: ParsedArgs, io: CliIo): Promise<number> {
-  return listLeases({ stateDir: resolveStateDir(parsed), facts: factsFromFlag(parsed), json: flag(parsed, "json") }, io);
+  return listLeases(
+    { stateDir: resolveStateDir(parsed), facts: factsFromFlag(parsed), json: flag(parsed, "json") },
+    io,
+  );
 }
 
-async function listLeases({ stateDir, facts, json }: { stateDir: string; facts: ProcessFacts; json: boolean }, io: CliIo): Promise<number> {
+async function listLeases(
+  { stateDir, facts, json }: { stateDir: string; facts: ProcessFacts; json: boolean },
+  io: CliIo,
+): Promise<number> {
   const read = await loadVerifiedLeases(stateDir, facts);
   const readMemory = await Promise.all((read?.verifications ?? []).map((v) => leaseMemory(v.lease)));
   if (json) {
@@ -43,7 +49,12 @@ async function listLeases({ stateDir, facts, json }: { stateDir: string; facts: 
         backend: facts.backend,
         identityStrength: facts.identityStrength,
         stateDir,
-        leases: (read?.verifications ?? []).map((v, i) => ({ ...v.lease, verdict: v.verdict, evidence: v.evidence, ...(readMemory[i] !== undefined ? { memory: readMemory[i] } : {}) })),
+        leases: (read?.verifications ?? []).map((v, i) => ({
+          ...v.lease,
+          verdict: v.verdict,
+          evidence: v.evidence,
+          ...(readMemory[i] !== undefined ? { memory: readMemory[i] } : {}),
+        })),
         problems: read?.problems ?? [],
       }),
     );
@@ -59,7 +70,9 @@ async function listLeases({ stateDir, facts, json }: { stateDir: string; facts: 
   io.out(`state dir ${stateDir}: ${loaded.verifications.length} lease(s)\n`);
   // a memory column only where some lease's figures could be read (the reasons otherwise follow the table once)
   const withMemory = memory.some((m) => m?.ok === true);
-  const rows = [["LEASE", "STATE", "VERDICT", "ROOT", "PGID", "SESSION", "STARTED", ...(withMemory ? ["MEMORY (PEAK)"] : [])]];
+  const rows = [
+    ["LEASE", "STATE", "VERDICT", "ROOT", "PGID", "SESSION", "STARTED", ...(withMemory ? ["MEMORY (PEAK)"] : [])],
+  ];
   for (const [i, v] of loaded.verifications.entries()) {
     const l = v.lease;
     const m = memory[i];
@@ -71,7 +84,9 @@ async function listLeases({ stateDir, facts, json }: { stateDir: string; facts: 
       String(l.processGroupId ?? "-"),
       l.sessionKey,
       new Date(l.startedAt).toISOString(),
-      ...(withMemory ? [m?.ok === true ? `${formatBytes(m.current)} (${m.peak === null ? "-" : formatBytes(m.peak)})` : "-"] : []),
+      ...(withMemory
+        ? [m?.ok === true ? `${formatBytes(m.current)} (${m.peak === null ? "-" : formatBytes(m.peak)})` : "-"]
+        : []),
     ]);
   }
   io.out(table(rows));
@@ -79,7 +94,8 @@ async function listLeases({ stateDir, facts, json }: { stateDir: string; facts: 
     const line = settledLine(v.lease);
     if (line !== null) io.out(`${v.lease.leaseId} ${line}\n`);
   }
-  for (const line of memoryWhyLines(loaded.verifications.map((v, i) => ({ lease: v.lease, memory: memory[i] })))) io.out(`${line}\n`);
+  for (const line of memoryWhyLines(loaded.verifications.map((v, i) => ({ lease: v.lease, memory: memory[i] }))))
+    io.out(`${line}\n`);
   for (const p of loaded.problems) io.out(`problem: ${p.file}: ${p.detail}\n`);
   return 0;
 }

@@ -29,7 +29,11 @@ function row(p: ProcessInfo, labels: ProcessLabels, now: number, indent = ""): s
 function render(rows: string[][]): string {
   const widths = HEADER.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i]!.length)));
   const last = HEADER.length - 1;
-  const fmt = (r: readonly string[]) => r.map((c, i) => (i === last ? c : c.padStart(widths[i]!))).join("  ").trimEnd();
+  const fmt = (r: readonly string[]) =>
+    r
+      .map((c, i) => (i === last ? c : c.padStart(widths[i]!)))
+      .join("  ")
+      .trimEnd();
   return [fmt(HEADER), ...rows.map(fmt)].join("\n") + "\n";
 }
 

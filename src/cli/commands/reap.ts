@@ -19,7 +19,14 @@
  * through the host's instance index (orphan-instances.ts), and never one
  * that holds a cgroup or a process.
  */
-import { killCgroup, membersOf, removeCgroup, verifyCgroupIdentity, type KillOutcome, type RemoveOutcome } from "../../containment/index.js";
+import {
+  killCgroup,
+  membersOf,
+  removeCgroup,
+  verifyCgroupIdentity,
+  type KillOutcome,
+  type RemoveOutcome,
+} from "../../containment/index.js";
 import type { ProcessFacts } from "../../facts/types.js";
 import {
   DEFAULT_GRACE_MS,
@@ -32,7 +39,18 @@ import {
   type LifecycleDeps,
 } from "../../ownership/index.js";
 import { backendLine, factsFromFlag } from "../backend.js";
-import { EXIT, flag, graceMsOption, jsonLine, plural, printableDeep, resolveStateDir, table, type CliIo, type ParsedArgs } from "../io.js";
+import {
+  EXIT,
+  flag,
+  graceMsOption,
+  jsonLine,
+  plural,
+  printableDeep,
+  resolveStateDir,
+  table,
+  type CliIo,
+  type ParsedArgs,
+} from "../io.js";
 import { reapOrphanInstanceFolders, type InstanceFolderReport } from "../../ownership/host/orphan-instances.js";
 import { scanOrphanCgroups, type InstanceFolder, type OrphanCgroup } from "../../ownership/host/orphan-cgroups.js";
 import { attachedGuard, gatewayHolder, openReadOnly, openWriter } from "../lease-view.js";
@@ -71,12 +89,23 @@ async function reap(args: ReapArgs, io: CliIo): Promise<number> {
     const foldersFailed = instanceFolders.entries.some((e) => e.action === "failed");
     const code = await underStateLock(args, io, {
       command: "reap --orphan-cgroups",
-      lockedWhy: "it may be creating lease cgroups. Stop it first, or pass --force to leave alone any cgroup a live gateway may be making",
+      lockedWhy:
+        "it may be creating lease cgroups. Stop it first, or pass --force to leave alone any cgroup a live gateway may be making",
       nothingText: "no cgroup root is recorded there",
       nothingJson: { orphanCgroups: true, folders: [], entries: [], problems: [], instanceFolders },
       run: (deps, live, dryRun) => orphanPlan(stateDir, deps, live, dryRun),
       print: (r) => {
-        if (json) io.out(jsonLine({ backend: facts.backend, identityStrength: facts.identityStrength, stateDir, orphanCgroups: true, ...r, instanceFolders }));
+        if (json)
+          io.out(
+            jsonLine({
+              backend: facts.backend,
+              identityStrength: facts.identityStrength,
+              stateDir,
+              orphanCgroups: true,
+              ...r,
+              instanceFolders,
+            }),
+          );
         else io.out(formatOrphanReport(printableDeep(r)));
         return r.entries.some((e) => e.action === "failed") ? EXIT.failed : EXIT.ok;
       },
@@ -90,9 +119,23 @@ async function reap(args: ReapArgs, io: CliIo): Promise<number> {
     nothingText: "nothing to reap",
     nothingJson: { examined: 0, entries: [] },
     run: (deps, live, dryRun) =>
-      reconcileLeases(deps, dryRun ? { dryRun: true, skipAttached: attachedGuard(live) } : { skipAttached: attachedGuard(live), retentionMs: DEFAULT_RETENTION_MS }),
+      reconcileLeases(
+        deps,
+        dryRun
+          ? { dryRun: true, skipAttached: attachedGuard(live) }
+          : { skipAttached: attachedGuard(live), retentionMs: DEFAULT_RETENTION_MS },
+      ),
     print: (r) => {
-      if (json) io.out(jsonLine({ backend: facts.backend, identityStrength: facts.identityStrength, stateDir, ...r, entries: r.entries.map(entryJson) }));
+      if (json)
+        io.out(
+          jsonLine({
+            backend: facts.backend,
+            identityStrength: facts.identityStrength,
+            stateDir,
+            ...r,
+            entries: r.entries.map(entryJson),
+          }),
+        );
       else io.out(formatReport(printableDeep(r)));
       return EXIT.ok;
     },
@@ -115,10 +158,24 @@ interface ReapMode<R> {
  * gateway holds the state dir); a real one takes the state dir's lock, or
  * refuses while a gateway holds it unless --force.
  */
-async function underStateLock<R>({ stateDir, graceMs, dryRun, force, json, facts }: ReapArgs, io: CliIo, mode: ReapMode<R>): Promise<number> {
+async function underStateLock<R>(
+  { stateDir, graceMs, dryRun, force, json, facts }: ReapArgs,
+  io: CliIo,
+  mode: ReapMode<R>,
+): Promise<number> {
   if (!json) io.out(backendLine(facts));
   const nothing = () => {
-    if (json) io.out(jsonLine({ backend: facts.backend, identityStrength: facts.identityStrength, stateDir, dryRun, ...mode.nothingJson, note: "no gateway instance id in this state dir" }));
+    if (json)
+      io.out(
+        jsonLine({
+          backend: facts.backend,
+          identityStrength: facts.identityStrength,
+          stateDir,
+          dryRun,
+          ...mode.nothingJson,
+          note: "no gateway instance id in this state dir",
+        }),
+      );
     else io.out(`no gateway instance id under ${stateDir}: ${mode.nothingText} (nothing was created)\n`);
     return EXIT.ok;
   };
@@ -127,7 +184,9 @@ async function underStateLock<R>({ stateDir, graceMs, dryRun, force, json, facts
     if (!deps) return nothing();
     const holder = await gatewayHolder(stateDir, facts);
     if (holder.held && !json) {
-      io.out(`a gateway${holder.holderPid !== null ? ` (pid ${holder.holderPid})` : ""} holds this state dir: ${mode.command} would refuse without --force; with --force it would do this:\n`);
+      io.out(
+        `a gateway${holder.holderPid !== null ? ` (pid ${holder.holderPid})` : ""} holds this state dir: ${mode.command} would refuse without --force; with --force it would do this:\n`,
+      );
     }
     return mode.print(await mode.run(deps, holder.held, true));
   }
@@ -165,7 +224,9 @@ export function formatReport(r: LeaseReconcileReport): string {
   let out =
     `${r.dryRun ? "dry run: " : ""}examined ${plural(r.examined, "open/closing lease")} ` +
     `of instance ${r.gatewayInstanceId} in ${r.elapsedMs} ms (${plural(r.snapshots, "snapshot")})\n`;
-  const rows = r.dryRun ? [["LEASE", "ROOT", "VERDICT", "WOULD", "STATE", "WHY"]] : [["LEASE", "ROOT", "VERDICT", "ACTION", "STATE", "KILLED"]];
+  const rows = r.dryRun
+    ? [["LEASE", "ROOT", "VERDICT", "WOULD", "STATE", "WHY"]]
+    : [["LEASE", "ROOT", "VERDICT", "ACTION", "STATE", "KILLED"]];
   for (const e of r.entries) {
     const root = String(e.rootPid || "-");
     const state = e.stateBefore === e.stateAfter ? `${e.stateAfter} (unchanged)` : `${e.stateBefore}→${e.stateAfter}`;
@@ -173,7 +234,14 @@ export function formatReport(r: LeaseReconcileReport): string {
       const what = e.wouldKill ? `${WOULD[e.action]}: ${e.wouldKill.join(" ")}` : WOULD[e.action];
       rows.push([e.leaseId, root, e.verdict, what, state, e.why]);
     } else {
-      rows.push([e.leaseId, root, e.verdict, e.action, state, e.kill ? e.kill.results.map((m) => `${m.pid}:${m.outcome}`).join(" ") : ""]);
+      rows.push([
+        e.leaseId,
+        root,
+        e.verdict,
+        e.action,
+        state,
+        e.kill ? e.kill.results.map((m) => `${m.pid}:${m.outcome}`).join(" ") : "",
+      ]);
     }
   }
   if (r.entries.length > 0) out += table(rows);
@@ -201,31 +269,60 @@ export interface OrphanReapReport {
 }
 
 /** The plan (dry run) or its execution, one orphan at a time. `live`: a gateway may be running (dry run beside one, or --force). */
-async function orphanPlan(stateDir: string, deps: LifecycleDeps, live: boolean, dryRun: boolean): Promise<OrphanReapReport> {
+async function orphanPlan(
+  stateDir: string,
+  deps: LifecycleDeps,
+  live: boolean,
+  dryRun: boolean,
+): Promise<OrphanReapReport> {
   const { leases, problems } = await deps.store.list();
-  const scan = await scanOrphanCgroups(stateDir, leases, problems.map((p) => p.file));
+  const scan = await scanOrphanCgroups(
+    stateDir,
+    leases,
+    problems.map((p) => p.file),
+  );
   const entries: OrphanReapEntry[] = [];
   const named = new Set(leases.map((l) => l.leaseId));
   for (const o of scan.orphans) entries.push(await orphanEntry(o, deps, live, dryRun, named.has(o.name)));
-  return { dryRun, folders: scan.folders, entries, problems: [...scan.problems, ...problems.map((p) => `${p.file}: ${p.detail}`)] };
+  return {
+    dryRun,
+    folders: scan.folders,
+    entries,
+    problems: [...scan.problems, ...problems.map((p) => `${p.file}: ${p.detail}`)],
+  };
 }
 
-async function orphanEntry(o: OrphanCgroup, deps: LifecycleDeps, live: boolean, dryRun: boolean, leaseNamed: boolean): Promise<OrphanReapEntry> {
+async function orphanEntry(
+  o: OrphanCgroup,
+  deps: LifecycleDeps,
+  live: boolean,
+  dryRun: boolean,
+  leaseNamed: boolean,
+): Promise<OrphanReapEntry> {
   const base = { name: o.name, path: o.path, id: o.id, populated: o.populated, code: o.code, why: o.why };
   const leave = (detail: string): OrphanReapEntry => ({ ...base, action: "left-alone", detail });
   if (o.caution !== undefined && (o.cautionOnlyIfLive !== true || live)) return leave(o.caution);
   const foreign = await foreignMarkers(o.path, deps);
   if (foreign !== null) return leave(foreign);
-  if (dryRun) return { ...base, action: "would-remove", detail: o.populated === "populated" ? "cgroup.kill, then remove it" : "remove it" };
+  if (dryRun)
+    return {
+      ...base,
+      action: "would-remove",
+      detail: o.populated === "populated" ? "cgroup.kill, then remove it" : "remove it",
+    };
   // what was listed must still be what is acted on: no lease of that name since, the same directory
   if (!leaseNamed && (await deps.store.get(o.name).catch(() => undefined)) !== null) {
     return leave(`a lease file named ${o.name} appeared (or could not be read) since the listing`);
   }
   const id = await verifyCgroupIdentity(o.path, o.id);
   if (id === "gone") return { ...base, action: "gone", detail: "removed by someone else before this reap" };
-  if (id !== "match") return leave(`its identity is now ${id === "mismatch" ? "another one (re-created since the listing)" : "unreadable"}`);
+  if (id !== "match")
+    return leave(
+      `its identity is now ${id === "mismatch" ? "another one (re-created since the listing)" : "unreadable"}`,
+    );
   const kill = await killCgroup(o.path, { signaller: deps.signaller });
-  if (kill.outcome !== "empty" && kill.outcome !== "gone") return { ...base, action: "failed", kill, detail: describe(kill) };
+  if (kill.outcome !== "empty" && kill.outcome !== "gone")
+    return { ...base, action: "failed", kill, detail: describe(kill) };
   const remove = await removeCgroup(o.path);
   const ok = remove.outcome === "removed" || remove.outcome === "gone";
   return { ...base, action: ok ? "removed" : "failed", kill, remove, detail: `${describe(kill)}; ${describe(remove)}` };
@@ -240,7 +337,10 @@ async function foreignMarkers(path: string, deps: LifecycleDeps): Promise<string
   const m = await membersOf(path);
   if (m.state !== "ok") return null;
   for (const pid of m.pids) {
-    const marker = foreignInstanceOf(await deps.facts.inspect(pid, { envKeys: [INSTANCE_ENV_KEY] }).catch(() => null), deps.gatewayInstanceId);
+    const marker = foreignInstanceOf(
+      await deps.facts.inspect(pid, { envKeys: [INSTANCE_ENV_KEY] }).catch(() => null),
+      deps.gatewayInstanceId,
+    );
     if (marker !== null) {
       return `pid ${pid} in it carries gateway instance ${marker}'s marker (not ${deps.gatewayInstanceId}): another state dir's lease under a shared cgroup root; left alone`;
     }
@@ -251,7 +351,8 @@ async function foreignMarkers(path: string, deps: LifecycleDeps): Promise<string
 function describe(r: KillOutcome | RemoveOutcome): string {
   if ("why" in r) return `${r.outcome}: ${r.why}`;
   if (r.outcome === "empty") return r.via === "already-empty" ? "nothing in it" : `emptied by ${r.via}`;
-  if (r.outcome === "survivors") return `survivors (${r.pids?.join(" ") ?? "unknown pids"}) after ${r.via}${r.detail ? `: ${r.detail}` : ""}`;
+  if (r.outcome === "survivors")
+    return `survivors (${r.pids?.join(" ") ?? "unknown pids"}) after ${r.via}${r.detail ? `: ${r.detail}` : ""}`;
   if (r.outcome === "busy") return `busy (${r.populated}): ${r.detail}`;
   return r.outcome;
 }
@@ -260,23 +361,28 @@ export function formatOrphanReport(r: OrphanReapReport): string {
   let out = `${r.dryRun ? "dry run: " : ""}${r.entries.length === 0 ? "no orphan cgroups" : plural(r.entries.length, "orphan cgroup")} in ${plural(r.folders.filter((x) => x.state === "listed").length, "instance folder")}\n`;
   if (r.entries.length > 0) {
     const rows = [["CGROUP", "POPULATED", r.dryRun ? "WOULD" : "ACTION", "DETAIL", "WHY"]];
-    for (const e of r.entries) rows.push([e.path, e.populated, e.action === "would-remove" ? "remove" : e.action, e.detail ?? "", e.why]);
+    for (const e of r.entries)
+      rows.push([e.path, e.populated, e.action === "would-remove" ? "remove" : e.action, e.detail ?? "", e.why]);
     out += table(rows);
   }
-  for (const x of r.folders) if (x.state === "refused" || x.state === "unknown") out += `instance folder ${x.state}: ${x.why ?? x.folder}\n`;
+  for (const x of r.folders)
+    if (x.state === "refused" || x.state === "unknown") out += `instance folder ${x.state}: ${x.why ?? x.folder}\n`;
   for (const p of r.problems) out += `problem: ${p}\n`;
   return out;
 }
 
 export function formatInstanceFolders(r: InstanceFolderReport): string {
-  if (r.index === null) return "instance folders of deleted state dirs: not looked for (this host has no instance index)\n";
+  if (r.index === null)
+    return "instance folders of deleted state dirs: not looked for (this host has no instance index)\n";
   let out = `${r.dryRun ? "dry run: " : ""}${r.entries.length === 0 ? "no instance folders" : plural(r.entries.length, "instance folder")} whose state dir is gone (index ${r.index})\n`;
   if (r.entries.length > 0) {
     const rows = [["FOLDER", "STATE", r.dryRun ? "WOULD" : "ACTION", "DETAIL", "STATE DIR (GONE)"]];
-    for (const e of r.entries) rows.push([e.folder, e.state, e.action === "would-remove" ? "remove" : e.action, e.detail, e.stateDir]);
+    for (const e of r.entries)
+      rows.push([e.folder, e.state, e.action === "would-remove" ? "remove" : e.action, e.detail, e.stateDir]);
     out += table(rows);
   }
-  if (r.forgotten.length > 0) out += `${r.dryRun ? "would forget" : "forgot"} ${plural(r.forgotten.length, "index record")}: ${r.forgotten.join(" ")}\n`;
+  if (r.forgotten.length > 0)
+    out += `${r.dryRun ? "would forget" : "forgot"} ${plural(r.forgotten.length, "index record")}: ${r.forgotten.join(" ")}\n`;
   for (const p of r.problems) out += `problem: ${p}\n`;
   return out;
 }

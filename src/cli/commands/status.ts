@@ -32,7 +32,20 @@ import {
   type OwnershipEvidence,
 } from "../../ownership/index.js";
 import { backendLine, factsFromFlag } from "../backend.js";
-import { flag, formatAge, jsonLine, painter, plural, printableDeep, type Paint, resolveStateDir, resultHue, table, type CliIo, type ParsedArgs } from "../io.js";
+import {
+  flag,
+  formatAge,
+  jsonLine,
+  painter,
+  plural,
+  printableDeep,
+  type Paint,
+  resolveStateDir,
+  resultHue,
+  table,
+  type CliIo,
+  type ParsedArgs,
+} from "../io.js";
 import { labelProcesses } from "../labels.js";
 import { leaseMemory, memoryFigures, memoryWhyLines } from "../lease-view.js";
 import { scanOrphanCgroups, type OrphanScan } from "../../ownership/host/orphan-cgroups.js";
@@ -147,7 +160,8 @@ export async function collectStatus(stateDir: string, facts: ProcessFacts): Prom
   // process list cannot be read, verification answers "unknown" by itself
   const snapshot = await facts.snapshot().catch((): ProcessSnapshot | null => null);
   const takenAt = snapshot?.takenAt ?? Date.now();
-  const verifications = leases.length === 0 ? [] : await verifyLeases(leases, facts, snapshot !== null ? { snapshot } : {});
+  const verifications =
+    leases.length === 0 ? [] : await verifyLeases(leases, facts, snapshot !== null ? { snapshot } : {});
   const members = verifications.flatMap((v) => (v.tree ?? v.remnants)?.members ?? []);
   const labels = await labelProcesses(facts, members);
   const out: StatusLease[] = [];
@@ -178,8 +192,18 @@ export async function collectStatus(stateDir: string, facts: ProcessFacts): Prom
       ...(memory !== undefined ? { memory } : {}),
     });
   }
-  const orphanCgroups = await scanOrphanCgroups(stateDir, leases, problems.map((p) => p.file));
-  return { ...base, takenAt, leases: out, problems: problems.map((p) => ({ file: p.file, detail: p.detail })), orphanCgroups };
+  const orphanCgroups = await scanOrphanCgroups(
+    stateDir,
+    leases,
+    problems.map((p) => p.file),
+  );
+  return {
+    ...base,
+    takenAt,
+    leases: out,
+    problems: problems.map((p) => ({ file: p.file, detail: p.detail })),
+    orphanCgroups,
+  };
 }
 
 /** Ownership's marker rule, asked of the very process in the snapshot (a pid reused since answers "unknown"). */
@@ -207,7 +231,9 @@ function orderTree(members: readonly ProcessInfo[], rootPid: number): Array<{ p:
     list.push(m);
     kids.set(m.ppid, list);
   }
-  const tops = members.filter((m) => m.ppid === m.pid || !byPid.has(m.ppid)).sort((a, b) => (a.pid === rootPid ? -1 : b.pid === rootPid ? 1 : a.pid - b.pid));
+  const tops = members
+    .filter((m) => m.ppid === m.pid || !byPid.has(m.ppid))
+    .sort((a, b) => (a.pid === rootPid ? -1 : b.pid === rootPid ? 1 : a.pid - b.pid));
   const out: Array<{ p: ProcessInfo; depth: number }> = [];
   const seen = new Set<number>();
   const visit = (p: ProcessInfo, depth: number) => {
@@ -242,13 +268,15 @@ export function renderStatus(collected: StatusView, io: CliIo, watching: boolean
   for (const l of full) out += "\n" + leaseBlock(l, paint, view.takenAt);
   if (settled.length > 0) {
     out += `\nsettled, nothing alive (${settled.length}${settled.length > SETTLED_LINES ? `, newest ${SETTLED_LINES} shown` : ""}):\n`;
-    const rows = settled.slice(0, SETTLED_LINES).map((l) => [
-      `  ${l.lease.leaseId}`,
-      paint(resultHue(l.lease.state), l.lease.state),
-      `age ${formatAge(l.ageMs)}`,
-      `verdict ${l.verdict}`,
-      l.lease.sessionKey,
-    ]);
+    const rows = settled
+      .slice(0, SETTLED_LINES)
+      .map((l) => [
+        `  ${l.lease.leaseId}`,
+        paint(resultHue(l.lease.state), l.lease.state),
+        `age ${formatAge(l.ageMs)}`,
+        `verdict ${l.verdict}`,
+        l.lease.sessionKey,
+      ]);
     out += table(rows);
     for (const l of settled.slice(0, SETTLED_LINES)) out += `  ${l.lease.leaseId} ${settledLine(l.lease)}\n`;
   }
@@ -264,10 +292,13 @@ export function orphanLines(scan: OrphanScan, paint: Paint): string {
   if (scan.orphans.length > 0) {
     out += `\n${paint("yellow", `orphan cgroups (${scan.orphans.length})`)}: no lease's own; \`proclease reap --orphan-cgroups\` ends and removes them\n`;
     const rows = [["  CGROUP", "POPULATED", "WHY"]];
-    for (const o of scan.orphans) rows.push([`  ${o.path}`, paint(o.populated === "populated" ? "red" : "dim", o.populated), o.caution ?? o.why]);
+    for (const o of scan.orphans)
+      rows.push([`  ${o.path}`, paint(o.populated === "populated" ? "red" : "dim", o.populated), o.caution ?? o.why]);
     out += table(rows);
   }
-  for (const r of scan.folders) if (r.state === "refused" || r.state === "unknown") out += paint("red", `instance folder ${r.state}: ${r.why ?? r.folder}`) + "\n";
+  for (const r of scan.folders)
+    if (r.state === "refused" || r.state === "unknown")
+      out += paint("red", `instance folder ${r.state}: ${r.why ?? r.folder}`) + "\n";
   for (const p of scan.problems) out += paint("red", `problem: ${p}`) + "\n";
   return out;
 }
@@ -279,7 +310,10 @@ function leaseBlock(l: StatusLease, paint: Paint, now: number): string {
     table([
       ["  session", x.sessionKey],
       ["  instance", x.gatewayInstanceId],
-      ["  root", `pid ${x.rootPid || "- (not spawned yet)"}  pgid ${x.processGroupId ?? "-"}  start ${x.rootStartTime ?? "-"}`],
+      [
+        "  root",
+        `pid ${x.rootPid || "- (not spawned yet)"}  pgid ${x.processGroupId ?? "-"}  start ${x.rootStartTime ?? "-"}`,
+      ],
       ...(x.cgroup ? [["  cgroup", x.cgroup.path]] : []),
       // a reading that failed is said once below the leases, not in every block
       ...(l.memory?.ok === true ? [["  memory", memoryFigures(l.memory)]] : []),
@@ -326,7 +360,10 @@ export function treePrefixes(depths: readonly number[]): string[] {
       return "";
     }
     open.length = d;
-    const lead = open.slice(1, d).map((o) => (o ? "│  " : "   ")).join("");
+    const lead = open
+      .slice(1, d)
+      .map((o) => (o ? "│  " : "   "))
+      .join("");
     open[d] = !last[i];
     return `${lead}${last[i] ? "└─ " : "├─ "}`;
   });
@@ -341,7 +378,9 @@ function verdictWhy(l: StatusLease): string {
     case "mismatch":
       return `${count("mismatch").join(", ")} did not match: the process there is not this lease's, nothing would be signalled`;
     case "gone":
-      return l.live === "remnants" ? `the root is gone; ${l.processes.length === 1 ? "1 remnant still carries" : `${l.processes.length} remnants still carry`} both markers` : "the root is not alive";
+      return l.live === "remnants"
+        ? `the root is gone; ${l.processes.length === 1 ? "1 remnant still carries" : `${l.processes.length} remnants still carry`} both markers`
+        : "the root is not alive";
     default:
       return `ownership cannot be established (${count("unknown").join(", ") || "no evidence"} unknown): fail closed, nothing would be signalled`;
   }

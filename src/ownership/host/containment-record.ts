@@ -63,7 +63,8 @@ export function rootShapeProblem(root: unknown): string | null {
 export async function checkInstanceFolder(dir: string): Promise<string | "absent" | null> {
   const shape = rootShapeProblem(dirname(dir));
   if (shape !== null) return `${dir} is not in a proclease root: ${shape}`;
-  if (!CGROUP_NAME_RE.test(basename(dir))) return `${dir} is not an instance folder (its name must match ${CGROUP_NAME_RE})`;
+  if (!CGROUP_NAME_RE.test(basename(dir)))
+    return `${dir} is not an instance folder (its name must match ${CGROUP_NAME_RE})`;
   const fs = await cgroupPathProblem(dir);
   return fs === "gone" ? "absent" : fs;
 }
@@ -96,11 +97,27 @@ export async function readContainmentRecord(stateDir: string): Promise<Containme
     return { kind: "refused", why: `${file} is not valid JSON` };
   }
   const o = v as Partial<ContainmentRecord> | null;
-  if (typeof o !== "object" || o === null || o.version !== RECORD_VERSION || !Array.isArray(o.roots) || typeof o.updatedAt !== "number") {
-    return { kind: "refused", why: `${file} does not have the shape {version: ${RECORD_VERSION}, roots: [paths], updatedAt}` };
+  if (
+    typeof o !== "object" ||
+    o === null ||
+    o.version !== RECORD_VERSION ||
+    !Array.isArray(o.roots) ||
+    typeof o.updatedAt !== "number"
+  ) {
+    return {
+      kind: "refused",
+      why: `${file} does not have the shape {version: ${RECORD_VERSION}, roots: [paths], updatedAt}`,
+    };
   }
   // each root is checked where it is used (checkInstanceFolder), so one bad entry refuses only itself
-  return { kind: "ok", record: { version: RECORD_VERSION, roots: o.roots.map((x) => (typeof x === "string" ? x : JSON.stringify(x))), updatedAt: o.updatedAt } };
+  return {
+    kind: "ok",
+    record: {
+      version: RECORD_VERSION,
+      roots: o.roots.map((x) => (typeof x === "string" ? x : JSON.stringify(x))),
+      updatedAt: o.updatedAt,
+    },
+  };
 }
 
 /**
@@ -116,9 +133,16 @@ export async function recordContainmentRoot(stateDir: string, root: string, inst
   if (!(await ensurePrivateDir(dir, false))) throw new Error(`${dir} does not exist: open the lease store first`);
   const prev = await readContainmentRecord(stateDir);
   const earlier = prev.kind === "ok" ? prev.record.roots.filter((x) => x !== root && rootShapeProblem(x) === null) : [];
-  const record: ContainmentRecord = { version: RECORD_VERSION, roots: [root, ...earlier].slice(0, MAX_ROOTS), updatedAt: Date.now() };
+  const record: ContainmentRecord = {
+    version: RECORD_VERSION,
+    roots: [root, ...earlier].slice(0, MAX_ROOTS),
+    updatedAt: Date.now(),
+  };
   // a restart in the same cgroup changes nothing: no write (a full disk must not keep a gateway from starting)
-  const same = prev.kind === "ok" && prev.record.roots.length === record.roots.length && prev.record.roots.every((x, i) => x === record.roots[i]);
+  const same =
+    prev.kind === "ok" &&
+    prev.record.roots.length === record.roots.length &&
+    prev.record.roots.every((x, i) => x === record.roots[i]);
   if (!same) await atomicWrite(dir, CONTAINMENT_RECORD_FILE, JSON.stringify(record) + "\n", true);
   // the host's index finds this instance's folder once the state dir is deleted (instance-index.ts)
   if (instanceId !== undefined) await recordInstance(instanceId, resolve(stateDir), root);

@@ -47,7 +47,9 @@ export async function orphanCgroupsRow(stateDir: string): Promise<DoctorRow> {
   const folders = scan.orphans.map((o) => `${o.folder} (${o.state}: ${o.why}; its state dir ${o.stateDir} is gone)`);
   const more = [
     ...(folders.length > 0
-      ? [`${plural(folders.length, "instance folder")} whose state dir is gone: ${folders.join(", ")}; \`proclease reap --orphan-cgroups\` removes the empty ones`]
+      ? [
+          `${plural(folders.length, "instance folder")} whose state dir is gone: ${folders.join(", ")}; \`proclease reap --orphan-cgroups\` removes the empty ones`,
+        ]
       : []),
     ...scan.problems.map((p) => `instance index: ${p}`),
   ];
@@ -65,26 +67,54 @@ async function stateDirOrphansRow(stateDir: string): Promise<DoctorRow> {
       unreadable = listed.problems.map((p) => p.file);
     }
   } catch (e) {
-    return { capability: cap, ok: false, detail: `cannot read the leases of ${stateDir}: ${e instanceof Error ? e.message : String(e)}` };
+    return {
+      capability: cap,
+      ok: false,
+      detail: `cannot read the leases of ${stateDir}: ${e instanceof Error ? e.message : String(e)}`,
+    };
   }
   const scan = await scanOrphanCgroups(stateDir, leases, unreadable);
   const bad = [
-    ...scan.folders.filter((r) => r.state === "refused" || r.state === "unknown").map((r) => `instance folder ${r.state}: ${r.why ?? r.folder}`),
+    ...scan.folders
+      .filter((r) => r.state === "refused" || r.state === "unknown")
+      .map((r) => `instance folder ${r.state}: ${r.why ?? r.folder}`),
     ...scan.problems,
   ];
   if (scan.folders.length === 0) {
-    return { capability: cap, ok: bad.length === 0, detail: bad.length > 0 ? bad.join("; ") : `none: ${stateDir} records no proclease cgroup root and no lease records a cgroup` };
+    return {
+      capability: cap,
+      ok: bad.length === 0,
+      detail:
+        bad.length > 0
+          ? bad.join("; ")
+          : `none: ${stateDir} records no proclease cgroup root and no lease records a cgroup`,
+    };
   }
   const where = scan.folders.filter((r) => r.state === "listed").map((r) => r.folder);
   if (scan.orphans.length === 0) {
-    return { capability: cap, ok: bad.length === 0, detail: [`none in ${where.join(", ") || "the recorded instance folders (none exists now)"}`, ...bad].join("; ") };
+    return {
+      capability: cap,
+      ok: bad.length === 0,
+      detail: [`none in ${where.join(", ") || "the recorded instance folders (none exists now)"}`, ...bad].join("; "),
+    };
   }
   const list = scan.orphans.map((o) => `${o.path} (${o.populated}: ${o.caution ?? o.why})`).join(", ");
-  return { capability: cap, ok: false, detail: [`${plural(scan.orphans.length, "orphan cgroup")}: ${list}; \`proclease reap --orphan-cgroups --state-dir ${stateDir}\` ends and removes them`, ...bad].join("; ") };
+  return {
+    capability: cap,
+    ok: false,
+    detail: [
+      `${plural(scan.orphans.length, "orphan cgroup")}: ${list}; \`proclease reap --orphan-cgroups --state-dir ${stateDir}\` ends and removes them`,
+      ...bad,
+    ].join("; "),
+  };
 }
 
 /** Every doctor row: the host's facts capabilities, containment, and with a state dir its orphan cgroups. */
-export async function collectDoctorRows(facts: ProcessFacts, forced: string | undefined, stateDir?: string): Promise<DoctorRow[]> {
+export async function collectDoctorRows(
+  facts: ProcessFacts,
+  forced: string | undefined,
+  stateDir?: string,
+): Promise<DoctorRow[]> {
   return [
     ...(await hostCapabilityRows(facts, forced, loadNative())),
     await containmentRow(),

@@ -54,7 +54,8 @@ export async function recordInstance(instanceId: string, stateDir: string, root:
   try {
     await ensurePrivateDir(dir);
     const prev = await readInstance(dir, instanceId);
-    const earlier = prev.kind === "ok" && prev.record.stateDir === stateDir ? prev.record.roots.filter((r) => r !== root) : [];
+    const earlier =
+      prev.kind === "ok" && prev.record.stateDir === stateDir ? prev.record.roots.filter((r) => r !== root) : [];
     const record = { version: VERSION, instanceId, stateDir, roots: [root, ...earlier].slice(0, MAX_ROOTS) };
     await atomicWrite(dir, `${instanceId}.json`, JSON.stringify(record), false);
   } catch {
@@ -62,14 +63,19 @@ export async function recordInstance(instanceId: string, stateDir: string, root:
   }
 }
 
-export type InstanceRead = { kind: "ok"; record: InstanceIndexRecord } | { kind: "missing" } | { kind: "refused"; why: string };
+export type InstanceRead =
+  { kind: "ok"; record: InstanceIndexRecord } | { kind: "missing" } | { kind: "refused"; why: string };
 
 /** One record, with the store's refusals (a symlink, a foreign owner, a loose mode, a bad shape). */
 export async function readInstance(dir: string, instanceId: string): Promise<InstanceRead> {
   const file = join(dir, `${instanceId}.json`);
   const r = await readOwnedFile(file, 64 * 1024);
   if (r.kind === "missing") return { kind: "missing" };
-  if (r.kind !== "ok") return { kind: "refused", why: `${file}: ${r.kind === "unreadable" ? r.detail : r.kind === "foreign-owner" ? `owned by uid ${r.uid}` : "a symlink"}; refusing to trust it` };
+  if (r.kind !== "ok")
+    return {
+      kind: "refused",
+      why: `${file}: ${r.kind === "unreadable" ? r.detail : r.kind === "foreign-owner" ? `owned by uid ${r.uid}` : "a symlink"}; refusing to trust it`,
+    };
   try {
     assertPrivate(file, r, "file");
     const o = JSON.parse(r.text) as Partial<InstanceIndexRecord> & { version?: unknown };
@@ -80,7 +86,11 @@ export async function readInstance(dir: string, instanceId: string): Promise<Ins
       isAbsolute(o.stateDir) &&
       Array.isArray(o.roots) &&
       o.roots.every((x) => typeof x === "string");
-    if (!ok) return { kind: "refused", why: `${file} does not have the shape {version: ${VERSION}, instanceId, stateDir, roots}` };
+    if (!ok)
+      return {
+        kind: "refused",
+        why: `${file} does not have the shape {version: ${VERSION}, instanceId, stateDir, roots}`,
+      };
     return { kind: "ok", record: { instanceId, stateDir: o.stateDir!, roots: o.roots! } };
   } catch (e) {
     return { kind: "refused", why: `${file}: ${e instanceof Error ? e.message : String(e)}` };
@@ -92,7 +102,12 @@ export async function listInstanceIds(dir: string): Promise<{ ids: string[] } | 
   try {
     if (!(await ensurePrivateDir(dir, false))) return { ids: [] };
     const names = await readdir(dir);
-    return { ids: names.filter((n) => n.endsWith(".json") && CGROUP_NAME_RE.test(n.slice(0, -5))).map((n) => n.slice(0, -5)).sort() };
+    return {
+      ids: names
+        .filter((n) => n.endsWith(".json") && CGROUP_NAME_RE.test(n.slice(0, -5)))
+        .map((n) => n.slice(0, -5))
+        .sort(),
+    };
   } catch (e) {
     return { why: `cannot list ${dir}: ${e instanceof Error ? e.message : String(e)}` };
   }

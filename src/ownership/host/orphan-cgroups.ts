@@ -24,7 +24,13 @@ export interface InstanceFolder {
  * directory took a lease's name, no lease file of its name, its lease file
  * unreadable, its lease records another cgroup, or records none.
  */
-export type OrphanCode = "left-by-settled-lease" | "identity-differs" | "no-lease-file" | "lease-file-unreadable" | "recorded-elsewhere" | "no-cgroup-recorded";
+export type OrphanCode =
+  | "left-by-settled-lease"
+  | "identity-differs"
+  | "no-lease-file"
+  | "lease-file-unreadable"
+  | "recorded-elsewhere"
+  | "no-cgroup-recorded";
 
 export interface OrphanCgroup {
   name: string;
@@ -125,28 +131,53 @@ export async function scanOrphanCgroups(
   return { folders, orphans, owned, problems };
 }
 
-function classify(c: ListedCgroup, leases: readonly ProcessLease[], unreadable: ReadonlySet<string>, stateDir: string): OrphanCgroup | null {
+function classify(
+  c: ListedCgroup,
+  leases: readonly ProcessLease[],
+  unreadable: ReadonlySet<string>,
+  stateDir: string,
+): OrphanCgroup | null {
   const base = { name: c.name, path: c.path, id: c.id, populated: c.populated };
   const recorders = leases.filter((l) => l.cgroup?.path === c.path);
   const own = recorders.find((l) => l.cgroup!.id === c.id);
   if (own !== undefined) {
     if (LIVE.has(own.state)) return null;
     // a settled lease's cgroup should have been removed; nothing drains it any more
-    return { ...base, code: "left-by-settled-lease", why: `left over from lease ${own.leaseId}, already ${own.state}: nothing will drain or remove it` };
+    return {
+      ...base,
+      code: "left-by-settled-lease",
+      why: `left over from lease ${own.leaseId}, already ${own.state}: nothing will drain or remove it`,
+    };
   }
   if (recorders.length > 0) {
     const r = recorders[0]!;
-    return { ...base, code: "identity-differs", why: `not lease ${r.leaseId}'s: its identity (cgroup.id ${c.id}) differs from the one the lease recorded (${r.cgroup!.id}), so it was created again under that name` };
+    return {
+      ...base,
+      code: "identity-differs",
+      why: `not lease ${r.leaseId}'s: its identity (cgroup.id ${c.id}) differs from the one the lease recorded (${r.cgroup!.id}), so it was created again under that name`,
+    };
   }
   if (unreadable.has(c.name)) {
     const why = `the lease file named ${c.name} cannot be read, so whether this is its cgroup is unknown`;
     return { ...base, code: "lease-file-unreadable", why, caution: `${why}; left alone` };
   }
   const byName = leases.find((l) => l.leaseId === c.name);
-  if (byName === undefined) return { ...base, code: "no-lease-file", why: `no lease file named ${c.name} in ${stateDir}` };
-  if (byName.cgroup) return { ...base, code: "recorded-elsewhere", why: `lease ${c.name} records its cgroup at ${byName.cgroup.path}, not here` };
+  if (byName === undefined)
+    return { ...base, code: "no-lease-file", why: `no lease file named ${c.name} in ${stateDir}` };
+  if (byName.cgroup)
+    return {
+      ...base,
+      code: "recorded-elsewhere",
+      why: `lease ${c.name} records its cgroup at ${byName.cgroup.path}, not here`,
+    };
   const why = `lease ${c.name} (${byName.state}) records no cgroup`;
   if (!LIVE.has(byName.state)) return { ...base, code: "no-cgroup-recorded", why };
   // the gateway writes the lease, then makes its cgroup, then records it: beside a live gateway this is a lease in the making
-  return { ...base, code: "no-cgroup-recorded", why, caution: `${why} yet: a live gateway may be creating it; left alone`, cautionOnlyIfLive: true };
+  return {
+    ...base,
+    code: "no-cgroup-recorded",
+    why,
+    caution: `${why} yet: a live gateway may be creating it; left alone`,
+    cautionOnlyIfLive: true,
+  };
 }

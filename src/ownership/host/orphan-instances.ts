@@ -16,7 +16,13 @@
 import { promises as fsp } from "node:fs";
 import { join } from "node:path";
 import { isPopulated, subdirectories } from "../../containment/index.js";
-import { forgetInstance, instanceIndexDir, listInstanceIds, readInstance, type InstanceIndexRecord } from "./instance-index.js";
+import {
+  forgetInstance,
+  instanceIndexDir,
+  listInstanceIds,
+  readInstance,
+  type InstanceIndexRecord,
+} from "./instance-index.js";
 import { checkInstanceFolder } from "./containment-record.js";
 
 export type FolderState = "empty" | "holds-cgroups" | "populated" | "unknown";
@@ -107,10 +113,14 @@ async function stateDirGone(stateDir: string): Promise<boolean | string> {
 async function folderState(folder: string): Promise<{ state: FolderState; why: string }> {
   const subs = await subdirectories(folder);
   if (!subs.ok) return { state: "unknown", why: subs.why };
-  if (subs.names.length > 0) return { state: "holds-cgroups", why: `holds ${subs.names.length} cgroup(s): ${subs.names.join(", ")}` };
+  if (subs.names.length > 0)
+    return { state: "holds-cgroups", why: `holds ${subs.names.length} cgroup(s): ${subs.names.join(", ")}` };
   const p = await isPopulated(folder);
   if (p === "empty") return { state: "empty", why: "its state dir is gone and nothing is in it" };
-  return { state: p === "populated" ? "populated" : "unknown", why: p === "populated" ? "processes are in it" : `its populated state is ${p}` };
+  return {
+    state: p === "populated" ? "populated" : "unknown",
+    why: p === "populated" ? "processes are in it" : `its populated state is ${p}`,
+  };
 }
 
 /** The scan, then (unless a dry run) the rmdir of each EMPTY folder, checked again first, and the records that can go. */
@@ -120,13 +130,17 @@ export async function reapOrphanInstanceFolders(dryRun: boolean): Promise<Instan
   for (const o of scan.orphans) entries.push(await reapOne(o, dryRun));
   const forgotten: string[] = [];
   const cleared = new Set(scan.orphans.map((o) => o.instanceId).filter((id) => !scan.unsure.includes(id)));
-  for (const e of entries) if (e.action !== "removed" && e.action !== "gone" && e.action !== "would-remove") cleared.delete(e.instanceId);
+  for (const e of entries)
+    if (e.action !== "removed" && e.action !== "gone" && e.action !== "would-remove") cleared.delete(e.instanceId);
   const problems = [...scan.problems];
   for (const id of [...scan.forgettable, ...cleared]) {
     if (!dryRun) {
       const done = await forgetInstance(scan.index!, id).then(
         () => true,
-        (e: unknown) => (problems.push(`cannot remove the index record of ${id}: ${e instanceof Error ? e.message : String(e)}`), false),
+        (e: unknown) => (
+          problems.push(`cannot remove the index record of ${id}: ${e instanceof Error ? e.message : String(e)}`),
+          false
+        ),
       );
       if (!done) continue;
     }
@@ -139,7 +153,8 @@ async function reapOne(o: OrphanInstanceFolder, dryRun: boolean): Promise<Instan
   if (o.state !== "empty") return { ...o, action: "left-alone", detail: `never removed while not empty (${o.state})` };
   if (dryRun) return { ...o, action: "would-remove", detail: "rmdir" };
   // what was listed must still hold: the state dir still gone, the folder still empty
-  if ((await stateDirGone(o.stateDir)) !== true) return { ...o, action: "left-alone", detail: `its state dir ${o.stateDir} is back (or cannot be read)` };
+  if ((await stateDirGone(o.stateDir)) !== true)
+    return { ...o, action: "left-alone", detail: `its state dir ${o.stateDir} is back (or cannot be read)` };
   const now = await folderState(o.folder);
   if (now.state !== "empty") return { ...o, action: "left-alone", detail: `no longer empty: ${now.why}` };
   try {
@@ -148,7 +163,8 @@ async function reapOne(o: OrphanInstanceFolder, dryRun: boolean): Promise<Instan
   } catch (e) {
     const code = (e as NodeJS.ErrnoException).code;
     if (code === "ENOENT") return { ...o, action: "gone", detail: "removed by someone else first" };
-    if (code === "ENOTEMPTY" || code === "EBUSY") return { ...o, action: "left-alone", detail: `not empty any more (${code})` };
+    if (code === "ENOTEMPTY" || code === "EBUSY")
+      return { ...o, action: "left-alone", detail: `not empty any more (${code})` };
     return { ...o, action: "failed", detail: `rmdir: ${code ?? String(e)}` };
   }
 }

@@ -72,7 +72,11 @@ interface Holder {
  * live holder. A gateway waits (up to KEEPER_WAIT_MS) while the holder is a
  * keeper; a keeper never waits for anyone.
  */
-export async function acquireStateDirLock(stateDir: string, facts: ProcessFacts, opts: { role?: "keeper" } = {}): Promise<StateDirLock> {
+export async function acquireStateDirLock(
+  stateDir: string,
+  facts: ProcessFacts,
+  opts: { role?: "keeper" } = {},
+): Promise<StateDirLock> {
   await ensurePrivateDir(stateDir);
   const path = join(stateDir, STATE_LOCK_FILE);
   const me: Holder = { ...(await selfHolder(facts)), ...(opts.role === "keeper" ? { role: "keeper" as const } : {}) };
@@ -80,9 +84,17 @@ export async function acquireStateDirLock(stateDir: string, facts: ProcessFacts,
   const deadline = Date.now() + KEEPER_WAIT_MS;
   for (;;) {
     try {
-      return await (native ? flockLock(stateDir, path, me, native.lockExclusive.bind(native)) : fileLock(stateDir, path, me, facts));
+      return await (native
+        ? flockLock(stateDir, path, me, native.lockExclusive.bind(native))
+        : fileLock(stateDir, path, me, facts));
     } catch (e) {
-      if (!(e instanceof StateDirLockedError) || e.holderRole !== "keeper" || me.role === "keeper" || Date.now() > deadline) throw e;
+      if (
+        !(e instanceof StateDirLockedError) ||
+        e.holderRole !== "keeper" ||
+        me.role === "keeper" ||
+        Date.now() > deadline
+      )
+        throw e;
       await new Promise((r) => setTimeout(r, 50));
     }
   }
@@ -92,7 +104,12 @@ function lockedBy(stateDir: string, holder: Holder | null): StateDirLockedError 
   return new StateDirLockedError(stateDir, holder?.pid ?? null, holder?.role === "keeper" ? "keeper" : "gateway");
 }
 
-async function flockLock(stateDir: string, path: string, me: Holder, lockExclusive: (fd: number) => number): Promise<StateDirLock> {
+async function flockLock(
+  stateDir: string,
+  path: string,
+  me: Holder,
+  lockExclusive: (fd: number) => number,
+): Promise<StateDirLock> {
   const fh = await open(path, constants.O_RDWR | constants.O_CREAT | O_NOFOLLOW, 0o600);
   let held = false;
   try {
@@ -148,11 +165,15 @@ async function fileLock(stateDir: string, path: string, me: Holder, facts: Proce
     }
     const r = await readOwnedFile(path, 4096);
     if (r.kind === "missing") continue;
-    if (r.kind !== "ok") throw new Error(`${path}: ${r.kind === "unreadable" ? r.detail : r.kind}; refusing to guess whether a gateway holds it`);
+    if (r.kind !== "ok")
+      throw new Error(
+        `${path}: ${r.kind === "unreadable" ? r.detail : r.kind}; refusing to guess whether a gateway holds it`,
+      );
     assertPrivate(path, r, "file");
     const holder = parseHolder(r.text);
     // fail closed: a holder that cannot be proven gone is a holder
-    if (holder === null || attempt > 0 || (await holderAlive(holder, facts)) !== false) throw lockedBy(stateDir, holder);
+    if (holder === null || attempt > 0 || (await holderAlive(holder, facts)) !== false)
+      throw lockedBy(stateDir, holder);
     await unlink(path).catch(() => undefined);
   }
   let released = false;
@@ -209,7 +230,10 @@ function parseHolder(text: string): Holder | null {
  * the kernel (a probe flock, released at once); without it, from the file's
  * holder checked through the facts layer.
  */
-export async function stateDirLockHolder(stateDir: string, facts: ProcessFacts): Promise<{ held: boolean; holderPid: number | null }> {
+export async function stateDirLockHolder(
+  stateDir: string,
+  facts: ProcessFacts,
+): Promise<{ held: boolean; holderPid: number | null }> {
   const path = join(stateDir, STATE_LOCK_FILE);
   const r = await readOwnedFile(path, 4096);
   if (r.kind === "missing") return { held: false, holderPid: null };

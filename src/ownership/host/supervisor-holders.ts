@@ -72,7 +72,11 @@ export async function holdSupervisorLock(stateDir: string): Promise<string> {
 
 async function takeLock(stateDir: string): Promise<FileHandle | null> {
   await ensurePrivateDir(folderOf(stateDir));
-  const fh = await open(join(folderOf(stateDir), `${HOLDER_ID}.lock`), constants.O_RDWR | constants.O_CREAT | O_NOFOLLOW, 0o600);
+  const fh = await open(
+    join(folderOf(stateDir), `${HOLDER_ID}.lock`),
+    constants.O_RDWR | constants.O_CREAT | O_NOFOLLOW,
+    0o600,
+  );
   const native = loadNative();
   if (native) {
     const rc = native.lockExclusive(fh.fd);
@@ -82,8 +86,14 @@ async function takeLock(stateDir: string): Promise<FileHandle | null> {
     }
   }
   // this process's own start time through the default backend: the caller's facts are for its runs (a test may hold them)
-  const me = await getProcessFacts().inspect(process.pid).catch(() => null);
-  await fh.write(`${JSON.stringify({ pid: process.pid, startTime: me ? String(me.startTime) : "unknown" })}\n`, 0, "utf8");
+  const me = await getProcessFacts()
+    .inspect(process.pid)
+    .catch(() => null);
+  await fh.write(
+    `${JSON.stringify({ pid: process.pid, startTime: me ? String(me.startTime) : "unknown" })}\n`,
+    0,
+    "utf8",
+  );
   // kept open for the life of the process: the kernel drops the flock at exit
   return fh;
 }
@@ -166,7 +176,11 @@ const HOLDER_ID_RE = /^h\d+-[0-9a-f]{8}$/;
  * keeper learnt of the death: refusals are retried for `waitMs`. Null when it
  * cannot be taken (then the keeper leaves that holder's runs alone too).
  */
-export async function takeOverHolderLock(stateDir: string, holderId: string, waitMs: number): Promise<{ release(): Promise<void> } | null> {
+export async function takeOverHolderLock(
+  stateDir: string,
+  holderId: string,
+  waitMs: number,
+): Promise<{ release(): Promise<void> } | null> {
   if (!HOLDER_ID_RE.test(holderId)) return null;
   const path = join(folderOf(stateDir), `${holderId}.lock`);
   let fh: FileHandle;
@@ -188,9 +202,13 @@ export async function takeOverHolderLock(stateDir: string, holderId: string, wai
     await new Promise((r) => setTimeout(r, 25));
   }
   // without the addon the file alone names the holder: it names this process now
-  const me = await getProcessFacts().inspect(process.pid).catch(() => null);
+  const me = await getProcessFacts()
+    .inspect(process.pid)
+    .catch(() => null);
   await fh.truncate(0).catch(() => undefined);
-  await fh.write(`${JSON.stringify({ pid: process.pid, startTime: me ? String(me.startTime) : "unknown" })}\n`, 0, "utf8").catch(() => undefined);
+  await fh
+    .write(`${JSON.stringify({ pid: process.pid, startTime: me ? String(me.startTime) : "unknown" })}\n`, 0, "utf8")
+    .catch(() => undefined);
   return {
     async release() {
       await unlink(path).catch(() => undefined);

@@ -57,7 +57,11 @@ const LOCK_TAKEOVER_MS = 5_000;
 
 export async function keeperReap(cfg: KeeperConfig, facts: ProcessFacts): Promise<KeeperReport> {
   const t0 = Date.now();
-  const report = (outcome: KeeperReport["outcome"], why: string, entries: KeeperReport["entries"] = []): KeeperReport => ({
+  const report = (
+    outcome: KeeperReport["outcome"],
+    why: string,
+    entries: KeeperReport["entries"] = [],
+  ): KeeperReport => ({
     gatewayPid: cfg.gatewayPid,
     keeperPid: process.pid,
     outcome,
@@ -66,13 +70,17 @@ export async function keeperReap(cfg: KeeperConfig, facts: ProcessFacts): Promis
     elapsedMs: Date.now() - t0,
   });
   // without its lease store the state dir was removed: nothing to keep, nothing to create
-  if (!existsSync(join(cfg.stateDir, "acpx", "leases"))) return report("left", `${cfg.stateDir} has no lease store (removed?)`);
+  if (!existsSync(join(cfg.stateDir, "acpx", "leases")))
+    return report("left", `${cfg.stateDir} has no lease store (removed?)`);
   const id = cfg.gatewayInstanceId;
   // the holder first: from then on no other process's reconcile touches the dead gateway's runs
   const holder = await takeOverHolderLock(cfg.stateDir, cfg.holder, LOCK_TAKEOVER_MS);
-  const lock = existsSync(join(cfg.stateDir, STATE_LOCK_FILE)) ? await takeOver(cfg, facts) : { why: "no gateway ever held this state dir" };
+  const lock = existsSync(join(cfg.stateDir, STATE_LOCK_FILE))
+    ? await takeOver(cfg, facts)
+    : { why: "no gateway ever held this state dir" };
   try {
-    if (!("release" in lock) && holder === null) return report("left", `${lock.why}; the gateway's supervisor holder lock could not be taken`);
+    if (!("release" in lock) && holder === null)
+      return report("left", `${lock.why}; the gateway's supervisor holder lock could not be taken`);
     const store = await openLeaseStore(cfg.stateDir);
     const deps = { store, facts, signaller: createSignaller(facts), graceMs: cfg.graceMs, gatewayInstanceId: id };
     const folder = "release" in lock ? await instanceFolder(cfg.stateDir, id) : null;
@@ -84,8 +92,14 @@ export async function keeperReap(cfg: KeeperConfig, facts: ProcessFacts): Promis
     });
     // the instance's folder goes once no lease cgroup is left in it (rmdir refuses one that holds any)
     if (folder !== null) await rmdir(folder).catch(() => undefined);
-    const out = report("reaped", `${"release" in lock ? "" : `${lock.why}; only the gateway's supervisor runs: `}${summary(r)}`, entriesOf(r));
-    await atomicWrite(join(cfg.stateDir, "acpx"), KEEPER_REPORT_FILE, JSON.stringify(out) + "\n", false).catch(() => undefined);
+    const out = report(
+      "reaped",
+      `${"release" in lock ? "" : `${lock.why}; only the gateway's supervisor runs: `}${summary(r)}`,
+      entriesOf(r),
+    );
+    await atomicWrite(join(cfg.stateDir, "acpx"), KEEPER_REPORT_FILE, JSON.stringify(out) + "\n", false).catch(
+      () => undefined,
+    );
     return out;
   } finally {
     if ("release" in lock) await lock.release();
@@ -96,7 +110,13 @@ export async function keeperReap(cfg: KeeperConfig, facts: ProcessFacts): Promis
 function entriesOf(r: LeaseReconcileReport): KeeperReport["entries"] {
   return r.entries
     .filter((e) => e.action !== "skipped-live")
-    .map((e) => ({ leaseId: e.leaseId, sessionKey: e.sessionKey, action: e.action, stateAfter: e.stateAfter, code: e.code }));
+    .map((e) => ({
+      leaseId: e.leaseId,
+      sessionKey: e.sessionKey,
+      action: e.action,
+      stateAfter: e.stateAfter,
+      code: e.code,
+    }));
 }
 
 function summary(r: LeaseReconcileReport): string {
@@ -121,10 +141,13 @@ async function takeOver(cfg: KeeperConfig, facts: ProcessFacts): Promise<StateDi
     try {
       return await acquireStateDirLock(cfg.stateDir, facts, { role: "keeper" });
     } catch (e) {
-      if (!(e instanceof StateDirLockedError)) return { why: `the state dir's lock could not be taken: ${(e as Error).message}` };
+      if (!(e instanceof StateDirLockedError))
+        return { why: `the state dir's lock could not be taken: ${(e as Error).message}` };
       const gatewayOrNobody = e.holderPid === null || e.holderPid === cfg.gatewayPid;
       if (!gatewayOrNobody || Date.now() > deadline) {
-        return { why: `${e.holderPid === null ? "an unnamed holder" : `pid ${e.holderPid}`} holds the state dir: its startup reap settles these leases` };
+        return {
+          why: `${e.holderPid === null ? "an unnamed holder" : `pid ${e.holderPid}`} holds the state dir: its startup reap settles these leases`,
+        };
       }
       await new Promise((r) => setTimeout(r, 25));
     }

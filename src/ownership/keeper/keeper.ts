@@ -60,7 +60,8 @@ export function keeperWanted(option: KeeperOption | undefined, env: NodeJS.Proce
 }
 
 export function assertKeeperOption(v: unknown, name: string): asserts v is KeeperOption | undefined {
-  if (v !== undefined && v !== "on" && v !== "off") throw new TypeError(`${name} must be "on" or "off", got ${String(v)}`);
+  if (v !== undefined && v !== "on" && v !== "off")
+    throw new TypeError(`${name} must be "on" or "off", got ${String(v)}`);
 }
 
 /** The keeper entry of this package (dist/ownership/keeper/keeper-main.js; from src/ under vitest, the dist/ build). */
@@ -70,7 +71,9 @@ export function keeperEntryPath(): string {
   if (existsSync(sibling)) return sibling;
   const fromSrc = resolve(here, "..", "..", "..", "dist", "ownership", "keeper", "keeper-main.js");
   if (existsSync(fromSrc)) return fromSrc;
-  throw new Error(`the proclease keeper entry was not found (looked for ${sibling} and ${fromSrc}); run \`npm run build\` first`);
+  throw new Error(
+    `the proclease keeper entry was not found (looked for ${sibling} and ${fromSrc}); run \`npm run build\` first`,
+  );
 }
 
 /**
@@ -78,12 +81,26 @@ export function keeperEntryPath(): string {
  * for the caller until it releases. Throws only when the keeper cannot be
  * spawned at all; the caller decides whether to go on without one.
  */
-export function acquireKeeper(opts: { stateDir: string; gatewayInstanceId: string; graceMs: number; nodePath?: string }): KeeperLease {
+export function acquireKeeper(opts: {
+  stateDir: string;
+  gatewayInstanceId: string;
+  graceMs: number;
+  nodePath?: string;
+}): KeeperLease {
   const stateDir = resolve(opts.stateDir);
   const key = keyOf(stateDir, opts.gatewayInstanceId);
   let r = running.get(key);
   if (r === undefined || r.child.exitCode !== null || r.child.signalCode !== null) {
-    r = start({ stateDir, gatewayInstanceId: opts.gatewayInstanceId, gatewayPid: process.pid, holder: HOLDER_ID, graceMs: opts.graceMs }, opts.nodePath);
+    r = start(
+      {
+        stateDir,
+        gatewayInstanceId: opts.gatewayInstanceId,
+        gatewayPid: process.pid,
+        holder: HOLDER_ID,
+        graceMs: opts.graceMs,
+      },
+      opts.nodePath,
+    );
     running.set(key, r);
   }
   r.users++;

@@ -7,7 +7,9 @@ import * as crypto from "node:crypto";
 
 // the one-shot crypto.hash (Node >= 20.12, 21.7) skips a Hash object per call
 const sha256Hex: (data: string) => string =
-  typeof crypto.hash === "function" ? (data) => crypto.hash("sha256", data, "hex") : (data) => crypto.createHash("sha256").update(data).digest("hex");
+  typeof crypto.hash === "function"
+    ? (data) => crypto.hash("sha256", data, "hex")
+    : (data) => crypto.createHash("sha256").update(data).digest("hex");
 
 /**
  * sha256 (hex) of JSON.stringify(argv). `argv` is the full argv of the root

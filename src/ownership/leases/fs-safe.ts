@@ -38,13 +38,19 @@ export class InsecurePathError extends Error {
 export function assertPrivate(path: string, st: { uid: number; mode: number }, kind: "directory" | "file"): void {
   const uid = myUid();
   if (uid !== null && st.uid !== uid) {
-    throw new InsecurePathError(path, `${path} is owned by uid ${st.uid}, not ${uid}; refusing to use it (chown ${uid} ${path}, or choose a state dir of your own)`);
+    throw new InsecurePathError(
+      path,
+      `${path} is owned by uid ${st.uid}, not ${uid}; refusing to use it (chown ${uid} ${path}, or choose a state dir of your own)`,
+    );
   }
   const loose = st.mode & 0o022;
   if (loose !== 0) {
     const who = loose === 0o022 ? "group and others" : loose === 0o020 ? "group" : "others";
     const mode = (st.mode & 0o777).toString(8).padStart(3, "0");
-    throw new InsecurePathError(path, `${path} is writable by ${who} (mode ${mode}); refusing to use it. Fix: chmod ${kind === "directory" ? "700" : "600"} ${path}`);
+    throw new InsecurePathError(
+      path,
+      `${path} is writable by ${who} (mode ${mode}); refusing to use it. Fix: chmod ${kind === "directory" ? "700" : "600"} ${path}`,
+    );
   }
 }
 
@@ -63,7 +69,8 @@ export async function ensurePrivateDir(path: string, create = true): Promise<boo
     if (!create && (e as NodeJS.ErrnoException).code === "ENOENT") return false;
     throw e;
   }
-  if (st.isSymbolicLink()) throw new InsecurePathError(path, `${path} is a symlink; refusing to use it as a private directory`);
+  if (st.isSymbolicLink())
+    throw new InsecurePathError(path, `${path} is a symlink; refusing to use it as a private directory`);
   if (!st.isDirectory()) throw new Error(`${path} is not a directory`);
   assertPrivate(path, st, "directory");
   return true;
@@ -154,7 +161,13 @@ export async function removeDurably(dir: string, file: string, durable: boolean)
  * copy being removed. A failed removal leaves both copies, the new one
  * whole. One worker-thread job with the addon (removeDurably says why).
  */
-export async function moveDurably(dir: string, fromDir: string, file: string, data: string, durable: boolean): Promise<void> {
+export async function moveDurably(
+  dir: string,
+  fromDir: string,
+  file: string,
+  data: string,
+  durable: boolean,
+): Promise<void> {
   const native = loadNative();
   if (native) return moveNative(native, dir, fromDir, file, data, durable);
   await atomicWrite(dir, file, data, durable);
@@ -203,7 +216,15 @@ async function readPortable(path: string, maxBytes: number): Promise<SafeRead> {
     if (refused) return refused;
     const bytes = await readOpen(fh, st.size, maxBytes);
     if (bytes === null) return tooLarge(maxBytes);
-    return { kind: "ok", text: bytes.toString("utf8"), ino: st.ino, dev: st.dev, mtimeMs: st.mtimeMs, mode: st.mode, uid: st.uid };
+    return {
+      kind: "ok",
+      text: bytes.toString("utf8"),
+      ino: st.ino,
+      dev: st.dev,
+      mtimeMs: st.mtimeMs,
+      mode: st.mode,
+      uid: st.uid,
+    };
   } catch (e) {
     return { kind: "unreadable", detail: (e as Error).message };
   } finally {
@@ -239,8 +260,10 @@ function tooLarge(maxBytes: number): SafeRead {
  * main thread.
  */
 function fromNative(r: NativeFileRead, path: string, maxBytes: number): SafeRead {
-  if (r.err !== 0 && r.step === FILE_STEP.open) return openFailure(getSystemErrorName(r.err), () => errnoError(r.err, "open", path).message);
-  if (r.err !== 0 && r.step === FILE_STEP.stat) return { kind: "unreadable", detail: errnoError(r.err, "fstat", path).message };
+  if (r.err !== 0 && r.step === FILE_STEP.open)
+    return openFailure(getSystemErrorName(r.err), () => errnoError(r.err, "open", path).message);
+  if (r.err !== 0 && r.step === FILE_STEP.stat)
+    return { kind: "unreadable", detail: errnoError(r.err, "fstat", path).message };
   const refused = refusal(r, maxBytes);
   if (refused) return refused;
   if (r.err !== 0) return { kind: "unreadable", detail: errnoError(r.err, "read", path).message };
@@ -249,7 +272,13 @@ function fromNative(r: NativeFileRead, path: string, maxBytes: number): SafeRead
 }
 
 /** atomicWrite as one job of the addon: temp, write, fsync, rename, fsync(dir), as writeTemp + atomicWrite do. */
-async function replaceNative(native: NativeBinding, dir: string, file: string, data: string, durable: boolean): Promise<void> {
+async function replaceNative(
+  native: NativeBinding,
+  dir: string,
+  file: string,
+  data: string,
+  durable: boolean,
+): Promise<void> {
   const tmp = tempName(dir, file);
   const target = join(dir, file);
   replaceFailed(await native.replaceFile(dir, tmp, target, data, durable), dir, tmp, target);
@@ -262,7 +291,14 @@ async function removeNative(native: NativeBinding, dir: string, file: string, du
 }
 
 /** moveDurably as one job of the addon: replaceNative's steps in `dir`, then removeNative's in `fromDir`. */
-async function moveNative(native: NativeBinding, dir: string, fromDir: string, file: string, data: string, durable: boolean): Promise<void> {
+async function moveNative(
+  native: NativeBinding,
+  dir: string,
+  fromDir: string,
+  file: string,
+  data: string,
+  durable: boolean,
+): Promise<void> {
   const tmp = tempName(dir, file);
   const target = join(dir, file);
   const from = join(fromDir, file);
@@ -289,15 +325,33 @@ function jobFailed(r: { err: number; step: FileStep }, dir: string, file: string
   if (!(atDir && DIR_SYNC_REFUSED.has(e.code ?? ""))) throw e;
 }
 
-const SYSCALL: Record<FileStep, string> = { 0: "open", 1: "fstat", 2: "read", 3: "write", 4: "fsync", 5: "close", 6: "rename", 7: "fsync", 8: "unlink", 9: "open" };
+const SYSCALL: Record<FileStep, string> = {
+  0: "open",
+  1: "fstat",
+  2: "read",
+  3: "write",
+  4: "fsync",
+  5: "close",
+  6: "rename",
+  7: "fsync",
+  8: "unlink",
+  9: "open",
+};
 
 let errorMap: Map<number, [string, string]> | undefined;
 
 /** The error Node's fs would have thrown for -errno `err` (its code, syscall, path and message). */
-function errnoError(err: number, syscall: string, path: string, dest?: string): NodeJS.ErrnoException & { dest?: string } {
+function errnoError(
+  err: number,
+  syscall: string,
+  path: string,
+  dest?: string,
+): NodeJS.ErrnoException & { dest?: string } {
   errorMap ??= getSystemErrorMap();
   const [code, description] = errorMap.get(err) ?? [`Unknown system error ${err}`, "unknown error"];
-  const e: NodeJS.ErrnoException & { dest?: string } = new Error(`${code}: ${description}, ${syscall} '${path}'${dest !== undefined ? ` -> '${dest}'` : ""}`);
+  const e: NodeJS.ErrnoException & { dest?: string } = new Error(
+    `${code}: ${description}, ${syscall} '${path}'${dest !== undefined ? ` -> '${dest}'` : ""}`,
+  );
   e.errno = err;
   e.code = code;
   e.syscall = syscall;

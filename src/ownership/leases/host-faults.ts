@@ -21,7 +21,19 @@ import { accessSync, closeSync, constants, openSync, readFileSync, statSync } fr
 import { join } from "node:path";
 
 /** errno codes that mean "the record could not be written", not "the code is wrong". */
-const RECORD_WRITE_CODES: ReadonlySet<string> = new Set(["ENOSPC", "EDQUOT", "EROFS", "EIO", "EACCES", "EPERM", "ENOENT", "ENOTDIR", "EMFILE", "ENFILE", "ENOMEM"]);
+const RECORD_WRITE_CODES: ReadonlySet<string> = new Set([
+  "ENOSPC",
+  "EDQUOT",
+  "EROFS",
+  "EIO",
+  "EACCES",
+  "EPERM",
+  "ENOENT",
+  "ENOTDIR",
+  "EMFILE",
+  "ENFILE",
+  "ENOMEM",
+]);
 
 export function errnoCode(err: unknown): string | undefined {
   const c = (err as { code?: unknown } | null)?.code;
@@ -67,7 +79,10 @@ export class LeaseRecordWriteError extends Error {
     readonly op: string,
     cause: unknown,
   ) {
-    super(`the lease record ${path} could not be ${op === "read" ? "read" : `written (${op})`}: ${code}: ${describeRecordWrite(code, stateDir)}; the record on disk is as it was before, never half-written`, { cause });
+    super(
+      `the lease record ${path} could not be ${op === "read" ? "read" : `written (${op})`}: ${code}: ${describeRecordWrite(code, stateDir)}; the record on disk is as it was before, never half-written`,
+      { cause },
+    );
   }
 }
 
@@ -75,7 +90,9 @@ export class LeaseRecordWriteError extends Error {
 export function asRecordWriteError(err: unknown, stateDir: string, path: string, op: string): unknown {
   if (err instanceof LeaseRecordWriteError) return err;
   const code = errnoCode(err);
-  return code !== undefined && RECORD_WRITE_CODES.has(code) ? new LeaseRecordWriteError(stateDir, path, code, op, err) : err;
+  return code !== undefined && RECORD_WRITE_CODES.has(code)
+    ? new LeaseRecordWriteError(stateDir, path, code, op, err)
+    : err;
 }
 
 /** "; <what the errno means for the state dir>" for an error the host caused (RECORD_WRITE_CODES), else "". */
@@ -105,7 +122,10 @@ export class HostResourceError extends Error {
     what: string,
     cause?: unknown,
   ) {
-    super(`${what}: ${code}: ${RESOURCE_WORDS[resource]}: ${limit} (read at ${readAt})`, cause === undefined ? undefined : { cause });
+    super(
+      `${what}: ${code}: ${RESOURCE_WORDS[resource]}: ${limit} (read at ${readAt})`,
+      cause === undefined ? undefined : { cause },
+    );
   }
 }
 
@@ -122,15 +142,43 @@ export function hostResourceError(err: unknown, what: string): HostResourceError
   const code = errnoCode(err);
   switch (code) {
     case "EMFILE":
-      return new HostResourceError(code, "descriptors", describeNofile(), `/proc/${process.pid}/limits ("Max open files"), ulimit -n`, what, err);
+      return new HostResourceError(
+        code,
+        "descriptors",
+        describeNofile(),
+        `/proc/${process.pid}/limits ("Max open files"), ulimit -n`,
+        what,
+        err,
+      );
     case "ENFILE":
-      return new HostResourceError(code, "file-table", describeFileMax(), "/proc/sys/fs/file-nr, /proc/sys/fs/file-max", what, err);
+      return new HostResourceError(
+        code,
+        "file-table",
+        describeFileMax(),
+        "/proc/sys/fs/file-nr, /proc/sys/fs/file-max",
+        what,
+        err,
+      );
     case "EAGAIN":
       return processLimitError(what, err);
     case "ENOMEM":
-      return new HostResourceError(code, "memory", describeMemoryLimit(), "/proc/meminfo, the cgroup's memory.max", what, err);
+      return new HostResourceError(
+        code,
+        "memory",
+        describeMemoryLimit(),
+        "/proc/meminfo, the cgroup's memory.max",
+        what,
+        err,
+      );
     case "ENOSPC":
-      return new HostResourceError(code, "disk", "a full filesystem (or an exhausted kernel table: pid namespace, inotify)", "df, /proc/sys/kernel/pid_max", what, err);
+      return new HostResourceError(
+        code,
+        "disk",
+        "a full filesystem (or an exhausted kernel table: pid namespace, inotify)",
+        "df, /proc/sys/kernel/pid_max",
+        what,
+        err,
+      );
     default:
       return null;
   }
@@ -163,7 +211,13 @@ export function processLimitError(what: string, cause?: unknown, pid?: number): 
     nproc ? `RLIMIT_NPROC soft ${nproc.soft}, hard ${nproc.hard}` : null,
     `kernel.threads-max ${readText("/proc/sys/kernel/threads-max") ?? "?"}`,
   ].filter((p): p is string => p !== null);
-  const readAt = [pids ? `${pids.path}/pids.max` : null, `/proc/${process.pid}/limits ("Max processes")`, "/proc/sys/kernel/threads-max"].filter((p) => p !== null).join(", ");
+  const readAt = [
+    pids ? `${pids.path}/pids.max` : null,
+    `/proc/${process.pid}/limits ("Max processes")`,
+    "/proc/sys/kernel/threads-max",
+  ]
+    .filter((p) => p !== null)
+    .join(", ");
   return new HostResourceError("EAGAIN", "processes", parts.join("; "), readAt, what, cause);
 }
 
@@ -180,7 +234,11 @@ function describeFileMax(): string {
 function describeMemoryLimit(): string {
   const avail = /MemAvailable:\s+(\d+) kB/.exec(readText("/proc/meminfo") ?? "")?.[1];
   const as = readLimit("Max address space");
-  return [avail ? `MemAvailable ${avail} kB` : null, as ? `RLIMIT_AS soft ${as.soft}` : null].filter((x) => x !== null).join("; ") || "memory";
+  return (
+    [avail ? `MemAvailable ${avail} kB` : null, as ? `RLIMIT_AS soft ${as.soft}` : null]
+      .filter((x) => x !== null)
+      .join("; ") || "memory"
+  );
 }
 
 /**
@@ -220,7 +278,10 @@ function tightestPidsMax(pid?: number): { path: string; max: number; current: st
     if (!isV2 && !ctrls!.split(",").includes("pids")) continue;
     const mount = mounts.find((f) => {
       const sep = f.indexOf("-");
-      return sep > 0 && (isV2 ? f[sep + 1] === "cgroup2" : f[sep + 1] === "cgroup" && (f[sep + 3] ?? "").split(",").includes("pids"));
+      return (
+        sep > 0 &&
+        (isV2 ? f[sep + 1] === "cgroup2" : f[sep + 1] === "cgroup" && (f[sep + 3] ?? "").split(",").includes("pids"))
+      );
     });
     if (!mount) continue;
     let p = path;
@@ -235,7 +296,8 @@ function tightestPidsMax(pid?: number): { path: string; max: number; current: st
     const max = readText(join(c, "pids.max"));
     if (max === null || max === "max") continue;
     const n = Number(max);
-    if (Number.isFinite(n) && (best === null || n < best.max)) best = { path: c, max: n, current: readText(join(c, "pids.current")) ?? "?" };
+    if (Number.isFinite(n) && (best === null || n < best.max))
+      best = { path: c, max: n, current: readText(join(c, "pids.current")) ?? "?" };
   }
   return best;
 }
@@ -275,12 +337,24 @@ export function checkCwd(path: string): void {
     st = statSync(path);
   } catch (e) {
     const code = errnoCode(e) ?? "error";
-    throw new CwdUnusableError(path, code, code === "ENOENT" ? "it does not exist" : code === "ENOTDIR" ? "a part of it is not a directory" : `${code}: ${(e as Error).message}`);
+    throw new CwdUnusableError(
+      path,
+      code,
+      code === "ENOENT"
+        ? "it does not exist"
+        : code === "ENOTDIR"
+          ? "a part of it is not a directory"
+          : `${code}: ${(e as Error).message}`,
+    );
   }
   if (!st.isDirectory()) throw new CwdUnusableError(path, "ENOTDIR", "it is not a directory");
   try {
     accessSync(path, constants.R_OK | constants.X_OK);
   } catch (e) {
-    throw new CwdUnusableError(path, errnoCode(e) ?? "EACCES", `uid ${process.getuid?.() ?? "?"} may not enter and read it (${errnoCode(e) ?? "EACCES"})`);
+    throw new CwdUnusableError(
+      path,
+      errnoCode(e) ?? "EACCES",
+      `uid ${process.getuid?.() ?? "?"} may not enter and read it (${errnoCode(e) ?? "EACCES"})`,
+    );
   }
 }

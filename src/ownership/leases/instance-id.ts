@@ -76,8 +76,13 @@ async function readId(file: string): Promise<string | null> {
     case "ok": {
       assertPrivate(file, r, "file");
       const id = r.text.trim();
-      if (id.length === 0) throw new GatewayInstanceIdError(file, "is empty; refusing to mint a second identity (restore or delete it deliberately)");
-      if (!ID_RE.test(id)) throw new GatewayInstanceIdError(file, "is corrupt (not an instance id); refusing to mint a second identity");
+      if (id.length === 0)
+        throw new GatewayInstanceIdError(
+          file,
+          "is empty; refusing to mint a second identity (restore or delete it deliberately)",
+        );
+      if (!ID_RE.test(id))
+        throw new GatewayInstanceIdError(file, "is corrupt (not an instance id); refusing to mint a second identity");
       return id;
     }
   }

@@ -18,5 +18,9 @@ export interface LeaseReader {
 /** Opens `stateDir`'s leases for reading; a state dir without leases lists none. Throws TypeError for an empty path. */
 export async function openLeaseReader(stateDir: string): Promise<LeaseReader> {
   const store = await openLeaseStore(stateDir, { readOnly: true });
-  return Object.freeze({ dir: store.dir, get: (leaseId: string) => store.get(leaseId), list: (filter?: LeaseListFilter) => store.list(filter) });
+  return Object.freeze({
+    dir: store.dir,
+    get: (leaseId: string) => store.get(leaseId),
+    list: (filter?: LeaseListFilter) => store.list(filter),
+  });
 }

@@ -4,14 +4,23 @@
  * record is either fully valid or not a lease at all.
  */
 import { MAX_PID } from "../../facts/validate.js";
-import { LEASE_SCHEMA_VERSION, type LeaseKind, type LeaseSettledAs, type LeaseState, type ProcessLease } from "./types.js";
+import {
+  LEASE_SCHEMA_VERSION,
+  type LeaseKind,
+  type LeaseSettledAs,
+  type LeaseState,
+  type ProcessLease,
+} from "./types.js";
 
 /** Lease ids name files: a conservative charset rules out traversal and odd names. */
 export const LEASE_ID_RE = /^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$/;
 
 export const LEASE_STATES: readonly LeaseState[] = ["open", "closing", "closed", "lost"];
 // from maps typed over every value of their type: a value added to the type and not here is a compile error
-export const LEASE_KINDS = Object.keys({ acpx: 0, supervisor: 0 } satisfies Record<LeaseKind, 0>) as readonly LeaseKind[];
+export const LEASE_KINDS = Object.keys({ acpx: 0, supervisor: 0 } satisfies Record<
+  LeaseKind,
+  0
+>) as readonly LeaseKind[];
 
 /** What each settledAs means, in words (one wording everywhere it is shown). */
 export const SETTLED_AS_MEANING: Readonly<Record<LeaseSettledAs, string>> = Object.freeze({
@@ -32,7 +41,8 @@ const SUPERVISOR_KEY_PREFIX_OF_KINDLESS_RECORDS = "supervisor:";
 
 /** The lease's kind: its `kind` field, else (a record written before the field) what its session key says; null when `kind` is not a kind. */
 function kindOf(kind: unknown, sessionKey: string): LeaseKind | null {
-  if (kind === undefined) return sessionKey.startsWith(SUPERVISOR_KEY_PREFIX_OF_KINDLESS_RECORDS) ? "supervisor" : "acpx";
+  if (kind === undefined)
+    return sessionKey.startsWith(SUPERVISOR_KEY_PREFIX_OF_KINDLESS_RECORDS) ? "supervisor" : "acpx";
   return (LEASE_KINDS as readonly unknown[]).includes(kind) ? (kind as LeaseKind) : null;
 }
 export const TERMINAL_STATES: ReadonlySet<LeaseState> = new Set<LeaseState>(["closed", "lost"]);
@@ -63,13 +73,13 @@ export class LeaseTransitionError extends Error {
     readonly from: LeaseState,
     readonly to: LeaseState,
   ) {
-    super(`lease ${leaseId}: illegal transition ${from} → ${to} (allowed from ${from}: ${LEGAL[from].join(", ") || "none"})`);
+    super(
+      `lease ${leaseId}: illegal transition ${from} → ${to} (allowed from ${from}: ${LEGAL[from].join(", ") || "none"})`,
+    );
   }
 }
 
-export type ParsedLease =
-  | { ok: true; lease: ProcessLease }
-  | { ok: false; reason: string; futureSchema?: boolean };
+export type ParsedLease = { ok: true; lease: ProcessLease } | { ok: false; reason: string; futureSchema?: boolean };
 
 /**
  * Validates anything (parsed JSON, a caller's object) as a lease record.
@@ -83,12 +93,20 @@ export function parseLeaseRecord(value: unknown, requireSchema: boolean): Parsed
   const v = value as Record<string, unknown>;
   if (requireSchema || v.schemaVersion !== undefined) {
     if (v.schemaVersion !== LEASE_SCHEMA_VERSION) {
-      const future = typeof v.schemaVersion === "number" && Number.isInteger(v.schemaVersion) && v.schemaVersion > LEASE_SCHEMA_VERSION;
-      return { ok: false, reason: `schemaVersion ${JSON.stringify(v.schemaVersion) ?? "missing"} is not ${LEASE_SCHEMA_VERSION}`, futureSchema: future };
+      const future =
+        typeof v.schemaVersion === "number" &&
+        Number.isInteger(v.schemaVersion) &&
+        v.schemaVersion > LEASE_SCHEMA_VERSION;
+      return {
+        ok: false,
+        reason: `schemaVersion ${JSON.stringify(v.schemaVersion) ?? "missing"} is not ${LEASE_SCHEMA_VERSION}`,
+        futureSchema: future,
+      };
     }
   }
   const bad = (field: string, want: string) => ({ ok: false as const, reason: `${field} must be ${want}` });
-  if (typeof v.leaseId !== "string" || !LEASE_ID_RE.test(v.leaseId)) return bad("leaseId", "a lease id ([A-Za-z0-9_-], 1-128)");
+  if (typeof v.leaseId !== "string" || !LEASE_ID_RE.test(v.leaseId))
+    return bad("leaseId", "a lease id ([A-Za-z0-9_-], 1-128)");
   if (!nonEmpty(v.gatewayInstanceId)) return bad("gatewayInstanceId", "a non-empty string");
   if (typeof v.sessionKey !== "string") return bad("sessionKey", "a string");
   const kind = kindOf(v.kind, v.sessionKey);
@@ -96,7 +114,10 @@ export function parseLeaseRecord(value: unknown, requireSchema: boolean): Parsed
   if (typeof v.wrapperRoot !== "string") return bad("wrapperRoot", "a string");
   if (typeof v.wrapperPath !== "string") return bad("wrapperPath", "a string");
   if (!isInt(v.rootPid) || v.rootPid < 0 || v.rootPid > MAX_PID) return bad("rootPid", `an integer 0..${MAX_PID}`);
-  if (v.processGroupId !== undefined && (!isInt(v.processGroupId) || v.processGroupId < 1 || v.processGroupId > MAX_PID)) {
+  if (
+    v.processGroupId !== undefined &&
+    (!isInt(v.processGroupId) || v.processGroupId < 1 || v.processGroupId > MAX_PID)
+  ) {
     return bad("processGroupId", `absent or an integer 1..${MAX_PID}`);
   }
   if (typeof v.commandHash !== "string") return bad("commandHash", "a string");
@@ -108,10 +129,18 @@ export function parseLeaseRecord(value: unknown, requireSchema: boolean): Parsed
     if (v[k] !== undefined && typeof v[k] !== "string") return bad(k, "absent or a string");
   }
   if (v.updatedAt !== undefined && !isFiniteNumber(v.updatedAt)) return bad("updatedAt", "absent or a finite number");
-  if (v.settledAs !== undefined && !(LEASE_SETTLED_AS as readonly unknown[]).includes(v.settledAs)) return bad("settledAs", `absent or ${LEASE_SETTLED_AS.join(" | ")}`);
+  if (v.settledAs !== undefined && !(LEASE_SETTLED_AS as readonly unknown[]).includes(v.settledAs))
+    return bad("settledAs", `absent or ${LEASE_SETTLED_AS.join(" | ")}`);
   if (v.cgroup !== undefined) {
     const c = v.cgroup as Record<string, unknown> | null;
-    if (typeof c !== "object" || c === null || !nonEmpty(c.path) || !c.path.startsWith("/") || typeof c.id !== "string" || !/^\d+$/.test(c.id)) {
+    if (
+      typeof c !== "object" ||
+      c === null ||
+      !nonEmpty(c.path) ||
+      !c.path.startsWith("/") ||
+      typeof c.id !== "string" ||
+      !/^\d+$/.test(c.id)
+    ) {
       return bad("cgroup", "absent or {path: an absolute path, id: a decimal inode}");
     }
   }
@@ -145,7 +174,6 @@ function copyOptionalFields(v: Record<string, unknown>, lease: ProcessLease): vo
     lease.cgroup = { path: c.path, id: c.id };
   }
 }
-
 
 /** How a settled lease ended, in words ("lost: its processes had ended on their own …"); null for a lease not settled. */
 export function settledLine(lease: Pick<ProcessLease, "state" | "settledAs">): string | null {

@@ -9,7 +9,15 @@ import { fsyncDir, mapLimit } from "./fs-safe.js";
 import { TERMINAL_STATES } from "./lease-record.js";
 import type { ProcessLease } from "./types.js";
 import { LeaseStoreReadOnlyError, type LeaseListFilter, type LeaseProblem } from "./lease-store-api.js";
-import { exists, finishMoves, ignoreEnoent, listFolder, load, type LeaseListing, type StoreFiles } from "./lease-store-read.js";
+import {
+  exists,
+  finishMoves,
+  ignoreEnoent,
+  listFolder,
+  load,
+  type LeaseListing,
+  type StoreFiles,
+} from "./lease-store-read.js";
 
 /** above this many live leases, list() reads the archive's names once instead of a stat per lease */
 const ARCHIVE_LISTING_MIN = 64;
@@ -46,9 +54,14 @@ export async function listLeases(f: StoreFiles, filter: LeaseListFilter | undefi
   return { leases, problems };
 }
 
-export async function expireLeases(f: StoreFiles, retentionMs: number, now = Date.now()): Promise<{ removed: string[]; problems: LeaseProblem[] }> {
+export async function expireLeases(
+  f: StoreFiles,
+  retentionMs: number,
+  now = Date.now(),
+): Promise<{ removed: string[]; problems: LeaseProblem[] }> {
   if (f.readOnly) throw new LeaseStoreReadOnlyError("expire");
-  if (typeof retentionMs !== "number" || !(retentionMs >= 0)) throw new RangeError(`retentionMs must be a number >= 0, got ${retentionMs}`);
+  if (typeof retentionMs !== "number" || !(retentionMs >= 0))
+    throw new RangeError(`retentionMs must be a number >= 0, got ${retentionMs}`);
   const cutoff = now - retentionMs;
   const removed: string[] = [];
   const problems: LeaseProblem[] = [];
@@ -63,7 +76,10 @@ export async function expireLeases(f: StoreFiles, retentionMs: number, now = Dat
   }
   const live = await listFolder(f, f.dir, () => true);
   problems.push(...live.problems);
-  await finishMoves(f, live.leases.filter((l) => archived.has(l.leaseId)).map((l) => l.leaseId));
+  await finishMoves(
+    f,
+    live.leases.filter((l) => archived.has(l.leaseId)).map((l) => l.leaseId),
+  );
   for (const l of live.leases) {
     if (!archived.has(l.leaseId) && TERMINAL_STATES.has(l.state) && (l.updatedAt ?? l.startedAt) < cutoff) {
       await unlink(join(f.dir, `${l.leaseId}.json`)).catch(ignoreEnoent);
@@ -103,6 +119,8 @@ async function archivedCopies(f: StoreFiles, ids: readonly string[]): Promise<Se
       candidates = ids.filter((id) => held.has(`${id}.json`));
     }
   }
-  const found = await mapLimit(candidates, f.concurrency, async (id) => ((await exists(join(f.archive, `${id}.json`))) ? id : null));
+  const found = await mapLimit(candidates, f.concurrency, async (id) =>
+    (await exists(join(f.archive, `${id}.json`))) ? id : null,
+  );
   return new Set(found.filter((x): x is string => x !== null));
 }

@@ -58,12 +58,19 @@ async function judgeLease(f: StoreFiles, path: string, r: SafeRead, expectedId: 
     case "missing":
       return { lease: null };
     case "symlink":
-      return { lease: null, problem: { file: path, kind: "symlink", detail: "lease file is a symlink; refused, left in place" } };
+      return {
+        lease: null,
+        problem: { file: path, kind: "symlink", detail: "lease file is a symlink; refused, left in place" },
+      };
     case "foreign-owner":
-      return { lease: null, problem: { file: path, kind: "foreign-owner", detail: `owned by uid ${r.uid}; refused, left in place` } };
+      return {
+        lease: null,
+        problem: { file: path, kind: "foreign-owner", detail: `owned by uid ${r.uid}; refused, left in place` },
+      };
     case "unreadable":
       // the host refused the read (no descriptor left, an I/O error): not "no such lease", an error naming the cause
-      if (r.code !== undefined && r.code !== "EACCES" && r.code !== "EPERM") throw asRecordWriteError(Object.assign(new Error(r.detail), { code: r.code }), f.stateDir, path, "read");
+      if (r.code !== undefined && r.code !== "EACCES" && r.code !== "EPERM")
+        throw asRecordWriteError(Object.assign(new Error(r.detail), { code: r.code }), f.stateDir, path, "read");
       return { lease: null, problem: { file: path, kind: "unreadable", detail: r.detail } };
     case "ok":
       break;
@@ -79,17 +86,35 @@ async function judgeLease(f: StoreFiles, path: string, r: SafeRead, expectedId: 
   if (!parsed.ok) {
     if (parsed.futureSchema) {
       // written by a newer proclease: not ours to judge or move
-      return { lease: null, problem: { file: path, kind: "bad-schema", detail: `${parsed.reason} (newer schema; left in place)` } };
+      return {
+        lease: null,
+        problem: { file: path, kind: "bad-schema", detail: `${parsed.reason} (newer schema; left in place)` },
+      };
     }
     return { lease: null, problem: await quarantineFile(f, path, r, "bad-schema", parsed.reason) };
   }
   if (expectedId !== null && parsed.lease.leaseId !== expectedId) {
-    return { lease: null, problem: await quarantineFile(f, path, r, "bad-schema", `file name says ${expectedId}, record says ${parsed.lease.leaseId}`) };
+    return {
+      lease: null,
+      problem: await quarantineFile(
+        f,
+        path,
+        r,
+        "bad-schema",
+        `file name says ${expectedId}, record says ${parsed.lease.leaseId}`,
+      ),
+    };
   }
   return { lease: parsed.lease };
 }
 
-async function quarantineFile(f: StoreFiles, path: string, seen: { ino: number; dev: number }, kind: LeaseProblem["kind"], detail: string): Promise<LeaseProblem> {
+async function quarantineFile(
+  f: StoreFiles,
+  path: string,
+  seen: { ino: number; dev: number },
+  kind: LeaseProblem["kind"],
+  detail: string,
+): Promise<LeaseProblem> {
   const problem: LeaseProblem = { file: path, kind, detail };
   if (f.readOnly) return problem; // reported, never moved by a reader
   try {
@@ -119,11 +144,16 @@ export async function load(f: StoreFiles, leaseId: string): Promise<ProcessLease
   if (a.lease) return a.lease;
   const l = await judgeLease(f, paths[1], inDir!, leaseId);
   if (l.problem) f.report(l.problem);
-  if (l.lease === null && !l.problem && f.remembered.has(leaseId) && !(await isDir(f.dir))) return f.remembered.get(leaseId)!;
+  if (l.lease === null && !l.problem && f.remembered.has(leaseId) && !(await isDir(f.dir)))
+    return f.remembered.get(leaseId)!;
   return l.lease;
 }
 
-export async function listFolder(f: StoreFiles, folder: string, wanted: (l: ProcessLease) => boolean): Promise<LeaseListing> {
+export async function listFolder(
+  f: StoreFiles,
+  folder: string,
+  wanted: (l: ProcessLease) => boolean,
+): Promise<LeaseListing> {
   if (!f.present) return { leases: [], problems: [] };
   let all: string[];
   try {
@@ -131,7 +161,16 @@ export async function listFolder(f: StoreFiles, folder: string, wanted: (l: Proc
   } catch (e) {
     if ((e as NodeJS.ErrnoException).code !== "ENOENT") throw e;
     // removed under a running gateway: nothing to list, said once (the writes name it too)
-    return { leases: [], problems: [{ file: folder, kind: "unreadable", detail: `missing: the state dir ${f.stateDir} or its lease folder was removed` }] };
+    return {
+      leases: [],
+      problems: [
+        {
+          file: folder,
+          kind: "unreadable",
+          detail: `missing: the state dir ${f.stateDir} or its lease folder was removed`,
+        },
+      ],
+    };
   }
   const names = all.filter((n) => n.endsWith(".json") && !n.startsWith("."));
   const leases: ProcessLease[] = [];
@@ -174,11 +213,17 @@ export async function finishMoves(f: StoreFiles, ids: Iterable<string>): Promise
 }
 
 export function isDir(path: string): Promise<boolean> {
-  return stat(path).then((st) => st.isDirectory(), () => false);
+  return stat(path).then(
+    (st) => st.isDirectory(),
+    () => false,
+  );
 }
 
 export function exists(path: string): Promise<boolean> {
-  return stat(path).then(() => true, () => false);
+  return stat(path).then(
+    () => true,
+    () => false,
+  );
 }
 
 export function ignoreEnoent(e: unknown): void {

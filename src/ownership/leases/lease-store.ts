@@ -23,18 +23,43 @@ import { randomUUID } from "node:crypto";
 import { link, unlink } from "node:fs/promises";
 import { join } from "node:path";
 import { atomicWrite, ensurePrivateDir, fsyncDir, moveDurably, writeTemp } from "./fs-safe.js";
-import { LEASE_ID_RE, LEASE_KINDS, LEASE_STATES, LeaseTransitionError, TERMINAL_STATES, isLegalTransition, parseLeaseRecord, serializeLease } from "./lease-record.js";
+import {
+  LEASE_ID_RE,
+  LEASE_KINDS,
+  LEASE_STATES,
+  LeaseTransitionError,
+  TERMINAL_STATES,
+  isLegalTransition,
+  parseLeaseRecord,
+  serializeLease,
+} from "./lease-record.js";
 import { KeyedQueue, Limiter } from "./keyed-queue.js";
 import { asRecordWriteError } from "./host-faults.js";
 import type { LeaseState, ProcessLease } from "./types.js";
-import { LeaseNotFoundError, LeaseStoreReadOnlyError, type LeaseCreateInput, type LeaseCreateOptions, type LeasePatch, type LeaseStore, type LeaseStoreOptions } from "./lease-store-api.js";
+import {
+  LeaseNotFoundError,
+  LeaseStoreReadOnlyError,
+  type LeaseCreateInput,
+  type LeaseCreateOptions,
+  type LeasePatch,
+  type LeaseStore,
+  type LeaseStoreOptions,
+} from "./lease-store-api.js";
 import { exists, ignoreEnoent, isDir, load, type StoreFiles } from "./lease-store-read.js";
 import { expireLeases, listLeases } from "./lease-store-list.js";
 
 export { LeaseTransitionError };
 
 export { LeaseNotFoundError, LeaseStoreReadOnlyError } from "./lease-store-api.js";
-export type { LeaseCreateInput, LeaseCreateOptions, LeaseListFilter, LeasePatch, LeaseProblem, LeaseStore, LeaseStoreOptions } from "./lease-store-api.js";
+export type {
+  LeaseCreateInput,
+  LeaseCreateOptions,
+  LeaseListFilter,
+  LeasePatch,
+  LeaseProblem,
+  LeaseStore,
+  LeaseStoreOptions,
+} from "./lease-store-api.js";
 
 /** lease files read or written at once: enough to keep the thread pool (4 threads) busy */
 const IO_SLOTS = 8;
@@ -52,7 +77,12 @@ export async function openLeaseStore(stateDir: string, opts: LeaseStoreOptions =
   }
   const queue = new KeyedQueue();
   const f: StoreFiles = {
-    stateDir, dir, archive, quarantine, readOnly, present,
+    stateDir,
+    dir,
+    archive,
+    quarantine,
+    readOnly,
+    present,
     durable: opts.durable ?? true,
     concurrency: Math.max(1, opts.concurrency ?? 64),
     report: (p) => {
@@ -126,7 +156,9 @@ function remember(f: StoreFiles, l: ProcessLease): ProcessLease {
 }
 
 async function write(f: StoreFiles, lease: ProcessLease, previous: LeaseState | null, op: string): Promise<void> {
-  return guarded(f, join(TERMINAL_STATES.has(lease.state) ? f.archive : f.dir, `${lease.leaseId}.json`), op, () => f.io.run(() => writeNow(f, lease, previous)));
+  return guarded(f, join(TERMINAL_STATES.has(lease.state) ? f.archive : f.dir, `${lease.leaseId}.json`), op, () =>
+    f.io.run(() => writeNow(f, lease, previous)),
+  );
 }
 
 async function writeNow(f: StoreFiles, lease: ProcessLease, previous: LeaseState | null): Promise<void> {
@@ -148,7 +180,8 @@ function checkId(leaseId: unknown): asserts leaseId is string {
 }
 
 function applyPatch(lease: ProcessLease, patch: LeasePatch | undefined): ProcessLease {
-  if (patch !== undefined && (typeof patch !== "object" || patch === null)) throw new TypeError("patch must be an object");
+  if (patch !== undefined && (typeof patch !== "object" || patch === null))
+    throw new TypeError("patch must be an object");
   for (const k of ["leaseId", "gatewayInstanceId", "state"]) {
     if (patch && Object.prototype.hasOwnProperty.call(patch, k)) throw new TypeError(`patch must not change ${k}`);
   }
@@ -170,29 +203,48 @@ async function createLease(f: StoreFiles, input: LeaseCreateInput, opts?: LeaseC
   checkId(leaseId);
   const now = Date.now();
   const { kind, gatewayInstanceId, sessionKey, wrapperRoot, wrapperPath, commandHash } = input;
-  if (!LEASE_KINDS.includes(kind)) throw new TypeError(`input.kind must be ${LEASE_KINDS.join(" or ")}, got ${JSON.stringify(kind)}`);
-  const record = { leaseId, kind, gatewayInstanceId, sessionKey, wrapperRoot, wrapperPath, rootPid: 0, commandHash, startedAt: now, state: "open", updatedAt: now };
-  const parsed = parseLeaseRecord({ ...record, ...(input.holder !== undefined ? { holder: input.holder } : {}) }, false);
+  if (!LEASE_KINDS.includes(kind))
+    throw new TypeError(`input.kind must be ${LEASE_KINDS.join(" or ")}, got ${JSON.stringify(kind)}`);
+  const record = {
+    leaseId,
+    kind,
+    gatewayInstanceId,
+    sessionKey,
+    wrapperRoot,
+    wrapperPath,
+    rootPid: 0,
+    commandHash,
+    startedAt: now,
+    state: "open",
+    updatedAt: now,
+  };
+  const parsed = parseLeaseRecord(
+    { ...record, ...(input.holder !== undefined ? { holder: input.holder } : {}) },
+    false,
+  );
   if (!parsed.ok) throw new TypeError(`invalid lease input: ${parsed.reason}`);
-  if (opts?.sync !== undefined && opts.sync !== "now" && opts.sync !== "deferred") throw new TypeError(`opts.sync must be "now" or "deferred", got ${JSON.stringify(opts.sync)}`);
+  if (opts?.sync !== undefined && opts.sync !== "now" && opts.sync !== "deferred")
+    throw new TypeError(`opts.sync must be "now" or "deferred", got ${JSON.stringify(opts.sync)}`);
   // deferred: in place, synced by the caller's next update (LeaseCreateOptions says when that is enough)
   const sync = f.durable && opts?.sync !== "deferred";
-  return f.withLock(leaseId, () => guarded(f, join(f.dir, `${leaseId}.json`), "create", async () => {
-    const file = `${leaseId}.json`;
-    if (await exists(join(f.archive, file))) throw new Error(`lease ${leaseId} already exists`);
-    // link() is the exclusive create: it never replaces an existing lease
-    const tmp = await writeTemp(f.dir, file, serializeLease(parsed.lease), sync);
-    try {
-      await link(tmp, join(f.dir, file));
-    } catch (e) {
-      if ((e as NodeJS.ErrnoException).code === "EEXIST") throw new Error(`lease ${leaseId} already exists`);
-      throw e;
-    } finally {
-      await unlink(tmp).catch(ignoreEnoent);
-    }
-    if (sync) await fsyncDir(f.dir);
-    return remember(f, parsed.lease);
-  }));
+  return f.withLock(leaseId, () =>
+    guarded(f, join(f.dir, `${leaseId}.json`), "create", async () => {
+      const file = `${leaseId}.json`;
+      if (await exists(join(f.archive, file))) throw new Error(`lease ${leaseId} already exists`);
+      // link() is the exclusive create: it never replaces an existing lease
+      const tmp = await writeTemp(f.dir, file, serializeLease(parsed.lease), sync);
+      try {
+        await link(tmp, join(f.dir, file));
+      } catch (e) {
+        if ((e as NodeJS.ErrnoException).code === "EEXIST") throw new Error(`lease ${leaseId} already exists`);
+        throw e;
+      } finally {
+        await unlink(tmp).catch(ignoreEnoent);
+      }
+      if (sync) await fsyncDir(f.dir);
+      return remember(f, parsed.lease);
+    }),
+  );
 }
 
 function checkWritable(f: StoreFiles, leaseId: unknown, op: string): asserts leaseId is string {
@@ -205,7 +257,11 @@ function checkWritable(f: StoreFiles, leaseId: unknown, op: string): asserts lea
  * and the change `next` makes of it (null: none), written and remembered.
  * Null when there is no such lease.
  */
-async function changeLease(f: StoreFiles, leaseId: string, next: (cur: ProcessLease) => { next: ProcessLease; op: string } | null): Promise<ProcessLease | null> {
+async function changeLease(
+  f: StoreFiles,
+  leaseId: string,
+  next: (cur: ProcessLease) => { next: ProcessLease; op: string } | null,
+): Promise<ProcessLease | null> {
   return f.withLock(leaseId, async () => {
     const cur = await load(f, leaseId);
     if (!cur) return null;
@@ -229,7 +285,11 @@ function checkState(to: unknown): asserts to is LeaseState {
 }
 
 /** The record `cur` becomes in state `to` (patched), or LeaseTransitionError when isLegalTransition refuses it. */
-function transitionOf(cur: ProcessLease, to: LeaseState, patch: LeasePatch | undefined): { next: ProcessLease; op: string } {
+function transitionOf(
+  cur: ProcessLease,
+  to: LeaseState,
+  patch: LeasePatch | undefined,
+): { next: ProcessLease; op: string } {
   if (!isLegalTransition(cur.state, to)) throw new LeaseTransitionError(cur.leaseId, cur.state, to);
   return { next: { ...applyPatch(cur, patch), state: to }, op: `transition ${cur.state} → ${to}` };
 }

@@ -17,7 +17,14 @@
  * that could not be recorded is never left behind: the never-started
  * sequence runs on the lease with that cgroup.
  */
-import { createLeaseCgroup, refOf, removeCgroup, removeEmptyInstanceFolder, type ContainmentSupport, type LeaseCgroup } from "../../containment/index.js";
+import {
+  createLeaseCgroup,
+  refOf,
+  removeCgroup,
+  removeEmptyInstanceFolder,
+  type ContainmentSupport,
+  type LeaseCgroup,
+} from "../../containment/index.js";
 import type { LeaseCreateInput, LeaseStore } from "../leases/lease-store.js";
 import { settleUnstarted, type LifecycleDeps } from "./lifecycle.js";
 import type { ProcessLease } from "../leases/types.js";
@@ -41,7 +48,11 @@ export type LeaseCgroupBinding =
  * of the cgroup, one durable write instead of two before the spawn
  * (LeaseCreateOptions). With no cgroup to record, the lease is synced as it is.
  */
-export async function openLeaseWithCgroup(deps: LifecycleDeps, support: ContainmentSupport, input: LeaseCreateInput): Promise<LeaseCgroupBinding> {
+export async function openLeaseWithCgroup(
+  deps: LifecycleDeps,
+  support: ContainmentSupport,
+  input: LeaseCreateInput,
+): Promise<LeaseCgroupBinding> {
   const lease = await deps.store.create(input, { sync: support.available ? "deferred" : "now" });
   const bound = await bindLeaseCgroup(deps, support, lease);
   if (bound.cgroup !== null || !support.available) return bound;
@@ -61,7 +72,11 @@ export async function openLeaseWithCgroup(deps: LifecycleDeps, support: Containm
  * record cannot take it, the never-started sequence runs on the lease with
  * that cgroup (drained, removed, settled) and the write's error is thrown.
  */
-export async function bindLeaseCgroup(deps: LifecycleDeps, support: ContainmentSupport, lease: ProcessLease): Promise<LeaseCgroupBinding> {
+export async function bindLeaseCgroup(
+  deps: LifecycleDeps,
+  support: ContainmentSupport,
+  lease: ProcessLease,
+): Promise<LeaseCgroupBinding> {
   if (!support.available) return { lease, cgroup: null, why: containmentOffWhy(support) };
   const made = await createLeaseCgroup(support, lease.leaseId, deps.gatewayInstanceId);
   if (!made.ok) return { lease, cgroup: null, why: `the lease cgroup could not be made: ${made.why}` };

@@ -91,11 +91,29 @@ export function outcomeOf(
 }
 
 /** A lease nothing was done to: its state (and how it ended, if it did) stays as it is. */
-export function untouched(lease: ProcessLease, v: LeaseVerification, action: LeaseAction, code: LeaseOutcomeCode, why: string, dryRun: boolean): LeaseOutcome {
-  return outcomeOf(lease, v, v, dryRun, { stateAfter: lease.state, action, code, why, ...(lease.settledAs ? { settledAs: lease.settledAs } : {}) });
+export function untouched(
+  lease: ProcessLease,
+  v: LeaseVerification,
+  action: LeaseAction,
+  code: LeaseOutcomeCode,
+  why: string,
+  dryRun: boolean,
+): LeaseOutcome {
+  return outcomeOf(lease, v, v, dryRun, {
+    stateAfter: lease.state,
+    action,
+    code,
+    why,
+    ...(lease.settledAs ? { settledAs: lease.settledAs } : {}),
+  });
 }
 
-export function actionFor(to: LeaseState, from: LeaseState, target: "tree" | "remnants" | null, killed: boolean): LeaseAction {
+export function actionFor(
+  to: LeaseState,
+  from: LeaseState,
+  target: "tree" | "remnants" | null,
+  killed: boolean,
+): LeaseAction {
   if (killed && target !== null) return target === "tree" ? "killed" : "killed-remnants";
   if (to === "lost" && from !== "lost") return "marked-lost";
   if (to === "closed" && from !== "closed") return "settled";
@@ -103,12 +121,20 @@ export function actionFor(to: LeaseState, from: LeaseState, target: "tree" | "re
 }
 
 /** The attached rule (ReconcileOptions.skipAttached): what a gateway that may still run could be using is left alone. */
-export function attachedReason(v: LeaseVerification, snapshot: ProcessSnapshot | undefined): { code: LeaseOutcomeCode; why: string } | null {
-  if (v.lease.rootPid === 0) return { code: "spawn-may-be-pending", why: "no pid recorded yet: its spawn may be pending in a running gateway" };
-  if (v.verdict === "unknown") return { code: "unknown-evidence", why: "unknown evidence cannot tell whether a running gateway holds it" };
+export function attachedReason(
+  v: LeaseVerification,
+  snapshot: ProcessSnapshot | undefined,
+): { code: LeaseOutcomeCode; why: string } | null {
+  if (v.lease.rootPid === 0)
+    return { code: "spawn-may-be-pending", why: "no pid recorded yet: its spawn may be pending in a running gateway" };
+  if (v.verdict === "unknown")
+    return { code: "unknown-evidence", why: "unknown evidence cannot tell whether a running gateway holds it" };
   const parent = v.tree?.root.ppid;
   if (parent !== undefined && parent > 1 && snapshot?.processes.has(parent)) {
-    return { code: "attached-to-live-parent", why: `its root's parent (pid ${parent}) is alive: attached to a running gateway` };
+    return {
+      code: "attached-to-live-parent",
+      why: `its root's parent (pid ${parent}) is alive: attached to a running gateway`,
+    };
   }
   return null;
 }

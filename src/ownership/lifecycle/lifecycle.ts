@@ -42,7 +42,14 @@
  */
 import type { ProcessFacts, ProcessSignaller } from "../../facts/types.js";
 import { cgroupMembers, drainLeaseCgroup, lookIntoLeaseCgroup, type CgroupDrain } from "../terminate/cgroup-drain.js";
-import { actionFor, outcomeOf, untouched, type LeaseAction, type LeaseOutcome, type LeaseOutcomeCode } from "./lease-outcome.js";
+import {
+  actionFor,
+  outcomeOf,
+  untouched,
+  type LeaseAction,
+  type LeaseOutcome,
+  type LeaseOutcomeCode,
+} from "./lease-outcome.js";
 import type { LeaseStore } from "../leases/lease-store.js";
 import { TERMINAL_STATES, isLegalTransition } from "../leases/lease-record.js";
 import type { TreeKillReport } from "../terminate/tree-kill.js";
@@ -118,7 +125,11 @@ export interface ReleaseResult {
 }
 
 /** A lease as it stands, verified now (or with the given verification), killed where proven ours, and settled. */
-export async function settleLease(deps: LifecycleDeps, lease: ProcessLease, opts: SettleLeaseOptions = {}): Promise<LeaseOutcome> {
+export async function settleLease(
+  deps: LifecycleDeps,
+  lease: ProcessLease,
+  opts: SettleLeaseOptions = {},
+): Promise<LeaseOutcome> {
   const begun = await beginSettlement(deps, lease, opts);
   if ("outcome" in begun) return begun.outcome;
   await opts.beforeSignals?.();
@@ -139,15 +150,25 @@ export interface Closing {
 }
 
 /** settleLease's first half: the lease as stored, verified, and marked closing; or its outcome when nothing more is to be done. */
-export async function beginSettlement(deps: LifecycleDeps, lease: ProcessLease, opts: SettleLeaseOptions): Promise<{ outcome: LeaseOutcome } | Closing> {
+export async function beginSettlement(
+  deps: LifecycleDeps,
+  lease: ProcessLease,
+  opts: SettleLeaseOptions,
+): Promise<{ outcome: LeaseOutcome } | Closing> {
   const dryRun = opts.dryRun === true;
   // with a verification in hand, a real settlement's first read of the record is its move to closing (below)
-  const cur = opts.verification !== undefined && !dryRun ? lease : ((await deps.store.get(lease.leaseId).catch(() => null)) ?? lease);
+  const cur =
+    opts.verification !== undefined && !dryRun
+      ? lease
+      : ((await deps.store.get(lease.leaseId).catch(() => null)) ?? lease);
   const v = opts.verification ?? (await verify(deps, cur));
   if (isSettled(cur)) return { outcome: alreadySettled(deps, cur, v, dryRun) };
   // a settlement left pending by an earlier attempt: the tree ended then, under our eyes
   const earlier = dryRun ? undefined : pendingOf(deps.store).get(cur.leaseId);
-  const ctx = { rootExitObserved: opts.rootExitObserved === true || earlier?.ended === true, prior: opts.prior ?? earlier?.prior ?? null };
+  const ctx = {
+    rootExitObserved: opts.rootExitObserved === true || earlier?.ended === true,
+    prior: opts.prior ?? earlier?.prior ?? null,
+  };
   if (dryRun) return { outcome: await planDryRun(cur, v, ctx) };
   // another gateway instance's lease is not ours to move at all (settle.ts row 8)
   if (isOtherInstance(v)) {
@@ -182,8 +203,15 @@ async function planDryRun(cur: ProcessLease, v: LeaseVerification, ctx: SettleCo
   const s = settlementForDryRun(v, { target: t, pids, contained: contained.length }, ctx);
   const to = s.to === "unchanged" ? cur.state : s.to;
   const how = { code: s.code, why: s.why, ...(s.settledAs ? { settledAs: s.settledAs } : {}) };
-  if (!s.kills) return outcomeOf(cur, v, v, true, { stateAfter: to, action: actionFor(to, cur.state, null, false), ...how });
-  return outcomeOf(cur, v, v, true, { stateAfter: to, action: t === "tree" ? "killed" : "killed-remnants", ...how, target: t ?? "remnants", wouldKill: pids });
+  if (!s.kills)
+    return outcomeOf(cur, v, v, true, { stateAfter: to, action: actionFor(to, cur.state, null, false), ...how });
+  return outcomeOf(cur, v, v, true, {
+    stateAfter: to,
+    action: t === "tree" ? "killed" : "killed-remnants",
+    ...how,
+    target: t ?? "remnants",
+    wouldKill: pids,
+  });
 }
 
 /** What the verify → kill → release → verify steps leave for the settlement. */
@@ -203,7 +231,11 @@ interface Killed {
 }
 
 /** settleLease's second half: kill → (release) → drain → settle by the table → write (or leave pending). */
-export async function endSettlement(deps: LifecycleDeps, { cur, v: v0, ctx, writes }: Closing, opts: SettleLeaseOptions): Promise<LeaseOutcome> {
+export async function endSettlement(
+  deps: LifecycleDeps,
+  { cur, v: v0, ctx, writes }: Closing,
+  opts: SettleLeaseOptions,
+): Promise<LeaseOutcome> {
   const r = await killAndRelease(deps, cur, v0, opts);
   const seen = { ...ctx, rootExitObserved: ctx.rootExitObserved || r.exitObserved };
   const settle = (drain: CgroupDrain | null): Settlement =>
@@ -222,8 +254,13 @@ export async function endSettlement(deps: LifecycleDeps, { cur, v: v0, ctx, writ
   const target = r.firstTarget ?? r.last?.target ?? (drained ? "remnants" : null);
   const prior = ctx.prior;
   const ended = seen.rootExitObserved || r.last !== null || drained || prior !== null;
-  const { stateAfter, settledAs, pending } = await writeSettlement(deps.store, cur, s, writes, { ended, prior: kill ?? prior });
-  const why = pending ? `${r.note}${s.why}; settlement pending (${pending.to}): ${pending.blockedBy}; the next reconcile that can write settles it` : `${r.note}${s.why}`;
+  const { stateAfter, settledAs, pending } = await writeSettlement(deps.store, cur, s, writes, {
+    ended,
+    prior: kill ?? prior,
+  });
+  const why = pending
+    ? `${r.note}${s.why}; settlement pending (${pending.to}): ${pending.blockedBy}; the next reconcile that can write settles it`
+    : `${r.note}${s.why}`;
   return outcomeOf(cur, r.decided, r.last?.final ?? r.v, false, {
     stateAfter,
     action: actionFor(stateAfter, cur.state, target, kill !== null || drained),
@@ -245,10 +282,16 @@ export async function endSettlement(deps: LifecycleDeps, { cur, v: v0, ctx, writ
  * release was the only thing that ran, what it left is verified (and killed)
  * now.
  */
-async function killAndRelease(deps: LifecycleDeps, cur: ProcessLease, v0: LeaseVerification, opts: SettleLeaseOptions): Promise<Killed> {
+async function killAndRelease(
+  deps: LifecycleDeps,
+  cur: ProcessLease,
+  v0: LeaseVerification,
+  opts: SettleLeaseOptions,
+): Promise<Killed> {
   const facts = opts.facts ?? deps.facts;
   const mayKill = opts.kill !== false;
-  const killNow = (v: LeaseVerification) => (mayKill ? killProven(deps, v, { facts, verifier: opts.verifier, pace: opts.pace }) : Promise.resolve(null));
+  const killNow = (v: LeaseVerification) =>
+    mayKill ? killProven(deps, v, { facts, verifier: opts.verifier, pace: opts.pace }) : Promise.resolve(null);
   const again = async (v: LeaseVerification) => (await verify(deps, cur).catch(() => null)) ?? v;
   let released = false;
   let exitObserved = false;
@@ -286,13 +329,27 @@ async function killAndRelease(deps: LifecycleDeps, cur: ProcessLease, v0: LeaseV
  * too. A record that cannot be written leaves the settlement pending, as in
  * settleLease.
  */
-export async function settleUnstarted(deps: LifecycleDeps, lease: ProcessLease): Promise<{ state: LeaseState; settledAs?: LeaseSettledAs; pending?: PendingSettlement }> {
+export async function settleUnstarted(
+  deps: LifecycleDeps,
+  lease: ProcessLease,
+): Promise<{ state: LeaseState; settledAs?: LeaseSettledAs; pending?: PendingSettlement }> {
   const stored = await deps.store.get(lease.leaseId).catch(() => null);
   const cur = stored ?? lease;
   if (isSettled(cur)) return { state: cur.state, ...(cur.settledAs ? { settledAs: cur.settledAs } : {}) };
   const cgroup = cur.cgroup ?? lease.cgroup;
-  const drain = cgroup ? await drainLeaseCgroup({ ...cur, cgroup }, { graceMs: deps.graceMs, signaller: deps.signaller, facts: deps.facts }) : null;
-  const { stateAfter, settledAs, pending } = await writeSettlement(deps.store, cur, settlementUnstarted(drain), writeGuard(), { ended: true, prior: null });
+  const drain = cgroup
+    ? await drainLeaseCgroup(
+        { ...cur, cgroup },
+        { graceMs: deps.graceMs, signaller: deps.signaller, facts: deps.facts },
+      )
+    : null;
+  const { stateAfter, settledAs, pending } = await writeSettlement(
+    deps.store,
+    cur,
+    settlementUnstarted(drain),
+    writeGuard(),
+    { ended: true, prior: null },
+  );
   return { state: stateAfter, ...(settledAs ? { settledAs } : {}), ...(pending ? { pending } : {}) };
 }
 
@@ -317,7 +374,10 @@ async function writeSettlement(
   const stateAfter = (await store.get(cur.leaseId).catch(() => null))?.state ?? cur.state;
   if (s.to === "unchanged" || s.to === stateAfter) return { stateAfter };
   pendingOf(store).set(cur.leaseId, memo);
-  return { stateAfter, pending: { to: s.to, settlement: s.code, why: s.why, errno: writes.error.code, blockedBy: writes.error.message } };
+  return {
+    stateAfter,
+    pending: { to: s.to, settlement: s.code, why: s.why, errno: writes.error.code, blockedBy: writes.error.message },
+  };
 }
 
 /**
@@ -339,7 +399,8 @@ export async function applySettlement(store: LeaseStore, leaseId: string, s: Set
   };
   let cur = await store.advance(leaseId, step);
   // open → closing → closed|lost is two steps; each reads the record again, so at most two more are needed
-  for (let i = 0; i < 2 && cur !== null && nextState(cur.state, target) !== null; i++) cur = await store.advance(leaseId, step);
+  for (let i = 0; i < 2 && cur !== null && nextState(cur.state, target) !== null; i++)
+    cur = await store.advance(leaseId, step);
   return cur;
 }
 
@@ -374,5 +435,11 @@ async function killProven(
 ): Promise<LeaseKillResult | null> {
   if (killTargetOf(v) === null) return null;
   const shared = { ...(batch.verifier ? { verify: batch.verifier } : {}), ...(batch.pace ? { pace: batch.pace } : {}) };
-  return killLeaseVerification(v, { facts: batch.facts, signaller: deps.signaller, graceMs: deps.graceMs, gatewayInstanceId: deps.gatewayInstanceId, ...shared });
+  return killLeaseVerification(v, {
+    facts: batch.facts,
+    signaller: deps.signaller,
+    graceMs: deps.graceMs,
+    gatewayInstanceId: deps.gatewayInstanceId,
+    ...shared,
+  });
 }

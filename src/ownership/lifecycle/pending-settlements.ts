@@ -36,7 +36,10 @@ export function pendingSettlements(store: LeaseStore): string[] {
 }
 
 /** Runs a store write; a write the host refused is kept (the first one) and answered with null, anything else is thrown. */
-export function writeGuard(): { run<T>(fn: () => Promise<T>): Promise<T | null>; readonly error: LeaseRecordWriteError | null } {
+export function writeGuard(): {
+  run<T>(fn: () => Promise<T>): Promise<T | null>;
+  readonly error: LeaseRecordWriteError | null;
+} {
   let error: LeaseRecordWriteError | null = null;
   return {
     async run(fn) {

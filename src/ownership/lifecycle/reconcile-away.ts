@@ -98,11 +98,18 @@ export const AWAY_BATCH = 16;
  * pending is not for a worker: their records may be held only in that
  * store's memory (a lease folder removed under the gateway).
  */
-export async function reconcileInWorker<T>(spec: AwaySpec, hooks: AwayHooks, entry: AwayEntry<T>, pendingTo: LeaseStore): Promise<AwayReport<T>> {
+export async function reconcileInWorker<T>(
+  spec: AwaySpec,
+  hooks: AwayHooks,
+  entry: AwayEntry<T>,
+  pendingTo: LeaseStore,
+): Promise<AwayReport<T>> {
   const script = workerScript();
-  if (script === null) throw new ReconcileAwayError("its script is not built (dist/ownership/lifecycle/reconcile-worker.js)");
+  if (script === null)
+    throw new ReconcileAwayError("its script is not built (dist/ownership/lifecycle/reconcile-worker.js)");
   const pending = pendingOf(pendingTo);
-  if (pending.size > 0) throw new ReconcileAwayError(`${pending.size} settlement(s) are pending in this process's store`);
+  if (pending.size > 0)
+    throw new ReconcileAwayError(`${pending.size} settlement(s) are pending in this process's store`);
   // a worker's start is the calling thread's longest step here (the first one in a process loads Node's worker
   // internals): it gets an event-loop turn of its own, and the worker's output is not piped to ours
   await nextTurn();
@@ -172,6 +179,15 @@ function converse<T>(worker: Worker, hooks: AwayHooks, entry: AwayEntry<T>): Pro
 function workerScript(): URL | null {
   const here = new URL("./reconcile-worker.js", import.meta.url);
   if (existsSync(fileURLToPath(here))) return here;
-  const built = join(dirname(fileURLToPath(import.meta.url)), "..", "..", "..", "dist", "ownership", "lifecycle", "reconcile-worker.js");
+  const built = join(
+    dirname(fileURLToPath(import.meta.url)),
+    "..",
+    "..",
+    "..",
+    "dist",
+    "ownership",
+    "lifecycle",
+    "reconcile-worker.js",
+  );
   return existsSync(built) ? pathToFileURL(built) : null;
 }

@@ -59,7 +59,13 @@ async function run(port: NonNullable<typeof parentPort>, spec: AwaySpec): Promis
   const store = await openLeaseStore(spec.stateDir);
   let live = new Set<string>();
   const report = await reconcileLeases(
-    { store, facts, signaller: createSignaller(facts), graceMs: spec.graceMs, gatewayInstanceId: spec.gatewayInstanceId },
+    {
+      store,
+      facts,
+      signaller: createSignaller(facts),
+      graceMs: spec.graceMs,
+      gatewayInstanceId: spec.gatewayInstanceId,
+    },
     {
       kind: spec.kind,
       states: spec.states,
@@ -73,7 +79,9 @@ async function run(port: NonNullable<typeof parentPort>, spec: AwaySpec): Promis
         live = new Set(reply.live);
         return new Map(reply.skips);
       },
-      ...(spec.leftoversFolder !== undefined ? { leftovers: { instanceFolder: spec.leftoversFolder, isLive: (id: string) => live.has(id) } } : {}),
+      ...(spec.leftoversFolder !== undefined
+        ? { leftovers: { instanceFolder: spec.leftoversFolder, isLive: (id: string) => live.has(id) } }
+        : {}),
       onSettled: (o) => out.push({ t: "settled", outcome: light(o) }),
     },
   );
@@ -86,6 +94,8 @@ async function run(port: NonNullable<typeof parentPort>, spec: AwaySpec): Promis
 if (parentPort !== null) {
   const port = parentPort;
   run(port, workerData as AwaySpec).catch((e: unknown) => {
-    port.postMessage([{ t: "failed", why: e instanceof Error ? `${e.name}: ${e.message}` : String(e) } satisfies AwayItem]);
+    port.postMessage([
+      { t: "failed", why: e instanceof Error ? `${e.name}: ${e.message}` : String(e) } satisfies AwayItem,
+    ]);
   });
 }

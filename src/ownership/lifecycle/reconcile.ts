@@ -10,7 +10,14 @@ import { removeSettledLeftovers } from "../terminate/cgroup-drain.js";
 import { attachedReason, untouched, type LeaseOutcome } from "./lease-outcome.js";
 import { coalescingFacts, countingFacts, slicedRunner } from "../verify/batch-facts.js";
 import { mapLimit } from "../leases/fs-safe.js";
-import { beginSettlement, endSettlement, isSettled, type Closing, type LifecycleDeps, type SettleLeaseOptions } from "./lifecycle.js";
+import {
+  beginSettlement,
+  endSettlement,
+  isSettled,
+  type Closing,
+  type LifecycleDeps,
+  type SettleLeaseOptions,
+} from "./lifecycle.js";
 import { pendingOf } from "./pending-settlements.js";
 import { wakeInChunks } from "../verify/waiters.js";
 import type { LeaseKind, ProcessLease } from "../leases/types.js";
@@ -82,16 +89,29 @@ export async function reconcileLeases(deps: LifecycleDeps, opts: ReconcileOption
     else candidates.push(l);
   }
   const { snapshot, snapshots, byId } = await verifyBatch(deps, [...candidates, ...skipped.map((x) => x.lease)]);
-  for (const { lease, why } of skipped) entries.push(untouched(lease, byId.get(lease.leaseId)!, "skipped-live", "in-use", why, dryRun));
+  for (const { lease, why } of skipped)
+    entries.push(untouched(lease, byId.get(lease.leaseId)!, "skipped-live", "in-use", why, dryRun));
 
-  await settleTogether(deps, candidates, { byId, snapshot, skipAttached: opts.skipAttached, dryRun, entry: (o) => entries.push(o), onSettled: opts.onSettled });
+  await settleTogether(deps, candidates, {
+    byId,
+    snapshot,
+    skipAttached: opts.skipAttached,
+    dryRun,
+    entry: (o) => entries.push(o),
+    onSettled: opts.onSettled,
+  });
   const order = new Map(leases.map((l, i) => [l.leaseId, i]));
   entries.sort((a, b) => order.get(a.leaseId)! - order.get(b.leaseId)!);
 
   if (!dryRun && opts.leftovers) {
-    const unsettled = new Set(entries.filter((e) => e.stateAfter === "open" || e.stateAfter === "closing").map((e) => e.leaseId));
+    const unsettled = new Set(
+      entries.filter((e) => e.stateAfter === "open" || e.stateAfter === "closing").map((e) => e.leaseId),
+    );
     const { instanceFolder, isLive } = opts.leftovers;
-    await removeSettledLeftovers(instanceFolder, { isLive: (id) => unsettled.has(id) || isLive?.(id) === true, get: (id) => deps.store.get(id) }).catch(() => undefined);
+    await removeSettledLeftovers(instanceFolder, {
+      isLive: (id) => unsettled.has(id) || isLive?.(id) === true,
+      get: (id) => deps.store.get(id),
+    }).catch(() => undefined);
   }
   let expired: string[] = [];
   if (!dryRun && opts.retentionMs !== undefined) {
@@ -157,7 +177,12 @@ async function settleTogether(
     }
   });
   const kills: Promise<void>[] = [];
-  const end = (c: Closing) => kills.push(endSettlement(deps, c, shared).then(settled).catch((e: unknown) => void failures.push(e)));
+  const end = (c: Closing) =>
+    kills.push(
+      endSettlement(deps, c, shared)
+        .then(settled)
+        .catch((e: unknown) => void failures.push(e)),
+    );
   await new Promise<void>((started) => wakeInChunks([...closing.map((c) => () => end(c)), started]));
   await Promise.all(kills);
   if (failures.length > 0) throw failures[0];
@@ -168,7 +193,10 @@ async function settleTogether(
  * exactly `leaseIds`, of any instance), of the asked kind, plus those whose
  * settlement an unwritable record left pending (whatever their state).
  */
-async function leasesToReconcile(deps: LifecycleDeps, opts: ReconcileOptions): Promise<{ leases: ProcessLease[]; problems: Map<string, string> }> {
+async function leasesToReconcile(
+  deps: LifecycleDeps,
+  opts: ReconcileOptions,
+): Promise<{ leases: ProcessLease[]; problems: Map<string, string> }> {
   const states = opts.states ?? ["open", "closing"];
   const ids = opts.leaseIds ? new Set(opts.leaseIds) : null;
   const listed = await deps.store.list(ids ? {} : { gatewayInstanceId: deps.gatewayInstanceId, states });
@@ -184,7 +212,9 @@ async function leasesToReconcile(deps: LifecycleDeps, opts: ReconcileOptions): P
     }
   }
   const kind = opts.kind ?? "all";
-  const leases = listed.leases.filter((l) => (ids === null || ids.has(l.leaseId)) && (kind === "all" || l.kind === kind));
+  const leases = listed.leases.filter(
+    (l) => (ids === null || ids.has(l.leaseId)) && (kind === "all" || l.kind === kind),
+  );
   return { leases, problems };
 }
 
@@ -197,7 +227,10 @@ async function verifyBatch(
   if (leases.length === 0) return { snapshot: undefined, snapshots, byId: new Map() };
   const counting = countingFacts(deps.facts, () => snapshots++);
   const snapshot = await counting.snapshot().catch(() => undefined);
-  const verifications = await verifyLeases(leases, counting, { gatewayInstanceId: deps.gatewayInstanceId, ...(snapshot ? { snapshot } : {}) });
+  const verifications = await verifyLeases(leases, counting, {
+    gatewayInstanceId: deps.gatewayInstanceId,
+    ...(snapshot ? { snapshot } : {}),
+  });
   return { snapshot, snapshots, byId: new Map(verifications.map((v) => [v.lease.leaseId, v])) };
 }
 

@@ -80,10 +80,20 @@ export async function recordRootIdentity(
   if (details === null || !isAlive(details)) {
     const lease = await store.update(leaseId, reported);
     if (failure !== undefined) {
-      return { lease, identity: "unknown", code: "inspect-failed", detail: `pid ${root.rootPid} could not be inspected (${failure}); no identity recorded` };
+      return {
+        lease,
+        identity: "unknown",
+        code: "inspect-failed",
+        detail: `pid ${root.rootPid} could not be inspected (${failure}); no identity recorded`,
+      };
     }
     const how = details === null ? "is not running" : "is a zombie (it has exited)";
-    return { lease, identity: "gone", code: details === null ? "absent" : "zombie", detail: `pid ${root.rootPid} ${how}; no identity recorded` };
+    return {
+      lease,
+      identity: "gone",
+      code: details === null ? "absent" : "zombie",
+      detail: `pid ${root.rootPid} ${how}; no identity recorded`,
+    };
   }
   const lease = await store.update(leaseId, {
     ...reported,

@@ -191,14 +191,19 @@ export function drainsCgroup(s: Settlement): boolean {
   return s.to !== "unchanged";
 }
 
-export function settlementFor(v: SettleVerification, kill: Pick<TreeKillReport, "results"> | null, ctx: SettleContext = {}): Settlement {
+export function settlementFor(
+  v: SettleVerification,
+  kill: Pick<TreeKillReport, "results"> | null,
+  ctx: SettleContext = {},
+): Settlement {
   return withDrain(rowFor(v, kill, ctx), kill !== null, ctx);
 }
 
 /** Rows 0-11. */
 function rowFor(v: SettleVerification, kill: Pick<TreeKillReport, "results"> | null, ctx: SettleContext): Settlement {
   const prior = ctx.prior ?? null;
-  if (v.lease.state === "closed" || v.lease.state === "lost") return { to: "unchanged", code: "already-settled", why: `already ${v.lease.state}` };
+  if (v.lease.state === "closed" || v.lease.state === "lost")
+    return { to: "unchanged", code: "already-settled", why: `already ${v.lease.state}` };
   if (kill !== null) return afterKill(v, kill);
   switch (v.verdict) {
     case "owned":
@@ -206,21 +211,46 @@ function rowFor(v: SettleVerification, kill: Pick<TreeKillReport, "results"> | n
     case "gone": {
       if (v.remnantSearch === "none-found") {
         const gone = decisive(v, "mismatch") ?? "the root is gone";
-        return byPrior(prior, ctx, `${gone} and nothing carries the lease's markers`, { code: "ended-on-its-own", why: `${gone}; nothing carries the lease's markers; nothing signalled` });
+        return byPrior(prior, ctx, `${gone} and nothing carries the lease's markers`, {
+          code: "ended-on-its-own",
+          why: `${gone}; nothing carries the lease's markers; nothing signalled`,
+        });
       }
-      if (v.remnantSearch === "found") return { to: "closing", code: "remnants-alive", why: "the root is gone but live processes carry the lease's markers and were not killed; retried later" };
-      return { to: "closing", code: "remnant-search-inconclusive", why: `the root is gone but the remnant search could not prove nothing is left (${detailOf(v, "remnant-env")}); retried later` };
+      if (v.remnantSearch === "found")
+        return {
+          to: "closing",
+          code: "remnants-alive",
+          why: "the root is gone but live processes carry the lease's markers and were not killed; retried later",
+        };
+      return {
+        to: "closing",
+        code: "remnant-search-inconclusive",
+        why: `the root is gone but the remnant search could not prove nothing is left (${detailOf(v, "remnant-env")}); retried later`,
+      };
     }
     case "mismatch": {
-      if (isOtherInstance(v)) return { to: "unchanged", code: "other-instance", why: decisive(v, "mismatch") ?? "the lease belongs to another gateway instance" };
+      if (isOtherInstance(v))
+        return {
+          to: "unchanged",
+          code: "other-instance",
+          why: decisive(v, "mismatch") ?? "the lease belongs to another gateway instance",
+        };
       const what = decisive(v, "mismatch") ?? "the live process does not match the lease";
-      return byPrior(prior, ctx, what, { code: "not-ours", why: `${what}; nothing signalled (escapees of a reused root pid are never searched for)` });
+      return byPrior(prior, ctx, what, {
+        code: "not-ours",
+        why: `${what}; nothing signalled (escapees of a reused root pid are never searched for)`,
+      });
     }
     case "unknown": {
       const cause = decisive(v, "unknown") ?? "ownership could not be established";
       // after a kill, cleanup DID run: the lease is not handed back, it stays closing
-      if (v.factsUnavailable && prior === null) return { to: "open", code: "facts-unavailable", why: `${cause}; cleanup could not run, lease back to open` };
-      return { to: "closing", code: "unknown-evidence", why: `${cause}; not settled on unknown evidence, retried later` };
+      if (v.factsUnavailable && prior === null)
+        return { to: "open", code: "facts-unavailable", why: `${cause}; cleanup could not run, lease back to open` };
+      return {
+        to: "closing",
+        code: "unknown-evidence",
+        why: `${cause}; not settled on unknown evidence, retried later`,
+      };
     }
   }
 }
@@ -228,11 +258,25 @@ function rowFor(v: SettleVerification, kill: Pick<TreeKillReport, "results"> | n
 /** Rows 1-4: a kill ran on this verification. */
 function afterKill(v: SettleVerification, kill: Pick<TreeKillReport, "results">): Settlement {
   const survivors = survivorsOf(kill);
-  if (survivors.length > 0) return { to: "closing", code: "kill-survivors", why: `pid(s) ${survivors.join(", ")} may still run after the kill (survived, denied or unknown); retried later` };
+  if (survivors.length > 0)
+    return {
+      to: "closing",
+      code: "kill-survivors",
+      why: `pid(s) ${survivors.join(", ")} may still run after the kill (survived, denied or unknown); retried later`,
+    };
   if (v.verdict === "gone" && v.remnantsUncleared > 0) {
-    return { to: "closing", code: "kill-left-uncleared", why: `remnants killed, but ${v.remnantsUncleared} process(es) that may carry the lease could not be cleared (${detailOf(v, "remnant-env")}); retried later` };
+    return {
+      to: "closing",
+      code: "kill-left-uncleared",
+      why: `remnants killed, but ${v.remnantsUncleared} process(es) that may carry the lease could not be cleared (${detailOf(v, "remnant-env")}); retried later`,
+    };
   }
-  return { to: "closed", code: "killed", settledAs: "killed", why: `killed ${kill.results.length} verified process(es); none may still run` };
+  return {
+    to: "closed",
+    code: "killed",
+    settledAs: "killed",
+    why: `killed ${kill.results.length} verified process(es); none may still run`,
+  };
 }
 
 /** Rows D1-D4: the drain's answer over the row the verification and kills chose. */
@@ -243,12 +287,26 @@ function withDrain(s: Settlement, killed: boolean, ctx: SettleContext): Settleme
   if (d.state === "empty") {
     const endedHere = killed || (ctx.prior ?? null) !== null || d.members > 0;
     if (endedHere || ctx.rootExitObserved === true) {
-      return { to: "closed", code: "cgroup-emptied", settledAs: endedHere ? "killed" : "exit-observed", why: detail ?? "cgroup empty" };
+      return {
+        to: "closed",
+        code: "cgroup-emptied",
+        settledAs: endedHere ? "killed" : "exit-observed",
+        why: detail ?? "cgroup empty",
+      };
     }
-    return { to: "lost", code: "cgroup-found-empty", settledAs: s.to === "lost" && s.settledAs ? s.settledAs : "ended-on-its-own", why: `nothing of it was alive; ${detail ?? "cgroup empty"}` };
+    return {
+      to: "lost",
+      code: "cgroup-found-empty",
+      settledAs: s.to === "lost" && s.settledAs ? s.settledAs : "ended-on-its-own",
+      why: `nothing of it was alive; ${detail ?? "cgroup empty"}`,
+    };
   }
   if (d.state === "survivors" || d.state === "left") {
-    return { to: "closing", code: d.state === "left" ? "cgroup-left" : "cgroup-populated", why: `${detail ?? "cgroup still populated"}; ${s.why}` };
+    return {
+      to: "closing",
+      code: d.state === "left" ? "cgroup-left" : "cgroup-populated",
+      why: `${detail ?? "cgroup still populated"}; ${s.why}`,
+    };
   }
   return s;
 }
@@ -257,9 +315,19 @@ function withDrain(s: Settlement, killed: boolean, ctx: SettleContext): Settleme
 export function settlementUnstarted(drain: DrainInput | null): Settlement {
   if (drain === null) return NOTHING_STARTED;
   if (drain.state !== "empty") {
-    return { to: "closing", code: "unstarted-cgroup-not-emptied", why: `the spawn failed and its cgroup could not be emptied and removed: ${drain.evidence.detail ?? drain.state}` };
+    return {
+      to: "closing",
+      code: "unstarted-cgroup-not-emptied",
+      why: `the spawn failed and its cgroup could not be emptied and removed: ${drain.evidence.detail ?? drain.state}`,
+    };
   }
-  if (drain.members > 0) return { to: "closed", code: "unstarted-cgroup-emptied", settledAs: "killed", why: `the spawn failed; ${drain.evidence.detail ?? "its cgroup was emptied"}` };
+  if (drain.members > 0)
+    return {
+      to: "closed",
+      code: "unstarted-cgroup-emptied",
+      settledAs: "killed",
+      why: `the spawn failed; ${drain.evidence.detail ?? "its cgroup was emptied"}`,
+    };
   return NOTHING_STARTED;
 }
 
@@ -273,11 +341,21 @@ export interface DryRunPlan {
 }
 
 /** Rows R1-R3: a dry run's answer, from the same rows as the real run; `kills`: row R2 (the plan would be carried out). */
-export function settlementForDryRun(v: SettleVerification, plan: DryRunPlan, ctx: SettleContext = {}): Settlement & { kills: boolean } {
+export function settlementForDryRun(
+  v: SettleVerification,
+  plan: DryRunPlan,
+  ctx: SettleContext = {},
+): Settlement & { kills: boolean } {
   const s = settlementFor(v, null, { ...ctx, drain: null });
   if (!drainsCgroup(s) || (plan.target === null && plan.contained === 0)) return { ...s, kills: false };
   const inCgroup = plan.contained > 0 ? `, ${plan.contained} of them in the lease's cgroup` : "";
-  return { to: "closed", code: "would-kill", settledAs: "killed", why: `would kill ${plan.pids.length} process(es) (${plan.pids.join(" ")})${inCgroup}; closed if none may still run after it`, kills: true };
+  return {
+    to: "closed",
+    code: "would-kill",
+    settledAs: "killed",
+    why: `would kill ${plan.pids.length} process(es) (${plan.pids.join(" ")})${inCgroup}; closed if none may still run after it`,
+    kills: true,
+  };
 }
 
 /**
@@ -296,9 +374,19 @@ function byPrior(
     const survivors = survivorsOf(prior);
     return survivors.length === 0
       ? { to: "closed", code: "killed-earlier", settledAs: "killed", why: `killed earlier; now ${now}` }
-      : { to: "closing", code: "earlier-kill-survivors", why: `killed earlier, but pid(s) ${survivors.join(", ")} may still run after that kill; now ${now}; retried later` };
+      : {
+          to: "closing",
+          code: "earlier-kill-survivors",
+          why: `killed earlier, but pid(s) ${survivors.join(", ")} may still run after that kill; now ${now}; retried later`,
+        };
   }
-  if (ctx.rootExitObserved === true) return { to: "closed", code: "exit-observed", settledAs: "exit-observed", why: `the root's exit was observed; ${now}` };
+  if (ctx.rootExitObserved === true)
+    return {
+      to: "closed",
+      code: "exit-observed",
+      settledAs: "exit-observed",
+      why: `the root's exit was observed; ${now}`,
+    };
   return { to: "lost", code: lost.code, settledAs: lost.code, why: lost.why };
 }
 
@@ -310,7 +398,10 @@ function byPrior(
  * otherwise the first kill counts as the prior one (with `ctx.prior`, if the
  * caller had one of its own). With nothing killed it is settlementFor(v, null, ctx).
  */
-export function settlementAfterKill(r: Pick<LeaseKillResult, "final" | "report" | "finalKill">, ctx: SettleContext = {}): Settlement {
+export function settlementAfterKill(
+  r: Pick<LeaseKillResult, "final" | "report" | "finalKill">,
+  ctx: SettleContext = {},
+): Settlement {
   if (r.report === null) return settlementFor(r.final, null, ctx);
   const all = ctx.prior ? { results: mergeKillResults(ctx.prior, r.report) } : r.report;
   if (r.finalKill !== null) return settlementFor(r.final, all, ctx);

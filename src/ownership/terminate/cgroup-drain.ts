@@ -55,7 +55,6 @@ export type Contained = Pick<ProcessLease, "cgroup">;
 
 type Evidence = (result: OwnershipEvidence["result"], code: EvidenceCode, detail: string) => OwnershipEvidence;
 
-
 /**
  * The lease's cgroup opened (path and identity checked, with the evidence
  * maker for it), or the drain's answer when it cannot be touched: gone (a
@@ -72,13 +71,29 @@ async function openForDrain(lease: Contained): Promise<CgroupDrain | { cg: Lease
     case "open":
       return { cg: o.cgroup, ev };
     case "gone":
-      return { state: "empty", members: 0, evidence: ev("match", "cgroup-gone", "already removed (nothing can have been left in it)") };
+      return {
+        state: "empty",
+        members: 0,
+        evidence: ev("match", "cgroup-gone", "already removed (nothing can have been left in it)"),
+      };
     case "mismatch":
-      return { state: "unknown", members: 0, evidence: ev("unknown", "cgroup-replaced", "another cgroup now has this name; not touched") };
+      return {
+        state: "unknown",
+        members: 0,
+        evidence: ev("unknown", "cgroup-replaced", "another cgroup now has this name; not touched"),
+      };
     case "refused":
-      return { state: "unknown", members: 0, evidence: ev("unknown", "not-a-lease-cgroup", `not a lease cgroup (${o.why}); not touched`) };
+      return {
+        state: "unknown",
+        members: 0,
+        evidence: ev("unknown", "not-a-lease-cgroup", `not a lease cgroup (${o.why}); not touched`),
+      };
     case "unknown":
-      return { state: "unknown", members: 0, evidence: ev("unknown", "identity-unreadable", "its identity cannot be read; not touched") };
+      return {
+        state: "unknown",
+        members: 0,
+        evidence: ev("unknown", "identity-unreadable", "its identity cannot be read; not touched"),
+      };
   }
 }
 
@@ -98,12 +113,25 @@ export async function drainLeaseCgroup(
     if ((await waitUntilEmpty(cg, opts.graceMs)) !== "empty") {
       const k = await killCgroup(cg, { signaller: opts.signaller });
       if (k.outcome !== "empty" && k.outcome !== "gone") {
-        return { state: "survivors", members, evidence: ev("unknown", "kill-left-survivors", `still populated after cgroup.kill (${k.outcome}); retried later`) };
+        return {
+          state: "survivors",
+          members,
+          evidence: ev(
+            "unknown",
+            "kill-left-survivors",
+            `still populated after cgroup.kill (${k.outcome}); retried later`,
+          ),
+        };
       }
     }
   }
   const populated = await isPopulated(cg);
-  if (populated !== "empty" && populated !== "gone") return { state: populated === "populated" ? "survivors" : "unknown", members, evidence: ev("unknown", "populated-unknown", `populated: ${populated}`) };
+  if (populated !== "empty" && populated !== "gone")
+    return {
+      state: populated === "populated" ? "survivors" : "unknown",
+      members,
+      evidence: ev("unknown", "populated-unknown", `populated: ${populated}`),
+    };
   return removeEmpty(cg, members, ev, `populated 0${members > 0 ? ` after ending ${members} process(es) in it` : ""}`);
 }
 
@@ -113,11 +141,24 @@ async function removeEmpty(cg: LeaseCgroup, members: number, ev: Evidence, found
   if (rm.outcome === "removed" || rm.outcome === "gone") {
     // the instance's folder goes with its last cgroup (another one of it may be made in it right now: then it stays)
     await removeEmptyInstanceFolder(cg.path);
-    return { state: "empty", members, evidence: ev("match", "emptied-and-removed", `${found}, removed: nothing of the lease is left`) };
+    return {
+      state: "empty",
+      members,
+      evidence: ev("match", "emptied-and-removed", `${found}, removed: nothing of the lease is left`),
+    };
   }
-  if (rm.outcome === "refused") return { state: "unknown", members, evidence: ev("unknown", "not-removed", `${found}, not removed: ${rm.why}`) };
+  if (rm.outcome === "refused")
+    return { state: "unknown", members, evidence: ev("unknown", "not-removed", `${found}, not removed: ${rm.why}`) };
   const why = rm.outcome === "busy" ? rm.detail : rm.why;
-  return { state: "left", members, evidence: ev("match", "folder-left", `${found}, but its folder could not be removed yet (${why}); the next reconcile removes it`) };
+  return {
+    state: "left",
+    members,
+    evidence: ev(
+      "match",
+      "folder-left",
+      `${found}, but its folder could not be removed yet (${why}); the next reconcile removes it`,
+    ),
+  };
 }
 
 /**
@@ -137,9 +178,18 @@ export async function lookIntoLeaseCgroup(lease: Contained): Promise<CgroupDrain
     const m = await membersOf(cg);
     const pids = m.state === "ok" ? m.pids : [];
     // members 0: nothing was ended here (the count is in the evidence)
-    return { state: "survivors", members: 0, evidence: ev("match", "still-populated", `still populated${pids.length > 0 ? ` (${pids.join(" ")})` : ""}: left running, for the next reconcile to kill`) };
+    return {
+      state: "survivors",
+      members: 0,
+      evidence: ev(
+        "match",
+        "still-populated",
+        `still populated${pids.length > 0 ? ` (${pids.join(" ")})` : ""}: left running, for the next reconcile to kill`,
+      ),
+    };
   }
-  if (populated !== "empty" && populated !== "gone") return { state: "unknown", members: 0, evidence: ev("unknown", "populated-unknown", `populated: ${populated}`) };
+  if (populated !== "empty" && populated !== "gone")
+    return { state: "unknown", members: 0, evidence: ev("unknown", "populated-unknown", `populated: ${populated}`) };
   return removeEmpty(cg, 0, ev, "populated 0");
 }
 

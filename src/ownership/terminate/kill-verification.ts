@@ -62,7 +62,9 @@ export async function killLeaseVerification(v: LeaseVerification, opts: LeaseKil
     remnantSearch: "not-run",
     remnantsUncleared: 0,
     factsUnavailable: false,
-    evidence: [evidence("re-verification", "unknown", "re-verification-failed", "the verification after the kill failed")],
+    evidence: [
+      evidence("re-verification", "unknown", "re-verification-failed", "the verification after the kill failed"),
+    ],
   };
   // only remnants (the root gone) are killed again: a root that survived the kill is the report's survivor already
   const finalKill = final.verdict === "gone" && final.remnants ? await killOwnedTree(final.remnants, opts) : null;

@@ -103,7 +103,10 @@ export function killStoppedPid(report: Pick<TreeKillReport, "results">, pid: num
 }
 
 /** Results of two kills of one lease: a pid (with its start time) killed twice keeps its later outcome. */
-export function mergeKillResults(a: Pick<TreeKillReport, "results">, b: Pick<TreeKillReport, "results">): TreeKillReport["results"] {
+export function mergeKillResults(
+  a: Pick<TreeKillReport, "results">,
+  b: Pick<TreeKillReport, "results">,
+): TreeKillReport["results"] {
   const byKey = new Map<string, TreeKillReport["results"][number]>();
   for (const x of [...a.results, ...b.results]) {
     byKey.delete(`${x.pid}:${x.startTime}`);
@@ -135,7 +138,11 @@ export async function killOwnedTree(tree: KillTarget, opts: TreeKillOptions): Pr
   const graceMs = nonNegativeOption(opts.graceMs, DEFAULT_GRACE_MS, "graceMs");
   const pollMs = Math.max(1, nonNegativeOption(opts.pollMs, 25, "pollMs"));
   const confirmMs = nonNegativeOption(opts.confirmMs, 2000, "confirmMs");
-  const group = groupToWatch(opts.group !== undefined ? opts.group : tree.group, opts.group !== undefined ? "opts.group" : "target.group", tree);
+  const group = groupToWatch(
+    opts.group !== undefined ? opts.group : tree.group,
+    opts.group !== undefined ? "opts.group" : "target.group",
+    tree,
+  );
 
   const entries: Entry[] = [];
   const byPid = new Map<number, Entry>();
@@ -164,7 +171,8 @@ export async function killOwnedTree(tree: KillTarget, opts: TreeKillOptions): Pr
       term: async (sig) => {
         for (const e of entries) if (await termEntry(e, sig, opts)) termSent++;
         // new children forked while we were signalling: TERM them too
-        for (const e of await newChildren(facts, entries, byPid, add, group)) if (await termEntry(e, sig, opts)) termSent++;
+        for (const e of await newChildren(facts, entries, byPid, add, group))
+          if (await termEntry(e, sig, opts)) termSent++;
         return true;
       },
       ended: async (ms) => {
@@ -228,7 +236,12 @@ async function killEntry(e: Entry, sig: "SIGKILL", opts: TreeKillOptions): Promi
   return false;
 }
 
-async function send(signaller: ProcessSignaller, e: Entry, sig: NodeJS.Signals, pace: Pacer | undefined): Promise<SignalOutcome> {
+async function send(
+  signaller: ProcessSignaller,
+  e: Entry,
+  sig: NodeJS.Signals,
+  pace: Pacer | undefined,
+): Promise<SignalOutcome> {
   const now = async (): Promise<SignalOutcome> => {
     // the guard is re-asked at send time: our parent can change under us
     if (!checkSignalTarget(e.pid).allowed) return "unknown";
@@ -291,7 +304,8 @@ interface WatchedGroup {
 /** Validates the group argument; null when there is none or it cannot be watched safely. */
 function groupToWatch(value: number | undefined, name: string, tree: KillTarget): WatchedGroup | null {
   if (value === undefined) return null;
-  if (typeof value !== "number" || !Number.isInteger(value)) throw new TypeError(`${name} must be an integer process group id, got ${String(value)}`);
+  if (typeof value !== "number" || !Number.isInteger(value))
+    throw new TypeError(`${name} must be an integer process group id, got ${String(value)}`);
   if (value <= 1 || value > MAX_PID) throw new RangeError(`${name} must be between 2 and ${MAX_PID}, got ${value}`);
   // fail closed: our own group (or one we cannot tell apart from it) is never watched
   if (!checkGroupTarget(value).allowed) return null;

@@ -78,7 +78,13 @@ export function selfAndAncestorsIn(snapshot: ProcessSnapshot): Set<number> {
 }
 
 /** Iterative post-order from `start` (deep chains must not blow the stack). */
-function postOrder(snapshot: ProcessSnapshot, start: ProcessInfo, visited: Set<number>, out: ProcessInfo[], allowed: (pid: number) => boolean): void {
+function postOrder(
+  snapshot: ProcessSnapshot,
+  start: ProcessInfo,
+  visited: Set<number>,
+  out: ProcessInfo[],
+  allowed: (pid: number) => boolean,
+): void {
   if (visited.has(start.pid) || !allowed(start.pid)) return;
   visited.add(start.pid);
   const stack: { p: ProcessInfo; kids: readonly ProcessInfo[]; i: number }[] = [
@@ -98,6 +104,12 @@ function postOrder(snapshot: ProcessSnapshot, start: ProcessInfo, visited: Set<n
   }
 }
 
-function walkChildren(snapshot: ProcessSnapshot, parent: ProcessInfo, visited: Set<number>, out: ProcessInfo[], allowed: (pid: number) => boolean): void {
+function walkChildren(
+  snapshot: ProcessSnapshot,
+  parent: ProcessInfo,
+  visited: Set<number>,
+  out: ProcessInfo[],
+  allowed: (pid: number) => boolean,
+): void {
   for (const c of snapshot.childrenOf(parent.pid)) postOrder(snapshot, c, visited, out, allowed);
 }

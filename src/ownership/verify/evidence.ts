@@ -5,7 +5,12 @@
  */
 import type { EvidenceCheck, EvidenceCode, OwnershipEvidence } from "../leases/types.js";
 
-export function evidence(check: EvidenceCheck, result: OwnershipEvidence["result"], code: EvidenceCode, detail?: string): OwnershipEvidence {
+export function evidence(
+  check: EvidenceCheck,
+  result: OwnershipEvidence["result"],
+  code: EvidenceCode,
+  detail?: string,
+): OwnershipEvidence {
   return detail === undefined ? { check, result, code } : { check, result, code, detail };
 }
 
@@ -14,11 +19,19 @@ export function evidence(check: EvidenceCheck, result: OwnershipEvidence["result
  * that predate them) write about a root: one wording each.
  */
 export const rootRows = {
-  backendVerifiesNothing: (backend: string) => evidence("facts-backend", "unknown", "backend-verifies-nothing", `backend "${backend}" cannot verify anything`),
-  processListUnavailable: (e: unknown) => evidence("process-list", "unknown", "process-list-unavailable", `process list unavailable: ${e instanceof Error ? e.message : String(e)}`),
+  backendVerifiesNothing: (backend: string) =>
+    evidence("facts-backend", "unknown", "backend-verifies-nothing", `backend "${backend}" cannot verify anything`),
+  processListUnavailable: (e: unknown) =>
+    evidence(
+      "process-list",
+      "unknown",
+      "process-list-unavailable",
+      `process list unavailable: ${e instanceof Error ? e.message : String(e)}`,
+    ),
   absent: (pid: number) => evidence("root-alive", "mismatch", "absent", `pid ${pid} is not in the process table`),
   zombie: (pid: number) => evidence("root-alive", "mismatch", "zombie", `pid ${pid} is a zombie`),
   inspectFailed: () => evidence("inspect", "unknown", "inspect-failed", "the root could not be inspected"),
-  exitedDuringVerification: (pid: number) => evidence("root-alive", "mismatch", "exited-during-verification", `pid ${pid} exited during verification`),
+  exitedDuringVerification: (pid: number) =>
+    evidence("root-alive", "mismatch", "exited-during-verification", `pid ${pid} exited during verification`),
   reusedDuringVerification: () => evidence("start-time", "mismatch", "pid-reused", "pid reused during verification"),
 };

@@ -31,7 +31,14 @@ import { computeCommandHash, tokenizeShellCommand } from "../leases/command-hash
 import { isUnder } from "../leases/fs-safe.js";
 import { checkSignalTarget } from "../../facts/guards.js";
 import { evidence as row, rootRows } from "./evidence.js";
-import { LEASE_ENV_KEY, type EvidenceCheck, type EvidenceCode, type OwnedProcessTree, type OwnershipEvidence, type ProcessLease } from "../leases/types.js";
+import {
+  LEASE_ENV_KEY,
+  type EvidenceCheck,
+  type EvidenceCode,
+  type OwnedProcessTree,
+  type OwnershipEvidence,
+  type ProcessLease,
+} from "../leases/types.js";
 
 export interface LegacySessionRecord {
   sessionKey: string;
@@ -51,15 +58,25 @@ export async function verifyLegacyRecord(
     evidence.push(r);
     return { tree: null, evidence };
   };
-  const fail = (check: EvidenceCheck, result: OwnershipEvidence["result"], code: EvidenceCode, detail: string) => failWith(row(check, result, code, detail));
-  if (typeof record !== "object" || record === null) return fail("legacy-record", "unknown", "invalid-record", "not an object");
+  const fail = (check: EvidenceCheck, result: OwnershipEvidence["result"], code: EvidenceCode, detail: string) =>
+    failWith(row(check, result, code, detail));
+  if (typeof record !== "object" || record === null)
+    return fail("legacy-record", "unknown", "invalid-record", "not an object");
   const pid = record.pid;
-  if (typeof pid !== "number" || !Number.isInteger(pid)) return fail("legacy-record", "unknown", "invalid-record", "pid is not an integer");
+  if (typeof pid !== "number" || !Number.isInteger(pid))
+    return fail("legacy-record", "unknown", "invalid-record", "pid is not an integer");
   const guard = checkSignalTarget(pid);
   if (!guard.allowed) return fail("root-pid", "mismatch", "refused-by-guard", `refused by guard: ${guard.reason}`);
   const stored = storedArgv(record.command);
-  if (stored === null) return fail("command", "unknown", "untokenisable-command", "stored command cannot be tokenised faithfully: nothing to match, left alone");
-  const wrapperPath = typeof record.wrapperPath === "string" && record.wrapperPath !== "" ? record.wrapperPath : undefined;
+  if (stored === null)
+    return fail(
+      "command",
+      "unknown",
+      "untokenisable-command",
+      "stored command cannot be tokenised faithfully: nothing to match, left alone",
+    );
+  const wrapperPath =
+    typeof record.wrapperPath === "string" && record.wrapperPath !== "" ? record.wrapperPath : undefined;
   if (facts.identityStrength === "none") return failWith(rootRows.backendVerifiesNothing(facts.backend));
 
   const live = await liveRoot(pid, facts, opts?.snapshot, evidence);
@@ -77,7 +94,8 @@ export async function verifyLegacyRecord(
 
   if (wrapperPath !== undefined) {
     const wrapper = await wrapperEvidence(wrapperPath, opts?.wrapperRoot, d);
-    if (wrapper.result !== "match") return fail(wrapper.check, wrapper.result, wrapper.code, wrapper.detail ?? wrapper.result);
+    if (wrapper.result !== "match")
+      return fail(wrapper.check, wrapper.result, wrapper.code, wrapper.detail ?? wrapper.result);
     evidence.push(wrapper);
   } else if (command.result !== "match") {
     return { tree: null, evidence };
@@ -123,19 +141,45 @@ async function liveRoot(
 /** A legacy session predates leases: a root with a lease id is a current session's process. */
 function leaseMarkerEvidence(d: ProcessDetails): OwnershipEvidence {
   const leaseEnv = d.env?.[LEASE_ENV_KEY];
-  if (typeof leaseEnv === "string") return row("lease-env", "mismatch", "carries-lease-marker", `the root carries ${LEASE_ENV_KEY}: it belongs to a leased session, not a legacy one`);
-  if (d.envReadable !== true) return row("lease-env", "unknown", "not-readable", "environment not readable: a leased session's process cannot be ruled out");
-  return row("lease-env", "match", "no-lease-marker", `no ${LEASE_ENV_KEY} in the root's environment (as a legacy process has none)`);
+  if (typeof leaseEnv === "string")
+    return row(
+      "lease-env",
+      "mismatch",
+      "carries-lease-marker",
+      `the root carries ${LEASE_ENV_KEY}: it belongs to a leased session, not a legacy one`,
+    );
+  if (d.envReadable !== true)
+    return row(
+      "lease-env",
+      "unknown",
+      "not-readable",
+      "environment not readable: a leased session's process cannot be ruled out",
+    );
+  return row(
+    "lease-env",
+    "match",
+    "no-lease-marker",
+    `no ${LEASE_ENV_KEY} in the root's environment (as a legacy process has none)`,
+  );
 }
 
 /** The live argv against the stored command (sameArgv). */
 function commandEvidence(stored: readonly string[], d: ProcessDetails): OwnershipEvidence {
-  if (d.argv === null || d.argv.length === 0) return row("command", "unknown", "not-readable", "live argv not readable");
-  return sameArgv(stored, d.argv) ? row("command", "match", "same-command") : row("command", "mismatch", "command-differs", "live argv differs from the stored command");
+  if (d.argv === null || d.argv.length === 0)
+    return row("command", "unknown", "not-readable", "live argv not readable");
+  return sameArgv(stored, d.argv)
+    ? row("command", "match", "same-command")
+    : row("command", "mismatch", "command-differs", "live argv differs from the stored command");
 }
 
 /** The tree's synthesised lease (the header says what each field holds, and that it is never stored). */
-function synthesisedLease(record: LegacySessionRecord, wrapperRoot: string | undefined, wrapperPath: string | undefined, root: ProcessInfo, d: ProcessDetails): ProcessLease {
+function synthesisedLease(
+  record: LegacySessionRecord,
+  wrapperRoot: string | undefined,
+  wrapperPath: string | undefined,
+  root: ProcessInfo,
+  d: ProcessDetails,
+): ProcessLease {
   return {
     kind: "acpx",
     leaseId: `legacy-${createHash("sha256").update(String(record.sessionKey)).digest("hex").slice(0, 32)}`,
@@ -152,19 +196,34 @@ function synthesisedLease(record: LegacySessionRecord, wrapperRoot: string | und
 }
 
 /** Is the live root the recorded wrapper (its argv[1] or its executable), under wrapperRoot? */
-async function wrapperEvidence(wrapperPath: string, wrapperRoot: string | undefined, d: ProcessDetails): Promise<OwnershipEvidence> {
-  const ev = (result: OwnershipEvidence["result"], code: EvidenceCode, detail: string): OwnershipEvidence => row("wrapper-root", result, code, detail);
+async function wrapperEvidence(
+  wrapperPath: string,
+  wrapperRoot: string | undefined,
+  d: ProcessDetails,
+): Promise<OwnershipEvidence> {
+  const ev = (result: OwnershipEvidence["result"], code: EvidenceCode, detail: string): OwnershipEvidence =>
+    row("wrapper-root", result, code, detail);
   if (typeof wrapperRoot !== "string" || !isAbsolute(wrapperRoot) || !isAbsolute(wrapperPath)) {
-    return ev("unknown", "no-wrapper-recorded", "a wrapper is recorded but no absolute wrapperRoot/wrapperPath to check it against");
+    return ev(
+      "unknown",
+      "no-wrapper-recorded",
+      "a wrapper is recorded but no absolute wrapperRoot/wrapperPath to check it against",
+    );
   }
   const rootDir = await real(wrapperRoot);
   const wrapper = await real(wrapperPath);
-  if (!isUnder(wrapper, rootDir)) return ev("mismatch", "wrapper-outside-root", "the recorded wrapper is not under wrapperRoot");
+  if (!isUnder(wrapper, rootDir))
+    return ev("mismatch", "wrapper-outside-root", "the recorded wrapper is not under wrapperRoot");
   const arg1 = d.argv?.[1];
   const exe = d.exePath !== null && !d.exePath.endsWith(" (deleted)") ? d.exePath : null;
   const argMatch = arg1 !== undefined && isAbsolute(arg1) && (await real(arg1)) === wrapper;
   const exeMatch = exe !== null && (await real(exe)) === wrapper;
-  if (argMatch || exeMatch) return ev("match", "is-the-wrapper", argMatch ? "argv[1] is the recorded wrapper" : "executable is the recorded wrapper");
+  if (argMatch || exeMatch)
+    return ev(
+      "match",
+      "is-the-wrapper",
+      argMatch ? "argv[1] is the recorded wrapper" : "executable is the recorded wrapper",
+    );
   if (d.argv === null && d.exePath === null) return ev("unknown", "not-readable", "argv and exe not readable");
   return ev("mismatch", "not-the-wrapper", "the live root is not the recorded wrapper");
 }

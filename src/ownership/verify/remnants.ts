@@ -46,7 +46,16 @@ export interface RemnantContext {
 }
 
 /** Why the remnant search refused a process that could carry a lease's markers (LeaseVerification.remnantRefusals counts them). */
-export type RemnantRefusal = "markers" | "env-unreadable" | "inspect-failed" | "boot-id" | "pid-namespace" | "uid" | "guard" | "started-early" | "start-unknown";
+export type RemnantRefusal =
+  | "markers"
+  | "env-unreadable"
+  | "inspect-failed"
+  | "boot-id"
+  | "pid-namespace"
+  | "uid"
+  | "guard"
+  | "started-early"
+  | "start-unknown";
 type StartHow = "ticks" | "epoch" | "both";
 
 const REFUSAL_TEXT: Record<RemnantRefusal, string> = {
@@ -63,12 +72,15 @@ const REFUSAL_TEXT: Record<RemnantRefusal, string> = {
 
 /** Why a lease cannot have remnants at all in this context, or null when a search makes sense. */
 export function remnantSearchBlocked(lease: ProcessLease, ctx: RemnantContext): string | null {
-  if (ctx.facts.backend === "ps" || ctx.facts.backend === "none") return `environments not readable on the ${ctx.facts.backend} backend`;
+  if (ctx.facts.backend === "ps" || ctx.facts.backend === "none")
+    return `environments not readable on the ${ctx.facts.backend} backend`;
   if (ctx.facts.identityStrength !== "exact") return "identity is not exact";
   if (ctx.myUid === null) return "this process's uid is unknown";
   if (lease.bootId !== undefined && ctx.hostBootId === undefined) return "the current boot id is unknown";
-  if (lease.pidNamespace !== undefined && ctx.hostPidNamespace === undefined) return "the current pid namespace is unknown";
-  if (lease.pidNamespace !== undefined && ctx.hostPidNamespace !== lease.pidNamespace) return "this gateway sees another pid namespace than at spawn";
+  if (lease.pidNamespace !== undefined && ctx.hostPidNamespace === undefined)
+    return "the current pid namespace is unknown";
+  if (lease.pidNamespace !== undefined && ctx.hostPidNamespace !== lease.pidNamespace)
+    return "this gateway sees another pid namespace than at spawn";
   return null;
 }
 
@@ -80,7 +92,13 @@ export function remnantSearchBlocked(lease: ProcessLease, ctx: RemnantContext): 
  */
 export function remnantStartBound(lease: ProcessLease, ctx: RemnantContext): number {
   const root = Number(lease.rootStartTime);
-  if (lease.bootId === undefined || lease.bootId !== ctx.hostBootId || lease.rootStartTime === undefined || !Number.isFinite(root)) return -Infinity;
+  if (
+    lease.bootId === undefined ||
+    lease.bootId !== ctx.hostBootId ||
+    lease.rootStartTime === undefined ||
+    !Number.isFinite(root)
+  )
+    return -Infinity;
   return root;
 }
 
@@ -98,7 +116,9 @@ export function couldCarry(lease: ProcessLease, p: ProcessInfo, ctx: RemnantCont
   const bound = remnantStartBound(lease, ctx);
   const ticks = Number(p.startTime);
   if (bound !== -Infinity && Number.isFinite(ticks) && ticks < bound) return false;
-  const epoch = Number.isFinite(lease.startedAt) ? startTimeToEpochMs(String(p.startTime), ctx.facts.backend, ctx.clock) : null;
+  const epoch = Number.isFinite(lease.startedAt)
+    ? startTimeToEpochMs(String(p.startTime), ctx.facts.backend, ctx.clock)
+    : null;
   return !(epoch !== null && epoch < lease.startedAt - START_CLOCK_SLACK_MS);
 }
 
@@ -108,13 +128,27 @@ export type CarrierJudgement = { ok: true; start: StartHow } | { ok: false; why:
  * Judges one process whose environment carries this lease's id. `d` is what
  * the env pass read for `p` (same start time, checked by the caller).
  */
-export function judgeCarrier(lease: ProcessLease, p: ProcessInfo, d: ProcessDetails, ctx: RemnantContext): CarrierJudgement {
+export function judgeCarrier(
+  lease: ProcessLease,
+  p: ProcessInfo,
+  d: ProcessDetails,
+  ctx: RemnantContext,
+): CarrierJudgement {
   const markers = markerVerdict(d, lease);
   if (markers === "unknown") return { ok: false, why: "env-unreadable" };
   if (markers === "mismatch") return { ok: false, why: "markers" };
-  if (lease.bootId !== undefined && (d.bootId === undefined || d.bootId !== lease.bootId || ctx.hostBootId !== lease.bootId)) return { ok: false, why: "boot-id" };
+  if (
+    lease.bootId !== undefined &&
+    (d.bootId === undefined || d.bootId !== lease.bootId || ctx.hostBootId !== lease.bootId)
+  )
+    return { ok: false, why: "boot-id" };
   // the backends report the OBSERVER's pid namespace: this asks "does this gateway still see the lease's namespace?"
-  if (lease.pidNamespace !== undefined && (d.pidNamespace === undefined || d.pidNamespace !== lease.pidNamespace || ctx.hostPidNamespace !== lease.pidNamespace)) {
+  if (
+    lease.pidNamespace !== undefined &&
+    (d.pidNamespace === undefined ||
+      d.pidNamespace !== lease.pidNamespace ||
+      ctx.hostPidNamespace !== lease.pidNamespace)
+  ) {
     return { ok: false, why: "pid-namespace" };
   }
   if (ctx.myUid === null || p.uid !== ctx.myUid || d.uid !== ctx.myUid) return { ok: false, why: "uid" };
@@ -124,7 +158,9 @@ export function judgeCarrier(lease: ProcessLease, p: ProcessInfo, d: ProcessDeta
   const ticks = Number(p.startTime);
   const tickChecked = bound !== -Infinity && Number.isFinite(ticks);
   if (tickChecked && ticks < bound) return { ok: false, why: "started-early" };
-  const epoch = Number.isFinite(lease.startedAt) ? startTimeToEpochMs(String(p.startTime), ctx.facts.backend, ctx.clock) : null;
+  const epoch = Number.isFinite(lease.startedAt)
+    ? startTimeToEpochMs(String(p.startTime), ctx.facts.backend, ctx.clock)
+    : null;
   if (epoch !== null && epoch < lease.startedAt - START_CLOCK_SLACK_MS) return { ok: false, why: "started-early" };
   if (tickChecked) return { ok: true, start: epoch !== null ? "both" : "ticks" };
   if (epoch !== null) return { ok: true, start: "epoch" };
@@ -139,7 +175,13 @@ export function judgeCarrier(lease: ProcessLease, p: ProcessInfo, d: ProcessDeta
  * lease's: its readable environment names another instance (or none),
  * another uid, a start before the lease, or the guards refuse it for good.
  */
-const UNCLEARED: ReadonlySet<RemnantRefusal> = new Set<RemnantRefusal>(["env-unreadable", "inspect-failed", "boot-id", "pid-namespace", "start-unknown"]);
+const UNCLEARED: ReadonlySet<RemnantRefusal> = new Set<RemnantRefusal>([
+  "env-unreadable",
+  "inspect-failed",
+  "boot-id",
+  "pid-namespace",
+  "start-unknown",
+]);
 
 /** Accepted carriers and refusal counts for one lease, gathered during the env pass. */
 export class RemnantTally {
@@ -165,7 +207,9 @@ export class RemnantTally {
 const LISTED = 5;
 function listOf(refused: RemnantTally["refusedPids"]): string {
   if (refused.length === 0) return "";
-  const shown = refused.slice(0, LISTED).map((r) => `${r.pid} (${r.name ? `${r.name}, ` : ""}state ${r.state}): ${REFUSAL_TEXT[r.why]}`);
+  const shown = refused
+    .slice(0, LISTED)
+    .map((r) => `${r.pid} (${r.name ? `${r.name}, ` : ""}state ${r.state}): ${REFUSAL_TEXT[r.why]}`);
   const more = refused.length > LISTED ? `, and ${refused.length - LISTED} more` : "";
   return ` [${shown.join("; ")}${more}]`;
 }
@@ -175,7 +219,8 @@ function refusedText(tally: RemnantTally): string {
   const open = tally.refusedPids.filter((r) => UNCLEARED.has(r.why));
   const ruled = tally.refusedPids.filter((r) => !UNCLEARED.has(r.why));
   let out = "";
-  if (ruled.length > 0) out += `; ruled out (readable proof they are not this lease's): ${ruled.length}${listOf(ruled)}`;
+  if (ruled.length > 0)
+    out += `; ruled out (readable proof they are not this lease's): ${ruled.length}${listOf(ruled)}`;
   if (open.length > 0) out += `; carriers refused, could not be judged: ${open.length}${listOf(open)}`;
   return out;
 }
@@ -187,20 +232,33 @@ function refusedText(tally: RemnantTally): string {
  */
 export function buildRemnantTarget(snapshot: ProcessSnapshot, tally: RemnantTally): KillTarget | null {
   if (tally.accepted.length === 0) return null;
-  const sorted = tally.accepted.map((a) => a.p).sort((a, b) => Number(a.startTime) - Number(b.startTime) || a.pid - b.pid);
+  const sorted = tally.accepted
+    .map((a) => a.p)
+    .sort((a, b) => Number(a.startTime) - Number(b.startTime) || a.pid - b.pid);
   const anchor = sorted[0]!;
   const members = collectTree(snapshot, anchor, { markerPids: sorted.slice(1).map((p) => p.pid) });
   return members.length === 0 ? null : { root: anchor, members };
 }
 
 /** Evidence rows for a lease that was searched (or could not be). */
-export function remnantEvidence(tally: RemnantTally | null, target: KillTarget | null, blocked: string | null): OwnershipEvidence[] {
+export function remnantEvidence(
+  tally: RemnantTally | null,
+  target: KillTarget | null,
+  blocked: string | null,
+): OwnershipEvidence[] {
   if (blocked !== null || tally === null) {
     return [evidence("remnant-env", "unknown", "search-blocked", `no remnant search: ${blocked ?? "not searched"}`)];
   }
   const refused = refusedText(tally);
   if (target === null) {
-    return [evidence("remnant-env", "unknown", "none-proven", `no live process proven to carry this lease's markers${refused}`)];
+    return [
+      evidence(
+        "remnant-env",
+        "unknown",
+        "none-proven",
+        `no live process proven to carry this lease's markers${refused}`,
+      ),
+    ];
   }
   const hows = new Set(tally.accepted.map((a) => a.start));
   const start = evidence(

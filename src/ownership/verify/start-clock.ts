@@ -127,8 +127,19 @@ const AT_NULL = 0;
 const AT_CLKTCK = 17;
 /** the aux vector's word size: the architecture's unsigned long */
 const WORD_BYTES: Readonly<Record<string, number>> = {
-  x64: 8, arm64: 8, ppc64: 8, s390x: 8, riscv64: 8, loong64: 8, mips64el: 8,
-  ia32: 4, arm: 4, mips: 4, mipsel: 4, ppc: 4, s390: 4,
+  x64: 8,
+  arm64: 8,
+  ppc64: 8,
+  s390x: 8,
+  riscv64: 8,
+  loong64: 8,
+  mips64el: 8,
+  ia32: 4,
+  arm: 4,
+  mips: 4,
+  mipsel: 4,
+  ppc: 4,
+  s390: 4,
 };
 
 /**
@@ -154,4 +165,17 @@ export function parseAuxvClockTicks(auxv: Uint8Array, wordBytes: number, order: 
   return null;
 }
 
-const USER_HZ_100_ARCHES = new Set<string>(["x64", "ia32", "arm", "arm64", "ppc64", "s390x", "riscv64", "loong64", "mips", "mipsel", "s390", "ppc"]);
+const USER_HZ_100_ARCHES = new Set<string>([
+  "x64",
+  "ia32",
+  "arm",
+  "arm64",
+  "ppc64",
+  "s390x",
+  "riscv64",
+  "loong64",
+  "mips",
+  "mipsel",
+  "s390",
+  "ppc",
+]);

@@ -69,7 +69,8 @@ export async function scanEnvironments(pass: EnvPass): Promise<Map<string, numbe
     clock: null,
   };
   const tallies = seeking(seekers, ctx);
-  if (tallies.size > 0) ctx.clock = pass.startClock !== undefined ? pass.startClock : await readStartClock().catch(() => null);
+  if (tallies.size > 0)
+    ctx.clock = pass.startClock !== undefined ? pass.startClock : await readStartClock().catch(() => null);
 
   const markersWanted = alive.length > 0 && facts.backend !== "ps";
   if (!markersWanted && tallies.size === 0) return out;
@@ -78,7 +79,14 @@ export async function scanEnvironments(pass: EnvPass): Promise<Map<string, numbe
   const comparable = starts.every((n) => Number.isFinite(n));
   const candidates = await envCandidates(pass, tallies, ctx, markersWanted, comparable ? Math.min(...starts) : null);
   const details = await readTwice(candidates, batch, tallies.size > 0);
-  const judge: Judge = { tallies, ctx, markersWanted, byId: new Map(alive.map((s) => [s.lease.leaseId, s])), comparable, out };
+  const judge: Judge = {
+    tallies,
+    ctx,
+    markersWanted,
+    byId: new Map(alive.map((s) => [s.lease.leaseId, s])),
+    comparable,
+    out,
+  };
   for (const [i, p] of candidates.entries()) {
     if (turns.due()) await turns.yield();
     judgeCandidate(p, details[i], judge);
@@ -111,7 +119,13 @@ function seeking(seekers: readonly State[], ctx: RemnantContext): Seeking {
 }
 
 /** The processes whose environment is read: outside every collected tree, alive, of a verified root's uid (markers) or ours (remnants). */
-async function envCandidates(pass: EnvPass, tallies: Seeking, ctx: RemnantContext, markersWanted: boolean, oldest: number | null): Promise<ProcessInfo[]> {
+async function envCandidates(
+  pass: EnvPass,
+  tallies: Seeking,
+  ctx: RemnantContext,
+  markersWanted: boolean,
+  oldest: number | null,
+): Promise<ProcessInfo[]> {
   const { alive, snapshot, tree, turns } = pass;
   const remnantBound = Math.min(...[...tallies.values()].map(({ s }) => remnantStartBound(s.lease, ctx)));
   const uids = new Set(alive.map((s) => s.root!.uid));
@@ -127,7 +141,8 @@ async function envCandidates(pass: EnvPass, tallies: Seeking, ctx: RemnantContex
     if (inTree.has(p.pid) || !isAlive(p) || isKernelThread(p) || !tree.allowed(p.pid)) continue;
     // started no earlier than the oldest verified root, when their start times compare (oldest not null)
     const forMarkers = markersWanted && uids.has(p.uid) && (oldest === null || Number(p.startTime) >= oldest);
-    const forRemnants = tallies.size > 0 && p.uid === ctx.myUid && !ctx.ancestors.has(p.pid) && !(Number(p.startTime) < remnantBound);
+    const forRemnants =
+      tallies.size > 0 && p.uid === ctx.myUid && !ctx.ancestors.has(p.pid) && !(Number(p.startTime) < remnantBound);
     if (forMarkers || forRemnants) candidates.push(p);
   }
   return candidates;
@@ -144,12 +159,20 @@ async function envCandidates(pass: EnvPass, tallies: Seeking, ctx: RemnantContex
  * process a TERM trap forks during the teardown is often caught there. Both
  * kinds are read again after a pause long enough for an exec.
  */
-async function readTwice(candidates: readonly ProcessInfo[], batch: DetailsBatch, retryUnreadable: boolean): Promise<(ProcessDetails | null | undefined)[]> {
+async function readTwice(
+  candidates: readonly ProcessInfo[],
+  batch: DetailsBatch,
+  retryUnreadable: boolean,
+): Promise<(ProcessDetails | null | undefined)[]> {
   await batch.fetch(candidates.map((p) => p.pid));
   const details = candidates.map((p) => batch.get(p.pid));
   const retry = candidates
     .map((_, i) => i)
-    .filter((i) => retryUnreadable && (details[i] === undefined || details[i]?.envReadable === false || details[i]?.argv?.length === 0));
+    .filter(
+      (i) =>
+        retryUnreadable &&
+        (details[i] === undefined || details[i]?.envReadable === false || details[i]?.argv?.length === 0),
+    );
   if (retry.length > 0) {
     await new Promise((r) => setTimeout(r, EXEC_SETTLE_MS));
     await batch.refetch(retry.map((i) => candidates[i]!.pid));
@@ -184,7 +207,11 @@ function judgeCandidate(p: ProcessInfo, d: ProcessDetails | null | undefined, j:
     // cannot say "nothing is left" (fail closed: unknown is never "none").
     for (const { s, tally } of j.tallies.values()) {
       if (!couldCarry(s.lease, p, j.ctx)) continue;
-      tally.add(p, d === undefined ? { ok: false, why: "inspect-failed" } : judgeCarrier(s.lease, p, d, j.ctx), d?.argv?.[0]);
+      tally.add(
+        p,
+        d === undefined ? { ok: false, why: "inspect-failed" } : judgeCarrier(s.lease, p, d, j.ctx),
+        d?.argv?.[0],
+      );
     }
     return;
   }

@@ -133,4 +133,3 @@ export function finish(s: State): LeaseVerification {
     factsUnavailable: s.factsUnavailable === true,
   };
 }
-

@@ -37,7 +37,13 @@ import { collectTree, treeContext, type TreeContext } from "./collect.js";
 import { isOwnProcessGroup, signalTargetGuard } from "../../facts/guards.js";
 import { parseLeaseRecord } from "../leases/lease-record.js";
 import { MARKER_ENV_KEYS } from "./markers.js";
-import type { EvidenceCheck, EvidenceCode, OwnedProcessTree, OwnershipEvidence, ProcessLease } from "../leases/types.js";
+import type {
+  EvidenceCheck,
+  EvidenceCode,
+  OwnedProcessTree,
+  OwnershipEvidence,
+  ProcessLease,
+} from "../leases/types.js";
 import { CommandHashes, DetailsBatch, PathCache } from "./verify-cache.js";
 import { scanEnvironments } from "./verify-env.js";
 import { Turns } from "../../facts/turns.js";
@@ -52,9 +58,18 @@ export type { LeaseVerdict, LeaseVerification, VerifyOptions } from "./verify-st
  * sufficiency rule). "process-group" counts only when the recorded group is
  * not the root's own pid (see decide).
  */
-const CORROBORATING: ReadonlySet<EvidenceCheck> = new Set<EvidenceCheck>(["wrapper-path", "command-hash", "process-group", "lease-env"]);
+const CORROBORATING: ReadonlySet<EvidenceCheck> = new Set<EvidenceCheck>([
+  "wrapper-path",
+  "command-hash",
+  "process-group",
+  "lease-env",
+]);
 
-export async function explainLease(lease: ProcessLease, facts: ProcessFacts, opts?: VerifyOptions): Promise<LeaseVerification> {
+export async function explainLease(
+  lease: ProcessLease,
+  facts: ProcessFacts,
+  opts?: VerifyOptions,
+): Promise<LeaseVerification> {
   const [v] = await verifyLeases([lease], facts, opts);
   return v!;
 }
@@ -78,7 +93,9 @@ export async function verifyLeases(
   const states = await turns.map(leases, (raw): State => {
     const parsed = parseLeaseRecord(raw, false);
     if (!parsed.ok) {
-      return done(raw, "unknown", [evidence("lease-record", "unknown", "invalid-record", `not a valid lease: ${parsed.reason}`)]);
+      return done(raw, "unknown", [
+        evidence("lease-record", "unknown", "invalid-record", `not a valid lease: ${parsed.reason}`),
+      ]);
     }
     return { lease: parsed.lease, evidence: [], verdict: null, root: null, details: null };
   });
@@ -99,14 +116,29 @@ export async function verifyLeases(
   const tree = treeContext(snapshot);
   const alive = pending().filter((s) => s.root !== null);
   const seekers = states.filter((s) => s.remnantSearch === true);
-  const markers = await scanEnvironments({ alive, seekers, facts, snapshot, host, batch: caches.batch, tree, turns, startClock: opts?.startClock });
+  const markers = await scanEnvironments({
+    alive,
+    seekers,
+    facts,
+    snapshot,
+    host,
+    batch: caches.batch,
+    tree,
+    turns,
+    startClock: opts?.startClock,
+  });
 
   // phase 3: process group, sufficiency, tree
   for (const s of alive) {
     decide(s, snapshot, markers.get(s.lease.leaseId) ?? [], facts, tree);
     if (turns.due()) await turns.yield();
   }
-  for (const s of pending()) finishWith(s, "unknown", evidence("sufficiency", "unknown", "verification-incomplete", "verification did not complete"));
+  for (const s of pending())
+    finishWith(
+      s,
+      "unknown",
+      evidence("sufficiency", "unknown", "verification-incomplete", "verification did not complete"),
+    );
   return states.map(finish);
 }
 
@@ -139,14 +171,20 @@ async function readRoots(
   let snapshot: ProcessSnapshot;
   try {
     // the leases' own paths are resolved meanwhile; the roots' argv and exe paths, known after the batch, are mostly the same ones
-    [snapshot] = await Promise.all([opts?.snapshot ?? facts.snapshot(), batch.fetch([process.pid, ...roots]), paths.load(leasePaths)]);
+    [snapshot] = await Promise.all([
+      opts?.snapshot ?? facts.snapshot(),
+      batch.fetch([process.pid, ...roots]),
+      paths.load(leasePaths),
+    ]);
   } catch (e) {
     for (const s of pending) unavailable(s, rootRows.processListUnavailable(e));
     return null;
   }
   const host = batch.get(process.pid) ?? null;
   const caches: RootCaches = { batch, paths, hashes: new CommandHashes(), guard };
-  await caches.paths.load((await turns.map(pending, (s) => pathsToResolve(s.lease, batch.get(s.lease.rootPid)))).flat());
+  await caches.paths.load(
+    (await turns.map(pending, (s) => pathsToResolve(s.lease, batch.get(s.lease.rootPid)))).flat(),
+  );
   return { snapshot, host, caches };
 }
 
@@ -157,12 +195,24 @@ async function readRoots(
  * stayed), the group counts only if one member is tied to the lease by parent
  * links or by its env marker; otherwise it is unknown and not collected.
  */
-function groupEvidence(s: State, snapshot: ProcessSnapshot, root: ProcessInfo, markerPids: readonly number[], tree: TreeContext): OwnershipEvidence {
-  const ev = (result: OwnershipEvidence["result"], code: EvidenceCode, detail: string) => evidence("process-group", result, code, detail);
+function groupEvidence(
+  s: State,
+  snapshot: ProcessSnapshot,
+  root: ProcessInfo,
+  markerPids: readonly number[],
+  tree: TreeContext,
+): OwnershipEvidence {
+  const ev = (result: OwnershipEvidence["result"], code: EvidenceCode, detail: string) =>
+    evidence("process-group", result, code, detail);
   const pgid = s.lease.processGroupId;
   if (pgid === undefined) return ev("unknown", "not-recorded", "no group recorded");
   // fail closed: a group that cannot be told apart from ours is never collected
-  if (isOwnProcessGroup(pgid) !== false) return ev("unknown", "own-group-unknown", "this process's own group is unknown, so the recorded group cannot be told apart from it");
+  if (isOwnProcessGroup(pgid) !== false)
+    return ev(
+      "unknown",
+      "own-group-unknown",
+      "this process's own group is unknown, so the recorded group cannot be told apart from it",
+    );
   if (root.pgid === pgid) {
     return pgid === root.pid
       ? ev("match", "root-leads-group", "the root leads the recorded group (implied by its pid: not counted beyond it)")
@@ -170,7 +220,8 @@ function groupEvidence(s: State, snapshot: ProcessSnapshot, root: ProcessInfo, m
   }
   // the root led its own group when the lease was written: a leader that is a
   // session leader (a detached wrapper) can never leave its group
-  if (pgid === root.pid) return ev("mismatch", "root-left-group", `root led group ${pgid} when leased, now it is in ${root.pgid}`);
+  if (pgid === root.pid)
+    return ev("mismatch", "root-left-group", `root led group ${pgid} when leased, now it is in ${root.pgid}`);
   const leader = snapshot.processes.get(pgid);
   if (leader && leader.pgid === pgid) {
     if (leader.ppid === root.pid) return ev("match", "leader-child-of-root", "the group leader is a child of the root");
@@ -180,18 +231,30 @@ function groupEvidence(s: State, snapshot: ProcessSnapshot, root: ProcessInfo, m
   if (members.length === 0) return ev("unknown", "group-gone", `group ${pgid} no longer exists`);
   const tied = new Set<number>(markerPids);
   for (const p of collectTree(snapshot, root, { context: tree })) tied.add(p.pid);
-  if (members.some((m) => tied.has(m.pid))) return ev("match", "member-tied", "a member of the recorded group is tied to the lease");
+  if (members.some((m) => tied.has(m.pid)))
+    return ev("match", "member-tied", "a member of the recorded group is tied to the lease");
   return ev("unknown", "members-untied", `group ${pgid} has members not tied to the root; not collected`);
 }
 
-function decide(s: State, snapshot: ProcessSnapshot, markerPids: readonly number[], facts: ProcessFacts, tree: TreeContext): void {
+function decide(
+  s: State,
+  snapshot: ProcessSnapshot,
+  markerPids: readonly number[],
+  facts: ProcessFacts,
+  tree: TreeContext,
+): void {
   const root = s.root!;
   const group = groupEvidence(s, snapshot, root, markerPids, tree);
   s.evidence.push(group);
   if (group.result === "mismatch") return finishWith(s, "mismatch");
   s.evidence.push(
     markerPids.length > 0
-      ? evidence("env-marker", "match", "escapees-found", `${markerPids.length} process(es) outside the parent links carry this lease id and gateway instance id`)
+      ? evidence(
+          "env-marker",
+          "match",
+          "escapees-found",
+          `${markerPids.length} process(es) outside the parent links carry this lease id and gateway instance id`,
+        )
       : facts.backend === "ps"
         ? evidence("env-marker", "unknown", "not-readable", "environments not readable on the ps backend")
         : evidence("env-marker", "unknown", "none-found", "no escapee carries this lease id and gateway instance id"),
@@ -200,7 +263,8 @@ function decide(s: State, snapshot: ProcessSnapshot, markerPids: readonly number
   // a recorded group equal to the root's pid is implied by the pid: any
   // impostor leading its own group matches it, so it proves nothing more
   const counts = (e: OwnershipEvidence) => CORROBORATING.has(e.check) && e.code !== "root-leads-group";
-  const corroborating = (except: EvidenceCheck) => s.evidence.some((e) => e.result === "match" && counts(e) && e.check !== except);
+  const corroborating = (except: EvidenceCheck) =>
+    s.evidence.some((e) => e.result === "match" && counts(e) && e.check !== except);
   const coarse = facts.identityStrength !== "exact";
   let enough: boolean;
   if (matched("start-time")) enough = !coarse || corroborating("start-time");
@@ -210,11 +274,27 @@ function decide(s: State, snapshot: ProcessSnapshot, markerPids: readonly number
       s,
       "unknown",
       matched("start-time")
-        ? evidence("sufficiency", "unknown", "coarse-identity-alone", "start time matches but identity is coarse (1 s resolution) and nothing else matched")
-        : evidence("sufficiency", "unknown", "not-enough-checks", "no start time match and no lease id + one more positive check"),
+        ? evidence(
+            "sufficiency",
+            "unknown",
+            "coarse-identity-alone",
+            "start time matches but identity is coarse (1 s resolution) and nothing else matched",
+          )
+        : evidence(
+            "sufficiency",
+            "unknown",
+            "not-enough-checks",
+            "no start time match and no lease id + one more positive check",
+          ),
     );
   }
-  const members = collectTree(snapshot, root, group.result === "match" ? { pgid: s.lease.processGroupId!, markerPids, context: tree } : { markerPids, context: tree });
+  const members = collectTree(
+    snapshot,
+    root,
+    group.result === "match"
+      ? { pgid: s.lease.processGroupId!, markerPids, context: tree }
+      : { markerPids, context: tree },
+  );
   s.verdict = "owned";
   s.tree = { lease: s.lease, root, members, evidence: s.evidence };
   if (group.result === "match") s.tree.group = s.lease.processGroupId!;

@@ -56,7 +56,11 @@ export interface ShimCommand {
  * "=" (env would read it as an assignment) or a name is empty (env cannot set
  * it): such a run cannot go through the shim.
  */
-export function containedChild(cgroupPath: string, argv: readonly string[], env: NodeJS.ProcessEnv): ShimCommand | null {
+export function containedChild(
+  cgroupPath: string,
+  argv: readonly string[],
+  env: NodeJS.ProcessEnv,
+): ShimCommand | null {
   if (argv.length === 0 || argv[0]!.includes("=")) return null;
   const pairs: string[] = [];
   for (const [k, v] of Object.entries(env)) {

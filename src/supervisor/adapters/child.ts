@@ -12,7 +12,11 @@ import { hostResourceError } from "../../ownership/leases/host-faults.js";
  * `shim`: what is exec'd first to enter the lease's cgroup (cgroup-shim.ts),
  * with its own environment; it execs argv with `env` in the same process.
  */
-export function spawnChild(input: SpawnChildInput, env: NodeJS.ProcessEnv, shim?: ShimCommand & { env: NodeJS.ProcessEnv }): SpawnedProcess {
+export function spawnChild(
+  input: SpawnChildInput,
+  env: NodeJS.ProcessEnv,
+  shim?: ShimCommand & { env: NodeJS.ProcessEnv },
+): SpawnedProcess {
   const [program, ...rest] = input.argv;
   if (program === undefined || program === "") throw new TypeError("argv must start with a non-empty program name");
   const file = shim?.file ?? program;
@@ -21,7 +25,12 @@ export function spawnChild(input: SpawnChildInput, env: NodeJS.ProcessEnv, shim?
   const stdinMode = input.stdinMode ?? "pipe-closed";
   const stdio: StdioOptions = [stdinMode === "inherit" ? "inherit" : "pipe", "pipe", "pipe"];
   // env left to Node when it is process.env itself: measurably cheaper than passing it
-  const child = spawn(file, args, { cwd: input.cwd, env: env === process.env ? undefined : env, detached: true, stdio });
+  const child = spawn(file, args, {
+    cwd: input.cwd,
+    env: env === process.env ? undefined : env,
+    detached: true,
+    stdio,
+  });
 
   const stdoutListeners: Array<(c: string) => void> = [];
   const stderrListeners: Array<(c: string) => void> = [];

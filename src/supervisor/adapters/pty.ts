@@ -82,7 +82,12 @@ export async function loadPtyModule(load: PtyLoader): Promise<PtyModule> {
  * terminal starts instead, to enter the lease's cgroup (cgroup-shim.ts); it
  * execs the same shell in the same process.
  */
-export function spawnPty(input: SpawnPtyInput, env: NodeJS.ProcessEnv, mod: PtyModule, shim?: ShimCommand): SpawnedProcess {
+export function spawnPty(
+  input: SpawnPtyInput,
+  env: NodeJS.ProcessEnv,
+  mod: PtyModule,
+  shim?: ShimCommand,
+): SpawnedProcess {
   const [shell, ...shellArgs] = ptyArgv(input.ptyCommand);
   const file = shim?.file ?? shell;
   const args = shim?.args ?? shellArgs;
@@ -97,7 +102,8 @@ export function spawnPty(input: SpawnPtyInput, env: NodeJS.ProcessEnv, mod: PtyM
     });
   } catch (err) {
     // a host limit (descriptors, processes, memory) is named with where its limit is read
-    const spawnError = hostResourceError(err, `spawn ${file} (PTY)`) ?? (err instanceof Error ? err : new Error(String(err)));
+    const spawnError =
+      hostResourceError(err, `spawn ${file} (PTY)`) ?? (err instanceof Error ? err : new Error(String(err)));
     return failed(spawnError);
   }
 

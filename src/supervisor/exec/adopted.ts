@@ -16,7 +16,10 @@ import { markExited, type Session, type SessionTable } from "./table.js";
 /** The start time of the live process at (a valid) `pid`; AdoptError when it cannot be pinned (not running, unreadable, facts that cannot tell). */
 export async function pinAdopted(facts: ProcessFacts, pid: number): Promise<string> {
   if (facts.identityStrength === "none") {
-    throw new AdoptError(pid, `the facts backend "${facts.backend}" cannot read process identity, so a later kill could not be pinned to this process`);
+    throw new AdoptError(
+      pid,
+      `the facts backend "${facts.backend}" cannot read process identity, so a later kill could not be pinned to this process`,
+    );
   }
   let details;
   try {

@@ -43,7 +43,8 @@ export function logOf(s: Session, o: { offset?: number; limit?: number }): LogRe
   let offset: number;
   if (o.offset === undefined) offset = Math.max(0, all.length - limit);
   else {
-    if (!Number.isInteger(o.offset) || o.offset < 0) throw new RangeError(`offset must be an integer >= 0, got ${o.offset}`);
+    if (!Number.isInteger(o.offset) || o.offset < 0)
+      throw new RangeError(`offset must be an integer >= 0, got ${o.offset}`);
     offset = o.offset;
   }
   return { lines: all.slice(offset, offset + limit), totalLines: all.length, offset };

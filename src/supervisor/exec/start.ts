@@ -9,7 +9,11 @@ import type { SpawnInput } from "../types.js";
 import { markExited, newSession, type Session, type SessionTable } from "./table.js";
 import type { ExecSessionInfo } from "./types.js";
 
-export async function startSession(table: SessionTable, supervisor: ProcessSupervisor, input: SpawnInput): Promise<ExecSessionInfo> {
+export async function startSession(
+  table: SessionTable,
+  supervisor: ProcessSupervisor,
+  input: SpawnInput,
+): Promise<ExecSessionInfo> {
   let session: Session | undefined;
   const early: string[] = [];
   const sink = (c: string) => (session ? table.append(session, c) : void early.push(c));

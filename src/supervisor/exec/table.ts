@@ -25,7 +25,10 @@ export interface Session {
   waiters: Set<() => void>;
 }
 
-export function newSession(info: ExecSessionInfo, parts: Pick<Session, "run" | "stdin" | "pty"> = { pty: false }): Session {
+export function newSession(
+  info: ExecSessionInfo,
+  parts: Pick<Session, "run" | "stdin" | "pty"> = { pty: false },
+): Session {
   return { info, ...parts, output: "", dropped: 0, pending: "", waiters: new Set() };
 }
 

@@ -29,10 +29,19 @@ export async function terminateSession(s: Session, deps: TerminateDeps): Promise
   }
   const { pid, startTime } = s.info;
   if (pid === undefined || startTime === undefined) return { via: "none", reason: "no-pid" };
-  const result = await killProcessTree(pid, { graceMs: deps.graceMs, facts: deps.facts(), signaller: deps.signaller, expectedStartTime: startTime });
+  const result = await killProcessTree(pid, {
+    graceMs: deps.graceMs,
+    facts: deps.facts(),
+    signaller: deps.signaller,
+    expectedStartTime: startTime,
+  });
   // gone or mismatch: the adopted process is no longer there (a pid reused by
   // another process means ours exited); killed: only if the kill saw it stop
-  if (result.outcome === "gone" || result.outcome === "mismatch" || (result.outcome === "killed" && killStoppedPid(result.report, pid))) {
+  if (
+    result.outcome === "gone" ||
+    result.outcome === "mismatch" ||
+    (result.outcome === "killed" && killStoppedPid(result.report, pid))
+  ) {
     markExited(s);
   }
   return { via: "tree-kill", result };

@@ -115,4 +115,3 @@ export interface ExecSessions {
   /** Drops finished sessions older than the TTL; returns how many went. */
   sweep(now?: number): number;
 }
-

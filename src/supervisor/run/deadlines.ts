@@ -17,7 +17,10 @@ export interface Deadlines {
   clear(): void;
 }
 
-export function armDeadlines(input: Pick<SpawnInput, "timeoutMs" | "noOutputTimeoutMs">, onDeadline: (reason: DeadlineReason) => void): Deadlines {
+export function armDeadlines(
+  input: Pick<SpawnInput, "timeoutMs" | "noOutputTimeoutMs">,
+  onDeadline: (reason: DeadlineReason) => void,
+): Deadlines {
   const timeoutMs = positiveMs(input.timeoutMs);
   // the watchdog's one resolver: clamped below the overall deadline, never under its minimum
   const quietMs = resolveRunNoOutputTimeoutMs({ noOutputTimeoutMs: input.noOutputTimeoutMs, timeoutMs });

@@ -12,12 +12,23 @@ import type { RunContext } from "./context.js";
 import { exitFor, exitReason } from "./result.js";
 import type { Run } from "./run.js";
 
-export function finishOnExit(run: Run, ctx: RunContext, proc: SpawnedProcess, output: CapturedOutput): Promise<RunExit> {
+export function finishOnExit(
+  run: Run,
+  ctx: RunContext,
+  proc: SpawnedProcess,
+  output: CapturedOutput,
+): Promise<RunExit> {
   const exits = run.exitFallback === undefined ? [proc.wait()] : [proc.wait(), run.exitFallback.exit];
   return Promise.race(exits).then((exit) => finish(run, ctx, proc, exit, output));
 }
 
-async function finish(run: Run, ctx: RunContext, proc: SpawnedProcess, exit: AdapterExit, output: CapturedOutput): Promise<RunExit> {
+async function finish(
+  run: Run,
+  ctx: RunContext,
+  proc: SpawnedProcess,
+  exit: AdapterExit,
+  output: CapturedOutput,
+): Promise<RunExit> {
   run.exitFallback?.stop();
   // An exit during a kill is only final once the kill has finished with the rest of the tree.
   if (run.kill) await run.kill;
@@ -28,7 +39,13 @@ async function finish(run: Run, ctx: RunContext, proc: SpawnedProcess, exit: Ada
   proc.dispose();
   await settleAfterExit(run, ctx, proc.pid);
   const spawnError = exit.spawnError ? `${exit.spawnError.message}\n` : "";
-  const result = exitFor(fin?.record.terminationReason ?? reason, exit, Date.now() - run.startedAtMs, output.stdout(), output.stderr() + spawnError);
+  const result = exitFor(
+    fin?.record.terminationReason ?? reason,
+    exit,
+    Date.now() - run.startedAtMs,
+    output.stdout(),
+    output.stderr() + spawnError,
+  );
   run.settle(result);
   return result;
 }
@@ -46,6 +63,7 @@ async function settleAfterExit(run: Run, ctx: RunContext, pid: number | undefine
   const { store, lease } = run;
   if (store === undefined || lease === undefined) return;
   const prior = run.killResult?.outcome === "killed" ? run.killResult.report : null;
-  const settled = pid === undefined ? store.neverStarted(lease.leaseId) : store.finish(lease.leaseId, run.leaseKill ?? null, prior);
+  const settled =
+    pid === undefined ? store.neverStarted(lease.leaseId) : store.finish(lease.leaseId, run.leaseKill ?? null, prior);
   await settled.catch(() => {});
 }

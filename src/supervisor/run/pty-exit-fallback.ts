@@ -30,7 +30,8 @@ export function createExitFallback(run: Run, ctx: RunContext, proc: SpawnedProce
       timer = undefined;
       if (proc.exitObserved || resolveExit === undefined) return;
       const { startTime } = await run.rootStart;
-      if (await provablyGone(ctx.facts, { pid: rootPid, startTime })) resolveExit?.({ exitCode: null, exitSignal: signalThatStopped(run, rootPid) });
+      if (await provablyGone(ctx.facts, { pid: rootPid, startTime }))
+        resolveExit?.({ exitCode: null, exitSignal: signalThatStopped(run, rootPid) });
       else watch();
     }, ctx.ptyFallbackMs);
   };

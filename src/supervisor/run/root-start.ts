@@ -22,7 +22,12 @@ export type RootStart = { startTime: string; why?: undefined } | { startTime?: u
  * Anything else (backend "none", the read failed, it exited first) is
  * reported with why, and no tree kill is ever bound to a guess.
  */
-export async function readRootStart(facts: ProcessFacts, proc: SpawnedProcess, pid: number, mode: SpawnInput["mode"]): Promise<RootStart> {
+export async function readRootStart(
+  facts: ProcessFacts,
+  proc: SpawnedProcess,
+  pid: number,
+  mode: SpawnInput["mode"],
+): Promise<RootStart> {
   if (facts.identityStrength === "none") return { why: `the facts backend "${facts.backend}" cannot read start times` };
   let d;
   try {
@@ -31,8 +36,10 @@ export async function readRootStart(facts: ProcessFacts, proc: SpawnedProcess, p
     return { why: `pid ${pid} could not be inspected: ${err instanceof Error ? err.message : String(err)}` };
   }
   if (d === null || !isAlive(d)) return { why: `pid ${pid} had exited before its start time could be read` };
-  if (mode === "child" && proc.exitObserved) return { why: `pid ${pid} exited while its start time was read, so the read proves nothing` };
-  if (mode === "pty" && d.ppid !== process.pid) return { why: `pid ${pid} is not this process's child any more, so its start time is not the PTY's` };
+  if (mode === "child" && proc.exitObserved)
+    return { why: `pid ${pid} exited while its start time was read, so the read proves nothing` };
+  if (mode === "pty" && d.ppid !== process.pid)
+    return { why: `pid ${pid} is not this process's child any more, so its start time is not the PTY's` };
   if (!isKnownStartTime(d.startTime)) return { why: `pid ${pid} has no readable start time` };
   return { startTime: String(d.startTime) };
 }

@@ -18,7 +18,12 @@ import { createExitFallback } from "./pty-exit-fallback.js";
 import { readRootStart } from "./root-start.js";
 import type { Run } from "./run.js";
 
-export async function enterRunning(run: Run, ctx: RunContext, proc: SpawnedProcess, maxOutputChars: number): Promise<ManagedRun> {
+export async function enterRunning(
+  run: Run,
+  ctx: RunContext,
+  proc: SpawnedProcess,
+  maxOutputChars: number,
+): Promise<ManagedRun> {
   run.started(proc);
   const pid = proc.pid;
   readRootIdentity(run, ctx, proc);
@@ -46,9 +51,15 @@ export async function enterRunning(run: Run, ctx: RunContext, proc: SpawnedProce
 /** Read now, concurrently with the rest of the bookkeeping (a spawn must stay cheap); the tree kill waits for it. */
 function readRootIdentity(run: Run, ctx: RunContext, proc: SpawnedProcess): void {
   const pid = proc.pid;
-  run.rootStart = pid === undefined ? Promise.resolve({ why: "the spawn produced no pid" }) : readRootStart(ctx.facts, proc, pid, run.input.mode);
+  run.rootStart =
+    pid === undefined
+      ? Promise.resolve({ why: "the spawn produced no pid" })
+      : readRootStart(ctx.facts, proc, pid, run.input.mode);
   void run.rootStart.then((r) =>
-    ctx.registry.noteRootIdentity(run.runId, r.startTime !== undefined ? { rootStartTime: r.startTime } : { rootIdentityUnavailable: r.why }),
+    ctx.registry.noteRootIdentity(
+      run.runId,
+      r.startTime !== undefined ? { rootStartTime: r.startTime } : { rootIdentityUnavailable: r.why },
+    ),
   );
 }
 
@@ -59,7 +70,10 @@ function readRootIdentity(run: Run, ctx: RunContext, proc: SpawnedProcess): void
  * then on is the run's own group, never a moment before setsid.
  */
 function attachLease(run: Run, ctx: RunContext, pid: number | undefined, ownGroup: number | undefined): Promise<void> {
-  const led = run.input.mode === "pty" && pid !== undefined ? untilSessionLeader((p) => ctx.facts.inspect(p), pid) : Promise.resolve();
+  const led =
+    run.input.mode === "pty" && pid !== undefined
+      ? untilSessionLeader((p) => ctx.facts.inspect(p), pid)
+      : Promise.resolve();
   const { store, lease } = run;
   if (store === undefined || lease === undefined || pid === undefined) return led;
   return led.then(() => store.attach(lease.leaseId, pid, ownGroup)).catch(() => {});

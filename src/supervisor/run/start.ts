@@ -37,9 +37,15 @@ export interface Launch {
 }
 
 /** Steps 1 and 2, each skipped once a stop was asked (the lease is still written: it settles as never started). */
-export async function prepareLaunch(run: Run, ctx: RunContext): Promise<{ kind: "ready"; launch: Launch } | { kind: "failed"; error: unknown }> {
+export async function prepareLaunch(
+  run: Run,
+  ctx: RunContext,
+): Promise<{ kind: "ready"; launch: Launch } | { kind: "failed"; error: unknown }> {
   const { input } = run;
-  const launch: Launch = { argv: input.mode === "child" ? [...input.argv] : ptyArgv(input.ptyCommand), env: input.env ?? process.env };
+  const launch: Launch = {
+    argv: input.mode === "child" ? [...input.argv] : ptyArgv(input.ptyCommand),
+    env: input.env ?? process.env,
+  };
   try {
     if (run.store !== undefined) await openLease(run, run.store, launch);
     else if (run.requested === undefined) await openOwnCgroup(run, ctx, launch);
@@ -97,7 +103,12 @@ function spawnProcess(input: SpawnInput, launch: Launch, markers: Record<string,
  * reports the spawn error as for any run) or whose name env(1) would read as
  * an assignment.
  */
-function shimFor(input: SpawnInput, cgroupPath: string, argv: readonly string[], env: NodeJS.ProcessEnv): ShimCommand | null {
+function shimFor(
+  input: SpawnInput,
+  cgroupPath: string,
+  argv: readonly string[],
+  env: NodeJS.ProcessEnv,
+): ShimCommand | null {
   if (input.mode === "pty") return containedPty(cgroupPath, argv);
   if (!executableFound(argv[0]!, env, input.cwd ?? process.cwd())) return null;
   return containedChild(cgroupPath, argv, env);

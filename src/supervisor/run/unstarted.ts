@@ -21,7 +21,11 @@ import { exitFor } from "./result.js";
 import type { Run } from "./run.js";
 import type { StartResult } from "./start.js";
 
-export async function endUnstarted(run: Run, ctx: RunContext, outcome: Exclude<StartResult, { kind: "started" }>): Promise<ManagedRun> {
+export async function endUnstarted(
+  run: Run,
+  ctx: RunContext,
+  outcome: Exclude<StartResult, { kind: "started" }>,
+): Promise<ManagedRun> {
   run.beginFinishing();
   const reason = outcome.kind === "failed" ? "spawn-error" : outcome.reason;
   ctx.registry.finalize(run.runId, { reason, exitCode: null, exitSignal: null });
