@@ -3,6 +3,7 @@
 // own facts object is what puts it there).
 import { join } from "node:path";
 import { pathToFileURL } from "node:url";
+import { isMainThread, parentPort, workerData } from "node:worker_threads";
 import { countedFacts } from "./lib.mjs";
 
 const root = join(import.meta.dirname ?? new URL(".", import.meta.url).pathname, "..");
@@ -28,4 +29,20 @@ export async function reconciler(dir, graceMs, mode) {
     },
     dispose: () => ctl.dispose(),
   };
+}
+
+// Run as a worker thread started by the bench itself (the floor row), the whole controller lives on that thread:
+// it says "ready" once made, then answers one "reap" with the report's actions, the snapshot count and its CPU time.
+if (!isMainThread && parentPort !== null) {
+  const r = await reconciler(workerData.dir, workerData.graceMs, "calling-thread");
+  parentPort.postMessage("ready");
+  parentPort.once("message", async () => {
+    const { report, snapshots, cpuMs } = await r.reap();
+    await r.dispose();
+    parentPort.postMessage({
+      report: { entries: report.entries.map((e) => ({ action: e.action })) },
+      snapshots,
+      cpuMs,
+    });
+  });
 }

@@ -39,6 +39,8 @@ export async function reconcileTerminals(
   }
 }
 
+type Settled = Pick<AwayOutcome, "leaseId" | "stateAfter" | "why">;
+
 type OwnSpec = Pick<AwaySpec, "kind" | "states" | "dryRun" | "skipAttached" | "retentionMs">;
 
 /**
@@ -56,7 +58,7 @@ export async function reconcileOwnLeases(
   onWorker = false,
 ): Promise<ReapReport> {
   const settled: { leaseId: string; state: "closed" | "lost"; why: string }[] = [];
-  const onSettled = (o: AwayOutcome) => {
+  const onSettled = (o: Settled) => {
     live.afterSettled(o.leaseId, o.stateAfter);
     if (o.stateAfter === "closed" || o.stateAfter === "lost")
       settled.push({ leaseId: o.leaseId, state: o.stateAfter, why: o.why });
@@ -64,7 +66,7 @@ export async function reconcileOwnLeases(
   // the process supervisor's runs share the store and the instance id; they are its to settle
   const spec: OwnSpec = { kind: "acpx", states, dryRun, skipAttached, retentionMs: d.retentionMs };
   const folder = d.containment.available ? `${d.containment.root}/${d.gatewayInstanceId}` : undefined;
-  const away = onWorker ? await reconcileOnWorker(d, live, spec, folder, onSettled) : undefined;
+  const away = onWorker ? await reconcileOnWorker(d, live, spec, folder) : undefined;
   const r: Omit<ReapReport, "reconciledOn"> =
     away ??
     (await reconcileLeases(lifecycleDeps(d), {
@@ -75,12 +77,16 @@ export async function reconcileOwnLeases(
         : {}),
       onSettled,
     }).then((here) => ({ ...here, entries: here.entries.map(toEntry) })));
-  // a thousand settled leases' hooks, a slice of the event loop at a time
+  // a thousand settled leases' hooks, a slice of the event loop at a time, the first and the next step in turns of their own
   const turns = new Turns();
+  // a worker's settlements are read from its report, as its entries hold them: every final one went through onSettled
+  if (away !== undefined && !away.dryRun) for (const e of away.entries) onSettled(e);
+  if (settled.length > 0) await turns.yield();
   for (const s of settled) {
     await hooks.leaseSettled(s.leaseId, { via: "reap", state: s.state, detail: s.why });
     if (turns.due()) await turns.yield();
   }
+  if (settled.length > 0) await turns.yield();
   return { ...r, reconciledOn: away ? "worker-thread" : "calling-thread" };
 }
 
@@ -94,7 +100,6 @@ async function reconcileOnWorker(
   live: LiveSessions,
   spec: OwnSpec,
   leftoversFolder: string | undefined,
-  onSettled: (o: AwayOutcome) => void,
 ): Promise<AwayReport<ReapReportEntry> | undefined> {
   // one lender at a time: a second reap waits for the first to give its leases back
   for (let lending = live.lending; lending !== undefined; lending = live.lending) await lending;
@@ -106,7 +111,11 @@ async function reconcileOnWorker(
     ...(leftoversFolder !== undefined ? { leftoversFolder } : {}),
   };
   try {
-    const hooks = { skip: (l: ProcessLease) => live.busy(l), take: lent.take, live: () => live.busyIds(), onSettled };
+    const hooks = {
+      skip: (l: Pick<ProcessLease, "leaseId">) => live.busy(l),
+      take: lent.take,
+      live: () => live.busyIds(),
+    };
     return await reconcileInWorker({ ...spec, ...where }, hooks, toEntry, d.leases);
   } catch (e) {
     if (!(e instanceof ReconcileAwayError)) throw e;

@@ -11,7 +11,7 @@
  * thread answers, at that moment, either why the lease is left alone (`skip`)
  * or that the worker now holds it (`take`): from then on the calling thread
  * writes that lease only after the worker is done (the two stores would not
- * serialise their writes to one lease). Outcomes and the report come back in
+ * serialise their writes to one lease). The report's entries come back in
  * small batches, one at a time, each answered before the next is sent, so no
  * message costs the calling thread more than a few hundred records.
  *
@@ -23,8 +23,9 @@
 import { existsSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
-import { setImmediate as nextTurn } from "node:timers/promises";
-import { SHARE_ENV, Worker } from "node:worker_threads";
+import { setTimeout as afterTimers } from "node:timers/promises";
+import { Readable } from "node:stream";
+import { MessageChannel, SHARE_ENV, Worker } from "node:worker_threads";
 import type { LeaseKind, ProcessLease } from "../leases/types.js";
 import type { LeaseStore } from "../leases/lease-store.js";
 import type { LeaseOutcome } from "./lease-outcome.js";
@@ -50,12 +51,11 @@ export type AwayOutcome = Omit<LeaseOutcome, "verification">;
 
 export interface AwayHooks {
   /** why a listed lease is left alone now, or undefined: the worker then holds it (`take`) */
-  skip(lease: ProcessLease): string | undefined;
+  skip(lease: Pick<ProcessLease, "leaseId">): string | undefined;
   /** the worker holds this lease from now until the reconcile ends */
   take(leaseId: string): void;
   /** the leases whose cgroups are in use (reconcile.ts `leftovers.isLive`), read once the listing is handed over */
   live(): string[];
-  onSettled(o: AwayOutcome): void;
 }
 
 /** How the caller keeps each reported outcome: made into what its report holds as it arrives, not all at once at the end. */
@@ -76,9 +76,8 @@ export class ReconcileAwayError extends Error {
 
 /** One item the worker sends; a message carries a batch of them (AWAY_BATCH). */
 export type AwayItem =
-  | { t: "listed"; lease: ProcessLease }
+  | { t: "listed"; leaseId: string }
   | { t: "listing-end" }
-  | { t: "settled"; outcome: AwayOutcome }
   | { t: "entry"; entry: AwayOutcome }
   | { t: "done"; report: Omit<AwayReport<never>, "entries">; pending: [string, PendingMemo][] }
   | { t: "failed"; why: string };
@@ -110,24 +109,47 @@ export async function reconcileInWorker<T>(
   const pending = pendingOf(pendingTo);
   if (pending.size > 0)
     throw new ReconcileAwayError(`${pending.size} settlement(s) are pending in this process's store`);
-  // a worker's start is the calling thread's longest step here (the first one in a process loads Node's worker
-  // internals): it gets an event-loop turn of its own, and the worker's output is not piped to ours
-  await nextTurn();
+  // A worker's start is this thread's longest step here: Node's first worker in a process runs its port and
+  // stream code for the first time, about 2 ms of this thread's CPU at once on a 2-core host. A channel and a
+  // stream made beforehand take most of that. Each of the three steps waits for the loop's due timers first
+  // (a millisecond's timer), so the gateway's own timers run between them, not only its I/O.
+  for (const warm of WARM_WORKER_PATHS) {
+    await afterTimers(1);
+    warm();
+  }
+  await afterTimers(1);
   let worker: Worker;
   try {
+    // the worker's output is not piped to ours: it writes nothing, and the pipe's streams cost this thread
     worker = new Worker(script, { workerData: spec, env: SHARE_ENV, stdout: true, stderr: true });
   } catch (e) {
     throw new ReconcileAwayError(`it could not start (${e instanceof Error ? e.message : String(e)})`);
   }
   try {
-    await nextTurn();
+    await afterTimers(1);
     const { report, entries, left } = await converse(worker, hooks, entry);
+    // the report's last batch was read in this turn: what the caller does next waits for the loop's timers
+    await afterTimers(1);
     for (const [id, memo] of left) pending.set(id, memo);
+    // it ends on its own once its report is sent (its exit is handled in a turn of its own); it never holds the gateway
+    worker.unref();
     return { ...report, entries };
-  } finally {
+  } catch (e) {
     await worker.terminate();
+    throw e;
   }
 }
+
+/** The port and stream code a worker's start runs, run once beforehand (reconcileInWorker says why). */
+const WARM_WORKER_PATHS: readonly (() => void)[] = [
+  () => {
+    const { port1, port2 } = new MessageChannel();
+    port1.on("message", () => undefined);
+    port1.close();
+    port2.close();
+  },
+  () => new Readable({ read: () => undefined }).destroy(),
+];
 
 type Conversation<T> = { report: Omit<AwayReport<T>, "entries">; entries: T[]; left: [string, PendingMemo][] };
 
@@ -146,16 +168,13 @@ function converse<T>(worker: Worker, hooks: AwayHooks, entry: AwayEntry<T>): Pro
       for (const item of items) {
         switch (item.t) {
           case "listed": {
-            const why = hooks.skip(item.lease);
-            if (why !== undefined) skips.push([item.lease.leaseId, why]);
-            else hooks.take(item.lease.leaseId);
+            const why = hooks.skip(item);
+            if (why !== undefined) skips.push([item.leaseId, why]);
+            else hooks.take(item.leaseId);
             break;
           }
           case "listing-end":
             answer({ t: "skips", skips, live: hooks.live() });
-            break;
-          case "settled":
-            hooks.onSettled(item.outcome);
             break;
           case "entry":
             entries.push(entry(item.entry));
@@ -168,7 +187,9 @@ function converse<T>(worker: Worker, hooks: AwayHooks, entry: AwayEntry<T>): Pro
             return fail(item.why);
         }
       }
-      answer({ t: "ack" });
+      // the loop's due timers run between two batches: the worker answers an ack at once, and a port's messages
+      // that arrive while it is being read are read in the same turn
+      setTimeout(() => answer({ t: "ack" }), 1);
     });
     worker.on("error", (e) => fail(e.message));
     worker.on("exit", (code) => fail(`it exited (code ${code}) before its report`));

@@ -9,7 +9,7 @@ import { parentPort, workerData } from "node:worker_threads";
 import { getProcessFacts } from "../../facts/get.js";
 import { createSignaller } from "../../facts/signal.js";
 import { openLeaseStore } from "../leases/lease-store.js";
-import type { ProcessLease } from "../leases/types.js";
+import type { OwnershipEvidence, ProcessLease } from "../leases/types.js";
 import type { LeaseOutcome } from "./lease-outcome.js";
 import { pendingOf } from "./pending-settlements.js";
 import { AWAY_BATCH, type AwayItem, type AwayOutcome, type AwayReply, type AwaySpec } from "./reconcile-away.js";
@@ -45,9 +45,23 @@ class Outbox {
   }
 }
 
-function light(o: LeaseOutcome): AwayOutcome {
+/**
+ * An outcome as it crosses: without its verification, and with each piece of
+ * evidence one shared object per distinct value. A message keeps shared
+ * objects shared, so the calling thread makes one object for what a batch's
+ * leases have in common (most of their evidence), not one per lease: the
+ * report it keeps is about half the objects its collector must copy.
+ */
+function light(o: LeaseOutcome, seen: Map<string, OwnershipEvidence>): AwayOutcome {
   const { verification: _verification, ...rest } = o;
-  return rest;
+  const evidence = o.evidence.map((e) => {
+    const key = `${e.check}\0${e.result}\0${e.code}\0${e.detail ?? ""}`;
+    const known = seen.get(key);
+    if (known !== undefined) return known;
+    seen.set(key, e);
+    return e;
+  });
+  return { ...rest, evidence };
 }
 
 async function run(port: NonNullable<typeof parentPort>, spec: AwaySpec): Promise<void> {
@@ -73,7 +87,7 @@ async function run(port: NonNullable<typeof parentPort>, spec: AwaySpec): Promis
       skipAttached: spec.skipAttached,
       ...(spec.retentionMs !== undefined ? { retentionMs: spec.retentionMs } : {}),
       skipListed: async (leases: readonly ProcessLease[]) => {
-        for (const lease of leases) out.push({ t: "listed", lease });
+        for (const lease of leases) out.push({ t: "listed", leaseId: lease.leaseId });
         out.push({ t: "listing-end" });
         const reply = await skips;
         live = new Set(reply.live);
@@ -82,13 +96,15 @@ async function run(port: NonNullable<typeof parentPort>, spec: AwaySpec): Promis
       ...(spec.leftoversFolder !== undefined
         ? { leftovers: { instanceFolder: spec.leftoversFolder, isLive: (id: string) => live.has(id) } }
         : {}),
-      onSettled: (o) => out.push({ t: "settled", outcome: light(o) }),
     },
   );
   const { entries, ...rest } = report;
-  for (const e of entries) out.push({ t: "entry", entry: light(e) });
+  const seen = new Map<string, OwnershipEvidence>();
+  for (const e of entries) out.push({ t: "entry", entry: light(e, seen) });
   await out.drained();
   port.postMessage([{ t: "done", report: rest, pending: [...pendingOf(store)] } satisfies AwayItem]);
+  // nothing is left to say: the thread ends once the report is sent
+  port.close();
 }
 
 if (parentPort !== null) {
