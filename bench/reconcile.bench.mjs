@@ -142,7 +142,7 @@ function row(m) {
   };
 }
 
-/** One reconcile on a host of its own, run on this thread or in a worker thread (reconcile-worker.mjs). */
+/** One reconcile on a host of its own: the default (a worker thread), the calling thread, or whole on a bench worker (reconciler.mjs). */
 async function measure(native, floor, where) {
   const dir = mkdtempSync(join(tmpdir(), "proclease-bench-reconcile-"));
   const started = [];

@@ -7,6 +7,7 @@
  */
 import { homedir } from "node:os";
 import { join, resolve } from "node:path";
+import type { ProcessFacts } from "../facts/types.js";
 
 /** Output sinks for CLI commands, so tests can capture them without spawning. */
 export interface CliIo {
@@ -75,6 +76,19 @@ export function graceMsOption(p: ParsedArgs): number | undefined {
 }
 
 /** One JSON object on one line: the only shape `--json` prints (NDJSON when `status --watch` repeats it). */
+type FactsHead = Pick<ProcessFacts, "backend" | "identityStrength">;
+
+/** What every --json answer begins with: the facts backend that read it, how strong its identity is, and the state dir when there is one. */
+export function factsHead(facts: FactsHead): FactsHead;
+export function factsHead(facts: FactsHead, stateDir: string): FactsHead & { stateDir: string };
+export function factsHead(facts: FactsHead, stateDir?: string): FactsHead & { stateDir?: string } {
+  return {
+    backend: facts.backend,
+    identityStrength: facts.identityStrength,
+    ...(stateDir !== undefined ? { stateDir } : {}),
+  };
+}
+
 export function jsonLine(value: unknown): string {
   return `${JSON.stringify(value)}\n`;
 }

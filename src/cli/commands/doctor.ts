@@ -12,7 +12,7 @@ import { loadNative } from "../../facts/native.js";
 import type { ProcessFacts } from "../../facts/types.js";
 import { collectDoctorRows } from "../../ownership/host/doctor-rows.js";
 import { backendLine, factsFromFlag, forcedBackend } from "../backend.js";
-import { flag, jsonLine, resolveStateDir, table, type CliIo, type ParsedArgs } from "../io.js";
+import { flag, jsonLine, resolveStateDir, table, type CliIo, type ParsedArgs, factsHead } from "../io.js";
 
 export interface StrictFailure {
   capability: string;
@@ -131,8 +131,7 @@ export async function run(parsed: ParsedArgs, io: CliIo): Promise<number> {
   if (flag(parsed, "json")) {
     io.out(
       jsonLine({
-        backend: facts.backend,
-        identityStrength: facts.identityStrength,
+        ...factsHead(facts),
         rows,
         ...(strict ? { strictFailures: failing } : {}),
       }),

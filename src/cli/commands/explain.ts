@@ -9,7 +9,17 @@
 import type { ProcessFacts } from "../../facts/types.js";
 import { reconcileLeases, settledLine, type LeaseOutcome } from "../../ownership/index.js";
 import { backendLine, factsFromFlag } from "../backend.js";
-import { EXIT, flag, jsonLine, printableDeep, resolveStateDir, table, type CliIo, type ParsedArgs } from "../io.js";
+import {
+  EXIT,
+  flag,
+  jsonLine,
+  printableDeep,
+  resolveStateDir,
+  table,
+  type CliIo,
+  type ParsedArgs,
+  factsHead,
+} from "../io.js";
 import { attachedGuard, gatewayHolder, leaseMemory, memoryFigures, openReadOnly } from "../lease-view.js";
 import { parsePidArg } from "./inspect.js";
 import { entryJson } from "./reap.js";
@@ -55,9 +65,7 @@ async function explain(
     if (json)
       io.out(
         jsonLine({
-          backend: facts.backend,
-          identityStrength: facts.identityStrength,
-          stateDir,
+          ...factsHead(facts, stateDir),
           found: false,
           target,
           conclusion: `${what}; cleanup would never signal it`,
@@ -72,9 +80,7 @@ async function explain(
   if (json) {
     io.out(
       jsonLine({
-        backend: facts.backend,
-        identityStrength: facts.identityStrength,
-        stateDir,
+        ...factsHead(facts, stateDir),
         found: true,
         lease: l,
         ...entryJson(o),

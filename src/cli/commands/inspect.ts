@@ -7,7 +7,17 @@ import { assertEnvKeys, assertPid } from "../../facts/validate.js";
 import { isZombieState } from "../../facts/liveness.js";
 import type { ProcessDetails } from "../../facts/types.js";
 import { backendLine, factsFromFlag } from "../backend.js";
-import { flag, formatAge, jsonLine, options, printableDeep, UsageError, type CliIo, type ParsedArgs } from "../io.js";
+import {
+  flag,
+  formatAge,
+  jsonLine,
+  options,
+  printableDeep,
+  UsageError,
+  type CliIo,
+  type ParsedArgs,
+  factsHead,
+} from "../io.js";
 import { labelProcesses } from "../labels.js";
 
 /** The pid argument, with validate.ts's message turned into a usage error. */
@@ -68,8 +78,7 @@ export async function run(parsed: ParsedArgs, io: CliIo): Promise<number> {
   if (flag(parsed, "json")) {
     io.out(
       jsonLine({
-        backend: facts.backend,
-        identityStrength: facts.identityStrength,
+        ...factsHead(facts),
         process: { ...details, comm: labels.comm(pid), startedAt: labels.startedAt(details) },
       }),
     );

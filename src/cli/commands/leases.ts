@@ -13,7 +13,16 @@ import { openLeaseStore, settledLine, verifyLeases } from "../../ownership/index
 import type { LeaseVerification } from "../../ownership/verify/verify.js";
 import type { ProcessFacts } from "../../facts/types.js";
 import { backendLine, factsFromFlag } from "../backend.js";
-import { flag, jsonLine, printableDeep, resolveStateDir, table, type CliIo, type ParsedArgs } from "../io.js";
+import {
+  flag,
+  jsonLine,
+  printableDeep,
+  resolveStateDir,
+  table,
+  type CliIo,
+  type ParsedArgs,
+  factsHead,
+} from "../io.js";
 import { formatBytes, leaseMemory, memoryWhyLines } from "../lease-view.js";
 
 /** Leases of the state dir plus their live verdicts; null when the dir holds no lease store. */
@@ -46,9 +55,7 @@ async function listLeases(
   if (json) {
     io.out(
       jsonLine({
-        backend: facts.backend,
-        identityStrength: facts.identityStrength,
-        stateDir,
+        ...factsHead(facts, stateDir),
         leases: (read?.verifications ?? []).map((v, i) => ({
           ...v.lease,
           verdict: v.verdict,

@@ -5,7 +5,7 @@
  */
 import type { ProcessInfo, ProcessSnapshot } from "../../facts/types.js";
 import { backendLine, factsFromFlag } from "../backend.js";
-import { flag, formatAge, jsonLine, printableDeep, type CliIo, type ParsedArgs } from "../io.js";
+import { flag, formatAge, jsonLine, printableDeep, type CliIo, type ParsedArgs, factsHead } from "../io.js";
 import { labelProcesses, type ProcessLabels } from "../labels.js";
 
 const HEADER = ["PID", "PPID", "PGID", "SID", "UID", "S", "AGE", "COMM"] as const;
@@ -73,8 +73,7 @@ export async function run(parsed: ParsedArgs, io: CliIo): Promise<number> {
   if (flag(parsed, "json")) {
     io.out(
       jsonLine({
-        backend: facts.backend,
-        identityStrength: facts.identityStrength,
+        ...factsHead(facts),
         takenAt: snap.takenAt,
         processes: procs.map((p) => ({ ...p, comm: labels.comm(p.pid), startedAt: labels.startedAt(p) })),
       }),

@@ -50,6 +50,7 @@ import {
   table,
   type CliIo,
   type ParsedArgs,
+  factsHead,
 } from "../io.js";
 import { reapOrphanInstanceFolders, type InstanceFolderReport } from "../../ownership/host/orphan-instances.js";
 import { scanOrphanCgroups, type InstanceFolder, type OrphanCgroup } from "../../ownership/host/orphan-cgroups.js";
@@ -98,9 +99,7 @@ async function reap(args: ReapArgs, io: CliIo): Promise<number> {
         if (json)
           io.out(
             jsonLine({
-              backend: facts.backend,
-              identityStrength: facts.identityStrength,
-              stateDir,
+              ...factsHead(facts, stateDir),
               orphanCgroups: true,
               ...r,
               instanceFolders,
@@ -129,9 +128,7 @@ async function reap(args: ReapArgs, io: CliIo): Promise<number> {
       if (json)
         io.out(
           jsonLine({
-            backend: facts.backend,
-            identityStrength: facts.identityStrength,
-            stateDir,
+            ...factsHead(facts, stateDir),
             ...r,
             entries: r.entries.map(entryJson),
           }),
@@ -168,9 +165,7 @@ async function underStateLock<R>(
     if (json)
       io.out(
         jsonLine({
-          backend: facts.backend,
-          identityStrength: facts.identityStrength,
-          stateDir,
+          ...factsHead(facts, stateDir),
           dryRun,
           ...mode.nothingJson,
           note: "no gateway instance id in this state dir",

@@ -45,6 +45,7 @@ import {
   table,
   type CliIo,
   type ParsedArgs,
+  factsHead,
 } from "../io.js";
 import { labelProcesses } from "../labels.js";
 import { leaseMemory, memoryFigures, memoryWhyLines } from "../lease-view.js";
@@ -149,7 +150,7 @@ function sleep(ms: number, signal: AbortSignal): Promise<void> {
 }
 
 export async function collectStatus(stateDir: string, facts: ProcessFacts): Promise<StatusView> {
-  const base = { backend: facts.backend, identityStrength: facts.identityStrength, stateDir };
+  const base = factsHead(facts, stateDir);
   // no store folder: nothing to show, and nothing is created to show it
   if (!existsSync(join(stateDir, "acpx", "leases"))) {
     return { ...base, takenAt: Date.now(), leases: [], problems: [], note: `no lease store under ${stateDir}` };
