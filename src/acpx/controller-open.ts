@@ -107,15 +107,15 @@ export async function openControllerDeps(opts: AcpxLifecycleControllerOptions): 
   return { deps, lock, maintenanceIntervalMs };
 }
 
-/** Where the startup reap runs: a worker thread, unless the caller's facts or signaller must be used (they cannot cross to it). */
-function startupReconcileOf(opts: AcpxLifecycleControllerOptions): "worker" | "calling-thread" {
+/** Where the startup reap runs (the option's doc): never on a worker with the caller's facts or signaller (they cannot cross to it). */
+function startupReconcileOf(opts: AcpxLifecycleControllerOptions): "auto" | "worker" | "calling-thread" {
   const v = opts.startupReconcile;
-  if (v !== undefined && v !== "worker" && v !== "calling-thread")
-    throw new TypeError('opts.startupReconcile must be "worker" or "calling-thread"');
+  if (v !== undefined && v !== "auto" && v !== "worker" && v !== "calling-thread")
+    throw new TypeError('opts.startupReconcile must be "auto", "worker" or "calling-thread"');
   const own = opts.facts !== undefined || opts.signaller !== undefined;
   if (v === "worker" && own)
     throw new TypeError(
       'opts.startupReconcile "worker" needs the default facts and signaller: a caller\'s objects cannot cross to a worker thread',
     );
-  return v ?? (own ? "calling-thread" : "worker");
+  return own ? "calling-thread" : (v ?? "auto");
 }

@@ -54,6 +54,7 @@ import {
   type LiveSession,
 } from "./live-sessions.js";
 import { reconcileOwnLeases, reconcileTerminals } from "./controller-reconcile.js";
+import { worthAWorker } from "../ownership/index.js";
 import { parseEnsureInput, parseRawAdapterInput, type EnsureInput } from "./ensure-input.js";
 import { spawnSession } from "./spawn-session.js";
 import type {
@@ -330,7 +331,8 @@ class Controller implements AcpxLifecycleController {
   // ---------------------------------------------------------------- startup / maintenance
 
   async reapStartupOrphans(opts?: { dryRun?: boolean; skipAttached?: boolean }): Promise<ReapReport> {
-    const onWorker = this.d.startupReconcile === "worker";
+    const mode = this.d.startupReconcile;
+    const onWorker = mode === "worker" || (mode === "auto" && (await worthAWorker(this.d.leases)));
     const report = await reconcileOwnLeases(
       this.d,
       this.live,

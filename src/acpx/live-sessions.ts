@@ -36,7 +36,7 @@ export interface ControllerDeps {
   /** whether each lease gets its own cgroup, and why not (detected once at start) */
   containment: ContainmentSupport;
   /** where the startup reap runs (AcpxLifecycleControllerOptions.startupReconcile) */
-  startupReconcile: "worker" | "calling-thread";
+  startupReconcile: "auto" | "worker" | "calling-thread";
   /** what every session's conversation shares (permissions, fs, terminals, logger) */
   conversation: ConversationConfig;
 }

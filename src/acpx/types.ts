@@ -379,12 +379,13 @@ export interface AcpxLifecycleControllerOptions {
   /**
    * Where reapStartupOrphans verifies, kills and settles: "worker" (a worker
    * thread, so the gateway's event loop keeps its ticks at a thousand
-   * leases; docs/ownership.md) or "calling-thread". Default "worker" with the
-   * default facts and signaller; "calling-thread" when `facts` or
-   * `signaller` is given, since a caller's objects cannot cross to a worker
-   * (asking for "worker" with either is a TypeError).
+   * leases; docs/ownership.md), "calling-thread", or "auto" (the default): a
+   * worker when the state dir holds at least 64 open or closing lease files,
+   * since a worker's start costs more than a handful of leases do. With
+   * `facts` or `signaller` given, the calling thread: a caller's objects
+   * cannot cross to a worker (asking for "worker" with either is a TypeError).
    */
-  startupReconcile?: "worker" | "calling-thread";
+  startupReconcile?: "auto" | "worker" | "calling-thread";
   /** the node binary that runs the wrapper (and the keeper); default process.execPath */
   nodePath?: string;
   /**

@@ -109,7 +109,7 @@ export type {
   ReleaseResult,
 } from "./lifecycle/lifecycle.js";
 export { reconcileLeases } from "./lifecycle/reconcile.js";
-export { reconcileInWorker, ReconcileAwayError } from "./lifecycle/reconcile-away.js";
+export { reconcileInWorker, ReconcileAwayError, worthAWorker, WORKER_MIN_LEASES } from "./lifecycle/reconcile-away.js";
 export type { AwayOutcome, AwayReport, AwaySpec } from "./lifecycle/reconcile-away.js";
 export type { ReconcileOptions, LeaseReconcileReport } from "./lifecycle/reconcile.js";
 export { pendingSettlements } from "./lifecycle/pending-settlements.js";

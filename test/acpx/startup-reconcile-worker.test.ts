@@ -10,7 +10,14 @@ import { describe, expect, it } from "vitest";
 import { createAcpxLifecycleController } from "../../src/acpx/controller.js";
 import type { AcpxLifecycleControllerOptions } from "../../src/acpx/types.js";
 import { getProcessFacts } from "../../src/facts/get.js";
-import { openLeaseStore, reconcileInWorker, ReconcileAwayError } from "../../src/ownership/index.js";
+import {
+  computeCommandHash,
+  loadOrCreateGatewayInstanceId,
+  openLeaseStore,
+  reconcileInWorker,
+  ReconcileAwayError,
+  WORKER_MIN_LEASES,
+} from "../../src/ownership/index.js";
 import {
   agentArgv,
   alive,
@@ -24,6 +31,7 @@ import {
 } from "./controller-helpers.js";
 
 const controllers = disposeAfterEach();
+const ON_WORKER = { startupReconcile: "worker" } as const;
 
 async function controller(stateDir: string, extra: Partial<AcpxLifecycleControllerOptions> = {}) {
   const ctl = await createAcpxLifecycleController({ stateDir, graceMs: GRACE_MS, maintenanceIntervalMs: 0, ...extra });
@@ -53,10 +61,10 @@ async function formerRun(label: string, n: number, stubborn = false) {
 }
 
 describe("the startup reap on a worker thread", () => {
-  it("is the default: it ends a former run's trees, setsid grandchildren included, and settles their leases", async () => {
+  it("ends a former run's trees, setsid grandchildren included, and settles their leases", async () => {
     const { stateDir, sessions } = await formerRun("away-default", 3);
     for (const s of sessions) for (const p of s.pids) expect(alive(p)).toBe(true);
-    const next = await controller(stateDir);
+    const next = await controller(stateDir, ON_WORKER);
     const report = await next.reapStartupOrphans();
     expect(report.reconciledOn).toBe("worker-thread");
     for (const s of sessions) {
@@ -71,7 +79,7 @@ describe("the startup reap on a worker thread", () => {
   it("a close of a lease the worker holds waits for it: the worker's settlement stands, the close finds it settled", async () => {
     // adapters that ignore SIGTERM: the worker holds each lease, marked closing, for the grace before its KILL
     const { stateDir, sessions } = await formerRun("away-race", 2, true);
-    const next = await controller(stateDir);
+    const next = await controller(stateDir, ON_WORKER);
     const reader = await openLeaseStore(stateDir, { readOnly: true });
     const reap = next.reapStartupOrphans();
     const target = sessions[0]!.handle;
@@ -89,7 +97,7 @@ describe("the startup reap on a worker thread", () => {
 
   it("closes racing the reap's start: every lease is settled once, by one of them, and nothing throws", async () => {
     const { stateDir, sessions } = await formerRun("away-start", 3);
-    const next = await controller(stateDir);
+    const next = await controller(stateDir, ON_WORKER);
     const reap = next.reapStartupOrphans();
     const closes = sessions.map((s) => next.closeSession({ handle: { sessionKey: s.handle.sessionKey } }));
     const [report, ...closed] = await Promise.all([reap, ...closes]);
@@ -104,6 +112,40 @@ describe("the startup reap on a worker thread", () => {
     }
     const leases = await next.listLeases();
     for (const s of sessions) expect(leases.find((l) => l.leaseId === s.handle.leaseId)?.state).toBe("closed");
+  });
+
+  it("by default (auto) a handful of leases stay on the calling thread, and the worker takes 64 or more", async () => {
+    const few = await formerRun("away-auto-few", 2);
+    const a = await controller(few.stateDir);
+    expect((await a.reapStartupOrphans()).reconciledOn).toBe("calling-thread");
+    for (const s of few.sessions) await waitFor(() => s.pids.every((p) => !alive(p)), 10_000);
+    // 64 leases of a former run whose roots are long gone: nothing to kill, each one marked lost
+    const stateDir = tempStateDir("away-auto-many");
+    await (await controller(stateDir)).dispose();
+    const gatewayInstanceId = await loadOrCreateGatewayInstanceId(stateDir);
+    const store = await openLeaseStore(stateDir, { durable: false });
+    for (let i = 0; i < WORKER_MIN_LEASES; i++) {
+      const l = await store.create({
+        kind: "acpx",
+        gatewayInstanceId,
+        sessionKey: `k-many-${i}`,
+        wrapperRoot: stateDir,
+        wrapperPath: "/bin/sh",
+        commandHash: computeCommandHash(["/bin/sh"]),
+      });
+      await store.update(l.leaseId, {
+        rootPid: 4_000_000 + i,
+        processGroupId: 4_000_000 + i,
+        rootStartTime: "1",
+        bootId: "gone",
+        pidNamespace: "pid:[0]",
+      });
+    }
+    const b = await controller(stateDir);
+    const report = await b.reapStartupOrphans();
+    expect(report.reconciledOn).toBe("worker-thread");
+    expect(report.entries).toHaveLength(WORKER_MIN_LEASES);
+    expect(report.entries.every((e) => e.action === "marked-lost" && e.stateAfter === "lost")).toBe(true);
   });
 
   it("a caller's own facts put it on the calling thread; asking for a worker with them is a TypeError", async () => {

@@ -21,6 +21,7 @@
  * again before any signal: what the worker settled is not listed twice.
  */
 import { existsSync } from "node:fs";
+import { readdir } from "node:fs/promises";
 import { dirname, join } from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
 import { setTimeout as afterTimers } from "node:timers/promises";
@@ -30,7 +31,7 @@ import type { LeaseKind, ProcessLease } from "../leases/types.js";
 import type { LeaseStore } from "../leases/lease-store.js";
 import type { LeaseOutcome } from "./lease-outcome.js";
 import { pendingOf } from "./pending-settlements.js";
-import type { LeaseReconcileReport } from "./reconcile.js";
+import { ADMIT_AT_ONCE, type LeaseReconcileReport } from "./reconcile.js";
 
 /** What a worker's reconcile is asked to do: reconcileLeases's options that are data, and the store and facts to open. */
 export interface AwaySpec {
@@ -86,6 +87,24 @@ export type AwayItem =
 export type AwayReply = { t: "skips"; skips: [string, string][]; live: string[] } | { t: "ack" };
 
 export type PendingMemo = ReturnType<typeof pendingOf> extends Map<string, infer V> ? V : never;
+
+/**
+ * Below this many lease files in the live folder (open and closing leases),
+ * the calling thread reconciles: a worker's start (a thread, an isolate, the
+ * library's modules loaded again) costs 100-300 ms of wall time, more than a
+ * handful of leases take, and a batch this small is one admission of the
+ * calling thread's settlements (reconcile.ts ADMIT_AT_ONCE).
+ */
+export const WORKER_MIN_LEASES = ADMIT_AT_ONCE;
+
+/** Whether the store's live folder holds enough leases for a worker (WORKER_MIN_LEASES); a folder that cannot be read says no. */
+export async function worthAWorker(store: LeaseStore): Promise<boolean> {
+  const names = await readdir(store.dir).catch(() => [] as string[]);
+  let n = 0;
+  for (const name of names)
+    if (name.endsWith(".json") && !name.startsWith(".") && ++n >= WORKER_MIN_LEASES) return true;
+  return false;
+}
 
 /** Items per message: the records one event of the calling thread deserialises (a few hundred objects). */
 export const AWAY_BATCH = 16;

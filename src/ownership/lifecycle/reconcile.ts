@@ -241,4 +241,4 @@ async function verifyBatch(
  * and records at once, all young and all alive when the collector next
  * runs, and that one scavenge held the loop for 35 ms (docs/benchmarks.md).
  */
-const ADMIT_AT_ONCE = 64;
+export const ADMIT_AT_ONCE = 64;
