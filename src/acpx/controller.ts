@@ -30,7 +30,7 @@
  * file; none of them moves a lease.
  */
 import { KeyedQueue } from "../ownership/index.js";
-import { verifyOwnedTree as verifyTree, type StateDirLock } from "../ownership/index.js";
+import { verifyOwnedTree as verifyTree, worthAWorker, type StateDirLock } from "../ownership/index.js";
 import type { ProcessLease, OwnedProcessTree } from "../ownership/leases/types.js";
 import { closeLocked } from "./close-session.js";
 import { assertPromptOptions, DEFAULT_CANCEL_GRACE_MS, sessionEndedError } from "./acp-client.js";
@@ -54,7 +54,6 @@ import {
   type LiveSession,
 } from "./live-sessions.js";
 import { reconcileOwnLeases, reconcileTerminals } from "./controller-reconcile.js";
-import { worthAWorker } from "../ownership/index.js";
 import { parseEnsureInput, parseRawAdapterInput, type EnsureInput } from "./ensure-input.js";
 import { spawnSession } from "./spawn-session.js";
 import type {

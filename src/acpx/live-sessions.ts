@@ -158,9 +158,10 @@ export class LiveSessions {
     }
   }
 
-  /** The lease ids busy() names, for a reconcile on another thread (its leftovers' `isLive`). */
+  /** The lease ids busy() names now, for a reconcile on another thread (its leftovers' `isLive`). */
   busyIds(): string[] {
-    return [...this.inFlight, ...[...this.byKey.values()].filter((s) => !s.closeSettling).map((s) => s.handle.leaseId)];
+    const known = new Set([...this.inFlight, ...[...this.byKey.values()].map((s) => s.handle.leaseId)]);
+    return [...known].filter((leaseId) => this.busy({ leaseId }) !== undefined);
   }
 
   /** A batch reconcile settled `leaseId`: a closed session still held for it is let go. */

@@ -52,6 +52,11 @@ export interface StoreFiles {
 type ReadResult = { lease: ProcessLease | null; problem?: LeaseProblem };
 export type LeaseListing = { leases: ProcessLease[]; problems: LeaseProblem[] };
 
+/** A lease record's file name in a lease folder (temp files of a write in flight start with a dot). */
+export function isLeaseFileName(name: string): boolean {
+  return name.endsWith(".json") && !name.startsWith(".");
+}
+
 /** What one lease file read (readOwnedFiles) holds: the lease, or the problem reported for it (a bad file is quarantined). */
 async function judgeLease(f: StoreFiles, path: string, r: SafeRead, expectedId: string | null): Promise<ReadResult> {
   switch (r.kind) {
@@ -172,7 +177,7 @@ export async function listFolder(
       ],
     };
   }
-  const names = all.filter((n) => n.endsWith(".json") && !n.startsWith("."));
+  const names = all.filter(isLeaseFileName);
   const leases: ProcessLease[] = [];
   const problems: LeaseProblem[] = [];
   // a batch of files per read job (readOwnedFiles says why), `concurrency` files in flight in all

@@ -29,6 +29,7 @@ import { Readable } from "node:stream";
 import { MessageChannel, SHARE_ENV, Worker } from "node:worker_threads";
 import type { LeaseKind, ProcessLease } from "../leases/types.js";
 import type { LeaseStore } from "../leases/lease-store.js";
+import { isLeaseFileName } from "../leases/lease-store-read.js";
 import type { LeaseOutcome } from "./lease-outcome.js";
 import { pendingOf } from "./pending-settlements.js";
 import { ADMIT_AT_ONCE, type LeaseReconcileReport } from "./reconcile.js";
@@ -101,8 +102,7 @@ export const WORKER_MIN_LEASES = ADMIT_AT_ONCE;
 export async function worthAWorker(store: LeaseStore): Promise<boolean> {
   const names = await readdir(store.dir).catch(() => [] as string[]);
   let n = 0;
-  for (const name of names)
-    if (name.endsWith(".json") && !name.startsWith(".") && ++n >= WORKER_MIN_LEASES) return true;
+  for (const name of names) if (isLeaseFileName(name) && ++n >= WORKER_MIN_LEASES) return true;
   return false;
 }
 
