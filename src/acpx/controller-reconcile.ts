@@ -66,7 +66,10 @@ export async function reconcileOwnLeases(
   // the process supervisor's runs share the store and the instance id; they are its to settle
   const spec: OwnSpec = { kind: "acpx", states, dryRun, skipAttached, retentionMs: d.retentionMs };
   const folder = d.containment.available ? `${d.containment.root}/${d.gatewayInstanceId}` : undefined;
-  const away = onWorker ? await reconcileOnWorker(d, live, spec, folder) : undefined;
+  // a worker's settlements go through onSettled as its entries arrive, a batch at a time (every final one is in its report)
+  const away = onWorker
+    ? await reconcileOnWorker(d, live, spec, folder, spec.dryRun ? undefined : onSettled)
+    : undefined;
   const r: Omit<ReapReport, "reconciledOn"> =
     away ??
     (await reconcileLeases(lifecycleDeps(d), {
@@ -79,8 +82,6 @@ export async function reconcileOwnLeases(
     }).then((here) => ({ ...here, entries: here.entries.map(toEntry) })));
   // a thousand settled leases' hooks, a slice of the event loop at a time, the first and the next step in turns of their own
   const turns = new Turns();
-  // a worker's settlements are read from its report, as its entries hold them: every final one went through onSettled
-  if (away !== undefined && !away.dryRun) for (const e of away.entries) onSettled(e);
   if (settled.length > 0) await turns.yield();
   for (const s of settled) {
     await hooks.leaseSettled(s.leaseId, { via: "reap", state: s.state, detail: s.why });
@@ -100,6 +101,7 @@ async function reconcileOnWorker(
   live: LiveSessions,
   spec: OwnSpec,
   leftoversFolder: string | undefined,
+  onSettled: ((o: Settled) => void) | undefined,
 ): Promise<AwayReport<ReapReportEntry> | undefined> {
   // one lender at a time: a second reap waits for the first to give its leases back
   for (let lending = live.lending; lending !== undefined; lending = live.lending) await lending;
@@ -116,7 +118,11 @@ async function reconcileOnWorker(
       take: lent.take,
       live: () => live.busyIds(),
     };
-    return await reconcileInWorker({ ...spec, ...where }, hooks, toEntry, d.leases);
+    const entry = (o: AwayOutcome) => {
+      onSettled?.(o);
+      return toEntry(o);
+    };
+    return await reconcileInWorker({ ...spec, ...where }, hooks, entry, d.leases);
   } catch (e) {
     if (!(e instanceof ReconcileAwayError)) throw e;
     d.conversation.log.warn?.(`${e.message}; reconciling on the calling thread`);
