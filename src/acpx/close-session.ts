@@ -10,10 +10,9 @@
 import {
   killOwnedTree,
   settleLease,
-  survivorsOf,
+  summarizeKill,
   verifyLegacyRecord,
   type LeaseOutcome,
-  type TreeKillReport,
 } from "../ownership/index.js";
 import type { LeaseState, OwnershipEvidence, ProcessLease } from "../ownership/leases/types.js";
 import { AcpxSessionClosedError } from "./errors.js";
@@ -25,7 +24,7 @@ import {
   type LiveSessions,
 } from "./live-sessions.js";
 import type { LegacyAcpxSessionRecord, StoredSessionRecord } from "./session-store.js";
-import type { CloseReport, TreeKillSummary } from "./types.js";
+import type { CloseReport } from "./types.js";
 
 /** How a close reports the lease's state afterwards (CloseReport.outcome). */
 const CLOSE_OUTCOME: Readonly<Record<LeaseState, CloseReport["outcome"]>> = Object.freeze({
@@ -175,7 +174,7 @@ async function settleSession(
     evidence: o.evidence,
     interruptedPrompt,
     detail: `${describeKill(o)}${o.why}`,
-    ...(o.kill ? { kill: summarize(o.kill) } : {}),
+    ...(o.kill ? { kill: summarizeKill(o.kill) } : {}),
   };
 }
 
@@ -190,7 +189,9 @@ function describeKill(o: LeaseOutcome): string {
 async function closeLegacy(d: ControllerDeps, record: LegacyAcpxSessionRecord): Promise<CloseBody> {
   const v = await verifyLegacyRecord(record, d.facts, { wrapperRoot: d.wrapper.wrapperRoot });
   if (v.tree) {
-    const kill = summarize(await killOwnedTree(v.tree, { facts: d.facts, signaller: d.signaller, graceMs: d.graceMs }));
+    const kill = summarizeKill(
+      await killOwnedTree(v.tree, { facts: d.facts, signaller: d.signaller, graceMs: d.graceMs }),
+    );
     if (kill.survivors.length === 0) await d.sessions.remove(record.sessionKey);
     return {
       outcome: kill.survivors.length === 0 ? "closed" : "retry-pending",
@@ -221,15 +222,5 @@ async function closeLegacy(d: ControllerDeps, record: LegacyAcpxSessionRecord): 
     verdict,
     evidence: v.evidence,
     detail: `legacy record could not be verified (${verdict}); left as it is, nothing signalled`,
-  };
-}
-
-export function summarize(r: TreeKillReport): TreeKillSummary {
-  return {
-    members: r.results.map((x) => ({ pid: x.pid, startTime: x.startTime, outcome: x.outcome })),
-    survivors: survivorsOf(r),
-    termSent: r.termSent,
-    killSent: r.killSent,
-    durationMs: r.durationMs,
   };
 }

@@ -19,6 +19,11 @@ export class ControllerHooks {
     if (hook) this.call(() => hook(handle, how));
   }
 
+  /** whether there is an onLeaseSettled to call: without one, a reconcile keeps no list of what it settled */
+  get wantsSettled(): boolean {
+    return this.opts.onLeaseSettled !== undefined;
+  }
+
   /** onLeaseSettled with the lease as recorded now (a settled state only), and how it ended as the record says. */
   async leaseSettled(leaseId: string, outcome: LeaseSettledOutcome): Promise<void> {
     const hook = this.opts.onLeaseSettled;

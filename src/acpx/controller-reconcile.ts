@@ -10,16 +10,16 @@ import {
   reconcileInWorker,
   reconcileLeases,
   ReconcileAwayError,
-  type AwayOutcome,
+  outcomeRow,
+  type OutcomeRow,
   type AwayReport,
   type AwaySpec,
 } from "../ownership/index.js";
 import type { ProcessLease } from "../ownership/leases/types.js";
-import { summarize } from "./close-session.js";
 import type { ControllerHooks } from "./controller-hooks.js";
 import { reconcileLeftTerminals } from "./conversation-options.js";
 import { lifecycleDeps, type ControllerDeps, type LiveSessions } from "./live-sessions.js";
-import type { ReapReport, ReapReportEntry } from "./types.js";
+import type { ReapReport } from "./types.js";
 
 /** ACP terminals no live session holds, through their supervisor leases (conversation-options.ts). */
 export async function reconcileTerminals(
@@ -39,7 +39,7 @@ export async function reconcileTerminals(
   }
 }
 
-type Settled = Pick<AwayOutcome, "leaseId" | "stateAfter" | "why">;
+type Settled = Pick<OutcomeRow, "leaseId" | "stateAfter" | "why">;
 
 type OwnSpec = Pick<AwaySpec, "kind" | "states" | "dryRun" | "skipAttached" | "retentionMs">;
 
@@ -60,11 +60,13 @@ export async function reconcileOwnLeases(
   const settled: { leaseId: string; state: "closed" | "lost"; why: string }[] = [];
   const onSettled = (o: Settled) => {
     live.afterSettled(o.leaseId, o.stateAfter);
-    if (o.stateAfter === "closed" || o.stateAfter === "lost")
+    if ((o.stateAfter === "closed" || o.stateAfter === "lost") && hooks.wantsSettled)
       settled.push({ leaseId: o.leaseId, state: o.stateAfter, why: o.why });
   };
   // the process supervisor's runs share the store and the instance id; they are its to settle
   const spec: OwnSpec = { kind: "acpx", states, dryRun, skipAttached, retentionMs: d.retentionMs };
+  // the rows and the hooks of a thousand settled leases are made a slice of the event loop at a time
+  const turns = new Turns();
   const folder = d.containment.available ? `${d.containment.root}/${d.gatewayInstanceId}` : undefined;
   // a worker's settlements go through onSettled as its entries arrive, a batch at a time (every final one is in its report)
   const away = onWorker
@@ -79,9 +81,8 @@ export async function reconcileOwnLeases(
         ? { leftovers: { instanceFolder: folder, isLive: (leaseId: string) => live.busy({ leaseId }) !== undefined } }
         : {}),
       onSettled,
-    }).then((here) => ({ ...here, entries: here.entries.map(toEntry) })));
-  // a thousand settled leases' hooks, a slice of the event loop at a time, the first and the next step in turns of their own
-  const turns = new Turns();
+    }).then(async (here) => ({ ...here, entries: await turns.map(here.entries, outcomeRow) })));
+  // the first hook and the step after the last in turns of their own
   if (settled.length > 0) await turns.yield();
   for (const s of settled) {
     await hooks.leaseSettled(s.leaseId, { via: "reap", state: s.state, detail: s.why });
@@ -102,7 +103,7 @@ async function reconcileOnWorker(
   spec: OwnSpec,
   leftoversFolder: string | undefined,
   onSettled: ((o: Settled) => void) | undefined,
-): Promise<AwayReport<ReapReportEntry> | undefined> {
+): Promise<AwayReport | undefined> {
   // one lender at a time: a second reap waits for the first to give its leases back
   for (let lending = live.lending; lending !== undefined; lending = live.lending) await lending;
   const lent = live.lend();
@@ -117,12 +118,9 @@ async function reconcileOnWorker(
       skip: (l: Pick<ProcessLease, "leaseId">) => live.busy(l),
       take: lent.take,
       live: () => live.busyIds(),
+      arrived: (row: OutcomeRow) => onSettled?.(row),
     };
-    const entry = (o: AwayOutcome) => {
-      onSettled?.(o);
-      return toEntry(o);
-    };
-    return await reconcileInWorker({ ...spec, ...where }, hooks, entry, d.leases);
+    return await reconcileInWorker({ ...spec, ...where }, hooks, d.leases);
   } catch (e) {
     if (!(e instanceof ReconcileAwayError)) throw e;
     d.conversation.log.warn?.(`${e.message}; reconciling on the calling thread`);
@@ -130,10 +128,4 @@ async function reconcileOnWorker(
   } finally {
     lent.back();
   }
-}
-
-/** The controller's report rows: the lifecycle's outcome, with the kill summarised. */
-function toEntry(o: AwayOutcome & { verification?: unknown }): ReapReportEntry {
-  const { verification: _v, kill, ...rest } = o;
-  return { ...rest, ...(kill ? { kill: summarize(kill) } : {}) };
 }

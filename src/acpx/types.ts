@@ -7,16 +7,17 @@ import type { ProcessFacts, ProcessSignaller } from "../facts/types.js";
 import type {
   ProcessLease,
   GatewayInstanceId,
-  LeaseOutcome,
+  OutcomeRow,
   LeaseOutcomeCode,
   LeaseSettledAs,
   PendingSettlement,
   LeaseVerdict,
   OwnedProcessTree,
   OwnershipEvidence,
-  TreeKillOutcome,
+  TreeKillSummary,
   LeaseReconcileReport,
 } from "../ownership/index.js";
+export type { TreeKillMember, TreeKillSummary } from "../ownership/index.js";
 import type { AcpSessionOwner } from "../sessions/index.js";
 import type {
   AgentCapabilities,
@@ -237,24 +238,6 @@ export type {
   UpdateLimits,
 };
 
-/** What happened to one process the tree kill meant to stop. */
-export interface TreeKillMember {
-  pid: number;
-  startTime: string;
-  /** its outcome, as ownership's tree kill reported it */
-  outcome: TreeKillOutcome;
-}
-
-export interface TreeKillSummary {
-  /** every verified member, leaves first */
-  members: TreeKillMember[];
-  /** members still alive after the SIGKILL fallback (normally empty) */
-  survivors: number[];
-  termSent: number;
-  killSent: number;
-  durationMs: number;
-}
-
 export interface CloseReport {
   sessionKey: string;
   /**
@@ -297,10 +280,10 @@ export interface CloseReport {
 
 /**
  * One lease of a batch reconcile: the lifecycle's neutral outcome
- * (src/ownership/lifecycle/lifecycle.ts LeaseOutcome: the same rows the supervisor's
+ * (src/ownership/lifecycle/lease-outcome.ts OutcomeRow: the same rows the supervisor's
  * reconcile and the CLI's reap and explain give), with the kill summarised.
  */
-export type ReapReportEntry = Omit<LeaseOutcome, "verification" | "kill"> & { kill?: TreeKillSummary };
+export type ReapReportEntry = OutcomeRow;
 
 /** The batch report (lifecycle.ts LeaseReconcileReport) with ReapReportEntry rows. */
 export type ReapReport = Omit<LeaseReconcileReport, "entries"> & {

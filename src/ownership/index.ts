@@ -94,6 +94,7 @@ export type { SpawnedRoot, RecordedRoot } from "./lifecycle/root-identity.js";
 export { startTimeToEpochMs, readStartClock, START_CLOCK_SLACK_MS } from "./verify/start-clock.js";
 export type { StartClock } from "./verify/start-clock.js";
 export type { TreeKillOutcome, TreeKillReport, TreeKillOptions } from "./terminate/tree-kill.js";
+export { summarizeKill, type TreeKillMember, type TreeKillSummary } from "./terminate/kill-summary.js";
 export type { KillTarget } from "./verify/verify-state.js";
 export { verifyLegacyRecord } from "./verify/legacy.js";
 export type { LegacySessionRecord } from "./verify/legacy.js";
@@ -108,9 +109,10 @@ export type {
   PendingSettlement,
   ReleaseResult,
 } from "./lifecycle/lifecycle.js";
+export { outcomeRow, type OutcomeRow } from "./lifecycle/lease-outcome.js";
 export { reconcileLeases } from "./lifecycle/reconcile.js";
 export { reconcileInWorker, ReconcileAwayError, worthAWorker, WORKER_MIN_LEASES } from "./lifecycle/reconcile-away.js";
-export type { AwayOutcome, AwayReport, AwaySpec } from "./lifecycle/reconcile-away.js";
+export type { AwayReport, AwaySpec } from "./lifecycle/reconcile-away.js";
 export type { ReconcileOptions, LeaseReconcileReport } from "./lifecycle/reconcile.js";
 export { pendingSettlements } from "./lifecycle/pending-settlements.js";
 export {

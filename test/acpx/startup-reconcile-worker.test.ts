@@ -182,8 +182,8 @@ describe("the startup reap on a worker thread", () => {
       dryRun: false,
       skipAttached: false,
     } as const;
-    const hooks = { skip: () => undefined, take: () => undefined, live: () => [] };
-    const run = reconcileInWorker(spec, hooks, (o) => o, store);
+    const hooks = { skip: () => undefined, take: () => undefined, live: () => [], arrived: () => undefined };
+    const run = reconcileInWorker(spec, hooks, store);
     await expect(run).rejects.toBeInstanceOf(ReconcileAwayError);
     await expect(run).rejects.toThrow(/worker thread stopped: .*not-a-dir/);
   });

@@ -6,6 +6,7 @@
 import type { ProcessSnapshot } from "../../facts/types.js";
 import type { PendingSettlement } from "./pending-settlements.js";
 import type { TreeKillReport } from "../terminate/tree-kill.js";
+import { summarizeKill, type TreeKillSummary } from "../terminate/kill-summary.js";
 import type { SettlementCode } from "./settle.js";
 import type { LeaseSettledAs, LeaseState, OwnershipEvidence, ProcessLease } from "../leases/types.js";
 import type { LeaseVerdict, LeaseVerification } from "../verify/verify.js";
@@ -61,6 +62,17 @@ export interface LeaseOutcome {
    * write. The next reconcile that can write settles it.
    */
   pending?: PendingSettlement;
+}
+
+/**
+ * An outcome as a report keeps it: without the last verification (it holds
+ * a whole snapshot), the kill summarised, absent when none ran.
+ */
+export type OutcomeRow = Omit<LeaseOutcome, "verification" | "kill"> & { kill?: TreeKillSummary };
+
+export function outcomeRow(o: LeaseOutcome): OutcomeRow {
+  const { verification: _v, kill, ...rest } = o;
+  return kill ? { ...rest, kill: summarizeKill(kill) } : rest;
 }
 
 /**

@@ -30,7 +30,7 @@ import { MessageChannel, SHARE_ENV, Worker } from "node:worker_threads";
 import type { LeaseKind, ProcessLease } from "../leases/types.js";
 import type { LeaseStore } from "../leases/lease-store.js";
 import { isLeaseFileName } from "../leases/lease-store-read.js";
-import type { LeaseOutcome } from "./lease-outcome.js";
+import type { OutcomeRow } from "./lease-outcome.js";
 import { pendingOf } from "./pending-settlements.js";
 import { ADMIT_AT_ONCE, type LeaseReconcileReport } from "./reconcile.js";
 
@@ -48,9 +48,6 @@ export interface AwaySpec {
   leftoversFolder?: string;
 }
 
-/** A settled lease as the worker reports it: the outcome without the verification (it holds the worker's snapshot). */
-export type AwayOutcome = Omit<LeaseOutcome, "verification">;
-
 export interface AwayHooks {
   /** why a listed lease is left alone now, or undefined: the worker then holds it (`take`) */
   skip(lease: Pick<ProcessLease, "leaseId">): string | undefined;
@@ -58,14 +55,13 @@ export interface AwayHooks {
   take(leaseId: string): void;
   /** the leases whose cgroups are in use (reconcile.ts `leftovers.isLive`), read once the listing is handed over */
   live(): string[];
+  /** each row of the report as its batch arrives (reconcile.ts `onSettled` sees every final one there) */
+  arrived(row: OutcomeRow): void;
 }
 
-/** How the caller keeps each reported outcome: made into what its report holds as it arrives, not all at once at the end. */
-export type AwayEntry<T> = (o: AwayOutcome) => T;
-
-export interface AwayReport<T> extends Omit<LeaseReconcileReport, "entries"> {
-  /** each outcome as `entry` made it, when it arrived */
-  entries: T[];
+export interface AwayReport extends Omit<LeaseReconcileReport, "entries"> {
+  /** each outcome as the worker made it into a report's row (outcomeRow): the calling thread keeps the object it receives */
+  entries: OutcomeRow[];
 }
 
 /** The worker could not run the reconcile to its end: the caller runs it on its own thread. */
@@ -80,8 +76,8 @@ export class ReconcileAwayError extends Error {
 export type AwayItem =
   | { t: "listed"; leaseId: string }
   | { t: "listing-end" }
-  | { t: "entry"; entry: AwayOutcome }
-  | { t: "done"; report: Omit<AwayReport<never>, "entries">; pending: [string, PendingMemo][] }
+  | { t: "entry"; entry: OutcomeRow }
+  | { t: "done"; report: Omit<AwayReport, "entries">; pending: [string, PendingMemo][] }
   | { t: "failed"; why: string };
 
 /** The calling thread's answer to the listing, and the batches' acknowledgement. */
@@ -116,12 +112,7 @@ export const AWAY_BATCH = 16;
  * pending is not for a worker: their records may be held only in that
  * store's memory (a lease folder removed under the gateway).
  */
-export async function reconcileInWorker<T>(
-  spec: AwaySpec,
-  hooks: AwayHooks,
-  entry: AwayEntry<T>,
-  pendingTo: LeaseStore,
-): Promise<AwayReport<T>> {
+export async function reconcileInWorker(spec: AwaySpec, hooks: AwayHooks, pendingTo: LeaseStore): Promise<AwayReport> {
   const script = workerScript();
   if (script === null)
     throw new ReconcileAwayError("its script is not built (dist/ownership/lifecycle/reconcile-worker.js)");
@@ -146,7 +137,7 @@ export async function reconcileInWorker<T>(
   }
   try {
     await afterTimers(1);
-    const { report, entries, left } = await converse(worker, hooks, entry);
+    const { report, entries, left } = await converse(worker, hooks);
     // the report's last batch was read in this turn: what the caller does next waits for the loop's timers
     await afterTimers(1);
     for (const [id, memo] of left) pending.set(id, memo);
@@ -170,12 +161,12 @@ const WARM_WORKER_PATHS: readonly (() => void)[] = [
   () => new Readable({ read: () => undefined }).destroy(),
 ];
 
-type Conversation<T> = { report: Omit<AwayReport<T>, "entries">; entries: T[]; left: [string, PendingMemo][] };
+type Conversation = { report: Omit<AwayReport, "entries">; entries: OutcomeRow[]; left: [string, PendingMemo][] };
 
 /** The calling thread's side of the conversation (module comment): resolves with the worker's report, rejects if it stops first. */
-function converse<T>(worker: Worker, hooks: AwayHooks, entry: AwayEntry<T>): Promise<Conversation<T>> {
+function converse(worker: Worker, hooks: AwayHooks): Promise<Conversation> {
   return new Promise((resolve, reject) => {
-    const entries: T[] = [];
+    const entries: OutcomeRow[] = [];
     const skips: [string, string][] = [];
     let finished = false;
     const fail = (why: string) => {
@@ -196,7 +187,8 @@ function converse<T>(worker: Worker, hooks: AwayHooks, entry: AwayEntry<T>): Pro
             answer({ t: "skips", skips, live: hooks.live() });
             break;
           case "entry":
-            entries.push(entry(item.entry));
+            entries.push(item.entry);
+            hooks.arrived(item.entry);
             break;
           case "done":
             finished = true;

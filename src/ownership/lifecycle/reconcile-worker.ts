@@ -10,9 +10,9 @@ import { getProcessFacts } from "../../facts/get.js";
 import { createSignaller } from "../../facts/signal.js";
 import { openLeaseStore } from "../leases/lease-store.js";
 import type { OwnershipEvidence, ProcessLease } from "../leases/types.js";
-import type { LeaseOutcome } from "./lease-outcome.js";
+import { outcomeRow, type LeaseOutcome, type OutcomeRow } from "./lease-outcome.js";
 import { pendingOf } from "./pending-settlements.js";
-import { AWAY_BATCH, type AwayItem, type AwayOutcome, type AwayReply, type AwaySpec } from "./reconcile-away.js";
+import { AWAY_BATCH, type AwayItem, type AwayReply, type AwaySpec } from "./reconcile-away.js";
 import { reconcileLeases } from "./reconcile.js";
 
 /** Items go out AWAY_BATCH at a time, the next batch only once the calling thread acknowledged the last. */
@@ -46,14 +46,15 @@ class Outbox {
 }
 
 /**
- * An outcome as it crosses: without its verification, and with each piece of
- * evidence one shared object per distinct value. A message keeps shared
- * objects shared, so the calling thread makes one object for what a batch's
- * leases have in common (most of their evidence), not one per lease: the
- * report it keeps is about half the objects its collector must copy.
+ * An outcome as it crosses: the report's row (outcomeRow: no verification,
+ * the kill summarised), made here so the calling thread keeps the objects it
+ * receives instead of copying each, and with each piece of evidence one
+ * shared object per distinct value. A message keeps shared objects shared,
+ * so the calling thread makes one object for what a batch's leases have in
+ * common (most of their evidence), not one per lease: the report it keeps is
+ * about half the objects its collector must copy.
  */
-function light(o: LeaseOutcome, seen: Map<string, OwnershipEvidence>): AwayOutcome {
-  const { verification: _verification, ...rest } = o;
+function light(o: LeaseOutcome, seen: Map<string, OwnershipEvidence>): OutcomeRow {
   const evidence = o.evidence.map((e) => {
     const key = `${e.check}\0${e.result}\0${e.code}\0${e.detail ?? ""}`;
     const known = seen.get(key);
@@ -61,7 +62,7 @@ function light(o: LeaseOutcome, seen: Map<string, OwnershipEvidence>): AwayOutco
     seen.set(key, e);
     return e;
   });
-  return { ...rest, evidence };
+  return { ...outcomeRow(o), evidence };
 }
 
 async function run(port: NonNullable<typeof parentPort>, spec: AwaySpec): Promise<void> {
