@@ -8,7 +8,7 @@
 import type { ContainmentSupport } from "../containment/index.js";
 import type { ProcessFacts, ProcessSignaller } from "../facts/types.js";
 import { signalUnreapedChild } from "../facts/signal.js";
-import type { LeaseStore, LifecycleDeps, ReleaseResult } from "../ownership/index.js";
+import { escalate, type LeaseStore, type LifecycleDeps, type ReleaseResult } from "../ownership/index.js";
 import type { ProcessLease } from "../ownership/leases/types.js";
 import type { AcpClient } from "./acp-client.js";
 import type { ConversationConfig, SessionConversation } from "./conversation.js";
@@ -173,9 +173,8 @@ export class LiveSessions {
   /** Ends our side of a live session (lifeline, stdin), waits for the wrapper to exit, and says whether it reported the adapter's exit. */
   async release(live: LiveSession): Promise<ReleaseResult> {
     const running = live.launched.howEnded() === undefined;
-    live.launched.endLifeline();
-    live.launched.stdin.destroy();
-    return exitWitnessed(live.launched, running, await live.launched.waitExit(this.graceMs + 2000));
+    askToEnd(live.launched);
+    return exitWitnessed(live.launched, running, await live.launched.waitExit(this.graceMs + WRAPPER_EXIT_MARGIN_MS));
   }
 
   drop(key: string, live: LiveSession | undefined): void {
@@ -206,16 +205,38 @@ export function markSessionClosing(live: LiveSession | undefined, reason: string
   }
 }
 
-/** Our lever on a wrapper we spawned and that is not (or no longer) a live session: lifeline, stdin, then SIGKILL while unreaped. */
-export async function releaseLaunched(launched: LaunchedWrapper, graceMs: number): Promise<ReleaseResult> {
-  const running = launched.howEnded() === undefined;
+/** How long past the wrapper's own grace its exit is waited for (it runs the kill order on its adapter's group first), and again after a KILL. */
+const WRAPPER_EXIT_MARGIN_MS = 2000;
+
+/** A wrapper's TERM: its lifeline's end and stdin's EOF; it then ends its adapter's group itself, within the grace. */
+function askToEnd(launched: LaunchedWrapper): void {
   launched.endLifeline();
   launched.stdin.destroy();
-  if (!(await launched.waitExit(graceMs + 2000))) {
-    signalUnreapedChild(launched.child, "SIGKILL", launched.exitStatus() !== undefined);
-    return exitWitnessed(launched, running, await launched.waitExit(2000));
-  }
-  return exitWitnessed(launched, running, true);
+}
+
+/**
+ * Our lever on a wrapper we spawned and that is not (or no longer) a live
+ * session, through the one kill order (escalate): its TERM is askToEnd, its
+ * KILL a SIGKILL to our child while unreaped.
+ */
+export async function releaseLaunched(launched: LaunchedWrapper, graceMs: number): Promise<ReleaseResult> {
+  const running = launched.howEnded() === undefined;
+  const how = await escalate(
+    {
+      term: () => {
+        askToEnd(launched);
+        return true;
+      },
+      ended: (ms) => launched.waitExit(ms),
+      force: (sig) => signalUnreapedChild(launched.child, sig, launched.exitStatus() !== undefined),
+    },
+    graceMs + WRAPPER_EXIT_MARGIN_MS,
+  );
+  return exitWitnessed(
+    launched,
+    running,
+    how === "ended-after-term" || (await launched.waitExit(WRAPPER_EXIT_MARGIN_MS)),
+  );
 }
 
 /**
