@@ -82,13 +82,14 @@ export function createExecSessions(opts: ExecSessionsOptions): ExecSessions {
       const s = table.get(id);
       stdinOf(s).write(s.pty ? `${BRACKETED_PASTE_START}${text}${BRACKETED_PASTE_END}` : text);
     },
-    kill: (id) => terminateSession(table.get(id), deps),
+    // a call that returns a promise rejects, never throws: an unknown id too (docs/supervisor.md)
+    kill: async (id) => terminateSession(table.get(id), deps),
     clear(id) {
       const s = table.get(id);
       if (s.info.status !== "exited") throw new Error(`exec session ${id} is still running; use kill or remove`);
       table.delete(id);
     },
-    remove(id) {
+    async remove(id) {
       const s = table.get(id);
       // dropped first, synchronously: the session is gone for every caller
       // even while its termination (up to the grace period) is still running

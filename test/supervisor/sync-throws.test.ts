@@ -34,18 +34,18 @@ describe("supervisor calls that throw synchronously", () => {
     expect(sup.getRecord("nope")).toBeUndefined();
   });
 
-  it("exec sessions: an unknown id throws at the call for log, write, clear, kill and remove; poll rejects", async () => {
+  it("exec sessions: an unknown id throws at the call for log, write and clear; poll, kill and remove reject", async () => {
     const sessions = createExecSessions({ supervisor: createProcessSupervisor({ graceMs: 300 }) });
     expect(() => createExecSessions({ supervisor: createProcessSupervisor(), maxOutputChars: 0 })).toThrow(RangeError);
     expect(() => sessions.log("nope")).toThrow(UnknownSessionError);
     expect(() => sessions.write("nope", "x")).toThrow(UnknownSessionError);
     expect(() => sessions.clear("nope")).toThrow(UnknownSessionError);
-    expect(() => sessions.kill("nope")).toThrow(UnknownSessionError);
-    expect(() => sessions.remove("nope")).toThrow(UnknownSessionError);
-    let polled: Promise<unknown> | undefined;
-    expect(() => {
-      polled = sessions.poll("nope");
-    }).not.toThrow();
-    await expect(polled).rejects.toBeInstanceOf(UnknownSessionError);
+    for (const call of [() => sessions.poll("nope"), () => sessions.kill("nope"), () => sessions.remove("nope")]) {
+      let pending: Promise<unknown> | undefined;
+      expect(() => {
+        pending = call();
+      }).not.toThrow();
+      await expect(pending).rejects.toBeInstanceOf(UnknownSessionError);
+    }
   });
 });
