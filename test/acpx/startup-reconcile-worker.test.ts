@@ -64,14 +64,28 @@ describe("the startup reap on a worker thread", () => {
   it("ends a former run's trees, setsid grandchildren included, and settles their leases", async () => {
     const { stateDir, sessions } = await formerRun("away-default", 3);
     for (const s of sessions) for (const p of s.pids) expect(alive(p)).toBe(true);
-    const next = await controller(stateDir, ON_WORKER);
+    const settled: { leaseId: string; via: string; state: string }[] = [];
+    const next = await controller(stateDir, {
+      ...ON_WORKER,
+      onLeaseSettled: (lease, o) => settled.push({ leaseId: lease.leaseId, via: o.via, state: o.state }),
+    });
     const report = await next.reapStartupOrphans();
     expect(report.reconciledOn).toBe("worker-thread");
     for (const s of sessions) {
       const e = report.entries.find((x) => x.leaseId === s.handle.leaseId);
       expect(e).toMatchObject({ action: "killed", stateAfter: "closed" });
+      // the row as the worker made it: the kill summarised (its root among the members, no survivor), no verification
+      expect(e?.kill?.members.map((m) => m.pid)).toContain(s.handle.rootPid);
+      expect(e?.kill?.survivors).toEqual([]);
+      expect(e).not.toHaveProperty("verification");
       await waitFor(() => s.pids.every((p) => !alive(p)), 10_000);
     }
+    // each settlement the worker reported reaches the hook once
+    expect(settled.sort((a, b) => a.leaseId.localeCompare(b.leaseId))).toEqual(
+      sessions
+        .map((s) => ({ leaseId: s.handle.leaseId, via: "reap", state: "closed" }))
+        .sort((a, b) => a.leaseId.localeCompare(b.leaseId)),
+    );
     const leases = await next.listLeases();
     for (const s of sessions) expect(leases.find((l) => l.leaseId === s.handle.leaseId)?.state).toBe("closed");
   });
