@@ -69,9 +69,7 @@ export async function reconcileOwnLeases(
   const turns = new Turns();
   const folder = d.containment.available ? `${d.containment.root}/${d.gatewayInstanceId}` : undefined;
   // a worker's settlements go through onSettled as its entries arrive, a batch at a time (every final one is in its report)
-  const away = onWorker
-    ? await reconcileOnWorker(d, live, spec, folder, spec.dryRun ? undefined : onSettled)
-    : undefined;
+  const away = onWorker ? await reconcileOnWorker(d, live, spec, folder, onSettled) : undefined;
   const r: Omit<ReapReport, "reconciledOn"> =
     away ??
     (await reconcileLeases(lifecycleDeps(d), {
@@ -102,7 +100,7 @@ async function reconcileOnWorker(
   live: LiveSessions,
   spec: OwnSpec,
   leftoversFolder: string | undefined,
-  onSettled: ((o: Settled) => void) | undefined,
+  onSettled: (o: Settled) => void,
 ): Promise<AwayReport | undefined> {
   // one lender at a time: a second reap waits for the first to give its leases back
   for (let lending = live.lending; lending !== undefined; lending = live.lending) await lending;
@@ -118,7 +116,7 @@ async function reconcileOnWorker(
       skip: (l: Pick<ProcessLease, "leaseId">) => live.busy(l),
       take: lent.take,
       live: () => live.busyIds(),
-      arrived: (row: OutcomeRow) => onSettled?.(row),
+      onSettled,
     };
     return await reconcileInWorker({ ...spec, ...where }, hooks, d.leases);
   } catch (e) {

@@ -196,7 +196,7 @@ describe("the startup reap on a worker thread", () => {
       dryRun: false,
       skipAttached: false,
     } as const;
-    const hooks = { skip: () => undefined, take: () => undefined, live: () => [], arrived: () => undefined };
+    const hooks = { skip: () => undefined, take: () => undefined, live: () => [], onSettled: () => undefined };
     const run = reconcileInWorker(spec, hooks, store);
     await expect(run).rejects.toBeInstanceOf(ReconcileAwayError);
     await expect(run).rejects.toThrow(/worker thread stopped: .*not-a-dir/);

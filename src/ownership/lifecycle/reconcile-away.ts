@@ -55,8 +55,8 @@ export interface AwayHooks {
   take(leaseId: string): void;
   /** the leases whose cgroups are in use (reconcile.ts `leftovers.isLive`), read once the listing is handed over */
   live(): string[];
-  /** each row of the report as its batch arrives (reconcile.ts `onSettled` sees every final one there) */
-  arrived(row: OutcomeRow): void;
+  /** reconcileLeases's `onSettled`, with the same contract (every row, never in a dry run), called as each batch arrives */
+  onSettled(row: OutcomeRow): void;
 }
 
 export interface AwayReport extends Omit<LeaseReconcileReport, "entries"> {
@@ -137,7 +137,7 @@ export async function reconcileInWorker(spec: AwaySpec, hooks: AwayHooks, pendin
   }
   try {
     await afterTimers(1);
-    const { report, entries, left } = await converse(worker, hooks);
+    const { report, entries, left } = await converse(worker, hooks, spec.dryRun);
     // the report's last batch was read in this turn: what the caller does next waits for the loop's timers
     await afterTimers(1);
     for (const [id, memo] of left) pending.set(id, memo);
@@ -164,7 +164,7 @@ const WARM_WORKER_PATHS: readonly (() => void)[] = [
 type Conversation = { report: Omit<AwayReport, "entries">; entries: OutcomeRow[]; left: [string, PendingMemo][] };
 
 /** The calling thread's side of the conversation (module comment): resolves with the worker's report, rejects if it stops first. */
-function converse(worker: Worker, hooks: AwayHooks): Promise<Conversation> {
+function converse(worker: Worker, hooks: AwayHooks, dryRun: boolean): Promise<Conversation> {
   return new Promise((resolve, reject) => {
     const entries: OutcomeRow[] = [];
     const skips: [string, string][] = [];
@@ -188,7 +188,7 @@ function converse(worker: Worker, hooks: AwayHooks): Promise<Conversation> {
             break;
           case "entry":
             entries.push(item.entry);
-            hooks.arrived(item.entry);
+            if (!dryRun) hooks.onSettled(item.entry);
             break;
           case "done":
             finished = true;
