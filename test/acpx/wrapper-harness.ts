@@ -254,7 +254,10 @@ export const subreaperFor = (k: WrapperKindCase): boolean => k.name === "native"
 export function describeEachKind(title: string, body: (k: WrapperKindCase) => void): void {
   describe.each(KINDS)(title, (k) => {
     beforeEach(() => void (current = k));
-    if (skipKind(k)) return void it.skip(`all of it${kindNote(k)}`, () => undefined);
+    if (skipKind(k)) {
+      console.log(`[wrapper tests] ${k.name}${kindNote(k)}`);
+      return void it.skip(`all of it${kindNote(k)}`, () => undefined);
+    }
     body(k);
   });
 }
