@@ -8,7 +8,10 @@
  *
  * The calls that write lease files are tracked: dispose waits for the ones
  * already under way before it gives the state dir's lock back, so no lease
- * changes after the lock is released. Turns running at dispose settle with
+ * changes after the lock is released. An ensure under way is aborted
+ * (`signal`) rather than waited out: it ends its processes, settles its
+ * lease and rejects with the same error, so an adapter that dawdles through
+ * its handshake cannot hold dispose() for the handshake timeout. Turns running at dispose settle with
  * the same error (settleOnDispose): their sessions keep running, but this
  * controller no longer speaks for them.
  */
@@ -53,8 +56,20 @@ export type EndedAs = "disposed" | "shut down";
 
 /** A controller's end: whether and how it ended, the lease-writing calls under way, and who is told when it ends. */
 export class ControllerEnd {
-  /** set, synchronously, by the first dispose() or shutdown() */
+  /** set, synchronously, by the first dispose() or shutdown() (finish) */
   endedAs: EndedAs | undefined;
+  private readonly aborter = new AbortController();
+
+  /** aborted by finish(), its reason the disposal's error: the ensures under way give up */
+  get signal(): AbortSignal {
+    return this.aborter.signal;
+  }
+
+  /** The controller ends: every later call is refused, and the ensures under way are aborted. Idempotent. */
+  finish(how: EndedAs): void {
+    this.endedAs ??= how;
+    if (!this.aborter.signal.aborted) this.aborter.abort(new AcpxControllerDisposedError(this.endedAs));
+  }
   private readonly writing = new Set<Promise<unknown>>();
   private readonly listeners = new Set<(err: AcpxControllerDisposedError) => void>();
 

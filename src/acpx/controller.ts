@@ -56,6 +56,7 @@ import {
 import { reconcileOwnLeases, reconcileTerminals } from "./controller-reconcile.js";
 import { parseEnsureInput, parseRawAdapterInput, type EnsureInput } from "./ensure-input.js";
 import { spawnSession } from "./spawn-session.js";
+import { disposalError } from "./ensure-attempt.js";
 import type {
   AcpRuntimeEnsureInput,
   AcpRuntimeHandle,
@@ -108,6 +109,8 @@ class Controller implements AcpxLifecycleController {
   async ensureSession(given: AcpRuntimeEnsureInput): Promise<AcpRuntimeHandle> {
     const input = parseEnsureInput(given);
     return this.queue.run(input.sessionKey, async () => {
+      // queued behind a call the controller's end let finish: it starts nothing
+      if (this.end.signal.aborted) throw disposalError(this.end.signal);
       const next = await reuseOrOpen(this.d, this.live, input, (reason) =>
         this.closeAndReport(input.sessionKey, reason, false),
       );
@@ -123,6 +126,7 @@ class Controller implements AcpxLifecycleController {
   async spawnRawAdapter(given: RawAdapterInput): Promise<RawAdapter> {
     const input = parseRawAdapterInput(given);
     return this.queue.run(input.sessionKey, async () => {
+      if (this.end.signal.aborted) throw disposalError(this.end.signal);
       const existing = this.live.get(input.sessionKey);
       if (existing && !existing.closing && existing.launched.exitStatus() === undefined) {
         throw mismatchError(existing.handle, ["a running session (close it first)"]);
@@ -146,12 +150,10 @@ class Controller implements AcpxLifecycleController {
     input: EnsureInput,
     raw: boolean,
   ): Promise<{ handle: AcpRuntimeHandle; live: LiveSession | undefined }> {
-    const handle = await spawnSession(this.d, this.live, input, () => this.end.endedAs !== undefined, raw).catch(
-      (err: unknown) => {
-        this.hooks.ensureFailed(err);
-        throw err;
-      },
-    );
+    const handle = await spawnSession(this.d, this.live, input, this.end.signal, raw).catch((err: unknown) => {
+      this.hooks.ensureFailed(err);
+      throw err;
+    });
     this.keeper.keep();
     const live = this.live.forHandle(handle);
     if (live) this.watchEnd(live);
@@ -396,7 +398,7 @@ class Controller implements AcpxLifecycleController {
 
   private async closeAllThenRelease(): Promise<CloseReport[]> {
     try {
-      // an ensure under way finishes first, so the session it starts is closed too
+      // the ensures under way were aborted (each ends its processes and settles its lease); closes under way finish
       await this.end.writesSettled();
       const keys = this.live.all().map((l) => l.handle.sessionKey);
       // every close settles before the lock goes, also when one of them fails
@@ -421,8 +423,9 @@ class Controller implements AcpxLifecycleController {
    * Stops the timer and the keeper and gives the state dir back (its lock):
    * a new controller may start on it. From its call on, every other method
    * is refused (AcpxControllerDisposedError) and running turns reject with
-   * that error; calls that write leases and were already under way finish
-   * before the lock is released. Live sessions are not closed and their
+   * that error; an ensure under way is aborted (its processes ended, its
+   * lease settled, the ensure rejected with that error), and the other
+   * calls that write leases finish before the lock is released. Live sessions are not closed and their
    * leases stay open (the next controller's startup reap settles them, or
    * ensureSession resumes them); their wrappers end their trees when this
    * process exits (the lifeline). Idempotent: a later call (also during or
@@ -436,9 +439,9 @@ class Controller implements AcpxLifecycleController {
     return this.ending;
   }
 
-  /** Synchronous, so the guard refuses the very next call. */
+  /** Synchronous, so the guard refuses the very next call and the ensures under way are aborted at once. */
   private ended(how: EndedAs): void {
-    this.end.endedAs = how;
+    this.end.finish(how);
     if (this.timer) clearInterval(this.timer);
     this.timer = undefined;
   }

@@ -1,7 +1,9 @@
 /**
  * An ensure attempt and how it fails: every step that can fail holds the
  * attempt, so every failure takes the one path (EnsureAttempt.fail) that
- * settles the attempt's lease through the lifecycle before it throws.
+ * settles the attempt's lease through the lifecycle before it throws. An
+ * attempt the controller's end aborted (dispose, shutdown) settles the same
+ * way and rejects with the disposal's error, whose cause names the lease.
  */
 import { checkSignalTarget } from "../facts/guards.js";
 import { settleLease, settleUnstarted } from "../ownership/index.js";
@@ -10,7 +12,12 @@ import type { ProcessLease } from "../ownership/leases/types.js";
 import type { AcpClient } from "./acp-client.js";
 import type { SessionConversation } from "./conversation.js";
 import type { EnsureInput } from "./ensure-input.js";
-import { AcpxEnsureError, type AcpxEnsureErrorDetails, type EnsureFailureCause } from "./errors.js";
+import {
+  AcpxControllerDisposedError,
+  AcpxEnsureError,
+  type AcpxEnsureErrorDetails,
+  type EnsureFailureCause,
+} from "./errors.js";
 import type { LaunchedWrapper } from "./launch.js";
 import { lifecycleDeps, releaseLaunched, type ControllerDeps, type LiveSessions } from "./live-sessions.js";
 import type { LimitController } from "./types.js";
@@ -37,7 +44,19 @@ export class EnsureAttempt {
     readonly bound: LeaseCgroupBinding,
     /** the cgroup controllers the input's limits need (none: no limits asked for) */
     readonly limitControllers: readonly LimitController[],
+    /** aborted by the controller's end (its reason the disposal's error): the attempt is given up */
+    readonly signal: AbortSignal,
   ) {}
+
+  /** The controller ended while the attempt was under way: settled as any failure, rejected with the disposal's error. */
+  abandon(during: string): Promise<never> {
+    return this.fail("aborted", `the controller ended during ${during}`);
+  }
+
+  /** abandon() when the controller has ended; else nothing */
+  async checkAborted(during: string): Promise<void> {
+    if (this.signal.aborted) await this.abandon(during);
+  }
 
   get cgroup(): LeaseCgroupBinding["cgroup"] {
     return this.bound.cgroup;
@@ -61,7 +80,7 @@ export class EnsureAttempt {
     const settled = await settleFailedSpawn(this.d, this.lease, launched);
     this.live.inFlight.delete(this.lease.leaseId);
     const key = this.input.sessionKey;
-    throw new AcpxEnsureError(
+    const err = new AcpxEnsureError(
       key,
       failure,
       `ensureSession ${JSON.stringify(key)} failed: ${message} (lease ${this.lease.leaseId} ${settled})`,
@@ -69,7 +88,37 @@ export class EnsureAttempt {
       settled,
       diag,
     );
+    throw this.signal.aborted ? disposalError(this.signal, err) : err;
   }
+}
+
+/** What raceAbort resolves with when the signal aborted first. */
+export const ABORTED: unique symbol = Symbol("aborted");
+
+/** `p`'s value, or ABORTED as soon as `signal` aborts (at once when it already has); `p`'s rejection passes through. */
+export function raceAbort<T>(p: Promise<T>, signal: AbortSignal): Promise<T | typeof ABORTED> {
+  if (signal.aborted) return Promise.resolve(ABORTED);
+  return new Promise((resolve, reject) => {
+    const onAbort = (): void => resolve(ABORTED);
+    signal.addEventListener("abort", onAbort, { once: true });
+    const off = (): void => signal.removeEventListener("abort", onAbort);
+    p.then(
+      (v) => {
+        off();
+        resolve(v);
+      },
+      (e: unknown) => {
+        off();
+        reject(e);
+      },
+    );
+  });
+}
+
+/** The error an ensure the controller's end aborted rejects with: the disposal's, its cause what the ensure's settlement said. */
+export function disposalError(signal: AbortSignal, cause?: unknown): AcpxControllerDisposedError {
+  const how = signal.reason instanceof AcpxControllerDisposedError ? signal.reason.how : "disposed";
+  return new AcpxControllerDisposedError(how, cause === undefined ? undefined : { cause });
 }
 
 /**

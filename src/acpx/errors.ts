@@ -15,6 +15,8 @@ export type EnsureFailureCause =
   | "protocol-version" // the agent answered initialize with an ACP protocol version this client cannot speak
   | "auth-required" // the agent requires ACP authenticate and no method was given (authMethods lists the agent's)
   | "auth-failed" // the given method is not one the agent offers, authenticate failed, or the agent still required auth after it
+  | "invalid-session-id" // the agent answered session/new (or resume/load) with a session id that is too long or not printable
+  | "aborted" // dispose() or shutdown() ended the ensure (the cause of the AcpxControllerDisposedError it rejected with)
   | "limits-unavailable" // limits were asked for and cannot be applied (containment off, controller not on cgroup v2, write refused); nothing ran unlimited
   | "limits-mismatch" // the key's session is already running with other limits than the ones asked for; it was left alone
   | "session-mismatch"; // the key's session is already running with another command, agentId or cwd (ask replace: true to replace it)
@@ -307,8 +309,12 @@ export class AcpxSessionBusyError extends Error {
 export class AcpxControllerDisposedError extends Error {
   override name = "AcpxControllerDisposedError";
   readonly code = "controller-disposed";
-  constructor(readonly how: "disposed" | "shut down") {
-    super(`this controller was ${how} (its state dir lock is released); create a new one`);
+  /** `cause`: for an ensure the disposal aborted, the failure its settlement reported (which lease, settled how) */
+  constructor(
+    readonly how: "disposed" | "shut down",
+    options?: { cause?: unknown },
+  ) {
+    super(`this controller was ${how} (its state dir lock is released); create a new one`, options);
   }
 }
 

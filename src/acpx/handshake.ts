@@ -2,10 +2,14 @@
  * The ACP handshake as one step: initialize, protocol version check,
  * authenticate, then the session (session/new, or session/resume /
  * session/load when an earlier agent session is asked back: resume.ts).
- * Every step is bounded and given up as soon as the processes end; a failure
- * is a HandshakeFailure, which explainHandshakeFailure turns into the ensure
- * error with what the processes did, the first non-ACP bytes of stdout and
- * the stderr tail (in a field; in the message only when asked).
+ * One deadline bounds the whole handshake (not each step: an agent answering
+ * every step just in time must not stretch it), and it is given up as soon
+ * as the processes end or the caller aborts (a controller's dispose). The
+ * session id the agent answers is checked (session-id.ts) before anything
+ * stores it. A failure is a HandshakeFailure, which explainHandshakeFailure
+ * turns into the ensure error with what the processes did, the first non-ACP
+ * bytes of stdout and the stderr tail (in a field; in the message only when
+ * asked).
  */
 import type { InitializeResponse, McpServer } from "@agentclientprotocol/sdk";
 import { ACP_AUTH_REQUIRED, AcpTimeoutError, SUPPORTED_PROTOCOL_VERSIONS, type AcpClient } from "./acp-client.js";
@@ -21,12 +25,15 @@ import type { LaunchedWrapper } from "./launch.js";
 import { describeEnd, type SessionEnd } from "./wrapper-end.js";
 import { hostLimitOf } from "./early-exit.js";
 import { openAcpSession, type OpenedSession } from "./resume.js";
+import { sessionIdProblem } from "./session-id.js";
 import type { AcpAuthInput } from "./types.js";
 
 export interface HandshakeOptions {
   cwd: string;
-  /** per step (initialize, authenticate, session/new, session/resume or session/load) */
+  /** the whole handshake: initialize, authenticate, then session/new (or session/resume or session/load) */
   timeoutMs: number;
+  /** aborted: the handshake is given up at once (HandshakeFailure "aborted") */
+  signal?: AbortSignal;
   auth?: AcpAuthInput;
   /** resolves when the session's processes ended: the handshake stops waiting then */
   ended?: Promise<SessionEnd>;
@@ -55,7 +62,15 @@ export class HandshakeFailure extends Error {
   override name = "HandshakeFailure";
   constructor(
     readonly kind:
-      "timeout" | "agent-error" | "closed" | "ended" | "protocol-version" | "auth-required" | "auth-failed",
+      | "timeout"
+      | "aborted"
+      | "agent-error"
+      | "closed"
+      | "ended"
+      | "protocol-version"
+      | "auth-required"
+      | "auth-failed"
+      | "invalid-session-id",
     readonly step: HandshakeStep,
     message: string,
     readonly info: {
@@ -104,13 +119,26 @@ export function formatAuthMethods(methods: readonly AcpAuthMethodInfo[]): string
 
 /**
  * initialize → check the protocol version → authenticate (when `auth` names
- * a method) → session/new (or resume/load, resume.ts). Each step is bounded
- * by `timeoutMs` and given up as soon as `ended` resolves. Throws
- * HandshakeFailure.
+ * a method) → session/new (or resume/load, resume.ts) → check the session
+ * id. `timeoutMs` bounds the whole; each step is given up as soon as `ended`
+ * resolves or `signal` aborts. Throws HandshakeFailure.
  */
 export async function handshake(client: AcpClient, opts: HandshakeOptions): Promise<HandshakeResult> {
-  const step = stepRunner(opts.ended);
-  const init = await step("initialize", client.initialize(opts.timeoutMs));
+  const bound = new HandshakeBound(opts.timeoutMs, opts.signal);
+  try {
+    return await handshakeWithin(client, opts, bound);
+  } finally {
+    bound.dispose();
+  }
+}
+
+async function handshakeWithin(
+  client: AcpClient,
+  opts: HandshakeOptions,
+  bound: HandshakeBound,
+): Promise<HandshakeResult> {
+  const step = stepRunner(opts.ended, bound);
+  const init = await step("initialize", client.initialize(bound.remainingMs()));
   const authMethods = authMethodsOf(init);
   const version: unknown = init.protocolVersion;
   if (typeof version !== "number" || !SUPPORTED_PROTOCOL_VERSIONS.includes(version)) {
@@ -122,15 +150,24 @@ export async function handshake(client: AcpClient, opts: HandshakeOptions): Prom
       { agentProtocolVersion: version, authMethods },
     );
   }
-  const methodId = await authenticateIfAsked(client, opts, authMethods, step);
+  const methodId = await authenticateIfAsked(client, opts, authMethods, step, bound);
   try {
     const opened = await openAcpSession(client, init, {
       cwd: opts.cwd,
-      timeoutMs: opts.timeoutMs,
+      timeoutMs: bound.remainingMs(),
       mcpServers: opts.mcpServers ?? [],
       ...(opts.resumeSessionId !== undefined ? { resumeSessionId: opts.resumeSessionId } : {}),
       step,
     });
+    const refused = sessionIdProblem(opened.sessionId);
+    if (refused !== null) {
+      const asked = opened.via === "new" ? "session/new" : opened.via === "resume" ? "session/resume" : "session/load";
+      throw new HandshakeFailure(
+        "invalid-session-id",
+        asked,
+        `the agent answered ${asked} with a session id that is refused: ${refused}`,
+      );
+    }
     client.stdoutProbe.stop();
     return {
       sessionId: opened.sessionId,
@@ -160,27 +197,78 @@ export async function handshake(client: AcpClient, opts: HandshakeOptions): Prom
   }
 }
 
+/**
+ * The handshake's one deadline and the caller's abort, as a promise every
+ * step races: it settles (never rejects) with why the handshake stops,
+ * "timeout" or "aborted", and the timer is cleared by dispose().
+ */
+class HandshakeBound {
+  private readonly deadline: number;
+  private timer: NodeJS.Timeout | undefined;
+  private unlisten: () => void = () => undefined;
+  readonly stopped: Promise<"timeout" | "aborted">;
+
+  constructor(
+    readonly totalMs: number,
+    signal: AbortSignal | undefined,
+  ) {
+    this.deadline = Date.now() + totalMs;
+    this.stopped = new Promise((resolve) => {
+      if (signal?.aborted) return resolve("aborted");
+      this.timer = setTimeout(() => resolve("timeout"), totalMs);
+      // a gateway must be able to exit while an adapter dawdles
+      this.timer.unref();
+      if (signal === undefined) return;
+      const onAbort = (): void => resolve("aborted");
+      signal.addEventListener("abort", onAbort, { once: true });
+      this.unlisten = () => signal.removeEventListener("abort", onAbort);
+    });
+  }
+
+  /** what is left of the handshake's time, for a request's own timeout (at least 1 ms) */
+  remainingMs(): number {
+    return Math.max(1, this.deadline - Date.now());
+  }
+
+  /** `p`, or the HandshakeFailure of the deadline or the abort, whichever comes first */
+  race<T>(name: HandshakeStep, p: Promise<T>): Promise<T> {
+    const stop = this.stopped.then((why): never => {
+      throw why === "aborted"
+        ? new HandshakeFailure("aborted", name, `the handshake was aborted at ACP ${name} (the controller ended)`)
+        : this.timedOut(name);
+    });
+    return Promise.race([p, stop]);
+  }
+
+  timedOut(name: HandshakeStep, cause?: unknown): HandshakeFailure {
+    return new HandshakeFailure(
+      "timeout",
+      name,
+      `the adapter never answered ACP ${name} within the handshake timeout (${this.totalMs} ms for the whole handshake)`,
+      cause === undefined ? {} : { cause },
+    );
+  }
+
+  dispose(): void {
+    clearTimeout(this.timer);
+    this.unlisten();
+  }
+}
+
 /** One bounded handshake step: timeouts, agent errors, a closed connection and ended processes become HandshakeFailure. */
 export type StepRunner = <T>(name: HandshakeStep, p: Promise<T>) => Promise<T>;
 
-function stepRunner(endedP: Promise<SessionEnd> | undefined): StepRunner {
+function stepRunner(endedP: Promise<SessionEnd> | undefined, bound: HandshakeBound): StepRunner {
   return async <T>(name: HandshakeStep, p: Promise<T>): Promise<T> => {
     const ended = endedP?.then((end) => {
       throw new HandshakeFailure("ended", name, describeEnd(end, `ACP ${name}`), { end });
     });
     ended?.catch(() => undefined);
     try {
-      return await (ended ? Promise.race([p, ended]) : p);
+      return await bound.race(name, ended ? Promise.race([p, ended]) : p);
     } catch (err) {
       if (err instanceof HandshakeFailure) throw err;
-      if (err instanceof AcpTimeoutError) {
-        throw new HandshakeFailure(
-          "timeout",
-          name,
-          `the adapter never answered ACP ${name} (timeout ${err.timeoutMs} ms)`,
-          { cause: err },
-        );
-      }
+      if (err instanceof AcpTimeoutError) throw bound.timedOut(name, err);
       const acpError = acpErrorOf(err);
       if (acpError) {
         throw new HandshakeFailure(
@@ -206,12 +294,18 @@ async function authenticateIfAsked(
   opts: HandshakeOptions,
   authMethods: readonly AcpAuthMethodInfo[],
   step: StepRunner,
+  bound: HandshakeBound,
 ): Promise<string | undefined> {
   if (opts.auth === undefined) return undefined;
   let methodId: string | undefined;
   try {
-    methodId = typeof opts.auth === "function" ? await opts.auth(authMethods) : opts.auth.methodId;
+    // the caller's resolver is part of the handshake: bounded by its deadline and abort as well
+    methodId =
+      typeof opts.auth === "function"
+        ? await bound.race("authenticate", Promise.resolve(opts.auth(authMethods)))
+        : opts.auth.methodId;
   } catch (err) {
+    if (err instanceof HandshakeFailure) throw err;
     throw new HandshakeFailure(
       "auth-failed",
       "authenticate",
@@ -249,7 +343,7 @@ async function authenticateIfAsked(
     );
   }
   try {
-    await step("authenticate", client.authenticate(methodId, opts.timeoutMs));
+    await step("authenticate", client.authenticate(methodId, bound.remainingMs()));
   } catch (err) {
     if (err instanceof HandshakeFailure && err.kind === "agent-error") {
       throw new HandshakeFailure(
@@ -310,6 +404,7 @@ export async function explainHandshakeFailure(
     case "protocol-version":
     case "auth-required":
     case "auth-failed":
+    case "invalid-session-id":
       cause = f.kind;
       break;
     default:

@@ -8,7 +8,10 @@
  * is thrown. With `limits` (session-limits.ts), they are written into the
  * lease's cgroup between its creation and the spawn; when they cannot be,
  * nothing is spawned. The input was parsed at the edge (ensure-input.ts):
- * nothing here checks it again.
+ * nothing here checks it again. The controller's end (dispose, shutdown)
+ * aborts the attempt at whichever step it is in: its processes are ended
+ * and its lease settled as for any failure, and the ensure rejects with
+ * the disposal's error; a session is handed out only if it was not.
  */
 import { randomUUID } from "node:crypto";
 import { performance } from "node:perf_hooks";
@@ -18,7 +21,7 @@ import { AcpClient, explainHandshakeFailure, handshake } from "./acp-client.js";
 import { AcpxEnsureError } from "./errors.js";
 import { launchWrapper, rootArgvFor, type LaunchedWrapper } from "./launch.js";
 import { describeEarlyExit } from "./early-exit.js";
-import { EnsureAttempt, errMessage, stderrNote } from "./ensure-attempt.js";
+import { ABORTED, disposalError, EnsureAttempt, errMessage, raceAbort, stderrNote } from "./ensure-attempt.js";
 import type { EnsureInput } from "./ensure-input.js";
 import type { StartedReport } from "./wrapper/protocol.js";
 import { describeEnd } from "./wrapper-end.js";
@@ -54,13 +57,15 @@ export async function spawnSession(
   d: ControllerDeps,
   live: LiveSessions,
   input: EnsureInput,
-  disposed: () => boolean,
+  signal: AbortSignal,
   raw = false,
 ): Promise<AcpRuntimeHandle> {
   const tStart = performance.now();
+  if (signal.aborted) throw disposalError(signal);
   const limitControllers = controllersFor(input.limits);
   await refuseOrEnableLimits(d, input, limitControllers);
-  const a = await openLease(d, live, input, limitControllers, tStart);
+  const a = await openLease(d, live, input, limitControllers, tStart, signal);
+  await a.checkAborted("the lease's opening");
   await applyAttemptLimits(a);
   const launched = await launch(a);
   // spawnRawAdapter: the plugin speaks ACP itself on the adapter's stdin/stdout (raw-adapter.ts)
@@ -74,13 +79,14 @@ export async function spawnSession(
   const report = await waitStarted(a, launched);
   await recordRoot(a, launched, report);
   const acp = await finishAcpSession(a, launched, await handshaking);
-  return registerSession(a, launched, report, acp, disposed);
+  return registerSession(a, launched, report, acp);
 }
 
 /** A raw adapter's session: started and recorded like any other, then handed over without a handshake. */
 async function finishRaw(a: EnsureAttempt, launched: LaunchedWrapper): Promise<AcpRuntimeHandle> {
   const report = await waitStarted(a, launched);
   await recordRoot(a, launched, report);
+  await a.checkAborted("the raw adapter's start");
   return finishRawSpawn(a.d, a.live, a.input, a.lease, launched, report.pgid).catch((err: unknown) =>
     a.fail("wrapper-failed", `the session record could not be written: ${errMessage(err)}`, err),
   );
@@ -115,6 +121,7 @@ async function openLease(
   input: EnsureInput,
   limitControllers: readonly LimitController[],
   tStart: number,
+  signal: AbortSignal,
 ): Promise<EnsureAttempt> {
   const rootArgv = rootArgvFor(d.nodePath, d.wrapper.wrapperPath, input.command, d.graceMs);
   // in flight from before its file exists: a maintenance reconcile never takes it for a spawn that never came
@@ -133,7 +140,7 @@ async function openLease(
     live.inFlight.delete(leaseId);
     throw err;
   });
-  const a = new EnsureAttempt(d, live, input, bound.lease, bound, limitControllers);
+  const a = new EnsureAttempt(d, live, input, bound.lease, bound, limitControllers, signal);
   a.t.start = tStart;
   a.t.lease = performance.now();
   return a;
@@ -160,6 +167,7 @@ async function applyAttemptLimits(a: EnsureAttempt): Promise<void> {
 
 /** Launches the wrapper (its environment names the lease's cgroup, which it joins before it starts the adapter); a spawn that throws fails the attempt. */
 async function launch(a: EnsureAttempt): Promise<LaunchedWrapper> {
+  await a.checkAborted("the limits' write");
   const { d, input, cgroup } = a;
   try {
     a.launched = launchWrapper({
@@ -190,7 +198,8 @@ async function launch(a: EnsureAttempt): Promise<LaunchedWrapper> {
 /** Waits for the wrapper's "started" report; any other first word fails the attempt. */
 async function waitStarted(a: EnsureAttempt, launched: LaunchedWrapper): Promise<StartedReport> {
   const { d, input } = a;
-  const start = await launched.waitStart(d.startTimeoutMs);
+  const start = await raceAbort(launched.waitStart(d.startTimeoutMs), a.signal);
+  if (start === ABORTED) return a.abandon("the wrapper's start");
   a.t.started = performance.now();
   if (start.kind === "started") return start.report;
   if (start.kind === "spawn-error" && start.report.code === CGROUP_MOVE_FAILED) {
@@ -300,6 +309,7 @@ async function beginAcpSession(a: EnsureAttempt, launched: LaunchedWrapper): Pro
     const hs = await handshake(client, {
       cwd: input.cwd ?? process.cwd(),
       timeoutMs: d.handshakeTimeoutMs,
+      signal: a.signal,
       ended: launched.ended,
       ...(input.auth !== undefined ? { auth: input.auth } : {}),
       ...handshakeFields(input),
@@ -313,6 +323,7 @@ async function beginAcpSession(a: EnsureAttempt, launched: LaunchedWrapper): Pro
 
 /** The session, or the attempt failed with who ended and how (a killed wrapper as such), the ACP error data, stderr tail and auth methods. */
 async function finishAcpSession(a: EnsureAttempt, launched: LaunchedWrapper, r: Handshaken): Promise<AcpSession> {
+  await a.checkAborted("the ACP handshake");
   if (r.ok) {
     a.t.handshake = performance.now();
     return r.session;
@@ -330,7 +341,6 @@ async function registerSession(
   launched: LaunchedWrapper,
   report: StartedReport,
   { acpSessionId, client, conv }: AcpSession,
-  disposed: () => boolean,
 ): Promise<AcpRuntimeHandle> {
   const { d, live, input, lease } = a;
   const { owner, record } = newSessionRecord(input, d.gatewayInstanceId, lease.leaseId, acpSessionId);
@@ -343,6 +353,8 @@ async function registerSession(
       err,
     );
   }
+  // the last point the controller's end can give the attempt up: from here to the handle nothing waits
+  await a.checkAborted("the session record's write");
   const handle: AcpRuntimeHandle = {
     sessionKey: input.sessionKey,
     leaseId: lease.leaseId,
@@ -356,7 +368,6 @@ async function registerSession(
   conv.bind(handle);
   live.add({ handle, launched, client, conv, turn: undefined, closing: false, closeReason: undefined });
   live.inFlight.delete(lease.leaseId);
-  if (disposed()) launched.unref();
   const t = a.t;
   d.onEnsureTiming?.({
     sessionKey: input.sessionKey,

@@ -177,6 +177,10 @@ const ENSURE_RETRYABLE: Readonly<Record<EnsureFailureCause, boolean>> = {
   "protocol-version": false,
   "auth-required": false,
   "auth-failed": false,
+  // an agent answering a refused session id answers it again
+  "invalid-session-id": false,
+  // never an AcpxEnsureError of its own: the cause of the disposal's error
+  aborted: false,
   "limits-unavailable": false,
   "limits-mismatch": false,
   "session-mismatch": false,

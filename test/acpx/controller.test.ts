@@ -226,7 +226,12 @@ describe("ensureSession failure paths settle the lease and leave nothing running
         command: agentArgv({ kind: "double-fork", stubborn: true, surviveStdinClose: true, extra: ["--never-answer"] }),
       }),
     );
-    await expectSettled(ctl, err, "handshake-timeout", /never answered ACP initialize \(timeout 1500 ms\)/);
+    await expectSettled(
+      ctl,
+      err,
+      "handshake-timeout",
+      /never answered ACP initialize within the handshake timeout \(1500 ms for the whole handshake\)/,
+    );
     expect((err as AcpxEnsureError).leaseState).toBe("closed");
   });
 });
