@@ -5,7 +5,10 @@
  * live session's prompt is failed with the close error before anything is
  * signalled, and its lifeline is our lever (a pipe, not a signal). Records
  * without a lease id take the legacy path: live root required, wrapper-root
- * or command match, else left alone.
+ * or command match, else left alone. A record that cannot be read at all
+ * (session-store.ts DamagedSessionRecord) does not hold the key's session
+ * hostage: its lease is found in the lease store by the key, and the file
+ * goes once that lease is settled.
  */
 import {
   killOwnedTree,
@@ -23,7 +26,7 @@ import {
   type LiveSession,
   type LiveSessions,
 } from "./live-sessions.js";
-import type { LegacyAcpxSessionRecord, StoredSessionRecord } from "./session-store.js";
+import type { DamagedSessionRecord, LegacyAcpxSessionRecord, StoredSessionRecord } from "./session-store.js";
 import type { CloseReport } from "./types.js";
 
 /** How a close reports the lease's state afterwards (CloseReport.outcome). */
@@ -45,7 +48,7 @@ interface SessionToClose {
   reason: string | undefined;
   discard: boolean;
   live: LiveSession | undefined;
-  stored: StoredSessionRecord | null;
+  stored: StoredSessionRecord | DamagedSessionRecord | null;
 }
 
 /**
@@ -76,7 +79,13 @@ export async function closeLocked(
   const live = sessions.get(key);
   const stored = await d.sessions.get(key);
   if (stored?.kind === "legacy") return done(await closeLegacy(d, stored.record));
-  const leaseId = live?.handle.leaseId ?? (stored?.kind === "lease" ? stored.record.leaseId : undefined);
+  const leaseId =
+    live?.handle.leaseId ??
+    (stored?.kind === "lease"
+      ? stored.record.leaseId
+      : stored?.kind === "damaged"
+        ? await keyLeaseId(d, key)
+        : undefined);
   if (expectedLeaseId !== undefined && leaseId !== expectedLeaseId) {
     return done({
       outcome: "noop",
@@ -86,7 +95,18 @@ export async function closeLocked(
     });
   }
   markSessionClosing(live, reason);
-  if (!leaseId) return done({ outcome: "noop", path: "none", detail: "no session record for this key" });
+  if (!leaseId) {
+    // a damaged record with no lease of its key left: nothing runs for it, so it goes
+    if (stored?.kind === "damaged") await d.sessions.remove(key);
+    return done({
+      outcome: "noop",
+      path: "none",
+      detail:
+        stored?.kind === "damaged"
+          ? `${stored.why}; no lease of this key, record removed`
+          : "no session record for this key",
+    });
+  }
   // in flight before the record is read: a reconcile listing it meanwhile leaves it to this close
   return sessions.held(leaseId, () => closeLease(d, sessions, { key, reason, discard, live, stored }, leaseId, done));
 }
@@ -112,7 +132,7 @@ async function closeLease(
   }
   if (lease.state === "closed" || lease.state === "lost") {
     sessions.drop(key, live);
-    if (discard) await d.sessions.remove(key);
+    if (discard || c.stored?.kind === "damaged") await d.sessions.remove(key);
     return done({
       outcome: "noop",
       path: "lease",
@@ -149,7 +169,7 @@ async function settleSession(
   });
   if (o.stateAfter === "closed" || o.stateAfter === "lost") {
     sessions.drop(key, live);
-    if (discard) await d.sessions.remove(key);
+    if (discard || stored?.kind === "damaged") await d.sessions.remove(key);
     else if (stored?.kind === "lease")
       await d.sessions.put({ ...stored.record, closedAt: Date.now(), updatedAt: Date.now() });
   } else if (live) {
@@ -176,6 +196,18 @@ async function settleSession(
     detail: `${describeKill(o)}${o.why}`,
     ...(o.kill ? { kill: summarizeKill(o.kill) } : {}),
   };
+}
+
+/**
+ * The key's lease when its record cannot be read: this instance's newest
+ * ACPX lease of the key that is not settled, else its newest at all (a
+ * close then reports it already settled); undefined when it has none.
+ */
+async function keyLeaseId(d: ControllerDeps, key: string): Promise<string | undefined> {
+  const mine = (await d.leases.list()).leases
+    .filter((l) => l.sessionKey === key && l.kind === "acpx" && l.gatewayInstanceId === d.gatewayInstanceId)
+    .sort((a, b) => b.startedAt - a.startedAt);
+  return (mine.find((l) => l.state === "open" || l.state === "closing") ?? mine[0])?.leaseId;
 }
 
 function describeKill(o: LeaseOutcome): string {

@@ -17,7 +17,8 @@ import { withResumeSessionId, type EnsureInput } from "./ensure-input.js";
 import { AcpxEnsureError } from "./errors.js";
 import type { ControllerDeps, LiveSessions } from "./live-sessions.js";
 import { assertRunningLimits } from "./session-limits.js";
-import type { StoredSessionRecord } from "./session-store.js";
+import { sessionIdProblem } from "./session-id.js";
+import type { DamagedSessionRecord, StoredSessionRecord } from "./session-store.js";
 import type { AcpRuntimeHandle, CloseReport } from "./types.js";
 
 /** What ensureSession does with its key: hand back the running session as it is, or open one with this input. */
@@ -100,13 +101,13 @@ export function mismatchError(h: AcpRuntimeHandle, differences: readonly string[
 /** The agent session ensureSession should take back for this input, given the key's stored record. */
 export function resumeTarget(
   input: Pick<EnsureInput, "agentId" | "resumeSessionId" | "resume">,
-  stored: StoredSessionRecord | null,
+  stored: StoredSessionRecord | DamagedSessionRecord | null,
 ): string | undefined {
   if (input.resumeSessionId !== undefined) return input.resumeSessionId;
   if (input.resume === false || stored?.kind !== "lease") return undefined;
   const r = stored.record;
   const agentId = r.agentId ?? r.owner.agentId;
-  // a raw adapter's record holds no agent session id (its plugin keeps it)
-  if (agentId !== input.agentId || r.acpSessionId === "") return undefined;
+  // a raw adapter's record holds no agent session id (its plugin keeps it); one an earlier version stored unchecked is not offered back
+  if (agentId !== input.agentId || r.acpSessionId === "" || sessionIdProblem(r.acpSessionId) !== null) return undefined;
   return r.acpSessionId;
 }

@@ -71,9 +71,24 @@ export interface LegacyAcpxSessionRecord {
 export type StoredSessionRecord =
   { kind: "lease"; record: AcpxSessionRecord } | { kind: "legacy"; record: LegacyAcpxSessionRecord };
 
+/**
+ * A key's record file that exists but cannot be used: over MAX_RECORD_BYTES
+ * (an earlier version stored an agent's oversized session id), not JSON, not
+ * a record, not a regular file, a symlink, or another uid's. The key's
+ * session is then found through the lease store (the lease names its key),
+ * so it can still be closed and the key ensured again; the file goes once
+ * the key's lease is settled.
+ */
+export interface DamagedSessionRecord {
+  kind: "damaged";
+  sessionKey: string;
+  why: string;
+}
+
 export interface SessionStore {
   readonly dir: string;
-  get(sessionKey: string): Promise<StoredSessionRecord | null>;
+  /** null when the key has no record; a transient read failure (EMFILE, EIO) rejects */
+  get(sessionKey: string): Promise<StoredSessionRecord | DamagedSessionRecord | null>;
   put(record: AcpxSessionRecord | LegacyAcpxSessionRecord): Promise<void>;
   remove(sessionKey: string): Promise<boolean>;
   list(): Promise<{ records: StoredSessionRecord[]; problems: { file: string; error: string }[] }>;
@@ -108,6 +123,9 @@ export function parseSessionRecord(value: unknown): StoredSessionRecord | null {
 
 const MAX_RECORD_BYTES = 256 * 1024;
 
+/** A record file that exists and can never be read as a record (readRecord). */
+class DamagedRecordError extends Error {}
+
 export async function openSessionStore(stateDir: string): Promise<SessionStore> {
   const dir = join(stateDir, "acpx", "sessions");
   // the same refusals and the same atomic, fsynced, symlink-refusing writes as the lease store (fs-safe.ts)
@@ -116,23 +134,36 @@ export async function openSessionStore(stateDir: string): Promise<SessionStore> 
   await ensurePrivateDir(dir);
   const fileOf = (key: string) => join(dir, sessionFileName(key));
 
+  /** the record, null when missing; a file that exists but is unusable is DamagedRecordError, a transient failure rethrown */
   async function readRecord(file: string): Promise<StoredSessionRecord | null> {
     const r = await readOwnedFile(file, MAX_RECORD_BYTES);
     if (r.kind === "missing") return null;
+    if (r.kind === "unreadable" && r.code !== undefined) throw new Error(`session record ${file}: ${r.detail}`);
     if (r.kind !== "ok")
-      throw new Error(
+      throw new DamagedRecordError(
         `session record ${file} refused: ${r.kind === "unreadable" ? r.detail : r.kind === "foreign-owner" ? `owned by uid ${r.uid}` : "a symlink"}`,
       );
-    const text = r.text;
-    const parsed = parseSessionRecord(JSON.parse(text));
-    if (!parsed) throw new Error(`not a session record: ${file}`);
+    let value: unknown;
+    try {
+      value = JSON.parse(r.text);
+    } catch (err) {
+      throw new DamagedRecordError(`session record ${file} is not JSON: ${(err as Error).message}`);
+    }
+    const parsed = parseSessionRecord(value);
+    if (!parsed) throw new DamagedRecordError(`not a session record: ${file}`);
     return parsed;
   }
 
   return {
     dir,
     async get(sessionKey) {
-      const rec = await readRecord(fileOf(sessionKey));
+      let rec: StoredSessionRecord | null;
+      try {
+        rec = await readRecord(fileOf(sessionKey));
+      } catch (err) {
+        if (err instanceof DamagedRecordError) return { kind: "damaged", sessionKey, why: err.message };
+        throw err;
+      }
       // A hash collision or a hand-edited file must not answer for another key.
       return rec && rec.record.sessionKey === sessionKey ? rec : null;
     },
