@@ -10,7 +10,7 @@
       "cflags_cc": ["-std=c++17", "-fno-exceptions", "-Wall", "-Wextra", "-Wno-unused-parameter"],
       "conditions": [
         ["OS=='linux'", {
-          "sources": ["native/facts_linux.cc", "native/inspect_linux.cc", "native/procfs_linux.cc", "native/pidfd_linux.cc"]
+          "sources": ["native/facts_linux.cc", "native/inspect_linux.cc", "native/procfs_linux.cc", "native/pidfd_linux.cc", "native/exec_guard_linux.cc"]
         }],
         ["OS=='linux'", {"sources": ["native/beneath_jobs.cc", "native/beneath_posix.cc"]}],
         ["OS=='mac'", {"sources": ["native/beneath_jobs.cc", "native/beneath_posix.cc"]}],

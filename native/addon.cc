@@ -268,6 +268,26 @@ Napi::Value SetParentDeathSignal(const Napi::CallbackInfo& info) {
   return Napi::Number::New(env, proclease::SetParentDeathSignal(info[0].As<Napi::Number>().Int32Value()));
 }
 
+// sealedCopy(name, bytes): the memfd's descriptor, or -errno (exec_guard_linux.cc)
+Napi::Value SealedCopy(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  if (info.Length() < 2 || !info[0].IsString() || !info[1].IsBuffer())
+    return ThrowType(env, "sealedCopy(name: string, bytes: Buffer)");
+  std::string name = info[0].As<Napi::String>().Utf8Value();
+  Napi::Buffer<unsigned char> bytes = info[1].As<Napi::Buffer<unsigned char>>();
+  return Napi::Number::New(env, proclease::SealedCopy(name.c_str(), bytes.Data(), bytes.Length()));
+}
+
+Napi::Value SetDumpable(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  if (info.Length() < 1 || !info[0].IsBoolean()) return ThrowType(env, "setDumpable(on: boolean)");
+  return Napi::Number::New(env, proclease::SetDumpable(info[0].As<Napi::Boolean>().Value()));
+}
+
+Napi::Value GetDumpable(const Napi::CallbackInfo& info) {
+  return Napi::Number::New(info.Env(), proclease::GetDumpable());
+}
+
 Napi::Value ReapChildren(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   if (info.Length() < 1 || !info[0].IsArray()) return ThrowType(env, "reapChildren(pids: int[])");
@@ -306,6 +326,9 @@ Napi::Object Init(Napi::Env env, Napi::Object exports) {
   exports.Set("setChildSubreaper", Napi::Function::New(env, SetChildSubreaper, "setChildSubreaper"));
   exports.Set("setParentDeathSignal", Napi::Function::New(env, SetParentDeathSignal, "setParentDeathSignal"));
   exports.Set("reapChildren", Napi::Function::New(env, ReapChildren, "reapChildren"));
+  exports.Set("sealedCopy", Napi::Function::New(env, SealedCopy, "sealedCopy"));
+  exports.Set("setDumpable", Napi::Function::New(env, SetDumpable, "setDumpable"));
+  exports.Set("getDumpable", Napi::Function::New(env, GetDumpable, "getDumpable"));
   exports.Set("lockExclusive", Napi::Function::New(env, LockExclusive, "lockExclusive"));
   exports.Set("threadCpuTimeNs", Napi::Function::New(env, ThreadCpuTimeNs, "threadCpuTimeNs"));
   proclease::addon::ExportFileJobs(env, exports);

@@ -109,6 +109,13 @@ int SetChildSubreaper();            // 0 or -errno
 int SetParentDeathSignal(int sig);  // 0 or -errno
 bool ReapChild(int pid);            // true when waitpid(WNOHANG) reaped it
 
+// exec_guard_linux.cc (stubs elsewhere: -ENOSYS).
+// A close-on-exec memfd (fd >= 10) holding `bytes`, sealed against writes,
+// growth and shrinking; or -errno.
+int SealedCopy(const char* name, const unsigned char* bytes, size_t len);
+int SetDumpable(bool on);  // prctl(PR_SET_DUMPABLE): 0 or -errno
+int GetDumpable();         // 1, 0, or -errno
+
 // CLOCK_THREAD_CPUTIME_ID of the calling thread in ns, or -1
 // (thread_clock_posix.cc, shared by both OSes).
 double ThreadCpuTimeNs();

@@ -191,4 +191,11 @@ int SetChildSubreaper() { return -ENOSYS; }
 
 int SetParentDeathSignal(int) { return -ENOSYS; }
 
+// no memfd and no PR_SET_DUMPABLE on macOS (exec_guard_linux.cc has the Linux ones)
+int SealedCopy(const char*, const unsigned char*, size_t) { return -ENOSYS; }
+
+int SetDumpable(bool) { return -ENOSYS; }
+
+int GetDumpable() { return -ENOSYS; }
+
 }  // namespace proclease

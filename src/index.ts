@@ -28,9 +28,11 @@ export type {
   ProcessSnapshot,
   SignalOutcome,
   NativeBinding,
+  NonDumpableResult,
 } from "./facts/index.js";
 export {
   getProcessFacts,
+  makeProcessNonDumpable,
   createSignaller,
   loadNative,
   loadError,

@@ -17,6 +17,7 @@ export { assertPid, assertEnvKeys, MAX_PID } from "./validate.js";
 export { buildSnapshot } from "./snapshot.js";
 export { inspectEach } from "./inspect-many.js";
 export { loadNative, loadError, createNativeFacts } from "./native.js";
+export { makeProcessNonDumpable, processDumpable, type NonDumpableResult } from "./dumpable.js";
 export { createSignaller, signalUnreapedChild } from "./signal.js";
 export {
   checkSignalTarget,

@@ -108,6 +108,17 @@ export interface NativeBinding {
    * Returns the pids actually reaped.
    */
   reapChildren(pids: number[]): number[];
+  /**
+   * Linux: a close-on-exec memfd (descriptor >= 10) holding `bytes`, sealed
+   * against writes, growth and shrinking, so what is exec'd from it by
+   * /proc/self/fd/N is exactly these bytes. Returns the descriptor or
+   * -errno. macOS: -ENOSYS.
+   */
+  sealedCopy(name: string, bytes: Buffer): number;
+  /** Linux: prctl(PR_SET_DUMPABLE, on). Returns 0 or -errno. macOS: -ENOSYS. */
+  setDumpable(on: boolean): number;
+  /** Linux: prctl(PR_GET_DUMPABLE): 1, 0, or -errno. macOS: -ENOSYS. */
+  getDumpable(): number;
   /** true when pidfd_open and pidfd_send_signal work on this kernel */
   pidfdSupported(): boolean;
   /**

@@ -39,6 +39,8 @@ export function controllerKeeper(
           gatewayInstanceId: d.gatewayInstanceId,
           graceMs: d.graceMs,
           nodePath: d.nodePath,
+          // a keeper that dies while the gateway lives is restarted: said through the controller's logger when it has one
+          ...(d.conversation.log.warn !== undefined ? { warn: d.conversation.log.warn } : {}),
         });
       } catch (err) {
         failed = true;

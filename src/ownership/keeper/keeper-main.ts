@@ -7,7 +7,14 @@
  * purpose (exit, do nothing); EOF without it means the gateway is gone
  * (exit, crash, SIGKILL), and the keeper reaps. It prints nothing (its
  * stdout and stderr are not read); its report goes to the state dir.
+ *
+ * First of all it makes itself non-dumpable: its /proc files then belong to
+ * root, so an agent of the gateway's uid cannot read its environment (which
+ * keeper.ts already scrubbed) or memory, nor ptrace it. Where that cannot be
+ * done (no addon, not Linux) it runs on: the scrubbed environment holds no
+ * secret either way.
  */
+import { makeProcessNonDumpable } from "../../facts/dumpable.js";
 import { getProcessFacts } from "../../facts/get.js";
 import type { KeeperConfig } from "./keeper.js";
 import { keeperReap } from "./keeper-reap.js";
@@ -29,6 +36,7 @@ function parseConfig(text: string | undefined): KeeperConfig {
   return c as KeeperConfig;
 }
 
+makeProcessNonDumpable();
 const cfg = parseConfig(process.argv[2]);
 let stopped = false;
 let acting = false;

@@ -19,6 +19,18 @@
  * name anyone else, and a keeper that sees the gateway alive has nothing
  * under way. The keeper is started lazily, by the first lease a user is
  * about to write: a controller that never starts a session costs nothing.
+ *
+ * A keeper that dies while its gateway lives (killed by an agent of the same
+ * uid, the OOM killer) is started again at once, with a warning: a gateway
+ * that then dies must still find one. More than MAX_RESTARTS deaths within
+ * RESTART_WINDOW_MS is a keeper that cannot run here: it is given up, with a
+ * warning, and the leases are left to the next startup reap.
+ *
+ * What the keeper is given: its config on argv (no secret: paths, ids, the
+ * grace) and a scrubbed environment (keeperEnv: PATH and the PROCLEASE_*
+ * switches, nothing of the gateway's credentials), and it makes itself
+ * non-dumpable at start (keeper-main.ts), so another process of its uid
+ * cannot read its environment or memory through /proc.
  */
 import { spawn, type ChildProcess } from "node:child_process";
 import { existsSync } from "node:fs";
@@ -44,10 +56,26 @@ export interface KeeperLease {
 }
 
 interface Running {
+  /** the keeper process now (replaced when a dead one is restarted) */
   child: ChildProcess;
   users: number;
+  /** resolves when `child` (the current one) has exited */
   exited: Promise<void>;
+  /** set by stop(): an exit from then on is the one asked for */
+  stopping: boolean;
+  /** when each restart happened (within the window), for the give-up rule */
+  restarts: number[];
+  readonly cfg: KeeperConfig;
+  readonly nodePath: string | undefined;
+  readonly warn: KeeperWarn;
 }
+
+/** How a keeper's restart (or its giving up) is reported: the controller's logger, else a process warning. */
+export type KeeperWarn = (message: string, fields: Record<string, unknown>) => void;
+
+/** a keeper that dies more often than this within the window is given up */
+const MAX_RESTARTS = 5;
+const RESTART_WINDOW_MS = 60_000;
 
 const running = new Map<string, Running>();
 const keyOf = (stateDir: string, instance: string) => `${stateDir}\0${instance}`;
@@ -86,22 +114,25 @@ export function acquireKeeper(opts: {
   gatewayInstanceId: string;
   graceMs: number;
   nodePath?: string;
+  /** where a restart or a give-up is reported; default: process.emitWarning */
+  warn?: KeeperWarn;
 }): KeeperLease {
   const stateDir = resolve(opts.stateDir);
   const key = keyOf(stateDir, opts.gatewayInstanceId);
   let r = running.get(key);
   if (r === undefined || r.child.exitCode !== null || r.child.signalCode !== null) {
-    r = start(
-      {
-        stateDir,
-        gatewayInstanceId: opts.gatewayInstanceId,
-        gatewayPid: process.pid,
-        holder: HOLDER_ID,
-        graceMs: opts.graceMs,
-      },
-      opts.nodePath,
-    );
+    const cfg = keeperConfigOf(stateDir, opts);
+    r = {
+      cfg,
+      nodePath: opts.nodePath,
+      warn: opts.warn ?? emitKeeperWarning,
+      users: 0,
+      stopping: false,
+      restarts: [],
+      ...start(cfg, opts.nodePath),
+    };
     running.set(key, r);
+    watch(key, r);
   }
   r.users++;
   const mine = r;
@@ -124,11 +155,71 @@ export function keeperPid(stateDir: string): number | undefined {
   return undefined;
 }
 
-function start(cfg: KeeperConfig, nodePath = process.execPath): Running {
+function keeperConfigOf(stateDir: string, opts: { gatewayInstanceId: string; graceMs: number }): KeeperConfig {
+  return {
+    stateDir,
+    gatewayInstanceId: opts.gatewayInstanceId,
+    gatewayPid: process.pid,
+    holder: HOLDER_ID,
+    graceMs: opts.graceMs,
+  };
+}
+
+/**
+ * The keeper's environment: PATH (the ps backend runs `ps`) and the
+ * PROCLEASE_* switches (backend, native code, wrapper kind), nothing else:
+ * the gateway's environment holds credentials (some of them removed from an
+ * adapter's with envRemove) that the keeper never needs.
+ */
+export function keeperEnv(env: NodeJS.ProcessEnv = process.env): NodeJS.ProcessEnv {
+  const out: NodeJS.ProcessEnv = {};
+  for (const [k, v] of Object.entries(env))
+    if (v !== undefined && (k === "PATH" || k.startsWith("PROCLEASE_"))) out[k] = v;
+  return out;
+}
+
+function emitKeeperWarning(message: string, fields: Record<string, unknown>): void {
+  process.emitWarning(`${message} ${JSON.stringify(fields)}`, { type: "ProcleaseKeeperWarning" });
+}
+
+/** A keeper that exits while it still has users and was not stopped is started again (or given up: MAX_RESTARTS). */
+function watch(key: string, r: Running): void {
+  const child = r.child;
+  child.once("exit", (code, signal) => {
+    if (r.stopping || r.users <= 0 || running.get(key) !== r || r.child !== child) return;
+    const now = Date.now();
+    r.restarts = r.restarts.filter((t) => now - t < RESTART_WINDOW_MS);
+    const fields = { stateDir: r.cfg.stateDir, pid: child.pid, code, signal };
+    if (r.restarts.length >= MAX_RESTARTS) {
+      running.delete(key);
+      r.warn(
+        `proclease: the keeper died ${MAX_RESTARTS + 1} times within ${RESTART_WINDOW_MS} ms; it is not started again, and this gateway's runs outlive a crash until the next startup reap`,
+        fields,
+      );
+      return;
+    }
+    r.restarts.push(now);
+    child.stdin?.destroy();
+    try {
+      Object.assign(r, start(r.cfg, r.nodePath));
+      watch(key, r);
+      r.warn("proclease: the keeper died while its gateway lives; a new one was started", {
+        ...fields,
+        newPid: r.child.pid,
+      });
+    } catch (err) {
+      running.delete(key);
+      r.warn("proclease: the keeper died and could not be started again", { ...fields, error: String(err) });
+    }
+  });
+}
+
+function start(cfg: KeeperConfig, nodePath = process.execPath): Pick<Running, "child" | "exited"> {
   const child = spawn(nodePath, [keeperEntryPath(), JSON.stringify(cfg)], {
     // its own session: a kill of the gateway's process group must not take it along
     detached: true,
     stdio: ["pipe", "ignore", "ignore"],
+    env: keeperEnv(),
   });
   const exited = new Promise<void>((done) => {
     child.once("exit", () => done());
@@ -139,10 +230,11 @@ function start(cfg: KeeperConfig, nodePath = process.execPath): Running {
   // a gateway must be able to exit with its keeper running: that exit is what the keeper waits for
   child.unref();
   (child.stdin as { unref?: () => void } | null)?.unref?.();
-  return { child, users: 0, exited };
+  return { child, exited };
 }
 
 async function stop(r: Running): Promise<void> {
+  r.stopping = true;
   const { child } = r;
   if (child.exitCode === null && child.signalCode === null) {
     // held again until its exit is seen: an unref'd child's exit would not keep this process alive to hear it
