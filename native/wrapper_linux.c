@@ -3,8 +3,13 @@
  * (src/acpx/wrapper/main.ts; reports and exit codes in protocol.ts), in one
  * small process that decides no policy. The controller spawns it as
  *
- *   <wrapperRoot>/acpx-wrapper-<hash> [--grace-ms N] -- <adapter argv...>
+ *   <wrapperRoot>/acpx-wrapper-<hash> [<the same path>] [--grace-ms N] -- <adapter argv...>
  *   stdio [pipe, pipe, pipe, pipe]; env OPENCLAW_ACPX_LEASE_ID, OPENCLAW_GATEWAY_INSTANCE_ID
+ *
+ *   The path twice (argv[0] and argv[1]): the controller execs a sealed
+ *   in-memory copy of the verified bytes (docs/wrapper.md), so the kernel's
+ *   exe link names no file, and verification knows the wrapper by argv[1],
+ *   as it knows the Node wrapper. An argv[1] equal to argv[0] is skipped.
  *   (and PROCLEASE_CGROUP / PROCLEASE_CGROUP_REQUIRED when the lease has a cgroup)
  *
  * start: enters the lease cgroup, becomes a child subreaper, arms
@@ -119,6 +124,8 @@ static int parse_args(int argc, char **argv, long *grace_ms) {
   char msg[512];
   *grace_ms = DEFAULT_GRACE_MS;
   int i = 1;
+  /* the wrapper's own name again (a sealed copy is known by its argv[1]): not an option */
+  if (argc > 1 && strcmp(argv[1], argv[0]) == 0) i = 2;
   for (; i < argc && strcmp(argv[i], "--") != 0; i++) {
     const char *value;
     if (strcmp(argv[i], "--grace-ms") == 0) {

@@ -25,8 +25,24 @@
  * The Node wrapper stays the fallback where the binary is absent, and is
  * chosen by PROCLEASE_WRAPPER=node or PROCLEASE_DISABLE_NATIVE=1;
  * PROCLEASE_WRAPPER=native makes a missing binary an error.
+ *
+ * Decision (issue 46, docs/wrapper.md "What runs is what was installed"):
+ * the copy under the state dir is writable by the gateway's uid, so by an
+ * agent of that uid, and a later session (another agent's, with its
+ * credentials in its environment) would run whatever was put there. So the
+ * native wrapper is not executed from that file: its bytes, read from the
+ * package once, go into a sealed memfd (the addon's sealedCopy), which no
+ * write can change afterwards, and every wrapper is exec'd from it
+ * (`/proc/self/fd/N`, argv[0] and argv[1] the installed path, by which
+ * verification knows it). Where the host refuses to exec a memfd
+ * (vm.memfd_noexec=2, a seccomp policy), and for the Node wrapper's shim
+ * (Node opens its script by path), the installed file is checked right
+ * before each spawn and put back when it changed (`check`), with a warning;
+ * that leaves a window between the check and the exec which an agent of
+ * the gateway's uid can race, and says so in the docs.
  */
 import { spawn } from "node:child_process";
+import { loadNative } from "../facts/native.js";
 import { createHash } from "node:crypto";
 import { existsSync, readFileSync } from "node:fs";
 import { lstat, open, readFile, rename, unlink } from "node:fs/promises";
@@ -45,7 +61,24 @@ export interface InstalledWrapper {
   /** the package file the shim imports, or the packaged native executable that was copied */
   sourcePath: string;
   kind: WrapperKind;
+  /**
+   * The native wrapper's executable for spawn: `/proc/self/fd/N` of the
+   * sealed copy ("sealed"), or wrapperPath ("file"). Node: the shim's path.
+   */
+  execPath: string;
+  /** "sealed": what runs cannot differ from the bytes verified at install; "file": checked (and restored) by check() */
+  holds: "sealed" | "file";
+  /**
+   * Right before a spawn: nothing for a sealed copy; else the installed file
+   * is compared with what was installed and put back when it differs.
+   * Resolves with what was found (null: intact), rejects when it cannot be
+   * put back.
+   */
+  check(): Promise<string | null>;
 }
+
+/** One sealed copy per distinct binary per process, held for the process's life (a closed descriptor's number could name another file at a spawn). */
+const sealedCopies = new Map<string, number>();
 
 /** The packaged native wrapper's file name, beside the addon (build/Release/, prebuilds/<platform>/). */
 export const NATIVE_WRAPPER_FILE = "proclease-wrapper";
@@ -124,14 +157,25 @@ export async function installWrapper(
   if (opts?.kind === "native" && native === null)
     throw new Error("the native wrapper was asked for but is not available (Linux with the built addon only)");
   if (native !== null) {
-    const installed = await installNative(stateDir, wrapperRoot, native);
+    const bytes = readFileSync(native);
+    const wrapperPath = await installNative(stateDir, wrapperRoot, bytes);
+    const base = { wrapperRoot, wrapperPath, sourcePath: native, kind: "native" as const };
+    const sealed = sealedCopyOf(bytes);
+    if (sealed !== null && (await runsHere(sealed, wrapperPath))) {
+      return { ...base, execPath: sealed, holds: "sealed", check: () => Promise.resolve(null) };
+    }
     // a state dir on a noexec mount cannot run it: the Node wrapper then, unless the native one was insisted on
     if (
-      (await runsHere(installed.wrapperPath)) ||
+      (await runsHere(wrapperPath, wrapperPath)) ||
       opts?.kind === "native" ||
       process.env.PROCLEASE_WRAPPER === "native"
     )
-      return installed;
+      return {
+        ...base,
+        execPath: wrapperPath,
+        holds: "file",
+        check: () => restoreNative(wrapperRoot, wrapperPath, bytes),
+      };
   }
   const sourcePath = opts?.sourcePath ?? packagedWrapperPath();
   const text = wrapperShimSource(sourcePath, nativeAddonPath());
@@ -140,9 +184,38 @@ export async function installWrapper(
   await ensurePrivateDir(join(resolve(stateDir), "acpx"));
   await ensurePrivateDir(wrapperRoot);
   // the shim every wrapper runs from: the same refusals and atomic write as the lease store
-  const current = await readOwnedFile(wrapperPath, 64 * 1024);
-  if (current.kind !== "ok" || current.text !== text) await atomicWrite(wrapperRoot, basename(wrapperPath), text, true);
-  return { wrapperRoot, wrapperPath, sourcePath, kind: "node" };
+  const restoreShim = async (): Promise<string | null> => {
+    const current = await readOwnedFile(wrapperPath, 64 * 1024);
+    if (current.kind === "ok" && current.text === text) return null;
+    await atomicWrite(wrapperRoot, basename(wrapperPath), text, true);
+    return current.kind === "missing"
+      ? `the wrapper shim ${wrapperPath} was missing; it was written again`
+      : `the wrapper shim ${wrapperPath} was not the one installed (${current.kind === "ok" ? "its content changed" : current.kind}); it was put back`;
+  };
+  await restoreShim();
+  return {
+    wrapperRoot,
+    wrapperPath,
+    sourcePath,
+    kind: "node",
+    execPath: wrapperPath,
+    holds: "file",
+    check: restoreShim,
+  };
+}
+
+/** The sealed in-memory copy of `bytes` as `/proc/self/fd/N`, or null where there is none (not Linux, no addon, memfd refused). */
+function sealedCopyOf(bytes: Buffer): string | null {
+  if (process.platform !== "linux") return null;
+  const digest = createHash("sha256").update(bytes).digest("hex");
+  let fd = sealedCopies.get(digest);
+  if (fd === undefined) {
+    const made = loadNative()?.sealedCopy(`proclease-wrapper-${digest.slice(0, 12)}`, bytes);
+    if (made === undefined || made < 0) return null;
+    fd = made;
+    sealedCopies.set(digest, fd);
+  }
+  return `/proc/self/fd/${fd}`;
 }
 
 /**
@@ -150,9 +223,9 @@ export async function installWrapper(
  * once without arguments it refuses them (exit 2); a mount with noexec, or a
  * binary for another machine, fails the exec instead.
  */
-function runsHere(path: string): Promise<boolean> {
+function runsHere(path: string, argv0: string): Promise<boolean> {
   return new Promise((resolveRun) => {
-    const child = spawn(path, [], { stdio: "ignore" });
+    const child = spawn(path, [], { stdio: "ignore", argv0 });
     child.once("error", () => resolveRun(false));
     child.once("exit", (code) => resolveRun(code === 2));
   });
@@ -161,16 +234,22 @@ function runsHere(path: string): Promise<boolean> {
 /**
  * Copies the native executable to `<wrapperRoot>/acpx-wrapper-<hash of its
  * bytes>` (0700, exclusive temp file, fsync, rename), unless a regular file
- * with the same bytes is there already. A copy, not a link: the live root's
- * executable must be under wrapperRoot for verification, and a package
- * upgrade must not change a file a running wrapper was started from.
+ * with the same bytes is there already; returns its path. A copy, not a
+ * link: it names the wrapper (verification knows it by that path), runs it
+ * where no sealed copy can be exec'd, and a package upgrade must not change
+ * a file a running wrapper was started from.
  */
-async function installNative(stateDir: string, wrapperRoot: string, sourcePath: string): Promise<InstalledWrapper> {
-  const bytes = readFileSync(sourcePath);
+async function installNative(stateDir: string, wrapperRoot: string, bytes: Buffer): Promise<string> {
   const digest = createHash("sha256").update(bytes).digest("hex").slice(0, 12);
   const wrapperPath = join(wrapperRoot, `acpx-wrapper-${digest}`);
   await ensurePrivateDir(join(resolve(stateDir), "acpx"));
   await ensurePrivateDir(wrapperRoot);
+  await restoreNative(wrapperRoot, wrapperPath, bytes);
+  return wrapperPath;
+}
+
+/** The installed copy as it must be (a 0700 regular file with these bytes), put back when it is not; what was found, or null when intact. */
+async function restoreNative(wrapperRoot: string, wrapperPath: string, bytes: Buffer): Promise<string | null> {
   const st = await lstat(wrapperPath).catch(() => null);
   const same =
     st !== null &&
@@ -178,6 +257,7 @@ async function installNative(stateDir: string, wrapperRoot: string, sourcePath: 
     (st.mode & 0o777) === 0o700 &&
     (await readFile(wrapperPath).catch(() => null))?.equals(bytes) === true;
   if (!same) {
+    const digest = basename(wrapperPath).slice("acpx-wrapper-".length);
     const tmp = join(wrapperRoot, `.tmp-acpx-wrapper-${digest}-${process.pid}-${Date.now().toString(36)}`);
     const fh = await open(tmp, "wx", 0o700);
     try {
@@ -192,5 +272,8 @@ async function installNative(stateDir: string, wrapperRoot: string, sourcePath: 
       throw err;
     }
   }
-  return { wrapperRoot, wrapperPath, sourcePath, kind: "native" };
+  if (same) return null;
+  return st === null
+    ? `the native wrapper ${wrapperPath} was missing; it was copied again`
+    : `the native wrapper ${wrapperPath} was not the one installed; it was put back`;
 }

@@ -33,6 +33,12 @@ export interface LaunchInput {
   envRemove?: readonly string[];
   /** the lease's cgroup: the Node wrapper is moved in right after the spawn, while its Node boots (it checks before it spawns the adapter); the native one joins by itself */
   joinCgroup?: string;
+  /**
+   * The native wrapper's executable when it is not wrapperPath: the sealed
+   * copy of its verified bytes (`/proc/self/fd/N`, install-wrapper.ts); its
+   * argv[0] stays wrapperPath
+   */
+  execFile?: string;
 }
 
 export interface LaunchedWrapper {
@@ -84,7 +90,13 @@ export interface LaunchedWrapper {
   unref(): void;
 }
 
-/** The root argv (exactly what the kernel will report): the native wrapper is its own executable, the Node one runs under `nodePath`. */
+/**
+ * The root argv (exactly what the kernel will report): the Node wrapper runs
+ * under `nodePath` with its shim as argv[1]; the native one is its own
+ * executable, named twice (argv[0] and argv[1], which it skips), because it
+ * runs from a sealed copy whose exe link names no file: verification knows
+ * it by argv[1], as it knows the Node wrapper.
+ */
 export function rootArgvFor(
   nodePath: string,
   wrapperPath: string,
@@ -92,7 +104,7 @@ export function rootArgvFor(
   graceMs: number,
 ): string[] {
   const args = wrapperArgs(wrapperPath, command, { graceMs });
-  return wrapperKindOf(wrapperPath) === "native" ? args : [nodePath, ...args];
+  return [wrapperKindOf(wrapperPath) === "native" ? wrapperPath : nodePath, ...args];
 }
 
 /**
@@ -102,7 +114,8 @@ export function rootArgvFor(
  */
 export function launchWrapper(input: LaunchInput): LaunchedWrapper {
   const rootArgv = rootArgvFor(input.nodePath, input.wrapperPath, input.command, input.graceMs);
-  const child = spawn(rootArgv[0]!, rootArgv.slice(1), {
+  const child = spawn(input.execFile ?? rootArgv[0]!, rootArgv.slice(1), {
+    argv0: rootArgv[0]!,
     stdio: ["pipe", "pipe", "pipe", "pipe"],
     env: buildWrapperEnv(input),
     cwd: input.cwd,

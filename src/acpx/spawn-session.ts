@@ -169,8 +169,10 @@ async function applyAttemptLimits(a: EnsureAttempt): Promise<void> {
 async function launch(a: EnsureAttempt): Promise<LaunchedWrapper> {
   await a.checkAborted("the limits' write");
   const { d, input, cgroup } = a;
+  await checkWrapper(a);
   try {
     a.launched = launchWrapper({
+      ...(d.wrapper.kind === "native" ? { execFile: d.wrapper.execPath } : {}),
       nodePath: d.nodePath,
       wrapperPath: d.wrapper.wrapperPath,
       command: input.command,
@@ -193,6 +195,26 @@ async function launch(a: EnsureAttempt): Promise<LaunchedWrapper> {
   } catch (err) {
     return a.fail("wrapper-failed", `the wrapper could not be spawned: ${errMessage(err)}`, err);
   }
+}
+
+/**
+ * What is about to run is what was installed (install-wrapper.ts): a sealed
+ * copy needs nothing; an installed file that changed is put back, and the
+ * change is reported as a warning (an agent of the gateway's uid rewrote
+ * it); one that cannot be put back fails the attempt before anything runs.
+ */
+async function checkWrapper(a: EnsureAttempt): Promise<void> {
+  const { d } = a;
+  let found: string | null;
+  try {
+    found = await d.wrapper.check();
+  } catch (err) {
+    return a.fail("wrapper-failed", `the installed wrapper changed and could not be put back: ${errMessage(err)}`, err);
+  }
+  if (found !== null)
+    d.conversation.log.warn?.(`proclease: ${found} before the start of session ${JSON.stringify(a.input.sessionKey)}`, {
+      wrapperPath: d.wrapper.wrapperPath,
+    });
 }
 
 /** Waits for the wrapper's "started" report; any other first word fails the attempt. */

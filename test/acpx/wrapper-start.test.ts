@@ -105,8 +105,9 @@ describe("the native wrapper's installation", () => {
       const b = await installWrapper(dir);
       expect(b.wrapperPath).toBe(a.wrapperPath);
       expect(statSync(b.wrapperPath).ino).toBe(ino);
-      // the root's argv: no node in front; what the lease's commandHash covers
+      // the root's argv: no node in front, the installed path twice (it runs from a sealed copy and is known by argv[1]); what the lease's commandHash covers
       expect(rootArgvFor("/usr/bin/node", a.wrapperPath, ["agent", "--x"], 250)).toEqual([
+        a.wrapperPath,
         a.wrapperPath,
         "--grace-ms",
         "250",
