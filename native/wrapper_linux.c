@@ -5,12 +5,12 @@
  *
  *   <wrapperRoot>/acpx-wrapper-<hash> [<the same path>] [--grace-ms N] -- <adapter argv...>
  *   stdio [pipe, pipe, pipe, pipe]; env OPENCLAW_ACPX_LEASE_ID, OPENCLAW_GATEWAY_INSTANCE_ID
+ *   (and PROCLEASE_CGROUP / PROCLEASE_CGROUP_REQUIRED when the lease has a cgroup)
  *
  *   The path twice (argv[0] and argv[1]): the controller execs a sealed
  *   in-memory copy of the verified bytes (docs/wrapper.md), so the kernel's
  *   exe link names no file, and verification knows the wrapper by argv[1],
  *   as it knows the Node wrapper. An argv[1] equal to argv[0] is skipped.
- *   (and PROCLEASE_CGROUP / PROCLEASE_CGROUP_REQUIRED when the lease has a cgroup)
  *
  * start: enters the lease cgroup, becomes a child subreaper, arms
  *   PR_SET_PDEATHSIG=SIGUSR2, forks the adapter into its own session and

@@ -213,5 +213,51 @@ describe.skipIf(CANNOT !== null)(
       gw.kill("SIGKILL");
       expect(await waitFor(() => !alive(out.keeper), 15_000)).not.toBe(-1);
     });
+
+    it(`run as uid ${NOBODY}, a non-dumpable gateway's session closes "closed": its own keeper, unreadable to it, never holds a close open`, async () => {
+      const stateDir = tempStateDir("keeper-dumpable-close");
+      chownSync(stateDir, NOBODY, NOBODY);
+      const code = `
+      const { createAcpxLifecycleController, makeProcessNonDumpable } = await import(${JSON.stringify(pathToFileURL(join(ROOT, "dist/index.js")).href)});
+      const applied = makeProcessNonDumpable();
+      const ctl = await createAcpxLifecycleController({ stateDir: ${JSON.stringify(stateDir)}, graceMs: 200, maintenanceIntervalMs: 0 });
+      const h = await ctl.ensureSession({ sessionKey: "k", agentId: "main", command: ${JSON.stringify(agentArgv({}))} });
+      const turn = await ctl.prompt(h, "hello");
+      // the keeper started with the session: once it made itself non-dumpable, this process (its uid) can no longer read its environ
+      const { keeperPid } = await import(${JSON.stringify(pathToFileURL(join(ROOT, "dist/ownership/keeper/keeper.js")).href)});
+      const { readFileSync } = await import("node:fs");
+      const unreadable = () => { try { readFileSync("/proc/" + keeperPid(${JSON.stringify(stateDir)}) + "/environ"); return false; } catch { return true; } };
+      while (!unreadable()) await new Promise((r) => setTimeout(r, 20));
+      const close = await ctl.closeSession({ handle: h });
+      process.stdout.write(JSON.stringify({ applied, rootPid: h.rootPid, leaseId: h.leaseId, turn, outcome: close.outcome, detail: close.detail }) + "\\n");
+      await ctl.dispose();
+    `;
+      const gw = trackChild(
+        spawn(process.execPath, ["--input-type=module", "-e", code], {
+          uid: NOBODY,
+          gid: NOBODY,
+          cwd: "/",
+          stdio: ["ignore", "pipe", "inherit"],
+        }),
+      );
+      let line = "";
+      for await (const l of createInterface({ input: gw.stdout! })) {
+        line = l;
+        break;
+      }
+      const out = JSON.parse(line) as {
+        applied: unknown;
+        rootPid: number;
+        leaseId: string;
+        turn: unknown;
+        outcome: string;
+        detail: string;
+      };
+      trackLease(out.leaseId);
+      expect(out.applied).toEqual({ applied: true });
+      expect(out.turn).toEqual({ stopReason: "end_turn" });
+      expect([out.outcome, out.detail]).toEqual(["closed", expect.any(String)]);
+      expect(alive(out.rootPid)).toBe(false);
+    });
   },
 );

@@ -38,6 +38,7 @@ import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { signalUnreapedChild } from "../../facts/signal.js";
 import { HOLDER_ID } from "../host/supervisor-holders.js";
+import { registerOwnHelper, unregisterOwnHelper } from "../verify/own-helpers.js";
 
 /** What the keeper process is told on its command line (one JSON argument). */
 export interface KeeperConfig {
@@ -221,9 +222,15 @@ function start(cfg: KeeperConfig, nodePath = process.execPath): Pick<Running, "c
     stdio: ["pipe", "ignore", "ignore"],
     env: keeperEnv(),
   });
+  // while it runs, a remnant search of this process skips it (unreadable to a non-root gateway: it is not dumpable)
+  if (child.pid !== undefined) registerOwnHelper(child.pid);
   const exited = new Promise<void>((done) => {
-    child.once("exit", () => done());
-    child.once("error", () => done());
+    const gone = (): void => {
+      if (child.pid !== undefined) unregisterOwnHelper(child.pid);
+      done();
+    };
+    child.once("exit", gone);
+    child.once("error", gone);
   });
   // the lifeline's write end lives only here (libuv opens it close-on-exec): no child of the gateway keeps it open
   child.stdin?.on("error", () => undefined);

@@ -29,6 +29,7 @@ import { LEASE_ENV_KEY } from "../leases/types.js";
 import type { DetailsBatch } from "./verify-cache.js";
 import type { State } from "./verify-state.js";
 import type { Turns } from "../../facts/turns.js";
+import { isOwnHelper } from "./own-helpers.js";
 
 /** how long an unreadable or mid-exec candidate is given before its second read */
 const EXEC_SETTLE_MS = 20;
@@ -137,8 +138,8 @@ async function envCandidates(
   const candidates: ProcessInfo[] = [];
   for (const p of snapshot.processes.values()) {
     if (turns.due()) await turns.yield();
-    // dead records, zombies and kernel threads carry nobody's markers
-    if (inTree.has(p.pid) || !isAlive(p) || isKernelThread(p) || !tree.allowed(p.pid)) continue;
+    // dead records, zombies, kernel threads and this process's own helpers (its keeper) carry nobody's markers
+    if (inTree.has(p.pid) || !isAlive(p) || isKernelThread(p) || !tree.allowed(p.pid) || isOwnHelper(p.pid)) continue;
     // started no earlier than the oldest verified root, when their start times compare (oldest not null)
     const forMarkers = markersWanted && uids.has(p.uid) && (oldest === null || Number(p.startTime) >= oldest);
     const forRemnants =
