@@ -366,6 +366,9 @@ int main(int argc, char **argv) {
   open_lifeline();
   long grace_ms;
   int first = parse_args(argc, argv, &grace_ms);
+  /* exec'd from the sealed copy (/proc/self/fd/N), the kernel named us "N": take the installed file's name, as ps shows it */
+  const char *slash = strrchr(argv[0], '/');
+  prctl(PR_SET_NAME, slash != NULL ? slash + 1 : argv[0], 0, 0, 0);
   st.self = getpid();
   st.self_start = own_start_time();
   st.lease_id = getenv("OPENCLAW_ACPX_LEASE_ID");

@@ -107,7 +107,11 @@ describe("a wrapper replaced in the state dir by an agent of the gateway's uid",
         expect(existsSync(capture), "the agent's program ran in the next session's wrapper").toBe(false);
         expect(environOf(next.rootPid).get("ACME_API_KEY")).toBe(SECRET);
         // the native wrapper runs from the sealed copy: its exe link names the memfd, not the file under the state dir
-        if (kind === "native") expect(readlinkSync(`/proc/${next.rootPid}/exe`)).toMatch(/^\/memfd:proclease-wrapper-/);
+        if (kind === "native") {
+          expect(readlinkSync(`/proc/${next.rootPid}/exe`)).toMatch(/^\/memfd:proclease-wrapper-/);
+          // and it still goes by the installed file's name (ps, proclease status)
+          expect(readFileSync(`/proc/${next.rootPid}/comm`, "utf8").trim()).toMatch(/^acpx-wrapper-/);
+        }
         expect((await ctl.closeSession({ handle: next })).outcome).toBe("closed");
         if (kind === "node") expect(warnings.join("\n")).toMatch(/was not the one installed/);
       });
