@@ -101,7 +101,7 @@ describe("terminals asked for faster than they spawn", () => {
     const st = await ctl.sessionStatus(h);
     const leases = await terminalLeases(ctl);
     console.log(
-      `terminal burst: agent says "${text}"; live ${st.terminals.length}; refused ${JSON.stringify(st.intake.refused)}`,
+      `terminal burst: agent says "${text}"; live ${st.terminals.length}; refused ${JSON.stringify(st.intake?.refused)}`,
     );
     expect(text).toBe("made 16");
     expect(st.terminals.length).toBe(16);
