@@ -9,6 +9,11 @@
  * (stdout-backpressure.ts) that a lagging turn consumer holds, so the
  * adapter blocks on its write instead of the gateway buffering it.
  *
+ * The transport is ours, not the SDK's ndJsonStream (intake-stream.ts): every
+ * line the agent writes and every answer the gateway queues for it goes
+ * through the session's budget (session-budget.ts), and the SDK's
+ * console.error paths never fire (sdk-guard.ts for the one it cannot avoid).
+ *
  * Agent → client requests are served only when the caller passes a handler
  * (permissions, fs, terminals): a method without one is answered "method
  * not found" by the SDK, and the matching capability is never advertised.

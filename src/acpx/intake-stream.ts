@@ -19,13 +19,15 @@
  *   `maxRequestsInFlight`, or reusing an id still unanswered, is refused
  *   here. (The SDK writes those cases to the gateway's stderr with
  *   console.error, raw and unbounded.)
- * Out (the adapter's stdin): every message is serialised and handed to the
- * Node stream at once, its bytes charged to the budget until the pipe took
- * them; the SDK's own write chain then holds no message objects, and past
- * the budget's bound the agent's stdout is held until it reads.
+ * Out (the adapter's stdin, answer-writer.ts): every message is serialised
+ * and handed to the Node stream at once (a long string in slices), its
+ * bytes charged to the budget until the pipe took them; the SDK's own
+ * write chain then holds no message objects, and past the budget's bound
+ * the agent's stdout is held until it reads.
  */
 import type { Writable } from "node:stream";
 import type { AnyMessage, Stream } from "@agentclientprotocol/sdk";
+import { AnswerWriter } from "./answer-writer.js";
 import { escapeForLog } from "./logger.js";
 import { peekEnvelope, scanJson, type JsonRpcId } from "./json-scan.js";
 import { LineFramer, type Framed } from "./line-framer.js";
@@ -84,6 +86,7 @@ export class IntakeStream {
   /** the gateway's requests not answered yet, by id key */
   private readonly sent = new Set<string>();
   private readonly framer: LineFramer;
+  private readonly writer: AnswerWriter;
   private outputError: Error | undefined;
   private cancelled = false;
   private reader: ReadableStreamDefaultReader<Uint8Array> | undefined;
@@ -92,6 +95,7 @@ export class IntakeStream {
 
   constructor(private readonly i: IntakeStreamInput) {
     this.framer = new LineFramer(i.budget.limits.maxMessageBytes);
+    this.writer = new AnswerWriter(i.output, i.budget);
     i.output.on("error", (err: Error) => {
       this.outputError ??= err;
     });
@@ -290,41 +294,23 @@ export class IntakeStream {
     b.refuse(kind, `${why}: dropped`);
   }
 
-  /** A message from the SDK: serialised, charged, handed to the pipe. */
-  private send(msg: AnyMessage): Promise<void> {
-    if (this.outputError !== undefined) return Promise.reject(this.outputError);
-    if (this.i.output.destroyed || this.i.output.writableEnded)
-      return Promise.reject(
-        Object.assign(new Error("the adapter's stdin is closed"), { code: "ERR_STREAM_DESTROYED" }),
-      );
+  /** A message from the SDK: serialised, charged, handed to the pipe (answer-writer.ts). */
+  private async send(msg: AnyMessage): Promise<void> {
+    if (this.outputError !== undefined) throw this.outputError;
+    if (!this.writer.open)
+      throw Object.assign(new Error("the adapter's stdin is closed"), { code: "ERR_STREAM_DESTROYED" });
     const m = msg as Record<string, unknown>;
-    let line: string;
-    try {
-      line = `${JSON.stringify(msg)}\n`;
-    } catch (err) {
-      return Promise.reject(err instanceof Error ? err : new Error(String(err)));
-    }
     const id = m.id;
-    if ("method" in m) {
-      if (isId(id)) this.sent.add(idKey(id));
-      this.writeLine(line);
-    } else {
-      this.writeLine(line);
-      // after the answer's bytes are queued: its reservation leaves as its bytes come in
-      if (isId(id)) this.i.budget.answered(idKey(id));
-    }
-    return Promise.resolve();
+    const request = "method" in m;
+    if (request && isId(id)) this.sent.add(idKey(id));
+    await this.writer.writeMessage(msg);
+    // after the answer's bytes are queued: its reservation leaves as its bytes come in
+    if (!request && isId(id)) this.i.budget.answered(idKey(id));
   }
 
-  /** A line to the agent's stdin, its bytes charged until the pipe took them. */
+  /** A line of the intake's own (a refusal), after whatever is being written. */
   private writeLine(line: string): void {
-    const out = this.i.output;
-    if (this.outputError !== undefined || out.destroyed || out.writableEnded) return;
-    // encoded once: its length is what is charged, and the stream writes it as it is
-    const bytes = Buffer.from(line, "utf8");
-    const b = this.i.budget;
-    b.queue(bytes.length);
-    out.write(bytes, () => b.drained(bytes.length));
+    if (this.outputError === undefined) this.writer.writeLine(line);
   }
 
   /** Lets the loop turn: the SDK finishes what it was handed (microtasks), then timers and other sessions run. */

@@ -7,7 +7,10 @@
  * over agent values that must not recurse (a session/new answer's modes,
  * a config option's grouped values).
  */
+import fc from "fast-check";
 import { describe, expect, it } from "vitest";
+import { PassThrough } from "node:stream";
+import { AnswerWriter, SLICE_CHARS } from "../../src/acpx/answer-writer.js";
 import { resolveIntakeLimits, type ResolvedIntakeLimits } from "../../src/acpx/intake-limits.js";
 import { peekEnvelope, scanJson } from "../../src/acpx/json-scan.js";
 import { LineFramer, PREFIX_BYTES, type Framed } from "../../src/acpx/line-framer.js";
@@ -29,6 +32,28 @@ describe("scanJson reads depth and values from the bytes", () => {
     });
     const long = JSON.stringify({ s: `${'\\"'.repeat(5000)}${"x".repeat(100_000)}[[[` });
     expect(scanJson(Buffer.from(long), 8, 1000)).toMatchObject({ ok: true, depth: 1 });
+  });
+
+  it("agrees with JSON.parse on depth for any JSON text (strings with quotes, backslashes and brackets included)", () => {
+    const depthOf = (v: unknown): number => {
+      let max = 0;
+      const stack: [unknown, number][] = [[v, 0]];
+      while (stack.length > 0) {
+        const [x, d] = stack.pop()!;
+        if (typeof x !== "object" || x === null) continue;
+        max = Math.max(max, d + 1);
+        for (const y of Object.values(x)) stack.push([y, d + 1]);
+      }
+      return max;
+    };
+    fc.assert(
+      fc.property(fc.jsonValue({ maxDepth: 12 }), (v) => {
+        const text = JSON.stringify(v);
+        const r = scanJson(Buffer.from(text), 64, 1_000_000);
+        return r.ok && r.depth === depthOf(JSON.parse(text));
+      }),
+      { numRuns: 500 },
+    );
   });
 
   it("stops at the first bound passed", () => {
@@ -62,6 +87,21 @@ describe("peekEnvelope reads id and method from a refused line's first bytes", (
       hasMethod: true,
     });
     expect(peekEnvelope(Buffer.from("[1,2]"))).toEqual({ hasMethod: false });
+  });
+
+  it("reads back the id and method of any request written as the SDK writes it", () => {
+    fc.assert(
+      fc.property(
+        fc.oneof(fc.integer(), fc.string({ maxLength: 200 })),
+        fc.string({ maxLength: 100 }),
+        fc.jsonValue({ maxDepth: 4 }),
+        (id, method, params) => {
+          const line = Buffer.from(JSON.stringify({ jsonrpc: "2.0", id, method, params }));
+          expect(peekEnvelope(line.subarray(0, PREFIX_BYTES))).toEqual({ id, method, hasMethod: true });
+        },
+      ),
+      { numRuns: 300 },
+    );
   });
 });
 
@@ -156,6 +196,31 @@ describe("SessionBudget", () => {
     expect([b.takeTerminal(2), b.takeTerminal(2), b.takeTerminal(2)]).toEqual([true, true, false]);
     b.returnTerminal();
     expect(b.takeTerminal(2)).toBe(true);
+  });
+});
+
+describe("AnswerWriter", () => {
+  it("writes a long string in slices that read back whole; a line written meanwhile comes after the message", async () => {
+    const out = new PassThrough();
+    const chunks: Buffer[] = [];
+    out.on("data", (c: Buffer) => chunks.push(c));
+    const b = new SessionBudget(limits(), {}, () => "k");
+    const w = new AnswerWriter(out, b);
+    // quotes, newlines, controls and an emoji straddling every slice boundary
+    const unit = 'a"\n\u0001😀';
+    let content = "";
+    while (content.length < 3 * SLICE_CHARS) content += unit;
+    content = `x${content.slice(0, SLICE_CHARS - 2)}😀${content}`;
+    const msg = { jsonrpc: "2.0", id: 1, result: { content, tail: "t" } };
+    const sending = w.writeMessage(msg);
+    w.writeLine('{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"Invalid request"}}\n');
+    await sending;
+    const lines = Buffer.concat(chunks).toString("utf8").split("\n");
+    expect(lines.length).toBe(3);
+    expect(JSON.parse(lines[0]!)).toEqual(msg);
+    expect(JSON.parse(lines[1]!)).toMatchObject({ id: null });
+    // every byte written was charged, and the pipe took them all
+    await expect.poll(() => b.status().queuedAnswerBytes).toBe(0);
   });
 });
 
