@@ -122,6 +122,8 @@ export {
   type DroppedUpdates,
   type UpdateLimits,
 } from "./acpx/index.js";
+// the per-session budget on everything an agent can make the gateway hold (docs/bounds.md)
+export { DEFAULT_INTAKE_LIMITS, type IntakeLimits, type IntakeRefusal, type IntakeStatus } from "./acpx/index.js";
 export {
   AcpxControllerDisposedError,
   AcpxEnsureError,

@@ -9,16 +9,20 @@
  * (stdout-backpressure.ts) that a lagging turn consumer holds, so the
  * adapter blocks on its write instead of the gateway buffering it.
  *
+ * The transport is ours, not the SDK's ndJsonStream (intake-stream.ts): every
+ * line the agent writes and every answer the gateway queues for it goes
+ * through the session's budget (session-budget.ts), and the SDK's
+ * console.error paths never fire (sdk-guard.ts for the one it cannot avoid).
+ *
  * Agent → client requests are served only when the caller passes a handler
  * (permissions, fs, terminals): a method without one is answered "method
  * not found" by the SDK, and the matching capability is never advertised.
  * The handshake lives in handshake.ts, bounded turns in prompt-turn.ts.
  */
-import { Writable, type Readable } from "node:stream";
+import type { Readable, Writable } from "node:stream";
 import {
   client as acpClient,
   DEFAULT_MAX_MESSAGE_BYTES,
-  ndJsonStream,
   PROTOCOL_VERSION,
   type ClientCapabilities,
   type ClientConnection,
@@ -32,6 +36,10 @@ import {
 } from "@agentclientprotocol/sdk";
 import type { ClientFsHandlers } from "./client-fs.js";
 import type { ClientTerminalHandlers } from "./client-terminal.js";
+import { resolveIntakeLimits } from "./intake-limits.js";
+import { idKey, IntakeStream } from "./intake-stream.js";
+import { guardNotificationHandlers } from "./sdk-guard.js";
+import { SessionBudget, type AnswerBudget } from "./session-budget.js";
 import { StdoutGate } from "./stdout-backpressure.js";
 import { StdoutProbe } from "./stdout-probe.js";
 
@@ -89,6 +97,8 @@ export interface AcpClientOptions {
   fs?: ClientFsHandlers;
   /** terminal/*, advertised only when given */
   terminal?: ClientTerminalHandlers;
+  /** the session's budget (session-budget.ts); absent = one with the default intake limits and no logger */
+  budget?: SessionBudget;
 }
 
 export class AcpClient {
@@ -97,9 +107,15 @@ export class AcpClient {
   readonly stdoutProbe = new StdoutProbe();
   /** the adapter's stdout as the SDK reads it; a lagging turn consumer holds it (backpressure) */
   readonly stdoutGate: StdoutGate;
+  /** what the agent holds of the gateway, and what was refused (session-budget.ts) */
+  readonly budget: SessionBudget;
   private readonly capabilities: ClientCapabilities;
 
   constructor(opts: AcpClientOptions) {
+    const budget = opts.budget ?? new SessionBudget(resolveIntakeLimits(undefined), {}, () => "");
+    this.budget = budget;
+    const answer = (requestId: unknown): AnswerBudget =>
+      budget.answerBudget(idKey(requestId as string | number | null));
     const app = acpClient({ name: "proclease" }).onNotification("session/update", ({ params }) => {
       opts.onUpdate?.(params);
     });
@@ -109,7 +125,7 @@ export class AcpClient {
     );
     if (opts.fs?.read) {
       const read = opts.fs.read;
-      app.onRequest("fs/read_text_file", ({ params }) => read(params));
+      app.onRequest("fs/read_text_file", ({ params, requestId }) => read(params, answer(requestId)));
     }
     if (opts.fs?.write) {
       const write = opts.fs.write;
@@ -122,7 +138,7 @@ export class AcpClient {
     if (t) {
       app
         .onRequest("terminal/create", ({ params }) => t.create(params))
-        .onRequest("terminal/output", ({ params }) => t.output(params))
+        .onRequest("terminal/output", ({ params, requestId }) => t.output(params, answer(requestId)))
         .onRequest("terminal/wait_for_exit", ({ params, signal }) => t.waitForExit(params, signal))
         .onRequest("terminal/kill", async ({ params }) => {
           await t.kill(params);
@@ -137,10 +153,16 @@ export class AcpClient {
       fs: { readTextFile: opts.fs?.read !== undefined, writeTextFile: opts.fs?.write !== undefined },
       terminal: t !== undefined,
     };
+    // a notification the SDK cannot parse is counted and logged here, never written to stderr by the SDK
+    guardNotificationHandlers(app, (method) =>
+      budget.refuse("invalid-notification", `a ${method} notification the ACP schema refuses: dropped`),
+    );
     this.stdoutProbe.watch(opts.input);
     this.stdoutGate = new StdoutGate(opts.input);
-    const stream = ndJsonStream(Writable.toWeb(opts.output) as WritableStream<Uint8Array>, this.stdoutGate.readable);
-    this.connection = app.connect(stream);
+    budget.bindStdout(this.stdoutGate);
+    const intake = new IntakeStream({ input: this.stdoutGate.readable, output: opts.output, budget });
+    this.connection = app.connect(intake.stream);
+    void this.connection.closed.then(() => budget.close(new Error("the ACP connection closed")));
   }
 
   get closed(): Promise<void> {

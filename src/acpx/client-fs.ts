@@ -27,6 +27,7 @@ import {
   type PinnedRoot,
 } from "./fs-beneath.js";
 import type { ControllerLogger } from "./logger.js";
+import type { AnswerBudget } from "./session-budget.js";
 
 export type { FsRefusal } from "./fs-beneath.js";
 
@@ -47,8 +48,12 @@ export interface ClientFsOptions {
   maxWriteBytes?: number;
 }
 
+/** the JSON-RPC envelope around a read's content, counted with it */
+const ANSWER_ENVELOPE_BYTES = 256;
+
 export interface ClientFsHandlers {
-  read?: (p: ReadTextFileRequest) => Promise<ReadTextFileResponse>;
+  /** `answer`: the request's share of the session's answer budget, charged with the read limit before reading */
+  read?: (p: ReadTextFileRequest, answer?: AnswerBudget) => Promise<ReadTextFileResponse>;
   write?: (p: WriteTextFileRequest) => Promise<void>;
 }
 
@@ -115,9 +120,12 @@ export function createClientFs(
   const settle = (path: string, o: BeneathOutcome): Buffer => (o.ok ? o.data : refuse(o.refusal, path, o.why));
   const out: ClientFsHandlers = {};
   if (opts.read !== false) {
-    out.read = async (p) => {
+    out.read = async (p, answer) => {
       const t = await target(p);
+      // the answer can be as large as the read limit: its room in the session's answer queue is taken first
+      await answer?.reserve(maxRead + ANSWER_ENVELOPE_BYTES);
       const data = settle(p.path, await readBeneath(t, maxRead));
+      answer?.resize(data.length + ANSWER_ENVELOPE_BYTES);
       return { content: sliceLines(data.toString("utf8"), p.line, p.limit) };
     };
   }

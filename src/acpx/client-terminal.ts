@@ -34,6 +34,7 @@ import {
 } from "@agentclientprotocol/sdk";
 import type { ManagedRun, ProcessSupervisor, RunExit } from "../supervisor/index.js";
 import type { ControllerLogger } from "./logger.js";
+import type { AnswerBudget, SessionBudget } from "./session-budget.js";
 
 /** run ids of ACP terminals start with this (the startup reap takes these runs only) */
 export const TERMINAL_RUN_PREFIX = "acp-terminal-";
@@ -49,9 +50,13 @@ export interface ClientTerminalOptions {
   maxOutputBytes?: number;
 }
 
+/** the JSON-RPC envelope around a terminal's output, counted with it */
+const ANSWER_ENVELOPE_BYTES = 512;
+
 export interface ClientTerminalHandlers {
   create(p: CreateTerminalRequest): Promise<CreateTerminalResponse>;
-  output(p: TerminalOutputRequest): Promise<TerminalOutputResponse>;
+  /** `answer`: the request's share of the session's answer budget, charged with the output's size before it is copied */
+  output(p: TerminalOutputRequest, answer?: AnswerBudget): Promise<TerminalOutputResponse>;
   waitForExit(p: WaitForTerminalExitRequest, signal: AbortSignal): Promise<WaitForTerminalExitResponse>;
   kill(p: KillTerminalRequest): Promise<void>;
   release(p: ReleaseTerminalRequest): Promise<void>;
@@ -86,11 +91,15 @@ export interface SessionTerminalsInput {
   env: Record<string, string | undefined>;
   options: ClientTerminalOptions;
   log: ControllerLogger;
+  /** the session's budget: terminal slots are taken from it at acceptance */
+  budget: SessionBudget;
 }
 
 /** The terminals of one session. */
 export class SessionTerminals implements ClientTerminalHandlers {
   private readonly terminals = new Map<string, Terminal>();
+  /** spawns accepted and not finished (each holds a slot); a close waits for them */
+  private readonly spawning = new Set<Promise<unknown>>();
   private closed = false;
 
   constructor(private readonly i: SessionTerminalsInput) {}
@@ -104,16 +113,43 @@ export class SessionTerminals implements ClientTerminalHandlers {
     return [...this.terminals.values()].map((t) => t.run.runId);
   }
 
-  async create(p: CreateTerminalRequest): Promise<CreateTerminalResponse> {
-    this.checkSession(p.sessionId);
+  /**
+   * Accepted or refused before anything is awaited: the session's slot is
+   * taken at once, so requests sent together cannot pass the limit between
+   * a check and a spawn; a close that began meanwhile ends what the spawn
+   * made and refuses it.
+   */
+  create(p: CreateTerminalRequest): Promise<CreateTerminalResponse> {
+    try {
+      this.checkSession(p.sessionId);
+    } catch (e) {
+      return Promise.reject(e);
+    }
     if (this.closed)
-      throw RequestError.invalidRequest({ refusal: "session-closing" }, "the session is closing: no new terminal");
-    const max = this.i.options.maxTerminals ?? DEFAULT_MAX_TERMINALS;
-    if (this.terminals.size >= max)
-      throw RequestError.invalidRequest(
-        { refusal: "too-many-terminals", max },
-        `at most ${max} terminals per session; release one first`,
+      return Promise.reject(
+        RequestError.invalidRequest({ refusal: "session-closing" }, "the session is closing: no new terminal"),
       );
+    const max = this.i.options.maxTerminals ?? DEFAULT_MAX_TERMINALS;
+    if (!this.i.budget.takeTerminal(max)) {
+      this.i.budget.refuse("too-many-terminals", `terminal/create refused: at most ${max} terminals per session`);
+      return Promise.reject(
+        RequestError.invalidRequest(
+          { refusal: "too-many-terminals", max },
+          `at most ${max} terminals per session; release one first`,
+        ),
+      );
+    }
+    const spawned = this.spawn(p).catch((e: unknown) => {
+      this.i.budget.returnTerminal();
+      throw e;
+    });
+    const tracked = spawned.catch(() => undefined);
+    this.spawning.add(tracked);
+    void tracked.then(() => this.spawning.delete(tracked));
+    return spawned;
+  }
+
+  private async spawn(p: CreateTerminalRequest): Promise<CreateTerminalResponse> {
     if (typeof p.command !== "string" || p.command === "")
       throw RequestError.invalidParams({ refusal: "no-command" }, "terminal/create needs a command");
     const cwd = p.cwd ?? this.i.cwd;
@@ -150,6 +186,11 @@ export class SessionTerminals implements ClientTerminalHandlers {
     void t.exited.then((x) => {
       t.exit = x;
     });
+    if (this.closed) {
+      // the close began while this spawned: it is ended here, and the close waits for this
+      await this.end(t, "the session closed while the terminal was spawned");
+      throw RequestError.invalidRequest({ refusal: "session-closing" }, "the session is closing: no new terminal");
+    }
     this.terminals.set(terminalId, t);
     this.i.log.info?.(
       `terminal ${terminalId} started for ${JSON.stringify(this.i.sessionKey)}: ${p.command} (pid ${run.pid ?? "none"})`,
@@ -162,8 +203,9 @@ export class SessionTerminals implements ClientTerminalHandlers {
     return { terminalId };
   }
 
-  async output(p: TerminalOutputRequest): Promise<TerminalOutputResponse> {
+  async output(p: TerminalOutputRequest, answer?: AnswerBudget): Promise<TerminalOutputResponse> {
     const t = this.get(p.sessionId, p.terminalId);
+    await answer?.reserve(t.out.byteLength + ANSWER_ENVELOPE_BYTES);
     const res: TerminalOutputResponse = { output: t.out.text(), truncated: t.out.truncated };
     if (t.exit !== undefined) res.exitStatus = exitStatusOf(t.exit);
     return res;
@@ -188,15 +230,29 @@ export class SessionTerminals implements ClientTerminalHandlers {
   async release(p: ReleaseTerminalRequest): Promise<void> {
     const t = this.get(p.sessionId, p.terminalId);
     this.terminals.delete(p.terminalId);
-    await this.end(t, "released by the agent");
+    try {
+      await this.end(t, "released by the agent");
+    } finally {
+      this.i.budget.returnTerminal();
+    }
   }
 
-  /** Ends every terminal of the session (close, the adapter's end) and refuses new ones; resolves once all are gone. */
+  /** From now on terminal/create is refused (a close began); what is spawning now is ended by closeAll. */
+  refuseNew(): void {
+    this.closed = true;
+  }
+
+  /**
+   * Ends every terminal of the session (close, the adapter's end) and
+   * refuses new ones; waits for the spawns in flight (each ends what it
+   * made, seeing the close) and resolves once all are gone.
+   */
   async closeAll(why: string): Promise<void> {
     this.closed = true;
     const all = [...this.terminals.values()];
     this.terminals.clear();
-    await Promise.all(all.map((t) => this.end(t, why)));
+    await Promise.all([...all.map((t) => this.end(t, why)), ...this.spawning]);
+    for (const _ of all) this.i.budget.returnTerminal();
   }
 
   /**
@@ -260,6 +316,11 @@ export class OutputTail {
   truncated = false;
 
   constructor(private readonly limit: number) {}
+
+  /** bytes held now */
+  get byteLength(): number {
+    return this.buf.length;
+  }
 
   append(chunk: string): void {
     const add = Buffer.from(chunk, "utf8");

@@ -19,6 +19,7 @@ import {
 import { assertFsOptions } from "./client-fs.js";
 import { assertTerminalOption, TERMINAL_RUN_PREFIX, type ClientTerminalOptions } from "./client-terminal.js";
 import type { ConversationConfig } from "./conversation.js";
+import { resolveIntakeLimits } from "./intake-limits.js";
 import { assertLogger, safeLogger } from "./logger.js";
 import { assertKeeperOption } from "../ownership/keeper/keeper.js";
 import { DEFAULT_PERMISSION_TIMEOUT_MS } from "./permissions.js";
@@ -38,6 +39,7 @@ export function assertConversationOptions(opts: AcpxLifecycleControllerOptions):
   if (opts.stderrInMessages !== undefined && typeof opts.stderrInMessages !== "boolean")
     throw new TypeError("opts.stderrInMessages must be a boolean");
   resolveUpdateLimits(opts.updateLimits);
+  resolveIntakeLimits(opts.intakeLimits);
   const caps = opts.clientCapabilities;
   if (caps === undefined) return;
   if (typeof caps !== "object" || caps === null || Array.isArray(caps))
@@ -82,6 +84,7 @@ export function conversationConfig(opts: AcpxLifecycleControllerOptions, ctx: Su
     supervisor,
     stderrInMessages: opts.stderrInMessages === true,
     updateLimits: resolveUpdateLimits(opts.updateLimits),
+    intakeLimits: resolveIntakeLimits(opts.intakeLimits),
   };
 }
 

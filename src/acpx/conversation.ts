@@ -16,9 +16,11 @@ import { withTimeout, type AcpClient, type AcpClientOptions } from "./acp-client
 import { createClientFs, type ClientFsOptions } from "./client-fs.js";
 import { SessionTerminals, type ClientTerminalOptions } from "./client-terminal.js";
 import type { HandshakeOptions, HandshakeResult } from "./handshake.js";
+import type { ResolvedIntakeLimits } from "./intake-limits.js";
 import type { ControllerLogger } from "./logger.js";
 import { PermissionBroker, type PermissionHook } from "./permissions.js";
 import { canCloseSession } from "./resume.js";
+import { SessionBudget } from "./session-budget.js";
 import { SessionState } from "./session-controls.js";
 import { UpdateRouter } from "./session-updates.js";
 import type { ResolvedUpdateLimits } from "./update-bytes.js";
@@ -39,6 +41,8 @@ export interface ConversationConfig {
   stderrInMessages: boolean;
   /** byte bounds on held updates (update-bytes.ts) */
   updateLimits: ResolvedUpdateLimits;
+  /** what one agent can make the gateway hold (intake-limits.ts, session-budget.ts) */
+  intakeLimits: ResolvedIntakeLimits;
 }
 
 export class SessionConversation {
@@ -52,6 +56,8 @@ export class SessionConversation {
   readonly router: UpdateRouter;
   readonly permissions: PermissionBroker;
   readonly terminals: SessionTerminals | undefined;
+  /** everything the agent can make the gateway hold, and the session's rate-limited log */
+  readonly budget: SessionBudget;
   private readonly fsOpts: ClientFsOptions | undefined;
   private readonly cwd: string;
   private ended = false;
@@ -60,7 +66,9 @@ export class SessionConversation {
     readonly config: ConversationConfig,
     input: Pick<AcpRuntimeEnsureInput, "sessionKey" | "cwd" | "env" | "envRemove">,
   ) {
-    const log = config.log;
+    this.budget = new SessionBudget(config.intakeLimits, config.log, () => input.sessionKey);
+    // what the agent can make the session log (refusals, paths, commands) goes through the session's rate and escaping
+    const log = this.budget.log;
     this.cwd = input.cwd ?? process.cwd();
     this.router = new UpdateRouter({
       observe: (u) => this.state.observe(u),
@@ -90,6 +98,7 @@ export class SessionConversation {
         env: adapterEnv(input),
         options: config.terminal,
         log,
+        budget: this.budget,
       });
     }
   }
@@ -99,9 +108,10 @@ export class SessionConversation {
     const out: Omit<AcpClientOptions, "input" | "output"> = {
       onUpdate: this.router.deliver,
       requestPermission: this.permissions.answer,
+      budget: this.budget,
     };
     if (this.fsOpts !== undefined)
-      out.fs = createClientFs(this.fsOpts, this.cwd, () => this.acpSessionId, this.config.log);
+      out.fs = createClientFs(this.fsOpts, this.cwd, () => this.acpSessionId, this.budget.log);
     if (this.terminals !== undefined) out.terminal = this.terminals;
     return out;
   }
@@ -128,6 +138,8 @@ export class SessionConversation {
     adapterRunning: boolean,
     why: string,
   ): Promise<{ sessionCloseSent: boolean }> {
+    // from the moment the close begins no terminal is made; one spawning now is ended by end() below
+    this.terminals?.refuseNew();
     this.permissions.cancelAll(why);
     // a turn whose consumer lags holds the adapter's stdout: the close's answer must not wait behind it, and
     // what the agent sends from here on goes to the (bounded) backlog; the turn ends with the close error
@@ -149,7 +161,7 @@ export class SessionConversation {
         );
         sessionCloseSent = true;
       } catch (err) {
-        this.config.log.debug?.(
+        this.budget.log.debug?.(
           `session/close of ${JSON.stringify(this.handle?.sessionKey)} got no clean answer: ${err instanceof Error ? err.message : String(err)}`,
         );
       }
@@ -163,7 +175,7 @@ export class SessionConversation {
     this.ended = true;
     this.permissions.cancelAll(why);
     await this.terminals?.closeAll(why).catch((err: unknown) => {
-      this.config.log.error?.(
+      this.budget.log.error?.(
         `ending the terminals of ${JSON.stringify(this.handle?.sessionKey)} failed: ${err instanceof Error ? err.message : String(err)}`,
       );
     });

@@ -81,6 +81,8 @@ export {
 } from "./client-terminal.js";
 export { MAX_BACKLOG, type DroppedUpdates } from "./session-updates.js";
 export { DEFAULT_SESSION_BACKLOG_BYTES, DEFAULT_TURN_BACKLOG_BYTES, type UpdateLimits } from "./update-bytes.js";
+export { DEFAULT_INTAKE_LIMITS, type IntakeLimits } from "./intake-limits.js";
+export type { IntakeRefusal, IntakeStatus } from "./session-budget.js";
 export type { SessionAgentState } from "./session-controls.js";
 export type { ControllerLogger } from "./logger.js";
 export { fixtureAgentPath } from "./fixture-agent.js";

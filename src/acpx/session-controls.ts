@@ -80,7 +80,7 @@ export class SessionState {
 
   /** A copy for callers (they cannot change the tracked state). */
   snapshot(): SessionAgentState {
-    return structuredClone(this.agent);
+    return cloneJson(this.agent);
   }
 }
 
@@ -145,7 +145,7 @@ export async function setConfigOption(
     t.client.connection.agent.request("session/set_config_option", params),
   )) as { configOptions?: unknown } | undefined;
   if (Array.isArray(res?.configOptions)) t.state.agent.configOptions = res.configOptions as SessionConfigOption[];
-  return structuredClone(t.state.agent.configOptions ?? []);
+  return cloneJson(t.state.agent.configOptions ?? []);
 }
 
 function checkValue(sessionKey: string, option: SessionConfigOption, value: string | boolean): void {
@@ -166,15 +166,45 @@ function checkValue(sessionKey: string, option: SessionConfigOption, value: stri
     );
 }
 
-/** select options may come flat or in groups */
+/** select options may come flat or in groups (an explicit stack: the agent chooses how deep they nest) */
 function flatValues(options: unknown): string[] {
-  if (!Array.isArray(options)) return [];
   const out: string[] = [];
-  for (const o of options as { value?: unknown; options?: unknown }[]) {
+  if (!Array.isArray(options)) return out;
+  // reversed onto the stack, so the values come out in the agent's order
+  const stack: unknown[] = [...options].reverse();
+  while (stack.length > 0) {
+    const o = stack.pop() as { value?: unknown; options?: unknown } | null;
+    if (typeof o !== "object" || o === null) continue;
     if (typeof o.value === "string") out.push(o.value);
-    else if (Array.isArray(o.options)) out.push(...flatValues(o.options));
+    else if (Array.isArray(o.options)) for (let i = o.options.length - 1; i >= 0; i--) stack.push(o.options[i]);
   }
   return out;
+}
+
+/**
+ * A deep copy of parsed JSON (what the agent sent, as the SDK parsed it),
+ * walked with an explicit stack: structuredClone recurses, and a value
+ * nested a few thousand deep overflows the call stack.
+ */
+export function cloneJson<T>(value: T): T {
+  if (typeof value !== "object" || value === null) return value;
+  const copy = (v: object): Record<string, unknown> => (Array.isArray(v) ? [] : {}) as Record<string, unknown>;
+  const root = copy(value);
+  const stack: [Record<string, unknown>, Record<string, unknown>][] = [[value as Record<string, unknown>, root]];
+  while (stack.length > 0) {
+    const [from, to] = stack.pop()!;
+    for (const k of Object.keys(from)) {
+      let v = from[k];
+      if (typeof v === "object" && v !== null) {
+        const c = copy(v);
+        stack.push([v as Record<string, unknown>, c]);
+        v = c;
+      }
+      // defined, never assigned: a "__proto__" key the agent sent stays a plain key
+      Object.defineProperty(to, k, { value: v, enumerable: true, writable: true, configurable: true });
+    }
+  }
+  return root as T;
 }
 
 async function send<T>(t: ControlTarget, method: string, call: () => Promise<T>): Promise<T> {

@@ -22,6 +22,7 @@ export async function statusOf(d: ControllerDeps, live: LiveSession): Promise<Se
     droppedUpdateBytes: live.conv.router.droppedBytes,
     stdoutHeld: live.client?.stdoutGate.held ?? false,
     stdoutHolds: live.client?.stdoutGate.pauses ?? 0,
+    intake: live.conv.budget.status(),
     ...agent,
   };
 }

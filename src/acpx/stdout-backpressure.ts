@@ -1,12 +1,15 @@
 /**
- * The adapter's stdout as the web stream the ACP SDK reads, with a gate the
- * conversation can close. The SDK's reader (ndJsonStream) pulls chunks as
- * fast as they come and queues every parsed message, whatever its consumer
- * does; so backpressure has to act before it, on the pipe. While any holder
- * holds the gate, the Node stream is paused: nothing more is read, the
- * pipe's buffer fills and the adapter blocks on its write. What was already
- * read when the gate closed (at most one chunk, or one message of up to the
- * SDK's limit) is still delivered.
+ * The adapter's stdout as the web stream the ACP transport reads
+ * (intake-stream.ts), with a gate the conversation can close. The
+ * transport pulls chunks as fast as they come and hands every parsed
+ * message to the SDK, whatever its consumer does; so backpressure has to
+ * act before it, on the pipe. Two kinds of holder close the gate: a
+ * streamed turn whose consumer lags, and the session's budget while the
+ * answers queued for the agent pass their bound (session-budget.ts). While
+ * any holder holds the gate, the Node stream is paused: nothing more is
+ * read, the pipe's buffer fills and the adapter blocks on its write. What
+ * was already read when the gate closed (at most one chunk, or one message
+ * of up to intakeLimits.maxMessageBytes) is still delivered.
  *
  * End, error and cancel behave as Readable.toWeb's: the stream closes at
  * EOF, errors with the Node stream's error (a premature close is an
@@ -16,7 +19,7 @@
 import { finished, type Readable } from "node:stream";
 
 export class StdoutGate {
-  /** the stream for ndJsonStream */
+  /** the stream for the ACP transport */
   readonly readable: ReadableStream<Uint8Array>;
   private readonly holders = new Set<object>();
   private controller: ReadableStreamDefaultController<Uint8Array> | undefined;
@@ -41,6 +44,11 @@ export class StdoutGate {
   /** true while some holder keeps stdout unread */
   get held(): boolean {
     return this.holders.size > 0;
+  }
+
+  /** whether `holder` holds the gate now (a releaseAll lets go of every holder) */
+  holds(holder: object): boolean {
+    return this.holders.has(holder);
   }
 
   /** Stops reading stdout until every holder has released (idempotent per holder). */

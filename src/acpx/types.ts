@@ -29,8 +29,10 @@ import type {
 import type { ClientFsOptions } from "./client-fs.js";
 import type { ClientTerminalOptions } from "./client-terminal.js";
 import type { AcpAuthMethodInfo } from "./errors.js";
+import type { IntakeLimits } from "./intake-limits.js";
 import type { ControllerLogger } from "./logger.js";
 import type { PermissionHook } from "./permissions.js";
+import type { IntakeStatus } from "./session-budget.js";
 import type { SessionAgentState } from "./session-controls.js";
 import type { DroppedUpdates, SessionUpdateListener } from "./session-updates.js";
 import type { UpdateLimits } from "./update-bytes.js";
@@ -202,6 +204,8 @@ export interface SessionStatus extends SessionAgentState {
   stdoutHeld: boolean;
   /** how many times a lagging consumer has held the adapter's stdout */
   stdoutHolds: number;
+  /** the session's budget now: requests in flight, answer bytes queued, and what was refused (docs/bounds.md) */
+  intake: IntakeStatus;
 }
 
 /** How a session ended, for onSessionEnd. */
@@ -404,6 +408,8 @@ export interface AcpxLifecycleControllerOptions {
   stderrInMessages?: boolean;
   /** byte bounds on the updates a session holds (docs/conversation.md "Memory from the agent") */
   updateLimits?: UpdateLimits;
+  /** what one agent can make the gateway hold: message size and shape, requests in flight, queued answers, log rate (docs/bounds.md) */
+  intakeLimits?: IntakeLimits;
 }
 
 /** Where an ensureSession spawn spent its time (ms, monotonic clock). */
