@@ -17,6 +17,7 @@ import { enterCgroup, type EnterOutcome } from "./enter.js";
 import { exists, parsePids, readSet, readText } from "./files.js";
 import { enableController, planControllers, v1BoundControllers, type ControllerProblem } from "./controllers.js";
 import { describeKill, killSubtree, removeTree } from "./kill.js";
+import { recordHome } from "./members.js";
 import {
   findCgroup2Mount,
   fsPathOf,
@@ -111,6 +112,8 @@ export async function detectContainment(opts: DetectOptions = {}): Promise<Conta
   const probe = await runProbe(place);
   if (!probe.ok) return off(probe.code, probe.why);
   const ctl = await setUpControllers(place, [...new Set(opts.controllers ?? [])], opts.allowGatewayMove !== false);
+  // where a drain sends this process back when an agent moved it into a lease cgroup
+  recordHome(ctl.gatewayCgroup);
   const { table, mount, base, root } = place;
   return {
     available: true,

@@ -181,7 +181,9 @@ export type EvidenceCode =
   | "emptied-and-removed"
   | "not-removed"
   | "folder-left"
-  | "still-populated";
+  | "still-populated"
+  | "foreign-left"
+  | "members-refused";
 
 export interface OwnershipEvidence {
   check: EvidenceCheck;

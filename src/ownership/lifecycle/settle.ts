@@ -48,6 +48,7 @@
  * | D2 | not 0 or 8    | empty                                          | nothing ended               | lost (cgroup-found-empty; the row above's settledAs when it was lost, else ended-on-its-own) |
  * | D3 | not 0 or 8    | survivors (populated), or left (emptied, its folder not removed yet) |       | closing (cgroup-populated, cgroup-left) |
  * | D4 | any           | unknown (not ours, unreadable), or no cgroup   |                             | the row above |
+ * | D5 | not 0 or 8    | foreign-left: nothing of its own is left; members that are not its own could not be moved out | as D1 / D2 | closed or lost as D1 / D2 (cgroup-foreign-left) |
  *
  * "Something ended": a kill of this verification or a prior one, the root's
  * exit observed, or live processes the drain itself ended.
@@ -57,8 +58,8 @@
  * | #  | cgroup drain                                  | to |
  * |----|-----------------------------------------------|----|
  * | U1 | survivors, unknown or left                    | closing (unstarted-cgroup-not-emptied) |
- * | U2 | empty, after ending processes born in it      | closed (unstarted-cgroup-emptied, killed) |
- * | U3 | empty with nothing in it, or no cgroup        | lost (never-started, never-started: NOTHING_STARTED) |
+ * | U2 | empty (or foreign-left), after ending processes born in it | closed (unstarted-cgroup-emptied, killed) |
+ * | U3 | empty (or foreign-left) with nothing of its own in it, or no cgroup | lost (never-started, never-started: NOTHING_STARTED) |
  *
  * A dry run (settlementForDryRun) answers from the same rows, assuming the
  * kill and the drain it would run complete:
@@ -103,6 +104,12 @@
  *   host would not let go yet, keeps the lease closing for the next
  *   reconcile (a settled lease has nobody left to remove its cgroup).
  * - D4: a drain that cannot tell decides nothing.
+ * - D5: a member that is not the lease's (cgroup-attribution.ts: another
+ *   session's process, the gateway, anything older than the lease, moved in
+ *   by an agent) is never signalled, and a move out that the host refused
+ *   must not hold the lease closing forever: every process of the lease's
+ *   own is gone, which is what closed or lost say. The cgroup is left in
+ *   place with them (the settlement's evidence names each), for an operator.
  * - R1: what a real run would not touch (another instance's lease) a dry
  *   run does not plan to kill either.
  */
@@ -135,6 +142,7 @@ export type SettlementCode =
   | "cgroup-found-empty" // D2
   | "cgroup-populated" // D3
   | "cgroup-left" // D3
+  | "cgroup-foreign-left" // D5
   | "unstarted-cgroup-not-emptied" // U1
   | "unstarted-cgroup-emptied" // U2
   | "never-started" // U3
@@ -284,19 +292,20 @@ function withDrain(s: Settlement, killed: boolean, ctx: SettleContext): Settleme
   const d = ctx.drain;
   if (d === undefined || d === null || !drainsCgroup(s)) return s;
   const detail = d.evidence.detail;
-  if (d.state === "empty") {
+  if (d.state === "empty" || d.state === "foreign-left") {
+    const code = d.state === "empty" ? null : ("cgroup-foreign-left" as const);
     const endedHere = killed || (ctx.prior ?? null) !== null || d.members > 0;
     if (endedHere || ctx.rootExitObserved === true) {
       return {
         to: "closed",
-        code: "cgroup-emptied",
+        code: code ?? "cgroup-emptied",
         settledAs: endedHere ? "killed" : "exit-observed",
         why: detail ?? "cgroup empty",
       };
     }
     return {
       to: "lost",
-      code: "cgroup-found-empty",
+      code: code ?? "cgroup-found-empty",
       settledAs: s.to === "lost" && s.settledAs ? s.settledAs : "ended-on-its-own",
       why: `nothing of it was alive; ${detail ?? "cgroup empty"}`,
     };
@@ -314,7 +323,7 @@ function withDrain(s: Settlement, killed: boolean, ctx: SettleContext): Settleme
 /** Rows U1-U3: a spawn that never produced a process, by what its cgroup's drain found (null: it had none). */
 export function settlementUnstarted(drain: DrainInput | null): Settlement {
   if (drain === null) return NOTHING_STARTED;
-  if (drain.state !== "empty") {
+  if (drain.state !== "empty" && drain.state !== "foreign-left") {
     return {
       to: "closing",
       code: "unstarted-cgroup-not-emptied",

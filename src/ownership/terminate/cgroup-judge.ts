@@ -1,0 +1,292 @@
+/**
+ * One round of a lease cgroup's drain (cgroup-drain.ts): hold the cgroup
+ * still, judge every member by the one attribution rule
+ * (cgroup-attribution.ts), move each member that is not the lease's out,
+ * and hand back the lease's own, each named by pid AND start time.
+ *
+ * Why nothing foreign can be killed, whatever the agent does meanwhile: the
+ * drain signals only the members a round returned, through the
+ * identity-checked signaller (the start time the round read is the one the
+ * signal is checked against, pidfd on Linux), never the cgroup as a unit:
+ * no cgroup.kill is written here. A process moved into the cgroup after the
+ * listing was not judged, so it is not signalled; a pid reused meanwhile has
+ * another start time, so it is not signalled either. The cgroup is frozen
+ * while it is judged (containment/members.ts says why), so its own members
+ * can neither fork nor move anything while the round looks; a process that
+ * arrives frozen waits for the next round. This process is moved out before
+ * any freeze: a cgroup holding the gateway is never frozen.
+ */
+import {
+  foreignLeaf,
+  freeze,
+  homesOf,
+  listMembers,
+  moveOut,
+  openLeaseCgroup,
+  thaw,
+  type Cgroup2Mount,
+  type EnterOutcome,
+  type LeaseCgroup,
+  type ListedMember,
+} from "../../containment/index.js";
+import { ancestorsOfThisProcess } from "../../facts/guards.js";
+import { sameProcess } from "../../facts/identity.js";
+import { isAlive } from "../../facts/liveness.js";
+import { readStatSync } from "../../facts/procfs.js";
+import type { ProcessFacts, ProcessSignaller } from "../../facts/types.js";
+import { escalate } from "./escalate.js";
+import { MARKER_ENV_KEYS } from "../verify/markers.js";
+import { START_CLOCK_SLACK_MS, startTimeToEpochMs, type StartClock } from "../verify/start-clock.js";
+import type { ProcessLease } from "../leases/types.js";
+import {
+  attributeMember,
+  type AttributionOwner,
+  type AttributionReaders,
+  type MemberDestination,
+  type MemberRefusal,
+} from "./cgroup-attribution.js";
+
+/** A member the drain found in the lease's cgroup and did not signal: why, and where it went. */
+export interface RefusedMember {
+  pid: number;
+  startTime: string;
+  code: MemberRefusal;
+  detail: string;
+  /** the cgroup it was moved into; null when it could not be moved (it is still in the lease's cgroup) */
+  movedTo: string | null;
+  /** why it could not be moved, when movedTo is null */
+  notMoved?: string;
+}
+
+/** What a round found: the lease's own members (each to be signalled by pid and start time), and why it could not tell, if it could not. */
+export interface Round {
+  own: ListedMember[];
+  unknown: string | null;
+}
+
+export interface DrainContext {
+  cg: LeaseCgroup;
+  mount: Cgroup2Mount | null;
+  owner: AttributionOwner | null;
+  readers: AttributionReaders;
+  /** every member refused so far, by pid:start */
+  refused: Map<string, RefusedMember>;
+}
+
+/** How long a round waits for the kernel's `frozen 1` before it judges what it has (a task in D state freezes late). */
+const FREEZE_WAIT_MS = 1000;
+
+/** The readers the attribution rule gets in a drain: /proc, the facts for markers, this instance's store. */
+export async function drainContext(
+  cg: LeaseCgroup,
+  mount: Cgroup2Mount | null,
+  owner: AttributionOwner | null,
+  deps: { facts: ProcessFacts; leaseOf?: (leaseId: string) => Promise<ProcessLease | null>; clock: StartClock | null },
+): Promise<DrainContext> {
+  const readers: AttributionReaders = {
+    stat: (pid) => readStatSync(pid),
+    markers: async (pid, startTime) => {
+      const d = await deps.facts.inspect(pid, { envKeys: MARKER_ENV_KEYS }).catch(() => null);
+      return d !== null && d.envReadable !== false && sameProcess(d, { pid, startTime }) ? d.env : null;
+    },
+    lease: async (id) => (deps.leaseOf ? deps.leaseOf(id) : null),
+    startedBeforeLease: (startTime) => startedBefore(owner, startTime, deps.clock),
+  };
+  return { cg, mount, owner, readers, refused: new Map() };
+}
+
+/** Started before the lease: against the root's recorded start (same clock), else `startedAt` through btime. */
+function startedBefore(owner: AttributionOwner | null, startTime: string, clock: StartClock | null): boolean | null {
+  if (owner === null) return null;
+  const root = Number(owner.rootStartTime);
+  const ticks = Number(startTime);
+  if (owner.rootStartTime !== undefined && Number.isFinite(root) && Number.isFinite(ticks)) return ticks < root;
+  const epoch = startTimeToEpochMs(startTime, "procfs", clock);
+  return epoch === null ? null : epoch < owner.startedAt - START_CLOCK_SLACK_MS;
+}
+
+/**
+ * One round (see the header). `keepFrozen`: the cgroup stays frozen for the
+ * caller's KILL (which a frozen process still dies of); the caller thaws it.
+ */
+export async function judgeRound(ctx: DrainContext, keepFrozen: boolean): Promise<Round> {
+  await bringThisProcessOut(ctx);
+  const frozen = await freeze(ctx.cg, FREEZE_WAIT_MS, ctx.mount);
+  try {
+    const listed = await listMembers(ctx.cg);
+    if (listed.state === "gone") return { own: [], unknown: null };
+    if (listed.state === "unknown") return { own: [], unknown: listed.why };
+    const input = {
+      owner: ctx.owner,
+      members: new Set(listed.members.map((m) => m.pid)),
+      readers: ctx.readers,
+      ancestors: ancestorsOfThisProcess(),
+    };
+    const own: ListedMember[] = [];
+    for (const m of listed.members) {
+      const a = await attributeMember(m, input);
+      if (a.own) own.push(m);
+      else await moveRefused(ctx, m, a.code, a.detail, a.to);
+    }
+    return { own, unknown: null };
+  } finally {
+    if (!keepFrozen && frozen !== "unsupported" && frozen !== "holds-us") await thaw(ctx.cg);
+  }
+}
+
+/** The gateway found inside (a root agent wrote its pid there): moved back before anything is frozen. */
+async function bringThisProcessOut(ctx: DrainContext): Promise<void> {
+  const self = readStatSync("self");
+  if (self === null) return;
+  const listed = await listMembers(ctx.cg);
+  if (listed.state !== "ok" || !listed.members.some((m) => m.pid === process.pid)) return;
+  await moveRefused(
+    ctx,
+    { pid: process.pid, startTime: self.startTime },
+    "this-process",
+    "this process (the gateway)",
+    {
+      kind: "home",
+    },
+  );
+}
+
+/** A refused member moved where the rule says (the first place that takes it), and recorded. */
+async function moveRefused(
+  ctx: DrainContext,
+  m: ListedMember,
+  code: MemberRefusal,
+  detail: string,
+  to: MemberDestination,
+): Promise<void> {
+  const tried: string[] = [];
+  let movedTo: string | null = null;
+  for (const place of await placesFor(ctx.cg, to)) {
+    if (place.path === null) {
+      tried.push(place.why);
+      continue;
+    }
+    const r: EnterOutcome = await moveOut(m, place.path);
+    if (r.outcome === "gone") return;
+    if (r.outcome === "moved") {
+      movedTo = place.path;
+      break;
+    }
+    tried.push(`${place.path}: ${r.outcome}${r.detail ? ` (${r.detail})` : ""}`);
+  }
+  ctx.refused.set(`${m.pid}:${m.startTime}`, {
+    pid: m.pid,
+    startTime: m.startTime,
+    code,
+    detail,
+    movedTo,
+    ...(movedTo === null ? { notMoved: tried.join("; ") || "nowhere to move it" } : {}),
+  });
+}
+
+type Place = { path: string; why?: never } | { path: null; why: string };
+
+/** Where a refused member may go, in order; `_foreign` last for all but the gateway's own side. */
+async function placesFor(cg: LeaseCgroup, to: MemberDestination): Promise<Place[]> {
+  if (to.kind === "home") return homesOf(cg.path).map((path) => ({ path }));
+  const out: Place[] = [];
+  if (to.kind === "lease") {
+    const o = await openLeaseCgroup(to.cgroup);
+    out.push(
+      o.state === "open"
+        ? { path: o.cgroup.path }
+        : { path: null, why: `lease ${to.leaseId}'s cgroup ${to.cgroup.path} is ${o.state}` },
+    );
+  }
+  out.push(await foreignLeaf(cg.path));
+  return out;
+}
+
+/** The lease's own members of `own` still alive (same pid and start time, not a zombie). */
+export function stillAlive(own: readonly ListedMember[]): ListedMember[] {
+  return own.filter((m) => {
+    const st = readStatSync(m.pid);
+    return st !== null && sameProcess(st, m) && isAlive(st);
+  });
+}
+
+/** The refused members still inside the lease's cgroup (their move failed), alive. */
+export function leftInside(ctx: DrainContext): RefusedMember[] {
+  return [...ctx.refused.values()].filter((r) => r.movedTo === null && stillAlive([r]).length > 0);
+}
+
+/** How long the KILL phase goes on judging and killing before it says what is left (a task in D state dies late). */
+const KILL_WAIT_MS = 5000;
+
+/**
+ * Ends the lease's own members in the one kill order (escalate): TERM to
+ * what a round finds its own, the grace (judging again only once those are
+ * gone, to see what their TERM handlers forked), then rounds of KILL, each
+ * judged on a frozen cgroup, until a round finds nothing of its own alive or
+ * the wait is over. Returns how many of its own it found alive.
+ */
+export async function endOwnMembers(
+  ctx: DrainContext,
+  graceMs: number,
+  signaller: ProcessSignaller,
+): Promise<{ ended: number; unknown: string | null }> {
+  const seen = new Set<string>();
+  const note = (own: readonly ListedMember[]) => {
+    for (const m of stillAlive(own)) seen.add(`${m.pid}:${m.startTime}`);
+  };
+  const first = await judgeRound(ctx, false);
+  if (first.unknown !== null) return { ended: 0, unknown: first.unknown };
+  note(first.own);
+  let own = stillAlive(first.own);
+  await escalate(
+    {
+      term: async (sig) => {
+        if (own.length === 0) return false;
+        await sendEach(own, sig, signaller);
+        return true;
+      },
+      ended: async (ms) => {
+        const deadline = Date.now() + ms;
+        for (;;) {
+          if (stillAlive(own).length === 0) {
+            const again = await judgeRound(ctx, false);
+            note(again.own);
+            own = stillAlive(again.own);
+            if (own.length === 0) return true;
+          }
+          if (Date.now() >= deadline) return false;
+          await sleep(10);
+        }
+      },
+      force: async (sig) => {
+        const deadline = Date.now() + KILL_WAIT_MS;
+        for (;;) {
+          const r = await judgeRound(ctx, true);
+          try {
+            note(r.own);
+            own = stillAlive(r.own);
+            if (own.length > 0) await sendEach(own, sig, signaller);
+          } finally {
+            await thaw(ctx.cg);
+          }
+          if (own.length === 0 || Date.now() >= deadline) return;
+          await waitGone(own, Math.min(500, deadline - Date.now()));
+        }
+      },
+    },
+    graceMs,
+  );
+  return { ended: seen.size, unknown: null };
+}
+
+/** One signal to each member, by pid and the start time its round read (the identity-checked signaller). */
+async function sendEach(own: readonly ListedMember[], sig: NodeJS.Signals, signaller: ProcessSignaller): Promise<void> {
+  for (const m of own) await signaller.signal(m.pid, m.startTime, sig).catch(() => "unknown");
+}
+
+async function waitGone(own: readonly ListedMember[], ms: number): Promise<void> {
+  const deadline = Date.now() + ms;
+  while (stillAlive(own).length > 0 && Date.now() < deadline) await sleep(5);
+}
+
+const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
