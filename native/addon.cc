@@ -268,6 +268,10 @@ Napi::Value SetParentDeathSignal(const Napi::CallbackInfo& info) {
   return Napi::Number::New(env, proclease::SetParentDeathSignal(info[0].As<Napi::Number>().Int32Value()));
 }
 
+Napi::Value UnshareCgroupNamespace(const Napi::CallbackInfo& info) {
+  return Napi::Number::New(info.Env(), proclease::UnshareCgroupNamespace());
+}
+
 Napi::Value ReapChildren(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   if (info.Length() < 1 || !info[0].IsArray()) return ThrowType(env, "reapChildren(pids: int[])");
@@ -305,6 +309,7 @@ Napi::Object Init(Napi::Env env, Napi::Object exports) {
   exports.Set("signalIfSame", Napi::Function::New(env, SignalIfSame, "signalIfSame"));
   exports.Set("setChildSubreaper", Napi::Function::New(env, SetChildSubreaper, "setChildSubreaper"));
   exports.Set("setParentDeathSignal", Napi::Function::New(env, SetParentDeathSignal, "setParentDeathSignal"));
+  exports.Set("unshareCgroupNamespace", Napi::Function::New(env, UnshareCgroupNamespace, "unshareCgroupNamespace"));
   exports.Set("reapChildren", Napi::Function::New(env, ReapChildren, "reapChildren"));
   exports.Set("lockExclusive", Napi::Function::New(env, LockExclusive, "lockExclusive"));
   exports.Set("threadCpuTimeNs", Napi::Function::New(env, ThreadCpuTimeNs, "threadCpuTimeNs"));

@@ -191,4 +191,6 @@ int SetChildSubreaper() { return -ENOSYS; }
 
 int SetParentDeathSignal(int) { return -ENOSYS; }
 
+int UnshareCgroupNamespace() { return -ENOSYS; }
+
 }  // namespace proclease

@@ -25,6 +25,7 @@
  * - handle.ts      LeaseCgroup: a lease cgroup checked once (create, open), listing, instance folders
  * - kill.ts        kill, signal the members, remove
  * - members.ts     what a drain that judges each member needs: freeze, list, move out
+ * - boundary.ts    whether an adapter's tree can move processes across its lease cgroup
  * - enter.ts       joining a cgroup (for Node and for a shell)
  * - resources.ts   memory readings and limits
  * - errors.ts      the one errno → outcome map, and the error thrown for bad arguments
@@ -43,6 +44,7 @@ export type { Cgroup2Mount } from "./mountinfo.js";
 export { isPopulated, membersOf, subdirectories, waitUntilEmpty } from "./files.js";
 export type { MembersResult, PopulatedState } from "./files.js";
 export { detectContainment, mountOf } from "./detect.js";
+export type { Boundary, BoundaryGap } from "./boundary.js";
 export type { ContainmentOffCode, ContainmentSupport, DetectOptions } from "./detect.js";
 export type { ControllerProblem, ControllerProblemCode } from "./controllers.js";
 export {
