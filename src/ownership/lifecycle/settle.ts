@@ -27,6 +27,7 @@
  * | 4 | ran, something may still run | any      | survived, denied, unknown outcome          | closing (kill-survivors) |
  * | 5 | none                         | owned    | a verified tree is alive, not killed       | closing (tree-alive) |
  * | 6 | none                         | gone     | remnantSearch none-found                   | lost (ended-on-its-own, ended-on-its-own); the prior rule below |
+ * | 6b| none                         | gone     | none-found, but candidates hide their environment (env-hidden) | lost (left-unjudged, left-unjudged); the prior rule below |
  * | 7 | none                         | gone     | found (not killed), inconclusive, not-run  | closing (remnants-alive, remnant-search-inconclusive) |
  * | 8 | none                         | mismatch | the lease is another gateway instance's    | unchanged (other-instance) |
  * | 9 | none                         | mismatch | anything else                              | lost (not-ours, not-ours); the prior rule below |
@@ -82,6 +83,14 @@
  * - 6-7: a gone root settles only on proof that nothing carries its markers
  *   any more; "inconclusive" (environments unreadable, a candidate that could
  *   not be inspected, a blocked search on ps/none) is never read as "none".
+ * - 6b (and 1-2 with such candidates): a process that made itself
+ *   non-dumpable hides its environment from its own uid for as long as it
+ *   lives (remnants.ts "env-hidden"): no retry can judge it, so keeping the
+ *   lease closing for it would keep it closing forever, and any agent of the
+ *   uid could so hold every lease started before such a process. It is never
+ *   signalled (unknown evidence), the lease settles by the rest of the
+ *   evidence, and the settlement names it: left-unjudged when nothing else
+ *   was ended, and in the why of a kill that completed.
  * - 8: a lease of another gateway instance is not ours to settle at all.
  * - 9: a mismatch proves the root pid (or group, or namespace) names someone
  *   else's process now, or a guard refuses it: nothing the lease names may
@@ -132,6 +141,7 @@ export type SettlementCode =
   | "earlier-kill-survivors" // 6, 9: a prior kill left one that may run
   | "exit-observed" // 6, 9: no prior kill, the root's exit observed
   | "ended-on-its-own" // 6: nothing of it left, nothing ran, nothing observed
+  | "left-unjudged" // 6b: nothing proven of it left, processes that hide their environment left running
   | "not-ours" // 9: the root pid names someone else's process
   | "remnants-alive" // 7: found, not killed
   | "remnant-search-inconclusive" // 7
@@ -161,7 +171,8 @@ export interface Settlement {
 export type SettleVerification = Pick<
   LeaseVerification,
   "lease" | "verdict" | "evidence" | "remnantSearch" | "remnantsUncleared" | "factsUnavailable"
->;
+> &
+  Partial<Pick<LeaseVerification, "remnantRefusals">>;
 
 /** For a lease whose spawn never produced a process (no pid ever existed): nothing can be alive. */
 export const NOTHING_STARTED: Readonly<Settlement> = Object.freeze({
@@ -219,6 +230,12 @@ function rowFor(v: SettleVerification, kill: Pick<TreeKillReport, "results"> | n
     case "gone": {
       if (v.remnantSearch === "none-found") {
         const gone = decisive(v, "mismatch") ?? "the root is gone";
+        const hidden = hiddenNote(v);
+        if (hidden !== "")
+          return byPrior(prior, ctx, `${gone} and nothing proven to carry the lease's markers${hidden}`, {
+            code: "left-unjudged",
+            why: `${gone}; nothing proven to carry the lease's markers${hidden}; nothing signalled`,
+          });
         return byPrior(prior, ctx, `${gone} and nothing carries the lease's markers`, {
           code: "ended-on-its-own",
           why: `${gone}; nothing carries the lease's markers; nothing signalled`,
@@ -283,7 +300,7 @@ function afterKill(v: SettleVerification, kill: Pick<TreeKillReport, "results">)
     to: "closed",
     code: "killed",
     settledAs: "killed",
-    why: `killed ${kill.results.length} verified process(es); none may still run`,
+    why: `killed ${kill.results.length} verified process(es); none may still run${hiddenNote(v)}`,
   };
 }
 
@@ -377,7 +394,7 @@ function byPrior(
   prior: Pick<TreeKillReport, "results"> | null,
   ctx: SettleContext,
   now: string,
-  lost: { code: "ended-on-its-own" | "not-ours"; why: string },
+  lost: { code: "ended-on-its-own" | "not-ours" | "left-unjudged"; why: string },
 ): Settlement {
   if (prior !== null) {
     const survivors = survivorsOf(prior);
@@ -415,6 +432,14 @@ export function settlementAfterKill(
   const all = ctx.prior ? { results: mergeKillResults(ctx.prior, r.report) } : r.report;
   if (r.finalKill !== null) return settlementFor(r.final, all, ctx);
   return settlementFor(r.final, null, { ...ctx, prior: all });
+}
+
+/** "; N process(es) … left running (the search's list)" for candidates that hide their environment (row 6b); "" when none. */
+function hiddenNote(v: SettleVerification): string {
+  const n = v.remnantRefusals?.["env-hidden"] ?? 0;
+  return n > 0
+    ? `; ${n} process(es) that may be its own hide their environment (non-dumpable) and were left running, never signalled (${detailOf(v, "remnant-env")})`
+    : "";
 }
 
 /** The first row with `result`, as "check: detail". */
