@@ -205,6 +205,9 @@ export async function drainLeaseCgroup(
   const opened = await openForDrain(lease);
   if (opened === null || "state" in opened) return opened;
   const { cg, ev } = opened;
+  // the usual case after a tree kill: nothing left to judge
+  const first = await isPopulated(cg);
+  if (first === "empty" || first === "gone") return removeEmpty(cg, 0, [], ev, "populated 0");
   const ctx = await contextFor(cg, lease, opts);
   const done = await endOwnMembers(ctx, opts.graceMs, opts.signaller);
   const members = done.ended;
@@ -218,8 +221,8 @@ export async function drainLeaseCgroup(
     return removeEmpty(cg, members, refused, ev, `populated 0${ended}`);
   if (populated === "unknown")
     return { state: "unknown", members, refused, evidence: ev("unknown", "populated-unknown", "populated: unknown") };
-  const again = stillAlive((await judgeRound(ctx, false)).own);
-  const left = leftInside(ctx);
+  const again = await stillAlive((await judgeRound(ctx, false)).own);
+  const left = await leftInside(ctx);
   if (again.length === 0 && left.length > 0)
     return {
       state: "foreign-left",

@@ -21,6 +21,7 @@ import {
   freeze,
   homesOf,
   listMembers,
+  membersOf,
   moveOut,
   openLeaseCgroup,
   thaw,
@@ -123,7 +124,9 @@ export async function judgeRound(ctx: DrainContext, keepFrozen: boolean): Promis
       ancestors: ancestorsOfThisProcess(),
     };
     const own: ListedMember[] = [];
-    for (const m of listed.members) {
+    for (const [i, m] of listed.members.entries()) {
+      // its reads of /proc are synchronous: the loop gets a turn between slices
+      if (i > 0 && i % 128 === 0) await new Promise((r) => setImmediate(r));
       const a = await attributeMember(m, input);
       if (a.own) own.push(m);
       else await moveRefused(ctx, m, a.code, a.detail, a.to);
@@ -202,17 +205,22 @@ async function placesFor(cg: LeaseCgroup, to: MemberDestination): Promise<Place[
   return out;
 }
 
-/** The lease's own members of `own` still alive (same pid and start time, not a zombie). */
-export function stillAlive(own: readonly ListedMember[]): ListedMember[] {
-  return own.filter((m) => {
+/** The lease's own members of `own` still alive (same pid and start time, not a zombie); the loop gets a turn between slices of reads. */
+export async function stillAlive(own: readonly ListedMember[]): Promise<ListedMember[]> {
+  const out: ListedMember[] = [];
+  for (const [i, m] of own.entries()) {
+    if (i > 0 && i % 256 === 0) await new Promise((r) => setImmediate(r));
     const st = readStatSync(m.pid);
-    return st !== null && sameProcess(st, m) && isAlive(st);
-  });
+    if (st !== null && sameProcess(st, m) && isAlive(st)) out.push(m);
+  }
+  return out;
 }
 
 /** The refused members still inside the lease's cgroup (their move failed), alive. */
-export function leftInside(ctx: DrainContext): RefusedMember[] {
-  return [...ctx.refused.values()].filter((r) => r.movedTo === null && stillAlive([r]).length > 0);
+export async function leftInside(ctx: DrainContext): Promise<RefusedMember[]> {
+  const stuck = [...ctx.refused.values()].filter((r) => r.movedTo === null);
+  const alive = new Set((await stillAlive(stuck)).map((m) => `${m.pid}:${m.startTime}`));
+  return stuck.filter((r) => alive.has(`${r.pid}:${r.startTime}`));
 }
 
 /** How long the KILL phase goes on judging and killing before it says what is left (a task in D state dies late). */
@@ -231,13 +239,15 @@ export async function endOwnMembers(
   signaller: ProcessSignaller,
 ): Promise<{ ended: number; unknown: string | null }> {
   const seen = new Set<string>();
-  const note = (own: readonly ListedMember[]) => {
-    for (const m of stillAlive(own)) seen.add(`${m.pid}:${m.startTime}`);
+  // the round's own members still alive, each counted once as ended by the drain
+  const alive = async (round: Round): Promise<ListedMember[]> => {
+    const live = await stillAlive(round.own);
+    for (const m of live) seen.add(`${m.pid}:${m.startTime}`);
+    return live;
   };
   const first = await judgeRound(ctx, false);
   if (first.unknown !== null) return { ended: 0, unknown: first.unknown };
-  note(first.own);
-  let own = stillAlive(first.own);
+  let own = await alive(first);
   await escalate(
     {
       term: async (sig) => {
@@ -247,15 +257,13 @@ export async function endOwnMembers(
       },
       ended: async (ms) => {
         const deadline = Date.now() + ms;
-        for (;;) {
-          if (stillAlive(own).length === 0) {
-            const again = await judgeRound(ctx, false);
-            note(again.own);
-            own = stillAlive(again.own);
+        for (let step = 2; ; step = Math.min(step * 2, 25)) {
+          if ((await stillListed(ctx, own)).length === 0) {
+            own = await alive(await judgeRound(ctx, false));
             if (own.length === 0) return true;
           }
           if (Date.now() >= deadline) return false;
-          await sleep(10);
+          await sleep(step);
         }
       },
       force: async (sig) => {
@@ -263,14 +271,13 @@ export async function endOwnMembers(
         for (;;) {
           const r = await judgeRound(ctx, true);
           try {
-            note(r.own);
-            own = stillAlive(r.own);
+            own = await alive(r);
             if (own.length > 0) await sendEach(own, sig, signaller);
           } finally {
             await thaw(ctx.cg);
           }
           if (own.length === 0 || Date.now() >= deadline) return;
-          await waitGone(own, Math.min(500, deadline - Date.now()));
+          await waitGone(ctx, own, Math.min(500, deadline - Date.now()));
         }
       },
     },
@@ -284,9 +291,24 @@ async function sendEach(own: readonly ListedMember[], sig: NodeJS.Signals, signa
   for (const m of own) await signaller.signal(m.pid, m.startTime, sig).catch(() => "unknown");
 }
 
-async function waitGone(own: readonly ListedMember[], ms: number): Promise<void> {
+async function waitGone(ctx: DrainContext, own: readonly ListedMember[], ms: number): Promise<void> {
   const deadline = Date.now() + ms;
-  while (stillAlive(own).length > 0 && Date.now() < deadline) await sleep(5);
+  for (let step = 2; (await stillListed(ctx, own)).length > 0 && Date.now() < deadline; step = Math.min(step * 2, 25))
+    await sleep(step);
+}
+
+/**
+ * The members of `own` the cgroup still lists: one read of cgroup.procs per
+ * cgroup rather than one per process, for the waits to poll (an exited
+ * process leaves cgroup.procs at once). Only waits read it: every signal is
+ * still sent by pid and the start time a round read.
+ */
+async function stillListed(ctx: DrainContext, own: readonly ListedMember[]): Promise<readonly ListedMember[]> {
+  const m = await membersOf(ctx.cg);
+  if (m.state === "gone") return [];
+  if (m.state !== "ok") return stillAlive(own);
+  const listed = new Set(m.pids);
+  return own.filter((o) => listed.has(o.pid));
 }
 
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
