@@ -169,7 +169,12 @@ async function moveRefused(
       tried.push(place.why);
       continue;
     }
-    const r: EnterOutcome = await moveOut(m, place.path);
+    let r: EnterOutcome = await moveOut(m, place.path);
+    // another drain removed the empty _foreign leaf between its mkdir and this move: made again, once
+    if (r.outcome === "no-cgroup" && place.foreign) {
+      const again = await foreignLeaf(ctx.cg.path);
+      if (again.path !== null) r = await moveOut(m, again.path);
+    }
     if (r.outcome === "gone") return;
     if (r.outcome === "moved") {
       movedTo = place.path;
@@ -187,12 +192,12 @@ async function moveRefused(
   });
 }
 
-type Place = { path: string; why?: never } | { path: null; why: string };
+type Place = { path: string; foreign?: boolean; why?: never } | { path: null; why: string };
 
-/** Where a refused member may go, in order; `_foreign` last for all but the gateway's own side. */
+/** Where a refused member may go, in order; `_foreign` last, for the gateway too (out of the lease cgroup, whatever else fails). */
 async function placesFor(cg: LeaseCgroup, to: MemberDestination): Promise<Place[]> {
-  if (to.kind === "home") return homesOf(cg.path).map((path) => ({ path }));
   const out: Place[] = [];
+  if (to.kind === "home") for (const path of homesOf(cg.path)) out.push({ path });
   if (to.kind === "lease") {
     const o = await openLeaseCgroup(to.cgroup);
     out.push(
@@ -201,7 +206,8 @@ async function placesFor(cg: LeaseCgroup, to: MemberDestination): Promise<Place[
         : { path: null, why: `lease ${to.leaseId}'s cgroup ${to.cgroup.path} is ${o.state}` },
     );
   }
-  out.push(await foreignLeaf(cg.path));
+  const leaf = await foreignLeaf(cg.path);
+  out.push(leaf.path !== null ? { path: leaf.path, foreign: true } : leaf);
   return out;
 }
 
