@@ -288,6 +288,10 @@ Napi::Value GetDumpable(const Napi::CallbackInfo& info) {
   return Napi::Number::New(info.Env(), proclease::GetDumpable());
 }
 
+Napi::Value UnshareCgroupNamespace(const Napi::CallbackInfo& info) {
+  return Napi::Number::New(info.Env(), proclease::UnshareCgroupNamespace());
+}
+
 Napi::Value ReapChildren(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   if (info.Length() < 1 || !info[0].IsArray()) return ThrowType(env, "reapChildren(pids: int[])");
@@ -325,6 +329,7 @@ Napi::Object Init(Napi::Env env, Napi::Object exports) {
   exports.Set("signalIfSame", Napi::Function::New(env, SignalIfSame, "signalIfSame"));
   exports.Set("setChildSubreaper", Napi::Function::New(env, SetChildSubreaper, "setChildSubreaper"));
   exports.Set("setParentDeathSignal", Napi::Function::New(env, SetParentDeathSignal, "setParentDeathSignal"));
+  exports.Set("unshareCgroupNamespace", Napi::Function::New(env, UnshareCgroupNamespace, "unshareCgroupNamespace"));
   exports.Set("reapChildren", Napi::Function::New(env, ReapChildren, "reapChildren"));
   exports.Set("sealedCopy", Napi::Function::New(env, SealedCopy, "sealedCopy"));
   exports.Set("setDumpable", Napi::Function::New(env, SetDumpable, "setDumpable"));

@@ -107,6 +107,7 @@ SignalResult SignalIfSame(int pid, double expectedStart, int sig);
 
 int SetChildSubreaper();            // 0 or -errno
 int SetParentDeathSignal(int sig);  // 0 or -errno
+int UnshareCgroupNamespace();      // 0 or -errno: the calling thread's own cgroup namespace
 bool ReapChild(int pid);            // true when waitpid(WNOHANG) reaped it
 
 // exec_guard_linux.cc (stubs elsewhere: -ENOSYS).

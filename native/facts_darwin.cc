@@ -198,4 +198,6 @@ int SetDumpable(bool) { return -ENOSYS; }
 
 int GetDumpable() { return -ENOSYS; }
 
+int UnshareCgroupNamespace() { return -ENOSYS; }
+
 }  // namespace proclease

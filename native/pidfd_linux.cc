@@ -15,6 +15,7 @@
 // ns_last_pid, which needs CAP_SYS_ADMIN), so no real workload gets there in
 // one tick.
 #include <fcntl.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
@@ -96,5 +97,9 @@ int SetChildSubreaper() { return prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0 
 int SetParentDeathSignal(int sig) {
   return prctl(PR_SET_PDEATHSIG, static_cast<unsigned long>(sig), 0, 0, 0) == 0 ? 0 : -errno;
 }
+
+// The calling thread's nsproxy only: a child forked from this thread afterwards
+// (libuv forks from the thread that calls spawn) is born in the new namespace.
+int UnshareCgroupNamespace() { return unshare(CLONE_NEWCGROUP) == 0 ? 0 : -errno; }
 
 }  // namespace proclease

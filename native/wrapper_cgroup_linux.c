@@ -12,10 +12,25 @@
  * Every descendant is born inside either way. Where the clone cannot target
  * the cgroup (an older kernel, a directory that is no cgroup), the wrapper
  * joins first and then forks, as the Node wrapper does.
+ *
+ * Why the adapter gets a cgroup namespace (lease_cgroup_unshare): its root
+ * is the cgroup the adapter is in when it unshares, the lease's, and on a
+ * cgroup2 mounted with nsdelegate the kernel then refuses every write to a
+ * cgroup.procs whose source or destination cgroup lies outside that root
+ * (cgroup_procs_write_permission: ENOENT), root or not: the adapter's tree
+ * can neither leave its lease cgroup nor pull another process into it. The
+ * adapter itself unshares, after fork and before exec, and only once it is
+ * inside (born there, or the wrapper joined before the fork); the wrapper
+ * and the gateway stay in their own namespace, so the gateway still sees
+ * and kills the whole lease cgroup. Where the kernel refuses the unshare
+ * (no CAP_SYS_ADMIN: a gateway that is not root; a seccomp policy), the
+ * adapter runs all the same, contained as before, and the "started" report
+ * names the errno.
  */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -30,6 +45,9 @@
 #define SYS_clone3 435
 #endif
 #define PROCLEASE_CLONE_INTO_CGROUP 0x200000000ULL
+#ifndef CLONE_NEWCGROUP
+#define CLONE_NEWCGROUP 0x02000000
+#endif
 
 /* clone3's argument as of Linux 5.7 (CLONE_INTO_CGROUP), declared here so old kernel headers still compile this file */
 struct proclease_clone_args {
@@ -95,4 +113,8 @@ pid_t lease_cgroup_fork(const struct lease_cgroup *cg) {
   long pid = syscall(SYS_clone3, &args, sizeof args);
   /* any refusal (no clone3, not a cgroup2 directory, a busy cgroup) falls back to join-then-fork, which names the cause */
   return pid < 0 ? -2 : (pid_t)pid;
+}
+
+int lease_cgroup_unshare(void) {
+  return unshare(CLONE_NEWCGROUP) == 0 ? 0 : errno;
 }

@@ -14,8 +14,9 @@
  *
  * start: enters the lease cgroup, becomes a child subreaper, arms
  *   PR_SET_PDEATHSIG=SIGUSR2, forks the adapter into its own session and
- *   group (pgid == pid) with our fds 0/1/2, reports "started" on fd 3 once
- *   its exec succeeded ("spawn-error" and 127/126/2 otherwise);
+ *   group (pgid == pid) and, inside the lease cgroup, its own cgroup
+ *   namespace, with our fds 0/1/2, reports "started" on fd 3 once its exec
+ *   succeeded ("spawn-error" and 127/126/2 otherwise);
  * SIGTERM/SIGINT/SIGHUP: forwarded to the adapter's group;
  * adapter exits: "exit", then the tree sweep ("signal" after a forwarded
  *   signal, else "adapter-exit"), exit with its code or 128 + signal;
@@ -64,7 +65,8 @@ static const struct { int no; const char *name; } ERRNAMES[] = {
     {ENOENT, "ENOENT"}, {EACCES, "EACCES"}, {EPERM, "EPERM"}, {ENOEXEC, "ENOEXEC"}, {ENOTDIR, "ENOTDIR"},
     {EISDIR, "EISDIR"}, {ELOOP, "ELOOP"}, {ENAMETOOLONG, "ENAMETOOLONG"}, {E2BIG, "E2BIG"}, {ENOMEM, "ENOMEM"},
     {ETXTBSY, "ETXTBSY"}, {EAGAIN, "EAGAIN"}, {EMFILE, "EMFILE"}, {ENFILE, "ENFILE"}, {EINVAL, "EINVAL"},
-    {EIO, "EIO"}, {ESRCH, "ESRCH"}, {EBUSY, "EBUSY"}, {EOPNOTSUPP, "EOPNOTSUPP"}, {ENODEV, "ENODEV"}};
+    {EIO, "EIO"}, {ESRCH, "ESRCH"}, {EBUSY, "EBUSY"}, {EOPNOTSUPP, "EOPNOTSUPP"}, {ENODEV, "ENODEV"},
+    {ENOSPC, "ENOSPC"}, {ENOSYS, "ENOSYS"}, {EUSERS, "EUSERS"}};
 
 const char *wrapper_errname(int e) {
   for (size_t i = 0; i < sizeof ERRNAMES / sizeof ERRNAMES[0]; i++)
@@ -217,10 +219,13 @@ static void refuse_cgroup(const char *why) {
  * adapter never runs (or, born inside already, is killed before it is
  * reported).
  */
-static pid_t fork_adapter(const struct lease_cgroup *cg) {
+static pid_t fork_adapter(const struct lease_cgroup *cg, int *inside) {
   char why[2400];
   pid_t pid = cg->given ? lease_cgroup_fork(cg) : -2;
-  if (pid == 0) return 0;
+  if (pid == 0) {
+    *inside = 1;
+    return 0;
+  }
   if (pid > 0) {
     if (!lease_cgroup_join(cg, why, sizeof why) && cg->required) {
       kill(pid, SIGKILL);
@@ -229,9 +234,13 @@ static pid_t fork_adapter(const struct lease_cgroup *cg) {
     }
     return pid;
   }
-  if (cg->given && !lease_cgroup_join(cg, why, sizeof why) && cg->required) refuse_cgroup(why);
+  *inside = cg->given && lease_cgroup_join(cg, why, sizeof why);
+  if (cg->given && !*inside && cg->required) refuse_cgroup(why);
   return fork();
 }
+
+/* The adapter's cgroup namespace as the "started" report names it: "entered", an errno name, or why it was not tried. */
+static char cgroupns_state[32];
 
 /* fork + setsid + execvp; the exec's errno comes back over a close-on-exec pipe, so "started" means it ran. */
 static void spawn_adapter(char **command, const struct lease_cgroup *cg) {
@@ -244,30 +253,40 @@ static void spawn_adapter(char **command, const struct lease_cgroup *cg) {
   sigfillset(&all);
   /* no handler of ours may run in the child between fork and exec */
   sigprocmask(SIG_SETMASK, &all, &old);
-  pid_t pid = fork_adapter(cg);
+  int inside = 0;
+  pid_t pid = fork_adapter(cg, &inside);
   if (pid == 0) {
     for (int s = 1; s < NSIG; s++) signal(s, SIG_DFL);
     sigset_t none;
     sigemptyset(&none);
     sigprocmask(SIG_SETMASK, &none, NULL);
+    /* first word: the namespace (-1 not tried: outside the lease cgroup); a second one only when the exec failed */
+    int ns = inside ? lease_cgroup_unshare() : -1;
+    ssize_t r = write(errpipe[1], &ns, sizeof ns);
     int e = setsid() < 0 ? errno : 0;
     if (e == 0) {
       execvp(command[0], command);
       e = errno;
     }
-    ssize_t r = write(errpipe[1], &e, sizeof e);
+    r = write(errpipe[1], &e, sizeof e);
     (void)r;
     _exit(EXIT_NOT_FOUND);
   }
   int fork_errno = errno;
   sigprocmask(SIG_SETMASK, &old, NULL);
   close(errpipe[1]);
-  int child_errno = 0;
+  int words[2] = {-1, 0};
+  size_t got = 0;
   ssize_t n;
+  int child_errno = 0;
   if (pid < 0) child_errno = fork_errno;
-  else while ((n = read(errpipe[0], &child_errno, sizeof child_errno)) < 0 && errno == EINTR) {
-  }
+  else
+    while (got < sizeof words && ((n = read(errpipe[0], (char *)words + got, sizeof words - got)) > 0 || (n < 0 && errno == EINTR)))
+      if (n > 0) got += (size_t)n;
+  if (pid > 0 && got >= sizeof words) child_errno = words[1];
   close(errpipe[0]);
+  if (cg->given)
+    snprintf(cgroupns_state, sizeof cgroupns_state, "%s", words[0] == 0 ? "entered" : words[0] < 0 ? "not-in-cgroup" : wrapper_errname(words[0]));
   if (pid > 0 && child_errno == 0) {
     st.adapter = pid;
     return;
@@ -383,8 +402,9 @@ int main(int argc, char **argv) {
   int gone = getppid() != parent;
   spawn_adapter(argv + first, &cg);
   if (cg.dirfd >= 0) close(cg.dirfd);
-  char line[160];
-  snprintf(line, sizeof line, "{\"type\":\"started\",\"wrapperPid\":%d,\"adapterPid\":%d,\"pgid\":%d}\n", (int)st.self, (int)st.adapter, (int)st.adapter);
+  char line[224], ns[64] = "";
+  if (cgroupns_state[0]) snprintf(ns, sizeof ns, ",\"cgroupNamespace\":\"%s\"", cgroupns_state);
+  snprintf(line, sizeof line, "{\"type\":\"started\",\"wrapperPid\":%d,\"adapterPid\":%d,\"pgid\":%d%s}\n", (int)st.self, (int)st.adapter, (int)st.adapter, ns);
   send_line(line);
   run(grace_ms, gone);
   return 0;

@@ -34,6 +34,8 @@ struct lease_cgroup {
 void lease_cgroup_read(struct lease_cgroup *cg);
 /* Moves the caller into the cgroup; 0 with `why` filled when it cannot. */
 int lease_cgroup_join(const struct lease_cgroup *cg, char *why, size_t cap);
+/* The caller's own cgroup namespace, rooted at its cgroup now: 0, or the errno. */
+int lease_cgroup_unshare(void);
 /* Forks a child born inside the cgroup (clone3 CLONE_INTO_CGROUP): 0 in the child, its pid in the parent, -2 when not possible here. */
 pid_t lease_cgroup_fork(const struct lease_cgroup *cg);
 

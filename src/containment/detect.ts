@@ -17,6 +17,8 @@ import { enterCgroup, type EnterOutcome } from "./enter.js";
 import { exists, parsePids, readSet, readText } from "./files.js";
 import { enableController, planControllers, v1BoundControllers, type ControllerProblem } from "./controllers.js";
 import { describeKill, killSubtree, removeTree } from "./kill.js";
+import { recordHome } from "./members.js";
+import { predictBoundary, type Boundary } from "./boundary.js";
 import {
   findCgroup2Mount,
   fsPathOf,
@@ -67,6 +69,14 @@ export type ContainmentSupport =
        * forks host-wide wait with it; see bench/containment.bench.mjs)
        */
       favordynmods: boolean;
+      /**
+       * Whether the kernel keeps an adapter's tree inside its lease cgroup
+       * (boundary.ts): each adapter gets its own cgroup namespace rooted at
+       * its lease cgroup, and cgroup2 is mounted with nsdelegate. Predicted
+       * here from the mount and this process's capabilities; each session's
+       * wrapper reports what it got.
+       */
+      boundary: Boundary;
     }
   | { available: false; code: ContainmentOffCode; why: string };
 
@@ -111,6 +121,8 @@ export async function detectContainment(opts: DetectOptions = {}): Promise<Conta
   const probe = await runProbe(place);
   if (!probe.ok) return off(probe.code, probe.why);
   const ctl = await setUpControllers(place, [...new Set(opts.controllers ?? [])], opts.allowGatewayMove !== false);
+  // where a drain sends this process back when an agent moved it into a lease cgroup
+  recordHome(ctl.gatewayCgroup);
   const { table, mount, base, root } = place;
   return {
     available: true,
@@ -126,6 +138,7 @@ export async function detectContainment(opts: DetectOptions = {}): Promise<Conta
     favordynmods: table.entries.some(
       (e) => e.fsType === "cgroup2" && e.mountPoint === mount.mountPoint && e.superOptions.includes("favordynmods"),
     ),
+    boundary: await predictBoundary(table.entries, mount),
   };
 }
 

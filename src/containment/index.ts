@@ -24,6 +24,8 @@
  * - detect.ts      detectContainment: locate, make the root, probe, controllers
  * - handle.ts      LeaseCgroup: a lease cgroup checked once (create, open), listing, instance folders
  * - kill.ts        kill, signal the members, remove
+ * - members.ts     what a drain that judges each member needs: freeze, list, move out
+ * - boundary.ts    whether an adapter's tree can move processes across its lease cgroup
  * - enter.ts       joining a cgroup (for Node and for a shell)
  * - resources.ts   memory readings and limits
  * - errors.ts      the one errno → outcome map, and the error thrown for bad arguments
@@ -37,10 +39,12 @@
 export { CGROUP_NAME_RE, GATEWAY_LEAF, PROCLEASE_DIR, cgroupPathProblem, pathShapeProblem } from "./paths.js";
 export { ContainmentArgumentError } from "./errors.js";
 export { readCgroupOf } from "./mountinfo.js";
+export { readOwnMount } from "./mountinfo.js";
 export type { Cgroup2Mount } from "./mountinfo.js";
 export { isPopulated, membersOf, subdirectories, waitUntilEmpty } from "./files.js";
 export type { MembersResult, PopulatedState } from "./files.js";
 export { detectContainment, mountOf } from "./detect.js";
+export type { Boundary, BoundaryGap } from "./boundary.js";
 export type { ContainmentOffCode, ContainmentSupport, DetectOptions } from "./detect.js";
 export type { ControllerProblem, ControllerProblemCode } from "./controllers.js";
 export {
@@ -63,6 +67,8 @@ export type {
 } from "./handle.js";
 export { killCgroup, removeCgroup, signalMembers } from "./kill.js";
 export type { KillOptions, KillOutcome, KillRefusal, MemberSignal, RemoveOutcome } from "./kill.js";
+export { foreignLeaf, freeze, homesOf, listMembers, moveOut, recordHome, removeForeignLeaf, thaw } from "./members.js";
+export type { FreezeOutcome, ListedMember, ListMembers } from "./members.js";
 export { enterCgroup, enterCgroupAsync, enterCgroupShell, isInCgroup } from "./enter.js";
 export type { EnterOutcome } from "./enter.js";
 export { applyLimits, isLimitValue, readMemory } from "./resources.js";

@@ -15,6 +15,10 @@
  *   base/proclease/_gateway     the gateway itself, only when it had to leave
  *                               `base` to hand controllers to the leases
  *   base/proclease/_probe-*     short-lived, made by detectContainment
+ *   base/proclease/_foreign     members a drain found in a lease cgroup that
+ *                               were not the lease's (another session's, the
+ *                               gateway's side, older than the lease), moved
+ *                               out instead of killed
  * Names starting with "_" are ours: a lease cgroup name must start with a
  * letter or digit, so no lease can be called like them.
  */
@@ -28,13 +32,19 @@ export const CGROUP2_SUPER_MAGIC = 0x63677270;
 export const PROCLEASE_DIR = "proclease";
 /** the leaf the gateway moves into when it has to leave its own cgroup */
 export const GATEWAY_LEAF = "_gateway";
+/**
+ * The leaf a drain moves a lease cgroup's member into when that member is
+ * not the lease's and has no better place (containment/members.ts): nothing
+ * in it is ever signalled by proclease.
+ */
+export const FOREIGN_LEAF = "_foreign";
 export const PROBE_PREFIX = "_probe-";
 /**
  * A lease cgroup name: letters, digits, "_" and "-", starting with a letter or
  * digit. This is a cgroupfs rule, not the lease-id rule: no "/" or ".." can
  * leave the directory, no "." can collide with an interface file
  * (cgroup.procs, memory.max), and a leading "_" stays reserved for our own
- * leaves (_gateway, _probe-*).
+ * leaves (_gateway, _probe-*, _foreign).
  */
 export const CGROUP_NAME_RE = /^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$/;
 

@@ -103,6 +103,13 @@ export interface NativeBinding {
   /** Linux: prctl(PR_SET_PDEATHSIG, signal). Returns 0 or -errno. macOS: -ENOSYS. */
   setParentDeathSignal(signal: number): number;
   /**
+   * Linux: unshare(CLONE_NEWCGROUP) for the calling thread (a child it forks
+   * afterwards is born in the new namespace). 0 or -errno; macOS: -ENOSYS.
+   * Absent from an addon built before it (optional on purpose: such an addon
+   * still loads).
+   */
+  unshareCgroupNamespace?(): number;
+  /**
    * waitpid(pid, WNOHANG) on each given pid (zombie children adopted by a
    * subreaper, chosen in TS so the adapter libuv waits for is never stolen).
    * Returns the pids actually reaped.

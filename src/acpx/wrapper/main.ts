@@ -9,7 +9,8 @@
  * | event                              | what the wrapper does                                        |
  * |------------------------------------|--------------------------------------------------------------|
  * | start                              | (Linux+addon) becomes a child subreaper and arms             |
- * |                                    | PR_SET_PDEATHSIG=SIGUSR2; spawns the adapter detached (own   |
+ * |                                    | PR_SET_PDEATHSIG=SIGUSR2; inside a lease cgroup, takes its   |
+ * |                                    | own cgroup namespace; spawns the adapter detached (own       |
  * |                                    | session + group, pgid == pid) with the wrapper's own fds     |
  * |                                    | 0/1/2 (no copying); reports "started" on fd 3                |
  * | spawn fails                        | reports "spawn-error", exits 127 (ENOENT) / 126 (other)      |
@@ -77,6 +78,9 @@ import {
 } from "./protocol.js";
 
 const signalNumbers = constants.signals as Readonly<Record<string, number | undefined>>;
+const errnoNames: Readonly<Record<number, string>> = Object.fromEntries(
+  Object.entries(constants.errno).map(([name, no]) => [no, name]),
+);
 
 let adapterPid: number | null = null;
 /** null while the adapter runs (or never ran); set once libuv reaped it */
@@ -147,8 +151,24 @@ function cleanupTools(): { facts: ProcessFacts; signaller: ProcessSignaller } {
 }
 
 const entered = enterLeaseCgroup();
-if (entered.ok) spawnAdapter(args.command);
+if (entered.ok)
+  spawnAdapter(args.command, entered.inside ? ownCgroupNamespace() : entered.given ? "not-in-cgroup" : null);
 else spawnFailed(Object.assign(new Error(entered.why), { code: CGROUP_MOVE_FAILED }));
+
+/**
+ * Once inside the lease cgroup, this thread gets its own cgroup namespace,
+ * rooted there, before the spawn: libuv forks the adapter from this thread,
+ * so the adapter is born in it (the native wrapper's comment in
+ * native/wrapper_cgroup_linux.c says what the kernel then refuses). What the
+ * "started" report says: "entered", the errno name of a refused unshare, or
+ * "no-addon" without the addon.
+ */
+function ownCgroupNamespace(): string {
+  const unshare = startBinding?.unshareCgroupNamespace;
+  if (startBinding === null || unshare === undefined) return "no-addon";
+  const r = unshare.call(startBinding);
+  return r === 0 ? "entered" : (errnoNames[-r] ?? `E${-r}`);
+}
 
 /**
  * Moves this wrapper into the lease's cgroup before the adapter exists, so
@@ -157,23 +177,25 @@ else spawnFailed(Object.assign(new Error(entered.why), { code: CGROUP_MOVE_FAILE
  * uncontained: the lease's cgroup stays empty and ownership rests on the
  * parent links and markers, as without containment.
  */
-function enterLeaseCgroup(): { ok: true } | { ok: false; why: string } {
+function enterLeaseCgroup(): { ok: true; given: boolean; inside: boolean } | { ok: false; why: string } {
   const dir = process.env[CGROUP_ENV_KEY];
   const required = process.env[CGROUP_REQUIRED_ENV_KEY] === "1";
   delete process.env[CGROUP_ENV_KEY];
   delete process.env[CGROUP_REQUIRED_ENV_KEY];
   if (dir === undefined)
-    return required ? { ok: false, why: "limits were asked for but no lease cgroup was given" } : { ok: true };
+    return required
+      ? { ok: false, why: "limits were asked for but no lease cgroup was given" }
+      : { ok: true, given: false, inside: false };
   // the gateway moves us in while Node boots (launch.ts); the write here is for when it has not landed yet
-  if (isInCgroup(dir)) return { ok: true };
+  if (isInCgroup(dir)) return { ok: true, given: true, inside: true };
   const entered = enterCgroup(dir);
-  if (entered.outcome === "moved") return { ok: true };
+  if (entered.outcome === "moved") return { ok: true, given: true, inside: true };
   // uncontained (see above), unless limits need the cgroup: then nothing may start outside it
   const why = `cannot enter the lease cgroup ${dir} (${entered.outcome}${entered.detail ? `: ${entered.detail}` : ""}), so the session's limits would not hold`;
-  return required ? { ok: false, why } : { ok: true };
+  return required ? { ok: false, why } : { ok: true, given: true, inside: false };
 }
 
-function spawnAdapter(command: string[]): void {
+function spawnAdapter(command: string[], cgroupNamespace: string | null): void {
   const [file, ...rest] = command as [string, ...string[]];
   let child: ChildProcess;
   try {
@@ -211,7 +233,13 @@ function spawnAdapter(command: string[]): void {
       new Set([child.pid]),
     );
   }
-  lifeline?.send({ type: "started", wrapperPid: process.pid, adapterPid: child.pid, pgid: child.pid });
+  lifeline?.send({
+    type: "started",
+    wrapperPid: process.pid,
+    adapterPid: child.pid,
+    pgid: child.pid,
+    ...(cgroupNamespace !== null ? { cgroupNamespace } : {}),
+  });
   // after the report the gateway waits for; still within the synchronous start, so no EOF is missed
   lifeline?.watch(() => parentGone());
   const held = pendingSignals;

@@ -18,7 +18,9 @@
  *
  * Reports, in the order they can appear:
  *   started      right after the adapter was spawned (pgid == adapterPid:
- *                the adapter leads its own session and process group)
+ *                the adapter leads its own session and process group);
+ *                with a lease cgroup, cgroupNamespace says whether the
+ *                adapter got its own cgroup namespace rooted there
  *   spawn-error  the adapter could not be started; the wrapper exits 127
  *                (ENOENT), 126 (any other spawn errno) or 2 (bad arguments)
  *   exit         the adapter exited (code or signal, exactly one non-null)
@@ -76,6 +78,16 @@ export interface StartedReport {
   wrapperPid: number;
   adapterPid: number;
   pgid: number;
+  /**
+   * The adapter's cgroup namespace, set only when the wrapper was given a
+   * lease cgroup (docs/containment.md): "entered" (its root is the lease
+   * cgroup: on a cgroup2 mounted with nsdelegate nothing of the adapter's
+   * tree can move a process across it), "not-in-cgroup" (the adapter runs
+   * outside the lease cgroup, so none was made), "no-addon" (the Node
+   * wrapper without the addon cannot make one), or the errno name of the
+   * refused unshare ("EPERM": a gateway that is not root).
+   */
+  cgroupNamespace?: string;
 }
 
 export interface SpawnErrorReport {
@@ -124,7 +136,15 @@ export function parseReportLine(line: string): WrapperReport | null {
   switch (r.type) {
     case "started":
       return isPid(r.wrapperPid) && isPid(r.adapterPid) && isPid(r.pgid)
-        ? { type: "started", wrapperPid: r.wrapperPid, adapterPid: r.adapterPid, pgid: r.pgid }
+        ? {
+            type: "started",
+            wrapperPid: r.wrapperPid,
+            adapterPid: r.adapterPid,
+            pgid: r.pgid,
+            ...(typeof r.cgroupNamespace === "string" && NS_STATE_RE.test(r.cgroupNamespace)
+              ? { cgroupNamespace: r.cgroupNamespace }
+              : {}),
+          }
         : null;
     case "spawn-error":
       return typeof r.code === "string" && typeof r.message === "string"
@@ -212,6 +232,9 @@ export function assertGraceMs(value: unknown, name = "graceMs"): asserts value i
     throw new RangeError(`${name} must be between 0 and ${MAX_GRACE_MS}, got ${value}`);
   }
 }
+
+/** StartedReport.cgroupNamespace as the wrappers write it: a short token, never free text. */
+const NS_STATE_RE = /^[a-zA-Z][a-zA-Z0-9-]{0,31}$/;
 
 function isPid(v: unknown): v is number {
   return typeof v === "number" && Number.isInteger(v) && v > 0;

@@ -29,6 +29,8 @@ export const SETTLED_AS_MEANING: Readonly<Record<LeaseSettledAs, string>> = Obje
   "ended-on-its-own": "its processes had ended on their own before the close; nothing was signalled",
   "not-ours": "its root pid, group or namespace names someone else's process now; nothing was signalled",
   "never-started": "its spawn failed before any process of it existed",
+  "left-unjudged":
+    "its root was gone and nothing proven its own was left, but processes that may be its own hide their environment (non-dumpable), so they could not be judged: never signalled, left running",
 });
 export const LEASE_SETTLED_AS = Object.keys(SETTLED_AS_MEANING) as readonly LeaseSettledAs[];
 

@@ -19,7 +19,8 @@ export type LeaseKind = "acpx" | "supervisor";
  * SETTLED_AS_MEANING says each in words. A record settled before this field
  * existed has none.
  */
-export type LeaseSettledAs = "killed" | "exit-observed" | "ended-on-its-own" | "not-ours" | "never-started";
+export type LeaseSettledAs =
+  "killed" | "exit-observed" | "ended-on-its-own" | "not-ours" | "never-started" | "left-unjudged";
 
 /**
  * What a lease names, whichever side wrote it (`kind`). The field names are
@@ -181,7 +182,9 @@ export type EvidenceCode =
   | "emptied-and-removed"
   | "not-removed"
   | "folder-left"
-  | "still-populated";
+  | "still-populated"
+  | "foreign-left"
+  | "members-refused";
 
 export interface OwnershipEvidence {
   check: EvidenceCheck;

@@ -41,7 +41,14 @@
  * other by the startup reap.
  */
 import type { ProcessFacts, ProcessSignaller } from "../../facts/types.js";
-import { cgroupMembers, drainLeaseCgroup, lookIntoLeaseCgroup, type CgroupDrain } from "../terminate/cgroup-drain.js";
+import {
+  cgroupMembers,
+  drainEvidence,
+  drainLeaseCgroup,
+  lookIntoLeaseCgroup,
+  type CgroupDrain,
+  type DrainDeps,
+} from "../terminate/cgroup-drain.js";
 import {
   actionFor,
   outcomeOf,
@@ -169,7 +176,7 @@ export async function beginSettlement(
     rootExitObserved: opts.rootExitObserved === true || earlier?.ended === true,
     prior: opts.prior ?? earlier?.prior ?? null,
   };
-  if (dryRun) return { outcome: await planDryRun(cur, v, ctx) };
+  if (dryRun) return { outcome: await planDryRun(deps, cur, v, ctx) };
   // another gateway instance's lease is not ours to move at all (settle.ts row 8)
   if (isOtherInstance(v)) {
     const s = settlementFor(v, null);
@@ -195,9 +202,14 @@ function alreadySettled(deps: LifecycleDeps, cur: ProcessLease, v: LeaseVerifica
 }
 
 /** What the same code would do, from the same table (settle.ts rows R), changing nothing. */
-async function planDryRun(cur: ProcessLease, v: LeaseVerification, ctx: SettleContext): Promise<LeaseOutcome> {
+async function planDryRun(
+  deps: LifecycleDeps,
+  cur: ProcessLease,
+  v: LeaseVerification,
+  ctx: SettleContext,
+): Promise<LeaseOutcome> {
   const t = killTargetOf(v);
-  const contained = (await cgroupMembers(cur)) ?? [];
+  const contained = (await cgroupMembers(cur, drainDeps(deps))) ?? [];
   const members = t === "tree" ? v.tree!.members : t === "remnants" ? v.remnants!.members : [];
   const pids = [...new Set([...members.map((m) => m.pid), ...contained])];
   const s = settlementForDryRun(v, { target: t, pids, contained: contained.length }, ctx);
@@ -245,7 +257,7 @@ export async function endSettlement(
   const drain = !drainsCgroup(settle(null))
     ? null
     : opts.kill !== false
-      ? await drainLeaseCgroup(cur, { graceMs: deps.graceMs, signaller: deps.signaller, facts: deps.facts })
+      ? await drainLeaseCgroup(cur, { graceMs: deps.graceMs, signaller: deps.signaller, ...drainDeps(deps) })
       : await lookIntoLeaseCgroup(cur);
   const s = settle(drain);
   const kill = r.last?.report ?? null;
@@ -269,7 +281,7 @@ export async function endSettlement(
     why,
     target,
     kill,
-    ...(drain ? { evidence: [...r.decided.evidence, drain.evidence] } : {}),
+    ...(drain ? { evidence: [...r.decided.evidence, ...drainEvidence(drain)] } : {}),
     ...(pending ? { pending } : {}),
   });
 }
@@ -340,7 +352,7 @@ export async function settleUnstarted(
   const drain = cgroup
     ? await drainLeaseCgroup(
         { ...cur, cgroup },
-        { graceMs: deps.graceMs, signaller: deps.signaller, facts: deps.facts },
+        { graceMs: deps.graceMs, signaller: deps.signaller, ...drainDeps(deps) },
       )
     : null;
   const { stateAfter, settledAs, pending } = await writeSettlement(
@@ -421,6 +433,17 @@ function nextState(from: LeaseState, to: Exclude<SettlementTarget, "unchanged">)
 /** open → closing through the store; a lease already past open is returned as stored (null: it no longer exists). */
 function moveToClosing(store: LeaseStore, leaseId: string): Promise<ProcessLease | null> {
   return store.advance(leaseId, (cur) => (cur.state === "open" ? { to: "closing" } : null));
+}
+
+/** What a drain reads besides the cgroup: the facts, and this instance's leases (where another lease's process goes back to). */
+function drainDeps(deps: LifecycleDeps): DrainDeps {
+  return {
+    facts: deps.facts,
+    leaseOf: async (id) => {
+      const l = await deps.store.get(id).catch(() => null);
+      return l !== null && l.gatewayInstanceId === deps.gatewayInstanceId ? l : null;
+    },
+  };
 }
 
 function verify(deps: LifecycleDeps, lease: ProcessLease): Promise<LeaseVerification> {

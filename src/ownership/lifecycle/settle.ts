@@ -27,6 +27,7 @@
  * | 4 | ran, something may still run | any      | survived, denied, unknown outcome          | closing (kill-survivors) |
  * | 5 | none                         | owned    | a verified tree is alive, not killed       | closing (tree-alive) |
  * | 6 | none                         | gone     | remnantSearch none-found                   | lost (ended-on-its-own, ended-on-its-own); the prior rule below |
+ * | 6b| none                         | gone     | none-found, but candidates hide their environment (env-hidden) | lost (left-unjudged, left-unjudged); the prior rule below |
  * | 7 | none                         | gone     | found (not killed), inconclusive, not-run  | closing (remnants-alive, remnant-search-inconclusive) |
  * | 8 | none                         | mismatch | the lease is another gateway instance's    | unchanged (other-instance) |
  * | 9 | none                         | mismatch | anything else                              | lost (not-ours, not-ours); the prior rule below |
@@ -48,6 +49,7 @@
  * | D2 | not 0 or 8    | empty                                          | nothing ended               | lost (cgroup-found-empty; the row above's settledAs when it was lost, else ended-on-its-own) |
  * | D3 | not 0 or 8    | survivors (populated), or left (emptied, its folder not removed yet) |       | closing (cgroup-populated, cgroup-left) |
  * | D4 | any           | unknown (not ours, unreadable), or no cgroup   |                             | the row above |
+ * | D5 | not 0 or 8    | foreign-left: nothing of its own is left; members that are not its own could not be moved out | as D1 / D2 | closed or lost as D1 / D2 (cgroup-foreign-left) |
  *
  * "Something ended": a kill of this verification or a prior one, the root's
  * exit observed, or live processes the drain itself ended.
@@ -57,8 +59,8 @@
  * | #  | cgroup drain                                  | to |
  * |----|-----------------------------------------------|----|
  * | U1 | survivors, unknown or left                    | closing (unstarted-cgroup-not-emptied) |
- * | U2 | empty, after ending processes born in it      | closed (unstarted-cgroup-emptied, killed) |
- * | U3 | empty with nothing in it, or no cgroup        | lost (never-started, never-started: NOTHING_STARTED) |
+ * | U2 | empty (or foreign-left), after ending processes born in it | closed (unstarted-cgroup-emptied, killed) |
+ * | U3 | empty (or foreign-left) with nothing of its own in it, or no cgroup | lost (never-started, never-started: NOTHING_STARTED) |
  *
  * A dry run (settlementForDryRun) answers from the same rows, assuming the
  * kill and the drain it would run complete:
@@ -81,6 +83,14 @@
  * - 6-7: a gone root settles only on proof that nothing carries its markers
  *   any more; "inconclusive" (environments unreadable, a candidate that could
  *   not be inspected, a blocked search on ps/none) is never read as "none".
+ * - 6b (and 1-2 with such candidates): a process that made itself
+ *   non-dumpable hides its environment from its own uid for as long as it
+ *   lives (remnants.ts "env-hidden"): no retry can judge it, so keeping the
+ *   lease closing for it would keep it closing forever, and any agent of the
+ *   uid could so hold every lease started before such a process. It is never
+ *   signalled (unknown evidence), the lease settles by the rest of the
+ *   evidence, and the settlement names it: left-unjudged when nothing else
+ *   was ended, and in the why of a kill that completed.
  * - 8: a lease of another gateway instance is not ours to settle at all.
  * - 9: a mismatch proves the root pid (or group, or namespace) names someone
  *   else's process now, or a guard refuses it: nothing the lease names may
@@ -103,6 +113,12 @@
  *   host would not let go yet, keeps the lease closing for the next
  *   reconcile (a settled lease has nobody left to remove its cgroup).
  * - D4: a drain that cannot tell decides nothing.
+ * - D5: a member that is not the lease's (cgroup-attribution.ts: another
+ *   session's process, the gateway, anything older than the lease, moved in
+ *   by an agent) is never signalled, and a move out that the host refused
+ *   must not hold the lease closing forever: every process of the lease's
+ *   own is gone, which is what closed or lost say. The cgroup is left in
+ *   place with them (the settlement's evidence names each), for an operator.
  * - R1: what a real run would not touch (another instance's lease) a dry
  *   run does not plan to kill either.
  */
@@ -125,6 +141,7 @@ export type SettlementCode =
   | "earlier-kill-survivors" // 6, 9: a prior kill left one that may run
   | "exit-observed" // 6, 9: no prior kill, the root's exit observed
   | "ended-on-its-own" // 6: nothing of it left, nothing ran, nothing observed
+  | "left-unjudged" // 6b: nothing proven of it left, processes that hide their environment left running
   | "not-ours" // 9: the root pid names someone else's process
   | "remnants-alive" // 7: found, not killed
   | "remnant-search-inconclusive" // 7
@@ -135,6 +152,7 @@ export type SettlementCode =
   | "cgroup-found-empty" // D2
   | "cgroup-populated" // D3
   | "cgroup-left" // D3
+  | "cgroup-foreign-left" // D5
   | "unstarted-cgroup-not-emptied" // U1
   | "unstarted-cgroup-emptied" // U2
   | "never-started" // U3
@@ -153,7 +171,8 @@ export interface Settlement {
 export type SettleVerification = Pick<
   LeaseVerification,
   "lease" | "verdict" | "evidence" | "remnantSearch" | "remnantsUncleared" | "factsUnavailable"
->;
+> &
+  Partial<Pick<LeaseVerification, "remnantRefusals">>;
 
 /** For a lease whose spawn never produced a process (no pid ever existed): nothing can be alive. */
 export const NOTHING_STARTED: Readonly<Settlement> = Object.freeze({
@@ -211,6 +230,12 @@ function rowFor(v: SettleVerification, kill: Pick<TreeKillReport, "results"> | n
     case "gone": {
       if (v.remnantSearch === "none-found") {
         const gone = decisive(v, "mismatch") ?? "the root is gone";
+        const hidden = hiddenNote(v);
+        if (hidden !== "")
+          return byPrior(prior, ctx, `${gone} and nothing proven to carry the lease's markers${hidden}`, {
+            code: "left-unjudged",
+            why: `${gone}; nothing proven to carry the lease's markers${hidden}; nothing signalled`,
+          });
         return byPrior(prior, ctx, `${gone} and nothing carries the lease's markers`, {
           code: "ended-on-its-own",
           why: `${gone}; nothing carries the lease's markers; nothing signalled`,
@@ -275,7 +300,7 @@ function afterKill(v: SettleVerification, kill: Pick<TreeKillReport, "results">)
     to: "closed",
     code: "killed",
     settledAs: "killed",
-    why: `killed ${kill.results.length} verified process(es); none may still run`,
+    why: `killed ${kill.results.length} verified process(es); none may still run${hiddenNote(v)}`,
   };
 }
 
@@ -284,19 +309,20 @@ function withDrain(s: Settlement, killed: boolean, ctx: SettleContext): Settleme
   const d = ctx.drain;
   if (d === undefined || d === null || !drainsCgroup(s)) return s;
   const detail = d.evidence.detail;
-  if (d.state === "empty") {
+  if (d.state === "empty" || d.state === "foreign-left") {
+    const code = d.state === "empty" ? null : ("cgroup-foreign-left" as const);
     const endedHere = killed || (ctx.prior ?? null) !== null || d.members > 0;
     if (endedHere || ctx.rootExitObserved === true) {
       return {
         to: "closed",
-        code: "cgroup-emptied",
+        code: code ?? "cgroup-emptied",
         settledAs: endedHere ? "killed" : "exit-observed",
         why: detail ?? "cgroup empty",
       };
     }
     return {
       to: "lost",
-      code: "cgroup-found-empty",
+      code: code ?? "cgroup-found-empty",
       settledAs: s.to === "lost" && s.settledAs ? s.settledAs : "ended-on-its-own",
       why: `nothing of it was alive; ${detail ?? "cgroup empty"}`,
     };
@@ -314,7 +340,7 @@ function withDrain(s: Settlement, killed: boolean, ctx: SettleContext): Settleme
 /** Rows U1-U3: a spawn that never produced a process, by what its cgroup's drain found (null: it had none). */
 export function settlementUnstarted(drain: DrainInput | null): Settlement {
   if (drain === null) return NOTHING_STARTED;
-  if (drain.state !== "empty") {
+  if (drain.state !== "empty" && drain.state !== "foreign-left") {
     return {
       to: "closing",
       code: "unstarted-cgroup-not-emptied",
@@ -368,7 +394,7 @@ function byPrior(
   prior: Pick<TreeKillReport, "results"> | null,
   ctx: SettleContext,
   now: string,
-  lost: { code: "ended-on-its-own" | "not-ours"; why: string },
+  lost: { code: "ended-on-its-own" | "not-ours" | "left-unjudged"; why: string },
 ): Settlement {
   if (prior !== null) {
     const survivors = survivorsOf(prior);
@@ -406,6 +432,14 @@ export function settlementAfterKill(
   const all = ctx.prior ? { results: mergeKillResults(ctx.prior, r.report) } : r.report;
   if (r.finalKill !== null) return settlementFor(r.final, all, ctx);
   return settlementFor(r.final, null, { ...ctx, prior: all });
+}
+
+/** "; N process(es) … left running (the search's list)" for candidates that hide their environment (row 6b); "" when none. */
+function hiddenNote(v: SettleVerification): string {
+  const n = v.remnantRefusals?.["env-hidden"] ?? 0;
+  return n > 0
+    ? `; ${n} process(es) that may be its own hide their environment (non-dumpable) and were left running, never signalled (${detailOf(v, "remnant-env")})`
+    : "";
 }
 
 /** The first row with `result`, as "check: detail". */

@@ -2,56 +2,146 @@
  * Draining a lease's own cgroup in the lifecycle (docs/containment.md).
  * When the lease records one, it holds every process the lease ever
  * started, whatever they did to their environment, parent or session; so
- * once the kill of the verified tree (or remnants) is done, the cgroup is
- * emptied as a unit: SIGTERM to what is left, the grace, then one write to
- * cgroup.kill. "Nothing left" is then the kernel's `populated 0`, not a
- * search, and the directory is removed. The cgroup is opened first
- * (containment's openLeaseCgroup: its path and identity checked once): a
- * directory re-created under the same name is not ours and is never touched.
- * What the drain found is an input of the settlement table (settle.ts).
+ * once the kill of the verified tree (or remnants) is done, what the cgroup
+ * still holds is ended: each member the attribution rule says is the
+ * lease's own (cgroup-attribution.ts) gets SIGTERM, the grace, then SIGKILL,
+ * judged on a frozen cgroup and signalled by pid and start time
+ * (cgroup-judge.ts says why nothing foreign can be killed); every other
+ * member (another session's process, the gateway, anything older than the
+ * lease) is moved out instead. "Nothing left" is then the kernel's
+ * `populated 0`, not a search, and the directory is removed. The cgroup is
+ * opened first (containment's openLeaseCgroup: its path and identity checked
+ * once): a directory re-created under the same name is not ours and is
+ * never touched. What the drain found is an input of the settlement table
+ * (settle.ts).
  */
 import {
   isPopulated,
-  killCgroup,
   listLeaseCgroups,
+  listMembers,
   membersOf,
   openLeaseCgroup,
+  readOwnMount,
   removeCgroup,
   removeEmptyInstanceFolder,
-  signalMembers,
-  waitUntilEmpty,
+  removeForeignLeaf,
   type LeaseCgroup,
 } from "../../containment/index.js";
-import { isAlive } from "../../facts/liveness.js";
+import { ancestorsOfThisProcess } from "../../facts/guards.js";
 import type { ProcessFacts, ProcessSignaller } from "../../facts/types.js";
 import { evidence } from "../verify/evidence.js";
+import { readStartClock } from "../verify/start-clock.js";
 import type { EvidenceCode, OwnershipEvidence, ProcessLease } from "../leases/types.js";
+import { attributeMember, type AttributionOwner } from "./cgroup-attribution.js";
+import {
+  drainContext,
+  endOwnMembers,
+  judgeRound,
+  leftInside,
+  stillAlive,
+  type DrainContext,
+  type RefusedMember,
+} from "./cgroup-judge.js";
+
+export type { RefusedMember };
 
 export interface CgroupDrain {
   /**
    * empty: populated 0 and removed (or already gone); left: populated 0 but
    * the host refused the removal for now (no descriptor, a busy rmdir), so
    * the lease stays closing and the next reconcile drains and removes it
-   * again (a settled lease has nobody left to remove its folder); survivors:
-   * still populated; unknown: could not tell or not ours
+   * again (a settled lease has nobody left to remove its folder);
+   * foreign-left: nothing of the lease's own is left, but members that are
+   * not its own (cgroup-attribution.ts) could not be moved out, so the
+   * cgroup stays, with them, for an operator; survivors: members of its own
+   * still alive; unknown: could not tell or not ours
    */
-  state: "empty" | "left" | "survivors" | "unknown";
-  /** processes found in it before the drain */
+  state: "empty" | "left" | "foreign-left" | "survivors" | "unknown";
+  /** the lease's own processes found alive in it and ended by the drain */
   members: number;
   evidence: OwnershipEvidence;
+  /** members found in it that were not the lease's: never signalled; moved out, or left in place */
+  refused: readonly RefusedMember[];
 }
 
-/** What a dry run would find: the pids in the lease's cgroup (null when there is none, or it is not ours). */
-export async function cgroupMembers(lease: Contained): Promise<number[] | null> {
+/**
+ * What a dry run would end: the pids in the lease's cgroup that are its own
+ * by the attribution rule (null when there is none, or it is not ours).
+ * Nothing is frozen, moved or signalled.
+ */
+export async function cgroupMembers(lease: Contained, deps: DrainDeps): Promise<number[] | null> {
   if (!lease.cgroup) return null;
   const o = await openLeaseCgroup(lease.cgroup);
   if (o.state !== "open") return null;
-  const m = await membersOf(o.cgroup);
-  return m.state === "ok" ? m.pids : null;
+  const listed = await listMembers(o.cgroup);
+  if (listed.state !== "ok") return null;
+  const ctx = await contextFor(o.cgroup, lease, deps);
+  const input = {
+    owner: ctx.owner,
+    members: new Set(listed.members.map((m) => m.pid)),
+    readers: ctx.readers,
+    ancestors: ancestorsOfThisProcess(),
+  };
+  const own: number[] = [];
+  for (const m of listed.members) if ((await attributeMember(m, input)).own) own.push(m.pid);
+  return own;
 }
 
-/** What holds a cgroup: a lease, or a cgroup of its own without a lease. */
-export type Contained = Pick<ProcessLease, "cgroup">;
+/** What the drain reads besides the cgroup: the facts (markers), this instance's leases (where another lease's member goes back to). */
+export interface DrainDeps {
+  facts: ProcessFacts;
+  /** this instance's lease by id; without it no member is recognised as another lease's */
+  leaseOf?: (leaseId: string) => Promise<ProcessLease | null>;
+}
+
+/** A lease's identity as the attribution rule reads it; null without a lease (a supervisor run without one). */
+function ownerOf(lease: Contained): AttributionOwner | null {
+  if (
+    typeof lease.leaseId !== "string" ||
+    typeof lease.gatewayInstanceId !== "string" ||
+    typeof lease.startedAt !== "number" ||
+    typeof lease.rootPid !== "number"
+  )
+    return null;
+  return {
+    leaseId: lease.leaseId,
+    gatewayInstanceId: lease.gatewayInstanceId,
+    rootPid: lease.rootPid,
+    startedAt: lease.startedAt,
+    ...(lease.rootStartTime !== undefined ? { rootStartTime: lease.rootStartTime } : {}),
+  };
+}
+
+async function contextFor(cg: LeaseCgroup, lease: Contained, deps: DrainDeps): Promise<DrainContext> {
+  const clock = await readStartClock().catch(() => null);
+  return drainContext(cg, await readOwnMount(), ownerOf(lease), { ...deps, clock });
+}
+
+/**
+ * The drain's evidence rows: what it found in the cgroup, then, when it met
+ * members that were not the lease's, which ones, why, and where each went
+ * (or that it could not be moved and was left, never signalled).
+ */
+export function drainEvidence(d: Pick<CgroupDrain, "evidence" | "refused">): OwnershipEvidence[] {
+  if (d.refused.length === 0) return [d.evidence];
+  const each = d.refused.map(
+    (r) =>
+      `${r.pid} (${r.code}: ${r.detail}) ${r.movedTo !== null ? `moved to ${r.movedTo}` : `left in place: ${r.notMoved}`}`,
+  );
+  return [
+    d.evidence,
+    evidence(
+      "cgroup",
+      "mismatch",
+      "members-refused",
+      `${d.refused.length} member(s) of the cgroup are not the lease's and were not signalled: ${each.join("; ")}`,
+    ),
+  ];
+}
+
+/** What holds a cgroup: a lease (whose identity the attribution rule reads), or a cgroup of its own without a lease. */
+export type Contained = Pick<ProcessLease, "cgroup"> &
+  Partial<Pick<ProcessLease, "leaseId" | "gatewayInstanceId" | "rootPid" | "rootStartTime" | "startedAt">>;
 
 type Evidence = (result: OwnershipEvidence["result"], code: EvidenceCode, detail: string) => OwnershipEvidence;
 
@@ -74,69 +164,96 @@ async function openForDrain(lease: Contained): Promise<CgroupDrain | { cg: Lease
       return {
         state: "empty",
         members: 0,
+        refused: [],
         evidence: ev("match", "cgroup-gone", "already removed (nothing can have been left in it)"),
       };
     case "mismatch":
       return {
         state: "unknown",
         members: 0,
+        refused: [],
         evidence: ev("unknown", "cgroup-replaced", "another cgroup now has this name; not touched"),
       };
     case "refused":
       return {
         state: "unknown",
         members: 0,
+        refused: [],
         evidence: ev("unknown", "not-a-lease-cgroup", `not a lease cgroup (${o.why}); not touched`),
       };
     case "unknown":
       return {
         state: "unknown",
         members: 0,
+        refused: [],
         evidence: ev("unknown", "identity-unreadable", "its identity cannot be read; not touched"),
       };
   }
 }
 
+/**
+ * Ends the lease's own members of its cgroup (cgroup-judge.ts: judged by the
+ * attribution rule on a frozen cgroup, signalled by pid and start time, in
+ * the one kill order) and moves every other member out; then says what is
+ * left: populated 0 (removed), only members that are not its own and could
+ * not be moved (foreign-left), or members of its own still alive.
+ */
 export async function drainLeaseCgroup(
   lease: Contained,
-  opts: { graceMs: number; signaller: ProcessSignaller; facts: ProcessFacts },
+  opts: DrainDeps & { graceMs: number; signaller: ProcessSignaller },
 ): Promise<CgroupDrain | null> {
   const opened = await openForDrain(lease);
   if (opened === null || "state" in opened) return opened;
   const { cg, ev } = opened;
-
-  const before = await membersOf(cg);
-  // what the drain ends: members alive by the one liveness rule (an unreaped zombie is listed until its parent waits, and was ended by nobody here)
-  const members = before.state === "ok" ? await countAlive(opts.facts, before.pids) : 0;
-  if ((await isPopulated(cg)) === "populated") {
-    await signalMembers(cg, "SIGTERM", { signaller: opts.signaller });
-    if ((await waitUntilEmpty(cg, opts.graceMs)) !== "empty") {
-      const k = await killCgroup(cg, { signaller: opts.signaller });
-      if (k.outcome !== "empty" && k.outcome !== "gone") {
-        return {
-          state: "survivors",
-          members,
-          evidence: ev(
-            "unknown",
-            "kill-left-survivors",
-            `still populated after cgroup.kill (${k.outcome}); retried later`,
-          ),
-        };
-      }
-    }
-  }
+  // the usual case after a tree kill: nothing left to judge
+  const first = await isPopulated(cg);
+  if (first === "empty" || first === "gone") return removeEmpty(cg, 0, [], ev, "populated 0");
+  const ctx = await contextFor(cg, lease, opts);
+  const done = await endOwnMembers(ctx, opts.graceMs, opts.signaller);
+  const members = done.ended;
+  const refused = [...ctx.refused.values()];
+  await removeForeignLeaf(cg.path);
+  if (done.unknown !== null)
+    return { state: "unknown", members, refused, evidence: ev("unknown", "populated-unknown", done.unknown) };
   const populated = await isPopulated(cg);
-  if (populated !== "empty" && populated !== "gone")
+  const ended = members > 0 ? ` after ending ${members} process(es) of its own in it` : "";
+  if (populated === "empty" || populated === "gone")
+    return removeEmpty(cg, members, refused, ev, `populated 0${ended}`);
+  if (populated === "unknown")
+    return { state: "unknown", members, refused, evidence: ev("unknown", "populated-unknown", "populated: unknown") };
+  const again = await stillAlive((await judgeRound(ctx, false)).own);
+  const left = await leftInside(ctx);
+  if (again.length === 0 && left.length > 0)
     return {
-      state: populated === "populated" ? "survivors" : "unknown",
+      state: "foreign-left",
       members,
-      evidence: ev("unknown", "populated-unknown", `populated: ${populated}`),
+      refused: [...ctx.refused.values()],
+      evidence: ev(
+        "match",
+        "foreign-left",
+        `nothing of the lease's own is left${ended}; ${left.length} process(es) that are not its own could not be moved out (${left.map((r) => r.pid).join(" ")}) and were not signalled: the cgroup stays with them`,
+      ),
     };
-  return removeEmpty(cg, members, ev, `populated 0${members > 0 ? ` after ending ${members} process(es) in it` : ""}`);
+  return {
+    state: "survivors",
+    members,
+    refused: [...ctx.refused.values()],
+    evidence: ev(
+      "unknown",
+      "kill-left-survivors",
+      `still populated after the kill${again.length > 0 ? ` (its own: ${again.map((m) => m.pid).join(" ")})` : ""}; retried later`,
+    ),
+  };
 }
 
 /** An emptied lease cgroup removed, with its instance folder once that is empty too. */
-async function removeEmpty(cg: LeaseCgroup, members: number, ev: Evidence, found: string): Promise<CgroupDrain> {
+async function removeEmpty(
+  cg: LeaseCgroup,
+  members: number,
+  refused: readonly RefusedMember[],
+  ev: Evidence,
+  found: string,
+): Promise<CgroupDrain> {
   const rm = await removeCgroup(cg);
   if (rm.outcome === "removed" || rm.outcome === "gone") {
     // the instance's folder goes with its last cgroup (another one of it may be made in it right now: then it stays)
@@ -144,15 +261,22 @@ async function removeEmpty(cg: LeaseCgroup, members: number, ev: Evidence, found
     return {
       state: "empty",
       members,
+      refused,
       evidence: ev("match", "emptied-and-removed", `${found}, removed: nothing of the lease is left`),
     };
   }
   if (rm.outcome === "refused")
-    return { state: "unknown", members, evidence: ev("unknown", "not-removed", `${found}, not removed: ${rm.why}`) };
+    return {
+      state: "unknown",
+      members,
+      refused,
+      evidence: ev("unknown", "not-removed", `${found}, not removed: ${rm.why}`),
+    };
   const why = rm.outcome === "busy" ? rm.detail : rm.why;
   return {
     state: "left",
     members,
+    refused,
     evidence: ev(
       "match",
       "folder-left",
@@ -181,6 +305,7 @@ export async function lookIntoLeaseCgroup(lease: Contained): Promise<CgroupDrain
     return {
       state: "survivors",
       members: 0,
+      refused: [],
       evidence: ev(
         "match",
         "still-populated",
@@ -189,18 +314,13 @@ export async function lookIntoLeaseCgroup(lease: Contained): Promise<CgroupDrain
     };
   }
   if (populated !== "empty" && populated !== "gone")
-    return { state: "unknown", members: 0, evidence: ev("unknown", "populated-unknown", `populated: ${populated}`) };
-  return removeEmpty(cg, 0, ev, "populated 0");
-}
-
-/** How many of `pids` are alive (liveness.ts); one that cannot be read counts as alive (a drain never understates what it ended). */
-async function countAlive(facts: ProcessFacts, pids: readonly number[]): Promise<number> {
-  let n = 0;
-  for (const pid of pids) {
-    const d = await facts.inspect(pid).catch(() => undefined);
-    if (d === undefined || (d !== null && isAlive(d))) n++;
-  }
-  return n;
+    return {
+      state: "unknown",
+      members: 0,
+      refused: [],
+      evidence: ev("unknown", "populated-unknown", `populated: ${populated}`),
+    };
+  return removeEmpty(cg, 0, [], ev, "populated 0");
 }
 
 /**

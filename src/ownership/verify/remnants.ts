@@ -55,7 +55,8 @@ export type RemnantRefusal =
   | "uid"
   | "guard"
   | "started-early"
-  | "start-unknown";
+  | "start-unknown"
+  | "env-hidden";
 type StartHow = "ticks" | "epoch" | "both";
 
 const REFUSAL_TEXT: Record<RemnantRefusal, string> = {
@@ -68,6 +69,8 @@ const REFUSAL_TEXT: Record<RemnantRefusal, string> = {
   guard: "refused by guard or an ancestor of this process",
   "started-early": "started before the lease",
   "start-unknown": "start time not comparable with the lease (no recorded root start on this boot, no boot clock)",
+  "env-hidden":
+    "hides its environment (non-dumpable: its /proc files belong to another uid), so no read can judge it while it lives; never signalled, left running",
 };
 
 /** Why a lease cannot have remnants at all in this context, or null when a search makes sense. */
@@ -173,7 +176,11 @@ export function judgeCarrier(
  * search that met one cannot say "nothing is left" (the lease stays
  * closing). Every other refusal is a proof that the process is not this
  * lease's: its readable environment names another instance (or none),
- * another uid, a start before the lease, or the guards refuse it for good.
+ * another uid, a start before the lease, or the guards refuse it for good;
+ * or, "env-hidden", a process that made itself non-dumpable: no retry can
+ * read its environment while it lives, so waiting for one would hold the
+ * lease closing forever (an agent could hold every lease of its uid so).
+ * It is never signalled, and the settlement names it (settle.ts).
  */
 const UNCLEARED: ReadonlySet<RemnantRefusal> = new Set<RemnantRefusal>([
   "env-unreadable",
@@ -217,10 +224,13 @@ function listOf(refused: RemnantTally["refusedPids"]): string {
 /** "; not this lease's: …; could not be judged: …" for the refused processes, the ones that keep the search open named last. */
 function refusedText(tally: RemnantTally): string {
   const open = tally.refusedPids.filter((r) => UNCLEARED.has(r.why));
-  const ruled = tally.refusedPids.filter((r) => !UNCLEARED.has(r.why));
+  const hidden = tally.refusedPids.filter((r) => r.why === "env-hidden");
+  const ruled = tally.refusedPids.filter((r) => !UNCLEARED.has(r.why) && r.why !== "env-hidden");
   let out = "";
   if (ruled.length > 0)
     out += `; ruled out (readable proof they are not this lease's): ${ruled.length}${listOf(ruled)}`;
+  if (hidden.length > 0)
+    out += `; left running, not judged (they hide their environment): ${hidden.length}${listOf(hidden)}`;
   if (open.length > 0) out += `; carriers refused, could not be judged: ${open.length}${listOf(open)}`;
   return out;
 }

@@ -9,6 +9,7 @@
  * comparable); for remnants, processes of this uid that are not our
  * ancestors and started no earlier than the recorded root.
  */
+import { statSync } from "node:fs";
 import { isAlive, isKernelThread } from "../../facts/liveness.js";
 import { sameProcess } from "../../facts/identity.js";
 import type { ProcessDetails, ProcessFacts, ProcessInfo, ProcessSnapshot } from "../../facts/types.js";
@@ -182,6 +183,24 @@ async function readTwice(
   return details;
 }
 
+/**
+ * A process that made itself non-dumpable (prctl PR_SET_DUMPABLE 0, or one
+ * running a setuid program): the kernel then gives its /proc files to root
+ * while its directory keeps its own uid, and refuses its environment to its
+ * own uid. Linux only; false when it cannot be told (then it stays a
+ * carrier the search could not clear).
+ */
+function hidesEnvironment(p: ProcessInfo): boolean {
+  if (process.platform !== "linux") return false;
+  try {
+    const dir = statSync(`/proc/${p.pid}`);
+    const stat = statSync(`/proc/${p.pid}/stat`);
+    return dir.uid === p.uid && stat.uid !== p.uid && p.uid !== 0;
+  } catch {
+    return false;
+  }
+}
+
 interface Judge {
   tallies: Seeking;
   ctx: RemnantContext;
@@ -205,12 +224,18 @@ function judgeCandidate(p: ProcessInfo, d: ProcessDetails | null | undefined, j:
   if (d === undefined || d.envReadable === false) {
     // Nothing says whose it is: for every gone root it could have come from
     // (our uid, not an ancestor, not started before the lease), the search
-    // cannot say "nothing is left" (fail closed: unknown is never "none").
+    // cannot say "nothing is left" (fail closed: unknown is never "none"),
+    // unless the process hides its environment for good (remnants.ts UNCLEARED)
+    const hidden = d !== undefined && hidesEnvironment(p);
     for (const { s, tally } of j.tallies.values()) {
       if (!couldCarry(s.lease, p, j.ctx)) continue;
       tally.add(
         p,
-        d === undefined ? { ok: false, why: "inspect-failed" } : judgeCarrier(s.lease, p, d, j.ctx),
+        d === undefined
+          ? { ok: false, why: "inspect-failed" }
+          : hidden
+            ? { ok: false, why: "env-hidden" }
+            : judgeCarrier(s.lease, p, d, j.ctx),
         d?.argv?.[0],
       );
     }
