@@ -2,11 +2,15 @@
  * A malformed `command` is refused with a message that names what was given:
  * a string (the usual mistake: a shell command line) is told it must be an
  * argv array, not that the command was empty. The unsupported-content message
- * reads as English whatever the block type.
+ * reads as English whatever the block type, and a second controller on a
+ * state dir this process holds is told so.
  */
 import { describe, expect, it } from "vitest";
 import { parseEnsureInput } from "../../src/acpx/ensure-input.js";
+import { createAcpxLifecycleController } from "../../src/acpx/controller.js";
 import { AcpxUnsupportedContentError } from "../../src/acpx/errors.js";
+import { StateDirLockedError } from "../../src/ownership/index.js";
+import { disposeAfterEach, tempStateDir } from "./controller-helpers.js";
 import { validateRuntimeOptions } from "../../src/openclaw/options.js";
 import { validateSpawnInput } from "../../src/supervisor/run/input.js";
 
@@ -53,5 +57,20 @@ describe("AcpxUnsupportedContentError's message", () => {
         `ACP session "k": the agent did not advertise ${cap}, so a content block of type "${type}" cannot be sent; nothing was sent`,
       );
     }
+  });
+});
+
+describe("a state dir already held by this process", () => {
+  const controllers = disposeAfterEach();
+  it("says the holder is this same process and what to do, not 'another gateway'", async () => {
+    const stateDir = tempStateDir("lock-here");
+    controllers.push(await createAcpxLifecycleController({ stateDir, maintenanceIntervalMs: 0 }));
+    const err = await createAcpxLifecycleController({ stateDir, maintenanceIntervalMs: 0 }).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(StateDirLockedError);
+    expect(err).toMatchObject({ holderPid: process.pid });
+    expect((err as Error).message).toBe(
+      `state dir ${stateDir} is held by this same process (pid ${process.pid}): another controller in this process opened it and has not been disposed. Call dispose() or shutdown() on that one first, or give this one its own state dir`,
+    );
+    expect((err as Error).message).not.toContain("another gateway");
   });
 });
