@@ -16,7 +16,8 @@
 //   node scripts/doc-snippets.mjs                    type-check against this checkout's build (npm run build first)
 //   node scripts/doc-snippets.mjs --run              …and run the runnable blocks
 //   node scripts/doc-snippets.mjs --tarball X.tgz    CI: a fresh consumer folder with the packed tarball, the
-//                                                    project's TypeScript and @types/node; checks and runs
+//                                                    project's TypeScript and @types/node; checks and runs the
+//                                                    blocks of the pages that tarball ships
 //   --keep                                           keep the consumer folder and say where it is
 //
 // A problem is printed as `doc:line: …` (the doc's line, not the generated
@@ -198,22 +199,17 @@ function runBlock(dir, s) {
 }
 
 /**
- * Checks the shipped docs' snippets under docsRoot against the package at
+ * Checks the shipped docs' snippets under docsRoot (default: this checkout,
+ * or with a tarball the pages installed from it) against the package at
  * packageRoot (its build), or against a packed tarball. Returns the blocks
  * and every problem, each naming its doc line.
  */
-export function checkSnippets({
-  docsRoot = ROOT,
-  packageRoot = ROOT,
-  tarball,
-  run = false,
-  keep = false,
-  log = () => {},
-}) {
-  const { snippets, problems } = collectSnippets(docsRoot);
+export function checkSnippets({ docsRoot, packageRoot = ROOT, tarball, run = false, keep = false, log = () => {} }) {
   const dir = mkdtempSync(join(tmpdir(), "proclease-doc-snippets-"));
   try {
     const tsc = consumer(dir, { packageRoot, tarball });
+    // with a tarball, the pages it ships, as installed: what a user of that tarball reads
+    const { snippets, problems } = collectSnippets(docsRoot ?? (tarball ? join(dir, "node_modules/proclease") : ROOT));
     mkdirSync(join(dir, "snippets"));
     const checked = snippets.filter((s) => s.kind !== "fragment");
     for (const s of checked) writeFileSync(join(dir, "snippets", s.file), s.code);
