@@ -184,7 +184,13 @@ function runBlock(dir, s) {
       cwd: dir,
       encoding: "utf8",
       timeout: 120_000,
-      env: { ...process.env, TMPDIR: tmp },
+      // the gateways a block starts register in an instance index of their own (CI's, or one in the
+      // consumer folder), never in the host's: the check leaves the host as it found it
+      env: {
+        ...process.env,
+        TMPDIR: tmp,
+        PROCLEASE_INSTANCE_INDEX: process.env.PROCLEASE_INSTANCE_INDEX ?? join(dir, "instance-index"),
+      },
     });
     if (r.status !== 0) return [`${s.doc}:${s.line}: node exited ${r.status ?? r.signal}:\n${r.stderr.trim()}`];
     const problems = [];
