@@ -12,3 +12,6 @@ export interface ApiEntry {
 export declare const ENTRIES: readonly { specifier: string; source: string }[];
 export declare function listExports(root?: string): ApiEntry[];
 export declare function renderApiDoc(entries: readonly ApiEntry[]): string;
+/** [module path or prefix, the shipped docs/ page (and anchor) that documents its names], first match wins */
+export declare const DOC_PAGES: readonly (readonly [string, string])[];
+export declare function docPageOf(from: string): string;

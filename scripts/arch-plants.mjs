@@ -23,7 +23,6 @@ const COPIED = [
   "native",
   "test/architecture.test.ts",
   "test/helpers",
-  "README.md",
   "docs/architecture.md",
   "package.json",
   "tsconfig.json",

@@ -1,14 +1,15 @@
 /**
  * The public surface, as the compiler sees it: docs/api.md is the generated
- * list of every name each package entry exports (scripts/api-list.mjs), the
- * contract's names are all there, and the lease movers and other internals
- * are not.
+ * list of every name each package entry exports (scripts/api-list.mjs) with
+ * the shipped page that documents it, the contract's names are all there, and
+ * the lease movers and other internals are not.
  */
-import { readFileSync } from "node:fs";
+import { existsSync, readFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { beforeAll, describe, expect, it } from "vitest";
-import { listExports, renderApiDoc, type ApiEntry } from "../scripts/api-list.mjs";
+import { docPageOf, listExports, renderApiDoc, type ApiEntry } from "../scripts/api-list.mjs";
+import { isShipped, packageFiles } from "../scripts/shipped-docs.mjs";
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), "..");
 
@@ -137,5 +138,23 @@ describe("the public API", () => {
       .names.filter((n) => n.kind === "value")
       .map((n) => n.name);
     expect(Object.keys(built).sort()).toEqual([...values].sort());
+  });
+});
+
+describe("where each name is documented", () => {
+  it("every name's page is a shipped user page (never a src/ path), and every name of the root has one", () => {
+    const entries = listExports(ROOT);
+    const doc = renderApiDoc(entries);
+    expect(doc).not.toMatch(/`src\//);
+    for (const e of entries)
+      for (const n of e.names) {
+        const page = docPageOf(n.from).replace(/#.*/, "");
+        expect(existsSync(join(ROOT, "docs", page)), `${n.name}: docs/${page}`).toBe(true);
+        expect(isShipped(`docs/${page}`, packageFiles(ROOT)), `${n.name}: docs/${page} is shipped`).toBe(true);
+      }
+  }, 120_000);
+
+  it("a module no row covers fails the listing, naming it", () => {
+    expect(() => docPageOf("src/newpart/thing.ts")).toThrow(/src\/newpart\/thing\.ts has no page in DOC_PAGES/);
   });
 });

@@ -13,7 +13,7 @@
  * - no session row's owner compared outside src/sessions/ (canSeeSessionRow);
  * - no write to cgroup.procs outside src/containment/enter.ts;
  * - no import up the layers or across a rank (the plugin does not import the
- *   CLI), and the diagram in README.md and docs/architecture.md is the table's;
+ *   CLI), and the diagram in docs/architecture.md (a contributor's page) is the table's;
  * - no decision made by matching prose (a detail, why, message or reason
  *   searched with startsWith, includes, a regex, …): decisions read codes;
  * - no src/, native/ or test/ file over 500 lines, no function over 80 lines.
@@ -90,8 +90,8 @@ describe("the source tree", () => {
     expect(unused, "these allowances match nothing any more: remove them").toEqual([]);
   });
 
-  it("README.md and docs/architecture.md draw the layers the test checks", () => {
-    for (const doc of ["README.md", "docs/architecture.md"]) {
+  it("docs/architecture.md draws the layers the test checks", () => {
+    for (const doc of ["docs/architecture.md"]) {
       expect(
         diagramIn(readFileSync(join(ROOT, doc), "utf8")),
         `${doc}: the block between <!-- layers --> and <!-- /layers --> (paste layerDiagram())`,

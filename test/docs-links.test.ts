@@ -1,13 +1,18 @@
 /**
- * The docs a user reads are the ones npm installs: README.md and docs/
- * (package.json "files"). A relative link in them must land on a file the
- * tarball holds, and a link to a heading on a heading that exists; `src/`,
- * `test/`, `bench/` and `.ci/` are not shipped, so the docs name such files
- * as code text instead of linking them.
+ * The docs a user reads are the ones npm installs: README.md and the docs/
+ * pages package.json "files" ships (docs/architecture.md and
+ * docs/development.md are kept out: they are for contributors, in a
+ * checkout). A relative link in them must land on a file the tarball holds,
+ * and a link to a heading on a heading that exists; and they never name a
+ * `src/`, `test/` or `.ci/` path, in a link, in text, in a code block or in a
+ * comment: none of those is in the package, so such a name sends a user
+ * looking for a file they do not have.
  */
-import { existsSync, readdirSync, readFileSync } from "node:fs";
+import { execFileSync } from "node:child_process";
+import { existsSync, readFileSync } from "node:fs";
 import { dirname, join, normalize, sep } from "node:path";
 import { describe, expect, it } from "vitest";
+import { isShipped, packageFiles, shippedDocs as shippedDocsOf } from "../scripts/shipped-docs.mjs";
 import { ROOT } from "./acpx/controller-helpers.js";
 
 interface Link {
@@ -55,10 +60,7 @@ function anchorsOf(text: string): Set<string> {
   return out;
 }
 
-/** Whether package.json "files" puts this repository-relative path in the tarball. */
-function shipped(path: string, files: readonly string[]): boolean {
-  return files.some((f) => path === f || path.startsWith(`${f}/`));
-}
+const shipped = isShipped;
 
 /** Every broken relative link of one doc, as "doc:line target: why". */
 function brokenLinks(doc: string, text: string, files: readonly string[], root: string): string[] {
@@ -88,15 +90,16 @@ function brokenLinks(doc: string, text: string, files: readonly string[], root: 
   return problems;
 }
 
-function shippedDocs(files: readonly string[]): string[] {
-  const docs = readdirSync(join(ROOT, "docs"), { recursive: true, encoding: "utf8" })
-    .filter((f) => f.endsWith(".md"))
-    .map((f) => `docs/${f.split(sep).join("/")}`);
-  return ["README.md", ...docs].filter((d) => shipped(d, files));
-}
+const shippedDocs = (files: readonly string[]) => shippedDocsOf(ROOT, files);
+const FILES: readonly string[] = packageFiles(ROOT);
 
-const FILES: readonly string[] = (JSON.parse(readFileSync(join(ROOT, "package.json"), "utf8")) as { files: string[] })
-  .files;
+/** A path into a folder the package does not ship: src/, test/ or .ci/, however it is written (../src/x, `test/y`, .ci/run). */
+const UNSHIPPED_PATH = /(?<![\w.@/-])(?:\.\.\/)*(?:src|test|\.ci)\/(?:[\w.*/-]*[\w*/-])?/g;
+
+/** Every mention of an unshipped path in one doc, as "doc:line path", prose, code and comments alike. */
+function unshippedPaths(doc: string, text: string): string[] {
+  return text.split("\n").flatMap((l, i) => [...l.matchAll(UNSHIPPED_PATH)].map((m) => `${doc}:${i + 1} ${m[0]}`));
+}
 
 describe("links in the shipped docs", () => {
   it("README.md and docs/ are both shipped", () => {
@@ -125,6 +128,46 @@ describe("links in the shipped docs", () => {
       "1 ../src/ownership/verify/verify.ts",
       "1 missing.md",
       "2 api.md#no-such-heading",
+    ]);
+  });
+});
+
+describe("user docs and contributor docs apart", () => {
+  it("the contributors' pages are not shipped, and npm agrees with this test's reading of \"files\"", () => {
+    const docs = shippedDocs(FILES);
+    expect(docs).not.toContain("docs/architecture.md");
+    expect(docs).not.toContain("docs/development.md");
+    const packed = JSON.parse(
+      execFileSync("npm", ["pack", "--dry-run", "--ignore-scripts", "--json"], { cwd: ROOT, encoding: "utf8" }),
+    ) as { files: { path: string }[] }[];
+    const npmDocs = packed[0]!.files
+      .map((f) => f.path)
+      .filter((p) => p === "README.md" || (p.startsWith("docs/") && p.endsWith(".md")))
+      .sort();
+    expect(npmDocs).toEqual([...docs].sort());
+  }, 120_000);
+
+  it("no shipped page names a src/, test/ or .ci/ path, in a link, in text, in code or in a comment", () => {
+    const found = shippedDocs(FILES).flatMap((d) => unshippedPaths(d, readFileSync(join(ROOT, d), "utf8")));
+    expect(found).toEqual([]);
+  });
+
+  it("the check itself finds each form, and leaves shipped paths and other words alone", () => {
+    const doc = [
+      "See `src/acpx/controller.ts`, [the test](../test/acpx/x.test.ts) and .ci/run.",
+      "```",
+      "node .ci/openclaw-real/run.mjs   # test/fixtures/soak/gateway.mjs",
+      "```",
+      "<!-- checked by test/api-list.test.ts -->",
+      "Fine: dist/index.d.ts, fixtures/acp-agent/agent.mjs, proclease/dist/…, docs/api.md, latest/, contest/x, my-src/y.",
+    ].join("\n");
+    expect(unshippedPaths("docs/example.md", doc)).toEqual([
+      "docs/example.md:1 src/acpx/controller.ts",
+      "docs/example.md:1 ../test/acpx/x.test.ts",
+      "docs/example.md:1 .ci/run",
+      "docs/example.md:3 .ci/openclaw-real/run.mjs",
+      "docs/example.md:3 test/fixtures/soak/gateway.mjs",
+      "docs/example.md:5 test/api-list.test.ts",
     ]);
   });
 });

@@ -4,8 +4,10 @@
 // The plugin is installed from the tarball and configured with the commands
 // docs/openclaw.md gives (setup.mjs), the gateway is started as a process on
 // a free loopback port with token auth, and driven over its WebSocket
-// protocol with OpenClaw's own gateway client (gateway.mjs). Every step
-// prints its time; any failed check exits 1 naming it.
+// protocol with OpenClaw's own gateway client (gateway.mjs); the operator's
+// commands of the same page (OpenClaw's TUI, `openclaw gateway call`) run
+// against it as written (operator.mjs). Every step prints its time; any
+// failed check exits 1 naming it.
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
@@ -47,15 +49,34 @@ const agent = (...flags) => ({
     ...flags,
   ],
 });
-const pluginConfig = { graceMs: 1000, agents: { fixture: agent("--grandchild=setsid"), second: agent() } };
+const pluginConfig = {
+  graceMs: 1000,
+  // authy: an agent that requires a login, spawned without a method (docs/openclaw.md "Agents that need a login")
+  agents: { fixture: agent("--grandchild=setsid"), second: agent(), authy: agent("--require-auth=fixture-key") },
+};
 
 let gw;
 try {
-  check(readmeCommandsMatch(root), "the README's OpenClaw commands are docs/openclaw.md's, line for line");
-  const oc = prepareOpenClaw({ root, openclawDir, tarball, work, pluginConfig, log: say });
+  check(
+    readmeCommandsMatch(root),
+    "the README's OpenClaw commands (setup and operator) are docs/openclaw.md's, line for line",
+  );
+  const port = await freePort();
+  const oc = prepareOpenClaw({ root, openclawDir, tarball, work, pluginConfig, log: say, port });
   const GatewayClient = await loadGatewayClient(openclawDir);
-  gw = new Gateway({ openclawDir, env: oc.env, port: await freePort(), token: oc.token, GatewayClient });
-  const ctx = { gw, root, stateDir: oc.procleaseStateDir, say, check, fmt, openclaw: oc.run, pluginConfig };
+  gw = new Gateway({ openclawDir, env: oc.env, port, token: oc.token, GatewayClient });
+  const ctx = {
+    gw,
+    root,
+    openclawDir,
+    env: oc.env,
+    stateDir: oc.procleaseStateDir,
+    say,
+    check,
+    fmt,
+    openclaw: oc.run,
+    pluginConfig,
+  };
   await scenario(ctx);
 } catch (err) {
   failures += 1;

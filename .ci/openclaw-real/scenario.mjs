@@ -1,11 +1,14 @@
 // The real-gateway scenario, step by step (each printed with its time):
-// /acp doctor · /acp spawn (a leased tree) · a streamed multi-chunk chat ·
+// /acp doctor · the operator's path of docs/openclaw.md (TUI, gateway call),
+// the refusal of /acp through gateway call, an agent's login failure ·
+// /acp spawn (a leased tree) · a streamed multi-chunk chat ·
 // /acp cancel mid-turn · two agents at once · SIGKILL of the gateway
 // mid-turn, restart, resume · SIGKILL of its whole process group: the
 // keeper ends the tree, setsid grandchild included; restart, resume · a config change reloading the plugin's
 // service, resume · /acp close · SIGTERM: nothing left.
 import { waitFor } from "./gateway.mjs";
 import { alive, cgroupLeft, leaseOf, leases, markedProcesses } from "./host.mjs";
+import { gatewayCallLacksAdmin, loginFailureNamesSettings, operatorPath, persistenceLineNote } from "./operator.mjs";
 
 const SETTLED = new Set(["closed", "lost"]);
 
@@ -24,6 +27,16 @@ export async function scenario(ctx) {
   );
   check(/registeredBackend: proclease/.test(doctor), "/acp doctor: registeredBackend is proclease");
   check(/healthy: yes/.test(doctor), "/acp doctor: the backend is healthy");
+
+  // docs/openclaw.md's operator path as written: OpenClaw's TUI (operator.admin) and `openclaw gateway call`
+  const opKey = await operatorPath({ ...ctx, agent: "second" });
+  const opLease = await waitFor("the operator's session's lease to settle", () => {
+    const l = leaseOf(leases(ctx.root, ctx.stateDir), opKey);
+    return SETTLED.has(l?.state) && l;
+  });
+  check(opLease.state === "closed", `the operator's /acp close settled its lease ${opLease.state}`);
+  await gatewayCallLacksAdmin({ ...ctx, agent: "second" });
+  await loginFailureNamesSettings(ctx, "authy");
 
   const key = await spawnSession(ctx, "fixture");
   const tree = await leasedTree(ctx, key, 3);
@@ -48,6 +61,7 @@ export async function scenario(ctx) {
     "two agents' sessions ran at once, each on its own open lease",
   );
 
+  persistenceLineNote(ctx);
   await gatewayKilled(ctx, key, who0, { group: false });
   await gatewayKilled(ctx, key, who0, { group: true });
 

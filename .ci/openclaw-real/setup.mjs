@@ -10,25 +10,31 @@ import { randomBytes } from "node:crypto";
 import { mkdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 
-const BEGIN = "<!-- ci:openclaw-setup begin -->";
-const END = "<!-- ci:openclaw-setup end -->";
-
-/** The doc's commands, each as argv (words in plain or single-quoted form, as the doc writes them). */
-export function docCommands(root) {
+/** The `openclaw …` lines of a doc block between `<!-- NAME begin -->` and `<!-- NAME end -->` of docs/openclaw.md. */
+export function docBlock(root, name) {
   const doc = readFileSync(join(root, "docs/openclaw.md"), "utf8");
-  const from = doc.indexOf(BEGIN);
-  const to = doc.indexOf(END);
-  if (from < 0 || to < from) throw new Error(`docs/openclaw.md has no ${BEGIN} … ${END} block`);
-  const block = doc.slice(from + BEGIN.length, to);
-  const lines = block.split("\n").filter((l) => l.startsWith("openclaw "));
-  if (lines.length === 0) throw new Error("the docs' setup block holds no openclaw command");
-  return lines.map((line) => ({ line, argv: shellWords(line) }));
+  const begin = `<!-- ${name} begin -->`;
+  const end = `<!-- ${name} end -->`;
+  const from = doc.indexOf(begin);
+  const to = doc.indexOf(end);
+  if (from < 0 || to < from) throw new Error(`docs/openclaw.md has no ${begin} … ${end} block`);
+  const lines = doc
+    .slice(from + begin.length, to)
+    .split("\n")
+    .filter((l) => l.startsWith("openclaw "));
+  if (lines.length === 0) throw new Error(`the docs' ${name} block holds no openclaw command`);
+  return lines;
 }
 
-function shellWords(line) {
+/** The doc's setup commands, each as argv (words in plain, single- or double-quoted form, as the doc writes them). */
+export function docCommands(root) {
+  return docBlock(root, "ci:openclaw-setup").map((line) => ({ line, argv: shellWords(line) }));
+}
+
+export function shellWords(line) {
   const words = [];
-  const re = /'([^']*)'|(\S+)/g;
-  for (let m = re.exec(line); m !== null; m = re.exec(line)) words.push(m[1] ?? m[2]);
+  const re = /'([^']*)'|"([^"]*)"|(\S+)/g;
+  for (let m = re.exec(line); m !== null; m = re.exec(line)) words.push(m[1] ?? m[2] ?? m[3]);
   return words;
 }
 
@@ -87,10 +93,11 @@ export function openclaw(openclawDir, env, argv) {
 /**
  * A fresh OpenClaw state dir with proclease installed and configured as the
  * docs say: OpenClaw's own prerequisites (gateway.mode local, a gateway
- * token), then the docs' commands with CI's substitutions. Returns what a
+ * token, and the port when given), then the docs' commands with CI's
+ * substitutions. Returns what a
  * Gateway needs. log(line) is called for each command run.
  */
-export function prepareOpenClaw({ root, openclawDir, tarball, work, pluginConfig, log }) {
+export function prepareOpenClaw({ root, openclawDir, tarball, work, pluginConfig, log, port }) {
   const stateDir = join(work, "state");
   const home = join(work, "home");
   mkdirSync(home, { recursive: true });
@@ -100,7 +107,11 @@ export function prepareOpenClaw({ root, openclawDir, tarball, work, pluginConfig
   log(`openclaw ${run(["--version"]).out.trim()} under Node ${process.version}; state dir ${stateDir}`);
   run(["config", "set", "gateway.mode", "local"]);
   run(["config", "set", "gateway.auth.token", token]);
-  log("OpenClaw's own prerequisites: gateway.mode local, gateway.auth.token set");
+  // the gateway's port in its config, as on an operator's host, so `openclaw gateway call` finds it (CI picks a free one)
+  if (port !== undefined) run(["config", "set", "gateway.port", String(port)]);
+  log(
+    `OpenClaw's own prerequisites: gateway.mode local, gateway.auth.token set${port !== undefined ? `, gateway.port ${port}` : ""}`,
+  );
   const ci = { tarball, pluginConfig, agents: Object.keys(pluginConfig.agents) };
   for (const { line, argv } of docCommands(root)) {
     for (const argvRun of substitute(argv, ci)) {
@@ -112,12 +123,31 @@ export function prepareOpenClaw({ root, openclawDir, tarball, work, pluginConfig
   return { stateDir, env, token, run, procleaseStateDir: join(stateDir, "proclease") };
 }
 
-/** The README's OpenClaw commands (its "Use it in OpenClaw" sh block) are the docs' block, line for line. */
+/**
+ * The README's OpenClaw commands are the docs': its first sh block after "## Use it in OpenClaw" is the
+ * setup block line for line, and each line of its second one (the operator's) is a line of the docs'
+ * operator block, as written there (a trailing `# …` comment aside).
+ */
 export function readmeCommandsMatch(root) {
   const readme = readFileSync(join(root, "README.md"), "utf8");
   const from = readme.indexOf("## Use it in OpenClaw");
-  const block = readme.slice(readme.indexOf("```sh", from), readme.indexOf("```\n", readme.indexOf("```sh", from) + 5));
-  const lines = block.split("\n").filter((l) => l.startsWith("openclaw "));
+  const blocks = [];
+  for (let at = readme.indexOf("```sh", from); at >= 0 && blocks.length < 2; at = readme.indexOf("```sh", at + 5)) {
+    const body = readme.slice(at + 5, readme.indexOf("```\n", at + 5));
+    blocks.push(
+      body
+        .split("\n")
+        .filter((l) => l.startsWith("openclaw "))
+        .map((l) => l.replace(/\s+#.*$/, "").trimEnd()),
+    );
+  }
+  const [setup = [], operator = []] = blocks;
   const doc = docCommands(root).map((c) => c.line);
-  return lines.length === doc.length && lines.every((l, i) => l === doc[i]);
+  const docOperator = new Set(docBlock(root, "ci:openclaw-operator"));
+  return (
+    setup.length === doc.length &&
+    setup.every((l, i) => l === doc[i]) &&
+    operator.length > 0 &&
+    operator.every((l) => docOperator.has(l))
+  );
 }

@@ -29,6 +29,32 @@ import {
 import type { DamagedSessionRecord, LegacyAcpxSessionRecord, StoredSessionRecord } from "./session-store.js";
 import type { CloseReport } from "./types.js";
 
+/**
+ * closeSession's input, checked: the key, and the lease the handle names when
+ * it names one. `{ sessionKey }` alone is the form a caller has after a
+ * restart (a key, no handle): it closes whatever the key holds now, as a
+ * handle without a lease id does.
+ */
+export function closeTarget(input: unknown): { key: string; expected: string | undefined } {
+  if (typeof input !== "object" || input === null)
+    throw new TypeError("input must be an object: { handle } (from ensureSession) or { sessionKey }");
+  const { handle, sessionKey } = input as { handle?: unknown; sessionKey?: unknown };
+  if (handle !== undefined && sessionKey !== undefined)
+    throw new TypeError("input takes handle or sessionKey, not both: the handle already names its key");
+  if (handle === undefined) {
+    if (typeof sessionKey !== "string" || sessionKey.length === 0)
+      throw new TypeError("input.sessionKey must be a non-empty string (or give input.handle from ensureSession)");
+    return { key: sessionKey, expected: undefined };
+  }
+  const h = handle as { sessionKey?: unknown; leaseId?: unknown } | null;
+  if (typeof h !== "object" || h === null || typeof h.sessionKey !== "string" || h.sessionKey.length === 0) {
+    throw new TypeError("input.handle.sessionKey must be a non-empty string");
+  }
+  if (h.leaseId !== undefined && typeof h.leaseId !== "string")
+    throw new TypeError("input.handle.leaseId must be a string when given");
+  return { key: h.sessionKey, expected: typeof h.leaseId === "string" ? h.leaseId : undefined };
+}
+
 /** How a close reports the lease's state afterwards (CloseReport.outcome). */
 const CLOSE_OUTCOME: Readonly<Record<LeaseState, CloseReport["outcome"]>> = Object.freeze({
   closed: "closed",

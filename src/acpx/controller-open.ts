@@ -17,6 +17,7 @@ import {
   DEFAULT_RETENTION_MS,
   loadOrCreateGatewayInstanceId,
   openLeaseStore,
+  StateDirLockedError,
   type StateDirLock,
 } from "../ownership/index.js";
 import { assertConversationOptions, conversationConfig } from "./conversation-options.js";
@@ -67,7 +68,9 @@ export async function openControllerDeps(opts: AcpxLifecycleControllerOptions): 
   const facts = opts.facts ?? getProcessFacts();
   const signaller = opts.signaller ?? createSignaller(facts);
   // one gateway per state dir, before anything is read or written (state-lock.ts)
-  const lock = await acquireStateDirLock(stateDir, facts);
+  const lock = await acquireStateDirLock(stateDir, facts).catch((e: unknown) => {
+    throw heldHere(e, stateDir);
+  });
   let deps: ControllerDeps;
   try {
     const gatewayInstanceId = await loadOrCreateGatewayInstanceId(stateDir);
@@ -118,4 +121,17 @@ function startupReconcileOf(opts: AcpxLifecycleControllerOptions): "auto" | "wor
       'opts.startupReconcile "worker" needs the default facts and signaller: a caller\'s objects cannot cross to a worker thread',
     );
   return own ? "calling-thread" : (v ?? "auto");
+}
+
+/**
+ * The lock's holder is this very process: another controller of this gateway
+ * opened the state dir and was not disposed. "In use by another gateway"
+ * would send the reader looking for a process that does not exist.
+ */
+function heldHere(e: unknown, stateDir: string): unknown {
+  if (!(e instanceof StateDirLockedError) || e.holderPid !== process.pid) return e;
+  e.message =
+    `state dir ${stateDir} is held by this same process (pid ${process.pid}): another controller in this process ` +
+    "opened it and has not been disposed. Call dispose() or shutdown() on that one first, or give this one its own state dir";
+  return e;
 }

@@ -32,7 +32,7 @@
 import { KeyedQueue } from "../ownership/index.js";
 import { verifyOwnedTree as verifyTree, worthAWorker, type StateDirLock } from "../ownership/index.js";
 import type { ProcessLease, OwnedProcessTree } from "../ownership/leases/types.js";
-import { closeLocked } from "./close-session.js";
+import { closeLocked, closeTarget } from "./close-session.js";
 import { assertPromptOptions, DEFAULT_CANCEL_GRACE_MS, sessionEndedError } from "./acp-client.js";
 import { AcpxSessionBusyError, AcpxSessionClosedError } from "./errors.js";
 import { ControllerEnd, guardAfterDispose, settleOnDispose, type EndedAs } from "./controller-guard.js";
@@ -46,13 +46,7 @@ import { runTurn, cancelAndWait, type CancelReport, type TurnInput, type TurnStr
 import type { SessionConfigOption } from "@agentclientprotocol/sdk";
 import { removeInstanceFolder, type ContainmentSupport } from "../containment/index.js";
 import { controllerKeeper, type ControllerKeeper } from "./keeper/controller-keeper.js";
-import {
-  closeTarget,
-  LiveSessions,
-  markSessionClosing,
-  type ControllerDeps,
-  type LiveSession,
-} from "./live-sessions.js";
+import { LiveSessions, markSessionClosing, type ControllerDeps, type LiveSession } from "./live-sessions.js";
 import { reconcileOwnLeases, reconcileTerminals } from "./controller-reconcile.js";
 import { parseEnsureInput, parseRawAdapterInput, type EnsureInput } from "./ensure-input.js";
 import { spawnSession } from "./spawn-session.js";
@@ -63,7 +57,14 @@ import type {
   AcpxLifecycleController,
   AcpxLifecycleControllerOptions,
 } from "./types.js";
-import type { CloseReport, PromptOptions, ReapReport, SessionStatus, SessionSummary } from "./types.js";
+import type {
+  CloseReport,
+  CloseSessionInput,
+  PromptOptions,
+  ReapReport,
+  SessionStatus,
+  SessionSummary,
+} from "./types.js";
 import { openControllerDeps } from "./controller-open.js";
 
 export async function createAcpxLifecycleController(
@@ -293,11 +294,7 @@ class Controller implements AcpxLifecycleController {
 
   // ---------------------------------------------------------------- close
 
-  async closeSession(input: {
-    handle: AcpRuntimeHandle | { sessionKey: string };
-    discardPersistentState?: boolean;
-    reason?: string;
-  }): Promise<CloseReport> {
+  async closeSession(input: CloseSessionInput): Promise<CloseReport> {
     const { key, expected } = closeTarget(input);
     // Mark the live session closing right away (not after the queue): a
     // prompt racing this close must fail with the close error, and no new

@@ -85,9 +85,17 @@ function parseSpawnFields(input: unknown): SpawnFields {
 }
 
 function parseCommand(command: unknown): readonly string[] {
-  if (!Array.isArray(command) || command.length === 0) {
-    throw new TypeError("input.command must be a non-empty array (the adapter's argv); got an empty command");
+  if (typeof command === "string") {
+    throw new TypeError(
+      'input.command must be an argv array, got a string: give the program and each argument as its own entry (["npx", "@agentclientprotocol/codex-acp"]); a command is never run through a shell',
+    );
   }
+  if (!Array.isArray(command)) {
+    throw new TypeError(
+      `input.command must be an argv array (the adapter's program and its arguments), got ${command === null ? "null" : typeof command}`,
+    );
+  }
+  if (command.length === 0) throw new TypeError("input.command must be a non-empty argv array, got an empty array");
   command.forEach((a: unknown, i: number) => {
     if (typeof a !== "string") throw new TypeError(`input.command[${i}] must be a string`);
   });

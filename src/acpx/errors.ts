@@ -354,7 +354,7 @@ export class AcpxUnsupportedContentError extends Error {
     readonly capability: string,
   ) {
     super(
-      `ACP session ${JSON.stringify(sessionKey)}: the agent did not advertise ${capability}, so a ${blockType} block cannot be sent; nothing was sent`,
+      `ACP session ${JSON.stringify(sessionKey)}: the agent did not advertise ${capability}, so a content block of type ${JSON.stringify(blockType)} cannot be sent; nothing was sent`,
     );
   }
 }

@@ -255,15 +255,3 @@ export async function releaseLaunched(launched: LaunchedWrapper, graceMs: number
 async function exitWitnessed(launched: LaunchedWrapper, running: boolean, exited: boolean): Promise<ReleaseResult> {
   return { rootExitObserved: running && exited && (await launched.ended).kind === "adapter-exited" };
 }
-
-/** closeSession's input, checked: the key and the lease the handle names (when it names one). */
-export function closeTarget(input: unknown): { key: string; expected: string | undefined } {
-  if (typeof input !== "object" || input === null) throw new TypeError("input must be an object");
-  const h = (input as { handle?: unknown }).handle as { sessionKey?: unknown; leaseId?: unknown } | null | undefined;
-  if (typeof h !== "object" || h === null || typeof h.sessionKey !== "string" || h.sessionKey.length === 0) {
-    throw new TypeError("input.handle.sessionKey must be a non-empty string");
-  }
-  if (h.leaseId !== undefined && typeof h.leaseId !== "string")
-    throw new TypeError("input.handle.leaseId must be a string when given");
-  return { key: h.sessionKey, expected: typeof h.leaseId === "string" ? h.leaseId : undefined };
-}

@@ -242,6 +242,18 @@ export type {
   UpdateLimits,
 };
 
+/**
+ * closeSession's input. `handle`: the handle ensureSession returned (a stale
+ * one, whose lease the key no longer holds, closes nothing), or
+ * `{ sessionKey }`; `sessionKey` alone: whatever the key holds now.
+ */
+export type CloseSessionInput = {
+  discardPersistentState?: boolean;
+  reason?: string;
+} & (
+  { handle: AcpRuntimeHandle | { sessionKey: string }; sessionKey?: never } | { sessionKey: string; handle?: never }
+);
+
 export interface CloseReport {
   sessionKey: string;
   /**
@@ -327,11 +339,8 @@ export interface AcpxLifecycleController {
   listSessions(): Promise<SessionSummary[]>;
   /** a leased adapter whose ACP the caller speaks itself: its stdin/stdout, the lease, close and verify (docs/conversation.md "Raw adapters") */
   spawnRawAdapter(input: import("./raw-adapter.js").RawAdapterInput): Promise<import("./raw-adapter.js").RawAdapter>;
-  closeSession(input: {
-    handle: AcpRuntimeHandle | { sessionKey: string };
-    discardPersistentState?: boolean;
-    reason?: string;
-  }): Promise<CloseReport>;
+  /** by the handle ensureSession returned, or by `{ sessionKey }` alone (after a restart a caller holds a key, not a handle) */
+  closeSession(input: CloseSessionInput): Promise<CloseReport>;
   /** dryRun: verify and report, change nothing. skipAttached: leave owned trees whose root has a live parent (CLI use). */
   reapStartupOrphans(opts?: { dryRun?: boolean; skipAttached?: boolean }): Promise<ReapReport>;
   verifyOwnedTree(lease: ProcessLease): Promise<OwnedProcessTree | null>;

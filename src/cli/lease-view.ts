@@ -14,6 +14,8 @@ import {
   DEFAULT_GRACE_MS,
   openLeaseStore,
   readGatewayInstanceId,
+  settledLine,
+  SETTLED_AS_MEANING,
   stateDirLockHolder,
   StateDirLockedError,
   type ProcessLease,
@@ -150,4 +152,31 @@ export function memoryWhyLines(
     ([why, ids]) =>
       `memory per lease not shown (${ids.length === 1 ? `lease ${ids[0]}` : `${ids.length} leases`}): ${why}`,
   );
+}
+
+/**
+ * How a lease ended, as its cell in a listing: the recorded word (`killed`,
+ * `ended-on-its-own`, …), `unrecorded` for a record settled before leases
+ * said, `-` while it is not settled.
+ */
+export function endedCell(lease: Pick<ProcessLease, "state" | "settledAs">): string {
+  if (settledLine(lease) === null) return "-";
+  return lease.settledAs ?? "unrecorded";
+}
+
+/**
+ * What each word of the ended cells means, once per word: a listing names
+ * every lease once, in its row, and explains its words below it.
+ */
+export function endedLegend(leases: ReadonlyArray<Pick<ProcessLease, "state" | "settledAs">>): string[] {
+  const meaning = new Map<string, string>();
+  for (const l of leases) {
+    const cell = endedCell(l);
+    if (cell === "-" || meaning.has(cell)) continue;
+    meaning.set(
+      cell,
+      l.settledAs !== undefined ? SETTLED_AS_MEANING[l.settledAs] : "settled before leases recorded how",
+    );
+  }
+  return [...meaning].map(([word, what]) => `ended ${word}: ${what}`);
 }

@@ -27,6 +27,7 @@ import {
   type AcpAuthMethodInfo,
   type EnsureFailureCause,
 } from "../acpx/errors.js";
+import type { AcpAuthInput } from "../acpx/types.js";
 import { CwdUnusableError, HostResourceError, LeaseRecordWriteError, StateDirLockedError } from "../ownership/index.js";
 import type { OpenClawTurnError } from "./types.js";
 
@@ -213,6 +214,49 @@ function requestFailure(err: AcpxSessionRequestError): Classified {
     case "connection-lost":
       return { code: "ACP_TURN_FAILED", detailCode: "CONNECTION_LOST", retryable: true };
   }
+}
+
+/**
+ * An agent's login failure, told as an OpenClaw operator fixes it: the plugin
+ * setting that picks the method (`agents.<name>.authMethod`; an embedder's
+ * `auth: { methodId }`), the methods the agent offers (their descriptions
+ * often name the variable that carries the key), and where the key goes:
+ * the agent's environment. Undefined for any other failure.
+ */
+export function authFailure(
+  err: unknown,
+  agentName: string,
+  backendId: string,
+  auth: AcpAuthInput | undefined,
+): OpenClawFailure | undefined {
+  if (!(err instanceof AcpxEnsureError) || (err.failure !== "auth-required" && err.failure !== "auth-failed"))
+    return undefined;
+  // a resolver picks its method only during the handshake: the agent's answer names it
+  const methodId = auth !== undefined && typeof auth !== "function" ? auth.methodId : undefined;
+  const methods = err.authMethods ?? [];
+  const offered =
+    methods.length === 0
+      ? "the agent advertised no auth method"
+      : `the agent offers ${methods.map((m) => `"${m.id}"${m.description ? ` (${m.description})` : m.name && m.name !== m.id ? ` (${m.name})` : ""}`).join(", ")}`;
+  const setting = `plugins.entries.proclease.config.agents.${agentName}.authMethod`;
+  const key =
+    `give the agent its key in its environment: agents.${agentName}.env in the same config ` +
+    `(for example {"CODEX_API_KEY": "…"} for codex-acp), or the gateway's own environment, which agents inherit unless envRemove names the variable`;
+  const text =
+    err.failure === "auth-required"
+      ? `agent "${agentName}" requires authentication and no method is configured: set ${setting} to one the agent offers (an embedder: agents.${agentName}.auth = { methodId }); ${offered}; ${key}`
+      : `agent "${agentName}" still requires authentication after authenticate(${methodId === undefined ? "the method its resolver picked" : `"${methodId}"`}): check that ${setting} is one the agent offers and that its key is set; ${offered}; ${key}`;
+  return failure(
+    "ACP_SESSION_INIT_FAILED",
+    err.failure === "auth-required" ? "AUTH_REQUIRED" : "AUTH_FAILED",
+    backendId,
+    `${text} (the agent answered: ${err.acpError?.message ?? "authentication required"}${err.leaseId !== undefined ? `; lease ${err.leaseId} ${err.leaseState ?? "settled"}` : ""})`,
+    false,
+    {
+      authMethods: methods,
+      cause: err,
+    },
+  );
 }
 
 /** A failure this runtime decides itself (an unknown agent, a close that could not settle, …). */

@@ -102,6 +102,10 @@ function validateAgent(v: unknown, field: string): OpenClawAgentConfig {
   const known = new Set(["command", "env", "cwd", "envRemove", "auth", "limits", "mcpServers"]);
   for (const k of Object.keys(a))
     if (!known.has(k)) throw new TypeError(`${field}.${k} is not an agent option (${[...known].join(", ")})`);
+  if (typeof a.command === "string")
+    throw new TypeError(
+      `${field}.command must be an argv array, got a string: give the program and each argument as its own entry (["npx", "@agentclientprotocol/codex-acp"]); a command is never run through a shell`,
+    );
   if (
     !Array.isArray(a.command) ||
     a.command.length === 0 ||

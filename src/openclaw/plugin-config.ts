@@ -9,6 +9,7 @@ import { isAbsolute, join } from "node:path";
 import type { PermissionHook } from "../acpx/permissions.js";
 import type { ControllerLogger } from "../acpx/logger.js";
 import type { SessionLimits } from "../acpx/types.js";
+import { MAX_GRACE_MS } from "../acpx/wrapper/protocol.js";
 import type { OpenClawAcpRuntimeOptions, OpenClawAgentConfig } from "./options.js";
 
 export interface PluginAgentConfig {
@@ -47,8 +48,13 @@ export function parsePluginConfig(value: unknown): PluginConfig {
       throw new TypeError(`plugin config: unknown key ${JSON.stringify(k)} (known: ${[...TOP].join(", ")})`);
   if (c.stateDir !== undefined && (typeof c.stateDir !== "string" || !isAbsolute(c.stateDir)))
     throw new TypeError("plugin config: stateDir must be an absolute path");
-  if (c.graceMs !== undefined && (typeof c.graceMs !== "number" || !Number.isInteger(c.graceMs) || c.graceMs < 0))
-    throw new TypeError("plugin config: graceMs must be a non-negative integer");
+  if (
+    c.graceMs !== undefined &&
+    (typeof c.graceMs !== "number" || !Number.isInteger(c.graceMs) || c.graceMs < 0 || c.graceMs > MAX_GRACE_MS)
+  )
+    throw new TypeError(
+      `plugin config: graceMs must be an integer from 0 to ${MAX_GRACE_MS}, got ${String(c.graceMs)}`,
+    );
   if (c.containment !== undefined && c.containment !== "auto" && c.containment !== "off")
     throw new TypeError('plugin config: containment must be "auto" or "off"');
   if (c.permissions !== undefined && c.permissions !== "cancel" && c.permissions !== "allow-once")

@@ -31,7 +31,15 @@ import { getProcessFacts } from "../facts/get.js";
 import type { ProcessFacts } from "../facts/types.js";
 import { openLeaseStore, type LeaseStore } from "../ownership/index.js";
 import { doctorReport } from "./doctor.js";
-import { classify, DecidedFailure, failure, toThrown, type FailurePhase, type OpenClawErrorFactory } from "./errors.js";
+import {
+  authFailure,
+  classify,
+  DecidedFailure,
+  failure,
+  toThrown,
+  type FailurePhase,
+  type OpenClawErrorFactory,
+} from "./errors.js";
 import {
   controllerOptions,
   normalizeAgentName,
@@ -198,23 +206,28 @@ class Runtime implements OpenClawAcpRuntime {
       const cwd = input.cwd ?? c.cwd;
       const env = { ...c.env, ...input.env };
       const limits = c.limits ?? this.opts.limits;
-      const handle = await ctl.ensureSession({
-        sessionKey: key,
-        agentId: agent.name,
-        command: c.command,
-        ...(cwd !== undefined ? { cwd } : {}),
-        ...(Object.keys(env).length > 0 ? { env } : {}),
-        ...(c.envRemove !== undefined ? { envRemove: c.envRemove } : {}),
-        ...(c.auth !== undefined ? { auth: c.auth } : {}),
-        ...(limits !== undefined ? { limits } : {}),
-        ...(c.mcpServers !== undefined ? { mcpServers: c.mcpServers } : {}),
-        ...(resume === false
-          ? { resume: false }
-          : input.resumeSessionId !== undefined
-            ? { resumeSessionId: input.resumeSessionId }
-            : {}),
-        replace: true,
-      });
+      const handle = await ctl
+        .ensureSession({
+          sessionKey: key,
+          agentId: agent.name,
+          command: c.command,
+          ...(cwd !== undefined ? { cwd } : {}),
+          ...(Object.keys(env).length > 0 ? { env } : {}),
+          ...(c.envRemove !== undefined ? { envRemove: c.envRemove } : {}),
+          ...(c.auth !== undefined ? { auth: c.auth } : {}),
+          ...(limits !== undefined ? { limits } : {}),
+          ...(c.mcpServers !== undefined ? { mcpServers: c.mcpServers } : {}),
+          ...(resume === false
+            ? { resume: false }
+            : input.resumeSessionId !== undefined
+              ? { resumeSessionId: input.resumeSessionId }
+              : {}),
+          replace: true,
+        })
+        .catch((err: unknown) => {
+          const auth = authFailure(err, agent.name, this.backendId, c.auth);
+          throw auth === undefined ? err : new DecidedFailure(auth);
+        });
       // a session whose requested options could not be applied is not handed out: it is closed again
       const applied = await applyRequestedOptions(ctl, handle, input, this.backendId).catch(async (err: unknown) => {
         await ctl

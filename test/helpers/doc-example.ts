@@ -3,10 +3,11 @@
  * block of the page is written to a file in the package root (where
  * `import "proclease"` resolves to this package by its own name, from
  * dist/: build first) and run with node, with the temp dir its own (the
- * examples make their state dirs there), removed after.
+ * examples make their state dirs there): what is left in it is reported,
+ * then removed.
  */
 import { execFile } from "node:child_process";
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { basename, join } from "node:path";
 import { promisify } from "node:util";
@@ -25,14 +26,14 @@ export function exampleOf(page: string): { code: string; output: string } {
   return { code: code[1]!, output: output[1]! };
 }
 
-/** Runs `code` as an .mjs file in the package root; resolves with its stdout. */
-export async function runExample(page: string, code: string): Promise<string> {
+/** Runs `code` as an .mjs file in the package root; resolves with its stdout and what it left in its temp dir. */
+export async function runExample(page: string, code: string): Promise<{ stdout: string; leftInTmp: string[] }> {
   const file = join(ROOT, `.${basename(page, ".md").toLowerCase()}-example-${process.pid}.mjs`);
   writeFileSync(file, code);
   const tmp = mkdtempSync(join(tmpdir(), "proclease-doc-example-"));
   try {
     const r = await run(process.execPath, [file], { cwd: ROOT, timeout: 60_000, env: { ...process.env, TMPDIR: tmp } });
-    return r.stdout;
+    return { stdout: r.stdout, leftInTmp: readdirSync(tmp) };
   } finally {
     rmSync(file, { force: true });
     rmSync(tmp, { recursive: true, force: true });

@@ -1,7 +1,7 @@
 /**
  * docs/supervisor.md's worked example, run as a user would run it
  * (helpers/doc-example.ts): its stdout must be exactly the ```text block
- * that follows it on the page.
+ * that follows it on the page, and it leaves nothing in its temp dir.
  */
 import { describe, expect, it } from "vitest";
 import { exampleOf, runExample } from "../helpers/doc-example.js";
@@ -11,6 +11,8 @@ const PAGE = "docs/supervisor.md";
 describe("docs/supervisor.md example", () => {
   it("runs and prints what the page says it prints", async () => {
     const { code, output } = exampleOf(PAGE);
-    expect(await runExample(PAGE, code)).toBe(output);
+    const ran = await runExample(PAGE, code);
+    expect(ran.stdout).toBe(output);
+    expect(ran.leftInTmp).toEqual([]);
   }, 90_000);
 });

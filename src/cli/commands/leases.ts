@@ -9,7 +9,7 @@
 import { existsSync } from "node:fs";
 import { join } from "node:path";
 import { getProcessFacts } from "../../facts/get.js";
-import { openLeaseStore, settledLine, verifyLeases } from "../../ownership/index.js";
+import { openLeaseStore, verifyLeases } from "../../ownership/index.js";
 import type { LeaseVerification } from "../../ownership/verify/verify.js";
 import type { ProcessFacts } from "../../facts/types.js";
 import { backendLine, factsFromFlag } from "../backend.js";
@@ -23,7 +23,7 @@ import {
   type ParsedArgs,
   factsHead,
 } from "../io.js";
-import { formatBytes, leaseMemory, memoryWhyLines } from "../lease-view.js";
+import { endedCell, endedLegend, formatBytes, leaseMemory, memoryWhyLines } from "../lease-view.js";
 
 /** Leases of the state dir plus their live verdicts; null when the dir holds no lease store. */
 export async function loadVerifiedLeases(
@@ -78,7 +78,17 @@ async function listLeases(
   // a memory column only where some lease's figures could be read (the reasons otherwise follow the table once)
   const withMemory = memory.some((m) => m?.ok === true);
   const rows = [
-    ["LEASE", "STATE", "VERDICT", "ROOT", "PGID", "SESSION", "STARTED", ...(withMemory ? ["MEMORY (PEAK)"] : [])],
+    [
+      "LEASE",
+      "STATE",
+      "VERDICT",
+      "ROOT",
+      "PGID",
+      "SESSION",
+      "STARTED",
+      "ENDED",
+      ...(withMemory ? ["MEMORY (PEAK)"] : []),
+    ],
   ];
   for (const [i, v] of loaded.verifications.entries()) {
     const l = v.lease;
@@ -91,16 +101,14 @@ async function listLeases(
       String(l.processGroupId ?? "-"),
       l.sessionKey,
       new Date(l.startedAt).toISOString(),
+      endedCell(l),
       ...(withMemory
         ? [m?.ok === true ? `${formatBytes(m.current)} (${m.peak === null ? "-" : formatBytes(m.peak)})` : "-"]
         : []),
     ]);
   }
   io.out(table(rows));
-  for (const v of loaded.verifications) {
-    const line = settledLine(v.lease);
-    if (line !== null) io.out(`${v.lease.leaseId} ${line}\n`);
-  }
+  for (const line of endedLegend(loaded.verifications.map((v) => v.lease))) io.out(`${line}\n`);
   for (const line of memoryWhyLines(loaded.verifications.map((v, i) => ({ lease: v.lease, memory: memory[i] }))))
     io.out(`${line}\n`);
   for (const p of loaded.problems) io.out(`problem: ${p.file}: ${p.detail}\n`);

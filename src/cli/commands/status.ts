@@ -48,7 +48,7 @@ import {
   factsHead,
 } from "../io.js";
 import { labelProcesses } from "../labels.js";
-import { leaseMemory, memoryFigures, memoryWhyLines } from "../lease-view.js";
+import { endedCell, endedLegend, leaseMemory, memoryFigures, memoryWhyLines } from "../lease-view.js";
 import { scanOrphanCgroups, type OrphanScan } from "../../ownership/host/orphan-cgroups.js";
 import { sameProcess } from "../../facts/identity.js";
 import { isZombieState } from "../../facts/liveness.js";
@@ -277,9 +277,10 @@ export function renderStatus(collected: StatusView, io: CliIo, watching: boolean
         `age ${formatAge(l.ageMs)}`,
         `verdict ${l.verdict}`,
         l.lease.sessionKey,
+        `ended ${endedCell(l.lease)}`,
       ]);
     out += table(rows);
-    for (const l of settled.slice(0, SETTLED_LINES)) out += `  ${l.lease.leaseId} ${settledLine(l.lease)}\n`;
+    for (const line of endedLegend(settled.slice(0, SETTLED_LINES).map((l) => l.lease))) out += `  ${line}\n`;
   }
   for (const line of memoryWhyLines(view.leases)) out += paint("dim", line) + "\n";
   if (view.orphanCgroups !== undefined) out += orphanLines(view.orphanCgroups, paint);

@@ -8,6 +8,10 @@ export function validateSpawnInput(input: SpawnInput): void {
   if (typeof input.sessionId !== "string") throw new TypeError("sessionId must be a string");
   if (typeof input.backendId !== "string") throw new TypeError("backendId must be a string");
   if (input.mode === "child") {
+    if (typeof input.argv === "string")
+      throw new TypeError(
+        'argv must be an argv array, got a string: give the program and each argument as its own entry (["sh", "-c", "…"] for a shell line)',
+      );
     if (!Array.isArray(input.argv) || input.argv.length === 0) throw new TypeError("argv must be a non-empty array");
     input.argv.forEach((a: unknown, i) => {
       if (typeof a !== "string") throw new TypeError(`argv[${i}] must be a string`);
