@@ -26,7 +26,17 @@ import {
 } from "./controller-helpers.js";
 
 const MAIN = fileURLToPath(new URL("../../dist/cli/main.js", import.meta.url));
-const ENDED_ON_ITS_OWN = "lost: its processes had ended on their own before the close; nothing was signalled";
+const WORDS = "its processes had ended on their own before the close; nothing was signalled";
+const ENDED_ON_ITS_OWN = `ended-on-its-own: ${WORDS}`;
+
+/** the listing's row for the lease names it, its state and how it ended; the line under it says so in words */
+function expectListed(stdout: string, leaseId: string, state: string, settledAs: string, words: string): void {
+  const row = stdout.split("\n").find((l) => l.includes(leaseId));
+  expect(row).toBeDefined();
+  expect(row).toMatch(new RegExp(`\\b${state}\\b`));
+  expect(row).toContain(settledAs);
+  expect(stdout).toContain(words);
+}
 
 function cli(args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
   return new Promise((resolve) => {
@@ -62,11 +72,11 @@ describe("a settled lease says how it ended", () => {
       expect(await store.get(h.leaseId)).toMatchObject({ state: "lost", settledAs: "ended-on-its-own" });
 
       const status = await cli(["status", "--state-dir", stateDir]);
-      expect(status.stdout).toContain(`${h.leaseId} ${ENDED_ON_ITS_OWN}`);
+      expectListed(status.stdout, h.leaseId, "lost", "ended-on-its-own", ENDED_ON_ITS_OWN);
       const leases = await cli(["leases", "--state-dir", stateDir]);
-      expect(leases.stdout).toContain(`${h.leaseId} ${ENDED_ON_ITS_OWN}`);
+      expectListed(leases.stdout, h.leaseId, "lost", "ended-on-its-own", ENDED_ON_ITS_OWN);
       const explained = await cli(["explain", h.leaseId, "--state-dir", stateDir]);
-      expect(explained.stdout).toContain(ENDED_ON_ITS_OWN);
+      expect(explained.stdout).toContain(`lost: ${WORDS}`);
       const json = JSON.parse((await cli(["leases", "--state-dir", stateDir, "--json"])).stdout) as {
         leases: { leaseId: string; settledAs?: string }[];
       };
@@ -111,6 +121,6 @@ describe("a settled lease says how it ended", () => {
     expect(l).toMatchObject({ state: "lost", kind: "acpx" });
     expect(l?.settledAs).toBeUndefined();
     const leases = await cli(["leases", "--state-dir", stateDir]);
-    expect(leases.stdout).toContain("old-lease lost: settled before leases recorded how");
+    expectListed(leases.stdout, "old-lease", "lost", "unrecorded", "unrecorded: settled before leases recorded how");
   });
 });
