@@ -10,8 +10,9 @@
  *   instance id), which lets any later start tell a dead supervisor's folder
  *   from a live one (sweepDeadRunFolders).
  * - Cancel / deadline: after the identity-checked tree kill, the cgroup is
- *   drained through ownership's one sequence (cgroup-drain.ts: SIGTERM to
- *   what is left, the grace, cgroup.kill; populated 0, removed).
+ *   drained through ownership's one sequence (cgroup-drain.ts: each member
+ *   judged on a frozen cgroup, SIGTERM to what is the run's, the grace,
+ *   SIGKILL; populated 0, removed).
  * - A run that ends on its own: nothing is signalled (what it left running
  *   is not killed by its exit, as in OpenClaw). An empty cgroup is removed
  *   at once; a populated one is watched (inotify on cgroup.events, unref'd)
@@ -29,7 +30,7 @@ import {
   type ContainmentSupport,
   type LeaseCgroup,
 } from "../containment/index.js";
-import { shimUnavailable } from "./adapters/cgroup-shim.js";
+import { probeRunNamespace, shimUnavailable } from "./adapters/cgroup-shim.js";
 import { sameProcess } from "../facts/identity.js";
 import { isAlive } from "../facts/liveness.js";
 import type { ProcessFacts, ProcessSignaller } from "../facts/types.js";
@@ -40,6 +41,7 @@ export async function detectRunContainment(mode: "auto" | "off" | undefined): Pr
   if (mode === "off") return { available: false, code: "refused", why: 'turned off (containment: "off")' };
   const support = await detectContainment();
   const noShim = support.available ? shimUnavailable() : null;
+  if (support.available && noShim === null) await probeRunNamespace();
   return noShim === null ? support : { available: false, code: "probe-failed", why: noShim };
 }
 

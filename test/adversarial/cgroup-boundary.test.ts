@@ -32,6 +32,7 @@ import {
   disposeAfterEach,
   GRACE_MS,
   ROOT,
+  say,
   tempStateDir,
   trackLease,
   trackPid,
@@ -183,6 +184,37 @@ describe.skipIf(skip !== null)(`the lease cgroup's boundary under nsdelegate (a 
     expect(targets.map((p) => readFileSync(`/proc/${p}/cgroup`, "utf8"))).toEqual(before);
     expect(await ctl.closeSession({ handle: hostile })).toMatchObject({ outcome: "closed" });
     for (const p of targets) expect(alive(p)).toBe(true);
+  });
+
+  it("a terminal the agent asked for gets the same boundary: its setsid, env-cleared escapee's write to the root cgroup is refused, and the close ends it", async () => {
+    const dir = tempStateDir("terminal");
+    const ctl = await createAcpxLifecycleController({
+      stateDir: dir,
+      graceMs: GRACE_MS,
+      maintenanceIntervalMs: 0,
+      clientCapabilities: { terminal: true },
+    });
+    controllers.push(ctl);
+    const out = join(dir, "escapee");
+    const escapee = [
+      "trap '' TERM",
+      `echo $$ > ${out}.pid`,
+      `if echo $$ > ${mountPoint()}/cgroup.procs; then echo escaped > ${out}.how; else echo refused > ${out}.how; fi`,
+      "while :; do /bin/sleep 1; done",
+    ].join("; ");
+    // a script file: the terminal's own shell must not expand the escapee's $$
+    writeFileSync(`${out}.sh`, `${escapee}\n`);
+    const h = await ctl.ensureSession({ sessionKey: "boundary:terminal", agentId: "hostile", command: agentArgv({}) });
+    trackLease(h.leaseId);
+    // the terminal's root exits at once; only its escapee is left, and only the terminal's cgroup knows it
+    await say(ctl, h, `/terminal-start setsid /usr/bin/env -i /bin/sh ${out}.sh </dev/null >/dev/null 2>&1 & exit 0`);
+    expect(await waitFor(() => /^(escaped|refused)\n$/.test(readWhenThere(`${out}.how`)), 10_000)).not.toBe(-1);
+    const pid = Number(readWhenThere(`${out}.pid`));
+    trackPid(pid);
+    strays.push(pid);
+    expect(readWhenThere(`${out}.how`)).toBe("refused\n");
+    expect(await ctl.closeSession({ handle: h })).toMatchObject({ outcome: "closed" });
+    expect(await waitFor(() => !alive(pid), 10_000)).not.toBe(-1);
   });
 
   it("detection says the boundary holds here, and names what is missing where it would not", async () => {

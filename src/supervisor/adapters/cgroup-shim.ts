@@ -12,6 +12,7 @@
  * SHIM_REFUSED_EXIT. A lease never names a cgroup while its command runs
  * outside it (the cgroup stays empty; populated 0 then settles the lease).
  */
+import { execFile } from "node:child_process";
 import { accessSync, constants as fsConstants, existsSync, statSync } from "node:fs";
 import { delimiter, isAbsolute, resolve } from "node:path";
 import { enterCgroupShell } from "../../containment/enter.js";
@@ -27,15 +28,50 @@ export const SHIM_ENV = "/usr/bin/env";
 const enter = `${enterCgroupShell('"$1"')} || { echo "proclease: the command was not run: it could not enter its lease cgroup $1" >&2; exit ${SHIM_REFUSED_EXIT}; }; shift; `;
 
 /**
+ * A run's own cgroup namespace, rooted at its cgroup, as the wrappers give
+ * each adapter (docs/containment.md, "The boundary"): on a cgroup2 mounted
+ * with nsdelegate a terminal's tree then cannot write itself out of its
+ * cgroup, nor others into it, root included. util-linux's unshare without
+ * --fork makes the namespace and execs in the same process, so the pid,
+ * start time and group the lease records stay the command's. Whether it
+ * works here (CAP_SYS_ADMIN, the program present) is probed once per
+ * process, before the first contained run; until then, and where it does
+ * not, runs start without it, contained as before.
+ */
+export const SHIM_UNSHARE = "/usr/bin/unshare";
+let namespaceExec: string | null | undefined;
+
+/** Probes once whether SHIM_UNSHARE can give a run its own cgroup namespace here; never rejects. */
+export function probeRunNamespace(): Promise<string | null> {
+  if (namespaceExec !== undefined) return Promise.resolve(namespaceExec);
+  return new Promise((resolve) => {
+    if (!existsSync(SHIM_UNSHARE)) {
+      namespaceExec = null;
+      resolve(null);
+      return;
+    }
+    execFile(SHIM_UNSHARE, ["-C", "--", SHIM_SHELL, "-c", ":"], { timeout: 5000 }, (err) => {
+      namespaceExec = err === null ? SHIM_UNSHARE : null;
+      resolve(namespaceExec);
+    });
+  });
+}
+
+/** `exec unshare -C -- ` where the probe said it works, else `exec ` */
+function execPrefix(): string {
+  return namespaceExec ? `exec ${namespaceExec} -C -- ` : "exec ";
+}
+
+/**
  * Child runs: the shell starts with the two lease markers only (so the shim
  * itself verifies as the run's during its instant) and execs `env -i -- NAME=VALUE… argv`.
  * env then sets the environment exactly as given: a shell would drop names
  * that are not identifiers and rewrite PWD, which a child run (argv, no shell)
  * must not see. env looks argv[0] up in that environment's PATH, as Node does.
  */
-const CHILD_SHIM = `${enter}exec ${SHIM_ENV} -i -- "$@"`;
+const childShim = (): string => `${enter}${execPrefix()}${SHIM_ENV} -i -- "$@"`;
 /** PTY runs: the command is `/bin/sh -c <ptyCommand>` already, which treats its environment as the shim's shell does. */
-const PTY_SHIM = `${enter}exec "$@"`;
+const ptyShim = (): string => `${enter}${execPrefix()}"$@"`;
 
 /** Why this host cannot use the shim, or null when it can (both programs are the fixed paths above). */
 export function shimUnavailable(): string | null {
@@ -69,12 +105,12 @@ export function containedChild(
     if (k === "") return null;
     pairs.push(`${k}=${v}`);
   }
-  return { file: SHIM_SHELL, args: ["-c", CHILD_SHIM, "sh", cgroupPath, ...pairs, ...argv] };
+  return { file: SHIM_SHELL, args: ["-c", childShim(), "sh", cgroupPath, ...pairs, ...argv] };
 }
 
 /** The PTY shim: `/bin/sh -c <shim> sh <cgroup> <argv…>` (argv = ptyArgv). */
 export function containedPty(cgroupPath: string, argv: readonly string[]): ShimCommand {
-  return { file: SHIM_SHELL, args: ["-c", PTY_SHIM, "sh", cgroupPath, ...argv] };
+  return { file: SHIM_SHELL, args: ["-c", ptyShim(), "sh", cgroupPath, ...argv] };
 }
 
 /**
