@@ -31,7 +31,7 @@ async function containmentRow(): Promise<DoctorRow> {
   return {
     capability: cap,
     ok: true,
-    detail: `contained: each lease in ${c.root}/<instance id>/<leaseId> (cgroup v2 at ${c.mount}; ended with ${c.kill})${missing ? `; not per session: ${missing}` : ""}; boundary ${c.boundary.holds ? "held" : "not held"}: ${c.boundary.why}`,
+    detail: `contained: each lease in ${c.root}/<instance id>/<leaseId> (cgroup v2 at ${c.mount}; its own members ended on a frozen cgroup, what is not its own moved out)${missing ? `; not per session: ${missing}` : ""}; boundary ${c.boundary.holds ? "held" : "not held"}: ${c.boundary.why}`,
   };
 }
 
