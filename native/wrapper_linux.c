@@ -39,17 +39,21 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "wrapper_durable_linux.h"
 #include "wrapper_linux.h"
 
 #define LIFELINE_FD 3
 #define DEFAULT_GRACE_MS 3000
 #define MAX_GRACE_MS 600000
+#define MAX_WINDOW_MS 600000
+#define MAX_JOURNAL_BYTES (1L << 30)
 #define EXIT_USAGE 2
 #define EXIT_NOT_FOUND 127
 #define EXIT_CANNOT_EXECUTE 126
 #define MAX_ENDED 4096
 
 static struct wrapper_state st;
+static struct attach att = {.listen_fd = -1, .dirfd = -1, .lock_fd = -1};
 static int lifeline = -1;
 /* cleared once a write failed: reports stop, but the fd is still watched for the gateway's EOF */
 static int lifeline_writable = 1;
@@ -81,6 +85,7 @@ static void put_stderr(const char *s) {
 
 /* One report line on fd 3; dropped (never retried) once the gateway stopped reading. */
 static void send_line(const char *line) {
+  if (durable_report(line)) return;
   if (lifeline < 0 || !lifeline_writable) return;
   size_t len = strlen(line), off = 0;
   while (off < len) {
@@ -117,39 +122,64 @@ static void usage_error(const char *message) {
   report_spawn_error("EUSAGE", message);
   put_stderr("proclease wrapper: ");
   put_stderr(message);
-  put_stderr("\nusage: <wrapper> [--grace-ms N] -- <adapter argv...>\n");
+  put_stderr("\nusage: <wrapper> [--grace-ms N] [--durable-ms N --journal-bytes N --attach-dir D --state-lock F] -- <adapter argv...>\n");
   exit(EXIT_USAGE);
 }
 
-/* The same rules as src/acpx/wrapper/args.ts; returns the index of the adapter's argv[0]. */
-static int parse_args(int argc, char **argv, long *grace_ms) {
+/* An integer option's value, in [min, max], or a usage error naming it. */
+static long int_option(const char *name, const char *value, long min, long max) {
+  char msg[512];
+  size_t len = strlen(value), digits = strspn(value, "0123456789");
+  long v = len > 0 && digits == len && len <= 10 ? strtol(value, NULL, 10) : -1;
+  if (v < min || v > max) {
+    snprintf(msg, sizeof msg, "--%s must be an integer between %ld and %ld, got %.100s", name, min, max, value);
+    usage_error(msg);
+  }
+  return v;
+}
+
+/* The value of `--name V` or `--name=V` at argv[*i], or NULL when argv[*i] is another option. */
+static const char *option_value(int argc, char **argv, int *i, const char *name) {
+  size_t n = strlen(name);
+  if (strncmp(argv[*i], "--", 2) != 0 || strncmp(argv[*i] + 2, name, n) != 0) return NULL;
+  const char *rest = argv[*i] + 2 + n;
+  if (*rest == '=') return rest + 1;
+  if (*rest != 0) return NULL;
+  if (++*i >= argc) {
+    char msg[128];
+    snprintf(msg, sizeof msg, "--%s needs a value", name);
+    usage_error(msg);
+  }
+  return argv[*i];
+}
+
+/*
+ * The same rules as src/acpx/wrapper/args.ts, plus the durable options only
+ * this wrapper knows (all four or none); returns the index of the adapter's
+ * argv[0].
+ */
+static int parse_args(int argc, char **argv, long *grace_ms, struct durable_opts *d) {
   char msg[512];
   *grace_ms = DEFAULT_GRACE_MS;
+  memset(d, 0, sizeof *d);
   int i = 1;
   /* the wrapper's own name again (a sealed copy is known by its argv[1]): not an option */
   if (argc > 1 && strcmp(argv[1], argv[0]) == 0) i = 2;
   for (; i < argc && strcmp(argv[i], "--") != 0; i++) {
-    const char *value;
-    if (strcmp(argv[i], "--grace-ms") == 0) {
-      if (++i >= argc) usage_error("--grace-ms needs a value");
-      value = argv[i];
-    } else if (strncmp(argv[i], "--grace-ms=", 11) == 0) {
-      value = argv[i] + 11;
-    } else {
+    const char *v;
+    if ((v = option_value(argc, argv, &i, "grace-ms")) != NULL) *grace_ms = int_option("grace-ms", v, 0, MAX_GRACE_MS);
+    else if ((v = option_value(argc, argv, &i, "durable-ms")) != NULL) d->window_ms = int_option("durable-ms", v, 1, MAX_WINDOW_MS);
+    else if ((v = option_value(argc, argv, &i, "journal-bytes")) != NULL) d->journal_bytes = int_option("journal-bytes", v, 4096, MAX_JOURNAL_BYTES);
+    else if ((v = option_value(argc, argv, &i, "attach-dir")) != NULL) d->attach_dir = v;
+    else if ((v = option_value(argc, argv, &i, "state-lock")) != NULL) d->state_lock = v;
+    else {
       snprintf(msg, sizeof msg, "unknown wrapper option \"%.200s\" (adapter argv goes after \"--\")", argv[i]);
       usage_error(msg);
     }
-    size_t len = strlen(value), digits = strspn(value, "0123456789");
-    if (len == 0 || digits != len || len > 7) {
-      snprintf(msg, sizeof msg, "--grace-ms must be an integer number of milliseconds between 0 and %d, got %.100s", MAX_GRACE_MS, value);
-      usage_error(msg);
-    }
-    *grace_ms = strtol(value, NULL, 10);
-    if (*grace_ms > MAX_GRACE_MS) {
-      snprintf(msg, sizeof msg, "--grace-ms must be between 0 and %d, got %ld", MAX_GRACE_MS, *grace_ms);
-      usage_error(msg);
-    }
   }
+  int given = (d->window_ms > 0) + (d->journal_bytes > 0) + (d->attach_dir != NULL) + (d->state_lock != NULL);
+  if (given != 0 && given != 4) usage_error("--durable-ms, --journal-bytes, --attach-dir and --state-lock go together");
+  d->on = given == 4;
   if (i >= argc) usage_error("missing \"--\" before the adapter argv");
   if (i + 1 >= argc || argv[i + 1][0] == 0) usage_error("missing adapter command after \"--\"");
   return i + 1;
@@ -243,7 +273,7 @@ static pid_t fork_adapter(const struct lease_cgroup *cg, int *inside) {
 static char cgroupns_state[32];
 
 /* fork + setsid + execvp; the exec's errno comes back over a close-on-exec pipe, so "started" means it ran. */
-static void spawn_adapter(char **command, const struct lease_cgroup *cg) {
+static void spawn_adapter(char **command, const struct lease_cgroup *cg, const int *stdio) {
   int errpipe[2];
   if (pipe2(errpipe, O_CLOEXEC) != 0) {
     report_spawn_error(wrapper_errname(errno), "cannot create the exec status pipe");
@@ -260,6 +290,8 @@ static void spawn_adapter(char **command, const struct lease_cgroup *cg) {
     sigset_t none;
     sigemptyset(&none);
     sigprocmask(SIG_SETMASK, &none, NULL);
+    /* durable: the adapter's stdio are the wrapper's pipes (dup2 clears their close-on-exec) */
+    for (int fd = 0; stdio != NULL && fd < 3; fd++) dup2(stdio[fd], fd);
     /* first word: the namespace (-1 not tried: outside the lease cgroup); a second one only when the exec failed */
     int ns = inside ? lease_cgroup_unshare() : -1;
     ssize_t r = write(errpipe[1], &ns, sizeof ns);
@@ -316,6 +348,8 @@ static void report_exit(void) {
 /* The sweep, the "cleanup" report and the wrapper's exit with the adapter's status. */
 static void cleanup_and_exit(const char *reason, long grace_ms) {
   static pid_t ended[MAX_ENDED];
+  /* no gateway may attach to a tree being ended */
+  if (att.listen_fd >= 0) attach_close(&att);
   long long t0 = wrapper_now_ms();
   int reported = st.adapter_exited;
   int n = wrapper_sweep(&st, grace_ms, ended, MAX_ENDED - 1);
@@ -348,6 +382,22 @@ static void forward(int sig) {
   kill(-st.adapter, sig);
 }
 
+/* What the durable relay (wrapper_relay_linux.c) uses of this file. */
+int wrapper_signal_fd(void) { return sigpipe_fds[0]; }
+void wrapper_forward_signal(int sig) { forward(sig); }
+int wrapper_lifeline_fd(void) { return lifeline; }
+int wrapper_adapter_exited(void) { return st.adapter_exited; }
+void wrapper_reap_children(void) { wrapper_reap_adopted(&st); }
+void wrapper_report_exit(void) { report_exit(); }
+void wrapper_drop_lifeline(void) {
+  if (lifeline >= 0) close(lifeline);
+  lifeline = -1;
+}
+/* NULL: the adapter ended, by a forwarded signal or on its own */
+void wrapper_cleanup_and_exit(const char *reason, long grace_ms) {
+  cleanup_and_exit(reason != NULL ? reason : forwarded ? "signal" : "adapter-exit", grace_ms);
+}
+
 /* Idle in poll() (no timeout) until the adapter exits or the gateway goes. */
 static void run(long grace_ms, int parent_gone_at_start) {
   if (parent_gone_at_start) cleanup_and_exit("parent-gone", grace_ms);
@@ -378,13 +428,35 @@ static void run(long grace_ms, int parent_gone_at_start) {
   }
 }
 
+/*
+ * Durable: the wrapper leaves the gateway's session (a kill of the gateway's
+ * whole process group must not reach it) and makes the adapter's pipes;
+ * where its socket cannot listen it stays a plain wrapper and says why.
+ */
+static int durable_setup(const struct durable_opts *d, int pipes[3][2], char *why, size_t cap) {
+  if (!d->on) return 0;
+  attach_open(&att, d->attach_dir, d->state_lock, st.lease_id);
+  if (att.listen_fd < 0) {
+    json_escape(why, cap, att.why);
+    return 0;
+  }
+  for (int i = 0; i < 3; i++)
+    if (pipe2(pipes[i], O_CLOEXEC) != 0) {
+      report_spawn_error(wrapper_errname(errno), "cannot create the adapter's pipes");
+      exit(EXIT_CANNOT_EXECUTE);
+    }
+  setsid();
+  return 1;
+}
+
 int main(int argc, char **argv) {
   pid_t parent = getppid();
   /* handlers first: a signal before the adapter exists is held in the pipe and forwarded after the spawn */
   install_handlers();
   open_lifeline();
   long grace_ms;
-  int first = parse_args(argc, argv, &grace_ms);
+  struct durable_opts d;
+  int first = parse_args(argc, argv, &grace_ms, &d);
   /* exec'd from the sealed copy (/proc/self/fd/N), the kernel named us "N": take the installed file's name, as ps shows it */
   const char *slash = strrchr(argv[0], '/');
   prctl(PR_SET_NAME, slash != NULL ? slash + 1 : argv[0], 0, 0, 0);
@@ -395,17 +467,24 @@ int main(int argc, char **argv) {
   struct lease_cgroup cg;
   lease_cgroup_read(&cg);
   if (cg.required && !cg.given) refuse_cgroup("limits were asked for but no lease cgroup was given");
+  int pipes[3][2];
+  char why[200] = "";
+  int durable = durable_setup(&d, pipes, why, sizeof why);
   /* before the spawn: an orphan made before we are a subreaper would go to init */
   prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
   prctl(PR_SET_PDEATHSIG, SIGUSR2, 0, 0, 0);
   /* the gateway may have died before the pdeathsig was armed */
   int gone = getppid() != parent;
-  spawn_adapter(argv + first, &cg);
+  int child_stdio[3] = {pipes[0][0], pipes[1][1], pipes[2][1]};
+  spawn_adapter(argv + first, &cg, durable ? child_stdio : NULL);
   if (cg.dirfd >= 0) close(cg.dirfd);
-  char line[224], ns[64] = "";
+  for (int i = 0; durable && i < 3; i++) close(child_stdio[i]);
+  char line[512], ns[64] = "", dur[260] = "";
   if (cgroupns_state[0]) snprintf(ns, sizeof ns, ",\"cgroupNamespace\":\"%s\"", cgroupns_state);
-  snprintf(line, sizeof line, "{\"type\":\"started\",\"wrapperPid\":%d,\"adapterPid\":%d,\"pgid\":%d%s}\n", (int)st.self, (int)st.adapter, (int)st.adapter, ns);
+  if (d.on) snprintf(dur, sizeof dur, durable ? ",\"durable\":\"listening\"" : ",\"durable\":\"unavailable\",\"durableWhy\":\"%s\"", why);
+  snprintf(line, sizeof line, "{\"type\":\"started\",\"wrapperPid\":%d,\"adapterPid\":%d,\"pgid\":%d%s%s}\n", (int)st.self, (int)st.adapter, (int)st.adapter, ns, dur);
   send_line(line);
+  if (durable) durable_run(&d, &att, pipes[0][1], pipes[1][0], pipes[2][0], grace_ms, gone);
   run(grace_ms, gone);
   return 0;
 }

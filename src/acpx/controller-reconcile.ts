@@ -41,7 +41,7 @@ export async function reconcileTerminals(
 
 type Settled = Pick<OutcomeRow, "leaseId" | "stateAfter" | "why">;
 
-type OwnSpec = Pick<AwaySpec, "kind" | "states" | "dryRun" | "skipAttached" | "retentionMs">;
+type OwnSpec = Pick<AwaySpec, "kind" | "states" | "dryRun" | "skipAttached" | "spareDurable" | "retentionMs">;
 
 /**
  * This instance's ACPX leases in `states`, through the lifecycle
@@ -64,7 +64,8 @@ export async function reconcileOwnLeases(
       settled.push({ leaseId: o.leaseId, state: o.stateAfter, why: o.why });
   };
   // the process supervisor's runs share the store and the instance id; they are its to settle
-  const spec: OwnSpec = { kind: "acpx", states, dryRun, skipAttached, retentionMs: d.retentionMs };
+  // a durable session waiting for a re-adoption is left to its wrapper's window (whatever this controller's own option)
+  const spec: OwnSpec = { kind: "acpx", states, dryRun, skipAttached, spareDurable: true, retentionMs: d.retentionMs };
   // the rows and the hooks of a thousand settled leases are made a slice of the event loop at a time
   const turns = new Turns();
   const folder = d.containment.available ? `${d.containment.root}/${d.gatewayInstanceId}` : undefined;

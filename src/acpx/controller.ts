@@ -34,7 +34,7 @@ import { verifyOwnedTree as verifyTree, worthAWorker, type StateDirLock } from "
 import type { ProcessLease, OwnedProcessTree } from "../ownership/leases/types.js";
 import { closeLocked } from "./close-session.js";
 import { assertPromptOptions, DEFAULT_CANCEL_GRACE_MS, sessionEndedError } from "./acp-client.js";
-import { AcpxSessionBusyError, AcpxSessionClosedError } from "./errors.js";
+import { AcpxControllerDisposedError, AcpxSessionBusyError, AcpxSessionClosedError } from "./errors.js";
 import { ControllerEnd, guardAfterDispose, settleOnDispose, type EndedAs } from "./controller-guard.js";
 import { ControllerHooks } from "./controller-hooks.js";
 import { AcpxRawSessionError, rawAdapterOf, type RawAdapter, type RawAdapterInput } from "./raw-adapter.js";
@@ -56,6 +56,8 @@ import {
 import { reconcileOwnLeases, reconcileTerminals } from "./controller-reconcile.js";
 import { parseEnsureInput, parseRawAdapterInput, type EnsureInput } from "./ensure-input.js";
 import { spawnSession } from "./spawn-session.js";
+import { tryAdopt } from "./durable/adopt.js";
+import type { AcpxSessionRecord } from "./session-store.js";
 import { disposalError } from "./ensure-attempt.js";
 import type {
   AcpRuntimeEnsureInput,
@@ -111,12 +113,37 @@ class Controller implements AcpxLifecycleController {
     return this.queue.run(input.sessionKey, async () => {
       // queued behind a call the controller's end let finish: it starts nothing
       if (this.end.signal.aborted) throw disposalError(this.end.signal);
-      const next = await reuseOrOpen(this.d, this.live, input, (reason) =>
-        this.closeAndReport(input.sessionKey, reason, false),
+      const next = await reuseOrOpen(
+        this.d,
+        this.live,
+        input,
+        (reason) => this.closeAndReport(input.sessionKey, reason, false),
+        this.d.durable !== undefined ? (record) => this.adopt(input, record) : undefined,
       );
       if ("reused" in next) return next.reused;
       return (await this.spawn(next.open, false)).handle;
     });
+  }
+
+  /**
+   * A durable session an earlier gateway left waiting, re-adopted
+   * (durable/adopt.ts), kept and watched as a spawned one; undefined (and
+   * why, logged) when it cannot be: the ensure then closes and resumes it.
+   */
+  private async adopt(input: EnsureInput, record: AcpxSessionRecord): Promise<AcpRuntimeHandle | undefined> {
+    const r = await this.live.held(record.leaseId, () => tryAdopt(this.d, this.live, input, record));
+    if (r.kind === "not-adopted") {
+      this.d.conversation.log.info?.(
+        `proclease: session ${JSON.stringify(input.sessionKey)} was not re-adopted (${r.code}): ${r.why}`,
+        { leaseId: record.leaseId, code: r.code },
+      );
+      return undefined;
+    }
+    this.keeper.keep();
+    this.watchEnd(r.live);
+    if (r.turn === undefined) return r.handle;
+    const turn = this.guardTurn(r.live, r.turn);
+    return { ...r.handle, turn: { ...turn, replayed: r.turn.replayed, gap: r.turn.gap } };
   }
 
   /**
@@ -214,14 +241,20 @@ class Controller implements AcpxLifecycleController {
       stream,
       this.d.conversation.stderrInMessages,
     );
+    return this.guardTurn(live, turn);
+  }
+
+  /** A turn as callers see it: a close racing it fails it with the close error, the controller's end with its own. */
+  private guardTurn(live: LiveSession, turn: TurnStream): TurnStream {
+    const key = live.handle.sessionKey;
     // a close racing the turn fails it with the close error, also when the agent ended it for the close (session/close)
     const result = turn.result.then(
       (r) => {
-        if (live.closing) throw new AcpxSessionClosedError(handle.sessionKey, live.closeReason);
+        if (live.closing) throw new AcpxSessionClosedError(key, live.closeReason);
         return r;
       },
       (err: unknown) => {
-        if (live.closing) throw new AcpxSessionClosedError(handle.sessionKey, live.closeReason);
+        if (live.closing) throw new AcpxSessionClosedError(key, live.closeReason);
         throw err;
       },
     );
@@ -437,6 +470,36 @@ class Controller implements AcpxLifecycleController {
       this.ending = this.release();
     }
     return this.ending;
+  }
+
+  /**
+   * Ends this controller and leaves its durable sessions waiting for a later
+   * one (types.ts): each is let go (its wrapper starts its window, its turn
+   * runs on in the agent), the others closed as shutdown() closes them, then
+   * the release as dispose() does it. The turns running here settle with
+   * AcpxControllerDisposedError ("detached"): a later controller gets them
+   * back as `handle.turn`.
+   */
+  detach(): Promise<void> {
+    this.ended("detached");
+    this.ending = this.detachThenRelease();
+    return this.ending;
+  }
+
+  private async detachThenRelease(): Promise<void> {
+    try {
+      await this.end.writesSettled();
+      const all = this.live.all();
+      const durable = all.filter((l) => l.launched.durable && !l.closing && l.launched.howEnded() === undefined);
+      const err = new AcpxControllerDisposedError("detached");
+      for (const l of durable) this.live.letGo(l, err);
+      const others = all.filter((l) => !durable.includes(l)).map((l) => l.handle.sessionKey);
+      await Promise.allSettled(
+        others.map((key) => this.closeSession({ handle: { sessionKey: key }, reason: "controller detach" })),
+      );
+    } finally {
+      await this.release();
+    }
   }
 
   /** Synchronous, so the guard refuses the very next call and the ensures under way are aborted at once. */

@@ -14,7 +14,8 @@ import type { AcpClient } from "./acp-client.js";
 import type { ConversationConfig, SessionConversation } from "./conversation.js";
 import { AcpxNoSessionError, AcpxSessionClosedError } from "./errors.js";
 import type { InstalledWrapper } from "./install-wrapper.js";
-import type { LaunchedWrapper } from "./launch.js";
+import type { LaunchedWrapper, SessionPipes } from "./launch.js";
+import type { DurableDeps } from "./durable/options.js";
 import type { SessionStore } from "./session-store.js";
 import type { AcpRuntimeHandle, AcpxLifecycleControllerOptions } from "./types.js";
 
@@ -39,6 +40,8 @@ export interface ControllerDeps {
   startupReconcile: "auto" | "worker" | "calling-thread";
   /** what every session's conversation shares (permissions, fs, terminals, logger) */
   conversation: ConversationConfig;
+  /** durable sessions (durable/options.ts), with where their wrappers listen; undefined: off */
+  durable: DurableDeps | undefined;
 }
 
 export function lifecycleDeps(d: ControllerDeps): LifecycleDeps {
@@ -53,7 +56,8 @@ export function lifecycleDeps(d: ControllerDeps): LifecycleDeps {
 
 export interface LiveSession {
   handle: AcpRuntimeHandle;
-  launched: LaunchedWrapper;
+  /** the wrapper this controller spawned, or one it re-adopted (durable/attached.ts) */
+  launched: SessionPipes;
   /** absent for a raw adapter (spawnRawAdapter): its plugin speaks ACP itself */
   client: AcpClient | undefined;
   /** updates, permissions, fs, terminals and what the agent advertised */
@@ -187,6 +191,21 @@ export class LiveSessions {
     }
   }
 
+  /**
+   * A durable session let go (detach): our ends of its pipes close, so its
+   * wrapper starts its window; its terminals run on with it; this
+   * controller no longer speaks for it.
+   */
+  letGo(live: LiveSession, reason: Error): void {
+    if (this.byKey.get(live.handle.sessionKey) !== live) return;
+    this.byKey.delete(live.handle.sessionKey);
+    // marked first: the end its wrapper may reach later is not this controller's to report
+    live.closing = true;
+    live.launched.letGo();
+    live.client?.close(reason);
+    live.conv.permissions.cancelAll(reason.message);
+  }
+
   /** Sessions keep running; only their hold on our event loop is released. */
   unrefAll(): void {
     for (const s of this.byKey.values()) s.launched.unref();
@@ -209,7 +228,7 @@ export function markSessionClosing(live: LiveSession | undefined, reason: string
 const WRAPPER_EXIT_MARGIN_MS = 2000;
 
 /** A wrapper's TERM: its lifeline's end and stdin's EOF; it then ends its adapter's group itself, within the grace. */
-function askToEnd(launched: LaunchedWrapper): void {
+function askToEnd(launched: SessionPipes): void {
   launched.endLifeline();
   launched.stdin.destroy();
 }
@@ -252,7 +271,7 @@ export async function releaseLaunched(launched: LaunchedWrapper, graceMs: number
  * rests on either. A wrapper that did not exit, or exited without that
  * report, witnessed nothing.
  */
-async function exitWitnessed(launched: LaunchedWrapper, running: boolean, exited: boolean): Promise<ReleaseResult> {
+async function exitWitnessed(launched: SessionPipes, running: boolean, exited: boolean): Promise<ReleaseResult> {
   return { rootExitObserved: running && exited && (await launched.ended).kind === "adapter-exited" };
 }
 

@@ -87,6 +87,8 @@ export async function keeperReap(cfg: KeeperConfig, facts: ProcessFacts): Promis
     const r = await reconcileLeases(deps, {
       kind: "release" in lock ? "all" : "supervisor",
       states: ["open", "closing"],
+      // a durable session's wrapper keeps its tree for a new gateway to re-adopt, and ends it when nobody does
+      spareDurable: true,
       skip: (l) => skipReason(l, holder === null ? null : cfg.holder),
       ...(folder !== null ? { leftovers: { instanceFolder: folder } } : {}),
     });
@@ -108,15 +110,18 @@ export async function keeperReap(cfg: KeeperConfig, facts: ProcessFacts): Promis
 }
 
 function entriesOf(r: LeaseReconcileReport): KeeperReport["entries"] {
-  return r.entries
-    .filter((e) => e.action !== "skipped-live")
-    .map((e) => ({
-      leaseId: e.leaseId,
-      sessionKey: e.sessionKey,
-      action: e.action,
-      stateAfter: e.stateAfter,
-      code: e.code,
-    }));
+  return (
+    r.entries
+      .filter((e) => e.action !== "skipped-live")
+      // the report names a waiting session: it is still there, on purpose
+      .map((e) => ({
+        leaseId: e.leaseId,
+        sessionKey: e.sessionKey,
+        action: e.action,
+        stateAfter: e.stateAfter,
+        code: e.code,
+      }))
+  );
 }
 
 function summary(r: LeaseReconcileReport): string {

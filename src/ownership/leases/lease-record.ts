@@ -146,6 +146,10 @@ export function parseLeaseRecord(value: unknown, requireSchema: boolean): Parsed
       return bad("cgroup", "absent or {path: an absolute path, id: a decimal inode}");
     }
   }
+  if (v.durable !== undefined) {
+    const w = (v.durable as { reattachWithinMs?: unknown } | null)?.reattachWithinMs;
+    if (!isInt(w) || w < 1 || w > 600_000) return bad("durable", "absent or {reattachWithinMs: an integer 1..600000}");
+  }
   const lease: ProcessLease = {
     leaseId: v.leaseId,
     kind,
@@ -175,6 +179,8 @@ function copyOptionalFields(v: Record<string, unknown>, lease: ProcessLease): vo
     const c = v.cgroup as { path: string; id: string };
     lease.cgroup = { path: c.path, id: c.id };
   }
+  if (v.durable !== undefined)
+    lease.durable = { reattachWithinMs: (v.durable as { reattachWithinMs: number }).reattachWithinMs };
 }
 
 /** How a settled lease ended, in words ("lost: its processes had ended on their own …"); null for a lease not settled. */

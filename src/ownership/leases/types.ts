@@ -74,6 +74,13 @@ export interface ProcessLease {
   holder?: string;
   /** how it ended; set with the state closed or lost (LeaseSettledAs) */
   settledAs?: LeaseSettledAs;
+  /**
+   * A durable session (docs/lifecycle-controller.md "Durable sessions"):
+   * when its gateway goes away, its wrapper keeps the tree for
+   * `reattachWithinMs` waiting for a re-adoption, then ends it. A reconcile
+   * leaves such a tree alone while it verifies and runs.
+   */
+  durable?: { reattachWithinMs: number };
 }
 
 /** The contract's name for a lease (CONTRACT §2). */

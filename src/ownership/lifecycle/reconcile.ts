@@ -7,7 +7,7 @@
 
 import type { ProcessSnapshot } from "../../facts/types.js";
 import { removeSettledLeftovers } from "../terminate/cgroup-drain.js";
-import { attachedReason, untouched, type LeaseOutcome } from "./lease-outcome.js";
+import { attachedReason, awaitingReason, untouched, type LeaseOutcome } from "./lease-outcome.js";
 import { coalescingFacts, countingFacts, slicedRunner } from "../verify/batch-facts.js";
 import { mapLimit } from "../leases/fs-safe.js";
 import {
@@ -47,6 +47,12 @@ export interface ReconcileOptions {
    * unknown or that has no pid yet (its spawn may be pending in that gateway).
    */
   skipAttached?: boolean | ((lease: ProcessLease) => boolean);
+  /**
+   * A durable session's verified, running tree is left alone as awaiting
+   * re-adoption (the startup reap and the keeper); `proclease reap` ends it
+   * at once.
+   */
+  spareDurable?: boolean;
   /** closed/lost leases older than this are removed afterwards (not in a dry run) */
   retentionMs?: number;
   /** called with each settled lease */
@@ -96,6 +102,7 @@ export async function reconcileLeases(deps: LifecycleDeps, opts: ReconcileOption
     byId,
     snapshot,
     skipAttached: opts.skipAttached,
+    spareDurable: opts.spareDurable === true,
     dryRun,
     entry: (o) => entries.push(o),
     onSettled: opts.onSettled,
@@ -147,6 +154,7 @@ async function settleTogether(
     byId: ReadonlyMap<string, LeaseVerification>;
     snapshot: ProcessSnapshot | undefined;
     skipAttached: ReconcileOptions["skipAttached"];
+    spareDurable: boolean;
     dryRun: boolean;
     entry: (o: LeaseOutcome) => void;
     onSettled: ((o: LeaseOutcome) => void) | undefined;
@@ -165,6 +173,9 @@ async function settleTogether(
   const closing: Closing[] = [];
   await mapLimit(leases, ADMIT_AT_ONCE, async (l) => {
     const v = b.byId.get(l.leaseId)!;
+    const waiting = b.spareDurable ? awaitingReason(v) : null;
+    if (waiting !== null)
+      return void b.entry(untouched(l, v, "awaiting-readoption", "awaiting-readoption", waiting, b.dryRun));
     const guarded = typeof b.skipAttached === "function" ? b.skipAttached(l) : b.skipAttached === true;
     const attached = guarded ? attachedReason(v, b.snapshot) : null;
     if (attached !== null) return void b.entry(untouched(l, v, "skipped-live", attached.code, attached.why, b.dryRun));
