@@ -19,6 +19,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -112,6 +113,25 @@ const char *attach_peer_refusal(const struct attach *a, int conn) {
   if (cr.uid != getuid()) return "another-uid";
   if (a->lock_fd < 0 || !holds_flock(cr.pid, a->lock_dev, a->lock_ino)) return "not-the-lock-holder";
   return NULL;
+}
+
+void attach_refuse(int fd, const char *code) {
+  frame_write_all(fd, FRAME_REFUSED, code, strlen(code), 200);
+  close(fd);
+}
+
+int attach_auth(const char *buf, size_t len, const char **refusal) {
+  if (len < FRAME_HEAD) return -1;
+  size_t want = ((size_t)(unsigned char)buf[1] << 24) | ((size_t)(unsigned char)buf[2] << 16) |
+                ((size_t)(unsigned char)buf[3] << 8) | (unsigned char)buf[4];
+  if (buf[0] != FRAME_AUTH || want > 256) return *refusal = "bad-auth", 1;
+  if (len < FRAME_HEAD + want) return -1;
+  char mine[256];
+  const char *lease = getenv("OPENCLAW_ACPX_LEASE_ID"), *inst = getenv("OPENCLAW_GATEWAY_INSTANCE_ID");
+  int n = snprintf(mine, sizeof mine, "%s\n%s", lease ? lease : "", inst ? inst : "");
+  if (!lease || !inst || n <= 0 || (size_t)n != want || memcmp(mine, buf + FRAME_HEAD, want) != 0)
+    return *refusal = "not-this-session", 1;
+  return 0;
 }
 
 int frame_write_all(int fd, char type, const char *payload, size_t len, int ms) {

@@ -37,6 +37,11 @@ enum jkind jscan_kind(const struct jscan *s);
 /* the method is exactly `m` */
 int jscan_method_is(const struct jscan *s, const char *m);
 
+/* The id token as a number, when it is a plain decimal integer (below 10^15); 0 otherwise. */
+int jscan_id_number(const struct jscan *s, unsigned long long *out);
+/* The last `cap` bytes of what was written, kept in `ring`. */
+void tail_keep(char *ring, size_t *len, size_t cap, const char *p, size_t n);
+
 /* The agent's lines the wrapper holds: whole lines, in order, within `bound` bytes (one read may pass it). */
 struct jentry {
   size_t off, len, id_pos;
@@ -95,6 +100,14 @@ void attach_close(struct attach *a);
  * from /proc/locks); else the refusal's code.
  */
 const char *attach_peer_refusal(const struct attach *a, int conn);
+/*
+ * The auth frame in `buf` (`<lease id>\n<instance id>`, both this wrapper's
+ * own, from its environment): -1 while incomplete, 0 when it names us, 1
+ * with the refusal's code otherwise.
+ */
+int attach_auth(const char *buf, size_t len, const char **refusal);
+/* Tells a connection why it is refused (a short code) and closes it. */
+void attach_refuse(int fd, const char *code);
 /* Writes a whole small frame, waiting at most `ms` for room; 0 on success. */
 int frame_write_all(int fd, char type, const char *payload, size_t len, int ms);
 

@@ -154,6 +154,21 @@ int jscan_method_is(const struct jscan *s, const char *m) {
   return !s->method_over && s->method_len == n && memcmp(s->method, m, n) == 0;
 }
 
+int jscan_id_number(const struct jscan *s, unsigned long long *out) {
+  size_t d = 0;
+  while (d < s->id_len && s->id[d] >= '0' && s->id[d] <= '9') d++;
+  if (s->id_over || d != s->id_len || d == 0 || d >= 16) return 0;
+  *out = strtoull(s->id, NULL, 10);
+  return 1;
+}
+
+void tail_keep(char *ring, size_t *len, size_t cap, const char *p, size_t n) {
+  size_t k = n > cap ? cap : n, keep = cap - k < *len ? cap - k : *len;
+  memmove(ring, ring + *len - keep, keep);
+  memcpy(ring + keep, p + n - k, k);
+  *len = keep + k;
+}
+
 /* ---------------------------------------------------------------- journal */
 
 static int grow(void **p, size_t *alloc, size_t need, size_t unit) {

@@ -34,7 +34,6 @@
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -145,12 +144,8 @@ static void gateway_line(void) {
   struct jscan *s = &R.up_scan;
   enum jkind k = jscan_kind(s);
   if (k == J_REQ && !s->id_over) {
-    size_t d = 0;
-    while (d < s->id_len && s->id[d] >= '0' && s->id[d] <= '9') d++;
-    if (d == s->id_len && d > 0 && d < 16) {
-      unsigned long long v = strtoull(s->id, NULL, 10);
-      if (v > R.id_floor) R.id_floor = v;
-    }
+    unsigned long long v;
+    if (jscan_id_number(s, &v) && v > R.id_floor) R.id_floor = v;
     if (jscan_method_is(s, "session/prompt")) {
       R.turn_active = 1;
       memcpy(R.turn_id, s->id, s->id_len);
@@ -287,39 +282,28 @@ static void adopt_conn(void) {
   R.replay_off = 0;
 }
 
-static void refuse(int fd, const char *code) {
-  frame_write_all(fd, FRAME_REFUSED, code, strlen(code), 200);
-  close(fd);
-}
-
 /* A new connection: only a lock holder, and only while detached, gets as far as its auth frame. */
 static void accept_one(void) {
   int fd = accept4(R.a->listen_fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
   if (fd < 0) return;
   const char *no = attach_peer_refusal(R.a, fd);
   if (no == NULL && R.mode != M_DETACHED) no = "attached";
-  if (no != NULL) return refuse(fd, no);
+  if (no != NULL) return attach_refuse(fd, no);
   R.pending = fd;
   R.pending_until = wrapper_now_ms() + AUTH_MS;
   R.auth_len = 0;
 }
 
-/* The auth frame: "<lease id>\n<instance id>", both this wrapper's own. */
+/* The lock holder's auth frame, as it arrives: then adopted, or refused. */
 static void read_auth(void) {
   ssize_t n = read(R.pending, R.auth + R.auth_len, sizeof R.auth - R.auth_len);
   if (n < 0 && (errno == EAGAIN || errno == EINTR)) return;
   if (n <= 0) return (void)(close(R.pending), R.pending = -1);
   R.auth_len += (size_t)n;
-  if (R.auth_len < FRAME_HEAD) return;
-  size_t len = ((size_t)(unsigned char)R.auth[1] << 24) | ((size_t)(unsigned char)R.auth[2] << 16) |
-               ((size_t)(unsigned char)R.auth[3] << 8) | (unsigned char)R.auth[4];
-  if (R.auth[0] != FRAME_AUTH || len > sizeof R.auth - FRAME_HEAD) return refuse(R.pending, "bad-auth"), (void)(R.pending = -1);
-  if (R.auth_len < FRAME_HEAD + len) return;
-  char want[256];
-  const char *lease = getenv("OPENCLAW_ACPX_LEASE_ID"), *inst = getenv("OPENCLAW_GATEWAY_INSTANCE_ID");
-  int w = snprintf(want, sizeof want, "%s\n%s", lease ? lease : "", inst ? inst : "");
-  if (w <= 0 || (size_t)w != len || memcmp(want, R.auth + FRAME_HEAD, len) != 0 || !lease || !inst)
-    return refuse(R.pending, "not-this-session"), (void)(R.pending = -1);
+  const char *no = NULL;
+  int r = attach_auth(R.auth, R.auth_len, &no);
+  if (r < 0) return;
+  if (r > 0) return attach_refuse(R.pending, no), (void)(R.pending = -1);
   adopt_conn();
 }
 
@@ -387,10 +371,7 @@ static void read_stderr(void) {
     put_frame(FRAME_STDERR, b, (size_t)n);
   } else {
     /* nobody attached: the tail is kept for the next gateway's stderrTail */
-    size_t k = (size_t)n > ERR_RING ? ERR_RING : (size_t)n, keep = ERR_RING - k < R.ring_len ? ERR_RING - k : R.ring_len;
-    memmove(R.ring, R.ring + R.ring_len - keep, keep);
-    memcpy(R.ring + keep, b + n - k, k);
-    R.ring_len = keep + k;
+    tail_keep(R.ring, &R.ring_len, ERR_RING, b, (size_t)n);
   }
 }
 

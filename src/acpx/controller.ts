@@ -39,6 +39,8 @@ import { ControllerEnd, guardAfterDispose, settleOnDispose, type EndedAs } from 
 import { ControllerHooks } from "./controller-hooks.js";
 import { AcpxRawSessionError, rawAdapterOf, type RawAdapter, type RawAdapterInput } from "./raw-adapter.js";
 import { mismatchError, reuseOrOpen } from "./session-reuse.js";
+import { assertHandle, controlTargetOf } from "./live-sessions.js";
+import type { ControlTarget } from "./session-controls.js";
 import { setConfigOption, setMode } from "./session-controls.js";
 import { listSessionSummaries, statusOf } from "./session-status.js";
 import type { SessionUpdateListener } from "./session-updates.js";
@@ -56,7 +58,7 @@ import {
 import { reconcileOwnLeases, reconcileTerminals } from "./controller-reconcile.js";
 import { parseEnsureInput, parseRawAdapterInput, type EnsureInput } from "./ensure-input.js";
 import { spawnSession } from "./spawn-session.js";
-import { tryAdopt } from "./durable/adopt.js";
+import { adoptWaiting } from "./durable/adopt.js";
 import type { AcpxSessionRecord } from "./session-store.js";
 import { disposalError } from "./ensure-attempt.js";
 import type {
@@ -131,14 +133,8 @@ class Controller implements AcpxLifecycleController {
    * why, logged) when it cannot be: the ensure then closes and resumes it.
    */
   private async adopt(input: EnsureInput, record: AcpxSessionRecord): Promise<AcpRuntimeHandle | undefined> {
-    const r = await this.live.held(record.leaseId, () => tryAdopt(this.d, this.live, input, record));
-    if (r.kind === "not-adopted") {
-      this.d.conversation.log.info?.(
-        `proclease: session ${JSON.stringify(input.sessionKey)} was not re-adopted (${r.code}): ${r.why}`,
-        { leaseId: record.leaseId, code: r.code },
-      );
-      return undefined;
-    }
+    const r = await adoptWaiting(this.d, this.live, input, record);
+    if (r.kind === "not-adopted") return undefined;
     this.keeper.keep();
     this.watchEnd(r.live);
     if (r.turn === undefined) return r.handle;
@@ -299,20 +295,9 @@ class Controller implements AcpxLifecycleController {
     return setConfigOption(this.controlTarget(handle), key, value);
   }
 
-  private controlTarget(handle: AcpRuntimeHandle) {
+  private controlTarget(handle: AcpRuntimeHandle): ControlTarget {
     assertHandle(handle);
-    const live = this.live.require(handle);
-    if (live.closing) throw new AcpxSessionClosedError(handle.sessionKey, live.closeReason);
-    const ended = sessionEndedError(handle.sessionKey, live.launched);
-    if (ended) throw ended;
-    if (live.client === undefined) throw new AcpxRawSessionError(handle.sessionKey);
-    return {
-      sessionKey: handle.sessionKey,
-      acpSessionId: live.handle.acpSessionId,
-      client: live.client,
-      state: live.conv.state,
-      timeoutMs: this.d.handshakeTimeoutMs,
-    };
+    return controlTargetOf(this.live.require(handle), this.d.handshakeTimeoutMs);
   }
 
   async sessionStatus(handle: AcpRuntimeHandle): Promise<SessionStatus> {
@@ -425,7 +410,10 @@ class Controller implements AcpxLifecycleController {
   shutdown(): Promise<CloseReport[]> {
     this.ended("shut down");
     const reports = this.closeAllThenRelease();
-    this.ending = reports.then(noop, noop);
+    this.ending = reports.then(
+      () => undefined,
+      () => undefined,
+    );
     return reports;
   }
 
@@ -472,14 +460,7 @@ class Controller implements AcpxLifecycleController {
     return this.ending;
   }
 
-  /**
-   * Ends this controller and leaves its durable sessions waiting for a later
-   * one (types.ts): each is let go (its wrapper starts its window, its turn
-   * runs on in the agent), the others closed as shutdown() closes them, then
-   * the release as dispose() does it. The turns running here settle with
-   * AcpxControllerDisposedError ("detached"): a later controller gets them
-   * back as `handle.turn`.
-   */
+  /** The durable sessions let go, the others closed as shutdown() does, then dispose()'s release (types.ts says the rest). */
   detach(): Promise<void> {
     this.ended("detached");
     this.ending = this.detachThenRelease();
@@ -489,11 +470,7 @@ class Controller implements AcpxLifecycleController {
   private async detachThenRelease(): Promise<void> {
     try {
       await this.end.writesSettled();
-      const all = this.live.all();
-      const durable = all.filter((l) => l.launched.durable && !l.closing && l.launched.howEnded() === undefined);
-      const err = new AcpxControllerDisposedError("detached");
-      for (const l of durable) this.live.letGo(l, err);
-      const others = all.filter((l) => !durable.includes(l)).map((l) => l.handle.sessionKey);
+      const others = this.live.letGoDurable(new AcpxControllerDisposedError("detached"));
       await Promise.allSettled(
         others.map((key) => this.closeSession({ handle: { sessionKey: key }, reason: "controller detach" })),
       );
@@ -518,18 +495,5 @@ class Controller implements AcpxLifecycleController {
     // the instance's cgroup folder goes when no lease cgroup is left in it (live sessions keep theirs)
     if (this.d.containment.available) await removeInstanceFolder(this.d.containment, this.d.gatewayInstanceId);
     await this.lock.release();
-  }
-}
-
-function noop(): void {}
-
-function assertHandle(handle: AcpRuntimeHandle): void {
-  if (
-    typeof handle !== "object" ||
-    handle === null ||
-    typeof handle.sessionKey !== "string" ||
-    typeof handle.leaseId !== "string"
-  ) {
-    throw new TypeError("handle must be an AcpRuntimeHandle from ensureSession");
   }
 }

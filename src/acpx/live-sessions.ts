@@ -10,7 +10,9 @@ import type { ProcessFacts, ProcessSignaller } from "../facts/types.js";
 import { signalUnreapedChild } from "../facts/signal.js";
 import { escalate, type LeaseStore, type LifecycleDeps, type ReleaseResult } from "../ownership/index.js";
 import type { ProcessLease } from "../ownership/leases/types.js";
-import type { AcpClient } from "./acp-client.js";
+import { sessionEndedError, type AcpClient } from "./acp-client.js";
+import { AcpxRawSessionError } from "./raw-adapter.js";
+import type { ControlTarget } from "./session-controls.js";
 import type { ConversationConfig, SessionConversation } from "./conversation.js";
 import { AcpxNoSessionError, AcpxSessionClosedError } from "./errors.js";
 import type { InstalledWrapper } from "./install-wrapper.js";
@@ -206,6 +208,16 @@ export class LiveSessions {
     live.conv.permissions.cancelAll(reason.message);
   }
 
+  /** detach(): every running durable session let go (letGo); the keys of the others, to be closed. */
+  letGoDurable(reason: Error): string[] {
+    const others: string[] = [];
+    for (const l of this.all()) {
+      if (l.launched.durable && !l.closing && l.launched.howEnded() === undefined) this.letGo(l, reason);
+      else others.push(l.handle.sessionKey);
+    }
+    return others;
+  }
+
   /** Sessions keep running; only their hold on our event loop is released. */
   unrefAll(): void {
     for (const s of this.byKey.values()) s.launched.unref();
@@ -285,4 +297,31 @@ export function closeTarget(input: unknown): { key: string; expected: string | u
   if (h.leaseId !== undefined && typeof h.leaseId !== "string")
     throw new TypeError("input.handle.leaseId must be a string when given");
   return { key: h.sessionKey, expected: typeof h.leaseId === "string" ? h.leaseId : undefined };
+}
+
+export function assertHandle(handle: AcpRuntimeHandle): void {
+  if (
+    typeof handle !== "object" ||
+    handle === null ||
+    typeof handle.sessionKey !== "string" ||
+    typeof handle.leaseId !== "string"
+  ) {
+    throw new TypeError("handle must be an AcpRuntimeHandle from ensureSession");
+  }
+}
+
+/** A live session's controls (setMode, setConfigOption): refused typed while it closes, after its processes ended, or for a raw adapter. */
+export function controlTargetOf(live: LiveSession, timeoutMs: number): ControlTarget {
+  const key = live.handle.sessionKey;
+  if (live.closing) throw new AcpxSessionClosedError(key, live.closeReason);
+  const ended = sessionEndedError(key, live.launched);
+  if (ended) throw ended;
+  if (live.client === undefined) throw new AcpxRawSessionError(key);
+  return {
+    sessionKey: key,
+    acpSessionId: live.handle.acpSessionId,
+    client: live.client,
+    state: live.conv.state,
+    timeoutMs,
+  };
 }

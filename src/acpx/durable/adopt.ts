@@ -60,6 +60,22 @@ export type AdoptRefusal =
 type Refused = Extract<AdoptOutcome, { kind: "not-adopted" }>;
 const no = (code: AdoptRefusal, why: string): Refused => ({ kind: "not-adopted", code, why });
 
+/** tryAdopt with the lease held from reconciles meanwhile; why not, logged. */
+export async function adoptWaiting(
+  d: ControllerDeps,
+  live: LiveSessions,
+  input: EnsureInput,
+  record: AcpxSessionRecord,
+): Promise<AdoptOutcome> {
+  const r = await live.held(record.leaseId, () => tryAdopt(d, live, input, record));
+  if (r.kind === "not-adopted")
+    d.conversation.log.info?.(
+      `proclease: session ${JSON.stringify(input.sessionKey)} was not re-adopted (${r.code}): ${r.why}`,
+      { leaseId: record.leaseId, code: r.code },
+    );
+  return r;
+}
+
 /** The record's session re-adopted for `input`, or why not (nothing was signalled, the wrapper still waits). */
 export async function tryAdopt(
   d: ControllerDeps,
