@@ -160,3 +160,32 @@ int frame_write_all(int fd, char type, const char *payload, size_t len, int ms) 
   }
   return 0;
 }
+
+void buf_put(struct buf *b, const void *p, size_t n) {
+  memcpy(b->p + b->len, p, n);
+  b->len += n;
+}
+
+void buf_frame(struct buf *b, char type, const char *p, size_t n) {
+  unsigned char h[FRAME_HEAD] = {(unsigned char)type, (unsigned char)(n >> 24), (unsigned char)(n >> 16),
+                                 (unsigned char)(n >> 8), (unsigned char)n};
+  buf_put(b, h, FRAME_HEAD);
+  buf_put(b, p, n);
+}
+
+size_t buf_room(const struct buf *b) { return DOWN_CAP - b->len; }
+
+int buf_drain(struct buf *b, int fd) {
+  while (b->len > 0) {
+    ssize_t n = write(fd, b->p, b->len);
+    if (n > 0) {
+      memmove(b->p, b->p + n, b->len - (size_t)n);
+      b->len -= (size_t)n;
+    } else if (n < 0 && errno == EINTR) {
+      continue;
+    } else {
+      return n < 0 && errno == EAGAIN ? 0 : -1;
+    }
+  }
+  return 0;
+}

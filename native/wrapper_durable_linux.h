@@ -111,6 +111,21 @@ void attach_refuse(int fd, const char *code);
 /* Writes a whole small frame, waiting at most `ms` for room; 0 on success. */
 int frame_write_all(int fd, char type, const char *payload, size_t len, int ms);
 
+/* A relay buffer (wrapper_attach_linux.c): bytes waiting for a non-blocking write. */
+#define CHUNK 65536
+#define DOWN_CAP (4 * CHUNK)
+struct buf {
+  char p[DOWN_CAP];
+  size_t len;
+};
+/* Appends (the caller made sure of the room). */
+void buf_put(struct buf *b, const void *p, size_t n);
+/* Appends one frame. */
+void buf_frame(struct buf *b, char type, const char *p, size_t n);
+size_t buf_room(const struct buf *b);
+/* Writes what `b` holds to `fd` without blocking; -1 when the reader is gone. */
+int buf_drain(struct buf *b, int fd);
+
 /* The durable options from argv. */
 struct durable_opts {
   int on;

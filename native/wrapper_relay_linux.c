@@ -41,19 +41,11 @@
 #include "wrapper_durable_linux.h"
 #include "wrapper_linux.h"
 
-#define CHUNK 65536
-#define DOWN_CAP (4 * CHUNK)
-#define UP_CAP (2 * CHUNK)
 #define ERR_RING 16384
 #define AUTH_MS 2000
 #define FLUSH_MS 2000
 
 enum { M_STDIO, M_DETACHED, M_SOCKET };
-
-struct buf {
-  char p[DOWN_CAP];
-  size_t len;
-};
 
 static struct {
   const struct durable_opts *o;
@@ -61,7 +53,7 @@ static struct {
   long grace_ms;
   int mode, ending, gw_in_eof;
   long long deadline;
-  int ad_in, ad_out, ad_err, conn, pending;
+  int ad_in, ad_out, ad_err, conn, pending, auth_ok;
   long long pending_until;
   char auth[FRAME_HEAD + 256];
   size_t auth_len;
@@ -83,35 +75,7 @@ static struct {
   size_t replay_i, replay_off;
 } R;
 
-static void put(struct buf *b, const void *p, size_t n) {
-  memcpy(b->p + b->len, p, n);
-  b->len += n;
-}
-
-static void put_frame(char type, const char *p, size_t n) {
-  unsigned char h[FRAME_HEAD] = {(unsigned char)type, (unsigned char)(n >> 24), (unsigned char)(n >> 16),
-                                 (unsigned char)(n >> 8), (unsigned char)n};
-  put(&R.down, h, FRAME_HEAD);
-  put(&R.down, p, n);
-}
-
-static size_t room(const struct buf *b) { return DOWN_CAP - b->len; }
-
-/* Writes what `b` holds to `fd` without blocking; -1 when the reader is gone. */
-static int drain(struct buf *b, int fd) {
-  while (b->len > 0) {
-    ssize_t n = write(fd, b->p, b->len);
-    if (n > 0) {
-      memmove(b->p, b->p + n, b->len - (size_t)n);
-      b->len -= (size_t)n;
-    } else if (n < 0 && errno == EINTR) {
-      continue;
-    } else {
-      return n < 0 && errno == EAGAIN ? 0 : -1;
-    }
-  }
-  return 0;
-}
+static void put_frame(char type, const char *p, size_t n) { buf_frame(&R.down, type, p, n); }
 
 static int down_fd(void) { return R.mode == M_STDIO ? 1 : R.mode == M_SOCKET ? R.conn : -1; }
 
@@ -119,7 +83,7 @@ static int down_fd(void) { return R.mode == M_STDIO ? 1 : R.mode == M_SOCKET ? R
 static void flush_down(void) {
   long long until = wrapper_now_ms() + FLUSH_MS;
   int fd = down_fd();
-  while (fd >= 0 && R.down.len > 0 && drain(&R.down, fd) == 0 && R.down.len > 0) {
+  while (fd >= 0 && R.down.len > 0 && buf_drain(&R.down, fd) == 0 && R.down.len > 0) {
     long long left = until - wrapper_now_ms();
     if (left <= 0) break;
     struct pollfd pf = {fd, POLLOUT, 0};
@@ -217,7 +181,7 @@ static void detach(void) {
   R.deadline = wrapper_now_ms() + R.o->window_ms;
   if (R.turn_active) R.adopt = 1, R.adopt_ended = 0;
   /* a request the gateway was half way through writing would glue onto the next one: its line is ended here */
-  if (R.up_scan.pos > 0 && R.up.len < sizeof R.up.p) put(&R.up, "\n", 1), jscan_reset(&R.up_scan);
+  if (R.up_scan.pos > 0 && R.up.len < sizeof R.up.p) buf_put(&R.up, "\n", 1), jscan_reset(&R.up_scan);
 }
 
 /* The gateway is gone: the window, or (asked to end, or not durable at all) the cleanup as before. */
@@ -245,7 +209,7 @@ static void header(void) {
 
 /* Journal entries to the socket as room allows; then "live", and the journal back to the attached rule. */
 static void replay(void) {
-  while (R.replaying && room(&R.down) > FRAME_HEAD + 1) {
+  while (R.replaying && buf_room(&R.down) > FRAME_HEAD + 1) {
     if (R.replay_i >= R.j.n) {
       put_frame(FRAME_LIVE, "", 0);
       R.replaying = 0;
@@ -258,7 +222,7 @@ static void replay(void) {
     int open = R.j.open && R.replay_i == R.j.n - 1;
     int skip = !open && ((e->kind == J_REQ && e->answered) ||
                          (e->kind == J_RESP && !(R.turn_id_len > 0 && journal_id_is(&R.j, R.replay_i, R.turn_id, R.turn_id_len))));
-    size_t left = e->len - R.replay_off, take = room(&R.down) - FRAME_HEAD;
+    size_t left = e->len - R.replay_off, take = buf_room(&R.down) - FRAME_HEAD;
     if (skip || left == 0) {
       R.replay_i++, R.replay_off = 0;
       continue;
@@ -282,19 +246,25 @@ static void adopt_conn(void) {
   R.replay_off = 0;
 }
 
-/* A new connection: only a lock holder, and only while detached, gets as far as its auth frame. */
+/*
+ * A new connection: only a lock holder gets as far as its auth frame. One
+ * that comes while the first gateway is still attached by its stdio waits
+ * (up to AUTH_MS): holding the lock proves that gateway let it go, and its
+ * lifeline's EOF may be a moment behind.
+ */
 static void accept_one(void) {
   int fd = accept4(R.a->listen_fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
   if (fd < 0) return;
   const char *no = attach_peer_refusal(R.a, fd);
-  if (no == NULL && R.mode != M_DETACHED) no = "attached";
+  if (no == NULL && R.mode == M_SOCKET) no = "attached";
   if (no != NULL) return attach_refuse(fd, no);
   R.pending = fd;
   R.pending_until = wrapper_now_ms() + AUTH_MS;
   R.auth_len = 0;
+  R.auth_ok = 0;
 }
 
-/* The lock holder's auth frame, as it arrives: then adopted, or refused. */
+/* The lock holder's auth frame, as it arrives: then adopted (once detached), or refused. */
 static void read_auth(void) {
   ssize_t n = read(R.pending, R.auth + R.auth_len, sizeof R.auth - R.auth_len);
   if (n < 0 && (errno == EAGAIN || errno == EINTR)) return;
@@ -302,9 +272,8 @@ static void read_auth(void) {
   R.auth_len += (size_t)n;
   const char *no = NULL;
   int r = attach_auth(R.auth, R.auth_len, &no);
-  if (r < 0) return;
   if (r > 0) return attach_refuse(R.pending, no), (void)(R.pending = -1);
-  adopt_conn();
+  R.auth_ok = r == 0;
 }
 
 /* Frames from the adopted gateway: stdin bytes and control lines. */
@@ -329,7 +298,7 @@ static int read_frames(void) {
     size_t take = (size_t)n - i < R.frem ? (size_t)n - i : R.frem;
     if (R.ftype == FRAME_STDIN) {
       scan(b + i, take, 0);
-      put(&R.up, b + i, take);
+      buf_put(&R.up, b + i, take);
     } else {
       memcpy(R.ctl + R.ctl_len, b + i, take);
       R.ctl_len += take;
@@ -348,19 +317,19 @@ static int read_frames(void) {
 static void read_agent(void) {
   char b[CHUNK];
   size_t cap = sizeof b;
-  if (R.mode == M_SOCKET) cap = room(&R.down) - FRAME_HEAD;
-  else if (R.mode == M_STDIO) cap = room(&R.down);
+  if (R.mode == M_SOCKET) cap = buf_room(&R.down) - FRAME_HEAD;
+  else if (R.mode == M_STDIO) cap = buf_room(&R.down);
   ssize_t n = read(R.ad_out, b, cap);
   if (n < 0 && (errno == EAGAIN || errno == EINTR)) return;
   if (n <= 0) return (void)(close(R.ad_out), R.ad_out = -1);
   if (R.mode == M_SOCKET) put_frame(FRAME_STDOUT, b, (size_t)n);
-  else if (R.mode == M_STDIO) put(&R.down, b, (size_t)n);
+  else if (R.mode == M_STDIO) buf_put(&R.down, b, (size_t)n);
   scan(b, (size_t)n, 1);
 }
 
 static void read_stderr(void) {
   char b[CHUNK];
-  size_t cap = R.mode == M_STDIO ? sizeof R.err - R.err_len : R.mode == M_SOCKET ? room(&R.down) - FRAME_HEAD : sizeof b;
+  size_t cap = R.mode == M_STDIO ? sizeof R.err - R.err_len : R.mode == M_SOCKET ? buf_room(&R.down) - FRAME_HEAD : sizeof b;
   ssize_t n = read(R.ad_err, b, cap);
   if (n < 0 && (errno == EAGAIN || errno == EINTR)) return;
   if (n <= 0) return (void)(close(R.ad_err), R.ad_err = -1);
@@ -385,7 +354,7 @@ static void read_gateway_stdin(void) {
     return;
   }
   scan(b, (size_t)n, 0);
-  put(&R.up, b, (size_t)n);
+  buf_put(&R.up, b, (size_t)n);
 }
 
 static void read_lifeline(void) {
@@ -406,7 +375,7 @@ static void read_lifeline(void) {
 
 /* The adapter ended: what it wrote before is delivered first, then its exit and the sweep, as without durability. */
 static void adapter_ended(void) {
-  while (R.ad_out >= 0 && (R.mode == M_DETACHED || room(&R.down) > FRAME_HEAD + 1)) {
+  while (R.ad_out >= 0 && (R.mode == M_DETACHED || buf_room(&R.down) > FRAME_HEAD + 1)) {
     int before = R.ad_out;
     size_t had = R.down.len, jl = R.j.len;
     read_agent();
@@ -454,9 +423,9 @@ void durable_run(const struct durable_opts *o, struct attach *a, int ad_in, int 
     if (a->listen_fd >= 0 && R.pending < 0) p[P_LISTEN] = (struct pollfd){a->listen_fd, POLLIN, 0};
     if (R.pending >= 0) p[P_PENDING] = (struct pollfd){R.pending, POLLIN, 0};
     if (R.replaying) replay();
-    int out_room = R.mode == M_DETACHED ? R.j.len < R.j.bound : room(&R.down) > CHUNK / 4 + FRAME_HEAD;
+    int out_room = R.mode == M_DETACHED ? R.j.len < R.j.bound : buf_room(&R.down) > CHUNK / 4 + FRAME_HEAD;
     if (R.ad_out >= 0 && !R.replaying && out_room) p[P_AD_OUT] = (struct pollfd){R.ad_out, POLLIN, 0};
-    int err_room = stdio ? R.err_len < sizeof R.err : sock ? room(&R.down) > CHUNK / 4 + FRAME_HEAD : 1;
+    int err_room = stdio ? R.err_len < sizeof R.err : sock ? buf_room(&R.down) > CHUNK / 4 + FRAME_HEAD : 1;
     if (R.ad_err >= 0 && !R.replaying && err_room) p[P_AD_ERR] = (struct pollfd){R.ad_err, POLLIN, 0};
     if (R.ad_in >= 0 && R.up.len > 0) p[P_AD_IN] = (struct pollfd){R.ad_in, POLLOUT, 0};
     int up_room = R.up.len < sizeof R.up.p;
@@ -472,15 +441,20 @@ void durable_run(const struct durable_opts *o, struct attach *a, int ad_in, int 
     if (poll(p, P_N, timeout) < 0 && errno != EINTR) continue;
     if (p[P_SIG].revents) signals();
     if (R.mode == M_DETACHED && wrapper_now_ms() >= R.deadline) wrapper_cleanup_and_exit("window-expired", grace_ms);
-    if (R.pending >= 0 && p[P_PENDING].revents) read_auth();
-    if (R.pending >= 0 && wrapper_now_ms() >= R.pending_until) close(R.pending), R.pending = -1;
-    if (p[P_LISTEN].revents) accept_one();
+    /* what was polled for one mode is not handled in another (the lifeline's EOF or an adoption changes it) */
+    int was = R.mode;
     if (p[P_LIFE].revents && R.mode == M_STDIO) read_lifeline();
-    if (p[P_IN].revents && R.mode == M_STDIO) read_gateway_stdin();
-    if (p[P_IN].revents && R.mode == M_SOCKET && read_frames() < 0) gateway_gone();
-    if (p[P_AD_OUT].revents && R.ad_out >= 0) read_agent();
-    if (p[P_AD_ERR].revents && R.ad_err >= 0) read_stderr();
-    if (R.ad_in >= 0 && R.up.len > 0 && drain(&R.up, R.ad_in) < 0) R.up.len = 0, close(R.ad_in), R.ad_in = -1;
+    if (R.pending >= 0 && p[P_PENDING].revents) read_auth();
+    if (R.pending >= 0 && R.auth_ok && R.mode == M_DETACHED) adopt_conn();
+    if (R.pending >= 0 && wrapper_now_ms() >= R.pending_until)
+      attach_refuse(R.pending, R.mode == M_DETACHED ? "no-auth" : "attached"), R.pending = -1;
+    if (p[P_LISTEN].revents) accept_one();
+    if (p[P_IN].revents && R.mode == was && was == M_STDIO) read_gateway_stdin();
+    if (p[P_IN].revents && R.mode == was && was == M_SOCKET && read_frames() < 0) gateway_gone();
+    /* nothing live before the replay: the adapter's output waits in its pipe until the journal is out */
+    if (p[P_AD_OUT].revents && R.ad_out >= 0 && !R.replaying) read_agent();
+    if (p[P_AD_ERR].revents && R.ad_err >= 0 && !R.replaying) read_stderr();
+    if (R.ad_in >= 0 && R.up.len > 0 && buf_drain(&R.up, R.ad_in) < 0) R.up.len = 0, close(R.ad_in), R.ad_in = -1;
     /* a gateway that ends (not one that goes) closes the adapter's stdin, as without durability */
     if (R.ending && R.ad_in >= 0 && R.up.len == 0 && (R.gw_in_eof || R.mode == M_DETACHED)) close(R.ad_in), R.ad_in = -1;
     if (R.mode == M_STDIO && R.err_len > 0) {
@@ -488,7 +462,7 @@ void durable_run(const struct durable_opts *o, struct attach *a, int ad_in, int 
       if (n > 0) memmove(R.err, R.err + n, R.err_len - (size_t)n), R.err_len -= (size_t)n;
       else if (n < 0 && errno != EAGAIN && errno != EINTR) R.err_len = 0;
     }
-    if ((R.mode == M_STDIO || R.mode == M_SOCKET) && R.down.len > 0 && drain(&R.down, down_fd()) < 0) {
+    if ((R.mode == M_STDIO || R.mode == M_SOCKET) && R.down.len > 0 && buf_drain(&R.down, down_fd()) < 0) {
       if (R.mode == M_SOCKET) gateway_gone();
       else R.down.len = 0; /* the gateway's stdout is gone: its lifeline says whether it is */
     }
