@@ -36,7 +36,13 @@ import type { KeeperConfig } from "./keeper.js";
 import { openLeaseStore } from "../leases/lease-store.js";
 import { reconcileLeases, type LeaseReconcileReport } from "../lifecycle/reconcile.js";
 import { takeOverHolderLock } from "../host/supervisor-holders.js";
-import { acquireStateDirLock, StateDirLockedError, STATE_LOCK_FILE, type StateDirLock } from "../host/state-lock.js";
+import {
+  acquireStateDirLock,
+  KEEPER_BEAT_MS,
+  StateDirLockedError,
+  STATE_LOCK_FILE,
+  type StateDirLock,
+} from "../host/state-lock.js";
 import type { ProcessLease } from "../leases/types.js";
 
 /** The keeper's last word, written to `<stateDir>/acpx/keeper-report.json` when it reaped (for an operator, and the tests). */
@@ -78,6 +84,8 @@ export async function keeperReap(cfg: KeeperConfig, facts: ProcessFacts): Promis
   const lock = existsSync(join(cfg.stateDir, STATE_LOCK_FILE))
     ? await takeOver(cfg, facts)
     : { why: "no gateway ever held this state dir" };
+  // a gateway started meanwhile waits as long as this keeps beating (state-lock.ts), whatever the grace makes the reap take
+  const beat = "release" in lock ? setInterval(() => void lock.progress(), KEEPER_BEAT_MS) : undefined;
   try {
     if (!("release" in lock) && holder === null)
       return report("left", `${lock.why}; the gateway's supervisor holder lock could not be taken`);
@@ -104,6 +112,7 @@ export async function keeperReap(cfg: KeeperConfig, facts: ProcessFacts): Promis
     );
     return out;
   } finally {
+    clearInterval(beat);
     if ("release" in lock) await lock.release();
     await holder?.release();
   }
