@@ -51,7 +51,14 @@ export async function reuseOrOpen(
   }
   const stored = await d.sessions.get(input.sessionKey);
   // a durable session an earlier gateway left waiting is taken back as it runs (durable/adopt.ts)
-  if (!existing && adopt !== undefined && stored?.kind === "lease" && input.replace !== true) {
+  // not when the caller asks for a fresh agent session (resume: false) or names another one
+  if (
+    !existing &&
+    adopt !== undefined &&
+    stored?.kind === "lease" &&
+    input.resume !== false &&
+    (input.resumeSessionId === undefined || input.resumeSessionId === stored.record.acpSessionId)
+  ) {
     const adopted = await adopt(stored.record);
     if (adopted !== undefined) return { reused: adopted };
   }

@@ -40,6 +40,7 @@ import {
   type ResolvedAgent,
 } from "./options.js";
 import { applyRequestedOptions } from "./session-options.js";
+import { readAdoptedTurn } from "./adopted-turn.js";
 import { SessionTable, type SessionEntry } from "./session-table.js";
 import { capabilities, configOptionResult, configValue, noSessionStatus, sessionStatus, TreeCache } from "./status.js";
 import { runOpenClawTurn, startOpenClawTurn, type TurnDeps } from "./turn.js";
@@ -94,6 +95,8 @@ export interface OpenClawAcpRuntime extends OpenClawAcpRuntimeContract {
   dispose(): Promise<void>;
   /** closes every live session through the lifecycle, then disposes */
   shutdown(): Promise<void>;
+  /** with `durable`: leaves every session waiting for the next gateway to re-adopt it (the controller's detach()) */
+  detach(): Promise<void>;
 }
 
 const noop = (): void => undefined;
@@ -250,6 +253,8 @@ class Runtime implements OpenClawAcpRuntime {
         mode: input.mode,
         agent,
         ...(prior?.handle.leaseId === handle.leaseId && prior.ended !== undefined ? { ended: prior.ended } : {}),
+        // a durable session re-adopted with a turn a restart interrupted: read now, shown before the next reply
+        ...(handle.turn !== undefined ? { adopted: readAdoptedTurn(handle.turn) } : {}),
       });
       this.table.clearFresh(key);
       return { ...openclaw };
@@ -468,6 +473,13 @@ class Runtime implements OpenClawAcpRuntime {
     this.disposed = true;
     const ctl = await this.starting.catch(() => undefined);
     await ctl?.dispose();
+  }
+
+  /** Ends the runtime leaving its durable sessions waiting for the next gateway (the controller's detach()); the others are closed. */
+  async detach(): Promise<void> {
+    this.disposed = true;
+    const ctl = await this.starting.catch(() => undefined);
+    await ctl?.detach();
   }
 
   async shutdown(): Promise<void> {
