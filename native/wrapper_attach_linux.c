@@ -25,6 +25,7 @@
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <sys/un.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "wrapper_durable_linux.h"
@@ -80,7 +81,25 @@ void attach_open(struct attach *a, const char *dir, const char *lock_path, const
   a->listen_fd = fd;
 }
 
+void attach_waiting(const struct attach *a, long window_ms) {
+  char name[112];
+  snprintf(name, sizeof name, "%.*s.waiting", (int)(strlen(a->name) - 5), a->name);
+  if (a->dirfd < 0) return;
+  if (window_ms <= 0) return (void)unlinkat(a->dirfd, name, 0);
+  struct timespec now;
+  clock_gettime(CLOCK_REALTIME, &now);
+  long long since = (long long)now.tv_sec * 1000 + now.tv_nsec / 1000000;
+  char line[96];
+  int n = snprintf(line, sizeof line, "{\"since\":%lld,\"deadline\":%lld}\n", since, since + window_ms);
+  int fd = openat(a->dirfd, name, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
+  if (fd < 0) return;
+  ssize_t w = write(fd, line, (size_t)n);
+  (void)w;
+  close(fd);
+}
+
 void attach_close(struct attach *a) {
+  attach_waiting(a, 0);
   if (a->listen_fd >= 0 && a->dirfd >= 0) unlinkat(a->dirfd, a->name, 0);
   if (a->listen_fd >= 0) close(a->listen_fd);
   a->listen_fd = -1;

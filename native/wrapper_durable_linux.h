@@ -92,8 +92,14 @@ struct attach {
 
 /* Opens the lock file and the socket; fills `why` and leaves listen_fd -1 on failure. */
 void attach_open(struct attach *a, const char *dir, const char *lock_path, const char *lease_id);
-/* Removes the socket file. */
+/* Removes the socket file (and the waiting file). */
 void attach_close(struct attach *a);
+/*
+ * <lease id>.waiting beside the socket, for operators (`proclease status`):
+ * `{"since": ms, "deadline": ms}` (wall clock) while the window runs; removed
+ * (window_ms 0) on a re-adoption. What decides is the wrapper's own clock.
+ */
+void attach_waiting(const struct attach *a, long window_ms);
 /*
  * A new connection's peer: 0 when it is a process of our uid holding the
  * state dir's lock (an exclusive flock on the inode opened at start, read

@@ -179,6 +179,7 @@ static void detach(void) {
   R.down.len = 0;
   R.err_len = 0;
   R.deadline = wrapper_now_ms() + R.o->window_ms;
+  attach_waiting(R.a, R.o->window_ms);
   if (R.turn_active) R.adopt = 1, R.adopt_ended = 0;
   /* a request the gateway was half way through writing would glue onto the next one: its line is ended here */
   if (R.up_scan.pos > 0 && R.up.len < sizeof R.up.p) buf_put(&R.up, "\n", 1), jscan_reset(&R.up_scan);
@@ -234,6 +235,7 @@ static void replay(void) {
 }
 
 static void adopt_conn(void) {
+  attach_waiting(R.a, 0);
   R.mode = M_SOCKET;
   R.conn = R.pending;
   R.pending = -1;
