@@ -29,7 +29,7 @@
       "conditions": [
         ["OS=='linux'", {
           "type": "executable",
-          "sources": ["native/wrapper_linux.c", "native/wrapper_sweep_linux.c", "native/wrapper_cgroup_linux.c", "native/wrapper_relay_linux.c", "native/wrapper_journal_linux.c", "native/wrapper_attach_linux.c"],
+          "sources": ["native/wrapper_linux.c", "native/wrapper_sweep_linux.c", "native/wrapper_cgroup_linux.c", "native/wrapper_relay_linux.c", "native/wrapper_journal_linux.c", "native/wrapper_attach_linux.c", "native/wrapper_record_linux.c"],
           "cflags": ["-O2", "-Wall", "-Wextra"]
         }, {
           "type": "none"

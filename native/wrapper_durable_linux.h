@@ -154,6 +154,7 @@ void wrapper_drop_lifeline(void);
 int wrapper_lifeline_fd(void);
 void wrapper_cleanup_and_exit(const char *reason, long grace_ms);
 void wrapper_report_exit(void);
+void wrapper_asked_to_end(void);
 int wrapper_adapter_exited(void);
 void wrapper_reap_children(void);
 

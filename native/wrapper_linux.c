@@ -59,24 +59,13 @@ static int lifeline = -1;
 static int lifeline_writable = 1;
 static int sigpipe_fds[2] = {-1, -1};
 static int forwarded;
+/* the gateway said "end" before it let go: the tree is ended at its request, not because it went away */
+static int asked_to_end;
 
 static const char *const SIGNAMES[] = {
     NULL, "SIGHUP", "SIGINT", "SIGQUIT", "SIGILL", "SIGTRAP", "SIGABRT", "SIGBUS", "SIGFPE", "SIGKILL", "SIGUSR1",
     "SIGSEGV", "SIGUSR2", "SIGPIPE", "SIGALRM", "SIGTERM", "SIGSTKFLT", "SIGCHLD", "SIGCONT", "SIGSTOP", "SIGTSTP",
     "SIGTTIN", "SIGTTOU", "SIGURG", "SIGXCPU", "SIGXFSZ", "SIGVTALRM", "SIGPROF", "SIGWINCH", "SIGIO", "SIGPWR", "SIGSYS"};
-
-static const struct { int no; const char *name; } ERRNAMES[] = {
-    {ENOENT, "ENOENT"}, {EACCES, "EACCES"}, {EPERM, "EPERM"}, {ENOEXEC, "ENOEXEC"}, {ENOTDIR, "ENOTDIR"},
-    {EISDIR, "EISDIR"}, {ELOOP, "ELOOP"}, {ENAMETOOLONG, "ENAMETOOLONG"}, {E2BIG, "E2BIG"}, {ENOMEM, "ENOMEM"},
-    {ETXTBSY, "ETXTBSY"}, {EAGAIN, "EAGAIN"}, {EMFILE, "EMFILE"}, {ENFILE, "ENFILE"}, {EINVAL, "EINVAL"},
-    {EIO, "EIO"}, {ESRCH, "ESRCH"}, {EBUSY, "EBUSY"}, {EOPNOTSUPP, "EOPNOTSUPP"}, {ENODEV, "ENODEV"},
-    {ENOSPC, "ENOSPC"}, {ENOSYS, "ENOSYS"}, {EUSERS, "EUSERS"}};
-
-const char *wrapper_errname(int e) {
-  for (size_t i = 0; i < sizeof ERRNAMES / sizeof ERRNAMES[0]; i++)
-    if (ERRNAMES[i].no == e) return ERRNAMES[i].name;
-  return "EUNKNOWN";
-}
 
 static void put_stderr(const char *s) {
   ssize_t r = write(2, s, strlen(s));
@@ -352,7 +341,11 @@ static void cleanup_and_exit(const char *reason, long grace_ms) {
   if (att.listen_fd >= 0) attach_close(&att);
   long long t0 = wrapper_now_ms();
   int reported = st.adapter_exited;
+  /* nobody asked: the wrapper's own word on who ended the tree, for the reconcile that settles its lease */
+  int unasked = (strcmp(reason, "parent-gone") == 0 && !asked_to_end) || strcmp(reason, "window-expired") == 0;
+  if (unasked) end_record(&st, reason, NULL, 0);
   int n = wrapper_sweep(&st, grace_ms, ended, MAX_ENDED - 1);
+  if (unasked) end_record(&st, reason, ended, n);
   /* the adapter was signalled too: give it a moment to report its status */
   for (long long until = wrapper_now_ms() + 1000; !wrapper_peek_adapter(&st) && wrapper_now_ms() < until;) poll(NULL, 0, 5);
   if (st.adapter_exited && !reported) report_exit();
@@ -389,6 +382,7 @@ int wrapper_lifeline_fd(void) { return lifeline; }
 int wrapper_adapter_exited(void) { return st.adapter_exited; }
 void wrapper_reap_children(void) { wrapper_reap_adopted(&st); }
 void wrapper_report_exit(void) { report_exit(); }
+void wrapper_asked_to_end(void) { asked_to_end = 1; }
 void wrapper_drop_lifeline(void) {
   if (lifeline >= 0) close(lifeline);
   lifeline = -1;
@@ -416,7 +410,8 @@ static void run(long grace_ms, int parent_gone_at_start) {
     if (nfds == 2 && fds[1].revents != 0) {
       char buf[512];
       ssize_t r = read(lifeline, buf, sizeof buf);
-      /* data the gateway might write is discarded; EOF, a reset or a hang-up mean it is gone */
+      /* "end": the gateway ends the session (its close); EOF, a reset or a hang-up mean it is gone */
+      if (r > 0 && memmem(buf, (size_t)r, "end\n", 4) != NULL) asked_to_end = 1;
       if (r == 0 || (r < 0 && errno != EAGAIN && errno != EINTR)) gone = 1;
     }
     if (child) wrapper_reap_adopted(&st);
@@ -464,6 +459,7 @@ int main(int argc, char **argv) {
   st.self_start = own_start_time();
   st.lease_id = getenv("OPENCLAW_ACPX_LEASE_ID");
   st.instance_id = getenv("OPENCLAW_GATEWAY_INSTANCE_ID");
+  end_record_open(&st);
   struct lease_cgroup cg;
   lease_cgroup_read(&cg);
   if (cg.required && !cg.given) refuse_cgroup("limits were asked for but no lease cgroup was given");

@@ -192,7 +192,7 @@ static void gateway_gone(void) {
 }
 
 static void control_line(const char *line, size_t n) {
-  if (n == 3 && memcmp(line, "end", 3) == 0) R.ending = 1;
+  if (n == 3 && memcmp(line, "end", 3) == 0) R.ending = 1, wrapper_asked_to_end();
 }
 
 static void header(void) {

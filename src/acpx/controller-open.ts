@@ -21,6 +21,8 @@ import {
 } from "../ownership/index.js";
 import { assertConversationOptions, conversationConfig } from "./conversation-options.js";
 import { installWrapper } from "./install-wrapper.js";
+import { ensurePrivateDir } from "../ownership/leases/fs-safe.js";
+import { endRecordsDir } from "../ownership/leases/end-records.js";
 import { openDurable } from "./durable/options.js";
 import { resolveDurable } from "./durable/protocol.js";
 import type { ControllerDeps } from "./live-sessions.js";
@@ -76,6 +78,8 @@ export async function openControllerDeps(opts: AcpxLifecycleControllerOptions): 
   try {
     const gatewayInstanceId = await loadOrCreateGatewayInstanceId(stateDir);
     const leases = await openLeaseStore(stateDir);
+    // where wrappers say they ended their trees with nobody asking (end-records.ts)
+    await ensurePrivateDir(endRecordsDir(leases.dir));
     const sessions = await openSessionStore(stateDir);
     const wrapper = await installWrapper(stateDir);
     const durable = await openDurable(opts.durable, stateDir, wrapper);

@@ -182,8 +182,8 @@ export function launchWrapper(input: LaunchInput): LaunchedWrapper {
     onEnd: end.onEnd,
     stderrTail: stderr.tail,
     stderrSettled: stderr.settled,
-    // a durable wrapper is told to end first: its lifeline's EOF alone would start its window
-    endLifeline: () => lifeline.end(durable ? "end\n" : undefined),
+    // "end" first: the lifeline's EOF alone means the gateway went away (a durable wrapper's window, an end record)
+    endLifeline: () => lifeline.end("end\n"),
     letGo() {
       lifeline.end();
       for (const s of [child.stdin, child.stdout, child.stderr]) s?.destroy();

@@ -40,7 +40,8 @@ import {
   rememberLimits,
   type EnforcedLimits,
 } from "./session-limits.js";
-import { CGROUP_ENV_KEY, CGROUP_MOVE_FAILED, CGROUP_REQUIRED_ENV_KEY } from "./wrapper/protocol.js";
+import { CGROUP_ENV_KEY, CGROUP_MOVE_FAILED, CGROUP_REQUIRED_ENV_KEY, END_DIR_ENV_KEY } from "./wrapper/protocol.js";
+import { endRecordsDir } from "../ownership/leases/end-records.js";
 import { newSessionRecord } from "./session-store.js";
 import { keepForAdoption } from "./durable/adopt-record.js";
 import { handleFields, handshakeFields, SessionConversation } from "./conversation.js";
@@ -185,14 +186,13 @@ async function launch(a: EnsureAttempt): Promise<LaunchedWrapper> {
       leaseId: a.lease.leaseId,
       gatewayInstanceId: d.gatewayInstanceId,
       cwd: input.cwd,
-      env:
-        cgroup !== null
-          ? {
-              ...input.env,
-              [CGROUP_ENV_KEY]: cgroup.path,
-              ...(a.limitControllers.length > 0 ? { [CGROUP_REQUIRED_ENV_KEY]: "1" } : {}),
-            }
-          : input.env,
+      env: {
+        ...input.env,
+        // where the wrapper says it ended its tree when nobody asked (the reconcile names it: end-records.ts)
+        [END_DIR_ENV_KEY]: endRecordsDir(d.leases.dir),
+        ...(cgroup !== null ? { [CGROUP_ENV_KEY]: cgroup.path } : {}),
+        ...(cgroup !== null && a.limitControllers.length > 0 ? { [CGROUP_REQUIRED_ENV_KEY]: "1" } : {}),
+      },
       envRemove: input.envRemove,
       ...(cgroup !== null ? { joinCgroup: cgroup.path } : {}),
       ...(a.lease.durable !== undefined && d.durable !== undefined ? { durableArgs: d.durable.args } : {}),

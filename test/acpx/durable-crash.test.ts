@@ -182,8 +182,10 @@ d("durable sessions: a new gateway re-adopts what a gone one left mid-turn", () 
     controllers.push(b);
     const reap = await b.reapStartupOrphans();
     const entry = reap.entries.find((e) => e.leaseId === h.leaseId)!;
-    expect(["closed", "lost"]).toContain(entry.stateAfter);
-    expect((await (await openLeaseStore(stateDir)).get(h.leaseId))?.state).toBe(entry.stateAfter);
+    // the wrapper ended it, and the settlement says so (its end record: the window ran out)
+    expect(entry).toMatchObject({ stateAfter: "closed", settledAs: "ended-by-wrapper" });
+    expect(entry.why).toMatch(/durable window ran out/);
+    expect((await (await openLeaseStore(stateDir)).get(h.leaseId))?.state).toBe("closed");
     // the key starts a new session: nothing waits to be re-adopted
     const h2 = await b.ensureSession({ sessionKey: KEY, agentId: "main", command: COMMAND });
     expect(h2.adopted).toBeUndefined();

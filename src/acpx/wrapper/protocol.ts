@@ -57,6 +57,13 @@ export const CGROUP_ENV_KEY = "PROCLEASE_CGROUP";
  */
 export const CGROUP_REQUIRED_ENV_KEY = "PROCLEASE_CGROUP_REQUIRED";
 export const CGROUP_MOVE_FAILED = "ECGROUPMOVE";
+/**
+ * Where the wrapper writes its end record when it ends its tree with nobody
+ * asking (src/ownership/leases/end-records.ts): `<stateDir>/acpx/ends`. The
+ * wrapper drops the variable, so the adapter does not inherit it. A gateway
+ * that ends a session writes "end" on the lifeline before it closes it.
+ */
+export const END_DIR_ENV_KEY = "PROCLEASE_END_DIR";
 /** Upper bound for --grace-ms: a typo must not keep a stubborn tree alive for days. */
 export const MAX_GRACE_MS = 600_000;
 /**

@@ -26,6 +26,8 @@ export const LEASE_KINDS = Object.keys({ acpx: 0, supervisor: 0 } satisfies Reco
 export const SETTLED_AS_MEANING: Readonly<Record<LeaseSettledAs, string>> = Object.freeze({
   killed: "its processes were ended here (a verified tree, the remnants of a gone root, or what its cgroup held)",
   "exit-observed": "its root's exit was seen by the process that spawned it, and nothing of it was left",
+  "ended-by-wrapper":
+    "its wrapper ended the tree itself (TERM, grace, KILL) when its gateway went away, or when a durable session's window ran out with nobody to re-adopt it, and said so; nothing of it was left",
   "ended-on-its-own": "its processes had ended on their own before the close; nothing was signalled",
   "not-ours": "its root pid, group or namespace names someone else's process now; nothing was signalled",
   "never-started": "its spawn failed before any process of it existed",

@@ -20,7 +20,7 @@ export type LeaseKind = "acpx" | "supervisor";
  * existed has none.
  */
 export type LeaseSettledAs =
-  "killed" | "exit-observed" | "ended-on-its-own" | "not-ours" | "never-started" | "left-unjudged";
+  "killed" | "exit-observed" | "ended-by-wrapper" | "ended-on-its-own" | "not-ours" | "never-started" | "left-unjudged";
 
 /**
  * What a lease names, whichever side wrote it (`kind`). The field names are
