@@ -118,7 +118,7 @@ void attach_refuse(int fd, const char *code);
 int frame_write_all(int fd, char type, const char *payload, size_t len, int ms);
 
 /* A relay buffer (wrapper_attach_linux.c): bytes waiting for a non-blocking write. */
-#define CHUNK 65536
+#define CHUNK 16384
 #define DOWN_CAP (4 * CHUNK)
 struct buf {
   char p[DOWN_CAP];

@@ -321,7 +321,7 @@ static void read_agent(void) {
   size_t cap = sizeof b;
   if (R.mode == M_SOCKET) cap = buf_room(&R.down) - FRAME_HEAD;
   else if (R.mode == M_STDIO) cap = buf_room(&R.down);
-  ssize_t n = read(R.ad_out, b, cap);
+  ssize_t n = read(R.ad_out, b, cap < sizeof b ? cap : sizeof b);
   if (n < 0 && (errno == EAGAIN || errno == EINTR)) return;
   if (n <= 0) return (void)(close(R.ad_out), R.ad_out = -1);
   if (R.mode == M_SOCKET) put_frame(FRAME_STDOUT, b, (size_t)n);
@@ -332,7 +332,7 @@ static void read_agent(void) {
 static void read_stderr(void) {
   char b[CHUNK];
   size_t cap = R.mode == M_STDIO ? sizeof R.err - R.err_len : R.mode == M_SOCKET ? buf_room(&R.down) - FRAME_HEAD : sizeof b;
-  ssize_t n = read(R.ad_err, b, cap);
+  ssize_t n = read(R.ad_err, b, cap < sizeof b ? cap : sizeof b);
   if (n < 0 && (errno == EAGAIN || errno == EINTR)) return;
   if (n <= 0) return (void)(close(R.ad_err), R.ad_err = -1);
   if (R.mode == M_STDIO) {
