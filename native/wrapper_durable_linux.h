@@ -153,6 +153,10 @@ void wrapper_forward_signal(int sig);
 void wrapper_drop_lifeline(void);
 int wrapper_lifeline_fd(void);
 void wrapper_cleanup_and_exit(const char *reason, long grace_ms);
+/* The adapter ended while detached: the tree swept, the door kept open for a gateway to take the last words. */
+void wrapper_sweep_only(long grace_ms);
+/* After that: the "cleanup" report (to whoever is attached) and the exit. */
+void wrapper_report_and_exit(void);
 void wrapper_report_exit(void);
 void wrapper_asked_to_end(void);
 int wrapper_adapter_exited(void);

@@ -88,18 +88,6 @@ static void send_line(const char *line) {
   }
 }
 
-/* JSON string body for a message (quotes, backslashes and control bytes escaped). */
-static void json_escape(char *out, size_t cap, const char *s) {
-  size_t o = 0;
-  for (; *s && o + 7 < cap; s++) {
-    unsigned char c = (unsigned char)*s;
-    if (c == '"' || c == '\\') out[o++] = '\\', out[o++] = (char)c;
-    else if (c < 0x20) o += (size_t)snprintf(out + o, cap - o, "\\u%04x", c);
-    else out[o++] = (char)c;
-  }
-  out[o] = 0;
-}
-
 static void report_spawn_error(const char *code, const char *message) {
   char esc[2048], line[2304];
   json_escape(esc, sizeof esc, message);
@@ -205,20 +193,6 @@ static void open_lifeline(void) {
   lifeline = LIFELINE_FD;
   fcntl(lifeline, F_SETFD, FD_CLOEXEC);
   fcntl(lifeline, F_SETFL, fcntl(lifeline, F_GETFL) | O_NONBLOCK);
-}
-
-static unsigned long long own_start_time(void) {
-  char buf[1024];
-  int fd = open("/proc/self/stat", O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return 0;
-  ssize_t n = read(fd, buf, sizeof buf - 1);
-  close(fd);
-  if (n <= 0) return 0;
-  buf[n] = 0;
-  char *p = strrchr(buf, ')');
-  unsigned long long start = 0;
-  if (p) sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d %*d %*d %*d %*d %llu", &start);
-  return start;
 }
 
 /* Refuses the start: nothing may run outside the cgroup the session's limits live in. */
@@ -334,39 +308,58 @@ static void report_exit(void) {
   send_line(line);
 }
 
-/* The sweep, the "cleanup" report and the wrapper's exit with the adapter's status. */
-static void cleanup_and_exit(const char *reason, long grace_ms) {
-  static pid_t ended[MAX_ENDED];
+/* What the sweep did, for the "cleanup" report (sent at once, or after a durable wrapper's replay). */
+static struct {
+  pid_t ended[MAX_ENDED];
+  int n;
+  long long t0;
+  const char *reason;
+} sw;
+
+/* The sweep of the tree; `keep_door`: a durable wrapper whose adapter ended while detached still takes a gateway. */
+static void sweep(const char *reason, long grace_ms, int keep_door) {
   /* no gateway may attach to a tree being ended */
-  if (att.listen_fd >= 0) attach_close(&att);
-  long long t0 = wrapper_now_ms();
+  if (att.listen_fd >= 0 && !keep_door) attach_close(&att);
+  sw.t0 = wrapper_now_ms();
+  sw.reason = reason;
   int reported = st.adapter_exited;
   /* nobody asked: the wrapper's own word on who ended the tree, for the reconcile that settles its lease */
   int unasked = (strcmp(reason, "parent-gone") == 0 && !asked_to_end) || strcmp(reason, "window-expired") == 0;
   if (unasked) end_record(&st, reason, NULL, 0);
-  int n = wrapper_sweep(&st, grace_ms, ended, MAX_ENDED - 1);
-  if (unasked) end_record(&st, reason, ended, n);
+  int n = wrapper_sweep(&st, grace_ms, sw.ended, MAX_ENDED - 1);
+  if (unasked) end_record(&st, reason, sw.ended, n);
   /* the adapter was signalled too: give it a moment to report its status */
   for (long long until = wrapper_now_ms() + 1000; !wrapper_peek_adapter(&st) && wrapper_now_ms() < until;) poll(NULL, 0, 5);
   if (st.adapter_exited && !reported) report_exit();
   int has = 0;
-  for (int i = 0; i < n; i++) has |= ended[i] == st.adapter;
+  for (int i = 0; i < n; i++) has |= sw.ended[i] == st.adapter;
   if (st.adapter_exited && !has) {
     int i = n++;
-    while (i > 0 && ended[i - 1] > st.adapter) ended[i] = ended[i - 1], i--;
-    ended[i] = st.adapter;
+    while (i > 0 && sw.ended[i - 1] > st.adapter) sw.ended[i] = sw.ended[i - 1], i--;
+    sw.ended[i] = st.adapter;
   }
-  size_t cap = 96 + (size_t)n * 12;
+  sw.n = n;
+}
+
+/* The "cleanup" report and the wrapper's exit with the adapter's status. */
+static void report_and_exit(void) {
+  size_t cap = 96 + (size_t)sw.n * 12;
   char *line = malloc(cap);
   if (line != NULL) {
-    size_t o = (size_t)snprintf(line, cap, "{\"type\":\"cleanup\",\"reason\":\"%s\",\"ended\":[", reason);
-    for (int i = 0; i < n; i++) o += (size_t)snprintf(line + o, cap - o, i ? ",%d" : "%d", (int)ended[i]);
-    snprintf(line + o, cap - o, "],\"durationMs\":%lld}\n", wrapper_now_ms() - t0);
+    size_t o = (size_t)snprintf(line, cap, "{\"type\":\"cleanup\",\"reason\":\"%s\",\"ended\":[", sw.reason);
+    for (int i = 0; i < sw.n; i++) o += (size_t)snprintf(line + o, cap - o, i ? ",%d" : "%d", (int)sw.ended[i]);
+    snprintf(line + o, cap - o, "],\"durationMs\":%lld}\n", wrapper_now_ms() - sw.t0);
     send_line(line);
   }
+  if (att.listen_fd >= 0) attach_close(&att);
   if (st.adapter_exited) waitpid(st.adapter, NULL, WNOHANG);
   if (!st.adapter_exited) exit(1);
   exit(st.adapter_signal != 0 ? 128 + st.adapter_signal : st.adapter_code);
+}
+
+static void cleanup_and_exit(const char *reason, long grace_ms) {
+  sweep(reason, grace_ms, 0);
+  report_and_exit();
 }
 
 static void forward(int sig) {
@@ -391,6 +384,8 @@ void wrapper_drop_lifeline(void) {
 void wrapper_cleanup_and_exit(const char *reason, long grace_ms) {
   cleanup_and_exit(reason != NULL ? reason : forwarded ? "signal" : "adapter-exit", grace_ms);
 }
+void wrapper_sweep_only(long grace_ms) { sweep(forwarded ? "signal" : "adapter-exit", grace_ms, 1); }
+void wrapper_report_and_exit(void) { report_and_exit(); }
 
 /* Idle in poll() (no timeout) until the adapter exits or the gateway goes. */
 static void run(long grace_ms, int parent_gone_at_start) {

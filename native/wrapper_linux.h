@@ -50,6 +50,11 @@ pid_t lease_cgroup_fork(const struct lease_cgroup *cg);
 void end_record_open(const struct wrapper_state *st);
 void end_record(const struct wrapper_state *st, const char *reason, const pid_t *ended, int n);
 
+/* A JSON string's body for a message (quotes, backslashes and control bytes escaped). */
+void json_escape(char *out, size_t cap, const char *s);
+/* This process's start time in clock ticks (/proc/self/stat field 22), 0 when unreadable. */
+unsigned long long own_start_time(void);
+
 /* The errno's name ("ENOENT"), "EUNKNOWN" for one not listed. */
 const char *wrapper_errname(int e);
 

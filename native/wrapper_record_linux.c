@@ -65,3 +65,30 @@ void end_record(const struct wrapper_state *st, const char *reason, const pid_t 
   }
   free(line);
 }
+
+/* JSON string body for a message (quotes, backslashes and control bytes escaped). */
+void json_escape(char *out, size_t cap, const char *s) {
+  size_t o = 0;
+  for (; *s && o + 7 < cap; s++) {
+    unsigned char c = (unsigned char)*s;
+    if (c == '"' || c == '\\') out[o++] = '\\', out[o++] = (char)c;
+    else if (c < 0x20) o += (size_t)snprintf(out + o, cap - o, "\\u%04x", c);
+    else out[o++] = (char)c;
+  }
+  out[o] = 0;
+}
+
+unsigned long long own_start_time(void) {
+  char buf[1024];
+  int fd = open("/proc/self/stat", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return 0;
+  ssize_t n = read(fd, buf, sizeof buf - 1);
+  close(fd);
+  if (n <= 0) return 0;
+  buf[n] = 0;
+  char *p = strrchr(buf, ')');
+  unsigned long long start = 0;
+  if (p) sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d %*d %*d %*d %*d %llu", &start);
+  return start;
+}
+

@@ -71,7 +71,7 @@ static struct {
   size_t turn_id_len;
   unsigned long turn_updates, dropped_answers;
   unsigned long long id_floor;
-  int replaying;
+  int replaying, adapter_done;
   size_t replay_i, replay_off;
 } R;
 
@@ -214,6 +214,8 @@ static void replay(void) {
     if (R.replay_i >= R.j.n) {
       put_frame(FRAME_LIVE, "", 0);
       R.replaying = 0;
+      /* an adapter that ended while nobody was attached: its last words are out, now its end */
+      if (R.adapter_done) flush_down(), wrapper_report_exit(), wrapper_report_and_exit();
       R.adopt = 0;
       R.adopt_ended = 0;
       if (!R.turn_active) journal_compact(&R.j);
@@ -375,14 +377,26 @@ static void read_lifeline(void) {
   }
 }
 
-/* The adapter ended: what it wrote before is delivered first, then its exit and the sweep, as without durability. */
+/*
+ * The adapter ended: what it wrote before is delivered first, then its exit
+ * and the sweep, as without durability. While nobody is attached, the tree
+ * is swept now and what the agent wrote waits in the journal for a gateway,
+ * until the window ends; a gateway that comes gets the replay, then the
+ * reports, then the wrapper exits.
+ */
 static void adapter_ended(void) {
+  if (R.adapter_done) return;
   while (R.ad_out >= 0 && (R.mode == M_DETACHED || buf_room(&R.down) > FRAME_HEAD + 1)) {
     int before = R.ad_out;
     size_t had = R.down.len, jl = R.j.len;
     read_agent();
     if (R.ad_out == before && R.down.len == had && R.j.len == jl) break; /* nothing more right now (a grandchild holds the pipe) */
     if (R.mode != M_DETACHED) flush_down();
+  }
+  if (R.mode == M_DETACHED) {
+    R.adapter_done = 1;
+    wrapper_sweep_only(R.grace_ms);
+    return;
   }
   flush_down();
   wrapper_report_exit();
@@ -442,7 +456,10 @@ void durable_run(const struct durable_opts *o, struct attach *a, int ad_in, int 
     int timeout = until < 0 ? -1 : until <= now ? 0 : (int)(until - now);
     if (poll(p, P_N, timeout) < 0 && errno != EINTR) continue;
     if (p[P_SIG].revents) signals();
-    if (R.mode == M_DETACHED && wrapper_now_ms() >= R.deadline) wrapper_cleanup_and_exit("window-expired", grace_ms);
+    if (R.mode == M_DETACHED && wrapper_now_ms() >= R.deadline) {
+      if (R.adapter_done) wrapper_report_and_exit();
+      wrapper_cleanup_and_exit("window-expired", grace_ms);
+    }
     /* what was polled for one mode is not handled in another (the lifeline's EOF or an adoption changes it) */
     int was = R.mode;
     if (p[P_LIFE].revents && R.mode == M_STDIO) read_lifeline();

@@ -119,17 +119,35 @@ d("durable wrapper (native, real processes)", () => {
     c.sock.destroy();
   });
 
+  it("an adapter that exits while nobody is attached: its last words wait for the next gateway, then its exit and the cleanup", async () => {
+    const rig = durableRig("last-words");
+    const w = spawnDurableWrapper(rig, COUNT, { windowMs: 60_000 });
+    const sid = await handshakeRaw(w);
+    const adapter = w.reports.find((r) => r.type === "started")!.adapterPid as number;
+    w.send(promptMsg(2, sid, "/count-exit 30"));
+    await until(() => texts(w.lines).length >= 3);
+    w.goAway();
+    // the agent finishes its chunks and exits while the gateway is gone; the wrapper waits on
+    await until(() => leaseCarriers(rig.leaseId).length === 1);
+    expect(alive(w.child.pid!)).toBe(true);
+    const c = attachAs(rig);
+    await until(() => c.closed);
+    expect(texts(c.lines())).toEqual(numbered(30));
+    const reports = c.frames.filter((f) => f.type === "R").map((f) => JSON.parse(f.text) as Record<string, unknown>);
+    expect(reports[0]).toEqual({ type: "exit", code: 7, signal: null });
+    expect(reports[1]).toMatchObject({ type: "cleanup", reason: "adapter-exit" });
+    expect(reports[1]!.ended).toContain(adapter);
+    expect(await waitFor(() => !alive(w.child.pid!), 5000)).not.toBe(-1);
+    expect(w.child.exitCode ?? (await new Promise((r) => w.child.once("exit", r)))).toBe(7);
+  });
+
   it("only the state dir's lock holder gets in, and only with this wrapper's lease and instance", async () => {
     const rig = durableRig("door");
     const w = spawnDurableWrapper(rig, []);
     await handshakeRaw(w);
     w.goAway();
     // another process of our uid, not holding the lock: refused at the connect
-    const probe = spawnSync(
-      process.execPath,
-      [PROBE, rig.attachDir, `${rig.leaseId}.sock`, rig.leaseId, rig.instanceId],
-      { encoding: "utf8" },
-    );
+    const probe = spawnSync(process.execPath, [PROBE, rig.attachDir, `${rig.leaseId}.sock`], { encoding: "utf8" });
     expect(probe.stdout.trim()).toBe("X not-the-lock-holder");
     for (const [lease, inst] of [
       ["lease-of-another-session", rig.instanceId],
