@@ -32,6 +32,8 @@ enum jkind { J_OTHER = 0, J_NOTE = 1, J_REQ = 2, J_RESP = 3 };
 void jscan_reset(struct jscan *s);
 /* one byte of the line (never its newline) */
 void jscan_byte(struct jscan *s, unsigned char c);
+/* jscan_byte over `n` bytes (none of them a newline), in one call */
+void jscan_bytes(struct jscan *s, const char *p, size_t n);
 /* the line's kind, once its newline came */
 enum jkind jscan_kind(const struct jscan *s);
 /* the method is exactly `m` */
@@ -118,7 +120,7 @@ void attach_refuse(int fd, const char *code);
 int frame_write_all(int fd, char type, const char *payload, size_t len, int ms);
 
 /* A relay buffer (wrapper_attach_linux.c): bytes waiting for a non-blocking write. */
-#define CHUNK 16384
+#define CHUNK 32768
 #define DOWN_CAP (4 * CHUNK)
 struct buf {
   char p[DOWN_CAP];

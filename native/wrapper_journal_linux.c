@@ -142,6 +142,10 @@ void jscan_byte(struct jscan *s, unsigned char c) {
   s->pos++;
 }
 
+void jscan_bytes(struct jscan *s, const char *p, size_t n) {
+  for (size_t i = 0; i < n; i++) jscan_byte(s, (unsigned char)p[i]);
+}
+
 enum jkind jscan_kind(const struct jscan *s) {
   if (s->st != S_DONE) return J_OTHER;
   if (s->has_method) return s->has_id ? J_REQ : J_NOTE;

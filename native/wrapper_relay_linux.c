@@ -157,7 +157,7 @@ static void scan(const char *p, size_t n, int agent) {
     const char *nl = memchr(p + i, '\n', n - i);
     size_t seg = nl != NULL ? (size_t)(nl - (p + i)) + 1 : n - i;
     size_t body = nl != NULL ? seg - 1 : seg;
-    for (size_t k = 0; k < body; k++) jscan_byte(s, (unsigned char)p[i + k]);
+    jscan_bytes(s, p + i, body);
     if (agent) journal_add(&R.j, p + i, seg, R.mode == M_DETACHED);
     if (nl != NULL) agent ? agent_line() : gateway_line();
     i += seg;

@@ -74,6 +74,7 @@ class Link {
   private started = false;
   private held: Buffer[] = [];
   private closed = false;
+  private paused = false;
   private readonly listeners = new Set<(end: SessionEnd) => void>();
   private endedValue: SessionEnd | undefined;
   readonly exited: Promise<ChildExit>;
@@ -123,10 +124,14 @@ class Link {
       // a copy: the frame reader's buffer is reused
       const chunk = Buffer.from(payload);
       if (!this.started) this.held.push(chunk);
-      else if (!this.stdout.write(chunk)) {
+      else if (!this.stdout.write(chunk) && !this.paused) {
         // the ACP client holds the adapter's stdout (a lagging turn): so does the socket, and the wrapper, and the agent
+        this.paused = true;
         this.sock.pause();
-        this.stdout.once("drain", () => this.sock.resume());
+        this.stdout.once("drain", () => {
+          this.paused = false;
+          this.sock.resume();
+        });
       }
     } else if (type === FRAME.stderr) this.stderr.write(Buffer.from(payload));
     else if (type === FRAME.report) this.reader.push(payload);
