@@ -9,7 +9,7 @@
 //    (178–218 ms at p50 there); here a live turn is the controller's alone.
 // 2. A streamed turn of 5,000 chunks in durable mode (the wrapper relays and
 //    scans every line) against the same turn without it, two controllers in
-//    this process, interleaved rounds, each side's quietest. Target ≤ 1.05×.
+//    this process, interleaved rounds, each side's quietest. Target ≤ 1.05× (quick guard 2×).
 // 3. The durable wrapper's private memory (smaps_rollup), idle and while a
 //    detached turn fills its journal to the bound. Target ≤ 0.5 MB idle and
 //    ≤ 0.5 MB + the bound held.
@@ -254,7 +254,7 @@ export async function run({ quick }) {
   checks.push(
     check("storm: first delta after restart, durable p50 / without p50", sd.p50 / sn.p50, "<=", quick ? 0.5 : 0.25),
   );
-  checks.push(check("streamed turn durable / without (quietest)", s.durable / s.plain, "<=", quick ? 1.6 : 1.05));
+  checks.push(check("streamed turn durable / without (quietest)", s.durable / s.plain, "<=", quick ? 2 : 1.05));
   checks.push(check("durable wrapper private memory, idle", m.idle, "<=", 0.5, "MB"));
   checks.push(check("durable wrapper private memory, a turn held at a 1 MB bound", m.held, "<=", 1.5, "MB"));
   checks.push(check("storm: sessions re-adopted with the same adapter", sd.same, ">=", sd.n, "sessions"));

@@ -181,6 +181,9 @@ function serve(
     acpSessionId: record.acpSessionId,
     owner: record.owner,
     ...handleFields(conv),
+    // the same adapter process, its agent session never left: nothing was resumed
+    resumed: false,
+    resumeReason: "re-adopted: the same adapter process, whose agent session never ended",
     adopted: true,
   };
   conv.bind(handle);
