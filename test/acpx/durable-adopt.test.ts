@@ -161,6 +161,28 @@ d("re-adoption by proof (native wrapper, real processes)", () => {
     expect(h3.rootPid).toBe(h.rootPid);
   });
 
+  it("the new controller's own requests while the adopted turn runs (three setMode calls) are answered, and the turn ends whole", async () => {
+    const stateDir = tempStateDir("durable-ids");
+    const a = await controller(stateDir);
+    const h = await a.ensureSession({ sessionKey: KEY, agentId: "main", command: COMMAND });
+    trackLease(h.leaseId);
+    // initialize is id 0, session/new 1: this prompt is id 2, still in flight when the gateway goes
+    const t = a.startTurn(h, "/count 120");
+    t.result.catch(() => undefined);
+    for await (const u of t.events) if (u.sessionUpdate === "agent_message_chunk") break;
+    await a.detach();
+    const b = await controller(stateDir);
+    const h2 = await b.ensureSession({ sessionKey: KEY, agentId: "main", command: COMMAND });
+    expect(h2.turn).toBeDefined();
+    // which answer reaches whom when ids would meet: durable-ids.test.ts
+    for (const mode of ["code", "plan", "ask"]) await b.setMode(h2, mode);
+    const texts: string[] = [];
+    for await (const u of h2.turn!.events)
+      if (u.sessionUpdate === "agent_message_chunk" && u.content.type === "text") texts.push(u.content.text);
+    expect(texts).toEqual(Array.from({ length: 120 }, (_, i) => `${i + 1} `));
+    expect((await h2.turn!.result).stopReason).toBe("end_turn");
+  });
+
   it("a forged lease naming another process: not adopted, and that process is never signalled", async () => {
     const stateDir = tempStateDir("durable-forged");
     const h = await waitingSession(stateDir);
