@@ -20,6 +20,7 @@ import type { ControllerHooks } from "./controller-hooks.js";
 import { reconcileLeftTerminals } from "./conversation-options.js";
 import { lifecycleDeps, type ControllerDeps, type LiveSessions } from "./live-sessions.js";
 import type { ReapReport } from "./types.js";
+import { forgetAttach } from "./durable/waiting.js";
 
 /** ACP terminals no live session holds, through their supervisor leases (conversation-options.ts). */
 export async function reconcileTerminals(
@@ -60,6 +61,8 @@ export async function reconcileOwnLeases(
   const settled: { leaseId: string; state: "closed" | "lost"; why: string }[] = [];
   const onSettled = (o: Settled) => {
     live.afterSettled(o.leaseId, o.stateAfter);
+    // what a durable wrapper killed outright left in the attach folder goes with its lease
+    if (o.stateAfter === "closed" || o.stateAfter === "lost") void forgetAttach(d.stateDir, o.leaseId);
     if ((o.stateAfter === "closed" || o.stateAfter === "lost") && hooks.wantsSettled)
       settled.push({ leaseId: o.leaseId, state: o.stateAfter, why: o.why });
   };

@@ -29,8 +29,7 @@
  * client fs and terminals, resume and session controls, each in its own
  * file; none of them moves a lease.
  */
-import { KeyedQueue } from "../ownership/index.js";
-import { verifyOwnedTree as verifyTree, worthAWorker, type StateDirLock } from "../ownership/index.js";
+import { KeyedQueue, verifyOwnedTree as verifyTree, worthAWorker, type StateDirLock } from "../ownership/index.js";
 import type { ProcessLease, OwnedProcessTree } from "../ownership/leases/types.js";
 import { closeLocked } from "./close-session.js";
 import { assertPromptOptions, DEFAULT_CANCEL_GRACE_MS, sessionEndedError } from "./acp-client.js";
@@ -59,6 +58,7 @@ import { reconcileOwnLeases, reconcileTerminals } from "./controller-reconcile.j
 import { parseEnsureInput, parseRawAdapterInput, type EnsureInput } from "./ensure-input.js";
 import { spawnSession } from "./spawn-session.js";
 import { adoptWaiting } from "./durable/adopt.js";
+import { forgetAttach } from "./durable/waiting.js";
 import type { AcpxSessionRecord } from "./session-store.js";
 import { disposalError } from "./ensure-attempt.js";
 import type {
@@ -342,6 +342,7 @@ class Controller implements AcpxLifecycleController {
     if (live && (expected === undefined || live.handle.leaseId === expected))
       this.hooks.sessionEnded(live.handle, { kind: "closed", report });
     if (report.leaseId !== undefined && (report.leaseState === "closed" || report.leaseState === "lost")) {
+      await forgetAttach(this.d.stateDir, report.leaseId);
       await this.hooks.leaseSettled(report.leaseId, { via: "close", state: report.leaseState, detail: report.detail });
     }
     return report;

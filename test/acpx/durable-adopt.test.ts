@@ -183,6 +183,21 @@ d("re-adoption by proof (native wrapper, real processes)", () => {
     expect((await h2.turn!.result).stopReason).toBe("end_turn");
   });
 
+  it("a waiting wrapper killed outright (SIGKILL): the next reconcile ends what is left, settles the lease, and its socket goes with it", async () => {
+    const stateDir = tempStateDir("durable-killed");
+    const h = await waitingSession(stateDir);
+    const sock = join(stateDir, "acpx", "attach", `${h.leaseId}.sock`);
+    await until(() => existsSync(join(stateDir, "acpx", "attach", `${h.leaseId}.waiting`)));
+    process.kill(h.rootPid, "SIGKILL");
+    expect(await waitFor(() => !alive(h.rootPid), 5000)).not.toBe(-1);
+    expect(existsSync(sock)).toBe(true);
+    const b = await controller(stateDir);
+    const entry = (await b.reapStartupOrphans()).entries.find((e) => e.leaseId === h.leaseId)!;
+    expect(["closed", "lost"]).toContain(entry.stateAfter);
+    expect(existsSync(sock)).toBe(false);
+    expect(existsSync(join(stateDir, "acpx", "attach", `${h.leaseId}.waiting`))).toBe(false);
+  });
+
   it("a forged lease naming another process: not adopted, and that process is never signalled", async () => {
     const stateDir = tempStateDir("durable-forged");
     const h = await waitingSession(stateDir);

@@ -7,6 +7,7 @@
  * never acted on. What ends the tree is the wrapper's own clock, and what a
  * reap spares is a tree that verifies (ownership's awaitingReason).
  */
+import { unlink } from "node:fs/promises";
 import { join } from "node:path";
 import { readOwnedFile } from "../../ownership/leases/fs-safe.js";
 import type { ProcessLease } from "../../ownership/leases/types.js";
@@ -48,4 +49,13 @@ export async function readWaiting(
       `for a gateway on this state dir and instance to re-adopt, and ends it (TERM, grace, KILL) at ${new Date(end).toISOString()}; ` +
       "`proclease reap` ends it now",
   };
+}
+
+/**
+ * A settled lease's socket and waiting file, removed: a wrapper that ended
+ * normally removed them itself; one killed outright (SIGKILL) could not.
+ */
+export async function forgetAttach(stateDir: string, leaseId: string): Promise<void> {
+  const dir = join(stateDir, "acpx", ATTACH_DIR);
+  await Promise.all([`${leaseId}.sock`, `${leaseId}.waiting`].map((f) => unlink(join(dir, f)).catch(() => undefined)));
 }
