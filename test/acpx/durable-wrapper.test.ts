@@ -141,6 +141,26 @@ d("durable wrapper (native, real processes)", () => {
     expect(w.child.exitCode ?? (await new Promise((r) => w.child.once("exit", r)))).toBe(7);
   });
 
+  it("a turn that passes the journal's bound while attached is relayed whole; if its gateway then goes, the header says the journal has a gap (never a silent loss)", async () => {
+    const rig = durableRig("gap");
+    const w = spawnDurableWrapper(rig, COUNT, { journalBytes: 4096 });
+    const sid = await handshakeRaw(w);
+    w.send(promptMsg(2, sid, "/count 300"));
+    // well past 4 KiB of the turn's lines, all relayed to the attached gateway
+    await until(() => texts(w.lines).length >= 120);
+    expect(texts(w.lines)).toEqual(numbered(texts(w.lines).length));
+    w.goAway();
+    const c = attachAs(rig);
+    await until(() => c.lines().some((l) => l.id === 2));
+    expect(header(c)!.turn).toMatchObject({ id: 2, gap: true });
+    // what was kept comes in order, each once: the turn's first lines, then from the gateway's going on
+    const got = texts(c.lines()).map((t) => Number(t));
+    expect([...got].sort((a, b) => a - b)).toEqual(got);
+    expect(new Set(got).size).toBe(got.length);
+    expect(got[got.length - 1]).toBe(300);
+    c.sock.destroy();
+  });
+
   it("only the state dir's lock holder gets in, and only with this wrapper's lease and instance", async () => {
     const rig = durableRig("door");
     const w = spawnDurableWrapper(rig, []);
