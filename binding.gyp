@@ -10,7 +10,7 @@
       "cflags_cc": ["-std=c++17", "-fno-exceptions", "-Wall", "-Wextra", "-Wno-unused-parameter"],
       "conditions": [
         ["OS=='linux'", {
-          "sources": ["native/facts_linux.cc", "native/inspect_linux.cc", "native/procfs_linux.cc", "native/pidfd_linux.cc", "native/exec_guard_linux.cc"]
+          "sources": ["native/facts_linux.cc", "native/inspect_linux.cc", "native/procfs_linux.cc", "native/pidfd_linux.cc", "native/exec_guard_linux.cc", "native/attach_linux.cc"]
         }],
         ["OS=='linux'", {"sources": ["native/beneath_jobs.cc", "native/beneath_posix.cc"]}],
         ["OS=='mac'", {"sources": ["native/beneath_jobs.cc", "native/beneath_posix.cc"]}],
@@ -29,7 +29,7 @@
       "conditions": [
         ["OS=='linux'", {
           "type": "executable",
-          "sources": ["native/wrapper_linux.c", "native/wrapper_sweep_linux.c", "native/wrapper_cgroup_linux.c"],
+          "sources": ["native/wrapper_linux.c", "native/wrapper_sweep_linux.c", "native/wrapper_cgroup_linux.c", "native/wrapper_relay_linux.c", "native/wrapper_journal_linux.c", "native/wrapper_attach_linux.c", "native/wrapper_record_linux.c"],
           "cflags": ["-O2", "-Wall", "-Wextra"]
         }, {
           "type": "none"

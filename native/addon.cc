@@ -314,6 +314,22 @@ Napi::Value LockExclusive(const Napi::CallbackInfo& info) {
   return Napi::Number::New(env, proclease::LockExclusive(info[0].As<Napi::Number>().Int32Value()));
 }
 
+// connectAttach(dir, name): {fd, pid, uid} of a connected Unix socket, or -errno (attach_linux.cc)
+Napi::Value ConnectAttach(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  if (info.Length() < 2 || !info[0].IsString() || !info[1].IsString())
+    return ThrowType(env, "connectAttach(dir: string, name: string)");
+  std::string dir = info[0].As<Napi::String>().Utf8Value(), name = info[1].As<Napi::String>().Utf8Value();
+  int pid = 0, uid = -1;
+  int fd = proclease::ConnectAttach(dir.c_str(), name.c_str(), &pid, &uid);
+  if (fd < 0) return Napi::Number::New(env, fd);
+  Napi::Object out = Napi::Object::New(env);
+  out.Set("fd", Napi::Number::New(env, fd));
+  out.Set("pid", Napi::Number::New(env, pid));
+  out.Set("uid", Napi::Number::New(env, uid));
+  return out;
+}
+
 Napi::Value ThreadCpuTimeNs(const Napi::CallbackInfo& info) {
   return Napi::Number::New(info.Env(), proclease::ThreadCpuTimeNs());
 }
@@ -335,6 +351,7 @@ Napi::Object Init(Napi::Env env, Napi::Object exports) {
   exports.Set("setDumpable", Napi::Function::New(env, SetDumpable, "setDumpable"));
   exports.Set("getDumpable", Napi::Function::New(env, GetDumpable, "getDumpable"));
   exports.Set("lockExclusive", Napi::Function::New(env, LockExclusive, "lockExclusive"));
+  exports.Set("connectAttach", Napi::Function::New(env, ConnectAttach, "connectAttach"));
   exports.Set("threadCpuTimeNs", Napi::Function::New(env, ThreadCpuTimeNs, "threadCpuTimeNs"));
   proclease::addon::ExportFileJobs(env, exports);
   proclease::addon::ExportBeneathJobs(env, exports);

@@ -117,6 +117,11 @@ int SealedCopy(const char* name, const unsigned char* bytes, size_t len);
 int SetDumpable(bool on);  // prctl(PR_SET_DUMPABLE): 0 or -errno
 int GetDumpable();         // 1, 0, or -errno
 
+// attach_linux.cc (stub elsewhere: -ENOSYS). A non-blocking, close-on-exec
+// Unix socket connected to <dir>/<name>, and its listener's pid and uid
+// (SO_PEERCRED); the descriptor, or -errno.
+int ConnectAttach(const char* dir, const char* name, int* peer_pid, int* peer_uid);
+
 // CLOCK_THREAD_CPUTIME_ID of the calling thread in ns, or -1
 // (thread_clock_posix.cc, shared by both OSes).
 double ThreadCpuTimeNs();

@@ -200,4 +200,6 @@ int GetDumpable() { return -ENOSYS; }
 
 int UnshareCgroupNamespace() { return -ENOSYS; }
 
+int ConnectAttach(const char*, const char*, int*, int*) { return -ENOSYS; }
+
 }  // namespace proclease

@@ -39,40 +39,33 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "wrapper_durable_linux.h"
 #include "wrapper_linux.h"
 
 #define LIFELINE_FD 3
 #define DEFAULT_GRACE_MS 3000
 #define MAX_GRACE_MS 600000
+#define MAX_WINDOW_MS 600000
+#define MAX_JOURNAL_BYTES (1L << 30)
 #define EXIT_USAGE 2
 #define EXIT_NOT_FOUND 127
 #define EXIT_CANNOT_EXECUTE 126
 #define MAX_ENDED 4096
 
 static struct wrapper_state st;
+static struct attach att = {.listen_fd = -1, .dirfd = -1, .lock_fd = -1};
 static int lifeline = -1;
 /* cleared once a write failed: reports stop, but the fd is still watched for the gateway's EOF */
 static int lifeline_writable = 1;
 static int sigpipe_fds[2] = {-1, -1};
 static int forwarded;
+/* the gateway said "end" before it let go: the tree is ended at its request, not because it went away */
+static int asked_to_end;
 
 static const char *const SIGNAMES[] = {
     NULL, "SIGHUP", "SIGINT", "SIGQUIT", "SIGILL", "SIGTRAP", "SIGABRT", "SIGBUS", "SIGFPE", "SIGKILL", "SIGUSR1",
     "SIGSEGV", "SIGUSR2", "SIGPIPE", "SIGALRM", "SIGTERM", "SIGSTKFLT", "SIGCHLD", "SIGCONT", "SIGSTOP", "SIGTSTP",
     "SIGTTIN", "SIGTTOU", "SIGURG", "SIGXCPU", "SIGXFSZ", "SIGVTALRM", "SIGPROF", "SIGWINCH", "SIGIO", "SIGPWR", "SIGSYS"};
-
-static const struct { int no; const char *name; } ERRNAMES[] = {
-    {ENOENT, "ENOENT"}, {EACCES, "EACCES"}, {EPERM, "EPERM"}, {ENOEXEC, "ENOEXEC"}, {ENOTDIR, "ENOTDIR"},
-    {EISDIR, "EISDIR"}, {ELOOP, "ELOOP"}, {ENAMETOOLONG, "ENAMETOOLONG"}, {E2BIG, "E2BIG"}, {ENOMEM, "ENOMEM"},
-    {ETXTBSY, "ETXTBSY"}, {EAGAIN, "EAGAIN"}, {EMFILE, "EMFILE"}, {ENFILE, "ENFILE"}, {EINVAL, "EINVAL"},
-    {EIO, "EIO"}, {ESRCH, "ESRCH"}, {EBUSY, "EBUSY"}, {EOPNOTSUPP, "EOPNOTSUPP"}, {ENODEV, "ENODEV"},
-    {ENOSPC, "ENOSPC"}, {ENOSYS, "ENOSYS"}, {EUSERS, "EUSERS"}};
-
-const char *wrapper_errname(int e) {
-  for (size_t i = 0; i < sizeof ERRNAMES / sizeof ERRNAMES[0]; i++)
-    if (ERRNAMES[i].no == e) return ERRNAMES[i].name;
-  return "EUNKNOWN";
-}
 
 static void put_stderr(const char *s) {
   ssize_t r = write(2, s, strlen(s));
@@ -81,6 +74,7 @@ static void put_stderr(const char *s) {
 
 /* One report line on fd 3; dropped (never retried) once the gateway stopped reading. */
 static void send_line(const char *line) {
+  if (durable_report(line)) return;
   if (lifeline < 0 || !lifeline_writable) return;
   size_t len = strlen(line), off = 0;
   while (off < len) {
@@ -94,18 +88,6 @@ static void send_line(const char *line) {
   }
 }
 
-/* JSON string body for a message (quotes, backslashes and control bytes escaped). */
-static void json_escape(char *out, size_t cap, const char *s) {
-  size_t o = 0;
-  for (; *s && o + 7 < cap; s++) {
-    unsigned char c = (unsigned char)*s;
-    if (c == '"' || c == '\\') out[o++] = '\\', out[o++] = (char)c;
-    else if (c < 0x20) o += (size_t)snprintf(out + o, cap - o, "\\u%04x", c);
-    else out[o++] = (char)c;
-  }
-  out[o] = 0;
-}
-
 static void report_spawn_error(const char *code, const char *message) {
   char esc[2048], line[2304];
   json_escape(esc, sizeof esc, message);
@@ -117,39 +99,64 @@ static void usage_error(const char *message) {
   report_spawn_error("EUSAGE", message);
   put_stderr("proclease wrapper: ");
   put_stderr(message);
-  put_stderr("\nusage: <wrapper> [--grace-ms N] -- <adapter argv...>\n");
+  put_stderr("\nusage: <wrapper> [--grace-ms N] [--durable-ms N --journal-bytes N --attach-dir D --state-lock F] -- <adapter argv...>\n");
   exit(EXIT_USAGE);
 }
 
-/* The same rules as src/acpx/wrapper/args.ts; returns the index of the adapter's argv[0]. */
-static int parse_args(int argc, char **argv, long *grace_ms) {
+/* An integer option's value, in [min, max], or a usage error naming it. */
+static long int_option(const char *name, const char *value, long min, long max) {
+  char msg[512];
+  size_t len = strlen(value), digits = strspn(value, "0123456789");
+  long v = len > 0 && digits == len && len <= 10 ? strtol(value, NULL, 10) : -1;
+  if (v < min || v > max) {
+    snprintf(msg, sizeof msg, "--%s must be an integer between %ld and %ld, got %.100s", name, min, max, value);
+    usage_error(msg);
+  }
+  return v;
+}
+
+/* The value of `--name V` or `--name=V` at argv[*i], or NULL when argv[*i] is another option. */
+static const char *option_value(int argc, char **argv, int *i, const char *name) {
+  size_t n = strlen(name);
+  if (strncmp(argv[*i], "--", 2) != 0 || strncmp(argv[*i] + 2, name, n) != 0) return NULL;
+  const char *rest = argv[*i] + 2 + n;
+  if (*rest == '=') return rest + 1;
+  if (*rest != 0) return NULL;
+  if (++*i >= argc) {
+    char msg[128];
+    snprintf(msg, sizeof msg, "--%s needs a value", name);
+    usage_error(msg);
+  }
+  return argv[*i];
+}
+
+/*
+ * The same rules as src/acpx/wrapper/args.ts, plus the durable options only
+ * this wrapper knows (all four or none); returns the index of the adapter's
+ * argv[0].
+ */
+static int parse_args(int argc, char **argv, long *grace_ms, struct durable_opts *d) {
   char msg[512];
   *grace_ms = DEFAULT_GRACE_MS;
+  memset(d, 0, sizeof *d);
   int i = 1;
   /* the wrapper's own name again (a sealed copy is known by its argv[1]): not an option */
   if (argc > 1 && strcmp(argv[1], argv[0]) == 0) i = 2;
   for (; i < argc && strcmp(argv[i], "--") != 0; i++) {
-    const char *value;
-    if (strcmp(argv[i], "--grace-ms") == 0) {
-      if (++i >= argc) usage_error("--grace-ms needs a value");
-      value = argv[i];
-    } else if (strncmp(argv[i], "--grace-ms=", 11) == 0) {
-      value = argv[i] + 11;
-    } else {
+    const char *v;
+    if ((v = option_value(argc, argv, &i, "grace-ms")) != NULL) *grace_ms = int_option("grace-ms", v, 0, MAX_GRACE_MS);
+    else if ((v = option_value(argc, argv, &i, "durable-ms")) != NULL) d->window_ms = int_option("durable-ms", v, 1, MAX_WINDOW_MS);
+    else if ((v = option_value(argc, argv, &i, "journal-bytes")) != NULL) d->journal_bytes = int_option("journal-bytes", v, 4096, MAX_JOURNAL_BYTES);
+    else if ((v = option_value(argc, argv, &i, "attach-dir")) != NULL) d->attach_dir = v;
+    else if ((v = option_value(argc, argv, &i, "state-lock")) != NULL) d->state_lock = v;
+    else {
       snprintf(msg, sizeof msg, "unknown wrapper option \"%.200s\" (adapter argv goes after \"--\")", argv[i]);
       usage_error(msg);
     }
-    size_t len = strlen(value), digits = strspn(value, "0123456789");
-    if (len == 0 || digits != len || len > 7) {
-      snprintf(msg, sizeof msg, "--grace-ms must be an integer number of milliseconds between 0 and %d, got %.100s", MAX_GRACE_MS, value);
-      usage_error(msg);
-    }
-    *grace_ms = strtol(value, NULL, 10);
-    if (*grace_ms > MAX_GRACE_MS) {
-      snprintf(msg, sizeof msg, "--grace-ms must be between 0 and %d, got %ld", MAX_GRACE_MS, *grace_ms);
-      usage_error(msg);
-    }
   }
+  int given = (d->window_ms > 0) + (d->journal_bytes > 0) + (d->attach_dir != NULL) + (d->state_lock != NULL);
+  if (given != 0 && given != 4) usage_error("--durable-ms, --journal-bytes, --attach-dir and --state-lock go together");
+  d->on = given == 4;
   if (i >= argc) usage_error("missing \"--\" before the adapter argv");
   if (i + 1 >= argc || argv[i + 1][0] == 0) usage_error("missing adapter command after \"--\"");
   return i + 1;
@@ -186,20 +193,6 @@ static void open_lifeline(void) {
   lifeline = LIFELINE_FD;
   fcntl(lifeline, F_SETFD, FD_CLOEXEC);
   fcntl(lifeline, F_SETFL, fcntl(lifeline, F_GETFL) | O_NONBLOCK);
-}
-
-static unsigned long long own_start_time(void) {
-  char buf[1024];
-  int fd = open("/proc/self/stat", O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return 0;
-  ssize_t n = read(fd, buf, sizeof buf - 1);
-  close(fd);
-  if (n <= 0) return 0;
-  buf[n] = 0;
-  char *p = strrchr(buf, ')');
-  unsigned long long start = 0;
-  if (p) sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d %*d %*d %*d %*d %llu", &start);
-  return start;
 }
 
 /* Refuses the start: nothing may run outside the cgroup the session's limits live in. */
@@ -243,7 +236,7 @@ static pid_t fork_adapter(const struct lease_cgroup *cg, int *inside) {
 static char cgroupns_state[32];
 
 /* fork + setsid + execvp; the exec's errno comes back over a close-on-exec pipe, so "started" means it ran. */
-static void spawn_adapter(char **command, const struct lease_cgroup *cg) {
+static void spawn_adapter(char **command, const struct lease_cgroup *cg, const int *stdio) {
   int errpipe[2];
   if (pipe2(errpipe, O_CLOEXEC) != 0) {
     report_spawn_error(wrapper_errname(errno), "cannot create the exec status pipe");
@@ -260,6 +253,8 @@ static void spawn_adapter(char **command, const struct lease_cgroup *cg) {
     sigset_t none;
     sigemptyset(&none);
     sigprocmask(SIG_SETMASK, &none, NULL);
+    /* durable: the adapter's stdio are the wrapper's pipes (dup2 clears their close-on-exec) */
+    for (int fd = 0; stdio != NULL && fd < 3; fd++) dup2(stdio[fd], fd);
     /* first word: the namespace (-1 not tried: outside the lease cgroup); a second one only when the exec failed */
     int ns = inside ? lease_cgroup_unshare() : -1;
     ssize_t r = write(errpipe[1], &ns, sizeof ns);
@@ -313,33 +308,58 @@ static void report_exit(void) {
   send_line(line);
 }
 
-/* The sweep, the "cleanup" report and the wrapper's exit with the adapter's status. */
-static void cleanup_and_exit(const char *reason, long grace_ms) {
-  static pid_t ended[MAX_ENDED];
-  long long t0 = wrapper_now_ms();
+/* What the sweep did, for the "cleanup" report (sent at once, or after a durable wrapper's replay). */
+static struct {
+  pid_t ended[MAX_ENDED];
+  int n;
+  long long t0;
+  const char *reason;
+} sw;
+
+/* The sweep of the tree; `keep_door`: a durable wrapper whose adapter ended while detached still takes a gateway. */
+static void sweep(const char *reason, long grace_ms, int keep_door) {
+  /* no gateway may attach to a tree being ended */
+  if (att.listen_fd >= 0 && !keep_door) attach_close(&att);
+  sw.t0 = wrapper_now_ms();
+  sw.reason = reason;
   int reported = st.adapter_exited;
-  int n = wrapper_sweep(&st, grace_ms, ended, MAX_ENDED - 1);
+  /* nobody asked: the wrapper's own word on who ended the tree, for the reconcile that settles its lease */
+  int unasked = (strcmp(reason, "parent-gone") == 0 && !asked_to_end) || strcmp(reason, "window-expired") == 0;
+  if (unasked) end_record(&st, reason, NULL, 0);
+  int n = wrapper_sweep(&st, grace_ms, sw.ended, MAX_ENDED - 1);
+  if (unasked) end_record(&st, reason, sw.ended, n);
   /* the adapter was signalled too: give it a moment to report its status */
   for (long long until = wrapper_now_ms() + 1000; !wrapper_peek_adapter(&st) && wrapper_now_ms() < until;) poll(NULL, 0, 5);
   if (st.adapter_exited && !reported) report_exit();
   int has = 0;
-  for (int i = 0; i < n; i++) has |= ended[i] == st.adapter;
+  for (int i = 0; i < n; i++) has |= sw.ended[i] == st.adapter;
   if (st.adapter_exited && !has) {
     int i = n++;
-    while (i > 0 && ended[i - 1] > st.adapter) ended[i] = ended[i - 1], i--;
-    ended[i] = st.adapter;
+    while (i > 0 && sw.ended[i - 1] > st.adapter) sw.ended[i] = sw.ended[i - 1], i--;
+    sw.ended[i] = st.adapter;
   }
-  size_t cap = 96 + (size_t)n * 12;
+  sw.n = n;
+}
+
+/* The "cleanup" report and the wrapper's exit with the adapter's status. */
+static void report_and_exit(void) {
+  size_t cap = 96 + (size_t)sw.n * 12;
   char *line = malloc(cap);
   if (line != NULL) {
-    size_t o = (size_t)snprintf(line, cap, "{\"type\":\"cleanup\",\"reason\":\"%s\",\"ended\":[", reason);
-    for (int i = 0; i < n; i++) o += (size_t)snprintf(line + o, cap - o, i ? ",%d" : "%d", (int)ended[i]);
-    snprintf(line + o, cap - o, "],\"durationMs\":%lld}\n", wrapper_now_ms() - t0);
+    size_t o = (size_t)snprintf(line, cap, "{\"type\":\"cleanup\",\"reason\":\"%s\",\"ended\":[", sw.reason);
+    for (int i = 0; i < sw.n; i++) o += (size_t)snprintf(line + o, cap - o, i ? ",%d" : "%d", (int)sw.ended[i]);
+    snprintf(line + o, cap - o, "],\"durationMs\":%lld}\n", wrapper_now_ms() - sw.t0);
     send_line(line);
   }
+  if (att.listen_fd >= 0) attach_close(&att);
   if (st.adapter_exited) waitpid(st.adapter, NULL, WNOHANG);
   if (!st.adapter_exited) exit(1);
   exit(st.adapter_signal != 0 ? 128 + st.adapter_signal : st.adapter_code);
+}
+
+static void cleanup_and_exit(const char *reason, long grace_ms) {
+  sweep(reason, grace_ms, 0);
+  report_and_exit();
 }
 
 static void forward(int sig) {
@@ -347,6 +367,25 @@ static void forward(int sig) {
   forwarded = 1;
   kill(-st.adapter, sig);
 }
+
+/* What the durable relay (wrapper_relay_linux.c) uses of this file. */
+int wrapper_signal_fd(void) { return sigpipe_fds[0]; }
+void wrapper_forward_signal(int sig) { forward(sig); }
+int wrapper_lifeline_fd(void) { return lifeline; }
+int wrapper_adapter_exited(void) { return st.adapter_exited; }
+void wrapper_reap_children(void) { wrapper_reap_adopted(&st); }
+void wrapper_report_exit(void) { report_exit(); }
+void wrapper_asked_to_end(void) { asked_to_end = 1; }
+void wrapper_drop_lifeline(void) {
+  if (lifeline >= 0) close(lifeline);
+  lifeline = -1;
+}
+/* NULL: the adapter ended, by a forwarded signal or on its own */
+void wrapper_cleanup_and_exit(const char *reason, long grace_ms) {
+  cleanup_and_exit(reason != NULL ? reason : forwarded ? "signal" : "adapter-exit", grace_ms);
+}
+void wrapper_sweep_only(long grace_ms) { sweep(forwarded ? "signal" : "adapter-exit", grace_ms, 1); }
+void wrapper_report_and_exit(void) { report_and_exit(); }
 
 /* Idle in poll() (no timeout) until the adapter exits or the gateway goes. */
 static void run(long grace_ms, int parent_gone_at_start) {
@@ -366,7 +405,8 @@ static void run(long grace_ms, int parent_gone_at_start) {
     if (nfds == 2 && fds[1].revents != 0) {
       char buf[512];
       ssize_t r = read(lifeline, buf, sizeof buf);
-      /* data the gateway might write is discarded; EOF, a reset or a hang-up mean it is gone */
+      /* "end": the gateway ends the session (its close); EOF, a reset or a hang-up mean it is gone */
+      if (r > 0 && memmem(buf, (size_t)r, "end\n", 4) != NULL) asked_to_end = 1;
       if (r == 0 || (r < 0 && errno != EAGAIN && errno != EINTR)) gone = 1;
     }
     if (child) wrapper_reap_adopted(&st);
@@ -378,13 +418,35 @@ static void run(long grace_ms, int parent_gone_at_start) {
   }
 }
 
+/*
+ * Durable: the wrapper leaves the gateway's session (a kill of the gateway's
+ * whole process group must not reach it) and makes the adapter's pipes;
+ * where its socket cannot listen it stays a plain wrapper and says why.
+ */
+static int durable_setup(const struct durable_opts *d, int pipes[3][2], char *why, size_t cap) {
+  if (!d->on) return 0;
+  attach_open(&att, d->attach_dir, d->state_lock, st.lease_id);
+  if (att.listen_fd < 0) {
+    json_escape(why, cap, att.why);
+    return 0;
+  }
+  for (int i = 0; i < 3; i++)
+    if (pipe2(pipes[i], O_CLOEXEC) != 0) {
+      report_spawn_error(wrapper_errname(errno), "cannot create the adapter's pipes");
+      exit(EXIT_CANNOT_EXECUTE);
+    }
+  setsid();
+  return 1;
+}
+
 int main(int argc, char **argv) {
   pid_t parent = getppid();
   /* handlers first: a signal before the adapter exists is held in the pipe and forwarded after the spawn */
   install_handlers();
   open_lifeline();
   long grace_ms;
-  int first = parse_args(argc, argv, &grace_ms);
+  struct durable_opts d;
+  int first = parse_args(argc, argv, &grace_ms, &d);
   /* exec'd from the sealed copy (/proc/self/fd/N), the kernel named us "N": take the installed file's name, as ps shows it */
   const char *slash = strrchr(argv[0], '/');
   prctl(PR_SET_NAME, slash != NULL ? slash + 1 : argv[0], 0, 0, 0);
@@ -392,20 +454,28 @@ int main(int argc, char **argv) {
   st.self_start = own_start_time();
   st.lease_id = getenv("OPENCLAW_ACPX_LEASE_ID");
   st.instance_id = getenv("OPENCLAW_GATEWAY_INSTANCE_ID");
+  end_record_open(&st);
   struct lease_cgroup cg;
   lease_cgroup_read(&cg);
   if (cg.required && !cg.given) refuse_cgroup("limits were asked for but no lease cgroup was given");
+  int pipes[3][2];
+  char why[200] = "";
+  int durable = durable_setup(&d, pipes, why, sizeof why);
   /* before the spawn: an orphan made before we are a subreaper would go to init */
   prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
   prctl(PR_SET_PDEATHSIG, SIGUSR2, 0, 0, 0);
   /* the gateway may have died before the pdeathsig was armed */
   int gone = getppid() != parent;
-  spawn_adapter(argv + first, &cg);
+  int child_stdio[3] = {pipes[0][0], pipes[1][1], pipes[2][1]};
+  spawn_adapter(argv + first, &cg, durable ? child_stdio : NULL);
   if (cg.dirfd >= 0) close(cg.dirfd);
-  char line[224], ns[64] = "";
+  for (int i = 0; durable && i < 3; i++) close(child_stdio[i]);
+  char line[512], ns[64] = "", dur[260] = "";
   if (cgroupns_state[0]) snprintf(ns, sizeof ns, ",\"cgroupNamespace\":\"%s\"", cgroupns_state);
-  snprintf(line, sizeof line, "{\"type\":\"started\",\"wrapperPid\":%d,\"adapterPid\":%d,\"pgid\":%d%s}\n", (int)st.self, (int)st.adapter, (int)st.adapter, ns);
+  if (d.on) snprintf(dur, sizeof dur, durable ? ",\"durable\":\"listening\"" : ",\"durable\":\"unavailable\",\"durableWhy\":\"%s\"", why);
+  snprintf(line, sizeof line, "{\"type\":\"started\",\"wrapperPid\":%d,\"adapterPid\":%d,\"pgid\":%d%s%s}\n", (int)st.self, (int)st.adapter, (int)st.adapter, ns, dur);
   send_line(line);
+  if (durable) durable_run(&d, &att, pipes[0][1], pipes[1][0], pipes[2][0], grace_ms, gone);
   run(grace_ms, gone);
   return 0;
 }

@@ -39,6 +39,22 @@ int lease_cgroup_unshare(void);
 /* Forks a child born inside the cgroup (clone3 CLONE_INTO_CGROUP): 0 in the child, its pid in the parent, -2 when not possible here. */
 pid_t lease_cgroup_fork(const struct lease_cgroup *cg);
 
+/*
+ * The wrapper's own word on how it ended its tree when nobody asked it to
+ * (wrapper_record_linux.c; src/ownership/leases/end-records.ts reads it):
+ * end_record_open takes PROCLEASE_END_DIR out of the environment (the
+ * adapter never sees it) and opens that folder; end_record writes
+ * <lease id>.json there, "sweeping" before the sweep (ended NULL) and
+ * "done" with the pids after it.
+ */
+void end_record_open(const struct wrapper_state *st);
+void end_record(const struct wrapper_state *st, const char *reason, const pid_t *ended, int n);
+
+/* A JSON string's body for a message (quotes, backslashes and control bytes escaped). */
+void json_escape(char *out, size_t cap, const char *s);
+/* This process's start time in clock ticks (/proc/self/stat field 22), 0 when unreadable. */
+unsigned long long own_start_time(void);
+
 /* The errno's name ("ENOENT"), "EUNKNOWN" for one not listed. */
 const char *wrapper_errname(int e);
 

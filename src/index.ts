@@ -113,7 +113,11 @@ export type {
   TurnInput,
   TurnResult,
   TurnStream,
+  AdoptedTurn,
+  DurableOptions,
 } from "./acpx/index.js";
+// durable sessions (docs/lifecycle-controller.md "Durable sessions")
+export { DEFAULT_JOURNAL_BYTES } from "./acpx/index.js";
 export { permissionOption, DEFAULT_PERMISSION_TIMEOUT_MS } from "./acpx/index.js";
 // the byte bounds on what an agent's updates may hold in the gateway (docs/conversation.md, "Memory from the agent")
 export {
@@ -137,6 +141,7 @@ export {
   AcpxSessionClosedError,
   AcpxSessionRequestError,
   AcpxUnsupportedContentError,
+  AcpxDurableUnavailableError,
   type AcpAuthMethodInfo,
   type AcpErrorInfo,
   type AcpxDiagnostics,

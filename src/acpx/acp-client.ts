@@ -99,6 +99,8 @@ export interface AcpClientOptions {
   terminal?: ClientTerminalHandlers;
   /** the session's budget (session-budget.ts); absent = one with the default intake limits and no logger */
   budget?: SessionBudget;
+  /** a re-adopted session's request id offset (intake-stream.ts): its ids go out above the earlier gateway's */
+  idOffset?: number;
 }
 
 export class AcpClient {
@@ -110,6 +112,7 @@ export class AcpClient {
   /** what the agent holds of the gateway, and what was refused (session-budget.ts) */
   readonly budget: SessionBudget;
   private readonly capabilities: ClientCapabilities;
+  private readonly intake: IntakeStream;
 
   constructor(opts: AcpClientOptions) {
     const budget = opts.budget ?? new SessionBudget(resolveIntakeLimits(undefined), {}, () => "");
@@ -160,9 +163,18 @@ export class AcpClient {
     this.stdoutProbe.watch(opts.input);
     this.stdoutGate = new StdoutGate(opts.input);
     budget.bindStdout(this.stdoutGate);
-    const intake = new IntakeStream({ input: this.stdoutGate.readable, output: opts.output, budget });
+    const intake = new IntakeStream({
+      input: this.stdoutGate.readable,
+      output: opts.output,
+      budget,
+      ...(opts.idOffset !== undefined ? { idOffset: opts.idOffset } : {}),
+    });
+    this.intake = intake;
     this.connection = app.connect(intake.stream);
-    void this.connection.closed.then(() => budget.close(new Error("the ACP connection closed")));
+    void this.connection.closed.then(() => {
+      budget.close(new Error("the ACP connection closed"));
+      intake.failAdopted(new Error("the ACP connection closed"));
+    });
   }
 
   get closed(): Promise<void> {
@@ -220,6 +232,26 @@ export class AcpClient {
     if (res.usage !== undefined && res.usage !== null) out.usage = res.usage;
     if (res._meta !== undefined && res._meta !== null) out._meta = res._meta;
     return out;
+  }
+
+  /**
+   * An earlier gateway's session/prompt, still in flight under `id`
+   * (durable/adopt.ts): the agent's answer to it settles this promise as
+   * prompt() would; a refused or missing answer rejects it.
+   */
+  adoptPrompt(id: number | string): Promise<PromptAnswer> {
+    return new Promise<PromptAnswer>((resolve, reject) => {
+      this.intake.adopt(id, (m) => {
+        if (m.error !== undefined) return reject(m.error);
+        const r = m.result as PromptAnswer | null | undefined;
+        if (typeof r !== "object" || r === null || typeof r.stopReason !== "string")
+          return reject(new Error("the agent answered the adopted session/prompt without a stopReason"));
+        const out: PromptAnswer = { stopReason: r.stopReason };
+        if (r.usage !== undefined && r.usage !== null) out.usage = r.usage;
+        if (r._meta !== undefined && r._meta !== null) out._meta = r._meta;
+        resolve(out);
+      });
+    });
   }
 
   /** a notification: the running prompt answers `cancelled`; nothing is signalled */

@@ -47,12 +47,13 @@ const AFTER_DISPOSE = {
   verifyOwnedTree: "reject",
   listLeases: "reject",
   shutdown: "reject",
+  detach: "reject",
   dispose: "pass",
 } as const satisfies Record<Method, "track" | "reject" | "throw" | "pass">;
 
 type Mode = (typeof AFTER_DISPOSE)[Method];
 
-export type EndedAs = "disposed" | "shut down";
+export type EndedAs = "disposed" | "shut down" | "detached";
 
 /** A controller's end: whether and how it ended, the lease-writing calls under way, and who is told when it ends. */
 export class ControllerEnd {

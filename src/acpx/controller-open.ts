@@ -22,6 +22,10 @@ import {
 } from "../ownership/index.js";
 import { assertConversationOptions, conversationConfig } from "./conversation-options.js";
 import { installWrapper } from "./install-wrapper.js";
+import { ensurePrivateDir } from "../ownership/leases/fs-safe.js";
+import { endRecordsDir } from "../ownership/leases/end-records.js";
+import { openDurable } from "./durable/options.js";
+import { resolveDurable } from "./durable/protocol.js";
 import type { ControllerDeps } from "./live-sessions.js";
 import { assertContainmentOption, configureLimitControllers, detectOptionsFor } from "./session-limits.js";
 import { openSessionStore } from "./session-store.js";
@@ -62,6 +66,8 @@ export async function openControllerDeps(opts: AcpxLifecycleControllerOptions): 
   );
   assertContainmentOption(opts.containment, "opts.containment");
   assertConversationOptions(opts);
+  // checked before the lock, as every option: a bad value never takes the state dir
+  resolveDurable(opts.durable);
 
   const startupReconcile = startupReconcileOf(opts);
   const stateDir = resolve(opts.stateDir);
@@ -75,8 +81,11 @@ export async function openControllerDeps(opts: AcpxLifecycleControllerOptions): 
   try {
     const gatewayInstanceId = await loadOrCreateGatewayInstanceId(stateDir);
     const leases = await openLeaseStore(stateDir);
+    // where wrappers say they ended their trees with nobody asking (end-records.ts)
+    await ensurePrivateDir(endRecordsDir(leases.dir));
     const sessions = await openSessionStore(stateDir);
     const wrapper = await installWrapper(stateDir);
+    const durable = await openDurable(opts.durable, stateDir, wrapper);
     const containment: ContainmentSupport =
       opts.containment === "off"
         ? { available: false, code: "refused", why: 'turned off (containment: "off")' }
@@ -101,6 +110,7 @@ export async function openControllerDeps(opts: AcpxLifecycleControllerOptions): 
       nodePath: opts.nodePath ?? process.execPath,
       onEnsureTiming: opts.onEnsureTiming,
       conversation: conversationConfig(opts, { stateDir, gatewayInstanceId, facts, signaller, graceMs }),
+      durable,
     };
   } catch (e) {
     await lock.release();

@@ -20,6 +20,7 @@ import type { ControllerHooks } from "./controller-hooks.js";
 import { reconcileLeftTerminals } from "./conversation-options.js";
 import { lifecycleDeps, type ControllerDeps, type LiveSessions } from "./live-sessions.js";
 import type { ReapReport } from "./types.js";
+import { forgetAttach } from "./durable/waiting.js";
 
 /** ACP terminals no live session holds, through their supervisor leases (conversation-options.ts). */
 export async function reconcileTerminals(
@@ -41,7 +42,7 @@ export async function reconcileTerminals(
 
 type Settled = Pick<OutcomeRow, "leaseId" | "stateAfter" | "why">;
 
-type OwnSpec = Pick<AwaySpec, "kind" | "states" | "dryRun" | "skipAttached" | "retentionMs">;
+type OwnSpec = Pick<AwaySpec, "kind" | "states" | "dryRun" | "skipAttached" | "spareDurable" | "retentionMs">;
 
 /**
  * This instance's ACPX leases in `states`, through the lifecycle
@@ -60,11 +61,14 @@ export async function reconcileOwnLeases(
   const settled: { leaseId: string; state: "closed" | "lost"; why: string }[] = [];
   const onSettled = (o: Settled) => {
     live.afterSettled(o.leaseId, o.stateAfter);
+    // what a durable wrapper killed outright left in the attach folder goes with its lease
+    if (o.stateAfter === "closed" || o.stateAfter === "lost") void forgetAttach(d.stateDir, o.leaseId);
     if ((o.stateAfter === "closed" || o.stateAfter === "lost") && hooks.wantsSettled)
       settled.push({ leaseId: o.leaseId, state: o.stateAfter, why: o.why });
   };
   // the process supervisor's runs share the store and the instance id; they are its to settle
-  const spec: OwnSpec = { kind: "acpx", states, dryRun, skipAttached, retentionMs: d.retentionMs };
+  // a durable session waiting for a re-adoption is left to its wrapper's window (whatever this controller's own option)
+  const spec: OwnSpec = { kind: "acpx", states, dryRun, skipAttached, spareDurable: true, retentionMs: d.retentionMs };
   // the rows and the hooks of a thousand settled leases are made a slice of the event loop at a time
   const turns = new Turns();
   const folder = d.containment.available ? `${d.containment.root}/${d.gatewayInstanceId}` : undefined;

@@ -29,16 +29,17 @@
  * client fs and terminals, resume and session controls, each in its own
  * file; none of them moves a lease.
  */
-import { KeyedQueue } from "../ownership/index.js";
-import { verifyOwnedTree as verifyTree, worthAWorker, type StateDirLock } from "../ownership/index.js";
+import { KeyedQueue, verifyOwnedTree as verifyTree, worthAWorker, type StateDirLock } from "../ownership/index.js";
 import type { ProcessLease, OwnedProcessTree } from "../ownership/leases/types.js";
 import { closeLocked, closeTarget } from "./close-session.js";
 import { assertPromptOptions, DEFAULT_CANCEL_GRACE_MS, sessionEndedError } from "./acp-client.js";
-import { AcpxSessionBusyError, AcpxSessionClosedError } from "./errors.js";
+import { AcpxControllerDisposedError, AcpxSessionBusyError, AcpxSessionClosedError } from "./errors.js";
 import { ControllerEnd, guardAfterDispose, settleOnDispose, type EndedAs } from "./controller-guard.js";
 import { ControllerHooks } from "./controller-hooks.js";
 import { AcpxRawSessionError, rawAdapterOf, type RawAdapter, type RawAdapterInput } from "./raw-adapter.js";
 import { mismatchError, reuseOrOpen } from "./session-reuse.js";
+import { assertHandle, controlTargetOf } from "./live-sessions.js";
+import type { ControlTarget } from "./session-controls.js";
 import { setConfigOption, setMode } from "./session-controls.js";
 import { listSessionSummaries, statusOf } from "./session-status.js";
 import type { SessionUpdateListener } from "./session-updates.js";
@@ -50,6 +51,9 @@ import { LiveSessions, markSessionClosing, type ControllerDeps, type LiveSession
 import { reconcileOwnLeases, reconcileTerminals } from "./controller-reconcile.js";
 import { parseEnsureInput, parseRawAdapterInput, type EnsureInput } from "./ensure-input.js";
 import { spawnSession } from "./spawn-session.js";
+import { adoptWaiting } from "./durable/adopt.js";
+import { forgetAttach } from "./durable/waiting.js";
+import type { AcpxSessionRecord } from "./session-store.js";
 import { disposalError } from "./ensure-attempt.js";
 import type {
   AcpRuntimeEnsureInput,
@@ -112,12 +116,31 @@ class Controller implements AcpxLifecycleController {
     return this.queue.run(input.sessionKey, async () => {
       // queued behind a call the controller's end let finish: it starts nothing
       if (this.end.signal.aborted) throw disposalError(this.end.signal);
-      const next = await reuseOrOpen(this.d, this.live, input, (reason) =>
-        this.closeAndReport(input.sessionKey, reason, false),
+      const next = await reuseOrOpen(
+        this.d,
+        this.live,
+        input,
+        (reason) => this.closeAndReport(input.sessionKey, reason, false),
+        this.d.durable !== undefined ? (record) => this.adopt(input, record) : undefined,
       );
       if ("reused" in next) return next.reused;
       return (await this.spawn(next.open, false)).handle;
     });
+  }
+
+  /**
+   * A durable session an earlier gateway left waiting, re-adopted
+   * (durable/adopt.ts), kept and watched as a spawned one; undefined (and
+   * why, logged) when it cannot be: the ensure then closes and resumes it.
+   */
+  private async adopt(input: EnsureInput, record: AcpxSessionRecord): Promise<AcpRuntimeHandle | undefined> {
+    const r = await adoptWaiting(this.d, this.live, input, record);
+    if (r.kind === "not-adopted") return undefined;
+    this.keeper.keep();
+    this.watchEnd(r.live);
+    if (r.turn === undefined) return r.handle;
+    const turn = this.guardTurn(r.live, r.turn);
+    return { ...r.handle, turn: { ...turn, replayed: r.turn.replayed, gap: r.turn.gap } };
   }
 
   /**
@@ -215,14 +238,20 @@ class Controller implements AcpxLifecycleController {
       stream,
       this.d.conversation.stderrInMessages,
     );
+    return this.guardTurn(live, turn);
+  }
+
+  /** A turn as callers see it: a close racing it fails it with the close error, the controller's end with its own. */
+  private guardTurn(live: LiveSession, turn: TurnStream): TurnStream {
+    const key = live.handle.sessionKey;
     // a close racing the turn fails it with the close error, also when the agent ended it for the close (session/close)
     const result = turn.result.then(
       (r) => {
-        if (live.closing) throw new AcpxSessionClosedError(handle.sessionKey, live.closeReason);
+        if (live.closing) throw new AcpxSessionClosedError(key, live.closeReason);
         return r;
       },
       (err: unknown) => {
-        if (live.closing) throw new AcpxSessionClosedError(handle.sessionKey, live.closeReason);
+        if (live.closing) throw new AcpxSessionClosedError(key, live.closeReason);
         throw err;
       },
     );
@@ -267,20 +296,9 @@ class Controller implements AcpxLifecycleController {
     return setConfigOption(this.controlTarget(handle), key, value);
   }
 
-  private controlTarget(handle: AcpRuntimeHandle) {
+  private controlTarget(handle: AcpRuntimeHandle): ControlTarget {
     assertHandle(handle);
-    const live = this.live.require(handle);
-    if (live.closing) throw new AcpxSessionClosedError(handle.sessionKey, live.closeReason);
-    const ended = sessionEndedError(handle.sessionKey, live.launched);
-    if (ended) throw ended;
-    if (live.client === undefined) throw new AcpxRawSessionError(handle.sessionKey);
-    return {
-      sessionKey: handle.sessionKey,
-      acpSessionId: live.handle.acpSessionId,
-      client: live.client,
-      state: live.conv.state,
-      timeoutMs: this.d.handshakeTimeoutMs,
-    };
+    return controlTargetOf(this.live.require(handle), this.d.handshakeTimeoutMs);
   }
 
   async sessionStatus(handle: AcpRuntimeHandle): Promise<SessionStatus> {
@@ -321,6 +339,7 @@ class Controller implements AcpxLifecycleController {
     if (live && (expected === undefined || live.handle.leaseId === expected))
       this.hooks.sessionEnded(live.handle, { kind: "closed", report });
     if (report.leaseId !== undefined && (report.leaseState === "closed" || report.leaseState === "lost")) {
+      await forgetAttach(this.d.stateDir, report.leaseId);
       await this.hooks.leaseSettled(report.leaseId, { via: "close", state: report.leaseState, detail: report.detail });
     }
     return report;
@@ -389,7 +408,10 @@ class Controller implements AcpxLifecycleController {
   shutdown(): Promise<CloseReport[]> {
     this.ended("shut down");
     const reports = this.closeAllThenRelease();
-    this.ending = reports.then(noop, noop);
+    this.ending = reports.then(
+      () => undefined,
+      () => undefined,
+    );
     return reports;
   }
 
@@ -436,6 +458,25 @@ class Controller implements AcpxLifecycleController {
     return this.ending;
   }
 
+  /** The durable sessions let go, the others closed as shutdown() does, then dispose()'s release (types.ts says the rest). */
+  detach(): Promise<void> {
+    this.ended("detached");
+    this.ending = this.detachThenRelease();
+    return this.ending;
+  }
+
+  private async detachThenRelease(): Promise<void> {
+    try {
+      await this.end.writesSettled();
+      const others = this.live.letGoDurable(new AcpxControllerDisposedError("detached"));
+      await Promise.allSettled(
+        others.map((key) => this.closeSession({ handle: { sessionKey: key }, reason: "controller detach" })),
+      );
+    } finally {
+      await this.release();
+    }
+  }
+
   /** Synchronous, so the guard refuses the very next call and the ensures under way are aborted at once. */
   private ended(how: EndedAs): void {
     this.end.finish(how);
@@ -452,18 +493,5 @@ class Controller implements AcpxLifecycleController {
     // the instance's cgroup folder goes when no lease cgroup is left in it (live sessions keep theirs)
     if (this.d.containment.available) await removeInstanceFolder(this.d.containment, this.d.gatewayInstanceId);
     await this.lock.release();
-  }
-}
-
-function noop(): void {}
-
-function assertHandle(handle: AcpRuntimeHandle): void {
-  if (
-    typeof handle !== "object" ||
-    handle === null ||
-    typeof handle.sessionKey !== "string" ||
-    typeof handle.leaseId !== "string"
-  ) {
-    throw new TypeError("handle must be an AcpRuntimeHandle from ensureSession");
   }
 }

@@ -311,10 +311,26 @@ export class AcpxControllerDisposedError extends Error {
   readonly code = "controller-disposed";
   /** `cause`: for an ensure the disposal aborted, the failure its settlement reported (which lease, settled how) */
   constructor(
-    readonly how: "disposed" | "shut down",
+    readonly how: "disposed" | "shut down" | "detached",
     options?: { cause?: unknown },
   ) {
     super(`this controller was ${how} (its state dir lock is released); create a new one`, options);
+  }
+}
+
+/**
+ * `durable` was asked for where it cannot hold: it needs the native wrapper
+ * (Linux, with the addon), which relays the adapter's pipes and listens for
+ * a re-adoption. `why` names what is missing (PROCLEASE_WRAPPER=node, no
+ * addon, another platform).
+ */
+export class AcpxDurableUnavailableError extends Error {
+  override name = "AcpxDurableUnavailableError";
+  readonly code = "durable-unavailable";
+  constructor(readonly why: string) {
+    super(
+      `durable sessions are unavailable here: ${why}; nothing was started (drop the durable option, or run with the native wrapper)`,
+    );
   }
 }
 

@@ -23,7 +23,10 @@ export type {
   ReapReportEntry,
   TreeKillMember,
   TreeKillSummary,
+  AdoptedTurn,
+  DurableOptions,
 } from "./types.js";
+export { DEFAULT_JOURNAL_BYTES } from "./durable/protocol.js";
 export {
   AcpxEnsureError,
   AcpxNoSessionError,
@@ -36,6 +39,7 @@ export {
   AcpxSessionBusyError,
   AcpxSessionRequestError,
   AcpxUnsupportedContentError,
+  AcpxDurableUnavailableError,
   type SessionRequestFailure,
   type AcpAuthMethodInfo,
   type AcpErrorInfo,

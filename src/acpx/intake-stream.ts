@@ -19,6 +19,12 @@
  *   `maxRequestsInFlight`, or reusing an id still unanswered, is refused
  *   here. (The SDK writes those cases to the gateway's stderr with
  *   console.error, raw and unbounded.)
+ * Ids of a re-adopted session (durable/adopt.ts): the old gateway's turn
+ * may still be in flight under an id this connection's SDK would use again,
+ * so the gateway's requests go out above the wrapper's `idOffset` (the
+ * highest numeric id the gateway side ever sent, plus one) and their answers
+ * come back to the SDK under its own ids; the answer to an adopted request
+ * (the turn in flight) goes to whoever adopted it, never to the SDK.
  * Out (the adapter's stdin, answer-writer.ts): every message is serialised
  * and handed to the Node stream at once (a long string in slices), its
  * bytes charged to the budget until the pipe took them; the SDK's own
@@ -47,7 +53,12 @@ export interface IntakeStreamInput {
   /** the adapter's stdin */
   output: Writable;
   budget: SessionBudget;
+  /** a re-adopted session's id floor, plus one: added to the gateway's numeric request ids on the wire (0: none) */
+  idOffset?: number;
 }
+
+/** The answer to an adopted request: the agent's response, as it came. */
+export type AdoptedAnswer = (response: { result?: unknown; error?: unknown }) => void;
 
 type Controller = ReadableStreamDefaultController<AnyMessage>;
 
@@ -92,8 +103,12 @@ export class IntakeStream {
   private reader: ReadableStreamDefaultReader<Uint8Array> | undefined;
   private sinceYield = 0;
   private sliceStart = performance.now();
+  private readonly offset: number;
+  /** requests of an earlier gateway this connection took over, by id key */
+  private readonly adopted = new Map<string, AdoptedAnswer>();
 
   constructor(private readonly i: IntakeStreamInput) {
+    this.offset = i.idOffset ?? 0;
     this.framer = new LineFramer(i.budget.limits.maxMessageBytes);
     this.writer = new AnswerWriter(i.output, i.budget);
     i.output.on("error", (err: Error) => {
@@ -220,8 +235,13 @@ export class IntakeStream {
       return undefined;
     }
     if ("id" in m && isId(m.id)) {
-      if (this.sent.delete(idKey(m.id))) c.enqueue(m as AnyMessage);
-      else
+      const key = idKey(m.id);
+      const mine = this.adopted.get(key);
+      if (this.sent.delete(key)) c.enqueue(this.inward(m));
+      else if (mine !== undefined) {
+        this.adopted.delete(key);
+        mine(m);
+      } else
         b.refuse(
           "unknown-response",
           `a response to id ${shownId(m.id)}, which the gateway never sent or already had answered: dropped`,
@@ -279,19 +299,48 @@ export class IntakeStream {
       b.refuse(kind, `${why}: ${what} (id ${shownId(env.id)}) refused`);
       return this.writeLine(refusalLine(env.id, kind, why, limit));
     }
-    if (env.id !== undefined && this.sent.delete(idKey(env.id))) {
+    const error = {
+      code: INTAKE_REFUSED_CODE,
+      message: `proclease refused the agent's answer: ${why}`,
+      data: { refusal: kind, limit },
+    };
+    const mine = env.id !== undefined ? this.adopted.get(idKey(env.id)) : undefined;
+    if (env.id !== undefined && (this.sent.delete(idKey(env.id)) || mine !== undefined)) {
       b.refuse(kind, `${why}: the agent's answer to request ${shownId(env.id)} refused, the request fails`);
-      return c.enqueue({
-        jsonrpc: "2.0",
-        id: env.id,
-        error: {
-          code: INTAKE_REFUSED_CODE,
-          message: `proclease refused the agent's answer: ${why}`,
-          data: { refusal: kind, limit },
-        },
-      } as AnyMessage);
+      if (mine !== undefined) {
+        this.adopted.delete(idKey(env.id));
+        return mine({ error });
+      }
+      return c.enqueue(this.inward({ jsonrpc: "2.0", id: env.id, error }));
     }
     b.refuse(kind, `${why}: dropped`);
+  }
+
+  /** Takes over an earlier gateway's request by its wire id: its answer goes to `answer`, never to the SDK. */
+  adopt(id: JsonRpcId, answer: AdoptedAnswer): void {
+    this.adopted.set(idKey(id), answer);
+  }
+
+  /** Requests of an earlier gateway still unanswered: each answered with `reason` (the connection ended). */
+  failAdopted(reason: Error): void {
+    for (const answer of this.adopted.values()) answer({ error: reason });
+    this.adopted.clear();
+  }
+
+  /** A response as the SDK knows its id (the offset taken off). */
+  private inward(m: Record<string, unknown>): AnyMessage {
+    if (this.offset === 0 || typeof m.id !== "number") return m as AnyMessage;
+    return { ...m, id: m.id - this.offset } as AnyMessage;
+  }
+
+  /** A gateway message with its numeric request id (or a cancelled request's) above the offset. */
+  private outward(m: Record<string, unknown>): Record<string, unknown> {
+    if (this.offset === 0) return m;
+    if ("method" in m && typeof m.id === "number") return { ...m, id: m.id + this.offset };
+    const p = m.params as { requestId?: unknown } | undefined;
+    if (m.method === "$/cancel_request" && typeof p?.requestId === "number")
+      return { ...m, params: { ...p, requestId: p.requestId + this.offset } };
+    return m;
   }
 
   /** A message from the SDK: serialised, charged, handed to the pipe (answer-writer.ts). */
@@ -299,7 +348,8 @@ export class IntakeStream {
     if (this.outputError !== undefined) throw this.outputError;
     if (!this.writer.open)
       throw Object.assign(new Error("the adapter's stdin is closed"), { code: "ERR_STREAM_DESTROYED" });
-    const m = msg as Record<string, unknown>;
+    const m = this.outward(msg as Record<string, unknown>);
+    msg = m as AnyMessage;
     const id = m.id;
     const request = "method" in m;
     if (request && isId(id)) this.sent.add(idKey(id));

@@ -39,13 +39,16 @@ export interface LaunchInput {
    * argv[0] stays wrapperPath
    */
   execFile?: string;
+  /** the durable wrapper's argv (durable/protocol.ts durableArgs): the wrapper relays the adapter's pipes and waits for a re-adoption when the gateway goes */
+  durableArgs?: readonly string[];
 }
 
-export interface LaunchedWrapper {
-  /** the exact argv of the root, argv[0] included: what commandHash covers */
-  readonly rootArgv: readonly string[];
-  readonly child: ChildProcess;
+/** A session's processes as the controller speaks to them: a wrapper it spawned (LaunchedWrapper) or one it re-adopted (durable/attached.ts). */
+export interface SessionPipes {
+  /** the wrapper's pid */
   readonly pid: number | undefined;
+  /** the wrapper keeps the tree when the gateway goes (durable mode) */
+  readonly durable: boolean;
   readonly stdin: Writable;
   readonly stdout: Readable;
   readonly reports: WrapperReport[];
@@ -54,7 +57,6 @@ export interface LaunchedWrapper {
   /** set once the child has exited (we are its parent: Node reaped it) */
   exitStatus(): ChildExit | undefined;
   readonly exited: Promise<ChildExit>;
-  waitStart(timeoutMs: number): Promise<StartOutcome>;
   /** resolves true when the child exits within ms */
   waitExit(ms: number): Promise<boolean>;
   /**
@@ -88,6 +90,19 @@ export interface LaunchedWrapper {
   endLifeline(): void;
   /** lets this process exit while the wrapper runs (dispose) */
   unref(): void;
+  /**
+   * Durable: lets the session go without ending it (detach): our ends of
+   * its pipes close, and the wrapper starts its window. Otherwise the same
+   * as endLifeline.
+   */
+  letGo(): void;
+}
+
+export interface LaunchedWrapper extends SessionPipes {
+  /** the exact argv of the root, argv[0] included: what commandHash covers */
+  readonly rootArgv: readonly string[];
+  readonly child: ChildProcess;
+  waitStart(timeoutMs: number): Promise<StartOutcome>;
 }
 
 /**
@@ -102,8 +117,9 @@ export function rootArgvFor(
   wrapperPath: string,
   command: readonly string[],
   graceMs: number,
+  durable?: readonly string[],
 ): string[] {
-  const args = wrapperArgs(wrapperPath, command, { graceMs });
+  const args = wrapperArgs(wrapperPath, command, { graceMs, ...(durable !== undefined ? { extra: durable } : {}) });
   return [wrapperKindOf(wrapperPath) === "native" ? wrapperPath : nodePath, ...args];
 }
 
@@ -113,7 +129,8 @@ export function rootArgvFor(
  * the session ended once the lifeline is drained.
  */
 export function launchWrapper(input: LaunchInput): LaunchedWrapper {
-  const rootArgv = rootArgvFor(input.nodePath, input.wrapperPath, input.command, input.graceMs);
+  const rootArgv = rootArgvFor(input.nodePath, input.wrapperPath, input.command, input.graceMs, input.durableArgs);
+  const durable = input.durableArgs !== undefined;
   const child = spawn(input.execFile ?? rootArgv[0]!, rootArgv.slice(1), {
     argv0: rootArgv[0]!,
     stdio: ["pipe", "pipe", "pipe", "pipe"],
@@ -137,6 +154,10 @@ export function launchWrapper(input: LaunchInput): LaunchedWrapper {
     rootArgv,
     child,
     pid: child.pid,
+    // durable only once the wrapper said it listens (one whose socket could not listen runs as a plain wrapper)
+    get durable() {
+      return durable && lifeline.find("started")?.durable === "listening";
+    },
     // a spawn that failed on EMFILE/ENFILE set up no pipes: ended streams stand in, so no caller meets a null
     stdin: child.stdin ?? endedStream(),
     stdout: child.stdout ?? endedStream(),
@@ -161,7 +182,15 @@ export function launchWrapper(input: LaunchInput): LaunchedWrapper {
     onEnd: end.onEnd,
     stderrTail: stderr.tail,
     stderrSettled: stderr.settled,
-    endLifeline: () => lifeline.end(),
+    // "end" first: the lifeline's EOF alone means the gateway went away (a durable wrapper's window, an end record)
+    endLifeline: () => lifeline.end("end\n"),
+    letGo() {
+      lifeline.end();
+      for (const s of [child.stdin, child.stdout, child.stderr]) s?.destroy();
+      // the wrapper runs on after this process lets go: nothing of it may keep this process alive
+      child.unref();
+      for (const s of child.stdio ?? []) (s as { unref?: () => void } | null)?.unref?.();
+    },
     unref() {
       child.unref();
       for (const s of child.stdio ?? []) (s as { unref?: () => void } | null)?.unref?.();

@@ -15,8 +15,8 @@ export interface Lifeline {
   /** hears every later report; returns the unsubscribe */
   listen(listener: (r: WrapperReport) => void): () => void;
   readonly closed: Promise<void>;
-  /** shuts down our writing half (the wrapper reads EOF) and keeps reading */
-  end(): void;
+  /** shuts down our writing half (the wrapper reads EOF; `last`, a control line, before it) and keeps reading */
+  end(last?: string): void;
 }
 
 export function readLifeline(child: ChildProcess): Lifeline {
@@ -44,6 +44,8 @@ export function readLifeline(child: ChildProcess): Lifeline {
       return () => void listeners.delete(l);
     },
     closed,
-    end: () => void pipe?.end(),
+    end: (last) => {
+      if (pipe && !pipe.writableEnded) pipe.end(last);
+    },
   };
 }

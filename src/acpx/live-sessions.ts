@@ -10,11 +10,14 @@ import type { ProcessFacts, ProcessSignaller } from "../facts/types.js";
 import { signalUnreapedChild } from "../facts/signal.js";
 import { escalate, type LeaseStore, type LifecycleDeps, type ReleaseResult } from "../ownership/index.js";
 import type { ProcessLease } from "../ownership/leases/types.js";
-import type { AcpClient } from "./acp-client.js";
+import { sessionEndedError, type AcpClient } from "./acp-client.js";
+import { AcpxRawSessionError } from "./raw-adapter.js";
+import type { ControlTarget } from "./session-controls.js";
 import type { ConversationConfig, SessionConversation } from "./conversation.js";
 import { AcpxNoSessionError, AcpxSessionClosedError } from "./errors.js";
 import type { InstalledWrapper } from "./install-wrapper.js";
-import type { LaunchedWrapper } from "./launch.js";
+import type { LaunchedWrapper, SessionPipes } from "./launch.js";
+import type { DurableDeps } from "./durable/options.js";
 import type { SessionStore } from "./session-store.js";
 import type { AcpRuntimeHandle, AcpxLifecycleControllerOptions } from "./types.js";
 
@@ -39,6 +42,8 @@ export interface ControllerDeps {
   startupReconcile: "auto" | "worker" | "calling-thread";
   /** what every session's conversation shares (permissions, fs, terminals, logger) */
   conversation: ConversationConfig;
+  /** durable sessions (durable/options.ts), with where their wrappers listen; undefined: off */
+  durable: DurableDeps | undefined;
 }
 
 export function lifecycleDeps(d: ControllerDeps): LifecycleDeps {
@@ -53,7 +58,8 @@ export function lifecycleDeps(d: ControllerDeps): LifecycleDeps {
 
 export interface LiveSession {
   handle: AcpRuntimeHandle;
-  launched: LaunchedWrapper;
+  /** the wrapper this controller spawned, or one it re-adopted (durable/attached.ts) */
+  launched: SessionPipes;
   /** absent for a raw adapter (spawnRawAdapter): its plugin speaks ACP itself */
   client: AcpClient | undefined;
   /** updates, permissions, fs, terminals and what the agent advertised */
@@ -187,6 +193,31 @@ export class LiveSessions {
     }
   }
 
+  /**
+   * A durable session let go (detach): our ends of its pipes close, so its
+   * wrapper starts its window; its terminals run on with it; this
+   * controller no longer speaks for it.
+   */
+  letGo(live: LiveSession, reason: Error): void {
+    if (this.byKey.get(live.handle.sessionKey) !== live) return;
+    this.byKey.delete(live.handle.sessionKey);
+    // marked first: the end its wrapper may reach later is not this controller's to report
+    live.closing = true;
+    live.launched.letGo();
+    live.client?.close(reason);
+    live.conv.permissions.cancelAll(reason.message);
+  }
+
+  /** detach(): every running durable session let go (letGo); the keys of the others, to be closed. */
+  letGoDurable(reason: Error): string[] {
+    const others: string[] = [];
+    for (const l of this.all()) {
+      if (l.launched.durable && !l.closing && l.launched.howEnded() === undefined) this.letGo(l, reason);
+      else others.push(l.handle.sessionKey);
+    }
+    return others;
+  }
+
   /** Sessions keep running; only their hold on our event loop is released. */
   unrefAll(): void {
     for (const s of this.byKey.values()) s.launched.unref();
@@ -209,7 +240,7 @@ export function markSessionClosing(live: LiveSession | undefined, reason: string
 const WRAPPER_EXIT_MARGIN_MS = 2000;
 
 /** A wrapper's TERM: its lifeline's end and stdin's EOF; it then ends its adapter's group itself, within the grace. */
-function askToEnd(launched: LaunchedWrapper): void {
+function askToEnd(launched: SessionPipes): void {
   launched.endLifeline();
   launched.stdin.destroy();
 }
@@ -252,6 +283,33 @@ export async function releaseLaunched(launched: LaunchedWrapper, graceMs: number
  * rests on either. A wrapper that did not exit, or exited without that
  * report, witnessed nothing.
  */
-async function exitWitnessed(launched: LaunchedWrapper, running: boolean, exited: boolean): Promise<ReleaseResult> {
+async function exitWitnessed(launched: SessionPipes, running: boolean, exited: boolean): Promise<ReleaseResult> {
   return { rootExitObserved: running && exited && (await launched.ended).kind === "adapter-exited" };
+}
+
+export function assertHandle(handle: AcpRuntimeHandle): void {
+  if (
+    typeof handle !== "object" ||
+    handle === null ||
+    typeof handle.sessionKey !== "string" ||
+    typeof handle.leaseId !== "string"
+  ) {
+    throw new TypeError("handle must be an AcpRuntimeHandle from ensureSession");
+  }
+}
+
+/** A live session's controls (setMode, setConfigOption): refused typed while it closes, after its processes ended, or for a raw adapter. */
+export function controlTargetOf(live: LiveSession, timeoutMs: number): ControlTarget {
+  const key = live.handle.sessionKey;
+  if (live.closing) throw new AcpxSessionClosedError(key, live.closeReason);
+  const ended = sessionEndedError(key, live.launched);
+  if (ended) throw ended;
+  if (live.client === undefined) throw new AcpxRawSessionError(key);
+  return {
+    sessionKey: key,
+    acpSessionId: live.handle.acpSessionId,
+    client: live.client,
+    state: live.conv.state,
+    timeoutMs,
+  };
 }

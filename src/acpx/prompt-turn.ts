@@ -24,7 +24,7 @@ import {
   type InterruptedTurn,
   type PromptFailureCause,
 } from "./errors.js";
-import type { LaunchedWrapper } from "./launch.js";
+import type { SessionPipes } from "./launch.js";
 import { describeEnd, type SessionEnd } from "./wrapper-end.js";
 import type { PromptOptions } from "./types.js";
 
@@ -70,7 +70,9 @@ export interface TurnContext {
   options?: PromptOptions;
   /** the adapter's stderr in error messages too (it is always in the errors' stderrTail) */
   stderrInMessage?: boolean;
-  launched: Pick<LaunchedWrapper, "howEnded" | "ended" | "onEnd" | "stderrTail" | "stderrSettled">;
+  launched: Pick<SessionPipes, "howEnded" | "ended" | "onEnd" | "stderrTail" | "stderrSettled">;
+  /** an earlier gateway's session/prompt, re-adopted (durable/adopt.ts): bounded as if sent now, nothing is sent */
+  adopted?: Promise<PromptAnswer>;
 }
 
 export interface StartedTurn {
@@ -111,9 +113,9 @@ export function startTurn(client: AcpClient, ctx: TurnContext): StartedTurn {
   const opts = ctx.options ?? {};
   const grace = opts.cancelGraceMs ?? DEFAULT_CANCEL_GRACE_MS;
   const signal = opts.signal;
-  const refused = refusedBeforeSending(ctx, grace);
+  const refused = ctx.adopted === undefined ? refusedBeforeSending(ctx, grace) : undefined;
   if (refused !== undefined) return { request: null, result: Promise.reject(refused) };
-  const request = client.prompt(ctx.acpSessionId, ctx.prompt);
+  const request = ctx.adopted ?? client.prompt(ctx.acpSessionId, ctx.prompt);
   // the caller may stop waiting before the request settles; it must never be an unhandled rejection
   request.catch(() => undefined);
 
@@ -195,14 +197,14 @@ export function startTurn(client: AcpClient, ctx: TurnContext): StartedTurn {
  */
 export function sessionEndedError(
   sessionKey: string,
-  launched: Pick<LaunchedWrapper, "howEnded" | "stderrTail">,
+  launched: Pick<SessionPipes, "howEnded" | "stderrTail">,
 ): AcpxPromptError | undefined {
   const end = launched.howEnded();
   return end === undefined ? undefined : turnEndedError({ sessionKey, launched }, end, undefined);
 }
 
 function turnEndedError(
-  ctx: Pick<TurnContext, "sessionKey" | "stderrInMessage"> & { launched: Pick<LaunchedWrapper, "stderrTail"> },
+  ctx: Pick<TurnContext, "sessionKey" | "stderrInMessage"> & { launched: Pick<SessionPipes, "stderrTail"> },
   end: SessionEnd,
   cause: unknown,
 ): AcpxPromptError {

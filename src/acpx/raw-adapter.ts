@@ -13,7 +13,7 @@
 import type { Readable, Writable } from "node:stream";
 import type { ProcessLease, OwnedProcessTree } from "../ownership/leases/types.js";
 import { SessionConversation } from "./conversation.js";
-import type { LaunchedWrapper } from "./launch.js";
+import type { LaunchedWrapper, SessionPipes } from "./launch.js";
 import type { SessionEnd } from "./wrapper-end.js";
 import type { ControllerDeps, LiveSessions } from "./live-sessions.js";
 import { newSessionRecord } from "./session-store.js";
@@ -95,7 +95,7 @@ export async function finishRawSpawn(
 export function rawAdapterOf(
   handle: AcpRuntimeHandle,
   lease: ProcessLease,
-  launched: LaunchedWrapper,
+  launched: SessionPipes,
   ctl: {
     closeSession(input: { handle: AcpRuntimeHandle; reason?: string }): Promise<CloseReport>;
     verifyOwnedTree(l: ProcessLease): Promise<OwnedProcessTree | null>;

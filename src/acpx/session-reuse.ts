@@ -18,7 +18,7 @@ import { AcpxEnsureError } from "./errors.js";
 import type { ControllerDeps, LiveSessions } from "./live-sessions.js";
 import { assertRunningLimits } from "./session-limits.js";
 import { sessionIdProblem } from "./session-id.js";
-import type { DamagedSessionRecord, StoredSessionRecord } from "./session-store.js";
+import type { AcpxSessionRecord, DamagedSessionRecord, StoredSessionRecord } from "./session-store.js";
 import type { AcpRuntimeHandle, CloseReport } from "./types.js";
 
 /** What ensureSession does with its key: hand back the running session as it is, or open one with this input. */
@@ -35,6 +35,7 @@ export async function reuseOrOpen(
   live: LiveSessions,
   input: EnsureInput,
   settle: (reason: string) => Promise<CloseReport>,
+  adopt?: (record: AcpxSessionRecord) => Promise<AcpRuntimeHandle | undefined>,
 ): Promise<ReuseOrOpen> {
   const existing = live.get(input.sessionKey);
   if (existing && !existing.closing && existing.launched.exitStatus() === undefined) {
@@ -49,6 +50,18 @@ export async function reuseOrOpen(
     }
   }
   const stored = await d.sessions.get(input.sessionKey);
+  // a durable session an earlier gateway left waiting is taken back as it runs (durable/adopt.ts)
+  // not when the caller asks for a fresh agent session (resume: false) or names another one
+  if (
+    !existing &&
+    adopt !== undefined &&
+    stored?.kind === "lease" &&
+    input.resume !== false &&
+    (input.resumeSessionId === undefined || input.resumeSessionId === stored.record.acpSessionId)
+  ) {
+    const adopted = await adopt(stored.record);
+    if (adopted !== undefined) return { reused: adopted };
+  }
   const resumeSessionId = resumeTarget(input, stored);
   if (existing || stored) {
     const prior = await settle(existing ? "superseded by ensureSession" : "settled by ensureSession");

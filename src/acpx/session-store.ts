@@ -28,6 +28,8 @@ export interface AcpxSessionRecord {
   updatedAt: number;
   /** set when closeSession settled the lease (record kept unless discarded) */
   closedAt?: number;
+  /** a durable session's handshake facts, for its re-adoption (durable/adopt-record.ts; checked when read) */
+  adoption?: unknown;
 }
 
 /** The owner and the record of a session ensureSession (or spawnRawAdapter) just started. */

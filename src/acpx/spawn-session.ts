@@ -40,8 +40,10 @@ import {
   rememberLimits,
   type EnforcedLimits,
 } from "./session-limits.js";
-import { CGROUP_ENV_KEY, CGROUP_MOVE_FAILED, CGROUP_REQUIRED_ENV_KEY } from "./wrapper/protocol.js";
+import { CGROUP_ENV_KEY, CGROUP_MOVE_FAILED, CGROUP_REQUIRED_ENV_KEY, END_DIR_ENV_KEY } from "./wrapper/protocol.js";
+import { endRecordsDir } from "../ownership/leases/end-records.js";
 import { newSessionRecord } from "./session-store.js";
+import { keepForAdoption } from "./durable/adopt-record.js";
 import { handleFields, handshakeFields, SessionConversation } from "./conversation.js";
 import { finishRawSpawn } from "./raw-adapter.js";
 import type { AcpRuntimeHandle, LimitController } from "./types.js";
@@ -64,7 +66,7 @@ export async function spawnSession(
   if (signal.aborted) throw disposalError(signal);
   const limitControllers = controllersFor(input.limits);
   await refuseOrEnableLimits(d, input, limitControllers);
-  const a = await openLease(d, live, input, limitControllers, tStart, signal);
+  const a = await openLease(d, live, input, limitControllers, tStart, signal, raw);
   await a.checkAborted("the lease's opening");
   await applyAttemptLimits(a);
   const launched = await launch(a);
@@ -122,8 +124,11 @@ async function openLease(
   limitControllers: readonly LimitController[],
   tStart: number,
   signal: AbortSignal,
+  raw: boolean,
 ): Promise<EnsureAttempt> {
-  const rootArgv = rootArgvFor(d.nodePath, d.wrapper.wrapperPath, input.command, d.graceMs);
+  // a raw adapter's ACP is its plugin's: nothing here could re-adopt it, so it is never durable
+  const durable = raw ? undefined : d.durable;
+  const rootArgv = rootArgvFor(d.nodePath, d.wrapper.wrapperPath, input.command, d.graceMs, durable?.args);
   // in flight from before its file exists: a maintenance reconcile never takes it for a spawn that never came
   const leaseId = randomUUID();
   live.inFlight.add(leaseId);
@@ -136,6 +141,7 @@ async function openLease(
     wrapperRoot: d.wrapper.wrapperRoot,
     wrapperPath: d.wrapper.wrapperPath,
     commandHash: computeCommandHash(rootArgv),
+    ...(durable !== undefined ? { durable: { reattachWithinMs: durable.reattachWithinMs } } : {}),
   }).catch((err: unknown) => {
     live.inFlight.delete(leaseId);
     throw err;
@@ -180,16 +186,16 @@ async function launch(a: EnsureAttempt): Promise<LaunchedWrapper> {
       leaseId: a.lease.leaseId,
       gatewayInstanceId: d.gatewayInstanceId,
       cwd: input.cwd,
-      env:
-        cgroup !== null
-          ? {
-              ...input.env,
-              [CGROUP_ENV_KEY]: cgroup.path,
-              ...(a.limitControllers.length > 0 ? { [CGROUP_REQUIRED_ENV_KEY]: "1" } : {}),
-            }
-          : input.env,
+      env: {
+        ...input.env,
+        // where the wrapper says it ended its tree when nobody asked (the reconcile names it: end-records.ts)
+        [END_DIR_ENV_KEY]: endRecordsDir(d.leases.dir),
+        ...(cgroup !== null ? { [CGROUP_ENV_KEY]: cgroup.path } : {}),
+        ...(cgroup !== null && a.limitControllers.length > 0 ? { [CGROUP_REQUIRED_ENV_KEY]: "1" } : {}),
+      },
       envRemove: input.envRemove,
       ...(cgroup !== null ? { joinCgroup: cgroup.path } : {}),
+      ...(a.lease.durable !== undefined && d.durable !== undefined ? { durableArgs: d.durable.args } : {}),
     });
     return a.launched;
   } catch (err) {
@@ -223,7 +229,7 @@ async function waitStarted(a: EnsureAttempt, launched: LaunchedWrapper): Promise
   const start = await raceAbort(launched.waitStart(d.startTimeoutMs), a.signal);
   if (start === ABORTED) return a.abandon("the wrapper's start");
   a.t.started = performance.now();
-  if (start.kind === "started") return start.report;
+  if (start.kind === "started") return notDurableAfterAll(a, start.report);
   if (start.kind === "spawn-error" && start.report.code === CGROUP_MOVE_FAILED) {
     // the wrapper refused to start the adapter outside the cgroup its limits live in
     return a.fail("limits-unavailable", start.report.message, undefined, {
@@ -237,6 +243,25 @@ async function waitStarted(a: EnsureAttempt, launched: LaunchedWrapper): Promise
   const early = describeEarlyExit(start.kind === "exited" ? start.exit : null, launched.stderrTail(), launched.pid);
   const late = start.kind === "timeout" ? ` (no "started" report within ${start.ms} ms)` : "";
   return a.fail("wrapper-failed", `${early.cause}${late}`, early.host);
+}
+
+/**
+ * A durable wrapper whose socket could not listen runs as a plain one (it
+ * says why): the lease stops claiming a window, so no reconcile waits for a
+ * re-adoption that cannot come, and the gateway is told.
+ */
+async function notDurableAfterAll(a: EnsureAttempt, report: StartedReport): Promise<StartedReport> {
+  if (report.durable !== "unavailable" || a.lease.durable === undefined) return report;
+  a.d.conversation.log.warn?.(
+    `proclease: session ${JSON.stringify(a.input.sessionKey)} is not durable: its wrapper could not listen (${report.durableWhy ?? "no reason given"})`,
+    { leaseId: a.lease.leaseId },
+  );
+  a.lease = await a.d.leases
+    .update(a.lease.leaseId, { durable: undefined })
+    .catch((err: unknown) =>
+      a.fail("wrapper-failed", `the lease could not drop its durable window: ${errMessage(err)}`, err),
+    );
+  return report;
 }
 
 /**
@@ -366,6 +391,8 @@ async function registerSession(
 ): Promise<AcpRuntimeHandle> {
   const { d, live, input, lease } = a;
   const { owner, record } = newSessionRecord(input, d.gatewayInstanceId, lease.leaseId, acpSessionId);
+  // what a later controller needs to speak to this session without a handshake (durable/adopt.ts)
+  if (lease.durable !== undefined && launched.durable) keepForAdoption(record, conv, d.conversation.log);
   try {
     await d.sessions.put(record);
   } catch (err) {

@@ -2,7 +2,7 @@
  * The adapter's (and the wrapper's) most recent stderr, kept for error
  * messages: a bounded ring of bytes, and when the stream has gone quiet.
  */
-import type { ChildProcess } from "node:child_process";
+import type { Readable } from "node:stream";
 
 /** How much of the adapter's recent stderr is kept for diagnostics. */
 export const STDERR_RING_BYTES = 16 * 1024;
@@ -56,7 +56,9 @@ export interface KeptStderr {
   settled(quietMs?: number, maxMs?: number): Promise<void>;
 }
 
-export function keepStderr(child: ChildProcess): KeptStderr {
+/** `from`: a child process, or anything else with a stderr stream (a re-adopted wrapper's, durable/attached.ts). */
+export function keepStderr(from: { readonly stderr: Readable | null }): KeptStderr {
+  const child = from;
   const ring = new ByteRing(STDERR_RING_BYTES);
   let lastStderrAt = 0;
   let stderrEnded = child.stderr === null;

@@ -22,11 +22,11 @@
  * session's onUpdate listeners.
  */
 import type { ContentBlock, SessionUpdate } from "@agentclientprotocol/sdk";
-import { DEFAULT_CANCEL_GRACE_MS, type AcpClient } from "./acp-client.js";
+import { DEFAULT_CANCEL_GRACE_MS, type AcpClient, type PromptAnswer } from "./acp-client.js";
 import { AcpxUnsupportedContentError } from "./errors.js";
 import { startTurn as startBoundedTurn } from "./prompt-turn.js";
 import type { SessionConversation } from "./conversation.js";
-import type { LaunchedWrapper } from "./launch.js";
+import type { SessionPipes } from "./launch.js";
 import type { SessionAgentState } from "./session-controls.js";
 import type { PromptOptions } from "./types.js";
 
@@ -60,7 +60,7 @@ export interface TurnSession {
   sessionKey: string;
   acpSessionId: string;
   client: AcpClient;
-  launched: LaunchedWrapper;
+  launched: SessionPipes;
   conv: SessionConversation;
   /** the running request, held until the agent ends the turn */
   setTurn(request: Promise<unknown> | undefined): void;
@@ -105,6 +105,26 @@ export function runTurn(
     input,
     s.conv.init?.agentCapabilities?.promptCapabilities as Record<string, unknown> | undefined,
   );
+  return streamTurn(s, { prompt }, options, stream, stderrInMessage);
+}
+
+/**
+ * The turn an earlier gateway left in flight (durable/adopt.ts), streamed
+ * from the journal's replay on: `request` is the agent's answer to the
+ * earlier session/prompt. Nothing is sent; cancel() sends session/cancel.
+ */
+export function adoptTurn(s: TurnSession, request: Promise<PromptAnswer>, stderrInMessage: boolean): TurnStream {
+  return streamTurn(s, { prompt: "", adopted: request }, undefined, true, stderrInMessage);
+}
+
+function streamTurn(
+  s: TurnSession,
+  sent: { prompt: string | readonly ContentBlock[]; adopted?: Promise<PromptAnswer> },
+  options: PromptOptions | undefined,
+  stream: boolean,
+  stderrInMessage: boolean,
+): TurnStream {
+  const { prompt } = sent;
   const queue = new UpdateQueue(stream, s.client.stdoutGate, s.conv.config.updateLimits.turnBacklogBytes);
   const detach = stream ? s.conv.router.attachTurn(s.acpSessionId, queue.push) : () => undefined;
   const usageBefore = s.conv.state.agent.contextUsage;
@@ -117,6 +137,7 @@ export function runTurn(
     launched: s.launched,
     stderrInMessage,
     ...(options !== undefined ? { options } : {}),
+    ...(sent.adopted !== undefined ? { adopted: sent.adopted } : {}),
   });
   const request = turn.request;
   if (request !== null) {

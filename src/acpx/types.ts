@@ -37,6 +37,7 @@ import type { SessionAgentState } from "./session-controls.js";
 import type { DroppedUpdates, SessionUpdateListener } from "./session-updates.js";
 import type { UpdateLimits } from "./update-bytes.js";
 import type { CancelReport, TurnInput, TurnResult, TurnStream } from "./turn-stream.js";
+import type { DurableOptions } from "./durable/protocol.js";
 
 export interface AcpRuntimeEnsureInput {
   sessionKey: string;
@@ -168,6 +169,29 @@ export interface AcpRuntimeHandle {
   /** what the agent advertised in initialize */
   agentCapabilities: AgentCapabilities;
   agentInfo?: Implementation;
+  /**
+   * A durable session an earlier gateway left waiting, re-adopted by this
+   * controller: the same `rootPid`, nothing spawned (docs/lifecycle-controller.md
+   * "Durable sessions").
+   */
+  adopted?: true;
+  /**
+   * Only on the handle the adopting ensureSession returns: the turn that was
+   * in flight when the earlier gateway went away.
+   */
+  turn?: AdoptedTurn;
+}
+
+/**
+ * A turn re-adopted with its session (startTurn's shape): `events` yields
+ * every session/update of the turn since it began, in order, each once (the
+ * `replayed` ones the wrapper kept first, then the live ones), `result` its
+ * stop reason. `gap`: the wrapper could not keep all of it (the turn passed
+ * the journal's bound while attached), so some of its updates are missing.
+ */
+export interface AdoptedTurn extends TurnStream {
+  readonly replayed: number;
+  readonly gap: boolean;
 }
 
 /** One session the controller knows: live ones and the records it keeps (closed, or from an earlier run). */
@@ -354,7 +378,18 @@ export interface AcpxLifecycleController {
   dispose(): Promise<void>;
   /** closes every live session (verified, through the lifecycle), ends the terminals, then dispose() */
   shutdown(): Promise<CloseReport[]>;
+  /**
+   * Ends this controller without ending its durable sessions: each one's
+   * wrapper keeps its tree, turn in flight included, waiting for a later
+   * controller on this state dir and instance to re-adopt it (within
+   * `durable.reattachWithinMs`); the other sessions are closed as
+   * shutdown() closes them. Afterwards every method behaves as after
+   * dispose().
+   */
+  detach(): Promise<void>;
 }
+
+export type { DurableOptions };
 
 export interface AcpxLifecycleControllerOptions {
   /** leases, session records, the instance id and the installed wrapper live under it */
@@ -419,6 +454,17 @@ export interface AcpxLifecycleControllerOptions {
   updateLimits?: UpdateLimits;
   /** what one agent can make the gateway hold: message size and shape, requests in flight, queued answers, log rate (docs/bounds.md) */
   intakeLimits?: IntakeLimits;
+  /**
+   * Durable sessions (docs/lifecycle-controller.md "Durable sessions"): when
+   * this gateway goes away (detach(), SIGTERM, SIGKILL, a kill of its
+   * process group), each session's tree keeps running for
+   * `reattachWithinMs` (1..600 000) waiting for a later controller to
+   * re-adopt it; `journalBytes` bounds what its wrapper keeps of the agent's
+   * output meanwhile (default 4 MiB). Needs the native wrapper (Linux, with
+   * the addon): elsewhere the controller is refused with
+   * AcpxDurableUnavailableError.
+   */
+  durable?: DurableOptions;
 }
 
 /** Where an ensureSession spawn spent its time (ms, monotonic clock). */

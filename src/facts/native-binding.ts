@@ -136,6 +136,13 @@ export interface NativeBinding {
    */
   lockExclusive(fd: number): number;
   /**
+   * Linux: a non-blocking, close-on-exec Unix socket connected to
+   * `<dir>/<name>` (through /proc/self/fd, so no path length limit), and the
+   * pid and uid of the process that listens on it (SO_PEERCRED); or -errno.
+   * Absent from an addon built before it. macOS: -ENOSYS.
+   */
+  connectAttach?(dir: string, name: string): { fd: number; pid: number; uid: number } | number;
+  /**
    * CLOCK_THREAD_CPUTIME_ID of the calling thread in nanoseconds (-1 when
    * unreadable): what a call cost this thread, without the time a busy host
    * gave to other threads. The benches measure the main thread with it.

@@ -27,7 +27,7 @@ import {
   type AcpAuthMethodInfo,
   type EnsureFailureCause,
 } from "../acpx/errors.js";
-import type { AcpAuthInput } from "../acpx/types.js";
+import type { AcpAuthInput, CloseReport } from "../acpx/types.js";
 import { CwdUnusableError, HostResourceError, LeaseRecordWriteError, StateDirLockedError } from "../ownership/index.js";
 import type { OpenClawTurnError } from "./types.js";
 
@@ -269,4 +269,17 @@ export function failure(
   extra: Partial<OpenClawFailure> = {},
 ): OpenClawFailure {
   return { code, detailCode, message: `proclease backend "${backendId}": ${text}`, retryable, ...extra };
+}
+
+/** A close that could not settle its lease (something verified may still run, or nothing could be verified): retried, and said loudly. */
+export function closeUnsettled(backendId: string, key: string, report: CloseReport): DecidedFailure {
+  return new DecidedFailure(
+    failure(
+      "ACP_TURN_FAILED",
+      "CLOSE_UNSETTLED",
+      backendId,
+      `closing ${key}: ${report.detail}; lease ${report.leaseId ?? "?"} is ${report.leaseState ?? "unknown"} (retried by the maintenance timer and the next startup reap)`,
+      true,
+    ),
+  );
 }

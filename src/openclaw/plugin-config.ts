@@ -10,6 +10,7 @@ import type { PermissionHook } from "../acpx/permissions.js";
 import type { ControllerLogger } from "../acpx/logger.js";
 import type { SessionLimits } from "../acpx/types.js";
 import { MAX_GRACE_MS } from "../acpx/wrapper/protocol.js";
+import { resolveDurable, type DurableOptions } from "../acpx/durable/protocol.js";
 import type { OpenClawAcpRuntimeOptions, OpenClawAgentConfig } from "./options.js";
 
 export interface PluginAgentConfig {
@@ -31,9 +32,11 @@ export interface PluginConfig {
   /** cancel (default): every permission request is answered "cancelled"; allow-once: the agent's allow_once option */
   permissions?: "cancel" | "allow-once";
   limits?: SessionLimits;
+  /** durable sessions: a config reload or a gateway restart keeps every session's adapter (docs/openclaw.md) */
+  durable?: DurableOptions;
 }
 
-const TOP = new Set(["backendId", "stateDir", "agents", "graceMs", "containment", "permissions", "limits"]);
+const TOP = new Set(["backendId", "stateDir", "agents", "graceMs", "containment", "permissions", "limits", "durable"]);
 const AGENT = new Set(["command", "env", "cwd", "envRemove", "authMethod", "limits"]);
 
 export function parsePluginConfig(value: unknown): PluginConfig {
@@ -59,6 +62,7 @@ export function parsePluginConfig(value: unknown): PluginConfig {
     throw new TypeError('plugin config: containment must be "auto" or "off"');
   if (c.permissions !== undefined && c.permissions !== "cancel" && c.permissions !== "allow-once")
     throw new TypeError('plugin config: permissions must be "cancel" or "allow-once"');
+  resolveDurable(c.durable, "plugin config: durable");
   if (typeof c.agents !== "object" || c.agents === null || Array.isArray(c.agents))
     throw new TypeError("plugin config: agents must be an object { [name]: { command } }");
   for (const [name, a] of Object.entries(c.agents as Record<string, unknown>)) {
@@ -91,6 +95,7 @@ export function runtimeOptionsFor(
     ...(config.graceMs !== undefined ? { graceMs: config.graceMs } : {}),
     ...(config.containment !== undefined ? { containment: config.containment } : {}),
     ...(config.limits !== undefined ? { limits: config.limits } : {}),
+    ...(config.durable !== undefined ? { durable: config.durable } : {}),
     ...(logger !== undefined ? { logger } : {}),
     ...(config.permissions === "allow-once" ? { onPermissionRequest: allowOnce(logger) } : {}),
   };

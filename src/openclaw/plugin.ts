@@ -6,7 +6,9 @@
  *   until it runs (the startup reap of what an earlier gateway left
  *   included) and registers it with the host SDK's
  *   `registerAcpRuntimeBackend`; stop unregisters it and shuts the runtime
- *   down (every live session closed through its lease, the state dir freed);
+ *   down (every live session closed through its lease, the state dir freed),
+ *   or with `durable` detaches it (every session left running for the next
+ *   gateway to re-adopt, the state dir freed);
  * - the `reply_dispatch` hook, limited to the `acp` dispatch kind, handled
  *   by the SDK's `tryDispatchAcpReplyHook`. OpenClaw hands an inbound chat
  *   message to an ACP backend only through a plugin that claims this hook;
@@ -204,9 +206,10 @@ export function createProcleasePlugin(opts: { loadSdk?: () => Promise<AcpRuntime
           runtime = undefined;
           if (r === undefined) return;
           sdk?.unregisterAcpRuntimeBackend(r.backendId);
-          // every live session is closed through its lease (verified reap, lease closed); a persistent
+          // durable: every session's adapter keeps running for the next gateway (a config reload, a restart) to re-adopt;
+          // otherwise every live session is closed through its lease (verified reap, lease closed), and a persistent
           // session keeps its agent session id, so the next gateway resumes it
-          await r.shutdown();
+          await (config.durable !== undefined ? r.detach() : r.shutdown());
         },
       });
     },

@@ -34,6 +34,7 @@ import { doctorReport } from "./doctor.js";
 import {
   authFailure,
   classify,
+  closeUnsettled,
   DecidedFailure,
   failure,
   toThrown,
@@ -48,6 +49,7 @@ import {
   type ResolvedAgent,
 } from "./options.js";
 import { applyRequestedOptions } from "./session-options.js";
+import { readAdoptedTurn } from "./adopted-turn.js";
 import { SessionTable, type SessionEntry } from "./session-table.js";
 import { capabilities, configOptionResult, configValue, noSessionStatus, sessionStatus, TreeCache } from "./status.js";
 import { runOpenClawTurn, startOpenClawTurn, type TurnDeps } from "./turn.js";
@@ -102,6 +104,8 @@ export interface OpenClawAcpRuntime extends OpenClawAcpRuntimeContract {
   dispose(): Promise<void>;
   /** closes every live session through the lifecycle, then disposes */
   shutdown(): Promise<void>;
+  /** with `durable`: leaves every session waiting for the next gateway to re-adopt it (the controller's detach()) */
+  detach(): Promise<void>;
 }
 
 const noop = (): void => undefined;
@@ -263,6 +267,8 @@ class Runtime implements OpenClawAcpRuntime {
         mode: input.mode,
         agent,
         ...(prior?.handle.leaseId === handle.leaseId && prior.ended !== undefined ? { ended: prior.ended } : {}),
+        // a durable session re-adopted with a turn a restart interrupted: read now, shown before the next reply
+        ...(handle.turn !== undefined ? { adopted: readAdoptedTurn(handle.turn) } : {}),
       });
       this.table.clearFresh(key);
       return { ...openclaw };
@@ -464,23 +470,21 @@ class Runtime implements OpenClawAcpRuntime {
     const report = await this.table.trackClose(key, () =>
       ctl.closeSession({ handle: entry?.handle ?? { sessionKey: key }, reason, discardPersistentState: discard }),
     );
-    if (report.outcome === "retry-pending" || report.outcome === "left-alone") {
-      throw new DecidedFailure(
-        failure(
-          "ACP_TURN_FAILED",
-          "CLOSE_UNSETTLED",
-          this.backendId,
-          `closing ${key}: ${report.detail}; lease ${report.leaseId ?? "?"} is ${report.leaseState ?? "unknown"} (retried by the maintenance timer and the next startup reap)`,
-          true,
-        ),
-      );
-    }
+    if (report.outcome === "retry-pending" || report.outcome === "left-alone")
+      throw closeUnsettled(this.backendId, key, report);
   }
 
   async dispose(): Promise<void> {
     this.disposed = true;
     const ctl = await this.starting.catch(() => undefined);
     await ctl?.dispose();
+  }
+
+  /** Ends the runtime leaving its durable sessions waiting for the next gateway (the controller's detach()); the others are closed. */
+  async detach(): Promise<void> {
+    this.disposed = true;
+    const ctl = await this.starting.catch(() => undefined);
+    await ctl?.detach();
   }
 
   async shutdown(): Promise<void> {

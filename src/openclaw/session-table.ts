@@ -11,6 +11,7 @@
 import type { AcpRuntimeHandle } from "../acpx/types.js";
 import { KeyedQueue } from "../ownership/leases/keyed-queue.js";
 import type { ResolvedAgent } from "./options.js";
+import type { AdoptedReply } from "./adopted-turn.js";
 import type { TurnControl } from "./turn.js";
 import type { OpenClawRuntimeHandle, OpenClawSessionMode } from "./types.js";
 
@@ -26,6 +27,8 @@ export interface SessionEntry {
   ended?: string;
   /** the running turn, for cancel() */
   turn?: TurnControl;
+  /** a turn a gateway restart interrupted, re-adopted with the session: shown before the next reply (adopted-turn.ts) */
+  adopted?: AdoptedReply;
 }
 
 export function controllerKey(sessionKey: string, agentId: string | undefined): string {

@@ -110,6 +110,7 @@ async function runToEnd(
     }
     const opened = await deps.open(input.handle);
     entry = opened.entry;
+    await showAdopted(entry, queue);
     const stream = opened.ctl.startTurn(entry.handle, turnInput(input));
     sent = true;
     entry.turn = { cancel: hooks.cancel };
@@ -143,6 +144,21 @@ async function runToEnd(
       entry.turn = undefined;
       deps.ended(entry);
     }
+  }
+}
+
+/**
+ * A turn a gateway restart interrupted, on this session: waited for (the
+ * agent takes one turn at a time), then what it said goes out first, once.
+ */
+async function showAdopted(entry: SessionEntry, queue: EventQueue<OpenClawLiveEvent>): Promise<void> {
+  const adopted = entry.adopted;
+  if (adopted === undefined) return;
+  entry.adopted = undefined;
+  await adopted.done;
+  for (const ev of adopted.events()) {
+    queue.push(ev);
+    await queue.room();
   }
 }
 

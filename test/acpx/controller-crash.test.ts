@@ -59,13 +59,19 @@ describe("gateway SIGKILL: the wrapper cleans up through the lifeline", () => {
         `still alive: ${JSON.stringify(all.filter(alive))}, carriers ${JSON.stringify(leaseCarriers(h.leaseId))}`,
       ).not.toBe(-1);
 
-      // the lease is still open on disk (the gateway died before settling it):
-      // the next controller's startup reap marks it lost without signalling
+      // the lease is still open on disk (the gateway died before settling it): the next controller's
+      // startup reap settles it without signalling, naming the wrapper that ended the tree (its end record)
       const ctl = await createAcpxLifecycleController({ stateDir, graceMs: GRACE_MS, maintenanceIntervalMs: 0 });
       controllers.push(ctl);
       const rep = await ctl.reapStartupOrphans();
       const entry = rep.entries.find((e) => e.leaseId === h.leaseId)!;
-      expect(entry).toMatchObject({ verdict: "gone", action: "marked-lost", stateAfter: "lost" });
+      expect(entry).toMatchObject({
+        verdict: "gone",
+        action: "settled",
+        stateAfter: "closed",
+        settledAs: "ended-by-wrapper",
+      });
+      expect(entry.kill).toBeUndefined();
     });
   }
 });

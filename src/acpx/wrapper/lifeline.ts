@@ -1,7 +1,8 @@
 /**
  * The wrapper's end of the lifeline (fd 3): reports go out as JSON lines;
- * the read side exists only to see EOF, which means the gateway is gone
- * (event-driven, no polling). Data the gateway might write is discarded.
+ * the read side is there to see EOF, which means the gateway is gone
+ * (event-driven, no polling), and the "end" a gateway writes before it ends
+ * a session.
  */
 import { fstatSync, writeSync } from "node:fs";
 import { Socket } from "node:net";
@@ -16,7 +17,7 @@ export interface Lifeline {
    * about 1 ms) need not delay the "started" report: the wrapper's start
    * runs synchronously, so an EOF could not be delivered before it anyway.
    */
-  watch(onGone: () => void): void;
+  watch(onGone: () => void, onData?: (chunk: Buffer) => void): void;
 }
 
 /**
@@ -51,7 +52,7 @@ export function openLifeline(fd = LIFELINE_FD): Lifeline | null {
         writable = false;
       }
     },
-    watch(onGone) {
+    watch(onGone, onData) {
       if (watching) return;
       watching = true;
       let gone = false;
@@ -66,7 +67,7 @@ export function openLifeline(fd = LIFELINE_FD): Lifeline | null {
       // writeSync) and allows a half-open state; a read-only Socket would be
       // auto-destroyed at EOF, closing fd 3 under our feet.
       const reader = new Socket({ fd, readable: true, writable: true, allowHalfOpen: true });
-      reader.on("data", () => {});
+      reader.on("data", (chunk: Buffer) => onData?.(chunk));
       reader.on("end", fire);
       reader.on("close", fire);
       reader.on("error", fire);

@@ -63,6 +63,7 @@ import { startAdoptedReaper, type AdoptedReaper } from "./adopted.js";
 import { parseWrapperArgs, type WrapperArgs } from "./args.js";
 import { cleanupTree } from "./cleanup.js";
 import { openLifeline, type Lifeline } from "./lifeline.js";
+import { takeEndRecordWriter } from "./end-record.js";
 import {
   CGROUP_ENV_KEY,
   CGROUP_MOVE_FAILED,
@@ -90,6 +91,9 @@ let cleanup: Promise<void> | null = null;
 let pendingSignals: NodeJS.Signals[] = [];
 let lifeline: Lifeline | null = null;
 let reaper: AdoptedReaper | null = null;
+/** the gateway said "end" before it let go: the tree ends at its request, not because it went away */
+let askedToEnd = false;
+const endRecord = takeEndRecordWriter(process.env, process.env[LEASE_ENV_KEY]);
 
 // After the gateway dies, fd 2 is a pipe with no reader: any write there
 // fails with EPIPE. An exception escaping a handler must not kill the wrapper
@@ -241,7 +245,12 @@ function spawnAdapter(command: string[], cgroupNamespace: string | null): void {
     ...(cgroupNamespace !== null ? { cgroupNamespace } : {}),
   });
   // after the report the gateway waits for; still within the synchronous start, so no EOF is missed
-  lifeline?.watch(() => parentGone());
+  lifeline?.watch(
+    () => parentGone(),
+    (chunk) => {
+      if (chunk.includes("end\n")) askedToEnd = true;
+    },
+  );
   const held = pendingSignals;
   pendingSignals = [];
   for (const sig of held) forward(sig);
@@ -311,6 +320,15 @@ function runCleanup(reason: CleanupReason): void {
     finish();
   }, args.graceMs + CLEANUP_SLACK_MS);
   const { facts, signaller } = cleanupTools();
+  // nobody asked: the wrapper's own word on who ended the tree (end-record.ts), before and after the sweep
+  const says =
+    reason === "parent-gone" && !askedToEnd && endRecord !== null
+      ? facts
+          .inspect(process.pid)
+          .then((me) => (me === null ? null : String(me.startTime)))
+          .catch(() => null)
+      : Promise.resolve(null);
+  void says.then((start) => start !== null && endRecord?.("parent-gone", null, start));
   cleanup = cleanupTree({
     facts,
     signaller,
@@ -329,6 +347,8 @@ function runCleanup(reason: CleanupReason): void {
       // SIGTERM may have ended it before any per-pid signal)
       if (adapterPid !== null && adapterStatus !== null && !ended.includes(adapterPid)) ended.push(adapterPid);
       ended.sort((a, b) => a - b);
+      const start = await says;
+      if (start !== null) endRecord?.("parent-gone", ended, start);
       lifeline?.send({ type: "cleanup", reason, ended, durationMs: Date.now() - t0 });
       finish();
     });

@@ -57,6 +57,13 @@ export const CGROUP_ENV_KEY = "PROCLEASE_CGROUP";
  */
 export const CGROUP_REQUIRED_ENV_KEY = "PROCLEASE_CGROUP_REQUIRED";
 export const CGROUP_MOVE_FAILED = "ECGROUPMOVE";
+/**
+ * Where the wrapper writes its end record when it ends its tree with nobody
+ * asking (src/ownership/leases/end-records.ts): `<stateDir>/acpx/ends`. The
+ * wrapper drops the variable, so the adapter does not inherit it. A gateway
+ * that ends a session writes "end" on the lifeline before it closes it.
+ */
+export const END_DIR_ENV_KEY = "PROCLEASE_END_DIR";
 /** Upper bound for --grace-ms: a typo must not keep a stubborn tree alive for days. */
 export const MAX_GRACE_MS = 600_000;
 /**
@@ -88,6 +95,14 @@ export interface StartedReport {
    * refused unshare ("EPERM": a gateway that is not root).
    */
   cgroupNamespace?: string;
+  /**
+   * Durable mode only (the native wrapper, docs/wrapper.md "Durable
+   * sessions"): "listening" (it relays the adapter's pipes and waits for a
+   * re-adoption when the gateway goes), or "unavailable" with `durableWhy`
+   * (its socket could not listen: it runs as a plain wrapper).
+   */
+  durable?: "listening" | "unavailable";
+  durableWhy?: string;
 }
 
 export interface SpawnErrorReport {
@@ -144,6 +159,8 @@ export function parseReportLine(line: string): WrapperReport | null {
             ...(typeof r.cgroupNamespace === "string" && NS_STATE_RE.test(r.cgroupNamespace)
               ? { cgroupNamespace: r.cgroupNamespace }
               : {}),
+            ...(r.durable === "listening" || r.durable === "unavailable" ? { durable: r.durable } : {}),
+            ...(typeof r.durableWhy === "string" ? { durableWhy: r.durableWhy.slice(0, 256) } : {}),
           }
         : null;
     case "spawn-error":
@@ -207,7 +224,11 @@ export function createReportReader(onReport: (r: WrapperReport) => void): {
  * Arguments for `spawn(process.execPath, wrapperArgs(...))`. Validates what
  * the wrapper would refuse anyway, so the controller fails before spawning.
  */
-export function wrapperArgs(wrapperPath: string, command: readonly string[], opts?: { graceMs?: number }): string[] {
+export function wrapperArgs(
+  wrapperPath: string,
+  command: readonly string[],
+  opts?: { graceMs?: number; extra?: readonly string[] },
+): string[] {
   if (typeof wrapperPath !== "string" || wrapperPath === "") {
     throw new TypeError("wrapperPath must be a non-empty string");
   }
@@ -220,6 +241,8 @@ export function wrapperArgs(wrapperPath: string, command: readonly string[], opt
     assertGraceMs(opts.graceMs);
     args.push("--grace-ms", String(opts.graceMs));
   }
+  // the native wrapper's durable options (durable/protocol.ts), which the Node wrapper refuses
+  if (opts?.extra !== undefined) args.push(...opts.extra);
   args.push("--", ...command);
   return args;
 }

@@ -23,6 +23,7 @@ import {
 import { attachedGuard, gatewayHolder, leaseMemory, memoryFigures, openReadOnly } from "../lease-view.js";
 import { parsePidArg } from "./inspect.js";
 import { entryJson } from "./reap.js";
+import { readWaiting } from "../../acpx/durable/waiting.js";
 
 /** Argument plumbing only; the explanation itself is below. */
 export async function run(parsed: ParsedArgs, io: CliIo): Promise<number> {
@@ -74,8 +75,10 @@ async function explain(
     else io.err(`proclease explain: ${what} in ${stateDir}; cleanup would never signal it\n`);
     return EXIT.failed;
   }
-  const conclusion = conclude(o);
   const l = o.verification.lease;
+  const waiting = o.verdict === "owned" ? await readWaiting(stateDir, l) : null;
+  // a waiting durable session: what a gateway does with it, then what reap would do
+  const conclusion = `${waiting !== null ? `a durable session that awaits re-adoption: ${waiting.why}. ` : ""}${conclude(o)}`;
   const memory = await leaseMemory(l);
   if (json) {
     io.out(
@@ -85,6 +88,7 @@ async function explain(
         lease: l,
         ...entryJson(o),
         ...(memory !== undefined ? { memory } : {}),
+        ...(waiting !== null ? { waiting } : {}),
         conclusion,
       }),
     );

@@ -213,6 +213,7 @@ const WOULD: Record<LeaseOutcome["action"], string> = {
   settled: "settle it closed (no signal)",
   "left-alone": "leave it",
   "skipped-live": "skip it",
+  "awaiting-readoption": "leave it awaiting re-adoption",
 };
 
 export function formatReport(r: LeaseReconcileReport): string {

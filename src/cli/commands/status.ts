@@ -52,6 +52,7 @@ import { endedCell, endedLegend, leaseMemory, memoryFigures, memoryWhyLines } fr
 import { scanOrphanCgroups, type OrphanScan } from "../../ownership/host/orphan-cgroups.js";
 import { sameProcess } from "../../facts/identity.js";
 import { isZombieState } from "../../facts/liveness.js";
+import { readWaiting, type WaitingSession } from "../../acpx/durable/waiting.js";
 
 export const WATCH_INTERVAL_MS = 1000;
 /** settled leases with nothing alive get one line each; only the most recent this many in text */
@@ -87,6 +88,8 @@ export interface StatusLease {
   processes: StatusProcess[];
   /** memory.current / memory.peak of the lease's own cgroup; absent when the lease records none */
   memory?: MemoryReading;
+  /** a durable session waiting for a gateway to re-adopt it: since when, until when, why */
+  waiting?: WaitingSession;
 }
 
 export interface StatusView {
@@ -172,6 +175,7 @@ export async function collectStatus(stateDir: string, facts: ProcessFacts): Prom
     const procs = target === null ? [] : orderTree(target.members, v.lease.rootPid);
     const markers = await Promise.all(procs.map(({ p }) => markersOf(facts, p, v.lease)));
     const memory = await leaseMemory(v.lease);
+    const waiting = v.verdict === "owned" ? await readWaiting(stateDir, v.lease, takenAt) : null;
     out.push({
       lease: v.lease,
       ageMs: Math.max(0, takenAt - v.lease.startedAt),
@@ -191,6 +195,7 @@ export async function collectStatus(stateDir: string, facts: ProcessFacts): Prom
         depth,
       })),
       ...(memory !== undefined ? { memory } : {}),
+      ...(waiting !== null ? { waiting } : {}),
     });
   }
   const orphanCgroups = await scanOrphanCgroups(
@@ -322,6 +327,8 @@ function leaseBlock(l: StatusLease, paint: Paint, now: number): string {
     ]);
   const settled = settledLine(x);
   if (settled !== null) out += `  ${settled}\n`;
+  if (l.waiting !== undefined)
+    out += `  ${paint("yellow", `awaits re-adoption until ${new Date(l.waiting.deadline).toISOString().slice(11, 19)} (in ${formatAge(l.waiting.deadline - now)})`)}: ${l.waiting.why}\n`;
   if (l.processes.length === 0) {
     out += `  live tree: ${paint("dim", "no process alive is verified as this lease's")}\n`;
   } else {

@@ -18,8 +18,14 @@
  * how a refused writer names it (StateDirLockedError.holderPid). A gateway's
  * keeper (keeper.ts) takes the lock after the gateway died, with
  * `"role": "keeper"` in the file: a gateway that arrives meanwhile waits for
- * it (KEEPER_WAIT_MS) instead of being refused, so the two never kill at
- * once and the new gateway's startup reap sees what the keeper settled. Readers
+ * it instead of being refused, so the two never kill at once and the new
+ * gateway's startup reap sees what the keeper settled. The wait is sized by
+ * the keeper's progress, not by a fixed bound: a keeper rewrites its line
+ * every KEEPER_BEAT_MS while it works (StateDirLock.progress), and a gateway
+ * waits as long as the line keeps changing, giving up only after
+ * KEEPER_STALL_MS without a change. A lock whose file still names a holder
+ * that is gone (or nobody) is one changing hands (the keeper took the flock
+ * and has not written its name yet): it is waited for the same way. Readers
  * never take the lock and work beside a live gateway. Mixing a gateway with the addon and one without on the same state
  * dir is not supported (their locks do not see each other's).
  */
@@ -35,8 +41,10 @@ import { sameProcess } from "../../facts/identity.js";
 export const STATE_LOCK_FILE = "gateway.lock";
 const O_NOFOLLOW = constants.O_NOFOLLOW ?? 0;
 const EWOULDBLOCK = new Set([-11, -35]); // EAGAIN/EWOULDBLOCK on Linux, macOS
-/** how long a gateway waits for a keeper that holds its state dir: the keeper's reap is one grace and its verifications */
-export const KEEPER_WAIT_MS = 30_000;
+/** how long a gateway waits for a holder whose line does not change: a keeper that stopped working, or a lock that never names its holder */
+export const KEEPER_STALL_MS = 10_000;
+/** how often a keeper holding the state dir rewrites its line (its progress) */
+export const KEEPER_BEAT_MS = 500;
 
 export class StateDirLockedError extends Error {
   override name = "StateDirLockedError";
@@ -57,6 +65,8 @@ export class StateDirLockedError extends Error {
 export interface StateDirLock {
   readonly path: string;
   readonly how: "flock" | "lock-file";
+  /** rewrites the holder's line with a fresh beat: a waiting gateway sees the keeper at work (a no-op for the lock-file fallback) */
+  progress(): Promise<void>;
   /** Idempotent. The kernel releases a flock on exit anyway; the lock file is removed only while it still names us. */
   release(): Promise<void>;
 }
@@ -69,35 +79,51 @@ interface Holder {
 
 /**
  * Takes the state dir's lock, or rejects with StateDirLockedError naming the
- * live holder. A gateway waits (up to KEEPER_WAIT_MS) while the holder is a
- * keeper; a keeper never waits for anyone.
+ * live holder. A gateway waits while the holder is a keeper at work, or the
+ * lock is changing hands (waitable); a live gateway refuses it at once, and
+ * a keeper never waits.
  */
 export async function acquireStateDirLock(
   stateDir: string,
   facts: ProcessFacts,
-  opts: { role?: "keeper" } = {},
+  opts: { role?: "keeper"; stallMs?: number } = {},
 ): Promise<StateDirLock> {
   await ensurePrivateDir(stateDir);
   const path = join(stateDir, STATE_LOCK_FILE);
   const me: Holder = { ...(await selfHolder(facts)), ...(opts.role === "keeper" ? { role: "keeper" as const } : {}) };
   const native = loadNative();
-  const deadline = Date.now() + KEEPER_WAIT_MS;
+  const stallMs = opts.stallMs ?? KEEPER_STALL_MS;
+  let seen: string | undefined;
+  let since = Date.now();
   for (;;) {
     try {
       return await (native
         ? flockLock(stateDir, path, me, native.lockExclusive.bind(native))
         : fileLock(stateDir, path, me, facts));
     } catch (e) {
-      if (
-        !(e instanceof StateDirLockedError) ||
-        e.holderRole !== "keeper" ||
-        me.role === "keeper" ||
-        Date.now() > deadline
-      )
-        throw e;
+      if (!(e instanceof StateDirLockedError) || me.role === "keeper") throw e;
+      const line = await waitable(path, facts);
+      if (line === null) throw e;
+      if (line !== seen) {
+        seen = line;
+        since = Date.now();
+      } else if (Date.now() - since > stallMs) throw e;
       await new Promise((r) => setTimeout(r, 50));
     }
   }
+}
+
+/**
+ * The lock file's line when a gateway should wait for its holder (a keeper,
+ * or a holder that is gone or unnamed: the lock is changing hands); null
+ * when the holder is a live gateway (or cannot be told from one).
+ */
+async function waitable(path: string, facts: ProcessFacts): Promise<string | null> {
+  const r = await readOwnedFile(path, 4096).catch(() => null);
+  const text = r?.kind === "ok" ? r.text : "";
+  const holder = parseHolder(text);
+  if (holder === null || holder.role === "keeper") return text;
+  return (await holderAlive(holder, facts)) === false ? text : null;
 }
 
 function lockedBy(stateDir: string, holder: Holder | null): StateDirLockedError {
@@ -140,9 +166,16 @@ async function flockLock(
     if (!held) await fh.close().catch(() => undefined);
   }
   let released = false;
+  let beat = 0;
   return {
     path,
     how: "flock",
+    async progress() {
+      if (released) return;
+      const line = JSON.stringify({ ...me, beat: ++beat }) + "\n";
+      // the same length or longer each time: no truncate, so a reader never sees an empty file
+      await fh.write(line, 0, "utf8").catch(() => undefined);
+    },
     async release() {
       if (released) return;
       released = true;
@@ -180,6 +213,8 @@ async function fileLock(stateDir: string, path: string, me: Holder, facts: Proce
   return {
     path,
     how: "lock-file",
+    // the file is the lock here: it is never rewritten while held
+    progress: () => Promise.resolve(),
     async release() {
       if (released) return;
       released = true;

@@ -36,7 +36,13 @@ import type { KeeperConfig } from "./keeper.js";
 import { openLeaseStore } from "../leases/lease-store.js";
 import { reconcileLeases, type LeaseReconcileReport } from "../lifecycle/reconcile.js";
 import { takeOverHolderLock } from "../host/supervisor-holders.js";
-import { acquireStateDirLock, StateDirLockedError, STATE_LOCK_FILE, type StateDirLock } from "../host/state-lock.js";
+import {
+  acquireStateDirLock,
+  KEEPER_BEAT_MS,
+  StateDirLockedError,
+  STATE_LOCK_FILE,
+  type StateDirLock,
+} from "../host/state-lock.js";
 import type { ProcessLease } from "../leases/types.js";
 
 /** The keeper's last word, written to `<stateDir>/acpx/keeper-report.json` when it reaped (for an operator, and the tests). */
@@ -78,6 +84,8 @@ export async function keeperReap(cfg: KeeperConfig, facts: ProcessFacts): Promis
   const lock = existsSync(join(cfg.stateDir, STATE_LOCK_FILE))
     ? await takeOver(cfg, facts)
     : { why: "no gateway ever held this state dir" };
+  // a gateway started meanwhile waits as long as this keeps beating (state-lock.ts), whatever the grace makes the reap take
+  const beat = "release" in lock ? setInterval(() => void lock.progress(), KEEPER_BEAT_MS) : undefined;
   try {
     if (!("release" in lock) && holder === null)
       return report("left", `${lock.why}; the gateway's supervisor holder lock could not be taken`);
@@ -87,6 +95,8 @@ export async function keeperReap(cfg: KeeperConfig, facts: ProcessFacts): Promis
     const r = await reconcileLeases(deps, {
       kind: "release" in lock ? "all" : "supervisor",
       states: ["open", "closing"],
+      // a durable session's wrapper keeps its tree for a new gateway to re-adopt, and ends it when nobody does
+      spareDurable: true,
       skip: (l) => skipReason(l, holder === null ? null : cfg.holder),
       ...(folder !== null ? { leftovers: { instanceFolder: folder } } : {}),
     });
@@ -102,21 +112,25 @@ export async function keeperReap(cfg: KeeperConfig, facts: ProcessFacts): Promis
     );
     return out;
   } finally {
+    clearInterval(beat);
     if ("release" in lock) await lock.release();
     await holder?.release();
   }
 }
 
 function entriesOf(r: LeaseReconcileReport): KeeperReport["entries"] {
-  return r.entries
-    .filter((e) => e.action !== "skipped-live")
-    .map((e) => ({
-      leaseId: e.leaseId,
-      sessionKey: e.sessionKey,
-      action: e.action,
-      stateAfter: e.stateAfter,
-      code: e.code,
-    }));
+  return (
+    r.entries
+      .filter((e) => e.action !== "skipped-live")
+      // the report names a waiting session: it is still there, on purpose
+      .map((e) => ({
+        leaseId: e.leaseId,
+        sessionKey: e.sessionKey,
+        action: e.action,
+        stateAfter: e.stateAfter,
+        code: e.code,
+      }))
+  );
 }
 
 function summary(r: LeaseReconcileReport): string {

@@ -26,6 +26,8 @@ export const LEASE_KINDS = Object.keys({ acpx: 0, supervisor: 0 } satisfies Reco
 export const SETTLED_AS_MEANING: Readonly<Record<LeaseSettledAs, string>> = Object.freeze({
   killed: "its processes were ended here (a verified tree, the remnants of a gone root, or what its cgroup held)",
   "exit-observed": "its root's exit was seen by the process that spawned it, and nothing of it was left",
+  "ended-by-wrapper":
+    "its wrapper ended the tree itself (TERM, grace, KILL) when its gateway went away, or when a durable session's window ran out with nobody to re-adopt it, and said so; nothing of it was left",
   "ended-on-its-own": "its processes had ended on their own before the close; nothing was signalled",
   "not-ours": "its root pid, group or namespace names someone else's process now; nothing was signalled",
   "never-started": "its spawn failed before any process of it existed",
@@ -146,6 +148,10 @@ export function parseLeaseRecord(value: unknown, requireSchema: boolean): Parsed
       return bad("cgroup", "absent or {path: an absolute path, id: a decimal inode}");
     }
   }
+  if (v.durable !== undefined) {
+    const w = (v.durable as { reattachWithinMs?: unknown } | null)?.reattachWithinMs;
+    if (!isInt(w) || w < 1 || w > 600_000) return bad("durable", "absent or {reattachWithinMs: an integer 1..600000}");
+  }
   const lease: ProcessLease = {
     leaseId: v.leaseId,
     kind,
@@ -175,6 +181,8 @@ function copyOptionalFields(v: Record<string, unknown>, lease: ProcessLease): vo
     const c = v.cgroup as { path: string; id: string };
     lease.cgroup = { path: c.path, id: c.id };
   }
+  if (v.durable !== undefined)
+    lease.durable = { reattachWithinMs: (v.durable as { reattachWithinMs: number }).reattachWithinMs };
 }
 
 /** How a settled lease ended, in words ("lost: its processes had ended on their own …"); null for a lease not settled. */

@@ -24,6 +24,8 @@ export interface LeaseCreateInput {
   leaseId?: string;
   /** a supervisor run's holder (supervisor-holders.ts) */
   holder?: string;
+  /** a durable session's window (ProcessLease.durable) */
+  durable?: { reattachWithinMs: number };
 }
 
 export interface LeaseCreateOptions {

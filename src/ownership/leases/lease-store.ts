@@ -219,7 +219,11 @@ async function createLease(f: StoreFiles, input: LeaseCreateInput, opts?: LeaseC
     updatedAt: now,
   };
   const parsed = parseLeaseRecord(
-    { ...record, ...(input.holder !== undefined ? { holder: input.holder } : {}) },
+    {
+      ...record,
+      ...(input.holder !== undefined ? { holder: input.holder } : {}),
+      ...(input.durable !== undefined ? { durable: input.durable } : {}),
+    },
     false,
   );
   if (!parsed.ok) throw new TypeError(`invalid lease input: ${parsed.reason}`);

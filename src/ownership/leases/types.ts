@@ -20,7 +20,7 @@ export type LeaseKind = "acpx" | "supervisor";
  * existed has none.
  */
 export type LeaseSettledAs =
-  "killed" | "exit-observed" | "ended-on-its-own" | "not-ours" | "never-started" | "left-unjudged";
+  "killed" | "exit-observed" | "ended-by-wrapper" | "ended-on-its-own" | "not-ours" | "never-started" | "left-unjudged";
 
 /**
  * What a lease names, whichever side wrote it (`kind`). The field names are
@@ -74,6 +74,13 @@ export interface ProcessLease {
   holder?: string;
   /** how it ended; set with the state closed or lost (LeaseSettledAs) */
   settledAs?: LeaseSettledAs;
+  /**
+   * A durable session (docs/lifecycle-controller.md "Durable sessions"):
+   * when its gateway goes away, its wrapper keeps the tree for
+   * `reattachWithinMs` waiting for a re-adoption, then ends it. A reconcile
+   * leaves such a tree alone while it verifies and runs.
+   */
+  durable?: { reattachWithinMs: number };
 }
 
 /** The contract's name for a lease (CONTRACT §2). */

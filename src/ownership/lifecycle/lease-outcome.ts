@@ -19,8 +19,11 @@ import type { LeaseVerdict, LeaseVerification } from "../verify/verify.js";
  * - left-alone: not moved to a final state (unknown evidence, another instance's lease, a
  *   closing lease retried later, a lease handed back to open)
  * - skipped-live: a lease this gateway is using right now, or (skipAttached) one a running gateway may be using
+ * - awaiting-readoption: a durable session whose wrapper keeps its verified tree for a controller to re-adopt
+ *   (ReconcileOptions.spareDurable); the wrapper ends it itself when its window runs out
  */
-export type LeaseAction = "killed" | "killed-remnants" | "marked-lost" | "settled" | "left-alone" | "skipped-live";
+export type LeaseAction =
+  "killed" | "killed-remnants" | "marked-lost" | "settled" | "left-alone" | "skipped-live" | "awaiting-readoption";
 
 /**
  * Why, for code to read: the settlement table's row (SettlementCode), or
@@ -28,7 +31,8 @@ export type LeaseAction = "killed" | "killed-remnants" | "marked-lost" | "settle
  * using, a spawn in flight), and the attached rule's spawn-may-be-pending,
  * attached-to-live-parent and unknown-evidence.
  */
-export type LeaseOutcomeCode = SettlementCode | "in-use" | "spawn-may-be-pending" | "attached-to-live-parent";
+export type LeaseOutcomeCode =
+  SettlementCode | "in-use" | "spawn-may-be-pending" | "attached-to-live-parent" | "awaiting-readoption";
 
 export interface LeaseOutcome {
   leaseId: string;
@@ -130,6 +134,21 @@ export function actionFor(
   if (to === "lost" && from !== "lost") return "marked-lost";
   if (to === "closed" && from !== "closed") return "settled";
   return "left-alone";
+}
+
+/**
+ * The durable rule (ReconcileOptions.spareDurable): an open durable lease
+ * whose tree verifies (its wrapper runs, with its start time and markers) is
+ * waiting for a re-adoption, and its wrapper ends it when its window runs
+ * out; nothing else about the lease is taken on trust.
+ */
+export function awaitingReason(v: LeaseVerification): string | null {
+  const l = v.lease;
+  if (l.durable === undefined || l.state !== "open" || v.verdict !== "owned" || v.tree === null) return null;
+  return (
+    `a durable session: its wrapper (pid ${l.rootPid}) keeps the verified tree and awaits re-adoption, ` +
+    `for up to ${l.durable.reattachWithinMs} ms after its gateway went away; it ends the tree itself (TERM, grace, KILL) when nobody re-adopts it`
+  );
 }
 
 /** The attached rule (ReconcileOptions.skipAttached): what a gateway that may still run could be using is left alone. */

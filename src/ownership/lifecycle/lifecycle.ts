@@ -109,6 +109,8 @@ export interface SettleLeaseOptions {
   rootExitObserved?: boolean;
   /** a kill the caller ran earlier, not derived from this lease (a plain tree kill): it never settles anything by itself */
   prior?: TreeKillReport | null;
+  /** the root's wrapper's record that it ended the tree itself (end-records.ts): names who did, never signals */
+  wrapperEnded?: SettleContext["wrapperEnded"];
   /**
    * false: verify and settle, never signal (a supervised run that ended on
    * its own: what it left running, a daemonised child, is not killed by its
@@ -175,6 +177,7 @@ export async function beginSettlement(
   const ctx = {
     rootExitObserved: opts.rootExitObserved === true || earlier?.ended === true,
     prior: opts.prior ?? earlier?.prior ?? null,
+    wrapperEnded: opts.wrapperEnded ?? null,
   };
   if (dryRun) return { outcome: await planDryRun(deps, cur, v, ctx) };
   // another gateway instance's lease is not ours to move at all (settle.ts row 8)

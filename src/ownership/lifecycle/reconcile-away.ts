@@ -43,6 +43,8 @@ export interface AwaySpec {
   states: readonly ("open" | "closing")[];
   dryRun: boolean;
   skipAttached: boolean;
+  /** reconcile.ts `spareDurable` */
+  spareDurable?: boolean;
   retentionMs?: number;
   /** the instance's cgroup folder, for the settled leases' leftovers (reconcile.ts `leftovers`) */
   leftoversFolder?: string;

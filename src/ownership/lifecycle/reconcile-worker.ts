@@ -86,6 +86,7 @@ async function run(port: NonNullable<typeof parentPort>, spec: AwaySpec): Promis
       states: spec.states,
       dryRun: spec.dryRun,
       skipAttached: spec.skipAttached,
+      spareDurable: spec.spareDurable === true,
       ...(spec.retentionMs !== undefined ? { retentionMs: spec.retentionMs } : {}),
       skipListed: async (leases: readonly ProcessLease[]) => {
         for (const lease of leases) out.push({ t: "listed", leaseId: lease.leaseId });

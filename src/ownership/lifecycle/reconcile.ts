@@ -7,7 +7,7 @@
 
 import type { ProcessSnapshot } from "../../facts/types.js";
 import { removeSettledLeftovers } from "../terminate/cgroup-drain.js";
-import { attachedReason, untouched, type LeaseOutcome } from "./lease-outcome.js";
+import { attachedReason, awaitingReason, untouched, type LeaseOutcome } from "./lease-outcome.js";
 import { coalescingFacts, countingFacts, slicedRunner } from "../verify/batch-facts.js";
 import { mapLimit } from "../leases/fs-safe.js";
 import {
@@ -23,6 +23,8 @@ import { wakeInChunks } from "../verify/waiters.js";
 import type { LeaseKind, ProcessLease } from "../leases/types.js";
 import { batchingVerifier } from "../verify/verify-batching.js";
 import { verifyLeases, type LeaseVerification } from "../verify/verify.js";
+import type { EndRecord } from "../leases/end-records.js";
+import { awaitSweeps, dropEndRecords, isSweeping, readEndRecords } from "./wrapper-sweeps.js";
 
 export interface ReconcileOptions {
   /** which leases: of one kind, or all (default) */
@@ -47,6 +49,12 @@ export interface ReconcileOptions {
    * unknown or that has no pid yet (its spawn may be pending in that gateway).
    */
   skipAttached?: boolean | ((lease: ProcessLease) => boolean);
+  /**
+   * A durable session's verified, running tree is left alone as awaiting
+   * re-adoption (the startup reap and the keeper); `proclease reap` ends it
+   * at once.
+   */
+  spareDurable?: boolean;
   /** closed/lost leases older than this are removed afterwards (not in a dry run) */
   retentionMs?: number;
   /** called with each settled lease */
@@ -91,15 +99,35 @@ export async function reconcileLeases(deps: LifecycleDeps, opts: ReconcileOption
   const { snapshot, snapshots, byId } = await verifyBatch(deps, [...candidates, ...skipped.map((x) => x.lease)]);
   for (const { lease, why } of skipped)
     entries.push(untouched(lease, byId.get(lease.leaseId)!, "skipped-live", "in-use", why, dryRun));
-
-  await settleTogether(deps, candidates, {
-    byId,
-    snapshot,
-    skipAttached: opts.skipAttached,
-    dryRun,
-    entry: (o) => entries.push(o),
-    onSettled: opts.onSettled,
-  });
+  const settle = (batch: readonly ProcessLease[], ends: ReadonlyMap<string, EndRecord>) =>
+    settleTogether(deps, batch, {
+      byId,
+      ends,
+      snapshot,
+      skipAttached: opts.skipAttached,
+      spareDurable: opts.spareDurable === true,
+      dryRun,
+      entry: (o) => entries.push(o),
+      onSettled: opts.onSettled,
+    });
+  // a wrapper ending its own tree is waited for, and named (wrapper-sweeps.ts); the other leases do not wait behind it
+  const ends = await readEndRecords(deps, candidates);
+  const sweeping = dryRun ? [] : candidates.filter((l) => isSweeping(ends, byId, l));
+  await Promise.all([
+    settle(
+      candidates.filter((l) => !sweeping.includes(l)),
+      ends,
+    ),
+    sweeping.length === 0
+      ? undefined
+      : awaitSweeps(deps, sweeping, byId, ends).then((after) => settle(sweeping, after)),
+  ]);
+  if (!dryRun)
+    await dropEndRecords(
+      deps,
+      entries.filter((e) => e.stateAfter === "closed" || e.stateAfter === "lost").map((e) => e.leaseId),
+      ends,
+    );
   const order = new Map(leases.map((l, i) => [l.leaseId, i]));
   entries.sort((a, b) => order.get(a.leaseId)! - order.get(b.leaseId)!);
 
@@ -145,8 +173,10 @@ async function settleTogether(
   leases: readonly ProcessLease[],
   b: {
     byId: ReadonlyMap<string, LeaseVerification>;
+    ends: ReadonlyMap<string, EndRecord>;
     snapshot: ProcessSnapshot | undefined;
     skipAttached: ReconcileOptions["skipAttached"];
+    spareDurable: boolean;
     dryRun: boolean;
     entry: (o: LeaseOutcome) => void;
     onSettled: ((o: LeaseOutcome) => void) | undefined;
@@ -165,11 +195,16 @@ async function settleTogether(
   const closing: Closing[] = [];
   await mapLimit(leases, ADMIT_AT_ONCE, async (l) => {
     const v = b.byId.get(l.leaseId)!;
+    const waiting = b.spareDurable ? awaitingReason(v) : null;
+    if (waiting !== null)
+      return void b.entry(untouched(l, v, "awaiting-readoption", "awaiting-readoption", waiting, b.dryRun));
     const guarded = typeof b.skipAttached === "function" ? b.skipAttached(l) : b.skipAttached === true;
     const attached = guarded ? attachedReason(v, b.snapshot) : null;
     if (attached !== null) return void b.entry(untouched(l, v, "skipped-live", attached.code, attached.why, b.dryRun));
     try {
-      const begun = await beginSettlement(deps, l, { ...shared, verification: v });
+      const end = b.ends.get(l.leaseId);
+      const wrapperEnded = end !== undefined ? { wrapperEnded: { reason: end.reason } } : {};
+      const begun = await beginSettlement(deps, l, { ...shared, verification: v, ...wrapperEnded });
       if ("outcome" in begun) settled(begun.outcome);
       else closing.push(begun);
     } catch (e) {

@@ -37,7 +37,10 @@
  * The prior rule of rows 6 and 9: after a COMPLETED prior kill, closed
  * (killed-earlier, killed); after a prior kill with survivors, closing
  * (earlier-kill-survivors); with no prior kill but an observed root exit,
- * closed (exit-observed, exit-observed).
+ * closed (exit-observed, exit-observed); with neither, but the root's
+ * wrapper's own record that it ended the tree (its gateway went away, or a
+ * durable window ran out: end-records.ts), closed (ended-by-wrapper,
+ * ended-by-wrapper).
  *
  * The lease's own cgroup, when it records one, is then drained (or, without
  * a kill, looked into: cgroup-drain.ts), except after rows 0 and 8, and what
@@ -46,7 +49,7 @@
  * | #  | the row above | cgroup drain                                   | what else                   | to |
  * |----|---------------|------------------------------------------------|-----------------------------|----|
  * | D1 | not 0 or 8    | empty: populated 0, removed (or already gone)  | something ended (see below) | closed (cgroup-emptied; killed, or exit-observed when only the exit was seen) |
- * | D2 | not 0 or 8    | empty                                          | nothing ended               | lost (cgroup-found-empty; the row above's settledAs when it was lost, else ended-on-its-own) |
+ * | D2 | not 0 or 8    | empty                                          | nothing ended               | lost (cgroup-found-empty; the row above's settledAs when it was lost, else ended-on-its-own); closed (ended-by-wrapper) with the wrapper's record |
  * | D3 | not 0 or 8    | survivors (populated), or left (emptied, its folder not removed yet) |       | closing (cgroup-populated, cgroup-left) |
  * | D4 | any           | unknown (not ours, unreadable), or no cgroup   |                             | the row above |
  * | D5 | not 0 or 8    | foreign-left: nothing of its own is left; members that are not its own could not be moved out | as D1 / D2 | closed or lost as D1 / D2 (cgroup-foreign-left) |
@@ -140,6 +143,7 @@ export type SettlementCode =
   | "killed-earlier" // 6, 9: a prior kill completed
   | "earlier-kill-survivors" // 6, 9: a prior kill left one that may run
   | "exit-observed" // 6, 9: no prior kill, the root's exit observed
+  | "ended-by-wrapper" // 6, 9, D2: no prior kill, no exit observed, the wrapper's record that it ended the tree
   | "ended-on-its-own" // 6: nothing of it left, nothing ran, nothing observed
   | "left-unjudged" // 6b: nothing proven of it left, processes that hide their environment left running
   | "not-ours" // 9: the root pid names someone else's process
@@ -198,6 +202,8 @@ export interface SettleContext {
   rootExitObserved?: boolean;
   /** the lease's own cgroup after its drain (rows D); null or absent: no cgroup, or not drained yet */
   drain?: DrainInput | null;
+  /** the root's wrapper recorded that it ended the tree itself, and why (end-records.ts) */
+  wrapperEnded?: { reason: "parent-gone" | "window-expired" } | null;
 }
 
 /** Another gateway instance's lease (row 8): not ours to move, drain or plan to kill. */
@@ -320,6 +326,8 @@ function withDrain(s: Settlement, killed: boolean, ctx: SettleContext): Settleme
         why: detail ?? "cgroup empty",
       };
     }
+    if (s.code === "ended-by-wrapper")
+      return { ...s, code: code ?? "ended-by-wrapper", why: `${s.why}; ${detail ?? "cgroup empty"}` };
     return {
       to: "lost",
       code: code ?? "cgroup-found-empty",
@@ -412,6 +420,14 @@ function byPrior(
       code: "exit-observed",
       settledAs: "exit-observed",
       why: `the root's exit was observed; ${now}`,
+    };
+  const w = ctx.wrapperEnded;
+  if (w !== undefined && w !== null && lost.code !== "left-unjudged")
+    return {
+      to: "closed",
+      code: "ended-by-wrapper",
+      settledAs: "ended-by-wrapper",
+      why: `its wrapper ended the tree itself (${w.reason === "window-expired" ? "its durable window ran out with nobody to re-adopt it" : "its gateway went away"}); ${now}`,
     };
   return { to: "lost", code: lost.code, settledAs: lost.code, why: lost.why };
 }
