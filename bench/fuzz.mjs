@@ -11,8 +11,10 @@
 //   npm run fuzz [-- --seed N] [--sequences N] [--concurrency N] [--quick]
 //                [--only I[,J…]] [--replay CODE | --replay-file F]
 //                [--shrink N] [--no-shrink] [--shrink-runs N] [--shrink-budget-s S]
-//                [--retries N] [--report FILE] [--keep] [--list]
-// --quick: the CI budget (100 sequences, 2 shrinks of at most 60 s). Linux,
+//                [--retries N] [--max-seconds S] [--isolate N] [--report FILE] [--keep] [--list]
+// --quick: the CI budget (80 sequences, none started after 100 s, at most 4
+// run again alone, 1 shrink of at most 30 s). --max-seconds: no sequence
+// starts after S seconds (the ones run are the seed's first, in order). Linux,
 // as root (uid 65534 runs some sequences' gateways). Exit 0 when every
 // invariant held, 1 when one failed, 2 when the fuzzer itself could not run.
 import { readFileSync } from "node:fs";
@@ -25,7 +27,16 @@ import { classify, isolateAll, shrinkOne, shrinkTargets, togetherOnly } from "./
 const log = (s) => console.log(s);
 
 function parseArgs(argv) {
-  const o = { sequences: 2000, concurrency: 4, shrink: 8, shrinkRuns: 40, shrinkBudgetS: 300, retries: 0 };
+  const o = {
+    sequences: 2000,
+    concurrency: 4,
+    shrink: 8,
+    shrinkRuns: 40,
+    shrinkBudgetS: 300,
+    retries: 0,
+    maxSeconds: Infinity,
+    isolate: Infinity,
+  };
   const num = (v, name) => {
     const n = Number(v);
     if (!Number.isInteger(n) || n < 0) throw new Error(`--${name} takes a whole number, got ${v}`);
@@ -37,7 +48,10 @@ function parseArgs(argv) {
     if (k === "--seed") o.seed = num(val(), "seed") >>> 0;
     else if (k === "--sequences") o.sequences = num(val(), "sequences");
     else if (k === "--concurrency") o.concurrency = Math.max(1, num(val(), "concurrency"));
-    else if (k === "--quick") Object.assign(o, { sequences: 100, shrink: 2, shrinkRuns: 15, shrinkBudgetS: 60 });
+    else if (k === "--quick")
+      Object.assign(o, { sequences: 80, maxSeconds: 100, isolate: 4, shrink: 1, shrinkRuns: 10, shrinkBudgetS: 30 });
+    else if (k === "--max-seconds") o.maxSeconds = num(val(), "max-seconds");
+    else if (k === "--isolate") o.isolate = num(val(), "isolate");
     else if (k === "--only")
       o.only = val()
         .split(",")
@@ -98,7 +112,8 @@ async function main() {
   const t0 = Date.now();
   let done = 0;
   let failing = 0;
-  const results = await runner.runMany(runnable, o.concurrency, (r) => {
+  const deadline = t0 + o.maxSeconds * 1000;
+  const results = await runner.runMany(runnable, o.concurrency, deadline, (r) => {
     done++;
     if (r.failures.length || r.incidents.length) failing++;
     if (done % 25 === 0 || done === runnable.length)
@@ -115,7 +130,7 @@ async function main() {
   const cls = classify(results, runner.incidents);
   if (cls.isolate.length)
     log(`fuzz: ${cls.isolate.length} sequence(s) ran beside a gateway-level breach; each runs again alone`);
-  const iso = await isolateAll(runner, cls.isolate, log);
+  const iso = await isolateAll(runner, cls.isolate, log, o.isolate);
   const confirmed = [...cls.confirmed, ...iso.confirmed].sort((a, b) => a.seq.index - b.seq.index);
   const groups = togetherOnly(cls.groups, confirmed);
   for (const c of confirmed) printFailure(log, c);
@@ -139,6 +154,8 @@ async function main() {
       minimal: describeSequence(s.seq),
     });
   }
+  const notRun = runnable.length - results.length;
+  if (notRun) log(`fuzz: ${notRun} sequence(s) not started: --max-seconds ${o.maxSeconds} reached`);
   const n = printSummary(log, { seed: o.seed, ran: results.length, skipped, seconds, confirmed, groups });
   if (o.report)
     writeReport(o.report, { seed: o.seed, ran: results.length, skipped, seconds, confirmed, groups, shrunk });

@@ -76,7 +76,7 @@ async function leaseSettledBy(stateDir, leaseId, deadline) {
     const l = leaseFiles(stateDir).leases.find((x) => x.leaseId === leaseId);
     if (l && (l.state === "closed" || l.state === "lost")) return null;
     if (Date.now() >= deadline) return l ?? { state: "missing" };
-    await new Promise((r) => setTimeout(r, 100));
+    await new Promise((r) => setTimeout(r, 200));
   }
 }
 
@@ -145,7 +145,7 @@ export async function finalFailures(ex, done, deadline, prefix = "shutdown") {
       if (quarantined.length) out.push(fail("lease-unsettled", `quarantined lease files: ${quarantined.join(", ")}`));
       break;
     }
-    await new Promise((r) => setTimeout(r, 100));
+    await new Promise((r) => setTimeout(r, 200));
   }
   for (const d of ex.cgroupDirs())
     if (existsSync(d))

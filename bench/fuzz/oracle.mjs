@@ -105,7 +105,7 @@ export async function leftoversUntil(who, deadline) {
   for (;;) {
     const rows = leftovers(who);
     if (rows.length === 0 || Date.now() >= deadline) return rows;
-    await new Promise((r) => setTimeout(r, 100));
+    await new Promise((r) => setTimeout(r, 200));
   }
 }
 

@@ -37,7 +37,12 @@ export class Runner {
   constructor(o: { seed: number; concurrency: number; keep?: boolean; log: (line: string) => void });
   readonly incidents: Incident[];
   setup(): Promise<HostProbe>;
-  runMany(seqs: Sequence[], concurrency: number, onResult?: (r: ExecutionResult) => void): Promise<ExecutionResult[]>;
+  runMany(
+    seqs: Sequence[],
+    concurrency: number,
+    deadline?: number,
+    onResult?: (r: ExecutionResult) => void,
+  ): Promise<ExecutionResult[]>;
   runAlone(seq: Sequence, plant?: Plant[]): Promise<ExecutionResult>;
   teardown(): Promise<void>;
   emergency(): Promise<void>;

@@ -147,12 +147,16 @@ export class Runner {
     });
   }
 
-  /** The long-lived gateway of a profile, restarted once a tainted one has no sequence left; null: wait. */
+  /**
+   * The long-lived gateway of a profile. A tainted one (a failure, a breach)
+   * takes no new sequence: a fresh one starts at once for the next, and the
+   * tainted one is retired once its running sequences end.
+   */
   async poolGateway(profile) {
     let gw = this.pools.has(profile) ? await this.pools.get(profile) : null;
     if (gw && (gw.dead || gw.tainted)) {
-      if (gw.inflight.size > 0) return null;
-      await this.retire(gw);
+      this.pools.delete(profile);
+      if (gw.inflight.size === 0) await this.retire(gw);
       gw = null;
     }
     if (!gw) {
@@ -213,12 +217,16 @@ export class Runner {
     return { seq, id: ex.id, gateway: gw.name, ...r, incidents };
   }
 
-  /** Sequences at `concurrency` at once; answers their results in order. `onResult` sees each as it ends. */
-  async runMany(seqs, concurrency, onResult = () => {}) {
+  /**
+   * Sequences at `concurrency` at once, none started after `deadline`
+   * (Date.now() ms); answers their results in order. `onResult` sees each as it ends.
+   */
+  async runMany(seqs, concurrency, deadline = Infinity, onResult = () => {}) {
     const queue = [...seqs];
     const results = [];
     const running = new Set();
     while (queue.length || running.size) {
+      if (Date.now() >= deadline) queue.length = 0;
       while (queue.length && running.size < concurrency) {
         const seq = queue[0];
         const gw = isSolo(seq)
@@ -228,7 +236,7 @@ export class Runner {
         queue.shift();
         const p = this.execute(seq, gw).then(async (r) => {
           running.delete(p);
-          if (isSolo(seq) || (gw.tainted && gw.inflight.size === 0)) await this.retire(gw);
+          if (isSolo(seq) || ((gw.tainted || gw.dead) && gw.inflight.size === 0)) await this.retire(gw);
           results.push(r);
           onResult(r);
         });
@@ -238,7 +246,7 @@ export class Runner {
     }
     for (const p of [...this.pools.values()]) {
       const gw = await p;
-      if (gw.tainted) await this.retire(gw);
+      if (gw.tainted || gw.dead) await this.retire(gw);
     }
     return results.sort((a, b) => a.seq.index - b.seq.index);
   }
