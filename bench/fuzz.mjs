@@ -95,7 +95,7 @@ async function main() {
     return 2;
   }
   const seqs = sequencesOf(o);
-  const runner = new Runner({ seed: o.seed, concurrency: o.concurrency, keep: o.keep, log });
+  runner = new Runner({ seed: o.seed, concurrency: o.concurrency, keep: o.keep, log });
   for (const sig of ["SIGINT", "SIGTERM", "SIGHUP"])
     process.on(sig, () => {
       console.error(`\nfuzz: ${sig}; ending what the run started (seed ${o.seed})`);
@@ -134,7 +134,7 @@ async function main() {
   const confirmed = [...cls.confirmed, ...iso.confirmed].sort((a, b) => a.seq.index - b.seq.index);
   const groups = togetherOnly(cls.groups, confirmed);
   for (const c of confirmed) printFailure(log, c);
-  for (const g of groups) printGroup(log, g, o.seed);
+  for (const g of groups) printGroup(log, g, o.seed, iso.passed);
   const shrunk = [];
   for (const { inv, rec } of shrinkTargets(confirmed, o.shrink)) {
     log(`fuzz: shrinking #${rec.seq.index} against ${inv}`);
@@ -163,10 +163,13 @@ async function main() {
   return n > 0 ? 1 : 0;
 }
 
+/** set once the run starts: a fatal error still ends what it started */
+let runner = null;
 main().then(
   (code) => process.exit(code),
-  (e) => {
-    console.error(`fuzz: ${e?.stack ?? e}`);
+  async (e) => {
+    console.error(`fuzz: the fuzzer itself failed: ${e?.stack ?? e}`);
+    await runner?.emergency().catch(() => undefined);
     process.exit(2);
   },
 );

@@ -147,9 +147,11 @@ export async function finalFailures(ex, done, deadline, prefix = "shutdown") {
     }
     await new Promise((r) => setTimeout(r, 200));
   }
-  for (const d of ex.cgroupDirs())
-    if (existsSync(d))
-      out.push(fail(prefix === "crash" ? "crash-left" : "cgroup-left", `${prefix}: ${d} still exists`));
+  let dirs = ex.cgroupDirs();
+  while ((dirs = dirs.filter((d) => existsSync(d))).length && Date.now() < deadline)
+    await new Promise((r) => setTimeout(r, 200));
+  for (const d of dirs)
+    out.push(fail(prefix === "crash" ? "crash-left" : "cgroup-left", `${prefix}: ${d} still exists`));
   const log = done?.log;
   if (log && log.bytes > LOG_BYTES_LIMIT)
     out.push(fail("log-flood", `${log.bytes} bytes in ${log.lines} logger lines`));

@@ -34,9 +34,12 @@ export function printShrunk(log, inv, rec, shrunk) {
   log(`    replay: ${replayByCode(shrunk.seq)}`);
 }
 
-export function printGroup(log, g, seed) {
+/** A breach of several sequences none of which repeated it alone (`passed`: the indices run alone that passed). */
+export function printGroup(log, g, seed, passed) {
+  const all = g.indices.every((i) => passed.has(i));
+  const why = all ? "none of them fails it alone" : "not all of them were run again alone (budget)";
   log(
-    `FAIL together #${g.indices.join(", #")} [${g.inv}]: ${g.detail} (none of them fails it alone; replay: npm run fuzz -- --seed ${seed} --only ${g.indices.join(",")} --concurrency ${g.indices.length})`,
+    `FAIL together #${g.indices.join(", #")} [${g.inv}]: ${g.detail} (${why}; replay: npm run fuzz -- --seed ${seed} --only ${g.indices.join(",")} --concurrency ${g.indices.length})`,
   );
 }
 

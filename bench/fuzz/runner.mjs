@@ -98,7 +98,8 @@ export class Runner {
     this.gateways.add(gw);
     await gw.start();
     this.gatewayPids.add(gw.pid);
-    gw.watches = [watch(`gateway ${name}`, gw.pid)];
+    const own = gw.cgroup === "/" ? "" : gw.cgroup;
+    gw.watches = [watch(`gateway ${name}`, gw.pid, null, `${own}/proclease/_gateway`)];
     gw.windowIds = new Set();
     if (gw.sentinelInfo) {
       const info = JSON.parse(readFileSync(gw.sentinelInfo.info, "utf8"));
@@ -209,7 +210,19 @@ export class Runner {
     this.recent.add(ex.id);
     gw.windowIds.add(ex.id);
     const from = this.incidents.length;
-    const r = await ex.run();
+    let r;
+    try {
+      r = await ex.run();
+    } catch (e) {
+      // the fuzzer's own failure: reported with the sequence, never the end of the run
+      r = { failures: [], crashed: false, gatewayGone: false, harness: String(e?.stack ?? e), ms: 0, steps: ex.steps };
+      await cleanupSequence({
+        who: ex.whoFor("all"),
+        foreign: this.foreign(),
+        mount: this.host.mount,
+        cgroupDirs: ex.cgroupDirs(),
+      }).catch(() => undefined);
+    }
     this.live.delete(ex);
     if (this.unrelatedHarmed) await this.respawnUnrelated();
     if (r.failures.length || r.harness) gw.tainted ??= "a failure";
@@ -271,7 +284,11 @@ export class Runner {
     } catch {
       // gone
     }
-    if (!this.keep) rmSync(this.host.runDir, { recursive: true, force: true });
+    try {
+      if (!this.keep) rmSync(this.host.runDir, { recursive: true, force: true, maxRetries: 5, retryDelay: 200 });
+    } catch (e) {
+      this.log(`fuzz: the run folder ${this.host.runDir} could not be removed: ${e.message}`);
+    }
   }
 
   /** Interrupted: every gateway SIGKILLed, then what each running sequence started, and the run folder. */

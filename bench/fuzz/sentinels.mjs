@@ -14,10 +14,14 @@ import { cgroupOf } from "./oracle.mjs";
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
-/** One watched process: { name, pid, startTime, cgroup, log?, logOffset } */
-export function watch(name, pid, log = null) {
+/**
+ * One watched process: { name, pid, startTime, cgroup, log?, logOffset,
+ * alsoAllowed }. `alsoAllowed`: a cgroup it may move to without harm (a
+ * gateway's own documented move into <its cgroup>/proclease/_gateway).
+ */
+export function watch(name, pid, log = null, alsoAllowed = null) {
   const st = stat(pid);
-  return { name, pid, startTime: st?.startTime ?? null, cgroup: cgroupOf(pid), log, logOffset: 0 };
+  return { name, pid, startTime: st?.startTime ?? null, cgroup: cgroupOf(pid), log, logOffset: 0, alsoAllowed };
 }
 
 /** New lines of the watched process's signal log since the last look (the offset moves on). */
@@ -59,7 +63,8 @@ export function harm(w) {
   else {
     if (st.state === "T" || st.state === "t") out.push(`${w.name} (pid ${w.pid}) is stopped`);
     const cg = cgroupOf(w.pid);
-    if (cg !== w.cgroup) out.push(`${w.name} (pid ${w.pid}) was moved from cgroup ${w.cgroup} to ${cg}`);
+    if (cg !== w.cgroup && cg !== w.alsoAllowed)
+      out.push(`${w.name} (pid ${w.pid}) was moved from cgroup ${w.cgroup} to ${cg}`);
   }
   if (out.some((h) => / is (dead|stopped)$| replaced /.test(h))) w.spent = true;
   for (const s of newSignals(w)) out.push(`${w.name} (pid ${w.pid}) caught ${s.what}`);
@@ -69,7 +74,8 @@ export function harm(w) {
 /** Puts a watched process that was moved back into its own cgroup (so cleanups and later sequences do not take it along). */
 export function restoreCgroup(w, mount) {
   const cg = cgroupOf(w.pid);
-  if (cg === null || cg === w.cgroup || !mount || stat(w.pid)?.startTime !== w.startTime) return;
+  if (cg === null || cg === w.cgroup || cg === w.alsoAllowed || !mount || stat(w.pid)?.startTime !== w.startTime)
+    return;
   try {
     writeFileSync(join(mount, w.cgroup, "cgroup.procs"), String(w.pid));
   } catch {

@@ -19,7 +19,7 @@ export class Execution {
   constructor(env, gw, seq, plant = []) {
     Object.assign(this, { env, gw, seq, plant, failures: [], steps: [], checks: Promise.resolve() });
     this.tag = String(randomInt(100_000_000, 1_000_000_000));
-    this.innTag = `inn${this.tag.split("").reverse().join("")}`;
+    this.innTag = `inn${randomInt(100_000_000, 1_000_000_000)}`;
     this.id = `${seq.index}.${this.tag}`;
     // named without the tag: the tag must be in the argv of the hostile session's processes only
     this.dir = join(env.runDir, "seqs", `s${seq.index}-${randomBytes(4).toString("hex")}`);
@@ -224,7 +224,12 @@ export class Execution {
       mount: this.env.mount,
       cgroupDirs: this.cgroupDirs(),
     });
-    if (!this.env.keep) rmSync(this.dir, { recursive: true, force: true });
+    // a controller of a hung call may still write its state dir: the run folder goes at teardown then
+    try {
+      if (!this.env.keep) rmSync(this.dir, { recursive: true, force: true, maxRetries: 5, retryDelay: 100 });
+    } catch {
+      // still written to: it goes with the run folder
+    }
     return {
       failures: this.failures,
       crashed: this.crashAt !== undefined,
