@@ -154,11 +154,19 @@ async function main() {
       minimal: describeSequence(s.seq),
     });
   }
+  const limited = results.filter((r) => r.limits?.length);
+  if (limited.length)
+    log(
+      `fuzz: LIMIT (documented, not a failure: no containment, no marker the gateway can read, no parent link): ${limited.reduce((n, r) => n + r.limits.length, 0)} process(es) left by #${limited.map((r) => r.seq.index).join(" #")}`,
+    );
   const notRun = runnable.length - results.length;
   if (notRun) log(`fuzz: ${notRun} sequence(s) not started: --max-seconds ${o.maxSeconds} reached`);
   const n = printSummary(log, { seed: o.seed, ran: results.length, skipped, seconds, confirmed, groups });
   if (o.report)
-    writeReport(o.report, { seed: o.seed, ran: results.length, skipped, seconds, confirmed, groups, shrunk });
+    writeReport(o.report, {
+      ...{ seed: o.seed, ran: results.length, skipped, seconds, confirmed, groups, shrunk },
+      limits: limited.map((r) => ({ index: r.seq.index, limits: r.limits })),
+    });
   await runner.teardown();
   return n > 0 ? 1 : 0;
 }

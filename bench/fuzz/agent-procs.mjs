@@ -9,8 +9,18 @@
 // the runner finds what is left by both, whatever the process did to its
 // environment, session or cgroup.
 import { spawn } from "node:child_process";
-import { copyFileSync, readFileSync, readdirSync, renameSync, writeFileSync, chmodSync, openSync } from "node:fs";
-import { closeSync, writeSync as fdWrite } from "node:fs";
+import { randomUUID } from "node:crypto";
+import {
+  chmodSync,
+  closeSync,
+  copyFileSync,
+  mkdirSync,
+  openSync,
+  readFileSync,
+  readdirSync,
+  renameSync,
+} from "node:fs";
+import { writeFileSync, writeSync as fdWrite } from "node:fs";
 import { join } from "node:path";
 import { garbage } from "./agent-fuzz.mjs";
 
@@ -99,6 +109,45 @@ function moveIntoCgroup(ctx, target) {
     }
   }
   ctx.report({ what: "move-into-cgroup", target, cgroup: dir, moved });
+}
+
+async function nestedCgroup(ctx, depth, moveSelf) {
+  const top = ownCgroup(ctx);
+  if (!top) return ctx.report({ what: "nested-cgroup", error: "no lease cgroup" });
+  let dir = top;
+  try {
+    for (let i = 0; i < depth; i++) {
+      dir = join(dir, `fz-nest-${i}`);
+      mkdirSync(dir);
+    }
+  } catch (e) {
+    return ctx.report({ what: "nested-cgroup", error: e.code });
+  }
+  const before = pidsLines(ctx);
+  const child = sh(ctx, `rec $$; ${sleeper(ctx)}`);
+  await pidsGrown(ctx, before);
+  const moved = [];
+  for (const pid of [child.pid, ...(moveSelf ? [process.pid] : [])]) {
+    try {
+      writeFileSync(join(dir, "cgroup.procs"), String(pid));
+      moved.push(pid);
+    } catch (e) {
+      ctx.report({ what: "nest-refused", pid, code: e.code });
+    }
+  }
+  ctx.report({ what: "nested-cgroup", cgroup: dir, moved });
+}
+
+/** A child whose markers name another lease: the innocent session's, or one no gateway ever wrote. */
+async function markerOverride(ctx, claim, setsid) {
+  const lease = claim === "sentinel" && ctx.plan.targets?.sentinelLease ? ctx.plan.targets.sentinelLease : randomUUID();
+  const env = { ...process.env, OPENCLAW_ACPX_LEASE_ID: lease, OPENCLAW_GATEWAY_INSTANCE_ID: randomUUID() };
+  const before = pidsLines(ctx);
+  const script = `${prelude(ctx)}rec $$; ${sleeper(ctx)}`;
+  const argv = setsid ? ["setsid", "/bin/sh", "-c", script] : ["/bin/sh", "-c", script];
+  spawn(argv[0], [...argv.slice(1), `fz${ctx.nonce}`], { stdio: "ignore", env }).on("error", () => undefined);
+  await pidsGrown(ctx, before);
+  ctx.report({ what: "marker-override", claim, lease, setsid });
 }
 
 function cmdlineOf(pid) {
@@ -217,29 +266,24 @@ export function runStartAction(ctx, act) {
   else if (act.a === "garbage-first") garbage(ctx, p.bytes, p.binary);
 }
 
+const PROC_ACTIONS = {
+  "fork-storm-turn": (ctx, p) => forkStorm(ctx, p.count, true),
+  "pid-hopper": (ctx, p) => pidHopper(ctx, p.hops, p.gapMs),
+  escapee: (ctx, p) => escapee(ctx, p),
+  "nested-cgroup": (ctx, p) => nestedCgroup(ctx, p.depth, p.moveSelf),
+  "marker-override": (ctx, p) => markerOverride(ctx, p.claim, p.setsid),
+  "move-into-cgroup": (ctx, p) => moveIntoCgroup(ctx, p.target),
+  "kill-keeper": (ctx, p) => killKeeper(ctx, p.signal),
+  "kill-wrapper": (ctx, p) => signalWrapper(ctx, p.signal),
+  "sigstop-tree": (ctx, p) => sigstopTree(ctx, p.children, p.self),
+  "replace-wrapper": (ctx, p) => replaceWrapper(ctx, p.how),
+  "read-secret": (ctx) => readSecret(ctx),
+};
+
 /** The process actions of a turn; false when `act` is not one of them. */
 export async function runProcAction(ctx, act) {
-  const p = act.p;
-  switch (act.a) {
-    case "fork-storm-turn":
-      return (forkStorm(ctx, p.count, true), true);
-    case "pid-hopper":
-      return (await pidHopper(ctx, p.hops, p.gapMs), true);
-    case "escapee":
-      return (await escapee(ctx, p), true);
-    case "move-into-cgroup":
-      return (moveIntoCgroup(ctx, p.target), true);
-    case "kill-keeper":
-      return (killKeeper(ctx, p.signal), true);
-    case "kill-wrapper":
-      return (signalWrapper(ctx, p.signal), true);
-    case "sigstop-tree":
-      return (await sigstopTree(ctx, p.children, p.self), true);
-    case "replace-wrapper":
-      return (replaceWrapper(ctx, p.how), true);
-    case "read-secret":
-      return (readSecret(ctx), true);
-    default:
-      return false;
-  }
+  const fn = PROC_ACTIONS[act.a];
+  if (!fn) return false;
+  await fn(ctx, act.p);
+  return true;
 }

@@ -213,6 +213,23 @@ export const CATALOG = [
       "writes a foreign pid (an unrelated process, another session's wrapper and adapter, the gateway) into its lease cgroup",
   },
   {
+    name: "nested-cgroup",
+    phase: "turn",
+    weight: 2,
+    finding: "held",
+    needs: { root: true },
+    params: { depth: { int: [1, 3] }, moveSelf: { bool: 0.5 } },
+    about: "makes cgroups below its lease cgroup and moves a TERM-ignoring child (and itself) into the deepest",
+  },
+  {
+    name: "marker-override",
+    phase: "turn",
+    weight: 2,
+    finding: "held",
+    params: { claim: { pick: ["bogus", "sentinel"] }, setsid: { bool: 0.7 } },
+    about: "a TERM-ignoring child whose markers claim another lease (the innocent session's, or one that never was)",
+  },
+  {
     name: "kill-keeper",
     phase: "turn",
     weight: 3,

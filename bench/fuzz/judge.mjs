@@ -1,6 +1,6 @@
 // The invariants, judged for one sequence from the gateway's step reports
 // and the runner's own reads (oracle.mjs). A failure is { inv, detail }.
-import { existsSync, readFileSync } from "node:fs";
+import { existsSync, readFileSync, statSync } from "node:fs";
 import { join } from "node:path";
 import { leaseFiles, leftoversUntil } from "./oracle.mjs";
 
@@ -80,11 +80,41 @@ async function leaseSettledBy(stateDir, leaseId, deadline) {
   }
 }
 
+/** The gateway could have found this process by its markers: they are there and its uid may read them. */
+function markersVisible(row, gatewayUid) {
+  if (!row.why.includes("marker")) return false;
+  if (gatewayUid === 0) return true;
+  try {
+    // a process that is another uid's, or not dumpable, has its environ owned by root
+    return statSync(`/proc/${row.pid}/environ`).uid === gatewayUid;
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * Splits leftovers into failures and the documented limit without
+ * containment (no cgroup for the lease): a process whose markers the
+ * gateway cannot read (cleared, or unreadable to its uid) after the agent
+ * SIGKILLed its wrapper (so no parent link is left either) cannot be found
+ * by anything the gateway has. With containment on, nothing is excused.
+ */
+export function splitLimits(ex, rows) {
+  const wrapperKilled = agentReports(ex.dir).some(
+    (r) => (r.what === "kill-wrapper" && r.signal === "SIGKILL") || (r.what === "escapee" && r.killWrapper),
+  );
+  if (ex.containment !== false || !wrapperKilled) return { failing: rows, limits: [] };
+  const uid = ex.gw.profile === "nobody" ? 65534 : 0;
+  const limits = rows.filter((r) => !markersVisible(r, uid));
+  return { failing: rows.filter((r) => !limits.includes(r)), limits };
+}
+
 /** After a close: nothing of the session alive, its lease settled, by the close's start + 10 s. */
 export async function closeFailures(ex, ev) {
   const deadline = ev.startedAt + CLOSE_BOUND_MS;
   const who = ex.whoFor(ev.what);
-  const rows = await leftoversUntil(who, deadline);
+  const { failing: rows, limits } = splitLimits(ex, await leftoversUntil(who, deadline));
+  ex.limits.push(...limits.map((r) => `${ev.what} close: ${rowText([r])}`));
   const out = [];
   if (rows.length) out.push(fail("close-left-processes", `${ev.what} close: ${rowText(rows)}`));
   const l = await leaseSettledBy(ex.stateDir, ev.leaseId, deadline);
@@ -128,7 +158,8 @@ export function reportFailures(ex) {
 export async function finalFailures(ex, done, deadline, prefix = "shutdown") {
   const out = [];
   const who = ex.whoFor("all");
-  const rows = await leftoversUntil(who, deadline);
+  const { failing: rows, limits } = splitLimits(ex, await leftoversUntil(who, deadline));
+  ex.limits.push(...limits.map((r) => `${prefix}: ${rowText([r])}`));
   if (rows.length)
     out.push(fail(prefix === "crash" ? "crash-left" : "shutdown-left-processes", `${prefix}: ${rowText(rows)}`));
   for (;;) {

@@ -17,7 +17,7 @@ export class Execution {
   /** env: { runDir, node, agent, innocent, mount, secret, python, pythonNobody, unrelatedPid, foreign(), beforeCleanup(gw), gatewayPids, keep } */
   /** plant: [] or faults to plant ("leftover", "signal", "block", "rss": the check of the checks) */
   constructor(env, gw, seq, plant = []) {
-    Object.assign(this, { env, gw, seq, plant, failures: [], steps: [], checks: Promise.resolve() });
+    Object.assign(this, { env, gw, seq, plant, failures: [], limits: [], steps: [], checks: Promise.resolve() });
     this.tag = String(randomInt(100_000_000, 1_000_000_000));
     this.innTag = `inn${randomInt(100_000_000, 1_000_000_000)}`;
     this.id = `${seq.index}.${this.tag}`;
@@ -59,6 +59,7 @@ export class Execution {
         sentinel: [this.env.unrelatedPid],
         session: s ? [s.wrapperPid, sentinelAgent].filter(Boolean) : [],
         gateway: [this.gw.pid],
+        sentinelLease: s?.leaseId ?? null,
       },
     };
     this.planFile = join(this.dir, `plan-${this.tag}.json`);
@@ -112,6 +113,7 @@ export class Execution {
       case "controller":
         this.instanceId = ev.instanceId;
         this.root = ev.root;
+        this.containment = ev.containment;
         return;
       case "step":
         this.steps.push(ev);
@@ -232,6 +234,7 @@ export class Execution {
     }
     return {
       failures: this.failures,
+      limits: this.limits,
       crashed: this.crashAt !== undefined,
       gatewayGone: done === null && this.crashAt === undefined,
       harness: this.harness ?? null,
