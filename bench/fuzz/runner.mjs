@@ -28,6 +28,8 @@ export class Runner {
     this.gateways = new Set();
     this.gatewayPids = new Set();
     this.pools = new Map();
+    /** per profile, the gateway runAlone reuses while its sequences pass */
+    this.alone = new Map();
     this.recent = new Set();
     this.live = new Set();
     this.n = 0;
@@ -270,9 +272,21 @@ export class Runner {
    * that the invariants must name (plantFaults in seq-exec.mjs).
    */
   async runAlone(seq, plant = []) {
-    const gw = await this.newGateway(seq.opts.profile, !isSolo(seq));
+    const solo = isSolo(seq);
+    const profile = seq.opts.profile;
+    // a gateway that ran clean sequences alone takes the next one (shrinking runs many)
+    let gw = solo ? null : this.alone.get(profile);
+    if (gw && (gw.dead || gw.tainted)) gw = null;
+    if (!gw) {
+      if (this.alone.has(profile) && !solo) await this.retire(this.alone.get(profile));
+      gw = await this.newGateway(profile, !solo);
+      if (!solo) this.alone.set(profile, gw);
+    }
     const r = await this.execute(seq, gw, plant);
-    await this.retire(gw);
+    if (solo || gw.dead || gw.tainted || r.failures.length || r.incidents.length || plant.length) {
+      if (this.alone.get(profile) === gw) this.alone.delete(profile);
+      await this.retire(gw);
+    }
     const failures = [...r.failures, ...r.incidents.map((i) => ({ inv: i.inv, detail: i.detail }))];
     return { ...r, failures };
   }

@@ -7,7 +7,7 @@
 // sequence so far is returned with `complete: false` when it runs out.
 import { BY_NAME, SEQUENCE_OPTIONS } from "./catalog.mjs";
 import { invalidReason } from "./plan.mjs";
-import { simplerValues } from "./specs.mjs";
+import { simpleValue, simplerValues } from "./specs.mjs";
 
 class Budget {
   constructor({ maxRuns = Infinity, deadline = Infinity, fails, valid }) {
@@ -63,12 +63,16 @@ export async function ddmin(items, failsWith, budget) {
   return list;
 }
 
-/** One value after another toward the simplest, keeping each that still fails. */
+/**
+ * One value after another toward the simplest, keeping each that still
+ * fails: at most three tries a round (the simplest, then halfway, then three
+ * quarters back), three rounds: each try is a run of the sequence.
+ */
 async function simplifyValue(spec, value, failsWith) {
   let cur = value;
-  for (let moved = true; moved;) {
+  for (let moved = true, round = 0; moved && round < 3; round++) {
     moved = false;
-    for (const v of simplerValues(spec, cur)) {
+    for (const v of simplerValues(spec, cur).slice(0, 3)) {
       if (await failsWith(v)) {
         cur = v;
         moved = true;
@@ -94,6 +98,13 @@ export async function shrinkSequence(seq, fails, opts = {}) {
   log(`actions: ${seq.actions.length} -> ${best.actions.length} (${budget.runs} runs)`);
   for (let i = 0; i < best.actions.length && !budget.exhausted; i++) {
     const def = BY_NAME.get(best.actions[i].a);
+    // every parameter at its simplest at once first: one run when none of them matters
+    const simplest = Object.fromEntries(Object.entries(def?.params ?? {}).map(([k, spec]) => [k, simpleValue(spec)]));
+    const allSimple = withActions(best.actions.map((x, j) => (j === i ? { ...x, p: simplest } : x)));
+    if (await budget.test(allSimple)) {
+      best = allSimple;
+      continue;
+    }
     for (const [k, spec] of Object.entries(def?.params ?? {})) {
       const at = (v) => {
         const actions = best.actions.map((x, j) => (j === i ? { ...x, p: { ...x.p, [k]: v } } : x));
@@ -101,6 +112,16 @@ export async function shrinkSequence(seq, fails, opts = {}) {
       };
       const v = await simplifyValue(spec, best.actions[i].p[k], (cand) => budget.test(at(cand)));
       best = at(v);
+    }
+  }
+  // the options likewise: all at their simplest, else all but those the actions need
+  const simpleOpts = Object.fromEntries(Object.entries(SEQUENCE_OPTIONS).map(([k, spec]) => [k, simpleValue(spec)]));
+  const needed = ["profile", "fs", "terminal", "keeper"];
+  const keepNeeded = { ...simpleOpts, ...Object.fromEntries(needed.map((k) => [k, best.opts[k]])) };
+  for (const o of [simpleOpts, keepNeeded]) {
+    if (await budget.test({ ...best, opts: o })) {
+      best = { ...best, opts: o };
+      break;
     }
   }
   for (const [k, spec] of Object.entries(SEQUENCE_OPTIONS)) {
