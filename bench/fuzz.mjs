@@ -29,7 +29,7 @@ const log = (s) => console.log(s);
 function parseArgs(argv) {
   const o = {
     sequences: 2000,
-    concurrency: 4,
+    concurrency: 6,
     shrink: 8,
     shrinkRuns: 40,
     shrinkBudgetS: 300,

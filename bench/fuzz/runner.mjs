@@ -83,7 +83,17 @@ export class Runner {
     this.incidents.push({ ...inc, at: Date.now() });
   }
 
+  /** A started gateway; one that fails to start is tried once more (a loaded host), then the run stops (exit 2). */
   async newGateway(profile, sentinel) {
+    try {
+      return await this.startGateway(profile, sentinel);
+    } catch (e) {
+      this.log(`fuzz: a gateway did not start, trying once more: ${String(e?.message ?? e).slice(0, 300)}`);
+      return this.startGateway(profile, sentinel);
+    }
+  }
+
+  async startGateway(profile, sentinel) {
     const name = `g${++this.n}-${profile}`;
     const uid = uidOf(profile);
     const gw = new GatewayProc({
@@ -98,7 +108,13 @@ export class Runner {
       onIncident: (inc) => this.onIncident(inc),
     });
     this.gateways.add(gw);
-    await gw.start();
+    try {
+      await gw.start();
+    } catch (e) {
+      gw.kill();
+      await this.retire(gw);
+      throw e;
+    }
     this.gatewayPids.add(gw.pid);
     const own = gw.cgroup === "/" ? "" : gw.cgroup;
     gw.watches = [watch(`gateway ${name}`, gw.pid, null, `${own}/proclease/_gateway`)];
@@ -117,7 +133,7 @@ export class Runner {
     if (gw.dead) await gw.exited;
     else await gw.stop();
     this.gateways.delete(gw);
-    for (const [k, p] of this.pools) if ((await p) === gw) this.pools.delete(k);
+    for (const [k, p] of this.pools) if ((await p.catch(() => null)) === gw) this.pools.delete(k);
     await this.cleanupGateway(gw);
   }
 
@@ -247,14 +263,16 @@ export class Runner {
         const gw = isSolo(seq)
           ? await this.newGateway(seq.opts.profile, false)
           : await this.poolGateway(seq.opts.profile);
-        if (!gw) break;
         queue.shift();
-        const p = this.execute(seq, gw).then(async (r) => {
-          running.delete(p);
-          if (isSolo(seq) || ((gw.tainted || gw.dead) && gw.inflight.size === 0)) await this.retire(gw);
-          results.push(r);
-          onResult(r);
-        });
+        // a sequence counts as running until its gateway is retired: the run never ends before that
+        const p = this.execute(seq, gw)
+          .then(async (r) => {
+            results.push(r);
+            onResult(r);
+            if (isSolo(seq) || ((gw.tainted || gw.dead) && gw.inflight.size === 0)) await this.retire(gw);
+          })
+          .catch((e) => this.log(`fuzz: the runner failed after sequence #${seq.index}: ${e?.stack ?? e}`))
+          .finally(() => running.delete(p));
         running.add(p);
       }
       if (running.size) await Promise.race(running);
