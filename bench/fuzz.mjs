@@ -98,6 +98,8 @@ async function main() {
   runner = new Runner({ seed: o.seed, concurrency: o.concurrency, keep: o.keep, log });
   for (const sig of ["SIGINT", "SIGTERM", "SIGHUP"])
     process.on(sig, () => {
+      if (interrupted) return;
+      interrupted = true;
       console.error(`\nfuzz: ${sig}; ending what the run started (seed ${o.seed})`);
       void runner.emergency().finally(() => process.exit(130));
     });
@@ -173,9 +175,12 @@ async function main() {
 
 /** set once the run starts: a fatal error still ends what it started */
 let runner = null;
+/** a signal came: its handler ends the run (exit 130), whatever main() does meanwhile */
+let interrupted = false;
 main().then(
-  (code) => process.exit(code),
+  (code) => interrupted || process.exit(code),
   async (e) => {
+    if (interrupted) return;
     console.error(`fuzz: the fuzzer itself failed: ${e?.stack ?? e}`);
     await runner?.emergency().catch(() => undefined);
     process.exit(2);

@@ -37,7 +37,8 @@ function seqLogger(nonce) {
 
 function permissionHook(opts) {
   const allow = (req) => ({ outcome: { outcome: "selected", optionId: req.options?.[0]?.optionId ?? "allow" } });
-  const aborted = (signal) => new Promise((r) => signal.addEventListener("abort", r, { once: true }));
+  const aborted = (signal) =>
+    new Promise((r) => (signal.aborted ? r() : signal.addEventListener("abort", r, { once: true })));
   switch (opts.hook) {
     case "allow":
       return async (req) => allow(req);
@@ -61,12 +62,16 @@ class Run {
   async step(name, p, limitMs, extra = () => ({})) {
     const t0 = Date.now();
     let out;
+    let timer;
     try {
-      const v = await Promise.race([p.then((value) => ({ ok: true, value })), sleep(limitMs).then(() => null)]);
+      const bound = new Promise((r) => (timer = setTimeout(r, limitMs, null)));
+      const v = await Promise.race([p.then((value) => ({ ok: true, value })), bound]);
       out = v ?? { ok: false, timedOut: true };
     } catch (e) {
       out = { ok: false, error: e };
       if (!typed(e)) this.untyped.push({ step: name, ...errInfo(e) });
+    } finally {
+      clearTimeout(timer);
     }
     this.emit({
       ev: "step",
@@ -193,7 +198,7 @@ async function innocent(run) {
     run.ctl.ensureSession({
       sessionKey: "innocent",
       agentId: "innocent",
-      command: [c.node, c.innocentAgent, c.innocentInfo, c.innocentLog, `innocent-${run.seq.nonce}`],
+      command: [c.node, c.innocentAgent, c.innocentInfo, c.innocentLog, c.innocentTag],
       envRemove: ["FUZZ_SECRET"],
     }),
     run.o.handshakeTimeoutMs + CLOSE_MS,

@@ -5,12 +5,12 @@
 // death, its stderr, a sentinel harmed) names every sequence running at the
 // time: triage.mjs runs those again alone to find whose it is.
 import { randomBytes } from "node:crypto";
-import { readFileSync, rmSync } from "node:fs";
+import { readFileSync, readdirSync, rmSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
 import { GatewayProc } from "./gateway-proc.mjs";
 import { ownedDir, probeHost, uidOf } from "./host.mjs";
-import { leaseFiles } from "./oracle.mjs";
+import { cgroupOf, leaseFiles } from "./oracle.mjs";
 import { isSolo } from "./plan.mjs";
 import { Execution } from "./seq-exec.mjs";
 import { harm, restoreCgroup, startUnrelated, watch } from "./sentinels.mjs";
@@ -94,6 +94,7 @@ export class Runner {
   }
 
   async startGateway(profile, sentinel) {
+    if (this.stopped) throw new Error("the run was interrupted");
     const name = `g${++this.n}-${profile}`;
     const uid = uidOf(profile);
     const gw = new GatewayProc({
@@ -257,7 +258,7 @@ export class Runner {
     const results = [];
     const running = new Set();
     while (queue.length || running.size) {
-      if (Date.now() >= deadline) queue.length = 0;
+      if (Date.now() >= deadline || this.stopped) queue.length = 0;
       while (queue.length && running.size < concurrency) {
         const seq = queue[0];
         const gw = isSolo(seq)
@@ -309,8 +310,48 @@ export class Runner {
     return { ...r, failures };
   }
 
+  /**
+   * The last safety net: every state dir the run made (its sequences', its
+   * gateways' innocent sessions') named cgroups by its leases and its
+   * instance id; whatever of them is still there is killed and removed.
+   */
+  async sweepRunDir() {
+    const stateDirs = [];
+    const under = (d) => {
+      try {
+        return readdirSync(d);
+      } catch {
+        return [];
+      }
+    };
+    for (const s of under(join(this.host.runDir, "seqs"))) stateDirs.push(join(this.host.runDir, "seqs", s, "state"));
+    for (const g of under(this.host.runDir))
+      if (g.startsWith("gw-")) stateDirs.push(join(this.host.runDir, g, "sentinel"));
+    const own = cgroupOf(process.pid);
+    const dirs = new Set();
+    for (const sd of stateDirs) {
+      for (const l of leaseFiles(sd).leases) if (l.cgroup) dirs.add(l.cgroup).add(dirname(l.cgroup));
+      try {
+        const id = readFileSync(join(sd, "gateway-instance-id"), "utf8").trim();
+        if (this.host.mount && own !== null && id) dirs.add(join(this.host.mount, own, "proclease", id));
+      } catch {
+        // never written
+      }
+    }
+    // a gateway killed while its controller probed containment leaves that probe (<root>/_probe-<its pid>-n)
+    if (this.host.mount && own !== null) {
+      const root = join(this.host.mount, own, "proclease");
+      for (const n of under(root))
+        if ([...this.gatewayPids].some((pid) => n.startsWith(`_probe-${pid}-`))) dirs.add(join(root, n));
+    }
+    const exclude = new Map(this.foreign().map((w) => [w.pid, w.startTime]));
+    const who = { tags: [], leaseIds: new Set(), cgroupDirs: [...dirs], exclude };
+    await cleanupSequence({ who, foreign: this.foreign(), mount: this.host.mount, cgroupDirs: [...dirs] });
+  }
+
   async teardown() {
     for (const gw of [...this.gateways]) await this.retire(gw).catch(() => undefined);
+    await this.sweepRunDir().catch((e) => this.log(`fuzz: the final sweep failed: ${e?.message ?? e}`));
     try {
       process.kill(this.unrelated.child.pid, "SIGKILL");
     } catch {
@@ -325,6 +366,7 @@ export class Runner {
 
   /** Interrupted: every gateway SIGKILLed, then what each running sequence started, and the run folder. */
   async emergency() {
+    this.stopped = true;
     for (const gw of this.gateways) gw.kill();
     for (const ex of this.live)
       await cleanupSequence({

@@ -1,7 +1,7 @@
 // One execution of a sequence on a gateway process: its folders and plan
 // file, the gateway's run, the runner's checks after each close and at the
 // end (judge.mjs), a crash when the sequence says so, and the cleanup. The
-// result: { failures, crashed, gatewayGone, ms }.
+// result: { failures, limits, crashed, gatewayGone, harness, ms, dir, steps }.
 import { spawn } from "node:child_process";
 import { randomBytes, randomInt } from "node:crypto";
 import { chownSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
@@ -14,8 +14,11 @@ const SEQUENCE_WATCHDOG_MS = 180_000;
 const NOBODY = 65534;
 
 export class Execution {
-  /** env: { runDir, node, agent, innocent, mount, secret, python, pythonNobody, unrelatedPid, foreign(), beforeCleanup(gw), gatewayPids, keep } */
-  /** plant: [] or faults to plant ("leftover", "signal", "block", "rss": the check of the checks) */
+  /**
+   * env: { runDir, node, agent, innocent, mount, secret, python, pythonNobody,
+   * unrelatedPid, foreign(), beforeCleanup(gw), gatewayPids, keep }; plant: []
+   * or faults to plant ("leftover", "signal", "block", "rss": the check of the checks)
+   */
   constructor(env, gw, seq, plant = []) {
     Object.assign(this, { env, gw, seq, plant, failures: [], limits: [], steps: [], checks: Promise.resolve() });
     this.tag = String(randomInt(100_000_000, 1_000_000_000));
@@ -212,6 +215,7 @@ export class Execution {
         innocentAgent: this.env.innocent,
         innocentInfo: join(this.dir, "innocent.json"),
         innocentLog: join(this.dir, "innocent-signals.log"),
+        innocentTag: this.innTag,
         plant: this.plant.filter((p) => p === "block" || p === "rss"),
       });
     });
