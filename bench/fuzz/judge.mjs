@@ -97,12 +97,23 @@ function markersVisible(row, gatewayUid) {
  * containment (no cgroup for the lease): a process whose markers the
  * gateway cannot read (cleared, or unreadable to its uid) after the agent
  * SIGKILLed its wrapper (so no parent link is left either) cannot be found
- * by anything the gateway has. With containment on, nothing is excused.
+ * by anything the gateway has. With containment on, nothing is excused but
+ * an escapee written into the root cgroup where the boundary does not hold.
  */
 export function splitLimits(ex, rows) {
-  const wrapperKilled = agentReports(ex.dir).some(
+  const reports = agentReports(ex.dir);
+  const wrapperKilled = reports.some(
     (r) => (r.what === "kill-wrapper" && r.signal === "SIGKILL") || (r.what === "escapee" && r.killWrapper),
   );
+  // without nsdelegate a root agent's write into another cgroup succeeds (boundary.mjs): the escapee is out of reach
+  if (
+    ex.containment !== false &&
+    ex.env.boundaryHeld === false &&
+    reports.some((r) => r.what === "escapee" && r.rootCgroup)
+  ) {
+    const limits = rows.filter((r) => r.cgroup === "/");
+    return { failing: rows.filter((r) => !limits.includes(r)), limits };
+  }
   if (ex.containment !== false || !wrapperKilled) return { failing: rows, limits: [] };
   const uid = ex.gw.profile === "nobody" ? 65534 : 0;
   const limits = rows.filter((r) => !markersVisible(r, uid));

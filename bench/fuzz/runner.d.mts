@@ -34,7 +34,13 @@ export interface HostProbe {
 export type Plant = "leftover" | "signal" | "block" | "rss";
 export const ROOT: string;
 export class Runner {
-  constructor(o: { seed: number; concurrency: number; keep?: boolean; log: (line: string) => void });
+  constructor(o: {
+    seed: number;
+    concurrency: number;
+    keep?: boolean;
+    nsdelegate?: "remount" | "as-is";
+    log: (line: string) => void;
+  });
   readonly incidents: Incident[];
   setup(): Promise<HostProbe>;
   runMany(

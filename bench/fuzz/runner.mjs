@@ -4,6 +4,7 @@
 // per-gateway judgement. A gateway-level breach (its RSS, its event loop, its
 // death, its stderr, a sentinel harmed) names every sequence running at the
 // time: triage.mjs runs those again alone to find whose it is.
+import { holdBoundary } from "./boundary.mjs";
 import { randomBytes } from "node:crypto";
 import { readFileSync, readdirSync, rmSync } from "node:fs";
 import { dirname, join } from "node:path";
@@ -21,7 +22,7 @@ export const ROOT = join(HERE, "..", "..");
 const MIB = 1024 * 1024;
 
 export class Runner {
-  /** o: { seed, concurrency, keep, log(line) } */
+  /** o: { seed, concurrency, keep, log(line), nsdelegate?: "remount" | "as-is" (default) } */
   constructor(o) {
     Object.assign(this, o);
     this.incidents = [];
@@ -50,6 +51,9 @@ export class Runner {
   async setup() {
     const distUrl = pathToFileURL(join(ROOT, "dist", "index.js")).href;
     this.host = probeHost({ seed: this.seed, distUrl });
+    // only the fuzz command remounts (nsdelegate: "remount"); a runner inside the suite must not race other files
+    this.boundary = holdBoundary(this.host.mount, { off: this.nsdelegate !== "remount" });
+    this.host.boundary = this.boundary;
     this.dist = distUrl;
     this.secret = `fz-secret-${randomBytes(12).toString("hex")}`;
     const u = await startUnrelated(join(ROOT, "test", "fixtures", "soak", "hold.mjs"), this.host.runDir);
@@ -68,6 +72,7 @@ export class Runner {
       beforeCleanup: (gw) => this.judgeGateway(gw),
       gatewayPids: this.gatewayPids,
       keep: this.keep,
+      boundaryHeld: this.boundary.held,
     };
     return this.host;
   }
@@ -356,6 +361,11 @@ export class Runner {
       process.kill(this.unrelated.child.pid, "SIGKILL");
     } catch {
       // gone
+    }
+    try {
+      this.boundary.restore();
+    } catch (e) {
+      this.log(`fuzz: the cgroup2 mount's options could not be put back: ${e.message}`);
     }
     try {
       if (!this.keep) rmSync(this.host.runDir, { recursive: true, force: true, maxRetries: 5, retryDelay: 200 });
