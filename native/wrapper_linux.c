@@ -436,6 +436,16 @@ static int durable_setup(const struct durable_opts *d, int pipes[3][2], char *wh
       exit(EXIT_CANNOT_EXECUTE);
     }
   setsid();
+  /*
+   * Not dumpable: a process of our uid can no longer ptrace us, nor read our
+   * memory, environ or fds, so it cannot take the socket over from inside
+   * (the lock proof holds only against a peer that is not us). The adapter
+   * is dumpable again after its exec. What the gateway reads of us to verify
+   * (stat's start time, cmdline, the group) stays readable to its uid; our
+   * environ and exe do not, and verification needs neither under an exact
+   * start time (the native and procfs backends).
+   */
+  prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
   return 1;
 }
 
