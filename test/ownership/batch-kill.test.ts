@@ -20,6 +20,7 @@ import {
   loadOrCreateGatewayInstanceId,
   openLeaseStore,
   reconcileLeases,
+  settleLease,
 } from "../../src/ownership/index.js";
 import {
   alive,
@@ -212,6 +213,35 @@ describe("a batch reconcile of real trees", () => {
       // 20 trees, two walks each and a re-verification apiece when killed alone; shared here
       console.log(`batch of 20: ${snapshots} snapshot() calls, ${report.elapsedMs} ms`);
       expect(snapshots).toBeLessThan(20);
+    },
+    60_000,
+  );
+});
+
+describe("settlements started at once by separate callers", () => {
+  it.skipIf(COARSE !== null)(
+    `12 settleLease calls of one gateway at once (a close ending its terminals) share their verifications: fewer environment passes than leases, every tree ended and closed${COARSE ?? ""}`,
+    async () => {
+      const { store, gid, roots, leaseIds } = await leasedRoots(
+        "settle-shared",
+        "sleeper.sh",
+        "sleep 1000\n",
+        12,
+        async (pid) => (await FACTS.inspect(pid))?.argv?.[0] === "/bin/sh",
+      );
+      // an environment pass reads the markers of many processes (a verification's roots, then its candidates)
+      let envPasses = 0;
+      const facts = factsWith({
+        inspectMany: (pids, o) => ((o?.envKeys?.length ?? 0) > 0 && envPasses++, FACTS.inspectMany(pids, o)),
+      });
+      const deps = { store, facts, signaller: createSignaller(FACTS), graceMs: 1000, gatewayInstanceId: gid };
+      const leases = await Promise.all(leaseIds.map(async (id) => (await store.get(id))!));
+      const outcomes = await Promise.all(leases.map((l) => settleLease(deps, l)));
+      expect(outcomes.map((o) => [o.action, o.stateAfter])).toEqual(leaseIds.map(() => ["killed", "closed"]));
+      expect(roots.filter(alive)).toEqual([]);
+      // each alone reads environments at least twice (its verification, the one after its kill)
+      console.log(`12 settlements at once: ${envPasses} environment passes`);
+      expect(envPasses).toBeLessThan(12);
     },
     60_000,
   );

@@ -3,8 +3,8 @@
  * order, a failing call rejecting each of its questions; many waiters of
  * one event woken a chunk per turn, in order, with timers running between.
  */
-import { describe, expect, it } from "vitest";
-import { perTurn, wakeInChunks, Waiters, WAKE_CHUNK } from "../../src/ownership/verify/waiters.js";
+import { describe, expect, it, vi } from "vitest";
+import { oneCallAtATime, perTurn, wakeInChunks, Waiters, WAKE_CHUNK } from "../../src/ownership/verify/waiters.js";
 
 describe("perTurn", () => {
   it("answers the questions of one turn with one call, each caller its own answer", async () => {
@@ -31,6 +31,51 @@ describe("perTurn", () => {
     expect((both[0] as PromiseRejectedResult).reason.message).toBe("no answer for a,b");
     fail = false;
     expect(await ask("c")).toBe("C");
+  });
+});
+
+describe("oneCallAtATime", () => {
+  it("questions asked while a call runs wait for it and go together into the next call; never answered by a call made before they were asked", async () => {
+    const calls: number[][] = [];
+    const release: Array<() => void> = [];
+    const ask = oneCallAtATime(async (qs: readonly number[]) => {
+      calls.push([...qs]);
+      await new Promise<void>((r) => release.push(r));
+      return qs.map((q) => q * 10);
+    });
+    const first = [ask(1), ask(2)];
+    await vi.waitFor(() => expect(calls).toHaveLength(1));
+    // asked in three later turns while the first call runs
+    const later: Promise<number>[] = [];
+    for (const q of [3, 4, 5]) {
+      later.push(ask(q));
+      await new Promise((r) => setImmediate(r));
+    }
+    expect(calls).toEqual([[1, 2]]);
+    release[0]!();
+    expect(await Promise.all(first)).toEqual([10, 20]);
+    await vi.waitFor(() => expect(calls).toHaveLength(2));
+    expect(calls[1]).toEqual([3, 4, 5]);
+    release[1]!();
+    expect(await Promise.all(later)).toEqual([30, 40, 50]);
+  });
+
+  it("a failing call rejects its own questions only; the ones waiting behind it get the next call", async () => {
+    let n = 0;
+    let releaseFirst!: () => void;
+    const ask = oneCallAtATime(async (qs: readonly string[]) => {
+      if (n++ === 0) {
+        await new Promise<void>((r) => (releaseFirst = r));
+        throw new Error(`no answer for ${qs.join(",")}`);
+      }
+      return qs.map((q) => q.toUpperCase());
+    });
+    const a = ask("a");
+    await vi.waitFor(() => expect(n).toBe(1));
+    const b = ask("b");
+    releaseFirst();
+    await expect(a).rejects.toThrow("no answer for a");
+    await expect(b).resolves.toBe("B");
   });
 });
 

@@ -61,7 +61,7 @@ import type { LeaseStore } from "../leases/lease-store.js";
 import { TERMINAL_STATES, isLegalTransition } from "../leases/lease-record.js";
 import type { TreeKillReport } from "../terminate/tree-kill.js";
 import { killLeaseVerification, killTargetOf, type LeaseKillResult } from "../terminate/kill-verification.js";
-import type { LeaseVerifier } from "../verify/verify-batching.js";
+import { sharedVerifier, type LeaseVerifier } from "../verify/verify-batching.js";
 import {
   drainsCgroup,
   isOtherInstance,
@@ -74,7 +74,7 @@ import {
   type SettleContext,
 } from "./settle.js";
 import type { LeaseSettledAs, LeaseState, ProcessLease } from "../leases/types.js";
-import { explainLease, type LeaseVerification } from "../verify/verify.js";
+import type { LeaseVerification } from "../verify/verify.js";
 import { pendingOf, writeGuard, type PendingSettlement } from "./pending-settlements.js";
 import type { Pacer } from "../verify/batch-facts.js";
 
@@ -449,8 +449,9 @@ function drainDeps(deps: LifecycleDeps): DrainDeps {
   };
 }
 
+/** through the gateway's shared verifier: settlements under way at once share one snapshot and env pass */
 function verify(deps: LifecycleDeps, lease: ProcessLease): Promise<LeaseVerification> {
-  return explainLease(lease, deps.facts, { gatewayInstanceId: deps.gatewayInstanceId });
+  return sharedVerifier(deps.facts, deps.gatewayInstanceId)(lease);
 }
 
 /** Kills what the verification proves ours (killLeaseVerification's one choice); null when nothing is. */
@@ -460,7 +461,8 @@ async function killProven(
   batch: { facts: ProcessFacts; verifier: LeaseVerifier | undefined; pace: Pacer | undefined },
 ): Promise<LeaseKillResult | null> {
   if (killTargetOf(v) === null) return null;
-  const shared = { ...(batch.verifier ? { verify: batch.verifier } : {}), ...(batch.pace ? { pace: batch.pace } : {}) };
+  const verifier = batch.verifier ?? sharedVerifier(deps.facts, deps.gatewayInstanceId);
+  const shared = { verify: verifier, ...(batch.pace ? { pace: batch.pace } : {}) };
   return killLeaseVerification(v, {
     facts: batch.facts,
     signaller: deps.signaller,

@@ -72,3 +72,35 @@ export function perTurn<Q, A>(answer: (asked: readonly Q[]) => Promise<readonly 
       asked.push({ q, resolve, reject });
     });
 }
+
+/**
+ * perTurn with one call at a time: questions asked while a call runs wait
+ * for it to end and go together into the next call (with those of the turn
+ * it starts in), so callers that keep asking at slightly different moments
+ * (settlements whose kills end one after another) still share calls, and at
+ * most one call runs. A question never gets an answer made before it was
+ * asked.
+ */
+export function oneCallAtATime<Q, A>(answer: (asked: readonly Q[]) => Promise<readonly A[]>): (q: Q) => Promise<A> {
+  let asked: Array<{ q: Q; resolve: (a: A) => void; reject: (e: unknown) => void }> = [];
+  let running = false;
+  const flush = async () => {
+    const batch = asked;
+    asked = [];
+    running = true;
+    try {
+      const out = await answer(batch.map((b) => b.q));
+      wakeInChunks(batch.map((b, i) => () => b.resolve(out[i]!)));
+    } catch (e) {
+      wakeInChunks(batch.map((b) => () => b.reject(e)));
+    } finally {
+      running = false;
+      if (asked.length > 0) setImmediate(() => void flush());
+    }
+  };
+  return (q) =>
+    new Promise<A>((resolve, reject) => {
+      if (asked.length === 0 && !running) setImmediate(() => void flush());
+      asked.push({ q, resolve, reject });
+    });
+}
