@@ -4,6 +4,7 @@
  * - an agent SIGKILLs the keeper, then the gateway dies: a new keeper was
  *   started with a warning, and it ends the gateway's session, terminal and
  *   supervisor run and settles their leases;
+ * - an agent SIGSTOPs the keeper: the gateway resumes it, and it does the same;
  * - a secret removed from an adapter with envRemove is not in the keeper's
  *   environment (it runs with PATH and the PROCLEASE_* switches only);
  * - the keeper is not dumpable, and a gateway that calls
@@ -113,6 +114,29 @@ describe("a keeper killed while its gateway lives", () => {
     const store = await openLeaseStore(stateDir);
     for (const id of leaseIds) expect(["closed", "lost"], `lease ${id}`).toContain((await store.get(id))?.state);
     for (const id of leaseIds) expect(leaseCarriers(id), `carriers of ${id}`).toEqual([]);
+  });
+});
+
+describe("a keeper stopped while its gateway lives", () => {
+  it("is resumed (SIGCONT from its gateway), and ends what the gateway started when the gateway dies", async () => {
+    const stateDir = tempStateDir("keeper-stopped");
+    const { s } = await startGateway(stateDir);
+    expect(s.keeper).not.toBeNull();
+    const state = (pid: number) => readFileSync(`/proc/${pid}/stat`, "utf8").replace(/^.*\) /s, "")[0];
+    process.kill(s.keeper!, "SIGSTOP");
+    expect(await waitFor(() => state(s.keeper!) === "T", 5000, 1), "the keeper stopped").not.toBe(-1);
+    expect(await waitFor(() => state(s.keeper!) !== "T", 5000, 10), "the keeper resumed").not.toBe(-1);
+
+    const pids = [s.handle.rootPid, s.agent.pid, s.agent.grandchildPid!, s.terminalChild, s.run.root, s.run.grandchild];
+    const leaseIds = [s.handle.leaseId, s.terminalLease!, s.run.leaseId!];
+    process.kill(s.gateway, "SIGKILL");
+    expect(
+      await waitFor(() => !pids.some(alive), 30_000, 10),
+      `still alive: ${JSON.stringify(pids.filter(alive))}`,
+    ).not.toBe(-1);
+    expect(await waitFor(() => !alive(s.keeper!), 15_000), "the keeper exits once it settled").not.toBe(-1);
+    const store = await openLeaseStore(stateDir);
+    for (const id of leaseIds) expect(["closed", "lost"], `lease ${id}`).toContain((await store.get(id))?.state);
   });
 });
 

@@ -22,7 +22,12 @@
  *
  * A keeper that dies while its gateway lives (killed by an agent of the same
  * uid, the OOM killer) is started again at once, with a warning: a gateway
- * that then dies must still find one. More than MAX_RESTARTS deaths within
+ * that then dies must still find one. A keeper stopped by such an agent
+ * (SIGSTOP: it cannot be caught, and a stopped keeper never reads the
+ * lifeline's EOF) is resumed: the gateway sends its own child SIGCONT every
+ * RESUME_MS, which a running keeper ignores. A gateway that dies within
+ * RESUME_MS of the stop leaves a stopped keeper; its leases are then the
+ * next startup reap's (docs/containment.md, limits). More than MAX_RESTARTS deaths within
  * RESTART_WINDOW_MS is a keeper that cannot run here: it is given up, with a
  * warning, and the leases are left to the next startup reap.
  *
@@ -77,6 +82,8 @@ export type KeeperWarn = (message: string, fields: Record<string, unknown>) => v
 /** a keeper that dies more often than this within the window is given up */
 const MAX_RESTARTS = 5;
 const RESTART_WINDOW_MS = 60_000;
+/** how often a stopped keeper is resumed: one kill(2) of our own child, nothing else */
+const RESUME_MS = 200;
 
 const running = new Map<string, Running>();
 const keyOf = (stateDir: string, instance: string) => `${stateDir}\0${instance}`;
@@ -224,8 +231,12 @@ function start(cfg: KeeperConfig, nodePath = process.execPath): Pick<Running, "c
   });
   // while it runs, a remnant search of this process skips it (unreadable to a non-root gateway: it is not dumpable)
   if (child.pid !== undefined) registerOwnHelper(child.pid);
+  // our own unreaped child (signalUnreapedChild): SIGCONT can reach no one else, and a running keeper ignores it
+  const resume = setInterval(() => signalUnreapedChild(child, "SIGCONT"), RESUME_MS);
+  resume.unref();
   const exited = new Promise<void>((done) => {
     const gone = (): void => {
+      clearInterval(resume);
       if (child.pid !== undefined) unregisterOwnHelper(child.pid);
       done();
     };
