@@ -129,7 +129,7 @@ export function terminalParams(ctx, escapee) {
 export async function terminals(ctx, count, escapee, waitMs) {
   const answers = flood(ctx, count, "terminal/create", () => terminalParams(ctx, escapee));
   const created = await settledWithin(answers, waitMs, (m) => typeof m?.result?.terminalId === "string");
-  ctx.report({ what: "terminals", requested: count, created });
+  ctx.report({ what: "terminals", requested: count, created, escapee });
 }
 
 function hugeLine(ctx, p) {

@@ -102,15 +102,21 @@ function markersVisible(row, gatewayUid) {
 /**
  * Splits leftovers into failures and the documented limit without
  * containment (no cgroup for the lease): a process whose markers the
- * gateway cannot read (cleared, or unreadable to its uid) after the agent
- * SIGKILLed its wrapper (so no parent link is left either) cannot be found
- * by anything the gateway has. With containment on, nothing is excused but
- * an escapee written into the root cgroup where the boundary does not hold.
+ * gateway cannot read (cleared, or unreadable to its uid) and whose parent
+ * link is gone cannot be found by anything the gateway has. An adapter's
+ * escapee keeps its link through the wrapper (a subreaper) until the agent
+ * SIGKILLs the wrapper; a terminal's has none once it double-forks (a
+ * terminal's command is no subreaper). With containment on, nothing is
+ * excused but an escapee written into the root cgroup where the boundary
+ * does not hold.
  */
 export function splitLimits(ex, rows) {
   const reports = agentReports(ex.dir);
-  const wrapperKilled = reports.some(
-    (r) => (r.what === "kill-wrapper" && r.signal === "SIGKILL") || (r.what === "escapee" && r.killWrapper),
+  const linkLost = reports.some(
+    (r) =>
+      (r.what === "kill-wrapper" && r.signal === "SIGKILL") ||
+      (r.what === "escapee" && r.killWrapper) ||
+      (r.what === "terminals" && r.escapee === true),
   );
   // without nsdelegate a root agent's write into another cgroup succeeds (boundary.mjs): the escapee is out of reach
   if (
@@ -121,7 +127,7 @@ export function splitLimits(ex, rows) {
     const limits = rows.filter((r) => r.cgroup === "/");
     return { failing: rows.filter((r) => !limits.includes(r)), limits };
   }
-  if (ex.containment !== false || !wrapperKilled) return { failing: rows, limits: [] };
+  if (ex.containment !== false || !linkLost) return { failing: rows, limits: [] };
   const uid = ex.gw.profile === "nobody" ? 65534 : 0;
   const limits = rows.filter((r) => !markersVisible(r, uid));
   return { failing: rows.filter((r) => !limits.includes(r)), limits };
