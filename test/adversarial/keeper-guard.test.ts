@@ -88,6 +88,21 @@ async function startGateway(stateDir: string): Promise<{ s: Started; gw: ChildPr
   return { s, gw, stderr: () => err };
 }
 
+/** SIGKILLs the stand-in gateway: `keeper` ends its session, terminal and run (every process gone, every lease settled, no carrier left) and exits. */
+async function gatewayDeathEndsAll(stateDir: string, s: Started, keeper: number): Promise<void> {
+  const pids = [s.handle.rootPid, s.agent.pid, s.agent.grandchildPid!, s.terminalChild, s.run.root, s.run.grandchild];
+  const leaseIds = [s.handle.leaseId, s.terminalLease!, s.run.leaseId!];
+  process.kill(s.gateway, "SIGKILL");
+  expect(
+    await waitFor(() => !pids.some(alive), 30_000, 10),
+    `still alive: ${JSON.stringify(pids.filter(alive))}`,
+  ).not.toBe(-1);
+  expect(await waitFor(() => !alive(keeper), 15_000), "the keeper exits once it settled").not.toBe(-1);
+  const store = await openLeaseStore(stateDir);
+  for (const id of leaseIds) expect(["closed", "lost"], `lease ${id}`).toContain((await store.get(id))?.state);
+  for (const id of leaseIds) expect(leaseCarriers(id), `carriers of ${id}`).toEqual([]);
+}
+
 describe("a keeper killed while its gateway lives", () => {
   it("is started again with a warning, and the new one ends what the gateway started when the gateway dies", async () => {
     const stateDir = tempStateDir("keeper-restart-kill");
@@ -103,17 +118,7 @@ describe("a keeper killed while its gateway lives", () => {
     trackPid(next);
     expect(await waitFor(() => /the keeper died while its gateway lives/.test(stderr()), 5000)).not.toBe(-1);
 
-    const pids = [s.handle.rootPid, s.agent.pid, s.agent.grandchildPid!, s.terminalChild, s.run.root, s.run.grandchild];
-    const leaseIds = [s.handle.leaseId, s.terminalLease!, s.run.leaseId!];
-    process.kill(s.gateway, "SIGKILL");
-    expect(
-      await waitFor(() => !pids.some(alive), 30_000, 10),
-      `still alive: ${JSON.stringify(pids.filter(alive))}`,
-    ).not.toBe(-1);
-    expect(await waitFor(() => !alive(next!), 15_000), "the new keeper exits once it settled").not.toBe(-1);
-    const store = await openLeaseStore(stateDir);
-    for (const id of leaseIds) expect(["closed", "lost"], `lease ${id}`).toContain((await store.get(id))?.state);
-    for (const id of leaseIds) expect(leaseCarriers(id), `carriers of ${id}`).toEqual([]);
+    await gatewayDeathEndsAll(stateDir, s, next!);
   });
 });
 
@@ -127,16 +132,7 @@ describe("a keeper stopped while its gateway lives", () => {
     expect(await waitFor(() => state(s.keeper!) === "T", 5000, 1), "the keeper stopped").not.toBe(-1);
     expect(await waitFor(() => state(s.keeper!) !== "T", 5000, 10), "the keeper resumed").not.toBe(-1);
 
-    const pids = [s.handle.rootPid, s.agent.pid, s.agent.grandchildPid!, s.terminalChild, s.run.root, s.run.grandchild];
-    const leaseIds = [s.handle.leaseId, s.terminalLease!, s.run.leaseId!];
-    process.kill(s.gateway, "SIGKILL");
-    expect(
-      await waitFor(() => !pids.some(alive), 30_000, 10),
-      `still alive: ${JSON.stringify(pids.filter(alive))}`,
-    ).not.toBe(-1);
-    expect(await waitFor(() => !alive(s.keeper!), 15_000), "the keeper exits once it settled").not.toBe(-1);
-    const store = await openLeaseStore(stateDir);
-    for (const id of leaseIds) expect(["closed", "lost"], `lease ${id}`).toContain((await store.get(id))?.state);
+    await gatewayDeathEndsAll(stateDir, s, s.keeper!);
   });
 });
 
