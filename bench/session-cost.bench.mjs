@@ -40,6 +40,8 @@ const { loadNative } = await import(pathToFileURL(join(root, "dist/facts/index.j
 export const COMMAND = [process.execPath, AGENT];
 const TARGET_ENSURE = 1.15;
 const TARGET_MEMORY = 0.5;
+/** the keeper's private memory over an idle bare node's (issue 50) */
+const TARGET_KEEPER = 1.25;
 /** sessions started at a time, as a gateway restarting its sessions does */
 const WIDTH = 16;
 /** the most main-thread CPU between two event-loop ticks while sessions start (issue 50), full run */
@@ -301,6 +303,84 @@ async function scale(ctl, count, idleMs) {
 }
 
 const kb = (v) => `${(v / 1024).toFixed(2)} MB`;
+
+/**
+ * An idle bare `node` waiting on its stdin, as the keeper waits on its
+ * lifeline, started beside the run's first keepers: both are measured after
+ * the same long idle, once V8 has given back what its start left behind.
+ */
+function bareNode() {
+  const child = spawn(process.execPath, ["-e", "process.stdin.resume()"], {
+    stdio: ["pipe", "ignore", "ignore"],
+    env: { PATH: process.env.PATH ?? "" },
+  });
+  // for comparison, the keeper as tsc leaves it (one ESM file per module), idle on a state dir that does not exist
+  const cfg = {
+    stateDir: join(tmpdir(), "proclease-bench-no-such-dir"),
+    gatewayInstanceId: "bench",
+    gatewayPid: process.pid,
+    holder: "bench",
+    graceMs: 0,
+  };
+  const esm = spawn(process.execPath, [join(root, "dist/ownership/keeper/keeper-main.js"), JSON.stringify(cfg)], {
+    stdio: ["pipe", "ignore", "ignore"],
+    env: { PATH: process.env.PATH ?? "" },
+  });
+  esm.stdin.on("error", () => undefined);
+  return {
+    pid: child.pid,
+    esmPid: esm.pid,
+    stop: () => {
+      child.kill("SIGKILL");
+      esm.stdin.end("stop\n");
+    },
+  };
+}
+
+/** The keepers this process started (keeper.ts): its children running the keeper's entry. */
+function keeperPids() {
+  const out = [];
+  for (const d of readdirSync("/proc")) {
+    if (!/^\d+$/.test(d)) continue;
+    try {
+      const st = readFileSync(`/proc/${d}/stat`, "utf8");
+      if (Number(st.slice(st.lastIndexOf(")") + 2).split(" ")[1]) !== process.pid) continue;
+      if (readFileSync(`/proc/${d}/cmdline`, "utf8").includes("keeper-main")) out.push(Number(d));
+    } catch {
+      /* gone */
+    }
+  }
+  return out;
+}
+
+/** The keeper's private memory beside the idle bare node's, side by side now. */
+function keeperMemory(bare, checks, quick) {
+  const keepers = keeperPids()
+    .filter((pid) => pid !== bare.esmPid)
+    .map((pid) => privateKb(pid))
+    .filter((v) => v !== null);
+  const node = privateKb(bare.pid);
+  const esm = privateKb(bare.esmPid);
+  const k = keepers.length ? Math.max(...keepers) : NaN;
+  printTable("the keeper (one per gateway and state dir) beside an idle bare node, side by side", [
+    {
+      keepers: keepers.length,
+      "keeper private (the largest)": kb(k),
+      "idle bare node private": node === null ? "-" : kb(node),
+      "keeper / bare node": `${(k / node).toFixed(2)}×`,
+      "the same keeper unbundled (tsc's ESM files)": esm === null ? "-" : `${kb(esm)} (${(esm / node).toFixed(2)}×)`,
+    },
+  ]);
+  // the quick run reads both sooner after their start, before V8's idle shrink has always run
+  checks.push(
+    check(
+      `keeper private / idle bare node private (smaps_rollup, side by side)${quick ? ", regression guard" : ""}`,
+      k / (node ?? NaN),
+      "<=",
+      quick ? 1.5 : TARGET_KEEPER,
+    ),
+  );
+}
 const ms2 = (v) => `${v.toFixed(2)} ms`;
 
 /**
@@ -348,6 +428,7 @@ function printProfile(p) {
 
 export async function run({ quick }) {
   const acpx = await import(ACPX);
+  const bare = bareNode();
   const ctls = await controllers(acpx);
   const checks = [];
   try {
@@ -474,6 +555,7 @@ export async function run({ quick }) {
         "gateway CPU / window": `${((s.gatewayCpuMs / idleMs) * 100).toFixed(3)} %`,
       },
     ]);
+    keeperMemory(bare, checks, quick);
     startCpuRows(s, n, kind, checks, quick);
     const p = await startProfile(ctls.native ?? ctls.node, quick ? 50 : 100);
     printProfile(p);
@@ -485,6 +567,7 @@ export async function run({ quick }) {
       check(`processes carrying a lease id after all ${n} sessions closed`, s.left.length, "<=", 0, "processes"),
     );
   } finally {
+    bare.stop();
     for (const c of [ctls.native, ctls.node]) await c?.dispose().catch(() => undefined);
     for (const d of ctls.dirs) rmSync(d, { recursive: true, force: true });
   }
