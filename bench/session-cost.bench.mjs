@@ -50,9 +50,10 @@ const TARGET_START_CPU_MS = 5;
  * The quick run's guard is a ratio to one bare spawn's main-thread CPU in the
  * same process at the same memory, since a fork's cost differs by host and
  * grows with the gateway's memory. What is left of the busiest gap is one
- * fork's tail plus the turn's other work: 3.7-7.8x the median bare spawn
- * at load 22 on 2 cores (2026-12-07); sessions forking in the same turn, as
- * before spawns took turns, read 12.5-15.7x there.
+ * fork's tail plus the turn's other work: 3.6-7.8x the median bare spawn at
+ * load 15-37 on 2 cores (2026-12-07, bench/start-cpu-ab.mjs and quick runs);
+ * sessions forking in the same turn, as before spawns took turns, read
+ * 10.3-15.7x there.
  */
 const QUICK_START_CPU_RATIO = 10;
 

@@ -51,9 +51,9 @@ import type { AcpRuntimeHandle, LimitController } from "./types.js";
 
 /**
  * A spawn forks the gateway, whose thread pays in proportion to its memory
- * (about 0.9 ms at 50 MB of RSS, 4 ms at 150 MB, 13 ms at 350 MB on a 2-core
- * host; docs/benchmarks.md): sessions started together spawn one per turn of
- * the event loop, so timers and I/O run between two forks.
+ * (1-1.5 ms at 50 MB of RSS, 4-6 ms at 150 MB, 13-14 ms at 350 MB on a
+ * 2-core host; docs/benchmarks.md): sessions started together spawn one per
+ * turn of the event loop, so timers and I/O run between two forks.
  */
 const spawnTurns = new OnePerTurn();
 
