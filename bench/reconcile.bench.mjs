@@ -22,15 +22,15 @@
 // gets (reapStartupOrphans on a worker thread, judged by the main thread's CPU between ticks), and the calling
 // thread's mode (the one a caller's own facts object gets), whose facts count the snapshot() calls.
 import { execFileSync, spawn } from "node:child_process";
-import { closeSync, mkdtempSync, openSync, readdirSync, readFileSync, readSync, rmSync, writeFileSync } from "node:fs";
+import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { PerformanceObserver } from "node:perf_hooks";
 import { setTimeout as sleep } from "node:timers/promises";
 import { pathToFileURL } from "node:url";
 import { Worker } from "node:worker_threads";
-import { adopted, alive, buildC, check, fmtMs, median, now, printTable, unmeasured } from "./lib.mjs";
+import { adopted, alive, buildC, check, fmtMs, now, printTable, unmeasured } from "./lib.mjs";
 import { reconciler } from "./reconciler.mjs";
+import { spin } from "./spinner.mjs";
 
 export const quick = false;
 export const quickSkipReason = "spawns about 3,000 processes and reaps 1,000 leases";
@@ -328,34 +328,6 @@ function floorMs(floor, dir, pids) {
 }
 
 /**
- * This thread's time waiting for a core (ms), from /proc/thread-self/schedstat
- * (run time, run-queue wait, slices): one pread of a file opened once, its
- * second field read from the bytes, so reading it each tick costs the
- * spinner little and leaves nothing for the collector (the collector's
- * pauses land in the gaps being judged). null where the kernel keeps no
- * schedstats.
- */
-function runQueueClock() {
-  let fd;
-  try {
-    fd = openSync("/proc/thread-self/schedstat", "r");
-  } catch {
-    return null;
-  }
-  const buf = Buffer.alloc(128);
-  const SPACE = 0x20;
-  const ZERO = 0x30;
-  const read = () => {
-    const n = readSync(fd, buf, 0, buf.length, 0);
-    let i = buf.indexOf(SPACE) + 1;
-    let ns = 0;
-    for (; i < n && buf[i] !== SPACE; i++) ns = ns * 10 + (buf[i] - ZERO);
-    return ns / 1e6;
-  };
-  return { read, close: () => closeSync(fd) };
-}
-
-/**
  * CPU time (ms) of this process's threads other than the main one: the
  * thread pool running the reconcile's file and /proc jobs, and the
  * runtime's helpers. They share the host's cores with the main thread.
@@ -373,60 +345,4 @@ function otherThreadsCpuMs() {
     }
   }
   return ms;
-}
-
-/** Runs fn while a 1 ms timer spins; the longest gap between its ticks beyond the 1 ms asked for. */
-async function spin(fn) {
-  let last = now();
-  let maxGap = 0;
-  let maxGc = 0;
-  const gaps = [];
-  // the collector's pauses stop the loop too: printed beside the gaps, so a block can be told from a pause of the runtime
-  const gc = new PerformanceObserver((list) => {
-    for (const e of list.getEntries()) maxGc = Math.max(maxGc, e.duration);
-  });
-  gc.observe({ entryTypes: ["gc"] });
-  // the main thread's CPU time in each gap: a gap this process filled is a block of
-  // its own; the rest of a gap is time the host gave its cores to something else
-  const cpu = loadNative()?.threadCpuTimeNs;
-  let lastCpu = cpu?.() ?? 0;
-  let maxGapCpu = 0;
-  let maxCpu = 0;
-  let over = 0;
-  let overOwn = 0;
-  // the rest of a gap: the main thread runnable but kept off a core (by this process's other threads or the host's)
-  const rq = runQueueClock();
-  let lastWait = rq?.read() ?? 0;
-  let maxGapWait = null;
-  const t = setInterval(() => {
-    const n = now();
-    const gap = n - last - 1;
-    const c = cpu?.() ?? 0;
-    const used = (c - lastCpu) / 1e6;
-    const w = rq?.read() ?? 0;
-    gaps.push(gap);
-    if (gap > 2) [over, overOwn] = [over + 1, overOwn + (used >= 2 ? 1 : 0)];
-    if (gap > maxGap) [maxGap, maxGapCpu, maxGapWait] = [gap, used, rq ? w - lastWait : null];
-    maxCpu = Math.max(maxCpu, used);
-    last = n;
-    lastCpu = c;
-    lastWait = w;
-  }, 1);
-  try {
-    await fn();
-  } finally {
-    clearInterval(t);
-    gc.disconnect();
-    rq?.close();
-  }
-  return {
-    maxGap: Math.max(0, maxGap),
-    maxGapCpu,
-    maxGapWait,
-    maxCpu,
-    maxGc,
-    over,
-    overOwn,
-    medianGap: gaps.length ? median(gaps) : 0,
-  };
 }

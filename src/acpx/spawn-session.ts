@@ -43,10 +43,19 @@ import {
 import { CGROUP_ENV_KEY, CGROUP_MOVE_FAILED, CGROUP_REQUIRED_ENV_KEY, END_DIR_ENV_KEY } from "./wrapper/protocol.js";
 import { endRecordsDir } from "../ownership/leases/end-records.js";
 import { newSessionRecord } from "./session-store.js";
+import { OnePerTurn } from "../ownership/verify/waiters.js";
 import { keepForAdoption } from "./durable/adopt-record.js";
 import { handleFields, handshakeFields, SessionConversation } from "./conversation.js";
 import { finishRawSpawn } from "./raw-adapter.js";
 import type { AcpRuntimeHandle, LimitController } from "./types.js";
+
+/**
+ * A spawn forks the gateway, whose thread pays in proportion to its memory
+ * (1-1.5 ms at 50 MB of RSS, 4-6 ms at 150 MB, 13-14 ms at 350 MB on a
+ * 2-core host; docs/benchmarks.md): sessions started together spawn one per
+ * turn of the event loop, so timers and I/O run between two forks.
+ */
+const spawnTurns = new OnePerTurn();
 
 /**
  * One ensure, top-down. The order is the ownership guarantee: limits are
@@ -176,6 +185,8 @@ async function launch(a: EnsureAttempt): Promise<LaunchedWrapper> {
   await a.checkAborted("the limits' write");
   const { d, input, cgroup } = a;
   await checkWrapper(a);
+  await spawnTurns.turn();
+  await a.checkAborted("the wrapper's turn to spawn");
   try {
     a.launched = launchWrapper({
       ...(d.wrapper.kind === "native" ? { execFile: d.wrapper.execPath } : {}),

@@ -46,7 +46,7 @@ function keepersOf(stateDir: string): number[] {
     if (!/^\d+$/.test(d)) continue;
     try {
       const argv = readFileSync(`/proc/${d}/cmdline`, "utf8").split("\0");
-      if (argv.some((a) => a.endsWith("keeper-main.js")) && argv.some((a) => a.includes(JSON.stringify(stateDir))))
+      if (argv.some((a) => a.endsWith("keeper-main.cjs")) && argv.some((a) => a.includes(JSON.stringify(stateDir))))
         if (alive(Number(d))) out.push(Number(d));
     } catch {
       // gone
@@ -173,7 +173,7 @@ function nobodyCannotRun(): string | null {
   if (process.getuid?.() !== 0) return "not root: no other uid to run the gateway as";
   const probe = spawnSync(
     process.execPath,
-    ["-e", `require("node:fs").accessSync(${JSON.stringify(join(ROOT, "dist/ownership/keeper/keeper-main.js"))})`],
+    ["-e", `require("node:fs").accessSync(${JSON.stringify(join(ROOT, "dist/ownership/keeper-main.cjs"))})`],
     { uid: NOBODY, gid: NOBODY, cwd: "/", timeout: 15_000 },
   );
   return probe.status === 0 ? null : `uid ${NOBODY} cannot read this checkout's dist/ (a 0700 folder)`;

@@ -1,10 +1,20 @@
 /**
  * ownership/verify/waiters.ts: the questions of one event-loop turn answered by one call, in
- * order, a failing call rejecting each of its questions; many waiters of
- * one event woken a chunk per turn, in order, with timers running between.
+ * order, a failing call rejecting each of its questions (one call at a
+ * time: the questions asked meanwhile go into the next); many waiters of
+ * one event woken a chunk per turn, in order, with timers running between;
+ * callers of a costly step let through one per turn, timers between two.
  */
+import { performance } from "node:perf_hooks";
 import { describe, expect, it, vi } from "vitest";
-import { oneCallAtATime, perTurn, wakeInChunks, Waiters, WAKE_CHUNK } from "../../src/ownership/verify/waiters.js";
+import {
+  oneCallAtATime,
+  OnePerTurn,
+  perTurn,
+  wakeInChunks,
+  Waiters,
+  WAKE_CHUNK,
+} from "../../src/ownership/verify/waiters.js";
 
 describe("perTurn", () => {
   it("answers the questions of one turn with one call, each caller its own answer", async () => {
@@ -116,5 +126,26 @@ describe("Waiters", () => {
       "no walk",
     ]);
     await expect(failed.wait()).rejects.toThrow("no walk");
+  });
+});
+
+describe("OnePerTurn", () => {
+  it("lets callers that came in one turn through one per turn, in order, with a timer firing between two", async () => {
+    const gate = new OnePerTurn();
+    const seen: string[] = [];
+    // each caller, once through, sets a timer and then runs for 2 ms (a costly step): the timer is due by the
+    // next turn and fires in its timers phase, before the next caller is let through
+    const caller = async (i: number) => {
+      await gate.turn();
+      seen.push(`through ${i}`);
+      setTimeout(() => seen.push(`timer after ${i}`), 1);
+      for (const until = performance.now() + 2; performance.now() < until;);
+    };
+    await Promise.all([caller(1), caller(2), caller(3)]);
+    await new Promise((r) => setTimeout(r, 5));
+    expect(seen).toEqual(["through 1", "timer after 1", "through 2", "timer after 2", "through 3", "timer after 3"]);
+    // idle again: a later caller is let through on its own
+    await caller(4);
+    expect(seen.at(-1)).toBe("through 4");
   });
 });

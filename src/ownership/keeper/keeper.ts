@@ -100,12 +100,17 @@ export function assertKeeperOption(v: unknown, name: string): asserts v is Keepe
     throw new TypeError(`${name} must be "on" or "off", got ${String(v)}`);
 }
 
-/** The keeper entry of this package (dist/ownership/keeper/keeper-main.js; from src/ under vitest, the dist/ build). */
+/**
+ * The keeper entry of this package: keeper-main.ts and all it imports bundled
+ * into one file at `npm run build` (dist/ownership/keeper-main.cjs,
+ * scripts/bundle-wrapper.mjs), read whole at the keeper's start; from src/
+ * under vitest, the dist/ build.
+ */
 export function keeperEntryPath(): string {
   const here = dirname(fileURLToPath(import.meta.url));
-  const sibling = join(here, "keeper-main.js");
+  const sibling = join(here, "..", "keeper-main.cjs");
   if (existsSync(sibling)) return sibling;
-  const fromSrc = resolve(here, "..", "..", "..", "dist", "ownership", "keeper", "keeper-main.js");
+  const fromSrc = resolve(here, "..", "..", "..", "dist", "ownership", "keeper-main.cjs");
   if (existsSync(fromSrc)) return fromSrc;
   throw new Error(
     `the proclease keeper entry was not found (looked for ${sibling} and ${fromSrc}); run \`npm run build\` first`,

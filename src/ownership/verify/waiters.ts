@@ -104,3 +104,30 @@ export function oneCallAtATime<Q, A>(answer: (asked: readonly Q[]) => Promise<re
       asked.push({ q, resolve, reject });
     });
 }
+
+/**
+ * Callers let through one per turn of the event loop, in the order they
+ * came: for a step whose synchronous cost is milliseconds, so callers that
+ * arrive in one turn (sessions started together) do not all run it in that
+ * turn. The first is let through at the end of the turn it asked in.
+ */
+export class OnePerTurn {
+  private readonly waiting: Array<() => void> = [];
+  private pumping = false;
+
+  turn(): Promise<void> {
+    return new Promise<void>((resolve) => {
+      this.waiting.push(resolve);
+      if (this.pumping) return;
+      this.pumping = true;
+      setImmediate(this.next);
+    });
+  }
+
+  // scheduled from the check phase, the next caller's turn comes after the next timers and I/O
+  private readonly next = (): void => {
+    this.waiting.shift()?.();
+    if (this.waiting.length > 0) setImmediate(this.next);
+    else this.pumping = false;
+  };
+}
