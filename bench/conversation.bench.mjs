@@ -51,7 +51,7 @@ const root = join(here, "..");
 const AGENT = join(root, "fixtures/acp-agent/agent.mjs");
 const { createAcpxLifecycleController } = await import(pathToFileURL(join(root, "dist/acpx/index.js")).href);
 const { client, ndJsonStream } = await import("@agentclientprotocol/sdk");
-const { UpdateRouter } = await import(pathToFileURL(join(root, "dist/acpx/session-updates.js")).href);
+const { UpdateRouter } = await import(pathToFileURL(join(root, "dist/acpx/connection/session-updates.js")).href);
 
 // when the SDK handed each update of a streamed turn to the controller (see the header)
 const handedAt = new WeakMap();

@@ -39,7 +39,7 @@ import { check, fmtMs, median, now, printTable } from "./lib.mjs";
 const root = join(dirname(fileURLToPath(import.meta.url)), "..");
 // the bundle the controller runs (scripts/bundle-wrapper.mjs), not tsc's per-file output
 const WRAPPER = join(root, "dist/acpx/wrapper.cjs");
-const INSTALL = join(root, "dist/acpx/install-wrapper.js");
+const INSTALL = join(root, "dist/acpx/launch/install-wrapper.js");
 const AGENT = join(root, "fixtures/acp-agent/agent.mjs");
 const GATEWAY = join(root, "test/fixtures/acpx/gateway.mjs");
 

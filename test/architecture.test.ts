@@ -159,7 +159,7 @@ describe("each rule fails on a planted copy (a test of the test)", () => {
   });
 
   it("layer-import also catches a dynamic import, a re-export and a type's import(), and sessions importing anything of ours", () => {
-    const text = `export { settleLease } from "../ownership/index.js";\nexport const load = () => import("../supervisor/index.js");\nexport type R = import("../acpx/types.js").ReapReport;\n`;
+    const text = `export { settleLease } from "../ownership/index.js";\nexport const load = () => import("../supervisor/index.js");\nexport type R = import("../acpx/controller/types.js").ReapReport;\n`;
     expect(
       checkFile({ path: "src/containment/planted.ts", text }).filter((v) => v.rule === "layer-import"),
     ).toHaveLength(3);

@@ -154,7 +154,7 @@ describe("user docs and contributor docs apart", () => {
 
   it("the check itself finds each form, and leaves shipped paths and other words alone", () => {
     const doc = [
-      "See `src/acpx/controller.ts`, [the test](../test/acpx/x.test.ts) and .ci/run.",
+      "See `src/acpx/controller/controller.ts`, [the test](../test/acpx/x.test.ts) and .ci/run.",
       "```",
       "node .ci/openclaw-real/run.mjs   # test/fixtures/soak/gateway.mjs",
       "```",
@@ -162,7 +162,7 @@ describe("user docs and contributor docs apart", () => {
       "Fine: dist/index.d.ts, fixtures/acp-agent/agent.mjs, proclease/dist/…, docs/api.md, latest/, contest/x, my-src/y.",
     ].join("\n");
     expect(unshippedPaths("docs/example.md", doc)).toEqual([
-      "docs/example.md:1 src/acpx/controller.ts",
+      "docs/example.md:1 src/acpx/controller/controller.ts",
       "docs/example.md:1 ../test/acpx/x.test.ts",
       "docs/example.md:1 .ci/run",
       "docs/example.md:3 .ci/openclaw-real/run.mjs",

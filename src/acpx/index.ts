@@ -1,5 +1,5 @@
 // Public surface of src/acpx, re-exported from the package root.
-export { createAcpxLifecycleController } from "./controller.js";
+export { createAcpxLifecycleController } from "./controller/controller.js";
 export type {
   AcpRuntimeEnsureInput,
   AcpRuntimeHandle,
@@ -25,7 +25,7 @@ export type {
   TreeKillSummary,
   AdoptedTurn,
   DurableOptions,
-} from "./types.js";
+} from "./controller/types.js";
 export { DEFAULT_JOURNAL_BYTES } from "./durable/protocol.js";
 export {
   AcpxEnsureError,
@@ -47,11 +47,11 @@ export {
   type EnsureFailureCause,
   type LimitsRefusal,
   type PromptFailureCause,
-} from "./errors.js";
-export type { AcpAuthInput, AcpAuthResolver, PromptOptions } from "./types.js";
-export type { AcpxContainmentOptions, LimitController, SessionLimits } from "./types.js";
-export { STDERR_RING_BYTES } from "./stderr-ring.js";
-export type { SessionEnd } from "./wrapper-end.js";
+} from "./report/errors.js";
+export type { AcpAuthInput, AcpAuthResolver, PromptOptions } from "./controller/types.js";
+export type { AcpxContainmentOptions, LimitController, SessionLimits } from "./controller/types.js";
+export { STDERR_RING_BYTES } from "./launch/stderr-ring.js";
+export type { SessionEnd } from "./launch/wrapper-end.js";
 export {
   openSessionStore,
   parseSessionRecord,
@@ -60,37 +60,37 @@ export {
   type LegacyAcpxSessionRecord,
   type SessionStore,
   type StoredSessionRecord,
-} from "./session-store.js";
-export { installWrapper, packagedWrapperPath, wrapperShimSource, type InstalledWrapper } from "./install-wrapper.js";
+} from "./sessions/session-store.js";
+export { installWrapper, packagedWrapperPath, wrapperShimSource, type InstalledWrapper } from "./launch/install-wrapper.js";
 export {
   AcpClient,
   AcpTimeoutError,
   SUPPORTED_PROTOCOL_VERSIONS,
   type AcpClientOptions,
   type PromptAnswer,
-} from "./acp-client.js";
+} from "./connection/acp-client.js";
 export {
   permissionOption,
   DEFAULT_PERMISSION_TIMEOUT_MS,
   type PermissionAnswer,
   type PermissionContext,
   type PermissionHook,
-} from "./permissions.js";
-export { DEFAULT_MAX_READ_BYTES, DEFAULT_MAX_WRITE_BYTES, type ClientFsOptions, type FsRefusal } from "./client-fs.js";
+} from "./connection/permissions.js";
+export { DEFAULT_MAX_READ_BYTES, DEFAULT_MAX_WRITE_BYTES, type ClientFsOptions, type FsRefusal } from "./connection/client-fs.js";
 export {
   DEFAULT_MAX_TERMINALS,
   DEFAULT_TERMINAL_OUTPUT_BYTES,
   TERMINAL_RUN_PREFIX,
   type ClientTerminalOptions,
-} from "./client-terminal.js";
-export { MAX_BACKLOG, type DroppedUpdates } from "./session-updates.js";
-export { DEFAULT_SESSION_BACKLOG_BYTES, DEFAULT_TURN_BACKLOG_BYTES, type UpdateLimits } from "./update-bytes.js";
-export { DEFAULT_INTAKE_LIMITS, type IntakeLimits } from "./intake-limits.js";
-export type { IntakeRefusal, IntakeStatus } from "./session-budget.js";
-export type { SessionAgentState } from "./session-controls.js";
-export type { ControllerLogger } from "./logger.js";
-export { fixtureAgentPath } from "./fixture-agent.js";
-export { AcpxRawSessionError, type RawAdapter, type RawAdapterInput } from "./raw-adapter.js";
+} from "./connection/client-terminal.js";
+export { MAX_BACKLOG, type DroppedUpdates } from "./connection/session-updates.js";
+export { DEFAULT_SESSION_BACKLOG_BYTES, DEFAULT_TURN_BACKLOG_BYTES, type UpdateLimits } from "./connection/update-bytes.js";
+export { DEFAULT_INTAKE_LIMITS, type IntakeLimits } from "./connection/intake-limits.js";
+export type { IntakeRefusal, IntakeStatus } from "./connection/session-budget.js";
+export type { SessionAgentState } from "./connection/session-controls.js";
+export type { ControllerLogger } from "./report/logger.js";
+export { fixtureAgentPath } from "./launch/fixture-agent.js";
+export { AcpxRawSessionError, type RawAdapter, type RawAdapterInput } from "./sessions/raw-adapter.js";
 export {
   LIFELINE_FD,
   parseReportLine,

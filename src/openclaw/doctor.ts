@@ -12,7 +12,7 @@ import { constants as fsc, promises as fsp } from "node:fs";
 import { delimiter, isAbsolute, join } from "node:path";
 import { collectDoctorRows } from "../ownership/host/doctor-rows.js";
 import type { ProcessFacts } from "../facts/types.js";
-import type { AcpxLifecycleController } from "../acpx/types.js";
+import type { AcpxLifecycleController } from "../acpx/controller/types.js";
 import type { ResolvedAgent } from "./options.js";
 import type { OpenClawDoctorReport } from "./types.js";
 

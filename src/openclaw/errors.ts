@@ -26,8 +26,8 @@ import {
   AcpxUnsupportedContentError,
   type AcpAuthMethodInfo,
   type EnsureFailureCause,
-} from "../acpx/errors.js";
-import type { AcpAuthInput, CloseReport } from "../acpx/types.js";
+} from "../acpx/report/errors.js";
+import type { AcpAuthInput, CloseReport } from "../acpx/controller/types.js";
 import { CwdUnusableError, HostResourceError, LeaseRecordWriteError, StateDirLockedError } from "../ownership/index.js";
 import type { OpenClawTurnError } from "./types.js";
 

@@ -6,10 +6,10 @@
  */
 import { isAbsolute } from "node:path";
 import type { McpServer } from "@agentclientprotocol/sdk";
-import { assertAuthInput } from "../acpx/handshake.js";
-import { assertEnvRemove } from "../acpx/wrapper-env.js";
-import { assertSessionLimits } from "../acpx/session-limits.js";
-import type { AcpAuthInput, AcpxLifecycleControllerOptions, SessionLimits } from "../acpx/types.js";
+import { assertAuthInput } from "../acpx/connection/handshake.js";
+import { assertEnvRemove } from "../acpx/launch/wrapper-env.js";
+import { assertSessionLimits } from "../acpx/sessions/session-limits.js";
+import type { AcpAuthInput, AcpxLifecycleControllerOptions, SessionLimits } from "../acpx/controller/types.js";
 import type { OpenClawErrorFactory } from "./errors.js";
 
 export const DEFAULT_BACKEND_ID = "proclease";

@@ -25,7 +25,7 @@
  * (discovery, setup, CLI metadata) registers nothing.
  */
 import { readFileSync } from "node:fs";
-import type { ControllerLogger } from "../acpx/logger.js";
+import type { ControllerLogger } from "../acpx/report/logger.js";
 import { parsePluginConfig, runtimeOptionsFor } from "./plugin-config.js";
 import { createOpenClawAcpRuntime, type OpenClawAcpRuntime } from "./runtime.js";
 import type { OpenClawAcpRuntimeContract } from "./types.js";

@@ -24,9 +24,9 @@
  * past a call, and no promise of this runtime rejects unobserved.
  */
 import { isAbsolute } from "node:path";
-import { createAcpxLifecycleController } from "../acpx/controller.js";
-import { describeEnd } from "../acpx/wrapper-end.js";
-import type { AcpRuntimeHandle, AcpxLifecycleController, ReapReport, SessionEndHow } from "../acpx/types.js";
+import { createAcpxLifecycleController } from "../acpx/controller/controller.js";
+import { describeEnd } from "../acpx/launch/wrapper-end.js";
+import type { AcpRuntimeHandle, AcpxLifecycleController, ReapReport, SessionEndHow } from "../acpx/controller/types.js";
 import { getProcessFacts } from "../facts/get.js";
 import type { ProcessFacts } from "../facts/types.js";
 import { openLeaseStore, type LeaseStore } from "../ownership/index.js";
@@ -53,7 +53,7 @@ import { readAdoptedTurn } from "./adopted-turn.js";
 import { SessionTable, type SessionEntry } from "./session-table.js";
 import { capabilities, configOptionResult, configValue, noSessionStatus, sessionStatus, TreeCache } from "./status.js";
 import { runOpenClawTurn, startOpenClawTurn, type TurnDeps } from "./turn.js";
-import { resolveUpdateLimits } from "../acpx/update-bytes.js";
+import { resolveUpdateLimits } from "../acpx/connection/update-bytes.js";
 import type {
   OpenClawAcpRuntimeContract,
   OpenClawCapabilities,

@@ -8,7 +8,7 @@
  * OpenClaw's contract asks, and the agent keeps its own default.
  */
 import type { SessionConfigOption } from "@agentclientprotocol/sdk";
-import type { AcpRuntimeHandle, AcpxLifecycleController } from "../acpx/types.js";
+import type { AcpRuntimeHandle, AcpxLifecycleController } from "../acpx/controller/types.js";
 import { failure, type OpenClawFailure } from "./errors.js";
 import type { OpenClawEnsureInput, OpenClawRuntimeHandle } from "./types.js";
 

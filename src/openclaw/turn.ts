@@ -16,11 +16,11 @@
  * (SESSION_BUSY, retryable) while another turn runs.
  */
 import type { ContentBlock } from "@agentclientprotocol/sdk";
-import type { AcpxLifecycleController, TurnInput, TurnStream } from "../acpx/types.js";
+import type { AcpxLifecycleController, TurnInput, TurnStream } from "../acpx/controller/types.js";
 import { classify, toThrown, turnError, type OpenClawErrorFactory } from "./errors.js";
 import { EventMapper } from "./events.js";
 import { EventQueue } from "./event-queue.js";
-import { DEFAULT_TURN_BACKLOG_BYTES, estimateJsonBytes } from "../acpx/update-bytes.js";
+import { DEFAULT_TURN_BACKLOG_BYTES, estimateJsonBytes } from "../acpx/connection/update-bytes.js";
 import type { SessionEntry } from "./session-table.js";
 import type {
   OpenClawLiveEvent,

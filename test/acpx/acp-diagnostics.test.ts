@@ -18,19 +18,19 @@ import {
   HandshakeFailure,
   startTurn,
   type HandshakeOptions,
-} from "../../src/acpx/acp-client.js";
+} from "../../src/acpx/connection/acp-client.js";
 import {
   AcpxPromptAbortError,
   AcpxPromptError,
   AcpxPromptTimeoutError,
   diagnosticsNote,
-} from "../../src/acpx/errors.js";
-import { packagedWrapperPath } from "../../src/acpx/install-wrapper.js";
-import { parseEnsureInput } from "../../src/acpx/ensure-input.js";
-import { launchWrapper, type LaunchedWrapper, type LaunchInput } from "../../src/acpx/launch.js";
-import { ByteRing, STDERR_RING_BYTES } from "../../src/acpx/stderr-ring.js";
-import { describeEnd } from "../../src/acpx/wrapper-end.js";
-import { assertEnvRemove, buildWrapperEnv } from "../../src/acpx/wrapper-env.js";
+} from "../../src/acpx/report/errors.js";
+import { packagedWrapperPath } from "../../src/acpx/launch/install-wrapper.js";
+import { parseEnsureInput } from "../../src/acpx/sessions/ensure-input.js";
+import { launchWrapper, type LaunchedWrapper, type LaunchInput } from "../../src/acpx/launch/launch.js";
+import { ByteRing, STDERR_RING_BYTES } from "../../src/acpx/launch/stderr-ring.js";
+import { describeEnd } from "../../src/acpx/launch/wrapper-end.js";
+import { assertEnvRemove, buildWrapperEnv } from "../../src/acpx/launch/wrapper-env.js";
 import { INSTANCE_ENV_KEY, LEASE_ENV_KEY } from "../../src/ownership/leases/types.js";
 import {
   AGENT,

@@ -11,10 +11,10 @@ import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { createInterface } from "node:readline";
 import { describe, expect, it } from "vitest";
-import { OutputTail, TERMINAL_RUN_PREFIX } from "../../src/acpx/client-terminal.js";
-import { createAcpxLifecycleController } from "../../src/acpx/controller.js";
+import { OutputTail, TERMINAL_RUN_PREFIX } from "../../src/acpx/connection/client-terminal.js";
+import { createAcpxLifecycleController } from "../../src/acpx/controller/controller.js";
 import { createProcessSupervisor } from "../../src/supervisor/index.js";
-import type { AcpRuntimeHandle } from "../../src/acpx/types.js";
+import type { AcpRuntimeHandle } from "../../src/acpx/controller/types.js";
 import {
   agentArgv,
   alive,

@@ -8,9 +8,9 @@ import { existsSync, mkdirSync, readFileSync, rmdirSync } from "node:fs";
 import { randomUUID } from "node:crypto";
 import { dirname, join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
-import { createAcpxLifecycleController } from "../../src/acpx/controller.js";
+import { createAcpxLifecycleController } from "../../src/acpx/controller/controller.js";
 import { openLeaseStore } from "../../src/ownership/leases/lease-store.js";
-import type { AcpRuntimeHandle } from "../../src/acpx/types.js";
+import type { AcpRuntimeHandle } from "../../src/acpx/controller/types.js";
 import { containmentSkipNote, probeCgroup2 } from "../helpers/cgroup-probe.mjs";
 import {
   agentArgv,

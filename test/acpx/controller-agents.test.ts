@@ -12,14 +12,14 @@
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
-import { createAcpxLifecycleController } from "../../src/acpx/controller.js";
+import { createAcpxLifecycleController } from "../../src/acpx/controller/controller.js";
 import {
   AcpxEnsureError,
   AcpxPromptError,
   type AcpxPromptAbortError,
   type AcpxPromptTimeoutError,
-} from "../../src/acpx/errors.js";
-import type { AcpRuntimeEnsureInput } from "../../src/acpx/types.js";
+} from "../../src/acpx/report/errors.js";
+import type { AcpRuntimeEnsureInput } from "../../src/acpx/controller/types.js";
 import { INSTANCE_ENV_KEY, LEASE_ENV_KEY } from "../../src/ownership/leases/types.js";
 import {
   agentArgv,

@@ -6,8 +6,8 @@
  */
 import { describe, expect, it } from "vitest";
 import type { SessionUpdate } from "@agentclientprotocol/sdk";
-import { ControllerEnd, settleOnDispose } from "../../src/acpx/controller-guard.js";
-import type { TurnResult, TurnStream } from "../../src/acpx/turn-stream.js";
+import { ControllerEnd, settleOnDispose } from "../../src/acpx/controller/controller-guard.js";
+import type { TurnResult, TurnStream } from "../../src/acpx/connection/turn-stream.js";
 
 const chunk = (text: string): SessionUpdate => ({
   sessionUpdate: "agent_message_chunk",

@@ -11,7 +11,7 @@ import { tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
 import { afterAll, afterEach } from "vitest";
-import type { AcpRuntimeHandle, AcpxLifecycleController } from "../../src/acpx/types.js";
+import type { AcpRuntimeHandle, AcpxLifecycleController } from "../../src/acpx/controller/types.js";
 import { openLeaseStore, type AcpxProcessLease } from "../../src/ownership/index.js";
 import { createRunLeases } from "../../src/supervisor/durability.js";
 import { onInterrupt } from "../helpers/interrupt-cleanup.js";

@@ -6,11 +6,11 @@
  * wrapper around the fixture agent). Build first (`npm run build`).
  */
 import { describe, expect, it } from "vitest";
-import { ACP_MAX_MESSAGE_BYTES, promptOverLimit } from "../../src/acpx/acp-client.js";
-import { createAcpxLifecycleController } from "../../src/acpx/controller.js";
+import { ACP_MAX_MESSAGE_BYTES, promptOverLimit } from "../../src/acpx/connection/acp-client.js";
+import { createAcpxLifecycleController } from "../../src/acpx/controller/controller.js";
 import { AcpxPromptTooLargeError } from "../../src/acpx/index.js";
 import { classify } from "../../src/openclaw/errors.js";
-import type { AcpxLifecycleController } from "../../src/acpx/types.js";
+import type { AcpxLifecycleController } from "../../src/acpx/controller/types.js";
 import { agentArgv, disposeAfterEach, GRACE_MS, say, tempStateDir, trackLease } from "./controller-helpers.js";
 
 const controllers = disposeAfterEach();

@@ -13,8 +13,8 @@
  */
 import { spawn } from "node:child_process";
 import { describe, expect, it } from "vitest";
-import { createAcpxLifecycleController } from "../../src/acpx/controller.js";
-import { AcpxEnsureError } from "../../src/acpx/errors.js";
+import { createAcpxLifecycleController } from "../../src/acpx/controller/controller.js";
+import { AcpxEnsureError } from "../../src/acpx/report/errors.js";
 import { getProcessFacts } from "../../src/facts/get.js";
 import { buildSnapshot } from "../../src/facts/snapshot.js";
 import { createSignaller } from "../../src/facts/signal.js";

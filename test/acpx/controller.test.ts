@@ -6,9 +6,9 @@
  */
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
-import { createAcpxLifecycleController } from "../../src/acpx/controller.js";
-import { AcpxEnsureError, AcpxSessionClosedError } from "../../src/acpx/errors.js";
-import type { AcpxLifecycleController } from "../../src/acpx/types.js";
+import { createAcpxLifecycleController } from "../../src/acpx/controller/controller.js";
+import { AcpxEnsureError, AcpxSessionClosedError } from "../../src/acpx/report/errors.js";
+import type { AcpxLifecycleController } from "../../src/acpx/controller/types.js";
 import { getProcessFacts } from "../../src/facts/get.js";
 import type { ProcessFacts, ProcessSignaller } from "../../src/facts/types.js";
 import { openLeaseStore } from "../../src/ownership/index.js";

@@ -9,20 +9,20 @@
 import { execSync } from "node:child_process";
 import { describe, expect, it } from "vitest";
 import type { SessionUpdate } from "@agentclientprotocol/sdk";
-import { createAcpxLifecycleController } from "../../src/acpx/controller.js";
+import { createAcpxLifecycleController } from "../../src/acpx/controller/controller.js";
 import {
   AcpxControllerDisposedError,
   AcpxEnsureError,
   AcpxSessionBusyError,
   AcpxSessionRequestError,
   AcpxUnsupportedContentError,
-} from "../../src/acpx/errors.js";
+} from "../../src/acpx/report/errors.js";
 import type {
   AcpRuntimeHandle,
   AcpxLifecycleControllerOptions,
   LeaseSettledOutcome,
   SessionEndHow,
-} from "../../src/acpx/types.js";
+} from "../../src/acpx/controller/types.js";
 import type { AcpxProcessLease } from "../../src/ownership/leases/types.js";
 import {
   agentArgv,

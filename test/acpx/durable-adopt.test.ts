@@ -9,10 +9,10 @@ import { spawn } from "node:child_process";
 import { copyFileSync, mkdirSync, readdirSync, renameSync } from "node:fs";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
-import { createAcpxLifecycleController } from "../../src/acpx/controller.js";
-import { AcpxDurableUnavailableError } from "../../src/acpx/errors.js";
-import { sessionFileName } from "../../src/acpx/session-store.js";
-import type { AcpxLifecycleController } from "../../src/acpx/types.js";
+import { createAcpxLifecycleController } from "../../src/acpx/controller/controller.js";
+import { AcpxDurableUnavailableError } from "../../src/acpx/report/errors.js";
+import { sessionFileName } from "../../src/acpx/sessions/session-store.js";
+import type { AcpxLifecycleController } from "../../src/acpx/controller/types.js";
 import { openLeaseStore } from "../../src/ownership/leases/lease-store.js";
 import {
   AGENT,

@@ -8,7 +8,7 @@
  */
 import { PassThrough } from "node:stream";
 import { describe, expect, it } from "vitest";
-import { AcpClient } from "../../src/acpx/acp-client.js";
+import { AcpClient } from "../../src/acpx/connection/acp-client.js";
 
 function lines(s: PassThrough): Record<string, unknown>[] {
   const out: Record<string, unknown>[] = [];

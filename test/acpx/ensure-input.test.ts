@@ -1,10 +1,10 @@
 /**
- * ensureSession's input is parsed once, at the edge (src/acpx/ensure-input.ts):
+ * ensureSession's input is parsed once, at the edge (src/acpx/sessions/ensure-input.ts):
  * the first wrong field is named with its TypeError, and what passes is a
  * frozen copy the caller can no longer change under the spawn.
  */
 import { describe, expect, it } from "vitest";
-import { parseEnsureInput, parseRawAdapterInput, withResumeSessionId } from "../../src/acpx/ensure-input.js";
+import { parseEnsureInput, parseRawAdapterInput, withResumeSessionId } from "../../src/acpx/sessions/ensure-input.js";
 import { CwdUnusableError } from "../../src/ownership/index.js";
 
 const ok = { sessionKey: "k", agentId: "a", command: ["node", "agent.mjs"] };

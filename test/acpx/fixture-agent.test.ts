@@ -6,7 +6,7 @@
 import { existsSync } from "node:fs";
 import { createRequire } from "node:module";
 import { describe, expect, it } from "vitest";
-import { fixtureAgentPath } from "../../src/acpx/fixture-agent.js";
+import { fixtureAgentPath } from "../../src/acpx/launch/fixture-agent.js";
 import { AGENT } from "./controller-helpers.js";
 
 describe("fixture agent export", () => {

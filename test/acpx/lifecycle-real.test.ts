@@ -8,8 +8,8 @@ import { spawn, type ChildProcess } from "node:child_process";
 import { chmod, readdir, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
-import { createAcpxLifecycleController } from "../../src/acpx/controller.js";
-import { AcpxNoSessionError } from "../../src/acpx/errors.js";
+import { createAcpxLifecycleController } from "../../src/acpx/controller/controller.js";
+import { AcpxNoSessionError } from "../../src/acpx/report/errors.js";
 import { computeCommandHash, loadOrCreateGatewayInstanceId, openLeaseStore } from "../../src/ownership/index.js";
 import {
   agentArgv,

@@ -10,14 +10,14 @@ import { existsSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { detectContainment, readCgroupOf, type ContainmentSupport } from "../../src/containment/index.js";
-import { createAcpxLifecycleController } from "../../src/acpx/controller.js";
-import { AcpxEnsureError } from "../../src/acpx/errors.js";
+import { createAcpxLifecycleController } from "../../src/acpx/controller/controller.js";
+import { AcpxEnsureError } from "../../src/acpx/report/errors.js";
 import type {
   AcpRuntimeEnsureInput,
   AcpxLifecycleController,
   AcpxLifecycleControllerOptions,
   SessionLimits,
-} from "../../src/acpx/types.js";
+} from "../../src/acpx/controller/types.js";
 import { probeCgroup2, v2ControllersFor } from "../helpers/cgroup-probe.mjs";
 import {
   agentArgv,

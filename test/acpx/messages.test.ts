@@ -6,9 +6,9 @@
  * state dir this process holds is told so.
  */
 import { describe, expect, it } from "vitest";
-import { parseEnsureInput } from "../../src/acpx/ensure-input.js";
-import { createAcpxLifecycleController } from "../../src/acpx/controller.js";
-import { AcpxUnsupportedContentError } from "../../src/acpx/errors.js";
+import { parseEnsureInput } from "../../src/acpx/sessions/ensure-input.js";
+import { createAcpxLifecycleController } from "../../src/acpx/controller/controller.js";
+import { AcpxUnsupportedContentError } from "../../src/acpx/report/errors.js";
 import { StateDirLockedError } from "../../src/ownership/index.js";
 import { disposeAfterEach, tempStateDir } from "./controller-helpers.js";
 import { validateRuntimeOptions } from "../../src/openclaw/options.js";

@@ -15,8 +15,8 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import type { SessionUpdate } from "@agentclientprotocol/sdk";
-import { createAcpxLifecycleController } from "../../src/acpx/controller.js";
-import { AcpxEnsureError } from "../../src/acpx/errors.js";
+import { createAcpxLifecycleController } from "../../src/acpx/controller/controller.js";
+import { AcpxEnsureError } from "../../src/acpx/report/errors.js";
 import { disposeAfterEach, GRACE_MS, leaseCarriers, tempStateDir, trackLease, waitFor } from "./controller-helpers.js";
 
 const controllers = disposeAfterEach();

@@ -8,8 +8,8 @@
 import { Readable, Writable } from "node:stream";
 import { describe, expect, it } from "vitest";
 import { client, ndJsonStream, type SessionNotification } from "@agentclientprotocol/sdk";
-import { createAcpxLifecycleController } from "../../src/acpx/controller.js";
-import { AcpxRawSessionError } from "../../src/acpx/raw-adapter.js";
+import { createAcpxLifecycleController } from "../../src/acpx/controller/controller.js";
+import { AcpxRawSessionError } from "../../src/acpx/sessions/raw-adapter.js";
 import {
   agentArgv,
   alive,

@@ -13,8 +13,8 @@ import { join } from "node:path";
 import { createInterface } from "node:readline";
 import { describe, expect, it } from "vitest";
 import type { SessionUpdate } from "@agentclientprotocol/sdk";
-import { createAcpxLifecycleController } from "../../src/acpx/controller.js";
-import type { AcpRuntimeHandle, AcpxLifecycleController } from "../../src/acpx/types.js";
+import { createAcpxLifecycleController } from "../../src/acpx/controller/controller.js";
+import type { AcpRuntimeHandle, AcpxLifecycleController } from "../../src/acpx/controller/types.js";
 import {
   agentArgv,
   alive,

@@ -13,8 +13,8 @@ import { spawn, type ChildProcess } from "node:child_process";
 import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
-import { createAcpxLifecycleController } from "../../src/acpx/controller.js";
-import type { AcpRuntimeHandle } from "../../src/acpx/types.js";
+import { createAcpxLifecycleController } from "../../src/acpx/controller/controller.js";
+import type { AcpRuntimeHandle } from "../../src/acpx/controller/types.js";
 import { openLeaseStore } from "../../src/ownership/leases/lease-store.js";
 import {
   AGENT,

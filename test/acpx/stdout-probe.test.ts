@@ -5,7 +5,7 @@
  */
 import { PassThrough } from "node:stream";
 import { describe, expect, it } from "vitest";
-import { STDOUT_HEAD_BYTES, StdoutProbe } from "../../src/acpx/stdout-probe.js";
+import { STDOUT_HEAD_BYTES, StdoutProbe } from "../../src/acpx/connection/stdout-probe.js";
 
 async function probe(chunks: string[]): Promise<StdoutProbe> {
   const p = new StdoutProbe();

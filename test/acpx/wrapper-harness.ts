@@ -14,7 +14,7 @@ import { fileURLToPath } from "node:url";
 import { afterAll, afterEach, beforeAll, beforeEach, describe, it } from "vitest";
 import { createReportReader, wrapperArgs, type WrapperReport } from "../../src/acpx/wrapper/protocol.js";
 import { loadNative, nativeAddonPath } from "../../src/facts/native.js";
-import { NATIVE_WRAPPER_FILE } from "../../src/acpx/install-wrapper.js";
+import { NATIVE_WRAPPER_FILE } from "../../src/acpx/launch/install-wrapper.js";
 import { containmentSkipNote, probeCgroup2 } from "../helpers/cgroup-probe.mjs";
 
 export const root = resolve(dirname(fileURLToPath(import.meta.url)), "../..");

@@ -20,8 +20,8 @@ import {
   packagedWrapperPath,
   wrapperKindOf,
   wrapperShimSource,
-} from "../../src/acpx/install-wrapper.js";
-import { rootArgvFor } from "../../src/acpx/launch.js";
+} from "../../src/acpx/launch/install-wrapper.js";
+import { rootArgvFor } from "../../src/acpx/launch/launch.js";
 import { nativeAddonPath } from "../../src/facts/native.js";
 import { cleanupAll, ROOT, tempStateDir } from "./controller-helpers.js";
 

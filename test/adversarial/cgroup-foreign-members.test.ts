@@ -14,8 +14,8 @@ import { spawn } from "node:child_process";
 import { existsSync, readFileSync, rmdirSync, writeFileSync } from "node:fs";
 import { dirname } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
-import { createAcpxLifecycleController } from "../../src/acpx/controller.js";
-import type { AcpRuntimeHandle, AcpxLifecycleController, CloseReport } from "../../src/acpx/types.js";
+import { createAcpxLifecycleController } from "../../src/acpx/controller/controller.js";
+import type { AcpRuntimeHandle, AcpxLifecycleController, CloseReport } from "../../src/acpx/controller/types.js";
 import { containmentSkipNote, probeCgroup2 } from "../helpers/cgroup-probe.mjs";
 import {
   agentArgv,

@@ -10,8 +10,8 @@
  */
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
-import { createAcpxLifecycleController } from "../../src/acpx/controller.js";
-import type { DroppedUpdates } from "../../src/acpx/session-updates.js";
+import { createAcpxLifecycleController } from "../../src/acpx/controller/controller.js";
+import type { DroppedUpdates } from "../../src/acpx/connection/session-updates.js";
 import { disposeAfterEach, GRACE_MS, ROOT, tempStateDir, trackLease } from "../acpx/controller-helpers.js";
 import { RssPeak } from "./flood-rss.js";
 

@@ -9,8 +9,8 @@
  */
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
-import { createAcpxLifecycleController } from "../../src/acpx/controller.js";
-import { AcpxSessionClosedError } from "../../src/acpx/errors.js";
+import { createAcpxLifecycleController } from "../../src/acpx/controller/controller.js";
+import { AcpxSessionClosedError } from "../../src/acpx/report/errors.js";
 import { disposeAfterEach, GRACE_MS, ROOT, tempStateDir, trackLease, waitFor } from "../acpx/controller-helpers.js";
 import { RssPeak } from "./flood-rss.js";
 

@@ -7,15 +7,15 @@
 import { PassThrough } from "node:stream";
 import { describe, expect, it } from "vitest";
 import type { SessionNotification } from "@agentclientprotocol/sdk";
-import { createAcpxLifecycleController } from "../../src/acpx/controller.js";
-import { MAX_BACKLOG, UpdateRouter, type DroppedUpdates } from "../../src/acpx/session-updates.js";
-import { StdoutGate } from "../../src/acpx/stdout-backpressure.js";
+import { createAcpxLifecycleController } from "../../src/acpx/controller/controller.js";
+import { MAX_BACKLOG, UpdateRouter, type DroppedUpdates } from "../../src/acpx/connection/session-updates.js";
+import { StdoutGate } from "../../src/acpx/connection/stdout-backpressure.js";
 import {
   DEFAULT_SESSION_BACKLOG_BYTES,
   DEFAULT_TURN_BACKLOG_BYTES,
   estimateJsonBytes,
   resolveUpdateLimits,
-} from "../../src/acpx/update-bytes.js";
+} from "../../src/acpx/connection/update-bytes.js";
 import { EventQueue } from "../../src/openclaw/event-queue.js";
 
 const note = (i: number, chars: number): SessionNotification => ({

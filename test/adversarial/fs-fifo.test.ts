@@ -21,8 +21,8 @@ import {
 import { readFile } from "node:fs/promises";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
-import { createAcpxLifecycleController } from "../../src/acpx/controller.js";
-import { pinRoots, readBeneath, writeBeneath } from "../../src/acpx/fs-beneath.js";
+import { createAcpxLifecycleController } from "../../src/acpx/controller/controller.js";
+import { pinRoots, readBeneath, writeBeneath } from "../../src/acpx/connection/fs-beneath.js";
 import {
   agentArgv,
   disposeAfterEach,

@@ -8,7 +8,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { RequestError } from "@agentclientprotocol/sdk";
 import { afterAll } from "vitest";
-import { createClientFs, type ClientFsHandlers, type ClientFsOptions } from "../../src/acpx/client-fs.js";
+import { createClientFs, type ClientFsHandlers, type ClientFsOptions } from "../../src/acpx/connection/client-fs.js";
 
 const bases: string[] = [];
 afterAll(() => {

@@ -17,7 +17,7 @@ import { execFileSync, spawn, type ChildProcess } from "node:child_process";
 import { mkdirSync, readdirSync, readFileSync, symlinkSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { beforeAll, describe, expect, it } from "vitest";
-import { pinRoots, readBeneath, writeBeneath } from "../../src/acpx/fs-beneath.js";
+import { pinRoots, readBeneath, writeBeneath } from "../../src/acpx/connection/fs-beneath.js";
 import { trackChild } from "../acpx/controller-helpers.js";
 import { answer, fsTree, handlers, SESSION, type Answer } from "./fs-helpers.js";
 

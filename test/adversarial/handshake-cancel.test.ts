@@ -10,8 +10,8 @@
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
-import { createAcpxLifecycleController } from "../../src/acpx/controller.js";
-import type { AcpxLifecycleController } from "../../src/acpx/types.js";
+import { createAcpxLifecycleController } from "../../src/acpx/controller/controller.js";
+import type { AcpxLifecycleController } from "../../src/acpx/controller/types.js";
 import { openLeaseStore } from "../../src/ownership/leases/lease-store.js";
 import {
   alive,

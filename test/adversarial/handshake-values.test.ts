@@ -12,9 +12,9 @@
 import { readdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
-import { createAcpxLifecycleController } from "../../src/acpx/controller.js";
-import { sessionFileName } from "../../src/acpx/session-store.js";
-import type { AcpRuntimeHandle, AcpxLifecycleController } from "../../src/acpx/types.js";
+import { createAcpxLifecycleController } from "../../src/acpx/controller/controller.js";
+import { sessionFileName } from "../../src/acpx/sessions/session-store.js";
+import type { AcpRuntimeHandle, AcpxLifecycleController } from "../../src/acpx/controller/types.js";
 import { openLeaseStore } from "../../src/ownership/leases/lease-store.js";
 import {
   agentArgv,

@@ -15,7 +15,7 @@
  * Build first (`npm run build`): the gateway and the wrapper run from dist/.
  */
 import { afterEach, describe, expect, it } from "vitest";
-import { createAcpxLifecycleController } from "../../src/acpx/controller.js";
+import { createAcpxLifecycleController } from "../../src/acpx/controller/controller.js";
 import {
   cleanupAll,
   disposeAfterEach,

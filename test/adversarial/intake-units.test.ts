@@ -10,13 +10,13 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { PassThrough } from "node:stream";
-import { AnswerWriter, SLICE_CHARS } from "../../src/acpx/answer-writer.js";
-import { resolveIntakeLimits, type ResolvedIntakeLimits } from "../../src/acpx/intake-limits.js";
-import { peekEnvelope, scanJson } from "../../src/acpx/json-scan.js";
-import { LineFramer, PREFIX_BYTES, type Framed } from "../../src/acpx/line-framer.js";
-import { escapeForLog, SessionLog } from "../../src/acpx/logger.js";
-import { SessionBudget, type HoldableStdout } from "../../src/acpx/session-budget.js";
-import { cloneJson, SessionState, setConfigOption } from "../../src/acpx/session-controls.js";
+import { AnswerWriter, SLICE_CHARS } from "../../src/acpx/connection/answer-writer.js";
+import { resolveIntakeLimits, type ResolvedIntakeLimits } from "../../src/acpx/connection/intake-limits.js";
+import { peekEnvelope, scanJson } from "../../src/acpx/connection/json-scan.js";
+import { LineFramer, PREFIX_BYTES, type Framed } from "../../src/acpx/connection/line-framer.js";
+import { escapeForLog, SessionLog } from "../../src/acpx/report/logger.js";
+import { SessionBudget, type HoldableStdout } from "../../src/acpx/connection/session-budget.js";
+import { cloneJson, SessionState, setConfigOption } from "../../src/acpx/connection/session-controls.js";
 
 const MiB = 1024 * 1024;
 const nest = (d: number, inner = "1"): string => "[".repeat(d) + inner + "]".repeat(d);

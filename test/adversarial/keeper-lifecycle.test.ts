@@ -9,7 +9,7 @@ import { spawnSync } from "node:child_process";
 import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
-import { createAcpxLifecycleController } from "../../src/acpx/controller.js";
+import { createAcpxLifecycleController } from "../../src/acpx/controller/controller.js";
 import { getProcessFacts } from "../../src/facts/get.js";
 import { keeperPid } from "../../src/ownership/keeper/keeper.js";
 import { KEEPER_REPORT_FILE } from "../../src/ownership/keeper/keeper-reap.js";

@@ -24,9 +24,9 @@ import {
 } from "node:fs";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
-import { createAcpxLifecycleController } from "../../src/acpx/controller.js";
-import { packagedNativeWrapper } from "../../src/acpx/install-wrapper.js";
-import type { AcpxLifecycleController } from "../../src/acpx/types.js";
+import { createAcpxLifecycleController } from "../../src/acpx/controller/controller.js";
+import { packagedNativeWrapper } from "../../src/acpx/launch/install-wrapper.js";
+import type { AcpxLifecycleController } from "../../src/acpx/controller/types.js";
 import { agentArgv, disposeAfterEach, environOf, tempStateDir, trackLease } from "../acpx/controller-helpers.js";
 
 const controllers = disposeAfterEach();

@@ -21,7 +21,7 @@ import { afterEach, describe, expect, it } from "vitest";
 import { onInterrupt } from "../helpers/interrupt-cleanup.js";
 import { removeCgroupTrees } from "../helpers/cgroup-teardown.js";
 import { killAndRemoveCgroupSync } from "../helpers/worker-cgroup.js";
-import { createAcpxLifecycleController } from "../../src/acpx/controller.js";
+import { createAcpxLifecycleController } from "../../src/acpx/controller/controller.js";
 import { enterCgroup } from "../../src/containment/index.js";
 import { loadOrCreateGatewayInstanceId, openLeaseStore } from "../../src/ownership/index.js";
 import { recordContainmentRoot } from "../../src/ownership/host/containment-record.js";

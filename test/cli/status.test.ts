@@ -11,8 +11,8 @@ import { existsSync, readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { afterAll, describe, expect, it } from "vitest";
-import { createAcpxLifecycleController } from "../../src/acpx/controller.js";
-import type { AcpRuntimeHandle, AcpxLifecycleController } from "../../src/acpx/types.js";
+import { createAcpxLifecycleController } from "../../src/acpx/controller/controller.js";
+import type { AcpRuntimeHandle, AcpxLifecycleController } from "../../src/acpx/controller/types.js";
 import { treePrefixes, type StatusView } from "../../src/cli/commands/status.js";
 import {
   agentArgv,

@@ -16,7 +16,7 @@ import type {
   OpenClawRuntimeEvent,
   OpenClawRuntimeTurn,
 } from "../../src/openclaw/types.js";
-import type { AcpxLifecycleController } from "../../src/acpx/types.js";
+import type { AcpxLifecycleController } from "../../src/acpx/controller/types.js";
 import { AGENT, GRACE_MS, tempStateDir, trackLease } from "../acpx/controller-helpers.js";
 
 export type Runtime = OpenClawAcpRuntime;

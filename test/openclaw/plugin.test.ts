@@ -13,7 +13,7 @@ import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { pathToFileURL } from "node:url";
 import { describe, expect, it } from "vitest";
-import { createAcpxLifecycleController } from "../../src/acpx/controller.js";
+import { createAcpxLifecycleController } from "../../src/acpx/controller/controller.js";
 import {
   createProcleasePlugin,
   loadHostAcpRuntimeSdk,

@@ -10,7 +10,7 @@ import { spawn } from "node:child_process";
 import { join } from "node:path";
 import { createInterface } from "node:readline";
 import { describe, expect, it } from "vitest";
-import { withTimeout } from "../../src/acpx/acp-client.js";
+import { withTimeout } from "../../src/acpx/connection/acp-client.js";
 import type { ProcleaseOpenClawHandle } from "../../src/openclaw/runtime.js";
 import {
   alive,

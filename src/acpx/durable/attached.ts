@@ -15,9 +15,9 @@
  */
 import type { Socket } from "node:net";
 import { PassThrough, Writable } from "node:stream";
-import type { SessionPipes } from "../launch.js";
-import { keepStderr } from "../stderr-ring.js";
-import type { ChildExit, SessionEnd } from "../wrapper-end.js";
+import type { SessionPipes } from "../launch/launch.js";
+import { keepStderr } from "../launch/stderr-ring.js";
+import type { ChildExit, SessionEnd } from "../launch/wrapper-end.js";
 import { createReportReader, type CleanupReport, type ExitReport, type WrapperReport } from "../wrapper/protocol.js";
 import { frame, FRAME, FrameReader, parseHeader, type AttachHeader } from "./protocol.js";
 

@@ -12,8 +12,8 @@ import { join } from "node:path";
 import { loadNative } from "../../facts/native.js";
 import { ensurePrivateDir } from "../../ownership/leases/fs-safe.js";
 import { STATE_LOCK_FILE } from "../../ownership/host/state-lock.js";
-import { AcpxDurableUnavailableError } from "../errors.js";
-import type { InstalledWrapper } from "../install-wrapper.js";
+import { AcpxDurableUnavailableError } from "../report/errors.js";
+import type { InstalledWrapper } from "../launch/install-wrapper.js";
 import { ATTACH_DIR, durableArgs, resolveDurable, type ResolvedDurable } from "./protocol.js";
 
 export interface DurableDeps extends ResolvedDurable {

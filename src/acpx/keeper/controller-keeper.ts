@@ -9,7 +9,7 @@
  * start a keeper nobody stops.
  */
 import { acquireKeeper, keeperWanted, type KeeperLease, type KeeperOption } from "../../ownership/keeper/keeper.js";
-import type { ControllerLogger } from "../logger.js";
+import type { ControllerLogger } from "../report/logger.js";
 
 export interface ControllerKeeper {
   /** Starts (or joins) the keeper; idempotent. Never throws: without one, a crash leaves the leases to the next startup reap. */

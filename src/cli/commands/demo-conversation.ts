@@ -18,8 +18,8 @@ import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { pathToFileURL } from "node:url";
 import type { SessionUpdate } from "@agentclientprotocol/sdk";
-import { createAcpxLifecycleController } from "../../acpx/controller.js";
-import type { AcpRuntimeHandle, AcpxLifecycleController } from "../../acpx/types.js";
+import { createAcpxLifecycleController } from "../../acpx/controller/controller.js";
+import type { AcpRuntimeHandle, AcpxLifecycleController } from "../../acpx/controller/types.js";
 import { signalUnreapedChild } from "../../facts/signal.js";
 
 export interface DemoContext {
