@@ -10,5 +10,5 @@ import { fileURLToPath } from "node:url";
 
 export function fixtureAgentPath(): string {
   // dist/acpx/launch/fixture-agent.js → the package root
-  return join(resolve(dirname(fileURLToPath(import.meta.url)), "..", ".."), "fixtures", "acp-agent", "agent.mjs");
+  return join(resolve(dirname(fileURLToPath(import.meta.url)), "..", "..", ".."), "fixtures", "acp-agent", "agent.mjs");
 }

@@ -116,15 +116,15 @@ export function packagedNativeWrapper(addonPath: string | null = nativeAddonPath
 }
 
 /**
- * The bundled wrapper of this package. From dist/ it is the sibling
- * `wrapper.cjs`; when this module runs from src/ (tests through vitest)
+ * The bundled wrapper of this package. From dist/acpx/launch/ it is
+ * `../wrapper.cjs`; when this module runs from src/ (tests through vitest)
  * the package's dist/ build is used instead (build first).
  */
 export function packagedWrapperPath(): string {
   const here = dirname(fileURLToPath(import.meta.url));
-  const sibling = join(here, "wrapper.cjs");
+  const sibling = join(here, "..", "wrapper.cjs");
   if (existsSync(sibling)) return sibling;
-  const fromSrc = resolve(here, "..", "..", "dist", "acpx", "wrapper.cjs");
+  const fromSrc = resolve(here, "..", "..", "..", "dist", "acpx", "wrapper.cjs");
   if (existsSync(fromSrc)) return fromSrc;
   throw new Error(
     `the proclease wrapper entry was not found (looked for ${sibling} and ${fromSrc}); run \`npm run build\` first`,
