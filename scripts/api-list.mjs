@@ -65,6 +65,7 @@ export function listExports(root = ROOT) {
  */
 export const DOC_PAGES = [
   ["src/acpx/connection/turn-stream.ts", "conversation.md"],
+  ["src/acpx/connection/turn.ts", "conversation.md"],
   ["src/acpx/connection/session-updates.ts", "conversation.md"],
   ["src/acpx/connection/update-bytes.ts", "conversation.md"],
   ["src/acpx/connection/permissions.ts", "conversation.md"],
@@ -72,6 +73,7 @@ export const DOC_PAGES = [
   ["src/acpx/connection/fs-beneath.ts", "conversation.md"],
   ["src/acpx/connection/client-terminal.ts", "conversation.md"],
   ["src/acpx/sessions/raw-adapter.ts", "conversation.md"],
+  ["src/acpx/sessions/raw-session-error.ts", "conversation.md"],
   ["src/acpx/connection/session-controls.ts", "conversation.md"],
   ["src/acpx/launch/fixture-agent.ts", "conversation.md"],
   ["src/acpx/", "lifecycle-controller.md"],

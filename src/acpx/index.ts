@@ -1,19 +1,23 @@
 // Public surface of src/acpx, re-exported from the package root.
 export { createAcpxLifecycleController } from "./controller/controller.js";
+export type { AcpRuntimeEnsureInput, AcpRuntimeHandle, AdoptedTurn } from "./connection/types.js";
 export type {
-  AcpRuntimeEnsureInput,
-  AcpRuntimeHandle,
-  AcpxLifecycleController,
   AcpxLifecycleControllerOptions,
-  CancelReport,
   ClientCapabilitiesOption,
   CloseReport,
-  ContentBlock,
   EnsureTiming,
   LeaseSettledOutcome,
   SessionEndHow,
   SessionStatus,
   SessionSummary,
+  TreeKillMember,
+  TreeKillSummary,
+  DurableOptions,
+} from "./sessions/types.js";
+export type {
+  AcpxLifecycleController,
+  CancelReport,
+  ContentBlock,
   SessionUpdate,
   SessionUpdateListener,
   TurnInput,
@@ -21,10 +25,6 @@ export type {
   TurnStream,
   ReapReport,
   ReapReportEntry,
-  TreeKillMember,
-  TreeKillSummary,
-  AdoptedTurn,
-  DurableOptions,
 } from "./controller/types.js";
 export { DEFAULT_JOURNAL_BYTES } from "./durable/protocol.js";
 export {
@@ -48,8 +48,9 @@ export {
   type LimitsRefusal,
   type PromptFailureCause,
 } from "./report/errors.js";
-export type { AcpAuthInput, AcpAuthResolver, PromptOptions } from "./controller/types.js";
-export type { AcpxContainmentOptions, LimitController, SessionLimits } from "./controller/types.js";
+export type { AcpAuthInput, AcpAuthResolver, PromptOptions } from "./connection/types.js";
+export type { LimitController, SessionLimits } from "./connection/types.js";
+export type { AcpxContainmentOptions } from "./sessions/types.js";
 export { STDERR_RING_BYTES } from "./launch/stderr-ring.js";
 export type { SessionEnd } from "./launch/wrapper-end.js";
 export {
@@ -61,7 +62,12 @@ export {
   type SessionStore,
   type StoredSessionRecord,
 } from "./sessions/session-store.js";
-export { installWrapper, packagedWrapperPath, wrapperShimSource, type InstalledWrapper } from "./launch/install-wrapper.js";
+export {
+  installWrapper,
+  packagedWrapperPath,
+  wrapperShimSource,
+  type InstalledWrapper,
+} from "./launch/install-wrapper.js";
 export {
   AcpClient,
   AcpTimeoutError,
@@ -76,7 +82,12 @@ export {
   type PermissionContext,
   type PermissionHook,
 } from "./connection/permissions.js";
-export { DEFAULT_MAX_READ_BYTES, DEFAULT_MAX_WRITE_BYTES, type ClientFsOptions, type FsRefusal } from "./connection/client-fs.js";
+export {
+  DEFAULT_MAX_READ_BYTES,
+  DEFAULT_MAX_WRITE_BYTES,
+  type ClientFsOptions,
+  type FsRefusal,
+} from "./connection/client-fs.js";
 export {
   DEFAULT_MAX_TERMINALS,
   DEFAULT_TERMINAL_OUTPUT_BYTES,
@@ -84,7 +95,11 @@ export {
   type ClientTerminalOptions,
 } from "./connection/client-terminal.js";
 export { MAX_BACKLOG, type DroppedUpdates } from "./connection/session-updates.js";
-export { DEFAULT_SESSION_BACKLOG_BYTES, DEFAULT_TURN_BACKLOG_BYTES, type UpdateLimits } from "./connection/update-bytes.js";
+export {
+  DEFAULT_SESSION_BACKLOG_BYTES,
+  DEFAULT_TURN_BACKLOG_BYTES,
+  type UpdateLimits,
+} from "./connection/update-bytes.js";
 export { DEFAULT_INTAKE_LIMITS, type IntakeLimits } from "./connection/intake-limits.js";
 export type { IntakeRefusal, IntakeStatus } from "./connection/session-budget.js";
 export type { SessionAgentState } from "./connection/session-controls.js";

@@ -12,7 +12,7 @@
  * Bounded: past MAX_ADOPTED_BYTES of events the oldest are dropped and the
  * status line says how many.
  */
-import type { AdoptedTurn } from "../acpx/controller/types.js";
+import type { AdoptedTurn } from "../acpx/connection/types.js";
 import { estimateJsonBytes } from "../acpx/connection/update-bytes.js";
 import { EventMapper } from "./events.js";
 import type { OpenClawLiveEvent } from "./types.js";

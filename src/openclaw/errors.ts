@@ -27,7 +27,8 @@ import {
   type AcpAuthMethodInfo,
   type EnsureFailureCause,
 } from "../acpx/report/errors.js";
-import type { AcpAuthInput, CloseReport } from "../acpx/controller/types.js";
+import type { AcpAuthInput } from "../acpx/connection/types.js";
+import type { CloseReport } from "../acpx/sessions/types.js";
 import { CwdUnusableError, HostResourceError, LeaseRecordWriteError, StateDirLockedError } from "../ownership/index.js";
 import type { OpenClawTurnError } from "./types.js";
 

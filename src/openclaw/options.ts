@@ -9,7 +9,8 @@ import type { McpServer } from "@agentclientprotocol/sdk";
 import { assertAuthInput } from "../acpx/connection/handshake.js";
 import { assertEnvRemove } from "../acpx/launch/wrapper-env.js";
 import { assertSessionLimits } from "../acpx/sessions/session-limits.js";
-import type { AcpAuthInput, AcpxLifecycleControllerOptions, SessionLimits } from "../acpx/controller/types.js";
+import type { AcpAuthInput, SessionLimits } from "../acpx/connection/types.js";
+import type { AcpxLifecycleControllerOptions } from "../acpx/sessions/types.js";
 import type { OpenClawErrorFactory } from "./errors.js";
 
 export const DEFAULT_BACKEND_ID = "proclease";

@@ -8,7 +8,7 @@
 import { isAbsolute, join } from "node:path";
 import type { PermissionHook } from "../acpx/connection/permissions.js";
 import type { ControllerLogger } from "../acpx/report/logger.js";
-import type { SessionLimits } from "../acpx/controller/types.js";
+import type { SessionLimits } from "../acpx/connection/types.js";
 import { MAX_GRACE_MS } from "../acpx/wrapper/protocol.js";
 import { resolveDurable, type DurableOptions } from "../acpx/durable/protocol.js";
 import type { OpenClawAcpRuntimeOptions, OpenClawAgentConfig } from "./options.js";

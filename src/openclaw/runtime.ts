@@ -26,7 +26,9 @@
 import { isAbsolute } from "node:path";
 import { createAcpxLifecycleController } from "../acpx/controller/controller.js";
 import { describeEnd } from "../acpx/launch/wrapper-end.js";
-import type { AcpRuntimeHandle, AcpxLifecycleController, ReapReport, SessionEndHow } from "../acpx/controller/types.js";
+import type { AcpRuntimeHandle } from "../acpx/connection/types.js";
+import type { SessionEndHow } from "../acpx/sessions/types.js";
+import type { AcpxLifecycleController, ReapReport } from "../acpx/controller/types.js";
 import { getProcessFacts } from "../facts/get.js";
 import type { ProcessFacts } from "../facts/types.js";
 import { openLeaseStore, type LeaseStore } from "../ownership/index.js";

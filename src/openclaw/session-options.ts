@@ -8,7 +8,8 @@
  * OpenClaw's contract asks, and the agent keeps its own default.
  */
 import type { SessionConfigOption } from "@agentclientprotocol/sdk";
-import type { AcpRuntimeHandle, AcpxLifecycleController } from "../acpx/controller/types.js";
+import type { AcpRuntimeHandle } from "../acpx/connection/types.js";
+import type { AcpxLifecycleController } from "../acpx/controller/types.js";
 import { failure, type OpenClawFailure } from "./errors.js";
 import type { OpenClawEnsureInput, OpenClawRuntimeHandle } from "./types.js";
 

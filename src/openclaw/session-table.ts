@@ -8,7 +8,7 @@
  * still running (a oneshot session closes after its turn, while OpenClaw
  * already goes on).
  */
-import type { AcpRuntimeHandle } from "../acpx/controller/types.js";
+import type { AcpRuntimeHandle } from "../acpx/connection/types.js";
 import { KeyedQueue } from "../ownership/leases/keyed-queue.js";
 import type { ResolvedAgent } from "./options.js";
 import type { AdoptedReply } from "./adopted-turn.js";

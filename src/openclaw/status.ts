@@ -10,7 +10,8 @@
  * runtime does not serve, says so instead of throwing.
  */
 import type { SessionConfigOption } from "@agentclientprotocol/sdk";
-import type { AcpxLifecycleController, SessionStatus } from "../acpx/controller/types.js";
+import type { SessionStatus } from "../acpx/sessions/types.js";
+import type { AcpxLifecycleController } from "../acpx/controller/types.js";
 import type { LeaseStore } from "../ownership/index.js";
 import type { SessionEntry } from "./session-table.js";
 import type {

@@ -11,14 +11,14 @@
 import { randomUUID } from "node:crypto";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
+import { AcpClient } from "../../src/acpx/connection/acp-client.js";
 import {
-  AcpClient,
   explainHandshakeFailure,
   handshake,
   HandshakeFailure,
-  startTurn,
   type HandshakeOptions,
-} from "../../src/acpx/connection/acp-client.js";
+} from "../../src/acpx/connection/handshake.js";
+import { startTurn } from "../../src/acpx/connection/prompt-turn.js";
 import {
   AcpxPromptAbortError,
   AcpxPromptError,

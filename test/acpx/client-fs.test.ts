@@ -20,7 +20,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { createAcpxLifecycleController } from "../../src/acpx/controller/controller.js";
-import type { AcpxLifecycleControllerOptions } from "../../src/acpx/controller/types.js";
+import type { AcpxLifecycleControllerOptions } from "../../src/acpx/sessions/types.js";
 import { answer, handlers, SESSION } from "../adversarial/fs-helpers.js";
 import { agentArgv, disposeAfterEach, GRACE_MS, say as sayIn, tempStateDir, trackLease } from "./controller-helpers.js";
 

@@ -14,7 +14,7 @@ import { describe, expect, it } from "vitest";
 import { OutputTail, TERMINAL_RUN_PREFIX } from "../../src/acpx/connection/client-terminal.js";
 import { createAcpxLifecycleController } from "../../src/acpx/controller/controller.js";
 import { createProcessSupervisor } from "../../src/supervisor/index.js";
-import type { AcpRuntimeHandle } from "../../src/acpx/controller/types.js";
+import type { AcpRuntimeHandle } from "../../src/acpx/connection/types.js";
 import {
   agentArgv,
   alive,

@@ -19,7 +19,7 @@ import {
   type AcpxPromptAbortError,
   type AcpxPromptTimeoutError,
 } from "../../src/acpx/report/errors.js";
-import type { AcpRuntimeEnsureInput } from "../../src/acpx/controller/types.js";
+import type { AcpRuntimeEnsureInput } from "../../src/acpx/connection/types.js";
 import { INSTANCE_ENV_KEY, LEASE_ENV_KEY } from "../../src/ownership/leases/types.js";
 import {
   agentArgv,

@@ -9,7 +9,8 @@ import { readdirSync, readFileSync, statSync } from "node:fs";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { createAcpxLifecycleController } from "../../src/acpx/controller/controller.js";
-import type { AcpRuntimeHandle, AcpxLifecycleController } from "../../src/acpx/controller/types.js";
+import type { AcpRuntimeHandle } from "../../src/acpx/connection/types.js";
+import type { AcpxLifecycleController } from "../../src/acpx/controller/types.js";
 import { agentArgv, alive, disposeAfterEach, GRACE_MS, tempStateDir, trackLease } from "./controller-helpers.js";
 
 const controllers = disposeAfterEach();

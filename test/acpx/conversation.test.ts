@@ -17,12 +17,12 @@ import {
   AcpxSessionRequestError,
   AcpxUnsupportedContentError,
 } from "../../src/acpx/report/errors.js";
+import type { AcpRuntimeHandle } from "../../src/acpx/connection/types.js";
 import type {
-  AcpRuntimeHandle,
   AcpxLifecycleControllerOptions,
   LeaseSettledOutcome,
   SessionEndHow,
-} from "../../src/acpx/controller/types.js";
+} from "../../src/acpx/sessions/types.js";
 import type { AcpxProcessLease } from "../../src/ownership/leases/types.js";
 import {
   agentArgv,

@@ -12,12 +12,9 @@ import { describe, expect, it } from "vitest";
 import { detectContainment, readCgroupOf, type ContainmentSupport } from "../../src/containment/index.js";
 import { createAcpxLifecycleController } from "../../src/acpx/controller/controller.js";
 import { AcpxEnsureError } from "../../src/acpx/report/errors.js";
-import type {
-  AcpRuntimeEnsureInput,
-  AcpxLifecycleController,
-  AcpxLifecycleControllerOptions,
-  SessionLimits,
-} from "../../src/acpx/controller/types.js";
+import type { AcpRuntimeEnsureInput, SessionLimits } from "../../src/acpx/connection/types.js";
+import type { AcpxLifecycleControllerOptions } from "../../src/acpx/sessions/types.js";
+import type { AcpxLifecycleController } from "../../src/acpx/controller/types.js";
 import { probeCgroup2, v2ControllersFor } from "../helpers/cgroup-probe.mjs";
 import {
   agentArgv,

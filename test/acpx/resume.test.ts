@@ -14,7 +14,8 @@ import { createInterface } from "node:readline";
 import { describe, expect, it } from "vitest";
 import type { SessionUpdate } from "@agentclientprotocol/sdk";
 import { createAcpxLifecycleController } from "../../src/acpx/controller/controller.js";
-import type { AcpRuntimeHandle, AcpxLifecycleController } from "../../src/acpx/controller/types.js";
+import type { AcpRuntimeHandle } from "../../src/acpx/connection/types.js";
+import type { AcpxLifecycleController } from "../../src/acpx/controller/types.js";
 import {
   agentArgv,
   alive,

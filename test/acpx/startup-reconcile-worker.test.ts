@@ -8,7 +8,7 @@ import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { createAcpxLifecycleController } from "../../src/acpx/controller/controller.js";
-import type { AcpxLifecycleControllerOptions } from "../../src/acpx/controller/types.js";
+import type { AcpxLifecycleControllerOptions } from "../../src/acpx/sessions/types.js";
 import { getProcessFacts } from "../../src/facts/get.js";
 import {
   computeCommandHash,

@@ -15,7 +15,9 @@ import { existsSync, readFileSync, rmdirSync, writeFileSync } from "node:fs";
 import { dirname } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import { createAcpxLifecycleController } from "../../src/acpx/controller/controller.js";
-import type { AcpRuntimeHandle, AcpxLifecycleController, CloseReport } from "../../src/acpx/controller/types.js";
+import type { AcpRuntimeHandle } from "../../src/acpx/connection/types.js";
+import type { CloseReport } from "../../src/acpx/sessions/types.js";
+import type { AcpxLifecycleController } from "../../src/acpx/controller/types.js";
 import { containmentSkipNote, probeCgroup2 } from "../helpers/cgroup-probe.mjs";
 import {
   agentArgv,

@@ -14,7 +14,8 @@ import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { createAcpxLifecycleController } from "../../src/acpx/controller/controller.js";
 import { sessionFileName } from "../../src/acpx/sessions/session-store.js";
-import type { AcpRuntimeHandle, AcpxLifecycleController } from "../../src/acpx/controller/types.js";
+import type { AcpRuntimeHandle } from "../../src/acpx/connection/types.js";
+import type { AcpxLifecycleController } from "../../src/acpx/controller/types.js";
 import { openLeaseStore } from "../../src/ownership/leases/lease-store.js";
 import {
   agentArgv,

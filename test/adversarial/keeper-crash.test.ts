@@ -15,7 +15,7 @@ import { join } from "node:path";
 import { createInterface } from "node:readline";
 import { describe, expect, it } from "vitest";
 import { createAcpxLifecycleController } from "../../src/acpx/controller/controller.js";
-import type { AcpRuntimeHandle } from "../../src/acpx/controller/types.js";
+import type { AcpRuntimeHandle } from "../../src/acpx/connection/types.js";
 import { openLeaseStore } from "../../src/ownership/leases/lease-store.js";
 import { KEEPER_REPORT_FILE, type KeeperReport } from "../../src/ownership/keeper/keeper-reap.js";
 import {

@@ -19,7 +19,7 @@ import { createInterface } from "node:readline";
 import { pathToFileURL } from "node:url";
 import { describe, expect, it } from "vitest";
 import { createAcpxLifecycleController } from "../../src/acpx/controller/controller.js";
-import type { AcpRuntimeHandle } from "../../src/acpx/controller/types.js";
+import type { AcpRuntimeHandle } from "../../src/acpx/connection/types.js";
 import { keeperPid } from "../../src/ownership/keeper/keeper.js";
 import { openLeaseStore } from "../../src/ownership/leases/lease-store.js";
 import {

@@ -12,7 +12,8 @@ import { join } from "node:path";
 import { createInterface } from "node:readline";
 import { describe, expect, it } from "vitest";
 import { createAcpxLifecycleController } from "../../src/acpx/controller/controller.js";
-import type { AcpRuntimeHandle, AcpxLifecycleController } from "../../src/acpx/controller/types.js";
+import type { AcpRuntimeHandle } from "../../src/acpx/connection/types.js";
+import type { AcpxLifecycleController } from "../../src/acpx/controller/types.js";
 import { openLeaseStore, type AcpxProcessLease } from "../../src/ownership/index.js";
 import { containmentSkipNote, probeCgroup2 } from "../helpers/cgroup-probe.mjs";
 import {

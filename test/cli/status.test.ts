@@ -12,7 +12,8 @@ import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { afterAll, describe, expect, it } from "vitest";
 import { createAcpxLifecycleController } from "../../src/acpx/controller/controller.js";
-import type { AcpRuntimeHandle, AcpxLifecycleController } from "../../src/acpx/controller/types.js";
+import type { AcpRuntimeHandle } from "../../src/acpx/connection/types.js";
+import type { AcpxLifecycleController } from "../../src/acpx/controller/types.js";
 import { treePrefixes, type StatusView } from "../../src/cli/commands/status.js";
 import {
   agentArgv,

@@ -328,23 +328,3 @@ export async function withTimeout<T>(method: string, timeoutMs: number, p: Promi
     clearTimeout(timer);
   }
 }
-
-// the handshake and bounded turns, for the callers that know them from here
-export {
-  assertAuthInput,
-  authMethodsOf,
-  explainHandshakeFailure,
-  formatAuthMethods,
-  handshake,
-  HandshakeFailure,
-  type HandshakeOptions,
-  type HandshakeResult,
-  type HandshakeStep,
-} from "./handshake.js";
-export {
-  assertPromptOptions,
-  sessionEndedError,
-  startTurn,
-  type StartedTurn,
-  type TurnContext,
-} from "./prompt-turn.js";

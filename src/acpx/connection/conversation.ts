@@ -24,7 +24,7 @@ import { SessionBudget } from "./session-budget.js";
 import { SessionState } from "./session-controls.js";
 import { UpdateRouter } from "./session-updates.js";
 import type { ResolvedUpdateLimits } from "./update-bytes.js";
-import type { AcpRuntimeEnsureInput, AcpRuntimeHandle } from "../controller/types.js";
+import type { AcpRuntimeEnsureInput, AcpRuntimeHandle } from "./types.js";
 
 /** how long session/close may take before the kill goes ahead */
 export const SESSION_CLOSE_TIMEOUT_MS = 2000;

@@ -17,7 +17,6 @@ import {
   acpErrorOf,
   diagnosticsNote,
   type AcpAuthMethodInfo,
-  type AcpErrorInfo,
   type AcpxEnsureErrorDetails,
   type EnsureFailureCause,
 } from "../report/errors.js";
@@ -25,8 +24,19 @@ import type { LaunchedWrapper } from "../launch/launch.js";
 import { describeEnd, type SessionEnd } from "../launch/wrapper-end.js";
 import { hostLimitOf } from "../launch/early-exit.js";
 import { openAcpSession, type OpenedSession } from "./resume.js";
+import {
+  assertAuthInput,
+  authMethodsOf,
+  formatAuthMethods,
+  HandshakeFailure,
+  type AcpAuthInput,
+  type HandshakeStep,
+  type StepRunner,
+} from "./handshake-steps.js";
 import { sessionIdProblem } from "./session-id.js";
-import type { AcpAuthInput } from "../controller/types.js";
+
+// the steps, the failure and the auth, for the callers that know them from here
+export { assertAuthInput, authMethodsOf, formatAuthMethods, HandshakeFailure, type HandshakeStep, type StepRunner };
 
 export interface HandshakeOptions {
   cwd: string;
@@ -53,68 +63,6 @@ export interface HandshakeResult {
   init: InitializeResponse;
   /** how the session was opened: new, resumed or loaded, with the agent's modes and config options */
   opened: OpenedSession;
-}
-
-export type HandshakeStep = "initialize" | "authenticate" | "session/new" | "session/resume" | "session/load";
-
-/** Why the handshake failed, before the controller adds what the processes did (explainHandshakeFailure). */
-export class HandshakeFailure extends Error {
-  override name = "HandshakeFailure";
-  constructor(
-    readonly kind:
-      | "timeout"
-      | "aborted"
-      | "agent-error"
-      | "closed"
-      | "ended"
-      | "protocol-version"
-      | "auth-required"
-      | "auth-failed"
-      | "invalid-session-id",
-    readonly step: HandshakeStep,
-    message: string,
-    readonly info: {
-      acpError?: AcpErrorInfo;
-      authMethods?: readonly AcpAuthMethodInfo[];
-      agentProtocolVersion?: unknown;
-      end?: SessionEnd;
-      cause?: unknown;
-    } = {},
-  ) {
-    super(message, info.cause === undefined ? undefined : { cause: info.cause });
-  }
-}
-
-/** Validates ensureSession's `auth`: `{ methodId: non-empty string }` or a resolver function. */
-export function assertAuthInput(value: unknown, name = "auth"): asserts value is AcpAuthInput {
-  if (typeof value === "function") return;
-  if (typeof value !== "object" || value === null) {
-    throw new TypeError(`${name} must be { methodId: string } or a function choosing one of the agent's auth methods`);
-  }
-  const id = (value as { methodId?: unknown }).methodId;
-  if (typeof id !== "string" || id.length === 0) throw new TypeError(`${name}.methodId must be a non-empty string`);
-}
-
-/** The agent's advertised auth methods, as plain data (malformed entries are dropped). */
-export function authMethodsOf(res: { authMethods?: unknown }): AcpAuthMethodInfo[] {
-  if (!Array.isArray(res.authMethods)) return [];
-  const out: AcpAuthMethodInfo[] = [];
-  for (const m of res.authMethods as unknown[]) {
-    if (typeof m !== "object" || m === null) continue;
-    const r = m as Record<string, unknown>;
-    if (typeof r.id !== "string" || r.id === "") continue;
-    const info: AcpAuthMethodInfo = { id: r.id, name: typeof r.name === "string" ? r.name : r.id };
-    if (typeof r.description === "string") info.description = r.description;
-    if (typeof r.type === "string") info.type = r.type;
-    out.push(info);
-  }
-  return out;
-}
-
-/** `id (name)` for each method, for messages. */
-export function formatAuthMethods(methods: readonly AcpAuthMethodInfo[]): string {
-  if (methods.length === 0) return "the agent advertised no auth methods";
-  return `the agent offers: ${methods.map((m) => (m.name && m.name !== m.id ? `${m.id} (${m.name})` : m.id)).join(", ")}`;
 }
 
 /**
@@ -254,9 +202,6 @@ class HandshakeBound {
     this.unlisten();
   }
 }
-
-/** One bounded handshake step: timeouts, agent errors, a closed connection and ended processes become HandshakeFailure. */
-export type StepRunner = <T>(name: HandshakeStep, p: Promise<T>) => Promise<T>;
 
 function stepRunner(endedP: Promise<SessionEnd> | undefined, bound: HandshakeBound): StepRunner {
   return async <T>(name: HandshakeStep, p: Promise<T>): Promise<T> => {

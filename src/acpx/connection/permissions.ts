@@ -19,7 +19,7 @@ import type {
   RequestPermissionResponse,
 } from "@agentclientprotocol/sdk";
 import type { ControllerLogger } from "../report/logger.js";
-import type { AcpRuntimeHandle } from "../controller/types.js";
+import type { AcpRuntimeHandle } from "./types.js";
 
 /** default bound on one permission answer: a human may be asked */
 export const DEFAULT_PERMISSION_TIMEOUT_MS = 300_000;

@@ -26,7 +26,7 @@ import {
 } from "../report/errors.js";
 import type { SessionPipes } from "../launch/launch.js";
 import { describeEnd, type SessionEnd } from "../launch/wrapper-end.js";
-import type { PromptOptions } from "../controller/types.js";
+import type { PromptOptions } from "./types.js";
 
 /** Validates prompt options (signal, timeoutMs, cancelGraceMs); throws TypeError / RangeError naming the field. */
 export function assertPromptOptions(opts: unknown): asserts opts is PromptOptions | undefined {

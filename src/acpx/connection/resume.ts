@@ -24,7 +24,7 @@ import type {
   ResumeSessionResponse,
 } from "@agentclientprotocol/sdk";
 import { ACP_AUTH_REQUIRED, withTimeout, type AcpClient } from "./acp-client.js";
-import type { HandshakeFailure, StepRunner } from "./handshake.js";
+import type { HandshakeFailure, StepRunner } from "./handshake-steps.js";
 
 export interface OpenSessionOptions {
   cwd: string;

@@ -27,34 +27,10 @@ import { AcpxUnsupportedContentError } from "../report/errors.js";
 import { startTurn as startBoundedTurn } from "./prompt-turn.js";
 import type { SessionConversation } from "./conversation.js";
 import type { SessionPipes } from "../launch/launch.js";
-import type { SessionAgentState } from "./session-controls.js";
-import type { PromptOptions } from "../controller/types.js";
+import type { CancelReport, TurnInput, TurnResult, TurnStream } from "./turn.js";
+import type { PromptOptions } from "./types.js";
 
-export type TurnInput = string | readonly ContentBlock[];
-
-export interface TurnResult {
-  stopReason: string;
-  /** the agent's token usage for the turn, when its session/prompt answer carried one */
-  usage?: unknown;
-  /** the last usage_update of the turn (context window used/size, cost) */
-  contextUsage?: SessionAgentState["contextUsage"];
-  /** cancel() (or cancelTurn) was called during the turn: an agent may still answer end_turn */
-  cancelRequested: boolean;
-}
-
-export interface CancelReport {
-  /** session/cancel went out */
-  cancelSent: boolean;
-  /** the turn ended (within cancelGraceMs) */
-  turnEnded: boolean;
-  stopReason?: string;
-}
-
-export interface TurnStream {
-  events: AsyncIterable<SessionUpdate>;
-  result: Promise<TurnResult>;
-  cancel(): Promise<CancelReport>;
-}
+export type { CancelReport, TurnInput, TurnResult, TurnStream } from "./turn.js";
 
 export interface TurnSession {
   sessionKey: string;

@@ -5,7 +5,8 @@
  */
 import type { LeaseStore } from "../../ownership/index.js";
 import type { ControllerLogger } from "../report/logger.js";
-import type { AcpRuntimeHandle, AcpxLifecycleControllerOptions, LeaseSettledOutcome, SessionEndHow } from "./types.js";
+import type { AcpRuntimeHandle } from "../connection/types.js";
+import type { AcpxLifecycleControllerOptions, LeaseSettledOutcome, SessionEndHow } from "../sessions/types.js";
 
 export class ControllerHooks {
   constructor(

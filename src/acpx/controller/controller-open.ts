@@ -29,7 +29,7 @@ import { resolveDurable } from "../durable/protocol.js";
 import type { ControllerDeps } from "../sessions/live-sessions.js";
 import { assertContainmentOption, configureLimitControllers, detectOptionsFor } from "../sessions/session-limits.js";
 import { openSessionStore } from "../sessions/session-store.js";
-import type { AcpxLifecycleControllerOptions } from "./types.js";
+import type { AcpxLifecycleControllerOptions } from "../sessions/types.js";
 import { assertGraceMs } from "../wrapper/protocol.js";
 
 const DEFAULT_HANDSHAKE_TIMEOUT_MS = 30_000;

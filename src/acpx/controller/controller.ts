@@ -32,7 +32,8 @@
 import { KeyedQueue, verifyOwnedTree as verifyTree, worthAWorker, type StateDirLock } from "../../ownership/index.js";
 import type { ProcessLease, OwnedProcessTree } from "../../ownership/leases/types.js";
 import { closeLocked, closeTarget } from "../sessions/close-session.js";
-import { assertPromptOptions, DEFAULT_CANCEL_GRACE_MS, sessionEndedError } from "../connection/acp-client.js";
+import { DEFAULT_CANCEL_GRACE_MS } from "../connection/acp-client.js";
+import { assertPromptOptions, sessionEndedError } from "../connection/prompt-turn.js";
 import { AcpxControllerDisposedError, AcpxSessionBusyError, AcpxSessionClosedError } from "../report/errors.js";
 import { ControllerEnd, guardAfterDispose, settleOnDispose, type EndedAs } from "./controller-guard.js";
 import { ControllerHooks } from "./controller-hooks.js";
@@ -43,7 +44,13 @@ import type { ControlTarget } from "../connection/session-controls.js";
 import { setConfigOption, setMode } from "../connection/session-controls.js";
 import { listSessionSummaries, statusOf } from "../sessions/session-status.js";
 import type { SessionUpdateListener } from "../connection/session-updates.js";
-import { runTurn, cancelAndWait, type CancelReport, type TurnInput, type TurnStream } from "../connection/turn-stream.js";
+import {
+  runTurn,
+  cancelAndWait,
+  type CancelReport,
+  type TurnInput,
+  type TurnStream,
+} from "../connection/turn-stream.js";
 import type { SessionConfigOption } from "@agentclientprotocol/sdk";
 import { removeInstanceFolder, type ContainmentSupport } from "../../containment/index.js";
 import { controllerKeeper, type ControllerKeeper } from "../keeper/controller-keeper.js";
@@ -55,20 +62,12 @@ import { adoptWaiting } from "../sessions/adopt.js";
 import { forgetAttach } from "../durable/waiting.js";
 import type { AcpxSessionRecord } from "../sessions/session-store.js";
 import { disposalError } from "../sessions/ensure-attempt.js";
-import type {
-  AcpRuntimeEnsureInput,
-  AcpRuntimeHandle,
-  AcpxLifecycleController,
-  AcpxLifecycleControllerOptions,
-} from "./types.js";
-import type {
-  CloseReport,
-  CloseSessionInput,
-  PromptOptions,
-  ReapReport,
-  SessionStatus,
-  SessionSummary,
-} from "./types.js";
+import type { AcpRuntimeEnsureInput, AcpRuntimeHandle } from "../connection/types.js";
+import type { AcpxLifecycleControllerOptions } from "../sessions/types.js";
+import type { AcpxLifecycleController } from "./types.js";
+import type { PromptOptions } from "../connection/types.js";
+import type { CloseReport, SessionStatus, SessionSummary } from "../sessions/types.js";
+import type { CloseSessionInput, ReapReport } from "./types.js";
 import { openControllerDeps } from "./controller-open.js";
 
 export async function createAcpxLifecycleController(

@@ -32,7 +32,7 @@ import type { ControllerDeps, LiveSession, LiveSessions } from "./live-sessions.
 import { sessionDifferences } from "./session-reuse.js";
 import type { AcpxSessionRecord } from "./session-store.js";
 import { adoptTurn } from "../connection/turn-stream.js";
-import type { AcpRuntimeHandle, AdoptedTurn } from "../controller/types.js";
+import type { AcpRuntimeHandle, AdoptedTurn } from "../connection/types.js";
 import { adoptionFactsOf, type AdoptionFacts } from "./adopt-record.js";
 import { attachOver, type AttachedWrapper } from "../durable/attached.js";
 import { socketName } from "../durable/protocol.js";

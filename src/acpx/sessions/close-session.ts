@@ -27,7 +27,7 @@ import {
   type LiveSessions,
 } from "./live-sessions.js";
 import type { DamagedSessionRecord, LegacyAcpxSessionRecord, StoredSessionRecord } from "./session-store.js";
-import type { CloseReport } from "../controller/types.js";
+import type { CloseReport } from "./types.js";
 
 /**
  * closeSession's input, checked: the key, and the lease the handle names when

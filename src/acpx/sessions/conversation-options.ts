@@ -17,13 +17,17 @@ import {
   type ReconcileReport,
 } from "../../supervisor/index.js";
 import { assertFsOptions } from "../connection/client-fs.js";
-import { assertTerminalOption, TERMINAL_RUN_PREFIX, type ClientTerminalOptions } from "../connection/client-terminal.js";
+import {
+  assertTerminalOption,
+  TERMINAL_RUN_PREFIX,
+  type ClientTerminalOptions,
+} from "../connection/client-terminal.js";
 import type { ConversationConfig } from "../connection/conversation.js";
 import { resolveIntakeLimits } from "../connection/intake-limits.js";
 import { assertLogger, safeLogger } from "../report/logger.js";
 import { assertKeeperOption } from "../../ownership/keeper/keeper.js";
 import { DEFAULT_PERMISSION_TIMEOUT_MS } from "../connection/permissions.js";
-import type { AcpxLifecycleControllerOptions } from "../controller/types.js";
+import type { AcpxLifecycleControllerOptions } from "./types.js";
 import { resolveUpdateLimits } from "../connection/update-bytes.js";
 
 export function assertConversationOptions(opts: AcpxLifecycleControllerOptions): void {

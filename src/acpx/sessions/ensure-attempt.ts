@@ -20,7 +20,7 @@ import {
 } from "../report/errors.js";
 import type { LaunchedWrapper } from "../launch/launch.js";
 import { lifecycleDeps, releaseLaunched, type ControllerDeps, type LiveSessions } from "./live-sessions.js";
-import type { LimitController } from "../controller/types.js";
+import type { LimitController } from "../connection/types.js";
 
 /**
  * One ensure attempt: its lease (reassigned as it is recorded), its cgroup,

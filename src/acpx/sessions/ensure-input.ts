@@ -14,7 +14,7 @@ import { checkCwd } from "../../ownership/index.js";
 import { assertOwnerKeys } from "../../sessions/index.js";
 import { assertAuthInput } from "../connection/handshake.js";
 import { assertSessionLimits, enforcedLimits, type EnforcedLimits } from "./session-limits.js";
-import type { AcpAuthInput, AcpRuntimeEnsureInput } from "../controller/types.js";
+import type { AcpAuthInput, AcpRuntimeEnsureInput } from "../connection/types.js";
 import { assertEnvRemove } from "../launch/wrapper-env.js";
 
 declare const parsedBrand: unique symbol;

@@ -10,16 +10,18 @@ import type { ProcessFacts, ProcessSignaller } from "../../facts/types.js";
 import { signalUnreapedChild } from "../../facts/signal.js";
 import { escalate, type LeaseStore, type LifecycleDeps, type ReleaseResult } from "../../ownership/index.js";
 import type { ProcessLease } from "../../ownership/leases/types.js";
-import { sessionEndedError, type AcpClient } from "../connection/acp-client.js";
-import { AcpxRawSessionError } from "./raw-adapter.js";
+import type { AcpClient } from "../connection/acp-client.js";
+import { sessionEndedError } from "../connection/prompt-turn.js";
 import type { ControlTarget } from "../connection/session-controls.js";
 import type { ConversationConfig, SessionConversation } from "../connection/conversation.js";
 import { AcpxNoSessionError, AcpxSessionClosedError } from "../report/errors.js";
+import { AcpxRawSessionError } from "./raw-session-error.js";
 import type { InstalledWrapper } from "../launch/install-wrapper.js";
 import type { LaunchedWrapper, SessionPipes } from "../launch/launch.js";
 import type { DurableDeps } from "../durable/options.js";
 import type { SessionStore } from "./session-store.js";
-import type { AcpRuntimeHandle, AcpxLifecycleControllerOptions } from "../controller/types.js";
+import type { AcpRuntimeHandle } from "../connection/types.js";
+import type { AcpxLifecycleControllerOptions } from "./types.js";
 
 /** What every part of the controller shares. */
 export interface ControllerDeps {

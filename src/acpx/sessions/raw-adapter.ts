@@ -17,7 +17,11 @@ import type { LaunchedWrapper, SessionPipes } from "../launch/launch.js";
 import type { SessionEnd } from "../launch/wrapper-end.js";
 import type { ControllerDeps, LiveSessions } from "./live-sessions.js";
 import { newSessionRecord } from "./session-store.js";
-import type { AcpRuntimeEnsureInput, AcpRuntimeHandle, CloseReport } from "../controller/types.js";
+import type { AcpRuntimeEnsureInput, AcpRuntimeHandle } from "../connection/types.js";
+import type { CloseReport } from "./types.js";
+
+// its error, for the callers that know it from here
+export { AcpxRawSessionError } from "./raw-session-error.js";
 
 /** What spawnRawAdapter takes: ensureSession's input without the ACP parts (auth, MCP servers, resume). */
 export type RawAdapterInput = Omit<
@@ -41,17 +45,6 @@ export interface RawAdapter {
   close(reason?: string): Promise<CloseReport>;
   /** the live tree, verified against the lease now (null when nothing verifies) */
   verify(): Promise<OwnedProcessTree | null>;
-}
-
-/** A conversation call on a raw session. */
-export class AcpxRawSessionError extends Error {
-  override name = "AcpxRawSessionError";
-  readonly code = "raw-session";
-  constructor(readonly sessionKey: string) {
-    super(
-      `session ${JSON.stringify(sessionKey)} was started with spawnRawAdapter: its plugin speaks ACP on the adapter's stdin/stdout, the controller does not`,
-    );
-  }
 }
 
 /**

@@ -32,11 +32,16 @@
  *   every positive limit asked for; limits not asked for are not compared
  *   (a caller fetching its session without limits gets it as it runs).
  */
-import { detectContainment, isLimitValue, type ContainmentSupport, type DetectOptions } from "../../containment/index.js";
+import {
+  detectContainment,
+  isLimitValue,
+  type ContainmentSupport,
+  type DetectOptions,
+} from "../../containment/index.js";
 import { AcpxEnsureError } from "../report/errors.js";
 import type { ControllerDeps } from "./live-sessions.js";
-import type { EnsureInput } from "./ensure-input.js";
-import type { AcpRuntimeHandle, AcpxContainmentOptions, LimitController, SessionLimits } from "../controller/types.js";
+import type { AcpRuntimeHandle, LimitController, SessionLimits } from "../connection/types.js";
+import type { AcpxContainmentOptions } from "./types.js";
 
 /** how long a failed enabling of a controller is not tried again */
 export const ENABLE_RETRY_MS = 10_000;
@@ -203,7 +208,7 @@ export function rememberLimits(h: AcpRuntimeHandle, e: EnforcedLimits): void {
 }
 
 /** For ensureSession on a key whose session runs: throws unless it runs with every positive limit asked for. */
-export function assertRunningLimits(h: AcpRuntimeHandle, input: Pick<EnsureInput, "limits">): void {
+export function assertRunningLimits(h: AcpRuntimeHandle, input: { readonly limits: Readonly<EnforcedLimits> }): void {
   const want = input.limits;
   const have = runningWith.get(h) ?? {};
   const differ = (Object.keys(want) as (keyof EnforcedLimits)[]).filter((k) => want[k] !== have[k]);

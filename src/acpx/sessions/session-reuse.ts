@@ -19,7 +19,8 @@ import type { ControllerDeps, LiveSessions } from "./live-sessions.js";
 import { assertRunningLimits } from "./session-limits.js";
 import { sessionIdProblem } from "../connection/session-id.js";
 import type { AcpxSessionRecord, DamagedSessionRecord, StoredSessionRecord } from "./session-store.js";
-import type { AcpRuntimeHandle, CloseReport } from "../controller/types.js";
+import type { AcpRuntimeHandle } from "../connection/types.js";
+import type { CloseReport } from "./types.js";
 
 /** What ensureSession does with its key: hand back the running session as it is, or open one with this input. */
 export type ReuseOrOpen = { reused: AcpRuntimeHandle } | { open: EnsureInput };

@@ -5,7 +5,7 @@
  * record it keeps (live, closed with its state kept, or left by an earlier run).
  */
 import type { ControllerDeps, LiveSession, LiveSessions } from "./live-sessions.js";
-import type { SessionStatus, SessionSummary } from "../controller/types.js";
+import type { SessionStatus, SessionSummary } from "./types.js";
 
 export async function statusOf(d: ControllerDeps, live: LiveSession): Promise<SessionStatus> {
   const h = live.handle;

@@ -12,7 +12,7 @@ import { readdir, rm } from "node:fs/promises";
 import { join } from "node:path";
 import { atomicWrite, ensurePrivateDir, readOwnedFile } from "../../ownership/leases/fs-safe.js";
 import { buildSessionOwner, type AcpSessionOwner } from "../../sessions/index.js";
-import type { AcpRuntimeEnsureInput } from "../controller/types.js";
+import type { AcpRuntimeEnsureInput } from "../connection/types.js";
 
 export interface AcpxSessionRecord {
   sessionKey: string;

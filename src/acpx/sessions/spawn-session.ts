@@ -17,7 +17,8 @@ import { randomUUID } from "node:crypto";
 import { performance } from "node:perf_hooks";
 import { computeCommandHash, descriptorShortage, hostFaultNote, recordRootIdentity } from "../../ownership/index.js";
 import { hostResourceError, processLimitError } from "../../ownership/leases/host-faults.js";
-import { AcpClient, explainHandshakeFailure, handshake } from "../connection/acp-client.js";
+import { AcpClient } from "../connection/acp-client.js";
+import { explainHandshakeFailure, handshake } from "../connection/handshake.js";
 import { AcpxEnsureError } from "../report/errors.js";
 import { launchWrapper, rootArgvFor, type LaunchedWrapper } from "../launch/launch.js";
 import { describeEarlyExit } from "../launch/early-exit.js";
@@ -47,7 +48,7 @@ import { OnePerTurn } from "../../ownership/verify/waiters.js";
 import { keepForAdoption } from "./adopt-record.js";
 import { handleFields, handshakeFields, SessionConversation } from "../connection/conversation.js";
 import { finishRawSpawn } from "./raw-adapter.js";
-import type { AcpRuntimeHandle, LimitController } from "../controller/types.js";
+import type { AcpRuntimeHandle, LimitController } from "../connection/types.js";
 
 /**
  * A spawn forks the gateway, whose thread pays in proportion to its memory

@@ -19,7 +19,8 @@ import { join } from "node:path";
 import { pathToFileURL } from "node:url";
 import type { SessionUpdate } from "@agentclientprotocol/sdk";
 import { createAcpxLifecycleController } from "../../acpx/controller/controller.js";
-import type { AcpRuntimeHandle, AcpxLifecycleController } from "../../acpx/controller/types.js";
+import type { AcpRuntimeHandle } from "../../acpx/connection/types.js";
+import type { AcpxLifecycleController } from "../../acpx/controller/types.js";
 import { signalUnreapedChild } from "../../facts/signal.js";
 
 export interface DemoContext {
