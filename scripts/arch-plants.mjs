@@ -23,6 +23,7 @@ const COPIED = [
   "native",
   "test/architecture.test.ts",
   "test/helpers",
+  "scripts/import-graph.mjs",
   "docs/architecture.md",
   "package.json",
   "tsconfig.json",

@@ -13,7 +13,11 @@
  * - no session row's owner compared outside src/sessions/ (canSeeSessionRow);
  * - no write to cgroup.procs outside src/containment/enter.ts;
  * - no import up the layers or across a rank (the plugin does not import the
- *   CLI), and the diagram in docs/architecture.md (a contributor's page) is the table's;
+ *   CLI), nor up the folders of src/ownership/ and src/acpx/ (the tables are
+ *   test/helpers/layer-order.mjs's), and the diagram in docs/architecture.md
+ *   (a contributor's page) is the table's;
+ * - no import circle in a folder of src/, none between its folders, and no
+ *   include circle in native/ (the graph is scripts/import-graph.mjs's);
  * - no decision made by matching prose (a detail, why, message or reason
  *   searched with startsWith, includes, a regex, …): decisions read codes;
  * - no src/, native/ or test/ file over 500 lines, no function over 80 lines.
@@ -40,6 +44,7 @@ import {
 import { diagramIn, layerDiagram } from "./helpers/architecture-layers.js";
 import { checkAll } from "./helpers/architecture-homes.js";
 import { PLANTS } from "./helpers/architecture-plants.mjs";
+import { circles, folderGraph, importGraph } from "../scripts/import-graph.mjs";
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), "..");
 /** Building the checker's program takes seconds on a loaded machine. */
@@ -56,6 +61,35 @@ export const ALLOW: readonly Allowance[] = [
     file: "src/acpx/wrapper/adapter-group.ts",
     max: 1,
     why: "the wrapper's group signal; another worker is rewriting the wrapper: route it through facts/signal.ts after that merge",
+  },
+];
+
+/**
+ * The folders whose files still import in a circle, each with why: the acpx
+ * split did not reach them. A test below fails on a circle anywhere else, and
+ * on an entry whose circle is gone (remove it then).
+ */
+export const CIRCLES_LEFT: readonly { folders: string; why: string }[] = [
+  {
+    folders: "src/containment",
+    why: "the cgroup files call each other both ways (handle ↔ detect ↔ files); to split by job",
+  },
+  {
+    folders: "src/openclaw",
+    why: "the session table and a turn import each other; to break with the table's type apart",
+  },
+  {
+    folders: "src/ownership/verify",
+    why: "remnants and verify-state import each other; to break with the state's type apart",
+  },
+  { folders: "src/supervisor/run", why: "a run and its context, terminate and pty fallback import each other" },
+  {
+    folders: "src/cli ↔ src/cli/commands",
+    why: "the dispatch imports the commands, which import the CLI's helpers beside it",
+  },
+  {
+    folders: "src/supervisor ↔ src/supervisor/adapters ↔ src/supervisor/exec ↔ src/supervisor/run",
+    why: "supervisor/ has no folder order yet (its root files and folders import each other)",
   },
 ];
 
@@ -88,6 +122,23 @@ describe("the source tree", () => {
         ),
     );
     expect(unused, "these allowances match nothing any more: remove them").toEqual([]);
+  });
+
+  it("no import circle in a folder of src/, none between its folders, none in native/'s includes (the circles left aside)", () => {
+    const graph = importGraph(ROOT);
+    const found = [
+      ...circles(graph).map((c) => [...new Set(c.map((f) => dirname(f)))].join(" ↔ ")),
+      ...circles(folderGraph(new Map([...graph].filter(([f]) => f.startsWith("src/"))))).map((c) => c.join(" ↔ ")),
+    ];
+    expect(graph.size).toBeGreaterThan(100);
+    expect(
+      found.filter((c) => !CIRCLES_LEFT.some((l) => l.folders === c)),
+      "new import circles: node scripts/import-graph.mjs names their files",
+    ).toEqual([]);
+    expect(
+      CIRCLES_LEFT.filter((l) => !found.includes(l.folders)).map((l) => l.folders),
+      "these circles are gone: remove them from CIRCLES_LEFT",
+    ).toEqual([]);
   });
 
   it("docs/architecture.md draws the layers the test checks", () => {
@@ -192,6 +243,32 @@ describe("each rule fails on a planted copy (a test of the test)", () => {
       checkFile({
         path: "src/ownership/planted/x.ts",
         text: `export { escalate } from "../terminate/escalate.js";\n`,
+      }).map((v) => v.rule),
+    ).toEqual(["layer-import"]);
+  });
+
+  it("layer-import also holds src/acpx/'s folders to their order (ACPX_LAYERS), and index.ts above them all", () => {
+    const up = `import type { SessionStatus } from "../sessions/types.js";\nexport type S = SessionStatus;\n`;
+    expect(checkFile({ path: "src/acpx/connection/planted.ts", text: up }).map((v) => v.rule)).toEqual([
+      "layer-import",
+    ]);
+    expect(checkFile({ path: "src/acpx/controller/planted.ts", text: up })).toEqual([]);
+    expect(
+      checkFile({
+        path: "src/acpx/launch/planted.ts",
+        text: `export { createAcpxLifecycleController } from "../index.js";\n`,
+      }).map((v) => v.rule),
+    ).toEqual(["layer-import"]);
+    expect(
+      checkFile({
+        path: "src/acpx/wrapper/planted.ts",
+        text: `export { launchWrapper } from "../launch/launch.js";\n`,
+      }).map((v) => v.rule),
+    ).toEqual(["layer-import"]);
+    expect(
+      checkFile({
+        path: "src/acpx/planted/x.ts",
+        text: `export { handshake } from "../connection/handshake.js";\n`,
       }).map((v) => v.rule),
     ).toEqual(["layer-import"]);
   });
