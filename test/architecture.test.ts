@@ -74,14 +74,6 @@ export const CIRCLES_LEFT: readonly { folders: string; why: string }[] = [
     folders: "src/containment",
     why: "the cgroup files call each other both ways (handle ↔ detect ↔ files); to split by job",
   },
-  {
-    folders: "src/openclaw",
-    why: "the session table and a turn import each other; to break with the table's type apart",
-  },
-  {
-    folders: "src/ownership/verify",
-    why: "remnants and verify-state import each other; to break with the state's type apart",
-  },
   { folders: "src/supervisor/run", why: "a run and its context, terminate and pty fallback import each other" },
   {
     folders: "src/cli ↔ src/cli/commands",

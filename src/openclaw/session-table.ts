@@ -12,8 +12,12 @@ import type { AcpRuntimeHandle } from "../acpx/connection/types.js";
 import { KeyedQueue } from "../ownership/leases/keyed-queue.js";
 import type { ResolvedAgent } from "./options.js";
 import type { AdoptedReply } from "./adopted-turn.js";
-import type { TurnControl } from "./turn.js";
 import type { OpenClawRuntimeHandle, OpenClawSessionMode } from "./types.js";
+
+/** A running turn, as the table holds it for cancel() (turn.ts runs it). */
+export interface TurnControl {
+  cancel(): Promise<void>;
+}
 
 export interface SessionEntry {
   key: string;

@@ -32,9 +32,6 @@ import type {
 } from "./types.js";
 
 /** What runtime.cancel() reaches of a running turn. */
-export interface TurnControl {
-  cancel(): Promise<void>;
-}
 
 export interface TurnDeps {
   backendId: string;

@@ -28,7 +28,9 @@
 import type { ProcessDetails, ProcessFacts, ProcessInfo, ProcessSnapshot } from "../../facts/types.js";
 import { collectTree } from "./collect.js";
 import { checkSignalTarget } from "../../facts/guards.js";
-import type { KillTarget } from "./verify-state.js";
+import type { KillTarget, RemnantRefusal } from "./verify-state.js";
+
+export type { RemnantRefusal };
 import { START_CLOCK_SLACK_MS, startTimeToEpochMs, type StartClock } from "./start-clock.js";
 import { markerVerdict } from "./markers.js";
 import { evidence } from "./evidence.js";
@@ -45,18 +47,6 @@ export interface RemnantContext {
   clock: StartClock | null;
 }
 
-/** Why the remnant search refused a process that could carry a lease's markers (LeaseVerification.remnantRefusals counts them). */
-export type RemnantRefusal =
-  | "markers"
-  | "env-unreadable"
-  | "inspect-failed"
-  | "boot-id"
-  | "pid-namespace"
-  | "uid"
-  | "guard"
-  | "started-early"
-  | "start-unknown"
-  | "env-hidden";
 type StartHow = "ticks" | "epoch" | "both";
 
 const REFUSAL_TEXT: Record<RemnantRefusal, string> = {

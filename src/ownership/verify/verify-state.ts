@@ -4,9 +4,21 @@
  * through while it is checked.
  */
 import type { ProcessDetails, ProcessInfo, ProcessSnapshot } from "../../facts/types.js";
-import type { RemnantRefusal } from "./remnants.js";
 import type { StartClock } from "./start-clock.js";
 import type { ProcessLease, OwnedProcessTree, OwnershipEvidence } from "../leases/types.js";
+
+/** Why the remnant search refused a process that could carry a lease's markers (LeaseVerification.remnantRefusals counts them). */
+export type RemnantRefusal =
+  | "markers"
+  | "env-unreadable"
+  | "inspect-failed"
+  | "boot-id"
+  | "pid-namespace"
+  | "uid"
+  | "guard"
+  | "started-early"
+  | "start-unknown"
+  | "env-hidden";
 
 /**
  * What the tree kill (terminate/tree-kill.ts) is handed: a verification's
