@@ -74,7 +74,6 @@ export const CIRCLES_LEFT: readonly { folders: string; why: string }[] = [
     folders: "src/containment",
     why: "the cgroup files call each other both ways (handle ↔ detect ↔ files); to split by job",
   },
-  { folders: "src/supervisor/run", why: "a run and its context, terminate and pty fallback import each other" },
   {
     folders: "src/cli ↔ src/cli/commands",
     why: "the dispatch imports the commands, which import the CLI's helpers beside it",

@@ -8,17 +8,9 @@
  */
 import { provablyGone } from "../../facts/liveness.js";
 import type { AdapterExit, SpawnedProcess } from "../adapters/adapter.js";
-import type { RunContext } from "./context.js";
-import type { Run } from "./run.js";
+import type { ExitFallback, Run, RunContext } from "./run.js";
 
-export interface ExitFallback {
-  /** the exit the fallback settles on, once the root is verified gone */
-  readonly exit: Promise<AdapterExit>;
-  /** the forced kill has finished: start looking */
-  watch(): void;
-  /** the exit is known: stop looking */
-  stop(): void;
-}
+export type { ExitFallback };
 
 export function createExitFallback(run: Run, ctx: RunContext, proc: SpawnedProcess, rootPid: number): ExitFallback {
   let timer: NodeJS.Timeout | undefined;

@@ -26,16 +26,53 @@
  * - settled: `done` has resolved (the exit, or null when the startup failed).
  */
 import type { LeaseCgroup } from "../../containment/index.js";
-import type { SpawnedProcess } from "../adapters/adapter.js";
+import type { ContainmentSupport } from "../../containment/index.js";
+import type { ProcessFacts } from "../../facts/types.js";
+import type { PtyLoader } from "../adapters/pty.js";
+import type { RunRegistry } from "../registry.js";
+import type { RunCgroups } from "../run-cgroups.js";
+import type { AdapterExit, SpawnedProcess } from "../adapters/adapter.js";
 import type { RunLease, RunLeaseKill, RunLeases } from "../durability.js";
 import type { KillTreeResult } from "../kill-tree.js";
 import type { RunExit, SpawnInput, TerminationReason } from "../types.js";
-import type { RunContext } from "./context.js";
 import type { Deadlines } from "./deadlines.js";
-import type { ExitFallback } from "./pty-exit-fallback.js";
 import { stronger } from "./result.js";
 import type { RootStart } from "./root-start.js";
 import { terminate } from "./terminate.js";
+
+/** What every run of one supervisor shares. */
+export interface RunContext {
+  readonly registry: RunRegistry;
+  /** one facts backend for the start-time read, the tree kill and the leases: the same unit everywhere */
+  readonly facts: ProcessFacts;
+  /** TERM → KILL grace of every kill */
+  readonly graceMs: number;
+  /** how often the PTY exit fallback looks the root up (pty-exit-fallback.ts) */
+  readonly ptyFallbackMs: number;
+  readonly loadPty: PtyLoader;
+  /** the lease store of background runs (made on first use); undefined without a stateDir */
+  leases(): RunLeases | undefined;
+  /** the containment runs get, leased or not, detected once */
+  containment(): Promise<ContainmentSupport>;
+  /** the cgroups of runs without a lease */
+  readonly runCgroups: RunCgroups;
+  /** the identity-checked tree kill, bound to the root's start time read at spawn: a reused pid gets nothing */
+  killTree(pid: number, expectedStartTime: string): Promise<KillTreeResult>;
+  /** runs a stop request can reach: from spawn's first line until their exit is final */
+  readonly live: Map<string, Run>;
+  /** runs whose lease may not be settled yet: from spawn's first line until the last bookkeeping; reconcile never touches them */
+  readonly unsettled: Map<string, Run>;
+}
+
+/** The PTY exit fallback of a run (pty-exit-fallback.ts makes it). */
+export interface ExitFallback {
+  /** the exit the fallback settles on, once the root is verified gone */
+  readonly exit: Promise<AdapterExit>;
+  /** the forced kill has finished: start looking */
+  watch(): void;
+  /** the exit is known: stop looking */
+  stop(): void;
+}
 
 export type RunPhase = "starting" | "running" | "terminating" | "finishing" | "settled";
 

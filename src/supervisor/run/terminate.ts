@@ -17,16 +17,37 @@
  */
 import { escalate, killStoppedPid } from "../../ownership/index.js";
 import type { SpawnedProcess } from "../adapters/adapter.js";
-import type { RunContext } from "./context.js";
-import type { Run } from "./run.js";
+import type { LeaseCgroup } from "../../containment/index.js";
+import type { RunLease, RunLeaseKill, RunLeases } from "../durability.js";
+import type { KillTreeResult } from "../kill-tree.js";
+import type { RunCgroups } from "../run-cgroups.js";
+import type { RootStart } from "./root-start.js";
 
-export function terminate(run: Run, ctx: RunContext, proc: SpawnedProcess): Promise<void> {
+/** What the kill reads and records of a run: run.ts's Run, which calls the kill, declared here so the two do not import each other. */
+export interface KilledRun {
+  readonly ownCgroup: LeaseCgroup | undefined;
+  readonly attached: Promise<void>;
+  readonly store: RunLeases | undefined;
+  readonly lease: RunLease | undefined;
+  readonly rootStart: Promise<RootStart>;
+  killResult: KillTreeResult | undefined;
+  leaseKill: RunLeaseKill | null | undefined;
+}
+
+/** What the kill needs of the runs' shared context (RunContext). */
+export interface KillContext {
+  readonly runCgroups: RunCgroups;
+  readonly graceMs: number;
+  killTree(pid: number, expectedStartTime: string): Promise<KillTreeResult>;
+}
+
+export function terminate(run: KilledRun, ctx: KillContext, proc: SpawnedProcess): Promise<void> {
   const killed = proc.pid === undefined ? Promise.resolve() : killRoot(run, ctx, proc, proc.pid);
   const own = run.ownCgroup;
   return own === undefined ? killed : killed.finally(() => ctx.runCgroups.drain(own).catch(() => undefined));
 }
 
-async function killRoot(run: Run, ctx: RunContext, proc: SpawnedProcess, rootPid: number): Promise<void> {
+async function killRoot(run: KilledRun, ctx: KillContext, proc: SpawnedProcess, rootPid: number): Promise<void> {
   await run.attached;
   const stopped = (await killThroughLease(run, rootPid)) ?? (await killTreeOfRoot(run, ctx, rootPid));
   if (stopped || proc.exitObserved) return;
@@ -34,7 +55,7 @@ async function killRoot(run: Run, ctx: RunContext, proc: SpawnedProcess, rootPid
 }
 
 /** Whether the kill through the lease saw the root stop; undefined when it killed nothing (no lease, or nothing verified). */
-async function killThroughLease(run: Run, rootPid: number): Promise<boolean | undefined> {
+async function killThroughLease(run: KilledRun, rootPid: number): Promise<boolean | undefined> {
   const { store, lease } = run;
   if (store === undefined || lease === undefined) return undefined;
   const r = await store.kill(lease.leaseId).catch(() => null);
@@ -43,7 +64,7 @@ async function killThroughLease(run: Run, rootPid: number): Promise<boolean | un
 }
 
 /** Whether the tree kill saw the root stop; false when no start time binds it (said in the run's record: rootIdentityUnavailable). */
-async function killTreeOfRoot(run: Run, ctx: RunContext, rootPid: number): Promise<boolean> {
+async function killTreeOfRoot(run: KilledRun, ctx: KillContext, rootPid: number): Promise<boolean> {
   const id = await run.rootStart;
   if (id.startTime === undefined) return false;
   const result = await ctx.killTree(rootPid, id.startTime).catch(() => undefined);
