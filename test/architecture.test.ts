@@ -71,10 +71,6 @@ export const ALLOW: readonly Allowance[] = [
  */
 export const CIRCLES_LEFT: readonly { folders: string; why: string }[] = [
   {
-    folders: "src/containment",
-    why: "the cgroup files call each other both ways (handle ↔ detect ↔ files); to split by job",
-  },
-  {
     folders: "src/cli ↔ src/cli/commands",
     why: "the dispatch imports the commands, which import the CLI's helpers beside it",
   },

@@ -9,7 +9,6 @@
 import { constants as fsConstants, promises as fsp } from "node:fs";
 import { faultOf, type Fault } from "./errors.js";
 import { cgroupPathProblem } from "./paths.js";
-import type { LeaseCgroup } from "./handle.js";
 
 /** text, null when unreadable, "gone" (only with gone=true) when the file is missing. */
 export async function readText(file: string): Promise<string | null>;
@@ -85,12 +84,15 @@ export async function cgroupIdOf(path: string): Promise<string | null> {
   }
 }
 
-const pathOf = (target: string | LeaseCgroup): string => (typeof target === "string" ? target : target.path);
+/** A cgroup by its path, or a handle to one (handle.ts LeaseCgroup): read by its path. */
+type CgroupTarget = string | { readonly path: string };
+
+const pathOf = (target: CgroupTarget): string => (typeof target === "string" ? target : target.path);
 
 export type PopulatedState = "populated" | "empty" | "gone" | "unknown";
 
 /** `populated` of cgroup.events: covers the whole subtree, kept by the kernel. */
-export async function isPopulated(target: string | LeaseCgroup): Promise<PopulatedState> {
+export async function isPopulated(target: CgroupTarget): Promise<PopulatedState> {
   const path = pathOf(target);
   const text = await readText(`${path}/cgroup.events`, true);
   // the root cgroup has no cgroup.events: a missing file is "gone" only with its directory
@@ -100,7 +102,7 @@ export async function isPopulated(target: string | LeaseCgroup): Promise<Populat
 }
 
 /** Polls isPopulated until "empty" or "gone", or the deadline; returns the last state. */
-export async function waitUntilEmpty(target: string | LeaseCgroup, timeoutMs: number): Promise<PopulatedState> {
+export async function waitUntilEmpty(target: CgroupTarget, timeoutMs: number): Promise<PopulatedState> {
   const deadline = Date.now() + timeoutMs;
   let step = 1;
   for (;;) {
@@ -120,7 +122,7 @@ export type MembersResult = { state: "ok"; pids: number[] } | { state: "gone" } 
  * path given as a string is checked first (absolute, on cgroup2); a handle
  * was checked when it was opened.
  */
-export async function membersOf(target: string | LeaseCgroup): Promise<MembersResult> {
+export async function membersOf(target: CgroupTarget): Promise<MembersResult> {
   if (typeof target === "string") {
     const bad = await cgroupPathProblem(target);
     if (bad === "gone") return { state: "gone" };

@@ -17,7 +17,6 @@ import { ContainmentArgumentError, faultOf } from "./errors.js";
 import { cgroupIdOf, exists, isPopulated, readSet, type PopulatedState } from "./files.js";
 import { enableController } from "./controllers.js";
 import { CGROUP_NAME_RE, cgroupPathProblem, leaseCgroupShapeProblem, instanceFolderShapeProblem } from "./paths.js";
-import type { ContainmentSupport } from "./detect.js";
 
 declare const checked: unique symbol;
 
@@ -41,6 +40,14 @@ export function refOf(cg: LeaseCgroupRef): LeaseCgroupRef {
   return { path: cg.path, id: cg.id };
 }
 
+/**
+ * What making and removing lease cgroups reads of the host's support
+ * (detect.ts ContainmentSupport, which is one): declared here, so the
+ * detection (which ends cgroups through this module) and the handle do not
+ * import each other.
+ */
+type LeaseRoot = { available: true; root: string; controllers: readonly string[] } | { available: false; why: string };
+
 export type CreateLeaseCgroupResult =
   | { ok: true; cgroup: LeaseCgroup }
   | { ok: false; code: "unavailable" | "bad-name" | "exists" | "denied" | "limit" | "error"; why: string };
@@ -57,7 +64,7 @@ export type CreateLeaseCgroupResult =
  * not this lease's.
  */
 export async function createLeaseCgroup(
-  support: ContainmentSupport,
+  support: LeaseRoot,
   name: string,
   instance: string,
 ): Promise<CreateLeaseCgroupResult> {
@@ -170,7 +177,7 @@ function assertCgroupId(id: unknown): void {
  * stays ("busy"): a lease cgroup outlives whoever made it.
  */
 export async function removeInstanceFolder(
-  support: ContainmentSupport,
+  support: LeaseRoot,
   instance: string,
 ): Promise<"removed" | "busy" | "gone" | "refused"> {
   if (!support.available || typeof instance !== "string" || !CGROUP_NAME_RE.test(instance)) return "refused";
