@@ -71,10 +71,6 @@ export const ALLOW: readonly Allowance[] = [
  */
 export const CIRCLES_LEFT: readonly { folders: string; why: string }[] = [
   {
-    folders: "src/cli ↔ src/cli/commands",
-    why: "the dispatch imports the commands, which import the CLI's helpers beside it",
-  },
-  {
     folders: "src/supervisor ↔ src/supervisor/adapters ↔ src/supervisor/exec ↔ src/supervisor/run",
     why: "supervisor/ has no folder order yet (its root files and folders import each other)",
   },

@@ -13,7 +13,7 @@
  */
 import { readFileSync } from "node:fs";
 import { parseArgs, type ParseArgsConfig } from "node:util";
-import { EXIT, UsageError, type CliIo, type ParsedArgs } from "./io.js";
+import { EXIT, UsageError, type CliIo, type ParsedArgs } from "./shared/io.js";
 
 export interface CommandModule {
   run(parsed: ParsedArgs, io: CliIo): Promise<number>;

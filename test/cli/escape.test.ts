@@ -1,6 +1,6 @@
 /**
  * What the CLI prints from a process or a record is escaped for the
- * operator's terminal (src/cli/io.ts printable): a real process whose comm is
+ * operator's terminal (src/cli/shared/io.ts printable): a real process whose comm is
  * an escape sequence (it runs through a symlink of that name, as an agent
  * can name any binary it runs) under a lease whose record holds a hostile
  * session key, shown by `status`, `leases`, `explain`, `ps` and `inspect`
@@ -11,7 +11,7 @@ import { mkdirSync, readFileSync, symlinkSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { afterAll, describe, expect, it } from "vitest";
-import { printable, printableDeep } from "../../src/cli/io.js";
+import { printable, printableDeep } from "../../src/cli/shared/io.js";
 import { createRunLeases } from "../../src/supervisor/durability.js";
 import { cleanupAll, GRACE_MS, tempStateDir, trackChild, trackLease, waitFor } from "../acpx/controller-helpers.js";
 

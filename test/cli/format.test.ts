@@ -1,10 +1,10 @@
 /**
- * The CLI's shared formatting rules (src/cli/io.ts): every command's tables,
+ * The CLI's shared formatting rules (src/cli/shared/io.ts): every command's tables,
  * ages and counts read the same, and a multi-line cell (an OS error, a
  * stderr tail in a doctor row) never breaks a table's alignment.
  */
 import { describe, expect, it } from "vitest";
-import { formatAge, painter, plural, table, visibleLength } from "../../src/cli/io.js";
+import { formatAge, painter, plural, table, visibleLength } from "../../src/cli/shared/io.js";
 
 describe("table", () => {
   it("continues a multi-line cell in its own column; the rows after it stay aligned", () => {

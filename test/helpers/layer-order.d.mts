@@ -6,6 +6,7 @@ export type Order = Readonly<Record<string, number>>;
 export declare const LAYERS: Order;
 export declare const OWNERSHIP_LAYERS: Order;
 export declare const ACPX_LAYERS: Order;
+export declare const CLI_LAYERS: Order;
 /** The layers whose folders are ordered too, each with its table. */
 export declare const FOLDER_LAYERS: Readonly<Record<string, Order>>;
 /** The layer of a src/ path: its first directory ("" for a file directly in src/), or null outside src/. */

@@ -58,8 +58,19 @@ export const ACPX_LAYERS = Object.freeze({
   "": 8,
 });
 
+/**
+ * The folders of src/cli/: the pieces every command shares (the facts
+ * backend, printing, labels, lease rows), the commands, and the dispatch and
+ * the binary directly in src/cli/ above them.
+ */
+export const CLI_LAYERS = Object.freeze({
+  shared: 0,
+  commands: 1,
+  "": 2,
+});
+
 /** The layers whose folders are ordered too, each with its table. */
-export const FOLDER_LAYERS = Object.freeze({ ownership: OWNERSHIP_LAYERS, acpx: ACPX_LAYERS });
+export const FOLDER_LAYERS = Object.freeze({ ownership: OWNERSHIP_LAYERS, acpx: ACPX_LAYERS, cli: CLI_LAYERS });
 
 /** The layer of a src/ path: its first directory ("" for a file directly in src/), or null outside src/. */
 export function layerOf(path) {

@@ -40,8 +40,8 @@ import { createSignaller } from "../../facts/signal.js";
 import type { ProcessFacts, ProcessSignaller, SignalOutcome } from "../../facts/types.js";
 import { signalUnreapedChild } from "../../facts/signal.js";
 import { markerVerdict, MARKER_ENV_KEYS } from "../../ownership/index.js";
-import { backendLine } from "../backend.js";
-import { flag, graceMsOption, plural, UsageError, type CliIo, type ParsedArgs } from "../io.js";
+import { backendLine } from "../shared/backend.js";
+import { flag, graceMsOption, plural, UsageError, type CliIo, type ParsedArgs } from "../shared/io.js";
 import { sameProcess } from "../../facts/identity.js";
 import { conversationStory, readJsonLine } from "./demo-conversation.js";
 

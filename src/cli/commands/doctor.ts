@@ -11,8 +11,8 @@ import type { DoctorRow } from "../../facts/host-capabilities.js";
 import { loadNative } from "../../facts/native.js";
 import type { ProcessFacts } from "../../facts/types.js";
 import { collectDoctorRows } from "../../ownership/host/doctor-rows.js";
-import { backendLine, factsFromFlag, forcedBackend } from "../backend.js";
-import { flag, jsonLine, resolveStateDir, table, type CliIo, type ParsedArgs, factsHead } from "../io.js";
+import { backendLine, factsFromFlag, forcedBackend } from "../shared/backend.js";
+import { flag, jsonLine, resolveStateDir, table, type CliIo, type ParsedArgs, factsHead } from "../shared/io.js";
 
 export interface StrictFailure {
   capability: string;

@@ -8,7 +8,7 @@
  */
 import type { ProcessFacts } from "../../facts/types.js";
 import { reconcileLeases, settledLine, type LeaseOutcome } from "../../ownership/index.js";
-import { backendLine, factsFromFlag } from "../backend.js";
+import { backendLine, factsFromFlag } from "../shared/backend.js";
 import {
   EXIT,
   flag,
@@ -19,8 +19,8 @@ import {
   type CliIo,
   type ParsedArgs,
   factsHead,
-} from "../io.js";
-import { attachedGuard, gatewayHolder, leaseMemory, memoryFigures, openReadOnly } from "../lease-view.js";
+} from "../shared/io.js";
+import { attachedGuard, gatewayHolder, leaseMemory, memoryFigures, openReadOnly } from "../shared/lease-view.js";
 import { parsePidArg } from "./inspect.js";
 import { entryJson } from "./reap.js";
 import { readWaiting } from "../../acpx/durable/waiting.js";

@@ -6,7 +6,7 @@
 import { assertEnvKeys, assertPid } from "../../facts/validate.js";
 import { isZombieState } from "../../facts/liveness.js";
 import type { ProcessDetails } from "../../facts/types.js";
-import { backendLine, factsFromFlag } from "../backend.js";
+import { backendLine, factsFromFlag } from "../shared/backend.js";
 import {
   flag,
   formatAge,
@@ -17,8 +17,8 @@ import {
   type CliIo,
   type ParsedArgs,
   factsHead,
-} from "../io.js";
-import { labelProcesses } from "../labels.js";
+} from "../shared/io.js";
+import { labelProcesses } from "../shared/labels.js";
 
 /** The pid argument, with validate.ts's message turned into a usage error. */
 export function parsePidArg(text: string): number {

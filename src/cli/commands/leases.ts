@@ -12,7 +12,7 @@ import { getProcessFacts } from "../../facts/get.js";
 import { openLeaseStore, verifyLeases } from "../../ownership/index.js";
 import type { LeaseVerification } from "../../ownership/verify/verify.js";
 import type { ProcessFacts } from "../../facts/types.js";
-import { backendLine, factsFromFlag } from "../backend.js";
+import { backendLine, factsFromFlag } from "../shared/backend.js";
 import {
   flag,
   jsonLine,
@@ -22,8 +22,8 @@ import {
   type CliIo,
   type ParsedArgs,
   factsHead,
-} from "../io.js";
-import { endedCell, endedLegend, formatBytes, leaseMemory, memoryWhyLines } from "../lease-view.js";
+} from "../shared/io.js";
+import { endedCell, endedLegend, formatBytes, leaseMemory, memoryWhyLines } from "../shared/lease-view.js";
 
 /** Leases of the state dir plus their live verdicts; null when the dir holds no lease store. */
 export async function loadVerifiedLeases(

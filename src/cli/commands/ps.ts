@@ -4,9 +4,9 @@
  * times (whose unit depends on the backend) appear only in `--json`.
  */
 import type { ProcessInfo, ProcessSnapshot } from "../../facts/types.js";
-import { backendLine, factsFromFlag } from "../backend.js";
-import { flag, formatAge, jsonLine, printableDeep, type CliIo, type ParsedArgs, factsHead } from "../io.js";
-import { labelProcesses, type ProcessLabels } from "../labels.js";
+import { backendLine, factsFromFlag } from "../shared/backend.js";
+import { flag, formatAge, jsonLine, printableDeep, type CliIo, type ParsedArgs, factsHead } from "../shared/io.js";
+import { labelProcesses, type ProcessLabels } from "../shared/labels.js";
 
 const HEADER = ["PID", "PPID", "PGID", "SID", "UID", "S", "AGE", "COMM"] as const;
 

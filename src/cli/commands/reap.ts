@@ -38,7 +38,7 @@ import {
   type LeaseReconcileReport,
   type LifecycleDeps,
 } from "../../ownership/index.js";
-import { backendLine, factsFromFlag } from "../backend.js";
+import { backendLine, factsFromFlag } from "../shared/backend.js";
 import {
   EXIT,
   flag,
@@ -51,10 +51,10 @@ import {
   type CliIo,
   type ParsedArgs,
   factsHead,
-} from "../io.js";
+} from "../shared/io.js";
 import { reapOrphanInstanceFolders, type InstanceFolderReport } from "../../ownership/host/orphan-instances.js";
 import { scanOrphanCgroups, type InstanceFolder, type OrphanCgroup } from "../../ownership/host/orphan-cgroups.js";
-import { attachedGuard, gatewayHolder, openReadOnly, openWriter } from "../lease-view.js";
+import { attachedGuard, gatewayHolder, openReadOnly, openWriter } from "../shared/lease-view.js";
 
 /** Argument plumbing only; the reaping itself is below. */
 export async function run(parsed: ParsedArgs, io: CliIo): Promise<number> {

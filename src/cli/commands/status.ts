@@ -31,7 +31,7 @@ import {
   type MarkerVerdict,
   type OwnershipEvidence,
 } from "../../ownership/index.js";
-import { backendLine, factsFromFlag } from "../backend.js";
+import { backendLine, factsFromFlag } from "../shared/backend.js";
 import {
   flag,
   formatAge,
@@ -46,9 +46,9 @@ import {
   type CliIo,
   type ParsedArgs,
   factsHead,
-} from "../io.js";
-import { labelProcesses } from "../labels.js";
-import { endedCell, endedLegend, leaseMemory, memoryFigures, memoryWhyLines } from "../lease-view.js";
+} from "../shared/io.js";
+import { labelProcesses } from "../shared/labels.js";
+import { endedCell, endedLegend, leaseMemory, memoryFigures, memoryWhyLines } from "../shared/lease-view.js";
 import { scanOrphanCgroups, type OrphanScan } from "../../ownership/host/orphan-cgroups.js";
 import { sameProcess } from "../../facts/identity.js";
 import { isZombieState } from "../../facts/liveness.js";

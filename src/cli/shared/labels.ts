@@ -9,12 +9,12 @@
 import { execFile } from "node:child_process";
 import { readFile } from "node:fs/promises";
 import { basename } from "node:path";
-import { findPs } from "../facts/get.js";
-import { parseStat } from "../facts/procfs.js";
-import type { ProcessFacts, ProcessInfo } from "../facts/types.js";
-import { mapLimit } from "../ownership/leases/fs-safe.js";
-import { readStartClock, startTimeToEpochMs, type StartClock } from "../ownership/verify/start-clock.js";
-import { sameProcess } from "../facts/identity.js";
+import { findPs } from "../../facts/get.js";
+import { parseStat } from "../../facts/procfs.js";
+import type { ProcessFacts, ProcessInfo } from "../../facts/types.js";
+import { mapLimit } from "../../ownership/leases/fs-safe.js";
+import { readStartClock, startTimeToEpochMs, type StartClock } from "../../ownership/verify/start-clock.js";
+import { sameProcess } from "../../facts/identity.js";
 
 export interface ProcessLabels {
   /** comm, or null when it could not be read for this very process */

@@ -7,7 +7,7 @@
  */
 import { homedir } from "node:os";
 import { join, resolve } from "node:path";
-import type { ProcessFacts } from "../facts/types.js";
+import type { ProcessFacts } from "../../facts/types.js";
 
 /** Output sinks for CLI commands, so tests can capture them without spawning. */
 export interface CliIo {
@@ -200,4 +200,4 @@ export function resultHue(result: string): Hue {
 }
 
 // the doctor's rows (below the CLI) count with it too
-export { plural } from "../facts/words.js";
+export { plural } from "../../facts/words.js";

@@ -6,9 +6,9 @@
  * lifecycle (ownership/lifecycle/lifecycle.ts reconcileLeases), so `explain` and
  * `reap --dry-run` say exactly what `reap` would do.
  */
-import { readMemory, verifyCgroupIdentity, type MemoryReading } from "../containment/index.js";
-import { createSignaller } from "../facts/signal.js";
-import type { ProcessFacts, ProcessSignaller } from "../facts/types.js";
+import { readMemory, verifyCgroupIdentity, type MemoryReading } from "../../containment/index.js";
+import { createSignaller } from "../../facts/signal.js";
+import type { ProcessFacts, ProcessSignaller } from "../../facts/types.js";
 import {
   acquireStateDirLock,
   DEFAULT_GRACE_MS,
@@ -21,7 +21,7 @@ import {
   type ProcessLease,
   type LifecycleDeps,
   type StateDirLock,
-} from "../ownership/index.js";
+} from "../../ownership/index.js";
 
 /** A dry run never signals; this signaller makes sure of it. */
 const NEVER: ProcessSignaller = {

@@ -3,8 +3,8 @@
  * each text output starts with: what a row means (start-time unit, what
  * could be seen) depends on which backend answered.
  */
-import { getProcessFacts, isFactsBackend } from "../facts/get.js";
-import type { FactsBackend, ProcessFacts } from "../facts/types.js";
+import { getProcessFacts, isFactsBackend } from "../../facts/get.js";
+import type { FactsBackend, ProcessFacts } from "../../facts/types.js";
 import { option, UsageError, type ParsedArgs } from "./io.js";
 
 export function factsFromFlag(p: ParsedArgs): ProcessFacts {
