@@ -3,7 +3,7 @@
 // a temp copy of the tree), and scripts/arch-plants.mjs plants each one alone
 // in a scratch copy of the repository and runs the architecture test there,
 // which must fail. The first nine are the copies issue 40 found passing the
-// old, spelling-based test; then one per remaining rule; the last six are
+// old, spelling-based test; then one per remaining rule; the last seven are
 // issue 48's: new spellings of the facts fields and of an errno map, each in
 // a layer other than its home, found by what the value is (the checker) or
 // by the closed set of errno names.
@@ -162,5 +162,11 @@ export const PLANTS = [
     rule: "errno-map",
     at: "src/cli/planted-errno-set.ts",
     text: `const GONE: ReadonlySet<string> = new Set([\`ENOENT\`, "ESRCH"]);\nexport const gone = (e: { code?: string }) => GONE.has(e.code ?? "");\n`,
+  },
+  {
+    name: "errno-name-against-a-fault",
+    rule: "errno-map",
+    at: "src/supervisor/planted-errno-fault.ts",
+    text: `import { hostFault } from "../ownership/leases/host-faults.js";\nexport const gone = (e: unknown) => hostFault(e) === "ESRCH";\n`,
   },
 ];
