@@ -1,9 +1,12 @@
 #!/usr/bin/env node
-// The architecture test's own test, end to end: for each second copy in
+// The architecture's own test, end to end: for each second copy in
 // test/helpers/architecture-plants.mjs, copy the repository to a scratch
-// directory, plant that one copy, run test/architecture.test.ts there with
-// vitest, and expect it to fail naming the planted file and its rule. A run
-// without a plant must pass first (else a failure proves nothing).
+// directory, plant that one copy, and run there both judges of a home: the
+// architecture test (vitest on test/architecture.test.ts), which must fail
+// naming the planted file and its rule, and the compiler (tsc --noEmit),
+// which catches a plant when it names the planted file. A plant is caught
+// when either does; each line says which. A run without a plant must pass
+// the architecture test first (else a failure proves nothing).
 //
 //   node scripts/arch-plants.mjs            every plant
 //   node scripts/arch-plants.mjs NAME ...   the plants named
@@ -17,7 +20,7 @@ import { fileURLToPath } from "node:url";
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), "..");
 const { PLANTS } = await import(new URL("../test/helpers/architecture-plants.mjs", import.meta.url).href);
-/** What the architecture test reads: the tree, the test itself, the docs whose diagram it compares. */
+/** What the architecture test and tsc read: the tree, the test itself, the docs whose diagram it compares. */
 const COPIED = [
   "src",
   "native",
@@ -61,7 +64,18 @@ function runTest(dir) {
   return { ok: r.status === 0, out: `${r.stdout}${r.stderr}` };
 }
 
+/** tsc on the copy: the first error that names `file`, or null. */
+function runTsc(dir, file) {
+  const r = spawnSync(join(ROOT, "node_modules/.bin/tsc"), ["-p", "tsconfig.json", "--noEmit", "--pretty", "false"], {
+    cwd: dir,
+    encoding: "utf8",
+    timeout: 600_000,
+  });
+  return `${r.stdout}${r.stderr}`.split("\n").find((l) => l.startsWith(`${file}(`)) ?? null;
+}
+
 let failures = 0;
+const by = { arch: 0, tsc: 0 };
 const t0 = Date.now();
 {
   const dir = scratchCopy();
@@ -84,16 +98,21 @@ for (const p of plants) {
     const r = runTest(dir);
     // the finding, as show() prints it: "<rule> <file>:<line> <detail>"
     const finding = r.out.split("\n").find((l) => l.trim().startsWith(`${p.rule} ${p.at}:`));
-    const good = !r.ok && finding !== undefined;
+    const arch = !r.ok && finding !== undefined;
+    const tsc = runTsc(dir, p.at);
+    const good = arch || tsc !== null;
     if (!good) failures++;
+    if (arch) by.arch++;
+    if (tsc !== null) by.tsc++;
+    const archSays = arch ? `test: ${finding.trim()}` : r.ok ? "test: passed" : "test: failed, not naming it";
     console.log(
-      `${good ? "ok  " : "FAIL"} ${p.name.padEnd(28)} ${good ? `test failed: ${finding.trim()}` : r.ok ? "the test PASSED with it planted" : "the test failed, but not naming it"}`,
+      `${good ? "ok  " : "FAIL"} ${p.name.padEnd(28)} ${archSays}${tsc !== null ? ` | tsc: ${tsc.slice(p.at.length)}` : " | tsc: clean"}`,
     );
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
 }
 console.log(
-  `${plants.length - failures}/${plants.length} plants made the architecture test fail (${Math.round((Date.now() - t0) / 1000)} s)`,
+  `caught ${plants.length - failures} of ${plants.length} plants (the architecture test ${by.arch}, tsc ${by.tsc}; ${Math.round((Date.now() - t0) / 1000)} s)`,
 );
 process.exit(failures ? 1 : 0);

@@ -89,7 +89,6 @@ export type {
   ContentBlock,
   ControllerLogger,
   EnsureTiming,
-  FsRefusal,
   LeaseSettledOutcome,
   LimitController,
   PermissionAnswer,

@@ -9,7 +9,11 @@
  *   the store's transition/advance and applySettlement, found by symbol;
  * - TERM → grace → KILL is written once, escalate (src/ownership/terminate/escalate.ts),
  *   which every teardown calls (the native C wrapper is C, exempt by language);
- * - no process-state letter compared outside src/facts/ (liveness is facts/liveness.ts's);
+ * - no process-state letter compared outside src/facts/ (liveness is facts/liveness.ts's),
+ *   and no facts start time compared outside it (identity is facts/identity.ts's): found by
+ *   the checker from the field's declaration, in .ts, .mts and .cts files alike;
+ * - no errno named outside its layer's one map (facts/errno.ts, containment/errors.ts,
+ *   ownership/leases/host-faults.ts for ownership and above);
  * - no session row's owner compared outside src/sessions/ (canSeeSessionRow);
  * - no write to cgroup.procs outside src/containment/enter.ts;
  * - no import up the layers or across a rank (the plugin does not import the
@@ -143,6 +147,8 @@ describe("each rule fails on a planted copy (a test of the test)", () => {
     const seen = PLANTS.find((p) => p.name === "second-visibility-check")!;
     expect(checkFile({ path: "src/sessions/planted.ts", text: seen.text })).toEqual([]);
     const order = PLANTS.find((p) => p.name === "term-sleep-kill")!;
+    const errno = PLANTS.find((p) => p.name === "errno-map-in-acpx")!;
+    expect(checkFile({ path: "src/ownership/leases/host-faults.ts", text: errno.text })).toEqual([]);
     // the home sits one folder deeper than the plant (src/ownership/terminate/)
     expect(checkFile({ path: KILL_ORDER_HOME, text: order.text.replace('"../facts/', '"../../facts/') })).toEqual([]);
   });

@@ -1,5 +1,6 @@
 #!/usr/bin/env node
 // The `proclease` binary. Logic lives in dispatch.ts so tests can call it in-process.
+import { hostFault } from "../ownership/leases/host-faults.js";
 import { main } from "./dispatch.js";
 
 // A reader that went away (`proclease ps | head -1`) is the normal end of a
@@ -7,7 +8,7 @@ import { main } from "./dispatch.js";
 // (the demo must still end what it spawned), and exit 0 quietly.
 let stdoutClosed = false;
 process.stdout.on("error", (err: NodeJS.ErrnoException) => {
-  if (err.code === "EPIPE") {
+  if (hostFault(err) === "broken-pipe") {
     stdoutClosed = true;
     return;
   }

@@ -10,6 +10,7 @@
  * a programming error still surfaces as the TypeError/RangeError it is.
  */
 import { constants as osConstants } from "node:os";
+import { factsFaultOfCode } from "./errno.js";
 import { assertBatch } from "./inspect-many.js";
 import { assertEnvKeys, assertPid } from "./validate.js";
 import type { InspectOptions, ProcessDetails, ProcessFacts, ProcessSnapshot } from "./types.js";
@@ -58,7 +59,7 @@ export class FactsReadError extends Error {
   ) {
     const code = errnoName(errno);
     super(
-      `the host refused to read ${pid === null ? "the process table" : `/proc/${pid}`} (${code}${code === "EMFILE" || code === "ENFILE" ? ": out of file descriptors, see RLIMIT_NOFILE" : ""}): nothing is known about it`,
+      `the host refused to read ${pid === null ? "the process table" : `/proc/${pid}`} (${code}${factsFaultOfCode(code) === "no-descriptors" ? ": out of file descriptors, see RLIMIT_NOFILE" : ""}): nothing is known about it`,
     );
     this.code = code;
   }

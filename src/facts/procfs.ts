@@ -5,6 +5,7 @@
  * agree field for field and either can stand in for the other.
  */
 import fs, { promises as fsp } from "node:fs";
+import { factsFault } from "./errno.js";
 import { isAlive, isDeadState } from "./liveness.js";
 import { inspectEach } from "./inspect-many.js";
 import { buildSnapshot } from "./snapshot.js";
@@ -187,14 +188,10 @@ export function hidepidOf(options: readonly string[]): string | null {
 const CONCURRENCY = 32;
 const STAT_BUF = 4096;
 
-function errCode(err: unknown): string | undefined {
-  return typeof err === "object" && err !== null && "code" in err ? String((err as { code: unknown }).code) : undefined;
-}
-
-/** ENOENT/ESRCH: gone; EACCES/EPERM: hidden from us. Both mean "not readable now". */
+/** Gone (ENOENT, ESRCH) or hidden from us (EACCES, EPERM, EINVAL): both mean "not readable now". */
 function isGoneOrHidden(err: unknown): boolean {
-  const c = errCode(err);
-  return c === "ENOENT" || c === "ESRCH" || c === "EACCES" || c === "EPERM" || c === "EINVAL";
+  const f = factsFault(err);
+  return f === "missing" || f === "no-process" || f === "denied" || f === "invalid";
 }
 
 /**
@@ -300,7 +297,7 @@ async function readlinkOptional(path: string): Promise<string | null> {
   } catch (err) {
     // ENAMETOOLONG: the kernel cannot render a path longer than a page. The
     // target is unknown, which is null like any other unreadable exe.
-    if (isGoneOrHidden(err) || errCode(err) === "ENAMETOOLONG") return null;
+    if (isGoneOrHidden(err) || factsFault(err) === "name-too-long") return null;
     throw err;
   }
 }

@@ -27,6 +27,7 @@ import { checkSignalTarget } from "./guards.js";
 import { assertPid } from "./validate.js";
 import { loadNative } from "./native.js";
 import { sameProcess } from "./identity.js";
+import { factsFault } from "./errno.js";
 
 const DECIMAL = /^(0|[1-9][0-9]*)$/;
 
@@ -95,9 +96,9 @@ function inspectThenKill(facts: ProcessFacts): ProcessSignaller {
         process.kill(pid, signal);
         return "signalled";
       } catch (err) {
-        const code = (err as NodeJS.ErrnoException).code;
-        if (code === "ESRCH") return "gone";
-        if (code === "EPERM") return "denied";
+        const fault = factsFault(err);
+        if (fault === "no-process") return "gone";
+        if (fault === "denied") return "denied";
         return "unknown";
       }
     },

@@ -14,6 +14,16 @@ export type FactsBackend = "native" | "procfs" | "ps" | "none";
  */
 export type IdentityStrength = "exact" | "coarse" | "none";
 
+/**
+ * `state` and `startTime` are plain strings on purpose: the contract fixes
+ * them so for users (a user compares `state` with "Z"), and these same
+ * records reach users (getProcessFacts, verifyOwnedTree's tree). An opaque
+ * type would break that, and a branded `string & {…}` still compares with a
+ * letter, so it would guard nothing. Their homes (liveness.ts reads a state,
+ * identity.ts compares start times) are held instead by the architecture
+ * test, which asks the checker for these two declarations behind any
+ * spelling in src/ (docs/architecture.md, "What enforces each rule").
+ */
 export interface ProcessInfo {
   pid: number;
   ppid: number;

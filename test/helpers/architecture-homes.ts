@@ -16,7 +16,15 @@
 import { createRequire } from "node:module";
 import { join } from "node:path";
 import type TS from "typescript-api";
-import { applyAllowances, checkTree, type Allowance, type SourceFile, type Violation } from "./architecture.js";
+import {
+  applyAllowances,
+  checkTree,
+  isTypeScript,
+  type Allowance,
+  type SourceFile,
+  type Violation,
+} from "./architecture.js";
+import { checkFields } from "./architecture-fields.js";
 
 const ts = createRequire(import.meta.url)("typescript-api") as typeof TS;
 
@@ -71,7 +79,8 @@ const NAMES = new Set(HOME_RULES.flatMap((r) => r.targets.map((t) => t.name)));
 
 /**
  * Every rule over a tree: the text rules (architecture.ts) on every file, the
- * symbol rules on its TypeScript, then the allowances. Hand back `program` as
+ * symbol rules on its TypeScript (here, and the facts fields in
+ * architecture-fields.ts), then the allowances. Hand back `program` as
  * `old` to check a changed copy of the same tree quickly.
  */
 export function checkAll(
@@ -82,10 +91,10 @@ export function checkAll(
 ): { violations: Violation[]; program: TS.Program } {
   const program = programOf(
     root,
-    files.filter((f) => f.path.startsWith("src/") && f.path.endsWith(".ts")),
+    files.filter((f) => f.path.startsWith("src/") && isTypeScript(f.path)),
     old,
   );
-  const found = [...checkTree(files), ...checkHomes(program, root)];
+  const found = [...checkTree(files), ...checkHomes(program, root), ...checkFields(program, root)];
   return { violations: applyAllowances(found, allow), program };
 }
 

@@ -3,7 +3,10 @@
 // a temp copy of the tree), and scripts/arch-plants.mjs plants each one alone
 // in a scratch copy of the repository and runs the architecture test there,
 // which must fail. The first nine are the copies issue 40 found passing the
-// old, spelling-based test; the rest are one per remaining rule.
+// old, spelling-based test; then one per remaining rule; the last seven are
+// issue 48's: new spellings of the facts fields and of an errno map, each in
+// a layer other than its home, found by what the value is (the checker) or
+// by the closed set of errno names.
 // Plain JS (typed by architecture-plants.d.mts) so the script can read it too.
 
 const lines = (n, line) => Array.from({ length: n }, (_, i) => line(i)).join("\n") + "\n";
@@ -123,5 +126,47 @@ export const PLANTS = [
     rule: "function-size",
     at: "src/facts/planted-function.ts",
     text: `export function long(): number {\n  let n = 0;\n${"  n++;\n".repeat(90)}  return n;\n}\n`,
+  },
+  {
+    name: "zombie-regex-held",
+    rule: "state-letter",
+    at: "src/supervisor/planted-zombie-regex.ts",
+    text: `import type { ProcessInfo } from "../facts/types.js";\nconst DEAD = /^[ZXx]$/;\nexport const gone = (p: ProcessInfo) => DEAD.test(p.state);\n`,
+  },
+  {
+    name: "state-letter-in-mts",
+    rule: "state-letter",
+    at: "src/acpx/planted-state.mts",
+    text: `import type { ProcessInfo } from "../facts/types.js";\nexport function zombie(p: ProcessInfo): boolean {\n  const { state: s } = p;\n  return s === "Z";\n}\n`,
+  },
+  {
+    name: "start-time-by-hand",
+    rule: "start-time",
+    at: "src/supervisor/planted-start.ts",
+    text: `import type { ProcessInfo } from "../facts/types.js";\nexport const same = (a: ProcessInfo, b: ProcessInfo) => a.pid === b.pid && a.startTime === b.startTime;\n`,
+  },
+  {
+    name: "start-time-as-text",
+    rule: "start-time",
+    at: "src/ownership/verify/planted-start-text.ts",
+    text: `import type { ProcessDetails } from "../../facts/types.js";\nexport const reused = (d: ProcessDetails, was: { startTime: string }) => String(d["startTime"]) !== \`\${was.startTime}\`;\n`,
+  },
+  {
+    name: "errno-map-in-acpx",
+    rule: "errno-map",
+    at: "src/acpx/planted-errno.ts",
+    text: `export function meaning(e: NodeJS.ErrnoException): "gone" | "denied" | "unknown" {\n  if (e.code === "ESRCH") return "gone";\n  if (e.code === "EPERM") return "denied";\n  return "unknown";\n}\n`,
+  },
+  {
+    name: "errno-set-in-cli",
+    rule: "errno-map",
+    at: "src/cli/planted-errno-set.ts",
+    text: `const GONE: ReadonlySet<string> = new Set([\`ENOENT\`, "ESRCH"]);\nexport const gone = (e: { code?: string }) => GONE.has(e.code ?? "");\n`,
+  },
+  {
+    name: "errno-name-against-a-fault",
+    rule: "errno-map",
+    at: "src/supervisor/planted-errno-fault.ts",
+    text: `import { hostFault } from "../ownership/leases/host-faults.js";\nexport const gone = (e: unknown) => hostFault(e) === "ESRCH";\n`,
   },
 ];

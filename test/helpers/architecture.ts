@@ -33,15 +33,20 @@
 //   src/. Those fields are for people; a decision reads a code.
 // - file-size: a src/, native/ or test/ file over MAX_FILE_LINES lines (in
 //   test/, the only rule: tests may write what src/ may not).
-// signal-call and lease-move are checked by symbol (architecture-homes.ts).
+// - errno-map: an errno's name outside its layer's one map (architecture-errno.ts).
+// signal-call and lease-move are checked by symbol (architecture-homes.ts);
+// state-letter and start-time also by the checker (architecture-fields.ts).
 // - function-size: a function over MAX_FUNCTION_LINES lines.
 import { existsSync, readdirSync, readFileSync } from "node:fs";
 import { join, posix, relative } from "node:path";
 import { parseAst } from "vite";
 import { layerImportProblem } from "./architecture-layers.js";
+import { errnoName } from "./architecture-errno.js";
 
 export type RuleName =
   | "state-letter"
+  | "start-time"
+  | "errno-map"
   | "cgroup-procs-write"
   | "layer-import"
   | "prose-decision"
@@ -79,7 +84,7 @@ export interface Allowance {
   why: string;
 }
 
-type Node = { type: string; start: number; end: number; [k: string]: unknown };
+export type Node = { type: string; start: number; end: number; [k: string]: unknown };
 
 /** The files the rules read: src/**\/*.ts, and native/'s C and C++ and test/'s TypeScript (the size rule only); a missing folder is skipped. */
 export function readSourceTree(root: string, dirs: readonly string[] = ["src", "native", "test"]): SourceFile[] {
@@ -89,7 +94,7 @@ export function readSourceTree(root: string, dirs: readonly string[] = ["src", "
     for (const e of readdirSync(join(root, d), { withFileTypes: true })) {
       const p = posix.join(d, e.name);
       if (e.isDirectory()) walk(p);
-      else if (/\.(ts|cc|cpp|h|hpp|c)$/.test(e.name))
+      else if (/\.([cm]?tsx?|cc|cpp|h|hpp|c)$/.test(e.name))
         out.push({
           path: relative(root, join(root, p)).split("\\").join("/"),
           text: readFileSync(join(root, p), "utf8"),
@@ -114,7 +119,7 @@ export function checkFile(f: SourceFile): Violation[] {
   const lines = f.text.split("\n").length - (f.text.endsWith("\n") ? 1 : 0);
   if (lines > MAX_FILE_LINES) add("file-size", 0, `${lines} lines (at most ${MAX_FILE_LINES})`);
   // outside src/ (native/, test/) only the size rule applies
-  if (!f.path.endsWith(".ts") || !f.path.startsWith("src/")) return out;
+  if (!isTypeScript(f.path) || !f.path.startsWith("src/")) return out;
   const ast = parseAst(f.text, { lang: "ts" }, f.path) as unknown as Node;
   const consts = letterConstants(ast);
   const terms: number[] = [];
@@ -125,12 +130,16 @@ export function checkFile(f: SourceFile): Violation[] {
     visibilityCheck(f, node, add);
     layerImport(f, node, add);
     proseDecision(node, add);
+    errnoName(f, node, ancestors, add);
     functionSize(node, ancestors, lineOf, add);
   });
   return out;
 }
 
-type Add = (rule: RuleName, at: number, detail: string) => void;
+export type Add = (rule: RuleName, at: number, detail: string) => void;
+
+/** TypeScript by any of its extensions: an .mts or .cts file is held to the same rules as a .ts. */
+export const isTypeScript = (path: string): boolean => /\.[cm]?tsx?$/.test(path) && !/\.d\.[cm]?ts$/.test(path);
 
 function walk(node: Node, ancestors: Node[], visit: (n: Node, ancestors: readonly Node[]) => void): void {
   visit(node, ancestors);

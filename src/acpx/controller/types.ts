@@ -8,7 +8,7 @@ import type {
   LeaseReconcileReport,
   OutcomeRow,
   OwnedProcessTree,
-  ProcessLease,
+  AcpxProcessLease,
 } from "../../ownership/index.js";
 import type { ContentBlock, SessionConfigOption, SessionUpdate } from "@agentclientprotocol/sdk";
 import type { DroppedUpdates, SessionUpdateListener } from "../connection/session-updates.js";
@@ -87,8 +87,9 @@ export interface AcpxLifecycleController {
   closeSession(input: CloseSessionInput): Promise<CloseReport>;
   /** dryRun: verify and report, change nothing. skipAttached: leave owned trees whose root has a live parent (CLI use). */
   reapStartupOrphans(opts?: { dryRun?: boolean; skipAttached?: boolean }): Promise<ReapReport>;
-  verifyOwnedTree(lease: ProcessLease): Promise<OwnedProcessTree | null>;
-  listLeases(): Promise<ProcessLease[]>;
+  // the contract's name for a lease (CONTRACT §3), an alias of ProcessLease
+  verifyOwnedTree(lease: AcpxProcessLease): Promise<OwnedProcessTree | null>;
+  listLeases(): Promise<AcpxProcessLease[]>;
   /**
    * Stops timers and gives the state dir back. Live sessions are not
    * closed: their leases stay open for the next controller's startup reap

@@ -6,7 +6,7 @@
  * something.
  */
 import {
-  hostResourceError,
+  hostResourceErrorInText,
   pidsLimitReached,
   processLimitError,
   type HostResourceError,
@@ -53,16 +53,7 @@ export function hostLimitOf(what: string, stderr: string, pid?: number): HostRes
   ) {
     return processLimitError(what, undefined, pid);
   }
-  for (const code of ["EMFILE", "ENFILE", "ENOMEM"] as const) {
-    const seen =
-      code === "EMFILE"
-        ? /EMFILE|Too many open files/
-        : code === "ENFILE"
-          ? /ENFILE|file table overflow/i
-          : /ENOMEM|Cannot allocate memory|heap out of memory/i;
-    if (seen.test(stderr)) return hostResourceError({ code }, what)!;
-  }
-  return undefined;
+  return hostResourceErrorInText(stderr, what) ?? undefined;
 }
 
 /** The first stderr line that says something: not a stack frame, a source excerpt, a caret or a separator. */

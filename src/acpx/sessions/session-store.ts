@@ -11,6 +11,7 @@ import { createHash } from "node:crypto";
 import { readdir, rm } from "node:fs/promises";
 import { join } from "node:path";
 import { atomicWrite, ensurePrivateDir, readOwnedFile } from "../../ownership/leases/fs-safe.js";
+import { hostFault } from "../../ownership/leases/host-faults.js";
 import { buildSessionOwner, type AcpSessionOwner } from "../../sessions/index.js";
 import type { AcpRuntimeEnsureInput } from "../connection/types.js";
 
@@ -177,7 +178,7 @@ export async function openSessionStore(stateDir: string): Promise<SessionStore> 
         await rm(fileOf(sessionKey));
         return true;
       } catch (err) {
-        if ((err as NodeJS.ErrnoException).code === "ENOENT") return false;
+        if (hostFault(err) === "missing") return false;
         throw err;
       }
     },

@@ -16,7 +16,7 @@
 import { randomUUID } from "node:crypto";
 import { performance } from "node:perf_hooks";
 import { computeCommandHash, descriptorShortage, hostFaultNote, recordRootIdentity } from "../../ownership/index.js";
-import { hostResourceError, processLimitError } from "../../ownership/leases/host-faults.js";
+import { hostFaultOfCode, hostResourceError, processLimitError } from "../../ownership/leases/host-faults.js";
 import { AcpClient } from "../connection/acp-client.js";
 import { explainHandshakeFailure, handshake } from "../connection/handshake.js";
 import { AcpxEnsureError } from "../report/errors.js";
@@ -289,7 +289,7 @@ function adapterSpawnFailed(
 ): Promise<never> {
   const what = `the adapter ${JSON.stringify(file)} could not be started`;
   const host =
-    report.code === "EAGAIN"
+    hostFaultOfCode(report.code) === "try-again"
       ? processLimitError(what, undefined, wrapperPid)
       : hostResourceError({ code: report.code }, what);
   if (host !== null) return a.fail("spawn-error", host.message, host);

@@ -24,6 +24,7 @@ import {
   type InstanceIndexRecord,
 } from "./instance-index.js";
 import { checkInstanceFolder } from "./containment-record.js";
+import { hostFaultOfCode } from "../leases/host-faults.js";
 
 export type FolderState = "empty" | "holds-cgroups" | "populated" | "unknown";
 
@@ -106,7 +107,9 @@ async function stateDirGone(stateDir: string): Promise<boolean | string> {
     return false;
   } catch (e) {
     const code = (e as NodeJS.ErrnoException).code;
-    return code === "ENOENT" ? true : `cannot tell whether its state dir ${stateDir} exists (${code ?? String(e)})`;
+    return hostFaultOfCode(code) === "missing"
+      ? true
+      : `cannot tell whether its state dir ${stateDir} exists (${code ?? String(e)})`;
   }
 }
 
@@ -162,9 +165,8 @@ async function reapOne(o: OrphanInstanceFolder, dryRun: boolean): Promise<Instan
     return { ...o, action: "removed", detail: "removed" };
   } catch (e) {
     const code = (e as NodeJS.ErrnoException).code;
-    if (code === "ENOENT") return { ...o, action: "gone", detail: "removed by someone else first" };
-    if (code === "ENOTEMPTY" || code === "EBUSY")
-      return { ...o, action: "left-alone", detail: `not empty any more (${code})` };
+    if (hostFaultOfCode(code) === "missing") return { ...o, action: "gone", detail: "removed by someone else first" };
+    if (hostFaultOfCode(code) === "busy") return { ...o, action: "left-alone", detail: `not empty any more (${code})` };
     return { ...o, action: "failed", detail: `rmdir: ${code ?? String(e)}` };
   }
 }

@@ -36,6 +36,7 @@ import { join } from "node:path";
 import { loadNative } from "../../facts/native.js";
 import type { ProcessFacts } from "../../facts/types.js";
 import { assertPrivate, ensurePrivateDir, readOwnedFile, writeTemp } from "../leases/fs-safe.js";
+import { hostFault } from "../leases/host-faults.js";
 import { sameProcess } from "../../facts/identity.js";
 
 export const STATE_LOCK_FILE = "gateway.lock";
@@ -192,7 +193,7 @@ async function fileLock(stateDir: string, path: string, me: Holder, facts: Proce
       await link(tmp, path);
       break;
     } catch (e) {
-      if ((e as NodeJS.ErrnoException).code !== "EEXIST") throw e;
+      if (hostFault(e) !== "exists") throw e;
     } finally {
       await unlink(tmp).catch(() => undefined);
     }

@@ -8,6 +8,7 @@ import { lstat, mkdir, open, rename, unlink, type FileHandle } from "node:fs/pro
 import { isAbsolute, join, relative, sep } from "node:path";
 import { getSystemErrorMap, getSystemErrorName } from "node:util";
 import { loadNative } from "../../facts/native.js";
+import { hostFault, hostFaultOfCode, type HostFault } from "./host-faults.js";
 import { FILE_STEP, type FileStep, type NativeBinding, type NativeFileRead } from "../../facts/native-binding.js";
 
 const O_NOFOLLOW = constants.O_NOFOLLOW ?? 0;
@@ -66,7 +67,7 @@ export async function ensurePrivateDir(path: string, create = true): Promise<boo
   try {
     st = await lstat(path);
   } catch (e) {
-    if (!create && (e as NodeJS.ErrnoException).code === "ENOENT") return false;
+    if (!create && hostFault(e) === "missing") return false;
     throw e;
   }
   if (st.isSymbolicLink())
@@ -77,7 +78,12 @@ export async function ensurePrivateDir(path: string, create = true): Promise<boo
 }
 
 /** What an fsync of a directory may fail with where the OS does not offer it: the sync is skipped. */
-const DIR_SYNC_REFUSED: ReadonlySet<string> = new Set(["EINVAL", "EISDIR", "EPERM", "EBADF"]);
+const DIR_SYNC_REFUSED: ReadonlySet<HostFault> = new Set<HostFault>([
+  "invalid",
+  "is-a-directory",
+  "not-permitted",
+  "bad-descriptor",
+]);
 
 /** fsync a directory so a rename/unlink in it is durable; a no-op where the OS refuses. */
 export async function fsyncDir(path: string): Promise<void> {
@@ -86,7 +92,7 @@ export async function fsyncDir(path: string): Promise<void> {
     fh = await open(path, constants.O_RDONLY);
     await fh.sync();
   } catch (e) {
-    if (!DIR_SYNC_REFUSED.has((e as NodeJS.ErrnoException).code ?? "")) throw e;
+    if (!DIR_SYNC_REFUSED.has(hostFault(e))) throw e;
   } finally {
     // the sync is done (or refused): the close need not hold up the caller
     fh?.close().catch(() => undefined);
@@ -149,7 +155,7 @@ export async function removeDurably(dir: string, file: string, durable: boolean)
   try {
     await unlink(join(dir, file));
   } catch (e) {
-    if ((e as NodeJS.ErrnoException).code !== "ENOENT") throw e;
+    if (hostFault(e) !== "missing") throw e;
   }
   if (durable) await fsyncDir(dir);
 }
@@ -235,8 +241,9 @@ async function readPortable(path: string, maxBytes: number): Promise<SafeRead> {
 
 /** What an open that failed with `code` means for a read (the message is made only when it is shown). */
 function openFailure(code: string | undefined, message: () => string): SafeRead {
-  if (code === "ENOENT" || code === "ENOTDIR") return { kind: "missing" };
-  if (code === "ELOOP" || code === "EMLINK") return { kind: "symlink" };
+  const fault = hostFaultOfCode(code);
+  if (fault === "missing" || fault === "not-a-directory") return { kind: "missing" };
+  if (fault === "link") return { kind: "symlink" };
   return { kind: "unreadable", detail: `${code ?? "error"}: ${message()}`, ...(code !== undefined ? { code } : {}) };
 }
 
@@ -322,7 +329,7 @@ function jobFailed(r: { err: number; step: FileStep }, dir: string, file: string
   if (r.err === 0) return;
   const atDir = r.step === FILE_STEP.dirOpen || r.step === FILE_STEP.dirSync;
   const e = errnoError(r.err, SYSCALL[r.step], atDir ? dir : file, dest);
-  if (!(atDir && DIR_SYNC_REFUSED.has(e.code ?? ""))) throw e;
+  if (!(atDir && DIR_SYNC_REFUSED.has(hostFaultOfCode(e.code)))) throw e;
 }
 
 const SYSCALL: Record<FileStep, string> = {

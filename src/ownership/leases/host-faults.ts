@@ -35,6 +35,55 @@ const RECORD_WRITE_CODES: ReadonlySet<string> = new Set([
   "ENOMEM",
 ]);
 
+/**
+ * What an errno means to ownership and every layer above it (supervisor,
+ * acpx, the CLI, the plugin): the one map they read; facts and containment
+ * keep their own (facts/errno.ts, containment/errors.ts). A closed union,
+ * so comparing a HostFault with an errno name fails to type-check;
+ * test/architecture.test.ts finds an errno named outside the maps.
+ */
+export type HostFault =
+  | "missing" // ENOENT
+  | "not-a-directory" // ENOTDIR
+  | "exists" // EEXIST
+  | "no-access" // EACCES
+  | "not-permitted" // EPERM
+  | "busy" // EBUSY, ENOTEMPTY (an rmdir of a folder in use or not empty)
+  | "link" // ELOOP, EMLINK (O_NOFOLLOW met a symlink)
+  | "invalid" // EINVAL
+  | "is-a-directory" // EISDIR
+  | "bad-descriptor" // EBADF
+  | "try-again" // EAGAIN
+  | "broken-pipe" // EPIPE
+  | "other";
+
+const HOST_FAULTS: Readonly<Record<string, HostFault>> = Object.freeze({
+  ENOENT: "missing",
+  ENOTDIR: "not-a-directory",
+  EEXIST: "exists",
+  EACCES: "no-access",
+  EPERM: "not-permitted",
+  EBUSY: "busy",
+  ENOTEMPTY: "busy",
+  ELOOP: "link",
+  EMLINK: "link",
+  EINVAL: "invalid",
+  EISDIR: "is-a-directory",
+  EBADF: "bad-descriptor",
+  EAGAIN: "try-again",
+  EPIPE: "broken-pipe",
+});
+
+/** The fault an errno name stands for ("other" for none or an unknown one). */
+export function hostFaultOfCode(code: string | undefined): HostFault {
+  return (code !== undefined && Object.hasOwn(HOST_FAULTS, code) ? HOST_FAULTS[code] : undefined) ?? "other";
+}
+
+/** The fault of a thrown error, by its errno `code`. */
+export function hostFault(err: unknown): HostFault {
+  return hostFaultOfCode(errnoCode(err));
+}
+
 export function errnoCode(err: unknown): string | undefined {
   const c = (err as { code?: unknown } | null)?.code;
   return typeof c === "string" ? c : undefined;
@@ -182,6 +231,19 @@ export function hostResourceError(err: unknown, what: string): HostResourceError
     default:
       return null;
   }
+}
+
+/** Host limits a dead or stalled process names on its stderr, checked in this order. */
+const LIMITS_IN_TEXT: ReadonlyArray<readonly [string, RegExp]> = [
+  ["EMFILE", /EMFILE|Too many open files/],
+  ["ENFILE", /ENFILE|file table overflow/i],
+  ["ENOMEM", /ENOMEM|Cannot allocate memory|heap out of memory/i],
+];
+
+/** The typed error for the first descriptor, file-table or memory limit that `text` (a stderr) names; null for none. */
+export function hostResourceErrorInText(text: string, what: string): HostResourceError | null {
+  for (const [code, seen] of LIMITS_IN_TEXT) if (seen.test(text)) return hostResourceError({ code }, what);
+  return null;
 }
 
 /**

@@ -7,6 +7,7 @@ import { randomUUID } from "node:crypto";
 import { link, unlink } from "node:fs/promises";
 import { join } from "node:path";
 import { assertPrivate, ensurePrivateDir, fsyncDir, readOwnedFile, writeTemp } from "./fs-safe.js";
+import { hostFault } from "./host-faults.js";
 import type { GatewayInstanceId } from "./types.js";
 
 export const INSTANCE_ID_FILE = "gateway-instance-id";
@@ -41,7 +42,7 @@ export async function loadOrCreateGatewayInstanceId(stateDir: string): Promise<G
   try {
     await link(tmp, file);
   } catch (e) {
-    if ((e as NodeJS.ErrnoException).code !== "EEXIST") throw e;
+    if (hostFault(e) !== "exists") throw e;
     const winner = await readId(file);
     if (winner === null) throw new GatewayInstanceIdError(file, "vanished while another process was creating it");
     return winner;

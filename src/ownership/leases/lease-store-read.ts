@@ -9,7 +9,7 @@ import { join } from "node:path";
 import { fsyncDir, mapLimit, readOwnedFiles, removeDurably, type SafeRead } from "./fs-safe.js";
 import { parseLeaseRecord } from "./lease-record.js";
 import type { Limiter } from "./keyed-queue.js";
-import { asRecordWriteError } from "./host-faults.js";
+import { asRecordWriteError, hostFault, hostFaultOfCode } from "./host-faults.js";
 import type { ProcessLease } from "./types.js";
 import type { LeaseProblem } from "./lease-store-api.js";
 
@@ -74,7 +74,11 @@ async function judgeLease(f: StoreFiles, path: string, r: SafeRead, expectedId: 
       };
     case "unreadable":
       // the host refused the read (no descriptor left, an I/O error): not "no such lease", an error naming the cause
-      if (r.code !== undefined && r.code !== "EACCES" && r.code !== "EPERM")
+      if (
+        r.code !== undefined &&
+        hostFaultOfCode(r.code) !== "no-access" &&
+        hostFaultOfCode(r.code) !== "not-permitted"
+      )
         throw asRecordWriteError(Object.assign(new Error(r.detail), { code: r.code }), f.stateDir, path, "read");
       return { lease: null, problem: { file: path, kind: "unreadable", detail: r.detail } };
     case "ok":
@@ -164,7 +168,7 @@ export async function listFolder(
   try {
     all = await readdir(folder);
   } catch (e) {
-    if ((e as NodeJS.ErrnoException).code !== "ENOENT") throw e;
+    if (hostFault(e) !== "missing") throw e;
     // removed under a running gateway: nothing to list, said once (the writes name it too)
     return {
       leases: [],
@@ -232,5 +236,5 @@ export function exists(path: string): Promise<boolean> {
 }
 
 export function ignoreEnoent(e: unknown): void {
-  if ((e as NodeJS.ErrnoException).code !== "ENOENT") throw e;
+  if (hostFault(e) !== "missing") throw e;
 }

@@ -34,7 +34,7 @@ import {
   serializeLease,
 } from "./lease-record.js";
 import { KeyedQueue, Limiter } from "./keyed-queue.js";
-import { asRecordWriteError } from "./host-faults.js";
+import { asRecordWriteError, hostFault } from "./host-faults.js";
 import type { LeaseState, ProcessLease } from "./types.js";
 import {
   LeaseNotFoundError,
@@ -137,7 +137,7 @@ async function guarded<T>(f: StoreFiles, path: string, op: string, fn: () => Pro
   try {
     return await fn();
   } catch (e) {
-    if ((e as NodeJS.ErrnoException).code === "ENOENT" && (await isDir(f.stateDir))) {
+    if (hostFault(e) === "missing" && (await isDir(f.stateDir))) {
       try {
         for (const d of [join(f.stateDir, "acpx"), f.dir, f.archive, f.quarantine]) await ensurePrivateDir(d, true);
         return await fn();
@@ -240,7 +240,7 @@ async function createLease(f: StoreFiles, input: LeaseCreateInput, opts?: LeaseC
       try {
         await link(tmp, join(f.dir, file));
       } catch (e) {
-        if ((e as NodeJS.ErrnoException).code === "EEXIST") throw new Error(`lease ${leaseId} already exists`);
+        if (hostFault(e) === "exists") throw new Error(`lease ${leaseId} already exists`);
         throw e;
       } finally {
         await unlink(tmp).catch(ignoreEnoent);

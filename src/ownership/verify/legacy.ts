@@ -21,6 +21,7 @@
  *   lease store. Members come from parent links only: a legacy record has no
  *   verified group and no env marker.
  */
+import { sameStart } from "../../facts/identity.js";
 import { isAlive } from "../../facts/liveness.js";
 import { createHash } from "node:crypto";
 import { realpath } from "node:fs/promises";
@@ -134,7 +135,7 @@ async function liveRoot(
     return { failed: rootRows.inspectFailed() };
   }
   if (d === null) return { failed: rootRows.exitedDuringVerification(pid) };
-  if (String(d.startTime) !== String(root.startTime)) return { failed: rootRows.reusedDuringVerification() };
+  if (!sameStart(d.startTime, root.startTime)) return { failed: rootRows.reusedDuringVerification() };
   return { snapshot, root, d };
 }
 
