@@ -210,6 +210,8 @@ d("durable sessions: client terminals wait with their session", () => {
     controllers.push(b);
     await b.reapStartupOrphans();
     expect(["closed", "lost"]).toContain((await terminalLease(stateDir, terminalId))?.state);
+    // what was kept of it goes too: its session can no longer come back for it
+    expect(readdirSync(join(stateDir, "acpx", "terminals")).filter((f) => f.startsWith(terminalId))).toEqual([]);
     const h2 = await b.ensureSession({ sessionKey: KEY, agentId: "main", command: COMMAND });
     expect(h2.adopted).toBeUndefined();
     trackLease(h2.leaseId);

@@ -81,14 +81,19 @@ export async function writeMeta(files: TerminalFiles, meta: TerminalMeta): Promi
   await writeFile(files.meta, JSON.stringify(meta) + "\n", { mode: 0o600, flag: "w" });
 }
 
-/** The terminals recorded for a session's lease. Unreadable or malformed files are skipped. */
-export async function terminalsOf(dir: string, sessionLeaseId: string, prefix: string): Promise<TerminalMeta[]> {
+/** The terminals recorded for a session's lease (undefined: every session's). Unreadable or malformed files are skipped. */
+export async function terminalsOf(
+  dir: string,
+  sessionLeaseId: string | undefined,
+  prefix: string,
+): Promise<TerminalMeta[]> {
   const names = await readdir(dir).catch(() => [] as string[]);
   const out: TerminalMeta[] = [];
   for (const n of names) {
     if (!n.endsWith(".json") || !n.startsWith(prefix)) continue;
     const m = parseMeta(await readFile(join(dir, n), "utf8").catch(() => ""));
-    if (m !== null && m.sessionLeaseId === sessionLeaseId && `${m.terminalId}.json` === n) out.push(m);
+    if (m === null || `${m.terminalId}.json` !== n) continue;
+    if (sessionLeaseId === undefined || m.sessionLeaseId === sessionLeaseId) out.push(m);
   }
   return out;
 }
@@ -102,6 +107,20 @@ function parseMeta(text: string): TerminalMeta | null {
   } catch {
     return null;
   }
+}
+
+/**
+ * The files of terminals whose session nobody can re-adopt any more (its
+ * lease settled, or gone), removed: the startup reap's, after the session
+ * leases were reconciled. Their holders ended them with their session.
+ */
+export async function forgetUnawaited(
+  dir: string,
+  prefix: string,
+  awaited: (sessionLeaseId: string) => Promise<boolean>,
+): Promise<void> {
+  for (const m of await terminalsOf(dir, undefined, prefix))
+    if (!(await awaited(m.sessionLeaseId))) await forgetFiles(filesOf(dir, m.terminalId));
 }
 
 export async function forgetFiles(files: TerminalFiles): Promise<void> {
