@@ -218,4 +218,41 @@ d("durable sessions: client terminals wait with their session", () => {
     // the expired terminal is not this new session's
     expect(await say(b, h2, `/terminal-peek ${terminalId}`)).toMatch(/^refused: -32602/);
   }, 60_000);
+
+  it("detach() and a new controller in the same process (a plugin's config reload): the terminal is taken back, its output whole", async () => {
+    const stateDir = tempStateDir("durterm-detach");
+    const go = join(stateDir, "go");
+    const opts = {
+      stateDir,
+      graceMs: GRACE_MS,
+      maintenanceIntervalMs: 0,
+      keeper: "off" as const,
+      durable: { reattachWithinMs: 60_000 },
+      clientCapabilities: { terminal: true },
+    };
+    const a = await createAcpxLifecycleController(opts);
+    controllers.push(a);
+    const h = await a.ensureSession({ sessionKey: KEY, agentId: "main", command: COMMAND });
+    trackLease(h.leaseId);
+    const terminalId = (await say(a, h, `/terminal-start ${waitsFor(go)}`)).replace(/^terminal /, "");
+    const lease = (await terminalLease(stateDir, terminalId))!;
+    trackLease(lease.leaseId);
+    await a.detach();
+    const b = await createAcpxLifecycleController(opts);
+    controllers.push(b);
+    const reap = await b.reapStartupOrphans();
+    expect(reap.entries.find((e) => e.leaseId === h.leaseId)?.action).toBe("awaiting-readoption");
+    expect(leaseCarriers(lease.leaseId).length).toBeGreaterThan(0);
+    const h2 = await b.ensureSession({ sessionKey: KEY, agentId: "main", command: COMMAND });
+    expect(h2.adopted).toBe(true);
+    writeFileSync(go, "");
+    expect(JSON.parse(await say(b, h2, `/terminal-wait ${terminalId}`))).toEqual({
+      terminalId,
+      exit: { exitCode: 7, signal: null },
+      output: "first\nsecond\n",
+      truncated: false,
+    });
+    expect(await waitFor(() => leaseCarriers(lease.leaseId).length === 0, 10_000)).not.toBe(-1);
+    expect((await b.closeSession({ handle: h2 })).leaseState).toBe("closed");
+  }, 60_000);
 });

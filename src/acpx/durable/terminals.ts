@@ -78,7 +78,8 @@ export interface TerminalMeta {
 }
 
 export async function writeMeta(files: TerminalFiles, meta: TerminalMeta): Promise<void> {
-  await writeFile(files.meta, JSON.stringify(meta) + "\n", { mode: 0o600, flag: "w" });
+  // exclusive: a name made just now, never a file (or a link) put there before
+  await writeFile(files.meta, JSON.stringify(meta) + "\n", { mode: 0o600, flag: "wx" });
 }
 
 /** The terminals recorded for a session's lease (undefined: every session's). Unreadable or malformed files are skipped. */
