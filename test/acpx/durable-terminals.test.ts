@@ -8,6 +8,8 @@
  * terminal/output and terminal/wait_for_exit after the restart answer what
  * the command wrote and how it ended. When nobody re-adopts the session in
  * its window, the terminal ends with it and the next reap settles its lease.
+ * A wait_for_exit the agent sent while no gateway was attached is answered
+ * by the controller that re-adopts it.
  */
 import { spawn, type ChildProcess } from "node:child_process";
 import { existsSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
@@ -146,6 +148,51 @@ d("durable sessions: client terminals wait with their session", () => {
     expect(await waitFor(() => leaseCarriers(lease.leaseId).length === 0, 10_000)).not.toBe(-1);
     expect(["closed", "lost"]).toContain((await terminalLease(stateDir, terminalId))?.state);
     expect(readdirSync(join(stateDir, "acpx", "terminals")).filter((f) => f.startsWith(terminalId))).toEqual([]);
+    expect((await b.closeSession({ handle: h2 })).leaseState).toBe("closed");
+  }, 90_000);
+
+  it("gateway SIGKILL while the agent waits on its terminal (wait_for_exit in flight): the re-adopting controller answers it, and the turn ends with the output and exit status", async () => {
+    const stateDir = tempStateDir("durterm-gap");
+    const go = join(stateDir, "go");
+    const g = startGateway(stateDir, 60_000, `/terminal-run ${waitsFor(go)}`);
+    await until(() => g.events.some((e) => e.type === "handle"), 20_000);
+    const h = g.events.find((e) => e.type === "handle")!.handle!;
+    trackLease(h.leaseId);
+    const dir = join(stateDir, "acpx", "terminals");
+    const outs = () => (existsSync(dir) ? readdirSync(dir).filter((f) => f.endsWith(".out")) : []);
+    await until(() => outs().some((f) => readFileSync(join(dir, f), "utf8").includes("first")), 20_000);
+    const terminalId = outs()[0]!.replace(/\.out$/, "");
+    const lease = (await terminalLease(stateDir, terminalId))!;
+    trackLease(lease.leaseId);
+    trackPid(lease.rootPid);
+    g.child.kill("SIGKILL");
+    await exited(g.child);
+    await until(() => existsSync(join(stateDir, "acpx", "keeper-report.json")), 20_000);
+    writeFileSync(go, "");
+    const b = await createAcpxLifecycleController({
+      stateDir,
+      graceMs: GRACE_MS,
+      maintenanceIntervalMs: 0,
+      keeper: "off",
+      durable: { reattachWithinMs: 60_000 },
+      clientCapabilities: { terminal: true },
+    });
+    controllers.push(b);
+    await b.reapStartupOrphans();
+    const h2 = await b.ensureSession({ sessionKey: KEY, agentId: "main", command: COMMAND });
+    expect(h2.adopted).toBe(true);
+    expect(h2.turn).toBeDefined();
+    const texts: string[] = [];
+    for await (const u of h2.turn!.events)
+      if (u.sessionUpdate === "agent_message_chunk" && u.content.type === "text") texts.push(u.content.text);
+    expect((await h2.turn!.result).stopReason).toBe("end_turn");
+    expect(JSON.parse(texts.join(""))).toEqual({
+      terminalId,
+      exit: { exitCode: 7, signal: null },
+      output: "first\nsecond\n",
+      truncated: false,
+    });
+    expect(await waitFor(() => leaseCarriers(lease.leaseId).length === 0, 10_000)).not.toBe(-1);
     expect((await b.closeSession({ handle: h2 })).leaseState).toBe("closed");
   }, 90_000);
 
