@@ -103,7 +103,8 @@ static int start_ticks(pid_t pid, unsigned long long *ticks) {
   buf[n] = 0;
   char *p = strrchr(buf, ')');
   if (p == NULL) return -1;
-  p += 2; /* the state, field 3 */
+  p += 2; /* the state, field 3: a zombie has ended (the polling fallback would see it as alive) */
+  if (*p == 'Z' || *p == 'X') return -1;
   for (int f = 3; f < 22; f++) {
     p = strchr(p, ' ');
     if (p == NULL) return -1;
