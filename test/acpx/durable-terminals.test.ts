@@ -154,14 +154,15 @@ d("durable sessions: client terminals wait with their session", () => {
   it("gateway SIGKILL while the agent waits on its terminal (wait_for_exit in flight): the re-adopting controller answers it, and the turn ends with the output and exit status", async () => {
     const stateDir = tempStateDir("durterm-gap");
     const go = join(stateDir, "go");
-    const g = startGateway(stateDir, 60_000, `/terminal-run ${waitsFor(go)}`);
+    const g = startGateway(stateDir, 60_000, `/terminal-run-noted ${waitsFor(go)}`);
     await until(() => g.events.some((e) => e.type === "handle"), 20_000);
     const h = g.events.find((e) => e.type === "handle")!.handle!;
     trackLease(h.leaseId);
-    const dir = join(stateDir, "acpx", "terminals");
-    const outs = () => (existsSync(dir) ? readdirSync(dir).filter((f) => f.endsWith(".out")) : []);
-    await until(() => outs().some((f) => readFileSync(join(dir, f), "utf8").includes("first")), 20_000);
-    const terminalId = outs()[0]!.replace(/\.out$/, "");
+    // the agent has its terminal's id (the create was answered): its wait_for_exit is what the gateway leaves unanswered
+    await until(() => g.events.some((e) => e.type === "chunk" && e.text!.startsWith("created ")), 20_000);
+    const terminalId = g.events.find((e) => e.type === "chunk")!.text!.replace(/^created /, "");
+    const outFile = join(stateDir, "acpx", "terminals", `${terminalId}.out`);
+    await until(() => existsSync(outFile) && readFileSync(outFile, "utf8").includes("first"), 10_000);
     const lease = (await terminalLease(stateDir, terminalId))!;
     trackLease(lease.leaseId);
     trackPid(lease.rootPid);
@@ -186,7 +187,9 @@ d("durable sessions: client terminals wait with their session", () => {
     for await (const u of h2.turn!.events)
       if (u.sessionUpdate === "agent_message_chunk" && u.content.type === "text") texts.push(u.content.text);
     expect((await h2.turn!.result).stopReason).toBe("end_turn");
-    expect(JSON.parse(texts.join(""))).toEqual({
+    // the turn's chunks from its start, exactly once: the note, then the answer
+    expect(texts[0]).toBe(`created ${terminalId}`);
+    expect(JSON.parse(texts.slice(1).join(""))).toEqual({
       terminalId,
       exit: { exitCode: 7, signal: null },
       output: "first\nsecond\n",
