@@ -35,6 +35,18 @@
           "type": "none"
         }]
       ]
+    },
+    {
+      "target_name": "proclease-terminal-holder",
+      "conditions": [
+        ["OS=='linux'", {
+          "type": "executable",
+          "sources": ["native/terminal_holder_linux.c"],
+          "cflags": ["-O2", "-Wall", "-Wextra"]
+        }, {
+          "type": "none"
+        }]
+      ]
     }
   ]
 }

@@ -6,6 +6,8 @@
 //   prebuilds/linux-arm64/proclease.napi.glibc.node  (aarch64-linux-gnu.2.28)
 //   prebuilds/linux-{x64,arm64}/proclease-wrapper    (the native ACPX wrapper,
 //     binding.gyp's "proclease-wrapper" target, C, found beside the addon)
+//   prebuilds/linux-{x64,arm64}/proclease-terminal-holder  (what a durable
+//     session's client terminals run under, binding.gyp's target of that name)
 //
 // Why Zig rather than the host's g++: it cross-compiles to arm64 with nothing
 // else installed, and it links against the symbol versions of a chosen glibc.
@@ -55,6 +57,8 @@ const TARGETS = [
 ];
 const FILE = "proclease.napi.glibc.node";
 const WRAPPER_FILE = "proclease-wrapper";
+/** the C executables built beside the addon, each a binding.gyp target of that name */
+const EXECUTABLES = [WRAPPER_FILE, "proclease-terminal-holder"];
 
 function fail(msg) {
   console.error(`prebuild-linux: ${msg}`);
@@ -70,18 +74,16 @@ function parseArgs(argv) {
   return { out };
 }
 
-/** The native wrapper's sources and C flags: binding.gyp's "proclease-wrapper" target, OS=='linux'. */
-function gypWrapperConfig() {
-  const gyp = JSON.parse(readFileSync(join(root, "binding.gyp"), "utf8")).targets.find(
-    (t) => t.target_name === WRAPPER_FILE,
-  );
-  if (!gyp) fail(`binding.gyp has no "${WRAPPER_FILE}" target`);
+/** An executable's sources and C flags: binding.gyp's target named `name`, OS=='linux'. */
+function gypExecutableConfig(name) {
+  const gyp = JSON.parse(readFileSync(join(root, "binding.gyp"), "utf8")).targets.find((t) => t.target_name === name);
+  if (!gyp) fail(`binding.gyp has no "${name}" target`);
   const linux = (gyp.conditions ?? []).filter(([c]) => c === "OS=='linux'").map(([, o]) => o);
   const sources = linux.flatMap((o) => o.sources ?? []);
   const cflags = linux.flatMap((o) => o.cflags ?? []);
-  if (sources.length === 0) fail(`binding.gyp's "${WRAPPER_FILE}" target has no Linux sources`);
+  if (sources.length === 0) fail(`binding.gyp's "${name}" target has no Linux sources`);
   for (const s of sources) if (!existsSync(join(root, s))) fail(`binding.gyp lists ${s}, which does not exist`);
-  return { sources, cflags };
+  return { name, sources, cflags };
 }
 
 /** binding.gyp's sources, defines and C++ flags for OS=='linux'. */
@@ -180,42 +182,45 @@ async function buildTarget(t, ctx) {
     env,
   );
   const facts = checkElf(file, t);
-  const wrapper = join(work, WRAPPER_FILE);
-  await run(
-    ctx.zig,
-    [
-      "cc",
-      "-target",
-      t.triple,
-      "-O2",
-      "-s",
-      ...ctx.wrapper.cflags,
-      "-Werror",
-      "-o",
-      wrapper,
-      ...ctx.wrapper.sources.map((s) => join(root, s)),
-    ],
-    env,
-  );
-  const wrapperFacts = checkWrapperElf(wrapper, t);
-  return { ...t, file, facts, wrapper, wrapperFacts, seconds: (Date.now() - started) / 1000 };
+  const executables = [];
+  for (const x of ctx.executables) {
+    const path = join(work, x.name);
+    await run(
+      ctx.zig,
+      [
+        "cc",
+        "-target",
+        t.triple,
+        "-O2",
+        "-s",
+        ...x.cflags,
+        "-Werror",
+        "-o",
+        path,
+        ...x.sources.map((s) => join(root, s)),
+      ],
+      env,
+    );
+    executables.push({ name: x.name, path, facts: checkExecutableElf(path, x.name, t) });
+  }
+  return { ...t, file, facts, executables, seconds: (Date.now() - started) / 1000 };
 }
 
-/** Fails unless the wrapper is an executable for the target's machine that needs only glibc, at most the glibc floor. */
-function checkWrapperElf(file, t) {
+/** Fails unless `file` is an executable for the target's machine that needs only glibc, at most the glibc floor. */
+function checkExecutableElf(file, name, t) {
   const readelf = (flag) => execFileSync("readelf", ["-W", flag, file], { encoding: "utf8" });
   const header = readelf("-h");
   const machine = /Machine:\s+(.*)/.exec(header)?.[1]?.trim();
-  if (machine !== t.machine) fail(`${t.dir}/${WRAPPER_FILE}: machine "${machine}", expected "${t.machine}"`);
-  if (!/Type:\s+(EXEC|DYN)/.test(header)) fail(`${t.dir}/${WRAPPER_FILE}: not an executable`);
+  if (machine !== t.machine) fail(`${t.dir}/${name}: machine "${machine}", expected "${t.machine}"`);
+  if (!/Type:\s+(EXEC|DYN)/.test(header)) fail(`${t.dir}/${name}: not an executable`);
   const needed = [...readelf("-d").matchAll(/\(NEEDED\)\s+Shared library: \[(.+?)\]/g)].map((m) => m[1]);
   // Zig's glibc 2.28 stubs name libpthread beside libc; both are glibc itself
   if (needed.some((n) => !/^lib(c|pthread)\.so/.test(n)))
-    fail(`${t.dir}/${WRAPPER_FILE}: needs ${needed.join(", ")}: only glibc (libc, libpthread) may be`);
+    fail(`${t.dir}/${name}: needs ${needed.join(", ")}: only glibc (libc, libpthread) may be`);
   const versions = [...readelf("--dyn-syms").matchAll(/@GLIBC_([0-9.]+)/g)].map((m) => m[1]);
   const newest = versions.sort(compareVersions).at(-1) ?? "none";
   if (newest !== "none" && compareVersions(newest, GLIBC_FLOOR) > 0)
-    fail(`${t.dir}/${WRAPPER_FILE}: needs GLIBC_${newest}, above the ${GLIBC_FLOOR} floor`);
+    fail(`${t.dir}/${name}: needs GLIBC_${newest}, above the ${GLIBC_FLOOR} floor`);
   return { machine, needed, glibc: newest, bytes: statSync(file).size };
 }
 
@@ -277,19 +282,22 @@ async function main() {
     console.log(
       `prebuild-linux: zig ${execFileSync(zig, ["version"], { encoding: "utf8" }).trim()}; sources: ${sources.join(" ")}`,
     );
-    const ctx = { zig, sources, defines, cflags, nodeInc, napiInc, tmp, versionScript, wrapper: gypWrapperConfig() };
+    const executables = EXECUTABLES.map(gypExecutableConfig);
+    const ctx = { zig, sources, defines, cflags, nodeInc, napiInc, tmp, versionScript, executables };
     const built = await Promise.all(TARGETS.map((t) => buildTarget(t, ctx)));
     for (const b of built) {
       const dest = join(out, b.dir);
       rmSync(dest, { recursive: true, force: true });
       mkdirSync(dest, { recursive: true });
       renameSync(b.file, join(dest, FILE));
-      renameSync(b.wrapper, join(dest, WRAPPER_FILE));
-      chmodSync(join(dest, WRAPPER_FILE), 0o755);
-      const w = b.wrapperFacts;
-      console.log(
-        `prebuild-linux: ${b.dir}/${WRAPPER_FILE}: ${w.machine}, ${(w.bytes / 1024).toFixed(0)} KiB, glibc >= ${w.glibc}, needs ${w.needed.join(" ")}`,
-      );
+      for (const x of b.executables) {
+        renameSync(x.path, join(dest, x.name));
+        chmodSync(join(dest, x.name), 0o755);
+        const w = x.facts;
+        console.log(
+          `prebuild-linux: ${b.dir}/${x.name}: ${w.machine}, ${(w.bytes / 1024).toFixed(0)} KiB, glibc >= ${w.glibc}, needs ${w.needed.join(" ")}`,
+        );
+      }
       const f = b.facts;
       console.log(
         `prebuild-linux: ${b.dir}/${FILE}: ${f.machine}, ${(f.bytes / 1024).toFixed(0)} KiB, glibc >= ${f.glibc}, ` +

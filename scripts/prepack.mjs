@@ -37,7 +37,7 @@ if (still.length > 0) {
 rmSync(join(root, "prebuilds"), { recursive: true, force: true });
 execFileSync(process.execPath, [join(root, "scripts/prebuild-linux.mjs")], { cwd: root, stdio: "inherit" });
 for (const dir of ["linux-x64", "linux-arm64"]) {
-  for (const file of ["proclease.napi.glibc.node", "proclease-wrapper"]) {
+  for (const file of ["proclease.napi.glibc.node", "proclease-wrapper", "proclease-terminal-holder"]) {
     if (!existsSync(join(root, "prebuilds", dir, file))) {
       console.error(`prepack: prebuilds/${dir}/${file} was not built: no tarball without it`);
       process.exit(1);

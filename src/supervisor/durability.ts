@@ -112,7 +112,7 @@ export interface RunLeaseKill {
 
 export interface RunLeases {
   /** Writes the run's lease (rootPid 0) and, with containment, makes its cgroup and records it. */
-  open(runId: string, argv: readonly string[]): Promise<RunLease>;
+  open(runId: string, argv: readonly string[], durable?: { reattachWithinMs: number }): Promise<RunLease>;
   /**
    * The run cannot be started inside its cgroup (see adapters/cgroup-shim.ts):
    * the cgroup leaves the lease, and is removed, BEFORE the spawn, so no lease
@@ -177,6 +177,7 @@ export interface RunLeases {
     live?: ReadonlySet<string>,
     isTracked?: (run: SupervisorRunRef) => boolean,
     states?: readonly ReconcilableState[],
+    spareDurable?: boolean,
   ): Promise<ReconcileReport>;
   /** Shutdown: removes this instance's cgroup folder when no lease cgroup is left in it (containment's removeInstanceFolder). */
   release(): Promise<void>;
@@ -258,7 +259,7 @@ export function createRunLeases(opts: RunLeasesOptions): RunLeases {
   let rootRecorded: Promise<void> | undefined;
   const keeper = runKeeper(ctx);
   return {
-    async open(runId, argv) {
+    async open(runId, argv, durable) {
       await keeper.keep();
       const support = await ctx.detect();
       // the CLI finds this state dir's lease cgroups (and orphans among them) from this record; once per supervisor
@@ -269,7 +270,7 @@ export function createRunLeases(opts: RunLeasesOptions): RunLeases {
           .then(({ instanceId }) => recordContainmentRoot(opts.stateDir, support.root, instanceId))
           .catch(() => undefined);
       await rootRecorded;
-      return openRunLease(ctx, support, runId, argv);
+      return openRunLease(ctx, support, runId, argv, durable);
     },
 
     async dropCgroup(leaseId, cgroup) {
@@ -312,7 +313,8 @@ export function createRunLeases(opts: RunLeasesOptions): RunLeases {
 
     finish: (leaseId, kill, prior = null) => finishRun(ctx, leaseId, kill, prior),
 
-    reconcile: (live = new Set<string>(), isTracked, states) => reconcileRuns(ctx, live, isTracked, states),
+    reconcile: (live = new Set<string>(), isTracked, states, spareDurable = true) =>
+      reconcileRuns(ctx, live, isTracked, states, spareDurable),
 
     release: () => releaseRuns(ctx, keeper),
   };
@@ -390,6 +392,7 @@ async function openRunLease(
   support: ContainmentSupport,
   runId: string,
   argv: readonly string[],
+  durable: { reattachWithinMs: number } | undefined,
 ): Promise<RunLease> {
   const { instanceId, holder } = await ctx.init();
   // ownership's one opening sequence: the lease, then its cgroup made and recorded, or uncontained (as without containment)
@@ -400,6 +403,7 @@ async function openRunLease(
     ...SUPERVISOR_WRAPPER_FIELDS,
     commandHash: computeCommandHash(argv),
     holder,
+    ...(durable !== undefined ? { durable: { reattachWithinMs: durable.reattachWithinMs } } : {}),
   });
   const { leaseId } = bound.lease;
   const env = { [LEASE_ENV_KEY]: leaseId, [INSTANCE_ENV_KEY]: instanceId };
@@ -412,6 +416,7 @@ async function reconcileRuns(
   live: ReadonlySet<string>,
   isTracked: Parameters<RunLeases["reconcile"]>[1],
   states: readonly ReconcilableState[] | undefined,
+  spareDurable: boolean,
 ): Promise<ReconcileReport> {
   const deps = await ctx.lifecycle();
   const instanceId = deps.gatewayInstanceId;
@@ -437,6 +442,7 @@ async function reconcileRuns(
   const r = await reconcileLeases(deps, {
     kind: "supervisor",
     skip,
+    spareDurable,
     ...(states !== undefined ? { states } : {}),
     ...leftovers,
   });

@@ -89,6 +89,12 @@ export interface ReconcileOrphansOptions {
   isSessionTracked?: (run: SupervisorRunRef) => boolean;
   /** the lease states to start from (default both); a periodic retry takes `closing` only */
   states?: readonly ReconcilableState[];
+  /**
+   * true (default): a run whose lease is `durable` (SpawnChildInput.durable)
+   * and whose tree verifies is left to its root, which ends it when its
+   * session does; false ends it like any other (an explicit end of that run)
+   */
+  spareDurable?: boolean;
 }
 
 export interface ShutdownReport {
@@ -356,5 +362,6 @@ async function reconcileRuns(
       }
     },
     ropts.states,
+    ropts.spareDurable !== false,
   );
 }

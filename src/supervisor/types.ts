@@ -78,6 +78,13 @@ export interface SpawnChildInput extends SpawnCommon {
   input?: string;
   /** Default `pipe-closed`: a detached child must never compete for the gateway's terminal. */
   stdinMode?: StdinMode;
+  /**
+   * A leased run whose root keeps its tree while a durable session waits for
+   * a re-adoption, and ends it itself when that session ends (an ACP
+   * terminal of a durable session, under its terminal holder): its lease
+   * says so (`durable`), and reconciles spare its tree while it verifies.
+   */
+  durable?: { reattachWithinMs: number };
 }
 
 export interface SpawnPtyInput extends SpawnCommon {

@@ -6,6 +6,9 @@
  * the next gateway's start (its startup reap settles the terminal's lease).
  * Build first (`npm run build`).
  */
+import { existsSync } from "node:fs";
+import { TERMINAL_HOLDER_FILE } from "../../src/acpx/durable/terminals.js";
+import { nativeWrapperPath } from "./durable-helpers.js";
 import { spawn } from "node:child_process";
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
@@ -69,76 +72,88 @@ describe("OutputTail", () => {
 });
 
 describe("client terminals", () => {
-  it("runs a command, reports output and exit status, honours the output limit; off unless asked for", async () => {
-    const ctl = await createAcpxLifecycleController({
-      stateDir: tempStateDir("term-run"),
-      graceMs: GRACE_MS,
-      maintenanceIntervalMs: 0,
-      clientCapabilities: { terminal: { maxOutputBytes: 8 } },
-    });
-    controllers.push(ctl);
-    const h = await ctl.ensureSession({ sessionKey: "k-term-run", agentId: "main", command: agentArgv({}) });
-    trackLease(h.leaseId);
-    const r = JSON.parse(await say(ctl, h, "/terminal-run printf 'héllo wörld'; exit 3")) as {
-      terminalId: string;
-      exit: unknown;
-      output: string;
-      truncated: boolean;
-    };
-    expect(r.terminalId.startsWith(TERMINAL_RUN_PREFIX)).toBe(true);
-    expect(r.exit).toMatchObject({ exitCode: 3 });
-    expect(r.truncated).toBe(true);
-    expect(Buffer.byteLength(r.output)).toBeLessThanOrEqual(8);
-    expect("héllo wörld".endsWith(r.output)).toBe(true);
-    // its lease settled with the run
-    const leases = (await ctl.listLeases()).filter((l) => l.sessionKey === `supervisor:${r.terminalId}`);
-    expect(leases.map((l) => l.state)).toEqual([expect.stringMatching(/closed|lost/)]);
-    expect(JSON.parse(await say(ctl, h, "/whoami")).clientCapabilities).toMatchObject({ terminal: true });
+  const holder = nativeWrapperPath() !== null && existsSync(join(nativeWrapperPath()!, "..", TERMINAL_HOLDER_FILE));
+  // the same behaviour for a durable session's terminals, which run under the terminal holder
+  for (const durable of holder ? [false, true] : [false]) {
+    const label = durable ? "durable: " : "";
+    const durableOpt = durable ? { durable: { reattachWithinMs: 60_000 } } : {};
+    it(`${label}runs a command, reports output and exit status, honours the output limit; off unless asked for`, async () => {
+      const ctl = await createAcpxLifecycleController({
+        stateDir: tempStateDir("term-run"),
+        graceMs: GRACE_MS,
+        maintenanceIntervalMs: 0,
+        clientCapabilities: { terminal: { maxOutputBytes: 8 } },
+        ...durableOpt,
+      });
+      controllers.push(ctl);
+      const h = await ctl.ensureSession({ sessionKey: "k-term-run", agentId: "main", command: agentArgv({}) });
+      trackLease(h.leaseId);
+      const r = JSON.parse(await say(ctl, h, "/terminal-run printf 'héllo wörld'; exit 3")) as {
+        terminalId: string;
+        exit: unknown;
+        output: string;
+        truncated: boolean;
+      };
+      expect(r.terminalId.startsWith(TERMINAL_RUN_PREFIX)).toBe(true);
+      expect(r.exit).toMatchObject({ exitCode: 3 });
+      expect(r.truncated).toBe(true);
+      expect(Buffer.byteLength(r.output)).toBeLessThanOrEqual(8);
+      expect("héllo wörld".endsWith(r.output)).toBe(true);
+      // its lease settled with the run
+      const leases = (await ctl.listLeases()).filter((l) => l.sessionKey === `supervisor:${r.terminalId}`);
+      expect(leases.map((l) => l.state)).toEqual([expect.stringMatching(/closed|lost/)]);
+      expect(JSON.parse(await say(ctl, h, "/whoami")).clientCapabilities).toMatchObject({ terminal: true });
 
-    const off = await createAcpxLifecycleController({
-      stateDir: tempStateDir("term-off"),
-      graceMs: GRACE_MS,
-      maintenanceIntervalMs: 0,
+      const off = await createAcpxLifecycleController({
+        stateDir: tempStateDir("term-off"),
+        graceMs: GRACE_MS,
+        maintenanceIntervalMs: 0,
+      });
+      controllers.push(off);
+      const h2 = await off.ensureSession({ sessionKey: "k-term-off", agentId: "main", command: agentArgv({}) });
+      trackLease(h2.leaseId);
+      expect(await say(off, h2, "/terminal-run echo hi")).toMatch(/^refused: -32601/);
     });
-    controllers.push(off);
-    const h2 = await off.ensureSession({ sessionKey: "k-term-off", agentId: "main", command: agentArgv({}) });
-    trackLease(h2.leaseId);
-    expect(await say(off, h2, "/terminal-run echo hi")).toMatch(/^refused: -32601/);
-  });
 
-  it("session close ends the terminal's whole tree: a setsid grandchild that ignores SIGTERM included", async () => {
-    const stateDir = tempStateDir("term-close");
-    const ctl = await createAcpxLifecycleController({
-      stateDir,
-      graceMs: GRACE_MS,
-      maintenanceIntervalMs: 0,
-      clientCapabilities: { terminal: true },
+    it(`${label}session close ends the terminal's whole tree: a setsid grandchild that ignores SIGTERM included`, async () => {
+      const stateDir = tempStateDir("term-close");
+      const ctl = await createAcpxLifecycleController({
+        stateDir,
+        graceMs: GRACE_MS,
+        maintenanceIntervalMs: 0,
+        clientCapabilities: { terminal: true },
+        ...durableOpt,
+      });
+      controllers.push(ctl);
+      const h = await ctl.ensureSession({ sessionKey: "k-term-close", agentId: "main", command: agentArgv({}) });
+      trackLease(h.leaseId);
+      const pidfile = join(stateDir, "grandchild.pid");
+      const started = await say(ctl, h, `/terminal-start ${stubbornTree(pidfile)}`);
+      const terminalId = started.replace(/^terminal /, "");
+      const grandchild = await readPid(pidfile);
+      expect(alive(grandchild)).toBe(true);
+      expect((await ctl.sessionStatus(h)).terminals).toEqual([terminalId]);
+      const lease = (await ctl.listLeases()).find((l) => l.sessionKey === `supervisor:${terminalId}`)!;
+      expect(lease.state).toBe("open");
+      // a durable session's terminal runs under the holder, its lease durable (docs/lifecycle-controller.md)
+      expect(lease.durable !== undefined).toBe(durable);
+      trackLease(lease.leaseId);
+      const scrubbedFile = join(stateDir, "scrubbed.pid");
+      await say(ctl, h, `/terminal-start ${scrubbedTree(scrubbedFile)}`);
+      const scrubbed = await readPid(scrubbedFile);
+      const report = await ctl.closeSession({ handle: h });
+      expect(report.outcome).toBe("closed");
+      expect(alive(grandchild)).toBe(false);
+      if (ctl.containment.available) expect(alive(scrubbed)).toBe(false);
+      else
+        console.log(
+          `[skip] env-scrubbed terminal escapee not checked: containment is off here (${ctl.containment.why})`,
+        );
+      expect(leaseCarriers(lease.leaseId)).toEqual([]);
+      const after = (await ctl.listLeases()).find((l) => l.leaseId === lease.leaseId)!;
+      expect(["closed", "lost"]).toContain(after.state);
     });
-    controllers.push(ctl);
-    const h = await ctl.ensureSession({ sessionKey: "k-term-close", agentId: "main", command: agentArgv({}) });
-    trackLease(h.leaseId);
-    const pidfile = join(stateDir, "grandchild.pid");
-    const started = await say(ctl, h, `/terminal-start ${stubbornTree(pidfile)}`);
-    const terminalId = started.replace(/^terminal /, "");
-    const grandchild = await readPid(pidfile);
-    expect(alive(grandchild)).toBe(true);
-    expect((await ctl.sessionStatus(h)).terminals).toEqual([terminalId]);
-    const lease = (await ctl.listLeases()).find((l) => l.sessionKey === `supervisor:${terminalId}`)!;
-    expect(lease.state).toBe("open");
-    trackLease(lease.leaseId);
-    const scrubbedFile = join(stateDir, "scrubbed.pid");
-    await say(ctl, h, `/terminal-start ${scrubbedTree(scrubbedFile)}`);
-    const scrubbed = await readPid(scrubbedFile);
-    const report = await ctl.closeSession({ handle: h });
-    expect(report.outcome).toBe("closed");
-    expect(alive(grandchild)).toBe(false);
-    if (ctl.containment.available) expect(alive(scrubbed)).toBe(false);
-    else
-      console.log(`[skip] env-scrubbed terminal escapee not checked: containment is off here (${ctl.containment.why})`);
-    expect(leaseCarriers(lease.leaseId)).toEqual([]);
-    const after = (await ctl.listLeases()).find((l) => l.leaseId === lease.leaseId)!;
-    expect(["closed", "lost"]).toContain(after.state);
-  });
+  }
 
   it("gateway SIGKILL, then the next gateway's start: the terminal's tree is gone and its lease settled", async () => {
     const stateDir = tempStateDir("term-crash");

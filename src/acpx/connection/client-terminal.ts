@@ -18,6 +18,11 @@
  *   closing) and (through the startup reap, which reconciles these runs'
  *   leases) the gateway's own death. acpx's terminals kill only the direct
  *   child.
+ * - A durable session's terminals (durable/terminals.ts) run under the
+ *   terminal holder instead: their output and exit status are kept in the
+ *   state dir, they wait with the session when the gateway goes, and the
+ *   controller that re-adopts the session takes them back (`retake`) before
+ *   it answers any terminal request.
  */
 import { randomUUID } from "node:crypto";
 import { isAbsolute } from "node:path";
@@ -32,7 +37,9 @@ import {
   type WaitForTerminalExitRequest,
   type WaitForTerminalExitResponse,
 } from "@agentclientprotocol/sdk";
-import type { ManagedRun, ProcessSupervisor, RunExit } from "../../supervisor/index.js";
+import type { ProcessSupervisor } from "../../supervisor/index.js";
+import { forgetFiles, startTicks, type DurableTerminals } from "../durable/terminals.js";
+import { exitStatusOf, spawnHeld, type Terminal } from "../durable/terminal-runs.js";
 import type { ControllerLogger } from "../report/logger.js";
 import type { AnswerBudget, SessionBudget } from "./session-budget.js";
 
@@ -74,13 +81,6 @@ export function assertTerminalOption(v: unknown, name: string): void {
   }
 }
 
-interface Terminal {
-  run: ManagedRun;
-  out: OutputTail;
-  exit: RunExit | undefined;
-  exited: Promise<RunExit>;
-}
-
 export interface SessionTerminalsInput {
   supervisor: ProcessSupervisor;
   sessionKey: string;
@@ -93,6 +93,8 @@ export interface SessionTerminalsInput {
   log: ControllerLogger;
   /** the session's budget: terminal slots are taken from it at acceptance */
   budget: SessionBudget;
+  /** durable sessions: terminals under the holder, and the session's lease and wrapper they wait with (once known) */
+  durable?: { terminals: DurableTerminals; session: () => { leaseId: string; pid: number } | undefined };
 }
 
 /** The terminals of one session. */
@@ -101,6 +103,8 @@ export class SessionTerminals implements ClientTerminalHandlers {
   /** spawns accepted and not finished (each holds a slot); a close waits for them */
   private readonly spawning = new Set<Promise<unknown>>();
   private closed = false;
+  /** the terminals an earlier gateway left, being taken back: every request waits for them */
+  private ready: Promise<void> | undefined;
 
   constructor(private readonly i: SessionTerminalsInput) {}
 
@@ -110,7 +114,28 @@ export class SessionTerminals implements ClientTerminalHandlers {
 
   /** run ids of the live terminals (for status) */
   runIds(): string[] {
-    return [...this.terminals.values()].map((t) => t.run.runId);
+    return [...this.terminals.values()].map((t) => t.runId);
+  }
+
+  /**
+   * The terminals of a re-adopted session (durable/terminal-runs.ts
+   * retakeTerminals), kept as this session's before any request is
+   * answered; each holds a slot, whatever the limit (it was counted when
+   * it was made).
+   */
+  retake(taken: Promise<Terminal[]>): void {
+    this.ready = taken.then(
+      (ts) => {
+        for (const t of ts) {
+          this.i.budget.takeTerminal(Number.MAX_SAFE_INTEGER);
+          this.terminals.set(t.runId, t);
+        }
+      },
+      (e: unknown) =>
+        void this.i.log.warn?.(
+          `the terminals of re-adopted ${JSON.stringify(this.i.sessionKey)} could not be taken back: ${e instanceof Error ? e.message : String(e)}`,
+        ),
+    );
   }
 
   /**
@@ -120,6 +145,12 @@ export class SessionTerminals implements ClientTerminalHandlers {
    * made and refuses it.
    */
   create(p: CreateTerminalRequest): Promise<CreateTerminalResponse> {
+    // in order, after the terminals being taken back are counted
+    if (this.ready !== undefined) return this.ready.then(() => this.accept(p));
+    return this.accept(p);
+  }
+
+  private accept(p: CreateTerminalRequest): Promise<CreateTerminalResponse> {
     try {
       this.checkSession(p.sessionId);
     } catch (e) {
@@ -156,85 +187,132 @@ export class SessionTerminals implements ClientTerminalHandlers {
     if (!isAbsolute(cwd))
       throw RequestError.invalidParams({ refusal: "not-absolute", cwd }, "terminal cwd must be absolute");
     const ceiling = this.i.options.maxOutputBytes ?? DEFAULT_TERMINAL_OUTPUT_BYTES;
-    const limit = Math.min(ceiling, p.outputByteLimit ?? ceiling);
-    const out = new OutputTail(Math.max(0, limit));
+    const limit = Math.max(0, Math.min(ceiling, p.outputByteLimit ?? ceiling));
     const env: Record<string, string | undefined> = { ...this.i.env };
     for (const e of p.env ?? []) env[e.name] = e.value;
     const terminalId = `${TERMINAL_RUN_PREFIX}${randomUUID()}`;
-    const run = await this.i.supervisor
-      .spawn({
-        mode: "child",
-        runId: terminalId,
-        sessionId: this.i.sessionKey,
-        backendId: TERMINAL_BACKEND_ID,
-        scopeKey: `acp-terminal:${this.i.sessionKey}`,
-        argv: [p.command, ...(p.args ?? [])],
-        cwd,
-        env,
-        background: true,
-        captureOutput: false,
-        onStdout: (c) => out.append(c),
-        onStderr: (c) => out.append(c),
-      })
-      .catch((e: unknown) => {
-        throw RequestError.internalError(
-          { refusal: "spawn-failed" },
-          `terminal/create: ${e instanceof Error ? e.message : String(e)}`,
-        );
-      });
-    const t: Terminal = { run, out, exit: undefined, exited: run.wait() };
-    void t.exited.then((x) => {
-      t.exit = x;
+    const argv = [p.command, ...(p.args ?? [])];
+    const t = await this.start(terminalId, argv, cwd, env, limit).catch((e: unknown) => {
+      throw RequestError.internalError(
+        { refusal: "spawn-failed" },
+        `terminal/create: ${e instanceof Error ? e.message : String(e)}`,
+      );
     });
     if (this.closed) {
       // the close began while this spawned: it is ended here, and the close waits for this
       await this.end(t, "the session closed while the terminal was spawned");
+      await this.forget(t);
       throw RequestError.invalidRequest({ refusal: "session-closing" }, "the session is closing: no new terminal");
     }
     this.terminals.set(terminalId, t);
     this.i.log.info?.(
-      `terminal ${terminalId} started for ${JSON.stringify(this.i.sessionKey)}: ${p.command} (pid ${run.pid ?? "none"})`,
-      {
-        sessionKey: this.i.sessionKey,
-        terminalId,
-        pid: run.pid,
-      },
+      `terminal ${terminalId} started for ${JSON.stringify(this.i.sessionKey)}: ${p.command} (pid ${t.pid ?? "none"})`,
+      { sessionKey: this.i.sessionKey, terminalId, pid: t.pid },
     );
     return { terminalId };
   }
 
+  /**
+   * A durable session's terminal runs under the holder (it waits with the
+   * session); any other, or one whose session's wrapper cannot be read
+   * (not spawned yet, gone), runs as before: its output held here, ended
+   * with the gateway.
+   */
+  private async start(
+    terminalId: string,
+    argv: string[],
+    cwd: string,
+    env: Record<string, string | undefined>,
+    limit: number,
+  ): Promise<Terminal> {
+    const common = {
+      backendId: TERMINAL_BACKEND_ID,
+      scopeKey: `acp-terminal:${this.i.sessionKey}`,
+      sessionKey: this.i.sessionKey,
+    };
+    const session = this.i.durable?.session();
+    const ticks = session !== undefined ? startTicks(session.pid) : null;
+    if (this.i.durable !== undefined && session !== undefined && ticks !== null)
+      return spawnHeld(this.i.supervisor, this.i.durable.terminals, {
+        ...common,
+        terminalId,
+        session: { ...session, startTicks: ticks },
+        command: argv,
+        cwd,
+        env,
+        limit,
+      });
+    const out = new OutputTail(limit);
+    const run = await this.i.supervisor.spawn({
+      mode: "child",
+      runId: terminalId,
+      sessionId: this.i.sessionKey,
+      backendId: common.backendId,
+      scopeKey: common.scopeKey,
+      argv,
+      cwd,
+      env,
+      background: true,
+      captureOutput: false,
+      onStdout: (c) => out.append(c),
+      onStderr: (c) => out.append(c),
+    });
+    const t: Terminal = {
+      runId: terminalId,
+      pid: run.pid,
+      read: () => Promise.resolve({ bytes: out.byteLength, text: () => out.text(), truncated: out.truncated }),
+      exit: undefined,
+      exited: run.wait().then(exitStatusOf),
+      retaken: false,
+      files: undefined,
+    };
+    void t.exited.then((x) => {
+      t.exit = x;
+    });
+    return t;
+  }
+
   async output(p: TerminalOutputRequest, answer?: AnswerBudget): Promise<TerminalOutputResponse> {
-    const t = this.get(p.sessionId, p.terminalId);
-    await answer?.reserve(t.out.byteLength + ANSWER_ENVELOPE_BYTES);
-    const res: TerminalOutputResponse = { output: t.out.text(), truncated: t.out.truncated };
-    if (t.exit !== undefined) res.exitStatus = exitStatusOf(t.exit);
+    const t = await this.get(p.sessionId, p.terminalId);
+    // the exit first: output read after it is all the command wrote
+    const exit = t.exit;
+    const out = await t.read();
+    await answer?.reserve(out.bytes + ANSWER_ENVELOPE_BYTES);
+    const res: TerminalOutputResponse = { output: out.text(), truncated: out.truncated };
+    if (exit !== undefined) res.exitStatus = exit;
     return res;
   }
 
   async waitForExit(p: WaitForTerminalExitRequest, signal: AbortSignal): Promise<WaitForTerminalExitResponse> {
-    const t = this.get(p.sessionId, p.terminalId);
+    const t = await this.get(p.sessionId, p.terminalId);
     const aborted = new Promise<never>((_, reject) => {
       const fail = (): void => reject(RequestError.requestCancelled(undefined, "terminal/wait_for_exit withdrawn"));
       if (signal.aborted) fail();
       else signal.addEventListener("abort", fail, { once: true });
     });
     aborted.catch(() => undefined);
-    return exitStatusOf(await Promise.race([t.exited, aborted]));
+    return await Promise.race([t.exited, aborted]);
   }
 
   async kill(p: KillTerminalRequest): Promise<void> {
-    const t = this.get(p.sessionId, p.terminalId);
+    const t = await this.get(p.sessionId, p.terminalId);
     await this.end(t, "killed by the agent");
   }
 
   async release(p: ReleaseTerminalRequest): Promise<void> {
-    const t = this.get(p.sessionId, p.terminalId);
+    const t = await this.get(p.sessionId, p.terminalId);
     this.terminals.delete(p.terminalId);
     try {
       await this.end(t, "released by the agent");
+      await this.forget(t);
     } finally {
       this.i.budget.returnTerminal();
     }
+  }
+
+  /** Resolves once the terminals being taken back (retake) are this session's. Never rejects. */
+  async whenReady(): Promise<void> {
+    await this.ready;
   }
 
   /** From now on terminal/create is refused (a close began); what is spawning now is ended by closeAll. */
@@ -249,9 +327,10 @@ export class SessionTerminals implements ClientTerminalHandlers {
    */
   async closeAll(why: string): Promise<void> {
     this.closed = true;
+    await this.ready;
     const all = [...this.terminals.values()];
     this.terminals.clear();
-    await Promise.all([...all.map((t) => this.end(t, why)), ...this.spawning]);
+    await Promise.all([...all.map(async (t) => this.end(t, why).then(() => this.forget(t))), ...this.spawning]);
     for (const _ of all) this.i.budget.returnTerminal();
   }
 
@@ -263,26 +342,43 @@ export class SessionTerminals implements ClientTerminalHandlers {
    * left closing, for the maintenance timer and the startup reap.
    */
   private async end(t: Terminal, why: string): Promise<void> {
-    const fields = { sessionKey: this.i.sessionKey, terminalId: t.run.runId };
-    const state = await this.i.supervisor.endRun(t.run.runId, "manual-cancel").catch((e: unknown) => {
-      this.i.log.error?.(
-        `ending terminal ${t.run.runId} failed: ${e instanceof Error ? e.message : String(e)}`,
-        fields,
-      );
+    const fields = { sessionKey: this.i.sessionKey, terminalId: t.runId };
+    const state = await this.endRun(t).catch((e: unknown) => {
+      this.i.log.error?.(`ending terminal ${t.runId} failed: ${e instanceof Error ? e.message : String(e)}`, fields);
       return undefined;
     });
     await t.exited;
     if (state === "open" || state === "closing") {
       this.i.log.warn?.(
-        `terminal ${t.run.runId} of ${JSON.stringify(this.i.sessionKey)}: its lease is still ${state} (retried by the maintenance timer)`,
+        `terminal ${t.runId} of ${JSON.stringify(this.i.sessionKey)}: its lease is still ${state} (retried by the maintenance timer)`,
         fields,
       );
     } else {
-      this.i.log.info?.(`terminal ${t.run.runId} of ${JSON.stringify(this.i.sessionKey)} ended: ${why}`, fields);
+      this.i.log.info?.(`terminal ${t.runId} of ${JSON.stringify(this.i.sessionKey)} ended: ${why}`, fields);
     }
   }
 
-  private get(sessionId: string, terminalId: string): Terminal {
+  /**
+   * A run of this supervisor through endRun; a re-taken one (an earlier
+   * gateway's run) through a reconcile of its lease alone, never spared:
+   * verified, TERM, grace, KILL, settled.
+   */
+  private async endRun(t: Terminal): Promise<string | undefined> {
+    if (!t.retaken) return this.i.supervisor.endRun(t.runId, "manual-cancel");
+    const r = await this.i.supervisor.reconcileOrphans({
+      isSessionTracked: (run) => run.runId !== t.runId,
+      spareDurable: false,
+    });
+    return r.runs.find((x) => x.runId === t.runId)?.state;
+  }
+
+  /** A released terminal's files go (durable terminals). */
+  private async forget(t: Terminal): Promise<void> {
+    if (t.files !== undefined) await forgetFiles(t.files);
+  }
+
+  private async get(sessionId: string, terminalId: string): Promise<Terminal> {
+    await this.ready;
     this.checkSession(sessionId);
     const t = this.terminals.get(terminalId);
     if (t === undefined)
@@ -300,10 +396,6 @@ export class SessionTerminals implements ClientTerminalHandlers {
         `the request names session ${JSON.stringify(sessionId)}, not this one`,
       );
   }
-}
-
-function exitStatusOf(x: RunExit): WaitForTerminalExitResponse {
-  return { exitCode: x.exitCode, signal: x.exitSignal };
 }
 
 /**

@@ -9,6 +9,7 @@
  * sent when the agent advertises it, every terminal's tree ended. Decides
  * nothing about the lease.
  */
+import type { DurableTerminals } from "../durable/terminals.js";
 import type { InitializeResponse } from "@agentclientprotocol/sdk";
 import { INSTANCE_ENV_KEY, LEASE_ENV_KEY } from "../../ownership/leases/types.js";
 import type { ProcessSupervisor } from "../../supervisor/index.js";
@@ -38,6 +39,8 @@ export interface ConversationConfig {
   terminal: ClientTerminalOptions | undefined;
   /** the supervisor that serves terminals (present when `terminal` is) */
   supervisor: ProcessSupervisor | undefined;
+  /** durable sessions' terminals under the holder (durable/terminals.ts); undefined: not durable, or no holder here */
+  durableTerminals?: DurableTerminals;
   stderrInMessages: boolean;
   /** byte bounds on held updates (update-bytes.ts) */
   updateLimits: ResolvedUpdateLimits;
@@ -99,6 +102,14 @@ export class SessionConversation {
         options: config.terminal,
         log,
         budget: this.budget,
+        ...(config.durableTerminals !== undefined
+          ? {
+              durable: {
+                terminals: config.durableTerminals,
+                session: () => this.handle && { leaseId: this.handle.leaseId, pid: this.handle.rootPid },
+              },
+            }
+          : {}),
       });
     }
   }

@@ -25,6 +25,7 @@ import { installWrapper } from "../launch/install-wrapper.js";
 import { ensurePrivateDir } from "../../ownership/leases/fs-safe.js";
 import { endRecordsDir } from "../../ownership/leases/end-records.js";
 import { openDurable } from "../durable/options.js";
+import { openDurableTerminals } from "../durable/terminals.js";
 import { resolveDurable } from "../durable/protocol.js";
 import type { ControllerDeps } from "../sessions/live-sessions.js";
 import { assertContainmentOption, configureLimitControllers, detectOptionsFor } from "../sessions/session-limits.js";
@@ -109,7 +110,13 @@ export async function openControllerDeps(opts: AcpxLifecycleControllerOptions): 
       startupReconcile,
       nodePath: opts.nodePath ?? process.execPath,
       onEnsureTiming: opts.onEnsureTiming,
-      conversation: conversationConfig(opts, { stateDir, gatewayInstanceId, facts, signaller, graceMs }),
+      conversation: {
+        ...conversationConfig(opts, { stateDir, gatewayInstanceId, facts, signaller, graceMs }),
+        // a durable session's terminals wait with it (durable/terminals.ts); without the holder they end with the gateway
+        ...(durable !== undefined && opts.clientCapabilities?.terminal
+          ? { durableTerminals: (await openDurableTerminals(stateDir, durable.reattachWithinMs, graceMs)) ?? undefined }
+          : {}),
+      },
       durable,
     };
   } catch (e) {

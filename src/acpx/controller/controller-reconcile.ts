@@ -21,6 +21,9 @@ import { reconcileLeftTerminals } from "../sessions/conversation-options.js";
 import { lifecycleDeps, type ControllerDeps, type LiveSessions } from "../sessions/live-sessions.js";
 import type { ReapReport } from "./types.js";
 import { forgetAttach } from "../durable/waiting.js";
+import { forgetUnawaited, TERMINALS_DIR } from "../durable/terminals.js";
+import { TERMINAL_RUN_PREFIX } from "../connection/client-terminal.js";
+import { join } from "node:path";
 
 /** ACP terminals no live session holds, through their supervisor leases (conversation-options.ts). */
 export async function reconcileTerminals(
@@ -38,6 +41,12 @@ export async function reconcileTerminals(
     if (run.state === "closed" || run.state === "lost")
       await hooks.leaseSettled(run.leaseId, { via: "reap", state: run.state, detail: run.why });
   }
+  // at the start: the kept output of durable terminals whose session can no longer come back goes
+  if (states.includes("open"))
+    await forgetUnawaited(join(d.stateDir, "acpx", TERMINALS_DIR), TERMINAL_RUN_PREFIX, async (id) => {
+      const l = await d.leases.get(id);
+      return l !== null && (l.state === "open" || l.state === "closing");
+    });
 }
 
 type Settled = Pick<OutcomeRow, "leaseId" | "stateAfter" | "why">;

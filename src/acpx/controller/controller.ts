@@ -135,6 +135,8 @@ class Controller implements AcpxLifecycleController {
   private async adopt(input: EnsureInput, record: AcpxSessionRecord): Promise<AcpRuntimeHandle | undefined> {
     const r = await adoptWaiting(this.d, this.live, input, record);
     if (r.kind === "not-adopted") return undefined;
+    // the handle comes back with the session's terminals already its own (sessionStatus lists them)
+    await r.live.conv.terminals?.whenReady();
     this.keeper.keep();
     this.watchEnd(r.live);
     if (r.turn === undefined) return r.handle;

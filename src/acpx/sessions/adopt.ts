@@ -19,6 +19,8 @@
  * rootPid is the earlier one, and the turn in flight (if any) comes back as
  * `turn`, whose updates the wrapper's journal replays from the turn's start.
  */
+import { retakeTerminals } from "../durable/terminal-runs.js";
+import { TERMINAL_RUN_PREFIX } from "../connection/client-terminal.js";
 import { closeSync } from "node:fs";
 import { Socket } from "node:net";
 import { sameProcess } from "../../facts/identity.js";
@@ -167,6 +169,8 @@ function serve(
     init: facts.init,
     opened: facts.opened,
   });
+  // the terminals that waited with it, taken back before the client reads a request about them
+  retakeInto(d, conv, lease.leaseId);
   const client = new AcpClient({
     input: w.stdout,
     output: w.stdin,
@@ -224,4 +228,12 @@ function serve(
   // the router and the turn's queue are in place: the journal flows from here
   w.start();
   return { kind: "adopted", handle, live: session, turn };
+}
+
+/** The session's terminals an earlier gateway left (durable/terminal-runs.ts), taken back into its conversation. */
+function retakeInto(d: ControllerDeps, conv: SessionConversation, leaseId: string): void {
+  const dt = d.conversation.durableTerminals;
+  if (dt === undefined || conv.terminals === undefined) return;
+  const deps = { store: d.leases, facts: d.facts, gatewayInstanceId: d.gatewayInstanceId, dt };
+  conv.terminals.retake(retakeTerminals(deps, leaseId, TERMINAL_RUN_PREFIX));
 }

@@ -145,6 +145,11 @@ export function actionFor(
 export function awaitingReason(v: LeaseVerification): string | null {
   const l = v.lease;
   if (l.durable === undefined || l.state !== "open" || v.verdict !== "owned" || v.tree === null) return null;
+  if (l.kind === "supervisor")
+    return (
+      `a run of a durable session (an ACP terminal): its holder (pid ${l.rootPid}) keeps the verified tree while the session ` +
+      `waits for a re-adoption, and ends it (TERM, grace, KILL) when the session's wrapper is gone`
+    );
   return (
     `a durable session: its wrapper (pid ${l.rootPid}) keeps the verified tree and awaits re-adoption, ` +
     `for up to ${l.durable.reattachWithinMs} ms after its gateway went away; it ends the tree itself (TERM, grace, KILL) when nobody re-adopts it`

@@ -71,7 +71,7 @@ export function launchProcess(run: Run, launch: Launch): StartResult {
 }
 
 async function openLease(run: Run, store: RunLeases, launch: Launch): Promise<void> {
-  const lease = await store.open(run.runId, launch.argv);
+  const lease = await store.open(run.runId, launch.argv, run.input.mode === "child" ? run.input.durable : undefined);
   run.lease = lease;
   launch.env = { ...launch.env, ...lease.env };
   if (lease.cgroup === undefined) return;
