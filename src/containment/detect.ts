@@ -297,8 +297,12 @@ function probeMoveFailed(p: Place, probe: string, moved: EnterOutcome): ProbeRes
 
 type ProbeProcess = { ok: true; pid: number; stop: () => void } | { ok: false; why: string };
 
+function probeEnv(): NodeJS.ProcessEnv {
+  return process.env.PATH === undefined ? {} : { PATH: process.env.PATH };
+}
+
 /** `sleep`, or node itself where there is no sleep binary (distroless images). */
-async function spawnProbeProcess(): Promise<ProbeProcess> {
+export async function spawnProbeProcess(): Promise<ProbeProcess> {
   const tries: Array<[string, string[]]> = [
     ["sleep", ["30"]],
     [process.execPath, ["-e", "setTimeout(() => {}, 30000)"]],
@@ -306,7 +310,8 @@ async function spawnProbeProcess(): Promise<ProbeProcess> {
   let last = "";
   for (const [cmd, args] of tries) {
     const r = await new Promise<ProbeProcess>((resolve) => {
-      const c = spawn(cmd, args, { stdio: "ignore" });
+      // PATH only: the gateway's environment holds credentials (some envRemove'd from its adapters) that a probe never needs
+      const c = spawn(cmd, args, { stdio: "ignore", env: probeEnv() });
       // "on", not "once": a ChildProcess can emit "error" again (a failed kill), and an unheard one crashes the gateway
       c.on("error", (e) => resolve({ ok: false, why: `${cmd}: ${faultOf(e).code}` }));
       c.once("spawn", () => {
