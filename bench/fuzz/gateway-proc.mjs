@@ -27,7 +27,7 @@ function statusKb(pid, key) {
 }
 
 export class GatewayProc {
-  /** opts: { name, profile: "root"|"nobody", sentinel: bool, dir, dist, innocent, secret, env, onIncident(inc) } */
+  /** opts: { name, profile: "root"|"nobody", sentinel: bool, dir, dist, innocent, secret, env, onIncident(inc), onSpawn(pid) } */
   constructor(opts) {
     Object.assign(this, opts);
     this.handlers = new Map();
@@ -54,6 +54,8 @@ export class GatewayProc {
       stdio: ["pipe", "pipe", "pipe"],
       env: { ...process.env, ...this.env, FUZZ_SECRET: this.secret },
     });
+    // a gateway holds the secret from its first instruction, before it is ready: an agent's read may find it then
+    if (this.child.pid !== undefined) this.onSpawn?.(this.child.pid);
     this.child.stdin.on("error", () => undefined);
     this.child.stderr.on("data", (b) => this.onStderr(b));
     this.exited = new Promise((resolve) => this.child.once("exit", (code, signal) => resolve({ code, signal })));

@@ -112,6 +112,7 @@ export class Runner {
       secret: this.secret,
       env: { PROCLEASE_INSTANCE_INDEX: join(ownedDir(join(this.host.runDir, `index-${uid}`), uid), "index") },
       onIncident: (inc) => this.onIncident(inc),
+      onSpawn: (pid) => this.gatewayPids.add(pid),
     });
     this.gateways.add(gw);
     try {
