@@ -80,7 +80,7 @@ export class Runner {
   /** every watched process that is no sequence's: the unrelated sentinel, the live gateways and their innocent sessions */
   foreign() {
     const out = [this.unrelated.w];
-    for (const gw of this.gateways) if (!gw.dead) out.push(...(gw.watches ?? []));
+    for (const gw of this.gateways) if (!gw.dead && !gw.stopping) out.push(...(gw.watches ?? []));
     return out;
   }
 
@@ -207,7 +207,8 @@ export class Runner {
     if (hurt.length) this.unrelatedHarmed = true;
     restoreCgroup(this.unrelated.w, this.host.mount);
     for (const g of this.gateways) {
-      if (g.dead || !g.watches) continue;
+      // a gateway being retired exits at our asking (an unasked exit is its own incident, gateway-died)
+      if (g.dead || g.stopping || !g.watches) continue;
       for (const w of g.watches) for (const h of harm(w)) g.incident("foreign-harmed", h, suspects);
       for (const w of g.watches) restoreCgroup(w, this.host.mount);
       const s = g.sentinelInfo;
