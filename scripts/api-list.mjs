@@ -26,9 +26,9 @@ export const ENTRIES = [
   { specifier: "proclease/openclaw", source: "src/openclaw/index.ts" },
 ];
 
-/** [{ specifier, names: [{ name, kind: "value" | "type", from }] }] for every entry. */
-export function listExports(root = ROOT) {
-  const files = ENTRIES.map((e) => join(root, e.source));
+/** One program over the entries' sources (under `root`) with the package's compiler options: their files, the program and its checker. */
+export function entriesProgram(root = ROOT, entries = ENTRIES) {
+  const files = entries.map((e) => join(root, e.source));
   const program = ts.createProgram(files, {
     target: ts.ScriptTarget.ES2022,
     module: ts.ModuleKind.NodeNext,
@@ -38,7 +38,12 @@ export function listExports(root = ROOT) {
     noEmit: true,
     types: ["node"],
   });
-  const checker = program.getTypeChecker();
+  return { files, program, checker: program.getTypeChecker() };
+}
+
+/** [{ specifier, names: [{ name, kind: "value" | "type", from }] }] for every entry. */
+export function listExports(root = ROOT) {
+  const { files, program, checker } = entriesProgram(root);
   return ENTRIES.map((entry, i) => {
     const sf = program.getSourceFile(files[i]);
     if (sf === undefined) throw new Error(`api-list: ${entry.source} is missing`);

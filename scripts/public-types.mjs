@@ -18,24 +18,14 @@
 import { createRequire } from "node:module";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
-import { ENTRIES } from "./api-list.mjs";
+import { entriesProgram, ENTRIES } from "./api-list.mjs";
 
 const ts = createRequire(import.meta.url)("typescript-api");
 const ROOT = join(fileURLToPath(import.meta.url), "../..");
 
 /** [{ specifier, unneeded: [name] }] for every entry. */
 export function unneededTypes(root = ROOT, entries = ENTRIES) {
-  const files = entries.map((e) => join(root, e.source));
-  const program = ts.createProgram(files, {
-    target: ts.ScriptTarget.ES2022,
-    module: ts.ModuleKind.NodeNext,
-    moduleResolution: ts.ModuleResolutionKind.NodeNext,
-    strict: true,
-    skipLibCheck: true,
-    noEmit: true,
-    types: ["node"],
-  });
-  const checker = program.getTypeChecker();
+  const { files, program, checker } = entriesProgram(root, entries);
   return entries.map((entry, i) => {
     const mod = checker.getSymbolAtLocation(program.getSourceFile(files[i]));
     if (mod === undefined) throw new Error(`public-types: ${entry.source} is not a module`);

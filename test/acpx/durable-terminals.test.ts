@@ -97,6 +97,22 @@ async function terminalLease(stateDir: string, terminalId: string) {
 }
 
 /** A command that writes a line, waits for `go` to exist, writes another and exits 7. */
+/** The next gateway's controller on `stateDir`: the startup reap, then the session's key ensured again (re-adopted when it waited). */
+async function readopt(stateDir: string) {
+  const b = await createAcpxLifecycleController({
+    stateDir,
+    graceMs: GRACE_MS,
+    maintenanceIntervalMs: 0,
+    keeper: "off",
+    durable: { reattachWithinMs: 60_000 },
+    clientCapabilities: { terminal: true },
+  });
+  controllers.push(b);
+  await b.reapStartupOrphans();
+  const h2 = await b.ensureSession({ sessionKey: KEY, agentId: "main", command: COMMAND });
+  return { b, h2 };
+}
+
 const waitsFor = (go: string) => `echo first; while [ ! -e ${go} ]; do sleep 0.05; done; echo second; exit 7`;
 
 d("durable sessions: client terminals wait with their session", () => {
@@ -126,17 +142,7 @@ d("durable sessions: client terminals wait with their session", () => {
     writeFileSync(go, "");
     await until(() => existsSync(join(stateDir, "acpx", "terminals", `${terminalId}.status`)), 10_000);
 
-    const b = await createAcpxLifecycleController({
-      stateDir,
-      graceMs: GRACE_MS,
-      maintenanceIntervalMs: 0,
-      keeper: "off",
-      durable: { reattachWithinMs: 60_000 },
-      clientCapabilities: { terminal: true },
-    });
-    controllers.push(b);
-    await b.reapStartupOrphans();
-    const h2 = await b.ensureSession({ sessionKey: KEY, agentId: "main", command: COMMAND });
+    const { b, h2 } = await readopt(stateDir);
     expect(h2).toMatchObject({ adopted: true, leaseId: h.leaseId, rootPid: h.rootPid });
     expect(JSON.parse(await say(b, h2, `/terminal-wait ${terminalId}`))).toEqual({
       terminalId,
@@ -170,17 +176,7 @@ d("durable sessions: client terminals wait with their session", () => {
     await exited(g.child);
     await until(() => existsSync(join(stateDir, "acpx", "keeper-report.json")), 20_000);
     writeFileSync(go, "");
-    const b = await createAcpxLifecycleController({
-      stateDir,
-      graceMs: GRACE_MS,
-      maintenanceIntervalMs: 0,
-      keeper: "off",
-      durable: { reattachWithinMs: 60_000 },
-      clientCapabilities: { terminal: true },
-    });
-    controllers.push(b);
-    await b.reapStartupOrphans();
-    const h2 = await b.ensureSession({ sessionKey: KEY, agentId: "main", command: COMMAND });
+    const { b, h2 } = await readopt(stateDir);
     expect(h2.adopted).toBe(true);
     expect(h2.turn).toBeDefined();
     const texts: string[] = [];
