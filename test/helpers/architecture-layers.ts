@@ -6,7 +6,7 @@ import { posix } from "node:path";
 import { ACPX_LAYERS, FOLDER_LAYERS, LAYERS, orderProblem, OWNERSHIP_LAYERS } from "./layer-order.mjs";
 
 /**
- * The order itself (LAYERS; inside src/ownership/ and src/acpx/, their
+ * The order itself (LAYERS; inside src/ownership/, src/acpx/, src/supervisor/ and src/cli/, their
  * folders' tables) is layer-order.mjs's, which scripts/import-graph.mjs
  * reads too. README.md and docs/architecture.md show the diagram
  * layerDiagram() draws from it, and the test compares them.
