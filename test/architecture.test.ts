@@ -123,12 +123,15 @@ describe("the source tree", () => {
     ).toEqual([]);
   });
 
-  it("docs/architecture.md draws the layers the test checks", () => {
-    for (const doc of ["docs/architecture.md"]) {
+  it("docs/architecture.md and README.md draw the layers and folder order the test checks", () => {
+    for (const [doc, root] of [
+      ["docs/architecture.md", "src/"],
+      ["README.md", ""],
+    ] as const) {
       expect(
         diagramIn(readFileSync(join(ROOT, doc), "utf8")),
-        `${doc}: the block between <!-- layers --> and <!-- /layers --> (paste layerDiagram())`,
-      ).toBe(layerDiagram());
+        `${doc}: the block between <!-- layers --> and <!-- /layers --> (paste layerDiagram(${JSON.stringify(root)}))`,
+      ).toBe(layerDiagram(root));
     }
   });
 });
