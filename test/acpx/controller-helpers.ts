@@ -14,7 +14,7 @@ import { afterAll, afterEach } from "vitest";
 import type { AcpRuntimeHandle } from "../../src/acpx/connection/types.js";
 import type { AcpxLifecycleController } from "../../src/acpx/controller/types.js";
 import { openLeaseStore, type AcpxProcessLease } from "../../src/ownership/index.js";
-import { createRunLeases } from "../../src/supervisor/durability.js";
+import { createRunLeases } from "../../src/supervisor/hold/durability.js";
 import { onInterrupt } from "../helpers/interrupt-cleanup.js";
 import { isAliveSync } from "../helpers/liveness.js";
 import { removeStateDir } from "../helpers/state-dir-cleanup.js";

@@ -12,7 +12,7 @@ import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { afterAll, describe, expect, it } from "vitest";
 import { printable, printableDeep } from "../../src/cli/shared/io.js";
-import { createRunLeases } from "../../src/supervisor/durability.js";
+import { createRunLeases } from "../../src/supervisor/hold/durability.js";
 import { cleanupAll, GRACE_MS, tempStateDir, trackChild, trackLease, waitFor } from "../acpx/controller-helpers.js";
 
 const MAIN = fileURLToPath(new URL("../../dist/cli/main.js", import.meta.url));

@@ -6,7 +6,7 @@ import { posix } from "node:path";
 import { ACPX_LAYERS, FOLDER_LAYERS, LAYERS, orderProblem, OWNERSHIP_LAYERS } from "./layer-order.mjs";
 
 /**
- * The order itself (LAYERS; inside src/ownership/ and src/acpx/, their
+ * The order itself (LAYERS; inside src/ownership/, src/acpx/, src/supervisor/ and src/cli/, their
  * folders' tables) is layer-order.mjs's, which scripts/import-graph.mjs
  * reads too. README.md and docs/architecture.md show the diagram
  * layerDiagram() draws from it, and the test compares them.
@@ -26,13 +26,18 @@ export const LAYER_ROLES: Readonly<Record<string, string>> = Object.freeze({
   "": "the package root: what a gateway author imports (docs/api.md)",
 });
 
-/** The layer diagram, highest first, one rank a line: README.md and docs/architecture.md hold this text. */
-export function layerDiagram(): string {
+/**
+ * The layer diagram, highest first, one rank a line: docs/architecture.md
+ * holds it with `root` "src/"; README.md, which is shipped and so names no
+ * src/ path (test/docs-links.test.ts), holds it with `root` "" (the same
+ * folders, as dist/ has them).
+ */
+export function layerDiagram(root: "src/" | "" = "src/"): string {
   const ranks = [...new Set(Object.values(LAYERS))].sort((a, b) => b - a);
   const lines = ranks.map((r) => {
     const names = Object.keys(LAYERS).filter((k) => LAYERS[k] === r);
     return names
-      .map((n) => `${(n === "" ? "src/index.ts" : `src/${n}/`).padEnd(16)} ${LAYER_ROLES[n]}${folderLine(n)}`)
+      .map((n) => `${(n === "" ? `${root}index.ts` : `${root}${n}/`).padEnd(16)} ${LAYER_ROLES[n]}${folderLine(n)}`)
       .join("\n");
   });
   return [

@@ -59,6 +59,24 @@ export const ACPX_LAYERS = Object.freeze({
 });
 
 /**
+ * The folders of src/supervisor/, lowest first, the same way: the shapes and
+ * helpers every folder reads (types, output caps, keys, watchdog defaults,
+ * the tree kill), the child and PTY adapters, what holds a run beyond its
+ * process (its lease, its own cgroup), one run from start to end, the
+ * supervisor that owns them all, the exec sessions built on it, and
+ * index.ts, directly in src/supervisor/, above them all.
+ */
+export const SUPERVISOR_LAYERS = Object.freeze({
+  shared: 0,
+  adapters: 1,
+  hold: 2,
+  run: 3,
+  core: 4,
+  exec: 5,
+  "": 6,
+});
+
+/**
  * The folders of src/cli/: the pieces every command shares (the facts
  * backend, printing, labels, lease rows), the commands, and the dispatch and
  * the binary directly in src/cli/ above them.
@@ -70,7 +88,12 @@ export const CLI_LAYERS = Object.freeze({
 });
 
 /** The layers whose folders are ordered too, each with its table. */
-export const FOLDER_LAYERS = Object.freeze({ ownership: OWNERSHIP_LAYERS, acpx: ACPX_LAYERS, cli: CLI_LAYERS });
+export const FOLDER_LAYERS = Object.freeze({
+  ownership: OWNERSHIP_LAYERS,
+  acpx: ACPX_LAYERS,
+  supervisor: SUPERVISOR_LAYERS,
+  cli: CLI_LAYERS,
+});
 
 /** The layer of a src/ path: its first directory ("" for a file directly in src/), or null outside src/. */
 export function layerOf(path) {

@@ -2,8 +2,8 @@ import { spawn } from "node:child_process";
 import { readFileSync } from "node:fs";
 import { afterEach, describe, expect, it } from "vitest";
 import { getProcessFacts } from "../../src/facts/get.js";
-import { AdoptError, createExecSessions, UnknownSessionError } from "../../src/supervisor/actions.js";
-import { createProcessSupervisor } from "../../src/supervisor/supervisor.js";
+import { AdoptError, createExecSessions, UnknownSessionError } from "../../src/supervisor/exec/actions.js";
+import { createProcessSupervisor } from "../../src/supervisor/core/supervisor.js";
 import { fixture, isAlive, killQuietly, matcher, recordingSignaller, reusedPidFacts, waitFor } from "./helpers.js";
 
 const pids = new Set<number>();

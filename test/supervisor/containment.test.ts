@@ -18,7 +18,7 @@ import { LEASE_ENV_KEY } from "../../src/ownership/leases/types.js";
 import { explainLease } from "../../src/ownership/verify/verify.js";
 import { SHIM_REFUSED_EXIT } from "../../src/supervisor/adapters/cgroup-shim.js";
 import { loadNodePty } from "../../src/supervisor/adapters/pty.js";
-import { createProcessSupervisor } from "../../src/supervisor/supervisor.js";
+import { createProcessSupervisor } from "../../src/supervisor/core/supervisor.js";
 import { containmentSkipNote, probeCgroup2 } from "../helpers/cgroup-probe.mjs";
 import { gatewayProcessHarness, isAlive, matcher, waitFor } from "./helpers.js";
 

@@ -4,8 +4,8 @@ import { getProcessFacts } from "../../src/facts/get.js";
 import type { ProcessSignaller } from "../../src/facts/types.js";
 import { openLeaseStore } from "../../src/ownership/leases/lease-store.js";
 import { LEASE_ENV_KEY } from "../../src/ownership/leases/types.js";
-import { SUPERVISOR_SESSION_PREFIX } from "../../src/supervisor/durability.js";
-import { createProcessSupervisor } from "../../src/supervisor/supervisor.js";
+import { SUPERVISOR_SESSION_PREFIX } from "../../src/supervisor/hold/durability.js";
+import { createProcessSupervisor } from "../../src/supervisor/core/supervisor.js";
 import { fixture, gatewayProcessHarness, isAlive, matcher, waitFor } from "./helpers.js";
 
 // see reconcile-rules.test.ts: on ps a supervisor lease verifies as unknown, and environments cannot be read

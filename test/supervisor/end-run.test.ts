@@ -10,7 +10,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { openLeaseStore } from "../../src/ownership/leases/lease-store.js";
-import { createProcessSupervisor } from "../../src/supervisor/supervisor.js";
+import { createProcessSupervisor } from "../../src/supervisor/core/supervisor.js";
 import { containmentSkipNote, probeCgroup2 } from "../helpers/cgroup-probe.mjs";
 import { isAlive, trackedCleanup, waitFor } from "./helpers.js";
 

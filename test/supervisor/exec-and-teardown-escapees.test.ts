@@ -18,7 +18,7 @@ import { afterAll, afterEach, describe, expect, it } from "vitest";
 import { getProcessFacts } from "../../src/facts/get.js";
 import { openLeaseStore } from "../../src/ownership/leases/lease-store.js";
 import { LEASE_ENV_KEY } from "../../src/ownership/leases/types.js";
-import { createProcessSupervisor } from "../../src/supervisor/supervisor.js";
+import { createProcessSupervisor } from "../../src/supervisor/core/supervisor.js";
 import { gatewayProcessHarness, isAlive, killQuietly, waitFor } from "./helpers.js";
 import { removeStateDir } from "../helpers/state-dir-cleanup.js";
 

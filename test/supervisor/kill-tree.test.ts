@@ -6,7 +6,7 @@ import { getProcessFacts } from "../../src/facts/get.js";
 import { buildSnapshot } from "../../src/facts/snapshot.js";
 import type { ProcessFacts, ProcessInfo } from "../../src/facts/types.js";
 import { ownProcessGroupId } from "../../src/facts/guards.js";
-import { groupToSweep, killProcessTree, signalProcessTree } from "../../src/supervisor/kill-tree.js";
+import { groupToSweep, killProcessTree, signalProcessTree } from "../../src/supervisor/shared/kill-tree.js";
 import { readStat, type StatFields } from "../helpers/liveness.js";
 import {
   fixture,

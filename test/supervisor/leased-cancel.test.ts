@@ -19,7 +19,7 @@ import { buildSnapshot } from "../../src/facts/snapshot.js";
 import type { ProcessFacts, ProcessInfo, ProcessSignaller } from "../../src/facts/types.js";
 import { openLeaseStore } from "../../src/ownership/leases/lease-store.js";
 import { LEASE_ENV_KEY } from "../../src/ownership/leases/types.js";
-import { createProcessSupervisor } from "../../src/supervisor/supervisor.js";
+import { createProcessSupervisor } from "../../src/supervisor/core/supervisor.js";
 import { fixture, isAlive, killQuietly, matcher, recordingSignaller, waitFor } from "./helpers.js";
 import { inspectEach } from "../../src/facts/inspect-many.js";
 import { removeStateDir } from "../helpers/state-dir-cleanup.js";

@@ -5,9 +5,9 @@
  */
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { createExecSessions } from "../../src/supervisor/actions.js";
-import { CappedOutput, capTail, truncationMarker } from "../../src/supervisor/output.js";
-import { createProcessSupervisor } from "../../src/supervisor/supervisor.js";
+import { createExecSessions } from "../../src/supervisor/exec/actions.js";
+import { CappedOutput, capTail, truncationMarker } from "../../src/supervisor/shared/output.js";
+import { createProcessSupervisor } from "../../src/supervisor/core/supervisor.js";
 import { waitFor } from "./helpers.js";
 
 const base = { sessionId: "s", backendId: "t", mode: "child" } as const;

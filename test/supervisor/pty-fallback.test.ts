@@ -11,7 +11,7 @@ import { afterEach, describe, expect, it } from "vitest";
 import { getProcessFacts } from "../../src/facts/get.js";
 import type { ProcessFacts, ProcessSignaller } from "../../src/facts/types.js";
 import type { PtyModule } from "../../src/supervisor/adapters/pty.js";
-import { createProcessSupervisor, PTY_EXIT_FALLBACK_MS } from "../../src/supervisor/supervisor.js";
+import { createProcessSupervisor, PTY_EXIT_FALLBACK_MS } from "../../src/supervisor/core/supervisor.js";
 import { isAlive, killQuietly, matcher, waitFor } from "./helpers.js";
 import { inspectEach } from "../../src/facts/inspect-many.js";
 

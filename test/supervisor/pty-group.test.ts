@@ -15,8 +15,8 @@ import { getProcessFacts } from "../../src/facts/get.js";
 import { openLeaseStore } from "../../src/ownership/leases/lease-store.js";
 import { explainLease } from "../../src/ownership/verify/verify.js";
 import { loadNodePty } from "../../src/supervisor/adapters/pty.js";
-import { createProcessSupervisor } from "../../src/supervisor/supervisor.js";
-import type { ManagedRun } from "../../src/supervisor/types.js";
+import { createProcessSupervisor } from "../../src/supervisor/core/supervisor.js";
+import type { ManagedRun } from "../../src/supervisor/shared/types.js";
 import { readStat } from "../helpers/liveness.js";
 import { gatewayProcessHarness } from "./helpers.js";
 

@@ -1,8 +1,8 @@
 import { readFileSync } from "node:fs";
 import { afterEach, describe, expect, it } from "vitest";
 import { PtyUnavailableError } from "../../src/supervisor/adapters/pty.js";
-import { createProcessSupervisor } from "../../src/supervisor/supervisor.js";
-import type { ManagedRun } from "../../src/supervisor/types.js";
+import { createProcessSupervisor } from "../../src/supervisor/core/supervisor.js";
+import type { ManagedRun } from "../../src/supervisor/shared/types.js";
 import { isAlive, killQuietly, matcher, waitFor } from "./helpers.js";
 
 const runs: ManagedRun[] = [];

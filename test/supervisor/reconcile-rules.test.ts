@@ -17,7 +17,7 @@ import { getProcessFacts } from "../../src/facts/get.js";
 import type { ProcessFacts, ProcessSignaller } from "../../src/facts/types.js";
 import { openLeaseStore } from "../../src/ownership/leases/lease-store.js";
 import type { LeaseVerification } from "../../src/ownership/verify/verify.js";
-import { createRunLeases } from "../../src/supervisor/durability.js";
+import { createRunLeases } from "../../src/supervisor/hold/durability.js";
 import { readStat } from "../helpers/liveness.js";
 import { FIXTURES, fixture, isAlive, waitFor } from "./helpers.js";
 import { removeStateDir } from "../helpers/state-dir-cleanup.js";

@@ -10,8 +10,8 @@ import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { getProcessFacts } from "../../src/facts/get.js";
 import { openLeaseStore } from "../../src/ownership/leases/lease-store.js";
-import { createProcessSupervisor } from "../../src/supervisor/supervisor.js";
-import type { SupervisorRunRef } from "../../src/supervisor/types.js";
+import { createProcessSupervisor } from "../../src/supervisor/core/supervisor.js";
+import type { SupervisorRunRef } from "../../src/supervisor/shared/types.js";
 import { isAlive, waitFor, trackedCleanup } from "./helpers.js";
 
 // on ps a supervisor lease verifies as unknown (no argv or environment to back a one-second start time): nothing is reaped there

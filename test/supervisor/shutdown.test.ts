@@ -8,9 +8,9 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { openLeaseStore } from "../../src/ownership/leases/lease-store.js";
-import { SUPERVISOR_SESSION_PREFIX } from "../../src/supervisor/durability.js";
+import { SUPERVISOR_SESSION_PREFIX } from "../../src/supervisor/hold/durability.js";
 import type { PtyLoader } from "../../src/supervisor/adapters/pty.js";
-import { createProcessSupervisor, SupervisorShutdownError } from "../../src/supervisor/supervisor.js";
+import { createProcessSupervisor, SupervisorShutdownError } from "../../src/supervisor/core/supervisor.js";
 import { gate, instanceCarriers, isAlive, matcher, waitFor, trackedCleanup } from "./helpers.js";
 
 const { dirs, pids } = trackedCleanup();

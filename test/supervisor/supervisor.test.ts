@@ -3,10 +3,10 @@ import { afterEach, describe, expect, it, vi } from "vitest";
 import { getProcessFacts } from "../../src/facts/get.js";
 import { spawnChild } from "../../src/supervisor/adapters/child.js";
 import { loadNodePty } from "../../src/supervisor/adapters/pty.js";
-import { killProcessTree } from "../../src/supervisor/kill-tree.js";
-import type { FinalizeInput } from "../../src/supervisor/registry.js";
-import { createProcessSupervisor } from "../../src/supervisor/supervisor.js";
-import type { ManagedRun } from "../../src/supervisor/types.js";
+import { killProcessTree } from "../../src/supervisor/shared/kill-tree.js";
+import type { FinalizeInput } from "../../src/supervisor/run/registry.js";
+import { createProcessSupervisor } from "../../src/supervisor/core/supervisor.js";
+import type { ManagedRun } from "../../src/supervisor/shared/types.js";
 import { afterTimersArmedBefore, fixture, isAlive, killQuietly, matcher, waitFor } from "./helpers.js";
 
 /** the PTY exit fallback's period where a test waits past it */
@@ -15,8 +15,8 @@ const FALLBACK_MS = 200;
 // Every registry.finalize call the supervisor makes, in call order: the race
 // test compares the recorded reason with the FIRST call's.
 const finalizeCalls = vi.hoisted(() => [] as Array<{ runId: string; reason: string }>);
-vi.mock("../../src/supervisor/registry.js", async (importOriginal) => {
-  const mod = await importOriginal<typeof import("../../src/supervisor/registry.js")>();
+vi.mock("../../src/supervisor/run/registry.js", async (importOriginal) => {
+  const mod = await importOriginal<typeof import("../../src/supervisor/run/registry.js")>();
   return {
     ...mod,
     createRunRegistry: (...args: Parameters<typeof mod.createRunRegistry>) => {

@@ -5,8 +5,8 @@
  * promise exists.
  */
 import { describe, expect, it } from "vitest";
-import { createExecSessions, UnknownSessionError } from "../../src/supervisor/actions.js";
-import { createProcessSupervisor, SupervisorShutdownError } from "../../src/supervisor/supervisor.js";
+import { createExecSessions, UnknownSessionError } from "../../src/supervisor/exec/actions.js";
+import { createProcessSupervisor, SupervisorShutdownError } from "../../src/supervisor/core/supervisor.js";
 
 const base = { sessionId: "agent-session", backendId: "exec" } as const;
 

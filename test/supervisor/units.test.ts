@@ -1,15 +1,15 @@
 import { describe, expect, it } from "vitest";
-import { createRunRegistry } from "../../src/supervisor/registry.js";
+import { createRunRegistry } from "../../src/supervisor/run/registry.js";
 import {
   FRESH_WATCHDOG_DEFAULTS,
   RESUME_WATCHDOG_DEFAULTS,
   WATCHDOG_MIN_TIMEOUT_MS,
   resolveNoOutputTimeoutMs,
   resolveRunNoOutputTimeoutMs,
-} from "../../src/supervisor/watchdog.js";
-import { encodeKey, encodeKeySequence } from "../../src/supervisor/keys.js";
-import { CappedOutput } from "../../src/supervisor/output.js";
-import type { RunRecord } from "../../src/supervisor/types.js";
+} from "../../src/supervisor/shared/watchdog.js";
+import { encodeKey, encodeKeySequence } from "../../src/supervisor/shared/keys.js";
+import { CappedOutput } from "../../src/supervisor/shared/output.js";
+import type { RunRecord } from "../../src/supervisor/shared/types.js";
 
 const rec = (runId: string): RunRecord => ({
   runId,

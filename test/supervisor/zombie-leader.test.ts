@@ -8,9 +8,9 @@
  */
 import { afterAll, afterEach, describe, expect, it } from "vitest";
 import { getProcessFacts } from "../../src/facts/get.js";
-import { createExecSessions } from "../../src/supervisor/actions.js";
-import { groupToSweep, killProcessTree, signalProcessTree } from "../../src/supervisor/kill-tree.js";
-import { createProcessSupervisor } from "../../src/supervisor/supervisor.js";
+import { createExecSessions } from "../../src/supervisor/exec/actions.js";
+import { groupToSweep, killProcessTree, signalProcessTree } from "../../src/supervisor/shared/kill-tree.js";
+import { createProcessSupervisor } from "../../src/supervisor/core/supervisor.js";
 import {
   buildCHelper,
   exited,

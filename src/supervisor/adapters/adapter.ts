@@ -1,5 +1,5 @@
 import { constants } from "node:os";
-import type { ManagedRunStdin } from "../types.js";
+import type { ManagedRunStdin } from "../shared/types.js";
 
 /** How the root process ended, as the adapter saw it. */
 export interface AdapterExit {

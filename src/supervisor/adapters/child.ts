@@ -1,5 +1,5 @@
 import { spawn, type ChildProcess, type StdioOptions } from "node:child_process";
-import type { ManagedRunStdin, SpawnChildInput, StdinMode } from "../types.js";
+import type { ManagedRunStdin, SpawnChildInput, StdinMode } from "../shared/types.js";
 import { signalUnreapedChild } from "../../facts/signal.js";
 import { OUTPUT_FLUSH_MS, type AdapterExit, type SpawnedProcess } from "./adapter.js";
 import type { ShimCommand } from "./cgroup-shim.js";

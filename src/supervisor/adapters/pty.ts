@@ -1,4 +1,4 @@
-import type { ManagedRunStdin, SpawnPtyInput } from "../types.js";
+import type { ManagedRunStdin, SpawnPtyInput } from "../shared/types.js";
 import { signalName, type AdapterExit, type SpawnedProcess } from "./adapter.js";
 import type { ShimCommand } from "./cgroup-shim.js";
 import { hostResourceError } from "../../ownership/leases/host-faults.js";

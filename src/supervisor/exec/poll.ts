@@ -1,5 +1,5 @@
 /** What poll and log read from a session: the output since the last poll (after an optional wait), and lines of the log. */
-import { truncationMarker } from "../output.js";
+import { truncationMarker } from "../shared/output.js";
 import type { Session } from "./table.js";
 import { DEFAULT_LOG_LINES, type LogResult, type PollResult } from "./types.js";
 

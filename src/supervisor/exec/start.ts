@@ -4,8 +4,8 @@
  * settling (lease bookkeeping): it is buffered until the session exists,
  * never dropped.
  */
-import type { ProcessSupervisor } from "../supervisor.js";
-import type { SpawnInput } from "../types.js";
+import type { ProcessSupervisor } from "../core/supervisor.js";
+import type { SpawnInput } from "../shared/types.js";
 import { markExited, newSession, type Session, type SessionTable } from "./table.js";
 import type { ExecSessionInfo } from "./types.js";
 

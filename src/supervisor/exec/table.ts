@@ -4,8 +4,8 @@
  * for it. Finished sessions are forgotten once older than the TTL, looked at
  * whenever a session is asked for.
  */
-import type { ManagedRun, ManagedRunStdin, RunExit } from "../types.js";
-import { capTail, tailStart } from "../output.js";
+import type { ManagedRun, ManagedRunStdin, RunExit } from "../shared/types.js";
+import { capTail, tailStart } from "../shared/output.js";
 import { UnknownSessionError } from "./errors.js";
 import type { ExecSessionInfo } from "./types.js";
 

@@ -6,8 +6,8 @@
  */
 import type { ProcessFacts, ProcessSignaller } from "../../facts/types.js";
 import { killStoppedPid } from "../../ownership/index.js";
-import { killProcessTree } from "../kill-tree.js";
-import type { ProcessSupervisor } from "../supervisor.js";
+import { killProcessTree } from "../shared/kill-tree.js";
+import type { ProcessSupervisor } from "../core/supervisor.js";
 import { markExited, type Session } from "./table.js";
 import type { TerminateResult } from "./types.js";
 

@@ -1,9 +1,9 @@
 /** The public shapes of the exec sessions, and their defaults. */
 import type { ProcessFacts, ProcessSignaller } from "../../facts/types.js";
-import type { KeySequence } from "../keys.js";
-import type { KillTreeResult } from "../kill-tree.js";
-import type { ProcessSupervisor } from "../supervisor.js";
-import type { RunExit, SpawnInput } from "../types.js";
+import type { KeySequence } from "../shared/keys.js";
+import type { KillTreeResult } from "../shared/kill-tree.js";
+import type { ProcessSupervisor } from "../core/supervisor.js";
+import type { RunExit, SpawnInput } from "../shared/types.js";
 
 export const DEFAULT_FINISHED_TTL_MS = 30 * 60_000;
 export const DEFAULT_MAX_POLL_WAIT_MS = 30_000;

@@ -5,7 +5,7 @@
  * throw never takes the run's bookkeeping down with it.
  */
 import type { SpawnedProcess } from "../adapters/adapter.js";
-import { CappedOutput } from "../output.js";
+import { CappedOutput } from "../shared/output.js";
 import type { RunContext } from "./context.js";
 import type { Run } from "./run.js";
 

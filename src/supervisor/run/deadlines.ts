@@ -6,8 +6,8 @@
  * alive, the timers must not. Once cleared (a termination started, or the
  * root exited) nothing arms them again.
  */
-import type { SpawnInput } from "../types.js";
-import { resolveRunNoOutputTimeoutMs } from "../watchdog.js";
+import type { SpawnInput } from "../shared/types.js";
+import { resolveRunNoOutputTimeoutMs } from "../shared/watchdog.js";
 
 export type DeadlineReason = "overall-timeout" | "no-output-timeout";
 

@@ -6,7 +6,7 @@
  * cgroup and lease are settled, and wait() resolves with the result.
  */
 import type { AdapterExit, SpawnedProcess } from "../adapters/adapter.js";
-import type { RunExit } from "../types.js";
+import type { RunExit } from "../shared/types.js";
 import type { CapturedOutput } from "./capture.js";
 import type { RunContext } from "./context.js";
 import { exitFor, exitReason } from "./result.js";

@@ -1,6 +1,6 @@
 /** The checks a `SpawnInput` passes before anything (registry record, lease, cgroup) is made for it. */
 import { checkCwd } from "../../ownership/index.js";
-import type { SpawnInput } from "../types.js";
+import type { SpawnInput } from "../shared/types.js";
 
 /** TypeError naming the field for a malformed input; a CwdUnusableError naming an unusable cwd. */
 export function validateSpawnInput(input: SpawnInput): void {

@@ -8,7 +8,7 @@
  * asked: nothing ran that a stop could have ended.
  */
 import type { AdapterExit } from "../adapters/adapter.js";
-import type { RunExit, TerminationReason } from "../types.js";
+import type { RunExit, TerminationReason } from "../shared/types.js";
 
 const RANK: Record<TerminationReason, number> = {
   "manual-cancel": 3,

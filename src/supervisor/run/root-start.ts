@@ -6,7 +6,7 @@ import { isAlive } from "../../facts/liveness.js";
 import { isKnownStartTime } from "../../facts/identity.js";
 import type { ProcessFacts } from "../../facts/types.js";
 import type { SpawnedProcess } from "../adapters/adapter.js";
-import type { SpawnInput } from "../types.js";
+import type { SpawnInput } from "../shared/types.js";
 
 export type RootStart = { startTime: string; why?: undefined } | { startTime?: undefined; why: string };
 

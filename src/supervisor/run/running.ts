@@ -9,7 +9,7 @@
  */
 import { untilSessionLeader } from "../adapters/pty.js";
 import type { SpawnedProcess } from "../adapters/adapter.js";
-import type { ManagedRun } from "../types.js";
+import type { ManagedRun } from "../shared/types.js";
 import { captureOutput } from "./capture.js";
 import type { RunContext } from "./context.js";
 import { armDeadlines } from "./deadlines.js";

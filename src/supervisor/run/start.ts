@@ -14,8 +14,8 @@ import type { SpawnedProcess } from "../adapters/adapter.js";
 import { containedChild, containedPty, executableFound, type ShimCommand } from "../adapters/cgroup-shim.js";
 import { spawnChild } from "../adapters/child.js";
 import { loadPtyModule, ptyArgv, spawnPty, type PtyModule } from "../adapters/pty.js";
-import type { RunLeases } from "../durability.js";
-import type { SpawnInput, TerminationReason } from "../types.js";
+import type { RunLeases } from "../hold/durability.js";
+import type { SpawnInput, TerminationReason } from "../shared/types.js";
 import type { RunContext } from "./context.js";
 import type { Run } from "./run.js";
 

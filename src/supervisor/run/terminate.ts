@@ -18,9 +18,9 @@
 import { escalate, killStoppedPid } from "../../ownership/index.js";
 import type { SpawnedProcess } from "../adapters/adapter.js";
 import type { LeaseCgroup } from "../../containment/index.js";
-import type { RunLease, RunLeaseKill, RunLeases } from "../durability.js";
-import type { KillTreeResult } from "../kill-tree.js";
-import type { RunCgroups } from "../run-cgroups.js";
+import type { RunLease, RunLeaseKill, RunLeases } from "../hold/durability.js";
+import type { KillTreeResult } from "../shared/kill-tree.js";
+import type { RunCgroups } from "../hold/run-cgroups.js";
 import type { RootStart } from "./root-start.js";
 
 /** What the kill reads and records of a run: run.ts's Run, which calls the kill, declared here so the two do not import each other. */

@@ -15,7 +15,7 @@
  * Either way its lease settles as never started (open → closing → lost) and
  * the cgroup of a run without a lease is removed.
  */
-import type { ManagedRun } from "../types.js";
+import type { ManagedRun } from "../shared/types.js";
 import type { RunContext } from "./context.js";
 import { exitFor } from "./result.js";
 import type { Run } from "./run.js";

@@ -29,12 +29,12 @@ import {
   isPopulated,
   type ContainmentSupport,
   type LeaseCgroup,
-} from "../containment/index.js";
-import { probeRunNamespace, shimUnavailable } from "./adapters/cgroup-shim.js";
-import { sameProcess } from "../facts/identity.js";
-import { isAlive } from "../facts/liveness.js";
-import type { ProcessFacts, ProcessSignaller } from "../facts/types.js";
-import { drainLeaseCgroup, lookIntoLeaseCgroup } from "../ownership/terminate/cgroup-drain.js";
+} from "../../containment/index.js";
+import { probeRunNamespace, shimUnavailable } from "../adapters/cgroup-shim.js";
+import { sameProcess } from "../../facts/identity.js";
+import { isAlive } from "../../facts/liveness.js";
+import type { ProcessFacts, ProcessSignaller } from "../../facts/types.js";
+import { drainLeaseCgroup, lookIntoLeaseCgroup } from "../../ownership/terminate/cgroup-drain.js";
 
 /** What containment a supervisor's runs get: detected once (the probe makes and removes a cgroup), off when asked, and never without the shim's programs. */
 export async function detectRunContainment(mode: "auto" | "off" | undefined): Promise<ContainmentSupport> {

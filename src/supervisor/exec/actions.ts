@@ -8,18 +8,18 @@
  * terminated by the guarded OS tree kill of that process only: a pid that now
  * names another process is never signalled.
  */
-import { getProcessFacts } from "../facts/get.js";
-import type { ProcessFacts } from "../facts/types.js";
-import { assertPid } from "../facts/validate.js";
-import { DEFAULT_GRACE_MS } from "../ownership/index.js";
-import { BRACKETED_PASTE_END, BRACKETED_PASTE_START, encodeKeySequence } from "./keys.js";
-import { DEFAULT_MAX_OUTPUT_CHARS, maxOutputOption } from "./output.js";
-import { adoptedExited, pinAdopted, watchAdopted } from "./exec/adopted.js";
-import { runAction } from "./exec/dispatch.js";
-import { logOf, takePending, waitForOutput } from "./exec/poll.js";
-import { startSession } from "./exec/start.js";
-import { markExited, newSession, SessionTable, stdinOf } from "./exec/table.js";
-import { terminateSession, type TerminateDeps } from "./exec/terminate.js";
+import { getProcessFacts } from "../../facts/get.js";
+import type { ProcessFacts } from "../../facts/types.js";
+import { assertPid } from "../../facts/validate.js";
+import { DEFAULT_GRACE_MS } from "../../ownership/index.js";
+import { BRACKETED_PASTE_END, BRACKETED_PASTE_START, encodeKeySequence } from "../shared/keys.js";
+import { DEFAULT_MAX_OUTPUT_CHARS, maxOutputOption } from "../shared/output.js";
+import { adoptedExited, pinAdopted, watchAdopted } from "./adopted.js";
+import { runAction } from "./dispatch.js";
+import { logOf, takePending, waitForOutput } from "./poll.js";
+import { startSession } from "./start.js";
+import { markExited, newSession, SessionTable, stdinOf } from "./table.js";
+import { terminateSession, type TerminateDeps } from "./terminate.js";
 import {
   DEFAULT_ADOPTED_CHECK_MS,
   DEFAULT_FINISHED_TTL_MS,
@@ -28,15 +28,15 @@ import {
   type ExecSessions,
   type ExecSessionsOptions,
   type PollResult,
-} from "./exec/types.js";
+} from "./types.js";
 
-export { AdoptError, UnknownSessionError } from "./exec/errors.js";
+export { AdoptError, UnknownSessionError } from "./errors.js";
 export {
   DEFAULT_ADOPTED_CHECK_MS,
   DEFAULT_FINISHED_TTL_MS,
   DEFAULT_LOG_LINES,
   DEFAULT_MAX_POLL_WAIT_MS,
-} from "./exec/types.js";
+} from "./types.js";
 
 export function createExecSessions(opts: ExecSessionsOptions): ExecSessions {
   const { supervisor } = opts;

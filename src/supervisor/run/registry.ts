@@ -1,4 +1,4 @@
-import type { RunRecord, RunState, TerminationReason } from "./types.js";
+import type { RunRecord, RunState, TerminationReason } from "../shared/types.js";
 
 /** Exited records kept for `getRecord` after the fact; older ones are pruned. */
 export const DEFAULT_MAX_EXITED_RECORDS = 1000;

@@ -22,22 +22,22 @@
  *   ends whatever it left there, markers or not.
  */
 import { resolve } from "node:path";
-import { getProcessFacts } from "../facts/get.js";
-import { holdSupervisorLock, liveHolders, releaseSupervisorLock } from "../ownership/host/supervisor-holders.js";
-import type { ProcessFacts, ProcessSignaller } from "../facts/types.js";
-import { computeCommandHash } from "../ownership/leases/command-hash.js";
-import { loadOrCreateGatewayInstanceId } from "../ownership/leases/instance-id.js";
-import { openLeaseStore, type LeaseStore } from "../ownership/leases/lease-store.js";
-import type { TreeKillReport } from "../ownership/terminate/tree-kill.js";
+import { getProcessFacts } from "../../facts/get.js";
+import { holdSupervisorLock, liveHolders, releaseSupervisorLock } from "../../ownership/host/supervisor-holders.js";
+import type { ProcessFacts, ProcessSignaller } from "../../facts/types.js";
+import { computeCommandHash } from "../../ownership/leases/command-hash.js";
+import { loadOrCreateGatewayInstanceId } from "../../ownership/leases/instance-id.js";
+import { openLeaseStore, type LeaseStore } from "../../ownership/leases/lease-store.js";
+import type { TreeKillReport } from "../../ownership/terminate/tree-kill.js";
 import {
   settleLease,
   settleUnstarted,
   type LeaseOutcome,
   type LeaseOutcomeCode,
   type LifecycleDeps,
-} from "../ownership/lifecycle/lifecycle.js";
-import { reconcileLeases } from "../ownership/lifecycle/reconcile.js";
-import { recordRootIdentity } from "../ownership/lifecycle/root-identity.js";
+} from "../../ownership/lifecycle/lifecycle.js";
+import { reconcileLeases } from "../../ownership/lifecycle/reconcile.js";
+import { recordRootIdentity } from "../../ownership/lifecycle/root-identity.js";
 import {
   INSTANCE_ENV_KEY,
   LEASE_ENV_KEY,
@@ -45,15 +45,15 @@ import {
   type LeaseSettledAs,
   type LeaseState,
   type OwnershipEvidence,
-} from "../ownership/leases/types.js";
-import { createSignaller } from "../facts/signal.js";
-import { recordContainmentRoot } from "../ownership/host/containment-record.js";
-import { removeInstanceFolder, type ContainmentSupport, type LeaseCgroup } from "../containment/index.js";
-import { dropLeaseCgroup, openLeaseWithCgroup } from "../ownership/lifecycle/lease-cgroup.js";
+} from "../../ownership/leases/types.js";
+import { createSignaller } from "../../facts/signal.js";
+import { recordContainmentRoot } from "../../ownership/host/containment-record.js";
+import { removeInstanceFolder, type ContainmentSupport, type LeaseCgroup } from "../../containment/index.js";
+import { dropLeaseCgroup, openLeaseWithCgroup } from "../../ownership/lifecycle/lease-cgroup.js";
 import { detectRunContainment } from "./run-cgroups.js";
-import { acquireKeeper, keeperWanted, type KeeperLease, type KeeperOption } from "../ownership/keeper/keeper.js";
-import type { LeaseVerification } from "../ownership/verify/verify.js";
-import type { SupervisorRunRef } from "./types.js";
+import { acquireKeeper, keeperWanted, type KeeperLease, type KeeperOption } from "../../ownership/keeper/keeper.js";
+import type { LeaseVerification } from "../../ownership/verify/verify.js";
+import type { SupervisorRunRef } from "../shared/types.js";
 
 /** A supervisor run's lease has the session key `supervisor:<runId>`. */
 export const SUPERVISOR_SESSION_PREFIX = "supervisor:";

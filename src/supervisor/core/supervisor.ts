@@ -10,28 +10,35 @@
  * concerns is a module of its own under run/: start, unstarted (the starting
  * window's rule), running, deadlines, terminate, pty-exit-fallback, finish.
  */
-import { assertKeeperOption } from "../ownership/keeper/keeper.js";
+import { assertKeeperOption } from "../../ownership/keeper/keeper.js";
 import { randomUUID } from "node:crypto";
-import type { ContainmentSupport } from "../containment/index.js";
-import { getProcessFacts } from "../facts/get.js";
-import { createSignaller } from "../facts/signal.js";
-import type { ProcessFacts, ProcessSignaller } from "../facts/types.js";
-import { nonNegativeOption } from "../facts/validate.js";
-import { DEFAULT_GRACE_MS } from "../ownership/index.js";
-import type { LeaseState } from "../ownership/leases/types.js";
-import { loadNodePty, type PtyLoader } from "./adapters/pty.js";
-import { createRunLeases, type ReconcilableState, type ReconcileReport, type RunLeases } from "./durability.js";
-import { killProcessTree } from "./kill-tree.js";
-import { DEFAULT_MAX_OUTPUT_CHARS, maxOutputOption } from "./output.js";
-import { createRunRegistry } from "./registry.js";
-import { createRunCgroups, detectRunContainment, sweepDeadRunFolders } from "./run-cgroups.js";
-import type { RunContext } from "./run/context.js";
-import { validateSpawnInput } from "./run/input.js";
-import { Run } from "./run/run.js";
-import { enterRunning } from "./run/running.js";
-import { launchProcess, prepareLaunch } from "./run/start.js";
-import { endUnstarted } from "./run/unstarted.js";
-import type { ManagedRun, RunRecord, RunExit, SpawnInput, SupervisorRunRef, TerminationReason } from "./types.js";
+import type { ContainmentSupport } from "../../containment/index.js";
+import { getProcessFacts } from "../../facts/get.js";
+import { createSignaller } from "../../facts/signal.js";
+import type { ProcessFacts, ProcessSignaller } from "../../facts/types.js";
+import { nonNegativeOption } from "../../facts/validate.js";
+import { DEFAULT_GRACE_MS } from "../../ownership/index.js";
+import type { LeaseState } from "../../ownership/leases/types.js";
+import { loadNodePty, type PtyLoader } from "../adapters/pty.js";
+import { createRunLeases, type ReconcilableState, type ReconcileReport, type RunLeases } from "../hold/durability.js";
+import { killProcessTree } from "../shared/kill-tree.js";
+import { DEFAULT_MAX_OUTPUT_CHARS, maxOutputOption } from "../shared/output.js";
+import { createRunRegistry } from "../run/registry.js";
+import { createRunCgroups, detectRunContainment, sweepDeadRunFolders } from "../hold/run-cgroups.js";
+import type { RunContext } from "../run/context.js";
+import { validateSpawnInput } from "../run/input.js";
+import { Run } from "../run/run.js";
+import { enterRunning } from "../run/running.js";
+import { launchProcess, prepareLaunch } from "../run/start.js";
+import { endUnstarted } from "../run/unstarted.js";
+import type {
+  ManagedRun,
+  RunRecord,
+  RunExit,
+  SpawnInput,
+  SupervisorRunRef,
+  TerminationReason,
+} from "../shared/types.js";
 
 /** OpenClaw's PTY adapter settles `wait()` this long after a forced kill when node-pty reports no exit. */
 export const PTY_EXIT_FALLBACK_MS = 4_000;

@@ -17,15 +17,15 @@
  * way (liveTree below is the only path from a pid to signalled members).
  */
 import { constants } from "node:os";
-import { getProcessFacts } from "../facts/get.js";
-import { createSignaller } from "../facts/signal.js";
-import type { ProcessFacts, ProcessInfo, ProcessSignaller, ProcessSnapshot, SignalOutcome } from "../facts/types.js";
-import { assertPid } from "../facts/validate.js";
-import { checkGroupSignal, checkSignalTarget, type GuardRefusal } from "../facts/guards.js";
-import { collectTree, DEFAULT_GRACE_MS, killOwnedTree } from "../ownership/index.js";
-import type { TreeKillReport } from "../ownership/index.js";
-import { compareIdentity, isKnownStartTime, sameProcess } from "../facts/identity.js";
-import { isAlive } from "../facts/liveness.js";
+import { getProcessFacts } from "../../facts/get.js";
+import { createSignaller } from "../../facts/signal.js";
+import type { ProcessFacts, ProcessInfo, ProcessSignaller, ProcessSnapshot, SignalOutcome } from "../../facts/types.js";
+import { assertPid } from "../../facts/validate.js";
+import { checkGroupSignal, checkSignalTarget, type GuardRefusal } from "../../facts/guards.js";
+import { collectTree, DEFAULT_GRACE_MS, killOwnedTree } from "../../ownership/index.js";
+import type { TreeKillReport } from "../../ownership/index.js";
+import { compareIdentity, isKnownStartTime, sameProcess } from "../../facts/identity.js";
+import { isAlive } from "../../facts/liveness.js";
 
 export interface KillProcessTreeOptions {
   /** ms between TERM and KILL; default DEFAULT_GRACE_MS (ownership's, 3000) */
