@@ -124,6 +124,14 @@ describe("StdoutGate", () => {
     input.destroy();
     await expect(reader.read()).rejects.toMatchObject({ name: "AbortError" });
   });
+
+  it("a read delivered after the transport cancelled (its connection closed) is dropped, never thrown from the data event (fuzz seed 9122026: the gateway crashed with ERR_INVALID_STATE)", async () => {
+    const input = new PassThrough();
+    const reader = new StdoutGate(input).readable.getReader();
+    await reader.cancel(new Error("connection closed"));
+    // a chunk libuv had already read when the stream was destroyed
+    expect(() => input.emit("data", Buffer.from("late"))).not.toThrow();
+  });
 });
 
 describe("the OpenClaw event queue", () => {

@@ -23,6 +23,8 @@ export class StdoutGate {
   readonly readable: ReadableStream<Uint8Array>;
   private readonly holders = new Set<object>();
   private controller: ReadableStreamDefaultController<Uint8Array> | undefined;
+  /** closed, errored or cancelled: nothing more is enqueued */
+  private done = false;
   /** how many times the gate closed (it was open and a holder took it) */
   pauses = 0;
 
@@ -34,6 +36,7 @@ export class StdoutGate {
           if (this.holders.size === 0) input.resume();
         },
         cancel: (reason: unknown) => {
+          this.done = true;
           input.destroy(reason instanceof Error ? reason : undefined);
         },
       },
@@ -75,12 +78,15 @@ export class StdoutGate {
     this.controller = c;
     const input = this.input;
     const onData = (chunk: Buffer | string): void => {
+      // a read already on its way when the transport cancelled: enqueue would throw in an event handler (the gateway's crash)
+      if (this.done) return void input.off("data", onData);
       const bytes = typeof chunk === "string" ? Buffer.from(chunk) : chunk;
       c.enqueue(new Uint8Array(bytes.buffer, bytes.byteOffset, bytes.byteLength));
       if ((c.desiredSize ?? 0) <= 0 || this.holders.size > 0) input.pause();
     };
     const cleanup = finished(input, (error) => {
       cleanup();
+      this.done = true;
       input.off("data", onData);
       // a late error after the end must not become an uncaught exception
       input.on("error", () => undefined);
