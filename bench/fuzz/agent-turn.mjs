@@ -127,6 +127,8 @@ export function terminalParams(ctx, escapee) {
 
 /** terminal/create `count` times at once; counts the terminals the gateway created. */
 export async function terminals(ctx, count, escapee, waitMs) {
+  // said before the flood: a close may end this agent before every create is answered
+  if (escapee) ctx.report({ what: "terminal-escapees" });
   const answers = flood(ctx, count, "terminal/create", () => terminalParams(ctx, escapee));
   const created = await settledWithin(answers, waitMs, (m) => typeof m?.result?.terminalId === "string");
   ctx.report({ what: "terminals", requested: count, created, escapee });

@@ -116,7 +116,7 @@ export function splitLimits(ex, rows) {
     (r) =>
       (r.what === "kill-wrapper" && r.signal === "SIGKILL") ||
       (r.what === "escapee" && r.killWrapper) ||
-      (r.what === "terminals" && r.escapee === true),
+      r.what === "terminal-escapees",
   );
   // without nsdelegate a root agent's write into another cgroup succeeds (boundary.mjs): the escapee is out of reach
   if (
