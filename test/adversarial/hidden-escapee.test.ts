@@ -15,7 +15,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { createInterface } from "node:readline";
 import { afterAll, describe, expect, it } from "vitest";
-import { agentArgv, alive, ROOT, waitFor } from "../acpx/controller-helpers.js";
+import { agentArgv, alive, leaseCarriers, ROOT, waitFor } from "../acpx/controller-helpers.js";
 
 const FIXTURES = join(ROOT, "test", "fixtures", "adversarial");
 
@@ -136,8 +136,13 @@ describe.skipIf(NOBODY_WHY !== null)(
       // it is the uid's own process, and the kernel gave its /proc files to root: non-dumpable
       expect(statSync(`/proc/${hidden}`).uid).toBe(65534);
       expect(statSync(`/proc/${hidden}/stat`).uid).toBe(0);
+      const hostileLease = (answer.handle as { leaseId: string }).leaseId;
       writeFileSync(`${work}/go`, "");
-      expect(await waitFor(() => !alive(hostile.rootPid), 10_000)).not.toBe(-1);
+      // everything of the lease but the hidden one gone before the close (the adapter, the killer subshell and its
+      // sleep): a close that still finds one, provably the lease's, kills it and then reads closed/killed
+      expect(
+        await waitFor(() => !alive(hostile.rootPid) && leaseCarriers(hostileLease).every((p) => p === hidden), 10_000),
+      ).not.toBe(-1);
 
       const h = (await gw.ask({ op: "close", key: "hostile" })).report as Report;
       expect(h, h.detail).toMatchObject({ outcome: "lost", settledAs: "left-unjudged" });
