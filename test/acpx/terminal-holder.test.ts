@@ -68,7 +68,8 @@ d("the terminal holder", () => {
     expect(h.exitCode).toBe(3);
     expect(await readStatus(files.status)).toEqual({ exitCode: 3, signal: null });
     expect(statSync(files.out).size).toBeLessThanOrEqual(2 * limit + 1);
-    expect(biggest).toBeLessThanOrEqual(2 * limit + 1);
+    // between an append and its cut the file may hold one read of the pipe (64 KiB at most) past twice the limit
+    expect(biggest).toBeLessThanOrEqual(2 * limit + 65536);
     // the whole stream, as the gateway's OutputTail would have kept it (stdout then stderr: the order they were written)
     let all = "";
     for (let i = 0; i < 4000; i++) all += i % 3 === 0 ? "€" : i % 3 === 1 ? "é" : "a";

@@ -6,7 +6,8 @@
  * - Each runs under the terminal holder (native/terminal_holder_linux.c),
  *   a small C process that is the supervisor run's root: it keeps the
  *   terminal's output in `<stateDir>/acpx/terminals/<terminalId>.out`
- *   (bounded: at most twice the terminal's output limit, its tail always
+ *   (bounded: at most twice the terminal's output limit plus one 64 KiB
+ *   read of the pipe, appended before the file is cut; its tail always
  *   whole) and its exit status in `<terminalId>.status`, so neither goes
  *   with the gateway that held the pipes; and it ends the terminal's group
  *   (TERM, grace, KILL) once the session's wrapper is gone (the session
