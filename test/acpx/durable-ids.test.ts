@@ -49,4 +49,30 @@ describe("a re-adopted connection's ids", () => {
     await expect(Promise.all(mine)).resolves.toEqual([{}, {}, {}]);
     client.close();
   });
+
+  it("the agent's last update before its answer to the adopted turn is handled first, though both came in one read", async () => {
+    const fromAgent = new PassThrough();
+    const toAgent = new PassThrough();
+    const order: string[] = [];
+    const client = new AcpClient({
+      input: fromAgent,
+      output: toAgent,
+      idOffset: 3,
+      onUpdate: () => void order.push("update"),
+    });
+    const adopted = client.adoptPrompt(2).then((a) => (order.push("answer"), a));
+    const update = {
+      jsonrpc: "2.0",
+      method: "session/update",
+      params: {
+        sessionId: "s",
+        update: { sessionUpdate: "agent_message_chunk", content: { type: "text", text: "last" } },
+      },
+    };
+    const answer = { jsonrpc: "2.0", id: 2, result: { stopReason: "end_turn" } };
+    fromAgent.write(`${JSON.stringify(update)}\n${JSON.stringify(answer)}\n`);
+    await expect(adopted).resolves.toEqual({ stopReason: "end_turn" });
+    expect(order).toEqual(["update", "answer"]);
+    client.close();
+  });
 });

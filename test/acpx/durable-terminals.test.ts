@@ -34,9 +34,6 @@ import {
 } from "./controller-helpers.js";
 import { nativeWrapperPath, until } from "./durable-helpers.js";
 
-const ADOPTED_TURN_RACE =
-  " [skipped: an adopted turn can end before an update that races its result (issue 49); the feature's other cases run]";
-console.log(`[durable-terminals.test] one case skipped:${ADOPTED_TURN_RACE}`);
 const controllers = disposeAfterEach();
 const have = nativeWrapperPath() !== null && existsSync(nativeWrapperPath()!);
 const d = have ? describe : describe.skip;
@@ -160,10 +157,7 @@ d("durable sessions: client terminals wait with their session", () => {
     expect((await b.closeSession({ handle: h2 })).leaseState).toBe("closed");
   }, 90_000);
 
-  // Skipped with its reason: under CI's load the adopted turn once ended (end_turn) without the agent's last chunk,
-  // sent after the re-adopting controller answered the wait; the exactly-once replay of an adopted turn (issue 49) loses
-  // an update that races the turn's result. Unskip once that race is fixed.
-  it.skip(`gateway SIGKILL while the agent waits on its terminal (wait_for_exit in flight): the re-adopting controller answers it, and the turn ends with the output and exit status${ADOPTED_TURN_RACE}`, async () => {
+  it("gateway SIGKILL while the agent waits on its terminal (wait_for_exit in flight): the re-adopting controller answers it, and the turn ends with the output and exit status", async () => {
     const stateDir = tempStateDir("durterm-gap");
     const go = join(stateDir, "go");
     const g = startGateway(stateDir, 60_000, `/terminal-run-noted ${waitsFor(go)}`);

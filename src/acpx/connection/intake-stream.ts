@@ -70,6 +70,8 @@ type Controller = ReadableStreamDefaultController<AnyMessage>;
  * pipe chunk holds hundreds of them.
  */
 const YIELD_EVERY = 16;
+/** turns of the loop an adopted answer waits at most for the SDK to take what came before it */
+const ADOPTED_WAIT_TURNS = 1000;
 const SLICE_MS = 10;
 
 /** An agent request on its way into the flight. */
@@ -106,6 +108,8 @@ export class IntakeStream {
   private readonly offset: number;
   /** requests of an earlier gateway this connection took over, by id key */
   private readonly adopted = new Map<string, AdoptedAnswer>();
+  /** an adopted request's answer just read, for the pump to hand over in order (answerAdopted) */
+  private adoptedAnswer: (() => void) | undefined;
 
   constructor(private readonly i: IntakeStreamInput) {
     this.offset = i.idOffset ?? 0;
@@ -139,6 +143,7 @@ export class IntakeStream {
         if (value === undefined) continue;
         for (const f of this.framer.push(Buffer.from(value.buffer, value.byteOffset, value.byteLength))) {
           const waiting = this.take(f, c);
+          await this.answerAdopted(c);
           if (waiting !== undefined) {
             // the flight is full: answers already on their way (all microtasks) free their slots first
             await this.yieldToLoop();
@@ -155,6 +160,7 @@ export class IntakeStream {
       const last = this.framer.flush();
       if (last !== undefined) {
         const waiting = this.take(last, c);
+        await this.answerAdopted(c);
         if (waiting !== undefined) this.admit(waiting, c, true);
       }
     } catch (err) {
@@ -240,7 +246,8 @@ export class IntakeStream {
       if (this.sent.delete(key)) c.enqueue(this.inward(m));
       else if (mine !== undefined) {
         this.adopted.delete(key);
-        mine(m);
+        // in order with what came before it: the pump answers it once the SDK handled those (answerAdopted)
+        this.adoptedAnswer = () => mine(m);
       } else
         b.refuse(
           "unknown-response",
@@ -319,6 +326,26 @@ export class IntakeStream {
   /** Takes over an earlier gateway's request by its wire id: its answer goes to `answer`, never to the SDK. */
   adopt(id: JsonRpcId, answer: AdoptedAnswer): void {
     this.adopted.set(idKey(id), answer);
+  }
+
+  /**
+   * Hands over an adopted request's answer once the SDK has handled every
+   * message read before it. The SDK's own answers come through its queue in
+   * order, but an adopted one goes to its turn directly: given at once, it
+   * overtook the turn's last session/update still waiting in that queue, and
+   * the turn ended without it. The SDK reads one message a microtask and
+   * handles each in microtasks, so an empty queue and then one turn of the
+   * loop mean it has handled them all; nothing more is read meanwhile.
+   */
+  private async answerAdopted(c: Controller): Promise<void> {
+    const answer = this.adoptedAnswer;
+    if (answer === undefined) return;
+    this.adoptedAnswer = undefined;
+    // bounded: a reader that stopped reading (its connection closed) must not hold the answer, nor spin the loop
+    for (let turns = 0; !this.cancelled && (c.desiredSize ?? 1) < 1 && turns < ADOPTED_WAIT_TURNS; turns++)
+      await this.yieldToLoop();
+    await this.yieldToLoop();
+    answer();
   }
 
   /** Requests of an earlier gateway still unanswered: each answered with `reason` (the connection ended). */
