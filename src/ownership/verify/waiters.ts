@@ -55,22 +55,7 @@ export class Waiters<T> {
  * that error.
  */
 export function perTurn<Q, A>(answer: (asked: readonly Q[]) => Promise<readonly A[]>): (q: Q) => Promise<A> {
-  let asked: Array<{ q: Q; resolve: (a: A) => void; reject: (e: unknown) => void }> = [];
-  const flush = async () => {
-    const batch = asked;
-    asked = [];
-    try {
-      const out = await answer(batch.map((b) => b.q));
-      wakeInChunks(batch.map((b, i) => () => b.resolve(out[i]!)));
-    } catch (e) {
-      wakeInChunks(batch.map((b) => () => b.reject(e)));
-    }
-  };
-  return (q) =>
-    new Promise<A>((resolve, reject) => {
-      if (asked.length === 0) setImmediate(() => void flush());
-      asked.push({ q, resolve, reject });
-    });
+  return batchedCalls(answer, false);
 }
 
 /**
@@ -82,12 +67,19 @@ export function perTurn<Q, A>(answer: (asked: readonly Q[]) => Promise<readonly 
  * asked.
  */
 export function oneCallAtATime<Q, A>(answer: (asked: readonly Q[]) => Promise<readonly A[]>): (q: Q) => Promise<A> {
+  return batchedCalls(answer, true);
+}
+
+function batchedCalls<Q, A>(
+  answer: (asked: readonly Q[]) => Promise<readonly A[]>,
+  oneAtATime: boolean,
+): (q: Q) => Promise<A> {
   let asked: Array<{ q: Q; resolve: (a: A) => void; reject: (e: unknown) => void }> = [];
   let running = false;
   const flush = async () => {
     const batch = asked;
     asked = [];
-    running = true;
+    running = oneAtATime;
     try {
       const out = await answer(batch.map((b) => b.q));
       wakeInChunks(batch.map((b, i) => () => b.resolve(out[i]!)));
@@ -95,7 +87,8 @@ export function oneCallAtATime<Q, A>(answer: (asked: readonly Q[]) => Promise<re
       wakeInChunks(batch.map((b) => () => b.reject(e)));
     } finally {
       running = false;
-      if (asked.length > 0) setImmediate(() => void flush());
+      // the questions that waited behind this call: their own call, at the end of this turn
+      if (oneAtATime && asked.length > 0) setImmediate(() => void flush());
     }
   };
   return (q) =>
