@@ -143,7 +143,7 @@ export class IntakeStream {
         if (value === undefined) continue;
         for (const f of this.framer.push(Buffer.from(value.buffer, value.byteOffset, value.byteLength))) {
           const waiting = this.take(f, c);
-          await this.answerAdopted(c);
+          if (this.adoptedAnswer !== undefined) await this.answerAdopted(c, this.adoptedAnswer);
           if (waiting !== undefined) {
             // the flight is full: answers already on their way (all microtasks) free their slots first
             await this.yieldToLoop();
@@ -160,7 +160,7 @@ export class IntakeStream {
       const last = this.framer.flush();
       if (last !== undefined) {
         const waiting = this.take(last, c);
-        await this.answerAdopted(c);
+        if (this.adoptedAnswer !== undefined) await this.answerAdopted(c, this.adoptedAnswer);
         if (waiting !== undefined) this.admit(waiting, c, true);
       }
     } catch (err) {
@@ -337,9 +337,7 @@ export class IntakeStream {
    * handles each in microtasks, so an empty queue and then one turn of the
    * loop mean it has handled them all; nothing more is read meanwhile.
    */
-  private async answerAdopted(c: Controller): Promise<void> {
-    const answer = this.adoptedAnswer;
-    if (answer === undefined) return;
+  private async answerAdopted(c: Controller, answer: () => void): Promise<void> {
     this.adoptedAnswer = undefined;
     // bounded: a reader that stopped reading (its connection closed) must not hold the answer, nor spin the loop
     for (let turns = 0; !this.cancelled && (c.desiredSize ?? 1) < 1 && turns < ADOPTED_WAIT_TURNS; turns++)
