@@ -8,26 +8,23 @@
  * With the window run out, the tree is ended as without durability and the
  * next reconcile settles the lease.
  */
-import { spawn, type ChildProcess } from "node:child_process";
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { createAcpxLifecycleController } from "../../src/acpx/controller/controller.js";
-import type { AcpRuntimeHandle } from "../../src/acpx/connection/types.js";
 import { openLeaseStore } from "../../src/ownership/leases/lease-store.js";
 import {
   AGENT,
   alive,
-  DIST_ACPX,
   disposeAfterEach,
   GRACE_MS,
   leaseCarriers,
   tempStateDir,
-  trackChild,
   trackLease,
   waitFor,
 } from "./controller-helpers.js";
-import { nativeWrapperPath, until } from "./durable-helpers.js";
+import { nativeWrapperPath, startFixtureGateway, until, type FixtureGateway } from "./durable-helpers.js";
+import { exited } from "../fixtures/facts/procs.js";
 import { existsSync } from "node:fs";
 
 const controllers = disposeAfterEach();
@@ -35,25 +32,17 @@ const have = nativeWrapperPath() !== null && existsSync(nativeWrapperPath()!);
 const d = have ? describe : describe.skip;
 if (!have) console.log("durable crash tests skipped: no native wrapper (Linux with the addon built)");
 
-const FIXTURE = join(import.meta.dirname, "..", "fixtures", "acpx", "durable-gateway.mjs");
 const KEY = "agent:main:acp:durable";
 const N = 200;
 const COMMAND = [process.execPath, AGENT, "--stream-batch", "4", "--stream-gap-ms", "50"];
 const numbered = (n: number) => Array.from({ length: n }, (_, i) => `${i + 1} `);
 
-interface Gateway {
-  child: ChildProcess;
-  events: { type: string; handle?: AcpRuntimeHandle; text?: string }[];
-}
-
 function startGateway(
   stateDir: string,
   opts: { windowMs: number; keeper: "on" | "off"; ownGroup: boolean; detachAfter?: number },
-): Gateway {
+): FixtureGateway {
   const cfg = {
-    distAcpx: DIST_ACPX,
     stateDir,
-    graceMs: GRACE_MS,
     windowMs: opts.windowMs,
     keeper: opts.keeper,
     sessionKey: KEY,
@@ -61,28 +50,10 @@ function startGateway(
     prompt: `/count ${N}`,
     ...(opts.detachAfter !== undefined ? { detachAfter: opts.detachAfter } : {}),
   };
-  const child = trackChild(
-    spawn(process.execPath, [FIXTURE], {
-      stdio: ["ignore", "pipe", "inherit"],
-      detached: opts.ownGroup,
-      env: { ...process.env, GW_CONFIG: JSON.stringify(cfg) },
-    }),
-  );
-  const g: Gateway = { child, events: [] };
-  let buf = "";
-  child.stdout!.on("data", (c: Buffer) => {
-    buf += c.toString("utf8");
-    for (let nl = buf.indexOf("\n"); nl !== -1; nl = buf.indexOf("\n")) {
-      g.events.push(JSON.parse(buf.slice(0, nl)) as Gateway["events"][number]);
-      buf = buf.slice(nl + 1);
-    }
-  });
-  return g;
+  return startFixtureGateway(cfg, opts.ownGroup);
 }
 
-const chunksSeen = (g: Gateway) => g.events.filter((e) => e.type === "chunk").length;
-const exited = (c: ChildProcess) =>
-  new Promise<void>((r) => (c.exitCode !== null || c.signalCode !== null ? r() : c.once("exit", () => r())));
+const chunksSeen = (g: FixtureGateway) => g.events.filter((e) => e.type === "chunk").length;
 
 type End = "SIGKILL" | "SIGKILL to its process group" | "SIGTERM" | "detach()";
 

@@ -12,7 +12,8 @@ import { join } from "node:path";
 import { loadNative } from "../../src/facts/native.js";
 import { durableArgs, frame, FRAME, FrameReader, socketName } from "../../src/acpx/durable/protocol.js";
 import { nativeAddonPath } from "../../src/facts/native.js";
-import { AGENT, tempStateDir, trackChild, trackLease, waitFor } from "./controller-helpers.js";
+import type { AcpRuntimeHandle } from "../../src/acpx/connection/types.js";
+import { AGENT, DIST_ACPX, GRACE_MS, tempStateDir, trackChild, trackLease, waitFor } from "./controller-helpers.js";
 
 /** The packaged native wrapper beside the addon (build/Release), or null where there is none. */
 export function nativeWrapperPath(): string | null {
@@ -184,3 +185,32 @@ export function attachAs(rig: DurableRig, lease = rig.leaseId, instance = rig.in
 }
 
 export { FRAME };
+
+/** A stand-in gateway in its own process (test/fixtures/acpx/durable-gateway.mjs) and the JSON lines it printed. */
+export interface FixtureGateway {
+  child: ChildProcess;
+  events: { type: string; handle?: AcpRuntimeHandle; text?: string }[];
+}
+
+const GATEWAY_FIXTURE = join(import.meta.dirname, "..", "fixtures", "acpx", "durable-gateway.mjs");
+
+/** Starts the stand-in gateway with `cfg` (its GW_CONFIG, the state dir's dist and grace filled in); `ownGroup`: a process group of its own. */
+export function startFixtureGateway(cfg: Record<string, unknown>, ownGroup = false): FixtureGateway {
+  const child = trackChild(
+    spawn(process.execPath, [GATEWAY_FIXTURE], {
+      stdio: ["ignore", "pipe", "inherit"],
+      detached: ownGroup,
+      env: { ...process.env, GW_CONFIG: JSON.stringify({ distAcpx: DIST_ACPX, graceMs: GRACE_MS, ...cfg }) },
+    }),
+  );
+  const g: FixtureGateway = { child, events: [] };
+  let buf = "";
+  child.stdout!.on("data", (c: Buffer) => {
+    buf += c.toString("utf8");
+    for (let nl = buf.indexOf("\n"); nl !== -1; nl = buf.indexOf("\n")) {
+      g.events.push(JSON.parse(buf.slice(0, nl)) as FixtureGateway["events"][number]);
+      buf = buf.slice(nl + 1);
+    }
+  });
+  return g;
+}

@@ -11,7 +11,6 @@
  * A wait_for_exit the agent sent while no gateway was attached is answered
  * by the controller that re-adopts it.
  */
-import { spawn, type ChildProcess } from "node:child_process";
 import { existsSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
@@ -21,68 +20,40 @@ import { openLeaseStore } from "../../src/ownership/leases/lease-store.js";
 import {
   AGENT,
   alive,
-  DIST_ACPX,
   disposeAfterEach,
   GRACE_MS,
   leaseCarriers,
   say,
   tempStateDir,
-  trackChild,
   trackLease,
   trackPid,
   waitFor,
 } from "./controller-helpers.js";
-import { nativeWrapperPath, until } from "./durable-helpers.js";
+import { nativeWrapperPath, startFixtureGateway, until, type FixtureGateway } from "./durable-helpers.js";
+import { exited } from "../fixtures/facts/procs.js";
 
 const controllers = disposeAfterEach();
 const have = nativeWrapperPath() !== null && existsSync(nativeWrapperPath()!);
 const d = have ? describe : describe.skip;
 if (!have) console.log("durable terminal tests skipped: no native wrapper (Linux with the addon built)");
 
-const FIXTURE = join(import.meta.dirname, "..", "fixtures", "acpx", "durable-gateway.mjs");
 const KEY = "agent:main:acp:durable-terminal";
 const COMMAND = [process.execPath, AGENT];
 
-interface Gateway {
-  child: ChildProcess;
-  events: { type: string; handle?: AcpRuntimeHandle; text?: string }[];
-}
-
-function startGateway(stateDir: string, windowMs: number, prompt: string): Gateway {
-  const cfg = {
-    distAcpx: DIST_ACPX,
+function startGateway(stateDir: string, windowMs: number, prompt: string): FixtureGateway {
+  return startFixtureGateway({
     stateDir,
-    graceMs: GRACE_MS,
     windowMs,
     keeper: "on",
     terminal: true,
     sessionKey: KEY,
     command: COMMAND,
     prompt,
-  };
-  const child = trackChild(
-    spawn(process.execPath, [FIXTURE], {
-      stdio: ["ignore", "pipe", "inherit"],
-      env: { ...process.env, GW_CONFIG: JSON.stringify(cfg) },
-    }),
-  );
-  const g: Gateway = { child, events: [] };
-  let buf = "";
-  child.stdout!.on("data", (c: Buffer) => {
-    buf += c.toString("utf8");
-    for (let nl = buf.indexOf("\n"); nl !== -1; nl = buf.indexOf("\n")) {
-      g.events.push(JSON.parse(buf.slice(0, nl)) as Gateway["events"][number]);
-      buf = buf.slice(nl + 1);
-    }
   });
-  return g;
 }
 
-const exited = (c: ChildProcess) =>
-  new Promise<void>((r) => (c.exitCode !== null || c.signalCode !== null ? r() : c.once("exit", () => r())));
-
 /** The gateway's session and the terminal its turn started, once both are up. */
-async function terminalOf(g: Gateway): Promise<{ h: AcpRuntimeHandle; terminalId: string }> {
+async function terminalOf(g: FixtureGateway): Promise<{ h: AcpRuntimeHandle; terminalId: string }> {
   await until(() => g.events.some((e) => e.type === "handle") && g.events.some((e) => e.type === "chunk"), 20_000);
   const h = g.events.find((e) => e.type === "handle")!.handle!;
   trackLease(h.leaseId);
@@ -96,7 +67,6 @@ async function terminalLease(stateDir: string, terminalId: string) {
   return leases.find((l) => l.sessionKey === `supervisor:${terminalId}`);
 }
 
-/** A command that writes a line, waits for `go` to exist, writes another and exits 7. */
 /** The next gateway's controller on `stateDir`: the startup reap, then the session's key ensured again (re-adopted when it waited). */
 async function readopt(stateDir: string) {
   const b = await createAcpxLifecycleController({
@@ -113,6 +83,7 @@ async function readopt(stateDir: string) {
   return { b, h2 };
 }
 
+/** A command that writes a line, waits for `go` to exist, writes another and exits 7. */
 const waitsFor = (go: string) => `echo first; while [ ! -e ${go} ]; do sleep 0.05; done; echo second; exit 7`;
 
 d("durable sessions: client terminals wait with their session", () => {
