@@ -1,6 +1,6 @@
 /*
  * proclease-terminal-holder: the root of an ACP client terminal of a durable
- * session (src/acpx/durable-terminal.ts, docs/lifecycle-controller.md).
+ * session (src/acpx/durable/terminals.ts, docs/lifecycle-controller.md).
  *
  *   proclease-terminal-holder --out FILE --status FILE --limit BYTES
  *     --grace-ms N --session-pid PID --session-start TICKS -- argv...
@@ -9,7 +9,8 @@
  * stderr together into one pipe it reads, and keeps what it reads in FILE
  * (one header byte, '0' or '1' once something was cut, then the bytes), so
  * the output outlives the gateway that asked for the terminal. FILE holds at
- * most 2 x BYTES after its header: past that, its last BYTES go into a fresh
+ * most 2 x BYTES after its header, plus the one read (64 KiB at most) that
+ * took it past that for the moment before the cut: its last BYTES go into a fresh
  * file renamed over it (a reader opens either one, whole), and what a
  * terminal/output answer keeps (the last BYTES, cut forward to a character
  * start) is always in it. When argv's process ends, its status goes to
@@ -20,7 +21,8 @@
  * It lives as long as its session: the session's wrapper (PID, with the
  * start time TICKS, so a reused pid is not it), watched through a pidfd. When
  * that wrapper is gone (the session closed, its window ran out, a reap ended
- * it) the terminal's group is ended: TERM, GRACE, KILL. A gateway's death is
+ * it) the terminal's group is ended: TERM, GRACE, KILL to the whole group,
+ * whether or not its leader ended in the grace. A gateway's death is
  * nothing to it: the wrapper of a durable session waits, and so does this.
  * TERM, INT and HUP sent to it go on to the terminal's group (how a
  * supervisor's tree kill reaches a group that is not the root's).
@@ -262,9 +264,14 @@ static void install_handlers(void) {
   close(p[0]);
 }
 
+/*
+ * The command's exit is seen with WNOWAIT and it is reaped only when the
+ * holder leaves: an unreaped leader keeps its pid, so the group id every
+ * signal here names cannot be another process's while the holder lives.
+ */
 struct state {
   pid_t child;
-  int reaped, status, pipe_r, pidfd, ending;
+  int exited, status, pipe_r, pidfd, ending, killed;
   long long kill_at;
 };
 
@@ -288,16 +295,25 @@ static void drain(const struct opts *o, struct state *s) {
 static void on_signals(const struct opts *o, struct state *s) {
   char c[64];
   ssize_t n;
+  /* the group outlives its leader's exit: what is sent to the holder still reaches it */
   while ((n = read(3 + 64, c, sizeof c)) > 0) {
     for (ssize_t i = 0; i < n; i++)
-      if (c[i] != SIGCHLD && !s->reaped) kill(-s->child, c[i]);
+      if (c[i] != SIGCHLD) kill(-s->child, c[i]);
   }
-  if (!s->reaped && waitpid(s->child, &s->status, WNOHANG) == s->child) {
-    s->reaped = 1;
-    /* what it wrote before it ended is in the file before its status is */
-    drain(o, s);
-    write_status(o, s->status);
-  }
+  siginfo_t si;
+  memset(&si, 0, sizeof si);
+  if (s->exited || waitid(P_PID, (id_t)s->child, &si, WEXITED | WNOHANG | WNOWAIT) != 0 || si.si_pid != s->child)
+    return;
+  s->exited = 1;
+  s->status = si.si_code == CLD_EXITED ? W_EXITCODE(si.si_status, 0) : W_EXITCODE(0, si.si_status);
+  /* what it wrote before it ended is in the file before its status is */
+  drain(o, s);
+  write_status(o, s->status);
+}
+
+/* done: the command ended and, once its group is being ended, the KILL went to the whole group */
+static int finished(const struct state *s) {
+  return s->exited && (s->ending ? s->killed : s->pipe_r < 0);
 }
 
 /* the session's wrapper is gone: the terminal's group ends (TERM, grace, KILL) */
@@ -328,21 +344,22 @@ int main(int argc, char **argv) {
   s.pipe_r = p[0];
   fcntl(s.pipe_r, F_SETFL, O_NONBLOCK);
   if (gone) end_group(&o, &s);
-  while (!(s.reaped && (s.pipe_r < 0 || s.ending))) {
+  while (!finished(&s)) {
     struct pollfd f[3] = {{3 + 64, POLLIN, 0}, {s.pipe_r, POLLIN, 0}, {s.ending ? -1 : s.pidfd, POLLIN, 0}};
     int timeout = -1;
-    if (s.ending && s.kill_at > 0) timeout = (int)(s.kill_at - now_ms() > 0 ? s.kill_at - now_ms() : 0);
+    if (s.ending && !s.killed) timeout = (int)(s.kill_at - now_ms() > 0 ? s.kill_at - now_ms() : 0);
     else if (polling && !s.ending) timeout = 500;
     int r = poll(f, 3, timeout);
     if (r < 0 && errno != EINTR) break;
     if (f[1].revents) drain(&o, &s);
     on_signals(&o, &s);
     if (!s.ending && ((s.pidfd >= 0 && f[2].revents) || (polling && !session_alive(&o)))) end_group(&o, &s);
-    if (s.ending && s.kill_at > 0 && now_ms() >= s.kill_at) {
+    if (s.ending && !s.killed && now_ms() >= s.kill_at) {
       kill(-s.child, SIGKILL);
-      s.kill_at = 0;
+      s.killed = 1;
     }
   }
-  if (s.reaped && WIFEXITED(s.status)) return WEXITSTATUS(s.status);
-  return s.reaped ? 128 + WTERMSIG(s.status) : 125;
+  if (s.exited) waitpid(s.child, NULL, 0);
+  if (s.exited && WIFEXITED(s.status)) return WEXITSTATUS(s.status);
+  return s.exited ? 128 + WTERMSIG(s.status) : 125;
 }

@@ -20,7 +20,7 @@ import {
   TERMINAL_HOLDER_FILE,
   type DurableTerminals,
 } from "../../src/acpx/durable/terminals.js";
-import { alive, tempStateDir, trackChild, waitFor } from "./controller-helpers.js";
+import { alive, tempStateDir, trackChild, trackPid, waitFor } from "./controller-helpers.js";
 
 const addon = nativeAddonPath();
 const holder = process.platform === "linux" && addon !== null ? join(addon, "..", TERMINAL_HOLDER_FILE) : null;
@@ -91,6 +91,24 @@ d("the terminal holder", () => {
     await exitOf(h);
     // the shell ignores TERM: the KILL after the grace ended it
     expect(await readStatus(files.status)).toEqual({ exitCode: null, signal: "SIGKILL" });
+  });
+
+  it("the KILL after the grace reaches the whole group even when its leader ended on TERM: a member that ignores TERM does not outlive the session", async () => {
+    const { files, session, run } = rig("holder-group", 100);
+    const pidFile = `${files.out}.member`;
+    // the leader ends on TERM; its background member ignores TERM and holds no pipe of the holder's
+    const h = run([
+      "sh",
+      "-c",
+      `(trap '' TERM; exec sleep 600) </dev/null >/dev/null 2>&1 & echo $! > ${pidFile}; echo up; wait`,
+    ]);
+    await waitFor(() => existsSync(pidFile) && /^\d+\n$/.test(readFileSync(pidFile, "utf8")), 10_000);
+    const member = Number(readFileSync(pidFile, "utf8"));
+    trackPid(member);
+    session.kill("SIGKILL");
+    await exitOf(h);
+    expect(await readStatus(files.status)).toEqual({ exitCode: null, signal: "SIGTERM" });
+    expect(await waitFor(() => !alive(member), 5000), `member ${member} outlived its session`).not.toBe(-1);
   });
 
   it("a session pid that is not the process it was told of (a start time that differs) ends the command at once", async () => {
