@@ -11,12 +11,12 @@ import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { OutputTail } from "../../src/acpx/connection/client-terminal.js";
 import { nativeAddonPath } from "../../src/facts/native.js";
+import { readStatSync } from "../../src/facts/procfs.js";
 import {
   filesOf,
   holderArgv,
   readOutput,
   readStatus,
-  startTicks,
   TERMINAL_HOLDER_FILE,
   type DurableTerminals,
 } from "../../src/acpx/durable/terminals.js";
@@ -39,7 +39,7 @@ function rig(label: string, limit: number) {
           dt,
           files,
           limit,
-          { pid: session.pid!, startTicks: ticks ?? startTicks(session.pid!)! },
+          { pid: session.pid!, startTicks: ticks ?? readStatSync(session.pid!)!.startTime },
           command,
         ).slice(1),
         { stdio: "ignore" },

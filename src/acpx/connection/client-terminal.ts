@@ -38,7 +38,7 @@ import {
   type WaitForTerminalExitResponse,
 } from "@agentclientprotocol/sdk";
 import type { ProcessSupervisor } from "../../supervisor/index.js";
-import { forgetFiles, startTicks, type DurableTerminals } from "../durable/terminals.js";
+import { forgetFiles, type DurableTerminals } from "../durable/terminals.js";
 import { exitStatusOf, spawnHeld, type Terminal } from "../durable/terminal-runs.js";
 import type { ControllerLogger } from "../report/logger.js";
 import type { AnswerBudget, SessionBudget } from "./session-budget.js";
@@ -94,7 +94,11 @@ export interface SessionTerminalsInput {
   /** the session's budget: terminal slots are taken from it at acceptance */
   budget: SessionBudget;
   /** durable sessions: terminals under the holder, and the session's lease and wrapper they wait with (once known) */
-  durable?: { terminals: DurableTerminals; session: () => { leaseId: string; pid: number } | undefined };
+  durable?: {
+    terminals: DurableTerminals;
+    /** the session's wrapper with its start time as its lease recorded it; undefined until the session is up */
+    session: () => { leaseId: string; pid: number; startTicks: string } | undefined;
+  };
 }
 
 /** The terminals of one session. */
@@ -231,12 +235,11 @@ export class SessionTerminals implements ClientTerminalHandlers {
       sessionKey: this.i.sessionKey,
     };
     const session = this.i.durable?.session();
-    const ticks = session !== undefined ? startTicks(session.pid) : null;
-    if (this.i.durable !== undefined && session !== undefined && ticks !== null)
+    if (this.i.durable !== undefined && session !== undefined)
       return spawnHeld(this.i.supervisor, this.i.durable.terminals, {
         ...common,
         terminalId,
-        session: { ...session, startTicks: ticks },
+        session,
         command: argv,
         cwd,
         env,

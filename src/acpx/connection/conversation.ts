@@ -50,6 +50,7 @@ export interface ConversationConfig {
 
 export class SessionConversation {
   handle: AcpRuntimeHandle | undefined;
+  private rootStartTime: string | undefined;
   acpSessionId: string | undefined;
   init: InitializeResponse | undefined;
   /** what the agent advertised, tracked from the first update on */
@@ -106,7 +107,10 @@ export class SessionConversation {
           ? {
               durable: {
                 terminals: config.durableTerminals,
-                session: () => this.handle && { leaseId: this.handle.leaseId, pid: this.handle.rootPid },
+                session: () =>
+                  this.handle === undefined || this.rootStartTime === undefined
+                    ? undefined
+                    : { leaseId: this.handle.leaseId, pid: this.handle.rootPid, startTicks: this.rootStartTime },
               },
             }
           : {}),
@@ -135,8 +139,10 @@ export class SessionConversation {
     this.state.adopt(hs.opened.response);
   }
 
-  bind(handle: AcpRuntimeHandle): void {
+  /** `rootStartTime`: the root's start time as its lease recorded it (what a durable terminal's holder watches by) */
+  bind(handle: AcpRuntimeHandle, rootStartTime?: string): void {
     this.handle = handle;
+    this.rootStartTime = rootStartTime;
   }
 
   /**

@@ -4,6 +4,8 @@
  * taken back when their session is re-adopted.
  */
 import type { WaitForTerminalExitResponse } from "@agentclientprotocol/sdk";
+import { sameProcess } from "../../facts/identity.js";
+import { readStatSync } from "../../facts/procfs.js";
 import type { ProcessFacts } from "../../facts/types.js";
 import { verifyOwnedTree } from "../../ownership/index.js";
 import type { LeaseStore } from "../../ownership/leases/lease-store.js";
@@ -15,7 +17,6 @@ import {
   holderArgv,
   readOutput,
   readStatus,
-  startTicks,
   terminalsOf,
   watchExit,
   writeMeta,
@@ -139,7 +140,7 @@ export async function retakeTerminals(d: RetakeDeps, sessionLeaseId: string, pre
       await forgetFiles(files);
       continue;
     }
-    const gone = () => startTicks(running.pid) !== running.ticks;
+    const gone = () => !sameProcess(readStatSync(running.pid), { pid: running.pid, startTime: running.ticks });
     // a holder killed outright wrote no status: nothing tells how the command ended
     out.push(
       track({ ...base, exit: undefined, exited: watchExit(files, gone, () => ({ exitCode: null, signal: null })) }),
@@ -152,6 +153,6 @@ export async function retakeTerminals(d: RetakeDeps, sessionLeaseId: string, pre
 async function runningHolder(d: RetakeDeps, lease: ProcessLease): Promise<{ pid: number; ticks: string } | null> {
   if (lease.state !== "open" || lease.durable === undefined || lease.rootPid <= 0) return null;
   const tree = await verifyOwnedTree(lease, d.facts, { gatewayInstanceId: d.gatewayInstanceId });
-  const ticks = tree === null ? null : startTicks(lease.rootPid);
-  return ticks === null ? null : { pid: lease.rootPid, ticks };
+  // the start time the verification just checked the root against
+  return tree === null || lease.rootStartTime === undefined ? null : { pid: lease.rootPid, ticks: lease.rootStartTime };
 }

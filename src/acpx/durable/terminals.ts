@@ -24,7 +24,7 @@
  *   environment, which is what a terminal gives the agent anyway.
  */
 import { readdir, readFile, unlink, writeFile } from "node:fs/promises";
-import { existsSync, readFileSync } from "node:fs";
+import { existsSync } from "node:fs";
 import { constants, open } from "node:fs/promises";
 import { dirname, join } from "node:path";
 import type { WaitForTerminalExitResponse } from "@agentclientprotocol/sdk";
@@ -131,19 +131,6 @@ export async function forgetFiles(files: TerminalFiles): Promise<void> {
       unlink(f).catch(() => undefined),
     ),
   );
-}
-
-/** The start time of `pid` in clock ticks (/proc/<pid>/stat field 22), or null when it cannot be read. */
-export function startTicks(pid: number): string | null {
-  try {
-    const s = readFileSync(`/proc/${pid}/stat`, "utf8");
-    const fields = s.slice(s.lastIndexOf(")") + 2).split(" ");
-    // fields[0] is field 3 (the state): the start time, field 22, is fields[19]
-    const t = fields[19];
-    return t !== undefined && /^\d+$/.test(t) ? t : null;
-  } catch {
-    return null;
-  }
 }
 
 /** The holder's argv around the terminal's command. */

@@ -190,7 +190,7 @@ function serve(
     resumeReason: "re-adopted: the same adapter process, whose agent session never ended",
     adopted: true,
   };
-  conv.bind(handle);
+  conv.bind(handle, lease.rootStartTime);
   const session: LiveSession = {
     handle,
     launched: w,

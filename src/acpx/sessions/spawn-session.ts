@@ -426,7 +426,7 @@ async function registerSession(
     ...handleFields(conv),
   };
   rememberLimits(handle, input.limits);
-  conv.bind(handle);
+  conv.bind(handle, lease.rootStartTime);
   live.add({ handle, launched, client, conv, turn: undefined, closing: false, closeReason: undefined });
   live.inFlight.delete(lease.leaseId);
   const t = a.t;
