@@ -38,6 +38,7 @@ import {
   type WaitForTerminalExitResponse,
 } from "@agentclientprotocol/sdk";
 import type { ProcessSupervisor } from "../../supervisor/index.js";
+import { utf8TailStart } from "../../supervisor/shared/output.js";
 import { forgetFiles, type DurableTerminals } from "../durable/terminals.js";
 import { exitStatusOf, spawnHeld, type Terminal } from "../durable/terminal-runs.js";
 import type { ControllerLogger } from "../report/logger.js";
@@ -421,9 +422,7 @@ export class OutputTail {
     const add = Buffer.from(chunk, "utf8");
     let next = this.buf.length === 0 ? add : Buffer.concat([this.buf, add]);
     if (next.length > this.limit) {
-      let from = next.length - this.limit;
-      // 0b10xxxxxx is a continuation byte: not a character start
-      while (from < next.length && (next[from]! & 0xc0) === 0x80) from++;
+      const from = utf8TailStart(next, next.length - this.limit);
       // a copy: a view would keep the whole concatenation alive
       next = Buffer.from(next.subarray(from));
       this.truncated = true;

@@ -28,6 +28,7 @@ import { existsSync } from "node:fs";
 import { constants, open } from "node:fs/promises";
 import { dirname, join } from "node:path";
 import type { WaitForTerminalExitResponse } from "@agentclientprotocol/sdk";
+import { utf8TailStart } from "../../supervisor/shared/output.js";
 import { nativeAddonPath } from "../../facts/native.js";
 import { ensurePrivateDir } from "../../ownership/leases/fs-safe.js";
 
@@ -174,9 +175,8 @@ export async function readOutput(file: string, limit: number): Promise<OutputRea
     return { bytes: 0, text: () => "", truncated: false };
   }
   const data = buf.subarray(1);
-  let from = Math.max(0, data.length - limit);
-  // 0b10xxxxxx is a continuation byte: not a character start
-  while (from > 0 && from < data.length && (data[from]! & 0xc0) === 0x80) from++;
+  // the holder cut the file's front on a character start: only a cut made here is moved forward
+  const from = data.length > limit ? utf8TailStart(data, data.length - limit) : 0;
   const kept = data.subarray(from);
   return { bytes: kept.length, text: () => kept.toString("utf8"), truncated: buf[0] === 0x31 || from > 0 };
 }

@@ -3,6 +3,7 @@
  * messages: a bounded ring of bytes, and when the stream has gone quiet.
  */
 import type { Readable } from "node:stream";
+import { utf8TailStart } from "../../supervisor/shared/output.js";
 
 /** How much of the adapter's recent stderr is kept for diagnostics. */
 export const STDERR_RING_BYTES = 16 * 1024;
@@ -42,11 +43,9 @@ export class ByteRing {
   text(): string {
     let buf = Buffer.concat(this.chunks, this.size);
     if (buf.length > this.cap) buf = buf.subarray(buf.length - this.cap);
-    let start = 0;
-    // a cut in the middle of a UTF-8 sequence leaves continuation bytes (10xxxxxx) in front
-    if (this.dropped > 0 || this.size > this.cap)
-      while (start < buf.length && start < 3 && (buf[start]! & 0xc0) === 0x80) start++;
-    return buf.subarray(start).toString("utf8");
+    // a cut in the middle of a UTF-8 sequence leaves continuation bytes in front
+    const cut = this.dropped > 0 || this.size > this.cap;
+    return buf.subarray(cut ? utf8TailStart(buf, 0) : 0).toString("utf8");
   }
 }
 

@@ -16,6 +16,18 @@ export function tailStart(text: string, over: number): number {
   return c >= 0xdc00 && c <= 0xdfff && prev >= 0xd800 && prev <= 0xdbff ? over + 1 : over;
 }
 
+/**
+ * The same rule for UTF-8 bytes: the first character start at or after
+ * `from` in `bytes` (a kept tail of bytes never begins inside a character).
+ * A continuation byte is 0b10xxxxxx, and a character has at most three, so
+ * at most three are stepped over: bytes that are not UTF-8 are kept as they are.
+ */
+export function utf8TailStart(bytes: Uint8Array, from: number): number {
+  let i = Math.max(0, from);
+  for (let n = 0; n < 3 && i < bytes.length && (bytes[i]! & 0xc0) === 0x80; n++) i++;
+  return i;
+}
+
 /** The last at most `cap` UTF-16 units of `text`, cut on a code-point boundary. */
 export function capTail(text: string, cap: number): string {
   return text.length > cap ? text.slice(tailStart(text, text.length - cap)) : text;
