@@ -1,12 +1,12 @@
 // What one child_process.spawn costs the calling thread as the process's
 // memory grows (Node 20's libuv forks on Linux, and a fork copies the
 // page tables of the parent's memory): the main-thread CPU of one bare spawn
-// with the wrapper's four pipes (session-cost.bench.mjs bareSpawnCpuMs),
+// with the wrapper's four pipes (bench/session-cost/start-cpu.mjs bareSpawnCpuMs),
 // median of 30, after filling 0, 100 and 300 MB more of this process.
 //
 //   node bench/fork-cost.mjs
 import { printTable } from "./lib.mjs";
-import { bareSpawnCpuMs } from "./session-cost.bench.mjs";
+import { bareSpawnCpuMs } from "./session-cost/start-cpu.mjs";
 
 const ballast = [];
 const rows = [];

@@ -23,84 +23,28 @@
 // The machine is shared: every figure is a median or a sum over many, and
 // the guards are ratios.
 import { spawn } from "node:child_process";
-import { mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
+import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { monitorEventLoopDelay } from "node:perf_hooks";
 import { fileURLToPath, pathToFileURL } from "node:url";
-import { attribute, profiled } from "./cpu-windows.mjs";
 import { check, median, now, printTable, quantile, unmeasured } from "./lib.mjs";
+import { bareNode, keeperMemory } from "./session-cost/keeper.mjs";
+import { carriersOfAny, cpuTicks, kb, privateKb } from "./session-cost/proc.mjs";
+import { closeMany, COMMAND, startMany } from "./session-cost/sessions.mjs";
+import { bareSpawnCpuMs, printProfile, startCpuRows, startProfile } from "./session-cost/start-cpu.mjs";
 import { spin } from "./spinner.mjs";
 
-const here = dirname(fileURLToPath(import.meta.url));
-const root = join(here, "..");
-const AGENT = join(here, "minimal-acp-agent.mjs");
+const root = join(dirname(fileURLToPath(import.meta.url)), "..");
 const ACPX = pathToFileURL(join(root, "dist/acpx/index.js")).href;
-const { loadNative } = await import(pathToFileURL(join(root, "dist/facts/index.js")).href);
-export const COMMAND = [process.execPath, AGENT];
 const TARGET_ENSURE = 1.15;
 const TARGET_MEMORY = 0.5;
-/** the keeper's private memory over an idle bare node's (issue 50) */
-const TARGET_KEEPER = 1.25;
-/** sessions started at a time, as a gateway restarting its sessions does */
-const WIDTH = 16;
-/** the most main-thread CPU between two event-loop ticks while sessions start (issue 50), full run */
-const TARGET_START_CPU_MS = 5;
-/**
- * The quick run's guard is a ratio to one bare spawn's main-thread CPU in the
- * same process at the same memory, since a fork's cost differs by host and
- * grows with the gateway's memory. What is left of the busiest gap is one
- * fork's tail plus the turn's other work: 3.6-7.8x the median bare spawn at
- * load 15-37 on 2 cores (2026-12-07, bench/start-cpu-ab.mjs and quick runs);
- * sessions forking in the same turn, as before spawns took turns, read
- * 10.3-15.7x there.
- */
-const QUICK_START_CPU_RATIO = 10;
 
 export function skipReason() {
   return process.platform === "linux" ? undefined : "Linux only (reads /proc/PID/smaps_rollup and /proc/PID/stat)";
 }
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
-
-/** Private_Clean + Private_Dirty in kB, or null when the process is gone. */
-function privateKb(pid) {
-  try {
-    const t = readFileSync(`/proc/${pid}/smaps_rollup`, "utf8");
-    const kb = (k) => Number(new RegExp(`^${k}:\\s+(\\d+) kB`, "m").exec(t)?.[1] ?? NaN);
-    return kb("Private_Clean") + kb("Private_Dirty");
-  } catch {
-    return null;
-  }
-}
-
-/** utime + stime in clock ticks, or null when gone. */
-function cpuTicks(pid) {
-  try {
-    const s = readFileSync(`/proc/${pid}/stat`, "utf8");
-    const f = s.slice(s.lastIndexOf(")") + 2).split(" ");
-    return Number(f[11]) + Number(f[12]);
-  } catch {
-    return null;
-  }
-}
-
-function carriersOfAny(leaseIds) {
-  const key = "OPENCLAW_ACPX_LEASE_ID=";
-  const out = [];
-  for (const d of readdirSync("/proc")) {
-    if (!/^\d+$/.test(d)) continue;
-    try {
-      const entry = readFileSync(`/proc/${d}/environ`, "latin1")
-        .split("\0")
-        .find((e) => e.startsWith(key));
-      if (entry !== undefined && leaseIds.has(entry.slice(key.length))) out.push(Number(d));
-    } catch {
-      /* gone */
-    }
-  }
-  return out;
-}
 
 /** onEnsureTiming of each controller while the ratio triples run (phase medians say where the rest goes) */
 const timings = { native: [], node: [], on: false };
@@ -187,73 +131,6 @@ async function memory(ctl, count, tag) {
   }
 }
 
-/** `count` sessions ensured WIDTH at a time into `handles`; their ensure latencies. */
-export async function startMany(ctl, count, tag, handles) {
-  const lat = [];
-  let next = 0;
-  const worker = async () => {
-    while (next < count) {
-      const i = next++;
-      const s = now();
-      handles.push(await ctl.ensureSession({ sessionKey: `${tag}:${i}`, agentId: "main", command: COMMAND }));
-      lat.push(now() - s);
-    }
-  };
-  await Promise.all(Array.from({ length: WIDTH }, worker));
-  return lat;
-}
-
-/**
- * The floor of one session's start on this thread: the main-thread CPU of
- * one bare child_process.spawn with the wrapper's four pipes, at this
- * process's memory now (a fork's cost grows with it), median of `count`.
- */
-export async function bareSpawnCpuMs(count = 16) {
-  const cpu = loadNative()?.threadCpuTimeNs;
-  if (cpu === undefined) return NaN;
-  const xs = [];
-  for (let i = 0; i < count; i++) {
-    const c0 = cpu();
-    const child = spawn("/bin/true", [], { stdio: ["pipe", "pipe", "pipe", "pipe"] });
-    xs.push((cpu() - c0) / 1e6);
-    await new Promise((r) => child.once("exit", r));
-  }
-  return median(xs);
-}
-
-/** Closes every handle WIDTH at a time, as a gateway would on shutdown. */
-export async function closeMany(ctl, handles) {
-  let k = 0;
-  await Promise.all(
-    Array.from({ length: WIDTH }, async () => {
-      while (k < handles.length) {
-        const h = handles[k++];
-        await ctl.closeSession({ handle: h, discardPersistentState: true }).catch(() => undefined);
-      }
-    }),
-  );
-}
-
-/**
- * What sets the main thread's busiest gaps while sessions start: `count`
- * sessions started WIDTH at a time under the CPU profiler, beside the same
- * spinner; the samples in every gap of 1 ms of main-thread CPU or more are
- * charged to steps (cpu-windows.mjs). Printed, not judged: the profiler's
- * interrupts cost the thread too.
- */
-async function startProfile(ctl, count) {
-  const handles = [];
-  try {
-    const { value: busy, profile } = await profiled(() =>
-      spin(() => startMany(ctl, count, "profiled", handles), { windows: 1 }),
-    );
-    const worst = busy.windows.reduce((a, w) => (w[2] > a[2] ? w : a), [0, 0, 0]);
-    return { busy, all: attribute(profile, busy.windows), worst: attribute(profile, [worst]), worstCpu: worst[2] };
-  } finally {
-    await closeMany(ctl, handles);
-  }
-}
-
 /** N sessions ensured WIDTH at a time; the loop's longest block and the main thread's busiest gap while they start; idle CPU; all closed. */
 async function scale(ctl, count, idleMs) {
   const handles = [];
@@ -301,130 +178,6 @@ async function scale(ctl, count, idleMs) {
     res.left = carriersOfAny(leases);
   }
   return res;
-}
-
-const kb = (v) => `${(v / 1024).toFixed(2)} MB`;
-
-/**
- * An idle bare `node` waiting on its stdin, as the keeper waits on its
- * lifeline, started beside the run's first keepers: both are measured after
- * the same long idle, once V8 has given back what its start left behind.
- */
-function bareNode() {
-  const child = spawn(process.execPath, ["-e", "process.stdin.resume()"], {
-    stdio: ["pipe", "ignore", "ignore"],
-    env: { PATH: process.env.PATH ?? "" },
-  });
-  // for comparison, the keeper as tsc leaves it (one ESM file per module), idle on a state dir that does not exist
-  const cfg = {
-    stateDir: join(tmpdir(), "proclease-bench-no-such-dir"),
-    gatewayInstanceId: "bench",
-    gatewayPid: process.pid,
-    holder: "bench",
-    graceMs: 0,
-  };
-  const esm = spawn(process.execPath, [join(root, "dist/ownership/keeper/keeper-main.js"), JSON.stringify(cfg)], {
-    stdio: ["pipe", "ignore", "ignore"],
-    env: { PATH: process.env.PATH ?? "" },
-  });
-  esm.stdin.on("error", () => undefined);
-  return {
-    pid: child.pid,
-    esmPid: esm.pid,
-    stop: () => {
-      child.kill("SIGKILL");
-      esm.stdin.end("stop\n");
-    },
-  };
-}
-
-/** The keepers this process started (keeper.ts): its children running the keeper's entry. */
-function keeperPids() {
-  const out = [];
-  for (const d of readdirSync("/proc")) {
-    if (!/^\d+$/.test(d)) continue;
-    try {
-      const st = readFileSync(`/proc/${d}/stat`, "utf8");
-      if (Number(st.slice(st.lastIndexOf(")") + 2).split(" ")[1]) !== process.pid) continue;
-      if (readFileSync(`/proc/${d}/cmdline`, "utf8").includes("keeper-main")) out.push(Number(d));
-    } catch {
-      /* gone */
-    }
-  }
-  return out;
-}
-
-/** The keeper's private memory beside the idle bare node's, side by side now. */
-function keeperMemory(bare, checks, quick) {
-  const keepers = keeperPids()
-    .filter((pid) => pid !== bare.esmPid)
-    .map((pid) => privateKb(pid))
-    .filter((v) => v !== null);
-  const node = privateKb(bare.pid);
-  const esm = privateKb(bare.esmPid);
-  const k = keepers.length ? Math.max(...keepers) : NaN;
-  printTable("the keeper (one per gateway and state dir) beside an idle bare node, side by side", [
-    {
-      keepers: keepers.length,
-      "keeper private (the largest)": kb(k),
-      "idle bare node private": node === null ? "-" : kb(node),
-      "keeper / bare node": `${(k / node).toFixed(2)}×`,
-      "the same keeper unbundled (tsc's ESM files)": esm === null ? "-" : `${kb(esm)} (${(esm / node).toFixed(2)}×)`,
-    },
-  ]);
-  // the quick run reads both sooner after their start, before V8's idle shrink has always run
-  checks.push(
-    check(
-      `keeper private / idle bare node private (smaps_rollup, side by side)${quick ? ", regression guard" : ""}`,
-      k / (node ?? NaN),
-      "<=",
-      quick ? 1.5 : TARGET_KEEPER,
-    ),
-  );
-}
-const ms2 = (v) => `${v.toFixed(2)} ms`;
-
-/**
- * The main thread while the scale row's sessions start, read by the spinner
- * the reconcile row is judged with (spinner.mjs). The full run judges the
- * target; the quick run guards it (QUICK_START_CPU_RATIO says how).
- */
-function startCpuRows({ busy, bareSpawnMs }, n, kind, checks, quick) {
-  printTable(`main thread while ${n} sessions start ${WIDTH} at a time (${kind} wrapper; 1 ms spinner)`, [
-    {
-      "most main-thread CPU between two ticks": ms2(busy.maxCpu),
-      "longest gap": ms2(busy.maxGap),
-      "its main-thread CPU": ms2(busy.maxGapCpu),
-      "its wait for a core": busy.maxGapWait === null ? "-" : ms2(busy.maxGapWait),
-      "gaps over 2 ms (main thread ran 2 ms or more)": `${busy.over} (${busy.overOwn})`,
-      "longest GC pause": ms2(busy.maxGc),
-      "one bare spawn (median of 16)": ms2(bareSpawnMs),
-      "busiest gap / bare spawn": `${(busy.maxCpu / bareSpawnMs).toFixed(1)}×`,
-    },
-  ]);
-  const name = `most main-thread CPU between two event-loop ticks while ${n} sessions start ${WIDTH} at a time`;
-  if (!busy.measured) checks.push(unmeasured(name, "the native addon (its thread-CPU clock) did not load"));
-  else if (quick)
-    checks.push(
-      check(`${name} / one bare spawn's, regression guard`, busy.maxCpu / bareSpawnMs, "<=", QUICK_START_CPU_RATIO),
-    );
-  else checks.push(check(name, busy.maxCpu, "<=", TARGET_START_CPU_MS, "ms"));
-}
-
-function printProfile(p) {
-  const pct = (x) => `${(x * 100).toFixed(0)} %`;
-  printTable(
-    `what the main thread ran in its busiest gaps (profiled pass: ${p.busy.windows.length} gaps of ≥ 1 ms CPU; the worst ${ms2(p.worstCpu)}, most ${ms2(p.busy.maxCpu)} with the profiler on)`,
-    p.all.shares.map((r) => ({
-      step: r.step,
-      "share, all gaps ≥ 1 ms": pct(r.share),
-      "share, the worst gap": pct(p.worst.shares.find((w) => w.step === r.step)?.share ?? 0),
-    })),
-  );
-  printTable(
-    "innermost functions sampled most in those gaps",
-    p.all.leaves.map((l) => ({ function: l.leaf, share: pct(l.share) })),
-  );
 }
 
 export async function run({ quick }) {

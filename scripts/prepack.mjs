@@ -18,6 +18,7 @@ import { execFileSync } from "node:child_process";
 import { existsSync, rmSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
+import { ADDON_FILE, EXECUTABLES, PREBUILD_DIRS } from "./prebuild-files.mjs";
 
 const root = join(dirname(fileURLToPath(import.meta.url)), "..");
 const NEEDED = ["typescript", "vite", "node-addon-api", "node-gyp-build"];
@@ -36,8 +37,8 @@ if (still.length > 0) {
 
 rmSync(join(root, "prebuilds"), { recursive: true, force: true });
 execFileSync(process.execPath, [join(root, "scripts/prebuild-linux.mjs")], { cwd: root, stdio: "inherit" });
-for (const dir of ["linux-x64", "linux-arm64"]) {
-  for (const file of ["proclease.napi.glibc.node", "proclease-wrapper", "proclease-terminal-holder"]) {
+for (const dir of PREBUILD_DIRS) {
+  for (const file of [ADDON_FILE, ...EXECUTABLES]) {
     if (!existsSync(join(root, "prebuilds", dir, file))) {
       console.error(`prepack: prebuilds/${dir}/${file} was not built: no tarball without it`);
       process.exit(1);

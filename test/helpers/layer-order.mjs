@@ -102,8 +102,8 @@ export function layerOf(path) {
   return parts.length === 2 ? "" : parts[1];
 }
 
-/** The folder of a path inside a layer ("" for a file directly in the layer's folder). */
-const folderOf = (layer, path) => {
+/** The folder of a path inside its layer, src/<layer>/<folder>/… ("" for a file directly in the layer's folder). */
+const folderOf = (path) => {
   const parts = path.split("/");
   return parts.length <= 3 ? "" : parts[2];
 };
@@ -126,8 +126,8 @@ export function orderProblem(fromPath, toPath) {
 function folderProblem(layer, fromPath, toPath) {
   const table = FOLDER_LAYERS[layer];
   const name = `${layer.toUpperCase()}_LAYERS`;
-  const from = folderOf(layer, fromPath);
-  const to = folderOf(layer, toPath);
+  const from = folderOf(fromPath);
+  const to = folderOf(toPath);
   if (from === to) return null;
   const rf = table[from];
   const rt = table[to];
