@@ -369,6 +369,6 @@ async function reconcileRuns(
       }
     },
     ropts.states,
-    ropts.spareDurable !== false,
+    ropts.spareDurable,
   );
 }

@@ -313,6 +313,7 @@ export function createRunLeases(opts: RunLeasesOptions): RunLeases {
 
     finish: (leaseId, kill, prior = null) => finishRun(ctx, leaseId, kill, prior),
 
+    // the supervisor's one default: a waiting durable session's runs are spared unless the caller says not to
     reconcile: (live = new Set<string>(), isTracked, states, spareDurable = true) =>
       reconcileRuns(ctx, live, isTracked, states, spareDurable),
 
