@@ -163,22 +163,25 @@ export interface OutputRead {
  * when the holder cut (the header byte) or there is more than that.
  */
 export async function readOutput(file: string, limit: number): Promise<OutputRead> {
-  let buf: Buffer;
   try {
     const fh = await open(file, constants.O_RDONLY | constants.O_NOFOLLOW);
     try {
-      buf = await fh.readFile();
+      // the header byte and the last `limit` bytes only: the file may hold twice that and a read
+      const header = Buffer.alloc(1);
+      const size = (await fh.stat()).size;
+      if ((await fh.read(header, 0, 1, 0)).bytesRead < 1) return { bytes: 0, text: () => "", truncated: false };
+      const cut = size - 1 > limit;
+      const tail = Buffer.alloc(cut ? limit : size - 1);
+      const got = (await fh.read(tail, 0, tail.length, size - tail.length)).bytesRead;
+      // the holder cut the file's front on a character start: only a cut made here is moved forward
+      const kept = tail.subarray(cut ? utf8TailStart(tail, 0) : 0, got);
+      return { bytes: kept.length, text: () => kept.toString("utf8"), truncated: header[0] === 0x31 || cut };
     } finally {
       await fh.close();
     }
   } catch {
     return { bytes: 0, text: () => "", truncated: false };
   }
-  const data = buf.subarray(1);
-  // the holder cut the file's front on a character start: only a cut made here is moved forward
-  const from = data.length > limit ? utf8TailStart(data, data.length - limit) : 0;
-  const kept = data.subarray(from);
-  return { bytes: kept.length, text: () => kept.toString("utf8"), truncated: buf[0] === 0x31 || from > 0 };
 }
 
 /** The status the holder wrote when the command ended, or null (not yet, or unreadable). */
