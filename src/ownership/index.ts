@@ -98,7 +98,7 @@ export { summarizeKill, type TreeKillMember, type TreeKillSummary } from "./term
 export type { KillTarget } from "./verify/verify-state.js";
 export { verifyLegacyRecord } from "./verify/legacy.js";
 export type { LegacySessionRecord } from "./verify/legacy.js";
-export type { RemnantRefusal } from "./verify/remnants.js";
+export type { RemnantRefusal } from "./verify/verify-state.js";
 export { settleLease, settleUnstarted } from "./lifecycle/lifecycle.js";
 export type {
   LifecycleDeps,
