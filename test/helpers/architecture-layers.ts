@@ -1,4 +1,4 @@
-// The layers of src/ and the folders of src/ownership/ and src/acpx/ (their
+// The layers of src/ and the folders of each layer that orders its own (the
 // tables are layer-order.mjs's, which scripts/import-graph.mjs reads too):
 // the layer-import rule (architecture.ts) reads them, and layerDiagram()
 // draws them for README.md and docs/architecture.md, which the test compares.
