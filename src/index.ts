@@ -12,8 +12,8 @@
  * is the only mover. docs/api.md lists every name (scripts/api-list.mjs
  * writes it, test/api-list.test.ts checks it).
  *
- * Layers, lowest first (test/helpers/architecture-layers.ts holds the table):
- * facts · sessions → containment → ownership → supervisor → acpx → cli → openclaw.
+ * The order of the layers, and of the folders inside a layer, is
+ * test/helpers/layer-order.mjs's (the architecture test holds imports to it).
  */
 
 // ── live process facts (CONTRACT §1) ──

@@ -105,7 +105,8 @@ export type { IntakeRefusal, IntakeStatus } from "./connection/session-budget.js
 export type { SessionAgentState } from "./connection/session-controls.js";
 export type { ControllerLogger } from "./report/logger.js";
 export { fixtureAgentPath } from "./launch/fixture-agent.js";
-export { AcpxRawSessionError, type RawAdapter, type RawAdapterInput } from "./sessions/raw-adapter.js";
+export { AcpxRawSessionError } from "./sessions/raw-session-error.js";
+export type { RawAdapter, RawAdapterInput } from "./sessions/raw-adapter.js";
 export {
   LIFELINE_FD,
   parseReportLine,

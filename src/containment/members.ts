@@ -16,7 +16,7 @@
  */
 import { promises as fsp } from "node:fs";
 import { dirname } from "node:path";
-import { sameStart } from "../facts/identity.js";
+import { sameProcess } from "../facts/identity.js";
 import { readStatSync } from "../facts/procfs.js";
 import { enterCgroupAsync, type EnterOutcome } from "./enter.js";
 import { faultOf } from "./errors.js";
@@ -81,7 +81,7 @@ export async function thaw(cg: LeaseCgroup): Promise<void> {
  * (start time read again right before the write). "gone": it exited.
  */
 export async function moveOut(m: ListedMember, to: string): Promise<EnterOutcome> {
-  if (!sameStart(readStatSync(m.pid)?.startTime, m.startTime)) return { outcome: "gone" };
+  if (!sameProcess(readStatSync(m.pid), m)) return { outcome: "gone" };
   return enterCgroupAsync(to, m.pid);
 }
 

@@ -3,10 +3,12 @@
  * kill(2) means here. Nothing else in src/facts names an errno; a caller
  * reads the FactsFault (a closed union, so comparing it with an errno name
  * fails to type-check) and decides what it means there. The layers above
- * read their own map (containment/errors.ts, ownership/leases/host-faults.ts);
+ * read their own map (containment/errors.ts, ownership/leases/host-faults.ts)
+ * or this one: the session wrapper asks it, since host-faults.ts reads
+ * /proc/self/limits when loaded and every wrapper start would pay for it;
  * test/architecture.test.ts finds an errno named anywhere else.
  *
- * - missing: ENOENT (the /proc entry is gone)
+ * - missing: ENOENT (the /proc entry is gone; for the wrapper, the command it spawns)
  * - no-process: ESRCH
  * - denied: EACCES, EPERM
  * - invalid: EINVAL

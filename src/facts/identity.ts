@@ -59,16 +59,6 @@ export function sameProcess(a: IdentityLike | null | undefined, b: IdentityLike 
 }
 
 /**
- * Two start times, as read, are the same one: both present and equal as
- * text. For a caller that already holds the pid (a re-read of the same pid,
- * a listed member read again); it says nothing about whether either was
- * readable, which compareIdentity does.
- */
-export function sameStart(a: IdentityLike["startTime"], b: IdentityLike["startTime"]): boolean {
-  return a !== undefined && a !== null && b !== undefined && b !== null && startText(a) === startText(b);
-}
-
-/**
  * A start time that was read: every backend writes one as a decimal string
  * (facts/types.ts); anything else (empty, missing, garbled) was not read.
  */

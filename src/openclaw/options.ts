@@ -6,7 +6,7 @@
  */
 import { isAbsolute } from "node:path";
 import type { McpServer } from "@agentclientprotocol/sdk";
-import { assertAuthInput } from "../acpx/connection/handshake.js";
+import { assertAuthInput } from "../acpx/connection/handshake-steps.js";
 import { assertEnvRemove } from "../acpx/launch/wrapper-env.js";
 import { assertSessionLimits } from "../acpx/sessions/session-limits.js";
 import type { AcpAuthInput, SessionLimits } from "../acpx/connection/types.js";

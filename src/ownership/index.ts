@@ -1,8 +1,7 @@
 // Public surface of src/ownership, re-exported from the package root.
 //
-// Data flow: facts → ownership → acpx / supervisor. Nothing here imports from above.
-// Inside, a folder imports only the folders before it: leases → verify → terminate → lifecycle → host → keeper
-// (test/helpers/architecture-layers.ts OWNERSHIP_LAYERS checks it).
+// Nothing here imports from a layer above, and inside, a folder imports only the folders before it:
+// both orders are test/helpers/layer-order.mjs's (LAYERS, OWNERSHIP_LAYERS), which the architecture test checks.
 // - leases/instance-id.ts loadOrCreateGatewayInstanceId: <stateDir>/gateway-instance-id, link()-exclusive create
 // - leases/lease-reader.ts openLeaseReader: the store's two reads, for callers outside the lifecycle (the package root's only view of leases)
 // - leases/lease-store.ts one 0600 JSON file per lease under <stateDir>/acpx/leases (live) and …/archive (closed/lost); its reads in lease-store-read.ts, list and expire in lease-store-list.ts
@@ -98,7 +97,7 @@ export { summarizeKill, type TreeKillMember, type TreeKillSummary } from "./term
 export type { KillTarget } from "./verify/verify-state.js";
 export { verifyLegacyRecord } from "./verify/legacy.js";
 export type { LegacySessionRecord } from "./verify/legacy.js";
-export type { RemnantRefusal } from "./verify/remnants.js";
+export type { RemnantRefusal } from "./verify/verify-state.js";
 export { settleLease, settleUnstarted } from "./lifecycle/lifecycle.js";
 export type {
   LifecycleDeps,

@@ -12,12 +12,8 @@ import { randomUUID } from "node:crypto";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import { AcpClient } from "../../src/acpx/connection/acp-client.js";
-import {
-  explainHandshakeFailure,
-  handshake,
-  HandshakeFailure,
-  type HandshakeOptions,
-} from "../../src/acpx/connection/handshake.js";
+import { explainHandshakeFailure, handshake, type HandshakeOptions } from "../../src/acpx/connection/handshake.js";
+import { HandshakeFailure } from "../../src/acpx/connection/handshake-steps.js";
 import { startTurn } from "../../src/acpx/connection/prompt-turn.js";
 import {
   AcpxPromptAbortError,

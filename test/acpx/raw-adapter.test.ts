@@ -9,7 +9,7 @@ import { Readable, Writable } from "node:stream";
 import { describe, expect, it } from "vitest";
 import { client, ndJsonStream, type SessionNotification } from "@agentclientprotocol/sdk";
 import { createAcpxLifecycleController } from "../../src/acpx/controller/controller.js";
-import { AcpxRawSessionError } from "../../src/acpx/sessions/raw-adapter.js";
+import { AcpxRawSessionError } from "../../src/acpx/sessions/raw-session-error.js";
 import {
   agentArgv,
   alive,

@@ -1,8 +1,9 @@
 // errno-map: an errno's name (any key of os.constants.errno: "ESRCH",
 // "ENOENT", …) as a string or an object key in src/ outside ERRNO_HOMES, the
-// one map of each layer; the layers above ownership read ownership's. Each
-// map answers with a word of a closed union (containment's Fault, facts'
-// FactsFault, ownership's HostFault), so a caller's `fault === "ESRCH"` fails
+// one map of each layer; the layers above ownership read ownership's, or
+// facts' (the session wrapper's start, see facts/errno.ts). Each map answers
+// with a word of a closed union (containment's Fault, facts' FactsFault,
+// ownership's HostFault), so a caller's `fault === "ESRCH"` fails
 // to type-check; this finds the name spelled anywhere else (a comparison, a
 // switch, a Set of codes, a map of its own). A spelling rule, but over a
 // closed set of names: no errno can be written without one of them.
@@ -21,7 +22,7 @@ function stringOf(n: unknown): string | null {
   return null;
 }
 
-/** The one errno map of each layer; the layers above ownership read ownership's. */
+/** The one errno map of each layer; the layers above ownership read ownership's, or facts'. */
 export const ERRNO_HOMES: ReadonlySet<string> = new Set([
   "src/facts/errno.ts",
   "src/containment/errors.ts",

@@ -23,7 +23,7 @@
 // - start-time: a facts start time compared for equality (===, !==, a
 //   switch, Object.is, includes/indexOf/has/get, a string method), also
 //   through String() or a template, outside src/facts/: identity is
-//   compareIdentity/sameProcess/sameStart's (facts/identity.ts). An age
+//   compareIdentity/sameProcess's (facts/identity.ts). An age
 //   order (`Number(a.startTime) > Number(b)`) is not an identity question.
 import { join } from "node:path";
 import { createRequire } from "node:module";
@@ -44,7 +44,7 @@ const FIELD_RULES: readonly FieldRule[] = [
   {
     rule: "start-time",
     field: "startTime",
-    what: "a start time compared by hand outside src/facts/: ask sameStart/compareIdentity (facts/identity.ts)",
+    what: "a start time compared by hand outside src/facts/: ask sameProcess/compareIdentity (facts/identity.ts)",
   },
 ];
 

@@ -1,17 +1,9 @@
-// The layers of src/ and the folders of src/ownership/ and src/acpx/ (their
-// tables are layer-order.mjs's): the layer-import rule (architecture.ts)
-// reads them, and layerDiagram() draws them for README.md and
-// docs/architecture.md.
+// The layers of src/ and the folders of each layer that orders its own (the
+// tables are layer-order.mjs's, which scripts/import-graph.mjs reads too):
+// the layer-import rule (architecture.ts) reads them, and layerDiagram()
+// draws them for README.md and docs/architecture.md, which the test compares.
 import { posix } from "node:path";
-import { ACPX_LAYERS, FOLDER_LAYERS, LAYERS, orderProblem, OWNERSHIP_LAYERS } from "./layer-order.mjs";
-
-/**
- * The order itself (LAYERS; inside src/ownership/, src/acpx/, src/supervisor/ and src/cli/, their
- * folders' tables) is layer-order.mjs's, which scripts/import-graph.mjs
- * reads too. README.md and docs/architecture.md show the diagram
- * layerDiagram() draws from it, and the test compares them.
- */
-export { ACPX_LAYERS, LAYERS, OWNERSHIP_LAYERS };
+import { FOLDER_LAYERS, LAYERS, orderProblem } from "./layer-order.mjs";
 
 /** What each layer is, in the diagram. */
 export const LAYER_ROLES: Readonly<Record<string, string>> = Object.freeze({

@@ -15,9 +15,9 @@
 //   enter.ts's. The name built from parts counts too (a "procs" literal
 //   joined with "cgroup").
 // - layer-import: an import (static, `export … from`, dynamic, or a type's `import("…").T`) that runs
-//   up the layers (LAYERS, architecture-layers.ts), across a rank (the plugin importing the
-//   CLI), or out of sessions/; inside src/ownership/, one that runs up its
-//   folders (OWNERSHIP_LAYERS).
+//   up the layers, across a rank (the plugin importing the CLI), or out of
+//   sessions/; inside a layer whose folders are ordered, one that runs up
+//   its folders (both orders: layer-order.mjs, read by architecture-layers.ts).
 // - kill-order: a function that names SIGTERM and then SIGKILL (a hand-written
 //   TERM → grace → KILL) outside KILL_ORDER_HOME, the one escalate: the tree
 //   kill, the wrapper's group and a run's handle all call it. It reads

@@ -25,7 +25,6 @@ import { describeEnd, type SessionEnd } from "../launch/wrapper-end.js";
 import { hostLimitOf } from "../launch/early-exit.js";
 import { openAcpSession, type OpenedSession } from "./resume.js";
 import {
-  assertAuthInput,
   authMethodsOf,
   formatAuthMethods,
   HandshakeFailure,
@@ -34,9 +33,6 @@ import {
   type StepRunner,
 } from "./handshake-steps.js";
 import { sessionIdProblem } from "./session-id.js";
-
-// the steps, the failure and the auth, for the callers that know them from here
-export { assertAuthInput, authMethodsOf, formatAuthMethods, HandshakeFailure, type HandshakeStep, type StepRunner };
 
 export interface HandshakeOptions {
   cwd: string;

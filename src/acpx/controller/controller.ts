@@ -37,7 +37,8 @@ import { assertPromptOptions, sessionEndedError } from "../connection/prompt-tur
 import { AcpxControllerDisposedError, AcpxSessionBusyError, AcpxSessionClosedError } from "../report/errors.js";
 import { ControllerEnd, guardAfterDispose, settleOnDispose, type EndedAs } from "./controller-guard.js";
 import { ControllerHooks } from "./controller-hooks.js";
-import { AcpxRawSessionError, rawAdapterOf, type RawAdapter, type RawAdapterInput } from "../sessions/raw-adapter.js";
+import { rawAdapterOf, type RawAdapter, type RawAdapterInput } from "../sessions/raw-adapter.js";
+import { AcpxRawSessionError } from "../sessions/raw-session-error.js";
 import { mismatchError, reuseOrOpen } from "../sessions/session-reuse.js";
 import { assertHandle, controlTargetOf } from "../sessions/live-sessions.js";
 import type { ControlTarget } from "../connection/session-controls.js";

@@ -12,7 +12,7 @@
 import type { McpServer } from "@agentclientprotocol/sdk";
 import { checkCwd } from "../../ownership/index.js";
 import { assertOwnerKeys } from "../../sessions/index.js";
-import { assertAuthInput } from "../connection/handshake.js";
+import { assertAuthInput } from "../connection/handshake-steps.js";
 import { assertSessionLimits, enforcedLimits, type EnforcedLimits } from "./session-limits.js";
 import type { AcpAuthInput, AcpRuntimeEnsureInput } from "../connection/types.js";
 import { assertEnvRemove } from "../launch/wrapper-env.js";

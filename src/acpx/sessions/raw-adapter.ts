@@ -20,9 +20,6 @@ import { newSessionRecord } from "./session-store.js";
 import type { AcpRuntimeEnsureInput, AcpRuntimeHandle } from "../connection/types.js";
 import type { CloseReport } from "./types.js";
 
-// its error, for the callers that know it from here
-export { AcpxRawSessionError } from "./raw-session-error.js";
-
 /** What spawnRawAdapter takes: ensureSession's input without the ACP parts (auth, MCP servers, resume). */
 export type RawAdapterInput = Omit<
   AcpRuntimeEnsureInput,

@@ -52,7 +52,7 @@ import { spawn, type ChildProcess } from "node:child_process";
 import { writeSync } from "node:fs";
 import { constants } from "node:os";
 import { enterCgroup, isInCgroup } from "../../containment/enter.js";
-import { hostFaultOfCode } from "../../ownership/leases/host-faults.js";
+import { factsFaultOfCode } from "../../facts/errno.js";
 import { getProcessFacts } from "../../facts/get.js";
 import { loadNative } from "../../facts/native.js";
 import { createNoneFacts } from "../../facts/none.js";
@@ -261,7 +261,7 @@ function spawnFailed(err: NodeJS.ErrnoException): void {
   const code = typeof err.code === "string" ? err.code : "EUNKNOWN";
   lifeline?.send({ type: "spawn-error", code, message: err.message });
   stderr(`proclease wrapper: cannot start adapter: ${err.message}`);
-  process.exit(hostFaultOfCode(code) === "missing" ? EXIT_NOT_FOUND : EXIT_CANNOT_EXECUTE);
+  process.exit(factsFaultOfCode(code) === "missing" ? EXIT_NOT_FOUND : EXIT_CANNOT_EXECUTE);
 }
 
 function forward(sig: NodeJS.Signals): void {

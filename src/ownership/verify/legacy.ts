@@ -21,7 +21,7 @@
  *   lease store. Members come from parent links only: a legacy record has no
  *   verified group and no env marker.
  */
-import { sameStart } from "../../facts/identity.js";
+import { compareIdentity, isKnownStartTime } from "../../facts/identity.js";
 import { isAlive } from "../../facts/liveness.js";
 import { createHash } from "node:crypto";
 import { realpath } from "node:fs/promises";
@@ -135,7 +135,11 @@ async function liveRoot(
     return { failed: rootRows.inspectFailed() };
   }
   if (d === null) return { failed: rootRows.exitedDuringVerification(pid) };
-  if (!sameStart(d.startTime, root.startTime)) return { failed: rootRows.reusedDuringVerification() };
+  // A start time neither read gives is left to the checks that follow: a legacy record stores none to
+  // hold it against, and the signal path refuses a process it cannot compare (facts/signal.ts). One read
+  // with a start time and one without are not the same process's.
+  if (compareIdentity(d, root) === "different" || isKnownStartTime(d.startTime) !== isKnownStartTime(root.startTime))
+    return { failed: rootRows.reusedDuringVerification() };
   return { snapshot, root, d };
 }
 

@@ -29,8 +29,6 @@ import type { ProcessDetails, ProcessFacts, ProcessInfo, ProcessSnapshot } from 
 import { collectTree } from "./collect.js";
 import { checkSignalTarget } from "../../facts/guards.js";
 import type { KillTarget, RemnantRefusal } from "./verify-state.js";
-
-export type { RemnantRefusal };
 import { START_CLOCK_SLACK_MS, startTimeToEpochMs, type StartClock } from "./start-clock.js";
 import { markerVerdict } from "./markers.js";
 import { evidence } from "./evidence.js";

@@ -6,8 +6,7 @@
  */
 import type { SpawnedProcess } from "../adapters/adapter.js";
 import { CappedOutput } from "../shared/output.js";
-import type { RunContext } from "./context.js";
-import type { Run } from "./run.js";
+import type { Run, RunContext } from "./run.js";
 
 export interface CapturedOutput {
   /** what was kept ("" when the run does not capture) */

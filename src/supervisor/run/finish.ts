@@ -8,9 +8,8 @@
 import type { AdapterExit, SpawnedProcess } from "../adapters/adapter.js";
 import type { RunExit } from "../shared/types.js";
 import type { CapturedOutput } from "./capture.js";
-import type { RunContext } from "./context.js";
 import { exitFor, exitReason } from "./result.js";
-import type { Run } from "./run.js";
+import type { Run, RunContext } from "./run.js";
 
 export function finishOnExit(
   run: Run,

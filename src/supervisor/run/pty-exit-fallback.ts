@@ -10,8 +10,6 @@ import { provablyGone } from "../../facts/liveness.js";
 import type { AdapterExit, SpawnedProcess } from "../adapters/adapter.js";
 import type { ExitFallback, Run, RunContext } from "./run.js";
 
-export type { ExitFallback };
-
 export function createExitFallback(run: Run, ctx: RunContext, proc: SpawnedProcess, rootPid: number): ExitFallback {
   let timer: NodeJS.Timeout | undefined;
   let resolveExit: ((exit: AdapterExit) => void) | undefined;

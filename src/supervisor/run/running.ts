@@ -11,12 +11,11 @@ import { untilSessionLeader } from "../adapters/pty.js";
 import type { SpawnedProcess } from "../adapters/adapter.js";
 import type { ManagedRun } from "../shared/types.js";
 import { captureOutput } from "./capture.js";
-import type { RunContext } from "./context.js";
 import { armDeadlines } from "./deadlines.js";
 import { finishOnExit } from "./finish.js";
 import { createExitFallback } from "./pty-exit-fallback.js";
 import { readRootStart } from "./root-start.js";
-import type { Run } from "./run.js";
+import type { Run, RunContext } from "./run.js";
 
 export async function enterRunning(
   run: Run,

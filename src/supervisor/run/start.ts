@@ -16,8 +16,7 @@ import { spawnChild } from "../adapters/child.js";
 import { loadPtyModule, ptyArgv, spawnPty, type PtyModule } from "../adapters/pty.js";
 import type { RunLeases } from "../hold/durability.js";
 import type { SpawnInput, TerminationReason } from "../shared/types.js";
-import type { RunContext } from "./context.js";
-import type { Run } from "./run.js";
+import type { Run, RunContext } from "./run.js";
 
 export type StartResult =
   | { kind: "started"; proc: SpawnedProcess }

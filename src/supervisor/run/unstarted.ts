@@ -16,9 +16,8 @@
  * the cgroup of a run without a lease is removed.
  */
 import type { ManagedRun } from "../shared/types.js";
-import type { RunContext } from "./context.js";
 import { exitFor } from "./result.js";
-import type { Run } from "./run.js";
+import type { Run, RunContext } from "./run.js";
 import type { StartResult } from "./start.js";
 
 export async function endUnstarted(
