@@ -88,6 +88,35 @@ describe("an agent that never reads its answers", () => {
     expect(r!.closeLoopMs).toBeLessThan(LOOP_LIMIT_MS);
   }, 180_000);
 
+  it("sends 40 permission requests of 2 MiB each while the hook waits: once 16 MiB wait, its stdout is held; memory stays bounded", async () => {
+    const run = await runGateway("perm-bytes", {
+      command: hostileAgent("perm-bytes", {
+        onMessage: floodOnPrompt(
+          40,
+          "session/request_permission",
+          `{ sessionId, toolCall: { toolCallId: "t" + i, content: [{ type: "content", content: { type: "text", text: "d".repeat(2 * 1024 * 1024) } }] }, options: [{ optionId: "a", name: "Allow", kind: "allow_once" }] }`,
+        ),
+      }),
+      hook: "never",
+      prompt: "go",
+      until: { held: true },
+      deadlineMs: 30_000,
+    });
+    console.log(`large permission requests, hook waiting: ${describeRun(run)}`);
+    const r = run.result;
+    expect(r, describeRun(run)).toBeDefined();
+    expect(r!.conditionMet).toBe(true);
+    expect(r!.intake!.requestHolds).toBe(1);
+    // the bound, plus what was read before the hold took effect: one message and the rest of its pipe chunk
+    expect(r!.intake!.requestBytesInFlight).toBeLessThanOrEqual(16 * MiB + 2 * MiB + 64 * 1024);
+    expect(r!.intake!.requestsInFlight).toBeLessThan(40);
+    expect(r!.intake!.refused).toEqual({});
+    expect(r!.heapGrowthMb).toBeLessThan(64);
+    expect(r!.floodLoopMs).toBeLessThan(LOOP_LIMIT_MS);
+    expect(r!.closeOutcome).toBe("closed");
+    expect(r!.closeMs).toBeLessThan(CLOSE_LIMIT_MS);
+  }, 120_000);
+
   it("sends 100,000 permission requests with no hook: each is answered at once; past the answer bound the agent is held", async () => {
     const run = await runGateway("perm-none", {
       command: hostileAgent("perm-none", {

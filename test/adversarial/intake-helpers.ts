@@ -18,6 +18,8 @@ const STDERR_KEPT = 1024 * 1024;
 
 export interface IntakeStatusSeen {
   requestsInFlight: number;
+  requestBytesInFlight: number;
+  requestHolds: number;
   queuedAnswerBytes: number;
   answerHolds: number;
   refused: Record<string, number>;
@@ -87,6 +89,8 @@ export async function runGateway(label: string, cfg: GatewayConfig): Promise<Gat
   );
   let result: GatewayResult | undefined;
   for await (const line of createInterface({ input: child.stdout! })) {
+    // the controller's logger is console: its info lines share stdout with the report
+    if (!line.startsWith('{"type":')) continue;
     const ev = JSON.parse(line) as { type: string; leaseId?: string } & GatewayResult;
     if (ev.type === "ready") trackLease(ev.leaseId!);
     if (ev.type === "result") result = ev;

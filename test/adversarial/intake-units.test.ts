@@ -152,23 +152,46 @@ const limits = (over: Partial<ResolvedIntakeLimits> = {}): ResolvedIntakeLimits 
 describe("SessionBudget", () => {
   it("admits requests up to the bound, refuses a duplicate id, and frees a slot with the answer", () => {
     const b = new SessionBudget(limits({ maxRequestsInFlight: 2 }), {}, () => "k");
-    expect([b.admitRequest("n1"), b.admitRequest("n1"), b.admitRequest("n2"), b.admitRequest("n3")]).toEqual([
-      "ok",
-      "duplicate",
-      "ok",
-      "full",
-    ]);
+    expect([
+      b.admitRequest("n1", 10),
+      b.admitRequest("n1", 10),
+      b.admitRequest("n2", 10),
+      b.admitRequest("n3", 10),
+    ]).toEqual(["ok", "duplicate", "ok", "full"]);
     b.answered("n1");
-    expect(b.admitRequest("n3")).toBe("ok");
+    expect(b.admitRequest("n3", 10)).toBe("ok");
     expect(b.status().requestsInFlight).toBe(2);
+  });
+
+  it("holds stdout while the bytes of unanswered requests pass their bound, lets go at half, and releases it at close", () => {
+    const gate = new FakeGate();
+    const b = new SessionBudget(limits({ maxRequestBytesInFlight: 1000 }), {}, () => "k");
+    b.bindStdout(gate);
+    const held = () => [...gate.holders].some((h) => h !== b);
+    // one request larger than the bound is admitted (its line is already read); only the hold answers it
+    expect(b.admitRequest("n1", 1500)).toBe("ok");
+    expect(held()).toBe(true);
+    expect(b.admitRequest("n2", 400)).toBe("ok");
+    b.answered("n1");
+    // 400 is under half of 1000: read again
+    expect(held()).toBe(false);
+    expect(b.admitRequest("n3", 700)).toBe("ok");
+    expect(held()).toBe(true);
+    expect(b.status()).toMatchObject({ requestsInFlight: 2, requestBytesInFlight: 1100, requestHolds: 2 });
+    // the answer queue's hold is its own: passing that bound and draining it leaves the request hold on
+    b.queue(5000);
+    b.drained(5000);
+    expect(held()).toBe(true);
+    b.close(new Error("closed"));
+    expect(gate.holders.size).toBe(0);
   });
 
   it("holds stdout past the answer bound, lets go below half; a reservation waits for room, one alone always fits", async () => {
     const gate = new FakeGate();
     const b = new SessionBudget(limits({ maxQueuedAnswerBytes: 1000 }), {}, () => "k");
     b.bindStdout(gate);
-    b.admitRequest("n1");
-    b.admitRequest("n2");
+    b.admitRequest("n1", 10);
+    b.admitRequest("n2", 10);
     // alone, a reservation larger than the bound goes through
     await b.answerBudget("n1").reserve(5000);
     expect(gate.holds(b)).toBe(true);
@@ -249,6 +272,7 @@ describe("intakeLimits", () => {
       maxJsonDepth: 64,
       maxJsonValues: 100_000,
       maxRequestsInFlight: 64,
+      maxRequestBytesInFlight: 16 * MiB,
       maxQueuedAnswerBytes: 16 * MiB,
       maxLogBytesPerSecond: 64 * 1024,
     });

@@ -37,6 +37,16 @@ const DEFAULT_MAX_JSON_DEPTH = 64;
 const DEFAULT_MAX_JSON_VALUES = 100_000;
 /** Default bound on agent → client requests (fs, permission, terminal) unanswered at once. */
 const DEFAULT_MAX_REQUESTS_IN_FLIGHT = 64;
+/**
+ * Default bound on the bytes of agent → client requests unanswered at once
+ * (their lines as read). An admitted request's message stays alive until it
+ * is answered, and a gateway holds a few copies of it while it works (the
+ * parsed content, the bytes it writes), so 64 unanswered writes of a few MiB
+ * each cost hundreds of MB; a fuzzed agent reached 257 MB of RSS with 42.
+ * 16 MiB lets a default-sized write through alone and several small ones
+ * beside it.
+ */
+const DEFAULT_MAX_REQUEST_BYTES_IN_FLIGHT = 16 * MiB;
 /** Default bound on answer bytes queued for the agent (written, not yet taken by its stdin pipe) and being built. */
 const DEFAULT_MAX_QUEUED_ANSWER_BYTES = 16 * MiB;
 /** Default bound on the log bytes one session may produce per second; past it lines are dropped and counted. */
@@ -55,6 +65,8 @@ export interface IntakeLimits {
   maxJsonValues?: number;
   /** agent → client requests unanswered at once (default 64; 1 to 4096) */
   maxRequestsInFlight?: number;
+  /** bytes of agent → client requests unanswered at once (default 16 MiB; 64 KiB to 1 GiB) */
+  maxRequestBytesInFlight?: number;
   /** answer bytes queued for an agent that does not read, and being built (default 16 MiB; 64 KiB to 1 GiB) */
   maxQueuedAnswerBytes?: number;
   /** log bytes per second for one session (default 64 KiB; 1 KiB to 64 MiB) */
@@ -69,6 +81,7 @@ export const DEFAULT_INTAKE_LIMITS: Readonly<ResolvedIntakeLimits> = Object.free
   maxJsonDepth: DEFAULT_MAX_JSON_DEPTH,
   maxJsonValues: DEFAULT_MAX_JSON_VALUES,
   maxRequestsInFlight: DEFAULT_MAX_REQUESTS_IN_FLIGHT,
+  maxRequestBytesInFlight: DEFAULT_MAX_REQUEST_BYTES_IN_FLIGHT,
   maxQueuedAnswerBytes: DEFAULT_MAX_QUEUED_ANSWER_BYTES,
   maxLogBytesPerSecond: DEFAULT_MAX_LOG_BYTES_PER_SECOND,
 });
@@ -86,6 +99,7 @@ const RANGES: Readonly<Record<keyof IntakeLimits, Range>> = Object.freeze({
   maxJsonDepth: { min: 8, max: 1000, unit: "levels" },
   maxJsonValues: { min: 1000, max: 10_000_000, unit: "values" },
   maxRequestsInFlight: { min: 1, max: 4096, unit: "requests" },
+  maxRequestBytesInFlight: { min: 64 * KiB, max: 1024 * MiB, unit: "bytes" },
   maxQueuedAnswerBytes: { min: 64 * KiB, max: 1024 * MiB, unit: "bytes" },
   maxLogBytesPerSecond: { min: KiB, max: 64 * MiB, unit: "bytes" },
 });

@@ -17,7 +17,7 @@
  *   message that is no JSON-RPC is answered here without echoing it (the
  *   SDK would echo it whole as the error's data), and a request past
  *   `maxRequestsInFlight`, or reusing an id still unanswered, is refused
- *   here. (The SDK writes those cases to the gateway's stderr with
+ *   here; past `maxRequestBytesInFlight` the budget holds stdout instead. (The SDK writes those cases to the gateway's stderr with
  *   console.error, raw and unbounded.)
  * Ids of a re-adopted session (durable/adopt.ts): the old gateway's turn
  * may still be in flight under an id this connection's SDK would use again,
@@ -79,6 +79,8 @@ interface Request {
   message: AnyMessage;
   id: JsonRpcId;
   method: string;
+  /** its line's length, charged to the budget while it is in flight */
+  bytes: number;
 }
 
 /** The key a JSON-RPC id is tracked by (1 and "1" are different ids). */
@@ -212,11 +214,11 @@ export class IntakeStream {
       this.writeLine(errorLine(null, PARSE_ERROR, "Parse error"));
       return undefined;
     }
-    return this.route(msg, c);
+    return this.route(msg, line.length, c);
   }
 
   /** A parsed message to the SDK, or refused here; a request that found the flight full is returned. */
-  private route(msg: unknown, c: Controller): Request | undefined {
+  private route(msg: unknown, bytes: number, c: Controller): Request | undefined {
     const b = this.i.budget;
     if (
       typeof msg !== "object" ||
@@ -237,7 +239,7 @@ export class IntakeStream {
         const why = `request ids are at most ${MAX_REQUEST_ID_CHARS} characters, this one has ${id.length}`;
         b.refuse("id-too-long", why);
         this.writeLine(refusalLine(null, "id-too-long", why, MAX_REQUEST_ID_CHARS));
-      } else return this.admit({ message: m as AnyMessage, id, method: m.method }, c, false);
+      } else return this.admit({ message: m as AnyMessage, id, method: m.method, bytes }, c, false);
       return undefined;
     }
     if ("id" in m && isId(m.id)) {
@@ -267,7 +269,7 @@ export class IntakeStream {
    */
   private admit(r: Request, c: Controller, final: boolean): Request | undefined {
     const b = this.i.budget;
-    const verdict = b.admitRequest(idKey(r.id));
+    const verdict = b.admitRequest(idKey(r.id), r.bytes);
     if (verdict === "ok") {
       c.enqueue(r.message);
       return undefined;

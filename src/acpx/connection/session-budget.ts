@@ -3,7 +3,12 @@
  * counted and charged before it is allocated, in one place.
  * - Requests in flight: an agent → client request (fs, permission,
  *   terminal) is admitted while fewer than `maxRequestsInFlight` are
- *   unanswered; past it the agent gets an ACP error at once.
+ *   unanswered; past it the agent gets an ACP error at once. Their bytes
+ *   (each request's line as read) are charged from admission to answer:
+ *   past `maxRequestBytesInFlight` the agent's stdout is held until the
+ *   answers bring them down to half. A request holds its parsed message
+ *   (and the gateway's work on it) until it is answered, so their count
+ *   alone does not bound memory: 64 writes of a few MiB each do not fit.
  * - Answer bytes: every line written to the agent's stdin is charged until
  *   its pipe took it, and an answer that may be large (an fs read, a
  *   terminal's output) reserves its size before it is built (a read
@@ -44,6 +49,10 @@ export type IntakeRefusal =
 export interface IntakeStatus {
   /** agent → client requests unanswered now */
   requestsInFlight: number;
+  /** bytes of those requests (their lines as read) */
+  requestBytesInFlight: number;
+  /** how many times the request bytes passed their bound and held the agent's stdout */
+  requestHolds: number;
   /** answer bytes queued for the agent or reserved by answers being built */
   queuedAnswerBytes: number;
   /** how many times the answer queue passed its bound and held the agent's stdout */
@@ -79,6 +88,11 @@ interface Waiter {
 export class SessionBudget {
   readonly log: SessionLog;
   private readonly inFlight = new Map<string, number>();
+  private readonly requestBytes = new Map<string, number>();
+  private requestBytesHeld = 0;
+  /** the gate's holder while the request bytes are over their bound (the budget itself holds it for the answer queue) */
+  private readonly requestHolder = {};
+  private requestHolds = 0;
   private queued = 0;
   private reserved = 0;
   private waiters: Waiter[] = [];
@@ -109,11 +123,20 @@ export class SessionBudget {
 
   // ── requests in flight ──
 
-  /** Admits an agent request by its id key, synchronously: "full" past the bound, "duplicate" for an id already unanswered. */
-  admitRequest(key: string): "ok" | "full" | "duplicate" {
+  /**
+   * Admits an agent request of `bytes` by its id key, synchronously: "full"
+   * past the count bound, "duplicate" for an id already unanswered. Its
+   * bytes are charged even past their bound (the line is already read): the
+   * bound holds stdout, so what is admitted past it is what was read before
+   * the hold took effect.
+   */
+  admitRequest(key: string, bytes: number): "ok" | "full" | "duplicate" {
     if (this.inFlight.has(key)) return "duplicate";
     if (this.inFlight.size >= this.limits.maxRequestsInFlight) return "full";
     this.inFlight.set(key, 0);
+    this.requestBytes.set(key, bytes);
+    this.requestBytesHeld += bytes;
+    this.settle();
     return "ok";
   }
 
@@ -122,6 +145,8 @@ export class SessionBudget {
     const held = this.inFlight.get(key);
     if (held === undefined) return;
     this.inFlight.delete(key);
+    this.requestBytesHeld -= this.requestBytes.get(key) ?? 0;
+    this.requestBytes.delete(key);
     this.waiters = this.waiters.filter((w) => {
       if (w.key !== key) return true;
       w.reject(new Error("the request was answered while its answer waited for room"));
@@ -190,14 +215,21 @@ export class SessionBudget {
       this.take(w.key, w.bytes);
       w.resolve();
     }
-    const max = this.limits.maxQueuedAnswerBytes;
-    const used = this.queued + this.reserved;
+    if (this.holdWhileOver(this, this.queued + this.reserved, this.limits.maxQueuedAnswerBytes)) this.holds++;
+    if (this.holdWhileOver(this.requestHolder, this.requestBytesHeld, this.limits.maxRequestBytesInFlight))
+      this.requestHolds++;
+  }
+
+  /** Holds stdout for `holder` once `used` passes `max`, lets go at half; true when a hold began. */
+  private holdWhileOver(holder: object, used: number, max: number): boolean {
     const gate = this.gate;
-    if (gate === undefined || this.closedWith !== undefined) return;
-    if (used > max && !gate.holds(this)) {
-      gate.hold(this);
-      this.holds++;
-    } else if (used <= max / 2 && gate.holds(this)) gate.release(this);
+    if (gate === undefined || this.closedWith !== undefined) return false;
+    if (used > max && !gate.holds(holder)) {
+      gate.hold(holder);
+      return true;
+    }
+    if (used <= max / 2 && gate.holds(holder)) gate.release(holder);
+    return false;
   }
 
   // ── terminals ──
@@ -219,12 +251,14 @@ export class SessionBudget {
     if (this.closedWith) return;
     this.closedWith = reason;
     for (const w of this.waiters.splice(0)) w.reject(reason);
-    if (this.gate?.holds(this)) this.gate.release(this);
+    for (const holder of [this, this.requestHolder]) if (this.gate?.holds(holder)) this.gate.release(holder);
   }
 
   status(): IntakeStatus {
     return {
       requestsInFlight: this.inFlight.size,
+      requestBytesInFlight: this.requestBytesHeld,
+      requestHolds: this.requestHolds,
       queuedAnswerBytes: this.queued + this.reserved,
       answerHolds: this.holds,
       refused: { ...this.refusedBy },
