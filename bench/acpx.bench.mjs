@@ -25,7 +25,7 @@ import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "n
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
-import { adopted, check, countedFacts, median, now, printTable, fmtMs, alive } from "./lib.mjs";
+import { adopted, check, countedFacts, median, now, printTable, fmtMs, alive, carriersOfAny } from "./lib.mjs";
 
 function killQuietly(pid) {
   try {
@@ -47,24 +47,6 @@ const { openLeaseStore, computeCommandHash, loadOrCreateGatewayInstanceId } = aw
 );
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
-
-/** Live pids whose environment names any of `leaseIds` as its lease (one pass over /proc). */
-function carriersOfAny(leaseIds) {
-  const key = "OPENCLAW_ACPX_LEASE_ID=";
-  const out = [];
-  for (const d of readdirSync("/proc")) {
-    if (!/^\d+$/.test(d)) continue;
-    try {
-      const entry = readFileSync(`/proc/${d}/environ`, "latin1")
-        .split("\0")
-        .find((e) => e.startsWith(key));
-      if (entry !== undefined && leaseIds.has(entry.slice(key.length)) && alive(Number(d))) out.push(Number(d));
-    } catch {
-      /* gone */
-    }
-  }
-  return out;
-}
 
 function carriers(leaseId) {
   const needle = Buffer.from(`OPENCLAW_ACPX_LEASE_ID=${leaseId}\0`);

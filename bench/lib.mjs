@@ -105,6 +105,24 @@ export function alive(pid) {
   }
 }
 
+/** Live pids whose environment names any of `leaseIds` as its lease (one pass over /proc). */
+export function carriersOfAny(leaseIds) {
+  const key = "OPENCLAW_ACPX_LEASE_ID=";
+  const out = [];
+  for (const d of readdirSync("/proc")) {
+    if (!/^\d+$/.test(d)) continue;
+    try {
+      const entry = readFileSync(`/proc/${d}/environ`, "latin1")
+        .split("\0")
+        .find((e) => e.startsWith(key));
+      if (entry !== undefined && leaseIds.has(entry.slice(key.length)) && alive(Number(d))) out.push(Number(d));
+    } catch {
+      /* gone */
+    }
+  }
+  return out;
+}
+
 /**
  * Starts argv in a session of its own whose parent is not this process: a
  * shell backgrounds it and exits, so init (or the nearest subreaper) adopts

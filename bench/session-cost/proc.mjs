@@ -1,7 +1,6 @@
 // What /proc says about one process or all of them, for the session-cost
-// bench: a process's private memory and CPU ticks, and which processes still
-// carry one of a set of lease ids.
-import { readdirSync, readFileSync } from "node:fs";
+// bench: a process's private memory and CPU ticks.
+import { readFileSync } from "node:fs";
 
 /** Private_Clean + Private_Dirty in kB, or null when the process is gone. */
 export function privateKb(pid) {
@@ -23,23 +22,6 @@ export function cpuTicks(pid) {
   } catch {
     return null;
   }
-}
-
-export function carriersOfAny(leaseIds) {
-  const key = "OPENCLAW_ACPX_LEASE_ID=";
-  const out = [];
-  for (const d of readdirSync("/proc")) {
-    if (!/^\d+$/.test(d)) continue;
-    try {
-      const entry = readFileSync(`/proc/${d}/environ`, "latin1")
-        .split("\0")
-        .find((e) => e.startsWith(key));
-      if (entry !== undefined && leaseIds.has(entry.slice(key.length))) out.push(Number(d));
-    } catch {
-      /* gone */
-    }
-  }
-  return out;
 }
 
 /** kB (privateKb) → MB, for the tables */
