@@ -161,6 +161,23 @@ d("re-adoption by proof (native wrapper, real processes)", () => {
     expect(h3.rootPid).toBe(h.rootPid);
   });
 
+  it("a turn started right before detach() whose prompt is still being written (1 MiB, in slices across loop turns) is in flight when the pipes close: the new controller adopts it", async () => {
+    const stateDir = tempStateDir("durable-flush");
+    const a = await controller(stateDir);
+    const h = await a.ensureSession({ sessionKey: KEY, agentId: "main", command: COMMAND });
+    trackLease(h.leaseId);
+    // Number() of the rest ignores the padding: the agent counts to 3
+    const t = a.startTurn(h, `/count 3${" ".repeat(1024 * 1024)}`);
+    t.result.catch(() => undefined);
+    await a.detach();
+    await expect(t.result).rejects.toMatchObject({ name: "AcpxControllerDisposedError", how: "detached" });
+    const b = await controller(stateDir);
+    const h2 = await b.ensureSession({ sessionKey: KEY, agentId: "main", command: COMMAND });
+    expect(h2).toMatchObject({ adopted: true, rootPid: h.rootPid });
+    expect(h2.turn, "the turn started before detach() is adopted").toBeDefined();
+    expect((await h2.turn!.result).stopReason).toBe("end_turn");
+  });
+
   it("the new controller's own requests while the adopted turn runs (three setMode calls) are answered, and the turn ends whole", async () => {
     const stateDir = tempStateDir("durable-ids");
     const a = await controller(stateDir);

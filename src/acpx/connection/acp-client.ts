@@ -224,6 +224,7 @@ export class AcpClient {
   }
 
   async prompt(sessionId: string, prompt: string | readonly ContentBlock[]): Promise<PromptAnswer> {
+    this.intake.promptAsked();
     const res = (await this.connection.agent.request(
       "session/prompt",
       promptParams(sessionId, prompt),
@@ -262,6 +263,11 @@ export class AcpClient {
   /** Rejects every pending request with `reason` and stops reading. */
   close(reason?: Error): void {
     this.connection.close(reason);
+  }
+
+  /** Every session/prompt asked for so far is in the adapter's stdin pipe, or `ms` passed (IntakeStream.promptsFlushed). */
+  promptsFlushed(ms: number): Promise<void> {
+    return this.intake.promptsFlushed(ms);
   }
 }
 

@@ -210,6 +210,17 @@ export class LiveSessions {
     live.conv.permissions.cancelAll(reason.message);
   }
 
+  /**
+   * detach(), before letGoDurable: each durable session's turns already
+   * started reach its wrapper (at most `ms`), so a turn its caller was told
+   * goes on is in flight when the pipes close, not lost with them. A
+   * second bounds it: a pipe that takes nothing (a stopped wrapper) must not
+   * hold the detach.
+   */
+  async flushDurablePrompts(ms = 1000): Promise<void> {
+    await Promise.all(this.all().map((l) => (l.launched.durable ? l.client?.promptsFlushed(ms) : undefined)));
+  }
+
   /** detach(): every running durable session let go (letGo); the keys of the others, to be closed. */
   letGoDurable(reason: Error): string[] {
     const others: string[] = [];
