@@ -17,6 +17,7 @@ import { afterAll, afterEach, describe, expect, it } from "vitest";
 import { cleanupAll } from "../acpx/controller-helpers.js";
 import { hostileAgent } from "./hostile-agent.js";
 import { describeRun, runGateway } from "./intake-helpers.js";
+import { QUEUED_WRITE_OVERHEAD } from "../../src/acpx/connection/answer-writer.js";
 
 afterEach(() => cleanupAll());
 
@@ -117,6 +118,30 @@ describe("an agent that never reads its answers", () => {
     expect(r!.closeMs).toBeLessThan(CLOSE_LIMIT_MS);
   }, 120_000);
 
+  it("sends 200,000 small permission requests with no hook, at the default bounds: each queued answer is charged what holding and making it costs, so the hold comes before the gateway's memory grows by 64 MB", async () => {
+    const run = await runGateway("perm-small", {
+      command: hostileAgent("perm-small", {
+        onMessage: floodOnPrompt(
+          200_000,
+          "session/request_permission",
+          `{ sessionId, toolCall: { toolCallId: "t" + i }, options: [{ optionId: "a", name: "Allow", kind: "allow_once" }] }`,
+        ),
+      }),
+      prompt: "go",
+      until: { held: true },
+      deadlineMs: 60_000,
+    });
+    console.log(`small permission flood, default bounds: ${describeRun(run)}`);
+    const r = run.result;
+    expect(r, describeRun(run)).toBeDefined();
+    expect(r!.conditionMet).toBe(true);
+    expect(r!.stdoutHeld).toBe(true);
+    // about 100 bytes an answer: charged by their bytes alone, 160,000 of them fit under 16 MiB
+    expect(r!.intake!.queuedAnswerBytes / (QUEUED_WRITE_OVERHEAD + 100)).toBeLessThan(10_000);
+    expect(r!.rssGrowthMb).toBeLessThan(64);
+    expect(r!.closeOutcome).toBe("closed");
+  }, 180_000);
+
   it("sends 100,000 permission requests with no hook: each is answered at once; past the answer bound the agent is held", async () => {
     const run = await runGateway("perm-none", {
       command: hostileAgent("perm-none", {
@@ -141,8 +166,9 @@ describe("an agent that never reads its answers", () => {
     expect(r!.stdoutHeld).toBe(true);
     expect(r!.intake!.requestsInFlight).toBe(0);
     expect(r!.intake!.refused).toEqual({});
-    // the bound, plus the answers to what was read before the hold took effect (one pipe chunk)
-    expect(r!.intake!.queuedAnswerBytes).toBeLessThanOrEqual(4 * MiB + 256 * 1024);
+    // the bound, plus the answers to what was read before the hold took effect: one 64 KiB pipe chunk of requests of over 100 bytes
+    const oneChunkOfAnswers = ((64 * 1024) / 100) * (QUEUED_WRITE_OVERHEAD + 100);
+    expect(r!.intake!.queuedAnswerBytes).toBeLessThanOrEqual(4 * MiB + oneChunkOfAnswers);
     expect(r!.closeOutcome).toBe("closed");
     expect(r!.closeMs).toBeLessThan(CLOSE_LIMIT_MS);
   }, 180_000);

@@ -16,6 +16,15 @@ import type { SessionBudget } from "./session-budget.js";
 
 /** strings longer than this are escaped in slices of this many UTF-16 units */
 export const SLICE_CHARS = 256 * 1024;
+/**
+ * What one queued write holds besides its bytes, charged with them: the
+ * stream's entry, its callback and the Buffer object. Measured with node 20
+ * on the dev box: 100,000 answers of about 100 bytes queued on a pipe
+ * nobody read held 213 bytes of heap and 565 of RSS each. Without it, an
+ * agent that never reads and sends small requests (a permission flood) had
+ * 160,000 answers queued under a 16 MiB bound before its stdout was held.
+ */
+export const QUEUED_WRITE_OVERHEAD = 2048;
 
 export class AnswerWriter {
   /** a placeholder no string of the message can spell: the nonce is this process's secret */
@@ -41,9 +50,9 @@ export class AnswerWriter {
   writeLine(line: string): void {
     if (!this.open) return;
     const bytes = Buffer.from(line, "utf8");
-    this.budget.queue(bytes.length);
+    const cost = this.charge(bytes);
     if (this.slicing) this.deferred.push(bytes);
-    else this.put(bytes);
+    else this.put(bytes, cost);
   }
 
   /** A message as one line; long strings in it are escaped slice by slice. Rejects when it cannot be serialised. */
@@ -67,7 +76,7 @@ export class AnswerWriter {
       this.slicing = false;
       const later = this.deferred;
       this.deferred = [];
-      for (const b of later) this.put(b);
+      for (const b of later) this.put(b, b.length + QUEUED_WRITE_OVERHEAD);
     }
   }
 
@@ -91,12 +100,17 @@ export class AnswerWriter {
   private writeNow(text: string): void {
     if (text.length === 0 || !this.open) return;
     const bytes = Buffer.from(text, "utf8");
-    this.budget.queue(bytes.length);
-    this.put(bytes);
+    this.put(bytes, this.charge(bytes));
   }
 
-  private put(bytes: Buffer): void {
-    const n = bytes.length;
-    this.out.write(bytes, () => this.budget.drained(n));
+  /** Charges a write from now until its pipe took it; answers its cost. */
+  private charge(bytes: Buffer): number {
+    const cost = bytes.length + QUEUED_WRITE_OVERHEAD;
+    this.budget.queue(cost);
+    return cost;
+  }
+
+  private put(bytes: Buffer, cost: number): void {
+    this.out.write(bytes, () => this.budget.drained(cost));
   }
 }
