@@ -17,12 +17,14 @@ import type { SessionBudget } from "./session-budget.js";
 /** strings longer than this are escaped in slices of this many UTF-16 units */
 export const SLICE_CHARS = 256 * 1024;
 /**
- * What one queued write holds besides its bytes, charged with them: the
- * stream's entry, its callback and the Buffer object. Measured with node 20
- * on the dev box: 100,000 answers of about 100 bytes queued on a pipe
- * nobody read held 213 bytes of heap and 565 of RSS each. Without it, an
- * agent that never reads and sends small requests (a permission flood) had
- * 160,000 answers queued under a 16 MiB bound before its stdout was held.
+ * What one queued write costs the gateway besides its bytes, charged with
+ * them. Holding it: the stream's entry, its callback and the Buffer object
+ * (100,000 answers of about 100 bytes queued on a pipe nobody read held 213
+ * bytes of heap and 565 of RSS each, node 20). Making it: the request's
+ * parse, the SDK's handling and the answer, garbage V8 collects only later.
+ * A fuzzed permission flood that never read its stdin peaked at +111 MB of
+ * RSS charged by bytes alone (160,000 answers made before the hold), +84 MB
+ * at 512 bytes a write, +40 MB at 2 KiB, +27 MB at 8 KiB.
  */
 export const QUEUED_WRITE_OVERHEAD = 2048;
 
