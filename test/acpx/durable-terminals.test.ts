@@ -11,7 +11,9 @@
  * A wait_for_exit the agent sent while no gateway was attached is answered
  * by the controller that re-adopts it.
  */
+import { execFileSync } from "node:child_process";
 import { existsSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
+import { fileURLToPath } from "node:url";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { createAcpxLifecycleController } from "../../src/acpx/controller/controller.js";
@@ -38,6 +40,7 @@ const d = have ? describe : describe.skip;
 if (!have) console.log("durable terminal tests skipped: no native wrapper (Linux with the addon built)");
 
 const KEY = "agent:main:acp:durable-terminal";
+const CLI = fileURLToPath(new URL("../../dist/cli/main.js", import.meta.url));
 const COMMAND = [process.execPath, AGENT];
 
 function startGateway(stateDir: string, windowMs: number, prompt: string): FixtureGateway {
@@ -108,6 +111,20 @@ d("durable sessions: client terminals wait with their session", () => {
     expect(entries.find((e) => e.leaseId === lease.leaseId)?.action).toBe("awaiting-readoption");
     expect(alive(lease.rootPid)).toBe(true);
     expect(leaseCarriers(lease.leaseId).length).toBeGreaterThan(0);
+    // an operator sees the terminal waiting with its session, with the session's deadline
+    const rows = (
+      JSON.parse(
+        execFileSync(process.execPath, [CLI, "status", "--state-dir", stateDir, "--json"], { encoding: "utf8" }),
+      ) as {
+        leases: { lease: { leaseId: string }; waiting?: { deadline: number; why: string } }[];
+      }
+    ).leases;
+    const [session, terminal] = [h.leaseId, lease.leaseId].map(
+      (id) => rows.find((r) => r.lease.leaseId === id)?.waiting,
+    );
+    expect(session, "the session waits").toBeDefined();
+    expect(terminal?.deadline).toBe(session!.deadline);
+    expect(terminal?.why).toContain(`a terminal of the durable session ${JSON.stringify(KEY)} (lease ${h.leaseId})`);
 
     // the command goes on while nobody is attached, and ends: its output and status are kept
     writeFileSync(go, "");

@@ -23,7 +23,7 @@ import {
 import { attachedGuard, gatewayHolder, leaseMemory, memoryFigures, openReadOnly } from "../shared/lease-view.js";
 import { parsePidArg } from "./inspect.js";
 import { entryJson } from "./reap.js";
-import { readWaiting } from "../../acpx/durable/waiting.js";
+import { waitingOf } from "../../acpx/durable/waiting.js";
 
 /** Argument plumbing only; the explanation itself is below. */
 export async function run(parsed: ParsedArgs, io: CliIo): Promise<number> {
@@ -76,9 +76,9 @@ async function explain(
     return EXIT.failed;
   }
   const l = o.verification.lease;
-  const waiting = o.verdict === "owned" ? await readWaiting(stateDir, l) : null;
+  const waiting = o.verdict === "owned" && deps ? await waitingOf(stateDir, l, (id) => deps.store.get(id)) : null;
   // a waiting durable session: what a gateway does with it, then what reap would do
-  const conclusion = `${waiting !== null ? `a durable session that awaits re-adoption: ${waiting.why}. ` : ""}${conclude(o)}`;
+  const conclusion = `${waiting !== null ? `${l.kind === "supervisor" ? "waits with a durable session" : "a durable session that awaits re-adoption"}: ${waiting.why}. ` : ""}${conclude(o)}`;
   const memory = await leaseMemory(l);
   if (json) {
     io.out(

@@ -52,7 +52,7 @@ import { endedCell, endedLegend, leaseMemory, memoryFigures, memoryWhyLines } fr
 import { scanOrphanCgroups, type OrphanScan } from "../../ownership/host/orphan-cgroups.js";
 import { sameProcess } from "../../facts/identity.js";
 import { isZombieState } from "../../facts/liveness.js";
-import { readWaiting, type WaitingSession } from "../../acpx/durable/waiting.js";
+import { waitingOf, type WaitingSession } from "../../acpx/durable/waiting.js";
 
 export const WATCH_INTERVAL_MS = 1000;
 /** settled leases with nothing alive get one line each; only the most recent this many in text */
@@ -168,6 +168,7 @@ export async function collectStatus(stateDir: string, facts: ProcessFacts): Prom
     leases.length === 0 ? [] : await verifyLeases(leases, facts, snapshot !== null ? { snapshot } : {});
   const members = verifications.flatMap((v) => (v.tree ?? v.remnants)?.members ?? []);
   const labels = await labelProcesses(facts, members);
+  const leaseById = async (id: string) => leases.find((l) => l.leaseId === id);
   const out: StatusLease[] = [];
   for (const v of verifications) {
     const target = v.tree ?? v.remnants;
@@ -175,7 +176,7 @@ export async function collectStatus(stateDir: string, facts: ProcessFacts): Prom
     const procs = target === null ? [] : orderTree(target.members, v.lease.rootPid);
     const markers = await Promise.all(procs.map(({ p }) => markersOf(facts, p, v.lease)));
     const memory = await leaseMemory(v.lease);
-    const waiting = v.verdict === "owned" ? await readWaiting(stateDir, v.lease, takenAt) : null;
+    const waiting = v.verdict === "owned" ? await waitingOf(stateDir, v.lease, leaseById, takenAt) : null;
     out.push({
       lease: v.lease,
       ageMs: Math.max(0, takenAt - v.lease.startedAt),
@@ -328,7 +329,7 @@ function leaseBlock(l: StatusLease, paint: Paint, now: number): string {
   const settled = settledLine(x);
   if (settled !== null) out += `  ${settled}\n`;
   if (l.waiting !== undefined)
-    out += `  ${paint("yellow", `awaits re-adoption until ${new Date(l.waiting.deadline).toISOString().slice(11, 19)} (in ${formatAge(l.waiting.deadline - now)})`)}: ${l.waiting.why}\n`;
+    out += `  ${paint("yellow", `${l.lease.kind === "supervisor" ? "waits with its session until" : "awaits re-adoption until"} ${new Date(l.waiting.deadline).toISOString().slice(11, 19)} (in ${formatAge(l.waiting.deadline - now)})`)}: ${l.waiting.why}\n`;
   if (l.processes.length === 0) {
     out += `  live tree: ${paint("dim", "no process alive is verified as this lease's")}\n`;
   } else {
