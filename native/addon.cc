@@ -278,6 +278,12 @@ Napi::Value SealedCopy(const Napi::CallbackInfo& info) {
   return Napi::Number::New(env, proclease::SealedCopy(name.c_str(), bytes.Data(), bytes.Length()));
 }
 
+Napi::Value SetMmapThreshold(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  if (info.Length() < 1 || !IsInt(info[0]) || info[0].As<Napi::Number>().Int32Value() < 0) return ThrowType(env, "setMmapThreshold(bytes: non-negative int)");
+  return Napi::Number::New(env, proclease::SetMmapThreshold(info[0].As<Napi::Number>().Int32Value()));
+}
+
 Napi::Value SetDumpable(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   if (info.Length() < 1 || !info[0].IsBoolean()) return ThrowType(env, "setDumpable(on: boolean)");
@@ -349,6 +355,7 @@ Napi::Object Init(Napi::Env env, Napi::Object exports) {
   exports.Set("reapChildren", Napi::Function::New(env, ReapChildren, "reapChildren"));
   exports.Set("sealedCopy", Napi::Function::New(env, SealedCopy, "sealedCopy"));
   exports.Set("setDumpable", Napi::Function::New(env, SetDumpable, "setDumpable"));
+  exports.Set("setMmapThreshold", Napi::Function::New(env, SetMmapThreshold, "setMmapThreshold"));
   exports.Set("getDumpable", Napi::Function::New(env, GetDumpable, "getDumpable"));
   exports.Set("lockExclusive", Napi::Function::New(env, LockExclusive, "lockExclusive"));
   exports.Set("connectAttach", Napi::Function::New(env, ConnectAttach, "connectAttach"));

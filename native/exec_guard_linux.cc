@@ -13,7 +13,13 @@
 // SetDumpable: prctl(PR_SET_DUMPABLE). A process that is not dumpable has its
 // /proc files owned by root: another process of its uid cannot read its
 // environ, memory or descriptors, nor ptrace it; no core file is written.
+//
+// SetMmapThreshold: mallopt(M_MMAP_THRESHOLD) where the C library is glibc.
+// Setting it also ends glibc's dynamic threshold (docs/bounds.md says why).
 #include <fcntl.h>
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
 #include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -86,6 +92,15 @@ int SealedCopy(const char* name, const unsigned char* bytes, size_t len) {
   int e = errno;
   close(fd);
   return high < 0 ? -e : high;
+}
+
+int SetMmapThreshold(int bytes) {
+#if defined(__GLIBC__)
+  return mallopt(M_MMAP_THRESHOLD, bytes) == 1 ? 0 : -EINVAL;
+#else
+  (void)bytes;
+  return -ENOSYS;
+#endif
 }
 
 int SetDumpable(bool on) { return prctl(PR_SET_DUMPABLE, on ? 1 : 0, 0, 0, 0) == 0 ? 0 : -errno; }

@@ -195,6 +195,7 @@ int SetParentDeathSignal(int) { return -ENOSYS; }
 int SealedCopy(const char*, const unsigned char*, size_t) { return -ENOSYS; }
 
 int SetDumpable(bool) { return -ENOSYS; }
+int SetMmapThreshold(int) { return -ENOSYS; }
 
 int GetDumpable() { return -ENOSYS; }
 

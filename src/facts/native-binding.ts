@@ -124,6 +124,8 @@ export interface NativeBinding {
   sealedCopy(name: string, bytes: Buffer): number;
   /** Linux: prctl(PR_SET_DUMPABLE, on). Returns 0 or -errno. macOS: -ENOSYS. */
   setDumpable(on: boolean): number;
+  /** glibc: mallopt(M_MMAP_THRESHOLD, bytes), which also ends its dynamic threshold: 0 or -EINVAL; elsewhere -ENOSYS. */
+  setMmapThreshold(bytes: number): number;
   /** Linux: prctl(PR_GET_DUMPABLE): 1, 0, or -errno. macOS: -ENOSYS. */
   getDumpable(): number;
   /** true when pidfd_open and pidfd_send_signal work on this kernel */

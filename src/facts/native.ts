@@ -33,6 +33,7 @@ const METHODS = [
   "reapChildren",
   "sealedCopy",
   "setDumpable",
+  "setMmapThreshold",
   "getDumpable",
   "pidfdSupported",
   "lockExclusive",

@@ -5,6 +5,7 @@
  * instance id, the lease and session stores, the installed wrapper, and
  * containment as detected (and recorded for the CLI).
  */
+import { pinMmapThreshold } from "../../facts/malloc-threshold.js";
 import { resolve } from "node:path";
 import { detectContainment, type ContainmentSupport } from "../../containment/index.js";
 import { getProcessFacts } from "../../facts/get.js";
@@ -51,20 +52,7 @@ export async function openControllerDeps(opts: AcpxLifecycleControllerOptions): 
   if (typeof opts.stateDir !== "string" || opts.stateDir.length === 0) {
     throw new TypeError("opts.stateDir must be a non-empty string");
   }
-  const graceMs = opts.graceMs ?? DEFAULT_GRACE_MS;
-  assertGraceMs(graceMs, "opts.graceMs");
-  const retentionMs = nonNegativeOption(opts.retentionMs, DEFAULT_RETENTION_MS, "opts.retentionMs");
-  const handshakeTimeoutMs = positiveOption(
-    opts.handshakeTimeoutMs,
-    DEFAULT_HANDSHAKE_TIMEOUT_MS,
-    "opts.handshakeTimeoutMs",
-  );
-  const startTimeoutMs = positiveOption(opts.startTimeoutMs, DEFAULT_START_TIMEOUT_MS, "opts.startTimeoutMs");
-  const maintenanceIntervalMs = nonNegativeOption(
-    opts.maintenanceIntervalMs,
-    DEFAULT_MAINTENANCE_MS,
-    "opts.maintenanceIntervalMs",
-  );
+  const { graceMs, retentionMs, handshakeTimeoutMs, startTimeoutMs, maintenanceIntervalMs } = timesOf(opts);
   assertContainmentOption(opts.containment, "opts.containment");
   assertConversationOptions(opts);
   // checked before the lock, as every option: a bad value never takes the state dir
@@ -124,7 +112,30 @@ export async function openControllerDeps(opts: AcpxLifecycleControllerOptions): 
     throw e;
   }
   configureLimitControllers(deps, opts.containment);
+  // large blocks an agent's data made are given back when freed (facts/malloc-threshold.ts)
+  pinMmapThreshold();
   return { deps, lock, maintenanceIntervalMs };
+}
+
+/** The controller's times, validated (a TypeError naming the option), with their defaults. */
+function timesOf(opts: AcpxLifecycleControllerOptions) {
+  const graceMs = opts.graceMs ?? DEFAULT_GRACE_MS;
+  assertGraceMs(graceMs, "opts.graceMs");
+  return {
+    graceMs,
+    retentionMs: nonNegativeOption(opts.retentionMs, DEFAULT_RETENTION_MS, "opts.retentionMs"),
+    handshakeTimeoutMs: positiveOption(
+      opts.handshakeTimeoutMs,
+      DEFAULT_HANDSHAKE_TIMEOUT_MS,
+      "opts.handshakeTimeoutMs",
+    ),
+    startTimeoutMs: positiveOption(opts.startTimeoutMs, DEFAULT_START_TIMEOUT_MS, "opts.startTimeoutMs"),
+    maintenanceIntervalMs: nonNegativeOption(
+      opts.maintenanceIntervalMs,
+      DEFAULT_MAINTENANCE_MS,
+      "opts.maintenanceIntervalMs",
+    ),
+  };
 }
 
 /** Where the startup reap runs (the option's doc): never on a worker with the caller's facts or signaller (they cannot cross to it). */
