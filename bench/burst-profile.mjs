@@ -11,7 +11,9 @@
 // client for the host's 2 cores) for one that writes the turn's lines at
 // once from a prebuilt buffer: the turn's time is then the client's.
 // `--peer both` interleaves the two peers in one process and prints their
-// ratios. `--profile-out FILE` (one peer) writes a V8 CPU profile of the
+// ratios; with `--baseline DIR` (another build's dist/, e.g. a copy made
+// before a change) a controller from it runs beside them, for before/after
+// in one process. `--profile-out FILE` (one peer) writes a V8 CPU profile of the
 // timed turns (warm-up first, sampled every --interval-us, default 250);
 // `node bench/burst-profile.mjs --summarize FILE.cpuprofile [--top 30]`
 // prints its self time by source file and by function, in µs per update
@@ -20,7 +22,7 @@
 import { spawn } from "node:child_process";
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { dirname, join } from "node:path";
+import { dirname, join, resolve } from "node:path";
 import { Readable, Writable } from "node:stream";
 import { fileURLToPath, pathToFileURL } from "node:url";
 import { Session } from "node:inspector/promises";
@@ -92,8 +94,8 @@ function rawAgent() {
   process.stdin.on("end", () => process.exit(0));
 }
 
-async function controllerPeer(dir, argv) {
-  const { createAcpxLifecycleController } = await import(pathToFileURL(join(root, "dist/acpx/index.js")).href);
+async function controllerPeer(dir, argv, dist = join(root, "dist")) {
+  const { createAcpxLifecycleController } = await import(pathToFileURL(join(dist, "acpx/index.js")).href);
   const ctl = await createAcpxLifecycleController({ stateDir: dir, graceMs: 300, maintenanceIntervalMs: 0 });
   const h = await ctl.ensureSession({ sessionKey: "bench:burst-profile", agentId: "main", command: argv });
   return {
@@ -143,9 +145,14 @@ async function profile(peerName, turns, n) {
     opt("agent", "fixture") === "raw"
       ? [process.execPath, fileURLToPath(import.meta.url), "--as-raw-agent"]
       : [process.execPath, AGENT, "--session-caps=none"];
-  const names = peerName === "both" ? ["controller", "bare"] : [peerName];
+  const baseline = opt("baseline");
+  const names = peerName === "both" ? ["controller", "bare", ...(baseline ? ["baseline"] : [])] : [peerName];
   const peers = {};
-  for (const name of names) peers[name] = name === "bare" ? await barePeer(argv) : await controllerPeer(dir, argv);
+  for (const name of names)
+    peers[name] =
+      name === "bare"
+        ? await barePeer(argv)
+        : await controllerPeer(join(dir, name), argv, name === "baseline" ? resolve(baseline) : undefined);
   const prof = opt("profile-out");
   if (prof !== undefined && names.length > 1) throw new Error("--profile-out profiles one peer: pass --peer");
   const inspector = prof === undefined ? null : new Session();
@@ -160,8 +167,8 @@ async function profile(peerName, turns, n) {
       await inspector.post("Profiler.start");
     }
     for (let i = 0; i < turns; i++) {
-      // interleaved, the order alternating each round
-      for (const name of i % 2 === 0 ? names : [...names].reverse()) {
+      // interleaved, the order rotating each round
+      for (const name of names.map((_, k) => names[(k + i) % names.length])) {
         const c0 = process.cpuUsage();
         const t0 = performance.now();
         await peers[name].turn(n);
@@ -186,11 +193,17 @@ async function profile(peerName, turns, n) {
     );
     if (args.includes("--verbose")) console.log(`  cpu µs/update: ${cpu[name].map(us).join(" ")}`);
   }
-  if (names.length > 1) {
-    const ratios = (m) => m.controller.map((c, i) => c / m.bare[i]);
+  const ratio = (a, b) => {
+    const perRound = med(cpu[a].map((c, k) => c / cpu[b][k]));
+    const wallRound = med(wall[a].map((w, k) => w / wall[b][k]));
     console.log(
-      `controller / bare: cpu median ${(med(cpu.controller) / med(cpu.bare)).toFixed(3)}×, per-round median ${med(ratios(cpu)).toFixed(3)}×; wall quietest ${(Math.min(...wall.controller) / Math.min(...wall.bare)).toFixed(3)}×, per-round median ${med(ratios(wall)).toFixed(3)}×`,
+      `${a} / ${b}: cpu median ${(med(cpu[a]) / med(cpu[b])).toFixed(3)}×, per-round median ${perRound.toFixed(3)}×; wall quietest ${(Math.min(...wall[a]) / Math.min(...wall[b])).toFixed(3)}×, per-round median ${wallRound.toFixed(3)}×`,
     );
+  };
+  if (names.length > 1) ratio("controller", "bare");
+  if (peers.baseline) {
+    ratio("baseline", "bare");
+    ratio("controller", "baseline");
   }
   process.exit(0);
 }
