@@ -63,16 +63,21 @@ export type AdoptedAnswer = (response: { result?: unknown; error?: unknown }) =>
 type Controller = ReadableStreamDefaultController<AnyMessage>;
 
 /**
- * Messages handed to the SDK between two turns of the event loop, and the
- * time one turn may take: the SDK handles what it was given in microtasks,
- * all before the loop moves on, and one message can cost it a millisecond
- * (a session/update its schema refuses: measured 0.4–1.2 ms), where a 64 KiB
- * pipe chunk holds hundreds of them.
+ * How long the pump may keep the event loop. The SDK handles what it was
+ * given in microtasks, all before the loop moves on, and one message can
+ * cost it a millisecond (a session/update its schema refuses: measured
+ * 0.4–1.2 ms), where a 64 KiB pipe chunk holds hundreds of them. So every
+ * DRAIN_EVERY messages the pump lets the SDK finish them (drainMicrotasks,
+ * no loop turn), and its clock then counts the SDK's work with its own: the
+ * loop turns once SLICE_MS passed, held at most SLICE_MS and one batch. A
+ * loop turn every 16 messages would cost a 10,000-update burst 625 loop
+ * turns, about 2 µs of the loop's native work per update (docs/benchmarks.md,
+ * "The burst turn: where the time goes").
  */
-const YIELD_EVERY = 16;
+const SLICE_MS = 10;
+const DRAIN_EVERY = 8;
 /** turns of the loop an adopted answer waits at most for the SDK to take what came before it */
 const ADOPTED_WAIT_TURNS = 1000;
-const SLICE_MS = 10;
 
 /** An agent request on its way into the flight. */
 interface Request {
@@ -105,7 +110,7 @@ export class IntakeStream {
   private outputError: Error | undefined;
   private cancelled = false;
   private reader: ReadableStreamDefaultReader<Uint8Array> | undefined;
-  private sinceYield = 0;
+  private sinceDrain = 0;
   private sliceStart = performance.now();
   private readonly offset: number;
   /** requests of an earlier gateway this connection took over, by id key */
@@ -157,7 +162,11 @@ export class IntakeStream {
             this.admit(waiting, c, true);
           }
           if (this.cancelled) return;
-          if (++this.sinceYield >= YIELD_EVERY || performance.now() - this.sliceStart > SLICE_MS) {
+          if (++this.sinceDrain >= DRAIN_EVERY) {
+            await this.drainMicrotasks();
+            if (this.cancelled) return;
+          }
+          if (performance.now() - this.sliceStart > SLICE_MS) {
             await this.yieldToLoop();
             if (this.cancelled) return;
           }
@@ -438,8 +447,17 @@ export class IntakeStream {
   /** Lets the loop turn: the SDK finishes what it was handed (microtasks), then timers and other sessions run. */
   private async yieldToLoop(): Promise<void> {
     await new Promise<void>((r) => setImmediate(r));
-    this.sinceYield = 0;
+    this.sinceDrain = 0;
     this.sliceStart = performance.now();
+  }
+
+  /**
+   * The SDK finishes what it was handed, without a turn of the loop: Node
+   * runs a nextTick queued from a microtask once the microtask queue is empty.
+   */
+  private async drainMicrotasks(): Promise<void> {
+    await new Promise<void>((r) => process.nextTick(r));
+    this.sinceDrain = 0;
   }
 }
 

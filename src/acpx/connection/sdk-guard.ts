@@ -38,15 +38,20 @@ export function guardNotificationHandlers(app: ClientApp, onRefused: (method: st
   }
   for (let i = 0; i < handlers.length; i++) {
     const inner = handlers[i] as MessageHandler;
+    const refused = (message: IncomingMessage): { handled: true } => {
+      onRefused(message.method);
+      return { handled: true };
+    };
+    // no async wrapper: each of a burst's messages passes here, and one would add a promise and two turns of the microtask queue to each
     const guarded: MessageHandler = {
-      handleMessage: async (message, cx) => {
+      handleMessage: (message, cx) => {
+        let handled: Promise<unknown>;
         try {
-          return await inner.handleMessage(message, cx);
+          handled = Promise.resolve(inner.handleMessage(message, cx));
         } catch (err) {
-          if (message.kind !== "notification") throw err;
-          onRefused(message.method);
-          return { handled: true };
+          return message.kind === "notification" ? Promise.resolve(refused(message)) : Promise.reject(err);
         }
+        return message.kind === "notification" ? handled.catch(() => refused(message)) : handled;
       },
     };
     if (inner.describe) guarded.describe = () => inner.describe!();
