@@ -208,3 +208,14 @@ int buf_drain(struct buf *b, int fd) {
   }
   return 0;
 }
+
+int buf_flush(struct buf *b, int fd, int ms) {
+  long long until = wrapper_now_ms() + ms;
+  while (fd >= 0 && b->len > 0 && buf_drain(b, fd) == 0 && b->len > 0) {
+    long long left = until - wrapper_now_ms();
+    if (left <= 0) break;
+    struct pollfd pf = {fd, POLLOUT, 0};
+    poll(&pf, 1, (int)left);
+  }
+  return fd >= 0 && b->len == 0 ? 0 : -1;
+}

@@ -133,6 +133,8 @@ void buf_frame(struct buf *b, char type, const char *p, size_t n);
 size_t buf_room(const struct buf *b);
 /* Writes what `b` holds to `fd` without blocking; -1 when the reader is gone. */
 int buf_drain(struct buf *b, int fd);
+/* buf_drain until `b` is empty, waiting at most `ms` for room (fd -1: nothing); 0 when all was written. */
+int buf_flush(struct buf *b, int fd, int ms);
 
 /* The durable options from argv. */
 struct durable_opts {

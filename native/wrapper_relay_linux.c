@@ -15,7 +15,8 @@
  *   relayed, and the header says the journal has a gap.
  * - the gateway goes (lifeline EOF or the parent-death signal; the socket's
  *   EOF after a re-adoption): the window starts. The adapter's stdin stays
- *   open, every agent line is journaled (answers to the gone gateway's other
+ *   open and first gets what the gateway wrote before it went (read on to
+ *   its EOF, at most LAST_IN_MS: the adapter may have lagged), every agent line is journaled (answers to the gone gateway's other
  *   requests are dropped and counted), and past the bound the adapter's
  *   stdout is no longer read: the agent blocks on its write, nothing is
  *   dropped. Its stderr keeps its last 16 KiB.
@@ -44,6 +45,7 @@
 #define ERR_RING 16384
 #define AUTH_MS 2000
 #define FLUSH_MS 2000
+#define LAST_IN_MS 1000
 
 enum { M_STDIO, M_DETACHED, M_SOCKET };
 
@@ -52,7 +54,7 @@ static struct {
   struct attach *a;
   long grace_ms;
   int mode, ending, gw_in_eof;
-  long long deadline;
+  long long deadline, last_in_until;
   int ad_in, ad_out, ad_err, conn, pending, auth_ok;
   long long pending_until;
   char auth[FRAME_HEAD + 256];
@@ -80,16 +82,7 @@ static void put_frame(char type, const char *p, size_t n) { buf_frame(&R.down, t
 static int down_fd(void) { return R.mode == M_STDIO ? 1 : R.mode == M_SOCKET ? R.conn : -1; }
 
 /* The down buffer written out, waiting at most FLUSH_MS (before a report, and before the wrapper exits). */
-static void flush_down(void) {
-  long long until = wrapper_now_ms() + FLUSH_MS;
-  int fd = down_fd();
-  while (fd >= 0 && R.down.len > 0 && buf_drain(&R.down, fd) == 0 && R.down.len > 0) {
-    long long left = until - wrapper_now_ms();
-    if (left <= 0) break;
-    struct pollfd pf = {fd, POLLOUT, 0};
-    poll(&pf, 1, (int)left);
-  }
-}
+static void flush_down(void) { buf_flush(&R.down, down_fd(), FLUSH_MS); }
 
 int durable_report(const char *line) {
   if (R.o == NULL) return 0;
@@ -112,6 +105,7 @@ static void gateway_line(void) {
     if (jscan_id_number(s, &v) && v > R.id_floor) R.id_floor = v;
     if (jscan_method_is(s, "session/prompt")) {
       R.turn_active = 1;
+      if (R.mode == M_DETACHED) R.adopt = 1, R.adopt_ended = 0; /* the gone gateway's last write: its turn is adopted */
       memcpy(R.turn_id, s->id, s->id_len);
       R.turn_id_len = s->id_len;
       R.turn_updates = 0;
@@ -164,12 +158,22 @@ static void scan(const char *p, size_t n, int agent) {
   }
 }
 
+/* The first gateway's stdin read out (its EOF) or given up on: /dev/null takes fd 0; a line it cut short is ended. */
+static void last_in_done(void) {
+  int null = open("/dev/null", O_RDONLY | O_CLOEXEC);
+  if (null > 0) dup2(null, 0), close(null);
+  R.gw_in_eof = 1;
+  if (R.up_scan.pos > 0 && R.up.len < sizeof R.up.p) buf_put(&R.up, "\n", 1), jscan_reset(&R.up_scan);
+}
+
 static void detach(void) {
   if (R.mode == M_STDIO) {
+    /* fd 0 is read on to its EOF: what the gateway wrote before it went is in that pipe, unread while the adapter lagged */
     int null = open("/dev/null", O_RDWR | O_CLOEXEC);
-    for (int fd = 0; fd < 3 && null >= 0; fd++) dup2(null, fd);
+    for (int fd = 1; fd < 3 && null >= 0; fd++) dup2(null, fd);
     if (null > 2) close(null);
     wrapper_drop_lifeline();
+    R.last_in_until = wrapper_now_ms() + LAST_IN_MS;
   } else if (R.mode == M_SOCKET) {
     close(R.conn);
     R.conn = -1;
@@ -181,8 +185,7 @@ static void detach(void) {
   R.deadline = wrapper_now_ms() + R.o->window_ms;
   attach_waiting(R.a, R.o->window_ms);
   if (R.turn_active) R.adopt = 1, R.adopt_ended = 0;
-  /* a request the gateway was half way through writing would glue onto the next one: its line is ended here */
-  if (R.up_scan.pos > 0 && R.up.len < sizeof R.up.p) buf_put(&R.up, "\n", 1), jscan_reset(&R.up_scan);
+  if (R.gw_in_eof) last_in_done();
 }
 
 /* The gateway is gone: the window, or (asked to end, or not durable at all) the cleanup as before. */
@@ -355,6 +358,7 @@ static void read_gateway_stdin(void) {
   if (n < 0 && (errno == EAGAIN || errno == EINTR)) return;
   if (n <= 0) {
     R.gw_in_eof = 1;
+    if (R.mode == M_DETACHED) last_in_done();
     return;
   }
   scan(b, (size_t)n, 0);
@@ -445,13 +449,13 @@ void durable_run(const struct durable_opts *o, struct attach *a, int ad_in, int 
     if (R.ad_err >= 0 && !R.replaying && err_room) p[P_AD_ERR] = (struct pollfd){R.ad_err, POLLIN, 0};
     if (R.ad_in >= 0 && R.up.len > 0) p[P_AD_IN] = (struct pollfd){R.ad_in, POLLOUT, 0};
     int up_room = R.up.len < sizeof R.up.p;
-    if (stdio && !R.gw_in_eof && up_room) p[P_IN] = (struct pollfd){0, POLLIN, 0};
+    if ((stdio || R.mode == M_DETACHED) && !R.gw_in_eof && up_room) p[P_IN] = (struct pollfd){0, POLLIN, 0};
     if (sock) p[P_IN] = (struct pollfd){R.conn, (short)(up_room ? POLLIN : 0), 0};
     if (R.down.len > 0 && (stdio || sock)) p[P_OUT] = (struct pollfd){stdio ? 1 : R.conn, POLLOUT, 0};
     if (stdio && R.err_len > 0) p[P_ERR] = (struct pollfd){2, POLLOUT, 0};
     if (stdio && wrapper_lifeline_fd() >= 0) p[P_LIFE] = (struct pollfd){wrapper_lifeline_fd(), POLLIN, 0};
     long long now = wrapper_now_ms(), until = -1;
-    if (R.mode == M_DETACHED) until = R.deadline;
+    if (R.mode == M_DETACHED) until = !R.gw_in_eof && R.last_in_until < R.deadline ? R.last_in_until : R.deadline;
     if (R.pending >= 0 && (until < 0 || R.pending_until < until)) until = R.pending_until;
     int timeout = until < 0 ? -1 : until <= now ? 0 : (int)(until - now);
     if (poll(p, P_N, timeout) < 0 && errno != EINTR) continue;
@@ -464,11 +468,13 @@ void durable_run(const struct durable_opts *o, struct attach *a, int ad_in, int 
     int was = R.mode;
     if (p[P_LIFE].revents && R.mode == M_STDIO) read_lifeline();
     if (R.pending >= 0 && p[P_PENDING].revents) read_auth();
-    if (R.pending >= 0 && R.auth_ok && R.mode == M_DETACHED) adopt_conn();
+    if (R.mode == M_DETACHED && !R.gw_in_eof && wrapper_now_ms() >= R.last_in_until) last_in_done();
+    /* the gone gateway's last bytes go first: then the new one is adopted */
+    if (R.pending >= 0 && R.auth_ok && R.mode == M_DETACHED && R.gw_in_eof) adopt_conn();
     if (R.pending >= 0 && wrapper_now_ms() >= R.pending_until)
       attach_refuse(R.pending, R.mode == M_DETACHED ? "no-auth" : "attached"), R.pending = -1;
     if (p[P_LISTEN].revents) accept_one();
-    if (p[P_IN].revents && R.mode == was && was == M_STDIO) read_gateway_stdin();
+    if (p[P_IN].revents && p[P_IN].fd == 0 && !R.gw_in_eof) read_gateway_stdin();
     if (p[P_IN].revents && R.mode == was && was == M_SOCKET && read_frames() < 0) gateway_gone();
     /* nothing live before the replay: the adapter's output waits in its pipe until the journal is out */
     if (p[P_AD_OUT].revents && R.ad_out >= 0 && !R.replaying) read_agent();

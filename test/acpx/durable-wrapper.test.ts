@@ -119,6 +119,30 @@ d("durable wrapper (native, real processes)", () => {
     c.sock.destroy();
   });
 
+  it("a prompt the gateway wrote whole before it went, still unread in the wrapper's stdin (the adapter lagging): it reaches the agent and its turn is adopted", async () => {
+    const rig = durableRig("last-in");
+    const w = spawnDurableWrapper(rig, COUNT);
+    const sid = await handshakeRaw(w);
+    const adapter = w.reports.find((r) => r.type === "started")!.adapterPid as number;
+    // a stopped adapter reads nothing: its stdin pipe and the wrapper's buffer fill, the rest waits in the wrapper's stdin
+    process.kill(adapter, "SIGSTOP");
+    try {
+      w.send(promptMsg(2, sid, `/count 3${" ".repeat(256 * 1024)}`));
+      await until(() => w.child.stdin!.writableLength === 0);
+      w.goAway();
+      await until(() => existsSync(join(rig.attachDir, `${rig.leaseId}.waiting`)));
+    } finally {
+      process.kill(adapter, "SIGCONT");
+    }
+    const c = attachAs(rig);
+    await until(() => c.frames.some((f) => f.type === "L"));
+    expect(header(c)!.turn).toMatchObject({ id: 2, gap: false });
+    await until(() => c.lines().some((l) => l.id === 2));
+    expect(texts(c.lines())).toEqual(numbered(3));
+    expect(c.lines().find((l) => l.id === 2)).toMatchObject({ result: { stopReason: "end_turn" } });
+    c.sock.destroy();
+  });
+
   it("an adapter that exits while nobody is attached: its last words wait for the next gateway, then its exit and the cleanup", async () => {
     const rig = durableRig("last-words");
     const w = spawnDurableWrapper(rig, COUNT, { windowMs: 60_000 });
