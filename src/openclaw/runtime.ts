@@ -8,13 +8,12 @@
  * - ensureSession: the named agent's adapter; `persistent` takes the agent
  *   session back (OpenClaw's resumeSessionId, else the key's stored one),
  *   `oneshot` starts fresh and closes after its turn; model and thinking
- *   are applied as config options (session-options.ts).
+ *   are applied as config options (session-options.ts). prepareFreshSession
+ *   closes what runs and makes the next ensure fresh.
  * - startTurn / runTurn: turn.ts; cancel: ACP session/cancel, never a signal.
- * - close: verified reap through the lease; `discardPersistentState`
- *   forgets the agent session. prepareFreshSession closes what runs and
- *   makes the next ensure fresh.
- * - getStatus / getCapabilities / setMode / setConfigOption: status.ts and
- *   the controller's controls; doctor: doctor.ts.
+ * - close: verified reap through the lease (`discardPersistentState` forgets
+ *   the agent session); with durable, the shutdown's are a handover (handover.ts).
+ * - getStatus, getCapabilities, setMode, setConfigOption: status.ts; doctor.ts.
  *
  * The factory is synchronous (OpenClaw registers backends synchronously):
  * the controller starts, and reaps what an earlier gateway on the state
@@ -55,6 +54,7 @@ import { readAdoptedTurn } from "./adopted-turn.js";
 import { SessionTable, type SessionEntry } from "./session-table.js";
 import { capabilities, configOptionResult, configValue, noSessionStatus, sessionStatus, TreeCache } from "./status.js";
 import { runOpenClawTurn, startOpenClawTurn, type TurnDeps } from "./turn.js";
+import { ShutdownHandover } from "./handover.js";
 import { resolveUpdateLimits } from "../acpx/connection/update-bytes.js";
 import type {
   OpenClawAcpRuntimeContract,
@@ -131,12 +131,14 @@ class Runtime implements OpenClawAcpRuntime {
   private disposed = false;
   private readonly errorFactory: OpenClawErrorFactory | undefined;
   private readonly turnDeps: TurnDeps;
+  private readonly handover: ShutdownHandover;
 
   constructor(private readonly opts: OpenClawAcpRuntimeOptions) {
     const v = validateRuntimeOptions(opts);
     this.backendId = v.backendId;
     this.agents = v.agents;
     this.errorFactory = opts.errorFactory;
+    this.handover = new ShutdownHandover(opts.durable !== undefined);
     this.facts = opts.facts ?? getProcessFacts();
     const userEnd = opts.onSessionEnd;
     this.starting = createAcpxLifecycleController({
@@ -167,6 +169,7 @@ class Runtime implements OpenClawAcpRuntime {
       errorFactory: this.errorFactory,
       open: (handle) => this.open(handle),
       ended: (entry) => this.turnEnded(entry),
+      handingOver: () => this.handover.active,
       eventBacklogBytes: resolveUpdateLimits(opts.updateLimits).turnBacklogBytes,
     };
   }
@@ -301,8 +304,6 @@ class Runtime implements OpenClawAcpRuntime {
     return agent;
   }
 
-  // ------------------------------------------------------------------ turns
-
   startTurn(input: OpenClawTurnInput): OpenClawRuntimeTurn {
     return startOpenClawTurn(this.turnDeps, input);
   }
@@ -352,8 +353,6 @@ class Runtime implements OpenClawAcpRuntime {
     const entry = this.table.byLease(handle.leaseId);
     if (entry !== undefined) entry.ended = describeEnd(how.end);
   }
-
-  // ------------------------------------------------------------------ controls and status
 
   getCapabilities(input: { handle?: OpenClawRuntimeHandle }): Promise<OpenClawCapabilities> {
     return this.guard("control", async () => {
@@ -425,6 +424,7 @@ class Runtime implements OpenClawAcpRuntime {
   // ------------------------------------------------------------------ cancel and close
 
   cancel(input: { handle: OpenClawRuntimeHandle; reason?: string }): Promise<void> {
+    if (this.handover.claims(input.reason)) return Promise.resolve();
     return this.guard("control", async () => {
       const ctl = await this.controller();
       const { entry } = this.table.lookup(input.handle);
@@ -436,6 +436,7 @@ class Runtime implements OpenClawAcpRuntime {
   }
 
   close(input: { handle: OpenClawRuntimeHandle; reason: string; discardPersistentState?: boolean }): Promise<void> {
+    if (this.handover.claims(input.reason)) return Promise.resolve();
     return this.guard("close", async () => {
       await this.controller();
       const { key, entry, stale } = this.table.lookup(input.handle);
@@ -476,22 +477,22 @@ class Runtime implements OpenClawAcpRuntime {
       throw closeUnsettled(this.backendId, key, report);
   }
 
-  async dispose(): Promise<void> {
-    this.disposed = true;
-    const ctl = await this.starting.catch(() => undefined);
-    await ctl?.dispose();
+  dispose(): Promise<void> {
+    return this.end((ctl) => ctl.dispose());
   }
 
   /** Ends the runtime leaving its durable sessions waiting for the next gateway (the controller's detach()); the others are closed. */
-  async detach(): Promise<void> {
-    this.disposed = true;
-    const ctl = await this.starting.catch(() => undefined);
-    await ctl?.detach();
+  detach(): Promise<void> {
+    return this.end((ctl) => ctl.detach());
   }
 
-  async shutdown(): Promise<void> {
+  shutdown(): Promise<void> {
+    return this.end((ctl) => ctl.shutdown());
+  }
+
+  private async end(how: (ctl: AcpxLifecycleController) => Promise<unknown>): Promise<void> {
     this.disposed = true;
     const ctl = await this.starting.catch(() => undefined);
-    await ctl?.shutdown();
+    if (ctl !== undefined) await how(ctl);
   }
 }

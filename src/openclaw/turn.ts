@@ -42,6 +42,8 @@ export interface TurnDeps {
   ended(entry: SessionEntry): void;
   /** unread events a turn holds before it stops reading the controller's (default DEFAULT_TURN_BACKLOG_BYTES) */
   eventBacklogBytes?: number;
+  /** true while a durable gateway hands its sessions over (handover.ts): an abort then leaves the turn running */
+  handingOver?: () => boolean;
 }
 
 const noop = (): void => undefined;
@@ -99,7 +101,11 @@ async function runToEnd(
 ): Promise<OpenClawTurnResult> {
   let entry: SessionEntry | undefined;
   let sent = false;
-  const onAbort = (): void => void hooks.cancel();
+  // decided a microtask later: OpenClaw's shutdown aborts the signal, then calls cancel() with its reason at once (handover.ts)
+  const onAbort = (): void =>
+    queueMicrotask(() => {
+      if (deps.handingOver?.() !== true) void hooks.cancel();
+    });
   try {
     if (input.signal?.aborted) {
       hooks.notStarted(new Error("the turn was aborted before its prompt was sent"));

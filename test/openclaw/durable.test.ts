@@ -49,7 +49,10 @@ function sdk(): { sdk: AcpRuntimeSdk; backends: Map<string, { runtime: unknown }
 }
 
 /** One gateway run of the plugin on `hostStateDir`: its service started, its runtime returned. */
-async function gatewayRun(hostStateDir: string): Promise<{ service: PluginServiceLike; runtime: OpenClawAcpRuntime }> {
+async function gatewayRun(
+  hostStateDir: string,
+  flags: string[] = [],
+): Promise<{ service: PluginServiceLike; runtime: OpenClawAcpRuntime }> {
   const s = sdk();
   const plugin = createProcleasePlugin({ loadSdk: async () => s.sdk });
   const services: PluginServiceLike[] = [];
@@ -58,7 +61,7 @@ async function gatewayRun(hostStateDir: string): Promise<{ service: PluginServic
     pluginConfig: {
       graceMs: GRACE_MS,
       durable: { reattachWithinMs: 60_000 },
-      agents: { fixture: { command: fixture("--stream-batch", "4", "--stream-gap-ms", "30") } },
+      agents: { fixture: { command: fixture("--stream-batch", "4", "--stream-gap-ms", "30", ...flags) } },
     },
     registerService: (x) => services.push(x),
   });
@@ -101,6 +104,56 @@ d("the OpenClaw plugin with durable sessions", () => {
     expect(text.startsWith(counted)).toBe(true);
     expect(whoamiPid(text.slice(counted.length))).toBe(pid);
     await second.service.stop({ stateDir: hostStateDir });
+  });
+
+  it("OpenClaw's own shutdown (turn signals aborted, then cancel and close with reason gateway-shutdown, then the service's stop) is a handover: the turn runs to its end and the same adapter answers after the restart", async () => {
+    const hostStateDir = tempStateDir("oc-durable-shutdown");
+    trackStateDir(join(hostStateDir, "proclease"));
+    const first = await gatewayRun(hostStateDir);
+    const h = await first.runtime.ensureSession(session);
+    trackLease(h.leaseId);
+    const pid = whoamiPid(replyText(await collect(first.runtime.runTurn(turnInput(h, "/whoami")))));
+    const abort = new AbortController();
+    const turn = first.runtime.startTurn(turnInput(h, "/count 40", { signal: abort.signal }));
+    await turn.promptStarted;
+    for await (const ev of turn.events) if (ev.type === "text_delta") break;
+    // as OpenClaw's session manager disposes itself at gateway shutdown (server-close, "gateway-shutdown")
+    abort.abort();
+    await first.runtime.cancel({ handle: h, reason: "gateway-shutdown" });
+    await first.runtime.close({ handle: h, reason: "gateway-shutdown" });
+    await first.service.stop({ stateDir: hostStateDir });
+    expect(alive(pid)).toBe(true);
+
+    const second = await gatewayRun(hostStateDir);
+    const h2 = await second.runtime.ensureSession(session);
+    expect(h2.leaseId).toBe(h.leaseId);
+    const events = await collect(second.runtime.runTurn(turnInput(h2, "/whoami")));
+    // the agent finished the turn (not cancelled), and the same process answers
+    expect(events.find((e) => e.type === "status")).toMatchObject({
+      text: expect.stringMatching(/it ended: end_turn/),
+    });
+    const counted = Array.from({ length: 40 }, (_, i) => `${i + 1} `).join("");
+    const text = replyText(events);
+    expect(text.startsWith(counted)).toBe(true);
+    expect(whoamiPid(text.slice(counted.length))).toBe(pid);
+    await second.service.stop({ stateDir: hostStateDir });
+  });
+
+  it("with any other reason, an aborted signal and a close do what they always did: the turn is cancelled, the session ended", async () => {
+    const hostStateDir = tempStateDir("oc-durable-reasons");
+    trackStateDir(join(hostStateDir, "proclease"));
+    const first = await gatewayRun(hostStateDir, ["--turn=by-text"]);
+    const h = await first.runtime.ensureSession(session);
+    trackLease(h.leaseId);
+    const pid = whoamiPid(replyText(await collect(first.runtime.runTurn(turnInput(h, "/whoami")))));
+    const abort = new AbortController();
+    const turn = first.runtime.startTurn(turnInput(h, "hang", { signal: abort.signal }));
+    await turn.promptStarted;
+    abort.abort();
+    expect(await turn.result).toEqual({ status: "cancelled", stopReason: "cancelled" });
+    await first.runtime.close({ handle: h, reason: "user-close" });
+    expect(alive(pid)).toBe(false);
+    await first.service.stop({ stateDir: hostStateDir });
   });
 
   it("the plugin config's durable is checked at register: reattachWithinMs from 1 to 600000", () => {
