@@ -77,42 +77,46 @@ const session = {
 } as const;
 const whoamiPid = (text: string) => (JSON.parse(text) as { pid: number }).pid;
 
+/** The first gateway run on a state dir of its own, its session ensured, and its adapter's pid (the fixture's /whoami). */
+async function firstRun(name: string, flags: string[] = []) {
+  const hostStateDir = tempStateDir(name);
+  trackStateDir(join(hostStateDir, "proclease"));
+  const first = await gatewayRun(hostStateDir, flags);
+  const h = await first.runtime.ensureSession(session);
+  trackLease(h.leaseId);
+  const pid = whoamiPid(replyText(await collect(first.runtime.runTurn(turnInput(h, "/whoami")))));
+  return { hostStateDir, first, h, pid };
+}
+
+/** The next gateway re-adopts the session: the interrupted `/count 40`, whole and once, ended end_turn, comes first, then the same adapter process answers. */
+async function expectReadopted(hostStateDir: string, h: { leaseId: string }, pid: number): Promise<void> {
+  const second = await gatewayRun(hostStateDir);
+  const h2 = await second.runtime.ensureSession(session);
+  expect(h2.leaseId).toBe(h.leaseId);
+  const events = await collect(second.runtime.runTurn(turnInput(h2, "/whoami")));
+  const status = events.find((e) => e.type === "status");
+  expect(status).toMatchObject({ type: "status", text: expect.stringMatching(/interrupted \(it ended: end_turn\)/) });
+  const text = replyText(events);
+  const counted = Array.from({ length: 40 }, (_, i) => `${i + 1} `).join("");
+  expect(text.startsWith(counted)).toBe(true);
+  expect(whoamiPid(text.slice(counted.length))).toBe(pid);
+  await second.service.stop({ stateDir: hostStateDir });
+}
+
 d("the OpenClaw plugin with durable sessions", () => {
   it("a service stop mid-turn keeps the adapter; after the restart the same adapter answers, and the interrupted turn's reply comes first", async () => {
-    const hostStateDir = tempStateDir("oc-durable");
-    trackStateDir(join(hostStateDir, "proclease"));
-    const first = await gatewayRun(hostStateDir);
-    const h = await first.runtime.ensureSession(session);
-    trackLease(h.leaseId);
-    const pid = whoamiPid(replyText(await collect(first.runtime.runTurn(turnInput(h, "/whoami")))));
+    const { hostStateDir, first, h, pid } = await firstRun("oc-durable");
     // a turn under way when the service stops (a config reload, a restart)
     const turn = first.runtime.startTurn(turnInput(h, "/count 40"));
     await turn.promptStarted;
     for await (const ev of turn.events) if (ev.type === "text_delta") break;
     await first.service.stop({ stateDir: hostStateDir });
     expect(alive(pid)).toBe(true);
-
-    const second = await gatewayRun(hostStateDir);
-    const h2 = await second.runtime.ensureSession(session);
-    expect(h2.leaseId).toBe(h.leaseId);
-    const events = await collect(second.runtime.runTurn(turnInput(h2, "/whoami")));
-    const status = events.find((e) => e.type === "status");
-    expect(status).toMatchObject({ type: "status", text: expect.stringMatching(/interrupted \(it ended: end_turn\)/) });
-    const text = replyText(events);
-    // the interrupted turn, whole and once, then this turn's reply from the same adapter process
-    const counted = Array.from({ length: 40 }, (_, i) => `${i + 1} `).join("");
-    expect(text.startsWith(counted)).toBe(true);
-    expect(whoamiPid(text.slice(counted.length))).toBe(pid);
-    await second.service.stop({ stateDir: hostStateDir });
+    await expectReadopted(hostStateDir, h, pid);
   });
 
   it("OpenClaw's own shutdown (turn signals aborted, then cancel and close with reason gateway-shutdown, then the service's stop) is a handover: the turn runs to its end and the same adapter answers after the restart", async () => {
-    const hostStateDir = tempStateDir("oc-durable-shutdown");
-    trackStateDir(join(hostStateDir, "proclease"));
-    const first = await gatewayRun(hostStateDir);
-    const h = await first.runtime.ensureSession(session);
-    trackLease(h.leaseId);
-    const pid = whoamiPid(replyText(await collect(first.runtime.runTurn(turnInput(h, "/whoami")))));
+    const { hostStateDir, first, h, pid } = await firstRun("oc-durable-shutdown");
     const abort = new AbortController();
     const turn = first.runtime.startTurn(turnInput(h, "/count 40", { signal: abort.signal }));
     await turn.promptStarted;
@@ -123,29 +127,11 @@ d("the OpenClaw plugin with durable sessions", () => {
     await first.runtime.close({ handle: h, reason: "gateway-shutdown" });
     await first.service.stop({ stateDir: hostStateDir });
     expect(alive(pid)).toBe(true);
-
-    const second = await gatewayRun(hostStateDir);
-    const h2 = await second.runtime.ensureSession(session);
-    expect(h2.leaseId).toBe(h.leaseId);
-    const events = await collect(second.runtime.runTurn(turnInput(h2, "/whoami")));
-    // the agent finished the turn (not cancelled), and the same process answers
-    expect(events.find((e) => e.type === "status")).toMatchObject({
-      text: expect.stringMatching(/it ended: end_turn/),
-    });
-    const counted = Array.from({ length: 40 }, (_, i) => `${i + 1} `).join("");
-    const text = replyText(events);
-    expect(text.startsWith(counted)).toBe(true);
-    expect(whoamiPid(text.slice(counted.length))).toBe(pid);
-    await second.service.stop({ stateDir: hostStateDir });
+    await expectReadopted(hostStateDir, h, pid);
   });
 
   it("with any other reason, an aborted signal and a close do what they always did: the turn is cancelled, the session ended", async () => {
-    const hostStateDir = tempStateDir("oc-durable-reasons");
-    trackStateDir(join(hostStateDir, "proclease"));
-    const first = await gatewayRun(hostStateDir, ["--turn=by-text"]);
-    const h = await first.runtime.ensureSession(session);
-    trackLease(h.leaseId);
-    const pid = whoamiPid(replyText(await collect(first.runtime.runTurn(turnInput(h, "/whoami")))));
+    const { hostStateDir, first, h, pid } = await firstRun("oc-durable-reasons", ["--turn=by-text"]);
     const abort = new AbortController();
     const turn = first.runtime.startTurn(turnInput(h, "hang", { signal: abort.signal }));
     await turn.promptStarted;
