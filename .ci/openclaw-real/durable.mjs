@@ -5,9 +5,10 @@
 // answers `/agent-session` with its own pid, so "the same adapter answered"
 // is read off the reply itself, beside the lease (the same one, still open,
 // no other opened for the key). In order: a chat turn · a config reload of
-// the plugin's service · SIGKILL of the gateway with a turn in flight, whose
-// end the next reply shows · SIGKILL again, then `proclease reap` ends the
-// session left waiting: nothing is left.
+// the plugin's service · a gateway restart (SIGTERM, a new gateway), idle
+// and with a turn in flight, whose end the next reply shows · SIGKILL
+// mid-turn · SIGTERM, then `proclease reap` ends the session left waiting:
+// nothing is left.
 import { execFileSync } from "node:child_process";
 import { join } from "node:path";
 import { waitFor } from "./gateway.mjs";
@@ -40,8 +41,11 @@ export async function durablePhase(ctx) {
 
   await configReload(ctx, { ...config, graceMs: config.graceMs + 500 });
   await sameAdapter(ctx, was, "config reload");
+  await restarted(ctx);
+  await sameAdapter(ctx, was, "gateway restart (SIGTERM, a new gateway)");
+  await interruptedTurn(ctx, was, "gateway restart (SIGTERM, a new gateway)", () => restarted(ctx));
   await interruptedTurn(ctx, was, "SIGKILL of the gateway", () => killedAndStarted(ctx));
-  await waitingSessionReaped(ctx, was, "SIGKILL");
+  await waitingSessionReaped(ctx, was, "SIGTERM");
 }
 
 function setPluginConfig(ctx, config) {
@@ -59,6 +63,24 @@ async function configReload(ctx, config) {
   await waitFor("the plugin's service to restart on the new config", () => reloads(gw) > before, 120_000, 100);
   say(
     `durable: config change (graceMs ${config.graceMs}) → the plugin's service restarted in ${fmt(performance.now() - t)}`,
+  );
+}
+
+/**
+ * A gateway restart as a service manager makes it: SIGTERM and a new gateway process. Fails with OpenClaw
+ * 2026.9.6 (the reason this commit is WIP): at its shutdown OpenClaw's ACP session manager cancels every
+ * accepted turn and calls the runtime's close() on every cached handle, before the plugin's service stop()
+ * would detach; close() ends the session through its lease, and the next message spawns a new adapter. Not
+ * `openclaw gateway restart`: for a gateway no service manager runs it restarts in the same process
+ * (SIGUSR2), and after that every message on the ACP session ended `aborted` before reaching the backend.
+ */
+async function restarted(ctx) {
+  const { gw, say, fmt } = ctx;
+  const t = performance.now();
+  const how = await gw.kill("SIGTERM");
+  const s = await gw.start();
+  say(
+    `durable: SIGTERM (the gateway exited ${how.code ?? how.signal}) and a new gateway ${gw.incarnation} (pid ${s.pid}) ready in ${fmt(performance.now() - t)}`,
   );
 }
 
