@@ -6,7 +6,8 @@
 // a free loopback port with token auth, and driven over its WebSocket
 // protocol with OpenClaw's own gateway client (gateway.mjs); the operator's
 // commands of the same page (OpenClaw's TUI, `openclaw gateway call`) run
-// against it as written (operator.mjs). Every step prints its time; any
+// against it as written (operator.mjs). Then the same gateway again with the
+// plugin's `durable` on (durable.mjs). Every step prints its time; any
 // failed check exits 1 naming it.
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -17,6 +18,7 @@ import { freePort, Gateway, loadGatewayClient } from "./gateway.mjs";
 import { leases, markedProcesses } from "./host.mjs";
 import { prepareOpenClaw, readmeCommandsMatch } from "./setup.mjs";
 import { scenario } from "./scenario.mjs";
+import { durablePhase } from "./durable.mjs";
 
 const root = join(dirname(fileURLToPath(import.meta.url)), "../..");
 const openclawDir = process.env.OPENCLAW_DIR;
@@ -78,6 +80,7 @@ try {
     pluginConfig,
   };
   await scenario(ctx);
+  await durablePhase(ctx);
 } catch (err) {
   failures += 1;
   console.error(`FAIL: ${err instanceof Error ? err.stack : String(err)}`);

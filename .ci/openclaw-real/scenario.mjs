@@ -10,7 +10,7 @@ import { waitFor } from "./gateway.mjs";
 import { alive, cgroupLeft, leaseOf, leases, markedProcesses } from "./host.mjs";
 import { gatewayCallLacksAdmin, loginFailureNamesSettings, operatorPath, persistenceLineNote } from "./operator.mjs";
 
-const SETTLED = new Set(["closed", "lost"]);
+export const SETTLED = new Set(["closed", "lost"]);
 
 export async function scenario(ctx) {
   const { gw, say, check, fmt } = ctx;
@@ -101,7 +101,7 @@ export async function scenario(ctx) {
   await shutdown(ctx);
 }
 
-async function spawnSession(ctx, agent) {
+export async function spawnSession(ctx, agent) {
   const t = performance.now();
   const reply = await ctx.gw.command(`/acp spawn ${agent} --mode persistent --bind off`);
   const m = /Spawned ACP session (\S+)/.exec(reply);
@@ -128,7 +128,7 @@ async function leasedTree(ctx, key, n) {
   );
 }
 
-async function whoami(ctx, key) {
+export async function whoami(ctx, key) {
   const { runId } = await ctx.gw.send(key, "/agent-session");
   const end = await waitFor("the /agent-session reply", () => ctx.gw.chatEnd(runId), 120_000);
   const text = await replyText(ctx, key, runId, end);
@@ -152,7 +152,7 @@ async function replyText(ctx, key, runId, end) {
 }
 
 /** chat.send of "/count n": n text deltas in order, done, and the transcript's reply "1 2 … n ". */
-async function streamedTurn(ctx, key, n, label) {
+export async function streamedTurn(ctx, key, n, label) {
   const { gw, check, fmt } = ctx;
   const { runId, sentAt } = await gw.send(key, `/count ${n}`);
   const done = await waitFor(
