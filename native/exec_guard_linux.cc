@@ -103,6 +103,14 @@ int SetMmapThreshold(int bytes) {
 #endif
 }
 
+int TrimMalloc() {
+#if defined(__GLIBC__)
+  return malloc_trim(0);
+#else
+  return -ENOSYS;
+#endif
+}
+
 int SetDumpable(bool on) { return prctl(PR_SET_DUMPABLE, on ? 1 : 0, 0, 0, 0) == 0 ? 0 : -errno; }
 
 int GetDumpable() {

@@ -117,6 +117,7 @@ int SealedCopy(const char* name, const unsigned char* bytes, size_t len);
 int SetDumpable(bool on);  // prctl(PR_SET_DUMPABLE): 0 or -errno
 int GetDumpable();         // 1, 0, or -errno
 int SetMmapThreshold(int bytes);  // glibc mallopt(M_MMAP_THRESHOLD): 0, -EINVAL, or -ENOSYS (no glibc)
+int TrimMalloc();                 // glibc malloc_trim(0): 1 when memory went back, 0 when none, -ENOSYS (no glibc)
 
 // attach_linux.cc (stub elsewhere: -ENOSYS). A non-blocking, close-on-exec
 // Unix socket connected to <dir>/<name>, and its listener's pid and uid

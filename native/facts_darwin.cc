@@ -196,6 +196,7 @@ int SealedCopy(const char*, const unsigned char*, size_t) { return -ENOSYS; }
 
 int SetDumpable(bool) { return -ENOSYS; }
 int SetMmapThreshold(int) { return -ENOSYS; }
+int TrimMalloc() { return -ENOSYS; }
 
 int GetDumpable() { return -ENOSYS; }
 

@@ -47,3 +47,34 @@ export function pinMmapThreshold(
       : { applied: false, why: r === -38 ? "the C library is not glibc" : `mallopt failed: errno ${-r}` };
   return done;
 }
+
+/** the least time between the starts of two trims */
+export const TRIM_EVERY_MS = 1000;
+let lastTrim = -Infinity;
+let trimming = false;
+
+/**
+ * Gives the C allocator's free pages back to the kernel (glibc malloc_trim,
+ * on a pool thread), at most once per TRIM_EVERY_MS per process and one at
+ * a time. glibc gives an arena's free space back only from its top on its
+ * own: after an agent's flood, the 64 KiB pipe reads and the gateway's other
+ * blocks under the mmap threshold left the main arena's free middle resident
+ * (the fuzzer's long-lived gateways idled at 42-56 MB of [heap] where they
+ * started at 6; docs/bounds.md). Resolves true when pages went back; never
+ * rejects.
+ */
+export async function trimFreedMemory(
+  binding: NativeBinding | null = loadNative(),
+  now = performance.now(),
+): Promise<boolean> {
+  if (binding === null || trimming || now - lastTrim < TRIM_EVERY_MS) return false;
+  lastTrim = now;
+  trimming = true;
+  try {
+    return (await binding.trimMalloc()) === 1;
+  } catch {
+    return false;
+  } finally {
+    trimming = false;
+  }
+}

@@ -126,6 +126,8 @@ export interface NativeBinding {
   setDumpable(on: boolean): number;
   /** glibc: mallopt(M_MMAP_THRESHOLD, bytes), which also ends its dynamic threshold: 0 or -EINVAL; elsewhere -ENOSYS. */
   setMmapThreshold(bytes: number): number;
+  /** glibc malloc_trim(0) on a pool thread: 1 when memory went back to the kernel, 0 when none, -ENOSYS elsewhere */
+  trimMalloc(): Promise<number>;
   /** Linux: prctl(PR_GET_DUMPABLE): 1, 0, or -errno. macOS: -ENOSYS. */
   getDumpable(): number;
   /** true when pidfd_open and pidfd_send_signal work on this kernel */

@@ -34,6 +34,7 @@ const METHODS = [
   "sealedCopy",
   "setDumpable",
   "setMmapThreshold",
+  "trimMalloc",
   "getDumpable",
   "pidfdSupported",
   "lockExclusive",

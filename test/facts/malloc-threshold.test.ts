@@ -11,6 +11,7 @@ import { fileURLToPath, pathToFileURL } from "node:url";
 import { describe, expect, it } from "vitest";
 
 const PROBE = fileURLToPath(new URL("../fixtures/facts/malloc-probe.mjs", import.meta.url));
+const TRIM_PROBE = fileURLToPath(new URL("../fixtures/facts/trim-probe.mjs", import.meta.url));
 const MODULE = pathToFileURL(fileURLToPath(new URL("../../dist/facts/malloc-threshold.js", import.meta.url))).href;
 const glibc =
   process.platform === "linux" &&
@@ -42,5 +43,30 @@ d("glibc's mmap threshold", () => {
     expect(JSON.parse(said!)).toMatchObject({ applied: false, why: expect.stringContaining("operator") });
     const [said2] = probe(true, { MALLOC_MMAP_THRESHOLD_: "4194304" });
     expect(JSON.parse(said2!)).toMatchObject({ applied: false });
+  });
+});
+
+interface TrimSeen {
+  before: number;
+  after: number;
+  trimmed: boolean;
+}
+
+function trimProbe(mode: "trim" | "none"): TrimSeen {
+  const out = execFileSync(process.execPath, ["--expose-gc", TRIM_PROBE, MODULE, mode], { encoding: "utf8" });
+  return JSON.parse(out.trim()) as TrimSeen;
+}
+
+d("giving freed arena pages back", () => {
+  it("the main arena's free middle stays resident until trimFreedMemory gives it back", () => {
+    const MiB = 1024 * 1024;
+    // 2,000 blocks of 64 KiB made, 1,980 freed, every 100th kept above them
+    const kept = trimProbe("none");
+    expect(kept.before).toBeGreaterThan(100 * MiB);
+    expect(kept.after).toBe(kept.before);
+    const given = trimProbe("trim");
+    expect(given.before).toBeGreaterThan(100 * MiB);
+    expect(given.trimmed).toBe(true);
+    expect(given.after).toBeLessThan(given.before / 4);
   });
 });

@@ -24,12 +24,16 @@
  *   logged through the session's rate-limited log (logger.ts SessionLog).
  *   The per-message bounds are applied where lines are read
  *   (intake-stream.ts), which reports here.
+ * At the session's end, and when one of its holds lets go, the C
+ * allocator's freed pages go back to the system (trimFreedMemory: glibc
+ * keeps an arena's free middle resident after a flood).
  * A session whose agent keeps passing bounds is not ended for it: each
  * excess is refused at its own cost (bounded), the counts are in
  * sessionStatus, and ending the session stays the caller's decision.
  */
 import type { ResolvedIntakeLimits } from "./intake-limits.js";
 import { SessionLog, type ControllerLogger } from "../report/logger.js";
+import { trimFreedMemory } from "../../facts/malloc-threshold.js";
 
 /** Why something the agent sent was refused or dropped (sessionStatus `intake.refused`). */
 export type IntakeRefusal =
@@ -228,7 +232,10 @@ export class SessionBudget {
       gate.hold(holder);
       return true;
     }
-    if (used <= max / 2 && gate.holds(holder)) gate.release(holder);
+    if (used <= max / 2 && gate.holds(holder)) {
+      gate.release(holder);
+      void trimFreedMemory();
+    }
     return false;
   }
 
@@ -252,6 +259,7 @@ export class SessionBudget {
     this.closedWith = reason;
     for (const w of this.waiters.splice(0)) w.reject(reason);
     for (const holder of [this, this.requestHolder]) if (this.gate?.holds(holder)) this.gate.release(holder);
+    void trimFreedMemory();
   }
 
   status(): IntakeStatus {
