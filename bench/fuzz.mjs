@@ -181,6 +181,10 @@ async function main() {
       limits: limited.map((r) => ({ index: r.seq.index, limits: r.limits })),
     });
   await runner.teardown();
+  if (runner.peakGrowth)
+    log(
+      `fuzz: the largest RSS growth of a gateway: ${(runner.peakGrowth.bytes / 2 ** 20).toFixed(0)} MB (gateway ${runner.peakGrowth.gateway}; the bound is 256 MB)`,
+    );
   return n > 0 ? 1 : 0;
 }
 

@@ -139,6 +139,8 @@ export class Runner {
   async retire(gw) {
     if (gw.dead) await gw.exited;
     else await gw.stop();
+    const growth = (gw.peak ?? 0) - (gw.baseline ?? 0);
+    if (growth > (this.peakGrowth?.bytes ?? -1)) this.peakGrowth = { bytes: growth, gateway: gw.name };
     this.gateways.delete(gw);
     for (const [k, p] of this.pools) if ((await p.catch(() => null)) === gw) this.pools.delete(k);
     await this.cleanupGateway(gw);
