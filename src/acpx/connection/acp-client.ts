@@ -224,7 +224,6 @@ export class AcpClient {
   }
 
   async prompt(sessionId: string, prompt: string | readonly ContentBlock[]): Promise<PromptAnswer> {
-    this.intake.promptAsked();
     const res = (await this.connection.agent.request(
       "session/prompt",
       promptParams(sessionId, prompt),
@@ -265,9 +264,9 @@ export class AcpClient {
     this.connection.close(reason);
   }
 
-  /** Every session/prompt asked for so far is in the adapter's stdin pipe, or `ms` passed (IntakeStream.promptsFlushed). */
-  promptsFlushed(ms: number): Promise<void> {
-    return this.intake.promptsFlushed(ms);
+  /** Every message the SDK queued so far is in the adapter's stdin pipe, or `ms` passed (IntakeStream.writesFlushed). */
+  writesFlushed(ms: number): Promise<void> {
+    return this.intake.writesFlushed(ms);
   }
 }
 

@@ -117,10 +117,10 @@ export class IntakeStream {
   private readonly adopted = new Map<string, AdoptedAnswer>();
   /** an adopted request's answer just read, for the pump to hand over in order (answerAdopted) */
   private adoptedAnswer: (() => void) | undefined;
-  /** session/prompt requests asked of the SDK, and of those handed to the adapter's stdin */
-  private promptsAsked = 0;
-  private promptsWritten = 0;
-  private readonly promptWaiters = new Set<() => void>();
+  /** messages the SDK queued for the adapter's stdin, and of those handed to it (or failed) */
+  private writesAsked = 0;
+  private writesDone = 0;
+  private readonly writeWaiters = new Set<() => void>();
 
   constructor(private readonly i: IntakeStreamInput) {
     this.offset = i.idOffset ?? 0;
@@ -139,7 +139,17 @@ export class IntakeStream {
           return this.reader?.cancel(reason);
         },
       }),
-      writable: new WritableStream<AnyMessage>({ write: (m) => this.send(m) }),
+      // the strategy's size() runs as the SDK queues a message, before its write: writesFlushed counts from there
+      writable: new WritableStream<AnyMessage>(
+        { write: (m) => this.sendCounted(m) },
+        {
+          highWaterMark: 1,
+          size: () => {
+            this.writesAsked++;
+            return 1;
+          },
+        },
+      ),
     };
   }
 
@@ -396,45 +406,43 @@ export class IntakeStream {
     await this.writer.writeMessage(msg);
     // after the answer's bytes are queued: its reservation leaves as its bytes come in
     if (!request && isId(id)) this.i.budget.answered(idKey(id));
-    if (request && m.method === "session/prompt") {
-      this.promptsWritten++;
-      for (const w of [...this.promptWaiters]) w();
+  }
+
+  private async sendCounted(msg: AnyMessage): Promise<void> {
+    try {
+      await this.send(msg);
+    } finally {
+      this.writesDone++;
+      for (const w of [...this.writeWaiters]) w();
     }
   }
 
-  /** A session/prompt is on its way through the SDK's write queue (counted before the SDK is asked). */
-  promptAsked(): void {
-    this.promptsAsked++;
-  }
-
   /**
-   * Resolves once every session/prompt asked for so far is in the adapter's
-   * stdin pipe, or after `ms`. The SDK writes a request some microtasks (or,
+   * Resolves once every message the SDK queued so far is in the adapter's
+   * stdin pipe, or after `ms`. The SDK writes a message some microtasks (or,
    * behind a long message, loop turns) after it was asked; a caller about to
-   * let go of the pipes (detach) waits here, or a turn it started would be
-   * lost with the pipe while its caller is told it goes on.
+   * let go of the pipes (detach) waits here, or what it sent would be lost
+   * with the pipe: a turn its caller is told goes on, or an answer (a
+   * permission, a read) the agent then waits for in vain.
    */
-  async promptsFlushed(ms: number): Promise<void> {
-    const target = this.promptsAsked;
+  async writesFlushed(ms: number): Promise<void> {
+    const target = this.writesAsked;
     const deadline = performance.now() + ms;
     const out = this.i.output;
     const done = (): boolean =>
-      this.cancelled ||
-      out.destroyed ||
-      out.writableEnded ||
-      (this.promptsWritten >= target && out.writableLength === 0);
+      this.cancelled || out.destroyed || out.writableEnded || (this.writesDone >= target && out.writableLength === 0);
     while (!done() && performance.now() < deadline) {
-      // woken by a prompt written or the pipe drained, and every 10 ms besides: a short write never emits "drain"
+      // woken by a message written or the pipe drained, and every 10 ms besides: a short write never emits "drain"
       await new Promise<void>((resolve) => {
         const wake = (): void => {
           clearTimeout(timer);
           out.off("drain", wake);
-          this.promptWaiters.delete(wake);
+          this.writeWaiters.delete(wake);
           resolve();
         };
         const timer = setTimeout(wake, 10);
         out.once("drain", wake);
-        this.promptWaiters.add(wake);
+        this.writeWaiters.add(wake);
       });
     }
   }

@@ -470,7 +470,7 @@ class Controller implements AcpxLifecycleController {
   private async detachThenRelease(): Promise<void> {
     try {
       await this.end.writesSettled();
-      await this.live.flushDurablePrompts();
+      await this.live.flushDurableWrites();
       const others = this.live.letGoDurable(new AcpxControllerDisposedError("detached"));
       await Promise.allSettled(
         others.map((key) => this.closeSession({ handle: { sessionKey: key }, reason: "controller detach" })),

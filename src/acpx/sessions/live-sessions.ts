@@ -211,14 +211,15 @@ export class LiveSessions {
   }
 
   /**
-   * detach(), before letGoDurable: each durable session's turns already
-   * started reach its wrapper (at most `ms`), so a turn its caller was told
-   * goes on is in flight when the pipes close, not lost with them. A
+   * detach(), before letGoDurable: everything each durable session's SDK
+   * queued (a turn started, an answer given) reaches its wrapper (at most
+   * `ms`), so a turn its caller was told goes on is in flight when the pipes
+   * close, and an answer the agent waits for is with it, not lost. A
    * second bounds it: a pipe that takes nothing (a stopped wrapper) must not
    * hold the detach.
    */
-  async flushDurablePrompts(ms = 1000): Promise<void> {
-    await Promise.all(this.all().map((l) => (l.launched.durable ? l.client?.promptsFlushed(ms) : undefined)));
+  async flushDurableWrites(ms = 1000): Promise<void> {
+    await Promise.all(this.all().map((l) => (l.launched.durable ? l.client?.writesFlushed(ms) : undefined)));
   }
 
   /** detach(): every running durable session let go (letGo); the keys of the others, to be closed. */
