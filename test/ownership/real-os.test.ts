@@ -5,7 +5,7 @@
  * otherwise. Parameterised over the exact-identity backends (native, procfs).
  */
 import { execFileSync, spawn, type ChildProcess } from "node:child_process";
-import { existsSync } from "node:fs";
+import { existsSync, readdirSync, readFileSync } from "node:fs";
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
@@ -115,6 +115,30 @@ async function leaseFor(
     ...(d.pidNamespace ? { pidNamespace: d.pidNamespace } : {}),
   });
   return { lease, report };
+}
+
+/** live processes whose environment carries the lease id (a test's own cleanup and check) */
+function carriersOf(leaseId: string): number[] {
+  if (leaseId === "") return [];
+  const marker = `OPENCLAW_ACPX_LEASE_ID=${leaseId}\0`;
+  return readdirSync("/proc")
+    .filter((d) => /^\d+$/.test(d))
+    .map(Number)
+    .filter((pid) => {
+      try {
+        return readFileSync(`/proc/${pid}/environ`, "latin1").includes(marker) && !isZombie(pid);
+      } catch {
+        return false;
+      }
+    });
+}
+
+function isZombie(pid: number): boolean {
+  try {
+    return readFileSync(`/proc/${pid}/stat`, "latin1").split(") ")[1]?.startsWith("Z") ?? true;
+  } catch {
+    return true;
+  }
 }
 
 async function waitFor<T>(probe: () => Promise<T | null>, ms = 5000): Promise<T | null> {
@@ -249,6 +273,25 @@ describe.skipIf(skipReason !== null)(`real processes${skipReason !== null ? ` (s
           // nothing left that carries the lease's markers
           expect((await explainLease(lease, f, { gatewayInstanceId: "gw-test" })).remnants).toBeNull();
         } finally {
+          await rm(dir, { recursive: true, force: true });
+        }
+      });
+
+      it("a relay whose every link forks the next, detached, as it is TERMed is killed to its last link: each remnant kill is followed by one more verification", async () => {
+        const dir = await mkdtemp(join(tmpdir(), "own-real-"));
+        let leaseId = "";
+        try {
+          const f = facts();
+          const { lease } = await leaseFor(dir, f, "relay");
+          leaseId = lease.leaseId;
+          const v = await explainLease(lease, f, { gatewayInstanceId: "gw-test" });
+          expect(v.verdict, JSON.stringify(v.evidence)).toBe("owned");
+          await killLeaseVerification(v, { facts: f, signaller: signaller(), graceMs: 600, pollMs: 25 });
+          // the last link ignores SIGTERM: only a verification after the kill that made it finds it
+          const left = await waitFor(async () => (carriersOf(leaseId).length === 0 ? true : null), 3000);
+          expect(left, `alive with the lease's markers: ${carriersOf(leaseId).join(" ")}`).toBe(true);
+        } finally {
+          for (const pid of carriersOf(leaseId)) process.kill(pid, "SIGKILL");
           await rm(dir, { recursive: true, force: true });
         }
       });

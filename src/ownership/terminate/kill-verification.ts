@@ -12,13 +12,20 @@
  * lease is verified ONCE more (one more snapshot and env pass, after the
  * last signal: the "one snapshot before the first signal" cost is kept);
  * the root is then normally gone, and whatever still carries the lease's
- * markers is killed as remnants. Callers settle on that LAST verification
- * (`final`), through settlementAfterKill (settle.ts).
+ * markers is killed as remnants. A remnant may fork again as it is
+ * TERMed (a relay: each one's handler starts the next, detached), so after
+ * each remnant kill the lease is verified again, up to REMNANT_ROUNDS
+ * remnant kills: the cost is paid only where remnants were found. Callers
+ * settle on the LAST verification whose remnants were killed (`final`),
+ * through settlementAfterKill (settle.ts).
  */
 import { mergeKillResults, killOwnedTree, type TreeKillOptions, type TreeKillReport } from "./tree-kill.js";
 import { evidence } from "../verify/evidence.js";
 import { verifyLeases, type LeaseVerification } from "../verify/verify.js";
 import type { LeaseVerifier } from "../verify/verify-batching.js";
+
+/** remnant kills after the first kill, at most: a relay longer than this leaves its last link running, which a lease cgroup's drain still ends (docs/containment.md) */
+const REMNANT_ROUNDS = 3;
 
 export interface LeaseKillOptions extends TreeKillOptions {
   /** passed to the re-verification after a kill (a lease of another instance is a mismatch) */
@@ -54,7 +61,24 @@ export async function killLeaseVerification(v: LeaseVerification, opts: LeaseKil
   const verifyOpts = opts.gatewayInstanceId !== undefined ? { gatewayInstanceId: opts.gatewayInstanceId } : {};
   const reverify = opts.verify ?? (async (l) => (await verifyLeases([l], opts.facts, verifyOpts))[0]!);
   const again = await reverify(v.lease).catch(() => undefined);
-  const final: LeaseVerification = again ?? {
+  // only remnants (the root gone) are killed again: a root that survived the kill is the report's survivor already
+  let final = again ?? unverified(v);
+  let finalKill: TreeKillReport | null = null;
+  for (let round = 1; final.verdict === "gone" && final.remnants; round++) {
+    const k = await killOwnedTree(final.remnants, opts);
+    finalKill = finalKill ? combineKillReports(finalKill, k) : k;
+    if (round === REMNANT_ROUNDS) break;
+    // a remnant's own TERM handler may have forked one more: the next verification finds it
+    const next = await reverify(v.lease).catch(() => undefined);
+    if (next === undefined || next.verdict !== "gone" || !next.remnants) break;
+    final = next;
+  }
+  return { killed: true, target, report: finalKill ? combineKillReports(first, finalKill) : first, final, finalKill };
+}
+
+/** The stand-in for a re-verification that failed: nothing may be killed on it. */
+function unverified(v: LeaseVerification): LeaseVerification {
+  return {
     ...v,
     verdict: "unknown",
     tree: null,
@@ -66,9 +90,6 @@ export async function killLeaseVerification(v: LeaseVerification, opts: LeaseKil
       evidence("re-verification", "unknown", "re-verification-failed", "the verification after the kill failed"),
     ],
   };
-  // only remnants (the root gone) are killed again: a root that survived the kill is the report's survivor already
-  const finalKill = final.verdict === "gone" && final.remnants ? await killOwnedTree(final.remnants, opts) : null;
-  return { killed: true, target, report: finalKill ? combineKillReports(first, finalKill) : first, final, finalKill };
 }
 
 /** One report for two kills of the same lease (mergeKillResults: a pid killed twice keeps its later outcome). */
