@@ -34,7 +34,13 @@ function probe(pin: boolean, env: NodeJS.ProcessEnv = {}): string[] {
 
 d("glibc's mmap threshold", () => {
   it("by default, blocks freed after a 10 MiB one come from the arena; pinned, each gets a mapping given back when freed", () => {
-    expect(probe(false)).toEqual(["heap"]);
+    // the control, glibc's own behaviour: whether its arena grows in place also depends on the address-space
+    // layout and on when V8's sweeper frees the 10 MiB block, and one CI run in many saw "mapped" here; one
+    // probe of three must see the arena serve them, or the probe could not tell the two apart
+    const controls: string[] = [];
+    for (let i = 0; i < 3 && !controls.includes("heap"); i++) controls.push(probe(false)[0]!);
+    expect(controls).toContain("heap");
+    // the product's claim, every time
     expect(probe(true)).toEqual([JSON.stringify({ applied: true }), "mapped"]);
   });
 
